@@ -1,0 +1,151 @@
+/* cli.c: global options, usage and version text, and the error printers every command uses.
+ * GNU conventions: --help and --version on stdout with exit 0; bad usage on stderr with exit 2. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "app/commands.h"
+
+typedef struct global_option {
+    const char *name;        /* without the leading "--" */
+    size_t offset;           /* where its value goes in cli_globals */
+    const char *choices[4];  /* allowed values, NULL-terminated; none means any */
+} global_option;
+
+static const global_option global_options[] = {
+    {"db", offsetof(cli_globals, db_path), {NULL}},
+    {"model", offsetof(cli_globals, model_dir), {NULL}},
+    {"backend", offsetof(cli_globals, backend), {"cpu", "cuda", NULL}},
+    {"peer", offsetof(cli_globals, peer), {NULL}},
+    {"transport", offsetof(cli_globals, transport), {"rdma", "tcp", NULL}},
+};
+
+static const global_option *find_global(const char *arg, size_t len)
+{
+    for (size_t i = 0; i < sizeof global_options / sizeof global_options[0]; i++)
+        if (strlen(global_options[i].name) == len && strncmp(global_options[i].name, arg, len) == 0)
+            return &global_options[i];
+    return NULL;
+}
+
+static int value_allowed(const global_option *o, const char *value)
+{
+    if (!o->choices[0])
+        return value[0] != '\0';
+    for (int i = 0; o->choices[i]; i++)
+        if (strcmp(o->choices[i], value) == 0)
+            return 1;
+    return 0;
+}
+
+int cli_take_globals(int argc, char **argv, int from, cli_globals *g)
+{
+    int out = from;
+    for (int i = from; i < argc; i++) {
+        char *arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
+            while (i < argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            argv[out++] = arg;
+            continue;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        const global_option *o = find_global(name, eq ? (size_t)(eq - name) : strlen(name));
+        if (!o) {
+            argv[out++] = arg;
+            continue;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value) {
+            if (i + 1 >= argc) {
+                cli_usage_error(NULL, "option '--%s' needs a value", o->name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (!value_allowed(o, value)) {
+            if (o->choices[0])
+                cli_usage_error(NULL, "option '--%s' takes %s or %s, not '%s'", o->name,
+                                o->choices[0], o->choices[1], value);
+            else
+                cli_usage_error(NULL, "option '--%s' needs a non-empty value", o->name);
+            return -1;
+        }
+        *(const char **)((char *)g + o->offset) = value;
+    }
+    argv[out] = NULL;
+    return out;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, cmd ? "glmchat %s: " : "glmchat: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'glmchat %s%s--help' for more information.\n", cmd ? cmd : "",
+            cmd ? " " : "");
+    return CLI_EXIT_USAGE;
+}
+
+int cli_runtime_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("glmchat: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_EXIT_RUNTIME;
+}
+
+int cli_not_built(const char *cmd)
+{
+    return cli_runtime_error("'%s' is not built in glmchat %s yet; see CHANGELOG.md for what is",
+                             cmd, PACKAGE_VERSION);
+}
+
+void cli_print_version(void)
+{
+    printf("glmchat %s\n"
+           "A terminal chat with its own GLM-5.3-Flash engine.\n"
+           "License Apache-2.0: <https://www.apache.org/licenses/LICENSE-2.0>.\n"
+           "This is free software: you are free to change and redistribute it.\n"
+           "There is NO WARRANTY, to the extent permitted by law.\n",
+           PACKAGE_VERSION);
+}
+
+void cli_print_usage(void)
+{
+    printf("Usage: glmchat [OPTION]... [COMMAND [ARG]...]\n"
+           "Chat with GLM-5.3-Flash in the terminal. With no command: the TUI when stdin and\n"
+           "stdout are terminals, else a scripted chat reading prompts from stdin.\n"
+           "\n"
+           "Commands:\n");
+    for (const cli_command *c = cli_commands; c->name; c++)
+        printf("  %-12s %s\n", c->name, c->summary);
+    printf("\n"
+           "Options (before or after the command):\n"
+           "      --db FILE            the conversation database (else $GLMCHAT_DB, else\n"
+           "                           $XDG_DATA_HOME/glmchat/glmchat.db)\n"
+           "      --model DIR          the model directory (else the config file's, else the\n"
+           "                           embedded demo model)\n"
+           "      --backend cpu|cuda   the engine backend (default: cuda where a GPU is found)\n"
+           "      --peer HOST:PORT     run as rank 0 with a worker there\n"
+           "      --transport rdma|tcp how the two ranks talk\n"
+           "      --paths              print where glmchat keeps its files, then exit\n"
+           "  -h, --help               print this help, then exit\n"
+           "      --version            print the version, then exit\n"
+           "\n"
+           "'glmchat COMMAND --help' describes one command.\n"
+           "Exit status: 0 done, 1 runtime error, 2 bad usage, 130 interrupted.\n"
+           "Report bugs to: %s\n",
+           PACKAGE_BUGREPORT);
+}

@@ -1,0 +1,47 @@
+/* cli.h: what every glmchat command shares: global options, exit codes, usage errors.
+ * The command table (commands.c) maps names to the cmd_*.c files that implement them. */
+#ifndef GLMCHAT_APP_CLI_H
+#define GLMCHAT_APP_CLI_H
+
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_RUNTIME = 1,     /* something failed; stderr says what and what to do */
+    CLI_EXIT_USAGE = 2,       /* bad command line */
+    CLI_EXIT_INTERRUPTED = 130,
+};
+
+/* Options every command accepts, before or after its name. NULL when not given. */
+typedef struct cli_globals {
+    const char *db_path;    /* --db FILE */
+    const char *model_dir;  /* --model DIR */
+    const char *backend;    /* --backend cpu|cuda */
+    const char *peer;       /* --peer HOST:PORT */
+    const char *transport;  /* --transport rdma|tcp */
+} cli_globals;
+
+typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);
+
+typedef struct cli_command {
+    const char *name;
+    cli_command_fn run;
+    const char *summary;
+} cli_command;
+
+/* Removes the global options from argv[from..argc) (stopping at "--"), storing them in g.
+ * Returns the new argc, or -1 after printing a usage error for a global option lacking a
+ * value or with a value outside its choices. */
+int cli_take_globals(int argc, char **argv, int from, cli_globals *g);
+
+/* Prints "glmchat CMD: MESSAGE" and the hint to --help on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
+int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* For commands whose implementation has not landed yet: says so, returns CLI_EXIT_RUNTIME. */
+int cli_not_built(const char *cmd);
+
+void cli_print_version(void);
+void cli_print_usage(void);
+
+#endif

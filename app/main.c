@@ -1,0 +1,55 @@
+/* main.c: glmchat's entry point: global options, then the subcommand from the command table.
+ * With no command it chats (the TUI on a terminal, scripted otherwise). */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "app/paths.h"
+
+static int print_paths(const cli_globals *g)
+{
+    glm_paths p;
+    char err[256];
+    if (paths_resolve(&p, g, err, sizeof err) != 0)
+        return cli_runtime_error("%s", err);
+    printf("config   %s\n"
+           "data     %s\n"
+           "database %s\n"
+           "state    %s\n"
+           "cache    %s\n"
+           "model    %s\n",
+           p.config_file, p.data_dir, p.db_file, p.state_dir, p.cache_dir,
+           g->model_dir ? g->model_dir : "(the config file's, else the embedded demo model)");
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    cli_globals g = {0};
+    argc = cli_take_globals(argc, argv, 1, &g);
+    if (argc < 0)
+        return CLI_EXIT_USAGE;
+
+    if (argc < 2) {
+        char *chat_argv[] = {"chat", NULL};
+        return cmd_chat(1, chat_argv, &g);
+    }
+    const char *first = argv[1];
+    if (strcmp(first, "-h") == 0 || strcmp(first, "--help") == 0) {
+        cli_print_usage();
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(first, "--version") == 0) {
+        cli_print_version();
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(first, "--paths") == 0)
+        return print_paths(&g);
+    const cli_command *c = cli_find_command(first);
+    if (c)
+        return c->run(argc - 1, argv + 1, &g);
+    if (first[0] == '-')
+        return cli_usage_error(NULL, "unrecognized option '%s'", first);
+    return cli_usage_error(NULL, "unknown command '%s'", first);
+}

@@ -1,0 +1,154 @@
+/* glm.h: the one public header of glmchat's GLM-5.3-Flash engine: opaque handles, plain
+ * structs, errors as values (the way llama.h and sqlite3.h do it). Nothing here includes CUDA. */
+#ifndef GLMCHAT_GLM_H
+#define GLMCHAT_GLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+typedef enum glm_status {
+    GLM_OK = 0,
+    GLM_ERR_IO,          /* a file could not be read or written */
+    GLM_ERR_FORMAT,      /* a file's contents are not what they must be */
+    GLM_ERR_UNSUPPORTED, /* valid, but this engine cannot honour it */
+    GLM_ERR_NOMEM,
+    GLM_ERR_ARG,         /* a caller's argument is out of range */
+    GLM_ERR_BACKEND,     /* the GPU or a kernel failed */
+    GLM_ERR_PEER,        /* the other rank failed, refused us or stopped answering */
+    GLM_ERR_CANCELED,
+} glm_status;
+
+/* Filled by every function that can fail: a sentence a user can act on. */
+typedef struct glm_error {
+    glm_status status;
+    char message[1024];
+} glm_error;
+
+/* Sets err (when non-NULL) and returns status; printf-style. */
+glm_status glm_error_set(glm_error *err, glm_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+typedef enum glm_role { GLM_ROLE_SYSTEM, GLM_ROLE_USER, GLM_ROLE_ASSISTANT, GLM_ROLE_TOOL } glm_role;
+
+typedef struct glm_tool_call {
+    const char *id;             /* call id, may be NULL */
+    const char *name;
+    const char *arguments_json; /* a JSON object */
+} glm_tool_call;
+
+typedef struct glm_message {
+    glm_role role;
+    const char *content;            /* visible text (may be NULL) */
+    const char *reasoning;          /* assistant: kept reasoning, byte-exact (NULL: none) */
+    const glm_tool_call *tool_calls; /* assistant */
+    int n_tool_calls;
+    const char *tool_call_id;       /* tool: the call this result answers */
+} glm_message;
+
+typedef struct glm_tool {
+    const char *name;
+    const char *description;
+    const char *parameters_json; /* JSON schema of the arguments */
+} glm_tool;
+
+typedef enum glm_effort { GLM_EFFORT_MAX = 0, GLM_EFFORT_HIGH, GLM_EFFORT_LOW } glm_effort;
+
+typedef struct glm_sampling {
+    float temperature; /* 0: greedy */
+    float top_p;       /* 1: off */
+    int top_k;         /* 0: off */
+    float min_p;       /* 0: off */
+    uint64_t seed;
+    int max_tokens;    /* 0: the model's generation_config max_new_tokens */
+} glm_sampling;
+
+typedef struct glm_request {
+    const glm_message *messages;
+    int n_messages;
+    const glm_tool *tools;
+    int n_tools;
+    glm_sampling sampling;
+    int think;          /* 1: thinking on */
+    glm_effort effort;
+} glm_request;
+
+/* ---- events streamed back while a reply is generated -------------------------------------- */
+
+typedef enum glm_event_type {
+    GLM_EV_REASONING_DELTA,
+    GLM_EV_CONTENT_DELTA,
+    GLM_EV_TOOL_CALL_BEGIN, /* name */
+    GLM_EV_TOOL_ARG_DELTA,  /* text: raw argument text as written */
+    GLM_EV_TOOL_CALL_END,   /* name, text: arguments as a JSON object typed by the tool's schema */
+    GLM_EV_STATS,
+    GLM_EV_DONE,            /* finish: "stop", "length", "tool_calls", "canceled" */
+    GLM_EV_ERROR,           /* text: the message */
+} glm_event_type;
+
+typedef struct glm_stats {
+    int prompt_tokens;
+    int reused_tokens;      /* prompt tokens served from a kept state */
+    int generated_tokens;
+    double ttft_s;          /* time to first token */
+    double prefill_tok_s;
+    double decode_tok_s;
+} glm_stats;
+
+typedef struct glm_event {
+    glm_event_type type;
+    const char *text; /* not NUL-terminated in general: use len */
+    size_t len;
+    const char *name;   /* tool name for TOOL_CALL_* */
+    const char *call_id;
+    const char *finish; /* DONE */
+    glm_stats stats;    /* STATS and DONE */
+} glm_event;
+
+/* Return nonzero to cancel the reply. */
+typedef int (*glm_event_fn)(const glm_event *ev, void *user);
+
+/* ---- engine and sessions ---------------------------------------------------------------- */
+
+typedef enum glm_backend { GLM_BACKEND_AUTO = 0, GLM_BACKEND_CPU, GLM_BACKEND_CUDA } glm_backend;
+
+typedef struct glm_engine_params {
+    const char *model_dir;
+    glm_backend backend;
+    const char *peer;      /* "HOST:PORT" of a worker (rank 1), or NULL for one rank */
+    const char *transport; /* "rdma" or "tcp"; NULL: rdma where a device exists, else tcp */
+    int n_threads;         /* CPU threads; 0: one per core */
+} glm_engine_params;
+
+typedef struct glm_engine glm_engine;
+typedef struct glm_session glm_session;
+
+glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err);
+void glm_engine_close(glm_engine *e);
+
+glm_session *glm_session_new(glm_engine *e, glm_error *err);
+/* Generates one reply to r, calling on_event as text arrives; returns GLM_OK or an error code
+ * (also sent as an ERROR event). Cancellation is GLM_ERR_CANCELED with a DONE("canceled"). */
+glm_status glm_generate(glm_session *s, const glm_request *r, glm_event_fn on_event, void *user,
+                        glm_error *err);
+/* Safe from any thread or a signal handler: the engine checks between steps. */
+void glm_cancel(glm_session *s);
+void glm_session_free(glm_session *s);
+
+/* 1 when the CUDA backend is built in and a GPU is present. */
+int glm_cuda_available(void);
+
+const char *glm_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

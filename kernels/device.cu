@@ -1,0 +1,26 @@
+// device.cu: device discovery for the CUDA backend: how many GPUs, which ones.
+// Built for sm_90 (H200) and sm_121 (GB10); the host side calls it through kernels.h.
+#include <cstdio>
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+extern "C" int kern_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int kern_device_describe(int dev, char *name, int n)
+{
+    cudaDeviceProp p;
+    cudaError_t rc = cudaGetDeviceProperties(&p, dev);
+    if (rc != cudaSuccess)
+        return (int)rc;
+    snprintf(name, (size_t)n, "%s sm_%d%d", p.name, p.major, p.minor);
+    return 0;
+}

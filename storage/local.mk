@@ -1,0 +1,1 @@
+# storage/local.mk: conversations, parts, reasoning memory and search in SQLite.

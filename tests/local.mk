@@ -1,0 +1,11 @@
+# tests/local.mk: the foundation's tests: CLI parsing (Check) and the binary's contract (shell).
+# Layers declare their own suites in their local.mk; all run under automake's harness.
+TEST_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
+
+check_PROGRAMS += tests/unit/test_cli
+tests_unit_test_cli_SOURCES = tests/unit/test_cli.c
+tests_unit_test_cli_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_cli_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+
+TESTS += tests/unit/test_cli tests/e2e/cli.sh
+EXTRA_DIST += tests/e2e/cli.sh tests/e2e/lib.sh

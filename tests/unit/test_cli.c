@@ -1,0 +1,110 @@
+/* test_cli.c: Check suite for the command line: global options anywhere, their checks,
+ * the command table, and XDG path resolution. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/cli.h"
+#include "app/commands.h"
+#include "app/paths.h"
+
+START_TEST(globals_before_and_after_command)
+{
+    char *argv[] = {"glmchat", "--db", "/tmp/a.db", "list", "--json", "--model=/m", "--backend", "cpu", NULL};
+    cli_globals g = {0};
+    int argc = cli_take_globals(8, argv, 1, &g);
+    ck_assert_int_eq(argc, 3);
+    ck_assert_str_eq(argv[1], "list");
+    ck_assert_str_eq(argv[2], "--json");
+    ck_assert_ptr_null(argv[3]);
+    ck_assert_str_eq(g.db_path, "/tmp/a.db");
+    ck_assert_str_eq(g.model_dir, "/m");
+    ck_assert_str_eq(g.backend, "cpu");
+    ck_assert_ptr_null(g.peer);
+}
+END_TEST
+
+START_TEST(double_dash_stops_global_parsing)
+{
+    char *argv[] = {"glmchat", "chat", "--", "--db", "x", NULL};
+    cli_globals g = {0};
+    int argc = cli_take_globals(5, argv, 1, &g);
+    ck_assert_int_eq(argc, 5);
+    ck_assert_ptr_null(g.db_path);
+    ck_assert_str_eq(argv[3], "--db");
+}
+END_TEST
+
+START_TEST(bad_choice_and_missing_value_are_usage_errors)
+{
+    char *a1[] = {"glmchat", "--backend", "tpu", NULL};
+    cli_globals g = {0};
+    ck_assert_int_eq(cli_take_globals(3, a1, 1, &g), -1);
+    char *a2[] = {"glmchat", "list", "--db", NULL};
+    ck_assert_int_eq(cli_take_globals(3, a2, 1, &g), -1);
+    char *a3[] = {"glmchat", "--transport=", NULL};
+    ck_assert_int_eq(cli_take_globals(2, a3, 1, &g), -1);
+    char *a4[] = {"glmchat", "--db=", NULL};
+    ck_assert_int_eq(cli_take_globals(2, a4, 1, &g), -1);
+}
+END_TEST
+
+START_TEST(every_contract_command_is_in_the_table)
+{
+    const char *names[] = {"chat", "worker", "list", "search", "export", "import", "tokenize",
+                           "detokenize", "render", "logits", "dump-tensor", "mkmodel", "quantize",
+                           "bench"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const cli_command *c = cli_find_command(names[i]);
+        ck_assert_msg(c != NULL, "command %s missing", names[i]);
+        ck_assert_ptr_nonnull(c->run);
+    }
+    ck_assert_ptr_null(cli_find_command("nope"));
+}
+END_TEST
+
+START_TEST(xdg_paths_follow_the_spec)
+{
+    glm_paths p;
+    char err[256];
+    setenv("HOME", "/home/u", 1);
+    setenv("XDG_DATA_HOME", "/d", 1);
+    setenv("XDG_CONFIG_HOME", "relative/ignored", 1);
+    setenv("XDG_STATE_HOME", "", 1);
+    unsetenv("GLMCHAT_DB");
+    unsetenv("XDG_CACHE_HOME");
+    ck_assert_int_eq(paths_resolve(&p, NULL, err, sizeof err), 0);
+    ck_assert_str_eq(p.data_dir, "/d/glmchat");
+    ck_assert_str_eq(p.db_file, "/d/glmchat/glmchat.db");
+    ck_assert_str_eq(p.config_file, "/home/u/.config/glmchat/config");
+    ck_assert_str_eq(p.state_dir, "/home/u/.local/state/glmchat");
+    ck_assert_str_eq(p.cache_dir, "/home/u/.cache/glmchat");
+    setenv("GLMCHAT_DB", "/e.db", 1);
+    ck_assert_int_eq(paths_resolve(&p, NULL, err, sizeof err), 0);
+    ck_assert_str_eq(p.db_file, "/e.db");
+    cli_globals g = {.db_path = "/flag.db"};
+    ck_assert_int_eq(paths_resolve(&p, &g, err, sizeof err), 0);
+    ck_assert_str_eq(p.db_file, "/flag.db");
+    unsetenv("HOME");
+    unsetenv("XDG_DATA_HOME");
+    ck_assert_int_eq(paths_resolve(&p, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "HOME"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, globals_before_and_after_command);
+    tcase_add_test(tc, double_dash_stops_global_parsing);
+    tcase_add_test(tc, bad_choice_and_missing_value_are_usage_errors);
+    tcase_add_test(tc, every_contract_command_is_in_the_table);
+    tcase_add_test(tc, xdg_paths_follow_the_spec);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1 @@
+# tools/local.mk: developer scripts (model makers, reference generators); never needed at run time.
