@@ -23,3 +23,6 @@ tests_unit_test_template_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_template_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_template
 EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py
+
+TESTS += tests/e2e/text_cli.sh
+EXTRA_DIST += tests/e2e/text_cli.sh
