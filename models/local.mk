@@ -1,0 +1,38 @@
+# models/local.mk: the embedded demo model (models/demo): its compressed weights expand into the
+# build tree (models/demo/model.safetensors) and install to $(pkgdatadir)/demo; its resolver and tests.
+DEMO_FILES = models/demo/config.json models/demo/generation_config.json models/demo/tokenizer.json
+
+libapp_a_SOURCES += app/demo_model.c app/demo_model.h
+libapp_a_CPPFLAGS += -DGLMCHAT_DEMO_BUILDDIR='"$(abs_top_builddir)/models/demo"' \
+	-DGLMCHAT_DEMO_DATADIR='"$(pkgdatadir)/demo"'
+
+# The build tree's copy: weights expanded, the small files copied when building out of tree.
+models/demo/model.safetensors: $(srcdir)/models/demo/model.safetensors.gz
+	$(MKDIR_P) models/demo
+	gzip -dc $(srcdir)/models/demo/model.safetensors.gz > $@.tmp && mv $@.tmp $@
+	for f in $(DEMO_FILES); do \
+	  test -f $$f || cp $(srcdir)/$$f $$f; done
+all-local: models/demo/model.safetensors
+CLEANFILES += models/demo/model.safetensors
+distclean-local:
+	if test "$(srcdir)" != .; then rm -f $(DEMO_FILES); fi
+
+install-data-local: models/demo/model.safetensors
+	$(MKDIR_P) $(DESTDIR)$(pkgdatadir)/demo
+	$(INSTALL_DATA) models/demo/model.safetensors $(DESTDIR)$(pkgdatadir)/demo/model.safetensors
+	for f in $(DEMO_FILES); do \
+	  $(INSTALL_DATA) $(srcdir)/$$f $(DESTDIR)$(pkgdatadir)/demo/ || exit 1; done
+uninstall-local:
+	rm -f $(DESTDIR)$(pkgdatadir)/demo/model.safetensors
+	for f in $(DEMO_FILES); do rm -f $(DESTDIR)$(pkgdatadir)/demo/`basename $$f`; done
+
+EXTRA_DIST += models/demo/model.safetensors.gz $(DEMO_FILES) models/demo/reference.safetensors \
+	models/demo/heldout.jsonl models/demo/training-log.txt models/demo/demo-request.json \
+	models/demo/README.md tools/demo/train.py tools/demo/data.py tools/demo/check_render.py
+
+check_PROGRAMS += tests/unit/test_demo
+tests_unit_test_demo_SOURCES = tests/unit/test_demo.c
+tests_unit_test_demo_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_demo_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_demo
+tests/unit/test_demo.$(OBJEXT): models/demo/model.safetensors
