@@ -423,6 +423,19 @@ int msg_finish(db_store *db, int64_t msg, msg_status status, const char *finish_
     return db_tx_end(db, opened, ok);
 }
 
+int64_t msg_descend(db_store *db, int64_t msg)
+{
+    int64_t leaf = query_int(db,
+                             "WITH RECURSIVE down(id, depth) AS (SELECT id, 0 FROM message WHERE id = ?1"
+                             " UNION ALL SELECT (SELECT max(c.id) FROM message c WHERE c.parent_id ="
+                             " down.id), depth + 1 FROM down WHERE down.id IS NOT NULL)"
+                             " SELECT id FROM down WHERE id IS NOT NULL ORDER BY depth DESC LIMIT 1",
+                             msg, 0, "following a branch");
+    if (leaf == 0)
+        return db_failf(db, "message %lld does not exist in %s", (long long)msg, db->path);
+    return leaf;
+}
+
 static int collect_ids(db_store *db, sqlite3_stmt *st, int64_t **ids, size_t *count)
 {
     int64_t *list = NULL;

@@ -171,6 +171,10 @@ typedef struct msg_stats {
 int msg_finish(db_store *db, int64_t msg, msg_status status, const char *finish_reason,
                const msg_stats *stats);
 
+/* The leaf reached from msg by following its newest child at every step (msg itself when it
+ * has none): where to put the current leaf when the user switches to msg's branch. */
+int64_t msg_descend(db_store *db, int64_t msg);
+
 /* The children of msg in creation order (msg 0: the roots of conv). *ids is malloc'd. */
 int msg_children(db_store *db, int64_t conv, int64_t msg, int64_t **ids, size_t *count);
 

@@ -303,6 +303,11 @@ START_TEST(regenerate_branches_and_path_follows_leaf)
     ck_assert_str_eq(path.msgs[1].parts[0].data, "first answer");
     conv_messages_free(&path);
 
+    /* Following a branch down: a1 is a leaf; from u the newest child chain ends at a2. */
+    ck_assert_int_eq(msg_descend(db, a1), a1);
+    ck_assert_int_eq(msg_descend(db, u), a2);
+    ck_assert_int_eq(msg_descend(db, 424242), -1);
+
     conv_messages tree;
     ck_assert_int_eq(conv_load_tree(db, c, &tree), 0);
     ck_assert_uint_eq(tree.count, 3);
