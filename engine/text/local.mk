@@ -4,7 +4,7 @@ libengine_a_SOURCES += \
 	engine/text/tbuf.c engine/text/tbuf.h engine/text/utf8.c engine/text/utf8.h \
 	engine/text/json.c engine/text/json.h engine/text/pretokenize.c engine/text/pretokenize.h \
 	engine/text/tokenizer.c engine/text/tokenizer.h \
-	engine/text/template.c engine/text/template.h
+	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h
 
 check_PROGRAMS += tests/unit/test_tokenizer
 tests_unit_test_tokenizer_SOURCES = tests/unit/test_tokenizer.c
@@ -26,3 +26,9 @@ EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_
 
 TESTS += tests/e2e/text_cli.sh
 EXTRA_DIST += tests/e2e/text_cli.sh
+
+check_PROGRAMS += tests/unit/test_reply_parser
+tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c
+tests_unit_test_reply_parser_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_reply_parser_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_reply_parser
