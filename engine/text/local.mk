@@ -32,3 +32,10 @@ tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c
 tests_unit_test_reply_parser_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_reply_parser_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reply_parser
+
+# The tokenizer benchmark (not a test): make bench/bench_tokenizer, then see tools/text/bench_tokenizer.sh.
+# (EXTRA_PROGRAMS is first set here; once Makefile.am sets it, this becomes +=.)
+EXTRA_PROGRAMS = bench/bench_tokenizer
+bench_bench_tokenizer_SOURCES = bench/bench_tokenizer.c
+bench_bench_tokenizer_LDADD = libengine.a $(PCRE2_LIBS) -lm
+CLEANFILES += bench/bench_tokenizer
