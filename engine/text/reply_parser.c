@@ -111,6 +111,8 @@ static long earliest(const char *s, size_t n, const char *a, const char *b, int 
 
 static void consume(rp_parser *p, size_t n)
 {
+    if (n == 0)
+        return;
     memmove(p->pend.p, p->pend.p + n, p->pend.len - n);
     p->pend.len -= n;
     p->pend.p[p->pend.len] = '\0';
