@@ -38,3 +38,16 @@ EXTRA_DIST += tools/engine/make_fixtures.py tools/engine/make_fp8_fixture.py \
 	tests/fixtures/models/softplus-kpool1-hc1/generation_config.json \
 	tests/fixtures/models/softplus-kpool1-hc1/model.safetensors \
 	tests/fixtures/models/softplus-kpool1-hc1/reference.safetensors
+check_PROGRAMS += tests/unit/test_model
+tests_unit_test_model_SOURCES = tests/unit/test_model.c $(ENGINE_TEST_UTIL)
+tests_unit_test_model_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_model_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_model
+check_PROGRAMS += tests/unit/test_sampler
+tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
+tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_sampler
+TESTS += tests/e2e/engine_cli.sh
+EXTRA_DIST += tests/e2e/engine_cli.sh
+EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_config.c tools/engine/fuzz.sh
