@@ -278,12 +278,31 @@ static uint64_t name_seed(uint64_t seed, const char *name)
     return mix64(h);
 }
 
-static float draw(init_kind k, float fan_scale, uint64_t *s)
+typedef struct mk_rng {
+    uint64_t s;
+    int has_spare;
+    float spare;
+} mk_rng;
+
+/* Box-Muller, both outputs used. */
+static float normal(mk_rng *r)
+{
+    if (r->has_spare) {
+        r->has_spare = 0;
+        return r->spare;
+    }
+    double u1 = uniform01(&r->s), u2 = uniform01(&r->s);
+    double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+    r->spare = (float)(rad * sin(ang));
+    r->has_spare = 1;
+    return (float)(rad * cos(ang));
+}
+
+static float draw(init_kind k, float fan_scale, mk_rng *r)
 {
     if (k == INIT_ALOG)
-        return (float)(0.2 + 1.2 * uniform01(s));
-    double u1 = uniform01(s), u2 = uniform01(s);
-    float n = (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
+        return (float)(0.2 + 1.2 * uniform01(&r->s));
+    float n = normal(r);
     switch (k) {
     case INIT_FANIN: return n * fan_scale;
     case INIT_NORM: return 1.0f + 0.2f * n;
@@ -302,7 +321,7 @@ static glm_status write_values(st_writer *w, const mk_tensor *t, uint64_t seed, 
     uint16_t half[CHUNK];
     size_t n = t->nbytes / st_dtype_size(t->dtype);
     float fan = 1.0f / sqrtf((float)t->shape[t->ndim - 1]);
-    uint64_t s = name_seed(seed, t->name);
+    mk_rng s = {.s = name_seed(seed, t->name)};
     for (size_t done = 0; done < n;) {
         size_t m = n - done < CHUNK ? n - done : CHUNK;
         for (size_t i = 0; i < m; i++)

@@ -21,6 +21,8 @@ expect_grep err 'more than the 12 tokens'
 echo "1 999 2" >"$TMP/bad.txt"
 expect_exit 1 "$G" logits --model "$FX" --tokens-file "$TMP/bad.txt" --out "$TMP/x"
 expect_grep err 'token id 999 at position 1 is outside the vocabulary'
+expect_exit 1 "$G" --backend cuda logits --model "$FX" --tokens-file "$TMP/ids.txt" --out "$TMP/x"
+expect_grep err 'CUDA backend is not built yet'
 expect_exit 1 "$G" logits --model "$TMP" --tokens-file "$TMP/ids.txt" --out "$TMP/x"
 expect_grep err "config.json"
 
