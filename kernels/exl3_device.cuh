@@ -144,6 +144,90 @@ __device__ __forceinline__ uint32_t ld_stream(const uint32_t *p)
     return v;
 }
 
+__device__ __forceinline__ uint4 ld_stream4(const uint32_t *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// One warp's strip: 4 consecutive n-tiles (64 columns) over `ksteps` k-tiles, accumulated into
+// acc[tile][mma half][4]. tile0: the first tile's words; stride: words between k-tiles.
+// K = 4: the 4 tiles of a k-step are 512 contiguous bytes; lane l loads bytes 16l.. with one
+// 16-byte load, PF steps ahead (strip4_prime issues the first PF before the inputs are ready),
+// and a 512-byte warp-private shared slice regroups them so that lane l reads word l (and
+// l - 1) of each tile. load_a(kt, a): the A fragment of k-tile kt.
+template <int K, int PF>
+__device__ __forceinline__ void strip4_prime(const uint32_t *__restrict__ tile0, size_t stride,
+                                             int ksteps, uint4 ring[PF])
+{
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+#pragma unroll
+        for (int i = 0; i < PF; i++)
+            ring[i] = i < ksteps ? ld_stream4(tile0 + i * stride + lane * 4) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int K, int CB, int PF, typename ALoad>
+__device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, size_t stride,
+                                           int ksteps, uint4 ring[PF], uint32_t *slice,
+                                           ALoad load_a, float acc[4][2][4])
+{
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+        for (int kt = 0; kt < ksteps; kt += PF) {
+#pragma unroll
+            for (int i = 0; i < PF; i++) {
+                if (kt + i < ksteps) {
+                    uint4 v = ring[i];
+                    if (kt + i + PF < ksteps)
+                        ring[i] = ld_stream4(tile0 + (size_t)(kt + i + PF) * stride + lane * 4);
+                    __syncwarp();
+                    *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
+                    __syncwarp();
+                    uint32_t a[4];
+                    load_a(kt + i, a);
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        uint32_t w = slice[t * 32 + lane];
+                        uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
+                        uint32_t b[4];
+                        decode_k4<CB>(w, prev, b);
+                        mma16816(acc[t][0], a, b[0], b[1]);
+                        mma16816(acc[t][1], a, b[2], b[3]);
+                    }
+                }
+            }
+        }
+    } else {
+        constexpr int kWords = 8 * K;
+        for (int kt = 0; kt < ksteps; kt++) {
+            uint32_t a[4];
+            load_a(kt, a);
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                uint32_t b[4];
+                decode_any<K, CB>(tile0 + (size_t)kt * stride + t * kWords, lane, b);
+                mma16816(acc[t][0], a, b[0], b[1]);
+                mma16816(acc[t][1], a, b[2], b[3]);
+            }
+        }
+    }
+}
+
+template <int K, int CB, int PF, typename ALoad>
+__device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_t stride,
+                                       int ksteps, uint32_t *slice, ALoad load_a,
+                                       float acc[4][2][4])
+{
+    uint4 ring[PF];
+    strip4_prime<K, PF>(tile0, stride, ksteps, ring);
+    strip4_run<K, CB, PF>(tile0, stride, ksteps, ring, slice, load_a, acc);
+}
+
 } // namespace exl3
 
 #endif

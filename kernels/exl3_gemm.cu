@@ -74,68 +74,49 @@ __device__ __forceinline__ void load_a(const __half *__restrict__ xh, int in, in
     a[3] = v1 ? __ldg(reinterpret_cast<const unsigned int *>(p1 + 8)) : 0u;
 }
 
-// Rows r0..r0+15 times k-tiles [kt0, kt1) of n-tile (blockIdx.x * 8 + warp): z += partial.
-// K = 4 streams each tile's words (one per lane) through a 16-deep register ring.
+// Rows r0..r0+15 of one 128-column block over the block's k range: warp w takes 64 columns
+// (w & 1) and a quarter of the range (w >> 1); z += partial sums.
+constexpr int kPrefetch = 6; // k-steps of 512 bytes in flight per warp
+
 template <int K, int CB>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint32_t *__restrict__ trellis,
                                                         const __half *__restrict__ xh,
                                                         float *__restrict__ z, int rows, int in,
                                                         int out, int ksteps)
 {
+    __shared__ uint32_t slices[kThreads / 32][128];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int tn = blockIdx.x * 8 + warp;
+    int tn = blockIdx.x * 8 + (warp & 1) * 4;
     int ntiles = out / 16;
-    int kt0 = blockIdx.y * ksteps;
-    int kt1 = min(kt0 + ksteps, in / 16);
+    int kb0 = blockIdx.y * ksteps;
+    int kb1 = min(kb0 + ksteps, in / 16);
+    int per = (kb1 - kb0 + 3) / 4;
+    int kt0 = kb0 + (warp >> 1) * per;
+    int n = min(kt0 + per, kb1) - kt0;
+    if (n <= 0)
+        return;
     int r0 = blockIdx.z * 16;
     constexpr int kWords = 8 * K;
     const size_t stride = (size_t)ntiles * kWords; // words between k-tiles
-    const uint32_t *tile = trellis + ((size_t)kt0 * ntiles + tn) * kWords;
-    float acc[2][4] = {};
-    if (K == 4) {
-        constexpr int PF = 16;
-        uint32_t ring[PF];
-#pragma unroll
-        for (int i = 0; i < PF; i++)
-            ring[i] = kt0 + i < kt1 ? ld_stream(tile + i * stride + lane) : 0u;
-        for (int kt = kt0; kt < kt1; kt += PF) {
-#pragma unroll
-            for (int i = 0; i < PF; i++) {
-                if (kt + i >= kt1)
-                    break;
-                uint32_t w = ring[i];
-                if (kt + i + PF < kt1)
-                    ring[i] = ld_stream(tile + (size_t)(kt - kt0 + i + PF) * stride + lane);
-                uint32_t prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
-                uint32_t b[4], a[4];
-                decode_k4<CB>(w, prev, b);
-                load_a(xh, in, r0, rows, kt + i, lane, a);
-                mma16816(acc[0], a, b[0], b[1]);
-                mma16816(acc[1], a, b[2], b[3]);
-            }
-        }
-    } else {
-        for (int kt = kt0; kt < kt1; kt++) {
-            uint32_t b[4], a[4];
-            decode_any<K, CB>(tile + (size_t)(kt - kt0) * stride, lane, b);
-            load_a(xh, in, r0, rows, kt, lane, a);
-            mma16816(acc[0], a, b[0], b[1]);
-            mma16816(acc[1], a, b[2], b[3]);
-        }
-    }
+    const uint32_t *tile0 = trellis + ((size_t)kt0 * ntiles + tn) * kWords;
+    float acc[4][2][4] = {};
+    auto a_of = [&](int kt, uint32_t a[4]) { load_a(xh, in, r0, rows, kt0 + kt, lane, a); };
+    strip4<K, CB, kPrefetch>(tile0, stride, n, slices[warp], a_of, acc);
     int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int col = tn * 16 + h * 8 + 2 * t;
-        if (r0 + g < rows) {
-            atomicAdd(z + (size_t)(r0 + g) * out + col, acc[h][0]);
-            atomicAdd(z + (size_t)(r0 + g) * out + col + 1, acc[h][1]);
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int col = (tn + j) * 16 + h * 8 + 2 * t;
+            if (r0 + g < rows) {
+                atomicAdd(z + (size_t)(r0 + g) * out + col, acc[j][h][0]);
+                atomicAdd(z + (size_t)(r0 + g) * out + col + 1, acc[j][h][1]);
+            }
+            if (r0 + g + 8 < rows) {
+                atomicAdd(z + (size_t)(r0 + g + 8) * out + col, acc[j][h][2]);
+                atomicAdd(z + (size_t)(r0 + g + 8) * out + col + 1, acc[j][h][3]);
+            }
         }
-        if (r0 + g + 8 < rows) {
-            atomicAdd(z + (size_t)(r0 + g + 8) * out + col, acc[h][2]);
-            atomicAdd(z + (size_t)(r0 + g + 8) * out + col + 1, acc[h][3]);
-        }
-    }
 }
 
 // Prefill: a block owns 128 columns and 64 rows. Per k-tile the 8 warps decode the strip's
@@ -234,8 +215,9 @@ cudaError_t launch_main(const kern_exl3_linear *l, const __half *xh, float *z, i
     int col_blocks = l->out / 128, ktiles = l->in / 16;
     if (rows <= 16) {
         // enough blocks for about four per SM
-        int split = (4 * sms + col_blocks - 1) / col_blocks;
-        split = split < 1 ? 1 : split > ktiles / 8 ? (ktiles / 8 > 0 ? ktiles / 8 : 1) : split;
+        // about two blocks per SM, at least 8 k-tiles a warp
+        int split = (2 * sms + col_blocks - 1) / col_blocks;
+        split = split < 1 ? 1 : split > ktiles / 32 ? (ktiles / 32 > 0 ? ktiles / 32 : 1) : split;
         int ksteps = (ktiles + split - 1) / split;
         split = (ktiles + ksteps - 1) / ksteps;
         dim3 grid(col_blocks, split, 1);

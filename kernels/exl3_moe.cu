@@ -24,7 +24,13 @@ using namespace exl3;
 constexpr int kThreads = 256;
 constexpr int kMaxPairs = KERN_EXL3_MOE_MAX_PAIRS;
 constexpr int kGroupRows = 16;
-constexpr int kQuarters = 4; // gate/up k splits
+#ifndef EXL3_GU_SPLIT
+#define EXL3_GU_SPLIT 4
+#endif
+#ifndef EXL3_PREFETCH
+#define EXL3_PREFETCH 6
+#endif
+constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
 
 struct moe_ws {
     int ticket;
@@ -107,65 +113,24 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
     return total;
 }
 
-// One warp's strip: NT n-tiles of 16 columns over ksteps k-tiles, A rows from shared memory
-// (a_s: [nrows][lda] halves at the strip's first k), fp32 accumulators acc[NT][2][4].
-template <int K, int CB, int NT>
-__device__ __forceinline__ void strip(const uint32_t *__restrict__ tile0, size_t stride,
-                                      int ksteps, const __half *a_s, int lda, int nrows,
-                                      float acc[NT][2][4])
+constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
+
+// A fragment of k-tile kt from rows [nrows][lda] of shared memory; rows past nrows are 0.
+__device__ __forceinline__ void smem_a(const __half *a_s, int lda, int nrows, int kt, uint32_t a[4])
 {
-    constexpr int kWords = 8 * K;
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const __half *p0 = a_s + g * lda + kt * 16 + 2 * t, *p1 = p0 + 8 * lda;
     bool v0 = g < nrows, v1 = g + 8 < nrows;
-    const __half *a0p = a_s + g * lda + 2 * t, *a1p = a_s + (g + 8) * lda + 2 * t;
-    auto load_a = [&](int kt, uint32_t a[4]) {
-        a[0] = v0 ? *reinterpret_cast<const uint32_t *>(a0p + kt * 16) : 0u;
-        a[2] = v0 ? *reinterpret_cast<const uint32_t *>(a0p + kt * 16 + 8) : 0u;
-        a[1] = v1 ? *reinterpret_cast<const uint32_t *>(a1p + kt * 16) : 0u;
-        a[3] = v1 ? *reinterpret_cast<const uint32_t *>(a1p + kt * 16 + 8) : 0u;
-    };
-    if (K == 4) {
-        constexpr int PF = 16 / NT; // k-steps in flight: 16 words a lane
-        uint32_t ring[PF][NT];
-#pragma unroll
-        for (int i = 0; i < PF; i++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-                ring[i][j] = i < ksteps ? ld_stream(tile0 + i * stride + j * kWords + lane) : 0u;
-        for (int kt = 0; kt < ksteps; kt += PF) {
-#pragma unroll
-            for (int i = 0; i < PF; i++) {
-                if (kt + i < ksteps) {
-                    uint32_t a[4];
-                    load_a(kt + i, a);
-#pragma unroll
-                    for (int j = 0; j < NT; j++) {
-                        uint32_t w = ring[i][j];
-                        if (kt + i + PF < ksteps)
-                            ring[i][j] = ld_stream(tile0 + (size_t)(kt + i + PF) * stride +
-                                                   j * kWords + lane);
-                        uint32_t prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
-                        uint32_t b[4];
-                        decode_k4<CB>(w, prev, b);
-                        mma16816(acc[j][0], a, b[0], b[1]);
-                        mma16816(acc[j][1], a, b[2], b[3]);
-                    }
-                }
-            }
-        }
-    } else {
-        for (int kt = 0; kt < ksteps; kt++) {
-            uint32_t a[4];
-            load_a(kt, a);
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                uint32_t b[4];
-                decode_any<K, CB>(tile0 + (size_t)kt * stride + j * kWords, lane, b);
-                mma16816(acc[j][0], a, b[0], b[1]);
-                mma16816(acc[j][1], a, b[2], b[3]);
-            }
-        }
-    }
+    a[0] = v0 ? *reinterpret_cast<const uint32_t *>(p0) : 0u;
+    a[2] = v0 ? *reinterpret_cast<const uint32_t *>(p0 + 8) : 0u;
+    a[1] = v1 ? *reinterpret_cast<const uint32_t *>(p1) : 0u;
+    a[3] = v1 ? *reinterpret_cast<const uint32_t *>(p1 + 8) : 0u;
+}
+
+// The down item's [nm][128] f32 sums sit after its [nm][inter + 8] fp16 input.
+__host__ __device__ __forceinline__ size_t zs_offset(int nm, int inter)
+{
+    return ((size_t)nm * (inter + 8) * 2 + 15) & ~(size_t)15;
 }
 
 __device__ __forceinline__ float half_at(const void *base, size_t i)
@@ -174,13 +139,14 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
 }
 
 template <int K, int CB>
-__global__ void __launch_bounds__(kThreads) moe_kernel(moe_args a)
+__global__ void __launch_bounds__(kThreads, 2) moe_kernel(moe_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ int s_ids[kMaxPairs], s_aux[kMaxPairs];
     __shared__ int g_expert[kMaxPairs], g_count[kMaxPairs];
     __shared__ uint16_t g_member[kMaxPairs * kGroupRows];
     __shared__ int s_ticket, s_flag;
+    __shared__ __align__(16) uint32_t slices[kThreads / 32][128];
 
     const int H = a.ex.hidden, I = a.ex.inter;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -218,37 +184,45 @@ __global__ void __launch_bounds__(kThreads) moe_kernel(moe_args a)
             const uint16_t *mem = g_member + grp * kGroupRows;
             int k0 = q * kq, lda = kq + 8;
             __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda]
+            // the first k-steps' trellis words travel while the inputs are rotated
+            int mat = warp >> 2;
+            int tn = c * 8 + ((warp >> 1) & 1) * 4;
+            int ksteps = kq / 32;
+            int ks0 = (warp & 1) * ksteps;
+            const uint32_t *tr = static_cast<const uint32_t *>(mat ? a.ex.up_trellis : a.ex.gate_trellis);
+            size_t stride = (size_t)(I / 16) * kWords;
+            const uint32_t *tile0 =
+                tr + (((size_t)e * (H / 16) + k0 / 16 + ks0) * (I / 16) + tn) * kWords;
+            uint4 ring[kPrefetch];
+            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
             for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
-                int mat = job / (nm * (kq / 128));
+                int which = job / (nm * (kq / 128));
                 int rest = job % (nm * (kq / 128));
                 int m = rest / (kq / 128), blk = rest % (kq / 128);
                 int row = mem[m] / a.slots;
                 int col = k0 + blk * 128 + 4 * lane;
                 float4 xv = *reinterpret_cast<const float4 *>(a.x + (size_t)row * H + col);
-                const void *suh = mat ? a.ex.up_suh : a.ex.gate_suh;
+                const void *suh = which ? a.ex.up_suh : a.ex.gate_suh;
                 float v[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     v[i] *= half_at(suh, (size_t)e * H + col + i);
                 fwht128_warp(v);
-                __half *dst = a_s + ((size_t)mat * nm + m) * lda + blk * 128 + 4 * lane;
+                __half *dst = a_s + ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
                 uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
                                 h2_bits(__floats2half2_rn(v[2], v[3]))};
                 *reinterpret_cast<uint2 *>(dst) = packed;
             }
             __syncthreads();
-            // 2. warps 0-3 gate, 4-7 up; two n-tiles each
-            int mat = warp >> 2;
-            int tn = c * 8 + (warp & 3) * 2;
-            const uint32_t *tr = static_cast<const uint32_t *>(mat ? a.ex.up_trellis : a.ex.gate_trellis);
-            size_t stride = (size_t)(I / 16) * kWords;
-            const uint32_t *tile0 = tr + (((size_t)e * (H / 16) + k0 / 16) * (I / 16) + tn) * kWords;
-            float acc[2][2][4] = {};
-            strip<K, CB, 2>(tile0, stride, kq / 16, a_s + (size_t)mat * nm * lda, lda, nm, acc);
+            // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
+            float acc[4][2][4] = {};
+            const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
+            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
+            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
-            for (int j = 0; j < 2; j++)
+            for (int j = 0; j < 4; j++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     int col = (tn + j) * 16 + h * 8 + 2 * t;
@@ -314,6 +288,16 @@ __global__ void __launch_bounds__(kThreads) moe_kernel(moe_args a)
             int grp = idx / cb_down, c = idx % cb_down;
             int e = g_expert[grp], nm = g_count[grp];
             const uint16_t *mem = g_member + grp * kGroupRows;
+            // each warp: 64 columns (w & 1) and a quarter of the k range (w >> 1); its first
+            // k-steps' trellis words travel while the gate/up results are awaited
+            int tn = c * 8 + (warp & 1) * 4;
+            int ksteps = I / 64;
+            int ks0 = (warp >> 1) * ksteps;
+            const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
+            size_t stride = (size_t)(H / 16) * kWords;
+            const uint32_t *tile0 = tr + (((size_t)e * (I / 16) + ks0) * (H / 16) + tn) * kWords;
+            uint4 ring[kPrefetch];
+            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
                 while (ld_acquire(&ws->done_gu[grp]) < cb_gu || ld_acquire(&ws->zeroed) < 1)
                     __nanosleep(100);
@@ -328,27 +312,29 @@ __global__ void __launch_bounds__(kThreads) moe_kernel(moe_args a)
                 *reinterpret_cast<uint4 *>(a_s + (size_t)m * lda + part * 8) = v;
             }
             __syncthreads();
-            int tn = c * 8 + warp;
-            const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
-            size_t stride = (size_t)(H / 16) * kWords;
-            const uint32_t *tile0 = tr + ((size_t)e * (I / 16) * (H / 16) + tn) * kWords;
-            float acc[1][2][4] = {};
-            strip<K, CB, 1>(tile0, stride, I / 16, a_s, lda, nm, acc);
-            __syncthreads(); // a_s becomes the [nm][128] f32 result
-            float *zs = reinterpret_cast<float *>(smem);
+            float *zs = reinterpret_cast<float *>(smem + zs_offset(nm, I)); // [nm][128]
+            for (int i = threadIdx.x; i < nm * 128; i += kThreads)
+                zs[i] = 0.0f;
+            float acc[4][2][4] = {};
+            const __half *am = a_s + ks0 * 16;
+            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
+            __syncthreads();
+            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int col = warp * 16 + h * 8 + 2 * t;
-                if (g < nm) {
-                    zs[g * 128 + col] = acc[0][h][0];
-                    zs[g * 128 + col + 1] = acc[0][h][1];
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (tn - c * 8 + j) * 16 + h * 8 + 2 * t;
+                    if (g < nm) {
+                        atomicAdd(&zs[g * 128 + col], acc[j][h][0]);
+                        atomicAdd(&zs[g * 128 + col + 1], acc[j][h][1]);
+                    }
+                    if (g + 8 < nm) {
+                        atomicAdd(&zs[(g + 8) * 128 + col], acc[j][h][2]);
+                        atomicAdd(&zs[(g + 8) * 128 + col + 1], acc[j][h][3]);
+                    }
                 }
-                if (g + 8 < nm) {
-                    zs[(g + 8) * 128 + col] = acc[0][h][2];
-                    zs[(g + 8) * 128 + col + 1] = acc[0][h][3];
-                }
-            }
             __syncthreads();
             for (int m = warp; m < nm; m += kThreads / 32) {
                 int pair = mem[m];
@@ -412,10 +398,8 @@ size_t smem_bytes(const kern_exl3_experts *ex, int rows)
 {
     int nm = rows < kGroupRows ? rows : kGroupRows;
     size_t gu = (size_t)2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
-    size_t down = (size_t)nm * (ex->inter + 8) * sizeof(__half);
-    size_t zs = (size_t)nm * 128 * sizeof(float);
-    size_t m = gu > down ? gu : down;
-    return m > zs ? m : zs;
+    size_t down = zs_offset(nm, ex->inter) + (size_t)nm * 128 * sizeof(float);
+    return gu > down ? gu : down;
 }
 
 template <int K, int CB>

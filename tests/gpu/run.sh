@@ -62,8 +62,8 @@ echo "build took $(( $(date +%s) - start )) s"
 
 echo "== correctness: GPU kernels vs the CPU reference"
 status=0
-"$build/tests/gpu/test_exl3_gpu" || status=$?
+timeout 300 "$build/tests/gpu/test_exl3_gpu" || status=$?
 
 echo "== benchmark"
-"$build/bench/bench_exl3" "${BENCH_ITERS:-300}" || status=1
+timeout 120 "$build/bench/bench_exl3" "${BENCH_ITERS:-300}" || status=1
 exit $status
