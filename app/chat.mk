@@ -5,7 +5,8 @@ libapp_a_SOURCES += \
 	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
 	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
-	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/test_reply_source.c app/test_reply_source.h
+	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
+	app/test_reply_source.c app/test_reply_source.h
 glmchat_LDADD += $(CJSON_LIBS)
 
 # The MCP test server: a real process with tools and modes that misbehave on purpose.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "app/chat.h"
+#include "app/chat_engine.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/jsonl.h"
@@ -291,6 +292,7 @@ typedef struct chat_env {
     app_config cfg;
     db_store *db;
     test_reply_source *replies;
+    chat_engine *engine;
     chat_source src;
     tool_registry *tools;
     tool_policy policy;
@@ -307,6 +309,7 @@ static void env_free(chat_env *e)
     tools_free(e->tools);
     tool_policy_clear(&e->policy);
     test_reply_source_free(e->replies);
+    chat_engine_close(e->engine);
     db_close(e->db);
     config_free(&e->cfg);
 }
@@ -322,11 +325,15 @@ static int apply_flags(chat_env *e, const chat_args *a)
 static int open_source(chat_env *e)
 {
     const char *replies = getenv(TEST_HOOK_REPLIES);
-    if (!replies || !*replies)
-        return cli_runtime_error("this glmchat was built without its model engine (glm_generate), so it "
-                                 "cannot answer yet; see CHANGELOG.md");
+    char err[2048];
+    if (!replies || !*replies) {
+        e->engine = chat_engine_open(&e->cfg, err, sizeof err);
+        if (!e->engine)
+            return cli_runtime_error("%s", err);
+        e->src = chat_engine_source(e->engine);
+        return 0;
+    }
     const char *delay = getenv(TEST_HOOK_DELAY);
-    char err[1024];
     e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), delay ? atoi(delay) : 0, err, sizeof err);
     if (!e->replies)
         return cli_runtime_error("%s", err);
@@ -420,6 +427,9 @@ static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
     e->db = db_open(a->no_save ? ":memory:" : e->paths.db_file, err, sizeof err);
     if (!e->db)
         return cli_runtime_error("%s", err);
+    if (a->conversation && conv_exists(e->db, a->conversation) == 0) /* before a slow model load */
+        return cli_runtime_error("there is no conversation %lld in %s; `glmchat list` shows them",
+                                 (long long)a->conversation, e->paths.db_file);
     if ((rc = open_source(e)))
         return rc;
     if (a->allow_tools && (rc = open_tools(e)))

@@ -51,8 +51,10 @@ expect_exit_in 1 $'hi\nand again\n' "$G" chat
 expect_same out $'ok\n'
 expect_grep err '^glmchat: the reply failed: the recorded replies in .* ran out after 1 replies$'
 
-# Without the test hook this build has no model to answer with.
+# Without the test hook the engine answers: a model must be given, and must exist.
 GLMCHAT_TEST_REPLIES= expect_exit 1 "$G" chat --prompt hi
-expect_grep err 'built without its model engine'
+expect_grep err '^glmchat: no model to chat with: give --model DIR'
+GLMCHAT_TEST_REPLIES= expect_exit 1 "$G" --model "$TMP/no-such-model" chat --prompt hi
+expect_grep err "^glmchat: cannot open the model $TMP/no-such-model: "
 
 finish
