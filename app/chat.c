@@ -720,6 +720,8 @@ static int run_tools(chat *c, const step *s, int *canceled, char *err, size_t er
             rc = tool_result_set(&r, 1, "error: no tools are offered in this chat, so %s cannot run",
                                  call->name);
         } else {
+            if (c->sink.tool_start)
+                c->sink.tool_start(c->sink.u, call->id, call->name, call->args);
             rc = tools_call(c->o.tools, c->o.policy, call->name, call->args, c->o.cancel, &r);
             if (c->o.cancel && *c->o.cancel)
                 *canceled = 1;

@@ -43,6 +43,8 @@ typedef struct chat_sink {
     void (*assistant)(void *u, int64_t msg);
     /* Engine events as they arrive (call ids filled in). Nonzero cancels the reply. */
     int (*event)(void *u, const glm_event *ev);
+    /* A call is about to run (approval, if asked, comes after this and before the result). */
+    void (*tool_start)(void *u, const char *call_id, const char *name, const char *args_json);
     void (*tool_result)(void *u, const char *call_id, const char *name, const tool_result *r);
     void *u;
 } chat_sink;

@@ -10,6 +10,7 @@
 
 #include "app/chat.h"
 #include "app/chat_engine.h"
+#include "app/chat_tui.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/jsonl.h"
@@ -414,6 +415,12 @@ static int open_tools(chat_env *e)
     return 0;
 }
 
+/* The TUI when stdin and stdout are a terminal and no one-shot action was asked for. */
+static int interactive(const chat_args *a)
+{
+    return !a->prompt && !a->retry && !a->edit && !a->jsonl && isatty(0) && isatty(1);
+}
+
 static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
 {
     char err[2048];
@@ -432,7 +439,8 @@ static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
                                  (long long)a->conversation, e->paths.db_file);
     if ((rc = open_source(e)))
         return rc;
-    if (a->allow_tools && (rc = open_tools(e)))
+    int tools = a->allow_tools || (interactive(a) && e->cfg.tools_enabled);
+    if (tools && (rc = open_tools(e)))
         return rc;
     return 0;
 }
@@ -531,6 +539,34 @@ static int apply_conversation_flags(chat *c, const chat_args *a)
     return 0;
 }
 
+static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
+{
+    char err[2048], history[PATH_MAX + 16];
+    int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
+    int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
+    if (e->tools) /* the view asks; "auto" and "deny" in the config still hold */
+        e->policy.mode = e->cfg.approval;
+    chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
+                        .history_file = keep_history ? history : NULL, .backend = e->cfg.backend};
+    chat_tui *t = chat_tui_new(&to, err, sizeof err);
+    if (!t)
+        return cli_runtime_error("%s", err);
+    chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
+                      .cancel = signals_cancel_flag()};
+    chat_sink sink = chat_tui_sink(t);
+    chat *c = chat_new(&o, &e->src, &sink, err, sizeof err);
+    int rc = 0;
+    if (!c)
+        rc = cli_runtime_error("%s", err);
+    else if (chat_open(c, conv, err, sizeof err))
+        rc = cli_runtime_error("%s", err);
+    else if ((rc = apply_conversation_flags(c, a)) == 0 && chat_tui_run(t, c, err, sizeof err) != 0)
+        rc = cli_runtime_error("%s", err);
+    chat_free(c);
+    chat_tui_free(t);
+    return rc;
+}
+
 static int run_session(chat_env *e, const chat_args *a)
 {
     char err[2048];
@@ -542,6 +578,8 @@ static int run_session(chat_env *e, const chat_args *a)
         if (conv == 0 && (a->retry || a->edit))
             return cli_runtime_error("there is no conversation to continue in %s", e->paths.db_file);
     }
+    if (interactive(a))
+        return run_tui(e, a, conv);
     script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
@@ -584,7 +622,9 @@ int cmd_chat(int argc, char **argv, const cli_globals *g)
     memset(&e, 0, sizeof e);
     config_init(&e.cfg);
     rc = setup(&e, &a, g);
-    if (rc == 0) {
+    if (rc == 0 && interactive(&a)) {
+        rc = run_session(&e, &a); /* the TUI reads Ctrl-C as a key */
+    } else if (rc == 0) {
         if (signals_install() != 0) {
             rc = cli_runtime_error("cannot install the Ctrl-C handler: %s", strerror(errno));
         } else {
