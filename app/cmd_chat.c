@@ -601,12 +601,12 @@ static int run_session(chat_env *e, const chat_args *a)
     } else if (rc == 0) {
         char *text;
         while (rc == 0 && (text = read_prompt(stdin))) {
-            if (!blank(text))
+            if (!blank(text) && !signals_interrupted())
                 rc = run_one(c, &so, a, text);
             free(text);
-            if (signals_interrupted() && rc == 0)
-                rc = CLI_EXIT_INTERRUPTED;
         }
+        if (rc == 0 && signals_interrupted()) /* Ctrl-C while waiting for the next prompt */
+            rc = CLI_EXIT_INTERRUPTED;
     }
     chat_free(c);
     return rc;
