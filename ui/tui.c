@@ -1592,6 +1592,17 @@ static void mouse_key(tui *t)
         scroll_by(t, -3);
 }
 
+/* Commands the view runs itself, so they work while a reply streams. */
+static int local_command(const char *line)
+{
+    char name[32];
+    const char *args;
+    if (line[0] != '/' || !ui_command_parse(line, name, sizeof name, &args))
+        return 0;
+    return strcmp(name, "help") == 0 || strcmp(name, "list") == 0 || strcmp(name, "copy") == 0 ||
+           strcmp(name, "quit") == 0;
+}
+
 static void handle_key(tui *t, int ch)
 {
     t->input_dirty = 1;
@@ -1687,7 +1698,8 @@ static void handle_key(tui *t, int ch)
     }
     case '\r':
     case KEY_ENTER:
-        if ((t->streaming || t->ask >= 0) && !tui_input_searching()) {
+        if ((t->streaming || t->ask >= 0) && !tui_input_searching() &&
+            !local_command(tui_input_text())) {
             tui_flash(t, "a reply is streaming: Esc cancels it; your message waits here");
             return;
         }
