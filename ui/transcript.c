@@ -8,7 +8,7 @@
 
 /* ---- items ----------------------------------------------------------------------------------- */
 
-int tr_buf_add(tr_buf *b, const char *s, size_t n)
+int trs_buf_add(trs_buf *b, const char *s, size_t n)
 {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
@@ -26,14 +26,14 @@ int tr_buf_add(tr_buf *b, const char *s, size_t n)
     return 0;
 }
 
-static void buf_set(tr_buf *b, const char *s, size_t n)
+static void buf_set(trs_buf *b, const char *s, size_t n)
 {
     b->len = 0;
-    if (tr_buf_add(b, s, n) < 0 && b->s)
+    if (trs_buf_add(b, s, n) < 0 && b->s)
         b->s[0] = '\0';
 }
 
-static void item_free(tr_item *it)
+static void item_free(trs_item *it)
 {
     if (!it)
         return;
@@ -48,17 +48,17 @@ static void item_free(tr_item *it)
     free(it);
 }
 
-static tr_item *item_add(transcript *t, tr_kind kind)
+static trs_item *item_add(transcript *t, trs_kind kind)
 {
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
-        tr_item **v = realloc(t->items, cap * sizeof *v);
+        trs_item **v = realloc(t->items, cap * sizeof *v);
         if (!v)
             return NULL;
         t->items = v;
         t->cap = cap;
     }
-    tr_item *it = calloc(1, sizeof *it);
+    trs_item *it = calloc(1, sizeof *it);
     if (!it)
         return NULL;
     it->kind = kind;
@@ -69,20 +69,20 @@ static tr_item *item_add(transcript *t, tr_kind kind)
     return it;
 }
 
-tr_item *tr_add_text(transcript *t, tr_kind kind, const char *s, size_t n)
+trs_item *trs_add_text(transcript *t, trs_kind kind, const char *s, size_t n)
 {
-    tr_item *it = item_add(t, kind);
+    trs_item *it = item_add(t, kind);
     if (it)
         buf_set(&it->text, s, n);
     return it;
 }
 
-int tr_foldable(const tr_item *it)
+int trs_foldable(const trs_item *it)
 {
-    return it->kind == TR_THINK || it->kind == TR_TOOL;
+    return it->kind == TRS_THINK || it->kind == TRS_TOOL;
 }
 
-void tr_clear(transcript *t)
+void trs_clear(transcript *t)
 {
     for (size_t i = 0; i < t->n; i++)
         item_free(t->items[i]);
@@ -92,17 +92,17 @@ void tr_clear(transcript *t)
     t->changed = 1;
 }
 
-static tr_item *find_tool(transcript *t, const char *id)
+static trs_item *find_tool(transcript *t, const char *id)
 {
     for (size_t i = t->n; i-- > 0;) {
-        tr_item *it = t->items[i];
-        if (it->kind == TR_TOOL && (!id || !it->id || strcmp(it->id, id) == 0))
+        trs_item *it = t->items[i];
+        if (it->kind == TRS_TOOL && (!id || !it->id || strcmp(it->id, id) == 0))
             return it;
     }
     return NULL;
 }
 
-static int item_index(transcript *t, const tr_item *it)
+static int item_index(transcript *t, const trs_item *it)
 {
     for (size_t i = 0; i < t->n; i++)
         if (t->items[i] == it)
@@ -110,10 +110,10 @@ static int item_index(transcript *t, const tr_item *it)
     return -1;
 }
 
-/* ---- layout of one tr_item ----------------------------------------------------------------------- */
+/* ---- layout of one trs_item ----------------------------------------------------------------------- */
 
 /* Lays out the answer text: complete lines once (settled), the unfinished tail every time. */
-static void layout_answer(tr_item *it, int w)
+static void layout_answer(trs_item *it, int w)
 {
     if (it->settled_w != w) {
         rd_doc_reset(&it->settled);
@@ -154,7 +154,7 @@ static void layout_plain(rd_doc *d, const char *s, size_t n, int w, unsigned sty
     free(clean);
 }
 
-static void layout_tool(tr_item *it, int w)
+static void layout_tool(trs_item *it, int w)
 {
     rd_doc_reset(&it->body);
     if (it->tstate == TOOL_ASK && it->question)
@@ -178,52 +178,52 @@ static void layout_tool(tr_item *it, int w)
     }
 }
 
-int tr_has_header(const tr_item *it)
+int trs_has_header(const trs_item *it)
 {
-    return tr_foldable(it);
+    return trs_foldable(it);
 }
 
-int tr_body_shown(const tr_item *it)
+int trs_body_shown(const trs_item *it)
 {
-    if (it->kind == TR_THINK)
+    if (it->kind == TRS_THINK)
         return it->open;
     return 1;
 }
 
-static void item_layout(tr_item *it, int w)
+static void item_layout(trs_item *it, int w)
 {
     if (!it->dirty && it->body_w == w)
         return;
     it->body_w = w;
     it->dirty = 0;
     switch (it->kind) {
-    case TR_USER:
+    case TRS_USER:
         rd_doc_reset(&it->body);
         layout_plain(&it->body, it->text.s, it->text.len, w, RD_USER, "\xe2\x80\xba ", "  ",
                      RD_USER | RD_BOLD);
         break;
-    case TR_THINK:
+    case TRS_THINK:
         rd_doc_reset(&it->body);
         layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM | RD_ITALIC,
                      "\xe2\x94\x82 ", "\xe2\x94\x82 ", RD_DIM);
         break;
-    case TR_TEXT:
+    case TRS_TEXT:
         layout_answer(it, w);
         break;
-    case TR_TOOL:
+    case TRS_TOOL:
         layout_tool(it, w);
         break;
-    case TR_NOTICE:
+    case TRS_NOTICE:
         rd_doc_reset(&it->body);
         layout_plain(&it->body, it->text.s, it->text.len, w, RD_NOTICE, "\xc2\xb7 ", "  ",
                      RD_NOTICE);
         break;
-    case TR_ERROR:
+    case TRS_ERROR:
         rd_doc_reset(&it->body);
         layout_plain(&it->body, it->text.s, it->text.len, w, RD_ERROR, "\xe2\x9c\x97 ", "  ",
                      RD_ERROR | RD_BOLD);
         break;
-    case TR_FOOTER:
+    case TRS_FOOTER:
         rd_doc_reset(&it->body);
         layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM, "", "", RD_DIM);
         break;
@@ -231,12 +231,12 @@ static void item_layout(tr_item *it, int w)
 }
 
 /* The one-line header of a thought or a tool call, laid out fresh (it holds a live clock). */
-void tr_item_header(const transcript *t, size_t idx, int w, double now, rd_doc *d)
+void trs_item_header(const transcript *t, size_t idx, int w, double now, rd_doc *d)
 {
-    const tr_item *it = t->items[idx];
+    const trs_item *it = t->items[idx];
     char line[512];
     unsigned sel = (int)idx == t->sel ? RD_SELECT : 0;
-    if (it->kind == TR_THINK) {
+    if (it->kind == TRS_THINK) {
         double secs = (it->live ? now : it->t1) - it->t0;
         if (it->live)
             snprintf(line, sizeof line, "%s thinking\xe2\x80\xa6 %.1f s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8", secs);
@@ -282,20 +282,20 @@ void tr_item_header(const transcript *t, size_t idx, int w, double now, rd_doc *
     rd_pieces_free(&p);
 }
 
-int tr_blank_before(const transcript *t, size_t idx)
+int trs_blank_before(const transcript *t, size_t idx)
 {
     if (idx == 0)
         return 0;
-    tr_kind k = t->items[idx]->kind, prev = t->items[idx - 1]->kind;
-    return k == TR_USER || prev == TR_USER || (k == TR_NOTICE && prev != TR_NOTICE) ||
-           (prev == TR_FOOTER);
+    trs_kind k = t->items[idx]->kind, prev = t->items[idx - 1]->kind;
+    return k == TRS_USER || prev == TRS_USER || (k == TRS_NOTICE && prev != TRS_NOTICE) ||
+           (prev == TRS_FOOTER);
 }
 
-int tr_item_lines(transcript *t, size_t idx, int w)
+int trs_item_lines(transcript *t, size_t idx, int w)
 {
-    tr_item *it = t->items[idx];
+    trs_item *it = t->items[idx];
     item_layout(it, w);
-    return tr_blank_before(t, idx) + tr_has_header(it) + (tr_body_shown(it) ? (int)it->body.nlines : 0);
+    return trs_blank_before(t, idx) + trs_has_header(it) + (trs_body_shown(it) ? (int)it->body.nlines : 0);
 }
 
 
@@ -334,7 +334,7 @@ static void finish_reply(transcript *t, const char *reason)
     t->text = NULL;
     t->streaming = 0;
     if (t->ask >= 0) {
-        tr_item *a = t->items[t->ask];
+        trs_item *a = t->items[t->ask];
         if (a->tstate == TOOL_ASK)
             a->tstate = TOOL_FAILED;
         a->dirty = 1;
@@ -354,7 +354,7 @@ static void finish_reply(transcript *t, const char *reason)
         n += (size_t)snprintf(line + n, sizeof line - n, " \xc2\xb7 %.1f tok/s", t->tok_s);
     if (t->ttft >= 0)
         snprintf(line + n, sizeof line - n, " \xc2\xb7 TTFT %.2f s", t->ttft);
-    tr_add_text(t, TR_FOOTER, line, strlen(line));
+    trs_add_text(t, TRS_FOOTER, line, strlen(line));
 }
 
 static void set_str(char **dst, const char *src)
@@ -397,13 +397,13 @@ static void add_conv(transcript *t, const uiq_item *it)
 {
     if (t->nconv == t->convcap) {
         size_t cap = t->convcap ? t->convcap * 2 : 32;
-        tr_conv *c = realloc(t->convs, cap * sizeof *c);
+        trs_conv *c = realloc(t->convs, cap * sizeof *c);
         if (!c)
             return;
         t->convs = c;
         t->convcap = cap;
     }
-    tr_conv c = {strdup(it->id ? it->id : ""), strdup(it->name ? it->name : ""), strdup(it->text)};
+    trs_conv c = {strdup(it->id ? it->id : ""), strdup(it->name ? it->name : ""), strdup(it->text)};
     if (!c.id || !c.title || !c.detail) {
         free(c.id);
         free(c.title);
@@ -425,11 +425,11 @@ static void conv_clear(transcript *t)
 
 static void apply_tool(transcript *t, const uiq_item *ev)
 {
-    tr_item *it;
+    trs_item *it;
     if (ev->type == UI_EV_TOOL_BEGIN) {
         end_thinking(t);
         t->text = NULL;
-        it = item_add(t, TR_TOOL);
+        it = item_add(t, TRS_TOOL);
         if (!it)
             return;
         it->id = ev->id ? strdup(ev->id) : NULL;
@@ -444,7 +444,7 @@ static void apply_tool(transcript *t, const uiq_item *ev)
     t->changed = 1;
     switch (ev->type) {
     case UI_EV_TOOL_ARGS_DELTA:
-        tr_buf_add(&it->text, ev->text, ev->len);
+        trs_buf_add(&it->text, ev->text, ev->len);
         count_delta(t);
         break;
     case UI_EV_TOOL_END:
@@ -473,13 +473,13 @@ static void apply_tool(transcript *t, const uiq_item *ev)
     }
 }
 
-void tr_apply(transcript *t, const uiq_item *ev, double now)
+void trs_apply(transcript *t, const uiq_item *ev, double now)
 {
     t->now = now;
     t->changed = 1;
     switch (ev->type) {
     case UI_EV_USER:
-        tr_add_text(t, TR_USER, ev->text, ev->len);
+        trs_add_text(t, TRS_USER, ev->text, ev->len);
             break;
     case UI_EV_REPLY_BEGIN:
         t->streaming = 1;
@@ -495,23 +495,23 @@ void tr_apply(transcript *t, const uiq_item *ev, double now)
     case UI_EV_REASONING_DELTA:
         if (!t->think || t->n == 0 || t->items[t->n - 1] != t->think) {
             end_thinking(t);
-            t->think = item_add(t, TR_THINK);
+            t->think = item_add(t, TRS_THINK);
             if (!t->think)
                 break;
             t->think->live = t->think->open = 1;
             t->think->t0 = t->now;
         }
-        tr_buf_add(&t->think->text, ev->text, ev->len);
+        trs_buf_add(&t->think->text, ev->text, ev->len);
         t->think->dirty = 1;
         count_delta(t);
         break;
     case UI_EV_CONTENT_DELTA:
         end_thinking(t);
         if (!t->text || t->n == 0 || t->items[t->n - 1] != t->text)
-            t->text = item_add(t, TR_TEXT);
+            t->text = item_add(t, TRS_TEXT);
         if (!t->text)
             break;
-        tr_buf_add(&t->text->text, ev->text, ev->len);
+        trs_buf_add(&t->text->text, ev->text, ev->len);
         t->text->dirty = 1;
         count_delta(t);
         break;
@@ -527,13 +527,13 @@ void tr_apply(transcript *t, const uiq_item *ev, double now)
         finish_reply(t, ev->text);
         break;
     case UI_EV_NOTICE:
-        tr_add_text(t, TR_NOTICE, ev->text, ev->len);
+        trs_add_text(t, TRS_NOTICE, ev->text, ev->len);
         break;
     case UI_EV_ERROR:
-        tr_add_text(t, TR_ERROR, ev->text, ev->len);
+        trs_add_text(t, TRS_ERROR, ev->text, ev->len);
         break;
     case UI_EV_CLEAR:
-        tr_clear(t);
+        trs_clear(t);
         break;
     case UI_EV_CONV_CLEAR:
         conv_clear(t);
@@ -552,7 +552,7 @@ void tr_apply(transcript *t, const uiq_item *ev, double now)
 
 /* ---- life, selection, answers ---- */
 
-void tr_init(transcript *t)
+void trs_init(transcript *t)
 {
     memset(t, 0, sizeof *t);
     t->sel = t->ask = -1;
@@ -560,9 +560,9 @@ void tr_init(transcript *t)
     t->ranks = 1;
 }
 
-void tr_free(transcript *t)
+void trs_free(transcript *t)
 {
-    tr_clear(t);
+    trs_clear(t);
     free(t->items);
     conv_clear(t);
     free(t->convs);
@@ -572,20 +572,20 @@ void tr_free(transcript *t)
     memset(t, 0, sizeof *t);
 }
 
-int tr_last_foldable(const transcript *t)
+int trs_last_foldable(const transcript *t)
 {
     for (size_t i = t->n; i-- > 0;)
-        if (tr_foldable(t->items[i]))
+        if (trs_foldable(t->items[i]))
             return (int)i;
     return -1;
 }
 
-int tr_toggle(transcript *t)
+int trs_toggle(transcript *t)
 {
-    int i = t->sel >= 0 ? t->sel : tr_last_foldable(t);
+    int i = t->sel >= 0 ? t->sel : trs_last_foldable(t);
     if (i < 0)
         return -1;
-    tr_item *it = t->items[i];
+    trs_item *it = t->items[i];
     it->open = !it->open;
     it->pinned = 1;
     it->dirty = 1;
@@ -593,10 +593,10 @@ int tr_toggle(transcript *t)
     return i;
 }
 
-int tr_select_step(transcript *t, int dir)
+int trs_select_step(transcript *t, int dir)
 {
     int i = t->sel >= 0 ? t->sel + dir : (dir < 0 ? (int)t->n - 1 : -1);
-    while (i >= 0 && i < (int)t->n && !tr_foldable(t->items[i]))
+    while (i >= 0 && i < (int)t->n && !trs_foldable(t->items[i]))
         i += dir;
     if (i < 0 || i >= (int)t->n)
         i = dir < 0 && t->sel >= 0 ? t->sel : -1; /* past the first: stay; past the last: none */
@@ -605,11 +605,11 @@ int tr_select_step(transcript *t, int dir)
     return i;
 }
 
-const tr_item *tr_answer(transcript *t, char answer)
+const trs_item *trs_answer(transcript *t, char answer)
 {
     if (t->ask < 0)
         return NULL;
-    tr_item *a = t->items[t->ask];
+    trs_item *a = t->items[t->ask];
     a->answer = answer;
     a->tstate = answer == 'n' ? TOOL_FAILED : TOOL_READY;
     a->dirty = 1;
@@ -618,18 +618,18 @@ const tr_item *tr_answer(transcript *t, char answer)
     return a;
 }
 
-char *tr_last_reply(const transcript *t, size_t *len)
+char *trs_last_reply(const transcript *t, size_t *len)
 {
     int turn = -1;
     for (size_t i = t->n; i-- > 0;)
-        if (t->items[i]->kind == TR_TEXT) {
+        if (t->items[i]->kind == TRS_TEXT) {
             turn = t->items[i]->turn;
             break;
         }
-    tr_buf b = {0};
+    trs_buf b = {0};
     for (size_t i = 0; i < t->n && turn >= 0; i++)
-        if (t->items[i]->kind == TR_TEXT && t->items[i]->turn == turn &&
-            tr_buf_add(&b, t->items[i]->text.s, t->items[i]->text.len) < 0) {
+        if (t->items[i]->kind == TRS_TEXT && t->items[i]->turn == turn &&
+            trs_buf_add(&b, t->items[i]->text.s, t->items[i]->text.len) < 0) {
             free(b.s);
             return NULL;
         }
@@ -637,14 +637,14 @@ char *tr_last_reply(const transcript *t, size_t *len)
     return b.s;
 }
 
-int tr_conv_matches(const tr_conv *c, const char *query)
+int trs_conv_matches(const trs_conv *c, const char *query)
 {
     if (!query[0])
         return 1;
     return strcasestr(c->title, query) || strcasestr(c->detail, query) || strcasestr(c->id, query);
 }
 
-const char *tr_reply_state(const transcript *t)
+const char *trs_reply_state(const transcript *t)
 {
     if (t->ask >= 0)
         return "\xe2\x97\x8f approve? y/n/a";
@@ -652,7 +652,7 @@ const char *tr_reply_state(const transcript *t)
         return "ready";
     if (t->think && t->think->live)
         return "\xe2\x97\x8f thinking";
-    if (t->n && t->items[t->n - 1]->kind == TR_TOOL)
+    if (t->n && t->items[t->n - 1]->kind == TRS_TOOL)
         return "\xe2\x97\x8f tool";
     if (t->t_first == 0)
         return "\xe2\x97\x8f prefill";

@@ -7,20 +7,20 @@
 #include "ui/render.h"
 #include "ui/view_impl.h"
 
-typedef enum tr_kind { TR_USER, TR_THINK, TR_TEXT, TR_TOOL, TR_NOTICE, TR_ERROR, TR_FOOTER } tr_kind;
-typedef enum tr_tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED } tr_tool_state;
+typedef enum trs_kind { TRS_USER, TRS_THINK, TRS_TEXT, TRS_TOOL, TRS_NOTICE, TRS_ERROR, TRS_FOOTER } trs_kind;
+typedef enum trs_tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED } trs_tool_state;
 
-typedef struct tr_buf {
+typedef struct trs_buf {
     char *s;
     size_t len, cap;
-} tr_buf;
+} trs_buf;
 
-typedef struct tr_item {
-    tr_kind kind;
-    tr_buf text;         /* user text, thinking, answer, notice; tool: its arguments */
-    tr_buf result, error; /* tool */
+typedef struct trs_item {
+    trs_kind kind;
+    trs_buf text;         /* user text, thinking, answer, notice; tool: its arguments */
+    trs_buf result, error; /* tool */
     char *id, *name, *question;
-    tr_tool_state tstate;
+    trs_tool_state tstate;
     char answer;         /* the approval given: 'y', 'n', 'a' */
     double t0, t1;       /* thinking / tool start and end (monotonic seconds) */
     int live;            /* thinking still streaming */
@@ -33,20 +33,20 @@ typedef struct tr_item {
     size_t settled_raw;  /* bytes of text they cover */
     int settled_w;
     rd_md_state settled_st;
-} tr_item;
+} trs_item;
 
-typedef struct tr_conv {
+typedef struct trs_conv {
     char *id, *title, *detail;
-} tr_conv;
+} trs_conv;
 
 typedef struct transcript {
-    tr_item **items;
+    trs_item **items;
     size_t n, cap;
     int sel;             /* selected foldable item, -1 none */
     int ask;             /* the tool item waiting for an approval answer, -1 none */
     /* the reply */
     int streaming, turn;
-    tr_item *think, *text; /* the items the next deltas go to */
+    trs_item *think, *text; /* the items the next deltas go to */
     double now;          /* the time of the event being applied */
     double t_begin, t_first;
     long ndeltas;
@@ -57,42 +57,42 @@ typedef struct transcript {
     double ttft, tok_s;
     int app_rates, app_tokens; /* the app reported rates / token counts for this reply */
     /* the conversation list */
-    tr_conv *convs;
+    trs_conv *convs;
     size_t nconv, convcap;
     int changed;         /* something to redraw */
 } transcript;
 
-void tr_init(transcript *t);
-void tr_free(transcript *t);
+void trs_init(transcript *t);
+void trs_free(transcript *t);
 /* Applies one app event at time now (seconds, monotonic). SET_INPUT and STOP are the TUI's. */
-void tr_apply(transcript *t, const uiq_item *ev, double now);
-tr_item *tr_add_text(transcript *t, tr_kind kind, const char *s, size_t n);
+void trs_apply(transcript *t, const uiq_item *ev, double now);
+trs_item *trs_add_text(transcript *t, trs_kind kind, const char *s, size_t n);
 /* Appends n bytes of s to b, NUL-terminated. 0 or -1 (out of memory). */
-int tr_buf_add(tr_buf *b, const char *s, size_t n);
-void tr_clear(transcript *t);
+int trs_buf_add(trs_buf *b, const char *s, size_t n);
+void trs_clear(transcript *t);
 
 /* Rows item idx takes at width w (a blank line before it included); lays it out. */
-int tr_item_lines(transcript *t, size_t idx, int w);
+int trs_item_lines(transcript *t, size_t idx, int w);
 /* Whether the item has a one-line header (thoughts, tool calls) and shows its body. */
-int tr_has_header(const tr_item *it);
-int tr_body_shown(const tr_item *it);
-int tr_blank_before(const transcript *t, size_t idx);
+int trs_has_header(const trs_item *it);
+int trs_body_shown(const trs_item *it);
+int trs_blank_before(const transcript *t, size_t idx);
 /* Lays out the header of a thought or tool call at time now into d (it holds a live clock). */
-void tr_item_header(const transcript *t, size_t idx, int w, double now, rd_doc *d);
+void trs_item_header(const transcript *t, size_t idx, int w, double now, rd_doc *d);
 
-int tr_foldable(const tr_item *it);
-int tr_last_foldable(const transcript *t);
+int trs_foldable(const trs_item *it);
+int trs_last_foldable(const transcript *t);
 /* Folds or unfolds the selected item, else the last foldable one. -1 when there is none. */
-int tr_toggle(transcript *t);
+int trs_toggle(transcript *t);
 /* Moves the selection to the previous (dir -1) or next (+1) foldable item; returns it or -1. */
-int tr_select_step(transcript *t, int dir);
+int trs_select_step(transcript *t, int dir);
 /* Records the user's approval answer for the waiting tool call; returns it, or NULL. */
-const tr_item *tr_answer(transcript *t, char answer);
+const trs_item *trs_answer(transcript *t, char answer);
 /* The raw text of the last reply's answer (malloc'd, NULL when there is none). */
-char *tr_last_reply(const transcript *t, size_t *len);
+char *trs_last_reply(const transcript *t, size_t *len);
 /* Whether conversation c matches the list filter query (case-insensitive, "" matches all). */
-int tr_conv_matches(const tr_conv *c, const char *query);
+int trs_conv_matches(const trs_conv *c, const char *query);
 /* The status line's reply state: "ready", "thinking"... */
-const char *tr_reply_state(const transcript *t);
+const char *trs_reply_state(const transcript *t);
 
 #endif

@@ -43,7 +43,7 @@ struct tui {
     int list_open, list_sel; /* the conversation list */
     char query[128];
     int paste;           /* inside a bracketed paste */
-    tr_buf pastebuf;
+    trs_buf pastebuf;
     int input_dirty, dirty, full_redraw;
     int quit, stop;
     double last_draw;
@@ -149,7 +149,7 @@ static void draw_transcript(tui *t, int rows)
     int w = text_width(t);
     int total = 0;
     for (size_t i = 0; i < t->tr.n; i++)
-        total += tr_item_lines(&t->tr, (size_t)(int)i, w);
+        total += trs_item_lines(&t->tr, (size_t)(int)i, w);
     if (t->scroll > 0 && total > t->last_total)
         t->scroll += total - t->last_total; /* keep the page still while reading back */
     t->last_total = total;
@@ -162,23 +162,23 @@ static void draw_transcript(tui *t, int rows)
     int line = 0, y = 0;
     rd_doc hdr = {0};
     for (size_t i = 0; i < t->tr.n && y < rows; i++) {
-        int n = tr_item_lines(&t->tr, (size_t)(int)i, w);
+        int n = trs_item_lines(&t->tr, (size_t)(int)i, w);
         if (line + n <= first) {
             line += n;
             continue;
         }
-        tr_item *it = t->tr.items[i];
+        trs_item *it = t->tr.items[i];
         int k = 0;
-        int bb = tr_blank_before(&t->tr, i);
-        if (tr_has_header(it)) {
+        int bb = trs_blank_before(&t->tr, i);
+        if (trs_has_header(it)) {
             rd_doc_reset(&hdr);
-            tr_item_header(&t->tr, i, w, now_s(), &hdr);
+            trs_item_header(&t->tr, i, w, now_s(), &hdr);
         }
         for (; k < n && y < rows; k++, line++) {
             if (line < first)
                 continue;
             int j = k - bb;
-            if (j >= 0 && tr_has_header(it)) {
+            if (j >= 0 && trs_has_header(it)) {
                 if (j == 0) {
                     if (hdr.nlines)
                         draw_line(t, &hdr, &hdr.lines[0], y, 1, w);
@@ -254,7 +254,7 @@ static void draw_status(tui *t, int y)
         snprintf(f[nf], sizeof f[nf], "%.1f tok/s", t->tr.tok_s);
         prio[nf++] = 1;
     }
-    snprintf(f[nf], sizeof f[nf], "%s", tr_reply_state(&t->tr));
+    snprintf(f[nf], sizeof f[nf], "%s", trs_reply_state(&t->tr));
     prio[nf++] = 0;
     /* Drop the least important fields until the line fits. */
     int keep[7];
@@ -435,7 +435,7 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
     int room = (rows - 2) / per;
     int first = t->list_sel >= room ? t->list_sel - room + 1 : 0;
     for (size_t i = 0; i < t->tr.nconv; i++) {
-        if (!tr_conv_matches(&t->tr.convs[i], t->query))
+        if (!trs_conv_matches(&t->tr.convs[i], t->query))
             continue;
         if (matched++ < first)
             continue;
@@ -521,7 +521,7 @@ static void apply_event(tui *t, const uiq_item *ev)
     default:
         break;
     }
-    tr_apply(&t->tr, ev, now_s());
+    trs_apply(&t->tr, ev, now_s());
 }
 
 static void drain_events(tui *t)
@@ -540,7 +540,7 @@ static void drain_events(tui *t)
         pthread_mutex_unlock(&t->v->mu);
         char msg[96];
         snprintf(msg, sizeof msg, "out of memory: %d screen updates were dropped", lost);
-        tr_add_text(&t->tr, TR_ERROR, msg, strlen(msg));
+        trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
     }
 }
 
@@ -563,7 +563,7 @@ static void do_quit(tui *t)
 
 static void do_cancel(tui *t)
 {
-    const tr_item *a = tr_answer(&t->tr, 'n');
+    const trs_item *a = trs_answer(&t->tr, 'n');
     if (a)
         act(t, UI_ACT_APPROVE, NULL, NULL, a->id, 'n');
     act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
@@ -575,8 +575,8 @@ static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 /* Copies the last reply's raw text (Markdown as written) through OSC 52. */
 static void copy_last_reply(tui *t)
 {
-    tr_buf text = {0};
-    text.s = tr_last_reply(&t->tr, &text.len);
+    trs_buf text = {0};
+    text.s = trs_last_reply(&t->tr, &text.len);
     if (!text.s || !text.len) {
         tui_flash(t, "no reply to copy yet");
         free(text.s);
@@ -623,12 +623,12 @@ static void copy_last_reply(tui *t)
 
 static void show_help(tui *t)
 {
-    tr_buf h = {0};
+    trs_buf h = {0};
     for (size_t i = 0; i < ui_commands_count; i++) {
         char line[200];
         snprintf(line, sizeof line, "/%s%s%s \xe2\x80\x94 %s\n", ui_commands[i].name,
                  ui_commands[i].args[0] ? " " : "", ui_commands[i].args, ui_commands[i].help);
-        tr_buf_add(&h, line, strlen(line));
+        trs_buf_add(&h, line, strlen(line));
     }
     const char *keys =
         "Enter sends \xc2\xb7 Alt-Enter or Ctrl-J new line \xc2\xb7 Ctrl-G edits in $EDITOR \xc2\xb7 "
@@ -637,9 +637,9 @@ static void show_help(tui *t)
         "PageUp/PageDown or the wheel scroll\n"
         "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
         "F2 conversations \xc2\xb7 Alt-W copies the last reply";
-    tr_buf_add(&h, keys, strlen(keys));
+    trs_buf_add(&h, keys, strlen(keys));
     if (h.s)
-        tr_add_text(&t->tr, TR_NOTICE, h.s, h.len);
+        trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
     free(h.s);
 }
 
@@ -659,7 +659,7 @@ static void run_command(tui *t, const char *line)
     if (!c) {
         char msg[128];
         snprintf(msg, sizeof msg, "unknown command /%s: /help lists the commands", name);
-        tr_add_text(&t->tr, TR_ERROR, msg, strlen(msg));
+        trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
         return;
     }
     if (strcmp(name, "quit") == 0) {
@@ -688,7 +688,7 @@ void tui_line_done(tui *t, char *line)
         tui_input_remember(line);
         const char *err = tui_input_take_error();
         if (err)
-            tr_add_text(&t->tr, TR_ERROR, err, strlen(err));
+            trs_add_text(&t->tr, TRS_ERROR, err, strlen(err));
         if (*p == '/')
             run_command(t, p);
         else
@@ -774,12 +774,12 @@ void tui_edit_external(tui *t)
             ;
     term_on(t);
     FILE *f = fopen(path, "r");
-    tr_buf b = {0};
+    trs_buf b = {0};
     if (pid > 0 && f && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         char chunk[4096];
         size_t got;
         while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-            tr_buf_add(&b, chunk, got);
+            trs_buf_add(&b, chunk, got);
         while (b.len > 0 && b.s[b.len - 1] == '\n')
             b.s[--b.len] = '\0';
         tui_input_replace(b.s ? b.s : "");
@@ -796,7 +796,7 @@ void tui_edit_external(tui *t)
 
 static void toggle_fold(tui *t)
 {
-    if (tr_toggle(&t->tr) < 0)
+    if (trs_toggle(&t->tr) < 0)
         tui_flash(t, "nothing to fold: no thinking or tool call yet");
     t->dirty = 1;
 }
@@ -807,8 +807,8 @@ static void show_item(tui *t, int idx)
     int w = text_width(t);
     int below = 0;
     for (size_t i = (size_t)idx + 1; i < t->tr.n; i++)
-        below += tr_item_lines(&t->tr, (size_t)(int)i, w);
-    int n = tr_item_lines(&t->tr, (size_t)idx, w);
+        below += trs_item_lines(&t->tr, (size_t)(int)i, w);
+    int n = trs_item_lines(&t->tr, (size_t)idx, w);
     int rows = LINES - 3;
     if (t->scroll > below + n - 1 || t->scroll + rows < below + n)
         t->scroll = below + n - (rows > 0 ? rows : 1) > 0 ? below + n - rows / 2 : 0;
@@ -818,7 +818,7 @@ static void show_item(tui *t, int idx)
 
 static void select_step(tui *t, int dir)
 {
-    int i = tr_select_step(&t->tr, dir);
+    int i = trs_select_step(&t->tr, dir);
     if (i >= 0)
         show_item(t, i);
     t->dirty = 1;
@@ -847,7 +847,7 @@ static int visible_convs(const tui *t)
 {
     int n = 0;
     for (size_t i = 0; i < t->tr.nconv; i++)
-        n += tr_conv_matches(&t->tr.convs[i], t->query);
+        n += trs_conv_matches(&t->tr.convs[i], t->query);
     return n;
 }
 
@@ -869,7 +869,7 @@ static void list_key(tui *t, int ch)
     if (ch == '\r' || ch == KEY_ENTER || ch == '\n') {
         int k = 0;
         for (size_t i = 0; i < t->tr.nconv; i++) {
-            if (!tr_conv_matches(&t->tr.convs[i], t->query))
+            if (!trs_conv_matches(&t->tr.convs[i], t->query))
                 continue;
             if (k++ == t->list_sel) {
                 char *id = strdup(t->tr.convs[i].id);
@@ -991,10 +991,10 @@ static void handle_key(tui *t, int ch)
         if (ch == KEY_PASTE_END)
             finish_paste(t);
         else if (ch == '\r')
-            tr_buf_add(&t->pastebuf, "\n", 1);
+            trs_buf_add(&t->pastebuf, "\n", 1);
         else if (ch >= 0 && ch < 0x100) {
             char c = (char)ch;
-            tr_buf_add(&t->pastebuf, &c, 1);
+            trs_buf_add(&t->pastebuf, &c, 1);
         }
         return;
     }
@@ -1032,7 +1032,7 @@ static void handle_key(tui *t, int ch)
     }
     if (t->tr.ask >= 0 && ch < 0x100 && strchr("yYnNaA", ch) && ch) {
         char ans = (char)(ch | 0x20);
-        const tr_item *a = tr_answer(&t->tr, ans);
+        const trs_item *a = trs_answer(&t->tr, ans);
         t->dirty = 1;
         if (a)
             act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);
@@ -1143,7 +1143,7 @@ static void tui_free_impl(ui_view *v)
         return;
     tui_input_close();
     term_off();
-    tr_free(&t->tr);
+    trs_free(&t->tr);
     free(t->pastebuf.s);
     if (t->screen)
         delscreen(t->screen);
@@ -1191,7 +1191,7 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     t->v = v;
-    tr_init(&t->tr);
+    trs_init(&t->tr);
     v->impl = t;
     ensure_utf8_locale();
     const char *term = getenv("TERM");
