@@ -49,6 +49,7 @@ struct tui {
     double last_draw;
     int color_ok;
     SCREEN *screen;
+    FILE *latency_log;   /* ui_config.latency_log, opened */
 };
 
 static volatile sig_atomic_t got_term_signal;
@@ -1119,15 +1120,20 @@ static int tui_run(ui_view *v)
             do_quit(t); /* the terminal went away */
             break;
         }
-        int ch;
-        while ((ch = getch()) != ERR && !t->quit)
+        int ch, keys = 0;
+        double woke = now_s();
+        while ((ch = getch()) != ERR && !t->quit) {
             handle_key(t, ch);
+            keys++;
+        }
         drain_events(t);
         if (t->quit || t->stop)
             break;
         double since = (now_s() - t->last_draw) * 1000.0;
         if (t->input_dirty || (t->dirty && since >= 8) || r == 0)
             draw(t);
+        if (keys && t->latency_log)
+            fprintf(t->latency_log, "key_ms %.3f\n", (now_s() - woke) * 1000.0);
     }
     if (got_term_signal && !t->quit) {
         act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
@@ -1144,6 +1150,8 @@ static void tui_free_impl(ui_view *v)
     tui_input_close();
     term_off();
     trs_free(&t->tr);
+    if (t->latency_log)
+        fclose(t->latency_log);
     free(t->pastebuf.s);
     if (t->screen)
         delscreen(t->screen);
@@ -1192,6 +1200,15 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
     }
     t->v = v;
     trs_init(&t->tr);
+    if (cfg && cfg->latency_log && !(t->latency_log = fopen(cfg->latency_log, "a"))) {
+        snprintf(err, errlen, "cannot open the latency log %s: %s", cfg->latency_log, strerror(errno));
+        v->impl = NULL;
+        free(t);
+        ui_free(v);
+        return NULL;
+    }
+    if (t->latency_log)
+        setvbuf(t->latency_log, NULL, _IOLBF, 0);
     v->impl = t;
     ensure_utf8_locale();
     const char *term = getenv("TERM");

@@ -156,6 +156,8 @@ typedef struct ui_config {
                                  none kept. Its directory must exist (paths_mkdirs). */
     int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
     int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
+    const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
+                                 keys, N the time from their arrival to the frame showing them */
     ui_action_fn on_action;
     void *user;
 } ui_config;
