@@ -33,6 +33,6 @@ tests_ui_tui_driver_LDADD = libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
 
 TESTS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain \
 	tests/unit/test_transcript \
-	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh
-EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
+	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh
+EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
 	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/ui/scripts/flood.script tests/fuzz/fuzz_render.c
