@@ -425,7 +425,9 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
             mvaddstr(y, lw - 1, "\xe2\x94\x82");
     }
     int iw = lw - (lw < COLS ? 3 : 2);
-    draw_cut("Conversations  Enter opens \xc2\xb7 Esc closes", 0, 1, iw, A_BOLD);
+    draw_cut("Conversations", 0, 1, iw, A_BOLD);
+    if (rows > 3)
+        draw_cut("\xe2\x86\x91\xe2\x86\x93 Enter opens \xc2\xb7 Esc closes", rows - 1, 1, iw, A_DIM);
     char q[200];
     snprintf(q, sizeof q, "/ %s", t->query);
     draw_cut(q, 1, 1, iw, A_NORMAL);
@@ -433,14 +435,14 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
     *cx = 1 + (int)rd_width(q, strlen(q));
     int shown = 0, y = 2, matched = 0;
     int per = 2;
-    int room = (rows - 2) / per;
+    int room = (rows - 3) / per;
     int first = t->list_sel >= room ? t->list_sel - room + 1 : 0;
     for (size_t i = 0; i < t->tr.nconv; i++) {
         if (!trs_conv_matches(&t->tr.convs[i], t->query))
             continue;
         if (matched++ < first)
             continue;
-        if (y + 1 >= rows + 1)
+        if (y + 1 >= rows - 1)
             break;
         attr_t a = shown + first == t->list_sel ? A_REVERSE : A_NORMAL;
         draw_cut(t->tr.convs[i].title[0] ? t->tr.convs[i].title : t->tr.convs[i].id, y, 1, iw, a | A_BOLD);
