@@ -1,2 +1,33 @@
 # app/chat.mk: the chat loop, tools (built-in and MCP), config file and scripted mode.
-# Adds its sources to libapp.a (libapp_a_SOURCES +=).
+# Adds its sources to libapp.a (libapp_a_SOURCES +=) and its tests to the check run.
+libapp_a_SOURCES += \
+	app/config.c app/config.h app/jsonl.c app/jsonl.h app/signals.c app/signals.h \
+	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
+	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c \
+	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h
+glmchat_LDADD += $(CJSON_LIBS)
+
+# The MCP test server: a real process with tools and modes that misbehave on purpose.
+check_PROGRAMS += tests/mcp/test_mcp_server
+tests_mcp_test_mcp_server_SOURCES = tests/mcp/test_mcp_server.c
+tests_mcp_test_mcp_server_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_mcp_test_mcp_server_LDADD = $(CJSON_LIBS)
+
+CHAT_TEST_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS) $(SQLITE_CFLAGS)
+check_PROGRAMS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/unit/test_jsonl
+tests_unit_test_config_SOURCES = tests/unit/test_config.c
+tests_unit_test_config_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_config_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_tools_SOURCES = tests/unit/test_tools.c
+tests_unit_test_tools_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_tools_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_mcp_SOURCES = tests/unit/test_mcp.c
+tests_unit_test_mcp_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_mcp_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
+tests_unit_test_jsonl_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_jsonl_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/unit/test_jsonl
+
+# Fuzz targets (clang -fsanitize=fuzzer; not built by make): see tests/fuzz/README in each file.
+EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

@@ -1,11 +1,108 @@
-/* cmd_render.c: `glmchat render` (CLI.md).
- * Not built yet: it says so and exits 1. */
+/* cmd_render.c: `glmchat render --model DIR [--ids]` (CLI.md): an OpenAI-style request on stdin to the
+ * exact prompt GLM-5.3-Flash sees. The template is glmchat's native GLM-5 one, whatever DIR holds. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "app/commands.h"
+#include "engine/text/json.h"
+#include "engine/text/template.h"
+#include "engine/text/tokenizer.h"
+
+static void usage(FILE *f)
+{
+    fputs("Usage: glmchat render --model DIR [--ids]\n"
+          "Reads an OpenAI-style chat request (JSON: messages, tools, reasoning_effort, enable_thinking,\n"
+          "chat_template_kwargs.clear_thinking) on stdin and writes the prompt text the model sees.\n"
+          "The prompt is GLM-5's chat template as glmchat implements it natively; a chat_template.jinja\n"
+          "in DIR is not interpreted.\n"
+          "  --model DIR  the model directory (global option; may also come before 'render')\n"
+          "  --ids        print the prompt's token ids (DIR/tokenizer.json) instead of its text\n",
+          f);
+}
+
+static int read_all(FILE *f, tbuf *b)
+{
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (tbuf_append(b, chunk, n) != GLM_OK)
+            return -1;
+    return ferror(f) ? -1 : 0;
+}
+
+static int write_ids(const char *model_dir, const tbuf *prompt)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    glm_error err = {0};
+    tok_tokenizer *t = tok_load(path, &err);
+    if (!t)
+        return cli_runtime_error("render: %s", err.message);
+    tok_ids ids = {0};
+    int rc = CLI_EXIT_OK;
+    if (tok_encode(t, prompt->p ? prompt->p : "", prompt->len, &ids, &err) != GLM_OK)
+        rc = cli_runtime_error("render: %s", err.message);
+    for (size_t i = 0; rc == CLI_EXIT_OK && i < ids.n; i++)
+        printf(i ? " %ld" : "%ld", (long)ids.v[i]);
+    if (rc == CLI_EXIT_OK)
+        putchar('\n');
+    tok_ids_free(&ids);
+    tok_free(t);
+    return rc;
+}
+
+static int render(const char *model_dir, int want_ids)
+{
+    tbuf in = {0}, prompt = {0};
+    if (read_all(stdin, &in) != 0) {
+        tbuf_free(&in);
+        return cli_runtime_error("render: cannot read the request from stdin");
+    }
+    glm_error err = {0};
+    jv *req = jv_parse(in.p ? in.p : "", in.len, &err);
+    tbuf_free(&in);
+    if (!req)
+        return cli_runtime_error("render: the request on stdin is not valid JSON: %s", err.message);
+    int rc = CLI_EXIT_OK;
+    if (tmpl_render_json(req, &prompt, &err) != GLM_OK)
+        rc = cli_runtime_error("render: cannot render this request: %s", err.message);
+    jv_free(req);
+    if (rc == CLI_EXIT_OK && want_ids)
+        rc = write_ids(model_dir, &prompt);
+    else if (rc == CLI_EXIT_OK && prompt.len && fwrite(prompt.p, 1, prompt.len, stdout) != prompt.len)
+        rc = cli_runtime_error("render: cannot write to stdout");
+    tbuf_free(&prompt);
+    if (rc == CLI_EXIT_OK && fflush(stdout) != 0)
+        rc = cli_runtime_error("render: cannot write to stdout");
+    return rc;
+}
 
 int cmd_render(int argc, char **argv, const cli_globals *g)
 {
-    (void)argc;
-    (void)argv;
-    (void)g;
-    return cli_not_built("render");
+    static const struct option opts[] = {
+        {"ids", no_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int want_ids = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'i')
+            want_ids = 1;
+        else if (c == 'h')
+            return usage(stdout), CLI_EXIT_OK;
+        else
+            return cli_usage_error("render", "unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc)
+        return cli_usage_error("render", "unexpected argument '%s'", argv[optind]);
+    if (!g->model_dir)
+        return cli_usage_error("render", "give --model DIR (the model whose prompt to render)");
+    struct stat st;
+    if (stat(g->model_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_runtime_error("render: model directory %s does not exist; give the directory holding "
+                                 "config.json and tokenizer.json",
+                                 g->model_dir);
+    return render(g->model_dir, want_ids);
 }

@@ -1,11 +1,110 @@
-/* cmd_tokenize.c: `glmchat tokenize` (CLI.md).
- * Not built yet: it says so and exits 1. */
+/* cmd_tokenize.c: `glmchat tokenize --tokenizer FILE [--lines]` (CLI.md): UTF-8 text on stdin to ids.
+ * Invalid UTF-8 is repaired first, one U+FFFD per maximal invalid subpart (engine/text/tokenizer.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "app/commands.h"
+#include "engine/text/tokenizer.h"
+
+static void usage(FILE *f)
+{
+    fputs("Usage: glmchat tokenize --tokenizer FILE [--lines]\n"
+          "Reads UTF-8 text on stdin and prints its token ids, space-separated, on one line.\n"
+          "  --tokenizer FILE  a Hugging Face tokenizer.json (default: tokenizer.json in --model DIR)\n"
+          "  --lines           encode each input line (without its newline) alone; one output line each\n"
+          "Invalid UTF-8 input is read as Python's bytes.decode('utf-8', 'replace') reads it.\n",
+          f);
+}
+
+static int read_all(FILE *f, tbuf *b)
+{
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (tbuf_append(b, chunk, n) != GLM_OK)
+            return -1;
+    return ferror(f) ? -1 : 0;
+}
+
+static int print_ids(const tok_ids *ids)
+{
+    for (size_t i = 0; i < ids->n; i++)
+        if (printf(i ? " %ld" : "%ld", (long)ids->v[i]) < 0)
+            return -1;
+    return putchar('\n') == EOF ? -1 : 0;
+}
+
+static int encode_and_print(const tok_tokenizer *t, const char *s, size_t n)
+{
+    tok_ids ids = {0};
+    glm_error err = {0};
+    if (tok_encode(t, s, n, &ids, &err) != GLM_OK) {
+        tok_ids_free(&ids);
+        return cli_runtime_error("tokenize: %s", err.message);
+    }
+    int rc = print_ids(&ids);
+    tok_ids_free(&ids);
+    return rc == 0 ? CLI_EXIT_OK : cli_runtime_error("tokenize: cannot write to stdout");
+}
+
+static int run(const tok_tokenizer *t, const tbuf *in, int lines)
+{
+    const char *s = in->p ? in->p : "";
+    if (!lines)
+        return encode_and_print(t, s, in->len);
+    size_t at = 0;
+    while (at < in->len) {
+        const char *nl = memchr(s + at, '\n', in->len - at);
+        size_t end = nl ? (size_t)(nl - s) : in->len;
+        int rc = encode_and_print(t, s + at, end - at);
+        if (rc != CLI_EXIT_OK)
+            return rc;
+        at = end + 1;
+    }
+    return CLI_EXIT_OK;
+}
 
 int cmd_tokenize(int argc, char **argv, const cli_globals *g)
 {
-    (void)argc;
-    (void)argv;
-    (void)g;
-    return cli_not_built("tokenize");
+    static const struct option opts[] = {
+        {"tokenizer", required_argument, NULL, 't'}, {"lines", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    const char *path = NULL;
+    int lines = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 't')
+            path = optarg;
+        else if (c == 'l')
+            lines = 1;
+        else if (c == 'h')
+            return usage(stdout), CLI_EXIT_OK;
+        else if (c == ':')
+            return cli_usage_error("tokenize", "option '%s' needs a value", argv[optind - 1]);
+        else
+            return cli_usage_error("tokenize", "unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind < argc)
+        return cli_usage_error("tokenize", "unexpected argument '%s'", argv[optind]);
+    char fallback[4096];
+    if (!path && g->model_dir) {
+        snprintf(fallback, sizeof fallback, "%s/tokenizer.json", g->model_dir);
+        path = fallback;
+    }
+    if (!path)
+        return cli_usage_error("tokenize", "give --tokenizer FILE (or --model DIR holding tokenizer.json)");
+    glm_error err = {0};
+    tok_tokenizer *t = tok_load(path, &err);
+    if (!t)
+        return cli_runtime_error("tokenize: %s", err.message);
+    tbuf in = {0};
+    int rc = read_all(stdin, &in) == 0 ? run(t, &in, lines) : cli_runtime_error("tokenize: cannot read stdin");
+    tbuf_free(&in);
+    tok_free(t);
+    if (rc == CLI_EXIT_OK && fflush(stdout) != 0)
+        rc = cli_runtime_error("tokenize: cannot write to stdout");
+    return rc;
 }

@@ -1,1 +1,33 @@
 # ui/local.mk: the views the app talks to (view.h): ncurses TUI and plain stdio.
+# libui.a has no engine or storage code; its tests drive the real TUI in tmux.
+noinst_LIBRARIES += libui.a
+libui_a_SOURCES = \
+	ui/view.h ui/view_impl.h ui/view.c ui/commands.c \
+	ui/render.h ui/render.c ui/history.h ui/history.c ui/plain.c \
+	ui/tui.h ui/tui.c ui/input.c
+libui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(READLINE_CFLAGS)
+glmchat_LDADD += libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
+
+UI_TEST_LIBS = libui.a $(NCURSES_LIBS) $(READLINE_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain
+tests_unit_test_render_SOURCES = tests/unit/test_render.c
+tests_unit_test_render_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_render_LDADD = $(UI_TEST_LIBS)
+tests_unit_test_input_history_SOURCES = tests/unit/test_input_history.c
+tests_unit_test_input_history_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_input_history_LDADD = $(UI_TEST_LIBS)
+tests_unit_test_plain_SOURCES = tests/unit/test_plain.c
+tests_unit_test_plain_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_plain_LDADD = $(UI_TEST_LIBS)
+
+# The TUI with a scripted reply source, for the tmux tests (and as the wiring example).
+check_PROGRAMS += tests/ui/tui_driver
+tests_ui_tui_driver_SOURCES = tests/ui/tui_driver.c
+tests_ui_tui_driver_CPPFLAGS = $(AM_CPPFLAGS)
+tests_ui_tui_driver_LDADD = libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
+
+TESTS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain \
+	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh
+EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
+	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/fuzz/fuzz_render.c

@@ -1,2 +1,17 @@
 # engine/model/exl3.mk: EXL3 weights: bit-exact decode, products through the Hadamard scheme,
 # the quantizer. Adds its sources to libengine.a (libengine_a_SOURCES +=).
+libengine_a_SOURCES += \
+	engine/model/exl3.h engine/model/exl3_decode.c engine/model/exl3_matvec.c \
+	engine/model/exl3_quantize.c engine/model/hadamard.h engine/model/hadamard.c
+
+check_PROGRAMS += tests/unit/test_exl3
+tests_unit_test_exl3_SOURCES = tests/unit/test_exl3.c
+tests_unit_test_exl3_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_exl3_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_exl3
+
+check_PROGRAMS += tests/unit/test_exl3_quant
+tests_unit_test_exl3_quant_SOURCES = tests/unit/test_exl3_quant.c
+tests_unit_test_exl3_quant_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_exl3_quant_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_exl3_quant

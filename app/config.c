@@ -1,0 +1,817 @@
+/* config.c: reads glmchat's config file (`key = value` lines, [mcp.NAME] and [keys] sections),
+ * GLMCHAT_* environment overrides and global flags into one app_config (format in config.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/config.h"
+
+#define CONFIG_MAX_FILE (1 << 20)
+#define CONFIG_MAX_MCP 64
+#define CONFIG_MAX_KEYS 256
+
+typedef enum key_type { KT_STRING, KT_CHOICE, KT_INT, KT_FLOAT, KT_BOOL, KT_U64 } key_type;
+
+typedef struct key_spec {
+    const char *name;
+    key_type type;
+    const char *choices; /* KT_CHOICE: '|'-separated */
+    double min, max;     /* KT_INT, KT_FLOAT */
+} key_spec;
+
+static const key_spec top_keys[] = {
+    {"model", KT_STRING, NULL, 0, 0},
+    {"backend", KT_CHOICE, "cpu|cuda", 0, 0},
+    {"peer", KT_STRING, NULL, 0, 0},
+    {"transport", KT_CHOICE, "rdma|tcp", 0, 0},
+    {"threads", KT_INT, NULL, 0, 4096},
+    {"temperature", KT_FLOAT, NULL, 0, 10},
+    {"top_p", KT_FLOAT, NULL, 0, 1},
+    {"top_k", KT_INT, NULL, 0, 1000000},
+    {"min_p", KT_FLOAT, NULL, 0, 1},
+    {"seed", KT_U64, NULL, 0, 0},
+    {"max_tokens", KT_INT, NULL, 0, 100000000},
+    {"think", KT_BOOL, NULL, 0, 0},
+    {"effort", KT_CHOICE, "low|high|max", 0, 0},
+    {"system_prompt", KT_STRING, NULL, 0, 0},
+    {"tools", KT_BOOL, NULL, 0, 0},
+    {"tool_timeout", KT_INT, NULL, 1, 3600},
+    {"workspace", KT_STRING, NULL, 0, 0},
+    {"approval", KT_CHOICE, "ask|auto|deny", 0, 0},
+};
+#define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void config_init(app_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->sampling.temperature = 1.0f;
+    c->sampling.top_p = 0.95f;
+    c->think = 1;
+    c->effort = GLM_EFFORT_MAX;
+    c->tools_enabled = 1;
+    c->tool_timeout_s = 30;
+}
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void mcp_free(config_mcp_server *m)
+{
+    free(m->name);
+    free_strv(m->argv);
+    free_strv(m->env);
+    free(m->cwd);
+}
+
+void config_free(app_config *c)
+{
+    free(c->model_dir);
+    free(c->backend);
+    free(c->peer);
+    free(c->transport);
+    free(c->system_prompt);
+    free(c->workspace);
+    for (int i = 0; i < c->n_mcp; i++)
+        mcp_free(&c->mcp[i]);
+    free(c->mcp);
+    for (int i = 0; i < c->n_keys; i++) {
+        free(c->keys[i].action);
+        free(c->keys[i].keys);
+    }
+    free(c->keys);
+    memset(c, 0, sizeof *c);
+}
+
+const char *config_effort_name(glm_effort e)
+{
+    switch (e) {
+    case GLM_EFFORT_LOW: return "low";
+    case GLM_EFFORT_HIGH: return "high";
+    case GLM_EFFORT_MAX: return "max";
+    }
+    return "max";
+}
+
+/* ---- value parsing ---------------------------------------------------------------------- */
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *yes[] = {"on", "yes", "true", "1"};
+    static const char *no[] = {"off", "no", "false", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(v, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int choice_index(const char *choices, const char *v)
+{
+    size_t vl = strlen(v);
+    int i = 0;
+    for (const char *s = choices; *s; i++) {
+        const char *bar = strchr(s, '|');
+        size_t n = bar ? (size_t)(bar - s) : strlen(s);
+        if (n == vl && strncmp(s, v, n) == 0)
+            return i;
+        if (!bar)
+            break;
+        s = bar + 1;
+    }
+    return -1;
+}
+
+static int parse_long(const char *v, long long *out)
+{
+    if (!*v)
+        return -1;
+    errno = 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *v, double *out)
+{
+    if (!*v)
+        return -1;
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (errno || *end || !isfinite(x))
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_u64(const char *v, uint64_t *out)
+{
+    if (!*v || *v == '-' || *v == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static int set_string(char **slot, const char *v, char *err, size_t errlen)
+{
+    char *copy = strdup(v);
+    if (!copy)
+        return fail(err, errlen, "out of memory");
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+static const key_spec *find_top_key(const char *key)
+{
+    for (size_t i = 0; i < N_TOP_KEYS; i++)
+        if (strcmp(top_keys[i].name, key) == 0)
+            return &top_keys[i];
+    return NULL;
+}
+
+static void list_top_keys(char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_TOP_KEYS && off < n; i++) {
+        int w = snprintf(buf + off, n - off, "%s%s", i ? ", " : "", top_keys[i].name);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+static void describe_expected(const key_spec *k, char *buf, size_t n)
+{
+    switch (k->type) {
+    case KT_CHOICE: {
+        snprintf(buf, n, "one of %s", k->choices);
+        for (char *p = buf; *p; p++)
+            if (*p == '|')
+                *p = ',';
+        return;
+    }
+    case KT_INT: snprintf(buf, n, "a whole number from %.0f to %.0f", k->min, k->max); return;
+    case KT_FLOAT: snprintf(buf, n, "a number from %g to %g", k->min, k->max); return;
+    case KT_BOOL: snprintf(buf, n, "on or off"); return;
+    case KT_U64: snprintf(buf, n, "a whole number from 0 to 18446744073709551615"); return;
+    case KT_STRING: snprintf(buf, n, "a non-empty value"); return;
+    }
+}
+
+/* Stores a validated value of top-level key k into c. */
+static int store_top(app_config *c, const key_spec *k, const char *v, char *err, size_t errlen)
+{
+    const char *name = k->name;
+    if (k->type == KT_STRING && !*v && strcmp(name, "system_prompt") != 0)
+        return 1;
+    if (strcmp(name, "model") == 0)
+        return set_string(&c->model_dir, v, err, errlen);
+    if (strcmp(name, "peer") == 0)
+        return set_string(&c->peer, v, err, errlen);
+    if (strcmp(name, "workspace") == 0)
+        return set_string(&c->workspace, v, err, errlen);
+    if (strcmp(name, "system_prompt") == 0)
+        return set_string(&c->system_prompt, v, err, errlen);
+
+    if (k->type == KT_CHOICE) {
+        int i = choice_index(k->choices, v);
+        if (i < 0)
+            return 1;
+        if (strcmp(name, "backend") == 0)
+            return set_string(&c->backend, v, err, errlen);
+        if (strcmp(name, "transport") == 0)
+            return set_string(&c->transport, v, err, errlen);
+        if (strcmp(name, "effort") == 0) {
+            static const glm_effort efforts[] = {GLM_EFFORT_LOW, GLM_EFFORT_HIGH, GLM_EFFORT_MAX};
+            c->effort = efforts[i];
+            return 0;
+        }
+        c->approval = (config_approval)i; /* approval: ask|auto|deny in enum order */
+        return 0;
+    }
+    if (k->type == KT_BOOL) {
+        int b;
+        if (parse_bool(v, &b))
+            return 1;
+        if (strcmp(name, "think") == 0)
+            c->think = b;
+        else
+            c->tools_enabled = b;
+        return 0;
+    }
+    if (k->type == KT_INT) {
+        long long x;
+        if (parse_long(v, &x) || x < (long long)k->min || x > (long long)k->max)
+            return 1;
+        if (strcmp(name, "threads") == 0)
+            c->threads = (int)x;
+        else if (strcmp(name, "top_k") == 0)
+            c->sampling.top_k = (int)x;
+        else if (strcmp(name, "max_tokens") == 0)
+            c->sampling.max_tokens = (int)x;
+        else
+            c->tool_timeout_s = (int)x;
+        return 0;
+    }
+    if (k->type == KT_FLOAT) {
+        double x;
+        if (parse_double(v, &x) || x < k->min || x > k->max)
+            return 1;
+        if (strcmp(name, "temperature") == 0)
+            c->sampling.temperature = (float)x;
+        else if (strcmp(name, "top_p") == 0)
+            c->sampling.top_p = (float)x;
+        else
+            c->sampling.min_p = (float)x;
+        return 0;
+    }
+    uint64_t s;
+    if (parse_u64(v, &s))
+        return 1;
+    c->sampling.seed = s;
+    c->seed_set = 1;
+    return 0;
+}
+
+/* Sets a top-level key; on failure msg says why, without naming where the value came from. */
+static int set_top(app_config *c, const char *key, const char *value, char *msg, size_t msglen)
+{
+    const key_spec *k = find_top_key(key);
+    if (!k) {
+        char known[512];
+        list_top_keys(known, sizeof known);
+        return fail(msg, msglen, "unknown key '%s'; the keys are: %s", key, known);
+    }
+    int r = store_top(c, k, value, msg, msglen);
+    if (r < 0)
+        return -1;
+    if (r > 0) {
+        char want[160];
+        describe_expected(k, want, sizeof want);
+        return fail(msg, msglen, "'%s' takes %s, not '%.200s'", key, want, value);
+    }
+    return 0;
+}
+
+int config_set(app_config *c, const char *key, const char *value, const char *where, char *err,
+               size_t errlen)
+{
+    char msg[800];
+    if (set_top(c, key, value, msg, sizeof msg) == 0)
+        return 0;
+    return fail(err, errlen, "%s: %s", where, msg);
+}
+
+/* ---- lines, values, words --------------------------------------------------------------- */
+
+/* Decodes a value: bare (trimmed already) or "quoted" with escapes. Returns a new string or
+ * NULL with a message. */
+static char *decode_value(const char *v, size_t n, char *why, size_t whylen)
+{
+    char *out = malloc(n + 1);
+    if (!out) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    if (n == 0 || v[0] != '"') {
+        memcpy(out, v, n);
+        out[n] = 0;
+        return out;
+    }
+    size_t o = 0, i = 1;
+    for (; i < n && v[i] != '"'; i++) {
+        if (v[i] != '\\') {
+            out[o++] = v[i];
+            continue;
+        }
+        if (++i >= n)
+            break;
+        switch (v[i]) {
+        case 'n': out[o++] = '\n'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'r': out[o++] = '\r'; break;
+        case '\\': out[o++] = '\\'; break;
+        case '"': out[o++] = '"'; break;
+        default:
+            snprintf(why, whylen, "unknown escape '\\%c' in a quoted value (use \\n \\t \\r \\\\ \\\")",
+                     isprint((unsigned char)v[i]) ? v[i] : '?');
+            free(out);
+            return NULL;
+        }
+    }
+    if (i >= n) {
+        snprintf(why, whylen, "the quoted value has no closing '\"'");
+        free(out);
+        return NULL;
+    }
+    for (i++; i < n; i++) {
+        if (v[i] == '#' || v[i] == ';')
+            break;
+        if (!isspace((unsigned char)v[i])) {
+            snprintf(why, whylen, "text after the closing '\"' of a quoted value");
+            free(out);
+            return NULL;
+        }
+    }
+    out[o] = 0;
+    if (memchr(v, 0, n)) {
+        snprintf(why, whylen, "a NUL byte in the value");
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static int strv_push(char ***v, int *n, char *s)
+{
+    char **grown = realloc(*v, (size_t)(*n + 2) * sizeof **v);
+    if (!grown)
+        return -1;
+    *v = grown;
+    grown[(*n)++] = s;
+    grown[*n] = NULL;
+    return 0;
+}
+
+/* Splits a command line into words: blanks separate, "..." and '...' quote, \ escapes
+ * (outside single quotes). NULL-terminated array in *out; 0 or -1 with why. */
+static int split_words(const char *s, char ***out, char *why, size_t whylen)
+{
+    char **words = NULL;
+    int n = 0;
+    size_t len = strlen(s);
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && isspace((unsigned char)s[i]))
+            i++;
+        if (i >= len)
+            break;
+        size_t o = 0;
+        char quote = 0;
+        for (; i < len; i++) {
+            char ch = s[i];
+            if (quote) {
+                if (ch == quote) {
+                    quote = 0;
+                } else if (ch == '\\' && quote == '"' && i + 1 < len) {
+                    buf[o++] = s[++i];
+                } else {
+                    buf[o++] = ch;
+                }
+            } else if (ch == '"' || ch == '\'') {
+                quote = ch;
+            } else if (ch == '\\' && i + 1 < len) {
+                buf[o++] = s[++i];
+            } else if (isspace((unsigned char)ch)) {
+                break;
+            } else {
+                buf[o++] = ch;
+            }
+        }
+        if (quote) {
+            snprintf(why, whylen, "the command has an unclosed %c quote", quote);
+            goto fail;
+        }
+        buf[o] = 0;
+        char *w = strdup(buf);
+        if (!w || strv_push(&words, &n, w)) {
+            free(w);
+            snprintf(why, whylen, "out of memory");
+            goto fail;
+        }
+    }
+    free(buf);
+    if (n == 0) {
+        snprintf(why, whylen, "the command is empty; give the server's program and its arguments");
+        free_strv(words);
+        return -1;
+    }
+    *out = words;
+    return 0;
+fail:
+    free(buf);
+    free_strv(words);
+    return -1;
+}
+
+static int valid_name(const char *s, size_t n, int allow_dash_digits)
+{
+    if (n == 0 || n > 32)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (islower(ch) || ch == '_')
+            continue;
+        if (allow_dash_digits && (isalnum(ch) || ch == '-'))
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+static int valid_env_name(const char *s)
+{
+    if (!*s || isdigit((unsigned char)*s))
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_')
+            return 0;
+    return 1;
+}
+
+/* ---- sections --------------------------------------------------------------------------- */
+
+typedef enum section_kind { SEC_TOP, SEC_MCP, SEC_KEYS } section_kind;
+
+typedef struct parse_state {
+    app_config *c;
+    const char *name;
+    int line;
+    section_kind section;
+    config_mcp_server *mcp; /* SEC_MCP: the server being read */
+    char *err;
+    size_t errlen;
+} parse_state;
+
+static int perr(parse_state *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int perr(parse_state *ps, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+}
+
+static int check_mcp_complete(parse_state *ps)
+{
+    config_mcp_server *m = ps->mcp;
+    if (!m || m->argv)
+        return 0;
+    return fail(ps->err, ps->errlen, "%s:%d: [mcp.%s] has no 'command'; add `command = PROGRAM ARGS...`",
+                ps->name, m->line, m->name);
+}
+
+static int begin_section(parse_state *ps, const char *s, size_t n)
+{
+    if (check_mcp_complete(ps))
+        return -1;
+    ps->mcp = NULL;
+    if (n == 4 && memcmp(s, "keys", 4) == 0) {
+        ps->section = SEC_KEYS;
+        return 0;
+    }
+    if (n > 4 && memcmp(s, "mcp.", 4) == 0) {
+        const char *nm = s + 4;
+        size_t nl = n - 4;
+        if (!valid_name(nm, nl, 1))
+            return perr(ps, "the MCP server name '%.*s' must be 1-32 of A-Z a-z 0-9 _ -", (int)nl, nm);
+        for (int i = 0; i < ps->c->n_mcp; i++)
+            if (strlen(ps->c->mcp[i].name) == nl && memcmp(ps->c->mcp[i].name, nm, nl) == 0)
+                return perr(ps, "[mcp.%.*s] is defined twice (first at line %d)", (int)nl, nm,
+                            ps->c->mcp[i].line);
+        if (ps->c->n_mcp >= CONFIG_MAX_MCP)
+            return perr(ps, "more than %d MCP servers", CONFIG_MAX_MCP);
+        config_mcp_server *grown = realloc(ps->c->mcp, (size_t)(ps->c->n_mcp + 1) * sizeof *grown);
+        if (!grown)
+            return perr(ps, "out of memory");
+        ps->c->mcp = grown;
+        config_mcp_server *m = &grown[ps->c->n_mcp];
+        memset(m, 0, sizeof *m);
+        m->name = strndup(nm, nl);
+        if (!m->name)
+            return perr(ps, "out of memory");
+        m->timeout_s = ps->c->tool_timeout_s;
+        m->enabled = 1;
+        m->line = ps->line;
+        ps->c->n_mcp++;
+        ps->mcp = m;
+        ps->section = SEC_MCP;
+        return 0;
+    }
+    return perr(ps, "unknown section [%.*s]; the sections are [mcp.NAME] and [keys]", (int)n, s);
+}
+
+static int set_mcp_key(parse_state *ps, const char *key, const char *v)
+{
+    config_mcp_server *m = ps->mcp;
+    char why[300];
+    if (strcmp(key, "command") == 0) {
+        char **argv;
+        if (split_words(v, &argv, why, sizeof why))
+            return perr(ps, "'command' of [mcp.%s]: %s", m->name, why);
+        free_strv(m->argv);
+        m->argv = argv;
+        return 0;
+    }
+    if (strncmp(key, "env.", 4) == 0) {
+        if (!valid_env_name(key + 4))
+            return perr(ps, "'%s': an environment variable name is letters, digits and _", key);
+        size_t n = strlen(key + 4) + strlen(v) + 2;
+        char *kv = malloc(n);
+        if (!kv)
+            return perr(ps, "out of memory");
+        snprintf(kv, n, "%s=%s", key + 4, v);
+        if (strv_push(&m->env, &m->n_env, kv)) {
+            free(kv);
+            return perr(ps, "out of memory");
+        }
+        return 0;
+    }
+    if (strcmp(key, "cwd") == 0) {
+        if (!*v)
+            return perr(ps, "'cwd' of [mcp.%s] is empty; give a directory or drop the line", m->name);
+        free(m->cwd);
+        m->cwd = strdup(v);
+        return m->cwd ? 0 : perr(ps, "out of memory");
+    }
+    if (strcmp(key, "timeout") == 0) {
+        long long x;
+        if (parse_long(v, &x) || x < 1 || x > 3600)
+            return perr(ps, "'timeout' of [mcp.%s] takes seconds from 1 to 3600, not '%s'", m->name, v);
+        m->timeout_s = (int)x;
+        return 0;
+    }
+    if (strcmp(key, "trust") == 0 || strcmp(key, "enabled") == 0) {
+        int b;
+        if (parse_bool(v, &b))
+            return perr(ps, "'%s' of [mcp.%s] takes yes or no, not '%s'", key, m->name, v);
+        if (key[0] == 't')
+            m->trusted = b;
+        else
+            m->enabled = b;
+        return 0;
+    }
+    return perr(ps, "unknown key '%s' in [mcp.%s]; the keys are: command, env.VAR, cwd, timeout, "
+                    "trust, enabled",
+                key, m->name);
+}
+
+static int set_key_binding(parse_state *ps, const char *key, const char *v)
+{
+    app_config *c = ps->c;
+    if (!valid_name(key, strlen(key), 0))
+        return perr(ps, "'%s' in [keys]: an action name is lower-case letters and _", key);
+    if (!*v)
+        return perr(ps, "'%s' in [keys] has no keys; give e.g. `%s = C-x`", key, key);
+    for (int i = 0; i < c->n_keys; i++)
+        if (strcmp(c->keys[i].action, key) == 0) {
+            char *nv = strdup(v);
+            if (!nv)
+                return perr(ps, "out of memory");
+            free(c->keys[i].keys);
+            c->keys[i].keys = nv;
+            return 0;
+        }
+    if (c->n_keys >= CONFIG_MAX_KEYS)
+        return perr(ps, "more than %d key bindings", CONFIG_MAX_KEYS);
+    config_key_binding *grown = realloc(c->keys, (size_t)(c->n_keys + 1) * sizeof *grown);
+    if (!grown)
+        return perr(ps, "out of memory");
+    c->keys = grown;
+    grown[c->n_keys].action = strdup(key);
+    grown[c->n_keys].keys = strdup(v);
+    c->n_keys++;
+    if (!grown[c->n_keys - 1].action || !grown[c->n_keys - 1].keys)
+        return perr(ps, "out of memory");
+    return 0;
+}
+
+static int parse_line(parse_state *ps, const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)*s)) {
+        s++;
+        n--;
+    }
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    if (n == 0 || s[0] == '#' || s[0] == ';')
+        return 0;
+    if (memchr(s, 0, n))
+        return perr(ps, "a NUL byte; the config file is text");
+    if (s[0] == '[') {
+        if (s[n - 1] != ']')
+            return perr(ps, "a section header needs a closing ']'");
+        return begin_section(ps, s + 1, n - 2);
+    }
+    const char *eq = memchr(s, '=', n);
+    if (!eq)
+        return perr(ps, "expected `key = value`, a [section] or a # comment");
+    size_t kn = (size_t)(eq - s);
+    while (kn && isspace((unsigned char)s[kn - 1]))
+        kn--;
+    if (kn == 0)
+        return perr(ps, "a line starts with '='; put the key before it");
+    char key[128];
+    if (kn >= sizeof key)
+        return perr(ps, "the key '%.40s...' is too long", s);
+    memcpy(key, s, kn);
+    key[kn] = 0;
+    const char *v = eq + 1;
+    size_t vn = n - (size_t)(v - s);
+    while (vn && isspace((unsigned char)*v)) {
+        v++;
+        vn--;
+    }
+    char why[300];
+    char *value = decode_value(v, vn, why, sizeof why);
+    if (!value)
+        return perr(ps, "'%s': %s", key, why);
+    int r;
+    if (ps->section == SEC_MCP) {
+        r = set_mcp_key(ps, key, value);
+    } else if (ps->section == SEC_KEYS) {
+        r = set_key_binding(ps, key, value);
+    } else {
+        char msg[800];
+        r = set_top(ps->c, key, value, msg, sizeof msg);
+        if (r)
+            perr(ps, "%s", msg);
+    }
+    free(value);
+    return r;
+}
+
+int config_parse(app_config *c, const char *name, const char *text, size_t len, char *err,
+                 size_t errlen)
+{
+    parse_state ps = {.c = c, .name = name, .line = 0, .section = SEC_TOP, .err = err, .errlen = errlen};
+    size_t i = 0;
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        i = 3; /* a UTF-8 byte-order mark some editors write */
+    while (i < len) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        ps.line++;
+        if (parse_line(&ps, text + i, end - i))
+            return -1;
+        i = end + 1;
+    }
+    ps.line++;
+    return check_mcp_complete(&ps);
+}
+
+int config_load_file(app_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        return fail(err, errlen, "cannot read the config file %s: %s", path, strerror(errno));
+    }
+    char *buf = malloc(CONFIG_MAX_FILE + 1);
+    if (!buf) {
+        fclose(f);
+        return fail(err, errlen, "out of memory reading %s", path);
+    }
+    size_t n = fread(buf, 1, CONFIG_MAX_FILE + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return fail(err, errlen, "cannot read the config file %s (is it a directory?)", path);
+    }
+    if (n > CONFIG_MAX_FILE) {
+        free(buf);
+        return fail(err, errlen, "the config file %s is over %d bytes; is it the right file?", path,
+                    CONFIG_MAX_FILE);
+    }
+    int r = config_parse(c, path, buf, n, err, errlen);
+    free(buf);
+    return r;
+}
+
+int config_apply_env(app_config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < N_TOP_KEYS; i++) {
+        char var[64] = "GLMCHAT_";
+        size_t o = strlen(var);
+        for (const char *s = top_keys[i].name; *s && o + 1 < sizeof var; s++)
+            var[o++] = (char)toupper((unsigned char)*s);
+        var[o] = 0;
+        const char *v = getenv(var);
+        if (!v || !*v)
+            continue; /* empty means unset, as for the XDG variables */
+        if (config_set(c, top_keys[i].name, v, var, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen)
+{
+    if (!g)
+        return 0;
+    if (g->model_dir && config_set(c, "model", g->model_dir, "--model", err, errlen))
+        return -1;
+    if (g->backend && config_set(c, "backend", g->backend, "--backend", err, errlen))
+        return -1;
+    if (g->peer && config_set(c, "peer", g->peer, "--peer", err, errlen))
+        return -1;
+    if (g->transport && config_set(c, "transport", g->transport, "--transport", err, errlen))
+        return -1;
+    return 0;
+}
+
+int config_load(app_config *c, const char *path, const cli_globals *g, char *err, size_t errlen)
+{
+    config_init(c);
+    if (path && config_load_file(c, path, err, errlen))
+        return -1;
+    if (config_apply_env(c, err, errlen))
+        return -1;
+    return config_apply_globals(c, g, err, errlen);
+}
+
+const config_mcp_server *config_find_mcp(const app_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_mcp; i++)
+        if (strcmp(c->mcp[i].name, name) == 0)
+            return &c->mcp[i];
+    return NULL;
+}

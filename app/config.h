@@ -1,0 +1,124 @@
+/* config.h: glmchat's settings: defaults, the config file, GLMCHAT_* environment overrides and
+ * command-line flags, applied in that order (flags > env > config file > defaults).
+ *
+ * The file ($XDG_CONFIG_HOME/glmchat/config) is plain text, one `key = value` per line:
+ *
+ *     # comments start a line with '#' or ';'; blank lines are ignored
+ *     model = /models/glm-5.3-flash
+ *     temperature = 0.6
+ *     system_prompt = "You are terse.\nAnswer in English."
+ *
+ * A bare value is the rest of the line, trimmed ('#' in it is kept); a value in "quotes" takes
+ * the escapes \n \t \r \\ \" and may be followed by a # comment. Top-level keys come before
+ * the first section.
+ *
+ *     [mcp.files]
+ *     command = /usr/bin/my-mcp-server --root "/srv/my files"
+ *     env.API_TOKEN = abc123
+ *     timeout = 20
+ *     trust = yes
+ *
+ *     [keys]
+ *     cancel = C-c
+ *
+ * Top-level keys (type, default):
+ *   model PATH (none: the embedded demo model)   backend cpu|cuda (auto)   peer HOST:PORT
+ *   transport rdma|tcp   threads N (0: one per core)
+ *   temperature 0..10 (1.0)   top_p 0..1 (0.95; 1 = off)   top_k N (0 = off)   min_p 0..1 (0)
+ *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config)
+ *   think on|off (on)   effort low|high|max (max)   system_prompt TEXT (none)
+ *   tools on|off (on: built-in tools offered in the TUI; scripted mode also needs --allow-tools)
+ *   tool_timeout SECONDS 1..3600 (30)   workspace DIR (the current directory; file tools are
+ *   confined to it)   approval ask|auto|deny (ask: risky tools ask y/n/always)
+ * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
+ *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
+ *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
+ *   NAME is 1-32 of [A-Za-z0-9_-]; the model sees the server's tools as NAME__TOOL.
+ * [keys]: ACTION = KEYS pairs; ACTION is [a-z_]+, the TUI checks the action names it knows.
+ * Booleans accept on/off, yes/no, true/false, 1/0. A key given twice: the last one counts.
+ * Unknown keys, sections and bad values are errors naming FILE:LINE and the key.
+ *
+ * Environment: GLMCHAT_<KEY> in upper case overrides each top-level key (GLMCHAT_MODEL,
+ * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS ...); a bad value is an error naming the variable. */
+#ifndef GLMCHAT_APP_CONFIG_H
+#define GLMCHAT_APP_CONFIG_H
+
+#include <stddef.h>
+
+#include "app/cli.h"
+#include "engine/glm.h"
+
+typedef enum config_approval {
+    CONFIG_APPROVAL_ASK = 0, /* risky tools ask the user */
+    CONFIG_APPROVAL_AUTO,    /* risky tools run without asking */
+    CONFIG_APPROVAL_DENY,    /* risky tools are refused */
+} config_approval;
+
+typedef struct config_mcp_server {
+    char *name;
+    char **argv;     /* NULL-terminated; argv[0] is the program */
+    char **env;      /* "VAR=VALUE", NULL-terminated; added to glmchat's environment */
+    int n_env;
+    char *cwd;       /* NULL: glmchat's working directory */
+    int timeout_s;
+    int trusted;     /* 1: calls need no approval */
+    int enabled;
+    int line;        /* where the section starts, for messages */
+} config_mcp_server;
+
+typedef struct config_key_binding {
+    char *action;
+    char *keys;
+} config_key_binding;
+
+typedef struct app_config {
+    char *model_dir;
+    char *backend;   /* "cpu", "cuda" or NULL (auto) */
+    char *peer;
+    char *transport;
+    int threads;
+    glm_sampling sampling;
+    int seed_set;    /* 0: pick a fresh seed for each reply */
+    int think;
+    glm_effort effort;
+    char *system_prompt;
+    int tools_enabled;
+    int tool_timeout_s;
+    char *workspace;
+    config_approval approval;
+    config_mcp_server *mcp;
+    int n_mcp;
+    config_key_binding *keys;
+    int n_keys;
+} app_config;
+
+/* Fills c with the defaults. Never fails; config_free releases what later calls add. */
+void config_init(app_config *c);
+void config_free(app_config *c);
+
+/* Parses a config text (len bytes, need not be NUL-terminated) named `name` in messages.
+ * 0, or -1 with "NAME:LINE: ..." in err; c keeps what was read before the error. */
+int config_parse(app_config *c, const char *name, const char *text, size_t len, char *err,
+                 size_t errlen);
+
+/* Reads and parses the file at path. A missing file is not an error (0, defaults kept). */
+int config_load_file(app_config *c, const char *path, char *err, size_t errlen);
+
+/* Applies GLMCHAT_<KEY> variables from the environment. 0, or -1 naming the variable. */
+int config_apply_env(app_config *c, char *err, size_t errlen);
+
+/* Applies the global flags (--model, --backend, --peer, --transport) where given. */
+int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen);
+
+/* Sets one top-level key from text, as the file would (for flags and slash commands).
+ * `where` names the source in messages ("--think", "GLMCHAT_SEED"). 0 or -1. */
+int config_set(app_config *c, const char *key, const char *value, const char *where, char *err,
+               size_t errlen);
+
+/* Defaults, file at path, environment, then g: the whole chain. 0 or -1 with err. */
+int config_load(app_config *c, const char *path, const cli_globals *g, char *err, size_t errlen);
+
+const config_mcp_server *config_find_mcp(const app_config *c, const char *name);
+const char *config_effort_name(glm_effort e);
+
+#endif

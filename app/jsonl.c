@@ -1,0 +1,271 @@
+/* jsonl.c: writes glmchat's jsonl event stream (schema in jsonl.h): a JSON string writer that
+ * checks UTF-8, and one function per event type. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "app/jsonl.h"
+
+void jsonl_init(jsonl_writer *w, FILE *f)
+{
+    w->f = f;
+    w->failed = 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned int cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return len;
+}
+
+void jsonl_put_string(FILE *f, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    fputc('"', f);
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+            i++;
+        } else if (c < 0x20 || c == 0x7F) {
+            switch (c) {
+            case '\n': fputs("\\n", f); break;
+            case '\r': fputs("\\r", f); break;
+            case '\t': fputs("\\t", f); break;
+            case '\b': fputs("\\b", f); break;
+            case '\f': fputs("\\f", f); break;
+            default: fprintf(f, "\\u%04x", c); break;
+            }
+            i++;
+        } else {
+            size_t n = utf8_seq(s + i, len - i);
+            if (n == 0) {
+                fputs("\xEF\xBF\xBD", f); /* U+FFFD for a byte that starts no valid sequence */
+                i++;
+            } else {
+                fwrite(s + i, 1, n, f);
+                i += n;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static void put_cstr(FILE *f, const char *s)
+{
+    if (s)
+        jsonl_put_string(f, s, strlen(s));
+    else
+        fputs("null", f);
+}
+
+static void put_num(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.6g", x);
+    else
+        fputs("null", f);
+}
+
+static int begin(jsonl_writer *w, const char *type)
+{
+    if (w->failed)
+        return -1;
+    fputs("{\"type\":", w->f);
+    put_cstr(w->f, type);
+    return 0;
+}
+
+static int end(jsonl_writer *w)
+{
+    fputs("}\n", w->f);
+    if (fflush(w->f) != 0 || ferror(w->f))
+        w->failed = 1;
+    return w->failed ? -1 : 0;
+}
+
+static void put_key(jsonl_writer *w, const char *key)
+{
+    fprintf(w->f, ",\"%s\":", key);
+}
+
+static void put_stats(jsonl_writer *w, const glm_stats *s)
+{
+    put_key(w, "prompt_tokens");
+    fprintf(w->f, "%d", s->prompt_tokens);
+    put_key(w, "reused_tokens");
+    fprintf(w->f, "%d", s->reused_tokens);
+    put_key(w, "generated_tokens");
+    fprintf(w->f, "%d", s->generated_tokens);
+    put_key(w, "ttft_s");
+    put_num(w->f, s->ttft_s);
+    put_key(w, "prefill_tok_s");
+    put_num(w->f, s->prefill_tok_s);
+    put_key(w, "decode_tok_s");
+    put_num(w->f, s->decode_tok_s);
+}
+
+int jsonl_session(jsonl_writer *w, const char *conversation_id, int continued)
+{
+    if (begin(w, "session"))
+        return -1;
+    fprintf(w->f, ",\"version\":%d", JSONL_VERSION);
+    put_key(w, "conversation");
+    put_cstr(w->f, conversation_id);
+    put_key(w, "continued");
+    fputs(continued ? "true" : "false", w->f);
+    return end(w);
+}
+
+int jsonl_user(jsonl_writer *w, const char *message_id, const char *text)
+{
+    if (begin(w, "user"))
+        return -1;
+    put_key(w, "message");
+    put_cstr(w->f, message_id);
+    put_key(w, "text");
+    put_cstr(w->f, text);
+    return end(w);
+}
+
+int jsonl_assistant(jsonl_writer *w, const char *message_id)
+{
+    if (begin(w, "assistant"))
+        return -1;
+    put_key(w, "message");
+    put_cstr(w->f, message_id);
+    return end(w);
+}
+
+static void put_text(jsonl_writer *w, const glm_event *ev)
+{
+    put_key(w, "text");
+    jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+}
+
+static void put_arguments(jsonl_writer *w, const glm_event *ev)
+{
+    cJSON *args = ev->text ? cJSON_ParseWithLength(ev->text, ev->len) : NULL;
+    char *printed = cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
+    cJSON_Delete(args);
+    put_key(w, "arguments");
+    if (printed) {
+        fputs(printed, w->f); /* cJSON re-prints: one line, whatever the model's layout */
+        free(printed);
+        return;
+    }
+    fputs("null", w->f);
+    put_key(w, "arguments_text");
+    jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+}
+
+int jsonl_event(jsonl_writer *w, const glm_event *ev)
+{
+    static const char *names[] = {
+        [GLM_EV_REASONING_DELTA] = "reasoning", [GLM_EV_CONTENT_DELTA] = "content",
+        [GLM_EV_TOOL_CALL_BEGIN] = "tool_call_begin", [GLM_EV_TOOL_ARG_DELTA] = "tool_call_delta",
+        [GLM_EV_TOOL_CALL_END] = "tool_call", [GLM_EV_STATS] = "stats",
+        [GLM_EV_DONE] = "done", [GLM_EV_ERROR] = "error",
+    };
+    if ((unsigned)ev->type >= sizeof names / sizeof names[0] || begin(w, names[ev->type]))
+        return -1;
+    switch (ev->type) {
+    case GLM_EV_REASONING_DELTA:
+    case GLM_EV_CONTENT_DELTA:
+        put_text(w, ev);
+        break;
+    case GLM_EV_TOOL_CALL_BEGIN:
+    case GLM_EV_TOOL_ARG_DELTA:
+    case GLM_EV_TOOL_CALL_END:
+        put_key(w, "id");
+        put_cstr(w->f, ev->call_id);
+        if (ev->type != GLM_EV_TOOL_ARG_DELTA) {
+            put_key(w, "name");
+            put_cstr(w->f, ev->name);
+        }
+        if (ev->type == GLM_EV_TOOL_ARG_DELTA)
+            put_text(w, ev);
+        else if (ev->type == GLM_EV_TOOL_CALL_END)
+            put_arguments(w, ev);
+        break;
+    case GLM_EV_STATS:
+        put_stats(w, &ev->stats);
+        break;
+    case GLM_EV_DONE:
+        put_key(w, "finish");
+        put_cstr(w->f, ev->finish ? ev->finish : "stop");
+        put_stats(w, &ev->stats);
+        break;
+    case GLM_EV_ERROR:
+        put_key(w, "message");
+        jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+        break;
+    }
+    return end(w);
+}
+
+int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *text)
+{
+    if (begin(w, "tool_result"))
+        return -1;
+    put_key(w, "id");
+    put_cstr(w->f, call_id);
+    put_key(w, "name");
+    put_cstr(w->f, name);
+    put_key(w, "is_error");
+    fputs(is_error ? "true" : "false", w->f);
+    put_key(w, "text");
+    put_cstr(w->f, text ? text : "");
+    return end(w);
+}
+
+int jsonl_error(jsonl_writer *w, const char *message)
+{
+    if (begin(w, "error"))
+        return -1;
+    put_key(w, "message");
+    put_cstr(w->f, message ? message : "");
+    return end(w);
+}
+
+int jsonl_turn_end(jsonl_writer *w, const char *conversation_id, const char *message_id, const char *finish)
+{
+    if (begin(w, "turn_end"))
+        return -1;
+    put_key(w, "conversation");
+    put_cstr(w->f, conversation_id);
+    put_key(w, "message");
+    put_cstr(w->f, message_id);
+    put_key(w, "finish");
+    put_cstr(w->f, finish);
+    return end(w);
+}

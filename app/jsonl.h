@@ -1,0 +1,51 @@
+/* jsonl.h: the event stream of `glmchat chat --output-format jsonl`: one JSON object a line,
+ * flushed as it is written, so a script can follow a turn while it happens.
+ *
+ * Schema, version 1 (every object has "type"; strings are UTF-8, invalid bytes become U+FFFD):
+ *   {"type":"session","version":1,"conversation":ID,"continued":BOOL}       first line
+ *   {"type":"user","message":ID,"text":S}                          the prompt, once saved
+ *   {"type":"assistant","message":ID}                        a model reply (a step) begins
+ *   {"type":"reasoning","text":S}                                  thinking, as written
+ *   {"type":"content","text":S}                                    the answer, as written
+ *   {"type":"tool_call_begin","id":ID,"name":S}
+ *   {"type":"tool_call_delta","id":ID,"text":S}                raw argument text so far
+ *   {"type":"tool_call","id":ID,"name":S,"arguments":OBJECT}      the call, complete
+ *   {"type":"tool_result","id":ID,"name":S,"is_error":BOOL,"text":S}
+ *   {"type":"stats","prompt_tokens":N,"reused_tokens":N,"generated_tokens":N,
+ *    "ttft_s":X,"prefill_tok_s":X,"decode_tok_s":X}
+ *   {"type":"done","finish":"stop"|"length"|"tool_calls"|"canceled", ...stats fields}
+ *                                                        one model reply ended
+ *   {"type":"error","message":S}
+ *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
+ *        "stop", "length", "canceled", "error" or "tool_limit"
+ * A missing id is null. "arguments" is the object the model wrote; when that is not valid JSON,
+ * "arguments" is null and "arguments_text" holds the text. */
+#ifndef GLMCHAT_APP_JSONL_H
+#define GLMCHAT_APP_JSONL_H
+
+#include <stdio.h>
+
+#include "engine/glm.h"
+
+#define JSONL_VERSION 1
+
+typedef struct jsonl_writer {
+    FILE *f;
+    int failed; /* a write failed (e.g. the reader went away); later writes are skipped */
+} jsonl_writer;
+
+void jsonl_init(jsonl_writer *w, FILE *f);
+
+/* Each writes one line and flushes; 0, or -1 once writing has failed. */
+int jsonl_session(jsonl_writer *w, const char *conversation_id, int continued);
+int jsonl_user(jsonl_writer *w, const char *message_id, const char *text);
+int jsonl_assistant(jsonl_writer *w, const char *message_id);
+int jsonl_event(jsonl_writer *w, const glm_event *ev);
+int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *text);
+int jsonl_error(jsonl_writer *w, const char *message);
+int jsonl_turn_end(jsonl_writer *w, const char *conversation_id, const char *message_id, const char *finish);
+
+/* Writes s[0..len) as a JSON string (quotes included), replacing invalid UTF-8 with U+FFFD. */
+void jsonl_put_string(FILE *f, const char *s, size_t len);
+
+#endif

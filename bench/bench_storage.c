@@ -1,0 +1,5 @@
+/* bench_storage.c: glmchat storage benchmark (placeholder until the measured version lands). */
+int main(void)
+{
+    return 0;
+}

@@ -1,0 +1,755 @@
+/* tokenizer.c: loads a Hugging Face tokenizer.json (byte-level BPE) and encodes/decodes as HF does.
+ * Pipeline: added tokens (leftmost-longest) -> Split regex (pretokenize.c) -> bytes -> BPE merges. */
+#include "engine/text/tokenizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/text/json.h"
+#include "engine/text/pretokenize.h"
+#include "engine/text/utf8.h"
+
+typedef struct tok_span {
+    uint32_t off, len; /* into the arena; len 0 with off UINT32_MAX: no such id */
+} tok_span;
+
+typedef struct tok_slot { /* vocabulary hash: raw bytes -> id */
+    uint64_t hash;
+    uint32_t off, len;
+    int32_t id;
+} tok_slot;
+
+typedef struct tok_merge_slot { /* (left id, right id) -> rank, new id */
+    uint64_t key;
+    uint32_t rank;
+    int32_t id;
+} tok_merge_slot;
+
+typedef struct tok_added {
+    uint32_t off, len;
+    int32_t id;
+} tok_added;
+
+struct tok_tokenizer {
+    tbuf arena;            /* every token's bytes */
+    tok_span *bytes_of;    /* id -> decoded bytes (HF's ByteLevel decoder rule) */
+    int32_t n_ids;         /* 1 + largest id */
+    tok_slot *vocab;       /* open addressing, power-of-two size */
+    size_t vocab_mask;
+    tok_merge_slot *merges;
+    size_t merges_mask;
+    int32_t byte_id[256];  /* id of each single byte, -1 if absent */
+    tok_added *added;
+    size_t n_added;
+    unsigned char added_first[256]; /* 1 where an added token starts with that byte */
+    int ignore_merges;
+    pt_splitter *split;
+};
+
+/* ---- the byte-level alphabet (GPT-2): printable Latin-1 stands for itself, the rest from U+0100 ---- */
+
+static void byte_alphabet(uint32_t cp_of[256])
+{
+    uint32_t next = 256;
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        cp_of[b] = keep ? (uint32_t)b : next++;
+    }
+}
+
+/* Maps a byte-level string to raw bytes; 0 when a character is outside the alphabet. */
+static int bytelevel_to_bytes(const char *s, size_t n, const int16_t *byte_of_cp, tbuf *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t bad;
+        int k = utf8_seq(u + i, n - i, &bad);
+        if (k <= 0)
+            return 0;
+        uint32_t cp = utf8_decode(u + i, k);
+        if (cp >= 324 || byte_of_cp[cp] < 0)
+            return 0;
+        if (tbuf_putc(out, (char)byte_of_cp[cp]) != GLM_OK)
+            return -1;
+        i += (size_t)k;
+    }
+    return 1;
+}
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    return h | 1; /* 0 marks an empty slot */
+}
+
+static uint64_t hash_pair(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    return k;
+}
+
+static size_t table_size(size_t n)
+{
+    size_t s = 16;
+    while (s < n * 2)
+        s *= 2;
+    return s;
+}
+
+static int32_t vocab_find(const tok_tokenizer *t, const char *s, size_t n)
+{
+    uint64_t h = hash_bytes(s, n);
+    for (size_t i = h & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
+        const tok_slot *sl = &t->vocab[i];
+        if (!sl->hash)
+            return -1;
+        if (sl->hash == h && sl->len == n && memcmp(t->arena.p + sl->off, s, n) == 0)
+            return sl->id;
+    }
+}
+
+static void vocab_insert(tok_tokenizer *t, uint32_t off, uint32_t len, int32_t id)
+{
+    uint64_t h = hash_bytes(t->arena.p + off, len);
+    for (size_t i = h & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
+        tok_slot *sl = &t->vocab[i];
+        if (!sl->hash) {
+            *sl = (tok_slot){h, off, len, id};
+            return;
+        }
+        if (sl->hash == h && sl->len == len && memcmp(t->arena.p + sl->off, t->arena.p + off, len) == 0) {
+            sl->id = id; /* the last one wins, as a JSON map would */
+            return;
+        }
+    }
+}
+
+static const tok_merge_slot *merge_find(const tok_tokenizer *t, int32_t a, int32_t b)
+{
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    for (size_t i = hash_pair(key) & t->merges_mask;; i = (i + 1) & t->merges_mask) {
+        const tok_merge_slot *sl = &t->merges[i];
+        if (sl->id < 0)
+            return NULL;
+        if (sl->key == key)
+            return sl;
+    }
+}
+
+static void merge_insert(tok_tokenizer *t, int32_t a, int32_t b, uint32_t rank, int32_t id)
+{
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    for (size_t i = hash_pair(key) & t->merges_mask;; i = (i + 1) & t->merges_mask) {
+        tok_merge_slot *sl = &t->merges[i];
+        if (sl->id < 0 || sl->key == key) { /* a repeated pair: the later rank wins, as in HF */
+            *sl = (tok_merge_slot){key, rank, id};
+            return;
+        }
+    }
+}
+
+/* ---- loading ---- */
+
+static int str_is(const jv *v, const char *s)
+{
+    return jv_is_str(v, s);
+}
+
+static int null_or_empty(const jv *v)
+{
+    return !v || v->type == JV_NULL || (v->type == JV_STRING && v->len == 0);
+}
+
+static glm_status check_pipeline(const jv *root, const char *what, const char **pattern, glm_error *err)
+{
+    const jv *norm = jv_get(root, "normalizer");
+    if (norm && norm->type != JV_NULL)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED,
+                             "%s: a normalizer is set; glmchat supports GLM's tokenizer, which has none", what);
+    const jv *dec = jv_get(root, "decoder");
+    if (!dec || !str_is(jv_get(dec, "type"), "ByteLevel"))
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "%s: the decoder must be ByteLevel", what);
+    const jv *pre = jv_get(root, "pre_tokenizer");
+    const jv *seq = pre ? jv_get(pre, "pretokenizers") : NULL;
+    if (!pre || !str_is(jv_get(pre, "type"), "Sequence") || !seq || seq->type != JV_ARRAY || seq->n != 2)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED,
+                             "%s: the pre_tokenizer must be a Sequence of Split and ByteLevel (GLM's)", what);
+    const jv *split = seq->items[0], *bl = seq->items[1];
+    const jv *pat = jv_get(jv_get(split, "pattern"), "Regex");
+    if (!str_is(jv_get(split, "type"), "Split") || !pat || pat->type != JV_STRING ||
+        !str_is(jv_get(split, "behavior"), "Isolated") || jv_truthy(jv_get(split, "invert")))
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED,
+                             "%s: the first pre-tokenizer must be Split on a Regex, Isolated, not inverted", what);
+    if (!str_is(jv_get(bl, "type"), "ByteLevel") || jv_truthy(jv_get(bl, "add_prefix_space")) ||
+        jv_truthy(jv_get(bl, "use_regex")))
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED,
+                             "%s: the second pre-tokenizer must be ByteLevel without prefix space or regex", what);
+    *pattern = pat->str;
+    const jv *model = jv_get(root, "model");
+    if (!model || !str_is(jv_get(model, "type"), "BPE"))
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "%s: model.type must be BPE", what);
+    if (jv_truthy(jv_get(model, "byte_fallback")) || !null_or_empty(jv_get(model, "continuing_subword_prefix")) ||
+        !null_or_empty(jv_get(model, "end_of_word_suffix")) ||
+        (jv_get(model, "dropout") && jv_get(model, "dropout")->type != JV_NULL))
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED,
+                             "%s: BPE options byte_fallback, dropout and subword affixes are not supported", what);
+    return GLM_OK;
+}
+
+static glm_status set_token_bytes(tok_tokenizer *t, int32_t id, const char *s, size_t n, const int16_t *byte_of_cp,
+                                  uint32_t *off, uint32_t *len)
+{
+    size_t start = t->arena.len;
+    int r = bytelevel_to_bytes(s, n, byte_of_cp, &t->arena);
+    if (r < 0)
+        return GLM_ERR_NOMEM;
+    if (r == 0) { /* outside the alphabet: HF's decoder keeps the token's own UTF-8 */
+        t->arena.len = start;
+        if (tbuf_append(&t->arena, s, n) != GLM_OK)
+            return GLM_ERR_NOMEM;
+    }
+    *off = (uint32_t)start;
+    *len = (uint32_t)(t->arena.len - start);
+    t->bytes_of[id] = (tok_span){*off, *len};
+    return r == 1 ? GLM_OK : GLM_ERR_ARG; /* GLM_ERR_ARG: decodable but never produced by encode */
+}
+
+static glm_status load_vocab(tok_tokenizer *t, const jv *vocab, const jv *added, const int16_t *byte_of_cp,
+                             const char *what, glm_error *err)
+{
+    int32_t max_id = -1;
+    for (size_t i = 0; i < vocab->n; i++) {
+        const jv *v = vocab->items[i];
+        if (v->type != JV_INT || v->num < 0 || v->num > 16777216)
+            return glm_error_set(err, GLM_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id in 0..2^24", what,
+                                 vocab->keys[i]);
+        if ((int32_t)v->num > max_id)
+            max_id = (int32_t)v->num;
+    }
+    for (size_t i = 0; added && i < added->n; i++) {
+        const jv *id = jv_get(added->items[i], "id");
+        const jv *content = jv_get(added->items[i], "content");
+        if (!id || id->type != JV_INT || id->num < 0 || id->num > 16777216 || !content ||
+            content->type != JV_STRING || content->len == 0)
+            return glm_error_set(err, GLM_ERR_FORMAT, "%s: added_tokens[%zu] needs an id and a non-empty content",
+                                 what, i);
+        if ((int32_t)id->num > max_id)
+            max_id = (int32_t)id->num;
+    }
+    t->n_ids = max_id + 1;
+    t->bytes_of = malloc((size_t)(t->n_ids ? t->n_ids : 1) * sizeof *t->bytes_of);
+    size_t vsize = table_size(vocab->n + 1);
+    t->vocab = calloc(vsize, sizeof *t->vocab);
+    if (!t->bytes_of || !t->vocab)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+    t->vocab_mask = vsize - 1;
+    for (int32_t i = 0; i < t->n_ids; i++)
+        t->bytes_of[i] = (tok_span){UINT32_MAX, 0};
+    for (size_t i = 0; i < vocab->n; i++) {
+        int32_t id = (int32_t)vocab->items[i]->num;
+        uint32_t off, len;
+        glm_status st = set_token_bytes(t, id, vocab->keys[i], vocab->key_lens[i], byte_of_cp, &off, &len);
+        if (st == GLM_ERR_NOMEM)
+            return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+        if (st == GLM_OK)
+            vocab_insert(t, off, len, id);
+    }
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        t->byte_id[b] = vocab_find(t, &c, 1);
+    }
+    t->added = calloc(added && added->n ? added->n : 1, sizeof *t->added);
+    if (!t->added)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+    for (size_t i = 0; added && i < added->n; i++) {
+        const jv *content = jv_get(added->items[i], "content");
+        int32_t id = (int32_t)jv_get(added->items[i], "id")->num;
+        uint32_t off = (uint32_t)t->arena.len;
+        if (tbuf_append(&t->arena, content->str, content->len) != GLM_OK)
+            return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+        t->added[t->n_added++] = (tok_added){off, (uint32_t)content->len, id};
+        t->added_first[(unsigned char)content->str[0]] = 1;
+        uint32_t doff, dlen;
+        if (set_token_bytes(t, id, content->str, content->len, byte_of_cp, &doff, &dlen) == GLM_ERR_NOMEM)
+            return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+    }
+    return GLM_OK;
+}
+
+/* One merge as "A B" or ["A", "B"] -> the two byte-level strings. */
+static int merge_parts(const jv *m, const char **a, size_t *al, const char **b, size_t *bl)
+{
+    if (m->type == JV_ARRAY && m->n == 2 && m->items[0]->type == JV_STRING && m->items[1]->type == JV_STRING) {
+        *a = m->items[0]->str, *al = m->items[0]->len;
+        *b = m->items[1]->str, *bl = m->items[1]->len;
+        return 1;
+    }
+    if (m->type != JV_STRING)
+        return 0;
+    const char *sp = memchr(m->str, ' ', m->len);
+    if (!sp || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->str)))
+        return 0;
+    *a = m->str, *al = (size_t)(sp - m->str);
+    *b = sp + 1, *bl = m->len - *al - 1;
+    return 1;
+}
+
+static glm_status load_merges(tok_tokenizer *t, const jv *merges, const int16_t *byte_of_cp, const char *what,
+                              glm_error *err)
+{
+    size_t msize = table_size(merges->n + 1);
+    t->merges = malloc(msize * sizeof *t->merges);
+    if (!t->merges)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+    for (size_t i = 0; i < msize; i++)
+        t->merges[i].id = -1;
+    t->merges_mask = msize - 1;
+    tbuf tmp = {0};
+    glm_status st = GLM_OK;
+    for (size_t i = 0; i < merges->n && st == GLM_OK; i++) {
+        const char *a, *b;
+        size_t al, bl;
+        if (!merge_parts(merges->items[i], &a, &al, &b, &bl)) {
+            st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] is not a pair of tokens", what, i);
+            break;
+        }
+        int32_t ids[3];
+        const char *parts[2] = {a, b};
+        size_t lens[2] = {al, bl};
+        tbuf_clear(&tmp);
+        for (int k = 0; k < 2 && st == GLM_OK; k++) {
+            size_t start = tmp.len;
+            if (bytelevel_to_bytes(parts[k], lens[k], byte_of_cp, &tmp) != 1) {
+                st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] holds a token outside the byte alphabet",
+                                   what, i);
+                break;
+            }
+            ids[k] = vocab_find(t, tmp.p + start, tmp.len - start);
+        }
+        if (st != GLM_OK)
+            break;
+        ids[2] = vocab_find(t, tmp.p, tmp.len);
+        if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
+            st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] names a token missing from model.vocab",
+                               what, i);
+            break;
+        }
+        merge_insert(t, ids[0], ids[1], (uint32_t)i, ids[2]);
+    }
+    tbuf_free(&tmp);
+    return st;
+}
+
+tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_error *err)
+{
+    jv *root = jv_parse(json, len, err);
+    if (!root) {
+        if (err) {
+            char inner[sizeof err->message];
+            snprintf(inner, sizeof inner, "%s", err->message);
+            glm_error_set(err, GLM_ERR_FORMAT, "%s is not valid JSON (%s)", what, inner);
+        }
+        return NULL;
+    }
+    tok_tokenizer *t = calloc(1, sizeof *t);
+    const char *pattern = NULL;
+    glm_status st = t ? check_pipeline(root, what, &pattern, err) : glm_error_set(err, GLM_ERR_NOMEM, "out of memory");
+    const jv *model = jv_get(root, "model");
+    const jv *vocab = model ? jv_get(model, "vocab") : NULL;
+    const jv *merges = model ? jv_get(model, "merges") : NULL;
+    const jv *added = jv_get(root, "added_tokens");
+    if (st == GLM_OK && (!vocab || vocab->type != JV_OBJECT || !merges || merges->type != JV_ARRAY ||
+                         (added && added->type != JV_ARRAY)))
+        st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.vocab (object), model.merges and added_tokens (arrays) "
+                           "are required", what);
+    if (st == GLM_OK) {
+        uint32_t cp_of[256];
+        int16_t byte_of_cp[324];
+        byte_alphabet(cp_of);
+        for (int i = 0; i < 324; i++)
+            byte_of_cp[i] = -1;
+        for (int b = 0; b < 256; b++)
+            byte_of_cp[cp_of[b]] = (int16_t)b;
+        t->ignore_merges = jv_truthy(jv_get(model, "ignore_merges"));
+        st = load_vocab(t, vocab, added, byte_of_cp, what, err);
+        if (st == GLM_OK)
+            st = load_merges(t, merges, byte_of_cp, what, err);
+    }
+    if (st == GLM_OK) {
+        t->split = pt_new(pattern, err);
+        if (!t->split)
+            st = GLM_ERR_UNSUPPORTED;
+    }
+    jv_free(root);
+    if (st != GLM_OK) {
+        tok_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+tok_tokenizer *tok_load(const char *path, glm_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        glm_error_set(err, GLM_ERR_IO, "cannot open tokenizer %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    tbuf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (tbuf_append(&b, chunk, n) != GLM_OK) {
+            fclose(f);
+            tbuf_free(&b);
+            glm_error_set(err, GLM_ERR_NOMEM, "out of memory reading %s", path);
+            return NULL;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        tbuf_free(&b);
+        glm_error_set(err, GLM_ERR_IO, "cannot read tokenizer %s", path);
+        return NULL;
+    }
+    tok_tokenizer *t = tok_load_mem(b.p ? b.p : "", b.len, path, err);
+    tbuf_free(&b);
+    return t;
+}
+
+void tok_free(tok_tokenizer *t)
+{
+    if (!t)
+        return;
+    tbuf_free(&t->arena);
+    free(t->bytes_of);
+    free(t->vocab);
+    free(t->merges);
+    free(t->added);
+    pt_free(t->split);
+    free(t);
+}
+
+/* ---- encoding ---- */
+
+glm_status tok_ids_push(tok_ids *ids, int32_t id)
+{
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 256;
+        int32_t *v = realloc(ids->v, cap * sizeof *v);
+        if (!v)
+            return GLM_ERR_NOMEM;
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return GLM_OK;
+}
+
+void tok_ids_free(tok_ids *ids)
+{
+    free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
+typedef struct bpe_sym {
+    int32_t id;
+    int32_t prev, next; /* -1: none */
+    uint32_t len;       /* 0: merged away */
+} bpe_sym;
+
+typedef struct bpe_cand {
+    uint32_t rank;
+    int32_t pos, id;
+} bpe_cand;
+
+typedef struct enc_work {
+    const tok_tokenizer *t;
+    tok_ids *ids;
+    bpe_sym *syms;
+    bpe_cand *heap;
+    size_t cap;
+    glm_error *err;
+} enc_work;
+
+static int cand_less(const bpe_cand *a, const bpe_cand *b)
+{
+    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
+}
+
+static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
+{
+    size_t i = (*n)++;
+    h[i] = c;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_less(&h[i], &h[p]))
+            break;
+        bpe_cand tmp = h[i];
+        h[i] = h[p];
+        h[p] = tmp;
+        i = p;
+    }
+}
+
+static bpe_cand heap_pop(bpe_cand *h, size_t *n)
+{
+    bpe_cand top = h[0];
+    h[0] = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && cand_less(&h[l], &h[m]))
+            m = l;
+        if (r < *n && cand_less(&h[r], &h[m]))
+            m = r;
+        if (m == i)
+            break;
+        bpe_cand tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+static void push_pair(enc_work *w, size_t *hn, int32_t pos)
+{
+    int32_t next = w->syms[pos].next;
+    if (next < 0)
+        return;
+    const tok_merge_slot *m = merge_find(w->t, w->syms[pos].id, w->syms[next].id);
+    if (m)
+        heap_push(w->heap, hn, (bpe_cand){m->rank, pos, m->id});
+}
+
+/* HF's Word::merge_all: lowest rank first, leftmost on ties; stale candidates are skipped. */
+static glm_status bpe_merge(enc_work *w, const char *p, size_t n)
+{
+    if (n > w->cap) {
+        size_t cap = n * 2;
+        /* every merge adds at most two candidates, so 3n bounds the heap */
+        bpe_sym *s = realloc(w->syms, cap * sizeof *s);
+        if (s)
+            w->syms = s;
+        bpe_cand *h = s ? realloc(w->heap, cap * 3 * sizeof *h) : NULL;
+        if (!s || !h)
+            return glm_error_set(w->err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+        w->heap = h;
+        w->cap = cap;
+    }
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = w->t->byte_id[(unsigned char)p[i]];
+        if (id < 0)
+            continue; /* no unknown token: HF drops the character */
+        w->syms[ns] = (bpe_sym){id, (int32_t)ns - 1, (int32_t)ns + 1, 1};
+        ns++;
+    }
+    if (ns == 0)
+        return GLM_OK;
+    w->syms[ns - 1].next = -1;
+    size_t hn = 0;
+    for (size_t i = 0; i + 1 < ns; i++)
+        push_pair(w, &hn, (int32_t)i);
+    while (hn > 0) {
+        bpe_cand top = heap_pop(w->heap, &hn);
+        bpe_sym *cur = &w->syms[top.pos];
+        if (cur->len == 0 || cur->next < 0)
+            continue;
+        bpe_sym *right = &w->syms[cur->next];
+        const tok_merge_slot *m = merge_find(w->t, cur->id, right->id);
+        if (!m || m->id != top.id)
+            continue;
+        cur->id = top.id;
+        cur->len += right->len;
+        cur->next = right->next;
+        right->len = 0;
+        if (cur->next >= 0)
+            w->syms[cur->next].prev = top.pos;
+        if (cur->prev >= 0)
+            push_pair(w, &hn, cur->prev);
+        push_pair(w, &hn, top.pos);
+    }
+    for (int32_t i = 0; i >= 0; i = w->syms[i].next)
+        if (tok_ids_push(w->ids, w->syms[i].id) != GLM_OK)
+            return glm_error_set(w->err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+    return GLM_OK;
+}
+
+static glm_status encode_piece(const char *p, size_t n, void *user)
+{
+    enc_work *w = user;
+    if (w->t->ignore_merges) {
+        int32_t id = vocab_find(w->t, p, n);
+        if (id >= 0) {
+            if (tok_ids_push(w->ids, id) != GLM_OK)
+                return glm_error_set(w->err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+            return GLM_OK;
+        }
+    }
+    return bpe_merge(w, p, n);
+}
+
+/* The longest added token at s, or NULL. */
+static const tok_added *added_at(const tok_tokenizer *t, const char *s, size_t n)
+{
+    const tok_added *best = NULL;
+    for (size_t i = 0; i < t->n_added; i++) {
+        const tok_added *a = &t->added[i];
+        if (a->len <= n && (!best || a->len > best->len) && memcmp(t->arena.p + a->off, s, a->len) == 0)
+            best = a;
+    }
+    return best;
+}
+
+static glm_status encode_valid(const tok_tokenizer *t, const char *s, size_t n, enc_work *w)
+{
+    size_t seg = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!t->added_first[(unsigned char)s[i]])
+            continue;
+        const tok_added *a = added_at(t, s + i, n - i);
+        if (!a)
+            continue;
+        if (i > seg) {
+            glm_status st = pt_split(t->split, s + seg, i - seg, encode_piece, w, w->err);
+            if (st != GLM_OK)
+                return st;
+        }
+        if (tok_ids_push(w->ids, a->id) != GLM_OK)
+            return glm_error_set(w->err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+        i += a->len - 1;
+        seg = i + 1;
+    }
+    if (n > seg)
+        return pt_split(t->split, s + seg, n - seg, encode_piece, w, w->err);
+    return GLM_OK;
+}
+
+glm_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, tok_ids *ids, glm_error *err)
+{
+    enc_work w = {t, ids, NULL, NULL, 0, err};
+    tbuf fixed = {0};
+    if (!utf8_valid(text, len)) {
+        if (utf8_repair(text, len, 1, &fixed, NULL) != GLM_OK)
+            return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+        text = fixed.p;
+        len = fixed.len;
+    }
+    glm_status st = encode_valid(t, text, len, &w);
+    free(w.syms);
+    free(w.heap);
+    tbuf_free(&fixed);
+    return st;
+}
+
+/* ---- decoding ---- */
+
+const char *tok_token_bytes(const tok_tokenizer *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->n_ids || t->bytes_of[id].off == UINT32_MAX)
+        return NULL;
+    *len = t->bytes_of[id].len;
+    return t->arena.p + t->bytes_of[id].off;
+}
+
+int32_t tok_token_id(const tok_tokenizer *t, const char *s, size_t len)
+{
+    for (size_t i = 0; i < t->n_added; i++)
+        if (t->added[i].len == len && memcmp(t->arena.p + t->added[i].off, s, len) == 0)
+            return t->added[i].id;
+    return vocab_find(t, s, len);
+}
+
+int32_t tok_vocab_size(const tok_tokenizer *t)
+{
+    return t->n_ids;
+}
+
+glm_status tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, tbuf *out, glm_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *b = tok_token_bytes(t, ids[i], &len);
+        if (!b)
+            return glm_error_set(err, GLM_ERR_ARG, "token id %ld (position %zu) is not in the vocabulary (0..%ld)",
+                                 (long)ids[i], i, (long)t->n_ids - 1);
+        if (tbuf_append(out, b, len) != GLM_OK)
+            return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    return GLM_OK;
+}
+
+struct tok_stream {
+    const tok_tokenizer *t;
+    char held[4];
+    size_t n_held;
+};
+
+tok_stream *tok_stream_new(const tok_tokenizer *t)
+{
+    tok_stream *s = calloc(1, sizeof *s);
+    if (s)
+        s->t = t;
+    return s;
+}
+
+glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
+{
+    size_t len;
+    const char *b = tok_token_bytes(s->t, id, &len);
+    if (!b)
+        return glm_error_set(err, GLM_ERR_ARG, "token id %ld is not in the vocabulary", (long)id);
+    if (s->n_held == 0) {
+        size_t held;
+        if (utf8_repair(b, len, 0, out, &held) != GLM_OK)
+            return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+        memcpy(s->held, b + len - held, held);
+        s->n_held = held;
+        return GLM_OK;
+    }
+    tbuf tmp = {0};
+    size_t held;
+    glm_status st = tbuf_append(&tmp, s->held, s->n_held);
+    if (st == GLM_OK)
+        st = tbuf_append(&tmp, b, len);
+    if (st == GLM_OK)
+        st = utf8_repair(tmp.p, tmp.len, 0, out, &held);
+    if (st == GLM_OK) {
+        memcpy(s->held, tmp.p + tmp.len - held, held);
+        s->n_held = held;
+    }
+    tbuf_free(&tmp);
+    return st == GLM_OK ? GLM_OK : glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+}
+
+glm_status tok_stream_finish(tok_stream *s, tbuf *out)
+{
+    glm_status st = utf8_repair(s->held, s->n_held, 1, out, NULL);
+    s->n_held = 0;
+    return st;
+}
+
+void tok_stream_free(tok_stream *s)
+{
+    free(s);
+}

@@ -1,0 +1,477 @@
+/* db.c: opening glmchat's SQLite file safely (refusing foreign, damaged or newer files without
+ * touching them), connection PRAGMAs, transactions, statement cache and error sentences. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/db_internal.h"
+
+#define DB_BUSY_TIMEOUT_MS 5000
+
+int64_t db_now_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static const char *advice_for(int code)
+{
+    switch (code & 0xff) {
+    case SQLITE_FULL:
+        return "the disk or the database's size limit is full: free some space and retry; "
+               "everything saved before is intact";
+    case SQLITE_READONLY:
+        return "the database cannot be written: check the permissions of the file and of its "
+               "directory";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return "the database is damaged: restore a backup or move the file away";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return "another process holds the database locked: close it and retry";
+    case SQLITE_IOERR:
+        return "the disk reported an I/O error: check the disk";
+    case SQLITE_CANTOPEN:
+        return "the file cannot be opened: check the path and its permissions";
+    case SQLITE_NOMEM:
+        return "out of memory";
+    case SQLITE_TOOBIG:
+        return "a value is larger than SQLite accepts (1 GB)";
+    default:
+        return NULL;
+    }
+}
+
+void db_clear_error(db_store *db)
+{
+    db->err[0] = '\0';
+}
+
+int db_failf(db_store *db, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(db->err, sizeof db->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int db_fail(db_store *db, const char *what, ...)
+{
+    char head[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(head, sizeof head, what, ap);
+    va_end(ap);
+    int code = sqlite3_extended_errcode(db->sql);
+    const char *advice = advice_for(code);
+    snprintf(db->err, sizeof db->err, "%s in %s: %s%s%s", head, db->path, sqlite3_errmsg(db->sql),
+             advice ? "; " : "", advice ? advice : "");
+    return -1;
+}
+
+const char *db_errmsg(const db_store *db)
+{
+    return db ? db->err : "no database handle";
+}
+
+const char *db_path(const db_store *db)
+{
+    return db->path;
+}
+
+/* ---- statements and transactions --------------------------------------------------------- */
+
+sqlite3_stmt *db_stmt(db_store *db, enum db_stmt_id id, const char *sql)
+{
+    sqlite3_stmt *st = db->stmts[id];
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return st;
+    }
+    if (sqlite3_prepare_v3(db->sql, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+        db_fail(db, "preparing a query");
+        return NULL;
+    }
+    db->stmts[id] = st;
+    return st;
+}
+
+int db_step_done(db_store *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+        sqlite3_reset(st);
+        return 0;
+    }
+    db_fail(db, "%s", what);
+    sqlite3_reset(st);
+    return -1;
+}
+
+int db_bind_text_or_null(sqlite3_stmt *st, int col, const char *s)
+{
+    return s ? sqlite3_bind_text(st, col, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, col);
+}
+
+int db_column_copy(sqlite3_stmt *st, int col, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return 0;
+    const void *p = sqlite3_column_blob(st, col);
+    size_t n = (size_t)sqlite3_column_bytes(st, col);
+    char *copy = bytes_dup(p ? p : "", n);
+    if (!copy)
+        return -1;
+    *out = copy;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+static int exec_sql(db_store *db, const char *sql, const char *what)
+{
+    if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(db, "%s", what);
+    return 0;
+}
+
+int db_tx_start(db_store *db)
+{
+    if (!sqlite3_get_autocommit(db->sql))
+        return 0;
+    if (exec_sql(db, "BEGIN IMMEDIATE", "starting a transaction") != 0)
+        return -1;
+    return 1;
+}
+
+int db_tx_end(db_store *db, int opened, int ok)
+{
+    if (!opened)
+        return ok ? 0 : -1;
+    if (ok) {
+        if (exec_sql(db, "COMMIT", "saving (commit)") == 0)
+            return 0;
+        ok = 0;
+    }
+    /* Keep the first failure's message: it says what went wrong. */
+    if (!sqlite3_get_autocommit(db->sql))
+        sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+int db_begin(db_store *db)
+{
+    db_clear_error(db);
+    if (!sqlite3_get_autocommit(db->sql))
+        return db_failf(db, "db_begin: a transaction is already open on %s; commit it first",
+                        db->path);
+    return exec_sql(db, "BEGIN IMMEDIATE", "starting a transaction");
+}
+
+int db_commit(db_store *db)
+{
+    db_clear_error(db);
+    if (sqlite3_get_autocommit(db->sql))
+        return db_failf(db, "db_commit: no transaction is open on %s", db->path);
+    if (exec_sql(db, "COMMIT", "saving (commit)") != 0) {
+        if (!sqlite3_get_autocommit(db->sql))
+            sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int db_rollback(db_store *db)
+{
+    db_clear_error(db);
+    if (sqlite3_get_autocommit(db->sql))
+        return 0;
+    return exec_sql(db, "ROLLBACK", "rolling back");
+}
+
+int db_set_max_pages(db_store *db, int64_t pages)
+{
+    char sql[64];
+    db_clear_error(db);
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)pages);
+    return exec_sql(db, sql, "setting the page limit");
+}
+
+int db_integrity_ok(db_store *db)
+{
+    sqlite3_stmt *st;
+    db_clear_error(db);
+    if (sqlite3_prepare_v2(db->sql, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "checking integrity");
+    int rc = sqlite3_step(st);
+    int result = -1;
+    if (rc == SQLITE_ROW) {
+        const char *first = (const char *)sqlite3_column_text(st, 0);
+        result = first && strcmp(first, "ok") == 0;
+        if (!result)
+            db_failf(db, "%s is damaged: %s", db->path, first ? first : "(no detail)");
+    } else {
+        db_fail(db, "checking integrity");
+    }
+    sqlite3_finalize(st);
+    return result;
+}
+
+/* ---- opening ----------------------------------------------------------------------------- */
+
+static int mkdir_parents(const char *path, char *err, size_t errlen)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0;
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir) {
+        snprintf(err, errlen, "database path %s is too long", path);
+        return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    for (char *s = dir + 1;; s++) {
+        char c = *s;
+        if (c != '/' && c != '\0')
+            continue;
+        *s = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create directory %s for the database %s: %s", dir, path,
+                     strerror(errno));
+            return -1;
+        }
+        *s = c;
+        if (c == '\0')
+            break;
+    }
+    return 0;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Whether path+suffix exists and is not empty. */
+static int has_sidecar(const char *path, const char *suffix)
+{
+    char side[4200];
+    struct stat sb;
+    snprintf(side, sizeof side, "%s%s", path, suffix);
+    return stat(side, &sb) == 0 && sb.st_size > 0;
+}
+
+/* Looks at an existing file before SQLite does, so that a file we must refuse is never
+ * opened for writing. 0: fine (absent, empty, or an SQLite file of a version we know). */
+static int probe_file(const char *path, char *err, size_t errlen)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 0;
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a regular file; pass a database file with --db", path);
+        return -1;
+    }
+    if (sb.st_size == 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot read the database %s: %s; check its permissions", path,
+                 strerror(errno));
+        return -1;
+    }
+    unsigned char head[100];
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    if (got < 0) {
+        snprintf(err, errlen, "cannot read the database %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (got < (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
+        snprintf(err, errlen,
+                 "%s is not a glmchat database (it is not an SQLite file); it was left untouched: "
+                 "move it away or pass another file with --db",
+                 path);
+        return -1;
+    }
+    /* The header's page count is trustworthy when its "valid for" stamp matches the change
+     * counter and no WAL or journal is left to replay (a checkpoint killed midway leaves the
+     * header ahead of the file; the WAL repairs that); a file shorter than that lost pages. */
+    uint32_t page_size = (uint32_t)head[16] << 8 | head[17];
+    if (page_size == 1)
+        page_size = 65536;
+    uint64_t pages = be32(head + 28);
+    if (be32(head + 92) == be32(head + 24) && pages * page_size > (uint64_t)sb.st_size &&
+        !has_sidecar(path, "-wal") && !has_sidecar(path, "-journal")) {
+        snprintf(err, errlen,
+                 "%s is damaged: it is cut short (%lld of %llu bytes); it was left untouched: "
+                 "restore a backup or move it away",
+                 path, (long long)sb.st_size, (unsigned long long)(pages * page_size));
+        return -1;
+    }
+    uint32_t version = be32(head + 60);
+    if (version > DB_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "%s was written by a newer glmchat (schema %u; this one knows up to %d); it was "
+                 "left untouched: upgrade glmchat to open it",
+                 path, version, DB_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads what SQLite sees: schema version and whether tables exist. Reading only. */
+static int check_contents(db_store *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int version = -1, tables = -1;
+    if (sqlite3_prepare_v2(db->sql, "SELECT (SELECT user_version FROM pragma_user_version), "
+                                    "(SELECT count(*) FROM sqlite_master)",
+                           -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            version = sqlite3_column_int(st, 0);
+            tables = sqlite3_column_int(st, 1);
+        }
+        sqlite3_finalize(st);
+    }
+    if (version < 0) {
+        int code = sqlite3_extended_errcode(db->sql);
+        const char *advice = advice_for(code);
+        if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) {
+            snprintf(err, errlen, "cannot open the database %s: %s; %s", db->path,
+                     sqlite3_errmsg(db->sql), advice);
+            return -1;
+        }
+        snprintf(err, errlen, "%s cannot be read as a glmchat database: %s; it was left untouched%s%s",
+                 db->path, sqlite3_errmsg(db->sql), advice ? "; " : "", advice ? advice : "");
+        return -1;
+    }
+    if (version > DB_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "%s was written by a newer glmchat (schema %d; this one knows up to %d); it was "
+                 "left untouched: upgrade glmchat to open it",
+                 db->path, version, DB_SCHEMA_VERSION);
+        return -1;
+    }
+    if (version == 0 && tables > 0) {
+        snprintf(err, errlen,
+                 "%s is an SQLite database of another program (it has tables but no glmchat "
+                 "schema); it was left untouched: pass another file with --db",
+                 db->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Conversations are private: a new database file (and so its -wal and -shm, which SQLite
+ * creates with the same mode) is readable by its owner only. */
+static int create_private(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == EEXIST)
+        return 0;
+    snprintf(err, errlen, "cannot create the database %s: %s; check the permissions of its directory",
+             path, strerror(errno));
+    return -1;
+}
+
+static int set_pragmas(db_store *db, int in_memory)
+{
+    if (!in_memory) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db->sql, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+            return db_fail(db, "switching to WAL");
+        int rc = sqlite3_step(st);
+        const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        int wal = mode && strcmp(mode, "wal") == 0;
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW)
+            return db_fail(db, "switching to WAL");
+        if (!wal)
+            return db_failf(db, "%s cannot use write-ahead logging (journal mode stays '%s'); "
+                                "put the database on a local disk",
+                            db->path, mode ? mode : "?");
+    }
+    return exec_sql(db, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
+                        "PRAGMA temp_store = MEMORY",
+                    "setting connection options");
+}
+
+db_store *db_open(const char *path, char *err, size_t errlen)
+{
+    if (!path || !path[0]) {
+        snprintf(err, errlen, "no database path given");
+        return NULL;
+    }
+    int in_memory = strcmp(path, ":memory:") == 0;
+    if (!in_memory && (mkdir_parents(path, err, errlen) != 0 || probe_file(path, err, errlen) != 0 ||
+                       create_private(path, err, errlen) != 0))
+        return NULL;
+    db_store *db = calloc(1, sizeof *db);
+    if (!db) {
+        snprintf(err, errlen, "out of memory opening %s", path);
+        return NULL;
+    }
+    snprintf(db->path, sizeof db->path, "%s", path);
+    db->mem_max_entries = MEM_DEFAULT_MAX_ENTRIES;
+    db->mem_max_bytes = MEM_DEFAULT_MAX_BYTES;
+    int rc = sqlite3_open_v2(path, &db->sql,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        int sys = db->sql ? sqlite3_system_errno(db->sql) : 0;
+        snprintf(err, errlen, "cannot open the database %s: %s%s%s; check the path and the "
+                 "permissions of its directory",
+                 path, db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc), sys ? ": " : "",
+                 sys ? strerror(sys) : "");
+        db_close(db);
+        return NULL;
+    }
+    sqlite3_extended_result_codes(db->sql, 1);
+    sqlite3_busy_timeout(db->sql, DB_BUSY_TIMEOUT_MS);
+    if (check_contents(db, err, errlen) != 0) {
+        db_close(db);
+        return NULL;
+    }
+    if (set_pragmas(db, in_memory) != 0 || db_migrate(db) != 0) {
+        snprintf(err, errlen, "%s", db->err);
+        db_close(db);
+        return NULL;
+    }
+    db_clear_error(db);
+    return db;
+}
+
+void db_close(db_store *db)
+{
+    if (!db)
+        return;
+    for (int i = 0; i < STMT_COUNT; i++)
+        sqlite3_finalize(db->stmts[i]);
+    if (db->sql) {
+        if (!sqlite3_get_autocommit(db->sql))
+            sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(db->sql);
+    }
+    free(db);
+}

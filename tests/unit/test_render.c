@@ -1,0 +1,480 @@
+/* test_render.c: ui/render.c: UTF-8, widths, wrapping (examples and properties over random
+ * text), Markdown-lite lines and spans, code blocks, and streamed layout = whole layout. */
+#include <check.h>
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/render.h"
+
+/* ---- UTF-8 and width ---- */
+
+static uint32_t dec(const char *s, size_t *used)
+{
+    uint32_t cp;
+    *used = rd_utf8_decode(s, strlen(s), &cp);
+    return cp;
+}
+
+START_TEST(utf8_valid)
+{
+    size_t n;
+    ck_assert_uint_eq(dec("A", &n), 'A');
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(dec("\xc3\xa9", &n), 0xE9);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(dec("\xe4\xb8\xad", &n), 0x4E2D);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(dec("\xf0\x9f\x98\x80", &n), 0x1F600);
+    ck_assert_uint_eq(n, 4);
+}
+END_TEST
+
+START_TEST(utf8_invalid)
+{
+    static const char *bad[] = {
+        "\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+        "\xf5\x80\x80\x80", "\xff", "\xc3", "\xe4\xb8", "\xc3\x41",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n;
+        ck_assert_uint_eq(dec(bad[i], &n), 0xFFFD);
+        ck_assert_uint_eq(n, 1);
+    }
+}
+END_TEST
+
+START_TEST(utf8_roundtrip)
+{
+    for (uint32_t cp = 1; cp <= 0x10FFFF; cp += (cp < 0x3000 ? 1 : 97)) {
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            continue;
+        char b[4];
+        size_t n = rd_utf8_encode(cp, b);
+        uint32_t back;
+        ck_assert_uint_eq(rd_utf8_decode(b, n, &back), n);
+        ck_assert_uint_eq(back, cp);
+    }
+}
+END_TEST
+
+START_TEST(widths)
+{
+    ck_assert_int_eq(rd_cp_width('a'), 1);
+    ck_assert_int_eq(rd_cp_width(0x4E2D), 2);  /* 中 */
+    ck_assert_int_eq(rd_cp_width(0x0301), 0);  /* combining acute */
+    ck_assert_int_eq(rd_cp_width(0x200D), 0);  /* zero-width joiner */
+    ck_assert_int_eq(rd_cp_width(0x1F600), 2); /* emoji */
+    ck_assert_int_eq(rd_cp_width(0xFF21), 2);  /* fullwidth A */
+    ck_assert_uint_eq(rd_width("e\xcc\x81", 3), 1);
+    ck_assert_uint_eq(rd_width("\xe4\xb8\xad\xe6\x96\x87", 6), 4);
+    ck_assert_uint_eq(rd_width("ab\xf0\x9f\x98\x80", 6), 4);
+    int w;
+    ck_assert_uint_eq(rd_cluster_len("e\xcc\x81x", 4, &w), 3);
+    ck_assert_int_eq(w, 1);
+}
+END_TEST
+
+START_TEST(sanitize)
+{
+    size_t n;
+    const char *in = "\x1b[31mred\r\nx\ty\tz\xff";
+    char *s = rd_sanitize(in, strlen(in), &n);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(s, "\xef\xbf\xbd[31mred\nx   y   z\xef\xbf\xbd");
+    ck_assert_uint_eq(n, strlen(s));
+    free(s);
+    s = rd_sanitize("\xe4\xb8\xad\tx", 5, &n); /* the tab stop counts the wide char as 2 */
+    ck_assert_str_eq(s, "\xe4\xb8\xad  x");
+    free(s);
+    s = rd_sanitize("", 0, &n);
+    ck_assert_str_eq(s, "");
+    free(s);
+}
+END_TEST
+
+/* ---- wrapping: examples ---- */
+
+static char *joined(const char *s, const rd_pieces *p)
+{
+    static char out[4096];
+    size_t o = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (i)
+            out[o++] = '|';
+        memcpy(out + o, s + p->v[i].off, p->v[i].len);
+        o += p->v[i].len;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static const char *wrap_str(const char *s, int width)
+{
+    rd_pieces p = {0};
+    ck_assert_int_eq(rd_wrap(s, strlen(s), width, &p), 0);
+    const char *r = joined(s, &p);
+    rd_pieces_free(&p);
+    return r;
+}
+
+START_TEST(wrap_examples)
+{
+    ck_assert_str_eq(wrap_str("hello world", 5), "hello|world");
+    ck_assert_str_eq(wrap_str("hello world", 11), "hello world");
+    ck_assert_str_eq(wrap_str("a b c d e f", 3), "a b|c d|e f");
+    ck_assert_str_eq(wrap_str("abcdefghij", 4), "abcd|efgh|ij");
+    ck_assert_str_eq(wrap_str("aaa   bbb", 4), "aaa|bbb");
+    ck_assert_str_eq(wrap_str("   indented", 20), "   indented");
+    ck_assert_str_eq(wrap_str("", 10), "");
+    ck_assert_str_eq(wrap_str("x yyyyyyyy", 4), "x|yyyy|yyyy");
+    /* wide characters never straddle the edge */
+    ck_assert_str_eq(wrap_str("\xe4\xb8\xad\xe6\x96\x87\xe4\xb8\xad", 5),
+                     "\xe4\xb8\xad\xe6\x96\x87|\xe4\xb8\xad");
+    ck_assert_str_eq(wrap_str("a\xe4\xb8\xad", 2), "a|\xe4\xb8\xad");
+    /* a combining mark stays with its base */
+    ck_assert_str_eq(wrap_str("e\xcc\x81" "e\xcc\x81" "e\xcc\x81", 2),
+                     "e\xcc\x81" "e\xcc\x81|e\xcc\x81");
+    rd_pieces p = {0};
+    ck_assert_int_eq(rd_wrap("abc", 3, 1, &p), -1);
+    rd_pieces_free(&p);
+}
+END_TEST
+
+START_TEST(wrap_hard_keeps_spaces)
+{
+    rd_pieces p = {0};
+    const char *s = "  int  x = 1;";
+    ck_assert_int_eq(rd_wrap_hard(s, strlen(s), 5, &p), 0);
+    ck_assert_str_eq(joined(s, &p), "  int|  x =| 1;");
+    rd_pieces_free(&p);
+}
+END_TEST
+
+/* ---- wrapping: properties over random text ---- */
+
+static unsigned long rng_state = 12345;
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 6364136223846793005UL + 1442695040888963407UL;
+    return (unsigned)((rng_state >> 33) % n);
+}
+
+static size_t random_line(char *out, size_t cap)
+{
+    static const char *atoms[] = {
+        "a", "b", "word", " ", " ", "  ", "\xe4\xb8\xad", "e\xcc\x81", "\xf0\x9f\x98\x80",
+        "supercalifragilisticexpialidocious", "\xc3\xa9", "-", "\xe2\x80\x8d",
+    };
+    size_t n = 0, k = rnd(40);
+    for (size_t i = 0; i < k; i++) {
+        const char *a = atoms[rnd(sizeof atoms / sizeof atoms[0])];
+        size_t l = strlen(a);
+        if (n + l >= cap)
+            break;
+        memcpy(out + n, a, l);
+        n += l;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static int is_cont_byte(char c)
+{
+    return ((unsigned char)c & 0xC0) == 0x80;
+}
+
+START_TEST(wrap_properties)
+{
+    char s[2048];
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t len = random_line(s, sizeof s);
+        int width = 2 + (int)rnd(30);
+        for (int hard = 0; hard < 2; hard++) {
+            rd_pieces p = {0};
+            ck_assert_int_eq(hard ? rd_wrap_hard(s, len, width, &p) : rd_wrap(s, len, width, &p), 0);
+            ck_assert_uint_ge(p.n, 1);
+            size_t at = 0;
+            for (size_t i = 0; i < p.n; i++) {
+                rd_piece *pc = &p.v[i];
+                /* never wider than the line, and the width it reports is the true one */
+                ck_assert_int_le(pc->width, width);
+                ck_assert_uint_eq((size_t)pc->width, rd_width(s + pc->off, pc->len));
+                /* in order; what lies between pieces is dropped break whitespace only */
+                ck_assert_uint_ge(pc->off, at);
+                for (size_t k = at; k < pc->off; k++)
+                    ck_assert_int_eq(s[k], ' ');
+                if (hard)
+                    ck_assert_uint_eq(pc->off, at);
+                /* never inside a UTF-8 sequence */
+                if (pc->off < len)
+                    ck_assert(!is_cont_byte(s[pc->off]));
+                at = pc->off + pc->len;
+            }
+            for (size_t k = at; k < len; k++)
+                ck_assert_int_eq(s[k], ' ');
+            if (hard)
+                ck_assert_uint_eq(at, len);
+            rd_pieces_free(&p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(wrap_is_greedy)
+{
+    /* A piece is never followed by a word that would have fitted on it. */
+    char s[2048];
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t len = random_line(s, sizeof s);
+        int width = 4 + (int)rnd(30);
+        rd_pieces p = {0};
+        ck_assert_int_eq(rd_wrap(s, len, width, &p), 0);
+        for (size_t i = 0; i + 1 < p.n; i++) {
+            size_t gap = p.v[i + 1].off - (p.v[i].off + p.v[i].len);
+            if (gap == 0)
+                continue; /* a hard break inside a long word */
+            size_t w = 0, e = p.v[i + 1].off;
+            while (e < len && s[e] != ' ')
+                e++;
+            w = rd_width(s + p.v[i + 1].off, e - p.v[i + 1].off);
+            ck_assert_int_gt((int)(p.v[i].width + gap + w), width);
+        }
+        rd_pieces_free(&p);
+    }
+}
+END_TEST
+
+/* ---- Markdown-lite ---- */
+
+static rd_line_class cls(const char *s, rd_md_state *st)
+{
+    return rd_md_classify(s, strlen(s), st);
+}
+
+START_TEST(md_classify)
+{
+    rd_md_state st = {0};
+    ck_assert_int_eq(cls("# Title", &st).kind, RD_L_HEADING);
+    ck_assert_int_eq(cls("### Sub", &st).level, 3);
+    ck_assert_int_eq(cls("#hashtag", &st).kind, RD_L_PARA);
+    ck_assert_int_eq(cls("####### seven", &st).kind, RD_L_PARA);
+    ck_assert_int_eq(cls("- item", &st).kind, RD_L_BULLET);
+    ck_assert_int_eq(cls("  * nested", &st).indent, 2);
+    ck_assert_int_eq(cls("-not a list", &st).kind, RD_L_PARA);
+    ck_assert_int_eq(cls("12. twelve", &st).kind, RD_L_NUMBER);
+    ck_assert_uint_eq(cls("12. twelve", &st).marker_len, 4);
+    ck_assert_int_eq(cls("3) three", &st).kind, RD_L_NUMBER);
+    ck_assert_int_eq(cls("> quoted", &st).kind, RD_L_QUOTE);
+    ck_assert_int_eq(cls("---", &st).kind, RD_L_RULE);
+    ck_assert_int_eq(cls("* * *", &st).kind, RD_L_RULE);
+    ck_assert_int_eq(cls("   ", &st).kind, RD_L_BLANK);
+    ck_assert_int_eq(cls("plain words", &st).kind, RD_L_PARA);
+    rd_line_class c = cls("```python", &st);
+    ck_assert_int_eq(c.kind, RD_L_FENCE_OPEN);
+    ck_assert_str_eq("```python" + c.body, "python");
+    ck_assert_int_eq(st.in_code, 1);
+    ck_assert_int_eq(cls("# not a heading in code", &st).kind, RD_L_CODE);
+    ck_assert_int_eq(cls("~~~", &st).kind, RD_L_CODE); /* another fence char does not close */
+    ck_assert_int_eq(cls("``", &st).kind, RD_L_CODE);  /* a shorter fence does not close */
+    ck_assert_int_eq(cls("````", &st).kind, RD_L_FENCE_CLOSE);
+    ck_assert_int_eq(st.in_code, 0);
+}
+END_TEST
+
+static const char *inl(const char *s, unsigned *styles_out)
+{
+    static char plain[512];
+    static unsigned st[512];
+    size_t n = rd_md_inline(s, strlen(s), 0, plain, st);
+    plain[n] = '\0';
+    if (styles_out)
+        memcpy(styles_out, st, n * sizeof *st);
+    return plain;
+}
+
+START_TEST(md_inline_spans)
+{
+    unsigned st[512];
+    ck_assert_str_eq(inl("a **bold** b", st), "a bold b");
+    ck_assert_uint_eq(st[0], 0);
+    ck_assert_uint_eq(st[2], RD_BOLD);
+    ck_assert_uint_eq(st[5], RD_BOLD);
+    ck_assert_uint_eq(st[6], 0);
+    ck_assert_str_eq(inl("use `x**2` here", st), "use x**2 here");
+    ck_assert_uint_eq(st[4], RD_CODE);
+    ck_assert_uint_eq(st[7], RD_CODE);
+    ck_assert_str_eq(inl("an *italic* word", st), "an italic word");
+    ck_assert_uint_eq(st[3], RD_ITALIC);
+    ck_assert_str_eq(inl("snake_case_name stays", NULL), "snake_case_name stays");
+    ck_assert_str_eq(inl("unclosed **bold", NULL), "unclosed **bold");
+    ck_assert_str_eq(inl("2 * 3 * 4", NULL), "2 * 3 * 4");
+    ck_assert_str_eq(inl("\\*not italic\\*", NULL), "*not italic*");
+    ck_assert_str_eq(inl("``a ` b``", st), "a ` b");
+    ck_assert_uint_eq(st[2], RD_CODE);
+    ck_assert_str_eq(inl("**bold with `code` inside**", st), "bold with code inside");
+    ck_assert_uint_eq(st[10], RD_CODE);
+}
+END_TEST
+
+static const char *line_text(const rd_doc *d, size_t l)
+{
+    static char out[1024];
+    size_t o = 0;
+    const rd_line *ln = &d->lines[l];
+    for (size_t k = 0; k < ln->nseg; k++) {
+        const rd_seg *sg = &d->segs[ln->seg0 + k];
+        memcpy(out + o, d->text + sg->off, sg->len);
+        o += sg->len;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static unsigned line_styles(const rd_doc *d, size_t l)
+{
+    unsigned s = 0;
+    for (size_t k = 0; k < d->lines[l].nseg; k++)
+        s |= d->segs[d->lines[l].seg0 + k].style;
+    return s;
+}
+
+START_TEST(md_render_blocks)
+{
+    const char *md = "# Title\nSome **bold** text.\n\n- one two three four five six\n"
+                     "```c\nint x;\n```\nafter";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 20, 0, &st), 0);
+    ck_assert_str_eq(line_text(&d, 0), "Title");
+    ck_assert(line_styles(&d, 0) & RD_HEADING);
+    ck_assert_str_eq(line_text(&d, 1), "Some bold text.");
+    ck_assert_str_eq(line_text(&d, 2), "");
+    ck_assert_str_eq(line_text(&d, 3), "\xe2\x80\xa2 one two three four");
+    ck_assert_str_eq(line_text(&d, 4), "  five six");
+    ck_assert(d.lines[5].fill & RD_CODEBLOCK);         /* the label line */
+    ck_assert_str_eq(line_text(&d, 5), " c");
+    ck_assert_str_eq(line_text(&d, 6), " int x;");
+    ck_assert(d.lines[6].fill & RD_CODEBLOCK);
+    ck_assert_str_eq(line_text(&d, 7), "after");
+    ck_assert_uint_eq(d.nlines, 8);
+    ck_assert_int_eq(st.in_code, 0);
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(md_render_width_property)
+{
+    static const char *atoms[] = {
+        "# ", "## ", "- ", "1. ", "> ", "```\n", "`", "**", "*", "_", "word ", "\n", "\n\n",
+        "\xe4\xb8\xad\xe6\x96\x87 ", "e\xcc\x81 ", "\xf0\x9f\x98\x80", "averyveryverylongwordindeed ",
+        "    indented ", "---\n", "~~~py\n",
+    };
+    char s[4096];
+    for (int iter = 0; iter < 1500; iter++) {
+        size_t n = 0, k = rnd(60);
+        for (size_t i = 0; i < k; i++) {
+            const char *a = atoms[rnd(sizeof atoms / sizeof atoms[0])];
+            size_t l = strlen(a);
+            if (n + l >= sizeof s)
+                break;
+            memcpy(s + n, a, l);
+            n += l;
+        }
+        int width = 4 + (int)rnd(40);
+        rd_doc d = {0};
+        rd_md_state st = {0};
+        ck_assert_int_eq(rd_render_markdown(&d, s, n, width, 0, &st), 0);
+        for (size_t l = 0; l < d.nlines; l++) {
+            ck_assert_int_le(d.lines[l].width, width);
+            const char *t = line_text(&d, l);
+            ck_assert_uint_eq(rd_width(t, strlen(t)), (size_t)d.lines[l].width);
+        }
+        rd_doc_free(&d);
+    }
+}
+END_TEST
+
+START_TEST(md_streamed_equals_whole)
+{
+    /* The TUI lays out complete lines once and the open tail again each time; the result
+     * must equal laying out the whole text at once. */
+    const char *md = "Intro **bold**\n```sh\nls -la\n# comment\n```\n- a\n- b\n> q\ntail";
+    size_t len = strlen(md);
+    rd_doc whole = {0};
+    rd_md_state st = {0};
+    rd_render_markdown(&whole, md, len, 16, 0, &st);
+    for (size_t cut = 0; cut <= len; cut++) {
+        if (cut > 0 && md[cut - 1] != '\n')
+            continue;
+        rd_doc part = {0};
+        rd_md_state s2 = {0};
+        rd_render_markdown(&part, md, cut, 16, 0, &s2);
+        rd_render_markdown(&part, md + cut, len - cut, 16, 0, &s2);
+        ck_assert_uint_eq(part.nlines, whole.nlines);
+        for (size_t l = 0; l < whole.nlines; l++) {
+            char a[1024];
+            strcpy(a, line_text(&whole, l));
+            ck_assert_str_eq(line_text(&part, l), a);
+            ck_assert_uint_eq(part.lines[l].fill, whole.lines[l].fill);
+        }
+        rd_doc_free(&part);
+    }
+    rd_doc_free(&whole);
+}
+END_TEST
+
+START_TEST(plain_prefixes)
+{
+    rd_doc d = {0};
+    const char *s = "first line wraps here\nsecond";
+    ck_assert_int_eq(rd_render_plain(&d, s, strlen(s), 12, RD_USER, "> ", "  ", RD_BOLD), 0);
+    ck_assert_uint_eq(d.nlines, 3);
+    ck_assert_str_eq(line_text(&d, 0), "> first line");
+    ck_assert_str_eq(line_text(&d, 1), "  wraps here");
+    ck_assert_str_eq(line_text(&d, 2), "  second");
+    ck_assert_uint_eq(d.segs[d.lines[0].seg0].style, RD_BOLD);
+    ck_assert_uint_eq(d.segs[d.lines[0].seg0 + 1].style, RD_USER);
+    rd_doc_reset(&d);
+    ck_assert_int_eq(rd_render_plain(&d, "", 0, 12, 0, "x ", "  ", 0), 0);
+    ck_assert_uint_eq(d.nlines, 1);
+    rd_doc_reset(&d);
+    ck_assert_int_eq(rd_render_plain(&d, "a\n", 2, 12, 0, "", "", 0), 0);
+    ck_assert_uint_eq(d.nlines, 1);
+    rd_doc_free(&d);
+}
+END_TEST
+
+static Suite *render_suite(void)
+{
+    Suite *s = suite_create("render");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, utf8_valid);
+    tcase_add_test(tc, utf8_invalid);
+    tcase_add_test(tc, utf8_roundtrip);
+    tcase_add_test(tc, widths);
+    tcase_add_test(tc, sanitize);
+    tcase_add_test(tc, wrap_examples);
+    tcase_add_test(tc, wrap_hard_keeps_spaces);
+    tcase_add_test(tc, wrap_properties);
+    tcase_add_test(tc, wrap_is_greedy);
+    tcase_add_test(tc, md_classify);
+    tcase_add_test(tc, md_inline_spans);
+    tcase_add_test(tc, md_render_blocks);
+    tcase_add_test(tc, md_render_width_property);
+    tcase_add_test(tc, md_streamed_equals_whole);
+    tcase_add_test(tc, plain_prefixes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (!setlocale(LC_CTYPE, "C.UTF-8"))
+        setlocale(LC_CTYPE, "");
+    SRunner *sr = srunner_create(render_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

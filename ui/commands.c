@@ -1,0 +1,55 @@
+/* commands.c: the slash commands, one table for the TUI, the plain view and /help.
+ * The view handles /help, /quit, /list and /copy itself; every command also reaches the app. */
+#include <string.h>
+
+#include "ui/view_impl.h"
+
+const ui_command ui_commands[] = {
+    {"new", "", "start a new conversation"},
+    {"list", "", "show the conversation list (F2); type there to filter"},
+    {"open", "ID", "open a saved conversation"},
+    {"search", "QUERY", "search every conversation, thinking included"},
+    {"export", "[md|json|html] [FILE]", "write this conversation to a file"},
+    {"system", "[TEXT]", "show or set the system prompt"},
+    {"think", "[on|off]", "turn the model's thinking on or off"},
+    {"effort", "[low|high|max]", "how hard the model thinks"},
+    {"tools", "[on|off|NAME]", "list tools or turn them on or off"},
+    {"retry", "", "regenerate the last reply (a new branch)"},
+    {"edit", "", "edit your last message (a new branch)"},
+    {"branch", "[N]", "list or switch the branches of this conversation"},
+    {"stats", "", "speed and token counts of the last reply"},
+    {"copy", "", "copy the last reply to the clipboard (OSC 52)"},
+    {"help", "", "commands and keys"},
+    {"quit", "", "leave glmchat (Ctrl-D)"},
+};
+const size_t ui_commands_count = sizeof ui_commands / sizeof ui_commands[0];
+
+const ui_command *ui_command_find(const char *name)
+{
+    for (size_t i = 0; i < ui_commands_count; i++)
+        if (strcmp(ui_commands[i].name, name) == 0)
+            return &ui_commands[i];
+    return NULL;
+}
+
+const ui_command *ui_command_parse(const char *line, char *name, size_t name_cap,
+                                   const char **args)
+{
+    const char *p = line;
+    while (*p == ' ')
+        p++;
+    if (*p == '/')
+        p++;
+    size_t n = 0;
+    while (p[n] && p[n] != ' ' && p[n] != '\n')
+        n++;
+    if (n >= name_cap)
+        n = name_cap - 1;
+    memcpy(name, p, n);
+    name[n] = '\0';
+    const char *a = p + n;
+    while (*a == ' ' || *a == '\n')
+        a++;
+    *args = a;
+    return ui_command_find(name);
+}

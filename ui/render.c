@@ -1,0 +1,747 @@
+/* render.c: text layout for the views: UTF-8, display width, wrapping, Markdown-lite.
+ * Pure functions over byte strings; the TUI draws the rd_doc lines these produce. */
+#include "ui/render.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+/* ---- UTF-8 ------------------------------------------------------------------------------ */
+
+size_t rd_utf8_decode(const char *str, size_t len, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t need;
+    uint32_t v, min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2, v = c & 0x1F, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3, v = c & 0x0F, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4, v = c & 0x07, min = 0x10000;
+    } else {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    if (len < need) {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            *cp = 0xFFFD;
+            return 1;
+        }
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    *cp = v;
+    return need;
+}
+
+size_t rd_utf8_encode(uint32_t cp, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        cp = 0xFFFD;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Used when the locale gives no answer (C locale): the common zero-width and wide ranges. */
+static int fallback_width(uint32_t cp)
+{
+    static const uint32_t zero[][2] = {
+        {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A},
+        {0x064B, 0x065F}, {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x1AB0, 0x1AFF},
+        {0x1DC0, 0x1DFF}, {0x200B, 0x200F}, {0x20D0, 0x20FF}, {0xFE00, 0xFE0F},
+        {0xFE20, 0xFE2F}, {0xE0100, 0xE01EF},
+    };
+    static const uint32_t wide[][2] = {
+        {0x1100, 0x115F}, {0x231A, 0x231B}, {0x2E80, 0x303E}, {0x3041, 0x33FF},
+        {0x3400, 0x4DBF}, {0x4E00, 0x9FFF}, {0xA000, 0xA4CF}, {0xAC00, 0xD7A3},
+        {0xF900, 0xFAFF}, {0xFE30, 0xFE4F}, {0xFF00, 0xFF60}, {0xFFE0, 0xFFE6},
+        {0x1F300, 0x1F64F}, {0x1F680, 0x1F6FF}, {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD},
+    };
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        if (cp >= zero[i][0] && cp <= zero[i][1])
+            return 0;
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (cp >= wide[i][0] && cp <= wide[i][1])
+            return 2;
+    return 1;
+}
+
+int rd_cp_width(uint32_t cp)
+{
+    if (cp < 0x20 || cp == 0x7F)
+        return 1;
+    if (cp < 0x7F)
+        return 1;
+    int w = wcwidth((wchar_t)cp);
+    if (w >= 0 && w <= 2)
+        return w;
+    return fallback_width(cp);
+}
+
+size_t rd_width(const char *s, size_t len)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += rd_utf8_decode(s + i, len - i, &cp);
+        w += (size_t)rd_cp_width(cp);
+    }
+    return w;
+}
+
+size_t rd_cluster_len(const char *s, size_t len, int *width)
+{
+    uint32_t cp;
+    size_t n = rd_utf8_decode(s, len, &cp);
+    int w = rd_cp_width(cp);
+    while (n < len) {
+        size_t m = rd_utf8_decode(s + n, len - n, &cp);
+        if (cp < 0x80 || rd_cp_width(cp) != 0)
+            break;
+        n += m;
+    }
+    if (width)
+        *width = w;
+    return n;
+}
+
+char *rd_sanitize(const char *s, size_t len, size_t *out_len)
+{
+    /* Worst cases: a byte becomes U+FFFD (3 bytes); a tab becomes 4 spaces. */
+    if (len > (SIZE_MAX - 1) / 4)
+        return NULL;
+    char *out = malloc(len * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0, col = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += rd_utf8_decode(s + i, len - i, &cp);
+        if (cp == '\n') {
+            out[o++] = '\n';
+            col = 0;
+            continue;
+        }
+        if (cp == '\r')
+            continue;
+        if (cp == '\t') {
+            do {
+                out[o++] = ' ';
+                col++;
+            } while (col % 4);
+            continue;
+        }
+        if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F))
+            cp = 0xFFFD;
+        o += rd_utf8_encode(cp, out + o);
+        col += (size_t)rd_cp_width(cp);
+    }
+    out[o] = '\0';
+    *out_len = o;
+    return out;
+}
+
+/* ---- wrapping ---------------------------------------------------------------------------- */
+
+void rd_pieces_free(rd_pieces *p)
+{
+    free(p->v);
+    p->v = NULL;
+    p->n = p->cap = 0;
+}
+
+static int pieces_add(rd_pieces *p, size_t off, size_t len, int width)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        rd_piece *v = realloc(p->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = (rd_piece){off, len, width};
+    return 0;
+}
+
+/* Appends the clusters of s[from, to) to lines of at most width columns; the first line
+ * continues one that already holds *col columns and starts at *start. */
+static int hard_break(const char *s, size_t from, size_t to, int width, size_t *start, int *col,
+                      rd_pieces *out)
+{
+    size_t i = from;
+    while (i < to) {
+        int w;
+        size_t n = rd_cluster_len(s + i, to - i, &w);
+        if (*col + w > width) {
+            if (pieces_add(out, *start, i - *start, *col) < 0)
+                return -1;
+            *start = i;
+            *col = 0;
+        }
+        *col += w;
+        i += n;
+    }
+    return 0;
+}
+
+int rd_wrap_hard(const char *s, size_t len, int width, rd_pieces *out)
+{
+    if (width < 2)
+        return -1;
+    size_t start = 0;
+    int col = 0;
+    if (hard_break(s, 0, len, width, &start, &col, out) < 0)
+        return -1;
+    return pieces_add(out, start, len - start, col);
+}
+
+int rd_wrap(const char *s, size_t len, int width, rd_pieces *out)
+{
+    if (width < 2)
+        return -1;
+    size_t start = 0;   /* where the current line starts */
+    int col = 0;        /* its columns so far */
+    size_t ws_at = 0;   /* where the last space run on this line began */
+    int have_ws = 0;    /* the line holds a space run after some text: a break point */
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] == ' ') {
+            size_t j = i;
+            while (j < len && s[j] == ' ')
+                j++;
+            int w = (int)(j - i);
+            if (col + w <= width || col == 0) {
+                if (col == 0 && w > width) { /* indentation wider than the line */
+                    if (hard_break(s, i, j, width, &start, &col, out) < 0)
+                        return -1;
+                } else {
+                    col += w;
+                }
+                if (i > start) {
+                    ws_at = i;
+                    have_ws = 1;
+                }
+                i = j;
+                continue;
+            }
+            /* The run overflows: break here and drop it. */
+            if (pieces_add(out, start, i - start, col) < 0)
+                return -1;
+            start = j;
+            col = 0;
+            have_ws = 0;
+            i = j;
+            continue;
+        }
+        size_t j = i;
+        while (j < len && s[j] != ' ')
+            j++;
+        int w = (int)rd_width(s + i, j - i);
+        if (col + w <= width) {
+            col += w;
+            i = j;
+            continue;
+        }
+        if (have_ws) { /* break at the last space run (it ends at i), dropping it */
+            if (pieces_add(out, start, ws_at - start, (int)rd_width(s + start, ws_at - start)) < 0)
+                return -1;
+            start = i;
+            col = 0;
+            have_ws = 0;
+            continue; /* the word again, on the new line */
+        }
+        if (hard_break(s, i, j, width, &start, &col, out) < 0)
+            return -1;
+        i = j;
+    }
+    return pieces_add(out, start, len - start, col);
+}
+
+/* ---- documents ----------------------------------------------------------------------------- */
+
+void rd_doc_reset(rd_doc *d)
+{
+    d->tlen = d->nsegs = d->nlines = 0;
+    d->oom = 0;
+}
+
+void rd_doc_free(rd_doc *d)
+{
+    free(d->text);
+    free(d->segs);
+    free(d->lines);
+    memset(d, 0, sizeof *d);
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*v, c * elem);
+    if (!n)
+        return -1;
+    *v = n;
+    *cap = c;
+    return 0;
+}
+
+static void doc_line_begin(rd_doc *d, unsigned fill)
+{
+    if (d->oom || grow((void **)&d->lines, &d->linecap, d->nlines + 1, sizeof *d->lines) < 0) {
+        d->oom = 1;
+        return;
+    }
+    d->lines[d->nlines++] = (rd_line){d->nsegs, 0, 0, fill};
+}
+
+static void doc_seg(rd_doc *d, unsigned style, const char *s, size_t n)
+{
+    if (d->oom || d->nlines == 0 || n == 0)
+        return;
+    if (grow((void **)&d->text, &d->tcap, d->tlen + n, 1) < 0 ||
+        grow((void **)&d->segs, &d->segcap, d->nsegs + 1, sizeof *d->segs) < 0) {
+        d->oom = 1;
+        return;
+    }
+    rd_line *ln = &d->lines[d->nlines - 1];
+    memcpy(d->text + d->tlen, s, n);
+    if (ln->nseg > 0 && d->segs[d->nsegs - 1].style == style) {
+        d->segs[d->nsegs - 1].len += n;
+    } else {
+        d->segs[d->nsegs++] = (rd_seg){style, d->tlen, n};
+        ln->nseg++;
+    }
+    d->tlen += n;
+    ln->width += (int)rd_width(s, n);
+}
+
+int rd_doc_append(rd_doc *d, const rd_doc *src)
+{
+    for (size_t l = 0; l < src->nlines; l++) {
+        const rd_line *ln = &src->lines[l];
+        doc_line_begin(d, ln->fill);
+        for (size_t k = 0; k < ln->nseg; k++) {
+            const rd_seg *sg = &src->segs[ln->seg0 + k];
+            doc_seg(d, sg->style, src->text + sg->off, sg->len);
+        }
+    }
+    return d->oom ? -1 : 0;
+}
+
+/* ---- Markdown-lite ------------------------------------------------------------------------- */
+
+static size_t count_char(const char *s, size_t len, size_t from, char c)
+{
+    size_t n = 0;
+    while (from + n < len && s[from + n] == c)
+        n++;
+    return n;
+}
+
+static int all_space(const char *s, size_t len, size_t from)
+{
+    for (size_t i = from; i < len; i++)
+        if (s[i] != ' ')
+            return 0;
+    return 1;
+}
+
+static int is_rule(const char *s, size_t len, size_t from)
+{
+    char c = s[from];
+    if (c != '-' && c != '*' && c != '_')
+        return 0;
+    int n = 0;
+    for (size_t i = from; i < len; i++) {
+        if (s[i] == c)
+            n++;
+        else if (s[i] != ' ')
+            return 0;
+    }
+    return n >= 3;
+}
+
+rd_line_class rd_md_classify(const char *s, size_t len, rd_md_state *st)
+{
+    rd_line_class c = {RD_L_PARA, 0, 0, 0, 0};
+    size_t ind = count_char(s, len, 0, ' ');
+    c.indent = ind;
+    if (st->in_code) {
+        size_t n = ind <= 3 ? count_char(s, len, ind, st->fence) : 0;
+        if ((int)n >= st->fence_len && all_space(s, len, ind + n)) {
+            st->in_code = 0;
+            c.kind = RD_L_FENCE_CLOSE;
+            return c;
+        }
+        c.kind = RD_L_CODE;
+        return c;
+    }
+    if (ind == len) {
+        c.kind = RD_L_BLANK;
+        return c;
+    }
+    char ch = s[ind];
+    if (ind <= 3 && (ch == '`' || ch == '~')) {
+        size_t n = count_char(s, len, ind, ch);
+        if (n >= 3) {
+            st->in_code = 1;
+            st->fence = ch;
+            st->fence_len = (int)n;
+            c.kind = RD_L_FENCE_OPEN;
+            c.body = ind + n;
+            while (c.body < len && s[c.body] == ' ')
+                c.body++;
+            return c;
+        }
+    }
+    if (ind <= 3 && ch == '#') {
+        size_t n = count_char(s, len, ind, '#');
+        if (n <= 6 && (ind + n == len || s[ind + n] == ' ')) {
+            c.kind = RD_L_HEADING;
+            c.level = (int)n;
+            c.body = ind + n;
+            while (c.body < len && s[c.body] == ' ')
+                c.body++;
+            return c;
+        }
+    }
+    if (is_rule(s, len, ind)) {
+        c.kind = RD_L_RULE;
+        return c;
+    }
+    if ((ch == '-' || ch == '*' || ch == '+') && ind + 1 < len && s[ind + 1] == ' ') {
+        c.kind = RD_L_BULLET;
+        c.marker_len = 2;
+        c.body = ind + 2;
+        return c;
+    }
+    size_t d = 0;
+    while (ind + d < len && d < 9 && s[ind + d] >= '0' && s[ind + d] <= '9')
+        d++;
+    if (d > 0 && ind + d + 1 < len && (s[ind + d] == '.' || s[ind + d] == ')') &&
+        s[ind + d + 1] == ' ') {
+        c.kind = RD_L_NUMBER;
+        c.marker_len = d + 2;
+        c.body = ind + d + 2;
+        return c;
+    }
+    if (ch == '>') {
+        c.kind = RD_L_QUOTE;
+        c.body = ind + 1;
+        if (c.body < len && s[c.body] == ' ')
+            c.body++;
+        return c;
+    }
+    return c;
+}
+
+static int is_punct_or_space(char c)
+{
+    return c == ' ' || c == '.' || c == ',' || c == ';' || c == ':' || c == '!' || c == '?' ||
+           c == '(' || c == ')' || c == '"' || c == '\'' || c == '-';
+}
+
+/* Where the closing run of n backticks for a code span starting after from is, or len. */
+static size_t find_ticks(const char *s, size_t len, size_t from, size_t n)
+{
+    for (size_t i = from; i < len;) {
+        if (s[i] != '`') {
+            i++;
+            continue;
+        }
+        size_t m = count_char(s, len, i, '`');
+        if (m == n)
+            return i;
+        i += m;
+    }
+    return len;
+}
+
+/* Whether a closing marker (c repeated n times, n 1 or 2) follows from, before any code span,
+ * with a non-space before it. */
+static int has_closer(const char *s, size_t len, size_t from, char c, size_t n)
+{
+    for (size_t i = from; i < len; i++) {
+        if (s[i] == '`') { /* markers inside a code span do not count */
+            size_t n_ticks = count_char(s, len, i, '`');
+            size_t close = find_ticks(s, len, i + n_ticks, n_ticks);
+            i = close < len ? close + n_ticks - 1 : i + n_ticks - 1;
+            continue;
+        }
+        if (s[i] != c)
+            continue;
+        size_t m = count_char(s, len, i, c);
+        int ok = i > from && s[i - 1] != ' ';
+        if (n == 2 && m >= 2 && ok)
+            return 1;
+        if (n == 1 && m == 1 && ok &&
+            (c != '_' || i + 1 == len || is_punct_or_space(s[i + 1])))
+            return 1;
+        i += m - 1;
+    }
+    return 0;
+}
+
+size_t rd_md_inline(const char *s, size_t len, unsigned base, char *plain, unsigned *styles)
+{
+    size_t o = 0;
+    int bold = 0, ital = 0;
+    char ital_c = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned st = base | (bold ? RD_BOLD : 0u) | (ital ? RD_ITALIC : 0u);
+        char c = s[i];
+        if (c == '\\' && i + 1 < len && s[i + 1] != ' ' && strchr("\\`*_#[]()>-+.!", s[i + 1])) {
+            plain[o] = s[i + 1];
+            styles[o++] = st;
+            i += 2;
+            continue;
+        }
+        if (c == '`') {
+            size_t n = count_char(s, len, i, '`');
+            size_t close = find_ticks(s, len, i + n, n);
+            if (close < len) {
+                for (size_t k = i + n; k < close; k++) {
+                    plain[o] = s[k];
+                    styles[o++] = base | RD_CODE;
+                }
+                i = close + n;
+                continue;
+            }
+            for (size_t k = 0; k < n; k++) {
+                plain[o] = '`';
+                styles[o++] = st;
+            }
+            i += n;
+            continue;
+        }
+        if (c == '*' && i + 1 < len && s[i + 1] == '*') {
+            if (bold) {
+                bold = 0;
+                i += 2;
+                continue;
+            }
+            if (i + 2 < len && s[i + 2] != ' ' && has_closer(s, len, i + 3, '*', 2)) {
+                bold = 1;
+                i += 2;
+                continue;
+            }
+        } else if (c == '*' || c == '_') {
+            if (ital && c == ital_c) {
+                ital = 0;
+                i++;
+                continue;
+            }
+            int open_ok = !ital && i + 1 < len && s[i + 1] != ' ' && s[i + 1] != c &&
+                          (c != '_' || i == 0 || is_punct_or_space(s[i - 1]));
+            if (open_ok && has_closer(s, len, i + 2, c, 1)) {
+                ital = 1;
+                ital_c = c;
+                i++;
+                continue;
+            }
+        }
+        plain[o] = c;
+        styles[o++] = st;
+        i++;
+    }
+    return o;
+}
+
+/* Emits text with per-byte styles, word-wrapped (or hard-wrapped when hard) to width; the
+ * first row starts with prefix, later rows with cont, both in pstyle. */
+static int emit_wrapped(rd_doc *d, const char *text, const unsigned *styles, size_t n, int width,
+                        const char *prefix, const char *cont, unsigned pstyle, unsigned fill,
+                        int hard)
+{
+    int pw = (int)rd_width(prefix, strlen(prefix));
+    int cw = (int)rd_width(cont, strlen(cont));
+    int w = width - (pw > cw ? pw : cw);
+    if (w < 2) { /* too narrow for the indentation: drop it rather than overflow */
+        prefix = cont = "";
+        w = width;
+    }
+    rd_pieces p = {0};
+    int rc = hard ? rd_wrap_hard(text, n, w, &p) : rd_wrap(text, n, w, &p);
+    if (rc < 0) {
+        rd_pieces_free(&p);
+        return -1;
+    }
+    for (size_t k = 0; k < p.n; k++) {
+        doc_line_begin(d, fill);
+        const char *pre = k == 0 ? prefix : cont;
+        doc_seg(d, pstyle, pre, strlen(pre));
+        size_t a = p.v[k].off, end = a + p.v[k].len;
+        while (a < end) {
+            size_t b = a + 1;
+            while (b < end && styles[b] == styles[a])
+                b++;
+            doc_seg(d, styles[a], text + a, b - a);
+            a = b;
+        }
+    }
+    rd_pieces_free(&p);
+    return d->oom ? -1 : 0;
+}
+
+static int emit_inline(rd_doc *d, const char *s, size_t len, int width, unsigned base,
+                       const char *prefix, const char *cont, unsigned pstyle)
+{
+    char *plain = malloc(len + 1);
+    unsigned *styles = malloc((len + 1) * sizeof *styles);
+    int rc = -1;
+    if (plain && styles) {
+        size_t n = rd_md_inline(s, len, base, plain, styles);
+        rc = emit_wrapped(d, plain, styles, n, width, prefix, cont, pstyle, 0, 0);
+    }
+    free(plain);
+    free(styles);
+    return rc;
+}
+
+static int emit_one_style(rd_doc *d, const char *s, size_t len, int width, unsigned style,
+                          const char *prefix, const char *cont, unsigned pstyle, unsigned fill,
+                          int hard)
+{
+    unsigned *styles = malloc((len + 1) * sizeof *styles);
+    if (!styles)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        styles[i] = style;
+    int rc = emit_wrapped(d, s, styles, len, width, prefix, cont, pstyle, fill, hard);
+    free(styles);
+    return rc;
+}
+
+static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsigned base,
+                          rd_md_state *st)
+{
+    rd_line_class c = rd_md_classify(s, len, st);
+    char pre[64], cont[64];
+    switch (c.kind) {
+    case RD_L_BLANK:
+        doc_line_begin(d, 0);
+        return d->oom ? -1 : 0;
+    case RD_L_FENCE_CLOSE:
+        return 0;
+    case RD_L_FENCE_OPEN: {
+        doc_line_begin(d, base | RD_CODEBLOCK);
+        size_t n = len - c.body;
+        if (n > (size_t)width - 2)
+            n = (size_t)width > 2 ? (size_t)width - 2 : 0;
+        while (n > 0 && ((unsigned char)s[c.body + n] & 0xC0) == 0x80)
+            n--; /* never cut inside a UTF-8 sequence */
+        if (n > 0 && rd_width(s + c.body, n) <= (size_t)width - 1) {
+            doc_seg(d, base | RD_CODEBLOCK, " ", 1);
+            doc_seg(d, base | RD_CODEBLOCK | RD_LABEL, s + c.body, n);
+        }
+        return d->oom ? -1 : 0;
+    }
+    case RD_L_CODE:
+        return emit_one_style(d, s, len, width, base | RD_CODEBLOCK, " ", " ",
+                              base | RD_CODEBLOCK, base | RD_CODEBLOCK, 1);
+    case RD_L_RULE: {
+        doc_line_begin(d, 0);
+        for (int i = 0; i < width; i++)
+            doc_seg(d, base | RD_MARK, "\xe2\x94\x80", 3); /* U+2500 */
+        return d->oom ? -1 : 0;
+    }
+    case RD_L_HEADING:
+        return emit_inline(d, s + c.body, len - c.body, width, base | RD_HEADING | RD_BOLD, "",
+                           "", base);
+    case RD_L_BULLET:
+    case RD_L_NUMBER: {
+        size_t ind = c.indent > 40 ? 40 : c.indent;
+        size_t ml = c.marker_len > 11 ? 11 : c.marker_len;
+        memset(pre, ' ', ind);
+        if (c.kind == RD_L_BULLET) {
+            memcpy(pre + ind, "\xe2\x80\xa2 ", 4); /* U+2022 and a space */
+            pre[ind + 4] = '\0';
+        } else {
+            memcpy(pre + ind, s + c.indent, ml);
+            pre[ind + ml] = '\0';
+        }
+        memset(cont, ' ', ind + (c.kind == RD_L_BULLET ? 2 : ml));
+        cont[ind + (c.kind == RD_L_BULLET ? 2 : ml)] = '\0';
+        return emit_inline(d, s + c.body, len - c.body, width, base, pre, cont, base | RD_MARK);
+    }
+    case RD_L_QUOTE:
+        return emit_inline(d, s + c.body, len - c.body, width, base | RD_QUOTE,
+                           "\xe2\x94\x82 ", "\xe2\x94\x82 ", base | RD_QUOTE | RD_MARK);
+    case RD_L_PARA:
+    default:
+        return emit_inline(d, s, len, width, base, "", "", base);
+    }
+}
+
+int rd_render_markdown(rd_doc *d, const char *s, size_t len, int width, unsigned base,
+                       rd_md_state *st)
+{
+    if (width < 4)
+        width = 4;
+    size_t i = 0;
+    while (i < len) {
+        const char *nl = memchr(s + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - s) : len;
+        if (render_md_line(d, s + i, e - i, width, base, st) < 0)
+            return -1;
+        i = nl ? e + 1 : len;
+    }
+    return d->oom ? -1 : 0;
+}
+
+int rd_render_plain(rd_doc *d, const char *s, size_t len, int width, unsigned style,
+                    const char *prefix, const char *cont, unsigned prefix_style)
+{
+    if (width < 4)
+        width = 4;
+    size_t i = 0;
+    int first = 1;
+    for (;;) {
+        const char *nl = memchr(s + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - s) : len;
+        if (emit_one_style(d, s + i, e - i, width, style, first ? prefix : cont, cont,
+                           prefix_style, 0, 0) < 0)
+            return -1;
+        first = 0;
+        if (!nl || e + 1 == len)
+            break;
+        i = e + 1;
+    }
+    return d->oom ? -1 : 0;
+}

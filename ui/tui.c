@@ -1,0 +1,1852 @@
+/* tui.c: the ncurses view: transcript pane, growing input box, status line, conversation
+ * list; one poll() loop serves keys, the app's event queue, resizes and timers.
+ *
+ * File structure: items (the transcript model) -> layout of an item into rd_doc lines ->
+ * drawing a frame (transcript, list pane, status, input) -> events from the app -> keys ->
+ * the loop and setup. Every frame is composed in stdscr and sent with one doupdate(), so
+ * ncurses writes only the cells that changed: settled lines are never redrawn. */
+#include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curses.h>
+
+#include "ui/render.h"
+#include "ui/tui.h"
+#include "ui/view_impl.h"
+
+enum {
+    KEY_PASTE_BEGIN = 0x1001, /* our codes for sequences ncurses does not know (define_key) */
+    KEY_PASTE_END,
+    KEY_ALT_UP,
+    KEY_ALT_DOWN,
+    KEY_CTRL_LEFT,
+    KEY_CTRL_RIGHT,
+};
+
+typedef enum item_kind { IT_USER, IT_THINK, IT_TEXT, IT_TOOL, IT_NOTICE, IT_ERROR, IT_FOOTER } item_kind;
+typedef enum tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED } tool_state;
+
+typedef struct buf {
+    char *s;
+    size_t len, cap;
+} buf;
+
+typedef struct item {
+    item_kind kind;
+    buf text;            /* user text, thinking, answer, notice; tool: arguments */
+    buf result, error;   /* tool */
+    char *id, *name, *question;
+    tool_state tstate;
+    char answer;         /* tool approval given: 'y', 'n', 'a' */
+    double t0, t1;       /* thinking / tool start and end (monotonic seconds) */
+    int live;            /* thinking still streaming */
+    int open;            /* expanded */
+    int pinned;          /* the user toggled it: keep their choice when thinking ends */
+    int turn;            /* which reply it belongs to */
+    rd_doc body;         /* laid out for body_w; dirty when text or width changed */
+    int body_w, dirty;
+    rd_doc settled;      /* answer text: the complete lines, laid out once */
+    size_t settled_raw;  /* bytes of text they cover */
+    int settled_w;
+    rd_md_state settled_st;
+} item;
+
+typedef struct conv {
+    char *id, *title, *detail;
+} conv;
+
+struct tui {
+    ui_view *v;
+    item **items;
+    size_t n, cap;
+    int scroll;          /* lines scrolled up from the bottom; 0 follows the reply */
+    int last_total;
+    int sel;             /* selected foldable item, -1 none */
+    int ask;             /* item waiting for an approval answer, -1 none */
+    /* the reply */
+    int streaming, turn;
+    item *think, *text;
+    double t_begin, t_first;
+    long ndeltas;
+    /* status */
+    char *model, *backend, *conv_title;
+    int ranks;
+    long ctx_used, ctx_window, gen_tokens;
+    double ttft, tok_s;
+    int app_rates, app_tokens;
+    char flash[256];
+    double flash_until;
+    double last_ctrl_c;
+    /* conversation list */
+    int list_open, list_sel;
+    conv *convs;
+    size_t nconv, convcap;
+    char query[128];
+    /* input */
+    int paste;
+    buf pastebuf;
+    int input_dirty, dirty, full_redraw;
+    int quit, stop;
+    double last_draw;
+    int color_ok;
+    SCREEN *screen;
+};
+
+static volatile sig_atomic_t got_term_signal;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- items ----------------------------------------------------------------------------------- */
+
+static int buf_add(buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p)
+            return -1;
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+    return 0;
+}
+
+static void buf_set(buf *b, const char *s, size_t n)
+{
+    b->len = 0;
+    if (buf_add(b, s, n) < 0 && b->s)
+        b->s[0] = '\0';
+}
+
+static void item_free(item *it)
+{
+    if (!it)
+        return;
+    free(it->text.s);
+    free(it->result.s);
+    free(it->error.s);
+    free(it->id);
+    free(it->name);
+    free(it->question);
+    rd_doc_free(&it->body);
+    rd_doc_free(&it->settled);
+    free(it);
+}
+
+static item *item_add(tui *t, item_kind kind)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        item **v = realloc(t->items, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        t->items = v;
+        t->cap = cap;
+    }
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return NULL;
+    it->kind = kind;
+    it->dirty = 1;
+    it->turn = t->turn;
+    t->items[t->n++] = it;
+    t->dirty = 1;
+    return it;
+}
+
+static item *item_add_text(tui *t, item_kind kind, const char *s, size_t n)
+{
+    item *it = item_add(t, kind);
+    if (it)
+        buf_set(&it->text, s, n);
+    return it;
+}
+
+static int foldable(const item *it)
+{
+    return it->kind == IT_THINK || it->kind == IT_TOOL;
+}
+
+static void items_clear(tui *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        item_free(t->items[i]);
+    t->n = 0;
+    t->think = t->text = NULL;
+    t->sel = t->ask = -1;
+    t->scroll = 0;
+    t->dirty = 1;
+}
+
+static item *find_tool(tui *t, const char *id)
+{
+    for (size_t i = t->n; i-- > 0;) {
+        item *it = t->items[i];
+        if (it->kind == IT_TOOL && (!id || !it->id || strcmp(it->id, id) == 0))
+            return it;
+    }
+    return NULL;
+}
+
+static int item_index(tui *t, const item *it)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->items[i] == it)
+            return (int)i;
+    return -1;
+}
+
+/* ---- layout of one item ----------------------------------------------------------------------- */
+
+/* Lays out the answer text: complete lines once (settled), the unfinished tail every time. */
+static void layout_answer(item *it, int w)
+{
+    if (it->settled_w != w) {
+        rd_doc_reset(&it->settled);
+        it->settled_raw = 0;
+        it->settled_w = w;
+        memset(&it->settled_st, 0, sizeof it->settled_st);
+    }
+    const char *s = it->text.s ? it->text.s : "";
+    const char *last_nl = it->text.len ? memrchr(s, '\n', it->text.len) : NULL;
+    size_t upto = last_nl ? (size_t)(last_nl - s) + 1 : 0;
+    if (upto > it->settled_raw) {
+        size_t clean_len;
+        char *clean = rd_sanitize(s + it->settled_raw, upto - it->settled_raw, &clean_len);
+        if (clean)
+            rd_render_markdown(&it->settled, clean, clean_len, w, 0, &it->settled_st);
+        free(clean);
+        it->settled_raw = upto;
+    }
+    rd_doc_reset(&it->body);
+    rd_doc_append(&it->body, &it->settled);
+    if (it->text.len > upto) {
+        size_t clean_len;
+        char *clean = rd_sanitize(s + upto, it->text.len - upto, &clean_len);
+        rd_md_state st = it->settled_st;
+        if (clean)
+            rd_render_markdown(&it->body, clean, clean_len, w, 0, &st);
+        free(clean);
+    }
+}
+
+static void layout_plain(rd_doc *d, const char *s, size_t n, int w, unsigned style,
+                         const char *prefix, const char *cont, unsigned pstyle)
+{
+    size_t clean_len;
+    char *clean = rd_sanitize(s ? s : "", s ? n : 0, &clean_len);
+    if (clean)
+        rd_render_plain(d, clean, clean_len, w, style, prefix, cont, pstyle);
+    free(clean);
+}
+
+static void layout_tool(item *it, int w)
+{
+    rd_doc_reset(&it->body);
+    if (it->tstate == TOOL_ASK && it->question)
+        layout_plain(&it->body, it->question, strlen(it->question), w, RD_ASK, "  ? ", "    ",
+                     RD_ASK | RD_BOLD);
+    if (it->tstate == TOOL_ASK)
+        layout_plain(&it->body, "[y] yes  [n] no  [a] always for this tool", 41, w, RD_ASK,
+                     "    ", "    ", RD_ASK);
+    if (!it->open)
+        return;
+    const char *bar = "  \xe2\x94\x82 ";
+    layout_plain(&it->body, "arguments", 9, w, RD_DIM | RD_BOLD, bar, bar, RD_DIM);
+    layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM, bar, bar, RD_DIM);
+    if (it->result.len) {
+        layout_plain(&it->body, "result", 6, w, RD_DIM | RD_BOLD, bar, bar, RD_DIM);
+        layout_plain(&it->body, it->result.s, it->result.len, w, 0, bar, bar, RD_DIM);
+    }
+    if (it->error.len) {
+        layout_plain(&it->body, "error", 5, w, RD_ERROR | RD_BOLD, bar, bar, RD_DIM);
+        layout_plain(&it->body, it->error.s, it->error.len, w, RD_ERROR, bar, bar, RD_DIM);
+    }
+}
+
+static int has_header(const item *it)
+{
+    return foldable(it);
+}
+
+static int body_shown(const item *it)
+{
+    if (it->kind == IT_THINK)
+        return it->open;
+    return 1;
+}
+
+static void item_layout(item *it, int w)
+{
+    if (!it->dirty && it->body_w == w)
+        return;
+    it->body_w = w;
+    it->dirty = 0;
+    switch (it->kind) {
+    case IT_USER:
+        rd_doc_reset(&it->body);
+        layout_plain(&it->body, it->text.s, it->text.len, w, RD_USER, "\xe2\x80\xba ", "  ",
+                     RD_USER | RD_BOLD);
+        break;
+    case IT_THINK:
+        rd_doc_reset(&it->body);
+        layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM | RD_ITALIC,
+                     "\xe2\x94\x82 ", "\xe2\x94\x82 ", RD_DIM);
+        break;
+    case IT_TEXT:
+        layout_answer(it, w);
+        break;
+    case IT_TOOL:
+        layout_tool(it, w);
+        break;
+    case IT_NOTICE:
+        rd_doc_reset(&it->body);
+        layout_plain(&it->body, it->text.s, it->text.len, w, RD_NOTICE, "\xc2\xb7 ", "  ",
+                     RD_NOTICE);
+        break;
+    case IT_ERROR:
+        rd_doc_reset(&it->body);
+        layout_plain(&it->body, it->text.s, it->text.len, w, RD_ERROR, "\xe2\x9c\x97 ", "  ",
+                     RD_ERROR | RD_BOLD);
+        break;
+    case IT_FOOTER:
+        rd_doc_reset(&it->body);
+        layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM, "", "", RD_DIM);
+        break;
+    }
+}
+
+/* The one-line header of a thought or a tool call, laid out fresh (it holds a live clock). */
+static void item_header(const tui *t, const item *it, int idx, int w, rd_doc *d)
+{
+    char line[512];
+    double now = now_s();
+    unsigned sel = idx == t->sel ? RD_SELECT : 0;
+    if (it->kind == IT_THINK) {
+        double secs = (it->live ? now : it->t1) - it->t0;
+        if (it->live)
+            snprintf(line, sizeof line, "%s thinking\xe2\x80\xa6 %.1f s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8", secs);
+        else
+            snprintf(line, sizeof line, "%s thought for %.1f s%s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8",
+                     secs, it->open ? "" : "  (Ctrl-T)");
+        layout_plain(d, line, strlen(line), w, RD_DIM | RD_MARK | sel, "", "", RD_DIM);
+        return;
+    }
+    char args[160];
+    size_t a = 0;
+    for (size_t i = 0; i < it->text.len && a + 4 < sizeof args; i++)
+        args[a++] = (it->text.s[i] == '\n' || it->text.s[i] == '\t') ? ' ' : it->text.s[i];
+    args[a] = '\0';
+    const char *state = "\xe2\x80\xa6";
+    char took[48] = "";
+    switch (it->tstate) {
+    case TOOL_ARGS: state = "writing\xe2\x80\xa6"; break;
+    case TOOL_READY: state = "running\xe2\x80\xa6"; break;
+    case TOOL_ASK: state = "waiting for you"; break;
+    case TOOL_OK: state = "\xe2\x9c\x93"; snprintf(took, sizeof took, " %.1f s", it->t1 - it->t0); break;
+    case TOOL_FAILED: state = "\xe2\x9c\x97 failed"; break;
+    }
+    snprintf(line, sizeof line, "%s %s %s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8",
+             it->name ? it->name : "tool", args);
+    /* cut the arguments so the state always shows */
+    char tail[96];
+    snprintf(tail, sizeof tail, "  %s%s", state, took);
+    size_t tw = rd_width(tail, strlen(tail));
+    rd_pieces p = {0};
+    size_t clean_len;
+    char *clean = rd_sanitize(line, strlen(line), &clean_len);
+    if (clean && w > (int)tw + 4 && rd_wrap_hard(clean, clean_len, w - (int)tw - 1, &p) == 0 && p.n > 0) {
+        char out[700];
+        size_t n = p.v[0].len < 500 ? p.v[0].len : 500;
+        memcpy(out, clean, n);
+        snprintf(out + n, sizeof out - n, "%s%s", p.n > 1 ? "\xe2\x80\xa6" : "", tail);
+        layout_plain(d, out, strlen(out), w, RD_TOOL | sel, "", "", RD_TOOL);
+    } else {
+        layout_plain(d, line, strlen(line), w, RD_TOOL | sel, "", "", RD_TOOL);
+    }
+    free(clean);
+    rd_pieces_free(&p);
+}
+
+static int blank_before(const tui *t, int idx)
+{
+    if (idx == 0)
+        return 0;
+    item_kind k = t->items[idx]->kind, prev = t->items[idx - 1]->kind;
+    return k == IT_USER || prev == IT_USER || (k == IT_NOTICE && prev != IT_NOTICE) ||
+           (prev == IT_FOOTER);
+}
+
+static int item_lines(tui *t, int idx, int w)
+{
+    item *it = t->items[idx];
+    item_layout(it, w);
+    return blank_before(t, idx) + has_header(it) + (body_shown(it) ? (int)it->body.nlines : 0);
+}
+
+/* ---- drawing ------------------------------------------------------------------------------------- */
+
+enum { PAIR_USER = 1, PAIR_CODEBLOCK, PAIR_CODE, PAIR_ERROR, PAIR_TOOL, PAIR_ASK, PAIR_LABEL,
+       PAIR_STATUS, PAIR_LIST };
+
+static void init_colors(tui *t)
+{
+    if (!has_colors() || start_color() == ERR)
+        return;
+    t->color_ok = 1;
+    use_default_colors();
+    int code_bg = COLORS >= 256 ? 236 : COLOR_BLUE;
+    init_pair(PAIR_USER, COLOR_CYAN, -1);
+    init_pair(PAIR_CODEBLOCK, COLORS >= 256 ? 252 : COLOR_WHITE, code_bg);
+    init_pair(PAIR_CODE, COLOR_YELLOW, -1);
+    init_pair(PAIR_ERROR, COLOR_RED, -1);
+    init_pair(PAIR_TOOL, COLOR_MAGENTA, -1);
+    init_pair(PAIR_ASK, COLOR_BLACK, COLOR_YELLOW);
+    init_pair(PAIR_LABEL, COLOR_CYAN, code_bg);
+    init_pair(PAIR_STATUS, COLOR_BLACK, COLOR_CYAN);
+    init_pair(PAIR_LIST, -1, -1);
+}
+
+static attr_t style_attr(const tui *t, unsigned s)
+{
+    attr_t a = A_NORMAL;
+    if (s & (RD_BOLD | RD_HEADING))
+        a |= A_BOLD;
+    if (s & RD_ITALIC)
+        a |= A_ITALIC;
+    if (s & (RD_DIM | RD_NOTICE | RD_QUOTE))
+        a |= A_DIM;
+    if (s & RD_HEADING)
+        a |= A_UNDERLINE;
+    if (s & RD_SELECT)
+        a |= A_REVERSE;
+    if (!t->color_ok) {
+        if (s & (RD_CODEBLOCK | RD_ASK))
+            a |= A_REVERSE;
+        if (s & RD_CODE)
+            a |= A_BOLD;
+        return a;
+    }
+    if (s & RD_LABEL)
+        a |= COLOR_PAIR(PAIR_LABEL);
+    else if (s & RD_CODEBLOCK)
+        a |= COLOR_PAIR(PAIR_CODEBLOCK);
+    else if (s & RD_ASK)
+        a |= COLOR_PAIR(PAIR_ASK);
+    else if (s & RD_CODE)
+        a |= COLOR_PAIR(PAIR_CODE);
+    else if (s & RD_ERROR)
+        a |= COLOR_PAIR(PAIR_ERROR);
+    else if (s & RD_TOOL)
+        a |= COLOR_PAIR(PAIR_TOOL);
+    else if (s & RD_USER)
+        a |= COLOR_PAIR(PAIR_USER);
+    return a;
+}
+
+static void draw_line(const tui *t, const rd_doc *d, const rd_line *ln, int y, int x, int w)
+{
+    move(y, x);
+    for (size_t k = 0; k < ln->nseg; k++) {
+        const rd_seg *sg = &d->segs[ln->seg0 + k];
+        attrset(style_attr(t, sg->style));
+        addnstr(d->text + sg->off, (int)sg->len);
+    }
+    if (ln->fill) {
+        attrset(style_attr(t, ln->fill));
+        for (int c = ln->width; c < w; c++)
+            addch(' ');
+    }
+    attrset(A_NORMAL);
+}
+
+static int text_width(const tui *t)
+{
+    (void)t;
+    int w = COLS - 2;
+    return w < 4 ? 4 : w;
+}
+
+/* Draws the transcript into rows [0, rows): the newest lines at the bottom, t->scroll up. */
+static void draw_transcript(tui *t, int rows)
+{
+    int w = text_width(t);
+    int total = 0;
+    for (size_t i = 0; i < t->n; i++)
+        total += item_lines(t, (int)i, w);
+    if (t->scroll > 0 && total > t->last_total)
+        t->scroll += total - t->last_total; /* keep the page still while reading back */
+    t->last_total = total;
+    int max_scroll = total > rows ? total - rows : 0;
+    if (t->scroll > max_scroll)
+        t->scroll = max_scroll;
+    if (t->scroll < 0)
+        t->scroll = 0;
+    int first = total > rows ? total - rows - t->scroll : 0; /* the top line shown */
+    int line = 0, y = 0;
+    rd_doc hdr = {0};
+    for (size_t i = 0; i < t->n && y < rows; i++) {
+        int n = item_lines(t, (int)i, w);
+        if (line + n <= first) {
+            line += n;
+            continue;
+        }
+        item *it = t->items[i];
+        int k = 0;
+        int bb = blank_before(t, (int)i);
+        if (has_header(it)) {
+            rd_doc_reset(&hdr);
+            item_header(t, it, (int)i, w, &hdr);
+        }
+        for (; k < n && y < rows; k++, line++) {
+            if (line < first)
+                continue;
+            int j = k - bb;
+            if (j >= 0 && has_header(it)) {
+                if (j == 0) {
+                    if (hdr.nlines)
+                        draw_line(t, &hdr, &hdr.lines[0], y, 1, w);
+                    y++;
+                    continue;
+                }
+                j--;
+            }
+            if (j >= 0 && (size_t)j < it->body.nlines)
+                draw_line(t, &it->body, &it->body.lines[j], y, 1, w);
+            y++;
+        }
+    }
+    rd_doc_free(&hdr);
+    if (t->scroll > 0 && rows > 0) {
+        char more[64];
+        snprintf(more, sizeof more, " \xe2\x86\x93 %d more lines (PageDown) ", t->scroll);
+        int mw = (int)rd_width(more, strlen(more));
+        attrset(A_REVERSE);
+        mvaddstr(rows - 1, COLS > mw ? COLS - mw - 1 : 0, more);
+        attrset(A_NORMAL);
+    }
+}
+
+static void human_count(char *out, size_t cap, long n)
+{
+    if (n >= 1000000)
+        snprintf(out, cap, "%.1fM", (double)n / 1e6);
+    else if (n >= 10000)
+        snprintf(out, cap, "%.0fk", (double)n / 1e3);
+    else if (n >= 1000)
+        snprintf(out, cap, "%.1fk", (double)n / 1e3);
+    else
+        snprintf(out, cap, "%ld", n);
+}
+
+static const char *reply_state(const tui *t)
+{
+    if (t->ask >= 0)
+        return "\xe2\x97\x8f approve? y/n/a";
+    if (!t->streaming)
+        return "ready";
+    if (t->think && t->think->live)
+        return "\xe2\x97\x8f thinking";
+    if (t->n && t->items[t->n - 1]->kind == IT_TOOL)
+        return "\xe2\x97\x8f tool";
+    if (t->t_first == 0)
+        return "\xe2\x97\x8f prefill";
+    return "\xe2\x97\x8f writing";
+}
+
+static void draw_status(tui *t, int y)
+{
+    char f[7][300];
+    int prio[7];
+    int nf = 0;
+    double now = now_s();
+    if (t->flash[0] && now < t->flash_until) {
+        snprintf(f[nf], sizeof f[nf], "%s", t->flash);
+        prio[nf++] = 0;
+    } else {
+        t->flash[0] = '\0';
+    }
+    if (t->model) {
+        snprintf(f[nf], sizeof f[nf], "%s", t->model);
+        prio[nf++] = 3;
+    }
+    if (t->backend) {
+        if (t->ranks > 1)
+            snprintf(f[nf], sizeof f[nf], "%s \xc3\x97%d", t->backend, t->ranks);
+        else
+            snprintf(f[nf], sizeof f[nf], "%s", t->backend);
+        prio[nf++] = 5;
+    }
+    if (t->ctx_window > 0) {
+        char u[32], w[32];
+        human_count(u, sizeof u, t->ctx_used > 0 ? t->ctx_used : 0);
+        human_count(w, sizeof w, t->ctx_window);
+        snprintf(f[nf], sizeof f[nf], "ctx %s/%s %ld%%", u, w,
+                 (t->ctx_used > 0 ? t->ctx_used : 0) * 100 / t->ctx_window);
+        prio[nf++] = 2;
+    }
+    if (t->ttft >= 0) {
+        snprintf(f[nf], sizeof f[nf], "TTFT %.2f s", t->ttft);
+        prio[nf++] = 4;
+    }
+    if (t->tok_s >= 0) {
+        snprintf(f[nf], sizeof f[nf], "%.1f tok/s", t->tok_s);
+        prio[nf++] = 1;
+    }
+    snprintf(f[nf], sizeof f[nf], "%s", reply_state(t));
+    prio[nf++] = 0;
+    /* Drop the least important fields until the line fits. */
+    int keep[7];
+    for (int i = 0; i < nf; i++)
+        keep[i] = 1;
+    for (;;) {
+        int w = 1;
+        for (int i = 0; i < nf; i++)
+            if (keep[i])
+                w += (int)rd_width(f[i], strlen(f[i])) + 3;
+        if (w <= COLS)
+            break;
+        int worst = -1;
+        for (int i = 0; i < nf; i++)
+            if (keep[i] && prio[i] > 0 && (worst < 0 || prio[i] > prio[worst]))
+                worst = i;
+        if (worst < 0)
+            break;
+        keep[worst] = 0;
+    }
+    attrset(t->color_ok ? COLOR_PAIR(PAIR_STATUS) : A_REVERSE);
+    move(y, 0);
+    for (int c = 0; c < COLS; c++)
+        addch(' ');
+    move(y, 1);
+    int first = 1, x = 1;
+    for (int i = 0; i < nf; i++) {
+        if (!keep[i])
+            continue;
+        int fw = (int)rd_width(f[i], strlen(f[i]));
+        if (!first && x + 3 <= COLS - 1) {
+            addstr(" \xe2\x94\x82 ");
+            x += 3;
+        }
+        if (x + fw > COLS - 1) { /* one field too wide: cut it at a cluster */
+            rd_pieces p = {0};
+            if (COLS - 1 - x >= 2 && rd_wrap_hard(f[i], strlen(f[i]), COLS - 1 - x, &p) == 0 && p.n)
+                addnstr(f[i], (int)p.v[0].len);
+            rd_pieces_free(&p);
+            break;
+        }
+        addstr(f[i]);
+        x += fw;
+        first = 0;
+    }
+    attrset(A_NORMAL);
+}
+
+/* The input box: prompt and text hard-wrapped, later rows indented under the prompt. Returns
+ * its rows for the given height limit; draws only when draw is set, placing *cy, *cx. */
+static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx)
+{
+    const char *search = tui_input_search_prompt();
+    const char *prompt = search ? search : "\xe2\x80\xba ";
+    const char *text = tui_input_text();
+    size_t point = tui_input_point();
+    size_t plen_w = rd_width(prompt, strlen(prompt));
+    int indent = search ? 0 : (int)plen_w;
+    int w = COLS - 1;
+    if (w < indent + 2)
+        indent = 0;
+    size_t tlen = strlen(text);
+    /* rows: list of (offset, len) pieces of the text, first row after the prompt */
+    int row = 0, col = (int)plen_w, crow = 0, ccol = col;
+    int total_rows;
+    int top = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        row = 0;
+        col = (int)plen_w;
+        if (col >= w) {
+            row = 1;
+            col = indent;
+        }
+        if (pass == 1 && draw) {
+            attrset(search ? A_BOLD : (t->color_ok ? COLOR_PAIR(PAIR_USER) | A_BOLD : A_BOLD));
+            if (row - top >= 0 && row - top < max_rows) {
+                move(y0, 0);
+                addnstr(prompt, (int)strlen(prompt));
+            }
+            attrset(A_NORMAL);
+        }
+        for (size_t i = 0; i <= tlen;) {
+            if (i == point) {
+                crow = row;
+                ccol = col;
+            }
+            if (i == tlen)
+                break;
+            if (text[i] == '\n') {
+                row++;
+                col = indent;
+                i++;
+                continue;
+            }
+            int cw;
+            size_t n = rd_cluster_len(text + i, tlen - i, &cw);
+            if (col + cw > w) {
+                row++;
+                col = indent;
+            }
+            if (pass == 1 && draw && row - top >= 0 && row - top < max_rows) {
+                uint32_t cp;
+                rd_utf8_decode(text + i, tlen - i, &cp);
+                move(y0 + row - top, col);
+                if (cp < 0x20 || cp == 0x7F)
+                    addstr("\xef\xbf\xbd");
+                else
+                    addnstr(text + i, (int)n);
+            }
+            col += cw;
+            i += n;
+        }
+        total_rows = row + 1;
+        if (pass == 0) {
+            int rows = total_rows < max_rows ? total_rows : max_rows;
+            if (crow >= top + rows)
+                top = crow - rows + 1;
+            if (!draw)
+                return rows;
+        }
+    }
+    if (draw && tlen == 0 && !search) {
+        const char *hint = t->ask >= 0      ? "y / n / a answers the question above"
+                           : t->streaming ? "Esc cancels the reply \xc2\xb7 PageUp reads back"
+                                          : "message \xc2\xb7 Enter sends \xc2\xb7 Alt-Enter new line \xc2\xb7 /help";
+        attrset(A_DIM);
+        int room = w - (int)plen_w;
+        rd_pieces p = {0};
+        if (room >= 2 && rd_wrap_hard(hint, strlen(hint), room, &p) == 0 && p.n)
+            mvaddnstr(y0, (int)plen_w, hint, (int)p.v[0].len);
+        rd_pieces_free(&p);
+        attrset(A_NORMAL);
+    }
+    *cy = y0 + crow - top;
+    *cx = ccol;
+    return total_rows < max_rows ? total_rows : max_rows;
+}
+
+static int conv_matches(const tui *t, const conv *c)
+{
+    if (!t->query[0])
+        return 1;
+    return strcasestr(c->title, t->query) || strcasestr(c->detail, t->query) ||
+           strcasestr(c->id, t->query);
+}
+
+static void draw_cut(const char *s, int y, int x, int w, attr_t a)
+{
+    size_t clean_len;
+    char *clean = rd_sanitize(s, strlen(s), &clean_len);
+    if (!clean || w < 2) {
+        free(clean);
+        return;
+    }
+    for (char *p = clean; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    rd_pieces p = {0};
+    attrset(a);
+    if (rd_wrap_hard(clean, clean_len, w, &p) == 0 && p.n)
+        mvaddnstr(y, x, clean, (int)p.v[0].len);
+    attrset(A_NORMAL);
+    rd_pieces_free(&p);
+    free(clean);
+}
+
+static void draw_list(tui *t, int rows, int *cy, int *cx)
+{
+    int lw = COLS < 60 ? COLS : (COLS / 2 < 44 ? COLS / 2 : 44);
+    for (int y = 0; y < rows; y++) {
+        move(y, 0);
+        for (int x = 0; x < lw; x++)
+            addch(' ');
+        if (lw < COLS)
+            mvaddstr(y, lw - 1, "\xe2\x94\x82");
+    }
+    int iw = lw - (lw < COLS ? 3 : 2);
+    draw_cut("Conversations  Enter opens \xc2\xb7 Esc closes", 0, 1, iw, A_BOLD);
+    char q[200];
+    snprintf(q, sizeof q, "/ %s", t->query);
+    draw_cut(q, 1, 1, iw, A_NORMAL);
+    *cy = 1;
+    *cx = 1 + (int)rd_width(q, strlen(q));
+    int shown = 0, y = 2, matched = 0;
+    int per = 2;
+    int room = (rows - 2) / per;
+    int first = t->list_sel >= room ? t->list_sel - room + 1 : 0;
+    for (size_t i = 0; i < t->nconv; i++) {
+        if (!conv_matches(t, &t->convs[i]))
+            continue;
+        if (matched++ < first)
+            continue;
+        if (y + 1 >= rows + 1)
+            break;
+        attr_t a = shown + first == t->list_sel ? A_REVERSE : A_NORMAL;
+        draw_cut(t->convs[i].title[0] ? t->convs[i].title : t->convs[i].id, y, 1, iw, a | A_BOLD);
+        if (y + 1 < rows)
+            draw_cut(t->convs[i].detail, y + 1, 3, iw - 2, A_DIM);
+        y += per;
+        shown++;
+    }
+    if (matched == 0)
+        draw_cut(t->nconv ? "no conversation matches" : "no saved conversations yet", 2, 1, iw, A_DIM);
+}
+
+static void draw(tui *t)
+{
+    if (t->full_redraw) {
+        clearok(curscr, TRUE);
+        t->full_redraw = 0;
+    }
+    erase();
+    int cy = 0, cx = 0;
+    int max_in = LINES / 3 > 1 ? LINES / 3 : 1;
+    int in_rows = input_layout(t, max_in, 0, 0, &cy, &cx);
+    int status_y = LINES - in_rows - 1;
+    if (status_y < 0)
+        status_y = 0;
+    draw_transcript(t, status_y);
+    int lcy = -1, lcx = 0;
+    if (t->list_open)
+        draw_list(t, status_y, &lcy, &lcx);
+    draw_status(t, status_y);
+    input_layout(t, in_rows, status_y + 1, 1, &cy, &cx);
+    if (t->list_open && lcy >= 0)
+        move(lcy, lcx);
+    else
+        move(cy, cx < COLS ? cx : COLS - 1);
+    curs_set(1);
+    wnoutrefresh(stdscr);
+    doupdate();
+    t->dirty = t->input_dirty = 0;
+    t->last_draw = now_s();
+}
+
+/* ---- the app's events ------------------------------------------------------------------------------ */
+
+static void tui_flash(tui *t, const char *msg)
+{
+    snprintf(t->flash, sizeof t->flash, "%s", msg);
+    t->flash_until = now_s() + 3.0;
+    t->dirty = 1;
+}
+
+static void end_thinking(tui *t)
+{
+    if (t->think && t->think->live) {
+        t->think->live = 0;
+        t->think->t1 = now_s();
+        if (!t->think->pinned)
+            t->think->open = 0;
+        t->think->dirty = 1;
+    }
+    t->think = NULL;
+}
+
+static void count_delta(tui *t)
+{
+    double now = now_s();
+    t->ndeltas++;
+    if (t->t_first == 0) {
+        t->t_first = now;
+        if (!t->app_rates)
+            t->ttft = now - t->t_begin;
+    }
+    if (!t->app_rates && now - t->t_first > 0.2)
+        t->tok_s = (double)(t->ndeltas - 1) / (now - t->t_first);
+    if (!t->app_tokens)
+        t->gen_tokens = t->ndeltas;
+}
+
+static void finish_reply(tui *t, const char *reason)
+{
+    end_thinking(t);
+    t->text = NULL;
+    t->streaming = 0;
+    if (t->ask >= 0) {
+        item *a = t->items[t->ask];
+        if (a->tstate == TOOL_ASK)
+            a->tstate = TOOL_FAILED;
+        a->dirty = 1;
+        t->ask = -1;
+    }
+    char line[256];
+    size_t n = 0;
+    if (strcmp(reason, "canceled") == 0) {
+        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x8a\x98 canceled \xc2\xb7 ");
+        tui_flash(t, "canceled: the partial reply is kept");
+    }
+    else if (strcmp(reason, "length") == 0)
+        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x80\xa6 stopped at the token limit \xc2\xb7 ");
+    else if (strcmp(reason, "error") == 0)
+        n += (size_t)snprintf(line + n, sizeof line - n, "stopped by an error \xc2\xb7 ");
+    n += (size_t)snprintf(line + n, sizeof line - n, "%ld tokens", t->gen_tokens > 0 ? t->gen_tokens : 0);
+    if (t->tok_s >= 0)
+        n += (size_t)snprintf(line + n, sizeof line - n, " \xc2\xb7 %.1f tok/s", t->tok_s);
+    if (t->ttft >= 0)
+        snprintf(line + n, sizeof line - n, " \xc2\xb7 TTFT %.2f s", t->ttft);
+    item_add_text(t, IT_FOOTER, line, strlen(line));
+}
+
+static void set_str(char **dst, const char *src)
+{
+    if (!src)
+        return;
+    char *d = strdup(src);
+    if (!d)
+        return;
+    free(*dst);
+    *dst = d;
+}
+
+static void apply_status(tui *t, const ui_status *s)
+{
+    set_str(&t->model, s->model);
+    set_str(&t->backend, s->backend);
+    set_str(&t->conv_title, s->conversation);
+    if (s->ranks >= 0)
+        t->ranks = s->ranks;
+    if (s->ctx_used >= 0)
+        t->ctx_used = s->ctx_used;
+    if (s->ctx_window >= 0)
+        t->ctx_window = s->ctx_window;
+    if (s->ttft_s >= 0) {
+        t->ttft = s->ttft_s;
+        t->app_rates = 1;
+    }
+    if (s->tok_s >= 0) {
+        t->tok_s = s->tok_s;
+        t->app_rates = 1;
+    }
+    if (s->gen_tokens >= 0) {
+        t->gen_tokens = s->gen_tokens;
+        t->app_tokens = 1;
+    }
+}
+
+static void add_conv(tui *t, const uiq_item *it)
+{
+    if (t->nconv == t->convcap) {
+        size_t cap = t->convcap ? t->convcap * 2 : 32;
+        conv *c = realloc(t->convs, cap * sizeof *c);
+        if (!c)
+            return;
+        t->convs = c;
+        t->convcap = cap;
+    }
+    conv c = {strdup(it->id ? it->id : ""), strdup(it->name ? it->name : ""), strdup(it->text)};
+    if (!c.id || !c.title || !c.detail) {
+        free(c.id);
+        free(c.title);
+        free(c.detail);
+        return;
+    }
+    t->convs[t->nconv++] = c;
+}
+
+static void clear_convs(tui *t)
+{
+    for (size_t i = 0; i < t->nconv; i++) {
+        free(t->convs[i].id);
+        free(t->convs[i].title);
+        free(t->convs[i].detail);
+    }
+    t->nconv = 0;
+    t->list_sel = 0;
+}
+
+static void apply_tool(tui *t, const uiq_item *ev)
+{
+    item *it;
+    if (ev->type == UI_EV_TOOL_BEGIN) {
+        end_thinking(t);
+        t->text = NULL;
+        it = item_add(t, IT_TOOL);
+        if (!it)
+            return;
+        it->id = ev->id ? strdup(ev->id) : NULL;
+        it->name = ev->name ? strdup(ev->name) : NULL;
+        it->t0 = now_s();
+        return;
+    }
+    it = find_tool(t, ev->id);
+    if (!it)
+        return;
+    it->dirty = 1;
+    t->dirty = 1;
+    switch (ev->type) {
+    case UI_EV_TOOL_ARGS_DELTA:
+        buf_add(&it->text, ev->text, ev->len);
+        count_delta(t);
+        break;
+    case UI_EV_TOOL_END:
+        buf_set(&it->text, ev->text, ev->len);
+        it->tstate = TOOL_READY;
+        it->t0 = now_s();
+        break;
+    case UI_EV_TOOL_APPROVE:
+        free(it->question);
+        it->question = strdup(ev->len ? ev->text : "run this tool?");
+        it->tstate = TOOL_ASK;
+        t->ask = item_index(t, it);
+        t->scroll = 0;
+        t->flash[0] = '\0';
+        if (!isendwin())
+            beep();
+        break;
+    case UI_EV_TOOL_RESULT:
+        buf_set(&it->result, ev->text, ev->len);
+        it->tstate = TOOL_OK;
+        it->t1 = now_s();
+        break;
+    case UI_EV_TOOL_ERROR:
+        buf_set(&it->error, ev->text, ev->len);
+        it->tstate = TOOL_FAILED;
+        it->t1 = now_s();
+        break;
+    default:
+        break;
+    }
+}
+
+static void apply_event(tui *t, const uiq_item *ev)
+{
+    t->dirty = 1;
+    switch (ev->type) {
+    case UI_EV_USER:
+        item_add_text(t, IT_USER, ev->text, ev->len);
+        t->scroll = 0;
+        break;
+    case UI_EV_REPLY_BEGIN:
+        t->streaming = 1;
+        t->turn++;
+        t->think = t->text = NULL;
+        t->t_begin = now_s();
+        t->t_first = 0;
+        t->ndeltas = 0;
+        t->ttft = t->tok_s = -1;
+        t->gen_tokens = 0;
+        t->app_rates = t->app_tokens = 0;
+        break;
+    case UI_EV_REASONING_DELTA:
+        if (!t->think || t->n == 0 || t->items[t->n - 1] != t->think) {
+            end_thinking(t);
+            t->think = item_add(t, IT_THINK);
+            if (!t->think)
+                break;
+            t->think->live = t->think->open = 1;
+            t->think->t0 = now_s();
+        }
+        buf_add(&t->think->text, ev->text, ev->len);
+        t->think->dirty = 1;
+        count_delta(t);
+        break;
+    case UI_EV_CONTENT_DELTA:
+        end_thinking(t);
+        if (!t->text || t->n == 0 || t->items[t->n - 1] != t->text)
+            t->text = item_add(t, IT_TEXT);
+        if (!t->text)
+            break;
+        buf_add(&t->text->text, ev->text, ev->len);
+        t->text->dirty = 1;
+        count_delta(t);
+        break;
+    case UI_EV_TOOL_BEGIN:
+    case UI_EV_TOOL_ARGS_DELTA:
+    case UI_EV_TOOL_END:
+    case UI_EV_TOOL_APPROVE:
+    case UI_EV_TOOL_RESULT:
+    case UI_EV_TOOL_ERROR:
+        apply_tool(t, ev);
+        break;
+    case UI_EV_FINISH:
+        finish_reply(t, ev->text);
+        break;
+    case UI_EV_NOTICE:
+        item_add_text(t, IT_NOTICE, ev->text, ev->len);
+        break;
+    case UI_EV_ERROR:
+        item_add_text(t, IT_ERROR, ev->text, ev->len);
+        break;
+    case UI_EV_CLEAR:
+        items_clear(t);
+        break;
+    case UI_EV_SET_INPUT:
+        tui_input_replace(ev->text);
+        break;
+    case UI_EV_CONV_CLEAR:
+        clear_convs(t);
+        break;
+    case UI_EV_CONV_ITEM:
+        add_conv(t, ev);
+        break;
+    case UI_EV_STATUS:
+        apply_status(t, &ev->status);
+        break;
+    case UIQ_STOP:
+        t->stop = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+static void drain_events(tui *t)
+{
+    uiq_item *it = ui_view_take(t->v);
+    while (it) {
+        uiq_item *n = it->next;
+        apply_event(t, it);
+        uiq_item_free(it);
+        it = n;
+    }
+    if (t->v->lost) {
+        pthread_mutex_lock(&t->v->mu);
+        int lost = t->v->lost;
+        t->v->lost = 0;
+        pthread_mutex_unlock(&t->v->mu);
+        char msg[96];
+        snprintf(msg, sizeof msg, "out of memory: %d screen updates were dropped", lost);
+        item_add_text(t, IT_ERROR, msg, strlen(msg));
+    }
+}
+
+/* ---- actions to the app ----------------------------------------------------------------------------- */
+
+static void act(tui *t, ui_action_type type, const char *text, const char *name, const char *id,
+                char answer)
+{
+    ui_action a = {type, text ? text : "", text ? strlen(text) : 0, name, id, answer};
+    ui_view_act(t->v, &a);
+}
+
+static void do_quit(tui *t)
+{
+    if (t->streaming)
+        act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
+    act(t, UI_ACT_QUIT, NULL, NULL, NULL, 0);
+    t->quit = 1;
+}
+
+static void do_cancel(tui *t)
+{
+    if (t->ask >= 0) {
+        item *a = t->items[t->ask];
+        act(t, UI_ACT_APPROVE, NULL, NULL, a->id, 'n');
+        a->answer = 'n';
+        t->ask = -1;
+    }
+    act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
+    tui_flash(t, "canceling the reply\xe2\x80\xa6");
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Copies the last reply's raw text (Markdown as written) through OSC 52. */
+static void copy_last_reply(tui *t)
+{
+    buf text = {0};
+    int turn = -1;
+    for (size_t i = t->n; i-- > 0;)
+        if (t->items[i]->kind == IT_TEXT) {
+            turn = t->items[i]->turn;
+            break;
+        }
+    for (size_t i = 0; i < t->n && turn >= 0; i++)
+        if (t->items[i]->kind == IT_TEXT && t->items[i]->turn == turn)
+            buf_add(&text, t->items[i]->text.s, t->items[i]->text.len);
+    if (!text.len) {
+        tui_flash(t, "no reply to copy yet");
+        free(text.s);
+        return;
+    }
+    size_t olen = 7 + (text.len + 2) / 3 * 4 + 1;
+    char *o = malloc(olen);
+    if (!o) {
+        free(text.s);
+        tui_flash(t, "out of memory copying the reply");
+        return;
+    }
+    size_t k = 0;
+    memcpy(o, "\033]52;c;", 7);
+    k = 7;
+    const unsigned char *s = (const unsigned char *)text.s;
+    for (size_t i = 0; i < text.len; i += 3) {
+        unsigned v = (unsigned)s[i] << 16;
+        if (i + 1 < text.len)
+            v |= (unsigned)s[i + 1] << 8;
+        if (i + 2 < text.len)
+            v |= s[i + 2];
+        o[k++] = b64[(v >> 18) & 63];
+        o[k++] = b64[(v >> 12) & 63];
+        o[k++] = i + 1 < text.len ? b64[(v >> 6) & 63] : '=';
+        o[k++] = i + 2 < text.len ? b64[v & 63] : '=';
+    }
+    o[k++] = '\a';
+    size_t off = 0;
+    while (off < k) {
+        ssize_t w = write(STDOUT_FILENO, o + off, k - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    char msg[96];
+    snprintf(msg, sizeof msg, "copied the last reply (%zu bytes) to the clipboard", text.len);
+    tui_flash(t, msg);
+    free(o);
+    free(text.s);
+}
+
+static void show_help(tui *t)
+{
+    buf h = {0};
+    for (size_t i = 0; i < ui_commands_count; i++) {
+        char line[200];
+        snprintf(line, sizeof line, "/%s%s%s \xe2\x80\x94 %s\n", ui_commands[i].name,
+                 ui_commands[i].args[0] ? " " : "", ui_commands[i].args, ui_commands[i].help);
+        buf_add(&h, line, strlen(line));
+    }
+    const char *keys =
+        "Enter sends \xc2\xb7 Alt-Enter or Ctrl-J new line \xc2\xb7 Ctrl-G edits in $EDITOR \xc2\xb7 "
+        "Ctrl-R searches history \xc2\xb7 Tab completes /commands\n"
+        "Esc or Ctrl-C cancels a reply \xc2\xb7 Ctrl-C twice or Ctrl-D quits \xc2\xb7 "
+        "PageUp/PageDown or the wheel scroll\n"
+        "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
+        "F2 conversations \xc2\xb7 Alt-W copies the last reply";
+    buf_add(&h, keys, strlen(keys));
+    if (h.s)
+        item_add_text(t, IT_NOTICE, h.s, h.len);
+    free(h.s);
+}
+
+static void open_list(tui *t, int open)
+{
+    t->list_open = open;
+    t->list_sel = 0;
+    t->query[0] = '\0';
+    t->dirty = 1;
+}
+
+static void run_command(tui *t, const char *line)
+{
+    char name[32];
+    const char *args;
+    const ui_command *c = ui_command_parse(line, name, sizeof name, &args);
+    if (!c) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "unknown command /%s: /help lists the commands", name);
+        item_add_text(t, IT_ERROR, msg, strlen(msg));
+        return;
+    }
+    if (strcmp(name, "quit") == 0) {
+        do_quit(t);
+        return;
+    }
+    if (strcmp(name, "help") == 0)
+        show_help(t);
+    else if (strcmp(name, "list") == 0)
+        open_list(t, 1);
+    else if (strcmp(name, "copy") == 0)
+        copy_last_reply(t);
+    act(t, UI_ACT_COMMAND, args, name, NULL, 0);
+}
+
+void tui_line_done(tui *t, char *line)
+{
+    if (!line) {
+        do_quit(t);
+        return;
+    }
+    const char *p = line;
+    while (*p == ' ' || *p == '\n')
+        p++;
+    if (*p) {
+        tui_input_remember(line);
+        const char *err = tui_input_take_error();
+        if (err)
+            item_add_text(t, IT_ERROR, err, strlen(err));
+        if (*p == '/')
+            run_command(t, p);
+        else
+            act(t, UI_ACT_SUBMIT, line, NULL, NULL, 0);
+        t->scroll = 0;
+    }
+    free(line);
+    t->dirty = 1;
+}
+
+void tui_input_changed(tui *t)
+{
+    t->input_dirty = 1;
+}
+
+void tui_show_completions(tui *t, char **matches, int count)
+{
+    char msg[256];
+    size_t n = 0;
+    for (int i = 0; i < count && n + 2 < sizeof msg; i++)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, "%s ", matches[i]);
+    tui_flash(t, msg);
+}
+
+static void term_on(tui *t)
+{
+    static const char on[] = "\033[?2004h";
+    reset_prog_mode();
+    if (!t->v->cfg.no_mouse)
+        mousemask(BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+    refresh();
+    if (write(STDOUT_FILENO, on, sizeof on - 1) < 0) {
+        /* bracketed paste is a nicety; a terminal that cannot take it still works */
+    }
+    t->full_redraw = 1;
+}
+
+static void term_off(void)
+{
+    static const char off[] = "\033[?2004l";
+    mousemask(0, NULL);
+    def_prog_mode();
+    endwin();
+    if (write(STDOUT_FILENO, off, sizeof off - 1) < 0) {
+        /* nothing to do: the terminal is being left anyway */
+    }
+}
+
+void tui_edit_external(tui *t)
+{
+    const char *editor = getenv("VISUAL");
+    if (!editor || !*editor)
+        editor = getenv("EDITOR");
+    if (!editor || !*editor)
+        editor = "vi";
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/glmchat-message-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        tui_flash(t, "cannot make a temporary file for the editor");
+        return;
+    }
+    const char *text = tui_input_text();
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    close(fd);
+    term_off();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* $0 unquoted: an editor given with options ("emacs -nw") splits into words */
+        execl("/bin/sh", "sh", "-c", "$0 \"$1\"", editor, path, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid > 0)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    term_on(t);
+    FILE *f = fopen(path, "r");
+    buf b = {0};
+    if (pid > 0 && f && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        char chunk[4096];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+            buf_add(&b, chunk, got);
+        while (b.len > 0 && b.s[b.len - 1] == '\n')
+            b.s[--b.len] = '\0';
+        tui_input_replace(b.s ? b.s : "");
+    } else {
+        tui_flash(t, "the editor failed; the message is unchanged");
+    }
+    if (f)
+        fclose(f);
+    free(b.s);
+    unlink(path);
+}
+
+/* ---- keys --------------------------------------------------------------------------------------------- */
+
+static int last_foldable(const tui *t)
+{
+    for (size_t i = t->n; i-- > 0;)
+        if (foldable(t->items[i]))
+            return (int)i;
+    return -1;
+}
+
+static void toggle_fold(tui *t)
+{
+    int i = t->sel >= 0 ? t->sel : last_foldable(t);
+    if (i < 0) {
+        tui_flash(t, "nothing to fold: no thinking or tool call yet");
+        return;
+    }
+    item *it = t->items[i];
+    it->open = !it->open;
+    it->pinned = 1;
+    it->dirty = 1;
+    t->dirty = 1;
+}
+
+/* Scrolls so that item idx's first line shows. */
+static void show_item(tui *t, int idx)
+{
+    int w = text_width(t);
+    int below = 0;
+    for (size_t i = (size_t)idx + 1; i < t->n; i++)
+        below += item_lines(t, (int)i, w);
+    int n = item_lines(t, idx, w);
+    int rows = LINES - 3;
+    if (t->scroll > below + n - 1 || t->scroll + rows < below + n)
+        t->scroll = below + n - (rows > 0 ? rows : 1) > 0 ? below + n - rows / 2 : 0;
+    if (t->scroll < 0)
+        t->scroll = 0;
+}
+
+static void select_step(tui *t, int dir)
+{
+    int i = t->sel >= 0 ? t->sel + dir : (dir < 0 ? (int)t->n - 1 : -1);
+    while (i >= 0 && i < (int)t->n && !foldable(t->items[i]))
+        i += dir;
+    if (i < 0 || i >= (int)t->n)
+        i = dir < 0 && t->sel >= 0 ? t->sel : -1;
+    t->sel = i;
+    if (i >= 0)
+        show_item(t, i);
+    t->dirty = 1;
+}
+
+static void scroll_by(tui *t, int lines)
+{
+    t->scroll += lines;
+    if (t->scroll < 0)
+        t->scroll = 0;
+    t->dirty = 1;
+}
+
+static void finish_paste(tui *t)
+{
+    t->paste = 0;
+    size_t n;
+    char *clean = rd_sanitize(t->pastebuf.s ? t->pastebuf.s : "", t->pastebuf.len, &n);
+    if (clean)
+        tui_input_insert(clean);
+    free(clean);
+    t->pastebuf.len = 0;
+}
+
+static int visible_convs(const tui *t)
+{
+    int n = 0;
+    for (size_t i = 0; i < t->nconv; i++)
+        n += conv_matches(t, &t->convs[i]);
+    return n;
+}
+
+static void list_key(tui *t, int ch)
+{
+    t->dirty = 1;
+    if (ch == 27 || ch == KEY_F(2) || ch == 3) {
+        open_list(t, 0);
+        return;
+    }
+    if (ch == KEY_UP && t->list_sel > 0) {
+        t->list_sel--;
+        return;
+    }
+    if (ch == KEY_DOWN && t->list_sel + 1 < visible_convs(t)) {
+        t->list_sel++;
+        return;
+    }
+    if (ch == '\r' || ch == KEY_ENTER || ch == '\n') {
+        int k = 0;
+        for (size_t i = 0; i < t->nconv; i++) {
+            if (!conv_matches(t, &t->convs[i]))
+                continue;
+            if (k++ == t->list_sel) {
+                char *id = strdup(t->convs[i].id);
+                open_list(t, 0);
+                if (id)
+                    act(t, UI_ACT_OPEN, NULL, NULL, id, 0);
+                free(id);
+                return;
+            }
+        }
+        return;
+    }
+    size_t q = strlen(t->query);
+    if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        while (q > 0 && ((unsigned char)t->query[q - 1] & 0xC0) == 0x80)
+            q--;
+        if (q > 0)
+            q--;
+        t->query[q] = '\0';
+        t->list_sel = 0;
+        return;
+    }
+    if (ch >= 0x20 && ch < 0x100 && ch != 0x7F && q + 1 < sizeof t->query) {
+        t->query[q] = (char)ch;
+        t->query[q + 1] = '\0';
+        t->list_sel = 0;
+    }
+}
+
+static void ctrl_c(tui *t)
+{
+    double now = now_s();
+    if (tui_input_searching()) {
+        tui_input_feed("\007", 1);
+        return;
+    }
+    if (t->streaming) {
+        do_cancel(t);
+        t->last_ctrl_c = now;
+        return;
+    }
+    if (now - t->last_ctrl_c < 2.0) {
+        do_quit(t);
+        return;
+    }
+    t->last_ctrl_c = now;
+    if (tui_input_text()[0]) {
+        tui_input_replace("");
+        tui_flash(t, "input cleared \xc2\xb7 Ctrl-C again quits");
+        return;
+    }
+    tui_flash(t, "Ctrl-C again or Ctrl-D quits");
+}
+
+static void escape(tui *t)
+{
+    if (tui_input_searching()) { /* ends the search, keeping the line it found */
+        tui_input_feed("\033", 1);
+        return;
+    }
+    if (t->streaming) {
+        do_cancel(t);
+        return;
+    }
+    if (t->sel >= 0) {
+        t->sel = -1;
+        t->dirty = 1;
+    }
+}
+
+static void feed_key(int ch)
+{
+    static const struct { int key; const char *seq; } map[] = {
+        {KEY_LEFT, "\033[D"}, {KEY_RIGHT, "\033[C"}, {KEY_UP, "\033[A"}, {KEY_DOWN, "\033[B"},
+        {KEY_HOME, "\033[H"}, {KEY_END, "\033[F"}, {KEY_DC, "\033[3~"}, {KEY_BACKSPACE, "\177"},
+        {KEY_ENTER, "\r"}, {KEY_CTRL_LEFT, "\033b"}, {KEY_CTRL_RIGHT, "\033f"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].key == ch) {
+            tui_input_feed(map[i].seq, strlen(map[i].seq));
+            return;
+        }
+    if (ch >= 0 && ch < 0x100) {
+        char c = (char)ch;
+        tui_input_feed(&c, 1);
+    }
+}
+
+static void mouse_key(tui *t)
+{
+    MEVENT m;
+    if (getmouse(&m) != OK)
+        return;
+    if (m.bstate & BUTTON4_PRESSED)
+        scroll_by(t, 3);
+    else if (m.bstate & BUTTON5_PRESSED)
+        scroll_by(t, -3);
+}
+
+static void handle_key(tui *t, int ch)
+{
+    t->input_dirty = 1;
+    if (ch == KEY_RESIZE) {
+        t->dirty = 1;
+        return;
+    }
+    if (t->paste) {
+        if (ch == KEY_PASTE_END)
+            finish_paste(t);
+        else if (ch == '\r')
+            buf_add(&t->pastebuf, "\n", 1);
+        else if (ch >= 0 && ch < 0x100) {
+            char c = (char)ch;
+            buf_add(&t->pastebuf, &c, 1);
+        }
+        return;
+    }
+    switch (ch) {
+    case KEY_PASTE_BEGIN:
+        t->paste = 1;
+        t->pastebuf.len = 0;
+        return;
+    case KEY_MOUSE:
+        mouse_key(t);
+        return;
+    case KEY_PPAGE:
+        scroll_by(t, LINES / 2 > 1 ? LINES / 2 : 1);
+        return;
+    case KEY_NPAGE:
+        scroll_by(t, -(LINES / 2 > 1 ? LINES / 2 : 1));
+        return;
+    case KEY_F(2):
+        if (!t->list_open)
+            act(t, UI_ACT_COMMAND, "", "list", NULL, 0);
+        open_list(t, !t->list_open);
+        return;
+    case KEY_ALT_UP:
+        select_step(t, -1);
+        return;
+    case KEY_ALT_DOWN:
+        select_step(t, 1);
+        return;
+    default:
+        break;
+    }
+    if (t->list_open) {
+        list_key(t, ch);
+        return;
+    }
+    if (t->ask >= 0 && ch < 0x100 && strchr("yYnNaA", ch) && ch) {
+        item *a = t->items[t->ask];
+        char ans = (char)(ch | 0x20);
+        a->answer = ans;
+        a->tstate = ans == 'n' ? TOOL_FAILED : TOOL_READY;
+        a->dirty = 1;
+        t->ask = -1;
+        t->dirty = 1;
+        act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);
+        return;
+    }
+    switch (ch) {
+    case 3: /* Ctrl-C */
+        ctrl_c(t);
+        return;
+    case 20: /* Ctrl-T */
+        toggle_fold(t);
+        return;
+    case 12: /* Ctrl-L */
+        t->full_redraw = 1;
+        t->dirty = 1;
+        return;
+    case 26: /* Ctrl-Z */
+        term_off();
+        raise(SIGSTOP);
+        term_on(t);
+        return;
+    case 27: {
+        int next = getch();
+        if (next == ERR) {
+            escape(t);
+            return;
+        }
+        if (next == 'w' || next == 'W') {
+            copy_last_reply(t);
+            return;
+        }
+        if (next == KEY_ENTER)
+            next = '\r';
+        tui_input_feed("\033", 1);
+        feed_key(next);
+        return;
+    }
+    case '\r':
+    case KEY_ENTER:
+        if ((t->streaming || t->ask >= 0) && !tui_input_searching()) {
+            tui_flash(t, "a reply is streaming: Esc cancels it; your message waits here");
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    feed_key(ch);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------------------ */
+
+static void on_term_signal(int sig)
+{
+    got_term_signal = sig;
+}
+
+static int poll_timeout(const tui *t)
+{
+    if (t->think && t->think->live)
+        return 100; /* the thinking clock */
+    if (t->flash[0])
+        return 250;
+    return 1000;
+}
+
+static int tui_run(ui_view *v)
+{
+    tui *t = v->impl;
+    draw(t);
+    while (!t->quit && !t->stop && !got_term_signal) {
+        struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {v->wake[0], POLLIN, 0}};
+        int timeout = poll_timeout(t);
+        if (t->dirty && !t->input_dirty) {
+            /* Only app events pending: at most one frame every 8 ms. */
+            double since = (now_s() - t->last_draw) * 1000.0;
+            timeout = since >= 8 ? 0 : (int)(8 - since);
+        }
+        int r = poll(fds, 2, timeout);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r > 0 && (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+            do_quit(t); /* the terminal went away */
+            break;
+        }
+        int ch;
+        while ((ch = getch()) != ERR && !t->quit)
+            handle_key(t, ch);
+        drain_events(t);
+        if (t->quit || t->stop)
+            break;
+        double since = (now_s() - t->last_draw) * 1000.0;
+        if (t->input_dirty || (t->dirty && since >= 8) || r == 0)
+            draw(t);
+    }
+    if (got_term_signal && !t->quit) {
+        act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
+        act(t, UI_ACT_QUIT, NULL, NULL, NULL, 0);
+    }
+    return 0;
+}
+
+static void tui_free_impl(ui_view *v)
+{
+    tui *t = v->impl;
+    if (!t)
+        return;
+    tui_input_close();
+    term_off();
+    items_clear(t);
+    free(t->items);
+    clear_convs(t);
+    free(t->convs);
+    free(t->model);
+    free(t->backend);
+    free(t->conv_title);
+    free(t->pastebuf.s);
+    if (t->screen)
+        delscreen(t->screen);
+    free(t);
+}
+
+static const ui_view_ops tui_ops = {tui_run, tui_free_impl};
+
+/* The TUI needs a UTF-8 LC_CTYPE for wide characters; C.UTF-8 when the user's is not. */
+static void ensure_utf8_locale(void)
+{
+    const char *set = setlocale(LC_CTYPE, "");
+    const char *cs = set ? nl_langinfo(CODESET) : "";
+    if (!set || (strcmp(cs, "UTF-8") != 0 && strcmp(cs, "utf8") != 0))
+        setlocale(LC_CTYPE, "C.UTF-8");
+}
+
+static void define_keys(void)
+{
+    define_key("\033[200~", KEY_PASTE_BEGIN);
+    define_key("\033[201~", KEY_PASTE_END);
+    define_key("\033[1;3A", KEY_ALT_UP);
+    define_key("\033[1;3B", KEY_ALT_DOWN);
+    define_key("\033[1;5D", KEY_CTRL_LEFT);
+    define_key("\033[1;5C", KEY_CTRL_RIGHT);
+}
+
+ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
+{
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        snprintf(err, errlen, "the TUI needs a terminal on stdin and stdout; use the plain view for pipes");
+        return NULL;
+    }
+    ui_view *v = malloc(sizeof *v);
+    tui *t = calloc(1, sizeof *t);
+    if (!v || !t) {
+        snprintf(err, errlen, "out of memory making the TUI");
+        free(v);
+        free(t);
+        return NULL;
+    }
+    if (ui_view_init(v, cfg, &tui_ops, err, errlen) < 0) {
+        free(v);
+        free(t);
+        return NULL;
+    }
+    t->v = v;
+    t->sel = t->ask = -1;
+    t->ttft = t->tok_s = -1;
+    t->ranks = 1;
+    v->impl = t;
+    ensure_utf8_locale();
+    const char *term = getenv("TERM");
+    SCREEN *sp = newterm(term && *term ? term : "xterm", stdout, stdin);
+    if (!sp) {
+        snprintf(err, errlen, "cannot set up the terminal TERM=%s: try TERM=xterm-256color",
+                 term ? term : "(unset)");
+        v->impl = NULL;
+        free(t);
+        ui_free(v);
+        return NULL;
+    }
+    set_term(sp);
+    t->screen = sp;
+    raw();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    nodelay(stdscr, TRUE);
+    set_escdelay(25);
+    mouseinterval(0);
+    init_colors(t);
+    define_keys();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    if (tui_input_open(t, cfg ? cfg->history_file : NULL, err, errlen) < 0) {
+        endwin();
+        ui_free(v);
+        return NULL;
+    }
+    term_on(t);
+    return v;
+}

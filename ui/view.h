@@ -1,0 +1,166 @@
+/* view.h: the one interface between the app and a view (the ncurses TUI or plain stdio).
+ * The app pushes transcript items and streaming deltas in; the view hands user actions out.
+ *
+ * THREADING CONTRACT
+ *   - ui_run() runs the view's event loop on the calling thread (the "UI thread") until the
+ *     user quits or ui_stop() is called. The on_action callback runs only on that thread,
+ *     from inside ui_run(). It must return quickly: never generate inside it; start or signal
+ *     the engine thread instead (a slow callback freezes the keyboard).
+ *   - ui_push_*() and ui_stop() may be called from ANY thread at any time between ui_*_new()
+ *     and ui_free(), including from inside on_action. They copy their arguments into a
+ *     mutex-guarded queue and wake the UI thread through a pipe in its poll() loop, so they
+ *     never block on the screen and never call ncurses. Events are shown in push order.
+ *   - ui_free() only after ui_run() has returned and every pushing thread has stopped.
+ *
+ * HOW THE APP USES IT (app/chat.c; tests/ui/tui_driver.c is a complete, running example)
+ *
+ *     static void on_action(const ui_action *a, void *user) {       // UI thread
+ *         chat *c = user;
+ *         switch (a->type) {
+ *         case UI_ACT_SUBMIT:  ui_push_text(c->view, UI_EV_USER, a->text, a->len);
+ *                              ui_push_text(c->view, UI_EV_REPLY_BEGIN, NULL, 0);
+ *                              start_turn_thread(c, a->text);  break;  // calls glm_generate
+ *         case UI_ACT_CANCEL:  glm_cancel(c->session); break;           // thread pushes FINISH
+ *         case UI_ACT_COMMAND: run_command(c, a->name, a->text); break;  // "retry", "export"...
+ *         case UI_ACT_APPROVE: answer_pending_tool(c, a->id, a->answer); break;
+ *         case UI_ACT_OPEN:    open_conversation(c, a->id); break;       // UI_EV_CLEAR + items
+ *         case UI_ACT_QUIT:    break;                                    // ui_run returns next
+ *         }
+ *     }
+ *     static int on_event(const glm_event *ev, void *user) {        // engine thread
+ *         chat *c = user;                                               // GLM_EV_* -> UI_EV_*
+ *         if (ev->type == GLM_EV_CONTENT_DELTA)
+ *             ui_push_text(c->view, UI_EV_CONTENT_DELTA, ev->text, ev->len);
+ *         ...                                           // DONE -> ui_push_finish(view, finish)
+ *         return 0;
+ *     }
+ *     ui_config cfg = { .history_file = path, .on_action = on_action, .user = c };
+ *     c->view = isatty(0) && isatty(1) ? ui_tui_new(&cfg, err, sizeof err)
+ *                                      : ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err);
+ *     ui_push_status(c->view, &(ui_status){ .model = "GLM-5.3-Flash", .backend = "cuda", ... });
+ *     int rc = ui_run(c->view);     // returns when the user quits (0) or on a terminal error (-1)
+ *     join_turn_thread(c);  ui_free(c->view);
+ *
+ * A reply is: REPLY_BEGIN, then any mix of REASONING_DELTA, CONTENT_DELTA and TOOL_* events,
+ * then exactly one FINISH. While a reply runs the view shows it live and offers cancel; a new
+ * SUBMIT is not sent until FINISH arrives (the TUI keeps the typed line; plain waits).
+ */
+#ifndef GLMCHAT_UI_VIEW_H
+#define GLMCHAT_UI_VIEW_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct ui_view ui_view;
+
+/* ---- app -> view --------------------------------------------------------------------------- */
+
+typedef enum ui_event_type {
+    UI_EV_USER,            /* text: a user message, shown as a transcript item */
+    UI_EV_REPLY_BEGIN,     /* an assistant reply starts (times TTFT, enables cancel) */
+    UI_EV_REASONING_DELTA, /* text: thinking, streamed dim, folded when the reply moves on */
+    UI_EV_CONTENT_DELTA,   /* text: answer text (Markdown-lite) */
+    UI_EV_TOOL_BEGIN,      /* id, name: a tool call starts */
+    UI_EV_TOOL_ARGS_DELTA, /* id, text: argument text as the model writes it */
+    UI_EV_TOOL_END,        /* id, text: the complete arguments (JSON); replaces the deltas */
+    UI_EV_TOOL_APPROVE,    /* id, text: the question; the view asks y / n / always inline and
+                              answers with UI_ACT_APPROVE */
+    UI_EV_TOOL_RESULT,     /* id, text: the tool's output */
+    UI_EV_TOOL_ERROR,      /* id, text: why the tool failed (or was denied) */
+    UI_EV_FINISH,          /* text: finish reason "stop" | "length" | "tool_calls" | "canceled"
+                              | "error"; ends the reply */
+    UI_EV_NOTICE,          /* text: an informational line from the app (command output) */
+    UI_EV_ERROR,           /* text: an error a user can act on */
+    UI_EV_CLEAR,           /* the transcript empties (before /new or /open pushes items) */
+    UI_EV_SET_INPUT,       /* text: replaces the input line (for /edit) */
+    UI_EV_CONV_CLEAR,      /* the conversation list empties */
+    UI_EV_CONV_ITEM,       /* id, name: title, text: a second line (date, snippet); appends to
+                              the conversation list (after /list or /search) */
+    UI_EV_STATUS,          /* status: see ui_status */
+} ui_event_type;
+
+/* Status line fields. In ui_push_status a NULL string or a negative number means "unchanged",
+ * so the app can push only what it knows; the TUI also measures TTFT and live tok/s itself
+ * from REPLY_BEGIN and the deltas until the app reports the engine's numbers. */
+typedef struct ui_status {
+    const char *model;        /* "GLM-5.3-Flash" */
+    const char *backend;      /* "cuda", "cpu" */
+    const char *conversation; /* title or id of the open conversation */
+    int ranks;                /* 1 or 2 */
+    long ctx_used;            /* tokens in the conversation */
+    long ctx_window;          /* the model's window */
+    double ttft_s;            /* time to first token of the last reply */
+    double tok_s;             /* decode speed, live while streaming */
+    long gen_tokens;          /* tokens generated in the current reply */
+} ui_status;
+
+/* The status with every field "unchanged"; set the ones to push. */
+ui_status ui_status_none(void);
+
+void ui_push_text(ui_view *v, ui_event_type type, const char *text, size_t len);
+void ui_push_tool(ui_view *v, ui_event_type type, const char *id, const char *name,
+                  const char *text, size_t len);
+void ui_push_finish(ui_view *v, const char *reason);
+void ui_push_conv(ui_view *v, const char *id, const char *title, const char *detail);
+void ui_push_status(ui_view *v, const ui_status *s);
+/* Asks ui_run to return (0) after it has shown everything pushed before. */
+void ui_stop(ui_view *v);
+
+/* ---- view -> app --------------------------------------------------------------------------- */
+
+typedef enum ui_action_type {
+    UI_ACT_SUBMIT,  /* text, len: the user's message (may hold newlines) */
+    UI_ACT_COMMAND, /* name: a command from ui_commands (no '/'), text: its arguments ("" if
+                       none). /help, /quit, /list and /copy are also handled by the view itself */
+    UI_ACT_CANCEL,  /* cancel the running reply; the app keeps the partial reply and pushes
+                       FINISH "canceled" */
+    UI_ACT_APPROVE, /* id: the tool call, answer: 'y', 'n' or 'a' (always) */
+    UI_ACT_OPEN,    /* id: a conversation chosen in the list */
+    UI_ACT_QUIT,    /* the user quits; ui_run returns after this callback */
+} ui_action_type;
+
+typedef struct ui_action {
+    ui_action_type type;
+    const char *text; /* NUL-terminated; valid only during the callback */
+    size_t len;
+    const char *name;
+    const char *id;
+    char answer;
+} ui_action;
+
+typedef void (*ui_action_fn)(const ui_action *a, void *user);
+
+/* The slash commands, one table (ui/commands.c); the TUI completes them on Tab. */
+typedef struct ui_command {
+    const char *name;  /* "export" */
+    const char *args;  /* "[md|json|html] [FILE]", "" when it takes none */
+    const char *help;  /* one line */
+} ui_command;
+extern const ui_command ui_commands[];
+extern const size_t ui_commands_count;
+/* The entry named name (without '/'), or NULL. */
+const ui_command *ui_command_find(const char *name);
+
+/* ---- making and running a view --------------------------------------------------------------- */
+
+typedef struct ui_config {
+    const char *history_file; /* input history, e.g. $XDG_STATE_HOME/glmchat/history; NULL:
+                                 none kept. Its directory must exist (paths_mkdirs). */
+    int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
+    int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
+    ui_action_fn on_action;
+    void *user;
+} ui_config;
+
+/* The ncurses TUI on the controlling terminal. NULL with a message in err when stdin/stdout
+ * are not a terminal or the terminal cannot be set up. */
+ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen);
+/* The stdio view: reads one message per line from in (a line ending in '\' continues),
+ * writes answers to out, thinking (when show_thinking), tool lines and notices to errs. */
+ui_view *ui_plain_new(const ui_config *cfg, FILE *in, FILE *out, FILE *errs, char *err,
+                      size_t errlen);
+/* Runs until quit or ui_stop: 0, or -1 when the terminal failed. Restores the terminal. */
+int ui_run(ui_view *v);
+void ui_free(ui_view *v);
+
+#endif
