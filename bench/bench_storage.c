@@ -113,111 +113,156 @@ static double pct(double *v, size_t n, double p)
     return v[i];
 }
 
-typedef struct insert_result {
-    double seconds, p50_ms, p99_ms, max_ms;
-    double checkpoint_max_ms; /* the idle-time checkpoints between turns */
+/* One insert stream: its latencies (seconds) and bytes. */
+typedef struct stream {
+    const char *name;
+    double *lat;
+    size_t nlat;
+    double total_s;   /* sum of its write latencies */
+    double idle_max_ms, idle_total_s; /* db_idle calls between turns, timed apart */
+    size_t idles;
     size_t bytes;
-} insert_result;
+} stream;
 
-/* glmchat: part_append per part (one durable transaction each), a message every 8 parts. */
-static int bench_glmchat_inserts(const char *path, size_t nparts, const char *texts,
-                                 const size_t *sizes, const size_t *offsets, int checkpoint,
-                                 insert_result *res)
+static void stream_add(stream *s, double seconds)
 {
-    char err[1024];
-    db_store *db = db_open(path, err, sizeof err);
-    if (!db) {
-        fprintf(stderr, "bench_storage: %s\n", err);
-        return -1;
-    }
-    double *lat = malloc(nparts * 2 * sizeof *lat);
-    if (!lat)
-        return -1;
-    size_t nlat = 0;
-    int64_t conv = conv_create(db, "bench", "bench");
-    int64_t msg = 0, parent = 0;
-    double start = now_s();
-    res->bytes = 0;
-    for (size_t i = 0; i < nparts; i++) {
-        if (i % 64 == 0 && i && checkpoint) { /* a turn ended: the chat checkpoints while idle */
-            double t0 = now_s();
-            if (db_checkpoint(db) != 0)
-                goto fail;
-            double t = (now_s() - t0) * 1e3;
-            if (t > res->checkpoint_max_ms)
-                res->checkpoint_max_ms = t;
-        }
-        if (i % 8 == 0) {
-            double t0 = now_s();
-            msg = msg_append(db, conv, parent, i % 16 ? MSG_ASSISTANT : MSG_USER, MSG_STREAMING, NULL);
-            lat[nlat++] = now_s() - t0;
-            parent = msg;
-            if (msg < 0)
-                goto fail;
-        }
-        part_in p = {.kind = i % 3 == 1 ? PART_REASONING : PART_TEXT, .data = texts + offsets[i],
-                     .len = sizes[i]};
-        double t0 = now_s();
-        if (part_append(db, msg, &p) < 0)
-            goto fail;
-        lat[nlat++] = now_s() - t0;
-        res->bytes += sizes[i];
-    }
-    res->seconds = now_s() - start;
-    res->max_ms = pct(lat, nlat, 1.0) * 1e3;
-    res->p99_ms = pct(lat, nlat, 0.99) * 1e3;
-    res->p50_ms = pct(lat, nlat, 0.5) * 1e3;
-    free(lat);
-    db_close(db);
-    return 0;
-fail:
-    fprintf(stderr, "bench_storage: %s\n", db_errmsg(db));
-    free(lat);
-    db_close(db);
-    return -1;
+    s->lat[s->nlat++] = seconds;
+    s->total_s += seconds;
 }
 
-/* The ceiling: raw sqlite3, same PRAGMAs, one autocommit INSERT of the same bytes per row,
- * a bare table with no index, no FTS, no foreign keys. */
-static int bench_raw_inserts(const char *path, size_t nparts, const char *texts, const size_t *sizes,
-                             const size_t *offsets, const char *sync, insert_result *res)
+/* The ceiling: raw sqlite3 with the same PRAGMAs, one autocommit INSERT of the same bytes
+ * per row into a bare table (no index, no FTS, no foreign keys). */
+static sqlite3_stmt *raw_open(const char *path, const char *sync, sqlite3 **sql)
 {
-    sqlite3 *sql;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     char pragmas[256];
     snprintf(pragmas, sizeof pragmas,
              "PRAGMA journal_mode = WAL; PRAGMA synchronous = %s;"
              "CREATE TABLE raw(id INTEGER PRIMARY KEY, message_id INTEGER, body BLOB)",
              sync);
-    if (sqlite3_open(path, &sql) != SQLITE_OK || sqlite3_exec(sql, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(sql, "INSERT INTO raw(message_id, body) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "bench_storage: raw sqlite: %s\n", sqlite3_errmsg(sql));
+    if (sqlite3_open(path, sql) != SQLITE_OK || sqlite3_exec(*sql, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(*sql, "INSERT INTO raw(message_id, body) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
+        fprintf(stderr, "bench_storage: raw sqlite %s: %s\n", path, sqlite3_errmsg(*sql));
+    return st;
+}
+
+static int raw_insert(sqlite3_stmt *st, size_t i, const char *data, size_t len, stream *s)
+{
+    double t0 = now_s();
+    sqlite3_bind_int64(st, 1, (int64_t)(i / 8));
+    sqlite3_bind_blob(st, 2, data, (int)len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    stream_add(s, now_s() - t0);
+    s->bytes += len;
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* glmchat as the chat uses it: a message every 8 parts, each part_append durable on return;
+ * with idle, db_idle after every 64 parts (a turn), timed apart from the writes. */
+typedef struct chat_writer {
+    db_store *db;
+    int64_t conv, msg;
+    int idle;
+} chat_writer;
+
+static int chat_insert(chat_writer *w, size_t i, const char *data, size_t len, stream *s)
+{
+    if (w->idle && i % 64 == 0 && i) {
+        double t0 = now_s();
+        if (db_idle(w->db) != 0)
+            return -1;
+        double t = now_s() - t0;
+        s->idle_total_s += t;
+        s->idles++;
+        if (t * 1e3 > s->idle_max_ms)
+            s->idle_max_ms = t * 1e3;
+    }
+    if (i % 8 == 0) {
+        double t0 = now_s();
+        w->msg = msg_append(w->db, w->conv, w->msg > 0 ? w->msg : 0, i % 16 ? MSG_ASSISTANT : MSG_USER,
+                            MSG_STREAMING, NULL);
+        stream_add(s, now_s() - t0);
+        if (w->msg < 0)
+            return -1;
+    }
+    part_in p = {.kind = i % 3 == 1 ? PART_REASONING : PART_TEXT, .data = data, .len = len};
+    double t0 = now_s();
+    int64_t id = part_append(w->db, w->msg, &p);
+    stream_add(s, now_s() - t0);
+    s->bytes += len;
+    return id > 0 ? 0 : -1;
+}
+
+static void print_stream(stream *s, size_t rows, double ceiling_rows)
+{
+    double rate = (double)rows / s->total_s;
+    double p50 = pct(s->lat, s->nlat, 0.5) * 1e3, p99 = pct(s->lat, s->nlat, 0.99) * 1e3;
+    double max = pct(s->lat, s->nlat, 1.0) * 1e3;
+    printf("%-44s %9.0f %8.2f %8.3f %8.3f %8.2f", s->name, rate, (double)s->bytes / s->total_s / 1e6,
+           p50, p99, max);
+    if (ceiling_rows > 0)
+        printf("  %5.2f", rate / ceiling_rows);
+    printf("\n");
+}
+
+/* Runs the streams row by row in turn, so that all see the same disk at the same moments
+ * (the machine's fsync time drifts over minutes). */
+static int bench_inserts(const char *dir, size_t nparts, const char *texts, const size_t *sizes,
+                         const size_t *offsets)
+{
+    char raw_full[4096], raw_normal[4096], plain[4096], idle[4096], err[1024];
+    int pid = (int)getpid();
+    snprintf(raw_full, sizeof raw_full, "%s/bench-raw-full-%d.db", dir, pid);
+    snprintf(raw_normal, sizeof raw_normal, "%s/bench-raw-normal-%d.db", dir, pid);
+    snprintf(plain, sizeof plain, "%s/bench-chat-%d.db", dir, pid);
+    snprintf(idle, sizeof idle, "%s/bench-chat-idle-%d.db", dir, pid);
+    stream st[4] = {{.name = "raw sqlite3 INSERT, synchronous=FULL (ceiling)"},
+                    {.name = "raw sqlite3 INSERT, synchronous=NORMAL"},
+                    {.name = "glmchat msg_append + part_append"},
+                    {.name = "glmchat, db_idle between turns"}};
+    for (int k = 0; k < 4; k++)
+        if (!(st[k].lat = malloc(nparts * 2 * sizeof(double))))
+            return -1;
+    sqlite3 *full_sql, *normal_sql;
+    sqlite3_stmt *full = raw_open(raw_full, "FULL", &full_sql), *normal = raw_open(raw_normal, "NORMAL", &normal_sql);
+    chat_writer w[2] = {{db_open(plain, err, sizeof err), 0, 0, 0}, {db_open(idle, err, sizeof err), 0, 0, 1}};
+    if (!full || !normal || !w[0].db || !w[1].db) {
+        fprintf(stderr, "bench_storage: opening: %s\n", err);
         return -1;
     }
-    double *lat = malloc(nparts * sizeof *lat);
-    if (!lat)
-        return -1;
-    double start = now_s();
-    res->bytes = 0;
+    for (int k = 0; k < 2; k++)
+        w[k].conv = conv_create(w[k].db, "bench", NULL);
     for (size_t i = 0; i < nparts; i++) {
-        double t0 = now_s();
-        sqlite3_bind_int64(st, 1, (int64_t)(i / 8));
-        sqlite3_bind_blob(st, 2, texts + offsets[i], (int)sizes[i], SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            fprintf(stderr, "bench_storage: raw insert: %s\n", sqlite3_errmsg(sql));
+        const char *data = texts + offsets[i];
+        if (raw_insert(full, i, data, sizes[i], &st[0]) != 0 || raw_insert(normal, i, data, sizes[i], &st[1]) != 0 ||
+            chat_insert(&w[0], i, data, sizes[i], &st[2]) != 0 || chat_insert(&w[1], i, data, sizes[i], &st[3]) != 0) {
+            fprintf(stderr, "bench_storage: insert %zu failed: %s / %s\n", i, db_errmsg(w[0].db), db_errmsg(w[1].db));
             return -1;
         }
-        sqlite3_reset(st);
-        lat[i] = now_s() - t0;
-        res->bytes += sizes[i];
     }
-    res->seconds = now_s() - start;
-    res->max_ms = pct(lat, nparts, 1.0) * 1e3;
-    res->p99_ms = pct(lat, nparts, 0.99) * 1e3;
-    res->p50_ms = pct(lat, nparts, 0.5) * 1e3;
-    free(lat);
-    sqlite3_finalize(st);
-    sqlite3_close(sql);
+    double ceiling = (double)nparts / st[0].total_s;
+    printf("%-44s %9s %8s %8s %8s %8s  %5s\n", "inserts (one durable transaction per row)", "rows/s",
+           "MB/s", "p50 ms", "p99 ms", "max ms", "ratio");
+    print_stream(&st[0], nparts, 0);
+    for (int k = 1; k < 4; k++)
+        print_stream(&st[k], nparts, ceiling);
+    printf("(glmchat's rows/s counts parts; its latencies include a message row every 8 parts.\n"
+           " db_idle every 64 parts indexes them for search and checkpoints: %zu calls, mean %.1f ms,\n"
+           " slowest %.1f ms, all between turns, outside the writes above)\n\n",
+           st[3].idles, st[3].idles ? st[3].idle_total_s * 1e3 / (double)st[3].idles : 0.0, st[3].idle_max_ms);
+    sqlite3_finalize(full);
+    sqlite3_finalize(normal);
+    sqlite3_close(full_sql);
+    sqlite3_close(normal_sql);
+    db_close(w[0].db);
+    db_close(w[1].db);
+    for (int k = 0; k < 4; k++)
+        free(st[k].lat);
+    unlink(raw_full);
+    unlink(raw_normal);
+    unlink(plain);
+    unlink(idle);
     return 0;
 }
 
@@ -320,16 +365,6 @@ static double time_scan(const char *path, const char *word, long long *matches)
     return t;
 }
 
-static void print_insert(const char *name, const insert_result *r, size_t n, double ceiling_rows)
-{
-    double rows = (double)n / r->seconds;
-    printf("%-44s %9.0f %8.1f %8.3f %8.3f %8.2f", name, rows, (double)r->bytes / r->seconds / 1e6,
-           r->p50_ms, r->p99_ms, r->max_ms);
-    if (ceiling_rows > 0)
-        printf("  %5.2f", rows / ceiling_rows);
-    printf("\n");
-}
-
 int main(int argc, char **argv)
 {
     static const struct option options[] = {{"dir", required_argument, NULL, 'd'},
@@ -377,32 +412,12 @@ int main(int argc, char **argv)
         return 1;
     make_text(&v, &r, texts, total);
 
-    char stream_db[4096], raw_db[4096], raw_normal_db[4096], big_db[4096];
-    snprintf(stream_db, sizeof stream_db, "%s/bench-stream-%d.db", dir, (int)getpid());
-    snprintf(raw_db, sizeof raw_db, "%s/bench-raw-%d.db", dir, (int)getpid());
-    snprintf(raw_normal_db, sizeof raw_normal_db, "%s/bench-raw-normal-%d.db", dir, (int)getpid());
+    char big_db[4096];
     snprintf(big_db, sizeof big_db, "%s/bench-big-%d.db", dir, (int)getpid());
-
     printf("glmchat storage benchmark: %zu streamed parts (%.1f MB), SQLite %s\n\n", nparts,
            (double)total / 1e6, sqlite3_libversion());
-    printf("%-44s %9s %8s %8s %8s %8s  %5s\n", "inserts (one durable transaction per row)", "rows/s",
-           "MB/s", "p50 ms", "p99 ms", "max ms", "ratio");
-    insert_result raw = {0}, raw_normal = {0}, ours = {0}, ours_idle = {0};
-    char stream2_db[4200];
-    snprintf(stream2_db, sizeof stream2_db, "%s.idle", stream_db);
-    if (bench_raw_inserts(raw_db, nparts, texts, sizes, offsets, "FULL", &raw) != 0 ||
-        bench_raw_inserts(raw_normal_db, nparts, texts, sizes, offsets, "NORMAL", &raw_normal) != 0 ||
-        bench_glmchat_inserts(stream_db, nparts, texts, sizes, offsets, 0, &ours) != 0 ||
-        bench_glmchat_inserts(stream2_db, nparts, texts, sizes, offsets, 1, &ours_idle) != 0)
+    if (bench_inserts(dir, nparts, texts, sizes, offsets) != 0)
         return 1;
-    double ceiling = (double)nparts / raw.seconds;
-    print_insert("raw sqlite3 INSERT, synchronous=FULL (ceiling)", &raw, nparts, 0);
-    print_insert("raw sqlite3 INSERT, synchronous=NORMAL", &raw_normal, nparts, ceiling);
-    print_insert("glmchat part_append (+FTS5, FULL)", &ours, nparts, ceiling);
-    print_insert("glmchat, db_checkpoint between turns", &ours_idle, nparts, ceiling);
-    printf("(glmchat's rows/s counts parts only; a message row every 8 parts is in its latencies;\n"
-           " with db_checkpoint every 64 parts, the slowest checkpoint took %.2f ms, between turns)\n\n",
-           ours_idle.checkpoint_max_ms);
 
     double grow_s;
     long long rows, bytes;
@@ -418,6 +433,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_storage: %s\n", err);
         return 1;
     }
+    /* Bulk writes leave indexing to db_idle, as the chat does between turns. */
+    double t_index = now_s();
+    if (db_idle(db) != 0) {
+        fprintf(stderr, "bench_storage: %s\n", db_errmsg(db));
+        return 1;
+    }
+    t_index = now_s() - t_index;
+    printf("indexing them for search (db_idle): %.1f s, %.1f MB/s of text; database now %lld MB\n\n",
+           t_index, (double)bytes / t_index / 1e6, file_size(big_db) / (1024 * 1024));
     char q2[64], q3[64];
     snprintf(q2, sizeof q2, "%s %s", v.words[20], v.words[200]);
     snprintf(q3, sizeof q3, "%s zzzznotaword", v.words[5]);
@@ -450,10 +474,6 @@ int main(int argc, char **argv)
     printf("\nfull scan without the index (instr over every part) for the rare word: %.0f ms, %lld "
            "matches; the FTS5 search is %.0fx faster\n",
            scan * 1e3, matches, scan * 1e3 / fts_med);
-    unlink(stream_db);
-    unlink(stream2_db);
-    unlink(raw_db);
-    unlink(raw_normal_db);
     if (keep)
         printf("kept %s\n", big_db);
     else

@@ -70,6 +70,41 @@ static int hit_from_row(sqlite3_stmt *st, search_hit *h)
     return 0;
 }
 
+/* Whether parts past search_state.indexed_through exist: 1, 0, or -1 on error. */
+static int index_pending_exists(db_store *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT EXISTS (SELECT 1 FROM part WHERE id >"
+                           " (SELECT indexed_through FROM search_state))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "checking the search index");
+    int rc = sqlite3_step(st);
+    int pending = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : db_fail(db, "checking the search index");
+    sqlite3_finalize(st);
+    return pending;
+}
+
+int search_index_pending(db_store *db)
+{
+    int pending = index_pending_exists(db);
+    if (pending <= 0)
+        return pending;
+    int opened = db_tx_start(db);
+    if (opened < 0)
+        return -1;
+    int ok = sqlite3_exec(db->sql,
+                          "INSERT INTO part_fts(rowid, body) SELECT id, CAST(body AS TEXT) FROM part"
+                          " WHERE id > (SELECT indexed_through FROM search_state)"
+                          " AND kind IN ('text','reasoning') ORDER BY id;"
+                          "UPDATE search_state SET indexed_through = (SELECT max(id) FROM part)"
+                          " WHERE (SELECT max(id) FROM part) > indexed_through",
+                          NULL, NULL, NULL) == SQLITE_OK;
+    if (!ok)
+        db_fail(db, "indexing new messages for search");
+    return db_tx_end(db, opened, ok);
+}
+
 /* The smallest rowid among the newest SEARCH_RANK_WINDOW matches (0 when there are fewer),
  * or -1 on error. */
 static int64_t rank_window_floor(db_store *db, const char *match)
@@ -101,6 +136,10 @@ int search_parts(db_store *db, const char *query, size_t limit, search_hit **hit
     if (!match[0]) {
         free(match);
         return 0;
+    }
+    if (search_index_pending(db) != 0) {
+        free(match);
+        return -1;
     }
     int64_t lowest = rank_window_floor(db, match);
     if (lowest < 0) {

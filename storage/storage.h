@@ -28,7 +28,7 @@
  *   ... on each finished block: part_append(db, a, reasoning / tool_call / text part) ...
  *   ... a tool result is its own message: msg_append(.., a, MSG_TOOL, ..) + PART_TOOL_RESULT
  *   msg_finish(db, a, MSG_COMPLETE or MSG_CANCELED or MSG_ERROR, "stop", &stats);
- *   db_checkpoint(db);                                              // idle, between turns
+ *   db_idle(db);                                                    // between turns
  *   Regenerate: msg_append(db, conv, u, MSG_ASSISTANT, ...) again (a sibling of the old
  *   answer). Edit: msg_append(db, conv, parent_of_u, MSG_USER, ...) (a sibling of u).
  *   A message still MSG_STREAMING after a restart was cut off by a crash; its parts are kept.
@@ -78,13 +78,14 @@ int db_rollback(db_store *db);
  * Writes past it fail with a "full" message and change nothing. */
 int db_set_max_pages(db_store *db, int64_t pages);
 
-/* Copies the WAL into the database file now (a passive checkpoint: never waits for readers).
- * SQLite also does this by itself once the WAL passes 1000 pages, inside whichever write
- * crosses the line; the chat calls db_checkpoint when a turn is over, so that the cost
- * (tens of ms) falls between turns and not inside one. */
-int db_checkpoint(db_store *db);
+/* The work kept out of a turn's writes, to run when the chat is idle (a turn is over):
+ * adds the parts written since the last call to the search index (part_append does not
+ * index, so a streamed part is one small commit), then copies the WAL into the database file
+ * (a passive checkpoint; SQLite also does one by itself inside whichever write takes the WAL
+ * past 1000 pages). Searching indexes what is pending first, so results are always complete. */
+int db_idle(db_store *db);
 
-/* PRAGMA integrity_check: 1 when "ok", 0 when damaged (the first problem in db_errmsg),
+/* PRAGMA integrity_check plus the FTS5 index's: 1 when "ok", 0 when damaged (the first problem in db_errmsg),
  * -1 when it could not run. */
 int db_integrity_ok(db_store *db);
 

@@ -119,7 +119,7 @@ START_TEST(open_creates_parents_private_and_reopens)
     ck_assert_int_eq(conv_get_title(db, conv, &title), 0);
     ck_assert_str_eq(title, "kept");
     free(title);
-    ck_assert_int_eq(db_checkpoint(db), 0);
+    ck_assert_int_eq(db_idle(db), 0);
     ck_assert_int_eq(db_integrity_ok(db), 1);
     db_close(db);
     free(parent);
@@ -520,6 +520,47 @@ START_TEST(search_finds_text_and_reasoning_not_tools)
 }
 END_TEST
 
+/* Parts are indexed between turns (db_idle) or by the next search, never lost to search. */
+START_TEST(search_indexes_pending_parts_first)
+{
+    char *dir = scratch_new();
+    db_store *db = open_fresh(dir, "pending.db");
+    int64_t c = conv_create(db, NULL, NULL);
+    int64_t m = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+    int64_t p1 = add_text(db, m, PART_TEXT, "pelican one");
+    char *path = scratch_path(dir, "pending.db");
+    sqlite3 *sql;
+    ck_assert_int_eq(sqlite3_open_v2(path, &sql, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(sql, "SELECT indexed_through FROM search_state", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_lt(sqlite3_column_int64(st, 0), p1); /* the write did not index */
+    sqlite3_reset(st);
+    search_hit *hits;
+    size_t n;
+    ck_assert_int_eq(search_parts(db, "pelican", 0, &hits, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    search_hits_free(hits, n);
+    /* A part deleted before it was indexed, one deleted after: the index stays consistent. */
+    int64_t m2 = msg_append(db, c, m, MSG_ASSISTANT, MSG_COMPLETE, NULL);
+    add_text(db, m2, PART_TEXT, "pelican two");
+    ck_assert_int_eq(db_idle(db), 0);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_gt(sqlite3_column_int64(st, 0), p1);
+    sqlite3_finalize(st);
+    sqlite3_close(sql);
+    int64_t m3 = msg_append(db, c, m2, MSG_USER, MSG_COMPLETE, NULL);
+    add_text(db, m3, PART_REASONING, "pelican three");
+    ck_assert_int_eq(conv_delete(db, c), 0);
+    ck_assert_int_eq(search_parts(db, "pelican", 0, &hits, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(db_integrity_ok(db), 1);
+    db_close(db);
+    free(path);
+    scratch_free(dir);
+}
+END_TEST
+
 Suite *storage_core_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -536,6 +577,7 @@ Suite *storage_core_suite(void)
     tcase_add_test(t, memory_put_get_replace);
     tcase_add_test(t, memory_evicts_least_recently_used_by_count_and_bytes);
     tcase_add_test(t, search_finds_text_and_reasoning_not_tools);
+    tcase_add_test(t, search_indexes_pending_parts_first);
     suite_add_tcase(s, t);
     return s;
 }
