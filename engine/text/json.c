@@ -495,6 +495,22 @@ static jv *read_value(jv_reader *r)
     } else if (r->n - r->i >= 5 && memcmp(r->s + r->i, "false", 5) == 0) {
         r->i += 5;
         v = jv_new(JV_FALSE);
+    } else if (c == 'N' || c == 'I' || (c == '-' && r->i + 1 < r->n && r->s[r->i + 1] == 'I')) {
+        /* Python's json reads NaN, Infinity and -Infinity too (and writes them) */
+        static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+        for (int w = 0; w < 3 && !v; w++) {
+            size_t k = strlen(words[w]);
+            if (r->n - r->i >= k && memcmp(r->s + r->i, words[w], k) == 0) {
+                v = jv_new(JV_FLOAT);
+                if (v)
+                    v->num = w == 0 ? NAN : w == 1 ? INFINITY : -INFINITY;
+                r->i += k;
+            }
+        }
+        if (!v) {
+            r->depth--;
+            return fail_at(r, "an unexpected character");
+        }
     } else {
         int is_int;
         size_t k = scan_number(r->s + r->i, r->n - r->i, &is_int);
