@@ -47,16 +47,20 @@ TEXT_FUZZ_SECONDS = 60
 TEXT_FUZZ_FLAGS = -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-include $(top_builddir)/config.h -I$(top_srcdir) -I$(top_srcdir)/engine $(PCRE2_CFLAGS)
 TEXT_FUZZ_LIB = engine/error.c engine/text/tbuf.c engine/text/utf8.c engine/text/json.c \
-	engine/text/pretokenize.c engine/text/tokenizer.c engine/text/reply_parser.c
-EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c tests/fuzz/reply_parser.dict
-CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser
+	engine/text/pretokenize.c engine/text/tokenizer.c engine/text/reply_parser.c engine/text/template.c
+TEXT_FUZZERS = fuzz_tokenizer_decode fuzz_reply_parser fuzz_template
+EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c tests/fuzz/reply_parser.dict \
+	tests/fuzz/fuzz_template.c
+CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser tests/fuzz/fuzz_template
 .PHONY: fuzz-text fuzz-text-run
 fuzz-text:
-	for t in fuzz_tokenizer_decode fuzz_reply_parser; do \
+	for t in $(TEXT_FUZZERS); do \
 	  clang $(TEXT_FUZZ_FLAGS) $(TEXT_FUZZ_LIB:%=$(top_srcdir)/%) $(top_srcdir)/tests/fuzz/$$t.c \
 	    $(PCRE2_LIBS) -lm -o tests/fuzz/$$t || exit 1; done
 fuzz-text-run: fuzz-text
-	mkdir -p tests/fuzz/corpus-tok tests/fuzz/corpus-rp
+	mkdir -p tests/fuzz/corpus-tok tests/fuzz/corpus-rp tests/fuzz/corpus-tmpl
 	GLMCHAT_FUZZ_TOKENIZER=$(top_srcdir)/tests/fixtures/text/glm-bpe.tokenizer.json \
 	  tests/fuzz/fuzz_tokenizer_decode -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 tests/fuzz/corpus-tok
-	tests/fuzz/fuzz_reply_parser -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 -dict=$(top_srcdir)/tests/fuzz/reply_parser.dict tests/fuzz/corpus-rp
+	tests/fuzz/fuzz_reply_parser -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 \
+	  -dict=$(top_srcdir)/tests/fuzz/reply_parser.dict tests/fuzz/corpus-rp
+	tests/fuzz/fuzz_template -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=8192 tests/fuzz/corpus-tmpl
