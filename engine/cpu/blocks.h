@@ -1,0 +1,61 @@
+/* blocks.h: the CPU forward's sub-blocks (hyper-connections, KDA, DSA with its indexer, dense
+ * and MoE FFN) and the state they read and extend; internal to engine/cpu. */
+#ifndef GLMCHAT_ENGINE_CPU_BLOCKS_H
+#define GLMCHAT_ENGINE_CPU_BLOCKS_H
+
+#include "cpu/forward.h"
+#include "cpu/ops.h"
+
+typedef struct kda_state {
+    float *conv; /* (K-1) x 3C pre-conv rows, oldest first */
+    float *S;    /* heads x dk x dv */
+} kda_state;
+
+typedef struct dsa_cache {
+    float *latent;  /* cap x kv_lora_rank */
+    float *idx_key; /* cap x index_head_dim (LayerNormed wk output) */
+    float *idx_gate; /* cap x index_head_dim (pool gate logits) */
+    float *pool_key; /* (cap / kpool) x index_head_dim */
+    int n_pools;     /* completed pools with keys */
+} dsa_cache;
+
+struct cpu_state {
+    const glm_model *m;
+    int n, cap;
+    kda_state *kda; /* one per KDA layer */
+    dsa_cache *dsa; /* one per DSA layer */
+    kda_state *mark; /* saved KDA states, or NULL */
+    int mark_n;
+};
+
+/* Per-query token selection of a DSA layer: count[t] tokens in idx[t * width ...]. */
+typedef struct dsa_selection {
+    int width;
+    int *count;
+    int32_t *idx;
+} dsa_selection;
+
+/* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed
+ * rows c (T x D). */
+int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const float *base,
+               const float *scale, const float *X, int T, float *post, float *comb, float *out);
+/* X[j] <- post_j * y + sum_i comb[i][j] X[i], per token. */
+int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post,
+                const float *comb, int T);
+
+int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
+            const float *u, int T, float *out);
+/* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. */
+int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
+            int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,
+            float *out);
+int cpu_mlp(cpu_pool *pool, const glm_config *c, const glm_mlp_weights *w, int64_t inter,
+            const float *x, int T, float *out);
+int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, const float *x, int T,
+            float *out);
+/* The router's choice for one token: experts[k] and weights[k], k < num_experts_per_tok.
+ * scratch: 3 * n_routed_experts + n_group floats. Ties go to the lower group / expert index. */
+void cpu_route(const glm_config *c, const float *logits, const float *bias, float *scratch,
+               int *experts, float *weights);
+
+#endif

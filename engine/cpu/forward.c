@@ -1,0 +1,312 @@
+/* forward.c: the CPU forward over a conversation state: embedding, the layer loop (HC collapse,
+ * norm, KDA or DSA, HC update; the same for the FFN), stream mean, final norm, LM head. */
+#include "cpu/forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/blocks.h"
+
+static size_t conv_floats(const glm_config *c)
+{
+    return (size_t)(c->kda_conv_kernel - 1) * 3 * c->kda_heads * c->kda_head_dim;
+}
+
+static size_t rec_floats(const glm_config *c)
+{
+    return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
+}
+
+static void free_kda(kda_state *k, int n)
+{
+    for (int i = 0; k && i < n; i++) {
+        free(k[i].conv);
+        free(k[i].S);
+    }
+    free(k);
+}
+
+static kda_state *new_kda(const glm_config *c, int n)
+{
+    kda_state *k = calloc((size_t)(n ? n : 1), sizeof *k);
+    if (!k)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        k[i].conv = calloc(conv_floats(c) ? conv_floats(c) : 1, sizeof(float));
+        k[i].S = calloc(rec_floats(c), sizeof(float));
+        if (!k[i].conv || !k[i].S) {
+            free_kda(k, n);
+            return NULL;
+        }
+    }
+    return k;
+}
+
+cpu_state *cpu_state_new(const glm_model *m, glm_error *err)
+{
+    const glm_config *c = &m->cfg;
+    cpu_state *s = calloc(1, sizeof *s);
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    if (s) {
+        s->m = m;
+        s->mark_n = -1;
+        s->kda = new_kda(c, nk);
+        s->dsa = calloc((size_t)(nd ? nd : 1), sizeof *s->dsa);
+    }
+    if (!s || !s->kda || !s->dsa) {
+        cpu_state_free(s);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory creating a session state");
+        return NULL;
+    }
+    return s;
+}
+
+void cpu_state_free(cpu_state *s)
+{
+    if (!s)
+        return;
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    free_kda(s->kda, nk);
+    free_kda(s->mark, nk);
+    for (int i = 0; s->dsa && i < nd; i++) {
+        free(s->dsa[i].latent);
+        free(s->dsa[i].idx_key);
+        free(s->dsa[i].idx_gate);
+        free(s->dsa[i].pool_key);
+    }
+    free(s->dsa);
+    free(s);
+}
+
+void cpu_state_reset(cpu_state *s)
+{
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    for (int i = 0; i < nk; i++) {
+        memset(s->kda[i].conv, 0, conv_floats(c) * sizeof(float));
+        memset(s->kda[i].S, 0, rec_floats(c) * sizeof(float));
+    }
+    for (int i = 0; i < nd; i++)
+        s->dsa[i].n_pools = 0;
+    s->n = 0;
+}
+
+int cpu_state_length(const cpu_state *s)
+{
+    return s->n;
+}
+
+glm_status cpu_state_mark(cpu_state *s, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA);
+    if (!s->mark && !(s->mark = new_kda(c, nk)))
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory saving a session state");
+    for (int i = 0; i < nk; i++) {
+        memcpy(s->mark[i].conv, s->kda[i].conv, conv_floats(c) * sizeof(float));
+        memcpy(s->mark[i].S, s->kda[i].S, rec_floats(c) * sizeof(float));
+    }
+    s->mark_n = s->n;
+    return GLM_OK;
+}
+
+int cpu_state_mark_length(const cpu_state *s)
+{
+    return s->mark_n;
+}
+
+glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    if (n == s->n)
+        return GLM_OK;
+    if (n == 0) {
+        cpu_state_reset(s);
+        return GLM_OK;
+    }
+    if (n != s->mark_n || n > s->n)
+        return glm_error_set(err, GLM_ERR_ARG, "cannot go back to %d tokens: the session holds %d "
+                             "and kept the linear-attention state only at %d; run the prompt again",
+                             n, s->n, s->mark_n);
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    for (int i = 0; i < nk; i++) {
+        memcpy(s->kda[i].conv, s->mark[i].conv, conv_floats(c) * sizeof(float));
+        memcpy(s->kda[i].S, s->mark[i].S, rec_floats(c) * sizeof(float));
+    }
+    for (int i = 0; i < nd; i++)
+        if (s->dsa[i].n_pools > n / c->index_kpool)
+            s->dsa[i].n_pools = n / c->index_kpool;
+    s->n = n;
+    return GLM_OK;
+}
+
+static int grow(float **p, size_t n)
+{
+    float *q = realloc(*p, (n ? n : 1) * sizeof *q);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+static glm_status reserve(cpu_state *s, int need, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    if (need <= s->cap)
+        return GLM_OK;
+    int cap = s->cap ? s->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    int nd = glm_config_count(c, GLM_ATTN_DSA);
+    size_t ID = (size_t)c->index_head_dim;
+    for (int i = 0; i < nd; i++) {
+        dsa_cache *d = &s->dsa[i];
+        if (grow(&d->latent, (size_t)cap * c->kv_lora_rank) || grow(&d->idx_key, (size_t)cap * ID) ||
+            grow(&d->idx_gate, (size_t)cap * ID) ||
+            grow(&d->pool_key, (size_t)(cap / c->index_kpool + 1) * ID))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory growing the attention cache "
+                                 "to %d tokens", cap);
+    }
+    s->cap = cap;
+    return GLM_OK;
+}
+
+typedef struct fwd_buf {
+    float *X, *c, *u, *y, *post, *comb;
+    dsa_selection sel[2];
+} fwd_buf;
+
+static void fwd_buf_free(fwd_buf *b)
+{
+    free(b->X);
+    free(b->c);
+    free(b->u);
+    free(b->y);
+    free(b->post);
+    free(b->comb);
+    for (int i = 0; i < 2; i++) {
+        free(b->sel[i].count);
+        free(b->sel[i].idx);
+    }
+}
+
+static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T)
+{
+    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
+    memset(b, 0, sizeof *b);
+    b->X = malloc((size_t)T * S * D * sizeof(float));
+    b->c = malloc((size_t)T * D * sizeof(float));
+    b->u = malloc((size_t)T * D * sizeof(float));
+    b->y = malloc((size_t)T * D * sizeof(float));
+    b->post = malloc((size_t)T * S * sizeof(float));
+    b->comb = malloc((size_t)T * S * S * sizeof(float));
+    int ok = b->X && b->c && b->u && b->y && b->post && b->comb;
+    for (int i = 0; i < 2 && ok; i++) {
+        b->sel[i].width = c->index_topk + c->index_kpool - 1;
+        b->sel[i].count = malloc((size_t)T * sizeof(int));
+        b->sel[i].idx = malloc((size_t)T * b->sel[i].width * sizeof(int32_t));
+        ok = b->sel[i].count && b->sel[i].idx;
+    }
+    return ok ? 0 : -1;
+}
+
+static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, int *sel_cur)
+{
+    const glm_config *c = &s->m->cfg;
+    const glm_layer_weights *L = &s->m->w.layers[li];
+    int D = c->hidden_size;
+    if (cpu_hc_pre(pool, c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, b->X, T, b->post,
+                   b->comb, b->c))
+        return -1;
+    for (int t = 0; t < T; t++)
+        cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
+    int rank = glm_config_rank_of(c, li), rc;
+    if (c->attn[li] == GLM_ATTN_KDA) {
+        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y);
+    } else {
+        /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
+        int next = 1 - *sel_cur;
+        rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], s->n, b->u, T, &b->sel[*sel_cur],
+                     &b->sel[next], b->y);
+        *sel_cur = next;
+    }
+    if (rc || cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
+        return -1;
+    if (cpu_hc_pre(pool, c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, b->X, T, b->post,
+                   b->comb, b->c))
+        return -1;
+    for (int t = 0; t < T; t++)
+        cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->post_norm, D, c->rms_norm_eps);
+    rc = c->moe[li] ? cpu_moe(pool, c, L, b->u, T, b->y)
+                    : cpu_mlp(pool, c, &L->mlp, c->intermediate_size, b->u, T, b->y);
+    if (rc || cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
+        return -1;
+    return 0;
+}
+
+static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, int all_rows)
+{
+    const glm_config *c = &s->m->cfg;
+    int D = c->hidden_size, S = c->hc_mult;
+    for (int t = 0; t < T; t++) {
+        float *h = b->c + (size_t)t * D;
+        const float *x = b->X + (size_t)t * S * D;
+        for (int d = 0; d < D; d++) {
+            float acc = 0;
+            for (int k = 0; k < S; k++)
+                acc += x[(size_t)k * D + d];
+            h[d] = acc / (float)S;
+        }
+        cpu_rmsnorm(h, h, s->m->w.final_norm, D, c->rms_norm_eps);
+    }
+    if (!logits)
+        return 0;
+    if (all_rows)
+        return cpu_matmul(pool, &s->m->w.lm_head, b->c, T, logits);
+    return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
+}
+
+glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
+                       int all_rows, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    if (n <= 0)
+        return glm_error_set(err, GLM_ERR_ARG, "no tokens to run");
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
+                                 "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
+    glm_status st = reserve(s, s->n + n, err);
+    if (st)
+        return st;
+    fwd_buf b;
+    int D = c->hidden_size, S = c->hc_mult, sel_cur = 0;
+    if (fwd_buf_new(&b, c, n)) {
+        fwd_buf_free(&b);
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory running %d tokens", n);
+    }
+    float *row = malloc((size_t)D * sizeof *row);
+    int rc = row ? 0 : -1;
+    for (int t = 0; rc == 0 && t < n; t++) {
+        const float *e = glm_weight_row(&s->m->w.embed, tokens[t], row);
+        for (int k = 0; k < S; k++)
+            memcpy(b.X + ((size_t)t * S + k) * D, e, (size_t)D * sizeof *e);
+    }
+    free(row);
+    for (int li = 0; rc == 0 && li < c->num_layers; li++)
+        rc = run_layer(s, pool, li, &b, n, &sel_cur);
+    if (rc == 0)
+        rc = head(s, pool, &b, n, logits_out, all_rows);
+    fwd_buf_free(&b);
+    if (rc)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
+                             n);
+    s->n += n;
+    return GLM_OK;
+}
+
+glm_status cpu_decode(cpu_state *s, cpu_pool *pool, int32_t token, float *logits_out, glm_error *err)
+{
+    return cpu_prefill(s, pool, &token, 1, logits_out, 0, err);
+}

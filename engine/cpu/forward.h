@@ -1,0 +1,33 @@
+/* forward.h: the CPU backend's forward pass in float32 over a conversation's state: prefill
+ * (KDA in chunked form) and decode (KDA recurrent form), per architecture.md section 2. */
+#ifndef GLMCHAT_ENGINE_CPU_FORWARD_H
+#define GLMCHAT_ENGINE_CPU_FORWARD_H
+
+#include <stdint.h>
+
+#include "cpu/threads.h"
+#include "model/model.h"
+
+/* A conversation's caches: per KDA layer the conv window and recurrent state, per DSA layer the
+ * latent rows, the indexer's per-token keys and gate logits, and the completed pool keys. */
+typedef struct cpu_state cpu_state;
+
+cpu_state *cpu_state_new(const glm_model *m, glm_error *err);
+void cpu_state_free(cpu_state *s);
+void cpu_state_reset(cpu_state *s);
+int cpu_state_length(const cpu_state *s);
+/* Saves the KDA states at the current length, so cpu_state_truncate can come back to it. */
+glm_status cpu_state_mark(cpu_state *s, glm_error *err);
+int cpu_state_mark_length(const cpu_state *s); /* -1: none */
+/* Back to n tokens: n == length (nothing to do), 0 (reset) or the marked length. */
+glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err);
+
+/* Runs n tokens after the state's current length and appends them to it. logits_out: n x vocab
+ * floats when all_rows, else vocab floats for the last token; may be NULL. n == 1 uses the
+ * recurrent KDA form, n > 1 the chunked form (chunks of 64). */
+glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
+                       int all_rows, glm_error *err);
+/* One token (the decode step): cpu_prefill with n = 1. */
+glm_status cpu_decode(cpu_state *s, cpu_pool *pool, int32_t token, float *logits_out, glm_error *err);
+
+#endif

@@ -1,0 +1,211 @@
+/* session.c: glm_engine (a model plus the CPU thread pool) and glm_session (a conversation's
+ * token-level state): open, feed, truncate, a token generation loop, cancellation. */
+#include "session.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/forward.h"
+#include "sampler.h"
+
+/* Prefills run in pieces of at most this many tokens (bounds the scratch memory). */
+#define FEED_PIECE 1024
+
+struct glm_engine {
+    glm_model *model;
+    cpu_pool *pool;
+};
+
+struct glm_session {
+    glm_engine *e;
+    cpu_state *st;
+    float *logits; /* vocab */
+    int has_logits;
+    atomic_int cancel;
+};
+
+glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
+{
+    if (!p || !p->model_dir) {
+        glm_error_set(err, GLM_ERR_ARG, "no model directory given (use --model DIR)");
+        return NULL;
+    }
+    if (p->backend == GLM_BACKEND_CUDA) {
+        glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend is not built yet; use --backend cpu");
+        return NULL;
+    }
+    if (p->peer) {
+        glm_error_set(err, GLM_ERR_UNSUPPORTED, "two ranks (--peer) are not built yet");
+        return NULL;
+    }
+    glm_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory opening the engine");
+        return NULL;
+    }
+    e->model = glm_model_open(p->model_dir, err);
+    if (!e->model) {
+        free(e);
+        return NULL;
+    }
+    e->pool = cpu_pool_new(p->n_threads);
+    return e;
+}
+
+void glm_engine_close(glm_engine *e)
+{
+    if (!e)
+        return;
+    cpu_pool_free(e->pool);
+    glm_model_close(e->model);
+    free(e);
+}
+
+const glm_model *glm_engine_model(const glm_engine *e)
+{
+    return e->model;
+}
+
+glm_session *glm_session_new(glm_engine *e, glm_error *err)
+{
+    glm_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory creating a session");
+        return NULL;
+    }
+    s->e = e;
+    s->logits = malloc((size_t)e->model->cfg.vocab_size * sizeof *s->logits);
+    s->st = s->logits ? cpu_state_new(e->model, err) : NULL;
+    if (!s->st) {
+        if (!s->logits)
+            glm_error_set(err, GLM_ERR_NOMEM, "out of memory creating a session");
+        glm_session_free(s);
+        return NULL;
+    }
+    atomic_init(&s->cancel, 0);
+    return s;
+}
+
+void glm_session_free(glm_session *s)
+{
+    if (!s)
+        return;
+    cpu_state_free(s->st);
+    free(s->logits);
+    free(s);
+}
+
+void glm_cancel(glm_session *s)
+{
+    if (s)
+        atomic_store(&s->cancel, 1);
+}
+
+int glm_session_length(const glm_session *s)
+{
+    return cpu_state_length(s->st);
+}
+
+int glm_session_vocab(const glm_session *s)
+{
+    return s->e->model->cfg.vocab_size;
+}
+
+void glm_session_reset(glm_session *s)
+{
+    cpu_state_reset(s->st);
+    s->has_logits = 0;
+}
+
+glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                            glm_error *err)
+{
+    int V = s->e->model->cfg.vocab_size;
+    for (int done = 0; done < n;) {
+        int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
+        float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
+        glm_status st = cpu_prefill(s->st, s->e->pool, tokens + done, piece, out, logits_all != NULL,
+                                    err);
+        if (st) {
+            glm_session_reset(s);
+            return st;
+        }
+        done += piece;
+        if (logits_all && done == n)
+            memcpy(s->logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof *s->logits);
+    }
+    if (n > 0)
+        s->has_logits = 1;
+    return GLM_OK;
+}
+
+const float *glm_session_logits(const glm_session *s)
+{
+    return s->has_logits ? s->logits : NULL;
+}
+
+glm_status glm_session_mark(glm_session *s, glm_error *err)
+{
+    return cpu_state_mark(s->st, err);
+}
+
+glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
+{
+    int before = glm_session_length(s);
+    glm_status st = cpu_state_truncate(s->st, n, err);
+    if (!st && n != before)
+        s->has_logits = 0; /* the logits of token n-1 are not kept; feed again to get them */
+    return st;
+}
+
+static int is_eos(int32_t t, const int *eos, int n_eos)
+{
+    for (int i = 0; i < n_eos; i++)
+        if (eos[i] == t)
+            return 1;
+    return 0;
+}
+
+glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, int n_prompt,
+                                       const glm_sampling *sampling, const int *eos, int n_eos,
+                                       int max_new, glm_token_fn on_token, void *user, int *n_out,
+                                       glm_error *err)
+{
+    *n_out = 0;
+    atomic_store(&s->cancel, 0);
+    glm_status st = n_prompt > 0 ? glm_session_feed(s, prompt, n_prompt, NULL, err) : GLM_OK;
+    if (st)
+        return st;
+    if (!glm_session_logits(s))
+        return glm_error_set(err, GLM_ERR_ARG, "nothing to continue from: give a prompt");
+    glm_sampler *smp = glm_sampler_new(sampling, glm_session_vocab(s), err);
+    if (!smp)
+        return err ? err->status : GLM_ERR_ARG;
+    while (*n_out < max_new) {
+        if (atomic_load(&s->cancel)) {
+            st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
+            break;
+        }
+        int32_t tok = glm_sampler_pick(smp, s->logits);
+        (*n_out)++;
+        int stop = on_token ? on_token(tok, user) : 0;
+        if (stop || is_eos(tok, eos, n_eos) || *n_out >= max_new)
+            break;
+        if ((st = glm_session_feed(s, &tok, 1, NULL, err)))
+            break;
+    }
+    glm_sampler_free(smp);
+    return st;
+}
+
+glm_status glm_generate(glm_session *s, const glm_request *r, glm_event_fn on_event, void *user,
+                        glm_error *err)
+{
+    (void)s;
+    (void)r;
+    (void)on_event;
+    (void)user;
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "glm_generate needs the tokenizer and chat "
+                         "template (engine/text), which are joined in the integration step");
+}

@@ -1,0 +1,44 @@
+/* session.h: a conversation at the token level: its state (KDA conv and recurrent states, DSA
+ * latent and indexer caches), feeding tokens, the last logits, prefix truncation, generation. */
+#ifndef GLMCHAT_ENGINE_SESSION_H
+#define GLMCHAT_ENGINE_SESSION_H
+
+#include <stdint.h>
+
+#include "glm.h"
+#include "model/model.h"
+
+/* The engine's model, for callers that need its config (vocabulary, eos ids). */
+const glm_model *glm_engine_model(const glm_engine *e);
+
+int glm_session_length(const glm_session *s);
+int glm_session_vocab(const glm_session *s);
+void glm_session_reset(glm_session *s);
+
+/* Runs n tokens after what the session holds (a prefill when the session is empty, or a
+ * continuation). logits_all: n x vocab floats, or NULL; the last row is always kept and
+ * available through glm_session_logits. One token at a time is the decode step. On an error
+ * the session is reset (its state would be half-updated). */
+glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                            glm_error *err);
+/* Logits of the last token fed, or NULL when none. */
+const float *glm_session_logits(const glm_session *s);
+
+/* Remembers the current length: glm_session_truncate can come back to it (prompt reuse keeps
+ * the linear-attention state there; attention caches are cut exactly). */
+glm_status glm_session_mark(glm_session *s, glm_error *err);
+/* Back to n tokens: the current length, 0, or the marked length. */
+glm_status glm_session_truncate(glm_session *s, int n, glm_error *err);
+
+/* Called with each generated token; return nonzero to stop after it. */
+typedef int (*glm_token_fn)(int32_t token, void *user);
+
+/* Feeds prompt (may be empty when the session already holds tokens), then samples up to
+ * max_new tokens, stopping after an eos id (which is reported to on_token too), when on_token
+ * returns nonzero, or on glm_cancel. *n_out: tokens generated. */
+glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, int n_prompt,
+                                       const glm_sampling *sampling, const int *eos, int n_eos,
+                                       int max_new, glm_token_fn on_token, void *user, int *n_out,
+                                       glm_error *err);
+
+#endif
