@@ -194,10 +194,16 @@ __device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, s
                     for (int t = 0; t < 4; t++) {
                         uint32_t w = slice[t * 32 + lane];
                         uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
+#ifdef EXL3_BENCH_LOAD_ONLY
+                        // benchmark variant: the same bytes moved, no decode and no mma (the
+                        // results are meaningless); separates memory time from compute time
+                        acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
+#else
                         uint32_t b[4];
                         decode_k4<CB>(w, prev, b);
                         mma16816(acc[t][0], a, b[0], b[1]);
                         mma16816(acc[t][1], a, b[2], b[3]);
+#endif
                     }
                 }
             }

@@ -3,7 +3,8 @@
 # (tests/gpu/run.sh), never in CI.
 KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
-EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/test_exl3_gpu.c bench/bench_exl3.cu
+EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
+	bench/bench_exl3.cu
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
 libkernels_a_SOURCES = $(KERNEL_SOURCES)

@@ -23,16 +23,21 @@ typedef struct opened {
     glm_session *s;
 } opened;
 
-static opened open_model(const char *dir)
+static opened open_threads(const char *dir, int threads)
 {
     glm_error err = {0};
-    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CPU, .n_threads = 2};
+    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CPU, .n_threads = threads};
     opened o = {0};
     o.e = glm_engine_open(&p, &err);
     ck_assert_msg(o.e != NULL, "%s: %s", dir, err.message);
     o.s = glm_session_new(o.e, &err);
     ck_assert_msg(o.s != NULL, "%s", err.message);
     return o;
+}
+
+static opened open_model(const char *dir)
+{
+    return open_threads(dir, 2);
 }
 
 static void close_model(opened *o)
@@ -333,6 +338,22 @@ START_TEST(greedy_generation_follows_argmax_and_seeds_repeat)
 }
 END_TEST
 
+START_TEST(thread_count_does_not_change_a_bit)
+{
+    const char *dir = tu_fixture("tiny-A");
+    tu_reference r;
+    tu_load_reference(dir, &r);
+    opened one = open_threads(dir, 1), three = open_threads(dir, 3);
+    float *a = run_pieces(one.s, r.ids, r.n, 50, 1), *b = run_pieces(three.s, r.ids, r.n, 50, 1);
+    ck_assert_int_eq(memcmp(a, b, (size_t)r.n * r.vocab * sizeof *a), 0);
+    free(a);
+    free(b);
+    close_model(&one);
+    close_model(&three);
+    tu_free_reference(&r);
+}
+END_TEST
+
 START_TEST(bad_tokens_are_refused)
 {
     opened o = open_model(tu_fixture("softplus-kpool1-hc1"));
@@ -357,6 +378,7 @@ int main(void)
     tcase_add_test(tc, bf16_checkpoint_runs_its_values);
     tcase_add_test(tc, fp8_checkpoint_runs_its_dequantized_values);
     tcase_add_test(tc, greedy_generation_follows_argmax_and_seeds_repeat);
+    tcase_add_test(tc, thread_count_does_not_change_a_bit);
     tcase_add_test(tc, bad_tokens_are_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
