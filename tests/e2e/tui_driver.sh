@@ -178,6 +178,9 @@ expect_screen 'RoCE between two Sparks' 2 "the list filters"
 expect_no_screen 'Trellis codes' "the list filter hides the rest"
 keys Enter
 expect_screen 'opened conversation c2' 2 "Enter opens the chosen conversation"
+tmx resize-window -t t -x 120 -y 24
+expect_screen '^ RoCE between two Sparks │ tiny-test' 2 "a wide status line names the open conversation"
+tmx resize-window -t t -x 80 -y 24
 
 # --- scroll back ---
 type_text "/help"; keys Enter; type_text "/help"; keys Enter
