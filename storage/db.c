@@ -212,6 +212,15 @@ int db_set_max_pages(db_store *db, int64_t pages)
     return exec_sql(db, sql, "setting the page limit");
 }
 
+int db_checkpoint(db_store *db)
+{
+    db_clear_error(db);
+    int rc = sqlite3_wal_checkpoint_v2(db->sql, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        return db_fail(db, "checkpointing the write-ahead log");
+    return 0;
+}
+
 int db_integrity_ok(db_store *db)
 {
     sqlite3_stmt *st;
