@@ -14,12 +14,30 @@ if ! "$GLMCHAT_BIN" mkmodel --out "$TMP/model" >"$TMP/mk.out" 2>&1; then
     fail "glmchat mkmodel failed: $(tail -c 400 "$TMP/mk.out")"; finish
 fi
 
+# The same probe as chat_model.sh: skip while this build's engine cannot generate.
+"$GLMCHAT_BIN" --model "$TMP/model" --backend cpu chat --no-save --max-tokens 2 --prompt probe \
+    >"$TMP/probe.out" 2>"$TMP/probe.err" </dev/null
+GENERATES=1
+if grep -q 'glm_generate needs' "$TMP/probe.err"; then
+    echo "the engine cannot generate in this build yet: the reply checks are skipped"
+    GENERATES=0
+fi
+
 tui_start
 type_text "$GLMCHAT_BIN --db $TMP/chat.db --model $TMP/model --backend cpu"; keys Enter
 expect_screen '│ ready *$' 30 "the TUI starts with the status line"
 [ "$(tmx display -p -t t '#{alternate_on}')" = 1 ] && pass || fail "not on the alternate screen"
 expect_screen 'cpu' 1 "the status line names the backend"
 
+# --- commands the app and the view share: /help, /list ---
+type_text "/help"; keys Enter
+expect_screen 'Ctrl-R searches history' 3 "/help lists the keys"
+keys F2
+expect_screen 'Conversations' 3 "F2 opens the conversation list"
+keys Escape
+sleep 0.1
+
+if [ $GENERATES = 1 ]; then
 # --- a prompt: the reply streams, the status line counts ---
 type_text "Hello, who are you?"; keys Enter
 expect_screen '› Hello, who are you\?' 5 "the prompt is in the transcript"
@@ -37,10 +55,6 @@ else
     echo "this reply had no thinking: fold not checked"
 fi
 
-# --- a slash command ---
-type_text "/help"; keys Enter
-expect_screen 'Ctrl-R searches history' 3 "/help lists the keys"
-
 # --- cancel: Esc while the reply streams keeps what was written ---
 type_text "Write a long story about two computers."; keys Enter
 if wait_for '● (prefill|thinking|writing)' 20; then
@@ -49,6 +63,7 @@ if wait_for '● (prefill|thinking|writing)' 20; then
     expect_screen '│ ready *$' 10 "ready after cancel"
 else
     fail "the second reply never showed as streaming"
+fi
 fi
 
 # --- resize to 40 columns and back ---
@@ -65,5 +80,5 @@ expect_screen '^PROMPT\$ *$' 15 "Ctrl-D quits back to the shell"
 [ "$(tmx display -p -t t '#{alternate_on}')" = 0 ] && pass || fail "the alternate screen was not left"
 type_text "stty -a | tr ' ' '\n' | grep -E '^-?(icanon|echo)\$' | tr '\n' ' '; echo"; keys Enter
 expect_screen '^icanon echo *$' 3 "the terminal modes are restored"
-[ -s "$XDG_STATE_HOME/glmchat/history" ] && pass || fail "no input history was kept"
+grep -q '^/help$' "$XDG_STATE_HOME/glmchat/history" && pass || fail "no input history was kept"
 finish
