@@ -185,7 +185,7 @@ keys F2
 expect_screen 'Trellis codes in EXL3' 2 "F2 shows the conversation list"
 type_text "roce"
 expect_screen 'RoCE between two Sparks' 2 "the list filters"
-expect_no_screen 'Trellis codes' "the list filter hides the rest"
+expect_gone 'Trellis codes' 2 "the list filter hides the rest"
 keys Enter
 expect_screen 'opened conversation c2' 2 "Enter opens the chosen conversation"
 tmx resize-window -t t -x 120 -y 24
