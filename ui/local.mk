@@ -35,4 +35,4 @@ TESTS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_pl
 	tests/unit/test_transcript \
 	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh
 EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
-	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/ui/scripts/flood.script tests/fuzz/fuzz_render.c
+	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/ui/scripts/flood.script tests/ui/scripts/stream.script tests/fuzz/fuzz_render.c

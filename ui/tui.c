@@ -218,8 +218,8 @@ static void human_count(char *out, size_t cap, long n)
 
 static void draw_status(tui *t, int y)
 {
-    char f[7][300];
-    int prio[7];
+    char f[8][300];
+    int prio[8];
     int nf = 0;
     double now = now_s();
     if (t->flash[0] && now < t->flash_until) {
@@ -227,6 +227,17 @@ static void draw_status(tui *t, int y)
         prio[nf++] = 0;
     } else {
         t->flash[0] = '\0';
+    }
+    if (t->tr.conv_title && t->tr.conv_title[0]) { /* at most 32 columns of it */
+        size_t clen;
+        char *clean = rd_sanitize(t->tr.conv_title, strlen(t->tr.conv_title), &clen);
+        rd_pieces p = {0};
+        if (clean && rd_wrap_hard(clean, clen, 32, &p) == 0 && p.n) {
+            snprintf(f[nf], sizeof f[nf], "%.*s%s", (int)p.v[0].len, clean, p.n > 1 ? "\xe2\x80\xa6" : "");
+            prio[nf++] = 6;
+        }
+        rd_pieces_free(&p);
+        free(clean);
     }
     if (t->tr.model) {
         snprintf(f[nf], sizeof f[nf], "%s", t->tr.model);
@@ -258,7 +269,7 @@ static void draw_status(tui *t, int y)
     snprintf(f[nf], sizeof f[nf], "%s", trs_reply_state(&t->tr));
     prio[nf++] = 0;
     /* Drop the least important fields until the line fits. */
-    int keep[7];
+    int keep[8];
     for (int i = 0; i < nf; i++)
         keep[i] = 1;
     for (;;) {
@@ -639,7 +650,7 @@ static void show_help(tui *t)
         "Esc or Ctrl-C cancels a reply \xc2\xb7 Ctrl-C twice or Ctrl-D quits \xc2\xb7 "
         "PageUp/PageDown or the wheel scroll\n"
         "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
-        "F2 conversations \xc2\xb7 Alt-W copies the last reply";
+        "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text";
     trs_buf_add(&h, keys, strlen(keys));
     if (h.s)
         trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
@@ -671,8 +682,8 @@ static void run_command(tui *t, const char *line)
     }
     if (strcmp(name, "help") == 0)
         show_help(t);
-    else if (strcmp(name, "list") == 0)
-        open_list(t, 1);
+    else if (strcmp(name, "list") == 0 || strcmp(name, "search") == 0)
+        open_list(t, 1); /* the app fills it */
     else if (strcmp(name, "copy") == 0)
         copy_last_reply(t);
     act(t, UI_ACT_COMMAND, args, name, NULL, 0);

@@ -170,14 +170,27 @@ type_text "/new"; keys Enter
 expect_screen 'new conversation' 2 "/new reaches the app"
 expect_no_screen 'TOOL-DONE' "/new empties the transcript"
 
+# --- streaming sends only what changed: count the bytes that reach the terminal ---
+tmx pipe-pane -t t -o "cat >>'$TMP/pane.bytes'"
+type_text "stream it"; keys Enter
+expect_screen 'STREAM-END' 10 "a 200-delta reply streams"
+expect_screen 'ready' 3 "ready after it"
+tmx pipe-pane -t t
+bytes=$(wc -c <"$TMP/pane.bytes")
+echo "terminal output for a 200-delta reply: $bytes bytes, $((bytes / 200)) per delta (a repaint of the 80x24 screen is 1920)"
+[ $((bytes / 200)) -lt 200 ] && pass || fail "$((bytes / 200)) bytes per delta: the TUI repaints too much"
+
 # --- conversation list with search ---
 keys F2
 expect_screen 'Trellis codes in EXL3' 2 "F2 shows the conversation list"
 type_text "roce"
 expect_screen 'RoCE between two Sparks' 2 "the list filters"
-expect_no_screen 'Trellis codes' "the list filter hides the rest"
+expect_gone 'Trellis codes' 2 "the list filter hides the rest"
 keys Enter
 expect_screen 'opened conversation c2' 2 "Enter opens the chosen conversation"
+tmx resize-window -t t -x 120 -y 24
+expect_screen '^ RoCE between two Sparks │ tiny-test' 2 "a wide status line names the open conversation"
+tmx resize-window -t t -x 80 -y 24
 
 # --- scroll back ---
 type_text "/help"; keys Enter; type_text "/help"; keys Enter

@@ -243,12 +243,26 @@ static void notice(driver *d, const char *fmt, const char *a, const char *b)
     ui_push_text(d->view, UI_EV_NOTICE, msg, strlen(msg));
 }
 
+/* The driver's stand-in for storage: three saved conversations. */
+static const char *const saved[][3] = {
+    {"c3", "Trellis codes in EXL3", "2026-12-02 14:10 · 12 messages"},
+    {"c2", "RoCE between two Sparks", "2026-12-01 09:30 · 4 messages"},
+    {"c1", "A haiku about caches", "2026-11-30 22:05 · 2 messages"},
+};
+
 static void push_conversations(driver *d)
 {
     ui_push_text(d->view, UI_EV_CONV_CLEAR, NULL, 0);
-    ui_push_conv(d->view, "c3", "Trellis codes in EXL3", "2026-12-02 14:10 · 12 messages");
-    ui_push_conv(d->view, "c2", "RoCE between two Sparks", "2026-12-01 09:30 · 4 messages");
-    ui_push_conv(d->view, "c1", "A haiku about caches", "2026-11-30 22:05 · 2 messages");
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+        ui_push_conv(d->view, saved[i][0], saved[i][1], saved[i][2]);
+}
+
+static const char *saved_title(const char *id)
+{
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+        if (strcmp(saved[i][0], id) == 0)
+            return saved[i][1];
+    return id;
 }
 
 static void on_command(driver *d, const char *name, const char *args)
@@ -299,6 +313,9 @@ static void on_action(const ui_action *a, void *user)
     case UI_ACT_OPEN:
         ui_push_text(d->view, UI_EV_CLEAR, NULL, 0);
         notice(d, "opened conversation %s%s", a->id, "");
+        ui_status st = ui_status_none();
+        st.conversation = saved_title(a->id);
+        ui_push_status(d->view, &st);
         ui_push_text(d->view, UI_EV_USER, "an old question", 15);
         ui_push_text(d->view, UI_EV_REPLY_BEGIN, NULL, 0);
         ui_push_text(d->view, UI_EV_CONTENT_DELTA, "an old answer", 13);
