@@ -15,3 +15,8 @@ tests_unit_test_exl3_quant_SOURCES = tests/unit/test_exl3_quant.c
 tests_unit_test_exl3_quant_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_exl3_quant_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_exl3_quant
+
+# Benchmarks: built by `make check`, run by hand (bench/BENCHMARKS.md).
+check_PROGRAMS += bench/bench_exl3_quant
+bench_bench_exl3_quant_SOURCES = bench/bench_exl3_quant.c
+bench_bench_exl3_quant_LDADD = $(glmchat_LDADD)

@@ -2,6 +2,7 @@
  * engine, for the tmux tests; it is also a complete example of how the app wires view.h.
  *
  * Usage: tui_driver [--plain] [--history FILE] [--script FILE] [--script-dir DIR] [--no-mouse]
+ *                   [--latency-log FILE]
  * Every submitted message is answered by a reply script: DIR/<first word>.script when it
  * exists, else FILE. A script line is "<delay ms> <kind> <args>"; text escapes \n \t \\:
  *   think TEXT | text TEXT              one reasoning / content delta
@@ -316,7 +317,7 @@ int main(int argc, char **argv)
     pthread_mutex_init(&d.mu, NULL);
     pthread_cond_init(&d.cv, NULL);
     d.thinking = 1;
-    const char *history = NULL;
+    const char *history = NULL, *latency_log = NULL;
     int plain = 0, no_mouse = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--plain") == 0)
@@ -325,19 +326,21 @@ int main(int argc, char **argv)
             no_mouse = 1;
         else if (strcmp(argv[i], "--history") == 0 && i + 1 < argc)
             history = argv[++i];
+        else if (strcmp(argv[i], "--latency-log") == 0 && i + 1 < argc)
+            latency_log = argv[++i];
         else if (strcmp(argv[i], "--script") == 0 && i + 1 < argc)
             d.script = argv[++i];
         else if (strcmp(argv[i], "--script-dir") == 0 && i + 1 < argc)
             d.script_dir = argv[++i];
         else {
             fprintf(stderr, "usage: tui_driver [--plain] [--history FILE] [--script FILE] "
-                            "[--script-dir DIR] [--no-mouse]\n");
+                            "[--script-dir DIR] [--no-mouse] [--latency-log FILE]\n");
             return 2;
         }
     }
     if (!d.script)
         d.script = "/dev/null";
-    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .show_thinking = 1,
+    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .show_thinking = 1, .latency_log = latency_log,
                      .on_action = on_action, .user = &d};
     char err[512];
     d.view = plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err)
