@@ -477,8 +477,8 @@ static void branches(chat_tui *t, const char *arg)
         char err[512];
         if (k < 1 || (size_t)k > n)
             notice(t, "there are %zu branches; /branch N picks one of them", n);
-        else if (chat_branch(t->chat, kids[k - 1], err, sizeof err) != 0)
-            error_line(t, err);
+        else if (chat_branch(t->chat, msg_descend(t->o.db, kids[k - 1]), err, sizeof err) != 0)
+            error_line(t, err); /* the newest leaf of that branch, as the user left it */
         else
             replay(t);
     } else {

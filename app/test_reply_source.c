@@ -11,6 +11,7 @@
 
 #include "app/config.h"
 #include "app/test_reply_source.h"
+#include "engine/text/reply_parser.h"
 
 struct test_reply_source {
     FILE *f;
@@ -208,6 +209,49 @@ static int to_event(const cJSON *o, glm_event *ev, char **json_args)
     return 0;
 }
 
+/* Skips to the end of the current reply (a "done", "error" or "end" line), so the next
+ * generate starts at the next reply. */
+static void skip_reply(test_reply_source *t, char **line, size_t *cap)
+{
+    while (getline(line, cap, t->f) > 0) {
+        t->line++;
+        if (strstr(*line, "\"type\":\"done\"") || strstr(*line, "\"type\":\"error\"") ||
+            strstr(*line, "\"type\":\"end\""))
+            return;
+    }
+}
+
+/* One "raw" or "end" line: model text through the reply stream parser. 1 when the reply is
+ * over (its end, a cancel, a failure), 0 to read on; *st gets the outcome. */
+static int replay_raw(test_reply_source *t, const cJSON *o, const glm_request *r, rp_parser **rp,
+                      glm_event_fn on_event, void *user, glm_status *st, glm_error *err)
+{
+    if (!*rp && !(*rp = rp_new(r->tools, r->n_tools, r->think, on_event, user, err))) {
+        *st = err->status ? err->status : GLM_ERR_NOMEM;
+        return 1;
+    }
+    const char *type = str_of(o, "type");
+    if (t->canceled) {
+        rp_finish(*rp, RP_CANCELED, err);
+        *st = GLM_ERR_CANCELED;
+        return 1;
+    }
+    if (strcmp(type, "end") == 0) {
+        const char *why = str_of(o, "why");
+        *st = rp_finish(*rp, why && strcmp(why, "length") == 0 ? RP_LENGTH : RP_END_TOKEN, err);
+        return 1;
+    }
+    const char *text = str_of(o, "text");
+    glm_status fs = rp_feed(*rp, text ? text : "", text ? strlen(text) : 0, err);
+    if (fs == GLM_ERR_CANCELED) {
+        rp_finish(*rp, RP_CANCELED, err);
+        *st = GLM_ERR_CANCELED;
+        return 1;
+    }
+    *st = fs;
+    return fs != GLM_OK;
+}
+
 static glm_status replay(void *self, const glm_request *r, glm_event_fn on_event, void *user, glm_error *err)
 {
     test_reply_source *t = self;
@@ -218,14 +262,29 @@ static glm_status replay(void *self, const glm_request *r, glm_event_fn on_event
     ssize_t n;
     int events = 0;
     glm_status st = GLM_OK;
+    rp_parser *rp = NULL;
     while ((n = getline(&line, &cap, t->f)) > 0) {
         t->line++;
         if (line[0] == '\n' || line[0] == '#')
             continue;
         cJSON *o = cJSON_ParseWithLength(line, (size_t)n);
+        const char *type = cJSON_IsObject(o) ? str_of(o, "type") : NULL;
+        if (type && (strcmp(type, "raw") == 0 || strcmp(type, "end") == 0)) {
+            events++;
+            if (t->delay_ms > 0)
+                pause_ms(t->delay_ms);
+            int over = replay_raw(t, o, r, &rp, on_event, user, &st, err);
+            int ended = strcmp(type, "end") == 0;
+            cJSON_Delete(o);
+            if (over && !ended)
+                skip_reply(t, &line, &cap);
+            if (over)
+                break;
+            continue;
+        }
         glm_event ev;
         char *args = NULL;
-        if (!cJSON_IsObject(o) || to_event(o, &ev, &args)) {
+        if (!type || to_event(o, &ev, &args)) {
             cJSON_Delete(o);
             st = glm_error_set(err, GLM_ERR_FORMAT, "%s:%d: not a recorded event", t->path, t->line);
             break;
@@ -233,36 +292,23 @@ static glm_status replay(void *self, const glm_request *r, glm_event_fn on_event
         events++;
         if (t->delay_ms > 0)
             pause_ms(t->delay_ms);
-        int stop = 0;
-        if (t->canceled) {
+        int stop = t->canceled || on_event(&ev, user) != 0;
+        if (stop) {
             glm_event done = {.type = GLM_EV_DONE, .finish = "canceled"};
             on_event(&done, user);
-            stop = 1;
             st = GLM_ERR_CANCELED;
-        } else {
-            stop = on_event(&ev, user) != 0;
-            if (stop) {
-                glm_event done = {.type = GLM_EV_DONE, .finish = "canceled"};
-                on_event(&done, user);
-                st = GLM_ERR_CANCELED;
-            }
         }
         int last = ev.type == GLM_EV_DONE || ev.type == GLM_EV_ERROR;
         if (ev.type == GLM_EV_ERROR && !stop)
             st = glm_error_set(err, GLM_ERR_BACKEND, "%s", ev.text);
         free(args);
         cJSON_Delete(o);
-        if (stop) {
-            /* skip the rest of this reply so the next generate starts at the next one */
-            while (!last && (n = getline(&line, &cap, t->f)) > 0) {
-                t->line++;
-                last = strstr(line, "\"type\":\"done\"") || strstr(line, "\"type\":\"error\"");
-            }
-            break;
-        }
-        if (last)
+        if (stop && !last)
+            skip_reply(t, &line, &cap);
+        if (stop || last)
             break;
     }
+    rp_free(rp);
     free(line);
     if (st == GLM_OK && events == 0)
         return glm_error_set(err, GLM_ERR_ARG, "the recorded replies in %s ran out after %d replies", t->path,

@@ -3,8 +3,11 @@
  * glmchat reaches it only through the test hook GLMCHAT_TEST_REPLIES=FILE (see cmd_chat.c).
  *
  * FILE holds events in the jsonl schema of app/jsonl.h, one a line: reasoning, content,
- * tool_call_begin, tool_call_delta, tool_call, stats, done, error. A reply is the lines up to
- * and including a "done" (or "error") line; each generate call plays the next reply. Blank lines
+ * tool_call_begin, tool_call_delta, tool_call, stats, done, error; a reply is the lines up to
+ * and including a "done" (or "error") line. Or a reply is the model's own text, as generated:
+ * {"type":"raw","text":"...</think>...<tool_call>..."} lines (each one chunk) fed through the
+ * engine's reply stream parser (engine/text/reply_parser.h, with the request's tools and think
+ * flag), ended by {"type":"end","why":"token"|"length"}. Each generate call plays the next reply. Blank lines
  * and lines starting with '#' are skipped. Runs share the script: where the next reply starts is
  * kept in FILE.next (delete it to start over). Each request received is appended as one JSON line to
  * the request log when one is given (what a test checks kept reasoning against). */

@@ -1,6 +1,6 @@
 #!/bin/bash
 # chat_tools.sh: a tool round trip through the MCP test server configured in the config file,
-# driven by a recorded model reply; a built-in tool; tools only with --allow-tools; an MCP
+# driven by a recorded model reply (raw GLM text through the reply stream parser); a built-in tool; tools only with --allow-tools; an MCP
 # server that crashes at start or in the middle of a call is a clear message, never a crash.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
@@ -21,10 +21,11 @@ command = $SERVER --mode crash-on-start
 C
 
 cat >"$CHAT_REPLIES" <<'R'
-{"type":"reasoning","text":"Add with the tool."}
-{"type":"tool_call_begin","name":"t__add"}
-{"type":"tool_call","name":"t__add","arguments":{"a":2,"b":40}}
-{"type":"done","finish":"tool_calls"}
+{"type":"raw","text":"Add with the to"}
+{"type":"raw","text":"ol.</thi"}
+{"type":"raw","text":"nk>\n<tool_call>t__add<arg_key>a</arg_"}
+{"type":"raw","text":"key><arg_value>2</arg_value><arg_key>b</arg_key><arg_value>40</arg_value></tool_call>"}
+{"type":"end","why":"token"}
 {"type":"tool_call","name":"read_file","arguments":{"path":"notes.txt"}}
 {"type":"tool_call","name":"t__env","arguments":{"name":"GLMCHAT_E2E"}}
 {"type":"done","finish":"tool_calls"}
@@ -59,6 +60,7 @@ call = m[1]["parts"][1]
 if call["kind"] != "tool_call" or call["name"] != "t__add" or json.loads(call["arguments"]) != {"a": 2, "b": 40}:
     print("FAIL: call", call)
 if m[1]["finish_reason"] != "tool_calls": print("FAIL: finish", m[1]["finish_reason"])
+if m[1]["parts"][0] != {**m[1]["parts"][0], "kind": "reasoning", "text": "Add with the tool."}: print("FAIL: reasoning", m[1]["parts"][0])
 res = m[2]["parts"][0]
 if res["kind"] != "tool_result" or res["text"] != "42" or res["call_id"] != call["call_id"] or res["is_error"]:
     print("FAIL: result", res)

@@ -519,6 +519,41 @@ START_TEST(retry_edit_and_branch_make_siblings)
 }
 END_TEST
 
+START_TEST(raw_model_text_goes_through_the_reply_parser)
+{
+    start("{\"type\":\"raw\",\"text\":\"Let me look.</th\"}\n"
+          "{\"type\":\"raw\",\"text\":\"ink>\\n<tool_call>list_directory<arg_key>path</arg_key>\"}\n"
+          "{\"type\":\"raw\",\"text\":\"<arg_value>.</arg_value></tool_call>\"}\n"
+          "{\"type\":\"end\",\"why\":\"token\"}\n"
+          "{\"type\":\"raw\",\"text\":\"Found it.</think>The database is here.\"}\n"
+          "{\"type\":\"raw\",\"text\":\" Now <tool_call>read_file<arg_key>path</arg_key><arg_value>chat\"}\n"
+          "{\"type\":\"end\",\"why\":\"length\"}\n",
+          1, 0);
+    chat_outcome out = turn("where is the database?");
+    ck_assert_str_eq(out.finish, "length");
+    ck_assert_int_eq(out.steps, 2);
+    ck_assert_int_eq(out.tool_calls, 1); /* the call cut by the budget is not a call */
+    conv_messages m;
+    load(&m);
+    ck_assert_uint_eq(m.count, 4);
+    const msg *a = &m.msgs[1];
+    expect_part(a, 0, PART_REASONING, "Let me look.");
+    ck_assert_int_eq(a->parts[1].kind, PART_TOOL_CALL);
+    ck_assert_str_eq(a->parts[1].name, "list_directory");
+    ck_assert_str_eq(a->parts[1].args, "{\"path\":\".\"}");
+    ck_assert_str_eq(a->finish_reason, "tool_calls");
+    ck_assert_ptr_nonnull(strstr(m.msgs[2].parts[0].data, "chat.db"));
+    const msg *b = &m.msgs[3];
+    expect_part(b, 0, PART_REASONING, "Found it.");
+    ck_assert_int_eq(b->parts[1].kind, PART_TEXT);
+    ck_assert_ptr_nonnull(strstr(b->parts[1].data, "The database is here."));
+    ck_assert_str_eq(b->finish_reason, "length");
+    for (size_t i = 0; i < b->nparts; i++)
+        ck_assert_int_ne(b->parts[i].kind, PART_TOOL_CALL);
+    conv_messages_free(&m);
+}
+END_TEST
+
 START_TEST(settings_are_kept_per_conversation)
 {
     start("{\"type\":\"content\",\"text\":\"a\"}\n{\"type\":\"done\"}\n", 0, 0);
@@ -563,6 +598,7 @@ int main(void)
     tcase_add_test(tc, calls_without_tools_offered_get_an_error_result);
     tcase_add_test(tc, mcp_tools_through_the_chat_loop);
     tcase_add_test(tc, retry_edit_and_branch_make_siblings);
+    tcase_add_test(tc, raw_model_text_goes_through_the_reply_parser);
     tcase_add_test(tc, settings_are_kept_per_conversation);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
