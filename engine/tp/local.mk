@@ -38,3 +38,5 @@ bench_bench_tp_LDADD = $(glmchat_LDADD)
 
 # Fuzz target, built by hand with clang (see its header).
 EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
+TESTS += tests/e2e/tp_netem.sh
+EXTRA_DIST += tests/e2e/tp_netem.sh
