@@ -30,3 +30,13 @@ tests_unit_test_tp_rdma_SOURCES = tests/unit/test_tp_rdma.c
 tests_unit_test_tp_rdma_CPPFLAGS = $(TEST_CPPFLAGS) $(IBVERBS_CFLAGS)
 tests_unit_test_tp_rdma_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_tp_protocol tests/unit/test_tp_transport tests/unit/test_tp_rdma
+
+# Benchmark (not a test; `make bench/bench_tp`): one 16 KiB all-gather over TCP loopback and its share of a decode step.
+EXTRA_PROGRAMS += bench/bench_tp
+bench_bench_tp_SOURCES = bench/bench_tp.c
+bench_bench_tp_LDADD = $(glmchat_LDADD)
+
+# Fuzz target, built by hand with clang (see its header).
+EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
+TESTS += tests/e2e/tp_netem.sh
+EXTRA_DIST += tests/e2e/tp_netem.sh

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -400,18 +401,39 @@ typedef struct tp_exchange {
     size_t sent, received; /* bytes of header + payload */
 } tp_exchange;
 
-static ssize_t exchange_send(int fd, tp_exchange *x)
+/* Fills iov with what is left of a frame (header then payload) past `done` bytes. */
+static int frame_iov(struct iovec iov[2], uint8_t *hdr, uint8_t *payload, size_t payload_bytes, size_t done)
 {
-    const uint8_t *p;
-    size_t left;
-    if (x->sent < TP_DATA_HEADER_BYTES) {
-        p = x->out_hdr + x->sent;
-        left = TP_DATA_HEADER_BYTES - x->sent;
-    } else {
-        p = x->out_payload + (x->sent - TP_DATA_HEADER_BYTES);
-        left = x->payload_bytes - (x->sent - TP_DATA_HEADER_BYTES);
+    int n = 0;
+    if (done < TP_DATA_HEADER_BYTES) {
+        iov[n].iov_base = hdr + done;
+        iov[n].iov_len = TP_DATA_HEADER_BYTES - done;
+        n++;
+        done = TP_DATA_HEADER_BYTES;
     }
-    return send(fd, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t at = done - TP_DATA_HEADER_BYTES;
+    if (at < payload_bytes) {
+        iov[n].iov_base = payload + at;
+        iov[n].iov_len = payload_bytes - at;
+        n++;
+    }
+    return n;
+}
+
+/* One non-blocking sendmsg of the rest of our frame: header and payload leave in one segment. */
+static glm_status exchange_send(tp_tcp_transport *t, tp_exchange *x, glm_error *err)
+{
+    struct iovec iov[2];
+    struct msghdr mh = {0};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)frame_iov(iov, x->out_hdr, (uint8_t *)x->out_payload, x->payload_bytes, x->sent);
+    ssize_t n = sendmsg(t->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0)
+        x->sent += (size_t)n;
+    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s failed: %s", t->base.peer,
+                             strerror(errno));
+    return GLM_OK;
 }
 
 static glm_status check_data_header(const tp_tcp_transport *t, const tp_exchange *x, uint64_t seq,
@@ -430,18 +452,16 @@ static glm_status check_data_header(const tp_tcp_transport *t, const tp_exchange
     return GLM_OK;
 }
 
+/* One non-blocking recvmsg into the rest of the peer's frame. The payload lands straight in the
+ * caller's buffer; a header that does not match is an error before the exchange can succeed. */
 static glm_status exchange_recv(tp_tcp_transport *t, tp_exchange *x, uint64_t seq, glm_error *err)
 {
-    uint8_t *p;
-    size_t left;
-    if (x->received < TP_DATA_HEADER_BYTES) {
-        p = x->in_hdr + x->received;
-        left = TP_DATA_HEADER_BYTES - x->received;
-    } else {
-        p = x->in_payload + (x->received - TP_DATA_HEADER_BYTES);
-        left = x->payload_bytes - (x->received - TP_DATA_HEADER_BYTES);
-    }
-    ssize_t n = recv(t->fd, p, left, MSG_DONTWAIT);
+    struct iovec iov[2];
+    struct msghdr mh = {0};
+    size_t before = x->received;
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)frame_iov(iov, x->in_hdr, x->in_payload, x->payload_bytes, x->received);
+    ssize_t n = recvmsg(t->fd, &mh, MSG_DONTWAIT);
     if (n == 0)
         return glm_error_set(err, GLM_ERR_PEER, "%s closed the data connection during exchange %" PRIu64,
                              t->base.peer, seq);
@@ -452,7 +472,7 @@ static glm_status exchange_recv(tp_tcp_transport *t, tp_exchange *x, uint64_t se
                              t->base.peer, strerror(errno));
     }
     x->received += (size_t)n;
-    if (x->received == TP_DATA_HEADER_BYTES)
+    if (before < TP_DATA_HEADER_BYTES && x->received >= TP_DATA_HEADER_BYTES)
         return check_data_header(t, x, seq, err);
     return GLM_OK;
 }
@@ -475,6 +495,13 @@ static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *g
     x.in_payload = (uint8_t *)(gathered + (size_t)(1 - base->rank) * n);
     x.payload_bytes = bytes;
     size_t total = TP_DATA_HEADER_BYTES + bytes;
+    /* Try both directions before sleeping in poll: a small exchange usually completes in the
+     * first send and the first or second receive. */
+    glm_status st = exchange_send(t, &x, err);
+    if (st == GLM_OK)
+        st = exchange_recv(t, &x, seq, err);
+    if (st != GLM_OK)
+        return st;
     while (x.sent < total || x.received < total) {
         if (base->aborted && base->aborted(base->abort_user))
             return glm_error_set(err, GLM_ERR_PEER, "exchange %" PRIu64 " with %s was abandoned: the peer failed",
@@ -494,17 +521,10 @@ static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *g
             return glm_error_set(err, GLM_ERR_IO, "poll failed: %s", strerror(errno));
         if (rc <= 0)
             continue;
-        if ((p.revents & POLLOUT) && x.sent < total) {
-            ssize_t s = exchange_send(t->fd, &x);
-            if (s > 0)
-                x.sent += (size_t)s;
-            else if (s < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s failed: %s",
-                                     base->peer, strerror(errno));
-        }
+        if ((p.revents & POLLOUT) && x.sent < total && (st = exchange_send(t, &x, err)) != GLM_OK)
+            return st;
         if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && x.received < total) {
-            glm_status st = exchange_recv(t, &x, seq, err);
-            if (st != GLM_OK)
+            if ((st = exchange_recv(t, &x, seq, err)) != GLM_OK)
                 return st;
         } else if ((p.revents & (POLLHUP | POLLERR)) && x.sent < total) {
             return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s was closed", base->peer);
