@@ -71,7 +71,7 @@ static int bench_glmchat(int iters, stats *out)
                 _exit(2);
         tp_step step;
         int bye = 0;
-        (void)tp_worker_next_step(r, &step, &bye, &err); /* wait for the head's BYE */
+        (void)tp_worker_next_step(r, -1, &step, &bye, &err); /* wait for the head's BYE */
         tp_rank_close(r);
         _exit(0);
     }

@@ -40,3 +40,5 @@ bench_bench_tp_LDADD = $(glmchat_LDADD)
 EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
 TESTS += tests/e2e/tp_netem.sh
 EXTRA_DIST += tests/e2e/tp_netem.sh
+TESTS += tests/e2e/tp_worker_cli.sh
+EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md

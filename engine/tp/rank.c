@@ -897,12 +897,17 @@ glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const ui
     return GLM_OK;
 }
 
-glm_status tp_worker_next_step(tp_rank *r, tp_step *step, int *bye, glm_error *err)
+glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err)
 {
     memset(step, 0, sizeof *step);
     *bye = 0;
+    int64_t until = wait_ms < 0 ? INT64_MAX : tp_now_ms() + wait_ms;
     pthread_mutex_lock(&r->lock);
     while (!r->queue_head && !atomic_load(&r->failed)) {
+        if (tp_now_ms() >= until) {
+            pthread_mutex_unlock(&r->lock);
+            return GLM_OK;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -939,6 +944,17 @@ glm_status tp_worker_next_step(tp_rank *r, tp_step *step, int *bye, glm_error *e
     }
     r->step_seq++;
     return GLM_OK;
+}
+
+void tp_rank_report(tp_rank *r, const char *text)
+{
+    tp_msg m;
+    glm_error ignored;
+    tp_msg_error(&m, 2, "%s", text);
+    pthread_mutex_lock(&r->write_lock);
+    (void)tp_ctrl_send(r->ctrl_fd, &m, tp_now_ms() + TP_BYE_MS, &ignored);
+    pthread_mutex_unlock(&r->write_lock);
+    set_failed(r, GLM_ERR_PEER, "%s", text);
 }
 
 const char *tp_rank_peer(const tp_rank *r)

@@ -69,9 +69,14 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
 glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
                              uint32_t n_tokens, glm_error *err);
 
-/* Rank 1: waits for the next step (as long as the head keeps beating). *bye is set when the head
- * stopped cleanly. The step's tokens belong to the caller: free(step->tokens). */
-glm_status tp_worker_next_step(tp_rank *r, tp_step *step, int *bye, glm_error *err);
+/* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
+ * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's
+ * tokens belong to the caller: free(step->tokens). */
+glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err);
+
+/* Tells the peer about a failure on this side (an ERROR it shows its user) and marks the session
+ * failed, so both ranks stop. */
+void tp_rank_report(tp_rank *r, const char *text);
 
 /* GLM_OK while the peer is healthy; else the failure, as a sentence for the user. */
 glm_status tp_rank_health(tp_rank *r, glm_error *err);

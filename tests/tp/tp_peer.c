@@ -17,6 +17,7 @@ typedef struct peer_opts {
     const char *port_file;
     const char *transport;
     const char *model_name;
+    const char *model_dir; /* identity from a real model directory instead */
     uint64_t config_hash;
     long steps;          /* 0: until the peer stops */
     int per_step;        /* exchanges per step */
@@ -152,7 +153,7 @@ static int serve_one(tp_rank *r, const peer_opts *o, peer_state *s)
     for (;;) {
         tp_step step;
         int bye = 0;
-        if (tp_worker_next_step(r, &step, &bye, &err) != GLM_OK) {
+        if (tp_worker_next_step(r, -1, &step, &bye, &err) != GLM_OK) {
             printf("worker: head lost after %ld steps: %s\n", steps, err.message);
             return 1;
         }
@@ -229,7 +230,8 @@ int main(int argc, char **argv)
         {"timeout-ms", required_argument, 0, 'T'}, {"heartbeat-ms", required_argument, 0, 'B'},
         {"connect-ms", required_argument, 0, 'C'}, {"model-name", required_argument, 0, 'm'},
         {"config-hash", required_argument, 0, 'c'}, {"reconnect", no_argument, 0, 'R'},
-        {"step-sleep-us", required_argument, 0, 'S'}, {0, 0, 0, 0}};
+        {"step-sleep-us", required_argument, 0, 'S'}, {"model", required_argument, 0, 'M'},
+        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
@@ -248,6 +250,7 @@ int main(int argc, char **argv)
         case 'c': o.config_hash = strtoull(optarg, NULL, 0); break;
         case 'R': o.reconnect = 1; break;
         case 'S': o.step_sleep_us = atoi(optarg); break;
+        case 'M': o.model_dir = optarg; break;
         default:
             fprintf(stderr, "usage: tp_peer --role head|worker --addr HOST:PORT [options]\n");
             return 2;
@@ -263,6 +266,11 @@ int main(int argc, char **argv)
     snprintf(id.model_name, sizeof id.model_name, "%s", o.model_name);
     id.config_hash = o.config_hash;
     id.weights_hash = 2;
+    glm_error id_err;
+    if (o.model_dir && tp_identity_from_model_dir(o.model_dir, &id, &id_err) != GLM_OK) {
+        fprintf(stderr, "tp_peer: %s\n", id_err.message);
+        return 2;
+    }
     peer_state s = {0};
     s.cap = 1u << 20;
     s.mine = malloc(s.cap * sizeof(float));
