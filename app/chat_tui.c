@@ -101,6 +101,8 @@ static int sink_event(void *u, const glm_event *ev)
         st.tok_s = ev->stats.decode_tok_s;
         st.gen_tokens = ev->stats.generated_tokens;
         st.ctx_used = ev->stats.prompt_tokens + ev->stats.generated_tokens;
+        if (ev->stats.context_window > 0)
+            st.ctx_window = ev->stats.context_window;
         ui_push_status(t->view, &st);
         break;
     }

@@ -166,6 +166,7 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     const glm_model *m = glm_engine_model(glm_session_engine(s));
     int from = reuse_prefix(s, ids->v, (int)ids->n, err);
     r->stats.prompt_tokens = (int)ids->n;
+    r->stats.context_window = m->cfg.max_position_embeddings;
     r->stats.reused_tokens = from;
     double t0 = now_s();
     glm_status st = glm_session_feed(s, ids->v + from, (int)ids->n - from, NULL, err);
