@@ -3,7 +3,7 @@
 libengine_a_SOURCES += \
 	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
-	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h
+	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 
@@ -42,3 +42,8 @@ TESTS += tests/e2e/tp_netem.sh
 EXTRA_DIST += tests/e2e/tp_netem.sh
 TESTS += tests/e2e/tp_worker_cli.sh
 EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md
+check_PROGRAMS += tests/unit/test_tp_split
+tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c
+tests_unit_test_tp_split_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_tp_split_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_tp_split

@@ -846,6 +846,13 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
             *err = e;
         return st;
     }
+    /* A peer that died breaks the data connection and the control connection together; give
+     * the watch thread a moment to say which (exited, stopped answering, reported an error),
+     * since that says more to the user than the data path's errno. */
+    for (int i = 0; i < 20 && !atomic_load(&r->failed); i++) {
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
     set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed: %s; %s", seq, r->peer_role,
                r->peer, e.message, next_move(r));
     return copy_failure(r, err);

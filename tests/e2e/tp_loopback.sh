@@ -68,7 +68,7 @@ for sig in KILL STOP; do
         for _ in $(seq 60); do grep -Eq 'head lost|FAILED' "$TMP/w_$sig.out" && break; sleep 0.05; done
         expect_grep "w_$sig.out" 'worker: (head lost after|FAILED in step) [0-9]+.*head at 127.0.0.1'
     else
-        expect_grep "h_$sig.out" 'closed the connection|stopped answering'
+        expect_grep "h_$sig.out" 'closed the connection|stopped answering|connection .*(reset|closed)'
     fi
     stop_worker
     echo "SIG$sig noticed in $took ms"
