@@ -24,8 +24,11 @@ expect_exit 0 "$G" --model "$M" --backend cpu chat -c --output-format jsonl --ma
 cp "$TMP/out" "$TMP/turn2.jsonl"
 expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
 check_py "the model's replies, streamed and stored" '
-import json, os
+import base64, json, os
 tmp = os.environ["TMP"]
+def text_of(p):
+    # storage writes a part holding NUL or invalid UTF-8 as text_b64 (storage/FORMATS.md)
+    return p["text"] if "text" in p else base64.b64decode(p["text_b64"]).decode("utf-8")
 conv = json.load(open(tmp + "/conv.json"))
 m = conv["messages"]
 if [x["role"] for x in m] != ["user", "assistant", "user", "assistant"]: print("FAIL: roles", [x["role"] for x in m])
@@ -35,8 +38,8 @@ for turn, a in (("turn1", m[1]), ("turn2", m[3])):
     if types[0] != "session" or types[-1] != "turn_end": print("FAIL: %s types %r" % (turn, types))
     streamed = "".join(e["text"] for e in ev if e["type"] == "content")
     thought = "".join(e["text"] for e in ev if e["type"] == "reasoning")
-    stored = "".join(p["text"] for p in a["parts"] if p["kind"] == "text")
-    stored_r = "".join(p["text"] for p in a["parts"] if p["kind"] == "reasoning")
+    stored = "".join(text_of(p) for p in a["parts"] if p["kind"] == "text")
+    stored_r = "".join(text_of(p) for p in a["parts"] if p["kind"] == "reasoning")
     if streamed != stored or thought != stored_r: print("FAIL: %s stored %r != streamed %r" % (turn, stored, streamed))
     done = [e for e in ev if e["type"] == "done"][-1]
     if done["finish"] not in ("stop", "length"): print("FAIL: finish", done)
