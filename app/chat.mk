@@ -4,7 +4,9 @@ libapp_a_SOURCES += \
 	app/config.c app/config.h app/jsonl.c app/jsonl.h app/signals.c app/signals.h \
 	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
 	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c \
-	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h
+	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
+	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
+	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h
 glmchat_LDADD += $(CJSON_LIBS)
 
 # The MCP test server: a real process with tools and modes that misbehave on purpose.
@@ -27,7 +29,18 @@ tests_unit_test_mcp_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
 tests_unit_test_jsonl_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
 tests_unit_test_jsonl_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
-TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/unit/test_jsonl
+check_PROGRAMS += tests/unit/test_chat
+tests_unit_test_chat_SOURCES = tests/unit/test_chat.c
+tests_unit_test_chat_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_chat_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/unit/test_jsonl \
+	tests/unit/test_chat
 
-# Fuzz targets (clang -fsanitize=fuzzer; not built by make): see tests/fuzz/README in each file.
+# Scripted sessions end to end: recorded replies through the test hook, the MCP test server.
+TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh \
+	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh
+EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
+	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh
+
+# Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

@@ -1,11 +1,72 @@
-/* cmd_dump_tensor.c: `glmchat dump-tensor` (CLI.md).
- * Not built yet: it says so and exits 1. */
+/* cmd_dump_tensor.c: `glmchat dump-tensor` (CLI.md): one weight of a model as float32 little-
+ * endian in the Hugging Face orientation [out, in]; FP8 weights come out with their block scales. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "app/commands.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+static const char dump_usage[] =
+    "Usage: glmchat dump-tensor --model DIR --name NAME --out F.f32\n"
+    "Writes the tensor NAME of the model in DIR as float32 little-endian (HF orientation) and\n"
+    "prints its shape on stdout. FP8 tensors are multiplied by their weight_scale_inv blocks.\n";
 
 int cmd_dump_tensor(int argc, char **argv, const cli_globals *g)
 {
-    (void)argc;
-    (void)argv;
-    (void)g;
-    return cli_not_built("dump-tensor");
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'}, {"name", required_argument, NULL, 'n'},
+        {"out", required_argument, NULL, 'o'},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *model = g->model_dir, *name = NULL, *out = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'n': name = optarg; break;
+        case 'o': out = optarg; break;
+        case 'h': fputs(dump_usage, stdout); return CLI_EXIT_OK;
+        default: return cli_usage_error("dump-tensor", "bad option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("dump-tensor", "unexpected argument '%s'", argv[optind]);
+    if (!model || !name || !out)
+        return cli_usage_error("dump-tensor", "needs --model DIR, --name NAME and --out F.f32");
+    glm_error err = {0};
+    st_model *m = st_open_dir(model, &err);
+    if (!m)
+        return cli_runtime_error("%s", err.message);
+    float *vals = NULL;
+    int64_t numel = 0, shape[ST_MAX_DIMS];
+    int ndim = 0, rc = 0;
+    if (glm_tensor_to_f32(m, name, &vals, &numel, &ndim, shape, &err)) {
+        rc = cli_runtime_error("%s: %s", model, err.message);
+        goto out;
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f) {
+        rc = cli_runtime_error("cannot create %s: %s", out, strerror(errno));
+        goto out;
+    }
+    int bad = fwrite(vals, sizeof *vals, (size_t)numel, f) != (size_t)numel;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        rc = cli_runtime_error("cannot write %s: %s", out, strerror(errno));
+        goto out;
+    }
+    printf("%s [", name);
+    for (int i = 0; i < ndim; i++)
+        printf("%s%" PRId64, i ? ", " : "", shape[i]);
+    printf("] %s\n", st_dtype_name(st_find(m, name)->dtype));
+out:
+    free(vals);
+    st_close(m);
+    return rc;
 }

@@ -1,11 +1,74 @@
-/* cmd_mkmodel.c: `glmchat mkmodel` (CLI.md).
- * Not built yet: it says so and exits 1. */
+/* cmd_mkmodel.c: `glmchat mkmodel` (CLI.md): writes a random-weight model of this architecture
+ * in the real checkpoint layout, from a preset and a seed. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "app/commands.h"
+#include "model/mkmodel.h"
+
+static void mkmodel_usage(void)
+{
+    printf("Usage: glmchat mkmodel --out DIR [--preset NAME] [--seed N] [--dtype f32|bf16]\n"
+           "                        [--shard-mb N]\n"
+           "Writes config.json, generation_config.json, tokenizer.json and random weights in the\n"
+           "GLM-5.3-Flash checkpoint layout (sharded with an index when larger than the shard\n"
+           "size, 4096 MiB unless --shard-mb says otherwise). The same preset and seed give the\n"
+           "same files. Presets:\n%s", glm_mkmodel_presets());
+}
 
 int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
 {
-    (void)argc;
-    (void)argv;
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},   {"preset", required_argument, NULL, 'p'},
+        {"seed", required_argument, NULL, 's'},  {"dtype", required_argument, NULL, 'd'},
+        {"shard-mb", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     (void)g;
-    return cli_not_built("mkmodel");
+    glm_mkmodel_params p = {.preset = "tiny"};
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': p.out_dir = optarg; break;
+        case 'p': p.preset = optarg; break;
+        case 's':
+            p.seed = strtoull(optarg, &end, 10);
+            if (*end || !*optarg || optarg[0] == '-')
+                return cli_usage_error("mkmodel", "'--seed' takes a non-negative integer, not '%s'",
+                                       optarg);
+            break;
+        case 'd':
+            p.dtype_set = 1;
+            if (strcmp(optarg, "f32") == 0)
+                p.dtype = ST_F32;
+            else if (strcmp(optarg, "bf16") == 0)
+                p.dtype = ST_BF16;
+            else
+                return cli_usage_error("mkmodel", "'--dtype' takes f32 or bf16, not '%s'", optarg);
+            break;
+        case 'm': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 1 << 20)
+                return cli_usage_error("mkmodel", "'--shard-mb' takes a positive integer, not '%s'",
+                                       optarg);
+            p.shard_bytes = (int64_t)v << 20;
+            break;
+        }
+        case 'h': mkmodel_usage(); return CLI_EXIT_OK;
+        default: return cli_usage_error("mkmodel", "bad option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("mkmodel", "unexpected argument '%s'", argv[optind]);
+    if (!p.out_dir)
+        return cli_usage_error("mkmodel", "needs --out DIR");
+    glm_error err = {0};
+    if (glm_mkmodel(&p, &err))
+        return err.status == GLM_ERR_ARG ? cli_usage_error("mkmodel", "%s", err.message)
+                                         : cli_runtime_error("%s", err.message);
+    return CLI_EXIT_OK;
 }

@@ -134,35 +134,35 @@ static void put_stats(jsonl_writer *w, const glm_stats *s)
     put_num(w->f, s->decode_tok_s);
 }
 
-int jsonl_session(jsonl_writer *w, const char *conversation_id, int continued)
+int jsonl_session(jsonl_writer *w, int64_t conversation, int continued)
 {
     if (begin(w, "session"))
         return -1;
     fprintf(w->f, ",\"version\":%d", JSONL_VERSION);
     put_key(w, "conversation");
-    put_cstr(w->f, conversation_id);
+    fprintf(w->f, "%lld", (long long)conversation);
     put_key(w, "continued");
     fputs(continued ? "true" : "false", w->f);
     return end(w);
 }
 
-int jsonl_user(jsonl_writer *w, const char *message_id, const char *text)
+int jsonl_user(jsonl_writer *w, int64_t message, const char *text)
 {
     if (begin(w, "user"))
         return -1;
     put_key(w, "message");
-    put_cstr(w->f, message_id);
+    fprintf(w->f, "%lld", (long long)message);
     put_key(w, "text");
     put_cstr(w->f, text);
     return end(w);
 }
 
-int jsonl_assistant(jsonl_writer *w, const char *message_id)
+int jsonl_assistant(jsonl_writer *w, int64_t message)
 {
     if (begin(w, "assistant"))
         return -1;
     put_key(w, "message");
-    put_cstr(w->f, message_id);
+    fprintf(w->f, "%lld", (long long)message);
     return end(w);
 }
 
@@ -257,14 +257,14 @@ int jsonl_error(jsonl_writer *w, const char *message)
     return end(w);
 }
 
-int jsonl_turn_end(jsonl_writer *w, const char *conversation_id, const char *message_id, const char *finish)
+int jsonl_turn_end(jsonl_writer *w, int64_t conversation, int64_t message, const char *finish)
 {
     if (begin(w, "turn_end"))
         return -1;
     put_key(w, "conversation");
-    put_cstr(w->f, conversation_id);
+    fprintf(w->f, "%lld", (long long)conversation);
     put_key(w, "message");
-    put_cstr(w->f, message_id);
+    fprintf(w->f, "%lld", (long long)message);
     put_key(w, "finish");
     put_cstr(w->f, finish);
     return end(w);

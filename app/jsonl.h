@@ -1,7 +1,8 @@
 /* jsonl.h: the event stream of `glmchat chat --output-format jsonl`: one JSON object a line,
  * flushed as it is written, so a script can follow a turn while it happens.
  *
- * Schema, version 1 (every object has "type"; strings are UTF-8, invalid bytes become U+FFFD):
+ * Schema, version 1 (every object has "type"; strings are UTF-8, invalid bytes become U+FFFD;
+ * conversation and message ids are the integers `glmchat list` and export show):
  *   {"type":"session","version":1,"conversation":ID,"continued":BOOL}       first line
  *   {"type":"user","message":ID,"text":S}                          the prompt, once saved
  *   {"type":"assistant","message":ID}                        a model reply (a step) begins
@@ -18,11 +19,12 @@
  *   {"type":"error","message":S}
  *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
  *        "stop", "length", "canceled", "error" or "tool_limit"
- * A missing id is null. "arguments" is the object the model wrote; when that is not valid JSON,
+ * A missing tool call id is null. "arguments" is the object the model wrote; when that is not valid JSON,
  * "arguments" is null and "arguments_text" holds the text. */
 #ifndef GLMCHAT_APP_JSONL_H
 #define GLMCHAT_APP_JSONL_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/glm.h"
@@ -37,13 +39,13 @@ typedef struct jsonl_writer {
 void jsonl_init(jsonl_writer *w, FILE *f);
 
 /* Each writes one line and flushes; 0, or -1 once writing has failed. */
-int jsonl_session(jsonl_writer *w, const char *conversation_id, int continued);
-int jsonl_user(jsonl_writer *w, const char *message_id, const char *text);
-int jsonl_assistant(jsonl_writer *w, const char *message_id);
+int jsonl_session(jsonl_writer *w, int64_t conversation, int continued);
+int jsonl_user(jsonl_writer *w, int64_t message, const char *text);
+int jsonl_assistant(jsonl_writer *w, int64_t message);
 int jsonl_event(jsonl_writer *w, const glm_event *ev);
 int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *text);
 int jsonl_error(jsonl_writer *w, const char *message);
-int jsonl_turn_end(jsonl_writer *w, const char *conversation_id, const char *message_id, const char *finish);
+int jsonl_turn_end(jsonl_writer *w, int64_t conversation, int64_t message, const char *finish);
 
 /* Writes s[0..len) as a JSON string (quotes included), replacing invalid UTF-8 with U+FFFD. */
 void jsonl_put_string(FILE *f, const char *s, size_t len);

@@ -17,9 +17,11 @@ static int print_paths(const cli_globals *g)
            "data     %s\n"
            "database %s\n"
            "state    %s\n"
+           "history  %s/history\n"
+           "mcp logs %s/mcp-NAME.log\n"
            "cache    %s\n"
            "model    %s\n",
-           p.config_file, p.data_dir, p.db_file, p.state_dir, p.cache_dir,
+           p.config_file, p.data_dir, p.db_file, p.state_dir, p.state_dir, p.state_dir, p.cache_dir,
            g->model_dir ? g->model_dir : "(the config file's, else the embedded demo model)");
     return CLI_EXIT_OK;
 }

@@ -78,6 +78,11 @@ int signals_interrupted(void)
     return interrupted != 0;
 }
 
+void signals_request_cancel(void)
+{
+    interrupted = 1;
+}
+
 void signals_clear(void)
 {
     interrupted = 0;

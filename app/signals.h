@@ -18,6 +18,8 @@ void signals_on_interrupt(void (*fn)(void *), void *arg);
 /* Nonzero after a SIGINT; tools and the chat loop poll it. */
 const volatile sig_atomic_t *signals_cancel_flag(void);
 int signals_interrupted(void);
+/* Sets the flag as a first SIGINT would, without the handler (the TUI's cancel key). */
+void signals_request_cancel(void);
 /* Clears the flag (the next prompt starts afresh). */
 void signals_clear(void);
 

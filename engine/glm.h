@@ -100,6 +100,7 @@ typedef struct glm_stats {
     double ttft_s;          /* time to first token */
     double prefill_tok_s;
     double decode_tok_s;
+    int context_window;     /* the model's window in tokens */
 } glm_stats;
 
 typedef struct glm_event {

@@ -1,13 +1,53 @@
 # engine/local.mk: the inference engine (glm.h): model loading, text, CPU and CUDA backends, ranks.
 noinst_LIBRARIES += libengine.a
-libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c \
+libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/generate.c \
 	engine/model/config.c engine/model/config.h \
 	engine/model/safetensors.c engine/model/safetensors.h \
 	engine/model/weights.c engine/model/weights.h \
 	engine/model/model.c engine/model/model.h \
+	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
+
+# Tests: the CPU engine against the reference fixtures, the loader's checks, the sampler.
+ENGINE_TEST_UTIL = tests/unit/test_engine_util.c tests/unit/test_engine_util.h
+check_PROGRAMS += tests/unit/test_engine
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c $(ENGINE_TEST_UTIL)
+tests_unit_test_engine_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_engine_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_engine
+EXTRA_DIST += tools/engine/make_fixtures.py tools/engine/make_fp8_fixture.py \
+	tests/fixtures/fp8/fp8_blocks.safetensors tests/fixtures/models/README.md \
+	tests/fixtures/models/groups-kpool2/config.json \
+	tests/fixtures/models/groups-kpool2/generation_config.json \
+	tests/fixtures/models/groups-kpool2/model.safetensors \
+	tests/fixtures/models/groups-kpool2/reference.safetensors \
+	tests/fixtures/models/shared-indexer-hc2/config.json \
+	tests/fixtures/models/shared-indexer-hc2/generation_config.json \
+	tests/fixtures/models/shared-indexer-hc2/model.safetensors \
+	tests/fixtures/models/shared-indexer-hc2/reference.safetensors \
+	tests/fixtures/models/dsa-first-hc3/config.json \
+	tests/fixtures/models/dsa-first-hc3/generation_config.json \
+	tests/fixtures/models/dsa-first-hc3/model.safetensors \
+	tests/fixtures/models/dsa-first-hc3/reference.safetensors \
+	tests/fixtures/models/softplus-kpool1-hc1/config.json \
+	tests/fixtures/models/softplus-kpool1-hc1/generation_config.json \
+	tests/fixtures/models/softplus-kpool1-hc1/model.safetensors \
+	tests/fixtures/models/softplus-kpool1-hc1/reference.safetensors
+check_PROGRAMS += tests/unit/test_model
+tests_unit_test_model_SOURCES = tests/unit/test_model.c $(ENGINE_TEST_UTIL)
+tests_unit_test_model_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_model_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_model
+check_PROGRAMS += tests/unit/test_sampler
+tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
+tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_sampler
+TESTS += tests/e2e/engine_cli.sh
+EXTRA_DIST += tests/e2e/engine_cli.sh
+EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

@@ -2,12 +2,16 @@
  * token-level state): open, feed, truncate, a token generation loop, cancellation. */
 #include "session.h"
 
+#include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/forward.h"
 #include "sampler.h"
+#include "text/tokenizer.h"
 
 /* Prefills run in pieces of at most this many tokens (bounds the scratch memory). */
 #define FEED_PIECE 1024
@@ -15,6 +19,9 @@
 struct glm_engine {
     glm_model *model;
     cpu_pool *pool;
+    tok_tokenizer *tok; /* loaded on first use: logits-only models need none */
+    uint8_t *untokenizable; /* vocab flags: ids the tokenizer has no text for (padding rows) */
+    pthread_mutex_t tok_lock;
 };
 
 struct glm_session {
@@ -23,6 +30,9 @@ struct glm_session {
     float *logits; /* vocab */
     int has_logits;
     atomic_int cancel;
+    int32_t *hist; /* the tokens the state holds, in order */
+    int hist_cap;
+    int marked;    /* length at the last glm_session_mark */
 };
 
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
@@ -50,6 +60,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->pool = cpu_pool_new(p->n_threads);
+    pthread_mutex_init(&e->tok_lock, NULL);
     return e;
 }
 
@@ -58,6 +69,9 @@ void glm_engine_close(glm_engine *e)
     if (!e)
         return;
     cpu_pool_free(e->pool);
+    tok_free(e->tok);
+    free(e->untokenizable);
+    pthread_mutex_destroy(&e->tok_lock);
     glm_model_close(e->model);
     free(e);
 }
@@ -93,6 +107,7 @@ void glm_session_free(glm_session *s)
         return;
     cpu_state_free(s->st);
     free(s->logits);
+    free(s->hist);
     free(s);
 }
 
@@ -116,12 +131,101 @@ void glm_session_reset(glm_session *s)
 {
     cpu_state_reset(s->st);
     s->has_logits = 0;
+    s->marked = 0;
+}
+
+/* A checkpoint's vocabulary is padded past the tokenizer's (GLM: 154,880 rows, 154,856 tokens):
+ * generation must never pick an id that has no text. */
+static int flag_untokenizable(glm_engine *e, glm_error *err)
+{
+    int V = e->model->cfg.vocab_size;
+    e->untokenizable = calloc((size_t)V, 1);
+    if (!e->untokenizable) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory loading the tokenizer");
+        return 0;
+    }
+    int known = 0;
+    for (int id = 0; id < V; id++) {
+        size_t len;
+        e->untokenizable[id] = tok_token_bytes(e->tok, id, &len) == NULL;
+        known += !e->untokenizable[id];
+    }
+    if (known == 0) {
+        glm_error_set(err, GLM_ERR_FORMAT, "%s/tokenizer.json has no token below the model's "
+                      "vocab_size %d", e->model->dir, V);
+        return 0;
+    }
+    return 1;
+}
+
+const tok_tokenizer *glm_engine_tokenizer(glm_engine *e, glm_error *err)
+{
+    pthread_mutex_lock(&e->tok_lock);
+    if (!e->tok) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/tokenizer.json", e->model->dir) >= (int)sizeof path)
+            glm_error_set(err, GLM_ERR_ARG, "the model directory's path is too long");
+        else
+            e->tok = tok_load(path, err);
+        if (e->tok && !flag_untokenizable(e, err)) {
+            tok_free(e->tok);
+            e->tok = NULL;
+        }
+    }
+    const tok_tokenizer *t = e->tok;
+    pthread_mutex_unlock(&e->tok_lock);
+    return t;
+}
+
+int glm_session_cancel_requested(glm_session *s)
+{
+    return atomic_load(&s->cancel);
+}
+
+void glm_session_clear_cancel(glm_session *s)
+{
+    atomic_store(&s->cancel, 0);
+}
+
+glm_engine *glm_session_engine(const glm_session *s)
+{
+    return s->e;
+}
+
+const int32_t *glm_session_tokens(const glm_session *s)
+{
+    return s->hist;
+}
+
+int glm_session_marked(const glm_session *s)
+{
+    return s->marked;
+}
+
+static glm_status remember_tokens(glm_session *s, const int32_t *tokens, int n, int at, glm_error *err)
+{
+    if (at + n > s->hist_cap) {
+        int cap = s->hist_cap ? s->hist_cap : 256;
+        while (cap < at + n)
+            cap *= 2;
+        int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
+        if (!h)
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory keeping the session's tokens");
+        s->hist = h;
+        s->hist_cap = cap;
+    }
+    memcpy(s->hist + at, tokens, (size_t)n * sizeof *tokens);
+    return GLM_OK;
 }
 
 glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                             glm_error *err)
 {
     int V = s->e->model->cfg.vocab_size;
+    int at = glm_session_length(s);
+    glm_status kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
+    if (kept)
+        return kept;
     for (int done = 0; done < n;) {
         int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
@@ -147,7 +251,10 @@ const float *glm_session_logits(const glm_session *s)
 
 glm_status glm_session_mark(glm_session *s, glm_error *err)
 {
-    return cpu_state_mark(s->st, err);
+    glm_status st = cpu_state_mark(s->st, err);
+    if (!st)
+        s->marked = glm_session_length(s);
+    return st;
 }
 
 glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
@@ -156,6 +263,8 @@ glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
     glm_status st = cpu_state_truncate(s->st, n, err);
     if (!st && n != before)
         s->has_logits = 0; /* the logits of token n-1 are not kept; feed again to get them */
+    if (!st && n < s->marked)
+        s->marked = 0;
     return st;
 }
 
@@ -187,6 +296,10 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
             break;
         }
+        if (s->e->untokenizable)
+            for (int id = 0; id < glm_session_vocab(s); id++)
+                if (s->e->untokenizable[id])
+                    s->logits[id] = -INFINITY;
         int32_t tok = glm_sampler_pick(smp, s->logits);
         (*n_out)++;
         int stop = on_token ? on_token(tok, user) : 0;
@@ -197,15 +310,4 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
     }
     glm_sampler_free(smp);
     return st;
-}
-
-glm_status glm_generate(glm_session *s, const glm_request *r, glm_event_fn on_event, void *user,
-                        glm_error *err)
-{
-    (void)s;
-    (void)r;
-    (void)on_event;
-    (void)user;
-    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "glm_generate needs the tokenizer and chat "
-                         "template (engine/text), which are joined in the integration step");
 }

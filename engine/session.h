@@ -30,6 +30,20 @@ glm_status glm_session_mark(glm_session *s, glm_error *err);
 /* Back to n tokens: the current length, 0, or the marked length. */
 glm_status glm_session_truncate(glm_session *s, int n, glm_error *err);
 
+/* The engine's tokenizer (MODEL_DIR/tokenizer.json), loaded on first use; NULL + err when the
+ * model directory has none or it cannot be read. Shared, read-only. */
+struct tok_tokenizer;
+const struct tok_tokenizer *glm_engine_tokenizer(glm_engine *e, glm_error *err);
+glm_engine *glm_session_engine(const glm_session *s);
+/* Whether glm_cancel was called since the last clear (generation clears it as it starts). */
+int glm_session_cancel_requested(glm_session *s);
+void glm_session_clear_cancel(glm_session *s);
+
+/* The glm_session_length() tokens the state holds, in the order they were fed. */
+const int32_t *glm_session_tokens(const glm_session *s);
+/* The length at the last glm_session_mark (0 after a reset). */
+int glm_session_marked(const glm_session *s);
+
 /* Called with each generated token; return nonzero to stop after it. */
 typedef int (*glm_token_fn)(int32_t token, void *user);
 

@@ -24,3 +24,40 @@ extern "C" int kern_device_describe(int dev, char *name, int n)
     snprintf(name, (size_t)n, "%s sm_%d%d", p.name, p.major, p.minor);
     return 0;
 }
+
+extern "C" int kern_malloc(void **ptr, size_t bytes)
+{
+    return (int)cudaMalloc(ptr, bytes);
+}
+
+extern "C" void kern_free(void *ptr)
+{
+    cudaFree(ptr);
+}
+
+extern "C" int kern_to_device(void *dst, const void *src, size_t bytes)
+{
+    return (int)cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+extern "C" int kern_to_host(void *dst, const void *src, size_t bytes)
+{
+    return (int)cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+extern "C" int kern_memset(void *dst, int byte, size_t bytes)
+{
+    return (int)cudaMemset(dst, byte, bytes);
+}
+
+extern "C" int kern_sync(void)
+{
+    return (int)cudaDeviceSynchronize();
+}
+
+extern "C" const char *kern_error_string(int code)
+{
+    if (code == -1)
+        return "argument out of range";
+    return cudaGetErrorString((cudaError_t)code);
+}

@@ -3,6 +3,9 @@
 #ifndef GLMCHAT_KERNELS_H
 #define GLMCHAT_KERNELS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -13,6 +16,65 @@ int kern_device_count(void);
 /* Fills name (n bytes) with device dev's name and compute capability ("NVIDIA H200 sm_90").
  * Returns 0, or a CUDA error code. */
 int kern_device_describe(int dev, char *name, int n);
+
+/* ---- device memory (for callers without CUDA headers: tests, benches, the engine) ------- */
+
+/* cudaMalloc / cudaFree / cudaMemcpy (host<->device) / cudaDeviceSynchronize. */
+int kern_malloc(void **ptr, size_t bytes);
+void kern_free(void *ptr);
+int kern_to_device(void *dst, const void *src, size_t bytes);
+int kern_to_host(void *dst, const void *src, size_t bytes);
+int kern_memset(void *dst, int byte, size_t bytes);
+int kern_sync(void);
+/* The text of a code these functions returned. */
+const char *kern_error_string(int code);
+
+/* ---- EXL3 linear layers (exl3_gemm.cu) -------------------------------------------------- */
+
+/* One EXL3 linear on the device, in the on-disk layout (research/exl3.md): in and out
+ * multiples of 128, bits 1..8, codebook 0 = 3INST, 1 = MCG, 2 = MUL1. bias may be NULL. */
+typedef struct kern_exl3_linear {
+    int in, out, bits, codebook;
+    const void *trellis; /* uint16 [in/16][out/16][16*bits] */
+    const void *suh;     /* fp16 [in] */
+    const void *svh;     /* fp16 [out] */
+    const void *bias;    /* fp16 [out] or NULL */
+} kern_exl3_linear;
+
+/* Bytes of device scratch kern_exl3_matmul needs for this layer and row count. */
+size_t kern_exl3_matmul_workspace(const kern_exl3_linear *l, int rows);
+
+/* y[rows][out] = x[rows][in] W^T (+ bias), f32 in and out, straight from the trellis: batch-1
+ * GEMV and few-row GEMM for rows <= 16, the prefill GEMM (tiles decoded into shared memory,
+ * tensor cores) above. work: kern_exl3_matmul_workspace bytes. stream: a cudaStream_t or NULL.
+ * Returns 0, a CUDA error code, or -1 for arguments out of range. */
+int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float *y, int rows, void *work,
+                     void *stream);
+
+/* ---- EXL3 routed experts (exl3_moe.cu) -------------------------------------------------- */
+
+/* A layer's routed experts, stacked: gate and up [n_experts] x (hidden -> inter), down
+ * [n_experts] x (inter -> hidden), one bit width and codebook. swiglu_limit: GLM's clamp. */
+typedef struct kern_exl3_experts {
+    int n_experts, hidden, inter, bits, codebook;
+    float swiglu_limit;
+    const void *gate_trellis, *up_trellis, *down_trellis;
+    const void *gate_suh, *gate_svh, *up_suh, *up_svh, *down_suh, *down_svh; /* fp16 [E][..] */
+} kern_exl3_experts;
+
+#define KERN_EXL3_MOE_MAX_PAIRS 256 /* rows * slots of one decode call */
+
+/* Bytes of device scratch for up to rows * slots <= KERN_EXL3_MOE_MAX_PAIRS (row, expert)
+ * pairs; zero it once (kern_memset) before the first call: calls leave it zeroed. */
+size_t kern_exl3_moe_workspace(const kern_exl3_experts *ex, int rows, int slots);
+
+/* The routed-expert MLP of `rows` tokens in one launch: y[r] = sum_s weights[r][s] *
+ * down(min(gate x, L) silu-gated * clamp(up x, -L, L)) over experts ids[r][s]. x, y f32
+ * [rows][hidden]; ids int32, weights f32 [rows][slots]. Pairs sharing an expert read its
+ * weights once. Ids outside 0..n_experts-1 contribute nothing. */
+int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
+                  const float *weights, float *y, int rows, int slots, void *work,
+                  void *stream);
 
 #ifdef __cplusplus
 }

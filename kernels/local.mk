@@ -1,11 +1,23 @@
 # kernels/local.mk: CUDA kernels (*.cu) behind kernels.h, built with nvcc for $(CUDA_ARCHS).
-EXTRA_DIST += kernels/kernels.h kernels/device.cu
+# The GPU test and benchmark are built with the kernels; they run on a GPU machine
+# (tests/gpu/run.sh), never in CI.
+KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
+	kernels/exl3_gemm.cu kernels/exl3_moe.cu
+EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
+	bench/bench_exl3.cu
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
-libkernels_a_SOURCES = kernels/kernels.h kernels/device.cu
+libkernels_a_SOURCES = $(KERNEL_SOURCES)
 glmchat_LDADD += libkernels.a $(CUDA_LIBS)
 SUFFIXES = .cu
 NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(top_srcdir) -I$(top_srcdir)/kernels
 .cu.o:
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+check_PROGRAMS += tests/gpu/test_exl3_gpu bench/bench_exl3
+tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c
+tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
+bench_bench_exl3_SOURCES = bench/bench_exl3.cu
+bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
+bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
 endif

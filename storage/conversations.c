@@ -100,6 +100,8 @@ int conv_delete(db_store *db, int64_t conv)
                       "deleting a conversation");
 }
 
+/* The first column of the first row of sql (with arg bound as ?1 when the query has it),
+ * 0 for SQL NULL, missing when there is no row, -1 on error. */
 static int64_t query_int(db_store *db, const char *sql, int64_t arg, int64_t missing,
                          const char *what)
 {
@@ -107,7 +109,8 @@ static int64_t query_int(db_store *db, const char *sql, int64_t arg, int64_t mis
     db_clear_error(db);
     if (sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL) != SQLITE_OK)
         return db_fail(db, "%s", what);
-    sqlite3_bind_int64(st, 1, arg);
+    if (sqlite3_bind_parameter_count(st) > 0)
+        sqlite3_bind_int64(st, 1, arg);
     int rc = sqlite3_step(st);
     int64_t value = missing;
     if (rc == SQLITE_ROW)
@@ -126,8 +129,7 @@ int conv_exists(db_store *db, int64_t conv)
 
 int64_t conv_latest(db_store *db)
 {
-    return query_int(db, "SELECT id FROM conversation WHERE ?1 = ?1 ORDER BY updated_at DESC, "
-                         "id DESC LIMIT 1",
+    return query_int(db, "SELECT id FROM conversation ORDER BY updated_at DESC, id DESC LIMIT 1",
                      0, 0, "finding the latest conversation");
 }
 
@@ -419,6 +421,19 @@ int msg_finish(db_store *db, int64_t msg, msg_status status, const char *finish_
         ok = 0;
     }
     return db_tx_end(db, opened, ok);
+}
+
+int64_t msg_descend(db_store *db, int64_t msg)
+{
+    int64_t leaf = query_int(db,
+                             "WITH RECURSIVE down(id, depth) AS (SELECT id, 0 FROM message WHERE id = ?1"
+                             " UNION ALL SELECT (SELECT max(c.id) FROM message c WHERE c.parent_id ="
+                             " down.id), depth + 1 FROM down WHERE down.id IS NOT NULL)"
+                             " SELECT id FROM down WHERE id IS NOT NULL ORDER BY depth DESC LIMIT 1",
+                             msg, 0, "following a branch");
+    if (leaf == 0)
+        return db_failf(db, "message %lld does not exist in %s", (long long)msg, db->path);
+    return leaf;
 }
 
 static int collect_ids(db_store *db, sqlite3_stmt *st, int64_t **ids, size_t *count)

@@ -212,6 +212,17 @@ int db_set_max_pages(db_store *db, int64_t pages)
     return exec_sql(db, sql, "setting the page limit");
 }
 
+int db_idle(db_store *db)
+{
+    db_clear_error(db);
+    if (search_index_pending(db) != 0)
+        return -1;
+    int rc = sqlite3_wal_checkpoint_v2(db->sql, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        return db_fail(db, "checkpointing the write-ahead log");
+    return 0;
+}
+
 int db_integrity_ok(db_store *db)
 {
     sqlite3_stmt *st;
@@ -229,7 +240,21 @@ int db_integrity_ok(db_store *db)
         db_fail(db, "checking integrity");
     }
     sqlite3_finalize(st);
-    return result;
+    if (result != 1)
+        return result;
+    /* The search index must match the parts it was built from (after indexing what waits). */
+    if (search_index_pending(db) != 0)
+        return -1;
+    if (sqlite3_exec(db->sql, "INSERT INTO part_fts(part_fts) VALUES ('integrity-check')", NULL, NULL,
+                     NULL) != SQLITE_OK) {
+        int code = sqlite3_extended_errcode(db->sql) & 0xff;
+        if (code == SQLITE_CORRUPT) {
+            db_failf(db, "the search index of %s is damaged: %s", db->path, sqlite3_errmsg(db->sql));
+            return 0;
+        }
+        return db_fail(db, "checking the search index");
+    }
+    return 1;
 }
 
 /* ---- opening ----------------------------------------------------------------------------- */

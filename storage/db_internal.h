@@ -57,6 +57,10 @@ int db_bind_text_or_null(sqlite3_stmt *st, int col, const char *s);
  * len gets the byte count when not NULL. Returns -1 only when out of memory. */
 int db_column_copy(sqlite3_stmt *st, int col, char **out, size_t *len);
 
+/* Adds parts written since the last call to the FTS index, in one transaction (search.c).
+ * 0 (also when nothing was pending) or -1. */
+int search_index_pending(db_store *db);
+
 /* Runs migrations on an open handle (migrations.c). */
 int db_migrate(db_store *db);
 

@@ -21,9 +21,27 @@ static int bad(import_ctx *c, const char *field, const char *what)
 }
 
 /* Bytes of field name (a string, or name_b64 in base64); *data NULL when null or absent and
- * optional. Returns 0 or -1. */
+ * optional. Returns 0 or -1. Only text and arguments may hold NUL bytes: the other fields are
+ * C strings in the API, so a NUL could not round-trip. */
+static int get_bytes_checked(import_ctx *c, const cJSON *obj, const char *name, int required,
+                             char **data, size_t *len);
+
 static int get_bytes(import_ctx *c, const cJSON *obj, const char *name, int required, char **data,
                      size_t *len)
+{
+    if (get_bytes_checked(c, obj, name, required, data, len) != 0)
+        return -1;
+    int nul_allowed = strcmp(name, "text") == 0 || strcmp(name, "arguments") == 0;
+    if (*data && !nul_allowed && memchr(*data, '\0', *len)) {
+        free(*data);
+        *data = NULL;
+        return bad(c, name, "contains a NUL byte, which only text and arguments may");
+    }
+    return 0;
+}
+
+static int get_bytes_checked(import_ctx *c, const cJSON *obj, const char *name, int required,
+                             char **data, size_t *len)
 {
     char b64name[64];
     *data = NULL;
@@ -390,12 +408,31 @@ static int import_all(import_ctx *c, const cJSON *root, int64_t **ids, size_t *c
     return 0;
 }
 
+/* Whether the JSON text has a \u0000 escape (an odd run of backslashes before "u0000"): the
+ * parser would cut the string there, so such input is refused rather than shortened. */
+static int has_nul_escape(const char *json, size_t len)
+{
+    for (size_t i = 1; i + 5 <= len; i++) {
+        if (memcmp(json + i, "u0000", 5) != 0 || json[i - 1] != '\\')
+            continue;
+        size_t slashes = 0;
+        for (size_t k = i; k > 0 && json[k - 1] == '\\'; k--)
+            slashes++;
+        if (slashes % 2 == 1)
+            return 1;
+    }
+    return 0;
+}
+
 int import_json(db_store *db, const char *json, size_t len, int64_t **ids, size_t *count)
 {
     *ids = NULL;
     *count = 0;
     db_clear_error(db);
     import_ctx c = {db, ""};
+    if (has_nul_escape(json, len))
+        return db_failf(db, "cannot import: a string holds \\u0000, which glmchat never writes (it "
+                            "writes bytes with NULs as base64 in a \"..._b64\" field); fix the file");
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
         return db_failf(db, "cannot import: the file is not valid JSON (near byte %zu); only JSON "

@@ -24,7 +24,7 @@ TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigk
 EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh \
 	tests/fuzz/fuzz_import.c tests/fuzz/run_fuzz_import.sh tests/fuzz/import_seed.json
 
-EXTRA_PROGRAMS = bench/bench_storage
+EXTRA_PROGRAMS += bench/bench_storage
 bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS)
 bench_bench_storage_LDADD = libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm

@@ -6,6 +6,9 @@
 #include "storage/db_internal.h"
 
 #define SEARCH_DEFAULT_LIMIT 50
+/* Ranking reads every match (bm25); a word in every message of a large history would take
+ * seconds. Only the newest this many matches are ranked, which bounds a search's time. */
+#define SEARCH_RANK_WINDOW 4000
 
 /* Every whitespace-separated word becomes a quoted FTS5 string ("" inside doubled), so no
  * input is an FTS5 syntax error; FTS5 ANDs them. NULL when out of memory; "" for no words. */
@@ -67,6 +70,61 @@ static int hit_from_row(sqlite3_stmt *st, search_hit *h)
     return 0;
 }
 
+/* Whether parts past search_state.indexed_through exist: 1, 0, or -1 on error. */
+static int index_pending_exists(db_store *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT EXISTS (SELECT 1 FROM part WHERE id >"
+                           " (SELECT indexed_through FROM search_state))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "checking the search index");
+    int rc = sqlite3_step(st);
+    int pending = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : db_fail(db, "checking the search index");
+    sqlite3_finalize(st);
+    return pending;
+}
+
+int search_index_pending(db_store *db)
+{
+    int pending = index_pending_exists(db);
+    if (pending <= 0)
+        return pending;
+    int opened = db_tx_start(db);
+    if (opened < 0)
+        return -1;
+    int ok = sqlite3_exec(db->sql,
+                          "INSERT INTO part_fts(rowid, body) SELECT id, CAST(body AS TEXT) FROM part"
+                          " WHERE id > (SELECT indexed_through FROM search_state)"
+                          " AND kind IN ('text','reasoning') ORDER BY id;"
+                          "UPDATE search_state SET indexed_through = (SELECT max(id) FROM part)"
+                          " WHERE (SELECT max(id) FROM part) > indexed_through",
+                          NULL, NULL, NULL) == SQLITE_OK;
+    if (!ok)
+        db_fail(db, "indexing new messages for search");
+    return db_tx_end(db, opened, ok);
+}
+
+/* The smallest rowid among the newest SEARCH_RANK_WINDOW matches (0 when there are fewer),
+ * or -1 on error. */
+static int64_t rank_window_floor(db_store *db, const char *match)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT rowid FROM part_fts WHERE part_fts MATCH ?1 ORDER BY rowid DESC"
+                           " LIMIT 1 OFFSET ?2",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "searching");
+    sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, SEARCH_RANK_WINDOW - 1);
+    int rc = sqlite3_step(st);
+    int64_t lowest = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        lowest = db_fail(db, "searching");
+    sqlite3_finalize(st);
+    return lowest;
+}
+
 int search_parts(db_store *db, const char *query, size_t limit, search_hit **hits, size_t *count)
 {
     *hits = NULL;
@@ -79,20 +137,32 @@ int search_parts(db_store *db, const char *query, size_t limit, search_hit **hit
         free(match);
         return 0;
     }
+    if (search_index_pending(db) != 0) {
+        free(match);
+        return -1;
+    }
+    int64_t lowest = rank_window_floor(db, match);
+    if (lowest < 0) {
+        free(match);
+        return -1;
+    }
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db->sql,
+                           /* Rank and cut inside FTS5 first, so that snippets and joins
+                            * are computed for the rows shown, not for every match. */
                            "SELECT p.id, m.id, m.conversation_id, p.kind, m.role, c.title,"
-                           " snippet(part_fts, 0, '[', ']', '...', 16), m.created_at"
-                           " FROM part_fts JOIN part p ON p.id = part_fts.rowid"
-                           " JOIN message m ON m.id = p.message_id"
-                           " JOIN conversation c ON c.id = m.conversation_id"
-                           " WHERE part_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+                           " f.snip, m.created_at FROM (SELECT rowid AS id, rank AS score,"
+                           "  snippet(part_fts, 0, '[', ']', '...', 16) AS snip FROM part_fts"
+                           "  WHERE part_fts MATCH ?1 AND rowid >= ?3 ORDER BY rank LIMIT ?2) f"
+                           " JOIN part p ON p.id = f.id JOIN message m ON m.id = p.message_id"
+                           " JOIN conversation c ON c.id = m.conversation_id ORDER BY f.score",
                            -1, &st, NULL) != SQLITE_OK) {
         free(match);
         return db_fail(db, "searching");
     }
     sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, (int64_t)(limit ? limit : SEARCH_DEFAULT_LIMIT));
+    sqlite3_bind_int64(st, 3, lowest);
     free(match);
     search_hit *list = NULL;
     size_t n = 0, cap = 0;

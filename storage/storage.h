@@ -18,6 +18,21 @@
  *   sentence naming the file, the value and what to do. Nothing here prints, exits or aborts.
  *   A handle is used by one thread at a time (the error text lives in it).
  *
+ * A turn, as the chat loop does it
+ *   db_store *db = db_open(paths.db_file, err, sizeof err);       // once, at start
+ *   int64_t conv = conv_latest(db) or conv_create(db, NULL, model);
+ *   conv_messages path; conv_load_path(db, conv, &path);           // history to render/send
+ *   int64_t u = msg_append(db, conv, conv_leaf(db, conv), MSG_USER, MSG_COMPLETE, NULL);
+ *   part_append(db, u, &(part_in){.kind = PART_TEXT, .data = line, .len = n});
+ *   int64_t a = msg_append(db, conv, u, MSG_ASSISTANT, MSG_STREAMING, model);
+ *   ... on each finished block: part_append(db, a, reasoning / tool_call / text part) ...
+ *   ... a tool result is its own message: msg_append(.., a, MSG_TOOL, ..) + PART_TOOL_RESULT
+ *   msg_finish(db, a, MSG_COMPLETE or MSG_CANCELED or MSG_ERROR, "stop", &stats);
+ *   db_idle(db);                                                    // between turns
+ *   Regenerate: msg_append(db, conv, u, MSG_ASSISTANT, ...) again (a sibling of the old
+ *   answer). Edit: msg_append(db, conv, parent_of_u, MSG_USER, ...) (a sibling of u).
+ *   A message still MSG_STREAMING after a restart was cut off by a crash; its parts are kept.
+ *
  * Memory
  *   Whatever a function returns through an out-pointer belongs to the caller and has its
  *   _free function named beside it. Byte buffers (part data, arguments) are also
@@ -63,7 +78,14 @@ int db_rollback(db_store *db);
  * Writes past it fail with a "full" message and change nothing. */
 int db_set_max_pages(db_store *db, int64_t pages);
 
-/* PRAGMA integrity_check: 1 when "ok", 0 when damaged (the first problem in db_errmsg),
+/* The work kept out of a turn's writes, to run when the chat is idle (a turn is over):
+ * adds the parts written since the last call to the search index (part_append does not
+ * index, so a streamed part is one small commit), then copies the WAL into the database file
+ * (a passive checkpoint; SQLite also does one by itself inside whichever write takes the WAL
+ * past 1000 pages). Searching indexes what is pending first, so results are always complete. */
+int db_idle(db_store *db);
+
+/* PRAGMA integrity_check plus the FTS5 index's: 1 when "ok", 0 when damaged (the first problem in db_errmsg),
  * -1 when it could not run. */
 int db_integrity_ok(db_store *db);
 
@@ -149,6 +171,10 @@ typedef struct msg_stats {
  * NULL), counts and timings (stats may be NULL), and stamps finished_at. */
 int msg_finish(db_store *db, int64_t msg, msg_status status, const char *finish_reason,
                const msg_stats *stats);
+
+/* The leaf reached from msg by following its newest child at every step (msg itself when it
+ * has none): where to put the current leaf when the user switches to msg's branch. */
+int64_t msg_descend(db_store *db, int64_t msg);
 
 /* The children of msg in creation order (msg 0: the roots of conv). *ids is malloc'd. */
 int msg_children(db_store *db, int64_t conv, int64_t msg, int64_t **ids, size_t *count);
@@ -253,7 +279,9 @@ typedef struct search_hit {
 
 /* Full-text search (FTS5) over text and reasoning parts. query is plain words, all of which
  * must occur (any case, diacritics ignored); quotes and operators are taken literally.
- * Best matches first, at most limit (0: 50). An empty query finds nothing. */
+ * Best matches (bm25) first, at most limit (0: 50), ranked among the newest 4000 matching
+ * parts so that a word found everywhere still answers in milliseconds. An empty query finds
+ * nothing. */
 int search_parts(db_store *db, const char *query, size_t limit, search_hit **hits, size_t *count);
 void search_hits_free(search_hit *hits, size_t count);
 

@@ -1,10 +1,10 @@
 /* tui.c: the ncurses view: transcript pane, growing input box, status line, conversation
  * list; one poll() loop serves keys, the app's event queue, resizes and timers.
  *
- * File structure: items (the transcript model) -> layout of an item into rd_doc lines ->
- * drawing a frame (transcript, list pane, status, input) -> events from the app -> keys ->
- * the loop and setup. Every frame is composed in stdscr and sent with one doupdate(), so
- * ncurses writes only the cells that changed: settled lines are never redrawn. */
+ * File structure: drawing a frame (transcript, list pane, status, input) -> the app's events
+ * (into transcript.c) -> actions to the app -> keys -> the loop and setup. Every frame is
+ * composed in stdscr and sent with one doupdate(), so ncurses writes only the cells that
+ * changed: settled lines are never sent twice, and a streamed reply costs one line a token. */
 #include <errno.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -19,6 +19,7 @@
 #include <curses.h>
 
 #include "ui/render.h"
+#include "ui/transcript.h"
 #include "ui/tui.h"
 #include "ui/view_impl.h"
 
@@ -31,73 +32,24 @@ enum {
     KEY_CTRL_RIGHT,
 };
 
-typedef enum item_kind { IT_USER, IT_THINK, IT_TEXT, IT_TOOL, IT_NOTICE, IT_ERROR, IT_FOOTER } item_kind;
-typedef enum tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED } tool_state;
-
-typedef struct buf {
-    char *s;
-    size_t len, cap;
-} buf;
-
-typedef struct item {
-    item_kind kind;
-    buf text;            /* user text, thinking, answer, notice; tool: arguments */
-    buf result, error;   /* tool */
-    char *id, *name, *question;
-    tool_state tstate;
-    char answer;         /* tool approval given: 'y', 'n', 'a' */
-    double t0, t1;       /* thinking / tool start and end (monotonic seconds) */
-    int live;            /* thinking still streaming */
-    int open;            /* expanded */
-    int pinned;          /* the user toggled it: keep their choice when thinking ends */
-    int turn;            /* which reply it belongs to */
-    rd_doc body;         /* laid out for body_w; dirty when text or width changed */
-    int body_w, dirty;
-    rd_doc settled;      /* answer text: the complete lines, laid out once */
-    size_t settled_raw;  /* bytes of text they cover */
-    int settled_w;
-    rd_md_state settled_st;
-} item;
-
-typedef struct conv {
-    char *id, *title, *detail;
-} conv;
-
 struct tui {
     ui_view *v;
-    item **items;
-    size_t n, cap;
+    transcript tr;       /* what is shown */
     int scroll;          /* lines scrolled up from the bottom; 0 follows the reply */
     int last_total;
-    int sel;             /* selected foldable item, -1 none */
-    int ask;             /* item waiting for an approval answer, -1 none */
-    /* the reply */
-    int streaming, turn;
-    item *think, *text;
-    double t_begin, t_first;
-    long ndeltas;
-    /* status */
-    char *model, *backend, *conv_title;
-    int ranks;
-    long ctx_used, ctx_window, gen_tokens;
-    double ttft, tok_s;
-    int app_rates, app_tokens;
-    char flash[256];
+    char flash[256];     /* a short message in the status line */
     double flash_until;
     double last_ctrl_c;
-    /* conversation list */
-    int list_open, list_sel;
-    conv *convs;
-    size_t nconv, convcap;
+    int list_open, list_sel; /* the conversation list */
     char query[128];
-    /* input */
-    int paste;
-    buf pastebuf;
+    int paste;           /* inside a bracketed paste */
+    trs_buf pastebuf;
     int input_dirty, dirty, full_redraw;
     int quit, stop;
     double last_draw;
     int color_ok;
     SCREEN *screen;
+    FILE *latency_log;   /* ui_config.latency_log, opened */
 };
 
 static volatile sig_atomic_t got_term_signal;
@@ -107,299 +59,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- items ----------------------------------------------------------------------------------- */
-
-static int buf_add(buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p)
-            return -1;
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-    return 0;
-}
-
-static void buf_set(buf *b, const char *s, size_t n)
-{
-    b->len = 0;
-    if (buf_add(b, s, n) < 0 && b->s)
-        b->s[0] = '\0';
-}
-
-static void item_free(item *it)
-{
-    if (!it)
-        return;
-    free(it->text.s);
-    free(it->result.s);
-    free(it->error.s);
-    free(it->id);
-    free(it->name);
-    free(it->question);
-    rd_doc_free(&it->body);
-    rd_doc_free(&it->settled);
-    free(it);
-}
-
-static item *item_add(tui *t, item_kind kind)
-{
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        item **v = realloc(t->items, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        t->items = v;
-        t->cap = cap;
-    }
-    item *it = calloc(1, sizeof *it);
-    if (!it)
-        return NULL;
-    it->kind = kind;
-    it->dirty = 1;
-    it->turn = t->turn;
-    t->items[t->n++] = it;
-    t->dirty = 1;
-    return it;
-}
-
-static item *item_add_text(tui *t, item_kind kind, const char *s, size_t n)
-{
-    item *it = item_add(t, kind);
-    if (it)
-        buf_set(&it->text, s, n);
-    return it;
-}
-
-static int foldable(const item *it)
-{
-    return it->kind == IT_THINK || it->kind == IT_TOOL;
-}
-
-static void items_clear(tui *t)
-{
-    for (size_t i = 0; i < t->n; i++)
-        item_free(t->items[i]);
-    t->n = 0;
-    t->think = t->text = NULL;
-    t->sel = t->ask = -1;
-    t->scroll = 0;
-    t->dirty = 1;
-}
-
-static item *find_tool(tui *t, const char *id)
-{
-    for (size_t i = t->n; i-- > 0;) {
-        item *it = t->items[i];
-        if (it->kind == IT_TOOL && (!id || !it->id || strcmp(it->id, id) == 0))
-            return it;
-    }
-    return NULL;
-}
-
-static int item_index(tui *t, const item *it)
-{
-    for (size_t i = 0; i < t->n; i++)
-        if (t->items[i] == it)
-            return (int)i;
-    return -1;
-}
-
-/* ---- layout of one item ----------------------------------------------------------------------- */
-
-/* Lays out the answer text: complete lines once (settled), the unfinished tail every time. */
-static void layout_answer(item *it, int w)
-{
-    if (it->settled_w != w) {
-        rd_doc_reset(&it->settled);
-        it->settled_raw = 0;
-        it->settled_w = w;
-        memset(&it->settled_st, 0, sizeof it->settled_st);
-    }
-    const char *s = it->text.s ? it->text.s : "";
-    const char *last_nl = it->text.len ? memrchr(s, '\n', it->text.len) : NULL;
-    size_t upto = last_nl ? (size_t)(last_nl - s) + 1 : 0;
-    if (upto > it->settled_raw) {
-        size_t clean_len;
-        char *clean = rd_sanitize(s + it->settled_raw, upto - it->settled_raw, &clean_len);
-        if (clean)
-            rd_render_markdown(&it->settled, clean, clean_len, w, 0, &it->settled_st);
-        free(clean);
-        it->settled_raw = upto;
-    }
-    rd_doc_reset(&it->body);
-    rd_doc_append(&it->body, &it->settled);
-    if (it->text.len > upto) {
-        size_t clean_len;
-        char *clean = rd_sanitize(s + upto, it->text.len - upto, &clean_len);
-        rd_md_state st = it->settled_st;
-        if (clean)
-            rd_render_markdown(&it->body, clean, clean_len, w, 0, &st);
-        free(clean);
-    }
-}
-
-static void layout_plain(rd_doc *d, const char *s, size_t n, int w, unsigned style,
-                         const char *prefix, const char *cont, unsigned pstyle)
-{
-    size_t clean_len;
-    char *clean = rd_sanitize(s ? s : "", s ? n : 0, &clean_len);
-    if (clean)
-        rd_render_plain(d, clean, clean_len, w, style, prefix, cont, pstyle);
-    free(clean);
-}
-
-static void layout_tool(item *it, int w)
-{
-    rd_doc_reset(&it->body);
-    if (it->tstate == TOOL_ASK && it->question)
-        layout_plain(&it->body, it->question, strlen(it->question), w, RD_ASK, "  ? ", "    ",
-                     RD_ASK | RD_BOLD);
-    if (it->tstate == TOOL_ASK)
-        layout_plain(&it->body, "[y] yes  [n] no  [a] always for this tool", 41, w, RD_ASK,
-                     "    ", "    ", RD_ASK);
-    if (!it->open)
-        return;
-    const char *bar = "  \xe2\x94\x82 ";
-    layout_plain(&it->body, "arguments", 9, w, RD_DIM | RD_BOLD, bar, bar, RD_DIM);
-    layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM, bar, bar, RD_DIM);
-    if (it->result.len) {
-        layout_plain(&it->body, "result", 6, w, RD_DIM | RD_BOLD, bar, bar, RD_DIM);
-        layout_plain(&it->body, it->result.s, it->result.len, w, 0, bar, bar, RD_DIM);
-    }
-    if (it->error.len) {
-        layout_plain(&it->body, "error", 5, w, RD_ERROR | RD_BOLD, bar, bar, RD_DIM);
-        layout_plain(&it->body, it->error.s, it->error.len, w, RD_ERROR, bar, bar, RD_DIM);
-    }
-}
-
-static int has_header(const item *it)
-{
-    return foldable(it);
-}
-
-static int body_shown(const item *it)
-{
-    if (it->kind == IT_THINK)
-        return it->open;
-    return 1;
-}
-
-static void item_layout(item *it, int w)
-{
-    if (!it->dirty && it->body_w == w)
-        return;
-    it->body_w = w;
-    it->dirty = 0;
-    switch (it->kind) {
-    case IT_USER:
-        rd_doc_reset(&it->body);
-        layout_plain(&it->body, it->text.s, it->text.len, w, RD_USER, "\xe2\x80\xba ", "  ",
-                     RD_USER | RD_BOLD);
-        break;
-    case IT_THINK:
-        rd_doc_reset(&it->body);
-        layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM | RD_ITALIC,
-                     "\xe2\x94\x82 ", "\xe2\x94\x82 ", RD_DIM);
-        break;
-    case IT_TEXT:
-        layout_answer(it, w);
-        break;
-    case IT_TOOL:
-        layout_tool(it, w);
-        break;
-    case IT_NOTICE:
-        rd_doc_reset(&it->body);
-        layout_plain(&it->body, it->text.s, it->text.len, w, RD_NOTICE, "\xc2\xb7 ", "  ",
-                     RD_NOTICE);
-        break;
-    case IT_ERROR:
-        rd_doc_reset(&it->body);
-        layout_plain(&it->body, it->text.s, it->text.len, w, RD_ERROR, "\xe2\x9c\x97 ", "  ",
-                     RD_ERROR | RD_BOLD);
-        break;
-    case IT_FOOTER:
-        rd_doc_reset(&it->body);
-        layout_plain(&it->body, it->text.s, it->text.len, w, RD_DIM, "", "", RD_DIM);
-        break;
-    }
-}
-
-/* The one-line header of a thought or a tool call, laid out fresh (it holds a live clock). */
-static void item_header(const tui *t, const item *it, int idx, int w, rd_doc *d)
-{
-    char line[512];
-    double now = now_s();
-    unsigned sel = idx == t->sel ? RD_SELECT : 0;
-    if (it->kind == IT_THINK) {
-        double secs = (it->live ? now : it->t1) - it->t0;
-        if (it->live)
-            snprintf(line, sizeof line, "%s thinking\xe2\x80\xa6 %.1f s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8", secs);
-        else
-            snprintf(line, sizeof line, "%s thought for %.1f s%s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8",
-                     secs, it->open ? "" : "  (Ctrl-T)");
-        layout_plain(d, line, strlen(line), w, RD_DIM | RD_MARK | sel, "", "", RD_DIM);
-        return;
-    }
-    char args[160];
-    size_t a = 0;
-    for (size_t i = 0; i < it->text.len && a + 4 < sizeof args; i++)
-        args[a++] = (it->text.s[i] == '\n' || it->text.s[i] == '\t') ? ' ' : it->text.s[i];
-    args[a] = '\0';
-    const char *state = "\xe2\x80\xa6";
-    char took[48] = "";
-    switch (it->tstate) {
-    case TOOL_ARGS: state = "writing\xe2\x80\xa6"; break;
-    case TOOL_READY: state = "running\xe2\x80\xa6"; break;
-    case TOOL_ASK: state = "waiting for you"; break;
-    case TOOL_OK: state = "\xe2\x9c\x93"; snprintf(took, sizeof took, " %.1f s", it->t1 - it->t0); break;
-    case TOOL_FAILED: state = "\xe2\x9c\x97 failed"; break;
-    }
-    snprintf(line, sizeof line, "%s %s %s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8",
-             it->name ? it->name : "tool", args);
-    /* cut the arguments so the state always shows */
-    char tail[96];
-    snprintf(tail, sizeof tail, "  %s%s", state, took);
-    size_t tw = rd_width(tail, strlen(tail));
-    rd_pieces p = {0};
-    size_t clean_len;
-    char *clean = rd_sanitize(line, strlen(line), &clean_len);
-    if (clean && w > (int)tw + 4 && rd_wrap_hard(clean, clean_len, w - (int)tw - 1, &p) == 0 && p.n > 0) {
-        char out[700];
-        size_t n = p.v[0].len < 500 ? p.v[0].len : 500;
-        memcpy(out, clean, n);
-        snprintf(out + n, sizeof out - n, "%s%s", p.n > 1 ? "\xe2\x80\xa6" : "", tail);
-        layout_plain(d, out, strlen(out), w, RD_TOOL | sel, "", "", RD_TOOL);
-    } else {
-        layout_plain(d, line, strlen(line), w, RD_TOOL | sel, "", "", RD_TOOL);
-    }
-    free(clean);
-    rd_pieces_free(&p);
-}
-
-static int blank_before(const tui *t, int idx)
-{
-    if (idx == 0)
-        return 0;
-    item_kind k = t->items[idx]->kind, prev = t->items[idx - 1]->kind;
-    return k == IT_USER || prev == IT_USER || (k == IT_NOTICE && prev != IT_NOTICE) ||
-           (prev == IT_FOOTER);
-}
-
-static int item_lines(tui *t, int idx, int w)
-{
-    item *it = t->items[idx];
-    item_layout(it, w);
-    return blank_before(t, idx) + has_header(it) + (body_shown(it) ? (int)it->body.nlines : 0);
 }
 
 /* ---- drawing ------------------------------------------------------------------------------------- */
@@ -490,8 +149,8 @@ static void draw_transcript(tui *t, int rows)
 {
     int w = text_width(t);
     int total = 0;
-    for (size_t i = 0; i < t->n; i++)
-        total += item_lines(t, (int)i, w);
+    for (size_t i = 0; i < t->tr.n; i++)
+        total += trs_item_lines(&t->tr, (size_t)(int)i, w);
     if (t->scroll > 0 && total > t->last_total)
         t->scroll += total - t->last_total; /* keep the page still while reading back */
     t->last_total = total;
@@ -503,24 +162,24 @@ static void draw_transcript(tui *t, int rows)
     int first = total > rows ? total - rows - t->scroll : 0; /* the top line shown */
     int line = 0, y = 0;
     rd_doc hdr = {0};
-    for (size_t i = 0; i < t->n && y < rows; i++) {
-        int n = item_lines(t, (int)i, w);
+    for (size_t i = 0; i < t->tr.n && y < rows; i++) {
+        int n = trs_item_lines(&t->tr, (size_t)(int)i, w);
         if (line + n <= first) {
             line += n;
             continue;
         }
-        item *it = t->items[i];
+        trs_item *it = t->tr.items[i];
         int k = 0;
-        int bb = blank_before(t, (int)i);
-        if (has_header(it)) {
+        int bb = trs_blank_before(&t->tr, i);
+        if (trs_has_header(it)) {
             rd_doc_reset(&hdr);
-            item_header(t, it, (int)i, w, &hdr);
+            trs_item_header(&t->tr, i, w, now_s(), &hdr);
         }
         for (; k < n && y < rows; k++, line++) {
             if (line < first)
                 continue;
             int j = k - bb;
-            if (j >= 0 && has_header(it)) {
+            if (j >= 0 && trs_has_header(it)) {
                 if (j == 0) {
                     if (hdr.nlines)
                         draw_line(t, &hdr, &hdr.lines[0], y, 1, w);
@@ -557,25 +216,10 @@ static void human_count(char *out, size_t cap, long n)
         snprintf(out, cap, "%ld", n);
 }
 
-static const char *reply_state(const tui *t)
-{
-    if (t->ask >= 0)
-        return "\xe2\x97\x8f approve? y/n/a";
-    if (!t->streaming)
-        return "ready";
-    if (t->think && t->think->live)
-        return "\xe2\x97\x8f thinking";
-    if (t->n && t->items[t->n - 1]->kind == IT_TOOL)
-        return "\xe2\x97\x8f tool";
-    if (t->t_first == 0)
-        return "\xe2\x97\x8f prefill";
-    return "\xe2\x97\x8f writing";
-}
-
 static void draw_status(tui *t, int y)
 {
-    char f[7][300];
-    int prio[7];
+    char f[8][300];
+    int prio[8];
     int nf = 0;
     double now = now_s();
     if (t->flash[0] && now < t->flash_until) {
@@ -584,37 +228,48 @@ static void draw_status(tui *t, int y)
     } else {
         t->flash[0] = '\0';
     }
-    if (t->model) {
-        snprintf(f[nf], sizeof f[nf], "%s", t->model);
+    if (t->tr.conv_title && t->tr.conv_title[0]) { /* at most 32 columns of it */
+        size_t clen;
+        char *clean = rd_sanitize(t->tr.conv_title, strlen(t->tr.conv_title), &clen);
+        rd_pieces p = {0};
+        if (clean && rd_wrap_hard(clean, clen, 32, &p) == 0 && p.n) {
+            snprintf(f[nf], sizeof f[nf], "%.*s%s", (int)p.v[0].len, clean, p.n > 1 ? "\xe2\x80\xa6" : "");
+            prio[nf++] = 6;
+        }
+        rd_pieces_free(&p);
+        free(clean);
+    }
+    if (t->tr.model) {
+        snprintf(f[nf], sizeof f[nf], "%s", t->tr.model);
         prio[nf++] = 3;
     }
-    if (t->backend) {
-        if (t->ranks > 1)
-            snprintf(f[nf], sizeof f[nf], "%s \xc3\x97%d", t->backend, t->ranks);
+    if (t->tr.backend) {
+        if (t->tr.ranks > 1)
+            snprintf(f[nf], sizeof f[nf], "%s \xc3\x97%d", t->tr.backend, t->tr.ranks);
         else
-            snprintf(f[nf], sizeof f[nf], "%s", t->backend);
+            snprintf(f[nf], sizeof f[nf], "%s", t->tr.backend);
         prio[nf++] = 5;
     }
-    if (t->ctx_window > 0) {
+    if (t->tr.ctx_window > 0) {
         char u[32], w[32];
-        human_count(u, sizeof u, t->ctx_used > 0 ? t->ctx_used : 0);
-        human_count(w, sizeof w, t->ctx_window);
+        human_count(u, sizeof u, t->tr.ctx_used > 0 ? t->tr.ctx_used : 0);
+        human_count(w, sizeof w, t->tr.ctx_window);
         snprintf(f[nf], sizeof f[nf], "ctx %s/%s %ld%%", u, w,
-                 (t->ctx_used > 0 ? t->ctx_used : 0) * 100 / t->ctx_window);
+                 (t->tr.ctx_used > 0 ? t->tr.ctx_used : 0) * 100 / t->tr.ctx_window);
         prio[nf++] = 2;
     }
-    if (t->ttft >= 0) {
-        snprintf(f[nf], sizeof f[nf], "TTFT %.2f s", t->ttft);
+    if (t->tr.ttft >= 0) {
+        snprintf(f[nf], sizeof f[nf], "TTFT %.2f s", t->tr.ttft);
         prio[nf++] = 4;
     }
-    if (t->tok_s >= 0) {
-        snprintf(f[nf], sizeof f[nf], "%.1f tok/s", t->tok_s);
+    if (t->tr.tok_s >= 0) {
+        snprintf(f[nf], sizeof f[nf], "%.1f tok/s", t->tr.tok_s);
         prio[nf++] = 1;
     }
-    snprintf(f[nf], sizeof f[nf], "%s", reply_state(t));
+    snprintf(f[nf], sizeof f[nf], "%s", trs_reply_state(&t->tr));
     prio[nf++] = 0;
     /* Drop the least important fields until the line fits. */
-    int keep[7];
+    int keep[8];
     for (int i = 0; i < nf; i++)
         keep[i] = 1;
     for (;;) {
@@ -734,8 +389,8 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
         }
     }
     if (draw && tlen == 0 && !search) {
-        const char *hint = t->ask >= 0      ? "y / n / a answers the question above"
-                           : t->streaming ? "Esc cancels the reply \xc2\xb7 PageUp reads back"
+        const char *hint = t->tr.ask >= 0      ? "y / n / a answers the question above"
+                           : t->tr.streaming ? "Esc cancels the reply \xc2\xb7 PageUp reads back"
                                           : "message \xc2\xb7 Enter sends \xc2\xb7 Alt-Enter new line \xc2\xb7 /help";
         attrset(A_DIM);
         int room = w - (int)plen_w;
@@ -748,14 +403,6 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
     *cy = y0 + crow - top;
     *cx = ccol;
     return total_rows < max_rows ? total_rows : max_rows;
-}
-
-static int conv_matches(const tui *t, const conv *c)
-{
-    if (!t->query[0])
-        return 1;
-    return strcasestr(c->title, t->query) || strcasestr(c->detail, t->query) ||
-           strcasestr(c->id, t->query);
 }
 
 static void draw_cut(const char *s, int y, int x, int w, attr_t a)
@@ -789,7 +436,9 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
             mvaddstr(y, lw - 1, "\xe2\x94\x82");
     }
     int iw = lw - (lw < COLS ? 3 : 2);
-    draw_cut("Conversations  Enter opens \xc2\xb7 Esc closes", 0, 1, iw, A_BOLD);
+    draw_cut("Conversations", 0, 1, iw, A_BOLD);
+    if (rows > 3)
+        draw_cut("\xe2\x86\x91\xe2\x86\x93 Enter opens \xc2\xb7 Esc closes", rows - 1, 1, iw, A_DIM);
     char q[200];
     snprintf(q, sizeof q, "/ %s", t->query);
     draw_cut(q, 1, 1, iw, A_NORMAL);
@@ -797,24 +446,24 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
     *cx = 1 + (int)rd_width(q, strlen(q));
     int shown = 0, y = 2, matched = 0;
     int per = 2;
-    int room = (rows - 2) / per;
+    int room = (rows - 3) / per;
     int first = t->list_sel >= room ? t->list_sel - room + 1 : 0;
-    for (size_t i = 0; i < t->nconv; i++) {
-        if (!conv_matches(t, &t->convs[i]))
+    for (size_t i = 0; i < t->tr.nconv; i++) {
+        if (!trs_conv_matches(&t->tr.convs[i], t->query))
             continue;
         if (matched++ < first)
             continue;
-        if (y + 1 >= rows + 1)
+        if (y + 1 >= rows - 1)
             break;
         attr_t a = shown + first == t->list_sel ? A_REVERSE : A_NORMAL;
-        draw_cut(t->convs[i].title[0] ? t->convs[i].title : t->convs[i].id, y, 1, iw, a | A_BOLD);
+        draw_cut(t->tr.convs[i].title[0] ? t->tr.convs[i].title : t->tr.convs[i].id, y, 1, iw, a | A_BOLD);
         if (y + 1 < rows)
-            draw_cut(t->convs[i].detail, y + 1, 3, iw - 2, A_DIM);
+            draw_cut(t->tr.convs[i].detail, y + 1, 3, iw - 2, A_DIM);
         y += per;
         shown++;
     }
     if (matched == 0)
-        draw_cut(t->nconv ? "no conversation matches" : "no saved conversations yet", 2, 1, iw, A_DIM);
+        draw_cut(t->tr.nconv ? "no conversation matches" : "no saved conversations yet", 2, 1, iw, A_DIM);
 }
 
 static void draw(tui *t)
@@ -856,264 +505,37 @@ static void tui_flash(tui *t, const char *msg)
     t->dirty = 1;
 }
 
-static void end_thinking(tui *t)
-{
-    if (t->think && t->think->live) {
-        t->think->live = 0;
-        t->think->t1 = now_s();
-        if (!t->think->pinned)
-            t->think->open = 0;
-        t->think->dirty = 1;
-    }
-    t->think = NULL;
-}
-
-static void count_delta(tui *t)
-{
-    double now = now_s();
-    t->ndeltas++;
-    if (t->t_first == 0) {
-        t->t_first = now;
-        if (!t->app_rates)
-            t->ttft = now - t->t_begin;
-    }
-    if (!t->app_rates && now - t->t_first > 0.2)
-        t->tok_s = (double)(t->ndeltas - 1) / (now - t->t_first);
-    if (!t->app_tokens)
-        t->gen_tokens = t->ndeltas;
-}
-
-static void finish_reply(tui *t, const char *reason)
-{
-    end_thinking(t);
-    t->text = NULL;
-    t->streaming = 0;
-    if (t->ask >= 0) {
-        item *a = t->items[t->ask];
-        if (a->tstate == TOOL_ASK)
-            a->tstate = TOOL_FAILED;
-        a->dirty = 1;
-        t->ask = -1;
-    }
-    char line[256];
-    size_t n = 0;
-    if (strcmp(reason, "canceled") == 0) {
-        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x8a\x98 canceled \xc2\xb7 ");
-        tui_flash(t, "canceled: the partial reply is kept");
-    }
-    else if (strcmp(reason, "length") == 0)
-        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x80\xa6 stopped at the token limit \xc2\xb7 ");
-    else if (strcmp(reason, "error") == 0)
-        n += (size_t)snprintf(line + n, sizeof line - n, "stopped by an error \xc2\xb7 ");
-    n += (size_t)snprintf(line + n, sizeof line - n, "%ld tokens", t->gen_tokens > 0 ? t->gen_tokens : 0);
-    if (t->tok_s >= 0)
-        n += (size_t)snprintf(line + n, sizeof line - n, " \xc2\xb7 %.1f tok/s", t->tok_s);
-    if (t->ttft >= 0)
-        snprintf(line + n, sizeof line - n, " \xc2\xb7 TTFT %.2f s", t->ttft);
-    item_add_text(t, IT_FOOTER, line, strlen(line));
-}
-
-static void set_str(char **dst, const char *src)
-{
-    if (!src)
-        return;
-    char *d = strdup(src);
-    if (!d)
-        return;
-    free(*dst);
-    *dst = d;
-}
-
-static void apply_status(tui *t, const ui_status *s)
-{
-    set_str(&t->model, s->model);
-    set_str(&t->backend, s->backend);
-    set_str(&t->conv_title, s->conversation);
-    if (s->ranks >= 0)
-        t->ranks = s->ranks;
-    if (s->ctx_used >= 0)
-        t->ctx_used = s->ctx_used;
-    if (s->ctx_window >= 0)
-        t->ctx_window = s->ctx_window;
-    if (s->ttft_s >= 0) {
-        t->ttft = s->ttft_s;
-        t->app_rates = 1;
-    }
-    if (s->tok_s >= 0) {
-        t->tok_s = s->tok_s;
-        t->app_rates = 1;
-    }
-    if (s->gen_tokens >= 0) {
-        t->gen_tokens = s->gen_tokens;
-        t->app_tokens = 1;
-    }
-}
-
-static void add_conv(tui *t, const uiq_item *it)
-{
-    if (t->nconv == t->convcap) {
-        size_t cap = t->convcap ? t->convcap * 2 : 32;
-        conv *c = realloc(t->convs, cap * sizeof *c);
-        if (!c)
-            return;
-        t->convs = c;
-        t->convcap = cap;
-    }
-    conv c = {strdup(it->id ? it->id : ""), strdup(it->name ? it->name : ""), strdup(it->text)};
-    if (!c.id || !c.title || !c.detail) {
-        free(c.id);
-        free(c.title);
-        free(c.detail);
-        return;
-    }
-    t->convs[t->nconv++] = c;
-}
-
-static void clear_convs(tui *t)
-{
-    for (size_t i = 0; i < t->nconv; i++) {
-        free(t->convs[i].id);
-        free(t->convs[i].title);
-        free(t->convs[i].detail);
-    }
-    t->nconv = 0;
-    t->list_sel = 0;
-}
-
-static void apply_tool(tui *t, const uiq_item *ev)
-{
-    item *it;
-    if (ev->type == UI_EV_TOOL_BEGIN) {
-        end_thinking(t);
-        t->text = NULL;
-        it = item_add(t, IT_TOOL);
-        if (!it)
-            return;
-        it->id = ev->id ? strdup(ev->id) : NULL;
-        it->name = ev->name ? strdup(ev->name) : NULL;
-        it->t0 = now_s();
-        return;
-    }
-    it = find_tool(t, ev->id);
-    if (!it)
-        return;
-    it->dirty = 1;
-    t->dirty = 1;
-    switch (ev->type) {
-    case UI_EV_TOOL_ARGS_DELTA:
-        buf_add(&it->text, ev->text, ev->len);
-        count_delta(t);
-        break;
-    case UI_EV_TOOL_END:
-        buf_set(&it->text, ev->text, ev->len);
-        it->tstate = TOOL_READY;
-        it->t0 = now_s();
-        break;
-    case UI_EV_TOOL_APPROVE:
-        free(it->question);
-        it->question = strdup(ev->len ? ev->text : "run this tool?");
-        it->tstate = TOOL_ASK;
-        t->ask = item_index(t, it);
-        t->scroll = 0;
-        t->flash[0] = '\0';
-        if (!isendwin())
-            beep();
-        break;
-    case UI_EV_TOOL_RESULT:
-        buf_set(&it->result, ev->text, ev->len);
-        it->tstate = TOOL_OK;
-        it->t1 = now_s();
-        break;
-    case UI_EV_TOOL_ERROR:
-        buf_set(&it->error, ev->text, ev->len);
-        it->tstate = TOOL_FAILED;
-        it->t1 = now_s();
-        break;
-    default:
-        break;
-    }
-}
-
+/* One app event: the transcript takes most; the input line, stop and alerts are the TUI's. */
 static void apply_event(tui *t, const uiq_item *ev)
 {
     t->dirty = 1;
     switch (ev->type) {
-    case UI_EV_USER:
-        item_add_text(t, IT_USER, ev->text, ev->len);
-        t->scroll = 0;
-        break;
-    case UI_EV_REPLY_BEGIN:
-        t->streaming = 1;
-        t->turn++;
-        t->think = t->text = NULL;
-        t->t_begin = now_s();
-        t->t_first = 0;
-        t->ndeltas = 0;
-        t->ttft = t->tok_s = -1;
-        t->gen_tokens = 0;
-        t->app_rates = t->app_tokens = 0;
-        break;
-    case UI_EV_REASONING_DELTA:
-        if (!t->think || t->n == 0 || t->items[t->n - 1] != t->think) {
-            end_thinking(t);
-            t->think = item_add(t, IT_THINK);
-            if (!t->think)
-                break;
-            t->think->live = t->think->open = 1;
-            t->think->t0 = now_s();
-        }
-        buf_add(&t->think->text, ev->text, ev->len);
-        t->think->dirty = 1;
-        count_delta(t);
-        break;
-    case UI_EV_CONTENT_DELTA:
-        end_thinking(t);
-        if (!t->text || t->n == 0 || t->items[t->n - 1] != t->text)
-            t->text = item_add(t, IT_TEXT);
-        if (!t->text)
-            break;
-        buf_add(&t->text->text, ev->text, ev->len);
-        t->text->dirty = 1;
-        count_delta(t);
-        break;
-    case UI_EV_TOOL_BEGIN:
-    case UI_EV_TOOL_ARGS_DELTA:
-    case UI_EV_TOOL_END:
-    case UI_EV_TOOL_APPROVE:
-    case UI_EV_TOOL_RESULT:
-    case UI_EV_TOOL_ERROR:
-        apply_tool(t, ev);
-        break;
-    case UI_EV_FINISH:
-        finish_reply(t, ev->text);
-        break;
-    case UI_EV_NOTICE:
-        item_add_text(t, IT_NOTICE, ev->text, ev->len);
-        break;
-    case UI_EV_ERROR:
-        item_add_text(t, IT_ERROR, ev->text, ev->len);
-        break;
-    case UI_EV_CLEAR:
-        items_clear(t);
-        break;
     case UI_EV_SET_INPUT:
         tui_input_replace(ev->text);
-        break;
-    case UI_EV_CONV_CLEAR:
-        clear_convs(t);
-        break;
-    case UI_EV_CONV_ITEM:
-        add_conv(t, ev);
-        break;
-    case UI_EV_STATUS:
-        apply_status(t, &ev->status);
-        break;
+        return;
     case UIQ_STOP:
         t->stop = 1;
+        return;
+    case UI_EV_USER:
+    case UI_EV_CLEAR:
+        t->scroll = 0;
+        break;
+    case UI_EV_TOOL_APPROVE:
+        t->scroll = 0;
+        t->flash[0] = '\0';
+        beep();
+        break;
+    case UI_EV_FINISH:
+        if (strcmp(ev->text, "canceled") == 0)
+            tui_flash(t, "canceled: the partial reply is kept");
+        break;
+    case UI_EV_CONV_CLEAR:
+        t->list_sel = 0;
         break;
     default:
         break;
     }
+    trs_apply(&t->tr, ev, now_s());
 }
 
 static void drain_events(tui *t)
@@ -1132,7 +554,7 @@ static void drain_events(tui *t)
         pthread_mutex_unlock(&t->v->mu);
         char msg[96];
         snprintf(msg, sizeof msg, "out of memory: %d screen updates were dropped", lost);
-        item_add_text(t, IT_ERROR, msg, strlen(msg));
+        trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
     }
 }
 
@@ -1147,7 +569,7 @@ static void act(tui *t, ui_action_type type, const char *text, const char *name,
 
 static void do_quit(tui *t)
 {
-    if (t->streaming)
+    if (t->tr.streaming)
         act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
     act(t, UI_ACT_QUIT, NULL, NULL, NULL, 0);
     t->quit = 1;
@@ -1155,12 +577,9 @@ static void do_quit(tui *t)
 
 static void do_cancel(tui *t)
 {
-    if (t->ask >= 0) {
-        item *a = t->items[t->ask];
+    const trs_item *a = trs_answer(&t->tr, 'n');
+    if (a)
         act(t, UI_ACT_APPROVE, NULL, NULL, a->id, 'n');
-        a->answer = 'n';
-        t->ask = -1;
-    }
     act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
     tui_flash(t, "canceling the reply\xe2\x80\xa6");
 }
@@ -1170,17 +589,9 @@ static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 /* Copies the last reply's raw text (Markdown as written) through OSC 52. */
 static void copy_last_reply(tui *t)
 {
-    buf text = {0};
-    int turn = -1;
-    for (size_t i = t->n; i-- > 0;)
-        if (t->items[i]->kind == IT_TEXT) {
-            turn = t->items[i]->turn;
-            break;
-        }
-    for (size_t i = 0; i < t->n && turn >= 0; i++)
-        if (t->items[i]->kind == IT_TEXT && t->items[i]->turn == turn)
-            buf_add(&text, t->items[i]->text.s, t->items[i]->text.len);
-    if (!text.len) {
+    trs_buf text = {0};
+    text.s = trs_last_reply(&t->tr, &text.len);
+    if (!text.s || !text.len) {
         tui_flash(t, "no reply to copy yet");
         free(text.s);
         return;
@@ -1226,12 +637,12 @@ static void copy_last_reply(tui *t)
 
 static void show_help(tui *t)
 {
-    buf h = {0};
+    trs_buf h = {0};
     for (size_t i = 0; i < ui_commands_count; i++) {
         char line[200];
         snprintf(line, sizeof line, "/%s%s%s \xe2\x80\x94 %s\n", ui_commands[i].name,
                  ui_commands[i].args[0] ? " " : "", ui_commands[i].args, ui_commands[i].help);
-        buf_add(&h, line, strlen(line));
+        trs_buf_add(&h, line, strlen(line));
     }
     const char *keys =
         "Enter sends \xc2\xb7 Alt-Enter or Ctrl-J new line \xc2\xb7 Ctrl-G edits in $EDITOR \xc2\xb7 "
@@ -1239,10 +650,10 @@ static void show_help(tui *t)
         "Esc or Ctrl-C cancels a reply \xc2\xb7 Ctrl-C twice or Ctrl-D quits \xc2\xb7 "
         "PageUp/PageDown or the wheel scroll\n"
         "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
-        "F2 conversations \xc2\xb7 Alt-W copies the last reply";
-    buf_add(&h, keys, strlen(keys));
+        "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text";
+    trs_buf_add(&h, keys, strlen(keys));
     if (h.s)
-        item_add_text(t, IT_NOTICE, h.s, h.len);
+        trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
     free(h.s);
 }
 
@@ -1262,7 +673,7 @@ static void run_command(tui *t, const char *line)
     if (!c) {
         char msg[128];
         snprintf(msg, sizeof msg, "unknown command /%s: /help lists the commands", name);
-        item_add_text(t, IT_ERROR, msg, strlen(msg));
+        trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
         return;
     }
     if (strcmp(name, "quit") == 0) {
@@ -1271,8 +682,8 @@ static void run_command(tui *t, const char *line)
     }
     if (strcmp(name, "help") == 0)
         show_help(t);
-    else if (strcmp(name, "list") == 0)
-        open_list(t, 1);
+    else if (strcmp(name, "list") == 0 || strcmp(name, "search") == 0)
+        open_list(t, 1); /* the app fills it */
     else if (strcmp(name, "copy") == 0)
         copy_last_reply(t);
     act(t, UI_ACT_COMMAND, args, name, NULL, 0);
@@ -1291,7 +702,7 @@ void tui_line_done(tui *t, char *line)
         tui_input_remember(line);
         const char *err = tui_input_take_error();
         if (err)
-            item_add_text(t, IT_ERROR, err, strlen(err));
+            trs_add_text(&t->tr, TRS_ERROR, err, strlen(err));
         if (*p == '/')
             run_command(t, p);
         else
@@ -1377,12 +788,12 @@ void tui_edit_external(tui *t)
             ;
     term_on(t);
     FILE *f = fopen(path, "r");
-    buf b = {0};
+    trs_buf b = {0};
     if (pid > 0 && f && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         char chunk[4096];
         size_t got;
         while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-            buf_add(&b, chunk, got);
+            trs_buf_add(&b, chunk, got);
         while (b.len > 0 && b.s[b.len - 1] == '\n')
             b.s[--b.len] = '\0';
         tui_input_replace(b.s ? b.s : "");
@@ -1397,25 +808,10 @@ void tui_edit_external(tui *t)
 
 /* ---- keys --------------------------------------------------------------------------------------------- */
 
-static int last_foldable(const tui *t)
-{
-    for (size_t i = t->n; i-- > 0;)
-        if (foldable(t->items[i]))
-            return (int)i;
-    return -1;
-}
-
 static void toggle_fold(tui *t)
 {
-    int i = t->sel >= 0 ? t->sel : last_foldable(t);
-    if (i < 0) {
+    if (trs_toggle(&t->tr) < 0)
         tui_flash(t, "nothing to fold: no thinking or tool call yet");
-        return;
-    }
-    item *it = t->items[i];
-    it->open = !it->open;
-    it->pinned = 1;
-    it->dirty = 1;
     t->dirty = 1;
 }
 
@@ -1424,9 +820,9 @@ static void show_item(tui *t, int idx)
 {
     int w = text_width(t);
     int below = 0;
-    for (size_t i = (size_t)idx + 1; i < t->n; i++)
-        below += item_lines(t, (int)i, w);
-    int n = item_lines(t, idx, w);
+    for (size_t i = (size_t)idx + 1; i < t->tr.n; i++)
+        below += trs_item_lines(&t->tr, (size_t)(int)i, w);
+    int n = trs_item_lines(&t->tr, (size_t)idx, w);
     int rows = LINES - 3;
     if (t->scroll > below + n - 1 || t->scroll + rows < below + n)
         t->scroll = below + n - (rows > 0 ? rows : 1) > 0 ? below + n - rows / 2 : 0;
@@ -1436,12 +832,7 @@ static void show_item(tui *t, int idx)
 
 static void select_step(tui *t, int dir)
 {
-    int i = t->sel >= 0 ? t->sel + dir : (dir < 0 ? (int)t->n - 1 : -1);
-    while (i >= 0 && i < (int)t->n && !foldable(t->items[i]))
-        i += dir;
-    if (i < 0 || i >= (int)t->n)
-        i = dir < 0 && t->sel >= 0 ? t->sel : -1;
-    t->sel = i;
+    int i = trs_select_step(&t->tr, dir);
     if (i >= 0)
         show_item(t, i);
     t->dirty = 1;
@@ -1469,8 +860,8 @@ static void finish_paste(tui *t)
 static int visible_convs(const tui *t)
 {
     int n = 0;
-    for (size_t i = 0; i < t->nconv; i++)
-        n += conv_matches(t, &t->convs[i]);
+    for (size_t i = 0; i < t->tr.nconv; i++)
+        n += trs_conv_matches(&t->tr.convs[i], t->query);
     return n;
 }
 
@@ -1491,11 +882,11 @@ static void list_key(tui *t, int ch)
     }
     if (ch == '\r' || ch == KEY_ENTER || ch == '\n') {
         int k = 0;
-        for (size_t i = 0; i < t->nconv; i++) {
-            if (!conv_matches(t, &t->convs[i]))
+        for (size_t i = 0; i < t->tr.nconv; i++) {
+            if (!trs_conv_matches(&t->tr.convs[i], t->query))
                 continue;
             if (k++ == t->list_sel) {
-                char *id = strdup(t->convs[i].id);
+                char *id = strdup(t->tr.convs[i].id);
                 open_list(t, 0);
                 if (id)
                     act(t, UI_ACT_OPEN, NULL, NULL, id, 0);
@@ -1529,7 +920,7 @@ static void ctrl_c(tui *t)
         tui_input_feed("\007", 1);
         return;
     }
-    if (t->streaming) {
+    if (t->tr.streaming) {
         do_cancel(t);
         t->last_ctrl_c = now;
         return;
@@ -1553,12 +944,12 @@ static void escape(tui *t)
         tui_input_feed("\033", 1);
         return;
     }
-    if (t->streaming) {
+    if (t->tr.streaming) {
         do_cancel(t);
         return;
     }
-    if (t->sel >= 0) {
-        t->sel = -1;
+    if (t->tr.sel >= 0) {
+        t->tr.sel = -1;
         t->dirty = 1;
     }
 }
@@ -1592,6 +983,17 @@ static void mouse_key(tui *t)
         scroll_by(t, -3);
 }
 
+/* Commands the view runs itself, so they work while a reply streams. */
+static int local_command(const char *line)
+{
+    char name[32];
+    const char *args;
+    if (line[0] != '/' || !ui_command_parse(line, name, sizeof name, &args))
+        return 0;
+    return strcmp(name, "help") == 0 || strcmp(name, "list") == 0 || strcmp(name, "copy") == 0 ||
+           strcmp(name, "quit") == 0;
+}
+
 static void handle_key(tui *t, int ch)
 {
     t->input_dirty = 1;
@@ -1603,10 +1005,10 @@ static void handle_key(tui *t, int ch)
         if (ch == KEY_PASTE_END)
             finish_paste(t);
         else if (ch == '\r')
-            buf_add(&t->pastebuf, "\n", 1);
+            trs_buf_add(&t->pastebuf, "\n", 1);
         else if (ch >= 0 && ch < 0x100) {
             char c = (char)ch;
-            buf_add(&t->pastebuf, &c, 1);
+            trs_buf_add(&t->pastebuf, &c, 1);
         }
         return;
     }
@@ -1642,15 +1044,12 @@ static void handle_key(tui *t, int ch)
         list_key(t, ch);
         return;
     }
-    if (t->ask >= 0 && ch < 0x100 && strchr("yYnNaA", ch) && ch) {
-        item *a = t->items[t->ask];
+    if (t->tr.ask >= 0 && ch < 0x100 && strchr("yYnNaA", ch) && ch) {
         char ans = (char)(ch | 0x20);
-        a->answer = ans;
-        a->tstate = ans == 'n' ? TOOL_FAILED : TOOL_READY;
-        a->dirty = 1;
-        t->ask = -1;
+        const trs_item *a = trs_answer(&t->tr, ans);
         t->dirty = 1;
-        act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);
+        if (a)
+            act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);
         return;
     }
     switch (ch) {
@@ -1687,7 +1086,8 @@ static void handle_key(tui *t, int ch)
     }
     case '\r':
     case KEY_ENTER:
-        if ((t->streaming || t->ask >= 0) && !tui_input_searching()) {
+        if ((t->tr.streaming || t->tr.ask >= 0) && !tui_input_searching() &&
+            !local_command(tui_input_text())) {
             tui_flash(t, "a reply is streaming: Esc cancels it; your message waits here");
             return;
         }
@@ -1707,7 +1107,7 @@ static void on_term_signal(int sig)
 
 static int poll_timeout(const tui *t)
 {
-    if (t->think && t->think->live)
+    if (t->tr.think && t->tr.think->live)
         return 100; /* the thinking clock */
     if (t->flash[0])
         return 250;
@@ -1718,6 +1118,7 @@ static int tui_run(ui_view *v)
 {
     tui *t = v->impl;
     draw(t);
+    double prev_woke = now_s();
     while (!t->quit && !t->stop && !got_term_signal) {
         struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {v->wake[0], POLLIN, 0}};
         int timeout = poll_timeout(t);
@@ -1726,6 +1127,7 @@ static int tui_run(ui_view *v)
             double since = (now_s() - t->last_draw) * 1000.0;
             timeout = since >= 8 ? 0 : (int)(8 - since);
         }
+        double poll_start = now_s();
         int r = poll(fds, 2, timeout);
         if (r < 0 && errno != EINTR)
             break;
@@ -1733,15 +1135,23 @@ static int tui_run(ui_view *v)
             do_quit(t); /* the terminal went away */
             break;
         }
-        int ch;
-        while ((ch = getch()) != ERR && !t->quit)
+        int ch, keys = 0;
+        double woke = now_s();
+        /* A key found without waiting came in while the last round worked: count from then. */
+        double arrived = woke - poll_start < 0.0001 ? prev_woke : woke;
+        prev_woke = woke;
+        while ((ch = getch()) != ERR && !t->quit) {
             handle_key(t, ch);
+            keys++;
+        }
         drain_events(t);
         if (t->quit || t->stop)
             break;
         double since = (now_s() - t->last_draw) * 1000.0;
         if (t->input_dirty || (t->dirty && since >= 8) || r == 0)
             draw(t);
+        if (keys && t->latency_log)
+            fprintf(t->latency_log, "key_ms %.3f\n", (now_s() - arrived) * 1000.0);
     }
     if (got_term_signal && !t->quit) {
         act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
@@ -1757,13 +1167,9 @@ static void tui_free_impl(ui_view *v)
         return;
     tui_input_close();
     term_off();
-    items_clear(t);
-    free(t->items);
-    clear_convs(t);
-    free(t->convs);
-    free(t->model);
-    free(t->backend);
-    free(t->conv_title);
+    trs_free(&t->tr);
+    if (t->latency_log)
+        fclose(t->latency_log);
     free(t->pastebuf.s);
     if (t->screen)
         delscreen(t->screen);
@@ -1811,9 +1217,16 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     t->v = v;
-    t->sel = t->ask = -1;
-    t->ttft = t->tok_s = -1;
-    t->ranks = 1;
+    trs_init(&t->tr);
+    if (cfg && cfg->latency_log && !(t->latency_log = fopen(cfg->latency_log, "a"))) {
+        snprintf(err, errlen, "cannot open the latency log %s: %s", cfg->latency_log, strerror(errno));
+        v->impl = NULL;
+        free(t);
+        ui_free(v);
+        return NULL;
+    }
+    if (t->latency_log)
+        setvbuf(t->latency_log, NULL, _IOLBF, 0);
     v->impl = t;
     ensure_utf8_locale();
     const char *term = getenv("TERM");

@@ -42,8 +42,16 @@
  *     join_turn_thread(c);  ui_free(c->view);
  *
  * A reply is: REPLY_BEGIN, then any mix of REASONING_DELTA, CONTENT_DELTA and TOOL_* events,
- * then exactly one FINISH. While a reply runs the view shows it live and offers cancel; a new
- * SUBMIT is not sent until FINISH arrives (the TUI keeps the typed line; plain waits).
+ * then exactly one FINISH. Push REPLY_BEGIN before on_action returns when the action starts a
+ * reply (SUBMIT, /retry, /edit...): the plain view waits for FINISH before reading on. While a
+ * reply runs the view shows it live and offers cancel; no SUBMIT and no COMMAND is sent until
+ * FINISH arrives (the TUI keeps the typed line), except /help /list /copy /quit, which the TUI
+ * runs itself and still reports. A tool needing approval: the engine thread pushes
+ * TOOL_APPROVE and waits (condition variable) for UI_ACT_APPROVE or UI_ACT_CANCEL.
+ * GLM_EV_* map one to one: REASONING_DELTA, CONTENT_DELTA, TOOL_CALL_BEGIN -> TOOL_BEGIN,
+ * TOOL_ARG_DELTA -> TOOL_ARGS_DELTA, TOOL_CALL_END -> TOOL_END, STATS -> ui_push_status
+ * (ttft_s, tok_s = decode_tok_s, gen_tokens, ctx_used), DONE -> ui_push_finish(finish),
+ * ERROR -> UI_EV_ERROR then ui_push_finish("error").
  */
 #ifndef GLMCHAT_UI_VIEW_H
 #define GLMCHAT_UI_VIEW_H
@@ -148,6 +156,8 @@ typedef struct ui_config {
                                  none kept. Its directory must exist (paths_mkdirs). */
     int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
     int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
+    const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
+                                 keys, N the time from their arrival to the frame showing them */
     ui_action_fn on_action;
     void *user;
 } ui_config;

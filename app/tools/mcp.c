@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ typedef struct mcp_tool_ctx {
 struct mcp_client {
     char *name;
     char *log_path;
+    long long log_start; /* the log's size when this run of the server began */
     int pid;
     int to_server;   /* our end of the server's stdin (a socket: writes never raise SIGPIPE) */
     int from_server; /* the server's stdout */
@@ -78,6 +80,12 @@ static void log_tail(const mcp_client *c, char *out, size_t n)
     off_t end = lseek(fd, 0, SEEK_END);
     size_t want = n - 1 < 300 ? n - 1 : 300;
     off_t from = end > (off_t)want ? end - (off_t)want : 0;
+    if (from < (off_t)c->log_start)
+        from = (off_t)c->log_start; /* only what this run wrote */
+    if (end <= from) {
+        close(fd);
+        return;
+    }
     ssize_t got = pread(fd, out, (size_t)(end - from), from);
     close(fd);
     if (got <= 0)
@@ -156,6 +164,8 @@ static int spawn(mcp_client *c, const config_mcp_server *cfg, char *err, size_t 
         close(sv[0]), close(sv[1]), close(out[0]), close(out[1]);
         return -1;
     }
+    struct stat st;
+    c->log_start = c->log_path && stat(c->log_path, &st) == 0 ? (long long)st.st_size : 0;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "cannot start MCP server '%s': %s", c->name, strerror(errno));

@@ -234,12 +234,12 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
 {
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk, C3 = 3 * C;
     size_t TC = (size_t)T * C;
-    float *z = malloc((size_t)T * C3 * sizeof *z), *tmp = malloc(TC * sizeof *tmp);
+    float *z = malloc((size_t)T * C3 * sizeof *z);
     float *q = malloc(TC * sizeof *q), *k = malloc(TC * sizeof *k), *v = malloc(TC * sizeof *v);
     float *g = malloc(TC * sizeof *g), *o = malloc(TC * sizeof *o), *gate = malloc(TC * sizeof *gate);
     float *lo = malloc((size_t)T * dk * sizeof *lo), *beta = malloc((size_t)T * H * sizeof *beta);
     int rc = -1;
-    if (!z || !tmp || !q || !k || !v || !g || !o || !gate || !lo || !beta)
+    if (!z || !q || !k || !v || !g || !o || !gate || !lo || !beta)
         goto out;
     /* z = [q | k | v] rows */
     if (cpu_matmul(pool, &w->q_proj, u, T, q) || cpu_matmul(pool, &w->k_proj, u, T, k) ||
@@ -297,7 +297,6 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
     rc = cpu_matmul(pool, &w->o_proj, o, T, out);
 out:
     free(z);
-    free(tmp);
     free(q);
     free(k);
     free(v);

@@ -3,7 +3,9 @@
 #include "cpu/ops.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct matmul_job {
     const glm_weight *w;
@@ -13,20 +15,39 @@ typedef struct matmul_job {
     int failed;
 } matmul_job;
 
+/* Eight partial sums in a fixed order (so results do not depend on the thread count), laid
+ * out so the compiler can keep them in one vector register. */
 float cpu_dot(const float *a, const float *b, int n)
 {
-    /* four partial sums: a fixed order, so results do not depend on the thread count */
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    float acc[8] = {0};
     int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[i + j] * b[i + j];
     for (; i < n; i++)
-        s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
+        acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* The same sum with BF16 weights widened in place (a BF16 value is the top half of a float). */
+static float dot_bf16(const uint16_t *w, const float *x, int n)
+{
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            uint32_t u = (uint32_t)w[i + j] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            acc[j] += f * x[i + j];
+        }
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)w[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        acc[0] += f * x[i];
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 static void matmul_rows(void *ctx, size_t begin, size_t end, int worker)
@@ -36,6 +57,15 @@ static void matmul_rows(void *ctx, size_t begin, size_t end, int worker)
     int cols = (int)j->w->cols;
     size_t rows = (size_t)j->w->rows;
     float *buf = NULL;
+    if (j->w->kind == GLM_W_PLAIN && j->w->dtype == ST_BF16 && j->T <= 2) {
+        /* decode: read each weight once, widening on the fly (the bytes are what costs) */
+        const uint16_t *w = j->w->data;
+        for (size_t r = begin; r < end; r++)
+            for (int t = 0; t < j->T; t++)
+                j->y[(size_t)t * rows + r] = dot_bf16(w + r * (size_t)cols, j->x + (size_t)t * cols,
+                                                      cols);
+        return;
+    }
     if (!(j->w->kind == GLM_W_PLAIN && j->w->dtype == ST_F32)) {
         buf = malloc((size_t)cols * sizeof *buf);
         if (!buf) {

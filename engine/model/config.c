@@ -216,7 +216,8 @@ static int parse_linear_attn(cfg_ctx *x, glm_config *c)
 {
     const cJSON *t = x->text;
     const cJSON *lb = field(t, "linear_lower_bound");
-    if (get_int(x, t, "linear_num_heads", 64, &c->kda_heads) ||
+    if (get_int(x, t, "max_position_embeddings", 1048576, &c->max_position_embeddings) ||
+        get_int(x, t, "linear_num_heads", 64, &c->kda_heads) ||
         get_int(x, t, "linear_head_dim", 128, &c->kda_head_dim) ||
         get_int(x, t, "linear_conv_kernel_dim", 4, &c->kda_conv_kernel))
         return -1;

@@ -13,6 +13,7 @@ typedef enum glm_attn_kind { GLM_ATTN_KDA = 0, GLM_ATTN_DSA = 1 } glm_attn_kind;
 typedef struct glm_config {
     /* sizes */
     int vocab_size, hidden_size, num_layers;
+    int max_position_embeddings; /* the context window */
     int intermediate_size;     /* dense MLP */
     int moe_intermediate_size; /* routed expert (shared: times n_shared_experts) */
     float rms_norm_eps, swiglu_limit;

@@ -2,7 +2,11 @@
 # the quantizer. Adds its sources to libengine.a (libengine_a_SOURCES +=).
 libengine_a_SOURCES += \
 	engine/model/exl3.h engine/model/exl3_decode.c engine/model/exl3_matvec.c \
-	engine/model/exl3_quantize.c engine/model/hadamard.h engine/model/hadamard.c
+	engine/model/exl3_quantize.c engine/model/exl3_load.h engine/model/exl3_load.c \
+	engine/model/hadamard.h engine/model/hadamard.c
+
+EXTRA_DIST += tests/fuzz/fuzz_exl3.c bench/bench_exl3_h200_2026-12-02.txt \
+	bench/bench_exl3_quant_2026-12-02.txt
 
 check_PROGRAMS += tests/unit/test_exl3
 tests_unit_test_exl3_SOURCES = tests/unit/test_exl3.c
@@ -15,3 +19,15 @@ tests_unit_test_exl3_quant_SOURCES = tests/unit/test_exl3_quant.c
 tests_unit_test_exl3_quant_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_exl3_quant_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_exl3_quant
+
+# Benchmarks: built by `make check`, run by hand (bench/BENCHMARKS.md).
+check_PROGRAMS += bench/bench_exl3_quant
+bench_bench_exl3_quant_SOURCES = bench/bench_exl3_quant.c
+bench_bench_exl3_quant_LDADD = $(glmchat_LDADD)
+
+# `glmchat quantize` (app/cmd_quantize.c) end to end on a small checkpoint
+check_PROGRAMS += tests/unit/test_exl3_quantize_cmd
+tests_unit_test_exl3_quantize_cmd_SOURCES = tests/unit/test_exl3_quantize_cmd.c
+tests_unit_test_exl3_quantize_cmd_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_exl3_quantize_cmd_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_exl3_quantize_cmd

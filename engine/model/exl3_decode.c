@@ -3,6 +3,7 @@
 #include "engine/model/exl3.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,16 +123,48 @@ void exl3_tile_position(int p, int *row, int *col)
     *col = lane / 4 + 8 * (j >> 2);
 }
 
-void exl3_decode_tile(const uint16_t *words, int bits, exl3_codebook cb,
-                      uint16_t tile[EXL3_TILE_VALUES])
+static int where[EXL3_TILE_VALUES]; /* row-major index of each stream position */
+static pthread_once_t where_once = PTHREAD_ONCE_INIT;
+
+static void fill_where(void)
 {
-    uint16_t states[EXL3_TILE_VALUES];
-    exl3_tile_states(words, bits, states);
     for (int p = 0; p < EXL3_TILE_VALUES; p++) {
         int row, col;
         exl3_tile_position(p, &row, &col);
-        tile[row * EXL3_TILE + col] = exl3_codebook_value(cb, states[p]);
+        where[p] = row * EXL3_TILE + col;
     }
+}
+
+/* Every state's value per codebook, built once (the arithmetic above is the definition). */
+static uint16_t value_tables[3][65536];
+static pthread_once_t value_once[3] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+
+static void fill_values(exl3_codebook cb)
+{
+    for (uint32_t s = 0; s < 65536; s++)
+        value_tables[cb][s] = exl3_codebook_value(cb, s);
+}
+static void fill_values_3inst(void) { fill_values(EXL3_CB_3INST); }
+static void fill_values_mcg(void) { fill_values(EXL3_CB_MCG); }
+static void fill_values_mul1(void) { fill_values(EXL3_CB_MUL1); }
+
+static const uint16_t *value_table(exl3_codebook cb)
+{
+    static void (*const fill[3])(void) = {fill_values_3inst, fill_values_mcg, fill_values_mul1};
+    int i = cb == EXL3_CB_MCG ? 1 : cb == EXL3_CB_MUL1 ? 2 : 0;
+    pthread_once(&value_once[i], fill[i]);
+    return value_tables[i];
+}
+
+void exl3_decode_tile(const uint16_t *words, int bits, exl3_codebook cb,
+                      uint16_t tile[EXL3_TILE_VALUES])
+{
+    pthread_once(&where_once, fill_where);
+    const uint16_t *values = value_table(cb);
+    uint16_t states[EXL3_TILE_VALUES];
+    exl3_tile_states(words, bits, states);
+    for (int p = 0; p < EXL3_TILE_VALUES; p++)
+        tile[where[p]] = values[states[p]];
 }
 
 /* ---- whole tensors --------------------------------------------------------------------------- */

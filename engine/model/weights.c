@@ -77,6 +77,9 @@ static glm_status float_view(bctx *b, const st_tensor *t, const float **out)
         *out = t->data;
         return GLM_OK;
     }
+    if (t->dtype == ST_F8_E4M3)
+        return glm_error_set(b->err, GLM_ERR_UNSUPPORTED, "%s: tensor %s is FP8, but glmchat reads "
+                             "FP8 only for weight matrices with block scales", t->file, t->name);
     size_t n = (size_t)st_numel(t);
     float *f = malloc((n ? n : 1) * sizeof *f);
     if (!f)
@@ -102,12 +105,8 @@ static glm_status bind_vec(bctx *b, const float **out, const char *name, int ndi
 
 static glm_status bind_fp8_scale(bctx *b, glm_weight *out, const st_tensor *t)
 {
-    char sname[512];
-    size_t n = strlen(t->name);
-    if (n > 7 && strcmp(t->name + n - 7, ".weight") == 0)
-        snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
-    else
-        snprintf(sname, sizeof sname, "%s.weight_scale_inv", t->name);
+    char sname[512]; /* X.weight -> X.weight_scale_inv, as the FP8 release names them */
+    snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
     const st_tensor *s = st_find(b->m, sname);
     if (!s)
         return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: FP8 tensor %s has no block scales %s",

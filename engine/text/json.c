@@ -93,6 +93,87 @@ glm_status jv_array_push(jv *arr, jv *item)
     return GLM_OK;
 }
 
+/* Appends without looking for the key (the reader dedupes a whole object at once). */
+static glm_status object_append(jv *obj, const char *key, size_t klen, jv *val)
+{
+    char *k = malloc(klen + 1);
+    if (!k || grow(obj, 1) != 0) {
+        free(k);
+        jv_free(val);
+        return GLM_ERR_NOMEM;
+    }
+    memcpy(k, key, klen);
+    k[klen] = '\0';
+    obj->keys[obj->n] = k;
+    obj->key_lens[obj->n] = klen;
+    obj->items[obj->n++] = val;
+    return GLM_OK;
+}
+
+static _Thread_local const jv *sort_obj; /* qsort has no context argument */
+
+static int key_order(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    size_t li = sort_obj->key_lens[i], lj = sort_obj->key_lens[j];
+    int c = memcmp(sort_obj->keys[i], sort_obj->keys[j], li < lj ? li : lj);
+    if (c)
+        return c;
+    if (li != lj)
+        return li < lj ? -1 : 1;
+    return i < j ? -1 : i > j ? 1 : 0;
+}
+
+/* Python's dict for repeated keys: the first position keeps the last value. Sorting keeps it
+ * O(n log n) for tokenizer vocabularies of 150k keys. */
+static glm_status object_dedupe(jv *obj)
+{
+    if (obj->n < 2)
+        return GLM_OK;
+    size_t *idx = malloc(obj->n * sizeof *idx);
+    if (!idx)
+        return GLM_ERR_NOMEM;
+    for (size_t i = 0; i < obj->n; i++)
+        idx[i] = i;
+    sort_obj = obj;
+    qsort(idx, obj->n, sizeof *idx, key_order);
+    sort_obj = NULL;
+    int any = 0;
+    for (size_t r = 0; r < obj->n;) {
+        size_t e = r + 1;
+        while (e < obj->n && obj->key_lens[idx[e]] == obj->key_lens[idx[r]] &&
+               memcmp(obj->keys[idx[e]], obj->keys[idx[r]], obj->key_lens[idx[r]]) == 0)
+            e++;
+        if (e - r > 1) { /* idx[r] is the first position, idx[e-1] the last value */
+            any = 1;
+            jv *last = obj->items[idx[e - 1]];
+            obj->items[idx[e - 1]] = NULL;
+            jv_free(obj->items[idx[r]]);
+            obj->items[idx[r]] = last;
+            for (size_t k = r + 1; k < e; k++) {
+                jv_free(obj->items[idx[k]]);
+                obj->items[idx[k]] = NULL;
+                free(obj->keys[idx[k]]);
+                obj->keys[idx[k]] = NULL;
+            }
+        }
+        r = e;
+    }
+    free(idx);
+    if (!any)
+        return GLM_OK;
+    size_t w = 0;
+    for (size_t i = 0; i < obj->n; i++) {
+        if (!obj->keys[i])
+            continue;
+        obj->keys[w] = obj->keys[i];
+        obj->key_lens[w] = obj->key_lens[i];
+        obj->items[w++] = obj->items[i];
+    }
+    obj->n = w;
+    return GLM_OK;
+}
+
 glm_status jv_object_set(jv *obj, const char *key, size_t klen, jv *val)
 {
     for (size_t i = 0; i < obj->n; i++) {
@@ -448,7 +529,7 @@ static jv *read_object(jv_reader *r)
         }
         r->i++;
         jv *val = read_value(r);
-        glm_status st = val ? jv_object_set(o, key.p ? key.p : "", key.len, val) : GLM_ERR_FORMAT;
+        glm_status st = val ? object_append(o, key.p ? key.p : "", key.len, val) : GLM_ERR_FORMAT;
         tbuf_free(&key);
         if (st != GLM_OK)
             goto fail;
@@ -459,7 +540,10 @@ static jv *read_object(jv_reader *r)
         }
         if (r->i < r->n && r->s[r->i] == '}') {
             r->i++;
-            return o;
+            if (object_dedupe(o) == GLM_OK)
+                return o;
+            glm_error_set(r->err, GLM_ERR_NOMEM, "JSON: out of memory");
+            goto fail;
         }
         fail_at(r, "expected ',' or '}'");
         goto fail;
@@ -495,6 +579,22 @@ static jv *read_value(jv_reader *r)
     } else if (r->n - r->i >= 5 && memcmp(r->s + r->i, "false", 5) == 0) {
         r->i += 5;
         v = jv_new(JV_FALSE);
+    } else if (c == 'N' || c == 'I' || (c == '-' && r->i + 1 < r->n && r->s[r->i + 1] == 'I')) {
+        /* Python's json reads NaN, Infinity and -Infinity too (and writes them) */
+        static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+        for (int w = 0; w < 3 && !v; w++) {
+            size_t k = strlen(words[w]);
+            if (r->n - r->i >= k && memcmp(r->s + r->i, words[w], k) == 0) {
+                v = jv_new(JV_FLOAT);
+                if (v)
+                    v->num = w == 0 ? NAN : w == 1 ? INFINITY : -INFINITY;
+                r->i += k;
+            }
+        }
+        if (!v) {
+            r->depth--;
+            return fail_at(r, "an unexpected character");
+        }
     } else {
         int is_int;
         size_t k = scan_number(r->s + r->i, r->n - r->i, &is_int);

@@ -2,7 +2,8 @@
  * where the chat template needs it: key order kept, ints exact, floats printed as Python's repr.
  *
  * API:
- *   jv *jv_parse(text, len, err)   strict RFC 8259 (UTF-8 only, no lone surrogates); NULL + err on failure
+ *   jv *jv_parse(text, len, err)   RFC 8259 plus Python's NaN/Infinity (UTF-8 only, no lone surrogates);
+ *                                  NULL + err on failure
  *   jv_get(obj, key)                member of an object or NULL; jv_free frees a tree
  *   jv_dump_py(v, out)              json.dumps(v, ensure_ascii=False) with ", " and ": " separators
  *   jv_dump_compact(v, out)         the same with "," and ":" (for machine-facing output)

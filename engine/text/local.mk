@@ -4,7 +4,7 @@ libengine_a_SOURCES += \
 	engine/text/tbuf.c engine/text/tbuf.h engine/text/utf8.c engine/text/utf8.h \
 	engine/text/json.c engine/text/json.h engine/text/pretokenize.c engine/text/pretokenize.h \
 	engine/text/tokenizer.c engine/text/tokenizer.h \
-	engine/text/template.c engine/text/template.h
+	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h
 
 check_PROGRAMS += tests/unit/test_tokenizer
 tests_unit_test_tokenizer_SOURCES = tests/unit/test_tokenizer.c
@@ -22,7 +22,45 @@ tests_unit_test_template_SOURCES = tests/unit/test_template.c
 tests_unit_test_template_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_template_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_template
-EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py
+EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py \
+	tests/fixtures/text/README.md
 
 TESTS += tests/e2e/text_cli.sh
 EXTRA_DIST += tests/e2e/text_cli.sh
+
+check_PROGRAMS += tests/unit/test_reply_parser
+tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c
+tests_unit_test_reply_parser_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_reply_parser_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_reply_parser
+
+# The tokenizer benchmark (not a test): make bench/bench_tokenizer, then see tools/text/bench_tokenizer.sh.
+# (EXTRA_PROGRAMS is first set here; once Makefile.am sets it, this becomes +=.)
+EXTRA_PROGRAMS += bench/bench_tokenizer
+bench_bench_tokenizer_SOURCES = bench/bench_tokenizer.c
+bench_bench_tokenizer_LDADD = libengine.a $(PCRE2_LIBS) -lm
+CLEANFILES += bench/bench_tokenizer
+
+# Fuzzing (not part of make check): make fuzz-text builds the libFuzzer targets with clang and
+# sanitizers; make fuzz-text-run runs each for TEXT_FUZZ_SECONDS.
+TEXT_FUZZ_SECONDS = 60
+TEXT_FUZZ_FLAGS = -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	-include $(top_builddir)/config.h -I$(top_srcdir) -I$(top_srcdir)/engine $(PCRE2_CFLAGS)
+TEXT_FUZZ_LIB = engine/error.c engine/text/tbuf.c engine/text/utf8.c engine/text/json.c \
+	engine/text/pretokenize.c engine/text/tokenizer.c engine/text/reply_parser.c engine/text/template.c
+TEXT_FUZZERS = fuzz_tokenizer_decode fuzz_reply_parser fuzz_template
+EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c tests/fuzz/reply_parser.dict \
+	tests/fuzz/fuzz_template.c
+CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser tests/fuzz/fuzz_template
+.PHONY: fuzz-text fuzz-text-run
+fuzz-text:
+	for t in $(TEXT_FUZZERS); do \
+	  clang $(TEXT_FUZZ_FLAGS) $(TEXT_FUZZ_LIB:%=$(top_srcdir)/%) $(top_srcdir)/tests/fuzz/$$t.c \
+	    $(PCRE2_LIBS) -lm -o tests/fuzz/$$t || exit 1; done
+fuzz-text-run: fuzz-text
+	mkdir -p tests/fuzz/corpus-tok tests/fuzz/corpus-rp tests/fuzz/corpus-tmpl
+	GLMCHAT_FUZZ_TOKENIZER=$(top_srcdir)/tests/fixtures/text/glm-bpe.tokenizer.json \
+	  tests/fuzz/fuzz_tokenizer_decode -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 tests/fuzz/corpus-tok
+	tests/fuzz/fuzz_reply_parser -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 \
+	  -dict=$(top_srcdir)/tests/fuzz/reply_parser.dict tests/fuzz/corpus-rp
+	tests/fuzz/fuzz_template -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=8192 tests/fuzz/corpus-tmpl

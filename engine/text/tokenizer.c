@@ -481,12 +481,23 @@ typedef struct bpe_cand {
     int32_t pos, id;
 } bpe_cand;
 
+/* A per-call cache of merged pieces (HF keeps one too): long texts repeat their words. */
+enum { CACHE_SLOTS = 4096, CACHE_BYTES = 64, CACHE_IDS = 24, CACHE_MIN_TEXT = 4096 };
+
+typedef struct piece_cache_slot {
+    uint64_t hash;
+    uint8_t len, n_ids;
+    char bytes[CACHE_BYTES];
+    int32_t ids[CACHE_IDS];
+} piece_cache_slot;
+
 typedef struct enc_work {
     const tok_tokenizer *t;
     tok_ids *ids;
     bpe_sym *syms;
     bpe_cand *heap;
     size_t cap;
+    piece_cache_slot *cache; /* NULL for short texts */
     glm_error *err;
 } enc_work;
 
@@ -606,7 +617,27 @@ static glm_status encode_piece(const char *p, size_t n, void *user)
             return GLM_OK;
         }
     }
-    return bpe_merge(w, p, n);
+    if (!w->cache || n > CACHE_BYTES)
+        return bpe_merge(w, p, n);
+    uint64_t h = hash_bytes(p, n);
+    piece_cache_slot *slot = &w->cache[h & (CACHE_SLOTS - 1)];
+    if (slot->hash == h && slot->len == n && memcmp(slot->bytes, p, n) == 0) {
+        for (int i = 0; i < slot->n_ids; i++)
+            if (tok_ids_push(w->ids, slot->ids[i]) != GLM_OK)
+                return glm_error_set(w->err, GLM_ERR_NOMEM, "tokenizer: out of memory");
+        return GLM_OK;
+    }
+    size_t before = w->ids->n;
+    glm_status st = bpe_merge(w, p, n);
+    size_t made = w->ids->n - before;
+    if (st == GLM_OK && made <= CACHE_IDS) {
+        slot->hash = h;
+        slot->len = (uint8_t)n;
+        slot->n_ids = (uint8_t)made;
+        memcpy(slot->bytes, p, n);
+        memcpy(slot->ids, w->ids->v + before, made * sizeof *slot->ids);
+    }
+    return st;
 }
 
 /* The longest added token at s, or NULL. */
@@ -647,7 +678,9 @@ static glm_status encode_valid(const tok_tokenizer *t, const char *s, size_t n, 
 
 glm_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, tok_ids *ids, glm_error *err)
 {
-    enc_work w = {t, ids, NULL, NULL, 0, err};
+    enc_work w = {t, ids, NULL, NULL, 0, NULL, err};
+    if (len >= CACHE_MIN_TEXT)
+        w.cache = calloc(CACHE_SLOTS, sizeof *w.cache); /* without it, only slower */
     tbuf fixed = {0};
     if (!utf8_valid(text, len)) {
         if (utf8_repair(text, len, 1, &fixed, NULL) != GLM_OK)
@@ -658,6 +691,7 @@ glm_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, tok_
     glm_status st = encode_valid(t, text, len, &w);
     free(w.syms);
     free(w.heap);
+    free(w.cache);
     tbuf_free(&fixed);
     return st;
 }

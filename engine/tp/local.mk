@@ -1,2 +1,49 @@
 # engine/tp/local.mk: two ranks: the control protocol, bootstrap, heartbeat and the transports
 # (tcp, rdma). Adds its sources to libengine.a (libengine_a_SOURCES +=).
+libengine_a_SOURCES += \
+	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
+	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
+	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h
+libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
+glmchat_LDADD += $(IBVERBS_LIBS)
+
+# Two real processes on loopback: tp_peer acts as either rank, tp_hostile attacks a worker.
+check_PROGRAMS += tests/tp/tp_peer tests/tp/tp_hostile
+tests_tp_tp_peer_SOURCES = tests/tp/tp_peer.c
+tests_tp_tp_peer_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_tp_tp_peer_LDADD = $(glmchat_LDADD)
+tests_tp_tp_hostile_SOURCES = tests/tp/tp_hostile.c
+tests_tp_tp_hostile_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_tp_tp_hostile_LDADD = $(glmchat_LDADD)
+TESTS += tests/e2e/tp_loopback.sh
+EXTRA_DIST += tests/e2e/tp_loopback.sh
+
+# Check suites: the protocol, the tcp transport over a socket pair, rdma's hardware-free logic.
+check_PROGRAMS += tests/unit/test_tp_protocol tests/unit/test_tp_transport tests/unit/test_tp_rdma
+tests_unit_test_tp_protocol_SOURCES = tests/unit/test_tp_protocol.c
+tests_unit_test_tp_protocol_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_tp_protocol_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_tp_transport_SOURCES = tests/unit/test_tp_transport.c
+tests_unit_test_tp_transport_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_tp_transport_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_tp_rdma_SOURCES = tests/unit/test_tp_rdma.c
+tests_unit_test_tp_rdma_CPPFLAGS = $(TEST_CPPFLAGS) $(IBVERBS_CFLAGS)
+tests_unit_test_tp_rdma_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_tp_protocol tests/unit/test_tp_transport tests/unit/test_tp_rdma
+
+# Benchmark (not a test; `make bench/bench_tp`): one 16 KiB all-gather over TCP loopback and its share of a decode step.
+EXTRA_PROGRAMS += bench/bench_tp
+bench_bench_tp_SOURCES = bench/bench_tp.c
+bench_bench_tp_LDADD = $(glmchat_LDADD)
+
+# Fuzz target, built by hand with clang (see its header).
+EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
+TESTS += tests/e2e/tp_netem.sh
+EXTRA_DIST += tests/e2e/tp_netem.sh
+TESTS += tests/e2e/tp_worker_cli.sh
+EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md
+check_PROGRAMS += tests/unit/test_tp_split
+tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c
+tests_unit_test_tp_split_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_tp_split_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_tp_split

@@ -14,17 +14,45 @@ printf 'written in the editor\n' >"$1"
 EOF
 chmod +x "$TMP/editor.sh"
 TUI_EDITOR="$TMP/editor.sh"
-RUN="$DRIVER --script $UI/reply.script --script-dir $UI/scripts --history $HIST"
+# measure_keys WHAT: types 10 letters while a reply streams, timing each from send-keys until
+# the input line shows it, and reads the TUI's own latency log for the same keys.
+measure_keys() {
+    typed=""; worst=0; total=0; n=0
+    l0=$(wc -l <"$LAT")
+    for c in a b c d e f g h i j; do
+        typed="$typed$c"
+        t0=$(now_ms)
+        keys "$c"
+        if wait_for "› $typed\$" 2; then
+            dt=$(( $(now_ms) - t0 )); total=$((total + dt)); n=$((n + 1))
+            [ $dt -gt $worst ] && worst=$dt
+        fi
+    done
+    if [ $n -eq 10 ]; then pass; else fail "$1: only $n of 10 keys showed while streaming"; fi
+    echo "key latency during $1 (send-keys to screen): mean $((total / (n > 0 ? n : 1))) ms, worst $worst ms, $n keys"
+    tail -n +$((l0 + 1)) "$LAT" | awk -v what="$1" '{ s += $2; if ($2 > m) m = $2; n++ }
+        END { printf "  inside the TUI (key arrival to frame sent, upper bound): mean %.2f ms, worst %.2f ms, %d batches\n", s / (n ? n : 1), m, n }'
+    worst_in=$(tail -n +$((l0 + 1)) "$LAT" | awk '{ if ($2 > m) m = $2 } END { printf "%d", m }')
+    [ "$worst_in" -lt 50 ] && pass || fail "$1: the TUI took $worst_in ms to answer a key (goal: 50 ms)"
+    # The tmux path depends on the machine's load (other suites run in parallel); only a
+    # blocked screen takes seconds. The TUI's own share is checked against 50 ms below.
+    [ $worst -lt 2000 ] && pass || fail "$1: a key took $worst ms to show"
+}
+LAT="$TMP/latency.log"
+: >"$LAT"
+RUN="$DRIVER --latency-log $LAT --script $UI/reply.script --script-dir $UI/scripts --history $HIST"
 
 tui_start
 type_text "$RUN"; keys Enter
 expect_screen 'tiny-test .* ready' 5 "the status line at start"
 [ "$(tmx display -p -t t '#{alternate_on}')" = 1 ] && pass || fail "the TUI does not use the alternate screen"
+measure_keys "no reply (the baseline: tmux and the idle TUI)"
+keys C-u
 
 # --- a prompt; thinking streams dim, then folds; the answer streams; the status updates ---
 type_text "hello world"; keys Enter
 expect_screen 'thinking… [0-9.]+ s' 3 "live thinking header"
-if screen_esc | grep -q "$(printf '\033\\[2m')"; then pass; else fail "thinking is not dim while it streams"; fi
+if wait_for_esc 'The user' "$(printf '\033[2m')" 2; then pass; else fail "thinking is not dim while it streams"; fi
 expect_screen '● (thinking|writing)' 3 "the status line shows the reply running"
 expect_screen 'REPLY-END' 5 "the reply streamed to its end"
 expect_screen 'tok/s .* ready' 3 "the status line after the reply"
@@ -34,6 +62,7 @@ expect_screen '▸ thought for [0-9.]+ s' 1 "thinking folded"
 expect_no_screen 'The user greets me' "folded thinking still shows its text"
 expect_screen 'This is bold, this is inline code, and 中文 wide text\.' 1 "inline Markdown without markers"
 expect_screen '• first item' 1 "a bullet list"
+expect_screen "$(printf 'Caf\303\251 vs cafe\314\201 \360\237\231\202 ok')" 1 "combining marks and emoji"
 expect_screen 'int main\(void\)' 1 "a code block"
 expect_no_screen '\*\*|```' "Markdown markers left on screen"
 
@@ -59,20 +88,7 @@ expect_screen 'thinking: off' 2 "a command reaches the app with its arguments"
 # --- keys answer while a reply streams (latency), then cancel keeps the partial reply ---
 type_text "slow one"; keys Enter
 expect_screen 'one two three' 3 "the slow reply streams"
-typed=""
-worst=0; total=0; n=0
-for c in a b c d e f g h i j; do
-    typed="$typed$c"
-    t0=$(now_ms)
-    keys "$c"
-    if wait_for "› $typed\$" 2; then
-        dt=$(( $(now_ms) - t0 )); total=$((total + dt)); n=$((n + 1))
-        [ $dt -gt $worst ] && worst=$dt
-    fi
-done
-if [ $n -eq 10 ]; then pass; else fail "only $n of 10 keys showed while streaming"; fi
-echo "key latency while streaming (tmux send-keys to screen): mean $((total / (n > 0 ? n : 1))) ms, worst $worst ms over $n keys"
-[ $worst -lt 250 ] && pass || fail "a key took $worst ms to show while streaming"
+measure_keys "a 20 tok/s reply"
 expect_screen '● writing' 1 "still streaming while typing"
 keys Enter
 expect_screen 'a reply is streaming' 2 "Enter while streaming keeps the message"
@@ -108,6 +124,12 @@ expect_screen '› written in the editor' 3 "Ctrl-G edits the message in \$EDITO
 keys Enter
 expect_screen 'REPLY-END' 5 "the edited message was sent"
 expect_screen 'ready' 3 "ready"
+type_text "/edit"; keys Enter
+expect_screen '^› written in the editor' 2 "/edit puts the last message back in the input"
+keys C-u
+type_text "中文abc"; keys Left Left Left; type_text "X"
+expect_screen '^› 中文Xabc *$' 2 "editing after wide characters"
+keys C-u
 
 # --- copy the last reply (OSC 52 into tmux's buffer) ---
 keys M-w
@@ -125,14 +147,50 @@ expect_screen '▸ read_file .*✓' 1 "the tool call is one line with its state"
 keys C-t
 expect_screen 'line two of notes' 2 "Ctrl-T expands the tool call's result"
 
+# --- select an item with Alt-Up and unfold it ---
+keys M-Up
+if wait_for_esc 'read_file' "$(printf '\033[7m')" 2; then pass; else fail "Alt-Up does not select the tool call"; fi
+keys M-Up C-t
+expect_screen 'I need to read the file first' 2 "Ctrl-T unfolds the selected thought"
+keys Escape
+sleep 0.1 # a key sent within ESCDELAY (25 ms) of Esc would read as Alt-key
+
+# --- keys under a flood of deltas; local commands work while streaming ---
+type_text "flood now"; keys Enter
+expect_screen 'FLOOD-START' 3 "the flood starts"
+measure_keys "a 1000 deltas/s reply"
+expect_screen '● writing' 1 "still flooding while typing"
+keys C-u; type_text "/help"; keys Enter
+expect_screen 'Ctrl-R searches' 2 "/help runs while a reply streams"
+expect_screen 'FLOOD-END' 10 "the flood ends"
+expect_screen 'ready' 2 "ready after the flood"
+
+# --- /new empties the transcript ---
+type_text "/new"; keys Enter
+expect_screen 'new conversation' 2 "/new reaches the app"
+expect_no_screen 'TOOL-DONE' "/new empties the transcript"
+
+# --- streaming sends only what changed: count the bytes that reach the terminal ---
+tmx pipe-pane -t t -o "cat >>'$TMP/pane.bytes'"
+type_text "stream it"; keys Enter
+expect_screen 'STREAM-END' 10 "a 200-delta reply streams"
+expect_screen 'ready' 3 "ready after it"
+tmx pipe-pane -t t
+bytes=$(wc -c <"$TMP/pane.bytes")
+echo "terminal output for a 200-delta reply: $bytes bytes, $((bytes / 200)) per delta (a repaint of the 80x24 screen is 1920)"
+[ $((bytes / 200)) -lt 200 ] && pass || fail "$((bytes / 200)) bytes per delta: the TUI repaints too much"
+
 # --- conversation list with search ---
 keys F2
 expect_screen 'Trellis codes in EXL3' 2 "F2 shows the conversation list"
 type_text "roce"
 expect_screen 'RoCE between two Sparks' 2 "the list filters"
-expect_no_screen 'Trellis codes' "the list filter hides the rest"
+expect_gone 'Trellis codes' 2 "the list filter hides the rest"
 keys Enter
 expect_screen 'opened conversation c2' 2 "Enter opens the chosen conversation"
+tmx resize-window -t t -x 120 -y 24
+expect_screen '^ RoCE between two Sparks │ tiny-test' 2 "a wide status line names the open conversation"
+tmx resize-window -t t -x 80 -y 24
 
 # --- scroll back ---
 type_text "/help"; keys Enter; type_text "/help"; keys Enter
@@ -140,7 +198,11 @@ expect_screen 'Ctrl-R searches' 2 "help again"
 keys PPage
 expect_screen 'more lines \(PageDown\)' 2 "PageUp scrolls back"
 keys NPage NPage NPage
-expect_no_screen 'more lines \(PageDown\)' "PageDown returns to the end"
+expect_gone 'more lines \(PageDown\)' 2 "PageDown returns to the end"
+type_text "$(printf '\033[M`++')"
+expect_screen '↓ 3 more lines' 2 "the mouse wheel scrolls back"
+type_text "$(printf '\033[Ma++')"
+expect_gone 'more lines \(PageDown\)' 2 "the wheel scrolls forward"
 
 # --- quit with Ctrl-D; the terminal is restored ---
 keys C-d

@@ -40,4 +40,26 @@ expect_no_screen() {
     if screen | grep -Eq -- "$1"; then fail "$2: /$1/ is on the screen:"; screen | sed 's/^/    |/' >&2; else pass; fi
 }
 
+# expect_gone REGEX [SECONDS] WHAT: waits until the screen no longer shows REGEX.
+expect_gone() {
+    local limit=$(( ${2:-5} * 100 )) i=0
+    while [ $i -lt $limit ]; do
+        if ! screen | grep -Eq -- "$1"; then pass; return; fi
+        sleep 0.01
+        i=$((i + 1))
+    done
+    fail "$3: /$1/ stayed on the screen:"; screen | sed 's/^/    |/' >&2
+}
+
+# wait_for_esc FIXED_LINE_TEXT SGR [SECONDS]: a line containing the text is drawn with SGR.
+wait_for_esc() {
+    local limit=$(( ${3:-5} * 100 )) i=0
+    while [ $i -lt $limit ]; do
+        if screen_esc | grep -F -- "$1" | grep -qF -- "$2"; then return 0; fi
+        sleep 0.01
+        i=$((i + 1))
+    done
+    return 1
+}
+
 now_ms() { date +%s%3N; }

@@ -38,4 +38,28 @@ expect_screen '^exit=[0-9]+' 30 "the driver exits"
 expect_screen '^exit=0' 1 "valgrind found no error or leak (see $TMP/vg.log)"
 if grep -q 'ERROR SUMMARY: 0 errors' "$TMP/vg.log"; then pass; else fail "valgrind: $(grep -A3 'ERROR SUMMARY\|definitely' "$TMP/vg.log" | head -20)"; fi
 grep -E 'definitely lost|ERROR SUMMARY' "$TMP/vg.log" | sed 's/^==[0-9]*== //'
+
+# --- the same for the real glmchat binary on a tiny model, once it can make one ---
+if "$GLMCHAT_BIN" mkmodel --help 2>&1 | grep -q 'not built' ||
+   ! "$GLMCHAT_BIN" mkmodel --out "$TMP/model" >"$TMP/mk.out" 2>&1; then
+    echo "glmchat cannot make a tiny model yet: its valgrind session is skipped"
+    finish
+fi
+VG_GLMCHAT="${VG%vg.log}vg.log.glmchat"
+type_text "clear; $VG_GLMCHAT $GLMCHAT_BIN --db $TMP/chat.db --model $TMP/model --backend cpu chat --max-tokens 4; echo \"glmchat exit=\$?\""
+keys Enter
+expect_screen '│ ready *$' 60 "glmchat's TUI starts under valgrind"
+type_text "hello"; keys Enter
+expect_screen '[0-9]+ tokens' 120 "a reply (or its error) ends"
+expect_screen '│ ready *$' 30 "ready again"
+type_text "/help"; keys Enter
+expect_screen 'Ctrl-R searches' 10 "/help"
+keys F2
+expect_screen 'Conversations' 10 "the conversation list"
+keys Escape
+sleep 0.2
+keys C-d
+expect_screen '^glmchat exit=[0-9]+' 60 "glmchat exits"
+expect_screen '^glmchat exit=0' 1 "valgrind found no error or leak in glmchat (see $TMP/vg.log.glmchat)"
+grep -E 'definitely lost|ERROR SUMMARY' "$TMP/vg.log.glmchat" | sed 's/^==[0-9]*== /glmchat: /'
 finish

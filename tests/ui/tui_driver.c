@@ -2,6 +2,7 @@
  * engine, for the tmux tests; it is also a complete example of how the app wires view.h.
  *
  * Usage: tui_driver [--plain] [--history FILE] [--script FILE] [--script-dir DIR] [--no-mouse]
+ *                   [--latency-log FILE]
  * Every submitted message is answered by a reply script: DIR/<first word>.script when it
  * exists, else FILE. A script line is "<delay ms> <kind> <args>"; text escapes \n \t \\:
  *   think TEXT | text TEXT              one reasoning / content delta
@@ -242,12 +243,26 @@ static void notice(driver *d, const char *fmt, const char *a, const char *b)
     ui_push_text(d->view, UI_EV_NOTICE, msg, strlen(msg));
 }
 
+/* The driver's stand-in for storage: three saved conversations. */
+static const char *const saved[][3] = {
+    {"c3", "Trellis codes in EXL3", "2026-12-02 14:10 · 12 messages"},
+    {"c2", "RoCE between two Sparks", "2026-12-01 09:30 · 4 messages"},
+    {"c1", "A haiku about caches", "2026-11-30 22:05 · 2 messages"},
+};
+
 static void push_conversations(driver *d)
 {
     ui_push_text(d->view, UI_EV_CONV_CLEAR, NULL, 0);
-    ui_push_conv(d->view, "c3", "Trellis codes in EXL3", "2026-12-02 14:10 · 12 messages");
-    ui_push_conv(d->view, "c2", "RoCE between two Sparks", "2026-12-01 09:30 · 4 messages");
-    ui_push_conv(d->view, "c1", "A haiku about caches", "2026-11-30 22:05 · 2 messages");
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+        ui_push_conv(d->view, saved[i][0], saved[i][1], saved[i][2]);
+}
+
+static const char *saved_title(const char *id)
+{
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+        if (strcmp(saved[i][0], id) == 0)
+            return saved[i][1];
+    return id;
 }
 
 static void on_command(driver *d, const char *name, const char *args)
@@ -298,6 +313,9 @@ static void on_action(const ui_action *a, void *user)
     case UI_ACT_OPEN:
         ui_push_text(d->view, UI_EV_CLEAR, NULL, 0);
         notice(d, "opened conversation %s%s", a->id, "");
+        ui_status st = ui_status_none();
+        st.conversation = saved_title(a->id);
+        ui_push_status(d->view, &st);
         ui_push_text(d->view, UI_EV_USER, "an old question", 15);
         ui_push_text(d->view, UI_EV_REPLY_BEGIN, NULL, 0);
         ui_push_text(d->view, UI_EV_CONTENT_DELTA, "an old answer", 13);
@@ -316,7 +334,7 @@ int main(int argc, char **argv)
     pthread_mutex_init(&d.mu, NULL);
     pthread_cond_init(&d.cv, NULL);
     d.thinking = 1;
-    const char *history = NULL;
+    const char *history = NULL, *latency_log = NULL;
     int plain = 0, no_mouse = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--plain") == 0)
@@ -325,19 +343,21 @@ int main(int argc, char **argv)
             no_mouse = 1;
         else if (strcmp(argv[i], "--history") == 0 && i + 1 < argc)
             history = argv[++i];
+        else if (strcmp(argv[i], "--latency-log") == 0 && i + 1 < argc)
+            latency_log = argv[++i];
         else if (strcmp(argv[i], "--script") == 0 && i + 1 < argc)
             d.script = argv[++i];
         else if (strcmp(argv[i], "--script-dir") == 0 && i + 1 < argc)
             d.script_dir = argv[++i];
         else {
             fprintf(stderr, "usage: tui_driver [--plain] [--history FILE] [--script FILE] "
-                            "[--script-dir DIR] [--no-mouse]\n");
+                            "[--script-dir DIR] [--no-mouse] [--latency-log FILE]\n");
             return 2;
         }
     }
     if (!d.script)
         d.script = "/dev/null";
-    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .show_thinking = 1,
+    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .show_thinking = 1, .latency_log = latency_log,
                      .on_action = on_action, .user = &d};
     char err[512];
     d.view = plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err)

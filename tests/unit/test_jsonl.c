@@ -62,19 +62,19 @@ static double num(cJSON *j, const char *key)
 
 START_TEST(session_user_assistant_and_turn_end)
 {
-    ck_assert_int_eq(jsonl_session(&w, "01JCONV", 1), 0);
-    ck_assert_int_eq(jsonl_user(&w, "01JUSER", "what is 2+2?"), 0);
-    ck_assert_int_eq(jsonl_assistant(&w, "01JASST"), 0);
-    ck_assert_int_eq(jsonl_turn_end(&w, "01JCONV", "01JASST", "stop"), 0);
+    ck_assert_int_eq(jsonl_session(&w, 7, 1), 0);
+    ck_assert_int_eq(jsonl_user(&w, 12, "what is 2+2?"), 0);
+    ck_assert_int_eq(jsonl_assistant(&w, 13), 0);
+    ck_assert_int_eq(jsonl_turn_end(&w, 7, 9000000000LL, "stop"), 0);
     cJSON *j = line(0);
     ck_assert_str_eq(str(j, "type"), "session");
     ck_assert_int_eq((int)num(j, "version"), JSONL_VERSION);
-    ck_assert_str_eq(str(j, "conversation"), "01JCONV");
+    ck_assert_int_eq((int)num(j, "conversation"), 7);
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "continued")));
     cJSON_Delete(j);
     j = line(1);
     ck_assert_str_eq(str(j, "type"), "user");
-    ck_assert_str_eq(str(j, "message"), "01JUSER");
+    ck_assert_int_eq((int)num(j, "message"), 12);
     ck_assert_str_eq(str(j, "text"), "what is 2+2?");
     cJSON_Delete(j);
     j = line(2);
@@ -83,7 +83,7 @@ START_TEST(session_user_assistant_and_turn_end)
     j = line(3);
     ck_assert_str_eq(str(j, "type"), "turn_end");
     ck_assert_str_eq(str(j, "finish"), "stop");
-    ck_assert_str_eq(str(j, "message"), "01JASST");
+    ck_assert_double_eq(num(j, "message"), 9000000000.0);
     cJSON_Delete(j);
 }
 END_TEST
@@ -185,7 +185,7 @@ START_TEST(a_failed_stream_reports_and_stops)
     jsonl_init(&fw, full);
     ck_assert_int_eq(jsonl_error(&fw, "x"), -1);
     ck_assert_int_eq(fw.failed, 1);
-    ck_assert_int_eq(jsonl_user(&fw, "m", "y"), -1);
+    ck_assert_int_eq(jsonl_user(&fw, 1, "y"), -1);
     fclose(full);
 }
 END_TEST

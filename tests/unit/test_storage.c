@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/unit/test_storage.h"
@@ -118,6 +119,7 @@ START_TEST(open_creates_parents_private_and_reopens)
     ck_assert_int_eq(conv_get_title(db, conv, &title), 0);
     ck_assert_str_eq(title, "kept");
     free(title);
+    ck_assert_int_eq(db_idle(db), 0);
     ck_assert_int_eq(db_integrity_ok(db), 1);
     db_close(db);
     free(parent);
@@ -144,6 +146,44 @@ START_TEST(pragmas_and_schema_version)
     ck_assert_str_eq((const char *)sqlite3_column_text(st, 1), "wal");
     sqlite3_finalize(st);
     sqlite3_close(sql);
+    free(path);
+    scratch_free(dir);
+}
+END_TEST
+
+/* Several processes creating the same new database at once: every one opens it, the schema
+ * is made once (a migration re-reads the version under the write lock). */
+START_TEST(concurrent_first_opens_migrate_once)
+{
+    char *dir = scratch_new();
+    char *path = scratch_path(dir, "race.db");
+    pid_t kids[6];
+    for (int i = 0; i < 6; i++) {
+        kids[i] = fork();
+        ck_assert_int_ge(kids[i], 0);
+        if (kids[i] == 0) {
+            char err[1024];
+            db_store *db = db_open(path, err, sizeof err);
+            if (!db)
+                _exit(1);
+            int ok = conv_create(db, "racer", NULL) > 0;
+            db_close(db);
+            _exit(ok ? 0 : 2);
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        int status;
+        ck_assert_int_eq(waitpid(kids[i], &status, 0), kids[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "opener %d failed", i);
+    }
+    db_store *db = open_fresh(dir, "race.db");
+    conv_summary *list;
+    size_t n;
+    ck_assert_int_eq(conv_list(db, &list, &n), 0);
+    ck_assert_uint_eq(n, 6);
+    conv_list_free(list, n);
+    ck_assert_int_eq(db_integrity_ok(db), 1);
+    db_close(db);
     free(path);
     scratch_free(dir);
 }
@@ -262,6 +302,11 @@ START_TEST(regenerate_branches_and_path_follows_leaf)
     ck_assert_int_eq(path.msgs[1].stats.prompt_tokens, -1);
     ck_assert_str_eq(path.msgs[1].parts[0].data, "first answer");
     conv_messages_free(&path);
+
+    /* Following a branch down: a1 is a leaf; from u the newest child chain ends at a2. */
+    ck_assert_int_eq(msg_descend(db, a1), a1);
+    ck_assert_int_eq(msg_descend(db, u), a2);
+    ck_assert_int_eq(msg_descend(db, 424242), -1);
 
     conv_messages tree;
     ck_assert_int_eq(conv_load_tree(db, c, &tree), 0);
@@ -475,12 +520,54 @@ START_TEST(search_finds_text_and_reasoning_not_tools)
 }
 END_TEST
 
+/* Parts are indexed between turns (db_idle) or by the next search, never lost to search. */
+START_TEST(search_indexes_pending_parts_first)
+{
+    char *dir = scratch_new();
+    db_store *db = open_fresh(dir, "pending.db");
+    int64_t c = conv_create(db, NULL, NULL);
+    int64_t m = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+    int64_t p1 = add_text(db, m, PART_TEXT, "pelican one");
+    char *path = scratch_path(dir, "pending.db");
+    sqlite3 *sql;
+    ck_assert_int_eq(sqlite3_open_v2(path, &sql, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(sql, "SELECT indexed_through FROM search_state", -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_lt(sqlite3_column_int64(st, 0), p1); /* the write did not index */
+    sqlite3_reset(st);
+    search_hit *hits;
+    size_t n;
+    ck_assert_int_eq(search_parts(db, "pelican", 0, &hits, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    search_hits_free(hits, n);
+    /* A part deleted before it was indexed, one deleted after: the index stays consistent. */
+    int64_t m2 = msg_append(db, c, m, MSG_ASSISTANT, MSG_COMPLETE, NULL);
+    add_text(db, m2, PART_TEXT, "pelican two");
+    ck_assert_int_eq(db_idle(db), 0);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_gt(sqlite3_column_int64(st, 0), p1);
+    sqlite3_finalize(st);
+    sqlite3_close(sql);
+    int64_t m3 = msg_append(db, c, m2, MSG_USER, MSG_COMPLETE, NULL);
+    add_text(db, m3, PART_REASONING, "pelican three");
+    ck_assert_int_eq(conv_delete(db, c), 0);
+    ck_assert_int_eq(search_parts(db, "pelican", 0, &hits, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(db_integrity_ok(db), 1);
+    db_close(db);
+    free(path);
+    scratch_free(dir);
+}
+END_TEST
+
 Suite *storage_core_suite(void)
 {
     Suite *s = suite_create("storage");
     TCase *t = tcase_create("core");
     tcase_add_test(t, open_creates_parents_private_and_reopens);
     tcase_add_test(t, pragmas_and_schema_version);
+    tcase_add_test(t, concurrent_first_opens_migrate_once);
     tcase_add_test(t, foreign_keys_are_enforced);
     tcase_add_test(t, conversation_fields_and_listing_order);
     tcase_add_test(t, regenerate_branches_and_path_follows_leaf);
@@ -490,6 +577,7 @@ Suite *storage_core_suite(void)
     tcase_add_test(t, memory_put_get_replace);
     tcase_add_test(t, memory_evicts_least_recently_used_by_count_and_bytes);
     tcase_add_test(t, search_finds_text_and_reasoning_not_tools);
+    tcase_add_test(t, search_indexes_pending_parts_first);
     suite_add_tcase(s, t);
     return s;
 }

@@ -247,6 +247,25 @@ START_TEST(export_all_and_import_all)
     assert_same_path(db, a, ids[0]);
     assert_same_path(db, b, ids[1]);
     free(ids);
+    /* A bad second conversation undoes the first: all or nothing, inside db_begin too. */
+    char *broken = strdup(all);
+    char *role = strstr(broken, "\"role\": \"user\"");
+    ck_assert_ptr_nonnull(role);
+    memcpy(role + 9, "xser", 4);
+    conv_summary *list;
+    size_t before, after;
+    ck_assert_int_eq(conv_list(db, &list, &before), 0);
+    conv_list_free(list, before);
+    ck_assert_int_eq(import_json(db, broken, len, &ids, &n), -1);
+    ck_assert_ptr_nonnull(strstr(db_errmsg(db), "conversations[1].messages[0].role"));
+    ck_assert_int_eq(db_begin(db), 0);
+    ck_assert_int_gt(conv_create(db, "inside", NULL), 0);
+    ck_assert_int_eq(import_json(db, broken, len, &ids, &n), -1);
+    ck_assert_int_eq(db_commit(db), 0);
+    ck_assert_int_eq(conv_list(db, &list, &after), 0);
+    conv_list_free(list, after);
+    ck_assert_uint_eq(after, before + 1); /* only "inside" was added */
+    free(broken);
     free(all);
     db_close(db);
 }
@@ -330,6 +349,7 @@ START_TEST(import_errors_name_the_field_and_change_nothing)
     db_store *db = db_open(":memory:", (char[256]){0}, 256);
     expect_import_error(db, "not json", "not valid JSON");
     expect_import_error(db, "[1,2]", "not a JSON object");
+    expect_import_error(db, "{\"format\":\"glmchat-conversation\",\"title\":\"a\\u0000b\"}", "u0000");
     expect_import_error(db, "{\"format\":\"other\",\"version\":1}", "format");
     expect_import_error(db, "{\"format\":\"glmchat-conversation\",\"version\":2,\"messages\":[]}",
                         "version 2");
@@ -359,6 +379,10 @@ START_TEST(import_errors_name_the_field_and_change_nothing)
                               "\"created_at\":1}]}]}",
              head);
     expect_import_error(db, buf, "text_b64");
+    snprintf(buf, sizeof buf, "%s{\"id\":1,\"parent\":null,\"role\":\"user\",\"status\":\"complete\","
+                              "\"model_b64\":\"YQBi\",\"created_at\":5,\"parts\":[]}]}",
+             head);
+    expect_import_error(db, buf, "messages[0].model contains a NUL byte");
     /* Nothing of the failed imports was kept. */
     conv_summary *list;
     size_t n;

@@ -51,6 +51,9 @@ static int write_forever(const char *path, unsigned seed)
             }
             if (msg_finish(db, id, MSG_COMPLETE, "stop", NULL) != 0)
                 goto fail;
+            /* Between turns: indexing and checkpoints get killed midway too. */
+            if (m % 2 == 1 && db_idle(db) != 0)
+                goto fail;
             parent = id;
         }
     }

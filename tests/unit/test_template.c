@@ -113,6 +113,44 @@ START_TEST(engine_request_renders)
 }
 END_TEST
 
+START_TEST(json_writes_like_python)
+{
+    /* expected values: Python's json.dumps(json.loads(in), ensure_ascii=False) */
+    static const char *const cases[][2] = {
+        {"1e22", "1e+22"}, {"1e16", "1e+16"}, {"1e15", "1000000000000000.0"}, {"0.0001", "0.0001"},
+        {"0.00001", "1e-05"}, {"123.456", "123.456"}, {"-0.0", "-0.0"}, {"5e-324", "5e-324"},
+        {"1.7976931348623157e308", "1.7976931348623157e+308"}, {"1e400", "Infinity"}, {"100.0", "100.0"},
+        {"1E5", "100000.0"}, {"0.1", "0.1"}, {"2.5e-300", "2.5e-300"},
+        {"12345678901234567890", "12345678901234567890"}, {"-0", "0"}, {"1.5e-07", "1.5e-07"},
+        {"3.0e2", "300.0"}, {"{\"b\":1,\"a\":[true,null,{}],\"b\":2}", "{\"b\": 2, \"a\": [true, null, {}]}"},
+        {"\"a\\u0001\\\"\\\\\\n\\t\x7f\\u2028\\u00e9\"", "\"a\\u0001\\\"\\\\\\n\\t\x7f\xe2\x80\xa8\xc3\xa9\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        glm_error err = {0};
+        jv *v = jv_parse(cases[i][0], strlen(cases[i][0]), &err);
+        ck_assert_msg(v != NULL, "%s: %s", cases[i][0], err.message);
+        tbuf out = {0};
+        ck_assert_int_eq(jv_dump_py(v, &out), GLM_OK);
+        ck_assert_msg(strcmp(out.p, cases[i][1]) == 0, "%s -> %s, want %s", cases[i][0], out.p, cases[i][1]);
+        tbuf_free(&out);
+        jv_free(v);
+    }
+    static const char *const bad[] = {"", "[1,]", "{\"a\" 1}", "\"\\ud800\"", "\"\xff\"", "01", "[1] x",
+                                      "nul", "\"a\nb\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        glm_error err = {0};
+        ck_assert_msg(jv_parse(bad[i], strlen(bad[i]), &err) == NULL, "accepted %s", bad[i]);
+        ck_assert_int_eq(err.status, GLM_ERR_FORMAT);
+        ck_assert_ptr_nonnull(strstr(err.message, "byte"));
+    }
+    char deep[1200];
+    memset(deep, '[', sizeof deep);
+    glm_error err = {0};
+    ck_assert_ptr_null(jv_parse(deep, sizeof deep, &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "nesting"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("template");
@@ -120,6 +158,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, renders_like_jinja);
     tcase_add_test(tc, engine_request_renders);
+    tcase_add_test(tc, json_writes_like_python);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,867 @@
+/* chat.c: a conversation's turns (the loop chat.h describes): the request from the stored path
+ * with kept and restored reasoning, streaming into storage as parts finish, and the tool loop. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "app/chat.h"
+#include "app/chat_memory.h"
+
+#define CHAT_DEFAULT_MAX_STEPS 32
+#define CHAT_TITLE_MAX 60
+
+struct chat {
+    chat_options o;
+    chat_source src;
+    chat_sink sink;
+    int64_t conv;
+    int think;
+    glm_effort effort;
+    char *system_prompt;
+    glm_sampling sampling;
+    int seed_set;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int db_fail(chat *c, char *err, size_t errlen, const char *what)
+{
+    return fail(err, errlen, "%s: %s", what, db_errmsg(c->o.db));
+}
+
+chat *chat_new(const chat_options *o, const chat_source *src, const chat_sink *sink, char *err, size_t errlen)
+{
+    if (!o || !o->cfg || !o->db || !src || !src->generate) {
+        fail(err, errlen, "chat_new needs a config, a database and a reply source");
+        return NULL;
+    }
+    if (o->tools && !o->policy) {
+        fail(err, errlen, "chat_new: tools need an approval policy");
+        return NULL;
+    }
+    chat *c = calloc(1, sizeof *c);
+    if (!c) {
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->o = *o;
+    if (c->o.max_steps <= 0)
+        c->o.max_steps = CHAT_DEFAULT_MAX_STEPS;
+    c->src = *src;
+    if (sink)
+        c->sink = *sink;
+    c->think = o->cfg->think;
+    c->effort = o->cfg->effort;
+    c->sampling = o->cfg->sampling;
+    c->seed_set = o->cfg->seed_set;
+    if (o->cfg->system_prompt && !(c->system_prompt = strdup(o->cfg->system_prompt))) {
+        free(c);
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    return c;
+}
+
+void chat_free(chat *c)
+{
+    if (!c)
+        return;
+    free(c->system_prompt);
+    free(c);
+}
+
+int64_t chat_conversation(const chat *c)
+{
+    return c->conv;
+}
+
+int chat_think(const chat *c)
+{
+    return c->think;
+}
+
+glm_effort chat_effort(const chat *c)
+{
+    return c->effort;
+}
+
+glm_sampling *chat_sampling(chat *c)
+{
+    return &c->sampling;
+}
+
+/* ---- per-conversation settings ------------------------------------------------------------ */
+
+static int save_settings(chat *c, char *err, size_t errlen)
+{
+    if (!c->conv)
+        return 0;
+    char json[128];
+    snprintf(json, sizeof json, "{\"think\":%s,\"effort\":\"%s\"}", c->think ? "true" : "false",
+             config_effort_name(c->effort));
+    if (conv_set_settings(c->o.db, c->conv, json) != 0)
+        return db_fail(c, err, errlen, "cannot save the conversation's settings");
+    return 0;
+}
+
+static void load_settings(chat *c, const char *json)
+{
+    cJSON *s = json ? cJSON_Parse(json) : NULL;
+    const cJSON *think = cJSON_GetObjectItemCaseSensitive(s, "think");
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(s, "effort");
+    if (cJSON_IsBool(think))
+        c->think = cJSON_IsTrue(think);
+    if (cJSON_IsString(effort)) {
+        if (strcmp(effort->valuestring, "low") == 0)
+            c->effort = GLM_EFFORT_LOW;
+        else if (strcmp(effort->valuestring, "high") == 0)
+            c->effort = GLM_EFFORT_HIGH;
+        else if (strcmp(effort->valuestring, "max") == 0)
+            c->effort = GLM_EFFORT_MAX;
+    }
+    cJSON_Delete(s);
+}
+
+int chat_open(chat *c, int64_t id, char *err, size_t errlen)
+{
+    if (id == 0) {
+        c->conv = 0;
+        return 0;
+    }
+    int exists = conv_exists(c->o.db, id);
+    if (exists < 0)
+        return db_fail(c, err, errlen, "cannot look the conversation up");
+    if (!exists)
+        return fail(err, errlen, "there is no conversation %lld in %s; `glmchat list` shows them", (long long)id,
+                    db_path(c->o.db));
+    c->conv = id;
+    char *settings = NULL, *prompt = NULL;
+    if (conv_get_settings(c->o.db, id, &settings) != 0 || conv_get_system_prompt(c->o.db, id, &prompt) != 0) {
+        free(settings);
+        return db_fail(c, err, errlen, "cannot read the conversation's settings");
+    }
+    load_settings(c, settings);
+    free(settings);
+    if (prompt) {
+        free(c->system_prompt);
+        c->system_prompt = prompt;
+    }
+    return 0;
+}
+
+int chat_set_think(chat *c, int think, char *err, size_t errlen)
+{
+    c->think = think != 0;
+    return save_settings(c, err, errlen);
+}
+
+int chat_set_effort(chat *c, glm_effort effort, char *err, size_t errlen)
+{
+    c->effort = effort;
+    return save_settings(c, err, errlen);
+}
+
+int chat_set_system_prompt(chat *c, const char *prompt, char *err, size_t errlen)
+{
+    char *copy = prompt && *prompt ? strdup(prompt) : NULL;
+    if (prompt && *prompt && !copy)
+        return fail(err, errlen, "out of memory");
+    free(c->system_prompt);
+    c->system_prompt = copy;
+    if (c->conv && conv_set_system_prompt(c->o.db, c->conv, copy) != 0)
+        return db_fail(c, err, errlen, "cannot save the system prompt");
+    return 0;
+}
+
+/* A title from the first line of text, at most CHAT_TITLE_MAX bytes, cut at a UTF-8 boundary. */
+static void make_title(const char *text, char *out, size_t outlen)
+{
+    while (*text == ' ' || *text == '\n' || *text == '\t')
+        text++;
+    size_t n = strcspn(text, "\n");
+    if (n > CHAT_TITLE_MAX)
+        n = CHAT_TITLE_MAX;
+    while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+        n--;
+    if (n >= outlen)
+        n = outlen - 1;
+    memcpy(out, text, n);
+    out[n] = 0;
+}
+
+static int ensure_conversation(chat *c, const char *first_text, char *err, size_t errlen)
+{
+    if (c->conv)
+        return 0;
+    char title[CHAT_TITLE_MAX + 1];
+    make_title(first_text, title, sizeof title);
+    int64_t id = conv_create(c->o.db, title[0] ? title : NULL, c->src.model_name);
+    if (id < 0)
+        return db_fail(c, err, errlen, "cannot create the conversation");
+    c->conv = id;
+    if (save_settings(c, err, errlen))
+        return -1;
+    if (c->system_prompt && conv_set_system_prompt(c->o.db, id, c->system_prompt) != 0)
+        return db_fail(c, err, errlen, "cannot save the system prompt");
+    return 0;
+}
+
+/* ---- the request ---------------------------------------------------------------------------- */
+
+struct chat_request {
+    conv_messages path;
+    glm_message *msgs;
+    int n;
+    glm_tool_call *calls;
+    char **owned;
+    int n_owned;
+    glm_request req;
+};
+
+static char *keep(chat_request *cr, char *s)
+{
+    if (!s)
+        return NULL;
+    char **grown = realloc(cr->owned, (size_t)(cr->n_owned + 1) * sizeof *grown);
+    if (!grown) {
+        free(s);
+        return NULL;
+    }
+    cr->owned = grown;
+    grown[cr->n_owned++] = s;
+    return s;
+}
+
+/* The parts of m of one kind joined, or NULL when it has none. *failed on out of memory. */
+static const char *joined(chat_request *cr, const msg *m, part_kind kind, int *failed)
+{
+    const part *only = NULL;
+    size_t total = 0, count = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].kind == kind) {
+            only = &m->parts[i];
+            total += m->parts[i].len;
+            count++;
+        }
+    if (count == 0)
+        return NULL;
+    if (count == 1)
+        return only->data;
+    char *s = malloc(total + 1);
+    if (!s) {
+        *failed = 1;
+        return NULL;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < m->nparts; i++)
+        if (m->parts[i].kind == kind) {
+            memcpy(s + off, m->parts[i].data, m->parts[i].len);
+            off += m->parts[i].len;
+        }
+    s[off] = 0;
+    if (!keep(cr, s))
+        *failed = 1;
+    return s;
+}
+
+static glm_role role_of(msg_role r)
+{
+    switch (r) {
+    case MSG_SYSTEM: return GLM_ROLE_SYSTEM;
+    case MSG_USER: return GLM_ROLE_USER;
+    case MSG_ASSISTANT: return GLM_ROLE_ASSISTANT;
+    case MSG_TOOL: return GLM_ROLE_TOOL;
+    }
+    return GLM_ROLE_USER;
+}
+
+/* Puts stored reasoning back into tool-calling steps that lack it. */
+static void restore_reasoning(chat *c, chat_request *cr)
+{
+    for (int i = 0; i < cr->n; i++) {
+        glm_message *m = &cr->msgs[i];
+        if (m->role != GLM_ROLE_ASSISTANT || m->n_tool_calls == 0 || m->reasoning)
+            continue;
+        char sig[CHAT_SIGNATURE_LEN + 1], ids[4096];
+        chat_signature(cr->msgs, i, m, sig);
+        if (chat_call_ids(m, ids, sizeof ids))
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (mem_get(c->o.db, sig, ids, &text, &len) == 1)
+            m->reasoning = keep(cr, text);
+    }
+}
+
+void chat_request_free(chat_request *cr)
+{
+    if (!cr)
+        return;
+    conv_messages_free(&cr->path);
+    free(cr->msgs);
+    free(cr->calls);
+    for (int i = 0; i < cr->n_owned; i++)
+        free(cr->owned[i]);
+    free(cr->owned);
+    free(cr);
+}
+
+const glm_request *chat_request_get(const chat_request *cr)
+{
+    return &cr->req;
+}
+
+static int count_slots(const conv_messages *p, size_t *n_msgs, size_t *n_calls)
+{
+    *n_msgs = 1;
+    *n_calls = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        *n_msgs += 1;
+        for (size_t j = 0; j < p->msgs[i].nparts; j++) {
+            if (p->msgs[i].parts[j].kind == PART_TOOL_CALL)
+                (*n_calls)++;
+            if (p->msgs[i].parts[j].kind == PART_TOOL_RESULT)
+                (*n_msgs)++;
+        }
+    }
+    return 0;
+}
+
+chat_request *chat_build_request(chat *c, char *err, size_t errlen)
+{
+    chat_request *cr = calloc(1, sizeof *cr);
+    if (!cr) {
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (c->conv && conv_load_path(c->o.db, c->conv, &cr->path) != 0) {
+        db_fail(c, err, errlen, "cannot load the conversation");
+        free(cr);
+        return NULL;
+    }
+    size_t n_msgs, n_calls;
+    count_slots(&cr->path, &n_msgs, &n_calls);
+    cr->msgs = calloc(n_msgs, sizeof *cr->msgs);
+    cr->calls = calloc(n_calls ? n_calls : 1, sizeof *cr->calls);
+    int failed = !cr->msgs || !cr->calls;
+    if (!failed && c->system_prompt)
+        cr->msgs[cr->n++] = (glm_message){.role = GLM_ROLE_SYSTEM, .content = c->system_prompt};
+    size_t call_at = 0;
+    for (size_t i = 0; !failed && i < cr->path.count; i++) {
+        const msg *m = &cr->path.msgs[i];
+        if (m->nparts == 0)
+            continue; /* a reply canceled before its first token */
+        if (m->role == MSG_TOOL) {
+            for (size_t j = 0; j < m->nparts; j++) {
+                const part *p = &m->parts[j];
+                if (p->kind != PART_TOOL_RESULT)
+                    continue;
+                cr->msgs[cr->n++] = (glm_message){.role = GLM_ROLE_TOOL, .content = p->data,
+                                                  .tool_call_id = p->call_id};
+            }
+            continue;
+        }
+        glm_message *g = &cr->msgs[cr->n++];
+        g->role = role_of(m->role);
+        g->content = joined(cr, m, PART_TEXT, &failed);
+        g->reasoning = joined(cr, m, PART_REASONING, &failed);
+        g->tool_calls = &cr->calls[call_at];
+        for (size_t j = 0; j < m->nparts; j++) {
+            const part *p = &m->parts[j];
+            if (p->kind != PART_TOOL_CALL)
+                continue;
+            cr->calls[call_at++] = (glm_tool_call){.id = p->call_id, .name = p->name ? p->name : "",
+                                                   .arguments_json = p->args ? p->args : "{}"};
+            g->n_tool_calls++;
+        }
+        if (g->n_tool_calls == 0)
+            g->tool_calls = NULL;
+    }
+    if (failed) {
+        fail(err, errlen, "out of memory");
+        chat_request_free(cr);
+        return NULL;
+    }
+    restore_reasoning(c, cr);
+    cr->req.messages = cr->msgs;
+    cr->req.n_messages = cr->n;
+    if (c->o.tools)
+        cr->req.tools = tools_as_glm(c->o.tools, &cr->req.n_tools);
+    cr->req.sampling = c->sampling;
+    cr->req.think = c->think;
+    cr->req.effort = c->effort;
+    return cr;
+}
+
+/* ---- one model reply (a step) -------------------------------------------------------------- */
+
+typedef struct step_call {
+    char *id, *name, *args;
+} step_call;
+
+typedef struct step {
+    chat *c;
+    int64_t msg;
+    part_kind open_kind; /* of the block in buf; valid when len > 0 */
+    char *buf;
+    size_t len, cap;
+    char *reasoning;     /* every reasoning byte of the step, for reasoning memory */
+    size_t rlen, rcap;
+    step_call *calls;
+    int n_calls;
+    char *cur_id, *cur_name; /* the call being written */
+    char finish[32];
+    glm_stats stats;
+    int got_done;
+    char error[1024];
+    int storage_failed;
+    char storage_err[1024];
+    int canceled;
+} step;
+
+static int grow_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t ncap = *cap ? *cap : 256;
+        while (ncap < *len + n + 1)
+            ncap *= 2;
+        char *nb = realloc(*buf, ncap);
+        if (!nb)
+            return -1;
+        *buf = nb;
+        *cap = ncap;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
+}
+
+static void storage_error(step *s, const char *what)
+{
+    if (s->storage_failed)
+        return;
+    s->storage_failed = 1;
+    snprintf(s->storage_err, sizeof s->storage_err, "%s: %s", what, db_errmsg(s->c->o.db));
+}
+
+/* Saves the open reasoning or text block as a part. */
+static void flush_block(step *s)
+{
+    if (s->len == 0)
+        return;
+    part_in p = {.kind = s->open_kind, .data = s->buf, .len = s->len};
+    if (part_append(s->c->o.db, s->msg, &p) < 0)
+        storage_error(s, "cannot save the reply");
+    s->len = 0;
+}
+
+static void add_delta(step *s, part_kind kind, const char *text, size_t n)
+{
+    if (s->len && s->open_kind != kind)
+        flush_block(s);
+    s->open_kind = kind;
+    if (grow_append(&s->buf, &s->len, &s->cap, text, n))
+        storage_error(s, "out of memory keeping the reply");
+    if (kind == PART_REASONING && grow_append(&s->reasoning, &s->rlen, &s->rcap, text, n))
+        storage_error(s, "out of memory keeping the reasoning");
+}
+
+static char *new_call_id(void)
+{
+    unsigned char r[12];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)r;
+        for (size_t i = 0; i < sizeof r; i++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
+            r[i] = (unsigned char)(x >> 56);
+    }
+    char *id = malloc(6 + 24 + 1);
+    if (!id)
+        return NULL;
+    memcpy(id, "call_", 5);
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(id + 5 + 2 * i, 3, "%02x", r[i]);
+    return id;
+}
+
+static void end_call(step *s, const char *name, const char *args, size_t args_len)
+{
+    flush_block(s);
+    if (!name)
+        name = s->cur_name ? s->cur_name : "";
+    char *id = s->cur_id ? s->cur_id : new_call_id();
+    s->cur_id = NULL;
+    if (!args || args_len == 0) {
+        args = "{}";
+        args_len = 2;
+    }
+    step_call *grown = realloc(s->calls, (size_t)(s->n_calls + 1) * sizeof *grown);
+    char *name_copy = strdup(name);
+    char *args_copy = strndup(args, args_len);
+    if (!grown || !id || !name_copy || !args_copy) {
+        if (grown)
+            s->calls = grown;
+        free(id), free(name_copy), free(args_copy);
+        storage_error(s, "out of memory keeping a tool call");
+        return;
+    }
+    s->calls = grown;
+    grown[s->n_calls++] = (step_call){id, name_copy, args_copy};
+    part_in p = {.kind = PART_TOOL_CALL, .name = name_copy, .call_id = id, .args = args_copy, .args_len = args_len};
+    if (part_append(s->c->o.db, s->msg, &p) < 0)
+        storage_error(s, "cannot save a tool call");
+    free(s->cur_name);
+    s->cur_name = NULL;
+}
+
+static int on_event(const glm_event *ev, void *user)
+{
+    step *s = user;
+    chat *c = s->c;
+    glm_event fwd = *ev;
+    switch (ev->type) {
+    case GLM_EV_REASONING_DELTA:
+        add_delta(s, PART_REASONING, ev->text, ev->len);
+        break;
+    case GLM_EV_CONTENT_DELTA:
+        add_delta(s, PART_TEXT, ev->text, ev->len);
+        break;
+    case GLM_EV_TOOL_CALL_BEGIN:
+        flush_block(s);
+        free(s->cur_id);
+        free(s->cur_name);
+        s->cur_id = ev->call_id ? strdup(ev->call_id) : new_call_id();
+        s->cur_name = strdup(ev->name ? ev->name : "");
+        fwd.call_id = s->cur_id;
+        break;
+    case GLM_EV_TOOL_ARG_DELTA:
+        if (!ev->call_id)
+            fwd.call_id = s->cur_id;
+        break;
+    case GLM_EV_TOOL_CALL_END:
+        if (!s->cur_id)
+            s->cur_id = ev->call_id ? strdup(ev->call_id) : new_call_id();
+        fwd.call_id = s->cur_id;
+        if (c->sink.event && c->sink.event(c->sink.u, &fwd))
+            s->canceled = 1;
+        end_call(s, ev->name, ev->text, ev->text ? ev->len : 0);
+        return s->canceled || (c->o.cancel && *c->o.cancel);
+    case GLM_EV_STATS:
+        s->stats = ev->stats;
+        break;
+    case GLM_EV_DONE:
+        s->got_done = 1;
+        s->stats = ev->stats;
+        snprintf(s->finish, sizeof s->finish, "%s", ev->finish ? ev->finish : "stop");
+        break;
+    case GLM_EV_ERROR:
+        snprintf(s->error, sizeof s->error, "%.*s", (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
+        break;
+    }
+    if (c->sink.event && c->sink.event(c->sink.u, &fwd))
+        s->canceled = 1;
+    return s->canceled || (c->o.cancel && *c->o.cancel);
+}
+
+static void step_free(step *s)
+{
+    free(s->buf);
+    free(s->reasoning);
+    for (int i = 0; i < s->n_calls; i++) {
+        free(s->calls[i].id);
+        free(s->calls[i].name);
+        free(s->calls[i].args);
+    }
+    free(s->calls);
+    free(s->cur_id);
+    free(s->cur_name);
+}
+
+static msg_stats to_msg_stats(const glm_stats *g, int known)
+{
+    msg_stats m = MSG_STATS_UNKNOWN;
+    if (!known)
+        return m;
+    m.prompt_tokens = g->prompt_tokens;
+    m.completion_tokens = g->generated_tokens;
+    m.ttft_ms = (int64_t)(g->ttft_s * 1000.0);
+    if (g->prefill_tok_s > 0)
+        m.prompt_ms = (int64_t)(g->prompt_tokens / g->prefill_tok_s * 1000.0);
+    if (g->decode_tok_s > 0)
+        m.gen_ms = (int64_t)(g->generated_tokens / g->decode_tok_s * 1000.0);
+    return m;
+}
+
+static uint64_t fresh_seed(void)
+{
+    uint64_t x;
+    if (getrandom(&x, sizeof x, 0) == (ssize_t)sizeof x)
+        return x;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+}
+
+/* Remembers the step's reasoning under the request it answered and its calls. */
+static void remember_reasoning(chat *c, const glm_request *r, const step *s)
+{
+    if (s->n_calls == 0 || s->rlen == 0)
+        return;
+    glm_tool_call *calls = calloc((size_t)s->n_calls, sizeof *calls);
+    if (!calls)
+        return;
+    for (int i = 0; i < s->n_calls; i++)
+        calls[i] = (glm_tool_call){s->calls[i].id, s->calls[i].name, s->calls[i].args};
+    glm_message m = {.role = GLM_ROLE_ASSISTANT, .tool_calls = calls, .n_tool_calls = s->n_calls};
+    char sig[CHAT_SIGNATURE_LEN + 1], ids[4096];
+    chat_signature(r->messages, r->n_messages, &m, sig);
+    if (chat_call_ids(&m, ids, sizeof ids) == 0)
+        mem_put(c->o.db, sig, ids, s->reasoning, s->rlen); /* a cache: a failure loses nothing saved */
+    free(calls);
+}
+
+/* Runs one model reply. Returns 0 (s filled) or -1 when storage failed before it began. */
+static int run_step(chat *c, step *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    chat_request *cr = chat_build_request(c, err, errlen);
+    if (!cr)
+        return -1;
+    int64_t leaf = conv_leaf(c->o.db, c->conv);
+    if (leaf < 0) {
+        chat_request_free(cr);
+        return db_fail(c, err, errlen, "cannot read the conversation");
+    }
+    s->msg = msg_append(c->o.db, c->conv, leaf, MSG_ASSISTANT, MSG_STREAMING, c->src.model_name);
+    if (s->msg < 0) {
+        chat_request_free(cr);
+        return db_fail(c, err, errlen, "cannot save the reply");
+    }
+    if (c->sink.assistant)
+        c->sink.assistant(c->sink.u, s->msg);
+    if (!c->seed_set)
+        cr->req.sampling.seed = fresh_seed();
+    glm_error gerr = {0};
+    glm_status st = GLM_OK;
+    if (c->o.cancel && *c->o.cancel)
+        st = GLM_ERR_CANCELED;
+    else
+        st = c->src.generate(c->src.self, &cr->req, on_event, s, &gerr);
+    flush_block(s);
+    if (st == GLM_ERR_CANCELED || s->canceled || strcmp(s->finish, "canceled") == 0 ||
+        (c->o.cancel && *c->o.cancel)) {
+        s->canceled = 1;
+        snprintf(s->finish, sizeof s->finish, "canceled");
+    } else if (st != GLM_OK) {
+        snprintf(s->finish, sizeof s->finish, "error");
+        if (!s->error[0])
+            snprintf(s->error, sizeof s->error, "%s", gerr.message[0] ? gerr.message : "the model failed");
+    } else if (!s->finish[0]) {
+        snprintf(s->finish, sizeof s->finish, s->n_calls ? "tool_calls" : "stop");
+    }
+    msg_status status = s->canceled ? MSG_CANCELED : st != GLM_OK ? MSG_ERROR : MSG_COMPLETE;
+    msg_stats ms = to_msg_stats(&s->stats, s->got_done || s->stats.generated_tokens > 0);
+    if (msg_finish(c->o.db, s->msg, status, s->finish, &ms) != 0)
+        storage_error(s, "cannot finish the reply");
+    if (status == MSG_COMPLETE)
+        remember_reasoning(c, &cr->req, s);
+    chat_request_free(cr);
+    return 0;
+}
+
+/* ---- tools ---------------------------------------------------------------------------------- */
+
+static int save_tool_result(chat *c, const step_call *call, const tool_result *r, char *err, size_t errlen)
+{
+    int64_t leaf = conv_leaf(c->o.db, c->conv);
+    int64_t m = leaf < 0 ? -1 : msg_append(c->o.db, c->conv, leaf, MSG_TOOL, MSG_COMPLETE, NULL);
+    if (m < 0)
+        return db_fail(c, err, errlen, "cannot save a tool result");
+    const char *text = r->text ? r->text : "";
+    part_in p = {.kind = PART_TOOL_RESULT, .data = text, .len = strlen(text), .name = call->name,
+                 .call_id = call->id, .is_error = r->is_error};
+    if (part_append(c->o.db, m, &p) < 0)
+        return db_fail(c, err, errlen, "cannot save a tool result");
+    if (c->sink.tool_result)
+        c->sink.tool_result(c->sink.u, call->id, call->name, r);
+    return 0;
+}
+
+/* Runs the step's calls in order. Returns 0, or -1 when storage failed. *canceled when the
+ * user stopped it (the calls not run get a "canceled" result, so every call has one). */
+static int run_tools(chat *c, const step *s, int *canceled, char *err, size_t errlen)
+{
+    *canceled = 0;
+    for (int i = 0; i < s->n_calls; i++) {
+        const step_call *call = &s->calls[i];
+        tool_result r = {0};
+        int rc = 0;
+        if (*canceled || (c->o.cancel && *c->o.cancel)) {
+            *canceled = 1;
+            rc = tool_result_set(&r, 1, "error: canceled by the user before it ran");
+        } else if (!c->o.tools) {
+            rc = tool_result_set(&r, 1, "error: no tools are offered in this chat, so %s cannot run",
+                                 call->name);
+        } else {
+            if (c->sink.tool_start)
+                c->sink.tool_start(c->sink.u, call->id, call->name, call->args);
+            rc = tools_call(c->o.tools, c->o.policy, call->name, call->args, c->o.cancel, &r);
+            if (c->o.cancel && *c->o.cancel)
+                *canceled = 1;
+        }
+        if (rc != 0) {
+            tool_result_clear(&r);
+            return fail(err, errlen, "out of memory running %s", call->name);
+        }
+        int saved = save_tool_result(c, call, &r, err, errlen);
+        tool_result_clear(&r);
+        if (saved)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- turns ------------------------------------------------------------------------------------ */
+
+static int run_steps(chat *c, chat_outcome *out, char *err, size_t errlen)
+{
+    for (int n = 0; n < c->o.max_steps; n++) {
+        step s;
+        if (run_step(c, &s, err, errlen))
+            return -1;
+        out->steps++;
+        out->last_message = s.msg;
+        out->tool_calls += s.n_calls;
+        if (s.storage_failed) {
+            fail(err, errlen, "%s", s.storage_err);
+            step_free(&s);
+            return -1;
+        }
+        const char *finish = s.finish;
+        int more = !s.canceled && strcmp(finish, "error") != 0 && strcmp(finish, "length") != 0 && s.n_calls > 0;
+        if (strcmp(finish, "error") == 0)
+            snprintf(out->error, sizeof out->error, "%s", s.error);
+        if (!more) {
+            out->finish = s.canceled ? "canceled" : strcmp(finish, "error") == 0 ? "error"
+                          : strcmp(finish, "length") == 0 ? "length" : "stop";
+            step_free(&s);
+            return 0;
+        }
+        int canceled;
+        int rc = run_tools(c, &s, &canceled, err, errlen);
+        step_free(&s);
+        if (rc)
+            return -1;
+        if (canceled) {
+            out->finish = "canceled";
+            return 0;
+        }
+    }
+    out->finish = "tool_limit";
+    return 0;
+}
+
+static void outcome_init(chat_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->finish = "error";
+}
+
+/* Appends a user message under parent and makes it the leaf. */
+static int save_user(chat *c, int64_t parent, const char *text, char *err, size_t errlen)
+{
+    int64_t m = msg_append(c->o.db, c->conv, parent, MSG_USER, MSG_COMPLETE, NULL);
+    if (m < 0)
+        return db_fail(c, err, errlen, "cannot save your message");
+    part_in p = {.kind = PART_TEXT, .data = text, .len = strlen(text)};
+    if (part_append(c->o.db, m, &p) < 0)
+        return db_fail(c, err, errlen, "cannot save your message");
+    if (c->sink.user)
+        c->sink.user(c->sink.u, m, text);
+    return 0;
+}
+
+int chat_turn(chat *c, const char *text, chat_outcome *out, char *err, size_t errlen)
+{
+    outcome_init(out);
+    if (ensure_conversation(c, text, err, errlen))
+        return -1;
+    int64_t leaf = conv_leaf(c->o.db, c->conv);
+    if (leaf < 0)
+        return db_fail(c, err, errlen, "cannot read the conversation");
+    if (save_user(c, leaf, text, err, errlen))
+        return -1;
+    return run_steps(c, out, err, errlen);
+}
+
+/* The last user message on the current path (0 when none), or -1. */
+static int64_t last_user(chat *c, int64_t *parent, char *err, size_t errlen)
+{
+    conv_messages path;
+    if (conv_load_path(c->o.db, c->conv, &path) != 0)
+        return db_fail(c, err, errlen, "cannot load the conversation");
+    int64_t id = 0;
+    for (size_t i = path.count; i-- > 0;)
+        if (path.msgs[i].role == MSG_USER) {
+            id = path.msgs[i].id;
+            *parent = path.msgs[i].parent;
+            break;
+        }
+    conv_messages_free(&path);
+    if (id == 0)
+        return fail(err, errlen, "the conversation has no message of yours to answer again");
+    return id;
+}
+
+int chat_retry(chat *c, chat_outcome *out, char *err, size_t errlen)
+{
+    outcome_init(out);
+    if (!c->conv)
+        return fail(err, errlen, "there is nothing to retry in a new conversation");
+    int64_t parent;
+    int64_t user = last_user(c, &parent, err, errlen);
+    if (user < 0)
+        return -1;
+    if (conv_set_leaf(c->o.db, c->conv, user) != 0)
+        return db_fail(c, err, errlen, "cannot go back to your last message");
+    return run_steps(c, out, err, errlen);
+}
+
+int chat_edit(chat *c, const char *text, chat_outcome *out, char *err, size_t errlen)
+{
+    outcome_init(out);
+    if (!c->conv)
+        return fail(err, errlen, "there is no message to edit in a new conversation");
+    int64_t parent;
+    if (last_user(c, &parent, err, errlen) < 0)
+        return -1;
+    if (save_user(c, parent, text, err, errlen))
+        return -1;
+    return run_steps(c, out, err, errlen);
+}
+
+int chat_branch(chat *c, int64_t msg_id, char *err, size_t errlen)
+{
+    if (!c->conv)
+        return fail(err, errlen, "open a conversation before branching");
+    if (conv_set_leaf(c->o.db, c->conv, msg_id) != 0)
+        return fail(err, errlen, "cannot continue from message %lld: %s", (long long)msg_id, db_errmsg(c->o.db));
+    return 0;
+}

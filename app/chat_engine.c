@@ -1,0 +1,78 @@
+/* chat_engine.c: a chat_source over glm_engine/glm_session: the model named by the config,
+ * its backend, peer and threads; glm_cancel (async-signal-safe) for Ctrl-C. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/chat_engine.h"
+
+struct chat_engine {
+    glm_engine *engine;
+    glm_session *session;
+    char *model_name;
+};
+
+static glm_backend backend_of(const char *name)
+{
+    if (!name)
+        return GLM_BACKEND_AUTO;
+    return strcmp(name, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
+}
+
+chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->model_dir) {
+        snprintf(err, errlen, "no model to chat with: give --model DIR, set `model = DIR` in the config "
+                              "file, or GLMCHAT_MODEL");
+        return NULL;
+    }
+    chat_engine *ce = calloc(1, sizeof *ce);
+    if (!ce) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    glm_engine_params p = {.model_dir = cfg->model_dir, .backend = backend_of(cfg->backend), .peer = cfg->peer,
+                           .transport = cfg->transport, .n_threads = cfg->threads};
+    glm_error gerr = {0};
+    ce->engine = glm_engine_open(&p, &gerr);
+    if (ce->engine)
+        ce->session = glm_session_new(ce->engine, &gerr);
+    const char *slash = strrchr(cfg->model_dir, '/');
+    ce->model_name = strdup(slash && slash[1] ? slash + 1 : cfg->model_dir);
+    if (!ce->engine || !ce->session || !ce->model_name) {
+        snprintf(err, errlen, "cannot open the model %s: %s", cfg->model_dir,
+                 gerr.message[0] ? gerr.message : "out of memory");
+        chat_engine_close(ce);
+        return NULL;
+    }
+    return ce;
+}
+
+void chat_engine_close(chat_engine *ce)
+{
+    if (!ce)
+        return;
+    glm_session_free(ce->session);
+    glm_engine_close(ce->engine);
+    free(ce->model_name);
+    free(ce);
+}
+
+static glm_status engine_generate(void *self, const glm_request *r, glm_event_fn on_event, void *user,
+                                  glm_error *err)
+{
+    chat_engine *ce = self;
+    return glm_generate(ce->session, r, on_event, user, err);
+}
+
+static void engine_cancel(void *self)
+{
+    chat_engine *ce = self;
+    glm_cancel(ce->session);
+}
+
+chat_source chat_engine_source(chat_engine *ce)
+{
+    chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .self = ce, .model_name = ce->model_name};
+    return s;
+}

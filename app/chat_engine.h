@@ -1,0 +1,19 @@
+/* chat_engine.h: the chat's reply source backed by the engine (glm.h): opens the model with the
+ * configured backend and ranks, one session per chat, generate and cancel. */
+#ifndef GLMCHAT_APP_CHAT_ENGINE_H
+#define GLMCHAT_APP_CHAT_ENGINE_H
+
+#include <stddef.h>
+
+#include "app/chat.h"
+#include "app/config.h"
+
+typedef struct chat_engine chat_engine;
+
+/* Opens cfg's model (cfg->model_dir; NULL is an error naming the ways to give one).
+ * NULL with err on failure. */
+chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen);
+void chat_engine_close(chat_engine *ce);
+chat_source chat_engine_source(chat_engine *ce);
+
+#endif

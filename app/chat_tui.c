@@ -1,0 +1,668 @@
+/* chat_tui.c: the interactive chat (chat_tui.h): view actions on the UI thread, turns on a worker
+ * thread, engine events and tool approvals pushed to the view, slash commands over storage. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app/chat_tui.h"
+#include "app/signals.h"
+#include "ui/view.h"
+
+typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT } tui_job;
+
+struct chat_tui {
+    chat_tui_opts o;
+    ui_view *view;
+    chat *chat;
+    pthread_t thread;
+    int thread_live;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int busy;          /* a turn runs on the worker */
+    char answer;       /* approval answer; 0 while waiting */
+    int approving;
+    char call_id[128]; /* the call about to run (for the approval question) */
+    int editing;       /* the next submit replaces the last message */
+    tui_job job;
+    char *job_text;
+    glm_stats last;    /* the last reply's numbers */
+};
+
+/* ---- pushing ------------------------------------------------------------------------------- */
+
+static void notice(chat_tui *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notice(chat_tui *t, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ui_push_text(t->view, UI_EV_NOTICE, buf, strlen(buf));
+}
+
+static void error_line(chat_tui *t, const char *msg)
+{
+    ui_push_text(t->view, UI_EV_ERROR, msg, strlen(msg));
+}
+
+static void push_conversation_status(chat_tui *t)
+{
+    ui_status st = ui_status_none();
+    char label[160];
+    int64_t id = chat_conversation(t->chat);
+    char *title = NULL;
+    if (id > 0 && conv_get_title(t->o.db, id, &title) == 0 && title)
+        snprintf(label, sizeof label, "#%lld %s", (long long)id, title);
+    else if (id > 0)
+        snprintf(label, sizeof label, "#%lld", (long long)id);
+    else
+        snprintf(label, sizeof label, "new conversation");
+    free(title);
+    st.conversation = label;
+    st.model = t->o.src->model_name;
+    st.backend = t->o.backend ? t->o.backend : "auto";
+    st.ranks = 1;
+    ui_push_status(t->view, &st);
+}
+
+/* ---- the sink (worker thread) ---------------------------------------------------------------- */
+
+static int sink_event(void *u, const glm_event *ev)
+{
+    chat_tui *t = u;
+    switch (ev->type) {
+    case GLM_EV_REASONING_DELTA:
+        ui_push_text(t->view, UI_EV_REASONING_DELTA, ev->text, ev->len);
+        break;
+    case GLM_EV_CONTENT_DELTA:
+        ui_push_text(t->view, UI_EV_CONTENT_DELTA, ev->text, ev->len);
+        break;
+    case GLM_EV_TOOL_CALL_BEGIN:
+        ui_push_tool(t->view, UI_EV_TOOL_BEGIN, ev->call_id, ev->name, NULL, 0);
+        break;
+    case GLM_EV_TOOL_ARG_DELTA:
+        ui_push_tool(t->view, UI_EV_TOOL_ARGS_DELTA, ev->call_id, NULL, ev->text, ev->len);
+        break;
+    case GLM_EV_TOOL_CALL_END:
+        ui_push_tool(t->view, UI_EV_TOOL_END, ev->call_id, ev->name, ev->text, ev->len);
+        break;
+    case GLM_EV_STATS:
+    case GLM_EV_DONE: {
+        t->last = ev->stats;
+        ui_status st = ui_status_none();
+        st.ttft_s = ev->stats.ttft_s;
+        st.tok_s = ev->stats.decode_tok_s;
+        st.gen_tokens = ev->stats.generated_tokens;
+        st.ctx_used = ev->stats.prompt_tokens + ev->stats.generated_tokens;
+        if (ev->stats.context_window > 0)
+            st.ctx_window = ev->stats.context_window;
+        ui_push_status(t->view, &st);
+        break;
+    }
+    case GLM_EV_ERROR:
+        break; /* the turn's outcome carries it; shown once at the end */
+    }
+    return 0;
+}
+
+static void sink_tool_start(void *u, const char *call_id, const char *name, const char *args)
+{
+    (void)name;
+    (void)args;
+    chat_tui *t = u;
+    snprintf(t->call_id, sizeof t->call_id, "%s", call_id ? call_id : "");
+}
+
+static void sink_tool_result(void *u, const char *call_id, const char *name, const tool_result *r)
+{
+    (void)name;
+    chat_tui *t = u;
+    const char *text = r->text ? r->text : "";
+    ui_push_tool(t->view, r->is_error ? UI_EV_TOOL_ERROR : UI_EV_TOOL_RESULT, call_id, NULL, text, strlen(text));
+}
+
+chat_sink chat_tui_sink(chat_tui *t)
+{
+    chat_sink s = {.event = sink_event, .tool_start = sink_tool_start, .tool_result = sink_tool_result, .u = t};
+    return s;
+}
+
+/* Asks in the view and waits for the answer (worker thread). */
+static tool_answer ask_in_view(void *user, const char *tool, const char *args_json)
+{
+    chat_tui *t = user;
+    char q[1024];
+    snprintf(q, sizeof q, "allow %s %.600s ?", tool, args_json);
+    pthread_mutex_lock(&t->mu);
+    t->answer = 0;
+    t->approving = 1;
+    pthread_mutex_unlock(&t->mu);
+    ui_push_tool(t->view, UI_EV_TOOL_APPROVE, t->call_id, tool, q, strlen(q));
+    pthread_mutex_lock(&t->mu);
+    while (!t->answer && !signals_interrupted())
+        pthread_cond_wait(&t->cv, &t->mu);
+    char a = t->answer;
+    t->approving = 0;
+    pthread_mutex_unlock(&t->mu);
+    return a == 'y' ? TOOL_ANSWER_YES : a == 'a' ? TOOL_ANSWER_ALWAYS : TOOL_ANSWER_NO;
+}
+
+/* ---- the worker ------------------------------------------------------------------------------- */
+
+static const char *view_finish(const char *finish)
+{
+    return strcmp(finish, "tool_limit") == 0 ? "tool_calls" : finish;
+}
+
+static void *worker(void *arg)
+{
+    chat_tui *t = arg;
+    chat_outcome out;
+    char err[2048];
+    int rc = t->job == JOB_RETRY ? chat_retry(t->chat, &out, err, sizeof err)
+           : t->job == JOB_EDIT  ? chat_edit(t->chat, t->job_text, &out, err, sizeof err)
+                                 : chat_turn(t->chat, t->job_text, &out, err, sizeof err);
+    push_conversation_status(t);
+    pthread_mutex_lock(&t->mu);
+    t->busy = 0; /* from here on the worker touches neither the chat nor the database */
+    pthread_mutex_unlock(&t->mu);
+    if (rc != 0) {
+        error_line(t, err);
+        ui_push_finish(t->view, "error");
+    } else {
+        if (strcmp(out.finish, "error") == 0)
+            error_line(t, out.error[0] ? out.error : "the reply failed");
+        if (strcmp(out.finish, "tool_limit") == 0)
+            notice(t, "the model kept calling tools; stopped after %d replies", out.steps);
+        ui_push_finish(t->view, view_finish(out.finish));
+    }
+    return NULL;
+}
+
+/* Starts a job on the worker (UI thread). 0, or -1 when one runs already. */
+static int start_job(chat_tui *t, tui_job job, const char *text)
+{
+    pthread_mutex_lock(&t->mu);
+    int busy = t->busy;
+    pthread_mutex_unlock(&t->mu);
+    if (busy) {
+        notice(t, "a reply is still being written; wait for it or cancel it");
+        return -1;
+    }
+    if (t->thread_live) {
+        pthread_join(t->thread, NULL);
+        t->thread_live = 0;
+    }
+    free(t->job_text);
+    t->job_text = text ? strdup(text) : NULL;
+    if (text && !t->job_text) {
+        error_line(t, "out of memory");
+        return -1;
+    }
+    t->job = job;
+    t->busy = 1;
+    signals_clear();
+    ui_push_text(t->view, UI_EV_REPLY_BEGIN, NULL, 0);
+    if (pthread_create(&t->thread, NULL, worker, t) != 0) {
+        t->busy = 0;
+        error_line(t, "cannot start the reply's thread");
+        ui_push_finish(t->view, "error");
+        return -1;
+    }
+    t->thread_live = 1;
+    return 0;
+}
+
+/* ---- transcripts ------------------------------------------------------------------------------- */
+
+static void replay_parts(chat_tui *t, const msg *m)
+{
+    for (size_t j = 0; j < m->nparts; j++) {
+        const part *p = &m->parts[j];
+        switch (p->kind) {
+        case PART_TEXT:
+            ui_push_text(t->view, m->role == MSG_USER ? UI_EV_USER : UI_EV_CONTENT_DELTA, p->data, p->len);
+            break;
+        case PART_REASONING:
+            ui_push_text(t->view, UI_EV_REASONING_DELTA, p->data, p->len);
+            break;
+        case PART_TOOL_CALL:
+            ui_push_tool(t->view, UI_EV_TOOL_BEGIN, p->call_id, p->name, NULL, 0);
+            ui_push_tool(t->view, UI_EV_TOOL_END, p->call_id, p->name, p->args ? p->args : "{}",
+                         p->args ? p->args_len : 2);
+            break;
+        case PART_TOOL_RESULT:
+            ui_push_tool(t->view, p->is_error ? UI_EV_TOOL_ERROR : UI_EV_TOOL_RESULT, p->call_id, NULL, p->data, p->len);
+            break;
+        }
+    }
+}
+
+static const char *stored_finish(const msg *m)
+{
+    if (m->status == MSG_CANCELED)
+        return "canceled";
+    if (m->status == MSG_ERROR)
+        return "error";
+    return m->finish_reason ? m->finish_reason : "stop";
+}
+
+/* Shows the current path: each user message, then its replies as one reply item. */
+static void replay(chat_tui *t)
+{
+    ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
+    int64_t id = chat_conversation(t->chat);
+    conv_messages path;
+    if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
+        return;
+    const msg *open_reply = NULL;
+    for (size_t i = 0; i < path.count; i++) {
+        const msg *m = &path.msgs[i];
+        if (m->role == MSG_USER) {
+            if (open_reply)
+                ui_push_finish(t->view, stored_finish(open_reply));
+            open_reply = NULL;
+            replay_parts(t, m);
+            continue;
+        }
+        if (m->role == MSG_ASSISTANT) {
+            if (!open_reply)
+                ui_push_text(t->view, UI_EV_REPLY_BEGIN, NULL, 0);
+            open_reply = m;
+        }
+        replay_parts(t, m);
+    }
+    if (open_reply)
+        ui_push_finish(t->view, stored_finish(open_reply));
+    conv_messages_free(&path);
+}
+
+static void open_conversation(chat_tui *t, const char *arg)
+{
+    char *end;
+    long long id = strtoll(arg ? arg : "", &end, 10);
+    if (!arg || end == arg || *end || id <= 0) {
+        notice(t, "give a conversation number: /open ID (see /list)");
+        return;
+    }
+    char err[1024];
+    if (chat_open(t->chat, id, err, sizeof err) != 0) {
+        error_line(t, err);
+        return;
+    }
+    t->editing = 0;
+    replay(t);
+    push_conversation_status(t);
+}
+
+/* ---- slash commands ------------------------------------------------------------------------------ */
+
+static void list_conversations(chat_tui *t)
+{
+    conv_summary *list;
+    size_t n;
+    if (conv_list(t->o.db, &list, &n) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    ui_push_text(t->view, UI_EV_CONV_CLEAR, NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        char id[32], when[64];
+        snprintf(id, sizeof id, "%lld", (long long)list[i].id);
+        time_t s = (time_t)(list[i].updated_at / 1000);
+        struct tm tm;
+        localtime_r(&s, &tm);
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+        char detail[200];
+        snprintf(detail, sizeof detail, "%s, %lld messages", when, (long long)list[i].messages);
+        ui_push_conv(t->view, id, list[i].title ? list[i].title : list[i].preview ? list[i].preview : "(empty)",
+                     detail);
+    }
+    conv_list_free(list, n);
+    if (n == 0)
+        notice(t, "no saved conversations yet");
+}
+
+static void search(chat_tui *t, const char *query)
+{
+    search_hit *hits;
+    size_t n;
+    if (!*query) {
+        notice(t, "give words to search for: /search QUERY");
+        return;
+    }
+    if (search_parts(t->o.db, query, 50, &hits, &n) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    ui_push_text(t->view, UI_EV_CONV_CLEAR, NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%lld", (long long)hits[i].conv);
+        ui_push_conv(t->view, id, hits[i].title ? hits[i].title : "(untitled)", hits[i].snippet);
+    }
+    notice(t, "%zu matches for \"%s\"", n, query);
+    search_hits_free(hits, n);
+}
+
+static void export_conversation(chat_tui *t, const char *args)
+{
+    int64_t id = chat_conversation(t->chat);
+    if (id <= 0) {
+        notice(t, "nothing to export yet");
+        return;
+    }
+    char fmt[16] = "md", file[1024] = "";
+    if (sscanf(args, "%15s %1023s", fmt, file) < 1)
+        snprintf(fmt, sizeof fmt, "md");
+    int f = export_format_parse(fmt);
+    if (f < 0) {
+        notice(t, "export formats: md, json, html");
+        return;
+    }
+    if (!file[0])
+        snprintf(file, sizeof file, "glmchat-%lld.%s", (long long)id, fmt);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* transcripts may hold secrets */
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out) {
+        if (fd >= 0)
+            close(fd);
+        notice(t, "cannot write %s: %s", file, strerror(errno));
+        return;
+    }
+    int rc = export_write(t->o.db, id, (export_format)f, out);
+    if (fclose(out) != 0 || rc != 0)
+        error_line(t, rc ? db_errmsg(t->o.db) : "cannot finish writing the export");
+    else
+        notice(t, "wrote %s", file);
+}
+
+/* The text of the last user message on the path (malloc'd) or NULL. */
+static char *last_user_text(chat_tui *t)
+{
+    conv_messages path;
+    int64_t id = chat_conversation(t->chat);
+    if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
+        return NULL;
+    char *text = NULL;
+    for (size_t i = path.count; i-- > 0 && !text;)
+        if (path.msgs[i].role == MSG_USER)
+            for (size_t j = 0; j < path.msgs[i].nparts && !text; j++)
+                if (path.msgs[i].parts[j].kind == PART_TEXT)
+                    text = strdup(path.msgs[i].parts[j].data);
+    conv_messages_free(&path);
+    return text;
+}
+
+static void set_think(chat_tui *t, const char *arg)
+{
+    char err[512];
+    if (*arg && strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+        notice(t, "/think takes on or off");
+        return;
+    }
+    if (*arg && chat_set_think(t->chat, strcmp(arg, "on") == 0, err, sizeof err) != 0) {
+        error_line(t, err);
+        return;
+    }
+    notice(t, "thinking: %s", chat_think(t->chat) ? "on" : "off");
+}
+
+static void set_effort(chat_tui *t, const char *arg)
+{
+    char err[512];
+    if (*arg) {
+        glm_effort e;
+        if (strcmp(arg, "low") == 0)
+            e = GLM_EFFORT_LOW;
+        else if (strcmp(arg, "high") == 0)
+            e = GLM_EFFORT_HIGH;
+        else if (strcmp(arg, "max") == 0)
+            e = GLM_EFFORT_MAX;
+        else {
+            notice(t, "/effort takes low, high or max");
+            return;
+        }
+        if (chat_set_effort(t->chat, e, err, sizeof err) != 0) {
+            error_line(t, err);
+            return;
+        }
+    }
+    notice(t, "reasoning effort: %s", config_effort_name(chat_effort(t->chat)));
+}
+
+static void list_tools(chat_tui *t)
+{
+    if (!t->o.tools || tools_count(t->o.tools) == 0) {
+        notice(t, "no tools are offered (set `tools = on` in the config file)");
+        return;
+    }
+    for (int i = 0; i < tools_count(t->o.tools); i++) {
+        const tool_def *d = tools_get(t->o.tools, i);
+        notice(t, "%s%s - %s", d->name, d->risky ? " (asks first)" : "", d->description);
+    }
+}
+
+static void branches(chat_tui *t, const char *arg)
+{
+    int64_t conv = chat_conversation(t->chat);
+    conv_messages path;
+    if (conv <= 0 || conv_load_path(t->o.db, conv, &path) != 0 || path.count == 0) {
+        notice(t, "no branches yet");
+        if (conv > 0)
+            conv_messages_free(&path);
+        return;
+    }
+    int64_t parent = path.msgs[path.count - 1].parent, current = path.msgs[path.count - 1].id;
+    for (size_t i = path.count; i-- > 0;)
+        if (path.msgs[i].role == MSG_USER) { /* the branches are the replies to the last message */
+            parent = path.msgs[i].id;
+            current = i + 1 < path.count ? path.msgs[i + 1].id : 0;
+            break;
+        }
+    conv_messages_free(&path);
+    int64_t *kids;
+    size_t n;
+    if (msg_children(t->o.db, conv, parent, &kids, &n) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    if (*arg) {
+        long k = strtol(arg, NULL, 10);
+        char err[512];
+        if (k < 1 || (size_t)k > n)
+            notice(t, "there are %zu branches; /branch N picks one of them", n);
+        else if (chat_branch(t->chat, msg_descend(t->o.db, kids[k - 1]), err, sizeof err) != 0)
+            error_line(t, err); /* the newest leaf of that branch, as the user left it */
+        else
+            replay(t);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            notice(t, "branch %zu: message %lld%s", i + 1, (long long)kids[i], kids[i] == current ? " (shown)" : "");
+    }
+    free(kids);
+}
+
+static void run_command(chat_tui *t, const char *name, const char *args)
+{
+    char err[1024];
+    if (strcmp(name, "new") == 0) {
+        chat_open(t->chat, 0, err, sizeof err);
+        t->editing = 0;
+        ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
+        push_conversation_status(t);
+    } else if (strcmp(name, "open") == 0) {
+        open_conversation(t, args);
+    } else if (strcmp(name, "list") == 0) {
+        list_conversations(t);
+    } else if (strcmp(name, "search") == 0) {
+        search(t, args);
+    } else if (strcmp(name, "export") == 0) {
+        export_conversation(t, args);
+    } else if (strcmp(name, "system") == 0) {
+        if (*args && chat_set_system_prompt(t->chat, args, err, sizeof err) != 0)
+            error_line(t, err);
+        else
+            notice(t, *args ? "system prompt set" : "usage: /system TEXT");
+    } else if (strcmp(name, "think") == 0) {
+        set_think(t, args);
+    } else if (strcmp(name, "effort") == 0) {
+        set_effort(t, args);
+    } else if (strcmp(name, "tools") == 0) {
+        list_tools(t);
+    } else if (strcmp(name, "retry") == 0) {
+        if (chat_conversation(t->chat) <= 0)
+            notice(t, "nothing to retry yet");
+        else
+            start_job(t, JOB_RETRY, NULL);
+    } else if (strcmp(name, "edit") == 0) {
+        if (*args) {
+            ui_push_text(t->view, UI_EV_USER, args, strlen(args));
+            start_job(t, JOB_EDIT, args);
+            return;
+        }
+        char *last = last_user_text(t);
+        if (!last) {
+            notice(t, "no message of yours to edit yet");
+            return;
+        }
+        ui_push_text(t->view, UI_EV_SET_INPUT, last, strlen(last));
+        free(last);
+        t->editing = 1;
+        notice(t, "edit the message and press Enter: it replaces the last one (a new branch)");
+    } else if (strcmp(name, "branch") == 0) {
+        branches(t, args);
+    } else if (strcmp(name, "stats") == 0) {
+        notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
+                  "%.1f tok/s decode",
+               t->last.prompt_tokens, t->last.reused_tokens, t->last.generated_tokens, t->last.ttft_s,
+               t->last.prefill_tok_s, t->last.decode_tok_s);
+    }
+    /* help, quit, copy: the view's own */
+}
+
+/* ---- actions (UI thread) ------------------------------------------------------------------------- */
+
+static void on_action(const ui_action *a, void *user)
+{
+    chat_tui *t = user;
+    switch (a->type) {
+    case UI_ACT_SUBMIT:
+        ui_push_text(t->view, UI_EV_USER, a->text, a->len);
+        start_job(t, t->editing ? JOB_EDIT : JOB_TURN, a->text);
+        t->editing = 0;
+        break;
+    case UI_ACT_CANCEL:
+        signals_request_cancel();
+        if (t->o.src->cancel)
+            t->o.src->cancel(t->o.src->self);
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        break;
+    case UI_ACT_APPROVE:
+        pthread_mutex_lock(&t->mu);
+        if (t->approving) {
+            t->answer = a->answer ? a->answer : 'n';
+            pthread_cond_broadcast(&t->cv);
+        }
+        pthread_mutex_unlock(&t->mu);
+        break;
+    case UI_ACT_COMMAND: {
+        pthread_mutex_lock(&t->mu);
+        int busy = t->busy;
+        pthread_mutex_unlock(&t->mu);
+        const char *name = a->name ? a->name : "";
+        if (busy && strcmp(name, "help") != 0 && strcmp(name, "quit") != 0 && strcmp(name, "copy") != 0) {
+            notice(t, "a reply is still being written; /%s can wait for it", name);
+            break;
+        }
+        run_command(t, name, a->text ? a->text : "");
+        break;
+    }
+    case UI_ACT_OPEN: {
+        pthread_mutex_lock(&t->mu);
+        int busy = t->busy;
+        pthread_mutex_unlock(&t->mu);
+        if (busy)
+            notice(t, "a reply is still being written");
+        else
+            open_conversation(t, a->id);
+        break;
+    }
+    case UI_ACT_QUIT:
+        signals_request_cancel();
+        if (t->o.src->cancel)
+            t->o.src->cancel(t->o.src->self);
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        break;
+    }
+}
+
+/* ---- lifetime -------------------------------------------------------------------------------------- */
+
+chat_tui *chat_tui_new(const chat_tui_opts *o, char *err, size_t errlen)
+{
+    chat_tui *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->o = *o;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (o->policy) {
+        o->policy->ask = ask_in_view;
+        o->policy->ask_user = t;
+    }
+    return t;
+}
+
+void chat_tui_free(chat_tui *t)
+{
+    if (!t)
+        return;
+    if (t->thread_live)
+        pthread_join(t->thread, NULL);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t->job_text);
+    free(t);
+}
+
+int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
+{
+    t->chat = c;
+    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t};
+    t->view = t->o.plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, errlen) : ui_tui_new(&cfg, err, errlen);
+    if (!t->view)
+        return -1;
+    push_conversation_status(t);
+    if (chat_conversation(c) > 0)
+        replay(t);
+    int rc = ui_run(t->view);
+    signals_request_cancel(); /* a reply still running stops; its partial text is kept */
+    if (t->o.src->cancel)
+        t->o.src->cancel(t->o.src->self);
+    pthread_mutex_lock(&t->mu);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (t->thread_live) {
+        pthread_join(t->thread, NULL);
+        t->thread_live = 0;
+    }
+    ui_free(t->view);
+    t->view = NULL;
+    if (rc != 0)
+        snprintf(err, errlen, "the terminal failed; the conversation is saved");
+    return rc;
+}

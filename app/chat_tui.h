@@ -1,0 +1,36 @@
+/* chat_tui.h: the interactive chat: the view of ui/view.h (the ncurses TUI) wired to the chat
+ * loop. Turns run on a worker thread; the UI thread only pushes and reads actions; tool
+ * approvals are asked in the view (y / n / always) while the worker waits.
+ *
+ * Slash commands handled here: /new, /open ID, /list, /search QUERY, /export [md|json|html]
+ * [FILE], /system [TEXT], /think [on|off], /effort [low|high|max], /tools, /retry, /edit [TEXT]
+ * (without TEXT the last message is put in the input line; the next submit replaces it),
+ * /branch (the branches of the last message), /stats. */
+#ifndef GLMCHAT_APP_CHAT_TUI_H
+#define GLMCHAT_APP_CHAT_TUI_H
+
+#include <stddef.h>
+
+#include "app/chat.h"
+#include "app/tools/tools.h"
+
+typedef struct chat_tui_opts {
+    db_store *db;
+    const chat_source *src;
+    tool_registry *tools;  /* may be NULL */
+    tool_policy *policy;   /* may be NULL; its asker is replaced by the view's */
+    const char *history_file;
+    const char *backend;   /* for the status line */
+    int plain;             /* 1: the stdio view (tests), 0: the ncurses TUI */
+} chat_tui_opts;
+
+typedef struct chat_tui chat_tui;
+
+chat_tui *chat_tui_new(const chat_tui_opts *o, char *err, size_t errlen);
+void chat_tui_free(chat_tui *t);
+/* The sink to make the chat with (chat_new), so its events reach the view. */
+chat_sink chat_tui_sink(chat_tui *t);
+/* Runs the view until the user quits: 0, or -1 with err (the terminal could not be used). */
+int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,276 @@
+// bench_exl3.cu: EXL3 kernel speed at GLM-5.3-Flash's shapes (gate/up 4096->2048, down
+// 2048->4096, 288 experts, 8 a row): trellis bytes read per second over the device-to-device
+// copy bandwidth measured in the same run.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels.h"
+
+#define CHECK(call)                                                                            \
+    do {                                                                                       \
+        cudaError_t rc_ = (call);                                                              \
+        if (rc_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    cudaGetErrorString(rc_));                                                  \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+#define KCHECK(call)                                                                           \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_ != 0) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    kern_error_string(rc_));                                                   \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+__global__ void fill_random(uint32_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t v = (uint32_t)i * 0x9E3779B1u ^ seed;
+        v ^= v >> 16;
+        v *= 0x85EBCA6Bu;
+        v ^= v >> 13;
+        v *= 0xC2B2AE35u;
+        v ^= v >> 16;
+        p[i] = v;
+    }
+}
+
+// fp16 scales of magnitude `scale` with random signs (bits of the random words)
+__global__ void fill_scales(uint16_t *p, size_t n, float scale, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t v = (uint32_t)i * 0x9E3779B1u ^ seed;
+        v ^= v >> 15;
+        v *= 0x2C1B3C6Du;
+        v ^= v >> 12;
+        __half h = __float2half(((v & 1) ? -scale : scale) * (0.75f + 0.5f * ((v >> 8) & 255) / 255.0f));
+        p[i] = *reinterpret_cast<uint16_t *>(&h);
+    }
+}
+
+static void *dalloc(size_t bytes)
+{
+    void *p = nullptr;
+    CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static uint32_t lcg = 12345;
+static uint32_t rnd()
+{
+    lcg = lcg * 1664525u + 1013904223u;
+    return lcg >> 8;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 200;
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    const int E = 288, H = 4096, I = 2048, SLOTS = 8;
+    const size_t mat_bytes = (size_t)H / 16 * (I / 16) * 64 * 2; // 4 bits: 4 MiB
+    const size_t mat_words = mat_bytes / 4;
+    printf("device %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount);
+
+    // ---- ceiling: device-to-device copy ----
+    size_t copy_bytes = (size_t)1 << 30;
+    void *ca = dalloc(copy_bytes), *cbuf = dalloc(copy_bytes);
+    CHECK(cudaMemset(ca, 1, copy_bytes));
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
+    CHECK(cudaMemcpy(cbuf, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(t0));
+    for (int i = 0; i < 10; i++)
+        CHECK(cudaMemcpyAsync(cbuf, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    double copy_read = copy_bytes * 10.0 / (ms * 1e-3);   // bytes read per second
+    double copy_traffic = 2.0 * copy_read;                // read + write
+    CHECK(cudaFree(ca));
+    CHECK(cudaFree(cbuf));
+
+    // ---- 288 experts of random 4-bit mcg trellises ----
+    kern_exl3_experts ex = {};
+    ex.n_experts = E;
+    ex.hidden = H;
+    ex.inter = I;
+    ex.bits = 4;
+    ex.codebook = 1;
+    ex.swiglu_limit = 10.0f;
+    void *gt = dalloc(E * mat_bytes), *ut = dalloc(E * mat_bytes), *dt = dalloc(E * mat_bytes);
+    fill_random<<<1024, 256>>>((uint32_t *)gt, E * mat_words, 1);
+    fill_random<<<1024, 256>>>((uint32_t *)ut, E * mat_words, 2);
+    fill_random<<<1024, 256>>>((uint32_t *)dt, E * mat_words, 3);
+    void *scales[6];
+    size_t scale_len[6] = {(size_t)E * H, (size_t)E * I, (size_t)E * H, (size_t)E * I,
+                           (size_t)E * I, (size_t)E * H};
+    float scale_mag[6] = {1.0f / 64, 2.0f, 1.0f / 64, 2.0f, 1.0f / 45, 1.0f};
+    for (int i = 0; i < 6; i++) {
+        scales[i] = dalloc(scale_len[i] * 2);
+        fill_scales<<<256, 256>>>((uint16_t *)scales[i], scale_len[i], scale_mag[i], 10 + i);
+    }
+    CHECK(cudaGetLastError());
+    ex.gate_trellis = gt;
+    ex.up_trellis = ut;
+    ex.down_trellis = dt;
+    ex.gate_suh = scales[0];
+    ex.gate_svh = scales[1];
+    ex.up_suh = scales[2];
+    ex.up_svh = scales[3];
+    ex.down_suh = scales[4];
+    ex.down_svh = scales[5];
+
+    const int max_rows = 16;
+    std::vector<float> hx((size_t)max_rows * H);
+    for (auto &v : hx)
+        v = (float)(rnd() % 2001) / 1000.0f - 1.0f;
+    float *dx = (float *)dalloc(hx.size() * 4), *dy = (float *)dalloc(hx.size() * 4);
+    CHECK(cudaMemcpy(dx, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    const int sets = 64; // routing sets cycled so that weights come from DRAM, not L2
+    int32_t *dids = (int32_t *)dalloc((size_t)sets * max_rows * SLOTS * 4);
+    float *dwts = (float *)dalloc((size_t)sets * max_rows * SLOTS * 4);
+    void *work = dalloc(kern_exl3_moe_workspace(&ex, max_rows, SLOTS));
+    CHECK(cudaMemset(work, 0, kern_exl3_moe_workspace(&ex, max_rows, SLOTS)));
+
+    struct row_result {
+        const char *what;
+        int rows;
+        double us, gbs, frac;
+    };
+    std::vector<row_result> results;
+    int row_counts[3] = {1, 4, 16};
+    for (int rc = 0; rc < 3; rc++) {
+        int rows = row_counts[rc];
+        std::vector<int32_t> ids((size_t)sets * rows * SLOTS);
+        std::vector<float> wts(ids.size(), 0.125f);
+        double unique_total = 0;
+        for (int s = 0; s < sets; s++) {
+            std::vector<char> used(E, 0);
+            for (int r = 0; r < rows; r++)
+                for (int k = 0; k < SLOTS; k++) {
+                    int e;
+                    bool dup;
+                    do {
+                        e = (int)(rnd() % E);
+                        dup = false;
+                        for (int q = 0; q < k; q++)
+                            dup |= ids[((size_t)s * rows + r) * SLOTS + q] == e;
+                    } while (dup);
+                    ids[((size_t)s * rows + r) * SLOTS + k] = e;
+                    if (!used[e]) {
+                        used[e] = 1;
+                        unique_total += 1;
+                    }
+                }
+        }
+        CHECK(cudaMemcpy(dids, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dwts, wts.data(), wts.size() * 4, cudaMemcpyHostToDevice));
+        for (int w = 0; w < 3; w++)
+            KCHECK(kern_exl3_moe(&ex, dx, dids + (size_t)w * rows * SLOTS,
+                                 dwts + (size_t)w * rows * SLOTS, dy, rows, SLOTS, work, nullptr));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaEventRecord(t0));
+        for (int it = 0; it < iters; it++) {
+            int s = it % sets;
+            KCHECK(kern_exl3_moe(&ex, dx, dids + (size_t)s * rows * SLOTS,
+                                 dwts + (size_t)s * rows * SLOTS, dy, rows, SLOTS, work, nullptr));
+        }
+        CHECK(cudaEventRecord(t1));
+        CHECK(cudaEventSynchronize(t1));
+        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        double per_call = ms * 1e-3 / iters;
+        double bytes = unique_total / sets * 3.0 * mat_bytes; // trellis bytes of one call
+        double bw = bytes / per_call;
+        results.push_back({"moe decode (gate/up+swiglu+down)", rows, per_call * 1e6, bw / 1e9,
+                           bw / copy_traffic});
+    }
+
+    // ---- single linears, cycling over 288 different matrices ----
+    for (int shape = 0; shape < 2; shape++) {
+        for (int rc = 0; rc < 3; rc++) {
+            int rows = row_counts[rc];
+            kern_exl3_linear l = {};
+            l.in = shape ? I : H;
+            l.out = shape ? H : I;
+            l.bits = 4;
+            l.codebook = 1;
+            l.suh = shape ? scales[4] : scales[0];
+            l.svh = shape ? scales[5] : scales[1];
+            void *lw = dalloc(kern_exl3_matmul_workspace(&l, rows));
+            const char *base = (const char *)(shape ? dt : gt);
+            for (int w = 0; w < 3; w++) {
+                l.trellis = base + (size_t)w * mat_bytes;
+                KCHECK(kern_exl3_matmul(&l, dx, dy, rows, lw, nullptr));
+            }
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaEventRecord(t0));
+            for (int it = 0; it < iters; it++) {
+                l.trellis = base + (size_t)((it * 37) % E) * mat_bytes;
+                KCHECK(kern_exl3_matmul(&l, dx, dy, rows, lw, nullptr));
+            }
+            CHECK(cudaEventRecord(t1));
+            CHECK(cudaEventSynchronize(t1));
+            CHECK(cudaEventElapsedTime(&ms, t0, t1));
+            double per_call = ms * 1e-3 / iters;
+            double bw = mat_bytes / per_call;
+            results.push_back({shape ? "linear 2048->4096 (down)" : "linear 4096->2048 (gate/up)",
+                               rows, per_call * 1e6, bw / 1e9, bw / copy_traffic});
+            CHECK(cudaFree(lw));
+        }
+    }
+
+    // ---- prefill GEMM: 512 rows through gate/up-shaped linears ----
+    {
+        int rows = 512;
+        kern_exl3_linear l = {};
+        l.in = H;
+        l.out = I;
+        l.bits = 4;
+        l.codebook = 1;
+        l.suh = scales[0];
+        l.svh = scales[1];
+        float *px = (float *)dalloc((size_t)rows * H * 4), *py = (float *)dalloc((size_t)rows * I * 4);
+        CHECK(cudaMemset(px, 0, (size_t)rows * H * 4));
+        void *lw = dalloc(kern_exl3_matmul_workspace(&l, rows));
+        int n = iters / 10 > 5 ? iters / 10 : 5;
+        l.trellis = gt;
+        KCHECK(kern_exl3_matmul(&l, px, py, rows, lw, nullptr));
+        CHECK(cudaEventRecord(t0));
+        for (int it = 0; it < n; it++) {
+            l.trellis = (const char *)gt + (size_t)(it % E) * mat_bytes;
+            KCHECK(kern_exl3_matmul(&l, px, py, rows, lw, nullptr));
+        }
+        CHECK(cudaEventRecord(t1));
+        CHECK(cudaEventSynchronize(t1));
+        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        double per_call = ms * 1e-3 / n;
+        double tflops = 2.0 * rows * H * I / per_call / 1e12;
+        printf("prefill GEMM 4096->2048, 512 rows: %.1f us, %.1f TFLOP/s (fp16 mma, fp32 acc)\n",
+               per_call * 1e6, tflops);
+        CHECK(cudaFree(px));
+        CHECK(cudaFree(py));
+        CHECK(cudaFree(lw));
+    }
+
+    printf("\ncopy ceiling, cudaMemcpy D2D of 1 GiB: %.0f GB/s (read + write, as bandwidthTest "
+           "counts it; %.0f GB/s of bytes copied)\n", copy_traffic / 1e9, copy_read / 1e9);
+    printf("| kernel | rows | us/call | trellis GB/s | of copy BW |\n");
+    printf("|---|---|---|---|---|\n");
+    for (auto &r : results)
+        printf("| %s | %d | %.1f | %.0f | %.1f%% |\n", r.what, r.rows, r.us, r.gbs, 100 * r.frac);
+    return 0;
+}

@@ -1,0 +1,240 @@
+/* generate.c: glm_generate, one reply from a request: template, tokens, prompt reuse against what
+ * the session already holds, sampling, UTF-8-safe decoding and the reply stream parser's events. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "glm.h"
+#include "session.h"
+#include "text/reply_parser.h"
+#include "text/template.h"
+#include "text/tokenizer.h"
+
+/* Replies stop here when neither the request nor generation_config.json gives a budget. */
+#define DEFAULT_MAX_NEW_TOKENS 4096
+/* How often (in generated tokens) a STATS event reports progress. */
+#define STATS_EVERY 8
+
+typedef struct reply {
+    glm_session *s;
+    const tok_tokenizer *tok;
+    tok_stream *stream;
+    rp_parser *parser;
+    tbuf text;
+    glm_event_fn on_event;
+    void *user;
+    const int *eos;
+    int n_eos;
+    int ended_on_eos;
+    int canceled;
+    glm_status failure; /* a decode or parse error inside the token callback */
+    glm_error *err;
+    glm_stats stats;
+    double t_start, t_first;
+} reply;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void update_rates(reply *r)
+{
+    double t = now_s();
+    if (r->stats.generated_tokens > 1 && t > r->t_first)
+        r->stats.decode_tok_s = (r->stats.generated_tokens - 1) / (t - r->t_first);
+}
+
+/* The parser's events pass through here so DONE carries the reply's numbers. */
+static int forward_event(const glm_event *ev, void *user)
+{
+    reply *r = user;
+    if (ev->type != GLM_EV_DONE)
+        return r->on_event ? r->on_event(ev, r->user) : 0;
+    glm_event done = *ev;
+    update_rates(r);
+    done.stats = r->stats;
+    return r->on_event ? r->on_event(&done, r->user) : 0;
+}
+
+static int send_stats(reply *r)
+{
+    glm_event ev = {.type = GLM_EV_STATS, .stats = r->stats};
+    return r->on_event ? r->on_event(&ev, r->user) : 0;
+}
+
+static int is_eos(const reply *r, int32_t tok)
+{
+    for (int i = 0; i < r->n_eos; i++)
+        if (r->eos[i] == tok)
+            return 1;
+    return 0;
+}
+
+static int on_token(int32_t tok, void *user)
+{
+    reply *r = user;
+    if (r->stats.generated_tokens == 0) {
+        r->t_first = now_s();
+        r->stats.ttft_s = r->t_first - r->t_start;
+    }
+    r->stats.generated_tokens++;
+    if (is_eos(r, tok)) {
+        r->ended_on_eos = 1;
+        return 1;
+    }
+    tbuf_clear(&r->text);
+    glm_status st = tok_stream_feed(r->stream, tok, &r->text, r->err);
+    if (!st && r->text.len)
+        st = rp_feed(r->parser, r->text.p, r->text.len, r->err);
+    if (st == GLM_ERR_CANCELED) {
+        r->canceled = 1;
+        return 1;
+    }
+    if (st) {
+        r->failure = st;
+        return 1;
+    }
+    if (r->stats.generated_tokens % STATS_EVERY == 0) {
+        update_rates(r);
+        if (send_stats(r)) {
+            r->canceled = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Brings the session to a prefix of ids it can continue from (what it holds, the state it marked
+ * at the end of the last prompt, or nothing) and returns where feeding starts. At least the last
+ * prompt token is always fed, so its logits are fresh. */
+static int reuse_prefix(glm_session *s, const int32_t *ids, int n, glm_error *err)
+{
+    int held = glm_session_length(s);
+    int shared = common_prefix(glm_session_tokens(s), held, ids, n);
+    if (shared == held && held < n)
+        return held;
+    int marked = glm_session_marked(s);
+    if (marked > 0 && shared >= marked && marked < n && !glm_session_truncate(s, marked, err))
+        return marked;
+    glm_session_reset(s);
+    return 0;
+}
+
+static void emit_error(glm_event_fn on_event, void *user, const glm_error *err)
+{
+    if (!on_event)
+        return;
+    glm_event ev = {.type = GLM_EV_ERROR, .text = err->message, .len = strlen(err->message)};
+    on_event(&ev, user);
+}
+
+static glm_status prepare_prompt(glm_session *s, const glm_request *rq, const tok_tokenizer *tok,
+                                 tok_ids *ids, glm_error *err)
+{
+    tbuf prompt = {0};
+    glm_status st = tmpl_render(rq, &prompt, err);
+    if (!st)
+        st = tok_encode(tok, prompt.p, prompt.len, ids, err);
+    tbuf_free(&prompt);
+    if (!st && ids->n == 0)
+        st = glm_error_set(err, GLM_ERR_ARG, "the request rendered to an empty prompt");
+    (void)s;
+    return st;
+}
+
+static int reply_budget(const glm_model *m, const glm_request *rq)
+{
+    if (rq->sampling.max_tokens > 0)
+        return rq->sampling.max_tokens;
+    return m->gen.max_new_tokens > 0 ? m->gen.max_new_tokens : DEFAULT_MAX_NEW_TOKENS;
+}
+
+static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids, glm_error *err)
+{
+    glm_session *s = r->s;
+    const glm_model *m = glm_engine_model(glm_session_engine(s));
+    int from = reuse_prefix(s, ids->v, (int)ids->n, err);
+    r->stats.prompt_tokens = (int)ids->n;
+    r->stats.context_window = m->cfg.max_position_embeddings;
+    r->stats.reused_tokens = from;
+    double t0 = now_s();
+    glm_status st = glm_session_feed(s, ids->v + from, (int)ids->n - from, NULL, err);
+    if (!st)
+        st = glm_session_mark(s, err);
+    if (st)
+        return st;
+    double t1 = now_s();
+    if (t1 > t0)
+        r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
+    int n_out = 0, budget = reply_budget(m, rq);
+    if (glm_session_cancel_requested(s))
+        r->canceled = 1; /* during the prefill: no token is generated */
+    else
+        st = glm_session_generate_tokens(s, NULL, 0, &rq->sampling, r->eos, r->n_eos, budget, on_token, r,
+                                     &n_out, err);
+    if (st == GLM_ERR_CANCELED)
+        r->canceled = 1;
+    else if (st)
+        return st;
+    if (r->failure)
+        return r->failure;
+    tbuf_clear(&r->text);
+    tok_stream_finish(r->stream, &r->text);
+    if (!r->canceled && r->text.len) {
+        st = rp_feed(r->parser, r->text.p, r->text.len, err);
+        if (st == GLM_ERR_CANCELED)
+            r->canceled = 1;
+        else if (st)
+            return st;
+    }
+    rp_end why = r->canceled ? RP_CANCELED : r->ended_on_eos ? RP_END_TOKEN : RP_LENGTH;
+    st = rp_finish(r->parser, why, err);
+    if (st && st != GLM_ERR_CANCELED)
+        return st;
+    return r->canceled ? glm_error_set(err, GLM_ERR_CANCELED, "the reply was canceled") : GLM_OK;
+}
+
+glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_event, void *user,
+                        glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    glm_engine *e = glm_session_engine(s);
+    const glm_model *m = glm_engine_model(e);
+    reply r = {.s = s, .on_event = on_event, .user = user, .err = err, .t_start = now_s()};
+    glm_session_clear_cancel(s);
+    r.eos = m->gen.n_eos ? m->gen.eos : m->cfg.eos;
+    r.n_eos = m->gen.n_eos ? m->gen.n_eos : m->cfg.n_eos;
+    tok_ids ids = {0};
+    glm_status st = GLM_OK;
+    r.tok = glm_engine_tokenizer(e, err);
+    if (!r.tok)
+        st = err->status ? err->status : GLM_ERR_IO;
+    if (!st)
+        st = prepare_prompt(s, rq, r.tok, &ids, err);
+    if (!st && !(r.stream = tok_stream_new(r.tok)))
+        st = glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting a reply");
+    if (!st && !(r.parser = rp_new(rq->tools, rq->n_tools, rq->think, forward_event, &r, err)))
+        st = err->status ? err->status : GLM_ERR_NOMEM;
+    if (!st)
+        st = run_reply(&r, rq, &ids, err);
+    if (st && st != GLM_ERR_CANCELED)
+        emit_error(on_event, user, err);
+    rp_free(r.parser);
+    tok_stream_free(r.stream);
+    tbuf_free(&r.text);
+    tok_ids_free(&ids);
+    return st;
+}

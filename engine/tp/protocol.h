@@ -1,0 +1,117 @@
+/* protocol.h: the control protocol between rank 0 (head) and rank 1 (worker): framed, versioned,
+ * typed messages (HELLO, STEP, HEARTBEAT, BYE, ERROR, ...). Decoding checks every field and length. */
+#ifndef GLMCHAT_TP_PROTOCOL_H
+#define GLMCHAT_TP_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glm.h"
+
+/* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
+#define TP_PROTOCOL_VERSION 1u
+
+/* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
+ * then the payload; all integers little-endian. */
+#define TP_FRAME_MAGIC 0x50544c47u
+#define TP_FRAME_HEADER_BYTES 12u
+#define TP_STEP_MAX_TOKENS (1u << 20)
+#define TP_NAME_MAX 127u   /* version and model name, bytes (plus a NUL in memory) */
+#define TP_TEXT_MAX 1000u  /* ERROR text, bytes */
+#define TP_BLOB_MAX 1024u  /* an opaque transport parameter blob (RDMA queue pair details) */
+#define TP_FRAME_MAX_PAYLOAD (32u + 4u * TP_STEP_MAX_TOKENS)
+
+typedef enum tp_msg_type {
+    TP_MSG_HELLO = 1,     /* who I am: versions, model identity, settings */
+    TP_MSG_STEP = 2,      /* rank 0's decision for one step; rank 1 applies it */
+    TP_MSG_HEARTBEAT = 3, /* I am alive */
+    TP_MSG_BYE = 4,       /* clean stop */
+    TP_MSG_ERROR = 5,     /* refusal or failure, with a sentence for the user */
+    TP_MSG_ATTACH = 6,    /* first message on the TCP data connection: the session token */
+    TP_MSG_PARAMS = 7,    /* transport parameters (RDMA queue pairs, GIDs, keys) */
+    TP_MSG_READY = 8,     /* the data path is connected and checked */
+} tp_msg_type;
+
+typedef enum tp_transport_kind {
+    TP_TRANSPORT_AUTO = 0, /* worker only: whatever the head asks for */
+    TP_TRANSPORT_TCP = 1,
+    TP_TRANSPORT_RDMA = 2,
+} tp_transport_kind;
+
+/* Settings both ranks must share; HELLO carries them and a difference refuses the peer. */
+typedef struct tp_settings {
+    uint32_t world;        /* number of ranks: 2 */
+    uint32_t transport;    /* tp_transport_kind of the data path */
+    uint32_t heartbeat_ms; /* interval between heartbeats */
+    uint32_t timeout_ms;   /* a peer silent this long has failed */
+    uint32_t max_context;  /* tokens of context the session may hold */
+    uint32_t kv_format;    /* 0 bf16, 1 fp8 */
+} tp_settings;
+
+typedef struct tp_hello {
+    uint32_t protocol;               /* TP_PROTOCOL_VERSION */
+    uint32_t rank;                   /* the sender's rank */
+    char version[TP_NAME_MAX + 1];   /* glmchat version */
+    char model_name[TP_NAME_MAX + 1];
+    uint64_t config_hash;            /* hash of config.json */
+    uint64_t weights_hash;           /* hash of the weight index */
+    tp_settings settings;
+    uint64_t session;                /* head: its session id; worker: the data attach token */
+} tp_hello;
+
+typedef enum tp_step_cmd {
+    TP_STEP_FORWARD = 1,  /* run tokens[0..n) at positions pos..pos+n-1 */
+    TP_STEP_RESET = 2,    /* drop the session's state (n must be 0) */
+    TP_STEP_TRUNCATE = 3, /* keep the first pos tokens of state (n must be 0) */
+} tp_step_cmd;
+
+typedef struct tp_step {
+    uint64_t seq;      /* steps are numbered 1, 2, ... without gaps */
+    uint32_t cmd;      /* tp_step_cmd */
+    uint32_t pos;
+    uint32_t n_tokens;
+    uint32_t *tokens;  /* n_tokens ids, owned by the message (tp_msg_clear frees) */
+} tp_step;
+
+typedef struct tp_msg {
+    tp_msg_type type;
+    union {
+        tp_hello hello;
+        tp_step step;
+        struct { uint64_t seq; uint64_t sent_ms; } heartbeat;
+        struct { uint32_t reason; } bye;
+        struct { uint32_t code; char text[TP_TEXT_MAX + 1]; } error;
+        struct { uint64_t token; } attach;
+        struct { uint32_t len; uint8_t bytes[TP_BLOB_MAX]; } params;
+        struct { uint32_t status; } ready;
+    } u;
+} tp_msg;
+
+const char *tp_msg_type_name(uint32_t type);
+const char *tp_transport_kind_name(uint32_t kind);
+
+/* Checks a frame header; on success sets the type and payload length. Rejects a bad magic,
+ * an unknown type, nonzero flags and a length beyond what that type can need. */
+glm_status tp_frame_header_decode(const uint8_t hdr[TP_FRAME_HEADER_BYTES], uint32_t *type,
+                                  uint32_t *payload_len, glm_error *err);
+
+/* Decodes one payload of the given type into out, checking every field; the whole payload must
+ * be consumed. On failure out holds nothing to free. */
+glm_status tp_msg_decode(uint32_t type, const uint8_t *payload, size_t len, tp_msg *out,
+                         glm_error *err);
+
+/* Encodes m as one frame (header + payload) into a new buffer the caller frees. */
+glm_status tp_msg_encode(const tp_msg *m, uint8_t **frame, size_t *frame_len, glm_error *err);
+
+/* Frees what a decoded message owns (STEP tokens) and zeroes it. */
+void tp_msg_clear(tp_msg *m);
+
+/* Compares the peer's HELLO with ours. On a difference, returns GLM_ERR_PEER with a sentence
+ * naming the field and both values ("model differs: config hash ... here, ... on the worker"). */
+glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const char *peer_role,
+                            glm_error *err);
+
+/* Sets up an ERROR message with printf-style text (cut to TP_TEXT_MAX). */
+void tp_msg_error(tp_msg *m, uint32_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

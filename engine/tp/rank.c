@@ -1,0 +1,1002 @@
+/* rank.c: a two-rank session: bootstrap over TCP (HELLO, data path, check), a watch thread that
+ * beats and listens for the peer, step decisions rank 0 -> rank 1, and bounded all-gathers. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tp/rank.h"
+#include "tp/transport.h"
+
+#define TP_CHECK_FLOATS 1024
+#define TP_TURN_AWAY_MS 200
+#define TP_BYE_MS 500
+
+typedef struct tp_step_node {
+    tp_step step;
+    struct tp_step_node *next;
+} tp_step_node;
+
+struct tp_listener {
+    int fd;
+};
+
+struct tp_rank {
+    int rank;               /* 0 head, 1 worker */
+    int ctrl_fd;
+    int listen_fd;          /* worker: the listener, to turn other heads away; else -1 */
+    char peer[128];
+    const char *peer_role;  /* "worker" or "head" */
+    int heartbeat_ms, timeout_ms;
+    tp_transport *data;
+    uint64_t exchange_seq;
+    uint64_t step_seq;
+    float *scratch;
+    size_t scratch_n;
+
+    pthread_t watch;
+    int watch_started;
+    atomic_int stop;
+    atomic_int failed;
+    pthread_mutex_t lock;       /* guards failure, bye, the step queue, last_heard_ms */
+    pthread_cond_t cond;
+    pthread_mutex_t write_lock; /* one writer at a time on ctrl_fd */
+    glm_error failure;
+    int bye;
+    tp_step_node *queue_head, *queue_tail;
+    int64_t last_heard_ms;
+    int answered;               /* head bootstrap: the worker has sent a message */
+};
+
+/* ---- identity ------------------------------------------------------------------------------ */
+
+uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Hashes a whole file into *h; GLM_ERR_IO when it cannot be read. */
+static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **text, glm_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return glm_error_set(err, GLM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0 || len > limit)
+            break;
+        if (len == cap) {
+            char *grown = realloc(buf, 2 * cap + 1);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory reading %s", path);
+    if (bad || len > limit) {
+        free(buf);
+        return glm_error_set(err, GLM_ERR_IO, "cannot read %s (unreadable or over %zu bytes)", path, limit);
+    }
+    buf[len] = '\0';
+    *h = tp_hash_bytes(*h, buf, len);
+    if (text)
+        *text = buf;
+    else
+        free(buf);
+    return GLM_OK;
+}
+
+/* A safetensors file's header (8-byte length + JSON): names, dtypes, shapes and offsets. */
+static glm_status hash_safetensors_header(const char *path, uint64_t *h, glm_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return glm_error_set(err, GLM_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    uint8_t lenbuf[8];
+    glm_status st = GLM_OK;
+    if (fread(lenbuf, 1, 8, f) != 8) {
+        st = glm_error_set(err, GLM_ERR_FORMAT, "%s is too short for a safetensors file", path);
+    } else {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--)
+            n = (n << 8) | lenbuf[i];
+        char *hdr = n <= (100u << 20) ? malloc(n ? n : 1) : NULL;
+        if (!hdr || fread(hdr, 1, n, f) != n)
+            st = glm_error_set(err, GLM_ERR_FORMAT, "%s has an unreadable header of %" PRIu64 " bytes", path, n);
+        else
+            *h = tp_hash_bytes(tp_hash_bytes(*h, lenbuf, 8), hdr, n);
+        free(hdr);
+    }
+    fclose(f);
+    return st;
+}
+
+/* model_type from config.json, without a JSON library: the first "model_type": "..." pair. */
+static void config_model_type(const char *json, char *out, size_t cap)
+{
+    snprintf(out, cap, "unknown");
+    const char *k = strstr(json, "\"model_type\"");
+    if (!k)
+        return;
+    const char *q = strchr(k + 12, '"');
+    if (!q)
+        return;
+    const char *e = strchr(q + 1, '"');
+    if (!e || (size_t)(e - q - 1) >= cap)
+        return;
+    size_t n = (size_t)(e - q - 1);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)q[1 + i] < 0x20 || (unsigned char)q[1 + i] >= 0x7f)
+            return;
+    memcpy(out, q + 1, n);
+    out[n] = '\0';
+}
+
+glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err)
+{
+    memset(id, 0, sizeof *id);
+    char path[4096];
+    char *config = NULL;
+    id->config_hash = TP_HASH_SEED;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    glm_status st = hash_file(path, 16u << 20, &id->config_hash, &config, err);
+    if (st != GLM_OK)
+        return glm_error_set(err, st, "model dir %s has no readable config.json; give --model the "
+                             "model's directory", dir);
+    config_model_type(config, id->model_name, sizeof id->model_name);
+    free(config);
+    id->weights_hash = TP_HASH_SEED;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (access(path, R_OK) == 0)
+        return hash_file(path, 64u << 20, &id->weights_hash, NULL, err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, R_OK) == 0)
+        return hash_safetensors_header(path, &id->weights_hash, err);
+    return glm_error_set(err, GLM_ERR_IO, "model dir %s has neither model.safetensors.index.json nor "
+                         "model.safetensors", dir);
+}
+
+/* ---- failure bookkeeping ------------------------------------------------------------------- */
+
+static const char *next_move(const tp_rank *r)
+{
+    return r->rank == 0 ? "check it is running, then /reconnect"
+                        : "this worker will wait for a head to connect again";
+}
+
+static void set_failed(tp_rank *r, glm_status status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void set_failed(tp_rank *r, glm_status status, const char *fmt, ...)
+{
+    pthread_mutex_lock(&r->lock);
+    if (!atomic_load(&r->failed)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->failure.message, sizeof r->failure.message, fmt, ap);
+        va_end(ap);
+        r->failure.status = status;
+        atomic_store(&r->failed, 1);
+    }
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static glm_status copy_failure(tp_rank *r, glm_error *err)
+{
+    pthread_mutex_lock(&r->lock);
+    glm_error f = r->failure;
+    pthread_mutex_unlock(&r->lock);
+    if (err)
+        *err = f;
+    return f.status;
+}
+
+static int rank_aborted(void *user)
+{
+    return atomic_load(&((tp_rank *)user)->failed);
+}
+
+/* ---- the watch thread -------------------------------------------------------------------- */
+
+static glm_status ctrl_send_locked(tp_rank *r, const tp_msg *m, int64_t deadline, glm_error *err)
+{
+    pthread_mutex_lock(&r->write_lock);
+    glm_status st = tp_ctrl_send(r->ctrl_fd, m, deadline, err);
+    pthread_mutex_unlock(&r->write_lock);
+    return st;
+}
+
+static void queue_step(tp_rank *r, tp_msg *m)
+{
+    tp_step_node *node = malloc(sizeof *node);
+    if (!node) {
+        tp_msg_clear(m);
+        set_failed(r, GLM_ERR_NOMEM, "out of memory queueing a step from the %s", r->peer_role);
+        return;
+    }
+    node->step = m->u.step;
+    node->next = NULL;
+    m->u.step.tokens = NULL; /* now owned by the queue */
+    pthread_mutex_lock(&r->lock);
+    if (r->queue_tail)
+        r->queue_tail->next = node;
+    else
+        r->queue_head = node;
+    r->queue_tail = node;
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void handle_message(tp_rank *r, tp_msg *m)
+{
+    switch (m->type) {
+    case TP_MSG_HEARTBEAT:
+        break;
+    case TP_MSG_STEP:
+        if (r->rank == 1) {
+            queue_step(r, m);
+            break;
+        }
+        set_failed(r, GLM_ERR_PEER, "the worker at %s sent a STEP, which only a head may send; "
+                   "restart it with the same glmchat build", r->peer);
+        break;
+    case TP_MSG_BYE:
+        pthread_mutex_lock(&r->lock);
+        r->bye = 1;
+        pthread_mutex_unlock(&r->lock);
+        set_failed(r, GLM_ERR_PEER, "the %s at %s stopped (it was shut down); %s", r->peer_role,
+                   r->peer, r->rank == 0 ? "start it again, then /reconnect" : next_move(r));
+        break;
+    case TP_MSG_ERROR:
+        set_failed(r, GLM_ERR_PEER, "the %s at %s reported: %s", r->peer_role, r->peer, m->u.error.text);
+        break;
+    default:
+        set_failed(r, GLM_ERR_PEER, "the %s at %s sent an unexpected %s message; restart both ranks",
+                   r->peer_role, r->peer, tp_msg_type_name(m->type));
+        break;
+    }
+    tp_msg_clear(m);
+}
+
+static void close_gently(int fd);
+
+/* A second head while this worker is busy: told so, then closed. */
+static void turn_away(tp_rank *r)
+{
+    char who[128];
+    glm_error e;
+    int fd = tp_tcp_accept(r->listen_fd, tp_now_ms(), who, sizeof who, &e);
+    if (fd < 0)
+        return;
+    tp_msg m;
+    tp_msg_error(&m, 1, "this worker is busy serving the head at %s; stop that head first, or start "
+                 "another worker", r->peer);
+    (void)tp_ctrl_send(fd, &m, tp_now_ms() + TP_TURN_AWAY_MS, &e);
+    close_gently(fd);
+}
+
+static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
+{
+    int64_t now = tp_now_ms();
+    glm_error e;
+    if (now >= *next_beat) {
+        tp_msg hb = {.type = TP_MSG_HEARTBEAT};
+        hb.u.heartbeat.seq = ++*beat;
+        hb.u.heartbeat.sent_ms = (uint64_t)now;
+        if (ctrl_send_locked(r, &hb, now + r->timeout_ms, &e) != GLM_OK) {
+            set_failed(r, GLM_ERR_PEER, "lost the %s at %s (%s); %s", r->peer_role, r->peer, e.message,
+                       next_move(r));
+            return 0;
+        }
+        *next_beat = now + r->heartbeat_ms;
+    }
+    pthread_mutex_lock(&r->lock);
+    int64_t silent = now - r->last_heard_ms;
+    pthread_mutex_unlock(&r->lock);
+    if (silent > r->timeout_ms) {
+        set_failed(r, GLM_ERR_PEER, "the %s at %s stopped answering after %.1f s; %s", r->peer_role,
+                   r->peer, silent / 1000.0, next_move(r));
+        return 0;
+    }
+    struct pollfd fds[2] = {{r->ctrl_fd, POLLIN, 0}, {r->listen_fd, POLLIN, 0}};
+    int64_t wait = *next_beat - now;
+    if (wait > 50)
+        wait = 50;
+    if (wait < 0)
+        wait = 0;
+    int rc = poll(fds, r->listen_fd >= 0 ? 2 : 1, (int)wait);
+    if (rc < 0 && errno != EINTR) {
+        set_failed(r, GLM_ERR_IO, "poll failed watching the %s: %s", r->peer_role, strerror(errno));
+        return 0;
+    }
+    if (rc > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char probe;
+        if (recv(r->ctrl_fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+            set_failed(r, GLM_ERR_PEER, "the %s at %s closed the connection (it exited or restarted); %s",
+                       r->peer_role, r->peer,
+                       r->rank == 0 ? "start `glmchat worker` there again, then /reconnect" : next_move(r));
+            return 0;
+        }
+        tp_msg m;
+        if (tp_ctrl_recv(r->ctrl_fd, &m, tp_now_ms() + r->timeout_ms, &e) != GLM_OK) {
+            set_failed(r, GLM_ERR_PEER, "lost the %s at %s (%s); %s", r->peer_role, r->peer, e.message,
+                       next_move(r));
+            return 0;
+        }
+        pthread_mutex_lock(&r->lock);
+        r->last_heard_ms = tp_now_ms();
+        pthread_mutex_unlock(&r->lock);
+        handle_message(r, &m);
+    }
+    if (rc > 0 && r->listen_fd >= 0 && (fds[1].revents & POLLIN))
+        turn_away(r);
+    return !atomic_load(&r->failed);
+}
+
+static void *watch_main(void *arg)
+{
+    tp_rank *r = arg;
+    int64_t next_beat = tp_now_ms();
+    uint64_t beat = 0;
+    while (!atomic_load(&r->stop) && watch_once(r, &next_beat, &beat))
+        ;
+    return NULL;
+}
+
+/* ---- construction ------------------------------------------------------------------------- */
+
+static tp_rank *rank_new(int rank, const tp_rank_options *o, glm_error *err)
+{
+    tp_rank *r = calloc(1, sizeof *r);
+    if (!r) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a rank");
+        return NULL;
+    }
+    r->rank = rank;
+    r->ctrl_fd = -1;
+    r->listen_fd = -1;
+    r->peer_role = rank == 0 ? "worker" : "head";
+    r->heartbeat_ms = o && o->heartbeat_ms > 0 ? o->heartbeat_ms : TP_DEFAULT_HEARTBEAT_MS;
+    r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : TP_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->write_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return r;
+}
+
+static void rank_free(tp_rank *r)
+{
+    if (!r)
+        return;
+    atomic_store(&r->stop, 1);
+    if (r->watch_started)
+        pthread_join(r->watch, NULL);
+    tp_transport_free(r->data);
+    if (r->ctrl_fd >= 0)
+        close(r->ctrl_fd);
+    for (tp_step_node *n = r->queue_head, *next; n; n = next) {
+        next = n->next;
+        free(n->step.tokens);
+        free(n);
+    }
+    free(r->scratch);
+    pthread_cond_destroy(&r->cond);
+    pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->write_lock);
+    free(r);
+}
+
+static glm_status parse_transport(const char *name, uint32_t *kind, glm_error *err)
+{
+    if (!name)
+        *kind = TP_TRANSPORT_AUTO;
+    else if (strcmp(name, "tcp") == 0)
+        *kind = TP_TRANSPORT_TCP;
+    else if (strcmp(name, "rdma") == 0)
+        *kind = TP_TRANSPORT_RDMA;
+    else
+        return glm_error_set(err, GLM_ERR_ARG, "transport '%s' is unknown; use rdma or tcp", name);
+    return GLM_OK;
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v || v == 0)
+        v = ((uint64_t)getpid() << 32) ^ (uint64_t)tp_now_ms() ^ (uint64_t)time(NULL) ^ 1;
+    return v;
+}
+
+static void make_hello(const tp_rank *r, const tp_identity *id, uint32_t transport, tp_hello *h)
+{
+    memset(h, 0, sizeof *h);
+    h->protocol = TP_PROTOCOL_VERSION;
+    h->rank = (uint32_t)r->rank;
+    snprintf(h->version, sizeof h->version, "%s", glm_version());
+    snprintf(h->model_name, sizeof h->model_name, "%s", id->model_name);
+    h->config_hash = id->config_hash;
+    h->weights_hash = id->weights_hash;
+    h->settings.world = 2;
+    h->settings.transport = transport;
+    h->settings.heartbeat_ms = (uint32_t)r->heartbeat_ms;
+    h->settings.timeout_ms = (uint32_t)r->timeout_ms;
+    h->settings.max_context = id->max_context;
+    h->settings.kv_format = id->kv_format;
+    h->session = random_u64();
+}
+
+/* Sends an ERROR to the peer, best effort: the connection may already be gone. */
+static void tell_peer(int fd, const char *text)
+{
+    tp_msg m;
+    glm_error ignored;
+    tp_msg_error(&m, 1, "%s", text);
+    (void)tp_ctrl_send(fd, &m, tp_now_ms() + TP_TURN_AWAY_MS, &ignored);
+}
+
+/* Closes a refused connection without resetting it: what we told the peer must reach it even
+ * when it had sent more than we read. Bounded by TP_TURN_AWAY_MS. */
+static void close_gently(int fd)
+{
+    shutdown(fd, SHUT_WR);
+    int64_t deadline = tp_now_ms() + TP_TURN_AWAY_MS;
+    char sink[4096];
+    for (;;) {
+        ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            break;
+        int64_t left = deadline - tp_now_ms();
+        if (left <= 0)
+            break;
+        if (n < 0) {
+            struct pollfd p = {fd, POLLIN, 0};
+            poll(&p, 1, (int)left);
+        }
+    }
+    close(fd);
+}
+
+/* Receives one message that must be `want`; an ERROR from the peer becomes its text. */
+static glm_status expect(tp_rank *r, int fd, tp_msg_type want, tp_msg *m, int64_t deadline, glm_error *err)
+{
+    glm_status st = tp_ctrl_recv(fd, m, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    r->answered = 1;
+    if (m->type == TP_MSG_ERROR) {
+        st = glm_error_set(err, GLM_ERR_PEER, "the %s at %s refused: %s", r->peer_role, r->peer,
+                           m->u.error.text);
+        tp_msg_clear(m);
+        return st;
+    }
+    if (m->type != want) {
+        st = glm_error_set(err, GLM_ERR_PEER, "the %s at %s sent %s where %s was expected; run the same "
+                           "glmchat build on both", r->peer_role, r->peer, tp_msg_type_name(m->type),
+                           tp_msg_type_name(want));
+        tp_msg_clear(m);
+        return st;
+    }
+    return GLM_OK;
+}
+
+static float check_value(int rank, int i)
+{
+    return (float)((rank + 1) * 100003 + i) * 0.25f;
+}
+
+/* The first exchange checks the data path end to end with a known pattern, then both sides say
+ * READY over the control connection. */
+static glm_status verify_data_path(tp_rank *r, int64_t deadline, glm_error *err)
+{
+    float mine[TP_CHECK_FLOATS], both[2 * TP_CHECK_FLOATS];
+    for (int i = 0; i < TP_CHECK_FLOATS; i++)
+        mine[i] = check_value(r->rank, i);
+    glm_status st = tp_all_gather(r->data, mine, both, TP_CHECK_FLOATS, ++r->exchange_seq,
+                                  (int)(deadline - tp_now_ms()), err);
+    if (st != GLM_OK)
+        return st;
+    int other = 1 - r->rank;
+    for (int i = 0; i < TP_CHECK_FLOATS; i++) {
+        if (both[other * TP_CHECK_FLOATS + i] != check_value(other, i) ||
+            both[r->rank * TP_CHECK_FLOATS + i] != mine[i]) {
+            st = glm_error_set(err, GLM_ERR_PEER, "the %s data path to %s corrupted the check pattern at "
+                               "float %d; check the link (see engine/tp/SPARKS.md)",
+                               r->data->ops->name, r->peer, i);
+            tell_peer(r->ctrl_fd, err->message);
+            return st;
+        }
+    }
+    tp_msg ready = {.type = TP_MSG_READY};
+    st = tp_ctrl_send(r->ctrl_fd, &ready, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    tp_msg m;
+    st = expect(r, r->ctrl_fd, TP_MSG_READY, &m, deadline, err);
+    tp_msg_clear(&m);
+    return st;
+}
+
+static glm_status start_watch(tp_rank *r, glm_error *err)
+{
+    r->last_heard_ms = tp_now_ms();
+    r->data->aborted = rank_aborted;
+    r->data->abort_user = r;
+    int rc = pthread_create(&r->watch, NULL, watch_main, r);
+    if (rc)
+        return glm_error_set(err, GLM_ERR_NOMEM, "cannot start the heartbeat thread: %s", strerror(rc));
+    r->watch_started = 1;
+    return GLM_OK;
+}
+
+/* ---- the data path, both sides -------------------------------------------------------------- */
+
+static glm_status rdma_setup(tp_rank *r, const tp_rank_options *o, int64_t deadline, glm_error *err)
+{
+    tp_rdma_options ro = {0};
+    if (o)
+        ro = o->rdma;
+    tp_rdma_params local, peer;
+    tp_rdma *rd = tp_rdma_prepare(r->rank, &ro, &local, err);
+    if (!rd) {
+        tell_peer(r->ctrl_fd, err->message);
+        return err->status;
+    }
+    tp_msg m = {.type = TP_MSG_PARAMS};
+    m.u.params.len = (uint32_t)tp_rdma_params_encode(&local, m.u.params.bytes);
+    glm_status st = tp_ctrl_send(r->ctrl_fd, &m, deadline, err);
+    if (st == GLM_OK)
+        st = expect(r, r->ctrl_fd, TP_MSG_PARAMS, &m, deadline, err);
+    if (st == GLM_OK)
+        st = tp_rdma_params_decode(m.u.params.bytes, m.u.params.len, &peer, err);
+    if (st == GLM_OK)
+        st = tp_rdma_connect(rd, &peer, r->peer, err);
+    if (st != GLM_OK) {
+        tell_peer(r->ctrl_fd, err->message);
+        tp_rdma_free(rd);
+        return st;
+    }
+    r->data = tp_rdma_transport(rd);
+    return GLM_OK;
+}
+
+/* ---- rank 0 ------------------------------------------------------------------------------------ */
+
+static int connect_with_retries(const char *hostport, int connect_ms, int timeout_ms, glm_error *err)
+{
+    int64_t give_up = tp_now_ms() + connect_ms;
+    for (;;) {
+        int64_t now = tp_now_ms();
+        int64_t deadline = now + timeout_ms < give_up ? now + timeout_ms : give_up;
+        int fd = tp_tcp_connect(hostport, deadline, err);
+        if (fd >= 0 || err->status == GLM_ERR_ARG)
+            return fd;
+        if (tp_now_ms() + 200 >= give_up)
+            return -1;
+        struct timespec nap = {0, 200 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_identity *id,
+                                 const tp_rank_options *o, glm_error *err)
+{
+    uint32_t kind;
+    glm_status st = parse_transport(o ? o->transport : NULL, &kind, err);
+    if (st != GLM_OK)
+        return st;
+    if (kind == TP_TRANSPORT_AUTO) {
+        char names[1][32];
+        kind = tp_rdma_list_devices(names, 1) > 0 ? TP_TRANSPORT_RDMA : TP_TRANSPORT_TCP;
+    }
+    int64_t deadline = tp_now_ms() + r->timeout_ms;
+    tp_msg m = {.type = TP_MSG_HELLO};
+    make_hello(r, id, kind, &m.u.hello);
+    tp_hello mine = m.u.hello;
+    st = tp_ctrl_send(r->ctrl_fd, &m, deadline, err);
+    if (st == GLM_OK)
+        st = expect(r, r->ctrl_fd, TP_MSG_HELLO, &m, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    tp_hello theirs = m.u.hello;
+    st = tp_hello_compare(&mine, &theirs, "worker", err);
+    if (st != GLM_OK) {
+        tell_peer(r->ctrl_fd, err->message);
+        return st;
+    }
+    if (kind == TP_TRANSPORT_RDMA)
+        return rdma_setup(r, o, deadline, err);
+    int dfd = tp_tcp_connect(hostport, deadline, err);
+    if (dfd < 0)
+        return err->status;
+    tp_msg attach = {.type = TP_MSG_ATTACH};
+    attach.u.attach.token = theirs.session;
+    st = tp_ctrl_send(dfd, &attach, deadline, err);
+    if (st != GLM_OK) {
+        close(dfd);
+        return st;
+    }
+    r->data = tp_tcp_transport_new(dfd, 0, r->peer, err);
+    return r->data ? GLM_OK : err->status;
+}
+
+tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
+                         glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    tp_rank *r = rank_new(0, opts, err);
+    if (!r)
+        return NULL;
+    snprintf(r->peer, sizeof r->peer, "%s", hostport ? hostport : "");
+    int connect_ms = opts && opts->connect_ms > 0 ? opts->connect_ms : TP_DEFAULT_CONNECT_MS;
+    int64_t give_up = tp_now_ms() + connect_ms;
+    glm_status st;
+    /* A worker that is exiting or restarting may take the connection and drop it before it
+     * answers; that is retried like a refused connection. An answer (even a refusal) is final. */
+    for (;;) {
+        int left = (int)(give_up - tp_now_ms());
+        r->ctrl_fd = left > 0 ? connect_with_retries(hostport, left, r->timeout_ms, err) : -1;
+        if (r->ctrl_fd < 0) {
+            glm_error why = *err;
+            if (why.status != GLM_ERR_ARG)
+                glm_error_set(err, GLM_ERR_PEER, "cannot reach the worker at %s within %.1f s (%s); start "
+                              "`glmchat worker --listen %s` there with the same --model, then /reconnect",
+                              hostport, connect_ms / 1000.0, why.message, hostport);
+            rank_free(r);
+            return NULL;
+        }
+        r->answered = 0;
+        st = head_bootstrap(r, hostport, id, opts, err);
+        if (st == GLM_OK || r->answered || tp_now_ms() + 200 >= give_up)
+            break;
+        close(r->ctrl_fd);
+        r->ctrl_fd = -1;
+        struct timespec nap = {0, 200 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    int64_t deadline = tp_now_ms() + r->timeout_ms;
+    if (st == GLM_OK)
+        st = verify_data_path(r, deadline, err);
+    if (st == GLM_OK)
+        st = start_watch(r, err);
+    if (st != GLM_OK) {
+        rank_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- rank 1 ------------------------------------------------------------------------------------ */
+
+tp_listener *tp_listener_open(const char *hostport, glm_error *err)
+{
+    tp_listener *l = malloc(sizeof *l);
+    if (!l) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a listener");
+        return NULL;
+    }
+    l->fd = tp_tcp_listen(hostport, err);
+    if (l->fd < 0) {
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int tp_listener_port(const tp_listener *l)
+{
+    return tp_tcp_local_port(l->fd);
+}
+
+void tp_listener_close(tp_listener *l)
+{
+    if (!l)
+        return;
+    close(l->fd);
+    free(l);
+}
+
+/* Waits for the head's data connection carrying the token; strangers are turned away. */
+static glm_status accept_data(tp_rank *r, tp_listener *l, uint64_t token, int64_t deadline, glm_error *err)
+{
+    for (;;) {
+        char who[128];
+        int fd = tp_tcp_accept(l->fd, deadline, who, sizeof who, err);
+        if (fd < 0)
+            return glm_error_set(err, GLM_ERR_PEER, "the head at %s did not open its data connection in time",
+                                 r->peer);
+        tp_msg m;
+        glm_error e;
+        if (tp_ctrl_recv(fd, &m, deadline, &e) == GLM_OK && m.type == TP_MSG_ATTACH &&
+            m.u.attach.token == token) {
+            r->data = tp_tcp_transport_new(fd, 1, r->peer, err);
+            return r->data ? GLM_OK : err->status;
+        }
+        tp_msg_clear(&m);
+        tell_peer(fd, "this worker is busy setting up a session with another head");
+        close_gently(fd);
+    }
+}
+
+static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_identity *id,
+                                   const tp_rank_options *o, glm_error *err)
+{
+    uint32_t kind;
+    glm_status st = parse_transport(o ? o->transport : NULL, &kind, err);
+    if (st != GLM_OK)
+        return st;
+    int64_t deadline = tp_now_ms() + r->timeout_ms;
+    tp_msg m;
+    st = tp_ctrl_recv(r->ctrl_fd, &m, deadline, err);
+    if (st == GLM_OK && m.type != TP_MSG_HELLO) {
+        st = glm_error_set(err, GLM_ERR_PEER, "it sent %s instead of HELLO", tp_msg_type_name(m.type));
+        tp_msg_clear(&m);
+    }
+    if (st != GLM_OK) {
+        char text[1100];
+        snprintf(text, sizeof text, "this is a glmchat worker; it expected a HELLO from a glmchat head: %s",
+                 err->message);
+        tell_peer(r->ctrl_fd, text);
+        glm_error why = *err;
+        return glm_error_set(err, GLM_ERR_PEER, "refused a connection from %s: %s", r->peer, why.message);
+    }
+    tp_hello theirs = m.u.hello;
+    tp_hello mine;
+    make_hello(r, id, kind, &mine);
+    glm_error for_head;
+    if (tp_hello_compare(&theirs, &mine, "worker", &for_head) != GLM_OK) {
+        tell_peer(r->ctrl_fd, for_head.message);
+        glm_error why;
+        tp_hello_compare(&mine, &theirs, "head", &why);
+        return glm_error_set(err, GLM_ERR_PEER, "refused the head at %s: %s", r->peer, why.message);
+    }
+    mine.settings.transport = theirs.settings.transport;
+    tp_msg reply = {.type = TP_MSG_HELLO};
+    reply.u.hello = mine;
+    st = tp_ctrl_send(r->ctrl_fd, &reply, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    if (mine.settings.transport == TP_TRANSPORT_RDMA)
+        return rdma_setup(r, o, deadline, err);
+    return accept_data(r, l, mine.session, deadline, err);
+}
+
+tp_rank *tp_worker_accept(tp_listener *l, const tp_identity *id, const tp_rank_options *opts,
+                          int64_t deadline_ms, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    char who[128];
+    int fd = tp_tcp_accept(l->fd, deadline_ms, who, sizeof who, err);
+    if (fd < 0)
+        return NULL;
+    tp_rank *r = rank_new(1, opts, err);
+    if (!r) {
+        close(fd);
+        return NULL;
+    }
+    r->ctrl_fd = fd;
+    snprintf(r->peer, sizeof r->peer, "%s", who);
+    glm_status st = worker_bootstrap(r, l, id, opts, err);
+    if (st == GLM_OK)
+        st = verify_data_path(r, tp_now_ms() + r->timeout_ms, err);
+    if (st == GLM_OK) {
+        r->listen_fd = l->fd;
+        st = start_watch(r, err);
+    }
+    if (st != GLM_OK) {
+        close_gently(r->ctrl_fd);
+        r->ctrl_fd = -1;
+        rank_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- running ------------------------------------------------------------------------------------ */
+
+glm_status tp_rank_health(tp_rank *r, glm_error *err)
+{
+    if (!atomic_load(&r->failed))
+        return GLM_OK;
+    return copy_failure(r, err);
+}
+
+glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+{
+    if (atomic_load(&r->failed))
+        return copy_failure(r, err);
+    uint64_t seq = ++r->exchange_seq;
+    glm_error e;
+    glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
+    if (st == GLM_OK)
+        return GLM_OK;
+    if (st == GLM_ERR_ARG) {
+        if (err)
+            *err = e;
+        return st;
+    }
+    /* A peer that died breaks the data connection and the control connection together; give
+     * the watch thread a moment to say which (exited, stopped answering, reported an error),
+     * since that says more to the user than the data path's errno. */
+    for (int i = 0; i < 20 && !atomic_load(&r->failed); i++) {
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed: %s; %s", seq, r->peer_role,
+               r->peer, e.message, next_move(r));
+    return copy_failure(r, err);
+}
+
+glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
+{
+    if (r->scratch_n < 2 * n) {
+        float *grown = realloc(r->scratch, 2 * n * sizeof *grown);
+        if (!grown)
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a %zu-float exchange", n);
+        r->scratch = grown;
+        r->scratch_n = 2 * n;
+    }
+    glm_status st = tp_rank_all_gather(r, buf, r->scratch, n, err);
+    if (st != GLM_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = r->scratch[i] + r->scratch[n + i];
+    return GLM_OK;
+}
+
+glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
+                             uint32_t n_tokens, glm_error *err)
+{
+    if (r->rank != 0)
+        return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
+    if (atomic_load(&r->failed))
+        return copy_failure(r, err);
+    tp_msg m = {.type = TP_MSG_STEP};
+    m.u.step.seq = r->step_seq + 1;
+    m.u.step.cmd = cmd;
+    m.u.step.pos = pos;
+    m.u.step.n_tokens = n_tokens;
+    m.u.step.tokens = (uint32_t *)tokens;
+    glm_error e;
+    glm_status st = ctrl_send_locked(r, &m, tp_now_ms() + r->timeout_ms, &e);
+    if (st == GLM_ERR_ARG) {
+        if (err)
+            *err = e;
+        return st;
+    }
+    if (st != GLM_OK) {
+        set_failed(r, st, "lost the worker at %s sending step %" PRIu64 " (%s); %s", r->peer,
+                   m.u.step.seq, e.message, next_move(r));
+        return copy_failure(r, err);
+    }
+    r->step_seq++;
+    return GLM_OK;
+}
+
+glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err)
+{
+    memset(step, 0, sizeof *step);
+    *bye = 0;
+    int64_t until = wait_ms < 0 ? INT64_MAX : tp_now_ms() + wait_ms;
+    pthread_mutex_lock(&r->lock);
+    while (!r->queue_head && !atomic_load(&r->failed)) {
+        if (tp_now_ms() >= until) {
+            pthread_mutex_unlock(&r->lock);
+            return GLM_OK;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+    }
+    tp_step_node *node = r->queue_head;
+    if (node) {
+        r->queue_head = node->next;
+        if (!r->queue_head)
+            r->queue_tail = NULL;
+    }
+    int clean_stop = r->bye;
+    pthread_mutex_unlock(&r->lock);
+    if (!node) {
+        if (clean_stop) {
+            *bye = 1;
+            return GLM_OK;
+        }
+        return copy_failure(r, err);
+    }
+    *step = node->step;
+    free(node);
+    if (step->seq != r->step_seq + 1) {
+        uint64_t got = step->seq;
+        free(step->tokens);
+        memset(step, 0, sizeof *step);
+        set_failed(r, GLM_ERR_PEER, "the ranks are out of step: step %" PRIu64 " from the head at %s, "
+                   "expected %" PRIu64 "; %s", got, r->peer, r->step_seq + 1, next_move(r));
+        return copy_failure(r, err);
+    }
+    r->step_seq++;
+    return GLM_OK;
+}
+
+void tp_rank_report(tp_rank *r, const char *text)
+{
+    tp_msg m;
+    glm_error ignored;
+    tp_msg_error(&m, 2, "%s", text);
+    pthread_mutex_lock(&r->write_lock);
+    (void)tp_ctrl_send(r->ctrl_fd, &m, tp_now_ms() + TP_BYE_MS, &ignored);
+    pthread_mutex_unlock(&r->write_lock);
+    set_failed(r, GLM_ERR_PEER, "%s", text);
+}
+
+const char *tp_rank_peer(const tp_rank *r)
+{
+    return r->peer;
+}
+
+const char *tp_rank_transport_name(const tp_rank *r)
+{
+    return r->data ? r->data->ops->name : "none";
+}
+
+int tp_rank_index(const tp_rank *r)
+{
+    return r->rank;
+}
+
+uint64_t tp_rank_exchanges(const tp_rank *r)
+{
+    return r->exchange_seq;
+}
+
+void tp_rank_close(tp_rank *r)
+{
+    if (!r)
+        return;
+    atomic_store(&r->stop, 1);
+    if (r->watch_started) {
+        pthread_join(r->watch, NULL);
+        r->watch_started = 0;
+    }
+    if (!atomic_load(&r->failed) && r->ctrl_fd >= 0) {
+        tp_msg bye = {.type = TP_MSG_BYE};
+        glm_error ignored;
+        (void)tp_ctrl_send(r->ctrl_fd, &bye, tp_now_ms() + TP_BYE_MS, &ignored);
+    }
+    rank_free(r);
+}

@@ -1,0 +1,92 @@
+/* rank.h: the two ranks' session: bootstrap (versions, model identity, settings, data path),
+ * heartbeats and timeouts, step decisions from rank 0 to rank 1, and the per-layer all-gathers. */
+#ifndef GLMCHAT_TP_RANK_H
+#define GLMCHAT_TP_RANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glm.h"
+#include "tp/protocol.h"
+#include "tp/rdma.h"
+
+#define TP_DEFAULT_HEARTBEAT_MS 1000
+#define TP_DEFAULT_TIMEOUT_MS 5000
+#define TP_DEFAULT_CONNECT_MS 10000
+
+typedef struct tp_rank_options {
+    const char *transport;  /* "tcp" or "rdma"; NULL: head picks rdma when a device is present,
+                               else tcp; a worker takes what the head asks for */
+    int heartbeat_ms;       /* 0: TP_DEFAULT_HEARTBEAT_MS */
+    int timeout_ms;         /* a peer silent this long has failed; 0: TP_DEFAULT_TIMEOUT_MS */
+    int connect_ms;         /* head: how long to keep trying to reach the worker; 0: default */
+    tp_rdma_options rdma;
+} tp_rank_options;
+
+/* What both ranks must agree on about the model. */
+typedef struct tp_identity {
+    char model_name[TP_NAME_MAX + 1]; /* config.json's model_type */
+    uint64_t config_hash;             /* of config.json's bytes */
+    uint64_t weights_hash;            /* of the weight index (or the weight files' names and sizes) */
+    uint32_t max_context;
+    uint32_t kv_format;
+} tp_identity;
+
+/* Reads the identity of the model in dir (config.json, model.safetensors.index.json). */
+glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err);
+
+/* 64-bit FNV-1a, continuing from h (start with TP_HASH_SEED). */
+#define TP_HASH_SEED 0xcbf29ce484222325ull
+uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len);
+
+typedef struct tp_rank tp_rank;
+typedef struct tp_listener tp_listener;
+
+/* Rank 0: connects to the worker at hostport, retrying until opts->connect_ms has passed, and
+ * runs the bootstrap. NULL with err on failure; a refusal names the difference. */
+tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
+                         glm_error *err);
+
+/* Rank 1: listens on hostport (port 0: any; tp_listener_port tells which). */
+tp_listener *tp_listener_open(const char *hostport, glm_error *err);
+int tp_listener_port(const tp_listener *l);
+void tp_listener_close(tp_listener *l);
+
+/* Rank 1: waits until deadline_ms (monotonic, tp_now_ms) for one head and runs the bootstrap.
+ * NULL with err when none came or it was refused (err says why); the listener stays usable. While
+ * a head is served, other heads that connect are told the worker is busy. */
+tp_rank *tp_worker_accept(tp_listener *l, const tp_identity *id, const tp_rank_options *opts,
+                          int64_t deadline_ms, glm_error *err);
+
+/* The collective of the forward: gathered[0..2n) = rank 0's n floats then rank 1's. Both ranks
+ * must call it in the same order with the same n. Bounded by the timeout. */
+glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err);
+
+/* Gathers and sums in rank order into buf (identical bits on both ranks). */
+glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
+
+/* Rank 0: sends the next step decision. */
+glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
+                             uint32_t n_tokens, glm_error *err);
+
+/* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
+ * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's
+ * tokens belong to the caller: free(step->tokens). */
+glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err);
+
+/* Tells the peer about a failure on this side (an ERROR it shows its user) and marks the session
+ * failed, so both ranks stop. */
+void tp_rank_report(tp_rank *r, const char *text);
+
+/* GLM_OK while the peer is healthy; else the failure, as a sentence for the user. */
+glm_status tp_rank_health(tp_rank *r, glm_error *err);
+
+const char *tp_rank_peer(const tp_rank *r);
+const char *tp_rank_transport_name(const tp_rank *r);
+int tp_rank_index(const tp_rank *r);
+uint64_t tp_rank_exchanges(const tp_rank *r);
+
+/* Sends BYE when the peer is healthy, stops the heartbeat and frees everything. */
+void tp_rank_close(tp_rank *r);
+
+#endif

@@ -1,0 +1,239 @@
+// exl3_device.cuh: device building blocks of glmchat's EXL3 kernels: codebook decode of trellis
+// states into mma.m16n8k16 B fragments, the tensor-core step, and the warp-wide 128-point Hadamard.
+#ifndef GLMCHAT_EXL3_DEVICE_CUH
+#define GLMCHAT_EXL3_DEVICE_CUH
+
+#include <cstdint>
+#include <cuda_fp16.h>
+
+namespace exl3 {
+
+constexpr uint32_t kMcgMult = 0xCBAC1FEDu;
+constexpr uint32_t kMul1Mult = 0x83DCD12Du;
+constexpr float kInvSqrt128 = 0.088388347648318440f;
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h)
+{
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+__device__ __forceinline__ __half2 bits_h2(uint32_t u)
+{
+    return *reinterpret_cast<__half2 *>(&u);
+}
+
+// Two 16-bit states -> one half2 (sa in the low half), exactly as the format defines:
+// 3INST/MCG: x = s*M (+a); (x & 0x8FFF8FFF) ^ 0x3B603B60; low half + high half in fp16.
+// MUL1: h = 0x6400 + bytesum(s*M) as fp16; fma(h, 0x1EEE, 0xC931) in fp16.
+template <int CB>
+__device__ __forceinline__ uint32_t decode_pair(uint32_t sa, uint32_t sb)
+{
+    if (CB == 2) {
+        uint32_t xa = sa * kMul1Mult, xb = sb * kMul1Mult;
+        uint32_t ha = __dp4a(xa, 0x01010101u, 0x6400u);
+        uint32_t hb = __dp4a(xb, 0x01010101u, 0x6400u);
+        __half2 h = bits_h2(__byte_perm(ha, hb, 0x5410));
+        __half2 r = __hfma2(h, bits_h2(0x1EEE1EEEu), bits_h2(0xC931C931u));
+        return h2_bits(r);
+    }
+    uint32_t xa, xb;
+    if (CB == 1) {
+        xa = sa * kMcgMult;
+        xb = sb * kMcgMult;
+    } else {
+        xa = sa * 89226354u + 64248484u;
+        xb = sb * 89226354u + 64248484u;
+    }
+    uint32_t lo = (__byte_perm(xa, xb, 0x5410) & 0x8FFF8FFFu) ^ 0x3B603B60u;
+    uint32_t hi = (__byte_perm(xa, xb, 0x7632) & 0x8FFF8FFFu) ^ 0x3B603B60u;
+    return h2_bits(__hadd2(bits_h2(lo), bits_h2(hi)));
+}
+
+// The eight states of lane l (stream positions 8l..8l+7) as four B-fragment registers:
+// b[0], b[1] for the tile's columns 0-7, b[2], b[3] for columns 8-15.
+template <int CB>
+__device__ __forceinline__ void decode_states(const uint32_t s[8], uint32_t b[4])
+{
+    b[0] = decode_pair<CB>(s[0], s[1]);
+    b[1] = decode_pair<CB>(s[2], s[3]);
+    b[2] = decode_pair<CB>(s[4], s[5]);
+    b[3] = decode_pair<CB>(s[6], s[7]);
+}
+
+// 4-bit tiles: lane l holds 32-bit word l of the tile; prev is word l-1 (mod 32).
+template <int CB>
+__device__ __forceinline__ void decode_k4(uint32_t w, uint32_t prev, uint32_t b[4])
+{
+    uint32_t s = __funnelshift_l(w, prev, 12); // (prev << 12) | (w >> 20)
+    uint32_t s4 = s >> 4, w4 = w >> 4;
+    uint32_t st[8];
+    st[0] = __byte_perm(s, 0, 0x4421);
+    st[1] = __byte_perm(s4, 0, 0x4410);
+    st[2] = __byte_perm(s, 0, 0x4410);
+    st[3] = w >> 16;
+    st[4] = __byte_perm(w4, 0, 0x4421);
+    st[5] = __byte_perm(w, 0, 0x4421);
+    st[6] = __byte_perm(w4, 0, 0x4410);
+    st[7] = __byte_perm(w, 0, 0x4410);
+    decode_states<CB>(st, b);
+}
+
+// Any K (1..8): the lane reads the (at most three) 32-bit words its windows touch.
+// words: the tile's 8K words (as little-endian int16 pairs, i.e. plain uint32 loads).
+template <int K, int CB>
+__device__ __forceinline__ void decode_any(const uint32_t *words, int lane, uint32_t b[4])
+{
+    constexpr int kWords = 8 * K;
+    int first = (8 * lane + 1) * K - 16 + 256 * K; // window start of the lane's first value
+    int w0 = (first >> 5) % kWords;
+    int base = first & 31;
+    uint32_t a0 = __ldg(words + w0);
+    uint32_t a1 = __ldg(words + (w0 + 1) % kWords);
+    uint32_t a2 = __ldg(words + (w0 + 2) % kWords);
+    uint32_t a3 = __ldg(words + (w0 + 3) % kWords);
+    uint32_t st[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int pos = base + j * K; // window start relative to word w0
+        int q = pos >> 5, o = pos & 31;
+        uint32_t hi = q == 0 ? a0 : q == 1 ? a1 : a2;
+        uint32_t lo = q == 0 ? a1 : q == 1 ? a2 : a3;
+        uint64_t v = ((uint64_t)hi << 32) | lo;
+        st[j] = (uint32_t)(v >> (48 - o)) & 0xFFFFu;
+    }
+    decode_states<CB>(st, b);
+}
+
+// acc += A (16x16 fp16, row-major fragments) * B (16x8, col-major fragment), fp32 accumulate.
+__device__ __forceinline__ void mma16816(float acc[4], const uint32_t a[4], uint32_t b0,
+                                         uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// v holds elements 4*lane + i (i = 0..3) of a 128-vector: in place v <- v H / sqrt(128).
+__device__ __forceinline__ void fwht128_warp(float v[4])
+{
+    float a = v[0] + v[1], b = v[0] - v[1], c = v[2] + v[3], d = v[2] - v[3];
+    v[0] = a + c;
+    v[1] = b + d;
+    v[2] = a - c;
+    v[3] = b - d;
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 1; m < 32; m <<= 1) {
+        bool upper = lane & m;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float o = __shfl_xor_sync(0xFFFFFFFFu, v[i], m);
+            v[i] = upper ? o - v[i] : v[i] + o;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        v[i] *= kInvSqrt128;
+}
+
+__device__ __forceinline__ uint32_t ld_stream(const uint32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint4 ld_stream4(const uint32_t *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// One warp's strip: 4 consecutive n-tiles (64 columns) over `ksteps` k-tiles, accumulated into
+// acc[tile][mma half][4]. tile0: the first tile's words; stride: words between k-tiles.
+// K = 4: the 4 tiles of a k-step are 512 contiguous bytes; lane l loads bytes 16l.. with one
+// 16-byte load, PF steps ahead (strip4_prime issues the first PF before the inputs are ready),
+// and a 512-byte warp-private shared slice regroups them so that lane l reads word l (and
+// l - 1) of each tile. load_a(kt, a): the A fragment of k-tile kt.
+template <int K, int PF>
+__device__ __forceinline__ void strip4_prime(const uint32_t *__restrict__ tile0, size_t stride,
+                                             int ksteps, uint4 ring[PF])
+{
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+#pragma unroll
+        for (int i = 0; i < PF; i++)
+            ring[i] = i < ksteps ? ld_stream4(tile0 + i * stride + lane * 4) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int K, int CB, int PF, typename ALoad>
+__device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, size_t stride,
+                                           int ksteps, uint4 ring[PF], uint32_t *slice,
+                                           ALoad load_a, float acc[4][2][4])
+{
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+        for (int kt = 0; kt < ksteps; kt += PF) {
+#pragma unroll
+            for (int i = 0; i < PF; i++) {
+                if (kt + i < ksteps) {
+                    uint4 v = ring[i];
+                    if (kt + i + PF < ksteps)
+                        ring[i] = ld_stream4(tile0 + (size_t)(kt + i + PF) * stride + lane * 4);
+                    __syncwarp();
+                    *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
+                    __syncwarp();
+                    uint32_t a[4];
+                    load_a(kt + i, a);
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        uint32_t w = slice[t * 32 + lane];
+                        uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
+#ifdef EXL3_BENCH_LOAD_ONLY
+                        // benchmark variant: the same bytes moved, no decode and no mma (the
+                        // results are meaningless); separates memory time from compute time
+                        acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
+#else
+                        uint32_t b[4];
+                        decode_k4<CB>(w, prev, b);
+                        mma16816(acc[t][0], a, b[0], b[1]);
+                        mma16816(acc[t][1], a, b[2], b[3]);
+#endif
+                    }
+                }
+            }
+        }
+    } else {
+        constexpr int kWords = 8 * K;
+        for (int kt = 0; kt < ksteps; kt++) {
+            uint32_t a[4];
+            load_a(kt, a);
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                uint32_t b[4];
+                decode_any<K, CB>(tile0 + (size_t)kt * stride + t * kWords, lane, b);
+                mma16816(acc[t][0], a, b[0], b[1]);
+                mma16816(acc[t][1], a, b[2], b[3]);
+            }
+        }
+    }
+}
+
+template <int K, int CB, int PF, typename ALoad>
+__device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_t stride,
+                                       int ksteps, uint32_t *slice, ALoad load_a,
+                                       float acc[4][2][4])
+{
+    uint4 ring[PF];
+    strip4_prime<K, PF>(tile0, stride, ksteps, ring);
+    strip4_run<K, CB, PF>(tile0, stride, ksteps, ring, slice, load_a, acc);
+}
+
+} // namespace exl3
+
+#endif

@@ -1,0 +1,487 @@
+// exl3_moe.cu: the routed-expert MLP of GLM-5.3-Flash decode steps in one launch: every
+// selected expert's gate/up, clamped SwiGLU, down and routing weights, straight from EXL3 trellises.
+//
+// A persistent grid takes work items by ticket, in this order:
+//   1. zero y;
+//   2. gate/up items (group, 128-column block, k quarter): both matrices' partial sums go to z
+//      by atomics; the last quarter of a column block runs the epilogue (output rotation x svh,
+//      SwiGLU, x down's suh, input rotation) and writes the fp16 input of the down projection;
+//   3. down items (group, 128-column block): wait until the group's 16 column blocks are done,
+//      then output rotation x svh x routing weight, added into y.
+// A group is up to 16 (row, slot) pairs routed to one expert: its weights are read once.
+// Counters reset themselves, so the workspace stays ready for the next call.
+#include <cstdint>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "exl3_device.cuh"
+#include "kernels.h"
+
+namespace {
+
+using namespace exl3;
+
+constexpr int kThreads = 256;
+constexpr int kMaxPairs = KERN_EXL3_MOE_MAX_PAIRS;
+constexpr int kGroupRows = 16;
+#ifndef EXL3_GU_SPLIT
+#define EXL3_GU_SPLIT 4
+#endif
+#ifndef EXL3_PREFETCH
+#define EXL3_PREFETCH 6
+#endif
+constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
+
+struct moe_ws {
+    int ticket;
+    int exited;
+    int zeroed;
+    int pad;
+    int done_gu[kMaxPairs];   // column blocks of gate/up finished, per group
+    int done_down[kMaxPairs]; // column blocks of down finished, per group
+    // followed by: int parts[kMaxPairs][inter/128]; float z[pairs][2][inter]; half xd[pairs][inter]
+};
+
+struct moe_args {
+    kern_exl3_experts ex;
+    const float *x;
+    const int32_t *ids;
+    const float *weights;
+    float *y;
+    int rows, slots;
+    moe_ws *ws;
+    int *parts;
+    float *z;
+    __half *xd;
+};
+
+__device__ __forceinline__ int ld_acquire(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Groups of pairs by expert, the same in every block: pairs in order, an expert's pairs in
+// chunks of 16. Fills g_expert, g_count and g_member (pair ids), returns the group count.
+__device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_expert,
+                            int *g_count, uint16_t *g_member)
+{
+    int pairs = a.rows * a.slots;
+    int p = threadIdx.x;
+    for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+        int e = a.ids[i];
+        s_ids[i] = e >= 0 && e < a.ex.n_experts ? e : -1;
+    }
+    __syncthreads();
+    int rank = 0, count = 0, leader_chunks = 0;
+    int e = p < pairs ? s_ids[p] : -1;
+    if (e >= 0) {
+        for (int q = 0; q < pairs; q++) {
+            int same = s_ids[q] == e;
+            count += same;
+            rank += same && q < p;
+        }
+        if (rank == 0)
+            leader_chunks = (count + kGroupRows - 1) / kGroupRows;
+    }
+    s_aux[p] = leader_chunks;
+    __syncthreads();
+    // a leader's first group = chunks of leaders before it; members find their leader
+    int base = 0;
+    if (e >= 0) {
+        int leader = -1;
+        for (int q = 0; q < pairs && leader < 0; q++)
+            if (s_ids[q] == e)
+                leader = q;
+        for (int q = 0; q < leader; q++)
+            base += s_aux[q];
+    }
+    int total = 0;
+    for (int q = 0; q < pairs; q++)
+        total += s_aux[q];
+    if (e >= 0) {
+        int grp = base + rank / kGroupRows;
+        g_member[grp * kGroupRows + rank % kGroupRows] = (uint16_t)p;
+        if (rank % kGroupRows == 0) {
+            g_expert[grp] = e;
+            int left = count - rank;
+            g_count[grp] = left < kGroupRows ? left : kGroupRows;
+        }
+    }
+    __syncthreads();
+    return total;
+}
+
+constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
+
+// A fragment of k-tile kt from rows [nrows][lda] of shared memory; rows past nrows are 0.
+__device__ __forceinline__ void smem_a(const __half *a_s, int lda, int nrows, int kt, uint32_t a[4])
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const __half *p0 = a_s + g * lda + kt * 16 + 2 * t, *p1 = p0 + 8 * lda;
+    bool v0 = g < nrows, v1 = g + 8 < nrows;
+    a[0] = v0 ? *reinterpret_cast<const uint32_t *>(p0) : 0u;
+    a[2] = v0 ? *reinterpret_cast<const uint32_t *>(p0 + 8) : 0u;
+    a[1] = v1 ? *reinterpret_cast<const uint32_t *>(p1) : 0u;
+    a[3] = v1 ? *reinterpret_cast<const uint32_t *>(p1 + 8) : 0u;
+}
+
+// The down item's [nm][128] f32 sums sit after its [nm][inter + 8] fp16 input.
+__host__ __device__ __forceinline__ size_t zs_offset(int nm, int inter)
+{
+    return ((size_t)nm * (inter + 8) * 2 + 15) & ~(size_t)15;
+}
+
+__device__ __forceinline__ float half_at(const void *base, size_t i)
+{
+    return __half2float(static_cast<const __half *>(base)[i]);
+}
+
+template <int K, int CB>
+__global__ void __launch_bounds__(kThreads, 2) moe_kernel(moe_args a)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ int s_ids[kMaxPairs], s_aux[kMaxPairs];
+    __shared__ int g_expert[kMaxPairs], g_count[kMaxPairs];
+    __shared__ uint16_t g_member[kMaxPairs * kGroupRows];
+    __shared__ int s_ticket, s_flag;
+    __shared__ __align__(16) uint32_t slices[kThreads / 32][128];
+
+    const int H = a.ex.hidden, I = a.ex.inter;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int cb_gu = I / 128, cb_down = H / 128;
+    const int kq = H / kQuarters; // k range of a gate/up item
+    constexpr int kWords = 8 * K;
+    moe_ws *ws = a.ws;
+
+    if (threadIdx.x == 0)
+        s_ticket = atomicAdd(&ws->ticket, 1);
+    int ngroups = build_groups(a, s_ids, s_aux, g_expert, g_count, g_member);
+    const int n_gu = ngroups * cb_gu * kQuarters;
+    const int total = 1 + n_gu + ngroups * cb_down;
+    int item = s_ticket;
+    __syncthreads();
+
+    while (item < total) {
+        if (threadIdx.x == 0) // the next ticket travels while this item runs
+            s_ticket = atomicAdd(&ws->ticket, 1);
+        if (item == 0) {
+            size_t n = (size_t)a.rows * H;
+            for (size_t i = threadIdx.x; i < n; i += kThreads)
+                a.y[i] = 0.0f;
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                __threadfence();
+                atomicAdd(&ws->zeroed, 1);
+            }
+        } else if (item <= n_gu) {
+            int idx = item - 1;
+            int grp = idx / (cb_gu * kQuarters);
+            int c = (idx / kQuarters) % cb_gu;
+            int q = idx % kQuarters;
+            int e = g_expert[grp], nm = g_count[grp];
+            const uint16_t *mem = g_member + grp * kGroupRows;
+            int k0 = q * kq, lda = kq + 8;
+            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda]
+            // the first k-steps' trellis words travel while the inputs are rotated
+            int mat = warp >> 2;
+            int tn = c * 8 + ((warp >> 1) & 1) * 4;
+            int ksteps = kq / 32;
+            int ks0 = (warp & 1) * ksteps;
+            const uint32_t *tr = static_cast<const uint32_t *>(mat ? a.ex.up_trellis : a.ex.gate_trellis);
+            size_t stride = (size_t)(I / 16) * kWords;
+            const uint32_t *tile0 =
+                tr + (((size_t)e * (H / 16) + k0 / 16 + ks0) * (I / 16) + tn) * kWords;
+            uint4 ring[kPrefetch];
+            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
+            for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
+                int which = job / (nm * (kq / 128));
+                int rest = job % (nm * (kq / 128));
+                int m = rest / (kq / 128), blk = rest % (kq / 128);
+                int row = mem[m] / a.slots;
+                int col = k0 + blk * 128 + 4 * lane;
+                float4 xv = *reinterpret_cast<const float4 *>(a.x + (size_t)row * H + col);
+                const void *suh = which ? a.ex.up_suh : a.ex.gate_suh;
+                float v[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v[i] *= half_at(suh, (size_t)e * H + col + i);
+                fwht128_warp(v);
+                __half *dst = a_s + ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
+                uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
+                                h2_bits(__floats2half2_rn(v[2], v[3]))};
+                *reinterpret_cast<uint2 *>(dst) = packed;
+            }
+            __syncthreads();
+            // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
+            float acc[4][2][4] = {};
+            const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
+            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
+            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+            int g = lane >> 2, t = lane & 3;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (tn + j) * 16 + h * 8 + 2 * t;
+                    if (g < nm) {
+                        float *zp = a.z + ((size_t)mem[g] * 2 + mat) * I + col;
+                        atomicAdd(zp, acc[j][h][0]);
+                        atomicAdd(zp + 1, acc[j][h][1]);
+                    }
+                    if (g + 8 < nm) {
+                        float *zp = a.z + ((size_t)mem[g + 8] * 2 + mat) * I + col;
+                        atomicAdd(zp, acc[j][h][2]);
+                        atomicAdd(zp + 1, acc[j][h][3]);
+                    }
+                }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                __threadfence();
+                int *part = a.parts + grp * cb_gu + c;
+                int old = atomicAdd(part, 1);
+                s_flag = old == kQuarters - 1;
+                if (s_flag)
+                    *part = 0;
+            }
+            __syncthreads();
+            if (s_flag) {
+                // 3. epilogue of column block c: the down projection's rotated fp16 input
+                __threadfence();
+                for (int m = warp; m < nm; m += kThreads / 32) {
+                    int pair = mem[m];
+                    int col = c * 128 + 4 * lane;
+                    float *zg = a.z + ((size_t)pair * 2) * I + col, *zu = zg + I;
+                    float4 gv4 = __ldcg(reinterpret_cast<const float4 *>(zg));
+                    float4 uv4 = __ldcg(reinterpret_cast<const float4 *>(zu));
+                    *reinterpret_cast<float4 *>(zg) = make_float4(0.f, 0.f, 0.f, 0.f);
+                    *reinterpret_cast<float4 *>(zu) = make_float4(0.f, 0.f, 0.f, 0.f);
+                    float gv[4] = {gv4.x, gv4.y, gv4.z, gv4.w}, uv[4] = {uv4.x, uv4.y, uv4.z, uv4.w};
+                    fwht128_warp(gv);
+                    fwht128_warp(uv);
+                    float hv[4];
+                    float lim = a.ex.swiglu_limit;
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float gg = gv[i] * half_at(a.ex.gate_svh, (size_t)e * I + col + i);
+                        float uu = uv[i] * half_at(a.ex.up_svh, (size_t)e * I + col + i);
+                        gg = fminf(gg, lim);
+                        uu = fminf(fmaxf(uu, -lim), lim);
+                        float act = gg / (1.0f + expf(-gg)) * uu;
+                        hv[i] = act * half_at(a.ex.down_suh, (size_t)e * I + col + i);
+                    }
+                    fwht128_warp(hv);
+                    uint2 packed = {h2_bits(__floats2half2_rn(hv[0], hv[1])),
+                                    h2_bits(__floats2half2_rn(hv[2], hv[3]))};
+                    *reinterpret_cast<uint2 *>(a.xd + (size_t)pair * I + col) = packed;
+                }
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    __threadfence();
+                    atomicAdd(&ws->done_gu[grp], 1);
+                }
+            }
+        } else {
+            int idx = item - 1 - n_gu;
+            int grp = idx / cb_down, c = idx % cb_down;
+            int e = g_expert[grp], nm = g_count[grp];
+            const uint16_t *mem = g_member + grp * kGroupRows;
+            // each warp: 64 columns (w & 1) and a quarter of the k range (w >> 1); its first
+            // k-steps' trellis words travel while the gate/up results are awaited
+            int tn = c * 8 + (warp & 1) * 4;
+            int ksteps = I / 64;
+            int ks0 = (warp >> 1) * ksteps;
+            const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
+            size_t stride = (size_t)(H / 16) * kWords;
+            const uint32_t *tile0 = tr + (((size_t)e * (I / 16) + ks0) * (H / 16) + tn) * kWords;
+            uint4 ring[kPrefetch];
+            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            if (threadIdx.x == 0) {
+                while (ld_acquire(&ws->done_gu[grp]) < cb_gu || ld_acquire(&ws->zeroed) < 1)
+                    __nanosleep(100);
+                __threadfence();
+            }
+            __syncthreads();
+            int lda = I + 8;
+            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda]
+            for (int i = threadIdx.x; i < nm * (I / 8); i += kThreads) {
+                int m = i / (I / 8), part = i % (I / 8);
+                uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.xd + (size_t)mem[m] * I) + part);
+                *reinterpret_cast<uint4 *>(a_s + (size_t)m * lda + part * 8) = v;
+            }
+            __syncthreads();
+            float *zs = reinterpret_cast<float *>(smem + zs_offset(nm, I)); // [nm][128]
+            for (int i = threadIdx.x; i < nm * 128; i += kThreads)
+                zs[i] = 0.0f;
+            float acc[4][2][4] = {};
+            const __half *am = a_s + ks0 * 16;
+            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
+            __syncthreads();
+            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+            int g = lane >> 2, t = lane & 3;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (tn - c * 8 + j) * 16 + h * 8 + 2 * t;
+                    if (g < nm) {
+                        atomicAdd(&zs[g * 128 + col], acc[j][h][0]);
+                        atomicAdd(&zs[g * 128 + col + 1], acc[j][h][1]);
+                    }
+                    if (g + 8 < nm) {
+                        atomicAdd(&zs[(g + 8) * 128 + col], acc[j][h][2]);
+                        atomicAdd(&zs[(g + 8) * 128 + col + 1], acc[j][h][3]);
+                    }
+                }
+            __syncthreads();
+            for (int m = warp; m < nm; m += kThreads / 32) {
+                int pair = mem[m];
+                int row = pair / a.slots;
+                float wt = a.weights[pair];
+                float v[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    v[i] = zs[m * 128 + 4 * lane + i];
+                fwht128_warp(v);
+                int col = c * 128 + 4 * lane;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    atomicAdd(a.y + (size_t)row * H + col + i,
+                              v[i] * half_at(a.ex.down_svh, (size_t)e * H + col + i) * wt);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                int old = atomicAdd(&ws->done_down[grp], 1);
+                if (old == cb_down - 1) { // the group is finished: ready for the next call
+                    ws->done_down[grp] = 0;
+                    ws->done_gu[grp] = 0;
+                }
+            }
+        }
+        __syncthreads();
+        item = s_ticket;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (atomicAdd(&ws->exited, 1) == (int)gridDim.x - 1) { // the last block out resets
+            ws->ticket = 0;
+            ws->zeroed = 0;
+            __threadfence();
+            ws->exited = 0;
+        }
+    }
+}
+
+size_t align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+size_t parts_offset()
+{
+    return align256(sizeof(moe_ws));
+}
+
+size_t z_offset(int inter)
+{
+    return parts_offset() + align256((size_t)kMaxPairs * (inter / 128) * sizeof(int));
+}
+
+size_t xd_offset(int inter, int pairs)
+{
+    return z_offset(inter) + align256((size_t)pairs * 2 * inter * sizeof(float));
+}
+
+size_t smem_bytes(const kern_exl3_experts *ex, int rows)
+{
+    int nm = rows < kGroupRows ? rows : kGroupRows;
+    size_t gu = (size_t)2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
+    size_t down = zs_offset(nm, ex->inter) + (size_t)nm * 128 * sizeof(float);
+    return gu > down ? gu : down;
+}
+
+template <int K, int CB>
+cudaError_t launch(const moe_args &a, size_t smem, cudaStream_t st)
+{
+    static int grid = 0;
+    static size_t grid_smem = 0;
+    if (!grid || grid_smem != smem) {
+        int dev = 0, sms = 0, per_sm = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (rc != cudaSuccess)
+            return rc;
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_kernel<K, CB>, kThreads, smem);
+        if (rc != cudaSuccess)
+            return rc;
+        grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
+        grid_smem = smem;
+    }
+    moe_kernel<K, CB><<<grid, kThreads, smem, st>>>(a);
+    return cudaGetLastError();
+}
+
+template <int K>
+cudaError_t launch_cb(const moe_args &a, size_t smem, cudaStream_t st)
+{
+    switch (a.ex.codebook) {
+    case 0:
+        return launch<K, 0>(a, smem, st);
+    case 1:
+        return launch<K, 1>(a, smem, st);
+    default:
+        return launch<K, 2>(a, smem, st);
+    }
+}
+
+} // namespace
+
+extern "C" size_t kern_exl3_moe_workspace(const kern_exl3_experts *ex, int rows, int slots)
+{
+    int pairs = rows * slots;
+    if (pairs < 1 || pairs > kMaxPairs)
+        return 0;
+    return xd_offset(ex->inter, pairs) + align256((size_t)pairs * ex->inter * sizeof(__half));
+}
+
+extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
+                             const float *weights, float *y, int rows, int slots, void *work,
+                             void *stream)
+{
+    if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 ||
+        rows * slots > kMaxPairs || ex->hidden <= 0 || ex->inter <= 0 ||
+        ex->hidden % (128 * kQuarters) || ex->inter % 128 || ex->n_experts < 1 || ex->bits < 1 ||
+        ex->bits > 8 || ex->codebook < 0 || ex->codebook > 2)
+        return -1;
+    moe_args a;
+    a.ex = *ex;
+    a.x = x;
+    a.ids = ids;
+    a.weights = weights;
+    a.y = y;
+    a.rows = rows;
+    a.slots = slots;
+    a.ws = static_cast<moe_ws *>(work);
+    char *base = static_cast<char *>(work);
+    a.parts = reinterpret_cast<int *>(base + parts_offset());
+    a.z = reinterpret_cast<float *>(base + z_offset(ex->inter));
+    a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, rows * slots));
+    size_t smem = smem_bytes(ex, rows);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    cudaError_t rc;
+    switch (ex->bits) {
+    case 1: rc = launch_cb<1>(a, smem, st); break;
+    case 2: rc = launch_cb<2>(a, smem, st); break;
+    case 3: rc = launch_cb<3>(a, smem, st); break;
+    case 4: rc = launch_cb<4>(a, smem, st); break;
+    case 5: rc = launch_cb<5>(a, smem, st); break;
+    case 6: rc = launch_cb<6>(a, smem, st); break;
+    case 7: rc = launch_cb<7>(a, smem, st); break;
+    default: rc = launch_cb<8>(a, smem, st); break;
+    }
+    return (int)rc;
+}

@@ -1,0 +1,30 @@
+# chat_lib.sh: helpers for the chat e2e tests (sourced after lib.sh): runs with stdin, recorded
+# replies through the test hook, and a JSON checker in python3.
+CHAT_REPLIES="$TMP/replies.jsonl"
+CHAT_REQUESTS="$TMP/requests.jsonl"
+export GLMCHAT_TEST_REPLIES="$CHAT_REPLIES" GLMCHAT_TEST_REQUESTS="$CHAT_REQUESTS"
+mkdir -p "$XDG_CONFIG_HOME/glmchat"
+
+# expect_exit_in CODE INPUT CMD...: like expect_exit, with INPUT (a string) on stdin.
+expect_exit_in() {
+    local want=$1 input=$2; shift 2
+    printf '%s' "$input" | "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "'$*' exited $got, expected $want; stderr: $(head -c 400 "$TMP/err")"
+    else
+        pass
+    fi
+}
+
+# expect_same FILE TEXT: FILE (out or err) is exactly TEXT.
+expect_same() {
+    if [ "$(cat "$TMP/$1"; echo x)" = "$2"x ]; then pass; else fail "$1 is '$(head -c 300 "$TMP/$1")', expected '$2'"; fi
+}
+
+# check_py NAME SCRIPT: runs python3 SCRIPT (reading files under $TMP); it prints FAIL lines.
+check_py() {
+    local name=$1 res
+    res=$(TMP="$TMP" python3 -c "$2" 2>&1)
+    if [ -z "$res" ]; then pass; else fail "$name: $res"; fi
+}

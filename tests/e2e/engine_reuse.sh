@@ -1,0 +1,56 @@
+#!/bin/bash
+# engine_reuse.sh: prompt reuse. A second turn in the same process prefills only what the
+# session does not hold, and its reply equals, byte for byte, the reply after a full prefill
+# (a fresh process continuing the same conversation), greedy and seeded-sampled.
+. "$(dirname "$0")/lib.sh"
+unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
+G=$GLMCHAT_BIN
+M="$TMP/model"
+expect_exit 0 "$G" mkmodel --out "$M" --preset tiny --seed 11
+
+replies() { # FILE: each turn's streamed text, one JSON string a line; then reused counts
+    python3 - "$1" <<'PY'
+import json, sys
+cur, reused = [], []
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["type"] in ("content", "reasoning", "tool_call_begin", "tool_call_delta"):
+        cur.append(e.get("text", ""))
+    elif e["type"] == "done":
+        reused.append(e["reused_tokens"])
+    elif e["type"] == "turn_end":
+        print(json.dumps("".join(cur)))
+        cur = []
+print("reused", *reused)
+PY
+}
+
+for mode in greedy sampled; do
+    if [ $mode = greedy ]; then export GLMCHAT_TEMPERATURE=0; unset GLMCHAT_SEED
+    else export GLMCHAT_TEMPERATURE=0.9 GLMCHAT_SEED=1234; fi
+    printf 'Hello there, model\nA second question\nA third one\n' >"$TMP/prompts"
+    "$G" --db "$TMP/one-$mode.db" --model "$M" --backend cpu chat --output-format jsonl \
+        --max-tokens 24 <"$TMP/prompts" >"$TMP/out" 2>"$TMP/err"
+    [ $? -eq 0 ] && pass || fail "$mode: a three-turn session from stdin failed: $(head -c 300 "$TMP/err")"
+    replies "$TMP/out" >"$TMP/kept-$mode"
+    : >"$TMP/fresh-$mode.jsonl"
+    cont=""
+    while read -r p; do
+        expect_exit 0 "$G" --db "$TMP/two-$mode.db" --model "$M" --backend cpu chat $cont \
+            --output-format jsonl --max-tokens 24 --prompt "$p"
+        cat "$TMP/out" >>"$TMP/fresh-$mode.jsonl"
+        cont=-c
+    done <"$TMP/prompts"
+    replies "$TMP/fresh-$mode.jsonl" >"$TMP/full-$mode"
+    if diff <(grep -v '^reused' "$TMP/kept-$mode") <(grep -v '^reused' "$TMP/full-$mode") >"$TMP/diff"; then
+        pass
+    else
+        fail "$mode: replies after reuse differ from replies after a full prefill: $(head -c 600 "$TMP/diff")"
+    fi
+    [ "$(grep -c . "$TMP/kept-$mode")" -eq 4 ] && pass || fail "$mode: expected 3 replies: $(cat "$TMP/kept-$mode")"
+    # Turns 2 and 3 reuse a prefix; full prefills reuse nothing.
+    if grep -Eq '^reused 0 [1-9][0-9]* [1-9][0-9]*$' "$TMP/kept-$mode"; then pass; else
+        fail "$mode: in-process turns did not reuse the kept prompt: $(grep reused "$TMP/kept-$mode")"; fi
+    grep -q '^reused 0 0 0$' "$TMP/full-$mode" && pass || fail "$mode: fresh processes reused: $(grep reused "$TMP/full-$mode")"
+done
+finish

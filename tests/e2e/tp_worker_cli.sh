@@ -1,0 +1,41 @@
+#!/bin/bash
+# tp_worker_cli.sh: `glmchat worker` as a user meets it: usage errors, refusing a head with another
+# model (naming the difference), a head of the same model told what it cannot do, a clean stop.
+. "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
+PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
+MODEL="$GLMCHAT_SHARED/fixtures/tiny-A"
+trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
+
+expect_exit 0 "$GLMCHAT_BIN" worker --help
+expect_grep out '^usage: glmchat worker --listen HOST:PORT'
+expect_exit 2 "$GLMCHAT_BIN" worker --model "$MODEL"
+expect_grep err 'listen HOST:PORT is required'
+expect_exit 2 "$GLMCHAT_BIN" worker --listen 127.0.0.1:0
+expect_grep err 'model DIR is required'
+expect_exit 1 "$GLMCHAT_BIN" worker --listen 127.0.0.1 --model "$MODEL"
+expect_grep err "has no port"
+expect_exit 1 "$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$TMP"
+expect_grep err "no readable config.json"
+
+[ -d "$MODEL" ] || { fail "fixture $MODEL is missing"; finish; }
+"$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$MODEL" 2>"$TMP/worker.err" &
+worker=$!
+for _ in $(seq 100); do grep -q 'port [0-9]*' "$TMP/worker.err" && break; sleep 0.05; done
+PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
+[ -n "$PORT" ] && pass || fail "worker did not start: $(cat "$TMP/worker.err")"
+
+expect_exit 3 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --config-hash 5
+expect_grep out "refused: the model's config.json differs: 0000000000000005 here, [0-9a-f]{16} on the worker"
+expect_exit 4 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --model "$MODEL"
+expect_grep out 'connected to .* over tcp'
+expect_grep out 'worker at 127.0.0.1:[0-9]+ reported: this worker cannot compute steps yet'
+
+kill -TERM $worker
+for _ in $(seq 100); do kill -0 $worker 2>/dev/null || break; sleep 0.05; done
+wait $worker
+[ $? -eq 0 ] && pass || fail "worker did not stop cleanly on SIGTERM"
+cp "$TMP/worker.err" "$TMP/w.err"
+expect_grep w.err 'refused the head at 127.0.0.1:[0-9]+: the model.s config.json differs'
+expect_grep w.err 'serving the head at'
+expect_grep w.err 'glmchat worker: stopped'
+finish

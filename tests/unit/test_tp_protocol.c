@@ -1,0 +1,284 @@
+/* test_tp_protocol.c: Check suite for the ranks' control protocol: every message round-trips,
+ * every malformed frame or field is refused with a message, HELLO differences are named. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp/bytes.h"
+#include "tp/protocol.h"
+
+/* Encodes m, checks and decodes the frame back into out. */
+static glm_status round_trip(const tp_msg *m, tp_msg *out, glm_error *err)
+{
+    uint8_t *frame;
+    size_t len;
+    glm_status st = tp_msg_encode(m, &frame, &len, err);
+    if (st != GLM_OK)
+        return st;
+    uint32_t type, plen;
+    st = tp_frame_header_decode(frame, &type, &plen, err);
+    if (st == GLM_OK) {
+        ck_assert_uint_eq(plen + TP_FRAME_HEADER_BYTES, len);
+        st = tp_msg_decode(type, frame + TP_FRAME_HEADER_BYTES, plen, out, err);
+    }
+    free(frame);
+    return st;
+}
+
+static tp_hello sample_hello(void)
+{
+    tp_hello h = {0};
+    h.protocol = TP_PROTOCOL_VERSION;
+    h.rank = 0;
+    strcpy(h.version, "0.1.0");
+    strcpy(h.model_name, "glm5_next");
+    h.config_hash = 0x1122334455667788ull;
+    h.weights_hash = 0x99aabbccddeeff00ull;
+    h.settings = (tp_settings){2, TP_TRANSPORT_TCP, 1000, 5000, 1 << 20, 1};
+    h.session = 42;
+    return h;
+}
+
+START_TEST(hello_round_trips)
+{
+    tp_msg m = {.type = TP_MSG_HELLO}, out;
+    m.u.hello = sample_hello();
+    glm_error err;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_int_eq(out.type, TP_MSG_HELLO);
+    ck_assert_str_eq(out.u.hello.version, "0.1.0");
+    ck_assert_str_eq(out.u.hello.model_name, "glm5_next");
+    ck_assert(out.u.hello.config_hash == m.u.hello.config_hash);
+    ck_assert(out.u.hello.weights_hash == m.u.hello.weights_hash);
+    ck_assert(memcmp(&out.u.hello.settings, &m.u.hello.settings, sizeof m.u.hello.settings) == 0);
+    ck_assert(out.u.hello.session == 42);
+}
+END_TEST
+
+START_TEST(step_round_trips_and_owns_its_tokens)
+{
+    uint32_t toks[5] = {1, 154879, 0, 7, 99};
+    tp_msg m = {.type = TP_MSG_STEP}, out;
+    m.u.step = (tp_step){.seq = 9, .cmd = TP_STEP_FORWARD, .pos = 100, .n_tokens = 5, .tokens = toks};
+    glm_error err;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert(out.u.step.seq == 9);
+    ck_assert_uint_eq(out.u.step.pos, 100);
+    ck_assert_uint_eq(out.u.step.n_tokens, 5);
+    ck_assert(out.u.step.tokens != toks);
+    ck_assert_mem_eq(out.u.step.tokens, toks, sizeof toks);
+    tp_msg_clear(&out);
+    ck_assert_ptr_null(out.u.step.tokens);
+
+    m.u.step = (tp_step){.seq = 10, .cmd = TP_STEP_TRUNCATE, .pos = 50};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_TRUNCATE);
+    ck_assert_ptr_null(out.u.step.tokens);
+    tp_msg_clear(&out);
+}
+END_TEST
+
+START_TEST(small_messages_round_trip)
+{
+    glm_error err;
+    tp_msg m, out;
+    m = (tp_msg){.type = TP_MSG_HEARTBEAT};
+    m.u.heartbeat.seq = 3;
+    m.u.heartbeat.sent_ms = 123456789;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert(out.u.heartbeat.seq == 3 && out.u.heartbeat.sent_ms == 123456789);
+    tp_msg_error(&m, 7, "worker says: \x01 bad\tthing\n%d", 5);
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.error.code, 7);
+    ck_assert_str_eq(out.u.error.text, "worker says:   bad\tthing\n5");
+    m = (tp_msg){.type = TP_MSG_PARAMS};
+    m.u.params.len = 3;
+    memcpy(m.u.params.bytes, "abc", 3);
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.params.len, 3);
+    ck_assert_mem_eq(out.u.params.bytes, "abc", 3);
+    m = (tp_msg){.type = TP_MSG_ATTACH};
+    m.u.attach.token = 0xfeedfacecafebeefull;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert(out.u.attach.token == 0xfeedfacecafebeefull);
+    m = (tp_msg){.type = TP_MSG_BYE};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_int_eq(out.type, TP_MSG_BYE);
+}
+END_TEST
+
+START_TEST(long_error_text_is_cut_on_a_character_boundary)
+{
+    char big[1500];
+    /* 'é' is two bytes: 1000 is even, so shift by one byte to force a cut inside a character. */
+    big[0] = 'x';
+    for (int i = 1; i + 1 < (int)sizeof big; i += 2) {
+        big[i] = (char)0xc3;
+        big[i + 1] = (char)0xa9;
+    }
+    big[sizeof big - 1] = '\0';
+    tp_msg m, out;
+    tp_msg_error(&m, 1, "%s", big);
+    glm_error err;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_le(strlen(out.u.error.text), TP_TEXT_MAX);
+    ck_assert_uint_ge(strlen(out.u.error.text), TP_TEXT_MAX - 2);
+}
+END_TEST
+
+START_TEST(bad_headers_are_refused)
+{
+    uint8_t h[TP_FRAME_HEADER_BYTES];
+    uint32_t type, len;
+    glm_error err;
+    memcpy(h, "GET / HTTP/1", 12);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "not a glmchat rank"));
+    tp_put_u32(h, TP_FRAME_MAGIC);
+    tp_put_u16(h + 4, 0);
+    tp_put_u16(h + 6, 0);
+    tp_put_u32(h + 8, 0);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "unknown message type 0"));
+    tp_put_u16(h + 4, TP_MSG_BYE);
+    tp_put_u16(h + 6, 1);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "flags"));
+    tp_put_u16(h + 6, 0);
+    tp_put_u32(h + 8, 5);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "claims 5 bytes"));
+    tp_put_u32(h + 8, 4);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_OK);
+    ck_assert_uint_eq(type, TP_MSG_BYE);
+    ck_assert_uint_eq(len, 4);
+}
+END_TEST
+
+/* Encodes a STEP, then lets the test corrupt its payload before decoding. */
+static glm_status decode_corrupted_step(void (*corrupt)(uint8_t *payload, size_t *len), glm_error *err)
+{
+    uint32_t toks[2] = {5, 6};
+    tp_msg m = {.type = TP_MSG_STEP}, out;
+    m.u.step = (tp_step){.seq = 1, .cmd = TP_STEP_FORWARD, .pos = 0, .n_tokens = 2, .tokens = toks};
+    uint8_t *frame;
+    size_t len;
+    ck_assert_int_eq(tp_msg_encode(&m, &frame, &len, err), GLM_OK);
+    size_t plen = len - TP_FRAME_HEADER_BYTES;
+    corrupt(frame + TP_FRAME_HEADER_BYTES, &plen);
+    glm_status st = tp_msg_decode(TP_MSG_STEP, frame + TP_FRAME_HEADER_BYTES, plen, &out, err);
+    free(frame);
+    if (st == GLM_OK)
+        tp_msg_clear(&out);
+    return st;
+}
+
+static void zero_seq(uint8_t *p, size_t *len) { (void)len; tp_put_u64(p, 0); }
+static void bad_cmd(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, 9); }
+static void more_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 3); }
+static void huge_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 0xffffffffu); }
+static void reserved_set(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 20, 1); }
+static void short_by_one(uint8_t *p, size_t *len) { (void)p; *len -= 1; }
+static void position_overflow(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 12, 0xffffffffu); }
+static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_RESET); }
+
+START_TEST(bad_steps_are_refused)
+{
+    void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, reserved_set,
+                                           short_by_one, position_overflow, reset_with_tokens};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        glm_error err = {0};
+        ck_assert_msg(decode_corrupted_step(cases[i], &err) == GLM_ERR_PEER, "case %zu accepted", i);
+        ck_assert_ptr_nonnull(strstr(err.message, "STEP"));
+    }
+}
+END_TEST
+
+START_TEST(bad_strings_and_trailing_bytes_are_refused)
+{
+    tp_msg m = {.type = TP_MSG_HELLO}, out;
+    m.u.hello = sample_hello();
+    uint8_t *frame;
+    size_t len;
+    glm_error err;
+    ck_assert_int_eq(tp_msg_encode(&m, &frame, &len, &err), GLM_OK);
+    uint8_t *p = frame + TP_FRAME_HEADER_BYTES;
+    size_t plen = len - TP_FRAME_HEADER_BYTES;
+    /* version string starts at 8 (u16 length), its bytes at 10 */
+    uint8_t saved = p[10];
+    p[10] = 0xff; /* not UTF-8 */
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
+    p[10] = 0x00; /* NUL inside */
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
+    p[10] = saved;
+    tp_put_u16(p + 8, 500); /* longer than allowed */
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
+    tp_put_u16(p + 8, 5);
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_OK);
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen - 1, &out, &err), GLM_ERR_PEER);
+    free(frame);
+
+    uint8_t bye[5] = {0, 0, 0, 0, 9};
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_BYE, bye, 5, &out, &err), GLM_ERR_PEER);
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_BYE, bye, 4, &out, &err), GLM_OK);
+    ck_assert_int_eq(tp_msg_decode(77, bye, 4, &out, &err), GLM_ERR_PEER);
+    /* overlong encodings and surrogates are not UTF-8 */
+    uint8_t error_msg[4 + 2 + 3] = {1, 0, 0, 0, 3, 0, 0xed, 0xa0, 0x80};
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_ERROR, error_msg, sizeof error_msg, &out, &err), GLM_ERR_PEER);
+    uint8_t overlong[4 + 2 + 2] = {1, 0, 0, 0, 2, 0, 0xc0, 0xaf};
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_ERROR, overlong, sizeof overlong, &out, &err), GLM_ERR_PEER);
+}
+END_TEST
+
+START_TEST(hello_differences_are_named)
+{
+    tp_hello a = sample_hello(), b = sample_hello();
+    b.rank = 1;
+    glm_error err;
+    ck_assert_int_eq(tp_hello_compare(&a, &b, "worker", &err), GLM_OK);
+    b.settings.transport = TP_TRANSPORT_AUTO;
+    ck_assert_int_eq(tp_hello_compare(&a, &b, "worker", &err), GLM_OK);
+
+    tp_hello c = b;
+    strcpy(c.version, "0.2.0");
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_str_eq(err.message, "the glmchat version differs: 0.1.0 here, 0.2.0 on the worker; run "
+                                  "the same glmchat build on both machines");
+    c = b;
+    c.weights_hash ^= 1;
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "weight index differs: 99aabbccddeeff00 here, 99aabbccddeeff01"));
+    c = b;
+    c.settings.transport = TP_TRANSPORT_RDMA;
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "transport differs: tcp here, rdma on the worker"));
+    c = b;
+    c.settings.max_context = 4096;
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "head", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "context size (tokens) differs: 1048576 here, 4096 on the head"));
+    c = b;
+    c.rank = 0;
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "both ranks claim rank 0"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tp_protocol");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, hello_round_trips);
+    tcase_add_test(tc, step_round_trips_and_owns_its_tokens);
+    tcase_add_test(tc, small_messages_round_trip);
+    tcase_add_test(tc, long_error_text_is_cut_on_a_character_boundary);
+    tcase_add_test(tc, bad_headers_are_refused);
+    tcase_add_test(tc, bad_steps_are_refused);
+    tcase_add_test(tc, bad_strings_and_trailing_bytes_are_refused);
+    tcase_add_test(tc, hello_differences_are_named);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

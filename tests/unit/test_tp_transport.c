@@ -1,0 +1,262 @@
+/* test_tp_transport.c: Check suite for the tcp data transport and control framing over a real
+ * socket pair: large crossing exchanges, rank-order sums, out-of-step, silent and closed peers. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tp/bytes.h"
+#include "tp/transport.h"
+
+typedef struct side {
+    tp_transport *t;
+    float *mine, *both;
+    size_t n;
+    uint64_t seq;
+    int timeout_ms;
+    glm_status st;
+    glm_error err;
+} side;
+
+static void *run_side(void *arg)
+{
+    side *s = arg;
+    s->st = tp_all_gather(s->t, s->mine, s->both, s->n, s->seq, s->timeout_ms, &s->err);
+    return NULL;
+}
+
+static void make_pair(tp_transport **a, tp_transport **b)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    glm_error err;
+    *a = tp_tcp_transport_new(sv[0], 0, "rank-1-test", &err);
+    *b = tp_tcp_transport_new(sv[1], 1, "rank-0-test", &err);
+    ck_assert_ptr_nonnull(*a);
+    ck_assert_ptr_nonnull(*b);
+}
+
+static side new_side(tp_transport *t, size_t n, uint64_t seq, float base)
+{
+    side s = {.t = t, .n = n, .seq = seq, .timeout_ms = 5000};
+    s.mine = malloc(n * sizeof(float));
+    s.both = malloc(2 * n * sizeof(float));
+    ck_assert_ptr_nonnull(s.mine);
+    ck_assert_ptr_nonnull(s.both);
+    for (size_t i = 0; i < n; i++)
+        s.mine[i] = base + (float)i * 0.001f;
+    return s;
+}
+
+static void free_side(side *s)
+{
+    free(s->mine);
+    free(s->both);
+}
+
+static void run_both(side *a, side *b)
+{
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_side, a);
+    pthread_create(&tb, NULL, run_side, b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+}
+
+START_TEST(large_exchanges_cross_without_deadlock)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    size_t n = 4u << 20; /* 16 MiB each way, far beyond the socket buffers */
+    side sa = new_side(a, n, 1, 1.0f), sb = new_side(b, n, 1, -7.0f);
+    run_both(&sa, &sb);
+    ck_assert_int_eq(sa.st, GLM_OK);
+    ck_assert_int_eq(sb.st, GLM_OK);
+    ck_assert_mem_eq(sa.both, sa.mine, n * sizeof(float));
+    ck_assert_mem_eq(sa.both + n, sb.mine, n * sizeof(float));
+    ck_assert_mem_eq(sb.both, sa.both, 2 * n * sizeof(float));
+    free_side(&sa);
+    free_side(&sb);
+    tp_transport_free(a);
+    tp_transport_free(b);
+}
+END_TEST
+
+typedef struct reduce_side {
+    tp_transport *t;
+    float buf[4096], scratch[8192];
+    glm_status st;
+} reduce_side;
+
+static void *run_reduce(void *arg)
+{
+    reduce_side *s = arg;
+    glm_error err;
+    for (uint64_t seq = 1; seq <= 200 && (s->st = tp_all_reduce_sum(s->t, s->buf, s->scratch, 4096, seq, 5000, &err)) == GLM_OK; seq++)
+        ;
+    return NULL;
+}
+
+START_TEST(rank_order_sums_are_bit_identical)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    static reduce_side ra, rb;
+    ra.t = a;
+    rb.t = b;
+    for (int i = 0; i < 4096; i++) {
+        ra.buf[i] = 1.0f / (float)(i + 1);
+        rb.buf[i] = -3.0f / (float)(i + 7) + 1e-7f * (float)i;
+    }
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_reduce, &ra);
+    pthread_create(&tb, NULL, run_reduce, &rb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(ra.st, GLM_OK);
+    ck_assert_int_eq(rb.st, GLM_OK);
+    ck_assert_mem_eq(ra.buf, rb.buf, sizeof ra.buf);
+    tp_transport_free(a);
+    tp_transport_free(b);
+}
+END_TEST
+
+START_TEST(out_of_step_ranks_are_reported)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    side sa = new_side(a, 16, 5, 0), sb = new_side(b, 16, 6, 0);
+    run_both(&sa, &sb);
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(sa.err.message, "out of step: exchange 5 of 64 bytes here, 6 of 64"));
+    ck_assert_str_eq(tp_transport_last_error(a), sa.err.message);
+    free_side(&sa);
+    free_side(&sb);
+    side sc = new_side(a, 16, 7, 0), sd = new_side(b, 32, 7, 0);
+    run_both(&sc, &sd);
+    ck_assert_int_eq(sc.st, GLM_ERR_PEER);
+    ck_assert_int_eq(sd.st, GLM_ERR_PEER);
+    free_side(&sc);
+    free_side(&sd);
+    tp_transport_free(a);
+    tp_transport_free(b);
+}
+END_TEST
+
+static int always_aborted(void *user)
+{
+    (void)user;
+    return 1;
+}
+
+START_TEST(silent_closed_and_abandoned_peers_end_in_time)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    side sa = new_side(a, 4096, 1, 0);
+    sa.timeout_ms = 300;
+    int64_t t0 = tp_now_ms();
+    run_side(&sa);
+    int64_t took = tp_now_ms() - t0;
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(sa.err.message, "did not answer exchange 1 in time"));
+    ck_assert_int_ge(took, 290);
+    ck_assert_int_le(took, 800);
+
+    a->aborted = always_aborted;
+    t0 = tp_now_ms();
+    sa.timeout_ms = 5000;
+    run_side(&sa);
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(sa.err.message, "abandoned"));
+    ck_assert_int_le(tp_now_ms() - t0, 200);
+    a->aborted = NULL;
+
+    tp_transport_free(b);
+    run_side(&sa);
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_msg(strstr(sa.err.message, "closed") || strstr(sa.err.message, "failed"), "%s", sa.err.message);
+    ck_assert_int_eq(tp_all_gather(a, sa.mine, sa.both, 0, 1, 100, &sa.err), GLM_ERR_ARG);
+    ck_assert_int_eq(tp_all_gather(a, sa.mine, sa.both, 4, 0, 100, &sa.err), GLM_ERR_ARG);
+    free_side(&sa);
+    tp_transport_free(a);
+}
+END_TEST
+
+START_TEST(control_frames_with_hostile_lengths_are_refused_unread)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    glm_error err;
+    uint32_t toks[3] = {1, 2, 3};
+    tp_msg m = {.type = TP_MSG_STEP}, out;
+    m.u.step = (tp_step){.seq = 1, .cmd = TP_STEP_FORWARD, .pos = 4, .n_tokens = 3, .tokens = toks};
+    ck_assert_int_eq(tp_ctrl_send(sv[0], &m, tp_now_ms() + 1000, &err), GLM_OK);
+    ck_assert_int_eq(tp_ctrl_recv(sv[1], &out, tp_now_ms() + 1000, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.n_tokens, 3);
+    ck_assert_uint_eq(out.u.step.tokens[2], 3);
+    tp_msg_clear(&out);
+
+    uint8_t h[TP_FRAME_HEADER_BYTES];
+    tp_put_u32(h, TP_FRAME_MAGIC);
+    tp_put_u16(h + 4, TP_MSG_STEP);
+    tp_put_u16(h + 6, 0);
+    tp_put_u32(h + 8, 0x7fffffffu);
+    ck_assert_int_eq(write(sv[0], h, sizeof h), (ssize_t)sizeof h);
+    int64_t t0 = tp_now_ms();
+    ck_assert_int_eq(tp_ctrl_recv(sv[1], &out, tp_now_ms() + 1000, &err), GLM_ERR_PEER);
+    ck_assert_int_le(tp_now_ms() - t0, 100); /* refused from the header alone */
+    ck_assert_ptr_nonnull(strstr(err.message, "more than"));
+
+    /* a header promising bytes that never come: bounded by the deadline */
+    tp_put_u32(h + 8, 8);
+    tp_put_u16(h + 4, TP_MSG_ATTACH);
+    ck_assert_int_eq(write(sv[0], h, sizeof h), (ssize_t)sizeof h);
+    t0 = tp_now_ms();
+    ck_assert_int_eq(tp_ctrl_recv(sv[1], &out, tp_now_ms() + 200, &err), GLM_ERR_PEER);
+    ck_assert_int_ge(tp_now_ms() - t0, 190);
+    ck_assert_ptr_nonnull(strstr(err.message, "timed out"));
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(addresses_are_parsed_with_clear_errors)
+{
+    char host[64], port[8];
+    glm_error err;
+    ck_assert_int_eq(tp_parse_hostport("10.0.0.2:7070", host, sizeof host, port, sizeof port, &err), GLM_OK);
+    ck_assert_str_eq(host, "10.0.0.2");
+    ck_assert_str_eq(port, "7070");
+    ck_assert_int_eq(tp_parse_hostport("[fe80::1]:9", host, sizeof host, port, sizeof port, &err), GLM_OK);
+    ck_assert_str_eq(host, "fe80::1");
+    ck_assert_int_eq(tp_parse_hostport("10.0.0.2", host, sizeof host, port, sizeof port, &err), GLM_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.message, "HOST:PORT"));
+    ck_assert_int_eq(tp_parse_hostport("h:70000", host, sizeof host, port, sizeof port, &err), GLM_ERR_ARG);
+    ck_assert_int_eq(tp_parse_hostport(":1", host, sizeof host, port, sizeof port, &err), GLM_ERR_ARG);
+    ck_assert_int_eq(tp_parse_hostport("h:1x", host, sizeof host, port, sizeof port, &err), GLM_ERR_ARG);
+    ck_assert_int_lt(tp_tcp_connect("127.0.0.1:1", tp_now_ms() + 500, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.message, "cannot connect to 127.0.0.1:1"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tp_transport");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, large_exchanges_cross_without_deadlock);
+    tcase_add_test(tc, rank_order_sums_are_bit_identical);
+    tcase_add_test(tc, out_of_step_ranks_are_reported);
+    tcase_add_test(tc, silent_closed_and_abandoned_peers_end_in_time);
+    tcase_add_test(tc, control_frames_with_hostile_lengths_are_refused_unread);
+    tcase_add_test(tc, addresses_are_parsed_with_clear_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
