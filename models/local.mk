@@ -36,3 +36,6 @@ tests_unit_test_demo_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_demo_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_demo
 tests/unit/test_demo.$(OBJEXT): models/demo/model.safetensors
+
+TESTS += tests/e2e/demo_tool.sh
+EXTRA_DIST += tests/e2e/demo_tool.sh
