@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/chat_engine.h"
+#include "app/demo_model.h"
 
 struct chat_engine {
     glm_engine *engine;
@@ -21,9 +23,14 @@ static glm_backend backend_of(const char *name)
 
 chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
 {
-    if (!cfg->model_dir) {
-        snprintf(err, errlen, "no model to chat with: give --model DIR, set `model = DIR` in the config "
-                              "file, or GLMCHAT_MODEL");
+    /* No --model, GLMCHAT_MODEL or `model =`: the embedded demo model. */
+    const char *model_dir = cfg->model_dir ? cfg->model_dir : demo_model_dir();
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/model.safetensors", model_dir);
+    if (!cfg->model_dir && access(probe, R_OK) != 0) {
+        snprintf(err, errlen, "no model to chat with: the embedded demo model is not at %s (run make, "
+                              "or give --model DIR, `model = DIR` in the config file, or GLMCHAT_MODEL)",
+                 model_dir);
         return NULL;
     }
     chat_engine *ce = calloc(1, sizeof *ce);
@@ -31,16 +38,16 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    glm_engine_params p = {.model_dir = cfg->model_dir, .backend = backend_of(cfg->backend), .peer = cfg->peer,
+    glm_engine_params p = {.model_dir = model_dir, .backend = backend_of(cfg->backend), .peer = cfg->peer,
                            .transport = cfg->transport, .n_threads = cfg->threads};
     glm_error gerr = {0};
     ce->engine = glm_engine_open(&p, &gerr);
     if (ce->engine)
         ce->session = glm_session_new(ce->engine, &gerr);
-    const char *slash = strrchr(cfg->model_dir, '/');
-    ce->model_name = strdup(slash && slash[1] ? slash + 1 : cfg->model_dir);
+    const char *slash = strrchr(model_dir, '/');
+    ce->model_name = strdup(slash && slash[1] ? slash + 1 : model_dir);
     if (!ce->engine || !ce->session || !ce->model_name) {
-        snprintf(err, errlen, "cannot open the model %s: %s", cfg->model_dir,
+        snprintf(err, errlen, "cannot open the model %s: %s", model_dir,
                  gerr.message[0] ? gerr.message : "out of memory");
         chat_engine_close(ce);
         return NULL;

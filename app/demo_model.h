@@ -3,7 +3,7 @@
 #ifndef GLMCHAT_APP_DEMO_MODEL_H
 #define GLMCHAT_APP_DEMO_MODEL_H
 
-/* The demo model's directory: the build tree's copy when it holds a model.safetensors, else the
+/* The demo model's directory: $GLMCHAT_DEMO_MODEL when set, else the build tree's copy when it holds a model.safetensors, else the
  * installed one. Never NULL; the path is static. */
 const char *demo_model_dir(void);
 

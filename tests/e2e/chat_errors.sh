@@ -51,9 +51,10 @@ expect_exit_in 1 $'hi\nand again\n' "$G" chat
 expect_same out $'ok\n'
 expect_grep err '^glmchat: the reply failed: the recorded replies in .* ran out after 1 replies$'
 
-# Without the test hook the engine answers: a model must be given, and must exist.
-GLMCHAT_TEST_REPLIES= expect_exit 1 "$G" chat --prompt hi
-expect_grep err '^glmchat: no model to chat with: give --model DIR'
+# Without the test hook the engine answers: with no model given, the embedded demo model, which
+# must exist; a model given must exist.
+GLMCHAT_TEST_REPLIES= GLMCHAT_DEMO_MODEL="$TMP/no-demo" expect_exit 1 "$G" chat --prompt hi
+expect_grep err "^glmchat: no model to chat with: the embedded demo model is not at $TMP/no-demo "
 GLMCHAT_TEST_REPLIES= expect_exit 1 "$G" --model "$TMP/no-such-model" chat --prompt hi
 expect_grep err "^glmchat: cannot open the model $TMP/no-such-model: "
 

@@ -30,4 +30,11 @@ expect_grep out.txt 'calculate 67 plus 66'
 expect_grep out.txt '\[tool call\] run_command'
 expect_grep out.txt '\[tool result\] run_command: 133'
 expect_grep out.txt 'The result is 133'
+# With no --model and no config, glmchat chats with the embedded demo model.
+"$B" chat --prompt "How much is 67 plus 66?" --no-save --allow-tools --output-format jsonl \
+    >"$TMP/default.jsonl" 2>"$TMP/err"
+[ $? -eq 0 ] && pass || fail "no --model: $(head -c 300 "$TMP/err")"
+expect_grep default.jsonl '"type":"session"'
+expect_grep default.jsonl '"type":"tool_call","id":"[^"]+","name":"run_command"'
+
 finish
