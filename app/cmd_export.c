@@ -9,22 +9,8 @@
 #include <unistd.h>
 
 #include "app/commands.h"
-#include "app/paths.h"
+#include "app/open_db.h"
 #include "storage/storage.h"
-
-static db_store *open_database(const cli_globals *g)
-{
-    glm_paths p;
-    char err[1024];
-    if (paths_resolve(&p, g, err, sizeof err) != 0) {
-        cli_runtime_error("%s", err);
-        return NULL;
-    }
-    db_store *db = db_open(p.db_file, err, sizeof err);
-    if (!db)
-        cli_runtime_error("%s", err);
-    return db;
-}
 
 static void print_usage(void)
 {
@@ -117,7 +103,7 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
                                    argv[optind]);
         id = v;
     }
-    db_store *db = open_database(g);
+    db_store *db = cli_open_database(g);
     if (!db)
         return CLI_EXIT_RUNTIME;
     int rc = CLI_EXIT_OK;

@@ -7,22 +7,8 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "app/paths.h"
+#include "app/open_db.h"
 #include "storage/storage.h"
-
-static db_store *open_database(const cli_globals *g)
-{
-    glm_paths p;
-    char err[1024];
-    if (paths_resolve(&p, g, err, sizeof err) != 0) {
-        cli_runtime_error("%s", err);
-        return NULL;
-    }
-    db_store *db = db_open(p.db_file, err, sizeof err);
-    if (!db)
-        cli_runtime_error("%s", err);
-    return db;
-}
 
 static void print_usage(void)
 {
@@ -92,7 +78,7 @@ int cmd_import(int argc, char **argv, const cli_globals *g)
         fclose(in);
     if (!json)
         return cli_runtime_error("cannot read %s: %s", path, strerror(read_errno));
-    db_store *db = open_database(g);
+    db_store *db = cli_open_database(g);
     if (!db) {
         free(json);
         return CLI_EXIT_RUNTIME;

@@ -1,0 +1,12 @@
+/* open_db.h: opens the conversation database a command was pointed at (--db, $GLMCHAT_DB, XDG),
+ * the one way list, search, export and import get their db_store. */
+#ifndef GLMCHAT_APP_OPEN_DB_H
+#define GLMCHAT_APP_OPEN_DB_H
+
+#include "app/cli.h"
+#include "storage/storage.h"
+
+/* The database of g's paths, or NULL after printing why on stderr. */
+db_store *cli_open_database(const cli_globals *g);
+
+#endif
