@@ -15,7 +15,7 @@ start_worker() {
     shift
     "$G" worker --listen 127.0.0.1:0 --model "$model" --threads 1 "$@" 2>"$TMP/worker.err" &
     worker=$!
-    for _ in $(seq 200); do grep -q '(port [0-9]*)' "$TMP/worker.err" && break; sleep 0.05; done
+    for _ in $(seq 200); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
     PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
     [ -n "$PORT" ] || fail "worker did not start: $(cat "$TMP/worker.err")"
 }
@@ -54,9 +54,15 @@ printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
 
 expect_exit 0 "$G" --db "$TMP/one.db" --model "$M" chat --output-format jsonl --max-tokens 40 --think off --prompt "Tell me a story."
 cp "$TMP/out" "$TMP/chat1.jsonl"
+printf 'Go on.\nAnd then?\n' >"$TMP/turns"
+"$G" --db "$TMP/one.db" --model "$M" chat -c --output-format jsonl --max-tokens 20 <"$TMP/turns" >"$TMP/chat1b.jsonl" 2>"$TMP/err"
+[ $? -eq 0 ] && pass || fail "a two-turn chat on one rank failed: $(cat "$TMP/err")"
 start_worker "$M"
 expect_exit 0 "$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat --output-format jsonl --max-tokens 40 --think off --prompt "Tell me a story."
 cp "$TMP/out" "$TMP/chat2.jsonl"
+"$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat -c --output-format jsonl --max-tokens 20 \
+    <"$TMP/turns" >"$TMP/chat2b.jsonl" 2>"$TMP/err"
+[ $? -eq 0 ] && pass || fail "a two-turn chat on two ranks failed: $(cat "$TMP/err")"
 stop_worker
 check_py "a two-rank reply equals one rank's" '
 import json, os
@@ -64,9 +70,10 @@ tmp = os.environ["TMP"]
 def reply(name):
     ev = [json.loads(l) for l in open(tmp + "/" + name)]
     return "".join(e.get("text", "") for e in ev if e["type"] in ("content", "reasoning"))
-a, b = reply("chat1.jsonl"), reply("chat2.jsonl")
-if not a: print("FAIL: the one-rank reply is empty")
-if a != b: print("FAIL: %r != %r" % (a, b))
+for one, two in (("chat1", "chat2"), ("chat1b", "chat2b")):
+    a, b = reply(one + ".jsonl"), reply(two + ".jsonl")
+    if not a: print("FAIL: the one-rank reply %s is empty" % one)
+    if a != b: print("FAIL: %s %r != %r" % (one, a, b))
 '
 
 # The worker dies mid-reply: a clear error, exit 1, the conversation stays in storage.
@@ -93,4 +100,20 @@ if ev[-1].get("finish") != "error": print("FAIL: last event", ev[-1])
 m = json.load(open(tmp + "/kill.json"))["messages"]
 if [x["role"] for x in m] != ["user", "assistant"] or m[0]["parts"][0]["text"] != "Keep talking.": print("FAIL: stored", m)
 '
+
+# A worker that hangs (stopped) mid-reply: the head gives up within its timeout (5 s).
+start_worker "$M"
+"$G" --db "$TMP/hang.db" --model "$M" --peer 127.0.0.1:$PORT chat --output-format jsonl --max-tokens 100000 \
+    --think off --prompt "Keep talking." >"$TMP/hang.out" 2>"$TMP/hang.err" &
+head_pid=$!
+for _ in $(seq 200); do grep -q '"content"' "$TMP/hang.out" && break; sleep 0.05; done
+kill -STOP $worker
+for _ in $(seq 300); do kill -0 $head_pid 2>/dev/null || break; sleep 0.05; done
+if kill -0 $head_pid 2>/dev/null; then fail "the head still runs 15 s after its worker hung"; kill -9 $head_pid; fi
+wait $head_pid
+rc=$?
+kill -9 $worker
+[ $rc -eq 1 ] && pass || fail "head exited $rc after its worker hung, not 1: $(cat "$TMP/hang.err")"
+cp "$TMP/hang.err" "$TMP/err"
+expect_grep err 'the reply failed: .*worker at 127.0.0.1:[0-9]+'
 finish
