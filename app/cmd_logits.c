@@ -59,11 +59,12 @@ static int read_tokens(const char *path, int32_t **out, int *n)
     return 0;
 }
 
-static int run_logits(const char *model_dir, glm_backend backend, const int32_t *ids, int n,
-                      int prefill, int threads, const char *out_path)
+static int run_logits(const cli_globals *g, const char *model_dir, glm_backend backend,
+                      const int32_t *ids, int n, int prefill, int threads, const char *out_path)
 {
     glm_error err = {0};
-    glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads};
+    glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
+                           .peer = g->peer, .transport = g->transport};
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);
@@ -151,7 +152,7 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
     }
     glm_backend backend = g->backend && strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA
                                                                         : GLM_BACKEND_CPU;
-    rc = run_logits(model, backend, ids, n, prefill, threads, out);
+    rc = run_logits(g, model, backend, ids, n, prefill, threads, out);
     free(ids);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp]` (CLI.md): rank 1,
  * headless; serves one head at a time until interrupted, saying on stderr what happens. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "session.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
 
@@ -26,54 +28,112 @@ static void usage(FILE *out)
             "model files.\n"
             "  --listen HOST:PORT   address to listen on (0.0.0.0:7070 for every interface)\n"
             "  --transport KIND     rdma or tcp; default: whatever the head asks for\n"
-            "  --model DIR          the model directory (also a global option)\n");
+            "  --model DIR          the model directory (also a global option)\n"
+            "  --threads N          CPU threads (0: one per core)\n"
+            "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n");
+}
+
+/* Appends logits to the dump file (--dump-logits), in the order the steps computed them. */
+static int dump_logits(FILE *dump, const float *logits, size_t n)
+{
+    return !dump || (fwrite(logits, sizeof *logits, n, dump) == n && fflush(dump) == 0);
+}
+
+/* Runs one forward step of the head's; the session is rank 1's mirror of the head's. */
+static glm_status run_forward(glm_session *s, const tp_step *step, FILE *dump, glm_error *err)
+{
+    if ((int)step->pos != glm_session_length(s))
+        return glm_error_set(err, GLM_ERR_PEER, "the head ran tokens at position %u but this worker "
+                             "holds %d: the ranks disagree", step->pos, glm_session_length(s));
+    size_t V = (size_t)glm_session_vocab(s);
+    int all = step->cmd == TP_STEP_FORWARD_ALL;
+    float *logits = all ? malloc((size_t)step->n_tokens * V * sizeof *logits) : NULL;
+    if (all && !logits)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for %u rows of logits", step->n_tokens);
+    glm_status st = glm_session_feed(s, (const int32_t *)step->tokens, (int)step->n_tokens, logits, err);
+    if (st == GLM_OK && !dump_logits(dump, all ? logits : glm_session_logits(s), all ? step->n_tokens * V : V))
+        st = glm_error_set(err, GLM_ERR_IO, "cannot write the logits dump: %s", strerror(errno));
+    free(logits);
+    return st;
+}
+
+static glm_status apply_step(glm_session *s, const tp_step *step, FILE *dump, glm_error *err)
+{
+    switch (step->cmd) {
+    case TP_STEP_RESET: glm_session_reset(s); return GLM_OK;
+    case TP_STEP_TRUNCATE: return glm_session_truncate(s, (int)step->pos, err);
+    case TP_STEP_MARK:
+        if ((int)step->pos != glm_session_length(s))
+            return glm_error_set(err, GLM_ERR_PEER, "the head marked %u tokens but this worker holds "
+                                 "%d: the ranks disagree", step->pos, glm_session_length(s));
+        return glm_session_mark(s, err);
+    default: return run_forward(s, step, dump, err);
+    }
 }
 
 /* Serves one connected head until it leaves, fails or we are interrupted. */
-static void serve(tp_rank *r)
+static void serve(tp_rank *r, glm_engine *e, FILE *dump)
 {
     fprintf(stderr, "glmchat worker: serving the head at %s over %s\n", tp_rank_peer(r),
             tp_rank_transport_name(r));
-    while (!worker_stop) {
+    glm_error err = {0};
+    glm_engine_attach_peer(e, r);
+    glm_session *s = glm_session_new(e, &err);
+    if (!s) {
+        tp_rank_report(r, err.message);
+        fprintf(stderr, "glmchat worker: %s\n", err.message);
+    }
+    while (s && !worker_stop) {
         tp_step step;
         int bye = 0;
-        glm_error err = {0};
         if (tp_worker_next_step(r, 500, &step, &bye, &err) != GLM_OK) {
             fprintf(stderr, "glmchat worker: %s\n", err.message);
-            return;
+            break;
         }
         if (bye) {
             fprintf(stderr, "glmchat worker: the head at %s left; waiting for the next head\n", tp_rank_peer(r));
-            return;
+            break;
         }
         if (step.cmd == 0)
             continue;
+        glm_status st = apply_step(s, &step, dump, &err);
         free(step.tokens);
-        if (step.cmd == TP_STEP_RESET || step.cmd == TP_STEP_TRUNCATE)
-            continue;
-        /* The transport and bootstrap are here; the model split across ranks is not wired into
-         * the forward yet, so a step cannot be computed. Say so to both users. */
-        const char *why = "this worker cannot compute steps yet: this glmchat build has the two-rank "
-                          "transport but not the split forward; run the model on one machine (no --peer)";
-        tp_rank_report(r, why);
-        fprintf(stderr, "glmchat worker: %s\n", why);
-        return;
+        if (st == GLM_ERR_PEER || st == GLM_ERR_IO || st == GLM_ERR_NOMEM) {
+            tp_rank_report(r, err.message);
+            fprintf(stderr, "glmchat worker: %s\n", err.message);
+            break;
+        }
+        /* other failures (a bad token id) happen on the head too, which says so to its user */
+        if (st != GLM_OK)
+            fprintf(stderr, "glmchat worker: step failed as on the head: %s\n", err.message);
     }
+    glm_session_free(s);
+    glm_engine_attach_peer(e, NULL);
 }
 
 int cmd_worker(int argc, char **argv, const cli_globals *g)
 {
     static const struct option longs[] = {{"listen", required_argument, 0, 'l'},
                                           {"transport", required_argument, 0, 't'},
+                                          {"dump-logits", required_argument, 0, 'd'},
+                                          {"threads", required_argument, 0, 'j'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    const char *listen_addr = NULL, *transport = g->transport;
+    const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL;
+    int threads = 0;
+    char *end;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         switch (c) {
         case 'l': listen_addr = optarg; break;
         case 't': transport = optarg; break;
+        case 'd': dump_path = optarg; break;
+        case 'j':
+            threads = (int)strtol(optarg, &end, 10);
+            if (*end || threads < 0 || threads > 4096)
+                return cli_usage_error("worker", "--threads takes a count 0..4096, not '%s'", optarg);
+            break;
         case 'h': usage(stdout); return CLI_EXIT_OK;
         default: return cli_usage_error("worker", "unknown option");
         }
@@ -90,9 +150,26 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     tp_identity id;
     if (tp_identity_from_model_dir(g->model_dir, &id, &err) != GLM_OK)
         return cli_runtime_error("%s", err.message);
-    tp_listener *l = tp_listener_open(listen_addr, &err);
-    if (!l)
+    glm_engine_params params = {.model_dir = g->model_dir, .backend = GLM_BACKEND_CPU, .n_threads = threads};
+    glm_engine *e = glm_engine_open(&params, &err);
+    if (!e)
         return cli_runtime_error("%s", err.message);
+    if (glm_engine_split(e, 1, &err) != GLM_OK) {
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    FILE *dump = dump_path ? fopen(dump_path, "wb") : NULL;
+    if (dump_path && !dump) {
+        glm_engine_close(e);
+        return cli_runtime_error("cannot create %s: %s", dump_path, strerror(errno));
+    }
+    tp_listener *l = tp_listener_open(listen_addr, &err);
+    if (!l) {
+        if (dump)
+            fclose(dump);
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -108,10 +185,13 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                 fprintf(stderr, "glmchat worker: %s\n", err.message);
             continue;
         }
-        serve(r);
+        serve(r, e, dump);
         tp_rank_close(r);
     }
     tp_listener_close(l);
+    if (dump)
+        fclose(dump);
+    glm_engine_close(e);
     fprintf(stderr, "glmchat worker: stopped\n");
     return worker_stop == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 }

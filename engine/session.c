@@ -12,6 +12,8 @@
 #include "cpu/forward.h"
 #include "sampler.h"
 #include "text/tokenizer.h"
+#include "tp/rank.h"
+#include "tp/split.h"
 
 /* Prefills run in pieces of at most this many tokens (bounds the scratch memory). */
 #define FEED_PIECE 1024
@@ -22,6 +24,9 @@ struct glm_engine {
     tok_tokenizer *tok; /* loaded on first use: logits-only models need none */
     uint8_t *untokenizable; /* vocab flags: ids the tokenizer has no text for (padding rows) */
     pthread_mutex_t tok_lock;
+    int rank;           /* -1: one rank; else this process's rank of two */
+    tp_rank *tp;        /* the peer, when rank >= 0 and one is attached */
+    tp_split_owned split;
 };
 
 struct glm_session {
@@ -45,34 +50,83 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend is not built yet; use --backend cpu");
         return NULL;
     }
-    if (p->peer) {
-        glm_error_set(err, GLM_ERR_UNSUPPORTED, "two ranks (--peer) are not built yet");
-        return NULL;
-    }
     glm_engine *e = calloc(1, sizeof *e);
     if (!e) {
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory opening the engine");
         return NULL;
     }
+    e->rank = -1;
+    pthread_mutex_init(&e->tok_lock, NULL);
     e->model = glm_model_open(p->model_dir, err);
     if (!e->model) {
-        free(e);
+        glm_engine_close(e);
         return NULL;
     }
     e->pool = cpu_pool_new(p->n_threads);
-    pthread_mutex_init(&e->tok_lock, NULL);
+    if (!p->peer)
+        return e;
+    tp_identity id;
+    tp_rank_options opts = {.transport = p->transport};
+    if (glm_engine_split(e, 0, err) != GLM_OK ||
+        tp_identity_from_model_dir(p->model_dir, &id, err) != GLM_OK ||
+        !(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
+        glm_engine_close(e);
+        return NULL;
+    }
     return e;
+}
+
+glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err)
+{
+    glm_status st = tp_split_model(e->model, rank, &e->split, err);
+    if (st == GLM_OK)
+        e->rank = rank;
+    return st;
+}
+
+void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r)
+{
+    e->tp = r;
+}
+
+static glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_rank_all_reduce(e->tp, buf, n, err);
+}
+
+static glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_rank_all_gather(e->tp, mine, all, n, err);
+}
+
+/* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order. */
+static glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                            glm_error *err)
+{
+    if (s->e->rank != 0)
+        return GLM_OK;
+    if (!s->e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
+    return tp_head_send_step(s->e->tp, cmd, (uint32_t)pos, (const uint32_t *)tokens, (uint32_t)n, err);
 }
 
 void glm_engine_close(glm_engine *e)
 {
     if (!e)
         return;
+    tp_rank_close(e->tp);
     cpu_pool_free(e->pool);
     tok_free(e->tok);
     free(e->untokenizable);
     pthread_mutex_destroy(&e->tok_lock);
     glm_model_close(e->model);
+    tp_split_owned_free(&e->split);
     free(e);
 }
 
@@ -98,6 +152,15 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
         return NULL;
     }
     atomic_init(&s->cancel, 0);
+    if (e->rank >= 0) {
+        cpu_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e};
+        cpu_state_set_collective(s->st, &coll);
+        /* a new conversation: the worker starts from an empty state too */
+        if (send_step(s, TP_STEP_RESET, 0, NULL, 0, err) != GLM_OK) {
+            glm_session_free(s);
+            return NULL;
+        }
+    }
     return s;
 }
 
@@ -129,6 +192,8 @@ int glm_session_vocab(const glm_session *s)
 
 void glm_session_reset(glm_session *s)
 {
+    /* a failed send marks the session failed: the next forward reports it */
+    send_step(s, TP_STEP_RESET, 0, NULL, 0, NULL);
     cpu_state_reset(s->st);
     s->has_logits = 0;
     s->marked = 0;
@@ -229,7 +294,10 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     for (int done = 0; done < n;) {
         int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
-        glm_status st = cpu_prefill(s->st, s->e->pool, tokens + done, piece, out, logits_all != NULL,
+        glm_status st = send_step(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
+                                  at + done, tokens + done, piece, err);
+        if (st == GLM_OK)
+            st = cpu_prefill(s->st, s->e->pool, tokens + done, piece, out, logits_all != NULL,
                                     err);
         if (st) {
             glm_session_reset(s);
@@ -251,7 +319,9 @@ const float *glm_session_logits(const glm_session *s)
 
 glm_status glm_session_mark(glm_session *s, glm_error *err)
 {
-    glm_status st = cpu_state_mark(s->st, err);
+    glm_status st = send_step(s, TP_STEP_MARK, glm_session_length(s), NULL, 0, err);
+    if (st == GLM_OK)
+        st = cpu_state_mark(s->st, err);
     if (!st)
         s->marked = glm_session_length(s);
     return st;
@@ -260,7 +330,9 @@ glm_status glm_session_mark(glm_session *s, glm_error *err)
 glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
 {
     int before = glm_session_length(s);
-    glm_status st = cpu_state_truncate(s->st, n, err);
+    glm_status st = n == before ? GLM_OK : send_step(s, TP_STEP_TRUNCATE, n, NULL, 0, err);
+    if (st == GLM_OK)
+        st = cpu_state_truncate(s->st, n, err);
     if (!st && n != before)
         s->has_logits = 0; /* the logits of token n-1 are not kept; feed again to get them */
     if (!st && n < s->marked)

@@ -11,6 +11,13 @@
 /* The engine's model, for callers that need its config (vocabulary, eos ids). */
 const glm_model *glm_engine_model(const glm_engine *e);
 
+/* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
+ * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
+glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
+/* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
+struct tp_rank;
+void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);
+
 int glm_session_length(const glm_session *s);
 int glm_session_vocab(const glm_session *s);
 void glm_session_reset(glm_session *s);

@@ -26,6 +26,7 @@ struct cpu_state {
     dsa_cache *dsa; /* one per DSA layer */
     kda_state *mark; /* saved KDA states, or NULL */
     int mark_n;
+    cpu_collective coll; /* all_reduce NULL: one rank */
 };
 
 /* Per-query token selection of a DSA layer: count[t] tokens in idx[t * width ...]. */

@@ -61,6 +61,14 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err)
     return s;
 }
 
+void cpu_state_set_collective(cpu_state *s, const cpu_collective *coll)
+{
+    if (coll)
+        s->coll = *coll;
+    else
+        memset(&s->coll, 0, sizeof s->coll);
+}
+
 void cpu_state_free(cpu_state *s)
 {
     if (!s)
@@ -211,7 +219,17 @@ static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T)
     return ok ? 0 : -1;
 }
 
-static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, int *sel_cur)
+/* Two ranks: each block's output is this rank's partial sum; -2 when the exchange failed. */
+static int reduce_partials(cpu_state *s, fwd_buf *b, int T, glm_error *err)
+{
+    if (!s->coll.all_reduce)
+        return 0;
+    size_t n = (size_t)T * s->m->cfg.hidden_size;
+    return s->coll.all_reduce(s->coll.user, b->y, n, err) == GLM_OK ? 0 : -2;
+}
+
+static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, int *sel_cur,
+                     glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     const glm_layer_weights *L = &s->m->w.layers[li];
@@ -231,7 +249,11 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
                      &b->sel[next], b->y);
         *sel_cur = next;
     }
-    if (rc || cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
+    if (rc)
+        return -1;
+    if ((rc = reduce_partials(s, b, T, err)))
+        return rc;
+    if (cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
         return -1;
     if (cpu_hc_pre(pool, c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, b->X, T, b->post,
                    b->comb, b->c))
@@ -240,12 +262,41 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->post_norm, D, c->rms_norm_eps);
     rc = c->moe[li] ? cpu_moe(pool, c, L, b->u, T, b->y)
                     : cpu_mlp(pool, c, &L->mlp, c->intermediate_size, b->u, T, b->y);
-    if (rc || cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
+    if (rc)
+        return -1;
+    if ((rc = reduce_partials(s, b, T, err)))
+        return rc;
+    if (cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
         return -1;
     return 0;
 }
 
-static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, int all_rows)
+/* Two ranks: each computes its vocabulary half of rows x[0..T), then the halves are gathered
+ * into T full rows. */
+static int split_head(cpu_state *s, cpu_pool *pool, const float *x, int T, float *logits,
+                      glm_error *err)
+{
+    size_t V = (size_t)s->m->cfg.vocab_size, Vh = (size_t)s->m->w.lm_head.rows;
+    if (2 * Vh != V) {
+        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not half the "
+                      "vocabulary's %zu", Vh, V);
+        return -2;
+    }
+    float *mine = malloc((size_t)T * Vh * sizeof *mine), *all = malloc((size_t)T * V * sizeof *all);
+    int rc = mine && all ? cpu_matmul(pool, &s->m->w.lm_head, x, T, mine) : -1;
+    if (rc == 0 && s->coll.all_gather(s->coll.user, mine, all, (size_t)T * Vh, err) != GLM_OK)
+        rc = -2;
+    for (int t = 0; rc == 0 && t < T; t++) {
+        memcpy(logits + (size_t)t * V, all + (size_t)t * Vh, Vh * sizeof *all);
+        memcpy(logits + (size_t)t * V + Vh, all + ((size_t)T + t) * Vh, Vh * sizeof *all);
+    }
+    free(mine);
+    free(all);
+    return rc;
+}
+
+static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, int all_rows,
+                glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     int D = c->hidden_size, S = c->hc_mult;
@@ -262,6 +313,9 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     }
     if (!logits)
         return 0;
+    if (s->coll.all_gather)
+        return all_rows ? split_head(s, pool, b->c, T, logits, err)
+                        : split_head(s, pool, b->c + (size_t)(T - 1) * D, 1, logits, err);
     if (all_rows)
         return cpu_matmul(pool, &s->m->w.lm_head, b->c, T, logits);
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
@@ -294,11 +348,17 @@ glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int 
             memcpy(b.X + ((size_t)t * S + k) * D, e, (size_t)D * sizeof *e);
     }
     free(row);
+    glm_error peer_err = {0};
     for (int li = 0; rc == 0 && li < c->num_layers; li++)
-        rc = run_layer(s, pool, li, &b, n, &sel_cur);
+        rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
     if (rc == 0)
-        rc = head(s, pool, &b, n, logits_out, all_rows);
+        rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
     fwd_buf_free(&b);
+    if (rc == -2) {
+        if (err)
+            *err = peer_err;
+        return peer_err.status ? peer_err.status : GLM_ERR_PEER;
+    }
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);

@@ -47,3 +47,6 @@ tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c
 tests_unit_test_tp_split_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_tp_split_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_tp_split
+# The split forward over two real processes: logits, a chat reply, a worker killed mid-reply.
+TESTS += tests/e2e/tp_split.sh
+EXTRA_DIST += tests/e2e/tp_split.sh

@@ -179,12 +179,13 @@ static glm_status decode_step(tp_reader *r, tp_step *s, glm_error *err)
         return bad(err, TP_MSG_STEP, "a reserved field is not zero");
     if (s->seq == 0)
         return bad(err, TP_MSG_STEP, "its sequence number is 0 (steps count from 1)");
-    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_TRUNCATE)
+    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_FORWARD_ALL)
         return bad(err, TP_MSG_STEP, "the command is unknown");
-    if (s->cmd == TP_STEP_FORWARD && s->n_tokens == 0)
+    int forward = s->cmd == TP_STEP_FORWARD || s->cmd == TP_STEP_FORWARD_ALL;
+    if (forward && s->n_tokens == 0)
         return bad(err, TP_MSG_STEP, "a forward step has no tokens");
-    if (s->cmd != TP_STEP_FORWARD && s->n_tokens != 0)
-        return bad(err, TP_MSG_STEP, "a reset or truncate step carries tokens");
+    if (!forward && s->n_tokens != 0)
+        return bad(err, TP_MSG_STEP, "a reset, truncate or mark step carries tokens");
     if (s->n_tokens > TP_STEP_MAX_TOKENS)
         return bad(err, TP_MSG_STEP, "it has more tokens than a step may carry");
     if ((uint64_t)s->pos + s->n_tokens > UINT32_MAX)

@@ -63,6 +63,8 @@ typedef enum tp_step_cmd {
     TP_STEP_FORWARD = 1,  /* run tokens[0..n) at positions pos..pos+n-1 */
     TP_STEP_RESET = 2,    /* drop the session's state (n must be 0) */
     TP_STEP_TRUNCATE = 3, /* keep the first pos tokens of state (n must be 0) */
+    TP_STEP_MARK = 4,     /* remember the state at pos tokens, for a later truncate (n must be 0) */
+    TP_STEP_FORWARD_ALL = 5, /* a forward that also computes every row's logits */
 } tp_step_cmd;
 
 typedef struct tp_step {

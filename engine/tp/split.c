@@ -80,3 +80,131 @@ glm_status tp_split_mlp(const glm_mlp_weights *w, int rank, glm_mlp_weights *hal
         st = tp_split_cols(&w->down, rank, &half->down, owned, err);
     return st;
 }
+
+void tp_split_owned_free(tp_split_owned *o)
+{
+    for (int i = 0; o && i < o->n; i++)
+        free(o->bufs[i]);
+    if (o) {
+        free(o->bufs);
+        memset(o, 0, sizeof *o);
+    }
+}
+
+static glm_status keep(tp_split_owned *o, float *buf, glm_error *err)
+{
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 64;
+        float **b = realloc(o->bufs, (size_t)cap * sizeof *b);
+        if (!b) {
+            free(buf);
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory splitting the model");
+        }
+        o->bufs = b;
+        o->cap = cap;
+    }
+    o->bufs[o->n++] = buf;
+    return GLM_OK;
+}
+
+static glm_status rows_in_place(glm_weight *w, int rank, glm_error *err)
+{
+    glm_weight half;
+    glm_status st = tp_split_rows(w, rank, &half, err);
+    if (st == GLM_OK)
+        *w = half;
+    return st;
+}
+
+static glm_status cols_in_place(glm_weight *w, int rank, tp_split_owned *o, glm_error *err)
+{
+    glm_weight half;
+    float *buf;
+    glm_status st = tp_split_cols(w, rank, &half, &buf, err);
+    if (st == GLM_OK && (st = keep(o, buf, err)) == GLM_OK)
+        *w = half;
+    return st;
+}
+
+static glm_status mlp_in_place(glm_mlp_weights *w, int rank, tp_split_owned *o, glm_error *err)
+{
+    glm_status st = rows_in_place(&w->gate, rank, err);
+    if (st == GLM_OK)
+        st = rows_in_place(&w->up, rank, err);
+    if (st == GLM_OK)
+        st = cols_in_place(&w->down, rank, o, err);
+    return st;
+}
+
+/* KDA: channel c = head * dk + d; rank r keeps heads [r H/2, (r+1) H/2). */
+static glm_status split_kda(glm_kda_weights *w, const glm_config *c, int rank, tp_split_owned *o,
+                            glm_error *err)
+{
+    size_t Hh = (size_t)c->kda_heads / 2, Ch = Hh * (size_t)c->kda_head_dim;
+    glm_weight *rows[] = {&w->q_proj, &w->k_proj, &w->v_proj, &w->f_b, &w->b_proj, &w->g_b};
+    glm_status st = GLM_OK;
+    for (size_t i = 0; st == GLM_OK && i < sizeof rows / sizeof *rows; i++)
+        st = rows_in_place(rows[i], rank, err);
+    if (st == GLM_OK)
+        st = cols_in_place(&w->o_proj, rank, o, err);
+    size_t K = (size_t)c->kda_conv_kernel;
+    w->q_conv += rank * Ch * K;
+    w->k_conv += rank * Ch * K;
+    w->v_conv += rank * Ch * K;
+    w->A_log += rank * Hh;
+    w->dt_bias += rank * Ch;
+    return st;
+}
+
+/* MLA: q_b rows are head-major (H x dn), kv_b rows head-major (H x (dn + dv)), o_proj columns
+ * head-major (H x dv); every half is whole heads. */
+static glm_status split_dsa(glm_dsa_weights *w, int rank, tp_split_owned *o, glm_error *err)
+{
+    glm_status st = rows_in_place(&w->q_b, rank, err);
+    if (st == GLM_OK)
+        st = rows_in_place(&w->kv_b, rank, err);
+    if (st == GLM_OK)
+        st = cols_in_place(&w->o_proj, rank, o, err);
+    return st;
+}
+
+static glm_status split_layer(glm_model *m, int li, int rank, tp_split_owned *o, glm_error *err)
+{
+    const glm_config *c = &m->cfg;
+    glm_layer_weights *L = &m->w.layers[li];
+    glm_status st = c->attn[li] == GLM_ATTN_KDA ? split_kda(&L->kda, c, rank, o, err)
+                                                 : split_dsa(&L->dsa, rank, o, err);
+    if (st == GLM_OK && (!c->moe[li] || L->has_shared))
+        st = mlp_in_place(&L->mlp, rank, o, err);
+    for (int e = 0; st == GLM_OK && c->moe[li] && e < c->n_routed_experts; e++)
+        st = mlp_in_place(&L->experts[e], rank, o, err);
+    return st;
+}
+
+glm_status tp_split_model(glm_model *m, int rank, tp_split_owned *owned, glm_error *err)
+{
+    glm_config *c = &m->cfg;
+    memset(owned, 0, sizeof *owned);
+    if (rank < 0 || rank > 1)
+        return glm_error_set(err, GLM_ERR_ARG, "rank %d: two ranks are numbered 0 and 1", rank);
+    if (c->kda_heads % 2 || c->num_heads % 2 || c->intermediate_size % 2 ||
+        c->moe_intermediate_size % 2 || c->vocab_size % 2)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "%s/config.json: kda heads %d, attention heads "
+                             "%d, intermediate sizes %d and %d and vocab_size %d must all be even to "
+                             "split the model between two ranks", m->dir, c->kda_heads, c->num_heads,
+                             c->intermediate_size, c->moe_intermediate_size, c->vocab_size);
+    glm_status st = GLM_OK;
+    for (int li = 0; st == GLM_OK && li < c->num_layers; li++)
+        st = split_layer(m, li, rank, owned, err);
+    if (st == GLM_OK)
+        st = rows_in_place(&m->w.lm_head, rank, err);
+    if (st != GLM_OK) {
+        tp_split_owned_free(owned);
+        return st;
+    }
+    c->kda_heads /= 2;
+    c->num_heads /= 2;
+    c->intermediate_size /= 2;
+    c->moe_intermediate_size /= 2;
+    return GLM_OK;
+}

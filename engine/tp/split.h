@@ -4,6 +4,7 @@
 #define GLMCHAT_TP_SPLIT_H
 
 #include "glm.h"
+#include "model/model.h"
 #include "model/weights.h"
 
 /* Rank r's half of w's rows (output features): a view, nothing is copied. rows must be even; an
@@ -18,5 +19,20 @@ glm_status tp_split_cols(const glm_weight *w, int rank, glm_weight *half, float 
  * rank's partial output summed over both ranks in rank order is the full MLP's output. */
 glm_status tp_split_mlp(const glm_mlp_weights *w, int rank, glm_mlp_weights *half, float **owned,
                         glm_error *err);
+
+/* Float32 copies a split model owns (the column halves). */
+typedef struct tp_split_owned {
+    float **bufs;
+    int n, cap;
+} tp_split_owned;
+
+/* Makes m rank r's half of the model, in place (architecture.md 5.1): KDA heads (projections,
+ * conv taps, decay, beta and gate rows; o_proj columns), MLA heads (q_b, kv_b rows; o_proj
+ * columns; the indexer stays whole), dense, shared and routed FFN features (gate/up rows, down
+ * columns) and the LM head's vocabulary half (rows). The config's kda_heads, num_heads,
+ * intermediate_size and moe_intermediate_size are halved so the blocks index only this rank's
+ * part; vocab_size stays the full vocabulary. owned receives the copies (tp_split_owned_free). */
+glm_status tp_split_model(glm_model *m, int rank, tp_split_owned *owned, glm_error *err);
+void tp_split_owned_free(tp_split_owned *owned);
 
 #endif

@@ -1,6 +1,7 @@
 #!/bin/bash
 # tp_worker_cli.sh: `glmchat worker` as a user meets it: usage errors, refusing a head with another
-# model (naming the difference), a head of the same model told what it cannot do, a clean stop.
+# model (naming the difference), a head of the same model whose exchanges
+# do not follow the model's forward told the ranks are out of step, a clean stop.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
 MODEL="$GLMCHAT_SHARED/fixtures/tiny-A"
@@ -28,7 +29,7 @@ expect_exit 3 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --
 expect_grep out "refused: the model's config.json differs: 0000000000000005 here, [0-9a-f]{16} on the worker"
 expect_exit 4 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --model "$MODEL"
 expect_grep out 'connected to .* over tcp'
-expect_grep out 'worker at 127.0.0.1:[0-9]+ reported: this worker cannot compute steps yet'
+expect_grep out 'FAILED after 0 steps: .*the ranks are out of step: exchange [0-9]+ of [0-9]+ bytes here'
 
 kill -TERM $worker
 for _ in $(seq 100); do kill -0 $worker 2>/dev/null || break; sleep 0.05; done

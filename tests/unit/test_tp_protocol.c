@@ -75,6 +75,18 @@ START_TEST(step_round_trips_and_owns_its_tokens)
     ck_assert_uint_eq(out.u.step.cmd, TP_STEP_TRUNCATE);
     ck_assert_ptr_null(out.u.step.tokens);
     tp_msg_clear(&out);
+
+    m.u.step = (tp_step){.seq = 11, .cmd = TP_STEP_MARK, .pos = 50};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_MARK);
+    ck_assert_uint_eq(out.u.step.pos, 50);
+    tp_msg_clear(&out);
+
+    m.u.step = (tp_step){.seq = 12, .cmd = TP_STEP_FORWARD_ALL, .pos = 50, .n_tokens = 5, .tokens = toks};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_FORWARD_ALL);
+    ck_assert_mem_eq(out.u.step.tokens, toks, sizeof toks);
+    tp_msg_clear(&out);
 }
 END_TEST
 
@@ -181,11 +193,13 @@ static void reserved_set(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 20
 static void short_by_one(uint8_t *p, size_t *len) { (void)p; *len -= 1; }
 static void position_overflow(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 12, 0xffffffffu); }
 static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_RESET); }
+static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_MARK); }
 
 START_TEST(bad_steps_are_refused)
 {
     void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, reserved_set,
-                                           short_by_one, position_overflow, reset_with_tokens};
+                                           short_by_one, position_overflow, reset_with_tokens,
+                                           mark_with_tokens};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         glm_error err = {0};
         ck_assert_msg(decode_corrupted_step(cases[i], &err) == GLM_ERR_PEER, "case %zu accepted", i);
