@@ -36,6 +36,7 @@ TESTS += tests/unit/test_reply_parser
 
 # The tokenizer benchmark (not a test): make bench/bench_tokenizer, then see tools/text/bench_tokenizer.sh.
 # (EXTRA_PROGRAMS is first set here; once Makefile.am sets it, this becomes +=.)
+EXTRA_DIST += tools/text/bench_same_machine.sh
 EXTRA_PROGRAMS += bench/bench_tokenizer
 bench_bench_tokenizer_SOURCES = bench/bench_tokenizer.c
 bench_bench_tokenizer_LDADD = libengine.a $(PCRE2_LIBS) -lm
