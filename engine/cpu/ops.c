@@ -91,6 +91,8 @@ typedef struct exl3_job {
     const exl3_tensor *t;
     const double *xh; /* [T][in]: x . suh, rotated by Hk */
     const float *sv;  /* [out] */
+    const float *values; /* the codebook's value of each 16-bit state */
+    int where[EXL3_TILE_VALUES]; /* stream position -> row-major place in the tile */
     float *y;
     int T;
     int failed;
@@ -109,17 +111,17 @@ static void exl3_blocks(void *ctx, size_t begin, size_t end, int worker)
         j->failed = 1;
         return;
     }
-    uint16_t tile[EXL3_TILE_VALUES];
+    uint16_t states[EXL3_TILE_VALUES];
     double tiled[EXL3_TILE_VALUES];
     for (size_t blk = begin; blk < end; blk++) {
         memset(z, 0, T * HADAMARD_BLOCK * sizeof *z);
         for (size_t tk = 0; tk < k / EXL3_TILE; tk++)
             for (size_t c = 0; c < tiles_per_block; c++) {
                 size_t tn = blk * tiles_per_block + c;
-                exl3_decode_tile(t->trellis + (tk * tiles_n + tn) * per_tile, t->bits,
-                                 t->codebook, tile);
-                for (int v = 0; v < EXL3_TILE_VALUES; v++)
-                    tiled[v] = (double)exl3_f16_to_f32(tile[v]);
+                /* exl3_decode_tile, with the codebook's float table in place of fp16 bits */
+                exl3_tile_states(t->trellis + (tk * tiles_n + tn) * per_tile, t->bits, states);
+                for (int p = 0; p < EXL3_TILE_VALUES; p++)
+                    tiled[j->where[p]] = (double)j->values[states[p]];
                 for (size_t i = 0; i < T; i++) {
                     const double *xr = j->xh + i * k + tk * EXL3_TILE;
                     double *zr = z + i * HADAMARD_BLOCK + c * EXL3_TILE;
@@ -159,7 +161,13 @@ static int matmul_exl3(cpu_pool *pool, const exl3_tensor *t, const float *x, int
         for (size_t b = 0; b < k; b += HADAMARD_BLOCK)
             hadamard128_f64(xh + i * k + b);
     }
-    exl3_job j = {.t = t, .xh = xh, .sv = sv, .y = y, .T = T};
+    exl3_job j = {.t = t, .xh = xh, .sv = sv, .values = exl3_codebook_table(t->codebook),
+                  .y = y, .T = T};
+    for (int p = 0; p < EXL3_TILE_VALUES; p++) {
+        int row, col;
+        exl3_tile_position(p, &row, &col);
+        j.where[p] = row * EXL3_TILE + col;
+    }
     double work = (double)k * (double)n * T;
     cpu_pool_run(work < 65536 ? NULL : pool, n / HADAMARD_BLOCK, exl3_blocks, &j);
     rc = j.failed ? -1 : 0;
