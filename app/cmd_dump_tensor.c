@@ -1,5 +1,6 @@
 /* cmd_dump_tensor.c: `glmchat dump-tensor` (CLI.md): one weight of a model as float32 little-
- * endian in the Hugging Face orientation [out, in]; FP8 weights come out with their block scales. */
+ * endian in the Hugging Face orientation [out, in]; FP8 weights come out with their block scales,
+ * EXL3 modules (named as <module>.weight or <module>) dequantized. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -14,7 +15,8 @@
 static const char dump_usage[] =
     "Usage: glmchat dump-tensor --model DIR --name NAME --out F.f32\n"
     "Writes the tensor NAME of the model in DIR as float32 little-endian (HF orientation) and\n"
-    "prints its shape on stdout. FP8 tensors are multiplied by their weight_scale_inv blocks.\n";
+    "prints its shape on stdout. FP8 tensors are multiplied by their weight_scale_inv blocks;\n"
+    "an EXL3 module (NAME = <module>.weight or <module>) is written dequantized [out, in].\n";
 
 int cmd_dump_tensor(int argc, char **argv, const cli_globals *g)
 {
@@ -64,7 +66,8 @@ int cmd_dump_tensor(int argc, char **argv, const cli_globals *g)
     printf("%s [", name);
     for (int i = 0; i < ndim; i++)
         printf("%s%" PRId64, i ? ", " : "", shape[i]);
-    printf("] %s\n", st_dtype_name(st_find(m, name)->dtype));
+    const st_tensor *t = st_find(m, name);
+    printf("] %s\n", t ? st_dtype_name(t->dtype) : "EXL3");
 out:
     free(vals);
     st_close(m);

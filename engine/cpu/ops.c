@@ -1,6 +1,9 @@
 /* ops.c: float32 products, norms and activations for the CPU backend. Weight rows are
- * dequantized once per row and applied to every token of the batch. */
+ * dequantized once per row and applied to every token of the batch; EXL3 weights are applied
+ * through their Hadamard scheme one decoded tile at a time, never materialised. */
 #include "cpu/ops.h"
+
+#include "model/hadamard.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -81,8 +84,104 @@ static void matmul_rows(void *ctx, size_t begin, size_t end, int worker)
     free(buf);
 }
 
+/* y = ((((x . suh) Hk) W^) Hn) . svh + bias (research/exl3.md), threaded over blocks of 128
+ * outputs: each block's Hn needs only its own 8 tile columns. Sums run in double in the order
+ * exl3_matmul uses, so the result is the library's bit for bit. */
+typedef struct exl3_job {
+    const exl3_tensor *t;
+    const double *xh; /* [T][in]: x . suh, rotated by Hk */
+    const float *sv;  /* [out] */
+    const float *values; /* the codebook's value of each 16-bit state */
+    int where[EXL3_TILE_VALUES]; /* stream position -> row-major place in the tile */
+    float *y;
+    int T;
+    int failed;
+} exl3_job;
+
+static void exl3_blocks(void *ctx, size_t begin, size_t end, int worker)
+{
+    exl3_job *j = ctx;
+    (void)worker;
+    const exl3_tensor *t = j->t;
+    size_t k = (size_t)t->in, n = (size_t)t->out, T = (size_t)j->T;
+    size_t tiles_n = n / EXL3_TILE, per_tile = (size_t)EXL3_TILE * (size_t)t->bits;
+    const size_t tiles_per_block = HADAMARD_BLOCK / EXL3_TILE;
+    double *z = malloc(T * HADAMARD_BLOCK * sizeof *z);
+    if (!z) {
+        j->failed = 1;
+        return;
+    }
+    uint16_t states[EXL3_TILE_VALUES];
+    double tiled[EXL3_TILE_VALUES];
+    for (size_t blk = begin; blk < end; blk++) {
+        memset(z, 0, T * HADAMARD_BLOCK * sizeof *z);
+        for (size_t tk = 0; tk < k / EXL3_TILE; tk++)
+            for (size_t c = 0; c < tiles_per_block; c++) {
+                size_t tn = blk * tiles_per_block + c;
+                /* exl3_decode_tile, with the codebook's float table in place of fp16 bits */
+                exl3_tile_states(t->trellis + (tk * tiles_n + tn) * per_tile, t->bits, states);
+                for (int p = 0; p < EXL3_TILE_VALUES; p++)
+                    tiled[j->where[p]] = (double)j->values[states[p]];
+                for (size_t i = 0; i < T; i++) {
+                    const double *xr = j->xh + i * k + tk * EXL3_TILE;
+                    double *zr = z + i * HADAMARD_BLOCK + c * EXL3_TILE;
+                    for (int a = 0; a < EXL3_TILE; a++)
+                        for (int b = 0; b < EXL3_TILE; b++)
+                            zr[b] += xr[a] * tiled[a * EXL3_TILE + b];
+                }
+            }
+        for (size_t i = 0; i < T; i++) {
+            double *zr = z + i * HADAMARD_BLOCK;
+            hadamard128_f64(zr);
+            for (size_t b = 0; b < HADAMARD_BLOCK; b++) {
+                size_t o = blk * HADAMARD_BLOCK + b;
+                double v = zr[b] * (double)j->sv[o];
+                if (t->bias)
+                    v += (double)exl3_f16_to_f32(t->bias[o]);
+                j->y[i * n + o] = (float)v;
+            }
+        }
+    }
+    free(z);
+}
+
+static int matmul_exl3(cpu_pool *pool, const exl3_tensor *t, const float *x, int T, float *y)
+{
+    size_t k = (size_t)t->in, n = (size_t)t->out;
+    double *xh = malloc((size_t)T * k * sizeof *xh);
+    float *su = malloc(k * sizeof *su), *sv = malloc(n * sizeof *sv);
+    int rc = -1;
+    if (!xh || !su || !sv)
+        goto out;
+    exl3_input_scales(t, su);
+    exl3_output_scales(t, sv);
+    for (size_t i = 0; i < (size_t)T; i++) {
+        for (size_t c = 0; c < k; c++)
+            xh[i * k + c] = (double)x[i * k + c] * (double)su[c];
+        for (size_t b = 0; b < k; b += HADAMARD_BLOCK)
+            hadamard128_f64(xh + i * k + b);
+    }
+    exl3_job j = {.t = t, .xh = xh, .sv = sv, .values = exl3_codebook_table(t->codebook),
+                  .y = y, .T = T};
+    for (int p = 0; p < EXL3_TILE_VALUES; p++) {
+        int row, col;
+        exl3_tile_position(p, &row, &col);
+        j.where[p] = row * EXL3_TILE + col;
+    }
+    double work = (double)k * (double)n * T;
+    cpu_pool_run(work < 65536 ? NULL : pool, n / HADAMARD_BLOCK, exl3_blocks, &j);
+    rc = j.failed ? -1 : 0;
+out:
+    free(xh);
+    free(su);
+    free(sv);
+    return rc;
+}
+
 int cpu_matmul(cpu_pool *pool, const glm_weight *w, const float *x, int T, float *y)
 {
+    if (w->kind == GLM_W_EXL3)
+        return matmul_exl3(pool, w->exl3, x, T, y);
     matmul_job j = {.w = w, .x = x, .y = y, .T = T};
     double work = (double)w->rows * (double)w->cols * T;
     cpu_pool_run(work < 65536 ? NULL : pool, (size_t)w->rows, matmul_rows, &j);

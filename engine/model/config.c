@@ -358,36 +358,84 @@ static int parse_eos(cfg_ctx *x, const cJSON *v, int *n, int *ids)
     return 0;
 }
 
+static int parse_fp8(cfg_ctx *x, const cJSON *q, glm_config *c)
+{
+    const cJSON *bs = field(q, "weight_block_size");
+    c->fp8_block_rows = c->fp8_block_cols = 128;
+    if (bs && (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 ||
+               !cJSON_IsNumber(bs->child) || !cJSON_IsNumber(bs->child->next)))
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s must be [rows, cols]%s",
+                    "quantization_config.weight_block_size", "");
+    if (bs) {
+        c->fp8_block_rows = bs->child->valueint;
+        c->fp8_block_cols = bs->child->next->valueint;
+    }
+    if (c->fp8_block_rows <= 0 || c->fp8_block_cols <= 0)
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s must be positive%s",
+                    "quantization_config.weight_block_size", "");
+    return 0;
+}
+
+/* research/exl3.md 1.2. The tensors carry what decoding needs (K from the trellis shape, the
+ * codebook from the marker), so the fields are checked for what glmchat can honour. */
+static int parse_exl3(cfg_ctx *x, const cJSON *q, glm_config *c)
+{
+    c->exl3 = 1;
+    c->exl3_bits = 0;
+    const cJSON *bits = field(q, "bits");
+    if (cJSON_IsNumber(bits)) {
+        if (!(bits->valuedouble >= 1.0 && bits->valuedouble <= 8.0))
+            return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s must be between 1 and 8 (EXL3 "
+                        "stores 1 to 8 bits a weight)%s", "quantization_config.bits", "");
+        c->exl3_bits = bits->valuedouble;
+    } else if (bits && !cJSON_IsString(bits)) { /* a string marks mixed widths: read per tensor */
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s must be a number%s",
+                    "quantization_config.bits", "");
+    }
+    const cJSON *hb = field(q, "head_bits");
+    if (hb && (!cJSON_IsNumber(hb) || hb->valuedouble < 1 || hb->valuedouble > 8 ||
+               hb->valuedouble != (double)hb->valueint))
+        return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s must be an integer from 1 to 8%s",
+                    "quantization_config.head_bits", "");
+    const cJSON *cb = field(q, "codebook");
+    if (cb && !string_is(cb, "mcg") && !string_is(cb, "mul1") && !string_is(cb, "3inst"))
+        return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is %s; glmchat decodes the mcg, mul1 "
+                    "and 3inst codebooks", "quantization_config.codebook",
+                    cJSON_IsString(cb) ? cb->valuestring : "not a string");
+    const cJSON *os = field(q, "out_scales");
+    if (os && !cJSON_IsBool(os) && !string_is(os, "always") && !string_is(os, "never") &&
+        !string_is(os, "auto"))
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s must be \"always\", \"never\" or "
+                    "\"auto\"%s", "quantization_config.out_scales", "");
+    const cJSON *orig = field(q, "original_quantization_config");
+    if (!orig || cJSON_IsNull(orig))
+        return 0;
+    const cJSON *om = field(orig, "quant_method");
+    if (string_is(om, "fp8"))
+        return parse_fp8(x, orig, c);
+    return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is %s; beside EXL3 glmchat reads fp8 block "
+                "scales only", "quantization_config.original_quantization_config.quant_method",
+                cJSON_IsString(om) ? om->valuestring : "missing");
+}
+
 static int parse_quant(cfg_ctx *x, const cJSON *root, glm_config *c)
 {
     const cJSON *q = field(root, "quantization_config");
     if (!q)
         q = field(x->text, "quantization_config");
     c->fp8_block_rows = c->fp8_block_cols = 0;
+    c->exl3 = 0;
+    c->exl3_bits = 0;
     if (!q || cJSON_IsNull(q))
         return 0;
     const cJSON *m = field(q, "quant_method");
-    if (string_is(m, "fp8")) {
-        const cJSON *bs = field(q, "weight_block_size");
-        c->fp8_block_rows = c->fp8_block_cols = 128;
-        if (bs && (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 ||
-                   !cJSON_IsNumber(bs->child) || !cJSON_IsNumber(bs->child->next)))
-            return fail(x, GLM_ERR_FORMAT, "%s: field %s must be [rows, cols]%s",
-                        "quantization_config.weight_block_size", "");
-        if (bs) {
-            c->fp8_block_rows = bs->child->valueint;
-            c->fp8_block_cols = bs->child->next->valueint;
-        }
-        if (c->fp8_block_rows <= 0 || c->fp8_block_cols <= 0)
-            return fail(x, GLM_ERR_FORMAT, "%s: field %s must be positive%s",
-                        "quantization_config.weight_block_size", "");
-        return 0;
-    }
+    if (string_is(m, "fp8"))
+        return parse_fp8(x, q, c);
     if (string_is(m, "exl3"))
-        return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is exl3: EXL3 not supported yet%s",
-                    "quantization_config.quant_method", "");
-    return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is %s (glmchat reads fp8 block scales)",
-                "quantization_config.quant_method", cJSON_IsString(m) ? m->valuestring : "missing");
+        return parse_exl3(x, q, c);
+    return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is %s (glmchat reads fp8 block scales and "
+                "exl3)", "quantization_config.quant_method",
+                cJSON_IsString(m) ? m->valuestring : "missing");
 }
 
 static int parse_text(cfg_ctx *x, const cJSON *root, glm_config *c)

@@ -42,6 +42,10 @@ typedef struct glm_config {
     int eos[GLM_MAX_EOS];
     /* FP8 block quantization (quantization_config), 0 when absent */
     int fp8_block_rows, fp8_block_cols;
+    /* quant_method exl3: 1, and the declared average bits (0: not given); each tensor's bit
+     * width comes from its trellis shape */
+    int exl3;
+    double exl3_bits;
     int num_nextn_predict_layers;
 } glm_config;
 

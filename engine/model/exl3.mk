@@ -31,3 +31,13 @@ tests_unit_test_exl3_quantize_cmd_SOURCES = tests/unit/test_exl3_quantize_cmd.c
 tests_unit_test_exl3_quantize_cmd_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_exl3_quantize_cmd_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_exl3_quantize_cmd
+
+# The CPU engine on EXL3 checkpoints: logits against the dequantized model, dump-tensor, errors;
+# quantize -> chat end to end.
+check_PROGRAMS += tests/unit/test_exl3_engine
+tests_unit_test_exl3_engine_SOURCES = tests/unit/test_exl3_engine.c $(ENGINE_TEST_UTIL)
+tests_unit_test_exl3_engine_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_exl3_engine_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_exl3_engine
+TESTS += tests/e2e/exl3_chat.sh
+EXTRA_DIST += tests/e2e/exl3_chat.sh

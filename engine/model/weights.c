@@ -1,6 +1,8 @@
 /* weights.c: binds checkpoint tensors (model.language_model.layers.N...) to glm_weights with
- * shape checks; FP8 block scales found beside their weights; EXL3 recognised and refused. */
+ * shape checks; FP8 block scales found beside their weights; EXL3 modules by their trellis. */
 #include "model/weights.h"
+
+#include "model/exl3_load.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -29,11 +31,9 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 
 static glm_status missing(bctx *b, const char *name)
 {
-    char alt[512];
-    snprintf(alt, sizeof alt, "%.*s.trellis", (int)(strlen(name) > 7 ? strlen(name) - 7 : 0), name);
-    if (strlen(name) > 7 && strcmp(name + strlen(name) - 7, ".weight") == 0 && st_find(b->m, alt))
-        return glm_error_set(b->err, GLM_ERR_UNSUPPORTED, "%s: tensor %s is stored as EXL3 (%s): "
-                             "EXL3 not supported yet", b->where, name, alt);
+    if (exl3_is_stored(b->m, name))
+        return glm_error_set(b->err, GLM_ERR_UNSUPPORTED, "%s: tensor %s is stored as EXL3, which "
+                             "glmchat reads only for weight matrices", b->where, name);
     return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: tensor %s is missing (config.json needs it); "
                          "the checkpoint is incomplete or does not match its config", b->where, name);
 }
@@ -124,9 +124,57 @@ static glm_status bind_fp8_scale(bctx *b, glm_weight *out, const st_tensor *t)
     return float_view(b, s, &out->scale);
 }
 
+/* The file that holds an EXL3 module (its trellis), for messages. */
+static const char *exl3_file(const st_model *m, const char *name, char *buf, size_t n)
+{
+    size_t len = strlen(name);
+    if (len > 7 && strcmp(name + len - 7, ".weight") == 0)
+        len -= 7;
+    snprintf(buf, n, "%.*s.trellis", (int)len, name);
+    const st_tensor *t = st_find(m, buf);
+    return t ? t->file : "?";
+}
+
+/* An EXL3 module bound in place: its tensors stay in the map, products go through exl3_matmul. */
+static glm_status bind_exl3(bctx *b, glm_weight *out, const char *name, int64_t rows, int64_t cols)
+{
+    char tname[512];
+    const char *file = exl3_file(b->m, name, tname, sizeof tname);
+    exl3_tensor *x = malloc(sizeof *x);
+    if (!x)
+        return glm_error_set(b->err, GLM_ERR_NOMEM, "out of memory binding %s", name);
+    glm_error e = {0};
+    glm_status st = exl3_load(b->m, name, x, &e);
+    if (st) {
+        free(x);
+        return glm_error_set(b->err, st, "%s: %s", file, e.message);
+    }
+    if (x->out != rows || x->in != cols) {
+        glm_error_set(b->err, GLM_ERR_FORMAT, "%s: EXL3 tensor %s holds [%d, %d] (out, in) weights, "
+                      "but config.json implies [%" PRId64 ", %" PRId64 "] (the config contradicts "
+                      "the weights)", file, tname, x->out, x->in, rows, cols);
+        free(x);
+        return GLM_ERR_FORMAT;
+    }
+    if ((st = own(b, x)))
+        return st;
+    memset(out, 0, sizeof *out);
+    out->name = st_find(b->m, tname)->name;
+    out->file = file;
+    out->kind = GLM_W_EXL3;
+    out->dtype = ST_I16;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = x->trellis;
+    out->exl3 = x;
+    return GLM_OK;
+}
+
 static glm_status bind_mat(bctx *b, glm_weight *out, const char *name, int64_t rows, int64_t cols)
 {
     const st_tensor *t = st_find(b->m, name);
+    if (!t && exl3_is_stored(b->m, name))
+        return bind_exl3(b, out, name, rows, cols);
     if (!t)
         return missing(b, name);
     int64_t shape[2] = {rows, cols};
@@ -145,8 +193,32 @@ static glm_status bind_mat(bctx *b, glm_weight *out, const char *name, int64_t r
         return bind_fp8_scale(b, out, t);
     if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
         return glm_error_set(b->err, GLM_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s; weights "
-                             "must be F32, BF16, F16 or F8_E4M3", t->file, t->name,
+                             "must be F32, BF16, F16, F8_E4M3 or EXL3", t->file, t->name,
                              st_dtype_name(t->dtype));
+    return GLM_OK;
+}
+
+/* Roles read row by row (the embedding, kv_b) get an EXL3 weight dequantized once into an owned
+ * float32 copy: a row of an EXL3 matrix cannot be decoded on its own cheaply. */
+static glm_status bind_rows(bctx *b, glm_weight *out, const char *name, int64_t rows, int64_t cols)
+{
+    glm_status st = bind_mat(b, out, name, rows, cols);
+    if (st || out->kind != GLM_W_EXL3)
+        return st;
+    float *f = malloc((size_t)rows * (size_t)cols * sizeof *f);
+    if (!f)
+        return glm_error_set(b->err, GLM_ERR_NOMEM, "out of memory dequantizing %s", name);
+    glm_error e = {0};
+    if ((st = exl3_dequantize_f32(out->exl3, f, &e))) {
+        free(f);
+        return glm_error_set(b->err, st, "%s: %s", out->file, e.message);
+    }
+    if ((st = own(b, f)))
+        return st;
+    out->kind = GLM_W_PLAIN;
+    out->dtype = ST_F32;
+    out->data = f;
+    out->exl3 = NULL;
     return GLM_OK;
 }
 
@@ -232,7 +304,10 @@ static glm_status bind_dsa(bctx *b, glm_dsa_weights *a, int li)
     AM(q_b, "q_b_proj", H * dn, qr);
     AM(kv_a, "kv_a_proj_with_mqa", R, D);
     AV(kv_a_norm, "kv_a_layernorm.weight", 1, sr);
-    AM(kv_b, "kv_b_proj", H * (dn + dv), R);
+    if (!st) { /* read row by row (dsa.c) */
+        NAME(n, "%slayers.%d.self_attn.kv_b_proj.weight", b->prefix, li);
+        st = bind_rows(b, &a->kv_b, n, H * (dn + dv), R);
+    }
     AM(o_proj, "o_proj", D, H * dv);
     a->has_indexer = !c->indexer_shared[li];
     if (a->has_indexer) {
@@ -331,7 +406,7 @@ glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model 
     int64_t sd[1] = {c->hidden_size};
     glm_status st;
     NAME(n, "%sembed_tokens.weight", b.prefix);
-    if ((st = bind_mat(&b, &w->embed, n, c->vocab_size, c->hidden_size)))
+    if ((st = bind_rows(&b, &w->embed, n, c->vocab_size, c->hidden_size)))
         goto fail;
     if (c->tie_word_embeddings)
         w->lm_head = w->embed;
@@ -388,17 +463,22 @@ glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, i
 {
     const st_tensor *t = st_find(m, name);
     *out = NULL;
-    if (!t) {
-        char alt[512];
-        snprintf(alt, sizeof alt, "%s.trellis", name);
-        size_t n = strlen(name);
-        if (n > 7 && strcmp(name + n - 7, ".weight") == 0)
-            snprintf(alt, sizeof alt, "%.*s.trellis", (int)(n - 7), name);
-        if (st_find(m, alt))
-            return glm_error_set(err, GLM_ERR_UNSUPPORTED, "tensor %s is stored as EXL3 (%s): EXL3 "
-                                 "not supported yet", name, alt);
-        return glm_error_set(err, GLM_ERR_ARG, "the model has no tensor %s", name);
+    if (!t && exl3_is_stored(m, name)) {
+        char tname[512];
+        const char *file = exl3_file(m, name, tname, sizeof tname);
+        int rows, cols;
+        glm_error e = {0};
+        glm_status st = exl3_load_dequantized(m, name, out, &rows, &cols, &e);
+        if (st)
+            return glm_error_set(err, st, "%s: %s", file, e.message);
+        *ndim = 2;
+        shape[0] = rows;
+        shape[1] = cols;
+        *numel = (int64_t)rows * cols;
+        return GLM_OK;
     }
+    if (!t)
+        return glm_error_set(err, GLM_ERR_ARG, "the model has no tensor %s", name);
     size_t count = (size_t)st_numel(t);
     float *f = malloc((count ? count : 1) * sizeof *f);
     if (!f)

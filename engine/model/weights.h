@@ -6,12 +6,13 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/exl3.h"
 #include "model/safetensors.h"
 
 typedef enum glm_weight_kind {
     GLM_W_PLAIN = 0, /* F32, BF16 or F16 values */
     GLM_W_FP8_BLOCK, /* F8_E4M3 values times a float32 scale per block (weight_scale_inv) */
-    GLM_W_EXL3,      /* EXL3 trellis tensors: recognised, not supported yet */
+    GLM_W_EXL3,      /* EXL3 trellis tensors (exl3): products through the Hadamard scheme */
 } glm_weight_kind;
 
 /* A matrix [rows, cols] in Hugging Face orientation (out, in). */
@@ -25,6 +26,7 @@ typedef struct glm_weight {
     const float *scale; /* FP8: [scale_rows, scale_cols] */
     int64_t scale_cols;
     int block_rows, block_cols;
+    const exl3_tensor *exl3; /* EXL3: the module's tensors in the map (owned by glm_weights) */
 } glm_weight;
 
 typedef struct glm_kda_weights {
@@ -73,11 +75,13 @@ glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model 
                             const char *where, glm_error *err);
 void glm_weights_free(glm_weights *w);
 
-/* Row r of w as float32: a pointer into the map for F32, else converted into buf (cols). */
+/* Row r of w as float32: a pointer into the map for F32, else converted into buf (cols).
+ * Not for EXL3 weights (the binder gives row-read roles a dequantized copy instead). */
 const float *glm_weight_row(const glm_weight *w, int64_t r, float *buf);
 
 /* Looks a tensor up by name for dump-tensor: F32/BF16/F16/FP8 (with its block scales, when
- * NAME_scale_inv exists) to float32, HF orientation. EXL3 tensors give GLM_ERR_UNSUPPORTED. */
+ * NAME_scale_inv exists) to float32, HF orientation. An EXL3 module, named as its HF weight
+ * (<module>.weight) or as the module, comes out dequantized [out, in]. */
 glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, int64_t *numel,
                              int *ndim, int64_t *shape, glm_error *err);
 

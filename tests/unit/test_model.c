@@ -118,8 +118,13 @@ START_TEST(configs_the_engine_cannot_honour_are_refused)
          GLM_ERR_FORMAT},
         {"{\"model_type\": \"glm5_next_text\", \"first_k_dense_replace\": 1}",
          "first_k_dense_replace", "mlp_layer_types", GLM_ERR_UNSUPPORTED},
-        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\"}}",
-         "quant_method", "EXL3 not supported yet", GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
+         "\"codebook\": \"e8p\"}}", "quantization_config.codebook", "e8p", GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
+         "\"bits\": 12}}", "quantization_config.bits", "between 1 and 8", GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
+         "\"original_quantization_config\": {\"quant_method\": \"gptq\"}}}",
+         "original_quantization_config.quant_method", "gptq", GLM_ERR_UNSUPPORTED},
         {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"awq\"}}",
          "quant_method", "awq", GLM_ERR_UNSUPPORTED},
         {"{\"model_type\": \"glm5_next\", \"text_config\": {\"model_type\": \"qwen3\"}}",
@@ -336,10 +341,10 @@ START_TEST(missing_tensor_is_named)
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     ck_assert_int_eq(tu_write_tensors(path, t, n), 0);
     expect_open_error(dir, path, KDA_Q, "missing");
-    /* stored as EXL3: recognised and refused as not supported yet */
+    /* a .trellis that is not an EXL3 trellis (F32, 2-d): the file and the tensor are named */
     snprintf(q->name, sizeof q->name, "model.language_model.layers.0.self_attn.q_proj.trellis");
     ck_assert_int_eq(tu_write_tensors(path, t, n), 0);
-    expect_open_error(dir, KDA_Q, "EXL3", "not supported yet");
+    expect_open_error(dir, path, "q_proj.trellis", "I16");
     tu_free_tensors(t, n);
     tu_rmtree(dir);
     free(dir);
