@@ -60,24 +60,6 @@ __device__ __forceinline__ void decode_states(const uint32_t s[8], uint32_t b[4]
     b[3] = decode_pair<CB>(s[6], s[7]);
 }
 
-// 4-bit tiles: lane l holds 32-bit word l of the tile; prev is word l-1 (mod 32).
-template <int CB>
-__device__ __forceinline__ void decode_k4(uint32_t w, uint32_t prev, uint32_t b[4])
-{
-    uint32_t s = __funnelshift_l(w, prev, 12); // (prev << 12) | (w >> 20)
-    uint32_t s4 = s >> 4, w4 = w >> 4;
-    uint32_t st[8];
-    st[0] = __byte_perm(s, 0, 0x4421);
-    st[1] = __byte_perm(s4, 0, 0x4410);
-    st[2] = __byte_perm(s, 0, 0x4410);
-    st[3] = w >> 16;
-    st[4] = __byte_perm(w4, 0, 0x4421);
-    st[5] = __byte_perm(w, 0, 0x4421);
-    st[6] = __byte_perm(w4, 0, 0x4410);
-    st[7] = __byte_perm(w, 0, 0x4410);
-    decode_states<CB>(st, b);
-}
-
 // Any K (1..8): the lane reads the (at most three) 32-bit words its windows touch.
 // words: the tile's 8K words (as little-endian int16 pairs, i.e. plain uint32 loads).
 template <int K, int CB>
@@ -101,6 +83,53 @@ __device__ __forceinline__ void decode_any(const uint32_t *words, int lane, uint
         uint64_t v = ((uint64_t)hi << 32) | lo;
         st[j] = (uint32_t)(v >> (48 - o)) & 0xFFFFu;
     }
+    decode_states<CB>(st, b);
+}
+
+// 3INST/MCG, one state -> the two fp16 halves whose sum is its value (no pairing, no add):
+// fed to the mma as two k positions that share one input, the tensor core does the add in fp32.
+template <int CB>
+__device__ __forceinline__ uint32_t decode_halves(uint32_t s)
+{
+    uint32_t x = CB == 1 ? s * kMcgMult : s * 89226354u + 64248484u;
+    return (x & 0x8FFF8FFFu) ^ 0x3B603B60u;
+}
+
+// The A fragment with every input doubled for decode_halves B registers: a k-tile's fragment
+// a[4] becomes two, lo (its inputs 2t, 2t+1 -> k' pairs) and hi (inputs 2t+8, 2t+9).
+__device__ __forceinline__ void split_a(const uint32_t a[4], uint32_t lo[4], uint32_t hi[4])
+{
+    lo[0] = __byte_perm(a[0], 0, 0x1010);
+    lo[2] = __byte_perm(a[0], 0, 0x3232);
+    lo[1] = __byte_perm(a[1], 0, 0x1010);
+    lo[3] = __byte_perm(a[1], 0, 0x3232);
+    hi[0] = __byte_perm(a[2], 0, 0x1010);
+    hi[2] = __byte_perm(a[2], 0, 0x3232);
+    hi[1] = __byte_perm(a[3], 0, 0x1010);
+    hi[3] = __byte_perm(a[3], 0, 0x3232);
+}
+
+// The eight raw 16-bit states of lane l of a 4-bit tile (w: its word l, prev: word l - 1).
+__device__ __forceinline__ void states_k4(uint32_t w, uint32_t prev, uint32_t st[8])
+{
+    uint32_t s = __funnelshift_l(w, prev, 12); // (prev << 12) | (w >> 20)
+    uint32_t s4 = s >> 4, w4 = w >> 4;
+    st[0] = __byte_perm(s, 0, 0x4421);
+    st[1] = __byte_perm(s4, 0, 0x4410);
+    st[2] = __byte_perm(s, 0, 0x4410);
+    st[3] = w >> 16;
+    st[4] = __byte_perm(w4, 0, 0x4421);
+    st[5] = __byte_perm(w, 0, 0x4421);
+    st[6] = __byte_perm(w4, 0, 0x4410);
+    st[7] = __byte_perm(w, 0, 0x4410);
+}
+
+// 4-bit tiles: lane l holds 32-bit word l of the tile; prev is word l-1 (mod 32).
+template <int CB>
+__device__ __forceinline__ void decode_k4(uint32_t w, uint32_t prev, uint32_t b[4])
+{
+    uint32_t st[8];
+    states_k4(w, prev, st);
     decode_states<CB>(st, b);
 }
 
@@ -153,6 +182,13 @@ __device__ __forceinline__ uint4 ld_stream4(const uint32_t *p)
     return v;
 }
 
+// 3INST/MCG 4-bit strips skip the fp16 pairing and add of each weight's halves (2 of the 3.5
+// integer-pipe operations a weight cost), at twice the mma count; EXL3_SPLIT_HALVES=0: the old path.
+#ifndef EXL3_SPLIT_HALVES
+#define EXL3_SPLIT_HALVES 1
+#endif
+constexpr bool kSplitHalves = EXL3_SPLIT_HALVES != 0;
+
 // One warp's strip: 4 consecutive n-tiles (64 columns) over `ksteps` k-tiles, accumulated into
 // acc[tile][mma half][4]. tile0: the first tile's words; stride: words between k-tiles.
 // K = 4: the 4 tiles of a k-step are 512 contiguous bytes; lane l loads bytes 16l.. with one
@@ -190,6 +226,9 @@ __device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, s
                     __syncwarp();
                     uint32_t a[4];
                     load_a(kt + i, a);
+                    uint32_t alo[4], ahi[4];
+                    if (kSplitHalves && CB != 2)
+                        split_a(a, alo, ahi);
 #pragma unroll
                     for (int t = 0; t < 4; t++) {
                         uint32_t w = slice[t * 32 + lane];
@@ -199,10 +238,19 @@ __device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, s
                         // results are meaningless); separates memory time from compute time
                         acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
 #else
-                        uint32_t b[4];
-                        decode_k4<CB>(w, prev, b);
-                        mma16816(acc[t][0], a, b[0], b[1]);
-                        mma16816(acc[t][1], a, b[2], b[3]);
+                        if (kSplitHalves && CB != 2) {
+                            uint32_t st[8];
+                            states_k4(w, prev, st);
+                            mma16816(acc[t][0], alo, decode_halves<CB>(st[0]), decode_halves<CB>(st[1]));
+                            mma16816(acc[t][0], ahi, decode_halves<CB>(st[2]), decode_halves<CB>(st[3]));
+                            mma16816(acc[t][1], alo, decode_halves<CB>(st[4]), decode_halves<CB>(st[5]));
+                            mma16816(acc[t][1], ahi, decode_halves<CB>(st[6]), decode_halves<CB>(st[7]));
+                        } else {
+                            uint32_t b[4];
+                            decode_k4<CB>(w, prev, b);
+                            mma16816(acc[t][0], a, b[0], b[1]);
+                            mma16816(acc[t][1], a, b[2], b[3]);
+                        }
 #endif
                     }
                 }

@@ -30,6 +30,9 @@ constexpr int kGroupRows = 16;
 #ifndef EXL3_PREFETCH
 #define EXL3_PREFETCH 6
 #endif
+#ifndef EXL3_MOE_MIN_BLOCKS
+#define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
+#endif
 constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
 
 struct moe_ws {
@@ -139,7 +142,7 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
 }
 
 template <int K, int CB>
-__global__ void __launch_bounds__(kThreads, 2) moe_kernel(moe_args a)
+__global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ int s_ids[kMaxPairs], s_aux[kMaxPairs];

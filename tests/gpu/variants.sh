@@ -1,14 +1,15 @@
 #!/bin/sh
 # tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds benchmark variants of the MoE
-# kernel (prefetch depth, gate/up k split, a load-only variant without decode or mma) and prints
+# kernel (old fp16 pairing decode, 3 blocks per SM, load-only without decode or mma; others via
+# EXL3_VARIANTS="name:-DFLAG ...", e.g. -DEXL3_PREFETCH=8, -DEXL3_GU_SPLIT=8) and prints
 # their rows: where the MoE decode's time goes. Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
 src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants="pf4_gu4:-DEXL3_PREFETCH=4 pf8_gu4:-DEXL3_PREFETCH=8 pf6_gu8:-DEXL3_GU_SPLIT=8
-          loadonly:-DEXL3_BENCH_LOAD_ONLY"
+variants=${EXL3_VARIANTS:-"halves0:-DEXL3_SPLIT_HALVES=0 minb3:-DEXL3_MOE_MIN_BLOCKS=3
+          loadonly:-DEXL3_BENCH_LOAD_ONLY"}
 for v in $variants; do
     name=${v%%:*}
     mkdir -p "$build/$name"
