@@ -164,8 +164,10 @@ START_TEST(concurrent_first_opens_migrate_once)
         if (kids[i] == 0) {
             char err[1024];
             db_store *db = db_open(path, err, sizeof err);
-            if (!db)
+            if (!db) {
+                fprintf(stderr, "opener %d: %s\n", i, err);
                 _exit(1);
+            }
             int ok = conv_create(db, "racer", NULL) > 0;
             db_close(db);
             _exit(ok ? 0 : 2);
