@@ -61,8 +61,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 void config_init(app_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->sampling.temperature = 1.0f;
-    c->sampling.top_p = 0.95f;
+    c->sampling.temperature = -1.0f; /* the model's own (generation_config.json) */
+    c->sampling.top_p = -1.0f;
+    c->sampling.top_k = -1;
     c->think = 1;
     c->effort = GLM_EFFORT_MAX;
     c->tools_enabled = 1;

@@ -24,7 +24,8 @@
  * Top-level keys (type, default):
  *   model PATH (none: the embedded demo model)   backend cpu|cuda (auto)   peer HOST:PORT
  *   transport rdma|tcp   threads N (0: one per core)
- *   temperature 0..10 (1.0)   top_p 0..1 (0.95; 1 = off)   top_k N (0 = off)   min_p 0..1 (0)
+ *   temperature 0..10, top_p 0..1 (1 = off), top_k N (0 = off): unset, the model's own from its
+ *   generation_config.json (do_sample false there: greedy)   min_p 0..1 (0)
  *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config)
  *   think on|off (on)   effort low|high|max (max)   system_prompt TEXT (none)
  *   tools on|off (on: built-in tools offered in the TUI; scripted mode also needs --allow-tools)

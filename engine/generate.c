@@ -153,6 +153,19 @@ static glm_status prepare_prompt(glm_session *s, const glm_request *rq, const to
     return st;
 }
 
+/* The request's sampling with "the model's own" (negative) values filled from the model. */
+static glm_sampling resolve_sampling(const glm_model *m, const glm_sampling *asked)
+{
+    glm_sampling s = *asked;
+    if (s.temperature < 0)
+        s.temperature = m->gen.temperature;
+    if (s.top_p < 0)
+        s.top_p = m->gen.top_p;
+    if (s.top_k < 0)
+        s.top_k = m->gen.top_k;
+    return s;
+}
+
 static int reply_budget(const glm_model *m, const glm_request *rq)
 {
     if (rq->sampling.max_tokens > 0)
@@ -178,10 +191,11 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     if (t1 > t0)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
     int n_out = 0, budget = reply_budget(m, rq);
+    glm_sampling sampling = resolve_sampling(m, &rq->sampling);
     if (glm_session_cancel_requested(s))
         r->canceled = 1; /* during the prefill: no token is generated */
     else
-        st = glm_session_generate_tokens(s, NULL, 0, &rq->sampling, r->eos, r->n_eos, budget, on_token, r,
+        st = glm_session_generate_tokens(s, NULL, 0, &sampling, r->eos, r->n_eos, budget, on_token, r,
                                      &n_out, err);
     if (st == GLM_ERR_CANCELED)
         r->canceled = 1;

@@ -61,6 +61,8 @@ typedef struct glm_tool {
 
 typedef enum glm_effort { GLM_EFFORT_MAX = 0, GLM_EFFORT_HIGH, GLM_EFFORT_LOW } glm_effort;
 
+/* temperature, top_p and top_k below 0 mean the model's own (its generation_config.json; a
+ * do_sample false there is greedy), else temperature 1, top_p 1, top_k 0. */
 typedef struct glm_sampling {
     float temperature; /* 0: greedy */
     float top_p;       /* 1: off */

@@ -590,8 +590,14 @@ glm_status glm_generation_config_load(glm_generation_config *g, const char *dir,
     if (!parse_eos(&x, field(root, "eos_token_id"), &g->n_eos, g->eos) &&
         !get_int(&x, root, "max_new_tokens", 0, &g->max_new_tokens) &&
         !get_float(&x, root, "temperature", 1.0f, &g->temperature) &&
-        !get_float(&x, root, "top_p", 1.0f, &g->top_p))
-        get_int(&x, root, "top_k", 0, &g->top_k);
+        !get_float(&x, root, "top_p", 1.0f, &g->top_p) &&
+        !get_int(&x, root, "top_k", 0, &g->top_k)) {
+        const cJSON *sample = field(root, "do_sample");
+        if (sample && !cJSON_IsBool(sample))
+            glm_error_set(err, x.st = GLM_ERR_FORMAT, "%s: do_sample must be true or false", path);
+        else if (cJSON_IsFalse(sample))
+            g->temperature = 0.0f; /* greedy, as HF generates with do_sample false */
+    }
     cJSON_Delete(root);
     return x.st;
 }

@@ -27,9 +27,9 @@ START_TEST(defaults_are_documented_values)
 {
     app_config c;
     config_init(&c);
-    ck_assert_float_eq(c.sampling.temperature, 1.0f);
-    ck_assert_float_eq(c.sampling.top_p, 0.95f);
-    ck_assert_int_eq(c.sampling.top_k, 0);
+    ck_assert_float_lt(c.sampling.temperature, 0.0f); /* unset: the model's own */
+    ck_assert_float_lt(c.sampling.top_p, 0.0f);
+    ck_assert_int_lt(c.sampling.top_k, 0);
     ck_assert_int_eq(c.sampling.max_tokens, 0);
     ck_assert_int_eq(c.think, 1);
     ck_assert_int_eq(c.effort, GLM_EFFORT_MAX);
@@ -244,7 +244,7 @@ START_TEST(precedence_flags_env_file_defaults)
     ck_assert_str_eq(c.backend, "cuda");
     ck_assert_float_eq_tol(c.sampling.temperature, 0.4f, 1e-6);
     ck_assert_int_eq(c.sampling.top_k, 7);
-    ck_assert_float_eq_tol(c.sampling.top_p, 0.95f, 1e-6);
+    ck_assert_float_lt(c.sampling.top_p, 0.0f); /* empty env: still the model's own */
     config_free(&c);
 
     setenv("GLMCHAT_MAX_TOKENS", "lots", 1);

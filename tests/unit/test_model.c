@@ -434,6 +434,15 @@ START_TEST(generation_config_is_read)
     ck_assert_int_eq(g.eos[1], 154827);
     ck_assert_int_eq(g.max_new_tokens, 77);
     ck_assert_float_eq_tol(g.top_p, 0.95f, 1e-6f);
+    ck_assert_float_eq(g.temperature, 1.0f);
+    const char greedy[] = "{\"temperature\": 0.7, \"do_sample\": false}";
+    write_bytes(path, greedy, sizeof greedy - 1);
+    ck_assert_int_eq(glm_generation_config_load(&g, dir, &err), GLM_OK);
+    ck_assert_float_eq(g.temperature, 0.0f); /* do_sample false: greedy */
+    const char bad[] = "{\"do_sample\": \"no\"}";
+    write_bytes(path, bad, sizeof bad - 1);
+    ck_assert_int_eq(glm_generation_config_load(&g, dir, &err), GLM_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err.message, "do_sample"));
     tu_rmtree(dir);
     free(dir);
 }
