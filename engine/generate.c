@@ -17,6 +17,7 @@
 
 typedef struct reply {
     glm_session *s;
+    const glm_model *m;
     const tok_tokenizer *tok;
     tok_stream *stream;
     rp_parser *parser;
@@ -65,14 +66,6 @@ static int send_stats(reply *r)
     return r->on_event ? r->on_event(&ev, r->user) : 0;
 }
 
-static int is_eos(const reply *r, int32_t tok)
-{
-    for (int i = 0; i < r->n_eos; i++)
-        if (r->eos[i] == tok)
-            return 1;
-    return 0;
-}
-
 static int on_token(int32_t tok, void *user)
 {
     reply *r = user;
@@ -81,7 +74,7 @@ static int on_token(int32_t tok, void *user)
         r->stats.ttft_s = r->t_first - r->t_start;
     }
     r->stats.generated_tokens++;
-    if (is_eos(r, tok)) {
+    if (glm_token_is_eos(tok, r->eos, r->n_eos)) {
         r->ended_on_eos = 1;
         return 1;
     }
@@ -139,8 +132,8 @@ static void emit_error(glm_event_fn on_event, void *user, const glm_error *err)
     on_event(&ev, user);
 }
 
-static glm_status prepare_prompt(glm_session *s, const glm_request *rq, const tok_tokenizer *tok,
-                                 tok_ids *ids, glm_error *err)
+static glm_status prepare_prompt(const glm_request *rq, const tok_tokenizer *tok, tok_ids *ids,
+                                 glm_error *err)
 {
     tbuf prompt = {0};
     glm_status st = tmpl_render(rq, &prompt, err);
@@ -149,7 +142,6 @@ static glm_status prepare_prompt(glm_session *s, const glm_request *rq, const to
     tbuf_free(&prompt);
     if (!st && ids->n == 0)
         st = glm_error_set(err, GLM_ERR_ARG, "the request rendered to an empty prompt");
-    (void)s;
     return st;
 }
 
@@ -176,7 +168,7 @@ static int reply_budget(const glm_model *m, const glm_request *rq)
 static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids, glm_error *err)
 {
     glm_session *s = r->s;
-    const glm_model *m = glm_engine_model(glm_session_engine(s));
+    const glm_model *m = r->m;
     int from = reuse_prefix(s, ids->v, (int)ids->n, err);
     r->stats.prompt_tokens = (int)ids->n;
     r->stats.context_window = m->cfg.max_position_embeddings;
@@ -227,7 +219,7 @@ glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_e
         err = &local;
     glm_engine *e = glm_session_engine(s);
     const glm_model *m = glm_engine_model(e);
-    reply r = {.s = s, .on_event = on_event, .user = user, .err = err, .t_start = now_s()};
+    reply r = {.s = s, .m = m, .on_event = on_event, .user = user, .err = err, .t_start = now_s()};
     glm_session_clear_cancel(s);
     r.eos = m->gen.n_eos ? m->gen.eos : m->cfg.eos;
     r.n_eos = m->gen.n_eos ? m->gen.n_eos : m->cfg.n_eos;
@@ -237,7 +229,7 @@ glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_e
     if (!r.tok)
         st = err->status ? err->status : GLM_ERR_IO;
     if (!st)
-        st = prepare_prompt(s, rq, r.tok, &ids, err);
+        st = prepare_prompt(rq, r.tok, &ids, err);
     if (!st && !(r.stream = tok_stream_new(r.tok)))
         st = glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting a reply");
     if (!st && !(r.parser = rp_new(rq->tools, rq->n_tools, rq->think, forward_event, &r, err)))

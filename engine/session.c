@@ -340,7 +340,7 @@ glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
     return st;
 }
 
-static int is_eos(int32_t t, const int *eos, int n_eos)
+int glm_token_is_eos(int32_t t, const int *eos, int n_eos)
 {
     for (int i = 0; i < n_eos; i++)
         if (eos[i] == t)
@@ -375,7 +375,7 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
         int32_t tok = glm_sampler_pick(smp, s->logits);
         (*n_out)++;
         int stop = on_token ? on_token(tok, user) : 0;
-        if (stop || is_eos(tok, eos, n_eos) || *n_out >= max_new)
+        if (stop || glm_token_is_eos(tok, eos, n_eos) || *n_out >= max_new)
             break;
         if ((st = glm_session_feed(s, &tok, 1, NULL, err)))
             break;

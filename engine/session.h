@@ -51,6 +51,9 @@ const int32_t *glm_session_tokens(const glm_session *s);
 /* The length at the last glm_session_mark (0 after a reset). */
 int glm_session_marked(const glm_session *s);
 
+/* Whether t is one of the n_eos end ids. */
+int glm_token_is_eos(int32_t t, const int *eos, int n_eos);
+
 /* Called with each generated token; return nonzero to stop after it. */
 typedef int (*glm_token_fn)(int32_t token, void *user);
 
