@@ -427,7 +427,16 @@ static int set_pragmas(db_store *db, int in_memory)
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db->sql, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
             return db_fail(db, "switching to WAL");
+        /* Several first opens at once: SQLite answers BUSY at once, without its busy handler, to
+         * the one whose lock upgrade could deadlock; wait for the others within the timeout. */
         int rc = sqlite3_step(st);
+        for (int waited_ms = 0; waited_ms < DB_BUSY_TIMEOUT_MS; waited_ms += 5) {
+            if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+                break;
+            sqlite3_reset(st);
+            sqlite3_sleep(5);
+            rc = sqlite3_step(st);
+        }
         const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
         int wal = mode && strcmp(mode, "wal") == 0;
         sqlite3_finalize(st);
