@@ -1,4 +1,4 @@
-/* session.c: glm_engine (a model plus the CPU thread pool) and glm_session (a conversation's
+/* session.c: glm_engine (a model plus its backend) and glm_session (a conversation's
  * token-level state): open, feed, truncate, a token generation loop, cancellation. */
 #include "session.h"
 
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/forward.h"
+#include "backend.h"
 #include "sampler.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
@@ -20,7 +20,8 @@
 
 struct glm_engine {
     glm_model *model;
-    cpu_pool *pool;
+    engine_backend be;
+    glm_engine_params params;
     tok_tokenizer *tok; /* loaded on first use: logits-only models need none */
     uint8_t *untokenizable; /* vocab flags: ids the tokenizer has no text for (padding rows) */
     pthread_mutex_t tok_lock;
@@ -31,7 +32,7 @@ struct glm_engine {
 
 struct glm_session {
     glm_engine *e;
-    cpu_state *st;
+    void *st; /* the backend's state */
     float *logits; /* vocab */
     int has_logits;
     atomic_int cancel;
@@ -46,10 +47,6 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         glm_error_set(err, GLM_ERR_ARG, "no model directory given (use --model DIR)");
         return NULL;
     }
-    if (p->backend == GLM_BACKEND_CUDA) {
-        glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend is not built yet; use --backend cpu");
-        return NULL;
-    }
     glm_engine *e = calloc(1, sizeof *e);
     if (!e) {
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory opening the engine");
@@ -62,9 +59,14 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         glm_engine_close(e);
         return NULL;
     }
-    e->pool = cpu_pool_new(p->n_threads);
-    if (!p->peer)
+    e->params = *p;
+    if (!p->peer) {
+        if (backend_open(e->model, p, &e->be, err) != GLM_OK) {
+            glm_engine_close(e);
+            return NULL;
+        }
         return e;
+    }
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
     if (glm_engine_split(e, 0, err) != GLM_OK ||
@@ -78,9 +80,13 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
 
 glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err)
 {
+    /* the backend reads the weights as they are when it opens: reopen it over the halves */
+    backend_close(&e->be);
     glm_status st = tp_split_model(e->model, rank, &e->split, err);
     if (st == GLM_OK)
         e->rank = rank;
+    if (st == GLM_OK)
+        st = backend_open(e->model, &e->params, &e->be, err);
     return st;
 }
 
@@ -121,7 +127,7 @@ void glm_engine_close(glm_engine *e)
     if (!e)
         return;
     tp_rank_close(e->tp);
-    cpu_pool_free(e->pool);
+    backend_close(&e->be);
     tok_free(e->tok);
     free(e->untokenizable);
     pthread_mutex_destroy(&e->tok_lock);
@@ -144,7 +150,7 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
     }
     s->e = e;
     s->logits = malloc((size_t)e->model->cfg.vocab_size * sizeof *s->logits);
-    s->st = s->logits ? cpu_state_new(e->model, err) : NULL;
+    s->st = s->logits ? e->be.ops->state_new(e->be.impl, err) : NULL;
     if (!s->st) {
         if (!s->logits)
             glm_error_set(err, GLM_ERR_NOMEM, "out of memory creating a session");
@@ -153,8 +159,8 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
     }
     atomic_init(&s->cancel, 0);
     if (e->rank >= 0) {
-        cpu_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e};
-        cpu_state_set_collective(s->st, &coll);
+        backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e};
+        e->be.ops->state_set_collective(s->st, &coll);
         /* a new conversation: the worker starts from an empty state too */
         if (send_step(s, TP_STEP_RESET, 0, NULL, 0, err) != GLM_OK) {
             glm_session_free(s);
@@ -168,7 +174,8 @@ void glm_session_free(glm_session *s)
 {
     if (!s)
         return;
-    cpu_state_free(s->st);
+    if (s->st)
+        s->e->be.ops->state_free(s->st);
     free(s->logits);
     free(s->hist);
     free(s);
@@ -182,7 +189,7 @@ void glm_cancel(glm_session *s)
 
 int glm_session_length(const glm_session *s)
 {
-    return cpu_state_length(s->st);
+    return s->e->be.ops->state_length(s->st);
 }
 
 int glm_session_vocab(const glm_session *s)
@@ -194,7 +201,7 @@ void glm_session_reset(glm_session *s)
 {
     /* a failed send marks the session failed: the next forward reports it */
     send_step(s, TP_STEP_RESET, 0, NULL, 0, NULL);
-    cpu_state_reset(s->st);
+    s->e->be.ops->state_reset(s->st);
     s->has_logits = 0;
     s->marked = 0;
 }
@@ -297,8 +304,8 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
         glm_status st = send_step(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
                                   at + done, tokens + done, piece, err);
         if (st == GLM_OK)
-            st = cpu_prefill(s->st, s->e->pool, tokens + done, piece, out, logits_all != NULL,
-                                    err);
+            st = s->e->be.ops->prefill(s->e->be.impl, s->st, tokens + done, piece, out,
+                                          logits_all != NULL, err);
         if (st) {
             glm_session_reset(s);
             return st;
@@ -321,7 +328,7 @@ glm_status glm_session_mark(glm_session *s, glm_error *err)
 {
     glm_status st = send_step(s, TP_STEP_MARK, glm_session_length(s), NULL, 0, err);
     if (st == GLM_OK)
-        st = cpu_state_mark(s->st, err);
+        st = s->e->be.ops->state_mark(s->st, err);
     if (!st)
         s->marked = glm_session_length(s);
     return st;
@@ -332,7 +339,7 @@ glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
     int before = glm_session_length(s);
     glm_status st = n == before ? GLM_OK : send_step(s, TP_STEP_TRUNCATE, n, NULL, 0, err);
     if (st == GLM_OK)
-        st = cpu_state_truncate(s->st, n, err);
+        st = s->e->be.ops->state_truncate(s->st, n, err);
     if (!st && n != before)
         s->has_logits = 0; /* the logits of token n-1 are not kept; feed again to get them */
     if (!st && n < s->marked)

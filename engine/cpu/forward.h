@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "cpu/threads.h"
 #include "model/model.h"
 
@@ -12,14 +13,8 @@
  * latent rows, the indexer's per-token keys and gate logits, and the completed pool keys. */
 typedef struct cpu_state cpu_state;
 
-/* Two ranks (architecture.md 5): each rank holds half the heads, FFN features and vocabulary.
- * all_reduce sums n floats over the ranks in rank order (identical bits on both); all_gather
- * writes rank 0's n floats then rank 1's into all. Both return GLM_OK or set err. */
-typedef struct cpu_collective {
-    glm_status (*all_reduce)(void *user, float *buf, size_t n, glm_error *err);
-    glm_status (*all_gather)(void *user, const float *mine, float *all, size_t n, glm_error *err);
-    void *user;
-} cpu_collective;
+/* Two ranks: the exchanges of backend.h. */
+typedef backend_collective cpu_collective;
 
 cpu_state *cpu_state_new(const glm_model *m, glm_error *err);
 /* Makes the state's forward one of two ranks: the model's weights must be this rank's half

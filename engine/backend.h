@@ -1,0 +1,63 @@
+/* backend.h: what a session asks of a backend (engine/cpu, engine/cuda): a conversation state that
+ * prefills and decodes tokens, marks and truncates, and saves to or loads from a flat snapshot. */
+#ifndef GLMCHAT_ENGINE_BACKEND_H
+#define GLMCHAT_ENGINE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glm.h"
+#include "model/model.h"
+
+/* Two ranks (architecture.md 5): each rank holds half the heads, FFN features and vocabulary.
+ * all_reduce sums n host floats over the ranks in rank order (identical bits on both); all_gather
+ * writes rank 0's n floats then rank 1's into all. Both return GLM_OK or set err. */
+typedef struct backend_collective {
+    glm_status (*all_reduce)(void *user, float *buf, size_t n, glm_error *err);
+    glm_status (*all_gather)(void *user, const float *mine, float *all, size_t n, glm_error *err);
+    void *user;
+} backend_collective;
+
+/* A backend's functions. `impl` is the backend (its weights, pools, streams), `state` one
+ * conversation's caches; both are opaque to the session. */
+typedef struct backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    void *(*state_new)(void *impl, glm_error *err);
+    void (*state_free)(void *state);
+    /* NULL coll: one rank (the default). */
+    void (*state_set_collective)(void *state, const backend_collective *coll);
+    void (*state_reset)(void *state);
+    int (*state_length)(const void *state);
+    /* Saves the linear-attention state at the current length, so truncate can come back. */
+    glm_status (*state_mark)(void *state, glm_error *err);
+    /* Back to n tokens: n == length (nothing), 0 (reset) or the marked length. */
+    glm_status (*state_truncate)(void *state, int n, glm_error *err);
+    /* Runs n tokens after the state's length and appends them. logits_out (host floats): n x vocab
+     * when all_rows, else vocab for the last token; may be NULL. */
+    glm_status (*prefill)(void *impl, void *state, const int32_t *tokens, int n, float *logits_out,
+                          int all_rows, glm_error *err);
+    /* Snapshots for prompt reuse across conversations and its disk tier: the whole state at its
+     * current length as a flat byte string in host memory, loadable into any state of the same
+     * backend and model. save: buf of snapshot_size bytes. */
+    size_t (*snapshot_size)(const void *state);
+    glm_status (*snapshot_save)(const void *state, void *buf, size_t n, glm_error *err);
+    glm_status (*snapshot_load)(void *state, const void *buf, size_t n, glm_error *err);
+    void (*close)(void *impl);
+} backend_ops;
+
+typedef struct engine_backend {
+    const backend_ops *ops;
+    void *impl;
+} engine_backend;
+
+/* Opens the backend p->backend names (auto: cpu until the CUDA backend is the default) over m,
+ * whose weights it reads as they are at this call (split them for two ranks first). */
+glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
+                        glm_error *err);
+void backend_close(engine_backend *b);
+
+/* The two backends (backend_open picks). The CUDA one says why when it cannot run here. */
+glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err);
+glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err);
+
+#endif
