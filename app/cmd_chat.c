@@ -175,6 +175,7 @@ typedef struct script_out {
     int in_reasoning;      /* the last text written was reasoning (stderr needs a newline) */
     int content_open;      /* content written without a final newline */
     int write_failed;
+    char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
 } script_out;
 
 static void send_session(script_out *so)
@@ -248,6 +249,9 @@ static int on_event(void *u, const glm_event *ev)
     if (so->jsonl) {
         if (jsonl_event(&so->jw, ev))
             so->write_failed = 1;
+        if (ev->type == GLM_EV_ERROR) /* kept as chat.c keeps it: at most 1000 bytes */
+            snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
+                     (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
     } else {
         text_event(so, ev);
     }
@@ -274,8 +278,10 @@ static void finish_turn(script_out *so, const chat_outcome *out)
     end_reasoning(so);
     if (so->jsonl) {
         send_session(so);
-        if (strcmp(out->finish, "error") == 0 && out->error[0])
+        /* an error the reply's events already carried is not written twice */
+        if (strcmp(out->finish, "error") == 0 && out->error[0] && strcmp(out->error, so->streamed_error) != 0)
             jsonl_error(&so->jw, out->error);
+        so->streamed_error[0] = 0;
         jsonl_turn_end(&so->jw, chat_conversation(so->chat), out->last_message, out->finish);
         return;
     }

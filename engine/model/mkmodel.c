@@ -46,6 +46,7 @@ const char *glm_mkmodel_presets(void)
     return "tiny (hidden 32, 8 layers, real vocabulary; F32)\n"
            "small (hidden 256, 8 layers, 16 experts; BF16)\n"
            "tiny-exl3 (hidden 128, 2 layers, 2 experts 128 wide so `quantize` can EXL3 them; F32)\n"
+           "tiny-exl3-tp (tiny-exl3 with experts 256 wide: EXL3 halves for two ranks)\n"
            "real-N (GLM-5.3-Flash shapes with N layers, 3 KDA : 1 DSA; BF16)\n";
 }
 
@@ -98,9 +99,10 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
         *max_new = 256;
         return GLM_OK;
     }
-    if (strcmp(name, "tiny-exl3") == 0) { /* experts' both dimensions multiples of 128 */
+    if (strncmp(name, "tiny-exl3", 9) == 0 && (!name[9] || !strcmp(name + 9, "-tp"))) {
+        /* experts' both dimensions multiples of 128 (-tp: their halves too) */
         c->hidden_size = 128, c->num_layers = 2, c->intermediate_size = 128;
-        c->moe_intermediate_size = 128, c->num_heads = 2, c->q_lora_rank = 32, c->kv_lora_rank = 16;
+        c->moe_intermediate_size = name[9] ? 256 : 128, c->num_heads = 2, c->q_lora_rank = 32, c->kv_lora_rank = 16;
         c->qk_nope_head_dim = 8, c->v_head_dim = 8, c->index_n_heads = 4, c->index_head_dim = 8;
         c->index_topk = 16, c->index_kpool = 4, c->kda_heads = 2, c->kda_head_dim = 16;
         c->n_routed_experts = 2, c->num_experts_per_tok = 2;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # tp_split.sh: the model split across two real processes over TCP loopback: rank 0's logits match
 # one rank's within float32 rounding and equal the worker's bit for bit; a two-rank chat replies
-# as one rank does; a worker killed mid-reply ends the reply with a clear error, the turn kept.
+# as one rank does; a worker killed or stopped mid-reply ends the reply with one clear error event,
+# the turn kept.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
@@ -97,6 +98,8 @@ tmp = os.environ["TMP"]
 ev = [json.loads(l) for l in open(tmp + "/kill.out")]
 if not any(e["type"] == "content" for e in ev): print("FAIL: the worker died before the reply began")
 if ev[-1].get("finish") != "error": print("FAIL: last event", ev[-1])
+errors = [e for e in ev if e["type"] == "error"]
+if len(errors) != 1: print("FAIL: %d error events, not one: %s" % (len(errors), errors))
 m = json.load(open(tmp + "/kill.json"))["messages"]
 if [x["role"] for x in m] != ["user", "assistant"] or m[0]["parts"][0]["text"] != "Keep talking.": print("FAIL: stored", m)
 '
@@ -116,4 +119,10 @@ kill -9 $worker
 [ $rc -eq 1 ] && pass || fail "head exited $rc after its worker hung, not 1: $(cat "$TMP/hang.err")"
 cp "$TMP/hang.err" "$TMP/err"
 expect_grep err 'the reply failed: .*worker at 127.0.0.1:[0-9]+'
+check_py "one error event when the worker hangs" '
+import json, os
+ev = [json.loads(l) for l in open(os.environ["TMP"] + "/hang.out")]
+errors = [e for e in ev if e["type"] == "error"]
+if len(errors) != 1 or ev[-1].get("finish") != "error": print("FAIL: %d error events, last %s" % (len(errors), ev[-1]))
+'
 finish
