@@ -57,6 +57,7 @@ tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
 tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
+EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_reuse.sh
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

@@ -35,7 +35,7 @@ struct pc_cache {
     char *dir;
     pc_stats st;
     char *notes[MAX_NOTES];
-    int n_notes;
+    int n_notes, dropped_notes; /* the oldest are dropped past MAX_NOTES */
 };
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
@@ -65,6 +65,7 @@ static void note(pc_cache *c, const char *fmt, ...)
         free(c->notes[0]);
         memmove(c->notes, c->notes + 1, (MAX_NOTES - 1) * sizeof *c->notes);
         c->n_notes--;
+        c->dropped_notes++;
     }
     char *s = strdup(buf);
     if (s)
@@ -528,10 +529,21 @@ void pc_get_stats(pc_cache *c, pc_stats *out)
 
 int pc_n_notes(pc_cache *c)
 {
-    return c ? c->n_notes : 0;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int n = c->dropped_notes + c->n_notes;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 const char *pc_note(pc_cache *c, int i)
 {
-    return c && i >= 0 && i < c->n_notes ? c->notes[i] : NULL;
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    i -= c->dropped_notes;
+    const char *s = i >= 0 && i < c->n_notes ? c->notes[i] : NULL;
+    pthread_mutex_unlock(&c->lock);
+    return s;
 }

@@ -42,7 +42,8 @@ int pc_contains(pc_cache *c, const int32_t *ids, int n);
 glm_status pc_put(pc_cache *c, const int32_t *ids, int n, void *snap, size_t bytes, glm_error *err);
 
 void pc_get_stats(pc_cache *c, pc_stats *out);
-/* The refusals so far (files that could not be used, disk writes that failed), oldest first. */
+/* The refusals so far (files that could not be used, disk writes that failed), numbered from 0
+ * in order; only the newest 64 are kept (an older number gives NULL). */
 int pc_n_notes(pc_cache *c);
 const char *pc_note(pc_cache *c, int i);
 
