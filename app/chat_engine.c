@@ -7,12 +7,25 @@
 
 #include "app/chat_engine.h"
 #include "app/demo_model.h"
+#include "engine/session.h"
 
 struct chat_engine {
     glm_engine *engine;
     glm_session *session;
     char *model_name;
+    int notes_told; /* kept-state refusals already printed */
 };
+
+/* The prompt cache's refusals (a kept-state file that could not be used: which, and why). */
+static void tell_cache_notes(chat_engine *ce)
+{
+    int n = glm_engine_cache_n_notes(ce->engine);
+    for (; ce->notes_told < n; ce->notes_told++) {
+        const char *note = glm_engine_cache_note(ce->engine, ce->notes_told);
+        if (note)
+            fprintf(stderr, "glmchat: %s\n", note);
+    }
+}
 
 static glm_backend backend_of(const char *name)
 {
@@ -52,6 +65,7 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
         chat_engine_close(ce);
         return NULL;
     }
+    tell_cache_notes(ce);
     return ce;
 }
 
@@ -69,7 +83,9 @@ static glm_status engine_generate(void *self, const glm_request *r, glm_event_fn
                                   glm_error *err)
 {
     chat_engine *ce = self;
-    return glm_generate(ce->session, r, on_event, user, err);
+    glm_status st = glm_generate(ce->session, r, on_event, user, err);
+    tell_cache_notes(ce);
+    return st;
 }
 
 static void engine_cancel(void *self)

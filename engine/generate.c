@@ -108,20 +108,48 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
     return i;
 }
 
-/* Brings the session to a prefix of ids it can continue from (what it holds, the state it marked
- * at the end of the last prompt, or nothing) and returns where feeding starts. At least the last
+/* Brings the session to a prefix of ids it can continue from and returns where feeding starts:
+ * what it holds, the state it marked at the end of the last prompt, the longest state the
+ * engine kept (another conversation's, a shared system prompt's), or nothing. At least the last
  * prompt token is always fed, so its logits are fresh. */
 static int reuse_prefix(glm_session *s, const int32_t *ids, int n, glm_error *err)
 {
     int held = glm_session_length(s);
     int shared = common_prefix(glm_session_tokens(s), held, ids, n);
-    if (shared == held && held < n)
-        return held;
     int marked = glm_session_marked(s);
-    if (marked > 0 && shared >= marked && marked < n && !glm_session_truncate(s, marked, err))
-        return marked;
+    int own = shared == held && held < n ? held
+              : marked > 0 && shared >= marked && marked < n ? marked : 0;
+    int kept = glm_session_restore(s, ids, n, own, n - 1);
+    if (kept > 0)
+        return kept;
+    if (own == held && held > 0)
+        return held;
+    if (own > 0 && !glm_session_truncate(s, own, err))
+        return own;
     glm_session_reset(s);
     return 0;
+}
+
+/* Where the leading system messages and tools end in ids (0: none), found by rendering the
+ * request without its conversation: the state there is kept, for conversations that share it. */
+static int shared_prefix_end(const glm_request *rq, const tok_tokenizer *tok, const tok_ids *ids)
+{
+    int n_sys = 0;
+    while (n_sys < rq->n_messages && rq->messages[n_sys].role == GLM_ROLE_SYSTEM)
+        n_sys++;
+    if (n_sys == 0 && rq->n_tools == 0)
+        return 0;
+    glm_request head = *rq;
+    head.n_messages = n_sys;
+    tbuf text = {0};
+    tok_ids part = {0};
+    glm_error ignored;
+    int end = 0;
+    if (!tmpl_render(&head, &text, &ignored) && !tok_encode(tok, text.p, text.len, &part, &ignored))
+        end = common_prefix(part.v, (int)part.n, ids->v, (int)ids->n);
+    tbuf_free(&text);
+    tok_ids_free(&part);
+    return end;
 }
 
 static void emit_error(glm_event_fn on_event, void *user, const glm_error *err)
@@ -174,11 +202,23 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     r->stats.context_window = m->cfg.max_position_embeddings;
     r->stats.reused_tokens = from;
     double t0 = now_s();
-    glm_status st = glm_session_feed(s, ids->v + from, (int)ids->n - from, NULL, err);
+    int sys_end = shared_prefix_end(rq, r->tok, ids);
+    glm_status st = GLM_OK;
+    if (sys_end > from && sys_end < (int)ids->n) { /* keep the shared head on the way */
+        st = glm_session_feed(s, ids->v + from, sys_end - from, NULL, err);
+        if (!st)
+            st = glm_session_keep(s, err);
+        from = sys_end;
+    }
+    if (!st)
+        st = glm_session_feed(s, ids->v + from, (int)ids->n - from, NULL, err);
     if (!st)
         st = glm_session_mark(s, err);
+    if (!st)
+        st = glm_session_keep(s, err);
     if (st)
         return st;
+    from = r->stats.reused_tokens;
     double t1 = now_s();
     if (t1 > t0)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);

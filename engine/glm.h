@@ -128,6 +128,15 @@ typedef struct glm_engine_params {
     const char *peer;      /* "HOST:PORT" of a worker (rank 1), or NULL for one rank */
     const char *transport; /* "rdma" or "tcp"; NULL: rdma where a device exists, else tcp */
     int n_threads;         /* CPU threads; 0: one per core */
+    /* Prompt reuse across conversations: bytes of memory for kept prompt states; 0: the
+     * environment's GLMCHAT_PROMPT_CACHE_MB (megabytes), else an eighth of the RAM; < 0: off. */
+    int64_t prompt_cache_bytes;
+    /* A directory where kept states are saved too, found again after a restart; NULL: the
+     * environment's GLMCHAT_PROMPT_CACHE_DIR, else memory only. */
+    const char *prompt_cache_dir;
+    /* Speculative decoding: 0: the environment's GLMCHAT_DRAFT (off, copy or mtp), else off;
+     * 1: off; 2: copy drafts (prompt lookup); 3: the model's MTP layer (copy when it has none). */
+    int draft;
 } glm_engine_params;
 
 typedef struct glm_engine glm_engine;

@@ -10,7 +10,9 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
-	engine/session.c engine/session.h engine/sampler.c engine/sampler.h
+	engine/cpu/snapshot.c engine/cpu/snapshot.h \
+	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
+	engine/prefix_cache.c engine/prefix_cache.h
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
@@ -49,6 +51,13 @@ tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
 tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_sampler
+# Prompt reuse and speculative decoding (issue #11).
+check_PROGRAMS += tests/unit/test_reuse
+tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
+tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_reuse
+EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_reuse.sh
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

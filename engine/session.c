@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "backend.h"
+#include "prefix_cache.h"
 #include "sampler.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
@@ -28,6 +31,7 @@ struct glm_engine {
     int rank;           /* -1: one rank; else this process's rank of two */
     tp_rank *tp;        /* the peer, when rank >= 0 and one is attached */
     tp_split_owned split;
+    pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
 };
 
 struct glm_session {
@@ -40,6 +44,52 @@ struct glm_session {
     int hist_cap;
     int marked;    /* length at the last glm_session_mark */
 };
+
+/* The memory budget of kept prompt states: the parameter, the environment, or an eighth of RAM. */
+static int64_t cache_budget(const glm_engine_params *p)
+{
+    if (p->prompt_cache_bytes)
+        return p->prompt_cache_bytes;
+    const char *env = getenv("GLMCHAT_PROMPT_CACHE_MB");
+    if (env && *env) {
+        char *end;
+        double mb = strtod(env, &end);
+        if (*end == '\0')
+            return mb > 0 ? (int64_t)(mb * 1048576.0) : -1;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
+}
+
+/* A hash of the model's config and weight index: kept-state files of another model are refused. */
+static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *err)
+{
+    tp_identity t;
+    glm_status st = tp_identity_from_model_dir(m->dir, &t, err);
+    if (st)
+        return st;
+    uint64_t h = tp_hash_bytes(TP_HASH_SEED, &t.config_hash, sizeof t.config_hash);
+    *id = tp_hash_bytes(h, &t.weights_hash, sizeof t.weights_hash);
+    return GLM_OK;
+}
+
+static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
+{
+    int64_t budget = cache_budget(p);
+    const backend_ops *ops = e->be.ops;
+    if (budget <= 0 || !ops->snapshot_size || !ops->snapshot_save || !ops->snapshot_load)
+        return GLM_OK;
+    const char *dir = p->prompt_cache_dir;
+    if (!dir) {
+        const char *env = getenv("GLMCHAT_PROMPT_CACHE_DIR");
+        dir = env && *env ? env : NULL;
+    }
+    uint64_t id = 0;
+    if (dir && model_identity(e->model, &id, err) != GLM_OK)
+        return err ? err->status : GLM_ERR_IO;
+    e->cache = pc_new((size_t)budget, dir, id, err);
+    return e->cache ? GLM_OK : (err ? err->status : GLM_ERR_NOMEM);
+}
 
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
 {
@@ -61,7 +111,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     }
     e->params = *p;
     if (!p->peer) {
-        if (backend_open(e->model, p, &e->be, err) != GLM_OK) {
+        if (backend_open(e->model, p, &e->be, err) != GLM_OK || open_cache(e, p, err) != GLM_OK) {
             glm_engine_close(e);
             return NULL;
         }
@@ -127,6 +177,7 @@ void glm_engine_close(glm_engine *e)
     if (!e)
         return;
     tp_rank_close(e->tp);
+    pc_free(e->cache);
     backend_close(&e->be);
     tok_free(e->tok);
     free(e->untokenizable);
@@ -345,6 +396,77 @@ glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
     if (!st && n < s->marked)
         s->marked = 0;
     return st;
+}
+
+glm_status glm_session_keep(glm_session *s, glm_error *err)
+{
+    pc_cache *c = s->e->cache;
+    int n = glm_session_length(s);
+    if (!c || n == 0 || pc_contains(c, s->hist, n))
+        return GLM_OK;
+    const backend_ops *ops = s->e->be.ops;
+    size_t bytes = ops->snapshot_size(s->st);
+    void *snap = malloc(bytes ? bytes : 1);
+    if (!snap)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory keeping a prompt state of %zu "
+                             "bytes", bytes);
+    glm_status st = ops->snapshot_save(s->st, snap, bytes, err);
+    if (st) {
+        free(snap);
+        return st;
+    }
+    return pc_put(c, s->hist, n, snap, bytes, err);
+}
+
+typedef struct restore_ctx {
+    glm_session *s;
+    const int32_t *ids;
+} restore_ctx;
+
+static glm_status restore_one(void *user, const void *snap, size_t n, glm_error *err)
+{
+    restore_ctx *r = user;
+    glm_session *s = r->s;
+    glm_status st = s->e->be.ops->snapshot_load(s->st, snap, n, err);
+    if (st)
+        return st;
+    int len = glm_session_length(s);
+    if ((st = remember_tokens(s, r->ids, len, 0, err))) {
+        s->e->be.ops->state_reset(s->st);
+        return st;
+    }
+    return GLM_OK;
+}
+
+int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, int max_len)
+{
+    restore_ctx r = {.s = s, .ids = ids};
+    int len = pc_lookup(s->e->cache, ids, n, min_len, max_len, restore_one, &r);
+    if (len > 0) {
+        s->has_logits = 0;
+        s->marked = len;
+    }
+    return len;
+}
+
+void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out)
+{
+    pc_stats p;
+    pc_get_stats(e->cache, &p);
+    *out = (glm_cache_stats){.on = e->cache != NULL, .entries = p.entries, .in_memory = p.in_memory,
+                             .bytes = p.bytes, .budget = p.budget, .hits = p.hits,
+                             .evictions = p.evictions, .disk_writes = p.disk_writes,
+                             .disk_loads = p.disk_loads, .refused_files = p.refused_files};
+}
+
+int glm_engine_cache_n_notes(glm_engine *e)
+{
+    return pc_n_notes(e->cache);
+}
+
+const char *glm_engine_cache_note(glm_engine *e, int i)
+{
+    return pc_note(e->cache, i);
 }
 
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos)

@@ -51,6 +51,24 @@ const int32_t *glm_session_tokens(const glm_session *s);
 /* The length at the last glm_session_mark (0 after a reset). */
 int glm_session_marked(const glm_session *s);
 
+/* Prompt reuse across conversations: the engine keeps states by the tokens they hold (memory
+ * budget, least recently used out first; optionally a directory too). keep: saves the session's
+ * state at its current length (nothing when the cache is off or already holds those tokens). */
+glm_status glm_session_keep(glm_session *s, glm_error *err);
+/* Restores the longest kept state holding a prefix of ids[0..n) longer than min_len and at most
+ * max_len tokens; returns its length (the session's new length, marked), or 0 (unchanged). */
+int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, int max_len);
+
+typedef struct glm_cache_stats {
+    int on, entries, in_memory;
+    size_t bytes, budget;
+    int64_t hits, evictions, disk_writes, disk_loads, refused_files;
+} glm_cache_stats;
+void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
+/* Files refused and writes that failed, each naming the file and the reason, oldest first. */
+int glm_engine_cache_n_notes(glm_engine *e);
+const char *glm_engine_cache_note(glm_engine *e, int i);
+
 /* Whether t is one of the n_eos end ids. */
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos);
 

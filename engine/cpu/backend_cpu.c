@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "cpu/forward.h"
+#include "cpu/snapshot.h"
 
 typedef struct cpu_backend {
     const glm_model *m;
@@ -51,6 +52,21 @@ static glm_status cpu_be_prefill(void *impl, void *st, const int32_t *tokens, in
     return cpu_prefill(st, ((cpu_backend *)impl)->pool, tokens, n, logits_out, all_rows, err);
 }
 
+static size_t cpu_be_snapshot_size(const void *st)
+{
+    return cpu_snapshot_size(st);
+}
+
+static glm_status cpu_be_snapshot_save(const void *st, void *buf, size_t n, glm_error *err)
+{
+    return cpu_snapshot_save(st, buf, n, err);
+}
+
+static glm_status cpu_be_snapshot_load(void *st, const void *buf, size_t n, glm_error *err)
+{
+    return cpu_snapshot_load(st, buf, n, err);
+}
+
 static void cpu_be_close(void *impl)
 {
     cpu_backend *b = impl;
@@ -70,6 +86,9 @@ static const backend_ops cpu_ops = {
     .state_mark = cpu_be_mark,
     .state_truncate = cpu_be_truncate,
     .prefill = cpu_be_prefill,
+    .snapshot_size = cpu_be_snapshot_size,
+    .snapshot_save = cpu_be_snapshot_save,
+    .snapshot_load = cpu_be_snapshot_load,
     .close = cpu_be_close,
 };
 

@@ -29,6 +29,9 @@ struct cpu_state {
     cpu_collective coll; /* all_reduce NULL: one rank */
 };
 
+/* Grows the DSA caches to hold need tokens. */
+glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err);
+
 /* Per-query token selection of a DSA layer: count[t] tokens in idx[t * width ...]. */
 typedef struct dsa_selection {
     int width;

@@ -158,7 +158,7 @@ static int grow(float **p, size_t n)
     return 0;
 }
 
-static glm_status reserve(cpu_state *s, int need, glm_error *err)
+glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     if (need <= s->cap)
@@ -331,7 +331,7 @@ glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int 
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
                                  "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
-    glm_status st = reserve(s, s->n + n, err);
+    glm_status st = cpu_state_reserve(s, s->n + n, err);
     if (st)
         return st;
     fwd_buf b;

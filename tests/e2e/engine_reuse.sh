@@ -1,7 +1,9 @@
 #!/bin/bash
 # engine_reuse.sh: prompt reuse. A second turn in the same process prefills only what the
 # session does not hold, and its reply equals, byte for byte, the reply after a full prefill
-# (a fresh process continuing the same conversation), greedy and seeded-sampled.
+# (a fresh process continuing the same conversation), greedy and seeded-sampled. With a prompt
+# cache directory, fresh processes resume from kept-state files, and bad files are refused
+# loudly (the file and the reason) without changing a reply.
 . "$(dirname "$0")/lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
@@ -53,4 +55,50 @@ for mode in greedy sampled; do
         fail "$mode: in-process turns did not reuse the kept prompt: $(grep reused "$TMP/kept-$mode")"; fi
     grep -q '^reused 0 0 0$' "$TMP/full-$mode" && pass || fail "$mode: fresh processes reused: $(grep reused "$TMP/full-$mode")"
 done
+
+# The disk tier: each turn in a fresh process, kept states in a directory.
+export GLMCHAT_TEMPERATURE=0 GLMCHAT_PROMPT_CACHE_DIR="$TMP/kept"
+unset GLMCHAT_SEED
+: >"$TMP/disk.jsonl"
+cont=""
+while read -r p; do
+    expect_exit 0 "$G" --db "$TMP/three.db" --model "$M" --backend cpu chat $cont \
+        --output-format jsonl --max-tokens 24 --prompt "$p"
+    cat "$TMP/out" >>"$TMP/disk.jsonl"
+    cont=-c
+done <"$TMP/prompts"
+replies "$TMP/disk.jsonl" >"$TMP/disk"
+diff <(grep -v '^reused' "$TMP/disk") <(grep -v '^reused' "$TMP/full-greedy") >"$TMP/diff" && pass ||
+    fail "replies resumed from kept-state files differ from full prefills: $(head -c 600 "$TMP/diff")"
+grep -Eq '^reused 0 [1-9][0-9]* [1-9][0-9]*$' "$TMP/disk" && pass ||
+    fail "fresh processes did not resume from kept-state files: $(grep reused "$TMP/disk")"
+n_files=$(ls "$TMP/kept" | grep -c '\.kept$')
+[ "$n_files" -ge 3 ] && pass || fail "expected kept-state files, found $n_files: $(ls "$TMP/kept")"
+
+# Damaged files: one corrupted, one truncated, one not a kept-state file at all. The shortest
+# state (HASH-LENGTH.kept) is the first any later prompt resumes from, so its checksum is read.
+set -- $(ls "$TMP"/kept/*.kept | sort -t- -k2 -n)
+python3 - "$1" "$2" "$TMP/kept/garbage.kept" <<'PY'
+import sys
+corrupt, short, garbage = sys.argv[1:4]
+b = bytearray(open(corrupt, "rb").read()); b[-5] ^= 0x10; open(corrupt, "wb").write(b)
+b = open(short, "rb").read(); open(short, "wb").write(b[: len(b) - 7])
+open(garbage, "wb").write(b"this is not a kept state; " * 4)
+PY
+: >"$TMP/damaged.jsonl"
+cont=""
+while read -r p; do
+    "$G" --db "$TMP/four.db" --model "$M" --backend cpu chat $cont --output-format jsonl \
+        --max-tokens 24 --prompt "$p" >"$TMP/out" 2>>"$TMP/damaged.err"
+    [ $? -eq 0 ] && pass || fail "a run with damaged kept-state files failed: $(tail -c 300 "$TMP/damaged.err")"
+    cat "$TMP/out" >>"$TMP/damaged.jsonl"
+    cont=-c
+done <"$TMP/prompts"
+replies "$TMP/damaged.jsonl" >"$TMP/damaged"
+diff <(grep -v '^reused' "$TMP/damaged") <(grep -v '^reused' "$TMP/full-greedy") >"$TMP/diff" && pass ||
+    fail "replies with damaged kept-state files differ: $(head -c 600 "$TMP/diff")"
+expect_grep damaged.err "garbage.kept refused: not a kept-state file"
+expect_grep damaged.err "$(basename "$2") refused: truncated"
+expect_grep damaged.err "$(basename "$1") refused: checksum mismatch"
+unset GLMCHAT_PROMPT_CACHE_DIR
 finish

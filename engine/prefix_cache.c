@@ -1,0 +1,549 @@
+/* prefix_cache.c: kept states keyed by their token prefix: longest-prefix lookup, a memory budget
+ * with least-recently-used eviction, and a disk tier of checksummed files read back lazily. */
+#include "prefix_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FNV_SEED 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+#define MAX_NOTES 64
+
+typedef struct pc_entry {
+    int32_t *tokens;
+    int n;
+    uint64_t hash;
+    void *snap;   /* NULL: only on disk */
+    size_t bytes; /* of snap */
+    uint64_t used; /* tick of the last use */
+    char *path;   /* its file, or NULL */
+} pc_entry;
+
+struct pc_cache {
+    pthread_mutex_t lock;
+    pc_entry *e;
+    int n, cap;
+    size_t budget, bytes;
+    uint64_t tick, model_id;
+    char *dir;
+    pc_stats st;
+    char *notes[MAX_NOTES];
+    int n_notes, dropped_notes; /* the oldest are dropped past MAX_NOTES */
+};
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+uint64_t pc_hash_tokens(const int32_t *ids, int n)
+{
+    return fnv(FNV_SEED, ids, (size_t)n * sizeof *ids);
+}
+
+static void note(pc_cache *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(pc_cache *c, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (c->n_notes == MAX_NOTES) { /* keep the newest */
+        free(c->notes[0]);
+        memmove(c->notes, c->notes + 1, (MAX_NOTES - 1) * sizeof *c->notes);
+        c->n_notes--;
+        c->dropped_notes++;
+    }
+    char *s = strdup(buf);
+    if (s)
+        c->notes[c->n_notes++] = s;
+}
+
+/* ---- file format ----------------------------------------------------------------------------- */
+
+static uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static glm_status refuse(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static glm_status refuse(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (why && len)
+        vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return GLM_ERR_FORMAT;
+}
+
+glm_status pc_parse_header(const void *buf, size_t n, uint64_t file_size, uint64_t model_id,
+                           pc_file_header *h, char *why, size_t why_len)
+{
+    const unsigned char *p = buf;
+    if (n < PC_HEADER_BYTES || file_size < PC_HEADER_BYTES)
+        return refuse(why, why_len, "truncated: %llu bytes, shorter than the %u-byte header",
+                      (unsigned long long)file_size, PC_HEADER_BYTES);
+    if (memcmp(p, PC_FILE_MAGIC, 8) != 0)
+        return refuse(why, why_len, "not a kept-state file (no %s signature)", PC_FILE_MAGIC);
+    h->version = rd32(p + 8);
+    h->n_tokens = rd32(p + 12);
+    h->model_id = rd64(p + 16);
+    h->prefix_hash = rd64(p + 24);
+    h->snap_bytes = rd64(p + 32);
+    h->checksum = rd64(p + 40);
+    if (h->version != PC_FILE_VERSION)
+        return refuse(why, why_len, "format version %u, this glmchat reads version %u", h->version,
+                      PC_FILE_VERSION);
+    if (h->model_id != model_id)
+        return refuse(why, why_len, "made by another model (identity %016llx, this model is "
+                      "%016llx)", (unsigned long long)h->model_id, (unsigned long long)model_id);
+    if (h->n_tokens == 0 || h->n_tokens > PC_MAX_TOKENS)
+        return refuse(why, why_len, "token count %u out of range (1..%d)", h->n_tokens,
+                      PC_MAX_TOKENS);
+    uint64_t want = PC_HEADER_BYTES + (uint64_t)h->n_tokens * 4;
+    if (h->snap_bytes > UINT64_MAX - want || want + h->snap_bytes != file_size)
+        return refuse(why, why_len, "truncated or padded: %llu bytes, the header says %llu tokens "
+                      "and a %llu-byte state", (unsigned long long)file_size,
+                      (unsigned long long)h->n_tokens, (unsigned long long)h->snap_bytes);
+    return GLM_OK;
+}
+
+glm_status pc_parse_file(const void *buf, size_t n, uint64_t model_id, pc_file_header *h,
+                         const int32_t **tokens, const void **snap, char *why, size_t why_len)
+{
+    glm_status st = pc_parse_header(buf, n, n, model_id, h, why, why_len);
+    if (st)
+        return st;
+    const unsigned char *p = (const unsigned char *)buf + PC_HEADER_BYTES;
+    size_t tok_bytes = (size_t)h->n_tokens * 4;
+    if (fnv(FNV_SEED, p, tok_bytes) != h->prefix_hash)
+        return refuse(why, why_len, "its tokens do not match the prefix hash in its header");
+    if (fnv(fnv(FNV_SEED, p, tok_bytes), p + tok_bytes, (size_t)h->snap_bytes) != h->checksum)
+        return refuse(why, why_len, "checksum mismatch: the file is corrupted");
+    *tokens = (const int32_t *)(const void *)p;
+    *snap = p + tok_bytes;
+    return GLM_OK;
+}
+
+/* ---- disk tier -------------------------------------------------------------------------------- */
+
+static int read_whole(const char *path, unsigned char **out, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0) {
+        fclose(f);
+        return -1;
+    }
+    *n = (size_t)sb.st_size;
+    *out = malloc(*n ? *n : 1);
+    int ok = *out && fread(*out, 1, *n, f) == *n;
+    fclose(f);
+    if (!ok) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int grow_entries(pc_cache *c)
+{
+    if (c->n < c->cap)
+        return 0;
+    int cap = c->cap ? 2 * c->cap : 16;
+    pc_entry *e = realloc(c->e, (size_t)cap * sizeof *e);
+    if (!e)
+        return -1;
+    c->e = e;
+    c->cap = cap;
+    return 0;
+}
+
+/* Indexes one file: its header and tokens (the state is read when it is first used). */
+static void index_file(pc_cache *c, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char hdr[PC_HEADER_BYTES];
+    struct stat sb;
+    char why[512];
+    pc_file_header h;
+    if (!f) {
+        note(c, "kept-state file %s refused: cannot open it (%s)", path, strerror(errno));
+        c->st.refused_files++;
+        return;
+    }
+    size_t got = fread(hdr, 1, sizeof hdr, f);
+    if (fstat(fileno(f), &sb) != 0 ||
+        pc_parse_header(hdr, got, (uint64_t)sb.st_size, c->model_id, &h, why, sizeof why)) {
+        if (fstat(fileno(f), &sb) != 0)
+            snprintf(why, sizeof why, "cannot stat it");
+        fclose(f);
+        note(c, "kept-state file %s refused: %s", path, why);
+        c->st.refused_files++;
+        return;
+    }
+    int32_t *tokens = malloc((size_t)h.n_tokens * sizeof *tokens);
+    int ok = tokens && fread(tokens, sizeof *tokens, h.n_tokens, f) == h.n_tokens;
+    fclose(f);
+    if (ok && pc_hash_tokens(tokens, (int)h.n_tokens) != h.prefix_hash) {
+        note(c, "kept-state file %s refused: its tokens do not match the prefix hash in its header",
+             path);
+        c->st.refused_files++;
+        ok = 0;
+    }
+    char *p = ok ? strdup(path) : NULL;
+    if (!p || grow_entries(c)) {
+        free(tokens);
+        free(p);
+        return;
+    }
+    c->e[c->n++] = (pc_entry){.tokens = tokens, .n = (int)h.n_tokens, .hash = h.prefix_hash,
+                              .path = p};
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static glm_status open_dir(pc_cache *c, const char *dir, glm_error *err)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return glm_error_set(err, GLM_ERR_IO, "cannot make the prompt cache directory %s: %s", dir,
+                             strerror(errno));
+    DIR *d = opendir(dir);
+    if (!d)
+        return glm_error_set(err, GLM_ERR_IO, "cannot read the prompt cache directory %s: %s", dir,
+                             strerror(errno));
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d))) {
+        if (!has_suffix(de->d_name, ".kept"))
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
+            continue;
+        index_file(c, path);
+    }
+    closedir(d);
+    return GLM_OK;
+}
+
+/* Writes the file of entry e (its snapshot in memory) through a temporary name. */
+static void write_file(pc_cache *c, pc_entry *e)
+{
+    char path[4096], tmp[4200];
+    if (snprintf(path, sizeof path, "%s/%016llx-%d.kept", c->dir, (unsigned long long)e->hash,
+                 e->n) >= (int)sizeof path)
+        return;
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    unsigned char hdr[PC_HEADER_BYTES];
+    size_t tok_bytes = (size_t)e->n * sizeof *e->tokens;
+    uint32_t version = PC_FILE_VERSION, n = (uint32_t)e->n;
+    uint64_t bytes = e->bytes;
+    uint64_t sum = fnv(fnv(FNV_SEED, e->tokens, tok_bytes), e->snap, e->bytes);
+    memcpy(hdr, PC_FILE_MAGIC, 8);
+    memcpy(hdr + 8, &version, 4);
+    memcpy(hdr + 12, &n, 4);
+    memcpy(hdr + 16, &c->model_id, 8);
+    memcpy(hdr + 24, &e->hash, 8);
+    memcpy(hdr + 32, &bytes, 8);
+    memcpy(hdr + 40, &sum, 8);
+    FILE *f = fopen(tmp, "wb");
+    int ok = f && fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr &&
+             fwrite(e->tokens, 1, tok_bytes, f) == tok_bytes &&
+             fwrite(e->snap, 1, e->bytes, f) == e->bytes;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (ok && rename(tmp, path) == 0) {
+        e->path = strdup(path);
+        c->st.disk_writes++;
+        return;
+    }
+    note(c, "could not write the kept-state file %s: %s", path, strerror(errno));
+    unlink(tmp);
+}
+
+/* Reads entry e's state back from its file; on a refusal the entry is forgotten (-1). */
+static int load_file(pc_cache *c, pc_entry *e)
+{
+    unsigned char *buf = NULL;
+    size_t n = 0;
+    char why[512];
+    pc_file_header h;
+    const int32_t *tokens;
+    const void *snap;
+    if (read_whole(e->path, &buf, &n) != 0) {
+        note(c, "kept-state file %s refused: cannot read it (%s)", e->path, strerror(errno));
+        return -1;
+    }
+    if (pc_parse_file(buf, n, c->model_id, &h, &tokens, &snap, why, sizeof why) ||
+        (int)h.n_tokens != e->n || memcmp(tokens, e->tokens, (size_t)e->n * sizeof *tokens) != 0) {
+        if (!why[0] || (int)h.n_tokens != e->n)
+            snprintf(why, sizeof why, "it changed since it was indexed");
+        note(c, "kept-state file %s refused: %s", e->path, why);
+        free(buf);
+        return -1;
+    }
+    void *copy = malloc((size_t)h.snap_bytes ? (size_t)h.snap_bytes : 1);
+    if (copy)
+        memcpy(copy, snap, (size_t)h.snap_bytes);
+    free(buf);
+    if (!copy)
+        return -1;
+    e->snap = copy;
+    e->bytes = (size_t)h.snap_bytes;
+    c->bytes += e->bytes;
+    c->st.disk_loads++;
+    return 0;
+}
+
+/* ---- the cache -------------------------------------------------------------------------------- */
+
+pc_cache *pc_new(size_t budget, const char *dir, uint64_t model_id, glm_error *err)
+{
+    pc_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the prompt cache");
+        return NULL;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->budget = budget;
+    c->model_id = model_id;
+    if (dir && !(c->dir = strdup(dir))) {
+        pc_free(c);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the prompt cache");
+        return NULL;
+    }
+    if (dir && open_dir(c, dir, err) != GLM_OK) {
+        pc_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void drop_entry(pc_cache *c, int i)
+{
+    pc_entry *e = &c->e[i];
+    if (e->snap)
+        c->bytes -= e->bytes;
+    free(e->tokens);
+    free(e->snap);
+    free(e->path);
+    c->e[i] = c->e[--c->n];
+}
+
+void pc_free(pc_cache *c)
+{
+    if (!c)
+        return;
+    while (c->n)
+        drop_entry(c, c->n - 1);
+    free(c->e);
+    free(c->dir);
+    for (int i = 0; i < c->n_notes; i++)
+        free(c->notes[i]);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* Frees memory until `need` more bytes fit, least recently used first, sparing entry `keep`
+ * (-1: none), whose index after the evictions it returns. An evicted state with a file stays
+ * known (on disk only). */
+static int make_room(pc_cache *c, size_t need, int keep)
+{
+    while (c->bytes + need > c->budget) {
+        int lru = -1;
+        for (int i = 0; i < c->n; i++)
+            if (i != keep && c->e[i].snap && (lru < 0 || c->e[i].used < c->e[lru].used))
+                lru = i;
+        if (lru < 0)
+            break;
+        c->st.evictions++;
+        if (c->e[lru].path) {
+            free(c->e[lru].snap);
+            c->e[lru].snap = NULL;
+            c->bytes -= c->e[lru].bytes;
+        } else {
+            if (keep == c->n - 1)
+                keep = lru; /* drop_entry moves the last entry into the hole */
+            drop_entry(c, lru);
+        }
+    }
+    return keep;
+}
+
+static int is_prefix(const pc_entry *e, const int32_t *ids, int n)
+{
+    return e->n <= n && memcmp(e->tokens, ids, (size_t)e->n * sizeof *ids) == 0;
+}
+
+int pc_lookup(pc_cache *c, const int32_t *ids, int n, int min_len, int max_len, pc_load_fn load,
+              void *user)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int restored = 0;
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < c->n; i++) {
+            const pc_entry *e = &c->e[i];
+            if (e->n > min_len && e->n <= max_len && is_prefix(e, ids, n) &&
+                (best < 0 || e->n > c->e[best].n))
+                best = i;
+        }
+        if (best < 0)
+            break;
+        pc_entry *e = &c->e[best];
+        if (!e->snap) {
+            if (load_file(c, e) != 0) {
+                c->st.refused_files++;
+                drop_entry(c, best);
+                continue;
+            }
+            best = make_room(c, 0, best);
+            e = &c->e[best];
+        }
+        glm_error lerr = {0};
+        if (load(user, e->snap, e->bytes, &lerr) != GLM_OK) {
+            note(c, "a kept state of %d tokens could not be restored: %s", e->n, lerr.message);
+            drop_entry(c, best);
+            continue;
+        }
+        e->used = ++c->tick;
+        c->st.hits++;
+        restored = e->n;
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return restored;
+}
+
+static int find_exact(pc_cache *c, const int32_t *ids, int n)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].n == n && is_prefix(&c->e[i], ids, n))
+            return i;
+    return -1;
+}
+
+int pc_contains(pc_cache *c, const int32_t *ids, int n)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int i = find_exact(c, ids, n);
+    if (i >= 0)
+        c->e[i].used = ++c->tick;
+    pthread_mutex_unlock(&c->lock);
+    return i >= 0;
+}
+
+glm_status pc_put(pc_cache *c, const int32_t *ids, int n, void *snap, size_t bytes, glm_error *err)
+{
+    if (!c || n <= 0) {
+        free(snap);
+        return GLM_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    glm_status st = GLM_OK;
+    int i = find_exact(c, ids, n);
+    if (i >= 0) { /* already kept: the same tokens give the same state */
+        c->e[i].used = ++c->tick;
+        free(snap);
+        goto out;
+    }
+    int32_t *tokens = malloc((size_t)n * sizeof *tokens);
+    if (!tokens || grow_entries(c)) {
+        free(tokens);
+        free(snap);
+        st = glm_error_set(err, GLM_ERR_NOMEM, "out of memory keeping a prompt state");
+        goto out;
+    }
+    memcpy(tokens, ids, (size_t)n * sizeof *tokens);
+    if (bytes <= c->budget)
+        make_room(c, bytes, -1);
+    pc_entry *e = &c->e[c->n];
+    *e = (pc_entry){.tokens = tokens, .n = n, .hash = pc_hash_tokens(ids, n), .snap = snap,
+                    .bytes = bytes, .used = ++c->tick};
+    c->n++;
+    if (c->dir)
+        write_file(c, e);
+    if (bytes > c->budget) { /* never fits in memory */
+        if (e->path) {
+            free(e->snap);
+            e->snap = NULL;
+        } else {
+            drop_entry(c, c->n - 1);
+        }
+        goto out;
+    }
+    c->bytes += bytes;
+out:
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void pc_get_stats(pc_cache *c, pc_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    *out = c->st;
+    out->entries = c->n;
+    for (int i = 0; i < c->n; i++)
+        out->in_memory += c->e[i].snap != NULL;
+    out->bytes = c->bytes;
+    out->budget = c->budget;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int pc_n_notes(pc_cache *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int n = c->dropped_notes + c->n_notes;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+const char *pc_note(pc_cache *c, int i)
+{
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    i -= c->dropped_notes;
+    const char *s = i >= 0 && i < c->n_notes ? c->notes[i] : NULL;
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}

@@ -1,0 +1,18 @@
+#!/bin/bash
+# fuzz_reuse.sh: builds the kept-state file parser's libFuzzer target with clang's sanitizers and
+# runs it for a bounded time, from a corpus of real files. Usage: tests/fuzz/fuzz_reuse.sh [SECONDS]
+set -eu
+cd "$(dirname "$0")/../.."
+secs=${1:-30}
+out=${TMPDIR:-/tmp}/glmchat-fuzz-reuse
+mkdir -p "$out/corpus"
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include config.h tests/fuzz/fuzz_prompt_cache.c \
+    engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache"
+# seeds: kept-state files of a tiny model written by the real engine
+if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
+    ./glmchat mkmodel --out "$out/model" --preset tiny --seed 3 >/dev/null
+    GLMCHAT_PROMPT_CACHE_DIR="$out/corpus" GLMCHAT_TEMPERATURE=0 HOME="$out/home" \
+        XDG_DATA_HOME="$out/data" ./glmchat --db "$out/seed.db" --model "$out/model" --backend cpu \
+        chat --output-format jsonl --max-tokens 2 --prompt "seed" >/dev/null || true
+fi
+"$out/fuzz_prompt_cache" -max_total_time="$secs" -max_len=65536 "$out/corpus"

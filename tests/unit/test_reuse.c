@@ -1,0 +1,449 @@
+/* test_reuse.c: Check suite for prompt reuse: CPU state snapshots round-trip exactly, the kept
+ * states' cache (longest prefix, LRU budget, disk tier with refusals), and replies after switching
+ * between conversations that equal replies after a full prefill. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cpu/forward.h"
+#include "cpu/snapshot.h"
+#include "model/mkmodel.h"
+#include "prefix_cache.h"
+#include "session.h"
+#include "test_engine_util.h"
+
+static char *model_dir;
+
+static void make_model(void)
+{
+    glm_error err = {0};
+    char *tmp = tu_tmpdir();
+    static char dir[4096];
+    snprintf(dir, sizeof dir, "%s/model", tmp);
+    free(tmp);
+    glm_mkmodel_params p = {.out_dir = dir, .preset = "tiny", .seed = 11};
+    ck_assert_msg(glm_mkmodel(&p, &err) == GLM_OK, "%s", err.message);
+    model_dir = dir;
+}
+
+static void remove_model(void)
+{
+    char *slash = strrchr(model_dir, '/');
+    *slash = '\0';
+    tu_rmtree(model_dir);
+}
+
+static glm_engine *open_engine(int64_t cache_bytes, const char *cache_dir)
+{
+    glm_error err = {0};
+    glm_engine_params p = {.model_dir = model_dir, .backend = GLM_BACKEND_CPU, .n_threads = 2,
+                           .prompt_cache_bytes = cache_bytes, .prompt_cache_dir = cache_dir};
+    glm_engine *e = glm_engine_open(&p, &err);
+    ck_assert_msg(e != NULL, "%s", err.message);
+    return e;
+}
+
+static int32_t *some_tokens_below(int n, uint64_t seed, int vocab)
+{
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((seed >> 33) % (uint64_t)(vocab - 32)) + 32;
+    }
+    return t;
+}
+
+static int32_t *some_tokens(int n, uint64_t seed)
+{
+    return some_tokens_below(n, seed, 4032);
+}
+
+/* ---- snapshots -------------------------------------------------------------------------- */
+
+START_TEST(snapshot_round_trip_is_exact)
+{
+    glm_error err = {0};
+    const char *dir = tu_fixture(_i == 0 ? "tiny-A" : "dsa-first-hc3");
+    glm_model *m = glm_model_open(dir, &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    engine_backend be;
+    ck_assert_int_eq(backend_open_cpu(m, 2, &be, &err), GLM_OK);
+    void *a = be.ops->state_new(be.impl, &err), *b = be.ops->state_new(be.impl, &err);
+    int V = m->cfg.vocab_size, P = 37 + _i * 30, K = 9;
+    int32_t *ids = some_tokens_below(P + K, 5, V);
+    ck_assert_int_eq(be.ops->prefill(be.impl, a, ids, P, NULL, 0, &err), GLM_OK);
+    size_t n = be.ops->snapshot_size(a);
+    unsigned char *snap = malloc(n), *again = malloc(n);
+    ck_assert_int_eq(be.ops->snapshot_save(a, snap, n, &err), GLM_OK);
+    /* b holds something else first: loading replaces it */
+    ck_assert_int_eq(be.ops->prefill(be.impl, b, ids + 3, 20, NULL, 0, &err), GLM_OK);
+    ck_assert_msg(be.ops->snapshot_load(b, snap, n, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(be.ops->state_length(b), P);
+    ck_assert_uint_eq(be.ops->snapshot_size(b), n);
+    ck_assert_int_eq(be.ops->snapshot_save(b, again, n, &err), GLM_OK);
+    ck_assert_int_eq(memcmp(snap, again, n), 0);
+    float *la = malloc((size_t)K * V * sizeof *la), *lb = malloc((size_t)K * V * sizeof *lb);
+    ck_assert_int_eq(be.ops->prefill(be.impl, a, ids + P, K, la, 1, &err), GLM_OK);
+    ck_assert_int_eq(be.ops->prefill(be.impl, b, ids + P, K, lb, 1, &err), GLM_OK);
+    ck_assert_int_eq(memcmp(la, lb, (size_t)K * V * sizeof *la), 0);
+    /* a loaded state is marked: it can come back to the loaded length */
+    ck_assert_int_eq(be.ops->state_truncate(b, P, &err), GLM_OK);
+    ck_assert_int_eq(be.ops->prefill(be.impl, b, ids + P, K, lb, 1, &err), GLM_OK);
+    ck_assert_int_eq(memcmp(la, lb, (size_t)K * V * sizeof *la), 0);
+    free(la);
+    free(lb);
+    free(snap);
+    free(again);
+    free(ids);
+    be.ops->state_free(a);
+    be.ops->state_free(b);
+    backend_close(&be);
+    glm_model_close(m);
+}
+END_TEST
+
+START_TEST(snapshot_bad_input_is_refused)
+{
+    glm_error err = {0};
+    glm_model *m = glm_model_open(tu_fixture("tiny-A"), &err);
+    glm_model *other = glm_model_open(tu_fixture("groups-kpool2"), &err);
+    ck_assert(m && other);
+    engine_backend be, be2;
+    ck_assert_int_eq(backend_open_cpu(m, 1, &be, &err), GLM_OK);
+    ck_assert_int_eq(backend_open_cpu(other, 1, &be2, &err), GLM_OK);
+    void *a = be.ops->state_new(be.impl, &err), *f = be2.ops->state_new(be2.impl, &err);
+    int32_t *ids = some_tokens_below(20, 9, m->cfg.vocab_size);
+    ck_assert_int_eq(be.ops->prefill(be.impl, a, ids, 20, NULL, 0, &err), GLM_OK);
+    size_t n = be.ops->snapshot_size(a);
+    unsigned char *snap = malloc(n);
+    ck_assert_int_eq(be.ops->snapshot_save(a, snap, n, &err), GLM_OK);
+    ck_assert_int_eq(be.ops->snapshot_save(a, snap, n - 1, &err), GLM_ERR_ARG);
+    ck_assert_int_eq(be.ops->snapshot_save(a, snap, n, &err), GLM_OK);
+    /* truncated, padded, a bad signature, another model: refused, the state unchanged */
+    ck_assert_int_eq(be.ops->snapshot_load(a, snap, n - 4, &err), GLM_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err.message, "bytes"));
+    ck_assert_int_eq(be.ops->snapshot_load(a, snap, 7, &err), GLM_ERR_FORMAT);
+    snap[0] ^= 1;
+    ck_assert_int_eq(be.ops->snapshot_load(a, snap, n, &err), GLM_ERR_FORMAT);
+    snap[0] ^= 1;
+    ck_assert_int_eq(be2.ops->snapshot_load(f, snap, n, &err), GLM_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err.message, "another model"));
+    ck_assert_int_eq(be.ops->state_length(a), 20);
+    ck_assert_int_eq(be2.ops->state_length(f), 0);
+    free(snap);
+    free(ids);
+    be.ops->state_free(a);
+    be2.ops->state_free(f);
+    backend_close(&be);
+    backend_close(&be2);
+    glm_model_close(m);
+    glm_model_close(other);
+}
+END_TEST
+
+/* ---- the cache -------------------------------------------------------------------------- */
+
+static glm_status count_load(void *user, const void *snap, size_t n, glm_error *err)
+{
+    (void)err;
+    *(size_t *)user = n + ((const unsigned char *)snap)[0];
+    return GLM_OK;
+}
+
+static void *filled(size_t n, unsigned char v)
+{
+    unsigned char *p = malloc(n);
+    memset(p, v, n);
+    return p;
+}
+
+START_TEST(cache_longest_prefix_and_lru_budget)
+{
+    glm_error err = {0};
+    pc_cache *c = pc_new(250, NULL, 1, &err);
+    int32_t *ids = some_tokens(64, 3);
+    size_t got = 0;
+    ck_assert_int_eq(pc_put(c, ids, 10, filled(100, 1), 100, &err), GLM_OK);
+    ck_assert_int_eq(pc_put(c, ids, 20, filled(100, 2), 100, &err), GLM_OK);
+    /* the longest prefix within [min, max] */
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 20);
+    ck_assert_uint_eq(got, 102);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 15, count_load, &got), 10);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 20, 63, count_load, &got), 0);
+    ck_assert_int_eq(pc_lookup(c, ids, 19, 0, 63, count_load, &got), 10);
+    int32_t other[20];
+    memcpy(other, ids, sizeof other);
+    other[5]++;
+    ck_assert_int_eq(pc_lookup(c, other, 20, 0, 20, count_load, &got), 0);
+    /* 10 was used last: a third state evicts 20, the least recently used */
+    ck_assert_int_eq(pc_put(c, ids, 30, filled(100, 3), 100, &err), GLM_OK);
+    pc_stats st;
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.evictions, 1);
+    ck_assert_int_eq(st.entries, 2);
+    ck_assert_uint_le(st.bytes, 250);
+    ck_assert(pc_contains(c, ids, 10) && pc_contains(c, ids, 30) && !pc_contains(c, ids, 20));
+    /* larger than the whole budget: not kept, nothing evicted */
+    ck_assert_int_eq(pc_put(c, ids, 40, filled(300, 4), 300, &err), GLM_OK);
+    ck_assert(!pc_contains(c, ids, 40) && pc_contains(c, ids, 10));
+    pc_free(c);
+    free(ids);
+}
+END_TEST
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(*n + 1);
+    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
+    fclose(f);
+    return b;
+}
+
+static void write_all(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+static int has_note(pc_cache *c, const char *a, const char *b)
+{
+    for (int i = 0; i < pc_n_notes(c); i++)
+        if (strstr(pc_note(c, i), a) && strstr(pc_note(c, i), b))
+            return 1;
+    return 0;
+}
+
+START_TEST(cache_disk_tier_survives_and_refuses)
+{
+    glm_error err = {0};
+    char *dir = tu_tmpdir();
+    int32_t *ids = some_tokens(64, 4);
+    pc_cache *c = pc_new(1000, dir, 77, &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(pc_put(c, ids, 12, filled(50, 5), 50, &err), GLM_OK);
+    ck_assert_int_eq(pc_put(c, ids, 24, filled(60, 6), 60, &err), GLM_OK);
+    ck_assert_int_eq(pc_put(c, ids, 36, filled(70, 7), 70, &err), GLM_OK);
+    pc_stats st;
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.disk_writes, 3);
+    pc_free(c);
+    /* after a restart: found again, read lazily */
+    c = pc_new(1000, dir, 77, &err);
+    size_t got = 0;
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 30, count_load, &got), 24);
+    ck_assert_uint_eq(got, 66);
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.disk_loads, 1);
+    ck_assert_int_eq(pc_n_notes(c), 0);
+    pc_free(c);
+    /* another model's files are refused at open, with the file named */
+    c = pc_new(1000, dir, 78, &err);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 0);
+    ck_assert(has_note(c, dir, "another model"));
+    pc_free(c);
+    /* corrupt one state byte, truncate another file, garble a third's header */
+    char p12[4200], p24[4200], p36[4200];
+    snprintf(p12, sizeof p12, "%s/%016llx-12.kept", dir, (unsigned long long)pc_hash_tokens(ids, 12));
+    snprintf(p24, sizeof p24, "%s/%016llx-24.kept", dir, (unsigned long long)pc_hash_tokens(ids, 24));
+    snprintf(p36, sizeof p36, "%s/%016llx-36.kept", dir, (unsigned long long)pc_hash_tokens(ids, 36));
+    size_t n;
+    char *b = read_all(p36, &n);
+    b[n - 3] ^= 0x40;
+    write_all(p36, b, n);
+    free(b);
+    b = read_all(p24, &n);
+    write_all(p24, b, n - 10);
+    free(b);
+    b = read_all(p12, &n);
+    memset(b, 'x', 8);
+    write_all(p12, b, n);
+    free(b);
+    c = pc_new(1000, dir, 77, &err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(has_note(c, p24, "truncated"));
+    ck_assert(has_note(c, p12, "signature"));
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 0); /* 36 fails its checksum */
+    ck_assert(has_note(c, p36, "checksum"));
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.refused_files, 3);
+    pc_free(c);
+    free(ids);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- replies after switching conversations -------------------------------------------------- */
+
+typedef struct collect {
+    char text[8192];
+    size_t len;
+    glm_stats done;
+} collect;
+
+static int on_event(const glm_event *ev, void *user)
+{
+    collect *c = user;
+    if ((ev->type == GLM_EV_CONTENT_DELTA || ev->type == GLM_EV_REASONING_DELTA) &&
+        c->len + ev->len < sizeof c->text) {
+        memcpy(c->text + c->len, ev->text, ev->len);
+        c->len += ev->len;
+    }
+    if (ev->type == GLM_EV_DONE)
+        c->done = ev->stats;
+    return 0;
+}
+
+#define N_CONV 3
+#define N_TURNS 3
+
+static const char *const system_prompt = "You are a terse assistant that answers in one line.";
+
+/* Conversation k's messages up to turn t (its earlier replies from replies[k][..]). */
+static int build(int k, int t, char replies[N_CONV][N_TURNS][8192], glm_message *msgs)
+{
+    static char users[N_CONV][N_TURNS][64];
+    int n = 0;
+    msgs[n++] = (glm_message){.role = GLM_ROLE_SYSTEM, .content = system_prompt};
+    for (int i = 0; i <= t; i++) {
+        snprintf(users[k][i], sizeof users[k][i], "conversation %d, question %d: why?", k, i);
+        msgs[n++] = (glm_message){.role = GLM_ROLE_USER, .content = users[k][i]};
+        if (i < t)
+            msgs[n++] = (glm_message){.role = GLM_ROLE_ASSISTANT, .content = replies[k][i]};
+    }
+    return n;
+}
+
+static void run_all(int switching, float temperature, char replies[N_CONV][N_TURNS][8192],
+                    int reused[N_CONV][N_TURNS], glm_cache_stats *cs)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine(switching ? 64 << 20 : -1, NULL);
+    glm_session *one = switching ? glm_session_new(e, &err) : NULL;
+    for (int t = 0; t < N_TURNS; t++)
+        for (int k = 0; k < N_CONV; k++) {
+            glm_message msgs[2 * N_TURNS + 1];
+            glm_request rq = {.messages = msgs, .n_messages = build(k, t, replies, msgs),
+                              .sampling = {.temperature = temperature, .top_p = 1, .top_k = 0,
+                                           .seed = 99 + (uint64_t)k, .max_tokens = 12}};
+            glm_session *s = switching ? one : glm_session_new(e, &err);
+            collect c = {0};
+            ck_assert_msg(glm_generate(s, &rq, on_event, &c, &err) == GLM_OK, "%s", err.message);
+            memcpy(replies[k][t], c.text, c.len);
+            replies[k][t][c.len] = '\0';
+            reused[k][t] = c.done.reused_tokens;
+            if (!switching)
+                glm_session_free(s);
+        }
+    glm_engine_cache_stats(e, cs);
+    glm_session_free(one);
+    glm_engine_close(e);
+}
+
+START_TEST(switching_conversations_equals_full_prefill)
+{
+    static char kept[N_CONV][N_TURNS][8192], full[N_CONV][N_TURNS][8192];
+    int reused_kept[N_CONV][N_TURNS], reused_full[N_CONV][N_TURNS];
+    glm_cache_stats ck, cf;
+    float temperature = _i == 0 ? 0.0f : 0.9f;
+    memset(kept, 0, sizeof kept);
+    memset(full, 0, sizeof full);
+    run_all(1, temperature, kept, reused_kept, &ck);
+    run_all(0, temperature, full, reused_full, &cf);
+    for (int t = 0; t < N_TURNS; t++)
+        for (int k = 0; k < N_CONV; k++) {
+            ck_assert_msg(strcmp(kept[k][t], full[k][t]) == 0, "conversation %d turn %d: '%s' after "
+                          "reuse, '%s' after a full prefill", k, t, kept[k][t], full[k][t]);
+            ck_assert_int_eq(reused_full[k][t], 0);
+            /* every turn but the very first starts from a kept state: the shared system prompt,
+             * or the conversation's own last prompt although the session held another one */
+            if (t > 0 || k > 0)
+                ck_assert_msg(reused_kept[k][t] > 0, "conversation %d turn %d reused nothing", k, t);
+        }
+    for (int k = 0; k < N_CONV; k++)
+        ck_assert_msg(strlen(kept[k][0]) > 0, "conversation %d got an empty first reply", k);
+    /* later turns resume their own conversation's prompt, longer than the system prompt */
+    ck_assert_int_gt(reused_kept[0][2], reused_kept[1][0]);
+    ck_assert(ck.on && !cf.on);
+    ck_assert_int_ge(ck.hits, N_CONV * N_TURNS - 1);
+    printf("switching %d conversations (temperature %.1f): %lld restores, %d kept states, %zu "
+           "bytes; first reply '%s'\n", N_CONV, (double)temperature, (long long)ck.hits, ck.entries,
+           ck.bytes, kept[0][0]);
+}
+END_TEST
+
+START_TEST(engine_cache_evicts_under_budget)
+{
+    glm_error err = {0};
+    glm_engine *probe = open_engine(64 << 20, NULL);
+    glm_session *s = glm_session_new(probe, &err);
+    int32_t *ids = some_tokens(300, 8);
+    ck_assert_int_eq(glm_session_feed(s, ids, 100, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_keep(s, &err), GLM_OK);
+    glm_cache_stats st;
+    glm_engine_cache_stats(probe, &st);
+    size_t one = st.bytes; /* a state of 100 tokens */
+    glm_session_free(s);
+    glm_engine_close(probe);
+    /* room for two states of about 100 tokens */
+    glm_engine *e = open_engine((int64_t)(2.5 * (double)one), NULL);
+    s = glm_session_new(e, &err);
+    int32_t *conv[3];
+    for (int k = 0; k < 3; k++) {
+        conv[k] = some_tokens(100, 20 + (uint64_t)k);
+        glm_session_reset(s);
+        ck_assert_int_eq(glm_session_feed(s, conv[k], 100, NULL, &err), GLM_OK);
+        ck_assert_int_eq(glm_session_keep(s, &err), GLM_OK);
+        if (k == 1) /* touch the first: the second becomes the least recently used */
+            ck_assert_int_eq(glm_session_restore(s, conv[0], 100, 0, 100), 100);
+    }
+    glm_engine_cache_stats(e, &st);
+    ck_assert_int_eq(st.evictions, 1);
+    ck_assert_int_eq(st.entries, 2);
+    ck_assert_int_eq(glm_session_restore(s, conv[1], 100, 0, 100), 0);
+    ck_assert_int_eq(glm_session_restore(s, conv[0], 100, 0, 100), 100);
+    ck_assert_int_eq(glm_session_restore(s, conv[2], 100, 0, 100), 100);
+    ck_assert_int_eq(glm_session_length(s), 100);
+    ck_assert_int_eq(memcmp(glm_session_tokens(s), conv[2], 100 * sizeof(int32_t)), 0);
+    for (int k = 0; k < 3; k++)
+        free(conv[k]);
+    free(ids);
+    glm_session_free(s);
+    glm_engine_close(e);
+}
+END_TEST
+
+static Suite *reuse_suite(void)
+{
+    Suite *s = suite_create("reuse");
+    TCase *tc = tcase_create("reuse");
+    tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, make_model, remove_model);
+    tcase_add_loop_test(tc, snapshot_round_trip_is_exact, 0, 2);
+    tcase_add_test(tc, snapshot_bad_input_is_refused);
+    tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
+    tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
+    tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
+    tcase_add_test(tc, engine_cache_evicts_under_budget);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(reuse_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
