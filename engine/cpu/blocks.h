@@ -19,6 +19,12 @@ typedef struct dsa_cache {
     int n_pools;     /* completed pools with keys */
 } dsa_cache;
 
+/* A verification window's KDA states of one layer, one per position (cpu_verify). */
+typedef struct kda_trail {
+    float *conv; /* cap x (K-1) x 3C */
+    float *S;    /* cap x heads x dk x dv */
+} kda_trail;
+
 struct cpu_state {
     const glm_model *m;
     int n, cap;
@@ -27,6 +33,10 @@ struct cpu_state {
     kda_state *mark; /* saved KDA states, or NULL */
     int mark_n;
     cpu_collective coll; /* all_reduce NULL: one rank */
+    kda_trail *trail;  /* one per KDA layer, or NULL */
+    int trail_cap;     /* positions each trail holds */
+    int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */
+    int verifying;     /* set while cpu_verify runs */
 };
 
 /* Grows the DSA caches to hold need tokens. */
@@ -47,8 +57,10 @@ int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const 
 int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post,
                 const float *comb, int T);
 
+/* trail: NULL, or each position's state is kept there and the T tokens run one at a time in
+ * the recurrent form (bit for bit the decode step's arithmetic). */
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            const float *u, int T, float *out);
+            const float *u, int T, float *out, kda_trail *trail);
 /* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. */
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
             int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,

@@ -77,6 +77,11 @@ void cpu_state_free(cpu_state *s)
     int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
     free_kda(s->kda, nk);
     free_kda(s->mark, nk);
+    for (int i = 0; s->trail && i < nk; i++) {
+        free(s->trail[i].conv);
+        free(s->trail[i].S);
+    }
+    free(s->trail);
     for (int i = 0; s->dsa && i < nd; i++) {
         free(s->dsa[i].latent);
         free(s->dsa[i].idx_key);
@@ -98,6 +103,7 @@ void cpu_state_reset(cpu_state *s)
     for (int i = 0; i < nd; i++)
         s->dsa[i].n_pools = 0;
     s->n = 0;
+    s->trail_n = 0;
 }
 
 int cpu_state_length(const cpu_state *s)
@@ -146,6 +152,7 @@ glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
         if (s->dsa[i].n_pools > n / c->index_kpool)
             s->dsa[i].n_pools = n / c->index_kpool;
     s->n = n;
+    s->trail_n = 0;
     return GLM_OK;
 }
 
@@ -241,7 +248,8 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
     int rank = glm_config_rank_of(c, li), rc;
     if (c->attn[li] == GLM_ATTN_KDA) {
-        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y);
+        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y,
+                     s->verifying ? &s->trail[rank] : NULL);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
         int next = 1 - *sel_cur;
@@ -321,8 +329,8 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
 }
 
-glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
-                       int all_rows, glm_error *err)
+static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n,
+                          float *logits_out, int all_rows, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     if (n <= 0)
@@ -363,6 +371,72 @@ glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int 
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);
     s->n += n;
+    return GLM_OK;
+}
+
+glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
+                       int all_rows, glm_error *err)
+{
+    s->trail_n = 0; /* a window kept by cpu_verify ends here */
+    return forward(s, pool, tokens, n, logits_out, all_rows, err);
+}
+
+/* Room for n positions in every KDA layer's trail. */
+static glm_status reserve_trail(cpu_state *s, int n, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA);
+    if (!s->trail && !(s->trail = calloc((size_t)(nk ? nk : 1), sizeof *s->trail)))
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
+    if (n <= s->trail_cap)
+        return GLM_OK;
+    for (int i = 0; i < nk; i++)
+        if (grow(&s->trail[i].conv, (size_t)n * conv_floats(c)) ||
+            grow(&s->trail[i].S, (size_t)n * rec_floats(c)))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window of "
+                                 "%d tokens", n);
+    s->trail_cap = n;
+    return GLM_OK;
+}
+
+glm_status cpu_verify(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_all,
+                      glm_error *err)
+{
+    s->trail_n = 0;
+    glm_status st = n > 0 ? reserve_trail(s, n, err) : GLM_OK;
+    if (st)
+        return st;
+    int base = s->n;
+    s->verifying = 1;
+    st = forward(s, pool, tokens, n, logits_all, 1, err);
+    s->verifying = 0;
+    if (st == GLM_OK) {
+        s->trail_base = base;
+        s->trail_n = n;
+    }
+    return st;
+}
+
+glm_status cpu_state_rewind(cpu_state *s, int n, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    if (n == s->n)
+        return GLM_OK;
+    if (n <= s->trail_base || n > s->trail_base + s->trail_n || n > s->n)
+        return glm_error_set(err, GLM_ERR_ARG, "cannot go back to %d tokens: the last verification "
+                             "window kept positions %d..%d", n, s->trail_base + 1,
+                             s->trail_base + s->trail_n);
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    size_t at = (size_t)(n - s->trail_base - 1);
+    for (int i = 0; i < nk; i++) {
+        memcpy(s->kda[i].conv, s->trail[i].conv + at * conv_floats(c),
+               conv_floats(c) * sizeof(float));
+        memcpy(s->kda[i].S, s->trail[i].S + at * rec_floats(c), rec_floats(c) * sizeof(float));
+    }
+    for (int i = 0; i < nd; i++)
+        if (s->dsa[i].n_pools > n / c->index_kpool)
+            s->dsa[i].n_pools = n / c->index_kpool;
+    s->n = n;
     return GLM_OK;
 }
 

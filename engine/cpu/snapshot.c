@@ -177,6 +177,7 @@ glm_status cpu_snapshot_load(cpu_state *s, const void *buf, size_t n, glm_error 
         d->n_pools = (int)h->n_pools[i];
     }
     s->n = (int)h->n;
+    s->trail_n = 0;
     /* a loaded state can come back to where it was loaded, like a marked one */
     return cpu_state_mark(s, err);
 }
