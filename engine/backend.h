@@ -51,6 +51,10 @@ typedef struct backend_ops {
     glm_status (*verify)(void *impl, void *state, const int32_t *tokens, int n, float *logits_all,
                          glm_error *err);
     glm_status (*state_rewind)(void *state, int n, glm_error *err);
+    /* Up to max drafts from the model's MTP layer to follow the state's tokens and then next
+     * (*n_out 0: none, e.g. the model has no MTP layer); the state is unchanged. May be NULL. */
+    glm_status (*mtp_draft)(void *impl, void *state, int32_t next, int32_t *out, int max, int *n_out,
+                            glm_error *err);
 } backend_ops;
 
 typedef struct engine_backend {

@@ -10,7 +10,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
-	engine/cpu/snapshot.c engine/cpu/snapshot.h \
+	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)

@@ -497,6 +497,16 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
     return GLM_OK;
 }
 
+int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max)
+{
+    const backend_ops *ops = s->e->be.ops;
+    int n = 0;
+    if (!ops->mtp_draft || s->e->rank >= 0 ||
+        ops->mtp_draft(s->e->be.impl, s->st, next, out, max, &n, NULL) != GLM_OK)
+        return 0;
+    return n;
+}
+
 glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;

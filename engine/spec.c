@@ -67,11 +67,16 @@ static int32_t pick(spec_run *r, float *row)
     return glm_sampler_pick(r->smp, row);
 }
 
-/* Drafts to follow ctx + next: copy drafts (the MTP layer is drafted through the same window
- * when the model has one and the backend runs it; otherwise copy). */
+/* Drafts to follow the session's tokens + next: an outside drafter's, the MTP layer's (copy
+ * drafts where it has none to give), or copy drafts. */
 static int draft(glm_session *s, const spec_drafter *d, int32_t next, int32_t *out, int max,
                  int32_t **ctx_buf, int *ctx_cap)
 {
+    if (!d->fn && d->mode == SPEC_MTP) {
+        int k = glm_session_mtp_draft(s, next, out, max);
+        if (k > 0)
+            return k;
+    }
     int n = glm_session_length(s);
     if (n + 1 > *ctx_cap) {
         int cap = (n + 1) * 2;

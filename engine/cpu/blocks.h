@@ -37,10 +37,29 @@ struct cpu_state {
     int trail_cap;     /* positions each trail holds */
     int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */
     int verifying;     /* set while cpu_verify runs */
+    /* The MTP layer (cpu/mtp.c): its own DSA cache, row i pairing the main model's final-normed
+     * row h_i with token i+1, so it holds n-1 rows (mtp_n; -1: lost, no drafts until a reset);
+     * h: the final-normed rows of the last forward, positions h_base.. h_base + h_n. */
+    dsa_cache mtp;
+    int mtp_n;
+    float *h;
+    int h_base, h_n, h_cap;
+    float *mark_h; /* h of the marked length's last token, or NULL */
+    int mark_mtp_n;
 };
 
 /* Grows the DSA caches to hold need tokens. */
 glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err);
+
+/* The MTP layer runs: the model has it and this is one rank. */
+int cpu_mtp_on(const cpu_state *s);
+/* After a forward of T tokens from pos0 whose final-normed rows are hrows (T x D): the MTP
+ * layer's cache catches up to the new length - 1, and the rows are kept for the next one. */
+int cpu_mtp_catch_up(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int pos0, int T,
+                     const float *hrows);
+/* The MTP cache follows the state back to n tokens (truncate, rewind, reset). */
+void cpu_mtp_cut(cpu_state *s, int n);
+void cpu_mtp_free(cpu_state *s);
 
 /* Per-query token selection of a DSA layer: count[t] tokens in idx[t * width ...]. */
 typedef struct dsa_selection {

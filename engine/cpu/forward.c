@@ -82,6 +82,7 @@ void cpu_state_free(cpu_state *s)
         free(s->trail[i].S);
     }
     free(s->trail);
+    cpu_mtp_free(s);
     for (int i = 0; s->dsa && i < nd; i++) {
         free(s->dsa[i].latent);
         free(s->dsa[i].idx_key);
@@ -104,6 +105,9 @@ void cpu_state_reset(cpu_state *s)
         s->dsa[i].n_pools = 0;
     s->n = 0;
     s->trail_n = 0;
+    s->mtp_n = 0;
+    s->mtp.n_pools = 0;
+    s->h_n = 0;
 }
 
 int cpu_state_length(const cpu_state *s)
@@ -122,6 +126,16 @@ glm_status cpu_state_mark(cpu_state *s, glm_error *err)
         memcpy(s->mark[i].S, s->kda[i].S, rec_floats(c) * sizeof(float));
     }
     s->mark_n = s->n;
+    s->mark_mtp_n = -1;
+    const float *last = s->n > 0 && s->n - 1 >= s->h_base && s->n - 1 < s->h_base + s->h_n
+                            ? s->h + (size_t)(s->n - 1 - s->h_base) * c->hidden_size
+                            : NULL;
+    if (cpu_mtp_on(s) && last && s->mtp_n == s->n - 1) {
+        if (!s->mark_h && !(s->mark_h = malloc((size_t)c->hidden_size * sizeof *s->mark_h)))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory saving a session state");
+        memcpy(s->mark_h, last, (size_t)c->hidden_size * sizeof *s->mark_h);
+        s->mark_mtp_n = s->mtp_n;
+    }
     return GLM_OK;
 }
 
@@ -153,6 +167,14 @@ glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
             s->dsa[i].n_pools = n / c->index_kpool;
     s->n = n;
     s->trail_n = 0;
+    if (s->mark_mtp_n == n - 1 && s->mtp_n >= n - 1 && s->h_cap >= 1) {
+        cpu_mtp_cut(s, n); /* the MTP rows before the mark are still its own */
+        memcpy(s->h, s->mark_h, (size_t)c->hidden_size * sizeof *s->h);
+        s->h_base = n - 1;
+        s->h_n = 1;
+    } else {
+        s->mtp_n = -1;
+    }
     return GLM_OK;
 }
 
@@ -182,6 +204,14 @@ glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err)
             grow(&d->pool_key, (size_t)(cap / c->index_kpool + 1) * ID))
             return glm_error_set(err, GLM_ERR_NOMEM, "out of memory growing the attention cache "
                                  "to %d tokens", cap);
+    }
+    if (s->m->w.has_mtp) {
+        dsa_cache *d = &s->mtp;
+        if (grow(&d->latent, (size_t)cap * c->kv_lora_rank) || grow(&d->idx_key, (size_t)cap * ID) ||
+            grow(&d->idx_gate, (size_t)cap * ID) ||
+            grow(&d->pool_key, (size_t)(cap / c->index_kpool + 1) * ID))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory growing the MTP cache to %d "
+                                 "tokens", cap);
     }
     s->cap = cap;
     return GLM_OK;
@@ -361,6 +391,8 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
         rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
     if (rc == 0)
         rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
+    if (rc == 0 && cpu_mtp_on(s))
+        rc = cpu_mtp_catch_up(s, pool, tokens, s->n, n, b.c);
     fwd_buf_free(&b);
     if (rc == -2) {
         if (err)
@@ -437,6 +469,7 @@ glm_status cpu_state_rewind(cpu_state *s, int n, glm_error *err)
         if (s->dsa[i].n_pools > n / c->index_kpool)
             s->dsa[i].n_pools = n / c->index_kpool;
     s->n = n;
+    cpu_mtp_cut(s, n); /* the window's final-normed rows are kept: h of n-1 is among them */
     return GLM_OK;
 }
 

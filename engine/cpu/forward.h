@@ -43,6 +43,11 @@ glm_status cpu_verify(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n
 /* Back to n tokens inside the last verification window (its first token and later), until the
  * next prefill, truncate or reset. */
 glm_status cpu_state_rewind(cpu_state *s, int n, glm_error *err);
+/* Up to max drafts from the MTP layer to follow the state's tokens and then `next` (greedy,
+ * chained); *n_out 0 when the model has no MTP layer or its cache is out of step. The state is
+ * unchanged. */
+glm_status cpu_mtp_draft(cpu_state *s, cpu_pool *pool, int32_t next, int32_t *out, int max,
+                         int *n_out, glm_error *err);
 /* One token (the decode step): cpu_prefill with n = 1. */
 glm_status cpu_decode(cpu_state *s, cpu_pool *pool, int32_t token, float *logits_out, glm_error *err);
 

@@ -8,6 +8,7 @@
 
 #include "app/demo_model.h"
 #include "backend.h"
+#include "model/mkmodel.h"
 #include "session.h"
 #include "spec.h"
 #include "test_engine_util.h"
@@ -116,14 +117,19 @@ static int keep_token(int32_t t, void *user)
     return 0;
 }
 
-static glm_engine *open_engine_at(const char *dir, int draft)
+static glm_engine *open_engine_cache(const char *dir, int draft, int64_t cache_bytes)
 {
     glm_error err = {0};
     glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CPU, .n_threads = 2,
-                           .prompt_cache_bytes = -1, .draft = draft};
+                           .prompt_cache_bytes = cache_bytes, .draft = draft};
     glm_engine *e = glm_engine_open(&p, &err);
     ck_assert_msg(e != NULL, "%s", err.message);
     return e;
+}
+
+static glm_engine *open_engine_at(const char *dir, int draft)
+{
+    return open_engine_cache(dir, draft, -1);
 }
 
 /* A prompt that repeats itself, so copy drafts have something to propose. */
@@ -270,6 +276,104 @@ START_TEST(drafted_chat_turns_equal_undrafted)
 }
 END_TEST
 
+static char mtp_dir[4096];
+
+static void make_mtp_model(void)
+{
+    glm_error err = {0};
+    char *tmp = tu_tmpdir();
+    snprintf(mtp_dir, sizeof mtp_dir, "%s/mtp", tmp);
+    free(tmp);
+    glm_mkmodel_params p = {.out_dir = mtp_dir, .preset = "tiny-mtp", .seed = 21};
+    ck_assert_msg(glm_mkmodel(&p, &err) == GLM_OK, "%s", err.message);
+}
+
+static void remove_mtp_model(void)
+{
+    char *slash = strrchr(mtp_dir, '/');
+    *slash = '\0';
+    tu_rmtree(mtp_dir);
+}
+
+/* The MTP layer's drafts after the state got somewhere along different paths: decoding one by
+ * one, a verification window gone back into, a snapshot, a truncate to the mark. */
+START_TEST(mtp_drafts_follow_the_state)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine_cache(mtp_dir, SPEC_MTP, 64 << 20);
+    ck_assert(glm_engine_model(e)->w.has_mtp);
+    glm_session *a = glm_session_new(e, &err), *b = glm_session_new(e, &err);
+    int P = 30, K = 6, j = 4;
+    int32_t *ids = some_tokens(P + K, 77, 5000);
+    int32_t da[8], db[8], dc[8];
+    ck_assert_int_eq(glm_session_feed(a, ids, P, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_feed(b, ids, P, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_mark(b, &err), GLM_OK);
+    for (int t = 0; t < j; t++)
+        ck_assert_int_eq(glm_session_feed(a, ids + P + t, 1, NULL, &err), GLM_OK);
+    float *rows = malloc((size_t)K * glm_session_vocab(b) * sizeof *rows);
+    ck_assert_int_eq(glm_session_verify(b, ids + P, K, rows, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_rewind(b, P + j, NULL, &err), GLM_OK);
+    int na = glm_session_mtp_draft(a, 99, da, 5), nb = glm_session_mtp_draft(b, 99, db, 5);
+    ck_assert_int_eq(na, 5);
+    ck_assert_int_eq(nb, 5);
+    ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
+    /* drafting leaves the state as it was: the same drafts again */
+    ck_assert_int_eq(glm_session_mtp_draft(a, 99, dc, 5), 5);
+    ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
+    ck_assert_int_eq(glm_session_length(a), P + j);
+    /* a snapshot carries the MTP cache */
+    glm_session *c = glm_session_new(e, &err);
+    ck_assert_int_eq(glm_session_keep(a, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_restore(c, ids, P + j, 0, P + j), P + j);
+    ck_assert_int_eq(glm_session_mtp_draft(c, 99, dc, 5), 5);
+    ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
+    /* back to the mark: the same drafts as right after the prompt */
+    glm_session *d = glm_session_new(e, &err);
+    ck_assert_int_eq(glm_session_feed(d, ids, P, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_mtp_draft(d, 7, da, 5), 5);
+    ck_assert_int_eq(glm_session_truncate(b, P, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_mtp_draft(b, 7, db, 5), 5);
+    ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
+    free(rows);
+    free(ids);
+    glm_session_free(a);
+    glm_session_free(b);
+    glm_session_free(c);
+    glm_session_free(d);
+    glm_engine_close(e);
+}
+END_TEST
+
+START_TEST(mtp_drafted_replies_equal_undrafted)
+{
+    glm_error err = {0};
+    glm_engine *plain = open_engine_at(mtp_dir, SPEC_OFF), *mtp = open_engine_at(mtp_dir, SPEC_MTP);
+    int eos[] = {154820};
+    int32_t *prompt = some_tokens(50, 5, 5000);
+    glm_sampling smp = {.temperature = _i ? 0.9f : 0.0f, .top_p = 1, .seed = 3};
+    tokens a = {0}, b = {0};
+    glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(mtp, &err);
+    int na = 0, nb = 0;
+    ck_assert_int_eq(glm_session_generate_tokens(sa, prompt, 50, &smp, eos, 1, 40, keep_token, &a,
+                                                 &na, &err), GLM_OK);
+    ck_assert_msg(glm_session_generate_tokens(sb, prompt, 50, &smp, eos, 1, 40, keep_token, &b, &nb,
+                                              &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(a.n, b.n);
+    ck_assert_int_eq(memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v), 0);
+    const spec_stats *st = glm_session_spec_stats(sb);
+    ck_assert_int_gt(st->windows, 0); /* the MTP layer drafted */
+    printf("tiny-mtp (random weights, temperature %.1f): %lld windows, first position accepted "
+           "%lld/%lld\n", _i ? 0.9 : 0.0, (long long)st->windows, (long long)st->accepted[0],
+           (long long)st->proposed[0]);
+    glm_session_free(sa);
+    glm_session_free(sb);
+    free(prompt);
+    glm_engine_close(plain);
+    glm_engine_close(mtp);
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -281,6 +385,12 @@ static Suite *spec_suite(void)
     tcase_add_loop_test(tc, drafted_replies_equal_undrafted, 0, 2);
     tcase_add_loop_test(tc, drafted_chat_turns_equal_undrafted, 0, 2);
     suite_add_tcase(s, tc);
+    TCase *mt = tcase_create("mtp");
+    tcase_set_timeout(mt, 120);
+    tcase_add_unchecked_fixture(mt, make_mtp_model, remove_mtp_model);
+    tcase_add_test(mt, mtp_drafts_follow_the_state);
+    tcase_add_loop_test(mt, mtp_drafted_replies_equal_undrafted, 0, 2);
+    suite_add_tcase(s, mt);
     return s;
 }
 
