@@ -43,6 +43,18 @@ typedef struct backend_ops {
     glm_status (*snapshot_save)(const void *state, void *buf, size_t n, glm_error *err);
     glm_status (*snapshot_load)(void *state, const void *buf, size_t n, glm_error *err);
     void (*close)(void *impl);
+    /* Speculative decoding (NULL where a backend has none: the session then decodes one token at
+     * a time). verify runs n drafted tokens after the state's length: logits_all gets n x vocab
+     * host floats, each row bit for bit what a one-token prefill would give there; each
+     * position's state is kept so state_rewind can go back to a length inside that window (its
+     * first token or later), until the next prefill, truncate or reset. */
+    glm_status (*verify)(void *impl, void *state, const int32_t *tokens, int n, float *logits_all,
+                         glm_error *err);
+    glm_status (*state_rewind)(void *state, int n, glm_error *err);
+    /* Up to max drafts from the model's MTP layer to follow the state's tokens and then next
+     * (*n_out 0: none, e.g. the model has no MTP layer); the state is unchanged. May be NULL. */
+    glm_status (*mtp_draft)(void *impl, void *state, int32_t next, int32_t *out, int max, int *n_out,
+                            glm_error *err);
 } backend_ops;
 
 typedef struct engine_backend {

@@ -10,9 +10,9 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
-	engine/cpu/snapshot.c engine/cpu/snapshot.h \
+	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
-	engine/prefix_cache.c engine/prefix_cache.h
+	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
@@ -58,6 +58,11 @@ tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
 EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_reuse.sh
+check_PROGRAMS += tests/unit/test_spec
+tests_unit_test_spec_SOURCES = tests/unit/test_spec.c $(ENGINE_TEST_UTIL)
+tests_unit_test_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_spec_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_spec
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "prefix_cache.h"
 #include "sampler.h"
+#include "spec.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
 #include "tp/split.h"
@@ -32,6 +33,7 @@ struct glm_engine {
     tp_rank *tp;        /* the peer, when rank >= 0 and one is attached */
     tp_split_owned split;
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
+    spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
 };
 
 struct glm_session {
@@ -43,6 +45,8 @@ struct glm_session {
     int32_t *hist; /* the tokens the state holds, in order */
     int hist_cap;
     int marked;    /* length at the last glm_session_mark */
+    spec_stats spec;
+    spec_drafter drafter; /* fn set: an outside drafter */
 };
 
 /* The memory budget of kept prompt states: the parameter, the environment, or an eighth of RAM. */
@@ -110,11 +114,14 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->params = *p;
+    e->draft = SPEC_OFF;
     if (!p->peer) {
         if (backend_open(e->model, p, &e->be, err) != GLM_OK || open_cache(e, p, err) != GLM_OK) {
             glm_engine_close(e);
             return NULL;
         }
+        if (e->be.ops->verify && e->be.ops->state_rewind)
+            e->draft = spec_mode_from(p->draft);
         return e;
     }
     tp_identity id;
@@ -469,6 +476,85 @@ const char *glm_engine_cache_note(glm_engine *e, int i)
     return pc_note(e->cache, i);
 }
 
+glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                              glm_error *err)
+{
+    const backend_ops *ops = s->e->be.ops;
+    if (!ops->verify || s->e->rank >= 0)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts%s",
+                             ops->name, s->e->rank >= 0 ? " over two ranks" : "");
+    int at = glm_session_length(s);
+    glm_status st = remember_tokens(s, tokens, n, at, err);
+    if (!st)
+        st = ops->verify(s->e->be.impl, s->st, tokens, n, logits_all, err);
+    if (st) {
+        glm_session_reset(s);
+        return st;
+    }
+    int V = s->e->model->cfg.vocab_size;
+    memcpy(s->logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof *s->logits);
+    s->has_logits = 1;
+    return GLM_OK;
+}
+
+int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max)
+{
+    const backend_ops *ops = s->e->be.ops;
+    int n = 0;
+    if (!ops->mtp_draft || s->e->rank >= 0 ||
+        ops->mtp_draft(s->e->be.impl, s->st, next, out, max, &n, NULL) != GLM_OK)
+        return 0;
+    return n;
+}
+
+glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err)
+{
+    const backend_ops *ops = s->e->be.ops;
+    int V = s->e->model->cfg.vocab_size;
+    if (n == glm_session_length(s)) {
+        if (row && row != s->logits)
+            memcpy(s->logits, row, (size_t)V * sizeof *s->logits);
+        return GLM_OK;
+    }
+    if (!ops->state_rewind)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot go back in a "
+                             "verification window", ops->name);
+    glm_status st = ops->state_rewind(s->st, n, err);
+    if (!st) {
+        s->has_logits = row != NULL;
+        if (row && row != s->logits)
+            memcpy(s->logits, row, (size_t)V * sizeof *s->logits);
+        if (n < s->marked)
+            s->marked = 0;
+    }
+    return st;
+}
+
+float *glm_session_logits_mut(glm_session *s)
+{
+    return s->has_logits ? s->logits : NULL;
+}
+
+void glm_session_mask_logits(const glm_session *s, float *row)
+{
+    if (!s->e->untokenizable)
+        return;
+    for (int id = 0; id < s->e->model->cfg.vocab_size; id++)
+        if (s->e->untokenizable[id])
+            row[id] = -INFINITY;
+}
+
+const struct spec_stats *glm_session_spec_stats(const glm_session *s)
+{
+    return &s->spec;
+}
+
+void glm_session_set_drafter(glm_session *s, spec_draft_fn fn, void *user)
+{
+    s->drafter.fn = fn;
+    s->drafter.user = user;
+}
+
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos)
 {
     for (int i = 0; i < n_eos; i++)
@@ -492,15 +578,19 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
     glm_sampler *smp = glm_sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;
+    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && s->e->be.ops->verify && s->e->rank < 0) {
+        spec_drafter d = s->drafter;
+        d.mode = s->e->draft;
+        st = spec_generate(s, &d, smp, eos, n_eos, max_new, on_token, user, n_out, &s->spec, err);
+        glm_sampler_free(smp);
+        return st;
+    }
     while (*n_out < max_new) {
         if (atomic_load(&s->cancel)) {
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
             break;
         }
-        if (s->e->untokenizable)
-            for (int id = 0; id < glm_session_vocab(s); id++)
-                if (s->e->untokenizable[id])
-                    s->logits[id] = -INFINITY;
+        glm_session_mask_logits(s, s->logits);
         int32_t tok = glm_sampler_pick(smp, s->logits);
         (*n_out)++;
         int stop = on_token ? on_token(tok, user) : 0;

@@ -69,6 +69,28 @@ void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
 int glm_engine_cache_n_notes(glm_engine *e);
 const char *glm_engine_cache_note(glm_engine *e, int i);
 
+/* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
+ * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend
+ * has no verification. rewind: back to a length inside the last verified window; row (vocab
+ * floats, or NULL: none kept) is the logits of the new last token, known to the caller. */
+glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                              glm_error *err);
+glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err);
+/* Up to max drafts from the model's MTP layer after the session's tokens and next; 0 when it
+ * has none (or the backend cannot run it). */
+int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max);
+/* The last logits, writable (the generation loop masks and samples in place); NULL when none. */
+float *glm_session_logits_mut(glm_session *s);
+/* Sets the logits of ids the tokenizer has no text for to -infinity (nothing when none). */
+void glm_session_mask_logits(const glm_session *s, float *row);
+/* Whether this engine drafts (engine_params.draft, $GLMCHAT_DRAFT) and what the session's drafts
+ * achieved so far, per draft position. */
+struct spec_stats;
+const struct spec_stats *glm_session_spec_stats(const glm_session *s);
+/* Drafts from outside the engine for this session's replies (NULL: the engine's own mode). */
+typedef int (*glm_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
+void glm_session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);
+
 /* Whether t is one of the n_eos end ids. */
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos);
 

@@ -67,6 +67,23 @@ static glm_status cpu_be_snapshot_load(void *st, const void *buf, size_t n, glm_
     return cpu_snapshot_load(st, buf, n, err);
 }
 
+static glm_status cpu_be_verify(void *impl, void *st, const int32_t *tokens, int n,
+                                float *logits_all, glm_error *err)
+{
+    return cpu_verify(st, ((cpu_backend *)impl)->pool, tokens, n, logits_all, err);
+}
+
+static glm_status cpu_be_rewind(void *st, int n, glm_error *err)
+{
+    return cpu_state_rewind(st, n, err);
+}
+
+static glm_status cpu_be_mtp_draft(void *impl, void *st, int32_t next, int32_t *out, int max,
+                                   int *n_out, glm_error *err)
+{
+    return cpu_mtp_draft(st, ((cpu_backend *)impl)->pool, next, out, max, n_out, err);
+}
+
 static void cpu_be_close(void *impl)
 {
     cpu_backend *b = impl;
@@ -90,6 +107,9 @@ static const backend_ops cpu_ops = {
     .snapshot_save = cpu_be_snapshot_save,
     .snapshot_load = cpu_be_snapshot_load,
     .close = cpu_be_close,
+    .verify = cpu_be_verify,
+    .state_rewind = cpu_be_rewind,
+    .mtp_draft = cpu_be_mtp_draft,
 };
 
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err)

@@ -19,6 +19,12 @@ typedef struct dsa_cache {
     int n_pools;     /* completed pools with keys */
 } dsa_cache;
 
+/* A verification window's KDA states of one layer, one per position (cpu_verify). */
+typedef struct kda_trail {
+    float *conv; /* cap x (K-1) x 3C */
+    float *S;    /* cap x heads x dk x dv */
+} kda_trail;
+
 struct cpu_state {
     const glm_model *m;
     int n, cap;
@@ -27,10 +33,33 @@ struct cpu_state {
     kda_state *mark; /* saved KDA states, or NULL */
     int mark_n;
     cpu_collective coll; /* all_reduce NULL: one rank */
+    kda_trail *trail;  /* one per KDA layer, or NULL */
+    int trail_cap;     /* positions each trail holds */
+    int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */
+    int verifying;     /* set while cpu_verify runs */
+    /* The MTP layer (cpu/mtp.c): its own DSA cache, row i pairing the main model's final-normed
+     * row h_i with token i+1, so it holds n-1 rows (mtp_n; -1: lost, no drafts until a reset);
+     * h: the final-normed rows of the last forward, positions h_base.. h_base + h_n. */
+    dsa_cache mtp;
+    int mtp_n;
+    float *h;
+    int h_base, h_n, h_cap;
+    float *mark_h; /* h of the marked length's last token, or NULL */
+    int mark_mtp_n;
 };
 
 /* Grows the DSA caches to hold need tokens. */
 glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err);
+
+/* The MTP layer runs: the model has it and this is one rank. */
+int cpu_mtp_on(const cpu_state *s);
+/* After a forward of T tokens from pos0 whose final-normed rows are hrows (T x D): the MTP
+ * layer's cache catches up to the new length - 1, and the rows are kept for the next one. */
+int cpu_mtp_catch_up(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int pos0, int T,
+                     const float *hrows);
+/* The MTP cache follows the state back to n tokens (truncate, rewind, reset). */
+void cpu_mtp_cut(cpu_state *s, int n);
+void cpu_mtp_free(cpu_state *s);
 
 /* Per-query token selection of a DSA layer: count[t] tokens in idx[t * width ...]. */
 typedef struct dsa_selection {
@@ -47,8 +76,10 @@ int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const 
 int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post,
                 const float *comb, int T);
 
+/* trail: NULL, or each position's state is kept there and the T tokens run one at a time in
+ * the recurrent form (bit for bit the decode step's arithmetic). */
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            const float *u, int T, float *out);
+            const float *u, int T, float *out, kda_trail *trail);
 /* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. */
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
             int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,

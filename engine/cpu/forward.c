@@ -77,6 +77,12 @@ void cpu_state_free(cpu_state *s)
     int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
     free_kda(s->kda, nk);
     free_kda(s->mark, nk);
+    for (int i = 0; s->trail && i < nk; i++) {
+        free(s->trail[i].conv);
+        free(s->trail[i].S);
+    }
+    free(s->trail);
+    cpu_mtp_free(s);
     for (int i = 0; s->dsa && i < nd; i++) {
         free(s->dsa[i].latent);
         free(s->dsa[i].idx_key);
@@ -98,6 +104,10 @@ void cpu_state_reset(cpu_state *s)
     for (int i = 0; i < nd; i++)
         s->dsa[i].n_pools = 0;
     s->n = 0;
+    s->trail_n = 0;
+    s->mtp_n = 0;
+    s->mtp.n_pools = 0;
+    s->h_n = 0;
 }
 
 int cpu_state_length(const cpu_state *s)
@@ -116,6 +126,16 @@ glm_status cpu_state_mark(cpu_state *s, glm_error *err)
         memcpy(s->mark[i].S, s->kda[i].S, rec_floats(c) * sizeof(float));
     }
     s->mark_n = s->n;
+    s->mark_mtp_n = -1;
+    const float *last = s->n > 0 && s->n - 1 >= s->h_base && s->n - 1 < s->h_base + s->h_n
+                            ? s->h + (size_t)(s->n - 1 - s->h_base) * c->hidden_size
+                            : NULL;
+    if (cpu_mtp_on(s) && last && s->mtp_n == s->n - 1) {
+        if (!s->mark_h && !(s->mark_h = malloc((size_t)c->hidden_size * sizeof *s->mark_h)))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory saving a session state");
+        memcpy(s->mark_h, last, (size_t)c->hidden_size * sizeof *s->mark_h);
+        s->mark_mtp_n = s->mtp_n;
+    }
     return GLM_OK;
 }
 
@@ -146,6 +166,15 @@ glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
         if (s->dsa[i].n_pools > n / c->index_kpool)
             s->dsa[i].n_pools = n / c->index_kpool;
     s->n = n;
+    s->trail_n = 0;
+    if (s->mark_mtp_n == n - 1 && s->mtp_n >= n - 1 && s->h_cap >= 1) {
+        cpu_mtp_cut(s, n); /* the MTP rows before the mark are still its own */
+        memcpy(s->h, s->mark_h, (size_t)c->hidden_size * sizeof *s->h);
+        s->h_base = n - 1;
+        s->h_n = 1;
+    } else {
+        s->mtp_n = -1;
+    }
     return GLM_OK;
 }
 
@@ -175,6 +204,14 @@ glm_status cpu_state_reserve(cpu_state *s, int need, glm_error *err)
             grow(&d->pool_key, (size_t)(cap / c->index_kpool + 1) * ID))
             return glm_error_set(err, GLM_ERR_NOMEM, "out of memory growing the attention cache "
                                  "to %d tokens", cap);
+    }
+    if (s->m->w.has_mtp) {
+        dsa_cache *d = &s->mtp;
+        if (grow(&d->latent, (size_t)cap * c->kv_lora_rank) || grow(&d->idx_key, (size_t)cap * ID) ||
+            grow(&d->idx_gate, (size_t)cap * ID) ||
+            grow(&d->pool_key, (size_t)(cap / c->index_kpool + 1) * ID))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory growing the MTP cache to %d "
+                                 "tokens", cap);
     }
     s->cap = cap;
     return GLM_OK;
@@ -241,7 +278,8 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
     int rank = glm_config_rank_of(c, li), rc;
     if (c->attn[li] == GLM_ATTN_KDA) {
-        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y);
+        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y,
+                     s->verifying ? &s->trail[rank] : NULL);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
         int next = 1 - *sel_cur;
@@ -321,8 +359,8 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
 }
 
-glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
-                       int all_rows, glm_error *err)
+static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n,
+                          float *logits_out, int all_rows, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     if (n <= 0)
@@ -353,6 +391,8 @@ glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int 
         rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
     if (rc == 0)
         rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
+    if (rc == 0 && cpu_mtp_on(s))
+        rc = cpu_mtp_catch_up(s, pool, tokens, s->n, n, b.c);
     fwd_buf_free(&b);
     if (rc == -2) {
         if (err)
@@ -363,6 +403,73 @@ glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int 
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);
     s->n += n;
+    return GLM_OK;
+}
+
+glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
+                       int all_rows, glm_error *err)
+{
+    s->trail_n = 0; /* a window kept by cpu_verify ends here */
+    return forward(s, pool, tokens, n, logits_out, all_rows, err);
+}
+
+/* Room for n positions in every KDA layer's trail. */
+static glm_status reserve_trail(cpu_state *s, int n, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA);
+    if (!s->trail && !(s->trail = calloc((size_t)(nk ? nk : 1), sizeof *s->trail)))
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
+    if (n <= s->trail_cap)
+        return GLM_OK;
+    for (int i = 0; i < nk; i++)
+        if (grow(&s->trail[i].conv, (size_t)n * conv_floats(c)) ||
+            grow(&s->trail[i].S, (size_t)n * rec_floats(c)))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window of "
+                                 "%d tokens", n);
+    s->trail_cap = n;
+    return GLM_OK;
+}
+
+glm_status cpu_verify(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_all,
+                      glm_error *err)
+{
+    s->trail_n = 0;
+    glm_status st = n > 0 ? reserve_trail(s, n, err) : GLM_OK;
+    if (st)
+        return st;
+    int base = s->n;
+    s->verifying = 1;
+    st = forward(s, pool, tokens, n, logits_all, 1, err);
+    s->verifying = 0;
+    if (st == GLM_OK) {
+        s->trail_base = base;
+        s->trail_n = n;
+    }
+    return st;
+}
+
+glm_status cpu_state_rewind(cpu_state *s, int n, glm_error *err)
+{
+    const glm_config *c = &s->m->cfg;
+    if (n == s->n)
+        return GLM_OK;
+    if (n <= s->trail_base || n > s->trail_base + s->trail_n || n > s->n)
+        return glm_error_set(err, GLM_ERR_ARG, "cannot go back to %d tokens: the last verification "
+                             "window kept positions %d..%d", n, s->trail_base + 1,
+                             s->trail_base + s->trail_n);
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    size_t at = (size_t)(n - s->trail_base - 1);
+    for (int i = 0; i < nk; i++) {
+        memcpy(s->kda[i].conv, s->trail[i].conv + at * conv_floats(c),
+               conv_floats(c) * sizeof(float));
+        memcpy(s->kda[i].S, s->trail[i].S + at * rec_floats(c), rec_floats(c) * sizeof(float));
+    }
+    for (int i = 0; i < nd; i++)
+        if (s->dsa[i].n_pools > n / c->index_kpool)
+            s->dsa[i].n_pools = n / c->index_kpool;
+    s->n = n;
+    cpu_mtp_cut(s, n); /* the window's final-normed rows are kept: h of n-1 is among them */
     return GLM_OK;
 }
 

@@ -34,6 +34,20 @@ glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err);
  * recurrent KDA form, n > 1 the chunked form (chunks of 64). */
 glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
                        int all_rows, glm_error *err);
+/* Runs n drafted tokens for verification: logits_all gets n x vocab floats, each row bit for bit
+ * what the decode step would give at that position (KDA runs token by token in its recurrent
+ * form; every other product is row-independent). Each position's KDA state is kept, so
+ * cpu_state_rewind can come back to any length inside the window. */
+glm_status cpu_verify(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_all,
+                      glm_error *err);
+/* Back to n tokens inside the last verification window (its first token and later), until the
+ * next prefill, truncate or reset. */
+glm_status cpu_state_rewind(cpu_state *s, int n, glm_error *err);
+/* Up to max drafts from the MTP layer to follow the state's tokens and then `next` (greedy,
+ * chained); *n_out 0 when the model has no MTP layer or its cache is out of step. The state is
+ * unchanged. */
+glm_status cpu_mtp_draft(cpu_state *s, cpu_pool *pool, int32_t next, int32_t *out, int max,
+                         int *n_out, glm_error *err);
 /* One token (the decode step): cpu_prefill with n = 1. */
 glm_status cpu_decode(cpu_state *s, cpu_pool *pool, int32_t token, float *logits_out, glm_error *err);
 

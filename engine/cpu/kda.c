@@ -13,6 +13,7 @@ typedef struct kda_job {
     kda_state *st;
     const float *q, *k, *v, *g, *beta; /* T x C (beta: T x H) */
     float *o;                          /* T x C */
+    kda_trail *trail;                  /* NULL, or token by token, keeping each state */
     int T, failed;
 } kda_job;
 
@@ -170,6 +171,20 @@ static void kda_heads(void *ctx, size_t begin, size_t end, int worker)
     const glm_config *c = j->c;
     int H = c->kda_heads, dk = c->kda_head_dim, dv = dk, C = H * dk;
     chunk_buf b = {0};
+    if (j->trail) {
+        size_t rec = (size_t)H * dk * dv;
+        for (size_t h = begin; h < end; h++) {
+            float *S = j->st->S + h * (size_t)dk * dv;
+            for (int t = 0; t < j->T; t++) {
+                size_t off = (size_t)t * C + h * (size_t)dk;
+                kda_step(S, j->q + off, j->k + off, j->v + off, j->g + off,
+                         j->beta[(size_t)t * H + h], dk, dv, j->o + off);
+                memcpy(j->trail->S + t * rec + h * (size_t)dk * dv, S,
+                       (size_t)dk * dv * sizeof *S);
+            }
+        }
+        return;
+    }
     if (j->T > 1 && chunk_buf_new(&b, dk, dv) != 0) {
         chunk_buf_free(&b);
         j->failed = 1;
@@ -194,7 +209,8 @@ static void kda_heads(void *ctx, size_t begin, size_t end, int worker)
 }
 
 /* Causal depthwise conv over [state rows | new rows], SiLU; the state keeps the last K-1 rows. */
-static int kda_conv(const glm_config *c, const glm_kda_weights *w, kda_state *st, float *z, int T)
+static int kda_conv(const glm_config *c, const glm_kda_weights *w, kda_state *st, float *z, int T,
+                    kda_trail *trail)
 {
     int C3 = 3 * c->kda_heads * c->kda_head_dim, K = c->kda_conv_kernel, C = C3 / 3;
     size_t rows = (size_t)(K - 1) + T;
@@ -215,6 +231,9 @@ static int kda_conv(const glm_config *c, const glm_kda_weights *w, kda_state *st
         }
     }
     memcpy(st->conv, zz + (size_t)T * C3, (size_t)(K - 1) * C3 * sizeof *zz);
+    for (int t = 0; trail && t < T; t++) /* the window after token t */
+        memcpy(trail->conv + (size_t)t * (K - 1) * C3, zz + (size_t)(t + 1) * C3,
+               (size_t)(K - 1) * C3 * sizeof *zz);
     free(zz);
     return 0;
 }
@@ -230,7 +249,7 @@ static void l2norm_scale(float *x, int n, float scale)
 }
 
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            const float *u, int T, float *out)
+            const float *u, int T, float *out, kda_trail *trail)
 {
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk, C3 = 3 * C;
     size_t TC = (size_t)T * C;
@@ -250,7 +269,7 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
         memcpy(z + (size_t)t * C3 + C, k + (size_t)t * C, C * sizeof *z);
         memcpy(z + (size_t)t * C3 + 2 * C, v + (size_t)t * C, C * sizeof *z);
     }
-    if (kda_conv(c, w, st, z, T))
+    if (kda_conv(c, w, st, z, T, trail))
         goto out;
     float qscale = 1.0f / sqrtf((float)dk);
     for (int t = 0; t < T; t++) {
@@ -278,7 +297,8 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
             beta[t * H + h] = cpu_sigmoid(beta[t * H + h]);
         }
     }
-    kda_job job = {.c = c, .st = st, .q = q, .k = k, .v = v, .g = g, .beta = beta, .o = o, .T = T};
+    kda_job job = {.c = c, .st = st, .q = q, .k = k, .v = v, .g = g, .beta = beta, .o = o,
+                   .trail = trail, .T = T};
     cpu_pool_run((double)T * C * dk < 65536 ? NULL : pool, (size_t)H, kda_heads, &job);
     if (job.failed)
         goto out;

@@ -1,24 +1,27 @@
 /* snapshot.c: a CPU conversation state as one flat byte string (prompt reuse and its disk
  * tier): a header of the shapes it was made with, then KDA windows and states, then DSA rows. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/blocks.h"
 #include "cpu/snapshot.h"
 
 #define SNAP_MAGIC 0x50414e53u /* "SNAP" */
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
+#define SNAP_LOST 0xffffffffu /* mtp_rows: the MTP cache is out of step */
 #define SNAP_MAX_DSA 256
 
 /* The shapes a snapshot depends on: a snapshot loads only where all of them agree. */
 typedef struct snap_header {
     uint32_t magic, version;
     uint32_t n, n_kda, n_dsa, conv, rec, latent, index_dim, kpool;
+    uint32_t has_mtp, mtp_rows, mtp_pools, hidden; /* the MTP layer's cache, and h of n-1 */
     uint32_t n_pools[SNAP_MAX_DSA]; /* the first n_dsa are written: completed pools per layer */
 } snap_header;
 
 /* The fixed part of the header, before the pool counts. */
-#define SNAP_FIXED (10 * sizeof(uint32_t))
+#define SNAP_FIXED (14 * sizeof(uint32_t))
 
 static size_t conv_floats(const glm_config *c)
 {
@@ -44,6 +47,24 @@ static void fill_header(const cpu_state *s, snap_header *h)
     h->latent = (uint32_t)c->kv_lora_rank;
     h->index_dim = (uint32_t)c->index_head_dim;
     h->kpool = (uint32_t)c->index_kpool;
+    h->has_mtp = (uint32_t)cpu_mtp_on(s);
+    h->hidden = (uint32_t)c->hidden_size;
+    if (h->has_mtp && s->mtp_n >= 0 && s->n > 0 && s->mtp_n == s->n - 1 &&
+        s->n - 1 >= s->h_base && s->n - 1 < s->h_base + s->h_n) {
+        h->mtp_rows = (uint32_t)s->mtp_n;
+        h->mtp_pools = (uint32_t)s->mtp.n_pools;
+    } else {
+        h->mtp_rows = SNAP_LOST;
+    }
+}
+
+/* Floats of the MTP section: its rows, pool keys and h. */
+static size_t mtp_floats(const snap_header *h)
+{
+    if (!h->has_mtp || h->mtp_rows == SNAP_LOST)
+        return 0;
+    return (size_t)h->mtp_rows * (h->latent + 2 * (size_t)h->index_dim) +
+           (size_t)h->mtp_pools * h->index_dim + h->hidden;
 }
 
 static size_t header_bytes(uint32_t n_dsa)
@@ -58,18 +79,16 @@ static size_t body_floats(const snap_header *h)
     for (uint32_t i = 0; i < h->n_dsa; i++)
         f += (size_t)h->n * (h->latent + 2 * (size_t)h->index_dim) +
              (size_t)h->n_pools[i] * h->index_dim;
-    return f;
+    return f + mtp_floats(h);
 }
 
 size_t cpu_snapshot_size(const cpu_state *s)
 {
-    const glm_config *c = &s->m->cfg;
-    int nd = glm_config_count(c, GLM_ATTN_DSA);
-    size_t f = (size_t)glm_config_count(c, GLM_ATTN_KDA) * (conv_floats(c) + rec_floats(c));
-    for (int i = 0; i < nd; i++)
-        f += (size_t)s->n * (c->kv_lora_rank + 2 * (size_t)c->index_head_dim) +
-             (size_t)s->dsa[i].n_pools * c->index_head_dim;
-    return header_bytes((uint32_t)nd) + f * sizeof(float);
+    snap_header h;
+    fill_header(s, &h);
+    for (uint32_t i = 0; i < h.n_dsa && i < SNAP_MAX_DSA; i++)
+        h.n_pools[i] = (uint32_t)s->dsa[i].n_pools;
+    return header_bytes(h.n_dsa) + body_floats(&h) * sizeof(float);
 }
 
 static unsigned char *put(unsigned char *p, const float *src, size_t n)
@@ -113,6 +132,13 @@ glm_status cpu_snapshot_save(const cpu_state *s, void *buf, size_t n, glm_error 
         p = put(p, d->idx_gate, (size_t)h.n * h.index_dim);
         p = put(p, d->pool_key, (size_t)d->n_pools * h.index_dim);
     }
+    if (mtp_floats(&h)) {
+        p = put(p, s->mtp.latent, (size_t)h.mtp_rows * h.latent);
+        p = put(p, s->mtp.idx_key, (size_t)h.mtp_rows * h.index_dim);
+        p = put(p, s->mtp.idx_gate, (size_t)h.mtp_rows * h.index_dim);
+        p = put(p, s->mtp.pool_key, (size_t)h.mtp_pools * h.index_dim);
+        put(p, s->h + (size_t)(s->n - 1 - s->h_base) * h.hidden, h.hidden);
+    }
     return GLM_OK;
 }
 
@@ -131,13 +157,19 @@ static glm_status check_header(const cpu_state *s, const unsigned char *buf, siz
     fill_header(s, mine);
     if (h.n_kda != mine->n_kda || h.n_dsa != mine->n_dsa || h.conv != mine->conv ||
         h.rec != mine->rec || h.latent != mine->latent || h.index_dim != mine->index_dim ||
-        h.kpool != mine->kpool)
+        h.kpool != mine->kpool || h.has_mtp != mine->has_mtp || h.hidden != mine->hidden)
         return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot was made by another model "
                              "(layers, head or cache sizes differ)");
     if (h.n > (1u << 30) || h.n_dsa > SNAP_MAX_DSA || n < header_bytes(h.n_dsa))
         return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot's length %u or size %zu is "
                              "out of range", h.n, n);
     mine->n = h.n;
+    mine->mtp_rows = h.mtp_rows;
+    mine->mtp_pools = h.mtp_pools;
+    if (h.has_mtp && h.mtp_rows != SNAP_LOST &&
+        (h.n == 0 || h.mtp_rows != h.n - 1 || h.mtp_pools > h.mtp_rows / h.kpool))
+        return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot's MTP cache (%u rows, %u "
+                             "pools) does not fit its %u tokens", h.mtp_rows, h.mtp_pools, h.n);
     for (uint32_t i = 0; i < h.n_dsa; i++) {
         memcpy(&mine->n_pools[i], buf + SNAP_FIXED + i * sizeof(uint32_t), sizeof(uint32_t));
         if (mine->n_pools[i] > h.n / h.kpool)
@@ -163,6 +195,14 @@ glm_status cpu_snapshot_load(cpu_state *s, const void *buf, size_t n, glm_error 
     snap_header *h = &hdr;
     if ((st = cpu_state_reserve(s, (int)h->n, err)))
         return st;
+    if (mtp_floats(h) && s->h_cap < 1) { /* room for h, before anything changes */
+        float *row = malloc((size_t)h->hidden * sizeof *row);
+        if (!row)
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory loading a state snapshot");
+        free(s->h);
+        s->h = row;
+        s->h_cap = 1;
+    }
     const unsigned char *p = (const unsigned char *)buf + header_bytes(nd);
     for (uint32_t i = 0; i < h->n_kda; i++) {
         p = get(p, s->kda[i].conv, h->conv);
@@ -176,7 +216,19 @@ glm_status cpu_snapshot_load(cpu_state *s, const void *buf, size_t n, glm_error 
         p = get(p, d->pool_key, (size_t)h->n_pools[i] * h->index_dim);
         d->n_pools = (int)h->n_pools[i];
     }
+    s->mtp_n = h->has_mtp && h->mtp_rows != SNAP_LOST ? (int)h->mtp_rows : h->n ? -1 : 0;
+    if (mtp_floats(h)) {
+        p = get(p, s->mtp.latent, (size_t)h->mtp_rows * h->latent);
+        p = get(p, s->mtp.idx_key, (size_t)h->mtp_rows * h->index_dim);
+        p = get(p, s->mtp.idx_gate, (size_t)h->mtp_rows * h->index_dim);
+        p = get(p, s->mtp.pool_key, (size_t)h->mtp_pools * h->index_dim);
+        get(p, s->h, h->hidden);
+        s->mtp.n_pools = (int)h->mtp_pools;
+        s->h_base = (int)h->n - 1;
+        s->h_n = 1;
+    }
     s->n = (int)h->n;
+    s->trail_n = 0;
     /* a loaded state can come back to where it was loaded, like a marked one */
     return cpu_state_mark(s, err);
 }

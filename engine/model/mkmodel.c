@@ -44,6 +44,7 @@ typedef struct mk_list {
 const char *glm_mkmodel_presets(void)
 {
     return "tiny (hidden 32, 8 layers, real vocabulary; F32)\n"
+           "tiny-mtp (tiny plus the MTP layer, layers.8 with num_nextn_predict_layers 1; F32)\n"
            "small (hidden 256, 8 layers, 16 experts; BF16)\n"
            "tiny-exl3 (hidden 128, 2 layers, 2 experts 128 wide so `quantize` can EXL3 them; F32)\n"
            "tiny-exl3-tp (tiny-exl3 with experts 256 wide: EXL3 halves for two ranks)\n"
@@ -86,7 +87,8 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
                                 glm_error *err)
 {
     base_config(c);
-    if (strcmp(name, "tiny") == 0) {
+    int mtp = strcmp(name, "tiny-mtp") == 0;
+    if (strcmp(name, "tiny") == 0 || mtp) {
         *c = (glm_config){0};
         base_config(c);
         c->hidden_size = 32, c->num_layers = 8, c->intermediate_size = 64;
@@ -94,6 +96,7 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
         c->qk_nope_head_dim = 8, c->v_head_dim = 8, c->index_n_heads = 8, c->index_head_dim = 8;
         c->index_topk = 16, c->index_kpool = 4, c->kda_heads = 2, c->kda_head_dim = 8;
         c->n_routed_experts = 8, c->num_experts_per_tok = 2;
+        c->num_nextn_predict_layers = mtp;
         layer_pattern(c, 1);
         *dtype = ST_F32;
         *max_new = 256;
@@ -186,12 +189,13 @@ static glm_status list_mlp(mk_list *l, const char *base, int li, int64_t D, int6
     return GLM_OK;
 }
 
-static glm_status list_layer(mk_list *l, const glm_config *c, int li, glm_error *err)
+/* with_hc 0: the MTP layer, which has no hyper-connections. */
+static glm_status list_layer(mk_list *l, const glm_config *c, int li, int with_hc, glm_error *err)
 {
     int64_t D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
     glm_status st;
     const char *site[2] = {"attn", "ffn"};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; with_hc && k < 2; k++) {
         ADD(INIT_FANIN, 0, 2, mix, S * D, 0, P "layers.%d.hc_%s_fn", li, site[k]);
         ADD(INIT_HALF, 1, 1, mix, 0, 0, P "layers.%d.hc_%s_base", li, site[k]);
         ADD(INIT_NORM, 1, 1, 3, 0, 0, P "layers.%d.hc_%s_scale", li, site[k]);
@@ -261,8 +265,22 @@ static glm_status list_tensors(mk_list *l, const glm_config *c, glm_error *err)
     glm_status st;
     ADD(INIT_FANIN, 0, 2, c->vocab_size, c->hidden_size, 0, P "embed_tokens.weight");
     for (int i = 0; i < c->num_layers; i++)
-        if ((st = list_layer(l, c, i, err)))
+        if ((st = list_layer(l, c, i, 1, err)))
             return st;
+    if (c->num_nextn_predict_layers > 0) { /* architecture.md 2.8: a DSA + MoE block, no HC */
+        int li = c->num_layers;
+        int64_t D = c->hidden_size;
+        glm_config mc = *c;
+        mc.attn[li] = GLM_ATTN_DSA;
+        mc.moe[li] = c->n_routed_experts > 0;
+        mc.indexer_shared[li] = 0;
+        ADD(INIT_FANIN, 0, 2, D, 2 * D, 0, P "layers.%d.eh_proj.weight", li);
+        ADD(INIT_NORM, 0, 1, D, 0, 0, P "layers.%d.enorm.weight", li);
+        ADD(INIT_NORM, 0, 1, D, 0, 0, P "layers.%d.hnorm.weight", li);
+        ADD(INIT_NORM, 0, 1, D, 0, 0, P "layers.%d.shared_head.norm.weight", li);
+        if ((st = list_layer(l, &mc, li, 0, err)))
+            return st;
+    }
     ADD(INIT_NORM, 0, 1, c->hidden_size, 0, 0, P "norm.weight");
     ADD(INIT_FANIN, 0, 2, c->vocab_size, c->hidden_size, 0, "lm_head.weight");
     return GLM_OK;
@@ -434,6 +452,7 @@ static glm_status write_config(const char *dir, const glm_config *c, st_dtype dt
     cJSON_AddNumberToObject(t, "vocab_size", c->vocab_size);
     cJSON_AddNumberToObject(t, "hidden_size", c->hidden_size);
     cJSON_AddNumberToObject(t, "num_hidden_layers", c->num_layers);
+    cJSON_AddNumberToObject(t, "num_nextn_predict_layers", c->num_nextn_predict_layers);
     cJSON_AddNumberToObject(t, "intermediate_size", c->intermediate_size);
     cJSON_AddNumberToObject(t, "moe_intermediate_size", c->moe_intermediate_size);
     cJSON_AddNumberToObject(t, "max_position_embeddings", 1048576);

@@ -394,6 +394,47 @@ static glm_status bind_layer(bctx *b, glm_layer_weights *L, int li)
     return st ? st : bind_ffn(b, L, li);
 }
 
+/* The MTP layer when the config declares one and the checkpoint holds it (converted checkpoints
+ * often drop it: then the engine drafts without it). */
+static glm_status bind_mtp(bctx *b, glm_weights *w)
+{
+    const glm_config *c = b->c;
+    int li = c->num_layers;
+    char n[512];
+    NAME(n, "%slayers.%d.eh_proj.weight", b->prefix, li);
+    if (c->num_nextn_predict_layers < 1 || li >= GLM_MAX_LAYERS || !st_find(b->m, n))
+        return GLM_OK;
+    glm_config mc = *c; /* the MTP layer is a DSA layer with its own indexer, MoE when others are */
+    mc.attn[li] = GLM_ATTN_DSA;
+    mc.moe[li] = c->n_routed_experts > 0;
+    mc.indexer_shared[li] = 0;
+    bctx mb = *b;
+    mb.c = &mc;
+    glm_mtp_weights *t = &w->mtp;
+    int64_t D = c->hidden_size, sd[1] = {D};
+    glm_status st = bind_mat(&mb, &t->eh_proj, n, D, 2 * D);
+    const char *vec[3] = {"enorm", "hnorm", "shared_head.norm"};
+    const float **dst[3] = {&t->enorm, &t->hnorm, &t->head_norm};
+    for (int k = 0; k < 3 && !st; k++) {
+        NAME(n, "%slayers.%d.%s.weight", b->prefix, li, vec[k]);
+        st = bind_vec(&mb, dst[k], n, 1, sd);
+    }
+    if (!st) {
+        NAME(n, "%slayers.%d.input_layernorm.weight", b->prefix, li);
+        st = bind_vec(&mb, &t->layer.input_norm, n, 1, sd);
+    }
+    if (!st) {
+        NAME(n, "%slayers.%d.post_attention_layernorm.weight", b->prefix, li);
+        st = bind_vec(&mb, &t->layer.post_norm, n, 1, sd);
+    }
+    if (!st)
+        st = bind_dsa(&mb, &t->layer.dsa, li);
+    if (!st)
+        st = bind_ffn(&mb, &t->layer, li);
+    w->has_mtp = st == GLM_OK;
+    return st;
+}
+
 glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model *m,
                             const char *where, glm_error *err)
 {
@@ -424,6 +465,8 @@ glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model 
     for (int i = 0; i < c->num_layers; i++)
         if ((st = bind_layer(&b, &w->layers[i], i)))
             goto fail;
+    if ((st = bind_mtp(&b, w)))
+        goto fail;
     return GLM_OK;
 fail:
     glm_weights_free(w);
@@ -438,6 +481,7 @@ void glm_weights_free(glm_weights *w)
     for (int i = 0; i < w->n_layers; i++)
         free(w->layers[i].experts);
     free(w->layers);
+    free(w->mtp.layer.experts);
     memset(w, 0, sizeof *w);
 }
 

@@ -60,11 +60,21 @@ typedef struct glm_layer_weights {
     glm_mlp_weights *experts; /* n_routed_experts, MoE layers only */
 } glm_layer_weights;
 
+/* The MTP layer (architecture.md 2.8, layers.N after the N main layers): no hyper-connections;
+ * layer.input_norm, post_norm, dsa (with its indexer) and the FFN are bound as for a DSA layer. */
+typedef struct glm_mtp_weights {
+    glm_weight eh_proj; /* [D, 2D]: [enorm(embed) | hnorm(h)] */
+    const float *enorm, *hnorm, *head_norm;
+    glm_layer_weights layer;
+} glm_mtp_weights;
+
 typedef struct glm_weights {
     glm_weight embed, lm_head;
     const float *final_norm;
     glm_layer_weights *layers;
     int n_layers;
+    int has_mtp; /* num_nextn_predict_layers >= 1 and the checkpoint has layers.N */
+    glm_mtp_weights mtp;
     void **owned; /* float copies of small non-F32 vectors */
     int n_owned, cap_owned;
 } glm_weights;

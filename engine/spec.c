@@ -1,0 +1,166 @@
+/* spec.c: drafted decoding. Each window feeds the chosen token and its drafts in one verifying
+ * forward (rows bit for bit those of one-token decode), samples each row in order and keeps the
+ * longest prefix of drafts the sampler agrees with; the state goes back to the last accepted. */
+#include "spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+
+#define COPY_MIN_MATCH 2
+#define COPY_MAX_MATCH 8
+
+spec_mode spec_mode_from(int draft)
+{
+    if (draft == SPEC_OFF || draft == SPEC_COPY || draft == SPEC_MTP)
+        return (spec_mode)draft;
+    if (draft != 0)
+        return SPEC_OFF;
+    const char *env = getenv("GLMCHAT_DRAFT");
+    if (env && strcmp(env, "copy") == 0)
+        return SPEC_COPY;
+    if (env && strcmp(env, "mtp") == 0)
+        return SPEC_MTP;
+    return SPEC_OFF;
+}
+
+int spec_copy_draft(const int32_t *ctx, int n, int32_t *out, int max)
+{
+    for (int m = n - 1 < COPY_MAX_MATCH ? n - 1 : COPY_MAX_MATCH; m >= COPY_MIN_MATCH; m--) {
+        const int32_t *tail = ctx + n - m;
+        /* the latest earlier occurrence whose continuation lies before the tail */
+        for (int at = n - m - 1; at >= 0; at--) {
+            if (memcmp(ctx + at, tail, (size_t)m * sizeof *ctx) != 0)
+                continue;
+            int k = 0;
+            while (k < max && at + m + k < n)
+                out[k] = ctx[at + m + k], k++;
+            if (k > 0)
+                return k;
+        }
+    }
+    return 0;
+}
+
+typedef struct spec_run {
+    glm_session *s;
+    glm_sampler *smp;
+    const int *eos;
+    int n_eos, max_new, *n_out;
+    spec_token_fn on_token;
+    void *user;
+} spec_run;
+
+/* Reports one token; nonzero: the reply stops after it. */
+static int emit(spec_run *r, int32_t tok)
+{
+    (*r->n_out)++;
+    int stop = r->on_token ? r->on_token(tok, r->user) : 0;
+    return stop || glm_token_is_eos(tok, r->eos, r->n_eos) || *r->n_out >= r->max_new;
+}
+
+static int32_t pick(spec_run *r, float *row)
+{
+    glm_session_mask_logits(r->s, row);
+    return glm_sampler_pick(r->smp, row);
+}
+
+/* Drafts to follow the session's tokens + next: an outside drafter's, the MTP layer's (copy
+ * drafts where it has none to give), or copy drafts. */
+static int draft(glm_session *s, const spec_drafter *d, int32_t next, int32_t *out, int max,
+                 int32_t **ctx_buf, int *ctx_cap)
+{
+    if (!d->fn && d->mode == SPEC_MTP) {
+        int k = glm_session_mtp_draft(s, next, out, max);
+        if (k > 0)
+            return k;
+    }
+    int n = glm_session_length(s);
+    if (n + 1 > *ctx_cap) {
+        int cap = (n + 1) * 2;
+        int32_t *b = realloc(*ctx_buf, (size_t)cap * sizeof *b);
+        if (!b)
+            return 0;
+        *ctx_buf = b;
+        *ctx_cap = cap;
+    }
+    memcpy(*ctx_buf, glm_session_tokens(s), (size_t)n * sizeof **ctx_buf);
+    (*ctx_buf)[n] = next;
+    int k = d->fn ? d->fn(*ctx_buf, n + 1, out, max, d->user)
+                  : spec_copy_draft(*ctx_buf, n + 1, out, max);
+    return k < 0 ? 0 : k > max ? max : k;
+}
+
+glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp,
+                         const int *eos, int n_eos, int max_new, spec_token_fn on_token, void *user,
+                         int *n_out, spec_stats *stats, glm_error *err)
+{
+    spec_run r = {.s = s, .smp = smp, .eos = eos, .n_eos = n_eos, .max_new = max_new,
+                  .n_out = n_out, .on_token = on_token, .user = user};
+    int V = glm_session_vocab(s);
+    float *rows = malloc((size_t)(SPEC_MAX_DRAFT + 1) * V * sizeof *rows);
+    int32_t *ctx = NULL, window[SPEC_MAX_DRAFT + 1];
+    int ctx_cap = 0, have_next = 0;
+    glm_status st = GLM_OK;
+    if (!rows)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
+    float *logits = glm_session_logits_mut(s);
+    int32_t next = 0;
+    while (*n_out < max_new) {
+        if (glm_session_cancel_requested(s)) {
+            st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
+            break;
+        }
+        if (!have_next && emit(&r, next = pick(&r, logits)))
+            break;
+        have_next = 0;
+        int room = max_new - *n_out; /* tokens still to emit after next */
+        int k = draft(s, d, next, window + 1, room < SPEC_MAX_DRAFT ? room : SPEC_MAX_DRAFT,
+                      &ctx, &ctx_cap);
+        if (k == 0) { /* nothing to verify: the plain decode step */
+            if ((st = glm_session_feed(s, &next, 1, NULL, err)))
+                break;
+            continue;
+        }
+        window[0] = next;
+        int base = glm_session_length(s), stop = 0, i;
+        if ((st = glm_session_verify(s, window, k + 1, rows, err)))
+            break;
+        stats->windows++;
+        for (i = 0; i < k; i++)
+            stats->proposed[i]++;
+        for (i = 0; i < k; i++) {
+            if (glm_session_cancel_requested(s)) {
+                st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
+                stop = 1;
+                break;
+            }
+            int32_t p = pick(&r, rows + (size_t)i * V);
+            if (p == window[i + 1])
+                stats->accepted[i]++;
+            if (emit(&r, p)) {
+                stop = 1;
+                break;
+            }
+            if (p != window[i + 1]) {
+                next = p;
+                have_next = 1;
+                break;
+            }
+        }
+        /* the state holds window[0..i]: the accepted drafts; row i is its last token's logits */
+        int kept = i < k ? i : k;
+        glm_status rs = glm_session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
+        if (rs) {
+            st = rs;
+            break;
+        }
+        if (stop)
+            break;
+    }
+    free(rows);
+    free(ctx);
+    return st;
+}

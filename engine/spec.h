@@ -1,0 +1,50 @@
+/* spec.h: speculative decoding: drafts (copy drafts by prompt lookup; the model's MTP layer)
+ * verified in windows so that a drafted reply equals the undrafted one token for token, greedy
+ * or sampled with a seed; acceptance counted per draft position. */
+#ifndef GLMCHAT_ENGINE_SPEC_H
+#define GLMCHAT_ENGINE_SPEC_H
+
+#include <stdint.h>
+
+#include "glm.h"
+#include "sampler.h"
+
+#define SPEC_MAX_DRAFT 8
+
+typedef enum spec_mode { SPEC_OFF = 1, SPEC_COPY = 2, SPEC_MTP = 3 } spec_mode;
+
+/* Per draft position i (0: the first drafted token): how often one was proposed and accepted. */
+typedef struct spec_stats {
+    int64_t windows;   /* verification forwards */
+    int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
+} spec_stats;
+
+/* The mode glm_engine_params.draft asks for (0: $GLMCHAT_DRAFT: off, copy or mtp; else off);
+ * SPEC_OFF for a value it does not know. */
+spec_mode spec_mode_from(int draft);
+
+/* Copy draft: finds the latest earlier occurrence of ctx's last tokens (the longest match of 2
+ * to 8) and proposes up to max tokens that followed it. Returns how many it wrote to out. */
+int spec_copy_draft(const int32_t *ctx, int n, int32_t *out, int max);
+
+struct glm_session;
+typedef int (*spec_token_fn)(int32_t token, void *user);
+
+/* A drafter from outside the engine (a separate draft model, a test's oracle): proposes up to max
+ * tokens to follow ctx[0..n) into out and returns how many. */
+typedef int (*spec_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
+
+/* The generation loop with drafts (glm_session_generate_tokens when drafting is on): emits up
+ * to max_new tokens through on_token exactly as the one-token loop would, sampling each from
+ * smp in order. *n_out: tokens emitted. */
+typedef struct spec_drafter {
+    spec_mode mode;
+    spec_draft_fn fn; /* NULL: the mode's own drafts */
+    void *user;
+} spec_drafter;
+
+glm_status spec_generate(struct glm_session *s, const spec_drafter *d, glm_sampler *smp,
+                         const int *eos, int n_eos, int max_new, spec_token_fn on_token, void *user,
+                         int *n_out, spec_stats *stats, glm_error *err);
+
+#endif
