@@ -9,7 +9,7 @@
 
 #include "session.h"
 
-#define COPY_MIN_MATCH 2
+#define COPY_MIN_MATCH 3
 #define COPY_MAX_MATCH 8
 
 spec_mode spec_mode_from(int draft)
