@@ -44,6 +44,9 @@ static const key_spec top_keys[] = {
     {"tool_timeout", KT_INT, NULL, 1, 3600},
     {"workspace", KT_STRING, NULL, 0, 0},
     {"approval", KT_CHOICE, "ask|auto|deny", 0, 0},
+    {"draft", KT_CHOICE, "off|copy|mtp", 0, 0},
+    {"prompt_cache_dir", KT_STRING, NULL, 0, 0},
+    {"prompt_cache_mb", KT_INT, NULL, 0, 16777216},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 
@@ -68,6 +71,7 @@ void config_init(app_config *c)
     c->effort = GLM_EFFORT_MAX;
     c->tools_enabled = 1;
     c->tool_timeout_s = 30;
+    c->prompt_cache_mb = -1;
 }
 
 static void free_strv(char **v)
@@ -95,6 +99,7 @@ void config_free(app_config *c)
     free(c->transport);
     free(c->system_prompt);
     free(c->workspace);
+    free(c->prompt_cache_dir);
     for (int i = 0; i < c->n_mcp; i++)
         mcp_free(&c->mcp[i]);
     free(c->mcp);
@@ -252,6 +257,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return set_string(&c->workspace, v, err, errlen);
     if (strcmp(name, "system_prompt") == 0)
         return set_string(&c->system_prompt, v, err, errlen);
+    if (strcmp(name, "prompt_cache_dir") == 0)
+        return set_string(&c->prompt_cache_dir, v, err, errlen);
 
     if (k->type == KT_CHOICE) {
         int i = choice_index(k->choices, v);
@@ -264,6 +271,10 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         if (strcmp(name, "effort") == 0) {
             static const glm_effort efforts[] = {GLM_EFFORT_LOW, GLM_EFFORT_HIGH, GLM_EFFORT_MAX};
             c->effort = efforts[i];
+            return 0;
+        }
+        if (strcmp(name, "draft") == 0) {
+            c->draft = i + 1; /* glm_engine_params.draft: 1 off, 2 copy, 3 mtp */
             return 0;
         }
         c->approval = (config_approval)i; /* approval: ask|auto|deny in enum order */
@@ -289,6 +300,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->sampling.top_k = (int)x;
         else if (strcmp(name, "max_tokens") == 0)
             c->sampling.max_tokens = (int)x;
+        else if (strcmp(name, "prompt_cache_mb") == 0)
+            c->prompt_cache_mb = (int)x;
         else
             c->tool_timeout_s = (int)x;
         return 0;

@@ -31,6 +31,9 @@
  *   tools on|off (on: built-in tools offered in the TUI; scripted mode also needs --allow-tools)
  *   tool_timeout SECONDS 1..3600 (30)   workspace DIR (the current directory; file tools are
  *   confined to it)   approval ask|auto|deny (ask: risky tools ask y/n/always)
+ *   draft off|copy|mtp (unset: $GLMCHAT_DRAFT, else off; drafted replies equal undrafted ones)
+ *   prompt_cache_mb N (unset: $GLMCHAT_PROMPT_CACHE_MB, else an eighth of RAM; 0: off)
+ *   prompt_cache_dir DIR (unset: $GLMCHAT_PROMPT_CACHE_DIR, else kept states stay in memory)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
@@ -87,6 +90,9 @@ typedef struct app_config {
     int tool_timeout_s;
     char *workspace;
     config_approval approval;
+    int draft;             /* glm_engine_params.draft: 0 unset ($GLMCHAT_DRAFT), 1 off, 2 copy, 3 mtp */
+    char *prompt_cache_dir; /* kept prompt states also on disk here; NULL: $GLMCHAT_PROMPT_CACHE_DIR */
+    int prompt_cache_mb;   /* memory for kept prompt states; -1 unset (the engine's default), 0 off */
     config_mcp_server *mcp;
     int n_mcp;
     config_key_binding *keys;

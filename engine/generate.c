@@ -108,26 +108,28 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
     return i;
 }
 
-/* Brings the session to a prefix of ids it can continue from and returns where feeding starts:
- * what it holds, the state it marked at the end of the last prompt, the longest state the
- * engine kept (another conversation's, a shared system prompt's), or nothing. At least the last
- * prompt token is always fed, so its logits are fresh. */
+/* Brings the session to a kept prefix of ids and returns where feeding starts: the state it
+ * marked in the last prompt, the longest state the engine kept (another conversation's, a shared
+ * system prompt's), or nothing. Kept states lie on the GLM_KEEP_ALIGN grid and decoded tokens are
+ * never continued from, so the prompt's logits are those of a full prefill, bit for bit. */
 static int reuse_prefix(glm_session *s, const int32_t *ids, int n, glm_error *err)
 {
     int held = glm_session_length(s);
     int shared = common_prefix(glm_session_tokens(s), held, ids, n);
     int marked = glm_session_marked(s);
-    int own = shared == held && held < n ? held
-              : marked > 0 && shared >= marked && marked < n ? marked : 0;
+    int own = marked > 0 && shared >= marked && marked < n ? marked : 0;
     int kept = glm_session_restore(s, ids, n, own, n - 1);
     if (kept > 0)
         return kept;
-    if (own == held && held > 0)
-        return held;
     if (own > 0 && !glm_session_truncate(s, own, err))
         return own;
     glm_session_reset(s);
     return 0;
+}
+
+static int align_down(int n)
+{
+    return n / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
 }
 
 /* Where the leading system messages and tools end in ids (0: none), found by rendering the
@@ -202,20 +204,29 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     r->stats.context_window = m->cfg.max_position_embeddings;
     r->stats.reused_tokens = from;
     double t0 = now_s();
-    int sys_end = shared_prefix_end(rq, r->tok, ids);
+    /* the prompt runs in pieces split on the grid: up to the shared head (kept for other
+     * conversations), up to the last grid point before its end (marked and kept: where the next
+     * turn, or this conversation after a switch, resumes), then the rest */
+    int n = (int)ids->n, sys_end = align_down(shared_prefix_end(rq, r->tok, ids));
+    int last = align_down(n - 1);
     glm_status st = GLM_OK;
-    if (sys_end > from && sys_end < (int)ids->n) { /* keep the shared head on the way */
+    if (sys_end > from && sys_end < last) {
         st = glm_session_feed(s, ids->v + from, sys_end - from, NULL, err);
         if (!st)
             st = glm_session_keep(s, err);
         from = sys_end;
     }
-    if (!st)
-        st = glm_session_feed(s, ids->v + from, (int)ids->n - from, NULL, err);
-    if (!st)
+    if (!st && last > from) {
+        st = glm_session_feed(s, ids->v + from, last - from, NULL, err);
+        from = last;
+    }
+    if (!st && last > 0 && last == from && glm_session_length(s) == last) {
         st = glm_session_mark(s, err);
+        if (!st)
+            st = glm_session_keep(s, err);
+    }
     if (!st)
-        st = glm_session_keep(s, err);
+        st = glm_session_feed(s, ids->v + from, n - from, NULL, err);
     if (st)
         return st;
     from = r->stats.reused_tokens;

@@ -63,6 +63,15 @@ tests_unit_test_spec_SOURCES = tests/unit/test_spec.c $(ENGINE_TEST_UTIL)
 tests_unit_test_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_spec_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_spec
+# bench/bench_spec: drafted against plain decoding (make bench/bench_spec; not run by make check).
+EXTRA_PROGRAMS += bench/bench_spec
+bench_bench_spec_SOURCES = bench/bench_spec.c
+bench_bench_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+bench_bench_spec_LDADD = $(glmchat_LDADD)
+EXTRA_PROGRAMS += bench/bench_spec_reuse
+bench_bench_spec_reuse_SOURCES = bench/bench_spec_reuse.c
+bench_bench_spec_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+bench_bench_spec_reuse_LDADD = $(glmchat_LDADD)
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

@@ -51,6 +51,11 @@ const int32_t *glm_session_tokens(const glm_session *s);
 /* The length at the last glm_session_mark (0 after a reset). */
 int glm_session_marked(const glm_session *s);
 
+/* Prompt states are marked and kept at multiples of this many tokens: the CPU backend's KDA
+ * chunk grid (cpu/kda.c), so resuming from one and prefilling the rest gives the bits of a full
+ * prefill. */
+#define GLM_KEEP_ALIGN 16
+
 /* Prompt reuse across conversations: the engine keeps states by the tokens they hold (memory
  * budget, least recently used out first; optionally a directory too). keep: saves the session's
  * state at its current length (nothing when the cache is off or already holds those tokens). */

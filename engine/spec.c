@@ -9,7 +9,7 @@
 
 #include "session.h"
 
-#define COPY_MIN_MATCH 2
+#define COPY_MIN_MATCH 3
 #define COPY_MAX_MATCH 8
 
 spec_mode spec_mode_from(int draft)
@@ -108,6 +108,9 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
     float *logits = glm_session_logits_mut(s);
     int32_t next = 0;
+    /* Drafts per window follow how many were accepted lately (a running mean, in quarters): a
+     * rejected draft costs a row of the verifying forward. */
+    int accepted_q = 4;
     while (*n_out < max_new) {
         if (glm_session_cancel_requested(s)) {
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
@@ -117,8 +120,10 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             break;
         have_next = 0;
         int room = max_new - *n_out; /* tokens still to emit after next */
-        int k = draft(s, d, next, window + 1, room < SPEC_MAX_DRAFT ? room : SPEC_MAX_DRAFT,
-                      &ctx, &ctx_cap);
+        int cap = 1 + accepted_q / 2; /* twice the mean accepted, plus one */
+        if (cap > SPEC_MAX_DRAFT)
+            cap = SPEC_MAX_DRAFT;
+        int k = draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap);
         if (k == 0) { /* nothing to verify: the plain decode step */
             if ((st = glm_session_feed(s, &next, 1, NULL, err)))
                 break;
@@ -152,6 +157,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         }
         /* the state holds window[0..i]: the accepted drafts; row i is its last token's logits */
         int kept = i < k ? i : k;
+        accepted_q += kept - accepted_q / 4; /* mean of about four windows, times four */
         glm_status rs = glm_session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
         if (rs) {
             st = rs;

@@ -76,10 +76,11 @@ int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const 
 int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post,
                 const float *comb, int T);
 
-/* trail: NULL, or each position's state is kept there and the T tokens run one at a time in
- * the recurrent form (bit for bit the decode step's arithmetic). */
+/* pos0: the position of u's first row (chunks follow the absolute grid). trail: NULL, or each
+ * position's state is kept there and the T tokens run one at a time in the recurrent form (bit
+ * for bit the decode step's arithmetic). */
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            const float *u, int T, float *out, kda_trail *trail);
+            int pos0, const float *u, int T, float *out, kda_trail *trail);
 /* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. */
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
             int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,

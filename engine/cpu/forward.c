@@ -278,7 +278,7 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
     int rank = glm_config_rank_of(c, li), rc;
     if (c->attn[li] == GLM_ATTN_KDA) {
-        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], b->u, T, b->y,
+        rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], s->n, b->u, T, b->y,
                      s->verifying ? &s->trail[rank] : NULL);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */

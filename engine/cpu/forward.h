@@ -30,8 +30,9 @@ int cpu_state_mark_length(const cpu_state *s); /* -1: none */
 glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err);
 
 /* Runs n tokens after the state's current length and appends them to it. logits_out: n x vocab
- * floats when all_rows, else vocab floats for the last token; may be NULL. n == 1 uses the
- * recurrent KDA form, n > 1 the chunked form (chunks of 64). */
+ * floats when all_rows, else vocab floats for the last token; may be NULL. KDA runs chunked on
+ * a grid of absolute positions (multiples of 16; a chunk of one token is the recurrent step), so
+ * pieces split on the grid give the bits of one pass. */
 glm_status cpu_prefill(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n, float *logits_out,
                        int all_rows, glm_error *err);
 /* Runs n drafted tokens for verification: logits_all gets n x vocab floats, each row bit for bit

@@ -1,18 +1,21 @@
 /* kda.c: Kimi delta attention (architecture.md 2.4): projections, causal depthwise conv,
- * forget gate, then the delta rule per head, recurrent for one token, chunked (64) for more. */
+ * forget gate, then the delta rule per head, recurrent for one token, chunked for more. Chunks lie
+ * on a grid of absolute positions (multiples of KDA_CHUNK) and a chunk of one token is the
+ * recurrent step, so a prompt run in pieces split on the grid gives the bits of one pass. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/blocks.h"
 
-#define KDA_CHUNK 64
+#define KDA_CHUNK 16 /* = GLM_KEEP_ALIGN (session.h): where prompt states are kept */
 
 typedef struct kda_job {
     const glm_config *c;
     kda_state *st;
     const float *q, *k, *v, *g, *beta; /* T x C (beta: T x H) */
     float *o;                          /* T x C */
+    int pos0;                          /* the first token's position (the chunk grid) */
     kda_trail *trail;                  /* NULL, or token by token, keeping each state */
     int T, failed;
 } kda_job;
@@ -193,16 +196,16 @@ static void kda_heads(void *ctx, size_t begin, size_t end, int worker)
     for (size_t h = begin; h < end; h++) {
         float *S = j->st->S + h * (size_t)dk * dv;
         size_t off = h * (size_t)dk;
-        if (j->T == 1) {
-            kda_step(S, j->q + off, j->k + off, j->v + off, j->g + off, j->beta[h], dk, dv,
-                     j->o + off);
-            continue;
-        }
-        for (int t0 = 0; t0 < j->T; t0 += KDA_CHUNK) {
-            int L = j->T - t0 < KDA_CHUNK ? j->T - t0 : KDA_CHUNK;
+        for (int t0 = 0, L; t0 < j->T; t0 += L) {
+            int to_grid = KDA_CHUNK - (j->pos0 + t0) % KDA_CHUNK;
+            L = j->T - t0 < to_grid ? j->T - t0 : to_grid;
             size_t r = (size_t)t0 * C + off;
-            kda_chunk(S, j->q + r, j->k + r, j->v + r, j->g + r, j->beta + (size_t)t0 * H + h, H,
-                      L, C, dk, dv, j->o + r, &b);
+            if (L == 1)
+                kda_step(S, j->q + r, j->k + r, j->v + r, j->g + r, j->beta[(size_t)t0 * H + h], dk,
+                         dv, j->o + r);
+            else
+                kda_chunk(S, j->q + r, j->k + r, j->v + r, j->g + r, j->beta + (size_t)t0 * H + h,
+                          H, L, C, dk, dv, j->o + r, &b);
         }
     }
     chunk_buf_free(&b);
@@ -249,7 +252,7 @@ static void l2norm_scale(float *x, int n, float scale)
 }
 
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            const float *u, int T, float *out, kda_trail *trail)
+            int pos0, const float *u, int T, float *out, kda_trail *trail)
 {
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk, C3 = 3 * C;
     size_t TC = (size_t)T * C;
@@ -298,7 +301,7 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
         }
     }
     kda_job job = {.c = c, .st = st, .q = q, .k = k, .v = v, .g = g, .beta = beta, .o = o,
-                   .trail = trail, .T = T};
+                   .pos0 = pos0, .trail = trail, .T = T};
     cpu_pool_run((double)T * C * dk < 65536 ? NULL : pool, (size_t)H, kda_heads, &job);
     if (job.failed)
         goto out;

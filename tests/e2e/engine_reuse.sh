@@ -3,7 +3,8 @@
 # session does not hold, and its reply equals, byte for byte, the reply after a full prefill
 # (a fresh process continuing the same conversation), greedy and seeded-sampled. With a prompt
 # cache directory, fresh processes resume from kept-state files, and bad files are refused
-# loudly (the file and the reason) without changing a reply.
+# loudly (the file and the reason) without changing a reply. Drafted decoding (GLMCHAT_DRAFT copy
+# or mtp) gives the same replies as plain decoding.
 . "$(dirname "$0")/lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
@@ -55,6 +56,42 @@ for mode in greedy sampled; do
         fail "$mode: in-process turns did not reuse the kept prompt: $(grep reused "$TMP/kept-$mode")"; fi
     grep -q '^reused 0 0 0$' "$TMP/full-$mode" && pass || fail "$mode: fresh processes reused: $(grep reused "$TMP/full-$mode")"
 done
+
+# Drafted decoding: copy drafts on the tiny model, MTP drafts on one with an MTP layer (which
+# drafts every step): the same three-turn session gives the same replies, greedy and seeded.
+expect_exit 0 "$G" mkmodel --out "$TMP/mtp" --preset tiny-mtp --seed 12
+session() { # MODEL DRAFT (empty: the config file's) DB OUT
+    GLMCHAT_DRAFT=$2 "$G" --db "$3" --model "$1" --backend cpu chat --output-format jsonl \
+        --max-tokens 24 <"$TMP/prompts" >"$4" 2>"$TMP/err"
+    [ $? -eq 0 ] && pass || fail "$2 drafts on $1: the session failed: $(head -c 300 "$TMP/err")"
+}
+for mode in greedy sampled; do
+    if [ $mode = greedy ]; then export GLMCHAT_TEMPERATURE=0; unset GLMCHAT_SEED
+    else export GLMCHAT_TEMPERATURE=0.9 GLMCHAT_SEED=1234; fi
+    session "$M" copy "$TMP/copy-$mode.db" "$TMP/out"
+    replies "$TMP/out" >"$TMP/drafted"
+    diff "$TMP/drafted" "$TMP/kept-$mode" >"$TMP/diff" && pass ||
+        fail "$mode: replies with copy drafts differ: $(head -c 600 "$TMP/diff")"
+    session "$TMP/mtp" off "$TMP/mtp-off-$mode.db" "$TMP/out"
+    replies "$TMP/out" >"$TMP/mtp-plain"
+    cp "$TMP/mtp-plain" "$TMP/mtp-plain-$mode"
+    session "$TMP/mtp" mtp "$TMP/mtp-on-$mode.db" "$TMP/out"
+    replies "$TMP/out" >"$TMP/mtp-drafted"
+    diff "$TMP/mtp-drafted" "$TMP/mtp-plain" >"$TMP/diff" && pass ||
+        fail "$mode: replies with MTP drafts differ: $(head -c 600 "$TMP/diff")"
+    [ "$(grep -c . "$TMP/mtp-plain")" -eq 4 ] && pass || fail "$mode: MTP model replies: $(cat "$TMP/mtp-plain")"
+done
+
+# The same through the config file: draft, prompt_cache_mb and prompt_cache_dir.
+mkdir -p "$XDG_CONFIG_HOME/glmchat"
+printf 'draft = mtp\nprompt_cache_mb = 64\nprompt_cache_dir = %s\n' "$TMP/kept-cfg" >"$XDG_CONFIG_HOME/glmchat/config"
+export GLMCHAT_TEMPERATURE=0; unset GLMCHAT_SEED
+session "$TMP/mtp" "" "$TMP/cfg.db" "$TMP/out"
+replies "$TMP/out" >"$TMP/cfg-replies"
+diff <(grep -v '^reused' "$TMP/cfg-replies") <(grep -v '^reused' "$TMP/mtp-plain-greedy") \
+    >"$TMP/diff" && pass || fail "config draft = mtp: replies differ: $(head -c 600 "$TMP/diff")"
+ls "$TMP/kept-cfg"/*.kept >/dev/null 2>&1 && pass || fail "config prompt_cache_dir: no kept-state files"
+rm "$XDG_CONFIG_HOME/glmchat/config"
 
 # The disk tier: each turn in a fresh process, kept states in a directory.
 export GLMCHAT_TEMPERATURE=0 GLMCHAT_PROMPT_CACHE_DIR="$TMP/kept"

@@ -144,6 +144,49 @@ START_TEST(snapshot_bad_input_is_refused)
 }
 END_TEST
 
+/* A prompt resumed from a state kept on the grid and prefilled on gives the bits of one pass. */
+START_TEST(resume_on_the_grid_equals_full_prefill_bits)
+{
+    glm_error err = {0};
+    static const char *const names[] = {"tiny-A", "dsa-first-hc3", "groups-kpool2"};
+    const char *dir = tu_fixture(names[_i]);
+    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CPU, .n_threads = 2,
+                           .prompt_cache_bytes = 64 << 20};
+    glm_engine *e = glm_engine_open(&p, &err);
+    ck_assert_msg(e != NULL, "%s", err.message);
+    int V = glm_engine_model(e)->cfg.vocab_size;
+    glm_session *full = glm_session_new(e, &err), *part = glm_session_new(e, &err);
+    int n = 150;
+    int32_t *ids = some_tokens_below(n, 31 + (uint64_t)_i, V);
+    float *want = malloc((size_t)n * V * sizeof *want), *got = malloc((size_t)n * V * sizeof *got);
+    ck_assert_int_eq(glm_session_feed(full, ids, n, want, &err), GLM_OK);
+    for (int A = GLM_KEEP_ALIGN; A < n; A += 3 * GLM_KEEP_ALIGN) {
+        glm_session_reset(part);
+        /* the kept state came in two uneven pieces, both ending on the grid */
+        ck_assert_int_eq(glm_session_feed(part, ids, GLM_KEEP_ALIGN, NULL, &err), GLM_OK);
+        if (A > GLM_KEEP_ALIGN)
+            ck_assert_int_eq(glm_session_feed(part, ids + GLM_KEEP_ALIGN, A - GLM_KEEP_ALIGN, NULL,
+                                              &err), GLM_OK);
+        ck_assert_int_eq(glm_session_keep(part, &err), GLM_OK);
+        glm_session *s = glm_session_new(e, &err);
+        ck_assert_int_eq(glm_session_restore(s, ids, n, 0, n - 1), A);
+        ck_assert_int_eq(glm_session_feed(s, ids + A, n - A, got + (size_t)A * V, &err), GLM_OK);
+        ck_assert_msg(memcmp(want + (size_t)A * V, got + (size_t)A * V,
+                             (size_t)(n - A) * V * sizeof *got) == 0,
+                      "%s: resumed at %d, the logits differ from one pass by up to %g", names[_i], A,
+                      (double)tu_max_abs_diff(want + (size_t)A * V, got + (size_t)A * V,
+                                              (size_t)(n - A) * V));
+        glm_session_free(s);
+    }
+    free(want);
+    free(got);
+    free(ids);
+    glm_session_free(full);
+    glm_session_free(part);
+    glm_engine_close(e);
+}
+END_TEST
+
 /* ---- the cache -------------------------------------------------------------------------- */
 
 static glm_status count_load(void *user, const void *snap, size_t n, glm_error *err)
@@ -431,6 +474,7 @@ static Suite *reuse_suite(void)
     tcase_add_unchecked_fixture(tc, make_model, remove_model);
     tcase_add_loop_test(tc, snapshot_round_trip_is_exact, 0, 2);
     tcase_add_test(tc, snapshot_bad_input_is_refused);
+    tcase_add_loop_test(tc, resume_on_the_grid_equals_full_prefill_bits, 0, 3);
     tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
     tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
     tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
