@@ -11,6 +11,9 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h
+# the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
+libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
+	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
