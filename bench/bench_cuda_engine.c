@@ -270,6 +270,43 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
+/* Sums the GPU time between consecutive profiled ops by op name; prints the largest. */
+static void print_profile(cuda_backend *cb, const char *title)
+{
+    cudaDeviceSynchronize();
+    enum { MAXOPS = 128 };
+    const char *opname[MAXOPS];
+    double opus[MAXOPS] = {0}, total = 0;
+    int opcnt[MAXOPS] = {0}, nops = 0;
+    for (int i = 1; i < cb->prof.n; i++) {
+        float ms = 0;
+        if (eng_event_ms(cb->prof.ev[i - 1], cb->prof.ev[i], &ms))
+            continue;
+        int k = 0;
+        while (k < nops && strcmp(opname[k], cb->prof.what[i]) != 0)
+            k++;
+        if (k == nops && nops < MAXOPS)
+            opname[nops++] = cb->prof.what[i];
+        if (k < nops) {
+            opus[k] += ms * 1000.0;
+            opcnt[k]++;
+            total += ms * 1000.0;
+        }
+    }
+    printf("\n-- %s: %.1f us in all\n", title, total);
+    for (int shown = 0; shown < 16; shown++) {
+        int best = -1;
+        for (int k = 0; k < nops; k++)
+            if (opcnt[k] > 0 && (best < 0 || opus[k] > opus[best]))
+                best = k;
+        if (best < 0)
+            break;
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", opname[best], opcnt[best],
+               opus[best], opus[best] / opcnt[best], 100 * opus[best] / total);
+        opcnt[best] = 0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     int layers = argc > 1 ? atoi(argv[1]) : 16;
@@ -329,6 +366,16 @@ int main(int argc, char **argv)
             printf("FAIL: timing: %s\n", err.message);
             return 1;
         }
+    /* op profile of one more eager step: GPU time between consecutive ops, summed by op */
+    cuda_backend *cb = be.impl;
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    if (cuda_time_layers(s, tok[5], us, &head_us, &err)) {
+        printf("FAIL: profile: %s\n", err.message);
+        return 1;
+    }
+    cb->prof.on = 0;
+    print_profile(cb, "decode op profile (one eager step; us summed over the step)");
     int n = s->n;
     double total_bytes = 0;
     for (int li = 0; li < layers; li++) {
@@ -382,7 +429,16 @@ int main(int argc, char **argv)
            "tok/s; at the floor: %.1f tok/s; the recipe: %.1f tok/s\n", spark_bytes / 1e9,
            100 * eff, spark_us / 1e3, 1e6 / spark_us, 1e6 / spark_floor_us, RECIPE_TOKS);
     (void)frac_moe;
-    /* prefill */
+    /* prefill: the op profile of one chunk, then the timed run */
+    be.ops->state_reset(s);
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    if (be.ops->prefill(be.impl, s, tok, CUDA_CHUNK, NULL, 0, &err)) {
+        printf("FAIL: prefill profile: %s\n", err.message);
+        return 1;
+    }
+    cb->prof.on = 0;
+    print_profile(cb, "prefill op profile (one chunk of 256 tokens at position 0)");
     be.ops->state_reset(s);
     cudaDeviceSynchronize();
     double p0 = now_s();

@@ -52,6 +52,13 @@ tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
 tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_sampler
+# the CUDA backend's memory plan (arithmetic only: runs without a GPU)
+check_PROGRAMS += tests/unit/test_cuda_plan
+tests_unit_test_cuda_plan_SOURCES = tests/unit/test_cuda_plan.c
+tests_unit_test_cuda_plan_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_cuda_plan_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_cuda_plan
+EXTRA_DIST += tests/fixtures/cuda/config.json
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

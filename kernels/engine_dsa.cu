@@ -182,35 +182,193 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(const float *sco
 }
 
 constexpr int kAbsorbT = 8;
+constexpr int kAbsorbSplit = 8; // dn slices, each a warp-group of the block (decode: few tokens)
 
-__global__ void absorb_kernel(eng_mat kv_b, const float *q, int T, int H, int dn, int dv, int R,
-                              float *qt)
+// Block per (head, 8 tokens); the block's 8 warps take interleaved slices of the dn rows, each
+// lane two latent columns a pass, and meet in shared memory in slice order.
+__global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *q, int T, int H,
+                                                     int dn, int dv, int R, float *qt)
 {
-    extern __shared__ float qs[]; // [kAbsorbT][dn]
+    extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [kAbsorbSplit][kAbsorbT][R]
+    float *qs = sm, *part = sm + kAbsorbT * dn;
     int h = blockIdx.x, t0 = blockIdx.y * kAbsorbT;
     int nt = T - t0 < kAbsorbT ? T - t0 : kAbsorbT;
-    for (int i = threadIdx.x; i < nt * dn; i += blockDim.x)
-        qs[i] = q[((size_t)(t0 + i / dn) * H + h) * dn + i % dn];
+    int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+    for (int i = threadIdx.x; i < kAbsorbT * dn; i += blockDim.x)
+        qs[i] = i / dn < nt ? q[((size_t)(t0 + i / dn) * H + h) * dn + i % dn] : 0.0f;
     __syncthreads();
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float acc[kAbsorbT] = {};
-        for (int i = 0; i < dn; i++) {
-            float w = mat_at(kv_b, h * (dn + dv) + i, r);
+    bool vec = kv_b.dtype == ENG_BF16 && R % 8 == 0 && (uintptr_t)kv_b.data % 16 == 0;
+    for (int r0 = 0; vec && r0 < R; r0 += 256) { // BF16: 8 columns a lane, one 16-byte load
+        int c = r0 + lane * 8;
+        if (c >= R)
+            continue;
+        float acc[8][kAbsorbT] = {};
+#pragma unroll 4
+        for (int i = slice; i < dn; i += kAbsorbSplit) {
+            const uint16_t *wr = static_cast<const uint16_t *>(kv_b.data) + (size_t)(h * (dn + dv) + i) * R + c;
+            uint4 q = __ldg(reinterpret_cast<const uint4 *>(wr));
+            const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+            float wv[8];
 #pragma unroll
-            for (int k = 0; k < kAbsorbT; k++)
-                acc[k] += qs[k * dn + i] * w;
+            for (int j = 0; j < 4; j++) {
+                wv[2 * j] = __uint_as_float(u[j] << 16);
+                wv[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
+#pragma unroll
+            for (int k = 0; k < kAbsorbT; k++) {
+                float qk = qs[k * dn + i];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[j][k] += qk * wv[j];
+            }
         }
-        for (int k = 0; k < nt; k++)
-            qt[((size_t)(t0 + k) * H + h) * R + r] = acc[k];
+#pragma unroll
+        for (int k = 0; k < kAbsorbT; k++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                part[(slice * kAbsorbT + k) * R + c + j] = acc[j][k];
+    }
+    for (int r0 = 0; !vec && r0 < R; r0 += 64) {
+        int ra = r0 + lane, rb = r0 + 32 + lane;
+        float acc[2][kAbsorbT] = {};
+        for (int i = slice; i < dn; i += kAbsorbSplit) {
+            int row = h * (dn + dv) + i;
+            float wa = ra < R ? mat_at(kv_b, row, ra) : 0.0f;
+            float wb = rb < R ? mat_at(kv_b, row, rb) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < kAbsorbT; k++) {
+                acc[0][k] += qs[k * dn + i] * wa;
+                acc[1][k] += qs[k * dn + i] * wb;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < kAbsorbT; k++) {
+            if (ra < R)
+                part[(slice * kAbsorbT + k) * R + ra] = acc[0][k];
+            if (rb < R)
+                part[(slice * kAbsorbT + k) * R + rb] = acc[1][k];
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nt * R; i += blockDim.x) {
+        int k = i / R, r = i % R;
+        float a = 0.0f;
+        for (int sl = 0; sl < kAbsorbSplit; sl++)
+            a += part[(sl * kAbsorbT + k) * R + r];
+        qt[((size_t)(t0 + k) * H + h) * R + r] = a;
     }
 }
 
+// Values c0 .. c0+15 of a cache row (width a multiple of 16): one 16-byte load for e4m3, two for
+// bf16, four for f32.
+__device__ __forceinline__ void load16(const eng_cache &c, size_t row, int c0, float *v)
+{
+    size_t i = row * c.width + c0;
+    if (c.dtype == ENG_CACHE_FP8) {
+        uint4 q = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint8_t *>(c.rows) + i));
+        const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+        float sc = c.scale[row];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * sc;
+    } else if (c.dtype == ENG_CACHE_BF16) {
+        const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint4 q = __ldg(p + h);
+            const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                v[h * 8 + 2 * j] = __uint_as_float(u[j] << 16);
+                v[h * 8 + 2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
+        }
+    } else {
+        const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(c.rows) + i);
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            float4 q = __ldg(p + h);
+            v[4 * h] = q.x, v[4 * h + 1] = q.y, v[4 * h + 2] = q.z, v[4 * h + 3] = q.w;
+        }
+    }
+}
+
+// attend_kernel for R a multiple of 16 up to 512: each lane owns 16 consecutive latent columns.
+__global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
+                                int width, int H, int R, float scale, float *ot)
+{
+    __shared__ float red[33];
+    extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
+    float *qs = sm, *p = sm + R, *part = p + width;
+    int t = blockIdx.x / H, h = blockIdx.x % H;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const float *qrow = qt + ((size_t)t * H + h) * R;
+    for (int r = threadIdx.x; r < R; r += blockDim.x)
+        qs[r] = qrow[r];
+    __syncthreads();
+    int n = count[t], c0 = lane * 16;
+    bool mine = c0 < R;
+    const int32_t *sel = idx + (size_t)t * width;
+    for (int s = warp; s < n; s += nw) {
+        float dot = 0.0f;
+        if (mine) {
+            float v[16];
+            load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                dot += qs[c0 + j] * v[j];
+        }
+        dot = warp_sum(dot);
+        if (lane == 0)
+            p[s] = dot * scale;
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < n; s += blockDim.x)
+        mx = fmaxf(mx, p[s]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int s = threadIdx.x; s < n; s += blockDim.x) {
+        p[s] = expf(p[s] - mx);
+        sum += p[s];
+    }
+    sum = block_sum(sum, red);
+    float inv = 1.0f / sum;
+    float acc[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        acc[j] = 0.0f;
+    if (mine)
+        for (int s = warp; s < n; s += nw) {
+            float v[16], ps = p[s];
+            load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                acc[j] += ps * v[j];
+        }
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            part[warp * R + c0 + j] = acc[j];
+    __syncthreads();
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += part[k * R + r];
+        ot[((size_t)t * H + h) * R + r] = a * inv;
+    }
+}
+
+constexpr int kAttendMaxJ = 16; // R <= 32 * kAttendMaxJ for the warp-split weighted sum
+
+// One block per (token, head): scores by warps over the selected rows, softmax, then the weighted
+// latent sum split over warps (each warp its rows, lanes over R) and summed in warp order.
 __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                               int width, int H, int R, float scale, float *ot)
 {
     __shared__ float red[33];
-    extern __shared__ float sm[]; // qs [R], p [width]
-    float *qs = sm, *p = sm + R;
+    extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
+    float *qs = sm, *p = sm + R, *part = p + width;
     int t = blockIdx.x / H, h = blockIdx.x % H;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const float *qrow = qt + ((size_t)t * H + h) * R;
@@ -239,11 +397,32 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
     }
     sum = block_sum(sum, red); // its barriers also publish p
     float inv = 1.0f / sum;
+    float acc[kAttendMaxJ];
+#pragma unroll
+    for (int j = 0; j < kAttendMaxJ; j++)
+        acc[j] = 0.0f;
+    for (int s = warp; s < n; s += nw) {
+        size_t row = (size_t)sel[s];
+        float ps = p[s];
+#pragma unroll
+        for (int j = 0; j < kAttendMaxJ; j++) {
+            int r = lane + 32 * j;
+            if (r < R)
+                acc[j] += ps * cache_at(lat, row, r);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < kAttendMaxJ; j++) {
+        int r = lane + 32 * j;
+        if (r < R)
+            part[warp * R + r] = acc[j];
+    }
+    __syncthreads();
     for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < n; s++)
-            acc += p[s] * cache_at(lat, (size_t)sel[s], r);
-        ot[((size_t)t * H + h) * R + r] = acc * inv;
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += part[k * R + r];
+        ot[((size_t)t * H + h) * R + r] = a * inv;
     }
 }
 
@@ -309,8 +488,16 @@ extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H,
                               int R, float *qt, void *stream)
 {
     dim3 grid(H, blocks_for((size_t)T, kAbsorbT));
-    absorb_kernel<<<grid, R >= 256 ? 256 : 128, (size_t)kAbsorbT * dn * sizeof(float),
-                    static_cast<cudaStream_t>(stream)>>>(*kv_b, q, T, H, dn, dv, R, qt);
+    size_t smem = ((size_t)kAbsorbT * dn + (size_t)kAbsorbSplit * kAbsorbT * R) * sizeof(float);
+    if (smem > 200 * 1024)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    static int smem_set; // the opt-in above 48 KiB, once
+    if (!smem_set) {
+        cudaFuncSetAttribute(absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        smem_set = 1;
+    }
+    absorb_kernel<<<grid, 32 * kAbsorbSplit, smem, st>>>(*kv_b, q, T, H, dn, dv, R, qt);
     return (int)cudaGetLastError();
 }
 
@@ -318,7 +505,14 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
                               const int *count, int width, int T, int H, int R, float scale,
                               float *ot, void *stream)
 {
-    size_t smem = (size_t)(R + width) * sizeof(float);
+    if (R > 32 * kAttendMaxJ)
+        return -1;
+    size_t smem = (size_t)(R + width + 8 * R) * sizeof(float);
+    if (R % 16 == 0) {
+        attend16_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(
+            *lat, qt, idx, count, width, H, R, scale, ot);
+        return (int)cudaGetLastError();
+    }
     attend_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(*lat, qt, idx, count, width,
                                                                           H, R, scale, ot);
     return (int)cudaGetLastError();

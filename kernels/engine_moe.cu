@@ -5,65 +5,114 @@
 
 namespace {
 
-__device__ int best_of(const float *score, const float *taken, int n)
+// (value, index) of the better candidate: the larger value, on ties the lower index; index < 0
+// is no candidate.
+__device__ __forceinline__ void better(float &v, int &e, float v2, int e2)
 {
-    int best = -1;
-    for (int i = 0; i < n; i++)
-        if (taken[i] == 0.0f && (best < 0 || score[i] > score[best]))
-            best = i;
-    return best;
+    if (e2 >= 0 && (e < 0 || v2 > v || (v2 == v && e2 < e))) {
+        v = v2;
+        e = e2;
+    }
 }
 
-__global__ void route_kernel(const float *logits, const float *bias, int T, int E, int G,
-                             int topk_group, int K, int norm_topk, float scaling, float *scratch,
-                             int32_t *ids, float *weights)
+// The best untaken expert by choice (ties: lower index), over the block: each thread its
+// stride, then the warps by shuffles, then the warps' winners.
+__device__ int block_best(const float *choice, const unsigned char *taken, int E, float *rv, int *re)
 {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T)
-        return;
-    int per = E / G;
-    float *prob = scratch + (size_t)t * (3 * E + G), *choice = prob + E, *taken = choice + E,
-          *gscore = taken + E;
+    float v = -INFINITY;
+    int e = -1;
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        if (!taken[i])
+            better(v, e, choice[i], i);
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int e2 = __shfl_xor_sync(0xffffffffu, e, o);
+        better(v, e, v2, e2);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        rv[warp] = v;
+        re[warp] = e;
+    }
+    __syncthreads();
+    float bv = rv[0];
+    int be = re[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+        better(bv, be, rv[w], re[w]);
+    __syncthreads();
+    return be;
+}
+
+constexpr int kRouteThreads = 256;
+
+// One block a token: the same choices as cpu_route, the scans split over the block.
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(const float *logits, const float *bias,
+                                                              int E, int G, int topk_group, int K,
+                                                              int norm_topk, float scaling,
+                                                              float *scratch, int32_t *ids,
+                                                              float *weights)
+{
+    __shared__ float rv[kRouteThreads];
+    __shared__ int re[kRouteThreads];
+    __shared__ float s_sum;
+    int t = blockIdx.x, per = E / G;
+    float *prob = scratch + (size_t)t * (3 * E + G), *choice = prob + E, *gscore = choice + E;
+    unsigned char *taken = reinterpret_cast<unsigned char *>(gscore + G); // E bytes of 4E
     const float *lg = logits + (size_t)t * E;
-    for (int e = 0; e < E; e++) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
         prob[e] = sigmoidf_(lg[e]);
         choice[e] = prob[e] + bias[e];
-        taken[e] = 0.0f;
+        taken[e] = 0;
     }
-    for (int g = 0; g < G; g++) {
-        const float *s = choice + g * per;
+    __syncthreads();
+    for (int g = threadIdx.x; g < G; g += blockDim.x) { // the sum of the group's two best
+        const float *sc = choice + g * per;
         int a = 0;
         for (int i = 1; i < per; i++)
-            if (s[i] > s[a])
+            if (sc[i] > sc[a])
                 a = i;
         int b = a == 0 ? 1 : 0;
         for (int i = 0; i < per; i++)
-            if (i != a && s[i] > s[b])
+            if (i != a && sc[i] > sc[b])
                 b = i;
-        gscore[g] = per > 1 ? s[a] + s[b] : s[a];
+        gscore[g] = per > 1 ? sc[a] + sc[b] : sc[a];
     }
-    for (int k = 0; k < topk_group; k++)
-        taken[best_of(gscore, taken, G)] = 1.0f;
-    for (int e = 0; e < E; e++)
-        if (taken[e / per] == 0.0f)
-            choice[e] = -INFINITY;
-    for (int e = 0; e < E; e++)
-        taken[e] = 0.0f;
-    float sum = 0.0f;
+    __syncthreads();
+    if (G > 1) {
+        for (int k = 0; k < topk_group; k++) { // the kept groups, marked in taken[0..G)
+            int g = block_best(gscore, taken, G, rv, re);
+            if (threadIdx.x == 0)
+                taken[g] = 1;
+            __syncthreads();
+        }
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            if (!taken[e / per])
+                choice[e] = -INFINITY;
+        __syncthreads();
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            taken[e] = 0;
+        __syncthreads();
+    }
     int32_t *id = ids + (size_t)t * K;
     float *w = weights + (size_t)t * K;
+    if (threadIdx.x == 0)
+        s_sum = 0.0f;
     for (int k = 0; k < K; k++) {
-        int e = best_of(choice, taken, E);
-        taken[e] = 1.0f;
-        id[k] = e;
-        w[k] = prob[e];
-        sum += prob[e];
+        int e = block_best(choice, taken, E, rv, re);
+        if (threadIdx.x == 0) {
+            taken[e] = 1;
+            id[k] = e;
+            w[k] = prob[e];
+            s_sum += prob[e];
+        }
+        __syncthreads();
     }
-    for (int k = 0; k < K; k++) {
-        if (norm_topk)
-            w[k] /= sum + 1e-20f;
-        w[k] *= scaling;
-    }
+    if (threadIdx.x == 0)
+        for (int k = 0; k < K; k++) {
+            if (norm_topk)
+                w[k] /= s_sum + 1e-20f;
+            w[k] *= scaling;
+        }
 }
 
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)
@@ -148,8 +197,8 @@ extern "C" int eng_route(const float *logits, const float *bias, int T, int E, i
 {
     if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
         return -1;
-    route_kernel<<<blocks_for((size_t)T, 64), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-        logits, bias, T, E, G, topk_group, K, norm_topk, scaling, scratch, ids, weights);
+    route_kernel<<<T, kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        logits, bias, E, G, topk_group, K, norm_topk, scaling, scratch, ids, weights);
     return (int)cudaGetLastError();
 }
 

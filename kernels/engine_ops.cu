@@ -12,8 +12,16 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
     const float *xr = x + (size_t)blockIdx.x * n;
     float *o = out + (size_t)blockIdx.x * n;
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        ss += xr[i] * xr[i];
+    if (n % 4 == 0 && (uintptr_t)xr % 16 == 0) { // 16 bytes a load
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            float4 a = x4[i];
+            ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            ss += xr[i] * xr[i];
+    }
     ss = block_sum(ss, red);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -76,57 +84,70 @@ __global__ void mean_norm_kernel(float *h, const float *X, const float *w, int S
         h[(size_t)blockIdx.x * D + d] = w[d] * (row[d] * inv);
 }
 
-__device__ void sinkhorn(float *C, int S, int iters, float eps)
-{
-    for (int i = 0; i < S; i++) {
-        float mx = C[i * S];
-        for (int j = 1; j < S; j++)
-            mx = fmaxf(mx, C[i * S + j]);
-        float sum = 0.0f;
-        for (int j = 0; j < S; j++) {
-            C[i * S + j] = expf(C[i * S + j] - mx);
-            sum += C[i * S + j];
-        }
-        for (int j = 0; j < S; j++)
-            C[i * S + j] = C[i * S + j] / sum + eps;
-    }
-    for (int it = 0; it < iters; it++) {
-        if (it > 0) {
-            for (int i = 0; i < S; i++) {
-                float sum = 0.0f;
-                for (int j = 0; j < S; j++)
-                    sum += C[i * S + j];
-                for (int j = 0; j < S; j++)
-                    C[i * S + j] /= sum + eps;
-            }
-        }
-        for (int j = 0; j < S; j++) {
-            float sum = 0.0f;
-            for (int i = 0; i < S; i++)
-                sum += C[i * S + j];
-            for (int i = 0; i < S; i++)
-                C[i * S + j] /= sum + eps;
-        }
-    }
-}
-
-__global__ void hc_mix_kernel(const float *mu, const float *base, const float *scale, int T, int S,
+// One block per token, one thread per element of the S x S mixing matrix (S <= 16): the same
+// operations as cpu_hc_pre's Sinkhorn, row and column sums read from shared memory in order.
+__global__ void hc_mix_kernel(const float *mu, const float *base, const float *scale, int S,
                               int iters, float eps, float *pre, float *post, float *comb)
 {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T)
-        return;
+    __shared__ float C[kHcMaxS * kHcMaxS], rs[kHcMaxS];
+    int t = blockIdx.x, k = threadIdx.x, i = k / S, j = k % S;
     int mix = (2 + S) * S;
     const float *m = mu + (size_t)t * mix;
-    for (int s = 0; s < S; s++) {
-        pre[t * S + s] = sigmoidf_(m[s] * scale[0] + base[s]) + eps;
-        post[t * S + s] = 2.0f * sigmoidf_(m[S + s] * scale[1] + base[S + s]);
+    bool on = k < S * S;
+    if (k < S) {
+        pre[t * S + k] = sigmoidf_(m[k] * scale[0] + base[k]) + eps;
+        post[t * S + k] = 2.0f * sigmoidf_(m[S + k] * scale[1] + base[S + k]);
     }
-    float C[kHcMaxS * kHcMaxS];
-    for (int k = 0; k < S * S; k++)
+    if (on)
         C[k] = m[2 * S + k] * scale[2] + base[2 * S + k];
-    sinkhorn(C, S, iters, eps);
-    for (int k = 0; k < S * S; k++)
+    __syncthreads();
+    if (k < S) { // softmax along each row, plus eps: the row maxima first
+        float mx = C[k * S];
+        for (int c = 1; c < S; c++)
+            mx = fmaxf(mx, C[k * S + c]);
+        rs[k] = mx;
+    }
+    __syncthreads();
+    float v = on ? expf(C[k] - rs[i]) : 0.0f;
+    __syncthreads();
+    if (on)
+        C[k] = v;
+    __syncthreads();
+    if (k < S) {
+        float sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += C[k * S + c];
+        rs[k] = sum;
+    }
+    __syncthreads();
+    if (on)
+        C[k] = C[k] / rs[i] + eps;
+    __syncthreads();
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (k < S) {
+                float sum = 0.0f;
+                for (int c = 0; c < S; c++)
+                    sum += C[k * S + c];
+                rs[k] = sum;
+            }
+            __syncthreads();
+            if (on)
+                C[k] /= rs[i] + eps;
+            __syncthreads();
+        }
+        if (k < S) {
+            float sum = 0.0f;
+            for (int r = 0; r < S; r++)
+                sum += C[r * S + k];
+            rs[k] = sum;
+        }
+        __syncthreads();
+        if (on)
+            C[k] /= rs[j] + eps;
+        __syncthreads();
+    }
+    if (on)
         comb[(size_t)t * S * S + k] = C[k];
 }
 
@@ -213,8 +234,8 @@ extern "C" int eng_hc_mix(const float *mu, const float *base, const float *scale
 {
     if (S < 1 || S > kHcMaxS || T < 1)
         return -1;
-    hc_mix_kernel<<<blocks_for((size_t)T, 64), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-        mu, base, scale, T, S, iters, eps, pre, post, comb);
+    hc_mix_kernel<<<T, S * S < 32 ? 32 : S * S, 0, static_cast<cudaStream_t>(stream)>>>(
+        mu, base, scale, S, iters, eps, pre, post, comb);
     return (int)cudaGetLastError();
 }
 

@@ -1,7 +1,8 @@
 /* backend_cuda.c: the CUDA backend behind backend.h: checks for a GPU, plans the memory (and
  * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
- * and decode through a captured graph. GLMCHAT_CUDA_KV (fp8, bf16, f32) picks the attention
- * cache's dtype, GLMCHAT_CUDA_CONTEXT the window, GLMCHAT_CUDA_GRAPH=0 turns the graph off. */
+ * and decode through a captured graph. Environment: GLMCHAT_CUDA_KV (fp8, bf16, f32) the latent
+ * cache's dtype, GLMCHAT_CUDA_KV_INDEX the indexer caches' (default: the same),
+ * GLMCHAT_CUDA_CONTEXT the window, GLMCHAT_CUDA_GRAPH=0 decodes without the graph. */
 #include "backend.h"
 
 #ifndef HAVE_CUDA
@@ -132,6 +133,8 @@ static void cu_close(void *impl)
     if (!be)
         return;
     kern_free(be->s.base);
+    for (int i = 0; i < CUDA_PROF_MAX; i++)
+        eng_event_free(be->prof.ev[i]);
     cu_weights_free(&be->w);
     eng_stream_free(be->stream);
     free(be);
@@ -165,6 +168,19 @@ static glm_status read_env(cuda_backend *be, glm_error *err)
         else
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV is '%s'; use fp8, bf16 or f32",
                                  kv);
+    }
+    be->kv_index_dtype = be->kv_dtype;
+    const char *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
+    if (ki && *ki) {
+        if (strcmp(ki, "fp8") == 0)
+            be->kv_index_dtype = CUDA_KV_FP8;
+        else if (strcmp(ki, "bf16") == 0)
+            be->kv_index_dtype = CUDA_KV_BF16;
+        else if (strcmp(ki, "f32") == 0)
+            be->kv_index_dtype = CUDA_KV_F32;
+        else
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
+                                 "or f32", ki);
     }
     be->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
     const char *ctx = getenv("GLMCHAT_CUDA_CONTEXT");
@@ -231,7 +247,8 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
     }
     int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
-    cuda_plan_make(c, ranks, be->context, be->kv_dtype, CUDA_CHUNK, cu_weights_bytes(m), &be->plan);
+    cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
+                   cu_weights_bytes(m), &be->plan);
     size_t free_b = 0, total_b = 0;
     if (eng_mem_info(&free_b, &total_b) == 0) {
         size_t avail = free_b;

@@ -92,14 +92,24 @@ typedef struct cu_scratch {
     float *hfin, *logits;
 } cu_scratch;
 
+/* Op timing for the bench: when on, each op records an event after it (eager runs only). */
+#define CUDA_PROF_MAX 2048
+typedef struct cu_prof {
+    int on, n;
+    void *ev[CUDA_PROF_MAX];
+    const char *what[CUDA_PROF_MAX];
+} cu_prof;
+
 typedef struct cuda_backend {
     const glm_model *m;
     cu_weights w;
     cu_scratch s;
     cuda_plan plan;
     void *stream;
-    int kv_dtype;  /* eng_cache_dtype */
+    int kv_dtype;  /* eng_cache_dtype of the latent cache */
+    int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
+    cu_prof prof;
 } cuda_backend;
 
 typedef struct cu_dsa_cache {
@@ -145,6 +155,9 @@ int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err);
  * layer's microseconds into us[num_layers] (and the head's into *head_us). The state grows. */
 glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us,
                             glm_error *err);
+
+/* Records the op profile's next event (no-op unless be->prof.on). */
+void cuda_prof_mark(cuda_backend *be, const char *what);
 
 /* graph.c: one decode step through the captured graph (captured on first use at this cap). */
 glm_status cuda_decode_graph(cuda_state *s, glm_error *err);

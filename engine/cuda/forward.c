@@ -14,6 +14,18 @@ glm_status cuda_fail(glm_error *err, const char *what, int code)
                          code > 0 ? kern_error_string(code) : "arguments out of range", code);
 }
 
+void cuda_prof_mark(cuda_backend *be, const char *what)
+{
+    cu_prof *p = &be->prof;
+    if (!p->on || p->n >= CUDA_PROF_MAX)
+        return;
+    if (!p->ev[p->n] && eng_event_new(&p->ev[p->n]))
+        return;
+    if (eng_event_record(p->ev[p->n], be->stream) == 0)
+        p->what[p->n++] = what;
+}
+
+/* Runs one op; on failure sets err and returns -1 from the caller. `be` must be in scope. */
 #define CK(expr, what)                                                                             \
     do {                                                                                           \
         int rc_ = (expr);                                                                          \
@@ -21,6 +33,7 @@ glm_status cuda_fail(glm_error *err, const char *what, int code)
             cuda_fail(err, what, rc_);                                                             \
             return -1;                                                                             \
         }                                                                                          \
+        cuda_prof_mark(be, what);                                                                  \
     } while (0)
 
 static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *y)
@@ -257,14 +270,15 @@ int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err)
 
 int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error *err)
 {
+    cuda_backend *be = s->be;
     int rc = cuda_forward_layers(s, T, err);
     if (rc || !want_logits)
         return rc;
     rc = cuda_forward_head(s, T, all_rows, err);
     if (rc || s->coll.all_gather)
         return rc;
-    size_t rows = all_rows ? (size_t)T : 1, V = (size_t)s->be->m->cfg.vocab_size;
-    CK(eng_copy_async(s->h_logits, s->be->s.logits, rows * V * sizeof(float), s->be->stream),
+    size_t rows = all_rows ? (size_t)T : 1, V = (size_t)be->m->cfg.vocab_size;
+    CK(eng_copy_async(s->h_logits, be->s.logits, rows * V * sizeof(float), be->stream),
        "the logits' copy");
     return 0;
 }

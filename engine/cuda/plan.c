@@ -117,8 +117,8 @@ static size_t row_bytes(size_t width, int kv)
     return kv == CUDA_KV_F32 ? width * 4 : kv == CUDA_KV_BF16 ? width * 2 : width + 4;
 }
 
-void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int chunk,
-                    size_t weights, cuda_plan *p)
+void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
+                    int chunk, size_t weights, cuda_plan *p)
 {
     size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim;
     size_t C = H * dk, K = (size_t)c->kda_conv_kernel;
@@ -127,14 +127,16 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->ranks = ranks;
     p->context = context;
     p->kv_dtype = kv_dtype;
+    p->kv_index_dtype = kv_index_dtype;
     p->chunk = chunk;
     p->weights = weights;
     p->kda_state = 2 * nk * (H * dk * dk + (K > 0 ? K - 1 : 0) * 3 * C) * 4;
     /* per DSA layer: the latent, the indexer key and gate rows, a pool key per kpool tokens */
-    size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_dtype);
-    p->dsa_per_token = nd * (per + row_bytes(ID, kv_dtype) / kp);
-    p->dsa_cache = p->dsa_per_token * (size_t)context +
-                   (nd ? (size_t)16 * ((size_t)context / kp + 1) * 4 : 0);
+    size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_index_dtype);
+    p->dsa_per_token = nd * (per + row_bytes(ID, kv_index_dtype) / kp);
+    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up) */
+    p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
+    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + (nd ? 64 : 0);
     p->scratch = cuda_plan_scratch(c, chunk, NULL);
     p->host_pinned = 2 * (size_t)chunk * (size_t)c->vocab_size * 4;
     p->total = p->weights + p->kda_state + p->dsa_cache + p->scratch;
@@ -147,8 +149,8 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
         return GLM_OK;
     size_t fixed = p->weights + p->kda_state + p->scratch + CUDA_PLAN_RESERVE;
     char fit[160];
-    if (fixed < available && p->dsa_per_token > 0) {
-        size_t tokens = (available - fixed) / p->dsa_per_token;
+    if (fixed + 64 < available && p->dsa_per_token > 0) {
+        size_t tokens = (available - fixed - 64) / (p->dsa_per_token + p->score_per_token);
         snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (GLMCHAT_CUDA_CONTEXT=%zu)",
                  tokens, tokens);
     } else {
@@ -167,9 +169,10 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
 
 void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)
 {
-    snprintf(buf, n, "weights %.2f GiB, %s cache %.2f GiB for %d tokens, KDA states %.3f GiB, "
-             "scratch %.3f GiB: %.2f GiB on the device (rank of %d)",
-             p->weights / GIB, cuda_kv_name(p->kv_dtype), p->dsa_cache / GIB, p->context,
+    snprintf(buf, n, "weights %.2f GiB, %s latent / %s indexer cache %.2f GiB for %d tokens, KDA "
+             "states %.3f GiB, scratch %.3f GiB: %.2f GiB on the device (rank of %d)",
+             p->weights / GIB, cuda_kv_name(p->kv_dtype), cuda_kv_name(p->kv_index_dtype),
+             p->dsa_cache / GIB, p->context,
              p->kda_state / GIB, p->scratch / GIB, p->total / GIB, p->ranks);
 }
 

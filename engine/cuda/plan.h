@@ -12,11 +12,12 @@
 enum { CUDA_KV_F32 = 0, CUDA_KV_BF16 = 1, CUDA_KV_FP8 = 2 };
 
 typedef struct cuda_plan {
-    int ranks, context, kv_dtype, chunk;
+    int ranks, context, kv_dtype, kv_index_dtype, chunk; /* latent; indexer keys, gates, pools */
     size_t weights;        /* device bytes of this rank's weights */
     size_t kda_state;      /* one session: KDA conv windows + recurrent states, and their mark */
     size_t dsa_per_token;  /* one session: DSA cache bytes per token (all DSA layers) */
-    size_t dsa_cache;      /* dsa_per_token * context, plus the indexer's score scratch */
+    size_t score_per_token; /* the indexer's score scratch, per token of the context */
+    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
     size_t scratch;        /* the forward chunk's activations (device) */
     size_t host_pinned;    /* logits staging (host; counts on unified memory) */
     size_t total;          /* device bytes: weights + kda_state + dsa_cache + scratch */
@@ -36,8 +37,8 @@ size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_byte
 size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
-void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int chunk,
-                    size_t weights, cuda_plan *p);
+void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
+                    int chunk, size_t weights, cuda_plan *p);
 
 /* Checks the plan against `available` device bytes (free memory, or on a unified-memory machine
  * its share of the 128 GB less a margin). GLM_OK, or GLM_ERR_NOMEM with a message that names

@@ -146,14 +146,14 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
     while (cap < need)
         cap = cap > s->be->context / 2 ? s->be->context : cap * 2;
     int nd = glm_config_count(c, GLM_ATTN_DSA), kp = c->index_kpool, ID = c->index_head_dim;
-    int dt = s->be->kv_dtype;
+    int dt = s->be->kv_dtype, di = s->be->kv_index_dtype;
     size_t keep = (size_t)s->n;
     for (int i = 0; i < nd; i++) {
         cu_dsa_cache *d = &s->dsa[i];
         if (cache_grow(&d->latent, dt, c->kv_lora_rank, (size_t)cap, keep) ||
-            cache_grow(&d->idx_key, dt, ID, (size_t)cap, keep) ||
-            cache_grow(&d->idx_gate, dt, ID, (size_t)cap, keep) ||
-            cache_grow(&d->pool_key, dt, ID, (size_t)cap / kp + 1, keep / kp))
+            cache_grow(&d->idx_key, di, ID, (size_t)cap, keep) ||
+            cache_grow(&d->idx_gate, di, ID, (size_t)cap, keep) ||
+            cache_grow(&d->pool_key, di, ID, (size_t)cap / kp + 1, keep / kp))
             return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory growing the attention "
                                  "cache to %d tokens", cap);
     }
