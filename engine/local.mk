@@ -13,6 +13,9 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h
+# the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
+libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
+	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
@@ -72,6 +75,13 @@ EXTRA_PROGRAMS += bench/bench_spec_reuse
 bench_bench_spec_reuse_SOURCES = bench/bench_spec_reuse.c
 bench_bench_spec_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_reuse_LDADD = $(glmchat_LDADD)
+# the CUDA backend's memory plan (arithmetic only: runs without a GPU)
+check_PROGRAMS += tests/unit/test_cuda_plan
+tests_unit_test_cuda_plan_SOURCES = tests/unit/test_cuda_plan.c
+tests_unit_test_cuda_plan_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_cuda_plan_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_cuda_plan
+EXTRA_DIST += tests/fixtures/cuda/config.json
 TESTS += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/e2e/engine_cli.sh
 EXTRA_DIST += tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_model_config.c tools/engine/fuzz.sh

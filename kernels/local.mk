@@ -3,6 +3,11 @@
 # (tests/gpu/run.sh), never in CI.
 KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
+# the CUDA backend's kernels (engine/cuda)
+KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
+	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
+	kernels/engine_moe.cu
+EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt
 if HAVE_CUDA
@@ -20,4 +25,12 @@ tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
 bench_bench_exl3_SOURCES = bench/bench_exl3.cu
 bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
+
+# the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
+check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
+tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
+tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
+bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c
+bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 endif

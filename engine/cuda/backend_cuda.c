@@ -1,10 +1,285 @@
-/* backend_cuda.c: the CUDA backend's entry (backend.h). The GPU forward is not written yet, so
- * --backend cuda is refused with a message saying what to use instead. */
+/* backend_cuda.c: the CUDA backend behind backend.h: checks for a GPU, plans the memory (and
+ * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
+ * and decode through a captured graph. Environment: GLMCHAT_CUDA_KV (fp8, bf16, f32) the latent
+ * cache's dtype, GLMCHAT_CUDA_KV_INDEX the indexer caches' (default: the same),
+ * GLMCHAT_CUDA_CONTEXT the window, GLMCHAT_CUDA_GRAPH=0 decodes without the graph. */
 #include "backend.h"
 
+#ifndef HAVE_CUDA
 glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
 {
     (void)m;
     (void)out;
-    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend is not built yet; use --backend cpu");
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "this glmchat was built without CUDA "
+                         "(configure found no nvcc); use --backend cpu, or rebuild with --with-cuda");
 }
+#else
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+static void *cu_state_new(void *impl, glm_error *err)
+{
+    return cuda_state_new(impl, err);
+}
+
+static void cu_state_free(void *st)
+{
+    cuda_state_free(st);
+}
+
+static void cu_set_collective(void *st, const backend_collective *coll)
+{
+    cuda_state *s = st;
+    if (coll)
+        s->coll = *coll;
+    else
+        memset(&s->coll, 0, sizeof s->coll);
+}
+
+static void cu_reset(void *st)
+{
+    cuda_state_reset(st);
+}
+
+static int cu_length(const void *st)
+{
+    return ((const cuda_state *)st)->n;
+}
+
+static glm_status cu_mark(void *st, glm_error *err)
+{
+    return cuda_state_mark(st, err);
+}
+
+static glm_status cu_truncate(void *st, int n, glm_error *err)
+{
+    return cuda_state_truncate(st, n, err);
+}
+
+static int graphs_enabled(void)
+{
+    const char *v = getenv("GLMCHAT_CUDA_GRAPH");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all_rows, int want,
+                            glm_error *err)
+{
+    cuda_backend *be = s->be;
+    memcpy(s->h_tokens, tokens, (size_t)T * sizeof *tokens);
+    *s->h_pos = s->n;
+    if (T == 1 && want && !all_rows && !s->coll.all_reduce && graphs_enabled()) {
+        glm_status st = cuda_decode_graph(s, err);
+        if (st)
+            return st;
+    } else {
+        int rc = eng_copy_async(s->d_tokens, s->h_tokens, (size_t)T * sizeof(int32_t), be->stream);
+        if (!rc)
+            rc = eng_copy_async(s->d_pos, s->h_pos, sizeof(int), be->stream);
+        if (rc)
+            return cuda_fail(err, "copying the tokens in", rc);
+        glm_error ferr = {0};
+        rc = cuda_forward(s, T, all_rows, want, &ferr);
+        if (rc) {
+            eng_stream_sync(be->stream);
+            eng_last_error();
+            if (err)
+                *err = ferr;
+            return ferr.status ? ferr.status : (rc == -2 ? GLM_ERR_PEER : GLM_ERR_BACKEND);
+        }
+    }
+    int rc = eng_stream_sync(be->stream);
+    return rc ? cuda_fail(err, "the forward pass", rc) : GLM_OK;
+}
+
+static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n, float *logits_out,
+                             int all_rows, glm_error *err)
+{
+    cuda_backend *be = impl;
+    cuda_state *s = st;
+    const glm_config *c = &be->m->cfg;
+    if (n <= 0)
+        return glm_error_set(err, GLM_ERR_ARG, "no tokens to run");
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
+                                 "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
+    glm_status rs = cuda_state_reserve(s, s->n + n, err);
+    if (rs)
+        return rs;
+    size_t V = (size_t)c->vocab_size;
+    for (int done = 0; done < n;) {
+        int T = n - done < CUDA_CHUNK ? n - done : CUDA_CHUNK;
+        int last = done + T == n, want = logits_out && (all_rows || last);
+        glm_status cs = run_chunk(s, tokens + done, T, all_rows, want, err);
+        if (cs)
+            return cs;
+        if (want && all_rows)
+            memcpy(logits_out + (size_t)done * V, s->h_logits, (size_t)T * V * sizeof(float));
+        else if (want)
+            memcpy(logits_out, s->h_logits, V * sizeof(float));
+        s->n += T;
+        done += T;
+    }
+    return GLM_OK;
+}
+
+static void cu_close(void *impl)
+{
+    cuda_backend *be = impl;
+    if (!be)
+        return;
+    kern_free(be->s.base);
+    for (int i = 0; i < CUDA_PROF_MAX; i++)
+        eng_event_free(be->prof.ev[i]);
+    cu_weights_free(&be->w);
+    eng_stream_free(be->stream);
+    free(be);
+}
+
+static const backend_ops cuda_ops = {
+    .name = "cuda",
+    .state_new = cu_state_new,
+    .state_free = cu_state_free,
+    .state_set_collective = cu_set_collective,
+    .state_reset = cu_reset,
+    .state_length = cu_length,
+    .state_mark = cu_mark,
+    .state_truncate = cu_truncate,
+    .prefill = cu_prefill,
+    .close = cu_close,
+};
+
+static glm_status read_env(cuda_backend *be, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    const char *kv = getenv("GLMCHAT_CUDA_KV");
+    be->kv_dtype = CUDA_KV_FP8;
+    if (kv && *kv) {
+        if (strcmp(kv, "fp8") == 0)
+            be->kv_dtype = CUDA_KV_FP8;
+        else if (strcmp(kv, "bf16") == 0)
+            be->kv_dtype = CUDA_KV_BF16;
+        else if (strcmp(kv, "f32") == 0)
+            be->kv_dtype = CUDA_KV_F32;
+        else
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV is '%s'; use fp8, bf16 or f32",
+                                 kv);
+    }
+    be->kv_index_dtype = be->kv_dtype;
+    const char *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
+    if (ki && *ki) {
+        if (strcmp(ki, "fp8") == 0)
+            be->kv_index_dtype = CUDA_KV_FP8;
+        else if (strcmp(ki, "bf16") == 0)
+            be->kv_index_dtype = CUDA_KV_BF16;
+        else if (strcmp(ki, "f32") == 0)
+            be->kv_index_dtype = CUDA_KV_F32;
+        else
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
+                                 "or f32", ki);
+    }
+    be->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
+    const char *ctx = getenv("GLMCHAT_CUDA_CONTEXT");
+    if (ctx && *ctx) {
+        char *end;
+        long v = strtol(ctx, &end, 10);
+        if (*end || v < 1 || v > (1L << 30))
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_CONTEXT is '%s'; give a token "
+                                 "count from 1 to %ld", ctx, 1L << 30);
+        be->context = (int)v;
+    }
+    return GLM_OK;
+}
+
+static glm_status bind_scratch(cuda_backend *be, glm_error *err)
+{
+    size_t off[CUDA_SCRATCH_BUFFERS];
+    size_t bytes = cuda_plan_scratch(&be->m->cfg, CUDA_CHUNK, off);
+    int rc = kern_malloc(&be->s.base, bytes);
+    if (rc)
+        return glm_error_set(err, GLM_ERR_NOMEM, "cannot place the %zu-byte forward scratch on "
+                             "the GPU: %s", bytes, kern_error_string(rc));
+    char *b = be->s.base;
+    cu_scratch *s = &be->s;
+    float **f[] = {&s->X, &s->c, &s->u, &s->y, &s->flat, &s->mu, &s->pre, &s->post, &s->comb,
+                   &s->q, &s->k, &s->v, &s->qc, &s->kc, &s->vc, &s->g, &s->o, &s->gate, &s->lo,
+                   &s->beta, &s->qa, &s->qd, &s->kvl, &s->wk, &s->ig, &s->iq, &s->hw, &s->qt,
+                   &s->ot, &s->od};
+    int nf = (int)(sizeof f / sizeof f[0]);
+    for (int i = 0; i < nf; i++)
+        *f[i] = (float *)(b + off[i]);
+    s->sel_idx = (int32_t *)(b + off[nf]);
+    s->sel_count = (int *)(b + off[nf + 1]);
+    float **g[] = {&s->fg, &s->fu, &s->rlog, &s->rscratch, &s->rw, &s->mh, &s->mye, &s->mx,
+                   &s->ffn_y};
+    int ng = (int)(sizeof g / sizeof g[0]);
+    for (int i = 0; i < ng; i++)
+        *g[i] = (float *)(b + off[nf + 2 + i]);
+    s->rids = (int32_t *)(b + off[nf + 2 + ng]);
+    s->hfin = (float *)(b + off[nf + 3 + ng]);
+    s->logits = (float *)(b + off[nf + 4 + ng]);
+    return GLM_OK;
+}
+
+glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
+{
+    if (kern_device_count() <= 0)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: no CUDA GPU is present "
+                             "here (the driver reports none); use --backend cpu");
+    cuda_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the CUDA backend");
+    be->m = m;
+    const glm_config *c = &m->cfg;
+    glm_status st = read_env(be, err);
+    if (st) {
+        free(be);
+        return st;
+    }
+    if (c->hc_mult > 16 || c->kda_head_dim > 128 || c->kda_conv_kernel > 17) {
+        free(be);
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend takes hc_mult <= 16, KDA "
+                             "head_dim <= 128 and conv kernels <= 17 (this model: %d, %d, %d); use "
+                             "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
+    }
+    int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
+    cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
+                   cu_weights_bytes(m), &be->plan);
+    size_t free_b = 0, total_b = 0;
+    if (eng_mem_info(&free_b, &total_b) == 0) {
+        size_t avail = free_b;
+        if (eng_device_integrated() && avail > cuda_plan_unified_limit())
+            avail = cuda_plan_unified_limit();
+        if ((st = cuda_plan_check(&be->plan, avail, err))) {
+            free(be);
+            return st;
+        }
+    }
+    int rc = eng_stream_new(&be->stream);
+    if (rc) {
+        free(be);
+        return cuda_fail(err, "creating a stream", rc);
+    }
+    if ((st = cu_weights_upload(m, &be->w, err)) || (st = bind_scratch(be, err))) {
+        cu_close(be);
+        return st;
+    }
+    if (getenv("GLMCHAT_CUDA_VERBOSE")) {
+        char line[512];
+        cuda_plan_describe(&be->plan, line, sizeof line);
+        fprintf(stderr, "glmchat: cuda: %s\n", line);
+    }
+    out->ops = &cuda_ops;
+    out->impl = be;
+    return GLM_OK;
+}
+
+const cuda_plan *backend_cuda_plan(const engine_backend *b)
+{
+    return b && b->ops == &cuda_ops ? &((const cuda_backend *)b->impl)->plan : NULL;
+}
+#endif

@@ -1,0 +1,461 @@
+/* bench_cuda_engine.c: the CUDA backend on a model of GLM-5.3-Flash's real shapes built in memory
+ * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
+ * step against the bandwidth floor (bytes read per token / copy bandwidth measured here), the
+ * two-Spark projection, and prefill at 8k tokens against cuBLAS bf16 GEMM in the same run. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cuda/cuda_internal.h"
+#include "model/exl3.h"
+
+#define SPARK_GBS 273.0
+#define SPARK_EXCHANGE_US 11.0
+#define RECIPE_TOKS 60.4
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void real_config(glm_config *c, int layers)
+{
+    memset(c, 0, sizeof *c);
+    c->vocab_size = 154880, c->hidden_size = 4096, c->num_layers = layers;
+    c->max_position_embeddings = 1048576, c->intermediate_size = 12288;
+    c->moe_intermediate_size = 2048, c->rms_norm_eps = 1e-5f, c->swiglu_limit = 10.0f;
+    c->hc_mult = 4, c->hc_sinkhorn_iters = 20, c->hc_eps = 1e-6f;
+    c->kda_heads = 64, c->kda_head_dim = 128, c->kda_conv_kernel = 4;
+    c->kda_has_lower_bound = 1, c->kda_lower_bound = -5.0f;
+    c->num_heads = 64, c->q_lora_rank = 1536, c->kv_lora_rank = 512;
+    c->qk_nope_head_dim = 256, c->v_head_dim = 256;
+    c->index_n_heads = 32, c->index_head_dim = 128, c->index_topk = 2048, c->index_kpool = 4;
+    c->n_routed_experts = 288, c->num_experts_per_tok = 8, c->n_shared_experts = 1;
+    c->n_group = 1, c->topk_group = 1, c->norm_topk_prob = 1, c->routed_scaling_factor = 2.5f;
+    for (int i = 0; i < layers; i++) {
+        c->attn[i] = i % 4 == 3 ? GLM_ATTN_DSA : GLM_ATTN_KDA;
+        c->moe[i] = i >= 1; /* layer 0 dense, as the first three of the real model */
+    }
+}
+
+/* One shared random BF16 pool: every dense matrix views its start (timing needs the bytes,
+ * not distinct values; each still gets its own device copy). */
+static uint16_t *g_bf16;
+static float *g_ones, *g_small;
+
+static glm_weight bf16(int64_t rows, int64_t cols)
+{
+    glm_weight w = {.kind = GLM_W_PLAIN, .dtype = ST_BF16, .rows = rows, .cols = cols, .data = g_bf16};
+    return w;
+}
+
+static glm_weight f32w(int64_t rows, int64_t cols)
+{
+    glm_weight w = {.kind = GLM_W_PLAIN, .dtype = ST_F32, .rows = rows, .cols = cols, .data = g_small};
+    return w;
+}
+
+static exl3_tensor *exl3_random(int in, int out, const uint16_t *trellis, const uint16_t *suh,
+                                const uint16_t *svh)
+{
+    exl3_tensor *t = calloc(1, sizeof *t);
+    t->in = in, t->out = out, t->bits = 4, t->codebook = EXL3_CB_MCG;
+    t->trellis = trellis, t->suh = suh, t->svh = svh;
+    return t;
+}
+
+static glm_weight exl3w(exl3_tensor *t)
+{
+    glm_weight w = {.kind = GLM_W_EXL3, .rows = t->out, .cols = t->in, .exl3 = t};
+    return w;
+}
+
+static void build_model(glm_model *m, int layers)
+{
+    glm_config *c = &m->cfg;
+    real_config(c, layers);
+    size_t big = (size_t)c->vocab_size * c->hidden_size;
+    g_bf16 = malloc(big * 2);
+    uint64_t x = 1;
+    for (size_t i = 0; i < big; i++) { /* small values: |w| < 2^-5 */
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        g_bf16[i] = (uint16_t)(0x3c00 + ((x >> 40) & 0x00ff)) | (uint16_t)((x >> 63) << 15);
+    }
+    size_t nsmall = (size_t)16 * 1024 * 1024;
+    g_ones = malloc(nsmall * sizeof *g_ones);
+    g_small = malloc(nsmall * sizeof *g_small);
+    for (size_t i = 0; i < nsmall; i++) {
+        g_ones[i] = 1.0f;
+        g_small[i] = 0.01f * (float)((i * 2654435761u) % 200) / 200.0f;
+    }
+    int D = c->hidden_size, I = c->moe_intermediate_size, S = c->hc_mult, mix = (2 + S) * S;
+    int C = c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim, E = c->n_routed_experts;
+    size_t words = (size_t)(D / 16) * (I / 16) * 16 * 4;
+    uint16_t *tr = malloc(words * 2), *su = malloc((size_t)D * 2), *svi = malloc((size_t)I * 2);
+    uint16_t *sud = malloc((size_t)I * 2), *svd = malloc((size_t)D * 2);
+    for (size_t i = 0; i < words; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tr[i] = (uint16_t)(x >> 48);
+    }
+    for (int i = 0; i < D; i++)
+        su[i] = (i & 1) ? 0xbc00 : 0x3c00, svd[i] = 0x2000; /* +-1; ~0.008 */
+    for (int i = 0; i < I; i++)
+        svi[i] = 0x2000, sud[i] = (i & 1) ? 0xbc00 : 0x3c00;
+    glm_weights *w = &m->w;
+    w->embed = bf16(c->vocab_size, D);
+    w->lm_head = bf16(c->vocab_size, D);
+    w->final_norm = g_ones;
+    w->n_layers = layers;
+    w->layers = calloc((size_t)layers, sizeof *w->layers);
+    for (int li = 0; li < layers; li++) {
+        glm_layer_weights *L = &w->layers[li];
+        L->hc_attn_fn = bf16(mix, (int64_t)S * D);
+        L->hc_ffn_fn = bf16(mix, (int64_t)S * D);
+        L->hc_attn_base = L->hc_ffn_base = g_small;
+        L->hc_attn_scale = L->hc_ffn_scale = g_small;
+        L->input_norm = L->post_norm = g_ones;
+        if (c->attn[li] == GLM_ATTN_KDA) {
+            glm_kda_weights *k = &L->kda;
+            k->q_proj = k->k_proj = k->v_proj = bf16(C, D);
+            k->f_a = k->g_a = bf16(dk, D);
+            k->f_b = k->g_b = bf16(C, dk);
+            k->b_proj = bf16(c->kda_heads, D);
+            k->o_proj = bf16(D, C);
+            k->q_conv = k->k_conv = k->v_conv = g_small;
+            k->A_log = k->dt_bias = g_small;
+            k->o_norm = g_ones;
+        } else {
+            glm_dsa_weights *a = &L->dsa;
+            int NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
+            a->q_a = bf16(c->q_lora_rank, D);
+            a->q_b = bf16((int64_t)NH * dn, c->q_lora_rank);
+            a->kv_a = bf16(c->kv_lora_rank, D);
+            a->kv_b = bf16((int64_t)NH * (dn + dv), c->kv_lora_rank);
+            a->o_proj = bf16(D, (int64_t)NH * dv);
+            a->q_a_norm = a->kv_a_norm = g_ones;
+            a->has_indexer = 1;
+            a->idx_wq_b = bf16((int64_t)c->index_n_heads * c->index_head_dim, c->q_lora_rank);
+            a->idx_wk = a->idx_gate = bf16(c->index_head_dim, D);
+            a->idx_weights = bf16(c->index_n_heads, D);
+            a->idx_k_norm_w = g_ones;
+            a->idx_k_norm_b = a->idx_ape = g_small;
+        }
+        if (!c->moe[li]) {
+            L->mlp.gate = L->mlp.up = bf16(c->intermediate_size, D);
+            L->mlp.down = bf16(D, c->intermediate_size);
+            continue;
+        }
+        L->has_shared = 1;
+        L->mlp.gate = L->mlp.up = bf16(I, D);
+        L->mlp.down = bf16(D, I);
+        L->router = f32w(E, D);
+        L->router_bias = g_small;
+        L->experts = calloc((size_t)E, sizeof *L->experts);
+        for (int e = 0; e < E; e++) {
+            L->experts[e].gate = exl3w(exl3_random(D, I, tr, su, svi));
+            L->experts[e].up = exl3w(exl3_random(D, I, tr, su, svi));
+            L->experts[e].down = exl3w(exl3_random(I, D, tr, sud, svd));
+        }
+    }
+}
+
+/* Bytes one decode token must read from memory in layer li at context n (one rank). */
+static double layer_bytes(const glm_config *c, int li, int n)
+{
+    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S, b = 2;
+    double C = (double)c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim;
+    double hc = 2 * mix * S * D * b, attn, ffn;
+    if (c->attn[li] == GLM_ATTN_KDA) {
+        attn = (3 * C * D + 2 * dk * D + 2 * C * dk + c->kda_heads * D + D * C) * b +
+               2 * (double)c->kda_heads * dk * dk * 4; /* the state, read and written */
+    } else {
+        double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
+        double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
+        double sel = fmin(n, c->index_topk + c->index_kpool - 1);
+        attn = (qr * D + NH * dn * qr + R * D + NH * (dn + dv) * R + D * NH * dv + IH * ID * qr +
+                2 * ID * D + IH * D) * b + sel * (R + 4) + (n / c->index_kpool) * (ID + 4);
+    }
+    double I = c->moe_intermediate_size;
+    if (c->moe[li])
+        ffn = c->n_routed_experts * D * 4 + c->num_experts_per_tok * (3 * I * D * 0.5 + 2 * 3 * (I + D)) +
+              3 * I * D * b;
+    else
+        ffn = 3 * (double)c->intermediate_size * D * b;
+    return hc + attn + ffn;
+}
+
+static double copy_bandwidth(void)
+{
+    size_t n = (size_t)2 << 30;
+    void *a, *b;
+    cudaMalloc(&a, n);
+    cudaMalloc(&b, n);
+    cudaMemset(a, 1, n);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e0, 0);
+    for (int i = 0; i < 10; i++)
+        cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaFree(a);
+    cudaFree(b);
+    return 2.0 * n * 10 / (ms * 1e-3); /* read + write bytes per second */
+}
+
+static double cublas_tflops(int M, int N, int K)
+{
+    void *A, *B, *Cm;
+    cudaMalloc(&A, (size_t)M * K * 2);
+    cudaMalloc(&B, (size_t)K * N * 2);
+    cudaMalloc(&Cm, (size_t)M * N * 4);
+    cudaMemset(A, 0, (size_t)M * K * 2);
+    cudaMemset(B, 0, (size_t)K * N * 2);
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+        return 0;
+    float one = 1, zero = 0;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int it = 0; it < 2; it++) {
+        if (it == 1)
+            cudaEventRecord(e0, 0);
+        for (int r = 0; r < (it ? 20 : 2); r++)
+            cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, &one, A, CUDA_R_16BF, K, B,
+                         CUDA_R_16BF, K, &zero, Cm, CUDA_R_32F, M, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT);
+    }
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cublasDestroy(h);
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(Cm);
+    return 2.0 * M * N * K * 20 / (ms * 1e-3) / 1e12;
+}
+
+/* FLOPs of one prefill token in layer li at position pos: 2 per active weight, plus the
+ * latent attention's scores and weighted sums (the KDA scan and norms are left out). */
+static double layer_flops(const glm_config *c, int li, double pos)
+{
+    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
+    double C = (double)c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim;
+    double w = 2 * mix * S * D;
+    if (c->attn[li] == GLM_ATTN_KDA) {
+        w += 3 * C * D + 2 * dk * D + 2 * C * dk + c->kda_heads * D + D * C;
+    } else {
+        double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
+        double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
+        double sel = fmin(pos, c->index_topk + c->index_kpool - 1);
+        w += qr * D + NH * dn * qr + R * D + NH * (dn + dv) * R + D * NH * dv + IH * ID * qr +
+             2 * ID * D + IH * D + 2 * NH * sel * R;
+    }
+    double I = c->moe_intermediate_size;
+    w += c->moe[li] ? c->n_routed_experts * D + (c->num_experts_per_tok + 1) * 3 * I * D
+                    : 3 * (double)c->intermediate_size * D;
+    return 2 * w;
+}
+
+/* Sums the GPU time between consecutive profiled ops by op name; prints the largest. */
+static void print_profile(cuda_backend *cb, const char *title)
+{
+    cudaDeviceSynchronize();
+    enum { MAXOPS = 128 };
+    const char *opname[MAXOPS];
+    double opus[MAXOPS] = {0}, total = 0;
+    int opcnt[MAXOPS] = {0}, nops = 0;
+    for (int i = 1; i < cb->prof.n; i++) {
+        float ms = 0;
+        if (eng_event_ms(cb->prof.ev[i - 1], cb->prof.ev[i], &ms))
+            continue;
+        int k = 0;
+        while (k < nops && strcmp(opname[k], cb->prof.what[i]) != 0)
+            k++;
+        if (k == nops && nops < MAXOPS)
+            opname[nops++] = cb->prof.what[i];
+        if (k < nops) {
+            opus[k] += ms * 1000.0;
+            opcnt[k]++;
+            total += ms * 1000.0;
+        }
+    }
+    printf("\n-- %s: %.1f us in all\n", title, total);
+    for (int shown = 0; shown < 16; shown++) {
+        int best = -1;
+        for (int k = 0; k < nops; k++)
+            if (opcnt[k] > 0 && (best < 0 || opus[k] > opus[best]))
+                best = k;
+        if (best < 0)
+            break;
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", opname[best], opcnt[best],
+               opus[best], opus[best] / opcnt[best], 100 * opus[best] / total);
+        opcnt[best] = 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int layers = argc > 1 ? atoi(argv[1]) : 16;
+    int prefill_n = argc > 2 ? atoi(argv[2]) : 8192;
+    int ctx0 = 1024, steps = 40;
+    char ctxs[32];
+    snprintf(ctxs, sizeof ctxs, "%d", prefill_n + 2048);
+    setenv("GLMCHAT_CUDA_CONTEXT", ctxs, 0);
+    setenv("GLMCHAT_CUDA_KV", "fp8", 0);
+    glm_model m;
+    memset(&m, 0, sizeof m);
+    double t0 = now_s();
+    build_model(&m, layers);
+    const glm_config *c = &m.cfg;
+    char name[128] = "";
+    kern_device_describe(0, name, sizeof name);
+    printf("== bench_cuda_engine: %s, %d layers of the real shapes (hidden %d, %d KDA : %d DSA, "
+           "layer 0 dense, %d experts EXL3 4-bit, top-%d), cache %s\n", name, layers,
+           c->hidden_size, glm_config_count(c, GLM_ATTN_KDA), glm_config_count(c, GLM_ATTN_DSA),
+           c->n_routed_experts, c->num_experts_per_tok, getenv("GLMCHAT_CUDA_KV"));
+    double bw = copy_bandwidth();
+    printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
+    engine_backend be;
+    glm_error err = {0};
+    if (backend_open_cuda(&m, &be, &err)) {
+        printf("FAIL: open: %s\n", err.message);
+        return 1;
+    }
+    char plan[512];
+    cuda_plan_describe(backend_cuda_plan(&be), plan, sizeof plan);
+    printf("plan: %s; built and uploaded in %.1f s\n", plan, now_s() - t0);
+    cuda_state *s = be.ops->state_new(be.impl, &err);
+    int32_t *tok = malloc((size_t)(prefill_n + ctx0) * sizeof *tok);
+    for (int i = 0; i < prefill_n + ctx0; i++)
+        tok[i] = (int32_t)((i * 7919u) % 150000u);
+    float *logits = malloc((size_t)c->vocab_size * sizeof *logits);
+    if (!s || be.ops->prefill(be.impl, s, tok, ctx0, logits, 0, &err)) {
+        printf("FAIL: prefill: %s\n", err.message);
+        return 1;
+    }
+    /* decode through the graph */
+    for (int i = 0; i < 3; i++)
+        be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err);
+    double d0 = now_s();
+    for (int i = 0; i < steps; i++)
+        if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
+            printf("FAIL: decode: %s\n", err.message);
+            return 1;
+        }
+    double step_us = (now_s() - d0) / steps * 1e6;
+    /* per layer, eager, with events */
+    float *us = calloc((size_t)layers, sizeof *us), head_us = 0;
+    double sum_us[4] = {0}, sum_bytes[4] = {0};
+    int cnt[4] = {0};
+    for (int rep = 0; rep < 3; rep++)
+        if (cuda_time_layers(s, tok[rep], us, &head_us, &err)) {
+            printf("FAIL: timing: %s\n", err.message);
+            return 1;
+        }
+    /* op profile of one more eager step: GPU time between consecutive ops, summed by op */
+    cuda_backend *cb = be.impl;
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    if (cuda_time_layers(s, tok[5], us, &head_us, &err)) {
+        printf("FAIL: profile: %s\n", err.message);
+        return 1;
+    }
+    cb->prof.on = 0;
+    print_profile(cb, "decode op profile (one eager step; us summed over the step)");
+    int n = s->n;
+    double total_bytes = 0;
+    for (int li = 0; li < layers; li++) {
+        int type = c->attn[li] == GLM_ATTN_DSA ? 1 : 0;
+        if (!c->moe[li])
+            type = 2;
+        sum_us[type] += us[li];
+        double b = layer_bytes(c, li, n);
+        sum_bytes[type] += b;
+        cnt[type]++;
+        total_bytes += b;
+    }
+    double head_bytes = (double)c->vocab_size * c->hidden_size * 2;
+    total_bytes += head_bytes + (double)c->hidden_size * 2; /* the embedding row */
+    const char *tname[3] = {"KDA + MoE", "DSA + MoE", "KDA + dense"};
+    printf("\n-- decode, 1 row, context %d (us; floor = bytes read / copy bandwidth)\n", n);
+    printf("%-14s %6s %10s %10s %10s %8s\n", "layer type", "count", "us/layer", "MB/layer",
+           "floor us", "of floor");
+    double frac_moe = 0;
+    for (int t = 0; t < 3; t++) {
+        if (!cnt[t])
+            continue;
+        double u = sum_us[t] / cnt[t], b = sum_bytes[t] / cnt[t], fl = b / bw * 1e6;
+        printf("%-14s %6d %10.1f %10.1f %10.1f %7.0f%%\n", tname[t], cnt[t], u, b / 1e6, fl,
+               100 * fl / u);
+        if (t == 0)
+            frac_moe = fl / u;
+    }
+    double hfl = head_bytes / bw * 1e6;
+    printf("%-14s %6d %10.1f %10.1f %10.1f %7.0f%%\n", "LM head", 1, head_us, head_bytes / 1e6, hfl,
+           100 * hfl / head_us);
+    double floor_us = total_bytes / bw * 1e6;
+    printf("whole step (graph): %.1f us = %.1f tok/s; floor %.1f us; %.0f%% of the floor\n", step_us,
+           1e6 / step_us, floor_us, 100 * floor_us / step_us);
+    /* two Sparks: each rank reads half of the split weights (the replicated parts whole) */
+    glm_config full;
+    real_config(&full, 45);
+    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
+    glm_config half;
+    cuda_plan_rank_config(&full, &half);
+    double spark_bytes = 0;
+    for (int li = 0; li < 45; li++)
+        spark_bytes += layer_bytes(&half, li, n);
+    spark_bytes += head_bytes / 2;
+    double eff = floor_us / step_us; /* the fraction of the floor this code reaches here */
+    double spark_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 / eff + 90 * SPARK_EXCHANGE_US;
+    double spark_floor_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 + 90 * SPARK_EXCHANGE_US;
+    printf("\n-- projection: 45 layers on two Sparks (%.0f GB/s each, %.0f us per exchange, 90 "
+           "exchanges)\n", SPARK_GBS, SPARK_EXCHANGE_US);
+    printf("bytes per token per rank %.2f GB; at this run's %.0f%% of the floor: %.1f ms = %.1f "
+           "tok/s; at the floor: %.1f tok/s; the recipe: %.1f tok/s\n", spark_bytes / 1e9,
+           100 * eff, spark_us / 1e3, 1e6 / spark_us, 1e6 / spark_floor_us, RECIPE_TOKS);
+    (void)frac_moe;
+    /* prefill: the op profile of one chunk, then the timed run */
+    be.ops->state_reset(s);
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    if (be.ops->prefill(be.impl, s, tok, CUDA_CHUNK, NULL, 0, &err)) {
+        printf("FAIL: prefill profile: %s\n", err.message);
+        return 1;
+    }
+    cb->prof.on = 0;
+    print_profile(cb, "prefill op profile (one chunk of 256 tokens at position 0)");
+    be.ops->state_reset(s);
+    cudaDeviceSynchronize();
+    double p0 = now_s();
+    if (be.ops->prefill(be.impl, s, tok, prefill_n, logits, 0, &err)) {
+        printf("FAIL: prefill %d: %s\n", prefill_n, err.message);
+        return 1;
+    }
+    double ps = now_s() - p0;
+    double flops = 0;
+    for (int li = 0; li < layers; li++)
+        flops += layer_flops(c, li, prefill_n / 2.0) * prefill_n;
+    flops += head_bytes; /* the head runs on the last row: 2 FLOPs per bf16 weight */
+    double cub = cublas_tflops(8192, 8192, 8192);
+    printf("\n-- prefill %d tokens: %.2f s = %.0f tok/s; %.1f TFLOP/s (weight products, "
+           "dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.1f%%)\n", prefill_n, ps,
+           prefill_n / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+    be.ops->state_free(s);
+    backend_close(&be);
+    return 0;
+}

@@ -1,0 +1,326 @@
+/* forward.c: the CUDA backend's forward over one chunk of tokens (architecture.md 2): embedding
+ * into the streams, per layer HC collapse, norm, KDA or DSA, HC update, the same around the FFN
+ * (dense or routed experts plus the shared one), stream mean, final norm, LM head; all on one
+ * stream, positions read from the device so a decode step can be captured as a graph. */
+#ifdef HAVE_CUDA
+#include <math.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+glm_status cuda_fail(glm_error *err, const char *what, int code)
+{
+    return glm_error_set(err, GLM_ERR_BACKEND, "the GPU failed in %s: %s (code %d)", what,
+                         code > 0 ? kern_error_string(code) : "arguments out of range", code);
+}
+
+void cuda_prof_mark(cuda_backend *be, const char *what)
+{
+    cu_prof *p = &be->prof;
+    if (!p->on || p->n >= CUDA_PROF_MAX)
+        return;
+    if (!p->ev[p->n] && eng_event_new(&p->ev[p->n]))
+        return;
+    if (eng_event_record(p->ev[p->n], be->stream) == 0)
+        p->what[p->n++] = what;
+}
+
+/* Runs one op; on failure sets err and returns -1 from the caller. `be` must be in scope. */
+#define CK(expr, what)                                                                             \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_) {                                                                                 \
+            cuda_fail(err, what, rc_);                                                             \
+            return -1;                                                                             \
+        }                                                                                          \
+        cuda_prof_mark(be, what);                                                                  \
+    } while (0)
+
+static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *y)
+{
+    if (l->exl3)
+        return kern_exl3_matmul(&l->x, x, y, T, be->w.exl3_work, be->stream);
+    return eng_matmul(&l->m, x, T, y, be->stream);
+}
+
+/* HC collapse of the streams into s.c, then RMSNorm with w into s.u. */
+static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, const float *scale,
+                  const float *norm, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int S = c->hc_mult, D = c->hidden_size;
+    void *st = be->stream;
+    CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
+    CK(lin(be, fn, b->flat, T, b->mu), "the HC mixing product");
+    CK(eng_hc_mix(b->mu, base, scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre, b->post,
+                  b->comb, st), "the HC Sinkhorn mix");
+    CK(eng_hc_collapse(b->X, b->pre, T, S, D, b->c, st), "the HC collapse");
+    CK(eng_rmsnorm(b->u, b->c, norm, T, D, c->rms_norm_eps, st), "a layer norm");
+    return 0;
+}
+
+static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
+    void *st = be->stream;
+    CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
+    CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
+    CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
+    CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T, C,
+                    c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
+    CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
+    CK(lin(be, &L->f_a, b->u, T, b->lo), "the KDA forget gate (a)");
+    CK(lin(be, &L->f_b, b->lo, T, b->g), "the KDA forget gate (b)");
+    CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
+    CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
+                    c->kda_lower_bound, st), "the KDA gates");
+    CK(eng_kda_scan(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o, st),
+       "the KDA delta rule");
+    CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
+    CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
+    CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
+       "the KDA gated norm");
+    CK(lin(be, &L->kda_o, b->o, T, b->y), "the KDA output projection");
+    return 0;
+}
+
+static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
+    int qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim, kp = c->index_kpool;
+    int width = c->index_topk + kp - 1;
+    void *st = be->stream;
+    CK(lin(be, &L->q_a, b->u, T, b->qa), "the MLA q_a projection");
+    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+    CK(lin(be, &L->q_b, b->qa, T, b->qd), "the MLA q_b projection");
+    CK(lin(be, &L->kv_a, b->u, T, b->kvl), "the MLA kv_a projection");
+    CK(eng_rmsnorm(b->kvl, b->kvl, L->kv_a_norm, T, R, c->rms_norm_eps, st), "the kv_a norm");
+    CK(eng_cache_write(&dc->latent, s->d_pos, b->kvl, T, st), "the latent cache write");
+    if (L->has_indexer) {
+        CK(lin(be, &L->idx_wk, b->u, T, b->wk), "the indexer key projection");
+        CK(lin(be, &L->idx_gate, b->u, T, b->ig), "the indexer gate projection");
+        CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
+           "the indexer key norm");
+        CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
+        CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
+        CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
+                         st), "the pool keys");
+        CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
+        CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
+        int max_pools = s->cap / kp + 1;
+        for (int t0 = 0; t0 < T; t0 += CUDA_SCORE_ROWS) {
+            int nt = T - t0 < CUDA_SCORE_ROWS ? T - t0 : CUDA_SCORE_ROWS;
+            CK(eng_dsa_select(&dc->pool_key, b->iq + (size_t)t0 * IH * ID, b->hw + (size_t)t0 * IH,
+                              s->d_pos, t0, nt, IH, ID, kp, c->index_topk / kp, max_pools,
+                              s->scores, width, b->sel_idx + (size_t)t0 * width, b->sel_count + t0,
+                              st), "the indexer's top-k");
+        }
+    }
+    CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
+    CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                      1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
+    CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
+    CK(lin(be, &L->dsa_o, b->od, T, b->y), "the MLA output projection");
+    return 0;
+}
+
+static int mlp(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T, float *out,
+               glm_error *err)
+{
+    cu_scratch *b = &be->s;
+    CK(lin(be, &w->gate, x, T, b->fg), "an MLP gate projection");
+    CK(lin(be, &w->up, x, T, b->fu), "an MLP up projection");
+    CK(eng_swiglu(b->fg, b->fu, (size_t)T * inter, be->m->cfg.swiglu_limit, be->stream), "SwiGLU");
+    CK(lin(be, &w->down, b->fg, T, out), "an MLP down projection");
+    return 0;
+}
+
+static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    int I = c->moe_intermediate_size;
+    void *st = be->stream;
+    CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
+    CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K, c->norm_topk_prob,
+                 c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st), "the routing");
+    const cu_experts *x = &L->experts;
+    if (x->fused) {
+        int per = KERN_EXL3_MOE_MAX_PAIRS / K;
+        for (int r0 = 0; r0 < T; r0 += per) {
+            int nr = T - r0 < per ? T - r0 : per;
+            CK(kern_exl3_moe(&x->ex, b->u + (size_t)r0 * D, b->rids + (size_t)r0 * K,
+                             b->rw + (size_t)r0 * K, b->y + (size_t)r0 * D, nr, K, x->moe_work, st),
+               "the EXL3 experts");
+        }
+    } else {
+        CK(eng_moe_dense(x->gate, x->up, x->down, E, b->u, T, K, D, I, b->rids, b->rw,
+                         c->swiglu_limit, b->mh, b->mye, b->y, st), "the routed experts");
+    }
+    if (L->has_shared) {
+        if (mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
+            return -1;
+        CK(eng_add(b->y, b->ffn_y, (size_t)T * D, st), "the shared expert's sum");
+    }
+    return 0;
+}
+
+/* Two ranks: y is this rank's partial; the sum goes through the host exchange. */
+static int reduce(cuda_state *s, int T, glm_error *err)
+{
+    if (!s->coll.all_reduce)
+        return 0;
+    cuda_backend *be = s->be;
+    size_t n = (size_t)T * be->m->cfg.hidden_size;
+    CK(eng_copy_async(s->h_logits, be->s.y, n * sizeof(float), be->stream), "a partial's copy");
+    CK(eng_stream_sync(be->stream), "a partial's copy");
+    if (s->coll.all_reduce(s->coll.user, s->h_logits, n, err) != GLM_OK)
+        return -2;
+    CK(eng_copy_async(be->s.y, s->h_logits, n * sizeof(float), be->stream), "a sum's copy");
+    return 0;
+}
+
+static int layer(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_layer *L = &be->w.layers[li];
+    cu_scratch *b = &be->s;
+    int rank = glm_config_rank_of(c, li), rc;
+    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, err))
+        return -1;
+    rc = c->attn[li] == GLM_ATTN_KDA ? kda(s, L, rank, T, err) : dsa(s, L, rank, T, err);
+    if (rc || (rc = reduce(s, T, err)))
+        return rc;
+    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
+       "the HC update");
+    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, err))
+        return -1;
+    rc = c->moe[li] ? moe(be, L, T, err) : mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
+    if (rc || (rc = reduce(s, T, err)))
+        return rc;
+    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
+       "the HC update");
+    return 0;
+}
+
+/* Two ranks: each computes its vocabulary half; the halves meet through the host. */
+static int split_head(cuda_state *s, const float *x, int rows, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    size_t V = (size_t)be->m->cfg.vocab_size, Vh = (size_t)be->w.lm_head.m.rows;
+    if (2 * Vh != V) {
+        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not half the "
+                      "vocabulary's %zu", Vh, V);
+        return -2;
+    }
+    CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
+    float *mine = s->h_logits + (size_t)rows * V; /* the staging buffer's second half */
+    CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vh * sizeof(float), be->stream),
+       "the logits' copy");
+    CK(eng_stream_sync(be->stream), "the logits' copy");
+    float *all = s->h_logits;
+    /* gather into all: rank 0's rows x Vh, then rank 1's; then interleave in place via mine */
+    if (s->coll.all_gather(s->coll.user, mine, all, (size_t)rows * Vh, err) != GLM_OK)
+        return -2;
+    memcpy(mine, all, (size_t)rows * V * sizeof(float));
+    for (int t = 0; t < rows; t++) {
+        memcpy(all + (size_t)t * V, mine + (size_t)t * Vh, Vh * sizeof(float));
+        memcpy(all + (size_t)t * V + Vh, mine + ((size_t)rows + t) * Vh, Vh * sizeof(float));
+    }
+    return 0;
+}
+
+int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
+    for (int li = 0; li < c->num_layers; li++) {
+        int rc = layer(s, li, T, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The final norm and the LM head; logits on the device (one rank) or already in h_logits. */
+int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    int D = c->hidden_size, rows = all_rows ? T : 1;
+    CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, D,
+                            c->rms_norm_eps, be->stream), "the final norm");
+    const float *x = all_rows ? be->s.hfin : be->s.hfin + (size_t)(T - 1) * D;
+    if (s->coll.all_gather)
+        return split_head(s, x, rows, err);
+    CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
+    return 0;
+}
+
+int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    int rc = cuda_forward_layers(s, T, err);
+    if (rc || !want_logits)
+        return rc;
+    rc = cuda_forward_head(s, T, all_rows, err);
+    if (rc || s->coll.all_gather)
+        return rc;
+    size_t rows = all_rows ? (size_t)T : 1, V = (size_t)be->m->cfg.vocab_size;
+    CK(eng_copy_async(s->h_logits, be->s.logits, rows * V * sizeof(float), be->stream),
+       "the logits' copy");
+    return 0;
+}
+
+glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    glm_status st = cuda_state_reserve(s, s->n + 1, err);
+    if (st)
+        return st;
+    void *ev[2] = {NULL, NULL};
+    if (eng_event_new(&ev[0]) || eng_event_new(&ev[1])) {
+        eng_event_free(ev[0]);
+        eng_event_free(ev[1]);
+        return cuda_fail(err, "creating events", 1);
+    }
+    s->h_tokens[0] = token;
+    *s->h_pos = s->n;
+    int rc = eng_copy_async(s->d_tokens, s->h_tokens, sizeof(int32_t), be->stream) ||
+             eng_copy_async(s->d_pos, s->h_pos, sizeof(int), be->stream) ||
+             eng_embed(&be->w.embed, s->d_tokens, 1, c->hc_mult, be->s.X, be->stream);
+    float ms = 0;
+    for (int li = 0; rc == 0 && li < c->num_layers; li++) {
+        eng_event_record(ev[0], be->stream);
+        rc = layer(s, li, 1, err);
+        eng_event_record(ev[1], be->stream);
+        if (rc == 0 && eng_event_ms(ev[0], ev[1], &ms) == 0)
+            us[li] = ms * 1000.0f;
+    }
+    if (rc == 0) {
+        eng_event_record(ev[0], be->stream);
+        rc = cuda_forward_head(s, 1, 0, err);
+        eng_event_record(ev[1], be->stream);
+        if (rc == 0 && eng_event_ms(ev[0], ev[1], &ms) == 0)
+            *head_us = ms * 1000.0f;
+    }
+    eng_event_free(ev[0]);
+    eng_event_free(ev[1]);
+    if (rc)
+        return err && err->status ? err->status : GLM_ERR_BACKEND;
+    s->n += 1;
+    return GLM_OK;
+}
+#endif

@@ -1,0 +1,182 @@
+/* plan.c: the CUDA backend's memory arithmetic (plan.h): weights by tensor shape, caches per
+ * token and per session, the scratch layout the forward uses, and the fit check with its advice. */
+#include "cuda/plan.h"
+
+#include <stdio.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define CUDA_PLAN_RESERVE ((size_t)1 << 30) /* context, graphs, allocator slack */
+
+const char *cuda_kv_name(int kv_dtype)
+{
+    return kv_dtype == CUDA_KV_F32 ? "f32" : kv_dtype == CUDA_KV_BF16 ? "bf16" : "fp8";
+}
+
+void cuda_plan_rank_config(const glm_config *full, glm_config *rank)
+{
+    *rank = *full;
+    rank->kda_heads /= 2;
+    rank->num_heads /= 2;
+    rank->intermediate_size /= 2;
+    rank->moe_intermediate_size /= 2;
+}
+
+static size_t mat(size_t rows, size_t cols, int bytes)
+{
+    return rows * cols * (size_t)bytes;
+}
+
+size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_bytes, int expert_bits)
+{
+    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult, mix = (2 + S) * S;
+    size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim, C = H * dk;
+    size_t K = (size_t)c->kda_conv_kernel, V = (size_t)c->vocab_size;
+    size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim, dv = (size_t)c->v_head_dim;
+    size_t R = (size_t)c->kv_lora_rank, qr = (size_t)c->q_lora_rank;
+    size_t IH = (size_t)c->index_n_heads, ID = (size_t)c->index_head_dim;
+    size_t E = (size_t)c->n_routed_experts, I = (size_t)c->moe_intermediate_size;
+    size_t total = mat(V, D, dense_bytes) + mat(V / (size_t)ranks, D, dense_bytes) + D * 4;
+    for (int li = 0; li < c->num_layers; li++) {
+        total += 2 * mat(mix, S * D, dense_bytes) + 2 * (mix + 3) * 4 + 2 * D * 4;
+        if (c->attn[li] == GLM_ATTN_KDA) {
+            total += mat(3 * C, D, dense_bytes) + 2 * mat(dk, D, dense_bytes) +
+                     2 * mat(C, dk, dense_bytes) + mat(H, D, dense_bytes) + mat(D, C, dense_bytes);
+            total += (3 * C * K + H + C + dk) * 4;
+        } else {
+            total += mat(qr, D, dense_bytes) + mat(NH * dn, qr, dense_bytes) +
+                     mat(R, D, dense_bytes) + mat(NH * (dn + dv), R, dense_bytes) +
+                     mat(D, NH * dv, dense_bytes) + (qr + R) * 4;
+            if (!c->indexer_shared[li])
+                total += mat(IH * ID, qr, dense_bytes) + mat(ID, D, dense_bytes) +
+                         mat(IH, D, dense_bytes) + mat(ID, D, dense_bytes) +
+                         (2 * ID + (size_t)c->index_kpool * ID) * 4;
+        }
+        if (!c->moe[li]) {
+            total += mat(3 * (size_t)c->intermediate_size, D, dense_bytes);
+            continue;
+        }
+        size_t shared = I * (size_t)c->n_shared_experts;
+        total += mat(E, D, 4) + E * 4 + mat(3 * shared, D, dense_bytes);
+        if (expert_bits > 0)
+            total += E * (3 * I * D * (size_t)expert_bits / 8 + 2 * 3 * (I + D));
+        else
+            total += E * mat(3 * I, D, dense_bytes);
+    }
+    return total;
+}
+
+static size_t align256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+static size_t max2(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
+{
+    size_t T = (size_t)chunk, D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
+    size_t mix = (2 + S) * S, C = (size_t)c->kda_heads * c->kda_head_dim;
+    size_t NH = (size_t)c->num_heads, R = (size_t)c->kv_lora_rank;
+    size_t IH = (size_t)c->index_n_heads, ID = (size_t)c->index_head_dim;
+    size_t E = (size_t)c->n_routed_experts, K = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1);
+    size_t I = (size_t)c->moe_intermediate_size;
+    size_t inter = max2((size_t)c->intermediate_size, I * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1));
+    size_t width = (size_t)c->index_topk + (size_t)c->index_kpool - 1;
+    size_t V = (size_t)c->vocab_size;
+    /* in the order of cu_scratch's members (forward.c binds them by this order) */
+    size_t n[CUDA_SCRATCH_BUFFERS] = {
+        T * S * D * 4, T * D * 4, T * D * 4, T * D * 4, T * S * D * 4, T * mix * 4, T * S * 4,
+        T * S * 4, T * S * S * 4,
+        /* KDA: q k v qc kc vc g o gate lo beta */
+        T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4,
+        T * C * 4, T * (size_t)c->kda_head_dim * 4, T * (size_t)c->kda_heads * 4,
+        /* DSA: qa qd kvl wk ig iq hw qt ot od sel_idx sel_count */
+        T * (size_t)c->q_lora_rank * 4, T * NH * (size_t)c->qk_nope_head_dim * 4, T * R * 4,
+        T * ID * 4, T * ID * 4, T * IH * ID * 4, T * IH * 4, T * NH * R * 4, T * NH * R * 4,
+        T * NH * (size_t)c->v_head_dim * 4, T * width * 4, T * 4,
+        /* FFN: fg fu rlog rscratch rw mh mye mx ffn_y rids */
+        T * inter * 4, T * inter * 4, T * E * 4, T * (3 * E + (size_t)c->n_group) * 4, T * K * 4,
+        T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
+        /* head: hfin logits */
+        T * D * 4, T * V * 4,
+    };
+    size_t off = 0;
+    for (int i = 0; i < CUDA_SCRATCH_BUFFERS; i++) {
+        if (offsets)
+            offsets[i] = off;
+        off += align256(n[i] ? n[i] : 4);
+    }
+    return off;
+}
+
+static size_t row_bytes(size_t width, int kv)
+{
+    return kv == CUDA_KV_F32 ? width * 4 : kv == CUDA_KV_BF16 ? width * 2 : width + 4;
+}
+
+void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
+                    int chunk, size_t weights, cuda_plan *p)
+{
+    size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim;
+    size_t C = H * dk, K = (size_t)c->kda_conv_kernel;
+    size_t nk = (size_t)glm_config_count(c, GLM_ATTN_KDA), nd = (size_t)glm_config_count(c, GLM_ATTN_DSA);
+    size_t ID = (size_t)c->index_head_dim, kp = (size_t)(c->index_kpool > 0 ? c->index_kpool : 1);
+    p->ranks = ranks;
+    p->context = context;
+    p->kv_dtype = kv_dtype;
+    p->kv_index_dtype = kv_index_dtype;
+    p->chunk = chunk;
+    p->weights = weights;
+    p->kda_state = 2 * nk * (H * dk * dk + (K > 0 ? K - 1 : 0) * 3 * C) * 4;
+    /* per DSA layer: the latent, the indexer key and gate rows, a pool key per kpool tokens */
+    size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_index_dtype);
+    p->dsa_per_token = nd * (per + row_bytes(ID, kv_index_dtype) / kp);
+    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up) */
+    p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
+    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + (nd ? 64 : 0);
+    p->scratch = cuda_plan_scratch(c, chunk, NULL);
+    p->host_pinned = 2 * (size_t)chunk * (size_t)c->vocab_size * 4;
+    p->total = p->weights + p->kda_state + p->dsa_cache + p->scratch;
+}
+
+glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
+{
+    size_t need = p->total + CUDA_PLAN_RESERVE;
+    if (need <= available)
+        return GLM_OK;
+    size_t fixed = p->weights + p->kda_state + p->scratch + CUDA_PLAN_RESERVE;
+    char fit[160];
+    if (fixed + 64 < available && p->dsa_per_token > 0) {
+        size_t tokens = (available - fixed - 64) / (p->dsa_per_token + p->score_per_token);
+        snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (GLMCHAT_CUDA_CONTEXT=%zu)",
+                 tokens, tokens);
+    } else {
+        snprintf(fit, sizeof fit, "the weights alone do not fit: split the model over two ranks "
+                 "(--peer) or use a smaller quantization");
+    }
+    return glm_error_set(err, GLM_ERR_NOMEM,
+                         "the CUDA backend needs %.1f GiB but %.1f GiB are available: weights %.1f "
+                         "GiB, the attention cache for a %d-token context %.1f GiB (%s), KDA states "
+                         "%.2f GiB, scratch %.2f GiB, reserve 1 GiB; %s%s",
+                         need / GIB, available / GIB, p->weights / GIB, p->context,
+                         p->dsa_cache / GIB, cuda_kv_name(p->kv_dtype), p->kda_state / GIB,
+                         p->scratch / GIB, fit,
+                         p->kv_dtype != CUDA_KV_FP8 ? ", or the fp8 cache (GLMCHAT_CUDA_KV=fp8)" : "");
+}
+
+void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)
+{
+    snprintf(buf, n, "weights %.2f GiB, %s latent / %s indexer cache %.2f GiB for %d tokens, KDA "
+             "states %.3f GiB, scratch %.3f GiB: %.2f GiB on the device (rank of %d)",
+             p->weights / GIB, cuda_kv_name(p->kv_dtype), cuda_kv_name(p->kv_index_dtype),
+             p->dsa_cache / GIB, p->context,
+             p->kda_state / GIB, p->scratch / GIB, p->total / GIB, p->ranks);
+}
+
+size_t cuda_plan_unified_limit(void)
+{
+    return (size_t)128 * 1000 * 1000 * 1000 - ((size_t)8 << 30);
+}

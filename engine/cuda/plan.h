@@ -1,0 +1,57 @@
+/* plan.h: the CUDA backend's memory plan: bytes of weights, one session's caches at the context
+ * window, and the forward's scratch, from the config alone; checked against the device at open. */
+#ifndef GLMCHAT_ENGINE_CUDA_PLAN_H
+#define GLMCHAT_ENGINE_CUDA_PLAN_H
+
+#include <stddef.h>
+
+#include "glm.h"
+#include "model/config.h"
+
+/* Cache dtypes (kernels/engine.h eng_cache_dtype): bytes per value 4, 2, 1 (+ a row scale). */
+enum { CUDA_KV_F32 = 0, CUDA_KV_BF16 = 1, CUDA_KV_FP8 = 2 };
+
+typedef struct cuda_plan {
+    int ranks, context, kv_dtype, kv_index_dtype, chunk; /* latent; indexer keys, gates, pools */
+    size_t weights;        /* device bytes of this rank's weights */
+    size_t kda_state;      /* one session: KDA conv windows + recurrent states, and their mark */
+    size_t dsa_per_token;  /* one session: DSA cache bytes per token (all DSA layers) */
+    size_t score_per_token; /* the indexer's score scratch, per token of the context */
+    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
+    size_t scratch;        /* the forward chunk's activations (device) */
+    size_t host_pinned;    /* logits staging (host; counts on unified memory) */
+    size_t total;          /* device bytes: weights + kda_state + dsa_cache + scratch */
+} cuda_plan;
+
+/* A config as one of two ranks holds it (tp_split_model's halving). */
+void cuda_plan_rank_config(const glm_config *full, glm_config *rank);
+
+/* Weights of a rank config (already halved for two ranks) as glmchat lays them out: dense
+ * matrices dense_bytes per value (2: BF16), routed experts expert_bits per value plus their
+ * fp16 scales (0: dense like the rest). ranks: 1 or 2 (the LM head holds vocab / ranks rows). */
+size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_bytes, int expert_bits);
+
+/* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
+ * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
+#define CUDA_SCRATCH_BUFFERS 44
+size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
+
+/* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
+void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
+                    int chunk, size_t weights, cuda_plan *p);
+
+/* Checks the plan against `available` device bytes (free memory, or on a unified-memory machine
+ * its share of the 128 GB less a margin). GLM_OK, or GLM_ERR_NOMEM with a message that names
+ * the figures and the largest context that would fit. */
+glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err);
+
+/* One line: "weights 85.1 GiB, caches ... ; total ...". */
+void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n);
+
+/* Bytes a unified-memory machine (DGX Spark, 128 GB) lets the backend use: 128 GB less 8 GiB for
+ * the system and the host side of the process. */
+size_t cuda_plan_unified_limit(void);
+
+const char *cuda_kv_name(int kv_dtype);
+
+#endif

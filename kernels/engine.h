@@ -1,0 +1,155 @@
+/* engine.h: the C ABI of the CUDA backend's kernels (kernels/engine_*.cu): matrices, norms,
+ * hyper-connections, KDA, DSA with its indexer, router and MoE, plus streams and graphs. */
+#ifndef GLMCHAT_KERNELS_ENGINE_H
+#define GLMCHAT_KERNELS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every function returns 0 or a CUDA error code (-1: arguments out of range). stream is a
+ * cudaStream_t or NULL. Activations are f32 on the device; positions are device ints so a
+ * captured decode step replays at any length. */
+
+/* ---- streams, graphs, timing (engine_rt.cu) --------------------------------------------- */
+int eng_stream_new(void **stream);
+void eng_stream_free(void *stream);
+int eng_stream_sync(void *stream);
+int eng_copy_async(void *dst, const void *src, size_t bytes, void *stream); /* any direction */
+int eng_host_alloc(void **ptr, size_t bytes); /* pinned */
+void eng_host_free(void *ptr);
+int eng_capture_begin(void *stream);
+int eng_capture_end(void *stream, void **graph_exec); /* instantiates */
+int eng_graph_launch(void *graph_exec, void *stream);
+void eng_graph_free(void *graph_exec);
+int eng_mem_info(size_t *free_bytes, size_t *total_bytes);
+int eng_device_integrated(void); /* 1: the GPU shares the host's memory (GB10) */
+int eng_last_error(void); /* and clears it */
+int eng_event_new(void **ev);
+void eng_event_free(void *ev);
+int eng_event_record(void *ev, void *stream);
+int eng_event_ms(void *start, void *end, float *ms); /* syncs end */
+
+/* ---- matrices (engine_matmul.cu) --------------------------------------------------------- */
+typedef enum eng_dtype { ENG_F32 = 0, ENG_BF16 = 1, ENG_F16 = 2, ENG_FP8 = 3 } eng_dtype;
+
+/* A dense matrix [rows][cols] (Hugging Face orientation: out, in) in device memory. FP8: e4m3
+ * values times scale[r / block_rows][c / block_cols] (scale_cols per scale row). */
+typedef struct eng_mat {
+    int dtype, rows, cols;
+    const void *data;
+    const float *scale;
+    int scale_cols, block_rows, block_cols;
+} eng_mat;
+
+/* y[t][r] = sum_c x[t][c] W[r][c] for t < T. */
+int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream);
+/* out[t][:] = row tokens[t] of w as f32 (the embedding), copied into each of `copies` rows:
+ * out[(t * copies + k) * cols ...]. */
+int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out, void *stream);
+/* Element (r, c) of w, for tests: writes one float. */
+int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream);
+
+/* ---- norms and elementwise (engine_ops.cu) ----------------------------------------------- */
+/* Per row of n: out = w * x / sqrt(mean(x^2) + eps) (w NULL: 1). rows may be strided by ld. */
+int eng_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps,
+                void *stream);
+/* out = (x - mean) / sqrt(var + eps) * w + b per row. */
+int eng_layernorm(float *out, const float *x, const float *w, const float *b, int rows, int n,
+                  float eps, void *stream);
+/* g[i] = silu(min(g, L)) * clamp(u, -L, L). */
+int eng_swiglu(float *g, const float *u, size_t n, float limit, void *stream);
+int eng_add(float *y, const float *x, size_t n, void *stream); /* y += x */
+/* Mean over S streams then RMSNorm with w: X [T][S][D] -> h [T][D]. */
+int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S, int D, float eps,
+                         void *stream);
+
+/* ---- hyper-connections (engine_ops.cu) --------------------------------------------------- */
+/* From mu [T][(2+S)*S] (the fn product of the normed flat streams): pre [T][S], post [T][S],
+ * comb [T][S][S] with Sinkhorn; S <= 16. */
+int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, int S, int iters,
+               float eps, float *pre, float *post, float *comb, void *stream);
+/* out[t][d] = sum_s pre[t][s] X[t][s][d]. */
+int eng_hc_collapse(const float *X, const float *pre, int T, int S, int D, float *out, void *stream);
+/* X[t][j] = post[t][j] y[t] + sum_i comb[t][i][j] X[t][i]. */
+int eng_hc_post(float *X, const float *y, const float *post, const float *comb, int T, int S, int D,
+                void *stream);
+
+/* ---- KDA (engine_kda.cu) ----------------------------------------------------------------- */
+/* Causal depthwise conv over [state (K-1 rows of 3C) | q k v rows], SiLU, into qo ko vo; then
+ * the state keeps the last K-1 rows. conv weights [C][K] each. */
+int eng_kda_conv(const float *q, const float *k, const float *v, float *state, const float *qw,
+                 const float *kw, const float *vw, int T, int C, int K, float *qo, float *ko,
+                 float *vo, void *stream);
+/* Per head of dk: q <- q * qscale / |q|, k <- k / |k| (eps 1e-6 under the root). */
+int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream);
+/* g <- lb * sigmoid(exp(A_log) (g + dt_bias)) when has_lb, else -exp(A_log) softplus(g +
+ * dt_bias); beta <- sigmoid(beta). g [T][H*dk], beta [T][H]. */
+int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T, int H,
+                 int dk, int has_lb, float lb, void *stream);
+/* The delta rule over T tokens, token by token (S [H][dk][dv] f32, dk = dv <= 128). */
+int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
+                 const float *beta, int T, int H, int dk, float *o, void *stream);
+/* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
+int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
+                     void *stream);
+
+/* ---- DSA (engine_dsa.cu) ----------------------------------------------------------------- */
+typedef enum eng_cache_dtype { ENG_CACHE_F32 = 0, ENG_CACHE_BF16 = 1, ENG_CACHE_FP8 = 2 } eng_cache_dtype;
+
+/* A cache of rows of `width` values: f32, bf16, or e4m3 with one power-of-two f32 scale per
+ * row (scale 2^ceil(log2(amax / 448))). */
+typedef struct eng_cache {
+    int dtype, width;
+    void *rows;
+    float *scale; /* FP8: one per row */
+} eng_cache;
+
+/* Rows pos0 .. pos0+T-1 of the cache <- src [T][width]. */
+int eng_cache_write(const eng_cache *c, const int *pos0, const float *src, int T, void *stream);
+/* Pool keys of the pools completed by tokens pos0..pos0+T-1: key[p][d] = sum_j softmax_j(gate
+ * + ape)[j][d] key_j[d]. */
+int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache *pool,
+                  const float *ape, const int *pos0, int T, int kpool, void *stream);
+/* Selection of query t (pos = pos0 + t_off + t): with P = (pos+1)/kpool pools, all of them when
+ * P <= budget, else the budget best by score = sum_h hw[h]/sqrt(IH) relu(iq_h . key / sqrt(ID))
+ * (ties: lower pool), as their tokens in order, then the open tail. idx [T][width], count [T].
+ * scores: T * max_pools floats. */
+int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
+                   int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools, float *scores, int width,
+                   int32_t *idx, int *count, void *stream);
+/* qt[t][h][r] = sum_i q[t][h][i] kv_b[h*(dn+dv)+i][r]. */
+int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
+                   float *qt, void *stream);
+/* ot[t][h] = softmax_s(qt . lat[idx[s]] * scale) over the selection, weighted latent rows. */
+int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
+                   int width, int T, int H, int R, float scale, float *ot, void *stream);
+/* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
+int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
+                   float *o, void *stream);
+
+/* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
+/* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:
+ * T * (3E + G) floats. */
+int eng_route(const float *logits, const float *bias, int T, int E, int G, int topk_group, int K,
+              int norm_topk, float scaling, float *scratch, int32_t *ids, float *weights,
+              void *stream);
+/* Routed experts of any dense dtype: tables of E matrices in device memory. h: T*K*I floats,
+ * ye: T*K*D floats scratch. out[t] = sum_k w[t][k] down_e(swiglu(gate_e x, up_e x)). */
+int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,
+                  const float *x, int T, int K, int D, int I, const int32_t *ids, const float *w,
+                  float limit, float *h, float *ye, float *out, void *stream);
+/* out[t] = sum_k w[t][k] ye[t][k] (+ out when accumulate). */
+int eng_moe_combine(const float *ye, const float *w, int T, int K, int D, int accumulate,
+                    float *out, void *stream);
+/* Weighted copies for EXL3 experts run one pair at a time: xe[t*K+k] = x[t]. */
+int eng_repeat_rows(const float *x, int T, int K, int D, float *xe, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

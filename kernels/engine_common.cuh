@@ -1,0 +1,106 @@
+// engine_common.cuh: device helpers shared by the CUDA backend's kernels: reading one element of
+// a dense matrix of any dtype, cache rows, warp and block reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "engine.h"
+
+static __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+static __device__ __forceinline__ float fp8_to_f32(uint8_t b)
+{
+    __nv_fp8_e4m3 v;
+    v.__x = b;
+    return (float)v;
+}
+
+static __device__ __forceinline__ float mat_at(const eng_mat &m, int r, int c)
+{
+    size_t i = (size_t)r * m.cols + c;
+    switch (m.dtype) {
+    case ENG_F32: return static_cast<const float *>(m.data)[i];
+    case ENG_BF16: return bf16_bits_to_f32(static_cast<const uint16_t *>(m.data)[i]);
+    case ENG_F16: return __half2float(static_cast<const __half *>(m.data)[i]);
+    default:
+        return fp8_to_f32(static_cast<const uint8_t *>(m.data)[i]) *
+               m.scale[(size_t)(r / m.block_rows) * m.scale_cols + c / m.block_cols];
+    }
+}
+
+static __device__ __forceinline__ float cache_at(const eng_cache &c, size_t row, int d)
+{
+    size_t i = row * c.width + d;
+    switch (c.dtype) {
+    case ENG_CACHE_F32: return static_cast<const float *>(c.rows)[i];
+    case ENG_CACHE_BF16: return bf16_bits_to_f32(static_cast<const uint16_t *>(c.rows)[i]);
+    default: return fp8_to_f32(static_cast<const uint8_t *>(c.rows)[i]) * c.scale[row];
+    }
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the total.
+static __device__ __forceinline__ float block_sum(float v, float *red /* [33] shared */)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < nw ? red[lane] : 0.0f;
+        t = warp_sum(t);
+        if (lane == 0)
+            red[32] = t;
+    }
+    __syncthreads();
+    return red[32];
+}
+
+static __device__ __forceinline__ float block_max(float v, float *red /* [33] shared */)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < nw ? red[lane] : -INFINITY;
+        t = warp_max(t);
+        if (lane == 0)
+            red[32] = t;
+    }
+    __syncthreads();
+    return red[32];
+}
+
+static __device__ __forceinline__ float sigmoidf_(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+static inline unsigned blocks_for(size_t n, unsigned per)
+{
+    return (unsigned)((n + per - 1) / per);
+}

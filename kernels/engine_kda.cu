@@ -1,0 +1,233 @@
+// engine_kda.cu: Kimi delta attention on the GPU (architecture.md 2.4): the causal conv with its
+// rolling window, per-head L2 norms, the forget gate, the delta-rule scan with each head's state
+// held in registers, and the gated output norm.
+#include "engine_common.cuh"
+
+namespace {
+
+constexpr int kConvMaxK = 16;
+constexpr int kScanSlices = 8;    // row slices of a head's dk rows
+constexpr int kScanMaxRows = 16;  // dk <= kScanSlices * kScanMaxRows = 128
+
+__global__ void conv_kernel(const float *q, const float *k, const float *v, const float *state,
+                            const float *qw, const float *kw, const float *vw, int T, int C, int K,
+                            float *qo, float *ko, float *vo)
+{
+    size_t n = (size_t)T * 3 * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int t = (int)(i / (3 * C)), ch = (int)(i % (3 * C));
+        int plane = ch / C, c = ch % C;
+        const float *in = plane == 0 ? q : plane == 1 ? k : v;
+        const float *w = (plane == 0 ? qw : plane == 1 ? kw : vw) + (size_t)c * K;
+        float acc = 0.0f;
+        for (int j = 0; j < K; j++) {
+            int row = t + j; // in [state rows | new rows]
+            float x = row < K - 1 ? state[(size_t)row * 3 * C + ch]
+                                  : in[(size_t)(row - (K - 1)) * C + c];
+            acc += w[j] * x;
+        }
+        float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
+        out[(size_t)t * C + c] = acc / (1.0f + expf(-acc));
+    }
+}
+
+__global__ void conv_state_kernel(const float *q, const float *k, const float *v, float *state,
+                                  int T, int C, int K)
+{
+    int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= 3 * C)
+        return;
+    int plane = ch / C, c = ch % C;
+    const float *in = plane == 0 ? q : plane == 1 ? k : v;
+    float keep[kConvMaxK];
+    for (int r = 0; r < K - 1; r++) {
+        int row = T + r;
+        keep[r] = row < K - 1 ? state[(size_t)row * 3 * C + ch] : in[(size_t)(row - (K - 1)) * C + c];
+    }
+    for (int r = 0; r < K - 1; r++)
+        state[(size_t)r * 3 * C + ch] = keep[r];
+}
+
+__global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale)
+{
+    int w = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (w >= 2 * rows)
+        return;
+    float *x = (w < rows ? q : k) + (size_t)(w % rows) * dk;
+    float scale = w < rows ? qscale : 1.0f;
+    float ss = 0.0f;
+    for (int i = lane; i < dk; i += 32)
+        ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    float inv = scale / sqrtf(ss + 1e-6f);
+    for (int i = lane; i < dk; i += 32)
+        x[i] *= inv;
+}
+
+__global__ void gate_kernel(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
+                            int H, int dk, int has_lb, float lb)
+{
+    size_t n = (size_t)T * H * dk;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int hd = (int)(i % ((size_t)H * dk));
+        int h = hd / dk;
+        float rate = expf(A_log[h]);
+        float x = g[i] + dt_bias[hd];
+        if (has_lb) {
+            g[i] = lb * sigmoidf_(rate * x);
+        } else {
+            float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+            g[i] = -rate * sp;
+        }
+        if (hd % dk == 0 && i / ((size_t)H * dk) < (size_t)T) {
+            size_t bi = (i / ((size_t)H * dk)) * H + h;
+            beta[bi] = sigmoidf_(beta[bi]);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, const float *k,
+                                                   const float *v, const float *g,
+                                                   const float *beta, int T, int H, int dk, float *o)
+{
+    __shared__ float ks[128], qs[128], as[128];
+    __shared__ float red[kScanSlices][32];
+    int h = blockIdx.x, lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+    int j = blockIdx.y * 32 + lane, C = H * dk;
+    bool ok = j < dk;
+    float *Sh = S + (size_t)h * dk * dk;
+    float Sr[kScanMaxRows];
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++) {
+        int d = slice + kScanSlices * r;
+        Sr[r] = ok && d < dk ? Sh[(size_t)d * dk + j] : 0.0f;
+    }
+    for (int t = 0; t < T; t++) {
+        size_t base = (size_t)t * C + (size_t)h * dk;
+        __syncthreads();
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+            ks[i] = k[base + i];
+            qs[i] = q[base + i];
+            as[i] = expf(g[base + i]);
+        }
+        __syncthreads();
+        float pm = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] *= as[d];
+                pm += Sr[r] * ks[d];
+            }
+        }
+        red[slice][lane] = pm;
+        __syncthreads();
+        float mem = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kScanSlices; s++)
+            mem += red[s][lane];
+        float delta = ok ? (v[base + j] - mem) * beta[(size_t)t * H + h] : 0.0f;
+        float po = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] += ks[d] * delta;
+                po += Sr[r] * qs[d];
+            }
+        }
+        __syncthreads();
+        red[slice][lane] = po;
+        __syncthreads();
+        if (slice == 0 && ok) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int s = 0; s < kScanSlices; s++)
+                acc += red[s][lane];
+            o[base + j] = acc;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++) {
+        int d = slice + kScanSlices * r;
+        if (ok && d < dk)
+            Sh[(size_t)d * dk + j] = Sr[r];
+    }
+}
+
+__global__ void out_norm_kernel(float *o, const float *gate, const float *w, int rows, int dk,
+                                float eps)
+{
+    int wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (wi >= rows)
+        return;
+    float *x = o + (size_t)wi * dk;
+    const float *gt = gate + (size_t)wi * dk;
+    float ss = 0.0f;
+    for (int i = lane; i < dk; i += 32)
+        ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dk + eps);
+    for (int i = lane; i < dk; i += 32)
+        x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
+}
+
+unsigned grid_for(size_t n)
+{
+    unsigned b = blocks_for(n, 256);
+    return b < 4096 ? (b ? b : 1) : 4096;
+}
+
+} // namespace
+
+extern "C" int eng_kda_conv(const float *q, const float *k, const float *v, float *state,
+                            const float *qw, const float *kw, const float *vw, int T, int C, int K,
+                            float *qo, float *ko, float *vo, void *stream)
+{
+    if (K < 1 || K > kConvMaxK + 1 || T < 1)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    conv_kernel<<<grid_for((size_t)T * 3 * C), 256, 0, st>>>(q, k, v, state, qw, kw, vw, T, C, K, qo,
+                                                            ko, vo);
+    if (K > 1)
+        conv_state_kernel<<<blocks_for((size_t)3 * C, 256), 256, 0, st>>>(q, k, v, state, T, C, K);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream)
+{
+    int rows = T * H;
+    l2norm_kernel<<<blocks_for((size_t)2 * rows, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        q, k, rows, dk, qscale);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
+                            int H, int dk, int has_lb, float lb, void *stream)
+{
+    gate_kernel<<<grid_for((size_t)T * H * dk), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        g, beta, A_log, dt_bias, T, H, dk, has_lb, lb);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
+                            const float *beta, int T, int H, int dk, float *o, void *stream)
+{
+    if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
+        return -1;
+    dim3 grid(H, blocks_for((size_t)dk, 32));
+    scan_kernel<<<grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream)>>>(S, q, k, v, g, beta,
+                                                                                T, H, dk, o);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk,
+                                float eps, void *stream)
+{
+    int rows = T * H;
+    out_norm_kernel<<<blocks_for((size_t)rows, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        o, gate, w, rows, dk, eps);
+    return (int)cudaGetLastError();
+}

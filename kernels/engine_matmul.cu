@@ -1,0 +1,342 @@
+// engine_matmul.cu: products with the backend's dense matrices (f32, bf16, f16, fp8 blocks):
+// a warp-per-row GEMV for up to 8 tokens (the weights read once, 16 bytes a lane) and a tiled
+// GEMM for more; the embedding gather.
+#include <mma.h>
+
+#include "engine_common.cuh"
+
+namespace {
+
+constexpr int kGemvWarps = 8;
+constexpr int kMaxGemvT = 8;
+
+// 8 bf16/f16 weights (16 bytes) against 8 consecutive inputs of each token.
+template <int T>
+__device__ __forceinline__ void dot8(uint4 q, int is_bf16, const float *x, int cols, int i, int tg,
+                                     float *acc)
+{
+    float wf[8];
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+    if (is_bf16) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wf[2 * j] = __uint_as_float(u[j] << 16);
+            wf[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[j]));
+            wf[2 * j] = f.x;
+            wf[2 * j + 1] = f.y;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)(t < tg ? t : 0) * cols) + 2 * i;
+        float4 a = __ldg(xr), b = __ldg(xr + 1);
+        acc[t] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y +
+                  wf[6] * b.z + wf[7] * b.w;
+    }
+}
+
+// WPR warps share a row (WPR > 1 for matrices of few rows, so that enough loads are in flight);
+// their partial sums meet in shared memory in warp order, so results do not depend on timing.
+template <int T, int WPR>
+__global__ void __launch_bounds__(256) gemv_kernel(eng_mat w, const float *__restrict__ x,
+                                                   float *__restrict__ y, int tokens)
+{
+    // blockIdx.y: a group of T tokens (the last group may hold fewer; its missing rows read the
+    // group's first token and are not written)
+    int tg = tokens - (int)blockIdx.y * T;
+    x += (size_t)blockIdx.y * T * w.cols;
+    y += (size_t)blockIdx.y * T * w.rows;
+    __shared__ float red[kGemvWarps][T];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = warp % WPR;
+    int r = blockIdx.x * (kGemvWarps / WPR) + warp / WPR;
+    bool valid = r < w.rows;
+    const int cols = w.cols;
+    float acc[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = 0.0f;
+    bool vec8 = (cols % 8) == 0 && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
+                ((uintptr_t)w.data % 16) == 0;
+    if (valid && vec8) {
+        const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                           (size_t)r * cols);
+        int n8 = cols / 8, step = 32 * WPR, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
+        for (; i + 3 * step < n8; i += 4 * step) {
+            uint4 q0 = __ldg(row + i), q1 = __ldg(row + i + step), q2 = __ldg(row + i + 2 * step),
+                  q3 = __ldg(row + i + 3 * step);
+            dot8<T>(q0, bf, x, cols, i, tg, acc);
+            dot8<T>(q1, bf, x, cols, i + step, tg, acc);
+            dot8<T>(q2, bf, x, cols, i + 2 * step, tg, acc);
+            dot8<T>(q3, bf, x, cols, i + 3 * step, tg, acc);
+        }
+        for (; i < n8; i += step)
+            dot8<T>(__ldg(row + i), bf, x, cols, i, tg, acc);
+    } else if (valid && w.dtype == ENG_F32 && (cols % 4) == 0 && ((uintptr_t)w.data % 16) == 0) {
+        const float4 *row = reinterpret_cast<const float4 *>(static_cast<const float *>(w.data) +
+                                                             (size_t)r * cols);
+        int n4 = cols / 4, step = 32 * WPR, i = sub * 32 + lane;
+        for (; i + step < n4; i += 2 * step) {
+            float4 q0 = __ldg(row + i), q1 = __ldg(row + i + step);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)(t < tg ? t : 0) * cols);
+                float4 a = __ldg(xr + i), b = __ldg(xr + i + step);
+                acc[t] += q0.x * a.x + q0.y * a.y + q0.z * a.z + q0.w * a.w;
+                acc[t] += q1.x * b.x + q1.y * b.y + q1.z * b.z + q1.w * b.w;
+            }
+        }
+        for (; i < n4; i += step) {
+            float4 q = __ldg(row + i);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float4 a = __ldg(reinterpret_cast<const float4 *>(x + (size_t)(t < tg ? t : 0) * cols) + i);
+                acc[t] += q.x * a.x + q.y * a.y + q.z * a.z + q.w * a.w;
+            }
+        }
+    } else if (valid) {
+        for (int c = sub * 32 + lane; c < cols; c += 32 * WPR) {
+            float v = mat_at(w, r, c);
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                acc[t] += v * x[(size_t)(t < tg ? t : 0) * cols + c];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = warp_sum(acc[t]);
+    if (WPR == 1) {
+        if (valid && lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                if (t < tg)
+                    y[(size_t)t * w.rows + r] = acc[t];
+        return;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            red[warp][t] = acc[t];
+    __syncthreads();
+    if (valid && sub == 0 && lane < T && lane < tg) {
+        float s = 0.0f;
+        for (int k = 0; k < WPR; k++)
+            s += red[warp + k][lane];
+        y[(size_t)lane * w.rows + r] = s;
+    }
+}
+
+// y [T][rows] = x [T][cols] W^T: 64 tokens x 64 rows a block, 16 columns a step, 4 x 4 a thread.
+constexpr int BM = 64, BN = 64, BK = 16;
+
+__global__ void __launch_bounds__(256) gemm_kernel(eng_mat w, const float *__restrict__ x, int T,
+                                                   float *__restrict__ y)
+{
+    __shared__ float xs[BK][BM + 4];
+    __shared__ float ws[BK][BN + 4];
+    int t0 = blockIdx.y * BM, r0 = blockIdx.x * BN;
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < w.cols; k0 += BK) {
+        for (int i = threadIdx.x; i < BM * BK; i += 256) {
+            int m = i / BK, kk = i % BK;
+            int t = t0 + m, c = k0 + kk;
+            xs[kk][m] = t < T && c < w.cols ? x[(size_t)t * w.cols + c] : 0.0f;
+            int r = r0 + m;
+            ws[kk][m] = r < w.rows && c < w.cols ? mat_at(w, r, c) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                a[i] = xs[kk][ty * 4 + i];
+                b[i] = ws[kk][tx * 4 + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int t = t0 + ty * 4 + i;
+        if (t >= T)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int r = r0 + tx * 4 + j;
+            if (r < w.rows)
+                y[(size_t)t * w.rows + r] = acc[i][j];
+        }
+    }
+}
+
+// BF16 weights on tensor cores: x is split into three bf16 parts (hi, mid = bf16(x - hi), lo =
+// bf16(x - hi - mid)), so the product keeps about 24 significant bits of each input, as an f32
+// product would, against the exact bf16 weights; f32 accumulation.
+// 64 tokens x 128 rows a block, 8 warps of 32 x 32, k steps of 32 (K a multiple of 32).
+constexpr int TM = 64, TN = 128, TK = 32, TLD = TK + 8;
+
+__global__ void __launch_bounds__(256) gemm_bf16_kernel(const uint16_t *__restrict__ W, int rows,
+                                                        int K, const float *__restrict__ x, int T,
+                                                        float *__restrict__ y)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) __nv_bfloat16 a_hi[TM * TLD], a_mid[TM * TLD], a_lo[TM * TLD], b_s[TN * TLD];
+    __shared__ __align__(32) float stage[8][16 * 16];
+    int t0 = blockIdx.y * TM, r0 = blockIdx.x * TN;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int wm = warp / 4, wn = warp % 4; // warp tile: tokens wm*32.., rows wn*32..
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        for (int i = threadIdx.x; i < TM * TK; i += 256) {
+            int m = i / TK, kk = i % TK, t = t0 + m;
+            float v = t < T ? x[(size_t)t * K + k0 + kk] : 0.0f;
+            __nv_bfloat16 hi = __float2bfloat16_rn(v);
+            float rest = v - __bfloat162float(hi);
+            __nv_bfloat16 mid = __float2bfloat16_rn(rest);
+            a_hi[m * TLD + kk] = hi;
+            a_mid[m * TLD + kk] = mid;
+            a_lo[m * TLD + kk] = __float2bfloat16_rn(rest - __bfloat162float(mid));
+        }
+        for (int i = threadIdx.x; i < TN * TK / 8; i += 256) {
+            int n = i / (TK / 8), c8 = i % (TK / 8), r = r0 + n;
+            uint4 q = r < rows ? __ldg(reinterpret_cast<const uint4 *>(W + (size_t)r * K + k0) + c8)
+                               : make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4 *>(&b_s[n * TLD + c8 * 8]) = q;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> ah[2], am[2], al[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                wmma::load_matrix_sync(ah[i], a_hi + (wm * 32 + i * 16) * TLD + kk, TLD);
+                wmma::load_matrix_sync(am[i], a_mid + (wm * 32 + i * 16) * TLD + kk, TLD);
+                wmma::load_matrix_sync(al[i], a_lo + (wm * 32 + i * 16) * TLD + kk, TLD);
+                wmma::load_matrix_sync(b[i], b_s + (wn * 32 + i * 16) * TLD + kk, TLD);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    wmma::mma_sync(acc[i][j], al[i], b[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], am[i], b[j], acc[i][j]);
+                    wmma::mma_sync(acc[i][j], ah[i], b[j], acc[i][j]);
+                }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int t = t0 + wm * 32 + i * 16, r = r0 + wn * 32 + j * 16;
+            if (t + 16 <= T && r + 16 <= rows && rows % 8 == 0 && (uintptr_t)y % 32 == 0) {
+                wmma::store_matrix_sync(y + (size_t)t * rows + r, acc[i][j], rows, wmma::mem_row_major);
+                continue;
+            }
+            wmma::store_matrix_sync(stage[warp], acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int tt = t + e / 16, rr = r + e % 16;
+                if (tt < T && rr < rows)
+                    y[(size_t)tt * rows + rr] = stage[warp][e];
+            }
+            __syncwarp();
+        }
+}
+
+__global__ void embed_kernel(eng_mat w, const int32_t *__restrict__ tokens, int T, int copies,
+                             float *__restrict__ out)
+{
+    int t = blockIdx.y;
+    int tok = tokens[t];
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < w.cols; c += gridDim.x * blockDim.x) {
+        float v = tok >= 0 && tok < w.rows ? mat_at(w, tok, c) : 0.0f;
+        for (int k = 0; k < copies; k++)
+            out[((size_t)t * copies + k) * w.cols + c] = v;
+    }
+}
+
+__global__ void element_kernel(eng_mat w, int r, int c, float *out)
+{
+    *out = mat_at(w, r, c);
+}
+
+// tokens rows of x in groups of T (grid.y).
+template <int T>
+cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, cudaStream_t st)
+{
+    unsigned groups = blocks_for((size_t)tokens, T);
+    if (w->rows <= 1024) // few rows: eight warps a row
+        gemv_kernel<T, 8><<<dim3(w->rows, groups), 32 * kGemvWarps, 0, st>>>(*w, x, y, tokens);
+    else
+        gemv_kernel<T, 1><<<dim3(blocks_for((size_t)w->rows, kGemvWarps), groups), 32 * kGemvWarps, 0,
+                            st>>>(*w, x, y, tokens);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream)
+{
+    if (!w || T < 1 || w->rows < 1 || w->cols < 1)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (T > kMaxGemvT && w->dtype == ENG_BF16 && w->cols % TK == 0 && (uintptr_t)w->data % 16 == 0 &&
+        (uintptr_t)x % 16 == 0) {
+        dim3 grid(blocks_for((size_t)w->rows, TN), blocks_for((size_t)T, TM));
+        gemm_bf16_kernel<<<grid, 256, 0, st>>>(static_cast<const uint16_t *>(w->data), w->rows, w->cols,
+                                               x, T, y);
+        return (int)cudaGetLastError();
+    }
+    if (T > kMaxGemvT && w->rows <= 256) // few outputs (the HC mix, the indexer's heads): GEMV tiles
+        return (int)gemv_launch<kMaxGemvT>(w, x, y, T, st);
+    if (T > kMaxGemvT) {
+        dim3 grid(blocks_for((size_t)w->rows, BN), blocks_for((size_t)T, BM));
+        gemm_kernel<<<grid, 256, 0, st>>>(*w, x, T, y);
+        return (int)cudaGetLastError();
+    }
+    switch (T) {
+    case 1: return (int)gemv_launch<1>(w, x, y, T, st);
+    case 2: return (int)gemv_launch<2>(w, x, y, T, st);
+    case 3: return (int)gemv_launch<3>(w, x, y, T, st);
+    case 4: return (int)gemv_launch<4>(w, x, y, T, st);
+    case 5: return (int)gemv_launch<5>(w, x, y, T, st);
+    case 6: return (int)gemv_launch<6>(w, x, y, T, st);
+    case 7: return (int)gemv_launch<7>(w, x, y, T, st);
+    default: return (int)gemv_launch<8>(w, x, y, T, st);
+    }
+}
+
+extern "C" int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out,
+                         void *stream)
+{
+    if (!w || T < 1 || copies < 1)
+        return -1;
+    dim3 grid(blocks_for((size_t)w->cols, 256) < 64 ? blocks_for((size_t)w->cols, 256) : 64, T);
+    embed_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(*w, tokens, T, copies, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream)
+{
+    element_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(*w, r, c, out_dev);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,234 @@
+// engine_moe.cu: GLM's router on the GPU (sigmoid scores, correction bias, expert groups, ties to
+// the lower index) and the routed experts of dense dtypes, one warp per output row, with the
+// weighted combine; EXL3 experts go through kern_exl3_moe instead.
+#include "engine_common.cuh"
+
+namespace {
+
+// (value, index) of the better candidate: the larger value, on ties the lower index; index < 0
+// is no candidate.
+__device__ __forceinline__ void better(float &v, int &e, float v2, int e2)
+{
+    if (e2 >= 0 && (e < 0 || v2 > v || (v2 == v && e2 < e))) {
+        v = v2;
+        e = e2;
+    }
+}
+
+// The best untaken expert by choice (ties: lower index), over the block: each thread its
+// stride, then the warps by shuffles, then the warps' winners.
+__device__ int block_best(const float *choice, const unsigned char *taken, int E, float *rv, int *re)
+{
+    float v = -INFINITY;
+    int e = -1;
+    for (int i = threadIdx.x; i < E; i += blockDim.x)
+        if (!taken[i])
+            better(v, e, choice[i], i);
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        int e2 = __shfl_xor_sync(0xffffffffu, e, o);
+        better(v, e, v2, e2);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        rv[warp] = v;
+        re[warp] = e;
+    }
+    __syncthreads();
+    float bv = rv[0];
+    int be = re[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+        better(bv, be, rv[w], re[w]);
+    __syncthreads();
+    return be;
+}
+
+constexpr int kRouteThreads = 256;
+
+// One block a token: the same choices as cpu_route, the scans split over the block.
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(const float *logits, const float *bias,
+                                                              int E, int G, int topk_group, int K,
+                                                              int norm_topk, float scaling,
+                                                              float *scratch, int32_t *ids,
+                                                              float *weights)
+{
+    __shared__ float rv[kRouteThreads];
+    __shared__ int re[kRouteThreads];
+    __shared__ float s_sum;
+    int t = blockIdx.x, per = E / G;
+    float *prob = scratch + (size_t)t * (3 * E + G), *choice = prob + E, *gscore = choice + E;
+    unsigned char *taken = reinterpret_cast<unsigned char *>(gscore + G); // E bytes of 4E
+    const float *lg = logits + (size_t)t * E;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        prob[e] = sigmoidf_(lg[e]);
+        choice[e] = prob[e] + bias[e];
+        taken[e] = 0;
+    }
+    __syncthreads();
+    for (int g = threadIdx.x; g < G; g += blockDim.x) { // the sum of the group's two best
+        const float *sc = choice + g * per;
+        int a = 0;
+        for (int i = 1; i < per; i++)
+            if (sc[i] > sc[a])
+                a = i;
+        int b = a == 0 ? 1 : 0;
+        for (int i = 0; i < per; i++)
+            if (i != a && sc[i] > sc[b])
+                b = i;
+        gscore[g] = per > 1 ? sc[a] + sc[b] : sc[a];
+    }
+    __syncthreads();
+    if (G > 1) {
+        for (int k = 0; k < topk_group; k++) { // the kept groups, marked in taken[0..G)
+            int g = block_best(gscore, taken, G, rv, re);
+            if (threadIdx.x == 0)
+                taken[g] = 1;
+            __syncthreads();
+        }
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            if (!taken[e / per])
+                choice[e] = -INFINITY;
+        __syncthreads();
+        for (int e = threadIdx.x; e < E; e += blockDim.x)
+            taken[e] = 0;
+        __syncthreads();
+    }
+    int32_t *id = ids + (size_t)t * K;
+    float *w = weights + (size_t)t * K;
+    if (threadIdx.x == 0)
+        s_sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int e = block_best(choice, taken, E, rv, re);
+        if (threadIdx.x == 0) {
+            taken[e] = 1;
+            id[k] = e;
+            w[k] = prob[e];
+            s_sum += prob[e];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        for (int k = 0; k < K; k++) {
+            if (norm_topk)
+                w[k] /= s_sum + 1e-20f;
+            w[k] *= scaling;
+        }
+}
+
+__device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)
+{
+    float acc = 0.0f;
+    for (int c = lane; c < m.cols; c += 32)
+        acc += mat_at(m, r, c) * x[c];
+    return warp_sum(acc);
+}
+
+__global__ void moe_gate_up_kernel(const eng_mat *gate, const eng_mat *up, int E, const float *x,
+                                   int K, int D, int I, const int32_t *ids, float limit, int pairs,
+                                   float *h)
+{
+    size_t wi = blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (wi >= (size_t)pairs * I)
+        return;
+    int pair = (int)(wi / I), i = (int)(wi % I);
+    int e = ids[pair];
+    float out = 0.0f;
+    if (e >= 0 && e < E) {
+        const float *xr = x + (size_t)(pair / K) * D;
+        float g = row_dot(gate[e], i, xr, lane), u = row_dot(up[e], i, xr, lane);
+        g = fminf(g, limit);
+        u = fminf(fmaxf(u, -limit), limit);
+        out = g / (1.0f + expf(-g)) * u;
+    }
+    if (lane == 0)
+        h[wi] = out;
+}
+
+__global__ void moe_down_kernel(const eng_mat *down, int E, const float *h, int D, int I,
+                                const int32_t *ids, int pairs, float *ye)
+{
+    size_t wi = blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (wi >= (size_t)pairs * D)
+        return;
+    int pair = (int)(wi / D), d = (int)(wi % D);
+    int e = ids[pair];
+    float out = e >= 0 && e < E ? row_dot(down[e], d, h + (size_t)pair * I, lane) : 0.0f;
+    if (lane == 0)
+        ye[wi] = out;
+}
+
+__global__ void combine_kernel(const float *ye, const float *w, int T, int K, int D, int accumulate,
+                               float *out)
+{
+    size_t n = (size_t)T * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i / D, d = i % D;
+        float acc = accumulate ? out[i] : 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += w[t * K + k] * ye[(t * K + k) * D + d];
+        out[i] = acc;
+    }
+}
+
+__global__ void repeat_kernel(const float *x, int T, int K, int D, float *xe)
+{
+    size_t n = (size_t)T * K * D;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t pair = i / D, d = i % D;
+        xe[i] = x[(pair / K) * D + d];
+    }
+}
+
+unsigned grid_for(size_t n)
+{
+    unsigned b = blocks_for(n, 256);
+    return b < 4096 ? (b ? b : 1) : 4096;
+}
+
+} // namespace
+
+extern "C" int eng_route(const float *logits, const float *bias, int T, int E, int G, int topk_group,
+                         int K, int norm_topk, float scaling, float *scratch, int32_t *ids,
+                         float *weights, void *stream)
+{
+    if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
+        return -1;
+    route_kernel<<<T, kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        logits, bias, E, G, topk_group, K, norm_topk, scaling, scratch, ids, weights);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,
+                             const float *x, int T, int K, int D, int I, const int32_t *ids,
+                             const float *w, float limit, float *h, float *ye, float *out,
+                             void *stream)
+{
+    if (T < 1 || K < 1 || D < 1 || I < 1)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    int pairs = T * K;
+    moe_gate_up_kernel<<<blocks_for((size_t)pairs * I, 8), 256, 0, st>>>(gate, up, E, x, K, D, I, ids,
+                                                                        limit, pairs, h);
+    moe_down_kernel<<<blocks_for((size_t)pairs * D, 8), 256, 0, st>>>(down, E, h, D, I, ids, pairs, ye);
+    combine_kernel<<<grid_for((size_t)T * D), 256, 0, st>>>(ye, w, T, K, D, 0, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_moe_combine(const float *ye, const float *w, int T, int K, int D, int accumulate,
+                               float *out, void *stream)
+{
+    combine_kernel<<<grid_for((size_t)T * D), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        ye, w, T, K, D, accumulate, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_repeat_rows(const float *x, int T, int K, int D, float *xe, void *stream)
+{
+    repeat_kernel<<<grid_for((size_t)T * K * D), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, T, K,
+                                                                                            D, xe);
+    return (int)cudaGetLastError();
+}

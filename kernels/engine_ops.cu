@@ -1,0 +1,258 @@
+// engine_ops.cu: the CUDA backend's row norms, activations and hyper-connection steps
+// (architecture.md 2.3): the Sinkhorn mix per token, the stream collapse and update.
+#include "engine_common.cuh"
+
+namespace {
+
+constexpr int kHcMaxS = 16;
+
+__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, float eps)
+{
+    __shared__ float red[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *o = out + (size_t)blockIdx.x * n;
+    float ss = 0.0f;
+    if (n % 4 == 0 && (uintptr_t)xr % 16 == 0) { // 16 bytes a load
+        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
+        for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            float4 a = x4[i];
+            ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            ss += xr[i] * xr[i];
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        o[i] = (w ? w[i] : 1.0f) * (xr[i] * inv);
+}
+
+__global__ void layernorm_kernel(float *out, const float *x, const float *w, const float *b, int n,
+                                 float eps)
+{
+    __shared__ float red[33];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *o = out + (size_t)blockIdx.x * n;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += xr[i];
+    float mean = block_sum(s, red) / (float)n;
+    float v = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        v += (xr[i] - mean) * (xr[i] - mean);
+    float var = block_sum(v, red) / (float)n;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+}
+
+__global__ void swiglu_kernel(float *g, const float *u, size_t n, float lim)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float gi = fminf(g[i], lim);
+        float ui = fminf(fmaxf(u[i], -lim), lim);
+        g[i] = gi / (1.0f + expf(-gi)) * ui;
+    }
+}
+
+__global__ void add_kernel(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+__global__ void mean_norm_kernel(float *h, const float *X, const float *w, int S, int D, float eps)
+{
+    __shared__ float red[33];
+    extern __shared__ float row[];
+    const float *x = X + (size_t)blockIdx.x * S * D;
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < S; k++)
+            acc += x[(size_t)k * D + d];
+        acc /= (float)S;
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        h[(size_t)blockIdx.x * D + d] = w[d] * (row[d] * inv);
+}
+
+// One block per token, one thread per element of the S x S mixing matrix (S <= 16): the same
+// operations as cpu_hc_pre's Sinkhorn, row and column sums read from shared memory in order.
+__global__ void hc_mix_kernel(const float *mu, const float *base, const float *scale, int S,
+                              int iters, float eps, float *pre, float *post, float *comb)
+{
+    __shared__ float C[kHcMaxS * kHcMaxS], rs[kHcMaxS];
+    int t = blockIdx.x, k = threadIdx.x, i = k / S, j = k % S;
+    int mix = (2 + S) * S;
+    const float *m = mu + (size_t)t * mix;
+    bool on = k < S * S;
+    if (k < S) {
+        pre[t * S + k] = sigmoidf_(m[k] * scale[0] + base[k]) + eps;
+        post[t * S + k] = 2.0f * sigmoidf_(m[S + k] * scale[1] + base[S + k]);
+    }
+    if (on)
+        C[k] = m[2 * S + k] * scale[2] + base[2 * S + k];
+    __syncthreads();
+    if (k < S) { // softmax along each row, plus eps: the row maxima first
+        float mx = C[k * S];
+        for (int c = 1; c < S; c++)
+            mx = fmaxf(mx, C[k * S + c]);
+        rs[k] = mx;
+    }
+    __syncthreads();
+    float v = on ? expf(C[k] - rs[i]) : 0.0f;
+    __syncthreads();
+    if (on)
+        C[k] = v;
+    __syncthreads();
+    if (k < S) {
+        float sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += C[k * S + c];
+        rs[k] = sum;
+    }
+    __syncthreads();
+    if (on)
+        C[k] = C[k] / rs[i] + eps;
+    __syncthreads();
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (k < S) {
+                float sum = 0.0f;
+                for (int c = 0; c < S; c++)
+                    sum += C[k * S + c];
+                rs[k] = sum;
+            }
+            __syncthreads();
+            if (on)
+                C[k] /= rs[i] + eps;
+            __syncthreads();
+        }
+        if (k < S) {
+            float sum = 0.0f;
+            for (int r = 0; r < S; r++)
+                sum += C[r * S + k];
+            rs[k] = sum;
+        }
+        __syncthreads();
+        if (on)
+            C[k] /= rs[j] + eps;
+        __syncthreads();
+    }
+    if (on)
+        comb[(size_t)t * S * S + k] = C[k];
+}
+
+__global__ void hc_collapse_kernel(const float *X, const float *pre, int S, int D, float *out)
+{
+    int t = blockIdx.y;
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pre[t * S + s] * X[((size_t)t * S + s) * D + d];
+        out[(size_t)t * D + d] = acc;
+    }
+}
+
+__global__ void hc_post_kernel(float *X, const float *y, const float *post, const float *comb, int S,
+                               int D)
+{
+    int t = blockIdx.y;
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x) {
+        float old[kHcMaxS];
+        for (int i = 0; i < S; i++)
+            old[i] = X[((size_t)t * S + i) * D + d];
+        float yt = y[(size_t)t * D + d];
+        const float *C = comb + (size_t)t * S * S;
+        for (int j = 0; j < S; j++) {
+            float acc = post[t * S + j] * yt;
+            for (int i = 0; i < S; i++)
+                acc += C[i * S + j] * old[i];
+            X[((size_t)t * S + j) * D + d] = acc;
+        }
+    }
+}
+
+unsigned grid_for(size_t n)
+{
+    unsigned b = blocks_for(n, 256);
+    return b < 4096 ? (b ? b : 1) : 4096;
+}
+
+} // namespace
+
+extern "C" int eng_rmsnorm(float *out, const float *x, const float *w, int rows, int n, float eps,
+                           void *stream)
+{
+    if (rows < 1 || n < 1)
+        return -1;
+    rmsnorm_kernel<<<rows, n >= 1024 ? 1024 : 256, 0, static_cast<cudaStream_t>(stream)>>>(out, x, w, n, eps);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_layernorm(float *out, const float *x, const float *w, const float *b, int rows,
+                             int n, float eps, void *stream)
+{
+    if (rows < 1 || n < 1)
+        return -1;
+    layernorm_kernel<<<rows, 128, 0, static_cast<cudaStream_t>(stream)>>>(out, x, w, b, n, eps);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_swiglu(float *g, const float *u, size_t n, float limit, void *stream)
+{
+    swiglu_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(g, u, n, limit);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_add(float *y, const float *x, size_t n, void *stream)
+{
+    add_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(y, x, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S, int D,
+                                    float eps, void *stream)
+{
+    if (T < 1 || D < 1)
+        return -1;
+    mean_norm_kernel<<<T, 256, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
+        h, X, w, S, D, eps);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, int S,
+                          int iters, float eps, float *pre, float *post, float *comb, void *stream)
+{
+    if (S < 1 || S > kHcMaxS || T < 1)
+        return -1;
+    hc_mix_kernel<<<T, S * S < 32 ? 32 : S * S, 0, static_cast<cudaStream_t>(stream)>>>(
+        mu, base, scale, S, iters, eps, pre, post, comb);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_collapse(const float *X, const float *pre, int T, int S, int D, float *out,
+                               void *stream)
+{
+    dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
+    hc_collapse_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(X, pre, S, D, out);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_post(float *X, const float *y, const float *post, const float *comb, int T,
+                           int S, int D, void *stream)
+{
+    if (S > kHcMaxS)
+        return -1;
+    dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
+    hc_post_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(X, y, post, comb, S, D);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,104 @@
+#!/bin/bash
+# tests/gpu/engine.sh: builds glmchat with CUDA on a GPU machine and checks the CUDA backend
+# against the CPU backend (tests/gpu/test_cuda_engine.c) on the fixture models, mkmodel models
+# (BF16 and EXL3) and two ranks (in one process, and a CUDA head with a worker over TCP), then
+# runs bench/bench_cuda_engine; the parity table and the bench log come last.
+# Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
+# glmchat, test_cuda_engine and bench_cuda_engine from DIR instead of building (a machine without
+# the -dev packages; put their libraries on LD_LIBRARY_PATH); TINY_A=DIR and FIXTURE_MODELS=DIR
+# name the fixtures.
+set -u
+src=$(pwd)
+build=${BUILD_DIR:-"$src/build-gpu-engine"}
+out=${1:-"$build/out"}
+mkdir -p "$build" "$out"
+archs=${CUDA_ARCHS:-90}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+date -u
+start=$(date +%s)
+if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+    G="$GLMCHAT_PREBUILT/glmchat"
+    T="$GLMCHAT_PREBUILT/test_cuda_engine"
+    B="$GLMCHAT_PREBUILT/bench_cuda_engine"
+else
+    echo "== build: ./configure CUDA_ARCHS=\"$archs\""
+    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
+        make -j"$(nproc)" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine) >"$build/build.log" 2>&1 ||
+        { tail -40 "$build/build.log"; exit 1; }
+    echo "build took $(( $(date +%s) - start )) s"
+    G="$build/glmchat"
+    T="$build/tests/gpu/test_cuda_engine"
+    B="$build/bench/bench_cuda_engine"
+fi
+"$G" --version || exit 1
+tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
+fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}
+models="$build/models"
+mkdir -p "$models"
+"$G" mkmodel --out "$models/small-bf16" --preset small --seed 3 >/dev/null || exit 1
+"$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
+"$G" mkmodel --out "$models/exl3-src" --preset tiny-exl3 --seed 5 >/dev/null || exit 1
+"$G" quantize --in "$models/exl3-src" --out "$models/tiny-exl3" --bits 4 >/dev/null || exit 1
+status=0
+: >"$out/parity.txt"
+run_parity() { # DIR LABEL [PROMPT] [GREEDY]
+    echo "== parity: $2"
+    timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
+    cat "$build/parity.log"
+    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks ' "$build/parity.log" >>"$out/parity.txt"
+}
+run_parity "$tiny_a" tiny-A 300
+for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
+run_parity "$models/tiny" mkmodel-tiny 300
+run_parity "$models/small-bf16" mkmodel-small-bf16 300
+run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
+
+echo "== two processes: a CUDA head, a worker over TCP loopback, against one CPU rank"
+echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"
+"$G" logits --model "$tiny_a" --tokens-file "$build/tokens" --prefill 9 --out "$build/one.f32" >/dev/null
+"$G" worker --listen 127.0.0.1:0 --model "$tiny_a" --threads 2 2>"$build/worker.err" &
+wpid=$!
+for _ in $(seq 200); do grep -q '(port [0-9]*) for a head' "$build/worker.err" && break; sleep 0.05; done
+port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$build/worker.err")
+GLMCHAT_CUDA_KV=f32 "$G" --backend cuda --peer 127.0.0.1:$port logits --model "$tiny_a" \
+    --tokens-file "$build/tokens" --prefill 9 --out "$build/two.f32" >/dev/null 2>"$build/head.err" ||
+    { echo "FAIL: the CUDA head: $(cat "$build/head.err")"; status=1; }
+kill -TERM $wpid 2>/dev/null; wait $wpid 2>/dev/null
+python3 - "$build/one.f32" "$build/two.f32" <<'PY' | tee -a "$out/parity.txt" || status=1
+import struct, sys
+def f32(p):
+    b = open(p, "rb").read(); return struct.unpack("<%df" % (len(b) // 4), b)
+one, two = f32(sys.argv[1]), f32(sys.argv[2])
+scale = max(abs(x) for x in one)
+d = max(abs(x - y) for x, y in zip(one, two)) if len(one) == len(two) and one else float("inf")
+print("tiny-A cuda head + worker     max|diff| %.3e (rel %.2e)" % (d, d / scale))
+sys.exit(0 if d <= 1e-3 * scale else 1)
+PY
+
+echo "== chat: --backend cuda replies as --backend cpu (greedy, f32 cache)"
+export XDG_CONFIG_HOME="$build/xdg" XDG_DATA_HOME="$build/xdg-data"
+mkdir -p "$XDG_CONFIG_HOME/glmchat"; printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
+for b in cpu cuda; do
+    GLMCHAT_CUDA_KV=f32 "$G" --backend $b --model "$models/tiny" chat --no-save --output-format jsonl \
+        --max-tokens 60 --think off --prompt "Tell me a story." >"$build/chat-$b.jsonl" 2>"$build/chat-$b.err" ||
+        { echo "FAIL: chat on $b: $(cat "$build/chat-$b.err")"; status=1; }
+done
+python3 - "$build/chat-cpu.jsonl" "$build/chat-cuda.jsonl" <<'PY' | tee -a "$out/parity.txt" || status=1
+import json, sys
+def reply(p):
+    ev = [json.loads(l) for l in open(p)]
+    return "".join(e.get("text", "") for e in ev if e.get("type") in ("content", "reasoning"))
+a, b = reply(sys.argv[1]), reply(sys.argv[2])
+print("chat --backend cuda vs cpu (mkmodel tiny, 60 tokens): %s (%d chars)" % ("equal" if a == b and a else "DIFFERENT", len(a)))
+sys.exit(0 if a == b and a else 1)
+PY
+
+echo "== bench"
+timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192}" 2>&1 |
+    tee "$out/bench.txt" || status=1
+echo "== parity table"
+cat "$out/parity.txt"
+echo "status $status, total $(( $(date +%s) - start )) s"
+exit $status

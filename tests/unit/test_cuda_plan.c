@@ -1,0 +1,159 @@
+/* test_cuda_plan.c: Check suite for the CUDA backend's memory plan (engine/cuda/plan.c), pure
+ * arithmetic on the real GLM-5.3-Flash config (tests/fixtures/cuda): the per-token and per-session
+ * cache figures of architecture.md 2.10, the weights of section 1.1, one rank and two, the fit
+ * check's refusals and the scratch layout. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/plan.h"
+#include "model/config.h"
+
+#define MIB (1024.0 * 1024.0)
+#define GB 1e9
+
+static glm_config real;
+
+static int load_real(void)
+{
+    const char *src = getenv("GLMCHAT_SRCDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/cuda", src ? src : ".");
+    glm_error err = {0};
+    if (glm_config_load(&real, path, &err) == GLM_OK)
+        return 0;
+    fprintf(stderr, "test_cuda_plan: %s\n", err.message);
+    return -1;
+}
+
+START_TEST(real_config_has_the_documented_layers)
+{
+    ck_assert_int_eq(glm_config_count(&real, GLM_ATTN_KDA), 34);
+    ck_assert_int_eq(glm_config_count(&real, GLM_ATTN_DSA), 11);
+    ck_assert_int_eq(real.max_position_embeddings, 1048576);
+}
+END_TEST
+
+START_TEST(cache_figures_match_the_architecture_notes)
+{
+    cuda_plan p;
+    /* bf16: per DSA layer 512 latent values (1 KiB), 2 x 128 indexer values, 128 per 4 tokens */
+    cuda_plan_make(&real, 1, 1048576, CUDA_KV_BF16, CUDA_KV_BF16, 256, 0, &p);
+    ck_assert_uint_eq(p.dsa_per_token, 11 * (1024 + 2 * 256 + 256 / 4));
+    /* KDA: 136 MiB of fp32 states and 3 conv rows of 3 x 8192 f32 channels a layer, kept twice
+     * (the live state and the mark) */
+    double kda = 136 * MIB + 34.0 * 3 * 3 * 8192 * 4;
+    ck_assert_double_eq_tol((double)p.kda_state, 2 * kda, 1.0);
+    /* fp8: one byte a value plus a 4-byte scale a row */
+    cuda_plan_make(&real, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 256, 0, &p);
+    ck_assert_uint_eq(p.dsa_per_token, 11 * (512 + 4 + 2 * (128 + 4) + (128 + 4) / 4));
+    ck_assert_uint_ge(p.dsa_cache, p.dsa_per_token * (size_t)1048576);
+    /* two ranks keep the caches whole (replicated) and half the KDA state */
+    glm_config half;
+    cuda_plan_rank_config(&real, &half);
+    cuda_plan p2;
+    cuda_plan_make(&half, 2, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 256, 0, &p2);
+    ck_assert_uint_eq(p2.dsa_per_token, p.dsa_per_token);
+    ck_assert_uint_eq(p2.kda_state * 2, p.kda_state);
+}
+END_TEST
+
+START_TEST(weights_match_the_parameter_counts)
+{
+    /* section 1.1: routed experts 304.6 B parameters (4-bit EXL3 here, plus fp16 scales); KDA
+     * 4.7 B, DSA 1.4 B, shared 1.1 B, dense 0.45 B, embedding + head 1.3 B in BF16 */
+    double experts = 304.6e9 * 0.5, rest = (4.7 + 1.4 + 1.1 + 0.45 + 1.3) * 1e9 * 2;
+    double one = (double)cuda_plan_weights_estimate(&real, 1, 2, 4);
+    ck_assert_msg(one > 0.97 * (experts + rest) && one < 1.03 * (experts + rest),
+                  "one rank: %.1f GB, expected about %.1f GB", one / GB, (experts + rest) / GB);
+    glm_config half;
+    cuda_plan_rank_config(&real, &half);
+    double two = (double)cuda_plan_weights_estimate(&half, 2, 2, 4);
+    /* halves, plus what both ranks hold whole: the embedding, the indexer, q_a, kv_a, routers */
+    ck_assert_msg(two > 0.5 * one && two < 0.53 * one, "two ranks: %.1f of %.1f GB", two / GB,
+                  one / GB);
+    /* BF16 experts: four times the 4-bit bytes */
+    double bf16 = (double)cuda_plan_weights_estimate(&real, 1, 2, 0);
+    ck_assert_double_gt(bf16, one + 3 * experts * 0.99);
+}
+END_TEST
+
+START_TEST(two_sparks_fit_the_full_window_one_does_not)
+{
+    size_t spark = cuda_plan_unified_limit();
+    ck_assert_uint_lt(spark, (size_t)128 * 1000 * 1000 * 1000);
+    glm_config half;
+    cuda_plan_rank_config(&real, &half);
+    cuda_plan p;
+    glm_error err = {0};
+    for (int kv = CUDA_KV_BF16; kv <= CUDA_KV_FP8; kv++) {
+        cuda_plan_make(&half, 2, 1048576, kv, kv, 256, cuda_plan_weights_estimate(&half, 2, 2, 4), &p);
+        ck_assert_msg(cuda_plan_check(&p, spark, &err) == GLM_OK, "%s: %s", cuda_kv_name(kv),
+                      err.message);
+        ck_assert_uint_eq(p.total, p.weights + p.kda_state + p.dsa_cache + p.scratch);
+    }
+    cuda_plan_make(&real, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 256,
+                   cuda_plan_weights_estimate(&real, 1, 2, 4), &p);
+    ck_assert_int_eq(cuda_plan_check(&p, spark, &err), GLM_ERR_NOMEM);
+    ck_assert_msg(strstr(err.message, "two ranks") && strstr(err.message, "GiB"), "%s", err.message);
+}
+END_TEST
+
+START_TEST(refusal_names_a_context_that_fits)
+{
+    glm_config half;
+    cuda_plan_rank_config(&real, &half);
+    cuda_plan p;
+    cuda_plan_make(&half, 2, 1048576, CUDA_KV_BF16, CUDA_KV_BF16, 256,
+                   cuda_plan_weights_estimate(&half, 2, 2, 4), &p);
+    /* room for the weights and half the bf16 cache */
+    size_t avail = p.weights + p.kda_state + p.scratch + ((size_t)1 << 30) + p.dsa_cache / 2;
+    glm_error err = {0};
+    ck_assert_int_eq(cuda_plan_check(&p, avail, &err), GLM_ERR_NOMEM);
+    ck_assert_msg(strstr(err.message, "GLMCHAT_CUDA_CONTEXT=") && strstr(err.message, "fp8"), "%s",
+                  err.message);
+    int tokens = atoi(strstr(err.message, "GLMCHAT_CUDA_CONTEXT=") + strlen("GLMCHAT_CUDA_CONTEXT="));
+    ck_assert_int_gt(tokens, 1048576 / 2 - 4096);
+    ck_assert_int_lt(tokens, 1048576 / 2 + 4096);
+    cuda_plan q;
+    cuda_plan_make(&half, 2, tokens, CUDA_KV_BF16, CUDA_KV_BF16, 256, p.weights, &q);
+    ck_assert_int_eq(cuda_plan_check(&q, avail, &err), GLM_OK);
+}
+END_TEST
+
+START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
+{
+    size_t off[CUDA_SCRATCH_BUFFERS];
+    size_t total = cuda_plan_scratch(&real, 256, off);
+    ck_assert_uint_eq(off[0], 0);
+    for (int i = 1; i < CUDA_SCRATCH_BUFFERS; i++) {
+        ck_assert_uint_gt(off[i], off[i - 1]);
+        ck_assert_uint_eq(off[i] % 256, 0);
+    }
+    ck_assert_uint_gt(total, off[CUDA_SCRATCH_BUFFERS - 1]);
+    /* the last buffer is the chunk's logits: 256 x vocab floats */
+    ck_assert_uint_ge(total - off[CUDA_SCRATCH_BUFFERS - 1], (size_t)256 * 154880 * 4);
+    ck_assert_uint_lt(cuda_plan_scratch(&real, 1, NULL), total);
+}
+END_TEST
+
+int main(void)
+{
+    if (load_real())
+        return EXIT_FAILURE;
+    Suite *s = suite_create("cuda_plan");
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, real_config_has_the_documented_layers);
+    tcase_add_test(tc, cache_figures_match_the_architecture_notes);
+    tcase_add_test(tc, weights_match_the_parameter_counts);
+    tcase_add_test(tc, two_sparks_fit_the_full_window_one_does_not);
+    tcase_add_test(tc, refusal_names_a_context_that_fits);
+    tcase_add_test(tc, scratch_layout_is_aligned_and_covers_every_buffer);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
