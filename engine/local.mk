@@ -60,7 +60,7 @@ tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
 tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
-EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_reuse.sh
+EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh
 check_PROGRAMS += tests/unit/test_spec
 tests_unit_test_spec_SOURCES = tests/unit/test_spec.c $(ENGINE_TEST_UTIL)
 tests_unit_test_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
@@ -68,6 +68,7 @@ tests_unit_test_spec_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_spec
 # bench/bench_spec: drafted against plain decoding (make bench/bench_spec; not run by make check).
 EXTRA_PROGRAMS += bench/bench_spec
+EXTRA_DIST += bench/bench_spec_cpu_2026-12-02.txt
 bench_bench_spec_SOURCES = bench/bench_spec.c
 bench_bench_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_LDADD = $(glmchat_LDADD)

@@ -16,3 +16,12 @@ if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
         chat --output-format jsonl --max-tokens 2 --prompt "seed" >/dev/null || true
 fi
 "$out/fuzz_prompt_cache" -max_total_time="$secs" -max_len=65536 "$out/corpus"
+# CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include config.h \
+    $(pkg-config --cflags libcjson) tests/fuzz/fuzz_cpu_snapshot.c engine/cpu/*.c \
+    engine/model/config.c engine/model/safetensors.c engine/model/weights.c engine/model/model.c \
+    engine/model/exl3_load.c engine/model/exl3_decode.c engine/model/exl3_matvec.c \
+    engine/model/exl3_quantize.c engine/model/hadamard.c engine/error.c $(pkg-config --libs libcjson) -lpthread -lm \
+    -o "$out/fuzz_cpu_snapshot"
+mkdir -p "$out/corpus_snap"
+GLMCHAT_FUZZ_SEED="$out/corpus_snap/seed.snap" "$out/fuzz_cpu_snapshot" -max_total_time="$secs" -max_len=262144 "$out/corpus_snap"
