@@ -115,13 +115,34 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     }
     e->params = *p;
     e->draft = SPEC_OFF;
+    if (spec_mode_resolve(p->draft, &e->draft, err) != GLM_OK) {
+        glm_engine_close(e);
+        return NULL;
+    }
+    if (e->draft != SPEC_OFF && p->peer) {
+        glm_error_set(err, GLM_ERR_UNSUPPORTED, "drafting runs on one rank only; with --peer set "
+                      "draft = off (config or GLMCHAT_DRAFT)");
+        glm_engine_close(e);
+        return NULL;
+    }
+    if (e->draft == SPEC_MTP && !e->model->w.has_mtp) {
+        glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp: %s has no MTP layer "
+                      "(num_nextn_predict_layers and layers.%d); use draft = copy or off",
+                      e->model->dir, e->model->cfg.num_layers);
+        glm_engine_close(e);
+        return NULL;
+    }
     if (!p->peer) {
         if (backend_open(e->model, p, &e->be, err) != GLM_OK || open_cache(e, p, err) != GLM_OK) {
             glm_engine_close(e);
             return NULL;
         }
-        if (e->be.ops->verify && e->be.ops->state_rewind)
-            e->draft = spec_mode_from(p->draft);
+        if (e->draft != SPEC_OFF && !(e->be.ops->verify && e->be.ops->state_rewind)) {
+            glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts yet; set "
+                          "draft = off (config or GLMCHAT_DRAFT)", e->be.ops->name);
+            glm_engine_close(e);
+            return NULL;
+        }
         return e;
     }
     tp_identity id;

@@ -19,9 +19,9 @@ typedef struct spec_stats {
     int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
 } spec_stats;
 
-/* The mode glm_engine_params.draft asks for (0: $GLMCHAT_DRAFT: off, copy or mtp; else off);
- * SPEC_OFF for a value it does not know. */
-spec_mode spec_mode_from(int draft);
+/* The drafting mode glm_engine_params.draft asks for (0: $GLMCHAT_DRAFT, off when unset).
+ * A value or GLMCHAT_DRAFT it does not know is an error naming it. */
+glm_status spec_mode_resolve(int draft, spec_mode *out, glm_error *err);
 
 /* Copy draft: finds the latest earlier occurrence of ctx's last tokens (the longest match of 2
  * to 8) and proposes up to max tokens that followed it. Returns how many it wrote to out. */

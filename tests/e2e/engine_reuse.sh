@@ -93,6 +93,15 @@ diff <(grep -v '^reused' "$TMP/cfg-replies") <(grep -v '^reused' "$TMP/mtp-plain
 ls "$TMP/kept-cfg"/*.kept >/dev/null 2>&1 && pass || fail "config prompt_cache_dir: no kept-state files"
 rm "$XDG_CONFIG_HOME/glmchat/config"
 
+# Drafting that cannot run is refused by name, never silently turned off.
+export GLMCHAT_DRAFT=bogus
+expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
+expect_grep err "GLMCHAT_DRAFT: 'draft' takes one of off,copy,mtp, not 'bogus'"
+export GLMCHAT_DRAFT=mtp
+expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
+expect_grep err "draft = mtp: .* has no MTP layer"
+unset GLMCHAT_DRAFT
+
 # The disk tier: each turn in a fresh process, kept states in a directory.
 export GLMCHAT_TEMPERATURE=0 GLMCHAT_PROMPT_CACHE_DIR="$TMP/kept"
 unset GLMCHAT_SEED
