@@ -3,7 +3,7 @@
 libengine_a_SOURCES += \
 	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
-	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h
+	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/resume.c engine/tp/split.c engine/tp/split.h
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 
@@ -53,3 +53,6 @@ EXTRA_DIST += tests/e2e/tp_split.sh
 # An EXL3 model split over two real processes: logits and a greedy reply against one rank.
 TESTS += tests/e2e/tp_exl3.sh
 EXTRA_DIST += tests/e2e/tp_exl3.sh
+# A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
+TESTS += tests/e2e/tp_reconnect.sh
+EXTRA_DIST += tests/e2e/tp_reconnect.sh

@@ -100,7 +100,7 @@ wait $h2
 rc=$?
 [ $rc -eq 4 ] && pass || fail "head exited $rc: $(cat "$TMP/h2.out")"
 [ $took -le 6000 ] && pass || fail "head took $took ms to notice"
-expect_grep h2.out 'worker at .* (closed the connection|stopped answering|failed).*/reconnect'
+expect_grep h2.out 'worker at .* (closed the connection|stopped answering|failed).*next message reconnects'
 echo "killed worker noticed in $took ms"
 
 finish
