@@ -3,7 +3,7 @@
 libengine_a_SOURCES += \
 	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
-	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/resume.c engine/tp/split.c engine/tp/split.h
+	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 

@@ -72,11 +72,6 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
 glm_status tp_head_reconnect(tp_rank *r, glm_error *err);
 int tp_rank_reconnects(const tp_rank *r); /* rank 0: successful reconnects so far */
 
-/* Rank 0, before feeding s more tokens (resume.c): when the worker has failed while s holds
- * tokens, resets s and feeds them again, so that the first forward reconnects (a restarted worker
- * starts empty) and the conversation goes on where it was. GLM_OK when nothing was needed. */
-glm_status tp_session_resume(glm_session *s, tp_rank *r, glm_error *err);
-
 /* Rank 0: sends the next step decision. A failed rank reconnects first when the step is a forward
  * from position 0 (the head's state is empty, as a restarted worker's is); other steps of a
  * failed rank return its failure. */

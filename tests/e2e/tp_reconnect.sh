@@ -1,6 +1,6 @@
 #!/bin/bash
 # tp_reconnect.sh: a head that outlives its worker. Scripted: the worker is killed between turns
-# and restarted; the same head's next turn reconnects, replays what it held and replies exactly as
+# and restarted; the same head's next turn reconnects (the prompt is prefilled again) and replies as
 # one rank does. Interactive (tmux): the worker dies mid-reply; the TUI says the next message
 # reconnects; after a restart it does, and every message is kept.
 . "$(dirname "$0")/lib.sh"
