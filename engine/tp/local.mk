@@ -53,3 +53,6 @@ EXTRA_DIST += tests/e2e/tp_split.sh
 # An EXL3 model split over two real processes: logits and a greedy reply against one rank.
 TESTS += tests/e2e/tp_exl3.sh
 EXTRA_DIST += tests/e2e/tp_exl3.sh
+# A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
+TESTS += tests/e2e/tp_reconnect.sh
+EXTRA_DIST += tests/e2e/tp_reconnect.sh

@@ -55,6 +55,12 @@ struct tp_rank {
     tp_step_node *queue_head, *queue_tail;
     int64_t last_heard_ms;
     int answered;               /* head bootstrap: the worker has sent a message */
+
+    /* rank 0: what it connected with, to connect again after the worker restarts */
+    tp_identity id;
+    tp_rank_options opts;
+    char transport[16];
+    int reconnects;
 };
 
 /* ---- identity ------------------------------------------------------------------------------ */
@@ -184,7 +190,7 @@ glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_erro
 
 static const char *next_move(const tp_rank *r)
 {
-    return r->rank == 0 ? "check it is running, then /reconnect"
+    return r->rank == 0 ? "check it is running (same --model); the next message reconnects"
                         : "this worker will wait for a head to connect again";
 }
 
@@ -269,7 +275,7 @@ static void handle_message(tp_rank *r, tp_msg *m)
         r->bye = 1;
         pthread_mutex_unlock(&r->lock);
         set_failed(r, GLM_ERR_PEER, "the %s at %s stopped (it was shut down); %s", r->peer_role,
-                   r->peer, r->rank == 0 ? "start it again, then /reconnect" : next_move(r));
+                   r->peer, r->rank == 0 ? "start it again; the next message reconnects" : next_move(r));
         break;
     case TP_MSG_ERROR:
         set_failed(r, GLM_ERR_PEER, "the %s at %s reported: %s", r->peer_role, r->peer, m->u.error.text);
@@ -338,7 +344,8 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
         if (recv(r->ctrl_fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
             set_failed(r, GLM_ERR_PEER, "the %s at %s closed the connection (it exited or restarted); %s",
                        r->peer_role, r->peer,
-                       r->rank == 0 ? "start `glmchat worker` there again, then /reconnect" : next_move(r));
+                       r->rank == 0 ? "start `glmchat worker` there again (same --model); the next "
+                                      "message reconnects" : next_move(r));
             return 0;
         }
         tp_msg m;
@@ -647,17 +654,12 @@ static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_iden
     return r->data ? GLM_OK : err->status;
 }
 
-tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
-                         glm_error *err)
+/* Connects r (rank 0, not linked) to the worker at r->peer and bootstraps, retrying until
+ * connect_ms has passed. On failure r holds no connection (rank_free or unlink_peer clean up). */
+static glm_status head_link(tp_rank *r, const char *then, glm_error *err)
 {
-    glm_error local;
-    if (!err)
-        err = &local;
-    tp_rank *r = rank_new(0, opts, err);
-    if (!r)
-        return NULL;
-    snprintf(r->peer, sizeof r->peer, "%s", hostport ? hostport : "");
-    int connect_ms = opts && opts->connect_ms > 0 ? opts->connect_ms : TP_DEFAULT_CONNECT_MS;
+    const char *hostport = r->peer;
+    int connect_ms = r->opts.connect_ms > 0 ? r->opts.connect_ms : TP_DEFAULT_CONNECT_MS;
     int64_t give_up = tp_now_ms() + connect_ms;
     glm_status st;
     /* A worker that is exiting or restarting may take the connection and drop it before it
@@ -669,15 +671,16 @@ tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_r
             glm_error why = *err;
             if (why.status != GLM_ERR_ARG)
                 glm_error_set(err, GLM_ERR_PEER, "cannot reach the worker at %s within %.1f s (%s); start "
-                              "`glmchat worker --listen %s` there with the same --model, then /reconnect",
-                              hostport, connect_ms / 1000.0, why.message, hostport);
-            rank_free(r);
-            return NULL;
+                              "`glmchat worker --listen %s` there with the same --model, then %s",
+                              hostport, connect_ms / 1000.0, why.message, hostport, then);
+            return err->status;
         }
         r->answered = 0;
-        st = head_bootstrap(r, hostport, id, opts, err);
+        st = head_bootstrap(r, hostport, &r->id, &r->opts, err);
         if (st == GLM_OK || r->answered || tp_now_ms() + 200 >= give_up)
             break;
+        tp_transport_free(r->data);
+        r->data = NULL;
         close(r->ctrl_fd);
         r->ctrl_fd = -1;
         struct timespec nap = {0, 200 * 1000000L};
@@ -688,11 +691,84 @@ tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_r
         st = verify_data_path(r, deadline, err);
     if (st == GLM_OK)
         st = start_watch(r, err);
-    if (st != GLM_OK) {
+    return st;
+}
+
+tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
+                         glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    tp_rank *r = rank_new(0, opts, err);
+    if (!r)
+        return NULL;
+    snprintf(r->peer, sizeof r->peer, "%s", hostport ? hostport : "");
+    r->id = *id;
+    if (opts)
+        r->opts = *opts;
+    if (opts && opts->transport) {
+        snprintf(r->transport, sizeof r->transport, "%s", opts->transport);
+        r->opts.transport = r->transport;
+    }
+    if (head_link(r, "start glmchat again", err) != GLM_OK) {
         rank_free(r);
         return NULL;
     }
     return r;
+}
+
+/* Drops r's connection (watch thread, data path, control socket, queued steps) and clears its
+ * failure and counters, as before a first bootstrap. */
+static void unlink_peer(tp_rank *r)
+{
+    atomic_store(&r->stop, 1);
+    if (r->watch_started)
+        pthread_join(r->watch, NULL);
+    r->watch_started = 0;
+    tp_transport_free(r->data);
+    r->data = NULL;
+    if (r->ctrl_fd >= 0)
+        close(r->ctrl_fd);
+    r->ctrl_fd = -1;
+    pthread_mutex_lock(&r->lock);
+    for (tp_step_node *n = r->queue_head, *next; n; n = next) {
+        next = n->next;
+        free(n->step.tokens);
+        free(n);
+    }
+    r->queue_head = r->queue_tail = NULL;
+    r->bye = 0;
+    memset(&r->failure, 0, sizeof r->failure);
+    atomic_store(&r->failed, 0);
+    pthread_mutex_unlock(&r->lock);
+    atomic_store(&r->stop, 0);
+    r->exchange_seq = r->step_seq = 0;
+}
+
+glm_status tp_head_reconnect(tp_rank *r, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    if (r->rank != 0)
+        return glm_error_set(err, GLM_ERR_ARG, "only rank 0 reconnects");
+    unlink_peer(r);
+    glm_status st = head_link(r, "send the message again", err);
+    if (st != GLM_OK) {
+        /* stay failed, with why the reconnect failed, until the next attempt */
+        glm_error why = *err;
+        unlink_peer(r);
+        set_failed(r, st, "%s", why.message);
+        return copy_failure(r, err);
+    }
+    r->reconnects++;
+    return GLM_OK;
+}
+
+int tp_rank_reconnects(const tp_rank *r)
+{
+    return r->reconnects;
 }
 
 /* ---- rank 1 ------------------------------------------------------------------------------------ */
@@ -880,7 +956,10 @@ glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const ui
 {
     if (r->rank != 0)
         return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
-    if (atomic_load(&r->failed))
+    /* After a failure the head's state was reset; its next forward from position 0 (a new turn)
+     * finds a restarted worker as empty as itself, so that is where it connects again. */
+    int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
+    if (atomic_load(&r->failed) && (!fresh_start || tp_head_reconnect(r, err) != GLM_OK))
         return copy_failure(r, err);
     tp_msg m = {.type = TP_MSG_STEP};
     m.u.step.seq = r->step_seq + 1;

@@ -43,7 +43,8 @@ typedef struct tp_rank tp_rank;
 typedef struct tp_listener tp_listener;
 
 /* Rank 0: connects to the worker at hostport, retrying until opts->connect_ms has passed, and
- * runs the bootstrap. NULL with err on failure; a refusal names the difference. */
+ * runs the bootstrap. NULL with err on failure; a refusal names the difference. opts is copied
+ * (opts->rdma's strings must outlive the rank). */
 tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
                          glm_error *err);
 
@@ -65,7 +66,15 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
 /* Gathers and sums in rank order into buf (identical bits on both ranks). */
 glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
 
-/* Rank 0: sends the next step decision. */
+/* Rank 0: drops the connection and connects to the worker again (same address, identity and
+ * options; retried for connect_ms), starting from step 0 with an empty worker. The rank stays
+ * failed, saying why, when the worker cannot be reached or refuses. */
+glm_status tp_head_reconnect(tp_rank *r, glm_error *err);
+int tp_rank_reconnects(const tp_rank *r); /* rank 0: successful reconnects so far */
+
+/* Rank 0: sends the next step decision. A failed rank reconnects first when the step is a forward
+ * from position 0 (the head's state is empty, as a restarted worker's is); other steps of a
+ * failed rank return its failure. */
 glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
                              uint32_t n_tokens, glm_error *err);
 

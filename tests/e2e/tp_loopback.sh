@@ -60,7 +60,7 @@ for sig in KILL STOP; do
     took=$(( $(now_ms) - t0 ))
     [ "$rc" -eq 4 ] && pass || fail "SIG$sig: head exited $rc, expected 4: $(cat "$TMP/h_$sig.out")"
     [ "$took" -le $((TIMEOUT_MS + 1000)) ] && pass || fail "SIG$sig: head took $took ms to notice"
-    expect_grep "h_$sig.out" 'FAILED after [0-9]+ steps: .*worker at 127.0.0.1:[0-9]+.*then /reconnect'
+    expect_grep "h_$sig.out" 'FAILED after [0-9]+ steps: .*worker at 127.0.0.1:[0-9]+.*the next message reconnects'
     if [ "$sig" = STOP ]; then
         expect_grep "h_$sig.out" 'stopped answering after [0-9.]+ s'
         # Woken up, the worker sees its head gone and says so.

@@ -16,9 +16,12 @@ start_worker() {
     shift
     "$G" worker --listen 127.0.0.1:0 --model "$model" --threads 1 "$@" 2>"$TMP/worker.err" &
     worker=$!
-    for _ in $(seq 200); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
+    for _ in $(seq 600); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
     PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
-    [ -n "$PORT" ] || fail "worker did not start: $(cat "$TMP/worker.err")"
+    if [ -z "$PORT" ]; then
+        kill -0 $worker 2>/dev/null && fail "worker did not start in 30 s: $(cat "$TMP/worker.err")" ||
+            fail "worker exited $(wait $worker; echo $?) before listening: $(cat "$TMP/worker.err")"
+    fi
 }
 stop_worker() {
     kill -TERM $worker 2>/dev/null
