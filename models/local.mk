@@ -28,7 +28,14 @@ uninstall-local:
 
 EXTRA_DIST += models/demo/model.safetensors.gz $(DEMO_FILES) models/demo/reference.safetensors \
 	models/demo/heldout.jsonl models/demo/training-log.txt models/demo/demo-request.json \
-	models/demo/README.md tools/demo/train.py tools/demo/data.py tools/demo/check_render.py
+	models/demo/README.md tools/demo/train.py tools/demo/data.py tools/demo/check_render.py \
+	tools/demo/kda_chunk.py tools/demo/test_kda_chunk.py tools/demo/eval_glmchat.py tools/demo/run_device.sh
+
+# The held-out evaluation on glmchat's CPU engine (tools/demo/eval_glmchat.py): `make tools/demo/demo_greedy`.
+EXTRA_PROGRAMS += tools/demo/demo_greedy
+tools_demo_demo_greedy_SOURCES = tools/demo/demo_greedy.c
+tools_demo_demo_greedy_LDADD = $(glmchat_LDADD)
+CLEANFILES += tools/demo/demo_greedy
 
 check_PROGRAMS += tests/unit/test_demo
 tests_unit_test_demo_SOURCES = tests/unit/test_demo.c

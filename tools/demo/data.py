@@ -3,6 +3,7 @@
 import datetime
 import json
 import random
+import re
 
 # The built-in tools as glmchat sends them (app/tools/builtin.c): name, description, parameters.
 TOOLS = [
@@ -239,3 +240,42 @@ def heldout(rng, n):
         exp["history"] = hist
         out.append(exp)
     return out
+
+
+# ---- held-out prompts and scoring (shared by train.py and eval_glmchat.py) ----------------------
+CALL_RE = re.compile(r"^(.*?)</think>(?:.*?)<tool_call>([^<]+)((?:<arg_key>[^<]*</arg_key><arg_value>.*?</arg_value>)*)"
+                     r"</tool_call>$", re.S)
+ARG_RE = re.compile(r"<arg_key>([^<]*)</arg_key><arg_value>(.*?)</arg_value>", re.S)
+
+
+def heldout_prompts(task):
+    """The two prompt texts of a held-out task: asking it, and answering after its (correct) call's result."""
+    msgs = task["history"] + [{"role": "user", "content": task["question"]}]
+    p1 = "".join(t for t, _ in render(msgs)) + "<|assistant|><think>"
+    msgs = msgs + [{"role": "assistant", "reasoning_content": task["think"], "content": "",
+                    "tool_calls": [{"function": {"name": task["name"], "arguments": task["args"]}}]},
+                   {"role": "tool", "content": task["result"]}]
+    p2 = "".join(t for t, _ in render(msgs)) + "<|assistant|><think>"
+    return p1, p2
+
+
+def score(task, call_text, call_ended_observation, answer, answer_ended):
+    """One held-out row: the call well-formed (and its turn ended by <|observation|>), the call correct
+    (name and arguments exactly), and the answer using the result (its key after </think>, no call)."""
+    m = CALL_RE.match(call_text)
+    wf = bool(m) and call_ended_observation
+    ok = False
+    if wf:
+        args = dict(ARG_RE.findall(m.group(3)))
+        exp = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in task["args"].items()}
+        ok = m.group(2) == task["name"] and args == exp
+    final = answer.split("</think>", 1)[1] if "</think>" in answer else ""
+    aok = answer_ended and task["key"] in final and "<tool_call>" not in final
+    return dict(question=task["question"], call_text=call_text, well_formed=wf, correct=ok, answer=answer,
+                answer_ok=aok, expected=dict(name=task["name"], args=task["args"], key=task["key"]))
+
+
+def summary(rows):
+    n = max(1, len(rows))
+    return (sum(r["well_formed"] for r in rows) / n, sum(r["correct"] for r in rows) / n,
+            sum(r["answer_ok"] for r in rows) / n)
