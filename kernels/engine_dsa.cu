@@ -309,18 +309,29 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     int n = count[t], c0 = lane * 16;
     bool mine = c0 < R;
     const int32_t *sel = idx + (size_t)t * width;
-    for (int s = warp; s < n; s += nw) {
-        float dot = 0.0f;
-        if (mine) {
-            float v[16];
-            load16(lat, (size_t)sel[s], c0, v);
+    float qv[16];
 #pragma unroll
-            for (int j = 0; j < 16; j++)
-                dot += qs[c0 + j] * v[j];
+    for (int j = 0; j < 16; j++)
+        qv[j] = mine ? qs[c0 + j] : 0.0f;
+    for (int s0 = warp * 4; s0 < n; s0 += nw * 4) { // four rows a pass: their loads overlap
+        float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int s = s0 + u;
+            if (mine && s < n) {
+                float v[16];
+                load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    dot[u] += qv[j] * v[j];
+            }
         }
-        dot = warp_sum(dot);
-        if (lane == 0)
-            p[s] = dot * scale;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            float d = warp_sum(dot[u]);
+            if (lane == 0 && s0 + u < n)
+                p[s0 + u] = d * scale;
+        }
     }
     __syncthreads();
     float mx = -INFINITY;
@@ -339,12 +350,18 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     for (int j = 0; j < 16; j++)
         acc[j] = 0.0f;
     if (mine)
-        for (int s = warp; s < n; s += nw) {
-            float v[16], ps = p[s];
-            load16(lat, (size_t)sel[s], c0, v);
+        for (int s0 = warp * 4; s0 < n; s0 += nw * 4) {
 #pragma unroll
-            for (int j = 0; j < 16; j++)
-                acc[j] += ps * v[j];
+            for (int u = 0; u < 4; u++) {
+                int s = s0 + u;
+                if (s < n) {
+                    float v[16], ps = p[s];
+                    load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+                    for (int j = 0; j < 16; j++)
+                        acc[j] += ps * v[j];
+                }
+            }
         }
     if (mine)
 #pragma unroll
@@ -433,6 +450,24 @@ __global__ void expand_kernel(eng_mat kv_b, const float *ot, int T, int H, int d
     if (wi >= H * dv)
         return;
     int h = wi / dv, i = wi % dv, row = h * (dn + dv) + dn + i;
+    if (R <= 32 * kAttendMaxJ) { // the row read once, kept in registers over the tokens
+        float wr[kAttendMaxJ];
+#pragma unroll
+        for (int j = 0; j < kAttendMaxJ; j++)
+            wr[j] = lane + 32 * j < R ? mat_at(kv_b, row, lane + 32 * j) : 0.0f;
+        for (int t = 0; t < T; t++) {
+            const float *x = ot + ((size_t)t * H + h) * R;
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kAttendMaxJ; j++)
+                if (lane + 32 * j < R)
+                    acc += wr[j] * x[lane + 32 * j];
+            acc = warp_sum(acc);
+            if (lane == 0)
+                o[((size_t)t * H + h) * dv + i] = acc;
+        }
+        return;
+    }
     for (int t = 0; t < T; t++) {
         const float *x = ot + ((size_t)t * H + h) * R;
         float acc = 0.0f;

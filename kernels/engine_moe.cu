@@ -115,6 +115,65 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const float *logit
         }
 }
 
+constexpr int kRouteWarpMax = 16; // experts a lane holds: E <= 512
+
+// The router with one group (GLM-5.3-Flash: n_group 1), a warp per token: each lane holds experts
+// lane, lane + 32, ...; each of the K picks is a warp-wide (value, lower index) maximum.
+__global__ void route_warp_kernel(const float *logits, const float *bias, int T, int E, int K,
+                                  int norm_topk, float scaling, int32_t *ids, float *weights)
+{
+    int t = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (t >= T)
+        return;
+    const float *lg = logits + (size_t)t * E;
+    float pr[kRouteWarpMax], ch[kRouteWarpMax];
+    unsigned taken = 0;
+#pragma unroll
+    for (int j = 0; j < kRouteWarpMax; j++) {
+        int e = lane + 32 * j;
+        pr[j] = e < E ? sigmoidf_(lg[e]) : 0.0f;
+        ch[j] = e < E ? pr[j] + bias[e] : -INFINITY;
+    }
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        float v = -INFINITY;
+        int be = -1;
+#pragma unroll
+        for (int j = 0; j < kRouteWarpMax; j++) {
+            int e = lane + 32 * j;
+            if (e < E && !((taken >> j) & 1u))
+                better(v, be, ch[j], e);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int e2 = __shfl_xor_sync(0xffffffffu, be, o);
+            better(v, be, v2, e2);
+        }
+        float p = 0.0f;
+        if (lane == be % 32) {
+            int jb = be / 32;
+            taken |= 1u << jb;
+#pragma unroll
+            for (int j = 0; j < kRouteWarpMax; j++)
+                if (j == jb)
+                    p = pr[j];
+        }
+        p = __shfl_sync(0xffffffffu, p, be % 32);
+        if (lane == 0) {
+            ids[(size_t)t * K + k] = be;
+            weights[(size_t)t * K + k] = p;
+        }
+        sum += p;
+    }
+    if (lane == 0)
+        for (int k = 0; k < K; k++) {
+            float w = weights[(size_t)t * K + k];
+            if (norm_topk)
+                w /= sum + 1e-20f;
+            weights[(size_t)t * K + k] = w * scaling;
+        }
+}
+
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)
 {
     float acc = 0.0f;
@@ -197,6 +256,11 @@ extern "C" int eng_route(const float *logits, const float *bias, int T, int E, i
 {
     if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
         return -1;
+    if (G == 1 && E <= 32 * kRouteWarpMax) {
+        route_warp_kernel<<<blocks_for((size_t)T, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+            logits, bias, T, E, K, norm_topk, scaling, ids, weights);
+        return (int)cudaGetLastError();
+    }
     route_kernel<<<T, kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         logits, bias, E, G, topk_group, K, norm_topk, scaling, scratch, ids, weights);
     return (int)cudaGetLastError();

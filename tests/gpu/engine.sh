@@ -95,6 +95,16 @@ print("chat --backend cuda vs cpu (mkmodel tiny, 60 tokens): %s (%d chars)" % ("
 sys.exit(0 if a == b and a else 1)
 PY
 
+echo "== the memory plan at open, and a refusal"
+GLMCHAT_CUDA_VERBOSE=1 "$G" --backend cuda logits --model "$tiny_a" --tokens-file "$build/tokens" \
+    --out "$build/plan.f32" 2>&1 >/dev/null | tee -a "$out/parity.txt"
+if GLMCHAT_CUDA_CONTEXT=1000000000 "$G" --backend cuda logits --model "$tiny_a" --tokens-file "$build/tokens" \
+    --out "$build/plan.f32" >/dev/null 2>"$build/refuse.err"; then
+    echo "FAIL: a billion-token context was not refused"; status=1
+else
+    cat "$build/refuse.err" | tee -a "$out/parity.txt"
+fi
+
 echo "== bench"
 timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192}" 2>&1 |
     tee "$out/bench.txt" || status=1
