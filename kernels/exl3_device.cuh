@@ -285,7 +285,8 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
 // ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
 // A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
 // of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
-// holding registers, so the bytes in flight per SM are 2-4x the register ring's.
+// holding registers (the register ring holds its 6 k-steps in 24). On the H200 (2026-12-02) it
+// ran no faster than the register ring: the MoE kernel is decode-bound there, not load-bound.
 // EXL3_BENCH_COMPUTE_ONLY: no trellis is read; each lane's words are made from kt, t and lane in
 // registers and decoded and multiplied as usual (the decode-compute ceiling; results meaningless).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)

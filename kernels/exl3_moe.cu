@@ -34,7 +34,8 @@ constexpr int kGroupRows = 16;
 #define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
 #endif
 #ifndef EXL3_MOE_ASYNC
-#define EXL3_MOE_ASYNC 1 // 1: trellis through a cp.async shared ring; 0: the register ring
+#define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring; 0: the register ring (faster
+                         // on the H200, 2026-12-02: the kernel is decode-bound there)
 #endif
 #ifndef EXL3_STAGES
 #define EXL3_STAGES 8 // k-steps of 512 bytes in flight per warp on the cp.async path

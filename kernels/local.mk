@@ -4,7 +4,8 @@
 KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
-	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt
+	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
+	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
 libkernels_a_SOURCES = $(KERNEL_SOURCES)
