@@ -282,6 +282,108 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
     strip4_run<K, CB, PF>(tile0, stride, ksteps, ring, slice, load_a, acc);
 }
 
+// ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
+// A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
+// of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
+// holding registers (the register ring holds its 6 k-steps in 24). On the H200 (2026-12-02) it
+// ran no faster than the register ring: the MoE kernel is decode-bound there, not load-bound.
+// EXL3_BENCH_COMPUTE_ONLY: no trellis is read; each lane's words are made from kt, t and lane in
+// registers and decoded and multiplied as usual (the decode-compute ceiling; results meaningless).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// k-step kt into stage kt % S of ring ([S][128] words); always one commit group per call.
+template <int S>
+__device__ __forceinline__ void ring_issue(const uint32_t *__restrict__ tile0, size_t stride,
+                                           int ksteps, int kt, uint32_t *ring)
+{
+#ifndef EXL3_BENCH_COMPUTE_ONLY
+    int lane = threadIdx.x & 31;
+    if (kt < ksteps)
+        cp_async16(ring + (kt % S) * 128 + lane * 4, tile0 + (size_t)kt * stride + lane * 4);
+#endif
+    cp_async_commit();
+}
+
+template <int K, int S>
+__device__ __forceinline__ void strip4_async_prime(const uint32_t *__restrict__ tile0,
+                                                   size_t stride, int ksteps, uint32_t *ring)
+{
+    if (K == 4) {
+#pragma unroll
+        for (int i = 0; i < S - 1; i++)
+            ring_issue<S>(tile0, stride, ksteps, i, ring);
+    }
+}
+
+template <int K, int CB, int S, typename ALoad>
+__device__ __forceinline__ void strip4_async_run(const uint32_t *__restrict__ tile0, size_t stride,
+                                                 int ksteps, uint32_t *ring, ALoad load_a,
+                                                 float acc[4][2][4])
+{
+    if (K != 4) {
+        uint4 unused[1];
+        strip4_run<K, CB, 1>(tile0, stride, ksteps, unused, nullptr, load_a, acc);
+        return;
+    }
+    int lane = threadIdx.x & 31;
+    for (int kt = 0; kt < ksteps; kt++) {
+        cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
+        __syncwarp();           // ... and every lane's; stage (kt - 1) % S is free again
+        ring_issue<S>(tile0, stride, ksteps, kt + S - 1, ring);
+        const uint32_t *slice = ring + (kt % S) * 128;
+        (void)slice;
+        uint32_t a[4];
+        load_a(kt, a);
+        uint32_t alo[4], ahi[4];
+        if (kSplitHalves && CB != 2)
+            split_a(a, alo, ahi);
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+#ifdef EXL3_BENCH_COMPUTE_ONLY
+            uint32_t w = (lane * 0x9E3779B9u) ^ (kt * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
+            uint32_t prev = __funnelshift_l(w, w, 13);
+#else
+            uint32_t w = slice[t * 32 + lane];
+            uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
+#endif
+#ifdef EXL3_BENCH_LOAD_ONLY
+            acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
+#else
+            if (kSplitHalves && CB != 2) {
+                uint32_t st[8];
+                states_k4(w, prev, st);
+                mma16816(acc[t][0], alo, decode_halves<CB>(st[0]), decode_halves<CB>(st[1]));
+                mma16816(acc[t][0], ahi, decode_halves<CB>(st[2]), decode_halves<CB>(st[3]));
+                mma16816(acc[t][1], alo, decode_halves<CB>(st[4]), decode_halves<CB>(st[5]));
+                mma16816(acc[t][1], ahi, decode_halves<CB>(st[6]), decode_halves<CB>(st[7]));
+            } else {
+                uint32_t b[4];
+                decode_k4<CB>(w, prev, b);
+                mma16816(acc[t][0], a, b[0], b[1]);
+                mma16816(acc[t][1], a, b[2], b[3]);
+            }
+#endif
+        }
+    }
+    cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
+    __syncwarp();
+}
+
 } // namespace exl3
 
 #endif

@@ -33,7 +33,22 @@ constexpr int kGroupRows = 16;
 #ifndef EXL3_MOE_MIN_BLOCKS
 #define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
 #endif
+#ifndef EXL3_MOE_ASYNC
+#define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring; 0: the register ring (faster
+                         // on the H200, 2026-12-02: the kernel is decode-bound there)
+#endif
+#ifndef EXL3_STAGES
+#define EXL3_STAGES 8 // k-steps of 512 bytes in flight per warp on the cp.async path
+#endif
 constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
+constexpr bool kAsync = EXL3_MOE_ASYNC != 0;
+constexpr int kStages = EXL3_STAGES; // halved where the full ring would cost occupancy
+
+// All warps' rings at S stages (only 4-bit trellises stream through them).
+constexpr size_t ring_bytes(int K, int S)
+{
+    return kAsync && K == 4 ? (size_t)(kThreads / 32) * S * 512 : 0;
+}
 
 struct moe_ws {
     int ticket;
@@ -56,6 +71,7 @@ struct moe_args {
     int *parts;
     float *z;
     __half *xd;
+    size_t ring_offset; // bytes into the dynamic shared memory
 };
 
 __device__ __forceinline__ int ld_acquire(const int *p)
@@ -141,7 +157,7 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
     return __half2float(static_cast<const __half *>(base)[i]);
 }
 
-template <int K, int CB>
+template <int K, int CB, int S>
 __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -149,9 +165,12 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     __shared__ int g_expert[kMaxPairs], g_count[kMaxPairs];
     __shared__ uint16_t g_member[kMaxPairs * kGroupRows];
     __shared__ int s_ticket, s_flag;
-    __shared__ __align__(16) uint32_t slices[kThreads / 32][128];
+    __shared__ __align__(16) uint32_t slices[kThreads / 32][kAsync ? 4 : 128]; // register ring only
 
     const int H = a.ex.hidden, I = a.ex.inter;
+    // this warp's cp.async ring: [S][128] words at the end of the dynamic shared memory
+    uint32_t *ring_s = reinterpret_cast<uint32_t *>(smem + a.ring_offset) +
+                       (size_t)(threadIdx.x >> 5) * S * 128;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int cb_gu = I / 128, cb_down = H / 128;
     const int kq = H / kQuarters; // k range of a gate/up item
@@ -196,8 +215,11 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             size_t stride = (size_t)(I / 16) * kWords;
             const uint32_t *tile0 =
                 tr + (((size_t)e * (H / 16) + k0 / 16 + ks0) * (I / 16) + tn) * kWords;
-            uint4 ring[kPrefetch];
-            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            uint4 ring[kAsync ? 1 : kPrefetch];
+            if (kAsync)
+                strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
+            else
+                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
             for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
                 int which = job / (nm * (kq / 128));
@@ -222,7 +244,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             float acc[4][2][4] = {};
             const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
             auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
-            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+            if (kAsync)
+                strip4_async_run<K, CB, S>(tile0, stride, ksteps, ring_s, a_of, acc);
+            else
+                strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -299,8 +324,11 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
             size_t stride = (size_t)(H / 16) * kWords;
             const uint32_t *tile0 = tr + (((size_t)e * (I / 16) + ks0) * (H / 16) + tn) * kWords;
-            uint4 ring[kPrefetch];
-            strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            uint4 ring[kAsync ? 1 : kPrefetch];
+            if (kAsync)
+                strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
+            else
+                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
                 while (ld_acquire(&ws->done_gu[grp]) < cb_gu || ld_acquire(&ws->zeroed) < 1)
                     __nanosleep(100);
@@ -322,7 +350,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const __half *am = a_s + ks0 * 16;
             auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
             __syncthreads();
-            strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+            if (kAsync)
+                strip4_async_run<K, CB, S>(tile0, stride, ksteps, ring_s, a_of, acc);
+            else
+                strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -405,39 +436,81 @@ size_t smem_bytes(const kern_exl3_experts *ex, int rows)
     return gu > down ? gu : down;
 }
 
-template <int K, int CB>
-cudaError_t launch(const moe_args &a, size_t smem, cudaStream_t st)
+// The rings sit after the items' own shared memory, 128-byte aligned.
+size_t ring_offset(const kern_exl3_experts *ex, int rows)
 {
-    static int grid = 0;
-    static size_t grid_smem = 0;
-    if (!grid || grid_smem != smem) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB>,
+    return (smem_bytes(ex, rows) + 127) & ~(size_t)127;
+}
+
+size_t smem_total(const kern_exl3_experts *ex, int rows, size_t ring)
+{
+    return ring ? ring_offset(ex, rows) + ring : smem_bytes(ex, rows);
+}
+
+// Blocks of moe_kernel<K, CB, S> an SM holds with smem bytes of dynamic shared memory.
+template <int K, int CB, int S>
+cudaError_t blocks_per_sm(size_t smem, int *per_sm)
+{
+    static size_t cached_smem = 0;
+    static int cached = 0;
+    if (cached_smem != smem) {
+        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB, S>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc != cudaSuccess)
             return rc;
-        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_kernel<K, CB>, kThreads, smem);
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached, moe_kernel<K, CB, S>, kThreads,
+                                                           smem);
         if (rc != cudaSuccess)
             return rc;
-        grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
-        grid_smem = smem;
+        cached_smem = smem;
     }
-    moe_kernel<K, CB><<<grid, kThreads, smem, st>>>(a);
+    *per_sm = cached;
+    return cudaSuccess;
+}
+
+template <int K, int CB, int S>
+cudaError_t launch(moe_args a, const kern_exl3_experts *ex, int rows, int per_sm, cudaStream_t st)
+{
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
+    a.ring_offset = ring_offset(ex, rows);
+    size_t smem = smem_total(ex, rows, ring_bytes(K, S));
+    moe_kernel<K, CB, S><<<grid, kThreads, smem, st>>>(a);
     return cudaGetLastError();
 }
 
+// The full ring where two blocks fit an SM with it; else half the stages if that keeps more
+// blocks (16 rows on the H200: the down item's inputs take 74 KiB; smaller SMs such as GB10's).
+template <int K, int CB>
+cudaError_t launch_stages(const moe_args &a, const kern_exl3_experts *ex, int rows, cudaStream_t st)
+{
+    constexpr int kHalf = kAsync && K == 4 && kStages >= 4 ? kStages / 2 : kStages;
+    int full = 0, half = 0;
+    cudaError_t rc = blocks_per_sm<K, CB, kStages>(smem_total(ex, rows, ring_bytes(K, kStages)), &full);
+    if (rc != cudaSuccess)
+        return rc;
+    if (kHalf != kStages && full < 2) {
+        rc = blocks_per_sm<K, CB, kHalf>(smem_total(ex, rows, ring_bytes(K, kHalf)), &half);
+        if (rc != cudaSuccess)
+            return rc;
+        if (half > full)
+            return launch<K, CB, kHalf>(a, ex, rows, half, st);
+    }
+    return launch<K, CB, kStages>(a, ex, rows, full, st);
+}
+
 template <int K>
-cudaError_t launch_cb(const moe_args &a, size_t smem, cudaStream_t st)
+cudaError_t launch_cb(const moe_args &a, const kern_exl3_experts *ex, int rows, cudaStream_t st)
 {
     switch (a.ex.codebook) {
     case 0:
-        return launch<K, 0>(a, smem, st);
+        return launch_stages<K, 0>(a, ex, rows, st);
     case 1:
-        return launch<K, 1>(a, smem, st);
+        return launch_stages<K, 1>(a, ex, rows, st);
     default:
-        return launch<K, 2>(a, smem, st);
+        return launch_stages<K, 2>(a, ex, rows, st);
     }
 }
 
@@ -473,18 +546,18 @@ extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const 
     a.parts = reinterpret_cast<int *>(base + parts_offset());
     a.z = reinterpret_cast<float *>(base + z_offset(ex->inter));
     a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, rows * slots));
-    size_t smem = smem_bytes(ex, rows);
+    a.ring_offset = 0;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t rc;
     switch (ex->bits) {
-    case 1: rc = launch_cb<1>(a, smem, st); break;
-    case 2: rc = launch_cb<2>(a, smem, st); break;
-    case 3: rc = launch_cb<3>(a, smem, st); break;
-    case 4: rc = launch_cb<4>(a, smem, st); break;
-    case 5: rc = launch_cb<5>(a, smem, st); break;
-    case 6: rc = launch_cb<6>(a, smem, st); break;
-    case 7: rc = launch_cb<7>(a, smem, st); break;
-    default: rc = launch_cb<8>(a, smem, st); break;
+    case 1: rc = launch_cb<1>(a, ex, rows, st); break;
+    case 2: rc = launch_cb<2>(a, ex, rows, st); break;
+    case 3: rc = launch_cb<3>(a, ex, rows, st); break;
+    case 4: rc = launch_cb<4>(a, ex, rows, st); break;
+    case 5: rc = launch_cb<5>(a, ex, rows, st); break;
+    case 6: rc = launch_cb<6>(a, ex, rows, st); break;
+    case 7: rc = launch_cb<7>(a, ex, rows, st); break;
+    default: rc = launch_cb<8>(a, ex, rows, st); break;
     }
     return (int)rc;
 }

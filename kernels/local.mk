@@ -10,7 +10,8 @@ KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.c
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
 	bench/bench_cuda_h200_2026-12-02.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
-	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt
+	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
+	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
 libkernels_a_SOURCES = $(KERNEL_SOURCES)

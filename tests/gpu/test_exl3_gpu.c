@@ -346,6 +346,8 @@ int main(int argc, char **argv)
     test_moe(8, 512, 256, 3, 0, 32, 8); /* 256 pairs: groups of 16 */
     test_moe(8, 512, 256, 2, 2, 5, 3);
     test_moe(6, 512, 384, 5, 1, 3, 2);
+    test_moe(4, 512, 256, 4, 0, 4, 2); /* 4-bit 3inst and mul1 paths, k-steps below the ring */
+    test_moe(5, 512, 384, 4, 2, 2, 3);
     int moe_rows[] = {1, 4, 16};
     for (int i = 0; i < (small ? 0 : 3); i++)
         test_moe(16, 4096, 2048, 4, 1, moe_rows[i], 8);

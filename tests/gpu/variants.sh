@@ -1,15 +1,20 @@
 #!/bin/sh
-# tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds benchmark variants of the MoE
-# kernel (old fp16 pairing decode, 3 blocks per SM, load-only without decode or mma; others via
-# EXL3_VARIANTS="name:-DFLAG ...", e.g. -DEXL3_PREFETCH=8, -DEXL3_GU_SPLIT=8) and prints
-# their rows: where the MoE decode's time goes. Usage: tests/gpu/variants.sh [BUILD_DIR]
+# tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
+# prints where its time goes, against two ceilings measured in each variant's own run.
+# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the cp.async ring at 4/8/16 stages,
+# the register ring (the default build), load-only (no decode, no mma) and compute-only (no trellis read:
+# decode + mma on register data, the decode-compute ceiling; both give meaningless results).
+# EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
+# Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
 src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"halves0:-DEXL3_SPLIT_HALVES=0 minb3:-DEXL3_MOE_MIN_BLOCKS=3
-          loadonly:-DEXL3_BENCH_LOAD_ONLY"}
+variants=${EXL3_VARIANTS:-"stages8:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=8
+          stages4:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=4 stages16:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=16
+          regring:-DEXL3_MOE_ASYNC=0 loadonly:-DEXL3_MOE_ASYNC=1,-DEXL3_BENCH_LOAD_ONLY
+          compute:-DEXL3_MOE_ASYNC=1,-DEXL3_BENCH_COMPUTE_ONLY"}
 for v in $variants; do
     name=${v%%:*}
     mkdir -p "$build/$name"
@@ -17,10 +22,47 @@ for v in $variants; do
 done
 wait
 cudalib=$(dirname "$(dirname "$nvcc")")/lib64
+libs="-L$cudalib -lcudart_static -ldl -lrt -lstdc++ -lm -pthread"
+testobjs="$build/error.o $build/exl3_decode.o $build/exl3_matvec.o $build/exl3_quantize.o
+          $build/hadamard.o $build/test_exl3_gpu.o"
+status=0
 for v in $variants; do
     name=${v%%:*}
     gcc -o "$build/$name/bench" "$build/bench_exl3.o" "$build/device.o" "$build/exl3_gemm.o" \
-        "$build/$name/moe.o" -L"$cudalib" -lcudart_static -ldl -lrt -lstdc++ -lm -pthread
+        "$build/$name/moe.o" $libs
     echo "== variant $name (${v#*:})"
-    timeout 60 "$build/$name/bench" 300 | grep moe
+    timeout 60 "$build/$name/bench" "${BENCH_ITERS:-300}" >"$build/$name/bench.txt" || status=1
+    grep -E "moe|copy ceiling" "$build/$name/bench.txt" || true
+    if echo " ${EXL3_VARIANT_TEST:-} " | grep -q " $name "; then
+        gcc -o "$build/$name/test" $testobjs "$build/device.o" "$build/exl3_gemm.o" \
+            "$build/$name/moe.o" $libs
+        timeout 120 "$build/$name/test" >"$build/$name/test.txt" 2>&1 || status=1
+        grep -E "moe .*rows 16 .*call|PASS|FAIL" "$build/$name/test.txt" | tail -3
+    fi
 done
+
+# The table: each variant's MoE rows against its own run's copy ceiling, and against
+# max(trellis bytes / copy bandwidth, compute-only time) of that run.
+echo "== MoE decode, H=4096 I=2048 8 experts a row, 4 bits mcg"
+echo "| variant | rows | us | of copy BW | of max(copy, compute) ceiling | bound |"
+echo "|---|---|---|---|---|---|"
+comp="$build/compute/bench.txt"
+for v in $variants; do
+    name=${v%%:*}
+    awk -v name="$name" -v comp="$comp" '
+        function rowsof(line,   f) { split(line, f, "|"); return f[3] + 0 }
+        function field(line, i,   f) { split(line, f, "|"); return f[i] + 0 }
+        BEGIN {
+            while ((getline l < comp) > 0)
+                if (l ~ /^\| moe/) cus[rowsof(l)] = field(l, 4)
+        }
+        /^\| moe/ {
+            r = rowsof($0); us = field($0, 4); gbs = field($0, 5); frac = field($0, 6) / 100
+            copy_us = us * frac               # trellis bytes / copy bandwidth, in us
+            ceil_us = copy_us; bound = "bandwidth"
+            if (r in cus && cus[r] > ceil_us) { ceil_us = cus[r]; bound = "compute" }
+            printf "| %s | %d | %.1f | %.3f | %.3f | %s (copy %.1f us, compute %.1f us) |\n",
+                name, r, us, frac, ceil_us / us, bound, copy_us, (r in cus) ? cus[r] : 0
+        }' "$build/$name/bench.txt"
+done
+exit $status
