@@ -150,7 +150,11 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     tp_identity id;
     if (tp_identity_from_model_dir(g->model_dir, &id, &err) != GLM_OK)
         return cli_runtime_error("%s", err.message);
-    glm_engine_params params = {.model_dir = g->model_dir, .backend = GLM_BACKEND_CPU, .n_threads = threads};
+    if (g->backend && strcmp(g->backend, "cpu") != 0 && strcmp(g->backend, "cuda") != 0)
+        return cli_usage_error("worker", "--backend must be cpu or cuda, not '%s'", g->backend);
+    glm_backend backend = !g->backend ? GLM_BACKEND_AUTO
+                          : strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
+    glm_engine_params params = {.model_dir = g->model_dir, .backend = backend, .n_threads = threads};
     glm_engine *e = glm_engine_open(&params, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);
@@ -158,6 +162,8 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         glm_engine_close(e);
         return cli_runtime_error("%s", err.message);
     }
+    /* the head refuses a worker whose backend differs: their replicated ops must round alike */
+    id.backend = tp_backend_code(glm_engine_backend_name(e));
     FILE *dump = dump_path ? fopen(dump_path, "wb") : NULL;
     if (dump_path && !dump) {
         glm_engine_close(e);

@@ -62,7 +62,7 @@ typedef struct engine_backend {
     void *impl;
 } engine_backend;
 
-/* Opens the backend p->backend names (auto: cpu until the CUDA backend is the default) over m,
+/* Opens the backend p->backend names (auto: cuda where a GPU is present, else cpu) over m,
  * whose weights it reads as they are at this call (split them for two ranks first). */
 glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
                         glm_error *err);

@@ -147,9 +147,11 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     }
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
-    if (glm_engine_split(e, 0, err) != GLM_OK ||
-        tp_identity_from_model_dir(p->model_dir, &id, err) != GLM_OK ||
-        !(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
+    int ok = glm_engine_split(e, 0, err) == GLM_OK &&
+             tp_identity_from_model_dir(p->model_dir, &id, err) == GLM_OK;
+    if (ok)
+        id.backend = tp_backend_code(e->be.ops->name);
+    if (!ok || !(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
         glm_engine_close(e);
         return NULL;
     }
@@ -218,6 +220,11 @@ void glm_engine_close(glm_engine *e)
 const glm_model *glm_engine_model(const glm_engine *e)
 {
     return e->model;
+}
+
+const char *glm_engine_backend_name(const glm_engine *e)
+{
+    return e->be.ops ? e->be.ops->name : "none";
 }
 
 glm_session *glm_session_new(glm_engine *e, glm_error *err)

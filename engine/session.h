@@ -10,6 +10,8 @@
 
 /* The engine's model, for callers that need its config (vocabulary, eos ids). */
 const glm_model *glm_engine_model(const glm_engine *e);
+/* The backend the engine runs on: "cpu" or "cuda". */
+const char *glm_engine_backend_name(const glm_engine *e);
 
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */

@@ -154,6 +154,7 @@ static glm_status decode_hello(tp_reader *r, tp_hello *h, glm_error *err)
     h->settings.timeout_ms = tp_read_u32(r);
     h->settings.max_context = tp_read_u32(r);
     h->settings.kv_format = tp_read_u32(r);
+    h->settings.backend = tp_read_u32(r);
     h->session = tp_read_u64(r);
     if (!r->ok)
         return bad(err, TP_MSG_HELLO, "it is shorter than its fields");
@@ -328,6 +329,7 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         w_u32(w, h->settings.timeout_ms);
         w_u32(w, h->settings.max_context);
         w_u32(w, h->settings.kv_format);
+        w_u32(w, h->settings.backend);
         w_u64(w, h->session);
         break;
     }
@@ -477,5 +479,8 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
     if (a->kv_format != b->kv_format)
         return differs_u32(err, "the KV cache format", a->kv_format, b->kv_format, peer_role,
                            same_flags);
+    if (a->backend != b->backend)
+        return differs_u32(err, "the backend (1 cpu, 2 cuda)", a->backend, b->backend, peer_role,
+                           "give both the same --backend");
     return GLM_OK;
 }

@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 1u
+#define TP_PROTOCOL_VERSION 2u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -46,6 +46,7 @@ typedef struct tp_settings {
     uint32_t timeout_ms;   /* a peer silent this long has failed */
     uint32_t max_context;  /* tokens of context the session may hold */
     uint32_t kv_format;    /* 0 bf16, 1 fp8 */
+    uint32_t backend;      /* 1 cpu, 2 cuda: the ranks' replicated ops must round alike */
 } tp_settings;
 
 typedef struct tp_hello {

@@ -162,6 +162,11 @@ static void config_model_type(const char *json, char *out, size_t cap)
     out[n] = '\0';
 }
 
+uint32_t tp_backend_code(const char *backend_name)
+{
+    return backend_name && strcmp(backend_name, "cuda") == 0 ? 2 : 1;
+}
+
 glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err)
 {
     memset(id, 0, sizeof *id);
@@ -457,6 +462,7 @@ static void make_hello(const tp_rank *r, const tp_identity *id, uint32_t transpo
     h->settings.timeout_ms = (uint32_t)r->timeout_ms;
     h->settings.max_context = id->max_context;
     h->settings.kv_format = id->kv_format;
+    h->settings.backend = id->backend ? id->backend : 1;
     h->session = random_u64();
 }
 

@@ -30,7 +30,11 @@ typedef struct tp_identity {
     uint64_t weights_hash;            /* of the weight index (or the weight files' names and sizes) */
     uint32_t max_context;
     uint32_t kv_format;
+    uint32_t backend; /* 1 cpu, 2 cuda (tp_settings.backend); 0 is taken as cpu */
 } tp_identity;
+
+/* tp_identity.backend for a backend's name ("cpu" 1, "cuda" 2). */
+uint32_t tp_backend_code(const char *backend_name);
 
 /* Reads the identity of the model in dir (config.json, model.safetensors.index.json). */
 glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err);

@@ -55,10 +55,11 @@ run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
 run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
 
-echo "== two processes: a CUDA head, a worker over TCP loopback, against one CPU rank"
+echo "== two processes: a CUDA head and a CUDA worker over TCP loopback, against one CPU rank"
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"
 "$G" logits --model "$tiny_a" --tokens-file "$build/tokens" --prefill 9 --out "$build/one.f32" >/dev/null
-"$G" worker --listen 127.0.0.1:0 --model "$tiny_a" --threads 2 2>"$build/worker.err" &
+GLMCHAT_CUDA_KV=f32 "$G" --backend cuda worker --listen 127.0.0.1:0 --model "$tiny_a" --threads 2 \
+    2>"$build/worker.err" &
 wpid=$!
 for _ in $(seq 200); do grep -q '(port [0-9]*) for a head' "$build/worker.err" && break; sleep 0.05; done
 port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$build/worker.err")

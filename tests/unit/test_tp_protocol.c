@@ -34,7 +34,7 @@ static tp_hello sample_hello(void)
     strcpy(h.model_name, "glm5_next");
     h.config_hash = 0x1122334455667788ull;
     h.weights_hash = 0x99aabbccddeeff00ull;
-    h.settings = (tp_settings){2, TP_TRANSPORT_TCP, 1000, 5000, 1 << 20, 1};
+    h.settings = (tp_settings){2, TP_TRANSPORT_TCP, 1000, 5000, 1 << 20, 1, 1};
     h.session = 42;
     return h;
 }
@@ -270,6 +270,11 @@ START_TEST(hello_differences_are_named)
     c.settings.max_context = 4096;
     ck_assert_int_eq(tp_hello_compare(&a, &c, "head", &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "context size (tokens) differs: 1048576 here, 4096 on the head"));
+    c = b;
+    c.settings.backend = 2;
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "the backend (1 cpu, 2 cuda) differs: 1 here, 2 on the "
+                                              "worker; give both the same --backend"));
     c = b;
     c.rank = 0;
     ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
