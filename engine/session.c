@@ -95,6 +95,26 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
     return e->cache ? GLM_OK : (err ? err->status : GLM_ERR_NOMEM);
 }
 
+/* The drafting mode p asks for; one that cannot run here is refused by name, never turned off
+ * quietly. Needs the backend open. */
+static glm_status choose_draft(glm_engine *e, const glm_engine_params *p, glm_error *err)
+{
+    glm_status st = spec_mode_resolve(p->draft, &e->draft, err);
+    if (st != GLM_OK || e->draft == SPEC_OFF)
+        return st;
+    if (p->peer)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "drafting runs on one rank only; with --peer "
+                             "set draft = off (config or GLMCHAT_DRAFT)");
+    if (e->draft == SPEC_MTP && !e->model->w.has_mtp)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp: %s has no MTP layer "
+                             "(num_nextn_predict_layers and layers.%d); use draft = copy or off",
+                             e->model->dir, e->model->cfg.num_layers);
+    if (!e->be.ops->verify || !e->be.ops->state_rewind)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts yet; "
+                             "set draft = off (config or GLMCHAT_DRAFT)", e->be.ops->name);
+    return GLM_OK;
+}
+
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
 {
     if (!p || !p->model_dir) {
@@ -114,44 +134,26 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->params = *p;
-    e->draft = SPEC_OFF;
-    if (spec_mode_resolve(p->draft, &e->draft, err) != GLM_OK) {
+    /* rank 0 of two: the backend opens over this rank's half */
+    glm_status st = p->peer ? glm_engine_split(e, 0, err) : backend_open(e->model, p, &e->be, err);
+    if (st == GLM_OK)
+        st = choose_draft(e, p, err);
+    if (st == GLM_OK && !p->peer)
+        st = open_cache(e, p, err);
+    if (st != GLM_OK) {
         glm_engine_close(e);
         return NULL;
     }
-    if (e->draft != SPEC_OFF && p->peer) {
-        glm_error_set(err, GLM_ERR_UNSUPPORTED, "drafting runs on one rank only; with --peer set "
-                      "draft = off (config or GLMCHAT_DRAFT)");
-        glm_engine_close(e);
-        return NULL;
-    }
-    if (e->draft == SPEC_MTP && !e->model->w.has_mtp) {
-        glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp: %s has no MTP layer "
-                      "(num_nextn_predict_layers and layers.%d); use draft = copy or off",
-                      e->model->dir, e->model->cfg.num_layers);
-        glm_engine_close(e);
-        return NULL;
-    }
-    if (!p->peer) {
-        if (backend_open(e->model, p, &e->be, err) != GLM_OK || open_cache(e, p, err) != GLM_OK) {
-            glm_engine_close(e);
-            return NULL;
-        }
-        if (e->draft != SPEC_OFF && !(e->be.ops->verify && e->be.ops->state_rewind)) {
-            glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts yet; set "
-                          "draft = off (config or GLMCHAT_DRAFT)", e->be.ops->name);
-            glm_engine_close(e);
-            return NULL;
-        }
+    if (!p->peer)
         return e;
-    }
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
-    int ok = glm_engine_split(e, 0, err) == GLM_OK &&
-             tp_identity_from_model_dir(p->model_dir, &id, err) == GLM_OK;
-    if (ok)
-        id.backend = tp_backend_code(e->be.ops->name);
-    if (!ok || !(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
+    if (tp_identity_from_model_dir(p->model_dir, &id, err) != GLM_OK) {
+        glm_engine_close(e);
+        return NULL;
+    }
+    id.backend = tp_backend_code(e->be.ops->name);
+    if (!(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
         glm_engine_close(e);
         return NULL;
     }

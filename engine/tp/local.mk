@@ -49,7 +49,7 @@ tests_unit_test_tp_split_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_tp_split
 # The split forward over two real processes: logits, a chat reply, a worker killed mid-reply.
 TESTS += tests/e2e/tp_split.sh
-EXTRA_DIST += tests/e2e/tp_split.sh
+EXTRA_DIST += tests/e2e/tp_split.sh tests/e2e/tp_lib.sh
 # An EXL3 model split over two real processes: logits and a greedy reply against one rank.
 TESTS += tests/e2e/tp_exl3.sh
 EXTRA_DIST += tests/e2e/tp_exl3.sh

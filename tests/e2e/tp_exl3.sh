@@ -8,23 +8,7 @@ unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 
-# start_worker MODEL [ARGS...]: a worker on a free port; sets worker and PORT.
-start_worker() {
-    local model=$1
-    shift
-    "$G" worker --listen 127.0.0.1:0 --model "$model" --threads 1 "$@" 2>"$TMP/worker.err" &
-    worker=$!
-    for _ in $(seq 600); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
-    PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
-    if [ -z "$PORT" ]; then
-        kill -0 $worker 2>/dev/null && fail "worker did not start in 30 s: $(cat "$TMP/worker.err")" ||
-            fail "worker exited $(wait $worker; echo $?) before listening: $(cat "$TMP/worker.err")"
-    fi
-}
-stop_worker() {
-    kill -TERM $worker 2>/dev/null
-    wait $worker 2>/dev/null
-}
+. "$(dirname "$0")/tp_lib.sh"
 
 M="$TMP/model" Q="$TMP/exl3"
 expect_exit 0 "$G" mkmodel --out "$M" --preset tiny-exl3-tp --seed 11

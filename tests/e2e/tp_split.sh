@@ -10,23 +10,7 @@ G=$GLMCHAT_BIN
 A="$GLMCHAT_SHARED/fixtures/tiny-A"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 
-# start_worker MODEL [ARGS...]: a worker on a free port; sets worker and PORT.
-start_worker() {
-    local model=$1
-    shift
-    "$G" worker --listen 127.0.0.1:0 --model "$model" --threads 1 "$@" 2>"$TMP/worker.err" &
-    worker=$!
-    for _ in $(seq 600); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
-    PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
-    if [ -z "$PORT" ]; then
-        kill -0 $worker 2>/dev/null && fail "worker did not start in 30 s: $(cat "$TMP/worker.err")" ||
-            fail "worker exited $(wait $worker; echo $?) before listening: $(cat "$TMP/worker.err")"
-    fi
-}
-stop_worker() {
-    kill -TERM $worker 2>/dev/null
-    wait $worker 2>/dev/null
-}
+. "$(dirname "$0")/tp_lib.sh"
 
 [ -d "$A" ] || { fail "fixture $A is missing"; finish; }
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$TMP/tokens"
