@@ -239,3 +239,16 @@ float tu_max_abs_diff(const float *a, const float *b, size_t n)
     }
     return m;
 }
+
+int tu_collect_reply(const glm_event *ev, void *reply)
+{
+    tu_reply *c = reply;
+    if ((ev->type == GLM_EV_CONTENT_DELTA || ev->type == GLM_EV_REASONING_DELTA) &&
+        c->len + ev->len < sizeof c->text) {
+        memcpy(c->text + c->len, ev->text, ev->len);
+        c->len += ev->len;
+    }
+    if (ev->type == GLM_EV_DONE)
+        c->done = ev->stats;
+    return 0;
+}

@@ -1,11 +1,12 @@
 /* test_engine_util.h: helpers for the engine's Check suites: scratch model directories, tensors
- * loaded and rewritten (to break a model on purpose), reference logits, fixture paths. */
+ * loaded and rewritten (to break a model on purpose), reference logits, fixtures, replies. */
 #ifndef GLMCHAT_TESTS_TEST_ENGINE_UTIL_H
 #define GLMCHAT_TESTS_TEST_ENGINE_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "glm.h"
 #include "model/safetensors.h"
 
 typedef struct tu_tensor {
@@ -45,5 +46,14 @@ tu_tensor *tu_find(tu_tensor *t, int n, const char *name);
 int tu_load_reference(const char *dir, tu_reference *r);
 void tu_free_reference(tu_reference *r);
 float tu_max_abs_diff(const float *a, const float *b, size_t n);
+
+/* A reply as glm_generate streams it: reasoning and content text in order (up to the buffer),
+ * and the DONE event's stats. tu_collect_reply is the glm_event_fn that fills one. */
+typedef struct tu_reply {
+    char text[8192];
+    size_t len;
+    glm_stats done;
+} tu_reply;
+int tu_collect_reply(const glm_event *ev, void *reply);
 
 #endif

@@ -328,25 +328,6 @@ END_TEST
 
 /* ---- replies after switching conversations -------------------------------------------------- */
 
-typedef struct collect {
-    char text[8192];
-    size_t len;
-    glm_stats done;
-} collect;
-
-static int on_event(const glm_event *ev, void *user)
-{
-    collect *c = user;
-    if ((ev->type == GLM_EV_CONTENT_DELTA || ev->type == GLM_EV_REASONING_DELTA) &&
-        c->len + ev->len < sizeof c->text) {
-        memcpy(c->text + c->len, ev->text, ev->len);
-        c->len += ev->len;
-    }
-    if (ev->type == GLM_EV_DONE)
-        c->done = ev->stats;
-    return 0;
-}
-
 #define N_CONV 3
 #define N_TURNS 3
 
@@ -380,8 +361,8 @@ static void run_all(int switching, float temperature, char replies[N_CONV][N_TUR
                               .sampling = {.temperature = temperature, .top_p = 1, .top_k = 0,
                                            .seed = 99 + (uint64_t)k, .max_tokens = 12}};
             glm_session *s = switching ? one : glm_session_new(e, &err);
-            collect c = {0};
-            ck_assert_msg(glm_generate(s, &rq, on_event, &c, &err) == GLM_OK, "%s", err.message);
+            tu_reply c = {0};
+            ck_assert_msg(glm_generate(s, &rq, tu_collect_reply, &c, &err) == GLM_OK, "%s", err.message);
             memcpy(replies[k][t], c.text, c.len);
             replies[k][t][c.len] = '\0';
             reused[k][t] = c.done.reused_tokens;

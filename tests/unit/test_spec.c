@@ -223,29 +223,13 @@ START_TEST(drafted_replies_equal_undrafted)
 }
 END_TEST
 
-typedef struct collect {
-    char text[8192];
-    size_t len;
-} collect;
-
-static int on_event(const glm_event *ev, void *user)
-{
-    collect *c = user;
-    if ((ev->type == GLM_EV_CONTENT_DELTA || ev->type == GLM_EV_REASONING_DELTA) &&
-        c->len + ev->len < sizeof c->text) {
-        memcpy(c->text + c->len, ev->text, ev->len);
-        c->len += ev->len;
-    }
-    return 0;
-}
-
 START_TEST(drafted_chat_turns_equal_undrafted)
 {
     glm_error err = {0};
     /* the demo model writes structured text, so copy drafts find matches */
     glm_engine *e[2] = {open_engine_at(demo_model_dir(), SPEC_OFF),
                         open_engine_at(demo_model_dir(), SPEC_COPY)};
-    collect out[2][3];
+    tu_reply out[2][3];
     int64_t windows = 0;
     memset(out, 0, sizeof out);
     const char *asks[3] = {"Write the numbers one two three one two three one two three",
@@ -259,7 +243,7 @@ START_TEST(drafted_chat_turns_equal_undrafted)
             glm_request rq = {.messages = msgs, .n_messages = n,
                               .sampling = {.temperature = _i ? 0.7f : 0.0f, .top_p = 1,
                                            .seed = 42, .max_tokens = 40}};
-            ck_assert_msg(glm_generate(s, &rq, on_event, &out[k][t], &err) == GLM_OK, "%s",
+            ck_assert_msg(glm_generate(s, &rq, tu_collect_reply, &out[k][t], &err) == GLM_OK, "%s",
                           err.message);
             out[k][t].text[out[k][t].len] = '\0';
             msgs[n++] = (glm_message){.role = GLM_ROLE_ASSISTANT, .content = out[k][t].text};
