@@ -15,27 +15,7 @@ expect_exit 0 "$G" mkmodel --out "$M" --preset tiny-exl3-tp --seed 11
 expect_exit 0 "$G" quantize --in "$M" --out "$Q" --threads 2
 expect_grep out 'quantized 6 of [0-9]+ tensors to EXL3'
 
-echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$TMP/tokens"
-expect_exit 0 "$G" logits --model "$Q" --threads 1 --tokens-file "$TMP/tokens" --prefill 9 --out "$TMP/one.f32"
-start_worker "$Q" --dump-logits "$TMP/worker.f32"
-expect_exit 0 "$G" --peer 127.0.0.1:$PORT logits --model "$Q" --threads 1 --tokens-file "$TMP/tokens" \
-    --prefill 9 --out "$TMP/two.f32"
-stop_worker
-check_py "two ranks' EXL3 logits against one rank's" '
-import os, struct
-tmp = os.environ["TMP"]
-def f32(name):
-    b = open(tmp + "/" + name, "rb").read()
-    return struct.unpack("<%df" % (len(b) // 4), b)
-one, two, w = f32("one.f32"), f32("two.f32"), f32("worker.f32")
-if len(one) != len(two) or len(one) == 0: print("FAIL: sizes", len(one), len(two))
-scale = max(abs(x) for x in one)
-diff = max(abs(x - y) for x, y in zip(one, two))
-if not diff / scale <= 1e-5: print("FAIL: max |diff| %g against max |logit| %g" % (diff, scale))
-if diff == 0 and one != two: print("FAIL: unreachable")
-if open(tmp + "/two.f32", "rb").read() != open(tmp + "/worker.f32", "rb").read(): print("FAIL: rank 1 logits differ from rank 0")
-print("max |diff| %g of max |logit| %g" % (diff, scale), file=open(tmp + "/diff.txt", "w"))
-'
+check_two_rank_logits "$Q" "two ranks' EXL3 logits against one rank's"
 echo "tp_exl3: two ranks against one: $(cat "$TMP/diff.txt" 2>/dev/null)"
 
 # A greedy reply, one rank and two.

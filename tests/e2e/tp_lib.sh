@@ -1,5 +1,5 @@
 # tp_lib.sh: a glmchat worker on a free loopback port for the two-rank shell tests.
-# Sourced after lib.sh; uses G (the glmchat binary) and TMP.
+# Sourced after lib.sh and chat_lib.sh; uses G (the glmchat binary) and TMP.
 
 # start_worker MODEL [ARGS...]: a worker on a free port; sets worker and PORT.
 start_worker() {
@@ -17,4 +17,33 @@ start_worker() {
 stop_worker() {
     kill -TERM $worker 2>/dev/null
     wait $worker 2>/dev/null
+}
+
+# check_two_rank_logits MODEL LABEL: logits of 16 tokens (9 prefilled, then decoded) from one rank
+# and from two processes over TCP: rank 0 within 1e-5 of one rank's largest logit, and the
+# worker's logits equal to rank 0's bit for bit. Writes the max difference to $TMP/diff.txt.
+check_two_rank_logits() {
+    local model=$1 label=$2
+    echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$TMP/tokens"
+    expect_exit 0 "$G" logits --model "$model" --threads 1 --tokens-file "$TMP/tokens" --prefill 9 \
+        --out "$TMP/one.f32"
+    start_worker "$model" --dump-logits "$TMP/worker.f32"
+    expect_exit 0 "$G" --peer 127.0.0.1:$PORT logits --model "$model" --threads 1 \
+        --tokens-file "$TMP/tokens" --prefill 9 --out "$TMP/two.f32"
+    stop_worker
+    check_py "$label" '
+import os, struct
+tmp = os.environ["TMP"]
+def f32(name):
+    b = open(tmp + "/" + name, "rb").read()
+    return struct.unpack("<%df" % (len(b) // 4), b)
+one, two, w = f32("one.f32"), f32("two.f32"), f32("worker.f32")
+if len(one) != len(two) or len(one) == 0: print("FAIL: sizes", len(one), len(two))
+scale = max(abs(x) for x in one)
+diff = max(abs(x - y) for x, y in zip(one, two))
+if not diff / scale <= 1e-5: print("FAIL: max |diff| %g against max |logit| %g" % (diff, scale))
+if diff == 0 and one != two: print("FAIL: the logits differ though no difference is above 0 (NaN?)")
+if open(tmp + "/two.f32", "rb").read() != open(tmp + "/worker.f32", "rb").read(): print("FAIL: rank 1 logits differ from rank 0")
+print("max |diff| %g of max |logit| %g" % (diff, scale), file=open(tmp + "/diff.txt", "w"))
+'
 }

@@ -13,25 +13,7 @@ trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 . "$(dirname "$0")/tp_lib.sh"
 
 [ -d "$A" ] || { fail "fixture $A is missing"; finish; }
-echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$TMP/tokens"
-expect_exit 0 "$G" logits --model "$A" --threads 1 --tokens-file "$TMP/tokens" --prefill 9 --out "$TMP/one.f32"
-start_worker "$A" --dump-logits "$TMP/worker.f32"
-expect_exit 0 "$G" --peer 127.0.0.1:$PORT logits --model "$A" --threads 1 --tokens-file "$TMP/tokens" \
-    --prefill 9 --out "$TMP/two.f32"
-stop_worker
-check_py "two ranks' logits against one rank's" '
-import os, struct
-tmp = os.environ["TMP"]
-def f32(name):
-    b = open(tmp + "/" + name, "rb").read()
-    return struct.unpack("<%df" % (len(b) // 4), b)
-one, two, w = f32("one.f32"), f32("two.f32"), f32("worker.f32")
-if len(one) != len(two) or len(one) == 0: print("FAIL: sizes", len(one), len(two))
-scale = max(abs(x) for x in one)
-diff = max(abs(x - y) for x, y in zip(one, two))
-if not diff / scale <= 1e-5: print("FAIL: max |diff| %g against max |logit| %g" % (diff, scale))
-if open(tmp + "/two.f32", "rb").read() != open(tmp + "/worker.f32", "rb").read(): print("FAIL: rank 1 logits differ from rank 0")
-'
+check_two_rank_logits "$A" "two ranks' logits against one rank's"
 
 # A longer greedy reply, one rank and two.
 M="$TMP/model"
