@@ -20,3 +20,14 @@ void backend_close(engine_backend *b)
     b->ops = NULL;
     b->impl = NULL;
 }
+
+glm_status backend_check_tokens(const glm_config *c, const int32_t *tokens, int n, glm_error *err)
+{
+    if (n <= 0)
+        return glm_error_set(err, GLM_ERR_ARG, "no tokens to run");
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
+                                 "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
+    return GLM_OK;
+}

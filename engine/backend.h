@@ -68,6 +68,9 @@ glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_b
                         glm_error *err);
 void backend_close(engine_backend *b);
 
+/* What every backend's prefill checks first: at least one token, each an id of c's vocabulary. */
+glm_status backend_check_tokens(const glm_config *c, const int32_t *tokens, int n, glm_error *err);
+
 /* The two backends (backend_open picks). The CUDA one says why when it cannot run here. */
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err);
 glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err);

@@ -363,13 +363,10 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
                           float *logits_out, int all_rows, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
-    if (n <= 0)
-        return glm_error_set(err, GLM_ERR_ARG, "no tokens to run");
-    for (int t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
-                                 "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
-    glm_status st = cpu_state_reserve(s, s->n + n, err);
+    glm_status st = backend_check_tokens(c, tokens, n, err);
+    if (st)
+        return st;
+    st = cpu_state_reserve(s, s->n + n, err);
     if (st)
         return st;
     fwd_buf b;

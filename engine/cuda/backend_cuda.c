@@ -101,13 +101,10 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     cuda_backend *be = impl;
     cuda_state *s = st;
     const glm_config *c = &be->m->cfg;
-    if (n <= 0)
-        return glm_error_set(err, GLM_ERR_ARG, "no tokens to run");
-    for (int t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return glm_error_set(err, GLM_ERR_ARG, "token id %d at position %d is outside the "
-                                 "vocabulary (0..%d)", tokens[t], t, c->vocab_size - 1);
-    glm_status rs = cuda_state_reserve(s, s->n + n, err);
+    glm_status rs = backend_check_tokens(c, tokens, n, err);
+    if (rs)
+        return rs;
+    rs = cuda_state_reserve(s, s->n + n, err);
     if (rs)
         return rs;
     size_t V = (size_t)c->vocab_size;
