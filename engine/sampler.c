@@ -75,7 +75,7 @@ static int cmp_cand(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static int32_t argmax(const float *logits, int n)
+int32_t glm_argmax(const float *logits, int n)
 {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
@@ -87,7 +87,7 @@ static int32_t argmax(const float *logits, int n)
 int32_t glm_sampler_pick(glm_sampler *s, const float *logits)
 {
     if (s->p.temperature <= 0)
-        return argmax(logits, s->vocab);
+        return glm_argmax(logits, s->vocab);
     int n = 0;
     for (int i = 0; i < s->vocab; i++) {
         if (isnan(logits[i]) || logits[i] == -INFINITY)
@@ -97,7 +97,7 @@ int32_t glm_sampler_pick(glm_sampler *s, const float *logits)
         n++;
     }
     if (n == 0)
-        return argmax(logits, s->vocab);
+        return glm_argmax(logits, s->vocab);
     qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
     if (s->p.top_k > 0 && s->p.top_k < n)
         n = s->p.top_k;

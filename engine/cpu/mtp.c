@@ -6,6 +6,7 @@
 
 #include "cpu/blocks.h"
 #include "cpu/forward.h"
+#include "sampler.h"
 
 int cpu_mtp_on(const cpu_state *s)
 {
@@ -145,15 +146,6 @@ int cpu_mtp_catch_up(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int po
     return rc;
 }
 
-static int32_t argmax(const float *v, int n)
-{
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 glm_status cpu_mtp_draft(cpu_state *s, cpu_pool *pool, int32_t next, int32_t *out, int max,
                          int *n_out, glm_error *err)
 {
@@ -178,7 +170,7 @@ glm_status cpu_mtp_draft(cpu_state *s, cpu_pool *pool, int32_t next, int32_t *ou
             rc = cpu_matmul(pool, &s->m->w.lm_head, g, 1, logits);
         if (rc)
             break;
-        tok = argmax(logits, V);
+        tok = glm_argmax(logits, V);
         out[(*n_out)++] = tok;
         memcpy(h, g, (size_t)D * sizeof *h); /* chained: the head-normed row is the next h */
     }

@@ -6,6 +6,7 @@
 
 #include "engine/model/model.h"
 #include "engine/session.h"
+#include "engine/sampler.h"
 #include "engine/text/json.h"
 #include "engine/text/tbuf.h"
 #include "engine/text/tokenizer.h"
@@ -25,15 +26,6 @@ typedef struct greedy_ctx {
     const tok_tokenizer *tok;
     tok_ids prefix;
 } greedy_ctx;
-
-static int32_t argmax(const float *v, int n)
-{
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
 
 static int starts_with_ids(const tok_ids *a, const tok_ids *prefix)
 {
@@ -72,7 +64,7 @@ static glm_status reply(greedy_ctx *c, const char *text, size_t len, int max_new
         st = glm_session_feed(c->session, ids.v + skip, (int)(ids.n - skip), NULL, err);
     tok_ids_free(&ids);
     for (int i = 0; !st && i < max_new; i++) {
-        int32_t next = argmax(glm_session_logits(c->session), glm_session_vocab(c->session));
+        int32_t next = glm_argmax(glm_session_logits(c->session), glm_session_vocab(c->session));
         if ((st = tok_ids_push(gen, next)))
             break;
         if (glm_token_is_eos(next, demo_eos, 3))
