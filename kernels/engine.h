@@ -47,6 +47,9 @@ typedef struct eng_mat {
 
 /* y[t][r] = sum_c x[t][c] W[r][c] for t < T. */
 int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream);
+/* eng_matmul through the GEMV for any T (groups of 8 tokens): each row's bits equal those of a
+ * T = 1 product, which the larger-T GEMM paths do not promise (verification windows). */
+int eng_matmul_rowwise(const eng_mat *w, const float *x, int T, float *y, void *stream);
 /* out[t][:] = row tokens[t] of w as f32 (the embedding), copied into each of `copies` rows:
  * out[(t * copies + k) * cols ...]. */
 int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out, void *stream);
@@ -93,6 +96,16 @@ int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias
 /* The delta rule over T tokens, token by token (S [H][dk][dv] f32, dk = dv <= 128). */
 int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
                  const float *beta, int T, int H, int dk, float *o, void *stream);
+/* eng_kda_scan that also writes the state after each token t into trail + t*H*dk*dk (trail NULL:
+ * eng_kda_scan); the verification windows of drafted decoding go back to any of them. */
+int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v, const float *g,
+                       const float *beta, int T, int H, int dk, float *o, float *trail,
+                       void *stream);
+/* The conv window before a chunk and the chunk's q k v rows as one [K-1+T][3C] array (the
+ * window's layout): the window after the chunk's first j tokens is rows j .. j+K-2. Call it
+ * before eng_kda_conv, which moves the window on. */
+int eng_kda_conv_trail(const float *q, const float *k, const float *v, const float *state, int T,
+                       int C, int K, float *trail, void *stream);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);

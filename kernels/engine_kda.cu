@@ -49,6 +49,20 @@ __global__ void conv_state_kernel(const float *q, const float *k, const float *v
         state[(size_t)r * 3 * C + ch] = keep[r];
 }
 
+// trail rows [K-1+T][3C]: the window before the chunk, then the chunk's q k v rows.
+__global__ void conv_trail_kernel(const float *q, const float *k, const float *v,
+                                  const float *state, int T, int C, int K, float *trail)
+{
+    size_t n = (size_t)(K - 1 + T) * 3 * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int row = (int)(i / (3 * C)), ch = (int)(i % (3 * C));
+        int plane = ch / C, c = ch % C;
+        const float *in = plane == 0 ? q : plane == 1 ? k : v;
+        trail[i] = row < K - 1 ? state[i] : in[(size_t)(row - (K - 1)) * C + c];
+    }
+}
+
 __global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale)
 {
     int w = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -90,7 +104,8 @@ __global__ void gate_kernel(float *g, float *beta, const float *A_log, const flo
 
 __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, const float *k,
                                                    const float *v, const float *g,
-                                                   const float *beta, int T, int H, int dk, float *o)
+                                                   const float *beta, int T, int H, int dk, float *o,
+                                                   float *trail)
 {
     __shared__ float ks[128], qs[128], as[128];
     __shared__ float red[kScanSlices][32];
@@ -147,6 +162,15 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
             for (int s = 0; s < kScanSlices; s++)
                 acc += red[s][lane];
             o[base + j] = acc;
+        }
+        if (trail) { // the state after token t, for going back inside a verification window
+            float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++) {
+                int d = slice + kScanSlices * r;
+                if (ok && d < dk)
+                    Th[(size_t)d * dk + j] = Sr[r];
+            }
         }
     }
 #pragma unroll
@@ -212,14 +236,32 @@ extern "C" int eng_kda_gate(float *g, float *beta, const float *A_log, const flo
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
-                            const float *beta, int T, int H, int dk, float *o, void *stream)
+extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
+                                  const float *g, const float *beta, int T, int H, int dk, float *o,
+                                  float *trail, void *stream)
 {
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
         return -1;
     dim3 grid(H, blocks_for((size_t)dk, 32));
     scan_kernel<<<grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream)>>>(S, q, k, v, g, beta,
-                                                                                T, H, dk, o);
+                                                                                T, H, dk, o, trail);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
+                            const float *beta, int T, int H, int dk, float *o, void *stream)
+{
+    return eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, NULL, stream);
+}
+
+extern "C" int eng_kda_conv_trail(const float *q, const float *k, const float *v,
+                                  const float *state, int T, int C, int K, float *trail,
+                                  void *stream)
+{
+    if (K < 1 || K > kConvMaxK + 1 || T < 1)
+        return -1;
+    conv_trail_kernel<<<grid_for((size_t)(K - 1 + T) * 3 * C), 256, 0,
+                        static_cast<cudaStream_t>(stream)>>>(q, k, v, state, T, C, K, trail);
     return (int)cudaGetLastError();
 }
 

@@ -325,6 +325,15 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
     }
 }
 
+extern "C" int eng_matmul_rowwise(const eng_mat *w, const float *x, int T, float *y, void *stream)
+{
+    if (!w || T < 1 || w->rows < 1 || w->cols < 1)
+        return -1;
+    if (T <= kMaxGemvT)
+        return eng_matmul(w, x, T, y, stream); // the GEMV of T rows
+    return (int)gemv_launch<kMaxGemvT>(w, x, y, T, static_cast<cudaStream_t>(stream));
+}
+
 extern "C" int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out,
                          void *stream)
 {

@@ -19,6 +19,7 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
 #include <string.h>
 
 #include "cuda/cuda_internal.h"
+#include "session.h"
 
 static void *cu_state_new(void *impl, glm_error *err)
 {
@@ -95,6 +96,22 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
     return rc ? cuda_fail(err, "the forward pass", rc) : GLM_OK;
 }
 
+/* Tokens of the next prefill chunk at position pos with left tokens to go (end = pos + left).
+ * Chunks end on the CUDA_CHUNK grid of positions, and the prompt's tail past the last multiple of
+ * GLM_KEEP_ALIGN runs as a chunk of its own: a prefill resumed from a kept state (which lies on
+ * that grid) then runs every row through the same kernels as a full prefill (the products pick
+ * their kernel by chunk size: the GEMV up to 8 rows, a GEMM above), so its bits are the same. */
+static int chunk_len(int pos, int left)
+{
+    int end = pos + left, cut = (pos / CUDA_CHUNK + 1) * CUDA_CHUNK;
+    int tail = end / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
+    if (cut > end)
+        cut = end;
+    if (cut == end && tail > pos && tail < end)
+        cut = tail;
+    return cut - pos;
+}
+
 static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n, float *logits_out,
                              int all_rows, glm_error *err)
 {
@@ -107,9 +124,10 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     rs = cuda_state_reserve(s, s->n + n, err);
     if (rs)
         return rs;
+    s->trail_n = 0; /* a window kept by cuda_verify ends here */
     size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n;) {
-        int T = n - done < CUDA_CHUNK ? n - done : CUDA_CHUNK;
+        int T = chunk_len(s->n, n - done);
         int last = done + T == n, want = logits_out && (all_rows || last);
         glm_status cs = run_chunk(s, tokens + done, T, all_rows, want, err);
         if (cs)
@@ -122,6 +140,33 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
         done += T;
     }
     return GLM_OK;
+}
+
+static size_t cu_snapshot_size(const void *st)
+{
+    return cuda_snapshot_size(st);
+}
+
+static glm_status cu_snapshot_save(const void *st, void *buf, size_t n, glm_error *err)
+{
+    return cuda_snapshot_save(st, buf, n, err);
+}
+
+static glm_status cu_snapshot_load(void *st, const void *buf, size_t n, glm_error *err)
+{
+    return cuda_snapshot_load(st, buf, n, err);
+}
+
+static glm_status cu_verify(void *impl, void *st, const int32_t *tokens, int n, float *logits_all,
+                            glm_error *err)
+{
+    (void)impl;
+    return cuda_verify(st, tokens, n, logits_all, err);
+}
+
+static glm_status cu_rewind(void *st, int n, glm_error *err)
+{
+    return cuda_state_rewind(st, n, err);
 }
 
 static void cu_close(void *impl)
@@ -147,7 +192,12 @@ static const backend_ops cuda_ops = {
     .state_mark = cu_mark,
     .state_truncate = cu_truncate,
     .prefill = cu_prefill,
+    .snapshot_size = cu_snapshot_size,
+    .snapshot_save = cu_snapshot_save,
+    .snapshot_load = cu_snapshot_load,
     .close = cu_close,
+    .verify = cu_verify,
+    .state_rewind = cu_rewind,
 };
 
 static glm_status read_env(cuda_backend *be, glm_error *err)

@@ -109,6 +109,7 @@ typedef struct cuda_backend {
     int kv_dtype;  /* eng_cache_dtype of the latent cache */
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
+    int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
     cu_prof prof;
 } cuda_backend;
 
@@ -131,6 +132,11 @@ typedef struct cuda_state {
     void *graph;                    /* the decode step, captured at this cap; NULL: none */
     int graph_cap;
     backend_collective coll;
+    /* Drafted decoding (spec.c): while verifying, each KDA layer's state after every position of
+     * the window and its conv window rows; rewind goes back to one of them. */
+    int verifying;
+    float **trail_S, **trail_conv;  /* per KDA layer: trail_cap states; K-1+trail_cap rows */
+    int trail_cap, trail_base, trail_n; /* the window: positions trail_base+1 .. +trail_n */
 } cuda_state;
 
 /* state.c */
@@ -141,6 +147,23 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err);
 glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err);
 /* Grows the caches to hold need tokens (doubling, up to the context); drops the graph. */
 glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err);
+
+/* Bytes of one KDA layer's conv window and recurrent state. */
+size_t cuda_conv_bytes(const glm_config *c);
+size_t cuda_rec_bytes(const glm_config *c);
+/* Bytes of one cached value of an eng_cache_dtype. */
+size_t cuda_value_bytes(int dtype);
+
+/* spec.c: drafted decoding's verification windows. */
+glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logits_all,
+                       glm_error *err);
+glm_status cuda_state_rewind(cuda_state *s, int n, glm_error *err);
+void cuda_trail_free(cuda_state *s);
+
+/* snapshot.c: the state as a flat host byte string (backend.h's snapshot ops). */
+size_t cuda_snapshot_size(const cuda_state *s);
+glm_status cuda_snapshot_save(const cuda_state *s, void *buf, size_t n, glm_error *err);
+glm_status cuda_snapshot_load(cuda_state *s, const void *buf, size_t n, glm_error *err);
 
 /* forward.c: one chunk of T <= CUDA_CHUNK tokens whose ids and first position are already in
  * s->d_tokens / s->d_pos; with want_logits the final rows' logits are on their way into

@@ -40,6 +40,8 @@ static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *
 {
     if (l->exl3)
         return kern_exl3_matmul(&l->x, x, y, T, be->w.exl3_work, be->stream);
+    if (be->rowwise) /* a verification window: each row as a one-token step computes it */
+        return eng_matmul_rowwise(&l->m, x, T, y, be->stream);
     return eng_matmul(&l->m, x, T, y, be->stream);
 }
 
@@ -70,6 +72,9 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
     CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
     CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
+    if (s->verifying) /* the windows a verification may go back to (cuda/spec.c) */
+        CK(eng_kda_conv_trail(b->q, b->k, b->v, s->kda_conv[rank], T, C, c->kda_conv_kernel,
+                              s->trail_conv[rank], st), "the KDA conv trail");
     CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T, C,
                     c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
     CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
@@ -78,8 +83,8 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
     CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
                     c->kda_lower_bound, st), "the KDA gates");
-    CK(eng_kda_scan(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o, st),
-       "the KDA delta rule");
+    CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
+                          s->verifying ? s->trail_S[rank] : NULL, st), "the KDA delta rule");
     CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
     CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
     CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),

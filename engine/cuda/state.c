@@ -7,18 +7,18 @@
 
 #include "cuda/cuda_internal.h"
 
-static size_t conv_bytes(const glm_config *c)
+size_t cuda_conv_bytes(const glm_config *c)
 {
     size_t n = (size_t)(c->kda_conv_kernel - 1) * 3 * c->kda_heads * c->kda_head_dim * sizeof(float);
     return n ? n : sizeof(float);
 }
 
-static size_t rec_bytes(const glm_config *c)
+size_t cuda_rec_bytes(const glm_config *c)
 {
     return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float);
 }
 
-static size_t value_bytes(int dtype)
+size_t cuda_value_bytes(int dtype)
 {
     return dtype == ENG_CACHE_F32 ? 4 : dtype == ENG_CACHE_BF16 ? 2 : 1;
 }
@@ -35,7 +35,7 @@ static void cache_free(eng_cache *c)
 static int cache_grow(eng_cache *c, int dtype, int width, size_t rows, size_t keep)
 {
     eng_cache n = {.dtype = dtype, .width = width};
-    size_t rb = (size_t)width * value_bytes(dtype);
+    size_t rb = (size_t)width * cuda_value_bytes(dtype);
     if (kern_malloc(&n.rows, rows * rb))
         return -1;
     if (dtype == ENG_CACHE_FP8 && kern_malloc((void **)&n.scale, rows * sizeof(float))) {
@@ -90,6 +90,7 @@ void cuda_state_free(cuda_state *s)
         cache_free(&s->dsa[i].pool_key);
     }
     free(s->dsa);
+    cuda_trail_free(s);
     kern_free(s->scores);
     kern_free(s->d_pos);
     kern_free(s->d_tokens);
@@ -111,8 +112,8 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
     }
     s->be = be;
     s->mark_n = -1;
-    s->kda_conv = new_layers(nk, conv_bytes(c));
-    s->kda_S = new_layers(nk, rec_bytes(c));
+    s->kda_conv = new_layers(nk, cuda_conv_bytes(c));
+    s->kda_S = new_layers(nk, cuda_rec_bytes(c));
     s->dsa = calloc((size_t)(nd ? nd : 1), sizeof *s->dsa);
     size_t V = (size_t)(c->vocab_size > c->hidden_size ? c->vocab_size : c->hidden_size);
     if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, sizeof(int)) ||
@@ -122,7 +123,7 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
         eng_host_alloc((void **)&s->h_logits, 2 * CUDA_CHUNK * V * sizeof(float))) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "
-                      "states %zu bytes a layer)", rec_bytes(c) + conv_bytes(c));
+                      "states %zu bytes a layer)", cuda_rec_bytes(c) + cuda_conv_bytes(c));
         return NULL;
     }
     glm_status st = cuda_state_reserve(s, 256 < be->context ? 256 : be->context, err);
@@ -173,10 +174,11 @@ void cuda_state_reset(cuda_state *s)
     const glm_config *c = &s->be->m->cfg;
     int nk = glm_config_count(c, GLM_ATTN_KDA);
     for (int i = 0; i < nk; i++) {
-        kern_memset(s->kda_conv[i], 0, conv_bytes(c));
-        kern_memset(s->kda_S[i], 0, rec_bytes(c));
+        kern_memset(s->kda_conv[i], 0, cuda_conv_bytes(c));
+        kern_memset(s->kda_S[i], 0, cuda_rec_bytes(c));
     }
     s->n = 0;
+    s->trail_n = 0;
 }
 
 glm_status cuda_state_mark(cuda_state *s, glm_error *err)
@@ -184,8 +186,8 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
     const glm_config *c = &s->be->m->cfg;
     int nk = glm_config_count(c, GLM_ATTN_KDA);
     if (!s->mark_conv) {
-        s->mark_conv = new_layers(nk, conv_bytes(c));
-        s->mark_S = new_layers(nk, rec_bytes(c));
+        s->mark_conv = new_layers(nk, cuda_conv_bytes(c));
+        s->mark_S = new_layers(nk, cuda_rec_bytes(c));
         if (!s->mark_conv || !s->mark_S) {
             free_layers(s->mark_conv, nk);
             free_layers(s->mark_S, nk);
@@ -194,8 +196,8 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
         }
     }
     for (int i = 0; i < nk; i++)
-        if (eng_copy_async(s->mark_conv[i], s->kda_conv[i], conv_bytes(c), s->be->stream) ||
-            eng_copy_async(s->mark_S[i], s->kda_S[i], rec_bytes(c), s->be->stream))
+        if (eng_copy_async(s->mark_conv[i], s->kda_conv[i], cuda_conv_bytes(c), s->be->stream) ||
+            eng_copy_async(s->mark_S[i], s->kda_S[i], cuda_rec_bytes(c), s->be->stream))
             return glm_error_set(err, GLM_ERR_BACKEND, "copying the KDA states on the GPU failed");
     if (eng_stream_sync(s->be->stream))
         return glm_error_set(err, GLM_ERR_BACKEND, "copying the KDA states on the GPU failed");
@@ -218,11 +220,12 @@ glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
                              n, s->n, s->mark_n);
     int nk = glm_config_count(c, GLM_ATTN_KDA);
     for (int i = 0; i < nk; i++)
-        if (eng_copy_async(s->kda_conv[i], s->mark_conv[i], conv_bytes(c), s->be->stream) ||
-            eng_copy_async(s->kda_S[i], s->mark_S[i], rec_bytes(c), s->be->stream))
+        if (eng_copy_async(s->kda_conv[i], s->mark_conv[i], cuda_conv_bytes(c), s->be->stream) ||
+            eng_copy_async(s->kda_S[i], s->mark_S[i], cuda_rec_bytes(c), s->be->stream))
             return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
     if (eng_stream_sync(s->be->stream))
         return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
+    s->trail_n = 0;
     s->n = n; /* DSA rows past n are rewritten; pool keys are remade as their pools complete */
     return GLM_OK;
 }

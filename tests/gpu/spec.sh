@@ -1,0 +1,55 @@
+#!/bin/bash
+# tests/gpu/spec.sh: builds glmchat with CUDA on a GPU machine, checks prompt reuse and drafted
+# decoding on the CUDA backend (tests/gpu/test_cuda_spec.c) on the fixture models and mkmodel
+# models, then runs bench/bench_cuda_spec (time to first token of a new turn after a long
+# conversation with and without reuse; decode with copy drafts against plain decode).
+# Usage: tests/gpu/spec.sh [OUT_DIR]   (from the source root). BENCH_CONTEXT (32768),
+# BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90).
+set -u
+src=$(pwd)
+build=${BUILD_DIR:-"$src/build-gpu-spec"}
+out=${1:-"$build/out"}
+mkdir -p "$build" "$out"
+archs=${CUDA_ARCHS:-90}
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+date -u
+start=$(date +%s)
+echo "== build: ./configure CUDA_ARCHS=\"$archs\""
+(autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
+    make -j"$(nproc)" glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec) >"$build/build.log" 2>&1 ||
+    { tail -40 "$build/build.log"; exit 1; }
+echo "build took $(( $(date +%s) - start )) s"
+G="$build/glmchat"
+T="$build/tests/gpu/test_cuda_spec"
+B="$build/bench/bench_cuda_spec"
+models="$build/models"
+mkdir -p "$models"
+"$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
+"$G" mkmodel --out "$models/small" --preset small --seed 3 >/dev/null || exit 1
+status=0
+: >"$out/checks.txt"
+check() { # DIR LABEL [KV]
+    echo "== checks: $2"
+    GLMCHAT_CUDA_KV=${3:-fp8} timeout 300 "$T" "$1" "$2" >"$build/check.log" 2>&1 || status=1
+    cat "$build/check.log"
+    grep -v '^FAIL' "$build/check.log" | grep -E 'verify|reuse|drafted|passed|FAILED' >>"$out/checks.txt"
+}
+for d in "$src"/tests/fixtures/models/*/; do check "$d" "$(basename "$d")"; done
+check "$models/tiny" mkmodel-tiny
+check "$models/tiny" mkmodel-tiny-f32kv f32
+check "$models/small" mkmodel-small-bf16
+echo "== bench (mkmodel ${BENCH_MODEL:-small})"
+bm="$models/small"
+if [ "${BENCH_MODEL:-small}" != small ]; then
+    bm="$models/bench"
+    "$G" mkmodel --out "$bm" --preset "$BENCH_MODEL" --seed 3 >/dev/null || exit 1
+fi
+ctx=${BENCH_CONTEXT:-32768}
+GLMCHAT_CUDA_CONTEXT=$((ctx + 1024)) timeout 400 "$B" "$bm" "$ctx" 64 "${BENCH_DECODE:-256}" 2>&1 |
+    tee "$out/bench.txt" || status=1
+echo "== check table"
+cat "$out/checks.txt"
+echo "status $status, total $(( $(date +%s) - start )) s"
+exit $status

@@ -1,0 +1,453 @@
+/* test_cuda_spec.c: prompt reuse and drafted decoding on the CUDA backend, run on a GPU machine
+ * by tests/gpu/spec.sh: verification rows equal one-token steps bit for bit, going back inside a
+ * window, snapshots resumed on the grid equal a full prefill bit for bit (and bad ones are
+ * refused), drafted replies equal undrafted ones (greedy and seeded sampling, copy and oracle
+ * drafts) with acceptance per draft position, and chat turns after reuse equal full prefills.
+ * Usage: test_cuda_spec MODEL_DIR LABEL. Prints one line per check; exit 1 on any failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/snapshot.h"
+#include "session.h"
+#include "spec.h"
+
+static int failures;
+static const char *label = "";
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAIL %s: ", label);                                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static int32_t *some_tokens(int n, uint64_t seed, int vocab)
+{
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
+    }
+    return t;
+}
+
+static float max_diff(const float *a, const float *b, size_t n)
+{
+    float d = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x = a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
+        d = x > d ? x : d;
+    }
+    return d;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        glm_status st_ = (expr);                                                                   \
+        if (st_) {                                                                                 \
+            printf("FAIL %s: %s: %s\n", label, #expr, err.message);                                \
+            failures++;                                                                            \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Verification windows of K rows against K one-token steps, and going back to each position. */
+static void check_verify(engine_backend *be, int V, int K)
+{
+    const backend_ops *o = be->ops;
+    glm_error err = {0};
+    int P = 45, rows_equal = 0, backs_equal = 0;
+    int32_t *ids = some_tokens(P + K, 17 + (uint64_t)K, V < 2000 ? V : 2000);
+    size_t row = (size_t)V * sizeof(float);
+    float *want = malloc((size_t)K * row), *got = malloc((size_t)K * row), *a = malloc(row),
+          *b = malloc(row);
+    void *dec = o->state_new(be->impl, &err), *ver = o->state_new(be->impl, &err);
+    OK(o->prefill(be->impl, dec, ids, P, NULL, 0, &err));
+    OK(o->prefill(be->impl, ver, ids, P, NULL, 0, &err));
+    OK(o->state_mark(dec, &err));
+    OK(o->state_mark(ver, &err));
+    for (int t = 0; t < K; t++)
+        OK(o->prefill(be->impl, dec, ids + P + t, 1, want + (size_t)t * V, 0, &err));
+    OK(o->verify(be->impl, ver, ids + P, K, got, &err));
+    CHECK(o->state_length(ver) == P + K, "verify left %d tokens, not %d", o->state_length(ver), P + K);
+    for (int t = 0; t < K; t++) {
+        int eq = memcmp(want + (size_t)t * V, got + (size_t)t * V, row) == 0;
+        rows_equal += eq;
+        CHECK(eq, "verify row %d of %d differs from a one-token step (max %g)", t, K,
+              (double)max_diff(want + (size_t)t * V, got + (size_t)t * V, (size_t)V));
+    }
+    for (int j = 1; j <= K; j++) {
+        OK(o->state_truncate(ver, P, &err));
+        OK(o->verify(be->impl, ver, ids + P, K, got, &err));
+        OK(o->state_rewind(ver, P + j, &err));
+        OK(o->state_truncate(dec, P, &err));
+        for (int t = 0; t < j; t++)
+            OK(o->prefill(be->impl, dec, ids + P + t, 1, NULL, 0, &err));
+        int32_t tok = ids[(j * 7) % P];
+        OK(o->prefill(be->impl, dec, &tok, 1, a, 0, &err));
+        OK(o->prefill(be->impl, ver, &tok, 1, b, 0, &err));
+        int eq = memcmp(a, b, row) == 0;
+        backs_equal += eq;
+        CHECK(eq, "decode after going back to %d of a %d-row window differs (max %g)", P + j, K,
+              (double)max_diff(a, b, (size_t)V));
+    }
+    CHECK(o->state_rewind(ver, P, &err) == GLM_ERR_ARG && strstr(err.message, "verification window"),
+          "going back outside the window was not refused with a message");
+    printf("%-22s verify %d rows: %d/%d rows equal one-token steps bit for bit; back to each "
+           "position then on: %d/%d equal\n", label, K, rows_equal, K, backs_equal, K);
+out:
+    o->state_free(dec);
+    o->state_free(ver);
+    free(ids);
+    free(want);
+    free(got);
+    free(a);
+    free(b);
+}
+
+/* Snapshots at split points on the grid, resumed and prefilled on: the bits of a full prefill,
+ * for the prompt's logits and 24 greedy steps after it. */
+static void check_reuse(engine_backend *be, int V)
+{
+    const backend_ops *o = be->ops;
+    glm_error err = {0};
+    const int N = 307, splits[] = {16, 96, 256, 288, 304};
+    int n_splits = (int)(sizeof splits / sizeof *splits), equal = 0, steps = 24;
+    int32_t *ids = some_tokens(N, 5, V < 2000 ? V : 2000);
+    size_t row = (size_t)V * sizeof(float);
+    float *full = malloc((size_t)(steps + 1) * row), *got = malloc(row);
+    void *c = o->state_new(be->impl, &err), *a = o->state_new(be->impl, &err),
+         *b = o->state_new(be->impl, &err);
+    unsigned char *snap = NULL;
+    OK(o->prefill(be->impl, c, ids, N, full, 0, &err));
+    for (int t = 0; t < steps; t++) {
+        int32_t tok = argmax(full + (size_t)t * V, V);
+        OK(o->prefill(be->impl, c, &tok, 1, full + (size_t)(t + 1) * V, 0, &err));
+    }
+    for (int i = 0; i < n_splits; i++) {
+        int k = splits[i], same = 1;
+        o->state_reset(a);
+        o->state_reset(b);
+        OK(o->prefill(be->impl, a, ids, k, NULL, 0, &err));
+        size_t bytes = o->snapshot_size(a);
+        free(snap);
+        snap = malloc(bytes);
+        OK(o->snapshot_save(a, snap, bytes, &err));
+        OK(o->snapshot_load(b, snap, bytes, &err));
+        CHECK(o->state_length(b) == k, "a loaded snapshot holds %d tokens, not %d",
+              o->state_length(b), k);
+        OK(o->prefill(be->impl, b, ids + k, N - k, got, 0, &err));
+        same = memcmp(got, full, row) == 0;
+        CHECK(same, "resumed at %d of %d: the prompt's logits differ from a full prefill (max %g)", k,
+              N, (double)max_diff(got, full, (size_t)V));
+        for (int t = 0; same && t < steps; t++) {
+            int32_t tok = argmax(full + (size_t)t * V, V);
+            OK(o->prefill(be->impl, b, &tok, 1, got, 0, &err));
+            same = memcmp(got, full + (size_t)(t + 1) * V, row) == 0;
+            CHECK(same, "resumed at %d: greedy step %d differs from the full prefill's", k, t);
+        }
+        equal += same;
+        if (i == n_splits - 1) { /* bad snapshots are refused, the state unchanged */
+            unsigned char *bad = malloc(bytes);
+            memcpy(bad, snap, bytes);
+            bad[0] ^= 1;
+            CHECK(o->snapshot_load(b, bad, bytes, &err) == GLM_ERR_FORMAT, "a bad magic loaded");
+            printf("%-22s refused: %s\n", label, err.message);
+            CHECK(o->snapshot_load(b, snap, bytes - 1, &err) == GLM_ERR_FORMAT, "a short snapshot loaded");
+            printf("%-22s refused: %s\n", label, err.message);
+            memcpy(bad, snap, bytes);
+            bad[16] ^= 0x55; /* the config fingerprint */
+            CHECK(o->snapshot_load(b, bad, bytes, &err) == GLM_ERR_FORMAT, "another model's loaded");
+            printf("%-22s refused: %s\n", label, err.message);
+            free(bad);
+            CHECK(o->state_length(b) == N + steps, "a refused snapshot changed the state");
+        }
+    }
+    printf("%-22s reuse: %d/%d split points (of %d tokens) give the full prefill's bits, prompt "
+           "logits and %d greedy steps\n", label, equal, n_splits, N, steps);
+out:
+    free(snap);
+    free(full);
+    free(got);
+    free(ids);
+    o->state_free(a);
+    o->state_free(b);
+    o->state_free(c);
+}
+
+/* Another backend's snapshots and other cache dtypes are refused by name. */
+static void check_foreign(const glm_model *m, engine_backend *be)
+{
+    glm_error err = {0};
+    engine_backend cpu = {0}, other = {0};
+    void *cs = NULL, *gs = NULL, *os = NULL;
+    unsigned char *snap = NULL;
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++)
+        ids[i] = i + 3;
+    OK(backend_open_cpu(m, 2, &cpu, &err));
+    cs = cpu.ops->state_new(cpu.impl, &err);
+    OK(cpu.ops->prefill(cpu.impl, cs, ids, 20, NULL, 0, &err));
+    size_t n = cpu.ops->snapshot_size(cs);
+    snap = malloc(n);
+    OK(cpu.ops->snapshot_save(cs, snap, n, &err));
+    gs = be->ops->state_new(be->impl, &err);
+    CHECK(be->ops->snapshot_load(gs, snap, n, &err) == GLM_ERR_FORMAT, "a CPU snapshot loaded on CUDA");
+    printf("%-22s refused: %s\n", label, err.message);
+    const char *kv = getenv("GLMCHAT_CUDA_KV");
+    setenv("GLMCHAT_CUDA_KV", kv && strcmp(kv, "bf16") == 0 ? "f32" : "bf16", 1);
+    glm_status st = backend_open_cuda(m, &other, &err);
+    if (kv)
+        setenv("GLMCHAT_CUDA_KV", kv, 1);
+    else
+        unsetenv("GLMCHAT_CUDA_KV");
+    OK(st);
+    OK(be->ops->prefill(be->impl, gs, ids, 20, NULL, 0, &err));
+    free(snap);
+    n = be->ops->snapshot_size(gs);
+    snap = malloc(n);
+    OK(be->ops->snapshot_save(gs, snap, n, &err));
+    os = other.ops->state_new(other.impl, &err);
+    CHECK(other.ops->snapshot_load(os, snap, n, &err) == GLM_ERR_FORMAT,
+          "a snapshot of other cache dtypes loaded");
+    printf("%-22s refused: %s\n", label, err.message);
+out:
+    free(snap);
+    if (cs)
+        cpu.ops->state_free(cs);
+    if (gs)
+        be->ops->state_free(gs);
+    if (os)
+        other.ops->state_free(os);
+    if (cpu.ops)
+        backend_close(&cpu);
+    if (other.ops)
+        backend_close(&other);
+}
+
+typedef struct tokens {
+    int32_t v[512];
+    int n;
+} tokens;
+
+static int keep_token(int32_t t, void *user)
+{
+    tokens *k = user;
+    if (k->n < 512)
+        k->v[k->n++] = t;
+    return 0;
+}
+
+/* The undrafted reply with about one proposal in five wrong, so windows accept and reject at
+ * every draft position. */
+typedef struct oracle {
+    const tokens *reply;
+    int n_prompt, vocab;
+} oracle;
+
+static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
+{
+    const oracle *o = user;
+    int at = n - o->n_prompt, k = 0;
+    for (; k < max && at + k < o->reply->n; k++) {
+        int32_t t = o->reply->v[at + k];
+        uint32_t h = (uint32_t)(at + k) * 2654435761u;
+        out[k] = (h >> 16) % 5 == 0 ? (t + 1) % o->vocab : t;
+    }
+    (void)ctx;
+    return k;
+}
+
+static glm_engine *open_engine(const char *dir, int draft, int64_t cache)
+{
+    glm_error err = {0};
+    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CUDA, .draft = draft,
+                           .prompt_cache_bytes = cache};
+    glm_engine *e = glm_engine_open(&p, &err);
+    if (!e) {
+        printf("FAIL %s: opening the engine: %s\n", label, err.message);
+        failures++;
+    }
+    return e;
+}
+
+static void check_drafted(const char *dir, float temperature)
+{
+    glm_error err = {0};
+    glm_engine *plain = open_engine(dir, SPEC_OFF, -1), *drafted = open_engine(dir, SPEC_COPY, -1);
+    if (!plain || !drafted)
+        goto out;
+    int V = 200, eos[] = {-1}, equal = 0, trials = 4;
+    spec_stats all = {0};
+    for (int trial = 0; trial < trials; trial++) {
+        int n_prompt = 60 + 11 * trial, max_new = 50 + 7 * trial;
+        int32_t *prompt = some_tokens(n_prompt, 3, V);
+        for (int i = 24; i < n_prompt; i++)
+            prompt[i] = prompt[i % 24]; /* repeats itself: copy drafts find matches */
+        glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40,
+                            .seed = 1000 + (uint64_t)trial};
+        tokens a = {0}, b = {0};
+        glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(drafted, &err);
+        oracle o = {.reply = &a, .n_prompt = n_prompt, .vocab = V};
+        if (trial > 0) /* trial 0: the engine's copy drafts */
+            glm_session_set_drafter(sb, oracle_draft, &o);
+        int na = 0, nb = 0;
+        glm_status s1 = glm_session_generate_tokens(sa, prompt, n_prompt, &smp, eos, 1, max_new,
+                                                    keep_token, &a, &na, &err);
+        CHECK(s1 == GLM_OK, "undrafted generation: %s", err.message);
+        glm_status s2 = glm_session_generate_tokens(sb, prompt, n_prompt, &smp, eos, 1, max_new,
+                                                    keep_token, &b, &nb, &err);
+        CHECK(s2 == GLM_OK, "drafted generation: %s", err.message);
+        int same = s1 == GLM_OK && s2 == GLM_OK && a.n == b.n &&
+                   memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v) == 0 &&
+                   glm_session_length(sa) == glm_session_length(sb);
+        CHECK(same, "temperature %.1f trial %d: the drafted reply (%d tokens) differs from the "
+              "undrafted one (%d)", (double)temperature, trial, b.n, a.n);
+        const spec_stats *st = glm_session_spec_stats(sb);
+        all.windows += st->windows;
+        for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
+            all.proposed[i] += st->proposed[i];
+            all.accepted[i] += st->accepted[i];
+        }
+        equal += same;
+        glm_session_free(sa);
+        glm_session_free(sb);
+        free(prompt);
+    }
+    CHECK(all.windows > 0 && all.accepted[0] > 0, "no draft was verified and accepted");
+    printf("%-22s drafted == undrafted (temperature %.1f, copy + oracle drafts): %d/%d replies; "
+           "%lld windows, accepted/proposed by position:", label, (double)temperature, equal,
+           trials, (long long)all.windows);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        printf(" %lld/%lld", (long long)all.accepted[i], (long long)all.proposed[i]);
+    printf("\n");
+out:
+    glm_engine_close(plain);
+    glm_engine_close(drafted);
+}
+
+/* Appends a reply's text (into a 2,048-byte buffer) and notes the DONE event's reused tokens. */
+typedef struct chat_acc {
+    char *buf;
+    size_t len;
+    int reused;
+} chat_acc;
+
+static int collect(const glm_event *ev, void *user)
+{
+    chat_acc *acc = user;
+    if (ev->type == GLM_EV_CONTENT_DELTA || ev->type == GLM_EV_REASONING_DELTA) {
+        size_t n = ev->len;
+        if (acc->len + n < 2047) {
+            memcpy(acc->buf + acc->len, ev->text, n);
+            acc->len += n;
+            acc->buf[acc->len] = '\0';
+        }
+    } else if (ev->type == GLM_EV_DONE) {
+        acc->reused = ev->stats.reused_tokens;
+    }
+    return 0;
+}
+
+/* Chat turns of three conversations through one session with prompt reuse, against a full
+ * prefill of every prompt: the same replies. */
+static void check_chat_reuse(const char *dir, float temperature)
+{
+    glm_error err = {0};
+    enum { N_CONV = 3, N_TURNS = 3 };
+    static char text[2][N_CONV][N_TURNS][2048];
+    static char users[N_CONV][N_TURNS][64];
+    int reused = 0, equal = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        glm_engine *e = open_engine(dir, SPEC_OFF, pass ? -1 : (int64_t)256 << 20);
+        if (!e)
+            return;
+        if (!glm_engine_tokenizer(e, &err)) {
+            printf("%-22s chat reuse: skipped (%s)\n", label, err.message);
+            glm_engine_close(e);
+            return;
+        }
+        glm_session *one = glm_session_new(e, &err);
+        for (int t = 0; t < N_TURNS; t++)
+            for (int k = 0; k < N_CONV; k++) {
+                glm_message msgs[2 * N_TURNS + 1];
+                int n = 0;
+                msgs[n++] = (glm_message){.role = GLM_ROLE_SYSTEM,
+                                          .content = "You are a terse assistant."};
+                for (int i = 0; i <= t; i++) {
+                    snprintf(users[k][i], sizeof users[k][i], "conversation %d, question %d", k, i);
+                    msgs[n++] = (glm_message){.role = GLM_ROLE_USER, .content = users[k][i]};
+                    if (i < t)
+                        msgs[n++] = (glm_message){.role = GLM_ROLE_ASSISTANT,
+                                                  .content = text[pass][k][i]};
+                }
+                glm_request rq = {.messages = msgs, .n_messages = n,
+                                  .sampling = {.temperature = temperature, .top_p = 1,
+                                               .seed = 99 + (uint64_t)k, .max_tokens = 16}};
+                glm_session *s = pass ? glm_session_new(e, &err) : one;
+                chat_acc acc = {text[pass][k][t], 0, 0};
+                glm_status st = glm_generate(s, &rq, collect, &acc, &err);
+                CHECK(st == GLM_OK, "chat turn: %s", err.message);
+                if (!pass)
+                    reused += acc.reused > 0;
+                if (pass)
+                    glm_session_free(s);
+            }
+        glm_session_free(one);
+        glm_engine_close(e);
+    }
+    for (int k = 0; k < N_CONV; k++)
+        for (int t = 0; t < N_TURNS; t++) {
+            int same = strcmp(text[0][k][t], text[1][k][t]) == 0;
+            equal += same;
+            CHECK(same, "conversation %d turn %d: '%s' after reuse, '%s' after a full prefill", k, t,
+                  text[0][k][t], text[1][k][t]);
+        }
+    CHECK(reused >= N_CONV * N_TURNS - 1, "only %d of %d turns started from a kept state", reused,
+          N_CONV * N_TURNS);
+    printf("%-22s chat reuse (temperature %.1f): %d/%d replies equal a full prefill's; %d turns "
+           "resumed from kept states\n", label, (double)temperature, equal, N_CONV * N_TURNS, reused);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cuda_spec MODEL_DIR [LABEL]\n");
+        return 2;
+    }
+    label = argc > 2 ? argv[2] : argv[1];
+    glm_error err = {0};
+    glm_model *m = glm_model_open(argv[1], &err);
+    engine_backend be = {0};
+    if (!m || backend_open_cuda(m, &be, &err)) {
+        printf("FAIL %s: %s\n", label, err.message);
+        return 1;
+    }
+    int V = m->cfg.vocab_size;
+    check_verify(&be, V, 7);
+    check_verify(&be, V, 9);
+    check_reuse(&be, V);
+    check_foreign(m, &be);
+    backend_close(&be);
+    check_drafted(argv[1], 0.0f);
+    check_drafted(argv[1], 0.8f);
+    check_chat_reuse(argv[1], 0.0f);
+    check_chat_reuse(argv[1], 0.9f);
+    glm_model_close(m);
+    printf("%-22s %s (%d failures)\n", label, failures ? "FAILED" : "all checks passed", failures);
+    return failures ? 1 : 0;
+}
