@@ -32,7 +32,7 @@ status=0
 : >"$out/checks.txt"
 check() { # DIR LABEL [KV]
     echo "== checks: $2"
-    GLMCHAT_CUDA_KV=${3:-fp8} timeout 300 "$T" "$1" "$2" >"$build/check.log" 2>&1 || status=1
+    GLMCHAT_CUDA_KV=${3:-fp8} timeout 90 "$T" "$1" "$2" >"$build/check.log" 2>&1 || status=1
     cat "$build/check.log"
     grep -v '^FAIL' "$build/check.log" | grep -E 'verify|reuse|drafted|passed|FAILED' >>"$out/checks.txt"
 }
@@ -47,7 +47,7 @@ if [ "${BENCH_MODEL:-small}" != small ]; then
     "$G" mkmodel --out "$bm" --preset "$BENCH_MODEL" --seed 3 >/dev/null || exit 1
 fi
 ctx=${BENCH_CONTEXT:-32768}
-GLMCHAT_CUDA_CONTEXT=$((ctx + 1024)) timeout 400 "$B" "$bm" "$ctx" 64 "${BENCH_DECODE:-256}" 2>&1 |
+GLMCHAT_CUDA_CONTEXT=$((ctx + 1024)) timeout 150 "$B" "$bm" "$ctx" 64 "${BENCH_DECODE:-256}" 2>&1 |
     tee "$out/bench.txt" || status=1
 echo "== check table"
 cat "$out/checks.txt"
