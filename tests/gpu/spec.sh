@@ -4,7 +4,9 @@
 # models, then runs bench/bench_cuda_spec (time to first token of a new turn after a long
 # conversation with and without reuse; decode with copy drafts against plain decode).
 # Usage: tests/gpu/spec.sh [OUT_DIR]   (from the source root). BENCH_CONTEXT (32768),
-# BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90).
+# BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90). GLMCHAT_PREBUILT=DIR takes glmchat,
+# test_cuda_spec and bench_cuda_spec from DIR instead of building (a machine without the -dev
+# packages; put their libraries on LD_LIBRARY_PATH).
 set -u
 src=$(pwd)
 build=${BUILD_DIR:-"$src/build-gpu-spec"}
@@ -16,14 +18,21 @@ echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
 date -u
 start=$(date +%s)
-echo "== build: ./configure CUDA_ARCHS=\"$archs\""
-(autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
-    make -j"$(nproc)" glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec) >"$build/build.log" 2>&1 ||
-    { tail -40 "$build/build.log"; exit 1; }
-echo "build took $(( $(date +%s) - start )) s"
-G="$build/glmchat"
-T="$build/tests/gpu/test_cuda_spec"
-B="$build/bench/bench_cuda_spec"
+if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+    G="$GLMCHAT_PREBUILT/glmchat"
+    T="$GLMCHAT_PREBUILT/test_cuda_spec"
+    B="$GLMCHAT_PREBUILT/bench_cuda_spec"
+else
+    echo "== build: ./configure CUDA_ARCHS=\"$archs\""
+    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
+        make -j"$(nproc)" glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec) >"$build/build.log" 2>&1 ||
+        { tail -40 "$build/build.log"; exit 1; }
+    echo "build took $(( $(date +%s) - start )) s"
+    G="$build/glmchat"
+    T="$build/tests/gpu/test_cuda_spec"
+    B="$build/bench/bench_cuda_spec"
+fi
+"$G" --version | head -1 || exit 1
 models="$build/models"
 mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
