@@ -125,14 +125,43 @@ static const char code[] =
     "    int m = v[0];\n    for (int i = 1; i < n; i++)\n        if (v[i] > m)\n"
     "            m = v[i];\n    return m;\n}\n\nstatic int min(const int *v, int n)\n{\n";
 
-/* Plain, copy-drafted decode of max_new greedy tokens after a text; tok/s and acceptance. */
+/* The plain reply as drafts (all right): the verification windows' own speed, the ceiling of
+ * what drafts of full acceptance give on this machine. */
+typedef struct oracle {
+    const collected *reply;
+    int n_prompt;
+} oracle;
+
+static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
+{
+    const oracle *o = user;
+    int at = n - o->n_prompt, k = 0;
+    for (; k < max && at + k < o->reply->n; k++)
+        out[k] = o->reply->v[at + k];
+    (void)ctx;
+    return k;
+}
+
+static void print_stats(const spec_stats *st)
+{
+    printf("%lld windows; accepted/proposed by draft position:", (long long)st->windows);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        printf(" %lld/%lld", (long long)st->accepted[i], (long long)st->proposed[i]);
+}
+
+/* Plain, copy-drafted and oracle-drafted decode of max_new greedy tokens after a text; tok/s,
+ * acceptance, and the replies compared. */
 static int bench_decode(const char *dir, const char *what, const char *text, int max_new)
 {
     glm_error err = {0};
-    glm_engine *e[2] = {open_engine(dir, SPEC_OFF, -1, &err), NULL};
+    glm_engine *e[3] = {open_engine(dir, SPEC_OFF, -1, &err), NULL, NULL};
     if (e[0])
         e[1] = open_engine(dir, SPEC_COPY, -1, &err);
+    e[2] = e[1];
+    /* the tokenizer on both: loading it masks the ids it has no text for */
     const tok_tokenizer *tk = e[0] ? glm_engine_tokenizer(e[0], &err) : NULL;
+    if (tk && (!e[1] || !glm_engine_tokenizer(e[1], &err)))
+        tk = NULL;
     tok_ids ids = {0};
     if (!e[1] || !tk || tok_encode(tk, text, strlen(text), &ids, &err)) {
         fprintf(stderr, "bench_cuda_spec: %s\n", err.message);
@@ -140,12 +169,15 @@ static int bench_decode(const char *dir, const char *what, const char *text, int
     }
     int eos[] = {-1};
     glm_sampling smp = {.temperature = 0, .top_p = 1};
-    collected out[2];
-    double secs[2];
-    const spec_stats *stats = NULL;
-    for (int k = 0; k < 2; k++) {
+    collected out[3];
+    double secs[3];
+    spec_stats stats[3];
+    oracle orc = {.reply = &out[0], .n_prompt = (int)ids.n};
+    for (int k = 0; k < 3; k++) {
         out[k] = (collected){.v = malloc((size_t)max_new * sizeof(int32_t)), .cap = max_new};
         glm_session *s = glm_session_new(e[k], &err);
+        if (k == 2)
+            glm_session_set_drafter(s, oracle_draft, &orc);
         /* the prompt first, untimed; then the decode */
         glm_status st = glm_session_feed(s, ids.v, (int)ids.n, NULL, &err);
         int n = 0;
@@ -158,23 +190,21 @@ static int bench_decode(const char *dir, const char *what, const char *text, int
             fprintf(stderr, "bench_cuda_spec: %s\n", err.message);
             return 1;
         }
-        if (k == 1) {
-            static spec_stats keep;
-            keep = *glm_session_spec_stats(s);
-            stats = &keep;
-        }
+        stats[k] = *glm_session_spec_stats(s);
         glm_session_free(s);
     }
-    int same = out[0].n == out[1].n && memcmp(out[0].v, out[1].v, (size_t)out[0].n * 4) == 0;
-    printf("decode %-5s (%zu prompt tokens, %d greedy): plain %.1f tok/s, copy drafts %.1f tok/s "
-           "= %.2fx; %lld windows; replies %s; accepted/proposed by draft position:", what, ids.n,
-           out[0].n, out[0].n / secs[0], out[1].n / secs[1], secs[0] / secs[1],
-           (long long)stats->windows, same ? "identical" : "DIFFERENT");
-    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
-        printf(" %lld/%lld", (long long)stats->accepted[i], (long long)stats->proposed[i]);
-    printf("\n");
-    free(out[0].v);
-    free(out[1].v);
+    int same = 1;
+    for (int k = 1; k < 3; k++)
+        same &= out[0].n == out[k].n && memcmp(out[0].v, out[k].v, (size_t)out[0].n * 4) == 0;
+    printf("decode %-5s (%zu prompt tokens, %d greedy): plain %.1f tok/s; copy drafts %.1f tok/s "
+           "= %.2fx (", what, ids.n, out[0].n, out[0].n / secs[0], out[1].n / secs[1],
+           secs[0] / secs[1]);
+    print_stats(&stats[1]);
+    printf("); all-right drafts %.1f tok/s = %.2fx (", out[2].n / secs[2], secs[0] / secs[2]);
+    print_stats(&stats[2]);
+    printf("); replies %s\n", same ? "identical" : "DIFFERENT");
+    for (int k = 0; k < 3; k++)
+        free(out[k].v);
     tok_ids_free(&ids);
     glm_engine_close(e[0]);
     glm_engine_close(e[1]);

@@ -1,7 +1,14 @@
 /* spec.c: drafted decoding on the CUDA backend: a verification window runs its n tokens as one
  * forward whose rows are bit for bit one-token steps (dense products through the one-row GEMV,
  * the KDA scan token by token as always) and keeps each KDA layer's state after every position,
- * so going back inside the window is a copy, not a second forward. */
+ * so going back inside the window is a copy, not a second forward.
+ * Why keep rather than recompute: at GLM-5.3-Flash's shapes a KDA state is 4 MiB a layer, so a
+ * 9-token window writes ~36 MiB a layer (~1.2 GB over the KDA layers, ~0.3 ms at the H200's
+ * bandwidth), while recomputing the accepted prefix from the state before the window would read
+ * every weight again (a whole forward). The cost is that memory, per state.
+ * Bit-equality holds where every product is deterministic: the dense and fused-dense paths are;
+ * the EXL3 kernels (kernels/exl3_gemm.cu, exl3_moe.cu) sum split-K partials with float atomics,
+ * so on EXL3 models neither a decode nor a verification is reproducible to the bit. */
 #ifdef HAVE_CUDA
 #include <stdlib.h>
 #include <string.h>
