@@ -112,6 +112,9 @@ static glm_status choose_draft(glm_engine *e, const glm_engine_params *p, glm_er
     if (!e->be.ops->verify || !e->be.ops->state_rewind)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts yet; "
                              "set draft = off (config or GLMCHAT_DRAFT)", e->be.ops->name);
+    if (e->draft == SPEC_MTP && !e->be.ops->mtp_draft)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp: the %s backend cannot run "
+                             "the MTP layer yet; use draft = copy or off", e->be.ops->name);
     return GLM_OK;
 }
 

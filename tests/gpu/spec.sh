@@ -37,6 +37,7 @@ models="$build/models"
 mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
 "$G" mkmodel --out "$models/small" --preset small --seed 3 >/dev/null || exit 1
+"$G" mkmodel --out "$models/tiny-mtp" --preset tiny-mtp --seed 13 >/dev/null || exit 1
 status=0
 : >"$out/checks.txt"
 check() { # DIR LABEL [KV]
@@ -49,6 +50,7 @@ for d in "$src"/tests/fixtures/models/*/; do check "$d" "$(basename "$d")"; done
 check "$models/tiny" mkmodel-tiny
 check "$models/tiny" mkmodel-tiny-f32kv f32
 check "$models/small" mkmodel-small-bf16
+check "$models/tiny-mtp" mkmodel-tiny-mtp
 echo "== bench (mkmodel ${BENCH_MODEL:-small})"
 bm="$models/small"
 if [ "${BENCH_MODEL:-small}" != small ]; then

@@ -445,6 +445,13 @@ int main(int argc, char **argv)
     backend_close(&be);
     check_drafted(argv[1], 0.0f);
     check_drafted(argv[1], 0.8f);
+    if (m->w.has_mtp) { /* MTP drafts are not on this backend yet: refused, not turned into copy */
+        glm_engine_params p = {.model_dir = argv[1], .backend = GLM_BACKEND_CUDA, .draft = SPEC_MTP};
+        glm_engine *e = glm_engine_open(&p, &err);
+        CHECK(!e && strstr(err.message, "MTP"), "draft = mtp on the CUDA backend was not refused");
+        printf("%-22s refused: %s\n", label, e ? "(opened)" : err.message);
+        glm_engine_close(e);
+    }
     check_chat_reuse(argv[1], 0.0f);
     check_chat_reuse(argv[1], 0.9f);
     glm_model_close(m);
