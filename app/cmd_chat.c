@@ -19,6 +19,7 @@
 #include "app/test_reply_source.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
+#include "engine/setting.h"
 
 /* Test hook: replay recorded replies (app/test_reply_source.h) instead of running a model. */
 #define TEST_HOOK_REPLIES "GLMCHAT_TEST_REPLIES"
@@ -73,10 +74,8 @@ static void usage(FILE *f)
 
 static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || x <= 0 || end == v)
+    long long x;
+    if (setting_int(opt, v, 1, INT64_MAX, &x, NULL, 0))
         return cli_usage_error(cmd, "'%s' takes a number (an id from `glmchat list`), not '%s'", opt, v);
     *out = x;
     return 0;
@@ -341,7 +340,10 @@ static int open_source(chat_env *e)
         return 0;
     }
     const char *delay = getenv(TEST_HOOK_DELAY);
-    e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), delay ? atoi(delay) : 0, err, sizeof err);
+    long long delay_ms = 0;
+    if (delay && *delay && setting_int(TEST_HOOK_DELAY, delay, 0, 600000, &delay_ms, err, sizeof err))
+        return cli_runtime_error("%s", err);
+    e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), (int)delay_ms, err, sizeof err);
     if (!e->replies)
         return cli_runtime_error("%s", err);
     e->src = test_reply_source_as_source(e->replies);

@@ -12,7 +12,8 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
-	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h
+	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
+	engine/setting.c engine/setting.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c

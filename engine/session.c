@@ -229,6 +229,28 @@ const char *glm_engine_backend_name(const glm_engine *e)
     return e->be.ops ? e->be.ops->name : "none";
 }
 
+int glm_engine_context(const glm_engine *e)
+{
+    return e->be.settings.context;
+}
+
+glm_kv_cache glm_engine_kv_cache(const glm_engine *e)
+{
+    return e->be.settings.kv_cache;
+}
+
+/* Refuses n more tokens after `at` when the state would then hold more than the context. */
+static glm_status check_room(const glm_session *s, int at, int n, glm_error *err)
+{
+    int ctx = s->e->be.settings.context;
+    if (n <= ctx - at)
+        return GLM_OK;
+    return glm_error_set(err, GLM_ERR_ARG, "%d more tokens after the %d held would make %lld, over "
+                         "the context of %d tokens (--context, context in the config or "
+                         "GLMCHAT_CONTEXT): start a new conversation or raise it", n, at,
+                         (long long)at + n, ctx);
+}
+
 glm_session *glm_session_new(glm_engine *e, glm_error *err)
 {
     glm_session *s = calloc(1, sizeof *s);
@@ -383,7 +405,10 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
 {
     int V = s->e->model->cfg.vocab_size;
     int at = glm_session_length(s);
-    glm_status kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
+    glm_status kept = check_room(s, at, n, err);
+    if (kept)
+        return kept;
+    kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
     if (kept)
         return kept;
     for (int done = 0; done < n;) {
@@ -514,7 +539,10 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts%s",
                              ops->name, s->e->rank >= 0 ? " over two ranks" : "");
     int at = glm_session_length(s);
-    glm_status st = remember_tokens(s, tokens, n, at, err);
+    glm_status st = check_room(s, at, n, err);
+    if (st)
+        return st;
+    st = remember_tokens(s, tokens, n, at, err);
     if (!st)
         st = ops->verify(s->e->be.impl, s->st, tokens, n, logits_all, err);
     if (st) {

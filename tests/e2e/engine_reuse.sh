@@ -96,7 +96,7 @@ rm "$XDG_CONFIG_HOME/glmchat/config"
 # Drafting that cannot run is refused by name, never silently turned off.
 export GLMCHAT_DRAFT=bogus
 expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
-expect_grep err "GLMCHAT_DRAFT: 'draft' takes one of off,copy,mtp, not 'bogus'"
+expect_grep err "GLMCHAT_DRAFT: 'draft' takes off, copy or mtp, not 'bogus'"
 export GLMCHAT_DRAFT=mtp
 expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
 expect_grep err "draft = mtp: .* has no MTP layer"
