@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "prefix_cache.h"
 #include "sampler.h"
+#include "setting.h"
 #include "spec.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
@@ -65,6 +66,25 @@ static int64_t cache_budget(const glm_engine_params *p)
     return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
 }
 
+/* The disk budget of kept-state files: the parameter, the environment, or 4 GiB; 0: none written. */
+static glm_status disk_budget(const glm_engine_params *p, uint64_t *out, glm_error *err)
+{
+    *out = PC_DEFAULT_DISK_BUDGET;
+    if (p->prompt_cache_disk_bytes) {
+        *out = p->prompt_cache_disk_bytes > 0 ? (uint64_t)p->prompt_cache_disk_bytes : 0;
+        return GLM_OK;
+    }
+    const char *env = getenv("GLMCHAT_PROMPT_CACHE_DISK_MB");
+    if (env && *env) {
+        char msg[512];
+        long long mb;
+        if (setting_int("GLMCHAT_PROMPT_CACHE_DISK_MB", env, 0, 16777216, &mb, msg, sizeof msg))
+            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        *out = (uint64_t)mb << 20;
+    }
+    return GLM_OK;
+}
+
 /* A hash of the model's config and weight index: kept-state files of another model are refused. */
 static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *err)
 {
@@ -88,11 +108,18 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
         const char *env = getenv("GLMCHAT_PROMPT_CACHE_DIR");
         dir = env && *env ? env : NULL;
     }
-    uint64_t id = 0;
+    uint64_t id = 0, disk = 0;
     if (dir && model_identity(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
+    glm_status st = dir ? disk_budget(p, &disk, err) : GLM_OK;
+    if (st)
+        return st;
     e->cache = pc_new((size_t)budget, dir, id, err);
-    return e->cache ? GLM_OK : (err ? err->status : GLM_ERR_NOMEM);
+    if (!e->cache)
+        return err ? err->status : GLM_ERR_NOMEM;
+    if (dir)
+        pc_set_disk_budget(e->cache, disk);
+    return GLM_OK;
 }
 
 /* The drafting mode p asks for; one that cannot run here is refused by name, never turned off
@@ -518,7 +545,9 @@ void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out)
     *out = (glm_cache_stats){.on = e->cache != NULL, .entries = p.entries, .in_memory = p.in_memory,
                              .bytes = p.bytes, .budget = p.budget, .hits = p.hits,
                              .evictions = p.evictions, .disk_writes = p.disk_writes,
-                             .disk_loads = p.disk_loads, .refused_files = p.refused_files};
+                             .disk_loads = p.disk_loads, .refused_files = p.refused_files,
+                             .disk_bytes = p.disk_bytes, .disk_budget = p.disk_budget,
+                             .disk_evictions = p.disk_evictions, .deleted_files = p.deleted_files};
 }
 
 int glm_engine_cache_n_notes(glm_engine *e)

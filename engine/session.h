@@ -75,6 +75,8 @@ typedef struct glm_cache_stats {
     int on, entries, in_memory;
     size_t bytes, budget;
     int64_t hits, evictions, disk_writes, disk_loads, refused_files;
+    uint64_t disk_bytes, disk_budget; /* of the files in prompt_cache_dir */
+    int64_t disk_evictions, deleted_files; /* files deleted for the budget, damaged files deleted */
 } glm_cache_stats;
 void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
 /* Files refused and writes that failed, each naming the file and the reason, oldest first. */
