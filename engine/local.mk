@@ -61,7 +61,8 @@ tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
 tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
-EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh
+EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh \
+	tests/fuzz/fuzz_prompt_cache_dir.c tests/fuzz/fuzz_setting.c tests/fuzz/fuzz_setting.sh
 check_PROGRAMS += tests/unit/test_spec
 tests_unit_test_spec_SOURCES = tests/unit/test_spec.c $(ENGINE_TEST_UTIL)
 tests_unit_test_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
