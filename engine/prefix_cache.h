@@ -50,10 +50,16 @@ int pc_lookup(pc_cache *c, const int32_t *ids, int n, int min_len, int max_len, 
 /* Whether a state holding exactly ids[0..n) is kept. */
 int pc_contains(pc_cache *c, const int32_t *ids, int n);
 /* Keeps snap (malloc'ed, bytes long; the cache owns it from now on, also on an error) as the
- * state after ids[0..n); a state larger than the whole budget is kept only on disk. A file is
- * written crash-safe: to a temporary name, flushed to the disk (fsync), then renamed over. */
+ * state after ids[0..n); a state larger than the whole budget is kept only on disk. With a
+ * directory its file is queued and written by the cache's writer thread, so the caller does not
+ * wait for the disk, crash-safe: to a temporary name, flushed to the disk (fsync), renamed over,
+ * then the directory synced. A state leaving memory before its file is written is found again
+ * once it is. */
 glm_status pc_put(pc_cache *c, const int32_t *ids, int n, void *snap, size_t bytes, glm_error *err);
+/* Waits until every queued file is written (pc_free does too, before it frees). */
+void pc_flush(pc_cache *c);
 
+/* What the cache holds now (files still queued are not counted as written yet). */
 void pc_get_stats(pc_cache *c, pc_stats *out);
 /* The refusals so far (files that could not be used, disk writes that failed), numbered from 0
  * in order; only the newest 64 are kept (an older number gives NULL). */
