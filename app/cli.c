@@ -107,6 +107,15 @@ int cli_int_option(const char *cmd, const char *option, const char *text, long l
     return 0;
 }
 
+int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
+                      int *out)
+{
+    char msg[512];
+    if (setting_choice(option, text, choices, out, msg, sizeof msg))
+        return cli_usage_error(cmd, "%s", msg);
+    return 0;
+}
+
 void cli_engine_settings(const cli_globals *g, glm_engine_params *p)
 {
     long long x;

@@ -42,6 +42,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_int_option(const char *cmd, const char *option, const char *text, long long lo,
                    long long hi, long long *out);
 
+/* The same for one of choices ('|'-separated): its index in *out, else the usage error. */
+int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
+                      int *out);
+
 /* The engine settings among the global options (--context, --kv-cache) into p, for commands
  * that read no config file; fields not given stay as they are. */
 struct glm_engine_params;

@@ -98,7 +98,7 @@ static int parse_args(int argc, char **argv, chat_args *a)
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
-    int ch;
+    int ch, pick;
     while ((ch = getopt_long(argc, argv, ":ch", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': a->continue_latest = 1; break;
@@ -109,34 +109,31 @@ static int parse_args(int argc, char **argv, chat_args *a)
             break;
         case O_PROMPT: a->prompt = optarg; break;
         case O_FORMAT:
-            if (strcmp(optarg, "text") != 0 && strcmp(optarg, "jsonl") != 0)
-                return cli_usage_error("chat", "'--output-format' takes text or jsonl, not '%s'", optarg);
-            a->jsonl = optarg[0] == 'j';
+            if (cli_choice_option("chat", "--output-format", optarg, "text|jsonl", &pick))
+                return CLI_EXIT_USAGE;
+            a->jsonl = pick == 1;
             break;
         case O_NOSAVE: a->no_save = 1; break;
         case O_THINK:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
-                return cli_usage_error("chat", "'--think' takes on or off, not '%s'", optarg);
+            if (cli_choice_option("chat", "--think", optarg, "on|off", &pick))
+                return CLI_EXIT_USAGE;
             a->think = optarg;
             break;
         case O_EFFORT:
-            if (strcmp(optarg, "low") != 0 && strcmp(optarg, "high") != 0 && strcmp(optarg, "max") != 0)
-                return cli_usage_error("chat", "'--effort' takes low, high or max, not '%s'", optarg);
+            if (cli_choice_option("chat", "--effort", optarg, "low|high|max", &pick))
+                return CLI_EXIT_USAGE;
             a->effort = optarg;
             break;
         case O_MAXTOK: a->max_tokens = optarg; break;
         case O_SYSTEM: a->system = optarg; break;
         case O_TOOLS: a->allow_tools = 1; break;
-        case O_REASONING:
-            if (strcmp(optarg, "stderr") == 0)
-                a->reasoning = REASONING_STDERR;
-            else if (strcmp(optarg, "stdout") == 0)
-                a->reasoning = REASONING_STDOUT;
-            else if (strcmp(optarg, "none") == 0)
-                a->reasoning = REASONING_NONE;
-            else
-                return cli_usage_error("chat", "'--reasoning' takes stderr, stdout or none, not '%s'", optarg);
+        case O_REASONING: {
+            static const reasoning_to where[] = {REASONING_STDERR, REASONING_STDOUT, REASONING_NONE};
+            if (cli_choice_option("chat", "--reasoning", optarg, "stderr|stdout|none", &pick))
+                return CLI_EXIT_USAGE;
+            a->reasoning = where[pick];
             break;
+        }
         case O_RETRY: a->retry = 1; break;
         case O_EDIT: a->edit = optarg; break;
         case O_FROM:

@@ -42,15 +42,14 @@ int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
                 return cli_usage_error("mkmodel", "%s", msg);
             break;
         }
-        case 'd':
+        case 'd': {
+            int pick;
+            if (cli_choice_option("mkmodel", "--dtype", optarg, "f32|bf16", &pick))
+                return CLI_EXIT_USAGE;
             p.dtype_set = 1;
-            if (strcmp(optarg, "f32") == 0)
-                p.dtype = ST_F32;
-            else if (strcmp(optarg, "bf16") == 0)
-                p.dtype = ST_BF16;
-            else
-                return cli_usage_error("mkmodel", "'--dtype' takes f32 or bf16, not '%s'", optarg);
+            p.dtype = pick == 0 ? ST_F32 : ST_BF16;
             break;
+        }
         case 'm':
             if (cli_int_option("mkmodel", "--shard-mb", optarg, 1, 1 << 20, &v))
                 return CLI_EXIT_USAGE;

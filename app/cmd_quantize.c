@@ -344,16 +344,14 @@ int cmd_quantize(int argc, char **argv, const cli_globals *g)
                 return CLI_EXIT_USAGE;
             o.seed = (unsigned long long)v;
             break;
-        case 'c':
-            if (strcmp(optarg, "mcg") == 0)
-                o.codebook = EXL3_CB_MCG;
-            else if (strcmp(optarg, "mul1") == 0)
-                o.codebook = EXL3_CB_MUL1;
-            else if (strcmp(optarg, "3inst") == 0)
-                o.codebook = EXL3_CB_3INST;
-            else
-                return cli_usage_error("quantize", "--codebook %s: give mcg, mul1 or 3inst", optarg);
+        case 'c': {
+            static const exl3_codebook books[] = {EXL3_CB_MCG, EXL3_CB_MUL1, EXL3_CB_3INST};
+            int pick;
+            if (cli_choice_option("quantize", "--codebook", optarg, "mcg|mul1|3inst", &pick))
+                return CLI_EXIT_USAGE;
+            o.codebook = books[pick];
             break;
+        }
         case 'h': fputs(quantize_usage, stdout); return CLI_EXIT_OK;
         default: return cli_usage_error("quantize", "bad option");
         }
