@@ -22,9 +22,12 @@ fi
 clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache_dir.c \
     engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache_dir"
 TMPDIR="$out" "$out/fuzz_prompt_cache_dir" -max_total_time="$secs" -max_len=65536 "$out/corpus"
-# CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" \
+# CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files. The
+# backends are built as in a CPU-only configuration (the CUDA one reduced to its refusal).
+grep -v 'HAVE_CUDA' "$cfg" >"$out/config-cpu.h"
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$out/config-cpu.h" \
     $(pkg-config --cflags libcjson) tests/fuzz/fuzz_cpu_snapshot.c engine/cpu/*.c \
+    engine/backend.c engine/cuda/backend_cuda.c engine/cuda/probe.c engine/sampler.c engine/setting.c \
     engine/model/config.c engine/model/safetensors.c engine/model/weights.c engine/model/model.c \
     engine/model/exl3_load.c engine/model/exl3_decode.c engine/model/exl3_matvec.c \
     engine/model/exl3_quantize.c engine/model/hadamard.c engine/error.c $(pkg-config --libs libcjson) -lpthread -lm \
