@@ -172,6 +172,7 @@ typedef struct script_out {
     int content_open;      /* content written without a final newline */
     int write_failed;
     char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
+    int context_full;      /* the last reply stopped where the engine's context was full */
 } script_out;
 
 static void send_session(script_out *so)
@@ -242,12 +243,15 @@ static void text_event(script_out *so, const glm_event *ev)
 static int on_event(void *u, const glm_event *ev)
 {
     script_out *so = u;
+    if (ev->type == GLM_EV_ERROR) /* kept as chat.c keeps it: at most 1000 bytes */
+        snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
+                 (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
+    if (ev->type == GLM_EV_DONE)
+        so->context_full = ev->stats.context_window > 0 &&
+                           ev->stats.prompt_tokens + ev->stats.generated_tokens >= ev->stats.context_window;
     if (so->jsonl) {
         if (jsonl_event(&so->jw, ev))
             so->write_failed = 1;
-        if (ev->type == GLM_EV_ERROR) /* kept as chat.c keeps it: at most 1000 bytes */
-            snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
-                     (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
     } else {
         text_event(so, ev);
     }
@@ -518,10 +522,16 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
                 (long long)out.last_message, (long long)chat_conversation(c));
         return CLI_EXIT_INTERRUPTED;
     }
-    if (strcmp(out.finish, "error") == 0)
-        return cli_runtime_error("the reply failed: %s", out.error[0] ? out.error : "unknown error");
+    if (strcmp(out.finish, "error") == 0) {
+        int said = out.error[0] && strcmp(out.error, so->streamed_error) == 0; /* by text_event */
+        so->streamed_error[0] = 0;
+        return said ? CLI_EXIT_RUNTIME
+                    : cli_runtime_error("the reply failed: %s", out.error[0] ? out.error : "unknown error");
+    }
     if (strcmp(out.finish, "length") == 0 && !so->jsonl)
-        fprintf(stderr, "glmchat: the reply was cut at the token limit (--max-tokens)\n");
+        fprintf(stderr, so->context_full
+                            ? "glmchat: the reply was cut where the context is full (--context)\n"
+                            : "glmchat: the reply was cut at the token limit (--max-tokens)\n");
     if (strcmp(out.finish, "tool_limit") == 0)
         fprintf(stderr, "glmchat: the model kept calling tools; stopped after %d replies\n", out.steps);
     return 0;

@@ -67,6 +67,13 @@ GLMCHAT_CONTEXT=20 chat 0 --context 18
 expect_grep out '"finish":"length","prompt_tokens":15,"reused_tokens":0,"generated_tokens":3,'
 GLMCHAT_CONTEXT=20 chat 1 --context 15
 expect_grep err "the prompt is 15 tokens, and the context holds 15"
+# text mode: said once, and a cut at the context is told from one at --max-tokens
+expect_exit 1 "$G" --backend cpu --context 15 chat --no-save --think off --prompt "How much is 2 plus 2?"
+[ "$(grep -c 'the prompt is 15 tokens' "$TMP/err")" -eq 1 ] && pass || fail "the refusal was not said once: $(cat "$TMP/err")"
+expect_exit 0 "$G" --backend cpu --context 17 chat --no-save --think off --max-tokens 50 --prompt "How much is 2 plus 2?"
+expect_grep err "the reply was cut where the context is full \(--context\)"
+expect_exit 0 "$G" --backend cpu --context 400 chat --no-save --think off --max-tokens 1 --prompt "How much is 2 plus 2?"
+expect_grep err "the reply was cut at the token limit \(--max-tokens\)"
 GLMCHAT_CONTEXT=x chat 1
 expect_grep err "GLMCHAT_CONTEXT: 'context' takes a whole number from 1 to 1073741824, not 'x'"
 printf 'temperature = 0\ncontext = 0\n' >"$CONFIG"
