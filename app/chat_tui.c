@@ -12,6 +12,7 @@
 
 #include "app/chat_tui.h"
 #include "app/signals.h"
+#include "engine/setting.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT } tui_job;
@@ -286,9 +287,8 @@ static void replay(chat_tui *t)
 
 static void open_conversation(chat_tui *t, const char *arg)
 {
-    char *end;
-    long long id = strtoll(arg ? arg : "", &end, 10);
-    if (!arg || end == arg || *end || id <= 0) {
+    long long id;
+    if (setting_int("/open", arg, 1, INT64_MAX, &id, NULL, 0)) {
         notice(t, "give a conversation number: /open ID (see /list)");
         return;
     }
@@ -475,9 +475,9 @@ static void branches(chat_tui *t, const char *arg)
         return;
     }
     if (*arg) {
-        long k = strtol(arg, NULL, 10);
+        long long k;
         char err[512];
-        if (k < 1 || (size_t)k > n)
+        if (setting_int("/branch", arg, 1, (long long)n, &k, NULL, 0))
             notice(t, "there are %zu branches; /branch N picks one of them", n);
         else if (chat_branch(t->chat, msg_descend(t->o.db, kids[k - 1]), err, sizeof err) != 0)
             error_line(t, err); /* the newest leaf of that branch, as the user left it */

@@ -7,19 +7,29 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "engine/glm.h"
+#include "engine/setting.h"
+
+/* In the order of glm_kv_cache after DEFAULT. */
+#define KV_CACHE_CHOICES "fp8|bf16|f32"
 
 typedef struct global_option {
-    const char *name;        /* without the leading "--" */
-    size_t offset;           /* where its value goes in cli_globals */
-    const char *choices[4];  /* allowed values, NULL-terminated; none means any */
+    const char *name;     /* without the leading "--" */
+    size_t offset;        /* where its value goes in cli_globals */
+    const char *choices;  /* allowed values, '|'-separated; NULL: any non-empty value */
+    long long lo, hi;     /* hi > 0: a whole number in lo..hi */
 } global_option;
 
+#define CLI_MAX_CONTEXT (1LL << 30)
+
 static const global_option global_options[] = {
-    {"db", offsetof(cli_globals, db_path), {NULL}},
-    {"model", offsetof(cli_globals, model_dir), {NULL}},
-    {"backend", offsetof(cli_globals, backend), {"cpu", "cuda", NULL}},
-    {"peer", offsetof(cli_globals, peer), {NULL}},
-    {"transport", offsetof(cli_globals, transport), {"rdma", "tcp", NULL}},
+    {"db", offsetof(cli_globals, db_path), NULL, 0, 0},
+    {"model", offsetof(cli_globals, model_dir), NULL, 0, 0},
+    {"backend", offsetof(cli_globals, backend), "cpu|cuda", 0, 0},
+    {"peer", offsetof(cli_globals, peer), NULL, 0, 0},
+    {"transport", offsetof(cli_globals, transport), "rdma|tcp", 0, 0},
+    {"context", offsetof(cli_globals, context), NULL, 1, CLI_MAX_CONTEXT},
+    {"kv-cache", offsetof(cli_globals, kv_cache), KV_CACHE_CHOICES, 0, 0},
 };
 
 static const global_option *find_global(const char *arg, size_t len)
@@ -30,13 +40,21 @@ static const global_option *find_global(const char *arg, size_t len)
     return NULL;
 }
 
-static int value_allowed(const global_option *o, const char *value)
+/* 0 when value suits o, else -1 with the reason in msg. */
+static int check_value(const global_option *o, const char *value, char *msg, size_t n)
 {
-    if (!o->choices[0])
-        return value[0] != '\0';
-    for (int i = 0; o->choices[i]; i++)
-        if (strcmp(o->choices[i], value) == 0)
-            return 1;
+    char flag[32];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    int i;
+    long long x;
+    if (o->choices)
+        return setting_choice(flag, value, o->choices, &i, msg, n);
+    if (o->hi > 0)
+        return setting_int(flag, value, o->lo, o->hi, &x, msg, n);
+    if (!value[0]) {
+        snprintf(msg, n, "'%s' needs a non-empty value", flag);
+        return -1;
+    }
     return 0;
 }
 
@@ -69,18 +87,44 @@ int cli_take_globals(int argc, char **argv, int from, cli_globals *g)
             }
             value = argv[++i];
         }
-        if (!value_allowed(o, value)) {
-            if (o->choices[0])
-                cli_usage_error(NULL, "option '--%s' takes %s or %s, not '%s'", o->name,
-                                o->choices[0], o->choices[1], value);
-            else
-                cli_usage_error(NULL, "option '--%s' needs a non-empty value", o->name);
+        char msg[512];
+        if (check_value(o, value, msg, sizeof msg)) {
+            cli_usage_error(NULL, "option %s", msg);
             return -1;
         }
         *(const char **)((char *)g + o->offset) = value;
     }
     argv[out] = NULL;
     return out;
+}
+
+int cli_int_option(const char *cmd, const char *option, const char *text, long long lo,
+                   long long hi, long long *out)
+{
+    char msg[512];
+    if (setting_int(option, text, lo, hi, out, msg, sizeof msg))
+        return cli_usage_error(cmd, "%s", msg);
+    return 0;
+}
+
+int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
+                      int *out)
+{
+    char msg[512];
+    if (setting_choice(option, text, choices, out, msg, sizeof msg))
+        return cli_usage_error(cmd, "%s", msg);
+    return 0;
+}
+
+void cli_engine_settings(const cli_globals *g, glm_engine_params *p)
+{
+    long long x;
+    int i;
+    /* cli_take_globals checked both */
+    if (g->context && setting_int("--context", g->context, 1, CLI_MAX_CONTEXT, &x, NULL, 0) == 0)
+        p->context = (int)x;
+    if (g->kv_cache && setting_choice("--kv-cache", g->kv_cache, KV_CACHE_CHOICES, &i, NULL, 0) == 0)
+        p->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -140,6 +184,12 @@ void cli_print_usage(void)
            "      --backend cpu|cuda   the engine backend (default: cuda where a GPU is found)\n"
            "      --peer HOST:PORT     run as rank 0 with a worker there\n"
            "      --transport rdma|tcp how the two ranks talk\n"
+           "      --context N          the most tokens a conversation may hold, prompt and reply\n"
+           "                           (else $GLMCHAT_CONTEXT, else the config's context, else\n"
+           "                           the model's window)\n"
+           "      --kv-cache fp8|bf16|f32  the attention cache's format (else $GLMCHAT_KV_CACHE,\n"
+           "                           else the config's kv_cache, else fp8 on cuda; the cpu\n"
+           "                           backend keeps f32 only)\n"
            "      --paths              print where glmchat keeps its files, then exit\n"
            "  -h, --help               print this help, then exit\n"
            "      --version            print the version, then exit\n"

@@ -17,6 +17,8 @@ typedef struct cli_globals {
     const char *backend;    /* --backend cpu|cuda */
     const char *peer;       /* --peer HOST:PORT */
     const char *transport;  /* --transport rdma|tcp */
+    const char *context;    /* --context N (checked: a whole number 1..2^30) */
+    const char *kv_cache;   /* --kv-cache fp8|bf16|f32 */
 } cli_globals;
 
 typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);
@@ -34,6 +36,20 @@ int cli_take_globals(int argc, char **argv, int from, cli_globals *g);
 
 /* Prints "glmchat CMD: MESSAGE" and the hint to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses an option's whole number in lo..hi (engine/setting.h); on a bad one prints the usage
+ * error of cmd naming the option and the value, and returns CLI_EXIT_USAGE; else 0. */
+int cli_int_option(const char *cmd, const char *option, const char *text, long long lo,
+                   long long hi, long long *out);
+
+/* The same for one of choices ('|'-separated): its index in *out, else the usage error. */
+int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
+                      int *out);
+
+/* The engine settings among the global options (--context, --kv-cache) into p, for commands
+ * that read no config file; fields not given stay as they are. */
+struct glm_engine_params;
+void cli_engine_settings(const cli_globals *g, struct glm_engine_params *p);
 
 /* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

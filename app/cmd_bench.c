@@ -133,15 +133,13 @@ static void print_table(const bench_opts *o, const char *model, int threads, con
     printf("%-24s %-28s %-32s %.3f\n", label, decode, floor_txt, floor_s / r->decode_s);
 }
 
-static int parse_count(const char *name, const char *v, int lo, int *out)
+static int parse_count(const char *option, const char *v, int lo, int *out)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || end == v || x < lo || x > 1 << 20)
-        return cli_usage_error("bench", "'--%s' takes an integer of at least %d, not '%s'", name, lo,
-                               v);
-    *out = (int)x;
-    return 0;
+    long long x;
+    int rc = cli_int_option("bench", option, v, lo, 1 << 20, &x);
+    if (!rc)
+        *out = (int)x;
+    return rc;
 }
 
 static int parse_opts(int argc, char **argv, const cli_globals *g, bench_opts *o)
@@ -157,9 +155,9 @@ static int parse_opts(int argc, char **argv, const cli_globals *g, bench_opts *o
     while (!rc && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
-        case 'p': rc = parse_count("prompt", optarg, 1, &o->prompt); break;
-        case 't': rc = parse_count("tokens", optarg, 1, &o->tokens); break;
-        case 'j': rc = parse_count("threads", optarg, 0, &o->threads); break;
+        case 'p': rc = parse_count("--prompt", optarg, 1, &o->prompt); break;
+        case 't': rc = parse_count("--tokens", optarg, 1, &o->tokens); break;
+        case 'j': rc = parse_count("--threads", optarg, 0, &o->threads); break;
         case 'h': fputs(bench_usage, stdout); return -1;
         default: return cli_usage_error("bench", "bad option (see glmchat bench --help)");
         }
@@ -185,6 +183,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
     int threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model, .backend = GLM_BACKEND_CPU, .n_threads = threads};
+    cli_engine_settings(g, &p);
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);

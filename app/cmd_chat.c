@@ -19,6 +19,7 @@
 #include "app/test_reply_source.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
+#include "engine/setting.h"
 
 /* Test hook: replay recorded replies (app/test_reply_source.h) instead of running a model. */
 #define TEST_HOOK_REPLIES "GLMCHAT_TEST_REPLIES"
@@ -73,10 +74,8 @@ static void usage(FILE *f)
 
 static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || x <= 0 || end == v)
+    long long x;
+    if (setting_int(opt, v, 1, INT64_MAX, &x, NULL, 0))
         return cli_usage_error(cmd, "'%s' takes a number (an id from `glmchat list`), not '%s'", opt, v);
     *out = x;
     return 0;
@@ -99,7 +98,7 @@ static int parse_args(int argc, char **argv, chat_args *a)
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
-    int ch;
+    int ch, pick;
     while ((ch = getopt_long(argc, argv, ":ch", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': a->continue_latest = 1; break;
@@ -110,34 +109,31 @@ static int parse_args(int argc, char **argv, chat_args *a)
             break;
         case O_PROMPT: a->prompt = optarg; break;
         case O_FORMAT:
-            if (strcmp(optarg, "text") != 0 && strcmp(optarg, "jsonl") != 0)
-                return cli_usage_error("chat", "'--output-format' takes text or jsonl, not '%s'", optarg);
-            a->jsonl = optarg[0] == 'j';
+            if (cli_choice_option("chat", "--output-format", optarg, "text|jsonl", &pick))
+                return CLI_EXIT_USAGE;
+            a->jsonl = pick == 1;
             break;
         case O_NOSAVE: a->no_save = 1; break;
         case O_THINK:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
-                return cli_usage_error("chat", "'--think' takes on or off, not '%s'", optarg);
+            if (cli_choice_option("chat", "--think", optarg, "on|off", &pick))
+                return CLI_EXIT_USAGE;
             a->think = optarg;
             break;
         case O_EFFORT:
-            if (strcmp(optarg, "low") != 0 && strcmp(optarg, "high") != 0 && strcmp(optarg, "max") != 0)
-                return cli_usage_error("chat", "'--effort' takes low, high or max, not '%s'", optarg);
+            if (cli_choice_option("chat", "--effort", optarg, "low|high|max", &pick))
+                return CLI_EXIT_USAGE;
             a->effort = optarg;
             break;
         case O_MAXTOK: a->max_tokens = optarg; break;
         case O_SYSTEM: a->system = optarg; break;
         case O_TOOLS: a->allow_tools = 1; break;
-        case O_REASONING:
-            if (strcmp(optarg, "stderr") == 0)
-                a->reasoning = REASONING_STDERR;
-            else if (strcmp(optarg, "stdout") == 0)
-                a->reasoning = REASONING_STDOUT;
-            else if (strcmp(optarg, "none") == 0)
-                a->reasoning = REASONING_NONE;
-            else
-                return cli_usage_error("chat", "'--reasoning' takes stderr, stdout or none, not '%s'", optarg);
+        case O_REASONING: {
+            static const reasoning_to where[] = {REASONING_STDERR, REASONING_STDOUT, REASONING_NONE};
+            if (cli_choice_option("chat", "--reasoning", optarg, "stderr|stdout|none", &pick))
+                return CLI_EXIT_USAGE;
+            a->reasoning = where[pick];
             break;
+        }
         case O_RETRY: a->retry = 1; break;
         case O_EDIT: a->edit = optarg; break;
         case O_FROM:
@@ -176,6 +172,7 @@ typedef struct script_out {
     int content_open;      /* content written without a final newline */
     int write_failed;
     char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
+    int context_full;      /* the last reply stopped where the engine's context was full */
 } script_out;
 
 static void send_session(script_out *so)
@@ -246,12 +243,15 @@ static void text_event(script_out *so, const glm_event *ev)
 static int on_event(void *u, const glm_event *ev)
 {
     script_out *so = u;
+    if (ev->type == GLM_EV_ERROR) /* kept as chat.c keeps it: at most 1000 bytes */
+        snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
+                 (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
+    if (ev->type == GLM_EV_DONE)
+        so->context_full = ev->stats.context_window > 0 &&
+                           ev->stats.prompt_tokens + ev->stats.generated_tokens >= ev->stats.context_window;
     if (so->jsonl) {
         if (jsonl_event(&so->jw, ev))
             so->write_failed = 1;
-        if (ev->type == GLM_EV_ERROR) /* kept as chat.c keeps it: at most 1000 bytes */
-            snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
-                     (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
     } else {
         text_event(so, ev);
     }
@@ -341,7 +341,10 @@ static int open_source(chat_env *e)
         return 0;
     }
     const char *delay = getenv(TEST_HOOK_DELAY);
-    e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), delay ? atoi(delay) : 0, err, sizeof err);
+    long long delay_ms = 0;
+    if (delay && *delay && setting_int(TEST_HOOK_DELAY, delay, 0, 600000, &delay_ms, err, sizeof err))
+        return cli_runtime_error("%s", err);
+    e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), (int)delay_ms, err, sizeof err);
     if (!e->replies)
         return cli_runtime_error("%s", err);
     e->src = test_reply_source_as_source(e->replies);
@@ -519,10 +522,16 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
                 (long long)out.last_message, (long long)chat_conversation(c));
         return CLI_EXIT_INTERRUPTED;
     }
-    if (strcmp(out.finish, "error") == 0)
-        return cli_runtime_error("the reply failed: %s", out.error[0] ? out.error : "unknown error");
+    if (strcmp(out.finish, "error") == 0) {
+        int said = out.error[0] && strcmp(out.error, so->streamed_error) == 0; /* by text_event */
+        so->streamed_error[0] = 0;
+        return said ? CLI_EXIT_RUNTIME
+                    : cli_runtime_error("the reply failed: %s", out.error[0] ? out.error : "unknown error");
+    }
     if (strcmp(out.finish, "length") == 0 && !so->jsonl)
-        fprintf(stderr, "glmchat: the reply was cut at the token limit (--max-tokens)\n");
+        fprintf(stderr, so->context_full
+                            ? "glmchat: the reply was cut where the context is full (--context)\n"
+                            : "glmchat: the reply was cut at the token limit (--max-tokens)\n");
     if (strcmp(out.finish, "tool_limit") == 0)
         fprintf(stderr, "glmchat: the model kept calling tools; stopped after %d replies\n", out.steps);
     return 0;

@@ -1,12 +1,12 @@
 /* cmd_detokenize.c: `glmchat detokenize --tokenizer FILE [--raw]` (CLI.md): ids on stdin to text.
  * The text equals HF's decode(ids, skip_special_tokens=False); --raw writes the tokens' bytes unrepaired. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app/commands.h"
+#include "engine/setting.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/utf8.h"
 
@@ -35,10 +35,8 @@ static int read_ids(FILE *f, tok_ids *ids, const tok_tokenizer *t)
         }
         if (n) {
             word[n] = '\0';
-            char *end;
-            errno = 0;
-            long v = strtol(word, &end, 10);
-            if (*end || errno || v < 0 || v >= tok_vocab_size(t))
+            long long v;
+            if (setting_int("token id", word, 0, (long long)tok_vocab_size(t) - 1, &v, NULL, 0))
                 return cli_runtime_error("detokenize: '%s' (item %zu) is not a token id in 0..%ld", word,
                                          count + 1, (long)tok_vocab_size(t) - 1);
             if (tok_ids_push(ids, (int32_t)v) != GLM_OK)

@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "app/open_db.h"
+#include "engine/setting.h"
 #include "storage/storage.h"
 
 static void print_usage(void)
@@ -95,10 +96,8 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
             return cli_usage_error("export", "needs a conversation ID (see 'glmchat list') or --all");
         if (optind + 1 < argc)
             return cli_usage_error("export", "takes one ID, not also '%s'", argv[optind + 1]);
-        char *end;
-        errno = 0;
-        long long v = strtoll(argv[optind], &end, 10);
-        if (errno || *end || v < 1)
+        long long v;
+        if (setting_int("ID", argv[optind], 1, INT64_MAX, &v, NULL, 0))
             return cli_usage_error("export", "'%s' is not a conversation id (a number from 'glmchat list')",
                                    argv[optind]);
         id = v;

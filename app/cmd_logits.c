@@ -65,6 +65,7 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
                            .peer = g->peer, .transport = g->transport};
+    cli_engine_settings(g, &p);
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);
@@ -113,7 +114,7 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
     };
     const char *model = g->model_dir, *tokens = NULL, *out = NULL;
     int prefill = 0, threads = 0, c;
-    char *end;
+    long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -121,18 +122,15 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
         case 't': tokens = optarg; break;
         case 'o': out = optarg; break;
         case 'p':
-        case 'j': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < (c == 'p' ? 1 : 0) || v > 1 << 24)
-                return cli_usage_error("logits", "'--%s' takes a %s integer, not '%s'",
-                                       c == 'p' ? "prefill" : "threads",
-                                       c == 'p' ? "positive" : "non-negative", optarg);
-            if (c == 'p')
-                prefill = (int)v;
-            else
-                threads = (int)v;
+            if (cli_int_option("logits", "--prefill", optarg, 1, 1 << 24, &v))
+                return CLI_EXIT_USAGE;
+            prefill = (int)v;
             break;
-        }
+        case 'j':
+            if (cli_int_option("logits", "--threads", optarg, 0, 4096, &v))
+                return CLI_EXIT_USAGE;
+            threads = (int)v;
+            break;
         case 'h': fputs(logits_usage, stdout); return CLI_EXIT_OK;
         default: return cli_usage_error("logits", "bad option");
         }

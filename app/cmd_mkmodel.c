@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "engine/setting.h"
 #include "model/mkmodel.h"
 
 static void mkmodel_usage(void)
@@ -29,35 +30,31 @@ int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
     (void)g;
     glm_mkmodel_params p = {.preset = "tiny"};
     int c;
-    char *end;
+    long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': p.out_dir = optarg; break;
         case 'p': p.preset = optarg; break;
-        case 's':
-            p.seed = strtoull(optarg, &end, 10);
-            if (*end || !*optarg || optarg[0] == '-')
-                return cli_usage_error("mkmodel", "'--seed' takes a non-negative integer, not '%s'",
-                                       optarg);
-            break;
-        case 'd':
-            p.dtype_set = 1;
-            if (strcmp(optarg, "f32") == 0)
-                p.dtype = ST_F32;
-            else if (strcmp(optarg, "bf16") == 0)
-                p.dtype = ST_BF16;
-            else
-                return cli_usage_error("mkmodel", "'--dtype' takes f32 or bf16, not '%s'", optarg);
-            break;
-        case 'm': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 1 << 20)
-                return cli_usage_error("mkmodel", "'--shard-mb' takes a positive integer, not '%s'",
-                                       optarg);
-            p.shard_bytes = (int64_t)v << 20;
+        case 's': {
+            char msg[512];
+            if (setting_u64("--seed", optarg, &p.seed, msg, sizeof msg))
+                return cli_usage_error("mkmodel", "%s", msg);
             break;
         }
+        case 'd': {
+            int pick;
+            if (cli_choice_option("mkmodel", "--dtype", optarg, "f32|bf16", &pick))
+                return CLI_EXIT_USAGE;
+            p.dtype_set = 1;
+            p.dtype = pick == 0 ? ST_F32 : ST_BF16;
+            break;
+        }
+        case 'm':
+            if (cli_int_option("mkmodel", "--shard-mb", optarg, 1, 1 << 20, &v))
+                return CLI_EXIT_USAGE;
+            p.shard_bytes = (int64_t)v << 20;
+            break;
         case 'h': mkmodel_usage(); return CLI_EXIT_OK;
         default: return cli_usage_error("mkmodel", "bad option");
         }

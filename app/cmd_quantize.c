@@ -309,17 +309,6 @@ static int quantize_model(const quant_opts *o)
     return CLI_EXIT_OK;
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int cmd_quantize(int argc, char **argv, const cli_globals *g)
 {
     (void)g;
@@ -333,7 +322,7 @@ int cmd_quantize(int argc, char **argv, const cli_globals *g)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     quant_opts o = {.bits = 4, .codebook = EXL3_CB_MCG, .threads = cpus > 0 ? (int)cpus : 1};
     int c;
-    long v;
+    long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -341,30 +330,28 @@ int cmd_quantize(int argc, char **argv, const cli_globals *g)
         case 'o': o.out = optarg; break;
         case 'a': o.all_linear = 1; break;
         case 'b':
-            if (parse_int(optarg, 1, 8, &v))
-                return cli_usage_error("quantize", "--bits %s: give 1..8", optarg);
+            if (cli_int_option("quantize", "--bits", optarg, 1, 8, &v))
+                return CLI_EXIT_USAGE;
             o.bits = (int)v;
             break;
         case 't':
-            if (parse_int(optarg, 1, 64, &v))
-                return cli_usage_error("quantize", "--threads %s: give 1..64", optarg);
+            if (cli_int_option("quantize", "--threads", optarg, 1, 64, &v))
+                return CLI_EXIT_USAGE;
             o.threads = (int)v;
             break;
         case 's':
-            if (parse_int(optarg, 0, 0x7FFFFFFFL, &v))
-                return cli_usage_error("quantize", "--seed %s: give a non-negative integer", optarg);
+            if (cli_int_option("quantize", "--seed", optarg, 0, 0x7FFFFFFFL, &v))
+                return CLI_EXIT_USAGE;
             o.seed = (unsigned long long)v;
             break;
-        case 'c':
-            if (strcmp(optarg, "mcg") == 0)
-                o.codebook = EXL3_CB_MCG;
-            else if (strcmp(optarg, "mul1") == 0)
-                o.codebook = EXL3_CB_MUL1;
-            else if (strcmp(optarg, "3inst") == 0)
-                o.codebook = EXL3_CB_3INST;
-            else
-                return cli_usage_error("quantize", "--codebook %s: give mcg, mul1 or 3inst", optarg);
+        case 'c': {
+            static const exl3_codebook books[] = {EXL3_CB_MCG, EXL3_CB_MUL1, EXL3_CB_3INST};
+            int pick;
+            if (cli_choice_option("quantize", "--codebook", optarg, "mcg|mul1|3inst", &pick))
+                return CLI_EXIT_USAGE;
+            o.codebook = books[pick];
             break;
+        }
         case 'h': fputs(quantize_usage, stdout); return CLI_EXIT_OK;
         default: return cli_usage_error("quantize", "bad option");
         }

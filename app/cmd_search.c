@@ -88,17 +88,15 @@ int cmd_search(int argc, char **argv, const cli_globals *g)
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     int json = 0, c;
-    long limit = 50;
+    long long limit = 50;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
         if (c == 'j') {
             json = 1;
         } else if (c == 'l') {
-            char *end;
-            limit = strtol(optarg, &end, 10);
-            if (*end || limit < 1 || limit > 100000)
-                return cli_usage_error("search", "'--limit' takes a number from 1 to 100000, not '%s'", optarg);
+            if (cli_int_option("search", "--limit", optarg, 1, 100000, &limit))
+                return CLI_EXIT_USAGE;
         } else if (c == 'h') {
             print_usage();
             return CLI_EXIT_OK;

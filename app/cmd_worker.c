@@ -121,7 +121,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                                           {0, 0, 0, 0}};
     const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL;
     int threads = 0;
-    char *end;
+    long long v;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -130,9 +130,9 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         case 't': transport = optarg; break;
         case 'd': dump_path = optarg; break;
         case 'j':
-            threads = (int)strtol(optarg, &end, 10);
-            if (*end || threads < 0 || threads > 4096)
-                return cli_usage_error("worker", "--threads takes a count 0..4096, not '%s'", optarg);
+            if (cli_int_option("worker", "--threads", optarg, 0, 4096, &v))
+                return CLI_EXIT_USAGE;
+            threads = (int)v;
             break;
         case 'h': usage(stdout); return CLI_EXIT_OK;
         default: return cli_usage_error("worker", "unknown option");
@@ -155,6 +155,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     glm_backend backend = !g->backend ? GLM_BACKEND_AUTO
                           : strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
     glm_engine_params params = {.model_dir = g->model_dir, .backend = backend, .n_threads = threads};
+    cli_engine_settings(g, &params);
     glm_engine *e = glm_engine_open(&params, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);

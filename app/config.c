@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "app/config.h"
+#include "engine/setting.h"
 
 #define CONFIG_MAX_FILE (1 << 20)
 #define CONFIG_MAX_MCP 64
@@ -23,30 +24,34 @@ typedef struct key_spec {
     key_type type;
     const char *choices; /* KT_CHOICE: '|'-separated */
     double min, max;     /* KT_INT, KT_FLOAT */
+    const char *old_env; /* an older variable read when GLMCHAT_<KEY> is unset, or NULL */
 } key_spec;
 
 static const key_spec top_keys[] = {
-    {"model", KT_STRING, NULL, 0, 0},
-    {"backend", KT_CHOICE, "cpu|cuda", 0, 0},
-    {"peer", KT_STRING, NULL, 0, 0},
-    {"transport", KT_CHOICE, "rdma|tcp", 0, 0},
-    {"threads", KT_INT, NULL, 0, 4096},
-    {"temperature", KT_FLOAT, NULL, 0, 10},
-    {"top_p", KT_FLOAT, NULL, 0, 1},
-    {"top_k", KT_INT, NULL, 0, 1000000},
-    {"min_p", KT_FLOAT, NULL, 0, 1},
-    {"seed", KT_U64, NULL, 0, 0},
-    {"max_tokens", KT_INT, NULL, 0, 100000000},
-    {"think", KT_BOOL, NULL, 0, 0},
-    {"effort", KT_CHOICE, "low|high|max", 0, 0},
-    {"system_prompt", KT_STRING, NULL, 0, 0},
-    {"tools", KT_BOOL, NULL, 0, 0},
-    {"tool_timeout", KT_INT, NULL, 1, 3600},
-    {"workspace", KT_STRING, NULL, 0, 0},
-    {"approval", KT_CHOICE, "ask|auto|deny", 0, 0},
-    {"draft", KT_CHOICE, "off|copy|mtp", 0, 0},
-    {"prompt_cache_dir", KT_STRING, NULL, 0, 0},
-    {"prompt_cache_mb", KT_INT, NULL, 0, 16777216},
+    {"model", KT_STRING, NULL, 0, 0, NULL},
+    {"backend", KT_CHOICE, "cpu|cuda", 0, 0, NULL},
+    {"peer", KT_STRING, NULL, 0, 0, NULL},
+    {"transport", KT_CHOICE, "rdma|tcp", 0, 0, NULL},
+    {"threads", KT_INT, NULL, 0, 4096, NULL},
+    {"temperature", KT_FLOAT, NULL, 0, 10, NULL},
+    {"top_p", KT_FLOAT, NULL, 0, 1, NULL},
+    {"top_k", KT_INT, NULL, 0, 1000000, NULL},
+    {"min_p", KT_FLOAT, NULL, 0, 1, NULL},
+    {"seed", KT_U64, NULL, 0, 0, NULL},
+    {"max_tokens", KT_INT, NULL, 0, 100000000, NULL},
+    {"think", KT_BOOL, NULL, 0, 0, NULL},
+    {"effort", KT_CHOICE, "low|high|max", 0, 0, NULL},
+    {"system_prompt", KT_STRING, NULL, 0, 0, NULL},
+    {"tools", KT_BOOL, NULL, 0, 0, NULL},
+    {"tool_timeout", KT_INT, NULL, 1, 3600, NULL},
+    {"workspace", KT_STRING, NULL, 0, 0, NULL},
+    {"approval", KT_CHOICE, "ask|auto|deny", 0, 0, NULL},
+    {"draft", KT_CHOICE, "off|copy|mtp", 0, 0, NULL},
+    {"prompt_cache_dir", KT_STRING, NULL, 0, 0, NULL},
+    {"prompt_cache_mb", KT_INT, NULL, 0, 16777216, NULL},
+    {"prompt_cache_disk_mb", KT_INT, NULL, 0, 16777216, NULL},
+    {"context", KT_INT, NULL, 1, 1 << 30, "GLMCHAT_CUDA_CONTEXT"},
+    {"kv_cache", KT_CHOICE, "fp8|bf16|f32", 0, 0, "GLMCHAT_CUDA_KV"},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 
@@ -72,6 +77,7 @@ void config_init(app_config *c)
     c->tools_enabled = 1;
     c->tool_timeout_s = 30;
     c->prompt_cache_mb = -1;
+    c->prompt_cache_disk_mb = -1;
 }
 
 static void free_strv(char **v)
@@ -140,35 +146,6 @@ static int parse_bool(const char *v, int *out)
     return -1;
 }
 
-static int choice_index(const char *choices, const char *v)
-{
-    size_t vl = strlen(v);
-    int i = 0;
-    for (const char *s = choices; *s; i++) {
-        const char *bar = strchr(s, '|');
-        size_t n = bar ? (size_t)(bar - s) : strlen(s);
-        if (n == vl && strncmp(s, v, n) == 0)
-            return i;
-        if (!bar)
-            break;
-        s = bar + 1;
-    }
-    return -1;
-}
-
-static int parse_long(const char *v, long long *out)
-{
-    if (!*v)
-        return -1;
-    errno = 0;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = x;
-    return 0;
-}
-
 static int parse_double(const char *v, double *out)
 {
     if (!*v)
@@ -179,19 +156,6 @@ static int parse_double(const char *v, double *out)
     if (errno || *end || !isfinite(x))
         return -1;
     *out = x;
-    return 0;
-}
-
-static int parse_u64(const char *v, uint64_t *out)
-{
-    if (!*v || *v == '-' || *v == '+')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = (uint64_t)x;
     return 0;
 }
 
@@ -228,13 +192,7 @@ static void list_top_keys(char *buf, size_t n)
 static void describe_expected(const key_spec *k, char *buf, size_t n)
 {
     switch (k->type) {
-    case KT_CHOICE: {
-        snprintf(buf, n, "one of %s", k->choices);
-        for (char *p = buf; *p; p++)
-            if (*p == '|')
-                *p = ',';
-        return;
-    }
+    case KT_CHOICE: setting_describe_choices(k->choices, buf, n); return;
     case KT_INT: snprintf(buf, n, "a whole number from %.0f to %.0f", k->min, k->max); return;
     case KT_FLOAT: snprintf(buf, n, "a number from %g to %g", k->min, k->max); return;
     case KT_BOOL: snprintf(buf, n, "on or off"); return;
@@ -261,8 +219,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return set_string(&c->prompt_cache_dir, v, err, errlen);
 
     if (k->type == KT_CHOICE) {
-        int i = choice_index(k->choices, v);
-        if (i < 0)
+        int i;
+        if (setting_choice(name, v, k->choices, &i, NULL, 0))
             return 1;
         if (strcmp(name, "backend") == 0)
             return set_string(&c->backend, v, err, errlen);
@@ -275,6 +233,11 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         }
         if (strcmp(name, "draft") == 0) {
             c->draft = i + 1; /* glm_engine_params.draft: 1 off, 2 copy, 3 mtp */
+            return 0;
+        }
+        if (strcmp(name, "kv_cache") == 0) {
+            static const glm_kv_cache kv[] = {GLM_KV_CACHE_FP8, GLM_KV_CACHE_BF16, GLM_KV_CACHE_F32};
+            c->kv_cache = kv[i];
             return 0;
         }
         c->approval = (config_approval)i; /* approval: ask|auto|deny in enum order */
@@ -292,7 +255,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
     }
     if (k->type == KT_INT) {
         long long x;
-        if (parse_long(v, &x) || x < (long long)k->min || x > (long long)k->max)
+        if (setting_int(name, v, (long long)k->min, (long long)k->max, &x, NULL, 0))
             return 1;
         if (strcmp(name, "threads") == 0)
             c->threads = (int)x;
@@ -302,6 +265,10 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->sampling.max_tokens = (int)x;
         else if (strcmp(name, "prompt_cache_mb") == 0)
             c->prompt_cache_mb = (int)x;
+        else if (strcmp(name, "prompt_cache_disk_mb") == 0)
+            c->prompt_cache_disk_mb = (int)x;
+        else if (strcmp(name, "context") == 0)
+            c->context = (int)x;
         else
             c->tool_timeout_s = (int)x;
         return 0;
@@ -319,7 +286,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return 0;
     }
     uint64_t s;
-    if (parse_u64(v, &s))
+    if (setting_u64(name, v, &s, NULL, 0))
         return 1;
     c->sampling.seed = s;
     c->seed_set = 1;
@@ -626,7 +593,7 @@ static int set_mcp_key(parse_state *ps, const char *key, const char *v)
     }
     if (strcmp(key, "timeout") == 0) {
         long long x;
-        if (parse_long(v, &x) || x < 1 || x > 3600)
+        if (setting_int("timeout", v, 1, 3600, &x, NULL, 0))
             return perr(ps, "'timeout' of [mcp.%s] takes seconds from 1 to 3600, not '%s'", m->name, v);
         m->timeout_s = (int)x;
         return 0;
@@ -788,10 +755,14 @@ int config_apply_env(app_config *c, char *err, size_t errlen)
         for (const char *s = top_keys[i].name; *s && o + 1 < sizeof var; s++)
             var[o++] = (char)toupper((unsigned char)*s);
         var[o] = 0;
-        const char *v = getenv(var);
+        const char *v = getenv(var), *where = var;
+        if ((!v || !*v) && top_keys[i].old_env) {
+            where = top_keys[i].old_env;
+            v = getenv(where);
+        }
         if (!v || !*v)
             continue; /* empty means unset, as for the XDG variables */
-        if (config_set(c, top_keys[i].name, v, var, err, errlen))
+        if (config_set(c, top_keys[i].name, v, where, err, errlen))
             return -1;
     }
     return 0;
@@ -808,6 +779,10 @@ int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t 
     if (g->peer && config_set(c, "peer", g->peer, "--peer", err, errlen))
         return -1;
     if (g->transport && config_set(c, "transport", g->transport, "--transport", err, errlen))
+        return -1;
+    if (g->context && config_set(c, "context", g->context, "--context", err, errlen))
+        return -1;
+    if (g->kv_cache && config_set(c, "kv_cache", g->kv_cache, "--kv-cache", err, errlen))
         return -1;
     return 0;
 }

@@ -34,6 +34,12 @@
  *   draft off|copy|mtp (unset: $GLMCHAT_DRAFT, else off; drafted replies equal undrafted ones)
  *   prompt_cache_mb N (unset: $GLMCHAT_PROMPT_CACHE_MB, else an eighth of RAM; 0: off)
  *   prompt_cache_dir DIR (unset: $GLMCHAT_PROMPT_CACHE_DIR, else kept states stay in memory)
+ *   prompt_cache_disk_mb N (unset: $GLMCHAT_PROMPT_CACHE_DISK_MB, else 4096; the files in
+ *   prompt_cache_dir stay within it, the least recently used deleted first; 0: none written)
+ *   context N 1..1073741824 (the most tokens a conversation state may hold, prompt and reply,
+ *   on either backend; unset: the model's max_position_embeddings)
+ *   kv_cache fp8|bf16|f32 (the DSA latent cache's format; unset: fp8 on CUDA, f32 on the CPU,
+ *   which keeps f32 only and refuses the others)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
@@ -43,7 +49,9 @@
  * Unknown keys, sections and bad values are errors naming FILE:LINE and the key.
  *
  * Environment: GLMCHAT_<KEY> in upper case overrides each top-level key (GLMCHAT_MODEL,
- * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS ...); a bad value is an error naming the variable. */
+ * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS ...); a bad value is an error naming the variable.
+ * The older names GLMCHAT_CUDA_CONTEXT and GLMCHAT_CUDA_KV are read for context and kv_cache
+ * when GLMCHAT_CONTEXT and GLMCHAT_KV_CACHE are unset. */
 #ifndef GLMCHAT_APP_CONFIG_H
 #define GLMCHAT_APP_CONFIG_H
 
@@ -93,6 +101,9 @@ typedef struct app_config {
     int draft;             /* glm_engine_params.draft: 0 unset ($GLMCHAT_DRAFT), 1 off, 2 copy, 3 mtp */
     char *prompt_cache_dir; /* kept prompt states also on disk here; NULL: $GLMCHAT_PROMPT_CACHE_DIR */
     int prompt_cache_mb;   /* memory for kept prompt states; -1 unset (the engine's default), 0 off */
+    int prompt_cache_disk_mb; /* disk for them in prompt_cache_dir; -1 unset (the engine's), 0 none */
+    int context;           /* glm_engine_params.context: 0 unset (the engine's default) */
+    glm_kv_cache kv_cache; /* glm_engine_params.kv_cache: GLM_KV_CACHE_DEFAULT unset */
     config_mcp_server *mcp;
     int n_mcp;
     config_key_binding *keys;
@@ -114,7 +125,8 @@ int config_load_file(app_config *c, const char *path, char *err, size_t errlen);
 /* Applies GLMCHAT_<KEY> variables from the environment. 0, or -1 naming the variable. */
 int config_apply_env(app_config *c, char *err, size_t errlen);
 
-/* Applies the global flags (--model, --backend, --peer, --transport) where given. */
+/* Applies the global flags (--model, --backend, --peer, --transport, --context, --kv-cache)
+ * where given. */
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen);
 
 /* Sets one top-level key from text, as the file would (for flags and slash commands).

@@ -1,16 +1,88 @@
 /* backend.c: picks and opens the backend a session runs on (cpu or cuda) from the engine's
  * parameters; --backend auto takes the CUDA backend where a GPU is present (it matches the CPU
- * backend: tests/gpu/engine.sh), else the CPU one. */
+ * backend: tests/gpu/engine.sh), else the CPU one. Resolves the context and cache settings. */
 #include "backend.h"
+
+#include <stdlib.h>
+
+#include "setting.h"
+
+#define MAX_CONTEXT (1LL << 30)
+#define KV_CHOICES "fp8|bf16|f32" /* in glm_kv_cache order after DEFAULT */
+
+static const char *kv_name(glm_kv_cache kv)
+{
+    return kv == GLM_KV_CACHE_FP8 ? "fp8" : kv == GLM_KV_CACHE_BF16 ? "bf16" : "f32";
+}
+
+/* The variable `name`, else `old` (may be NULL); NULL when neither is set and non-empty. */
+static const char *env_or_old(const char *name, const char *old, const char **which)
+{
+    const char *v = getenv(name);
+    *which = name;
+    if ((!v || !*v) && old) {
+        v = getenv(old);
+        *which = old;
+    }
+    return v && *v ? v : NULL;
+}
+
+glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
+                                    glm_backend which, backend_settings *out, glm_error *err)
+{
+    char msg[512];
+    const char *var;
+    const glm_config *c = &m->cfg;
+    out->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
+    if (p && p->context > 0) {
+        out->context = p->context;
+    } else {
+        const char *v = env_or_old("GLMCHAT_CONTEXT", "GLMCHAT_CUDA_CONTEXT", &var);
+        long long x;
+        if (v && setting_int(var, v, 1, MAX_CONTEXT, &x, msg, sizeof msg))
+            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        if (v)
+            out->context = (int)x;
+    }
+    out->kv_cache = which == GLM_BACKEND_CUDA ? GLM_KV_CACHE_FP8 : GLM_KV_CACHE_F32;
+    if (p && p->kv_cache != GLM_KV_CACHE_DEFAULT) {
+        if (p->kv_cache < GLM_KV_CACHE_FP8 || p->kv_cache > GLM_KV_CACHE_F32)
+            return glm_error_set(err, GLM_ERR_ARG, "kv_cache %d is not a cache format",
+                                 (int)p->kv_cache);
+        out->kv_cache = p->kv_cache;
+    } else {
+        const char *v = env_or_old("GLMCHAT_KV_CACHE", "GLMCHAT_CUDA_KV", &var);
+        int i;
+        if (v && setting_choice(var, v, KV_CHOICES, &i, msg, sizeof msg))
+            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        if (v)
+            out->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
+    }
+    return GLM_OK;
+}
 
 glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
                         glm_error *err)
 {
     out->ops = NULL;
     out->impl = NULL;
-    if (p->backend == GLM_BACKEND_CUDA || (p->backend == GLM_BACKEND_AUTO && glm_cuda_available()))
-        return backend_open_cuda(m, out, err);
-    return backend_open_cpu(m, p->n_threads, out, err);
+    int cuda = p->backend == GLM_BACKEND_CUDA ||
+               (p->backend == GLM_BACKEND_AUTO && glm_cuda_available());
+    backend_settings s;
+    glm_status st = backend_resolve_settings(m, p, cuda ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU, &s, err);
+    if (st)
+        return st;
+    if (cuda)
+        return backend_open_cuda_with(m, &s, out, err);
+    if (s.kv_cache != GLM_KV_CACHE_F32)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CPU backend keeps the attention cache "
+                             "in f32 only; the cache format %s was asked for (--kv-cache, kv_cache "
+                             "in the config, GLMCHAT_KV_CACHE or GLMCHAT_CUDA_KV): use f32, leave "
+                             "it unset, or --backend cuda", kv_name(s.kv_cache));
+    st = backend_open_cpu(m, p->n_threads, out, err);
+    if (st == GLM_OK)
+        out->settings = s;
+    return st;
 }
 
 void backend_close(engine_backend *b)

@@ -57,22 +57,44 @@ typedef struct backend_ops {
                             glm_error *err);
 } backend_ops;
 
+/* What a conversation state may hold and how: the engine's params, else the environment, else
+ * the defaults (backend_resolve_settings). */
+typedef struct backend_settings {
+    int context;           /* the most tokens a state may hold (the session refuses more) */
+    glm_kv_cache kv_cache; /* the DSA latent cache's format; never DEFAULT */
+} backend_settings;
+
 typedef struct engine_backend {
     const backend_ops *ops;
     void *impl;
+    backend_settings settings; /* as the backend was opened with them */
 } engine_backend;
 
 /* Opens the backend p->backend names (auto: cuda where a GPU is present, else cpu) over m,
- * whose weights it reads as they are at this call (split them for two ranks first). */
+ * whose weights it reads as they are at this call (split them for two ranks first), with the
+ * settings p, the environment or the defaults give; the CPU backend refuses a cache other than
+ * f32 by name. */
 glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
                         glm_error *err);
+
+/* The settings for backend `which` (CPU or CUDA) over m: p's fields (p may be NULL), else
+ * GLMCHAT_CONTEXT / GLMCHAT_KV_CACHE (else the older GLMCHAT_CUDA_CONTEXT / GLMCHAT_CUDA_KV),
+ * else the model's max_position_embeddings (4096 when it gives none) and the backend's own
+ * cache format (fp8 on CUDA, f32 on the CPU). A bad variable is an error naming it. */
+glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
+                                    glm_backend which, backend_settings *out, glm_error *err);
 void backend_close(engine_backend *b);
 
 /* What every backend's prefill checks first: at least one token, each an id of c's vocabulary. */
 glm_status backend_check_tokens(const glm_config *c, const int32_t *tokens, int n, glm_error *err);
 
-/* The two backends (backend_open picks). The CUDA one says why when it cannot run here. */
+/* The two backends (backend_open picks). The CUDA one says why when it cannot run here.
+ * backend_open_cpu takes the defaults (the model's window, f32); backend_open_cuda the
+ * environment's settings, else the defaults (backend_resolve_settings without params);
+ * backend_open_cuda_with s as given. */
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err);
 glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err);
+glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s, engine_backend *out,
+                                  glm_error *err);
 
 #endif

@@ -199,9 +199,15 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
 {
     glm_session *s = r->s;
     const glm_model *m = r->m;
+    int context = glm_engine_context(glm_session_engine(s));
+    if ((int64_t)ids->n >= context)
+        return glm_error_set(err, GLM_ERR_ARG, "the prompt is %zu tokens, and the context holds %d "
+                             "(--context, context in the config or GLMCHAT_CONTEXT), which leaves no "
+                             "room for a reply: start a new conversation, shorten this one, or raise "
+                             "the context", ids->n, context);
     int from = reuse_prefix(s, ids->v, (int)ids->n, err);
     r->stats.prompt_tokens = (int)ids->n;
-    r->stats.context_window = m->cfg.max_position_embeddings;
+    r->stats.context_window = context;
     r->stats.reused_tokens = from;
     double t0 = now_s();
     /* the prompt runs in pieces split on the grid: up to the shared head (kept for other
@@ -234,6 +240,8 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     if (t1 > t0)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
     int n_out = 0, budget = reply_budget(m, rq);
+    if (budget > context - n)
+        budget = context - n; /* the reply stops ("length") where the context is full */
     glm_sampling sampling = resolve_sampling(m, &rq->sampling);
     if (glm_session_cancel_requested(s))
         r->canceled = 1; /* during the prefill: no token is generated */

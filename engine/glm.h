@@ -102,7 +102,7 @@ typedef struct glm_stats {
     double ttft_s;          /* time to first token */
     double prefill_tok_s;
     double decode_tok_s;
-    int context_window;     /* the model's window in tokens */
+    int context_window;     /* the tokens a conversation may hold (the engine's context) */
 } glm_stats;
 
 typedef struct glm_event {
@@ -122,6 +122,15 @@ typedef int (*glm_event_fn)(const glm_event *ev, void *user);
 
 typedef enum glm_backend { GLM_BACKEND_AUTO = 0, GLM_BACKEND_CPU, GLM_BACKEND_CUDA } glm_backend;
 
+/* The DSA latent cache's format (the CUDA backend also keeps the indexer caches in it unless
+ * GLMCHAT_CUDA_KV_INDEX says otherwise). The CPU backend keeps f32 only. */
+typedef enum glm_kv_cache {
+    GLM_KV_CACHE_DEFAULT = 0, /* the environment's, else the backend's own: fp8 on CUDA, f32 on CPU */
+    GLM_KV_CACHE_FP8,
+    GLM_KV_CACHE_BF16,
+    GLM_KV_CACHE_F32,
+} glm_kv_cache;
+
 typedef struct glm_engine_params {
     const char *model_dir;
     glm_backend backend;
@@ -137,6 +146,17 @@ typedef struct glm_engine_params {
     /* Speculative decoding: 0: the environment's GLMCHAT_DRAFT (off, copy or mtp), else off;
      * 1: off; 2: copy drafts (prompt lookup); 3: the model's MTP layer (copy when it has none). */
     int draft;
+    /* Bytes the kept-state files in prompt_cache_dir may take, the least recently used deleted
+     * first: 0: the environment's GLMCHAT_PROMPT_CACHE_DISK_MB (megabytes), else 4 GiB; < 0: none
+     * written (the files there are still read). */
+    int64_t prompt_cache_disk_bytes;
+    /* The most tokens a conversation state may hold, prompt and reply, on either backend (a
+     * longer prompt is refused, a reply stops there): 0: the environment's GLMCHAT_CONTEXT (or
+     * the older GLMCHAT_CUDA_CONTEXT), else the model's max_position_embeddings. */
+    int context;
+    /* DEFAULT: the environment's GLMCHAT_KV_CACHE (or the older GLMCHAT_CUDA_KV), else the
+     * backend's own. The CPU backend refuses fp8 and bf16 at open. */
+    glm_kv_cache kv_cache;
 } glm_engine_params;
 
 typedef struct glm_engine glm_engine;

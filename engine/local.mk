@@ -12,7 +12,8 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
-	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h
+	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
+	engine/setting.c engine/setting.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c \
@@ -61,7 +62,8 @@ tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
 tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
-EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh
+EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh \
+	tests/fuzz/fuzz_prompt_cache_dir.c tests/fuzz/fuzz_setting.c tests/fuzz/fuzz_setting.sh
 check_PROGRAMS += tests/unit/test_spec
 tests_unit_test_spec_SOURCES = tests/unit/test_spec.c $(ENGINE_TEST_UTIL)
 tests_unit_test_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)

@@ -1,6 +1,6 @@
 /* prefix_cache.h: kept conversation states keyed by the tokens they hold, for prompt reuse across
  * conversations: a memory tier within a byte budget (least recently used out first) and an
- * optional directory of checksummed files that survives restarts. */
+ * optional directory of checksummed files that survives restarts, within its own byte budget. */
 #ifndef GLMCHAT_ENGINE_PREFIX_CACHE_H
 #define GLMCHAT_ENGINE_PREFIX_CACHE_H
 
@@ -19,13 +19,25 @@ typedef struct pc_stats {
     int64_t hits;       /* lookups that restored a state */
     int64_t evictions;  /* states dropped from memory for the budget */
     int64_t disk_writes, disk_loads, refused_files;
+    uint64_t disk_bytes;    /* of the files this cache knows in its directory */
+    uint64_t disk_budget;
+    int64_t disk_evictions; /* files deleted for the disk budget */
+    int64_t deleted_files;  /* damaged files deleted (refused, never loaded) */
 } pc_stats;
 
 /* budget: bytes of snapshots kept in memory. dir: NULL, or a directory of kept-state files
  * (made when missing) read now and written as states are kept. model_id identifies the model
- * (files of another model are refused). Files that cannot be used are refused with a note
- * (pc_note) naming the file and the reason; they never stop the cache from opening. */
+ * (files of another model or format version are refused and left alone). Files that cannot be
+ * used are refused with a note (pc_note) naming the file and the reason, and damaged ones
+ * (truncated, no signature, a checksum or hash that does not match) are deleted; none stops the
+ * cache from opening. Leftover temporary files of writers that are gone are deleted. */
 pc_cache *pc_new(size_t budget, const char *dir, uint64_t model_id, glm_error *err);
+
+/* The bytes the files in the directory may take (PC_DEFAULT_DISK_BUDGET until set; 0: no file
+ * is written). Files are deleted, least recently used first (their modification times order
+ * them across restarts), until the budget holds, now and before each write. */
+#define PC_DEFAULT_DISK_BUDGET ((uint64_t)4 << 30)
+void pc_set_disk_budget(pc_cache *c, uint64_t bytes);
 void pc_free(pc_cache *c);
 
 /* Called with a kept snapshot to restore it; an error makes the lookup skip that state. */
@@ -38,9 +50,16 @@ int pc_lookup(pc_cache *c, const int32_t *ids, int n, int min_len, int max_len, 
 /* Whether a state holding exactly ids[0..n) is kept. */
 int pc_contains(pc_cache *c, const int32_t *ids, int n);
 /* Keeps snap (malloc'ed, bytes long; the cache owns it from now on, also on an error) as the
- * state after ids[0..n); a state larger than the whole budget is kept only on disk. */
+ * state after ids[0..n); a state larger than the whole budget is kept only on disk. With a
+ * directory its file is queued and written by the cache's writer thread, so the caller does not
+ * wait for the disk, crash-safe: to a temporary name, flushed to the disk (fsync), renamed over,
+ * then the directory synced. A state leaving memory before its file is written is found again
+ * once it is. */
 glm_status pc_put(pc_cache *c, const int32_t *ids, int n, void *snap, size_t bytes, glm_error *err);
+/* Waits until every queued file is written (pc_free does too, before it frees). */
+void pc_flush(pc_cache *c);
 
+/* What the cache holds now (files still queued are not counted as written yet). */
 void pc_get_stats(pc_cache *c, pc_stats *out);
 /* The refusals so far (files that could not be used, disk writes that failed), numbered from 0
  * in order; only the newest 64 are kept (an older number gives NULL). */

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "prefix_cache.h"
 #include "sampler.h"
+#include "setting.h"
 #include "spec.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
@@ -65,6 +66,25 @@ static int64_t cache_budget(const glm_engine_params *p)
     return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
 }
 
+/* The disk budget of kept-state files: the parameter, the environment, or 4 GiB; 0: none written. */
+static glm_status disk_budget(const glm_engine_params *p, uint64_t *out, glm_error *err)
+{
+    *out = PC_DEFAULT_DISK_BUDGET;
+    if (p->prompt_cache_disk_bytes) {
+        *out = p->prompt_cache_disk_bytes > 0 ? (uint64_t)p->prompt_cache_disk_bytes : 0;
+        return GLM_OK;
+    }
+    const char *env = getenv("GLMCHAT_PROMPT_CACHE_DISK_MB");
+    if (env && *env) {
+        char msg[512];
+        long long mb;
+        if (setting_int("GLMCHAT_PROMPT_CACHE_DISK_MB", env, 0, 16777216, &mb, msg, sizeof msg))
+            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        *out = (uint64_t)mb << 20;
+    }
+    return GLM_OK;
+}
+
 /* A hash of the model's config and weight index: kept-state files of another model are refused. */
 static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *err)
 {
@@ -88,11 +108,18 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
         const char *env = getenv("GLMCHAT_PROMPT_CACHE_DIR");
         dir = env && *env ? env : NULL;
     }
-    uint64_t id = 0;
+    uint64_t id = 0, disk = 0;
     if (dir && model_identity(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
+    glm_status st = dir ? disk_budget(p, &disk, err) : GLM_OK;
+    if (st)
+        return st;
     e->cache = pc_new((size_t)budget, dir, id, err);
-    return e->cache ? GLM_OK : (err ? err->status : GLM_ERR_NOMEM);
+    if (!e->cache)
+        return err ? err->status : GLM_ERR_NOMEM;
+    if (dir)
+        pc_set_disk_budget(e->cache, disk);
+    return GLM_OK;
 }
 
 /* The drafting mode p asks for; one that cannot run here is refused by name, never turned off
@@ -230,6 +257,28 @@ const glm_model *glm_engine_model(const glm_engine *e)
 const char *glm_engine_backend_name(const glm_engine *e)
 {
     return e->be.ops ? e->be.ops->name : "none";
+}
+
+int glm_engine_context(const glm_engine *e)
+{
+    return e->be.settings.context;
+}
+
+glm_kv_cache glm_engine_kv_cache(const glm_engine *e)
+{
+    return e->be.settings.kv_cache;
+}
+
+/* Refuses n more tokens after `at` when the state would then hold more than the context. */
+static glm_status check_room(const glm_session *s, int at, int n, glm_error *err)
+{
+    int ctx = s->e->be.settings.context;
+    if (n <= ctx - at)
+        return GLM_OK;
+    return glm_error_set(err, GLM_ERR_ARG, "%d more tokens after the %d held would make %lld, over "
+                         "the context of %d tokens (--context, context in the config or "
+                         "GLMCHAT_CONTEXT): start a new conversation or raise it", n, at,
+                         (long long)at + n, ctx);
 }
 
 glm_session *glm_session_new(glm_engine *e, glm_error *err)
@@ -386,7 +435,10 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
 {
     int V = s->e->model->cfg.vocab_size;
     int at = glm_session_length(s);
-    glm_status kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
+    glm_status kept = check_room(s, at, n, err);
+    if (kept)
+        return kept;
+    kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
     if (kept)
         return kept;
     for (int done = 0; done < n;) {
@@ -496,7 +548,9 @@ void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out)
     *out = (glm_cache_stats){.on = e->cache != NULL, .entries = p.entries, .in_memory = p.in_memory,
                              .bytes = p.bytes, .budget = p.budget, .hits = p.hits,
                              .evictions = p.evictions, .disk_writes = p.disk_writes,
-                             .disk_loads = p.disk_loads, .refused_files = p.refused_files};
+                             .disk_loads = p.disk_loads, .refused_files = p.refused_files,
+                             .disk_bytes = p.disk_bytes, .disk_budget = p.disk_budget,
+                             .disk_evictions = p.disk_evictions, .deleted_files = p.deleted_files};
 }
 
 int glm_engine_cache_n_notes(glm_engine *e)
@@ -517,7 +571,10 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts%s",
                              ops->name, s->e->rank >= 0 ? " over two ranks" : "");
     int at = glm_session_length(s);
-    glm_status st = remember_tokens(s, tokens, n, at, err);
+    glm_status st = check_room(s, at, n, err);
+    if (st)
+        return st;
+    st = remember_tokens(s, tokens, n, at, err);
     if (!st)
         st = ops->verify(s->e->be.impl, s->st, tokens, n, logits_all, err);
     if (st) {

@@ -12,6 +12,10 @@
 const glm_model *glm_engine_model(const glm_engine *e);
 /* The backend the engine runs on: "cpu" or "cuda". */
 const char *glm_engine_backend_name(const glm_engine *e);
+/* The most tokens a session may hold (glm_engine_params.context as resolved at open), and the
+ * attention cache's format. */
+int glm_engine_context(const glm_engine *e);
+glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
 
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
@@ -27,7 +31,8 @@ void glm_session_reset(glm_session *s);
 /* Runs n tokens after what the session holds (a prefill when the session is empty, or a
  * continuation). logits_all: n x vocab floats, or NULL; the last row is always kept and
  * available through glm_session_logits. One token at a time is the decode step. On an error
- * the session is reset (its state would be half-updated). */
+ * the session is reset (its state would be half-updated); tokens past the engine's context are
+ * refused first, the session left as it was. */
 glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                             glm_error *err);
 /* Logits of the last token fed, or NULL when none. */
@@ -70,6 +75,8 @@ typedef struct glm_cache_stats {
     int on, entries, in_memory;
     size_t bytes, budget;
     int64_t hits, evictions, disk_writes, disk_loads, refused_files;
+    uint64_t disk_bytes, disk_budget; /* of the files in prompt_cache_dir */
+    int64_t disk_evictions, deleted_files; /* files deleted for the budget, damaged files deleted */
 } glm_cache_stats;
 void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
 /* Files refused and writes that failed, each naming the file and the reason, oldest first. */

@@ -124,5 +124,9 @@ glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *o
     b->m = m;
     out->ops = &cpu_ops;
     out->impl = b;
+    /* the defaults; backend_open sets what the engine's params ask for */
+    out->settings = (backend_settings){.context = m->cfg.max_position_embeddings > 0
+                                                      ? m->cfg.max_position_embeddings : 4096,
+                                       .kv_cache = GLM_KV_CACHE_F32};
     return GLM_OK;
 }

@@ -1,14 +1,17 @@
 /* backend_cuda.c: the CUDA backend behind backend.h: checks for a GPU, plans the memory (and
  * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
- * and decode through a captured graph. Environment: GLMCHAT_CUDA_KV (fp8, bf16, f32) the latent
- * cache's dtype, GLMCHAT_CUDA_KV_INDEX the indexer caches' (default: the same),
- * GLMCHAT_CUDA_CONTEXT the window, GLMCHAT_CUDA_GRAPH=0 decodes without the graph. */
+ * and decode through a captured graph. The context and the latent cache's dtype come in
+ * backend_settings (backend.c resolves them); environment: GLMCHAT_CUDA_KV_INDEX (fp8, bf16,
+ * f32) the indexer caches' dtype (default: the latent cache's), GLMCHAT_CUDA_GRAPH=0 decodes
+ * without the graph. */
 #include "backend.h"
 
 #ifndef HAVE_CUDA
-glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
+glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s, engine_backend *out,
+                                  glm_error *err)
 {
     (void)m;
+    (void)s;
     (void)out;
     return glm_error_set(err, GLM_ERR_UNSUPPORTED, "this glmchat was built without CUDA "
                          "(configure found no nvcc); use --backend cpu, or rebuild with --with-cuda");
@@ -200,22 +203,10 @@ static const backend_ops cuda_ops = {
     .state_rewind = cu_rewind,
 };
 
-static glm_status read_env(cuda_backend *be, glm_error *err)
+static glm_status read_settings(cuda_backend *be, const backend_settings *set, glm_error *err)
 {
-    const glm_config *c = &be->m->cfg;
-    const char *kv = getenv("GLMCHAT_CUDA_KV");
-    be->kv_dtype = CUDA_KV_FP8;
-    if (kv && *kv) {
-        if (strcmp(kv, "fp8") == 0)
-            be->kv_dtype = CUDA_KV_FP8;
-        else if (strcmp(kv, "bf16") == 0)
-            be->kv_dtype = CUDA_KV_BF16;
-        else if (strcmp(kv, "f32") == 0)
-            be->kv_dtype = CUDA_KV_F32;
-        else
-            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV is '%s'; use fp8, bf16 or f32",
-                                 kv);
-    }
+    be->kv_dtype = set->kv_cache == GLM_KV_CACHE_BF16 ? CUDA_KV_BF16
+                   : set->kv_cache == GLM_KV_CACHE_F32 ? CUDA_KV_F32 : CUDA_KV_FP8;
     be->kv_index_dtype = be->kv_dtype;
     const char *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
     if (ki && *ki) {
@@ -229,16 +220,7 @@ static glm_status read_env(cuda_backend *be, glm_error *err)
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
                                  "or f32", ki);
     }
-    be->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
-    const char *ctx = getenv("GLMCHAT_CUDA_CONTEXT");
-    if (ctx && *ctx) {
-        char *end;
-        long v = strtol(ctx, &end, 10);
-        if (*end || v < 1 || v > (1L << 30))
-            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_CONTEXT is '%s'; give a token "
-                                 "count from 1 to %ld", ctx, 1L << 30);
-        be->context = (int)v;
-    }
+    be->context = set->context;
     return GLM_OK;
 }
 
@@ -272,7 +254,8 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
     return GLM_OK;
 }
 
-glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
+glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *set, engine_backend *out,
+                                  glm_error *err)
 {
     if (kern_device_count() <= 0)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: no CUDA GPU is present "
@@ -282,7 +265,7 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the CUDA backend");
     be->m = m;
     const glm_config *c = &m->cfg;
-    glm_status st = read_env(be, err);
+    glm_status st = read_settings(be, set, err);
     if (st) {
         free(be);
         return st;
@@ -322,9 +305,20 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
     }
     out->ops = &cuda_ops;
     out->impl = be;
+    out->settings = *set;
     return GLM_OK;
 }
 
+#endif
+
+glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
+{
+    backend_settings s;
+    glm_status st = backend_resolve_settings(m, NULL, GLM_BACKEND_CUDA, &s, err);
+    return st ? st : backend_open_cuda_with(m, &s, out, err);
+}
+
+#ifdef HAVE_CUDA
 const cuda_plan *backend_cuda_plan(const engine_backend *b)
 {
     return b && b->ops == &cuda_ops ? &((const cuda_backend *)b->impl)->plan : NULL;

@@ -151,7 +151,7 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     char fit[160];
     if (fixed + 64 < available && p->dsa_per_token > 0) {
         size_t tokens = (available - fixed - 64) / (p->dsa_per_token + p->score_per_token);
-        snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (GLMCHAT_CUDA_CONTEXT=%zu)",
+        snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (--context %zu)",
                  tokens, tokens);
     } else {
         snprintf(fit, sizeof fit, "the weights alone do not fit: split the model over two ranks "
@@ -164,7 +164,7 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
                          need / GIB, available / GIB, p->weights / GIB, p->context,
                          p->dsa_cache / GIB, cuda_kv_name(p->kv_dtype), p->kda_state / GIB,
                          p->scratch / GIB, fit,
-                         p->kv_dtype != CUDA_KV_FP8 ? ", or the fp8 cache (GLMCHAT_CUDA_KV=fp8)" : "");
+                         p->kv_dtype != CUDA_KV_FP8 ? ", or the fp8 cache (--kv-cache fp8)" : "");
 }
 
 void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)

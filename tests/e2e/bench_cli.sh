@@ -49,7 +49,7 @@ got=$(sed -n 's/.*floor, \([0-9.]*\) MB\/token.*/\1/p' "$TMP/table")
 
 # refusals: bad numbers, other backends, a directory that is no model
 expect_exit 2 "$GLMCHAT_BIN" bench --tokens 0
-expect_grep err "'--tokens' takes an integer of at least 1, not '0'"
+expect_grep err "'--tokens' takes a whole number from 1 to 1048576, not '0'"
 expect_exit 2 "$GLMCHAT_BIN" --backend cuda bench --model "$M"
 expect_grep err 'cpu backend'
 expect_exit 1 "$GLMCHAT_BIN" bench --model "$TMP/nothing"

@@ -96,7 +96,7 @@ rm "$XDG_CONFIG_HOME/glmchat/config"
 # Drafting that cannot run is refused by name, never silently turned off.
 export GLMCHAT_DRAFT=bogus
 expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
-expect_grep err "GLMCHAT_DRAFT: 'draft' takes one of off,copy,mtp, not 'bogus'"
+expect_grep err "GLMCHAT_DRAFT: 'draft' takes off, copy or mtp, not 'bogus'"
 export GLMCHAT_DRAFT=mtp
 expect_exit 1 "$G" --db "$TMP/refuse.db" --model "$M" --backend cpu chat --prompt hi --no-save
 expect_grep err "draft = mtp: .* has no MTP layer"
@@ -143,8 +143,21 @@ done <"$TMP/prompts"
 replies "$TMP/damaged.jsonl" >"$TMP/damaged"
 diff <(grep -v '^reused' "$TMP/damaged") <(grep -v '^reused' "$TMP/full-greedy") >"$TMP/diff" && pass ||
     fail "replies with damaged kept-state files differ: $(head -c 600 "$TMP/diff")"
-expect_grep damaged.err "garbage.kept refused: not a kept-state file"
-expect_grep damaged.err "$(basename "$2") refused: truncated"
-expect_grep damaged.err "$(basename "$1") refused: checksum mismatch"
+expect_grep damaged.err "garbage.kept refused: not a kept-state file \(no GLMKEPT1 signature\); deleted"
+expect_grep damaged.err "$(basename "$2") refused: truncated.*; deleted"
+expect_grep damaged.err "$(basename "$1") refused: checksum mismatch: the file is corrupted; deleted"
+[ ! -e "$TMP/kept/garbage.kept" ] && pass || fail "a damaged kept-state file was not deleted"
+[ "$(grep -c 'refused' "$TMP/damaged.err")" -eq 3 ] && pass ||
+    fail "damaged files were refused more than once: $(grep refused "$TMP/damaged.err")"
+
+# The disk budget (prompt_cache_disk_mb): 0 writes no file, and no temporary file is left.
+GLMCHAT_PROMPT_CACHE_DIR="$TMP/kept0" GLMCHAT_PROMPT_CACHE_DISK_MB=0 expect_exit 0 "$G" --db "$TMP/five.db" \
+    --model "$M" --backend cpu chat --output-format jsonl --max-tokens 4 --prompt "Hello there, model"
+[ -d "$TMP/kept0" ] && [ -z "$(ls -A "$TMP/kept0")" ] && pass ||
+    fail "prompt_cache_disk_mb 0 wrote files: $(ls -A "$TMP/kept0")"
+[ -z "$(ls "$TMP/kept" | grep '\.tmp$')" ] && pass || fail "temporary files left: $(ls "$TMP/kept")"
+GLMCHAT_PROMPT_CACHE_DISK_MB=lots expect_exit 1 "$G" --db "$TMP/five.db" --model "$M" --backend cpu \
+    chat --prompt hi --no-save
+expect_grep err "GLMCHAT_PROMPT_CACHE_DISK_MB: 'prompt_cache_disk_mb' takes a whole number from 0 to 16777216, not 'lots'"
 unset GLMCHAT_PROMPT_CACHE_DIR
 finish

@@ -1,9 +1,7 @@
 /* fuzz_config.c: libFuzzer target for the config file parser: any bytes must parse or fail
  * with a message, never crash, leak or read out of bounds.
- * Build and run for a minute from the top of a configured tree:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -include config.h -I. -Iengine \
- *     $(pkg-config --cflags libcjson) tests/fuzz/fuzz_config.c app/config.c engine/error.c \
- *     -o /tmp/fuzz_config && /tmp/fuzz_config -max_total_time=60 -max_len=4096 */
+ * Build and run for a minute from the top of a configured tree: tests/fuzz/fuzz_setting.sh
+ * (it builds this target with app/config.c, engine/setting.c and engine/error.c). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

@@ -1,12 +1,14 @@
 #!/bin/bash
-# fuzz_reuse.sh: builds the kept-state file parser's libFuzzer target with clang's sanitizers and
-# runs it for a bounded time, from a corpus of real files. Usage: tests/fuzz/fuzz_reuse.sh [SECONDS]
+# fuzz_reuse.sh: builds the kept-state file parser's libFuzzer targets (the parser, and the disk
+# tier on a real directory) with clang's sanitizers and runs each for a bounded time, from a
+# corpus of real files. Usage: tests/fuzz/fuzz_reuse.sh [SECONDS]
 set -eu
 cd "$(dirname "$0")/../.."
 secs=${1:-30}
+cfg=${CONFIG_H:-config.h} # a build's config.h when configured out of tree
 out=${TMPDIR:-/tmp}/glmchat-fuzz-reuse
 mkdir -p "$out/corpus"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include config.h tests/fuzz/fuzz_prompt_cache.c \
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache.c \
     engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache"
 # seeds: kept-state files of a tiny model written by the real engine
 if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
@@ -16,9 +18,16 @@ if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
         chat --output-format jsonl --max-tokens 2 --prompt "seed" >/dev/null || true
 fi
 "$out/fuzz_prompt_cache" -max_total_time="$secs" -max_len=65536 "$out/corpus"
-# CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include config.h \
+# the same bytes as a file in a cache directory: indexed and restored exactly, or refused and deleted
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache_dir.c \
+    engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache_dir"
+TMPDIR="$out" "$out/fuzz_prompt_cache_dir" -max_total_time="$secs" -max_len=65536 "$out/corpus"
+# CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files. The
+# backends are built as in a CPU-only configuration (the CUDA one reduced to its refusal).
+grep -v 'HAVE_CUDA' "$cfg" >"$out/config-cpu.h"
+clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$out/config-cpu.h" \
     $(pkg-config --cflags libcjson) tests/fuzz/fuzz_cpu_snapshot.c engine/cpu/*.c \
+    engine/backend.c engine/cuda/backend_cuda.c engine/cuda/probe.c engine/sampler.c engine/setting.c \
     engine/model/config.c engine/model/safetensors.c engine/model/weights.c engine/model/model.c \
     engine/model/exl3_load.c engine/model/exl3_decode.c engine/model/exl3_matvec.c \
     engine/model/exl3_quantize.c engine/model/hadamard.c engine/error.c $(pkg-config --libs libcjson) -lpthread -lm \

@@ -111,9 +111,9 @@ START_TEST(refusal_names_a_context_that_fits)
     size_t avail = p.weights + p.kda_state + p.scratch + ((size_t)1 << 30) + p.dsa_cache / 2;
     glm_error err = {0};
     ck_assert_int_eq(cuda_plan_check(&p, avail, &err), GLM_ERR_NOMEM);
-    ck_assert_msg(strstr(err.message, "GLMCHAT_CUDA_CONTEXT=") && strstr(err.message, "fp8"), "%s",
+    ck_assert_msg(strstr(err.message, "(--context ") && strstr(err.message, "--kv-cache fp8"), "%s",
                   err.message);
-    int tokens = atoi(strstr(err.message, "GLMCHAT_CUDA_CONTEXT=") + strlen("GLMCHAT_CUDA_CONTEXT="));
+    int tokens = atoi(strstr(err.message, "(--context ") + strlen("(--context "));
     ck_assert_int_gt(tokens, 1048576 / 2 - 4096);
     ck_assert_int_lt(tokens, 1048576 / 2 + 4096);
     cuda_plan q;

@@ -232,6 +232,9 @@ START_TEST(cache_longest_prefix_and_lru_budget)
     /* larger than the whole budget: not kept, nothing evicted */
     ck_assert_int_eq(pc_put(c, ids, 40, filled(300, 4), 300, &err), GLM_OK);
     ck_assert(!pc_contains(c, ids, 40) && pc_contains(c, ids, 10));
+    pc_get_stats(c, &st);
+    ck_assert_uint_eq(st.bytes, 200); /* what is held, not less */
+    ck_assert_int_eq(st.entries, 2);
     pc_free(c);
     free(ids);
 }
@@ -271,28 +274,43 @@ START_TEST(cache_disk_tier_survives_and_refuses)
     glm_error err = {0};
     char *dir = tu_tmpdir();
     int32_t *ids = some_tokens(64, 4);
+    size_t got = 0;
     pc_cache *c = pc_new(1000, dir, 77, &err);
     ck_assert_ptr_nonnull(c);
     ck_assert_int_eq(pc_put(c, ids, 12, filled(50, 5), 50, &err), GLM_OK);
     ck_assert_int_eq(pc_put(c, ids, 24, filled(60, 6), 60, &err), GLM_OK);
     ck_assert_int_eq(pc_put(c, ids, 36, filled(70, 7), 70, &err), GLM_OK);
+    pc_flush(c); /* the writer thread has written them */
     pc_stats st;
     pc_get_stats(c, &st);
     ck_assert_int_eq(st.disk_writes, 3);
+    /* larger than the memory budget: kept on disk only, and found there */
+    ck_assert_int_eq(pc_put(c, ids, 48, filled(2000, 8), 2000, &err), GLM_OK);
+    pc_flush(c);
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.disk_writes, 4);
+    ck_assert_uint_le(st.bytes, 1000);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 40, 63, count_load, &got), 48);
+    ck_assert_uint_eq(got, 2008);
     pc_free(c);
+    char p48[4200];
+    snprintf(p48, sizeof p48, "%s/%016llx-48.kept", dir, (unsigned long long)pc_hash_tokens(ids, 48));
+    ck_assert_int_eq(unlink(p48), 0);
     /* after a restart: found again, read lazily */
     c = pc_new(1000, dir, 77, &err);
-    size_t got = 0;
     ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 30, count_load, &got), 24);
     ck_assert_uint_eq(got, 66);
     pc_get_stats(c, &st);
     ck_assert_int_eq(st.disk_loads, 1);
     ck_assert_int_eq(pc_n_notes(c), 0);
     pc_free(c);
-    /* another model's files are refused at open, with the file named */
+    /* another model's files are refused at open, with the file named, and left alone */
     c = pc_new(1000, dir, 78, &err);
     ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 0);
     ck_assert(has_note(c, dir, "another model"));
+    ck_assert(has_note(c, dir, "left in place"));
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.deleted_files, 0);
     pc_free(c);
     /* corrupt one state byte, truncate another file, garble a third's header */
     char p12[4200], p24[4200], p36[4200];
@@ -315,10 +333,150 @@ START_TEST(cache_disk_tier_survives_and_refuses)
     ck_assert_ptr_nonnull(c);
     ck_assert(has_note(c, p24, "truncated"));
     ck_assert(has_note(c, p12, "signature"));
+    /* damaged files are deleted at once; 36's header is sound, so it is found at its first use */
+    ck_assert(access(p24, F_OK) != 0 && access(p12, F_OK) != 0 && access(p36, F_OK) == 0);
     ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 0); /* 36 fails its checksum */
-    ck_assert(has_note(c, p36, "checksum"));
+    ck_assert(has_note(c, p36, "checksum mismatch: the file is corrupted; deleted"));
+    ck_assert(access(p36, F_OK) != 0);
     pc_get_stats(c, &st);
     ck_assert_int_eq(st.refused_files, 3);
+    ck_assert_int_eq(st.deleted_files, 3);
+    ck_assert_int_eq(st.entries, 0);
+    ck_assert_uint_eq(st.disk_bytes, 0);
+    pc_free(c);
+    free(ids);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* The bytes of a kept-state file of n tokens and a state of `bytes`. */
+static uint64_t file_size(int n, size_t bytes)
+{
+    return PC_HEADER_BYTES + 4ull * (uint64_t)n + bytes;
+}
+
+static int dir_has(const char *dir, const int32_t *ids, int n)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%016llx-%d.kept", dir, (unsigned long long)pc_hash_tokens(ids, n), n);
+    return access(p, F_OK) == 0;
+}
+
+static int count_suffix(const char *dir, const char *suffix)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c -- '%s$'", dir, suffix);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    ck_assert(f && fscanf(f, "%d", &n) == 1);
+    pclose(f);
+    return n;
+}
+
+START_TEST(cache_disk_budget_deletes_least_recently_used)
+{
+    glm_error err = {0};
+    char *dir = tu_tmpdir();
+    int32_t *ids = some_tokens(64, 9);
+    uint64_t s12 = file_size(12, 50), s24 = file_size(24, 60), s36 = file_size(36, 70);
+    pc_cache *c = pc_new(1000, dir, 5, &err);
+    ck_assert_ptr_nonnull(c);
+    pc_set_disk_budget(c, s12 + s36 + 10); /* not room for all three */
+    size_t got = 0;
+    ck_assert_int_eq(pc_put(c, ids, 12, filled(50, 1), 50, &err), GLM_OK);
+    pc_flush(c);
+    usleep(30000); /* file times are kept at the kernel's tick: keep the uses apart */
+    ck_assert_int_eq(pc_put(c, ids, 24, filled(60, 2), 60, &err), GLM_OK);
+    pc_flush(c);
+    usleep(30000);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 20, count_load, &got), 12); /* 12 used after 24 */
+    pc_stats st;
+    pc_get_stats(c, &st);
+    ck_assert_uint_eq(st.disk_bytes, s12 + s24);
+    usleep(30000);
+    ck_assert_int_eq(pc_put(c, ids, 36, filled(70, 3), 70, &err), GLM_OK);
+    pc_flush(c);
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.disk_writes, 3);
+    ck_assert_int_eq(st.disk_evictions, 1);
+    ck_assert_uint_eq(st.disk_bytes, s12 + s36);
+    ck_assert(dir_has(dir, ids, 12) && !dir_has(dir, ids, 24) && dir_has(dir, ids, 36));
+    ck_assert(pc_contains(c, ids, 24)); /* still in memory, no longer on disk */
+    ck_assert_int_eq(count_suffix(dir, ".tmp"), 0);
+    pc_free(c);
+    /* after a restart the files' times order them: 12 was used before 36 was written */
+    c = pc_new(1000, dir, 5, &err);
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.entries, 2);
+    ck_assert_uint_eq(st.disk_bytes, s12 + s36);
+    pc_set_disk_budget(c, s36);
+    ck_assert(!dir_has(dir, ids, 12) && dir_has(dir, ids, 36));
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.entries, 1); /* 12 was on disk only: forgotten */
+    ck_assert_uint_eq(st.disk_bytes, s36);
+    ck_assert_int_eq(pc_lookup(c, ids, 64, 0, 63, count_load, &got), 36);
+    ck_assert_uint_eq(got, 73);
+    /* a state whose file alone is over the budget is not written, and says so */
+    ck_assert_int_eq(pc_put(c, ids, 48, filled(80, 4), 80, &err), GLM_OK);
+    pc_flush(c);
+    ck_assert(!dir_has(dir, ids, 48) && dir_has(dir, ids, 36));
+    ck_assert(has_note(c, dir, "over the disk budget"));
+    ck_assert(pc_contains(c, ids, 48));
+    /* budget 0: nothing written, what is there deleted */
+    pc_set_disk_budget(c, 0);
+    ck_assert_int_eq(pc_put(c, ids, 60, filled(90, 5), 90, &err), GLM_OK);
+    pc_flush(c);
+    ck_assert(!dir_has(dir, ids, 60) && !dir_has(dir, ids, 36));
+    ck_assert_int_eq(count_suffix(dir, ".kept"), 0);
+    pc_free(c);
+    /* a temporary file of a writer that is gone (a crash mid-write) is deleted at open; one of a
+     * live process (this one) is not */
+    char stale[4200], live[4200];
+    snprintf(stale, sizeof stale, "%s/00000000000000aa-4.kept.2147483646.tmp", dir);
+    snprintf(live, sizeof live, "%s/00000000000000aa-4.kept.%ld.tmp", dir, (long)getpid());
+    write_all(stale, "half", 4);
+    write_all(live, "half", 4);
+    c = pc_new(1000, dir, 5, &err);
+    ck_assert(access(stale, F_OK) != 0 && access(live, F_OK) == 0);
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.entries, 0);
+    ck_assert_int_eq(st.refused_files, 0);
+    pc_free(c);
+    free(ids);
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* States keep leaving memory (a budget of one) while the writer thread is still writing their
+ * files: none is lost or mixed up, each is found again, from memory or from its file. */
+START_TEST(cache_states_leaving_memory_while_written_are_found)
+{
+    glm_error err = {0};
+    char *dir = tu_tmpdir();
+    enum { N = 40, BYTES = 4096 };
+    int32_t *ids = some_tokens(N + 1, 21);
+    pc_cache *c = pc_new(BYTES, dir, 9, &err);
+    ck_assert_ptr_nonnull(c);
+    size_t got = 0;
+    for (int k = 1; k <= N; k++) {
+        ck_assert_int_eq(pc_put(c, ids, k, filled(BYTES, (unsigned char)k), BYTES, &err), GLM_OK);
+        /* the one before: in memory no more, its file perhaps not written yet */
+        int back = pc_lookup(c, ids, k - 1, k - 2, k - 1, count_load, &got);
+        ck_assert(back == 0 || (back == k - 1 && got == BYTES + (size_t)(k - 1)));
+    }
+    pc_flush(c);
+    pc_stats st;
+    pc_get_stats(c, &st);
+    ck_assert_int_eq(st.disk_writes, N);
+    ck_assert_int_eq(st.entries, N);
+    ck_assert_uint_le(st.bytes, BYTES);
+    ck_assert_int_eq(pc_n_notes(c), 0);
+    for (int k = 1; k <= N; k++) {
+        ck_assert_int_eq(pc_lookup(c, ids, k, k - 1, k, count_load, &got), k);
+        ck_assert_uint_eq(got, BYTES + (size_t)k);
+    }
     pc_free(c);
     free(ids);
     tu_rmtree(dir);
@@ -458,6 +616,8 @@ static Suite *reuse_suite(void)
     tcase_add_loop_test(tc, resume_on_the_grid_equals_full_prefill_bits, 0, 3);
     tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
     tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
+    tcase_add_test(tc, cache_disk_budget_deletes_least_recently_used);
+    tcase_add_test(tc, cache_states_leaving_memory_while_written_are_found);
     tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
     tcase_add_test(tc, engine_cache_evicts_under_budget);
     suite_add_tcase(s, tc);

@@ -1,0 +1,92 @@
+#!/bin/bash
+# engine_settings.sh: --context and --kv-cache end to end: their checks, the precedence
+# flag > GLMCHAT_* variable (and the older GLMCHAT_CUDA_* names) > config file > default, the
+# context's refusals on the CPU backend, a reply stopping where the context is full, and the CPU
+# backend refusing a cache other than f32.
+. "$(dirname "$0")/lib.sh"
+G=$GLMCHAT_BIN
+FX=$GLMCHAT_SRCDIR/tests/fixtures/models/softplus-kpool1-hc1
+unset GLMCHAT_CONTEXT GLMCHAT_CUDA_CONTEXT GLMCHAT_KV_CACHE GLMCHAT_CUDA_KV
+
+# the flags' own checks: usage errors naming the flag and the value
+expect_exit 2 "$G" --context abc list
+expect_grep err "option '--context' takes a whole number from 1 to 1073741824, not 'abc'"
+expect_exit 2 "$G" list --context=0
+expect_grep err "'--context' takes a whole number from 1 to 1073741824, not '0'"
+expect_exit 2 "$G" --kv-cache fp4 list
+expect_grep err "option '--kv-cache' takes fp8, bf16 or f32, not 'fp4'"
+expect_exit 2 "$G" list --kv-cache
+expect_grep err "'--kv-cache' needs a value"
+expect_exit 0 "$G" --help
+expect_grep out '--context N'
+expect_grep out '--kv-cache fp8\|bf16\|f32'
+
+# logits (no config file): flag > variable > older variable > the model's window
+echo "5 17 200 3 3 9 101 44 2 7 250 11" >"$TMP/ids.txt"
+logits() { expect_exit "$1" "$G" "${@:2}" logits --model "$FX" --tokens-file "$TMP/ids.txt" --out "$TMP/l.f32"; }
+logits 1 --context 8
+expect_grep err "12 more tokens after the 0 held would make 12, over the context of 8 tokens"
+logits 0 --context 12
+GLMCHAT_CONTEXT=8 logits 1
+expect_grep err "over the context of 8 tokens"
+GLMCHAT_CUDA_CONTEXT=8 logits 1
+expect_grep err "over the context of 8 tokens"
+GLMCHAT_CONTEXT=12 GLMCHAT_CUDA_CONTEXT=8 logits 0
+GLMCHAT_CONTEXT=8 logits 0 --context 12
+GLMCHAT_CONTEXT=lots logits 1
+expect_grep err "'GLMCHAT_CONTEXT' takes a whole number from 1 to 1073741824, not 'lots'"
+# prefill then decode: the decode steps are counted too
+expect_exit 1 "$G" --context 11 logits --model "$FX" --tokens-file "$TMP/ids.txt" --prefill 4 --out "$TMP/l.f32"
+expect_grep err "1 more tokens after the 11 held would make 12, over the context of 11"
+logits 1 --backend cpu --kv-cache bf16
+expect_grep err "the CPU backend keeps the attention cache in f32 only; the cache format bf16"
+logits 0 --backend cpu --kv-cache f32
+GLMCHAT_CUDA_KV=fp8 logits 1 --backend cpu
+expect_grep err "the cache format fp8 was asked for"
+GLMCHAT_KV_CACHE=f32 GLMCHAT_CUDA_KV=fp8 logits 0 --backend cpu
+GLMCHAT_KV_CACHE=fp16 logits 1 --backend cpu
+expect_grep err "'GLMCHAT_KV_CACHE' takes fp8, bf16 or f32, not 'fp16'"
+
+# chat (the embedded demo model, greedy): its prompt below renders to 15 tokens
+mkdir -p "$XDG_CONFIG_HOME/glmchat"
+CONFIG=$XDG_CONFIG_HOME/glmchat/config
+chat() {
+    expect_exit "$1" "$G" --backend cpu "${@:2}" chat --no-save --output-format jsonl --think off \
+        --max-tokens 50 --prompt "How much is 2 plus 2?"
+}
+printf 'temperature = 0\ncontext = 10\n' >"$CONFIG"
+chat 1
+expect_grep err "the prompt is 15 tokens, and the context holds 10 \(--context, context in the config"
+# the variable beats the file: 5 tokens of room, the reply stops there
+GLMCHAT_CONTEXT=20 chat 0
+expect_grep out '"type":"done","finish":"length","prompt_tokens":15,"reused_tokens":0,"generated_tokens":5,'
+GLMCHAT_CUDA_CONTEXT=20 chat 0
+expect_grep out '"generated_tokens":5,'
+# the flag beats the variable
+GLMCHAT_CONTEXT=20 chat 0 --context 18
+expect_grep out '"finish":"length","prompt_tokens":15,"reused_tokens":0,"generated_tokens":3,'
+GLMCHAT_CONTEXT=20 chat 1 --context 15
+expect_grep err "the prompt is 15 tokens, and the context holds 15"
+# text mode: said once, and a cut at the context is told from one at --max-tokens
+expect_exit 1 "$G" --backend cpu --context 15 chat --no-save --think off --prompt "How much is 2 plus 2?"
+[ "$(grep -c 'the prompt is 15 tokens' "$TMP/err")" -eq 1 ] && pass || fail "the refusal was not said once: $(cat "$TMP/err")"
+expect_exit 0 "$G" --backend cpu --context 17 chat --no-save --think off --max-tokens 50 --prompt "How much is 2 plus 2?"
+expect_grep err "the reply was cut where the context is full \(--context\)"
+expect_exit 0 "$G" --backend cpu --context 400 chat --no-save --think off --max-tokens 1 --prompt "How much is 2 plus 2?"
+expect_grep err "the reply was cut at the token limit \(--max-tokens\)"
+GLMCHAT_CONTEXT=x chat 1
+expect_grep err "GLMCHAT_CONTEXT: 'context' takes a whole number from 1 to 1073741824, not 'x'"
+printf 'temperature = 0\ncontext = 0\n' >"$CONFIG"
+chat 1
+expect_grep err "config:2: 'context' takes a whole number from 1 to 1073741824, not '0'"
+printf 'temperature = 0\nkv_cache = bf16\n' >"$CONFIG"
+chat 1
+expect_grep err "the CPU backend keeps the attention cache in f32 only; the cache format bf16"
+GLMCHAT_KV_CACHE=f32 chat 0
+chat 0 --kv-cache f32
+GLMCHAT_CUDA_KV=fp8 chat 0 --kv-cache f32
+expect_grep out '"type":"done"' # the flag's f32 won: no refusal
+printf 'temperature = 0\nkv_cache = fp16\n' >"$CONFIG"
+chat 1
+expect_grep err "config:2: 'kv_cache' takes fp8, bf16 or f32, not 'fp16'"
+finish
