@@ -1,5 +1,6 @@
 // exl3_device.cuh: device building blocks of glmchat's EXL3 kernels: codebook decode of trellis
-// states into mma.m16n8k16 B fragments, the tensor-core step, and the warp-wide 128-point Hadamard.
+// states into mma.m16n8k16 fragments (B for the linears, A for the MoE strips), the tensor-core
+// step, and the warp-wide 128-point Hadamard.
 #ifndef GLMCHAT_EXL3_DEVICE_CUH
 #define GLMCHAT_EXL3_DEVICE_CUH
 
@@ -426,8 +427,9 @@ struct xfrag {
 };
 
 // The eight states of a 4-bit tile's word (w) and its predecessor (prev), like states_k4, with
-// the right shifts done as multiplies-high on the FMA pipe (EXL3_FMA_SHIFTS=1): the decode is
-// bound by the integer ALU pipe (PRMT, LOP3, SHF), which this relieves by 3 of 19 ops a word.
+// the right shifts done as multiplies-high on the FMA pipe (EXL3_FMA_SHIFTS=1, the default): the
+// integer ALU pipe (PRMT, LOP3, SHF) is the decode's busiest, and this moves 3 of its ~21 ops a
+// tile to the FMA pipe (H200, 2026-12-03: 80.2 against 82.5 us at one row, 2-3% at 4 and 16).
 // m28, m16: 1 << 28 and 1 << 16, passed in so that the compiler cannot turn them back to shifts.
 __device__ __forceinline__ uint32_t mulhi(uint32_t a, uint32_t b)
 {
@@ -437,7 +439,7 @@ __device__ __forceinline__ uint32_t mulhi(uint32_t a, uint32_t b)
 }
 
 #ifndef EXL3_FMA_SHIFTS
-#define EXL3_FMA_SHIFTS 0
+#define EXL3_FMA_SHIFTS 1
 #endif
 
 __device__ __forceinline__ void states_k4_w(uint32_t w, uint32_t prev, uint32_t m28, uint32_t m16,
@@ -474,7 +476,8 @@ struct decode_consts {
 };
 
 // decode_halves with the mask and flip in registers: (x & mask) ^ flip in one LOP3.
-// EXL3_LOP3_IMM=1: the immediate form (two LOP3s), kept to measure the difference.
+// EXL3_LOP3_IMM=1: the immediate form (two LOP3s), kept to measure the difference (H200,
+// 2026-12-03: 99.0 against 82.5 us at one row; 16 against 8 LOP3 a tile in the SASS).
 #ifndef EXL3_LOP3_IMM
 #define EXL3_LOP3_IMM 0
 #endif
