@@ -290,10 +290,12 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
 // ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
 // A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
 // of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
-// holding registers (the register ring holds its 6 k-steps in 24). On the H200 (2026-12-02) it
-// ran no faster than the register ring: the MoE kernel is decode-bound there, not load-bound.
-// EXL3_BENCH_COMPUTE_ONLY: no trellis is read; each lane's words are made from kt, t and lane in
-// registers and decoded and multiplied as usual (the decode-compute ceiling; results meaningless).
+// holding registers (the register ring holds its 6 k-steps in 24). On the H200 it runs slower
+// than the register ring (2026-12-03: 95.3 against 80.2 us at one row; the kernel is decode-bound
+// there and this loop spends more instructions a k-step); kept for GB10, where memory should bound.
+// EXL3_BENCH_COMPUTE_ONLY (either ring): no trellis is read; each lane's words are made from kt, t
+// and lane in registers and decoded and multiplied as usual (the decode-compute ceiling; results
+// meaningless).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
     unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -334,61 +336,6 @@ __device__ __forceinline__ void strip4_async_prime(const uint32_t *__restrict__ 
             ring_issue<S>(tile0, stride, ksteps, i, ring);
     }
 }
-
-template <int K, int CB, int S, typename ALoad>
-__device__ __forceinline__ void strip4_async_run(const uint32_t *__restrict__ tile0, size_t stride,
-                                                 int ksteps, uint32_t *ring, ALoad load_a,
-                                                 float acc[4][2][4])
-{
-    if (K != 4) {
-        uint4 unused[1];
-        strip4_run<K, CB, 1>(tile0, stride, ksteps, unused, nullptr, load_a, acc);
-        return;
-    }
-    int lane = threadIdx.x & 31;
-    for (int kt = 0; kt < ksteps; kt++) {
-        cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
-        __syncwarp();           // ... and every lane's; stage (kt - 1) % S is free again
-        ring_issue<S>(tile0, stride, ksteps, kt + S - 1, ring);
-        const uint32_t *slice = ring + (kt % S) * 128;
-        (void)slice;
-        uint32_t a[4];
-        load_a(kt, a);
-        uint32_t alo[4], ahi[4];
-        if (kSplitHalves && CB != 2)
-            split_a(a, alo, ahi);
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-#ifdef EXL3_BENCH_COMPUTE_ONLY
-            uint32_t w = (lane * 0x9E3779B9u) ^ (kt * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
-            uint32_t prev = __funnelshift_l(w, w, 13);
-#else
-            uint32_t w = slice[t * 32 + lane];
-            uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
-#endif
-#ifdef EXL3_BENCH_LOAD_ONLY
-            acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
-#else
-            if (kSplitHalves && CB != 2) {
-                uint32_t st[8];
-                states_k4(w, prev, st);
-                mma16816(acc[t][0], alo, decode_halves<CB>(st[0]), decode_halves<CB>(st[1]));
-                mma16816(acc[t][0], ahi, decode_halves<CB>(st[2]), decode_halves<CB>(st[3]));
-                mma16816(acc[t][1], alo, decode_halves<CB>(st[4]), decode_halves<CB>(st[5]));
-                mma16816(acc[t][1], ahi, decode_halves<CB>(st[6]), decode_halves<CB>(st[7]));
-            } else {
-                uint32_t b[4];
-                decode_k4<CB>(w, prev, b);
-                mma16816(acc[t][0], a, b[0], b[1]);
-                mma16816(acc[t][1], a, b[2], b[3]);
-            }
-#endif
-        }
-    }
-    cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
-    __syncwarp();
-}
-
 
 // ---- the MoE kernel's strips, weights as the A operand ----
 // A = one 16x16 trellis tile read transposed (16 output columns x 16 k), B = the inputs (16 k x 8
@@ -607,7 +554,8 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
     strip_w_finish<R16>(acc);
 }
 
-// cp.async ring (as strip4_async_run), weights as A.
+// cp.async ring, weights as A: each k-step waits for its stage, issues the one S - 1 ahead into
+// the stage just freed, and decodes from shared memory.
 template <int K, int CB, int S, bool R16, typename XLoad>
 __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ tile0, size_t stride,
                                                   int ksteps, uint32_t *ring, XLoad load_x,
