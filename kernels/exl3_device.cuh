@@ -1,5 +1,6 @@
 // exl3_device.cuh: device building blocks of glmchat's EXL3 kernels: codebook decode of trellis
-// states into mma.m16n8k16 B fragments, the tensor-core step, and the warp-wide 128-point Hadamard.
+// states into mma.m16n8k16 fragments (B for the linears, A for the MoE strips), the tensor-core
+// step, and the warp-wide 128-point Hadamard.
 #ifndef GLMCHAT_EXL3_DEVICE_CUH
 #define GLMCHAT_EXL3_DEVICE_CUH
 
@@ -203,7 +204,11 @@ __device__ __forceinline__ void strip4_prime(const uint32_t *__restrict__ tile0,
     if (K == 4) {
 #pragma unroll
         for (int i = 0; i < PF; i++)
+#ifdef EXL3_BENCH_COMPUTE_ONLY
+            ring[i] = make_uint4(lane, i, 0, 0);
+#else
             ring[i] = i < ksteps ? ld_stream4(tile0 + i * stride + lane * 4) : make_uint4(0, 0, 0, 0);
+#endif
     }
 }
 
@@ -285,10 +290,12 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
 // ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
 // A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
 // of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
-// holding registers (the register ring holds its 6 k-steps in 24). On the H200 (2026-12-02) it
-// ran no faster than the register ring: the MoE kernel is decode-bound there, not load-bound.
-// EXL3_BENCH_COMPUTE_ONLY: no trellis is read; each lane's words are made from kt, t and lane in
-// registers and decoded and multiplied as usual (the decode-compute ceiling; results meaningless).
+// holding registers (the register ring holds its 6 k-steps in 24). On the H200 it runs slower
+// than the register ring (2026-12-03: 95.3 against 80.2 us at one row; the kernel is decode-bound
+// there and this loop spends more instructions a k-step); kept for GB10, where memory should bound.
+// EXL3_BENCH_COMPUTE_ONLY (either ring): no trellis is read; each lane's words are made from kt, t
+// and lane in registers and decoded and multiplied as usual (the decode-compute ceiling; results
+// meaningless).
 __device__ __forceinline__ void cp_async16(void *dst, const void *src)
 {
     unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -330,16 +337,236 @@ __device__ __forceinline__ void strip4_async_prime(const uint32_t *__restrict__ 
     }
 }
 
-template <int K, int CB, int S, typename ALoad>
-__device__ __forceinline__ void strip4_async_run(const uint32_t *__restrict__ tile0, size_t stride,
-                                                 int ksteps, uint32_t *ring, ALoad load_a,
-                                                 float acc[4][2][4])
+// ---- the MoE kernel's strips, weights as the A operand ----
+// A = one 16x16 trellis tile read transposed (16 output columns x 16 k), B = the inputs (16 k x 8
+// rows). Lane (g, t)'s A fragment covers columns g, g+8 at k 2t, 2t+1, 2t+8, 2t+9: exactly the
+// eight states its trellis word gives, so one tile is 2 mma for up to 8 rows (split halves: each
+// weight's two fp16 halves sit at two k positions that share one input) or 1 mma (pair form),
+// half of the weights-as-B count, and the 4-bit decode needs no reordering. Rows 8-15 of a group
+// (R16) take a second B fragment. D: lane (g, t) holds columns g (d0, d1), g+8 (d2, d3) of input
+// rows 2t (d0, d2), 2t+1 (d1, d3).
+__device__ __forceinline__ void mma16816_w(float acc[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                           uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The input fragment of one k-tile: x[0] = rows g, k 2t..2t+1; x[1] = rows g, k 2t+8..2t+9;
+// x[2], x[3] the same for rows g+8 (R16 only). Split form (3INST/MCG at K = 4): each input
+// duplicated into both halves, s[0..3] rows g (k 2t, 2t+8, 2t+1, 2t+9), s[4..7] rows g+8.
+template <bool R16, bool kSplit>
+struct xfrag {
+    uint32_t x[4];
+    uint32_t s[8];
+    __device__ __forceinline__ void split()
+    {
+#pragma unroll
+        for (int h = 0; h < (!kSplit ? 0 : R16 ? 2 : 1); h++) {
+            s[4 * h + 0] = __byte_perm(x[2 * h], 0, 0x1010);
+            s[4 * h + 1] = __byte_perm(x[2 * h + 1], 0, 0x1010);
+            s[4 * h + 2] = __byte_perm(x[2 * h], 0, 0x3232);
+            s[4 * h + 3] = __byte_perm(x[2 * h + 1], 0, 0x3232);
+        }
+    }
+};
+
+// The eight states of a 4-bit tile's word (w) and its predecessor (prev), like states_k4, with
+// the right shifts done as multiplies-high on the FMA pipe (EXL3_FMA_SHIFTS=1, the default): the
+// integer ALU pipe (PRMT, LOP3, SHF) is the decode's busiest, and this moves 3 of its ~21 ops a
+// tile to the FMA pipe (H200, 2026-12-03: 80.2 against 82.5 us at one row, 2-3% at 4 and 16).
+// m28, m16: 1 << 28 and 1 << 16, passed in so that the compiler cannot turn them back to shifts.
+__device__ __forceinline__ uint32_t mulhi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("mul.hi.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+#ifndef EXL3_FMA_SHIFTS
+#define EXL3_FMA_SHIFTS 1
+#endif
+
+__device__ __forceinline__ void states_k4_w(uint32_t w, uint32_t prev, uint32_t m28, uint32_t m16,
+                                            uint32_t st[8])
+{
+    uint32_t s = __funnelshift_l(w, prev, 12); // (prev << 12) | (w >> 20)
+    uint32_t s4, w4;
+    if (EXL3_FMA_SHIFTS) {
+        s4 = mulhi(s, m28);
+        w4 = mulhi(w, m28);
+        st[3] = mulhi(w, m16);
+    } else {
+        (void)m28;
+        (void)m16;
+        s4 = s >> 4;
+        w4 = w >> 4;
+        st[3] = w >> 16;
+    }
+    st[0] = __byte_perm(s, 0, 0x4421);
+    st[1] = __byte_perm(s4, 0, 0x4410);
+    st[2] = __byte_perm(s, 0, 0x4410);
+    st[4] = __byte_perm(w4, 0, 0x4421);
+    st[5] = __byte_perm(w, 0, 0x4421);
+    st[6] = __byte_perm(w4, 0, 0x4410);
+    st[7] = __byte_perm(w, 0, 0x4410);
+}
+
+// Constants of the weights-as-A decode, read from constant memory by the caller: the compiler
+// then keeps the mask and the flip of the 3INST/MCG step in registers and makes it one LOP3
+// (with both as immediates it takes two, LOP3 having one immediate operand), and the FMA-pipe
+// shift multipliers stay multiplies.
+struct decode_consts {
+    uint32_t m28, m16, mask, flip;
+};
+
+// decode_halves with the mask and flip in registers: (x & mask) ^ flip in one LOP3.
+// EXL3_LOP3_IMM=1: the immediate form (two LOP3s), kept to measure the difference (H200,
+// 2026-12-03: 99.0 against 82.5 us at one row; 16 against 8 LOP3 a tile in the SASS).
+#ifndef EXL3_LOP3_IMM
+#define EXL3_LOP3_IMM 0
+#endif
+template <int CB>
+__device__ __forceinline__ uint32_t decode_halves_r(uint32_t s, const decode_consts &dc)
+{
+    if (EXL3_LOP3_IMM)
+        return decode_halves<CB>(s);
+    uint32_t x = CB == 1 ? s * kMcgMult : s * 89226354u + 64248484u;
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(r) : "r"(x), "r"(dc.mask), "r"(dc.flip));
+    return r;
+}
+
+// One 4-bit tile: lane word w, its predecessor prev, into acc[0] (and acc[1]).
+// Without R16, acc[1] takes the second half of the k positions (summed by strip_w_finish).
+template <int CB, bool R16, bool S>
+__device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag<R16, S> &xf,
+                                          const decode_consts &sm, float acc[2][4])
+{
+    if (S) {
+        uint32_t st[8];
+        states_k4_w(w, prev, sm.m28, sm.m16, st);
+        uint32_t h[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            h[i] = decode_halves_r<CB>(st[i], sm);
+        // k 2t (st0, st4) and 2t+8 (st2, st6); k 2t+1 (st1, st5) and 2t+9 (st3, st7)
+        if (R16) {
+            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
+            mma16816_w(acc[0], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
+            mma16816_w(acc[1], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
+            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
+        } else {
+            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
+            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
+        }
+    } else {
+        uint32_t b[4];
+        decode_k4<CB>(w, prev, b);
+        mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
+        if (R16)
+            mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+    }
+}
+
+// Any K, pair form (one mma per tile and row half).
+template <int K, int CB, bool R16, bool S>
+__device__ __forceinline__ void tile_any_w(const uint32_t *words, int lane, const xfrag<R16, S> &xf,
+                                           float acc[2][4])
+{
+    uint32_t b[4];
+    decode_any<K, CB>(words, lane, b);
+    mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
+    if (R16)
+        mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+}
+
+// Without R16 the two accumulators of a tile hold one result: fold acc[t][1] into acc[t][0].
+template <bool R16>
+__device__ __forceinline__ void strip_w_finish(float acc[4][2][4])
+{
+#pragma unroll
+    for (int t = 0; t < (R16 ? 0 : 4); t++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            acc[t][0][i] += acc[t][1][i];
+            acc[t][1][i] = 0.0f;
+        }
+}
+
+// Register ring (as strip4_run): K = 4 words through the warp's 512-byte shared slice.
+// load_x(kt, xf): the input fragment of k-tile kt (xf.x; split() is called here).
+template <int K, int CB, int PF, bool R16, typename XLoad>
+__device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, size_t stride,
+                                            int ksteps, uint4 ring[PF], uint32_t *slice,
+                                            XLoad load_x, const decode_consts &sm, float acc[4][2][4])
+{
+    constexpr bool kS = kSplitHalves && CB != 2;
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+        for (int kt = 0; kt < ksteps; kt += PF) {
+#pragma unroll
+            for (int i = 0; i < PF; i++) {
+                if (kt + i < ksteps) {
+#ifndef EXL3_BENCH_COMPUTE_ONLY
+                    uint4 v = ring[i];
+                    if (kt + i + PF < ksteps)
+                        ring[i] = ld_stream4(tile0 + (size_t)(kt + i + PF) * stride + lane * 4);
+                    __syncwarp();
+                    *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
+                    __syncwarp();
+#endif
+                    xfrag<R16, kS> xf;
+                    load_x(kt + i, xf.x);
+                    xf.split();
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+#ifdef EXL3_BENCH_COMPUTE_ONLY
+                        // no trellis read: words made in registers, decoded and multiplied as usual
+                        uint32_t w = (lane * 0x9E3779B9u) ^ ((kt + i) * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
+                        uint32_t prev = __funnelshift_l(w, w, 13);
+#else
+                        uint32_t w = slice[t * 32 + lane];
+                        uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
+#endif
+#ifdef EXL3_BENCH_LOAD_ONLY
+                        acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
+#else
+                        tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
+#endif
+                    }
+                }
+            }
+        }
+    } else {
+        constexpr int kWords = 8 * K;
+        for (int kt = 0; kt < ksteps; kt++) {
+            xfrag<R16, false> xf;
+            load_x(kt, xf.x);
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                tile_any_w<K, CB, R16, false>(tile0 + (size_t)kt * stride + t * kWords, lane, xf,
+                                              acc[t]);
+        }
+    }
+    strip_w_finish<R16>(acc);
+}
+
+// cp.async ring, weights as A: each k-step waits for its stage, issues the one S - 1 ahead into
+// the stage just freed, and decodes from shared memory.
+template <int K, int CB, int S, bool R16, typename XLoad>
+__device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ tile0, size_t stride,
+                                                  int ksteps, uint32_t *ring, XLoad load_x,
+                                                  const decode_consts &sm, float acc[4][2][4])
 {
     if (K != 4) {
         uint4 unused[1];
-        strip4_run<K, CB, 1>(tile0, stride, ksteps, unused, nullptr, load_a, acc);
+        strip_w_run<K, CB, 1, R16>(tile0, stride, ksteps, unused, nullptr, load_x, sm, acc);
         return;
     }
+    constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
     for (int kt = 0; kt < ksteps; kt++) {
         cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
@@ -347,11 +574,9 @@ __device__ __forceinline__ void strip4_async_run(const uint32_t *__restrict__ ti
         ring_issue<S>(tile0, stride, ksteps, kt + S - 1, ring);
         const uint32_t *slice = ring + (kt % S) * 128;
         (void)slice;
-        uint32_t a[4];
-        load_a(kt, a);
-        uint32_t alo[4], ahi[4];
-        if (kSplitHalves && CB != 2)
-            split_a(a, alo, ahi);
+        xfrag<R16, kS> xf;
+        load_x(kt, xf.x);
+        xf.split();
 #pragma unroll
         for (int t = 0; t < 4; t++) {
 #ifdef EXL3_BENCH_COMPUTE_ONLY
@@ -362,26 +587,15 @@ __device__ __forceinline__ void strip4_async_run(const uint32_t *__restrict__ ti
             uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
 #endif
 #ifdef EXL3_BENCH_LOAD_ONLY
-            acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
+            acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
 #else
-            if (kSplitHalves && CB != 2) {
-                uint32_t st[8];
-                states_k4(w, prev, st);
-                mma16816(acc[t][0], alo, decode_halves<CB>(st[0]), decode_halves<CB>(st[1]));
-                mma16816(acc[t][0], ahi, decode_halves<CB>(st[2]), decode_halves<CB>(st[3]));
-                mma16816(acc[t][1], alo, decode_halves<CB>(st[4]), decode_halves<CB>(st[5]));
-                mma16816(acc[t][1], ahi, decode_halves<CB>(st[6]), decode_halves<CB>(st[7]));
-            } else {
-                uint32_t b[4];
-                decode_k4<CB>(w, prev, b);
-                mma16816(acc[t][0], a, b[0], b[1]);
-                mma16816(acc[t][1], a, b[2], b[3]);
-            }
+            tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
 #endif
         }
     }
     cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
     __syncwarp();
+    strip_w_finish<R16>(acc);
 }
 
 } // namespace exl3

@@ -35,7 +35,7 @@ constexpr int kGroupRows = 16;
 #endif
 #ifndef EXL3_MOE_ASYNC
 #define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring; 0: the register ring (faster
-                         // on the H200, 2026-12-02: the kernel is decode-bound there)
+                         // on the H200, 2026-12-03: 80 against 95 us at one row; decode-bound)
 #endif
 #ifndef EXL3_STAGES
 #define EXL3_STAGES 8 // k-steps of 512 bytes in flight per warp on the cp.async path
@@ -134,16 +134,45 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
 
 constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
 
-// A fragment of k-tile kt from rows [nrows][lda] of shared memory; rows past nrows are 0.
-__device__ __forceinline__ void smem_a(const __half *a_s, int lda, int nrows, int kt, uint32_t a[4])
+// The input (B) fragment of k-tile kt from rows [nrows][lda] of shared memory: x[0], x[1] rows g
+// (k 2t.., 2t+8..), x[2], x[3] rows g + 8 (R16 only); rows past nrows are 0.
+template <bool R16>
+__device__ __forceinline__ void smem_x(const __half *a_s, int lda, int nrows, int kt, uint32_t x[4])
 {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const __half *p0 = a_s + g * lda + kt * 16 + 2 * t, *p1 = p0 + 8 * lda;
-    bool v0 = g < nrows, v1 = g + 8 < nrows;
-    a[0] = v0 ? *reinterpret_cast<const uint32_t *>(p0) : 0u;
-    a[2] = v0 ? *reinterpret_cast<const uint32_t *>(p0 + 8) : 0u;
-    a[1] = v1 ? *reinterpret_cast<const uint32_t *>(p1) : 0u;
-    a[3] = v1 ? *reinterpret_cast<const uint32_t *>(p1 + 8) : 0u;
+    const __half *p0 = a_s + g * lda + kt * 16 + 2 * t;
+    bool v0 = g < nrows;
+    x[0] = v0 ? *reinterpret_cast<const uint32_t *>(p0) : 0u;
+    x[1] = v0 ? *reinterpret_cast<const uint32_t *>(p0 + 8) : 0u;
+    if (R16) {
+        const __half *p1 = p0 + 8 * lda;
+        bool v1 = g + 8 < nrows;
+        x[2] = v1 ? *reinterpret_cast<const uint32_t *>(p1) : 0u;
+        x[3] = v1 ? *reinterpret_cast<const uint32_t *>(p1 + 8) : 0u;
+    } else {
+        x[2] = x[3] = 0u;
+    }
+}
+
+// The decode's constants (decode_consts), from constant memory so that the compiler keeps them
+// in registers: the FMA-pipe shift multipliers, the 3INST/MCG mask and flip.
+__constant__ uint32_t c_decode_consts[4] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3B603B60u};
+
+// One warp's strip of 4 n-tiles over ksteps k-tiles, weights as the A operand; R16: the group
+// has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
+template <int K, int CB, int S, bool R16>
+__device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, size_t stride,
+                                          int ksteps, uint4 *ring, uint32_t *slice,
+                                          uint32_t *ring_s, const __half *am, int lda, int nm,
+                                          float acc[4][2][4])
+{
+    decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
+                        c_decode_consts[3]};
+    auto x_of = [&](int kt, uint32_t xf[4]) { smem_x<R16>(am, lda, nm, kt, xf); };
+    if (kAsync)
+        strip_w_async_run<K, CB, S, R16>(tile0, stride, ksteps, ring_s, x_of, sm, acc);
+    else
+        strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, slice, x_of, sm, acc);
 }
 
 // The down item's [nm][128] f32 sums sit after its [nm][inter + 8] fp16 input.
@@ -243,28 +272,24 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
             float acc[4][2][4] = {};
             const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
-            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
-            if (kAsync)
-                strip4_async_run<K, CB, S>(tile0, stride, ksteps, ring_s, a_of, acc);
+            if (nm > 8)
+                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
+                                          lda, nm, acc);
             else
-                strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
+                                           lda, nm, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int col = (tn + j) * 16 + h * 8 + 2 * t;
-                    if (g < nm) {
-                        float *zp = a.z + ((size_t)mem[g] * 2 + mat) * I + col;
-                        atomicAdd(zp, acc[j][h][0]);
-                        atomicAdd(zp + 1, acc[j][h][1]);
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        int row = h * 8 + 2 * t + (i & 1);
+                        int col = (tn + j) * 16 + g + 8 * (i >> 1);
+                        if (row < nm)
+                            atomicAdd(a.z + ((size_t)mem[row] * 2 + mat) * I + col, acc[j][h][i]);
                     }
-                    if (g + 8 < nm) {
-                        float *zp = a.z + ((size_t)mem[g + 8] * 2 + mat) * I + col;
-                        atomicAdd(zp, acc[j][h][2]);
-                        atomicAdd(zp + 1, acc[j][h][3]);
-                    }
-                }
             __syncthreads();
             if (threadIdx.x == 0) {
                 __threadfence();
@@ -348,27 +373,25 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 zs[i] = 0.0f;
             float acc[4][2][4] = {};
             const __half *am = a_s + ks0 * 16;
-            auto a_of = [&](int kt, uint32_t af[4]) { smem_a(am, lda, nm, kt, af); };
             __syncthreads();
-            if (kAsync)
-                strip4_async_run<K, CB, S>(tile0, stride, ksteps, ring_s, a_of, acc);
+            if (nm > 8)
+                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
+                                          lda, nm, acc);
             else
-                strip4_run<K, CB, kPrefetch>(tile0, stride, ksteps, ring, slices[warp], a_of, acc);
+                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
+                                           lda, nm, acc);
             int g = lane >> 2, t = lane & 3;
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int col = (tn - c * 8 + j) * 16 + h * 8 + 2 * t;
-                    if (g < nm) {
-                        atomicAdd(&zs[g * 128 + col], acc[j][h][0]);
-                        atomicAdd(&zs[g * 128 + col + 1], acc[j][h][1]);
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        int row = h * 8 + 2 * t + (i & 1);
+                        int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
+                        if (row < nm)
+                            atomicAdd(&zs[row * 128 + col], acc[j][h][i]);
                     }
-                    if (g + 8 < nm) {
-                        atomicAdd(&zs[(g + 8) * 128 + col], acc[j][h][2]);
-                        atomicAdd(&zs[(g + 8) * 128 + col + 1], acc[j][h][3]);
-                    }
-                }
             __syncthreads();
             for (int m = warp; m < nm; m += kThreads / 32) {
                 int pair = mem[m];

@@ -1,9 +1,10 @@
 #!/bin/sh
 # tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
 # prints where its time goes, against two ceilings measured in each variant's own run.
-# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the cp.async ring at 4/8/16 stages,
-# the register ring (the default build), load-only (no decode, no mma) and compute-only (no trellis read:
-# decode + mma on register data, the decode-compute ceiling; both give meaningless results).
+# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): ALU-pipe shifts, 8 k-steps of
+# register prefetch, the cp.async ring (8 stages), load-only (no decode, no mma) and compute-only
+# (no trellis read: decode + mma on register data, the decode-compute ceiling; both give
+# meaningless results), each on the default register ring.
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
 # Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
@@ -11,10 +12,9 @@ src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"stages8:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=8
-          stages4:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=4 stages16:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=16
-          regring:-DEXL3_MOE_ASYNC=0 loadonly:-DEXL3_MOE_ASYNC=1,-DEXL3_BENCH_LOAD_ONLY
-          compute:-DEXL3_MOE_ASYNC=1,-DEXL3_BENCH_COMPUTE_ONLY"}
+variants=${EXL3_VARIANTS:-"alushifts:-DEXL3_FMA_SHIFTS=0 pf8:-DEXL3_PREFETCH=8
+          stages8:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=8 loadonly:-DEXL3_BENCH_LOAD_ONLY
+          compute:-DEXL3_BENCH_COMPUTE_ONLY"}
 for v in $variants; do
     name=${v%%:*}
     mkdir -p "$build/$name"
