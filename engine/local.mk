@@ -17,7 +17,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c \
-	engine/cuda/spec.c engine/cuda/snapshot.c
+	engine/cuda/spec.c engine/cuda/snapshot.c engine/cuda/mtp.c
 libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 

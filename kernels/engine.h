@@ -19,6 +19,9 @@ int eng_stream_new(void **stream);
 void eng_stream_free(void *stream);
 int eng_stream_sync(void *stream);
 int eng_copy_async(void *dst, const void *src, size_t bytes, void *stream); /* any direction */
+/* rows rows of width bytes, dst and src strided by their pitches (bytes); any direction. */
+int eng_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                size_t rows, void *stream);
 int eng_host_alloc(void **ptr, size_t bytes); /* pinned */
 void eng_host_free(void *ptr);
 int eng_capture_begin(void *stream);

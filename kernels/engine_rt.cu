@@ -28,6 +28,13 @@ extern "C" int eng_copy_async(void *dst, const void *src, size_t bytes, void *st
     return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
 }
 
+extern "C" int eng_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                           size_t width, size_t rows, void *stream)
+{
+    return (int)cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault,
+                                  static_cast<cudaStream_t>(stream));
+}
+
 extern "C" int eng_host_alloc(void **ptr, size_t bytes)
 {
     return (int)cudaMallocHost(ptr, bytes ? bytes : 1);

@@ -139,6 +139,8 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
             memcpy(logits_out + (size_t)done * V, s->h_logits, (size_t)T * V * sizeof(float));
         else if (want)
             memcpy(logits_out, s->h_logits, V * sizeof(float));
+        if ((cs = cuda_mtp_catch_up(s, tokens + done, s->n, T, err)))
+            return cs;
         s->n += T;
         done += T;
     }
@@ -172,6 +174,13 @@ static glm_status cu_rewind(void *st, int n, glm_error *err)
     return cuda_state_rewind(st, n, err);
 }
 
+static glm_status cu_mtp_draft(void *impl, void *st, int32_t next, int32_t *out, int max,
+                               int *n_out, glm_error *err)
+{
+    (void)impl;
+    return cuda_mtp_draft(st, next, out, max, n_out, err);
+}
+
 static void cu_close(void *impl)
 {
     cuda_backend *be = impl;
@@ -201,6 +210,7 @@ static const backend_ops cuda_ops = {
     .close = cu_close,
     .verify = cu_verify,
     .state_rewind = cu_rewind,
+    .mtp_draft = cu_mtp_draft,
 };
 
 static glm_status read_settings(cuda_backend *be, const backend_settings *set, glm_error *err)
@@ -277,8 +287,13 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
     }
     int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
+    size_t mtp_bytes = 0; /* the MTP layer runs on one rank only */
+    if (m->w.has_mtp && ranks == 1 && (st = cu_weights_put_mtp(m, NULL, 1, &mtp_bytes, err))) {
+        free(be);
+        return st;
+    }
     cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
-                   cu_weights_bytes(m), &be->plan);
+                   cu_weights_bytes(m) + mtp_bytes, &be->plan);
     size_t free_b = 0, total_b = 0;
     if (eng_mem_info(&free_b, &total_b) == 0) {
         size_t avail = free_b;
@@ -294,7 +309,9 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         free(be);
         return cuda_fail(err, "creating a stream", rc);
     }
-    if ((st = cu_weights_upload(m, &be->w, err)) || (st = bind_scratch(be, err))) {
+    if ((st = cu_weights_upload(m, &be->w, err)) ||
+        (m->w.has_mtp && ranks == 1 && (st = cu_weights_put_mtp(m, &be->w, 0, NULL, err))) ||
+        (st = bind_scratch(be, err))) {
         cu_close(be);
         return st;
     }

@@ -72,12 +72,21 @@ typedef struct cu_weights {
     size_t moe_work_bytes;
     size_t dry_bytes;        /* what a dry run counted */
     int n_dequantized_experts; /* EXL3 expert layers the fused kernel cannot take (run dense) */
+    /* The MTP block (architecture.md 2.8; cuda/mtp.c): on one rank where the model has it. */
+    int has_mtp;
+    cu_lin mtp_eh_proj;
+    const float *mtp_enorm, *mtp_hnorm, *mtp_head_norm;
+    cu_layer mtp_layer; /* a DSA layer with its indexer and the FFN; no hyper-connections */
 } cu_weights;
 
 glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err);
 void cu_weights_free(cu_weights *w);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */
 size_t cu_weights_bytes(const glm_model *m);
+/* The MTP block's weights into w's mtp fields (after cu_weights_upload; its allocations join
+ * w's), or with dry only their bytes into *bytes. Refuses a block the CUDA forward cannot run. */
+glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t *bytes,
+                              glm_error *err);
 
 /* The shared activations of one forward chunk (plan.h's layout, one device allocation). */
 typedef struct cu_scratch {
@@ -117,6 +126,22 @@ typedef struct cu_dsa_cache {
     eng_cache latent, idx_key, idx_gate, pool_key;
 } cu_dsa_cache;
 
+/* The MTP block's side of a state (cuda/mtp.c): its own DSA cache, row i pairing the main
+ * model's final-normed row h_i with token i+1, so it holds n - 1 rows (n: -1 when it lost step,
+ * no drafts until a reset); kept: the final-normed rows of the last forward chunk, positions
+ * kept_base .. kept_base + kept_n - 1; the rest is the block's input and output rows. */
+typedef struct cu_mtp_state {
+    cu_dsa_cache cache;
+    int n, kept_base, kept_n;
+    int mark_n;                 /* n at the mark (-1: out of step there); mark_h: h of its last */
+    float *kept, *fresh, *h_in; /* CUDA_CHUNK x hidden each */
+    float *cat;                 /* CUDA_CHUNK x 2 hidden: [enorm(embed) | hnorm(h)] */
+    float *x, *g;               /* CUDA_CHUNK x hidden: the residual, the head-normed rows */
+    float *zero, *mark_h;       /* hidden */
+    int *d_pos, *h_pos;         /* the block's first position (device, pinned) */
+    int32_t *d_tok, *h_tok;     /* CUDA_CHUNK tokens (device, pinned) */
+} cu_mtp_state;
+
 typedef struct cuda_state {
     cuda_backend *be;
     int n, cap, mark_n;
@@ -137,6 +162,7 @@ typedef struct cuda_state {
     int verifying;
     float **trail_S, **trail_conv;  /* per KDA layer: trail_cap states; K-1+trail_cap rows */
     int trail_cap, trail_base, trail_n; /* the window: positions trail_base+1 .. +trail_n */
+    cu_mtp_state mtp;               /* where be->w.has_mtp */
 } cuda_state;
 
 /* state.c */
@@ -160,6 +186,25 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
 glm_status cuda_state_rewind(cuda_state *s, int n, glm_error *err);
 void cuda_trail_free(cuda_state *s);
 
+/* mtp.c: the MTP block's state kept in step with the main one, and its drafts. */
+int cuda_mtp_on(const cuda_state *s); /* the weights have it and this is one rank */
+glm_status cuda_mtp_new(cuda_state *s, glm_error *err); /* buffers (not the cache) */
+void cuda_mtp_free(cuda_state *s);
+void cuda_mtp_reset(cuda_state *s);
+/* After a main forward of T tokens from pos0 (its streams still in be->s.X): the block's cache
+ * catches up to pos0 + T - 1 rows and the chunk's final-normed rows are kept. */
+glm_status cuda_mtp_catch_up(cuda_state *s, const int32_t *tokens, int pos0, int T,
+                             glm_error *err);
+glm_status cuda_mtp_mark(cuda_state *s, glm_error *err);
+/* The state went back to n tokens: to the mark (truncate), or inside the window (rewind). */
+glm_status cuda_mtp_truncate(cuda_state *s, int n, glm_error *err);
+void cuda_mtp_rewind(cuda_state *s, int n);
+/* The kept row of position p (device), or NULL. */
+const float *cuda_mtp_kept_row(const cuda_state *s, int p);
+/* backend.h's mtp_draft: greedy drafts chained through the block; the state is unchanged. */
+glm_status cuda_mtp_draft(cuda_state *s, int32_t next, int32_t *out, int max, int *n_out,
+                          glm_error *err);
+
 /* snapshot.c: the state as a flat host byte string (backend.h's snapshot ops). */
 size_t cuda_snapshot_size(const cuda_state *s);
 glm_status cuda_snapshot_save(const cuda_state *s, void *buf, size_t n, glm_error *err);
@@ -174,6 +219,10 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
  * the device in be->s.logits with one rank, gathered into s->h_logits with two). */
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err);
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err);
+/* The MTP block over T rows at position *s->mtp.d_pos of its cache: h rows in s->mtp.h_in,
+ * tokens in s->mtp.d_tok (zero_first: the first row's embedding is zero, position 0); the
+ * head-normed rows into s->mtp.g and with want_logits the last one's logits into be->s.logits. */
+int cuda_forward_mtp(cuda_state *s, int T, int zero_first, int want_logits, glm_error *err);
 /* Decode timing for the bench: runs one eager step at the state's length and writes each
  * layer's microseconds into us[num_layers] (and the head's into *head_us). The state grows. */
 glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us,

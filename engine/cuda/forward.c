@@ -288,6 +288,49 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
     return 0;
 }
 
+int cuda_forward_mtp(cuda_state *s, int T, int zero_first, int want_logits, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_weights *w = &be->w;
+    cu_mtp_state *m = &s->mtp;
+    cu_scratch *b = &be->s;
+    int D = c->hidden_size;
+    size_t row = (size_t)D * sizeof(float);
+    float eps = c->rms_norm_eps;
+    void *st = be->stream;
+    CK(eng_embed(&w->embed, m->d_tok, T, 1, b->c, st), "the MTP embedding");
+    CK(eng_rmsnorm(b->c, b->c, w->mtp_enorm, T, D, eps, st), "the MTP embedding norm");
+    CK(eng_rmsnorm(b->u, m->h_in, w->mtp_hnorm, T, D, eps, st), "the MTP hidden norm");
+    CK(eng_copy_2d(m->cat, 2 * row, b->c, row, row, T, st), "the MTP input rows");
+    CK(eng_copy_2d((char *)m->cat + row, 2 * row, b->u, row, row, T, st), "the MTP input rows");
+    if (zero_first) /* position 0 has no embedding (architecture.md 2.8) */
+        CK(eng_copy_async(m->cat, m->zero, row, st), "the MTP input rows");
+    CK(lin(be, &w->mtp_eh_proj, m->cat, T, m->x), "the MTP eh_proj");
+    CK(eng_rmsnorm(b->u, m->x, w->mtp_layer.input_norm, T, D, eps, st), "the MTP input norm");
+    /* the layer code reads the cache and the position from the state: point it at the block's */
+    cu_dsa_cache *main_dsa = s->dsa;
+    int *main_pos = s->d_pos;
+    s->dsa = &m->cache;
+    s->d_pos = m->d_pos;
+    int rc = dsa(s, &w->mtp_layer, 0, T, err);
+    s->dsa = main_dsa;
+    s->d_pos = main_pos;
+    if (rc)
+        return rc;
+    CK(eng_add(m->x, b->y, (size_t)T * D, st), "the MTP attention's sum");
+    CK(eng_rmsnorm(b->u, m->x, w->mtp_layer.post_norm, T, D, eps, st), "the MTP post norm");
+    rc = c->n_routed_experts > 0 ? moe(be, &w->mtp_layer, T, err)
+                                 : mlp(be, &w->mtp_layer.mlp, c->intermediate_size, b->u, T, b->y, err);
+    if (rc)
+        return rc;
+    CK(eng_add(m->x, b->y, (size_t)T * D, st), "the MTP FFN's sum");
+    CK(eng_rmsnorm(m->g, m->x, w->mtp_head_norm, T, D, eps, st), "the MTP head norm");
+    if (want_logits)
+        CK(lin(be, &w->lm_head, m->g + (size_t)(T - 1) * D, 1, b->logits), "the MTP's LM head");
+    return 0;
+}
+
 glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us, glm_error *err)
 {
     cuda_backend *be = s->be;

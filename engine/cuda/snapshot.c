@@ -1,6 +1,7 @@
 /* snapshot.c: a CUDA conversation state as one flat host byte string (prompt reuse and its disk
  * tier): a header naming the backend, the model's config fingerprint, the cache dtypes and the
- * length, then per KDA layer the conv window and fp32 state, per DSA layer the cache rows. */
+ * length, then per KDA layer the conv window and fp32 state, per DSA layer the cache rows, and
+ * where the MTP layer is in step its cache rows and the last token's final-normed row. */
 #ifdef HAVE_CUDA
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include "cuda/cuda_internal.h"
 
 #define CSNAP_MAGIC 0x4e534355u /* "CUSN" */
-#define CSNAP_VERSION 1u
+#define CSNAP_VERSION 2u /* 2: the MTP layer's section */
 
 /* Everything a snapshot's bytes depend on; it loads only where all of it agrees. */
 typedef struct csnap_header {
@@ -20,7 +21,7 @@ typedef struct csnap_header {
     uint32_t n;            /* tokens held */
     uint32_t n_kda, n_dsa, conv_bytes, rec_bytes;
     uint32_t latent, index_dim, kpool;
-    uint32_t reserved;
+    uint32_t mtp, hidden;  /* mtp: 0, no MTP section; else 1 + its rows (n - 1) */
 } csnap_header;
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -74,6 +75,10 @@ static void fill_header(const cuda_state *s, csnap_header *h)
     h->latent = (uint32_t)c->kv_lora_rank;
     h->index_dim = (uint32_t)c->index_head_dim;
     h->kpool = (uint32_t)c->index_kpool;
+    h->hidden = (uint32_t)c->hidden_size;
+    const cu_mtp_state *m = &s->mtp;
+    if (cuda_mtp_on(s) && s->n > 0 && m->n == s->n - 1 && cuda_mtp_kept_row(s, s->n - 1))
+        h->mtp = (uint32_t)m->n + 1;
 }
 
 /* Bytes of rows [0, rows) of a cache of this dtype and width: the values, then FP8's scales. */
@@ -88,7 +93,15 @@ static size_t body_bytes(const csnap_header *h)
     size_t per_dsa = cache_part((int)h->kv_dtype, h->latent, n) +
                      2 * cache_part((int)h->kv_index_dtype, h->index_dim, n) +
                      cache_part((int)h->kv_index_dtype, h->index_dim, pools);
-    return (size_t)h->n_kda * ((size_t)h->conv_bytes + h->rec_bytes) + (size_t)h->n_dsa * per_dsa;
+    size_t mtp = 0;
+    if (h->mtp) {
+        size_t r = h->mtp - 1, rp = h->kpool ? r / h->kpool : 0;
+        mtp = cache_part((int)h->kv_dtype, h->latent, r) +
+              2 * cache_part((int)h->kv_index_dtype, h->index_dim, r) +
+              cache_part((int)h->kv_index_dtype, h->index_dim, rp) + (size_t)h->hidden * sizeof(float);
+    }
+    return (size_t)h->n_kda * ((size_t)h->conv_bytes + h->rec_bytes) + (size_t)h->n_dsa * per_dsa +
+           mtp;
 }
 
 size_t cuda_snapshot_size(const cuda_state *s)
@@ -138,6 +151,17 @@ static int move_body(const cuda_state *s, const csnap_header *h, unsigned char *
         p = move_rows(&d->idx_gate, p, n, to_host, st, &rc);
         p = move_rows(&d->pool_key, p, pools, to_host, st, &rc);
     }
+    if (h->mtp && rc == 0) { /* the MTP layer's rows, then h of n-1 */
+        const cu_dsa_cache *d = &s->mtp.cache;
+        size_t r = h->mtp - 1, hb = (size_t)h->hidden * sizeof(float);
+        p = move_rows(&d->latent, p, r, to_host, st, &rc);
+        p = move_rows(&d->idx_key, p, r, to_host, st, &rc);
+        p = move_rows(&d->idx_gate, p, r, to_host, st, &rc);
+        p = move_rows(&d->pool_key, p, r / h->kpool, to_host, st, &rc);
+        if (rc == 0)
+            rc = to_host ? eng_copy_async(p, cuda_mtp_kept_row(s, (int)h->n - 1), hb, st)
+                         : eng_copy_async(s->mtp.kept, p, hb, st);
+    }
     int sync = eng_stream_sync(st);
     return rc ? rc : sync;
 }
@@ -178,7 +202,8 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
                              "%u", h->version, CSNAP_VERSION);
     if (h->fingerprint != mine.fingerprint || h->n_kda != mine.n_kda || h->n_dsa != mine.n_dsa ||
         h->conv_bytes != mine.conv_bytes || h->rec_bytes != mine.rec_bytes ||
-        h->latent != mine.latent || h->index_dim != mine.index_dim || h->kpool != mine.kpool)
+        h->latent != mine.latent || h->index_dim != mine.index_dim || h->kpool != mine.kpool ||
+        h->hidden != mine.hidden)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot was made by another "
                              "model (config fingerprint %016llx, this model's %016llx)",
                              (unsigned long long)h->fingerprint,
@@ -192,6 +217,12 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %u tokens, past "
                              "this backend's context of %d (GLMCHAT_CUDA_CONTEXT)", h->n,
                              s->be->context);
+    if (h->mtp && !s->be->w.has_mtp)
+        return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot carries an MTP layer's "
+                             "cache, and this backend runs no MTP layer");
+    if (h->mtp && (h->n == 0 || h->mtp - 1 != h->n - 1))
+        return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot's MTP cache (%u rows) "
+                             "does not fit its %u tokens", h->mtp - 1, h->n);
     size_t need = sizeof *h + body_bytes(h);
     if (n != need)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot has %zu bytes, not the "
@@ -212,6 +243,10 @@ glm_status cuda_snapshot_load(cuda_state *s, const void *buf, size_t n, glm_erro
     }
     s->n = (int)h.n;
     s->trail_n = 0;
+    /* the MTP layer: in step as saved, or lost where the snapshot had it out of step */
+    s->mtp.n = h.mtp ? (int)h.mtp - 1 : h.n ? -1 : 0;
+    s->mtp.kept_base = h.n > 0 ? (int)h.n - 1 : 0;
+    s->mtp.kept_n = h.mtp ? 1 : 0;
     /* a loaded state can come back to where it was loaded, like a marked one */
     return cuda_state_mark(s, err);
 }

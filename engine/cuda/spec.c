@@ -99,6 +99,11 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
         return cuda_fail(err, "the verifying forward", sync);
     if (logits_all)
         memcpy(logits_all, s->h_logits, (size_t)n * c->vocab_size * sizeof(float));
+    be->rowwise = 1; /* the MTP rows too, as one-token steps compute them */
+    st = cuda_mtp_catch_up(s, tokens, s->n, n, err);
+    be->rowwise = 0;
+    if (st)
+        return st;
     s->trail_base = s->n;
     s->trail_n = n;
     s->n += n;
@@ -130,6 +135,7 @@ glm_status cuda_state_rewind(cuda_state *s, int n, glm_error *err)
         return cuda_fail(err, "going back inside the verification window", rc ? rc : sync);
     /* DSA rows past n are rewritten; pool keys past n are remade as their pools complete */
     s->n = n;
+    cuda_mtp_rewind(s, n);
     return GLM_OK;
 }
 #endif

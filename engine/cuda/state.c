@@ -91,6 +91,7 @@ void cuda_state_free(cuda_state *s)
     }
     free(s->dsa);
     cuda_trail_free(s);
+    cuda_mtp_free(s);
     kern_free(s->scores);
     kern_free(s->d_pos);
     kern_free(s->d_tokens);
@@ -126,7 +127,9 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
                       "states %zu bytes a layer)", cuda_rec_bytes(c) + cuda_conv_bytes(c));
         return NULL;
     }
-    glm_status st = cuda_state_reserve(s, 256 < be->context ? 256 : be->context, err);
+    glm_status st = cuda_mtp_new(s, err);
+    if (!st)
+        st = cuda_state_reserve(s, 256 < be->context ? 256 : be->context, err);
     if (st) {
         cuda_state_free(s);
         return NULL;
@@ -158,9 +161,19 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
             return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory growing the attention "
                                  "cache to %d tokens", cap);
     }
+    if (s->be->w.has_mtp) { /* the MTP layer's cache, grown with the main ones */
+        cu_dsa_cache *d = &s->mtp.cache;
+        size_t mk = s->mtp.n > 0 ? (size_t)s->mtp.n : 0;
+        if (cache_grow(&d->latent, dt, c->kv_lora_rank, (size_t)cap, mk) ||
+            cache_grow(&d->idx_key, di, ID, (size_t)cap, mk) ||
+            cache_grow(&d->idx_gate, di, ID, (size_t)cap, mk) ||
+            cache_grow(&d->pool_key, di, ID, (size_t)cap / kp + 1, mk / kp))
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory growing the MTP layer's "
+                                 "cache to %d tokens", cap);
+    }
     kern_free(s->scores);
     s->scores = NULL;
-    if (nd && kern_malloc((void **)&s->scores,
+    if ((nd || s->be->w.has_mtp) && kern_malloc((void **)&s->scores,
                           (size_t)CUDA_SCORE_ROWS * ((size_t)cap / kp + 1) * sizeof(float)))
         return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory for the indexer's scores");
     s->cap = cap;
@@ -179,6 +192,7 @@ void cuda_state_reset(cuda_state *s)
     }
     s->n = 0;
     s->trail_n = 0;
+    cuda_mtp_reset(s);
 }
 
 glm_status cuda_state_mark(cuda_state *s, glm_error *err)
@@ -202,7 +216,7 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
     if (eng_stream_sync(s->be->stream))
         return glm_error_set(err, GLM_ERR_BACKEND, "copying the KDA states on the GPU failed");
     s->mark_n = s->n;
-    return GLM_OK;
+    return cuda_mtp_mark(s, err);
 }
 
 glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
@@ -227,6 +241,6 @@ glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
         return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
     s->trail_n = 0;
     s->n = n; /* DSA rows past n are rewritten; pool keys are remade as their pools complete */
-    return GLM_OK;
+    return cuda_mtp_truncate(s, n, err);
 }
 #endif

@@ -396,6 +396,45 @@ glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err)
     return st;
 }
 
+/* The MTP block: eh_proj, its three norms and a DSA layer as put_layer lays one out (the
+ * config copy names layer 0 as DSA, MoE where the model routes experts). */
+glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t *bytes,
+                              glm_error *err)
+{
+    const glm_mtp_weights *x = &m->w.mtp;
+    int D = m->cfg.hidden_size;
+    if (!m->w.has_mtp)
+        return glm_error_set(err, GLM_ERR_ARG, "%s has no MTP layer to upload", m->dir);
+    if (!x->layer.dsa.has_indexer)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the MTP layer (layers.%d) has no indexer "
+                             "of its own, which the CUDA backend needs; use --backend cpu",
+                             m->cfg.num_layers);
+    glm_config *c = malloc(sizeof *c);
+    cu_weights dw = {0};
+    cu_weights *t = dry ? &dw : w;
+    if (!c)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory uploading the MTP layer");
+    *c = m->cfg;
+    c->attn[0] = GLM_ATTN_DSA;
+    c->moe[0] = c->n_routed_experts > 0;
+    up_ctx u = {.w = t, .dry = dry, .err = err};
+    size_t work = t->exl3_work_bytes;
+    put_lin(&u, &x->eh_proj, &t->mtp_eh_proj);
+    t->mtp_enorm = put_f32(&u, x->enorm, (size_t)D);
+    t->mtp_hnorm = put_f32(&u, x->hnorm, (size_t)D);
+    t->mtp_head_norm = put_f32(&u, x->head_norm, (size_t)D);
+    put_layer(&u, c, 0, &x->layer, &t->mtp_layer);
+    if (!u.failed && !dry && t->exl3_work_bytes > work) /* a wider EXL3 product than the main's */
+        t->exl3_work = put(&u, NULL, t->exl3_work_bytes);
+    free(c);
+    if (bytes)
+        *bytes = u.bytes;
+    if (u.failed)
+        return err && err->status ? err->status : GLM_ERR_NOMEM;
+    t->has_mtp = !dry;
+    return GLM_OK;
+}
+
 void cu_weights_free(cu_weights *w)
 {
     for (size_t i = 0; i < w->n_allocs; i++)

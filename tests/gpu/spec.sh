@@ -4,7 +4,8 @@
 # models, then runs bench/bench_cuda_spec (time to first token of a new turn after a long
 # conversation with and without reuse; decode with copy drafts against plain decode).
 # Usage: tests/gpu/spec.sh [OUT_DIR]   (from the source root). BENCH_CONTEXT (32768),
-# BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90). GLMCHAT_PREBUILT=DIR takes glmchat,
+# BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90), SPEC_BENCH=0 (checks only: no bench).
+# A model with an MTP layer (mkmodel tiny-mtp) also checks draft = mtp. GLMCHAT_PREBUILT=DIR takes glmchat,
 # test_cuda_spec and bench_cuda_spec from DIR instead of building (a machine without the -dev
 # packages; put their libraries on LD_LIBRARY_PATH).
 set -u
@@ -44,13 +45,20 @@ check() { # DIR LABEL [KV]
     echo "== checks: $2"
     GLMCHAT_CUDA_KV=${3:-fp8} timeout 90 "$T" "$1" "$2" >"$build/check.log" 2>&1 || status=1
     cat "$build/check.log"
-    grep -v '^FAIL' "$build/check.log" | grep -E 'verify|reuse|drafted|passed|FAILED' >>"$out/checks.txt"
+    grep -v '^FAIL' "$build/check.log" | grep -E 'verify|reuse|drafted|MTP|passed|FAILED' >>"$out/checks.txt"
 }
 for d in "$src"/tests/fixtures/models/*/; do check "$d" "$(basename "$d")"; done
 check "$models/tiny" mkmodel-tiny
 check "$models/tiny" mkmodel-tiny-f32kv f32
 check "$models/small" mkmodel-small-bf16
 check "$models/tiny-mtp" mkmodel-tiny-mtp
+check "$models/tiny-mtp" mkmodel-tiny-mtp-f32kv f32
+if [ "${SPEC_BENCH:-1}" = 0 ]; then
+    echo "== check table"
+    cat "$out/checks.txt"
+    echo "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL) (checks only, SPEC_BENCH=0), total $(( $(date +%s) - start )) s"
+    exit $status
+fi
 echo "== bench (mkmodel ${BENCH_MODEL:-small})"
 bm="$models/small"
 if [ "${BENCH_MODEL:-small}" != small ]; then
@@ -62,5 +70,5 @@ GLMCHAT_CUDA_CONTEXT=$((ctx + 1024)) timeout 150 "$B" "$bm" "$ctx" 64 "${BENCH_D
     tee "$out/bench.txt" || status=1
 echo "== check table"
 cat "$out/checks.txt"
-echo "status $status, total $(( $(date +%s) - start )) s"
+echo "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL), status $status, total $(( $(date +%s) - start )) s"
 exit $status
