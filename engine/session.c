@@ -587,13 +587,14 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
     return GLM_OK;
 }
 
-int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max)
+int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;
     int n = 0;
-    if (!ops->mtp_draft || s->e->rank >= 0 ||
-        ops->mtp_draft(s->e->be.impl, s->st, next, out, max, &n, NULL) != GLM_OK)
+    if (!ops->mtp_draft || s->e->rank >= 0)
         return 0;
+    if (ops->mtp_draft(s->e->be.impl, s->st, next, out, max, &n, err) != GLM_OK)
+        return -1;
     return n;
 }
 

@@ -91,8 +91,8 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
                               glm_error *err);
 glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err);
 /* Up to max drafts from the model's MTP layer after the session's tokens and next; 0 when it
- * has none (or the backend cannot run it). */
-int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max);
+ * has none (or the backend cannot run it); -1 when the backend failed running it (err set). */
+int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err);
 /* The last logits, writable (the generation loop masks and samples in place); NULL when none. */
 float *glm_session_logits_mut(glm_session *s);
 /* Sets the logits of ids the tokenizer has no text for to -infinity (nothing when none). */

@@ -76,13 +76,13 @@ static int32_t pick(spec_run *r, float *row)
 }
 
 /* Drafts to follow the session's tokens + next: an outside drafter's, the MTP layer's (copy
- * drafts where it has none to give), or copy drafts. */
+ * drafts where it has none to give), or copy drafts. -1: the MTP layer failed (err set). */
 static int draft(glm_session *s, const spec_drafter *d, int32_t next, int32_t *out, int max,
-                 int32_t **ctx_buf, int *ctx_cap)
+                 int32_t **ctx_buf, int *ctx_cap, glm_error *err)
 {
     if (!d->fn && d->mode == SPEC_MTP) {
-        int k = glm_session_mtp_draft(s, next, out, max);
-        if (k > 0)
+        int k = glm_session_mtp_draft(s, next, out, max, err);
+        if (k != 0)
             return k;
     }
     int n = glm_session_length(s);
@@ -131,7 +131,11 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         int cap = 1 + accepted_q / 2; /* twice the mean accepted, plus one */
         if (cap > SPEC_MAX_DRAFT)
             cap = SPEC_MAX_DRAFT;
-        int k = draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap);
+        int k = draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap, err);
+        if (k < 0) {
+            st = err && err->status ? err->status : GLM_ERR_BACKEND;
+            break;
+        }
         if (k == 0) { /* nothing to verify: the plain decode step */
             if ((st = glm_session_feed(s, &next, 1, NULL, err)))
                 break;

@@ -505,7 +505,7 @@ static void check_mtp_replies(const char *dir, float temperature)
         CHECK(same, "draft = mtp, temperature %.1f trial %d: the drafted reply (%d tokens) differs "
               "from the undrafted one (%d)", (double)temperature, trial, rb.n, ra.n);
         int32_t out[4];
-        mtp_gave += s2 == GLM_OK && glm_session_mtp_draft(sb, prompt[0], out, 4) == 4;
+        mtp_gave += s2 == GLM_OK && glm_session_mtp_draft(sb, prompt[0], out, 4, NULL) == 4;
         const spec_stats *st = glm_session_spec_stats(sb);
         all.windows += st->windows;
         for (int i = 0; i < SPEC_MAX_DRAFT; i++) {

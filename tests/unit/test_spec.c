@@ -301,26 +301,27 @@ START_TEST(mtp_drafts_follow_the_state)
     float *rows = malloc((size_t)K * glm_session_vocab(b) * sizeof *rows);
     ck_assert_int_eq(glm_session_verify(b, ids + P, K, rows, &err), GLM_OK);
     ck_assert_int_eq(glm_session_rewind(b, P + j, NULL, &err), GLM_OK);
-    int na = glm_session_mtp_draft(a, 99, da, 5), nb = glm_session_mtp_draft(b, 99, db, 5);
+    int na = glm_session_mtp_draft(a, 99, da, 5, NULL);
+    int nb = glm_session_mtp_draft(b, 99, db, 5, NULL);
     ck_assert_int_eq(na, 5);
     ck_assert_int_eq(nb, 5);
     ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
     /* drafting leaves the state as it was: the same drafts again */
-    ck_assert_int_eq(glm_session_mtp_draft(a, 99, dc, 5), 5);
+    ck_assert_int_eq(glm_session_mtp_draft(a, 99, dc, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
     ck_assert_int_eq(glm_session_length(a), P + j);
     /* a snapshot carries the MTP cache */
     glm_session *c = glm_session_new(e, &err);
     ck_assert_int_eq(glm_session_keep(a, &err), GLM_OK);
     ck_assert_int_eq(glm_session_restore(c, ids, P + j, 0, P + j), P + j);
-    ck_assert_int_eq(glm_session_mtp_draft(c, 99, dc, 5), 5);
+    ck_assert_int_eq(glm_session_mtp_draft(c, 99, dc, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
     /* back to the mark: the same drafts as right after the prompt */
     glm_session *d = glm_session_new(e, &err);
     ck_assert_int_eq(glm_session_feed(d, ids, P, NULL, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_mtp_draft(d, 7, da, 5), 5);
+    ck_assert_int_eq(glm_session_mtp_draft(d, 7, da, 5, NULL), 5);
     ck_assert_int_eq(glm_session_truncate(b, P, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_mtp_draft(b, 7, db, 5), 5);
+    ck_assert_int_eq(glm_session_mtp_draft(b, 7, db, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
     free(rows);
     free(ids);
