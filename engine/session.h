@@ -16,6 +16,11 @@ const char *glm_engine_backend_name(const glm_engine *e);
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
 glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
+/* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
+ * backend's real context and cache format (GLMCHAT_CUDA_CONTEXT / GLMCHAT_CUDA_KV on CUDA,
+ * GLMCHAT_CPU_CONTEXT and float32 caches on the CPU). Needs the backend open. */
+struct tp_identity;
+glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
 /* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
 struct tp_rank;
 void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);

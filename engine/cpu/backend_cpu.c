@@ -1,5 +1,6 @@
 /* backend_cpu.c: the CPU backend behind backend.h: the float32 forward (cpu/forward.h) over a
- * thread pool. */
+ * thread pool. GLMCHAT_CPU_CONTEXT caps the tokens a state may hold (default: the model's
+ * max_position_embeddings). */
 #include <stdlib.h>
 
 #include "backend.h"
@@ -9,7 +10,19 @@
 typedef struct cpu_backend {
     const glm_model *m;
     cpu_pool *pool;
+    int context; /* the most tokens a state may hold */
 } cpu_backend;
+
+/* A prefill or verification of n tokens must leave the state within the context. */
+static glm_status check_context(const cpu_backend *b, const void *st, int n, glm_error *err)
+{
+    int have = cpu_state_length(st);
+    if (n > 0 && (int64_t)have + n > b->context)
+        return glm_error_set(err, GLM_ERR_ARG, "the state would hold %lld tokens, beyond the CPU "
+                             "backend's context of %d (GLMCHAT_CPU_CONTEXT)",
+                             (long long)have + n, b->context);
+    return GLM_OK;
+}
 
 static void *cpu_be_state_new(void *impl, glm_error *err)
 {
@@ -49,6 +62,9 @@ static glm_status cpu_be_truncate(void *st, int n, glm_error *err)
 static glm_status cpu_be_prefill(void *impl, void *st, const int32_t *tokens, int n, float *logits_out,
                                  int all_rows, glm_error *err)
 {
+    glm_status fits = check_context(impl, st, n, err);
+    if (fits != GLM_OK)
+        return fits;
     return cpu_prefill(st, ((cpu_backend *)impl)->pool, tokens, n, logits_out, all_rows, err);
 }
 
@@ -70,6 +86,9 @@ static glm_status cpu_be_snapshot_load(void *st, const void *buf, size_t n, glm_
 static glm_status cpu_be_verify(void *impl, void *st, const int32_t *tokens, int n,
                                 float *logits_all, glm_error *err)
 {
+    glm_status fits = check_context(impl, st, n, err);
+    if (fits != GLM_OK)
+        return fits;
     return cpu_verify(st, ((cpu_backend *)impl)->pool, tokens, n, logits_all, err);
 }
 
@@ -82,6 +101,12 @@ static glm_status cpu_be_mtp_draft(void *impl, void *st, int32_t next, int32_t *
                                    int *n_out, glm_error *err)
 {
     return cpu_mtp_draft(st, ((cpu_backend *)impl)->pool, next, out, max, n_out, err);
+}
+
+static void cpu_be_settings(const void *impl, backend_settings *out)
+{
+    out->max_context = (uint32_t)((const cpu_backend *)impl)->context;
+    out->kv_format = BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32); /* every cache is float32 */
 }
 
 static void cpu_be_close(void *impl)
@@ -107,13 +132,34 @@ static const backend_ops cpu_ops = {
     .snapshot_save = cpu_be_snapshot_save,
     .snapshot_load = cpu_be_snapshot_load,
     .close = cpu_be_close,
+    .settings = cpu_be_settings,
     .verify = cpu_be_verify,
     .state_rewind = cpu_be_rewind,
     .mtp_draft = cpu_be_mtp_draft,
 };
 
+/* The context: GLMCHAT_CPU_CONTEXT, else the model's max_position_embeddings. */
+static glm_status read_context(const glm_model *m, int *context, glm_error *err)
+{
+    *context = m->cfg.max_position_embeddings > 0 ? m->cfg.max_position_embeddings : 4096;
+    const char *env = getenv("GLMCHAT_CPU_CONTEXT");
+    if (!env || !*env)
+        return GLM_OK;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > (1L << 30))
+        return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CPU_CONTEXT is '%s'; give a token count "
+                             "from 1 to %ld", env, 1L << 30);
+    *context = (int)v;
+    return GLM_OK;
+}
+
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err)
 {
+    int context;
+    glm_status st = read_context(m, &context, err);
+    if (st != GLM_OK)
+        return st;
     cpu_backend *b = calloc(1, sizeof *b);
     if (b)
         b->pool = cpu_pool_new(n_threads);
@@ -122,6 +168,7 @@ glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *o
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the CPU backend");
     }
     b->m = m;
+    b->context = context;
     out->ops = &cpu_ops;
     out->impl = b;
     return GLM_OK;

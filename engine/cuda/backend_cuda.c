@@ -137,6 +137,17 @@ static void cu_close(void *impl)
     free(be);
 }
 
+/* The two-rank identity's settings: the window and both caches' types (plan.h numbers them as
+ * backend.h's BACKEND_KV_* do). */
+static void cu_settings(const void *impl, backend_settings *out)
+{
+    _Static_assert((int)CUDA_KV_F32 == (int)BACKEND_KV_F32 && (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
+                   (int)CUDA_KV_FP8 == (int)BACKEND_KV_FP8, "cache type numbers differ");
+    const cuda_backend *be = impl;
+    out->max_context = (uint32_t)be->context;
+    out->kv_format = BACKEND_KV(be->kv_dtype, be->kv_index_dtype);
+}
+
 static const backend_ops cuda_ops = {
     .name = "cuda",
     .state_new = cu_state_new,
@@ -148,6 +159,7 @@ static const backend_ops cuda_ops = {
     .state_truncate = cu_truncate,
     .prefill = cu_prefill,
     .close = cu_close,
+    .settings = cu_settings,
 };
 
 static glm_status read_env(cuda_backend *be, glm_error *err)
