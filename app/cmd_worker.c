@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/commands.h"
 #include "session.h"
@@ -31,7 +32,26 @@ static void usage(FILE *out)
             "  --transport KIND     rdma or tcp; default: whatever the head asks for\n"
             "  --model DIR          the model directory (also a global option)\n"
             "  --threads N          CPU threads (0: one per core)\n"
-            "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n");
+            "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n"
+            "  --port-file FILE     once listening, write the port to FILE (whole, by rename)\n");
+}
+
+/* --port-file: the port, written to a temporary name and renamed, so a reader never sees half. */
+static glm_status write_port_file(const char *path, int port, glm_error *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return glm_error_set(err, GLM_ERR_ARG, "--port-file %s: the path is too long", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "%d\n", port) > 0;
+    ok = f && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        glm_status st = glm_error_set(err, GLM_ERR_IO, "--port-file %s: cannot write it: %s", path,
+                                      strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return GLM_OK;
 }
 
 /* Appends logits to the dump file (--dump-logits), in the order the steps computed them. */
@@ -139,9 +159,10 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                                           {"transport", required_argument, 0, 't'},
                                           {"dump-logits", required_argument, 0, 'd'},
                                           {"threads", required_argument, 0, 'j'},
+                                          {"port-file", required_argument, 0, 'P'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL;
+    const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL, *port_path = NULL;
     int threads = 0;
     char *end;
     optind = 1;
@@ -151,6 +172,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         case 'l': listen_addr = optarg; break;
         case 't': transport = optarg; break;
         case 'd': dump_path = optarg; break;
+        case 'P': port_path = optarg; break;
         case 'j':
             threads = (int)strtol(optarg, &end, 10);
             if (*end || threads < 0 || threads > 4096)
@@ -195,6 +217,13 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     }
     tp_listener *l = tp_listener_open(listen_addr, &err);
     if (!l) {
+        if (dump)
+            fclose(dump);
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    if (port_path && write_port_file(port_path, tp_listener_port(l), &err) != GLM_OK) {
+        tp_listener_close(l);
         if (dump)
             fclose(dump);
         glm_engine_close(e);

@@ -46,18 +46,18 @@ mkdir -p "$models"
 
 worker_pid=
 start_worker() { # MODEL LOG [ARGS...]: a worker on a free port; sets worker_pid and port
-    local model=$1 log=$2
+    local model=$1 log=$2 t0=$SECONDS
     shift 2
-    "$G" --backend "$backend" worker --listen 127.0.0.1:0 --model "$model" "$@" 2>"$log" &
+    rm -f "$build/worker.port"
+    "$G" --backend "$backend" worker --listen 127.0.0.1:0 --port-file "$build/worker.port" \
+        --model "$model" "$@" 2>"$log" &
     worker_pid=$!
     port=
-    for _ in $(seq 600); do
-        port=$(sed -n 's/.*listening on .* (port \([0-9]*\)) for a head.*/\1/p' "$log")
-        [ -n "$port" ] && return 0
-        kill -0 $worker_pid 2>/dev/null || break
-        sleep 0.05
+    while [ -z "$port" ] && [ $((SECONDS - t0)) -lt 120 ] && kill -0 $worker_pid 2>/dev/null; do
+        [ -s "$build/worker.port" ] && port=$(cat "$build/worker.port") || sleep 0.05
     done
-    echo "FAIL: the worker did not start: $(cat "$log")"
+    [ -n "$port" ] && return 0
+    echo "FAIL: the worker did not start in $((SECONDS - t0)) s: $(cat "$log")"
     status=1
     return 1
 }
