@@ -1,7 +1,8 @@
 /* tp_sessions.c: several conversation states of one head over one worker (tests/e2e/tp_sessions.sh
  * starts the worker): interleaved sessions each give one rank's logits, a freed slot is reused
- * clean, and a state past the worker's limit is refused by name.
- * Usage: tp_sessions MODEL_DIR HOST:PORT   (exit 0 when every check passed) */
+ * clean, a state past the worker's limit is refused by name, and after the worker restarts
+ * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on.
+ * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,8 @@ static void tokens_of(int32_t *t, int n, int seed, int vocab)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: tp_sessions MODEL_DIR HOST:PORT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]\n");
         return 2;
     }
     glm_error err = {0};
@@ -142,6 +143,25 @@ int main(int argc, char **argv)
 
     /* B's mirror outlived all of that */
     feed_both(&b, tc + 6, 2);
+
+    if (argc == 4 && c.two && c.one) {
+        /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
+         * so by name (not "the ranks disagree", which would stop C too), then starts over */
+        fflush(stdout);
+        check(system(argv[3]) == 0, "the worker restarted");
+        glm_session_reset(c.two);
+        glm_session_reset(c.one);
+        feed_both(&c, tc, 5);
+        glm_error gone = {0};
+        int32_t next = tc[8];
+        glm_status st = glm_session_feed(b.two, &next, 1, NULL, &gone);
+        snprintf(what, sizeof what, "a state built before the restart is refused: %s", gone.message);
+        check(st == GLM_ERR_PEER && strstr(gone.message, "no longer holds it") &&
+              glm_session_length(b.two) == 0, what);
+        glm_session_reset(b.one);
+        feed_both(&b, tb, 4);
+        feed_both(&c, tc + 5, 1);
+    }
     glm_session_free(b.two);
     glm_session_free(b.one);
     if (c.two)
