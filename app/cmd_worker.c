@@ -91,7 +91,8 @@ static void mirrors_free(mirrors *m)
     }
 }
 
-static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FILE *dump, glm_error *err)
+static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FILE *dump,
+                             glm_error *err)
 {
     if (step->cmd == TP_STEP_CLOSE) {
         glm_session_free(m->slot[step->slot]);

@@ -224,7 +224,8 @@ static glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, con
     if (!e->tp)
         return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
     int forward = cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
-    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE || (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
+    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
+                (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
     if (!fresh && s->tp_epoch != tp_rank_reconnects(e->tp))
         return glm_error_set(err, GLM_ERR_PEER, "the worker at %s was reconnected after this "
                              "conversation's state was built there, so it no longer holds it; the "

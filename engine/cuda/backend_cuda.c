@@ -141,7 +141,8 @@ static void cu_close(void *impl)
  * backend.h's BACKEND_KV_* do). */
 static void cu_settings(const void *impl, backend_settings *out)
 {
-    _Static_assert((int)CUDA_KV_F32 == (int)BACKEND_KV_F32 && (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
+    _Static_assert((int)CUDA_KV_F32 == (int)BACKEND_KV_F32 &&
+                   (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
                    (int)CUDA_KV_FP8 == (int)BACKEND_KV_FP8, "cache type numbers differ");
     const cuda_backend *be = impl;
     out->max_context = (uint32_t)be->context;

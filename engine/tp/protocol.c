@@ -518,8 +518,9 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
                            peer_role, context_hint(a->backend));
     if (a->kv_format != b->kv_format) {
         char here[64], there[64];
-        return glm_error_set(err, GLM_ERR_PEER, "the attention cache format differs: %s here, %s on "
-                             "the %s; give both the same GLMCHAT_CUDA_KV and GLMCHAT_CUDA_KV_INDEX",
+        return glm_error_set(err, GLM_ERR_PEER,
+                             "the attention cache format differs: %s here, %s on the %s; give "
+                             "both the same GLMCHAT_CUDA_KV and GLMCHAT_CUDA_KV_INDEX",
                              tp_kv_format_name(a->kv_format, here, sizeof here),
                              tp_kv_format_name(b->kv_format, there, sizeof there), peer_role);
     }
