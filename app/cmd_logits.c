@@ -1,5 +1,6 @@
 /* cmd_logits.c: `glmchat logits` (CLI.md): runs the model over token ids from a file, in one
- * pass or as a prefill of N then one token at a time, and writes T x vocab float32 logits. */
+ * pass or as a prefill of N then one token at a time, optionally generates greedily after them,
+ * and writes the float32 logits of every row. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,13 +9,17 @@
 
 #include "app/commands.h"
 #include "glm.h"
+#include "sampler.h"
 #include "session.h"
 
 static const char logits_usage[] =
-    "Usage: glmchat logits --model DIR --tokens-file F [--prefill N] --out F.f32 [--threads N]\n"
+    "Usage: glmchat logits --model DIR --tokens-file F [--prefill N] [--greedy N] --out F.f32\n"
+    "                      [--threads N]\n"
     "Runs the model over the whitespace-separated token ids in F and writes T x vocab float32\n"
     "little-endian logits. With --prefill N the first N tokens run in one pass, then the rest\n"
-    "one at a time (the decode path).\n";
+    "one at a time (the decode path). With --greedy N, N more tokens follow, each the argmax of\n"
+    "the row before (decode steps): their ids go to stdout on one line and their rows are\n"
+    "appended to the output ((T + N) x vocab).\n";
 
 static int read_tokens(const char *path, int32_t **out, int *n)
 {
@@ -60,7 +65,8 @@ static int read_tokens(const char *path, int32_t **out, int *n)
 }
 
 static int run_logits(const cli_globals *g, const char *model_dir, glm_backend backend,
-                      const int32_t *ids, int n, int prefill, int threads, const char *out_path)
+                      const int32_t *ids, int n, int prefill, int greedy, int threads,
+                      const char *out_path)
 {
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
@@ -71,7 +77,7 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
         return cli_runtime_error("%s", err.message);
     glm_session *s = glm_session_new(e, &err);
     int V = glm_engine_model(e)->cfg.vocab_size, rc = 0;
-    float *logits = s ? malloc((size_t)n * V * sizeof *logits) : NULL;
+    float *logits = s ? malloc((size_t)(n + greedy) * V * sizeof *logits) : NULL;
     if (!s || !logits) {
         rc = cli_runtime_error("%s", s ? "out of memory for the logits" : err.message);
         goto out;
@@ -87,12 +93,22 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
             goto out;
         }
     }
+    for (int t = n; t < n + greedy; t++) {
+        int32_t next = glm_argmax(logits + (size_t)(t - 1) * V, V);
+        printf("%s%d", t == n ? "" : " ", (int)next);
+        if (glm_session_feed(s, &next, 1, logits + (size_t)t * V, &err)) {
+            rc = cli_runtime_error("%s", err.message);
+            goto out;
+        }
+    }
+    if (greedy)
+        printf("\n");
     FILE *f = fopen(out_path, "wb");
     if (!f) {
         rc = cli_runtime_error("cannot create %s: %s", out_path, strerror(errno));
         goto out;
     }
-    size_t want = (size_t)n * V;
+    size_t want = (size_t)(n + greedy) * V;
     int bad = fwrite(logits, sizeof *logits, want, f) != want;
     bad |= fclose(f) != 0;
     if (bad)
@@ -109,11 +125,12 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},   {"tokens-file", required_argument, NULL, 't'},
         {"prefill", required_argument, NULL, 'p'}, {"out", required_argument, NULL, 'o'},
-        {"threads", required_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'},
+        {"threads", required_argument, NULL, 'j'}, {"greedy", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *model = g->model_dir, *tokens = NULL, *out = NULL;
-    int prefill = 0, threads = 0, c;
+    int prefill = 0, threads = 0, greedy = 0, c;
     long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -125,6 +142,11 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
             if (cli_int_option("logits", "--prefill", optarg, 1, 1 << 24, &v))
                 return CLI_EXIT_USAGE;
             prefill = (int)v;
+            break;
+        case 'g':
+            if (cli_int_option("logits", "--greedy", optarg, 0, 1 << 24, &v))
+                return CLI_EXIT_USAGE;
+            greedy = (int)v;
             break;
         case 'j':
             if (cli_int_option("logits", "--threads", optarg, 0, 4096, &v))
@@ -150,7 +172,7 @@ int cmd_logits(int argc, char **argv, const cli_globals *g)
     }
     glm_backend backend = g->backend && strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA
                                                                         : GLM_BACKEND_CPU;
-    rc = run_logits(g, model, backend, ids, n, prefill, threads, out);
+    rc = run_logits(g, model, backend, ids, n, prefill, greedy, threads, out);
     free(ids);
     return rc;
 }

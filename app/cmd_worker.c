@@ -1,11 +1,13 @@
 /* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp]` (CLI.md): rank 1,
- * headless; serves one head at a time until interrupted, saying on stderr what happens. */
+ * headless; serves one head at a time (a mirror state for each of its conversation states) until
+ * interrupted, saying on stderr what happens. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/commands.h"
 #include "session.h"
@@ -30,7 +32,26 @@ static void usage(FILE *out)
             "  --transport KIND     rdma or tcp; default: whatever the head asks for\n"
             "  --model DIR          the model directory (also a global option)\n"
             "  --threads N          CPU threads (0: one per core)\n"
-            "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n");
+            "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n"
+            "  --port-file FILE     once listening, write the port to FILE (whole, by rename)\n");
+}
+
+/* --port-file: the port, written to a temporary name and renamed, so a reader never sees half. */
+static glm_status write_port_file(const char *path, int port, glm_error *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return glm_error_set(err, GLM_ERR_ARG, "--port-file %s: the path is too long", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "%d\n", port) > 0;
+    ok = f && fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        glm_status st = glm_error_set(err, GLM_ERR_IO, "--port-file %s: cannot write it: %s", path,
+                                      strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return GLM_OK;
 }
 
 /* Appends logits to the dump file (--dump-logits), in the order the steps computed them. */
@@ -57,8 +78,34 @@ static glm_status run_forward(glm_session *s, const tp_step *step, FILE *dump, g
     return st;
 }
 
-static glm_status apply_step(glm_session *s, const tp_step *step, FILE *dump, glm_error *err)
+/* The worker's mirrors of the head's conversation states, by slot, made on first use. */
+typedef struct mirrors {
+    glm_session *slot[TP_MAX_SLOTS];
+} mirrors;
+
+static void mirrors_free(mirrors *m)
 {
+    for (unsigned i = 0; i < TP_MAX_SLOTS; i++) {
+        glm_session_free(m->slot[i]);
+        m->slot[i] = NULL;
+    }
+}
+
+static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FILE *dump,
+                             glm_error *err)
+{
+    if (step->cmd == TP_STEP_CLOSE) {
+        glm_session_free(m->slot[step->slot]);
+        m->slot[step->slot] = NULL;
+        return GLM_OK;
+    }
+    glm_session *s = m->slot[step->slot];
+    if (!s && !(s = m->slot[step->slot] = glm_session_new(e, err))) {
+        /* the head holds this state: a worker that cannot mirror it must stop the pair */
+        glm_error why = *err;
+        return glm_error_set(err, GLM_ERR_PEER, "the worker cannot open a state for the head's "
+                             "conversation %u: %s", step->slot, why.message);
+    }
     switch (step->cmd) {
     case TP_STEP_RESET: glm_session_reset(s); return GLM_OK;
     case TP_STEP_TRUNCATE: return glm_session_truncate(s, (int)step->pos, err);
@@ -78,12 +125,8 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
             tp_rank_transport_name(r));
     glm_error err = {0};
     glm_engine_attach_peer(e, r);
-    glm_session *s = glm_session_new(e, &err);
-    if (!s) {
-        tp_rank_report(r, err.message);
-        fprintf(stderr, "glmchat worker: %s\n", err.message);
-    }
-    while (s && !worker_stop) {
+    mirrors m = {0};
+    while (!worker_stop) {
         tp_step step;
         int bye = 0;
         if (tp_worker_next_step(r, 500, &step, &bye, &err) != GLM_OK) {
@@ -96,7 +139,7 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
         }
         if (step.cmd == 0)
             continue;
-        glm_status st = apply_step(s, &step, dump, &err);
+        glm_status st = apply_step(e, &m, &step, dump, &err);
         free(step.tokens);
         if (st == GLM_ERR_PEER || st == GLM_ERR_IO || st == GLM_ERR_NOMEM) {
             tp_rank_report(r, err.message);
@@ -107,7 +150,7 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
         if (st != GLM_OK)
             fprintf(stderr, "glmchat worker: step failed as on the head: %s\n", err.message);
     }
-    glm_session_free(s);
+    mirrors_free(&m);
     glm_engine_attach_peer(e, NULL);
 }
 
@@ -117,9 +160,10 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                                           {"transport", required_argument, 0, 't'},
                                           {"dump-logits", required_argument, 0, 'd'},
                                           {"threads", required_argument, 0, 'j'},
+                                          {"port-file", required_argument, 0, 'P'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL;
+    const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL, *port_path = NULL;
     int threads = 0;
     long long v;
     optind = 1;
@@ -129,6 +173,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         case 'l': listen_addr = optarg; break;
         case 't': transport = optarg; break;
         case 'd': dump_path = optarg; break;
+        case 'P': port_path = optarg; break;
         case 'j':
             if (cli_int_option("worker", "--threads", optarg, 0, 4096, &v))
                 return CLI_EXIT_USAGE;
@@ -148,8 +193,6 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         return cli_usage_error("worker", "--model DIR is required: the same model directory as the head's");
     glm_error err = {0};
     tp_identity id;
-    if (tp_identity_from_model_dir(g->model_dir, &id, &err) != GLM_OK)
-        return cli_runtime_error("%s", err.message);
     if (g->backend && strcmp(g->backend, "cpu") != 0 && strcmp(g->backend, "cuda") != 0)
         return cli_usage_error("worker", "--backend must be cpu or cuda, not '%s'", g->backend);
     glm_backend backend = !g->backend ? GLM_BACKEND_AUTO
@@ -163,8 +206,12 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         glm_engine_close(e);
         return cli_runtime_error("%s", err.message);
     }
-    /* the head refuses a worker whose backend differs: their replicated ops must round alike */
-    id.backend = tp_backend_code(glm_engine_backend_name(e));
+    /* the head refuses a worker whose backend or its settings differ: the replicated ops must
+     * round alike and both ranks' caches hold the same window */
+    if (glm_engine_tp_identity(e, &id, &err) != GLM_OK) {
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
     FILE *dump = dump_path ? fopen(dump_path, "wb") : NULL;
     if (dump_path && !dump) {
         glm_engine_close(e);
@@ -172,6 +219,13 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     }
     tp_listener *l = tp_listener_open(listen_addr, &err);
     if (!l) {
+        if (dump)
+            fclose(dump);
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    if (port_path && write_port_file(port_path, tp_listener_port(l), &err) != GLM_OK) {
+        tp_listener_close(l);
         if (dump)
             fclose(dump);
         glm_engine_close(e);

@@ -32,6 +32,10 @@ struct glm_engine {
     pthread_mutex_t tok_lock;
     int rank;           /* -1: one rank; else this process's rank of two */
     tp_rank *tp;        /* the peer, when rank >= 0 and one is attached */
+    /* Rank 0: one step at a time goes to the worker, with its exchanges (sessions may be used
+     * from several threads); slots_used: the worker's mirror states in use (TP_MAX_SLOTS bits). */
+    pthread_mutex_t step_lock;
+    uint32_t slots_used;
     tp_split_owned split;
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
     spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
@@ -48,6 +52,8 @@ struct glm_session {
     int marked;    /* length at the last glm_session_mark */
     spec_stats spec;
     spec_drafter drafter; /* fn set: an outside drafter */
+    uint32_t slot;  /* rank 0: the worker's mirror state this session drives */
+    int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
 };
 
 /* The memory budget of kept prompt states: the parameter, the environment, or an eighth of RAM. */
@@ -158,6 +164,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     }
     e->rank = -1;
     pthread_mutex_init(&e->tok_lock, NULL);
+    pthread_mutex_init(&e->step_lock, NULL);
     e->model = glm_model_open(p->model_dir, err);
     if (!e->model) {
         glm_engine_close(e);
@@ -178,11 +185,10 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return e;
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
-    if (tp_identity_from_model_dir(p->model_dir, &id, err) != GLM_OK) {
+    if (glm_engine_tp_identity(e, &id, err) != GLM_OK) {
         glm_engine_close(e);
         return NULL;
     }
-    id.backend = tp_backend_code(e->be.ops->name);
     if (!(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
         glm_engine_close(e);
         return NULL;
@@ -200,6 +206,17 @@ glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err)
     if (st == GLM_OK)
         st = backend_open(e->model, &e->params, &e->be, err);
     return st;
+}
+
+glm_status glm_engine_tp_identity(const glm_engine *e, tp_identity *id, glm_error *err)
+{
+    glm_status st = tp_identity_from_model_dir(e->model->dir, id, err);
+    if (st != GLM_OK)
+        return st;
+    id->backend = tp_backend_code(e->be.ops->name);
+    id->max_context = (uint32_t)e->be.settings.context;
+    id->kv_format = e->be.ops->cache_format(e->be.impl);
+    return GLM_OK;
 }
 
 void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r)
@@ -223,15 +240,72 @@ static glm_status coll_gather(void *user, const float *mine, float *all, size_t 
     return tp_rank_all_gather(e->tp, mine, all, n, err);
 }
 
-/* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order. */
+/* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order;
+ * the caller holds step_lock. A step that needs the worker's mirror as this session left it is
+ * refused when the worker was reconnected since (the mirror is gone): the session starts over. */
+static glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens,
+                                   int n, glm_error *err)
+{
+    glm_engine *e = s->e;
+    if (e->rank != 0)
+        return GLM_OK;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
+    int forward = cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
+    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
+                (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
+    if (!fresh && s->tp_epoch != tp_rank_reconnects(e->tp))
+        return glm_error_set(err, GLM_ERR_PEER, "the worker at %s was reconnected after this "
+                             "conversation's state was built there, so it no longer holds it; the "
+                             "conversation starts over with the next message", tp_rank_peer(e->tp));
+    glm_status st = tp_head_send_step(e->tp, s->slot, cmd, (uint32_t)pos, (const uint32_t *)tokens,
+                                      (uint32_t)n, err);
+    if (st == GLM_OK && fresh)
+        s->tp_epoch = tp_rank_reconnects(e->tp);
+    return st;
+}
+
 static glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
                             glm_error *err)
 {
     if (s->e->rank != 0)
         return GLM_OK;
-    if (!s->e->tp)
-        return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
-    return tp_head_send_step(s->e->tp, cmd, (uint32_t)pos, (const uint32_t *)tokens, (uint32_t)n, err);
+    pthread_mutex_lock(&s->e->step_lock);
+    glm_status st = send_step_locked(s, cmd, pos, tokens, n, err);
+    pthread_mutex_unlock(&s->e->step_lock);
+    return st;
+}
+
+/* Rank 0: a free mirror slot on the worker for a new session. */
+static glm_status take_slot(glm_session *s, glm_error *err)
+{
+    glm_engine *e = s->e;
+    pthread_mutex_lock(&e->step_lock);
+    uint32_t slot = 0;
+    while (slot < TP_MAX_SLOTS && (e->slots_used >> slot & 1u))
+        slot++;
+    if (slot < TP_MAX_SLOTS)
+        e->slots_used |= 1u << slot;
+    pthread_mutex_unlock(&e->step_lock);
+    if (slot == TP_MAX_SLOTS)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "a two-rank engine keeps at most %u "
+                             "conversation states open on its worker, and all are in use; free one "
+                             "(glm_session_free) before opening another", TP_MAX_SLOTS);
+    s->slot = slot;
+    s->tp_epoch = -1; /* the slot's mirror is made empty by the session's first step, a reset */
+    return GLM_OK;
+}
+
+/* Rank 0: tells the worker to free the session's mirror (best effort: a failed peer has none)
+ * and gives the slot back. */
+static void release_slot(glm_session *s)
+{
+    glm_engine *e = s->e;
+    pthread_mutex_lock(&e->step_lock);
+    if (e->tp && !tp_rank_health(e->tp, NULL))
+        (void)send_step_locked(s, TP_STEP_CLOSE, 0, NULL, 0, NULL);
+    e->slots_used &= ~(1u << s->slot);
+    pthread_mutex_unlock(&e->step_lock);
 }
 
 void glm_engine_close(glm_engine *e)
@@ -244,6 +318,7 @@ void glm_engine_close(glm_engine *e)
     tok_free(e->tok);
     free(e->untokenizable);
     pthread_mutex_destroy(&e->tok_lock);
+    pthread_mutex_destroy(&e->step_lock);
     glm_model_close(e->model);
     tp_split_owned_free(&e->split);
     free(e);
@@ -289,6 +364,10 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
         return NULL;
     }
     s->e = e;
+    if (e->rank == 0 && take_slot(s, err) != GLM_OK) {
+        free(s);
+        return NULL;
+    }
     s->logits = malloc((size_t)e->model->cfg.vocab_size * sizeof *s->logits);
     s->st = s->logits ? e->be.ops->state_new(e->be.impl, err) : NULL;
     if (!s->st) {
@@ -314,6 +393,8 @@ void glm_session_free(glm_session *s)
 {
     if (!s)
         return;
+    if (s->e->rank == 0)
+        release_slot(s);
     if (s->st)
         s->e->be.ops->state_free(s->st);
     free(s->logits);
@@ -444,11 +525,16 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     for (int done = 0; done < n;) {
         int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
-        glm_status st = send_step(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
-                                  at + done, tokens + done, piece, err);
+        /* rank 0: the step and its exchanges, with no other session's in between */
+        if (s->e->rank == 0)
+            pthread_mutex_lock(&s->e->step_lock);
+        glm_status st = send_step_locked(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
+                                         at + done, tokens + done, piece, err);
         if (st == GLM_OK)
             st = s->e->be.ops->prefill(s->e->be.impl, s->st, tokens + done, piece, out,
                                           logits_all != NULL, err);
+        if (s->e->rank == 0)
+            pthread_mutex_unlock(&s->e->step_lock);
         if (st) {
             glm_session_reset(s);
             return st;

@@ -20,6 +20,11 @@ glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
 glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
+/* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
+ * backend's context and cache format as opened (--context, --kv-cache, GLMCHAT_CUDA_KV_INDEX
+ * on CUDA; the CPU keeps float32 caches). Needs the backend open. */
+struct tp_identity;
+glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
 /* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
 struct tp_rank;
 void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);

@@ -84,6 +84,12 @@ static glm_status cpu_be_mtp_draft(void *impl, void *st, int32_t next, int32_t *
     return cpu_mtp_draft(st, ((cpu_backend *)impl)->pool, next, out, max, n_out, err);
 }
 
+static uint32_t cpu_be_cache_format(const void *impl)
+{
+    (void)impl;
+    return BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32); /* every cache is float32 */
+}
+
 static void cpu_be_close(void *impl)
 {
     cpu_backend *b = impl;
@@ -107,6 +113,7 @@ static const backend_ops cpu_ops = {
     .snapshot_save = cpu_be_snapshot_save,
     .snapshot_load = cpu_be_snapshot_load,
     .close = cpu_be_close,
+    .cache_format = cpu_be_cache_format,
     .verify = cpu_be_verify,
     .state_rewind = cpu_be_rewind,
     .mtp_draft = cpu_be_mtp_draft,

@@ -194,6 +194,17 @@ static void cu_close(void *impl)
     free(be);
 }
 
+/* Both caches' types for the two-rank identity (plan.h numbers them as backend.h's
+ * BACKEND_KV_* do). */
+static uint32_t cu_cache_format(const void *impl)
+{
+    _Static_assert((int)CUDA_KV_F32 == (int)BACKEND_KV_F32 &&
+                   (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
+                   (int)CUDA_KV_FP8 == (int)BACKEND_KV_FP8, "cache type numbers differ");
+    const cuda_backend *be = impl;
+    return BACKEND_KV(be->kv_dtype, be->kv_index_dtype);
+}
+
 static const backend_ops cuda_ops = {
     .name = "cuda",
     .state_new = cu_state_new,
@@ -211,6 +222,7 @@ static const backend_ops cuda_ops = {
     .verify = cu_verify,
     .state_rewind = cu_rewind,
     .mtp_draft = cu_mtp_draft,
+    .cache_format = cu_cache_format,
 };
 
 static glm_status read_settings(cuda_backend *be, const backend_settings *set, glm_error *err)

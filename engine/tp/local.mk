@@ -53,6 +53,13 @@ EXTRA_DIST += tests/e2e/tp_split.sh tests/e2e/tp_lib.sh
 # An EXL3 model split over two real processes: logits and a greedy reply against one rank.
 TESTS += tests/e2e/tp_exl3.sh
 EXTRA_DIST += tests/e2e/tp_exl3.sh
+# Several conversation states of one head over one worker.
+check_PROGRAMS += tests/tp/tp_sessions
+tests_tp_tp_sessions_SOURCES = tests/tp/tp_sessions.c
+tests_tp_tp_sessions_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_tp_tp_sessions_LDADD = $(glmchat_LDADD)
+TESTS += tests/e2e/tp_sessions.sh
+EXTRA_DIST += tests/e2e/tp_sessions.sh tests/gpu/two_ranks.sh
 # A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
 TESTS += tests/e2e/tp_reconnect.sh
 EXTRA_DIST += tests/e2e/tp_reconnect.sh

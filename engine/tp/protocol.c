@@ -173,20 +173,20 @@ static glm_status decode_step(tp_reader *r, tp_step *s, glm_error *err)
     s->cmd = tp_read_u32(r);
     s->pos = tp_read_u32(r);
     s->n_tokens = tp_read_u32(r);
-    uint32_t reserved = tp_read_u32(r);
+    s->slot = tp_read_u32(r);
     if (!r->ok)
         return bad(err, TP_MSG_STEP, "it is shorter than its header");
-    if (reserved != 0)
-        return bad(err, TP_MSG_STEP, "a reserved field is not zero");
+    if (s->slot >= TP_MAX_SLOTS)
+        return bad(err, TP_MSG_STEP, "its conversation slot is past the 16 a worker keeps");
     if (s->seq == 0)
         return bad(err, TP_MSG_STEP, "its sequence number is 0 (steps count from 1)");
-    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_FORWARD_ALL)
+    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_CLOSE)
         return bad(err, TP_MSG_STEP, "the command is unknown");
     int forward = s->cmd == TP_STEP_FORWARD || s->cmd == TP_STEP_FORWARD_ALL;
     if (forward && s->n_tokens == 0)
         return bad(err, TP_MSG_STEP, "a forward step has no tokens");
     if (!forward && s->n_tokens != 0)
-        return bad(err, TP_MSG_STEP, "a reset, truncate or mark step carries tokens");
+        return bad(err, TP_MSG_STEP, "a reset, truncate, mark or close step carries tokens");
     if (s->n_tokens > TP_STEP_MAX_TOKENS)
         return bad(err, TP_MSG_STEP, "it has more tokens than a step may carry");
     if ((uint64_t)s->pos + s->n_tokens > UINT32_MAX)
@@ -338,7 +338,7 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         w_u32(w, m->u.step.cmd);
         w_u32(w, m->u.step.pos);
         w_u32(w, m->u.step.n_tokens);
-        w_u32(w, 0);
+        w_u32(w, m->u.step.slot);
         for (uint32_t i = 0; i < m->u.step.n_tokens; i++)
             w_u32(w, m->u.step.tokens[i]);
         break;
@@ -377,6 +377,9 @@ glm_status tp_msg_encode(const tp_msg *m, uint8_t **frame, size_t *frame_len, gl
                                    (m->u.step.n_tokens && !m->u.step.tokens)))
         return glm_error_set(err, GLM_ERR_ARG, "a step of %" PRIu32 " tokens cannot be sent (at most %u)",
                              m->u.step.n_tokens, TP_STEP_MAX_TOKENS);
+    if (m->type == TP_MSG_STEP && m->u.step.slot >= TP_MAX_SLOTS)
+        return glm_error_set(err, GLM_ERR_ARG, "a step for conversation slot %" PRIu32 " cannot be "
+                             "sent (slots 0..%u)", m->u.step.slot, TP_MAX_SLOTS - 1);
     if (m->type == TP_MSG_PARAMS && (m->u.params.len == 0 || m->u.params.len > TP_BLOB_MAX))
         return glm_error_set(err, GLM_ERR_ARG, "a parameter blob of %" PRIu32 " bytes cannot be sent",
                              m->u.params.len);
@@ -433,6 +436,33 @@ static glm_status differs_u32(glm_error *err, const char *what, uint32_t here, u
                          what, here, there, peer_role, hint);
 }
 
+static const char *kv_type_name(uint32_t t)
+{
+    switch (t) {
+    case 0: return "f32";
+    case 1: return "bf16";
+    case 2: return "fp8";
+    default: return "unknown";
+    }
+}
+
+const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
+{
+    uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xff;
+    if (kv_format >> 16)
+        snprintf(buf, cap, "unknown (0x%08" PRIx32 ")", kv_format);
+    else if (latent == indexer)
+        snprintf(buf, cap, "%s", kv_type_name(latent));
+    else
+        snprintf(buf, cap, "%s latent, %s indexer", kv_type_name(latent), kv_type_name(indexer));
+    return buf;
+}
+
+static const char *backend_code_name(uint32_t code)
+{
+    return code == 2 ? "cuda" : code == 1 || code == 0 ? "cpu" : "unknown";
+}
+
 glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const char *peer_role,
                             glm_error *err)
 {
@@ -473,14 +503,20 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
     if (a->timeout_ms != b->timeout_ms)
         return differs_u32(err, "the peer timeout (ms)", a->timeout_ms, b->timeout_ms, peer_role,
                            same_flags);
-    if (a->max_context != b->max_context)
-        return differs_u32(err, "the context size (tokens)", a->max_context, b->max_context,
-                           peer_role, same_flags);
-    if (a->kv_format != b->kv_format)
-        return differs_u32(err, "the KV cache format", a->kv_format, b->kv_format, peer_role,
-                           same_flags);
     if (a->backend != b->backend)
-        return differs_u32(err, "the backend (1 cpu, 2 cuda)", a->backend, b->backend, peer_role,
-                           "give both the same --backend");
+        return glm_error_set(err, GLM_ERR_PEER, "the backend differs: %s here, %s on the %s; give "
+                             "both the same --backend", backend_code_name(a->backend),
+                             backend_code_name(b->backend), peer_role);
+    if (a->max_context != b->max_context)
+        return differs_u32(err, "the context limit (tokens)", a->max_context, b->max_context,
+                           peer_role, "give both the same --context (or GLMCHAT_CONTEXT)");
+    if (a->kv_format != b->kv_format) {
+        char here[64], there[64];
+        return glm_error_set(err, GLM_ERR_PEER,
+                             "the attention cache format differs: %s here, %s on the %s; give "
+                             "both the same --kv-cache (or GLMCHAT_KV_CACHE) and GLMCHAT_CUDA_KV_INDEX",
+                             tp_kv_format_name(a->kv_format, here, sizeof here),
+                             tp_kv_format_name(b->kv_format, there, sizeof there), peer_role);
+    }
     return GLM_OK;
 }

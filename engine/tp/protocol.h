@@ -9,13 +9,14 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 2u
+#define TP_PROTOCOL_VERSION 3u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
 #define TP_FRAME_MAGIC 0x50544c47u
 #define TP_FRAME_HEADER_BYTES 12u
 #define TP_STEP_MAX_TOKENS (1u << 20)
+#define TP_MAX_SLOTS 16u   /* conversation states a head may keep open on one worker at once */
 #define TP_NAME_MAX 127u   /* version and model name, bytes (plus a NUL in memory) */
 #define TP_TEXT_MAX 1000u  /* ERROR text, bytes */
 #define TP_BLOB_MAX 1024u  /* an opaque transport parameter blob (RDMA queue pair details) */
@@ -44,8 +45,8 @@ typedef struct tp_settings {
     uint32_t transport;    /* tp_transport_kind of the data path */
     uint32_t heartbeat_ms; /* interval between heartbeats */
     uint32_t timeout_ms;   /* a peer silent this long has failed */
-    uint32_t max_context;  /* tokens of context the session may hold */
-    uint32_t kv_format;    /* 0 bf16, 1 fp8 */
+    uint32_t max_context;  /* the most tokens a state may hold (the backend's context) */
+    uint32_t kv_format;    /* the attention caches' types: BACKEND_KV(latent, indexer), backend.h */
     uint32_t backend;      /* 1 cpu, 2 cuda: the ranks' replicated ops must round alike */
 } tp_settings;
 
@@ -66,10 +67,12 @@ typedef enum tp_step_cmd {
     TP_STEP_TRUNCATE = 3, /* keep the first pos tokens of state (n must be 0) */
     TP_STEP_MARK = 4,     /* remember the state at pos tokens, for a later truncate (n must be 0) */
     TP_STEP_FORWARD_ALL = 5, /* a forward that also computes every row's logits */
+    TP_STEP_CLOSE = 6,    /* the head freed this slot's state: free the mirror (n must be 0) */
 } tp_step_cmd;
 
 typedef struct tp_step {
     uint64_t seq;      /* steps are numbered 1, 2, ... without gaps */
+    uint32_t slot;     /* which of the head's conversation states, 0..TP_MAX_SLOTS-1 */
     uint32_t cmd;      /* tp_step_cmd */
     uint32_t pos;
     uint32_t n_tokens;
@@ -113,6 +116,10 @@ void tp_msg_clear(tp_msg *m);
  * naming the field and both values ("model differs: config hash ... here, ... on the worker"). */
 glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const char *peer_role,
                             glm_error *err);
+
+/* tp_settings.kv_format for messages: "f32", or "fp8 latent, f32 indexer" (backend.h's BACKEND_KV:
+ * the latent cache's type in the low byte, the indexer's in the next; 0 f32, 1 bf16, 2 fp8). */
+const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap);
 
 /* Sets up an ERROR message with printf-style text (cut to TP_TEXT_MAX). */
 void tp_msg_error(tp_msg *m, uint32_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -957,8 +957,8 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
     return GLM_OK;
 }
 
-glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
-                             uint32_t n_tokens, glm_error *err)
+glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
+                             const uint32_t *tokens, uint32_t n_tokens, glm_error *err)
 {
     if (r->rank != 0)
         return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
@@ -969,6 +969,7 @@ glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const ui
         return copy_failure(r, err);
     tp_msg m = {.type = TP_MSG_STEP};
     m.u.step.seq = r->step_seq + 1;
+    m.u.step.slot = slot;
     m.u.step.cmd = cmd;
     m.u.step.pos = pos;
     m.u.step.n_tokens = n_tokens;

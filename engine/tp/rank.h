@@ -76,11 +76,12 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
 glm_status tp_head_reconnect(tp_rank *r, glm_error *err);
 int tp_rank_reconnects(const tp_rank *r); /* rank 0: successful reconnects so far */
 
-/* Rank 0: sends the next step decision. A failed rank reconnects first when the step is a forward
- * from position 0 (the head's state is empty, as a restarted worker's is); other steps of a
- * failed rank return its failure. */
-glm_status tp_head_send_step(tp_rank *r, tp_step_cmd cmd, uint32_t pos, const uint32_t *tokens,
-                             uint32_t n_tokens, glm_error *err);
+/* Rank 0: sends the next step decision for one of its conversation states (slot, 0..
+ * TP_MAX_SLOTS-1; the worker keeps a mirror state per slot). A failed rank reconnects first when
+ * the step is a forward from position 0 (that state is empty, as a restarted worker's are); other
+ * steps of a failed rank return its failure. */
+glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
+                             const uint32_t *tokens, uint32_t n_tokens, glm_error *err);
 
 /* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
  * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's

@@ -1,17 +1,29 @@
 # tp_lib.sh: a glmchat worker on a free loopback port for the two-rank shell tests.
 # Sourced after lib.sh and chat_lib.sh; uses G (the glmchat binary) and TMP.
 
-# start_worker MODEL [ARGS...]: a worker on a free port; sets worker and PORT.
+# start_worker MODEL [ARGS...]: a worker on a free port (WORKER_LISTEN=HOST:PORT: that one; fd 7
+# is not inherited: a test's stdin feed for a head); sets worker and PORT. The port comes from
+# the worker's --port-file (written whole, by rename, once it listens), not from parsing its
+# stderr; the wait lasts as long as the worker lives, up to 120 s of wall time (a loaded machine
+# can be slow to start a process), and a failure says whether it exited or how long it ran.
 start_worker() {
-    local model=$1
+    local model=$1 t0=$SECONDS
     shift
-    "$G" worker --listen 127.0.0.1:0 --model "$model" --threads 1 "$@" 2>"$TMP/worker.err" &
+    rm -f "$TMP/worker.port"
+    "$G" worker --listen "${WORKER_LISTEN:-127.0.0.1:0}" --port-file "$TMP/worker.port" --model "$model" \
+        --threads 1 "$@" 2>"$TMP/worker.err" 7>&- &
     worker=$!
-    for _ in $(seq 600); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
-    PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
+    PORT=
+    while [ -z "$PORT" ] && [ $((SECONDS - t0)) -lt 120 ] && kill -0 $worker 2>/dev/null; do
+        [ -s "$TMP/worker.port" ] && PORT=$(cat "$TMP/worker.port") || sleep 0.05
+    done
+    [ -n "$PORT" ] || { [ -s "$TMP/worker.port" ] && PORT=$(cat "$TMP/worker.port"); }
     if [ -z "$PORT" ]; then
-        kill -0 $worker 2>/dev/null && fail "worker did not start in 30 s: $(cat "$TMP/worker.err")" ||
+        if kill -0 $worker 2>/dev/null; then
+            fail "worker still not listening after $((SECONDS - t0)) s (state $(cut -d' ' -f3 /proc/$worker/stat 2>/dev/null)): $(cat "$TMP/worker.err")"
+        else
             fail "worker exited $(wait $worker; echo $?) before listening: $(cat "$TMP/worker.err")"
+        fi
     fi
 }
 stop_worker() {

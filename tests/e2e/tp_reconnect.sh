@@ -10,14 +10,7 @@ unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
 trap 'kill -9 $(jobs -p) 2>/dev/null; tmx kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
 
-# start_worker MODEL [PORT]: a worker (fd 7, the head's stdin feed, not inherited); sets worker, PORT.
-start_worker() {
-    "$G" worker --listen 127.0.0.1:${2:-0} --model "$1" --threads 1 2>"$TMP/worker.err" 7>&- &
-    worker=$!
-    for _ in $(seq 600); do grep -q '(port [0-9]*) for a head' "$TMP/worker.err" && break; sleep 0.05; done
-    PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
-    [ -n "$PORT" ] || fail "worker did not start: $(cat "$TMP/worker.err")"
-}
+. "$(dirname "$0")/tp_lib.sh"
 # wait_line FILE REGEX N: until FILE has N lines matching REGEX (10 s).
 wait_line() {
     for _ in $(seq 200); do [ "$(grep -Ec "$2" "$1")" -ge "$3" ] && return 0; sleep 0.05; done
@@ -43,7 +36,7 @@ echo "Tell me a story." >&7
 wait_line "$TMP/two.jsonl" '"turn_end"' 1 || fail "the first two-rank turn did not end: $(cat "$TMP/two.err")"
 kill -9 $worker
 wait $worker 2>/dev/null
-start_worker "$M" $PORT
+WORKER_LISTEN=127.0.0.1:$PORT start_worker "$M"
 echo "Tell me more about it." >&7
 exec 7>&-
 wait $head_pid
@@ -80,7 +73,7 @@ sleep 0.5
 kill -9 $worker
 wait $worker 2>/dev/null
 expect_screen 'the next message' 10 "the TUI says how to go on (the next message reconnects)"
-start_worker "$M" $PORT
+WORKER_LISTEN=127.0.0.1:$PORT start_worker "$M"
 type_text "Tell me more about it."; keys Enter
 ok=0
 for _ in $(seq 300); do

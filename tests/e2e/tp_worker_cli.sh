@@ -1,7 +1,8 @@
 #!/bin/bash
 # tp_worker_cli.sh: `glmchat worker` as a user meets it: usage errors, refusing a head with another
-# model (naming the difference), a head of the same model whose exchanges
-# do not follow the model's forward told the ranks are out of step, a clean stop.
+# model or other backend settings (a context limit, naming the difference), a head of the same
+# model whose exchanges do not follow the model's forward told the ranks are out of step, a clean
+# stop.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
 MODEL="$GLMCHAT_SHARED/fixtures/tiny-A"
@@ -16,7 +17,7 @@ expect_grep err 'model DIR is required'
 expect_exit 1 "$GLMCHAT_BIN" worker --listen 127.0.0.1 --model "$MODEL"
 expect_grep err "has no port"
 expect_exit 1 "$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$TMP"
-expect_grep err "no readable config.json"
+expect_grep err "cannot open .*config.json.*a model directory"
 
 [ -d "$MODEL" ] || { fail "fixture $MODEL is missing"; finish; }
 "$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$MODEL" 2>"$TMP/worker.err" &
@@ -27,7 +28,17 @@ PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
 
 expect_exit 3 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --config-hash 5
 expect_grep out "refused: the model's config.json differs: 0000000000000005 here, [0-9a-f]{16} on the worker"
-expect_exit 4 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --model "$MODEL"
+# a glmchat head whose CPU backend keeps another context than the worker's: refused, both named
+echo "1 5 9 200 17 33" >"$TMP/tokens"
+GLMCHAT_CONTEXT=2048 expect_exit 1 "$GLMCHAT_BIN" --peer 127.0.0.1:$PORT logits --model "$MODEL" \
+    --tokens-file "$TMP/tokens" --out "$TMP/refused.f32"
+expect_grep err 'the context limit \(tokens\) differs: 2048 here, 4096 on the worker; give both the same --context \(or GLMCHAT_CONTEXT\)'
+# same settings: served (tiny-A's max_position_embeddings is 4096, the CPU caches are f32)
+expect_exit 0 "$GLMCHAT_BIN" --peer 127.0.0.1:$PORT logits --model "$MODEL" --tokens-file "$TMP/tokens" \
+    --out "$TMP/served.f32"
+# tp_peer sends the settings a CPU rank of tiny-A would (a 4096-token context, f32 caches)
+expect_exit 4 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --model "$MODEL" \
+    --context 4096 --kv-format 0
 expect_grep out 'connected to .* over tcp'
 expect_grep out 'FAILED after 0 steps: .*the ranks are out of step: exchange [0-9]+ of [0-9]+ bytes here'
 
@@ -37,6 +48,8 @@ wait $worker
 [ $? -eq 0 ] && pass || fail "worker did not stop cleanly on SIGTERM"
 cp "$TMP/worker.err" "$TMP/w.err"
 expect_grep w.err 'refused the head at 127.0.0.1:[0-9]+: the model.s config.json differs'
+expect_grep w.err 'refused the head at 127.0.0.1:[0-9]+: the context limit \(tokens\) differs: 4096 here, 2048 on the head'
 expect_grep w.err 'serving the head at'
 expect_grep w.err 'glmchat worker: stopped'
+
 finish

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/gpu/engine.sh: builds glmchat with CUDA on a GPU machine and checks the CUDA backend
 # against the CPU backend (tests/gpu/test_cuda_engine.c) on the fixture models, mkmodel models
-# (BF16 and EXL3) and two ranks (in one process, and a CUDA head with a worker over TCP), then
+# (BF16 and EXL3) and two ranks in one process (two processes: tests/gpu/two_ranks.sh), then
 # runs bench/bench_cuda_engine; the parity table and the bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
 # glmchat, test_cuda_engine and bench_cuda_engine from DIR instead of building (a machine without
@@ -55,28 +55,8 @@ run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
 run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
 
-echo "== two processes: a CUDA head and a CUDA worker over TCP loopback, against one CPU rank"
+# Two processes (a CUDA head and a CUDA worker over TCP loopback): tests/gpu/two_ranks.sh.
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"
-"$G" logits --model "$tiny_a" --tokens-file "$build/tokens" --prefill 9 --out "$build/one.f32" >/dev/null
-GLMCHAT_CUDA_KV=f32 "$G" --backend cuda worker --listen 127.0.0.1:0 --model "$tiny_a" --threads 2 \
-    2>"$build/worker.err" &
-wpid=$!
-for _ in $(seq 200); do grep -q '(port [0-9]*) for a head' "$build/worker.err" && break; sleep 0.05; done
-port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$build/worker.err")
-GLMCHAT_CUDA_KV=f32 "$G" --backend cuda --peer 127.0.0.1:$port logits --model "$tiny_a" \
-    --tokens-file "$build/tokens" --prefill 9 --out "$build/two.f32" >/dev/null 2>"$build/head.err" ||
-    { echo "FAIL: the CUDA head: $(cat "$build/head.err")"; status=1; }
-kill -TERM $wpid 2>/dev/null; wait $wpid 2>/dev/null
-python3 - "$build/one.f32" "$build/two.f32" <<'PY' | tee -a "$out/parity.txt" || status=1
-import struct, sys
-def f32(p):
-    b = open(p, "rb").read(); return struct.unpack("<%df" % (len(b) // 4), b)
-one, two = f32(sys.argv[1]), f32(sys.argv[2])
-scale = max(abs(x) for x in one)
-d = max(abs(x - y) for x, y in zip(one, two)) if len(one) == len(two) and one else float("inf")
-print("tiny-A cuda head + worker     max|diff| %.3e (rel %.2e)" % (d, d / scale))
-sys.exit(0 if d <= 1e-3 * scale else 1)
-PY
 
 echo "== chat: --backend cuda replies as --backend cpu (greedy, f32 cache)"
 export XDG_CONFIG_HOME="$build/xdg" XDG_DATA_HOME="$build/xdg-data"

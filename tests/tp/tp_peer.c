@@ -25,6 +25,8 @@ typedef struct peer_opts {
     int heads;           /* worker: heads to serve before exiting */
     int reconnect;       /* head: after a failure, reconnect and run `steps` more */
     int step_sleep_us;
+    long context;        /* --model: the backend settings a glmchat rank would send */
+    long kv_format;
     tp_rank_options rank;
 } peer_opts;
 
@@ -95,7 +97,7 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
 {
     for (long step = 1; o->steps == 0 || step <= o->steps; step++) {
         uint32_t token = (uint32_t)step;
-        if (tp_head_send_step(r, TP_STEP_FORWARD, (uint32_t)(step - 1), &token, 1, err) != GLM_OK)
+        if (tp_head_send_step(r, 0, TP_STEP_FORWARD, (uint32_t)(step - 1), &token, 1, err) != GLM_OK)
             return -1;
         for (int k = 0; k < o->per_step; k++)
             if (exchange_once(r, s, o->floats, err) != 0)
@@ -231,6 +233,7 @@ int main(int argc, char **argv)
         {"connect-ms", required_argument, 0, 'C'}, {"model-name", required_argument, 0, 'm'},
         {"config-hash", required_argument, 0, 'c'}, {"reconnect", no_argument, 0, 'R'},
         {"step-sleep-us", required_argument, 0, 'S'}, {"model", required_argument, 0, 'M'},
+        {"context", required_argument, 0, 'X'}, {"kv-format", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -251,6 +254,8 @@ int main(int argc, char **argv)
         case 'R': o.reconnect = 1; break;
         case 'S': o.step_sleep_us = atoi(optarg); break;
         case 'M': o.model_dir = optarg; break;
+        case 'X': o.context = atol(optarg); break;
+        case 'K': o.kv_format = atol(optarg); break;
         default:
             fprintf(stderr, "usage: tp_peer --role head|worker --addr HOST:PORT [options]\n");
             return 2;
@@ -271,6 +276,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tp_peer: %s\n", id_err.message);
         return 2;
     }
+    id.max_context = (uint32_t)o.context;
+    id.kv_format = (uint32_t)o.kv_format;
     peer_state s = {0};
     s.cap = 1u << 20;
     s.mine = malloc(s.cap * sizeof(float));

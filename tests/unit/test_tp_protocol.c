@@ -87,6 +87,18 @@ START_TEST(step_round_trips_and_owns_its_tokens)
     ck_assert_uint_eq(out.u.step.cmd, TP_STEP_FORWARD_ALL);
     ck_assert_mem_eq(out.u.step.tokens, toks, sizeof toks);
     tp_msg_clear(&out);
+
+    /* the conversation slot travels; one past the last cannot even be encoded */
+    m.u.step = (tp_step){.seq = 13, .slot = TP_MAX_SLOTS - 1, .cmd = TP_STEP_CLOSE};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.slot, TP_MAX_SLOTS - 1);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_CLOSE);
+    tp_msg_clear(&out);
+    m.u.step.slot = TP_MAX_SLOTS;
+    uint8_t *frame;
+    size_t len;
+    ck_assert_int_eq(tp_msg_encode(&m, &frame, &len, &err), GLM_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.message, "slot 16"));
 }
 END_TEST
 
@@ -189,7 +201,8 @@ static void zero_seq(uint8_t *p, size_t *len) { (void)len; tp_put_u64(p, 0); }
 static void bad_cmd(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, 9); }
 static void more_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 3); }
 static void huge_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 0xffffffffu); }
-static void reserved_set(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 20, 1); }
+static void slot_past_the_last(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 20, TP_MAX_SLOTS); }
+static void close_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_CLOSE); }
 static void short_by_one(uint8_t *p, size_t *len) { (void)p; *len -= 1; }
 static void position_overflow(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 12, 0xffffffffu); }
 static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_RESET); }
@@ -197,9 +210,9 @@ static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p 
 
 START_TEST(bad_steps_are_refused)
 {
-    void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, reserved_set,
+    void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, slot_past_the_last,
                                            short_by_one, position_overflow, reset_with_tokens,
-                                           mark_with_tokens};
+                                           mark_with_tokens, close_with_tokens};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         glm_error err = {0};
         ck_assert_msg(decode_corrupted_step(cases[i], &err) == GLM_ERR_PEER, "case %zu accepted", i);
@@ -269,11 +282,18 @@ START_TEST(hello_differences_are_named)
     c = b;
     c.settings.max_context = 4096;
     ck_assert_int_eq(tp_hello_compare(&a, &c, "head", &err), GLM_ERR_PEER);
-    ck_assert_ptr_nonnull(strstr(err.message, "context size (tokens) differs: 1048576 here, 4096 on the head"));
+    ck_assert_ptr_nonnull(strstr(err.message, "context limit (tokens) differs: 1048576 here, 4096 on "
+                                              "the head; give both the same --context"));
+    c = b;
+    c.settings.kv_format = 2 | 2 << 8; /* fp8 both; a's is 1: a bf16 latent, an f32 indexer */
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "attention cache format differs: bf16 latent, f32 "
+                                              "indexer here, fp8 on the worker"));
     c = b;
     c.settings.backend = 2;
+    c.settings.max_context = 4096; /* the backend is named first: it explains the rest */
     ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
-    ck_assert_ptr_nonnull(strstr(err.message, "the backend (1 cpu, 2 cuda) differs: 1 here, 2 on the "
+    ck_assert_ptr_nonnull(strstr(err.message, "the backend differs: cpu here, cuda on the "
                                               "worker; give both the same --backend"));
     c = b;
     c.rank = 0;

@@ -1,0 +1,157 @@
+#!/bin/bash
+# tests/gpu/two_ranks.sh: two glmchat processes on one GPU (a CUDA head and a CUDA worker over TCP
+# loopback) against one CUDA rank, on tiny-A and a quantized EXL3 mkmodel model (tiny-exl3-tp):
+# logits of a prefill, decode steps and a 48-token greedy generation (glmchat logits --greedy),
+# the worker's logits bit for bit the head's, a greedy chat reply, a refused cache-format
+# mismatch, then bench/bench_tp (one 16 KiB exchange on loopback); the table comes last.
+# Usage: tests/gpu/two_ranks.sh [OUT_DIR]   (from the source root). Builds only glmchat and
+# bench_tp (CUDA_ARCHS, default 90) unless GLMCHAT_PREBUILT=DIR holds both. TINY_A=DIR names the
+# fixture; TP_BACKEND=cpu runs the same checks on the CPU backend (a dry run without a GPU).
+set -u
+src=$(pwd)
+build=${BUILD_DIR:-"$src/build-gpu-two-ranks"}
+out=${1:-"$build/out"}
+mkdir -p "$build" "$out"
+backend=${TP_BACKEND:-cuda}
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+date -u
+start=$(date +%s)
+if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+    G="$GLMCHAT_PREBUILT/glmchat"
+    BT="$GLMCHAT_PREBUILT/bench_tp"
+else
+    echo "== build: ./configure CUDA_ARCHS=\"${CUDA_ARCHS:-90}\"; make glmchat bench/bench_tp"
+    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="${CUDA_ARCHS:-90}" &&
+        make -j"$(nproc)" glmchat bench/bench_tp) >"$build/build.log" 2>&1 ||
+        { tail -40 "$build/build.log"; exit 1; }
+    echo "build took $(( $(date +%s) - start )) s"
+    G="$build/glmchat"
+    BT="$build/bench/bench_tp"
+fi
+"$G" --version | head -1 || exit 1
+# f32 caches: the two-rank logits are then compared at float32 rounding; a window that fits
+export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096
+status=0
+table="$out/table.txt"
+: >"$table"
+say() { echo "$*" | tee -a "$table"; }
+
+models="$build/models"
+rm -rf "$models"
+mkdir -p "$models"
+"$G" mkmodel --out "$models/exl3-src" --preset tiny-exl3-tp --seed 11 >/dev/null &&
+    "$G" quantize --in "$models/exl3-src" --out "$models/tiny-exl3-tp" --threads 4 >/dev/null ||
+    { echo "FAIL: mkmodel/quantize"; exit 1; }
+
+worker_pid=
+start_worker() { # MODEL LOG [ARGS...]: a worker on a free port; sets worker_pid and port
+    local model=$1 log=$2 t0=$SECONDS
+    shift 2
+    rm -f "$build/worker.port"
+    "$G" --backend "$backend" worker --listen 127.0.0.1:0 --port-file "$build/worker.port" \
+        --model "$model" "$@" 2>"$log" &
+    worker_pid=$!
+    port=
+    while [ -z "$port" ] && [ $((SECONDS - t0)) -lt 120 ] && kill -0 $worker_pid 2>/dev/null; do
+        [ -s "$build/worker.port" ] && port=$(cat "$build/worker.port") || sleep 0.05
+    done
+    [ -n "$port" ] && return 0
+    echo "FAIL: the worker did not start in $((SECONDS - t0)) s: $(cat "$log")"
+    status=1
+    return 1
+}
+stop_worker() {
+    kill -TERM $worker_pid 2>/dev/null
+    wait $worker_pid 2>/dev/null
+}
+
+# check_model DIR LABEL: one rank and two, logits and greedy ids
+check_model() {
+    local m=$1 label=$2 d="$build/$2"
+    mkdir -p "$d"
+    echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$d/tokens"
+    echo "== $label: one $backend rank"
+    "$G" --backend "$backend" logits --model "$m" --tokens-file "$d/tokens" --prefill 9 --greedy 48 \
+        --out "$d/one.f32" >"$d/one.ids" 2>"$d/one.err" || { echo "FAIL: $(cat "$d/one.err")"; status=1; return; }
+    echo "== $label: a $backend head and a $backend worker over TCP loopback"
+    start_worker "$m" "$d/worker.err" --dump-logits "$d/worker.f32" || return
+    "$G" --backend "$backend" --peer 127.0.0.1:$port logits --model "$m" --tokens-file "$d/tokens" \
+        --prefill 9 --greedy 48 --out "$d/two.f32" >"$d/two.ids" 2>"$d/two.err" ||
+        { echo "FAIL: the head: $(cat "$d/two.err")"; status=1; }
+    stop_worker
+    python3 - "$d" "$label" <<'PY' | tee -a "$table" || status=1
+import struct, sys
+d, label = sys.argv[1], sys.argv[2]
+def f32(name):
+    b = open(d + "/" + name, "rb").read()
+    return struct.unpack("<%df" % (len(b) // 4), b)
+one, two = f32("one.f32"), f32("two.f32")
+wb, hb = open(d + "/worker.f32", "rb").read(), open(d + "/two.f32", "rb").read()
+ids1, ids2 = open(d + "/one.ids").read().split(), open(d + "/two.ids").read().split()
+ok = len(one) == len(two) > 0 and len(ids1) == 48
+scale = max(abs(x) for x in one) if one else 1.0
+diff = max(abs(x - y) for x, y in zip(one, two)) if ok else float("inf")
+ok = ok and diff <= 1e-4 * scale and wb == hb and ids1 == ids2
+same = next((i for i, (a, b) in enumerate(zip(ids1, ids2)) if a != b), min(len(ids1), len(ids2)))
+print("%-14s 2 ranks vs 1: max|diff| %.3e (rel %.2e) over 64 rows; worker bits %s; greedy %d/48 %s"
+      % (label, diff, diff / scale, "equal" if wb == hb else "DIFFER", same, "PASS" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
+}
+
+tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
+[ -d "$tiny_a" ] || { echo "FAIL: no tiny-A at $tiny_a (set TINY_A)"; exit 1; }
+check_model "$tiny_a" tiny-A
+check_model "$models/tiny-exl3-tp" tiny-exl3-tp
+
+echo "== tiny-exl3-tp: a greedy chat reply, one $backend rank and two"
+export XDG_CONFIG_HOME="$build/xdg" XDG_DATA_HOME="$build/xdg-data"
+mkdir -p "$XDG_CONFIG_HOME/glmchat"
+printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
+m="$models/tiny-exl3-tp"
+"$G" --backend "$backend" --model "$m" chat --no-save --output-format jsonl --max-tokens 40 --think off \
+    --prompt "Tell me a story." >"$build/chat1.jsonl" 2>"$build/chat1.err" || { echo "FAIL: $(cat "$build/chat1.err")"; status=1; }
+if start_worker "$m" "$build/chat-worker.err"; then
+    "$G" --backend "$backend" --model "$m" --peer 127.0.0.1:$port chat --no-save --output-format jsonl \
+        --max-tokens 40 --think off --prompt "Tell me a story." >"$build/chat2.jsonl" 2>"$build/chat2.err" ||
+        { echo "FAIL: $(cat "$build/chat2.err")"; status=1; }
+    stop_worker
+fi
+python3 - "$build/chat1.jsonl" "$build/chat2.jsonl" <<'PY' | tee -a "$table" || status=1
+import json, sys
+def reply(p):
+    try:
+        ev = [json.loads(l) for l in open(p)]
+    except (OSError, ValueError):
+        return ""
+    return "".join(e.get("text", "") for e in ev if e.get("type") in ("content", "reasoning"))
+a, b = reply(sys.argv[1]), reply(sys.argv[2])
+print("tiny-exl3-tp   chat, 40 greedy tokens: two ranks' reply %s one rank's (%d chars) %s"
+      % ("equals" if a == b and a else "DIFFERS FROM", len(a), "PASS" if a == b and a else "FAIL"))
+sys.exit(0 if a == b and a else 1)
+PY
+
+if [ "$backend" = cuda ]; then
+    echo "== a head whose cache format differs from its worker's is refused at bootstrap"
+    if start_worker "$tiny_a" "$build/refuse-worker.err"; then
+        GLMCHAT_CUDA_KV=fp8 "$G" --backend cuda --peer 127.0.0.1:$port logits --model "$tiny_a" \
+            --tokens-file "$build/tiny-A/tokens" --out "$build/refused.f32" >/dev/null 2>"$build/refuse.err"
+        rc=$?
+        stop_worker
+        if [ $rc -ne 0 ] && grep -q 'attention cache format differs: fp8 here, f32 on the worker' "$build/refuse.err"; then
+            say "refusal       fp8 head, f32 worker: refused PASS ($(head -c 160 "$build/refuse.err"))"
+        else
+            say "refusal       fp8 head, f32 worker: exit $rc FAIL ($(cat "$build/refuse.err"))"
+            status=1
+        fi
+    fi
+fi
+
+echo "== bench_tp: one 16 KiB exchange over loopback on this host"
+timeout 120 "$BT" 20000 2>&1 | tee "$out/bench_tp.txt" || status=1
+tail -3 "$out/bench_tp.txt" >>"$table"
+echo "== table ($backend)"
+cat "$table"
+echo "status $status, total $(( $(date +%s) - start )) s"
+exit $status

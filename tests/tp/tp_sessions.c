@@ -1,0 +1,175 @@
+/* tp_sessions.c: several conversation states of one head over one worker (tests/e2e/tp_sessions.sh
+ * starts the worker): interleaved sessions each give one rank's logits, a freed slot is reused
+ * clean, a state past the worker's limit is refused by name, and after the worker restarts
+ * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on.
+ * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glm.h"
+#include "session.h"
+#include "tp/protocol.h"
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+    printf("%s: %s\n", ok ? "PASS" : "FAIL", what);
+    failures += !ok;
+}
+
+/* A session of two ranks and its one-rank reference, fed the same tokens. */
+typedef struct pair {
+    glm_session *two, *one;
+    const char *name;
+} pair;
+
+/* Feeds n tokens to both and compares the last logits: within 1e-5 of the largest one-rank logit
+ * (the two ranks sum their halves in another order than one rank does). */
+static void feed_both(pair *p, const int32_t *tokens, int n)
+{
+    glm_error err = {0};
+    char what[1400];
+    glm_status a = glm_session_feed(p->two, tokens, n, NULL, &err);
+    if (a != GLM_OK) {
+        snprintf(what, sizeof what, "%s: two-rank feed of %d tokens: %s", p->name, n, err.message);
+        check(0, what);
+        return;
+    }
+    glm_status b = glm_session_feed(p->one, tokens, n, NULL, &err);
+    if (b != GLM_OK) {
+        snprintf(what, sizeof what, "%s: one-rank feed: %s", p->name, err.message);
+        check(0, what);
+        return;
+    }
+    const float *x = glm_session_logits(p->two), *y = glm_session_logits(p->one);
+    int V = glm_session_vocab(p->one);
+    double scale = 0, diff = 0;
+    for (int i = 0; i < V; i++) {
+        scale = fmax(scale, fabs(y[i]));
+        double d = fabs((double)x[i] - y[i]);
+        diff = d > diff || isnan(d) ? d : diff;
+    }
+    snprintf(what, sizeof what, "%s at %d tokens: max |diff| %.3g of max |logit| %.3g", p->name,
+             glm_session_length(p->two), diff, scale);
+    check(diff <= 1e-5 * scale && glm_session_length(p->two) == glm_session_length(p->one), what);
+}
+
+static void tokens_of(int32_t *t, int n, int seed, int vocab)
+{
+    for (int i = 0; i < n; i++)
+        t[i] = (int32_t)((seed * 7919 + i * 104729) % (vocab - 1) + 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]\n");
+        return 2;
+    }
+    glm_error err = {0};
+    glm_engine_params one_p = {.model_dir = argv[1], .backend = GLM_BACKEND_CPU, .n_threads = 1,
+                               .prompt_cache_bytes = -1};
+    glm_engine_params two_p = one_p;
+    two_p.peer = argv[2];
+    glm_engine *one = glm_engine_open(&one_p, &err);
+    glm_engine *two = one ? glm_engine_open(&two_p, &err) : NULL;
+    if (!one || !two) {
+        fprintf(stderr, "tp_sessions: %s\n", err.message);
+        return 1;
+    }
+    int V = glm_engine_model(one)->cfg.vocab_size;
+    int32_t ta[24], tb[24], tc[24];
+    tokens_of(ta, 24, 1, V);
+    tokens_of(tb, 24, 2, V);
+    tokens_of(tc, 24, 3, V);
+    pair a = {glm_session_new(two, &err), glm_session_new(one, &err), "conversation A"};
+    pair b = {glm_session_new(two, &err), glm_session_new(one, &err), "conversation B"};
+    if (!a.two || !a.one || !b.two || !b.one) {
+        fprintf(stderr, "tp_sessions: %s\n", err.message);
+        return 1;
+    }
+    /* interleaved prefills and decode steps: each head state has its own mirror on the worker */
+    feed_both(&a, ta, 9);
+    feed_both(&b, tb, 5);
+    for (int i = 0; i < 3; i++) {
+        feed_both(&a, ta + 9 + i, 1);
+        feed_both(&b, tb + 5 + i, 1);
+    }
+    /* a conversation switched: B restarts from nothing while A keeps going */
+    glm_session_reset(b.two);
+    glm_session_reset(b.one);
+    feed_both(&b, tc, 6);
+    feed_both(&a, ta + 12, 4);
+    /* and switched as a chat does, back to a shared prefix: B is cut to its mark, then goes on */
+    for (int i = 0; i < 2; i++) {
+        glm_session *s = i ? b.one : b.two;
+        if (glm_session_mark(s, &err) != GLM_OK)
+            check(0, err.message);
+    }
+    feed_both(&b, tb, 3);
+    for (int i = 0; i < 2; i++) {
+        glm_session *s = i ? b.one : b.two;
+        if (glm_session_truncate(s, 6, &err) != GLM_OK)
+            check(0, err.message);
+    }
+    feed_both(&b, tb + 3, 3);
+
+    /* a freed state's slot goes to the next one, which starts empty on the worker too */
+    glm_session_free(a.two);
+    glm_session_free(a.one);
+    pair c = {glm_session_new(two, &err), glm_session_new(one, &err), "conversation C (A's slot)"};
+    check(c.two && c.one, "a new state after one was freed");
+    if (c.two && c.one) {
+        feed_both(&c, tb, 3);
+        feed_both(&c, tb + 3, 1);
+    }
+
+    /* the head refuses, by name, a state past what the worker keeps */
+    glm_session *more[TP_MAX_SLOTS];
+    int opened = 0;
+    glm_error full = {0};
+    while (opened < (int)TP_MAX_SLOTS && (more[opened] = glm_session_new(two, &full)))
+        opened++;
+    char what[1400];
+    snprintf(what, sizeof what, "states past %u refused after %d more: %s", TP_MAX_SLOTS, opened,
+             full.message);
+    check(opened == (int)TP_MAX_SLOTS - 2 && strstr(full.message, "at most 16 conversation states"),
+          what);
+    for (int i = 0; i < opened; i++)
+        glm_session_free(more[i]);
+
+    /* B's mirror outlived all of that */
+    feed_both(&b, tc + 6, 2);
+
+    if (argc == 4 && c.two && c.one) {
+        /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
+         * so by name (not "the ranks disagree", which would stop C too), then starts over */
+        fflush(stdout);
+        check(system(argv[3]) == 0, "the worker restarted");
+        glm_session_reset(c.two);
+        glm_session_reset(c.one);
+        feed_both(&c, tc, 5);
+        glm_error gone = {0};
+        int32_t next = tc[8];
+        glm_status st = glm_session_feed(b.two, &next, 1, NULL, &gone);
+        snprintf(what, sizeof what, "a state built before the restart is refused: %s", gone.message);
+        check(st == GLM_ERR_PEER && strstr(gone.message, "no longer holds it") &&
+              glm_session_length(b.two) == 0, what);
+        glm_session_reset(b.one);
+        feed_both(&b, tb, 4);
+        feed_both(&c, tc + 5, 1);
+    }
+    glm_session_free(b.two);
+    glm_session_free(b.one);
+    if (c.two)
+        glm_session_free(c.two);
+    if (c.one)
+        glm_session_free(c.one);
+    glm_engine_close(two);
+    glm_engine_close(one);
+    printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
