@@ -3,11 +3,65 @@
 // f32.
 #include <cstdio>
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <mutex>
 
 #include "engine_common.cuh"
 
 namespace {
+
+// cuBLAS is loaded on the first product, not linked: a process on the CPU backend never loads it
+// (libcublasLt's load-time initializers also upset valgrind in the CPU tests).
+#define ENG_STR2(x) #x
+#define ENG_STR(x) ENG_STR2(x)
+constexpr const char *kCublasLib = "libcublas.so." ENG_STR(CUBLAS_VER_MAJOR);
+
+struct cublas_api {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                           const void *, const void *, cudaDataType, int, const void *, cudaDataType,
+                           int, const void *, void *, cudaDataType, int, cublasComputeType_t,
+                           cublasGemmAlgo_t);
+    const char *(*status_string)(cublasStatus_t);
+};
+
+cublas_api g_api;
+bool g_api_tried, g_api_ok;
+
+// Under g_lock. Returns 0, or a CUDA error code after saying on stderr what is missing.
+int load_cublas()
+{
+    if (g_api_tried)
+        return g_api_ok ? 0 : (int)cudaErrorSharedObjectInitFailed;
+    g_api_tried = true;
+    void *lib = dlopen(kCublasLib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "glmchat: the CUDA backend's prefill products need cuBLAS, and %s did not load "
+                "(%s): install the CUDA toolkit's cuBLAS or put its lib64 on LD_LIBRARY_PATH\n",
+                kCublasLib, dlerror());
+        return (int)cudaErrorSharedObjectInitFailed;
+    }
+    const char *names[6] = {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
+                            "cublasSetWorkspace_v2", "cublasGemmEx", "cublasGetStatusString"};
+    void *fn[6];
+    for (int i = 0; i < 6; i++)
+        if (!(fn[i] = dlsym(lib, names[i]))) {
+            fprintf(stderr, "glmchat: %s has no %s: a cuBLAS of CUDA %d is needed\n", kCublasLib,
+                    names[i], CUBLAS_VER_MAJOR);
+            return (int)cudaErrorSharedObjectSymbolNotFound;
+        }
+    g_api.create = reinterpret_cast<decltype(g_api.create)>(fn[0]);
+    g_api.destroy = reinterpret_cast<decltype(g_api.destroy)>(fn[1]);
+    g_api.set_stream = reinterpret_cast<decltype(g_api.set_stream)>(fn[2]);
+    g_api.set_workspace = reinterpret_cast<decltype(g_api.set_workspace)>(fn[3]);
+    g_api.gemm = reinterpret_cast<decltype(g_api.gemm)>(fn[4]);
+    g_api.status_string = reinterpret_cast<decltype(g_api.status_string)>(fn[5]);
+    g_api_ok = true;
+    return 0;
+}
 
 // One cuBLAS handle, workspace and input-split buffer per stream (two ranks of one process run
 // on two streams at once, so the buffers cannot be shared).
@@ -30,7 +84,7 @@ int cublas_code(cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "glmchat: cuBLAS failed in %s: %s\n", what, cublasGetStatusString(s));
+    fprintf(stderr, "glmchat: cuBLAS failed in %s: %s\n", what, g_api.status_string(s));
     return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
 }
 
@@ -38,6 +92,9 @@ int cublas_code(cublasStatus_t s, const char *what)
 int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
 {
     std::lock_guard<std::mutex> guard(g_lock);
+    int lrc = load_cublas();
+    if (lrc)
+        return lrc;
     per_stream *e = nullptr;
     for (int i = 0; i < kMaxStreams && !e; i++)
         if (g_streams[i].used && g_streams[i].stream == st)
@@ -48,14 +105,14 @@ int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
             cudaError_t rc = cudaMalloc(&n.workspace, kWorkspace);
             if (rc != cudaSuccess)
                 return (int)rc;
-            int brc = cublas_code(cublasCreate(&n.handle), "creating a handle");
+            int brc = cublas_code(g_api.create(&n.handle), "creating a handle");
             if (!brc)
-                brc = cublas_code(cublasSetWorkspace(n.handle, n.workspace, kWorkspace), "setting the workspace");
+                brc = cublas_code(g_api.set_workspace(n.handle, n.workspace, kWorkspace), "setting the workspace");
             if (!brc)
-                brc = cublas_code(cublasSetStream(n.handle, st), "setting the stream");
+                brc = cublas_code(g_api.set_stream(n.handle, st), "setting the stream");
             if (brc) {
                 if (n.handle)
-                    cublasDestroy(n.handle);
+                    g_api.destroy(n.handle);
                 cudaFree(n.workspace);
                 return brc;
             }
@@ -124,7 +181,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     const float one = 1.0f, zero = 0.0f;
     // column-major view: y^T [rows x T] = W^T' (W stored [rows][cols] is cols x rows) * x^T
     if (w->dtype == ENG_F32)
-        return cublas_code(cublasGemmEx(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
+        return cublas_code(g_api.gemm(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
                                         w->data, CUDA_R_32F, w->cols, x, CUDA_R_32F, w->cols, &zero, y,
                                         CUDA_R_32F, w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                            "an f32 product");
@@ -137,7 +194,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     // the smallest part first: y = W lo, y += W mid, y += W hi
     static const char *what[3] = {"a bf16 product (lo)", "a bf16 product (mid)", "a bf16 product (hi)"};
     for (int p = 0; p < 3 && !rc; p++)
-        rc = cublas_code(cublasGemmEx(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
+        rc = cublas_code(g_api.gemm(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
                                       w->data, CUDA_R_16BF, w->cols, part[p], CUDA_R_16BF, w->cols,
                                       p ? &one : &zero, y, CUDA_R_32F, w->rows, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT),
@@ -153,7 +210,7 @@ extern "C" void eng_gemm_forget_stream(void *stream)
         if (!e->used || e->stream != static_cast<cudaStream_t>(stream))
             continue;
         cudaStreamSynchronize(e->stream);
-        cublasDestroy(e->handle);
+        g_api.destroy(e->handle);
         cudaFree(e->workspace);
         cudaFree(e->split);
         *e = per_stream{};
