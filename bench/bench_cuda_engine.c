@@ -1,7 +1,8 @@
 /* bench_cuda_engine.c: the CUDA backend on a model of GLM-5.3-Flash's real shapes built in memory
  * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
  * step against the bandwidth floor (bytes read per token / copy bandwidth measured here), the
- * two-Spark projection, and prefill at 8k tokens against cuBLAS bf16 GEMM in the same run. */
+ * two-Spark projection, and prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
+ * cuBLAS bf16 GEMM in the same run. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -310,7 +311,20 @@ static void print_profile(cuda_backend *cb, const char *title)
 int main(int argc, char **argv)
 {
     int layers = argc > 1 ? atoi(argv[1]) : 16;
-    int prefill_n = argc > 2 ? atoi(argv[2]) : 8192;
+    /* prefill sizes: a comma-separated list, each timed from an empty session */
+    int sizes[8], n_sizes = 0, prefill_n = 0;
+    for (const char *p = argc > 2 ? argv[2] : "8192"; *p && n_sizes < 8;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < CUDA_CHUNK || v > (1 << 24)) {
+            printf("FAIL: prefill sizes '%s': give token counts of at least %d, comma-separated\n",
+                   argv[2], CUDA_CHUNK);
+            return 1;
+        }
+        sizes[n_sizes++] = (int)v;
+        prefill_n = (int)v > prefill_n ? (int)v : prefill_n;
+        p = *end == ',' ? end + 1 : end;
+    }
     int ctx0 = 1024, steps = 40;
     char ctxs[32];
     snprintf(ctxs, sizeof ctxs, "%d", prefill_n + 2048);
@@ -448,23 +462,28 @@ int main(int argc, char **argv)
         return 1;
     }
     cb->prof.on = 0;
-    print_profile(cb, "prefill op profile (one chunk of 256 tokens at position 0)");
-    be.ops->state_reset(s);
-    cudaDeviceSynchronize();
-    double p0 = now_s();
-    if (be.ops->prefill(be.impl, s, tok, prefill_n, logits, 0, &err)) {
-        printf("FAIL: prefill %d: %s\n", prefill_n, err.message);
-        return 1;
-    }
-    double ps = now_s() - p0;
-    double flops = 0;
-    for (int li = 0; li < layers; li++)
-        flops += layer_flops(c, li, prefill_n / 2.0) * prefill_n;
-    flops += head_bytes; /* the head runs on the last row: 2 FLOPs per bf16 weight */
+    char title[96];
+    snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position 0)", CUDA_CHUNK);
+    print_profile(cb, title);
     double cub = cublas_tflops(8192, 8192, 8192);
-    printf("\n-- prefill %d tokens: %.2f s = %.0f tok/s; %.1f TFLOP/s (weight products, "
-           "dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.1f%%)\n", prefill_n, ps,
-           prefill_n / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+    for (int i = 0; i < n_sizes; i++) {
+        int np = sizes[i];
+        be.ops->state_reset(s);
+        cudaDeviceSynchronize();
+        double p0 = now_s();
+        if (be.ops->prefill(be.impl, s, tok, np, logits, 0, &err)) {
+            printf("FAIL: prefill %d: %s\n", np, err.message);
+            return 1;
+        }
+        double ps = now_s() - p0;
+        double flops = 0;
+        for (int li = 0; li < layers; li++)
+            flops += layer_flops(c, li, np / 2.0) * np;
+        flops += head_bytes; /* the head runs on the last row: 2 FLOPs per bf16 weight */
+        printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
+               "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
+               np, CUDA_CHUNK, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+    }
     be.ops->state_free(s);
     backend_close(&be);
     return 0;

@@ -299,6 +299,8 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
     if (!w || T < 1 || w->rows < 1 || w->cols < 1)
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (eng_gemm_takes(w, T))
+        return eng_gemm(w, x, T, y, stream);
     if (T > kMaxGemvT && w->dtype == ENG_BF16 && w->cols % TK == 0 && (uintptr_t)w->data % 16 == 0 &&
         (uintptr_t)x % 16 == 0) {
         dim3 grid(blocks_for((size_t)w->rows, TN), blocks_for((size_t)T, TM));

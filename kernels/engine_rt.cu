@@ -14,6 +14,7 @@ extern "C" int eng_stream_new(void **stream)
 
 extern "C" void eng_stream_free(void *stream)
 {
+    eng_gemm_forget_stream(stream);
     if (stream)
         cudaStreamDestroy(static_cast<cudaStream_t>(stream));
 }

@@ -207,6 +207,278 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
         }
 }
 
+// ---- routed experts of a prefill chunk, grouped by expert -----------------------------------
+// The chunk's (row, slot) pairs are sorted by expert (stable counting sort, one block), so each
+// expert's rows lie together; every selected expert's gate/up and down run as one GEMM of its
+// rows (weights decoded once a 64-row block), then each row sums its slots in slot order.
+
+// offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P].
+__global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restrict__ ids, int P, int E,
+                                                          int *offsets, int *pos_of_pair,
+                                                          int *pair_of_pos, int *expert_of_pos)
+{
+    extern __shared__ int sort_s[]; // count[E], cursor[E]
+    int *count = sort_s, *cursor = sort_s + E;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    for (int i = tid; i < E; i += blockDim.x)
+        count[i] = 0;
+    __syncthreads();
+    for (int p = tid; p < P; p += blockDim.x) {
+        int e = ids[p];
+        if (e >= 0 && e < E)
+            atomicAdd(&count[e], 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int sum = 0;
+        for (int e = 0; e < E; e++) {
+            offsets[e] = sum;
+            cursor[e] = sum;
+            sum += count[e];
+        }
+        offsets[E] = sum;
+    }
+    __syncthreads();
+    // placement in pair order: tiles of blockDim pairs, warps one after another within a tile
+    unsigned lt = (1u << lane) - 1u;
+    for (int base = 0; base < P; base += blockDim.x) {
+        int p = base + tid;
+        int e = p < P ? ids[p] : -1;
+        bool valid = p < P && e >= 0 && e < E;
+        for (int w = 0; w < nwarps; w++) {
+            if (warp == w) {
+                unsigned peers = __match_any_sync(0xFFFFFFFFu, valid ? e : -1);
+                int leader = __ffs(peers) - 1;
+                int start = 0;
+                if (valid && lane == leader) {
+                    start = cursor[e];
+                    cursor[e] = start + __popc(peers);
+                }
+                start = __shfl_sync(0xFFFFFFFFu, start, leader);
+                if (valid) {
+                    int pos = start + __popc(peers & lt);
+                    pos_of_pair[p] = pos;
+                    pair_of_pos[pos] = p;
+                    expert_of_pos[pos] = e;
+                } else if (p < P) {
+                    pos_of_pair[p] = -1;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// xg[pos] = fp16(H128(x[row] . gate_suh[e])), xu likewise with up's suh; one warp per 128-block.
+__global__ void moe_rotate_in_kernel(const float *__restrict__ x, const int *__restrict__ offsets,
+                                     const int *__restrict__ pair_of_pos,
+                                     const int *__restrict__ expert_of_pos, int E, int slots,
+                                     const __half *__restrict__ gate_suh,
+                                     const __half *__restrict__ up_suh, __half *__restrict__ xg,
+                                     __half *__restrict__ xu, int H)
+{
+    int pos = blockIdx.y;
+    if (pos >= offsets[E])
+        return;
+    int lane = threadIdx.x & 31;
+    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (block * 128 >= H)
+        return;
+    int row = pair_of_pos[pos] / slots, e = expert_of_pos[pos];
+    int col = block * 128 + 4 * lane;
+    float4 xv = *reinterpret_cast<const float4 *>(x + (size_t)row * H + col);
+    float g[4] = {xv.x, xv.y, xv.z, xv.w}, u[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        g[i] *= __half2float(gate_suh[(size_t)e * H + col + i]);
+        u[i] *= __half2float(up_suh[(size_t)e * H + col + i]);
+    }
+    fwht128_warp(g);
+    fwht128_warp(u);
+    uint2 pg = {h2_bits(__floats2half2_rn(g[0], g[1])), h2_bits(__floats2half2_rn(g[2], g[3]))};
+    uint2 pu = {h2_bits(__floats2half2_rn(u[0], u[1])), h2_bits(__floats2half2_rn(u[2], u[3]))};
+    *reinterpret_cast<uint2 *>(xg + (size_t)pos * H + col) = pg;
+    *reinterpret_cast<uint2 *>(xu + (size_t)pos * H + col) = pu;
+}
+
+// Between the projections: g = H(zg) . gate_svh, u = H(zu) . up_svh, h = min(g, L) silu-gated
+// * clamp(u, -L, L), then xd = fp16(H(h . down_suh)).
+__global__ void moe_mid_kernel(const float *__restrict__ zg, const float *__restrict__ zu,
+                               const int *__restrict__ offsets, const int *__restrict__ expert_of_pos,
+                               int E, const __half *__restrict__ gate_svh,
+                               const __half *__restrict__ up_svh, const __half *__restrict__ down_suh,
+                               float limit, __half *__restrict__ xd, int I)
+{
+    int pos = blockIdx.y;
+    if (pos >= offsets[E])
+        return;
+    int lane = threadIdx.x & 31;
+    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (block * 128 >= I)
+        return;
+    int e = expert_of_pos[pos];
+    int col = block * 128 + 4 * lane;
+    float4 g4 = *reinterpret_cast<const float4 *>(zg + (size_t)pos * I + col);
+    float4 u4 = *reinterpret_cast<const float4 *>(zu + (size_t)pos * I + col);
+    float g[4] = {g4.x, g4.y, g4.z, g4.w}, u[4] = {u4.x, u4.y, u4.z, u4.w}, h[4];
+    fwht128_warp(g);
+    fwht128_warp(u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float gg = fminf(g[i] * __half2float(gate_svh[(size_t)e * I + col + i]), limit);
+        float uu = u[i] * __half2float(up_svh[(size_t)e * I + col + i]);
+        uu = fminf(fmaxf(uu, -limit), limit);
+        h[i] = gg / (1.0f + expf(-gg)) * uu * __half2float(down_suh[(size_t)e * I + col + i]);
+    }
+    fwht128_warp(h);
+    uint2 ph = {h2_bits(__floats2half2_rn(h[0], h[1])), h2_bits(__floats2half2_rn(h[2], h[3]))};
+    *reinterpret_cast<uint2 *>(xd + (size_t)pos * I + col) = ph;
+}
+
+// y[row] = sum over slots in slot order of weight * (H(zd[pos]) . down_svh[e]).
+__global__ void moe_combine_kernel(const float *__restrict__ zd, const int *__restrict__ pos_of_pair,
+                                   const int *__restrict__ expert_of_pos,
+                                   const float *__restrict__ weights, int slots,
+                                   const __half *__restrict__ down_svh, float *__restrict__ y, int H)
+{
+    int row = blockIdx.y, lane = threadIdx.x & 31;
+    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (block * 128 >= H)
+        return;
+    int col = block * 128 + 4 * lane;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < slots; s++) {
+        int pos = pos_of_pair[row * slots + s];
+        if (pos < 0)
+            continue;
+        int e = expert_of_pos[pos];
+        float wt = weights[row * slots + s];
+        float4 z4 = *reinterpret_cast<const float4 *>(zd + (size_t)pos * H + col);
+        float v[4] = {z4.x, z4.y, z4.z, z4.w};
+        fwht128_warp(v);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[i] += v[i] * __half2float(down_svh[(size_t)e * H + col + i]) * wt;
+    }
+    *reinterpret_cast<float4 *>(y + (size_t)row * H + col) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+}
+
+// Up to two matrices of the same shape in one launch (blockIdx.y), every expert (blockIdx.z):
+// z[pos][out] for the expert's rows offsets[e] .. offsets[e+1]-1, 64 rows at a time, the whole k
+// range in one block (no split, so plain stores: the result does not depend on timing).
+struct grouped_args {
+    const uint32_t *trellis[2];
+    const __half *xh[2];
+    float *z[2];
+    const int *offsets;
+    int in, out;
+};
+
+template <int K, int CB>
+__global__ void __launch_bounds__(kThreads, 4) grouped_kernel(grouped_args g)
+{
+    __shared__ uint4 frag[kStage][8][32];
+    __shared__ __align__(16) __half a_tile[kPrefillRows][kStage * 16 + 8];
+    int e = blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    constexpr int kWords = 8 * K;
+    // (selects, not indexing, so the arguments stay in the constant bank)
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) + (size_t)e * ktiles * ntiles * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    int m = warp & 3, nhalf = warp >> 2;
+    int gq = lane >> 2, t = lane & 3;
+    for (int r0 = rb; r0 < re; r0 += kPrefillRows) {
+        float acc[4][2][4] = {};
+        for (int ks = 0; ks < ktiles; ks += kStage) {
+            __syncthreads();
+            for (int s = 0; s < kStage; s++) {
+                int kt = ks + s;
+                uint32_t b[4] = {0u, 0u, 0u, 0u};
+                if (kt < ktiles) {
+                    const uint32_t *tile = trellis + ((size_t)kt * ntiles + blockIdx.x * 8 + warp) * kWords;
+                    if (K == 4) {
+                        uint32_t w = ld_stream(tile + lane);
+                        uint32_t prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
+                        decode_k4<CB>(w, prev, b);
+                    } else {
+                        decode_any<K, CB>(tile, lane, b);
+                    }
+                }
+                frag[s][warp][lane] = make_uint4(b[0], b[1], b[2], b[3]);
+            }
+            for (int i = threadIdx.x; i < kPrefillRows * kStage * 2; i += kThreads) {
+                int row = i / (kStage * 2), part = i % (kStage * 2);
+                int kcol = ks * 16 + part * 8;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r0 + row < re && kcol < in)
+                    v = __ldg(reinterpret_cast<const uint4 *>(xh + (size_t)(r0 + row) * in + kcol));
+                *reinterpret_cast<uint4 *>(&a_tile[row][part * 8]) = v;
+            }
+            __syncthreads();
+            // a warp whose 16 rows are all past the expert's last one has nothing to multiply
+            for (int s = 0; s < kStage && ks + s < ktiles && r0 + m * 16 < re; s++) {
+                uint32_t a[4];
+                const __half *p0 = &a_tile[m * 16 + gq][s * 16 + 2 * t];
+                const __half *p1 = &a_tile[m * 16 + gq + 8][s * 16 + 2 * t];
+                a[0] = *reinterpret_cast<const uint32_t *>(p0);
+                a[2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
+                a[1] = *reinterpret_cast<const uint32_t *>(p1);
+                a[3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    uint4 b = frag[s][nhalf * 4 + j][lane];
+                    mma16816(acc[j][0], a, b.x, b.y);
+                    mma16816(acc[j][1], a, b.z, b.w);
+                }
+            }
+        }
+        int row0 = r0 + m * 16 + gq;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int col = (blockIdx.x * 8 + nhalf * 4 + j) * 16 + h * 8 + 2 * t;
+                if (row0 < re)
+                    *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                        make_float2(acc[j][h][0], acc[j][h][1]);
+                if (row0 + 8 < re)
+                    *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                        make_float2(acc[j][h][2], acc[j][h][3]);
+            }
+    }
+}
+
+template <int K>
+cudaError_t grouped_cb(int codebook, const grouped_args &g, int mats, int E, cudaStream_t st)
+{
+    dim3 grid(g.out / 128, mats, E);
+    switch (codebook) {
+    case 0: grouped_kernel<K, 0><<<grid, kThreads, 0, st>>>(g); break;
+    case 1: grouped_kernel<K, 1><<<grid, kThreads, 0, st>>>(g); break;
+    default: grouped_kernel<K, 2><<<grid, kThreads, 0, st>>>(g); break;
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int mats, int E, cudaStream_t st)
+{
+    switch (bits) {
+    case 1: return grouped_cb<1>(codebook, g, mats, E, st);
+    case 2: return grouped_cb<2>(codebook, g, mats, E, st);
+    case 3: return grouped_cb<3>(codebook, g, mats, E, st);
+    case 4: return grouped_cb<4>(codebook, g, mats, E, st);
+    case 5: return grouped_cb<5>(codebook, g, mats, E, st);
+    case 6: return grouped_cb<6>(codebook, g, mats, E, st);
+    case 7: return grouped_cb<7>(codebook, g, mats, E, st);
+    default: return grouped_cb<8>(codebook, g, mats, E, st);
+    }
+}
+
 template <int K, int CB>
 cudaError_t launch_main(const kern_exl3_linear *l, const __half *xh, float *z, int rows,
                         cudaStream_t st, int sms)
@@ -309,5 +581,111 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
     dim3 gout((l->out / 128 + warps - 1) / warps, rows);
     rotate_out_kernel<<<gout, kThreads, 0, st>>>(z, static_cast<const __half *>(l->svh),
                                                  static_cast<const __half *>(l->bias), y, l->out);
+    return (int)cudaGetLastError();
+}
+
+namespace {
+
+// The prefill workspace: sort tables, then the fp16 inputs and f32 products of every pair.
+struct prefill_layout {
+    int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos;
+    __half *xg, *xu, *xd;
+    float *zg, *zu, *zd;
+    size_t bytes;
+};
+
+prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, void *work)
+{
+    size_t P = (size_t)rows * slots, H = (size_t)ex->hidden, I = (size_t)ex->inter;
+    char *base = static_cast<char *>(work);
+    size_t off = 0;
+    prefill_layout l;
+    auto take = [&](size_t n) {
+        char *p = base ? base + off : nullptr;
+        off += align256(n);
+        return p;
+    };
+    l.offsets = reinterpret_cast<int *>(take(((size_t)ex->n_experts + 1) * sizeof(int)));
+    l.pos_of_pair = reinterpret_cast<int *>(take(P * sizeof(int)));
+    l.pair_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
+    l.expert_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
+    l.xg = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
+    l.xu = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
+    l.xd = reinterpret_cast<__half *>(take(P * I * sizeof(__half)));
+    l.zg = reinterpret_cast<float *>(take(P * I * sizeof(float)));
+    l.zu = reinterpret_cast<float *>(take(P * I * sizeof(float)));
+    l.zd = reinterpret_cast<float *>(take(P * H * sizeof(float)));
+    l.bytes = off;
+    return l;
+}
+
+} // namespace
+
+extern "C" size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots)
+{
+    if (!ex || rows < 1 || slots < 1)
+        return 0;
+    return prefill_carve(ex, rows, slots, nullptr).bytes;
+}
+
+extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
+                                     const float *weights, float *y, int rows, int slots, void *work,
+                                     void *stream)
+{
+    if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 || rows > 65535 ||
+        (size_t)rows * slots > 65535 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
+        ex->hidden % 128 || ex->inter % 128 || ex->bits < 1 || ex->bits > 8 || ex->codebook < 0 ||
+        ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    int E = ex->n_experts, H = ex->hidden, I = ex->inter, P = rows * slots;
+    prefill_layout l = prefill_carve(ex, rows, slots, work);
+    size_t sort_shared = (size_t)2 * E * sizeof(int);
+    if (sort_shared > 48 * 1024)
+        return -1;
+    sort_pairs_kernel<<<1, 1024, sort_shared, st>>>(ids, P, E, l.offsets, l.pos_of_pair, l.pair_of_pos,
+                                                    l.expert_of_pos);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess)
+        return (int)rc;
+    int warps = kThreads / 32;
+    dim3 gin((H / 128 + warps - 1) / warps, P);
+    moe_rotate_in_kernel<<<gin, kThreads, 0, st>>>(x, l.offsets, l.pair_of_pos, l.expert_of_pos, E, slots,
+                                                   static_cast<const __half *>(ex->gate_suh),
+                                                   static_cast<const __half *>(ex->up_suh), l.xg, l.xu, H);
+    if ((rc = cudaGetLastError()) != cudaSuccess)
+        return (int)rc;
+    grouped_args gu = {};
+    gu.trellis[0] = static_cast<const uint32_t *>(ex->gate_trellis);
+    gu.trellis[1] = static_cast<const uint32_t *>(ex->up_trellis);
+    gu.xh[0] = l.xg;
+    gu.xh[1] = l.xu;
+    gu.z[0] = l.zg;
+    gu.z[1] = l.zu;
+    gu.offsets = l.offsets;
+    gu.in = H;
+    gu.out = I;
+    if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, st)) != cudaSuccess)
+        return (int)rc;
+    dim3 gmid((I / 128 + warps - 1) / warps, P);
+    moe_mid_kernel<<<gmid, kThreads, 0, st>>>(l.zg, l.zu, l.offsets, l.expert_of_pos, E,
+                                              static_cast<const __half *>(ex->gate_svh),
+                                              static_cast<const __half *>(ex->up_svh),
+                                              static_cast<const __half *>(ex->down_suh), ex->swiglu_limit,
+                                              l.xd, I);
+    if ((rc = cudaGetLastError()) != cudaSuccess)
+        return (int)rc;
+    grouped_args dn = {};
+    dn.trellis[0] = dn.trellis[1] = static_cast<const uint32_t *>(ex->down_trellis);
+    dn.xh[0] = dn.xh[1] = l.xd;
+    dn.z[0] = dn.z[1] = l.zd;
+    dn.offsets = l.offsets;
+    dn.in = I;
+    dn.out = H;
+    if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, st)) != cudaSuccess)
+        return (int)rc;
+    dim3 gout((H / 128 + warps - 1) / warps, rows);
+    moe_combine_kernel<<<gout, kThreads, 0, st>>>(l.zd, l.pos_of_pair, l.expert_of_pos, weights, slots,
+                                                  static_cast<const __half *>(ex->down_svh), y, H);
     return (int)cudaGetLastError();
 }

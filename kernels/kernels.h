@@ -76,6 +76,17 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
                   const float *weights, float *y, int rows, int slots, void *work,
                   void *stream);
 
+/* The routed experts of a prefill chunk (rows > 8): the (row, slot) pairs are grouped by expert
+ * on the device (a stable counting sort), each selected expert's gate/up and down run once over
+ * all its rows on tensor cores (weights decoded once per 64 rows), and each row then sums its
+ * slots in slot order, so the result does not depend on timing. Same arguments and result as
+ * kern_exl3_moe, without its pair limit (rows * slots <= 65535); hidden and inter multiples of
+ * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed). */
+size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
+int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
+                          const float *weights, float *y, int rows, int slots, void *work,
+                          void *stream);
+
 #ifdef __cplusplus
 }
 #endif

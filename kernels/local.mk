@@ -6,11 +6,11 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
-	kernels/engine_moe.cu
+	kernels/engine_moe.cu kernels/engine_gemm.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c \
 	bench/bench_cuda_spec_h200_2026-12-03.txt
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
-	bench/bench_cuda_h200_2026-12-02.txt
+	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt

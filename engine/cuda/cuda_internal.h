@@ -12,8 +12,15 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-/* Tokens a forward chunk holds at most (prefills run in chunks of this many). */
-#define CUDA_CHUNK 256
+/* Tokens a forward chunk holds at most (prefills run in chunks of this many). 1024: the routed
+ * experts' weights are decoded once a chunk per expert, so a larger chunk spreads that over more
+ * tokens; the scratch grows linearly (the plan counts it). -DCUDA_CHUNK=N builds another size. */
+#ifndef CUDA_CHUNK
+#define CUDA_CHUNK 1024
+#endif
+/* Above this many rows the EXL3 experts run grouped by expert (kern_exl3_moe_prefill) rather
+ * than through the decode kernel (kern_exl3_moe) in launches of its pair limit. */
+#define CUDA_MOE_GROUPED_ROWS 8
 /* Queries of one indexer scoring launch (bounds the score scratch). */
 #define CUDA_SCORE_ROWS 16
 
@@ -33,6 +40,7 @@ typedef struct cu_experts {
     kern_exl3_experts ex;     /* fused */
     eng_mat *gate, *up, *down; /* else: device tables of n_routed_experts dense matrices */
     void *moe_work;           /* fused: cu_weights.moe_work */
+    void *prefill_work;       /* fused: cu_weights.moe_prefill_work (kern_exl3_moe_prefill) */
 } cu_experts;
 
 typedef struct cu_layer {
@@ -70,6 +78,8 @@ typedef struct cu_weights {
     void *exl3_work;
     void *moe_work;          /* kern_exl3_moe workspace, shared by the fused layers */
     size_t moe_work_bytes;
+    void *moe_prefill_work;  /* kern_exl3_moe_prefill workspace at CUDA_CHUNK rows, shared */
+    size_t moe_prefill_work_bytes;
     size_t dry_bytes;        /* what a dry run counted */
     int n_dequantized_experts; /* EXL3 expert layers the fused kernel cannot take (run dense) */
     /* The MTP block (architecture.md 2.8; cuda/mtp.c): on one rank where the model has it. */

@@ -159,7 +159,10 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
     CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K, c->norm_topk_prob,
                  c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st), "the routing");
     const cu_experts *x = &L->experts;
-    if (x->fused) {
+    if (x->fused && T > CUDA_MOE_GROUPED_ROWS) {
+        CK(kern_exl3_moe_prefill(&x->ex, b->u, b->rids, b->rw, b->y, T, K, x->prefill_work, st),
+           "the EXL3 experts (grouped by expert)");
+    } else if (x->fused) {
         int per = KERN_EXL3_MOE_MAX_PAIRS / K;
         for (int r0 = 0; r0 < T; r0 += per) {
             int nr = T - r0 < per ? T - r0 : per;

@@ -1,6 +1,7 @@
 /* plan.c: the CUDA backend's memory arithmetic (plan.h): weights by tensor shape, caches per
  * token and per session, the scratch layout the forward uses, and the fit check with its advice. */
 #include "cuda/plan.h"
+#include "kernels/engine.h"
 
 #include <stdio.h>
 
@@ -137,7 +138,13 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up) */
     p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + (nd ? 64 : 0);
-    p->scratch = cuda_plan_scratch(c, chunk, NULL);
+    /* eng_gemm per stream: its cuBLAS workspace and the 3-part bf16 split of the widest input */
+    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
+    size_t cols = max2(S * D, max2(C, (size_t)c->num_heads * (size_t)c->v_head_dim));
+    cols = max2(cols, max2((size_t)c->intermediate_size,
+                           (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
+    p->gemm = ENG_GEMM_WORKSPACE + 6 * (size_t)chunk * cols;
+    p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
     p->host_pinned = 2 * (size_t)chunk * (size_t)c->vocab_size * 4;
     p->total = p->weights + p->kda_state + p->dsa_cache + p->scratch;
 }
@@ -170,10 +177,11 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
 void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)
 {
     snprintf(buf, n, "weights %.2f GiB, %s latent / %s indexer cache %.2f GiB for %d tokens, KDA "
-             "states %.3f GiB, scratch %.3f GiB: %.2f GiB on the device (rank of %d)",
+             "states %.3f GiB, scratch %.3f GiB (cuBLAS %.0f MiB) for chunks of %d: %.2f GiB on the "
+             "device (rank of %d)",
              p->weights / GIB, cuda_kv_name(p->kv_dtype), cuda_kv_name(p->kv_index_dtype),
-             p->dsa_cache / GIB, p->context,
-             p->kda_state / GIB, p->scratch / GIB, p->total / GIB, p->ranks);
+             p->dsa_cache / GIB, p->context, p->kda_state / GIB, p->scratch / GIB,
+             p->gemm / (1024.0 * 1024.0), p->chunk, p->total / GIB, p->ranks);
 }
 
 size_t cuda_plan_unified_limit(void)

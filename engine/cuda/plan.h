@@ -18,7 +18,8 @@ typedef struct cuda_plan {
     size_t dsa_per_token;  /* one session: DSA cache bytes per token (all DSA layers) */
     size_t score_per_token; /* the indexer's score scratch, per token of the context */
     size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
-    size_t scratch;        /* the forward chunk's activations (device) */
+    size_t scratch;        /* the forward chunk's activations and gemm (device) */
+    size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk */
     size_t host_pinned;    /* logits staging (host; counts on unified memory) */
     size_t total;          /* device bytes: weights + kda_state + dsa_cache + scratch */
 } cuda_plan;

@@ -272,6 +272,9 @@ static void put_experts(up_ctx *u, const glm_config *c, const glm_layer_weights 
             u->failed = 1;
         }
         x->moe_work = u->w->moe_work;
+        size_t pws = kern_exl3_moe_prefill_workspace(&x->ex, CUDA_CHUNK, K);
+        if (pws > u->w->moe_prefill_work_bytes)
+            u->w->moe_prefill_work_bytes = pws;
         return;
     }
     eng_mat *tab = calloc((size_t)3 * E, sizeof *tab);
@@ -373,6 +376,11 @@ static glm_status walk(const glm_model *m, cu_weights *w, int dry, glm_error *er
         put_layer(&u, c, li, &m->w.layers[li], &w->layers[li]);
     if (!u.failed && w->exl3_work_bytes)
         w->exl3_work = put(&u, NULL, w->exl3_work_bytes);
+    if (!u.failed && w->moe_prefill_work_bytes) {
+        w->moe_prefill_work = put(&u, NULL, w->moe_prefill_work_bytes);
+        for (int li = 0; li < c->num_layers; li++)
+            w->layers[li].experts.prefill_work = w->moe_prefill_work;
+    }
     w->dry_bytes = u.bytes;
     return u.failed ? (err && err->status ? err->status : GLM_ERR_NOMEM) : GLM_OK;
 }

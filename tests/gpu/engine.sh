@@ -50,6 +50,7 @@ run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks ' "$build/parity.log" >>"$out/parity.txt"
 }
 run_parity "$tiny_a" tiny-A 300
+run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk (CUDA_CHUNK 1024)
 for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
 run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
@@ -87,7 +88,7 @@ else
 fi
 
 echo "== bench"
-timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192}" 2>&1 |
+timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" 2>&1 |
     tee "$out/bench.txt" || status=1
 echo "== parity table"
 cat "$out/parity.txt"

@@ -271,10 +271,12 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     void *dx = dev_copy(x, nx * 4), *dids = dev_copy(ids, (size_t)pairs * 4);
     void *dw_ = dev_copy(w, (size_t)pairs * 4), *dy = NULL, *work = NULL;
     size_t wbytes = kern_exl3_moe_workspace(&ex, rows, slots);
+    if (!wbytes) /* past the decode kernel's pair limit: only the prefill path runs */
+        wbytes = 256;
     CUDA_OK(kern_malloc(&dy, nx * 4));
     CUDA_OK(kern_malloc(&work, wbytes));
     CUDA_OK(kern_memset(work, 0, wbytes));
-    for (int call = 0; call < 3; call++) { /* the workspace must come back ready */
+    for (int call = 0; call < (pairs <= KERN_EXL3_MOE_MAX_PAIRS ? 3 : 0); call++) { /* the workspace must come back ready */
         CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
         CUDA_OK(kern_exl3_moe(&ex, dx, dids, dw_, dy, rows, slots, work, NULL));
         CUDA_OK(kern_sync());
@@ -284,6 +286,29 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
                  inter, bits, cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1", rows, slots, call + 1);
         compare(what, got, ref, nx, 4e-3);
     }
+    /* the prefill path, grouped by expert: a workspace of garbage, the same result twice, bit
+     * for bit */
+    size_t pbytes = kern_exl3_moe_prefill_workspace(&ex, rows, slots);
+    void *pwork = NULL;
+    float *again = xmalloc(nx * 4);
+    CUDA_OK(kern_malloc(&pwork, pbytes));
+    CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
+    for (int call = 0; call < 2; call++) {
+        CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
+        CUDA_OK(kern_exl3_moe_prefill(&ex, dx, dids, dw_, dy, rows, slots, pwork, NULL));
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(call ? again : got, dy, nx * 4));
+    }
+    char pwhat[128];
+    snprintf(pwhat, sizeof pwhat, "moe prefill E%d %dx%d K%d %s rows %3d x %d", E, hidden, inter,
+             bits, cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1", rows, slots);
+    compare(pwhat, got, ref, nx, 4e-3);
+    if (memcmp(got, again, nx * 4) != 0) {
+        printf("FAIL: %s: two calls differ\n", pwhat);
+        failures++;
+    }
+    kern_free(pwork);
+    free(again);
     kern_free((void *)ex.gate_trellis);
     kern_free((void *)ex.up_trellis);
     kern_free((void *)ex.down_trellis);
@@ -348,9 +373,12 @@ int main(int argc, char **argv)
     test_moe(6, 512, 384, 5, 1, 3, 2);
     test_moe(4, 512, 256, 4, 0, 4, 2); /* 4-bit 3inst and mul1 paths, k-steps below the ring */
     test_moe(5, 512, 384, 4, 2, 2, 3);
+    test_moe(3, 512, 256, 4, 1, 150, 2); /* prefill only: 300 pairs, experts of 64+ rows */
+    test_moe(8, 512, 384, 3, 2, 40, 4);
     int moe_rows[] = {1, 4, 16};
     for (int i = 0; i < (small ? 0 : 3); i++)
         test_moe(16, 4096, 2048, 4, 1, moe_rows[i], 8);
+    test_moe(12, 1024, 512, 4, 1, 64, 8); /* a prefill chunk: 512 pairs over 12 experts */
     if (small)
         test_moe(4, 512, 256, 4, 1, 4, 2);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
