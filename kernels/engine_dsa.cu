@@ -544,7 +544,11 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
         return -1;
     size_t smem = (size_t)(R + width + 8 * R) * sizeof(float);
     if (R % 16 == 0) {
-        attend16_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(
+        // 16 warps a (token, head) where their partial sums fit the default shared memory: the
+        // decode step has only T * H blocks, and each warp walks its share of the selection
+        unsigned threads = (size_t)(R + width + 16 * R) * sizeof(float) <= 48 * 1024 ? 512 : 256;
+        smem = (size_t)(R + width + (threads / 32) * R) * sizeof(float);
+        attend16_kernel<<<T * H, threads, smem, static_cast<cudaStream_t>(stream)>>>(
             *lat, qt, idx, count, width, H, R, scale, ot);
         return (int)cudaGetLastError();
     }

@@ -1,7 +1,8 @@
 // engine_matmul.cu: products with the backend's dense matrices (f32, bf16, f16, fp8 blocks):
-// a warp-per-row GEMV for up to 8 tokens (the weights read once, 16 bytes a lane) and a tiled
-// GEMM for more; the embedding gather.
+// a warp-per-row GEMV for up to 8 tokens (the weights read once, 16 bytes a lane; several
+// matrices in one launch, Q4 codes too) and a tiled GEMM for more; the embedding gather.
 #include <mma.h>
+#include <string.h>
 
 #include "engine_common.cuh"
 
@@ -292,7 +293,233 @@ cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, 
     return cudaGetLastError();
 }
 
+// ---- several products of T <= 8 rows in one launch (eng_matmul_jobs) ----------------------
+
+struct gemv_job_dev {
+    eng_mat w, w2;
+    const float *x;
+    float *y;
+    float limit;
+    int accumulate, pair, wpr, block0;
+};
+
+struct gemv_jobs_dev {
+    gemv_job_dev j[ENG_MAX_JOBS];
+    int n;
+};
+
+__device__ __forceinline__ float4 load_x4(const float *x, size_t i, bool aligned)
+{
+    if (aligned)
+        return __ldg(reinterpret_cast<const float4 *>(x + i));
+    return make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);
+}
+
+// This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
+template <int T>
+__device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__restrict__ x,
+                                        int sub, int wpr, int lane, float *acc)
+{
+    const int cols = w.cols;
+    const bool xal = ((uintptr_t)x % 16) == 0 && cols % 4 == 0;
+    if (w.dtype == ENG_Q4) { // a run of up to 8 tiles of 128 columns a step: 16 bytes a lane
+        const uint8_t *row = static_cast<const uint8_t *>(w.data) + (size_t)r * (cols / 2);
+        const __half *sc = reinterpret_cast<const __half *>(w.gscale) + (size_t)r * (cols / 32);
+        int tiles = cols / 128, runs = (tiles + 7) / 8;
+        for (int run = sub; run < runs; run += wpr) {
+            int n = tiles - 8 * run < 8 ? tiles - 8 * run : 8;
+            uint32_t b[8];
+            if (n == 8) {
+                uint4 q = __ldg(reinterpret_cast<const uint4 *>(row + (size_t)512 * run) + lane);
+                b[0] = q.x & 0xffffu, b[1] = q.x >> 16, b[2] = q.y & 0xffffu, b[3] = q.y >> 16;
+                b[4] = q.z & 0xffffu, b[5] = q.z >> 16, b[6] = q.w & 0xffffu, b[7] = q.w >> 16;
+            } else {
+                const uint16_t *p =
+                    reinterpret_cast<const uint16_t *>(row + (size_t)512 * run + (size_t)2 * n * lane);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    b[j] = j < n ? p[j] : 0u;
+            }
+            const __half *s = sc + 32 * run + n * (lane / 8);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (j < n) {
+                    float sj = __half2float(s[j]);
+                    float w0 = (float)(b[j] & 15u) - 8.0f, w1 = (float)((b[j] >> 4) & 15u) - 8.0f;
+                    float w2 = (float)((b[j] >> 8) & 15u) - 8.0f, w3 = (float)(b[j] >> 12) - 8.0f;
+                    size_t c = (size_t)(8 * run + j) * 128 + 4 * lane;
+#pragma unroll
+                    for (int t = 0; t < T; t++) {
+                        float4 a = load_x4(x, (size_t)t * cols + c, xal);
+                        acc[t] += sj * (w0 * a.x + w1 * a.y + w2 * a.z + w3 * a.w);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    if (cols % 8 == 0 && xal && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
+        ((uintptr_t)w.data % 16) == 0) {
+        const uint4 *rw = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                          (size_t)r * cols);
+        int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
+        for (; i + 3 * step < n8; i += 4 * step) {
+            uint4 q0 = __ldg(rw + i), q1 = __ldg(rw + i + step), q2 = __ldg(rw + i + 2 * step),
+                  q3 = __ldg(rw + i + 3 * step);
+            dot8<T>(q0, bf, x, cols, i, T, acc);
+            dot8<T>(q1, bf, x, cols, i + step, T, acc);
+            dot8<T>(q2, bf, x, cols, i + 2 * step, T, acc);
+            dot8<T>(q3, bf, x, cols, i + 3 * step, T, acc);
+        }
+        for (; i < n8; i += step)
+            dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+        return;
+    }
+    if (w.dtype == ENG_F32 && xal && ((uintptr_t)w.data % 16) == 0) {
+        const float4 *rw = reinterpret_cast<const float4 *>(static_cast<const float *>(w.data) +
+                                                            (size_t)r * cols);
+        int n4 = cols / 4, step = 32 * wpr;
+        for (int i = sub * 32 + lane; i < n4; i += step) {
+            float4 q = __ldg(rw + i);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float4 a = __ldg(reinterpret_cast<const float4 *>(x + (size_t)t * cols) + i);
+                acc[t] += q.x * a.x + q.y * a.y + q.z * a.z + q.w * a.w;
+            }
+        }
+        return;
+    }
+    for (int c = sub * 32 + lane; c < cols; c += 32 * wpr) {
+        float v = mat_at(w, r, c);
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[t] += v * x[(size_t)t * cols + c];
+    }
+}
+
+// Blocks [block0, next block0) belong to a job; each holds 8 / wpr of its rows, wpr warps a row
+// whose partial sums meet in shared memory in warp order.
+template <int T>
+__global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
+{
+    gemv_job_dev jb = js.j[0];
+#pragma unroll
+    for (int i = 1; i < ENG_MAX_JOBS; i++)
+        if (i < js.n && (int)blockIdx.x >= js.j[i].block0)
+            jb = js.j[i];
+    __shared__ float red[kGemvWarps][2][T];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
+    int r = ((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr;
+    bool valid = r < jb.w.rows;
+    float acc[T], acc2[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = acc2[t] = 0.0f;
+    if (valid) {
+        row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
+        if (jb.pair)
+            row_dot<T>(jb.w2, r, jb.x, sub, wpr, lane, acc2);
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        acc[t] = warp_sum(acc[t]);
+        acc2[t] = warp_sum(acc2[t]);
+    }
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                red[warp][0][t] = acc[t], red[warp][1][t] = acc2[t];
+        __syncthreads();
+        if (sub == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float a = 0.0f, a2 = 0.0f;
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][0][t], a2 += red[warp + k][1][t];
+                acc[t] = a, acc2[t] = a2;
+            }
+    }
+    if (!valid || sub != 0 || lane != 0)
+        return;
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        float v = acc[t];
+        if (jb.pair) { // SwiGLU, as eng_swiglu
+            float g = fminf(acc[t], jb.limit), u = fminf(fmaxf(acc2[t], -jb.limit), jb.limit);
+            v = g / (1.0f + expf(-g)) * u;
+        }
+        float *y = jb.y + (size_t)t * jb.w.rows + r;
+        *y = jb.accumulate ? *y + v : v;
+    }
+}
+
+// Warps a row: enough warps in all to keep loads in flight (about 8k), yet each with work.
+int pick_wpr(const eng_mat *w)
+{
+    int wpr = 1;
+    while (wpr < kGemvWarps && (size_t)w->rows * wpr < 8192)
+        wpr *= 2;
+    int units = w->dtype == ENG_Q4 ? (w->cols / 128 + 7) / 8 : (w->cols + 255) / 256;
+    while (wpr > 1 && wpr > units)
+        wpr /= 2;
+    return wpr;
+}
+
+template <int T>
+cudaError_t jobs_launch(const gemv_jobs_dev &js, unsigned blocks, cudaStream_t st)
+{
+    gemv_jobs_kernel<T><<<blocks, 32 * kGemvWarps, 0, st>>>(js);
+    return cudaGetLastError();
+}
+
 } // namespace
+
+extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *stream)
+{
+    if (!jobs || n < 1 || n > ENG_MAX_JOBS || T < 1 || T > kMaxGemvT)
+        return -1;
+    gemv_jobs_dev js;
+    memset(&js, 0, sizeof js);
+    js.n = n;
+    long blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const eng_gemv_job *j = &jobs[i];
+        const eng_mat *w = j->w;
+        if (!w || !j->x || !j->y || w->rows < 1 || w->cols < 1 ||
+            (w->dtype == ENG_Q4 && (w->cols % 128 || !w->gscale)))
+            return -1;
+        if (j->w2 && (j->w2->rows != w->rows || j->w2->cols != w->cols ||
+                      (j->w2->dtype == ENG_Q4 && (w->cols % 128 || !j->w2->gscale))))
+            return -1;
+        gemv_job_dev *d = &js.j[i];
+        d->w = *w;
+        if (j->w2)
+            d->w2 = *j->w2;
+        d->x = j->x;
+        d->y = j->y;
+        d->limit = j->limit;
+        d->accumulate = j->accumulate;
+        d->pair = j->w2 != NULL;
+        d->wpr = pick_wpr(w);
+        d->block0 = (int)blocks;
+        blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr));
+    }
+    if (blocks > 0x7fffffffL)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    unsigned b = (unsigned)blocks;
+    switch (T) {
+    case 1: return (int)jobs_launch<1>(js, b, st);
+    case 2: return (int)jobs_launch<2>(js, b, st);
+    case 3: return (int)jobs_launch<3>(js, b, st);
+    case 4: return (int)jobs_launch<4>(js, b, st);
+    case 5: return (int)jobs_launch<5>(js, b, st);
+    case 6: return (int)jobs_launch<6>(js, b, st);
+    case 7: return (int)jobs_launch<7>(js, b, st);
+    default: return (int)jobs_launch<8>(js, b, st);
+    }
+}
 
 extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream)
 {
@@ -313,16 +540,8 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
         gemm_kernel<<<grid, 256, 0, st>>>(*w, x, T, y);
         return (int)cudaGetLastError();
     }
-    switch (T) {
-    case 1: return (int)gemv_launch<1>(w, x, y, T, st);
-    case 2: return (int)gemv_launch<2>(w, x, y, T, st);
-    case 3: return (int)gemv_launch<3>(w, x, y, T, st);
-    case 4: return (int)gemv_launch<4>(w, x, y, T, st);
-    case 5: return (int)gemv_launch<5>(w, x, y, T, st);
-    case 6: return (int)gemv_launch<6>(w, x, y, T, st);
-    case 7: return (int)gemv_launch<7>(w, x, y, T, st);
-    default: return (int)gemv_launch<8>(w, x, y, T, st);
-    }
+    eng_gemv_job job = {w, NULL, x, y, 0.0f, 0};
+    return eng_matmul_jobs(&job, 1, T, stream);
 }
 
 extern "C" int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out,

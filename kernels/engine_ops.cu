@@ -181,6 +181,132 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *post, cons
     }
 }
 
+// The decode path's HC step (T <= 8). Columns split in chunks of kHcChunk over blocks; each block
+// stages its chunk of every token's X row, then each warp takes fn rows (lanes over the chunk,
+// one warp sum) and the block sums the squares; the parts are summed in block order later.
+constexpr int kHcChunk = 256, kHcMaxSplits = 64, kHcMaxT = 8;
+
+__global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, const float *X, int T,
+                                                            float *part, int splits)
+{
+    __shared__ float xs[kHcMaxT][kHcChunk];
+    __shared__ float red[33];
+    int n = fn.cols, c0 = blockIdx.x * kHcChunk, w = fn.rows + 1;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = 0; t < T; t++) {
+        int c = c0 + threadIdx.x;
+        float v = c < n ? X[(size_t)t * n + c] : 0.0f;
+        xs[t][threadIdx.x] = v;
+        float ss = block_sum(v * v, red); // its barriers also publish xs
+        if (threadIdx.x == 0)
+            part[((size_t)t * splits + blockIdx.x) * w + fn.rows] = ss;
+    }
+    for (int r = warp; r < fn.rows; r += 8) {
+        float acc[kHcMaxT];
+#pragma unroll
+        for (int t = 0; t < kHcMaxT; t++)
+            acc[t] = 0.0f;
+        for (int k = lane; k < kHcChunk && c0 + k < n; k += 32) {
+            float wv = mat_at(fn, r, c0 + k);
+#pragma unroll
+            for (int t = 0; t < kHcMaxT; t++)
+                if (t < T)
+                    acc[t] += wv * xs[t][k];
+        }
+#pragma unroll
+        for (int t = 0; t < kHcMaxT; t++) {
+            float a = warp_sum(acc[t]);
+            if (lane == 0 && t < T)
+                part[((size_t)t * splits + blockIdx.x) * w + r] = a;
+        }
+    }
+}
+
+// One block per token: the parts summed in block order and scaled by the RMS of X (the normed
+// flat streams' product), the Sinkhorn mix in warp 0 (hc_mix_kernel's operations, in its
+// order), then the collapse of the streams and its RMSNorm with norm.
+__global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, int splits, int mix,
+                                                            const float *X, const float *base,
+                                                            const float *scale, const float *norm,
+                                                            int S, int D, int iters, float hc_eps,
+                                                            float rms_eps, float *pre, float *post,
+                                                            float *comb, float *u)
+{
+    __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
+    __shared__ float C[kHcMaxS * kHcMaxS], rs[kHcMaxS], pr[kHcMaxS], red[33];
+    extern __shared__ float row[]; // [D]
+    int t = blockIdx.x, w = mix + 1;
+    const float *pt = part + (size_t)t * splits * w;
+    for (int k = threadIdx.x; k < w; k += blockDim.x) {
+        float a = 0.0f;
+        for (int b = 0; b < splits; b++)
+            a += pt[(size_t)b * w + k];
+        mus[k] = a;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        int lane = threadIdx.x, SS = S * S;
+        float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
+        for (int k = lane; k < S; k += 32) {
+            pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
+            pre[t * S + k] = pr[k];
+            post[t * S + k] = 2.0f / (1.0f + expf(-(mus[S + k] * inv * scale[1] + base[S + k])));
+        }
+        for (int k = lane; k < SS; k += 32)
+            C[k] = mus[2 * S + k] * inv * scale[2] + base[2 * S + k];
+        __syncwarp();
+        for (int i = lane; i < S; i += 32) { // softmax along each row, plus eps
+            float mx = C[i * S];
+            for (int c = 1; c < S; c++)
+                mx = fmaxf(mx, C[i * S + c]);
+            float sum = 0.0f;
+            for (int c = 0; c < S; c++) {
+                C[i * S + c] = expf(C[i * S + c] - mx);
+                sum += C[i * S + c];
+            }
+            for (int c = 0; c < S; c++)
+                C[i * S + c] = C[i * S + c] / sum + hc_eps;
+        }
+        __syncwarp();
+        for (int it = 0; it < iters; it++) {
+            if (it > 0) {
+                for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
+                    float sum = 0.0f;
+                    for (int c = 0; c < S; c++)
+                        sum += C[i * S + c];
+                    for (int c = 0; c < S; c++)
+                        C[i * S + c] /= sum + hc_eps;
+                }
+                __syncwarp();
+            }
+            for (int j = lane; j < S; j += 32) { // columns
+                float sum = 0.0f;
+                for (int r = 0; r < S; r++)
+                    sum += C[r * S + j];
+                for (int r = 0; r < S; r++)
+                    C[r * S + j] /= sum + hc_eps;
+            }
+            __syncwarp();
+        }
+        for (int k = lane; k < SS; k += 32)
+            comb[(size_t)t * SS + k] = C[k];
+    }
+    __syncthreads();
+    const float *x = X + (size_t)t * S * D;
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pr[s] * x[(size_t)s * D + d];
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+}
+
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -254,5 +380,35 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *post, const fl
         return -1;
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
     hc_post_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(X, y, post, comb, S, D);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_splits(int n)
+{
+    int b = (int)blocks_for((size_t)(n > 0 ? n : 1), kHcChunk);
+    return b < kHcMaxSplits ? b : kHcMaxSplits;
+}
+
+extern "C" int eng_hc_fn_partial(const eng_mat *fn, const float *X, int T, float *part, void *stream)
+{
+    if (!fn || T < 1 || T > kHcMaxT || fn->cols > kHcChunk * kHcMaxSplits)
+        return -1;
+    int splits = eng_hc_splits(fn->cols);
+    hc_fn_partial_kernel<<<splits, 256, 0, static_cast<cudaStream_t>(stream)>>>(*fn, X, T, part,
+                                                                              splits);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
+                                const float *scale, const float *norm, int T, int S, int D,
+                                int iters, float hc_eps, float rms_eps, float *pre, float *post,
+                                float *comb, float *u, void *stream)
+{
+    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || D < 1 ||
+        (size_t)D * sizeof(float) > 48 * 1024)
+        return -1;
+    hc_pre_fused_kernel<<<T, 1024, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
+        part, eng_hc_splits(S * D), mix_rows, X, base, scale, norm, S, D, iters, hc_eps, rms_eps,
+        pre, post, comb, u);
     return (int)cudaGetLastError();
 }

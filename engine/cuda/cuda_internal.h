@@ -14,6 +14,12 @@
 
 /* Tokens a forward chunk holds at most (prefills run in chunks of this many). */
 #define CUDA_CHUNK 256
+/* Rows a decode-path launch takes (eng_matmul_jobs, the fused HC step); more go the prefill way. */
+#define CUDA_DECODE_T 8
+/* The fused HC step's bounds: S * hidden columns split over at most 64 blocks of 256, and the
+ * hidden row in shared memory. */
+#define CUDA_HC_MAX_COLS (64 * 256)
+#define CUDA_HC_MAX_HIDDEN 12288
 /* Queries of one indexer scoring launch (bounds the score scratch). */
 #define CUDA_SCORE_ROWS 16
 
@@ -72,12 +78,15 @@ typedef struct cu_weights {
     size_t moe_work_bytes;
     size_t dry_bytes;        /* what a dry run counted */
     int n_dequantized_experts; /* EXL3 expert layers the fused kernel cannot take (run dense) */
+    int n_q4, n_q4_kept;     /* dense_q4: matrices requantized, BF16 ones kept (cols % 128) */
 } cu_weights;
 
-glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err);
+/* dense_q4: the BF16 linears (attention, dense and shared MLPs, LM head) requantized to ENG_Q4 on
+ * the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
+glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err);
 void cu_weights_free(cu_weights *w);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */
-size_t cu_weights_bytes(const glm_model *m);
+size_t cu_weights_bytes(const glm_model *m, int dense_q4);
 
 /* The shared activations of one forward chunk (plan.h's layout, one device allocation). */
 typedef struct cu_scratch {
@@ -89,6 +98,7 @@ typedef struct cu_scratch {
     int *sel_count;
     float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
     int32_t *rids;
+    float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
     float *hfin, *logits;
 } cu_scratch;
 
@@ -109,6 +119,7 @@ typedef struct cuda_backend {
     int kv_dtype;  /* eng_cache_dtype of the latent cache */
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
+    int dense_q4;  /* GLMCHAT_CUDA_DENSE=q4 */
     cu_prof prof;
 } cuda_backend;
 
