@@ -110,13 +110,16 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
                          void *stream);
 
 /* ---- hyper-connections (engine_ops.cu) --------------------------------------------------- */
-/* The decode path's HC step before a sublayer (T <= 8) in two launches: eng_hc_fn_partial
- * splits the columns of the fn product over blocks: part[t][b][r] = the partial products of
- * X[t] with the rows r < fn->rows, part[t][b][fn->rows] = the partial sum of squares (b <
- * splits, eng_hc_splits); eng_hc_pre_fused sums the parts in block order, scales by the RMS of
- * X[t], mixes (Sinkhorn, as eng_hc_mix), collapses the streams and RMS-norms with norm into u. */
-int eng_hc_splits(int n);
-int eng_hc_fn_partial(const eng_mat *fn, const float *X, int T, float *part, void *stream);
+/* The decode path's HC step before a sublayer (T <= 8) in two launches. eng_hc_fn_partial
+ * splits the hidden positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 16384
+ * fits): part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
+ * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
+ * previous sublayer's update (eng_hc_post with post, comb) to X. eng_hc_pre_fused sums the parts
+ * in block order, scales by the RMS of X[t], mixes (Sinkhorn, as eng_hc_mix), collapses the
+ * streams and RMS-norms with norm into u (D <= 10240). */
+int eng_hc_splits(int S, int D);
+int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
+                      const float *post, const float *comb, float *part, void *stream);
 int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
                      const float *scale, const float *norm, int T, int S, int D, int iters,
                      float hc_eps, float rms_eps, float *pre, float *post, float *comb, float *u,
@@ -187,6 +190,13 @@ int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, in
 /* ot[t][h] = softmax_s(qt . lat[idx[s]] * scale) over the selection, weighted latent rows. */
 int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                    int width, int T, int H, int R, float scale, float *ot, void *stream);
+/* eng_mla_attend for the decode step: with T * H <= ENG_ATTEND_PAIRS / 2 each (token, head)'s
+ * selection is split over up to 8 blocks whose partial sums are rescaled and added in block order
+ * (part: ENG_ATTEND_PAIRS * (R + 2) floats); else eng_mla_attend. */
+#define ENG_ATTEND_PAIRS 256
+int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
+                          const int *count, int width, int T, int H, int R, float scale, float *ot,
+                          float *part, void *stream);
 /* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
 int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                    float *o, void *stream);

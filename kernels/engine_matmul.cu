@@ -300,7 +300,7 @@ struct gemv_job_dev {
     const float *x;
     float *y;
     float limit;
-    int accumulate, pair, wpr, block0;
+    int accumulate, pair, wpr, rpw, block0;
 };
 
 struct gemv_jobs_dev {
@@ -315,6 +315,64 @@ __device__ __forceinline__ float4 load_x4(const float *x, size_t i, bool aligned
     return make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);
 }
 
+// NR rows of Q4 codes (of the same width) against T tokens of x, this warp's share of the runs:
+// one x load serves every row (the loads from L1 would otherwise bound a 4-bit product).
+template <int T, int NR>
+__device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int ra, const void *wb,
+                                        const uint16_t *sb, int rb, int cols,
+                                        const float *__restrict__ x, int sub, int wpr, int lane,
+                                        float (*acc)[T])
+{
+    const bool xal = ((uintptr_t)x % 16) == 0;
+    const uint8_t *row[NR];
+    const __half *sc[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) {
+        row[q] = static_cast<const uint8_t *>(q ? wb : wa) + (size_t)(q ? rb : ra) * (cols / 2);
+        sc[q] = reinterpret_cast<const __half *>(q ? sb : sa) + (size_t)(q ? rb : ra) * (cols / 32);
+    }
+    int tiles = cols / 128, runs = (tiles + 7) / 8;
+    for (int run = sub; run < runs; run += wpr) { // a run of up to 8 tiles: 16 bytes a lane
+        int n = tiles - 8 * run < 8 ? tiles - 8 * run : 8;
+        uint32_t b[NR][8];
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            if (n == 8) {
+                uint4 v = __ldg(reinterpret_cast<const uint4 *>(row[q] + (size_t)512 * run) + lane);
+                b[q][0] = v.x & 0xffffu, b[q][1] = v.x >> 16, b[q][2] = v.y & 0xffffu;
+                b[q][3] = v.y >> 16, b[q][4] = v.z & 0xffffu, b[q][5] = v.z >> 16;
+                b[q][6] = v.w & 0xffffu, b[q][7] = v.w >> 16;
+            } else {
+                const uint16_t *p = reinterpret_cast<const uint16_t *>(row[q] + (size_t)512 * run +
+                                                                       (size_t)2 * n * lane);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    b[q][j] = j < n ? p[j] : 0u;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j >= n)
+                break;
+            float sj[NR], w0[NR], w1[NR], w2[NR], w3[NR];
+#pragma unroll
+            for (int q = 0; q < NR; q++) {
+                sj[q] = __half2float(sc[q][32 * run + n * (lane / 8) + j]);
+                w0[q] = (float)(b[q][j] & 15u) - 8.0f, w1[q] = (float)((b[q][j] >> 4) & 15u) - 8.0f;
+                w2[q] = (float)((b[q][j] >> 8) & 15u) - 8.0f, w3[q] = (float)(b[q][j] >> 12) - 8.0f;
+            }
+            size_t c = (size_t)(8 * run + j) * 128 + 4 * lane;
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float4 a = load_x4(x, (size_t)t * cols + c, xal);
+#pragma unroll
+                for (int q = 0; q < NR; q++)
+                    acc[q][t] += sj[q] * (w0[q] * a.x + w1[q] * a.y + w2[q] * a.z + w3[q] * a.w);
+            }
+        }
+    }
+}
+
 // This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
 template <int T>
 __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__restrict__ x,
@@ -322,40 +380,9 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
 {
     const int cols = w.cols;
     const bool xal = ((uintptr_t)x % 16) == 0 && cols % 4 == 0;
-    if (w.dtype == ENG_Q4) { // a run of up to 8 tiles of 128 columns a step: 16 bytes a lane
-        const uint8_t *row = static_cast<const uint8_t *>(w.data) + (size_t)r * (cols / 2);
-        const __half *sc = reinterpret_cast<const __half *>(w.gscale) + (size_t)r * (cols / 32);
-        int tiles = cols / 128, runs = (tiles + 7) / 8;
-        for (int run = sub; run < runs; run += wpr) {
-            int n = tiles - 8 * run < 8 ? tiles - 8 * run : 8;
-            uint32_t b[8];
-            if (n == 8) {
-                uint4 q = __ldg(reinterpret_cast<const uint4 *>(row + (size_t)512 * run) + lane);
-                b[0] = q.x & 0xffffu, b[1] = q.x >> 16, b[2] = q.y & 0xffffu, b[3] = q.y >> 16;
-                b[4] = q.z & 0xffffu, b[5] = q.z >> 16, b[6] = q.w & 0xffffu, b[7] = q.w >> 16;
-            } else {
-                const uint16_t *p =
-                    reinterpret_cast<const uint16_t *>(row + (size_t)512 * run + (size_t)2 * n * lane);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    b[j] = j < n ? p[j] : 0u;
-            }
-            const __half *s = sc + 32 * run + n * (lane / 8);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                if (j < n) {
-                    float sj = __half2float(s[j]);
-                    float w0 = (float)(b[j] & 15u) - 8.0f, w1 = (float)((b[j] >> 4) & 15u) - 8.0f;
-                    float w2 = (float)((b[j] >> 8) & 15u) - 8.0f, w3 = (float)(b[j] >> 12) - 8.0f;
-                    size_t c = (size_t)(8 * run + j) * 128 + 4 * lane;
-#pragma unroll
-                    for (int t = 0; t < T; t++) {
-                        float4 a = load_x4(x, (size_t)t * cols + c, xal);
-                        acc[t] += sj * (w0 * a.x + w1 * a.y + w2 * a.z + w3 * a.w);
-                    }
-                }
-            }
-        }
+    if (w.dtype == ENG_Q4) {
+        q4_rows<T, 1>(w.data, w.gscale, r, w.data, w.gscale, r, cols, x, sub, wpr, lane,
+                      reinterpret_cast<float (*)[T]>(acc));
         return;
     }
     if (cols % 8 == 0 && xal && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
@@ -409,16 +436,34 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
             jb = js.j[i];
     __shared__ float red[kGemvWarps][2][T];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
-    int r = ((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr;
-    bool valid = r < jb.w.rows;
+    // rpw rows a warp group: a pair's two matrices share row r; a Q4 job's rows go two at a time
+    int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * jb.rpw;
+    bool valid = r < jb.w.rows, second = jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows);
+    int rb = jb.pair ? r : r + 1;
     float acc[T], acc2[T];
 #pragma unroll
     for (int t = 0; t < T; t++)
         acc[t] = acc2[t] = 0.0f;
     if (valid) {
-        row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
-        if (jb.pair)
-            row_dot<T>(jb.w2, r, jb.x, sub, wpr, lane, acc2);
+        int bq4 = jb.pair ? jb.w2.dtype == ENG_Q4 : 1;
+        if (second && jb.w.dtype == ENG_Q4 && bq4) {
+            float a2[2][T];
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                a2[0][t] = a2[1][t] = 0.0f;
+            q4_rows<T, 2>(jb.w.data, jb.w.gscale, r, jb.pair ? jb.w2.data : jb.w.data,
+                          jb.pair ? jb.w2.gscale : jb.w.gscale, rb, jb.w.cols, jb.x, sub, wpr,
+                          lane, a2);
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                acc[t] = a2[0][t], acc2[t] = a2[1][t];
+        } else {
+            row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
+            if (second && jb.pair)
+                row_dot<T>(jb.w2, rb, jb.x, sub, wpr, lane, acc2);
+            else if (second)
+                row_dot<T>(jb.w, rb, jb.x, sub, wpr, lane, acc2);
+        }
     }
 #pragma unroll
     for (int t = 0; t < T; t++) {
@@ -451,6 +496,10 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
         }
         float *y = jb.y + (size_t)t * jb.w.rows + r;
         *y = jb.accumulate ? *y + v : v;
+        if (!jb.pair && second) {
+            y++;
+            *y = jb.accumulate ? *y + acc2[t] : acc2[t];
+        }
     }
 }
 
@@ -502,8 +551,9 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
         d->accumulate = j->accumulate;
         d->pair = j->w2 != NULL;
         d->wpr = pick_wpr(w);
+        d->rpw = w->dtype == ENG_Q4 && !j->w2 ? 2 : 1;
         d->block0 = (int)blocks;
-        blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr));
+        blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
     }
     if (blocks > 0x7fffffffL)
         return -1;

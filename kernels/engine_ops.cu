@@ -181,22 +181,51 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *post, cons
     }
 }
 
-// The decode path's HC step (T <= 8). Columns split in chunks of kHcChunk over blocks; each block
-// stages its chunk of every token's X row, then each warp takes fn rows (lanes over the chunk,
-// one warp sum) and the block sums the squares; the parts are summed in block order later.
+// The decode path's HC step (T <= 8). The hidden positions split in ranges of kHcChunk / S over
+// blocks; each block stages its range of every stream and token (first applying the previous
+// sublayer's HC update there when y is given: hc_post_kernel's arithmetic, each position read and
+// written by this block alone), then each warp takes fn rows (lanes over the staged columns, one
+// warp sum) and the block sums the squares; the parts are summed in block order later.
 constexpr int kHcChunk = 256, kHcMaxSplits = 64, kHcMaxT = 8;
 
-__global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, const float *X, int T,
-                                                            float *part, int splits)
+__device__ __forceinline__ int hc_range(int S)
+{
+    return kHcChunk / S;
+}
+
+__global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X, int T, int S,
+                                                            int D, float *part, int splits,
+                                                            const float *y, const float *post,
+                                                            const float *comb)
 {
     __shared__ float xs[kHcMaxT][kHcChunk];
     __shared__ float red[33];
-    int n = fn.cols, c0 = blockIdx.x * kHcChunk, w = fn.rows + 1;
+    int dc = hc_range(S), d0 = blockIdx.x * dc, w = fn.rows + 1;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int ks = S * dc; // staged columns: k = s * dc + j is column s * D + d0 + j
+    int k = threadIdx.x, s = k / dc, d = d0 + k % dc;
+    bool mine = k < ks && d < D;
     for (int t = 0; t < T; t++) {
-        int c = c0 + threadIdx.x;
-        float v = c < n ? X[(size_t)t * n + c] : 0.0f;
-        xs[t][threadIdx.x] = v;
+        float v = 0.0f;
+        if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
+            float acc = 0.0f;
+            if (mine) {
+                float old[kHcMaxS];
+                for (int i = 0; i < S; i++)
+                    old[i] = X[((size_t)t * S + i) * D + d];
+                const float *C = comb + (size_t)t * S * S;
+                acc = post[t * S + s] * y[(size_t)t * D + d];
+                for (int i = 0; i < S; i++)
+                    acc += C[i * S + s] * old[i];
+            }
+            __syncthreads(); // every old value read before any is replaced
+            if (mine)
+                X[((size_t)t * S + s) * D + d] = acc;
+            v = acc;
+        } else if (mine) {
+            v = X[((size_t)t * S + s) * D + d];
+        }
+        xs[t][k] = mine ? v : 0.0f;
         float ss = block_sum(v * v, red); // its barriers also publish xs
         if (threadIdx.x == 0)
             part[((size_t)t * splits + blockIdx.x) * w + fn.rows] = ss;
@@ -206,12 +235,15 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, const fl
 #pragma unroll
         for (int t = 0; t < kHcMaxT; t++)
             acc[t] = 0.0f;
-        for (int k = lane; k < kHcChunk && c0 + k < n; k += 32) {
-            float wv = mat_at(fn, r, c0 + k);
+        for (int kk = lane; kk < ks; kk += 32) {
+            int dd = d0 + kk % dc;
+            if (dd >= D)
+                continue;
+            float wv = mat_at(fn, r, (kk / dc) * D + dd);
 #pragma unroll
             for (int t = 0; t < kHcMaxT; t++)
                 if (t < T)
-                    acc[t] += wv * xs[t][k];
+                    acc[t] += wv * xs[t][kk];
         }
 #pragma unroll
         for (int t = 0; t < kHcMaxT; t++) {
@@ -233,7 +265,7 @@ __global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, i
                                                             float *comb, float *u)
 {
     __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
-    __shared__ float C[kHcMaxS * kHcMaxS], rs[kHcMaxS], pr[kHcMaxS], red[33];
+    __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
     extern __shared__ float row[]; // [D]
     int t = blockIdx.x, w = mix + 1;
     const float *pt = part + (size_t)t * splits * w;
@@ -383,19 +415,22 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *post, const fl
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_hc_splits(int n)
+extern "C" int eng_hc_splits(int S, int D)
 {
-    int b = (int)blocks_for((size_t)(n > 0 ? n : 1), kHcChunk);
-    return b < kHcMaxSplits ? b : kHcMaxSplits;
+    if (S < 1 || S > kHcMaxS || D < 1)
+        return -1;
+    int b = (int)blocks_for((size_t)D, (unsigned)(kHcChunk / S));
+    return b <= kHcMaxSplits ? b : -1;
 }
 
-extern "C" int eng_hc_fn_partial(const eng_mat *fn, const float *X, int T, float *part, void *stream)
+extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
+                                 const float *post, const float *comb, float *part, void *stream)
 {
-    if (!fn || T < 1 || T > kHcMaxT || fn->cols > kHcChunk * kHcMaxSplits)
+    int splits = eng_hc_splits(S, D);
+    if (!fn || T < 1 || T > kHcMaxT || splits < 1 || fn->cols != S * D)
         return -1;
-    int splits = eng_hc_splits(fn->cols);
-    hc_fn_partial_kernel<<<splits, 256, 0, static_cast<cudaStream_t>(stream)>>>(*fn, X, T, part,
-                                                                              splits);
+    hc_fn_partial_kernel<<<splits, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        *fn, X, T, S, D, part, splits, y, post, comb);
     return (int)cudaGetLastError();
 }
 
@@ -404,11 +439,12 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
                                 int iters, float hc_eps, float rms_eps, float *pre, float *post,
                                 float *comb, float *u, void *stream)
 {
-    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || D < 1 ||
-        (size_t)D * sizeof(float) > 48 * 1024)
+    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S ||
+        eng_hc_splits(S, D) < 1 ||
+        (size_t)D * sizeof(float) > 40 * 1024)
         return -1;
     hc_pre_fused_kernel<<<T, 1024, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-        part, eng_hc_splits(S * D), mix_rows, X, base, scale, norm, S, D, iters, hc_eps, rms_eps,
+        part, eng_hc_splits(S, D), mix_rows, X, base, scale, norm, S, D, iters, hc_eps, rms_eps,
         pre, post, comb, u);
     return (int)cudaGetLastError();
 }

@@ -227,8 +227,9 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
         *g[i] = (float *)(b + off[nf + 2 + i]);
     s->rids = (int32_t *)(b + off[nf + 2 + ng]);
     s->part = (float *)(b + off[nf + 3 + ng]);
-    s->hfin = (float *)(b + off[nf + 4 + ng]);
-    s->logits = (float *)(b + off[nf + 5 + ng]);
+    s->apart = (float *)(b + off[nf + 4 + ng]);
+    s->hfin = (float *)(b + off[nf + 5 + ng]);
+    s->logits = (float *)(b + off[nf + 6 + ng]);
     return GLM_OK;
 }
 

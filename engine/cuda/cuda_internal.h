@@ -19,7 +19,7 @@
 /* The fused HC step's bounds: S * hidden columns split over at most 64 blocks of 256, and the
  * hidden row in shared memory. */
 #define CUDA_HC_MAX_COLS (64 * 256)
-#define CUDA_HC_MAX_HIDDEN 12288
+#define CUDA_HC_MAX_HIDDEN 8192
 /* Queries of one indexer scoring launch (bounds the score scratch). */
 #define CUDA_SCORE_ROWS 16
 
@@ -99,6 +99,7 @@ typedef struct cu_scratch {
     float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
     int32_t *rids;
     float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
+    float *apart; /* the decode latent attention's partial sums: ENG_ATTEND_PAIRS x (R + 2) */
     float *hfin, *logits;
 } cu_scratch;
 

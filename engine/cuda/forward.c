@@ -60,18 +60,28 @@ static eng_gemv_job job(const cu_lin *l, const float *x, float *y)
     return j;
 }
 
-/* HC collapse of the streams into s.c, then RMSNorm with w into s.u (decode: the fused pair). */
+/* 1 when the decode path's fused HC step takes fn (eng_hc_fn_partial, eng_hc_pre_fused). */
+static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
+{
+    const glm_config *c = &be->m->cfg;
+    int S = c->hc_mult, D = c->hidden_size;
+    return T <= CUDA_DECODE_T && !fn->exl3 && fn->m.rows == (2 + S) * S && fn->m.cols == S * D &&
+           eng_hc_splits(S, D) > 0 && D <= CUDA_HC_MAX_HIDDEN;
+}
+
+/* HC collapse of the streams into s.c, then RMSNorm with w into s.u. Decode: the fn product's
+ * parts (unless the previous HC update already left them: part_ready), then one launch. */
 static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, const float *scale,
-                  const float *norm, glm_error *err)
+                  const float *norm, int part_ready, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int S = c->hc_mult, D = c->hidden_size;
     void *st = be->stream;
-    if (T <= CUDA_DECODE_T && !fn->exl3 && fn->m.rows == (2 + S) * S &&
-        fn->m.cols == S * D && S * D <= CUDA_HC_MAX_COLS &&
-        D <= CUDA_HC_MAX_HIDDEN) { /* decode: two launches */
-        CK(eng_hc_fn_partial(&fn->m, b->X, T, b->part, st), "the HC mixing product (split)");
+    if (hc_fast(be, T, fn)) {
+        if (!part_ready)
+            CK(eng_hc_fn_partial(&fn->m, b->X, T, S, D, NULL, NULL, NULL, b->part, st),
+               "the HC mixing product (split)");
         CK(eng_hc_pre_fused(b->part, fn->m.rows, b->X, base, scale, norm, T, S, D,
                             c->hc_sinkhorn_iters, c->hc_eps, c->rms_norm_eps, b->pre, b->post,
                             b->comb, b->u, st), "the HC mix, collapse and norm");
@@ -198,8 +208,13 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
         }
     }
     CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
-    CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
-                      1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
+    if (T <= CUDA_DECODE_T) /* the selection split over blocks when there are few heads */
+        CK(eng_mla_attend_decode(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                                 1.0f / sqrtf((float)dn), b->ot, b->apart, st),
+           "the latent attention");
+    else
+        CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                          1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
     CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
     CK(lin(be, &L->dsa_o, b->od, T, b->y), "the MLA output projection");
     return 0;
@@ -282,6 +297,29 @@ static int reduce(cuda_state *s, int T, glm_error *err)
     return 0;
 }
 
+/* Decode: 1 when layer li's last HC update also computes layer li + 1's first fn parts. */
+static int post_feeds_next(const cuda_backend *be, int li, int T)
+{
+    const cu_layer *L = be->w.layers;
+    return li + 1 < be->m->cfg.num_layers && hc_fast(be, T, &L[li].hc_ffn_lin) &&
+           hc_fast(be, T, &L[li + 1].hc_attn_lin);
+}
+
+/* The HC update after a sublayer; with next (the decode path) fused with next's fn parts. */
+static int hc_update(cuda_backend *be, int T, const cu_lin *next, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    if (next) {
+        CK(eng_hc_fn_partial(&next->m, b->X, T, c->hc_mult, c->hidden_size, b->y, b->post, b->comb,
+                             b->part, be->stream), "the HC update with the next mixing product");
+        return 0;
+    }
+    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
+       "the HC update");
+    return 0;
+}
+
 static int layer(cuda_state *s, int li, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -289,21 +327,23 @@ static int layer(cuda_state *s, int li, int T, glm_error *err)
     const cu_layer *L = &be->w.layers[li];
     cu_scratch *b = &be->s;
     int rank = glm_config_rank_of(c, li), rc;
-    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, err))
+    int ready = li > 0 && post_feeds_next(be, li - 1, T);
+    int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
+    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, ready,
+               err))
         return -1;
     rc = c->attn[li] == GLM_ATTN_KDA ? kda(s, L, rank, T, err) : dsa(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
-       "the HC update");
-    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, err))
+    if (hc_update(be, T, mid ? &L->hc_ffn_lin : NULL, err))
+        return -1;
+    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, mid, err))
         return -1;
     rc = c->moe[li] ? moe(be, L, T, err) : mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
-       "the HC update");
-    return 0;
+    return hc_update(be, T, post_feeds_next(be, li, T) ? &be->w.layers[li + 1].hc_attn_lin : NULL,
+                     err);
 }
 
 /* Two ranks: each computes its vocabulary half; the halves meet through the host. */

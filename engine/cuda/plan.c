@@ -104,6 +104,8 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
         /* the decode path's HC partial sums (8 rows, 64 column blocks, mix products + squares) */
         (size_t)8 * 64 * (mix + 1) * 4,
+        /* and its latent attention's partial sums (256 (token, head) splits of R + 2) */
+        (size_t)256 * (R + 2) * 4,
         /* head: hfin logits */
         T * D * 4, T * V * 4,
     };

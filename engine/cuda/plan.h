@@ -36,7 +36,7 @@ size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, double dense_b
 
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
-#define CUDA_SCRATCH_BUFFERS 45
+#define CUDA_SCRATCH_BUFFERS 46
 size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */

@@ -102,7 +102,7 @@ static float f32_of_bf16(uint16_t b)
  * SwiGLU pair accumulated into y). Rows of 1536 columns: a full run of 8 tiles and one of 4. */
 static void q4_kernels(void)
 {
-    const int R = 200, Cc = 1536, TM = 20;
+    const int R = 201, Cc = 1536, TM = 20; /* an odd row count: a Q4 warp takes rows in pairs */
     size_t n = (size_t)R * Cc;
     uint16_t *w = malloc(n * 2), *sc = malloc(n / 32 * 2);
     uint8_t *codes = malloc(n / 2);
