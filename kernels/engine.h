@@ -67,10 +67,10 @@ static inline ENG_HOST_DEVICE void eng_q4_offsets(int cols, int c, size_t *byte,
     *scale = (size_t)32 * r + (size_t)n * (l / 8) + (size_t)j;
 }
 
-/* Quantizes the BF16 matrix src into dst (ENG_Q4, same shape) on the GPU: per group of 32
- * columns s = fp16(max |w| / 7), n = 8 + clamp(round(w / s), -7, 7) (s 0: n 8). codes:
- * rows * cols / 2 bytes, scales: rows * cols / 32 fp16, both device memory. -1 unless BF16
- * with cols % 128 == 0. */
+/* Quantizes the BF16 (or F32) matrix src into dst (ENG_Q4, same shape) on the GPU: per group of
+ * 32 columns s = fp16(max |w| / 7), n = 8 + clamp(round(w / s), -7, 7) (s 0: n 8). codes:
+ * rows * cols / 2 bytes, scales: rows * cols / 32 fp16, both device memory. -1 unless BF16 or
+ * F32 with cols % 128 == 0. */
 int eng_quantize_q4(const eng_mat *src, void *codes, uint16_t *scales, eng_mat *dst, void *stream);
 
 /* Several products of T <= 8 rows in one launch (the decode step's products that share an input

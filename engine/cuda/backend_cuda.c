@@ -186,7 +186,7 @@ static glm_status read_env(cuda_backend *be, glm_error *err)
             be->dense_q4 = 1;
         else if (strcmp(dense, "bf16") != 0)
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_DENSE is '%s'; use bf16 (the "
-                                 "stored weights) or q4 (requantized to 4 bits at load)", dense);
+                                 "weights as stored) or q4 (requantized to 4 bits at load)", dense);
     }
     be->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
     const char *ctx = getenv("GLMCHAT_CUDA_CONTEXT");
@@ -282,7 +282,7 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
         fprintf(stderr, "glmchat: cuda: %s\n", line);
         if (be->dense_q4)
             fprintf(stderr, "glmchat: cuda: dense weights q4: %d matrices requantized, %d kept "
-                    "BF16 (columns not a multiple of 128)\n", be->w.n_q4, be->w.n_q4_kept);
+                    "as stored (columns not a multiple of 128)\n", be->w.n_q4, be->w.n_q4_kept);
     }
     out->ops = &cuda_ops;
     out->impl = be;

@@ -78,11 +78,11 @@ typedef struct cu_weights {
     size_t moe_work_bytes;
     size_t dry_bytes;        /* what a dry run counted */
     int n_dequantized_experts; /* EXL3 expert layers the fused kernel cannot take (run dense) */
-    int n_q4, n_q4_kept;     /* dense_q4: matrices requantized, BF16 ones kept (cols % 128) */
+    int n_q4, n_q4_kept;     /* dense_q4: matrices requantized, kept (cols not a multiple of 128) */
 } cu_weights;
 
-/* dense_q4: the BF16 linears (attention, dense and shared MLPs, LM head) requantized to ENG_Q4 on
- * the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
+/* dense_q4: the BF16 (or F32) linears (attention, dense and shared MLPs, LM head) requantized to
+ * ENG_Q4 on the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
 glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err);
 void cu_weights_free(cu_weights *w);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */

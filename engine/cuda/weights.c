@@ -149,17 +149,19 @@ static void put_dequantized(up_ctx *u, const exl3_tensor *t, eng_mat *m)
     free(f);
 }
 
-/* A BF16 matrix as ENG_Q4 (eng_quantize_q4 on the device); other dtypes and widths that are
- * not a multiple of 128 stay as they are (counted in n_q4_kept). */
+/* A BF16 (or F32: the small test models) matrix as ENG_Q4 (eng_quantize_q4 on the device);
+ * those of widths that are not a multiple of 128 stay as they are (counted in n_q4_kept), as do
+ * F16 and FP8 ones. */
 static void put_q4(up_ctx *u, const glm_weight *w, eng_mat *m)
 {
-    if (w->kind != GLM_W_PLAIN || w->dtype != ST_BF16 || w->cols % 128) {
-        if (w->kind == GLM_W_PLAIN && w->dtype == ST_BF16)
+    int plain = w->kind == GLM_W_PLAIN && (w->dtype == ST_BF16 || w->dtype == ST_F32);
+    if (!plain || w->cols % 128) {
+        if (plain)
             u->w->n_q4_kept++;
         put_mat(u, w, m);
         return;
     }
-    size_t n = (size_t)w->rows * (size_t)w->cols, bytes = n * 2;
+    size_t n = (size_t)w->rows * (size_t)w->cols, bytes = n * dtype_size(w->dtype);
     memset(m, 0, sizeof *m);
     m->dtype = ENG_Q4;
     m->rows = (int)w->rows;
@@ -183,15 +185,16 @@ static void put_q4(up_ctx *u, const glm_weight *w, eng_mat *m)
     }
     if (!rc)
         rc = kern_to_device(u->stage, w->data, bytes);
-    eng_mat src = {.dtype = ENG_BF16, .rows = m->rows, .cols = m->cols, .data = u->stage};
+    eng_mat src = {.dtype = w->dtype == ST_F32 ? ENG_F32 : ENG_BF16, .rows = m->rows,
+                   .cols = m->cols, .data = u->stage};
     if (!rc)
         rc = eng_quantize_q4(&src, codes, scales, m, NULL);
     if (!rc)
         rc = eng_stream_sync(NULL);
     if (rc) {
         u->failed = 1;
-        glm_error_set(u->err, GLM_ERR_NOMEM, "cannot requantize a %lld x %lld BF16 matrix to 4 "
-                      "bits on the GPU (GLMCHAT_CUDA_DENSE=q4): %s", (long long)w->rows,
+        glm_error_set(u->err, GLM_ERR_NOMEM, "cannot requantize a %lld x %lld matrix to 4 bits "
+                      "on the GPU (GLMCHAT_CUDA_DENSE=q4): %s", (long long)w->rows,
                       (long long)w->cols, rc > 0 ? kern_error_string(rc) : "arguments out of range");
     }
 }

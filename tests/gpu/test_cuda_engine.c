@@ -477,12 +477,13 @@ int main(int argc, char **argv)
         }
         free(l1);
     }
-    /* the q4 dense option (f32 caches): its logits against the CPU's of the BF16 weights */
+    /* the q4 dense option (f32 caches): its logits against the CPU's of the stored weights */
     char q4_line[256];
     {
         setenv("GLMCHAT_CUDA_KV", "f32", 1);
         setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
         setenv("GLMCHAT_CUDA_DENSE", "q4", 1);
+        setenv("GLMCHAT_CUDA_VERBOSE", "1", 1); /* the count of matrices requantized */
         run gpu = {0};
         if (open_run(m, 1, &gpu, &err) || prefill(&gpu, tok, N, got, 1, &err)) {
             printf("FAIL: %s: the CUDA backend with q4 dense weights: %s\n", label, err.message);
@@ -508,6 +509,7 @@ int main(int argc, char **argv)
         }
         close_run(&gpu);
         unsetenv("GLMCHAT_CUDA_DENSE");
+        unsetenv("GLMCHAT_CUDA_VERBOSE");
     }
     for (int k = 0; k < NVAR; k++)
         printf("%s\n", line[k]);
