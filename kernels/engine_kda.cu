@@ -181,14 +181,15 @@ __global__ void out_norm_kernel(float *o, const float *gate, const float *w, int
 // 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
 constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
 
-__global__ void __launch_bounds__(256) kda_prep_kernel(const float *q, const float *k,
-                                                       const float *v, float *state,
-                                                       const float *qw, const float *kw,
-                                                       const float *vw, int T, int H, int dk, int K,
-                                                       float qscale, float *qo, float *ko,
-                                                       float *vo, float *g, float *beta,
-                                                       const float *A_log, const float *dt_bias,
-                                                       int has_lb, float lb)
+// (Every pointer its own buffer: __restrict__ lets a warp's loads overlap its stores.)
+__global__ void __launch_bounds__(256)
+kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                const float *__restrict__ v, float *__restrict__ state,
+                const float *__restrict__ qw, const float *__restrict__ kw,
+                const float *__restrict__ vw, int T, int H, int dk, int K, float qscale,
+                float *__restrict__ qo, float *__restrict__ ko, float *__restrict__ vo,
+                float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ A_log,
+                const float *__restrict__ dt_bias, int has_lb, float lb)
 {
     int gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     int C = H * dk;

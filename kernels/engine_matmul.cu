@@ -335,8 +335,24 @@ __device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int 
     for (int run = sub; run < runs; run += wpr) { // a run of up to 8 tiles: 16 bytes a lane
         int n = tiles - 8 * run < 8 ? tiles - 8 * run : 8;
         uint32_t b[NR][8];
+        float sj8[NR][8];
 #pragma unroll
         for (int q = 0; q < NR; q++) {
+            const __half *sp = sc[q] + 32 * run + n * (lane / 8);
+            if (n == 8) { // two 8-byte scale loads (a row's scales start 8-byte aligned)
+                const uint2 *s2 = reinterpret_cast<const uint2 *>(sp);
+                uint2 lo = __ldg(s2), hi = __ldg(s2 + 1);
+                const uint32_t u[4] = {lo.x, lo.y, hi.x, hi.y};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[j]));
+                    sj8[q][2 * j] = f.x, sj8[q][2 * j + 1] = f.y;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    sj8[q][j] = j < n ? __half2float(sp[j]) : 0.0f;
+            }
             if (n == 8) {
                 uint4 v = __ldg(reinterpret_cast<const uint4 *>(row[q] + (size_t)512 * run) + lane);
                 b[q][0] = v.x & 0xffffu, b[q][1] = v.x >> 16, b[q][2] = v.y & 0xffffu;
@@ -354,12 +370,18 @@ __device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int 
         for (int j = 0; j < 8; j++) {
             if (j >= n)
                 break;
+            // code - 8 as a float without the (quarter-rate) integer conversion: the code in the
+            // mantissa of 2^23, then 2^23 + 8 taken away, both exact
             float sj[NR], w0[NR], w1[NR], w2[NR], w3[NR];
 #pragma unroll
             for (int q = 0; q < NR; q++) {
-                sj[q] = __half2float(sc[q][32 * run + n * (lane / 8) + j]);
-                w0[q] = (float)(b[q][j] & 15u) - 8.0f, w1[q] = (float)((b[q][j] >> 4) & 15u) - 8.0f;
-                w2[q] = (float)((b[q][j] >> 8) & 15u) - 8.0f, w3[q] = (float)(b[q][j] >> 12) - 8.0f;
+                const float off = 8388616.0f; // 2^23 + 8
+                uint32_t c = b[q][j];
+                sj[q] = sj8[q][j];
+                w0[q] = __uint_as_float(0x4b000000u | (c & 15u)) - off;
+                w1[q] = __uint_as_float(0x4b000000u | ((c >> 4) & 15u)) - off;
+                w2[q] = __uint_as_float(0x4b000000u | ((c >> 8) & 15u)) - off;
+                w3[q] = __uint_as_float(0x4b000000u | ((c >> 12) & 15u)) - off;
             }
             size_t c = (size_t)(8 * run + j) * 128 + 4 * lane;
 #pragma unroll
@@ -590,8 +612,20 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
         gemm_kernel<<<grid, 256, 0, st>>>(*w, x, T, y);
         return (int)cudaGetLastError();
     }
-    eng_gemv_job job = {w, NULL, x, y, 0.0f, 0};
-    return eng_matmul_jobs(&job, 1, T, stream);
+    if (w->dtype == ENG_Q4) {
+        eng_gemv_job job = {w, NULL, x, y, 0.0f, 0};
+        return eng_matmul_jobs(&job, 1, T, stream);
+    }
+    switch (T) { // one matrix: the per-row GEMV (the LM head reads at 0.96 of copy bandwidth)
+    case 1: return (int)gemv_launch<1>(w, x, y, T, st);
+    case 2: return (int)gemv_launch<2>(w, x, y, T, st);
+    case 3: return (int)gemv_launch<3>(w, x, y, T, st);
+    case 4: return (int)gemv_launch<4>(w, x, y, T, st);
+    case 5: return (int)gemv_launch<5>(w, x, y, T, st);
+    case 6: return (int)gemv_launch<6>(w, x, y, T, st);
+    case 7: return (int)gemv_launch<7>(w, x, y, T, st);
+    default: return (int)gemv_launch<8>(w, x, y, T, st);
+    }
 }
 
 extern "C" int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float *out,

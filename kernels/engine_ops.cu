@@ -230,26 +230,55 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X
         if (threadIdx.x == 0)
             part[((size_t)t * splits + blockIdx.x) * w + fn.rows] = ss;
     }
-    for (int r = warp; r < fn.rows; r += 8) {
-        float acc[kHcMaxT];
+    constexpr int kPer = kHcChunk / 32, kRows = 4; // columns a lane; rows whose loads overlap
+    int col[kPer];
 #pragma unroll
-        for (int t = 0; t < kHcMaxT; t++)
-            acc[t] = 0.0f;
-        for (int kk = lane; kk < ks; kk += 32) {
-            int dd = d0 + kk % dc;
-            if (dd >= D)
-                continue;
-            float wv = mat_at(fn, r, (kk / dc) * D + dd);
+    for (int q = 0; q < kPer; q++) { // this lane's staged columns (-1: none)
+        int kk = lane + 32 * q, dd = d0 + kk % dc;
+        col[q] = kk < ks && dd < D ? (kk / dc) * D + dd : -1;
+    }
+    const uint16_t *wb = fn.dtype == ENG_BF16 ? static_cast<const uint16_t *>(fn.data) : nullptr;
+    for (int r0 = warp; r0 < fn.rows; r0 += 8 * kRows) {
+        float wv[kRows][kPer]; // every weight of kRows rows loaded before any is used
+        if (wb) {
 #pragma unroll
-            for (int t = 0; t < kHcMaxT; t++)
-                if (t < T)
-                    acc[t] += wv * xs[t][kk];
+            for (int i = 0; i < kRows; i++)
+#pragma unroll
+                for (int q = 0; q < kPer; q++) {
+                    int r = r0 + 8 * i;
+                    wv[i][q] = r < fn.rows && col[q] >= 0
+                                   ? bf16_bits_to_f32(__ldg(wb + (size_t)r * fn.cols + col[q]))
+                                   : 0.0f;
+                }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kRows; i++)
+#pragma unroll
+                for (int q = 0; q < kPer; q++) {
+                    int r = r0 + 8 * i;
+                    wv[i][q] = r < fn.rows && col[q] >= 0 ? mat_at(fn, r, col[q]) : 0.0f;
+                }
         }
 #pragma unroll
-        for (int t = 0; t < kHcMaxT; t++) {
-            float a = warp_sum(acc[t]);
-            if (lane == 0 && t < T)
-                part[((size_t)t * splits + blockIdx.x) * w + r] = a;
+        for (int i = 0; i < kRows; i++) {
+            int r = r0 + 8 * i;
+            float acc[kHcMaxT];
+#pragma unroll
+            for (int t = 0; t < kHcMaxT; t++)
+                acc[t] = 0.0f;
+#pragma unroll
+            for (int q = 0; q < kPer; q++)
+                if (col[q] >= 0)
+#pragma unroll
+                    for (int t = 0; t < kHcMaxT; t++)
+                        if (t < T)
+                            acc[t] += wv[i][q] * xs[t][lane + 32 * q];
+#pragma unroll
+            for (int t = 0; t < kHcMaxT; t++) {
+                float a = warp_sum(acc[t]);
+                if (lane == 0 && t < T && r < fn.rows)
+                    part[((size_t)t * splits + blockIdx.x) * w + r] = a;
+            }
         }
     }
 }
@@ -267,17 +296,19 @@ __global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, i
     __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
     __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
     extern __shared__ float row[]; // [D]
-    int t = blockIdx.x, w = mix + 1;
+    int t = blockIdx.x, w = mix + 1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *pt = part + (size_t)t * splits * w;
-    for (int k = threadIdx.x; k < w; k += blockDim.x) {
+    for (int k = warp; k < w; k += blockDim.x >> 5) { // a warp a sum: its loads in parallel
         float a = 0.0f;
-        for (int b = 0; b < splits; b++)
+        for (int b = lane; b < splits; b += 32)
             a += pt[(size_t)b * w + k];
-        mus[k] = a;
+        a = warp_sum(a);
+        if (lane == 0)
+            mus[k] = a;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
-        int lane = threadIdx.x, SS = S * S;
+        int SS = S * S;
         float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
         for (int k = lane; k < S; k += 32) {
             pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
@@ -287,38 +318,67 @@ __global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, i
         for (int k = lane; k < SS; k += 32)
             C[k] = mus[2 * S + k] * inv * scale[2] + base[2 * S + k];
         __syncwarp();
-        for (int i = lane; i < S; i += 32) { // softmax along each row, plus eps
-            float mx = C[i * S];
+        if (SS <= 32) { // one element a lane, row and column sums by shuffles, in the same order
+            int i = lane / S, j = lane % S;
+            float v = lane < SS ? C[lane] : 0.0f;
+            float mx = __shfl_sync(0xffffffffu, v, (i * S) & 31);
             for (int c = 1; c < S; c++)
-                mx = fmaxf(mx, C[i * S + c]);
-            float sum = 0.0f;
-            for (int c = 0; c < S; c++) {
-                C[i * S + c] = expf(C[i * S + c] - mx);
-                sum += C[i * S + c];
-            }
+                mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (i * S + c) & 31));
+            float e = lane < SS ? expf(v - mx) : 0.0f, sum = 0.0f;
             for (int c = 0; c < S; c++)
-                C[i * S + c] = C[i * S + c] / sum + hc_eps;
-        }
-        __syncwarp();
-        for (int it = 0; it < iters; it++) {
-            if (it > 0) {
-                for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
+                sum += __shfl_sync(0xffffffffu, e, (i * S + c) & 31);
+            v = lane < SS ? e / sum + hc_eps : 0.0f;
+            for (int it = 0; it < iters; it++) {
+                if (it > 0) {
+                    float rsum = 0.0f;
+                    for (int c = 0; c < S; c++)
+                        rsum += __shfl_sync(0xffffffffu, v, (i * S + c) & 31);
+                    if (lane < SS)
+                        v /= rsum + hc_eps;
+                }
+                float csum = 0.0f;
+                for (int r = 0; r < S; r++)
+                    csum += __shfl_sync(0xffffffffu, v, (r * S + j) & 31);
+                if (lane < SS)
+                    v /= csum + hc_eps;
+            }
+            if (lane < SS)
+                C[lane] = v;
+            __syncwarp();
+        } else {
+            for (int i = lane; i < S; i += 32) { // softmax along each row, plus eps
+                float mx = C[i * S];
+                for (int c = 1; c < S; c++)
+                    mx = fmaxf(mx, C[i * S + c]);
+                float sum = 0.0f;
+                for (int c = 0; c < S; c++) {
+                    C[i * S + c] = expf(C[i * S + c] - mx);
+                    sum += C[i * S + c];
+                }
+                for (int c = 0; c < S; c++)
+                    C[i * S + c] = C[i * S + c] / sum + hc_eps;
+            }
+            __syncwarp();
+            for (int it = 0; it < iters; it++) {
+                if (it > 0) {
+                    for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
+                        float sum = 0.0f;
+                        for (int c = 0; c < S; c++)
+                            sum += C[i * S + c];
+                        for (int c = 0; c < S; c++)
+                            C[i * S + c] /= sum + hc_eps;
+                    }
+                    __syncwarp();
+                }
+                for (int j = lane; j < S; j += 32) { // columns
                     float sum = 0.0f;
-                    for (int c = 0; c < S; c++)
-                        sum += C[i * S + c];
-                    for (int c = 0; c < S; c++)
-                        C[i * S + c] /= sum + hc_eps;
+                    for (int r = 0; r < S; r++)
+                        sum += C[r * S + j];
+                    for (int r = 0; r < S; r++)
+                        C[r * S + j] /= sum + hc_eps;
                 }
                 __syncwarp();
             }
-            for (int j = lane; j < S; j += 32) { // columns
-                float sum = 0.0f;
-                for (int r = 0; r < S; r++)
-                    sum += C[r * S + j];
-                for (int r = 0; r < S; r++)
-                    C[r * S + j] /= sum + hc_eps;
-            }
-            __syncwarp();
         }
         for (int k = lane; k < SS; k += 32)
             comb[(size_t)t * SS + k] = C[k];
