@@ -167,12 +167,14 @@ static void build_model(glm_model *m, int layers)
     }
 }
 
-/* Bytes one decode token must read from memory in layer li at context n (one rank). */
-static double layer_bytes(const glm_config *c, int li, int n)
+/* Bytes one decode token must read from memory in layer li at context n (one rank); b: bytes per
+ * value of the linears (2: BF16, CUDA_PLAN_Q4_BYTES: the q4 option; the HC products and kv_b stay
+ * BF16). */
+static double layer_bytes(const glm_config *c, int li, int n, double b)
 {
-    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S, b = 2;
+    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S, keep = 2;
     double C = (double)c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim;
-    double hc = 2 * mix * S * D * b, attn, ffn;
+    double hc = 2 * mix * S * D * keep, attn, ffn;
     if (c->attn[li] == GLM_ATTN_KDA) {
         attn = (3 * C * D + 2 * dk * D + 2 * C * dk + c->kda_heads * D + D * C) * b +
                2 * (double)c->kda_heads * dk * dk * 4; /* the state, read and written */
@@ -180,8 +182,8 @@ static double layer_bytes(const glm_config *c, int li, int n)
         double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
         double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
         double sel = fmin(n, c->index_topk + c->index_kpool - 1);
-        attn = (qr * D + NH * dn * qr + R * D + NH * (dn + dv) * R + D * NH * dv + IH * ID * qr +
-                2 * ID * D + IH * D) * b + sel * (R + 4) + (n / c->index_kpool) * (ID + 4);
+        attn = (qr * D + NH * dn * qr + R * D + D * NH * dv + IH * ID * qr + 2 * ID * D + IH * D) * b +
+               NH * (dn + dv) * R * keep + sel * (R + 4) + (n / c->index_kpool) * (ID + 4);
     }
     double I = c->moe_intermediate_size;
     if (c->moe[li])
@@ -295,7 +297,7 @@ static void print_profile(cuda_backend *cb, const char *title)
         }
     }
     printf("\n-- %s: %.1f us in all\n", title, total);
-    for (int shown = 0; shown < 16; shown++) {
+    for (int shown = 0; shown < 24; shown++) {
         int best = -1;
         for (int k = 0; k < nops; k++)
             if (opcnt[k] > 0 && (best < 0 || opus[k] > opus[best]))
@@ -311,6 +313,9 @@ static void print_profile(cuda_backend *cb, const char *title)
 int main(int argc, char **argv)
 {
     int layers = argc > 1 ? atoi(argv[1]) : 16;
+    const char *dense = getenv("GLMCHAT_CUDA_DENSE");
+    int q4 = dense && strcmp(dense, "q4") == 0;
+    double wb = q4 ? CUDA_PLAN_Q4_BYTES : 2; /* bytes per value of the dense linears */
     /* prefill sizes: a comma-separated list, each timed from an empty session */
     int sizes[8], n_sizes = 0, prefill_n = 0;
     for (const char *p = argc > 2 ? argv[2] : "8192"; *p && n_sizes < 8;) {
@@ -338,9 +343,10 @@ int main(int argc, char **argv)
     char name[128] = "";
     kern_device_describe(0, name, sizeof name);
     printf("== bench_cuda_engine: %s, %d layers of the real shapes (hidden %d, %d KDA : %d DSA, "
-           "layer 0 dense, %d experts EXL3 4-bit, top-%d), cache %s\n", name, layers,
-           c->hidden_size, glm_config_count(c, GLM_ATTN_KDA), glm_config_count(c, GLM_ATTN_DSA),
-           c->n_routed_experts, c->num_experts_per_tok, getenv("GLMCHAT_CUDA_KV"));
+           "layer 0 dense, %d experts EXL3 4-bit, top-%d), cache %s, dense linears %s\n", name,
+           layers, c->hidden_size, glm_config_count(c, GLM_ATTN_KDA),
+           glm_config_count(c, GLM_ATTN_DSA), c->n_routed_experts, c->num_experts_per_tok,
+           getenv("GLMCHAT_CUDA_KV"), q4 ? "q4 (requantized at load)" : "bf16");
     double bw = copy_bandwidth();
     printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
     engine_backend be;
@@ -406,12 +412,12 @@ int main(int argc, char **argv)
         if (!c->moe[li])
             type = 2;
         sum_us[type] += us[li];
-        double b = layer_bytes(c, li, n);
+        double b = layer_bytes(c, li, n, wb);
         sum_bytes[type] += b;
         cnt[type]++;
         total_bytes += b;
     }
-    double head_bytes = (double)c->vocab_size * c->hidden_size * 2;
+    double head_bytes = (double)c->vocab_size * c->hidden_size * wb;
     total_bytes += head_bytes + (double)c->hidden_size * 2; /* the embedding row */
     const char *tname[3] = {"KDA + MoE", "DSA + MoE", "KDA + dense"};
     printf("\n-- decode, 1 row, context %d (us; floor = bytes read / copy bandwidth)\n", n);
@@ -440,18 +446,24 @@ int main(int argc, char **argv)
     full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
     glm_config half;
     cuda_plan_rank_config(&full, &half);
-    double spark_bytes = 0;
-    for (int li = 0; li < 45; li++)
-        spark_bytes += layer_bytes(&half, li, n);
-    spark_bytes += head_bytes / 2;
     double eff = floor_us / step_us; /* the fraction of the floor this code reaches here */
-    double spark_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 / eff + 90 * SPARK_EXCHANGE_US;
-    double spark_floor_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 + 90 * SPARK_EXCHANGE_US;
     printf("\n-- projection: 45 layers on two Sparks (%.0f GB/s each, %.0f us per exchange, 90 "
-           "exchanges)\n", SPARK_GBS, SPARK_EXCHANGE_US);
-    printf("bytes per token per rank %.2f GB; at this run's %.0f%% of the floor: %.1f ms = %.1f "
-           "tok/s; at the floor: %.1f tok/s; the recipe: %.1f tok/s\n", spark_bytes / 1e9,
-           100 * eff, spark_us / 1e3, 1e6 / spark_us, 1e6 / spark_floor_us, RECIPE_TOKS);
+           "exchanges); the recipe: %.1f tok/s\n", SPARK_GBS, SPARK_EXCHANGE_US, RECIPE_TOKS);
+    for (int k = 0; k < 2; k++) { /* bf16, then q4 dense linears */
+        double kb = k ? CUDA_PLAN_Q4_BYTES : 2, spark_bytes = 0;
+        for (int li = 0; li < 45; li++)
+            spark_bytes += layer_bytes(&half, li, n, kb);
+        spark_bytes += (double)c->vocab_size * c->hidden_size * kb / 2;
+        double spark_floor_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 + 90 * SPARK_EXCHANGE_US;
+        printf("%-5s bytes per token per rank %.2f GB; at the floor: %.1f tok/s", k ? "q4" : "bf16",
+               spark_bytes / 1e9, 1e6 / spark_floor_us);
+        if (k == q4) {
+            double spark_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 / eff + 90 * SPARK_EXCHANGE_US;
+            printf("; at this run's %.0f%% of the floor: %.1f ms = %.1f tok/s", 100 * eff,
+                   spark_us / 1e3, 1e6 / spark_us);
+        }
+        printf("\n");
+    }
     (void)frac_moe;
     /* prefill: the op profile of one chunk, then the timed run */
     be.ops->state_reset(s);

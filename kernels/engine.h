@@ -37,16 +37,58 @@ int eng_event_record(void *ev, void *stream);
 int eng_event_ms(void *start, void *end, float *ms); /* syncs end */
 
 /* ---- matrices (engine_matmul.cu) --------------------------------------------------------- */
-typedef enum eng_dtype { ENG_F32 = 0, ENG_BF16 = 1, ENG_F16 = 2, ENG_FP8 = 3 } eng_dtype;
+typedef enum eng_dtype { ENG_F32 = 0, ENG_BF16 = 1, ENG_F16 = 2, ENG_FP8 = 3, ENG_Q4 = 4 } eng_dtype;
 
 /* A dense matrix [rows][cols] (Hugging Face orientation: out, in) in device memory. FP8: e4m3
- * values times scale[r / block_rows][c / block_cols] (scale_cols per scale row). */
+ * values times scale[r / block_rows][c / block_cols] (scale_cols per scale row). Q4 (the dense
+ * weights requantized at load, engine_q4.cu): w = (n - 8) * s with n a 4-bit code and s the fp16
+ * scale of its group of 32 consecutive columns (gscale); cols a multiple of 128; the codes and
+ * scales of a row are interleaved as eng_q4_offsets says. */
 typedef struct eng_mat {
     int dtype, rows, cols;
     const void *data;
     const float *scale;
     int scale_cols, block_rows, block_cols;
+    const uint16_t *gscale; /* Q4: rows * cols / 32 fp16 scales */
 } eng_mat;
+
+/* Q4 layout: a row's 128-column tiles go in runs of up to 8 (tiles t = 8r .. 8r + n - 1); column
+ * c = 128 t + 4 l + i (lane l < 32, i < 4) is the (i % 2 ? high : low) nibble of byte
+ * 512 r + 2 n l + 2 (t - 8 r) + i / 2 of the row (cols / 2 bytes), and the scale of its group
+ * c / 32 is fp16 number 32 r + n (l / 8) + (t - 8 r) of the row's cols / 32. Writes the byte
+ * offset and the scale index within the row for column c. */
+#ifdef __CUDACC__
+#define ENG_HOST_DEVICE __host__ __device__
+#else
+#define ENG_HOST_DEVICE
+#endif
+static inline ENG_HOST_DEVICE void eng_q4_offsets(int cols, int c, size_t *byte, size_t *scale)
+{
+    int t = c / 128, l = (c % 128) / 4, i = c % 4, r = t / 8, j = t % 8;
+    int tiles = cols / 128, n = tiles - 8 * r < 8 ? tiles - 8 * r : 8;
+    *byte = (size_t)512 * r + (size_t)2 * n * l + (size_t)2 * j + (size_t)(i / 2);
+    *scale = (size_t)32 * r + (size_t)n * (l / 8) + (size_t)j;
+}
+
+/* Quantizes the BF16 (or F32) matrix src into dst (ENG_Q4, same shape) on the GPU: per group of
+ * 32 columns s = fp16(max |w| / 7), n = 8 + clamp(round(w / s), -7, 7) (s 0: n 8). codes:
+ * rows * cols / 2 bytes, scales: rows * cols / 32 fp16, both device memory. -1 unless BF16 or
+ * F32 with cols % 128 == 0. */
+int eng_quantize_q4(const eng_mat *src, void *codes, uint16_t *scales, eng_mat *dst, void *stream);
+
+/* Several products of T <= 8 rows in one launch (the decode step's products that share an input
+ * or have no dependency). Each job: y[t][r] (+)= sum_c x[t][c] W[r][c]; with w2 (same shape)
+ * y = silu(min(W x, L)) * clamp(W2 x, -L, L) (SwiGLU, L = limit) instead; accumulate adds
+ * into y. Every output is one warp-ordered sum (no atomics): results do not depend on timing. */
+#define ENG_MAX_JOBS 8
+typedef struct eng_gemv_job {
+    const eng_mat *w, *w2;
+    const float *x;
+    float *y;
+    float limit;
+    int accumulate;
+} eng_gemv_job;
+int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *stream);
 
 /* y[t][r] = sum_c x[t][c] W[r][c] for t < T. */
 int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream);
@@ -87,6 +129,20 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
                          void *stream);
 
 /* ---- hyper-connections (engine_ops.cu) --------------------------------------------------- */
+/* The decode path's HC step before a sublayer (T <= 8) in two launches. eng_hc_fn_partial
+ * splits the hidden positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 16384
+ * fits): part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
+ * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
+ * previous sublayer's update (eng_hc_post with post, comb) to X. eng_hc_pre_fused sums the parts
+ * in block order, scales by the RMS of X[t], mixes (Sinkhorn, as eng_hc_mix), collapses the
+ * streams and RMS-norms with norm into u (D <= 10240). */
+int eng_hc_splits(int S, int D);
+int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
+                      const float *post, const float *comb, float *part, void *stream);
+int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
+                     const float *scale, const float *norm, int T, int S, int D, int iters,
+                     float hc_eps, float rms_eps, float *pre, float *post, float *comb, float *u,
+                     void *stream);
 /* From mu [T][(2+S)*S] (the fn product of the normed flat streams): pre [T][S], post [T][S],
  * comb [T][S][S] with Sinkhorn; S <= 16. */
 int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, int S, int iters,
@@ -109,6 +165,13 @@ int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void 
  * dt_bias); beta <- sigmoid(beta). g [T][H*dk], beta [T][H]. */
 int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T, int H,
                  int dk, int has_lb, float lb, void *stream);
+/* Decode (T <= 8, K <= 8, dk <= 128): eng_kda_conv, eng_kda_l2norm and eng_kda_gate in one
+ * launch, with the same results (C = H * dk). */
+int eng_kda_prep_decode(const float *q, const float *k, const float *v, float *state,
+                        const float *qw, const float *kw, const float *vw, int T, int H, int dk,
+                        int K, float qscale, float *qo, float *ko, float *vo, float *g, float *beta,
+                        const float *A_log, const float *dt_bias, int has_lb, float lb,
+                        void *stream);
 /* The delta rule over T tokens, token by token (S [H][dk][dv] f32, dk = dv <= 128). */
 int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
                  const float *beta, int T, int H, int dk, float *o, void *stream);
@@ -156,6 +219,16 @@ int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, in
 /* ot[t][h] = softmax_s(qt . lat[idx[s]] * scale) over the selection, weighted latent rows. */
 int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                    int width, int T, int H, int R, float scale, float *ot, void *stream);
+/* eng_mla_attend for the decode step (T <= ENG_ATTEND_MAX_T): with H <= ENG_ATTEND_PAIRS / 2
+ * each (token, head)'s selection is split over min(8, ENG_ATTEND_PAIRS / H) blocks whose partial
+ * sums are rescaled and added in block order (part: ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * (R + 2)
+ * floats); else eng_mla_attend. The split depends on H alone, not on T, so a row's result is the
+ * same in any launch of up to ENG_ATTEND_MAX_T rows (verification windows rely on it). */
+#define ENG_ATTEND_PAIRS 256
+#define ENG_ATTEND_MAX_T 8
+int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
+                          const int *count, int width, int T, int H, int R, float scale, float *ot,
+                          float *part, void *stream);
 /* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
 int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                    float *o, void *stream);

@@ -28,6 +28,14 @@ static __device__ __forceinline__ float mat_at(const eng_mat &m, int r, int c)
     case ENG_F32: return static_cast<const float *>(m.data)[i];
     case ENG_BF16: return bf16_bits_to_f32(static_cast<const uint16_t *>(m.data)[i]);
     case ENG_F16: return __half2float(static_cast<const __half *>(m.data)[i]);
+    case ENG_Q4: {
+        size_t byte, si;
+        eng_q4_offsets(m.cols, c, &byte, &si);
+        uint8_t b = static_cast<const uint8_t *>(m.data)[(size_t)r * (m.cols / 2) + byte];
+        int n = (c % 2) ? b >> 4 : b & 15;
+        return (float)(n - 8) *
+               __half2float(reinterpret_cast<const __half *>(m.gscale)[(size_t)r * (m.cols / 32) + si]);
+    }
     default:
         return fp8_to_f32(static_cast<const uint8_t *>(m.data)[i]) *
                m.scale[(size_t)(r / m.block_rows) * m.scale_cols + c / m.block_cols];

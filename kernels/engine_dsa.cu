@@ -376,6 +376,116 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     }
 }
 
+// The decode path's latent attention (few (token, head) pairs): each pair's selection split over
+// `splits` blocks (grid.y), each writing its unnormalised weighted latent sum, its score maximum
+// and its sum of exponentials; attend_combine_kernel rescales and adds them in block order.
+__global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_t *idx,
+                                    const int *count, int width, int H, int R, float scale,
+                                    int splits, float *part)
+{
+    __shared__ float red[33];
+    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
+    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int n = count[t], chunk = (n + splits - 1) / splits;
+    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
+    float *p = sm, *sums = sm + (width + splits - 1) / splits;
+    const float *qrow = qt + (size_t)th * R;
+    int c0 = lane * 16;
+    bool mine = c0 < R;
+    const int32_t *sel = idx + (size_t)t * width;
+    float qv[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        qv[j] = mine ? qrow[c0 + j] : 0.0f;
+    for (int b0 = s0 + warp * 4; b0 < s1; b0 += nw * 4) { // four rows a pass
+        float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int s = b0 + u;
+            if (mine && s < s1) {
+                float v[16];
+                load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    dot[u] += qv[j] * v[j];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            float d = warp_sum(dot[u]);
+            if (lane == 0 && b0 + u < s1)
+                p[b0 + u - s0] = d * scale;
+        }
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x)
+        mx = fmaxf(mx, p[i]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x) {
+        p[i] = expf(p[i] - mx);
+        sum += p[i];
+    }
+    sum = block_sum(sum, red); // its barriers also publish p
+    float acc[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        acc[j] = 0.0f;
+    if (mine)
+        for (int b0 = s0 + warp * 4; b0 < s1; b0 += nw * 4) {
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int s = b0 + u;
+                if (s < s1) {
+                    float v[16], ps = p[s - s0];
+                    load16(lat, (size_t)sel[s], c0, v);
+#pragma unroll
+                    for (int j = 0; j < 16; j++)
+                        acc[j] += ps * v[j];
+                }
+            }
+        }
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            sums[warp * R + c0 + j] = acc[j];
+    __syncthreads();
+    float *out = part + ((size_t)th * splits + sp) * (R + 2);
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += sums[k * R + r];
+        out[r] = a;
+    }
+    if (threadIdx.x == 0)
+        out[R] = mx, out[R + 1] = sum;
+}
+
+__global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
+{
+    const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
+    float M = -INFINITY;
+    for (int sp = 0; sp < splits; sp++)
+        M = fmaxf(M, pp[(size_t)sp * (R + 2) + R]);
+    float L = 0.0f;
+    for (int sp = 0; sp < splits; sp++) {
+        float m = pp[(size_t)sp * (R + 2) + R];
+        if (m > -INFINITY)
+            L += pp[(size_t)sp * (R + 2) + R + 1] * expf(m - M);
+    }
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int sp = 0; sp < splits; sp++) {
+            float m = pp[(size_t)sp * (R + 2) + R];
+            if (m > -INFINITY)
+                a += pp[(size_t)sp * (R + 2) + r] * expf(m - M);
+        }
+        ot[(size_t)blockIdx.x * R + r] = a / L;
+    }
+}
+
 constexpr int kAttendMaxJ = 16; // R <= 32 * kAttendMaxJ for the warp-split weighted sum
 
 // One block per (token, head): scores by warps over the selected rows, softmax, then the weighted
@@ -544,12 +654,37 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
         return -1;
     size_t smem = (size_t)(R + width + 8 * R) * sizeof(float);
     if (R % 16 == 0) {
-        attend16_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(
+        // 16 warps a (token, head) where their partial sums fit the default shared memory: the
+        // decode step has only T * H blocks, and each warp walks its share of the selection
+        unsigned threads = (size_t)(R + width + 16 * R) * sizeof(float) <= 48 * 1024 ? 512 : 256;
+        smem = (size_t)(R + width + (threads / 32) * R) * sizeof(float);
+        attend16_kernel<<<T * H, threads, smem, static_cast<cudaStream_t>(stream)>>>(
             *lat, qt, idx, count, width, H, R, scale, ot);
         return (int)cudaGetLastError();
     }
     attend_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(*lat, qt, idx, count, width,
                                                                           H, R, scale, ot);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
+                                     const int *count, int width, int T, int H, int R, float scale,
+                                     float *ot, float *part, void *stream)
+{
+    if (T < 1 || T > ENG_ATTEND_MAX_T || H < 1)
+        return -1;
+    // the split by heads alone: a row's sums do not depend on how many rows share the launch
+    int pairs = T * H, splits = ENG_ATTEND_PAIRS / H;
+    splits = splits > 8 ? 8 : splits;
+    if (splits < 2 || R % 16 || R > 512 || !part)
+        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+    size_t smem = (size_t)((width + splits - 1) / splits + 8 * R) * sizeof(float);
+    if (smem > 48 * 1024)
+        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H, R,
+                                                                scale, splits, part);
+    attend_combine_kernel<<<pairs, 128, 0, st>>>(part, splits, R, ot);
     return (int)cudaGetLastError();
 }
 

@@ -198,6 +198,109 @@ __global__ void out_norm_kernel(float *o, const float *gate, const float *w, int
         x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
 }
 
+// The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
+// one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: the conv window of each of the
+// head's channels (lane + 32 j) in registers, the T outputs with SiLU (conv_kernel's order), the
+// L2 norm of q and k rows (l2norm_kernel's order), the new window kept in the state; warps 3H ..
+// 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
+constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
+
+// (Every pointer its own buffer: __restrict__ lets a warp's loads overlap its stores.)
+__global__ void __launch_bounds__(256)
+kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                const float *__restrict__ v, float *__restrict__ state,
+                const float *__restrict__ qw, const float *__restrict__ kw,
+                const float *__restrict__ vw, int T, int H, int dk, int K, float qscale,
+                float *__restrict__ qo, float *__restrict__ ko, float *__restrict__ vo,
+                float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ A_log,
+                const float *__restrict__ dt_bias, int has_lb, float lb)
+{
+    int gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int C = H * dk;
+    if (gw >= 4 * H)
+        return;
+    if (gw >= 3 * H) { // gates
+        int h = gw - 3 * H;
+        float rate = expf(A_log[h]);
+        for (int t = 0; t < T; t++) {
+            for (int i = lane; i < dk; i += 32) {
+                size_t at = (size_t)t * C + (size_t)h * dk + i;
+                float x = g[at] + dt_bias[h * dk + i];
+                if (has_lb) {
+                    g[at] = lb * sigmoidf_(rate * x);
+                } else {
+                    float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+                    g[at] = -rate * sp;
+                }
+            }
+            if (lane == 0)
+                beta[(size_t)t * H + h] = sigmoidf_(beta[(size_t)t * H + h]);
+        }
+        return;
+    }
+    int plane = gw / H, h = gw % H;
+    const float *in = plane == 0 ? q : plane == 1 ? k : v;
+    const float *wt = plane == 0 ? qw : plane == 1 ? kw : vw;
+    float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
+    float y[kPrepSlots][kPrepMaxT];
+#pragma unroll
+    for (int j = 0; j < kPrepSlots; j++) {
+        int ci = lane + 32 * j, c = h * dk + ci, ch = plane * C + c;
+        float win[kPrepMaxK - 1 + kPrepMaxT]; // [state rows | new rows]
+#pragma unroll
+        for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
+            win[i] = 0.0f;
+        if (ci < dk) {
+#pragma unroll
+            for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
+                if (i < K - 1 + T)
+                    win[i] = i < K - 1 ? state[(size_t)i * 3 * C + ch]
+                                       : in[(size_t)(i - (K - 1)) * C + c];
+        }
+        float wc[kPrepMaxK];
+#pragma unroll
+        for (int i = 0; i < kPrepMaxK; i++)
+            wc[i] = ci < dk && i < K ? wt[(size_t)c * K + i] : 0.0f;
+#pragma unroll
+        for (int t = 0; t < kPrepMaxT; t++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kPrepMaxK; i++)
+                if (i < K)
+                    acc += wc[i] * win[t + i];
+            y[j][t] = acc / (1.0f + expf(-acc));
+        }
+        if (ci < dk) // the window's last K-1 rows become the state
+#pragma unroll
+            for (int r = 0; r < kPrepMaxK - 1; r++)
+                if (r < K - 1) {
+#pragma unroll
+                    for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
+                        if (i == T + r)
+                            state[(size_t)r * 3 * C + ch] = win[i];
+                }
+    }
+#pragma unroll
+    for (int t = 0; t < kPrepMaxT; t++) {
+        if (t >= T)
+            break;
+        float inv = 1.0f;
+        if (plane < 2) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kPrepSlots; j++)
+                if (lane + 32 * j < dk)
+                    ss += y[j][t] * y[j][t];
+            ss = warp_sum(ss);
+            inv = (plane == 0 ? qscale : 1.0f) / sqrtf(ss + 1e-6f);
+        }
+#pragma unroll
+        for (int j = 0; j < kPrepSlots; j++)
+            if (lane + 32 * j < dk)
+                out[(size_t)t * C + (size_t)h * dk + lane + 32 * j] = plane < 2 ? y[j][t] * inv : y[j][t];
+    }
+}
+
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -271,5 +374,19 @@ extern "C" int eng_kda_out_norm(float *o, const float *gate, const float *w, int
     int rows = T * H;
     out_norm_kernel<<<blocks_for((size_t)rows, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         o, gate, w, rows, dk, eps);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_prep_decode(const float *q, const float *k, const float *v, float *state,
+                                   const float *qw, const float *kw, const float *vw, int T, int H,
+                                   int dk, int K, float qscale, float *qo, float *ko, float *vo,
+                                   float *g, float *beta, const float *A_log, const float *dt_bias,
+                                   int has_lb, float lb, void *stream)
+{
+    if (T < 1 || T > kPrepMaxT || K < 1 || K > kPrepMaxK || dk < 1 || dk > 32 * kPrepSlots || H < 1)
+        return -1;
+    kda_prep_kernel<<<blocks_for((size_t)4 * H, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias, has_lb,
+        lb);
     return (int)cudaGetLastError();
 }

@@ -1,7 +1,8 @@
 // engine_matmul.cu: products with the backend's dense matrices (f32, bf16, f16, fp8 blocks):
-// a warp-per-row GEMV for up to 8 tokens (the weights read once, 16 bytes a lane) and a tiled
-// GEMM for more; the embedding gather.
+// a warp-per-row GEMV for up to 8 tokens (the weights read once, 16 bytes a lane; several
+// matrices in one launch, Q4 codes too) and a tiled GEMM for more; the embedding gather.
 #include <mma.h>
+#include <string.h>
 
 #include "engine_common.cuh"
 
@@ -292,7 +293,305 @@ cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, 
     return cudaGetLastError();
 }
 
+// ---- several products of T <= 8 rows in one launch (eng_matmul_jobs) ----------------------
+
+struct gemv_job_dev {
+    eng_mat w, w2;
+    const float *x;
+    float *y;
+    float limit;
+    int accumulate, pair, wpr, rpw, block0;
+};
+
+struct gemv_jobs_dev {
+    gemv_job_dev j[ENG_MAX_JOBS];
+    int n;
+};
+
+__device__ __forceinline__ float4 load_x4(const float *x, size_t i, bool aligned)
+{
+    if (aligned)
+        return __ldg(reinterpret_cast<const float4 *>(x + i));
+    return make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);
+}
+
+// NR rows of Q4 codes (of the same width) against T tokens of x, this warp's share of the runs:
+// one x load serves every row (the loads from L1 would otherwise bound a 4-bit product).
+template <int T, int NR>
+__device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int ra, const void *wb,
+                                        const uint16_t *sb, int rb, int cols,
+                                        const float *__restrict__ x, int sub, int wpr, int lane,
+                                        float (*acc)[T])
+{
+    const bool xal = ((uintptr_t)x % 16) == 0;
+    const uint8_t *row[NR];
+    const __half *sc[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) {
+        row[q] = static_cast<const uint8_t *>(q ? wb : wa) + (size_t)(q ? rb : ra) * (cols / 2);
+        sc[q] = reinterpret_cast<const __half *>(q ? sb : sa) + (size_t)(q ? rb : ra) * (cols / 32);
+    }
+    int tiles = cols / 128, runs = (tiles + 7) / 8;
+    for (int run = sub; run < runs; run += wpr) { // a run of up to 8 tiles: 16 bytes a lane
+        int n = tiles - 8 * run < 8 ? tiles - 8 * run : 8;
+        uint32_t b[NR][8];
+        float sj8[NR][8];
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            const __half *sp = sc[q] + 32 * run + n * (lane / 8);
+            if (n == 8) { // two 8-byte scale loads (a row's scales start 8-byte aligned)
+                const uint2 *s2 = reinterpret_cast<const uint2 *>(sp);
+                uint2 lo = __ldg(s2), hi = __ldg(s2 + 1);
+                const uint32_t u[4] = {lo.x, lo.y, hi.x, hi.y};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&u[j]));
+                    sj8[q][2 * j] = f.x, sj8[q][2 * j + 1] = f.y;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    sj8[q][j] = j < n ? __half2float(sp[j]) : 0.0f;
+            }
+            if (n == 8) {
+                uint4 v = __ldg(reinterpret_cast<const uint4 *>(row[q] + (size_t)512 * run) + lane);
+                b[q][0] = v.x & 0xffffu, b[q][1] = v.x >> 16, b[q][2] = v.y & 0xffffu;
+                b[q][3] = v.y >> 16, b[q][4] = v.z & 0xffffu, b[q][5] = v.z >> 16;
+                b[q][6] = v.w & 0xffffu, b[q][7] = v.w >> 16;
+            } else {
+                const uint16_t *p = reinterpret_cast<const uint16_t *>(row[q] + (size_t)512 * run +
+                                                                       (size_t)2 * n * lane);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    b[q][j] = j < n ? p[j] : 0u;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j >= n)
+                break;
+            // code - 8 as a float without the (quarter-rate) integer conversion: the code in the
+            // mantissa of 2^23, then 2^23 + 8 taken away, both exact
+            float sj[NR], w0[NR], w1[NR], w2[NR], w3[NR];
+#pragma unroll
+            for (int q = 0; q < NR; q++) {
+                const float off = 8388616.0f; // 2^23 + 8
+                uint32_t c = b[q][j];
+                sj[q] = sj8[q][j];
+                w0[q] = __uint_as_float(0x4b000000u | (c & 15u)) - off;
+                w1[q] = __uint_as_float(0x4b000000u | ((c >> 4) & 15u)) - off;
+                w2[q] = __uint_as_float(0x4b000000u | ((c >> 8) & 15u)) - off;
+                w3[q] = __uint_as_float(0x4b000000u | ((c >> 12) & 15u)) - off;
+            }
+            size_t c = (size_t)(8 * run + j) * 128 + 4 * lane;
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float4 a = load_x4(x, (size_t)t * cols + c, xal);
+#pragma unroll
+                for (int q = 0; q < NR; q++)
+                    acc[q][t] += sj[q] * (w0[q] * a.x + w1[q] * a.y + w2[q] * a.z + w3[q] * a.w);
+            }
+        }
+    }
+}
+
+// This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
+template <int T>
+__device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__restrict__ x,
+                                        int sub, int wpr, int lane, float *acc)
+{
+    const int cols = w.cols;
+    const bool xal = ((uintptr_t)x % 16) == 0 && cols % 4 == 0;
+    if (w.dtype == ENG_Q4) {
+        q4_rows<T, 1>(w.data, w.gscale, r, w.data, w.gscale, r, cols, x, sub, wpr, lane,
+                      reinterpret_cast<float (*)[T]>(acc));
+        return;
+    }
+    if (cols % 8 == 0 && xal && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
+        ((uintptr_t)w.data % 16) == 0) {
+        const uint4 *rw = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                          (size_t)r * cols);
+        int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
+        for (; i + 3 * step < n8; i += 4 * step) {
+            uint4 q0 = __ldg(rw + i), q1 = __ldg(rw + i + step), q2 = __ldg(rw + i + 2 * step),
+                  q3 = __ldg(rw + i + 3 * step);
+            dot8<T>(q0, bf, x, cols, i, T, acc);
+            dot8<T>(q1, bf, x, cols, i + step, T, acc);
+            dot8<T>(q2, bf, x, cols, i + 2 * step, T, acc);
+            dot8<T>(q3, bf, x, cols, i + 3 * step, T, acc);
+        }
+        for (; i < n8; i += step)
+            dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+        return;
+    }
+    if (w.dtype == ENG_F32 && xal && ((uintptr_t)w.data % 16) == 0) {
+        const float4 *rw = reinterpret_cast<const float4 *>(static_cast<const float *>(w.data) +
+                                                            (size_t)r * cols);
+        int n4 = cols / 4, step = 32 * wpr;
+        for (int i = sub * 32 + lane; i < n4; i += step) {
+            float4 q = __ldg(rw + i);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float4 a = __ldg(reinterpret_cast<const float4 *>(x + (size_t)t * cols) + i);
+                acc[t] += q.x * a.x + q.y * a.y + q.z * a.z + q.w * a.w;
+            }
+        }
+        return;
+    }
+    for (int c = sub * 32 + lane; c < cols; c += 32 * wpr) {
+        float v = mat_at(w, r, c);
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[t] += v * x[(size_t)t * cols + c];
+    }
+}
+
+// Blocks [block0, next block0) belong to a job; each holds 8 / wpr of its rows, wpr warps a row
+// whose partial sums meet in shared memory in warp order.
+template <int T>
+__global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
+{
+    gemv_job_dev jb = js.j[0];
+#pragma unroll
+    for (int i = 1; i < ENG_MAX_JOBS; i++)
+        if (i < js.n && (int)blockIdx.x >= js.j[i].block0)
+            jb = js.j[i];
+    __shared__ float red[kGemvWarps][2][T];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
+    // rpw rows a warp group: a pair's two matrices share row r; a Q4 job's rows go two at a time
+    int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * jb.rpw;
+    bool valid = r < jb.w.rows, second = jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows);
+    int rb = jb.pair ? r : r + 1;
+    float acc[T], acc2[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = acc2[t] = 0.0f;
+    if (valid) {
+        int bq4 = jb.pair ? jb.w2.dtype == ENG_Q4 : 1;
+        if (second && jb.w.dtype == ENG_Q4 && bq4) {
+            float a2[2][T];
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                a2[0][t] = a2[1][t] = 0.0f;
+            q4_rows<T, 2>(jb.w.data, jb.w.gscale, r, jb.pair ? jb.w2.data : jb.w.data,
+                          jb.pair ? jb.w2.gscale : jb.w.gscale, rb, jb.w.cols, jb.x, sub, wpr,
+                          lane, a2);
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                acc[t] = a2[0][t], acc2[t] = a2[1][t];
+        } else {
+            row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
+            if (second && jb.pair)
+                row_dot<T>(jb.w2, rb, jb.x, sub, wpr, lane, acc2);
+            else if (second)
+                row_dot<T>(jb.w, rb, jb.x, sub, wpr, lane, acc2);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        acc[t] = warp_sum(acc[t]);
+        acc2[t] = warp_sum(acc2[t]);
+    }
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                red[warp][0][t] = acc[t], red[warp][1][t] = acc2[t];
+        __syncthreads();
+        if (sub == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float a = 0.0f, a2 = 0.0f;
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][0][t], a2 += red[warp + k][1][t];
+                acc[t] = a, acc2[t] = a2;
+            }
+    }
+    if (!valid || sub != 0 || lane != 0)
+        return;
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        float v = acc[t];
+        if (jb.pair) { // SwiGLU, as eng_swiglu
+            float g = fminf(acc[t], jb.limit), u = fminf(fmaxf(acc2[t], -jb.limit), jb.limit);
+            v = g / (1.0f + expf(-g)) * u;
+        }
+        float *y = jb.y + (size_t)t * jb.w.rows + r;
+        *y = jb.accumulate ? *y + v : v;
+        if (!jb.pair && second) {
+            y++;
+            *y = jb.accumulate ? *y + acc2[t] : acc2[t];
+        }
+    }
+}
+
+// Warps a row: enough warps in all to keep loads in flight (about 8k), yet each with work.
+int pick_wpr(const eng_mat *w)
+{
+    int wpr = 1;
+    while (wpr < kGemvWarps && (size_t)w->rows * wpr < 8192)
+        wpr *= 2;
+    int units = w->dtype == ENG_Q4 ? (w->cols / 128 + 7) / 8 : (w->cols + 255) / 256;
+    while (wpr > 1 && wpr > units)
+        wpr /= 2;
+    return wpr;
+}
+
+template <int T>
+cudaError_t jobs_launch(const gemv_jobs_dev &js, unsigned blocks, cudaStream_t st)
+{
+    gemv_jobs_kernel<T><<<blocks, 32 * kGemvWarps, 0, st>>>(js);
+    return cudaGetLastError();
+}
+
 } // namespace
+
+extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *stream)
+{
+    if (!jobs || n < 1 || n > ENG_MAX_JOBS || T < 1 || T > kMaxGemvT)
+        return -1;
+    gemv_jobs_dev js;
+    memset(&js, 0, sizeof js);
+    js.n = n;
+    long blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const eng_gemv_job *j = &jobs[i];
+        const eng_mat *w = j->w;
+        if (!w || !j->x || !j->y || w->rows < 1 || w->cols < 1 ||
+            (w->dtype == ENG_Q4 && (w->cols % 128 || !w->gscale)))
+            return -1;
+        if (j->w2 && (j->w2->rows != w->rows || j->w2->cols != w->cols ||
+                      (j->w2->dtype == ENG_Q4 && (w->cols % 128 || !j->w2->gscale))))
+            return -1;
+        gemv_job_dev *d = &js.j[i];
+        d->w = *w;
+        if (j->w2)
+            d->w2 = *j->w2;
+        d->x = j->x;
+        d->y = j->y;
+        d->limit = j->limit;
+        d->accumulate = j->accumulate;
+        d->pair = j->w2 != NULL;
+        d->wpr = pick_wpr(w);
+        d->rpw = w->dtype == ENG_Q4 && !j->w2 ? 2 : 1;
+        d->block0 = (int)blocks;
+        blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
+    }
+    if (blocks > 0x7fffffffL)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    unsigned b = (unsigned)blocks;
+    switch (T) {
+    case 1: return (int)jobs_launch<1>(js, b, st);
+    case 2: return (int)jobs_launch<2>(js, b, st);
+    case 3: return (int)jobs_launch<3>(js, b, st);
+    case 4: return (int)jobs_launch<4>(js, b, st);
+    case 5: return (int)jobs_launch<5>(js, b, st);
+    case 6: return (int)jobs_launch<6>(js, b, st);
+    case 7: return (int)jobs_launch<7>(js, b, st);
+    default: return (int)jobs_launch<8>(js, b, st);
+    }
+}
 
 extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, void *stream)
 {
@@ -315,7 +614,11 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
         gemm_kernel<<<grid, 256, 0, st>>>(*w, x, T, y);
         return (int)cudaGetLastError();
     }
-    switch (T) {
+    if (w->dtype == ENG_Q4) {
+        eng_gemv_job job = {w, NULL, x, y, 0.0f, 0};
+        return eng_matmul_jobs(&job, 1, T, stream);
+    }
+    switch (T) { // one matrix: the per-row GEMV (the LM head reads at 0.96 of copy bandwidth)
     case 1: return (int)gemv_launch<1>(w, x, y, T, st);
     case 2: return (int)gemv_launch<2>(w, x, y, T, st);
     case 3: return (int)gemv_launch<3>(w, x, y, T, st);
@@ -333,6 +636,16 @@ extern "C" int eng_matmul_rowwise(const eng_mat *w, const float *x, int T, float
         return -1;
     if (T <= kMaxGemvT)
         return eng_matmul(w, x, T, y, stream); // the GEMV of T rows
+    if (w->dtype == ENG_Q4) { // as eng_matmul takes Q4 rows: the job kernel, 8 rows a launch
+        for (int t0 = 0; t0 < T; t0 += kMaxGemvT) {
+            int n = T - t0 < kMaxGemvT ? T - t0 : kMaxGemvT;
+            eng_gemv_job job = {w, NULL, x + (size_t)t0 * w->cols, y + (size_t)t0 * w->rows, 0.0f, 0};
+            int rc = eng_matmul_jobs(&job, 1, n, stream);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
     return (int)gemv_launch<kMaxGemvT>(w, x, y, T, static_cast<cudaStream_t>(stream));
 }
 

@@ -6,11 +6,12 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
-	kernels/engine_moe.cu kernels/engine_gemm.cu
+	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c \
 	bench/bench_cuda_spec_h200_2026-12-03.txt
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
-	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt
+	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
+	bench/bench_cuda_decode_h200_2026-12-03.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt
@@ -31,7 +32,9 @@ bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
 
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
-check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
+check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine tests/gpu/q4_emulate
+tests_gpu_q4_emulate_SOURCES = tests/gpu/q4_emulate.c
+tests_gpu_q4_emulate_LDADD = $(glmchat_LDADD)
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c

@@ -242,6 +242,15 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
                                  "or f32", ki);
     }
+    const char *dense = getenv("GLMCHAT_CUDA_DENSE");
+    be->dense_q4 = 0;
+    if (dense && *dense) {
+        if (strcmp(dense, "q4") == 0)
+            be->dense_q4 = 1;
+        else if (strcmp(dense, "bf16") != 0)
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_DENSE is '%s'; use bf16 (the "
+                                 "weights as stored) or q4 (requantized to 4 bits at load)", dense);
+    }
     be->context = set->context;
     return GLM_OK;
 }
@@ -271,8 +280,10 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
     for (int i = 0; i < ng; i++)
         *g[i] = (float *)(b + off[nf + 2 + i]);
     s->rids = (int32_t *)(b + off[nf + 2 + ng]);
-    s->hfin = (float *)(b + off[nf + 3 + ng]);
-    s->logits = (float *)(b + off[nf + 4 + ng]);
+    s->part = (float *)(b + off[nf + 3 + ng]);
+    s->apart = (float *)(b + off[nf + 4 + ng]);
+    s->hfin = (float *)(b + off[nf + 5 + ng]);
+    s->logits = (float *)(b + off[nf + 6 + ng]);
     return GLM_OK;
 }
 
@@ -300,12 +311,13 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
     }
     int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
     size_t mtp_bytes = 0; /* the MTP layer runs on one rank only */
-    if (m->w.has_mtp && ranks == 1 && (st = cu_weights_put_mtp(m, NULL, 1, &mtp_bytes, err))) {
+    if (m->w.has_mtp && ranks == 1 &&
+        (st = cu_weights_put_mtp(m, be->dense_q4, NULL, 1, &mtp_bytes, err))) {
         free(be);
         return st;
     }
     cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
-                   cu_weights_bytes(m) + mtp_bytes, &be->plan);
+                   cu_weights_bytes(m, be->dense_q4) + mtp_bytes, &be->plan);
     size_t free_b = 0, total_b = 0;
     if (eng_mem_info(&free_b, &total_b) == 0) {
         size_t avail = free_b;
@@ -321,8 +333,9 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         free(be);
         return cuda_fail(err, "creating a stream", rc);
     }
-    if ((st = cu_weights_upload(m, &be->w, err)) ||
-        (m->w.has_mtp && ranks == 1 && (st = cu_weights_put_mtp(m, &be->w, 0, NULL, err))) ||
+    if ((st = cu_weights_upload(m, be->dense_q4, &be->w, err)) ||
+        (m->w.has_mtp && ranks == 1 &&
+         (st = cu_weights_put_mtp(m, be->dense_q4, &be->w, 0, NULL, err))) ||
         (st = bind_scratch(be, err))) {
         cu_close(be);
         return st;
@@ -331,6 +344,9 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         char line[512];
         cuda_plan_describe(&be->plan, line, sizeof line);
         fprintf(stderr, "glmchat: cuda: %s\n", line);
+        if (be->dense_q4)
+            fprintf(stderr, "glmchat: cuda: dense weights q4: %d matrices requantized, %d kept "
+                    "as stored (columns not a multiple of 128)\n", be->w.n_q4, be->w.n_q4_kept);
     }
     out->ops = &cuda_ops;
     out->impl = be;

@@ -21,6 +21,14 @@
 /* Above this many rows the EXL3 experts run grouped by expert (kern_exl3_moe_prefill) rather
  * than through the decode kernel (kern_exl3_moe) in launches of its pair limit. */
 #define CUDA_MOE_GROUPED_ROWS 8
+/* Rows a decode-path launch takes (eng_matmul_jobs, the fused HC step, the KDA prep, the split
+ * latent attention); more go the prefill way. A verification window runs in forwards of at most
+ * this many rows (cuda/spec.c), so that each of its rows is computed as a one-token step is. */
+#define CUDA_DECODE_T 8
+/* The fused HC step's bounds: S * hidden columns split over at most 64 blocks of 256, and the
+ * hidden row in shared memory. */
+#define CUDA_HC_MAX_COLS (64 * 256)
+#define CUDA_HC_MAX_HIDDEN 8192
 /* Queries of one indexer scoring launch (bounds the score scratch). */
 #define CUDA_SCORE_ROWS 16
 
@@ -87,16 +95,20 @@ typedef struct cu_weights {
     cu_lin mtp_eh_proj;
     const float *mtp_enorm, *mtp_hnorm, *mtp_head_norm;
     cu_layer mtp_layer; /* a DSA layer with its indexer and the FFN; no hyper-connections */
+    int n_q4, n_q4_kept;     /* dense_q4: matrices requantized, kept (cols not a multiple of 128) */
 } cu_weights;
 
-glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err);
+/* dense_q4: the BF16 (or F32) linears (attention, dense and shared MLPs, LM head) requantized to
+ * ENG_Q4 on the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
+glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err);
 void cu_weights_free(cu_weights *w);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */
-size_t cu_weights_bytes(const glm_model *m);
+size_t cu_weights_bytes(const glm_model *m, int dense_q4);
 /* The MTP block's weights into w's mtp fields (after cu_weights_upload; its allocations join
- * w's), or with dry only their bytes into *bytes. Refuses a block the CUDA forward cannot run. */
-glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t *bytes,
-                              glm_error *err);
+ * w's), or with dry only their bytes into *bytes; dense_q4 as for cu_weights_upload. Refuses a
+ * block the CUDA forward cannot run. */
+glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, cu_weights *w, int dry,
+                              size_t *bytes, glm_error *err);
 
 /* The shared activations of one forward chunk (plan.h's layout, one device allocation). */
 typedef struct cu_scratch {
@@ -108,6 +120,8 @@ typedef struct cu_scratch {
     int *sel_count;
     float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
     int32_t *rids;
+    float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
+    float *apart; /* the decode latent attention's partial sums: ENG_ATTEND_PAIRS x (R + 2) */
     float *hfin, *logits;
 } cu_scratch;
 
@@ -129,6 +143,7 @@ typedef struct cuda_backend {
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
+    int dense_q4;  /* GLMCHAT_CUDA_DENSE=q4 */
     cu_prof prof;
 } cuda_backend;
 
@@ -172,6 +187,7 @@ typedef struct cuda_state {
     int verifying;
     float **trail_S, **trail_conv;  /* per KDA layer: trail_cap states; K-1+trail_cap rows */
     int trail_cap, trail_base, trail_n; /* the window: positions trail_base+1 .. +trail_n */
+    int trail_at;                   /* while verifying: the window row this forward starts at */
     cu_mtp_state mtp;               /* where be->w.has_mtp */
 } cuda_state;
 
@@ -205,6 +221,13 @@ void cuda_mtp_reset(cuda_state *s);
  * catches up to pos0 + T - 1 rows and the chunk's final-normed rows are kept. */
 glm_status cuda_mtp_catch_up(cuda_state *s, const int32_t *tokens, int pos0, int T,
                              glm_error *err);
+/* The same in two steps: the final-normed rows of be->s.X's T rows into the block's rows from
+ * r0 (a verification window stages each of its forwards' rows), then the catch-up over the T
+ * staged rows (in groups of CUDA_DECODE_T while be->rowwise). cuda_mtp_stage returns a kernel
+ * code (0: queued). */
+int cuda_mtp_stage(cuda_state *s, int r0, int T);
+glm_status cuda_mtp_catch_up_staged(cuda_state *s, const int32_t *tokens, int pos0, int T,
+                                    glm_error *err);
 glm_status cuda_mtp_mark(cuda_state *s, glm_error *err);
 /* The state went back to n tokens: to the mark (truncate), or inside the window (rewind). */
 glm_status cuda_mtp_truncate(cuda_state *s, int n, glm_error *err);
@@ -229,10 +252,11 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
  * the device in be->s.logits with one rank, gathered into s->h_logits with two). */
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err);
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err);
-/* The MTP block over T rows at position *s->mtp.d_pos of its cache: h rows in s->mtp.h_in,
+/* The MTP block over T rows at position *s->mtp.d_pos of its cache: h rows in h (device),
  * tokens in s->mtp.d_tok (zero_first: the first row's embedding is zero, position 0); the
  * head-normed rows into s->mtp.g and with want_logits the last one's logits into be->s.logits. */
-int cuda_forward_mtp(cuda_state *s, int T, int zero_first, int want_logits, glm_error *err);
+int cuda_forward_mtp(cuda_state *s, const float *h, int T, int zero_first, int want_logits,
+                     glm_error *err);
 /* Decode timing for the bench: runs one eager step at the state's length and writes each
  * layer's microseconds into us[num_layers] (and the head's into *head_us). The state grows. */
 glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us,

@@ -45,14 +45,50 @@ static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *
     return eng_matmul(&l->m, x, T, y, be->stream);
 }
 
-/* HC collapse of the streams into s.c, then RMSNorm with w into s.u. */
+/* 1 when the decode path may put these products in one launch: few rows, all dense. */
+static int small_dense(int T, const cu_lin *const *l, int n)
+{
+    if (T > CUDA_DECODE_T)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (l[i]->exl3)
+            return 0;
+    return 1;
+}
+
+static eng_gemv_job job(const cu_lin *l, const float *x, float *y)
+{
+    eng_gemv_job j = {&l->m, NULL, x, y, 0.0f, 0};
+    return j;
+}
+
+/* 1 when the decode path's fused HC step takes fn (eng_hc_fn_partial, eng_hc_pre_fused). */
+static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
+{
+    const glm_config *c = &be->m->cfg;
+    int S = c->hc_mult, D = c->hidden_size;
+    return T <= CUDA_DECODE_T && !fn->exl3 && fn->m.rows == (2 + S) * S && fn->m.cols == S * D &&
+           eng_hc_splits(S, D) > 0 && D <= CUDA_HC_MAX_HIDDEN;
+}
+
+/* HC collapse of the streams into s.c, then RMSNorm with w into s.u. Decode: the fn product's
+ * parts (unless the previous HC update already left them: part_ready), then one launch. */
 static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, const float *scale,
-                  const float *norm, glm_error *err)
+                  const float *norm, int part_ready, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int S = c->hc_mult, D = c->hidden_size;
     void *st = be->stream;
+    if (hc_fast(be, T, fn)) {
+        if (!part_ready)
+            CK(eng_hc_fn_partial(&fn->m, b->X, T, S, D, NULL, NULL, NULL, b->part, st),
+               "the HC mixing product (split)");
+        CK(eng_hc_pre_fused(b->part, fn->m.rows, b->X, base, scale, norm, T, S, D,
+                            c->hc_sinkhorn_iters, c->hc_eps, c->rms_norm_eps, b->pre, b->post,
+                            b->comb, b->u, st), "the HC mix, collapse and norm");
+        return 0;
+    }
     CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
     CK(lin(be, fn, b->flat, T, b->mu), "the HC mixing product");
     CK(eng_hc_mix(b->mu, base, scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre, b->post,
@@ -69,24 +105,51 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     cu_scratch *b = &be->s;
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
     void *st = be->stream;
-    CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
-    CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
-    CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
+    const cu_lin *all[] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->f_a, &L->f_b, &L->b_proj,
+                           &L->g_a, &L->g_b};
+    float *lo2 = b->lo + (size_t)T * dk; /* the output gate's low-rank half */
+    int fuse = small_dense(T, all, 8);
+    if (fuse) { /* decode: the products of u in one launch, the low-rank second halves in one */
+        eng_gemv_job in[6] = {job(&L->q_proj, b->u, b->q),  job(&L->k_proj, b->u, b->k),
+                              job(&L->v_proj, b->u, b->v),  job(&L->f_a, b->u, b->lo),
+                              job(&L->g_a, b->u, lo2),      job(&L->b_proj, b->u, b->beta)};
+        CK(eng_matmul_jobs(in, 6, T, st), "the KDA products of the input");
+        eng_gemv_job lr[2] = {job(&L->f_b, b->lo, b->g), job(&L->g_b, lo2, b->gate)};
+        CK(eng_matmul_jobs(lr, 2, T, st), "the KDA gates' second products");
+    } else {
+        CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
+        CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
+        CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
+    }
     if (s->verifying) /* the windows a verification may go back to (cuda/spec.c) */
         CK(eng_kda_conv_trail(b->q, b->k, b->v, s->kda_conv[rank], T, C, c->kda_conv_kernel,
-                              s->trail_conv[rank], st), "the KDA conv trail");
-    CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T, C,
-                    c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
-    CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
-    CK(lin(be, &L->f_a, b->u, T, b->lo), "the KDA forget gate (a)");
-    CK(lin(be, &L->f_b, b->lo, T, b->g), "the KDA forget gate (b)");
-    CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
-    CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
-                    c->kda_lower_bound, st), "the KDA gates");
+                              s->trail_conv[rank] + (size_t)s->trail_at * 3 * C, st),
+           "the KDA conv trail");
+    if (fuse && c->kda_conv_kernel <= 8 && dk <= 128) { /* decode: one launch */
+        CK(eng_kda_prep_decode(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv,
+                               L->v_conv, T, H, dk, c->kda_conv_kernel, 1.0f / sqrtf((float)dk),
+                               b->qc, b->kc, b->vc, b->g, b->beta, L->A_log, L->dt_bias,
+                               c->kda_has_lower_bound, c->kda_lower_bound, st),
+           "the KDA conv, q/k norms and gates");
+    } else {
+        CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T,
+                        C, c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
+        CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
+        if (!fuse) {
+            CK(lin(be, &L->f_a, b->u, T, b->lo), "the KDA forget gate (a)");
+            CK(lin(be, &L->f_b, b->lo, T, b->g), "the KDA forget gate (b)");
+            CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
+        }
+        CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
+                        c->kda_lower_bound, st), "the KDA gates");
+    }
+    float *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
     CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
-                          s->verifying ? s->trail_S[rank] : NULL, st), "the KDA delta rule");
-    CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
-    CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
+                          trail, st), "the KDA delta rule");
+    if (!fuse) {
+        CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
+        CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
+    }
     CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
        "the KDA gated norm");
     CK(lin(be, &L->kda_o, b->o, T, b->y), "the KDA output projection");
@@ -103,23 +166,45 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     int qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim, kp = c->index_kpool;
     int width = c->index_topk + kp - 1;
     void *st = be->stream;
-    CK(lin(be, &L->q_a, b->u, T, b->qa), "the MLA q_a projection");
-    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
-    CK(lin(be, &L->q_b, b->qa, T, b->qd), "the MLA q_b projection");
-    CK(lin(be, &L->kv_a, b->u, T, b->kvl), "the MLA kv_a projection");
+    const cu_lin *all[] = {&L->q_a, &L->q_b, &L->kv_a, &L->idx_wk, &L->idx_gate, &L->idx_wq_b,
+                           &L->idx_weights};
+    int fuse = small_dense(T, all, L->has_indexer ? 7 : 3);
+    if (fuse) { /* decode: the products of u in one launch, those of the normed q_a in one */
+        eng_gemv_job in[5] = {job(&L->q_a, b->u, b->qa), job(&L->kv_a, b->u, b->kvl)};
+        if (L->has_indexer) {
+            in[2] = job(&L->idx_wk, b->u, b->wk);
+            in[3] = job(&L->idx_gate, b->u, b->ig);
+            in[4] = job(&L->idx_weights, b->u, b->hw);
+        }
+        CK(eng_matmul_jobs(in, L->has_indexer ? 5 : 2, T, st), "the MLA products of the input");
+        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+        eng_gemv_job qb[2] = {job(&L->q_b, b->qa, b->qd)};
+        if (L->has_indexer)
+            qb[1] = job(&L->idx_wq_b, b->qa, b->iq);
+        CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
+    } else {
+        CK(lin(be, &L->q_a, b->u, T, b->qa), "the MLA q_a projection");
+        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+        CK(lin(be, &L->q_b, b->qa, T, b->qd), "the MLA q_b projection");
+        CK(lin(be, &L->kv_a, b->u, T, b->kvl), "the MLA kv_a projection");
+    }
     CK(eng_rmsnorm(b->kvl, b->kvl, L->kv_a_norm, T, R, c->rms_norm_eps, st), "the kv_a norm");
     CK(eng_cache_write(&dc->latent, s->d_pos, b->kvl, T, st), "the latent cache write");
     if (L->has_indexer) {
-        CK(lin(be, &L->idx_wk, b->u, T, b->wk), "the indexer key projection");
-        CK(lin(be, &L->idx_gate, b->u, T, b->ig), "the indexer gate projection");
+        if (!fuse) {
+            CK(lin(be, &L->idx_wk, b->u, T, b->wk), "the indexer key projection");
+            CK(lin(be, &L->idx_gate, b->u, T, b->ig), "the indexer gate projection");
+        }
         CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
            "the indexer key norm");
         CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
         CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
         CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
                          st), "the pool keys");
-        CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
-        CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
+        if (!fuse) {
+            CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
+            CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
+        }
         int max_pools = s->cap / kp + 1;
         for (int t0 = 0; t0 < T; t0 += CUDA_SCORE_ROWS) {
             int nt = T - t0 < CUDA_SCORE_ROWS ? T - t0 : CUDA_SCORE_ROWS;
@@ -130,8 +215,13 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
         }
     }
     CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
-    CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
-                      1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
+    if (T <= CUDA_DECODE_T) /* the selection split over blocks when there are few heads */
+        CK(eng_mla_attend_decode(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                                 1.0f / sqrtf((float)dn), b->ot, b->apart, st),
+           "the latent attention");
+    else
+        CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                          1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
     CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
     CK(lin(be, &L->dsa_o, b->od, T, b->y), "the MLA output projection");
     return 0;
@@ -141,6 +231,14 @@ static int mlp(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int
                glm_error *err)
 {
     cu_scratch *b = &be->s;
+    const cu_lin *all[] = {&w->gate, &w->up, &w->down};
+    if (small_dense(T, all, 3)) { /* decode: gate and up with SwiGLU in one launch, then down */
+        eng_gemv_job gu = {&w->gate.m, &w->up.m, x, b->fg, be->m->cfg.swiglu_limit, 0};
+        CK(eng_matmul_jobs(&gu, 1, T, be->stream), "an MLP gate/up product with SwiGLU");
+        eng_gemv_job dn = job(&w->down, b->fg, out);
+        CK(eng_matmul_jobs(&dn, 1, T, be->stream), "an MLP down projection");
+        return 0;
+    }
     CK(lin(be, &w->gate, x, T, b->fg), "an MLP gate projection");
     CK(lin(be, &w->up, x, T, b->fu), "an MLP up projection");
     CK(eng_swiglu(b->fg, b->fu, (size_t)T * inter, be->m->cfg.swiglu_limit, be->stream), "SwiGLU");
@@ -155,7 +253,16 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     int I = c->moe_intermediate_size;
     void *st = be->stream;
-    CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
+    const cu_lin *all[] = {&L->router, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
+    int fuse = small_dense(T, all, L->has_shared ? 4 : 1);
+    if (fuse) { /* decode: the router and the shared expert's gate/up (SwiGLU) in one launch */
+        eng_gemv_job in[2] = {job(&L->router, b->u, b->rlog),
+                              {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0}};
+        CK(eng_matmul_jobs(in, L->has_shared ? 2 : 1, T, st),
+           L->has_shared ? "the router and the shared gate/up" : "the router");
+    } else {
+        CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
+    }
     CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K, c->norm_topk_prob,
                  c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st), "the routing");
     const cu_experts *x = &L->experts;
@@ -174,7 +281,10 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
         CK(eng_moe_dense(x->gate, x->up, x->down, E, b->u, T, K, D, I, b->rids, b->rw,
                          c->swiglu_limit, b->mh, b->mye, b->y, st), "the routed experts");
     }
-    if (L->has_shared) {
+    if (L->has_shared && fuse) { /* the shared expert's down product added into y */
+        eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->y, 0.0f, 1};
+        CK(eng_matmul_jobs(&dn, 1, T, st), "the shared down product, added");
+    } else if (L->has_shared) {
         if (mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
             return -1;
         CK(eng_add(b->y, b->ffn_y, (size_t)T * D, st), "the shared expert's sum");
@@ -197,6 +307,29 @@ static int reduce(cuda_state *s, int T, glm_error *err)
     return 0;
 }
 
+/* Decode: 1 when layer li's last HC update also computes layer li + 1's first fn parts. */
+static int post_feeds_next(const cuda_backend *be, int li, int T)
+{
+    const cu_layer *L = be->w.layers;
+    return li + 1 < be->m->cfg.num_layers && hc_fast(be, T, &L[li].hc_ffn_lin) &&
+           hc_fast(be, T, &L[li + 1].hc_attn_lin);
+}
+
+/* The HC update after a sublayer; with next (the decode path) fused with next's fn parts. */
+static int hc_update(cuda_backend *be, int T, const cu_lin *next, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    if (next) {
+        CK(eng_hc_fn_partial(&next->m, b->X, T, c->hc_mult, c->hidden_size, b->y, b->post, b->comb,
+                             b->part, be->stream), "the HC update with the next mixing product");
+        return 0;
+    }
+    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
+       "the HC update");
+    return 0;
+}
+
 static int layer(cuda_state *s, int li, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -204,21 +337,23 @@ static int layer(cuda_state *s, int li, int T, glm_error *err)
     const cu_layer *L = &be->w.layers[li];
     cu_scratch *b = &be->s;
     int rank = glm_config_rank_of(c, li), rc;
-    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, err))
+    int ready = li > 0 && post_feeds_next(be, li - 1, T);
+    int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
+    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, ready,
+               err))
         return -1;
     rc = c->attn[li] == GLM_ATTN_KDA ? kda(s, L, rank, T, err) : dsa(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
-       "the HC update");
-    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, err))
+    if (hc_update(be, T, mid ? &L->hc_ffn_lin : NULL, err))
+        return -1;
+    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, mid, err))
         return -1;
     rc = c->moe[li] ? moe(be, L, T, err) : mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
-       "the HC update");
-    return 0;
+    return hc_update(be, T, post_feeds_next(be, li, T) ? &be->w.layers[li + 1].hc_attn_lin : NULL,
+                     err);
 }
 
 /* Two ranks: each computes its vocabulary half; the halves meet through the host. */
@@ -291,7 +426,8 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
     return 0;
 }
 
-int cuda_forward_mtp(cuda_state *s, int T, int zero_first, int want_logits, glm_error *err)
+int cuda_forward_mtp(cuda_state *s, const float *h, int T, int zero_first, int want_logits,
+                     glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
@@ -304,7 +440,7 @@ int cuda_forward_mtp(cuda_state *s, int T, int zero_first, int want_logits, glm_
     void *st = be->stream;
     CK(eng_embed(&w->embed, m->d_tok, T, 1, b->c, st), "the MTP embedding");
     CK(eng_rmsnorm(b->c, b->c, w->mtp_enorm, T, D, eps, st), "the MTP embedding norm");
-    CK(eng_rmsnorm(b->u, m->h_in, w->mtp_hnorm, T, D, eps, st), "the MTP hidden norm");
+    CK(eng_rmsnorm(b->u, h, w->mtp_hnorm, T, D, eps, st), "the MTP hidden norm");
     CK(eng_copy_2d(m->cat, 2 * row, b->c, row, row, T, st), "the MTP input rows");
     CK(eng_copy_2d((char *)m->cat + row, 2 * row, b->u, row, row, T, st), "the MTP input rows");
     if (zero_first) /* position 0 has no embedding (architecture.md 2.8) */

@@ -75,9 +75,10 @@ const float *cuda_mtp_kept_row(const cuda_state *s, int p)
     return m->kept + (size_t)(p - m->kept_base) * s->be->m->cfg.hidden_size;
 }
 
-/* Runs the block over T rows from position pos (tokens on the host) and syncs. */
-static glm_status run_block(cuda_state *s, const int32_t *tokens, int pos, int T, int want_logits,
-                            glm_error *err)
+/* Runs the block over T rows from position pos (tokens on the host, h rows from h_in's row r0)
+ * and syncs. */
+static glm_status run_block(cuda_state *s, const int32_t *tokens, int pos, int r0, int T,
+                            int want_logits, glm_error *err)
 {
     cuda_backend *be = s->be;
     cu_mtp_state *m = &s->mtp;
@@ -89,7 +90,8 @@ static glm_status run_block(cuda_state *s, const int32_t *tokens, int pos, int T
     if (rc)
         return cuda_fail(err, "copying the MTP layer's tokens in", rc);
     glm_error ferr = {0};
-    rc = cuda_forward_mtp(s, T, pos == 0, want_logits, &ferr);
+    const float *h = m->h_in + (size_t)r0 * s->be->m->cfg.hidden_size;
+    rc = cuda_forward_mtp(s, h, T, pos == 0, want_logits, &ferr);
     int sync = eng_stream_sync(be->stream);
     if (rc) {
         eng_last_error();
@@ -100,23 +102,39 @@ static glm_status run_block(cuda_state *s, const int32_t *tokens, int pos, int T
     return sync ? cuda_fail(err, "the MTP layer", sync) : GLM_OK;
 }
 
+int cuda_mtp_stage(cuda_state *s, int r0, int T)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    /* the chunk's final-normed rows, as the main head computes them */
+    return eng_stream_mean_norm(s->mtp.fresh + (size_t)r0 * c->hidden_size, be->s.X,
+                                be->w.final_norm, T, c->hc_mult, c->hidden_size, c->rms_norm_eps,
+                                be->stream);
+}
+
 glm_status cuda_mtp_catch_up(cuda_state *s, const int32_t *tokens, int pos0, int T, glm_error *err)
+{
+    if (!cuda_mtp_on(s))
+        return GLM_OK;
+    int rc = cuda_mtp_stage(s, 0, T);
+    if (rc) {
+        s->mtp.n = -1;
+        return cuda_fail(err, "the MTP layer's input rows", rc);
+    }
+    return cuda_mtp_catch_up_staged(s, tokens, pos0, T, err);
+}
+
+glm_status cuda_mtp_catch_up_staged(cuda_state *s, const int32_t *tokens, int pos0, int T,
+                                    glm_error *err)
 {
     if (!cuda_mtp_on(s))
         return GLM_OK;
     cuda_backend *be = s->be;
     cu_mtp_state *m = &s->mtp;
     const glm_config *c = &be->m->cfg;
-    int D = c->hidden_size;
+    int D = c->hidden_size, rc = 0;
     size_t row = (size_t)D * sizeof(float);
     void *st = be->stream;
-    /* the chunk's final-normed rows, as the main head computes them */
-    int rc = eng_stream_mean_norm(m->fresh, be->s.X, be->w.final_norm, T, c->hc_mult, D,
-                                  c->rms_norm_eps, st);
-    if (rc) {
-        m->n = -1;
-        return cuda_fail(err, "the MTP layer's input rows", rc);
-    }
     const float *prev = pos0 > 0 ? cuda_mtp_kept_row(s, pos0 - 1) : NULL;
     glm_status gs = GLM_OK;
     if (m->n == (pos0 > 0 ? pos0 - 1 : 0) && (pos0 == 0 || prev)) {
@@ -133,9 +151,16 @@ glm_status cuda_mtp_catch_up(cuda_state *s, const int32_t *tokens, int pos0, int
             m->n = -1;
             return cuda_fail(err, "the MTP layer's input rows", rc);
         }
-        if (rows > 0 && (gs = run_block(s, pos0 > 0 ? tokens : tokens + 1, m->n, rows, 0, err))) {
-            m->n = -1;
-            return gs;
+        /* a verification window (be->rowwise) in groups of the decode path's rows, so that its
+         * rows are the block's one-token steps bit for bit, as the main forward's are */
+        const int32_t *tk = pos0 > 0 ? tokens : tokens + 1;
+        int group = be->rowwise ? CUDA_DECODE_T : rows;
+        for (int r0 = 0; r0 < rows; r0 += group) {
+            int g = rows - r0 < group ? rows - r0 : group;
+            if ((gs = run_block(s, tk + r0, m->n + r0, r0, g, 0, err))) {
+                m->n = -1;
+                return gs;
+            }
         }
         m->n += rows;
     } else {
@@ -225,7 +250,7 @@ glm_status cuda_mtp_draft(cuda_state *s, int32_t next, int32_t *out, int max, in
         return cuda_fail(err, "the MTP layer's input row", rc);
     int32_t tok = next;
     for (int k = 0; k < max; k++) {
-        if ((st = run_block(s, &tok, m->n + k, 1, 1, err)))
+        if ((st = run_block(s, &tok, m->n + k, 0, 1, 1, err)))
             return st; /* m->n is untouched: the drafted rows are rewritten by the next catch-up */
         rc = eng_copy_async(s->h_logits, be->s.logits, (size_t)V * sizeof(float), be->stream);
         /* chained: the head-normed row is the next h */

@@ -22,13 +22,15 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank)
     rank->moe_intermediate_size /= 2;
 }
 
-static size_t mat(size_t rows, size_t cols, int bytes)
+static size_t mat(size_t rows, size_t cols, double bytes)
 {
-    return rows * cols * (size_t)bytes;
+    return (size_t)((double)rows * (double)cols * bytes + 0.5);
 }
 
-size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_bytes, int expert_bits)
+size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, double dense_bytes, int expert_bits)
 {
+    /* the HC products, the embedding and kv_b stay BF16 under the q4 option */
+    double keep = dense_bytes < 2 ? 2 : dense_bytes;
     size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult, mix = (2 + S) * S;
     size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim, C = H * dk;
     size_t K = (size_t)c->kda_conv_kernel, V = (size_t)c->vocab_size;
@@ -36,16 +38,16 @@ size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_byte
     size_t R = (size_t)c->kv_lora_rank, qr = (size_t)c->q_lora_rank;
     size_t IH = (size_t)c->index_n_heads, ID = (size_t)c->index_head_dim;
     size_t E = (size_t)c->n_routed_experts, I = (size_t)c->moe_intermediate_size;
-    size_t total = mat(V, D, dense_bytes) + mat(V / (size_t)ranks, D, dense_bytes) + D * 4;
+    size_t total = mat(V, D, keep) + mat(V / (size_t)ranks, D, dense_bytes) + D * 4;
     for (int li = 0; li < c->num_layers; li++) {
-        total += 2 * mat(mix, S * D, dense_bytes) + 2 * (mix + 3) * 4 + 2 * D * 4;
+        total += 2 * mat(mix, S * D, keep) + 2 * (mix + 3) * 4 + 2 * D * 4;
         if (c->attn[li] == GLM_ATTN_KDA) {
             total += mat(3 * C, D, dense_bytes) + 2 * mat(dk, D, dense_bytes) +
                      2 * mat(C, dk, dense_bytes) + mat(H, D, dense_bytes) + mat(D, C, dense_bytes);
             total += (3 * C * K + H + C + dk) * 4;
         } else {
             total += mat(qr, D, dense_bytes) + mat(NH * dn, qr, dense_bytes) +
-                     mat(R, D, dense_bytes) + mat(NH * (dn + dv), R, dense_bytes) +
+                     mat(R, D, dense_bytes) + mat(NH * (dn + dv), R, keep) +
                      mat(D, NH * dv, dense_bytes) + (qr + R) * 4;
             if (!c->indexer_shared[li])
                 total += mat(IH * ID, qr, dense_bytes) + mat(ID, D, dense_bytes) +
@@ -61,7 +63,7 @@ size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_byte
         if (expert_bits > 0)
             total += E * (3 * I * D * (size_t)expert_bits / 8 + 2 * 3 * (I + D));
         else
-            total += E * mat(3 * I, D, dense_bytes);
+            total += E * mat(3 * I, D, keep);
     }
     return total;
 }
@@ -93,7 +95,7 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         T * S * 4, T * S * S * 4,
         /* KDA: q k v qc kc vc g o gate lo beta */
         T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4, T * C * 4,
-        T * C * 4, T * (size_t)c->kda_head_dim * 4, T * (size_t)c->kda_heads * 4,
+        T * C * 4, 2 * T * (size_t)c->kda_head_dim * 4, T * (size_t)c->kda_heads * 4,
         /* DSA: qa qd kvl wk ig iq hw qt ot od sel_idx sel_count */
         T * (size_t)c->q_lora_rank * 4, T * NH * (size_t)c->qk_nope_head_dim * 4, T * R * 4,
         T * ID * 4, T * ID * 4, T * IH * ID * 4, T * IH * 4, T * NH * R * 4, T * NH * R * 4,
@@ -101,6 +103,10 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         /* FFN: fg fu rlog rscratch rw mh mye mx ffn_y rids */
         T * inter * 4, T * inter * 4, T * E * 4, T * (3 * E + (size_t)c->n_group) * 4, T * K * 4,
         T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
+        /* the decode path's HC partial sums (8 rows, 64 column blocks, mix products + squares) */
+        (size_t)8 * 64 * (mix + 1) * 4,
+        /* and its latent attention's partial sums (8 rows of 256 (head, split) pairs of R + 2) */
+        (size_t)8 * 256 * (R + 2) * 4,
         /* head: hfin logits */
         T * D * 4, T * V * 4,
     };

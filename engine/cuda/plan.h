@@ -30,11 +30,14 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank);
 /* Weights of a rank config (already halved for two ranks) as glmchat lays them out: dense
  * matrices dense_bytes per value (2: BF16), routed experts expert_bits per value plus their
  * fp16 scales (0: dense like the rest). ranks: 1 or 2 (the LM head holds vocab / ranks rows). */
-size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, int dense_bytes, int expert_bits);
+size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, double dense_bytes, int expert_bits);
+/* dense_bytes of the q4 option (GLMCHAT_CUDA_DENSE=q4): a 4-bit code plus an fp16 scale per 32
+ * values; the HC products, the embedding and kv_b stay BF16 (2 bytes) in the estimate. */
+#define CUDA_PLAN_Q4_BYTES (0.5 + 2.0 / 32)
 
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
-#define CUDA_SCRATCH_BUFFERS 44
+#define CUDA_SCRATCH_BUFFERS 46
 size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */

@@ -1,7 +1,8 @@
 /* snapshot.c: a CUDA conversation state as one flat host byte string (prompt reuse and its disk
- * tier): a header naming the backend, the model's config fingerprint, the cache dtypes and the
- * length, then per KDA layer the conv window and fp32 state, per DSA layer the cache rows, and
- * where the MTP layer is in step its cache rows and the last token's final-normed row. */
+ * tier): a header naming the backend, the model's config fingerprint, the cache dtypes, the dense
+ * weights' format and the length, then per KDA layer the conv window and fp32 state, per DSA
+ * layer the cache rows, and where the MTP layer is in step its cache rows and the last token's
+ * final-normed row. */
 #ifdef HAVE_CUDA
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 #include "cuda/cuda_internal.h"
 
 #define CSNAP_MAGIC 0x4e534355u /* "CUSN" */
-#define CSNAP_VERSION 2u /* 2: the MTP layer's section */
+#define CSNAP_VERSION 3u /* 2: the MTP layer's section; 3: the dense weights' format */
 
 /* Everything a snapshot's bytes depend on; it loads only where all of it agrees. */
 typedef struct csnap_header {
@@ -22,6 +23,7 @@ typedef struct csnap_header {
     uint32_t n_kda, n_dsa, conv_bytes, rec_bytes;
     uint32_t latent, index_dim, kpool;
     uint32_t mtp, hidden;  /* mtp: 0, no MTP section; else 1 + its rows (n - 1) */
+    uint32_t dense_q4;     /* 1: made with the dense linears requantized (GLMCHAT_CUDA_DENSE=q4) */
 } csnap_header;
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -76,6 +78,7 @@ static void fill_header(const cuda_state *s, csnap_header *h)
     h->index_dim = (uint32_t)c->index_head_dim;
     h->kpool = (uint32_t)c->index_kpool;
     h->hidden = (uint32_t)c->hidden_size;
+    h->dense_q4 = (uint32_t)be->dense_q4;
     const cu_mtp_state *m = &s->mtp;
     if (cuda_mtp_on(s) && s->n > 0 && m->n == s->n - 1 && cuda_mtp_kept_row(s, s->n - 1))
         h->mtp = (uint32_t)m->n + 1;
@@ -213,6 +216,10 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
                              "backend %s/%s (GLMCHAT_CUDA_KV, GLMCHAT_CUDA_KV_INDEX must match)",
                              dtype_name(h->kv_dtype), dtype_name(h->kv_index_dtype),
                              dtype_name(mine.kv_dtype), dtype_name(mine.kv_index_dtype));
+    if (h->dense_q4 != mine.dense_q4)
+        return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot was made with %s dense "
+                             "weights, this backend runs %s ones (GLMCHAT_CUDA_DENSE must match)",
+                             h->dense_q4 ? "q4" : "bf16", mine.dense_q4 ? "q4" : "bf16");
     if (h->n > (uint32_t)s->be->context)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %u tokens, past "
                              "this backend's context of %d (GLMCHAT_CUDA_CONTEXT)", h->n,

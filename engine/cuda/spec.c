@@ -6,6 +6,11 @@
  * 9-token window writes ~36 MiB a layer (~1.2 GB over the KDA layers, ~0.3 ms at the H200's
  * bandwidth), while recomputing the accepted prefix from the state before the window would read
  * every weight again (a whole forward). The cost is that memory, per state.
+ * The window runs as forwards of at most CUDA_DECODE_T rows (a longer one in groups, each after
+ * the last): at that size every kernel takes the decode path a one-token step takes (the fused
+ * products of eng_matmul_jobs, the fused HC step, the KDA prep, the split latent attention), and
+ * each of them computes a row with the same operations in the same order whatever the row count
+ * (no reduction is split by the number of rows), so a row's bits do not depend on its window.
  * Bit-equality holds where every product is deterministic: the dense and fused-dense paths are;
  * the EXL3 kernels (kernels/exl3_gemm.cu, exl3_moe.cu) sum split-K partials with float atomics,
  * so on EXL3 models neither a decode nor a verification is reproducible to the bit. */
@@ -76,31 +81,50 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
     if (st || (st = cuda_state_reserve(s, s->n + n, err)) || (st = reserve_trail(s, n, err)))
         return st;
     memcpy(s->h_tokens, tokens, (size_t)n * sizeof *tokens);
-    *s->h_pos = s->n;
-    int rc = eng_copy_async(s->d_tokens, s->h_tokens, (size_t)n * sizeof(int32_t), be->stream);
-    if (!rc)
-        rc = eng_copy_async(s->d_pos, s->h_pos, sizeof(int), be->stream);
-    if (rc)
-        return cuda_fail(err, "copying the drafted tokens in", rc);
+    size_t V = (size_t)c->vocab_size;
     glm_error ferr = {0};
+    int rc = 0, mtp = cuda_mtp_on(s);
     be->rowwise = 1;
     s->verifying = 1;
-    rc = cuda_forward(s, n, 1, 1, &ferr);
+    for (int t0 = 0; t0 < n && rc == 0; t0 += CUDA_DECODE_T) {
+        int g = n - t0 < CUDA_DECODE_T ? n - t0 : CUDA_DECODE_T;
+        *s->h_pos = s->n + t0; /* the previous group synced: its copy of h_pos is done */
+        rc = eng_copy_async(s->d_tokens, s->h_tokens + t0, (size_t)g * sizeof(int32_t), be->stream);
+        if (!rc)
+            rc = eng_copy_async(s->d_pos, s->h_pos, sizeof(int), be->stream);
+        if (rc) {
+            cuda_fail(&ferr, "copying the drafted tokens in", rc);
+            break;
+        }
+        s->trail_at = t0;
+        rc = cuda_forward_layers(s, g, &ferr);
+        if (!rc)
+            rc = cuda_forward_head(s, g, 1, &ferr);
+        if (!rc && (rc = eng_copy_async(s->h_logits + (size_t)t0 * V, be->s.logits,
+                                        (size_t)g * V * sizeof(float), be->stream)))
+            cuda_fail(&ferr, "the window's logits' copy", rc);
+        if (!rc && mtp && (rc = cuda_mtp_stage(s, t0, g))) /* the rows the MTP layer takes */
+            cuda_fail(&ferr, "the MTP layer's input rows", rc);
+        int sync = eng_stream_sync(be->stream);
+        if (!rc && sync)
+            rc = cuda_fail(&ferr, "the verifying forward", sync);
+    }
     be->rowwise = 0;
     s->verifying = 0;
-    int sync = eng_stream_sync(be->stream);
+    s->trail_at = 0;
     if (rc) {
+        eng_stream_sync(be->stream);
         eng_last_error();
+        if (mtp)
+            s->mtp.n = -1; /* its staged rows are partial */
         if (err)
             *err = ferr;
         return ferr.status ? ferr.status : GLM_ERR_BACKEND;
     }
-    if (sync)
-        return cuda_fail(err, "the verifying forward", sync);
     if (logits_all)
-        memcpy(logits_all, s->h_logits, (size_t)n * c->vocab_size * sizeof(float));
-    be->rowwise = 1; /* the MTP rows too, as one-token steps compute them */
-    st = cuda_mtp_catch_up(s, tokens, s->n, n, err);
+        memcpy(logits_all, s->h_logits, (size_t)n * V * sizeof(float));
+    be->rowwise = 1; /* the MTP rows too, as one-token steps compute them (in groups as above) */
+    st = mtp ? cuda_mtp_catch_up_staged(s, tokens, s->n, n, err) : GLM_OK;
     be->rowwise = 0;
     if (st)
         return st;

@@ -1,6 +1,7 @@
 /* weights.c: uploads a model's weights for the CUDA backend: dense matrices in their stored
- * dtype (BF16 stays BF16; F32, F16 and FP8 blocks as the loader gives them), EXL3 linears in their
- * on-disk layout, a MoE layer's EXL3 experts stacked for kern_exl3_moe. A dry run counts bytes. */
+ * dtype (BF16 stays BF16, or is requantized on the GPU to 4 bits with GLMCHAT_CUDA_DENSE=q4; F32,
+ * F16 and FP8 blocks as the loader gives them), EXL3 linears in their on-disk layout, a MoE
+ * layer's EXL3 experts stacked for kern_exl3_moe. A dry run counts bytes. */
 #ifdef HAVE_CUDA
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,9 @@
 typedef struct up_ctx {
     cu_weights *w;
     int dry;       /* 1: count bytes only */
+    int q4;        /* requantize the BF16 linears (not the HC, router, embedding, kv_b) */
+    void *stage;   /* q4: a BF16 matrix on its way to the quantizer */
+    size_t stage_bytes;
     size_t bytes;
     glm_error *err;
     int failed;
@@ -145,11 +149,65 @@ static void put_dequantized(up_ctx *u, const exl3_tensor *t, eng_mat *m)
     free(f);
 }
 
-static void put_lin(up_ctx *u, const glm_weight *w, cu_lin *l)
+/* A BF16 (or F32: the small test models) matrix as ENG_Q4 (eng_quantize_q4 on the device);
+ * those of widths that are not a multiple of 128 stay as they are (counted in n_q4_kept), as do
+ * F16 and FP8 ones. */
+static void put_q4(up_ctx *u, const glm_weight *w, eng_mat *m)
+{
+    int plain = w->kind == GLM_W_PLAIN && (w->dtype == ST_BF16 || w->dtype == ST_F32);
+    if (!plain || w->cols % 128) {
+        if (plain)
+            u->w->n_q4_kept++;
+        put_mat(u, w, m);
+        return;
+    }
+    size_t n = (size_t)w->rows * (size_t)w->cols, bytes = n * dtype_size(w->dtype);
+    memset(m, 0, sizeof *m);
+    m->dtype = ENG_Q4;
+    m->rows = (int)w->rows;
+    m->cols = (int)w->cols;
+    void *codes = put(u, NULL, n / 2);
+    uint16_t *scales = put(u, NULL, n / 32 * 2);
+    m->data = codes;
+    m->gscale = scales;
+    u->w->n_q4++;
+    if (u->dry || u->failed)
+        return;
+    int rc = 0;
+    if (bytes > u->stage_bytes) {
+        if (u->stage)
+            kern_free(u->stage);
+        u->stage = NULL;
+        u->stage_bytes = 0;
+        rc = kern_malloc(&u->stage, bytes);
+        if (!rc)
+            u->stage_bytes = bytes;
+    }
+    if (!rc)
+        rc = kern_to_device(u->stage, w->data, bytes);
+    eng_mat src = {.dtype = w->dtype == ST_F32 ? ENG_F32 : ENG_BF16, .rows = m->rows,
+                   .cols = m->cols, .data = u->stage};
+    if (!rc)
+        rc = eng_quantize_q4(&src, codes, scales, m, NULL);
+    if (!rc)
+        rc = eng_stream_sync(NULL);
+    if (rc) {
+        u->failed = 1;
+        glm_error_set(u->err, GLM_ERR_NOMEM, "cannot requantize a %lld x %lld matrix to 4 bits "
+                      "on the GPU (GLMCHAT_CUDA_DENSE=q4): %s", (long long)w->rows,
+                      (long long)w->cols, rc > 0 ? kern_error_string(rc) : "arguments out of range");
+    }
+}
+
+/* A linear layer; quantizable: may become ENG_Q4 under GLMCHAT_CUDA_DENSE=q4. */
+static void put_lin_as(up_ctx *u, const glm_weight *w, cu_lin *l, int quantizable)
 {
     memset(l, 0, sizeof *l);
     if (w->kind != GLM_W_EXL3) {
-        put_mat(u, w, &l->m);
+        if (u->q4 && quantizable)
+            put_q4(u, w, &l->m);
+        else
+            put_mat(u, w, &l->m);
         return;
     }
     const exl3_tensor *t = w->exl3;
@@ -167,6 +225,11 @@ static void put_lin(up_ctx *u, const glm_weight *w, cu_lin *l)
     size_t ws = kern_exl3_matmul_workspace(&l->x, CUDA_CHUNK);
     if (ws > u->w->exl3_work_bytes)
         u->w->exl3_work_bytes = ws;
+}
+
+static void put_lin(up_ctx *u, const glm_weight *w, cu_lin *l)
+{
+    put_lin_as(u, w, l, 1);
 }
 
 static void put_mlp(up_ctx *u, const glm_mlp_weights *w, cu_mlp *m)
@@ -306,8 +369,8 @@ static void put_layer(up_ctx *u, const glm_config *c, int li, const glm_layer_we
     int kp = c->index_kpool, ID = c->index_head_dim, S = c->hc_mult;
     int mix = (2 + S) * S, K = c->kda_conv_kernel, C = c->kda_heads * c->kda_head_dim;
     memset(d, 0, sizeof *d);
-    put_lin(u, &L->hc_attn_fn, &d->hc_attn_lin);
-    put_lin(u, &L->hc_ffn_fn, &d->hc_ffn_lin);
+    put_lin_as(u, &L->hc_attn_fn, &d->hc_attn_lin, 0); /* small, and the mix is sensitive */
+    put_lin_as(u, &L->hc_ffn_fn, &d->hc_ffn_lin, 0);
     d->hc_attn_base = put_f32(u, L->hc_attn_base, (size_t)mix);
     d->hc_attn_scale = put_f32(u, L->hc_attn_scale, 3);
     d->hc_ffn_base = put_f32(u, L->hc_ffn_base, (size_t)mix);
@@ -355,16 +418,16 @@ static void put_layer(up_ctx *u, const glm_config *c, int li, const glm_layer_we
         put_mlp(u, &L->mlp, &d->mlp);
     d->has_shared = L->has_shared;
     if (c->moe[li]) {
-        put_lin(u, &L->router, &d->router);
+        put_lin_as(u, &L->router, &d->router, 0);
         d->router_bias = put_f32(u, L->router_bias, (size_t)c->n_routed_experts);
         put_experts(u, c, L, &d->experts);
     }
 }
 
-static glm_status walk(const glm_model *m, cu_weights *w, int dry, glm_error *err)
+static glm_status walk(const glm_model *m, cu_weights *w, int dry, int q4, glm_error *err)
 {
     const glm_config *c = &m->cfg;
-    up_ctx u = {.w = w, .dry = dry, .err = err};
+    up_ctx u = {.w = w, .dry = dry, .q4 = q4, .err = err};
     w->layers = calloc((size_t)c->num_layers, sizeof *w->layers);
     if (!w->layers)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory uploading the weights");
@@ -381,24 +444,26 @@ static glm_status walk(const glm_model *m, cu_weights *w, int dry, glm_error *er
         for (int li = 0; li < c->num_layers; li++)
             w->layers[li].experts.prefill_work = w->moe_prefill_work;
     }
+    if (u.stage)
+        kern_free(u.stage);
     w->dry_bytes = u.bytes;
     return u.failed ? (err && err->status ? err->status : GLM_ERR_NOMEM) : GLM_OK;
 }
 
-size_t cu_weights_bytes(const glm_model *m)
+size_t cu_weights_bytes(const glm_model *m, int dense_q4)
 {
     cu_weights w = {0};
     glm_error e = {0};
-    walk(m, &w, 1, &e);
+    walk(m, &w, 1, dense_q4, &e);
     size_t n = w.dry_bytes;
     free(w.layers);
     return n;
 }
 
-glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err)
+glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err)
 {
     memset(w, 0, sizeof *w);
-    glm_status st = walk(m, w, 0, err);
+    glm_status st = walk(m, w, 0, dense_q4, err);
     if (st)
         cu_weights_free(w);
     return st;
@@ -406,8 +471,8 @@ glm_status cu_weights_upload(const glm_model *m, cu_weights *w, glm_error *err)
 
 /* The MTP block: eh_proj, its three norms and a DSA layer as put_layer lays one out (the
  * config copy names layer 0 as DSA, MoE where the model routes experts). */
-glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t *bytes,
-                              glm_error *err)
+glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, cu_weights *w, int dry,
+                              size_t *bytes, glm_error *err)
 {
     const glm_mtp_weights *x = &m->w.mtp;
     int D = m->cfg.hidden_size;
@@ -425,8 +490,8 @@ glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t
     *c = m->cfg;
     c->attn[0] = GLM_ATTN_DSA;
     c->moe[0] = c->n_routed_experts > 0;
-    up_ctx u = {.w = t, .dry = dry, .err = err};
-    size_t work = t->exl3_work_bytes;
+    up_ctx u = {.w = t, .dry = dry, .q4 = dense_q4, .err = err};
+    size_t work = t->exl3_work_bytes, pwork = t->moe_prefill_work_bytes;
     put_lin(&u, &x->eh_proj, &t->mtp_eh_proj);
     t->mtp_enorm = put_f32(&u, x->enorm, (size_t)D);
     t->mtp_hnorm = put_f32(&u, x->hnorm, (size_t)D);
@@ -434,6 +499,14 @@ glm_status cu_weights_put_mtp(const glm_model *m, cu_weights *w, int dry, size_t
     put_layer(&u, c, 0, &x->layer, &t->mtp_layer);
     if (!u.failed && !dry && t->exl3_work_bytes > work) /* a wider EXL3 product than the main's */
         t->exl3_work = put(&u, NULL, t->exl3_work_bytes);
+    /* its grouped experts (a prefill chunk's catch-up) share the main layers' workspace, or
+     * take a larger one of their own */
+    if (!u.failed && !dry && t->moe_prefill_work_bytes > pwork)
+        t->moe_prefill_work = put(&u, NULL, t->moe_prefill_work_bytes);
+    if (!dry)
+        t->mtp_layer.experts.prefill_work = t->moe_prefill_work;
+    if (u.stage)
+        kern_free(u.stage);
     free(c);
     if (bytes)
         *bytes = u.bytes;

@@ -4,7 +4,7 @@
 # (BF16 and EXL3) and two ranks in one process (two processes: tests/gpu/two_ranks.sh), then
 # runs bench/bench_cuda_engine; the parity table and the bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
-# glmchat, test_cuda_engine and bench_cuda_engine from DIR instead of building (a machine without
+# glmchat, test_cuda_engine, bench_cuda_engine and q4_emulate from DIR instead of building (a machine without
 # the -dev packages; put their libraries on LD_LIBRARY_PATH); TINY_A=DIR and FIXTURE_MODELS=DIR
 # name the fixtures.
 set -u
@@ -22,15 +22,18 @@ if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
     G="$GLMCHAT_PREBUILT/glmchat"
     T="$GLMCHAT_PREBUILT/test_cuda_engine"
     B="$GLMCHAT_PREBUILT/bench_cuda_engine"
+    Q="$GLMCHAT_PREBUILT/q4_emulate"
 else
     echo "== build: ./configure CUDA_ARCHS=\"$archs\""
     (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
-        make -j"$(nproc)" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine) >"$build/build.log" 2>&1 ||
+        make -j"$(nproc)" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
+            tests/gpu/q4_emulate) >"$build/build.log" 2>&1 ||
         { tail -40 "$build/build.log"; exit 1; }
     echo "build took $(( $(date +%s) - start )) s"
     G="$build/glmchat"
     T="$build/tests/gpu/test_cuda_engine"
     B="$build/bench/bench_cuda_engine"
+    Q="$build/tests/gpu/q4_emulate"
 fi
 "$G" --version || exit 1
 tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
@@ -47,7 +50,7 @@ run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
     cat "$build/parity.log"
-    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks ' "$build/parity.log" >>"$out/parity.txt"
+    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense ' "$build/parity.log" >>"$out/parity.txt"
 }
 run_parity "$tiny_a" tiny-A 300
 run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk (CUDA_CHUNK 1024)
@@ -55,6 +58,11 @@ for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
 run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
 run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
+echo "== the q4 dense option emulated on the CPU (its error should equal the q4 dense rows above)"
+for m in "small-bf16 300" "tiny-exl3 64"; do
+    set -- $m
+    if [ -x "$Q" ]; then "$Q" "$models/$1" "$2" | tee -a "$out/parity.txt"; else echo "no q4_emulate"; fi
+done
 
 # Two processes (a CUDA head and a CUDA worker over TCP loopback): tests/gpu/two_ranks.sh.
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"

@@ -5,7 +5,8 @@
 # conversation with and without reuse; decode with copy drafts against plain decode).
 # Usage: tests/gpu/spec.sh [OUT_DIR]   (from the source root). BENCH_CONTEXT (32768),
 # BENCH_MODEL (the mkmodel preset, small), CUDA_ARCHS (90), SPEC_BENCH=0 (checks only: no bench).
-# A model with an MTP layer (mkmodel tiny-mtp) also checks draft = mtp. GLMCHAT_PREBUILT=DIR takes glmchat,
+# A model with an MTP layer (mkmodel tiny-mtp) also checks draft = mtp; mkmodel small runs once
+# more with GLMCHAT_CUDA_DENSE=q4. GLMCHAT_PREBUILT=DIR takes glmchat,
 # test_cuda_spec and bench_cuda_spec from DIR instead of building (a machine without the -dev
 # packages; put their libraries on LD_LIBRARY_PATH).
 set -u
@@ -41,9 +42,10 @@ mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny-mtp" --preset tiny-mtp --seed 13 >/dev/null || exit 1
 status=0
 : >"$out/checks.txt"
-check() { # DIR LABEL [KV]
+check() { # DIR LABEL [KV] [DENSE]
     echo "== checks: $2"
-    GLMCHAT_CUDA_KV=${3:-fp8} timeout 90 "$T" "$1" "$2" >"$build/check.log" 2>&1 || status=1
+    GLMCHAT_CUDA_KV=${3:-fp8} GLMCHAT_CUDA_DENSE=${4:-bf16} timeout 90 "$T" "$1" "$2" \
+        >"$build/check.log" 2>&1 || status=1
     cat "$build/check.log"
     grep -v '^FAIL' "$build/check.log" | grep -E 'verify|reuse|drafted|MTP|passed|FAILED' >>"$out/checks.txt"
 }
@@ -51,6 +53,7 @@ for d in "$src"/tests/fixtures/models/*/; do check "$d" "$(basename "$d")"; done
 check "$models/tiny" mkmodel-tiny
 check "$models/tiny" mkmodel-tiny-f32kv f32
 check "$models/small" mkmodel-small-bf16
+check "$models/small" mkmodel-small-q4dense fp8 q4 # the Q4 products in windows and steps
 check "$models/tiny-mtp" mkmodel-tiny-mtp
 check "$models/tiny-mtp" mkmodel-tiny-mtp-f32kv f32
 if [ "${SPEC_BENCH:-1}" = 0 ]; then

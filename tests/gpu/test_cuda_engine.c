@@ -1,6 +1,7 @@
 /* test_cuda_engine.c: the CUDA backend against the CPU backend on one model directory (run on a
  * GPU machine by tests/gpu/engine.sh): prompt logits per cache dtype, prefill-then-decode against
- * full prefill, greedy replies, mark/truncate, and two ranks in one process. Table lines last. */
+ * full prefill, greedy replies, mark/truncate, two ranks in one process, and the q4 dense option
+ * (its quantizer and products against a CPU dequantization first). Table lines last. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,6 +9,9 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kernels/engine.h"
+#include "kernels/kernels.h"
+#include "model/exl3.h"
 #include "model/model.h"
 #include "tp/split.h"
 
@@ -68,6 +72,127 @@ typedef struct run {
     engine_backend be;
     void *st;
 } run;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float f32_of_bf16(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The q4 option's kernels against the CPU: eng_quantize_q4 (scales fp16(amax / 7), every code
+ * within half a step of its weight) and the products of the codes read back and dequantized here
+ * (eng_matmul at 1, 3, 8 and 20 rows; one eng_matmul_jobs launch with a Q4 and a BF16 job and a
+ * SwiGLU pair accumulated into y). Rows of 1536 columns: a full run of 8 tiles and one of 4. */
+static void q4_kernels(void)
+{
+    const int R = 201, Cc = 1536, TM = 20; /* an odd row count: a Q4 warp takes rows in pairs */
+    size_t n = (size_t)R * Cc;
+    uint16_t *w = malloc(n * 2), *sc = malloc(n / 32 * 2);
+    uint8_t *codes = malloc(n / 2);
+    float *deq = malloc(n * sizeof *deq), *x = malloc((size_t)TM * Cc * sizeof *x);
+    float *y = malloc((size_t)TM * R * sizeof *y), *y0 = malloc((size_t)R * sizeof *y0);
+    void *dw = NULL, *dc = NULL, *ds = NULL, *dx = NULL, *dy = NULL, *dy2 = NULL;
+    for (size_t i = 0; i < n; i++) /* rows of different magnitudes, a zero group */
+        w[i] = bf16_of(frand() * (float)(1 + (i / Cc) % 7) * 0.01f * (i < 32 ? 0.0f : 1.0f));
+    for (size_t i = 0; i < (size_t)TM * Cc; i++)
+        x[i] = frand();
+    for (int r = 0; r < R; r++)
+        y0[r] = frand();
+    int rc = kern_malloc(&dw, n * 2) || kern_malloc(&dc, n / 2) || kern_malloc(&ds, n / 32 * 2) ||
+             kern_malloc(&dx, (size_t)TM * Cc * 4) || kern_malloc(&dy, (size_t)TM * R * 4) ||
+             kern_malloc(&dy2, (size_t)R * 4) || kern_to_device(dw, w, n * 2) ||
+             kern_to_device(dx, x, (size_t)TM * Cc * 4);
+    eng_mat src = {.dtype = ENG_BF16, .rows = R, .cols = Cc, .data = dw}, q = {0};
+    rc = rc || eng_quantize_q4(&src, dc, ds, &q, NULL) || kern_sync() ||
+         kern_to_host(codes, dc, n / 2) || kern_to_host(sc, ds, n / 32 * 2);
+    check(rc == 0 && q.dtype == ENG_Q4, "q4: the quantizer ran");
+    if (rc)
+        goto out;
+    int bad_scale = 0, bad_code = 0;
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < Cc / 32; g++) {
+            float amax = 0;
+            for (int i = 0; i < 32; i++)
+                amax = fmaxf(amax, fabsf(f32_of_bf16(w[(size_t)r * Cc + g * 32 + i])));
+            size_t byte, si;
+            eng_q4_offsets(Cc, g * 32, &byte, &si);
+            uint16_t s16 = sc[(size_t)r * (Cc / 32) + si];
+            bad_scale += s16 != exl3_f16_from_f64((double)(amax / 7.0f));
+            float s = exl3_f16_to_f32(s16);
+            for (int i = 0; i < 32; i++) {
+                int c = g * 32 + i;
+                eng_q4_offsets(Cc, c, &byte, &si);
+                uint8_t b = codes[(size_t)r * (Cc / 2) + byte];
+                int code = (c % 2) ? b >> 4 : b & 15;
+                float v = (float)(code - 8) * s, ref = f32_of_bf16(w[(size_t)r * Cc + c]);
+                deq[(size_t)r * Cc + c] = v;
+                bad_code += code < 1 || fabsf(v - ref) > 0.5f * s * 1.001f + 1e-12f;
+            }
+        }
+    char what[200];
+    snprintf(what, sizeof what, "q4: scales fp16(amax / 7) (%d wrong), codes within half a step "
+             "(%d wrong)", bad_scale, bad_code);
+    check(bad_scale == 0 && bad_code == 0, what);
+    const int Ts[4] = {1, 3, 8, TM};
+    for (int k = 0; k < 4; k++) {
+        int T = Ts[k];
+        rc = eng_matmul(&q, dx, T, dy, NULL) || kern_sync() ||
+             kern_to_host(y, dy, (size_t)T * R * 4);
+        double md = 0, mr = 0;
+        for (int t = 0; !rc && t < T; t++)
+            for (int r = 0; r < R; r++) {
+                double a = 0;
+                for (int c = 0; c < Cc; c++)
+                    a += (double)deq[(size_t)r * Cc + c] * x[(size_t)t * Cc + c];
+                md = fmax(md, fabs(a - y[(size_t)t * R + r]));
+                mr = fmax(mr, fabs(a));
+            }
+        snprintf(what, sizeof what, "q4: the product of %d rows equals the CPU's of the codes "
+                 "(max |diff| %.3g of %.3g)", T, md, mr);
+        check(rc == 0 && md <= 1e-5 * mr, what);
+    }
+    /* one launch: a plain Q4 job into dy, a SwiGLU pair (Q4 gate, BF16 up) added into dy2 */
+    eng_gemv_job jobs[2] = {{&q, NULL, dx, dy, 0.0f, 0}, {&q, &src, dx, dy2, 0.05f, 1}};
+    float *y2 = malloc((size_t)R * sizeof *y2);
+    rc = kern_to_device(dy2, y0, (size_t)R * 4) || eng_matmul_jobs(jobs, 2, 1, NULL) ||
+         kern_sync() || kern_to_host(y, dy, (size_t)R * 4) || kern_to_host(y2, dy2, (size_t)R * 4);
+    double md = 0, mr = 0;
+    for (int r = 0; !rc && r < R; r++) {
+        double g = 0, u = 0;
+        for (int c = 0; c < Cc; c++) {
+            g += (double)deq[(size_t)r * Cc + c] * x[c];
+            u += (double)f32_of_bf16(w[(size_t)r * Cc + c]) * x[c];
+        }
+        double gl = fmin(g, 0.05), ul = fmin(fmax(u, -0.05), 0.05);
+        double want = y0[r] + gl / (1 + exp(-gl)) * ul;
+        md = fmax(md, fmax(fabs(g - y[r]), fabs(want - y2[r]) * 100));
+        mr = fmax(mr, fabs(g));
+    }
+    snprintf(what, sizeof what, "q4: one launch of a Q4 job and a SwiGLU pair added into y "
+             "(max |diff| %.3g of %.3g)", md, mr);
+    check(rc == 0 && md <= 1e-5 * mr, what);
+    free(y2);
+out:
+    kern_free(dw), kern_free(dc), kern_free(ds), kern_free(dx), kern_free(dy), kern_free(dy2);
+    free(w), free(sc), free(codes), free(deq), free(x), free(y), free(y0);
+}
 
 static int open_run(const glm_model *m, int cuda, run *r, glm_error *err)
 {
@@ -214,6 +339,7 @@ int main(int argc, char **argv)
     int N = argc > 2 ? atoi(argv[2]) : 40, G = argc > 3 ? atoi(argv[3]) : 200;
     const char *label = argc > 4 ? argv[4] : dir;
     glm_error err = {0};
+    q4_kernels();
     glm_model *m = glm_model_open(dir, &err);
     if (!m) {
         printf("FAIL: %s: %s\n", dir, err.message);
@@ -351,8 +477,43 @@ int main(int argc, char **argv)
         }
         free(l1);
     }
+    /* the q4 dense option (f32 caches): its logits against the CPU's of the stored weights */
+    char q4_line[256];
+    {
+        setenv("GLMCHAT_CUDA_KV", "f32", 1);
+        setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
+        setenv("GLMCHAT_CUDA_DENSE", "q4", 1);
+        setenv("GLMCHAT_CUDA_VERBOSE", "1", 1); /* the count of matrices requantized */
+        run gpu = {0};
+        if (open_run(m, 1, &gpu, &err) || prefill(&gpu, tok, N, got, 1, &err)) {
+            printf("FAIL: %s: the CUDA backend with q4 dense weights: %s\n", label, err.message);
+            failures++;
+            snprintf(q4_line, sizeof q4_line, "%-24s q4 dense  failed", label);
+        } else {
+            double d = max_diff(ref, got, NV), num = 0, den = 0;
+            for (size_t i = 0; i < NV; i++) {
+                num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+                den += (double)ref[i] * ref[i];
+            }
+            memcpy(last, got + (size_t)(N - 1) * V, (size_t)V * sizeof *last);
+            int same = 0;
+            if (greedy(&gpu, last, V, G, ggot, &err) == 0)
+                while (same < G && ggot[same] == gref[same])
+                    same++;
+            char what[160];
+            snprintf(what, sizeof what, "%s q4 dense: finite logits (max |diff| %.3g)", label, d);
+            check(isfinite(d), what);
+            snprintf(q4_line, sizeof q4_line, "%-24s q4 dense  max|diff| %.3e (rel %.2e), "
+                     "|diff|/|ref| %.3e over all logits, greedy %d/%d", label, d, d / scale,
+                     den > 0 ? sqrt(num / den) : 0.0, same, G);
+        }
+        close_run(&gpu);
+        unsetenv("GLMCHAT_CUDA_DENSE");
+        unsetenv("GLMCHAT_CUDA_VERBOSE");
+    }
     for (int k = 0; k < NVAR; k++)
         printf("%s\n", line[k]);
+    printf("%s\n", q4_line);
     if (*split_line)
         printf("%s\n", split_line);
     free(tok);

@@ -1,7 +1,7 @@
 /* test_cuda_spec.c: prompt reuse and drafted decoding on the CUDA backend, run on a GPU machine
  * by tests/gpu/spec.sh: verification rows equal one-token steps bit for bit, going back inside a
- * window, snapshots resumed on the grid equal a full prefill bit for bit (and bad ones are
- * refused), drafted replies equal undrafted ones (greedy and seeded sampling, copy and oracle
+ * window (windows of 7, 9 and 17 rows), snapshots resumed on the grid equal a full prefill bit
+ * for bit (and bad ones, other cache dtypes and other dense weights are refused), drafted replies equal undrafted ones (greedy and seeded sampling, copy and oracle
  * drafts) with acceptance per draft position, and chat turns after reuse equal full prefills;
  * on a model with an MTP layer its drafts against the CPU backend's and along every path the
  * state takes, and replies with draft = mtp equal undrafted ones.
@@ -191,12 +191,12 @@ out:
     o->state_free(c);
 }
 
-/* Another backend's snapshots and other cache dtypes are refused by name. */
+/* Another backend's snapshots, other cache dtypes and other dense weights are refused by name. */
 static void check_foreign(const glm_model *m, engine_backend *be)
 {
     glm_error err = {0};
-    engine_backend cpu = {0}, other = {0};
-    void *cs = NULL, *gs = NULL, *os = NULL;
+    engine_backend cpu = {0}, other = {0}, dense = {0};
+    void *cs = NULL, *gs = NULL, *os = NULL, *ds = NULL;
     unsigned char *snap = NULL;
     int32_t ids[20];
     for (int i = 0; i < 20; i++)
@@ -227,6 +227,20 @@ static void check_foreign(const glm_model *m, engine_backend *be)
     CHECK(other.ops->snapshot_load(os, snap, n, &err) == GLM_ERR_FORMAT,
           "a snapshot of other cache dtypes loaded");
     printf("%-22s refused: %s\n", label, err.message);
+    const char *dn = getenv("GLMCHAT_CUDA_DENSE");
+    int q4 = dn && strcmp(dn, "q4") == 0;
+    setenv("GLMCHAT_CUDA_DENSE", q4 ? "bf16" : "q4", 1);
+    st = backend_open_cuda(m, &dense, &err);
+    if (dn)
+        setenv("GLMCHAT_CUDA_DENSE", dn, 1);
+    else
+        unsetenv("GLMCHAT_CUDA_DENSE");
+    OK(st);
+    ds = dense.ops->state_new(dense.impl, &err);
+    st = dense.ops->snapshot_load(ds, snap, n, &err);
+    CHECK(st == GLM_ERR_FORMAT && strstr(err.message, "GLMCHAT_CUDA_DENSE"),
+          "a snapshot of %s dense weights loaded on %s ones", q4 ? "q4" : "bf16", q4 ? "bf16" : "q4");
+    printf("%-22s refused: %s\n", label, err.message);
 out:
     free(snap);
     if (cs)
@@ -235,10 +249,14 @@ out:
         be->ops->state_free(gs);
     if (os)
         other.ops->state_free(os);
+    if (ds)
+        dense.ops->state_free(ds);
     if (cpu.ops)
         backend_close(&cpu);
     if (other.ops)
         backend_close(&other);
+    if (dense.ops)
+        backend_close(&dense);
 }
 
 typedef struct tokens {
@@ -631,6 +649,7 @@ int main(int argc, char **argv)
     int V = m->cfg.vocab_size;
     check_verify(&be, V, 7);
     check_verify(&be, V, 9);
+    check_verify(&be, V, 17); /* three forwards of the decode path: 8 + 8 + 1 rows */
     check_reuse(&be, V);
     check_foreign(m, &be);
     if (m->w.has_mtp)

@@ -76,6 +76,12 @@ START_TEST(weights_match_the_parameter_counts)
     /* BF16 experts: four times the 4-bit bytes */
     double bf16 = (double)cuda_plan_weights_estimate(&real, 1, 2, 0);
     ck_assert_double_gt(bf16, one + 3 * experts * 0.99);
+    /* the q4 dense option: the linears at 4.5 bits, the embedding (0.6 B) and the small HC and
+     * kv_b products still BF16, so it saves about (rest - embedding) * (1 - 4.5 / 16) */
+    double q4 = (double)cuda_plan_weights_estimate(&real, 1, CUDA_PLAN_Q4_BYTES, 4);
+    double most = (rest - 0.635e9 * 2) * (1 - 4.5 / 16);
+    ck_assert_msg(one - q4 > 0.85 * most && one - q4 < 1.05 * most, "q4 saves %.2f GB, about %.2f",
+                  (one - q4) / GB, most / GB);
 }
 END_TEST
 
