@@ -199,10 +199,10 @@ __global__ void out_norm_kernel(float *o, const float *gate, const float *w, int
 }
 
 // The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
-// one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: the conv window of each of the
-// head's channels (lane + 32 j) in registers, the T outputs with SiLU (conv_kernel's order), the
-// L2 norm of q and k rows (l2norm_kernel's order), the new window kept in the state; warps 3H ..
-// 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
+// one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: each of the head's channels
+// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU (conv_kernel's order),
+// the L2 norm of q and k rows (l2norm_kernel's order), then the window's last rows kept in the
+// state; warps 3H .. 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
 constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
 
 // (Every pointer its own buffer: __restrict__ lets a warp's loads overlap its stores.)
@@ -242,62 +242,51 @@ kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
     const float *in = plane == 0 ? q : plane == 1 ? k : v;
     const float *wt = plane == 0 ? qw : plane == 1 ? kw : vw;
     float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
-    float y[kPrepSlots][kPrepMaxT];
+    // row `row` of the window [state rows | new rows] of channel c (ch = plane * C + c)
+    auto window = [&](int ch, int c, int row) {
+        return row < K - 1 ? state[(size_t)row * 3 * C + ch] : in[(size_t)(row - (K - 1)) * C + c];
+    };
+    float wc[kPrepSlots][kPrepMaxK]; // no arrays indexed by t: they would go to local memory
 #pragma unroll
-    for (int j = 0; j < kPrepSlots; j++) {
-        int ci = lane + 32 * j, c = h * dk + ci, ch = plane * C + c;
-        float win[kPrepMaxK - 1 + kPrepMaxT]; // [state rows | new rows]
+    for (int j = 0; j < kPrepSlots; j++)
 #pragma unroll
-        for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
-            win[i] = 0.0f;
-        if (ci < dk) {
-#pragma unroll
-            for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
-                if (i < K - 1 + T)
-                    win[i] = i < K - 1 ? state[(size_t)i * 3 * C + ch]
-                                       : in[(size_t)(i - (K - 1)) * C + c];
+        for (int i = 0; i < kPrepMaxK; i++) {
+            int ci = lane + 32 * j;
+            wc[j][i] = ci < dk && i < K ? wt[(size_t)(h * dk + ci) * K + i] : 0.0f;
         }
-        float wc[kPrepMaxK];
+    for (int t = 0; t < T; t++) {
+        float y[kPrepSlots], ss = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kPrepMaxK; i++)
-            wc[i] = ci < dk && i < K ? wt[(size_t)c * K + i] : 0.0f;
-#pragma unroll
-        for (int t = 0; t < kPrepMaxT; t++) {
+        for (int j = 0; j < kPrepSlots; j++) {
+            int ci = lane + 32 * j, c = h * dk + ci;
             float acc = 0.0f;
+            if (ci < dk)
 #pragma unroll
-            for (int i = 0; i < kPrepMaxK; i++)
-                if (i < K)
-                    acc += wc[i] * win[t + i];
-            y[j][t] = acc / (1.0f + expf(-acc));
+                for (int i = 0; i < kPrepMaxK; i++)
+                    if (i < K)
+                        acc += wc[j][i] * window(plane * C + c, c, t + i);
+            y[j] = acc / (1.0f + expf(-acc));
+            if (ci < dk)
+                ss += y[j] * y[j];
         }
-        if (ci < dk) // the window's last K-1 rows become the state
-#pragma unroll
-            for (int r = 0; r < kPrepMaxK - 1; r++)
-                if (r < K - 1) {
-#pragma unroll
-                    for (int i = 0; i < kPrepMaxK - 1 + kPrepMaxT; i++)
-                        if (i == T + r)
-                            state[(size_t)r * 3 * C + ch] = win[i];
-                }
-    }
-#pragma unroll
-    for (int t = 0; t < kPrepMaxT; t++) {
-        if (t >= T)
-            break;
         float inv = 1.0f;
         if (plane < 2) {
-            float ss = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kPrepSlots; j++)
-                if (lane + 32 * j < dk)
-                    ss += y[j][t] * y[j][t];
             ss = warp_sum(ss);
             inv = (plane == 0 ? qscale : 1.0f) / sqrtf(ss + 1e-6f);
         }
 #pragma unroll
         for (int j = 0; j < kPrepSlots; j++)
             if (lane + 32 * j < dk)
-                out[(size_t)t * C + (size_t)h * dk + lane + 32 * j] = plane < 2 ? y[j][t] * inv : y[j][t];
+                out[(size_t)t * C + (size_t)h * dk + lane + 32 * j] = plane < 2 ? y[j] * inv : y[j];
+    }
+    // the window's last K-1 rows become the state; ascending, so that row T + r is read before
+    // it is overwritten
+#pragma unroll
+    for (int j = 0; j < kPrepSlots; j++) {
+        int ci = lane + 32 * j, c = h * dk + ci;
+        if (ci < dk)
+            for (int r = 0; r < K - 1; r++)
+                state[(size_t)r * 3 * C + plane * C + c] = window(plane * C + c, c, T + r);
     }
 }
 

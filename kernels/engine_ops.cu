@@ -209,14 +209,11 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X
         float v = 0.0f;
         if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
             float acc = 0.0f;
-            if (mine) {
-                float old[kHcMaxS];
-                for (int i = 0; i < S; i++)
-                    old[i] = X[((size_t)t * S + i) * D + d];
+            if (mine) { // (the old values read straight into the sum: no array in local memory)
                 const float *C = comb + (size_t)t * S * S;
                 acc = post[t * S + s] * y[(size_t)t * D + d];
                 for (int i = 0; i < S; i++)
-                    acc += C[i * S + s] * old[i];
+                    acc += C[i * S + s] * X[((size_t)t * S + i) * D + d];
             }
             __syncthreads(); // every old value read before any is replaced
             if (mine)
