@@ -171,8 +171,15 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->params = *p;
+    /* The MTP layer costs a layer's forward (and its cache, and on CUDA its weights' upload)
+     * every step: the backends run it only when it drafts. */
+    spec_mode mode;
+    glm_status st = spec_mode_resolve(p->draft, &mode, err);
+    if (st == GLM_OK && mode != SPEC_MTP)
+        e->model->w.has_mtp = 0;
     /* rank 0 of two: the backend opens over this rank's half */
-    glm_status st = p->peer ? glm_engine_split(e, 0, err) : backend_open(e->model, p, &e->be, err);
+    if (st == GLM_OK)
+        st = p->peer ? glm_engine_split(e, 0, err) : backend_open(e->model, p, &e->be, err);
     if (st == GLM_OK)
         st = choose_draft(e, p, err);
     if (st == GLM_OK && !p->peer)

@@ -282,6 +282,31 @@ static void remove_mtp_model(void)
     tu_rmtree(mtp_dir);
 }
 
+/* Without draft = mtp the engine does not run the MTP layer (it would cost a layer a step):
+ * no MTP drafts, and the same logits as with it (the main model does not depend on it). */
+START_TEST(mtp_layer_off_unless_drafting)
+{
+    glm_error err = {0};
+    glm_engine *on = open_engine_at(mtp_dir, SPEC_MTP);
+    glm_engine *off = open_engine_at(mtp_dir, SPEC_OFF);
+    ck_assert(glm_engine_model(on)->w.has_mtp);
+    ck_assert(!glm_engine_model(off)->w.has_mtp);
+    glm_session *a = glm_session_new(on, &err), *b = glm_session_new(off, &err);
+    int32_t *ids = some_tokens(20, 5, 5000), out[4];
+    ck_assert_int_eq(glm_session_feed(a, ids, 20, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_feed(b, ids, 20, NULL, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_mtp_draft(b, 7, out, 4, &err), 0);
+    ck_assert_int_eq(glm_session_mtp_draft(a, 7, out, 4, &err), 4);
+    int V = glm_session_vocab(a);
+    ck_assert_int_eq(memcmp(glm_session_logits(a), glm_session_logits(b), (size_t)V * 4), 0);
+    free(ids);
+    glm_session_free(a);
+    glm_session_free(b);
+    glm_engine_close(on);
+    glm_engine_close(off);
+}
+END_TEST
+
 /* The MTP layer's drafts after the state got somewhere along different paths: decoding one by
  * one, a verification window gone back into, a snapshot, a truncate to the mark. */
 START_TEST(mtp_drafts_follow_the_state)
@@ -377,6 +402,7 @@ static Suite *spec_suite(void)
     tcase_set_timeout(mt, 120);
     tcase_add_unchecked_fixture(mt, make_mtp_model, remove_mtp_model);
     tcase_add_test(mt, mtp_drafts_follow_the_state);
+    tcase_add_test(mt, mtp_layer_off_unless_drafting);
     tcase_add_loop_test(mt, mtp_drafted_replies_equal_undrafted, 0, 2);
     suite_add_tcase(s, mt);
     return s;
