@@ -56,20 +56,26 @@ struct glm_session {
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
 };
 
-/* The memory budget of kept prompt states: the parameter, the environment, or an eighth of RAM. */
-static int64_t cache_budget(const glm_engine_params *p)
+/* The memory budget of kept prompt states: the parameter, the environment (MiB; 0: off), or an
+ * eighth of RAM; a bad GLMCHAT_PROMPT_CACHE_MB is refused by name. -1 in *out: off. */
+static glm_status cache_budget(const glm_engine_params *p, int64_t *out, glm_error *err)
 {
-    if (p->prompt_cache_bytes)
-        return p->prompt_cache_bytes;
+    if (p->prompt_cache_bytes) {
+        *out = p->prompt_cache_bytes;
+        return GLM_OK;
+    }
     const char *env = getenv("GLMCHAT_PROMPT_CACHE_MB");
     if (env && *env) {
-        char *end;
-        double mb = strtod(env, &end);
-        if (*end == '\0')
-            return mb > 0 ? (int64_t)(mb * 1048576.0) : -1;
+        char msg[512];
+        long long mb;
+        if (setting_int("GLMCHAT_PROMPT_CACHE_MB", env, 0, 16777216, &mb, msg, sizeof msg))
+            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        *out = mb > 0 ? (int64_t)mb << 20 : -1;
+        return GLM_OK;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
+    *out = pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
+    return GLM_OK;
 }
 
 /* The disk budget of kept-state files: the parameter, the environment, or 4 GiB; 0: none written. */
@@ -105,7 +111,9 @@ static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *er
 
 static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
-    int64_t budget = cache_budget(p);
+    int64_t budget = 0;
+    if (cache_budget(p, &budget, err) != GLM_OK)
+        return err ? err->status : GLM_ERR_ARG;
     const backend_ops *ops = e->be.ops;
     if (budget <= 0 || !ops->snapshot_size || !ops->snapshot_save || !ops->snapshot_load)
         return GLM_OK;
