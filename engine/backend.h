@@ -22,6 +22,9 @@ typedef struct backend_collective {
  * tp_kv_format_name (tp/protocol.h) reads them back for messages. */
 enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 #define BACKEND_KV(latent, indexer) ((uint32_t)(latent) | (uint32_t)(indexer) << 8)
+/* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (CUDA's
+ * GLMCHAT_CUDA_DENSE=q4), which changes every partial sum the ranks exchange. */
+#define BACKEND_DENSE_Q4 ((uint32_t)1 << 16)
 
 /* A backend's functions. `impl` is the backend (its weights, pools, streams), `state` one
  * conversation's caches; both are opaque to the session. */
@@ -48,8 +51,9 @@ typedef struct backend_ops {
     glm_status (*snapshot_save)(const void *state, void *buf, size_t n, glm_error *err);
     glm_status (*snapshot_load)(void *state, const void *buf, size_t n, glm_error *err);
     void (*close)(void *impl);
-    /* BACKEND_KV(latent cache, indexer cache) of the attention caches as opened (required): the
-     * two ranks of a split must agree on it, with the context (tp_identity). */
+    /* BACKEND_KV(latent cache, indexer cache) of the attention caches as opened, with
+     * BACKEND_DENSE_Q4 when the dense weights were requantized (required): the two ranks of a
+     * split must agree on it, with the context (tp_identity). */
     uint32_t (*cache_format)(const void *impl);
     /* Speculative decoding (NULL where a backend has none: the session then decodes one token at
      * a time). verify runs n drafted tokens after the state's length: logits_all gets n x vocab

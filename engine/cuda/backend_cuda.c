@@ -194,7 +194,7 @@ static void cu_close(void *impl)
     free(be);
 }
 
-/* Both caches' types for the two-rank identity (plan.h numbers them as backend.h's
+/* Both caches' types and the dense weights' format for the two-rank identity (plan.h numbers them as backend.h's
  * BACKEND_KV_* do). */
 static uint32_t cu_cache_format(const void *impl)
 {
@@ -202,7 +202,7 @@ static uint32_t cu_cache_format(const void *impl)
                    (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
                    (int)CUDA_KV_FP8 == (int)BACKEND_KV_FP8, "cache type numbers differ");
     const cuda_backend *be = impl;
-    return BACKEND_KV(be->kv_dtype, be->kv_index_dtype);
+    return BACKEND_KV(be->kv_dtype, be->kv_index_dtype) | (be->dense_q4 ? BACKEND_DENSE_Q4 : 0);
 }
 
 static const backend_ops cuda_ops = {

@@ -449,12 +449,14 @@ static const char *kv_type_name(uint32_t t)
 const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
 {
     uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xff;
-    if (kv_format >> 16)
+    const char *dense = kv_format >> 16 & 1 ? ", q4 dense weights" : ", bf16 dense weights";
+    if (kv_format >> 17)
         snprintf(buf, cap, "unknown (0x%08" PRIx32 ")", kv_format);
     else if (latent == indexer)
-        snprintf(buf, cap, "%s", kv_type_name(latent));
+        snprintf(buf, cap, "%s%s", kv_type_name(latent), dense);
     else
-        snprintf(buf, cap, "%s latent, %s indexer", kv_type_name(latent), kv_type_name(indexer));
+        snprintf(buf, cap, "%s latent, %s indexer%s", kv_type_name(latent), kv_type_name(indexer),
+                 dense);
     return buf;
 }
 
@@ -513,8 +515,9 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
     if (a->kv_format != b->kv_format) {
         char here[64], there[64];
         return glm_error_set(err, GLM_ERR_PEER,
-                             "the attention cache format differs: %s here, %s on the %s; give "
-                             "both the same --kv-cache (or GLMCHAT_KV_CACHE) and GLMCHAT_CUDA_KV_INDEX",
+                             "the cache and weight formats differ: %s here, %s on the %s; give "
+                             "both the same --kv-cache (or GLMCHAT_KV_CACHE), GLMCHAT_CUDA_KV_INDEX "
+                             "and GLMCHAT_CUDA_DENSE",
                              tp_kv_format_name(a->kv_format, here, sizeof here),
                              tp_kv_format_name(b->kv_format, there, sizeof there), peer_role);
     }

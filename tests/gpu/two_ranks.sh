@@ -139,7 +139,7 @@ if [ "$backend" = cuda ]; then
             --tokens-file "$build/tiny-A/tokens" --out "$build/refused.f32" >/dev/null 2>"$build/refuse.err"
         rc=$?
         stop_worker
-        if [ $rc -ne 0 ] && grep -q 'attention cache format differs: fp8 here, f32 on the worker' "$build/refuse.err"; then
+        if [ $rc -ne 0 ] && grep -q 'cache and weight formats differ: fp8, bf16 dense weights here, f32, bf16 dense weights on the worker' "$build/refuse.err"; then
             say "refusal       fp8 head, f32 worker: refused PASS ($(head -c 160 "$build/refuse.err"))"
         else
             say "refusal       fp8 head, f32 worker: exit $rc FAIL ($(cat "$build/refuse.err"))"

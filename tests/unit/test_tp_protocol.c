@@ -287,8 +287,15 @@ START_TEST(hello_differences_are_named)
     c = b;
     c.settings.kv_format = 2 | 2 << 8; /* fp8 both; a's is 1: a bf16 latent, an f32 indexer */
     ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
-    ck_assert_ptr_nonnull(strstr(err.message, "attention cache format differs: bf16 latent, f32 "
-                                              "indexer here, fp8 on the worker"));
+    ck_assert_ptr_nonnull(strstr(err.message, "cache and weight formats differ: bf16 latent, f32 "
+                                              "indexer, bf16 dense weights here, fp8, bf16 dense "
+                                              "weights on the worker"));
+    c = b;
+    c.settings.kv_format = a.settings.kv_format | 1u << 16; /* the worker's dense weights in q4 */
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "bf16 dense weights here, bf16 latent, f32 indexer, "
+                                              "q4 dense weights on the worker"));
+    ck_assert_ptr_nonnull(strstr(err.message, "GLMCHAT_CUDA_DENSE"));
     c = b;
     c.settings.backend = 2;
     c.settings.max_context = 4096; /* the backend is named first: it explains the rest */
