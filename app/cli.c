@@ -10,9 +10,6 @@
 #include "engine/glm.h"
 #include "engine/setting.h"
 
-/* In the order of glm_kv_cache after DEFAULT. */
-#define KV_CACHE_CHOICES "fp8|bf16|f32"
-
 typedef struct global_option {
     const char *name;     /* without the leading "--" */
     size_t offset;        /* where its value goes in cli_globals */
@@ -20,16 +17,14 @@ typedef struct global_option {
     long long lo, hi;     /* hi > 0: a whole number in lo..hi */
 } global_option;
 
-#define CLI_MAX_CONTEXT (1LL << 30)
-
 static const global_option global_options[] = {
     {"db", offsetof(cli_globals, db_path), NULL, 0, 0},
     {"model", offsetof(cli_globals, model_dir), NULL, 0, 0},
     {"backend", offsetof(cli_globals, backend), "cpu|cuda", 0, 0},
     {"peer", offsetof(cli_globals, peer), NULL, 0, 0},
     {"transport", offsetof(cli_globals, transport), "rdma|tcp", 0, 0},
-    {"context", offsetof(cli_globals, context), NULL, 1, CLI_MAX_CONTEXT},
-    {"kv-cache", offsetof(cli_globals, kv_cache), KV_CACHE_CHOICES, 0, 0},
+    {"context", offsetof(cli_globals, context), NULL, 1, GLM_MAX_CONTEXT},
+    {"kv-cache", offsetof(cli_globals, kv_cache), GLM_KV_CACHE_CHOICES, 0, 0},
 };
 
 static const global_option *find_global(const char *arg, size_t len)
@@ -121,9 +116,9 @@ void cli_engine_settings(const cli_globals *g, glm_engine_params *p)
     long long x;
     int i;
     /* cli_take_globals checked both */
-    if (g->context && setting_int("--context", g->context, 1, CLI_MAX_CONTEXT, &x, NULL, 0) == 0)
+    if (g->context && setting_int("--context", g->context, 1, GLM_MAX_CONTEXT, &x, NULL, 0) == 0)
         p->context = (int)x;
-    if (g->kv_cache && setting_choice("--kv-cache", g->kv_cache, KV_CACHE_CHOICES, &i, NULL, 0) == 0)
+    if (g->kv_cache && setting_choice("--kv-cache", g->kv_cache, GLM_KV_CACHE_CHOICES, &i, NULL, 0) == 0)
         p->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
 }
 

@@ -48,10 +48,10 @@ static const key_spec top_keys[] = {
     {"approval", KT_CHOICE, "ask|auto|deny", 0, 0, NULL},
     {"draft", KT_CHOICE, "off|copy|mtp", 0, 0, NULL},
     {"prompt_cache_dir", KT_STRING, NULL, 0, 0, NULL},
-    {"prompt_cache_mb", KT_INT, NULL, 0, 16777216, NULL},
-    {"prompt_cache_disk_mb", KT_INT, NULL, 0, 16777216, NULL},
-    {"context", KT_INT, NULL, 1, 1 << 30, "GLMCHAT_CUDA_CONTEXT"},
-    {"kv_cache", KT_CHOICE, "fp8|bf16|f32", 0, 0, "GLMCHAT_CUDA_KV"},
+    {"prompt_cache_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
+    {"prompt_cache_disk_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
+    {"context", KT_INT, NULL, 1, GLM_MAX_CONTEXT, "GLMCHAT_CUDA_CONTEXT"},
+    {"kv_cache", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, "GLMCHAT_CUDA_KV"},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 

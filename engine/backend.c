@@ -7,9 +7,6 @@
 
 #include "setting.h"
 
-#define MAX_CONTEXT (1LL << 30)
-#define KV_CHOICES "fp8|bf16|f32" /* in glm_kv_cache order after DEFAULT */
-
 static const char *kv_name(glm_kv_cache kv)
 {
     return kv == GLM_KV_CACHE_FP8 ? "fp8" : kv == GLM_KV_CACHE_BF16 ? "bf16" : "f32";
@@ -39,7 +36,7 @@ glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params 
     } else {
         const char *v = env_or_old("GLMCHAT_CONTEXT", "GLMCHAT_CUDA_CONTEXT", &var);
         long long x;
-        if (v && setting_int(var, v, 1, MAX_CONTEXT, &x, msg, sizeof msg))
+        if (v && setting_int(var, v, 1, GLM_MAX_CONTEXT, &x, msg, sizeof msg))
             return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
         if (v)
             out->context = (int)x;
@@ -53,7 +50,7 @@ glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params 
     } else {
         const char *v = env_or_old("GLMCHAT_KV_CACHE", "GLMCHAT_CUDA_KV", &var);
         int i;
-        if (v && setting_choice(var, v, KV_CHOICES, &i, msg, sizeof msg))
+        if (v && setting_choice(var, v, GLM_KV_CACHE_CHOICES, &i, msg, sizeof msg))
             return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
         if (v)
             out->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);

@@ -130,6 +130,12 @@ typedef enum glm_kv_cache {
     GLM_KV_CACHE_BF16,
     GLM_KV_CACHE_F32,
 } glm_kv_cache;
+/* The settings' spellings and bounds, shared by the flags, the config file and the environment:
+ * the cache formats in glm_kv_cache order after DEFAULT, the largest context, and the largest
+ * prompt-cache budget in MiB. */
+#define GLM_KV_CACHE_CHOICES "fp8|bf16|f32"
+#define GLM_MAX_CONTEXT (1LL << 30)
+#define GLM_MAX_CACHE_MB 16777216LL
 
 typedef struct glm_engine_params {
     const char *model_dir;

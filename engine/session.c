@@ -56,20 +56,34 @@ struct glm_session {
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
 };
 
-/* The memory budget of kept prompt states: the parameter, the environment (MiB; 0: off), or an
- * eighth of RAM; a bad GLMCHAT_PROMPT_CACHE_MB is refused by name. -1 in *out: off. */
+/* The variable `name` as a whole number of MiB in 0..GLM_MAX_CACHE_MB: 1 and *mib when set,
+ * 0 when unset or empty, -1 (err set, naming it) when it is not such a number. */
+static int env_mib(const char *name, long long *mib, glm_error *err)
+{
+    const char *env = getenv(name);
+    if (!env || !*env)
+        return 0;
+    char msg[512];
+    if (setting_int(name, env, 0, GLM_MAX_CACHE_MB, mib, msg, sizeof msg)) {
+        glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+        return -1;
+    }
+    return 1;
+}
+
+/* The memory budget of kept prompt states: the parameter, GLMCHAT_PROMPT_CACHE_MB (0: off), or
+ * an eighth of RAM; a bad variable is refused by name. -1 in *out: off. */
 static glm_status cache_budget(const glm_engine_params *p, int64_t *out, glm_error *err)
 {
+    long long mb;
     if (p->prompt_cache_bytes) {
         *out = p->prompt_cache_bytes;
         return GLM_OK;
     }
-    const char *env = getenv("GLMCHAT_PROMPT_CACHE_MB");
-    if (env && *env) {
-        char msg[512];
-        long long mb;
-        if (setting_int("GLMCHAT_PROMPT_CACHE_MB", env, 0, 16777216, &mb, msg, sizeof msg))
-            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+    int got = env_mib("GLMCHAT_PROMPT_CACHE_MB", &mb, err);
+    if (got < 0)
+        return GLM_ERR_ARG;
+    if (got) {
         *out = mb > 0 ? (int64_t)mb << 20 : -1;
         return GLM_OK;
     }
@@ -78,22 +92,21 @@ static glm_status cache_budget(const glm_engine_params *p, int64_t *out, glm_err
     return GLM_OK;
 }
 
-/* The disk budget of kept-state files: the parameter, the environment, or 4 GiB; 0: none written. */
+/* The disk budget of kept-state files: the parameter, GLMCHAT_PROMPT_CACHE_DISK_MB, or 4 GiB;
+ * 0: none written. */
 static glm_status disk_budget(const glm_engine_params *p, uint64_t *out, glm_error *err)
 {
+    long long mb;
     *out = PC_DEFAULT_DISK_BUDGET;
     if (p->prompt_cache_disk_bytes) {
         *out = p->prompt_cache_disk_bytes > 0 ? (uint64_t)p->prompt_cache_disk_bytes : 0;
         return GLM_OK;
     }
-    const char *env = getenv("GLMCHAT_PROMPT_CACHE_DISK_MB");
-    if (env && *env) {
-        char msg[512];
-        long long mb;
-        if (setting_int("GLMCHAT_PROMPT_CACHE_DISK_MB", env, 0, 16777216, &mb, msg, sizeof msg))
-            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+    int got = env_mib("GLMCHAT_PROMPT_CACHE_DISK_MB", &mb, err);
+    if (got < 0)
+        return GLM_ERR_ARG;
+    if (got)
         *out = (uint64_t)mb << 20;
-    }
     return GLM_OK;
 }
 
@@ -112,8 +125,9 @@ static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *er
 static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
     int64_t budget = 0;
-    if (cache_budget(p, &budget, err) != GLM_OK)
-        return err ? err->status : GLM_ERR_ARG;
+    glm_status st = cache_budget(p, &budget, err);
+    if (st)
+        return st;
     const backend_ops *ops = e->be.ops;
     if (budget <= 0 || !ops->snapshot_size || !ops->snapshot_save || !ops->snapshot_load)
         return GLM_OK;
@@ -125,7 +139,7 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
     uint64_t id = 0, disk = 0;
     if (dir && model_identity(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
-    glm_status st = dir ? disk_budget(p, &disk, err) : GLM_OK;
+    st = dir ? disk_budget(p, &disk, err) : GLM_OK;
     if (st)
         return st;
     e->cache = pc_new((size_t)budget, dir, id, err);
