@@ -4,6 +4,8 @@
 # model whose exchanges do not follow the model's forward told the ranks are out of step, a clean
 # stop.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
+G="$GLMCHAT_BIN"
+. "${GLMCHAT_SRCDIR:-.}/tests/e2e/tp_lib.sh"
 PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
 MODEL="$GLMCHAT_SHARED/fixtures/tiny-A"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -20,11 +22,8 @@ expect_exit 1 "$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$TMP"
 expect_grep err "cannot open .*config.json.*a model directory"
 
 [ -d "$MODEL" ] || { fail "fixture $MODEL is missing"; finish; }
-"$GLMCHAT_BIN" worker --listen 127.0.0.1:0 --model "$MODEL" 2>"$TMP/worker.err" &
-worker=$!
-for _ in $(seq 100); do grep -q 'port [0-9]*' "$TMP/worker.err" && break; sleep 0.05; done
-PORT=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$TMP/worker.err")
-[ -n "$PORT" ] && pass || fail "worker did not start: $(cat "$TMP/worker.err")"
+start_worker "$MODEL" # fails the test, saying why, when it does not listen
+[ -n "$PORT" ] && pass
 
 expect_exit 3 timeout 20 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 1 --config-hash 5
 expect_grep out "refused: the model's config.json differs: 0000000000000005 here, [0-9a-f]{16} on the worker"
