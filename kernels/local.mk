@@ -23,6 +23,10 @@ SUFFIXES = .cu
 NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(top_srcdir) -I$(top_srcdir)/kernels
 .cu.o:
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+# the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
+# (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
+KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh
+$(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT): $(KERNEL_INCLUDES)
 
 check_PROGRAMS += tests/gpu/test_exl3_gpu bench/bench_exl3
 tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c
