@@ -12,6 +12,7 @@
 #include "session.h"
 #include "spec.h"
 #include "test_engine_util.h"
+#include "text/tokenizer.h"
 
 static const char *const fixtures[] = {"tiny-A", "groups-kpool2", "shared-indexer-hc2",
                                        "dsa-first-hc3", "softplus-kpool1-hc1"};
@@ -358,6 +359,43 @@ START_TEST(mtp_drafts_follow_the_state)
 }
 END_TEST
 
+/* A reply never holds an id the model directory's tokenizer has no text for, whether or not
+ * the engine was asked for its tokenizer first (mkmodel's tokenizer knows 332 of 154,880 ids:
+ * an engine that masked only after glm_engine_tokenizer gave another reply). */
+START_TEST(replies_masked_by_the_model_dir_alone)
+{
+    glm_error err = {0};
+    glm_engine *asked = open_engine_at(mtp_dir, _i ? SPEC_COPY : SPEC_OFF);
+    glm_engine *not_asked = open_engine_at(mtp_dir, _i ? SPEC_COPY : SPEC_OFF);
+    const tok_tokenizer *tk = glm_engine_tokenizer(asked, &err);
+    ck_assert_msg(tk != NULL, "%s", err.message);
+    int eos[] = {-1};
+    int32_t *prompt = some_tokens(40, 9, 5000);
+    glm_sampling smp = {.temperature = 0, .top_p = 1};
+    tokens a = {0}, b = {0};
+    glm_session *sa = glm_session_new(asked, &err), *sb = glm_session_new(not_asked, &err);
+    int na = 0, nb = 0;
+    ck_assert_int_eq(glm_session_generate_tokens(sb, prompt, 40, &smp, eos, 1, 48, keep_token, &b,
+                                                 &nb, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_generate_tokens(sa, prompt, 40, &smp, eos, 1, 48, keep_token, &a,
+                                                 &na, &err), GLM_OK);
+    ck_assert_int_eq(a.n, 48);
+    ck_assert_int_eq(a.n, b.n);
+    ck_assert_msg(memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v) == 0,
+                  "the reply of an engine never asked for its tokenizer differs");
+    for (int i = 0; i < b.n; i++) {
+        size_t len;
+        ck_assert_msg(tok_token_bytes(tk, b.v[i], &len) != NULL, "token %d of the reply is id %d, "
+                      "which the tokenizer has no text for", i, (int)b.v[i]);
+    }
+    free(prompt);
+    glm_session_free(sa);
+    glm_session_free(sb);
+    glm_engine_close(asked);
+    glm_engine_close(not_asked);
+}
+END_TEST
+
 START_TEST(mtp_drafted_replies_equal_undrafted)
 {
     glm_error err = {0};
@@ -404,6 +442,7 @@ static Suite *spec_suite(void)
     tcase_add_test(mt, mtp_drafts_follow_the_state);
     tcase_add_test(mt, mtp_layer_off_unless_drafting);
     tcase_add_loop_test(mt, mtp_drafted_replies_equal_undrafted, 0, 2);
+    tcase_add_loop_test(mt, replies_masked_by_the_model_dir_alone, 0, 2);
     suite_add_tcase(s, mt);
     return s;
 }
