@@ -49,6 +49,6 @@ bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 check_PROGRAMS += tests/gpu/test_cuda_spec bench/bench_cuda_spec
 tests_gpu_test_cuda_spec_SOURCES = tests/gpu/test_cuda_spec.c
 tests_gpu_test_cuda_spec_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_spec_SOURCES = bench/bench_cuda_spec.c
+bench_bench_cuda_spec_SOURCES = bench/bench_cuda_spec.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_cuda_spec_LDADD = $(glmchat_LDADD)
 endif
