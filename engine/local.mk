@@ -22,7 +22,8 @@ libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
 # Tests: the CPU engine against the reference fixtures, the loader's checks, the sampler.
-ENGINE_TEST_UTIL = tests/unit/test_engine_util.c tests/unit/test_engine_util.h
+ENGINE_TEST_UTIL = tests/unit/test_engine_util.c tests/unit/test_engine_util.h \
+	tests/unit/test_engine_util_draft.c
 check_PROGRAMS += tests/unit/test_engine
 tests_unit_test_engine_SOURCES = tests/unit/test_engine.c $(ENGINE_TEST_UTIL)
 tests_unit_test_engine_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)

@@ -47,7 +47,9 @@ bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 
 # prompt reuse and drafted decoding on the CUDA backend, and their benchmark (tests/gpu/spec.sh)
 check_PROGRAMS += tests/gpu/test_cuda_spec bench/bench_cuda_spec
-tests_gpu_test_cuda_spec_SOURCES = tests/gpu/test_cuda_spec.c
+tests_gpu_test_cuda_spec_SOURCES = tests/gpu/test_cuda_spec.c tests/unit/test_engine_util_draft.c \
+	tests/unit/test_engine_util.h
+tests_gpu_test_cuda_spec_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
 tests_gpu_test_cuda_spec_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_spec_SOURCES = bench/bench_cuda_spec.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_cuda_spec_LDADD = $(glmchat_LDADD)
