@@ -1,8 +1,10 @@
 /* bench_cuda_spec.c: prompt reuse and drafted decoding on the CUDA backend (tests/gpu/spec.sh):
  * time to first token of a new turn after a long conversation, resumed from a kept state against
- * a full prefill measured in the same run; then decode tok/s with copy drafts against plain
- * decode on prose and on code, with acceptance per draft position and the replies compared.
- * Usage: bench_cuda_spec MODEL_DIR [CONTEXT] [NEW] [DECODE_TOKENS]. */
+ * a full prefill measured in the same run; the cost of a verification window in decode steps;
+ * then decode tok/s on prose and on code with copy drafts, MTP drafts (a model with an MTP
+ * layer: mkmodel small-mtp) and all-right drafts against plain decode, with acceptance per draft
+ * position; exit 1 when a drafted reply differs from the plain one.
+ * Usage: bench_cuda_spec MODEL_DIR [CONTEXT] [NEW] [DECODE_TOKENS] [ROUNDS]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +13,7 @@
 
 #include "session.h"
 #include "spec.h"
-#include "text/tokenizer.h"
+#include "spec_decode.h"
 
 static double now_s(void)
 {
@@ -100,132 +102,26 @@ static int bench_reuse(const char *dir, int ctx, int fresh)
     return 0;
 }
 
-typedef struct collected {
-    int32_t *v;
-    int n, cap;
-} collected;
-
-static int keep_token(int32_t t, void *user)
-{
-    collected *c = user;
-    if (c->n < c->cap)
-        c->v[c->n++] = t;
-    return 0;
-}
-
-static const char prose[] =
-    "The river ran slowly past the old mill, where the miller's daughter sat each evening and "
-    "watched the light fade over the hills. She had read every book in the village twice, and "
-    "she dreamed of the cities beyond the mountains, of libraries with more books than a person "
-    "could read in a lifetime. One autumn a traveller came down the road with a pack of maps.";
-
-static const char code[] =
-    "static int sum(const int *v, int n)\n{\n    int s = 0;\n    for (int i = 0; i < n; i++)\n"
-    "        s += v[i];\n    return s;\n}\n\nstatic int max(const int *v, int n)\n{\n"
-    "    int m = v[0];\n    for (int i = 1; i < n; i++)\n        if (v[i] > m)\n"
-    "            m = v[i];\n    return m;\n}\n\nstatic int min(const int *v, int n)\n{\n";
-
-/* The plain reply as drafts (all right): the verification windows' own speed, the ceiling of
- * what drafts of full acceptance give on this machine. */
-typedef struct oracle {
-    const collected *reply;
-    int n_prompt;
-} oracle;
-
-static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
-{
-    const oracle *o = user;
-    int at = n - o->n_prompt, k = 0;
-    for (; k < max && at + k < o->reply->n; k++)
-        out[k] = o->reply->v[at + k];
-    (void)ctx;
-    return k;
-}
-
-static void print_stats(const spec_stats *st)
-{
-    printf("%lld windows; accepted/proposed by draft position:", (long long)st->windows);
-    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
-        printf(" %lld/%lld", (long long)st->accepted[i], (long long)st->proposed[i]);
-}
-
-/* Plain, copy-drafted and oracle-drafted decode of max_new greedy tokens after a text; tok/s,
- * acceptance, and the replies compared. */
-static int bench_decode(const char *dir, const char *what, const char *text, int max_new)
-{
-    glm_error err = {0};
-    glm_engine *e[3] = {open_engine(dir, SPEC_OFF, -1, &err), NULL, NULL};
-    if (e[0])
-        e[1] = open_engine(dir, SPEC_COPY, -1, &err);
-    e[2] = e[1];
-    /* the tokenizer on both: loading it masks the ids it has no text for */
-    const tok_tokenizer *tk = e[0] ? glm_engine_tokenizer(e[0], &err) : NULL;
-    if (tk && (!e[1] || !glm_engine_tokenizer(e[1], &err)))
-        tk = NULL;
-    tok_ids ids = {0};
-    if (!e[1] || !tk || tok_encode(tk, text, strlen(text), &ids, &err)) {
-        fprintf(stderr, "bench_cuda_spec: %s\n", err.message);
-        return 1;
-    }
-    int eos[] = {-1};
-    glm_sampling smp = {.temperature = 0, .top_p = 1};
-    collected out[3];
-    double secs[3];
-    spec_stats stats[3];
-    oracle orc = {.reply = &out[0], .n_prompt = (int)ids.n};
-    for (int k = 0; k < 3; k++) {
-        out[k] = (collected){.v = malloc((size_t)max_new * sizeof(int32_t)), .cap = max_new};
-        glm_session *s = glm_session_new(e[k], &err);
-        if (k == 2)
-            glm_session_set_drafter(s, oracle_draft, &orc);
-        /* the prompt first, untimed; then the decode */
-        glm_status st = glm_session_feed(s, ids.v, (int)ids.n, NULL, &err);
-        int n = 0;
-        double t0 = now_s();
-        if (!st)
-            st = glm_session_generate_tokens(s, NULL, 0, &smp, eos, 1, max_new, keep_token,
-                                             &out[k], &n, &err);
-        secs[k] = now_s() - t0;
-        if (st) {
-            fprintf(stderr, "bench_cuda_spec: %s\n", err.message);
-            return 1;
-        }
-        stats[k] = *glm_session_spec_stats(s);
-        glm_session_free(s);
-    }
-    int same = 1;
-    for (int k = 1; k < 3; k++)
-        same &= out[0].n == out[k].n && memcmp(out[0].v, out[k].v, (size_t)out[0].n * 4) == 0;
-    printf("decode %-5s (%zu prompt tokens, %d greedy): plain %.1f tok/s; copy drafts %.1f tok/s "
-           "= %.2fx (", what, ids.n, out[0].n, out[0].n / secs[0], out[1].n / secs[1],
-           secs[0] / secs[1]);
-    print_stats(&stats[1]);
-    printf("); all-right drafts %.1f tok/s = %.2fx (", out[2].n / secs[2], secs[0] / secs[2]);
-    print_stats(&stats[2]);
-    printf("); replies %s\n", same ? "identical" : "DIFFERENT");
-    for (int k = 0; k < 3; k++)
-        free(out[k].v);
-    tok_ids_free(&ids);
-    glm_engine_close(e[0]);
-    glm_engine_close(e[1]);
-    return same ? 0 : 1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cuda_spec MODEL_DIR [CONTEXT] [NEW] [DECODE_TOKENS]\n");
+        fprintf(stderr, "usage: bench_cuda_spec MODEL_DIR [CONTEXT] [NEW] [DECODE_TOKENS] "
+                        "[ROUNDS]\n");
         return 2;
     }
     int ctx = argc > 2 ? atoi(argv[2]) : 32768, fresh = argc > 3 ? atoi(argv[3]) : 64;
-    int decode = argc > 4 ? atoi(argv[4]) : 256;
-    if (ctx < 16 || fresh < 1 || decode < 1) {
-        fprintf(stderr, "bench_cuda_spec: CONTEXT must be at least 16, NEW and DECODE_TOKENS "
-                        "positive\n");
+    sd_options o = {.model_dir = argv[1], .backend = GLM_BACKEND_CUDA,
+                    .max_new = argc > 4 ? atoi(argv[4]) : 256, .rounds = argc > 5 ? atoi(argv[5]) : 3};
+    if (ctx < 16 || fresh < 1 || o.max_new < 1 || o.rounds < 1) {
+        fprintf(stderr, "bench_cuda_spec: CONTEXT must be at least 16, NEW, DECODE_TOKENS and "
+                        "ROUNDS positive\n");
         return 2;
     }
     int rc = bench_reuse(argv[1], ctx / 16 * 16, fresh);
-    rc |= bench_decode(argv[1], "prose", prose, decode);
-    rc |= bench_decode(argv[1], "code", code, decode);
+    rc |= sd_window_costs(&o, 256);
+    rc |= sd_bench_text(&o, "prose", sd_prose);
+    rc |= sd_bench_text(&o, "code", sd_code);
+    sd_print_note();
+    printf("RESULT: %s\n", rc ? "FAIL" : "PASS (drafted replies identical to plain decoding)");
     return rc;
 }

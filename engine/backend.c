@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "setting.h"
+#include "spec.h"
 
 static const char *kv_name(glm_kv_cache kv)
 {
@@ -55,6 +56,12 @@ glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params 
         if (v)
             out->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
     }
+    /* drafting (one rank only) verifies the chosen token and up to SPEC_MAX_DRAFT drafts */
+    spec_mode draft = SPEC_OFF;
+    glm_status st = spec_mode_resolve(p ? p->draft : 0, &draft, err);
+    if (st)
+        return st;
+    out->draft_rows = draft != SPEC_OFF && !(p && p->peer) ? SPEC_MAX_DRAFT + 1 : 0;
     return GLM_OK;
 }
 

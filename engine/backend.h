@@ -74,6 +74,7 @@ typedef struct backend_ops {
 typedef struct backend_settings {
     int context;           /* the most tokens a state may hold (the session refuses more) */
     glm_kv_cache kv_cache; /* the DSA latent cache's format; never DEFAULT */
+    int draft_rows;        /* rows of the verification windows drafting runs; 0: no drafting */
 } backend_settings;
 
 typedef struct engine_backend {

@@ -22,7 +22,8 @@ libengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(PCRE2_CFLAGS)
 glmchat_LDADD += libengine.a $(CJSON_LIBS) $(PCRE2_LIBS) -lm
 
 # Tests: the CPU engine against the reference fixtures, the loader's checks, the sampler.
-ENGINE_TEST_UTIL = tests/unit/test_engine_util.c tests/unit/test_engine_util.h
+ENGINE_TEST_UTIL = tests/unit/test_engine_util.c tests/unit/test_engine_util.h \
+	tests/unit/test_engine_util_draft.c
 check_PROGRAMS += tests/unit/test_engine
 tests_unit_test_engine_SOURCES = tests/unit/test_engine.c $(ENGINE_TEST_UTIL)
 tests_unit_test_engine_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
@@ -71,8 +72,8 @@ tests_unit_test_spec_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_spec
 # bench/bench_spec: drafted against plain decoding (make bench/bench_spec; not run by make check).
 EXTRA_PROGRAMS += bench/bench_spec
-EXTRA_DIST += bench/bench_spec_cpu_2026-12-02.txt
-bench_bench_spec_SOURCES = bench/bench_spec.c
+EXTRA_DIST += bench/bench_spec_cpu_2026-12-02.txt bench/bench_spec_cpu_2026-12-03.txt
+bench_bench_spec_SOURCES = bench/bench_spec.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_LDADD = $(glmchat_LDADD)
 EXTRA_PROGRAMS += bench/bench_spec_reuse

@@ -499,6 +499,28 @@ const tok_tokenizer *glm_engine_tokenizer(glm_engine *e, glm_error *err)
     return t;
 }
 
+/* Generation never picks an id the model directory's tokenizer has no text for: whether ids
+ * are masked depends on the directory alone (a tokenizer.json there is loaded for its mask
+ * before the first token is sampled), never on whether someone asked for the tokenizer first.
+ * A directory without one (a logits-only model) masks nothing; one that cannot be read is an
+ * error naming it. */
+static glm_status load_mask(glm_engine *e, glm_error *err)
+{
+    pthread_mutex_lock(&e->tok_lock);
+    int ready = e->untokenizable != NULL;
+    pthread_mutex_unlock(&e->tok_lock);
+    if (ready)
+        return GLM_OK;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", e->model->dir) >= (int)sizeof path)
+        return glm_error_set(err, GLM_ERR_ARG, "the model directory's path is too long");
+    if (access(path, F_OK) != 0)
+        return GLM_OK;
+    if (!glm_engine_tokenizer(e, err))
+        return err && err->status ? err->status : GLM_ERR_FORMAT;
+    return GLM_OK;
+}
+
 int glm_session_cancel_requested(glm_session *s)
 {
     return atomic_load(&s->cancel);
@@ -743,7 +765,7 @@ float *glm_session_logits_mut(glm_session *s)
 
 void glm_session_mask_logits(const glm_session *s, float *row)
 {
-    if (!s->e->untokenizable)
+    if (!s->e->untokenizable) /* set before generation starts (load_mask); read-only after */
         return;
     for (int id = 0; id < s->e->model->cfg.vocab_size; id++)
         if (s->e->untokenizable[id])
@@ -781,6 +803,8 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
         return st;
     if (!glm_session_logits(s))
         return glm_error_set(err, GLM_ERR_ARG, "nothing to continue from: give a prompt");
+    if ((st = load_mask(s->e, err)))
+        return st;
     glm_sampler *smp = glm_sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;

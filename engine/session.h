@@ -118,7 +118,9 @@ typedef int (*glm_token_fn)(int32_t token, void *user);
 
 /* Feeds prompt (may be empty when the session already holds tokens), then samples up to
  * max_new tokens, stopping after an eos id (which is reported to on_token too), when on_token
- * returns nonzero, or on glm_cancel. *n_out: tokens generated. */
+ * returns nonzero, or on glm_cancel. *n_out: tokens generated. Ids that MODEL_DIR/tokenizer.json
+ * has no text for are never sampled (loaded here when it exists; none masked without one), so
+ * the reply depends on the model directory only, not on whether the tokenizer was asked for. */
 glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, int n_prompt,
                                        const glm_sampling *sampling, const int *eos, int n_eos,
                                        int max_new, glm_token_fn on_token, void *user, int *n_out,

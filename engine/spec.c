@@ -42,9 +42,13 @@ int spec_copy_draft(const int32_t *ctx, int n, int32_t *out, int max)
         for (int at = n - m - 1; at >= 0; at--) {
             if (memcmp(ctx + at, tail, (size_t)m * sizeof *ctx) != 0)
                 continue;
-            int k = 0;
+            /* what followed it, up to the tail's end; a match that close is a loop (its period:
+             * n - at - m tokens), so the drafts go on round it */
+            int k = 0, period = n - at - m;
             while (k < max && at + m + k < n)
                 out[k] = ctx[at + m + k], k++;
+            while (k > 0 && k < max)
+                out[k] = out[k - period], k++;
             if (k > 0)
                 return k;
         }

@@ -23,8 +23,9 @@ typedef struct spec_stats {
  * A value or GLMCHAT_DRAFT it does not know is an error naming it. */
 glm_status spec_mode_resolve(int draft, spec_mode *out, glm_error *err);
 
-/* Copy draft: finds the latest earlier occurrence of ctx's last tokens (the longest match of 2
- * to 8) and proposes up to max tokens that followed it. Returns how many it wrote to out. */
+/* Copy draft: finds the latest earlier occurrence of ctx's last tokens (the longest match of 3
+ * to 8) and proposes up to max tokens that followed it; where those run into the tail (a loop:
+ * the match lies within max tokens of it) the loop goes on round. Returns how many it wrote. */
 int spec_copy_draft(const int32_t *ctx, int n, int32_t *out, int max);
 
 struct glm_session;

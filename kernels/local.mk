@@ -7,7 +7,7 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
-EXTRA_DIST += tests/gpu/spec.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c \
+EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c \
 	bench/bench_cuda_spec_h200_2026-12-03.txt
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
 	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
@@ -47,8 +47,10 @@ bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 
 # prompt reuse and drafted decoding on the CUDA backend, and their benchmark (tests/gpu/spec.sh)
 check_PROGRAMS += tests/gpu/test_cuda_spec bench/bench_cuda_spec
-tests_gpu_test_cuda_spec_SOURCES = tests/gpu/test_cuda_spec.c
+tests_gpu_test_cuda_spec_SOURCES = tests/gpu/test_cuda_spec.c tests/unit/test_engine_util_draft.c \
+	tests/unit/test_engine_util.h
+tests_gpu_test_cuda_spec_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/unit
 tests_gpu_test_cuda_spec_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_spec_SOURCES = bench/bench_cuda_spec.c
+bench_bench_cuda_spec_SOURCES = bench/bench_cuda_spec.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_cuda_spec_LDADD = $(glmchat_LDADD)
 endif

@@ -73,6 +73,9 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
                             glm_error *err)
 {
     cuda_backend *be = s->be;
+    glm_status gs = cuda_state_staging(s, T, want ? (all_rows ? T : 1) : 0, err);
+    if (gs)
+        return gs;
     memcpy(s->h_tokens, tokens, (size_t)T * sizeof *tokens);
     *s->h_pos = s->n;
     if (T == 1 && want && !all_rows && !s->coll.all_reduce && graphs_enabled()) {
@@ -318,6 +321,8 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
     }
     cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
                    cu_weights_bytes(m, be->dense_q4) + mtp_bytes, &be->plan);
+    /* drafting's windows and the MTP layer's cache (one rank only) */
+    cuda_plan_drafting(&be->plan, c, ranks == 1 ? set->draft_rows : 0, m->w.has_mtp && ranks == 1);
     size_t free_b = 0, total_b = 0;
     if (eng_mem_info(&free_b, &total_b) == 0) {
         size_t avail = free_b;
@@ -341,7 +346,7 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         return st;
     }
     if (getenv("GLMCHAT_CUDA_VERBOSE")) {
-        char line[512];
+        char line[1024];
         cuda_plan_describe(&be->plan, line, sizeof line);
         fprintf(stderr, "glmchat: cuda: %s\n", line);
         if (be->dense_q4)

@@ -178,7 +178,8 @@ typedef struct cuda_state {
     int32_t *d_tokens;              /* CUDA_CHUNK */
     int *h_pos;                     /* pinned */
     int32_t *h_tokens;              /* pinned */
-    float *h_logits;                /* pinned: 2 x CUDA_CHUNK x max(vocab, hidden) */
+    float *h_logits;                /* pinned staging: h_logits_cap floats, grown on demand */
+    size_t h_logits_cap;            /* at first 2 x max(vocab, hidden): a row of logits per rank */
     void *graph;                    /* the decode step, captured at this cap; NULL: none */
     int graph_cap;
     backend_collective coll;
@@ -199,6 +200,11 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err);
 glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err);
 /* Grows the caches to hold need tokens (doubling, up to the context); drops the graph. */
 glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err);
+/* Grows the pinned staging (h_logits) to hold what a forward of T rows copies through it: the
+ * logits of rows_out rows (twice with two ranks: the halves' gather) and, with two ranks, the
+ * T x hidden partial sums. Call before queueing work that uses it; drops the decode graph when
+ * it moves (the graph copies into it). */
+glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err);
 
 /* Bytes of one KDA layer's conv window and recurrent state. */
 size_t cuda_conv_bytes(const glm_config *c);

@@ -151,8 +151,33 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
                            (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
     p->gemm = ENG_GEMM_WORKSPACE + 6 * (size_t)chunk * cols;
     p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
-    p->host_pinned = 2 * (size_t)chunk * (size_t)c->vocab_size * 4;
+    /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
+    p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;
+    p->window_rows = 0;
+    p->windows = p->mtp_per_token = p->mtp_cache = 0;
     p->total = p->weights + p->kda_state + p->dsa_cache + p->scratch;
+}
+
+void cuda_plan_drafting(cuda_plan *p, const glm_config *c, int window_rows, int mtp)
+{
+    size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim, C = H * dk;
+    size_t K = (size_t)(c->kda_conv_kernel > 0 ? c->kda_conv_kernel : 1);
+    size_t nk = (size_t)glm_config_count(c, GLM_ATTN_KDA), n = (size_t)(window_rows > 0 ? window_rows : 0);
+    size_t ID = (size_t)c->index_head_dim, kp = (size_t)(c->index_kpool > 0 ? c->index_kpool : 1);
+    p->total -= p->windows + p->mtp_cache;
+    p->window_rows = (int)n;
+    /* per KDA layer: the recurrent state after each row, the conv window rows and each row's */
+    p->windows = n ? nk * (n * H * dk * dk + (K - 1 + n) * 3 * C) * 4 : 0;
+    /* the MTP layer's DSA block: one DSA layer's cache rows, and its chunk rows (kept, fresh,
+     * h_in, x, g and the two-wide cat: 7 x chunk x hidden floats) */
+    p->mtp_per_token = mtp ? row_bytes((size_t)c->kv_lora_rank, p->kv_dtype) +
+                                 2 * row_bytes(ID, p->kv_index_dtype) +
+                                 row_bytes(ID, p->kv_index_dtype) / kp
+                           : 0;
+    p->mtp_cache = mtp ? p->mtp_per_token * (size_t)p->context +
+                             7 * (size_t)p->chunk * (size_t)c->hidden_size * 4
+                       : 0;
+    p->total += p->windows + p->mtp_cache;
 }
 
 glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
@@ -160,10 +185,18 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     size_t need = p->total + CUDA_PLAN_RESERVE;
     if (need <= available)
         return GLM_OK;
-    size_t fixed = p->weights + p->kda_state + p->scratch + CUDA_PLAN_RESERVE;
-    char fit[160];
+    size_t per_token = p->mtp_per_token * (size_t)p->context;
+    size_t fixed = p->weights + p->kda_state + p->scratch + p->windows + p->mtp_cache - per_token +
+                   CUDA_PLAN_RESERVE;
+    char fit[160], mtp[64] = "", drafting[200] = "";
+    if (p->mtp_cache)
+        snprintf(mtp, sizeof mtp, " and the MTP layer's cache %.2f GiB", p->mtp_cache / GIB);
+    if (p->window_rows > 0)
+        snprintf(drafting, sizeof drafting, ", verification windows of %d rows %.2f GiB%s (draft = "
+                 "off needs none of it)", p->window_rows, p->windows / GIB, mtp);
     if (fixed + 64 < available && p->dsa_per_token > 0) {
-        size_t tokens = (available - fixed - 64) / (p->dsa_per_token + p->score_per_token);
+        size_t tokens = (available - fixed - 64) /
+                        (p->dsa_per_token + p->score_per_token + p->mtp_per_token);
         snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (--context %zu)",
                  tokens, tokens);
     } else {
@@ -173,21 +206,31 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     return glm_error_set(err, GLM_ERR_NOMEM,
                          "the CUDA backend needs %.1f GiB but %.1f GiB are available: weights %.1f "
                          "GiB, the attention cache for a %d-token context %.1f GiB (%s), KDA states "
-                         "%.2f GiB, scratch %.2f GiB, reserve 1 GiB; %s%s",
+                         "%.2f GiB, scratch %.2f GiB%s, reserve 1 GiB; %s%s",
                          need / GIB, available / GIB, p->weights / GIB, p->context,
                          p->dsa_cache / GIB, cuda_kv_name(p->kv_dtype), p->kda_state / GIB,
-                         p->scratch / GIB, fit,
+                         p->scratch / GIB, drafting, fit,
                          p->kv_dtype != CUDA_KV_FP8 ? ", or the fp8 cache (--kv-cache fp8)" : "");
 }
 
 void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)
 {
+    char drafting[200], mtp[64] = "";
+    if (p->mtp_cache)
+        snprintf(mtp, sizeof mtp, ", the MTP layer's cache and rows %.3f GiB", p->mtp_cache / GIB);
+    if (p->window_rows > 0)
+        snprintf(drafting, sizeof drafting, "drafting: verification windows of %d rows %.3f GiB of "
+                 "KDA states%s", p->window_rows, p->windows / GIB, mtp);
+    else
+        snprintf(drafting, sizeof drafting, "no drafting (no verification windows)");
     snprintf(buf, n, "weights %.2f GiB, %s latent / %s indexer cache %.2f GiB for %d tokens, KDA "
-             "states %.3f GiB, scratch %.3f GiB (cuBLAS %.0f MiB) for chunks of %d: %.2f GiB on the "
-             "device (rank of %d)",
+             "states %.3f GiB, scratch %.3f GiB (cuBLAS %.0f MiB) for chunks of %d, %s: %.2f GiB "
+             "on the device (rank of %d); a session's pinned host staging %.2f MiB (grown for "
+             "all-rows prefills)",
              p->weights / GIB, cuda_kv_name(p->kv_dtype), cuda_kv_name(p->kv_index_dtype),
              p->dsa_cache / GIB, p->context, p->kda_state / GIB, p->scratch / GIB,
-             p->gemm / (1024.0 * 1024.0), p->chunk, p->total / GIB, p->ranks);
+             p->gemm / (1024.0 * 1024.0), p->chunk, drafting, p->total / GIB, p->ranks,
+             p->host_pinned / (1024.0 * 1024.0));
 }
 
 size_t cuda_plan_unified_limit(void)

@@ -20,8 +20,15 @@ typedef struct cuda_plan {
     size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
     size_t scratch;        /* the forward chunk's activations and gemm (device) */
     size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk */
-    size_t host_pinned;    /* logits staging (host; counts on unified memory) */
-    size_t total;          /* device bytes: weights + kda_state + dsa_cache + scratch */
+    size_t host_pinned;    /* one session's logits staging at open (host; counts on unified
+                            * memory): grown on demand to rows x vocab for all-rows prefills */
+    /* drafting (cuda_plan_drafting; 0 when off) */
+    int window_rows;       /* rows of a verification window */
+    size_t windows;        /* one session: every KDA layer's states after each row of a window */
+    size_t mtp_per_token;  /* draft = mtp: the MTP layer's cache bytes per token */
+    size_t mtp_cache;      /* its cache for the context and its rows for a chunk */
+    size_t total;          /* device bytes: weights + kda_state + dsa_cache + scratch, and
+                            * windows + mtp_cache when drafting */
 } cuda_plan;
 
 /* A config as one of two ranks holds it (tp_split_model's halving). */
@@ -43,6 +50,10 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
                     int chunk, size_t weights, cuda_plan *p);
+
+/* Drafting's part of a plan cuda_plan_make filled: the verification windows of window_rows rows
+ * (0: no drafting) and, with mtp, the MTP layer's cache and rows; added to the total. */
+void cuda_plan_drafting(cuda_plan *p, const glm_config *c, int window_rows, int mtp);
 
 /* Checks the plan against `available` device bytes (free memory, or on a unified-memory machine
  * its share of the 128 GB less a margin). GLM_OK, or GLM_ERR_NOMEM with a message that names

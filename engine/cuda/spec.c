@@ -78,7 +78,8 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
         return glm_error_set(err, GLM_ERR_ARG, "a verification window of %d tokens is longer than "
                              "the CUDA backend's %d", n, CUDA_CHUNK);
     glm_status st = backend_check_tokens(c, tokens, n, err);
-    if (st || (st = cuda_state_reserve(s, s->n + n, err)) || (st = reserve_trail(s, n, err)))
+    if (st || (st = cuda_state_reserve(s, s->n + n, err)) || (st = reserve_trail(s, n, err)) ||
+        (st = cuda_state_staging(s, n, n, err)))
         return st;
     memcpy(s->h_tokens, tokens, (size_t)n * sizeof *tokens);
     size_t V = (size_t)c->vocab_size;

@@ -116,12 +116,16 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
     s->kda_conv = new_layers(nk, cuda_conv_bytes(c));
     s->kda_S = new_layers(nk, cuda_rec_bytes(c));
     s->dsa = calloc((size_t)(nd ? nd : 1), sizeof *s->dsa);
+    /* the staging starts at a row of logits per rank (a decode step's, a draft's) and grows for
+     * all-rows prefills and verification windows (cuda_state_staging): a chunk's worth for every
+     * state would pin 2 x chunk x vocab floats of host memory each (1.2 GiB at GLM's vocabulary) */
     size_t V = (size_t)(c->vocab_size > c->hidden_size ? c->vocab_size : c->hidden_size);
+    s->h_logits_cap = 2 * V;
     if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, sizeof(int)) ||
         kern_malloc((void **)&s->d_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_pos, sizeof(int)) ||
         eng_host_alloc((void **)&s->h_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
-        eng_host_alloc((void **)&s->h_logits, 2 * CUDA_CHUNK * V * sizeof(float))) {
+        eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float))) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "
                       "states %zu bytes a layer)", cuda_rec_bytes(c) + cuda_conv_bytes(c));
@@ -178,6 +182,28 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory for the indexer's scores");
     s->cap = cap;
     eng_graph_free(s->graph); /* it points at the old caches */
+    s->graph = NULL;
+    return GLM_OK;
+}
+
+glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err)
+{
+    const glm_config *c = &s->be->m->cfg;
+    size_t V = (size_t)c->vocab_size, D = (size_t)c->hidden_size;
+    size_t need = (s->coll.all_gather ? 2 : 1) * (size_t)rows_out * V;
+    if (s->coll.all_reduce && (size_t)T * D > need)
+        need = (size_t)T * D;
+    if (need <= s->h_logits_cap)
+        return GLM_OK;
+    float *grown = NULL;
+    if (eng_stream_sync(s->be->stream) ||
+        eng_host_alloc((void **)&grown, need * sizeof(float)))
+        return glm_error_set(err, GLM_ERR_NOMEM, "cannot pin %zu bytes of host memory for the "
+                             "logits of %d rows", need * sizeof(float), rows_out);
+    eng_host_free(s->h_logits);
+    s->h_logits = grown;
+    s->h_logits_cap = need;
+    eng_graph_free(s->graph); /* it copies into the old buffer */
     s->graph = NULL;
     return GLM_OK;
 }

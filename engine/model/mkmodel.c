@@ -46,6 +46,7 @@ const char *glm_mkmodel_presets(void)
     return "tiny (hidden 32, 8 layers, real vocabulary; F32)\n"
            "tiny-mtp (tiny plus the MTP layer, layers.8 with num_nextn_predict_layers 1; F32)\n"
            "small (hidden 256, 8 layers, 16 experts; BF16)\n"
+           "small-mtp (small plus the MTP layer, layers.8; BF16)\n"
            "tiny-exl3 (hidden 128, 2 layers, 2 experts 128 wide so `quantize` can EXL3 them; F32)\n"
            "tiny-exl3-tp (tiny-exl3 with experts 256 wide: EXL3 halves for two ranks)\n"
            "real-N (GLM-5.3-Flash shapes with N layers, 3 KDA : 1 DSA; BF16)\n";
@@ -114,12 +115,13 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
         *max_new = 256;
         return GLM_OK;
     }
-    if (strcmp(name, "small") == 0) {
+    if (strcmp(name, "small") == 0 || strcmp(name, "small-mtp") == 0) {
         c->hidden_size = 256, c->num_layers = 8, c->intermediate_size = 512;
         c->moe_intermediate_size = 64, c->num_heads = 4, c->q_lora_rank = 128, c->kv_lora_rank = 64;
         c->qk_nope_head_dim = 64, c->v_head_dim = 64, c->index_n_heads = 8, c->index_head_dim = 32;
         c->index_topk = 64, c->index_kpool = 4, c->kda_heads = 4, c->kda_head_dim = 64;
         c->n_routed_experts = 16, c->num_experts_per_tok = 4;
+        c->num_nextn_predict_layers = name[5] != '\0';
         layer_pattern(c, 1);
         *dtype = ST_BF16;
         *max_new = 1024;

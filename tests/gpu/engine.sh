@@ -8,33 +8,13 @@
 # the -dev packages; put their libraries on LD_LIBRARY_PATH); TINY_A=DIR and FIXTURE_MODELS=DIR
 # name the fixtures.
 set -u
-src=$(pwd)
-build=${BUILD_DIR:-"$src/build-gpu-engine"}
-out=${1:-"$build/out"}
-mkdir -p "$build" "$out"
-archs=${CUDA_ARCHS:-90}
-export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
-echo "== machine"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
-date -u
-start=$(date +%s)
-if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
-    G="$GLMCHAT_PREBUILT/glmchat"
-    T="$GLMCHAT_PREBUILT/test_cuda_engine"
-    B="$GLMCHAT_PREBUILT/bench_cuda_engine"
-    Q="$GLMCHAT_PREBUILT/q4_emulate"
-else
-    echo "== build: ./configure CUDA_ARCHS=\"$archs\""
-    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
-        make -j"$(nproc)" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
-            tests/gpu/q4_emulate) >"$build/build.log" 2>&1 ||
-        { tail -40 "$build/build.log"; exit 1; }
-    echo "build took $(( $(date +%s) - start )) s"
-    G="$build/glmchat"
-    T="$build/tests/gpu/test_cuda_engine"
-    B="$build/bench/bench_cuda_engine"
-    Q="$build/tests/gpu/q4_emulate"
-fi
+. "$(dirname "$0")/lib.sh"
+gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
+    tests/gpu/q4_emulate || exit 1
+G=$(gpu_bin glmchat)
+T=$(gpu_bin tests/gpu/test_cuda_engine)
+B=$(gpu_bin bench/bench_cuda_engine)
+Q=$(gpu_bin tests/gpu/q4_emulate)
 "$G" --version || exit 1
 tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
 fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}

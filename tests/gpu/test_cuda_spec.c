@@ -12,8 +12,10 @@
 
 #include "backend.h"
 #include "cpu/snapshot.h"
+#include "sampler.h"
 #include "session.h"
 #include "spec.h"
+#include "test_engine_util.h"
 
 static int failures;
 static const char *label = "";
@@ -27,35 +29,6 @@ static const char *label = "";
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
-
-static int32_t *some_tokens(int n, uint64_t seed, int vocab)
-{
-    int32_t *t = malloc((size_t)n * sizeof *t);
-    for (int i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
-    }
-    return t;
-}
-
-static float max_diff(const float *a, const float *b, size_t n)
-{
-    float d = 0;
-    for (size_t i = 0; i < n; i++) {
-        float x = a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
-        d = x > d ? x : d;
-    }
-    return d;
-}
-
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
 
 #define OK(expr)                                                                                   \
     do {                                                                                           \
@@ -73,7 +46,7 @@ static void check_verify(engine_backend *be, int V, int K)
     const backend_ops *o = be->ops;
     glm_error err = {0};
     int P = 45, rows_equal = 0, backs_equal = 0;
-    int32_t *ids = some_tokens(P + K, 17 + (uint64_t)K, V < 2000 ? V : 2000);
+    int32_t *ids = tu_some_tokens(P + K, 17 + (uint64_t)K, V < 2000 ? V : 2000);
     size_t row = (size_t)V * sizeof(float);
     float *want = malloc((size_t)K * row), *got = malloc((size_t)K * row), *a = malloc(row),
           *b = malloc(row);
@@ -90,7 +63,7 @@ static void check_verify(engine_backend *be, int V, int K)
         int eq = memcmp(want + (size_t)t * V, got + (size_t)t * V, row) == 0;
         rows_equal += eq;
         CHECK(eq, "verify row %d of %d differs from a one-token step (max %g)", t, K,
-              (double)max_diff(want + (size_t)t * V, got + (size_t)t * V, (size_t)V));
+              (double)tu_max_abs_diff(want + (size_t)t * V, got + (size_t)t * V, (size_t)V));
     }
     for (int j = 1; j <= K; j++) {
         OK(o->state_truncate(ver, P, &err));
@@ -105,7 +78,7 @@ static void check_verify(engine_backend *be, int V, int K)
         int eq = memcmp(a, b, row) == 0;
         backs_equal += eq;
         CHECK(eq, "decode after going back to %d of a %d-row window differs (max %g)", P + j, K,
-              (double)max_diff(a, b, (size_t)V));
+              (double)tu_max_abs_diff(a, b, (size_t)V));
     }
     CHECK(o->state_rewind(ver, P, &err) == GLM_ERR_ARG && strstr(err.message, "verification window"),
           "going back outside the window was not refused with a message");
@@ -129,7 +102,7 @@ static void check_reuse(engine_backend *be, int V)
     glm_error err = {0};
     const int N = 307, splits[] = {16, 96, 256, 288, 304};
     int n_splits = (int)(sizeof splits / sizeof *splits), equal = 0, steps = 24;
-    int32_t *ids = some_tokens(N, 5, V < 2000 ? V : 2000);
+    int32_t *ids = tu_some_tokens(N, 5, V < 2000 ? V : 2000);
     size_t row = (size_t)V * sizeof(float);
     float *full = malloc((size_t)(steps + 1) * row), *got = malloc(row);
     void *c = o->state_new(be->impl, &err), *a = o->state_new(be->impl, &err),
@@ -137,7 +110,7 @@ static void check_reuse(engine_backend *be, int V)
     unsigned char *snap = NULL;
     OK(o->prefill(be->impl, c, ids, N, full, 0, &err));
     for (int t = 0; t < steps; t++) {
-        int32_t tok = argmax(full + (size_t)t * V, V);
+        int32_t tok = glm_argmax(full + (size_t)t * V, V);
         OK(o->prefill(be->impl, c, &tok, 1, full + (size_t)(t + 1) * V, 0, &err));
     }
     for (int i = 0; i < n_splits; i++) {
@@ -155,9 +128,9 @@ static void check_reuse(engine_backend *be, int V)
         OK(o->prefill(be->impl, b, ids + k, N - k, got, 0, &err));
         same = memcmp(got, full, row) == 0;
         CHECK(same, "resumed at %d of %d: the prompt's logits differ from a full prefill (max %g)", k,
-              N, (double)max_diff(got, full, (size_t)V));
+              N, (double)tu_max_abs_diff(got, full, (size_t)V));
         for (int t = 0; same && t < steps; t++) {
-            int32_t tok = argmax(full + (size_t)t * V, V);
+            int32_t tok = glm_argmax(full + (size_t)t * V, V);
             OK(o->prefill(be->impl, b, &tok, 1, got, 0, &err));
             same = memcmp(got, full + (size_t)(t + 1) * V, row) == 0;
             CHECK(same, "resumed at %d: greedy step %d differs from the full prefill's", k, t);
@@ -259,39 +232,6 @@ out:
         backend_close(&dense);
 }
 
-typedef struct tokens {
-    int32_t v[512];
-    int n;
-} tokens;
-
-static int keep_token(int32_t t, void *user)
-{
-    tokens *k = user;
-    if (k->n < 512)
-        k->v[k->n++] = t;
-    return 0;
-}
-
-/* The undrafted reply with about one proposal in five wrong, so windows accept and reject at
- * every draft position. */
-typedef struct oracle {
-    const tokens *reply;
-    int n_prompt, vocab;
-} oracle;
-
-static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
-{
-    const oracle *o = user;
-    int at = n - o->n_prompt, k = 0;
-    for (; k < max && at + k < o->reply->n; k++) {
-        int32_t t = o->reply->v[at + k];
-        uint32_t h = (uint32_t)(at + k) * 2654435761u;
-        out[k] = (h >> 16) % 5 == 0 ? (t + 1) % o->vocab : t;
-    }
-    (void)ctx;
-    return k;
-}
-
 static glm_engine *open_engine(const char *dir, int draft, int64_t cache)
 {
     glm_error err = {0};
@@ -305,55 +245,53 @@ static glm_engine *open_engine(const char *dir, int draft, int64_t cache)
     return e;
 }
 
-static void check_drafted(const char *dir, float temperature)
+/* Replies of a plain and a drafted engine over `trials` prompts (tu_run_drafted): equal, with
+ * the acceptance per draft position. oracle: trial 0 runs the engine's own drafts, the others
+ * the oracle's. Returns the drafted replies' summed stats; *equal: the replies that matched. */
+static spec_stats compare_replies(glm_engine *plain, glm_engine *drafted, const char *what,
+                                  float temperature, int trials, int oracle, int *equal,
+                                  int *mtp_gave)
 {
-    glm_error err = {0};
-    glm_engine *plain = open_engine(dir, SPEC_OFF, -1), *drafted = open_engine(dir, SPEC_COPY, -1);
-    if (!plain || !drafted)
-        goto out;
-    int V = 200, eos[] = {-1}, equal = 0, trials = 4;
+    int V = 200;
     spec_stats all = {0};
+    *equal = *mtp_gave = 0;
     for (int trial = 0; trial < trials; trial++) {
-        int n_prompt = 60 + 11 * trial, max_new = 50 + 7 * trial;
-        int32_t *prompt = some_tokens(n_prompt, 3, V);
-        for (int i = 24; i < n_prompt; i++)
-            prompt[i] = prompt[i % 24]; /* repeats itself: copy drafts find matches */
+        int n_prompt = oracle ? 60 + 11 * trial : 40 + 13 * trial;
+        int max_new = oracle ? 50 + 7 * trial : 48 + 5 * trial;
+        int32_t *prompt = tu_some_tokens(n_prompt, oracle ? 3 : 29 + (uint64_t)trial, V);
+        if (oracle) /* repeats itself: copy drafts find matches */
+            for (int i = 24; i < n_prompt; i++)
+                prompt[i] = prompt[i % 24];
         glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40,
-                            .seed = 1000 + (uint64_t)trial};
-        tokens a = {0}, b = {0};
-        glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(drafted, &err);
-        oracle o = {.reply = &a, .n_prompt = n_prompt, .vocab = V};
-        if (trial > 0) /* trial 0: the engine's copy drafts */
-            glm_session_set_drafter(sb, oracle_draft, &o);
-        int na = 0, nb = 0;
-        glm_status s1 = glm_session_generate_tokens(sa, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                    keep_token, &a, &na, &err);
-        CHECK(s1 == GLM_OK, "undrafted generation: %s", err.message);
-        glm_status s2 = glm_session_generate_tokens(sb, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                    keep_token, &b, &nb, &err);
-        CHECK(s2 == GLM_OK, "drafted generation: %s", err.message);
-        int same = s1 == GLM_OK && s2 == GLM_OK && a.n == b.n &&
-                   memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v) == 0 &&
-                   glm_session_length(sa) == glm_session_length(sb);
-        CHECK(same, "temperature %.1f trial %d: the drafted reply (%d tokens) differs from the "
-              "undrafted one (%d)", (double)temperature, trial, b.n, a.n);
-        const spec_stats *st = glm_session_spec_stats(sb);
-        all.windows += st->windows;
-        for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
-            all.proposed[i] += st->proposed[i];
-            all.accepted[i] += st->accepted[i];
-        }
-        equal += same;
-        glm_session_free(sa);
-        glm_session_free(sb);
+                            .seed = (oracle ? 1000 : 2000) + (uint64_t)trial};
+        tu_drafted_run r;
+        tu_run_drafted(plain, drafted, prompt, n_prompt, &smp, max_new, oracle && trial > 0 ? V : 0,
+                       &r);
+        CHECK(r.plain_st == GLM_OK, "undrafted generation: %s", r.err.message);
+        CHECK(r.plain_st != GLM_OK || r.drafted_st == GLM_OK, "drafted generation (%s): %s", what,
+              r.err.message);
+        CHECK(r.same, "%s, temperature %.1f trial %d: the drafted reply (%d tokens) differs from "
+              "the undrafted one (%d)", what, (double)temperature, trial, r.drafted.n, r.plain.n);
+        *mtp_gave += r.mtp_drafts == 4;
+        tu_add_stats(&all, &r.stats);
+        *equal += r.same;
         free(prompt);
     }
+    return all;
+}
+
+static void check_drafted(const char *dir, float temperature)
+{
+    glm_engine *plain = open_engine(dir, SPEC_OFF, -1), *drafted = open_engine(dir, SPEC_COPY, -1);
+    int equal = 0, trials = 4, mtp_gave = 0;
+    if (!plain || !drafted)
+        goto out;
+    spec_stats all = compare_replies(plain, drafted, "copy + oracle drafts", temperature, trials, 1,
+                                     &equal, &mtp_gave);
     CHECK(all.windows > 0 && all.accepted[0] > 0, "no draft was verified and accepted");
-    printf("%-22s drafted == undrafted (temperature %.1f, copy + oracle drafts): %d/%d replies; "
-           "%lld windows, accepted/proposed by position:", label, (double)temperature, equal,
-           trials, (long long)all.windows);
-    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
-        printf(" %lld/%lld", (long long)all.accepted[i], (long long)all.proposed[i]);
+    printf("%-22s drafted == undrafted (temperature %.1f, copy + oracle drafts): %d/%d replies; ",
+           label, (double)temperature, equal, trials);
+    tu_print_acceptance(&all);
     printf("\n");
 out:
     glm_engine_close(plain);
@@ -384,7 +322,7 @@ static void check_mtp_drafts(const glm_model *m, engine_backend *be)
     void *g = NULL, *c = NULL, *a = NULL, *b = NULL, *d = NULL, *e = NULL;
     unsigned char *snap = NULL;
     const int V = m->cfg.vocab_size, P = 300, steps = 16, N = 5, P0 = 30, K = 6, j = 4;
-    int32_t *ids = some_tokens(P + steps + 1, 41, V < 2000 ? V : 2000);
+    int32_t *ids = tu_some_tokens(P + steps + 1, 41, V < 2000 ? V : 2000);
     float *row = malloc((size_t)V * sizeof *row), *rows = malloc((size_t)K * V * sizeof *rows);
     const char *kv = getenv("GLMCHAT_CUDA_KV"), *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
     int f32 = kv && strcmp(kv, "f32") == 0 && (!ki || !*ki || strcmp(ki, "f32") == 0);
@@ -497,52 +435,18 @@ out:
 /* draft = mtp on CUDA: the replies equal undrafted ones, greedy and sampled with a seed. */
 static void check_mtp_replies(const char *dir, float temperature)
 {
-    glm_error err = {0};
     glm_engine *plain = open_engine(dir, SPEC_OFF, -1), *drafted = open_engine(dir, SPEC_MTP, -1);
+    int equal = 0, trials = 3, mtp_gave = 0, f0 = failures;
     if (!plain || !drafted)
         goto out;
-    int V = 200, eos[] = {-1}, equal = 0, trials = 3, mtp_gave = 0, f0 = failures;
-    spec_stats all = {0};
-    for (int trial = 0; trial < trials; trial++) {
-        int n_prompt = 40 + 13 * trial, max_new = 48 + 5 * trial;
-        int32_t *prompt = some_tokens(n_prompt, 29 + (uint64_t)trial, V);
-        glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40,
-                            .seed = 2000 + (uint64_t)trial};
-        tokens ra = {0}, rb = {0};
-        glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(drafted, &err);
-        int na = 0, nb = 0;
-        glm_status s1 = glm_session_generate_tokens(sa, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                    keep_token, &ra, &na, &err);
-        CHECK(s1 == GLM_OK, "undrafted generation: %s", err.message);
-        glm_status s2 = glm_session_generate_tokens(sb, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                    keep_token, &rb, &nb, &err);
-        CHECK(s2 == GLM_OK, "drafted generation (draft = mtp): %s", err.message);
-        int same = s1 == GLM_OK && s2 == GLM_OK && ra.n == rb.n &&
-                   memcmp(ra.v, rb.v, (size_t)ra.n * sizeof *ra.v) == 0 &&
-                   glm_session_length(sa) == glm_session_length(sb);
-        CHECK(same, "draft = mtp, temperature %.1f trial %d: the drafted reply (%d tokens) differs "
-              "from the undrafted one (%d)", (double)temperature, trial, rb.n, ra.n);
-        int32_t out[4];
-        mtp_gave += s2 == GLM_OK && glm_session_mtp_draft(sb, prompt[0], out, 4, NULL) == 4;
-        const spec_stats *st = glm_session_spec_stats(sb);
-        all.windows += st->windows;
-        for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
-            all.proposed[i] += st->proposed[i];
-            all.accepted[i] += st->accepted[i];
-        }
-        equal += same;
-        glm_session_free(sa);
-        glm_session_free(sb);
-        free(prompt);
-    }
+    spec_stats all = compare_replies(plain, drafted, "draft = mtp", temperature, trials, 0, &equal,
+                                     &mtp_gave);
     CHECK(mtp_gave == trials, "the engine's MTP layer gave drafts after %d of %d replies", mtp_gave,
           trials);
     CHECK(all.windows > 0 && all.proposed[0] > 0, "no MTP draft was verified");
-    printf("%-22s drafted == undrafted (draft = mtp, temperature %.1f): %d/%d replies; %lld "
-           "windows, accepted/proposed by position:", label, (double)temperature, equal, trials,
-           (long long)all.windows);
-    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
-        printf(" %lld/%lld", (long long)all.accepted[i], (long long)all.proposed[i]);
+    printf("%-22s drafted == undrafted (draft = mtp, temperature %.1f): %d/%d replies; ", label,
+           (double)temperature, equal, trials);
+    tu_print_acceptance(&all);
     printf("; MTP drafts after %d/%d replies: %s\n", mtp_gave, trials, failures == f0 ? "PASS" : "FAIL");
 out:
     glm_engine_close(plain);

@@ -128,6 +128,47 @@ START_TEST(refusal_names_a_context_that_fits)
 }
 END_TEST
 
+/* Drafting's memory: each KDA layer's state after every row of a 9-row window (4 MiB a layer
+ * and row at GLM's shapes), the MTP layer's one-DSA-layer cache; in the total and the words. */
+START_TEST(drafting_counts_windows_and_the_mtp_cache)
+{
+    cuda_plan p;
+    cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, 1024, 0, &p);
+    size_t plain = p.total;
+    ck_assert_uint_eq(p.windows + p.mtp_cache, 0);
+    ck_assert_uint_eq(p.host_pinned, (size_t)2 * 154880 * 4); /* a row a rank, not a chunk */
+    char line[1024];
+    cuda_plan_describe(&p, line, sizeof line);
+    ck_assert_ptr_nonnull(strstr(line, "no drafting"));
+    cuda_plan_drafting(&p, &real, 9, 0);
+    double windows = 34.0 * (9 * 4 * MIB + (3 + 9) * 3 * 8192 * 4);
+    ck_assert_double_eq_tol((double)p.windows, windows, 1.0);
+    ck_assert_uint_eq(p.total, plain + p.windows);
+    cuda_plan_drafting(&p, &real, 9, 1); /* again, with the MTP layer: not counted twice */
+    ck_assert_uint_eq(p.mtp_per_token, 512 + 4 + 2 * (128 + 4) + (128 + 4) / 4);
+    ck_assert_uint_eq(p.mtp_cache, p.mtp_per_token * 65536 + (size_t)7 * 1024 * 4096 * 4);
+    ck_assert_uint_eq(p.total, plain + p.windows + p.mtp_cache);
+    cuda_plan_describe(&p, line, sizeof line);
+    ck_assert_ptr_nonnull(strstr(line, "verification windows of 9 rows"));
+    ck_assert_ptr_nonnull(strstr(line, "MTP layer's cache"));
+    /* a refusal names them, and the context it names fits with them */
+    glm_error err = {0};
+    size_t avail = p.total + ((size_t)1 << 30) - p.dsa_cache / 2; /* the reserve, half the cache */
+    ck_assert_int_eq(cuda_plan_check(&p, avail, &err), GLM_ERR_NOMEM);
+    ck_assert_ptr_nonnull(strstr(err.message, "verification windows of 9 rows"));
+    const char *at = strstr(err.message, "--context ");
+    ck_assert_ptr_nonnull(at);
+    int tokens = atoi(at + 10);
+    cuda_plan q;
+    cuda_plan_make(&real, 1, tokens, CUDA_KV_FP8, CUDA_KV_FP8, 1024, 0, &q);
+    cuda_plan_drafting(&q, &real, 9, 1);
+    ck_assert_int_eq(cuda_plan_check(&q, avail, &err), GLM_OK);
+    cuda_plan_make(&real, 1, tokens + 64, CUDA_KV_FP8, CUDA_KV_FP8, 1024, 0, &q);
+    cuda_plan_drafting(&q, &real, 9, 1);
+    ck_assert_int_eq(cuda_plan_check(&q, avail, &err), GLM_ERR_NOMEM);
+}
+END_TEST
+
 START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
 {
     size_t off[CUDA_SCRATCH_BUFFERS];
@@ -156,6 +197,7 @@ int main(void)
     tcase_add_test(tc, two_sparks_fit_the_full_window_one_does_not);
     tcase_add_test(tc, refusal_names_a_context_that_fits);
     tcase_add_test(tc, scratch_layout_is_aligned_and_covers_every_buffer);
+    tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

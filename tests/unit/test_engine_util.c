@@ -4,7 +4,6 @@
 
 #include <check.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,16 +228,6 @@ void tu_free_reference(tu_reference *r)
     free(r->cached);
 }
 
-float tu_max_abs_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (!(d <= m))
-            m = isnan(d) ? INFINITY : d;
-    }
-    return m;
-}
 
 int tu_collect_reply(const glm_event *ev, void *reply)
 {

@@ -1,5 +1,6 @@
-/* test_engine_util.h: helpers for the engine's Check suites: scratch model directories, tensors
- * loaded and rewritten (to break a model on purpose), reference logits, fixtures, replies. */
+/* test_engine_util.h: helpers for the engine's Check suites (and the GPU tests): scratch model
+ * directories, tensors loaded and rewritten (to break a model on purpose), reference logits,
+ * fixtures, replies, drafted replies against plain ones. */
 #ifndef GLMCHAT_TESTS_TEST_ENGINE_UTIL_H
 #define GLMCHAT_TESTS_TEST_ENGINE_UTIL_H
 
@@ -8,6 +9,8 @@
 
 #include "glm.h"
 #include "model/safetensors.h"
+#include "session.h"
+#include "spec.h"
 
 typedef struct tu_tensor {
     char name[256];
@@ -45,7 +48,47 @@ tu_tensor *tu_find(tu_tensor *t, int n, const char *name);
 
 int tu_load_reference(const char *dir, tu_reference *r);
 void tu_free_reference(tu_reference *r);
+
+/* The helpers below need no Check (test_engine_util_draft.c): the GPU tests link them too. */
 float tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* n ids below vocab from a seeded generator (malloc'd). */
+int32_t *tu_some_tokens(int n, uint64_t seed, int vocab);
+
+/* A reply's tokens (the first TU_MAX_REPLY); tu_keep_token is the glm_token_fn that fills one. */
+#define TU_MAX_REPLY 512
+typedef struct tu_tokens {
+    int32_t v[TU_MAX_REPLY];
+    int n;
+} tu_tokens;
+int tu_keep_token(int32_t t, void *user);
+
+/* An outside drafter: the undrafted reply with about one proposal in five wrong (scattered by a
+ * hash of the position), so windows accept and refuse at every draft position. */
+typedef struct tu_oracle {
+    const tu_tokens *reply;
+    int n_prompt, vocab;
+} tu_oracle;
+int tu_oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user);
+
+/* Acceptance per draft position: summed, and printed as "W windows, accepted/proposed by
+ * position: a/p ..." (no newline). */
+void tu_add_stats(spec_stats *all, const spec_stats *st);
+void tu_print_acceptance(const spec_stats *st);
+
+/* One prompt's reply on a plain engine and on a drafted one (the drafted engine's own drafts, or
+ * with oracle_vocab > 0 the oracle above over ids below it), greedy or sampled as smp says. */
+typedef struct tu_drafted_run {
+    tu_tokens plain, drafted;
+    glm_status plain_st, drafted_st;
+    glm_error err;         /* the failing run's error */
+    int same;              /* both ran, same tokens, same state length after */
+    int logits_same;       /* and the same next logits, bit for bit */
+    int64_t plain_windows; /* the plain session's verification windows (0 expected) */
+    spec_stats stats;      /* the drafted session's */
+    int mtp_drafts;        /* glm_session_mtp_draft's count for 4 after the drafted reply */
+} tu_drafted_run;
+void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *prompt, int n_prompt,
+                    const glm_sampling *smp, int max_new, int oracle_vocab, tu_drafted_run *r);
 
 /* A reply as glm_generate streams it: reasoning and content text in order (up to the buffer),
  * and the DONE event's stats. tu_collect_reply is the glm_event_fn that fills one. */

@@ -12,19 +12,10 @@
 #include "session.h"
 #include "spec.h"
 #include "test_engine_util.h"
+#include "text/tokenizer.h"
 
 static const char *const fixtures[] = {"tiny-A", "groups-kpool2", "shared-indexer-hc2",
                                        "dsa-first-hc3", "softplus-kpool1-hc1"};
-static int32_t *some_tokens(int n, uint64_t seed, int vocab)
-{
-    int32_t *t = malloc((size_t)n * sizeof *t);
-    for (int i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (int32_t)((seed >> 33) % (uint64_t)vocab);
-    }
-    return t;
-}
-
 START_TEST(verify_rows_equal_decode_bit_for_bit)
 {
     glm_error err = {0};
@@ -37,7 +28,7 @@ START_TEST(verify_rows_equal_decode_bit_for_bit)
     ck_assert_int_eq(backend_open_cpu(m, 2, &be, &err), GLM_OK);
     const backend_ops *o = be.ops;
     int V = m->cfg.vocab_size, P = 45, K = 7;
-    int32_t *ids = some_tokens(P + K, 17 + (uint64_t)_i, V < 2000 ? V : 2000);
+    int32_t *ids = tu_some_tokens(P + K, 17 + (uint64_t)_i, V < 2000 ? V : 2000);
     void *dec = o->state_new(be.impl, &err), *ver = o->state_new(be.impl, &err);
     ck_assert_int_eq(o->prefill(be.impl, dec, ids, P, NULL, 0, &err), GLM_OK);
     ck_assert_int_eq(o->prefill(be.impl, ver, ids, P, NULL, 0, &err), GLM_OK);
@@ -94,31 +85,25 @@ START_TEST(copy_drafts_follow_the_latest_match)
 {
     int32_t ctx[] = {1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 8, 2, 3, 4};
     int32_t out[8];
-    /* the tail "2 3 4" occurred twice; the latest is followed by 6 7 8 2 3 4 */
+    /* the tail "2 3 4" occurred twice; the latest is followed by 6 7 8 2 3 4, then the tail:
+     * a loop of six, which goes on round (6 7) */
     int k = spec_copy_draft(ctx, 15, out, 8);
-    ck_assert_int_eq(k, 6);
-    ck_assert_int_eq(out[0], 6);
-    ck_assert_int_eq(out[2], 8);
+    ck_assert_int_eq(k, 8);
+    int32_t want[8] = {6, 7, 8, 2, 3, 4, 6, 7};
+    ck_assert_int_eq(memcmp(out, want, sizeof want), 0);
     ck_assert_int_eq(spec_copy_draft(ctx, 15, out, 2), 2);
+    ck_assert_int_eq(out[1], 7);
+    /* a reply stuck on two words: every draft goes on with them */
+    int32_t loop[] = {5, 9, 11, 40, 41, 40, 41, 40, 41};
+    ck_assert_int_eq(spec_copy_draft(loop, 9, out, 5), 5);
+    int32_t round[5] = {40, 41, 40, 41, 40};
+    ck_assert_int_eq(memcmp(out, round, sizeof round), 0);
     int32_t none[] = {1, 2, 3, 4, 5};
     ck_assert_int_eq(spec_copy_draft(none, 5, out, 8), 0);
     int32_t one[] = {7};
     ck_assert_int_eq(spec_copy_draft(one, 1, out, 8), 0);
 }
 END_TEST
-
-typedef struct tokens {
-    int32_t v[512];
-    int n;
-} tokens;
-
-static int keep_token(int32_t t, void *user)
-{
-    tokens *k = user;
-    if (k->n < 512)
-        k->v[k->n++] = t;
-    return 0;
-}
 
 static glm_engine *open_engine_cache(const char *dir, int draft, int64_t cache_bytes)
 {
@@ -138,82 +123,42 @@ static glm_engine *open_engine_at(const char *dir, int draft)
 /* A prompt that repeats itself, so copy drafts have something to propose. */
 static int32_t *looping_prompt(int n, int vocab_used)
 {
-    int32_t *p = some_tokens(n, 3, vocab_used);
+    int32_t *p = tu_some_tokens(n, 3, vocab_used);
     for (int i = 24; i < n; i++)
         p[i] = p[i % 24];
     return p;
 }
 
-/* An oracle drafter: the undrafted reply, with about one proposal in five wrong (scattered by a
- * hash of the position), so windows accept and reject at every draft position. */
-typedef struct oracle {
-    const tokens *reply;
-    int n_prompt, vocab;
-} oracle;
-
-static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
-{
-    const oracle *o = user;
-    int at = n - o->n_prompt, k = 0; /* reply tokens the context holds */
-    for (; k < max && at + k < o->reply->n; k++) {
-        int32_t t = o->reply->v[at + k];
-        uint32_t h = (uint32_t)(at + k) * 2654435761u;
-        out[k] = (h >> 16) % 5 == 0 ? (t + 1) % o->vocab : t;
-    }
-    (void)ctx;
-    return k;
-}
-
 START_TEST(drafted_replies_equal_undrafted)
 {
-    glm_error err = {0};
     float temperature = _i == 0 ? 0.0f : 0.8f;
     const char *dir = tu_fixture("dsa-first-hc3");
     glm_engine *plain = open_engine_at(dir, SPEC_OFF), *drafted = open_engine_at(dir, SPEC_COPY);
-    int eos[] = {-1}, V = 200;
+    int V = 200;
     spec_stats all = {0};
     for (int trial = 0; trial < 4; trial++) {
-        int n_prompt = 60 + 11 * trial;
+        int n_prompt = 60 + 11 * trial, max_new = 50 + 7 * trial;
         int32_t *prompt = looping_prompt(n_prompt, V);
         glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40,
                             .seed = 1000 + (uint64_t)trial};
-        tokens a = {0}, b = {0};
-        glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(drafted, &err);
-        oracle o = {.reply = &a, .n_prompt = n_prompt, .vocab = V};
-        if (trial > 0) /* trial 0: the engine's copy drafts */
-            glm_session_set_drafter(sb, oracle_draft, &o);
-        int na = 0, nb = 0, max_new = 50 + 7 * trial;
-        ck_assert_int_eq(glm_session_generate_tokens(sa, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                     keep_token, &a, &na, &err), GLM_OK);
-        ck_assert_msg(glm_session_generate_tokens(sb, prompt, n_prompt, &smp, eos, 1, max_new,
-                                                  keep_token, &b, &nb, &err) == GLM_OK, "%s",
-                      err.message);
-        ck_assert_int_eq(na, nb);
-        ck_assert_int_eq(a.n, b.n);
-        ck_assert_msg(memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v) == 0,
-                      "trial %d: the drafted reply differs from the undrafted one", trial);
+        tu_drafted_run r;
+        /* trial 0: the engine's copy drafts; then the oracle */
+        tu_run_drafted(plain, drafted, prompt, n_prompt, &smp, max_new, trial > 0 ? V : 0, &r);
+        ck_assert_msg(r.plain_st == GLM_OK && r.drafted_st == GLM_OK, "%s", r.err.message);
+        ck_assert_int_eq(r.plain.n, max_new);
+        ck_assert_msg(r.same, "trial %d: the drafted reply differs from the undrafted one", trial);
         /* the state after the reply is the same too: the same length and next logits */
-        ck_assert_int_eq(glm_session_length(sa), glm_session_length(sb));
-        ck_assert_int_eq(memcmp(glm_session_logits(sa), glm_session_logits(sb),
-                                (size_t)V * sizeof(float)), 0);
-        ck_assert_int_eq(glm_session_spec_stats(sa)->windows, 0);
-        const spec_stats *st = glm_session_spec_stats(sb);
-        all.windows += st->windows;
-        for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
-            all.proposed[i] += st->proposed[i];
-            all.accepted[i] += st->accepted[i];
-            ck_assert_int_le(st->accepted[i], st->proposed[i]);
-        }
+        ck_assert(r.logits_same);
+        ck_assert_int_eq(r.plain_windows, 0);
+        for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+            ck_assert_int_le(r.stats.accepted[i], r.stats.proposed[i]);
         if (trial > 0) /* fewer forwards than tokens */
-            ck_assert_int_lt(st->windows, na / 2);
-        glm_session_free(sa);
-        glm_session_free(sb);
+            ck_assert_int_lt(r.stats.windows, max_new / 2);
+        tu_add_stats(&all, &r.stats);
         free(prompt);
     }
-    printf("temperature %.1f: %lld windows; accepted/proposed per draft position:", (double)temperature,
-           (long long)all.windows);
-    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
-        printf(" %lld/%lld", (long long)all.accepted[i], (long long)all.proposed[i]);
+    printf("temperature %.1f: ", (double)temperature);
+    tu_print_acceptance(&all);
     printf("\n");
     /* the oracle is mostly right: the first positions see acceptances and refusals */
     for (int i = 0; i < 4; i++)
@@ -292,7 +237,7 @@ START_TEST(mtp_layer_off_unless_drafting)
     ck_assert(glm_engine_model(on)->w.has_mtp);
     ck_assert(!glm_engine_model(off)->w.has_mtp);
     glm_session *a = glm_session_new(on, &err), *b = glm_session_new(off, &err);
-    int32_t *ids = some_tokens(20, 5, 5000), out[4];
+    int32_t *ids = tu_some_tokens(20, 5, 5000), out[4];
     ck_assert_int_eq(glm_session_feed(a, ids, 20, NULL, &err), GLM_OK);
     ck_assert_int_eq(glm_session_feed(b, ids, 20, NULL, &err), GLM_OK);
     ck_assert_int_eq(glm_session_mtp_draft(b, 7, out, 4, &err), 0);
@@ -316,7 +261,7 @@ START_TEST(mtp_drafts_follow_the_state)
     ck_assert(glm_engine_model(e)->w.has_mtp);
     glm_session *a = glm_session_new(e, &err), *b = glm_session_new(e, &err);
     int P = 30, K = 6, j = 4;
-    int32_t *ids = some_tokens(P + K, 77, 5000);
+    int32_t *ids = tu_some_tokens(P + K, 77, 5000);
     int32_t da[8], db[8], dc[8];
     ck_assert_int_eq(glm_session_feed(a, ids, P, NULL, &err), GLM_OK);
     ck_assert_int_eq(glm_session_feed(b, ids, P, NULL, &err), GLM_OK);
@@ -358,29 +303,58 @@ START_TEST(mtp_drafts_follow_the_state)
 }
 END_TEST
 
-START_TEST(mtp_drafted_replies_equal_undrafted)
+/* A reply never holds an id the model directory's tokenizer has no text for, whether or not
+ * the engine was asked for its tokenizer first (mkmodel's tokenizer knows 332 of 154,880 ids:
+ * an engine that masked only after glm_engine_tokenizer gave another reply). */
+START_TEST(replies_masked_by_the_model_dir_alone)
 {
     glm_error err = {0};
-    glm_engine *plain = open_engine_at(mtp_dir, SPEC_OFF), *mtp = open_engine_at(mtp_dir, SPEC_MTP);
-    int eos[] = {154820};
-    int32_t *prompt = some_tokens(50, 5, 5000);
-    glm_sampling smp = {.temperature = _i ? 0.9f : 0.0f, .top_p = 1, .seed = 3};
-    tokens a = {0}, b = {0};
-    glm_session *sa = glm_session_new(plain, &err), *sb = glm_session_new(mtp, &err);
+    glm_engine *asked = open_engine_at(mtp_dir, _i ? SPEC_COPY : SPEC_OFF);
+    glm_engine *not_asked = open_engine_at(mtp_dir, _i ? SPEC_COPY : SPEC_OFF);
+    const tok_tokenizer *tk = glm_engine_tokenizer(asked, &err);
+    ck_assert_msg(tk != NULL, "%s", err.message);
+    int eos[] = {-1};
+    int32_t *prompt = tu_some_tokens(40, 9, 5000);
+    glm_sampling smp = {.temperature = 0, .top_p = 1};
+    tu_tokens a = {0}, b = {0};
+    glm_session *sa = glm_session_new(asked, &err), *sb = glm_session_new(not_asked, &err);
     int na = 0, nb = 0;
-    ck_assert_int_eq(glm_session_generate_tokens(sa, prompt, 50, &smp, eos, 1, 40, keep_token, &a,
-                                                 &na, &err), GLM_OK);
-    ck_assert_msg(glm_session_generate_tokens(sb, prompt, 50, &smp, eos, 1, 40, keep_token, &b, &nb,
-                                              &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(glm_session_generate_tokens(sb, prompt, 40, &smp, eos, 1, 48, tu_keep_token,
+                                                 &b, &nb, &err), GLM_OK);
+    ck_assert_int_eq(glm_session_generate_tokens(sa, prompt, 40, &smp, eos, 1, 48, tu_keep_token,
+                                                 &a, &na, &err), GLM_OK);
+    ck_assert_int_eq(a.n, 48);
     ck_assert_int_eq(a.n, b.n);
-    ck_assert_int_eq(memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v), 0);
-    const spec_stats *st = glm_session_spec_stats(sb);
-    ck_assert_int_gt(st->windows, 0); /* the MTP layer drafted */
-    printf("tiny-mtp (random weights, temperature %.1f): %lld windows, first position accepted "
-           "%lld/%lld\n", _i ? 0.9 : 0.0, (long long)st->windows, (long long)st->accepted[0],
-           (long long)st->proposed[0]);
+    ck_assert_msg(memcmp(a.v, b.v, (size_t)a.n * sizeof *a.v) == 0,
+                  "the reply of an engine never asked for its tokenizer differs");
+    for (int i = 0; i < b.n; i++) {
+        size_t len;
+        ck_assert_msg(tok_token_bytes(tk, b.v[i], &len) != NULL, "token %d of the reply is id %d, "
+                      "which the tokenizer has no text for", i, (int)b.v[i]);
+    }
+    free(prompt);
     glm_session_free(sa);
     glm_session_free(sb);
+    glm_engine_close(asked);
+    glm_engine_close(not_asked);
+}
+END_TEST
+
+START_TEST(mtp_drafted_replies_equal_undrafted)
+{
+    glm_engine *plain = open_engine_at(mtp_dir, SPEC_OFF), *mtp = open_engine_at(mtp_dir, SPEC_MTP);
+    int32_t *prompt = tu_some_tokens(50, 5, 5000);
+    glm_sampling smp = {.temperature = _i ? 0.9f : 0.0f, .top_p = 1, .seed = 3};
+    tu_drafted_run r;
+    tu_run_drafted(plain, mtp, prompt, 50, &smp, 40, 0, &r);
+    ck_assert_msg(r.plain_st == GLM_OK && r.drafted_st == GLM_OK, "%s", r.err.message);
+    ck_assert_int_eq(r.plain.n, 40);
+    ck_assert_msg(r.same, "the reply with draft = mtp differs from the undrafted one");
+    ck_assert_int_gt(r.stats.windows, 0); /* the MTP layer drafted */
+    ck_assert_int_eq(r.mtp_drafts, 4);
+    printf("tiny-mtp (random weights, temperature %.1f): %lld windows, first position accepted "
+           "%lld/%lld\n", _i ? 0.9 : 0.0, (long long)r.stats.windows, (long long)r.stats.accepted[0],
+           (long long)r.stats.proposed[0]);
     free(prompt);
     glm_engine_close(plain);
     glm_engine_close(mtp);
@@ -404,6 +378,7 @@ static Suite *spec_suite(void)
     tcase_add_test(mt, mtp_drafts_follow_the_state);
     tcase_add_test(mt, mtp_layer_off_unless_drafting);
     tcase_add_loop_test(mt, mtp_drafted_replies_equal_undrafted, 0, 2);
+    tcase_add_loop_test(mt, replies_masked_by_the_model_dir_alone, 0, 2);
     suite_add_tcase(s, mt);
     return s;
 }

@@ -1,0 +1,295 @@
+/* spec_decode.c: the drafted-decoding benchmark of bench_spec and bench_cuda_spec (spec_decode.h):
+ * each draft mode's replies timed on one engine at a time, checked against plain decoding. */
+#include "spec_decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "session.h"
+#include "spec.h"
+#include "text/tokenizer.h"
+
+const char sd_prose[] =
+    "The river ran slowly past the old mill, where the miller's daughter sat each evening and "
+    "watched the light fade over the hills. She had read every book in the village twice, and "
+    "she dreamed of the cities beyond the mountains, of libraries with more books than a person "
+    "could read in a lifetime. One autumn a traveller came down the road with a pack of maps.";
+
+const char sd_code[] =
+    "static int sum(const int *v, int n)\n{\n    int s = 0;\n    for (int i = 0; i < n; i++)\n"
+    "        s += v[i];\n    return s;\n}\n\nstatic int max(const int *v, int n)\n{\n"
+    "    int m = v[0];\n    for (int i = 1; i < n; i++)\n        if (v[i] > m)\n"
+    "            m = v[i];\n    return m;\n}\n\nstatic int min(const int *v, int n)\n{\n";
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *backend_name(glm_backend b)
+{
+    return b == GLM_BACKEND_CUDA ? "cuda" : "cpu";
+}
+
+static glm_engine *open_engine(const sd_options *o, int draft, glm_error *err)
+{
+    glm_engine_params p = {.model_dir = o->model_dir, .backend = o->backend, .n_threads = 0,
+                           .prompt_cache_bytes = -1, .draft = draft};
+    return glm_engine_open(&p, err);
+}
+
+typedef struct reply {
+    int32_t *v;
+    int n, cap;
+} reply;
+
+static int keep_token(int32_t t, void *user)
+{
+    reply *r = user;
+    if (r->n < r->cap)
+        r->v[r->n++] = t;
+    return 0;
+}
+
+/* The plain reply as drafts: every draft right. */
+typedef struct oracle {
+    const reply *plain;
+    int n_prompt;
+} oracle;
+
+static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
+{
+    const oracle *o = user;
+    int at = n - o->n_prompt, k = 0;
+    for (; k < max && at + k < o->plain->n; k++)
+        out[k] = o->plain->v[at + k];
+    (void)ctx;
+    return k;
+}
+
+typedef struct mode_result {
+    const char *name;
+    int ran;       /* 0: not run (the reason in `skipped`) */
+    char skipped[160];
+    double best_s; /* the fastest reply's decode seconds */
+    reply out;     /* the first timed reply */
+    spec_stats stats; /* of the last timed reply */
+} mode_result;
+
+/* One reply of max_new tokens after the prompt (fed untimed); *secs: the decode's seconds. */
+static glm_status one_reply(glm_engine *e, const tok_ids *ids, int max_new, oracle *orc, reply *out,
+                            double *secs, spec_stats *stats, glm_error *err)
+{
+    glm_session *s = glm_session_new(e, err);
+    if (!s)
+        return err->status ? err->status : GLM_ERR_NOMEM;
+    if (orc)
+        glm_session_set_drafter(s, oracle_draft, orc);
+    int eos[] = {-1}, n = 0;
+    glm_sampling smp = {.temperature = 0, .top_p = 1};
+    out->n = 0;
+    glm_status st = glm_session_feed(s, ids->v, (int)ids->n, NULL, err);
+    double t0 = now_s();
+    if (!st)
+        st = glm_session_generate_tokens(s, NULL, 0, &smp, eos, 1, max_new, keep_token, out, &n,
+                                         err);
+    *secs = now_s() - t0;
+    if (!st && stats)
+        *stats = *glm_session_spec_stats(s);
+    glm_session_free(s);
+    return st;
+}
+
+/* A mode's replies: one untimed (first launches, the decode graph's capture), then `rounds`. */
+static int run_mode(const sd_options *o, glm_engine *e, const tok_ids *ids, oracle *orc,
+                    mode_result *r)
+{
+    glm_error err = {0};
+    reply warm = {.v = malloc(16 * sizeof(int32_t)), .cap = 16};
+    double secs = 0;
+    glm_status st = warm.v ? one_reply(e, ids, 16, NULL, &warm, &secs, NULL, &err) : GLM_ERR_NOMEM;
+    free(warm.v);
+    reply scratch = {.v = malloc((size_t)o->max_new * sizeof(int32_t)), .cap = o->max_new};
+    r->best_s = 1e30;
+    for (int k = 0; !st && k < o->rounds; k++) {
+        reply *into = k == 0 ? &r->out : &scratch;
+        st = one_reply(e, ids, o->max_new, orc, into, &secs, &r->stats, &err);
+        if (!st && secs < r->best_s)
+            r->best_s = secs;
+        if (!st && k > 0 && (scratch.n != r->out.n ||
+                             memcmp(scratch.v, r->out.v, (size_t)r->out.n * sizeof(int32_t)))) {
+            printf("FAIL: %s drafts: timed reply %d differs from the first one\n", r->name, k + 1);
+            st = GLM_ERR_BACKEND;
+            err.message[0] = '\0';
+        }
+    }
+    free(scratch.v);
+    if (st) {
+        if (err.message[0])
+            printf("FAIL: %s: %s\n", r->name, err.message);
+        return 1;
+    }
+    r->ran = 1;
+    return 0;
+}
+
+static void print_mode(const mode_result *r, const mode_result *plain)
+{
+    if (!r->ran) {
+        printf("  %-10s %s\n", r->name, r->skipped);
+        return;
+    }
+    double rate = r->out.n / r->best_s, base = plain->out.n / plain->best_s;
+    printf("  %-10s %9.1f %7.2fx", r->name, rate, rate / base);
+    if (r == plain) {
+        printf("  %7s\n", "-");
+        return;
+    }
+    long long acc = 0;
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        acc += r->stats.accepted[i];
+    printf("  %7lld  %5.2f  ", (long long)r->stats.windows,
+           r->stats.windows ? (double)acc / (double)r->stats.windows : 0.0);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        printf(" %lld/%lld", (long long)r->stats.accepted[i], (long long)r->stats.proposed[i]);
+    printf("%s\n", r->stats.windows ? "" : "  (no draft was proposed)");
+}
+
+int sd_bench_text(const sd_options *o, const char *label, const char *text)
+{
+    glm_error err = {0};
+    enum { PLAIN, COPY, MTP, ORACLE, N_MODES };
+    mode_result m[N_MODES] = {{.name = "plain"}, {.name = "copy"}, {.name = "mtp"},
+                              {.name = "all-right"}};
+    tok_ids ids = {0};
+    int failed = 0, has_mtp = 0;
+    glm_engine *e = open_engine(o, SPEC_OFF, &err);
+    const tok_tokenizer *tk = e ? glm_engine_tokenizer(e, &err) : NULL;
+    if (!tk || tok_encode(tk, text, strlen(text), &ids, &err)) {
+        printf("FAIL: %s: %s\n", label, err.message);
+        glm_engine_close(e);
+        return 1;
+    }
+    has_mtp = glm_engine_model(e)->cfg.num_nextn_predict_layers > 0;
+    for (int k = 0; k < N_MODES; k++)
+        m[k].out = (reply){.v = malloc((size_t)o->max_new * sizeof(int32_t)), .cap = o->max_new};
+    failed |= run_mode(o, e, &ids, NULL, &m[PLAIN]);
+    glm_engine_close(e);
+    oracle orc = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n};
+    if (!failed) { /* the copy engine runs the oracle too (an outside drafter replaces its own) */
+        e = open_engine(o, SPEC_COPY, &err);
+        if (!e) {
+            printf("FAIL: copy: %s\n", err.message);
+            failed = 1;
+        } else {
+            failed |= run_mode(o, e, &ids, NULL, &m[COPY]);
+            failed |= run_mode(o, e, &ids, &orc, &m[ORACLE]);
+            glm_engine_close(e);
+        }
+    }
+    if (!failed && has_mtp) {
+        e = open_engine(o, SPEC_MTP, &err);
+        if (!e) {
+            printf("FAIL: mtp: %s\n", err.message);
+            failed = 1;
+        } else {
+            failed |= run_mode(o, e, &ids, NULL, &m[MTP]);
+            glm_engine_close(e);
+        }
+    } else if (!has_mtp) {
+        snprintf(m[MTP].skipped, sizeof m[MTP].skipped, "not run: this model has no MTP layer "
+                 "(num_nextn_predict_layers 0)");
+    }
+    printf("decode %s (%s): %zu prompt tokens, %d greedy tokens a reply, best of %d\n", label,
+           backend_name(o->backend), ids.n, o->max_new, o->rounds);
+    printf("  %-10s %9s %8s  %7s  %5s   accepted/proposed at draft positions 1..%d\n", "drafts",
+           "tok/s", "x plain", "windows", "acc/w", SPEC_MAX_DRAFT);
+    int differ = 0;
+    for (int k = 0; k < N_MODES; k++) {
+        if (m[PLAIN].ran)
+            print_mode(&m[k], &m[PLAIN]);
+        if (k == PLAIN || !m[k].ran)
+            continue;
+        const reply *a = &m[PLAIN].out, *b = &m[k].out;
+        int at = 0;
+        while (at < a->n && at < b->n && a->v[at] == b->v[at])
+            at++;
+        if (at < a->n || at < b->n) {
+            differ++;
+            printf("FAIL: %s: the %s-drafted reply differs from the plain one at token %d of %d "
+                   "(%d, plain %d)\n", label, m[k].name, at, a->n, at < b->n ? (int)b->v[at] : -1,
+                   at < a->n ? (int)a->v[at] : -1);
+        }
+    }
+    if (!failed)
+        printf("  replies: %s\n", differ ? "DIFFERENT (see the FAIL lines)" :
+                                           "every drafted reply equals the plain one token for token");
+    for (int k = 0; k < N_MODES; k++)
+        free(m[k].out.v);
+    tok_ids_free(&ids);
+    return failed || differ ? 1 : 0;
+}
+
+int sd_window_costs(const sd_options *o, int ctx)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine(o, SPEC_OFF, &err);
+    glm_session *s = e ? glm_session_new(e, &err) : NULL;
+    if (!s) {
+        printf("FAIL: window costs: %s\n", err.message);
+        glm_engine_close(e);
+        return 1;
+    }
+    int V = glm_session_vocab(s), reps = 20, T_max = SPEC_MAX_DRAFT + 1;
+    int32_t *ids = malloc((size_t)(ctx + T_max) * sizeof *ids);
+    float *rows = malloc((size_t)T_max * V * sizeof *rows);
+    glm_status st = ids && rows ? GLM_OK : GLM_ERR_NOMEM;
+    for (int i = 0; ids && i < ctx + T_max; i++)
+        ids[i] = (i * 37) % 2000;
+    if (!st)
+        st = glm_session_feed(s, ids, ctx, NULL, &err);
+    if (!st)
+        st = glm_session_mark(s, &err);
+    double step = 0;
+    printf("verification window of T rows (%s, context %d), cost in one-token decode steps:",
+           backend_name(o->backend), ctx);
+    for (int T = 1; !st && T <= T_max; T++) {
+        double best = 1e30;
+        for (int r = 0; !st && r < reps; r++) {
+            double t0 = now_s();
+            st = T == 1 ? glm_session_feed(s, ids + ctx, 1, NULL, &err)
+                        : glm_session_verify(s, ids + ctx, T, rows, &err);
+            double dt = now_s() - t0;
+            best = dt < best ? dt : best;
+            if (!st)
+                st = glm_session_truncate(s, ctx, &err);
+        }
+        if (T == 1)
+            step = best;
+        printf(" T=%d %.2f", T, best / step);
+    }
+    printf(" (one step %.3f ms, best of %d)\n", step * 1e3, reps);
+    if (st)
+        printf("FAIL: window costs: %s\n", err.message);
+    free(ids);
+    free(rows);
+    glm_session_free(s);
+    glm_engine_close(e);
+    return st ? 1 : 0;
+}
+
+void sd_print_note(void)
+{
+    printf("note: acceptance reflects the weights. On mkmodel's random weights a draft is right by "
+           "chance only (a copy draft where the greedy reply repeats itself, an MTP draft where the "
+           "untrained MTP layer happens to agree with the model; mkmodel's tokenizer has text for "
+           "332 of the 154,880 ids, replies hold no other, and the random MTP layer drafts from all "
+           "of them), so the copy and mtp rows there forecast nothing for the checkpoint. The "
+           "all-right row (the plain reply itself as "
+           "drafts) is the ceiling any drafter can reach on this machine; the window costs above "
+           "say what verifying T rows costs against one decode step.\n");
+}

@@ -1,0 +1,37 @@
+# tests/gpu/lib.sh: the preamble tests/gpu/engine.sh and tests/gpu/spec.sh share (sourced, bash):
+# the machine and the time, then the binaries: taken from GLMCHAT_PREBUILT=DIR, or built here.
+# gpu_start NAME OUT_DIR TARGET...: sets src (the source root: the working directory), build
+# (BUILD_DIR, else $src/build-gpu-NAME), out (OUT_DIR, else $build/out), start (seconds), puts
+# the CUDA libraries on LD_LIBRARY_PATH and, without GLMCHAT_PREBUILT, configures with
+# CUDA_ARCHS (90) and makes the TARGETs (the build log's tail on failure: returns 1).
+# gpu_bin TARGET: the path of a target's binary (GLMCHAT_PREBUILT/its name, or build/TARGET).
+gpu_start() {
+    local name=$1 out_dir=$2
+    shift 2
+    src=$(pwd)
+    build=${BUILD_DIR:-"$src/build-gpu-$name"}
+    out=${out_dir:-"$build/out"}
+    mkdir -p "$build" "$out" || return 1
+    local archs=${CUDA_ARCHS:-90}
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
+    echo "== machine"
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
+    date -u
+    start=$(date +%s)
+    if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+        return 0
+    fi
+    echo "== build: ./configure CUDA_ARCHS=\"$archs\""
+    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
+        make -j"$(nproc)" "$@") >"$build/build.log" 2>&1 ||
+        { tail -40 "$build/build.log"; return 1; }
+    echo "build took $(( $(date +%s) - start )) s"
+}
+
+gpu_bin() {
+    if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+        echo "$GLMCHAT_PREBUILT/$(basename "$1")"
+    else
+        echo "$build/$1"
+    fi
+}
