@@ -495,6 +495,19 @@ int main(int argc, char **argv)
         printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
                "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
                np, CUDA_CHUNK, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+        if (np == prefill_n) { /* what grows with the position: one more chunk, profiled */
+            cb->prof.on = 1;
+            cb->prof.n = 0;
+            if (be.ops->prefill(be.impl, s, tok + np, CUDA_CHUNK, NULL, 0, &err)) {
+                printf("FAIL: prefill profile at %d: %s\n", np, err.message);
+                return 1;
+            }
+            cb->prof.on = 0;
+            snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position %d)",
+                     CUDA_CHUNK, np);
+            printf("\n");
+            print_profile(cb, title);
+        }
     }
     be.ops->state_free(s);
     backend_close(&be);

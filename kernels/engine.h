@@ -232,6 +232,20 @@ int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *
 /* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
 int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                    float *o, void *stream);
+/* The prefill (T > 8) forms of the three above, on the tensor cores (bf16 mma, f32 sums): the
+ * absorbed query and the value expansion as per-head GEMMs whose f32 inputs are split into three
+ * bf16 parts (f32 precision against bf16 kv_b); the latent attention a token's heads at once over
+ * tiles of its selected rows (bf16 or e4m3 cache, exact in bf16), qt and the softmax weights split
+ * in two bf16 parts, an online softmax. A row's result depends on its own data only (any chunk,
+ * any T). Other dtypes and shapes (kv_b not bf16, the f32 cache, widths off the tiles) run the
+ * scalar kernels above, which compute the same sums. */
+int eng_mla_absorb_prefill(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
+                           float *qt, void *stream);
+int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,
+                           const int *count, int width, int T, int H, int R, float scale, float *ot,
+                           void *stream);
+int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
+                           float *o, void *stream);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:

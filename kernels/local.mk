@@ -11,8 +11,8 @@ EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c benc
 	bench/bench_cuda_spec_h200_2026-12-03.txt
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
 	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
-	bench/bench_cuda_decode_h200_2026-12-03.txt
-EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c \
+	bench/bench_cuda_decode_h200_2026-12-03.txt bench/attn_h200_2026-12-03.txt
+EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA
@@ -31,6 +31,10 @@ $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT): $(KERNEL_INCLUDES)
 check_PROGRAMS += tests/gpu/test_exl3_gpu bench/bench_exl3
 tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c
 tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
+# the prefill latent attention and its products against the scalar kernels
+check_PROGRAMS += tests/gpu/test_mla_gpu
+tests_gpu_test_mla_gpu_SOURCES = tests/gpu/test_mla_gpu.c
+tests_gpu_test_mla_gpu_LDADD = $(glmchat_LDADD)
 bench_bench_exl3_SOURCES = bench/bench_exl3.cu
 bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@

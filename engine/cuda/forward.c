@@ -214,15 +214,20 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
                               st), "the indexer's top-k");
         }
     }
-    CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
-    if (T <= CUDA_DECODE_T) /* the selection split over blocks when there are few heads */
+    if (T <= CUDA_DECODE_T) { /* the selection split over blocks when there are few heads */
+        CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
         CK(eng_mla_attend_decode(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
                                  1.0f / sqrtf((float)dn), b->ot, b->apart, st),
            "the latent attention");
-    else
-        CK(eng_mla_attend(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
-                          1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
-    CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
+        CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
+    } else { /* prefill: the tensor-core forms (row results independent of the chunk) */
+        CK(eng_mla_absorb_prefill(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st),
+           "the absorbed query");
+        CK(eng_mla_attend_prefill(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                                  1.0f / sqrtf((float)dn), b->ot, st), "the latent attention");
+        CK(eng_mla_expand_prefill(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st),
+           "the value expansion");
+    }
     CK(lin(be, &L->dsa_o, b->od, T, b->y), "the MLA output projection");
     return 0;
 }
