@@ -49,6 +49,8 @@ const char *glm_mkmodel_presets(void)
            "small-mtp (small plus the MTP layer, layers.8; BF16)\n"
            "tiny-exl3 (hidden 128, 2 layers, 2 experts 128 wide so `quantize` can EXL3 them; F32)\n"
            "tiny-exl3-tp (tiny-exl3 with experts 256 wide: EXL3 halves for two ranks)\n"
+           "small-exl3 (hidden 512, 4 layers, 8 experts 128 wide: once quantized, the smallest model\n"
+           "  the CUDA backend's fused EXL3 expert kernels take; F32)\n"
            "real-N (GLM-5.3-Flash shapes with N layers, 3 KDA : 1 DSA; BF16)\n";
 }
 
@@ -113,6 +115,18 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
         layer_pattern(c, 1);
         *dtype = ST_F32;
         *max_new = 256;
+        return GLM_OK;
+    }
+    if (strcmp(name, "small-exl3") == 0) {
+        /* the fused EXL3 expert kernels need hidden % 512 == 0 and expert width % 128 == 0 */
+        c->hidden_size = 512, c->num_layers = 4, c->intermediate_size = 1024;
+        c->moe_intermediate_size = 128, c->num_heads = 4, c->q_lora_rank = 128, c->kv_lora_rank = 64;
+        c->qk_nope_head_dim = 64, c->v_head_dim = 64, c->index_n_heads = 8, c->index_head_dim = 32;
+        c->index_topk = 64, c->index_kpool = 4, c->kda_heads = 4, c->kda_head_dim = 64;
+        c->n_routed_experts = 8, c->num_experts_per_tok = 4;
+        layer_pattern(c, 1);
+        *dtype = ST_F32;
+        *max_new = 1024;
         return GLM_OK;
     }
     if (strcmp(name, "small") == 0 || strcmp(name, "small-mtp") == 0) {

@@ -26,6 +26,9 @@ mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
 "$G" mkmodel --out "$models/exl3-src" --preset tiny-exl3 --seed 5 >/dev/null || exit 1
 "$G" quantize --in "$models/exl3-src" --out "$models/tiny-exl3" --bits 4 >/dev/null || exit 1
+"$G" mkmodel --out "$models/exl3s-src" --preset small-exl3 --seed 7 >/dev/null || exit 1
+"$G" quantize --in "$models/exl3s-src" --out "$models/small-exl3" --bits 4 --threads "$(nproc)" \
+    >/dev/null || exit 1
 status=0
 : >"$out/parity.txt"
 echo "== the prefill latent attention and its products against the scalar kernels"
@@ -48,6 +51,7 @@ for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
 run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
 run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
+run_parity "$models/small-exl3" mkmodel-small-exl3-4bit 300 # the fused EXL3 expert kernels
 echo "== the q4 dense option emulated on the CPU (its error should equal the q4 dense rows above)"
 for m in "small-bf16 300" "tiny-exl3 64"; do
     set -- $m

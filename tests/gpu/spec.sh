@@ -9,7 +9,8 @@
 # BENCH_MODEL (the mkmodel preset, small-mtp), BENCH_DECODE (256 tokens), BENCH_ROUNDS (3),
 # CUDA_ARCHS (90), SPEC_BENCH=0 (checks only: no bench), SPEC_CHECKS=0 (the bench only).
 # A model with an MTP layer (mkmodel tiny-mtp) also checks draft = mtp; mkmodel small runs once
-# more with GLMCHAT_CUDA_DENSE=q4. GLMCHAT_PREBUILT=DIR takes glmchat,
+# more with GLMCHAT_CUDA_DENSE=q4; mkmodel small-exl3 (quantized here) reaches the fused EXL3
+# expert kernels. GLMCHAT_PREBUILT=DIR takes glmchat,
 # test_cuda_spec and bench_cuda_spec from DIR instead of building (a machine without the -dev
 # packages; put their libraries on LD_LIBRARY_PATH).
 set -u
@@ -24,6 +25,10 @@ mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1
 "$G" mkmodel --out "$models/small" --preset small --seed 3 >/dev/null || exit 1
 "$G" mkmodel --out "$models/tiny-mtp" --preset tiny-mtp --seed 13 >/dev/null || exit 1
+# the smallest model the fused EXL3 expert kernels (decode and grouped prefill) take
+"$G" mkmodel --out "$models/exl3-src" --preset small-exl3 --seed 7 >/dev/null &&
+    "$G" quantize --in "$models/exl3-src" --out "$models/small-exl3" --bits 4 \
+        --threads "$(nproc)" >/dev/null || exit 1
 status=0
 : >"$out/checks.txt"
 check() { # DIR LABEL [KV] [DENSE]
@@ -40,6 +45,7 @@ check "$models/tiny" mkmodel-tiny-f32kv f32
 check "$models/small" mkmodel-small-bf16
 check "$models/small" mkmodel-small-q4dense fp8 q4 # the Q4 products in windows and steps
 check "$models/tiny-mtp" mkmodel-tiny-mtp
+check "$models/small-exl3" mkmodel-small-exl3 # the fused EXL3 experts in windows, steps, resumes
 check "$models/tiny-mtp" mkmodel-tiny-mtp-f32kv f32
 fi
 if [ "${SPEC_BENCH:-1}" = 0 ]; then
