@@ -439,11 +439,15 @@ __device__ __forceinline__ uint32_t decode_halves_r(uint32_t s, const decode_con
     return r;
 }
 
-// One 4-bit tile: lane word w, its predecessor prev, into acc[0] (and acc[1]).
-// Without R16, acc[1] takes the second half of the k positions (summed by strip_w_finish).
+// One 4-bit tile: lane word w, its predecessor prev, into acc[q], q = 2 * row half + k half.
+// Split form: the two k halves of a weight (k 2t / 2t+8 and k 2t+1 / 2t+9) go to two chains,
+// acc[2h] and acc[2h + 1], summed once at the end (strip_w_finish); rows 8-15 (R16) take chains
+// 2 and 3 with the same operations, so a row's sums are the same operations in the same order
+// whether its group has 1 row or 16 (the mma computes each output element from its own input
+// column only). Pair form: one chain per row half, acc[0] and acc[2].
 template <int CB, bool R16, bool S>
 __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag<R16, S> &xf,
-                                          const decode_consts &sm, float acc[2][4])
+                                          const decode_consts &sm, float acc[4][4])
 {
     if (S) {
         uint32_t st[8];
@@ -453,47 +457,47 @@ __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag
         for (int i = 0; i < 8; i++)
             h[i] = decode_halves_r<CB>(st[i], sm);
         // k 2t (st0, st4) and 2t+8 (st2, st6); k 2t+1 (st1, st5) and 2t+9 (st3, st7)
+        mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
+        mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
         if (R16) {
-            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
-            mma16816_w(acc[0], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
-            mma16816_w(acc[1], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
-            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
-        } else {
-            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
-            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
+            mma16816_w(acc[2], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
+            mma16816_w(acc[3], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
         }
     } else {
         uint32_t b[4];
         decode_k4<CB>(w, prev, b);
         mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
         if (R16)
-            mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+            mma16816_w(acc[2], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
     }
 }
 
-// Any K, pair form (one mma per tile and row half).
+// Any K, pair form (one mma per tile and row half: chains 0 and 2).
 template <int K, int CB, bool R16, bool S>
 __device__ __forceinline__ void tile_any_w(const uint32_t *words, int lane, const xfrag<R16, S> &xf,
-                                           float acc[2][4])
+                                           float acc[4][4])
 {
     uint32_t b[4];
     decode_any<K, CB>(words, lane, b);
     mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
     if (R16)
-        mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+        mma16816_w(acc[2], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
 }
 
-// Without R16 the two accumulators of a tile hold one result: fold acc[t][1] into acc[t][0].
-template <bool R16>
-__device__ __forceinline__ void strip_w_finish(float acc[4][2][4])
+// The strip's result per tile and row half: chain 2h (+ chain 2h + 1 in the split form, always
+// in that order); row half 1 is 0 without R16.
+template <bool R16, bool kSplit>
+__device__ __forceinline__ void strip_w_finish(const float ch[4][4][4], float acc[4][2][4])
 {
 #pragma unroll
-    for (int t = 0; t < (R16 ? 0 : 4); t++)
+    for (int t = 0; t < 4; t++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            acc[t][0][i] += acc[t][1][i];
-            acc[t][1][i] = 0.0f;
-        }
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[t][h][i] = h && !R16 ? 0.0f
+                               : kSplit  ? ch[t][2 * h][i] + ch[t][2 * h + 1][i]
+                                         : ch[t][2 * h][i];
 }
 
 // Register ring (as strip4_run): K = 4 words through the warp's 512-byte shared slice.
@@ -505,6 +509,7 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
 {
     constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
+    float ch[4][4][4] = {};
     if (K == 4) {
         for (int kt = 0; kt < ksteps; kt += PF) {
 #pragma unroll
@@ -532,9 +537,9 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
                         uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
 #endif
 #ifdef EXL3_BENCH_LOAD_ONLY
-                        acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
+                        ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
 #else
-                        tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
+                        tile_k4_w<CB, R16>(w, prev, xf, sm, ch[t]);
 #endif
                     }
                 }
@@ -548,10 +553,10 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
 #pragma unroll
             for (int t = 0; t < 4; t++)
                 tile_any_w<K, CB, R16, false>(tile0 + (size_t)kt * stride + t * kWords, lane, xf,
-                                              acc[t]);
+                                              ch[t]);
         }
     }
-    strip_w_finish<R16>(acc);
+    strip_w_finish<R16, kS && K == 4>(ch, acc);
 }
 
 // cp.async ring, weights as A: each k-step waits for its stage, issues the one S - 1 ahead into
@@ -568,6 +573,7 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
     }
     constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
+    float ch[4][4][4] = {};
     for (int kt = 0; kt < ksteps; kt++) {
         cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
         __syncwarp();           // ... and every lane's; stage (kt - 1) % S is free again
@@ -587,15 +593,15 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
             uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
 #endif
 #ifdef EXL3_BENCH_LOAD_ONLY
-            acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
+            ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
 #else
-            tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
+            tile_k4_w<CB, R16>(w, prev, xf, sm, ch[t]);
 #endif
         }
     }
     cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
     __syncwarp();
-    strip_w_finish<R16>(acc);
+    strip_w_finish<R16, kS>(ch, acc);
 }
 
 } // namespace exl3

@@ -2,14 +2,20 @@
 // selected expert's gate/up, clamped SwiGLU, down and routing weights, straight from EXL3 trellises.
 //
 // A persistent grid takes work items by ticket, in this order:
-//   1. zero y;
-//   2. gate/up items (group, 128-column block, k quarter): both matrices' partial sums go to z
-//      by atomics; the last quarter of a column block runs the epilogue (output rotation x svh,
-//      SwiGLU, x down's suh, input rotation) and writes the fp16 input of the down projection;
-//   3. down items (group, 128-column block): wait until the group's 16 column blocks are done,
-//      then output rotation x svh x routing weight, added into y.
+//   1. zero the rows of y that have no valid expert;
+//   2. gate/up items (group, 128-column block, k quarter): the two warps of a column strip add
+//      their k halves in shared memory and store the quarter's partial sums; the last quarter of
+//      a column block to finish sums the four in quarter order and runs the epilogue (output
+//      rotation x svh, SwiGLU, x down's suh, input rotation): the down projection's fp16 input;
+//   3. down items (group, 128-column block): wait until the group's gate/up column blocks are
+//      done; the four k-quarter warps' sums are added in quarter order, rotated, x svh x routing
+//      weight, and stored per pair; the last pair of a row to finish a column block sums the
+//      row's slots in slot order into y.
 // A group is up to 16 (row, slot) pairs routed to one expert: its weights are read once.
-// Counters reset themselves, so the workspace stays ready for the next call.
+// Deterministic and batch-invariant: no float atomics; every sum has a fixed order, and a row's
+// operations are the same whatever the row count, its place in the call, or the other rows in
+// its group (the mma computes each output element from its own input column only). Counters
+// (integers) only say who finishes; they reset themselves, so the workspace stays ready.
 #include <cstdint>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -53,11 +59,12 @@ constexpr size_t ring_bytes(int K, int S)
 struct moe_ws {
     int ticket;
     int exited;
-    int zeroed;
-    int pad;
+    int pad[2];
     int done_gu[kMaxPairs];   // column blocks of gate/up finished, per group
     int done_down[kMaxPairs]; // column blocks of down finished, per group
-    // followed by: int parts[kMaxPairs][inter/128]; float z[pairs][2][inter]; half xd[pairs][inter]
+    // followed by: int parts[kMaxPairs][inter/128] (quarters done); int rows_done[kMaxPairs]
+    // [hidden/128] (pairs of a row done); float z[quarter][pairs][2][inter] (gate/up partials);
+    // half xd[pairs][inter]; float yd[pairs][hidden] (weighted down outputs)
 };
 
 struct moe_args {
@@ -69,8 +76,10 @@ struct moe_args {
     int rows, slots;
     moe_ws *ws;
     int *parts;
+    int *rows_done;
     float *z;
     __half *xd;
+    float *yd;
     size_t ring_offset; // bytes into the dynamic shared memory
 };
 
@@ -175,12 +184,6 @@ __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, si
         strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, slice, x_of, sm, acc);
 }
 
-// The down item's [nm][128] f32 sums sit after its [nm][inter + 8] fp16 input.
-__host__ __device__ __forceinline__ size_t zs_offset(int nm, int inter)
-{
-    return ((size_t)nm * (inter + 8) * 2 + 15) & ~(size_t)15;
-}
-
 __device__ __forceinline__ float half_at(const void *base, size_t i)
 {
     return __half2float(static_cast<const __half *>(base)[i]);
@@ -218,13 +221,14 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
         if (threadIdx.x == 0) // the next ticket travels while this item runs
             s_ticket = atomicAdd(&ws->ticket, 1);
         if (item == 0) {
-            size_t n = (size_t)a.rows * H;
-            for (size_t i = threadIdx.x; i < n; i += kThreads)
-                a.y[i] = 0.0f;
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                __threadfence();
-                atomicAdd(&ws->zeroed, 1);
+            // rows with no valid expert: nobody else writes them
+            for (int r = warp; r < a.rows; r += kThreads / 32) {
+                bool any = false;
+                for (int s = 0; s < a.slots; s++)
+                    any |= s_ids[r * a.slots + s] >= 0;
+                if (!any)
+                    for (int i = lane; i < H; i += 32)
+                        a.y[(size_t)r * H + i] = 0.0f;
             }
         } else if (item <= n_gu) {
             int idx = item - 1;
@@ -278,18 +282,40 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                            lda, nm, acc);
+            // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
+            // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
+            float *red = reinterpret_cast<float *>(smem); // [2 mats][nm][128]
+            __syncthreads();
+            if (warp & 1) {
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+                for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
+                    for (int h = 0; h < 2; h++)
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        int row = h * 8 + 2 * t + (i & 1);
-                        int col = (tn + j) * 16 + g + 8 * (i >> 1);
-                        if (row < nm)
-                            atomicAdd(a.z + ((size_t)mem[row] * 2 + mat) * I + col, acc[j][h][i]);
-                    }
+                        for (int i = 0; i < 4; i++) {
+                            int row = h * 8 + 2 * t + (i & 1);
+                            int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
+                            if (row < nm)
+                                red[(mat * nm + row) * 128 + col] = acc[j][h][i];
+                        }
+            }
+            __syncthreads();
+            if (!(warp & 1)) {
+                float *zq = a.z + (size_t)q * a.rows * a.slots * 2 * I;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            int row = h * 8 + 2 * t + (i & 1);
+                            int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
+                            if (row < nm)
+                                zq[((size_t)mem[row] * 2 + mat) * I + c * 128 + col] =
+                                    acc[j][h][i] + red[(mat * nm + row) * 128 + col];
+                        }
+            }
             __syncthreads();
             if (threadIdx.x == 0) {
                 __threadfence();
@@ -306,12 +332,15 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 for (int m = warp; m < nm; m += kThreads / 32) {
                     int pair = mem[m];
                     int col = c * 128 + 4 * lane;
-                    float *zg = a.z + ((size_t)pair * 2) * I + col, *zu = zg + I;
-                    float4 gv4 = __ldcg(reinterpret_cast<const float4 *>(zg));
-                    float4 uv4 = __ldcg(reinterpret_cast<const float4 *>(zu));
-                    *reinterpret_cast<float4 *>(zg) = make_float4(0.f, 0.f, 0.f, 0.f);
-                    *reinterpret_cast<float4 *>(zu) = make_float4(0.f, 0.f, 0.f, 0.f);
-                    float gv[4] = {gv4.x, gv4.y, gv4.z, gv4.w}, uv[4] = {uv4.x, uv4.y, uv4.z, uv4.w};
+                    // the quarters' partial sums, added in quarter order
+                    float gv[4] = {0.f, 0.f, 0.f, 0.f}, uv[4] = {0.f, 0.f, 0.f, 0.f};
+                    for (int qq = 0; qq < kQuarters; qq++) {
+                        const float *zg = a.z + (((size_t)qq * a.rows * a.slots + pair) * 2) * I + col;
+                        float4 g4 = __ldcg(reinterpret_cast<const float4 *>(zg));
+                        float4 u4 = __ldcg(reinterpret_cast<const float4 *>(zg + I));
+                        gv[0] += g4.x, gv[1] += g4.y, gv[2] += g4.z, gv[3] += g4.w;
+                        uv[0] += u4.x, uv[1] += u4.y, uv[2] += u4.z, uv[3] += u4.w;
+                    }
                     fwht128_warp(gv);
                     fwht128_warp(uv);
                     float hv[4];
@@ -355,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             else
                 strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
-                while (ld_acquire(&ws->done_gu[grp]) < cb_gu || ld_acquire(&ws->zeroed) < 1)
+                while (ld_acquire(&ws->done_gu[grp]) < cb_gu)
                     __nanosleep(100);
                 __threadfence();
             }
@@ -368,9 +397,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 *reinterpret_cast<uint4 *>(a_s + (size_t)m * lda + part * 8) = v;
             }
             __syncthreads();
-            float *zs = reinterpret_cast<float *>(smem + zs_offset(nm, I)); // [nm][128]
-            for (int i = threadIdx.x; i < nm * 128; i += kThreads)
-                zs[i] = 0.0f;
             float acc[4][2][4] = {};
             const __half *am = a_s + ks0 * 16;
             __syncthreads();
@@ -380,7 +406,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                            lda, nm, acc);
+            // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
+            float *zs = reinterpret_cast<float *>(smem);
+            __syncthreads();
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -390,23 +419,58 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                         int row = h * 8 + 2 * t + (i & 1);
                         int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
                         if (row < nm)
-                            atomicAdd(&zs[row * 128 + col], acc[j][h][i]);
+                            zs[((warp >> 1) * nm + row) * 128 + col] = acc[j][h][i];
                     }
             __syncthreads();
+            // per pair: the quarters in order, rotated, x svh x routing weight, stored
             for (int m = warp; m < nm; m += kThreads / 32) {
                 int pair = mem[m];
-                int row = pair / a.slots;
                 float wt = a.weights[pair];
                 float v[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    v[i] = zs[m * 128 + 4 * lane + i];
+                    v[i] = ((zs[(0 * nm + m) * 128 + 4 * lane + i] + zs[(1 * nm + m) * 128 + 4 * lane + i]) +
+                            zs[(2 * nm + m) * 128 + 4 * lane + i]) +
+                           zs[(3 * nm + m) * 128 + 4 * lane + i];
                 fwht128_warp(v);
                 int col = c * 128 + 4 * lane;
+                float o[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    atomicAdd(a.y + (size_t)row * H + col + i,
-                              v[i] * half_at(a.ex.down_svh, (size_t)e * H + col + i) * wt);
+                    o[i] = v[i] * half_at(a.ex.down_svh, (size_t)e * H + col + i) * wt;
+                *reinterpret_cast<float4 *>(a.yd + (size_t)pair * H + col) =
+                    make_float4(o[0], o[1], o[2], o[3]);
+            }
+            __syncthreads();
+            // the last of a row's pairs to finish this column block sums the row's slots
+            if (threadIdx.x < nm) {
+                int row = mem[threadIdx.x] / a.slots;
+                int valid = 0;
+                for (int s = 0; s < a.slots; s++)
+                    valid += s_ids[row * a.slots + s] >= 0;
+                int *done = a.rows_done + (size_t)row * cb_down + c;
+                __threadfence();
+                int last = atomicAdd(done, 1) == valid - 1;
+                if (last)
+                    *done = 0;
+                s_aux[threadIdx.x] = last; // the group table is built; s_aux is free now
+            }
+            __syncthreads();
+            for (int m = warp; m < nm; m += kThreads / 32) {
+                if (!s_aux[m])
+                    continue;
+                __threadfence();
+                int row = mem[m] / a.slots;
+                int col = c * 128 + 4 * lane;
+                float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+                for (int s = 0; s < a.slots; s++) {
+                    if (s_ids[row * a.slots + s] < 0)
+                        continue;
+                    float4 d = __ldcg(reinterpret_cast<const float4 *>(
+                        a.yd + (size_t)(row * a.slots + s) * H + col));
+                    sum.x += d.x, sum.y += d.y, sum.z += d.z, sum.w += d.w;
+                }
+                *reinterpret_cast<float4 *>(a.y + (size_t)row * H + col) = sum;
             }
             __syncthreads();
             if (threadIdx.x == 0) {
@@ -424,7 +488,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     if (threadIdx.x == 0) {
         if (atomicAdd(&ws->exited, 1) == (int)gridDim.x - 1) { // the last block out resets
             ws->ticket = 0;
-            ws->zeroed = 0;
             __threadfence();
             ws->exited = 0;
         }
@@ -441,22 +504,38 @@ size_t parts_offset()
     return align256(sizeof(moe_ws));
 }
 
-size_t z_offset(int inter)
+// The counters first (fixed places: they outlive a call), then this call's data by its pairs.
+size_t rows_done_offset(int inter)
 {
     return parts_offset() + align256((size_t)kMaxPairs * (inter / 128) * sizeof(int));
 }
 
-size_t xd_offset(int inter, int pairs)
+size_t z_offset(int inter, int hidden)
 {
-    return z_offset(inter) + align256((size_t)pairs * 2 * inter * sizeof(float));
+    return rows_done_offset(inter) + align256((size_t)kMaxPairs * (hidden / 128) * sizeof(int));
 }
 
+size_t xd_offset(int inter, int hidden, int pairs)
+{
+    return z_offset(inter, hidden) + align256((size_t)kQuarters * pairs * 2 * inter * sizeof(float));
+}
+
+size_t yd_offset(int inter, int hidden, int pairs)
+{
+    return xd_offset(inter, hidden, pairs) + align256((size_t)pairs * inter * sizeof(__half));
+}
+
+// The items' shared memory: the inputs (gate/up: [2][nm][hidden / quarters + 8] fp16; down:
+// [nm][inter + 8]), reused after the strips for the sums (gate/up: [2][nm][128] f32, down:
+// [4][nm][128]).
 size_t smem_bytes(const kern_exl3_experts *ex, int rows)
 {
-    int nm = rows < kGroupRows ? rows : kGroupRows;
-    size_t gu = (size_t)2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
-    size_t down = zs_offset(nm, ex->inter) + (size_t)nm * 128 * sizeof(float);
-    return gu > down ? gu : down;
+    size_t nm = rows < kGroupRows ? rows : kGroupRows;
+    size_t gu = 2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
+    size_t down = nm * (ex->inter + 8) * sizeof(__half);
+    size_t sums = 4 * nm * 128 * sizeof(float);
+    size_t m = gu > down ? gu : down;
+    return m > sums ? m : sums;
 }
 
 // The rings sit after the items' own shared memory, 128-byte aligned.
@@ -544,7 +623,7 @@ extern "C" size_t kern_exl3_moe_workspace(const kern_exl3_experts *ex, int rows,
     int pairs = rows * slots;
     if (pairs < 1 || pairs > kMaxPairs)
         return 0;
-    return xd_offset(ex->inter, pairs) + align256((size_t)pairs * ex->inter * sizeof(__half));
+    return yd_offset(ex->inter, ex->hidden, pairs) + align256((size_t)pairs * ex->hidden * sizeof(float));
 }
 
 extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
@@ -567,8 +646,10 @@ extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const 
     a.ws = static_cast<moe_ws *>(work);
     char *base = static_cast<char *>(work);
     a.parts = reinterpret_cast<int *>(base + parts_offset());
-    a.z = reinterpret_cast<float *>(base + z_offset(ex->inter));
-    a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, rows * slots));
+    a.rows_done = reinterpret_cast<int *>(base + rows_done_offset(ex->inter));
+    a.z = reinterpret_cast<float *>(base + z_offset(ex->inter, ex->hidden));
+    a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, ex->hidden, rows * slots));
+    a.yd = reinterpret_cast<float *>(base + yd_offset(ex->inter, ex->hidden, rows * slots));
     a.ring_offset = 0;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t rc;
