@@ -17,6 +17,7 @@
 // its group (the mma computes each output element from its own input column only). Counters
 // (integers) only say who finishes; they reset themselves, so the workspace stays ready.
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -143,6 +144,42 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
 
 constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
 
+// EXL3_DUP_INPUT=1: groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their
+// inputs in shared memory as duplicated halves (each fp16 input x stored as the word x:x), so
+// that the strip loads its split fragment with two 8-byte loads instead of two 4-byte loads and
+// four PRMT a k-step; twice the inputs' shared memory. (Tuning variant, off until timed.)
+#ifndef EXL3_DUP_INPUT
+#define EXL3_DUP_INPUT 0
+#endif
+template <int K, int CB>
+__host__ __device__ constexpr bool dup_inputs()
+{
+    return EXL3_DUP_INPUT && K == 4 && CB != 2 && kSplitHalves;
+}
+
+__device__ __forceinline__ uint32_t dup_half(uint32_t h2, int hi)
+{
+    return __byte_perm(h2, 0, hi ? 0x3232 : 0x1010);
+}
+
+// The split fragment of k-tile kt from duplicated rows (words [nrows][ldw]): s[0], s[2] = the
+// words of k 2t, 2t+1; s[1], s[3] those of k 2t+8, 2t+9 (rows g; rows past nrows are 0).
+__device__ __forceinline__ void smem_x_dup(const uint32_t *a_w, int ldw, int nrows, int kt,
+                                           uint32_t s[8])
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t *p = a_w + g * ldw + kt * 16 + 2 * t;
+    uint2 lo = make_uint2(0u, 0u), hi = make_uint2(0u, 0u);
+    if (g < nrows) {
+        lo = *reinterpret_cast<const uint2 *>(p);
+        hi = *reinterpret_cast<const uint2 *>(p + 8);
+    }
+    s[0] = lo.x;
+    s[2] = lo.y;
+    s[1] = hi.x;
+    s[3] = hi.y;
+}
+
 // The input (B) fragment of k-tile kt from rows [nrows][lda] of shared memory: x[0], x[1] rows g
 // (k 2t.., 2t+8..), x[2], x[3] rows g + 8 (R16 only); rows past nrows are 0.
 template <bool R16>
@@ -169,15 +206,25 @@ __constant__ uint32_t c_decode_consts[4] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3
 
 // One warp's strip of 4 n-tiles over ksteps k-tiles, weights as the A operand; R16: the group
 // has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
+// am: the strip's first input element (fp16 [nm][lda], or with dup_inputs and !R16 the words
+// [nm][lda] of duplicated halves).
 template <int K, int CB, int S, bool R16>
 __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, size_t stride,
                                           int ksteps, uint4 *ring, uint32_t *slice,
-                                          uint32_t *ring_s, const __half *am, int lda, int nm,
+                                          uint32_t *ring_s, const void *am, int lda, int nm,
                                           float acc[4][2][4])
 {
     decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
                         c_decode_consts[3]};
-    auto x_of = [&](int kt, uint32_t xf[4]) { smem_x<R16>(am, lda, nm, kt, xf); };
+    auto x_of = [&](int kt, auto &xf) {
+        using xf_t = typename std::remove_reference<decltype(xf)>::type;
+        if (dup_inputs<K, CB>() && !R16 && xf_t::kSplitForm) {
+            smem_x_dup(static_cast<const uint32_t *>(am), lda, nm, kt, xf.s);
+        } else {
+            smem_x<R16>(static_cast<const __half *>(am), lda, nm, kt, xf.x);
+            xf.split();
+        }
+    };
     if (kAsync)
         strip_w_async_run<K, CB, S, R16>(tile0, stride, ksteps, ring_s, x_of, sm, acc);
     else
@@ -238,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             int e = g_expert[grp], nm = g_count[grp];
             const uint16_t *mem = g_member + grp * kGroupRows;
             int k0 = q * kq, lda = kq + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda]
+            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda] (dup: words)
+            const bool dup = dup_inputs<K, CB>() && nm <= 8;
             // the first k-steps' trellis words travel while the inputs are rotated
             int mat = warp >> 2;
             int tn = c * 8 + ((warp >> 1) & 1) * 4;
@@ -252,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             if (kAsync)
                 strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
             else
-                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
             for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
                 int which = job / (nm * (kq / 128));
@@ -267,15 +315,22 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 for (int i = 0; i < 4; i++)
                     v[i] *= half_at(suh, (size_t)e * H + col + i);
                 fwht128_warp(v);
-                __half *dst = a_s + ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
                 uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
                                 h2_bits(__floats2half2_rn(v[2], v[3]))};
-                *reinterpret_cast<uint2 *>(dst) = packed;
+                size_t at = ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
+                if (dup)
+                    *reinterpret_cast<uint4 *>(reinterpret_cast<uint32_t *>(smem) + at) =
+                        make_uint4(dup_half(packed.x, 0), dup_half(packed.x, 1),
+                                   dup_half(packed.y, 0), dup_half(packed.y, 1));
+                else
+                    *reinterpret_cast<uint2 *>(a_s + at) = packed;
             }
             __syncthreads();
             // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
             float acc[4][2][4] = {};
-            const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
+            size_t am_at = (size_t)mat * nm * lda + ks0 * 16;
+            const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
+                                 : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                           lda, nm, acc);
@@ -382,7 +437,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             if (kAsync)
                 strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
             else
-                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
                 while (ld_acquire(&ws->done_gu[grp]) < cb_gu)
                     __nanosleep(100);
@@ -390,15 +445,26 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             }
             __syncthreads();
             int lda = I + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda]
+            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda] (dup: words)
+            const bool dup = dup_inputs<K, CB>() && nm <= 8;
+            uint32_t *a_w = reinterpret_cast<uint32_t *>(smem);
             for (int i = threadIdx.x; i < nm * (I / 8); i += kThreads) {
                 int m = i / (I / 8), part = i % (I / 8);
                 uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.xd + (size_t)mem[m] * I) + part);
-                *reinterpret_cast<uint4 *>(a_s + (size_t)m * lda + part * 8) = v;
+                size_t at = (size_t)m * lda + part * 8;
+                if (dup) {
+                    *reinterpret_cast<uint4 *>(a_w + at) =
+                        make_uint4(dup_half(v.x, 0), dup_half(v.x, 1), dup_half(v.y, 0), dup_half(v.y, 1));
+                    *reinterpret_cast<uint4 *>(a_w + at + 4) =
+                        make_uint4(dup_half(v.z, 0), dup_half(v.z, 1), dup_half(v.w, 0), dup_half(v.w, 1));
+                } else {
+                    *reinterpret_cast<uint4 *>(a_s + at) = v;
+                }
             }
             __syncthreads();
             float acc[4][2][4] = {};
-            const __half *am = a_s + ks0 * 16;
+            const void *am = dup ? static_cast<const void *>(a_w + ks0 * 16)
+                                 : static_cast<const void *>(a_s + ks0 * 16);
             __syncthreads();
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
@@ -528,13 +594,19 @@ size_t yd_offset(int inter, int hidden, int pairs)
 // The items' shared memory: the inputs (gate/up: [2][nm][hidden / quarters + 8] fp16; down:
 // [nm][inter + 8]), reused after the strips for the sums (gate/up: [2][nm][128] f32, down:
 // [4][nm][128]).
+// With EXL3_DUP_INPUT the inputs of groups up to 8 rows take 4 bytes an element.
 size_t smem_bytes(const kern_exl3_experts *ex, int rows)
 {
     size_t nm = rows < kGroupRows ? rows : kGroupRows;
+    size_t nd = EXL3_DUP_INPUT ? (nm < 8 ? nm : 8) : 0;
     size_t gu = 2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
     size_t down = nm * (ex->inter + 8) * sizeof(__half);
+    size_t gu_dup = 2 * nd * (ex->hidden / kQuarters + 8) * 4;
+    size_t down_dup = nd * (ex->inter + 8) * 4;
     size_t sums = 4 * nm * 128 * sizeof(float);
     size_t m = gu > down ? gu : down;
+    m = m > gu_dup ? m : gu_dup;
+    m = m > down_dup ? m : down_dup;
     return m > sums ? m : sums;
 }
 
