@@ -4,9 +4,9 @@
 # Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build, direct loads
 # (a lane loads the words it decodes, the neighbour word by shuffle: no shared regroup),
 # unguarded k-step blocks, inputs stored as duplicated halves (no PRMT for the split fragment),
-# all three, all three at 8 k-steps of prefetch, ALU-pipe shifts, the cp.async
-# ring (8 stages), load-only (no decode, no mma) and compute-only (no trellis read: decode + mma
-# on register data, the decode-compute ceiling; both give meaningless results).
+# one accumulator chain a row half (onechain), unguarded + onechain, the first three together
+# (all), all + onechain (all1), load-only (no decode, no mma) and compute-only (no trellis read:
+# decode + mma on register data, the decode-compute ceiling; both give meaningless results).
 # With cuobjdump and python3 there, each variant's SASS hot loops are counted (hotloop.py:
 # instructions a tile and a weight of the one-row mcg kernel's strips).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
@@ -17,9 +17,10 @@ build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
 variants=${EXL3_VARIANTS:-"default: direct:-DEXL3_DIRECT_LOAD=1 unguarded:-DEXL3_UNGUARDED=1
-          dup:-DEXL3_DUP_INPUT=1 all:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1
-          all_pf8:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1,-DEXL3_PREFETCH=8
-          alushifts:-DEXL3_FMA_SHIFTS=0 stages8:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=8
+          dup:-DEXL3_DUP_INPUT=1 onechain:-DEXL3_SPLIT_CHAINS=1
+          unguarded1:-DEXL3_UNGUARDED=1,-DEXL3_SPLIT_CHAINS=1
+          all:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1
+          all1:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1,-DEXL3_SPLIT_CHAINS=1
           loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY"}
 for v in $variants; do
     name=${v%%:*}
