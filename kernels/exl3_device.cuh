@@ -359,6 +359,8 @@ __device__ __forceinline__ void mma16816_w(float acc[4], uint32_t a0, uint32_t a
 // duplicated into both halves, s[0..3] rows g (k 2t, 2t+8, 2t+1, 2t+9), s[4..7] rows g+8.
 template <bool R16, bool kSplit>
 struct xfrag {
+    static constexpr bool kSplitForm = kSplit;
+    static constexpr bool kRows16 = R16;
     uint32_t x[4];
     uint32_t s[8];
     __device__ __forceinline__ void split()
@@ -439,11 +441,24 @@ __device__ __forceinline__ uint32_t decode_halves_r(uint32_t s, const decode_con
     return r;
 }
 
-// One 4-bit tile: lane word w, its predecessor prev, into acc[0] (and acc[1]).
-// Without R16, acc[1] takes the second half of the k positions (summed by strip_w_finish).
+// EXL3_SPLIT_CHAINS=2 (default): the split form keeps a weight's two k halves in two
+// accumulator chains a row half (4 a tile with R16: 64 registers for a 16-row strip); 1: both
+// halves chain into one accumulator (half the accumulators; the mma latency is far shorter than
+// a k-step's issue time, so the chain should not stall; tuning variant until timed).
+#ifndef EXL3_SPLIT_CHAINS
+#define EXL3_SPLIT_CHAINS 2
+#endif
+constexpr bool kTwoChains = EXL3_SPLIT_CHAINS == 2;
+
+// One 4-bit tile: lane word w, its predecessor prev, into acc[q], q = 2 * row half + k half.
+// Split form: the two k halves of a weight (k 2t / 2t+8 and k 2t+1 / 2t+9) go to two chains,
+// acc[2h] and acc[2h + 1], summed once at the end (strip_w_finish); rows 8-15 (R16) take chains
+// 2 and 3 with the same operations, so a row's sums are the same operations in the same order
+// whether its group has 1 row or 16 (the mma computes each output element from its own input
+// column only). Pair form: one chain per row half, acc[0] and acc[2].
 template <int CB, bool R16, bool S>
 __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag<R16, S> &xf,
-                                          const decode_consts &sm, float acc[2][4])
+                                          const decode_consts &sm, float acc[4][4])
 {
     if (S) {
         uint32_t st[8];
@@ -453,51 +468,165 @@ __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag
         for (int i = 0; i < 8; i++)
             h[i] = decode_halves_r<CB>(st[i], sm);
         // k 2t (st0, st4) and 2t+8 (st2, st6); k 2t+1 (st1, st5) and 2t+9 (st3, st7)
+        constexpr int kh = kTwoChains ? 1 : 0; // the chain of the second k halves
+        mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
+        mma16816_w(acc[kh], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
         if (R16) {
-            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
-            mma16816_w(acc[0], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
-            mma16816_w(acc[1], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
-            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
-        } else {
-            mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
-            mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
+            mma16816_w(acc[2], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
+            mma16816_w(acc[2 + kh], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
         }
     } else {
         uint32_t b[4];
         decode_k4<CB>(w, prev, b);
         mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
         if (R16)
-            mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+            mma16816_w(acc[2], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
     }
 }
 
-// Any K, pair form (one mma per tile and row half).
+// Any K, pair form (one mma per tile and row half: chains 0 and 2).
 template <int K, int CB, bool R16, bool S>
 __device__ __forceinline__ void tile_any_w(const uint32_t *words, int lane, const xfrag<R16, S> &xf,
-                                           float acc[2][4])
+                                           float acc[4][4])
 {
     uint32_t b[4];
     decode_any<K, CB>(words, lane, b);
     mma16816_w(acc[0], b[0], b[2], b[1], b[3], xf.x[0], xf.x[1]);
     if (R16)
-        mma16816_w(acc[1], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
+        mma16816_w(acc[2], b[0], b[2], b[1], b[3], xf.x[2], xf.x[3]);
 }
 
-// Without R16 the two accumulators of a tile hold one result: fold acc[t][1] into acc[t][0].
-template <bool R16>
-__device__ __forceinline__ void strip_w_finish(float acc[4][2][4])
+// The strip's result per tile and row half: chain 2h (+ chain 2h + 1 in the split form, always
+// in that order); row half 1 is 0 without R16.
+template <bool R16, bool kSplit>
+__device__ __forceinline__ void strip_w_finish(const float ch[4][4][4], float acc[4][2][4])
 {
 #pragma unroll
-    for (int t = 0; t < (R16 ? 0 : 4); t++)
+    for (int t = 0; t < 4; t++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            acc[t][0][i] += acc[t][1][i];
-            acc[t][1][i] = 0.0f;
-        }
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[t][h][i] = h && !R16            ? 0.0f
+                               : kSplit && kTwoChains ? ch[t][2 * h][i] + ch[t][2 * h + 1][i]
+                                                      : ch[t][2 * h][i];
 }
 
-// Register ring (as strip4_run): K = 4 words through the warp's 512-byte shared slice.
-// load_x(kt, xf): the input fragment of k-tile kt (xf.x; split() is called here).
+// EXL3_DIRECT_LOAD=1: the weights-as-A strips load a k-step as four 4-byte loads a lane (each
+// a warp-wide 128-byte row: lane l gets word l of each of the 4 tiles, the word its decode
+// needs) and take the previous word by one shuffle a tile, instead of one 16-byte load, a
+// store to the warp's shared slice, two __syncwarp and two shared loads a tile. Per k-step:
+// 4 LDG + 4 SHFL against 1 LDG + 1 STS + 2 WARPSYNC + 8 LDS, and no shared round trip on the
+// decode's critical path. (Tuning variant, off by default until the H200 times it.)
+#ifndef EXL3_DIRECT_LOAD
+#define EXL3_DIRECT_LOAD 0
+#endif
+constexpr bool kDirectLoad = EXL3_DIRECT_LOAD != 0;
+
+// One k-step's trellis words for the weights-as-A strips, in the layout the ring holds.
+__device__ __forceinline__ uint4 kstep_load(const uint32_t *__restrict__ p, int lane)
+{
+    if (kDirectLoad) { // one address, the tiles at immediate offsets
+        uint4 v;
+        asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%4];\n"
+                     "ld.global.nc.L1::no_allocate.u32 %1, [%4+128];\n"
+                     "ld.global.nc.L1::no_allocate.u32 %2, [%4+256];\n"
+                     "ld.global.nc.L1::no_allocate.u32 %3, [%4+384];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p + lane));
+        return v;
+    }
+    return ld_stream4(p + lane * 4);
+}
+
+template <int K, int PF>
+__device__ __forceinline__ void strip_w_prime(const uint32_t *__restrict__ tile0, size_t stride,
+                                              int ksteps, uint4 ring[PF])
+{
+    int lane = threadIdx.x & 31;
+    if (K == 4) {
+#pragma unroll
+        for (int i = 0; i < PF; i++)
+#ifdef EXL3_BENCH_COMPUTE_ONLY
+            ring[i] = make_uint4(lane, i, 0, 0);
+#else
+            ring[i] = i < ksteps ? kstep_load(tile0 + i * stride, lane) : make_uint4(0, 0, 0, 0);
+#endif
+    }
+}
+
+__device__ __forceinline__ uint32_t uint4_at(const uint4 &v, int t)
+{
+    return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
+}
+
+// Register ring (as strip4_run): K = 4 words through the warp's 512-byte shared slice (or, with
+// EXL3_DIRECT_LOAD, straight from the ring registers).
+// load_x(kt, xf): the input fragment of k-tile kt into xf (xf.x, then xf.split(); or, where the
+// inputs are stored duplicated, xf.s straight from shared memory).
+// EXL3_UNGUARDED=1: the register ring's k-steps run in blocks of PF without the per-step
+// bounds checks (and their branches) while a whole block and its prefetches lie inside the
+// strip; the rest takes the checked blocks. (Tuning variant, off until the H200 times it.)
+#ifndef EXL3_UNGUARDED
+#define EXL3_UNGUARDED 0
+#endif
+
+// PF k-steps of a 4-bit weights-as-A strip from k-step kt; kGuard: check each step and
+// prefetch against ksteps.
+template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad>
+__device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0, size_t stride,
+                                              int ksteps, int kt, uint4 ring[PF], uint32_t *slice,
+                                              XLoad &load_x, const decode_consts &sm,
+                                              float ch[4][4][4])
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < PF; i++) {
+        if (!kGuard || kt + i < ksteps) {
+#ifndef EXL3_BENCH_COMPUTE_ONLY
+            // direct loads decode from ring[i] itself and refill it after the tiles (no copy
+            // of the four words held across the decode: the register budget is full)
+            uint4 v = ring[i];
+            if (!kDirectLoad) {
+                if (!kGuard || kt + i + PF < ksteps)
+                    ring[i] = kstep_load(tile0 + (size_t)(kt + i + PF) * stride, lane);
+                __syncwarp();
+                *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
+                __syncwarp();
+            }
+#endif
+            xfrag<R16, kS> xf;
+            load_x(kt + i, xf);
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+#ifdef EXL3_BENCH_COMPUTE_ONLY
+                // no trellis read: words made in registers, decoded and multiplied as usual
+                uint32_t w = (lane * 0x9E3779B9u) ^ ((kt + i) * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
+                uint32_t prev = __funnelshift_l(w, w, 13);
+#else
+                uint32_t w, prev;
+                if (kDirectLoad) {
+                    w = uint4_at(v, t);
+                    prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
+                } else {
+                    w = slice[t * 32 + lane];
+                    prev = slice[t * 32 + ((lane + 31) & 31)];
+                }
+#endif
+#ifdef EXL3_BENCH_LOAD_ONLY
+                ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
+#else
+                tile_k4_w<CB, R16>(w, prev, xf, sm, ch[t]);
+#endif
+            }
+#ifndef EXL3_BENCH_COMPUTE_ONLY
+            if (kDirectLoad && (!kGuard || kt + i + PF < ksteps))
+                ring[i] = kstep_load(tile0 + (size_t)(kt + i + PF) * stride, lane);
+#endif
+        }
+    }
+}
+
 template <int K, int CB, int PF, bool R16, typename XLoad>
 __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, size_t stride,
                                             int ksteps, uint4 ring[PF], uint32_t *slice,
@@ -505,53 +634,28 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
 {
     constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
+    float ch[4][4][4] = {};
     if (K == 4) {
-        for (int kt = 0; kt < ksteps; kt += PF) {
-#pragma unroll
-            for (int i = 0; i < PF; i++) {
-                if (kt + i < ksteps) {
-#ifndef EXL3_BENCH_COMPUTE_ONLY
-                    uint4 v = ring[i];
-                    if (kt + i + PF < ksteps)
-                        ring[i] = ld_stream4(tile0 + (size_t)(kt + i + PF) * stride + lane * 4);
-                    __syncwarp();
-                    *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
-                    __syncwarp();
-#endif
-                    xfrag<R16, kS> xf;
-                    load_x(kt + i, xf.x);
-                    xf.split();
-#pragma unroll
-                    for (int t = 0; t < 4; t++) {
-#ifdef EXL3_BENCH_COMPUTE_ONLY
-                        // no trellis read: words made in registers, decoded and multiplied as usual
-                        uint32_t w = (lane * 0x9E3779B9u) ^ ((kt + i) * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
-                        uint32_t prev = __funnelshift_l(w, w, 13);
-#else
-                        uint32_t w = slice[t * 32 + lane];
-                        uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
-#endif
-#ifdef EXL3_BENCH_LOAD_ONLY
-                        acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
-#else
-                        tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
-#endif
-                    }
-                }
-            }
-        }
+        int kt = 0;
+        if (EXL3_UNGUARDED)
+            for (; kt + 2 * PF <= ksteps; kt += PF)
+                strip_w_block<CB, PF, R16, kS, false>(tile0, stride, ksteps, kt, ring, slice,
+                                                      load_x, sm, ch);
+        for (; kt < ksteps; kt += PF)
+            strip_w_block<CB, PF, R16, kS, true>(tile0, stride, ksteps, kt, ring, slice, load_x,
+                                                 sm, ch);
     } else {
         constexpr int kWords = 8 * K;
         for (int kt = 0; kt < ksteps; kt++) {
             xfrag<R16, false> xf;
-            load_x(kt, xf.x);
+            load_x(kt, xf);
 #pragma unroll
             for (int t = 0; t < 4; t++)
                 tile_any_w<K, CB, R16, false>(tile0 + (size_t)kt * stride + t * kWords, lane, xf,
-                                              acc[t]);
+                                              ch[t]);
         }
     }
-    strip_w_finish<R16>(acc);
+    strip_w_finish<R16, kS && K == 4>(ch, acc);
 }
 
 // cp.async ring, weights as A: each k-step waits for its stage, issues the one S - 1 ahead into
@@ -568,6 +672,7 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
     }
     constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
+    float ch[4][4][4] = {};
     for (int kt = 0; kt < ksteps; kt++) {
         cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
         __syncwarp();           // ... and every lane's; stage (kt - 1) % S is free again
@@ -575,8 +680,7 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
         const uint32_t *slice = ring + (kt % S) * 128;
         (void)slice;
         xfrag<R16, kS> xf;
-        load_x(kt, xf.x);
-        xf.split();
+        load_x(kt, xf);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
 #ifdef EXL3_BENCH_COMPUTE_ONLY
@@ -587,15 +691,15 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
             uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
 #endif
 #ifdef EXL3_BENCH_LOAD_ONLY
-            acc[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
+            ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
 #else
-            tile_k4_w<CB, R16>(w, prev, xf, sm, acc[t]);
+            tile_k4_w<CB, R16>(w, prev, xf, sm, ch[t]);
 #endif
         }
     }
     cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
     __syncwarp();
-    strip_w_finish<R16>(acc);
+    strip_w_finish<R16, kS>(ch, acc);
 }
 
 } // namespace exl3

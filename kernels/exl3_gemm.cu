@@ -1,5 +1,12 @@
 // exl3_gemm.cu: one EXL3 linear layer on the GPU straight from its trellis: input rotation,
 // batch-1 GEMV / few-row GEMM (rows <= 16), the prefill GEMM above that, output rotation.
+//
+// Deterministic and batch-invariant: the k range is split into parts by the layer's shape and
+// the device only (never by the row count); each part's sums are stored, not added by atomics,
+// and the output rotation adds the parts in index order. A row's bits therefore do not depend
+// on the row count, its position or the other rows, within a path (rows <= 16: the GEMV path;
+// more: the prefill path). The two paths differ in bits (their own k splits, and the GEMV feeds
+// a weight's two fp16 halves to the mma where the prefill GEMM adds them in fp16 first).
 #include <cstdint>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,10 +20,9 @@ using namespace exl3;
 
 constexpr int kThreads = 256; // 8 warps
 
-// xh[r][:] = fp16(Hk (x[r] . suh)); one warp per 128-block. Also zeroes z[rows][out].
+// xh[r][:] = fp16(Hk (x[r] . suh)); one warp per 128-block.
 __global__ void rotate_in_kernel(const float *__restrict__ x, const __half *__restrict__ suh,
-                                 __half *__restrict__ xh, float *__restrict__ z, int rows, int in,
-                                 int out)
+                                 __half *__restrict__ xh, int in)
 {
     int lane = threadIdx.x & 31;
     int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -33,14 +39,13 @@ __global__ void rotate_in_kernel(const float *__restrict__ x, const __half *__re
         uint2 packed = {h2_bits(lo), h2_bits(hi)};
         *reinterpret_cast<uint2 *>(xh + (size_t)r * in + col) = packed;
     }
-    int per_row = gridDim.x * blockDim.x;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < out; i += per_row)
-        z[(size_t)r * out + i] = 0.0f;
 }
 
-// y[r][:] = (Hn z[r]) . svh + bias; one warp per 128-block.
-__global__ void rotate_out_kernel(const float *__restrict__ z, const __half *__restrict__ svh,
-                                  const __half *__restrict__ bias, float *__restrict__ y, int out)
+// y[r][:] = (Hn sum_p z[p][r]) . svh + bias, the parts added in index order; one warp per
+// 128-block.
+__global__ void rotate_out_kernel(const float *__restrict__ z, int parts, int rows,
+                                  const __half *__restrict__ svh, const __half *__restrict__ bias,
+                                  float *__restrict__ y, int out)
 {
     int lane = threadIdx.x & 31;
     int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
@@ -48,8 +53,11 @@ __global__ void rotate_out_kernel(const float *__restrict__ z, const __half *__r
     if (block * 128 >= out)
         return;
     int col = block * 128 + 4 * lane;
-    float4 zv = __ldcg(reinterpret_cast<const float4 *>(z + (size_t)r * out + col));
-    float v[4] = {zv.x, zv.y, zv.z, zv.w};
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int p = 0; p < parts; p++) {
+        float4 zv = __ldcg(reinterpret_cast<const float4 *>(z + ((size_t)p * rows + r) * out + col));
+        v[0] += zv.x, v[1] += zv.y, v[2] += zv.z, v[3] += zv.w;
+    }
     fwht128_warp(v);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -75,7 +83,8 @@ __device__ __forceinline__ void load_a(const __half *__restrict__ xh, int in, in
 }
 
 // Rows r0..r0+15 of one 128-column block over the block's k range: warp w takes 64 columns
-// (w & 1) and a quarter of the range (w >> 1); z += partial sums.
+// (w & 1) and a quarter of the range (w >> 1) and stores its sums as part 4 * blockIdx.y +
+// (w >> 1) of z ([parts][rows][out]; a warp with an empty range stores zeros).
 constexpr int kPrefetch = 6; // k-steps of 512 bytes in flight per warp
 
 template <int K, int CB>
@@ -92,10 +101,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint32_t *__restri
     int kb1 = min(kb0 + ksteps, in / 16);
     int per = (kb1 - kb0 + 3) / 4;
     int kt0 = kb0 + (warp >> 1) * per;
-    int n = min(kt0 + per, kb1) - kt0;
-    if (n <= 0)
-        return;
+    int n = max(min(kt0 + per, kb1) - kt0, 0);
     int r0 = blockIdx.z * 16;
+    z += (size_t)(blockIdx.y * 4 + (warp >> 1)) * rows * out;
     constexpr int kWords = 8 * K;
     const size_t stride = (size_t)ntiles * kWords; // words between k-tiles
     const uint32_t *tile0 = trellis + ((size_t)kt0 * ntiles + tn) * kWords;
@@ -108,20 +116,19 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint32_t *__restri
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int col = (tn + j) * 16 + h * 8 + 2 * t;
-            if (r0 + g < rows) {
-                atomicAdd(z + (size_t)(r0 + g) * out + col, acc[j][h][0]);
-                atomicAdd(z + (size_t)(r0 + g) * out + col + 1, acc[j][h][1]);
-            }
-            if (r0 + g + 8 < rows) {
-                atomicAdd(z + (size_t)(r0 + g + 8) * out + col, acc[j][h][2]);
-                atomicAdd(z + (size_t)(r0 + g + 8) * out + col + 1, acc[j][h][3]);
-            }
+            if (r0 + g < rows)
+                *reinterpret_cast<float2 *>(z + (size_t)(r0 + g) * out + col) =
+                    make_float2(acc[j][h][0], acc[j][h][1]);
+            if (r0 + g + 8 < rows)
+                *reinterpret_cast<float2 *>(z + (size_t)(r0 + g + 8) * out + col) =
+                    make_float2(acc[j][h][2], acc[j][h][3]);
         }
 }
 
-// Prefill: a block owns 128 columns and 64 rows. Per k-tile the 8 warps decode the strip's
-// 8 tiles into shared memory as B fragments (once for all 64 rows), then each warp multiplies
-// its 16 rows x 64 columns on tensor cores, A fragments from shared memory.
+// Prefill: a block owns 128 columns and 64 rows of k part blockIdx.y. Per k-tile the 8 warps
+// decode the strip's 8 tiles into shared memory as B fragments (once for all 64 rows), then each
+// warp multiplies its 16 rows x 64 columns on tensor cores, A fragments from shared memory; the
+// sums are stored as part blockIdx.y of z ([parts][rows][out]).
 constexpr int kPrefillRows = 64;
 constexpr int kStage = 4; // k-tiles decoded per shared-memory stage
 
@@ -191,19 +198,18 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
     }
     int g = lane >> 2, t = lane & 3;
     int row0 = r0 + m * 16 + g;
+    z += (size_t)blockIdx.y * rows * out;
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int col = (blockIdx.x * 8 + nhalf * 4 + j) * 16 + h * 8 + 2 * t;
-            if (row0 < rows) {
-                atomicAdd(z + (size_t)row0 * out + col, acc[j][h][0]);
-                atomicAdd(z + (size_t)row0 * out + col + 1, acc[j][h][1]);
-            }
-            if (row0 + 8 < rows) {
-                atomicAdd(z + (size_t)(row0 + 8) * out + col, acc[j][h][2]);
-                atomicAdd(z + (size_t)(row0 + 8) * out + col + 1, acc[j][h][3]);
-            }
+            if (row0 < rows)
+                *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                    make_float2(acc[j][h][0], acc[j][h][1]);
+            if (row0 + 8 < rows)
+                *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                    make_float2(acc[j][h][2], acc[j][h][3]);
         }
 }
 
@@ -479,45 +485,71 @@ cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int ma
     }
 }
 
+// How a path splits the k range: by the layer's shape and the SM count only, never by the row
+// count (so a row's sums are the same operations at any row count of the path).
+struct k_plan {
+    int split;  // blocks along k
+    int ksteps; // k-tiles a block
+    int parts;  // partial sums stored per output element
+};
+
+// GEMV (rows <= 16): about two blocks per SM, at least 8 k-tiles a warp; 4 parts a block.
+k_plan gemv_plan(const kern_exl3_linear *l, int sms)
+{
+    int col_blocks = l->out / 128, ktiles = l->in / 16;
+    int most = ktiles / 32 > 0 ? ktiles / 32 : 1;
+    int split = (2 * sms + col_blocks - 1) / col_blocks;
+    split = split < 1 ? 1 : split > most ? most : split;
+    int ksteps = (ktiles + split - 1) / split;
+    split = (ktiles + ksteps - 1) / ksteps;
+    return {split, ksteps, 4 * split};
+}
+
+// Prefill GEMM: as many k parts as fill two blocks an SM with one 64-row block, at most
+// kPrefillSplit (the parts' memory grows with the rows), whole kStage steps a part.
+constexpr int kPrefillSplit = 4;
+
+k_plan prefill_plan(const kern_exl3_linear *l, int sms)
+{
+    int col_blocks = l->out / 128, ktiles = l->in / 16;
+    int most = ktiles / 16 > 0 ? ktiles / 16 : 1;
+    most = most < kPrefillSplit ? most : kPrefillSplit;
+    int split = (2 * sms + col_blocks - 1) / col_blocks;
+    split = split < 1 ? 1 : split > most ? most : split;
+    int ksteps = (ktiles + split - 1) / split;
+    ksteps = (ksteps + kStage - 1) / kStage * kStage;
+    split = (ktiles + ksteps - 1) / ksteps;
+    return {split, ksteps, split};
+}
+
 template <int K, int CB>
 cudaError_t launch_main(const kern_exl3_linear *l, const __half *xh, float *z, int rows,
-                        cudaStream_t st, int sms)
+                        cudaStream_t st, const k_plan &p)
 {
     const uint32_t *tr = static_cast<const uint32_t *>(l->trellis);
-    int col_blocks = l->out / 128, ktiles = l->in / 16;
+    int col_blocks = l->out / 128;
     if (rows <= 16) {
-        // enough blocks for about four per SM
-        // about two blocks per SM, at least 8 k-tiles a warp
-        int split = (2 * sms + col_blocks - 1) / col_blocks;
-        split = split < 1 ? 1 : split > ktiles / 32 ? (ktiles / 32 > 0 ? ktiles / 32 : 1) : split;
-        int ksteps = (ktiles + split - 1) / split;
-        split = (ktiles + ksteps - 1) / ksteps;
-        dim3 grid(col_blocks, split, 1);
-        gemv_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, ksteps);
+        dim3 grid(col_blocks, p.split, 1);
+        gemv_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, p.ksteps);
     } else {
         int row_blocks = (rows + kPrefillRows - 1) / kPrefillRows;
-        int split = (2 * sms + col_blocks * row_blocks - 1) / (col_blocks * row_blocks);
-        split = split < 1 ? 1 : split > ktiles / 16 ? (ktiles / 16 > 0 ? ktiles / 16 : 1) : split;
-        int ksteps = (ktiles + split - 1) / split;
-        ksteps = (ksteps + kStage - 1) / kStage * kStage;
-        split = (ktiles + ksteps - 1) / ksteps;
-        dim3 grid(col_blocks, split, row_blocks);
-        prefill_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, ksteps);
+        dim3 grid(col_blocks, p.split, row_blocks);
+        prefill_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, p.ksteps);
     }
     return cudaGetLastError();
 }
 
 template <int K>
 cudaError_t launch_cb(const kern_exl3_linear *l, const __half *xh, float *z, int rows,
-                      cudaStream_t st, int sms)
+                      cudaStream_t st, const k_plan &p)
 {
     switch (l->codebook) {
     case 0:
-        return launch_main<K, 0>(l, xh, z, rows, st, sms);
+        return launch_main<K, 0>(l, xh, z, rows, st, p);
     case 1:
-        return launch_main<K, 1>(l, xh, z, rows, st, sms);
+        return launch_main<K, 1>(l, xh, z, rows, st, p);
     default:
-        return launch_main<K, 2>(l, xh, z, rows, st, sms);
+        return launch_main<K, 2>(l, xh, z, rows, st, p);
     }
 }
 
@@ -538,13 +570,24 @@ size_t align256(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
+// The parts' f32 elements for up to `rows` rows: the largest split either path may take on any
+// device (the SM count only lowers it), so the size needs no device and grows with rows.
+size_t parts_elems(const kern_exl3_linear *l, int rows)
+{
+    int ktiles = l->in / 16;
+    size_t gemv = (size_t)4 * (ktiles / 32 > 0 ? ktiles / 32 : 1) * (rows < 16 ? rows : 16);
+    int pre = ktiles / 16 > 0 ? ktiles / 16 : 1;
+    size_t prefill = rows > 16 ? (size_t)(pre < kPrefillSplit ? pre : kPrefillSplit) * rows : 0;
+    return (gemv > prefill ? gemv : prefill) * l->out;
+}
+
 } // namespace
 
 extern "C" size_t kern_exl3_matmul_workspace(const kern_exl3_linear *l, int rows)
 {
-    if (rows < 1)
+    if (!l || rows < 1 || l->in < 128 || l->out < 128)
         return 0;
-    return align256((size_t)rows * l->in * sizeof(__half)) + align256((size_t)rows * l->out * sizeof(float));
+    return align256((size_t)rows * l->in * sizeof(__half)) + align256(parts_elems(l, rows) * sizeof(float));
 }
 
 extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float *y, int rows,
@@ -560,26 +603,26 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
                                          align256((size_t)rows * l->in * sizeof(__half)));
     int warps = kThreads / 32;
     dim3 gin((l->in / 128 + warps - 1) / warps, rows);
-    rotate_in_kernel<<<gin, kThreads, 0, st>>>(x, static_cast<const __half *>(l->suh), xh, z,
-                                               rows, l->in, l->out);
+    rotate_in_kernel<<<gin, kThreads, 0, st>>>(x, static_cast<const __half *>(l->suh), xh, l->in);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
     int sms = device_sms();
+    k_plan p = rows <= 16 ? gemv_plan(l, sms) : prefill_plan(l, sms);
     switch (l->bits) {
-    case 1: rc = launch_cb<1>(l, xh, z, rows, st, sms); break;
-    case 2: rc = launch_cb<2>(l, xh, z, rows, st, sms); break;
-    case 3: rc = launch_cb<3>(l, xh, z, rows, st, sms); break;
-    case 4: rc = launch_cb<4>(l, xh, z, rows, st, sms); break;
-    case 5: rc = launch_cb<5>(l, xh, z, rows, st, sms); break;
-    case 6: rc = launch_cb<6>(l, xh, z, rows, st, sms); break;
-    case 7: rc = launch_cb<7>(l, xh, z, rows, st, sms); break;
-    default: rc = launch_cb<8>(l, xh, z, rows, st, sms); break;
+    case 1: rc = launch_cb<1>(l, xh, z, rows, st, p); break;
+    case 2: rc = launch_cb<2>(l, xh, z, rows, st, p); break;
+    case 3: rc = launch_cb<3>(l, xh, z, rows, st, p); break;
+    case 4: rc = launch_cb<4>(l, xh, z, rows, st, p); break;
+    case 5: rc = launch_cb<5>(l, xh, z, rows, st, p); break;
+    case 6: rc = launch_cb<6>(l, xh, z, rows, st, p); break;
+    case 7: rc = launch_cb<7>(l, xh, z, rows, st, p); break;
+    default: rc = launch_cb<8>(l, xh, z, rows, st, p); break;
     }
     if (rc != cudaSuccess)
         return (int)rc;
     dim3 gout((l->out / 128 + warps - 1) / warps, rows);
-    rotate_out_kernel<<<gout, kThreads, 0, st>>>(z, static_cast<const __half *>(l->svh),
+    rotate_out_kernel<<<gout, kThreads, 0, st>>>(z, p.parts, rows, static_cast<const __half *>(l->svh),
                                                  static_cast<const __half *>(l->bias), y, l->out);
     return (int)cudaGetLastError();
 }

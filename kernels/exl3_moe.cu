@@ -2,15 +2,22 @@
 // selected expert's gate/up, clamped SwiGLU, down and routing weights, straight from EXL3 trellises.
 //
 // A persistent grid takes work items by ticket, in this order:
-//   1. zero y;
-//   2. gate/up items (group, 128-column block, k quarter): both matrices' partial sums go to z
-//      by atomics; the last quarter of a column block runs the epilogue (output rotation x svh,
-//      SwiGLU, x down's suh, input rotation) and writes the fp16 input of the down projection;
-//   3. down items (group, 128-column block): wait until the group's 16 column blocks are done,
-//      then output rotation x svh x routing weight, added into y.
+//   1. zero the rows of y that have no valid expert;
+//   2. gate/up items (group, 128-column block, k quarter): the two warps of a column strip add
+//      their k halves in shared memory and store the quarter's partial sums; the last quarter of
+//      a column block to finish sums the four in quarter order and runs the epilogue (output
+//      rotation x svh, SwiGLU, x down's suh, input rotation): the down projection's fp16 input;
+//   3. down items (group, 128-column block): wait until the group's gate/up column blocks are
+//      done; the four k-quarter warps' sums are added in quarter order, rotated, x svh x routing
+//      weight, and stored per pair; the last pair of a row to finish a column block sums the
+//      row's slots in slot order into y.
 // A group is up to 16 (row, slot) pairs routed to one expert: its weights are read once.
-// Counters reset themselves, so the workspace stays ready for the next call.
+// Deterministic and batch-invariant: no float atomics; every sum has a fixed order, and a row's
+// operations are the same whatever the row count, its place in the call, or the other rows in
+// its group (the mma computes each output element from its own input column only). Counters
+// (integers) only say who finishes; they reset themselves, so the workspace stays ready.
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -53,11 +60,12 @@ constexpr size_t ring_bytes(int K, int S)
 struct moe_ws {
     int ticket;
     int exited;
-    int zeroed;
-    int pad;
+    int pad[2];
     int done_gu[kMaxPairs];   // column blocks of gate/up finished, per group
     int done_down[kMaxPairs]; // column blocks of down finished, per group
-    // followed by: int parts[kMaxPairs][inter/128]; float z[pairs][2][inter]; half xd[pairs][inter]
+    // followed by: int parts[kMaxPairs][inter/128] (quarters done); int rows_done[kMaxPairs]
+    // [hidden/128] (pairs of a row done); float z[quarter][pairs][2][inter] (gate/up partials);
+    // half xd[pairs][inter]; float yd[pairs][hidden] (weighted down outputs)
 };
 
 struct moe_args {
@@ -69,8 +77,10 @@ struct moe_args {
     int rows, slots;
     moe_ws *ws;
     int *parts;
+    int *rows_done;
     float *z;
     __half *xd;
+    float *yd;
     size_t ring_offset; // bytes into the dynamic shared memory
 };
 
@@ -134,6 +144,42 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
 
 constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
 
+// EXL3_DUP_INPUT=1: groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their
+// inputs in shared memory as duplicated halves (each fp16 input x stored as the word x:x), so
+// that the strip loads its split fragment with two 8-byte loads instead of two 4-byte loads and
+// four PRMT a k-step; twice the inputs' shared memory. (Tuning variant, off until timed.)
+#ifndef EXL3_DUP_INPUT
+#define EXL3_DUP_INPUT 0
+#endif
+template <int K, int CB>
+__host__ __device__ constexpr bool dup_inputs()
+{
+    return EXL3_DUP_INPUT && K == 4 && CB != 2 && kSplitHalves;
+}
+
+__device__ __forceinline__ uint32_t dup_half(uint32_t h2, int hi)
+{
+    return __byte_perm(h2, 0, hi ? 0x3232 : 0x1010);
+}
+
+// The split fragment of k-tile kt from duplicated rows (words [nrows][ldw]): s[0], s[2] = the
+// words of k 2t, 2t+1; s[1], s[3] those of k 2t+8, 2t+9 (rows g; rows past nrows are 0).
+__device__ __forceinline__ void smem_x_dup(const uint32_t *a_w, int ldw, int nrows, int kt,
+                                           uint32_t s[8])
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t *p = a_w + g * ldw + kt * 16 + 2 * t;
+    uint2 lo = make_uint2(0u, 0u), hi = make_uint2(0u, 0u);
+    if (g < nrows) {
+        lo = *reinterpret_cast<const uint2 *>(p);
+        hi = *reinterpret_cast<const uint2 *>(p + 8);
+    }
+    s[0] = lo.x;
+    s[2] = lo.y;
+    s[1] = hi.x;
+    s[3] = hi.y;
+}
+
 // The input (B) fragment of k-tile kt from rows [nrows][lda] of shared memory: x[0], x[1] rows g
 // (k 2t.., 2t+8..), x[2], x[3] rows g + 8 (R16 only); rows past nrows are 0.
 template <bool R16>
@@ -160,25 +206,29 @@ __constant__ uint32_t c_decode_consts[4] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3
 
 // One warp's strip of 4 n-tiles over ksteps k-tiles, weights as the A operand; R16: the group
 // has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
+// am: the strip's first input element (fp16 [nm][lda], or with dup_inputs and !R16 the words
+// [nm][lda] of duplicated halves).
 template <int K, int CB, int S, bool R16>
 __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, size_t stride,
                                           int ksteps, uint4 *ring, uint32_t *slice,
-                                          uint32_t *ring_s, const __half *am, int lda, int nm,
+                                          uint32_t *ring_s, const void *am, int lda, int nm,
                                           float acc[4][2][4])
 {
     decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
                         c_decode_consts[3]};
-    auto x_of = [&](int kt, uint32_t xf[4]) { smem_x<R16>(am, lda, nm, kt, xf); };
+    auto x_of = [&](int kt, auto &xf) {
+        using xf_t = typename std::remove_reference<decltype(xf)>::type;
+        if (dup_inputs<K, CB>() && !R16 && xf_t::kSplitForm) {
+            smem_x_dup(static_cast<const uint32_t *>(am), lda, nm, kt, xf.s);
+        } else {
+            smem_x<R16>(static_cast<const __half *>(am), lda, nm, kt, xf.x);
+            xf.split();
+        }
+    };
     if (kAsync)
         strip_w_async_run<K, CB, S, R16>(tile0, stride, ksteps, ring_s, x_of, sm, acc);
     else
         strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, slice, x_of, sm, acc);
-}
-
-// The down item's [nm][128] f32 sums sit after its [nm][inter + 8] fp16 input.
-__host__ __device__ __forceinline__ size_t zs_offset(int nm, int inter)
-{
-    return ((size_t)nm * (inter + 8) * 2 + 15) & ~(size_t)15;
 }
 
 __device__ __forceinline__ float half_at(const void *base, size_t i)
@@ -218,13 +268,14 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
         if (threadIdx.x == 0) // the next ticket travels while this item runs
             s_ticket = atomicAdd(&ws->ticket, 1);
         if (item == 0) {
-            size_t n = (size_t)a.rows * H;
-            for (size_t i = threadIdx.x; i < n; i += kThreads)
-                a.y[i] = 0.0f;
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                __threadfence();
-                atomicAdd(&ws->zeroed, 1);
+            // rows with no valid expert: nobody else writes them
+            for (int r = warp; r < a.rows; r += kThreads / 32) {
+                bool any = false;
+                for (int s = 0; s < a.slots; s++)
+                    any |= s_ids[r * a.slots + s] >= 0;
+                if (!any)
+                    for (int i = lane; i < H; i += 32)
+                        a.y[(size_t)r * H + i] = 0.0f;
             }
         } else if (item <= n_gu) {
             int idx = item - 1;
@@ -234,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             int e = g_expert[grp], nm = g_count[grp];
             const uint16_t *mem = g_member + grp * kGroupRows;
             int k0 = q * kq, lda = kq + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda]
+            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda] (dup: words)
+            const bool dup = dup_inputs<K, CB>() && nm <= 8;
             // the first k-steps' trellis words travel while the inputs are rotated
             int mat = warp >> 2;
             int tn = c * 8 + ((warp >> 1) & 1) * 4;
@@ -248,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             if (kAsync)
                 strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
             else
-                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
             for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
                 int which = job / (nm * (kq / 128));
@@ -263,33 +315,62 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 for (int i = 0; i < 4; i++)
                     v[i] *= half_at(suh, (size_t)e * H + col + i);
                 fwht128_warp(v);
-                __half *dst = a_s + ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
                 uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
                                 h2_bits(__floats2half2_rn(v[2], v[3]))};
-                *reinterpret_cast<uint2 *>(dst) = packed;
+                size_t at = ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
+                if (dup)
+                    *reinterpret_cast<uint4 *>(reinterpret_cast<uint32_t *>(smem) + at) =
+                        make_uint4(dup_half(packed.x, 0), dup_half(packed.x, 1),
+                                   dup_half(packed.y, 0), dup_half(packed.y, 1));
+                else
+                    *reinterpret_cast<uint2 *>(a_s + at) = packed;
             }
             __syncthreads();
             // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
             float acc[4][2][4] = {};
-            const __half *am = a_s + (size_t)mat * nm * lda + ks0 * 16;
+            size_t am_at = (size_t)mat * nm * lda + ks0 * 16;
+            const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
+                                 : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                           lda, nm, acc);
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                            lda, nm, acc);
+            // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
+            // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
+            float *red = reinterpret_cast<float *>(smem); // [2 mats][nm][128]
+            __syncthreads();
+            if (warp & 1) {
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+                for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
+                    for (int h = 0; h < 2; h++)
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        int row = h * 8 + 2 * t + (i & 1);
-                        int col = (tn + j) * 16 + g + 8 * (i >> 1);
-                        if (row < nm)
-                            atomicAdd(a.z + ((size_t)mem[row] * 2 + mat) * I + col, acc[j][h][i]);
-                    }
+                        for (int i = 0; i < 4; i++) {
+                            int row = h * 8 + 2 * t + (i & 1);
+                            int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
+                            if (row < nm)
+                                red[(mat * nm + row) * 128 + col] = acc[j][h][i];
+                        }
+            }
+            __syncthreads();
+            if (!(warp & 1)) {
+                float *zq = a.z + (size_t)q * a.rows * a.slots * 2 * I;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            int row = h * 8 + 2 * t + (i & 1);
+                            int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
+                            if (row < nm)
+                                zq[((size_t)mem[row] * 2 + mat) * I + c * 128 + col] =
+                                    acc[j][h][i] + red[(mat * nm + row) * 128 + col];
+                        }
+            }
             __syncthreads();
             if (threadIdx.x == 0) {
                 __threadfence();
@@ -306,12 +387,15 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 for (int m = warp; m < nm; m += kThreads / 32) {
                     int pair = mem[m];
                     int col = c * 128 + 4 * lane;
-                    float *zg = a.z + ((size_t)pair * 2) * I + col, *zu = zg + I;
-                    float4 gv4 = __ldcg(reinterpret_cast<const float4 *>(zg));
-                    float4 uv4 = __ldcg(reinterpret_cast<const float4 *>(zu));
-                    *reinterpret_cast<float4 *>(zg) = make_float4(0.f, 0.f, 0.f, 0.f);
-                    *reinterpret_cast<float4 *>(zu) = make_float4(0.f, 0.f, 0.f, 0.f);
-                    float gv[4] = {gv4.x, gv4.y, gv4.z, gv4.w}, uv[4] = {uv4.x, uv4.y, uv4.z, uv4.w};
+                    // the quarters' partial sums, added in quarter order
+                    float gv[4] = {0.f, 0.f, 0.f, 0.f}, uv[4] = {0.f, 0.f, 0.f, 0.f};
+                    for (int qq = 0; qq < kQuarters; qq++) {
+                        const float *zg = a.z + (((size_t)qq * a.rows * a.slots + pair) * 2) * I + col;
+                        float4 g4 = __ldcg(reinterpret_cast<const float4 *>(zg));
+                        float4 u4 = __ldcg(reinterpret_cast<const float4 *>(zg + I));
+                        gv[0] += g4.x, gv[1] += g4.y, gv[2] += g4.z, gv[3] += g4.w;
+                        uv[0] += u4.x, uv[1] += u4.y, uv[2] += u4.z, uv[3] += u4.w;
+                    }
                     fwht128_warp(gv);
                     fwht128_warp(uv);
                     float hv[4];
@@ -353,26 +437,34 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             if (kAsync)
                 strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
             else
-                strip4_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
-                while (ld_acquire(&ws->done_gu[grp]) < cb_gu || ld_acquire(&ws->zeroed) < 1)
+                while (ld_acquire(&ws->done_gu[grp]) < cb_gu)
                     __nanosleep(100);
                 __threadfence();
             }
             __syncthreads();
             int lda = I + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda]
+            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda] (dup: words)
+            const bool dup = dup_inputs<K, CB>() && nm <= 8;
+            uint32_t *a_w = reinterpret_cast<uint32_t *>(smem);
             for (int i = threadIdx.x; i < nm * (I / 8); i += kThreads) {
                 int m = i / (I / 8), part = i % (I / 8);
                 uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.xd + (size_t)mem[m] * I) + part);
-                *reinterpret_cast<uint4 *>(a_s + (size_t)m * lda + part * 8) = v;
+                size_t at = (size_t)m * lda + part * 8;
+                if (dup) {
+                    *reinterpret_cast<uint4 *>(a_w + at) =
+                        make_uint4(dup_half(v.x, 0), dup_half(v.x, 1), dup_half(v.y, 0), dup_half(v.y, 1));
+                    *reinterpret_cast<uint4 *>(a_w + at + 4) =
+                        make_uint4(dup_half(v.z, 0), dup_half(v.z, 1), dup_half(v.w, 0), dup_half(v.w, 1));
+                } else {
+                    *reinterpret_cast<uint4 *>(a_s + at) = v;
+                }
             }
             __syncthreads();
-            float *zs = reinterpret_cast<float *>(smem + zs_offset(nm, I)); // [nm][128]
-            for (int i = threadIdx.x; i < nm * 128; i += kThreads)
-                zs[i] = 0.0f;
             float acc[4][2][4] = {};
-            const __half *am = a_s + ks0 * 16;
+            const void *am = dup ? static_cast<const void *>(a_w + ks0 * 16)
+                                 : static_cast<const void *>(a_s + ks0 * 16);
             __syncthreads();
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
@@ -380,7 +472,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                            lda, nm, acc);
+            // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
+            float *zs = reinterpret_cast<float *>(smem);
+            __syncthreads();
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -390,23 +485,58 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                         int row = h * 8 + 2 * t + (i & 1);
                         int col = (tn - c * 8 + j) * 16 + g + 8 * (i >> 1);
                         if (row < nm)
-                            atomicAdd(&zs[row * 128 + col], acc[j][h][i]);
+                            zs[((warp >> 1) * nm + row) * 128 + col] = acc[j][h][i];
                     }
             __syncthreads();
+            // per pair: the quarters in order, rotated, x svh x routing weight, stored
             for (int m = warp; m < nm; m += kThreads / 32) {
                 int pair = mem[m];
-                int row = pair / a.slots;
                 float wt = a.weights[pair];
                 float v[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    v[i] = zs[m * 128 + 4 * lane + i];
+                    v[i] = ((zs[(0 * nm + m) * 128 + 4 * lane + i] + zs[(1 * nm + m) * 128 + 4 * lane + i]) +
+                            zs[(2 * nm + m) * 128 + 4 * lane + i]) +
+                           zs[(3 * nm + m) * 128 + 4 * lane + i];
                 fwht128_warp(v);
                 int col = c * 128 + 4 * lane;
+                float o[4];
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    atomicAdd(a.y + (size_t)row * H + col + i,
-                              v[i] * half_at(a.ex.down_svh, (size_t)e * H + col + i) * wt);
+                    o[i] = v[i] * half_at(a.ex.down_svh, (size_t)e * H + col + i) * wt;
+                *reinterpret_cast<float4 *>(a.yd + (size_t)pair * H + col) =
+                    make_float4(o[0], o[1], o[2], o[3]);
+            }
+            __syncthreads();
+            // the last of a row's pairs to finish this column block sums the row's slots
+            if (threadIdx.x < nm) {
+                int row = mem[threadIdx.x] / a.slots;
+                int valid = 0;
+                for (int s = 0; s < a.slots; s++)
+                    valid += s_ids[row * a.slots + s] >= 0;
+                int *done = a.rows_done + (size_t)row * cb_down + c;
+                __threadfence();
+                int last = atomicAdd(done, 1) == valid - 1;
+                if (last)
+                    *done = 0;
+                s_aux[threadIdx.x] = last; // the group table is built; s_aux is free now
+            }
+            __syncthreads();
+            for (int m = warp; m < nm; m += kThreads / 32) {
+                if (!s_aux[m])
+                    continue;
+                __threadfence();
+                int row = mem[m] / a.slots;
+                int col = c * 128 + 4 * lane;
+                float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+                for (int s = 0; s < a.slots; s++) {
+                    if (s_ids[row * a.slots + s] < 0)
+                        continue;
+                    float4 d = __ldcg(reinterpret_cast<const float4 *>(
+                        a.yd + (size_t)(row * a.slots + s) * H + col));
+                    sum.x += d.x, sum.y += d.y, sum.z += d.z, sum.w += d.w;
+                }
+                *reinterpret_cast<float4 *>(a.y + (size_t)row * H + col) = sum;
             }
             __syncthreads();
             if (threadIdx.x == 0) {
@@ -424,7 +554,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     if (threadIdx.x == 0) {
         if (atomicAdd(&ws->exited, 1) == (int)gridDim.x - 1) { // the last block out resets
             ws->ticket = 0;
-            ws->zeroed = 0;
             __threadfence();
             ws->exited = 0;
         }
@@ -441,22 +570,44 @@ size_t parts_offset()
     return align256(sizeof(moe_ws));
 }
 
-size_t z_offset(int inter)
+// The counters first (fixed places: they outlive a call), then this call's data by its pairs.
+size_t rows_done_offset(int inter)
 {
     return parts_offset() + align256((size_t)kMaxPairs * (inter / 128) * sizeof(int));
 }
 
-size_t xd_offset(int inter, int pairs)
+size_t z_offset(int inter, int hidden)
 {
-    return z_offset(inter) + align256((size_t)pairs * 2 * inter * sizeof(float));
+    return rows_done_offset(inter) + align256((size_t)kMaxPairs * (hidden / 128) * sizeof(int));
 }
 
+size_t xd_offset(int inter, int hidden, int pairs)
+{
+    return z_offset(inter, hidden) + align256((size_t)kQuarters * pairs * 2 * inter * sizeof(float));
+}
+
+size_t yd_offset(int inter, int hidden, int pairs)
+{
+    return xd_offset(inter, hidden, pairs) + align256((size_t)pairs * inter * sizeof(__half));
+}
+
+// The items' shared memory: the inputs (gate/up: [2][nm][hidden / quarters + 8] fp16; down:
+// [nm][inter + 8]), reused after the strips for the sums (gate/up: [2][nm][128] f32, down:
+// [4][nm][128]).
+// With EXL3_DUP_INPUT the inputs of groups up to 8 rows take 4 bytes an element.
 size_t smem_bytes(const kern_exl3_experts *ex, int rows)
 {
-    int nm = rows < kGroupRows ? rows : kGroupRows;
-    size_t gu = (size_t)2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
-    size_t down = zs_offset(nm, ex->inter) + (size_t)nm * 128 * sizeof(float);
-    return gu > down ? gu : down;
+    size_t nm = rows < kGroupRows ? rows : kGroupRows;
+    size_t nd = EXL3_DUP_INPUT ? (nm < 8 ? nm : 8) : 0;
+    size_t gu = 2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
+    size_t down = nm * (ex->inter + 8) * sizeof(__half);
+    size_t gu_dup = 2 * nd * (ex->hidden / kQuarters + 8) * 4;
+    size_t down_dup = nd * (ex->inter + 8) * 4;
+    size_t sums = 4 * nm * 128 * sizeof(float);
+    size_t m = gu > down ? gu : down;
+    m = m > gu_dup ? m : gu_dup;
+    m = m > down_dup ? m : down_dup;
+    return m > sums ? m : sums;
 }
 
 // The rings sit after the items' own shared memory, 128-byte aligned.
@@ -544,7 +695,7 @@ extern "C" size_t kern_exl3_moe_workspace(const kern_exl3_experts *ex, int rows,
     int pairs = rows * slots;
     if (pairs < 1 || pairs > kMaxPairs)
         return 0;
-    return xd_offset(ex->inter, pairs) + align256((size_t)pairs * ex->inter * sizeof(__half));
+    return yd_offset(ex->inter, ex->hidden, pairs) + align256((size_t)pairs * ex->hidden * sizeof(float));
 }
 
 extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
@@ -567,8 +718,10 @@ extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const 
     a.ws = static_cast<moe_ws *>(work);
     char *base = static_cast<char *>(work);
     a.parts = reinterpret_cast<int *>(base + parts_offset());
-    a.z = reinterpret_cast<float *>(base + z_offset(ex->inter));
-    a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, rows * slots));
+    a.rows_done = reinterpret_cast<int *>(base + rows_done_offset(ex->inter));
+    a.z = reinterpret_cast<float *>(base + z_offset(ex->inter, ex->hidden));
+    a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, ex->hidden, rows * slots));
+    a.yd = reinterpret_cast<float *>(base + yd_offset(ex->inter, ex->hidden, rows * slots));
     a.ring_offset = 0;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t rc;

@@ -41,13 +41,18 @@ typedef struct kern_exl3_linear {
     const void *bias;    /* fp16 [out] or NULL */
 } kern_exl3_linear;
 
-/* Bytes of device scratch kern_exl3_matmul needs for this layer and row count. */
+/* Bytes of device scratch kern_exl3_matmul needs for this layer and any row count up to rows
+ * (the same on every device). */
 size_t kern_exl3_matmul_workspace(const kern_exl3_linear *l, int rows);
 
 /* y[rows][out] = x[rows][in] W^T (+ bias), f32 in and out, straight from the trellis: batch-1
  * GEMV and few-row GEMM for rows <= 16, the prefill GEMM (tiles decoded into shared memory,
  * tensor cores) above. work: kern_exl3_matmul_workspace bytes. stream: a cudaStream_t or NULL.
- * Returns 0, a CUDA error code, or -1 for arguments out of range. */
+ * Deterministic, no float atomics. Bits: a row's output is bit for bit the same at every row
+ * count 1..16 (GEMV path), and the same at every row count above 16 (prefill path), whatever
+ * its position and the other rows; the two paths give different bits for the same row (other
+ * k splits and decode forms), so a caller that needs a token's bits to repeat must keep the
+ * token on one side of 16 rows. Returns 0, a CUDA error code, or -1 for arguments out of range. */
 int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float *y, int rows, void *work,
                      void *stream);
 
@@ -71,15 +76,21 @@ size_t kern_exl3_moe_workspace(const kern_exl3_experts *ex, int rows, int slots)
 /* The routed-expert MLP of `rows` tokens in one launch: y[r] = sum_s weights[r][s] *
  * down(min(gate x, L) silu-gated * clamp(up x, -L, L)) over experts ids[r][s]. x, y f32
  * [rows][hidden]; ids int32, weights f32 [rows][slots]. Pairs sharing an expert read its
- * weights once. Ids outside 0..n_experts-1 contribute nothing. */
+ * weights once. Ids outside 0..n_experts-1 contribute nothing (a row with none: zeros).
+ * Deterministic and batch-invariant: row r's bits depend only on x[r], ids[r] and weights[r]
+ * (not on rows, r's place, or which other rows share its experts); the slots are summed in slot
+ * order. Its bits differ from kern_exl3_moe_prefill's for the same row (another GEMM), so a
+ * token keeps its bits only while it stays on the same kernel. */
 int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
                   const float *weights, float *y, int rows, int slots, void *work,
                   void *stream);
 
 /* The routed experts of a prefill chunk (rows > 8): the (row, slot) pairs are grouped by expert
  * on the device (a stable counting sort), each selected expert's gate/up and down run once over
- * all its rows on tensor cores (weights decoded once per 64 rows), and each row then sums its
- * slots in slot order, so the result does not depend on timing. Same arguments and result as
+ * all its rows on tensor cores (weights decoded once per 64 rows, the whole k range in one
+ * block), and each row then sums its slots in slot order. So it is deterministic and
+ * batch-invariant too: a row's bits do not depend on the chunk's size, the row's place, or how
+ * many other rows chose its experts (any rows >= 1). Same arguments and result as
  * kern_exl3_moe, without its pair limit (rows * slots <= 65535); hidden and inter multiples of
  * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed). */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);

@@ -11,9 +11,9 @@
  * products of eng_matmul_jobs, the fused HC step, the KDA prep, the split latent attention), and
  * each of them computes a row with the same operations in the same order whatever the row count
  * (no reduction is split by the number of rows), so a row's bits do not depend on its window.
- * Bit-equality holds where every product is deterministic: the dense and fused-dense paths are;
- * the EXL3 kernels (kernels/exl3_gemm.cu, exl3_moe.cu) sum split-K partials with float atomics,
- * so on EXL3 models neither a decode nor a verification is reproducible to the bit. */
+ * Bit-equality holds where every product is deterministic and batch-invariant: the dense and
+ * fused-dense paths are, and so are the EXL3 kernels (kernels/exl3_gemm.cu, exl3_moe.cu: fixed
+ * k splits, partials summed in index order, no float atomics) at any row count of a path. */
 #ifdef HAVE_CUDA
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* test_exl3_gpu.c: glmchat's EXL3 CUDA kernels against the CPU reference (engine/model/exl3.h)
- * on fresh random trellises and inputs, outputs poisoned with NaN, every element checked. */
+ * on fresh random trellises and inputs, outputs poisoned with NaN, every element checked; and
+ * their determinism: a row's output bits alone, among other rows, in another place, run twice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,6 +345,306 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     free(stack);
 }
 
+/* ---- determinism and batch invariance ----------------------------------------------------- */
+
+/* Random stacked experts on the device (no host reference needed: the checks compare GPU
+ * results with each other). Scales as host_linear_init draws them, gate/up outputs x4. */
+static void dev_experts_init(kern_exl3_experts *ex, int E, int hidden, int inter, int bits, int cb)
+{
+    *ex = (kern_exl3_experts){.n_experts = E, .hidden = hidden, .inter = inter, .bits = bits,
+                              .codebook = cb, .swiglu_limit = 10.0f};
+    size_t words = (size_t)E * hidden / 16 * (inter / 16) * 16 * bits;
+    uint16_t *buf = xmalloc(words * 2);
+    const void **tr[3] = {&ex->gate_trellis, &ex->up_trellis, &ex->down_trellis};
+    for (int m = 0; m < 3; m++) {
+        for (size_t i = 0; i < words; i++)
+            buf[i] = (uint16_t)rng_u32();
+        *tr[m] = dev_copy(buf, words * 2);
+    }
+    /* gate_suh, up_suh [E][hidden]; gate_svh, up_svh, down_suh [E][inter]; down_svh [E][hidden] */
+    const void **sc[6] = {&ex->gate_suh, &ex->up_suh, &ex->gate_svh, &ex->up_svh, &ex->down_suh,
+                          &ex->down_svh};
+    int len[6] = {hidden, hidden, inter, inter, inter, hidden};
+    double mag[6] = {1.0 / sqrt((double)hidden), 1.0 / sqrt((double)hidden), 4.0, 4.0,
+                     1.0 / sqrt((double)inter), 1.0};
+    for (int m = 0; m < 6; m++) {
+        size_t n = (size_t)E * len[m];
+        for (size_t i = 0; i < n; i++)
+            buf[i] = exl3_f16_from_f64(mag[m] * (0.5 + 0.5 * fabs(rng_uniform())) *
+                                       (rng_u32() & 1 ? -1 : 1));
+        *sc[m] = dev_copy(buf, n * 2);
+    }
+    free(buf);
+}
+
+static void dev_experts_free(kern_exl3_experts *ex)
+{
+    const void *p[9] = {ex->gate_trellis, ex->up_trellis, ex->down_trellis, ex->gate_suh,
+                        ex->gate_svh, ex->up_suh, ex->up_svh, ex->down_suh, ex->down_svh};
+    for (int i = 0; i < 9; i++)
+        kern_free((void *)p[i]);
+}
+
+/* One routed-expert call on host arrays: decode = kern_exl3_moe (work: its zeroed workspace),
+ * else kern_exl3_moe_prefill (a fresh workspace of garbage). y: rows * hidden floats. */
+static void moe_call(const kern_exl3_experts *ex, int decode, const float *x, const int32_t *ids,
+                     const float *w, int rows, int slots, void *work, float *y)
+{
+    size_t nx = (size_t)rows * ex->hidden, np = (size_t)rows * slots;
+    void *dx = dev_copy(x, nx * 4), *dids = dev_copy(ids, np * 4), *dw = dev_copy(w, np * 4);
+    void *dy = NULL, *pwork = NULL;
+    CUDA_OK(kern_malloc(&dy, nx * 4));
+    CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
+    if (decode) {
+        CUDA_OK(kern_exl3_moe(ex, dx, dids, dw, dy, rows, slots, work, NULL));
+    } else {
+        size_t pb = kern_exl3_moe_prefill_workspace(ex, rows, slots);
+        CUDA_OK(kern_malloc(&pwork, pb));
+        CUDA_OK(kern_memset(pwork, 0xA5, pb));
+        CUDA_OK(kern_exl3_moe_prefill(ex, dx, dids, dw, dy, rows, slots, pwork, NULL));
+    }
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(y, dy, nx * 4));
+    kern_free(dx);
+    kern_free(dids);
+    kern_free(dw);
+    kern_free(dy);
+    kern_free(pwork);
+}
+
+/* `slots` distinct experts of E, or -1 where invalid (the kernels skip such slots). */
+static void draw_ids(int32_t *ids, int slots, int E)
+{
+    for (int s = 0; s < slots; s++) {
+        int e, dup;
+        do {
+            e = (int)(rng_u32() % (uint32_t)E);
+            dup = 0;
+            for (int q = 0; q < s; q++)
+                dup |= ids[q] == e;
+        } while (dup);
+        ids[s] = e;
+    }
+}
+
+static void shuffle(int *v, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rng_u32() % (uint32_t)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+/* Prints one determinism check; counts a failure when bad rows were found. */
+static void report_bits(const char *what, int rows_checked, int rows_bad)
+{
+    printf("%-64s %4d rows  %s\n", what, rows_checked, rows_bad ? "FAIL" : "bit-equal ok");
+    if (rows_bad) {
+        printf("    %d row(s) differ in some bit\n", rows_bad);
+        failures++;
+    }
+}
+
+/* kern_exl3_moe: 16 tokens (one with an invalid slot, one with none valid) over E experts; each
+ * row's output alone must equal, bit for bit, its output in batches of 2, 4 and 16 rows in
+ * shuffled order, and a second run of the same batch must equal the first. E small: experts
+ * shared by many rows (groups of 9-16 pairs); E large: mostly groups of one. */
+static void test_moe_bits(int E, int hidden, int inter, int bits, int cb, int slots)
+{
+    enum { N = 16 };
+    kern_exl3_experts ex;
+    dev_experts_init(&ex, E, hidden, inter, bits, cb);
+    size_t wb = kern_exl3_moe_workspace(&ex, N, slots);
+    void *work = NULL;
+    CUDA_OK(kern_malloc(&work, wb));
+    CUDA_OK(kern_memset(work, 0, wb));
+    size_t H = (size_t)hidden;
+    float *x = xmalloc(N * H * 4), *w = xmalloc((size_t)N * slots * 4);
+    int32_t *ids = xmalloc((size_t)N * slots * 4);
+    for (size_t i = 0; i < N * H; i++)
+        x[i] = rng_uniform();
+    for (int r = 0; r < N; r++) {
+        draw_ids(ids + (size_t)r * slots, slots, E);
+        for (int s = 0; s < slots; s++)
+            w[r * slots + s] = 0.1f + 0.4f * fabsf(rng_uniform());
+    }
+    ids[3 * slots + (slots > 1 ? 1 : 0)] = -1;
+    for (int s = 0; s < slots; s++)
+        ids[5 * slots + s] = E + s; /* out of range: contributes nothing */
+    float *alone = xmalloc(N * H * 4), *got = xmalloc(N * H * 4), *again = xmalloc(N * H * 4);
+    for (int r = 0; r < N; r++)
+        moe_call(&ex, 1, x + r * H, ids + (size_t)r * slots, w + (size_t)r * slots, 1, slots,
+                 work, alone + r * H);
+    int zero_bad = 0;
+    for (size_t i = 0; i < H; i++)
+        zero_bad |= alone[5 * H + i] != 0.0f;
+    if (zero_bad) {
+        printf("FAIL: moe: a row with no valid expert is not all zeros\n");
+        failures++;
+    }
+    const char *cbn = cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1";
+    int counts[] = {2, 4, 16};
+    float *bx = xmalloc(N * H * 4), *bw = xmalloc((size_t)N * slots * 4);
+    int32_t *bids = xmalloc((size_t)N * slots * 4);
+    for (int c = 0; c < 3; c++) {
+        int n = counts[c], checked = 0, bad = 0;
+        for (int trial = 0; trial < (n == N ? 2 : 4); trial++) {
+            int order[N];
+            for (int i = 0; i < N; i++)
+                order[i] = i;
+            shuffle(order, N);
+            for (int i = 0; i < n; i++) {
+                memcpy(bx + i * H, x + order[i] * H, H * 4);
+                memcpy(bids + (size_t)i * slots, ids + (size_t)order[i] * slots, (size_t)slots * 4);
+                memcpy(bw + (size_t)i * slots, w + (size_t)order[i] * slots, (size_t)slots * 4);
+            }
+            moe_call(&ex, 1, bx, bids, bw, n, slots, work, got);
+            for (int i = 0; i < n; i++, checked++)
+                bad += memcmp(got + i * H, alone + order[i] * H, H * 4) != 0;
+            if (n == N && trial == 0) { /* (b) the same batch again */
+                moe_call(&ex, 1, bx, bids, bw, n, slots, work, again);
+                char what[128];
+                snprintf(what, sizeof what, "moe bits E%d %dx%d K%d %s: 16 rows, run twice", E,
+                         hidden, inter, bits, cbn);
+                int rb = 0;
+                for (int i = 0; i < n; i++)
+                    rb += memcmp(got + i * H, again + i * H, H * 4) != 0;
+                report_bits(what, n, rb);
+            }
+        }
+        char what[128];
+        snprintf(what, sizeof what, "moe bits E%d %dx%d K%d %s: alone vs %2d rows shuffled", E,
+                 hidden, inter, bits, cbn, n);
+        report_bits(what, checked, bad);
+    }
+    kern_free(work);
+    dev_experts_free(&ex);
+    free(x);
+    free(w);
+    free(ids);
+    free(alone);
+    free(got);
+    free(again);
+    free(bx);
+    free(bw);
+    free(bids);
+}
+
+/* kern_exl3_moe_prefill: one token's row alone, among 8 fillers, and among 299 others of which
+ * many share its experts (experts of 1, a few, and over 64 rows), placed at another position. */
+static void test_moe_prefill_bits(int E, int hidden, int inter, int bits, int cb, int slots)
+{
+    kern_exl3_experts ex;
+    dev_experts_init(&ex, E, hidden, inter, bits, cb);
+    enum { BIG = 300 };
+    size_t H = (size_t)hidden;
+    float *x = xmalloc(BIG * H * 4), *w = xmalloc((size_t)BIG * slots * 4);
+    int32_t *ids = xmalloc((size_t)BIG * slots * 4);
+    float *y = xmalloc(BIG * H * 4), *alone = xmalloc(H * 4);
+    float *x0 = xmalloc(H * 4), w0[64];
+    int32_t ids0[64];
+    for (size_t i = 0; i < H; i++)
+        x0[i] = rng_uniform();
+    draw_ids(ids0, slots, E);
+    for (int s = 0; s < slots; s++)
+        w0[s] = 0.1f + 0.4f * fabsf(rng_uniform());
+    moe_call(&ex, 0, x0, ids0, w0, 1, slots, NULL, alone);
+    const char *cbn = cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1";
+    int sizes[] = {9, BIG}, places[] = {4, 217};
+    for (int c = 0; c < 2; c++) {
+        int rows = sizes[c], at = places[c];
+        for (size_t i = 0; i < (size_t)rows * H; i++)
+            x[i] = rng_uniform();
+        for (int r = 0; r < rows; r++) {
+            int32_t *ri = ids + (size_t)r * slots;
+            draw_ids(ri, slots, E);
+            if (r % 3 != 2) /* most fillers take one of the token's experts too */
+                ri[r % slots] = ids0[(r / 3) % slots];
+            for (int q = 0; q < slots; q++) /* keep them distinct */
+                if (q != r % slots && ri[q] == ri[r % slots])
+                    ri[q] = -1;
+            for (int s = 0; s < slots; s++)
+                w[r * slots + s] = 0.1f + 0.4f * fabsf(rng_uniform());
+        }
+        memcpy(x + (size_t)at * H, x0, H * 4);
+        memcpy(ids + (size_t)at * slots, ids0, (size_t)slots * 4);
+        memcpy(w + (size_t)at * slots, w0, (size_t)slots * 4);
+        moe_call(&ex, 0, x, ids, w, rows, slots, NULL, y);
+        char what[128];
+        snprintf(what, sizeof what, "moe prefill bits E%d %dx%d K%d %s: alone vs row %d of %d", E,
+                 hidden, inter, bits, cbn, at, rows);
+        report_bits(what, 1, memcmp(y + (size_t)at * H, alone, H * 4) != 0);
+    }
+    dev_experts_free(&ex);
+    free(x);
+    free(w);
+    free(ids);
+    free(y);
+    free(alone);
+    free(x0);
+}
+
+/* kern_exl3_matmul: one row x0 at T = 1, 5, 17, 64, 300 rows (at a different place each time):
+ * equal bits within a path (T <= 16: the GEMV; above: the prefill GEMM); across the two paths
+ * the bits are expected to differ (printed, not a failure). */
+static void test_linear_bits(int in, int out, int bits, int cb)
+{
+    host_linear h;
+    host_linear_init(&h, in, out, bits, cb, cb == 2);
+    kern_exl3_linear l = {.in = in, .out = out, .bits = bits, .codebook = cb};
+    l.trellis = dev_copy(h.trellis, h.words * 2);
+    l.suh = dev_copy(h.suh, (size_t)in * 2);
+    l.svh = dev_copy(h.svh, (size_t)out * 2);
+    l.bias = h.bias ? dev_copy(h.bias, (size_t)out * 2) : NULL;
+    enum { NT = 5 };
+    int Ts[NT] = {1, 5, 17, 64, 300}, at[NT] = {0, 3, 16, 29, 211};
+    float *x = xmalloc((size_t)300 * in * 4), *y = xmalloc((size_t)300 * out * 4);
+    float *x0 = xmalloc((size_t)in * 4), *row[NT];
+    for (int i = 0; i < in; i++)
+        x0[i] = rng_uniform();
+    void *work = NULL;
+    size_t wb = kern_exl3_matmul_workspace(&l, 300);
+    CUDA_OK(kern_malloc(&work, wb));
+    for (int k = 0; k < NT; k++) {
+        int T = Ts[k];
+        for (size_t i = 0; i < (size_t)T * in; i++)
+            x[i] = rng_uniform();
+        memcpy(x + (size_t)at[k] * in, x0, (size_t)in * 4);
+        void *dx = dev_copy(x, (size_t)T * in * 4), *dy = NULL;
+        CUDA_OK(kern_malloc(&dy, (size_t)T * out * 4));
+        CUDA_OK(kern_memset(work, 0xFF, wb));
+        CUDA_OK(kern_exl3_matmul(&l, dx, dy, T, work, NULL));
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(y, dy, (size_t)T * out * 4));
+        row[k] = xmalloc((size_t)out * 4);
+        memcpy(row[k], y + (size_t)at[k] * out, (size_t)out * 4);
+        kern_free(dx);
+        kern_free(dy);
+    }
+    const char *cbn = cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1";
+    char what[128];
+    snprintf(what, sizeof what, "linear bits %dx%d K%d %s: GEMV path, T = 1 vs 5", in, out, bits, cbn);
+    report_bits(what, 1, memcmp(row[0], row[1], (size_t)out * 4) != 0);
+    snprintf(what, sizeof what, "linear bits %dx%d K%d %s: prefill path, T = 17 vs 64, 300", in, out,
+             bits, cbn);
+    report_bits(what, 2, (memcmp(row[2], row[3], (size_t)out * 4) != 0) +
+                             (memcmp(row[2], row[4], (size_t)out * 4) != 0));
+    printf("    (GEMV vs prefill path: %s; expected to differ)\n",
+           memcmp(row[0], row[2], (size_t)out * 4) ? "bits differ" : "bits equal");
+    for (int k = 0; k < NT; k++)
+        free(row[k]);
+    kern_free(work);
+    kern_free((void *)l.trellis);
+    kern_free((void *)l.suh);
+    kern_free((void *)l.svh);
+    kern_free((void *)l.bias);
+    free(x);
+    free(y);
+    free(x0);
+    host_linear_free(&h);
+}
+
 int main(int argc, char **argv)
 {
     /* --quick: real shapes for gate/up only; --small: no real shapes (for compute-sanitizer) */
@@ -381,6 +682,22 @@ int main(int argc, char **argv)
     test_moe(12, 1024, 512, 4, 1, 64, 8); /* a prefill chunk: 512 pairs over 12 experts */
     if (small)
         test_moe(4, 512, 256, 4, 1, 4, 2);
+    /* determinism and batch invariance (bits, not tolerances) */
+    test_moe_bits(6, 512, 256, 4, 1, 4);   /* shared experts: groups of 9-16 pairs */
+    test_moe_bits(40, 512, 384, 4, 0, 8);  /* 3inst, mostly groups of one */
+    test_moe_bits(8, 512, 256, 4, 2, 3);   /* mul1 (pair form) */
+    test_moe_bits(8, 512, 256, 3, 1, 2);   /* any-K decode */
+    if (!small)
+        test_moe_bits(24, 4096, 2048, 4, 1, 8); /* the real shapes */
+    test_moe_prefill_bits(10, 512, 256, 4, 1, 8);
+    test_moe_prefill_bits(10, 512, 384, 3, 2, 4);
+    if (!small)
+        test_moe_prefill_bits(16, 4096, 2048, 4, 1, 8);
+    test_linear_bits(256, 384, 4, 1);
+    test_linear_bits(384, 256, 3, 0);
+    test_linear_bits(512, 256, 4, 2);
+    if (!small)
+        test_linear_bits(4096, 2048, 4, 1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }

@@ -1,10 +1,14 @@
 #!/bin/sh
 # tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
 # prints where its time goes, against two ceilings measured in each variant's own run.
-# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): ALU-pipe shifts, 8 k-steps of
-# register prefetch, the cp.async ring (8 stages), load-only (no decode, no mma) and compute-only
-# (no trellis read: decode + mma on register data, the decode-compute ceiling; both give
-# meaningless results), each on the default register ring.
+# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build, direct loads
+# (a lane loads the words it decodes, the neighbour word by shuffle: no shared regroup),
+# unguarded k-step blocks, inputs stored as duplicated halves (no PRMT for the split fragment),
+# one accumulator chain a row half (onechain), unguarded + onechain, the first three together
+# (all), all + onechain (all1), load-only (no decode, no mma) and compute-only (no trellis read:
+# decode + mma on register data, the decode-compute ceiling; both give meaningless results).
+# With cuobjdump and python3 there, each variant's SASS hot loops are counted (hotloop.py:
+# instructions a tile and a weight of the one-row mcg kernel's strips).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
 # Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
@@ -12,9 +16,12 @@ src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"alushifts:-DEXL3_FMA_SHIFTS=0 pf8:-DEXL3_PREFETCH=8
-          stages8:-DEXL3_MOE_ASYNC=1,-DEXL3_STAGES=8 loadonly:-DEXL3_BENCH_LOAD_ONLY
-          compute:-DEXL3_BENCH_COMPUTE_ONLY"}
+variants=${EXL3_VARIANTS:-"default: direct:-DEXL3_DIRECT_LOAD=1 unguarded:-DEXL3_UNGUARDED=1
+          dup:-DEXL3_DUP_INPUT=1 onechain:-DEXL3_SPLIT_CHAINS=1
+          unguarded1:-DEXL3_UNGUARDED=1,-DEXL3_SPLIT_CHAINS=1
+          all:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1
+          all1:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1,-DEXL3_SPLIT_CHAINS=1
+          loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY"}
 for v in $variants; do
     name=${v%%:*}
     mkdir -p "$build/$name"
@@ -37,7 +44,13 @@ for v in $variants; do
         gcc -o "$build/$name/test" $testobjs "$build/device.o" "$build/exl3_gemm.o" \
             "$build/$name/moe.o" $libs
         timeout 120 "$build/$name/test" >"$build/$name/test.txt" 2>&1 || status=1
-        grep -E "moe .*rows 16 .*call|PASS|FAIL" "$build/$name/test.txt" | tail -3
+        grep -E "moe .*rows 16 .*call|moe bits|PASS|FAIL" "$build/$name/test.txt" | tail -8
+    fi
+    if command -v cuobjdump >/dev/null && command -v python3 >/dev/null; then
+        # the one-row (8-row) strips are the loops with 2 mma a tile; R16 loops show 4 a tile
+        cuobjdump -sass "$build/$name/moe.o" >"$build/$name/sass.txt" 2>/dev/null &&
+            python3 "$src/tests/gpu/hotloop.py" "$build/$name/sass.txt" moe_kernelILi4ELi1ELi8E 2 ||
+            true
     fi
 done
 
