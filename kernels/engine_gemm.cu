@@ -138,7 +138,7 @@ struct per_stream {
     cublasHandle_t handle;
     void *workspace;
     size_t workspace_bytes;
-    __nv_bfloat16 *split; // [3][rows][cols]: hi, mid, lo
+    __nv_bfloat16 *split; // hi, mid, lo: [T][cols] each, each from a 256-byte boundary
     size_t split_bytes;
     bool used;
 };
@@ -226,9 +226,17 @@ constexpr int kRefRows = 1024;
 constexpr int kMaxPlans = 128;
 constexpr int kCandidates = 32;
 
+// The algorithms are chosen for operands aligned to kAlign bytes (what the Hopper kernels' tensor
+// memory loads need; the engine's buffers are 256-byte aligned and its row strides keep that).
+// cuBLASLt's own default assumes 256 and would pick kernels that misread a less aligned operand,
+// which cublasGemmEx avoided by looking at the pointers on every call. An operand off kAlign gets
+// a second fixed plan for any alignment (named on stderr: its bits differ from the aligned one's).
+constexpr uintptr_t kAlign = 16;
+
 struct plan {
     int rows, cols, dtype;
-    bool nosplit; // only algorithms without split-K (GLMCHAT_CUDA_GEMM=nosplit)
+    bool nosplit;   // only algorithms without split-K (GLMCHAT_CUDA_GEMM=nosplit)
+    bool unaligned; // for operands aligned to their element only
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a;
     cublasLtMatmulAlgo_t algo;
@@ -319,6 +327,7 @@ int choose(plan *p, bool show)
     }
     cublasLtMatmulPreference_t pref = nullptr;
     uint64_t ws = kWorkspace;
+    uint32_t align = p->unaligned ? 4 : (uint32_t)kAlign;
     // no in-place split-K (its parts meet in the output in whatever order they finish)
     uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     rc = lt_code(g_lt.pref_create(&pref), "creating a preference", p);
@@ -328,6 +337,11 @@ int choose(plan *p, bool show)
     if (!rc)
         rc = lt_code(g_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
                      "restricting the reduction", p);
+    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = lt_code(g_lt.pref_set(pref, aligns[i], &align, sizeof align), "setting the alignment", p);
     cublasLtMatmulHeuristicResult_t res[kCandidates];
     int n = 0;
     if (!rc)
@@ -368,20 +382,21 @@ int choose(plan *p, bool show)
                 "(of %d candidates)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", n);
         return (int)cudaErrorNotSupported;
     }
-    if (show)
-        fprintf(stderr, "glmchat: eng_gemm %d x %d %s%s: algorithm %u, tile %u, split-K %u, reduction %u "
+    if (show || p->unaligned)
+        fprintf(stderr, "glmchat: eng_gemm %d x %d %s%s%s: algorithm %u, tile %u, split-K %u, reduction %u "
                 "(candidate %d of %d)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32",
-                p->nosplit ? " nosplit" : "", p->id, p->tile, p->splitk, p->reduction, pick, n);
+                p->nosplit ? " nosplit" : "", p->unaligned ? " for operands off 16-byte alignment" : "",
+                p->id, p->tile, p->splitk, p->reduction, pick, n);
     return 0;
 }
 
 // The plan of w's shape, chosen on its first product. Under g_lock.
-int plan_for(const eng_mat *w, bool nosplit, bool show, plan **out)
+int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **out)
 {
     for (int i = 0; i < kMaxPlans; i++) {
         plan *p = &g_plans[i];
         if (p->used && p->rows == w->rows && p->cols == w->cols && p->dtype == w->dtype &&
-            p->nosplit == nosplit) {
+            p->nosplit == nosplit && p->unaligned == unaligned) {
             *out = p;
             return 0;
         }
@@ -395,6 +410,7 @@ int plan_for(const eng_mat *w, bool nosplit, bool show, plan **out)
         p->cols = w->cols;
         p->dtype = w->dtype;
         p->nosplit = nosplit;
+        p->unaligned = unaligned;
         int rc = choose(p, show);
         if (rc) {
             // a shape that cannot be planned is tried again (and refused again, by name) next time
@@ -470,15 +486,18 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     }
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     size_t n = (size_t)T * w->cols;
+    // the three parts of the split each start on a 256-byte boundary
+    size_t stride = (n + 127) & ~(size_t)127;
+    bool unaligned = ((uintptr_t)w->data | (uintptr_t)y | (w->dtype == ENG_F32 ? (uintptr_t)x : 0)) % kAlign;
     per_stream *e = nullptr;
     plan *p = nullptr;
     cublasLtMatrixLayout_t b = nullptr, c = nullptr;
     cublasLtMatmulHeuristicResult_t fit = {};
     {
         std::lock_guard<std::mutex> guard(g_lock);
-        int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * n * sizeof(__nv_bfloat16) : 0, &e);
+        int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0, &e);
         if (!rc && mode != MODE_DEFAULT)
-            rc = plan_for(w, mode == MODE_NOSPLIT, mode == MODE_SHOW, &p);
+            rc = plan_for(w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
         if (!rc && p)
             rc = io_layouts(p, T, &b, &c);
         if (!rc && p) {
@@ -508,8 +527,8 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     int rc = 0;
     __nv_bfloat16 *part[3] = {nullptr, nullptr, nullptr}; // lo, mid, hi
     if (w->dtype == ENG_BF16) {
-        part[0] = e->split + 2 * n;
-        part[1] = e->split + n;
+        part[0] = e->split + 2 * stride;
+        part[1] = e->split + stride;
         part[2] = e->split;
         unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
         split_kernel<<<blocks, 256, 0, st>>>(x, n, part[2], part[1], part[0]);
