@@ -50,6 +50,7 @@ struct lt_api {
     decltype(&cublasLtMatmulAlgoConfigGetAttribute) config_get;
     decltype(&cublasLtMatmulAlgoCheck) check;
     decltype(&cublasLtMatmul) matmul;
+    decltype(&cublasLtMatmulDescDestroy) desc_destroy;
 };
 
 cublas_api g_api;
@@ -88,7 +89,7 @@ int load_cublas()
     int rc = 0;
     const char *names[6] = {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
                             "cublasSetWorkspace_v2", "cublasGemmEx", "cublasGetStatusString"};
-    void *fn[12];
+    void *fn[13];
     if (!load_symbols(kCublasLib, names, fn, 6, &rc))
         return rc;
     set_fn(g_api.create, fn[0]);
@@ -97,13 +98,13 @@ int load_cublas()
     set_fn(g_api.set_workspace, fn[3]);
     set_fn(g_api.gemm, fn[4]);
     set_fn(g_api.status_string, fn[5]);
-    const char *lt_names[12] = {"cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
+    const char *lt_names[13] = {"cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
                                 "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
                                 "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceSetAttribute",
                                 "cublasLtMatmulPreferenceDestroy", "cublasLtMatmulAlgoGetHeuristic",
                                 "cublasLtMatmulAlgoConfigGetAttribute", "cublasLtMatmulAlgoCheck",
-                                "cublasLtMatmul"};
-    if (!load_symbols(kCublasLtLib, lt_names, fn, 12, &rc))
+                                "cublasLtMatmul", "cublasLtMatmulDescDestroy"};
+    if (!load_symbols(kCublasLtLib, lt_names, fn, 13, &rc))
         return rc;
     set_fn(g_lt.create, fn[0]);
     set_fn(g_lt.desc_create, fn[1]);
@@ -117,6 +118,7 @@ int load_cublas()
     set_fn(g_lt.config_get, fn[9]);
     set_fn(g_lt.check, fn[10]);
     set_fn(g_lt.matmul, fn[11]);
+    set_fn(g_lt.desc_destroy, fn[12]);
     cublasStatus_t s = g_lt.create(&g_lt_handle);
     if (s != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "glmchat: cuBLASLt failed in creating a handle: %s\n", g_api.status_string(s));
@@ -274,13 +276,12 @@ int io_layouts(const plan *p, int T, cublasLtMatrixLayout_t *b, cublasLtMatrixLa
     return rc;
 }
 
-uint32_t config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
+// A 32-bit configuration attribute of a (the split count is int32_t, the others uint32_t).
+bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, uint32_t *v)
 {
-    uint32_t v = 0;
     size_t got = 0;
-    if (g_lt.config_get(a, attr, &v, sizeof v, &got) != CUBLAS_STATUS_SUCCESS)
-        return 0;
-    return v;
+    *v = 0;
+    return g_lt.config_get(a, attr, v, sizeof *v, &got) == CUBLAS_STATUS_SUCCESS && got == sizeof *v;
 }
 
 // GLMCHAT_CUDA_GEMM: unset or "fixed" (the fixed algorithms), "show" (the same, and each shape's
@@ -352,8 +353,11 @@ int choose(plan *p, bool show)
     for (int i = 0; !rc && i < n && !found; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS)
             continue;
-        uint32_t splitk = config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-        uint32_t red = config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+        // an algorithm whose split or reduction cannot be read is not known to be fixed-order
+        uint32_t splitk, red;
+        if (!config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk) ||
+            !config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red))
+            continue;
         if (splitk > 1 && (p->nosplit || (red != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE &&
                                            red != CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)))
             continue;
@@ -364,8 +368,8 @@ int choose(plan *p, bool show)
         p->algo = res[i].algo;
         p->splitk = splitk > 1 ? splitk : 1;
         p->reduction = red;
-        p->tile = config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-        p->id = config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID);
+        config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &p->tile); // for the record only
+        config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &p->id);
         found = true;
         pick = i + 1;
     }
@@ -416,6 +420,8 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
             // a shape that cannot be planned is tried again (and refused again, by name) next time
             if (p->a)
                 g_lt.layout_destroy(p->a);
+            if (p->desc)
+                g_lt.desc_destroy(p->desc);
             *p = plan{};
             return rc;
         }
