@@ -244,6 +244,15 @@ struct plan {
     cublasLtMatmulAlgo_t algo;
     uint32_t splitk, reduction, tile, id;
     bool used;
+    // the input and output layouts and the checked workspace of the first 8 row counts
+    // (a prefill's full chunks and its tails), kept so that a product does not describe and
+    // check them again; set under g_lock, never changed once set (other threads read them)
+    struct at_rows {
+        int T;
+        cublasLtMatrixLayout_t b, c;
+        size_t workspace;
+    } at[8];
+    int n_at;
 };
 
 plan g_plans[kMaxPlans];
@@ -498,15 +507,23 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     per_stream *e = nullptr;
     plan *p = nullptr;
     cublasLtMatrixLayout_t b = nullptr, c = nullptr;
+    bool kept = false; // b and c belong to the plan's list
     cublasLtMatmulHeuristicResult_t fit = {};
     {
         std::lock_guard<std::mutex> guard(g_lock);
         int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0, &e);
         if (!rc && mode != MODE_DEFAULT)
             rc = plan_for(w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
-        if (!rc && p)
+        for (int i = 0; !rc && p && i < p->n_at && !kept; i++)
+            if (p->at[i].T == T) {
+                b = p->at[i].b;
+                c = p->at[i].c;
+                fit.workspaceSize = p->at[i].workspace;
+                kept = true;
+            }
+        if (!rc && p && !kept)
             rc = io_layouts(p, T, &b, &c);
-        if (!rc && p) {
+        if (!rc && p && !kept) {
             // the fixed algorithm at this T: refused means a loud failure, never another choice
             cublasStatus_t s = g_lt.check(g_lt_handle, p->desc, p->a, b, c, c, &p->algo, &fit);
             if (s != CUBLAS_STATUS_SUCCESS) {
@@ -514,6 +531,9 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
                         "%d rows: %s\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", T,
                         g_api.status_string(s));
                 rc = (int)cudaErrorNotSupported;
+            } else if (p->n_at < (int)(sizeof p->at / sizeof *p->at)) {
+                p->at[p->n_at++] = {T, b, c, fit.workspaceSize};
+                kept = true;
             }
         }
         if (!rc && p && fit.workspaceSize > e->workspace_bytes) {
@@ -523,9 +543,9 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
                                  "setting the workspace");
         }
         if (rc) {
-            if (b)
+            if (b && !kept)
                 g_lt.layout_destroy(b);
-            if (c)
+            if (c && !kept)
                 g_lt.layout_destroy(c);
             return rc;
         }
@@ -555,9 +575,9 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, part[k], b, k ? &one : &zero,
                                  y, c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
                      what[k], p);
-    if (b)
+    if (b && !kept)
         g_lt.layout_destroy(b);
-    if (c)
+    if (c && !kept)
         g_lt.layout_destroy(c);
     return rc;
 }
