@@ -1,7 +1,11 @@
-// engine_gemm.cu: dense products of many rows (prefill) through cuBLAS: BF16 weights against a
-// hi + mid + lo bf16 split of the f32 inputs (three tensor-core GEMMs, f32 accumulation), F32 in
-// f32.
+// engine_gemm.cu: dense products of many rows (prefill) through cuBLASLt, one fixed algorithm a
+// weight shape so a row's bits do not depend on the row count: BF16 weights against a hi + mid + lo
+// bf16 split of the f32 inputs (three tensor-core GEMMs, f32 accumulation), F32 in f32.
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <mutex>
@@ -10,12 +14,16 @@
 
 namespace {
 
-// cuBLAS is loaded on the first product, not linked: a process on the CPU backend never loads it
-// (libcublasLt's load-time initializers also upset valgrind in the CPU tests).
+// cuBLAS and cuBLASLt are loaded on the first product, not linked: a process on the CPU backend
+// never loads them (libcublasLt's load-time initializers also upset valgrind in the CPU tests).
 #define ENG_STR2(x) #x
 #define ENG_STR(x) ENG_STR2(x)
 constexpr const char *kCublasLib = "libcublas.so." ENG_STR(CUBLAS_VER_MAJOR);
+constexpr const char *kCublasLtLib = "libcublasLt.so." ENG_STR(CUBLAS_VER_MAJOR);
 
+// cuBLAS itself serves only the comparison path (GLMCHAT_CUDA_GEMM=default): cublasGemmEx with
+// its default algorithm, which cuBLAS picks by the row count (tile, split-K, stream-K), so a
+// token's bits depended on how many tokens shared its chunk (prompt reuse differed by 2e-5).
 struct cublas_api {
     cublasStatus_t (*create)(cublasHandle_t *);
     cublasStatus_t (*destroy)(cublasHandle_t);
@@ -28,8 +36,49 @@ struct cublas_api {
     const char *(*status_string)(cublasStatus_t);
 };
 
+// the cuBLASLt entry points, typed from the header (decltype names no symbol)
+struct lt_api {
+    decltype(&cublasLtCreate) create;
+    decltype(&cublasLtMatmulDescCreate) desc_create;
+    decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+    decltype(&cublasLtMatrixLayoutCreate) layout_create;
+    decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+    decltype(&cublasLtMatmulPreferenceCreate) pref_create;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+    decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+    decltype(&cublasLtMatmulAlgoConfigGetAttribute) config_get;
+    decltype(&cublasLtMatmulAlgoCheck) check;
+    decltype(&cublasLtMatmul) matmul;
+    decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+};
+
 cublas_api g_api;
+lt_api g_lt;
+cublasLtHandle_t g_lt_handle;
 bool g_api_tried, g_api_ok;
+
+void *load_symbols(const char *lib_name, const char *const *names, void **fn, int n, int *rc)
+{
+    void *lib = dlopen(lib_name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "glmchat: the CUDA backend's prefill products need cuBLAS, and %s did not load "
+                "(%s): install the CUDA toolkit's cuBLAS or put its lib64 on LD_LIBRARY_PATH\n",
+                lib_name, dlerror());
+        *rc = (int)cudaErrorSharedObjectInitFailed;
+        return nullptr;
+    }
+    for (int i = 0; i < n; i++)
+        if (!(fn[i] = dlsym(lib, names[i]))) {
+            fprintf(stderr, "glmchat: %s has no %s: a cuBLAS of CUDA %d is needed\n", lib_name,
+                    names[i], CUBLAS_VER_MAJOR);
+            *rc = (int)cudaErrorSharedObjectSymbolNotFound;
+            return nullptr;
+        }
+    return lib;
+}
+
+template <typename F> void set_fn(F &dst, void *src) { dst = reinterpret_cast<F>(src); }
 
 // Under g_lock. Returns 0, or a CUDA error code after saying on stderr what is missing.
 int load_cublas()
@@ -37,34 +86,52 @@ int load_cublas()
     if (g_api_tried)
         return g_api_ok ? 0 : (int)cudaErrorSharedObjectInitFailed;
     g_api_tried = true;
-    void *lib = dlopen(kCublasLib, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "glmchat: the CUDA backend's prefill products need cuBLAS, and %s did not load "
-                "(%s): install the CUDA toolkit's cuBLAS or put its lib64 on LD_LIBRARY_PATH\n",
-                kCublasLib, dlerror());
-        return (int)cudaErrorSharedObjectInitFailed;
-    }
+    int rc = 0;
     const char *names[6] = {"cublasCreate_v2", "cublasDestroy_v2", "cublasSetStream_v2",
                             "cublasSetWorkspace_v2", "cublasGemmEx", "cublasGetStatusString"};
-    void *fn[6];
-    for (int i = 0; i < 6; i++)
-        if (!(fn[i] = dlsym(lib, names[i]))) {
-            fprintf(stderr, "glmchat: %s has no %s: a cuBLAS of CUDA %d is needed\n", kCublasLib,
-                    names[i], CUBLAS_VER_MAJOR);
-            return (int)cudaErrorSharedObjectSymbolNotFound;
-        }
-    g_api.create = reinterpret_cast<decltype(g_api.create)>(fn[0]);
-    g_api.destroy = reinterpret_cast<decltype(g_api.destroy)>(fn[1]);
-    g_api.set_stream = reinterpret_cast<decltype(g_api.set_stream)>(fn[2]);
-    g_api.set_workspace = reinterpret_cast<decltype(g_api.set_workspace)>(fn[3]);
-    g_api.gemm = reinterpret_cast<decltype(g_api.gemm)>(fn[4]);
-    g_api.status_string = reinterpret_cast<decltype(g_api.status_string)>(fn[5]);
+    void *fn[13];
+    if (!load_symbols(kCublasLib, names, fn, 6, &rc))
+        return rc;
+    set_fn(g_api.create, fn[0]);
+    set_fn(g_api.destroy, fn[1]);
+    set_fn(g_api.set_stream, fn[2]);
+    set_fn(g_api.set_workspace, fn[3]);
+    set_fn(g_api.gemm, fn[4]);
+    set_fn(g_api.status_string, fn[5]);
+    const char *lt_names[13] = {"cublasLtCreate", "cublasLtMatmulDescCreate", "cublasLtMatmulDescSetAttribute",
+                                "cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
+                                "cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceSetAttribute",
+                                "cublasLtMatmulPreferenceDestroy", "cublasLtMatmulAlgoGetHeuristic",
+                                "cublasLtMatmulAlgoConfigGetAttribute", "cublasLtMatmulAlgoCheck",
+                                "cublasLtMatmul", "cublasLtMatmulDescDestroy"};
+    if (!load_symbols(kCublasLtLib, lt_names, fn, 13, &rc))
+        return rc;
+    set_fn(g_lt.create, fn[0]);
+    set_fn(g_lt.desc_create, fn[1]);
+    set_fn(g_lt.desc_set, fn[2]);
+    set_fn(g_lt.layout_create, fn[3]);
+    set_fn(g_lt.layout_destroy, fn[4]);
+    set_fn(g_lt.pref_create, fn[5]);
+    set_fn(g_lt.pref_set, fn[6]);
+    set_fn(g_lt.pref_destroy, fn[7]);
+    set_fn(g_lt.heuristic, fn[8]);
+    set_fn(g_lt.config_get, fn[9]);
+    set_fn(g_lt.check, fn[10]);
+    set_fn(g_lt.matmul, fn[11]);
+    set_fn(g_lt.desc_destroy, fn[12]);
+    cublasStatus_t s = g_lt.create(&g_lt_handle);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "glmchat: cuBLASLt failed in creating a handle: %s\n", g_api.status_string(s));
+        return (int)cudaErrorUnknown;
+    }
     g_api_ok = true;
     return 0;
 }
 
 // One cuBLAS handle, workspace and input-split buffer per stream (two ranks of one process run
-// on two streams at once, so the buffers cannot be shared).
+// on two streams at once, so the buffers cannot be shared). The workspace starts at
+// ENG_GEMM_WORKSPACE and grows when a shape's fixed split-K algorithm needs more at a large T
+// (its partial sums are T x rows x splits floats).
 constexpr int kMaxStreams = 8;
 constexpr size_t kWorkspace = ENG_GEMM_WORKSPACE;
 
@@ -72,7 +139,8 @@ struct per_stream {
     cudaStream_t stream;
     cublasHandle_t handle;
     void *workspace;
-    __nv_bfloat16 *split; // [3][rows][cols]: hi, mid, lo
+    size_t workspace_bytes;
+    __nv_bfloat16 *split; // hi, mid, lo: [T][cols] each, each from a 256-byte boundary
     size_t split_bytes;
     bool used;
 };
@@ -88,10 +156,28 @@ int cublas_code(cublasStatus_t s, const char *what)
     return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
 }
 
-// The entry of `st`, created on first use; its split buffer grown to `split_bytes`.
+// Grows *buf (bytes *have) to `want` bytes on stream st; the old one may still be read by this
+// stream's queued products, so the stream is drained first.
+int grow(void **buf, size_t *have, size_t want, cudaStream_t st)
+{
+    if (want <= *have)
+        return 0;
+    cudaError_t rc = cudaStreamSynchronize(st);
+    if (rc == cudaSuccess && *buf)
+        rc = cudaFree(*buf);
+    *buf = nullptr;
+    *have = 0;
+    if (rc == cudaSuccess)
+        rc = cudaMalloc(buf, want);
+    if (rc != cudaSuccess)
+        return (int)rc;
+    *have = want;
+    return 0;
+}
+
+// The entry of `st`, created on first use; its split buffer grown to `split_bytes`. Under g_lock.
 int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
 {
-    std::lock_guard<std::mutex> guard(g_lock);
     int lrc = load_cublas();
     if (lrc)
         return lrc;
@@ -105,6 +191,7 @@ int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
             cudaError_t rc = cudaMalloc(&n.workspace, kWorkspace);
             if (rc != cudaSuccess)
                 return (int)rc;
+            n.workspace_bytes = kWorkspace;
             int brc = cublas_code(g_api.create(&n.handle), "creating a handle");
             if (!brc)
                 brc = cublas_code(g_api.set_workspace(n.handle, n.workspace, kWorkspace), "setting the workspace");
@@ -125,21 +212,234 @@ int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
         fprintf(stderr, "glmchat: more than %d CUDA streams ran dense prefill products\n", kMaxStreams);
         return -1;
     }
-    if (split_bytes > e->split_bytes) {
-        // the old buffer may still be read by this stream's queued GEMMs
-        cudaError_t rc = cudaStreamSynchronize(st);
-        if (rc == cudaSuccess && e->split)
-            rc = cudaFree(e->split);
-        e->split = nullptr;
-        e->split_bytes = 0;
-        if (rc == cudaSuccess)
-            rc = cudaMalloc(reinterpret_cast<void **>(&e->split), split_bytes);
-        if (rc != cudaSuccess)
-            return (int)rc;
-        e->split_bytes = split_bytes;
-    }
+    int grc = grow(reinterpret_cast<void **>(&e->split), &e->split_bytes, split_bytes, st);
+    if (grc)
+        return grc;
     *out = e;
     return 0;
+}
+
+// A weight shape's product: its matmul descriptor, the weight's layout and the algorithm fixed at
+// the first product of that shape. The algorithm is the heuristic's best at kRefRows rows among
+// those whose split-K partials (if any) are summed out of place in a fixed order; its tile, split
+// count and reduction scheme stay whatever T comes, so every output element is one fixed sequence
+// of operations over the weight row and the input row, wherever that row sits in the chunk.
+constexpr int kRefRows = 1024;
+constexpr int kMaxPlans = 128;
+constexpr int kCandidates = 32;
+
+// The algorithms are chosen for operands aligned to kAlign bytes (what the Hopper kernels' tensor
+// memory loads need; the engine's buffers are 256-byte aligned and its row strides keep that).
+// cuBLASLt's own default assumes 256 and would pick kernels that misread a less aligned operand,
+// which cublasGemmEx avoided by looking at the pointers on every call. An operand off kAlign gets
+// a second fixed plan for any alignment (named on stderr: its bits differ from the aligned one's).
+constexpr uintptr_t kAlign = 16;
+
+struct plan {
+    int rows, cols, dtype;
+    bool nosplit;   // only algorithms without split-K (GLMCHAT_CUDA_GEMM=nosplit)
+    bool unaligned; // for operands aligned to their element only
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a;
+    cublasLtMatmulAlgo_t algo;
+    uint32_t splitk, reduction, tile, id;
+    bool used;
+    // the input and output layouts and the checked workspace of the first 8 row counts
+    // (a prefill's full chunks and its tails), kept so that a product does not describe and
+    // check them again; set under g_lock, never changed once set (other threads read them)
+    struct at_rows {
+        int T;
+        cublasLtMatrixLayout_t b, c;
+        size_t workspace;
+    } at[8];
+    int n_at;
+};
+
+plan g_plans[kMaxPlans];
+
+int lt_code(cublasStatus_t s, const char *what, const plan *p)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    fprintf(stderr, "glmchat: cuBLASLt failed in %s (%d x %d %s weights): %s\n", what, p->rows,
+            p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", g_api.status_string(s));
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
+}
+
+cudaDataType in_type(const plan *p) { return p->dtype == ENG_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The input (cols x T, column-major) and output (rows x T) layouts at T rows.
+int io_layouts(const plan *p, int T, cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c)
+{
+    *b = *c = nullptr;
+    int rc = lt_code(g_lt.layout_create(b, in_type(p), (uint64_t)p->cols, (uint64_t)T, p->cols),
+                     "describing the input", p);
+    if (!rc)
+        rc = lt_code(g_lt.layout_create(c, CUDA_R_32F, (uint64_t)p->rows, (uint64_t)T, p->rows),
+                     "describing the output", p);
+    if (rc) {
+        if (*b)
+            g_lt.layout_destroy(*b);
+        *b = nullptr;
+    }
+    return rc;
+}
+
+// A 32-bit configuration attribute of a (the split count is int32_t, the others uint32_t).
+bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, uint32_t *v)
+{
+    size_t got = 0;
+    *v = 0;
+    return g_lt.config_get(a, attr, v, sizeof *v, &got) == CUBLAS_STATUS_SUCCESS && got == sizeof *v;
+}
+
+// GLMCHAT_CUDA_GEMM: unset or "fixed" (the fixed algorithms), "show" (the same, and each shape's
+// choice on stderr when it is made), "nosplit" (fixed algorithms without split-K: the few-output
+// shapes run slower; a second fixed choice to compare with), "default" (cublasGemmEx's own
+// choice, the former path: for comparison only, its row bits depend on T).
+enum { MODE_FIXED, MODE_SHOW, MODE_DEFAULT, MODE_NOSPLIT };
+int gemm_mode()
+{
+    const char *v = getenv("GLMCHAT_CUDA_GEMM");
+    if (!v || !*v || strcmp(v, "fixed") == 0)
+        return MODE_FIXED;
+    if (strcmp(v, "show") == 0)
+        return MODE_SHOW;
+    if (strcmp(v, "default") == 0)
+        return MODE_DEFAULT;
+    if (strcmp(v, "nosplit") == 0)
+        return MODE_NOSPLIT;
+    return -1;
+}
+
+// Chooses p's algorithm (p->rows, cols, dtype set). Under g_lock.
+int choose(plan *p, bool show)
+{
+    int rc = lt_code(g_lt.desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "creating a descriptor", p);
+    // column-major view: y^T [rows x T] = W^T' (W stored [rows][cols] is cols x rows) * x^T
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (!rc)
+        rc = lt_code(g_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "setting transa", p);
+    if (!rc)
+        rc = lt_code(g_lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "setting transb", p);
+    if (!rc)
+        rc = lt_code(g_lt.layout_create(&p->a, in_type(p), (uint64_t)p->cols, (uint64_t)p->rows, p->cols),
+                     "describing the weight", p);
+    if (rc)
+        return rc;
+    cublasLtMatrixLayout_t b, c, b9, c9;
+    if ((rc = io_layouts(p, kRefRows, &b, &c)))
+        return rc;
+    if ((rc = io_layouts(p, ENG_GEMM_MIN_ROWS + 1, &b9, &c9))) {
+        g_lt.layout_destroy(b);
+        g_lt.layout_destroy(c);
+        return rc;
+    }
+    cublasLtMatmulPreference_t pref = nullptr;
+    uint64_t ws = kWorkspace;
+    uint32_t align = p->unaligned ? 4 : (uint32_t)kAlign;
+    // no in-place split-K (its parts meet in the output in whatever order they finish)
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    rc = lt_code(g_lt.pref_create(&pref), "creating a preference", p);
+    if (!rc)
+        rc = lt_code(g_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                     "bounding the workspace", p);
+    if (!rc)
+        rc = lt_code(g_lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes),
+                     "restricting the reduction", p);
+    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && !rc; i++)
+        rc = lt_code(g_lt.pref_set(pref, aligns[i], &align, sizeof align), "setting the alignment", p);
+    cublasLtMatmulHeuristicResult_t res[kCandidates];
+    int n = 0;
+    if (!rc)
+        rc = lt_code(g_lt.heuristic(g_lt_handle, p->desc, p->a, b, c, c, pref, kCandidates, res, &n),
+                     "asking for algorithms", p);
+    bool found = false;
+    int pick = -1;
+    for (int i = 0; !rc && i < n && !found; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS)
+            continue;
+        // an algorithm whose split or reduction cannot be read is not known to be fixed-order
+        uint32_t splitk, red;
+        if (!config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk) ||
+            !config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red))
+            continue;
+        if (splitk > 1 && (p->nosplit || (red != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE &&
+                                           red != CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE)))
+            continue;
+        // it must also take the smallest chunk eng_gemm is given
+        cublasLtMatmulHeuristicResult_t small = {};
+        if (g_lt.check(g_lt_handle, p->desc, p->a, b9, c9, c9, &res[i].algo, &small) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        p->algo = res[i].algo;
+        p->splitk = splitk > 1 ? splitk : 1;
+        p->reduction = red;
+        config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &p->tile); // for the record only
+        config_u32(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &p->id);
+        found = true;
+        pick = i + 1;
+    }
+    if (pref)
+        g_lt.pref_destroy(pref);
+    g_lt.layout_destroy(b);
+    g_lt.layout_destroy(c);
+    g_lt.layout_destroy(b9);
+    g_lt.layout_destroy(c9);
+    if (rc)
+        return rc;
+    if (!found) {
+        fprintf(stderr, "glmchat: cuBLASLt offers no fixed-order algorithm for %d x %d %s weights "
+                "(of %d candidates)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", n);
+        return (int)cudaErrorNotSupported;
+    }
+    if (show || p->unaligned)
+        fprintf(stderr, "glmchat: eng_gemm %d x %d %s%s%s: algorithm %u, tile %u, split-K %u, reduction %u "
+                "(candidate %d of %d)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32",
+                p->nosplit ? " nosplit" : "", p->unaligned ? " for operands off 16-byte alignment" : "",
+                p->id, p->tile, p->splitk, p->reduction, pick, n);
+    return 0;
+}
+
+// The plan of w's shape, chosen on its first product. Under g_lock.
+int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **out)
+{
+    for (int i = 0; i < kMaxPlans; i++) {
+        plan *p = &g_plans[i];
+        if (p->used && p->rows == w->rows && p->cols == w->cols && p->dtype == w->dtype &&
+            p->nosplit == nosplit && p->unaligned == unaligned) {
+            *out = p;
+            return 0;
+        }
+    }
+    for (int i = 0; i < kMaxPlans; i++) {
+        plan *p = &g_plans[i];
+        if (p->used)
+            continue;
+        *p = plan{};
+        p->rows = w->rows;
+        p->cols = w->cols;
+        p->dtype = w->dtype;
+        p->nosplit = nosplit;
+        p->unaligned = unaligned;
+        int rc = choose(p, show);
+        if (rc) {
+            // a shape that cannot be planned is tried again (and refused again, by name) next time
+            if (p->a)
+                g_lt.layout_destroy(p->a);
+            if (p->desc)
+                g_lt.desc_destroy(p->desc);
+            *p = plan{};
+            return rc;
+        }
+        p->used = true;
+        *out = p;
+        return 0;
+    }
+    fprintf(stderr, "glmchat: more than %d weight shapes ran dense prefill products\n", kMaxPlans);
+    return -1;
 }
 
 // hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid): the three carry about 24
@@ -168,37 +468,117 @@ extern "C" int eng_gemm_takes(const eng_mat *w, int T)
            w->rows >= 1 && w->cols >= 1;
 }
 
-extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream)
+// The comparison path: cublasGemmEx with CUBLAS_GEMM_DEFAULT (row bits depend on T).
+static int gemm_default(const eng_mat *w, int T, float *y, per_stream *e, const float *x,
+                        __nv_bfloat16 *const part[3])
 {
-    if (!eng_gemm_takes(w, T) || !x || !y)
-        return -1;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    size_t n = (size_t)T * w->cols;
-    per_stream *e = nullptr;
-    int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * n * sizeof(__nv_bfloat16) : 0, &e);
-    if (rc)
-        return rc;
     const float one = 1.0f, zero = 0.0f;
-    // column-major view: y^T [rows x T] = W^T' (W stored [rows][cols] is cols x rows) * x^T
     if (w->dtype == ENG_F32)
         return cublas_code(g_api.gemm(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
                                         w->data, CUDA_R_32F, w->cols, x, CUDA_R_32F, w->cols, &zero, y,
                                         CUDA_R_32F, w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                            "an f32 product");
-    unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    __nv_bfloat16 *part[3] = {e->split + 2 * n, e->split + n, e->split}; // lo, mid, hi
-    split_kernel<<<blocks, 256, 0, st>>>(x, n, part[2], part[1], part[0]);
-    cudaError_t crc = cudaGetLastError();
-    if (crc != cudaSuccess)
-        return (int)crc;
-    // the smallest part first: y = W lo, y += W mid, y += W hi
     static const char *what[3] = {"a bf16 product (lo)", "a bf16 product (mid)", "a bf16 product (hi)"};
+    int rc = 0;
     for (int p = 0; p < 3 && !rc; p++)
         rc = cublas_code(g_api.gemm(e->handle, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, T, w->cols, &one,
                                       w->data, CUDA_R_16BF, w->cols, part[p], CUDA_R_16BF, w->cols,
                                       p ? &one : &zero, y, CUDA_R_32F, w->rows, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT),
                          what[p]);
+    return rc;
+}
+
+extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream)
+{
+    if (!eng_gemm_takes(w, T) || !x || !y)
+        return -1;
+    int mode = gemm_mode();
+    if (mode < 0) {
+        fprintf(stderr, "glmchat: GLMCHAT_CUDA_GEMM is '%s'; it takes fixed, show, nosplit or default\n",
+                getenv("GLMCHAT_CUDA_GEMM"));
+        return -1;
+    }
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    size_t n = (size_t)T * w->cols;
+    // the three parts of the split each start on a 256-byte boundary
+    size_t stride = (n + 127) & ~(size_t)127;
+    bool unaligned = ((uintptr_t)w->data | (uintptr_t)y | (w->dtype == ENG_F32 ? (uintptr_t)x : 0)) % kAlign;
+    per_stream *e = nullptr;
+    plan *p = nullptr;
+    cublasLtMatrixLayout_t b = nullptr, c = nullptr;
+    bool kept = false; // b and c belong to the plan's list
+    cublasLtMatmulHeuristicResult_t fit = {};
+    {
+        std::lock_guard<std::mutex> guard(g_lock);
+        int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0, &e);
+        if (!rc && mode != MODE_DEFAULT)
+            rc = plan_for(w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
+        for (int i = 0; !rc && p && i < p->n_at && !kept; i++)
+            if (p->at[i].T == T) {
+                b = p->at[i].b;
+                c = p->at[i].c;
+                fit.workspaceSize = p->at[i].workspace;
+                kept = true;
+            }
+        if (!rc && p && !kept)
+            rc = io_layouts(p, T, &b, &c);
+        if (!rc && p && !kept) {
+            // the fixed algorithm at this T: refused means a loud failure, never another choice
+            cublasStatus_t s = g_lt.check(g_lt_handle, p->desc, p->a, b, c, c, &p->algo, &fit);
+            if (s != CUBLAS_STATUS_SUCCESS) {
+                fprintf(stderr, "glmchat: the fixed algorithm of %d x %d %s weights does not take "
+                        "%d rows: %s\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", T,
+                        g_api.status_string(s));
+                rc = (int)cudaErrorNotSupported;
+            } else if (p->n_at < (int)(sizeof p->at / sizeof *p->at)) {
+                p->at[p->n_at++] = {T, b, c, fit.workspaceSize};
+                kept = true;
+            }
+        }
+        if (!rc && p && fit.workspaceSize > e->workspace_bytes) {
+            rc = grow(&e->workspace, &e->workspace_bytes, fit.workspaceSize, st);
+            if (!rc) // the comparison path's handle holds the workspace too
+                rc = cublas_code(g_api.set_workspace(e->handle, e->workspace, e->workspace_bytes),
+                                 "setting the workspace");
+        }
+        if (rc) {
+            if (b && !kept)
+                g_lt.layout_destroy(b);
+            if (c && !kept)
+                g_lt.layout_destroy(c);
+            return rc;
+        }
+    }
+    int rc = 0;
+    __nv_bfloat16 *part[3] = {nullptr, nullptr, nullptr}; // lo, mid, hi
+    if (w->dtype == ENG_BF16) {
+        part[0] = e->split + 2 * stride;
+        part[1] = e->split + stride;
+        part[2] = e->split;
+        unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+        split_kernel<<<blocks, 256, 0, st>>>(x, n, part[2], part[1], part[0]);
+        cudaError_t crc = cudaGetLastError();
+        if (crc != cudaSuccess)
+            rc = (int)crc;
+    }
+    if (!rc && !p)
+        return gemm_default(w, T, y, e, x, part);
+    const float one = 1.0f, zero = 0.0f;
+    if (!rc && w->dtype == ENG_F32)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, x, b, &zero, y, c, y, c,
+                                 &p->algo, e->workspace, e->workspace_bytes, st),
+                     "an f32 product", p);
+    // the smallest part first: y = W lo, y += W mid, y += W hi
+    static const char *what[3] = {"a bf16 product (lo)", "a bf16 product (mid)", "a bf16 product (hi)"};
+    for (int k = 0; k < 3 && !rc && w->dtype == ENG_BF16; k++)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, part[k], b, k ? &one : &zero,
+                                 y, c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
+                     what[k], p);
+    if (b && !kept)
+        g_lt.layout_destroy(b);
+    if (c && !kept)
+        g_lt.layout_destroy(c);
     return rc;
 }
 

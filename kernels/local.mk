@@ -13,7 +13,7 @@ EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_
 	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
 	bench/bench_cuda_decode_h200_2026-12-03.txt bench/attn_h200_2026-12-03.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
-	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
+	tests/gpu/test_gemm_rows.c bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
@@ -35,6 +35,10 @@ tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_mla_gpu
 tests_gpu_test_mla_gpu_SOURCES = tests/gpu/test_mla_gpu.c
 tests_gpu_test_mla_gpu_LDADD = $(glmchat_LDADD)
+# the dense prefill products: a row's bits whatever the chunk, and their time against cuBLAS's default
+check_PROGRAMS += tests/gpu/test_gemm_rows
+tests_gpu_test_gemm_rows_SOURCES = tests/gpu/test_gemm_rows.c
+tests_gpu_test_gemm_rows_LDADD = $(glmchat_LDADD)
 bench_bench_exl3_SOURCES = bench/bench_exl3.cu
 bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@

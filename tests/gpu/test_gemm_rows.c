@@ -1,0 +1,287 @@
+/* test_gemm_rows.c: eng_gemm (the dense prefill products) at every dense shape GLM-5.3-Flash's and
+ * mkmodel small's prefill uses: a row's bits whatever the chunk's size and the row's place in it,
+ * run to run; the values against an f64 host reference; the time against cublasGemmEx's default.
+ * Usage: test_gemm_rows [--no-time]; exit status 1 on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/engine.h"
+#include "kernels/kernels.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static int failures;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rng_uniform(void) /* [-1, 1) */
+{
+    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+#define CUDA_OK(call)                                                                          \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_ != 0) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
+                    rc_ > 0 ? kern_error_string(rc_) : "refused (see above)");                 \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "test_gemm_rows: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static void *dev_copy(const void *src, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(kern_malloc(&d, bytes));
+    CUDA_OK(kern_to_device(d, src, bytes));
+    return d;
+}
+
+static uint16_t to_bf16(float f) /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+typedef struct shape {
+    const char *name;
+    int rows, cols;
+} shape;
+
+/* eng_gemm with GLMCHAT_CUDA_GEMM set to `mode` (NULL: the fixed algorithms) */
+static int gemm(const char *mode, const eng_mat *w, const float *x, int T, float *y)
+{
+    if (mode)
+        setenv("GLMCHAT_CUDA_GEMM", mode, 1);
+    else
+        unsetenv("GLMCHAT_CUDA_GEMM");
+    int rc = eng_gemm(w, x, T, y, NULL);
+    unsetenv("GLMCHAT_CUDA_GEMM");
+    return rc;
+}
+
+static double time_us(const char *mode, const eng_mat *w, const float *x, int T, float *y, void *ev0,
+                      void *ev1)
+{
+    const int reps = 10;
+    CUDA_OK(gemm(mode, w, x, T, y)); /* warm: the plan, the buffers */
+    CUDA_OK(eng_event_record(ev0, NULL));
+    for (int i = 0; i < reps; i++)
+        CUDA_OK(gemm(mode, w, x, T, y));
+    CUDA_OK(eng_event_record(ev1, NULL));
+    float ms = 0;
+    CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+    return 1000.0 * ms / reps;
+}
+
+/* The chunk sizes (all > ENG_GEMM_MIN_ROWS); the largest is the reference. */
+static const int kT[] = {9, 17, 64, 288, 307, 1024};
+enum { NT = sizeof kT / sizeof *kT, TMAX = 1024 };
+
+/* The first row and column of `got` (T rows from row `at` of the reference) that differ. */
+static int first_mismatch(const float *got, const float *ref, int T, int at, int rows, int *r, int *c)
+{
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < rows; j++)
+            if (memcmp(&got[(size_t)i * rows + j], &ref[(size_t)(at + i) * rows + j], 4) != 0) {
+                *r = i;
+                *c = j;
+                return 1;
+            }
+    return 0;
+}
+
+/* Whether every T at two places (the chunk's first rows, its last rows), and T = 1024 again, gives
+ * the bits of T = 1024 (`ref`, host) under `mode`; the first difference into `where`. */
+static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const float *ref, float *yd,
+                     float *got, char *where, size_t n)
+{
+    int R = w->rows, K = w->cols;
+    for (int t = 0; t < NT; t++) {
+        int T = kT[t];
+        int at[2] = {0, TMAX - T};
+        for (int k = 0; k < (T == TMAX ? 1 : 2); k++) {
+            CUDA_OK(gemm(mode, w, xd + (size_t)at[k] * K, T, yd));
+            CUDA_OK(kern_sync());
+            CUDA_OK(kern_to_host(got, yd, (size_t)T * R * sizeof *got));
+            int r, c;
+            if (first_mismatch(got, ref, T, at[k], R, &r, &c)) {
+                float g = got[(size_t)r * R + c], e = ref[(size_t)(at[k] + r) * R + c];
+                snprintf(where, n, "T=%d from row %d: row %d output %d is %.9g, at T=%d %.9g", T, at[k],
+                         at[k] + r, c, g, TMAX, e);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *ev1)
+{
+    int R = s->rows, K = s->cols;
+    const char *dn = dtype == ENG_BF16 ? "bf16" : "f32";
+    size_t wn = (size_t)R * K, xn = (size_t)TMAX * K, yn = (size_t)TMAX * R;
+    /* weights ~ 1/sqrt(K), inputs over a few binades (the split's lower parts matter) */
+    float *wf = xmalloc(wn * sizeof *wf), *xh = xmalloc(xn * sizeof *xh);
+    float amp = 1.0f / sqrtf((float)K);
+    for (size_t i = 0; i < wn; i++)
+        wf[i] = amp * rng_uniform();
+    for (size_t i = 0; i < xn; i++)
+        xh[i] = rng_uniform() * (float)(1u << (rng_u32() % 4));
+    void *wd;
+    if (dtype == ENG_BF16) {
+        uint16_t *wb = xmalloc(wn * sizeof *wb);
+        for (size_t i = 0; i < wn; i++) {
+            wb[i] = to_bf16(wf[i]);
+            wf[i] = from_bf16(wb[i]); /* the reference multiplies what the GPU holds */
+        }
+        wd = dev_copy(wb, wn * sizeof *wb);
+        free(wb);
+    } else {
+        wd = dev_copy(wf, wn * sizeof *wf);
+    }
+    eng_mat w = {.dtype = dtype, .rows = R, .cols = K, .data = wd};
+    float *xd = dev_copy(xh, xn * sizeof *xh), *yref = NULL, *yd = NULL;
+    CUDA_OK(kern_malloc((void **)&yref, yn * sizeof *yref));
+    CUDA_OK(kern_malloc((void **)&yd, yn * sizeof *yd));
+    float *ref = xmalloc(yn * sizeof *ref), *got = xmalloc(yn * sizeof *got);
+    CUDA_OK(gemm("show", &w, xd, TMAX, yref)); /* the shape's algorithm, chosen now, on stderr */
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
+    char where[160] = "";
+    int equal = bits_hold(NULL, &w, xd, ref, yd, got, where, sizeof where);
+    /* values: a few rows against f64 sums, the error over sum |w x|; the bound is 16 f32 rounding
+     * units and a random walk's 2 sqrt(K); a product of the hi parts alone errs by about
+     * 2^-9 / sqrt(K) an output (rms), so its worst output is past the bound at every K here */
+    double worst = 0, tol = ldexp(1.0, -24) * (16.0 + 2.0 * sqrt((double)K));
+    int sample[4] = {0, 1, TMAX / 2 + 3, TMAX - 1};
+    for (int i = 0; i < 4; i++) {
+        const float *xr = xh + (size_t)sample[i] * K;
+        for (int j = 0; j < R; j++) {
+            const float *wr = wf + (size_t)j * K;
+            double sum = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double p = (double)wr[k] * xr[k];
+                sum += p;
+                mag += fabs(p);
+            }
+            double e = fabs((double)ref[(size_t)sample[i] * R + j] - sum) / (mag > 0 ? mag : 1);
+            if (!(e <= worst)) /* NaN too */
+                worst = e;
+        }
+    }
+    int close = worst <= tol;
+    if (!equal) {
+        printf("  %s %s: %s\n", s->name, dn, where);
+        /* what the second fixed choice (no split-K) does here, for the diagnosis */
+        CUDA_OK(gemm("nosplit", &w, xd, TMAX, yref));
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
+        char w2[160] = "";
+        int ns = bits_hold("nosplit", &w, xd, ref, yd, got, w2, sizeof w2);
+        printf("  %s %s: GLMCHAT_CUDA_GEMM=nosplit %s%s\n", s->name, dn, ns ? "is bit-equal" : "differs too: ", w2);
+    }
+    if (!close)
+        printf("  %s %s: error %.2e of sum|w x| over the bound %.2e\n", s->name, dn, worst, tol);
+    failures += !equal + !close;
+    /* the former path, for comparison only: whether its rows keep their bits across chunks */
+    CUDA_OK(gemm("default", &w, xd, TMAX, yref));
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
+    char w3[160] = "";
+    int old_equal = bits_hold("default", &w, xd, ref, yd, got, w3, sizeof w3);
+
+    if (timed) {
+        int Ts[2] = {TMAX, 64};
+        for (int k = 0; k < 2; k++) {
+            double un = time_us(NULL, &w, xd, Ts[k], yd, ev0, ev1);
+            double uo = time_us("default", &w, xd, Ts[k], yd, ev0, ev1);
+            printf("%-18s %5d x %-6d %-4s T%-5d %9.1f %9.1f %6.2f   %-3s  %-3s  %.1e %s\n", s->name, R,
+                   K, dn, Ts[k], un, uo, un / uo, equal ? "yes" : "NO", old_equal ? "yes" : "no", worst,
+                   close ? "ok" : "FAIL");
+        }
+    } else {
+        printf("%-18s %5d x %-6d %-4s %-35s %-3s  %-3s  %.1e %s\n", s->name, R, K, dn, "",
+               equal ? "yes" : "NO", old_equal ? "yes" : "no", worst, close ? "ok" : "FAIL");
+    }
+    free(wf);
+    free(xh);
+    free(ref);
+    free(got);
+    kern_free(wd);
+    kern_free(xd);
+    kern_free(yref);
+    kern_free(yd);
+}
+
+int main(int argc, char **argv)
+{
+    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* the table and eng_gemm's choices (stderr) in order */
+    if (kern_device_count() < 1) {
+        fprintf(stderr, "test_gemm_rows: no CUDA device\n");
+        return 1;
+    }
+    char name[256];
+    kern_device_describe(0, name, sizeof name);
+    printf("device %s\n", name);
+    void *ev0, *ev1;
+    CUDA_OK(eng_event_new(&ev0));
+    CUDA_OK(eng_event_new(&ev1));
+    /* GLM-5.3-Flash: hidden 4096, 4 HC streams (24 mixing rows), KDA 64 x 128, MLA 64 heads of
+     * 256, q_lora 2048, kv_lora 512, indexer 32 x 128, 288 experts, shared expert 2048, dense FFN
+     * 12288; then mkmodel small (hidden 256, KDA 4 x 64, MLA 4 x 64, q_lora 128, kv_lora 64,
+     * indexer 8 x 32, 16 experts, expert 64, dense FFN 512). One line a distinct shape. */
+    const shape shapes[] = {
+        {"hc mixing", 24, 16384},        {"kda q/k/v", 8192, 4096},      {"kda f_a/g_a, ix wk", 128, 4096},
+        {"kda f_b/g_b", 8192, 128},      {"kda b", 64, 4096},            {"kda o, mtp eh", 4096, 8192},
+        {"q_a, shared g/u", 2048, 4096}, {"q_b", 16384, 2048},           {"kv_a", 512, 4096},
+        {"mla o", 4096, 16384},          {"ix wq_b", 4096, 2048},        {"ix weights", 32, 4096},
+        {"router", 288, 4096},           {"shared down", 4096, 2048},    {"dense gate/up", 12288, 4096},
+        {"dense down", 4096, 12288},     {"s: hc mixing", 24, 1024},     {"s: kda qkv/o, q_b", 256, 256},
+        {"s: kda f_a, kv_a", 64, 256},   {"s: kda f_b/g_b", 256, 64},    {"s: kda b", 4, 256},
+        {"s: q_a", 128, 256},            {"s: q_b, ix wq_b", 256, 128},  {"s: ix wk", 32, 256},
+        {"s: ix weights", 8, 256},       {"s: router", 16, 256},         {"s: dense gate/up", 512, 256},
+        {"s: dense down, eh", 256, 512},
+    };
+    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307} (the first and the last rows "
+           "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
+           "(GLMCHAT_CUDA_GEMM=default, information); error: worst |y - f64| / sum|w x| over 4 rows "
+           "(new path); us: a product's time, new and old, ratio new / old\n", TMAX, TMAX);
+    printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %s\n", "shape", "rows x cols", "w", "T",
+           "us new", "us old", "ratio", "bit", "old", "error");
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        check_shape(&shapes[i], ENG_BF16, timed, ev0, ev1);
+        check_shape(&shapes[i], ENG_F32, timed, ev0, ev1);
+    }
+    eng_event_free(ev0);
+    eng_event_free(ev1);
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
