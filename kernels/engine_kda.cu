@@ -223,7 +223,8 @@ kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
         int h = gw - 3 * H;
         float rate = expf(A_log[h]);
         for (int t = 0; t < T; t++) {
-            for (int i = lane; i < dk; i += 32) {
+#pragma unroll 4
+            for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
                 size_t at = (size_t)t * C + (size_t)h * dk + i;
                 float x = g[at] + dt_bias[h * dk + i];
                 if (has_lb) {
@@ -374,7 +375,9 @@ extern "C" int eng_kda_prep_decode(const float *q, const float *k, const float *
 {
     if (T < 1 || T > kPrepMaxT || K < 1 || K > kPrepMaxK || dk < 1 || dk > 32 * kPrepSlots || H < 1)
         return -1;
-    kda_prep_kernel<<<blocks_for((size_t)4 * H, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    // two warps a block: the 4 H warps (256 for GLM) spread over 128 SMs instead of 32 (each
+    // warp's work is latency-bound; more SMs give more load and store units to its round trips)
+    kda_prep_kernel<<<blocks_for((size_t)4 * H, 2), 64, 0, static_cast<cudaStream_t>(stream)>>>(
         q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias, has_lb,
         lb);
     return (int)cudaGetLastError();
