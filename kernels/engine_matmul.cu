@@ -567,7 +567,7 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
     // rpw rows a warp group: a pair's two matrices share row r; a Q4 job's rows go two at a time
     int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * jb.rpw;
-    if (T <= 2 && jb.skinny) { // wpr 1: no barrier below is skipped by the block's other warps
+    if (T <= 2 && jb.skinny) { // (set for T <= 2 only) wpr 1: no barrier below is skipped
         if (r < jb.w.rows)
             skinny_rows<T>(jb, r, lane);
         return;
@@ -687,8 +687,9 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
         d->pair = j->w2 != NULL;
         d->wpr = pick_wpr(w);
         d->rpw = w->dtype == ENG_Q4 && !j->w2 ? 2 : 1;
-        d->skinny = !j->w2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) && w->cols <= 256 &&
-                    w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)j->x % 16 == 0;
+        d->skinny = T <= 2 && !j->w2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
+                    w->cols <= 256 && w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 &&
+                    (uintptr_t)j->x % 16 == 0;
         if (d->skinny) { // pick_wpr gives these one warp a row (a single unit of 256 columns)
             d->wpr = 1;
             d->rpw = kSkinnyRows;
