@@ -41,13 +41,14 @@ __device__ __forceinline__ void dot8(uint4 q, int is_bf16, const float *x, int c
     }
 }
 
-// 16-byte loads in flight a lane before their products: more for few tokens (their registers
+// 16-byte loads in flight a lane before their products: more for one token (its registers
 // are free), which a row of few warps needs to keep the memory busy.
-template <int T> constexpr int kBatch16 = T <= 2 ? 8 : 4;
+template <int T> constexpr int kBatch16 = T == 1 ? 8 : 4;
 
-// The bf16/f16 row's 16-byte units i, i + step, ... in batches of B loads (each batch issued
-// before its products, which run in unit order: the sums do not depend on B); returns the first
-// unit left (fewer than B steps remain), which the caller's tail loop takes.
+// The bf16/f16 row's 16-byte units i, i + step, ... in batches of B loads, the last batch
+// predicated on the units left (each batch issued before its products, which run in unit order:
+// the sums do not depend on B, and no unit waits on another's load). Returns an index past the
+// row's units (a caller's tail loop then finds nothing left).
 template <int T, int B>
 __device__ __forceinline__ int dot8_batches(const uint4 *row, int n8, int step, int i, int bf,
                                             const float *x, int cols, int tg, float *acc)
@@ -61,15 +62,17 @@ __device__ __forceinline__ int dot8_batches(const uint4 *row, int n8, int step, 
         for (int b = 0; b < B; b++)
             dot8<T>(q[b], bf, x, cols, i + b * step, tg, acc);
     }
-    if (B > 4) // then one batch of four, as the form of four a batch would
-        for (; i + 3 * step < n8; i += 4 * step) {
-            uint4 q0 = __ldg(row + i), q1 = __ldg(row + i + step), q2 = __ldg(row + i + 2 * step),
-                  q3 = __ldg(row + i + 3 * step);
-            dot8<T>(q0, bf, x, cols, i, tg, acc);
-            dot8<T>(q1, bf, x, cols, i + step, tg, acc);
-            dot8<T>(q2, bf, x, cols, i + 2 * step, tg, acc);
-            dot8<T>(q3, bf, x, cols, i + 3 * step, tg, acc);
-        }
+    if (i < n8) { // fewer than B units left: all of them at once
+        uint4 q[B];
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            q[b] = i + b * step < n8 ? __ldg(row + i + b * step) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            if (i + b * step < n8)
+                dot8<T>(q[b], bf, x, cols, i + b * step, tg, acc);
+        i += B * step;
+    }
     return i;
 }
 
@@ -99,7 +102,14 @@ __global__ void __launch_bounds__(256) gemv_kernel(eng_mat w, const float *__res
         const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
                                                            (size_t)r * cols);
         int n8 = cols / 8, step = 32 * WPR, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
-        i = dot8_batches<T, kBatch16<T>>(row, n8, step, i, bf, x, cols, tg, acc);
+        for (; i + 3 * step < n8; i += 4 * step) {
+            uint4 q0 = __ldg(row + i), q1 = __ldg(row + i + step), q2 = __ldg(row + i + 2 * step),
+                  q3 = __ldg(row + i + 3 * step);
+            dot8<T>(q0, bf, x, cols, i, tg, acc);
+            dot8<T>(q1, bf, x, cols, i + step, tg, acc);
+            dot8<T>(q2, bf, x, cols, i + 2 * step, tg, acc);
+            dot8<T>(q3, bf, x, cols, i + 3 * step, tg, acc);
+        }
         for (; i < n8; i += step)
             dot8<T>(__ldg(row + i), bf, x, cols, i, tg, acc);
     } else if (valid && w.dtype == ENG_F32 && (cols % 4) == 0 && ((uintptr_t)w.data % 16) == 0) {
