@@ -552,6 +552,151 @@ __global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_
         out[R] = mx, out[R + 1] = sum;
 }
 
+// A cache row's 16 values c0 .. c0+15 as loaded (bf16 or e4m3, with the row's scale), so that
+// several rows' loads can be in flight before any is converted; unpack16 converts them as load16.
+struct raw16 {
+    uint4 a, b;
+    float sc;
+};
+
+__device__ __forceinline__ raw16 load_raw16(const eng_cache &c, size_t row, int c0)
+{
+    raw16 r;
+    size_t i = row * c.width + c0;
+    if (c.dtype == ENG_CACHE_FP8) {
+        r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint8_t *>(c.rows) + i));
+        r.b = make_uint4(0, 0, 0, 0);
+        r.sc = c.scale[row];
+    } else {
+        const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
+        r.a = __ldg(p);
+        r.b = __ldg(p + 1);
+        r.sc = 1.0f;
+    }
+    return r;
+}
+
+__device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
+{
+    if (fp8) {
+        const uint32_t u[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * r.sc;
+    } else {
+        const uint32_t u[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            v[2 * j] = __uint_as_float(u[j] << 16);
+            v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+        }
+    }
+}
+
+// attend_split_kernel for bf16 and e4m3 caches: a warp takes 8 selected rows a pass (lanes 0-7
+// load their indices, shuffled to all), all 8 rows' loads in flight before any product: two
+// round trips to memory per 8 rows instead of per 4. Same outputs and layout as
+// attend_split_kernel; each warp's rows are b0 .. b0 + 7 for b0 = s0 + 8 warp + 8 nw k.
+constexpr int kSplitRows = 8;
+
+__global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const float *qt,
+                                                            const int32_t *idx, const int *count,
+                                                            int width, int H, int R, float scale,
+                                                            int splits, float *part)
+{
+    __shared__ float red[33];
+    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
+    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int n = count[t], chunk = (n + splits - 1) / splits;
+    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
+    float *p = sm, *sums = sm + (width + splits - 1) / splits;
+    const float *qrow = qt + (size_t)th * R;
+    int c0 = lane * 16, fp8 = lat.dtype == ENG_CACHE_FP8;
+    bool mine = c0 < R;
+    const int32_t *sel = idx + (size_t)t * width;
+    float qv[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        qv[j] = mine ? qrow[c0 + j] : 0.0f;
+    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
+        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
+        raw16 r[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            int row = __shfl_sync(0xffffffffu, my, u);
+            if (mine && b0 + u < s1)
+                r[u] = load_raw16(lat, (size_t)row, c0);
+        }
+        float dot[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            dot[u] = 0.0f;
+            if (mine && b0 + u < s1) {
+                float v[16];
+                unpack16(fp8, r[u], v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    dot[u] += qv[j] * v[j];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            float d = warp_sum(dot[u]);
+            if (lane == 0 && b0 + u < s1)
+                p[b0 + u - s0] = d * scale;
+        }
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x)
+        mx = fmaxf(mx, p[i]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x) {
+        p[i] = expf(p[i] - mx);
+        sum += p[i];
+    }
+    sum = block_sum(sum, red); // its barriers also publish p
+    float acc[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        acc[j] = 0.0f;
+    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
+        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
+        raw16 r[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            int row = __shfl_sync(0xffffffffu, my, u);
+            if (mine && b0 + u < s1)
+                r[u] = load_raw16(lat, (size_t)row, c0);
+        }
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++)
+            if (mine && b0 + u < s1) {
+                float v[16], ps = p[b0 + u - s0];
+                unpack16(fp8, r[u], v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    acc[j] += ps * v[j];
+            }
+    }
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            sums[warp * R + c0 + j] = acc[j];
+    __syncthreads();
+    float *out = part + ((size_t)th * splits + sp) * (R + 2);
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += sums[k * R + r];
+        out[r] = a;
+    }
+    if (threadIdx.x == 0)
+        out[R] = mx, out[R + 1] = sum;
+}
+
 __global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
 {
     const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
@@ -1184,8 +1329,12 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
     if (smem > 48 * 1024)
         return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H, R,
-                                                                scale, splits, part);
+    if (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16)
+        attend_split8_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width,
+                                                                     H, R, scale, splits, part);
+    else
+        attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H,
+                                                                    R, scale, splits, part);
     attend_combine_kernel<<<pairs, 128, 0, st>>>(part, splits, R, ot);
     return (int)cudaGetLastError();
 }

@@ -1,7 +1,8 @@
 /* test_decode_gpu.c: the decode step's kernels (T <= 8) at GLM-5.3-Flash's shapes: each against a
- * reference (a double-precision CPU sum or the GPU's unfused ops), each row of a T-row launch
- * bit-equal to that row alone (the invariant verification windows rely on), then their one-row
- * times against the bytes they read. Usage: test_decode_gpu [--no-time]; exit 1 on any failure. */
+ * reference (a double-precision CPU sum, or the GPU's unfused or scalar kernels), each row of an
+ * 8-row launch bit-equal to that row alone (the invariant verification windows rely on), then
+ * their one-row times against the bytes they read. Usage: test_decode_gpu [--no-time]; exit 1 on
+ * any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,6 +315,81 @@ static void check_mla(int timed, void *ev0, void *ev1)
     free_mat(&kv);
 }
 
+/* ---- the latent attention (eng_mla_attend_decode) against eng_mla_attend ----------------- */
+
+static void check_attend(int dtype, int timed, void *ev0, void *ev1)
+{
+    int H = 64, R = 512, width = 2051, rows = 1091;
+    float scale = 1.0f / 16.0f;
+    const char *cname = dtype == ENG_CACHE_FP8 ? "fp8" : "bf16";
+    eng_cache c = {dtype, R, NULL, NULL};
+    size_t vals = (size_t)rows * R;
+    if (dtype == ENG_CACHE_FP8) { /* e4m3 bytes without the NaN codes, power-of-two row scales */
+        uint8_t *b = xmalloc(vals);
+        for (size_t i = 0; i < vals; i++)
+            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xf7u); /* no 0x7f, 0xff */
+        float *sc = xmalloc(rows * sizeof(float));
+        for (int r = 0; r < rows; r++)
+            sc[r] = ldexpf(1.0f, -6 - (r % 3));
+        c.rows = dev_copy(b, vals);
+        c.scale = dev_copy(sc, rows * sizeof(float));
+        free(b);
+        free(sc);
+    } else {
+        uint16_t *b = xmalloc(vals * sizeof *b);
+        for (size_t i = 0; i < vals; i++)
+            b[i] = bf16_of(frand());
+        c.rows = dev_copy(b, vals * sizeof *b);
+        free(b);
+    }
+    int32_t *hidx = xmalloc((size_t)MAXT * width * sizeof *hidx);
+    int hcount[MAXT];
+    for (int t = 0; t < MAXT; t++) { /* a selection of up to `width` rows, in order with gaps */
+        hcount[t] = rows - 37 * t < width ? rows - 37 * t : width;
+        for (int s2 = 0; s2 < hcount[t]; s2++)
+            hidx[(size_t)t * width + s2] = (int32_t)((s2 * 7 + t) % rows);
+    }
+    int32_t *idx = dev_copy(hidx, (size_t)MAXT * width * sizeof *hidx);
+    int *count = dev_copy(hcount, sizeof hcount);
+    size_t qn = (size_t)MAXT * H * R;
+    float *hq = host_random(qn, 1.0f);
+    float *qt = dev_copy(hq, qn * sizeof(float));
+    float *ref = dev_alloc(qn * sizeof(float)), *o8 = dev_alloc(qn * sizeof(float));
+    float *o1 = dev_alloc(qn * sizeof(float));
+    float *part = dev_alloc((size_t)ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * (R + 2) * sizeof(float));
+    CUDA_OK(eng_mla_attend(&c, qt, idx, count, width, MAXT, H, R, scale, ref, NULL));
+    CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, MAXT, H, R, scale, o8, part, NULL));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(eng_mla_attend_decode(&c, qt + (size_t)t * H * R, idx + (size_t)t * width,
+                                      count + t, width, 1, H, R, scale, o1 + (size_t)t * H * R,
+                                      part, NULL));
+    float *gr = to_host(ref, qn * sizeof(float)), *g8 = to_host(o8, qn * sizeof(float));
+    float *g1 = to_host(o1, qn * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "the latent attention (%s cache): against eng_mla_attend", cname);
+    compare_f(what, g8, gr, qn, 1e-5);
+    snprintf(what, sizeof what,
+             "the latent attention (%s cache): 8 rows in one launch equal 8 one-row launches", cname);
+    same_bits(what, g8, g1, qn * sizeof(float));
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
+        printf("time the latent attention (%s, %d rows)   1 row: %8.1f us, %6.2f MB of cache\n",
+               cname, hcount[0], ms * 1000.0 / reps, bytes / 1e6);
+    }
+    free(hidx), free(hq), free(gr), free(g8), free(g1);
+    kern_free(idx), kern_free(count), kern_free(qt), kern_free(ref), kern_free(o8), kern_free(o1);
+    kern_free(part), kern_free(c.rows);
+    if (c.scale)
+        kern_free(c.scale);
+}
+
 /* ---- the HC step (eng_hc_fn_partial, eng_hc_pre_fused) against the unfused ops ----------- */
 
 static void check_hc(int timed, void *ev0, void *ev1)
@@ -513,6 +589,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
         check_job(&jobs[i], timed, ev0, ev1);
     check_mla(timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, timed, ev0, ev1);
     check_hc(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
     eng_event_free(ev0);
