@@ -64,12 +64,52 @@ __global__ void add_kernel(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
-__global__ void mean_norm_kernel(float *h, const float *X, const float *w, int S, int D, float eps)
+// One block per token (kMeanThreads threads): with S <= kMeanRegS and D <= 4 * kMeanThreads each
+// thread loads its 4 positions of every stream and of w before it waits on any (one round trip
+// instead of one per position and stream); else the loop form, the mean staged in shared memory.
+constexpr int kMeanThreads = 1024, kMeanRegS = 4, kMeanRegD = 4;
+
+__global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const float *X,
+                                                                 const float *w, int S, int D,
+                                                                 float eps)
 {
     __shared__ float red[33];
     extern __shared__ float row[];
     const float *x = X + (size_t)blockIdx.x * S * D;
     float ss = 0.0f;
+    if (S <= kMeanRegS && D <= kMeanRegD * (int)blockDim.x) {
+        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD], m[kMeanRegD];
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+#pragma unroll
+            for (int k = 0; k < kMeanRegS; k++)
+                xv[j][k] = d < D && k < S ? x[(size_t)k * D + d] : 0.0f;
+            wv[j] = d < D ? w[d] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kMeanRegS; k++)
+                if (k < S)
+                    acc += xv[j][k];
+            acc /= (float)S;
+            m[j] = acc;
+            if (d < D)
+                ss += acc * acc;
+        }
+        ss = block_sum(ss, red);
+        float inv = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            if (d < D)
+                h[(size_t)blockIdx.x * D + d] = wv[j] * (m[j] * inv);
+        }
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < S; k++)
@@ -533,8 +573,11 @@ extern "C" int eng_stream_mean_norm(float *h, const float *X, const float *w, in
 {
     if (T < 1 || D < 1)
         return -1;
-    mean_norm_kernel<<<T, 256, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-        h, X, w, S, D, eps);
+    bool regs = S <= kMeanRegS && D <= kMeanRegD * kMeanThreads; // no row in shared memory
+    if (!regs && (size_t)D * sizeof(float) > 48 * 1024)
+        return -1;
+    mean_norm_kernel<<<T, kMeanThreads, regs ? 0 : (size_t)D * sizeof(float),
+                       static_cast<cudaStream_t>(stream)>>>(h, X, w, S, D, eps);
     return (int)cudaGetLastError();
 }
 

@@ -24,14 +24,14 @@ static float frand(void) /* [-1, 1) */
     return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
 }
 
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    rc_ > 0 ? kern_error_string(rc_) : "arguments out of range");              \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != 0) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
+                    rc_ > 0 ? kern_error_string(rc_) : "arguments out of range");                  \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void *xmalloc(size_t bytes)
@@ -178,8 +178,9 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
     eng_gemv_job j = {&w.m, s->pair ? &w2.m : NULL, x, y8, limit, 0};
     CUDA_OK(eng_matmul_jobs(&j, 1, MAXT, NULL));
     for (int t = 0; t < MAXT; t++) { /* each row alone, and rows 0..2 as a launch of three */
-        eng_gemv_job j1 = {&w.m, s->pair ? &w2.m : NULL, x + (size_t)t * s->cols,
-                           y1 + (size_t)t * s->rows, limit, 0};
+        eng_gemv_job j1 = {
+            &w.m, s->pair ? &w2.m : NULL, x + (size_t)t * s->cols, y1 + (size_t)t * s->rows, limit,
+            0};
         CUDA_OK(eng_matmul_jobs(&j1, 1, 1, NULL));
     }
     float *g8 = to_host(y8, yn * sizeof(float)), *g1 = to_host(y1, yn * sizeof(float));
@@ -225,9 +226,10 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
         CUDA_OK(eng_event_record(ev1, NULL));
         CUDA_OK(eng_event_ms(ev0, ev1, &ms));
         double us = ms * 1000.0 / reps;
-        double bytes = (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
-        printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", s->name, us,
-               bytes / 1e6, bytes / (us * 1e3));
+        double bytes =
+            (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
+        printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", s->name, us, bytes / 1e6,
+               bytes / (us * 1e3));
     }
     free(ref);
     free(got);
@@ -369,14 +371,16 @@ static void check_attend(int dtype, int timed, void *ev0, void *ev1)
     snprintf(what, sizeof what, "the latent attention (%s cache): against eng_mla_attend", cname);
     compare_f(what, g8, gr, qn, 1e-5);
     snprintf(what, sizeof what,
-             "the latent attention (%s cache): 8 rows in one launch equal 8 one-row launches", cname);
+             "the latent attention (%s cache): 8 rows in one launch equal 8 one-row launches",
+             cname);
     same_bits(what, g8, g1, qn * sizeof(float));
     if (timed) {
         float ms = 0;
         int reps = 20;
         CUDA_OK(eng_event_record(ev0, NULL));
         for (int i = 0; i < reps; i++)
-            CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
+            CUDA_OK(
+                eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
         CUDA_OK(eng_event_record(ev1, NULL));
         CUDA_OK(eng_event_ms(ev0, ev1, &ms));
         double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
@@ -401,15 +405,19 @@ static void check_hc(int timed, void *ev0, void *ev1)
     float *hX = host_random(xn, 1.0f), *hy = host_random((size_t)MAXT * D, 1.0f);
     float *hbase = host_random((size_t)mix, 0.5f), *hnorm = host_random((size_t)D, 1.0f);
     float hscale[3] = {0.7f, 0.9f, 1.1f};
-    float *hpost = host_random((size_t)MAXT * S, 1.0f), *hcomb = host_random((size_t)MAXT * S * S, 0.5f);
+    float *hpost = host_random((size_t)MAXT * S, 1.0f),
+          *hcomb = host_random((size_t)MAXT * S * S, 0.5f);
     float *base = dev_copy(hbase, mix * sizeof(float)), *scale = dev_copy(hscale, sizeof hscale);
-    float *norm = dev_copy(hnorm, D * sizeof(float)), *y = dev_copy(hy, (size_t)MAXT * D * sizeof(float));
+    float *norm = dev_copy(hnorm, D * sizeof(float)),
+          *y = dev_copy(hy, (size_t)MAXT * D * sizeof(float));
     float *post_in = dev_copy(hpost, (size_t)MAXT * S * sizeof(float));
     float *comb_in = dev_copy(hcomb, (size_t)MAXT * S * S * sizeof(float));
     size_t pn = (size_t)MAXT * splits * (mix + 1);
     float *part = dev_alloc(pn * sizeof(float));
-    float *pre = dev_alloc((size_t)MAXT * S * sizeof(float)), *post = dev_alloc((size_t)MAXT * S * sizeof(float));
-    float *comb = dev_alloc((size_t)MAXT * S * S * sizeof(float)), *u = dev_alloc((size_t)MAXT * D * sizeof(float));
+    float *pre = dev_alloc((size_t)MAXT * S * sizeof(float)),
+          *post = dev_alloc((size_t)MAXT * S * sizeof(float));
+    float *comb = dev_alloc((size_t)MAXT * S * S * sizeof(float)),
+          *u = dev_alloc((size_t)MAXT * D * sizeof(float));
     float *X = dev_alloc(xn * sizeof(float));
     /* outputs per form: X after the update, pre, post, comb, u */
     size_t on = xn + (size_t)MAXT * (2 * S + S * S + D);
@@ -426,11 +434,12 @@ static void check_hc(int timed, void *ev0, void *ev1)
                 CUDA_OK(eng_hc_fn_partial(&fn.m, Xt, 1, S, D, y + (size_t)t * D, post_in + t * S,
                                           comb_in + (size_t)t * S * S, part, NULL));
                 CUDA_OK(eng_hc_pre_fused(part, mix, Xt, base, scale, norm, 1, S, D, iters, hc_eps,
-                                         rms_eps, pre + t * S, post + t * S, comb + (size_t)t * S * S,
-                                         u + (size_t)t * D, NULL));
+                                         rms_eps, pre + t * S, post + t * S,
+                                         comb + (size_t)t * S * S, u + (size_t)t * D, NULL));
             }
         } else { /* the prefill path's ops: update, norm, product, mix, collapse, norm */
-            float *flat = dev_alloc(xn * sizeof(float)), *mu = dev_alloc((size_t)MAXT * mix * sizeof(float));
+            float *flat = dev_alloc(xn * sizeof(float)),
+                  *mu = dev_alloc((size_t)MAXT * mix * sizeof(float));
             float *c = dev_alloc((size_t)MAXT * D * sizeof(float));
             CUDA_OK(eng_hc_post(X, y, post_in, comb_in, MAXT, S, D, NULL));
             CUDA_OK(eng_rmsnorm(flat, X, NULL, MAXT, S * D, rms_eps, NULL));
@@ -458,8 +467,10 @@ static void check_hc(int timed, void *ev0, void *ev1)
     }
     same_bits("the HC step: 8 rows in one launch equal 8 one-row launches (X, pre, post, comb, u)",
               out[0], out[1], on * sizeof(float));
-    const char *part_name[5] = {"the updated streams", "pre", "post", "comb", "u (collapsed, normed)"};
-    size_t len[5] = {xn, (size_t)MAXT * S, (size_t)MAXT * S, (size_t)MAXT * S * S, (size_t)MAXT * D};
+    const char *part_name[5] = {"the updated streams", "pre", "post", "comb",
+                                "u (collapsed, normed)"};
+    size_t len[5] = {xn, (size_t)MAXT * S, (size_t)MAXT * S, (size_t)MAXT * S * S,
+                     (size_t)MAXT * D};
     size_t off = 0;
     for (int k = 0; k < 5; k++) {
         char what[160];
@@ -484,7 +495,8 @@ static void check_hc(int timed, void *ev0, void *ev1)
         }
         printf("time the HC update with the next mixing product 1 row: %8.1f us (%.2f MB)\n",
                ms[0] * 1000.0 / reps, ((double)mix * S * D * 2 + 2.0 * S * D * 4) / 1e6);
-        printf("time the HC mix, collapse and norm          1 row: %8.1f us\n", ms[1] * 1000.0 / reps);
+        printf("time the HC mix, collapse and norm          1 row: %8.1f us\n",
+               ms[1] * 1000.0 / reps);
     }
     for (int form = 0; form < 3; form++)
         free(out[form]);
@@ -495,6 +507,55 @@ static void check_hc(int timed, void *ev0, void *ev1)
     free_mat(&fn);
 }
 
+/* ---- the final norm (eng_stream_mean_norm): the streams' mean, RMS-normed ----------------- */
+
+static void check_mean_norm(int timed, void *ev0, void *ev1)
+{
+    int S = 4, D = 4096;
+    float eps = 1e-5f;
+    size_t xn = (size_t)MAXT * S * D;
+    float *hX = host_random(xn, 1.0f), *hw = host_random((size_t)D, 1.0f);
+    float *X = dev_copy(hX, xn * sizeof(float)), *w = dev_copy(hw, D * sizeof(float));
+    float *h8 = dev_alloc((size_t)MAXT * D * sizeof(float));
+    float *h1 = dev_alloc((size_t)MAXT * D * sizeof(float));
+    CUDA_OK(eng_stream_mean_norm(h8, X, w, MAXT, S, D, eps, NULL));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(
+            eng_stream_mean_norm(h1 + (size_t)t * D, X + (size_t)t * S * D, w, 1, S, D, eps, NULL));
+    float *g8 = to_host(h8, (size_t)MAXT * D * sizeof(float));
+    float *g1 = to_host(h1, (size_t)MAXT * D * sizeof(float));
+    same_bits("the final norm: 8 rows in one launch equal 8 one-row launches", g8, g1,
+              (size_t)MAXT * D * sizeof(float));
+    double *ref = xmalloc((size_t)MAXT * D * sizeof *ref);
+    for (int t = 0; t < MAXT; t++) {
+        double ss = 0;
+        for (int d = 0; d < D; d++) {
+            double m = 0;
+            for (int k = 0; k < S; k++)
+                m += hX[((size_t)t * S + k) * D + d];
+            m /= S;
+            ref[(size_t)t * D + d] = m;
+            ss += m * m;
+        }
+        double inv = 1.0 / sqrt(ss / D + eps);
+        for (int d = 0; d < D; d++)
+            ref[(size_t)t * D + d] *= inv * hw[d];
+    }
+    compare("the final norm: against a double sum", g8, ref, (size_t)MAXT * D, 1e-5);
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_stream_mean_norm(h8, X, w, 1, S, D, eps, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        printf("time the final norm (4 streams x 4096)      1 row: %8.1f us\n", ms * 1000.0 / reps);
+    }
+    free(hX), free(hw), free(g8), free(g1), free(ref);
+    kern_free(X), kern_free(w), kern_free(h8), kern_free(h1);
+}
+
 /* ---- the routing (eng_route): top-8 of 288, one group ------------------------------------ */
 
 static void check_route(int timed, void *ev0, void *ev1)
@@ -502,7 +563,8 @@ static void check_route(int timed, void *ev0, void *ev1)
     int E = 288, K = 8;
     float scaling = 2.5f;
     float *hl = host_random((size_t)MAXT * E, 3.0f), *hb = host_random((size_t)E, 0.1f);
-    float *lg = dev_copy(hl, (size_t)MAXT * E * sizeof(float)), *bias = dev_copy(hb, E * sizeof(float));
+    float *lg = dev_copy(hl, (size_t)MAXT * E * sizeof(float)),
+          *bias = dev_copy(hb, E * sizeof(float));
     float *scratch = dev_alloc((size_t)MAXT * (3 * E + 1) * sizeof(float));
     int32_t *ids = dev_alloc((size_t)MAXT * K * sizeof(int32_t));
     float *w = dev_alloc((size_t)MAXT * K * sizeof(float));
@@ -557,7 +619,8 @@ static void check_route(int timed, void *ev0, void *ev1)
             CUDA_OK(eng_route(lg, bias, 1, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
         CUDA_OK(eng_event_record(ev1, NULL));
         CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-        printf("time the routing (top-8 of 288)              1 row: %8.1f us\n", ms * 1000.0 / reps);
+        printf("time the routing (top-8 of 288)              1 row: %8.1f us\n",
+               ms * 1000.0 / reps);
     }
     free(hl), free(hb), free(gi), free(gw), free(gi1), free(gw1);
     kern_free(lg), kern_free(bias), kern_free(scratch), kern_free(ids), kern_free(w);
@@ -578,7 +641,7 @@ int main(int argc, char **argv)
     CUDA_OK(eng_event_new(&ev0));
     CUDA_OK(eng_event_new(&ev1));
     const jshape jobs[] = {
-        {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0},  /* rows of few columns */
+        {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0}, /* rows of few columns */
         {"KDA q_proj (8192 x 4096, bf16)", ENG_BF16, 8192, 4096, 0},
         {"shared gate/up SwiGLU (2 x 2048 x 4096)", ENG_BF16, 2048, 4096, 1},
         {"router (288 x 4096, f32)", ENG_F32, 288, 4096, 0},
@@ -593,6 +656,7 @@ int main(int argc, char **argv)
     check_attend(ENG_CACHE_BF16, timed, ev0, ev1);
     check_hc(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
+    check_mean_norm(timed, ev0, ev1);
     eng_event_free(ev0);
     eng_event_free(ev1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
