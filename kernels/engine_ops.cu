@@ -467,6 +467,12 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_pre_fused_kernel(
     __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
     extern __shared__ float row[]; // [D] (the loop form)
     int t = blockIdx.x;
+    if (threadIdx.x < 32) { // base and scale towards L2 while the parts are summed (a hint only)
+        for (int k = 32 * threadIdx.x; k < mix + 32; k += 32 * 32) // every 128-byte line of base
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (k < mix ? k : mix - 1)));
+        if (threadIdx.x == 0)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(scale));
+    }
     if (blockIdx.y == 1) {
         hc_sum_parts(part, splits, mix, t, mus);
         __syncthreads();
