@@ -273,8 +273,52 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
-/* Sums the GPU time between consecutive profiled ops by op name; prints the largest. */
-static void print_profile(cuda_backend *cb, const char *title)
+/* Bytes one decode call of the op labelled `what` must read (one row, context n; b: bytes per
+ * value of the dense linears, as layer_bytes), or 0 where the op reads almost nothing or its
+ * label is not one of the decode path's. */
+static double op_bytes(const glm_config *c, const char *what, int n, double b)
+{
+    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
+    double H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
+    double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
+    double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
+    double I = c->moe_intermediate_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
+    double sel = fmin(n, c->index_topk + c->index_kpool - 1);
+    const struct {
+        const char *what;
+        double bytes;
+    } t[] = {
+        {"the KDA products of the input", (3 * C * D + 2 * dk * D + H * D) * b},
+        {"the KDA gates' second products", 2 * C * dk * b},
+        {"the KDA output projection", D * C * b},
+        {"the KDA delta rule", 2 * H * dk * dk * 4},
+        {"the router and the shared gate/up", E * D * 4 + 2 * I * D * b},
+        {"the shared down product, added", D * I * b},
+        {"the EXL3 experts", K * (3 * I * D * 0.5 + 2 * 3 * (I + D))},
+        {"the MLA products of the input", (qr * D + R * D + 2 * ID * D + IH * D) * b},
+        {"the MLA products of q_a", (NH * dn * qr + IH * ID * qr) * b},
+        {"the absorbed query", NH * dn * R * 2},
+        {"the value expansion", NH * dv * R * 2},
+        {"the latent attention", sel * (R + 4)},
+        {"the MLA output projection", D * NH * dv * b},
+        {"the HC update with the next mixing product", mix * S * D * 2 + 2 * S * D * 4},
+        {"the HC mix, collapse and norm", S * D * 4},
+        {"an MLP gate/up product with SwiGLU", 2 * (double)c->intermediate_size * D * b},
+        {"an MLP down projection", (double)c->intermediate_size * D * b},
+        {"the LM head", (double)c->vocab_size * D * b},
+        {"the final norm", S * D * 4},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (strcmp(t[i].what, what) == 0)
+            return t[i].bytes;
+    return 0;
+}
+
+/* Sums the GPU time between consecutive profiled ops by op name; prints the largest. With c (the
+ * decode profile), each line also gives the op's floor a call (its bytes at copy bandwidth bw)
+ * and how many times the floor it took. */
+static void print_profile(cuda_backend *cb, const char *title, const glm_config *c, int n,
+                          double wb, double bw)
 {
     cudaDeviceSynchronize();
     enum { MAXOPS = 128 };
@@ -304,8 +348,13 @@ static void print_profile(cuda_backend *cb, const char *title)
                 best = k;
         if (best < 0)
             break;
-        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", opname[best], opcnt[best],
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%", opname[best], opcnt[best],
                opus[best], opus[best] / opcnt[best], 100 * opus[best] / total);
+        double fb = c ? op_bytes(c, opname[best], n, wb) : 0;
+        if (fb > 0)
+            printf("   floor %6.1f us/call, %5.1fx", fb / bw * 1e6,
+                   opus[best] / opcnt[best] / (fb / bw * 1e6));
+        printf("\n");
         opcnt[best] = 0;
     }
 }
@@ -404,7 +453,8 @@ int main(int argc, char **argv)
         return 1;
     }
     cb->prof.on = 0;
-    print_profile(cb, "decode op profile (one eager step; us summed over the step)");
+    print_profile(cb, "decode op profile (one eager step; us summed over the step; floor: the op's "
+                      "bytes at copy bandwidth)", c, s->n, wb, bw);
     int n = s->n;
     double total_bytes = 0;
     for (int li = 0; li < layers; li++) {
@@ -476,7 +526,7 @@ int main(int argc, char **argv)
     cb->prof.on = 0;
     char title[96];
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position 0)", CUDA_CHUNK);
-    print_profile(cb, title);
+    print_profile(cb, title, NULL, 0, 0, 0);
     double cub = cublas_tflops(8192, 8192, 8192);
     for (int i = 0; i < n_sizes; i++) {
         int np = sizes[i];
@@ -506,7 +556,7 @@ int main(int argc, char **argv)
             snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position %d)",
                      CUDA_CHUNK, np);
             printf("\n");
-            print_profile(cb, title);
+            print_profile(cb, title, NULL, 0, 0, 0);
         }
     }
     be.ops->state_free(s);

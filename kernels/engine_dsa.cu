@@ -259,6 +259,95 @@ __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *
     }
 }
 
+// The decode step's absorbed query for bf16 kv_b: grid (head, 64-column group, 8 tokens), so
+// that 64 heads make H * R / 64 blocks (512 for GLM) and each thread has all of its weight loads
+// in flight at once; absorb_kernel's 64 blocks left half the SMs idle with one load a lane in
+// flight. Lane l of warp w takes columns c0 + 8 (l % 8) .. + 7 and the rows i = 4 w + l / 8 + 32 p;
+// its sums meet the other row slots by shuffles (xor 8, 16), then the warps in warp order. Each
+// row's sums are the same whatever the token count (tokens of a group are summed independently).
+constexpr int kAbsorbCols = 64, kAbsorbBatch = 8;
+
+__global__ void __launch_bounds__(256) absorb_cols_kernel(eng_mat kv_b, const float *q, int T, int H,
+                                                          int dn, int dv, int R, float *qt)
+{
+    extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [8 warps][kAbsorbT][kAbsorbCols]
+    float *qs = sm, *part = sm + kAbsorbT * dn;
+    int h = blockIdx.x, c0 = blockIdx.y * kAbsorbCols, t0 = blockIdx.z * kAbsorbT;
+    int nt = T - t0 < kAbsorbT ? T - t0 : kAbsorbT;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slot = warp * 4 + lane / 8;
+    int c = c0 + 8 * (lane % 8);
+    bool mine = c < R;
+    const uint16_t *wbase = static_cast<const uint16_t *>(kv_b.data) + (size_t)h * (dn + dv) * R + c;
+    float acc[8][kAbsorbT];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int k = 0; k < kAbsorbT; k++)
+            acc[j][k] = 0.0f;
+    uint4 wq[kAbsorbBatch];
+    for (int i0 = slot;; ) {
+#pragma unroll
+        for (int p = 0; p < kAbsorbBatch; p++) { // the weights first: they wait on nothing
+            int i = i0 + 32 * p;
+            wq[p] = mine && i < dn ? __ldg(reinterpret_cast<const uint4 *>(wbase + (size_t)i * R))
+                                   : make_uint4(0, 0, 0, 0);
+        }
+        if (i0 == slot) { // the queries of the block's tokens, once (every thread passes here)
+            for (int e = threadIdx.x; e < kAbsorbT * dn; e += blockDim.x)
+                qs[e] = e / dn < nt ? q[((size_t)(t0 + e / dn) * H + h) * dn + e % dn] : 0.0f;
+            __syncthreads();
+        }
+#pragma unroll
+        for (int p = 0; p < kAbsorbBatch; p++) {
+            int i = i0 + 32 * p;
+            if (i >= dn)
+                break;
+            const uint32_t u[4] = {wq[p].x, wq[p].y, wq[p].z, wq[p].w};
+            float wv[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                wv[2 * j] = __uint_as_float(u[j] << 16);
+                wv[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+            }
+#pragma unroll
+            for (int k = 0; k < kAbsorbT; k++) {
+                float qk = qs[k * dn + i];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[j][k] += qk * wv[j];
+            }
+        }
+        i0 += 32 * kAbsorbBatch;
+        if (i0 >= dn)
+            break;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int k = 0; k < kAbsorbT; k++) {
+            float a = acc[j][k];
+            a += __shfl_xor_sync(0xffffffffu, a, 8);
+            a += __shfl_xor_sync(0xffffffffu, a, 16);
+            acc[j][k] = a;
+        }
+    if (lane < 8)
+#pragma unroll
+        for (int k = 0; k < kAbsorbT; k++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                part[(warp * kAbsorbT + k) * kAbsorbCols + 8 * lane + j] = acc[j][k];
+    __syncthreads();
+    for (int e = threadIdx.x; e < nt * kAbsorbCols; e += blockDim.x) {
+        int k = e / kAbsorbCols, cc = e % kAbsorbCols;
+        if (c0 + cc >= R)
+            continue;
+        float a = 0.0f;
+        for (int w = 0; w < 8; w++)
+            a += part[(w * kAbsorbT + k) * kAbsorbCols + cc];
+        qt[((size_t)(t0 + k) * H + h) * R + c0 + cc] = a;
+    }
+}
+
 // Values c0 .. c0+15 of a cache row (width a multiple of 16): one 16-byte load for e4m3, two for
 // bf16, four for f32.
 __device__ __forceinline__ void load16(const eng_cache &c, size_t row, int c0, float *v)
@@ -463,6 +552,151 @@ __global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_
         out[R] = mx, out[R + 1] = sum;
 }
 
+// A cache row's 16 values c0 .. c0+15 as loaded (bf16 or e4m3, with the row's scale), so that
+// several rows' loads can be in flight before any is converted; unpack16 converts them as load16.
+struct raw16 {
+    uint4 a, b;
+    float sc;
+};
+
+__device__ __forceinline__ raw16 load_raw16(const eng_cache &c, size_t row, int c0)
+{
+    raw16 r;
+    size_t i = row * c.width + c0;
+    if (c.dtype == ENG_CACHE_FP8) {
+        r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint8_t *>(c.rows) + i));
+        r.b = make_uint4(0, 0, 0, 0);
+        r.sc = c.scale[row];
+    } else {
+        const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
+        r.a = __ldg(p);
+        r.b = __ldg(p + 1);
+        r.sc = 1.0f;
+    }
+    return r;
+}
+
+__device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
+{
+    if (fp8) {
+        const uint32_t u[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * r.sc;
+    } else {
+        const uint32_t u[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            v[2 * j] = __uint_as_float(u[j] << 16);
+            v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+        }
+    }
+}
+
+// attend_split_kernel for bf16 and e4m3 caches: a warp takes 8 selected rows a pass (lanes 0-7
+// load their indices, shuffled to all), all 8 rows' loads in flight before any product: two
+// round trips to memory per 8 rows instead of per 4. Same outputs and layout as
+// attend_split_kernel; each warp's rows are b0 .. b0 + 7 for b0 = s0 + 8 warp + 8 nw k.
+constexpr int kSplitRows = 8;
+
+__global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const float *qt,
+                                                            const int32_t *idx, const int *count,
+                                                            int width, int H, int R, float scale,
+                                                            int splits, float *part)
+{
+    __shared__ float red[33];
+    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
+    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int n = count[t], chunk = (n + splits - 1) / splits;
+    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
+    float *p = sm, *sums = sm + (width + splits - 1) / splits;
+    const float *qrow = qt + (size_t)th * R;
+    int c0 = lane * 16, fp8 = lat.dtype == ENG_CACHE_FP8;
+    bool mine = c0 < R;
+    const int32_t *sel = idx + (size_t)t * width;
+    float qv[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        qv[j] = mine ? qrow[c0 + j] : 0.0f;
+    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
+        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
+        raw16 r[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            int row = __shfl_sync(0xffffffffu, my, u);
+            if (mine && b0 + u < s1)
+                r[u] = load_raw16(lat, (size_t)row, c0);
+        }
+        float dot[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            dot[u] = 0.0f;
+            if (mine && b0 + u < s1) {
+                float v[16];
+                unpack16(fp8, r[u], v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    dot[u] += qv[j] * v[j];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            float d = warp_sum(dot[u]);
+            if (lane == 0 && b0 + u < s1)
+                p[b0 + u - s0] = d * scale;
+        }
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x)
+        mx = fmaxf(mx, p[i]);
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x) {
+        p[i] = expf(p[i] - mx);
+        sum += p[i];
+    }
+    sum = block_sum(sum, red); // its barriers also publish p
+    float acc[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        acc[j] = 0.0f;
+    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
+        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
+        raw16 r[kSplitRows];
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++) {
+            int row = __shfl_sync(0xffffffffu, my, u);
+            if (mine && b0 + u < s1)
+                r[u] = load_raw16(lat, (size_t)row, c0);
+        }
+#pragma unroll
+        for (int u = 0; u < kSplitRows; u++)
+            if (mine && b0 + u < s1) {
+                float v[16], ps = p[b0 + u - s0];
+                unpack16(fp8, r[u], v);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    acc[j] += ps * v[j];
+            }
+    }
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            sums[warp * R + c0 + j] = acc[j];
+    __syncthreads();
+    float *out = part + ((size_t)th * splits + sp) * (R + 2);
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += sums[k * R + r];
+        out[r] = a;
+    }
+    if (threadIdx.x == 0)
+        out[R] = mx, out[R + 1] = sum;
+}
+
 __global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
 {
     const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
@@ -550,6 +784,62 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
         for (int k = 0; k < nw; k++)
             a += part[k * R + r];
         ot[((size_t)t * H + h) * R + r] = a * inv;
+    }
+}
+
+// The decode step's value expansion for bf16 kv_b (R a multiple of 8, at most 512): a warp takes
+// kExpandRows consecutive value rows, each lane 16 bytes of each row and its next 256 columns' 16
+// bytes, all loaded before any product (expand_kernel loaded two bytes a lane at a time). Lane l's
+// columns are 8 l .. 8 l + 7 and 256 + 8 l ..; a row's sum is those products in that order, then
+// the warp sum: the same for any token count.
+constexpr int kExpandRows = 4;
+
+__global__ void __launch_bounds__(256) expand_vec_kernel(eng_mat kv_b, const float *ot, int T, int H,
+                                                         int dn, int dv, int R, float *o)
+{
+    int wi = (blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5)) * kExpandRows;
+    int lane = threadIdx.x & 31, n8 = R / 8;
+    uint4 wq[kExpandRows][2];
+#pragma unroll
+    for (int k = 0; k < kExpandRows; k++) {
+        int v = wi + k, h = v / dv, i = v % dv;
+        const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(kv_b.data) +
+                                                           (size_t)(h * (dn + dv) + dn + i) * R);
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+            wq[k][u] = v < H * dv && lane + 32 * u < n8 ? __ldg(row + lane + 32 * u)
+                                                        : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int k = 0; k < kExpandRows; k++) {
+        int v = wi + k, h = v / dv, i = v % dv;
+        if (v >= H * dv)
+            break;
+        float wv[2][8];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const uint32_t w4[4] = {wq[k][u].x, wq[k][u].y, wq[k][u].z, wq[k][u].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                wv[u][2 * j] = __uint_as_float(w4[j] << 16);
+                wv[u][2 * j + 1] = __uint_as_float(w4[j] & 0xffff0000u);
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            const float *x = ot + ((size_t)t * H + h) * R;
+            float acc = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+                if (lane + 32 * u < n8) {
+                    const float4 *x4 = reinterpret_cast<const float4 *>(x + 8 * (lane + 32 * u));
+                    float4 a = x4[0], b = x4[1];
+                    acc += wv[u][0] * a.x + wv[u][1] * a.y + wv[u][2] * a.z + wv[u][3] * a.w +
+                           wv[u][4] * b.x + wv[u][5] * b.y + wv[u][6] * b.z + wv[u][7] * b.w;
+                }
+            acc = warp_sum(acc);
+            if (lane == 0)
+                o[((size_t)t * H + h) * dv + i] = acc;
+        }
     }
 }
 
@@ -979,6 +1269,16 @@ extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const floa
 extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv,
                               int R, float *qt, void *stream)
 {
+    if (T < 1 || H < 1 || dn < 1 || R < 1)
+        return -1;
+    size_t csmem = ((size_t)kAbsorbT * dn + (size_t)8 * kAbsorbT * kAbsorbCols) * sizeof(float);
+    if (kv_b->dtype == ENG_BF16 && R % 8 == 0 && (uintptr_t)kv_b->data % 16 == 0 &&
+        csmem <= 48 * 1024) {
+        dim3 cgrid(H, blocks_for((size_t)R, kAbsorbCols), blocks_for((size_t)T, kAbsorbT));
+        absorb_cols_kernel<<<cgrid, 256, csmem, static_cast<cudaStream_t>(stream)>>>(
+            *kv_b, q, T, H, dn, dv, R, qt);
+        return (int)cudaGetLastError();
+    }
     dim3 grid(H, blocks_for((size_t)T, kAbsorbT));
     size_t smem = ((size_t)kAbsorbT * dn + (size_t)kAbsorbSplit * kAbsorbT * R) * sizeof(float);
     if (smem > 200 * 1024)
@@ -1029,8 +1329,12 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
     if (smem > 48 * 1024)
         return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H, R,
-                                                                scale, splits, part);
+    if (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16)
+        attend_split8_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width,
+                                                                     H, R, scale, splits, part);
+    else
+        attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H,
+                                                                    R, scale, splits, part);
     attend_combine_kernel<<<pairs, 128, 0, st>>>(part, splits, R, ot);
     return (int)cudaGetLastError();
 }
@@ -1038,6 +1342,12 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
 extern "C" int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv,
                               int R, float *o, void *stream)
 {
+    if (kv_b->dtype == ENG_BF16 && R % 8 == 0 && R <= 512 && (uintptr_t)kv_b->data % 16 == 0 &&
+        (uintptr_t)ot % 16 == 0) {
+        expand_vec_kernel<<<blocks_for((size_t)H * dv, 8 * kExpandRows), 256, 0,
+                            static_cast<cudaStream_t>(stream)>>>(*kv_b, ot, T, H, dn, dv, R, o);
+        return (int)cudaGetLastError();
+    }
     expand_kernel<<<blocks_for((size_t)H * dv, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         *kv_b, ot, T, H, dn, dv, R, o);
     return (int)cudaGetLastError();

@@ -181,8 +181,8 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
     }
 }
 
-__global__ void out_norm_kernel(float *o, const float *gate, const float *w, int rows, int dk,
-                                float eps)
+__global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__ gate,
+                                const float *__restrict__ w, int rows, int dk, float eps)
 {
     int wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (wi >= rows)
@@ -190,10 +190,12 @@ __global__ void out_norm_kernel(float *o, const float *gate, const float *w, int
     float *x = o + (size_t)wi * dk;
     const float *gt = gate + (size_t)wi * dk;
     float ss = 0.0f;
-    for (int i = lane; i < dk; i += 32)
+#pragma unroll 4
+    for (int i = lane; i < dk; i += 32) // (unrolled: a head's loads go out together)
         ss += x[i] * x[i];
     ss = warp_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)dk + eps);
+#pragma unroll 4
     for (int i = lane; i < dk; i += 32)
         x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
 }
@@ -223,7 +225,8 @@ kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
         int h = gw - 3 * H;
         float rate = expf(A_log[h]);
         for (int t = 0; t < T; t++) {
-            for (int i = lane; i < dk; i += 32) {
+#pragma unroll 4
+            for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
                 size_t at = (size_t)t * C + (size_t)h * dk + i;
                 float x = g[at] + dt_bias[h * dk + i];
                 if (has_lb) {
@@ -361,7 +364,8 @@ extern "C" int eng_kda_out_norm(float *o, const float *gate, const float *w, int
                                 float eps, void *stream)
 {
     int rows = T * H;
-    out_norm_kernel<<<blocks_for((size_t)rows, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    // two warps a block: a decode step's 64 rows over 32 SMs instead of 8
+    out_norm_kernel<<<blocks_for((size_t)rows, 2), 64, 0, static_cast<cudaStream_t>(stream)>>>(
         o, gate, w, rows, dk, eps);
     return (int)cudaGetLastError();
 }
@@ -374,7 +378,9 @@ extern "C" int eng_kda_prep_decode(const float *q, const float *k, const float *
 {
     if (T < 1 || T > kPrepMaxT || K < 1 || K > kPrepMaxK || dk < 1 || dk > 32 * kPrepSlots || H < 1)
         return -1;
-    kda_prep_kernel<<<blocks_for((size_t)4 * H, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    // two warps a block: the 4 H warps (256 for GLM) spread over 128 SMs instead of 32 (each
+    // warp's work is latency-bound; more SMs give more load and store units to its round trips)
+    kda_prep_kernel<<<blocks_for((size_t)4 * H, 2), 64, 0, static_cast<cudaStream_t>(stream)>>>(
         q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias, has_lb,
         lb);
     return (int)cudaGetLastError();

@@ -41,6 +41,41 @@ __device__ __forceinline__ void dot8(uint4 q, int is_bf16, const float *x, int c
     }
 }
 
+// 16-byte loads in flight a lane before their products: more for one token (its registers
+// are free), which a row of few warps needs to keep the memory busy.
+template <int T> constexpr int kBatch16 = T == 1 ? 8 : 4;
+
+// The bf16/f16 row's 16-byte units i, i + step, ... in batches of B loads, the last batch
+// predicated on the units left (each batch issued before its products, which run in unit order:
+// the sums do not depend on B, and no unit waits on another's load). Returns an index past the
+// row's units (a caller's tail loop then finds nothing left).
+template <int T, int B>
+__device__ __forceinline__ int dot8_batches(const uint4 *row, int n8, int step, int i, int bf,
+                                            const float *x, int cols, int tg, float *acc)
+{
+    for (; i + (B - 1) * step < n8; i += B * step) {
+        uint4 q[B];
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            q[b] = __ldg(row + i + b * step);
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            dot8<T>(q[b], bf, x, cols, i + b * step, tg, acc);
+    }
+    if (i < n8) { // fewer than B units left: all of them at once
+        uint4 q[B];
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            q[b] = i + b * step < n8 ? __ldg(row + i + b * step) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int b = 0; b < B; b++)
+            if (i + b * step < n8)
+                dot8<T>(q[b], bf, x, cols, i + b * step, tg, acc);
+        i += B * step;
+    }
+    return i;
+}
+
 // WPR warps share a row (WPR > 1 for matrices of few rows, so that enough loads are in flight);
 // their partial sums meet in shared memory in warp order, so results do not depend on timing.
 template <int T, int WPR>
@@ -300,7 +335,7 @@ struct gemv_job_dev {
     const float *x;
     float *y;
     float limit;
-    int accumulate, pair, wpr, rpw, block0;
+    int accumulate, pair, wpr, rpw, block0, skinny;
 };
 
 struct gemv_jobs_dev {
@@ -412,14 +447,7 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
         const uint4 *rw = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
                                                           (size_t)r * cols);
         int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
-        for (; i + 3 * step < n8; i += 4 * step) {
-            uint4 q0 = __ldg(rw + i), q1 = __ldg(rw + i + step), q2 = __ldg(rw + i + 2 * step),
-                  q3 = __ldg(rw + i + 3 * step);
-            dot8<T>(q0, bf, x, cols, i, T, acc);
-            dot8<T>(q1, bf, x, cols, i + step, T, acc);
-            dot8<T>(q2, bf, x, cols, i + 2 * step, T, acc);
-            dot8<T>(q3, bf, x, cols, i + 3 * step, T, acc);
-        }
+        i = dot8_batches<T, kBatch16<T>>(rw, n8, step, i, bf, x, cols, T, acc);
         for (; i < n8; i += step)
             dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
         return;
@@ -427,8 +455,22 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
     if (w.dtype == ENG_F32 && xal && ((uintptr_t)w.data % 16) == 0) {
         const float4 *rw = reinterpret_cast<const float4 *>(static_cast<const float *>(w.data) +
                                                             (size_t)r * cols);
-        int n4 = cols / 4, step = 32 * wpr;
-        for (int i = sub * 32 + lane; i < n4; i += step) {
+        int n4 = cols / 4, step = 32 * wpr, i = sub * 32 + lane;
+        for (; T <= 2 && i + 3 * step < n4; i += 4 * step) { // four loads in flight, in order
+            float4 q[4];
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                q[b] = __ldg(rw + i + b * step);
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+#pragma unroll
+                for (int t = 0; t < T; t++) {
+                    float4 a = __ldg(reinterpret_cast<const float4 *>(x + (size_t)t * cols) + i +
+                                     b * step);
+                    acc[t] += q[b].x * a.x + q[b].y * a.y + q[b].z * a.z + q[b].w * a.w;
+                }
+        }
+        for (; i < n4; i += step) {
             float4 q = __ldg(rw + i);
 #pragma unroll
             for (int t = 0; t < T; t++) {
@@ -446,6 +488,81 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
     }
 }
 
+// A SwiGLU pair's two rows (same shape and dtype, bf16 or f16) with both matrices' loads in
+// flight together; each accumulator takes its products in unit order, as row_dot would. Returns
+// false (nothing done) when the rows are not of that form.
+template <int T>
+__device__ __forceinline__ bool row_dot_pair(const eng_mat &w, const eng_mat &w2, int r,
+                                             const float *__restrict__ x, int sub, int wpr,
+                                             int lane, float *acc, float *acc2)
+{
+    const int cols = w.cols;
+    if (cols % 8 || (uintptr_t)x % 16 || w.dtype != w2.dtype ||
+        (w.dtype != ENG_BF16 && w.dtype != ENG_F16) || (uintptr_t)w.data % 16 ||
+        (uintptr_t)w2.data % 16)
+        return false;
+    const uint4 *ra = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                      (size_t)r * cols);
+    const uint4 *rb = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w2.data) +
+                                                      (size_t)r * cols);
+    int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
+    for (; i + 3 * step < n8; i += 4 * step) {
+        uint4 qa[4], qb[4];
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            qa[b] = __ldg(ra + i + b * step);
+            qb[b] = __ldg(rb + i + b * step);
+        }
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            dot8<T>(qa[b], bf, x, cols, i + b * step, T, acc);
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            dot8<T>(qb[b], bf, x, cols, i + b * step, T, acc2);
+    }
+    for (int k = i; k < n8; k += step)
+        dot8<T>(__ldg(ra + k), bf, x, cols, k, T, acc);
+    for (int k = i; k < n8; k += step)
+        dot8<T>(__ldg(rb + k), bf, x, cols, k, T, acc2);
+    return true;
+}
+
+// Rows of at most 256 bf16/f16 columns (one 16-byte unit a lane, one warp a row) come
+// kSkinnyRows to a warp: their loads go out together, where one row a warp would leave each
+// lane a single load in flight and need many waves of blocks. Each row's sum is row_dot's.
+constexpr int kSkinnyRows = 4;
+
+template <int T>
+__device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int lane)
+{
+    const int cols = jb.w.cols, n8 = cols / 8, bf = jb.w.dtype == ENG_BF16;
+    const uint16_t *base = static_cast<const uint16_t *>(jb.w.data);
+    uint4 q[kSkinnyRows];
+#pragma unroll
+    for (int k = 0; k < kSkinnyRows; k++)
+        q[k] = r + k < jb.w.rows && lane < n8
+                   ? __ldg(reinterpret_cast<const uint4 *>(base + (size_t)(r + k) * cols) + lane)
+                   : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < kSkinnyRows; k++) {
+        float acc[T];
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[t] = 0.0f;
+        if (lane < n8)
+            dot8<T>(q[k], bf, jb.x, cols, lane, T, acc);
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[t] = warp_sum(acc[t]);
+        if (lane == 0 && r + k < jb.w.rows)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float *y = jb.y + (size_t)t * jb.w.rows + r + k;
+                *y = jb.accumulate ? *y + acc[t] : acc[t];
+            }
+    }
+}
+
 // Blocks [block0, next block0) belong to a job; each holds 8 / wpr of its rows, wpr warps a row
 // whose partial sums meet in shared memory in warp order.
 template <int T>
@@ -460,6 +577,11 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
     // rpw rows a warp group: a pair's two matrices share row r; a Q4 job's rows go two at a time
     int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * jb.rpw;
+    if (T <= 2 && jb.skinny) { // (set for T <= 2 only) wpr 1: no barrier below is skipped
+        if (r < jb.w.rows)
+            skinny_rows<T>(jb, r, lane);
+        return;
+    }
     bool valid = r < jb.w.rows, second = jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows);
     int rb = jb.pair ? r : r + 1;
     float acc[T], acc2[T];
@@ -479,7 +601,8 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
             for (int t = 0; t < T; t++)
                 acc[t] = a2[0][t], acc2[t] = a2[1][t];
-        } else {
+        } else if (!(T <= 2 && jb.pair &&
+                     row_dot_pair<T>(jb.w, jb.w2, r, jb.x, sub, wpr, lane, acc, acc2))) {
             row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
             if (second && jb.pair)
                 row_dot<T>(jb.w2, rb, jb.x, sub, wpr, lane, acc2);
@@ -574,6 +697,13 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
         d->pair = j->w2 != NULL;
         d->wpr = pick_wpr(w);
         d->rpw = w->dtype == ENG_Q4 && !j->w2 ? 2 : 1;
+        d->skinny = T <= 2 && !j->w2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
+                    w->cols <= 256 && w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 &&
+                    (uintptr_t)j->x % 16 == 0;
+        if (d->skinny) { // pick_wpr gives these one warp a row (a single unit of 256 columns)
+            d->wpr = 1;
+            d->rpw = kSkinnyRows;
+        }
         d->block0 = (int)blocks;
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
     }

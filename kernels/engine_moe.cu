@@ -134,7 +134,7 @@ __global__ void route_warp_kernel(const float *logits, const float *bias, int T,
         pr[j] = e < E ? sigmoidf_(lg[e]) : 0.0f;
         ch[j] = e < E ? pr[j] + bias[e] : -INFINITY;
     }
-    float sum = 0.0f;
+    float sum = 0.0f, mine = 0.0f; // lane k keeps pick k's weight (no reading back from memory)
     for (int k = 0; k < K; k++) {
         float v = -INFINITY;
         int be = -1;
@@ -161,17 +161,20 @@ __global__ void route_warp_kernel(const float *logits, const float *bias, int T,
         p = __shfl_sync(0xffffffffu, p, be % 32);
         if (lane == 0) {
             ids[(size_t)t * K + k] = be;
-            weights[(size_t)t * K + k] = p;
+            if (k >= 32)
+                weights[(size_t)t * K + k] = p;
         }
+        if (lane == k % 32)
+            mine = k < 32 ? p : mine;
         sum += p;
     }
-    if (lane == 0)
-        for (int k = 0; k < K; k++) {
-            float w = weights[(size_t)t * K + k];
-            if (norm_topk)
-                w /= sum + 1e-20f;
-            weights[(size_t)t * K + k] = w * scaling;
-        }
+    __syncwarp(); // (lane 0's stores of the picks past 32 seen by the lanes that scale them)
+    for (int k = lane; k < K; k += 32) { // K > 32: the picks past 32 read back from memory
+        float w = k < 32 ? mine : weights[(size_t)t * K + k];
+        if (norm_topk)
+            w /= sum + 1e-20f;
+        weights[(size_t)t * K + k] = w * scaling;
+    }
 }
 
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)

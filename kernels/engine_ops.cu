@@ -64,12 +64,52 @@ __global__ void add_kernel(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
-__global__ void mean_norm_kernel(float *h, const float *X, const float *w, int S, int D, float eps)
+// One block per token (kMeanThreads threads): with S <= kMeanRegS and D <= 4 * kMeanThreads each
+// thread loads its 4 positions of every stream and of w before it waits on any (one round trip
+// instead of one per position and stream); else the loop form, the mean staged in shared memory.
+constexpr int kMeanThreads = 1024, kMeanRegS = 4, kMeanRegD = 4;
+
+__global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const float *X,
+                                                                 const float *w, int S, int D,
+                                                                 float eps)
 {
     __shared__ float red[33];
     extern __shared__ float row[];
     const float *x = X + (size_t)blockIdx.x * S * D;
     float ss = 0.0f;
+    if (S <= kMeanRegS && D <= kMeanRegD * (int)blockDim.x) {
+        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD], m[kMeanRegD];
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+#pragma unroll
+            for (int k = 0; k < kMeanRegS; k++)
+                xv[j][k] = d < D && k < S ? x[(size_t)k * D + d] : 0.0f;
+            wv[j] = d < D ? w[d] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kMeanRegS; k++)
+                if (k < S)
+                    acc += xv[j][k];
+            acc /= (float)S;
+            m[j] = acc;
+            if (d < D)
+                ss += acc * acc;
+        }
+        ss = block_sum(ss, red);
+        float inv = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma unroll
+        for (int j = 0; j < kMeanRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            if (d < D)
+                h[(size_t)blockIdx.x * D + d] = wv[j] * (m[j] * inv);
+        }
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < S; k++)
@@ -193,6 +233,36 @@ __device__ __forceinline__ int hc_range(int S)
     return kHcChunk / S;
 }
 
+// kRows rows of fn (r0, r0 + 8, ...) at this lane's staged columns, every load issued before any
+// is used.
+constexpr int kHcPer = kHcChunk / 32, kHcRows = 4; // columns a lane; rows whose loads overlap
+
+__device__ __forceinline__ void hc_fn_load(const eng_mat &fn, const uint16_t *wb, int r0,
+                                           const int *col, float (*wv)[kHcPer])
+{
+    if (wb) {
+#pragma unroll
+        for (int i = 0; i < kHcRows; i++)
+#pragma unroll
+            for (int q = 0; q < kHcPer; q++) {
+                int r = r0 + 8 * i;
+                wv[i][q] = r < fn.rows && col[q] >= 0
+                               ? bf16_bits_to_f32(__ldg(wb + (size_t)r * fn.cols + col[q]))
+                               : 0.0f;
+            }
+    } else {
+#pragma unroll
+        for (int i = 0; i < kHcRows; i++)
+#pragma unroll
+            for (int q = 0; q < kHcPer; q++) {
+                int r = r0 + 8 * i;
+                wv[i][q] = r < fn.rows && col[q] >= 0 ? mat_at(fn, r, col[q]) : 0.0f;
+            }
+    }
+}
+
+// The weights of the warp's first rows are loaded first: they do not depend on X, so their
+// trip to memory overlaps the update's reads of X, y and comb (all issued together too).
 __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X, int T, int S,
                                                             int D, float *part, int splits,
                                                             const float *y, const float *post,
@@ -205,15 +275,32 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X
     int ks = S * dc; // staged columns: k = s * dc + j is column s * D + d0 + j
     int k = threadIdx.x, s = k / dc, d = d0 + k % dc;
     bool mine = k < ks && d < D;
+    int col[kHcPer];
+#pragma unroll
+    for (int q = 0; q < kHcPer; q++) { // this lane's staged columns (-1: none)
+        int kk = lane + 32 * q, dd = d0 + kk % dc;
+        col[q] = kk < ks && dd < D ? (kk / dc) * D + dd : -1;
+    }
+    const uint16_t *wb = fn.dtype == ENG_BF16 ? static_cast<const uint16_t *>(fn.data) : nullptr;
+    float wv[kHcRows][kHcPer]; // every weight of kHcRows rows loaded before any is used
+    hc_fn_load(fn, wb, warp, col, wv);
     for (int t = 0; t < T; t++) {
         float v = 0.0f;
         if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
             float acc = 0.0f;
-            if (mine) { // (the old values read straight into the sum: no array in local memory)
+            if (mine) { // the old values and comb read together, then summed in order
                 const float *C = comb + (size_t)t * S * S;
+                float cv[kHcMaxS], xo[kHcMaxS];
+#pragma unroll
+                for (int i = 0; i < kHcMaxS; i++) {
+                    cv[i] = i < S ? C[i * S + s] : 0.0f;
+                    xo[i] = i < S ? X[((size_t)t * S + i) * D + d] : 0.0f;
+                }
                 acc = post[t * S + s] * y[(size_t)t * D + d];
-                for (int i = 0; i < S; i++)
-                    acc += C[i * S + s] * X[((size_t)t * S + i) * D + d];
+#pragma unroll
+                for (int i = 0; i < kHcMaxS; i++)
+                    if (i < S)
+                        acc += cv[i] * xo[i];
             }
             __syncthreads(); // every old value read before any is replaced
             if (mine)
@@ -227,44 +314,18 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X
         if (threadIdx.x == 0)
             part[((size_t)t * splits + blockIdx.x) * w + fn.rows] = ss;
     }
-    constexpr int kPer = kHcChunk / 32, kRows = 4; // columns a lane; rows whose loads overlap
-    int col[kPer];
+    for (int r0 = warp; r0 < fn.rows; r0 += 8 * kHcRows) {
+        if (r0 != warp)
+            hc_fn_load(fn, wb, r0, col, wv);
 #pragma unroll
-    for (int q = 0; q < kPer; q++) { // this lane's staged columns (-1: none)
-        int kk = lane + 32 * q, dd = d0 + kk % dc;
-        col[q] = kk < ks && dd < D ? (kk / dc) * D + dd : -1;
-    }
-    const uint16_t *wb = fn.dtype == ENG_BF16 ? static_cast<const uint16_t *>(fn.data) : nullptr;
-    for (int r0 = warp; r0 < fn.rows; r0 += 8 * kRows) {
-        float wv[kRows][kPer]; // every weight of kRows rows loaded before any is used
-        if (wb) {
-#pragma unroll
-            for (int i = 0; i < kRows; i++)
-#pragma unroll
-                for (int q = 0; q < kPer; q++) {
-                    int r = r0 + 8 * i;
-                    wv[i][q] = r < fn.rows && col[q] >= 0
-                                   ? bf16_bits_to_f32(__ldg(wb + (size_t)r * fn.cols + col[q]))
-                                   : 0.0f;
-                }
-        } else {
-#pragma unroll
-            for (int i = 0; i < kRows; i++)
-#pragma unroll
-                for (int q = 0; q < kPer; q++) {
-                    int r = r0 + 8 * i;
-                    wv[i][q] = r < fn.rows && col[q] >= 0 ? mat_at(fn, r, col[q]) : 0.0f;
-                }
-        }
-#pragma unroll
-        for (int i = 0; i < kRows; i++) {
+        for (int i = 0; i < kHcRows; i++) {
             int r = r0 + 8 * i;
             float acc[kHcMaxT];
 #pragma unroll
             for (int t = 0; t < kHcMaxT; t++)
                 acc[t] = 0.0f;
 #pragma unroll
-            for (int q = 0; q < kPer; q++)
+            for (int q = 0; q < kHcPer; q++)
                 if (col[q] >= 0)
 #pragma unroll
                     for (int t = 0; t < kHcMaxT; t++)
@@ -280,20 +341,12 @@ __global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X
     }
 }
 
-// One block per token: the parts summed in block order and scaled by the RMS of X (the normed
-// flat streams' product), the Sinkhorn mix in warp 0 (hc_mix_kernel's operations, in its
-// order), then the collapse of the streams and its RMSNorm with norm.
-__global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, int splits, int mix,
-                                                            const float *X, const float *base,
-                                                            const float *scale, const float *norm,
-                                                            int S, int D, int iters, float hc_eps,
-                                                            float rms_eps, float *pre, float *post,
-                                                            float *comb, float *u)
+// The parts of token t summed in block order (a warp a value, so the warp count does not change
+// the bits) into mus [mix + 1]; the caller syncs.
+__device__ __forceinline__ void hc_sum_parts(const float *part, int splits, int mix, int t,
+                                             float *mus)
 {
-    __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
-    __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
-    extern __shared__ float row[]; // [D]
-    int t = blockIdx.x, w = mix + 1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int w = mix + 1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *pt = part + (size_t)t * splits * w;
     for (int k = warp; k < w; k += blockDim.x >> 5) { // a warp a sum: its loads in parallel
         float a = 0.0f;
@@ -303,86 +356,173 @@ __global__ void __launch_bounds__(1024) hc_pre_fused_kernel(const float *part, i
         if (lane == 0)
             mus[k] = a;
     }
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        int SS = S * S;
-        float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
-        for (int k = lane; k < S; k += 32) {
-            pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
-            pre[t * S + k] = pr[k];
-            post[t * S + k] = 2.0f / (1.0f + expf(-(mus[S + k] * inv * scale[1] + base[S + k])));
-        }
-        for (int k = lane; k < SS; k += 32)
-            C[k] = mus[2 * S + k] * inv * scale[2] + base[2 * S + k];
-        __syncwarp();
-        if (SS <= 32) { // one element a lane, row and column sums by shuffles, in the same order
-            int i = lane / S, j = lane % S;
-            float v = lane < SS ? C[lane] : 0.0f;
-            float mx = __shfl_sync(0xffffffffu, v, (i * S) & 31);
-            for (int c = 1; c < S; c++)
-                mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (i * S + c) & 31));
-            float e = lane < SS ? expf(v - mx) : 0.0f, sum = 0.0f;
-            for (int c = 0; c < S; c++)
-                sum += __shfl_sync(0xffffffffu, e, (i * S + c) & 31);
-            v = lane < SS ? e / sum + hc_eps : 0.0f;
-            for (int it = 0; it < iters; it++) {
-                if (it > 0) {
-                    float rsum = 0.0f;
-                    for (int c = 0; c < S; c++)
-                        rsum += __shfl_sync(0xffffffffu, v, (i * S + c) & 31);
-                    if (lane < SS)
-                        v /= rsum + hc_eps;
-                }
-                float csum = 0.0f;
-                for (int r = 0; r < S; r++)
-                    csum += __shfl_sync(0xffffffffu, v, (r * S + j) & 31);
-                if (lane < SS)
-                    v /= csum + hc_eps;
-            }
-            if (lane < SS)
-                C[lane] = v;
-            __syncwarp();
-        } else {
-            for (int i = lane; i < S; i += 32) { // softmax along each row, plus eps
-                float mx = C[i * S];
-                for (int c = 1; c < S; c++)
-                    mx = fmaxf(mx, C[i * S + c]);
-                float sum = 0.0f;
-                for (int c = 0; c < S; c++) {
-                    C[i * S + c] = expf(C[i * S + c] - mx);
-                    sum += C[i * S + c];
-                }
+}
+
+// Warp 0: post [S] and the Sinkhorn-normalised comb [S][S] of token t from the summed parts
+// (cpu_hc_pre's operations in its order; row and column sums by shuffles when S * S <= 32).
+__device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, const float *scale,
+                                 int S, int D, int iters, float hc_eps, float rms_eps, int t,
+                                 float *post, float *comb, float *C /* shared [S * S] */)
+{
+    int lane = threadIdx.x & 31, SS = S * S;
+    float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
+    for (int k = lane; k < S; k += 32)
+        post[t * S + k] = 2.0f / (1.0f + expf(-(mus[S + k] * inv * scale[1] + base[S + k])));
+    for (int k = lane; k < SS; k += 32)
+        C[k] = mus[2 * S + k] * inv * scale[2] + base[2 * S + k];
+    __syncwarp();
+    if (SS <= 32) { // one element a lane, row and column sums by shuffles, in the same order
+        int i = lane / S, j = lane % S;
+        float v = lane < SS ? C[lane] : 0.0f;
+        float mx = __shfl_sync(0xffffffffu, v, (i * S) & 31);
+        for (int c = 1; c < S; c++)
+            mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (i * S + c) & 31));
+        float e = lane < SS ? expf(v - mx) : 0.0f, sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += __shfl_sync(0xffffffffu, e, (i * S + c) & 31);
+        v = lane < SS ? e / sum + hc_eps : 0.0f;
+        for (int it = 0; it < iters; it++) {
+            if (it > 0) {
+                float rsum = 0.0f;
                 for (int c = 0; c < S; c++)
-                    C[i * S + c] = C[i * S + c] / sum + hc_eps;
+                    rsum += __shfl_sync(0xffffffffu, v, (i * S + c) & 31);
+                if (lane < SS)
+                    v /= rsum + hc_eps;
             }
-            __syncwarp();
-            for (int it = 0; it < iters; it++) {
-                if (it > 0) {
-                    for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
-                        float sum = 0.0f;
-                        for (int c = 0; c < S; c++)
-                            sum += C[i * S + c];
-                        for (int c = 0; c < S; c++)
-                            C[i * S + c] /= sum + hc_eps;
-                    }
-                    __syncwarp();
-                }
-                for (int j = lane; j < S; j += 32) { // columns
+            float csum = 0.0f;
+            for (int r = 0; r < S; r++)
+                csum += __shfl_sync(0xffffffffu, v, (r * S + j) & 31);
+            if (lane < SS)
+                v /= csum + hc_eps;
+        }
+        if (lane < SS)
+            C[lane] = v;
+        __syncwarp();
+    } else {
+        for (int i = lane; i < S; i += 32) { // softmax along each row, plus eps
+            float mx = C[i * S];
+            for (int c = 1; c < S; c++)
+                mx = fmaxf(mx, C[i * S + c]);
+            float sum = 0.0f;
+            for (int c = 0; c < S; c++) {
+                C[i * S + c] = expf(C[i * S + c] - mx);
+                sum += C[i * S + c];
+            }
+            for (int c = 0; c < S; c++)
+                C[i * S + c] = C[i * S + c] / sum + hc_eps;
+        }
+        __syncwarp();
+        for (int it = 0; it < iters; it++) {
+            if (it > 0) {
+                for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
                     float sum = 0.0f;
-                    for (int r = 0; r < S; r++)
-                        sum += C[r * S + j];
-                    for (int r = 0; r < S; r++)
-                        C[r * S + j] /= sum + hc_eps;
+                    for (int c = 0; c < S; c++)
+                        sum += C[i * S + c];
+                    for (int c = 0; c < S; c++)
+                        C[i * S + c] /= sum + hc_eps;
                 }
                 __syncwarp();
             }
+            for (int j = lane; j < S; j += 32) { // columns
+                float sum = 0.0f;
+                for (int r = 0; r < S; r++)
+                    sum += C[r * S + j];
+                for (int r = 0; r < S; r++)
+                    C[r * S + j] /= sum + hc_eps;
+            }
+            __syncwarp();
         }
-        for (int k = lane; k < SS; k += 32)
-            comb[(size_t)t * SS + k] = C[k];
     }
-    __syncthreads();
+    for (int k = lane; k < SS; k += 32)
+        comb[(size_t)t * SS + k] = C[k];
+}
+
+// Warp 0: pre [S] of token t into pr (shared) and pre.
+__device__ __forceinline__ void hc_pre_warp(const float *mus, int mix, const float *base,
+                                            const float *scale, int S, int D, float hc_eps,
+                                            float rms_eps, int t, float *pre, float *pr)
+{
+    int lane = threadIdx.x & 31;
+    float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
+    for (int k = lane; k < S; k += 32) {
+        pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
+        pre[t * S + k] = pr[k];
+    }
+}
+
+// Grid (T, 2), kHcPreThreads threads. Block (t, 1): the Sinkhorn mix of token t (post, comb),
+// which only the HC update after the sublayer reads. Block (t, 0): pre, the collapse of the
+// streams and its RMSNorm with norm into u; with S <= kHcRegS and D <= kHcRegD * kHcPreThreads it
+// loads its share of X and norm into registers before waiting on anything (one round trip to
+// memory instead of a chain), else it reads them in the loops. The two halves run side by side;
+// every value is computed with the operations and in the order of the one-block form it replaced.
+constexpr int kHcPreThreads = 1024, kHcRegS = 4, kHcRegD = 4;
+
+__global__ void __launch_bounds__(kHcPreThreads) hc_pre_fused_kernel(
+    const float *part, int splits, int mix, const float *X, const float *base, const float *scale,
+    const float *norm, int S, int D, int iters, float hc_eps, float rms_eps, float *pre,
+    float *post, float *comb, float *u)
+{
+    __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
+    __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
+    extern __shared__ float row[]; // [D] (the loop form)
+    int t = blockIdx.x;
+    if (threadIdx.x < 32) { // base and scale towards L2 while the parts are summed (a hint only)
+        for (int k = 32 * threadIdx.x; k < mix + 32; k += 32 * 32) // every 128-byte line of base
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (k < mix ? k : mix - 1)));
+        if (threadIdx.x == 0)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(scale));
+    }
+    if (blockIdx.y == 1) {
+        hc_sum_parts(part, splits, mix, t, mus);
+        __syncthreads();
+        if (threadIdx.x < 32)
+            hc_sinkhorn_warp(mus, mix, base, scale, S, D, iters, hc_eps, rms_eps, t, post, comb, C);
+        return;
+    }
     const float *x = X + (size_t)t * S * D;
+    const bool regs = S <= kHcRegS && D <= kHcRegD * (int)blockDim.x;
+    float xv[kHcRegD][kHcRegS], nv[kHcRegD];
+    if (regs) { // every load of this thread issued before the first wait
+#pragma unroll
+        for (int j = 0; j < kHcRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+#pragma unroll
+            for (int s = 0; s < kHcRegS; s++)
+                xv[j][s] = d < D && s < S ? x[(size_t)s * D + d] : 0.0f;
+            nv[j] = d < D && norm ? norm[d] : 1.0f;
+        }
+    }
+    hc_sum_parts(part, splits, mix, t, mus);
+    __syncthreads();
+    if (threadIdx.x < 32)
+        hc_pre_warp(mus, mix, base, scale, S, D, hc_eps, rms_eps, t, pre, pr);
+    __syncthreads();
     float ss = 0.0f;
+    if (regs) {
+        float acc[kHcRegD];
+#pragma unroll
+        for (int j = 0; j < kHcRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            float a = 0.0f;
+#pragma unroll
+            for (int s = 0; s < kHcRegS; s++)
+                if (s < S)
+                    a += pr[s] * xv[j][s];
+            acc[j] = a;
+            if (d < D)
+                ss += a * a;
+        }
+        ss = block_sum(ss, red);
+        float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
+#pragma unroll
+        for (int j = 0; j < kHcRegD; j++) {
+            int d = threadIdx.x + j * blockDim.x;
+            if (d < D)
+                u[(size_t)t * D + d] = nv[j] * (acc[j] * inv);
+        }
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int s = 0; s < S; s++)
@@ -439,8 +579,11 @@ extern "C" int eng_stream_mean_norm(float *h, const float *X, const float *w, in
 {
     if (T < 1 || D < 1)
         return -1;
-    mean_norm_kernel<<<T, 256, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-        h, X, w, S, D, eps);
+    bool regs = S <= kMeanRegS && D <= kMeanRegD * kMeanThreads; // no row in shared memory
+    if (!regs && (size_t)D * sizeof(float) > 48 * 1024)
+        return -1;
+    mean_norm_kernel<<<T, kMeanThreads, regs ? 0 : (size_t)D * sizeof(float),
+                       static_cast<cudaStream_t>(stream)>>>(h, X, w, S, D, eps);
     return (int)cudaGetLastError();
 }
 
@@ -500,7 +643,9 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
         eng_hc_splits(S, D) < 1 ||
         (size_t)D * sizeof(float) > 40 * 1024)
         return -1;
-    hc_pre_fused_kernel<<<T, 1024, (size_t)D * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
+    bool regs = S <= kHcRegS && D <= kHcRegD * kHcPreThreads; // no row in shared memory
+    hc_pre_fused_kernel<<<dim3(T, 2), kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float),
+                          static_cast<cudaStream_t>(stream)>>>(
         part, eng_hc_splits(S, D), mix_rows, X, base, scale, norm, S, D, iters, hc_eps, rms_eps,
         pre, post, comb, u);
     return (int)cudaGetLastError();

@@ -13,7 +13,8 @@ EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_
 	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
 	bench/bench_cuda_decode_h200_2026-12-03.txt bench/attn_h200_2026-12-03.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
-	tests/gpu/test_gemm_rows.c bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
+	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c \
+	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
@@ -43,6 +44,10 @@ bench_bench_exl3_SOURCES = bench/bench_exl3.cu
 bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
 
+# the decode step's kernels at the real shapes: references, row invariance, times
+check_PROGRAMS += tests/gpu/test_decode_gpu
+tests_gpu_test_decode_gpu_SOURCES = tests/gpu/test_decode_gpu.c
+tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine tests/gpu/q4_emulate
 tests_gpu_q4_emulate_SOURCES = tests/gpu/q4_emulate.c

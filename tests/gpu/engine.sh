@@ -2,23 +2,26 @@
 # tests/gpu/engine.sh: builds glmchat with CUDA on a GPU machine and checks the CUDA backend
 # against the CPU backend (tests/gpu/test_cuda_engine.c) on the fixture models, mkmodel models
 # (BF16 and EXL3) and two ranks in one process (two processes: tests/gpu/two_ranks.sh), checks
-# the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c) and the dense
-# prefill products across chunk sizes (tests/gpu/test_gemm_rows.c), then runs
-# bench/bench_cuda_engine; the parity table and the bench log come last.
+# the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c), the dense
+# prefill products across chunk sizes (tests/gpu/test_gemm_rows.c) and the decode step's kernels
+# (tests/gpu/test_decode_gpu.c), then runs bench/bench_cuda_engine; the parity table and the
+# bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
-# glmchat, test_cuda_engine, bench_cuda_engine, q4_emulate, test_mla_gpu and test_gemm_rows from DIR instead of
-# building (a machine without the -dev packages; put their libraries on LD_LIBRARY_PATH);
+# glmchat, test_cuda_engine, bench_cuda_engine, q4_emulate, test_mla_gpu, test_gemm_rows and
+# test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
+# libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures.
 set -u
 . "$(dirname "$0")/lib.sh"
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
-    tests/gpu/q4_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows || exit 1
+    tests/gpu/q4_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu || exit 1
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_engine)
 B=$(gpu_bin bench/bench_cuda_engine)
 Q=$(gpu_bin tests/gpu/q4_emulate)
 MLA=$(gpu_bin tests/gpu/test_mla_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
+DEC=$(gpu_bin tests/gpu/test_decode_gpu)
 "$G" --version || exit 1
 tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
 fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}
@@ -48,6 +51,14 @@ if [ -x "$GEMM" ]; then
     grep -E 'FAIL|PASS' "$out/gemm.txt" | sed 's/^/test_gemm_rows: /' >>"$out/parity.txt"
 else
     echo "no test_gemm_rows"
+fi
+echo "== the decode step's kernels at the real shapes (references, rows bit-equal alone, times)"
+if [ -x "$DEC" ]; then
+    timeout 60 "$DEC" >"$out/decode.txt" 2>&1 || status=1
+    cat "$out/decode.txt"
+    grep -E '^(FAIL|PASS)' "$out/decode.txt" | sed 's/^/test_decode_gpu: /' >>"$out/parity.txt"
+else
+    echo "no test_decode_gpu"
 fi
 run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"

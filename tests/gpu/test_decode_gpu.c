@@ -1,0 +1,664 @@
+/* test_decode_gpu.c: the decode step's kernels (T <= 8) at GLM-5.3-Flash's shapes: each against a
+ * reference (a double-precision CPU sum, or the GPU's unfused or scalar kernels), each row of an
+ * 8-row launch bit-equal to that row alone (the invariant verification windows rely on), then
+ * their one-row times against the bytes they read. Usage: test_decode_gpu [--no-time]; exit 1 on
+ * any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/engine.h"
+#include "kernels/kernels.h"
+
+#define MAXT 8
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static int failures;
+
+static float frand(void) /* [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != 0) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
+                    rc_ > 0 ? kern_error_string(rc_) : "arguments out of range");                  \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "test_decode_gpu: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(kern_malloc(&d, bytes));
+    return d;
+}
+
+static void *dev_copy(const void *src, size_t bytes)
+{
+    void *d = dev_alloc(bytes);
+    CUDA_OK(kern_to_device(d, src, bytes));
+    return d;
+}
+
+static float *host_random(size_t n, float amp)
+{
+    float *h = xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = amp * frand();
+    return h;
+}
+
+static void *to_host(const void *d, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(h, d, bytes));
+    return h;
+}
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float f32_of_bf16(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* A random matrix on the device (bf16 or f32) and its values on the host as float. */
+typedef struct {
+    eng_mat m;
+    float *h;
+} tmat;
+
+static tmat make_mat(int dtype, int rows, int cols, float amp)
+{
+    tmat t;
+    size_t n = (size_t)rows * cols;
+    t.h = xmalloc(n * sizeof(float));
+    memset(&t.m, 0, sizeof t.m);
+    t.m.dtype = dtype, t.m.rows = rows, t.m.cols = cols;
+    if (dtype == ENG_BF16) {
+        uint16_t *b = xmalloc(n * sizeof *b);
+        for (size_t i = 0; i < n; i++) {
+            b[i] = bf16_of(amp * frand());
+            t.h[i] = f32_of_bf16(b[i]);
+        }
+        t.m.data = dev_copy(b, n * sizeof *b);
+        free(b);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            t.h[i] = amp * frand();
+        t.m.data = dev_copy(t.h, n * sizeof(float));
+    }
+    return t;
+}
+
+static void free_mat(tmat *t)
+{
+    kern_free((void *)t->m.data);
+    free(t->h);
+}
+
+/* got against ref: finite, max |diff| <= tol * max |ref|. */
+static void compare(const char *what, const float *got, const double *ref, size_t n, double tol)
+{
+    double m = 0, d = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        m = fmax(m, fabs(ref[i]));
+        if (!isfinite(got[i]))
+            bad++;
+        else
+            d = fmax(d, fabs(got[i] - ref[i]));
+    }
+    int ok = bad == 0 && d <= tol * (m > 0 ? m : 1);
+    printf("%s %-58s max|diff| %.3g of max|ref| %.3g%s\n", ok ? "ok  " : "FAIL", what, d, m,
+           bad ? " (non-finite values)" : "");
+    failures += !ok;
+}
+
+static void compare_f(const char *what, const float *got, const float *ref, size_t n, double tol)
+{
+    double *r = xmalloc(n * sizeof *r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = ref[i];
+    compare(what, got, r, n, tol);
+    free(r);
+}
+
+static void same_bits(const char *what, const void *a, const void *b, size_t bytes)
+{
+    int ok = memcmp(a, b, bytes) == 0;
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    failures += !ok;
+}
+
+/* ---- the products of the decode step (eng_matmul_jobs) ----------------------------------- */
+
+typedef struct {
+    const char *name;
+    int dtype, rows, cols, pair; /* pair: SwiGLU of two matrices */
+} jshape;
+
+static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
+{
+    tmat w = make_mat(s->dtype, s->rows, s->cols, 0.05f), w2 = {0};
+    if (s->pair)
+        w2 = make_mat(s->dtype, s->rows, s->cols, 0.05f);
+    float *hx = host_random((size_t)MAXT * s->cols, 1.0f);
+    float *x = dev_copy(hx, (size_t)MAXT * s->cols * sizeof(float));
+    size_t yn = (size_t)MAXT * s->rows;
+    float *y8 = dev_alloc(yn * sizeof(float)), *y1 = dev_alloc(yn * sizeof(float));
+    float limit = 10.0f;
+    eng_gemv_job j = {&w.m, s->pair ? &w2.m : NULL, x, y8, limit, 0};
+    CUDA_OK(eng_matmul_jobs(&j, 1, MAXT, NULL));
+    for (int t = 0; t < MAXT; t++) { /* each row alone, and rows 0..2 as a launch of three */
+        eng_gemv_job j1 = {
+            &w.m, s->pair ? &w2.m : NULL, x + (size_t)t * s->cols, y1 + (size_t)t * s->rows, limit,
+            0};
+        CUDA_OK(eng_matmul_jobs(&j1, 1, 1, NULL));
+    }
+    float *g8 = to_host(y8, yn * sizeof(float)), *g1 = to_host(y1, yn * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "jobs %s: the 8 rows of one launch equal 8 one-row launches",
+             s->name);
+    same_bits(what, g8, g1, yn * sizeof(float));
+    eng_gemv_job j3 = {&w.m, s->pair ? &w2.m : NULL, x, y1, limit, 0};
+    CUDA_OK(eng_matmul_jobs(&j3, 1, 3, NULL));
+    float *g3 = to_host(y1, (size_t)3 * s->rows * sizeof(float));
+    snprintf(what, sizeof what, "jobs %s: a launch of 3 rows equals them in one of 8", s->name);
+    same_bits(what, g3, g8, (size_t)3 * s->rows * sizeof(float));
+    /* the double reference on every 5th row (the CPU's share of the time stays small) */
+    size_t nref = 0;
+    double *ref = xmalloc(yn * sizeof *ref);
+    float *got = xmalloc(yn * sizeof *got);
+    for (int t = 0; t < MAXT; t++)
+        for (int r = t % 5; r < s->rows; r += 5) {
+            const float *xr = hx + (size_t)t * s->cols;
+            double a = 0, b = 0;
+            for (int c = 0; c < s->cols; c++) {
+                a += (double)w.h[(size_t)r * s->cols + c] * xr[c];
+                if (s->pair)
+                    b += (double)w2.h[(size_t)r * s->cols + c] * xr[c];
+            }
+            if (s->pair) {
+                double g = fmin(a, limit), u = fmin(fmax(b, -limit), limit);
+                a = g / (1.0 + exp(-g)) * u;
+            }
+            ref[nref] = a;
+            got[nref++] = g8[(size_t)t * s->rows + r];
+        }
+    snprintf(what, sizeof what, "jobs %s: against a double sum", s->name);
+    compare(what, got, ref, nref, 1e-5);
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        eng_gemv_job jt = {&w.m, s->pair ? &w2.m : NULL, x, y8, limit, 0};
+        CUDA_OK(eng_matmul_jobs(&jt, 1, 1, NULL));
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_matmul_jobs(&jt, 1, 1, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        double us = ms * 1000.0 / reps;
+        double bytes =
+            (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
+        printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", s->name, us, bytes / 1e6,
+               bytes / (us * 1e3));
+    }
+    free(ref);
+    free(got);
+    free(g8);
+    free(g1);
+    free(g3);
+    free(hx);
+    kern_free(x);
+    kern_free(y8);
+    kern_free(y1);
+    free_mat(&w);
+    if (s->pair)
+        free_mat(&w2);
+}
+
+/* ---- the absorbed query and the value expansion (eng_mla_absorb, eng_mla_expand) --------- */
+
+static void check_mla(int timed, void *ev0, void *ev1)
+{
+    int H = 64, dn = 256, dv = 256, R = 512;
+    tmat kv = make_mat(ENG_BF16, H * (dn + dv), R, 0.05f);
+    for (int k = 0; k < 2; k++) {
+        int in = k ? R : dn, out = k ? dv : R;
+        const char *name = k ? "the value expansion" : "the absorbed query";
+        size_t xn = (size_t)MAXT * H * in, yn = (size_t)MAXT * H * out;
+        float *hx = host_random(xn, 1.0f);
+        float *x = dev_copy(hx, xn * sizeof(float));
+        float *y8 = dev_alloc(yn * sizeof(float)), *y1 = dev_alloc(yn * sizeof(float));
+        if (k)
+            CUDA_OK(eng_mla_expand(&kv.m, x, MAXT, H, dn, dv, R, y8, NULL));
+        else
+            CUDA_OK(eng_mla_absorb(&kv.m, x, MAXT, H, dn, dv, R, y8, NULL));
+        for (int t = 0; t < MAXT; t++) {
+            const float *xt = x + (size_t)t * H * in;
+            float *yt = y1 + (size_t)t * H * out;
+            if (k)
+                CUDA_OK(eng_mla_expand(&kv.m, xt, 1, H, dn, dv, R, yt, NULL));
+            else
+                CUDA_OK(eng_mla_absorb(&kv.m, xt, 1, H, dn, dv, R, yt, NULL));
+        }
+        float *g8 = to_host(y8, yn * sizeof(float)), *g1 = to_host(y1, yn * sizeof(float));
+        char what[160];
+        snprintf(what, sizeof what, "%s: 8 rows in one launch equal 8 one-row launches", name);
+        same_bits(what, g8, g1, yn * sizeof(float));
+        double *ref = xmalloc(yn * sizeof *ref);
+        for (int t = 0; t < MAXT; t++)
+            for (int h = 0; h < H; h++)
+                for (int o = 0; o < out; o++) {
+                    double a = 0;
+                    const float *xr = hx + ((size_t)t * H + h) * in;
+                    for (int i = 0; i < in; i++) {
+                        /* absorb: kv_b[h (dn+dv) + i][o]; expand: kv_b[h (dn+dv) + dn + o][i] */
+                        size_t wi = k ? ((size_t)h * (dn + dv) + dn + o) * R + i
+                                      : ((size_t)h * (dn + dv) + i) * R + o;
+                        a += (double)kv.h[wi] * xr[i];
+                    }
+                    ref[((size_t)t * H + h) * out + o] = a;
+                }
+        snprintf(what, sizeof what, "%s: against a double sum", name);
+        compare(what, g8, ref, yn, 1e-5);
+        if (timed) {
+            float ms = 0;
+            int reps = 20;
+            CUDA_OK(eng_event_record(ev0, NULL));
+            for (int i = 0; i < reps; i++) {
+                if (k)
+                    CUDA_OK(eng_mla_expand(&kv.m, x, 1, H, dn, dv, R, y8, NULL));
+                else
+                    CUDA_OK(eng_mla_absorb(&kv.m, x, 1, H, dn, dv, R, y8, NULL));
+            }
+            CUDA_OK(eng_event_record(ev1, NULL));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+            double us = ms * 1000.0 / reps, bytes = (double)H * (k ? dv : dn) * R * 2;
+            printf("time %-39s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", name, us, bytes / 1e6,
+                   bytes / (us * 1e3));
+        }
+        free(ref);
+        free(g8);
+        free(g1);
+        free(hx);
+        kern_free(x);
+        kern_free(y8);
+        kern_free(y1);
+    }
+    free_mat(&kv);
+}
+
+/* ---- the latent attention (eng_mla_attend_decode) against eng_mla_attend ----------------- */
+
+static void check_attend(int dtype, int timed, void *ev0, void *ev1)
+{
+    int H = 64, R = 512, width = 2051, rows = 1091;
+    float scale = 1.0f / 16.0f;
+    const char *cname = dtype == ENG_CACHE_FP8 ? "fp8" : "bf16";
+    eng_cache c = {dtype, R, NULL, NULL};
+    size_t vals = (size_t)rows * R;
+    if (dtype == ENG_CACHE_FP8) { /* e4m3 bytes without the NaN codes, power-of-two row scales */
+        uint8_t *b = xmalloc(vals);
+        for (size_t i = 0; i < vals; i++)
+            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xf7u); /* no 0x7f, 0xff */
+        float *sc = xmalloc(rows * sizeof(float));
+        for (int r = 0; r < rows; r++)
+            sc[r] = ldexpf(1.0f, -6 - (r % 3));
+        c.rows = dev_copy(b, vals);
+        c.scale = dev_copy(sc, rows * sizeof(float));
+        free(b);
+        free(sc);
+    } else {
+        uint16_t *b = xmalloc(vals * sizeof *b);
+        for (size_t i = 0; i < vals; i++)
+            b[i] = bf16_of(frand());
+        c.rows = dev_copy(b, vals * sizeof *b);
+        free(b);
+    }
+    int32_t *hidx = xmalloc((size_t)MAXT * width * sizeof *hidx);
+    int hcount[MAXT];
+    for (int t = 0; t < MAXT; t++) { /* a selection of up to `width` rows, in order with gaps */
+        hcount[t] = rows - 37 * t < width ? rows - 37 * t : width;
+        for (int s2 = 0; s2 < hcount[t]; s2++)
+            hidx[(size_t)t * width + s2] = (int32_t)((s2 * 7 + t) % rows);
+    }
+    int32_t *idx = dev_copy(hidx, (size_t)MAXT * width * sizeof *hidx);
+    int *count = dev_copy(hcount, sizeof hcount);
+    size_t qn = (size_t)MAXT * H * R;
+    float *hq = host_random(qn, 1.0f);
+    float *qt = dev_copy(hq, qn * sizeof(float));
+    float *ref = dev_alloc(qn * sizeof(float)), *o8 = dev_alloc(qn * sizeof(float));
+    float *o1 = dev_alloc(qn * sizeof(float));
+    float *part = dev_alloc((size_t)ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * (R + 2) * sizeof(float));
+    CUDA_OK(eng_mla_attend(&c, qt, idx, count, width, MAXT, H, R, scale, ref, NULL));
+    CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, MAXT, H, R, scale, o8, part, NULL));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(eng_mla_attend_decode(&c, qt + (size_t)t * H * R, idx + (size_t)t * width,
+                                      count + t, width, 1, H, R, scale, o1 + (size_t)t * H * R,
+                                      part, NULL));
+    float *gr = to_host(ref, qn * sizeof(float)), *g8 = to_host(o8, qn * sizeof(float));
+    float *g1 = to_host(o1, qn * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "the latent attention (%s cache): against eng_mla_attend", cname);
+    compare_f(what, g8, gr, qn, 1e-5);
+    snprintf(what, sizeof what,
+             "the latent attention (%s cache): 8 rows in one launch equal 8 one-row launches",
+             cname);
+    same_bits(what, g8, g1, qn * sizeof(float));
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(
+                eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
+        printf("time the latent attention (%s, %d rows)   1 row: %8.1f us, %6.2f MB of cache\n",
+               cname, hcount[0], ms * 1000.0 / reps, bytes / 1e6);
+    }
+    free(hidx), free(hq), free(gr), free(g8), free(g1);
+    kern_free(idx), kern_free(count), kern_free(qt), kern_free(ref), kern_free(o8), kern_free(o1);
+    kern_free(part), kern_free(c.rows);
+    if (c.scale)
+        kern_free(c.scale);
+}
+
+/* ---- the HC step (eng_hc_fn_partial, eng_hc_pre_fused) against the unfused ops ----------- */
+
+static void check_hc(int timed, void *ev0, void *ev1)
+{
+    int S = 4, D = 4096, mix = (2 + S) * S, iters = 20, splits = eng_hc_splits(S, D);
+    float hc_eps = 1e-6f, rms_eps = 1e-5f;
+    tmat fn = make_mat(ENG_BF16, mix, S * D, 0.05f);
+    size_t xn = (size_t)MAXT * S * D;
+    float *hX = host_random(xn, 1.0f), *hy = host_random((size_t)MAXT * D, 1.0f);
+    float *hbase = host_random((size_t)mix, 0.5f), *hnorm = host_random((size_t)D, 1.0f);
+    float hscale[3] = {0.7f, 0.9f, 1.1f};
+    float *hpost = host_random((size_t)MAXT * S, 1.0f),
+          *hcomb = host_random((size_t)MAXT * S * S, 0.5f);
+    float *base = dev_copy(hbase, mix * sizeof(float)), *scale = dev_copy(hscale, sizeof hscale);
+    float *norm = dev_copy(hnorm, D * sizeof(float)),
+          *y = dev_copy(hy, (size_t)MAXT * D * sizeof(float));
+    float *post_in = dev_copy(hpost, (size_t)MAXT * S * sizeof(float));
+    float *comb_in = dev_copy(hcomb, (size_t)MAXT * S * S * sizeof(float));
+    size_t pn = (size_t)MAXT * splits * (mix + 1);
+    float *part = dev_alloc(pn * sizeof(float));
+    float *pre = dev_alloc((size_t)MAXT * S * sizeof(float)),
+          *post = dev_alloc((size_t)MAXT * S * sizeof(float));
+    float *comb = dev_alloc((size_t)MAXT * S * S * sizeof(float)),
+          *u = dev_alloc((size_t)MAXT * D * sizeof(float));
+    float *X = dev_alloc(xn * sizeof(float));
+    /* outputs per form: X after the update, pre, post, comb, u */
+    size_t on = xn + (size_t)MAXT * (2 * S + S * S + D);
+    float *out[3];
+    for (int form = 0; form < 3; form++) { /* 0: 8 rows at once, 1: one row a launch, 2: unfused */
+        CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
+        if (form == 0) {
+            CUDA_OK(eng_hc_fn_partial(&fn.m, X, MAXT, S, D, y, post_in, comb_in, part, NULL));
+            CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, MAXT, S, D, iters, hc_eps,
+                                     rms_eps, pre, post, comb, u, NULL));
+        } else if (form == 1) {
+            for (int t = 0; t < MAXT; t++) {
+                float *Xt = X + (size_t)t * S * D;
+                CUDA_OK(eng_hc_fn_partial(&fn.m, Xt, 1, S, D, y + (size_t)t * D, post_in + t * S,
+                                          comb_in + (size_t)t * S * S, part, NULL));
+                CUDA_OK(eng_hc_pre_fused(part, mix, Xt, base, scale, norm, 1, S, D, iters, hc_eps,
+                                         rms_eps, pre + t * S, post + t * S,
+                                         comb + (size_t)t * S * S, u + (size_t)t * D, NULL));
+            }
+        } else { /* the prefill path's ops: update, norm, product, mix, collapse, norm */
+            float *flat = dev_alloc(xn * sizeof(float)),
+                  *mu = dev_alloc((size_t)MAXT * mix * sizeof(float));
+            float *c = dev_alloc((size_t)MAXT * D * sizeof(float));
+            CUDA_OK(eng_hc_post(X, y, post_in, comb_in, MAXT, S, D, NULL));
+            CUDA_OK(eng_rmsnorm(flat, X, NULL, MAXT, S * D, rms_eps, NULL));
+            CUDA_OK(eng_matmul(&fn.m, flat, MAXT, mu, NULL));
+            CUDA_OK(eng_hc_mix(mu, base, scale, MAXT, S, iters, hc_eps, pre, post, comb, NULL));
+            CUDA_OK(eng_hc_collapse(X, pre, MAXT, S, D, c, NULL));
+            CUDA_OK(eng_rmsnorm(u, c, norm, MAXT, D, rms_eps, NULL));
+            CUDA_OK(kern_sync());
+            kern_free(flat);
+            kern_free(mu);
+            kern_free(c);
+        }
+        float *o = xmalloc(on * sizeof(float)), *p = o;
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(p, X, xn * sizeof(float)));
+        p += xn;
+        CUDA_OK(kern_to_host(p, pre, (size_t)MAXT * S * sizeof(float)));
+        p += (size_t)MAXT * S;
+        CUDA_OK(kern_to_host(p, post, (size_t)MAXT * S * sizeof(float)));
+        p += (size_t)MAXT * S;
+        CUDA_OK(kern_to_host(p, comb, (size_t)MAXT * S * S * sizeof(float)));
+        p += (size_t)MAXT * S * S;
+        CUDA_OK(kern_to_host(p, u, (size_t)MAXT * D * sizeof(float)));
+        out[form] = o;
+    }
+    same_bits("the HC step: 8 rows in one launch equal 8 one-row launches (X, pre, post, comb, u)",
+              out[0], out[1], on * sizeof(float));
+    const char *part_name[5] = {"the updated streams", "pre", "post", "comb",
+                                "u (collapsed, normed)"};
+    size_t len[5] = {xn, (size_t)MAXT * S, (size_t)MAXT * S, (size_t)MAXT * S * S,
+                     (size_t)MAXT * D};
+    size_t off = 0;
+    for (int k = 0; k < 5; k++) {
+        char what[160];
+        snprintf(what, sizeof what, "the HC step's %s against the unfused ops", part_name[k]);
+        compare_f(what, out[0] + off, out[2] + off, len[k], 1e-4);
+        off += len[k];
+    }
+    if (timed) {
+        float ms[2] = {0, 0};
+        int reps = 20;
+        for (int k = 0; k < 2; k++) {
+            CUDA_OK(eng_event_record(ev0, NULL));
+            for (int i = 0; i < reps; i++) {
+                if (k == 0)
+                    CUDA_OK(eng_hc_fn_partial(&fn.m, X, 1, S, D, y, post_in, comb_in, part, NULL));
+                else
+                    CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, 1, S, D, iters,
+                                             hc_eps, rms_eps, pre, post, comb, u, NULL));
+            }
+            CUDA_OK(eng_event_record(ev1, NULL));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms[k]));
+        }
+        printf("time the HC update with the next mixing product 1 row: %8.1f us (%.2f MB)\n",
+               ms[0] * 1000.0 / reps, ((double)mix * S * D * 2 + 2.0 * S * D * 4) / 1e6);
+        printf("time the HC mix, collapse and norm          1 row: %8.1f us\n",
+               ms[1] * 1000.0 / reps);
+    }
+    for (int form = 0; form < 3; form++)
+        free(out[form]);
+    free(hX), free(hy), free(hbase), free(hnorm), free(hpost), free(hcomb);
+    kern_free(base), kern_free(scale), kern_free(norm), kern_free(y), kern_free(post_in);
+    kern_free(comb_in), kern_free(part), kern_free(pre), kern_free(post), kern_free(comb);
+    kern_free(u), kern_free(X);
+    free_mat(&fn);
+}
+
+/* ---- the final norm (eng_stream_mean_norm): the streams' mean, RMS-normed ----------------- */
+
+static void check_mean_norm(int timed, void *ev0, void *ev1)
+{
+    int S = 4, D = 4096;
+    float eps = 1e-5f;
+    size_t xn = (size_t)MAXT * S * D;
+    float *hX = host_random(xn, 1.0f), *hw = host_random((size_t)D, 1.0f);
+    float *X = dev_copy(hX, xn * sizeof(float)), *w = dev_copy(hw, D * sizeof(float));
+    float *h8 = dev_alloc((size_t)MAXT * D * sizeof(float));
+    float *h1 = dev_alloc((size_t)MAXT * D * sizeof(float));
+    CUDA_OK(eng_stream_mean_norm(h8, X, w, MAXT, S, D, eps, NULL));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(
+            eng_stream_mean_norm(h1 + (size_t)t * D, X + (size_t)t * S * D, w, 1, S, D, eps, NULL));
+    float *g8 = to_host(h8, (size_t)MAXT * D * sizeof(float));
+    float *g1 = to_host(h1, (size_t)MAXT * D * sizeof(float));
+    same_bits("the final norm: 8 rows in one launch equal 8 one-row launches", g8, g1,
+              (size_t)MAXT * D * sizeof(float));
+    double *ref = xmalloc((size_t)MAXT * D * sizeof *ref);
+    for (int t = 0; t < MAXT; t++) {
+        double ss = 0;
+        for (int d = 0; d < D; d++) {
+            double m = 0;
+            for (int k = 0; k < S; k++)
+                m += hX[((size_t)t * S + k) * D + d];
+            m /= S;
+            ref[(size_t)t * D + d] = m;
+            ss += m * m;
+        }
+        double inv = 1.0 / sqrt(ss / D + eps);
+        for (int d = 0; d < D; d++)
+            ref[(size_t)t * D + d] *= inv * hw[d];
+    }
+    compare("the final norm: against a double sum", g8, ref, (size_t)MAXT * D, 1e-5);
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_stream_mean_norm(h8, X, w, 1, S, D, eps, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        printf("time the final norm (4 streams x 4096)      1 row: %8.1f us\n", ms * 1000.0 / reps);
+    }
+    free(hX), free(hw), free(g8), free(g1), free(ref);
+    kern_free(X), kern_free(w), kern_free(h8), kern_free(h1);
+}
+
+/* ---- the routing (eng_route): top-8 of 288, one group ------------------------------------ */
+
+static void check_route(int timed, void *ev0, void *ev1)
+{
+    int E = 288, K = 8;
+    float scaling = 2.5f;
+    float *hl = host_random((size_t)MAXT * E, 3.0f), *hb = host_random((size_t)E, 0.1f);
+    float *lg = dev_copy(hl, (size_t)MAXT * E * sizeof(float)),
+          *bias = dev_copy(hb, E * sizeof(float));
+    float *scratch = dev_alloc((size_t)MAXT * (3 * E + 1) * sizeof(float));
+    int32_t *ids = dev_alloc((size_t)MAXT * K * sizeof(int32_t));
+    float *w = dev_alloc((size_t)MAXT * K * sizeof(float));
+    CUDA_OK(eng_route(lg, bias, MAXT, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
+    int32_t *gi = to_host(ids, (size_t)MAXT * K * sizeof(int32_t));
+    float *gw = to_host(w, (size_t)MAXT * K * sizeof(float));
+    int bad = 0;
+    double wd = 0;
+    for (int t = 0; t < MAXT; t++) { /* the CPU's picks: sigmoid + bias, ties to the lower index */
+        unsigned char taken[288] = {0};
+        double sum = 0, pw[8];
+        int pick[8];
+        for (int k = 0; k < K; k++) {
+            int b = -1;
+            double bv = 0;
+            for (int e = 0; e < E; e++) {
+                double p = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + e]));
+                double c = (float)p + hb[e];
+                if (!taken[e] && (b < 0 || c > bv))
+                    b = e, bv = c;
+            }
+            taken[b] = 1;
+            pick[k] = b;
+            pw[k] = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + b]));
+            sum += pw[k];
+        }
+        for (int k = 0; k < K; k++) {
+            bad += gi[t * K + k] != pick[k];
+            wd = fmax(wd, fabs(gw[t * K + k] - pw[k] / sum * scaling));
+        }
+    }
+    int ok = bad == 0 && wd < 1e-5;
+    printf("%s the routing: picks as the CPU's (%d differ), weights max|diff| %.3g\n",
+           ok ? "ok  " : "FAIL", bad, wd);
+    failures += !ok;
+    int32_t *ids1 = dev_alloc((size_t)MAXT * K * sizeof(int32_t));
+    float *w1 = dev_alloc((size_t)MAXT * K * sizeof(float));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(eng_route(lg + (size_t)t * E, bias, 1, E, 1, 1, K, 1, scaling, scratch,
+                          ids1 + t * K, w1 + t * K, NULL));
+    int32_t *gi1 = to_host(ids1, (size_t)MAXT * K * sizeof(int32_t));
+    float *gw1 = to_host(w1, (size_t)MAXT * K * sizeof(float));
+    same_bits("the routing: 8 rows in one launch equal 8 one-row launches (ids)", gi, gi1,
+              (size_t)MAXT * K * sizeof(int32_t));
+    same_bits("the routing: 8 rows in one launch equal 8 one-row launches (weights)", gw, gw1,
+              (size_t)MAXT * K * sizeof(float));
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_route(lg, bias, 1, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        printf("time the routing (top-8 of 288)              1 row: %8.1f us\n",
+               ms * 1000.0 / reps);
+    }
+    free(hl), free(hb), free(gi), free(gw), free(gi1), free(gw1);
+    kern_free(lg), kern_free(bias), kern_free(scratch), kern_free(ids), kern_free(w);
+    kern_free(ids1), kern_free(w1);
+}
+
+int main(int argc, char **argv)
+{
+    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+    if (kern_device_count() < 1) {
+        fprintf(stderr, "test_decode_gpu: no CUDA device\n");
+        return 1;
+    }
+    char name[256];
+    kern_device_describe(0, name, sizeof name);
+    printf("device %s\n", name);
+    void *ev0, *ev1;
+    CUDA_OK(eng_event_new(&ev0));
+    CUDA_OK(eng_event_new(&ev1));
+    const jshape jobs[] = {
+        {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0}, /* rows of few columns */
+        {"KDA q_proj (8192 x 4096, bf16)", ENG_BF16, 8192, 4096, 0},
+        {"shared gate/up SwiGLU (2 x 2048 x 4096)", ENG_BF16, 2048, 4096, 1},
+        {"router (288 x 4096, f32)", ENG_F32, 288, 4096, 0},
+        {"MLA q_b (16384 x 1536, bf16)", ENG_BF16, 16384, 1536, 0},
+        {"shared down (4096 x 2048, bf16)", ENG_BF16, 4096, 2048, 0},
+        {"odd (37 x 200, bf16)", ENG_BF16, 37, 200, 0}, /* a skinny job's last rows */
+    };
+    for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
+        check_job(&jobs[i], timed, ev0, ev1);
+    check_mla(timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, timed, ev0, ev1);
+    check_hc(timed, ev0, ev1);
+    check_route(timed, ev0, ev1);
+    check_mean_norm(timed, ev0, ev1);
+    eng_event_free(ev0);
+    eng_event_free(ev1);
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
