@@ -1,12 +1,11 @@
 #!/bin/sh
 # tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
 # prints where its time goes, against two ceilings measured in each variant's own run.
-# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build, direct loads
-# (a lane loads the words it decodes, the neighbour word by shuffle: no shared regroup),
-# unguarded k-step blocks, inputs stored as duplicated halves (no PRMT for the split fragment),
-# one accumulator chain a row half (onechain), unguarded + onechain, the first three together
-# (all), all + onechain (all1), load-only (no decode, no mma) and compute-only (no trellis read:
-# decode + mma on register data, the decode-compute ceiling; both give meaningless results).
+# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build (since
+# 2026-12-03: direct loads, unguarded k-step blocks, duplicated-half inputs, which exl3_moe.cu
+# sets), the build before them (before), guarded k-steps (guarded), one accumulator chain a row
+# half (onechain), load-only (no decode, no mma) and compute-only (no trellis read: decode + mma
+# on register data, the decode-compute ceiling; both give meaningless results).
 # With cuobjdump and python3 there, each variant's SASS hot loops are counted (hotloop.py:
 # instructions a tile and a weight of the one-row mcg kernel's strips).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
@@ -16,11 +15,8 @@ src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"default: direct:-DEXL3_DIRECT_LOAD=1 unguarded:-DEXL3_UNGUARDED=1
-          dup:-DEXL3_DUP_INPUT=1 onechain:-DEXL3_SPLIT_CHAINS=1
-          unguarded1:-DEXL3_UNGUARDED=1,-DEXL3_SPLIT_CHAINS=1
-          all:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1
-          all1:-DEXL3_DIRECT_LOAD=1,-DEXL3_UNGUARDED=1,-DEXL3_DUP_INPUT=1,-DEXL3_SPLIT_CHAINS=1
+variants=${EXL3_VARIANTS:-"default: before:-DEXL3_DIRECT_LOAD=0,-DEXL3_UNGUARDED=0,-DEXL3_DUP_INPUT=0
+          guarded:-DEXL3_UNGUARDED=0 onechain:-DEXL3_SPLIT_CHAINS=1
           loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY"}
 for v in $variants; do
     name=${v%%:*}
