@@ -101,15 +101,17 @@ int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int copies, float 
 /* Element (r, c) of w, for tests: writes one float. */
 int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream);
 
-/* ---- products of many rows through cuBLAS (engine_gemm.cu) ------------------------------ */
+/* ---- products of many rows through cuBLASLt (engine_gemm.cu) ---------------------------- */
 #define ENG_GEMM_MIN_ROWS 8                   /* eng_matmul's GEMV path takes up to 8 rows */
 #define ENG_GEMM_WORKSPACE ((size_t)32 << 20) /* cuBLAS workspace, one per stream */
 /* Whether eng_gemm takes this matrix at T rows: BF16 or F32 weights, T > ENG_GEMM_MIN_ROWS. */
 int eng_gemm_takes(const eng_mat *w, int T);
-/* y = x W^T through cuBLAS: BF16 weights against a hi + mid + lo bf16 split of x (three GEMMs
+/* y = x W^T through cuBLASLt: BF16 weights against a hi + mid + lo bf16 split of x (three GEMMs
  * with f32 accumulation, about 24 bits of each input, as in an f32 product), F32 weights in f32.
- * Each stream holds a handle, ENG_GEMM_WORKSPACE bytes and a split buffer of 6 * T * cols bytes
- * (grown on first use). */
+ * One algorithm per weight shape (chosen at 1024 rows, checked at each T; split-K only with an
+ * out-of-place reduction), so a row's bits do not depend on T or its place in the chunk. Each
+ * stream holds a handle, ENG_GEMM_WORKSPACE bytes and a split buffer of 6 * T * cols bytes plus
+ * 768 bytes of alignment (grown on first use). */
 int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream);
 /* Frees what eng_gemm holds for this stream (eng_stream_free calls it). */
 void eng_gemm_forget_stream(void *stream);
