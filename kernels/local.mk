@@ -14,7 +14,7 @@ EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_
 	bench/bench_cuda_decode_h200_2026-12-03.txt bench/attn_h200_2026-12-03.txt \
 	bench/stop17_h200_2026-12-03.txt
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
-	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c \
+	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt
 if HAVE_CUDA

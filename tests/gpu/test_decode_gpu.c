@@ -11,6 +11,9 @@
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
 
+#define GPU_TEST_NAME "test_decode_gpu"
+#include "tests/gpu/gpu_test.h"
+
 #define MAXT 8
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -22,40 +25,6 @@ static float frand(void) /* [-1, 1) */
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != 0) {                                                                            \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
-                    rc_ > 0 ? kern_error_string(rc_) : "arguments out of range");                  \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "test_decode_gpu: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(kern_malloc(&d, bytes));
-    return d;
-}
-
-static void *dev_copy(const void *src, size_t bytes)
-{
-    void *d = dev_alloc(bytes);
-    CUDA_OK(kern_to_device(d, src, bytes));
-    return d;
 }
 
 static float *host_random(size_t n, float amp)

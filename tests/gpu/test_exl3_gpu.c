@@ -10,6 +10,9 @@
 #include "engine/model/exl3.h"
 #include "kernels/kernels.h"
 
+#define GPU_TEST_NAME "test_exl3_gpu"
+#include "tests/gpu/gpu_test.h"
+
 static uint64_t rng_state;
 
 static uint32_t rng_u32(void)
@@ -26,34 +29,6 @@ static float rng_uniform(void) /* [-1, 1) */
 }
 
 static int failures;
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    kern_error_string(rc_));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static void *dev_copy(const void *src, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(kern_malloc(&d, bytes));
-    CUDA_OK(kern_to_device(d, src, bytes));
-    return d;
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes);
-    if (!p) {
-        fprintf(stderr, "test_exl3_gpu: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
 
 /* Every element finite and within tol * rms(ref); prints one line; returns the worst ratio. */
 static double compare(const char *what, const float *got, const float *ref, size_t n, double tol)

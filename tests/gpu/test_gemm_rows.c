@@ -10,6 +10,9 @@
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
 
+#define GPU_TEST_NAME "test_gemm_rows"
+#include "tests/gpu/gpu_test.h"
+
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static int failures;
 
@@ -24,34 +27,6 @@ static uint32_t rng_u32(void)
 static float rng_uniform(void) /* [-1, 1) */
 {
     return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    rc_ > 0 ? kern_error_string(rc_) : "refused (see above)");                 \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes);
-    if (!p) {
-        fprintf(stderr, "test_gemm_rows: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-static void *dev_copy(const void *src, size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(kern_malloc(&d, bytes));
-    CUDA_OK(kern_to_device(d, src, bytes));
-    return d;
 }
 
 static uint16_t to_bf16(float f) /* round to nearest even */

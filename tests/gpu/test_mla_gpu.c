@@ -9,6 +9,9 @@
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
 
+#define GPU_TEST_NAME "test_mla_gpu"
+#include "tests/gpu/gpu_test.h"
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
 
@@ -23,40 +26,6 @@ static uint32_t rng_u32(void)
 static float rng_uniform(void) /* [-1, 1) */
 {
     return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
-
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                      \
-                    rc_ > 0 ? kern_error_string(rc_) : "arguments out of range");              \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes);
-    if (!p) {
-        fprintf(stderr, "test_mla_gpu: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *d = NULL;
-    CUDA_OK(kern_malloc(&d, bytes));
-    return d;
-}
-
-static void *dev_copy(const void *src, size_t bytes)
-{
-    void *d = dev_alloc(bytes);
-    CUDA_OK(kern_to_device(d, src, bytes));
-    return d;
 }
 
 static float *dev_random(size_t n, float amp)
