@@ -4,6 +4,7 @@
  * two-Spark projection, and prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
  * cuBLAS bf16 GEMM in the same run. */
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -426,6 +427,20 @@ int main(int argc, char **argv)
             return 1;
         }
     double step_us = (now_s() - d0) / steps * 1e6;
+    if (getenv("BENCH_NCU")) { /* one eager step and one graph step for a profiler, then stop */
+        printf("decode step (graph): %.1f us; profiling one eager and one graph step\n", step_us);
+        setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
+        cudaDeviceSynchronize();
+        cudaProfilerStart();
+        int rc = be.ops->prefill(be.impl, s, &tok[0], 1, logits, 0, &err);
+        unsetenv("GLMCHAT_CUDA_GRAPH");
+        rc = rc || be.ops->prefill(be.impl, s, &tok[1], 1, logits, 0, &err);
+        cudaDeviceSynchronize();
+        cudaProfilerStop();
+        if (rc)
+            printf("FAIL: profiled step: %s\n", err.message);
+        return rc ? 1 : 0;
+    }
     setenv("GLMCHAT_CUDA_GRAPH", "0", 1); /* the same steps launched one kernel at a time */
     d0 = now_s();
     for (int i = 0; i < steps / 2; i++)
