@@ -2,7 +2,8 @@
  * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
  * step against the bandwidth floor (bytes read per token / copy bandwidth measured here), the
  * two-Spark projection, and prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
- * cuBLAS bf16 GEMM in the same run. */
+ * cuBLAS bf16 GEMM in the same run. BENCH_NCU=1: one eager and one graph decode step between
+ * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
