@@ -131,13 +131,16 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
                          void *stream);
 
 /* ---- hyper-connections (engine_ops.cu) --------------------------------------------------- */
-/* The decode path's HC step before a sublayer (T <= 8) in two launches. eng_hc_fn_partial
- * splits the hidden positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 16384
+/* Most column blocks of the decode path's HC step (D <= 32 * ENG_HC_MAX_SPLITS / S). */
+#define ENG_HC_MAX_SPLITS 256
+/* The decode path's HC step before a sublayer (T <= 8) in two calls. eng_hc_fn_partial
+ * splits the hidden positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 32768
  * fits): part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
  * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
  * previous sublayer's update (eng_hc_post with post, comb) to X. eng_hc_pre_fused sums the parts
- * in block order, scales by the RMS of X[t], mixes (Sinkhorn, as eng_hc_mix), collapses the
- * streams and RMS-norms with norm into u (D <= 10240). */
+ * in block order, scales by the RMS of X[t], collapses the streams and RMS-norms with norm into
+ * u (D <= 10240) in one launch, then mixes (Sinkhorn, as eng_hc_mix) into post, comb in a
+ * second. */
 int eng_hc_splits(int S, int D);
 int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
                       const float *post, const float *comb, float *part, void *stream);

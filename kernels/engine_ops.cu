@@ -221,149 +221,159 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *post, cons
     }
 }
 
-// The decode path's HC step (T <= 8). The hidden positions split in ranges of kHcChunk / S over
-// blocks; each block stages its range of every stream and token (first applying the previous
-// sublayer's HC update there when y is given: hc_post_kernel's arithmetic, each position read and
-// written by this block alone), then each warp takes fn rows (lanes over the staged columns, one
-// warp sum) and the block sums the squares; the parts are summed in block order later.
-constexpr int kHcChunk = 256, kHcMaxSplits = 64, kHcMaxT = 8;
+// The decode path's HC step (T <= 8). The hidden positions split in ranges of dc = kHcCols / S
+// over blocks, so a block stages kHcCols columns of the flat streams (k = s * dc + j: stream s at
+// position d0 + j). Thread (t, j) applies the previous sublayer's HC update to token t at one
+// position when y is given (hc_post_kernel's arithmetic; that position is read and written by
+// this thread alone, so no barrier guards it) and sums its squares; then each warp takes fn rows
+// (lanes over the staged columns, one warp sum a row and token). Every sum has a fixed order that
+// does not depend on T, so a token's bits are the same in a launch of 1 row or of 8.
+constexpr int kHcCols = 128, kHcThreads = 256, kHcWarps = kHcThreads / 32, kHcMaxT = 8;
+constexpr int kHcMaxSplits = ENG_HC_MAX_SPLITS;
+constexpr int kHcPer = kHcCols / 32, kHcRows = 3; // staged columns a lane; rows a warp loads at once
 
-__device__ __forceinline__ int hc_range(int S)
+__host__ __device__ __forceinline__ int hc_range(int S)
 {
-    return kHcChunk / S;
+    return kHcCols / S;
 }
 
-// kRows rows of fn (r0, r0 + 8, ...) at this lane's staged columns, every load issued before any
-// is used.
-constexpr int kHcPer = kHcChunk / 32, kHcRows = 4; // columns a lane; rows whose loads overlap
-
+// kHcRows rows of fn (r0, r0 + kHcWarps, ...) at this lane's staged columns (-1: none, weight 0),
+// every load issued before any is used.
 __device__ __forceinline__ void hc_fn_load(const eng_mat &fn, const uint16_t *wb, int r0,
                                            const int *col, float (*wv)[kHcPer])
 {
-    if (wb) {
 #pragma unroll
-        for (int i = 0; i < kHcRows; i++)
+    for (int i = 0; i < kHcRows; i++)
 #pragma unroll
-            for (int q = 0; q < kHcPer; q++) {
-                int r = r0 + 8 * i;
-                wv[i][q] = r < fn.rows && col[q] >= 0
-                               ? bf16_bits_to_f32(__ldg(wb + (size_t)r * fn.cols + col[q]))
-                               : 0.0f;
-            }
-    } else {
-#pragma unroll
-        for (int i = 0; i < kHcRows; i++)
-#pragma unroll
-            for (int q = 0; q < kHcPer; q++) {
-                int r = r0 + 8 * i;
-                wv[i][q] = r < fn.rows && col[q] >= 0 ? mat_at(fn, r, col[q]) : 0.0f;
-            }
-    }
+        for (int q = 0; q < kHcPer; q++) {
+            int r = r0 + kHcWarps * i;
+            bool on = r < fn.rows && col[q] >= 0;
+            wv[i][q] = !on ? 0.0f
+                       : wb ? bf16_bits_to_f32(__ldg(wb + (size_t)r * fn.cols + col[q]))
+                            : mat_at(fn, r, col[q]);
+        }
 }
 
-// The weights of the warp's first rows are loaded first: they do not depend on X, so their
-// trip to memory overlaps the update's reads of X, y and comb (all issued together too).
-__global__ void __launch_bounds__(256) hc_fn_partial_kernel(eng_mat fn, float *X, int T, int S,
-                                                            int D, float *part, int splits,
-                                                            const float *y, const float *post,
-                                                            const float *comb)
+// kS > 0: S is kS, known when compiling (its loops unrolled, the old values in registers);
+// kS == 0: S comes at run time (the old values staged in shared memory).
+template <int kS>
+__global__ void __launch_bounds__(kHcThreads) hc_fn_partial_kernel(eng_mat fn, float *X, int T,
+                                                                   int S_, int D, float *part,
+                                                                   int splits, const float *y,
+                                                                   const float *post,
+                                                                   const float *comb)
 {
-    __shared__ float xs[kHcMaxT][kHcChunk];
-    __shared__ float red[33];
-    int dc = hc_range(S), d0 = blockIdx.x * dc, w = fn.rows + 1;
+    __shared__ float xs[kHcMaxT][kHcCols], sq[kHcMaxT][kHcCols];
+    __shared__ float xo[kS ? 1 : kHcMaxT][kS ? 1 : kHcCols];
+    const int S = kS ? kS : S_;
+    int dc = kHcCols / S, d0 = blockIdx.x * dc, rows = fn.rows, w = rows + 1;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int ks = S * dc; // staged columns: k = s * dc + j is column s * D + d0 + j
-    int k = threadIdx.x, s = k / dc, d = d0 + k % dc;
-    bool mine = k < ks && d < D;
     int col[kHcPer];
 #pragma unroll
-    for (int q = 0; q < kHcPer; q++) { // this lane's staged columns (-1: none)
-        int kk = lane + 32 * q, dd = d0 + kk % dc;
-        col[q] = kk < ks && dd < D ? (kk / dc) * D + dd : -1;
+    for (int q = 0; q < kHcPer; q++) { // this lane's staged columns as columns of fn
+        int kk = lane + 32 * q, s = kk / dc, dd = d0 + kk - s * dc;
+        col[q] = s < S && dd < D ? s * D + dd : -1;
     }
     const uint16_t *wb = fn.dtype == ENG_BF16 ? static_cast<const uint16_t *>(fn.data) : nullptr;
-    float wv[kHcRows][kHcPer]; // every weight of kHcRows rows loaded before any is used
+    float wv[kHcRows][kHcPer]; // the first rows' weights: they do not wait on X
     hc_fn_load(fn, wb, warp, col, wv);
-    for (int t = 0; t < T; t++) {
-        float v = 0.0f;
-        if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
-            float acc = 0.0f;
-            if (mine) { // the old values and comb read together, then summed in order
-                const float *C = comb + (size_t)t * S * S;
-                float cv[kHcMaxS], xo[kHcMaxS];
+    for (int idx = threadIdx.x; idx < T * dc; idx += kHcThreads) {
+        int t = idx / dc, j = idx - t * dc, d = d0 + j;
+        float ss = 0.0f;
+        if (d >= D) {
+            for (int s = 0; s < S; s++)
+                xs[t][s * dc + j] = 0.0f;
+        } else if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
+            float *xt = X + (size_t)t * S * D + d;
+            const float *C = comb + (size_t)t * S * S, *pt = post + t * S;
+            float yt = y[(size_t)t * D + d];
+            float ov[kS ? kS : 1];
+            if constexpr (kS > 0) {
 #pragma unroll
-                for (int i = 0; i < kHcMaxS; i++) {
-                    cv[i] = i < S ? C[i * S + s] : 0.0f;
-                    xo[i] = i < S ? X[((size_t)t * S + i) * D + d] : 0.0f;
-                }
-                acc = post[t * S + s] * y[(size_t)t * D + d];
-#pragma unroll
-                for (int i = 0; i < kHcMaxS; i++)
-                    if (i < S)
-                        acc += cv[i] * xo[i];
+                for (int i = 0; i < kS; i++)
+                    ov[i] = xt[(size_t)i * D];
+            } else {
+                for (int i = 0; i < S; i++)
+                    xo[t][i * dc + j] = xt[(size_t)i * D];
             }
-            __syncthreads(); // every old value read before any is replaced
-            if (mine)
-                X[((size_t)t * S + s) * D + d] = acc;
-            v = acc;
-        } else if (mine) {
-            v = X[((size_t)t * S + s) * D + d];
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                float acc = pt[s] * yt;
+#pragma unroll
+                for (int i = 0; i < S; i++)
+                    acc += C[i * S + s] * (kS ? ov[kS ? i : 0] : xo[t][i * dc + j]); // ov[i] when kS
+                xt[(size_t)s * D] = acc;
+                xs[t][s * dc + j] = acc;
+                ss += acc * acc;
+            }
+        } else {
+            const float *xt = X + (size_t)t * S * D + d;
+#pragma unroll
+            for (int s = 0; s < S; s++) {
+                float v = xt[(size_t)s * D];
+                xs[t][s * dc + j] = v;
+                ss += v * v;
+            }
         }
-        xs[t][k] = mine ? v : 0.0f;
-        float ss = block_sum(v * v, red); // its barriers also publish xs
-        if (threadIdx.x == 0)
-            part[((size_t)t * splits + blockIdx.x) * w + fn.rows] = ss;
+        sq[t][j] = ss;
     }
-    for (int r0 = warp; r0 < fn.rows; r0 += 8 * kHcRows) {
+    __syncthreads();
+    if (warp < T) { // warp t: token t's sum of squares over the block's positions
+        float a = 0.0f;
+        for (int j = lane; j < dc; j += 32)
+            a += sq[warp][j];
+        a = warp_sum(a);
+        if (lane == 0)
+            part[((size_t)warp * splits + blockIdx.x) * w + rows] = a;
+    }
+    float xv[kHcMaxT][kHcPer];
+#pragma unroll
+    for (int t = 0; t < kHcMaxT; t++)
+#pragma unroll
+        for (int q = 0; q < kHcPer; q++)
+            xv[t][q] = t < T && col[q] >= 0 ? xs[t][lane + 32 * q] : 0.0f;
+    for (int r0 = warp; r0 < rows; r0 += kHcWarps * kHcRows) {
         if (r0 != warp)
             hc_fn_load(fn, wb, r0, col, wv);
 #pragma unroll
         for (int i = 0; i < kHcRows; i++) {
-            int r = r0 + 8 * i;
-            float acc[kHcMaxT];
-#pragma unroll
-            for (int t = 0; t < kHcMaxT; t++)
-                acc[t] = 0.0f;
-#pragma unroll
-            for (int q = 0; q < kHcPer; q++)
-                if (col[q] >= 0)
-#pragma unroll
-                    for (int t = 0; t < kHcMaxT; t++)
-                        if (t < T)
-                            acc[t] += wv[i][q] * xs[t][lane + 32 * q];
+            int r = r0 + kHcWarps * i;
 #pragma unroll
             for (int t = 0; t < kHcMaxT; t++) {
-                float a = warp_sum(acc[t]);
-                if (lane == 0 && t < T && r < fn.rows)
+                if (t >= T)
+                    break;
+                float a = 0.0f;
+#pragma unroll
+                for (int q = 0; q < kHcPer; q++)
+                    a += wv[i][q] * xv[t][q];
+                a = warp_sum(a);
+                if (lane == 0 && r < rows)
                     part[((size_t)t * splits + blockIdx.x) * w + r] = a;
             }
         }
     }
 }
 
-// The parts of token t summed in block order (a warp a value, so the warp count does not change
-// the bits) into mus [mix + 1]; the caller syncs.
-__device__ __forceinline__ void hc_sum_parts(const float *part, int splits, int mix, int t,
-                                             float *mus)
+// Part row k of token t summed in block order (lanes over the blocks, then a warp sum): the
+// same order wherever it is summed, so both kernels below see the same sum of squares.
+__device__ __forceinline__ float hc_part_sum(const float *part, int splits, int w, int t, int k)
 {
-    int w = mix + 1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float *pt = part + (size_t)t * splits * w;
-    for (int k = warp; k < w; k += blockDim.x >> 5) { // a warp a sum: its loads in parallel
-        float a = 0.0f;
-        for (int b = lane; b < splits; b += 32)
-            a += pt[(size_t)b * w + k];
-        a = warp_sum(a);
-        if (lane == 0)
-            mus[k] = a;
-    }
+    const float *pt = part + (size_t)t * splits * w + k;
+    float a = 0.0f;
+    for (int b = threadIdx.x & 31; b < splits; b += 32)
+        a += pt[(size_t)b * w];
+    return warp_sum(a);
 }
 
 // Warp 0: post [S] and the Sinkhorn-normalised comb [S][S] of token t from the summed parts
 // (cpu_hc_pre's operations in its order; row and column sums by shuffles when S * S <= 32).
+// kS as in hc_fn_partial_kernel.
+template <int kS>
 __device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, const float *scale,
-                                 int S, int D, int iters, float hc_eps, float rms_eps, int t,
+                                 int S_, int D, int iters, float hc_eps, float rms_eps, int t,
                                  float *post, float *comb, float *C /* shared [S * S] */)
 {
+    const int S = kS ? kS : S_;
     int lane = threadIdx.x & 31, SS = S * S;
     float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
     for (int k = lane; k < S; k += 32)
@@ -375,21 +385,25 @@ __device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, c
         int i = lane / S, j = lane % S;
         float v = lane < SS ? C[lane] : 0.0f;
         float mx = __shfl_sync(0xffffffffu, v, (i * S) & 31);
+#pragma unroll
         for (int c = 1; c < S; c++)
             mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (i * S + c) & 31));
         float e = lane < SS ? expf(v - mx) : 0.0f, sum = 0.0f;
+#pragma unroll
         for (int c = 0; c < S; c++)
             sum += __shfl_sync(0xffffffffu, e, (i * S + c) & 31);
         v = lane < SS ? e / sum + hc_eps : 0.0f;
         for (int it = 0; it < iters; it++) {
             if (it > 0) {
                 float rsum = 0.0f;
+#pragma unroll
                 for (int c = 0; c < S; c++)
                     rsum += __shfl_sync(0xffffffffu, v, (i * S + c) & 31);
                 if (lane < SS)
                     v /= rsum + hc_eps;
             }
             float csum = 0.0f;
+#pragma unroll
             for (int r = 0; r < S; r++)
                 csum += __shfl_sync(0xffffffffu, v, (r * S + j) & 31);
             if (lane < SS)
@@ -437,49 +451,40 @@ __device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, c
         comb[(size_t)t * SS + k] = C[k];
 }
 
-// Warp 0: pre [S] of token t into pr (shared) and pre.
-__device__ __forceinline__ void hc_pre_warp(const float *mus, int mix, const float *base,
-                                            const float *scale, int S, int D, float hc_eps,
-                                            float rms_eps, int t, float *pre, float *pr)
+// One block of kHcMixThreads a token: its warps sum the parts of post, comb and the squares,
+// then warp 0 runs the Sinkhorn. Only the HC update after the sublayer reads post and comb.
+constexpr int kHcMixThreads = 256;
+
+template <int kS>
+__global__ void __launch_bounds__(kHcMixThreads) hc_sinkhorn_kernel(
+    const float *part, int splits, int mix, const float *base, const float *scale, int S, int D,
+    int iters, float hc_eps, float rms_eps, float *post, float *comb)
 {
-    int lane = threadIdx.x & 31;
-    float inv = 1.0f / sqrtf(mus[mix] / (float)(S * D) + rms_eps);
-    for (int k = lane; k < S; k += 32) {
-        pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
-        pre[t * S + k] = pr[k];
+    __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1], C[kHcMaxS * kHcMaxS];
+    int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int k = S + warp; k <= mix; k += kHcMixThreads / 32) {
+        float a = hc_part_sum(part, splits, mix + 1, t, k);
+        if (lane == 0)
+            mus[k] = a;
     }
+    __syncthreads();
+    if (warp == 0)
+        hc_sinkhorn_warp<kS>(mus, mix, base, scale, S, D, iters, hc_eps, rms_eps, t, post, comb, C);
 }
 
-// Grid (T, 2), kHcPreThreads threads. Block (t, 1): the Sinkhorn mix of token t (post, comb),
-// which only the HC update after the sublayer reads. Block (t, 0): pre, the collapse of the
-// streams and its RMSNorm with norm into u; with S <= kHcRegS and D <= kHcRegD * kHcPreThreads it
-// loads its share of X and norm into registers before waiting on anything (one round trip to
-// memory instead of a chain), else it reads them in the loops. The two halves run side by side;
-// every value is computed with the operations and in the order of the one-block form it replaced.
+// One block of kHcPreThreads a token: pre, the collapse of the streams and its RMSNorm with norm
+// into u. Warps 0..S-1 sum pre's parts and warp S the squares. With S <= kHcRegS and
+// D <= kHcRegD * kHcPreThreads each thread loads its share of X and norm into registers before
+// waiting on anything, else it reads them in the loops (a row of D floats in shared memory).
 constexpr int kHcPreThreads = 1024, kHcRegS = 4, kHcRegD = 4;
 
-__global__ void __launch_bounds__(kHcPreThreads) hc_pre_fused_kernel(
+__global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
     const float *part, int splits, int mix, const float *X, const float *base, const float *scale,
-    const float *norm, int S, int D, int iters, float hc_eps, float rms_eps, float *pre,
-    float *post, float *comb, float *u)
+    const float *norm, int S, int D, float hc_eps, float rms_eps, float *pre, float *u)
 {
-    __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1];
-    __shared__ float C[kHcMaxS * kHcMaxS], pr[kHcMaxS], red[33];
+    __shared__ float mus[kHcMaxS + 1], pr[kHcMaxS], red[33];
     extern __shared__ float row[]; // [D] (the loop form)
-    int t = blockIdx.x;
-    if (threadIdx.x < 32) { // base and scale towards L2 while the parts are summed (a hint only)
-        for (int k = 32 * threadIdx.x; k < mix + 32; k += 32 * 32) // every 128-byte line of base
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (k < mix ? k : mix - 1)));
-        if (threadIdx.x == 0)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(scale));
-    }
-    if (blockIdx.y == 1) {
-        hc_sum_parts(part, splits, mix, t, mus);
-        __syncthreads();
-        if (threadIdx.x < 32)
-            hc_sinkhorn_warp(mus, mix, base, scale, S, D, iters, hc_eps, rms_eps, t, post, comb, C);
-        return;
-    }
+    int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *x = X + (size_t)t * S * D;
     const bool regs = S <= kHcRegS && D <= kHcRegD * (int)blockDim.x;
     float xv[kHcRegD][kHcRegS], nv[kHcRegD];
@@ -493,10 +498,18 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_pre_fused_kernel(
             nv[j] = d < D && norm ? norm[d] : 1.0f;
         }
     }
-    hc_sum_parts(part, splits, mix, t, mus);
+    if (warp <= S) {
+        float a = hc_part_sum(part, splits, mix + 1, t, warp < S ? warp : mix);
+        if (lane == 0)
+            mus[warp] = a;
+    }
     __syncthreads();
-    if (threadIdx.x < 32)
-        hc_pre_warp(mus, mix, base, scale, S, D, hc_eps, rms_eps, t, pre, pr);
+    if (threadIdx.x < S) {
+        int k = threadIdx.x;
+        float inv = 1.0f / sqrtf(mus[S] / (float)(S * D) + rms_eps);
+        pr[k] = 1.0f / (1.0f + expf(-(mus[k] * inv * scale[0] + base[k]))) + hc_eps;
+        pre[t * S + k] = pr[k];
+    }
     __syncthreads();
     float ss = 0.0f;
     if (regs) {
@@ -619,7 +632,7 @@ extern "C" int eng_hc_splits(int S, int D)
 {
     if (S < 1 || S > kHcMaxS || D < 1)
         return -1;
-    int b = (int)blocks_for((size_t)D, (unsigned)(kHcChunk / S));
+    int b = (int)blocks_for((size_t)D, (unsigned)hc_range(S));
     return b <= kHcMaxSplits ? b : -1;
 }
 
@@ -629,8 +642,13 @@ extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int 
     int splits = eng_hc_splits(S, D);
     if (!fn || T < 1 || T > kHcMaxT || splits < 1 || fn->cols != S * D)
         return -1;
-    hc_fn_partial_kernel<<<splits, 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        *fn, X, T, S, D, part, splits, y, post, comb);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (S == 4)
+        hc_fn_partial_kernel<4><<<splits, kHcThreads, 0, st>>>(*fn, X, T, S, D, part, splits, y,
+                                                               post, comb);
+    else
+        hc_fn_partial_kernel<0><<<splits, kHcThreads, 0, st>>>(*fn, X, T, S, D, part, splits, y,
+                                                               post, comb);
     return (int)cudaGetLastError();
 }
 
@@ -639,14 +657,19 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
                                 int iters, float hc_eps, float rms_eps, float *pre, float *post,
                                 float *comb, float *u, void *stream)
 {
-    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S ||
-        eng_hc_splits(S, D) < 1 ||
+    int splits = eng_hc_splits(S, D);
+    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || splits < 1 ||
         (size_t)D * sizeof(float) > 40 * 1024)
         return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
     bool regs = S <= kHcRegS && D <= kHcRegD * kHcPreThreads; // no row in shared memory
-    hc_pre_fused_kernel<<<dim3(T, 2), kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float),
-                          static_cast<cudaStream_t>(stream)>>>(
-        part, eng_hc_splits(S, D), mix_rows, X, base, scale, norm, S, D, iters, hc_eps, rms_eps,
-        pre, post, comb, u);
+    hc_collapse_norm_kernel<<<T, kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float), st>>>(
+        part, splits, mix_rows, X, base, scale, norm, S, D, hc_eps, rms_eps, pre, u);
+    if (S == 4)
+        hc_sinkhorn_kernel<4><<<T, kHcMixThreads, 0, st>>>(part, splits, mix_rows, base, scale, S,
+                                                          D, iters, hc_eps, rms_eps, post, comb);
+    else
+        hc_sinkhorn_kernel<0><<<T, kHcMixThreads, 0, st>>>(part, splits, mix_rows, base, scale, S,
+                                                          D, iters, hc_eps, rms_eps, post, comb);
     return (int)cudaGetLastError();
 }

@@ -103,8 +103,8 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         /* FFN: fg fu rlog rscratch rw mh mye mx ffn_y rids */
         T * inter * 4, T * inter * 4, T * E * 4, T * (3 * E + (size_t)c->n_group) * 4, T * K * 4,
         T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
-        /* the decode path's HC partial sums (8 rows, 64 column blocks, mix products + squares) */
-        (size_t)8 * 64 * (mix + 1) * 4,
+        /* the decode path's HC partial sums (8 rows, its column blocks, mix products + squares) */
+        (size_t)8 * ENG_HC_MAX_SPLITS * (mix + 1) * 4,
         /* and its latent attention's partial sums (8 rows of 256 (head, split) pairs of R + 2) */
         (size_t)8 * 256 * (R + 2) * 4,
         /* head: hfin logits */
