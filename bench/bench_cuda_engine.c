@@ -304,7 +304,7 @@ static double op_bytes(const glm_config *c, const char *what, int n, double b)
         {"the latent attention", sel * (R + 4)},
         {"the MLA output projection", D * NH * dv * b},
         {"the HC update with the next mixing product", mix * S * D * 2 + 2 * S * D * 4},
-        {"the HC mix, collapse and norm", S * D * 4},
+        {"the HC collapse and norm (the mix on the side stream)", S * D * 4},
         {"an MLP gate/up product with SwiGLU", 2 * (double)c->intermediate_size * D * b},
         {"an MLP down projection", (double)c->intermediate_size * D * b},
         {"the LM head", (double)c->vocab_size * D * b},

@@ -35,6 +35,10 @@ int eng_event_new(void **ev);
 void eng_event_free(void *ev);
 int eng_event_record(void *ev, void *stream);
 int eng_event_ms(void *start, void *end, float *ms); /* syncs end */
+/* An event for ordering streams only (no timing): record it on one stream, make another wait
+ * for it with eng_stream_wait; both also order a graph's capture (a fork and a join). */
+int eng_fence_new(void **ev);
+int eng_stream_wait(void *stream, void *ev);
 
 /* ---- matrices (engine_matmul.cu) --------------------------------------------------------- */
 typedef enum eng_dtype { ENG_F32 = 0, ENG_BF16 = 1, ENG_F16 = 2, ENG_FP8 = 3, ENG_Q4 = 4 } eng_dtype;
@@ -139,15 +143,16 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
  * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
  * previous sublayer's update (eng_hc_post with post, comb) to X. eng_hc_pre_fused sums the parts
  * in block order, scales by the RMS of X[t], collapses the streams and RMS-norms with norm into
- * u (D <= 10240) in one launch, then mixes (Sinkhorn, as eng_hc_mix) into post, comb in a
- * second. */
+ * u (D <= 10240) in one launch on stream, and mixes (Sinkhorn, as eng_hc_mix) into post, comb
+ * in a second on mix_stream (stream or a side stream: only the next update reads post and comb,
+ * so the caller may fork the mix there and join it before that update). */
 int eng_hc_splits(int S, int D);
 int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
                       const float *post, const float *comb, float *part, void *stream);
 int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
                      const float *scale, const float *norm, int T, int S, int D, int iters,
                      float hc_eps, float rms_eps, float *pre, float *post, float *comb, float *u,
-                     void *stream);
+                     void *stream, void *mix_stream);
 /* From mu [T][(2+S)*S] (the fn product of the normed flat streams): pre [T][S], post [T][S],
  * comb [T][S][S] with Sinkhorn; S <= 16. */
 int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, int S, int iters,

@@ -115,64 +115,60 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const float *logit
         }
 }
 
-constexpr int kRouteWarpMax = 16; // experts a lane holds: E <= 512
+constexpr int kRouteRankMax = 512; // experts of the one-group router: a thread each
 
-// The router with one group (GLM-5.3-Flash: n_group 1), a warp per token: each lane holds experts
-// lane, lane + 32, ...; each of the K picks is a warp-wide (value, lower index) maximum.
-__global__ void route_warp_kernel(const float *logits, const float *bias, int T, int E, int K,
-                                  int norm_topk, float scaling, int32_t *ids, float *weights)
+// The router with one group (GLM-5.3-Flash: n_group 1), a block per token and a thread per
+// expert: each expert's rank is the count of experts before it in the order (choice descending,
+// index ascending on ties), so the experts ranked below K are exactly the K picks that the
+// pick-the-best-K-times loop of cpu_route makes, in its order, with no chain of K maxima. A NaN
+// choice ranks last (cpu_route's loop never prefers one). Warp 0 then sums the picks' scores in
+// pick order and writes ids and weights.
+__global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *logits,
+                                                                  const float *bias, int E, int K,
+                                                                  int norm_topk, float scaling,
+                                                                  int32_t *ids, float *weights)
 {
-    int t = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (t >= T)
+    __shared__ __align__(16) float key[kRouteRankMax];
+    __shared__ float pick_p[kRouteRankMax];
+    __shared__ int pick_e[kRouteRankMax];
+    int t = blockIdx.x, e = threadIdx.x, n4 = (E + 3) / 4;
+    float p = 0.0f, c = -INFINITY;
+    if (e < E) {
+        p = sigmoidf_(logits[(size_t)t * E + e]);
+        c = p + bias[e];
+        if (c != c)
+            c = -INFINITY;
+    }
+    if (e < 4 * n4)
+        key[e] = c; // padding past E: -inf at indices above every expert, never ahead
+    __syncthreads();
+    if (e < E) {
+        int rank = 0;
+        const float4 *k4 = reinterpret_cast<const float4 *>(key);
+        for (int i = 0; i < n4; i++) {
+            float4 o = k4[i];
+            int b = 4 * i;
+            rank += (o.x > c) | ((o.x == c) & (b < e));
+            rank += (o.y > c) | ((o.y == c) & (b + 1 < e));
+            rank += (o.z > c) | ((o.z == c) & (b + 2 < e));
+            rank += (o.w > c) | ((o.w == c) & (b + 3 < e));
+        }
+        if (rank < K) {
+            pick_e[rank] = e;
+            pick_p[rank] = p;
+        }
+    }
+    __syncthreads();
+    if (e >= 32)
         return;
-    const float *lg = logits + (size_t)t * E;
-    float pr[kRouteWarpMax], ch[kRouteWarpMax];
-    unsigned taken = 0;
-#pragma unroll
-    for (int j = 0; j < kRouteWarpMax; j++) {
-        int e = lane + 32 * j;
-        pr[j] = e < E ? sigmoidf_(lg[e]) : 0.0f;
-        ch[j] = e < E ? pr[j] + bias[e] : -INFINITY;
-    }
-    float sum = 0.0f, mine = 0.0f; // lane k keeps pick k's weight (no reading back from memory)
-    for (int k = 0; k < K; k++) {
-        float v = -INFINITY;
-        int be = -1;
-#pragma unroll
-        for (int j = 0; j < kRouteWarpMax; j++) {
-            int e = lane + 32 * j;
-            if (e < E && !((taken >> j) & 1u))
-                better(v, be, ch[j], e);
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            int e2 = __shfl_xor_sync(0xffffffffu, be, o);
-            better(v, be, v2, e2);
-        }
-        float p = 0.0f;
-        if (lane == be % 32) {
-            int jb = be / 32;
-            taken |= 1u << jb;
-#pragma unroll
-            for (int j = 0; j < kRouteWarpMax; j++)
-                if (j == jb)
-                    p = pr[j];
-        }
-        p = __shfl_sync(0xffffffffu, p, be % 32);
-        if (lane == 0) {
-            ids[(size_t)t * K + k] = be;
-            if (k >= 32)
-                weights[(size_t)t * K + k] = p;
-        }
-        if (lane == k % 32)
-            mine = k < 32 ? p : mine;
-        sum += p;
-    }
-    __syncwarp(); // (lane 0's stores of the picks past 32 seen by the lanes that scale them)
-    for (int k = lane; k < K; k += 32) { // K > 32: the picks past 32 read back from memory
-        float w = k < 32 ? mine : weights[(size_t)t * K + k];
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) // every lane, in pick order
+        sum += pick_p[k];
+    for (int k = e; k < K; k += 32) {
+        float w = pick_p[k];
         if (norm_topk)
             w /= sum + 1e-20f;
+        ids[(size_t)t * K + k] = pick_e[k];
         weights[(size_t)t * K + k] = w * scaling;
     }
 }
@@ -259,9 +255,10 @@ extern "C" int eng_route(const float *logits, const float *bias, int T, int E, i
 {
     if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
         return -1;
-    if (G == 1 && E <= 32 * kRouteWarpMax) {
-        route_warp_kernel<<<blocks_for((size_t)T, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-            logits, bias, T, E, K, norm_topk, scaling, ids, weights);
+    if (G == 1 && E <= kRouteRankMax) {
+        unsigned threads = 32 * (unsigned)((E + 31) / 32); // also covers the padding to 4
+        route_rank_kernel<<<T, threads, 0, static_cast<cudaStream_t>(stream)>>>(
+            logits, bias, E, K, norm_topk, scaling, ids, weights);
         return (int)cudaGetLastError();
     }
     route_kernel<<<T, kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(

@@ -655,7 +655,7 @@ extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int 
 extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
                                 const float *scale, const float *norm, int T, int S, int D,
                                 int iters, float hc_eps, float rms_eps, float *pre, float *post,
-                                float *comb, float *u, void *stream)
+                                float *comb, float *u, void *stream, void *mix_stream)
 {
     int splits = eng_hc_splits(S, D);
     if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || splits < 1 ||
@@ -665,11 +665,15 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
     bool regs = S <= kHcRegS && D <= kHcRegD * kHcPreThreads; // no row in shared memory
     hc_collapse_norm_kernel<<<T, kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float), st>>>(
         part, splits, mix_rows, X, base, scale, norm, S, D, hc_eps, rms_eps, pre, u);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess)
+        return (int)rc;
+    cudaStream_t ms = static_cast<cudaStream_t>(mix_stream);
     if (S == 4)
-        hc_sinkhorn_kernel<4><<<T, kHcMixThreads, 0, st>>>(part, splits, mix_rows, base, scale, S,
+        hc_sinkhorn_kernel<4><<<T, kHcMixThreads, 0, ms>>>(part, splits, mix_rows, base, scale, S,
                                                           D, iters, hc_eps, rms_eps, post, comb);
     else
-        hc_sinkhorn_kernel<0><<<T, kHcMixThreads, 0, st>>>(part, splits, mix_rows, base, scale, S,
+        hc_sinkhorn_kernel<0><<<T, kHcMixThreads, 0, ms>>>(part, splits, mix_rows, base, scale, S,
                                                           D, iters, hc_eps, rms_eps, post, comb);
     return (int)cudaGetLastError();
 }

@@ -98,6 +98,20 @@ extern "C" int eng_event_new(void **ev)
     return (int)rc;
 }
 
+extern "C" int eng_fence_new(void **ev)
+{
+    cudaEvent_t e;
+    cudaError_t rc = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    *ev = rc == cudaSuccess ? e : nullptr;
+    return (int)rc;
+}
+
+extern "C" int eng_stream_wait(void *stream, void *ev)
+{
+    return (int)cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(ev),
+                                    0);
+}
+
 extern "C" void eng_event_free(void *ev)
 {
     if (ev)

@@ -193,6 +193,9 @@ static void cu_close(void *impl)
     for (int i = 0; i < CUDA_PROF_MAX; i++)
         eng_event_free(be->prof.ev[i]);
     cu_weights_free(&be->w);
+    eng_event_free(be->fork);
+    eng_event_free(be->join);
+    eng_stream_free(be->side);
     eng_stream_free(be->stream);
     free(be);
 }
@@ -334,9 +337,11 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         }
     }
     int rc = eng_stream_new(&be->stream);
+    if (!rc && !(rc = eng_stream_new(&be->side)) && !(rc = eng_fence_new(&be->fork)))
+        rc = eng_fence_new(&be->join);
     if (rc) {
-        free(be);
-        return cuda_fail(err, "creating a stream", rc);
+        cu_close(be);
+        return cuda_fail(err, "creating the streams", rc);
     }
     if ((st = cu_weights_upload(m, be->dense_q4, &be->w, err)) ||
         (m->w.has_mtp && ranks == 1 &&

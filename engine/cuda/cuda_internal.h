@@ -139,6 +139,10 @@ typedef struct cuda_backend {
     cu_scratch s;
     cuda_plan plan;
     void *stream;
+    /* A side stream for work off the step's critical path (the decode path's HC Sinkhorn mix):
+     * forked from stream by fork, joined back by join; side_pending while a join is owed. */
+    void *side, *fork, *join;
+    int side_pending;
     int kv_dtype;  /* eng_cache_dtype of the latent cache */
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */

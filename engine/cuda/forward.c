@@ -1,7 +1,8 @@
 /* forward.c: the CUDA backend's forward over one chunk of tokens (architecture.md 2): embedding
  * into the streams, per layer HC collapse, norm, KDA or DSA, HC update, the same around the FFN
- * (dense or routed experts plus the shared one), stream mean, final norm, LM head; all on one
- * stream, positions read from the device so a decode step can be captured as a graph. */
+ * (dense or routed experts plus the shared one), stream mean, final norm, LM head; on one
+ * stream (the HC Sinkhorn mix forked onto a side stream and joined before the update that
+ * reads it), positions read from the device so a decode step can be captured as a graph. */
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <string.h>
@@ -34,6 +35,16 @@ void cuda_prof_mark(cuda_backend *be, const char *what)
             return -1;                                                                             \
         }                                                                                          \
         cuda_prof_mark(be, what);                                                                  \
+    } while (0)
+
+/* CK without the profile's mark: for ordering between streams, which takes no time of its own. */
+#define CK_QUIET(expr, what)                                                                       \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_) {                                                                                 \
+            cuda_fail(err, what, rc_);                                                             \
+            return -1;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *y)
@@ -71,8 +82,19 @@ static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
            eng_hc_splits(S, D) > 0 && D <= CUDA_HC_MAX_HIDDEN;
 }
 
+/* Waits on the main stream for the side stream's work since the last fork (none owed: nothing). */
+static int side_join(cuda_backend *be)
+{
+    if (!be->side_pending)
+        return 0;
+    be->side_pending = 0;
+    return eng_stream_wait(be->stream, be->join);
+}
+
 /* HC collapse of the streams into s.c, then RMSNorm with w into s.u. Decode: the fn product's
- * parts (unless the previous HC update already left them: part_ready), then one launch. */
+ * parts (unless the previous HC update already left them: part_ready), then the collapse and
+ * norm on the main stream while the Sinkhorn mix runs forked on the side stream (only the HC
+ * update after the sublayer reads post and comb: hc_update joins it). */
 static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, const float *scale,
                   const float *norm, int part_ready, glm_error *err)
 {
@@ -84,9 +106,15 @@ static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, 
         if (!part_ready)
             CK(eng_hc_fn_partial(&fn->m, b->X, T, S, D, NULL, NULL, NULL, b->part, st),
                "the HC mixing product (split)");
+        CK_QUIET(side_join(be), "joining the side stream");
+        CK_QUIET(eng_event_record(be->fork, st), "forking the side stream");
+        CK_QUIET(eng_stream_wait(be->side, be->fork), "forking the side stream");
+        be->side_pending = 1;
         CK(eng_hc_pre_fused(b->part, fn->m.rows, b->X, base, scale, norm, T, S, D,
                             c->hc_sinkhorn_iters, c->hc_eps, c->rms_norm_eps, b->pre, b->post,
-                            b->comb, b->u, st), "the HC mix, collapse and norm");
+                            b->comb, b->u, st, be->side),
+           "the HC collapse and norm (the mix on the side stream)");
+        CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
         return 0;
     }
     CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
@@ -325,6 +353,7 @@ static int hc_update(cuda_backend *be, int T, const cu_lin *next, glm_error *err
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
+    CK_QUIET(side_join(be), "joining the side stream");
     if (next) {
         CK(eng_hc_fn_partial(&next->m, b->X, T, c->hc_mult, c->hidden_size, b->y, b->post, b->comb,
                              b->part, be->stream), "the HC update with the next mixing product");
@@ -335,7 +364,7 @@ static int hc_update(cuda_backend *be, int T, const cu_lin *next, glm_error *err
     return 0;
 }
 
-static int layer(cuda_state *s, int li, int T, glm_error *err)
+static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
@@ -359,6 +388,16 @@ static int layer(cuda_state *s, int li, int T, glm_error *err)
         return rc;
     return hc_update(be, T, post_feeds_next(be, li, T) ? &be->w.layers[li + 1].hc_attn_lin : NULL,
                      err);
+}
+
+/* One layer; the side stream joined on every exit (a failed op leaves no fork open). */
+static int layer(cuda_state *s, int li, int T, glm_error *err)
+{
+    int rc = layer_ops(s, li, T, err);
+    int jrc = side_join(s->be);
+    if (!rc && jrc)
+        return cuda_fail(err, "joining the side stream", jrc), -1;
+    return rc;
 }
 
 /* Two ranks: each computes its vocabulary half; the halves meet through the host. */

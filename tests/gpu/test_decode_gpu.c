@@ -396,7 +396,7 @@ static void check_hc(int timed, void *ev0, void *ev1)
         if (form == 0) {
             CUDA_OK(eng_hc_fn_partial(&fn.m, X, MAXT, S, D, y, post_in, comb_in, part, NULL));
             CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, MAXT, S, D, iters, hc_eps,
-                                     rms_eps, pre, post, comb, u, NULL));
+                                     rms_eps, pre, post, comb, u, NULL, NULL));
         } else if (form == 1) {
             for (int t = 0; t < MAXT; t++) {
                 float *Xt = X + (size_t)t * S * D;
@@ -404,7 +404,8 @@ static void check_hc(int timed, void *ev0, void *ev1)
                                           comb_in + (size_t)t * S * S, part, NULL));
                 CUDA_OK(eng_hc_pre_fused(part, mix, Xt, base, scale, norm, 1, S, D, iters, hc_eps,
                                          rms_eps, pre + t * S, post + t * S,
-                                         comb + (size_t)t * S * S, u + (size_t)t * D, NULL));
+                                         comb + (size_t)t * S * S, u + (size_t)t * D, NULL,
+                                         NULL));
             }
         } else { /* the prefill path's ops: update, norm, product, mix, collapse, norm */
             float *flat = dev_alloc(xn * sizeof(float)),
@@ -457,7 +458,7 @@ static void check_hc(int timed, void *ev0, void *ev1)
                     CUDA_OK(eng_hc_fn_partial(&fn.m, X, 1, S, D, y, post_in, comb_in, part, NULL));
                 else
                     CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, 1, S, D, iters,
-                                             hc_eps, rms_eps, pre, post, comb, u, NULL));
+                                             hc_eps, rms_eps, pre, post, comb, u, NULL, NULL));
             }
             CUDA_OK(eng_event_record(ev1, NULL));
             CUDA_OK(eng_event_ms(ev0, ev1, &ms[k]));
