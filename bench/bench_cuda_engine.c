@@ -3,7 +3,8 @@
  * step against the bandwidth floor (bytes read per token / copy bandwidth measured here), the
  * two-Spark projection, and prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
  * cuBLAS bf16 GEMM in the same run. BENCH_NCU=1: one eager and one graph decode step between
- * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. */
+ * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. The
+ * whole step is also timed with plain launches against programmatic dependent ones (the default). */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -428,6 +429,26 @@ int main(int argc, char **argv)
             return 1;
         }
     double step_us = (now_s() - d0) / steps * 1e6;
+    /* the same steps with plain stream-ordered launches (a graph captured without dependent
+     * launches), then dependent launches again as they were */
+    int pdl = kern_pdl();
+    double plain_us = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        kern_set_pdl(pass == 0 ? 0 : pdl);
+        eng_graph_free(s->graph);
+        s->graph = NULL;
+        for (int i = 0; i < 3; i++)
+            be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err);
+        if (pass == 1)
+            break;
+        double p0 = now_s();
+        for (int i = 0; i < steps; i++)
+            if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
+                printf("FAIL: decode (plain launches): %s\n", err.message);
+                return 1;
+            }
+        plain_us = (now_s() - p0) / steps * 1e6;
+    }
     if (getenv("BENCH_NCU")) { /* one eager step and one graph step for a profiler, then stop */
         printf("decode step (graph): %.1f us; profiling one eager and one graph step\n", step_us);
         setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
@@ -506,6 +527,9 @@ int main(int argc, char **argv)
     printf("whole step (graph): %.1f us = %.1f tok/s; floor %.1f us; %.0f%% of the floor "
            "(without the graph: %.1f us)\n", step_us, 1e6 / step_us, floor_us,
            100 * floor_us / step_us, eager_us);
+    printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
+           "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: GLMCHAT_CUDA_PDL=0)", step_us,
+           step_us / plain_us);
     /* two Sparks: each rank reads half of the split weights (the replicated parts whole) */
     glm_config full;
     real_config(&full, 45);

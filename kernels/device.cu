@@ -1,6 +1,8 @@
-// device.cu: device discovery for the CUDA backend: how many GPUs, which ones.
-// Built for sm_90 (H200) and sm_121 (GB10); the host side calls it through kernels.h.
+// device.cu: the CUDA backend's device discovery (how many GPUs, which), device memory, and
+// whether kernels go out as programmatic dependent launches; the host calls it via kernels.h.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cuda_runtime.h>
 
 #include "kernels.h"
@@ -13,6 +15,22 @@ extern "C" int kern_device_count(void)
         return 0;
     }
     return n;
+}
+
+static int g_pdl = -1; // -1: not read yet
+
+extern "C" int kern_pdl(void)
+{
+    if (g_pdl < 0) {
+        const char *v = getenv("GLMCHAT_CUDA_PDL");
+        g_pdl = !(v && strcmp(v, "0") == 0);
+    }
+    return g_pdl;
+}
+
+extern "C" void kern_set_pdl(int on)
+{
+    g_pdl = on ? 1 : 0;
 }
 
 extern "C" int kern_device_describe(int dev, char *name, int n)

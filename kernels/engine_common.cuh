@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "engine.h"
+#include "launch.cuh"
 
 static __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b)
 {
@@ -19,6 +20,32 @@ static __device__ __forceinline__ float fp8_to_f32(uint8_t b)
     __nv_fp8_e4m3 v;
     v.__x = b;
     return (float)v;
+}
+
+// Bytes of a row of m's data for prefetching (0: no plain rows, as Q4's).
+static __device__ __forceinline__ size_t mat_row_bytes(const eng_mat &m)
+{
+    switch (m.dtype) {
+    case ENG_F32: return (size_t)m.cols * 4;
+    case ENG_BF16:
+    case ENG_F16: return (size_t)m.cols * 2;
+    case ENG_FP8: return (size_t)m.cols;
+    default: return 0;
+    }
+}
+
+// Part `part` of `parts` of row r of m into L2 (its first 32 lines of 128 bytes, a line a lane):
+// the GEMVs' weights, read between pdl_trigger and pdl_wait while the kernel before finishes.
+static __device__ __forceinline__ void prefetch_row_part(const eng_mat &m, int r, int part,
+                                                         int parts)
+{
+    size_t rb = mat_row_bytes(m);
+    if (!rb || r < 0 || r >= m.rows)
+        return;
+    size_t lines = (rb + 127) / 128, per = (lines + parts - 1) / parts, first = part * per;
+    size_t end = first + per < lines ? first + per : lines;
+    if (first + (threadIdx.x & 31) < end)
+        prefetch_l2_lines(static_cast<const char *>(m.data) + (size_t)r * rb, rb, (int)first);
 }
 
 static __device__ __forceinline__ float mat_at(const eng_mat &m, int r, int c)

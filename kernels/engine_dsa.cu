@@ -42,6 +42,7 @@ __device__ void store_row(const eng_cache &c, size_t row, const float *vals, flo
 
 __global__ void cache_write_kernel(eng_cache c, const int *pos0, const float *src)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float vals[];
     int t = blockIdx.x;
@@ -54,6 +55,7 @@ __global__ void cache_write_kernel(eng_cache c, const int *pos0, const float *sr
 __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool, const float *ape,
                                 const int *pos0, int T, int kp)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float vals[];
     int first = *pos0 / kp, p = first + blockIdx.x;
@@ -79,6 +81,7 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
 __global__ void score_kernel(eng_cache pool, const float *iq, const float *hw, const int *pos0,
                              int t_off, int IH, int ID, int kp, int budget, int max_pools, float *scores)
 {
+    pdl_prologue();
     int t = blockIdx.y, lane = threadIdx.x & 31;
     int p = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     int P = (*pos0 + t_off + t + 1) / kp;
@@ -112,6 +115,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(const float *sco
                                                                 int max_pools, int width,
                                                                 int32_t *idx, int *count)
 {
+    pdl_prologue();
     typedef cub::BlockScan<int, kSelectThreads> scan_t;
     __shared__ typename scan_t::TempStorage scan_tmp;
     __shared__ int hist[256];
@@ -189,6 +193,7 @@ constexpr int kAbsorbSplit = 8; // dn slices, each a warp-group of the block (de
 __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *q, int T, int H,
                                                      int dn, int dv, int R, float *qt)
 {
+    pdl_prologue();
     extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [kAbsorbSplit][kAbsorbT][R]
     float *qs = sm, *part = sm + kAbsorbT * dn;
     int h = blockIdx.x, t0 = blockIdx.y * kAbsorbT;
@@ -270,6 +275,7 @@ constexpr int kAbsorbCols = 64, kAbsorbBatch = 8;
 __global__ void __launch_bounds__(256) absorb_cols_kernel(eng_mat kv_b, const float *q, int T, int H,
                                                           int dn, int dv, int R, float *qt)
 {
+    pdl_prologue();
     extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [8 warps][kAbsorbT][kAbsorbCols]
     float *qs = sm, *part = sm + kAbsorbT * dn;
     int h = blockIdx.x, c0 = blockIdx.y * kAbsorbCols, t0 = blockIdx.z * kAbsorbT;
@@ -386,6 +392,7 @@ __device__ __forceinline__ void load16(const eng_cache &c, size_t row, int c0, f
 __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                                 int width, int H, int R, float scale, float *ot)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
     float *qs = sm, *p = sm + R, *part = p + width;
@@ -472,6 +479,7 @@ __global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_
                                     const int *count, int width, int H, int R, float scale,
                                     int splits, float *part)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
     int th = blockIdx.x, sp = blockIdx.y, t = th / H;
@@ -604,6 +612,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
                                                             int width, int H, int R, float scale,
                                                             int splits, float *part)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
     int th = blockIdx.x, sp = blockIdx.y, t = th / H;
@@ -699,6 +708,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
 
 __global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
 {
+    pdl_prologue();
     const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
     float M = -INFINITY;
     for (int sp = 0; sp < splits; sp++)
@@ -727,6 +737,7 @@ constexpr int kAttendMaxJ = 16; // R <= 32 * kAttendMaxJ for the warp-split weig
 __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                               int width, int H, int R, float scale, float *ot)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
     float *qs = sm, *p = sm + R, *part = p + width;
@@ -797,6 +808,7 @@ constexpr int kExpandRows = 4;
 __global__ void __launch_bounds__(256) expand_vec_kernel(eng_mat kv_b, const float *ot, int T, int H,
                                                          int dn, int dv, int R, float *o)
 {
+    pdl_prologue();
     int wi = (blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5)) * kExpandRows;
     int lane = threadIdx.x & 31, n8 = R / 8;
     uint4 wq[kExpandRows][2];
@@ -846,6 +858,7 @@ __global__ void __launch_bounds__(256) expand_vec_kernel(eng_mat kv_b, const flo
 __global__ void expand_kernel(eng_mat kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                               float *o)
 {
+    pdl_prologue();
     int wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (wi >= H * dv)
         return;
@@ -918,6 +931,7 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
                                                         int kn, const float *A, int T, int H, int K,
                                                         int N, float *C)
 {
+    pdl_prologue();
     __shared__ __align__(16) uint16_t as[3][kHgM][kHgS];
     __shared__ __align__(16) uint16_t bs[kHgN][kHgS];
     int h = blockIdx.z, t0 = blockIdx.x * kHgM, n0 = blockIdx.y * kHgN;
@@ -1015,6 +1029,7 @@ __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const
                                                             int width, int H, int R, int gp,
                                                             int wg, float scale, float *ot)
 {
+    pdl_prologue();
     constexpr int kBytes = CACHE == ENG_CACHE_FP8 ? 1 : 2;
     constexpr int kCPT = 2 * kBytes; // 16-byte pieces of a tile a thread loads, at most
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -1220,8 +1235,8 @@ int launch_attend_mma(const eng_cache *lat, const float *qt, const int32_t *idx,
         smem_set = 1;
     }
     dim3 grid(T, (H + 63) / 64);
-    attend_mma_kernel<QW, CACHE><<<grid, 32 * gp * wg, smem, st>>>(*lat, qt, idx, count, width, H,
-                                                                    R, gp, wg, scale, ot);
+    launch(attend_mma_kernel<QW, CACHE>, grid, 32 * gp * wg, smem, st, *lat, qt, idx, count, width,
+           H, R, gp, wg, scale, ot);
     return (int)cudaGetLastError();
 }
 
@@ -1233,8 +1248,8 @@ extern "C" int eng_cache_write(const eng_cache *c, const int *pos0, const float 
 {
     if (!c || T < 1 || c->width < 1)
         return -1;
-    cache_write_kernel<<<T, 128, (size_t)c->width * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-        *c, pos0, src);
+    launch(cache_write_kernel, T, 128, (size_t)c->width * sizeof(float),
+           static_cast<cudaStream_t>(stream), *c, pos0, src);
     return (int)cudaGetLastError();
 }
 
@@ -1243,8 +1258,8 @@ extern "C" int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, cons
 {
     if (kpool < 1 || T < 1)
         return -1;
-    pool_key_kernel<<<T / kpool + 1, 128, (size_t)keys->width * sizeof(float),
-                      static_cast<cudaStream_t>(stream)>>>(*keys, *gates, *pool, ape, pos0, T, kpool);
+    launch(pool_key_kernel, T / kpool + 1, 128, (size_t)keys->width * sizeof(float),
+           static_cast<cudaStream_t>(stream), *keys, *gates, *pool, ape, pos0, T, kpool);
     return (int)cudaGetLastError();
 }
 
@@ -1259,10 +1274,11 @@ extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const floa
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     if (max_pools > budget) {
         dim3 grid(blocks_for((size_t)max_pools, 8), T);
-        score_kernel<<<grid, 256, 0, st>>>(*pool, iq, hw, pos0, t_off, IH, ID, kpool, budget, max_pools, scores);
+        launch(score_kernel, grid, 256, 0, st, *pool, iq, hw, pos0, t_off, IH, ID, kpool, budget,
+               max_pools, scores);
     }
-    select_kernel<<<T, kSelectThreads, 0, st>>>(scores, pos0, t_off, kpool, budget, max_pools, width, idx,
-                                                count);
+    launch(select_kernel, T, kSelectThreads, 0, st, scores, pos0, t_off, kpool, budget, max_pools,
+           width, idx, count);
     return (int)cudaGetLastError();
 }
 
@@ -1275,8 +1291,8 @@ extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H,
     if (kv_b->dtype == ENG_BF16 && R % 8 == 0 && (uintptr_t)kv_b->data % 16 == 0 &&
         csmem <= 48 * 1024) {
         dim3 cgrid(H, blocks_for((size_t)R, kAbsorbCols), blocks_for((size_t)T, kAbsorbT));
-        absorb_cols_kernel<<<cgrid, 256, csmem, static_cast<cudaStream_t>(stream)>>>(
-            *kv_b, q, T, H, dn, dv, R, qt);
+        launch(absorb_cols_kernel, cgrid, 256, csmem, static_cast<cudaStream_t>(stream), *kv_b, q,
+               T, H, dn, dv, R, qt);
         return (int)cudaGetLastError();
     }
     dim3 grid(H, blocks_for((size_t)T, kAbsorbT));
@@ -1289,7 +1305,7 @@ extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H,
         cudaFuncSetAttribute(absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
         smem_set = 1;
     }
-    absorb_kernel<<<grid, 32 * kAbsorbSplit, smem, st>>>(*kv_b, q, T, H, dn, dv, R, qt);
+    launch(absorb_kernel, grid, 32 * kAbsorbSplit, smem, st, *kv_b, q, T, H, dn, dv, R, qt);
     return (int)cudaGetLastError();
 }
 
@@ -1305,12 +1321,12 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
         // decode step has only T * H blocks, and each warp walks its share of the selection
         unsigned threads = (size_t)(R + width + 16 * R) * sizeof(float) <= 48 * 1024 ? 512 : 256;
         smem = (size_t)(R + width + (threads / 32) * R) * sizeof(float);
-        attend16_kernel<<<T * H, threads, smem, static_cast<cudaStream_t>(stream)>>>(
-            *lat, qt, idx, count, width, H, R, scale, ot);
+        launch(attend16_kernel, T * H, threads, smem, static_cast<cudaStream_t>(stream), *lat, qt,
+               idx, count, width, H, R, scale, ot);
         return (int)cudaGetLastError();
     }
-    attend_kernel<<<T * H, 256, smem, static_cast<cudaStream_t>(stream)>>>(*lat, qt, idx, count, width,
-                                                                          H, R, scale, ot);
+    launch(attend_kernel, T * H, 256, smem, static_cast<cudaStream_t>(stream), *lat, qt, idx, count,
+           width, H, R, scale, ot);
     return (int)cudaGetLastError();
 }
 
@@ -1330,12 +1346,12 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
         return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     if (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16)
-        attend_split8_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width,
-                                                                     H, R, scale, splits, part);
+        launch(attend_split8_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count,
+               width, H, R, scale, splits, part);
     else
-        attend_split_kernel<<<dim3(pairs, splits), 256, smem, st>>>(*lat, qt, idx, count, width, H,
-                                                                    R, scale, splits, part);
-    attend_combine_kernel<<<pairs, 128, 0, st>>>(part, splits, R, ot);
+        launch(attend_split_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count, width,
+               H, R, scale, splits, part);
+    launch(attend_combine_kernel, pairs, 128, 0, st, part, splits, R, ot);
     return (int)cudaGetLastError();
 }
 
@@ -1344,12 +1360,12 @@ extern "C" int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H
 {
     if (kv_b->dtype == ENG_BF16 && R % 8 == 0 && R <= 512 && (uintptr_t)kv_b->data % 16 == 0 &&
         (uintptr_t)ot % 16 == 0) {
-        expand_vec_kernel<<<blocks_for((size_t)H * dv, 8 * kExpandRows), 256, 0,
-                            static_cast<cudaStream_t>(stream)>>>(*kv_b, ot, T, H, dn, dv, R, o);
+        launch(expand_vec_kernel, blocks_for((size_t)H * dv, 8 * kExpandRows), 256, 0,
+               static_cast<cudaStream_t>(stream), *kv_b, ot, T, H, dn, dv, R, o);
         return (int)cudaGetLastError();
     }
-    expand_kernel<<<blocks_for((size_t)H * dv, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        *kv_b, ot, T, H, dn, dv, R, o);
+    launch(expand_kernel, blocks_for((size_t)H * dv, 8), 256, 0, static_cast<cudaStream_t>(stream),
+           *kv_b, ot, T, H, dn, dv, R, o);
     return (int)cudaGetLastError();
 }
 
@@ -1362,8 +1378,8 @@ extern "C" int eng_mla_absorb_prefill(const eng_mat *kv_b, const float *q, int T
         (uintptr_t)kv_b->data % 16 || (uintptr_t)q % 16 || (uintptr_t)qt % 8 || H > 65535)
         return eng_mla_absorb(kv_b, q, T, H, dn, dv, R, qt, stream); // the same sums, scalar
     dim3 grid(blocks_for((size_t)T, kHgM), R / kHgN, H);
-    head_gemm_kernel<<<grid, 128, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const uint16_t *>(kv_b->data), R, dn + dv, 0, 1, q, T, H, dn, R, qt);
+    launch(head_gemm_kernel, grid, 128, 0, static_cast<cudaStream_t>(stream),
+           static_cast<const uint16_t *>(kv_b->data), R, dn + dv, 0, 1, q, T, H, dn, R, qt);
     return (int)cudaGetLastError();
 }
 
@@ -1376,8 +1392,8 @@ extern "C" int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int 
         (uintptr_t)kv_b->data % 16 || (uintptr_t)ot % 16 || (uintptr_t)o % 8 || H > 65535)
         return eng_mla_expand(kv_b, ot, T, H, dn, dv, R, o, stream); // the same sums, scalar
     dim3 grid(blocks_for((size_t)T, kHgM), dv / kHgN, H);
-    head_gemm_kernel<<<grid, 128, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const uint16_t *>(kv_b->data), R, dn + dv, dn, 0, ot, T, H, R, dv, o);
+    launch(head_gemm_kernel, grid, 128, 0, static_cast<cudaStream_t>(stream),
+           static_cast<const uint16_t *>(kv_b->data), R, dn + dv, dn, 0, ot, T, H, R, dv, o);
     return (int)cudaGetLastError();
 }
 

@@ -448,6 +448,7 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
 __global__ void split_kernel(const float *__restrict__ x, size_t n, __nv_bfloat16 *__restrict__ hi,
                              __nv_bfloat16 *__restrict__ mid, __nv_bfloat16 *__restrict__ lo)
 {
+    pdl_prologue();
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float v = x[i];
@@ -557,7 +558,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         part[1] = e->split + stride;
         part[2] = e->split;
         unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-        split_kernel<<<blocks, 256, 0, st>>>(x, n, part[2], part[1], part[0]);
+        launch(split_kernel, blocks, 256, 0, st, x, n, part[2], part[1], part[0]);
         cudaError_t crc = cudaGetLastError();
         if (crc != cudaSuccess)
             rc = (int)crc;

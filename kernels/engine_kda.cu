@@ -13,6 +13,7 @@ __global__ void conv_kernel(const float *q, const float *k, const float *v, cons
                             const float *qw, const float *kw, const float *vw, int T, int C, int K,
                             float *qo, float *ko, float *vo)
 {
+    pdl_prologue();
     size_t n = (size_t)T * 3 * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -35,6 +36,7 @@ __global__ void conv_kernel(const float *q, const float *k, const float *v, cons
 __global__ void conv_state_kernel(const float *q, const float *k, const float *v, float *state,
                                   int T, int C, int K)
 {
+    pdl_prologue();
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= 3 * C)
         return;
@@ -53,6 +55,7 @@ __global__ void conv_state_kernel(const float *q, const float *k, const float *v
 __global__ void conv_trail_kernel(const float *q, const float *k, const float *v,
                                   const float *state, int T, int C, int K, float *trail)
 {
+    pdl_prologue();
     size_t n = (size_t)(K - 1 + T) * 3 * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -65,6 +68,7 @@ __global__ void conv_trail_kernel(const float *q, const float *k, const float *v
 
 __global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale)
 {
+    pdl_prologue();
     int w = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (w >= 2 * rows)
         return;
@@ -82,6 +86,7 @@ __global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale
 __global__ void gate_kernel(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
                             int H, int dk, int has_lb, float lb)
 {
+    pdl_prologue();
     size_t n = (size_t)T * H * dk;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -107,6 +112,7 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
                                                    const float *beta, int T, int H, int dk, float *o,
                                                    float *trail)
 {
+    pdl_prologue();
     __shared__ float ks[128], qs[128], as[128];
     __shared__ float red[kScanSlices][32];
     int h = blockIdx.x, lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
@@ -184,6 +190,7 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
 __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__ gate,
                                 const float *__restrict__ w, int rows, int dk, float eps)
 {
+    pdl_prologue();
     int wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (wi >= rows)
         return;
@@ -217,6 +224,7 @@ kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
                 float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ A_log,
                 const float *__restrict__ dt_bias, int has_lb, float lb)
 {
+    pdl_prologue();
     int gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     int C = H * dk;
     if (gw >= 4 * H)
@@ -308,26 +316,27 @@ extern "C" int eng_kda_conv(const float *q, const float *k, const float *v, floa
     if (K < 1 || K > kConvMaxK + 1 || T < 1)
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    conv_kernel<<<grid_for((size_t)T * 3 * C), 256, 0, st>>>(q, k, v, state, qw, kw, vw, T, C, K, qo,
-                                                            ko, vo);
+    launch(conv_kernel, grid_for((size_t)T * 3 * C), 256, 0, st, q, k, v, state, qw, kw, vw, T, C,
+           K, qo, ko, vo);
     if (K > 1)
-        conv_state_kernel<<<blocks_for((size_t)3 * C, 256), 256, 0, st>>>(q, k, v, state, T, C, K);
+        launch(conv_state_kernel, blocks_for((size_t)3 * C, 256), 256, 0, st, q, k, v, state, T, C,
+               K);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream)
 {
     int rows = T * H;
-    l2norm_kernel<<<blocks_for((size_t)2 * rows, 8), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        q, k, rows, dk, qscale);
+    launch(l2norm_kernel, blocks_for((size_t)2 * rows, 8), 256, 0,
+           static_cast<cudaStream_t>(stream), q, k, rows, dk, qscale);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
                             int H, int dk, int has_lb, float lb, void *stream)
 {
-    gate_kernel<<<grid_for((size_t)T * H * dk), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        g, beta, A_log, dt_bias, T, H, dk, has_lb, lb);
+    launch(gate_kernel, grid_for((size_t)T * H * dk), 256, 0, static_cast<cudaStream_t>(stream), g,
+           beta, A_log, dt_bias, T, H, dk, has_lb, lb);
     return (int)cudaGetLastError();
 }
 
@@ -338,8 +347,8 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
         return -1;
     dim3 grid(H, blocks_for((size_t)dk, 32));
-    scan_kernel<<<grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream)>>>(S, q, k, v, g, beta,
-                                                                                T, H, dk, o, trail);
+    launch(scan_kernel, grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream), S, q, k, v, g,
+           beta, T, H, dk, o, trail);
     return (int)cudaGetLastError();
 }
 
@@ -355,8 +364,8 @@ extern "C" int eng_kda_conv_trail(const float *q, const float *k, const float *v
 {
     if (K < 1 || K > kConvMaxK + 1 || T < 1)
         return -1;
-    conv_trail_kernel<<<grid_for((size_t)(K - 1 + T) * 3 * C), 256, 0,
-                        static_cast<cudaStream_t>(stream)>>>(q, k, v, state, T, C, K, trail);
+    launch(conv_trail_kernel, grid_for((size_t)(K - 1 + T) * 3 * C), 256, 0,
+           static_cast<cudaStream_t>(stream), q, k, v, state, T, C, K, trail);
     return (int)cudaGetLastError();
 }
 
@@ -365,8 +374,8 @@ extern "C" int eng_kda_out_norm(float *o, const float *gate, const float *w, int
 {
     int rows = T * H;
     // two warps a block: a decode step's 64 rows over 32 SMs instead of 8
-    out_norm_kernel<<<blocks_for((size_t)rows, 2), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-        o, gate, w, rows, dk, eps);
+    launch(out_norm_kernel, blocks_for((size_t)rows, 2), 64, 0, static_cast<cudaStream_t>(stream),
+           o, gate, w, rows, dk, eps);
     return (int)cudaGetLastError();
 }
 
@@ -380,8 +389,8 @@ extern "C" int eng_kda_prep_decode(const float *q, const float *k, const float *
         return -1;
     // two warps a block: the 4 H warps (256 for GLM) spread over 128 SMs instead of 32 (each
     // warp's work is latency-bound; more SMs give more load and store units to its round trips)
-    kda_prep_kernel<<<blocks_for((size_t)4 * H, 2), 64, 0, static_cast<cudaStream_t>(stream)>>>(
-        q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias, has_lb,
-        lb);
+    launch(kda_prep_kernel, blocks_for((size_t)4 * H, 2), 64, 0, static_cast<cudaStream_t>(stream),
+           q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias,
+           has_lb, lb);
     return (int)cudaGetLastError();
 }

@@ -82,6 +82,11 @@ template <int T, int WPR>
 __global__ void __launch_bounds__(256) gemv_kernel(eng_mat w, const float *__restrict__ x,
                                                    float *__restrict__ y, int tokens)
 {
+    pdl_trigger();
+    if (blockIdx.y == 0) // this warp's part of its row towards L2 while the kernel before ends
+        prefetch_row_part(w, blockIdx.x * (kGemvWarps / WPR) + (threadIdx.x >> 5) / WPR,
+                          (threadIdx.x >> 5) % WPR, WPR);
+    pdl_wait();
     // blockIdx.y: a group of T tokens (the last group may hold fewer; its missing rows read the
     // group's first token and are not written)
     int tg = tokens - (int)blockIdx.y * T;
@@ -172,6 +177,7 @@ constexpr int BM = 64, BN = 64, BK = 16;
 __global__ void __launch_bounds__(256) gemm_kernel(eng_mat w, const float *__restrict__ x, int T,
                                                    float *__restrict__ y)
 {
+    pdl_prologue();
     __shared__ float xs[BK][BM + 4];
     __shared__ float ws[BK][BN + 4];
     int t0 = blockIdx.y * BM, r0 = blockIdx.x * BN;
@@ -226,6 +232,7 @@ __global__ void __launch_bounds__(256) gemm_bf16_kernel(const uint16_t *__restri
                                                         int K, const float *__restrict__ x, int T,
                                                         float *__restrict__ y)
 {
+    pdl_prologue();
     using namespace nvcuda;
     __shared__ __align__(32) __nv_bfloat16 a_hi[TM * TLD], a_mid[TM * TLD], a_lo[TM * TLD], b_s[TN * TLD];
     __shared__ __align__(32) float stage[8][16 * 16];
@@ -301,6 +308,7 @@ __global__ void __launch_bounds__(256) gemm_bf16_kernel(const uint16_t *__restri
 __global__ void embed_kernel(eng_mat w, const int32_t *__restrict__ tokens, int T, int copies,
                              float *__restrict__ out)
 {
+    pdl_prologue();
     int t = blockIdx.y;
     int tok = tokens[t];
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < w.cols; c += gridDim.x * blockDim.x) {
@@ -312,6 +320,7 @@ __global__ void embed_kernel(eng_mat w, const int32_t *__restrict__ tokens, int 
 
 __global__ void element_kernel(eng_mat w, int r, int c, float *out)
 {
+    pdl_prologue();
     *out = mat_at(w, r, c);
 }
 
@@ -321,10 +330,10 @@ cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, 
 {
     unsigned groups = blocks_for((size_t)tokens, T);
     if (w->rows <= 1024) // few rows: eight warps a row
-        gemv_kernel<T, 8><<<dim3(w->rows, groups), 32 * kGemvWarps, 0, st>>>(*w, x, y, tokens);
+        launch(gemv_kernel<T, 8>, dim3(w->rows, groups), 32 * kGemvWarps, 0, st, *w, x, y, tokens);
     else
-        gemv_kernel<T, 1><<<dim3(blocks_for((size_t)w->rows, kGemvWarps), groups), 32 * kGemvWarps, 0,
-                            st>>>(*w, x, y, tokens);
+        launch(gemv_kernel<T, 1>, dim3(blocks_for((size_t)w->rows, kGemvWarps), groups),
+               32 * kGemvWarps, 0, st, *w, x, y, tokens);
     return cudaGetLastError();
 }
 
@@ -568,6 +577,7 @@ __device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int l
 template <int T>
 __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 {
+    pdl_trigger();
     gemv_job_dev jb = js.j[0];
 #pragma unroll
     for (int i = 1; i < ENG_MAX_JOBS; i++)
@@ -577,6 +587,13 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
     // rpw rows a warp group: a pair's two matrices share row r; a Q4 job's rows go two at a time
     int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * jb.rpw;
+    // this warp's part of its rows towards L2 while the kernel before ends (the job table and
+    // the weights are no kernel's output)
+    for (int k = 0; k < jb.rpw; k++)
+        prefetch_row_part(jb.w, r + k, sub, wpr);
+    if (jb.pair)
+        prefetch_row_part(jb.w2, r, sub, wpr);
+    pdl_wait();
     if (T <= 2 && jb.skinny) { // (set for T <= 2 only) wpr 1: no barrier below is skipped
         if (r < jb.w.rows)
             skinny_rows<T>(jb, r, lane);
@@ -663,7 +680,7 @@ int pick_wpr(const eng_mat *w)
 template <int T>
 cudaError_t jobs_launch(const gemv_jobs_dev &js, unsigned blocks, cudaStream_t st)
 {
-    gemv_jobs_kernel<T><<<blocks, 32 * kGemvWarps, 0, st>>>(js);
+    launch(gemv_jobs_kernel<T>, blocks, 32 * kGemvWarps, 0, st, js);
     return cudaGetLastError();
 }
 
@@ -733,15 +750,15 @@ extern "C" int eng_matmul(const eng_mat *w, const float *x, int T, float *y, voi
     if (T > kMaxGemvT && w->dtype == ENG_BF16 && w->cols % TK == 0 && (uintptr_t)w->data % 16 == 0 &&
         (uintptr_t)x % 16 == 0) {
         dim3 grid(blocks_for((size_t)w->rows, TN), blocks_for((size_t)T, TM));
-        gemm_bf16_kernel<<<grid, 256, 0, st>>>(static_cast<const uint16_t *>(w->data), w->rows, w->cols,
-                                               x, T, y);
+        launch(gemm_bf16_kernel, grid, 256, 0, st, static_cast<const uint16_t *>(w->data), w->rows,
+               w->cols, x, T, y);
         return (int)cudaGetLastError();
     }
     if (T > kMaxGemvT && w->rows <= 256) // few outputs (the HC mix, the indexer's heads): GEMV tiles
         return (int)gemv_launch<kMaxGemvT>(w, x, y, T, st);
     if (T > kMaxGemvT) {
         dim3 grid(blocks_for((size_t)w->rows, BN), blocks_for((size_t)T, BM));
-        gemm_kernel<<<grid, 256, 0, st>>>(*w, x, T, y);
+        launch(gemm_kernel, grid, 256, 0, st, *w, x, T, y);
         return (int)cudaGetLastError();
     }
     if (w->dtype == ENG_Q4) {
@@ -785,12 +802,13 @@ extern "C" int eng_embed(const eng_mat *w, const int32_t *tokens, int T, int cop
     if (!w || T < 1 || copies < 1)
         return -1;
     dim3 grid(blocks_for((size_t)w->cols, 256) < 64 ? blocks_for((size_t)w->cols, 256) : 64, T);
-    embed_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(*w, tokens, T, copies, out);
+    launch(embed_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), *w, tokens, T, copies,
+           out);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream)
 {
-    element_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(*w, r, c, out_dev);
+    launch(element_kernel, 1, 1, 0, static_cast<cudaStream_t>(stream), *w, r, c, out_dev);
     return (int)cudaGetLastError();
 }

@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const float *logit
                                                               float *scratch, int32_t *ids,
                                                               float *weights)
 {
+    pdl_prologue();
     __shared__ float rv[kRouteThreads];
     __shared__ int re[kRouteThreads];
     __shared__ float s_sum;
@@ -128,6 +129,7 @@ __global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *
                                                                   int norm_topk, float scaling,
                                                                   int32_t *ids, float *weights)
 {
+    pdl_prologue();
     __shared__ __align__(16) float key[kRouteRankMax];
     __shared__ float pick_p[kRouteRankMax];
     __shared__ int pick_e[kRouteRankMax];
@@ -185,6 +187,7 @@ __global__ void moe_gate_up_kernel(const eng_mat *gate, const eng_mat *up, int E
                                    int K, int D, int I, const int32_t *ids, float limit, int pairs,
                                    float *h)
 {
+    pdl_prologue();
     size_t wi = blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (wi >= (size_t)pairs * I)
@@ -206,6 +209,7 @@ __global__ void moe_gate_up_kernel(const eng_mat *gate, const eng_mat *up, int E
 __global__ void moe_down_kernel(const eng_mat *down, int E, const float *h, int D, int I,
                                 const int32_t *ids, int pairs, float *ye)
 {
+    pdl_prologue();
     size_t wi = blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (wi >= (size_t)pairs * D)
@@ -220,6 +224,7 @@ __global__ void moe_down_kernel(const eng_mat *down, int E, const float *h, int 
 __global__ void combine_kernel(const float *ye, const float *w, int T, int K, int D, int accumulate,
                                float *out)
 {
+    pdl_prologue();
     size_t n = (size_t)T * D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -233,6 +238,7 @@ __global__ void combine_kernel(const float *ye, const float *w, int T, int K, in
 
 __global__ void repeat_kernel(const float *x, int T, int K, int D, float *xe)
 {
+    pdl_prologue();
     size_t n = (size_t)T * K * D;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -257,12 +263,12 @@ extern "C" int eng_route(const float *logits, const float *bias, int T, int E, i
         return -1;
     if (G == 1 && E <= kRouteRankMax) {
         unsigned threads = 32 * (unsigned)((E + 31) / 32); // also covers the padding to 4
-        route_rank_kernel<<<T, threads, 0, static_cast<cudaStream_t>(stream)>>>(
-            logits, bias, E, K, norm_topk, scaling, ids, weights);
+        launch(route_rank_kernel, T, threads, 0, static_cast<cudaStream_t>(stream), logits, bias, E,
+               K, norm_topk, scaling, ids, weights);
         return (int)cudaGetLastError();
     }
-    route_kernel<<<T, kRouteThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        logits, bias, E, G, topk_group, K, norm_topk, scaling, scratch, ids, weights);
+    launch(route_kernel, T, kRouteThreads, 0, static_cast<cudaStream_t>(stream), logits, bias, E, G,
+           topk_group, K, norm_topk, scaling, scratch, ids, weights);
     return (int)cudaGetLastError();
 }
 
@@ -275,24 +281,25 @@ extern "C" int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_m
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int pairs = T * K;
-    moe_gate_up_kernel<<<blocks_for((size_t)pairs * I, 8), 256, 0, st>>>(gate, up, E, x, K, D, I, ids,
-                                                                        limit, pairs, h);
-    moe_down_kernel<<<blocks_for((size_t)pairs * D, 8), 256, 0, st>>>(down, E, h, D, I, ids, pairs, ye);
-    combine_kernel<<<grid_for((size_t)T * D), 256, 0, st>>>(ye, w, T, K, D, 0, out);
+    launch(moe_gate_up_kernel, blocks_for((size_t)pairs * I, 8), 256, 0, st, gate, up, E, x, K, D,
+           I, ids, limit, pairs, h);
+    launch(moe_down_kernel, blocks_for((size_t)pairs * D, 8), 256, 0, st, down, E, h, D, I, ids,
+           pairs, ye);
+    launch(combine_kernel, grid_for((size_t)T * D), 256, 0, st, ye, w, T, K, D, 0, out);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_moe_combine(const float *ye, const float *w, int T, int K, int D, int accumulate,
                                float *out, void *stream)
 {
-    combine_kernel<<<grid_for((size_t)T * D), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        ye, w, T, K, D, accumulate, out);
+    launch(combine_kernel, grid_for((size_t)T * D), 256, 0, static_cast<cudaStream_t>(stream), ye,
+           w, T, K, D, accumulate, out);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_repeat_rows(const float *x, int T, int K, int D, float *xe, void *stream)
 {
-    repeat_kernel<<<grid_for((size_t)T * K * D), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, T, K,
-                                                                                            D, xe);
+    launch(repeat_kernel, grid_for((size_t)T * K * D), 256, 0, static_cast<cudaStream_t>(stream), x,
+           T, K, D, xe);
     return (int)cudaGetLastError();
 }

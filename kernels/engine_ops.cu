@@ -8,6 +8,7 @@ constexpr int kHcMaxS = 16;
 
 __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, float eps)
 {
+    pdl_prologue();
     __shared__ float red[33];
     const float *xr = x + (size_t)blockIdx.x * n;
     float *o = out + (size_t)blockIdx.x * n;
@@ -31,6 +32,7 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
 __global__ void layernorm_kernel(float *out, const float *x, const float *w, const float *b, int n,
                                  float eps)
 {
+    pdl_prologue();
     __shared__ float red[33];
     const float *xr = x + (size_t)blockIdx.x * n;
     float *o = out + (size_t)blockIdx.x * n;
@@ -49,6 +51,7 @@ __global__ void layernorm_kernel(float *out, const float *x, const float *w, con
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n, float lim)
 {
+    pdl_prologue();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float gi = fminf(g[i], lim);
@@ -59,6 +62,7 @@ __global__ void swiglu_kernel(float *g, const float *u, size_t n, float lim)
 
 __global__ void add_kernel(float *y, const float *x, size_t n)
 {
+    pdl_prologue();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         y[i] += x[i];
@@ -73,6 +77,7 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
                                                                  const float *w, int S, int D,
                                                                  float eps)
 {
+    pdl_prologue();
     __shared__ float red[33];
     extern __shared__ float row[];
     const float *x = X + (size_t)blockIdx.x * S * D;
@@ -129,6 +134,7 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
 __global__ void hc_mix_kernel(const float *mu, const float *base, const float *scale, int S,
                               int iters, float eps, float *pre, float *post, float *comb)
 {
+    pdl_prologue();
     __shared__ float C[kHcMaxS * kHcMaxS], rs[kHcMaxS];
     int t = blockIdx.x, k = threadIdx.x, i = k / S, j = k % S;
     int mix = (2 + S) * S;
@@ -193,6 +199,7 @@ __global__ void hc_mix_kernel(const float *mu, const float *base, const float *s
 
 __global__ void hc_collapse_kernel(const float *X, const float *pre, int S, int D, float *out)
 {
+    pdl_prologue();
     int t = blockIdx.y;
     for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x) {
         float acc = 0.0f;
@@ -205,6 +212,7 @@ __global__ void hc_collapse_kernel(const float *X, const float *pre, int S, int 
 __global__ void hc_post_kernel(float *X, const float *y, const float *post, const float *comb, int S,
                                int D)
 {
+    pdl_prologue();
     int t = blockIdx.y;
     for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += gridDim.x * blockDim.x) {
         float old[kHcMaxS];
@@ -263,6 +271,7 @@ __global__ void __launch_bounds__(kHcThreads) hc_fn_partial_kernel(eng_mat fn, f
                                                                    const float *post,
                                                                    const float *comb)
 {
+    pdl_trigger();
     __shared__ float xs[kHcMaxT][kHcCols], sq[kHcMaxT][kHcCols];
     __shared__ float xo[kS ? 1 : kHcMaxT][kS ? 1 : kHcCols];
     const int S = kS ? kS : S_;
@@ -277,6 +286,7 @@ __global__ void __launch_bounds__(kHcThreads) hc_fn_partial_kernel(eng_mat fn, f
     const uint16_t *wb = fn.dtype == ENG_BF16 ? static_cast<const uint16_t *>(fn.data) : nullptr;
     float wv[kHcRows][kHcPer]; // the first rows' weights: they do not wait on X
     hc_fn_load(fn, wb, warp, col, wv);
+    pdl_wait(); // (the weights are no kernel's output: their loads go out before the wait)
     for (int idx = threadIdx.x; idx < T * dc; idx += kHcThreads) {
         int t = idx / dc, j = idx - t * dc, d = d0 + j;
         float ss = 0.0f;
@@ -460,6 +470,7 @@ __global__ void __launch_bounds__(kHcMixThreads) hc_sinkhorn_kernel(
     const float *part, int splits, int mix, const float *base, const float *scale, int S, int D,
     int iters, float hc_eps, float rms_eps, float *post, float *comb)
 {
+    pdl_prologue();
     __shared__ float mus[(2 + kHcMaxS) * kHcMaxS + 1], C[kHcMaxS * kHcMaxS];
     int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int k = S + warp; k <= mix; k += kHcMixThreads / 32) {
@@ -482,6 +493,7 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
     const float *part, int splits, int mix, const float *X, const float *base, const float *scale,
     const float *norm, int S, int D, float hc_eps, float rms_eps, float *pre, float *u)
 {
+    pdl_prologue();
     __shared__ float mus[kHcMaxS + 1], pr[kHcMaxS], red[33];
     extern __shared__ float row[]; // [D] (the loop form)
     int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -562,7 +574,8 @@ extern "C" int eng_rmsnorm(float *out, const float *x, const float *w, int rows,
 {
     if (rows < 1 || n < 1)
         return -1;
-    rmsnorm_kernel<<<rows, n >= 1024 ? 1024 : 256, 0, static_cast<cudaStream_t>(stream)>>>(out, x, w, n, eps);
+    launch(rmsnorm_kernel, rows, n >= 1024 ? 1024 : 256, 0, static_cast<cudaStream_t>(stream), out,
+           x, w, n, eps);
     return (int)cudaGetLastError();
 }
 
@@ -571,19 +584,19 @@ extern "C" int eng_layernorm(float *out, const float *x, const float *w, const f
 {
     if (rows < 1 || n < 1)
         return -1;
-    layernorm_kernel<<<rows, 128, 0, static_cast<cudaStream_t>(stream)>>>(out, x, w, b, n, eps);
+    launch(layernorm_kernel, rows, 128, 0, static_cast<cudaStream_t>(stream), out, x, w, b, n, eps);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_swiglu(float *g, const float *u, size_t n, float limit, void *stream)
 {
-    swiglu_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(g, u, n, limit);
+    launch(swiglu_kernel, grid_for(n), 256, 0, static_cast<cudaStream_t>(stream), g, u, n, limit);
     return (int)cudaGetLastError();
 }
 
 extern "C" int eng_add(float *y, const float *x, size_t n, void *stream)
 {
-    add_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(y, x, n);
+    launch(add_kernel, grid_for(n), 256, 0, static_cast<cudaStream_t>(stream), y, x, n);
     return (int)cudaGetLastError();
 }
 
@@ -595,8 +608,8 @@ extern "C" int eng_stream_mean_norm(float *h, const float *X, const float *w, in
     bool regs = S <= kMeanRegS && D <= kMeanRegD * kMeanThreads; // no row in shared memory
     if (!regs && (size_t)D * sizeof(float) > 48 * 1024)
         return -1;
-    mean_norm_kernel<<<T, kMeanThreads, regs ? 0 : (size_t)D * sizeof(float),
-                       static_cast<cudaStream_t>(stream)>>>(h, X, w, S, D, eps);
+    launch(mean_norm_kernel, T, kMeanThreads, regs ? 0 : (size_t)D * sizeof(float),
+           static_cast<cudaStream_t>(stream), h, X, w, S, D, eps);
     return (int)cudaGetLastError();
 }
 
@@ -605,8 +618,8 @@ extern "C" int eng_hc_mix(const float *mu, const float *base, const float *scale
 {
     if (S < 1 || S > kHcMaxS || T < 1)
         return -1;
-    hc_mix_kernel<<<T, S * S < 32 ? 32 : S * S, 0, static_cast<cudaStream_t>(stream)>>>(
-        mu, base, scale, S, iters, eps, pre, post, comb);
+    launch(hc_mix_kernel, T, S * S < 32 ? 32 : S * S, 0, static_cast<cudaStream_t>(stream), mu,
+           base, scale, S, iters, eps, pre, post, comb);
     return (int)cudaGetLastError();
 }
 
@@ -614,7 +627,7 @@ extern "C" int eng_hc_collapse(const float *X, const float *pre, int T, int S, i
                                void *stream)
 {
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
-    hc_collapse_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(X, pre, S, D, out);
+    launch(hc_collapse_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, pre, S, D, out);
     return (int)cudaGetLastError();
 }
 
@@ -624,7 +637,7 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *post, const fl
     if (S > kHcMaxS)
         return -1;
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
-    hc_post_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(X, y, post, comb, S, D);
+    launch(hc_post_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, y, post, comb, S, D);
     return (int)cudaGetLastError();
 }
 
@@ -644,11 +657,11 @@ extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int 
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     if (S == 4)
-        hc_fn_partial_kernel<4><<<splits, kHcThreads, 0, st>>>(*fn, X, T, S, D, part, splits, y,
-                                                               post, comb);
+        launch(hc_fn_partial_kernel<4>, splits, kHcThreads, 0, st, *fn, X, T, S, D, part, splits, y,
+               post, comb);
     else
-        hc_fn_partial_kernel<0><<<splits, kHcThreads, 0, st>>>(*fn, X, T, S, D, part, splits, y,
-                                                               post, comb);
+        launch(hc_fn_partial_kernel<0>, splits, kHcThreads, 0, st, *fn, X, T, S, D, part, splits, y,
+               post, comb);
     return (int)cudaGetLastError();
 }
 
@@ -663,17 +676,17 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     bool regs = S <= kHcRegS && D <= kHcRegD * kHcPreThreads; // no row in shared memory
-    hc_collapse_norm_kernel<<<T, kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float), st>>>(
-        part, splits, mix_rows, X, base, scale, norm, S, D, hc_eps, rms_eps, pre, u);
+    launch(hc_collapse_norm_kernel, T, kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float), st,
+           part, splits, mix_rows, X, base, scale, norm, S, D, hc_eps, rms_eps, pre, u);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
     cudaStream_t ms = static_cast<cudaStream_t>(mix_stream);
     if (S == 4)
-        hc_sinkhorn_kernel<4><<<T, kHcMixThreads, 0, ms>>>(part, splits, mix_rows, base, scale, S,
-                                                          D, iters, hc_eps, rms_eps, post, comb);
+        launch(hc_sinkhorn_kernel<4>, T, kHcMixThreads, 0, ms, part, splits, mix_rows, base, scale,
+               S, D, iters, hc_eps, rms_eps, post, comb);
     else
-        hc_sinkhorn_kernel<0><<<T, kHcMixThreads, 0, ms>>>(part, splits, mix_rows, base, scale, S,
-                                                          D, iters, hc_eps, rms_eps, post, comb);
+        launch(hc_sinkhorn_kernel<0>, T, kHcMixThreads, 0, ms, part, splits, mix_rows, base, scale,
+               S, D, iters, hc_eps, rms_eps, post, comb);
     return (int)cudaGetLastError();
 }

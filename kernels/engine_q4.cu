@@ -10,6 +10,7 @@ namespace {
 __global__ void quantize_q4_kernel(const void *__restrict__ src, int f32, int rows, int cols,
                                    uint8_t *__restrict__ codes, __half *__restrict__ scales)
 {
+    pdl_prologue();
     size_t groups = (size_t)rows * (cols / 32);
     for (size_t gi = blockIdx.x * (size_t)blockDim.x + threadIdx.x; gi < groups;
          gi += (size_t)gridDim.x * blockDim.x) {
@@ -54,9 +55,9 @@ extern "C" int eng_quantize_q4(const eng_mat *src, void *codes, uint16_t *scales
         return -1;
     size_t groups = (size_t)src->rows * (src->cols / 32);
     unsigned blocks = blocks_for(groups, 256);
-    quantize_q4_kernel<<<blocks < 65535 ? blocks : 65535, 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        src->data, src->dtype == ENG_F32, src->rows, src->cols, static_cast<uint8_t *>(codes),
-        reinterpret_cast<__half *>(scales));
+    launch(quantize_q4_kernel, blocks < 65535 ? blocks : 65535, 256, 0,
+           static_cast<cudaStream_t>(stream), src->data, src->dtype == ENG_F32, src->rows,
+           src->cols, static_cast<uint8_t *>(codes), reinterpret_cast<__half *>(scales));
     eng_mat q = *src;
     q.dtype = ENG_Q4;
     q.data = codes;

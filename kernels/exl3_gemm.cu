@@ -13,6 +13,7 @@
 
 #include "exl3_device.cuh"
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace {
 
@@ -24,6 +25,7 @@ constexpr int kThreads = 256; // 8 warps
 __global__ void rotate_in_kernel(const float *__restrict__ x, const __half *__restrict__ suh,
                                  __half *__restrict__ xh, int in)
 {
+    pdl_prologue();
     int lane = threadIdx.x & 31;
     int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     int r = blockIdx.y;
@@ -47,6 +49,7 @@ __global__ void rotate_out_kernel(const float *__restrict__ z, int parts, int ro
                                   const __half *__restrict__ svh, const __half *__restrict__ bias,
                                   float *__restrict__ y, int out)
 {
+    pdl_prologue();
     int lane = threadIdx.x & 31;
     int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     int r = blockIdx.y;
@@ -93,6 +96,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint32_t *__restri
                                                         float *__restrict__ z, int rows, int in,
                                                         int out, int ksteps)
 {
+    pdl_prologue();
     __shared__ uint32_t slices[kThreads / 32][128];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int tn = blockIdx.x * 8 + (warp & 1) * 4;
@@ -138,6 +142,7 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
                                                            float *__restrict__ z, int rows,
                                                            int in, int out, int ksteps)
 {
+    pdl_prologue();
     // B fragments: [stage k-tile][n-tile 8][lane 32] x uint4 (the lane's four registers)
     __shared__ uint4 frag[kStage][8][32];
     // A: [64 rows][kStage*16 + 8 pad] halves
@@ -223,6 +228,7 @@ __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restr
                                                           int *offsets, int *pos_of_pair,
                                                           int *pair_of_pos, int *expert_of_pos)
 {
+    pdl_prologue();
     extern __shared__ int sort_s[]; // count[E], cursor[E]
     int *count = sort_s, *cursor = sort_s + E;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
@@ -283,6 +289,7 @@ __global__ void moe_rotate_in_kernel(const float *__restrict__ x, const int *__r
                                      const __half *__restrict__ up_suh, __half *__restrict__ xg,
                                      __half *__restrict__ xu, int H)
 {
+    pdl_prologue();
     int pos = blockIdx.y;
     if (pos >= offsets[E])
         return;
@@ -315,6 +322,7 @@ __global__ void moe_mid_kernel(const float *__restrict__ zg, const float *__rest
                                const __half *__restrict__ up_svh, const __half *__restrict__ down_suh,
                                float limit, __half *__restrict__ xd, int I)
 {
+    pdl_prologue();
     int pos = blockIdx.y;
     if (pos >= offsets[E])
         return;
@@ -347,6 +355,7 @@ __global__ void moe_combine_kernel(const float *__restrict__ zd, const int *__re
                                    const float *__restrict__ weights, int slots,
                                    const __half *__restrict__ down_svh, float *__restrict__ y, int H)
 {
+    pdl_prologue();
     int row = blockIdx.y, lane = threadIdx.x & 31;
     int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (block * 128 >= H)
@@ -383,6 +392,7 @@ struct grouped_args {
 template <int K, int CB>
 __global__ void __launch_bounds__(kThreads, 4) grouped_kernel(grouped_args g)
 {
+    pdl_prologue();
     __shared__ uint4 frag[kStage][8][32];
     __shared__ __align__(16) __half a_tile[kPrefillRows][kStage * 16 + 8];
     int e = blockIdx.z, which = blockIdx.y;
@@ -464,9 +474,9 @@ cudaError_t grouped_cb(int codebook, const grouped_args &g, int mats, int E, cud
 {
     dim3 grid(g.out / 128, mats, E);
     switch (codebook) {
-    case 0: grouped_kernel<K, 0><<<grid, kThreads, 0, st>>>(g); break;
-    case 1: grouped_kernel<K, 1><<<grid, kThreads, 0, st>>>(g); break;
-    default: grouped_kernel<K, 2><<<grid, kThreads, 0, st>>>(g); break;
+    case 0: launch(grouped_kernel<K, 0>, grid, kThreads, 0, st, g); break;
+    case 1: launch(grouped_kernel<K, 1>, grid, kThreads, 0, st, g); break;
+    default: launch(grouped_kernel<K, 2>, grid, kThreads, 0, st, g); break;
     }
     return cudaGetLastError();
 }
@@ -530,11 +540,12 @@ cudaError_t launch_main(const kern_exl3_linear *l, const __half *xh, float *z, i
     int col_blocks = l->out / 128;
     if (rows <= 16) {
         dim3 grid(col_blocks, p.split, 1);
-        gemv_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, p.ksteps);
+        launch(gemv_kernel<K, CB>, grid, kThreads, 0, st, tr, xh, z, rows, l->in, l->out, p.ksteps);
     } else {
         int row_blocks = (rows + kPrefillRows - 1) / kPrefillRows;
         dim3 grid(col_blocks, p.split, row_blocks);
-        prefill_kernel<K, CB><<<grid, kThreads, 0, st>>>(tr, xh, z, rows, l->in, l->out, p.ksteps);
+        launch(prefill_kernel<K, CB>, grid, kThreads, 0, st, tr, xh, z, rows, l->in, l->out,
+               p.ksteps);
     }
     return cudaGetLastError();
 }
@@ -603,7 +614,8 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
                                          align256((size_t)rows * l->in * sizeof(__half)));
     int warps = kThreads / 32;
     dim3 gin((l->in / 128 + warps - 1) / warps, rows);
-    rotate_in_kernel<<<gin, kThreads, 0, st>>>(x, static_cast<const __half *>(l->suh), xh, l->in);
+    launch(rotate_in_kernel, gin, kThreads, 0, st, x, static_cast<const __half *>(l->suh), xh,
+           l->in);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
@@ -622,8 +634,8 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
     if (rc != cudaSuccess)
         return (int)rc;
     dim3 gout((l->out / 128 + warps - 1) / warps, rows);
-    rotate_out_kernel<<<gout, kThreads, 0, st>>>(z, p.parts, rows, static_cast<const __half *>(l->svh),
-                                                 static_cast<const __half *>(l->bias), y, l->out);
+    launch(rotate_out_kernel, gout, kThreads, 0, st, z, p.parts, rows,
+           static_cast<const __half *>(l->svh), static_cast<const __half *>(l->bias), y, l->out);
     return (int)cudaGetLastError();
 }
 
@@ -686,16 +698,16 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     size_t sort_shared = (size_t)2 * E * sizeof(int);
     if (sort_shared > 48 * 1024)
         return -1;
-    sort_pairs_kernel<<<1, 1024, sort_shared, st>>>(ids, P, E, l.offsets, l.pos_of_pair, l.pair_of_pos,
-                                                    l.expert_of_pos);
+    launch(sort_pairs_kernel, 1, 1024, sort_shared, st, ids, P, E, l.offsets, l.pos_of_pair,
+           l.pair_of_pos, l.expert_of_pos);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
     int warps = kThreads / 32;
     dim3 gin((H / 128 + warps - 1) / warps, P);
-    moe_rotate_in_kernel<<<gin, kThreads, 0, st>>>(x, l.offsets, l.pair_of_pos, l.expert_of_pos, E, slots,
-                                                   static_cast<const __half *>(ex->gate_suh),
-                                                   static_cast<const __half *>(ex->up_suh), l.xg, l.xu, H);
+    launch(moe_rotate_in_kernel, gin, kThreads, 0, st, x, l.offsets, l.pair_of_pos, l.expert_of_pos,
+           E, slots, static_cast<const __half *>(ex->gate_suh),
+           static_cast<const __half *>(ex->up_suh), l.xg, l.xu, H);
     if ((rc = cudaGetLastError()) != cudaSuccess)
         return (int)rc;
     grouped_args gu = {};
@@ -711,11 +723,9 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, st)) != cudaSuccess)
         return (int)rc;
     dim3 gmid((I / 128 + warps - 1) / warps, P);
-    moe_mid_kernel<<<gmid, kThreads, 0, st>>>(l.zg, l.zu, l.offsets, l.expert_of_pos, E,
-                                              static_cast<const __half *>(ex->gate_svh),
-                                              static_cast<const __half *>(ex->up_svh),
-                                              static_cast<const __half *>(ex->down_suh), ex->swiglu_limit,
-                                              l.xd, I);
+    launch(moe_mid_kernel, gmid, kThreads, 0, st, l.zg, l.zu, l.offsets, l.expert_of_pos, E,
+           static_cast<const __half *>(ex->gate_svh), static_cast<const __half *>(ex->up_svh),
+           static_cast<const __half *>(ex->down_suh), ex->swiglu_limit, l.xd, I);
     if ((rc = cudaGetLastError()) != cudaSuccess)
         return (int)rc;
     grouped_args dn = {};
@@ -728,7 +738,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, st)) != cudaSuccess)
         return (int)rc;
     dim3 gout((H / 128 + warps - 1) / warps, rows);
-    moe_combine_kernel<<<gout, kThreads, 0, st>>>(l.zd, l.pos_of_pair, l.expert_of_pos, weights, slots,
-                                                  static_cast<const __half *>(ex->down_svh), y, H);
+    launch(moe_combine_kernel, gout, kThreads, 0, st, l.zd, l.pos_of_pair, l.expert_of_pos, weights,
+           slots, static_cast<const __half *>(ex->down_svh), y, H);
     return (int)cudaGetLastError();
 }

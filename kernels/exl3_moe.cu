@@ -37,6 +37,7 @@
 
 #include "exl3_device.cuh"
 #include "kernels.h"
+#include "launch.cuh"
 
 namespace {
 
@@ -253,6 +254,7 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
 template <int K, int CB, int S>
 __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_args a)
 {
+    pdl_prologue();
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ int s_ids[kMaxPairs], s_aux[kMaxPairs];
     __shared__ int g_expert[kMaxPairs], g_count[kMaxPairs];
@@ -665,7 +667,7 @@ cudaError_t launch(moe_args a, const kern_exl3_experts *ex, int rows, int per_sm
     int grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
     a.ring_offset = ring_offset(ex, rows);
     size_t smem = smem_total(ex, rows, ring_bytes(K, S));
-    moe_kernel<K, CB, S><<<grid, kThreads, smem, st>>>(a);
+    launch(moe_kernel<K, CB, S>, grid, kThreads, smem, st, a);
     return cudaGetLastError();
 }
 

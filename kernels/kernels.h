@@ -17,6 +17,12 @@ int kern_device_count(void);
  * Returns 0, or a CUDA error code. */
 int kern_device_describe(int dev, char *name, int n);
 
+/* 1 when the kernels go out as programmatic dependent launches (kernels/launch.cuh): the
+ * default; GLMCHAT_CUDA_PDL=0 in the environment (read at the first launch) turns them into
+ * plain stream-ordered launches, for measuring one against the other. kern_set_pdl sets it. */
+int kern_pdl(void);
+void kern_set_pdl(int on);
+
 /* ---- device memory (for callers without CUDA headers: tests, benches, the engine) ------- */
 
 /* cudaMalloc / cudaFree / cudaMemcpy (host<->device) / cudaDeviceSynchronize. */
