@@ -195,6 +195,11 @@ int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
  * before eng_kda_conv, which moves the window on. */
 int eng_kda_conv_trail(const float *q, const float *k, const float *v, const float *state, int T,
                        int C, int K, float *trail, void *stream);
+/* eng_kda_scan_trail, then each output row as eng_kda_out_norm makes it (its bits), in one launch
+ * (a block a head: the decode path's T). */
+int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
+                      const float *beta, int T, int H, int dk, float *o, float *trail,
+                      const float *gate, const float *w, float eps, void *stream);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);

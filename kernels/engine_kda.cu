@@ -8,6 +8,7 @@ namespace {
 constexpr int kConvMaxK = 16;
 constexpr int kScanSlices = 8;    // row slices of a head's dk rows
 constexpr int kScanMaxRows = 16;  // dk <= kScanSlices * kScanMaxRows = 128
+constexpr int kScanMaxCb = 4;     // column groups of 32 a block: the whole head (dk <= 128)
 
 __global__ void conv_kernel(const float *q, const float *k, const float *v, const float *state,
                             const float *qw, const float *kw, const float *vw, int T, int C, int K,
@@ -107,16 +108,23 @@ __global__ void gate_kernel(float *g, float *beta, const float *A_log, const flo
     }
 }
 
-__global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, const float *k,
-                                                   const float *v, const float *g,
-                                                   const float *beta, int T, int H, int dk, float *o,
-                                                   float *trail)
+// A block a (head, group of 32 * ncb columns): thread (cb, slice, lane) keeps rows slice + 8 r
+// of column (blockIdx.y * ncb + cb) * 32 + lane of the head's state. kNorm (ncb covers the whole
+// head): each token's output row then gets out_norm_kernel's gated RMSNorm, in its arithmetic,
+// in the same launch.
+template <bool kNorm>
+__global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, const float *q, const float *k,
+                                                    const float *v, const float *g,
+                                                    const float *beta, int T, int H, int dk,
+                                                    float *o, float *trail, const float *gate,
+                                                    const float *nw, float eps)
 {
     pdl_prologue();
-    __shared__ float ks[128], qs[128], as[128];
-    __shared__ float red[kScanSlices][32];
-    int h = blockIdx.x, lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
-    int j = blockIdx.y * 32 + lane, C = H * dk;
+    __shared__ float ks[128], qs[128], as[128], os[kNorm ? 128 : 1], s_inv;
+    __shared__ float red[kScanMaxCb][kScanSlices][32];
+    int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int cb = warp / kScanSlices, slice = warp % kScanSlices, ncb = blockDim.x / (32 * kScanSlices);
+    int j = (blockIdx.y * ncb + cb) * 32 + lane, C = H * dk;
     bool ok = j < dk;
     float *Sh = S + (size_t)h * dk * dk;
     float Sr[kScanMaxRows];
@@ -143,12 +151,12 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
                 pm += Sr[r] * ks[d];
             }
         }
-        red[slice][lane] = pm;
+        red[cb][slice][lane] = pm;
         __syncthreads();
         float mem = 0.0f;
 #pragma unroll
         for (int s = 0; s < kScanSlices; s++)
-            mem += red[s][lane];
+            mem += red[cb][s][lane];
         float delta = ok ? (v[base + j] - mem) * beta[(size_t)t * H + h] : 0.0f;
         float po = 0.0f;
 #pragma unroll
@@ -160,14 +168,32 @@ __global__ void __launch_bounds__(256) scan_kernel(float *S, const float *q, con
             }
         }
         __syncthreads();
-        red[slice][lane] = po;
+        red[cb][slice][lane] = po;
         __syncthreads();
         if (slice == 0 && ok) {
             float acc = 0.0f;
 #pragma unroll
             for (int s = 0; s < kScanSlices; s++)
-                acc += red[s][lane];
-            o[base + j] = acc;
+                acc += red[cb][s][lane];
+            if (kNorm)
+                os[j] = acc;
+            else
+                o[base + j] = acc;
+        }
+        if (kNorm) { // warp 0: the row's sum of squares as out_norm_kernel sums it
+            __syncthreads();
+            if (warp == 0) {
+                float ss = 0.0f;
+#pragma unroll 4
+                for (int i = lane; i < dk; i += 32)
+                    ss += os[i] * os[i];
+                ss = warp_sum(ss);
+                if (lane == 0)
+                    s_inv = 1.0f / sqrtf(ss / (float)dk + eps);
+            }
+            __syncthreads();
+            if (slice == 0 && ok)
+                o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gate[base + j]);
         }
         if (trail) { // the state after token t, for going back inside a verification window
             float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
@@ -347,8 +373,22 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
         return -1;
     dim3 grid(H, blocks_for((size_t)dk, 32));
-    launch(scan_kernel, grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream), S, q, k, v, g,
-           beta, T, H, dk, o, trail);
+    launch(scan_kernel<false>, grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream), S, q,
+           k, v, g, beta, T, H, dk, o, trail, nullptr, nullptr, 0.0f);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v,
+                                 const float *g, const float *beta, int T, int H, int dk, float *o,
+                                 float *trail, const float *gate, const float *w, float eps,
+                                 void *stream)
+{
+    if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || !gate || !w)
+        return -1;
+    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
+    launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
+           static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
+           eps);
     return (int)cudaGetLastError();
 }
 

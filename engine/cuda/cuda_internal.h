@@ -139,8 +139,9 @@ typedef struct cuda_backend {
     cu_scratch s;
     cuda_plan plan;
     void *stream;
-    /* A side stream for work off the step's critical path (the decode path's HC Sinkhorn mix):
-     * forked from stream by fork, joined back by join; side_pending while a join is owed. */
+    /* A side stream for work off the step's critical path (decode: the HC Sinkhorn mix, the
+     * shared expert): forked from stream by fork, joined back by join; side_pending while a
+     * join is owed. */
     void *side, *fork, *join;
     int side_pending;
     int kv_dtype;  /* eng_cache_dtype of the latent cache */

@@ -1,8 +1,8 @@
 /* forward.c: the CUDA backend's forward over one chunk of tokens (architecture.md 2): embedding
  * into the streams, per layer HC collapse, norm, KDA or DSA, HC update, the same around the FFN
  * (dense or routed experts plus the shared one), stream mean, final norm, LM head; on one
- * stream (the HC Sinkhorn mix forked onto a side stream and joined before the update that
- * reads it), positions read from the device so a decode step can be captured as a graph. */
+ * stream (in decode the HC Sinkhorn mix and the shared expert forked onto a side stream and
+ * joined before their results are read), positions from the device so a step can be a graph. */
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <string.h>
@@ -172,14 +172,18 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
                         c->kda_lower_bound, st), "the KDA gates");
     }
     float *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
-    CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
-                          trail, st), "the KDA delta rule");
-    if (!fuse) {
+    if (fuse) { /* decode: the output gate is ready, so the gated norm joins the delta rule */
+        CK(eng_kda_scan_norm(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
+                             trail, b->gate, L->o_norm, c->rms_norm_eps, st),
+           "the KDA delta rule and gated norm");
+    } else {
+        CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
+                              trail, st), "the KDA delta rule");
         CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
         CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
+        CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
+           "the KDA gated norm");
     }
-    CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
-       "the KDA gated norm");
     CK(lin(be, &L->kda_o, b->o, T, b->y), "the KDA output projection");
     return 0;
 }
@@ -288,11 +292,21 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
     void *st = be->stream;
     const cu_lin *all[] = {&L->router, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
     int fuse = small_dense(T, all, L->has_shared ? 4 : 1);
-    if (fuse) { /* decode: the router and the shared expert's gate/up (SwiGLU) in one launch */
-        eng_gemv_job in[2] = {job(&L->router, b->u, b->rlog),
-                              {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0}};
-        CK(eng_matmul_jobs(in, L->has_shared ? 2 : 1, T, st),
-           L->has_shared ? "the router and the shared gate/up" : "the router");
+    int side = fuse && L->has_shared;
+    if (side) { /* decode: the shared expert (gate/up with SwiGLU, down into ffn_y) runs on the
+                 * side stream beside the router, the routing and the routed experts */
+        CK_QUIET(eng_event_record(be->fork, st), "forking the side stream");
+        CK_QUIET(eng_stream_wait(be->side, be->fork), "forking the side stream");
+        be->side_pending = 1;
+        eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
+        eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->ffn_y, 0.0f, 0};
+        CK(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
+        CK(eng_matmul_jobs(&dn, 1, T, be->side), "the shared down product (on the side stream)");
+        CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
+    }
+    if (fuse) {
+        eng_gemv_job r = job(&L->router, b->u, b->rlog);
+        CK(eng_matmul_jobs(&r, 1, T, st), "the router");
     } else {
         CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
     }
@@ -314,9 +328,9 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
         CK(eng_moe_dense(x->gate, x->up, x->down, E, b->u, T, K, D, I, b->rids, b->rw,
                          c->swiglu_limit, b->mh, b->mye, b->y, st), "the routed experts");
     }
-    if (L->has_shared && fuse) { /* the shared expert's down product added into y */
-        eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->y, 0.0f, 1};
-        CK(eng_matmul_jobs(&dn, 1, T, st), "the shared down product, added");
+    if (side) { /* y_routed + y_shared: the same sum the fused accumulate made */
+        CK_QUIET(side_join(be), "joining the side stream");
+        CK(eng_add(b->y, b->ffn_y, (size_t)T * D, st), "the shared expert's sum");
     } else if (L->has_shared) {
         if (mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
             return -1;
