@@ -177,22 +177,35 @@ __device__ __forceinline__ uint32_t dup_half(uint32_t h2, int hi)
     return __byte_perm(h2, 0, hi ? 0x3232 : 0x1010);
 }
 
-// The split fragment of k-tile kt from duplicated rows (words [nrows][ldw]): s[0], s[2] = the
-// words of k 2t, 2t+1; s[1], s[3] those of k 2t+8, 2t+9 (rows g; rows past nrows are 0).
+// The split fragment of k-tile kt from duplicated rows (words [nrows][ldw], each 16-k group
+// stored in fragment order, dup_pos): one 16-byte load gives s[0..3] = the words of k 2t, 2t+8,
+// 2t+1, 2t+9 of row g, already the two register pairs the mma takes (no moves). Lanes of rows
+// past nrows read the last row: the mma's output column of a row depends on its own input column
+// only, and those columns are never stored (no zeroing, no predicate).
 __device__ __forceinline__ void smem_x_dup(const uint32_t *a_w, int ldw, int nrows, int kt,
                                            uint32_t s[8])
 {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint32_t *p = a_w + g * ldw + kt * 16 + 2 * t;
-    uint2 lo = make_uint2(0u, 0u), hi = make_uint2(0u, 0u);
-    if (g < nrows) {
-        lo = *reinterpret_cast<const uint2 *>(p);
-        hi = *reinterpret_cast<const uint2 *>(p + 8);
-    }
-    s[0] = lo.x;
-    s[2] = lo.y;
-    s[1] = hi.x;
-    s[3] = hi.y;
+    int r = g < nrows ? g : nrows - 1;
+    uint4 v = *reinterpret_cast<const uint4 *>(a_w + r * ldw + kt * 16 + 4 * t);
+    s[0] = v.x;
+    s[1] = v.y;
+    s[2] = v.z;
+    s[3] = v.w;
+}
+
+// Where input k of a row goes in the duplicated layout: within its group of 16, k 2t, 2t+8,
+// 2t+1, 2t+9 at words 4t .. 4t+3 (the order smem_x_dup loads).
+__device__ __forceinline__ int dup_pos(int k)
+{
+    return (k & ~15) + 2 * (k & 7) + ((k >> 3) & 1);
+}
+
+// Row stride (words) of the duplicated layout for rows of n inputs: n + 16, so that the two rows
+// of a quarter-warp's 16-byte loads fall in different banks (n is a multiple of 32).
+__host__ __device__ constexpr int dup_ld(int n)
+{
+    return n + 16;
 }
 
 // The input (B) fragment of k-tile kt from rows [nrows][lda] of shared memory: x[0], x[1] rows g
@@ -303,6 +316,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             int k0 = q * kq, lda = kq + 8;
             __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda] (dup: words)
             const bool dup = dup_inputs<K, CB>() && nm <= 8;
+            const int ldd = dup_ld(kq); // the duplicated rows' stride (words)
             // the first k-steps' trellis words travel while the inputs are rotated
             int mat = warp >> 2;
             int tn = c * 8 + ((warp >> 1) & 1) * 4;
@@ -333,18 +347,22 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 fwht128_warp(v);
                 uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
                                 h2_bits(__floats2half2_rn(v[2], v[3]))};
-                size_t at = ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
-                if (dup)
-                    *reinterpret_cast<uint4 *>(reinterpret_cast<uint32_t *>(smem) + at) =
-                        make_uint4(dup_half(packed.x, 0), dup_half(packed.x, 1),
-                                   dup_half(packed.y, 0), dup_half(packed.y, 1));
-                else
+                if (dup) {
+                    uint32_t *rw = reinterpret_cast<uint32_t *>(smem) + ((size_t)which * nm + m) * ldd;
+                    int k = blk * 128 + 4 * lane;
+                    rw[dup_pos(k)] = dup_half(packed.x, 0);
+                    rw[dup_pos(k + 1)] = dup_half(packed.x, 1);
+                    rw[dup_pos(k + 2)] = dup_half(packed.y, 0);
+                    rw[dup_pos(k + 3)] = dup_half(packed.y, 1);
+                } else {
+                    size_t at = ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
                     *reinterpret_cast<uint2 *>(a_s + at) = packed;
+                }
             }
             __syncthreads();
             // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
             float acc[4][2][4] = {};
-            size_t am_at = (size_t)mat * nm * lda + ks0 * 16;
+            size_t am_at = (size_t)mat * nm * (dup ? ldd : lda) + ks0 * 16;
             const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
                                  : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
@@ -352,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                                           lda, nm, acc);
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           lda, nm, acc);
+                                           dup ? ldd : lda, nm, acc);
             // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
             // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
@@ -463,16 +481,18 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             int lda = I + 8;
             __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda] (dup: words)
             const bool dup = dup_inputs<K, CB>() && nm <= 8;
+            const int ldd = dup_ld(I);
             uint32_t *a_w = reinterpret_cast<uint32_t *>(smem);
             for (int i = threadIdx.x; i < nm * (I / 8); i += kThreads) {
                 int m = i / (I / 8), part = i % (I / 8);
                 uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.xd + (size_t)mem[m] * I) + part);
                 size_t at = (size_t)m * lda + part * 8;
                 if (dup) {
-                    *reinterpret_cast<uint4 *>(a_w + at) =
-                        make_uint4(dup_half(v.x, 0), dup_half(v.x, 1), dup_half(v.y, 0), dup_half(v.y, 1));
-                    *reinterpret_cast<uint4 *>(a_w + at + 4) =
-                        make_uint4(dup_half(v.z, 0), dup_half(v.z, 1), dup_half(v.w, 0), dup_half(v.w, 1));
+                    uint32_t *rw = a_w + (size_t)m * ldd;
+                    uint32_t hv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        rw[dup_pos(part * 8 + i)] = dup_half(hv[i >> 1], i & 1);
                 } else {
                     *reinterpret_cast<uint4 *>(a_s + at) = v;
                 }
@@ -487,7 +507,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                                           lda, nm, acc);
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           lda, nm, acc);
+                                           dup ? ldd : lda, nm, acc);
             // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
             float *zs = reinterpret_cast<float *>(smem);
@@ -617,8 +637,8 @@ size_t smem_bytes(const kern_exl3_experts *ex, int rows)
     size_t nd = EXL3_DUP_INPUT ? (nm < 8 ? nm : 8) : 0;
     size_t gu = 2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
     size_t down = nm * (ex->inter + 8) * sizeof(__half);
-    size_t gu_dup = 2 * nd * (ex->hidden / kQuarters + 8) * 4;
-    size_t down_dup = nd * (ex->inter + 8) * 4;
+    size_t gu_dup = 2 * nd * (size_t)dup_ld(ex->hidden / kQuarters) * 4;
+    size_t down_dup = nd * (size_t)dup_ld(ex->inter) * 4;
     size_t sums = 4 * nm * 128 * sizeof(float);
     size_t m = gu > down ? gu : down;
     m = m > gu_dup ? m : gu_dup;
