@@ -161,8 +161,8 @@ constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per w
 
 // EXL3_DUP_INPUT=1: groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their
 // inputs in shared memory as duplicated halves (each fp16 input x stored as the word x:x), so
-// that the strip loads its split fragment with two 8-byte loads instead of two 4-byte loads and
-// four PRMT a k-step; twice the inputs' shared memory. (Tuning variant, off until timed.)
+// that the strip loads its split fragment with one 16-byte load instead of two 4-byte loads and
+// four PRMT a k-step (the layout: dup_pos, dup_ld); twice the inputs' shared memory.
 #ifndef EXL3_DUP_INPUT
 #define EXL3_DUP_INPUT 0
 #endif
@@ -206,6 +206,16 @@ __device__ __forceinline__ int dup_pos(int k)
 __host__ __device__ constexpr int dup_ld(int n)
 {
     return n + 16;
+}
+
+// Stores the 2n fp16 inputs k .. k + 2n - 1 of a row (n words of half pairs, h2) into that row
+// of the duplicated layout (row: its first word).
+template <int N>
+__device__ __forceinline__ void store_dup(uint32_t *row, int k, const uint32_t (&h2)[N])
+{
+#pragma unroll
+    for (int j = 0; j < 2 * N; j++)
+        row[dup_pos(k + j)] = dup_half(h2[j >> 1], j & 1);
 }
 
 // The input (B) fragment of k-tile kt from rows [nrows][lda] of shared memory: x[0], x[1] rows g
@@ -313,10 +323,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             int q = idx % kQuarters;
             int e = g_expert[grp], nm = g_count[grp];
             const uint16_t *mem = g_member + grp * kGroupRows;
-            int k0 = q * kq, lda = kq + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][lda] (dup: words)
+            int k0 = q * kq;
+            __half *a_s = reinterpret_cast<__half *>(smem); // [2][nm][ld]
             const bool dup = dup_inputs<K, CB>() && nm <= 8;
-            const int ldd = dup_ld(kq); // the duplicated rows' stride (words)
+            const int ld = dup ? dup_ld(kq) : kq + 8; // the inputs' row stride (dup: words)
             // the first k-steps' trellis words travel while the inputs are rotated
             int mat = warp >> 2;
             int tn = c * 8 + ((warp >> 1) & 1) * 4;
@@ -347,30 +357,25 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 fwht128_warp(v);
                 uint2 packed = {h2_bits(__floats2half2_rn(v[0], v[1])),
                                 h2_bits(__floats2half2_rn(v[2], v[3]))};
-                if (dup) {
-                    uint32_t *rw = reinterpret_cast<uint32_t *>(smem) + ((size_t)which * nm + m) * ldd;
-                    int k = blk * 128 + 4 * lane;
-                    rw[dup_pos(k)] = dup_half(packed.x, 0);
-                    rw[dup_pos(k + 1)] = dup_half(packed.x, 1);
-                    rw[dup_pos(k + 2)] = dup_half(packed.y, 0);
-                    rw[dup_pos(k + 3)] = dup_half(packed.y, 1);
-                } else {
-                    size_t at = ((size_t)which * nm + m) * lda + blk * 128 + 4 * lane;
-                    *reinterpret_cast<uint2 *>(a_s + at) = packed;
-                }
+                size_t at = ((size_t)which * nm + m) * ld;
+                if (dup)
+                    store_dup(reinterpret_cast<uint32_t *>(smem) + at, blk * 128 + 4 * lane,
+                              {packed.x, packed.y});
+                else
+                    *reinterpret_cast<uint2 *>(a_s + at + blk * 128 + 4 * lane) = packed;
             }
             __syncthreads();
             // 2. warps 0-3 gate, 4-7 up; each 64 columns (w >> 1 & 1) and half the range (w & 1)
             float acc[4][2][4] = {};
-            size_t am_at = (size_t)mat * nm * (dup ? ldd : lda) + ks0 * 16;
+            size_t am_at = (size_t)mat * nm * ld + ks0 * 16;
             const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
                                  : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                          lda, nm, acc);
+                                          ld, nm, acc);
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           dup ? ldd : lda, nm, acc);
+                                           ld, nm, acc);
             // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
             // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
@@ -478,24 +483,18 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                 __threadfence();
             }
             __syncthreads();
-            int lda = I + 8;
-            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][lda] (dup: words)
             const bool dup = dup_inputs<K, CB>() && nm <= 8;
-            const int ldd = dup_ld(I);
+            const int ld = dup ? dup_ld(I) : I + 8; // the inputs' row stride (dup: words)
+            __half *a_s = reinterpret_cast<__half *>(smem); // [nm][ld]
             uint32_t *a_w = reinterpret_cast<uint32_t *>(smem);
             for (int i = threadIdx.x; i < nm * (I / 8); i += kThreads) {
                 int m = i / (I / 8), part = i % (I / 8);
                 uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.xd + (size_t)mem[m] * I) + part);
-                size_t at = (size_t)m * lda + part * 8;
-                if (dup) {
-                    uint32_t *rw = a_w + (size_t)m * ldd;
-                    uint32_t hv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-                        rw[dup_pos(part * 8 + i)] = dup_half(hv[i >> 1], i & 1);
-                } else {
-                    *reinterpret_cast<uint4 *>(a_s + at) = v;
-                }
+                size_t row = (size_t)m * ld;
+                if (dup)
+                    store_dup(a_w + row, part * 8, {v.x, v.y, v.z, v.w});
+                else
+                    *reinterpret_cast<uint4 *>(a_s + row + part * 8) = v;
             }
             __syncthreads();
             float acc[4][2][4] = {};
@@ -504,10 +503,10 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             __syncthreads();
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                          lda, nm, acc);
+                                          ld, nm, acc);
             else
                 run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           dup ? ldd : lda, nm, acc);
+                                           ld, nm, acc);
             // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
             float *zs = reinterpret_cast<float *>(smem);
