@@ -96,15 +96,8 @@ int workspace_resolve_new(const workspace *w, const char *path, char *out, size_
         snprintf(err, errlen, "%s does not name a file", path);
         return -1;
     }
-    struct stat st;
-    if (lstat(joined, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "%s is a directory", path);
-            return -1;
-        }
-        if (S_ISLNK(st.st_mode)) /* replacing a link writes where it points: check there */
-            return workspace_resolve(w, path, out, outlen, err, errlen);
-    }
+    /* The directory holding the name must be inside before anything about the name is said, so an
+     * answer never tells what exists outside. */
     char parent[PATH_MAX];
     size_t pn = (size_t)(slash - joined);
     memcpy(parent, joined, pn ? pn : 1);
@@ -121,6 +114,15 @@ int workspace_resolve_new(const workspace *w, const char *path, char *out, size_
         snprintf(err, errlen, "%s is outside the workspace %s; tools may only use paths inside it", path,
                  w->root);
         return -1;
+    }
+    struct stat st;
+    if (lstat(joined, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s is a directory", path);
+            return -1;
+        }
+        if (S_ISLNK(st.st_mode)) /* replacing a link writes where it points: check there */
+            return workspace_resolve(w, path, out, outlen, err, errlen);
     }
     if (len < 0 || (size_t)len >= outlen) {
         snprintf(err, errlen, "the path is too long");

@@ -152,6 +152,14 @@ START_TEST(paths_stay_inside_the_workspace)
     expect("list_directory", "{\"path\":\"escape\"}", 1, "is outside the workspace");
     expect("write_file", "{\"path\":\"escape/new\",\"content\":\"x\"}", 1, "is outside the workspace");
     expect("write_file", "{\"path\":\"../x\",\"content\":\"x\"}", 1, "is outside the workspace");
+    /* An existing directory and file outside are refused as outside, never described. */
+    const char *outside_name = strrchr(outside, '/') + 1;
+    snprintf(args, sizeof args, "{\"path\":\"../%s\",\"content\":\"x\"}", outside_name);
+    expect("write_file", args, 1, "is outside the workspace");
+    snprintf(args, sizeof args, "{\"path\":\"../%s/secret\",\"content\":\"x\"}", outside_name);
+    expect("write_file", args, 1, "is outside the workspace");
+    snprintf(args, sizeof args, "{\"path\":\"%s\",\"content\":\"x\"}", outside);
+    expect("write_file", args, 1, "is outside the workspace");
     expect("search_files", "{\"pattern\":\"secret\",\"path\":\"escape\"}", 1, "is outside the workspace");
     snprintf(args, sizeof args, "{\"path\":\"%s/hello.txt\"}", root); /* absolute but inside */
     expect("read_file", args, 0, "hello world");
