@@ -304,8 +304,16 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     __syncthreads();
 
     while (item < total) {
-        if (threadIdx.x == 0) // the next ticket travels while this item runs
-            s_ticket = atomicAdd(&ws->ticket, 1);
+        // the next ticket travels while this item runs: thread 0 holds it in a register and
+        // publishes it to the block (s_ticket) only where it is needed, so that its warp does
+        // not wait for the atomic at the item's start
+        int next = 0;
+        if (threadIdx.x == 0)
+            next = atomicAdd(&ws->ticket, 1);
+        auto publish_next = [&] {
+            if (threadIdx.x == 0)
+                s_ticket = next;
+        };
         if (item == 0) {
             // rows with no valid expert: nobody else writes them
             for (int r = warp; r < a.rows; r += kThreads / 32) {
@@ -316,6 +324,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
                     for (int i = lane; i < H; i += 32)
                         a.y[(size_t)r * H + i] = 0.0f;
             }
+            publish_next();
         } else if (item <= n_gu) {
             int idx = item - 1;
             int grp = idx / (cb_gu * kQuarters);
@@ -380,6 +389,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
             float *red = reinterpret_cast<float *>(smem); // [2 mats][nm][128]
+            publish_next();
             __syncthreads();
             if (warp & 1) {
 #pragma unroll
@@ -500,7 +510,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             float acc[4][2][4] = {};
             const void *am = dup ? static_cast<const void *>(a_w + ks0 * 16)
                                  : static_cast<const void *>(a_s + ks0 * 16);
-            __syncthreads();
             if (nm > 8)
                 run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
                                           ld, nm, acc);
@@ -510,6 +519,7 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
             float *zs = reinterpret_cast<float *>(smem);
+            publish_next();
             __syncthreads();
 #pragma unroll
             for (int j = 0; j < 4; j++)
