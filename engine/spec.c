@@ -120,9 +120,14 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
     float *logits = glm_session_logits_mut(s);
     int32_t next = 0;
-    /* Drafts per window follow how many were accepted lately (a running mean, in quarters): a
-     * rejected draft costs a row of the verifying forward. */
-    int accepted_q = 4;
+    /* Drafts per window follow how many were accepted lately (mean accepted a window, over
+     * about four windows): a rejected draft costs a row of the verifying forward. Where almost
+     * none are accepted (a mean below a quarter), drafting backs off: plain steps between
+     * one-window probes, 1, 2, 4 .. SPEC_MAX_BACKOFF of them while probes keep failing, and back
+     * to every step at the first accepted draft. Only speed depends on this: a window's tokens
+     * equal plain steps'. */
+    double mean_accepted = 1.0;
+    int backoff = 0, plain_left = 0;
     while (*n_out < max_new) {
         if (glm_session_cancel_requested(s)) {
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
@@ -132,10 +137,16 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             break;
         have_next = 0;
         int room = max_new - *n_out; /* tokens still to emit after next */
-        int cap = 1 + accepted_q / 2; /* twice the mean accepted, plus one */
+        int cap = 1 + (int)(2.0 * mean_accepted); /* twice the mean accepted, plus one */
         if (cap > SPEC_MAX_DRAFT)
             cap = SPEC_MAX_DRAFT;
-        int k = draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap, err);
+        if (plain_left > 0) {
+            plain_left--;
+            stats->backoff_steps++;
+            cap = 0;
+        }
+        int k = cap > 0 ? draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap, err)
+                        : 0;
         if (k < 0) {
             st = err && err->status ? err->status : GLM_ERR_BACKEND;
             break;
@@ -173,7 +184,15 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         }
         /* the state holds window[0..i]: the accepted drafts; row i is its last token's logits */
         int kept = i < k ? i : k;
-        accepted_q += kept - accepted_q / 4; /* mean of about four windows, times four */
+        mean_accepted = 0.75 * mean_accepted + 0.25 * kept;
+        if (kept > 0) {
+            backoff = 0;
+        } else if (mean_accepted < 0.25) {
+            backoff = backoff ? backoff * 2 : 1;
+            if (backoff > SPEC_MAX_BACKOFF)
+                backoff = SPEC_MAX_BACKOFF;
+            plain_left = backoff;
+        }
         glm_status rs = glm_session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
         if (rs) {
             st = rs;

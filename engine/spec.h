@@ -10,12 +10,14 @@
 #include "sampler.h"
 
 #define SPEC_MAX_DRAFT 8
+#define SPEC_MAX_BACKOFF 32 /* most plain steps between drafting probes while none are accepted */
 
 typedef enum spec_mode { SPEC_OFF = 1, SPEC_COPY = 2, SPEC_MTP = 3 } spec_mode;
 
 /* Per draft position i (0: the first drafted token): how often one was proposed and accepted. */
 typedef struct spec_stats {
-    int64_t windows;   /* verification forwards */
+    int64_t windows;       /* verification forwards */
+    int64_t backoff_steps; /* plain steps taken while drafting backed off (nothing accepted) */
     int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
 } spec_stats;
 

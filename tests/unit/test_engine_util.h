@@ -63,10 +63,12 @@ typedef struct tu_tokens {
 int tu_keep_token(int32_t t, void *user);
 
 /* An outside drafter: the undrafted reply with about one proposal in five wrong (scattered by a
- * hash of the position), so windows accept and refuse at every draft position. */
+ * hash of the position), so windows accept and refuse at every draft position; or, with
+ * wrong_until > 0, every proposal for reply positions below it wrong and every later one right. */
 typedef struct tu_oracle {
     const tu_tokens *reply;
     int n_prompt, vocab;
+    int wrong_until;
 } tu_oracle;
 int tu_oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user);
 
@@ -89,6 +91,10 @@ typedef struct tu_drafted_run {
 } tu_drafted_run;
 void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *prompt, int n_prompt,
                     const glm_sampling *smp, int max_new, int oracle_vocab, tu_drafted_run *r);
+/* The same with the oracle's wrong_until (tu_run_drafted: 0). */
+void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
+                           int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
+                           int wrong_until, tu_drafted_run *r);
 
 /* A reply as glm_generate streams it: reasoning and content text in order (up to the buffer),
  * and the DONE event's stats. tu_collect_reply is the glm_event_fn that fills one. */

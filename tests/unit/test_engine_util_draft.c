@@ -43,7 +43,8 @@ int tu_oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user
     for (; k < max && at + k < o->reply->n; k++) {
         int32_t t = o->reply->v[at + k];
         uint32_t h = (uint32_t)(at + k) * 2654435761u;
-        out[k] = (h >> 16) % 5 == 0 ? (t + 1) % o->vocab : t;
+        int wrong = o->wrong_until > 0 ? at + k < o->wrong_until : (h >> 16) % 5 == 0;
+        out[k] = wrong ? (t + 1) % o->vocab : t;
     }
     (void)ctx;
     return k;
@@ -68,6 +69,13 @@ void tu_print_acceptance(const spec_stats *st)
 void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *prompt, int n_prompt,
                     const glm_sampling *smp, int max_new, int oracle_vocab, tu_drafted_run *r)
 {
+    tu_run_drafted_oracle(plain, drafted, prompt, n_prompt, smp, max_new, oracle_vocab, 0, r);
+}
+
+void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
+                           int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
+                           int wrong_until, tu_drafted_run *r)
+{
     memset(r, 0, sizeof *r);
     int eos[] = {-1}, na = 0, nb = 0;
     glm_session *sa = glm_session_new(plain, &r->err);
@@ -77,7 +85,8 @@ void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *promp
         glm_session_free(sa);
         return;
     }
-    tu_oracle o = {.reply = &r->plain, .n_prompt = n_prompt, .vocab = oracle_vocab};
+    tu_oracle o = {.reply = &r->plain, .n_prompt = n_prompt, .vocab = oracle_vocab,
+                   .wrong_until = wrong_until};
     if (oracle_vocab > 0)
         glm_session_set_drafter(sb, tu_oracle_draft, &o);
     r->plain_st = glm_session_generate_tokens(sa, prompt, n_prompt, smp, eos, 1, max_new,

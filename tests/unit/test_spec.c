@@ -168,6 +168,47 @@ START_TEST(drafted_replies_equal_undrafted)
 }
 END_TEST
 
+/* Drafts that are never accepted cost a verifying row each: drafting backs off to plain steps
+ * between probes, and comes back when drafts are accepted again. The replies stay equal. */
+START_TEST(drafting_backs_off_while_nothing_is_accepted)
+{
+    float temperature = _i == 0 ? 0.0f : 0.8f;
+    const char *dir = tu_fixture("dsa-first-hc3");
+    glm_engine *plain = open_engine_at(dir, SPEC_OFF), *drafted = open_engine_at(dir, SPEC_COPY);
+    int V = 200, n_prompt = 60, max_new = 240;
+    int32_t *prompt = looping_prompt(n_prompt, V);
+    glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40, .seed = 77};
+    /* every draft wrong: a few windows while the mean falls, then probes 1, 2, 4 .. 32 steps
+     * apart (without the back-off: a window every step) */
+    tu_drafted_run r;
+    tu_run_drafted_oracle(plain, drafted, prompt, n_prompt, &smp, max_new, V, max_new, &r);
+    ck_assert_msg(r.plain_st == GLM_OK && r.drafted_st == GLM_OK, "%s", r.err.message);
+    ck_assert_msg(r.same && r.logits_same, "the drafted reply differs from the undrafted one");
+    ck_assert_int_eq(r.stats.accepted[0], 0);
+    printf("all drafts wrong (temperature %.1f): %lld windows, %lld plain steps backed off in %d "
+           "tokens\n", (double)temperature, (long long)r.stats.windows,
+           (long long)r.stats.backoff_steps, max_new);
+    fflush(stdout);
+    ck_assert_int_le(r.stats.windows, 20);
+    ck_assert_int_ge(r.stats.backoff_steps, max_new - 40);
+    /* wrong for the first 120 positions, right after: drafting comes back within a probe gap
+     * (32 steps) and the last 120 tokens need far fewer windows than tokens */
+    tu_run_drafted_oracle(plain, drafted, prompt, n_prompt, &smp, max_new, V, 120, &r);
+    ck_assert_msg(r.same && r.logits_same, "the drafted reply differs from the undrafted one");
+    int64_t accepted = 0;
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        accepted += r.stats.accepted[i];
+    printf("drafts wrong for 120 then right: %lld windows, %lld accepted, %lld backed off\n",
+           (long long)r.stats.windows, (long long)accepted, (long long)r.stats.backoff_steps);
+    fflush(stdout);
+    ck_assert_int_ge(accepted, 120 - 32 - 30);
+    ck_assert_int_le(r.stats.backoff_steps, 120 + SPEC_MAX_BACKOFF);
+    free(prompt);
+    glm_engine_close(plain);
+    glm_engine_close(drafted);
+}
+END_TEST
+
 START_TEST(drafted_chat_turns_equal_undrafted)
 {
     glm_error err = {0};
@@ -371,6 +412,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, copy_drafts_follow_the_latest_match);
     tcase_add_loop_test(tc, drafted_replies_equal_undrafted, 0, 2);
     tcase_add_loop_test(tc, drafted_chat_turns_equal_undrafted, 0, 2);
+    tcase_add_loop_test(tc, drafting_backs_off_while_nothing_is_accepted, 0, 2);
     suite_add_tcase(s, tc);
     TCase *mt = tcase_create("mtp");
     tcase_set_timeout(mt, 120);
