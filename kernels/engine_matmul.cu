@@ -439,6 +439,20 @@ __device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int 
     }
 }
 
+// row_dot's path for bf16/f16 rows of 16-byte units (cols % 8 == 0, w and x 16-byte aligned).
+template <int T>
+__device__ __forceinline__ void row_dot16(const eng_mat &w, int r, const float *__restrict__ x,
+                                          int sub, int wpr, int lane, float *acc)
+{
+    const int cols = w.cols;
+    const uint4 *rw =
+        reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) + (size_t)r * cols);
+    int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
+    i = dot8_batches<T, kBatch16<T>>(rw, n8, step, i, bf, x, cols, T, acc);
+    for (; i < n8; i += step)
+        dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+}
+
 // This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
 template <int T>
 __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__restrict__ x,
@@ -453,12 +467,7 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
     }
     if (cols % 8 == 0 && xal && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
         ((uintptr_t)w.data % 16) == 0) {
-        const uint4 *rw = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
-                                                          (size_t)r * cols);
-        int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
-        i = dot8_batches<T, kBatch16<T>>(rw, n8, step, i, bf, x, cols, T, acc);
-        for (; i < n8; i += step)
-            dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+        row_dot16<T>(w, r, x, sub, wpr, lane, acc);
         return;
     }
     if (w.dtype == ENG_F32 && xal && ((uintptr_t)w.data % 16) == 0) {
@@ -574,7 +583,11 @@ __device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int l
 
 // Blocks [block0, next block0) belong to a job; each holds 8 / wpr of its rows, wpr warps a row
 // whose partial sums meet in shared memory in warp order.
-template <int T>
+// kPlain: every job a single bf16/f16 matrix of 16-byte units (no pair, no Q4): only row_dot16
+// and the skinny rows are compiled in, so the kernel needs far fewer registers than the general
+// one (Q4 and pairs) and three times as many warps fit an SM to keep loads in flight; a row's
+// operations are row_dot's, so its bits are the same in both.
+template <int T, bool kPlain>
 __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 {
     pdl_trigger();
@@ -599,13 +612,16 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
             skinny_rows<T>(jb, r, lane);
         return;
     }
-    bool valid = r < jb.w.rows, second = jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows);
+    bool valid = r < jb.w.rows, second = !kPlain && (jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows));
     int rb = jb.pair ? r : r + 1;
     float acc[T], acc2[T];
 #pragma unroll
     for (int t = 0; t < T; t++)
         acc[t] = acc2[t] = 0.0f;
-    if (valid) {
+    if (kPlain) {
+        if (valid)
+            row_dot16<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
+    } else if (valid) {
         int bq4 = jb.pair ? jb.w2.dtype == ENG_Q4 : 1;
         if (second && jb.w.dtype == ENG_Q4 && bq4) {
             float a2[2][T];
@@ -630,20 +646,27 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
     for (int t = 0; t < T; t++) {
         acc[t] = warp_sum(acc[t]);
-        acc2[t] = warp_sum(acc2[t]);
+        if (!kPlain)
+            acc2[t] = warp_sum(acc2[t]);
     }
     if (wpr > 1) {
         if (lane == 0)
 #pragma unroll
-            for (int t = 0; t < T; t++)
-                red[warp][0][t] = acc[t], red[warp][1][t] = acc2[t];
+            for (int t = 0; t < T; t++) {
+                red[warp][0][t] = acc[t];
+                if (!kPlain)
+                    red[warp][1][t] = acc2[t];
+            }
         __syncthreads();
         if (sub == 0)
 #pragma unroll
             for (int t = 0; t < T; t++) {
                 float a = 0.0f, a2 = 0.0f;
-                for (int k = 0; k < wpr; k++)
-                    a += red[warp + k][0][t], a2 += red[warp + k][1][t];
+                for (int k = 0; k < wpr; k++) {
+                    a += red[warp + k][0][t];
+                    if (!kPlain)
+                        a2 += red[warp + k][1][t];
+                }
                 acc[t] = a, acc2[t] = a2;
             }
     }
@@ -652,13 +675,13 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
     for (int t = 0; t < T; t++) {
         float v = acc[t];
-        if (jb.pair) { // SwiGLU, as eng_swiglu
+        if (!kPlain && jb.pair) { // SwiGLU, as eng_swiglu
             float g = fminf(acc[t], jb.limit), u = fminf(fmaxf(acc2[t], -jb.limit), jb.limit);
             v = g / (1.0f + expf(-g)) * u;
         }
         float *y = jb.y + (size_t)t * jb.w.rows + r;
         *y = jb.accumulate ? *y + v : v;
-        if (!jb.pair && second) {
+        if (!kPlain && !jb.pair && second) {
             y++;
             *y = jb.accumulate ? *y + acc2[t] : acc2[t];
         }
@@ -678,9 +701,12 @@ int pick_wpr(const eng_mat *w)
 }
 
 template <int T>
-cudaError_t jobs_launch(const gemv_jobs_dev &js, unsigned blocks, cudaStream_t st)
+cudaError_t jobs_launch(const gemv_jobs_dev &js, bool plain, unsigned blocks, cudaStream_t st)
 {
-    launch(gemv_jobs_kernel<T>, blocks, 32 * kGemvWarps, 0, st, js);
+    if (plain)
+        launch(gemv_jobs_kernel<T, true>, blocks, 32 * kGemvWarps, 0, st, js);
+    else
+        launch(gemv_jobs_kernel<T, false>, blocks, 32 * kGemvWarps, 0, st, js);
     return cudaGetLastError();
 }
 
@@ -694,6 +720,7 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     memset(&js, 0, sizeof js);
     js.n = n;
     long blocks = 0;
+    bool plain = true; // every job row_dot16's kind (see gemv_jobs_kernel)
     for (int i = 0; i < n; i++) {
         const eng_gemv_job *j = &jobs[i];
         const eng_mat *w = j->w;
@@ -721,6 +748,8 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
             d->wpr = 1;
             d->rpw = kSkinnyRows;
         }
+        plain = plain && !j->w2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
+                w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)j->x % 16 == 0;
         d->block0 = (int)blocks;
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
     }
@@ -729,14 +758,14 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     unsigned b = (unsigned)blocks;
     switch (T) {
-    case 1: return (int)jobs_launch<1>(js, b, st);
-    case 2: return (int)jobs_launch<2>(js, b, st);
-    case 3: return (int)jobs_launch<3>(js, b, st);
-    case 4: return (int)jobs_launch<4>(js, b, st);
-    case 5: return (int)jobs_launch<5>(js, b, st);
-    case 6: return (int)jobs_launch<6>(js, b, st);
-    case 7: return (int)jobs_launch<7>(js, b, st);
-    default: return (int)jobs_launch<8>(js, b, st);
+    case 1: return (int)jobs_launch<1>(js, plain, b, st);
+    case 2: return (int)jobs_launch<2>(js, plain, b, st);
+    case 3: return (int)jobs_launch<3>(js, plain, b, st);
+    case 4: return (int)jobs_launch<4>(js, plain, b, st);
+    case 5: return (int)jobs_launch<5>(js, plain, b, st);
+    case 6: return (int)jobs_launch<6>(js, plain, b, st);
+    case 7: return (int)jobs_launch<7>(js, plain, b, st);
+    default: return (int)jobs_launch<8>(js, plain, b, st);
     }
 }
 
