@@ -36,16 +36,23 @@ static __device__ __forceinline__ size_t mat_row_bytes(const eng_mat &m)
 
 // Part `part` of `parts` of row r of m into L2 (its first 32 lines of 128 bytes, a line a lane):
 // the GEMVs' weights, read between pdl_trigger and pdl_wait while the kernel before finishes.
+// The same for a row of rb bytes at row.
+static __device__ __forceinline__ void prefetch_row_bytes(const char *row, size_t rb, int part,
+                                                          int parts)
+{
+    size_t lines = (rb + 127) / 128, per = (lines + parts - 1) / parts, first = part * per;
+    size_t end = first + per < lines ? first + per : lines;
+    if (first + (threadIdx.x & 31) < end)
+        prefetch_l2_lines(row, rb, (int)first);
+}
+
 static __device__ __forceinline__ void prefetch_row_part(const eng_mat &m, int r, int part,
                                                          int parts)
 {
     size_t rb = mat_row_bytes(m);
     if (!rb || r < 0 || r >= m.rows)
         return;
-    size_t lines = (rb + 127) / 128, per = (lines + parts - 1) / parts, first = part * per;
-    size_t end = first + per < lines ? first + per : lines;
-    if (first + (threadIdx.x & 31) < end)
-        prefetch_l2_lines(static_cast<const char *>(m.data) + (size_t)r * rb, rb, (int)first);
+    prefetch_row_bytes(static_cast<const char *>(m.data) + (size_t)r * rb, rb, part, parts);
 }
 
 static __device__ __forceinline__ float mat_at(const eng_mat &m, int r, int c)

@@ -439,6 +439,18 @@ __device__ __forceinline__ void q4_rows(const void *wa, const uint16_t *sa, int 
     }
 }
 
+// A row rw of n8 16-byte units of bf16 (bf) or f16 against T tokens of x (cols each): this
+// warp's share (sub of wpr warps), acc[t] += partial.
+template <int T>
+__device__ __forceinline__ void units_dot(const uint4 *rw, int n8, int bf, const float *x, int cols,
+                                          int sub, int wpr, int lane, float *acc)
+{
+    int step = 32 * wpr, i = sub * 32 + lane;
+    i = dot8_batches<T, kBatch16<T>>(rw, n8, step, i, bf, x, cols, T, acc);
+    for (; i < n8; i += step)
+        dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+}
+
 // row_dot's path for bf16/f16 rows of 16-byte units (cols % 8 == 0, w and x 16-byte aligned).
 template <int T>
 __device__ __forceinline__ void row_dot16(const eng_mat &w, int r, const float *__restrict__ x,
@@ -447,10 +459,7 @@ __device__ __forceinline__ void row_dot16(const eng_mat &w, int r, const float *
     const int cols = w.cols;
     const uint4 *rw =
         reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) + (size_t)r * cols);
-    int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
-    i = dot8_batches<T, kBatch16<T>>(rw, n8, step, i, bf, x, cols, T, acc);
-    for (; i < n8; i += step)
-        dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
+    units_dot<T>(rw, cols / 8, w.dtype == ENG_BF16, x, cols, sub, wpr, lane, acc);
 }
 
 // This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
@@ -551,14 +560,15 @@ __device__ __forceinline__ bool row_dot_pair(const eng_mat &w, const eng_mat &w2
 constexpr int kSkinnyRows = 4;
 
 template <int T>
-__device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int lane)
+__device__ __forceinline__ void skinny_units(const uint16_t *base, int rows, int cols, int bf,
+                                             const float *x, float *yo, int accumulate, int r,
+                                             int lane)
 {
-    const int cols = jb.w.cols, n8 = cols / 8, bf = jb.w.dtype == ENG_BF16;
-    const uint16_t *base = static_cast<const uint16_t *>(jb.w.data);
+    const int n8 = cols / 8;
     uint4 q[kSkinnyRows];
 #pragma unroll
     for (int k = 0; k < kSkinnyRows; k++)
-        q[k] = r + k < jb.w.rows && lane < n8
+        q[k] = r + k < rows && lane < n8
                    ? __ldg(reinterpret_cast<const uint4 *>(base + (size_t)(r + k) * cols) + lane)
                    : make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -568,26 +578,29 @@ __device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int l
         for (int t = 0; t < T; t++)
             acc[t] = 0.0f;
         if (lane < n8)
-            dot8<T>(q[k], bf, jb.x, cols, lane, T, acc);
+            dot8<T>(q[k], bf, x, cols, lane, T, acc);
 #pragma unroll
         for (int t = 0; t < T; t++)
             acc[t] = warp_sum(acc[t]);
-        if (lane == 0 && r + k < jb.w.rows)
+        if (lane == 0 && r + k < rows)
 #pragma unroll
             for (int t = 0; t < T; t++) {
-                float *y = jb.y + (size_t)t * jb.w.rows + r + k;
-                *y = jb.accumulate ? *y + acc[t] : acc[t];
+                float *y = yo + (size_t)t * rows + r + k;
+                *y = accumulate ? *y + acc[t] : acc[t];
             }
     }
 }
 
+template <int T>
+__device__ __forceinline__ void skinny_rows(const gemv_job_dev &jb, int r, int lane)
+{
+    skinny_units<T>(static_cast<const uint16_t *>(jb.w.data), jb.w.rows, jb.w.cols,
+                    jb.w.dtype == ENG_BF16, jb.x, jb.y, jb.accumulate, r, lane);
+}
+
 // Blocks [block0, next block0) belong to a job; each holds 8 / wpr of its rows, wpr warps a row
 // whose partial sums meet in shared memory in warp order.
-// kPlain: every job a single bf16/f16 matrix of 16-byte units (no pair, no Q4): only row_dot16
-// and the skinny rows are compiled in, so the kernel needs far fewer registers than the general
-// one (Q4 and pairs) and three times as many warps fit an SM to keep loads in flight; a row's
-// operations are row_dot's, so its bits are the same in both.
-template <int T, bool kPlain>
+template <int T>
 __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 {
     pdl_trigger();
@@ -612,16 +625,13 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
             skinny_rows<T>(jb, r, lane);
         return;
     }
-    bool valid = r < jb.w.rows, second = !kPlain && (jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows));
+    bool valid = r < jb.w.rows, second = jb.pair || (jb.rpw == 2 && r + 1 < jb.w.rows);
     int rb = jb.pair ? r : r + 1;
     float acc[T], acc2[T];
 #pragma unroll
     for (int t = 0; t < T; t++)
         acc[t] = acc2[t] = 0.0f;
-    if (kPlain) {
-        if (valid)
-            row_dot16<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
-    } else if (valid) {
+    if (valid) {
         int bq4 = jb.pair ? jb.w2.dtype == ENG_Q4 : 1;
         if (second && jb.w.dtype == ENG_Q4 && bq4) {
             float a2[2][T];
@@ -646,27 +656,20 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
     for (int t = 0; t < T; t++) {
         acc[t] = warp_sum(acc[t]);
-        if (!kPlain)
-            acc2[t] = warp_sum(acc2[t]);
+        acc2[t] = warp_sum(acc2[t]);
     }
     if (wpr > 1) {
         if (lane == 0)
 #pragma unroll
-            for (int t = 0; t < T; t++) {
-                red[warp][0][t] = acc[t];
-                if (!kPlain)
-                    red[warp][1][t] = acc2[t];
-            }
+            for (int t = 0; t < T; t++)
+                red[warp][0][t] = acc[t], red[warp][1][t] = acc2[t];
         __syncthreads();
         if (sub == 0)
 #pragma unroll
             for (int t = 0; t < T; t++) {
                 float a = 0.0f, a2 = 0.0f;
-                for (int k = 0; k < wpr; k++) {
-                    a += red[warp + k][0][t];
-                    if (!kPlain)
-                        a2 += red[warp + k][1][t];
-                }
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][0][t], a2 += red[warp + k][1][t];
                 acc[t] = a, acc2[t] = a2;
             }
     }
@@ -675,17 +678,105 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
     for (int t = 0; t < T; t++) {
         float v = acc[t];
-        if (!kPlain && jb.pair) { // SwiGLU, as eng_swiglu
+        if (jb.pair) { // SwiGLU, as eng_swiglu
             float g = fminf(acc[t], jb.limit), u = fminf(fmaxf(acc2[t], -jb.limit), jb.limit);
             v = g / (1.0f + expf(-g)) * u;
         }
         float *y = jb.y + (size_t)t * jb.w.rows + r;
         *y = jb.accumulate ? *y + v : v;
-        if (!kPlain && !jb.pair && second) {
+        if (!jb.pair && second) {
             y++;
             *y = jb.accumulate ? *y + acc2[t] : acc2[t];
         }
     }
+}
+
+// A plain job: a single bf16 (bf) or f16 matrix of 16-byte units, its fields only (the
+// general table's copy of a job costs the general kernel its registers).
+struct plain_job {
+    const uint16_t *w;
+    const float *x;
+    float *y;
+    int rows, cols, bf, accumulate, wpr, skinny, block0, pad;
+};
+
+struct plain_jobs {
+    plain_job j[ENG_MAX_JOBS];
+    int n;
+};
+
+// gemv_jobs_kernel for jobs that are all plain: row_dot16's and the skinny rows' operations in
+// the same order, so a row's bits are the general kernel's; about 40 registers against its 108,
+// so 6 blocks an SM keep three times its loads in flight.
+#ifndef GEMV_PLAIN_MIN_BLOCKS
+#define GEMV_PLAIN_MIN_BLOCKS 5 // blocks an SM the one-token kernel's registers are cut for
+#endif
+template <int T>
+__global__ void __launch_bounds__(256, T == 1 ? GEMV_PLAIN_MIN_BLOCKS : 1)
+    gemv_plain_kernel(plain_jobs js)
+{
+    pdl_trigger();
+    int ji = 0;
+#pragma unroll
+    for (int i = 1; i < ENG_MAX_JOBS; i++)
+        if (i < js.n && (int)blockIdx.x >= js.j[i].block0)
+            ji = i;
+    const plain_job &jb = js.j[ji];
+    __shared__ float red[kGemvWarps][T];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
+    const int rows = jb.rows, cols = jb.cols, rpw = jb.skinny ? kSkinnyRows : 1;
+    int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * rpw;
+    const size_t rb = (size_t)cols * 2;
+    for (int k = 0; k < rpw; k++) // as prefetch_row_part: this warp's part of its rows
+        if (r + k < rows)
+            prefetch_row_bytes(reinterpret_cast<const char *>(jb.w) + (size_t)(r + k) * rb, rb, sub,
+                               wpr);
+    pdl_wait();
+    if (T <= 2 && jb.skinny) {
+        if (r < rows)
+            skinny_units<T>(jb.w, rows, cols, jb.bf, jb.x, jb.y, jb.accumulate, r, lane);
+        return;
+    }
+    bool valid = r < rows;
+    float acc[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = 0.0f;
+    if (valid)
+        units_dot<T>(reinterpret_cast<const uint4 *>(jb.w + (size_t)r * cols), cols / 8, jb.bf,
+                     jb.x, cols, sub, wpr, lane, acc);
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = warp_sum(acc[t]);
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                red[warp][t] = acc[t];
+        __syncthreads();
+        if (sub == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float a = 0.0f;
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][t];
+                acc[t] = a;
+            }
+    }
+    if (!valid || sub != 0 || lane != 0)
+        return;
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+        float *y = jb.y + (size_t)t * rows + r;
+        *y = jb.accumulate ? *y + acc[t] : acc[t];
+    }
+}
+
+template <int T>
+cudaError_t plain_launch(const plain_jobs &js, unsigned blocks, cudaStream_t st)
+{
+    launch(gemv_plain_kernel<T>, blocks, 32 * kGemvWarps, 0, st, js);
+    return cudaGetLastError();
 }
 
 // Warps a row: enough warps in all to keep loads in flight (about 8k), yet each with work.
@@ -701,12 +792,12 @@ int pick_wpr(const eng_mat *w)
 }
 
 template <int T>
-cudaError_t jobs_launch(const gemv_jobs_dev &js, bool plain, unsigned blocks, cudaStream_t st)
+cudaError_t jobs_launch(const gemv_jobs_dev &js, const plain_jobs &pj, bool plain, unsigned blocks,
+                        cudaStream_t st)
 {
     if (plain)
-        launch(gemv_jobs_kernel<T, true>, blocks, 32 * kGemvWarps, 0, st, js);
-    else
-        launch(gemv_jobs_kernel<T, false>, blocks, 32 * kGemvWarps, 0, st, js);
+        return plain_launch<T>(pj, blocks, st);
+    launch(gemv_jobs_kernel<T>, blocks, 32 * kGemvWarps, 0, st, js);
     return cudaGetLastError();
 }
 
@@ -720,7 +811,10 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     memset(&js, 0, sizeof js);
     js.n = n;
     long blocks = 0;
-    bool plain = true; // every job row_dot16's kind (see gemv_jobs_kernel)
+    plain_jobs pj;
+    memset(&pj, 0, sizeof pj);
+    pj.n = n;
+    bool plain = true; // every job a plain one (gemv_plain_kernel)
     for (int i = 0; i < n; i++) {
         const eng_gemv_job *j = &jobs[i];
         const eng_mat *w = j->w;
@@ -751,6 +845,8 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
         plain = plain && !j->w2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
                 w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)j->x % 16 == 0;
         d->block0 = (int)blocks;
+        pj.j[i] = (plain_job){static_cast<const uint16_t *>(w->data), j->x, j->y, w->rows, w->cols,
+                              w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, d->block0, 0};
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
     }
     if (blocks > 0x7fffffffL)
@@ -758,14 +854,14 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     unsigned b = (unsigned)blocks;
     switch (T) {
-    case 1: return (int)jobs_launch<1>(js, plain, b, st);
-    case 2: return (int)jobs_launch<2>(js, plain, b, st);
-    case 3: return (int)jobs_launch<3>(js, plain, b, st);
-    case 4: return (int)jobs_launch<4>(js, plain, b, st);
-    case 5: return (int)jobs_launch<5>(js, plain, b, st);
-    case 6: return (int)jobs_launch<6>(js, plain, b, st);
-    case 7: return (int)jobs_launch<7>(js, plain, b, st);
-    default: return (int)jobs_launch<8>(js, plain, b, st);
+    case 1: return (int)jobs_launch<1>(js, pj, plain, b, st);
+    case 2: return (int)jobs_launch<2>(js, pj, plain, b, st);
+    case 3: return (int)jobs_launch<3>(js, pj, plain, b, st);
+    case 4: return (int)jobs_launch<4>(js, pj, plain, b, st);
+    case 5: return (int)jobs_launch<5>(js, pj, plain, b, st);
+    case 6: return (int)jobs_launch<6>(js, pj, plain, b, st);
+    case 7: return (int)jobs_launch<7>(js, pj, plain, b, st);
+    default: return (int)jobs_launch<8>(js, pj, plain, b, st);
     }
 }
 
