@@ -706,8 +706,9 @@ struct plain_jobs {
 };
 
 // gemv_jobs_kernel for jobs that are all plain: row_dot16's and the skinny rows' operations in
-// the same order, so a row's bits are the general kernel's; about 40 registers against its 108,
-// so 6 blocks an SM keep three times its loads in flight.
+// the same order, so a row's bits are the general kernel's. At one token 48 registers against
+// its 108: 5 blocks an SM against 2. H200, 2026-12-04: decode step 4,153.9 us at 5 blocks,
+// 4,337.4 at 6 (40 registers, spilling), 4,179.9 with the general kernel trimmed to 64.
 #ifndef GEMV_PLAIN_MIN_BLOCKS
 #define GEMV_PLAIN_MIN_BLOCKS 5 // blocks an SM the one-token kernel's registers are cut for
 #endif
