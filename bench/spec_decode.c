@@ -156,6 +156,8 @@ static void print_mode(const mode_result *r, const mode_result *plain)
            r->stats.windows ? (double)acc / (double)r->stats.windows : 0.0);
     for (int i = 0; i < SPEC_MAX_DRAFT; i++)
         printf(" %lld/%lld", (long long)r->stats.accepted[i], (long long)r->stats.proposed[i]);
+    if (r->stats.backoff_steps)
+        printf("  (%lld plain steps backed off)", (long long)r->stats.backoff_steps);
     printf("%s\n", r->stats.windows ? "" : "  (no draft was proposed)");
 }
 
