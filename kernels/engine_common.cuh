@@ -34,9 +34,9 @@ static __device__ __forceinline__ size_t mat_row_bytes(const eng_mat &m)
     }
 }
 
-// Part `part` of `parts` of row r of m into L2 (its first 32 lines of 128 bytes, a line a lane):
-// the GEMVs' weights, read between pdl_trigger and pdl_wait while the kernel before finishes.
-// The same for a row of rb bytes at row.
+// Part `part` of `parts` of a row of rb bytes into L2 (its first 32 lines of 128 bytes, a line a
+// lane): the GEMVs' weights, read between pdl_trigger and pdl_wait while the kernel before
+// finishes.
 static __device__ __forceinline__ void prefetch_row_bytes(const char *row, size_t rb, int part,
                                                           int parts)
 {
@@ -46,6 +46,7 @@ static __device__ __forceinline__ void prefetch_row_bytes(const char *row, size_
         prefetch_l2_lines(row, rb, (int)first);
 }
 
+// The same for row r of m.
 static __device__ __forceinline__ void prefetch_row_part(const eng_mat &m, int r, int part,
                                                          int parts)
 {

@@ -451,17 +451,6 @@ __device__ __forceinline__ void units_dot(const uint4 *rw, int n8, int bf, const
         dot8<T>(__ldg(rw + i), bf, x, cols, i, T, acc);
 }
 
-// row_dot's path for bf16/f16 rows of 16-byte units (cols % 8 == 0, w and x 16-byte aligned).
-template <int T>
-__device__ __forceinline__ void row_dot16(const eng_mat &w, int r, const float *__restrict__ x,
-                                          int sub, int wpr, int lane, float *acc)
-{
-    const int cols = w.cols;
-    const uint4 *rw =
-        reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) + (size_t)r * cols);
-    units_dot<T>(rw, cols / 8, w.dtype == ENG_BF16, x, cols, sub, wpr, lane, acc);
-}
-
 // This warp's share (sub of wpr warps) of row r of w against T tokens of x: acc[t] += partial.
 template <int T>
 __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__restrict__ x,
@@ -476,7 +465,9 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
     }
     if (cols % 8 == 0 && xal && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
         ((uintptr_t)w.data % 16) == 0) {
-        row_dot16<T>(w, r, x, sub, wpr, lane, acc);
+        const uint4 *rw = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                          (size_t)r * cols);
+        units_dot<T>(rw, cols / 8, w.dtype == ENG_BF16, x, cols, sub, wpr, lane, acc);
         return;
     }
     if (w.dtype == ENG_F32 && xal && ((uintptr_t)w.data % 16) == 0) {
@@ -697,7 +688,7 @@ struct plain_job {
     const uint16_t *w;
     const float *x;
     float *y;
-    int rows, cols, bf, accumulate, wpr, skinny, block0, pad;
+    int rows, cols, bf, accumulate, wpr, skinny, block0;
 };
 
 struct plain_jobs {
@@ -705,7 +696,7 @@ struct plain_jobs {
     int n;
 };
 
-// gemv_jobs_kernel for jobs that are all plain: row_dot16's and the skinny rows' operations in
+// gemv_jobs_kernel for jobs that are all plain: row_dot's and the skinny rows' operations in
 // the same order, so a row's bits are the general kernel's. At one token 48 registers against
 // its 108: 5 blocks an SM against 2. H200, 2026-12-04: decode step 4,153.9 us at 5 blocks,
 // 4,337.4 at 6 (40 registers, spilling), 4,179.9 with the general kernel trimmed to 64.
@@ -847,7 +838,7 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
                 w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)j->x % 16 == 0;
         d->block0 = (int)blocks;
         pj.j[i] = (plain_job){static_cast<const uint16_t *>(w->data), j->x, j->y, w->rows, w->cols,
-                              w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, d->block0, 0};
+                              w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, d->block0};
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
     }
     if (blocks > 0x7fffffffL)
