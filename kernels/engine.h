@@ -137,22 +137,24 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
 /* ---- hyper-connections (engine_ops.cu) --------------------------------------------------- */
 /* Most column blocks of the decode path's HC step (D <= 32 * ENG_HC_MAX_SPLITS / S). */
 #define ENG_HC_MAX_SPLITS 256
-/* The decode path's HC step before a sublayer (T <= 8) in two calls. eng_hc_fn_partial
- * splits the hidden positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 32768
- * fits): part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
+/* The decode path's HC step before a sublayer (T <= 8). eng_hc_fn_partial splits the hidden
+ * positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 32768 fits):
+ * part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
  * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
- * previous sublayer's update (eng_hc_post with post, comb) to X. eng_hc_pre_fused sums the parts
- * in block order, scales by the RMS of X[t], collapses the streams and RMS-norms with norm into
- * u (D <= 10240) in one launch on stream, and mixes (Sinkhorn, as eng_hc_mix) into post, comb
- * in a second on mix_stream (stream or a side stream: only the next update reads post and comb,
- * so the caller may fork the mix there and join it before that update). */
+ * previous sublayer's update (eng_hc_post with post, comb) to X. From the parts, summed in block
+ * order and scaled by the RMS of X[t]: eng_hc_collapse_norm collapses the streams and RMS-norms
+ * with norm into u (D <= 10240), with pre; eng_hc_sinkhorn mixes (Sinkhorn, as eng_hc_mix) into
+ * post and comb. Only the next update reads post and comb, so the caller may run the mix on a
+ * side stream and join it before that update. */
 int eng_hc_splits(int S, int D);
 int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
                       const float *post, const float *comb, float *part, void *stream);
-int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
-                     const float *scale, const float *norm, int T, int S, int D, int iters,
-                     float hc_eps, float rms_eps, float *pre, float *post, float *comb, float *u,
-                     void *stream, void *mix_stream);
+int eng_hc_collapse_norm(const float *part, int mix_rows, const float *X, const float *base,
+                         const float *scale, const float *norm, int T, int S, int D, float hc_eps,
+                         float rms_eps, float *pre, float *u, void *stream);
+int eng_hc_sinkhorn(const float *part, int mix_rows, const float *base, const float *scale, int T,
+                    int S, int D, int iters, float hc_eps, float rms_eps, float *post, float *comb,
+                    void *stream);
 /* From mu [T][(2+S)*S] (the fn product of the normed flat streams): pre [T][S], post [T][S],
  * comb [T][S][S] with Sinkhorn; S <= 16. */
 int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, int S, int iters,
@@ -200,6 +202,14 @@ int eng_kda_conv_trail(const float *q, const float *k, const float *v, const flo
 int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, int T, int H, int dk, float *o, float *trail,
                       const float *gate, const float *w, float eps, void *stream);
+/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
+ * head's block runs its prep into shared memory, then the scan; the same bits as the two, with
+ * the conv state updated the same way (g and beta are read, not rewritten). */
+int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
+                        const float *qw, const float *kw, const float *vw, int T, int H, int dk,
+                        int K, float qscale, const float *g, const float *beta, const float *A_log,
+                        const float *dt_bias, int has_lb, float lb, float *S, float *o,
+                        float *trail, const float *gate, const float *w, float eps, void *stream);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);

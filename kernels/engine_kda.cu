@@ -108,20 +108,186 @@ __global__ void gate_kernel(float *g, float *beta, const float *A_log, const flo
     }
 }
 
+// The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
+// one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: each of the head's channels
+// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU (conv_kernel's order),
+// the L2 norm of q and k rows (l2norm_kernel's order), then the window's last rows kept in the
+// state; warps 3H .. 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
+constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
+
+// What the prep reads (the products' outputs, the conv state and the layer's weights).
+struct prep_args {
+    const float *q, *k, *v;
+    float *state;
+    const float *qw, *kw, *vw;
+    int T, H, dk, K;
+    float qscale;
+    const float *g, *beta; // the forget gates' and beta's products (before their activations)
+    const float *A_log, *dt_bias;
+    int has_lb;
+    float lb;
+};
+
+// One warp: plane 0, 1 or 2 (q, k or v) of head h: each of the head's channels (lane + 32 j)
+// with its conv taps in registers, the T outputs with SiLU (conv_kernel's order), the L2 norm of
+// q and k rows (l2norm_kernel's order), into out[t * ostride + channel]; then the window's last
+// rows kept in the state.
+// kTapsInRegs 0 (a 1024-thread block's 64 registers): each tap is read where it is used.
+template <bool kTapsInRegs = true>
+__device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h, float *out,
+                                           int ostride)
+{
+    const int lane = threadIdx.x & 31, dk = a.dk, K = a.K, C = a.H * dk;
+    const float *in = plane == 0 ? a.q : plane == 1 ? a.k : a.v;
+    const float *wt = plane == 0 ? a.qw : plane == 1 ? a.kw : a.vw;
+    float *state = a.state;
+    // row `row` of the window [state rows | new rows] of channel c (ch = plane * C + c)
+    auto window = [&](int ch, int c, int row) {
+        return row < K - 1 ? state[(size_t)row * 3 * C + ch] : in[(size_t)(row - (K - 1)) * C + c];
+    };
+    float wc[kTapsInRegs ? kPrepSlots : 1][kPrepMaxK]; // no arrays indexed by t: local memory
+    if (kTapsInRegs)
+#pragma unroll
+        for (int j = 0; j < kPrepSlots; j++)
+#pragma unroll
+            for (int i = 0; i < kPrepMaxK; i++) {
+                int ci = lane + 32 * j;
+                wc[j][i] = ci < dk && i < K ? wt[(size_t)(h * dk + ci) * K + i] : 0.0f;
+            }
+    auto tap = [&](int j, int ci, int i) {
+        return kTapsInRegs ? wc[kTapsInRegs ? j : 0][i] : __ldg(wt + (size_t)(h * dk + ci) * K + i);
+    };
+    for (int t = 0; t < a.T && !kTapsInRegs; t++) { // a slot at a time, scaled after the sum
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kPrepSlots; j++) {
+            int ci = lane + 32 * j, c = h * dk + ci;
+            float acc = 0.0f;
+            if (ci < dk)
+#pragma unroll
+                for (int i = 0; i < kPrepMaxK; i++)
+                    if (i < K)
+                        acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
+            float y = acc / (1.0f + expf(-acc));
+            if (ci < dk) {
+                ss += y * y;
+                out[(size_t)t * ostride + ci] = y;
+            }
+        }
+        if (plane < 2) {
+            ss = warp_sum(ss);
+            float inv = (plane == 0 ? a.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+            for (int ci = lane; ci < dk; ci += 32)
+                out[(size_t)t * ostride + ci] = out[(size_t)t * ostride + ci] * inv;
+        }
+    }
+    for (int t = 0; t < a.T && kTapsInRegs; t++) {
+        float y[kPrepSlots], ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kPrepSlots; j++) {
+            int ci = lane + 32 * j, c = h * dk + ci;
+            float acc = 0.0f;
+            if (ci < dk)
+#pragma unroll
+                for (int i = 0; i < kPrepMaxK; i++)
+                    if (i < K)
+                        acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
+            y[j] = acc / (1.0f + expf(-acc));
+            if (ci < dk)
+                ss += y[j] * y[j];
+        }
+        float inv = 1.0f;
+        if (plane < 2) {
+            ss = warp_sum(ss);
+            inv = (plane == 0 ? a.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+        }
+#pragma unroll
+        for (int j = 0; j < kPrepSlots; j++)
+            if (lane + 32 * j < dk)
+                out[(size_t)t * ostride + lane + 32 * j] = plane < 2 ? y[j] * inv : y[j];
+    }
+    // the window's last K-1 rows become the state; ascending, so that row T + r is read before
+    // it is overwritten
+#pragma unroll
+    for (int j = 0; j < kPrepSlots; j++) {
+        int ci = lane + 32 * j, c = h * dk + ci;
+        if (ci < dk)
+            for (int r = 0; r < K - 1; r++)
+                state[(size_t)r * 3 * C + plane * C + c] = window(plane * C + c, c, a.T + r);
+    }
+}
+
+// One warp: head h's forget gates (gate_kernel's formulas) into g_out[t * gstride + i] and its
+// beta into beta_out[t * bstride].
+__device__ __forceinline__ void prep_gates(const prep_args &a, int h, float *g_out, int gstride,
+                                           float *beta_out, int bstride)
+{
+    const int lane = threadIdx.x & 31, dk = a.dk, C = a.H * dk;
+    float rate = expf(a.A_log[h]);
+    for (int t = 0; t < a.T; t++) {
+#pragma unroll 4
+        for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
+            size_t at = (size_t)t * C + (size_t)h * dk + i;
+            float x = a.g[at] + a.dt_bias[h * dk + i];
+            float gv;
+            if (a.has_lb) {
+                gv = a.lb * sigmoidf_(rate * x);
+            } else {
+                float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+                gv = -rate * sp;
+            }
+            g_out[(size_t)t * gstride + i] = gv;
+        }
+        if (lane == 0)
+            beta_out[(size_t)t * bstride] = sigmoidf_(a.beta[(size_t)t * a.H + h]);
+    }
+}
+
+// The decode path's prep (T <= kPrepMaxT, K <= kPrepMaxK) in a launch of its own: warps 0 .. 3H-1
+// take a (plane, head), warps 3H .. 4H-1 a head's gates (in place: g and beta are the outputs).
+__global__ void __launch_bounds__(256) kda_prep_kernel(prep_args a, float *qo, float *ko,
+                                                       float *vo, float *g, float *beta)
+{
+    pdl_prologue();
+    int gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (gw >= 4 * a.H)
+        return;
+    if (gw >= 3 * a.H) {
+        int h = gw - 3 * a.H;
+        prep_gates(a, h, g + (size_t)h * a.dk, a.H * a.dk, beta + h, a.H);
+        return;
+    }
+    int plane = gw / a.H, h = gw % a.H;
+    float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
+    prep_plane(a, plane, h, out + (size_t)h * a.dk, a.H * a.dk);
+}
+
 // A block a (head, group of 32 * ncb columns): thread (cb, slice, lane) keeps rows slice + 8 r
 // of column (blockIdx.y * ncb + cb) * 32 + lane of the head's state. kNorm (ncb covers the whole
 // head): each token's output row then gets out_norm_kernel's gated RMSNorm, in its arithmetic,
-// in the same launch.
-template <bool kNorm>
+// in the same launch. kPrep (with kNorm, the decode path): the block first runs its head's prep
+// (warps 0-2 prep_plane, warp 3 prep_gates, as kda_prep_kernel does) into shared memory, and
+// the scan reads q, k, v, the gates and beta from there: one launch instead of two, the same bits.
+template <bool kNorm, bool kPrep = false>
 __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, const float *q, const float *k,
                                                     const float *v, const float *g,
                                                     const float *beta, int T, int H, int dk,
                                                     float *o, float *trail, const float *gate,
-                                                    const float *nw, float eps)
+                                                    const float *nw, float eps, prep_args pa)
 {
-    pdl_prologue();
+    pdl_trigger();
+    if (kPrep) { // the prep's weights towards L2 while the kernel before ends (no kernel writes them)
+        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, h = blockIdx.x;
+        const float *wt = warp == 0 ? pa.qw : warp == 1 ? pa.kw : warp == 2 ? pa.vw : pa.dt_bias;
+        int n = warp < 3 ? pa.dk * pa.K : pa.dk; // floats of this head's taps or biases
+        if (warp < 4 && lane * 32 < n)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wt + (size_t)h * n + lane * 32));
+    }
+    pdl_wait();
     __shared__ float ks[128], qs[128], as[128], os[kNorm ? 128 : 1], s_inv;
     __shared__ float red[kScanMaxCb][kScanSlices][32];
+    constexpr int kPT = kPrep ? kPrepMaxT : 1, kPD = kPrep ? 128 : 1;
+    __shared__ float pp[4][kPT][kPD], pb[kPT]; // the prep's q, k, v, gates [t][dk]; beta [t]
     int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int cb = warp / kScanSlices, slice = warp % kScanSlices, ncb = blockDim.x / (32 * kScanSlices);
     int j = (blockIdx.y * ncb + cb) * 32 + lane, C = H * dk;
@@ -133,13 +299,25 @@ __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, cons
         int d = slice + kScanSlices * r;
         Sr[r] = ok && d < dk ? Sh[(size_t)d * dk + j] : 0.0f;
     }
+    if (kPrep) { // (the state's loads already out; the taps read where used: no spills)
+        if (warp < 3)
+            prep_plane<false>(pa, warp, h, &pp[warp][0][0], kPD);
+        else if (warp == 3)
+            prep_gates(pa, h, &pp[3][0][0], kPD, pb, 1);
+    }
     for (int t = 0; t < T; t++) {
         size_t base = (size_t)t * C + (size_t)h * dk;
         __syncthreads();
         for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-            ks[i] = k[base + i];
-            qs[i] = q[base + i];
-            as[i] = expf(g[base + i]);
+            if (kPrep) {
+                ks[i] = pp[1][t][i];
+                qs[i] = pp[0][t][i];
+                as[i] = expf(pp[3][t][i]);
+            } else {
+                ks[i] = k[base + i];
+                qs[i] = q[base + i];
+                as[i] = expf(g[base + i]);
+            }
         }
         __syncthreads();
         float pm = 0.0f;
@@ -157,7 +335,9 @@ __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, cons
 #pragma unroll
         for (int s = 0; s < kScanSlices; s++)
             mem += red[cb][s][lane];
-        float delta = ok ? (v[base + j] - mem) * beta[(size_t)t * H + h] : 0.0f;
+        float vj = !ok ? 0.0f : kPrep ? pp[2][t][j] : v[base + j];
+        float bt = kPrep ? pb[t] : beta[(size_t)t * H + h];
+        float delta = ok ? (vj - mem) * bt : 0.0f;
         float po = 0.0f;
 #pragma unroll
         for (int r = 0; r < kScanMaxRows; r++) {
@@ -233,100 +413,6 @@ __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__
         x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
 }
 
-// The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
-// one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: each of the head's channels
-// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU (conv_kernel's order),
-// the L2 norm of q and k rows (l2norm_kernel's order), then the window's last rows kept in the
-// state; warps 3H .. 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
-constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
-
-// (Every pointer its own buffer: __restrict__ lets a warp's loads overlap its stores.)
-__global__ void __launch_bounds__(256)
-kda_prep_kernel(const float *__restrict__ q, const float *__restrict__ k,
-                const float *__restrict__ v, float *__restrict__ state,
-                const float *__restrict__ qw, const float *__restrict__ kw,
-                const float *__restrict__ vw, int T, int H, int dk, int K, float qscale,
-                float *__restrict__ qo, float *__restrict__ ko, float *__restrict__ vo,
-                float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ A_log,
-                const float *__restrict__ dt_bias, int has_lb, float lb)
-{
-    pdl_prologue();
-    int gw = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    int C = H * dk;
-    if (gw >= 4 * H)
-        return;
-    if (gw >= 3 * H) { // gates
-        int h = gw - 3 * H;
-        float rate = expf(A_log[h]);
-        for (int t = 0; t < T; t++) {
-#pragma unroll 4
-            for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
-                size_t at = (size_t)t * C + (size_t)h * dk + i;
-                float x = g[at] + dt_bias[h * dk + i];
-                if (has_lb) {
-                    g[at] = lb * sigmoidf_(rate * x);
-                } else {
-                    float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-                    g[at] = -rate * sp;
-                }
-            }
-            if (lane == 0)
-                beta[(size_t)t * H + h] = sigmoidf_(beta[(size_t)t * H + h]);
-        }
-        return;
-    }
-    int plane = gw / H, h = gw % H;
-    const float *in = plane == 0 ? q : plane == 1 ? k : v;
-    const float *wt = plane == 0 ? qw : plane == 1 ? kw : vw;
-    float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
-    // row `row` of the window [state rows | new rows] of channel c (ch = plane * C + c)
-    auto window = [&](int ch, int c, int row) {
-        return row < K - 1 ? state[(size_t)row * 3 * C + ch] : in[(size_t)(row - (K - 1)) * C + c];
-    };
-    float wc[kPrepSlots][kPrepMaxK]; // no arrays indexed by t: they would go to local memory
-#pragma unroll
-    for (int j = 0; j < kPrepSlots; j++)
-#pragma unroll
-        for (int i = 0; i < kPrepMaxK; i++) {
-            int ci = lane + 32 * j;
-            wc[j][i] = ci < dk && i < K ? wt[(size_t)(h * dk + ci) * K + i] : 0.0f;
-        }
-    for (int t = 0; t < T; t++) {
-        float y[kPrepSlots], ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kPrepSlots; j++) {
-            int ci = lane + 32 * j, c = h * dk + ci;
-            float acc = 0.0f;
-            if (ci < dk)
-#pragma unroll
-                for (int i = 0; i < kPrepMaxK; i++)
-                    if (i < K)
-                        acc += wc[j][i] * window(plane * C + c, c, t + i);
-            y[j] = acc / (1.0f + expf(-acc));
-            if (ci < dk)
-                ss += y[j] * y[j];
-        }
-        float inv = 1.0f;
-        if (plane < 2) {
-            ss = warp_sum(ss);
-            inv = (plane == 0 ? qscale : 1.0f) / sqrtf(ss + 1e-6f);
-        }
-#pragma unroll
-        for (int j = 0; j < kPrepSlots; j++)
-            if (lane + 32 * j < dk)
-                out[(size_t)t * C + (size_t)h * dk + lane + 32 * j] = plane < 2 ? y[j] * inv : y[j];
-    }
-    // the window's last K-1 rows become the state; ascending, so that row T + r is read before
-    // it is overwritten
-#pragma unroll
-    for (int j = 0; j < kPrepSlots; j++) {
-        int ci = lane + 32 * j, c = h * dk + ci;
-        if (ci < dk)
-            for (int r = 0; r < K - 1; r++)
-                state[(size_t)r * 3 * C + plane * C + c] = window(plane * C + c, c, T + r);
-    }
-}
-
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -374,7 +460,7 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
         return -1;
     dim3 grid(H, blocks_for((size_t)dk, 32));
     launch(scan_kernel<false>, grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream), S, q,
-           k, v, g, beta, T, H, dk, o, trail, nullptr, nullptr, 0.0f);
+           k, v, g, beta, T, H, dk, o, trail, nullptr, nullptr, 0.0f, prep_args{});
     return (int)cudaGetLastError();
 }
 
@@ -388,7 +474,26 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
     int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
     launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
            static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
-           eps);
+           eps, prep_args{});
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
+                                   const float *qw, const float *kw, const float *vw, int T, int H,
+                                   int dk, int K, float qscale, const float *g, const float *beta,
+                                   const float *A_log, const float *dt_bias, int has_lb, float lb,
+                                   float *S, float *o, float *trail, const float *gate,
+                                   const float *w, float eps, void *stream)
+{
+    if (T < 1 || T > kPrepMaxT || K < 1 || K > kPrepMaxK || dk < 1 || dk > 32 * kPrepSlots ||
+        dk > kScanSlices * kScanMaxRows || H < 1 || !gate || !w)
+        return -1;
+    prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
+                    has_lb, lb};
+    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
+    launch(scan_kernel<true, true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
+           static_cast<cudaStream_t>(stream), S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H,
+           dk, o, trail, gate, w, eps, pa);
     return (int)cudaGetLastError();
 }
 
@@ -429,8 +534,9 @@ extern "C" int eng_kda_prep_decode(const float *q, const float *k, const float *
         return -1;
     // two warps a block: the 4 H warps (256 for GLM) spread over 128 SMs instead of 32 (each
     // warp's work is latency-bound; more SMs give more load and store units to its round trips)
+    prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
+                    has_lb, lb};
     launch(kda_prep_kernel, blocks_for((size_t)4 * H, 2), 64, 0, static_cast<cudaStream_t>(stream),
-           q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, qo, ko, vo, g, beta, A_log, dt_bias,
-           has_lb, lb);
+           pa, qo, ko, vo, g, beta);
     return (int)cudaGetLastError();
 }

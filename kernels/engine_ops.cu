@@ -665,10 +665,10 @@ extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int 
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X, const float *base,
-                                const float *scale, const float *norm, int T, int S, int D,
-                                int iters, float hc_eps, float rms_eps, float *pre, float *post,
-                                float *comb, float *u, void *stream, void *mix_stream)
+extern "C" int eng_hc_collapse_norm(const float *part, int mix_rows, const float *X,
+                                    const float *base, const float *scale, const float *norm, int T,
+                                    int S, int D, float hc_eps, float rms_eps, float *pre, float *u,
+                                    void *stream)
 {
     int splits = eng_hc_splits(S, D);
     if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || splits < 1 ||
@@ -678,10 +678,17 @@ extern "C" int eng_hc_pre_fused(const float *part, int mix_rows, const float *X,
     bool regs = S <= kHcRegS && D <= kHcRegD * kHcPreThreads; // no row in shared memory
     launch(hc_collapse_norm_kernel, T, kHcPreThreads, regs ? 0 : (size_t)D * sizeof(float), st,
            part, splits, mix_rows, X, base, scale, norm, S, D, hc_eps, rms_eps, pre, u);
-    cudaError_t rc = cudaGetLastError();
-    if (rc != cudaSuccess)
-        return (int)rc;
-    cudaStream_t ms = static_cast<cudaStream_t>(mix_stream);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_sinkhorn(const float *part, int mix_rows, const float *base,
+                               const float *scale, int T, int S, int D, int iters, float hc_eps,
+                               float rms_eps, float *post, float *comb, void *stream)
+{
+    int splits = eng_hc_splits(S, D);
+    if (S < 1 || S > kHcMaxS || T < 1 || T > kHcMaxT || mix_rows != (2 + S) * S || splits < 1)
+        return -1;
+    cudaStream_t ms = static_cast<cudaStream_t>(stream);
     if (S == 4)
         launch(hc_sinkhorn_kernel<4>, T, kHcMixThreads, 0, ms, part, splits, mix_rows, base, scale,
                S, D, iters, hc_eps, rms_eps, post, comb);

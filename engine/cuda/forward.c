@@ -73,13 +73,23 @@ static eng_gemv_job job(const cu_lin *l, const float *x, float *y)
     return j;
 }
 
-/* 1 when the decode path's fused HC step takes fn (eng_hc_fn_partial, eng_hc_pre_fused). */
+/* 1 when the decode path's HC step takes fn (eng_hc_fn_partial, eng_hc_collapse_norm). */
 static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
 {
     const glm_config *c = &be->m->cfg;
     int S = c->hc_mult, D = c->hidden_size;
     return T <= CUDA_DECODE_T && !fn->exl3 && fn->m.rows == (2 + S) * S && fn->m.cols == S * D &&
            eng_hc_splits(S, D) > 0 && D <= CUDA_HC_MAX_HIDDEN;
+}
+
+/* Work after this point of the main stream may go on the side stream (until side_join). */
+static int side_fork(cuda_backend *be)
+{
+    int rc = eng_event_record(be->fork, be->stream);
+    if (!rc)
+        rc = eng_stream_wait(be->side, be->fork);
+    be->side_pending = !rc;
+    return rc;
 }
 
 /* Waits on the main stream for the side stream's work since the last fork (none owed: nothing). */
@@ -91,38 +101,67 @@ static int side_join(cuda_backend *be)
     return eng_stream_wait(be->stream, be->join);
 }
 
-/* HC collapse of the streams into s.c, then RMSNorm with w into s.u. Decode: the fn product's
- * parts (unless the previous HC update already left them: part_ready), then the collapse and
- * norm on the main stream while the Sinkhorn mix runs forked on the side stream (only the HC
- * update after the sublayer reads post and comb: hc_update joins it). */
-static int hc_pre(cuda_backend *be, int T, const cu_lin *fn, const float *base, const float *scale,
-                  const float *norm, int part_ready, glm_error *err)
+/* One HC site: the mixing product fn, its base and scale, and the norm of the sublayer it feeds. */
+typedef struct hc_site {
+    const cu_lin *fn;
+    const float *base, *scale, *norm;
+} hc_site;
+
+static hc_site attn_site(const cu_layer *L)
+{
+    hc_site h = {&L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm};
+    return h;
+}
+
+static hc_site ffn_site(const cu_layer *L)
+{
+    hc_site h = {&L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm};
+    return h;
+}
+
+/* Decode: site h's HC step: with update, first the previous sublayer's update of the streams
+ * (y, post, comb), with the fn product's parts; then the collapse and norm into pre and u on the
+ * main stream, and the Sinkhorn mix forked on the side stream beside it (only the HC update
+ * after the sublayer reads post and comb, and it joins the side stream first). Keep this order:
+ * with the fork after the collapse, or the mix launched before it, the sublayer's first product
+ * took 11-12 us a call longer (H200, 2026-12-04, bench/stop22_h200_2026-12-04.txt). One launch,
+ * its last block collapsing, gave the same bits but 25-28 us a call against 9 + 5 (same log). */
+static int hc_step(cuda_backend *be, int T, const hc_site *h, int update, const char *what,
+                   glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int S = c->hc_mult, D = c->hidden_size;
+    CK(eng_hc_fn_partial(&h->fn->m, b->X, T, S, D, update ? b->y : NULL, b->post, b->comb,
+                         b->part, be->stream), what);
+    CK_QUIET(side_join(be), "joining the side stream");
+    CK_QUIET(side_fork(be), "forking the side stream");
+    CK(eng_hc_collapse_norm(b->part, h->fn->m.rows, b->X, h->base, h->scale, h->norm, T, S, D,
+                            c->hc_eps, c->rms_norm_eps, b->pre, b->u, be->stream),
+       "the HC collapse and norm");
+    CK(eng_hc_sinkhorn(b->part, h->fn->m.rows, h->base, h->scale, T, S, D, c->hc_sinkhorn_iters,
+                       c->hc_eps, c->rms_norm_eps, b->post, b->comb, be->side),
+       "the HC Sinkhorn mix (on the side stream)");
+    CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
+    return 0;
+}
+
+/* HC collapse of the streams into s.c, then RMSNorm with the site's norm into s.u. Decode: the
+ * HC step (hc_step), unless the previous HC update already ran it (step_ready). */
+static int hc_pre(cuda_backend *be, int T, const hc_site *h, int step_ready, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int S = c->hc_mult, D = c->hidden_size;
     void *st = be->stream;
-    if (hc_fast(be, T, fn)) {
-        if (!part_ready)
-            CK(eng_hc_fn_partial(&fn->m, b->X, T, S, D, NULL, NULL, NULL, b->part, st),
-               "the HC mixing product (split)");
-        CK_QUIET(side_join(be), "joining the side stream");
-        CK_QUIET(eng_event_record(be->fork, st), "forking the side stream");
-        CK_QUIET(eng_stream_wait(be->side, be->fork), "forking the side stream");
-        be->side_pending = 1;
-        CK(eng_hc_pre_fused(b->part, fn->m.rows, b->X, base, scale, norm, T, S, D,
-                            c->hc_sinkhorn_iters, c->hc_eps, c->rms_norm_eps, b->pre, b->post,
-                            b->comb, b->u, st, be->side),
-           "the HC collapse and norm (the mix on the side stream)");
-        CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
-        return 0;
-    }
+    if (hc_fast(be, T, h->fn))
+        return step_ready ? 0 : hc_step(be, T, h, 0, "the HC mixing product (split)", err);
     CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
-    CK(lin(be, fn, b->flat, T, b->mu), "the HC mixing product");
-    CK(eng_hc_mix(b->mu, base, scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre, b->post,
-                  b->comb, st), "the HC Sinkhorn mix");
+    CK(lin(be, h->fn, b->flat, T, b->mu), "the HC mixing product");
+    CK(eng_hc_mix(b->mu, h->base, h->scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre,
+                  b->post, b->comb, st), "the HC Sinkhorn mix");
     CK(eng_hc_collapse(b->X, b->pre, T, S, D, b->c, st), "the HC collapse");
-    CK(eng_rmsnorm(b->u, b->c, norm, T, D, c->rms_norm_eps, st), "a layer norm");
+    CK(eng_rmsnorm(b->u, b->c, h->norm, T, D, c->rms_norm_eps, st), "a layer norm");
     return 0;
 }
 
@@ -153,12 +192,15 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
         CK(eng_kda_conv_trail(b->q, b->k, b->v, s->kda_conv[rank], T, C, c->kda_conv_kernel,
                               s->trail_conv[rank] + (size_t)s->trail_at * 3 * C, st),
            "the KDA conv trail");
-    if (fuse && c->kda_conv_kernel <= 8 && dk <= 128) { /* decode: one launch */
-        CK(eng_kda_prep_decode(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv,
+    float *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
+    if (fuse && c->kda_conv_kernel <= 8 && dk <= 128) {
+        /* decode: the conv, q/k norms, gates, delta rule and gated norm in one launch */
+        CK(eng_kda_step_decode(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv,
                                L->v_conv, T, H, dk, c->kda_conv_kernel, 1.0f / sqrtf((float)dk),
-                               b->qc, b->kc, b->vc, b->g, b->beta, L->A_log, L->dt_bias,
-                               c->kda_has_lower_bound, c->kda_lower_bound, st),
-           "the KDA conv, q/k norms and gates");
+                               b->g, b->beta, L->A_log, L->dt_bias, c->kda_has_lower_bound,
+                               c->kda_lower_bound, s->kda_S[rank], b->o, trail, b->gate,
+                               L->o_norm, c->rms_norm_eps, st),
+           "the KDA conv, norms, gates, delta rule and gated norm");
     } else {
         CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T,
                         C, c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
@@ -170,13 +212,12 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
         }
         CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
                         c->kda_lower_bound, st), "the KDA gates");
+        if (fuse) /* the output gate is ready, so the gated norm joins the delta rule */
+            CK(eng_kda_scan_norm(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk,
+                                 b->o, trail, b->gate, L->o_norm, c->rms_norm_eps, st),
+               "the KDA delta rule and gated norm");
     }
-    float *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
-    if (fuse) { /* decode: the output gate is ready, so the gated norm joins the delta rule */
-        CK(eng_kda_scan_norm(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
-                             trail, b->gate, L->o_norm, c->rms_norm_eps, st),
-           "the KDA delta rule and gated norm");
-    } else {
+    if (!fuse) {
         CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
                               trail, st), "the KDA delta rule");
         CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
@@ -295,9 +336,7 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
     int side = fuse && L->has_shared;
     if (side) { /* decode: the shared expert (gate/up with SwiGLU, down into ffn_y) runs on the
                  * side stream beside the router, the routing and the routed experts */
-        CK_QUIET(eng_event_record(be->fork, st), "forking the side stream");
-        CK_QUIET(eng_stream_wait(be->side, be->fork), "forking the side stream");
-        be->side_pending = 1;
+        CK_QUIET(side_fork(be), "forking the side stream");
         eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
         eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->ffn_y, 0.0f, 0};
         CK(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
@@ -354,7 +393,7 @@ static int reduce(cuda_state *s, int T, glm_error *err)
     return 0;
 }
 
-/* Decode: 1 when layer li's last HC update also computes layer li + 1's first fn parts. */
+/* Decode: 1 when layer li's last HC update also runs layer li + 1's first HC step. */
 static int post_feeds_next(const cuda_backend *be, int li, int T)
 {
     const cu_layer *L = be->w.layers;
@@ -362,17 +401,14 @@ static int post_feeds_next(const cuda_backend *be, int li, int T)
            hc_fast(be, T, &L[li + 1].hc_attn_lin);
 }
 
-/* The HC update after a sublayer; with next (the decode path) fused with next's fn parts. */
-static int hc_update(cuda_backend *be, int T, const cu_lin *next, glm_error *err)
+/* The HC update after a sublayer; with next (the decode path) fused with next's HC step. */
+static int hc_update(cuda_backend *be, int T, const hc_site *next, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     CK_QUIET(side_join(be), "joining the side stream");
-    if (next) {
-        CK(eng_hc_fn_partial(&next->m, b->X, T, c->hc_mult, c->hidden_size, b->y, b->post, b->comb,
-                             b->part, be->stream), "the HC update with the next mixing product");
-        return 0;
-    }
+    if (next)
+        return hc_step(be, T, next, 1, "the HC update with the next mixing product", err);
     CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
        "the HC update");
     return 0;
@@ -387,21 +423,24 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     int rank = glm_config_rank_of(c, li), rc;
     int ready = li > 0 && post_feeds_next(be, li - 1, T);
     int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
-    if (hc_pre(be, T, &L->hc_attn_lin, L->hc_attn_base, L->hc_attn_scale, L->input_norm, ready,
-               err))
+    hc_site attn = attn_site(L), ffn = ffn_site(L);
+    if (hc_pre(be, T, &attn, ready, err))
         return -1;
     rc = c->attn[li] == GLM_ATTN_KDA ? kda(s, L, rank, T, err) : dsa(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    if (hc_update(be, T, mid ? &L->hc_ffn_lin : NULL, err))
+    if (hc_update(be, T, mid ? &ffn : NULL, err))
         return -1;
-    if (hc_pre(be, T, &L->hc_ffn_lin, L->hc_ffn_base, L->hc_ffn_scale, L->post_norm, mid, err))
+    if (hc_pre(be, T, &ffn, mid, err))
         return -1;
     rc = c->moe[li] ? moe(be, L, T, err) : mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    return hc_update(be, T, post_feeds_next(be, li, T) ? &be->w.layers[li + 1].hc_attn_lin : NULL,
-                     err);
+    hc_site next;
+    int feeds = post_feeds_next(be, li, T);
+    if (feeds)
+        next = attn_site(&be->w.layers[li + 1]);
+    return hc_update(be, T, feeds ? &next : NULL, err);
 }
 
 /* One layer; the side stream joined on every exit (a failed op leaves no fork open). */

@@ -363,7 +363,7 @@ static void check_attend(int dtype, int timed, void *ev0, void *ev1)
         kern_free(c.scale);
 }
 
-/* ---- the HC step (eng_hc_fn_partial, eng_hc_pre_fused) against the unfused ops ----------- */
+/* ---- the HC step (eng_hc_fn_partial, eng_hc_collapse_norm, eng_hc_sinkhorn) against the unfused ops */
 
 static void check_hc(int timed, void *ev0, void *ev1)
 {
@@ -395,17 +395,19 @@ static void check_hc(int timed, void *ev0, void *ev1)
         CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
         if (form == 0) {
             CUDA_OK(eng_hc_fn_partial(&fn.m, X, MAXT, S, D, y, post_in, comb_in, part, NULL));
-            CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, MAXT, S, D, iters, hc_eps,
-                                     rms_eps, pre, post, comb, u, NULL, NULL));
+            CUDA_OK(eng_hc_collapse_norm(part, mix, X, base, scale, norm, MAXT, S, D, hc_eps,
+                                         rms_eps, pre, u, NULL));
+            CUDA_OK(eng_hc_sinkhorn(part, mix, base, scale, MAXT, S, D, iters, hc_eps, rms_eps,
+                                    post, comb, NULL));
         } else if (form == 1) {
             for (int t = 0; t < MAXT; t++) {
                 float *Xt = X + (size_t)t * S * D;
                 CUDA_OK(eng_hc_fn_partial(&fn.m, Xt, 1, S, D, y + (size_t)t * D, post_in + t * S,
                                           comb_in + (size_t)t * S * S, part, NULL));
-                CUDA_OK(eng_hc_pre_fused(part, mix, Xt, base, scale, norm, 1, S, D, iters, hc_eps,
-                                         rms_eps, pre + t * S, post + t * S,
-                                         comb + (size_t)t * S * S, u + (size_t)t * D, NULL,
-                                         NULL));
+                CUDA_OK(eng_hc_collapse_norm(part, mix, Xt, base, scale, norm, 1, S, D, hc_eps,
+                                             rms_eps, pre + t * S, u + (size_t)t * D, NULL));
+                CUDA_OK(eng_hc_sinkhorn(part, mix, base, scale, 1, S, D, iters, hc_eps, rms_eps,
+                                        post + t * S, comb + (size_t)t * S * S, NULL));
             }
         } else { /* the prefill path's ops: update, norm, product, mix, collapse, norm */
             float *flat = dev_alloc(xn * sizeof(float)),
@@ -457,15 +459,15 @@ static void check_hc(int timed, void *ev0, void *ev1)
                 if (k == 0)
                     CUDA_OK(eng_hc_fn_partial(&fn.m, X, 1, S, D, y, post_in, comb_in, part, NULL));
                 else
-                    CUDA_OK(eng_hc_pre_fused(part, mix, X, base, scale, norm, 1, S, D, iters,
-                                             hc_eps, rms_eps, pre, post, comb, u, NULL, NULL));
+                    CUDA_OK(eng_hc_collapse_norm(part, mix, X, base, scale, norm, 1, S, D, hc_eps,
+                                                 rms_eps, pre, u, NULL));
             }
             CUDA_OK(eng_event_record(ev1, NULL));
             CUDA_OK(eng_event_ms(ev0, ev1, &ms[k]));
         }
         printf("time the HC update with the next mixing product 1 row: %8.1f us (%.2f MB)\n",
                ms[0] * 1000.0 / reps, ((double)mix * S * D * 2 + 2.0 * S * D * 4) / 1e6);
-        printf("time the HC mix, collapse and norm          1 row: %8.1f us\n",
+        printf("time the HC collapse and norm               1 row: %8.1f us\n",
                ms[1] * 1000.0 / reps);
     }
     for (int form = 0; form < 3; form++)
@@ -475,6 +477,111 @@ static void check_hc(int timed, void *ev0, void *ev1)
     kern_free(comb_in), kern_free(part), kern_free(pre), kern_free(post), kern_free(comb);
     kern_free(u), kern_free(X);
     free_mat(&fn);
+}
+
+/* ---- the KDA step (eng_kda_step_decode) against its two launches ------------------------- */
+
+static void check_kda(int timed, void *ev0, void *ev1)
+{
+    int H = 64, dk = 128, K = 4, C = H * dk;
+    float eps = 1e-5f, qscale = 1.0f / sqrtf((float)dk), lb = -5.0f;
+    size_t in_n = (size_t)MAXT * C, st_n = (size_t)(K - 1) * 3 * C, S_n = (size_t)H * dk * dk;
+    float *hq = host_random(in_n, 1.0f), *hk = host_random(in_n, 1.0f), *hv = host_random(in_n, 1.0f);
+    float *hg = host_random(in_n, 1.0f), *hb = host_random((size_t)MAXT * H, 1.0f);
+    float *hgate = host_random(in_n, 1.0f), *hw = host_random((size_t)dk, 1.0f);
+    float *hst = host_random(st_n, 1.0f), *hS = host_random(S_n, 0.1f);
+    float *hqw = host_random((size_t)C * K, 0.5f), *hkw = host_random((size_t)C * K, 0.5f);
+    float *hvw = host_random((size_t)C * K, 0.5f), *hA = host_random((size_t)H, 0.5f);
+    float *hdt = host_random((size_t)C, 0.5f);
+    float *q = dev_copy(hq, in_n * 4), *k = dev_copy(hk, in_n * 4), *v = dev_copy(hv, in_n * 4);
+    float *gate = dev_copy(hgate, in_n * 4), *w = dev_copy(hw, (size_t)dk * 4);
+    float *qw = dev_copy(hqw, (size_t)C * K * 4), *kw = dev_copy(hkw, (size_t)C * K * 4);
+    float *vw = dev_copy(hvw, (size_t)C * K * 4), *A = dev_copy(hA, (size_t)H * 4);
+    float *dt = dev_copy(hdt, (size_t)C * 4);
+    float *g = dev_alloc(in_n * 4), *beta = dev_alloc((size_t)MAXT * H * 4);
+    float *st = dev_alloc(st_n * 4), *S = dev_alloc(S_n * 4), *o = dev_alloc(in_n * 4);
+    float *qc = dev_alloc(in_n * 4), *kc = dev_alloc(in_n * 4), *vc = dev_alloc(in_n * 4);
+    float *trail = dev_alloc((size_t)MAXT * S_n * 4);
+    /* outputs per form: o, the state, the conv state, the trail */
+    size_t on = in_n + S_n + st_n + (size_t)MAXT * S_n;
+    float *out[3];
+    for (int lbf = 0; lbf < 2; lbf++) { /* without and with the gates' lower bound */
+        for (int form = 0; form < 3; form++) { /* 0: two launches, 1: one, 2: one a row */
+            CUDA_OK(kern_to_device(g, hg, in_n * 4));
+            CUDA_OK(kern_to_device(beta, hb, (size_t)MAXT * H * 4));
+            CUDA_OK(kern_to_device(st, hst, st_n * 4));
+            CUDA_OK(kern_to_device(S, hS, S_n * 4));
+            CUDA_OK(kern_memset(o, 0xff, in_n * 4)); /* poisoned: NaN */
+            CUDA_OK(kern_memset(trail, 0xff, (size_t)MAXT * S_n * 4));
+            if (form == 0) {
+                CUDA_OK(eng_kda_prep_decode(q, k, v, st, qw, kw, vw, MAXT, H, dk, K, qscale, qc,
+                                            kc, vc, g, beta, A, dt, lbf, lb, NULL));
+                CUDA_OK(eng_kda_scan_norm(S, qc, kc, vc, g, beta, MAXT, H, dk, o, trail, gate, w,
+                                          eps, NULL));
+            } else if (form == 1) {
+                CUDA_OK(eng_kda_step_decode(q, k, v, st, qw, kw, vw, MAXT, H, dk, K, qscale, g,
+                                            beta, A, dt, lbf, lb, S, o, trail, gate, w, eps, NULL));
+            } else {
+                for (int t = 0; t < MAXT; t++) {
+                    size_t r = (size_t)t * C;
+                    CUDA_OK(eng_kda_step_decode(q + r, k + r, v + r, st, qw, kw, vw, 1, H, dk, K,
+                                                qscale, g + r, beta + (size_t)t * H, A, dt, lbf,
+                                                lb, S, o + r, trail + (size_t)t * S_n, gate + r, w,
+                                                eps, NULL));
+                }
+            }
+            float *h = xmalloc(on * 4), *p = h;
+            CUDA_OK(kern_sync());
+            CUDA_OK(kern_to_host(p, o, in_n * 4));
+            CUDA_OK(kern_to_host(p += in_n, S, S_n * 4));
+            CUDA_OK(kern_to_host(p += S_n, st, st_n * 4));
+            CUDA_OK(kern_to_host(p += st_n, trail, (size_t)MAXT * S_n * 4));
+            out[form] = h;
+        }
+        size_t nonfinite = 0;
+        for (size_t i = 0; i < on; i++)
+            nonfinite += !isfinite(out[1][i]);
+        printf("%s the KDA step (lower bound %s): every output written and finite (%zu not)\n",
+               nonfinite ? "FAIL" : "ok  ", lbf ? "on" : "off", nonfinite);
+        failures += nonfinite != 0;
+        char what[160];
+        snprintf(what, sizeof what, "the one-launch KDA step equals the two launches, 8 rows (lower "
+                 "bound %s; o, state, conv state, trail)", lbf ? "on" : "off");
+        same_bits(what, out[1], out[0], on * 4);
+        snprintf(what, sizeof what, "the one-launch KDA step: 8 rows equal 8 one-row calls (lower "
+                 "bound %s)", lbf ? "on" : "off");
+        same_bits(what, out[2], out[1], on * 4);
+        for (int form = 0; form < 3; form++)
+            free(out[form]);
+    }
+    if (timed) {
+        float ms[2] = {0, 0};
+        int reps = 20;
+        for (int f = 0; f < 2; f++) {
+            CUDA_OK(eng_event_record(ev0, NULL));
+            for (int i = 0; i < reps; i++) {
+                if (f == 0) {
+                    CUDA_OK(eng_kda_prep_decode(q, k, v, st, qw, kw, vw, 1, H, dk, K, qscale, qc,
+                                                kc, vc, g, beta, A, dt, 0, lb, NULL));
+                    CUDA_OK(eng_kda_scan_norm(S, qc, kc, vc, g, beta, 1, H, dk, o, NULL, gate, w,
+                                              eps, NULL));
+                } else {
+                    CUDA_OK(eng_kda_step_decode(q, k, v, st, qw, kw, vw, 1, H, dk, K, qscale, g,
+                                                beta, A, dt, 0, lb, S, o, NULL, gate, w, eps, NULL));
+                }
+            }
+            CUDA_OK(eng_event_record(ev1, NULL));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms[f]));
+        }
+        printf("time the KDA prep + delta rule, 2 launches  1 row: %8.1f us\n", ms[0] * 1000.0 / reps);
+        printf("time the KDA step, one launch               1 row: %8.1f us\n", ms[1] * 1000.0 / reps);
+    }
+    free(hq), free(hk), free(hv), free(hg), free(hb), free(hgate), free(hw), free(hst), free(hS);
+    free(hqw), free(hkw), free(hvw), free(hA), free(hdt);
+    kern_free(q), kern_free(k), kern_free(v), kern_free(gate), kern_free(w), kern_free(qw);
+    kern_free(kw), kern_free(vw), kern_free(A), kern_free(dt), kern_free(g), kern_free(beta);
+    kern_free(st), kern_free(S), kern_free(o), kern_free(qc), kern_free(kc), kern_free(vc);
+    kern_free(trail);
 }
 
 /* ---- the final norm (eng_stream_mean_norm): the streams' mean, RMS-normed ----------------- */
@@ -617,6 +724,7 @@ int main(int argc, char **argv)
         {"router (288 x 4096, f32)", ENG_F32, 288, 4096, 0},
         {"MLA q_b (16384 x 1536, bf16)", ENG_BF16, 16384, 1536, 0},
         {"shared down (4096 x 2048, bf16)", ENG_BF16, 4096, 2048, 0},
+        {"KDA o_proj (4096 x 8192, bf16)", ENG_BF16, 4096, 8192, 0},
         {"odd (37 x 200, bf16)", ENG_BF16, 37, 200, 0}, /* a skinny job's last rows */
     };
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
@@ -625,6 +733,7 @@ int main(int argc, char **argv)
     check_attend(ENG_CACHE_FP8, timed, ev0, ev1);
     check_attend(ENG_CACHE_BF16, timed, ev0, ev1);
     check_hc(timed, ev0, ev1);
+    check_kda(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
     check_mean_norm(timed, ev0, ev1);
     eng_event_free(ev0);
