@@ -783,6 +783,12 @@ void glm_session_set_drafter(glm_session *s, spec_draft_fn fn, void *user)
     s->drafter.user = user;
 }
 
+void glm_session_set_forward_cost(glm_session *s, spec_cost_fn fn, void *user)
+{
+    s->drafter.cost = fn;
+    s->drafter.cost_user = user;
+}
+
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos)
 {
     for (int i = 0; i < n_eos; i++)

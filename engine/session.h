@@ -109,6 +109,10 @@ const struct spec_stats *glm_session_spec_stats(const glm_session *s);
 /* Drafts from outside the engine for this session's replies (NULL: the engine's own mode). */
 typedef int (*glm_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
 void glm_session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);
+/* What a forward of rows tokens counts for when drafting chooses between a window and a plain
+ * step (spec.h spec_cost_fn; NULL: the measured seconds): tests pin it to a model's costs. */
+typedef double (*glm_cost_fn)(int rows, double measured_s, void *user);
+void glm_session_set_forward_cost(glm_session *s, glm_cost_fn fn, void *user);
 
 /* Whether t is one of the n_eos end ids. */
 int glm_token_is_eos(int32_t t, const int *eos, int n_eos);

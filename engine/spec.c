@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "session.h"
 
@@ -105,6 +106,60 @@ static int draft(glm_session *s, const spec_drafter *d, int32_t next, int32_t *o
     return k < 0 ? 0 : k > max ? max : k;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* What windows are worth: a forward's cost by its rows and how often each draft position is
+ * accepted once the ones before it were, both running means over the reply so far. */
+typedef struct spec_worth {
+    double cost[SPEC_MAX_DRAFT + 2]; /* cost[r]: a forward of r rows; 0: none timed yet */
+    double accept[SPEC_MAX_DRAFT];   /* P(draft i accepted | drafts 0..i-1 were) */
+} spec_worth;
+
+static void worth_init(spec_worth *w)
+{
+    memset(w->cost, 0, sizeof w->cost);
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++) /* hopeful: a position not yet reached is tried */
+        w->accept[i] = 1.0;
+}
+
+static void worth_cost(spec_worth *w, const spec_drafter *d, int rows, double measured)
+{
+    double v = d->cost ? d->cost(rows, measured, d->cost_user) : measured;
+    if (v > 0 && rows >= 1 && rows <= SPEC_MAX_DRAFT + 1)
+        w->cost[rows] = w->cost[rows] > 0 ? 0.75 * w->cost[rows] + 0.25 * v : v;
+}
+
+/* A window of k drafts of which kept were accepted: positions 0..kept were reached. */
+static void worth_window(spec_worth *w, int k, int kept)
+{
+    for (int i = 0; i < k && i <= kept; i++)
+        w->accept[i] = 0.75 * w->accept[i] + 0.25 * (i < kept ? 1.0 : 0.0);
+}
+
+/* The drafts (1..cap) whose window gives the most tokens a unit of cost, against a plain step's
+ * one token: 0 when no window is expected to pay; -1 when a cost is not known yet. */
+static int worth_best(const spec_worth *w, int cap)
+{
+    if (w->cost[1] <= 0 || w->cost[cap + 1] <= 0)
+        return -1;
+    double best = 1.0 / w->cost[1], reached = 1.0, tokens = 1.0;
+    int best_k = 0;
+    for (int k = 1; k <= cap; k++) {
+        reached *= w->accept[k - 1];
+        tokens += reached; /* 1 + the drafts expected to be kept */
+        if (w->cost[k + 1] > 0 && tokens / w->cost[k + 1] > best) {
+            best = tokens / w->cost[k + 1];
+            best_k = k;
+        }
+    }
+    return best_k;
+}
+
 glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp,
                          const int *eos, int n_eos, int max_new, spec_token_fn on_token, void *user,
                          int *n_out, spec_stats *stats, glm_error *err)
@@ -124,10 +179,16 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
      * about four windows): a rejected draft costs a row of the verifying forward. Where almost
      * none are accepted (a mean below a quarter), drafting backs off: plain steps between
      * one-window probes, 1, 2, 4 .. SPEC_MAX_BACKOFF of them while probes keep failing, and back
-     * to every step at the first accepted draft. Only speed depends on this: a window's tokens
-     * equal plain steps'. */
+     * to every step at the first accepted draft. Once a plain step and a window are timed, a
+     * window runs only with the drafts (up to that cap) whose expected tokens a unit of cost
+     * beat a plain step's (worth_best), and where none do, drafting backs off the same way;
+     * windows are only cheap per row where a forward is bound by its weights' reads (a GPU),
+     * not its arithmetic (a CPU). Only speed depends on this: a window's tokens equal plain
+     * steps'. */
     double mean_accepted = 1.0;
-    int backoff = 0, plain_left = 0;
+    int backoff = 0, plain_left = 0, probe = 0, since_timed = 0;
+    spec_worth worth;
+    worth_init(&worth);
     while (*n_out < max_new) {
         if (glm_session_cancel_requested(s)) {
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
@@ -144,6 +205,27 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             plain_left--;
             stats->backoff_steps++;
             cap = 0;
+            probe = plain_left == 0; /* the window after a back-off runs whatever it is worth */
+        } else if (worth.cost[1] <= 0 || since_timed >= SPEC_RETIME_EVERY) {
+            stats->timing_steps++; /* a plain step's cost, timed again */
+            since_timed = 0;
+            cap = 0;
+        } else if (probe) {
+            probe = 0;
+        } else {
+            int best = worth_best(&worth, cap);
+            if (best == 0) { /* no window is expected to pay: plain steps, then a probe */
+                backoff = backoff ? backoff * 2 : 1;
+                if (backoff > SPEC_MAX_BACKOFF)
+                    backoff = SPEC_MAX_BACKOFF;
+                plain_left = backoff - 1;
+                probe = plain_left == 0;
+                stats->backoff_steps++;
+                cap = 0;
+            } else if (best > 0) {
+                backoff = 0;
+                cap = best;
+            }
         }
         int k = cap > 0 ? draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap, err)
                         : 0;
@@ -152,15 +234,20 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             break;
         }
         if (k == 0) { /* nothing to verify: the plain decode step */
+            double t0 = now_s();
             if ((st = glm_session_feed(s, &next, 1, NULL, err)))
                 break;
+            worth_cost(&worth, d, 1, now_s() - t0);
             continue;
         }
         window[0] = next;
         int base = glm_session_length(s), stop = 0, i;
+        double t0 = now_s();
         if ((st = glm_session_verify(s, window, k + 1, rows, err)))
             break;
+        double verify_s = now_s() - t0;
         stats->windows++;
+        since_timed++;
         for (i = 0; i < k; i++)
             stats->proposed[i]++;
         for (i = 0; i < k; i++) {
@@ -185,19 +272,22 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         /* the state holds window[0..i]: the accepted drafts; row i is its last token's logits */
         int kept = i < k ? i : k;
         mean_accepted = 0.75 * mean_accepted + 0.25 * kept;
-        if (kept > 0) {
-            backoff = 0;
-        } else if (mean_accepted < 0.25) {
+        worth_window(&worth, k, kept);
+        if (kept > 0 && worth_best(&worth, k) < 0) {
+            backoff = 0; /* (with both costs timed, worth_best decides instead) */
+        } else if (kept == 0 && mean_accepted < 0.25) {
             backoff = backoff ? backoff * 2 : 1;
             if (backoff > SPEC_MAX_BACKOFF)
                 backoff = SPEC_MAX_BACKOFF;
             plain_left = backoff;
         }
+        double t1 = now_s();
         glm_status rs = glm_session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
         if (rs) {
             st = rs;
             break;
         }
+        worth_cost(&worth, d, k + 1, verify_s + (now_s() - t1));
         if (stop)
             break;
     }

@@ -10,14 +10,18 @@
 #include "sampler.h"
 
 #define SPEC_MAX_DRAFT 8
-#define SPEC_MAX_BACKOFF 32 /* most plain steps between drafting probes while none are accepted */
+#define SPEC_MAX_BACKOFF 32 /* most plain steps between drafting probes while windows do not pay */
+#define SPEC_RETIME_EVERY 64 /* windows in a row after which one plain step is timed again */
 
 typedef enum spec_mode { SPEC_OFF = 1, SPEC_COPY = 2, SPEC_MTP = 3 } spec_mode;
 
 /* Per draft position i (0: the first drafted token): how often one was proposed and accepted. */
 typedef struct spec_stats {
     int64_t windows;       /* verification forwards */
-    int64_t backoff_steps; /* plain steps taken while drafting backed off (nothing accepted) */
+    int64_t backoff_steps; /* plain steps taken while drafting backed off: nothing accepted, or
+                            * a window's rows cost more than the tokens they were expected to give */
+    int64_t timing_steps;  /* plain steps taken to time one (the first, then one every
+                            * SPEC_RETIME_EVERY windows) */
     int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
 } spec_stats;
 
@@ -37,6 +41,11 @@ typedef int (*spec_token_fn)(int32_t token, void *user);
  * tokens to follow ctx[0..n) into out and returns how many. */
 typedef int (*spec_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
 
+/* The cost a forward of rows tokens counts for in the choice between a window and a plain step:
+ * NULL counts the measured seconds; a test gives a model's costs instead (so that the choice
+ * does not depend on the machine's speed). */
+typedef double (*spec_cost_fn)(int rows, double measured_s, void *user);
+
 /* The generation loop with drafts (glm_session_generate_tokens when drafting is on): emits up
  * to max_new tokens through on_token exactly as the one-token loop would, sampling each from
  * smp in order. *n_out: tokens emitted. */
@@ -44,6 +53,8 @@ typedef struct spec_drafter {
     spec_mode mode;
     spec_draft_fn fn; /* NULL: the mode's own drafts */
     void *user;
+    spec_cost_fn cost; /* NULL: measured seconds */
+    void *cost_user;
 } spec_drafter;
 
 glm_status spec_generate(struct glm_session *s, const spec_drafter *d, glm_sampler *smp,

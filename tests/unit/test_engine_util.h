@@ -91,10 +91,17 @@ typedef struct tu_drafted_run {
 } tu_drafted_run;
 void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *prompt, int n_prompt,
                     const glm_sampling *smp, int max_new, int oracle_vocab, tu_drafted_run *r);
-/* The same with the oracle's wrong_until (tu_run_drafted: 0). */
+/* The same with the oracle's wrong_until (tu_run_drafted: 0). Both count every forward of the
+ * drafted session as costing 1 whatever its rows (tu_cost_flat: windows always worth their
+ * drafts), so that their window counts do not depend on the machine's speed. */
 void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
                            int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
                            int wrong_until, tu_drafted_run *r);
+double tu_cost_flat(int rows, double measured_s, void *user);
+/* The same with the drafted session's forwards counted by cost (glm_session_set_forward_cost). */
+void tu_run_drafted_costed(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
+                           int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
+                           int wrong_until, glm_cost_fn cost, void *cost_user, tu_drafted_run *r);
 
 /* A reply as glm_generate streams it: reasoning and content text in order (up to the buffer),
  * and the DONE event's stats. tu_collect_reply is the glm_event_fn that fills one. */

@@ -72,9 +72,23 @@ void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *promp
     tu_run_drafted_oracle(plain, drafted, prompt, n_prompt, smp, max_new, oracle_vocab, 0, r);
 }
 
+double tu_cost_flat(int rows, double measured_s, void *user)
+{
+    (void)rows, (void)measured_s, (void)user;
+    return 1.0;
+}
+
 void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
                            int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
                            int wrong_until, tu_drafted_run *r)
+{
+    tu_run_drafted_costed(plain, drafted, prompt, n_prompt, smp, max_new, oracle_vocab,
+                          wrong_until, tu_cost_flat, NULL, r);
+}
+
+void tu_run_drafted_costed(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
+                           int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
+                           int wrong_until, glm_cost_fn cost, void *cost_user, tu_drafted_run *r)
 {
     memset(r, 0, sizeof *r);
     int eos[] = {-1}, na = 0, nb = 0;
@@ -89,6 +103,7 @@ void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t
                    .wrong_until = wrong_until};
     if (oracle_vocab > 0)
         glm_session_set_drafter(sb, tu_oracle_draft, &o);
+    glm_session_set_forward_cost(sb, cost, cost_user);
     r->plain_st = glm_session_generate_tokens(sa, prompt, n_prompt, smp, eos, 1, max_new,
                                               tu_keep_token, &r->plain, &na, &r->err);
     if (r->plain_st == GLM_OK)

@@ -209,6 +209,54 @@ START_TEST(drafting_backs_off_while_nothing_is_accepted)
 }
 END_TEST
 
+/* Forward costs as a model: a plain step costs 1, each further row of a window `per_row`. */
+static double cost_per_row(int rows, double measured_s, void *user)
+{
+    (void)measured_s;
+    return 1.0 + (rows - 1) * *(const double *)user;
+}
+
+START_TEST(drafting_follows_what_windows_cost)
+{
+    float temperature = _i == 0 ? 0.0f : 0.8f;
+    const char *dir = tu_fixture("dsa-first-hc3");
+    glm_engine *plain = open_engine_at(dir, SPEC_OFF), *drafted = open_engine_at(dir, SPEC_COPY);
+    int V = 200, n_prompt = 60, max_new = 240;
+    int32_t *prompt = looping_prompt(n_prompt, V);
+    glm_sampling smp = {.temperature = temperature, .top_p = 1, .top_k = 40, .seed = 91};
+    /* the oracle's drafts are right four times in five. Rows that cost as much as a step (an
+     * arithmetic-bound forward): a window of k drafts gives at most k + 1 tokens for k + 1
+     * steps, less with a wrong draft, so drafting backs off after the first windows */
+    double dear = 1.0, cheap = 0.1;
+    tu_drafted_run r;
+    tu_run_drafted_costed(plain, drafted, prompt, n_prompt, &smp, max_new, V, 0, cost_per_row,
+                          &dear, &r);
+    ck_assert_msg(r.plain_st == GLM_OK && r.drafted_st == GLM_OK, "%s", r.err.message);
+    ck_assert_msg(r.same && r.logits_same, "the drafted reply differs from the undrafted one");
+    printf("rows as dear as steps (temperature %.1f): %lld windows, %lld plain steps backed off, "
+           "%lld timed, in %d tokens\n", (double)temperature, (long long)r.stats.windows,
+           (long long)r.stats.backoff_steps, (long long)r.stats.timing_steps, max_new);
+    fflush(stdout);
+    ck_assert_int_ge(r.stats.timing_steps, 1);
+    ck_assert_int_le(r.stats.windows, 24);
+    ck_assert_int_ge(r.stats.backoff_steps, max_new / 2);
+    /* rows at a tenth of a step (a forward bound by its weights' reads): every window pays */
+    tu_run_drafted_costed(plain, drafted, prompt, n_prompt, &smp, max_new, V, 0, cost_per_row,
+                          &cheap, &r);
+    ck_assert_msg(r.same && r.logits_same, "the drafted reply differs from the undrafted one");
+    printf("rows at a tenth of a step: %lld windows, %lld backed off, %lld timed\n",
+           (long long)r.stats.windows, (long long)r.stats.backoff_steps,
+           (long long)r.stats.timing_steps);
+    fflush(stdout);
+    ck_assert_int_eq(r.stats.backoff_steps, 0);
+    ck_assert_int_le(r.stats.timing_steps, 1 + r.stats.windows / SPEC_RETIME_EVERY);
+    ck_assert_int_lt(r.stats.windows, max_new / 2);
+    free(prompt);
+    glm_engine_close(plain);
+    glm_engine_close(drafted);
+}
+END_TEST
+
 START_TEST(drafted_chat_turns_equal_undrafted)
 {
     glm_error err = {0};
@@ -413,6 +461,7 @@ static Suite *spec_suite(void)
     tcase_add_loop_test(tc, drafted_replies_equal_undrafted, 0, 2);
     tcase_add_loop_test(tc, drafted_chat_turns_equal_undrafted, 0, 2);
     tcase_add_loop_test(tc, drafting_backs_off_while_nothing_is_accepted, 0, 2);
+    tcase_add_loop_test(tc, drafting_follows_what_windows_cost, 0, 2);
     suite_add_tcase(s, tc);
     TCase *mt = tcase_create("mtp");
     tcase_set_timeout(mt, 120);
