@@ -178,7 +178,8 @@ int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void 
 int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T, int H,
                  int dk, int has_lb, float lb, void *stream);
 /* Decode (T <= 8, K <= 8, dk <= 128): eng_kda_conv, eng_kda_l2norm and eng_kda_gate in one
- * launch, with the same results (C = H * dk). */
+ * launch, with the same results (C = H * dk). The decode path runs eng_kda_step_decode; this
+ * launch and eng_kda_scan_norm are the two that tests/gpu/test_decode_gpu checks it against. */
 int eng_kda_prep_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                         int K, float qscale, float *qo, float *ko, float *vo, float *g, float *beta,
