@@ -55,11 +55,11 @@ static int keep_token(int32_t t, void *user)
     return 0;
 }
 
-/* The plain reply as drafts: every draft right, or with half set about every second one wrong
- * (by a hash of the position). */
+/* The plain reply as drafts: every draft right, or with right_in > 1 about one in right_in right
+ * (by a hash of the position), the others wrong. */
 typedef struct oracle {
     const reply *plain;
-    int n_prompt, half;
+    int n_prompt, right_in;
 } oracle;
 
 static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
@@ -68,7 +68,7 @@ static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *
     int at = n - o->n_prompt, k = 0;
     for (; k < max && at + k < o->plain->n; k++) {
         uint32_t h = (uint32_t)(at + k) * 2654435761u;
-        int wrong = o->half && (h >> 16) % 2 == 0;
+        int wrong = o->right_in > 1 && (h >> 16) % (uint32_t)o->right_in != 0;
         out[k] = wrong ? (o->plain->v[at + k] + 1) % 300 : o->plain->v[at + k];
     }
     (void)ctx;
@@ -170,9 +170,10 @@ static void print_mode(const mode_result *r, const mode_result *plain)
 int sd_bench_text(const sd_options *o, const char *label, const char *text)
 {
     glm_error err = {0};
-    enum { PLAIN, COPY, MTP, HALF, ORACLE, N_MODES };
+    enum { PLAIN, COPY, MTP, THIRD, HALF, ORACLE, N_MODES };
     mode_result m[N_MODES] = {{.name = "plain"}, {.name = "copy"}, {.name = "mtp"},
-                              {.name = "half-right"}, {.name = "all-right"}};
+                              {.name = "third-right"}, {.name = "half-right"},
+                              {.name = "all-right"}};
     tok_ids ids = {0};
     int failed = 0, has_mtp = 0;
     glm_engine *e = open_engine(o, SPEC_OFF, &err);
@@ -188,7 +189,8 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
     failed |= run_mode(o, e, &ids, NULL, &m[PLAIN]);
     glm_engine_close(e);
     oracle orc = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n},
-           half = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n, .half = 1};
+           half = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n, .right_in = 2},
+           third = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n, .right_in = 3};
     if (!failed) { /* the copy engine runs the oracle too (an outside drafter replaces its own) */
         e = open_engine(o, SPEC_COPY, &err);
         if (!e) {
@@ -196,6 +198,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
             failed = 1;
         } else {
             failed |= run_mode(o, e, &ids, NULL, &m[COPY]);
+            failed |= run_mode(o, e, &ids, &third, &m[THIRD]);
             failed |= run_mode(o, e, &ids, &half, &m[HALF]);
             failed |= run_mode(o, e, &ids, &orc, &m[ORACLE]);
             glm_engine_close(e);
@@ -300,7 +303,7 @@ void sd_print_note(void)
            "332 of the 154,880 ids, replies hold no other, and the random MTP layer drafts from all "
            "of them), so the copy and mtp rows there forecast nothing for the checkpoint. The "
            "all-right row (the plain reply itself as "
-           "drafts) is the ceiling any drafter can reach on this machine; the half-right row (about "
-           "every second draft wrong) shows drafting keep to what pays: windows only where their "
+           "drafts) is the ceiling any drafter can reach on this machine; the third- and half-right "
+           "rows (about one draft in three, one in two right) show drafting keep to what pays: windows only where their "
            "expected tokens beat their cost in plain steps, from the window costs above.\n");
 }

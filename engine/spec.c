@@ -117,12 +117,14 @@ static double now_s(void)
  * accepted once the ones before it were, both running means over the reply so far. */
 typedef struct spec_worth {
     double cost[SPEC_MAX_DRAFT + 2]; /* cost[r]: a forward of r rows; 0: none timed yet */
+    int timed[SPEC_MAX_DRAFT + 2];   /* forwards of r rows timed */
     double accept[SPEC_MAX_DRAFT];   /* P(draft i accepted | drafts 0..i-1 were) */
 } spec_worth;
 
 static void worth_init(spec_worth *w)
 {
     memset(w->cost, 0, sizeof w->cost);
+    memset(w->timed, 0, sizeof w->timed);
     for (int i = 0; i < SPEC_MAX_DRAFT; i++) /* hopeful: a position not yet reached is tried */
         w->accept[i] = 1.0;
 }
@@ -130,8 +132,13 @@ static void worth_init(spec_worth *w)
 static void worth_cost(spec_worth *w, const spec_drafter *d, int rows, double measured)
 {
     double v = d->cost ? d->cost(rows, measured, d->cost_user) : measured;
-    if (v > 0 && rows >= 1 && rows <= SPEC_MAX_DRAFT + 1)
-        w->cost[rows] = w->cost[rows] > 0 ? 0.75 * w->cost[rows] + 0.25 * v : v;
+    if (!(v > 0) || rows < 1 || rows > SPEC_MAX_DRAFT + 1)
+        return;
+    double *c = &w->cost[rows];
+    if (*c > 0 && v > 1.5 * *c) /* a stall (another process, a page fault) counts as 1.5 */
+        v = 1.5 * *c;
+    *c = *c > 0 ? 0.75 * *c + 0.25 * v : v;
+    w->timed[rows]++;
 }
 
 /* A window of k drafts of which kept were accepted: positions 0..kept were reached. */
@@ -141,23 +148,30 @@ static void worth_window(spec_worth *w, int k, int kept)
         w->accept[i] = 0.75 * w->accept[i] + 0.25 * (i < kept ? 1.0 : 0.0);
 }
 
-/* The drafts (1..cap) whose window gives the most tokens a unit of cost, against a plain step's
- * one token: 0 when no window is expected to pay; -1 when a cost is not known yet. */
+/* The drafts (1..cap) for the next window: the most whose window gives, a unit of cost, within
+ * SPEC_MARGIN of the best window's tokens; 0 when even the best gives less than a plain step's
+ * one token by more than SPEC_MARGIN; -1 when a cost is not known yet. (The margin keeps timing
+ * noise from trading a deep window for a shallow one, or drafting for plain steps, on a hair.) */
+#define SPEC_MARGIN 0.05
+
 static int worth_best(const spec_worth *w, int cap)
 {
     if (w->cost[1] <= 0 || w->cost[cap + 1] <= 0)
         return -1;
-    double best = 1.0 / w->cost[1], reached = 1.0, tokens = 1.0;
-    int best_k = 0;
+    double rate[SPEC_MAX_DRAFT + 1], best = 0.0, reached = 1.0, tokens = 1.0;
     for (int k = 1; k <= cap; k++) {
         reached *= w->accept[k - 1];
         tokens += reached; /* 1 + the drafts expected to be kept */
-        if (w->cost[k + 1] > 0 && tokens / w->cost[k + 1] > best) {
-            best = tokens / w->cost[k + 1];
-            best_k = k;
-        }
+        rate[k] = w->cost[k + 1] > 0 ? tokens / w->cost[k + 1] : 0.0;
+        if (rate[k] > best)
+            best = rate[k];
     }
-    return best_k;
+    if (best < (1.0 - SPEC_MARGIN) / w->cost[1])
+        return 0;
+    for (int k = cap; k >= 1; k--)
+        if (rate[k] >= (1.0 - SPEC_MARGIN) * best)
+            return k;
+    return 0;
 }
 
 glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp,
@@ -186,7 +200,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
      * not its arithmetic (a CPU). Only speed depends on this: a window's tokens equal plain
      * steps'. */
     double mean_accepted = 1.0;
-    int backoff = 0, plain_left = 0, probe = 0, since_timed = 0;
+    int backoff = 0, plain_left = 0, probe = 0, since_timed = 0, windows = 0;
     spec_worth worth;
     worth_init(&worth);
     while (*n_out < max_new) {
@@ -206,12 +220,12 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             stats->backoff_steps++;
             cap = 0;
             probe = plain_left == 0; /* the window after a back-off runs whatever it is worth */
-        } else if (worth.cost[1] <= 0 || since_timed >= SPEC_RETIME_EVERY) {
+        } else if (worth.timed[1] < 2 || since_timed >= SPEC_RETIME_EVERY) {
             stats->timing_steps++; /* a plain step's cost, timed again */
             since_timed = 0;
             cap = 0;
-        } else if (probe) {
-            probe = 0;
+        } else if (probe || windows % SPEC_EXPLORE_EVERY == SPEC_EXPLORE_EVERY - 1) {
+            probe = 0; /* (at the cap: the deeper windows' costs and acceptance kept current) */
         } else {
             int best = worth_best(&worth, cap);
             if (best == 0) { /* no window is expected to pay: plain steps, then a probe */
@@ -227,8 +241,10 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
                 cap = best;
             }
         }
+        double t_draft = now_s(); /* (a window's cost counts its drafting: the MTP layer's run) */
         int k = cap > 0 ? draft(s, d, next, window + 1, room < cap ? room : cap, &ctx, &ctx_cap, err)
                         : 0;
+        t_draft = now_s() - t_draft;
         if (k < 0) {
             st = err && err->status ? err->status : GLM_ERR_BACKEND;
             break;
@@ -245,9 +261,10 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         double t0 = now_s();
         if ((st = glm_session_verify(s, window, k + 1, rows, err)))
             break;
-        double verify_s = now_s() - t0;
+        double verify_s = now_s() - t0 + t_draft;
         stats->windows++;
         since_timed++;
+        windows++;
         for (i = 0; i < k; i++)
             stats->proposed[i]++;
         for (i = 0; i < k; i++) {

@@ -11,7 +11,8 @@
 
 #define SPEC_MAX_DRAFT 8
 #define SPEC_MAX_BACKOFF 32 /* most plain steps between drafting probes while windows do not pay */
-#define SPEC_RETIME_EVERY 64 /* windows in a row after which one plain step is timed again */
+#define SPEC_RETIME_EVERY 32 /* windows in a row after which one plain step is timed again */
+#define SPEC_EXPLORE_EVERY 16 /* every this many windows one runs at the acceptance's cap */
 
 typedef enum spec_mode { SPEC_OFF = 1, SPEC_COPY = 2, SPEC_MTP = 3 } spec_mode;
 
@@ -20,7 +21,7 @@ typedef struct spec_stats {
     int64_t windows;       /* verification forwards */
     int64_t backoff_steps; /* plain steps taken while drafting backed off: nothing accepted, or
                             * a window's rows cost more than the tokens they were expected to give */
-    int64_t timing_steps;  /* plain steps taken to time one (the first, then one every
+    int64_t timing_steps;  /* plain steps taken to time one (the first two, then one every
                             * SPEC_RETIME_EVERY windows) */
     int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
 } spec_stats;
