@@ -193,12 +193,13 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
      * about four windows): a rejected draft costs a row of the verifying forward. Where almost
      * none are accepted (a mean below a quarter), drafting backs off: plain steps between
      * one-window probes, 1, 2, 4 .. SPEC_MAX_BACKOFF of them while probes keep failing, and back
-     * to every step at the first accepted draft. Once a plain step and a window are timed, a
-     * window runs only with the drafts (up to that cap) whose expected tokens a unit of cost
-     * beat a plain step's (worth_best), and where none do, drafting backs off the same way;
-     * windows are only cheap per row where a forward is bound by its weights' reads (a GPU),
-     * not its arithmetic (a CPU). Only speed depends on this: a window's tokens equal plain
-     * steps'. */
+     * to every step at the first accepted draft. Once plain steps and a window are timed (two
+     * plain steps first, then one every SPEC_RETIME_EVERY windows), a window runs with the
+     * drafts (up to that cap) worth_best picks by expected tokens a unit of cost, and where even
+     * the best is not worth a plain step, drafting backs off the same way; every
+     * SPEC_EXPLORE_EVERY-th window runs at the cap, so that deep windows stay timed. Windows are
+     * only cheap per row where a forward is bound by its weights' reads (a GPU), not by its
+     * arithmetic (a CPU). Only speed depends on this: a window's tokens equal plain steps'. */
     double mean_accepted = 1.0;
     int backoff = 0, plain_left = 0, probe = 0, since_timed = 0, windows = 0;
     spec_worth worth;
