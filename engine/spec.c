@@ -117,7 +117,7 @@ static double now_s(void)
  * accepted once the ones before it were, both running means over the reply so far. */
 typedef struct spec_worth {
     double cost[SPEC_MAX_DRAFT + 2]; /* cost[r]: a forward of r rows; 0: none timed yet */
-    int timed[SPEC_MAX_DRAFT + 2];   /* forwards of r rows timed */
+    int timed[SPEC_MAX_DRAFT + 2];   /* forwards of r rows timed (or tried to be) */
     double accept[SPEC_MAX_DRAFT];   /* P(draft i accepted | drafts 0..i-1 were) */
 } spec_worth;
 
@@ -131,14 +131,20 @@ static void worth_init(spec_worth *w)
 
 static void worth_cost(spec_worth *w, const spec_drafter *d, int rows, double measured)
 {
+    if (rows < 1 || rows > SPEC_MAX_DRAFT + 1)
+        return;
+    int n = w->timed[rows]++; /* (attempts: a cost that cannot be used does not stall drafting) */
     double v = d->cost ? d->cost(rows, measured, d->cost_user) : measured;
-    if (!(v > 0) || rows < 1 || rows > SPEC_MAX_DRAFT + 1)
+    if (!(v > 0))
         return;
     double *c = &w->cost[rows];
-    if (*c > 0 && v > 1.5 * *c) /* a stall (another process, a page fault) counts as 1.5 */
+    if (*c <= 0 || n == 1) { /* the first two: the smaller (a first forward may set up a graph) */
+        *c = *c > 0 && *c < v ? *c : v;
+        return;
+    }
+    if (v > 1.5 * *c) /* a stall (another process, a page fault) counts as 1.5 */
         v = 1.5 * *c;
-    *c = *c > 0 ? 0.75 * *c + 0.25 * v : v;
-    w->timed[rows]++;
+    *c = 0.75 * *c + 0.25 * v;
 }
 
 /* A window of k drafts of which kept were accepted: positions 0..kept were reached. */
@@ -192,8 +198,9 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
     /* Drafts per window follow how many were accepted lately (mean accepted a window, over
      * about four windows): a rejected draft costs a row of the verifying forward. Where almost
      * none are accepted (a mean below a quarter), drafting backs off: plain steps between
-     * one-window probes, 1, 2, 4 .. SPEC_MAX_BACKOFF of them while probes keep failing, and back
-     * to every step at the first accepted draft. Once plain steps and a window are timed (two
+     * one-window probes, 1, 2, 4 .. SPEC_MAX_BACKOFF of them while probes keep failing, and
+     * (until costs are timed) back to every step at the first accepted draft. Once plain steps
+     * and a window are timed (two
      * plain steps first, then one every SPEC_RETIME_EVERY windows), a window runs with the
      * drafts (up to that cap) worth_best picks by expected tokens a unit of cost, and where even
      * the best is not worth a plain step, drafting backs off the same way; every

@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(256) kda_prep_kernel(prep_args a, float *qo, f
 // of column (blockIdx.y * ncb + cb) * 32 + lane of the head's state. kNorm (ncb covers the whole
 // head): each token's output row then gets out_norm_kernel's gated RMSNorm, in its arithmetic,
 // in the same launch. kPrep (with kNorm, the decode path): the block first runs its head's prep
-// (warps 0-2 prep_plane, warp 3 prep_gates, as kda_prep_kernel does) into shared memory, and
-// the scan reads q, k, v, the gates and beta from there: one launch instead of two, the same bits.
+// (warps 0-2 prep_plane with each tap read where it is used, warp 3 prep_gates: kda_prep_kernel's
+// operations) into shared memory, and the scan reads q, k, v, the gates and beta from there: one
+// launch instead of two, the same bits.
 template <bool kNorm, bool kPrep = false>
 __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, const float *q, const float *k,
                                                     const float *v, const float *g,

@@ -73,7 +73,8 @@ static eng_gemv_job job(const cu_lin *l, const float *x, float *y)
     return j;
 }
 
-/* 1 when the decode path's HC step takes fn (eng_hc_fn_partial, eng_hc_collapse_norm). */
+/* 1 when the decode path's HC step takes fn (eng_hc_fn_partial, eng_hc_collapse_norm,
+ * eng_hc_sinkhorn). */
 static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
 {
     const glm_config *c = &be->m->cfg;
@@ -88,7 +89,8 @@ static int side_fork(cuda_backend *be)
     int rc = eng_event_record(be->fork, be->stream);
     if (!rc)
         rc = eng_stream_wait(be->side, be->fork);
-    be->side_pending = !rc;
+    if (!rc) /* (a failed fork leaves a join owed from before still owed) */
+        be->side_pending = 1;
     return rc;
 }
 

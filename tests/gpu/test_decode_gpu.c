@@ -481,9 +481,9 @@ static void check_hc(int timed, void *ev0, void *ev1)
 
 /* ---- the KDA step (eng_kda_step_decode) against its two launches ------------------------- */
 
-static void check_kda(int timed, void *ev0, void *ev1)
+static void check_kda_shape(int H, int dk, int K, int timed, void *ev0, void *ev1)
 {
-    int H = 64, dk = 128, K = 4, C = H * dk;
+    int C = H * dk;
     float eps = 1e-5f, qscale = 1.0f / sqrtf((float)dk), lb = -5.0f;
     size_t in_n = (size_t)MAXT * C, st_n = (size_t)(K - 1) * 3 * C, S_n = (size_t)H * dk * dk;
     float *hq = host_random(in_n, 1.0f), *hk = host_random(in_n, 1.0f), *hv = host_random(in_n, 1.0f);
@@ -541,15 +541,17 @@ static void check_kda(int timed, void *ev0, void *ev1)
         size_t nonfinite = 0;
         for (size_t i = 0; i < on; i++)
             nonfinite += !isfinite(out[1][i]);
-        printf("%s the KDA step (lower bound %s): every output written and finite (%zu not)\n",
-               nonfinite ? "FAIL" : "ok  ", lbf ? "on" : "off", nonfinite);
+        printf("%s the KDA step (%d heads of %d, %d taps, lower bound %s): every output written "
+               "and finite (%zu not)\n", nonfinite ? "FAIL" : "ok  ", H, dk, K, lbf ? "on" : "off",
+               nonfinite);
         failures += nonfinite != 0;
         char what[160];
-        snprintf(what, sizeof what, "the one-launch KDA step equals the two launches, 8 rows (lower "
-                 "bound %s; o, state, conv state, trail)", lbf ? "on" : "off");
+        snprintf(what, sizeof what, "the one-launch KDA step (%d heads of %d, %d taps) equals the "
+                 "two launches, 8 rows (lower bound %s; o, state, conv state, trail)", H, dk, K,
+                 lbf ? "on" : "off");
         same_bits(what, out[1], out[0], on * 4);
-        snprintf(what, sizeof what, "the one-launch KDA step: 8 rows equal 8 one-row calls (lower "
-                 "bound %s)", lbf ? "on" : "off");
+        snprintf(what, sizeof what, "the one-launch KDA step (%d heads of %d, %d taps): 8 rows equal "
+                 "8 one-row calls (lower bound %s)", H, dk, K, lbf ? "on" : "off");
         same_bits(what, out[2], out[1], on * 4);
         for (int form = 0; form < 3; form++)
             free(out[form]);
@@ -582,6 +584,15 @@ static void check_kda(int timed, void *ev0, void *ev1)
     kern_free(kw), kern_free(vw), kern_free(A), kern_free(dt), kern_free(g), kern_free(beta);
     kern_free(st), kern_free(S), kern_free(o), kern_free(qc), kern_free(kc), kern_free(vc);
     kern_free(trail);
+}
+
+/* GLM-5.3-Flash's shape (timed), then heads that fill a block's columns only in part, the most
+ * taps, and the fewest with a conv state. */
+static void check_kda(int timed, void *ev0, void *ev1)
+{
+    check_kda_shape(64, 128, 4, timed, ev0, ev1);
+    check_kda_shape(8, 96, 8, 0, ev0, ev1);
+    check_kda_shape(4, 40, 2, 0, ev0, ev1);
 }
 
 /* ---- the final norm (eng_stream_mean_norm): the streams' mean, RMS-normed ----------------- */
