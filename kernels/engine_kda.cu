@@ -157,18 +157,23 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     auto tap = [&](int j, int ci, int i) {
         return kTapsInRegs ? wc[kTapsInRegs ? j : 0][i] : __ldg(wt + (size_t)(h * dk + ci) * K + i);
     };
+    // slot j's channel at token t: its conv over the window, then SiLU (conv_kernel's order)
+    auto conv_silu = [&](int j, int t) {
+        int ci = lane + 32 * j, c = h * dk + ci;
+        float acc = 0.0f;
+        if (ci < dk)
+#pragma unroll
+            for (int i = 0; i < kPrepMaxK; i++)
+                if (i < K)
+                    acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
+        return acc / (1.0f + expf(-acc));
+    };
     for (int t = 0; t < a.T && !kTapsInRegs; t++) { // a slot at a time, scaled after the sum
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < kPrepSlots; j++) {
-            int ci = lane + 32 * j, c = h * dk + ci;
-            float acc = 0.0f;
-            if (ci < dk)
-#pragma unroll
-                for (int i = 0; i < kPrepMaxK; i++)
-                    if (i < K)
-                        acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
-            float y = acc / (1.0f + expf(-acc));
+            int ci = lane + 32 * j;
+            float y = conv_silu(j, t);
             if (ci < dk) {
                 ss += y * y;
                 out[(size_t)t * ostride + ci] = y;
@@ -185,15 +190,8 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
         float y[kPrepSlots], ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < kPrepSlots; j++) {
-            int ci = lane + 32 * j, c = h * dk + ci;
-            float acc = 0.0f;
-            if (ci < dk)
-#pragma unroll
-                for (int i = 0; i < kPrepMaxK; i++)
-                    if (i < K)
-                        acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
-            y[j] = acc / (1.0f + expf(-acc));
-            if (ci < dk)
+            y[j] = conv_silu(j, t);
+            if (lane + 32 * j < dk)
                 ss += y[j] * y[j];
         }
         float inv = 1.0f;
