@@ -421,7 +421,7 @@ __device__ __forceinline__ void states_k4_w(uint32_t w, uint32_t prev, uint32_t 
 // (with both as immediates it takes two, LOP3 having one immediate operand), and the FMA-pipe
 // shift multipliers stay multiplies.
 struct decode_consts {
-    uint32_t m28, m16, mask, flip;
+    uint32_t m28, m16, mask, flip, neg16;
 };
 
 // decode_halves with the mask and flip in registers: (x & mask) ^ flip in one LOP3.
@@ -439,6 +439,61 @@ __device__ __forceinline__ uint32_t decode_halves_r(uint32_t s, const decode_con
     uint32_t r;
     asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(r) : "r"(x), "r"(dc.mask), "r"(dc.flip));
     return r;
+}
+
+// EXL3_PAIR_PRODUCTS=1: the split form's eight products x = s*M (+a) of a 4-bit tile's lane
+// come in four pairs of windows 16 bits apart, with no mask or byte moves. u, the 32 stream bits
+// from window p (one funnel shift; w itself for p = 0), holds state p low and state p + 16
+// high, so with x_hi the high state's product (its state: u >> 16),
+//   u*M + a*65537 - (x_hi << 16) = (s_lo + 2^16 s_hi)*M + a + 2^16 a - 2^16 (s_hi*M + a) = x_lo.
+// A tile costs 3 funnel shifts + 4 shifts on the integer ALU pipe and 12 multiply-adds on the
+// FMA pipe, against 4 shifts + 7 byte moves and 8 multiply-adds (sm_90 SASS, 2026-12-04): the
+// ALU pipe, the kernel's busiest, loses 4 of its 19 operations a tile.
+#ifndef EXL3_PAIR_PRODUCTS
+#define EXL3_PAIR_PRODUCTS 0
+#endif
+
+// a * b + c as one multiply-add on the FMA pipe (the compiler would make b = -65536 a shift and
+// a subtraction on the ALU pipe).
+__host__ __device__ __forceinline__ uint32_t mad_lo(uint32_t a, uint32_t b, uint32_t c)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("mad.lo.u32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#else
+    return a * b + c;
+#endif
+}
+
+// The low 32 bits of (hi:lo) >> n, as one funnel shift the compiler cannot merge with a later
+// shift (merged, a window's high state took a 64-bit shift and a mask: 2 ALU operations, not 1).
+__host__ __device__ __forceinline__ uint32_t funnel_r(uint32_t lo, uint32_t hi, uint32_t n)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("shf.r.wrap.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(lo), "r"(hi), "r"(n));
+    return r;
+#else
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> n);
+#endif
+}
+
+// The products x[i] = st[i]*M (+a) of states_k4's eight states (window 28 - 4i of prev:w) in
+// pairs (EXL3_PAIR_PRODUCTS). neg16: 0xFFFF0000, passed in a register.
+template <int CB>
+__host__ __device__ __forceinline__ void products_k4_pairs(uint32_t w, uint32_t prev,
+                                                           uint32_t neg16, uint32_t x[8])
+{
+    const uint32_t m = CB == 1 ? kMcgMult : 89226354u;
+    const uint32_t a = CB == 1 ? 0u : 64248484u;
+    // windows 12, 8, 4, 0 low; 28, 24, 20, 16 high
+    const uint32_t u[4] = {funnel_r(w, prev, 12), funnel_r(w, prev, 8), funnel_r(w, prev, 4), w};
+    for (int i = 0; i < 4; i++) {
+        uint32_t hi = mad_lo(u[i] >> 16, m, a);
+        x[i] = hi;
+        x[i + 4] = mad_lo(hi, neg16, mad_lo(u[i], m, a * 65537u));
+    }
 }
 
 // EXL3_SPLIT_CHAINS=2 (default): the split form keeps a weight's two k halves in two
@@ -461,12 +516,20 @@ __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag
                                           const decode_consts &sm, float acc[4][4])
 {
     if (S) {
-        uint32_t st[8];
-        states_k4_w(w, prev, sm.m28, sm.m16, st);
         uint32_t h[8];
+        if (EXL3_PAIR_PRODUCTS) {
+            uint32_t x[8];
+            products_k4_pairs<CB>(w, prev, sm.neg16, x);
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            h[i] = decode_halves_r<CB>(st[i], sm);
+            for (int i = 0; i < 8; i++)
+                asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(h[i]) : "r"(x[i]), "r"(sm.mask), "r"(sm.flip));
+        } else {
+            uint32_t st[8];
+            states_k4_w(w, prev, sm.m28, sm.m16, st);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                h[i] = decode_halves_r<CB>(st[i], sm);
+        }
         // k 2t (st0, st4) and 2t+8 (st2, st6); k 2t+1 (st1, st5) and 2t+9 (st3, st7)
         constexpr int kh = kTwoChains ? 1 : 0; // the chain of the second k halves
         mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);

@@ -245,8 +245,10 @@ __device__ __forceinline__ void smem_x(const __half *a_s, int lda, int nrows, in
 }
 
 // The decode's constants (decode_consts), from constant memory so that the compiler keeps them
-// in registers: the FMA-pipe shift multipliers, the 3INST/MCG mask and flip.
-__constant__ uint32_t c_decode_consts[4] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3B603B60u};
+// in registers: the FMA-pipe shift multipliers, the 3INST/MCG mask and flip, the paired
+// products' -65536.
+__constant__ uint32_t c_decode_consts[5] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3B603B60u,
+                                            0xFFFF0000u};
 
 // One warp's strip of 4 n-tiles over ksteps k-tiles, weights as the A operand; R16: the group
 // has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
@@ -259,7 +261,7 @@ __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, si
                                           float acc[4][2][4])
 {
     decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
-                        c_decode_consts[3]};
+                        c_decode_consts[3], c_decode_consts[4]};
     auto x_of = [&](int kt, auto &xf) {
         using xf_t = typename std::remove_reference<decltype(xf)>::type;
         if (dup_inputs<K, CB>() && !R16 && xf_t::kSplitForm) {

@@ -3,11 +3,14 @@
 # prints where its time goes, against two ceilings measured in each variant's own run.
 # Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build (since
 # 2026-12-03: direct loads, unguarded k-step blocks, duplicated-half inputs, which exl3_moe.cu
-# sets), the build before them (before), guarded k-steps (guarded), one accumulator chain a row
-# half (onechain), load-only (no decode, no mma) and compute-only (no trellis read: decode + mma
-# on register data, the decode-compute ceiling; both give meaningless results).
+# sets), one accumulator chain a row half (onechain), load-only (no decode, no mma) and
+# compute-only (no trellis read: decode + mma on register data, the decode-compute ceiling; both
+# give meaningless results), each also for the warps kernel.
 # With cuobjdump and python3 there, each variant's SASS hot loops are counted (hotloop.py:
 # instructions a tile and a weight of the one-row mcg kernel's strips).
+# A variant named name@FILE builds kernels/FILE in place of exl3_moe.cu (the same API): warps is
+# exl3_moe_warps.cu, the kernel whose warps work on their own; pairs is the paired-products
+# decode (EXL3_PAIR_PRODUCTS, exl3_device.cuh).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
 # Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
@@ -15,13 +18,18 @@ src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"default: before:-DEXL3_DIRECT_LOAD=0,-DEXL3_UNGUARDED=0,-DEXL3_DUP_INPUT=0
-          guarded:-DEXL3_UNGUARDED=0 onechain:-DEXL3_SPLIT_CHAINS=1
-          loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY"}
+variants=${EXL3_VARIANTS:-"default: pairs:-DEXL3_PAIR_PRODUCTS=1 onechain:-DEXL3_SPLIT_CHAINS=1
+          warps@exl3_moe_warps.cu: warps_pairs@exl3_moe_warps.cu:-DEXL3_PAIR_PRODUCTS=1
+          loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY
+          warps_loadonly@exl3_moe_warps.cu:-DEXL3_BENCH_LOAD_ONLY
+          warps_compute@exl3_moe_warps.cu:-DEXL3_BENCH_COMPUTE_ONLY"}
+# a variant's name (before any @FILE) and source
+vname() { n=${1%%:*}; echo "${n%%@*}"; }
+vsrc() { n=${1%%:*}; case $n in *@*) echo "$src/kernels/${n#*@}" ;; *) echo "$src/kernels/exl3_moe.cu" ;; esac; }
 for v in $variants; do
-    name=${v%%:*}
+    name=$(vname "$v")
     mkdir -p "$build/$name"
-    "$nvcc" $fl $(echo "${v#*:}" | tr ',' ' ') -c -o "$build/$name/moe.o" "$src/kernels/exl3_moe.cu" &
+    "$nvcc" $fl $(echo "${v#*:}" | tr ',' ' ') -c -o "$build/$name/moe.o" "$(vsrc "$v")" &
 done
 wait
 cudalib=$(dirname "$(dirname "$nvcc")")/lib64
@@ -30,7 +38,7 @@ testobjs="$build/error.o $build/exl3_decode.o $build/exl3_matvec.o $build/exl3_q
           $build/hadamard.o $build/test_exl3_gpu.o"
 status=0
 for v in $variants; do
-    name=${v%%:*}
+    name=$(vname "$v")
     gcc -o "$build/$name/bench" "$build/bench_exl3.o" "$build/device.o" "$build/exl3_gemm.o" \
         "$build/$name/moe.o" $libs
     echo "== variant $name (${v#*:})"
@@ -45,7 +53,7 @@ for v in $variants; do
     if command -v cuobjdump >/dev/null && command -v python3 >/dev/null; then
         # the one-row (8-row) strips are the loops with 2 mma a tile; R16 loops show 4 a tile
         cuobjdump -sass "$build/$name/moe.o" >"$build/$name/sass.txt" 2>/dev/null &&
-            python3 "$src/tests/gpu/hotloop.py" "$build/$name/sass.txt" moe_kernelILi4ELi1ELi8E 2 ||
+            python3 "$src/tests/gpu/hotloop.py" "$build/$name/sass.txt" moe_kernelILi4ELi1E 2 ||
             true
     fi
 done
@@ -55,9 +63,9 @@ done
 echo "== MoE decode, H=4096 I=2048 8 experts a row, 4 bits mcg"
 echo "| variant | rows | us | of copy BW | of max(copy, compute) ceiling | bound |"
 echo "|---|---|---|---|---|---|"
-comp="$build/compute/bench.txt"
 for v in $variants; do
-    name=${v%%:*}
+    name=$(vname "$v")
+    case $name in warps*) comp="$build/warps_compute/bench.txt" ;; *) comp="$build/compute/bench.txt" ;; esac
     awk -v name="$name" -v comp="$comp" '
         function rowsof(line,   f) { split(line, f, "|"); return f[3] + 0 }
         function field(line, i,   f) { split(line, f, "|"); return f[i] + 0 }
