@@ -75,6 +75,13 @@ tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
+# the same two with the candidate MoE kernel (kernels/exl3_moe_warps.cu) in the engine
+check_PROGRAMS += tests/gpu/test_cuda_engine_warps bench/bench_cuda_engine_warps
+tests_gpu_test_cuda_engine_warps_SOURCES = tests/gpu/test_cuda_engine.c kernels/exl3_moe_warps.cu
+tests_gpu_test_cuda_engine_warps_LDADD = $(glmchat_LDADD)
+bench_bench_cuda_engine_warps_SOURCES = bench/bench_cuda_engine.c kernels/exl3_moe_warps.cu
+bench_bench_cuda_engine_warps_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+bench_bench_cuda_engine_warps_LDADD = $(glmchat_LDADD) -lcublas
 
 # prompt reuse and drafted decoding on the CUDA backend, and their benchmark (tests/gpu/spec.sh)
 check_PROGRAMS += tests/gpu/test_cuda_spec bench/bench_cuda_spec
