@@ -5,6 +5,7 @@
 #define GLMCHAT_EXL3_DEVICE_CUH
 
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
 
 namespace exl3 {
@@ -634,15 +635,22 @@ __device__ __forceinline__ uint32_t uint4_at(const uint4 &v, int t)
 #define EXL3_UNGUARDED 0
 #endif
 
+// A strip's hook at the start of each block of PF k-steps (hook(kt), kt: the block's first
+// k-step): the MoE warps kernel stages the block's inputs there. The default does nothing.
+struct no_block_hook {
+    __device__ __forceinline__ void operator()(int) const {}
+};
+
 // PF k-steps of a 4-bit weights-as-A strip from k-step kt; kGuard: check each step and
 // prefetch against ksteps.
-template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad>
+template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad, typename Hook>
 __device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0, size_t stride,
                                               int ksteps, int kt, uint4 ring[PF], uint32_t *slice,
                                               XLoad &load_x, const decode_consts &sm,
-                                              float ch[4][4][4])
+                                              float ch[4][4][4], Hook hook)
 {
     int lane = threadIdx.x & 31;
+    hook(kt);
 #pragma unroll
     for (int i = 0; i < PF; i++) {
         if (!kGuard || kt + i < ksteps) {
@@ -690,10 +698,11 @@ __device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0
     }
 }
 
-template <int K, int CB, int PF, bool R16, typename XLoad>
+template <int K, int CB, int PF, bool R16, typename XLoad, typename Hook = no_block_hook>
 __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, size_t stride,
                                             int ksteps, uint4 ring[PF], uint32_t *slice,
-                                            XLoad load_x, const decode_consts &sm, float acc[4][2][4])
+                                            XLoad load_x, const decode_consts &sm, float acc[4][2][4],
+                                            Hook hook = Hook())
 {
     constexpr bool kS = kSplitHalves && CB != 2;
     int lane = threadIdx.x & 31;
@@ -703,13 +712,16 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
         if (EXL3_UNGUARDED)
             for (; kt + 2 * PF <= ksteps; kt += PF)
                 strip_w_block<CB, PF, R16, kS, false>(tile0, stride, ksteps, kt, ring, slice,
-                                                      load_x, sm, ch);
+                                                      load_x, sm, ch, hook);
         for (; kt < ksteps; kt += PF)
             strip_w_block<CB, PF, R16, kS, true>(tile0, stride, ksteps, kt, ring, slice, load_x,
-                                                 sm, ch);
+                                                 sm, ch, hook);
     } else {
         constexpr int kWords = 8 * K;
         for (int kt = 0; kt < ksteps; kt++) {
+            if constexpr (!std::is_same<Hook, no_block_hook>::value)
+                if (kt % PF == 0)
+                    hook(kt);
             xfrag<R16, false> xf;
             load_x(kt, xf);
 #pragma unroll

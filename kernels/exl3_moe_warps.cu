@@ -20,8 +20,8 @@
 //      blocks of their k chunk are done; partial sums to zd. The last of a column block adds
 //      the k chunks in order, rotates, x svh x routing weight, stores per pair (yd); the last
 //      pair of a row to finish a column block sums the row's slots in slot order into y.
-// A strip streams its trellis through a register ring and its inputs through a double-buffered
-// cp.async stage of 128 k (8 k-steps) in the warp's own shared memory.
+// A strip streams its trellis through a register ring and its inputs through two cp.async
+// stages of one block of k-steps (6, 96 inputs) in the warp's own shared memory.
 // A group is up to 16 (row, slot) pairs routed to one expert (at most the call's row count):
 // its weights are read once.
 // Deterministic and batch-invariant: no float atomics; every sum has a fixed order, and a row's
@@ -72,7 +72,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxPairs = KERN_EXL3_MOE_MAX_PAIRS;
 constexpr int kGroupRows = 16;
 constexpr int kChunkK = 512; // k range of one strip item (32 k-steps)
-constexpr int kStageK = 128; // inputs a warp stages at a time (8 k-steps), two stages
 #ifndef EXL3_PREFETCH
 #define EXL3_PREFETCH 6
 #endif
@@ -80,6 +79,7 @@ constexpr int kStageK = 128; // inputs a warp stages at a time (8 k-steps), two 
 #define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
 #endif
 constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
+constexpr int kStageK = 16 * kPrefetch;  // inputs a warp stages at a time (a block of k-steps)
 
 // Workspace: counters at fixed places (they outlive a call), then this call's data by its pairs.
 struct moe_ws {
@@ -293,7 +293,8 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
 
 // Bytes of one input stage (kStageK inputs of gr rows) and the row strides within it: the
 // duplicated form (groups up to 8 rows at 4 bits) takes 4 bytes an input, dup_ld words a row;
-// the plain form 2 bytes, kStageK + 8 halves a row.
+// the plain form 2 bytes, kStageK + 8 halves a row (both keep a quarter-warp's loads of rows
+// g and g + 1 in different banks).
 __host__ __device__ constexpr int stage_ld_bytes(bool dup)
 {
     return dup ? dup_ld(kStageK) * 4 : (kStageK + 8) * 2;
@@ -309,8 +310,10 @@ __host__ __device__ constexpr int stage_bytes_for(int gr, bool dup_ok)
 
 // One warp's strip of 4 n-tiles (64 columns) over ksteps k-tiles, weights as the A operand, its
 // inputs streamed from global rows (src: the first row's first input of the strip; src_stride:
-// bytes between rows; nm rows) through the warp's two stages (buf). R16: the group has rows 8-15.
-// acc[tile][row half][4] (row half 1 is 0 without R16).
+// bytes between rows; nm rows) through the warp's two stages (buf, stage_bytes each): at the
+// start of each block of kPrefetch k-steps the strip's hook issues the next block's inputs by
+// cp.async and waits for its own, so that within a block the input loads have fixed offsets.
+// R16: the group has rows 8-15. acc[tile][row half][4] (row half 1 is 0 without R16).
 template <int K, int CB, bool R16>
 __device__ __forceinline__ void strip_staged(const uint32_t *__restrict__ tile0, size_t stride,
                                              int ksteps, uint4 ring[kPrefetch],
@@ -319,46 +322,56 @@ __device__ __forceinline__ void strip_staged(const uint32_t *__restrict__ tile0,
                                              float acc[4][2][4])
 {
     constexpr bool kDup = dup_inputs<K, CB>() && !R16;
-    constexpr int kRowBytes = kStageK * (kDup ? 4 : 2);
-    constexpr int kPieces = kRowBytes / 16;
+    constexpr int kEsize = kDup ? 4 : 2;      // bytes an input
+    constexpr int kStepPieces = kEsize;       // 16-byte pieces of a row a k-step (16 inputs)
     constexpr int kLd = stage_ld_bytes(kDup);
-    constexpr int kRowStep = 32 / kPieces; // rows one pass of the warp copies (dup: 1, plain: 2)
+    static_assert(32 / kStepPieces >= (kDup ? 8 : 16), "a k-step of a group's rows is one pass");
     const int lane = threadIdx.x & 31;
-    const int nstages = ksteps / (kStageK / 16);
-    // this lane's pieces of a stage: byte o of rows r0, r0 + kRowStep, ...
-    const int r0 = lane / kPieces, o = (lane % kPieces) * 16;
-    const unsigned char *lsrc = src + r0 * src_stride + o;
-    const uint32_t step = (uint32_t)src_stride * kRowStep;
-    const uint32_t ldst = (uint32_t)__cvta_generic_to_shared(buf) + r0 * kLd + o;
-    auto issue = [&](int s) {
-        if (s < nstages) {
-            const unsigned char *sp = lsrc + (size_t)s * kRowBytes;
-            uint32_t d = ldst + (s & 1) * stage_bytes;
-            for (int r = r0; r < nm; r += kRowStep, sp += step, d += kRowStep * kLd)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(sp) : "memory");
+    // lane's piece of a k-step: row lane / kStepPieces, bytes 16 (lane % kStepPieces) ..
+    const int prow = lane / kStepPieces;
+    const bool active = prow < nm;
+    const unsigned char *lsrc = src + prow * src_stride + (lane % kStepPieces) * 16;
+    const uint32_t ldst = (uint32_t)__cvta_generic_to_shared(buf) + prow * kLd + (lane % kStepPieces) * 16;
+    // the inputs of the block from k-step kt0 into stage par
+    auto issue = [&](int kt0, int par) {
+        if (active) {
+            int left = ksteps - kt0;
+            const unsigned char *sp = lsrc + (size_t)kt0 * 16 * kEsize;
+            uint32_t d = ldst + par * stage_bytes;
+#pragma unroll
+            for (int j = 0; j < kPrefetch; j++)
+                if (j < left)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + j * 16 * kEsize),
+                                 "l"(sp + j * 16 * kEsize)
+                                 : "memory");
         }
         cp_async_commit();
     };
-    issue(0);
+    int blk = 0, base = 0; // the current block's number and first k-step
+    const unsigned char *cur = buf;
+    auto hook = [&](int kt) {
+        __syncwarp(); // every lane is done with the block before (its stage is refilled now)
+        issue(kt + kPrefetch, (blk + 1) & 1);
+        cp_async_wait<1>(); // this lane's part of this block's stage has landed ...
+        __syncwarp();       // ... and every lane's
+        cur = buf + (blk & 1) * stage_bytes;
+        base = kt;
+        blk++;
+    };
+    issue(0, 0);
     decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
                         c_decode_consts[3], c_decode_consts[4]};
     auto x_of = [&](int kt, auto &xf) {
         using xf_t = typename std::remove_reference<decltype(xf)>::type;
-        if ((kt & 7) == 0) {
-            __syncwarp(); // every lane is done with the stage before (its buffer is refilled)
-            issue((kt >> 3) + 1);
-            cp_async_wait<1>(); // this lane's part of stage kt / 8 has landed ...
-            __syncwarp();       // ... and every lane's
-        }
-        const unsigned char *b = buf + ((kt >> 3) & 1) * stage_bytes;
+        int i = kt - base; // the k-step within the block: a constant in the unrolled blocks
         if (kDup && xf_t::kSplitForm) {
-            smem_x_dup(reinterpret_cast<const uint32_t *>(b), kLd / 4, nm, kt & 7, xf.s);
+            smem_x_dup(reinterpret_cast<const uint32_t *>(cur), kLd / 4, nm, i, xf.s);
         } else {
-            smem_x<R16>(reinterpret_cast<const __half *>(b), kLd / 2, nm, kt & 7, xf.x);
+            smem_x<R16>(reinterpret_cast<const __half *>(cur), kLd / 2, nm, i, xf.x);
             xf.split();
         }
     };
-    strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, nullptr, x_of, sm, acc);
+    strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, nullptr, x_of, sm, acc, hook);
     cp_async_wait<0>();
     __syncwarp();
 }

@@ -55,7 +55,9 @@ def is_mma(op):
 
 
 def loops(items):
-    """Innermost loops (label .. last backward branch to it) that contain mma."""
+    """Innermost loops (label .. last backward branch to it) that contain mma. A loop nested in
+    one of them without mma of its own (the MoE warps kernel's input staging) is left out of its
+    count: (start, ops, mma count, instructions left out)."""
     where = {it[1]: i for i, it in enumerate(items) if it[0] == 'label'}
     regions = []
     for i, it in enumerate(items):
@@ -66,14 +68,20 @@ def loops(items):
     for a, b in regions:
         span[a] = max(span.get(a, b), b)
     spans = sorted(span.items())
-    inner = [(a, b) for a, b in spans
-             if not any(a < c and d <= b for c, d in spans if (c, d) != (a, b))]
+
+    def n_mma(a, b):
+        return sum(it[0] == 'ins' and is_mma(it[1]) for it in items[a:b + 1])
+
+    with_mma = [(a, b) for a, b in spans if n_mma(a, b)]
+    inner = [(a, b) for a, b in with_mma
+             if not any(a < c and d <= b for c, d in with_mma if (c, d) != (a, b))]
     out = []
     for a, b in inner:
-        ops = [it[1] for it in items[a:b + 1] if it[0] == 'ins']
-        n_mma = sum(is_mma(o) for o in ops)
-        if n_mma:
-            out.append((a, ops, n_mma))
+        nested = [(c, d) for c, d in spans if a < c and d <= b]
+        skip = set(i for c, d in nested for i in range(c, d + 1))
+        ops = [it[1] for i, it in enumerate(items[a:b + 1], a) if it[0] == 'ins' and i not in skip]
+        left = sum(1 for i in skip if items[i][0] == 'ins')
+        out.append((a, ops, sum(is_mma(o) for o in ops), left))
     return out
 
 
@@ -88,10 +96,11 @@ def main():
             continue
         found = True
         print(f'{name}')
-        for start, ops, n_mma in loops(parse(body)):
+        for start, ops, n_mma, left in loops(parse(body)):
             tiles = n_mma / per_tile
             mix = Counter(o.split('.')[0] for o in ops).most_common(12)
-            print(f'  loop at item {start}: {len(ops)} instructions, {n_mma} mma, '
+            nested = f' (+{left} in loops nested without mma)' if left else ''
+            print(f'  loop at item {start}: {len(ops)} instructions{nested}, {n_mma} mma, '
                   f'{tiles:.0f} tiles -> {len(ops) / tiles:.1f} a tile, '
                   f'{len(ops) / (tiles * 8):.2f} a weight')
             print('    ' + ', '.join(f'{o} {c}' for o, c in mix))
