@@ -36,6 +36,9 @@
 #ifndef EXL3_DIRECT_LOAD
 #define EXL3_DIRECT_LOAD 1
 #endif
+#if !EXL3_DIRECT_LOAD
+#error "exl3_moe_warps.cu: the strips have no shared slice for EXL3_DIRECT_LOAD=0's regroup"
+#endif
 #ifndef EXL3_UNGUARDED
 #define EXL3_UNGUARDED 1
 #endif
@@ -128,15 +131,21 @@ __device__ __forceinline__ void warp_wait(const int *flag, int target)
     __threadfence();
 }
 
-// Every lane's stores so far are made visible, then lane 0 adds 1 to *counter; returns the old
-// value to the whole warp.
+// Every lane's stores so far are made visible, then lane 0 adds 1 to *counter (release: the
+// warp barrier orders the lanes' fenced stores before lane 0's fence and atomic; acquire: lane
+// 0's fence after it, and the barrier again before any lane reads what others published);
+// returns the old value to the whole warp.
 __device__ __forceinline__ int warp_publish(int *counter)
 {
     __threadfence();
     __syncwarp();
     int old = 0;
-    if ((threadIdx.x & 31) == 0)
+    if ((threadIdx.x & 31) == 0) {
+        __threadfence();
         old = atomicAdd(counter, 1);
+        __threadfence();
+    }
+    __syncwarp();
     return __shfl_sync(0xFFFFFFFFu, old, 0);
 }
 
@@ -766,7 +775,8 @@ cudaError_t blocks_per_sm(size_t smem, int *per_sm)
     return cudaSuccess;
 }
 
-// Every block of the grid fits the GPU at once (the warps' waits rely on it).
+// A persistent grid: as many blocks as fit the GPU at once (the waits would end without that:
+// a ticket is only taken by a running warp).
 template <int K, int CB>
 cudaError_t launch(moe_args a, cudaStream_t st)
 {
