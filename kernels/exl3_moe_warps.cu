@@ -627,18 +627,27 @@ __device__ __forceinline__ void down_item(const moe_args &a, const group_tables 
             o[i] = v[i] * half_at(a.ex.down_svh, (size_t)gp.e * H + col + i) * wt;
         *reinterpret_cast<float4 *>(a.yd + (size_t)pair * H + col) = make_float4(o[0], o[1], o[2], o[3]);
     }
-    // the last of a row's pairs to finish this column block sums the row's slots in slot order
-    for (int m = 0; m < gp.nm; m++) {
-        int row = gp.mem[m] / a.slots;
+    // the last of a row's pairs to finish this column block sums the row's slots in slot order:
+    // lane m counts member m's pair (the members' atomics go out together; a release and an
+    // acquire as in warp_publish), then the warp sums each row whose last pair it holds
+    __threadfence();
+    __syncwarp();
+    int last = 0;
+    if (lane < gp.nm) {
+        int row = gp.mem[lane] / a.slots;
         int valid = 0;
         for (int s = 0; s < a.slots; s++)
             valid += s_ids[row * a.slots + s] >= 0;
         int *done = a.rows_done + (size_t)row * (H / 128) + cd;
-        if (warp_publish(done) != valid - 1)
-            continue;
-        if (lane == 0)
+        __threadfence();
+        last = atomicAdd(done, 1) == valid - 1;
+        if (last)
             *done = 0;
         __threadfence();
+    }
+    __syncwarp();
+    for (unsigned ends = __ballot_sync(0xFFFFFFFFu, last); ends; ends &= ends - 1) {
+        int row = gp.mem[__ffs(ends) - 1] / a.slots;
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int s = 0; s < a.slots; s++) {
             if (s_ids[row * a.slots + s] < 0)
