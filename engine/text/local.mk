@@ -55,6 +55,7 @@ EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c 
 CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser tests/fuzz/fuzz_template
 .PHONY: fuzz-text fuzz-text-run
 fuzz-text:
+	mkdir -p tests/fuzz
 	for t in $(TEXT_FUZZERS); do \
 	  clang $(TEXT_FUZZ_FLAGS) $(TEXT_FUZZ_LIB:%=$(top_srcdir)/%) $(top_srcdir)/tests/fuzz/$$t.c \
 	    $(PCRE2_LIBS) -lm -o tests/fuzz/$$t || exit 1; done
