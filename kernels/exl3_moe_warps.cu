@@ -488,26 +488,65 @@ __device__ __forceinline__ void rotation_item(const moe_args &a, const group_ref
     warp_publish(done);
 }
 
+// Where a strip's trellis lies: its first tile, the words between k-tiles, its k-steps.
+struct strip_src {
+    const uint32_t *tile0;
+    size_t stride;
+    int ksteps;
+};
+
+template <int K>
+__device__ __forceinline__ strip_src gate_up_src(const moe_args &a, const group_ref &gp,
+                                                 const gu_coords &p)
+{
+    constexpr int kWords = 8 * K;
+    const int H = a.ex.hidden, I = a.ex.inter;
+    int k0 = p.j * kChunkK, klen = H - k0 < kChunkK ? H - k0 : kChunkK;
+    const uint32_t *tr = static_cast<const uint32_t *>(p.mat ? a.ex.up_trellis : a.ex.gate_trellis);
+    return strip_src{tr + (((size_t)gp.e * (H / 16) + k0 / 16) * (I / 16) + p.c * 8 + p.half * 4) * kWords,
+                     (size_t)(I / 16) * kWords, klen / 16};
+}
+
+template <int K>
+__device__ __forceinline__ strip_src down_src(const moe_args &a, const group_ref &gp,
+                                              const down_coords &p)
+{
+    constexpr int kWords = 8 * K;
+    const int H = a.ex.hidden, I = a.ex.inter;
+    int k0 = p.j * kChunkK, klen = I - k0 < kChunkK ? I - k0 : kChunkK;
+    const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
+    return strip_src{tr + (((size_t)gp.e * (I / 16) + k0 / 16) * (H / 16) + p.c * 8 + p.half * 4) * kWords,
+                     (size_t)(H / 16) * kWords, klen / 16};
+}
+
+// EXL3_PRIME_NEXT=1: as soon as a strip's loop ends, the warp's trellis ring is primed with the
+// next item's first k-steps (when that is a strip too), so that they travel during this item's
+// stores, counters and epilogue rather than at the next item's start. Off: a build variant to
+// time.
+#ifndef EXL3_PRIME_NEXT
+#define EXL3_PRIME_NEXT 0
+#endif
+
 // Item 3: a gate/up strip: 64 columns (half) of column block c of matrix mat over k chunk j; the
 // last strip of the column block to finish runs its epilogue.
-template <int K, int CB>
+template <int K, int CB, typename Next>
 __device__ __forceinline__ void gate_up_item(const moe_args &a, const group_tables &t, int idx,
-                                             unsigned char *buf)
+                                             unsigned char *buf, uint4 (&ring)[kPrefetch],
+                                             bool primed, Next prime_next)
 {
     gu_coords p = gu_at(a, idx);
     group_ref gp = group_of(t, p.grp);
     int grp = p.grp, c = p.c, j = p.j, mat = p.mat, half = p.half;
-    constexpr int kWords = 8 * K;
     const int H = a.ex.hidden, I = a.ex.inter, lane = threadIdx.x & 31;
     const int pairs = a.rows * a.slots;
-    int k0 = j * kChunkK, klen = H - k0 < kChunkK ? H - k0 : kChunkK;
-    const uint32_t *tr = static_cast<const uint32_t *>(mat ? a.ex.up_trellis : a.ex.gate_trellis);
-    size_t stride = (size_t)(I / 16) * kWords;
-    const uint32_t *tile0 =
-        tr + (((size_t)gp.e * (H / 16) + k0 / 16) * (I / 16) + c * 8 + half * 4) * kWords;
+    int k0 = j * kChunkK;
+    strip_src sr = gate_up_src<K>(a, gp, p);
+    const uint32_t *tile0 = sr.tile0;
+    size_t stride = sr.stride;
+    int klen = sr.ksteps * 16;
     // the first k-steps' trellis words travel while the rotation is awaited
-    uint4 ring[kPrefetch];
-    strip_w_prime<K, kPrefetch>(tile0, stride, klen / 16, ring);
+    if (!primed)
+        strip_w_prime<K, kPrefetch>(tile0, stride, klen / 16, ring);
     warp_wait(a.rot_done + ((size_t)grp * 2 + mat) * a.nkh + j, 1);
     const bool dup = dup_inputs<K, CB>() && gp.nm <= 8;
     const unsigned char *src = reinterpret_cast<const unsigned char *>(
@@ -520,6 +559,7 @@ __device__ __forceinline__ void gate_up_item(const moe_args &a, const group_tabl
     else
         strip_staged<K, CB, false>(tile0, stride, klen / 16, ring, src, (size_t)2 * H * 4, gp.nm,
                                    buf, a.stage_bytes, acc);
+    prime_next();
     idx = opaque(idx);
     p = gu_at(a, idx);
     gp = group_of(t, p.grp);
@@ -570,23 +610,23 @@ __device__ __forceinline__ void gate_up_item(const moe_args &a, const group_tabl
 // Item 4: a down strip: 64 columns (half) of column block cd over k chunk j; the last strip of
 // the column block to finish weights and stores its pairs' outputs, and the last pair of a row
 // sums the row.
-template <int K, int CB>
+template <int K, int CB, typename Next>
 __device__ __forceinline__ void down_item(const moe_args &a, const group_tables &t, int idx,
-                                          unsigned char *buf)
+                                          unsigned char *buf, uint4 (&ring)[kPrefetch], bool primed,
+                                          Next prime_next)
 {
     down_coords p = down_at(a, idx);
     group_ref gp = group_of(t, p.grp);
     int grp = p.grp, cd = p.c, j = p.j, half = p.half;
-    constexpr int kWords = 8 * K;
     const int H = a.ex.hidden, I = a.ex.inter, lane = threadIdx.x & 31;
     const int pairs = a.rows * a.slots;
-    int k0 = j * kChunkK, klen = I - k0 < kChunkK ? I - k0 : kChunkK;
-    const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
-    size_t stride = (size_t)(H / 16) * kWords;
-    const uint32_t *tile0 =
-        tr + (((size_t)gp.e * (I / 16) + k0 / 16) * (H / 16) + cd * 8 + half * 4) * kWords;
-    uint4 ring[kPrefetch];
-    strip_w_prime<K, kPrefetch>(tile0, stride, klen / 16, ring);
+    int k0 = j * kChunkK;
+    strip_src sr = down_src<K>(a, gp, p);
+    const uint32_t *tile0 = sr.tile0;
+    size_t stride = sr.stride;
+    int klen = sr.ksteps * 16;
+    if (!primed)
+        strip_w_prime<K, kPrefetch>(tile0, stride, klen / 16, ring);
     warp_wait(a.gu_ready + (size_t)grp * a.nki + j, klen / 128);
     const bool dup = dup_inputs<K, CB>() && gp.nm <= 8;
     const unsigned char *src =
@@ -598,6 +638,7 @@ __device__ __forceinline__ void down_item(const moe_args &a, const group_tables 
     else
         strip_staged<K, CB, false>(tile0, stride, klen / 16, ring, src, (size_t)I * 4, gp.nm, buf,
                                    a.stage_bytes, acc);
+    prime_next();
     idx = opaque(idx);
     p = down_at(a, idx);
     gp = group_of(t, p.grp);
@@ -695,11 +736,32 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     unsigned char *buf = smem + (size_t)warp * 2 * a.stage_bytes;
     const group_tables tables = {g_expert, g_count, g_start, s_ids, g_member};
 
+    uint4 ring[kPrefetch]; // a strip's trellis ring (EXL3_PRIME_NEXT: primed by the item before)
+    bool primed = false;
     while (item < total) {
         // the next ticket travels while this item runs
         int next = 0;
         if (lane == 0)
             next = atomicAdd(&ws->ticket, 1);
+        const bool was_primed = primed;
+        primed = false;
+        // the next item's first trellis k-steps into the ring, where it is a strip
+        auto prime_next = [&] {
+            if (!EXL3_PRIME_NEXT)
+                return;
+            int nx = __shfl_sync(0xFFFFFFFFu, next, 0) - 1 - n_rot;
+            if (nx >= 0 && nx < n_gu) {
+                gu_coords q = gu_at(a, nx);
+                strip_src sr = gate_up_src<K>(a, group_of(tables, q.grp), q);
+                strip_w_prime<K, kPrefetch>(sr.tile0, sr.stride, sr.ksteps, ring);
+                primed = true;
+            } else if (nx >= n_gu && nx - n_gu < n_down) {
+                down_coords q = down_at(a, nx - n_gu);
+                strip_src sr = down_src<K>(a, group_of(tables, q.grp), q);
+                strip_w_prime<K, kPrefetch>(sr.tile0, sr.stride, sr.ksteps, ring);
+                primed = true;
+            }
+        };
         int idx = item - 1;
         if (item == 0) {
             // rows with no valid expert: nobody else writes them
@@ -716,9 +778,9 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             rotation_item<K, CB>(a, group_of(tables, grp), mat, j,
                                  a.rot_done + ((size_t)grp * 2 + mat) * a.nkh + j);
         } else if ((idx -= n_rot) < n_gu) {
-            gate_up_item<K, CB>(a, tables, idx, buf);
+            gate_up_item<K, CB>(a, tables, idx, buf, ring, was_primed, prime_next);
         } else {
-            down_item<K, CB>(a, tables, idx - n_gu, buf);
+            down_item<K, CB>(a, tables, idx - n_gu, buf, ring, was_primed, prime_next);
         }
         item = __shfl_sync(0xFFFFFFFFu, next, 0);
     }

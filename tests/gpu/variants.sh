@@ -10,7 +10,8 @@
 # instructions a tile and a weight of the one-row mcg kernel's strips).
 # A variant named name@FILE builds kernels/FILE in place of exl3_moe.cu (the same API): warps is
 # exl3_moe_warps.cu, the kernel whose warps work on their own; pairs is the paired-products
-# decode (EXL3_PAIR_PRODUCTS, exl3_device.cuh).
+# decode (EXL3_PAIR_PRODUCTS, exl3_device.cuh); warps_prime primes each strip's ring during the
+# item before (EXL3_PRIME_NEXT).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
 # Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
@@ -20,6 +21,7 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
 variants=${EXL3_VARIANTS:-"default: pairs:-DEXL3_PAIR_PRODUCTS=1 onechain:-DEXL3_SPLIT_CHAINS=1
           warps@exl3_moe_warps.cu: warps_pairs@exl3_moe_warps.cu:-DEXL3_PAIR_PRODUCTS=1
+          warps_prime@exl3_moe_warps.cu:-DEXL3_PRIME_NEXT=1
           loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY
           warps_loadonly@exl3_moe_warps.cu:-DEXL3_BENCH_LOAD_ONLY
           warps_compute@exl3_moe_warps.cu:-DEXL3_BENCH_COMPUTE_ONLY"}
