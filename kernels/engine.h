@@ -255,6 +255,21 @@ int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, co
 int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
                           const int *count, int width, int T, int H, int R, float scale, float *ot,
                           float *part, void *stream);
+/* eng_mla_attend_decode on the tensor cores (bf16 and e4m3 caches, R a multiple of 64 up to
+ * 512): a block per (token, 64 heads, run of whole 32-row tiles of the selection) reads each
+ * selected row once for all its heads (eng_mla_attend_decode reads it once a head); the
+ * min(ENG_ATTEND_MMA_SPLITS, tiles of width) runs' partial sums are combined in run order. The
+ * runs depend on width and each row's count alone. part: ENG_ATTEND_PART_FLOATS(H, R) floats,
+ * which also serves eng_mla_attend_decode, which takes the shapes this kernel does not. */
+#define ENG_ATTEND_MMA_SPLITS 32
+#define ENG_ATTEND_PART_FLOATS(H, R)                                                               \
+    ((size_t)ENG_ATTEND_MAX_T *                                                                    \
+     ((size_t)(H) * ENG_ATTEND_MMA_SPLITS > ENG_ATTEND_PAIRS ? (size_t)(H) * ENG_ATTEND_MMA_SPLITS \
+                                                              : (size_t)ENG_ATTEND_PAIRS) *        \
+     ((size_t)(R) + 2))
+int eng_mla_attend_decode_mma(const eng_cache *lat, const float *qt, const int32_t *idx,
+                              const int *count, int width, int T, int H, int R, float scale,
+                              float *ot, float *part, void *stream);
 /* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
 int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                    float *o, void *stream);

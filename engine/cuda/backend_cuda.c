@@ -257,6 +257,16 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_DENSE is '%s'; use bf16 (the "
                                  "weights as stored) or q4 (requantized to 4 bits at load)", dense);
     }
+    const char *attend = getenv("GLMCHAT_CUDA_ATTEND");
+    be->attend_mma = 0;
+    if (attend && *attend) {
+        if (strcmp(attend, "mma") == 0)
+            be->attend_mma = 1;
+        else if (strcmp(attend, "split") != 0)
+            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_ATTEND is '%s'; use split (the "
+                                 "decode latent attention a block per head and run) or mma (a "
+                                 "block per 64 heads and run, on the tensor cores)", attend);
+    }
     be->context = set->context;
     return GLM_OK;
 }
