@@ -1,5 +1,5 @@
 # lib.sh: helpers for glmchat's shell tests: assertions that name what failed, a scratch dir.
-# Sourced by tests/e2e/*.sh; GLMCHAT_BIN and GLMCHAT_SHARED come from the test harness.
+# Sourced by tests/e2e/*.sh; GLMCHAT_BIN and GLMCHAT_SRCDIR come from the test harness.
 set -u
 : "${GLMCHAT_BIN:?run through make check}"
 TEST_NAME=$(basename "$0" .sh)

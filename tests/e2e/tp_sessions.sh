@@ -9,7 +9,7 @@
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
 SESSIONS="$GLMCHAT_BUILDDIR/tests/tp/tp_sessions"
-A="$GLMCHAT_SHARED/fixtures/tiny-A"
+A="$GLMCHAT_SRCDIR/tests/fixtures/models/tiny-A"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/tp_lib.sh"
 

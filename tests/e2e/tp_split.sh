@@ -7,7 +7,7 @@
 . "$(dirname "$0")/chat_lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
-A="$GLMCHAT_SHARED/fixtures/tiny-A"
+A="$GLMCHAT_SRCDIR/tests/fixtures/models/tiny-A"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 
 . "$(dirname "$0")/tp_lib.sh"

@@ -7,7 +7,7 @@
 G="$GLMCHAT_BIN"
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/tp_lib.sh"
 PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
-MODEL="$GLMCHAT_SHARED/fixtures/tiny-A"
+MODEL="$GLMCHAT_SRCDIR/tests/fixtures/models/tiny-A"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 
 expect_exit 0 "$GLMCHAT_BIN" worker --help

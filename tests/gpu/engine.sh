@@ -31,7 +31,7 @@ MLA=$(gpu_bin tests/gpu/test_mla_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
 DEC=$(gpu_bin tests/gpu/test_decode_gpu)
 "$G" --version || exit 1
-tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
+tiny_a=${TINY_A:-$(pwd)/tests/fixtures/models/tiny-A}
 fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}
 models="$build/models"
 mkdir -p "$models"

@@ -100,7 +100,7 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-tiny_a=${TINY_A:-/work/shared/fixtures/tiny-A}
+tiny_a=${TINY_A:-$(pwd)/tests/fixtures/models/tiny-A}
 [ -d "$tiny_a" ] || { echo "FAIL: no tiny-A at $tiny_a (set TINY_A)"; exit 1; }
 check_model "$tiny_a" tiny-A
 check_model "$models/tiny-exl3-tp" tiny-exl3-tp

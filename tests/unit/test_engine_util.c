@@ -14,15 +14,8 @@
 const char *tu_fixture(const char *name)
 {
     static char path[PATH_MAX];
-    if (strcmp(name, "tiny-A") == 0) {
-        const char *shared = getenv("GLMCHAT_SHARED");
-        ck_assert_msg(shared && *shared, "GLMCHAT_SHARED is not set: run through make check so "
-                      "the tests find fixtures/tiny-A");
-        snprintf(path, sizeof path, "%s/fixtures/tiny-A", shared);
-    } else {
-        const char *src = getenv("GLMCHAT_SRCDIR");
-        snprintf(path, sizeof path, "%s/tests/fixtures/models/%s", src ? src : ".", name);
-    }
+    const char *src = getenv("GLMCHAT_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/fixtures/models/%s", src ? src : ".", name);
     ck_assert_msg(access(path, R_OK) == 0, "fixture %s is missing", path);
     return path;
 }

@@ -27,8 +27,8 @@ typedef struct tu_reference {
     float *full, *cached;
 } tu_reference;
 
-/* $GLMCHAT_SRCDIR/tests/fixtures/models/NAME, or $GLMCHAT_SHARED/fixtures/NAME for tiny-A;
- * aborts the test loudly when the variable is missing. */
+/* $GLMCHAT_SRCDIR/tests/fixtures/models/NAME (tiny-A included); aborts the test loudly when
+ * the fixture is missing. */
 const char *tu_fixture(const char *name);
 /* A fresh scratch directory under $TMPDIR. */
 char *tu_tmpdir(void);

@@ -15,9 +15,9 @@
 
 static glm_model *open_fixture(void)
 {
-    const char *shared = getenv("GLMCHAT_SHARED");
+    const char *src = getenv("GLMCHAT_SRCDIR");
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/fixtures/tiny-A", shared ? shared : "../shared");
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/tiny-A", src ? src : ".");
     glm_error err = {0};
     glm_model *m = glm_model_open(dir, &err);
     ck_assert_msg(m != NULL, "%s", err.message);
