@@ -31,7 +31,7 @@ typedef struct bench_opts {
 
 typedef struct bench_result {
     double read_bw, fma, prefill_s, decode_s; /* decode_s: median seconds per token */
-    glm_traffic traffic;
+    glm_traffic_table traffic; /* one decode token at the decode's middle context */
     int vocab;
 } bench_result;
 
@@ -115,9 +115,9 @@ static void print_table(const bench_opts *o, const char *model, int threads, con
         snprintf(u.nodename, sizeof u.nodename, "?");
     printf("glmchat bench: %s, cpu backend, %d threads; %s (%s), %s\n", model, threads, cpu,
            u.nodename, day);
-    double bytes = r->traffic.weight_bytes + r->traffic.state_bytes;
+    double bytes = glm_traffic_bytes(&r->traffic);
     double floor_s = bytes / r->read_bw;
-    double prefill_rate = r->traffic.flops * o->prompt / r->prefill_s;
+    double prefill_rate = glm_traffic_flops(&r->traffic) * o->prompt / r->prefill_s;
     char prefill[64], prefill_ceil[64], decode[64], floor_txt[64], label[64];
     snprintf(prefill, sizeof prefill, "%.0f tok/s, %.2f GFLOP/s", o->prompt / r->prefill_s,
              prefill_rate / 1e9);
@@ -189,7 +189,8 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
         return cli_runtime_error("%s", err.message);
     bench_result r = {0};
     r.vocab = glm_engine_model(e)->cfg.vocab_size;
-    glm_model_traffic(glm_engine_model(e), &r.traffic);
+    /* the median step runs at about the middle of the decode; the CPU backend's caches are f32 */
+    glm_model_traffic(glm_engine_model(e), o.prompt + o.tokens / 2, GLM_CACHE_F32, &r.traffic);
     r.read_bw = bench_read_bandwidth((size_t)512 << 20, threads, 3);
     r.fma = bench_fma_rate(threads, 3);
     if (r.read_bw <= 0 || r.fma <= 0) {

@@ -6,6 +6,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/model/safetensors.c engine/model/safetensors.h \
 	engine/model/weights.c engine/model/weights.h \
 	engine/model/model.c engine/model/model.h engine/model/traffic.c engine/model/traffic.h \
+	engine/model/projection.c engine/model/projection.h \
 	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
@@ -81,6 +82,17 @@ bench_bench_spec_reuse_SOURCES = bench/bench_spec_reuse.c
 bench_bench_spec_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_reuse_LDADD = $(glmchat_LDADD)
 # the CUDA backend's memory plan (arithmetic only: runs without a GPU)
+# The per-op traffic of a decode step and the Spark projection (issue 31).
+check_PROGRAMS += tests/unit/test_traffic
+tests_unit_test_traffic_SOURCES = tests/unit/test_traffic.c
+tests_unit_test_traffic_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_traffic_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_traffic
+# bench/traffic_table: the per-op byte table of a model directory's config (make bench/traffic_table).
+EXTRA_PROGRAMS += bench/traffic_table
+bench_traffic_table_SOURCES = bench/traffic_table.c
+bench_traffic_table_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+bench_traffic_table_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/unit/test_cuda_plan
 tests_unit_test_cuda_plan_SOURCES = tests/unit/test_cuda_plan.c
 tests_unit_test_cuda_plan_CPPFLAGS = $(TEST_CPPFLAGS)

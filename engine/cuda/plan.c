@@ -22,50 +22,13 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank)
     rank->moe_intermediate_size /= 2;
 }
 
-static size_t mat(size_t rows, size_t cols, double bytes)
+size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_dense_format dense, int expert_bits)
 {
-    return (size_t)((double)rows * (double)cols * bytes + 0.5);
-}
-
-size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, double dense_bytes, int expert_bits)
-{
-    /* the HC products, the embedding and kv_b stay BF16 under the q4 option */
-    double keep = dense_bytes < 2 ? 2 : dense_bytes;
-    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult, mix = (2 + S) * S;
-    size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim, C = H * dk;
-    size_t K = (size_t)c->kda_conv_kernel, V = (size_t)c->vocab_size;
-    size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim, dv = (size_t)c->v_head_dim;
-    size_t R = (size_t)c->kv_lora_rank, qr = (size_t)c->q_lora_rank;
-    size_t IH = (size_t)c->index_n_heads, ID = (size_t)c->index_head_dim;
-    size_t E = (size_t)c->n_routed_experts, I = (size_t)c->moe_intermediate_size;
-    size_t total = mat(V, D, keep) + mat(V / (size_t)ranks, D, dense_bytes) + D * 4;
-    for (int li = 0; li < c->num_layers; li++) {
-        total += 2 * mat(mix, S * D, keep) + 2 * (mix + 3) * 4 + 2 * D * 4;
-        if (c->attn[li] == GLM_ATTN_KDA) {
-            total += mat(3 * C, D, dense_bytes) + 2 * mat(dk, D, dense_bytes) +
-                     2 * mat(C, dk, dense_bytes) + mat(H, D, dense_bytes) + mat(D, C, dense_bytes);
-            total += (3 * C * K + H + C + dk) * 4;
-        } else {
-            total += mat(qr, D, dense_bytes) + mat(NH * dn, qr, dense_bytes) +
-                     mat(R, D, dense_bytes) + mat(NH * (dn + dv), R, keep) +
-                     mat(D, NH * dv, dense_bytes) + (qr + R) * 4;
-            if (!c->indexer_shared[li])
-                total += mat(IH * ID, qr, dense_bytes) + mat(ID, D, dense_bytes) +
-                         mat(IH, D, dense_bytes) + mat(ID, D, dense_bytes) +
-                         (2 * ID + (size_t)c->index_kpool * ID) * 4;
-        }
-        if (!c->moe[li]) {
-            total += mat(3 * (size_t)c->intermediate_size, D, dense_bytes);
-            continue;
-        }
-        size_t shared = I * (size_t)c->n_shared_experts;
-        total += mat(E, D, 4) + E * 4 + mat(3 * shared, D, dense_bytes);
-        if (expert_bits > 0)
-            total += E * (3 * I * D * (size_t)expert_bits / 8 + 2 * 3 * (I + D));
-        else
-            total += E * mat(3 * I, D, keep);
-    }
-    return total;
+    glm_traffic_params p = {.ranks = ranks, .dense = dense, .expert_bits = expert_bits, .resident = 1};
+    glm_traffic_table t;
+    if (glm_traffic_step(full, &p, &t, NULL) != GLM_OK)
+        return 0;
+    return (size_t)(glm_traffic_bytes(&t) + 0.5);
 }
 
 static size_t align256(size_t n)
@@ -121,7 +84,7 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
 
 static size_t row_bytes(size_t width, int kv)
 {
-    return kv == CUDA_KV_F32 ? width * 4 : kv == CUDA_KV_BF16 ? width * 2 : width + 4;
+    return glm_cache_row_bytes(width, (glm_cache_format)kv);
 }
 
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,

@@ -7,9 +7,11 @@
 
 #include "glm.h"
 #include "model/config.h"
+#include "model/traffic.h"
 
-/* Cache dtypes (kernels/engine.h eng_cache_dtype): bytes per value 4, 2, 1 (+ a row scale). */
-enum { CUDA_KV_F32 = 0, CUDA_KV_BF16 = 1, CUDA_KV_FP8 = 2 };
+/* Cache dtypes (kernels/engine.h eng_cache_dtype): bytes per value 4, 2, 1 (+ a row scale); the
+ * numbers of model/traffic.h's glm_cache_format, whose glm_cache_row_bytes sizes a row. */
+enum { CUDA_KV_F32 = GLM_CACHE_F32, CUDA_KV_BF16 = GLM_CACHE_BF16, CUDA_KV_FP8 = GLM_CACHE_FP8 };
 
 typedef struct cuda_plan {
     int ranks, context, kv_dtype, kv_index_dtype, chunk; /* latent; indexer keys, gates, pools */
@@ -34,13 +36,10 @@ typedef struct cuda_plan {
 /* A config as one of two ranks holds it (tp_split_model's halving). */
 void cuda_plan_rank_config(const glm_config *full, glm_config *rank);
 
-/* Weights of a rank config (already halved for two ranks) as glmchat lays them out: dense
- * matrices dense_bytes per value (2: BF16), routed experts expert_bits per value plus their
- * fp16 scales (0: dense like the rest). ranks: 1 or 2 (the LM head holds vocab / ranks rows). */
-size_t cuda_plan_weights_estimate(const glm_config *c, int ranks, double dense_bytes, int expert_bits);
-/* dense_bytes of the q4 option (GLMCHAT_CUDA_DENSE=q4): a 4-bit code plus an fp16 scale per 32
- * values; the HC products, the embedding and kv_b stay BF16 (2 bytes) in the estimate. */
-#define CUDA_PLAN_Q4_BYTES (0.5 + 2.0 / 32)
+/* Bytes of one rank's weights as glmchat lays them out, for the full (unsplit) config: the
+ * resident count of model/traffic.c (every expert, the whole embedding), dense linears in dense,
+ * routed experts EXL3 of expert_bits; 0 when traffic.c refuses the arguments. */
+size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_dense_format dense, int expert_bits);
 
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
