@@ -1,10 +1,11 @@
 /* bench_cuda_engine.c: the CUDA backend on a model of GLM-5.3-Flash's real shapes built in memory
  * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
- * step against the bandwidth floor (bytes read per token / copy bandwidth measured here), the
- * two-Spark projection, and prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
+ * step against the bandwidth floor (model/traffic.c's bytes / copy bandwidth measured here),
+ * prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
  * cuBLAS bf16 GEMM in the same run. BENCH_NCU=1: one eager and one graph decode step between
  * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. The
- * whole step is also timed with plain launches against programmatic dependent ones (the default). */
+ * whole step is also timed with plain launches against programmatic dependent ones (the default).
+ * Last, the two-Spark projection (model/projection.c) from the decode op profile's times. */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -17,9 +18,9 @@
 #include "backend.h"
 #include "cuda/cuda_internal.h"
 #include "model/exl3.h"
+#include "model/projection.h"
+#include "model/traffic.h"
 
-#define SPARK_GBS 273.0
-#define SPARK_EXCHANGE_US 11.0
 #define RECIPE_TOKS 60.4
 
 static double now_s(void)
@@ -170,33 +171,6 @@ static void build_model(glm_model *m, int layers)
     }
 }
 
-/* Bytes one decode token must read from memory in layer li at context n (one rank); b: bytes per
- * value of the linears (2: BF16, CUDA_PLAN_Q4_BYTES: the q4 option; the HC products and kv_b stay
- * BF16). */
-static double layer_bytes(const glm_config *c, int li, int n, double b)
-{
-    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S, keep = 2;
-    double C = (double)c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim;
-    double hc = 2 * mix * S * D * keep, attn, ffn;
-    if (c->attn[li] == GLM_ATTN_KDA) {
-        attn = (3 * C * D + 2 * dk * D + 2 * C * dk + c->kda_heads * D + D * C) * b +
-               2 * (double)c->kda_heads * dk * dk * 4; /* the state, read and written */
-    } else {
-        double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
-        double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
-        double sel = fmin(n, c->index_topk + c->index_kpool - 1);
-        attn = (qr * D + NH * dn * qr + R * D + D * NH * dv + IH * ID * qr + 2 * ID * D + IH * D) * b +
-               NH * (dn + dv) * R * keep + sel * (R + 4) + (n / c->index_kpool) * (ID + 4);
-    }
-    double I = c->moe_intermediate_size;
-    if (c->moe[li])
-        ffn = c->n_routed_experts * D * 4 + c->num_experts_per_tok * (3 * I * D * 0.5 + 2 * 3 * (I + D)) +
-              3 * I * D * b;
-    else
-        ffn = 3 * (double)c->intermediate_size * D * b;
-    return hc + attn + ffn;
-}
-
 static double copy_bandwidth(void)
 {
     size_t n = (size_t)2 << 30;
@@ -276,90 +250,132 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
-/* Bytes one decode call of the op labelled `what` must read (one row, context n; b: bytes per
- * value of the dense linears, as layer_bytes), or 0 where the op reads almost nothing or its
- * label is not one of the decode path's. */
-static double op_bytes(const glm_config *c, const char *what, int n, double b)
-{
-    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
-    double H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
-    double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
-    double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
-    double I = c->moe_intermediate_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
-    double sel = fmin(n, c->index_topk + c->index_kpool - 1);
-    const struct {
-        const char *what;
-        double bytes;
-    } t[] = {
-        {"the KDA products of the input", (3 * C * D + 2 * dk * D + H * D) * b},
-        {"the KDA gates' second products", 2 * C * dk * b},
-        {"the KDA output projection", D * C * b},
-        {"the KDA delta rule", 2 * H * dk * dk * 4},
-        {"the KDA delta rule and gated norm", 2 * H * dk * dk * 4},
-        {"the router", E * D * 4},
-        {"the EXL3 experts", K * (3 * I * D * 0.5 + 2 * 3 * (I + D))},
-        {"the MLA products of the input", (qr * D + R * D + 2 * ID * D + IH * D) * b},
-        {"the MLA products of q_a", (NH * dn * qr + IH * ID * qr) * b},
-        {"the absorbed query", NH * dn * R * 2},
-        {"the value expansion", NH * dv * R * 2},
-        {"the latent attention", sel * (R + 4)},
-        {"the MLA output projection", D * NH * dv * b},
-        {"the HC update with the next mixing product", mix * S * D * 2 + 2 * S * D * 4},
-        {"the HC collapse and norm (the mix on the side stream)", S * D * 4},
-        {"an MLP gate/up product with SwiGLU", 2 * (double)c->intermediate_size * D * b},
-        {"an MLP down projection", (double)c->intermediate_size * D * b},
-        {"the LM head", (double)c->vocab_size * D * b},
-        {"the final norm", S * D * 4},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-        if (strcmp(t[i].what, what) == 0)
-            return t[i].bytes;
-    return 0;
-}
+/* The decode or prefill op profile: GPU time between consecutive profiled ops, summed by op. */
+enum { MAXOPS = 128 };
+typedef struct profile {
+    glm_label_time op[MAXOPS];
+    int calls[MAXOPS], n;
+    double total_us;
+} profile;
 
-/* Sums the GPU time between consecutive profiled ops by op name; prints the largest. With c (the
- * decode profile), each line also gives the op's floor a call (its bytes at copy bandwidth bw)
- * and how many times the floor it took. */
-static void print_profile(cuda_backend *cb, const char *title, const glm_config *c, int n,
-                          double wb, double bw)
+static void collect_profile(cuda_backend *cb, profile *p)
 {
     cudaDeviceSynchronize();
-    enum { MAXOPS = 128 };
-    const char *opname[MAXOPS];
-    double opus[MAXOPS] = {0}, total = 0;
-    int opcnt[MAXOPS] = {0}, nops = 0;
+    memset(p, 0, sizeof *p);
     for (int i = 1; i < cb->prof.n; i++) {
         float ms = 0;
         if (eng_event_ms(cb->prof.ev[i - 1], cb->prof.ev[i], &ms))
             continue;
         int k = 0;
-        while (k < nops && strcmp(opname[k], cb->prof.what[i]) != 0)
+        while (k < p->n && strcmp(p->op[k].label, cb->prof.what[i]) != 0)
             k++;
-        if (k == nops && nops < MAXOPS)
-            opname[nops++] = cb->prof.what[i];
-        if (k < nops) {
-            opus[k] += ms * 1000.0;
-            opcnt[k]++;
-            total += ms * 1000.0;
+        if (k == p->n && p->n < MAXOPS)
+            p->op[p->n++].label = cb->prof.what[i];
+        if (k < p->n) {
+            p->op[k].us += ms * 1000.0;
+            p->calls[k]++;
+            p->total_us += ms * 1000.0;
         }
     }
-    printf("\n-- %s: %.1f us in all\n", title, total);
-    for (int shown = 0; shown < 24; shown++) {
+}
+
+/* Prints the profile's 24 largest ops. */
+static void print_profile(const profile *p, const char *title)
+{
+    int shown[MAXOPS] = {0};
+    printf("\n-- %s: %.1f us in all\n", title, p->total_us);
+    for (int r = 0; r < 24; r++) {
         int best = -1;
-        for (int k = 0; k < nops; k++)
-            if (opcnt[k] > 0 && (best < 0 || opus[k] > opus[best]))
+        for (int k = 0; k < p->n; k++)
+            if (!shown[k] && (best < 0 || p->op[k].us > p->op[best].us))
                 best = k;
         if (best < 0)
             break;
-        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%", opname[best], opcnt[best],
-               opus[best], opus[best] / opcnt[best], 100 * opus[best] / total);
-        double fb = c ? op_bytes(c, opname[best], n, wb) : 0;
-        if (fb > 0)
-            printf("   floor %6.1f us/call, %5.1fx", fb / bw * 1e6,
-                   opus[best] / opcnt[best] / (fb / bw * 1e6));
-        printf("\n");
-        opcnt[best] = 0;
+        shown[best] = 1;
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", p->op[best].label,
+               p->calls[best], p->op[best].us, p->op[best].us / p->calls[best],
+               100 * p->op[best].us / p->total_us);
     }
+}
+
+/* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
+ * bandwidth beside its time here, for the real 45 layers on two ranks with q4 and bf16 dense
+ * weights; measured: the bench's model and run, its op times scaled to the graph step. */
+static void print_projection(const profile *decode, const glm_config *c, const glm_traffic_params *run,
+                             double step_us, double bw)
+{
+    glm_config full;
+    real_config(&full, 45);
+    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
+    glm_target spark = GLM_TARGET_SPARKS;
+    glm_traffic_table measured, target[2];
+    glm_error err = {0};
+    glm_dense_format fmt[2] = {GLM_DENSE_Q4_G32, GLM_DENSE_BF16};
+    if (glm_traffic_step(c, run, &measured, &err) != GLM_OK) {
+        printf("FAIL: projection: %s\n", err.message);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        glm_traffic_params p = *run;
+        p.ranks = 2;
+        p.dense = fmt[k];
+        if (glm_traffic_step(&full, &p, &target[k], &err) != GLM_OK) {
+            printf("FAIL: projection: %s\n", err.message);
+            return;
+        }
+    }
+    double scale = decode->total_us > 0 ? step_us / decode->total_us : 1;
+    int G = glm_decode_group_count;
+    glm_projection_op ops[2][64 + 1];
+    const char *unknown[16];
+    int n_unknown = 0;
+    for (int k = 0; k < 2; k++)
+        n_unknown = glm_projection_from_profile(decode->op, decode->n, scale, &measured, &target[k],
+                                                ops[k], unknown, 16);
+    printf("\n-- projection: the real 45 layers on two DGX Sparks (%.0f GB/s, %d SMs each; %d "
+           "exchanges of %.0f us), from this run's decode op profile (context %d, dense %s, cache "
+           "%s/%s) with its op times scaled by %.3f to the graph step (%.1f us); H200 bandwidth: "
+           "this run's copy, %.0f GB/s; %d SMs here. Per call: lower max(Spark bytes / %.0f GB/s, "
+           "H200 us), upper the same with the H200 us beyond its bytes / copy bandwidth times "
+           "%d/%d (bench/BENCHMARKS.md, Spark projection: method)\n",
+           spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, run->context,
+           glm_dense_format_name(run->dense), glm_cache_format_name(run->latent_cache),
+           glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, GLM_H200_SMS,
+           spark.bytes_per_s / 1e9, GLM_H200_SMS, spark.sms);
+    printf("%-38s %5s %9s %9s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s\n", "op group", "calls",
+           "H200 us", "H200 MB", "H200 flr", "q4 MB", "q4 mem", "q4 low", "q4 high", "bf16 MB",
+           "bf16 mem", "bf16 low", "bf16 high");
+    double lo[2] = {0}, hi[2] = {0};
+    for (int g = 0; g <= G; g++) {
+        const glm_projection_op *o = &ops[0][g];
+        printf("%-38.38s %5.0f %9.2f %9.3f %9.2f", o->name, o->calls, o->measured_us,
+               o->measured_bytes / 1e6, o->measured_bytes / bw * 1e6);
+        for (int k = 0; k < 2; k++) {
+            double l, u;
+            const glm_projection_op *x = &ops[k][g];
+            glm_project_op(x, bw, GLM_H200_SMS, &spark, &l, &u);
+            printf(" %s %9.3f %9.2f %9.2f %9.2f", k ? "|" : "|", x->target_bytes / 1e6,
+                   x->target_bytes / spark.bytes_per_s * 1e6, l, u);
+            lo[k] += x->calls * l;
+            hi[k] += x->calls * u;
+        }
+        printf("\n");
+    }
+    printf("(us and MB per call; low/high x calls summed below, plus %d x %.0f us exchanges)\n",
+           spark.exchanges, spark.exchange_us);
+    for (int k = 0; k < 2; k++) {
+        double l, u;
+        glm_project_step(ops[k], G + 1, bw, GLM_H200_SMS, &spark, &l, &u);
+        printf("%-5s dense: %.2f GB a rank a step; two Sparks between %.1f tok/s (%.0f us) and "
+               "%.1f tok/s (%.0f us); at the bandwidth floor alone %.1f tok/s; the recipe: %.1f tok/s\n",
+               glm_dense_format_name(fmt[k]), glm_traffic_bytes(&target[k]) / 1e9, 1e6 / u, u,
+               1e6 / l, l,
+               1e6 / (glm_traffic_bytes(&target[k]) / spark.bytes_per_s * 1e6 +
+                      spark.exchanges * spark.exchange_us), RECIPE_TOKS);
+    }
+    for (int i = 0; i < n_unknown && i < 16; i++)
+        printf("WARNING: the profile's label '%s' is in no group of model/projection.c: its time "
+               "is counted as measured, at no bytes\n", unknown[i]);
 }
 
 int main(int argc, char **argv)
@@ -367,7 +383,6 @@ int main(int argc, char **argv)
     int layers = argc > 1 ? atoi(argv[1]) : 16;
     const char *dense = getenv("GLMCHAT_CUDA_DENSE");
     int q4 = dense && strcmp(dense, "q4") == 0;
-    double wb = q4 ? CUDA_PLAN_Q4_BYTES : 2; /* bytes per value of the dense linears */
     /* prefill sizes: a comma-separated list, each timed from an empty session */
     int sizes[8], n_sizes = 0, prefill_n = 0;
     for (const char *p = argc > 2 ? argv[2] : "8192"; *p && n_sizes < 8;) {
@@ -490,39 +505,45 @@ int main(int argc, char **argv)
         return 1;
     }
     cb->prof.on = 0;
-    print_profile(cb, "decode op profile (one eager step; us summed over the step; floor: the op's "
-                      "bytes at copy bandwidth)", c, s->n, wb, bw);
+    profile decode;
+    collect_profile(cb, &decode);
+    print_profile(&decode, "decode op profile (one eager step; us summed over the step; the "
+                           "op groups' floors are in the projection, printed last)");
     int n = s->n;
-    double total_bytes = 0;
+    const cuda_plan *mem_plan = backend_cuda_plan(&be);
+    glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_DENSE_Q4_G32 : GLM_DENSE_BF16,
+                              .expert_bits = 4, .latent_cache = (glm_cache_format)mem_plan->kv_dtype,
+                              .index_cache = (glm_cache_format)mem_plan->kv_index_dtype};
+    glm_traffic_table step_t, layer_t;
+    if (glm_traffic_step(c, &run, &step_t, &err) != GLM_OK) {
+        printf("FAIL: traffic: %s\n", err.message);
+        return 1;
+    }
     for (int li = 0; li < layers; li++) {
         int type = c->attn[li] == GLM_ATTN_DSA ? 1 : 0;
         if (!c->moe[li])
             type = 2;
         sum_us[type] += us[li];
-        double b = layer_bytes(c, li, n, wb);
-        sum_bytes[type] += b;
+        glm_traffic_layer(c, &run, li, &layer_t);
+        sum_bytes[type] += glm_traffic_bytes(&layer_t);
         cnt[type]++;
-        total_bytes += b;
     }
-    double head_bytes = (double)c->vocab_size * c->hidden_size * wb;
-    total_bytes += head_bytes + (double)c->hidden_size * 2; /* the embedding row */
+    double head_bytes = step_t.op[GLM_OP_FINAL_NORM].bytes + step_t.op[GLM_OP_LM_HEAD].bytes;
+    double total_bytes = glm_traffic_bytes(&step_t);
     const char *tname[3] = {"KDA + MoE", "DSA + MoE", "KDA + dense"};
-    printf("\n-- decode, 1 row, context %d (us; floor = bytes read / copy bandwidth)\n", n);
+    printf("\n-- decode, 1 row, context %d (us; floor = model/traffic.c's bytes / copy bandwidth)\n", n);
     printf("%-14s %6s %10s %10s %10s %8s\n", "layer type", "count", "us/layer", "MB/layer",
            "floor us", "of floor");
-    double frac_moe = 0;
     for (int t = 0; t < 3; t++) {
         if (!cnt[t])
             continue;
         double u = sum_us[t] / cnt[t], b = sum_bytes[t] / cnt[t], fl = b / bw * 1e6;
         printf("%-14s %6d %10.1f %10.1f %10.1f %7.0f%%\n", tname[t], cnt[t], u, b / 1e6, fl,
                100 * fl / u);
-        if (t == 0)
-            frac_moe = fl / u;
     }
     double hfl = head_bytes / bw * 1e6;
-    printf("%-14s %6d %10.1f %10.1f %10.1f %7.0f%%\n", "LM head", 1, head_us, head_bytes / 1e6, hfl,
-           100 * hfl / head_us);
+    printf("%-14s %6d %10.1f %10.1f %10.1f %7.0f%%\n", "norm + head", 1, head_us, head_bytes / 1e6,
+           hfl, 100 * hfl / head_us);
     double floor_us = total_bytes / bw * 1e6;
     printf("whole step (graph): %.1f us = %.1f tok/s; floor %.1f us; %.0f%% of the floor "
            "(without the graph: %.1f us)\n", step_us, 1e6 / step_us, floor_us,
@@ -530,31 +551,6 @@ int main(int argc, char **argv)
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
-    /* two Sparks: each rank reads half of the split weights (the replicated parts whole) */
-    glm_config full;
-    real_config(&full, 45);
-    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
-    glm_config half;
-    cuda_plan_rank_config(&full, &half);
-    double eff = floor_us / step_us; /* the fraction of the floor this code reaches here */
-    printf("\n-- projection: 45 layers on two Sparks (%.0f GB/s each, %.0f us per exchange, 90 "
-           "exchanges); the recipe: %.1f tok/s\n", SPARK_GBS, SPARK_EXCHANGE_US, RECIPE_TOKS);
-    for (int k = 0; k < 2; k++) { /* bf16, then q4 dense linears */
-        double kb = k ? CUDA_PLAN_Q4_BYTES : 2, spark_bytes = 0;
-        for (int li = 0; li < 45; li++)
-            spark_bytes += layer_bytes(&half, li, n, kb);
-        spark_bytes += (double)c->vocab_size * c->hidden_size * kb / 2;
-        double spark_floor_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 + 90 * SPARK_EXCHANGE_US;
-        printf("%-5s bytes per token per rank %.2f GB; at the floor: %.1f tok/s", k ? "q4" : "bf16",
-               spark_bytes / 1e9, 1e6 / spark_floor_us);
-        if (k == q4) {
-            double spark_us = spark_bytes / (SPARK_GBS * 1e9) * 1e6 / eff + 90 * SPARK_EXCHANGE_US;
-            printf("; at this run's %.0f%% of the floor: %.1f ms = %.1f tok/s", 100 * eff,
-                   spark_us / 1e3, 1e6 / spark_us);
-        }
-        printf("\n");
-    }
-    (void)frac_moe;
     /* prefill: the op profile of one chunk, then the timed run */
     be.ops->state_reset(s);
     cb->prof.on = 1;
@@ -566,7 +562,9 @@ int main(int argc, char **argv)
     cb->prof.on = 0;
     char title[96];
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position 0)", CUDA_CHUNK);
-    print_profile(cb, title, NULL, 0, 0, 0);
+    profile prof;
+    collect_profile(cb, &prof);
+    print_profile(&prof, title);
     double cub = cublas_tflops(8192, 8192, 8192);
     for (int i = 0; i < n_sizes; i++) {
         int np = sizes[i];
@@ -581,7 +579,7 @@ int main(int argc, char **argv)
         double flops = 0;
         for (int li = 0; li < layers; li++)
             flops += layer_flops(c, li, np / 2.0) * np;
-        flops += head_bytes; /* the head runs on the last row: 2 FLOPs per bf16 weight */
+        flops += 2.0 * c->vocab_size * c->hidden_size; /* the head runs on the last row */
         printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
                "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
                np, CUDA_CHUNK, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
@@ -596,9 +594,11 @@ int main(int argc, char **argv)
             snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position %d)",
                      CUDA_CHUNK, np);
             printf("\n");
-            print_profile(cb, title, NULL, 0, 0, 0);
+            collect_profile(cb, &prof);
+            print_profile(&prof, title);
         }
     }
+    print_projection(&decode, c, &run, step_us, bw);
     be.ops->state_free(s);
     backend_close(&be);
     return 0;

@@ -18,8 +18,13 @@ for r in $ratios; do
 done
 [ "$(echo "$ratios" | wc -w)" -eq 2 ] && pass || fail "expected two ratios, got '$ratios'"
 
-# the floor's bytes per token, counted from the file: every matrix once (the embedding one row),
-# routed experts by their share num_experts_per_tok / n_routed_experts, the KDA states twice
+# the floor's bytes per token, counted from the file and the config as model/traffic.c defines
+# them: every matrix once (the embedding one row), routed experts by their share
+# num_experts_per_tok / n_routed_experts, the conv weights, the norm weights and router biases;
+# the KDA states and conv windows read and written; per HC site the 4 streams read by the mix
+# and the collapse, read and written by the update (with the sublayer's output row), and read
+# by the final norm; per DSA layer the latent rows and pooled keys at the median step's context
+# (prompt 8 + 3 tokens / 2 = 9), f32 as the CPU backend keeps them
 want=$(python3 - "$M" <<'PY'
 import json, struct, sys
 d = sys.argv[1]
@@ -29,18 +34,30 @@ n = struct.unpack("<Q", f.read(8))[0]
 head = json.loads(f.read(n))
 size = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}
 share = cfg["num_experts_per_tok"] / cfg["n_routed_experts"]
+vectors = ("conv1d.weight", "layernorm.weight", "e_score_correction_bias", "language_model.norm.weight")
 total = 0.0
 for name, t in head.items():
-    if name == "__metadata__" or len(t["shape"]) != 2 or name.endswith("compress_ape"):
+    if name == "__metadata__" or name.endswith("compress_ape"):
         continue
-    b = t["shape"][0] * t["shape"][1] * size[t["dtype"]]
+    shape = t["shape"]
+    b = size[t["dtype"]]
+    for x in shape:
+        b *= x
+    if len(shape) != 2 and not name.endswith(vectors):
+        continue
     if ".mlp.experts." in name:
         b *= share
     if name.endswith("embed_tokens.weight"):
-        b /= t["shape"][0]
+        b /= shape[0]
     total += b
+D, S, L = cfg["hidden_size"], cfg["hc_mult"], cfg["num_hidden_layers"]
+H, dk, K = cfg["linear_num_heads"], cfg["linear_head_dim"], cfg["linear_conv_kernel_dim"]
 kda = sum(1 for k in cfg["layer_types"] if k == "linear_attention")
-total += 2 * kda * cfg["linear_num_heads"] * cfg["linear_head_dim"] ** 2 * 4
+total += kda * 2 * (H * dk * dk + (K - 1) * 3 * H * dk) * 4
+total += 2 * L * (4 * S * D + D) * 4 + S * D * 4
+ctx, kp = 9, cfg["index_kpool"]
+dsa = L - kda
+total += dsa * (min(ctx, cfg["index_topk"] + kp - 1) * cfg["kv_lora_rank"] + ctx // kp * cfg["index_head_dim"]) * 4
 print("%.3f" % (total / 1e6))
 PY
 )
