@@ -16,6 +16,10 @@ const char *glm_engine_backend_name(const glm_engine *e);
  * attention cache's format. */
 int glm_engine_context(const glm_engine *e);
 glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
+/* A reply's budget (engine/generate.c): asked (> 0: the request's max_tokens), else gen's
+ * max_new_tokens, else GLM_DEFAULT_MAX_TOKENS; then cut to room, the tokens the context has
+ * left. *from says which limit it is. */
+int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
 
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
