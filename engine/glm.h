@@ -93,6 +93,10 @@ typedef struct glm_request {
     glm_sampling sampling;
     int think;          /* 1: thinking on */
     glm_effort effort;
+    /* 1: earlier turns' reasoning (assistant turns up to the last user message) is rendered as
+     * an empty think block, as the checkpoint's template does with clear_thinking; 0 (the
+     * default, as the public recipe serves it, and what keeps prompt reuse exact): kept. */
+    int clear_thinking;
 } glm_request;
 
 /* ---- events streamed back while a reply is generated -------------------------------------- */

@@ -91,6 +91,10 @@ void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
 /* Files refused and writes that failed, each naming the file and the reason, oldest first. */
 int glm_engine_cache_n_notes(glm_engine *e);
 const char *glm_engine_cache_note(glm_engine *e, int i);
+/* Everything the engine has to tell the user, oldest first, each said once by the app: the model's
+ * chat template when it is not a revision glmchat renders (from open), then the cache's notes. */
+int glm_engine_n_notes(glm_engine *e);
+const char *glm_engine_note(glm_engine *e, int i);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend
