@@ -404,6 +404,7 @@ chat_request *chat_build_request(chat *c, char *err, size_t errlen)
     cr->req.sampling = c->sampling;
     cr->req.think = c->think;
     cr->req.effort = c->effort;
+    cr->req.clear_thinking = c->o.cfg->clear_thinking;
     return cr;
 }
 

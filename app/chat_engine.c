@@ -13,15 +13,16 @@ struct chat_engine {
     glm_engine *engine;
     glm_session *session;
     char *model_name;
-    int notes_told; /* kept-state refusals already printed */
+    int notes_told; /* the engine's notes already printed */
 };
 
-/* The prompt cache's refusals (a kept-state file that could not be used: which, and why). */
+/* The engine's notes: the model's chat template when it is another revision, the prompt cache's
+ * refusals (a kept-state file that could not be used: which, and why). */
 static void tell_cache_notes(chat_engine *ce)
 {
-    int n = glm_engine_cache_n_notes(ce->engine);
+    int n = glm_engine_n_notes(ce->engine);
     for (; ce->notes_told < n; ce->notes_told++) {
-        const char *note = glm_engine_cache_note(ce->engine, ce->notes_told);
+        const char *note = glm_engine_note(ce->engine, ce->notes_told);
         if (note)
             fprintf(stderr, "glmchat: %s\n", note);
     }

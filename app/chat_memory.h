@@ -13,19 +13,9 @@
 #include <stdint.h>
 
 #include "engine/glm.h"
+#include "engine/text/sha256.h"
 
 #define CHAT_SIGNATURE_LEN 64 /* hex digits */
-
-typedef struct sha256_ctx {
-    uint32_t h[8];
-    uint64_t bytes;
-    unsigned char block[64];
-    size_t fill;
-} sha256_ctx;
-
-void sha256_init(sha256_ctx *c);
-void sha256_update(sha256_ctx *c, const void *data, size_t n);
-void sha256_final(sha256_ctx *c, unsigned char out[32]);
 
 /* The signature of messages[0..n) followed by the step `step` (its tool calls count, its
  * content and reasoning do not), as 64 hex digits and a NUL. */

@@ -172,7 +172,7 @@ typedef struct script_out {
     int content_open;      /* content written without a final newline */
     int write_failed;
     char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
-    int context_full;      /* the last reply stopped where the engine's context was full */
+    glm_stats done;        /* the last reply's final figures: its budget and where it came from */
 } script_out;
 
 static void send_session(script_out *so)
@@ -247,8 +247,7 @@ static int on_event(void *u, const glm_event *ev)
         snprintf(so->streamed_error, sizeof so->streamed_error, "%.*s",
                  (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
     if (ev->type == GLM_EV_DONE)
-        so->context_full = ev->stats.context_window > 0 &&
-                           ev->stats.prompt_tokens + ev->stats.generated_tokens >= ev->stats.context_window;
+        so->done = ev->stats;
     if (so->jsonl) {
         if (jsonl_event(&so->jw, ev))
             so->write_failed = 1;
@@ -497,6 +496,36 @@ static int blank(const char *s)
 }
 
 /* Runs one action; returns the exit status it calls for (0 to go on). */
+/* A reply cut at its budget: which limit cut it, and how to change it. */
+static void tell_cut(const glm_stats *s, const chat_args *a)
+{
+    switch (s->limit_from) {
+    case GLM_LIMIT_CONTEXT:
+        fprintf(stderr, "glmchat: the reply was cut where the context window of %d tokens is full "
+                        "(--context)\n", s->context_window);
+        return;
+    case GLM_LIMIT_REQUEST:
+        if (a->max_tokens)
+            fprintf(stderr, "glmchat: the reply was cut at the token limit (--max-tokens %d)\n",
+                    s->max_tokens);
+        else
+            fprintf(stderr, "glmchat: the reply was cut at the token limit of %d (max_tokens in the "
+                            "config file or GLMCHAT_MAX_TOKENS)\n", s->max_tokens);
+        return;
+    case GLM_LIMIT_MODEL:
+        fprintf(stderr, "glmchat: the reply was cut at the token limit of %d (max_new_tokens in the "
+                        "model's generation_config.json; --max-tokens N to change it)\n", s->max_tokens);
+        return;
+    case GLM_LIMIT_DEFAULT:
+        fprintf(stderr, "glmchat: the reply was cut at the default token limit of %d (--max-tokens N "
+                        "to change it)\n", s->max_tokens);
+        return;
+    default:
+        fprintf(stderr, "glmchat: the reply was cut at the token limit\n");
+        return;
+    }
+}
+
 static int run_one(chat *c, script_out *so, const chat_args *a, const char *text)
 {
     chat_outcome out;
@@ -529,9 +558,7 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
                     : cli_runtime_error("the reply failed: %s", out.error[0] ? out.error : "unknown error");
     }
     if (strcmp(out.finish, "length") == 0 && !so->jsonl)
-        fprintf(stderr, so->context_full
-                            ? "glmchat: the reply was cut where the context is full (--context)\n"
-                            : "glmchat: the reply was cut at the token limit (--max-tokens)\n");
+        tell_cut(&so->done, a);
     if (strcmp(out.finish, "tool_limit") == 0)
         fprintf(stderr, "glmchat: the model kept calling tools; stopped after %d replies\n", out.steps);
     return 0;

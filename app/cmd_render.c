@@ -9,15 +9,16 @@
 #include "app/commands.h"
 #include "engine/text/json.h"
 #include "engine/text/template.h"
+#include "engine/text/template_check.h"
 #include "engine/text/tokenizer.h"
 
 static void usage(FILE *f)
 {
     fputs("Usage: glmchat render --model DIR [--ids]\n"
           "Reads an OpenAI-style chat request (JSON: messages, tools, reasoning_effort, enable_thinking,\n"
-          "chat_template_kwargs.clear_thinking) on stdin and writes the prompt text the model sees.\n"
+          "clear_thinking, chat_template_kwargs) on stdin and writes the prompt text the model sees.\n"
           "The prompt is GLM-5's chat template as glmchat implements it natively; a chat_template.jinja\n"
-          "in DIR is not interpreted.\n"
+          "in DIR is not interpreted (a revision glmchat does not implement is named on stderr).\n"
           "  --model DIR  the model directory (global option; may also come before 'render')\n"
           "  --ids        print the prompt's token ids (DIR/tokenizer.json) instead of its text\n",
           f);
@@ -52,6 +53,18 @@ static int write_ids(const char *model_dir, const tbuf *prompt)
     tok_ids_free(&ids);
     tok_free(t);
     return rc;
+}
+
+/* The model's own template, when it is another revision than the one rendered here. */
+static void tell_template(const char *model_dir)
+{
+    tmpl_check tc;
+    glm_error err = {0};
+    char note[8192];
+    if (tmpl_check_dir(model_dir, &tc, &err) != GLM_OK)
+        fprintf(stderr, "glmchat: the model's chat template could not be checked: %s\n", err.message);
+    else if (tmpl_check_notice(&tc, note, sizeof note))
+        fprintf(stderr, "glmchat: %s\n", note);
 }
 
 static int render(const char *model_dir, int want_ids)
@@ -104,5 +117,6 @@ int cmd_render(int argc, char **argv, const cli_globals *g)
         return cli_runtime_error("render: model directory %s does not exist; give the directory holding "
                                  "config.json and tokenizer.json",
                                  g->model_dir);
+    tell_template(g->model_dir);
     return render(g->model_dir, want_ids);
 }

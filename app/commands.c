@@ -18,6 +18,7 @@ const cli_command cli_commands[] = {
     {"dump-tensor", cmd_dump_tensor, "a weight as float32, dequantized if EXL3"},
     {"mkmodel", cmd_mkmodel, "writes a random-weight model in the real checkpoint layout"},
     {"quantize", cmd_quantize, "EXL3-quantizes the routed experts of a checkpoint"},
+    {"check-model", cmd_check_model, "checks a downloaded checkpoint: shards, tensors, tokenizer, memory plan"},
     {"bench", cmd_bench, "benchmarks; prints a table of ratios"},
     {NULL, NULL, NULL},
 };

@@ -22,6 +22,7 @@ int cmd_logits(int argc, char **argv, const cli_globals *g);
 int cmd_dump_tensor(int argc, char **argv, const cli_globals *g);
 int cmd_mkmodel(int argc, char **argv, const cli_globals *g);
 int cmd_quantize(int argc, char **argv, const cli_globals *g);
+int cmd_check_model(int argc, char **argv, const cli_globals *g);
 int cmd_bench(int argc, char **argv, const cli_globals *g);
 
 #endif

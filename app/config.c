@@ -40,6 +40,7 @@ static const key_spec top_keys[] = {
     {"seed", KT_U64, NULL, 0, 0, NULL},
     {"max_tokens", KT_INT, NULL, 0, 100000000, NULL},
     {"think", KT_BOOL, NULL, 0, 0, NULL},
+    {"clear_thinking", KT_BOOL, NULL, 0, 0, NULL},
     {"effort", KT_CHOICE, "low|high|max", 0, 0, NULL},
     {"system_prompt", KT_STRING, NULL, 0, 0, NULL},
     {"tools", KT_BOOL, NULL, 0, 0, NULL},
@@ -249,6 +250,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             return 1;
         if (strcmp(name, "think") == 0)
             c->think = b;
+        else if (strcmp(name, "clear_thinking") == 0)
+            c->clear_thinking = b;
         else
             c->tools_enabled = b;
         return 0;

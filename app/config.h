@@ -26,8 +26,12 @@
  *   transport rdma|tcp   threads N (0: one per core)
  *   temperature 0..10, top_p 0..1 (1 = off), top_k N (0 = off): unset, the model's own from its
  *   generation_config.json (do_sample false there: greedy)   min_p 0..1 (0)
- *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config)
+ *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config.json
+ *   max_new_tokens, else 32768; every budget is cut to what the context has left)
  *   think on|off (on)   effort low|high|max (max)   system_prompt TEXT (none)
+ *   clear_thinking on|off (off: earlier turns' reasoning is sent back to the model, as the public
+ *   recipe serves it, which keeps prompt reuse exact; on: dropped, as the checkpoint's template
+ *   does with clear_thinking)
  *   tools on|off (on: built-in tools offered in the TUI; scripted mode also needs --allow-tools)
  *   tool_timeout SECONDS 1..3600 (30)   workspace DIR (the current directory; file tools are
  *   confined to it)   approval ask|auto|deny (ask: risky tools ask y/n/always)
@@ -92,6 +96,7 @@ typedef struct app_config {
     glm_sampling sampling;
     int seed_set;    /* 0: pick a fresh seed for each reply */
     int think;
+    int clear_thinking; /* 1: earlier turns' reasoning is not sent back (glm_request.clear_thinking) */
     glm_effort effort;
     char *system_prompt;
     int tools_enabled;

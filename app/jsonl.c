@@ -134,6 +134,19 @@ static void put_stats(jsonl_writer *w, const glm_stats *s)
     put_num(w->f, s->decode_tok_s);
 }
 
+/* The reply's budget and which limit set it, when the reply source told them. */
+static void put_limit(jsonl_writer *w, const glm_stats *s)
+{
+    static const char *const names[] = {[GLM_LIMIT_REQUEST] = "max_tokens", [GLM_LIMIT_MODEL] = "model",
+                                        [GLM_LIMIT_DEFAULT] = "default", [GLM_LIMIT_CONTEXT] = "context"};
+    if (s->limit_from <= GLM_LIMIT_UNKNOWN || s->limit_from > GLM_LIMIT_CONTEXT)
+        return;
+    put_key(w, "max_tokens");
+    fprintf(w->f, "%d", s->max_tokens);
+    put_key(w, "limit");
+    put_cstr(w->f, names[s->limit_from]);
+}
+
 int jsonl_session(jsonl_writer *w, int64_t conversation, int continued)
 {
     if (begin(w, "session"))
@@ -224,6 +237,7 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         put_key(w, "finish");
         put_cstr(w->f, ev->finish ? ev->finish : "stop");
         put_stats(w, &ev->stats);
+        put_limit(w, &ev->stats);
         break;
     case GLM_EV_ERROR:
         put_key(w, "message");

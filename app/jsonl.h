@@ -14,8 +14,14 @@
  *   {"type":"tool_result","id":ID,"name":S,"is_error":BOOL,"text":S}
  *   {"type":"stats","prompt_tokens":N,"reused_tokens":N,"generated_tokens":N,
  *    "ttft_s":X,"prefill_tok_s":X,"decode_tok_s":X}
- *   {"type":"done","finish":"stop"|"length"|"tool_calls"|"canceled", ...stats fields}
- *                                                        one model reply ended
+ *   {"type":"done","finish":"stop"|"length"|"tool_calls"|"canceled", ...stats fields,
+ *    "max_tokens":N,"limit":"max_tokens"|"model"|"default"|"context"}
+ *                                                        one model reply ended; its budget and
+ *                                                        the limit that set it (a "length" finish
+ *                                                        stopped there): --max-tokens or the config's
+ *                                                        max_tokens, generation_config.json's
+ *                                                        max_new_tokens, the 32768 default, or the
+ *                                                        room the context had left
  *   {"type":"error","message":S}
  *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
  *        "stop", "length", "canceled", "error" or "tool_limit"

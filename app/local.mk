@@ -7,7 +7,7 @@ libapp_a_SOURCES = \
 	app/cmd_chat.c app/cmd_worker.c app/cmd_list.c app/cmd_search.c app/cmd_export.c \
 	app/cmd_import.c app/cmd_tokenize.c app/cmd_detokenize.c app/cmd_render.c \
 	app/cmd_logits.c app/cmd_dump_tensor.c app/cmd_mkmodel.c app/cmd_quantize.c \
-	app/cmd_bench.c app/bench_ceiling.c app/bench_ceiling.h
+	app/cmd_bench.c app/bench_ceiling.c app/bench_ceiling.h app/cmd_check_model.c
 APP_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(SQLITE_CFLAGS) $(NCURSES_CFLAGS) $(READLINE_CFLAGS)
 libapp_a_CPPFLAGS = $(APP_CPPFLAGS)
 glmchat_SOURCES += app/main.c

@@ -10,8 +10,6 @@
 #include "text/template.h"
 #include "text/tokenizer.h"
 
-/* Replies stop here when neither the request nor generation_config.json gives a budget. */
-#define DEFAULT_MAX_NEW_TOKENS 4096
 /* How often (in generated tokens) a STATS event reports progress. */
 #define STATS_EVERY 8
 
@@ -188,11 +186,22 @@ static glm_sampling resolve_sampling(const glm_model *m, const glm_sampling *ask
     return s;
 }
 
-static int reply_budget(const glm_model *m, const glm_request *rq)
+int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from)
 {
-    if (rq->sampling.max_tokens > 0)
-        return rq->sampling.max_tokens;
-    return m->gen.max_new_tokens > 0 ? m->gen.max_new_tokens : DEFAULT_MAX_NEW_TOKENS;
+    int budget = GLM_DEFAULT_MAX_TOKENS;
+    *from = GLM_LIMIT_DEFAULT;
+    if (asked > 0) {
+        budget = asked;
+        *from = GLM_LIMIT_REQUEST;
+    } else if (gen->max_new_tokens > 0) {
+        budget = gen->max_new_tokens;
+        *from = GLM_LIMIT_MODEL;
+    }
+    if (budget > room) { /* the reply stops ("length") where the context is full */
+        budget = room;
+        *from = GLM_LIMIT_CONTEXT;
+    }
+    return budget;
 }
 
 static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids, glm_error *err)
@@ -239,9 +248,9 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     double t1 = now_s();
     if (t1 > t0)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
-    int n_out = 0, budget = reply_budget(m, rq);
-    if (budget > context - n)
-        budget = context - n; /* the reply stops ("length") where the context is full */
+    int n_out = 0, budget = glm_reply_budget(&m->gen, rq->sampling.max_tokens, context - n,
+                                             &r->stats.limit_from);
+    r->stats.max_tokens = budget;
     glm_sampling sampling = resolve_sampling(m, &rq->sampling);
     if (glm_session_cancel_requested(s))
         r->canceled = 1; /* during the prefill: no token is generated */

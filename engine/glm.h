@@ -69,8 +69,21 @@ typedef struct glm_sampling {
     int top_k;         /* 0: off */
     float min_p;       /* 0: off */
     uint64_t seed;
-    int max_tokens;    /* 0: the model's generation_config max_new_tokens */
+    int max_tokens;    /* 0: the model's generation_config max_new_tokens, else GLM_DEFAULT_MAX_TOKENS */
 } glm_sampling;
+
+/* The reply budget when neither the request nor generation_config.json's max_new_tokens gives
+ * one (what the public recipe serves); every budget is cut to what the context has left. */
+#define GLM_DEFAULT_MAX_TOKENS 32768
+
+/* Which limit a reply's budget came from (glm_stats.limit_from): a "length" finish stopped there. */
+typedef enum glm_limit {
+    GLM_LIMIT_UNKNOWN = 0, /* not told (a reply source other than the engine) */
+    GLM_LIMIT_REQUEST,     /* glm_sampling.max_tokens */
+    GLM_LIMIT_MODEL,       /* generation_config.json's max_new_tokens */
+    GLM_LIMIT_DEFAULT,     /* GLM_DEFAULT_MAX_TOKENS */
+    GLM_LIMIT_CONTEXT,     /* the room the context window had left */
+} glm_limit;
 
 typedef struct glm_request {
     const glm_message *messages;
@@ -80,6 +93,10 @@ typedef struct glm_request {
     glm_sampling sampling;
     int think;          /* 1: thinking on */
     glm_effort effort;
+    /* 1: earlier turns' reasoning (assistant turns up to the last user message) is rendered as
+     * an empty think block, as the checkpoint's template does with clear_thinking; 0 (the
+     * default, as the public recipe serves it, and what keeps prompt reuse exact): kept. */
+    int clear_thinking;
 } glm_request;
 
 /* ---- events streamed back while a reply is generated -------------------------------------- */
@@ -103,6 +120,8 @@ typedef struct glm_stats {
     double prefill_tok_s;
     double decode_tok_s;
     int context_window;     /* the tokens a conversation may hold (the engine's context) */
+    int max_tokens;         /* the reply's budget (its limit, after the cut to the context) */
+    glm_limit limit_from;   /* where that budget came from */
 } glm_stats;
 
 typedef struct glm_event {

@@ -16,6 +16,7 @@
 #include "sampler.h"
 #include "setting.h"
 #include "spec.h"
+#include "text/template_check.h"
 #include "text/tokenizer.h"
 #include "tp/rank.h"
 #include "tp/split.h"
@@ -39,6 +40,7 @@ struct glm_engine {
     tp_split_owned split;
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
     spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
+    char *template_note; /* the model's chat template is another revision (or unreadable), or NULL */
 };
 
 struct glm_session {
@@ -173,6 +175,21 @@ static glm_status choose_draft(glm_engine *e, const glm_engine_params *p, glm_er
     return GLM_OK;
 }
 
+/* The model's own chat template, when it is not a revision glmchat renders (or cannot be read):
+ * a note for the app, said once; the engine goes on with its native template either way. */
+static void note_template(glm_engine *e, const char *dir)
+{
+    tmpl_check tc;
+    glm_error err = {0};
+    char text[8192];
+    if (tmpl_check_dir(dir, &tc, &err) != GLM_OK)
+        snprintf(text, sizeof text, "the model's chat template could not be checked: %s; glmchat "
+                 "renders its own GLM-5.3-Flash template", err.message);
+    else if (!tmpl_check_notice(&tc, text, sizeof text))
+        return;
+    e->template_note = strdup(text); /* out of memory: the note is lost, nothing else */
+}
+
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
 {
     if (!p || !p->model_dir) {
@@ -193,6 +210,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->params = *p;
+    note_template(e, p->model_dir);
     /* The MTP layer costs a layer's forward (and its cache, and on CUDA its weights' upload)
      * every step: the backends run it only when it drafts. */
     spec_mode mode;
@@ -350,6 +368,7 @@ void glm_engine_close(glm_engine *e)
     pthread_mutex_destroy(&e->step_lock);
     glm_model_close(e->model);
     tp_split_owned_free(&e->split);
+    free(e->template_note);
     free(e);
 }
 
@@ -698,6 +717,19 @@ int glm_engine_cache_n_notes(glm_engine *e)
 const char *glm_engine_cache_note(glm_engine *e, int i)
 {
     return pc_note(e->cache, i);
+}
+
+int glm_engine_n_notes(glm_engine *e)
+{
+    return (e->template_note != NULL) + pc_n_notes(e->cache);
+}
+
+const char *glm_engine_note(glm_engine *e, int i)
+{
+    int own = e->template_note != NULL;
+    if (i < own)
+        return e->template_note;
+    return pc_note(e->cache, i - own);
 }
 
 glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,

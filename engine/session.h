@@ -16,6 +16,10 @@ const char *glm_engine_backend_name(const glm_engine *e);
  * attention cache's format. */
 int glm_engine_context(const glm_engine *e);
 glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
+/* A reply's budget (engine/generate.c): asked (> 0: the request's max_tokens), else gen's
+ * max_new_tokens, else GLM_DEFAULT_MAX_TOKENS; then cut to room, the tokens the context has
+ * left. *from says which limit it is. */
+int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
 
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
@@ -87,6 +91,10 @@ void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
 /* Files refused and writes that failed, each naming the file and the reason, oldest first. */
 int glm_engine_cache_n_notes(glm_engine *e);
 const char *glm_engine_cache_note(glm_engine *e, int i);
+/* Everything the engine has to tell the user, oldest first, each said once by the app: the model's
+ * chat template when it is not a revision glmchat renders (from open), then the cache's notes. */
+int glm_engine_n_notes(glm_engine *e);
+const char *glm_engine_note(glm_engine *e, int i);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend

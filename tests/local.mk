@@ -8,6 +8,6 @@ tests_unit_test_cli_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_cli_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 
 TESTS += tests/unit/test_cli tests/e2e/cli.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
-	tests/e2e/engine_settings.sh
+	tests/e2e/engine_settings.sh tests/e2e/check_model.sh
 EXTRA_DIST += tests/e2e/cli.sh tests/e2e/lib.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
-	tests/e2e/engine_settings.sh
+	tests/e2e/engine_settings.sh tests/e2e/check_model.sh

@@ -68,4 +68,8 @@ size_t cuda_plan_unified_limit(void);
 
 const char *cuda_kv_name(int kv_dtype);
 
+/* This machine's GPU (engine/cuda/probe.c): its free and total bytes and whether it shares the
+ * host's memory (a DGX Spark's GB10); -1 when glmchat is built without CUDA or finds no GPU. */
+int glm_cuda_memory(size_t *free_bytes, size_t *total_bytes, int *integrated);
+
 #endif

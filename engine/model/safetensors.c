@@ -262,6 +262,25 @@ st_model *st_open_file(const char *path, glm_error *err)
     return m;
 }
 
+st_model *st_open_files(const char *const *paths, size_t n, glm_error *err)
+{
+    st_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory opening %zu files", n);
+        return NULL;
+    }
+    glm_status st = GLM_OK;
+    for (size_t i = 0; i < n && st == GLM_OK; i++)
+        st = load_file(m, paths[i], err);
+    if (st == GLM_OK)
+        st = finish(m, err);
+    if (st) {
+        st_close(m);
+        return NULL;
+    }
+    return m;
+}
+
 static char *read_text(const char *path, glm_error *err)
 {
     FILE *f = fopen(path, "rb");

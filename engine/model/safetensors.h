@@ -49,6 +49,8 @@ st_model *st_open_file(const char *path, glm_error *err);
  * every tensor checked to be in the shard the index says), else model.safetensors. */
 st_model *st_open_dir(const char *dir, glm_error *err);
 void st_close(st_model *m);
+/* Opens the given files as one model (no index): for checking shards a broken index names. */
+st_model *st_open_files(const char *const *paths, size_t n, glm_error *err);
 
 /* The tensor called name, or NULL. */
 const st_tensor *st_find(const st_model *m, const char *name);

@@ -4,7 +4,8 @@ libengine_a_SOURCES += \
 	engine/text/tbuf.c engine/text/tbuf.h engine/text/utf8.c engine/text/utf8.h \
 	engine/text/json.c engine/text/json.h engine/text/pretokenize.c engine/text/pretokenize.h \
 	engine/text/tokenizer.c engine/text/tokenizer.h \
-	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h
+	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h \
+	engine/text/sha256.c engine/text/sha256.h engine/text/template_check.c engine/text/template_check.h
 
 check_PROGRAMS += tests/unit/test_tokenizer
 tests_unit_test_tokenizer_SOURCES = tests/unit/test_tokenizer.c
@@ -25,8 +26,9 @@ TESTS += tests/unit/test_template
 EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py \
 	tests/fixtures/text/README.md
 
-TESTS += tests/e2e/text_cli.sh
-EXTRA_DIST += tests/e2e/text_cli.sh
+TESTS += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh
+EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/template_jinja.py \
+	tests/fixtures/text/glm-5.3-flash.chat_template.jinja tests/fixtures/text/glm-5.3-flash-nvidia.chat_template.jinja
 
 check_PROGRAMS += tests/unit/test_reply_parser
 tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c

@@ -660,16 +660,50 @@ static glm_status normalise_message(jv *m, glm_error *err)
     return GLM_OK;
 }
 
-static const char *effort_value(const jv *e)
+/* reasoning_effort as the template takes it (low, high, else its Max): the OpenAI values mapped
+ * (none is thinking off, decided by the caller); any other value is refused by name rather than
+ * rendered as Max without a word. NULL *value: not given. */
+static glm_status effort_value(const jv *e, const char **value, glm_error *err)
 {
     static const char *const map[][2] = {{"minimal", "low"}, {"low", "low"}, {"medium", "high"},
-                                         {"high", "high"}, {"xhigh", "xhigh"}, {"max", "max"}};
-    if (!is_string(e))
-        return NULL;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (jv_is_str(e, map[i][0]))
-            return map[i][1];
-    return e->str;
+                                         {"high", "high"}, {"xhigh", "xhigh"}, {"max", "max"},
+                                         {"none", NULL}};
+    *value = NULL;
+    if (!e || e->type == JV_NULL)
+        return GLM_OK;
+    for (size_t i = 0; is_string(e) && i < sizeof map / sizeof map[0]; i++)
+        if (jv_is_str(e, map[i][0])) {
+            *value = map[i][1];
+            return GLM_OK;
+        }
+    tbuf shown = {0};
+    if (jv_dump_py(e, &shown) != GLM_OK || tbuf_putc(&shown, 0) != GLM_OK) {
+        tbuf_free(&shown);
+        return glm_error_set(err, GLM_ERR_NOMEM, "chat template: out of memory");
+    }
+    glm_error_set(err, GLM_ERR_ARG, "chat template: reasoning_effort %.200s is not one the template "
+                  "knows; give none, minimal, low, medium, high, xhigh or max", shown.p);
+    tbuf_free(&shown);
+    return GLM_ERR_ARG;
+}
+
+/* clear_thinking: the request's own (true or false), else chat_template_kwargs' (truthy, as the
+ * template reads it); off when neither gives it. */
+static glm_status clear_thinking_of(const jv *request, int *on, glm_error *err)
+{
+    const jv *top = jv_get(request, "clear_thinking");
+    *on = 0;
+    if (top && top->type != JV_NULL) {
+        if (top->type != JV_TRUE && top->type != JV_FALSE)
+            return glm_error_set(err, GLM_ERR_ARG, "chat template: \"clear_thinking\" must be true or "
+                                 "false");
+        *on = top->type == JV_TRUE;
+    }
+    const jv *ctk = jv_get(request, "chat_template_kwargs");
+    const jv *kw = is_map(ctk) ? jv_get(ctk, "clear_thinking") : NULL;
+    if (kw)
+        *on = jv_truthy(kw);
+    return GLM_OK;
 }
 
 glm_status tmpl_render_json(const jv *request, tbuf *out, glm_error *err)
@@ -696,12 +730,16 @@ glm_status tmpl_render_json(const jv *request, tbuf *out, glm_error *err)
         if (et && (et->type == JV_TRUE || et->type == JV_FALSE))
             think = et->type == JV_TRUE;
     }
-    const jv *ctk = jv_get(request, "chat_template_kwargs");
-    tmpl_ctx c = {copy, is_list(tools) && tools->n ? tools : NULL,
-                  is_map(ctk) && jv_truthy(jv_get(ctk, "clear_thinking")), out, err};
+    const char *level = NULL;
+    int clear = 0;
+    if (st == GLM_OK)
+        st = effort_value(effort, &level, err);
+    if (st == GLM_OK)
+        st = clear_thinking_of(request, &clear, err);
+    tmpl_ctx c = {copy, is_list(tools) && tools->n ? tools : NULL, clear, out, err};
     size_t start = out->len;
     if (st == GLM_OK)
-        st = render_messages(&c, think ? effort_value(effort) : NULL);
+        st = render_messages(&c, think ? level : NULL);
     jv_free(copy);
     if (st != GLM_OK || think)
         return st;
@@ -808,7 +846,10 @@ static glm_status request_from_glm(const glm_request *r, jv *req, glm_error *err
         return glm_error_set(err, GLM_ERR_ARG, "the request has an unknown effort %d", (int)r->effort);
     TRY(set_str(req, "reasoning_effort", efforts[r->effort]));
     jv *think = jv_new(r->think ? JV_TRUE : JV_FALSE);
-    return think ? jv_object_set(req, "enable_thinking", 15, think) : GLM_ERR_NOMEM;
+    if (!think || jv_object_set(req, "enable_thinking", 15, think) != GLM_OK)
+        return GLM_ERR_NOMEM;
+    jv *clear = jv_new(r->clear_thinking ? JV_TRUE : JV_FALSE);
+    return clear ? jv_object_set(req, "clear_thinking", 14, clear) : GLM_ERR_NOMEM;
 }
 
 jv *tmpl_request_from_glm(const glm_request *r, glm_error *err)

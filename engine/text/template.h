@@ -7,8 +7,12 @@
  *       messages[]      {role, content (string | parts[] | null), reasoning_content | reasoning,
  *                        tool_calls[{id, function{name, arguments (object | JSON string)}}], tool_call_id}
  *       tools[]         OpenAI tools ({"type":"function","function":{...}}) or bare functions
- *       reasoning_effort  none | minimal | low | medium | high | xhigh | max (none: thinking off)
+ *       reasoning_effort  none | minimal | low | medium | high | xhigh | max (none: thinking off);
+ *                         another value is refused by name (the template would render it as Max)
  *       enable_thinking   bool (also inside chat_template_kwargs, which may set clear_thinking too)
+ *       clear_thinking    bool: earlier turns' reasoning (assistant turns up to the last user
+ *                         message) rendered as an empty think block, as the template does with
+ *                         its clear_thinking; default false (kept). chat_template_kwargs' wins.
  *     Normalisation, as OpenAI-compatible servers do before the template: null content is "",
  *     string arguments are parsed (they must be a JSON object; null or "" is {}), "reasoning" is read
  *     as reasoning_content. Thinking off renders the template, drops "<|system|>Reasoning Effort: Max"

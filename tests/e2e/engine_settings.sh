@@ -71,9 +71,34 @@ expect_grep err "the prompt is 15 tokens, and the context holds 15"
 expect_exit 1 "$G" --backend cpu --context 15 chat --no-save --think off --prompt "How much is 2 plus 2?"
 [ "$(grep -c 'the prompt is 15 tokens' "$TMP/err")" -eq 1 ] && pass || fail "the refusal was not said once: $(cat "$TMP/err")"
 expect_exit 0 "$G" --backend cpu --context 17 chat --no-save --think off --max-tokens 50 --prompt "How much is 2 plus 2?"
-expect_grep err "the reply was cut where the context is full \(--context\)"
+expect_grep err "the reply was cut where the context window of 17 tokens is full \(--context\)"
 expect_exit 0 "$G" --backend cpu --context 400 chat --no-save --think off --max-tokens 1 --prompt "How much is 2 plus 2?"
-expect_grep err "the reply was cut at the token limit \(--max-tokens\)"
+expect_grep err "the reply was cut at the token limit \(--max-tokens 1\)"
+# no --max-tokens: generation_config.json's max_new_tokens, else 32768, each cut to the context,
+# and the message names the limit that cut (a copy of the demo model with its own generation config)
+DEMO=$(dirname "$G")/models/demo
+mkdir "$TMP/demo2" && ln -s "$DEMO"/* "$TMP/demo2/" && rm "$TMP/demo2/generation_config.json"
+printf '{"eos_token_id": [154820, 154827, 154829], "max_new_tokens": 3, "do_sample": false}\n' \
+    >"$TMP/demo2/generation_config.json"
+printf 'temperature = 0\n' >"$CONFIG"
+ask() { expect_exit 0 "$G" --backend cpu --model "$TMP/demo2" "$@" chat --no-save --think off --prompt "How much is 2 plus 2?"; }
+ask --context 400
+expect_grep err "cut at the token limit of 3 \(max_new_tokens in the model's generation_config.json; --max-tokens N to change it\)"
+ask --context 17
+expect_grep err "the reply was cut where the context window of 17 tokens is full"
+printf 'temperature = 0\nmax_tokens = 2\n' >"$CONFIG"
+ask --context 400
+expect_grep err "cut at the token limit of 2 \(max_tokens in the config file or GLMCHAT_MAX_TOKENS\)"
+printf 'temperature = 0\n' >"$CONFIG"
+printf '{"eos_token_id": [154820, 154827, 154829], "do_sample": false}\n' >"$TMP/demo2/generation_config.json"
+ask --context 20
+expect_grep err "the reply was cut where the context window of 20 tokens is full"
+expect_exit 0 "$G" --backend cpu --model "$TMP/demo2" --context 20 chat --no-save --think off \
+    --output-format jsonl --prompt "How much is 2 plus 2?"
+expect_grep out '"type":"done","finish":"length",.*"generated_tokens":5,.*"max_tokens":5,"limit":"context"'
+expect_exit 0 "$G" --backend cpu --model "$TMP/demo2" --context 400 chat --no-save --think off \
+    --output-format jsonl --max-tokens 2 --prompt "How much is 2 plus 2?"
+expect_grep out '"max_tokens":2,"limit":"max_tokens"'
 GLMCHAT_CONTEXT=x chat 1
 expect_grep err "GLMCHAT_CONTEXT: 'context' takes a whole number from 1 to 1073741824, not 'x'"
 printf 'temperature = 0\ncontext = 0\n' >"$CONFIG"

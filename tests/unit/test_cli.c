@@ -161,7 +161,7 @@ START_TEST(every_contract_command_is_in_the_table)
 {
     const char *names[] = {"chat", "worker", "list", "search", "export", "import", "tokenize",
                            "detokenize", "render", "logits", "dump-tensor", "mkmodel", "quantize",
-                           "bench"};
+                           "bench", "check-model"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const cli_command *c = cli_find_command(names[i]);
         ck_assert_msg(c != NULL, "command %s missing", names[i]);

@@ -32,6 +32,7 @@ START_TEST(defaults_are_documented_values)
     ck_assert_int_lt(c.sampling.top_k, 0);
     ck_assert_int_eq(c.sampling.max_tokens, 0);
     ck_assert_int_eq(c.think, 1);
+    ck_assert_int_eq(c.clear_thinking, 0); /* earlier reasoning kept, as the recipe serves it */
     ck_assert_int_eq(c.effort, GLM_EFFORT_MAX);
     ck_assert_int_eq(c.tool_timeout_s, 30);
     ck_assert_int_eq(c.approval, CONFIG_APPROVAL_ASK);
@@ -58,6 +59,7 @@ START_TEST(every_top_level_key_is_read)
                        "seed = 18446744073709551615\n"
                        "max_tokens = 2048\n"
                        "think = off\n"
+                       "clear_thinking = on\n"
                        "effort = low\n"
                        "system_prompt = \"Be brief.\\nSay \\\"hi\\\".\" # trailing comment\n"
                        "tools = no\n"
@@ -80,6 +82,7 @@ START_TEST(every_top_level_key_is_read)
     ck_assert_int_eq(c.seed_set, 1);
     ck_assert_int_eq(c.sampling.max_tokens, 2048);
     ck_assert_int_eq(c.think, 0);
+    ck_assert_int_eq(c.clear_thinking, 1);
     ck_assert_int_eq(c.effort, GLM_EFFORT_LOW);
     ck_assert_str_eq(c.system_prompt, "Be brief.\nSay \"hi\".");
     ck_assert_int_eq(c.tools_enabled, 0);

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "session.h"
 #include "test_engine_util.h"
 
 static glm_status parse(glm_config *c, const char *json, glm_error *err)
@@ -418,6 +419,27 @@ START_TEST(config_contradicting_weights_is_named)
 }
 END_TEST
 
+/* The reply budget: the request's, else generation_config.json's max_new_tokens, else 32768
+ * (the public recipe's), each cut to what the context has left, and which limit it was. */
+START_TEST(reply_budget_precedence)
+{
+    glm_generation_config none = {0}, given = {.max_new_tokens = 256};
+    glm_limit from;
+    ck_assert_int_eq(glm_reply_budget(&none, 0, 1 << 20, &from), 32768);
+    ck_assert_int_eq(from, GLM_LIMIT_DEFAULT);
+    ck_assert_int_eq(glm_reply_budget(&none, 0, 1000, &from), 1000);
+    ck_assert_int_eq(from, GLM_LIMIT_CONTEXT);
+    ck_assert_int_eq(glm_reply_budget(&given, 0, 1 << 20, &from), 256);
+    ck_assert_int_eq(from, GLM_LIMIT_MODEL);
+    ck_assert_int_eq(glm_reply_budget(&given, 40000, 1 << 20, &from), 40000);
+    ck_assert_int_eq(from, GLM_LIMIT_REQUEST);
+    ck_assert_int_eq(glm_reply_budget(&given, 40000, 300, &from), 300);
+    ck_assert_int_eq(from, GLM_LIMIT_CONTEXT);
+    ck_assert_int_eq(glm_reply_budget(&given, 300, 300, &from), 300); /* equal: the request's */
+    ck_assert_int_eq(from, GLM_LIMIT_REQUEST);
+}
+END_TEST
+
 START_TEST(generation_config_is_read)
 {
     glm_generation_config g;
@@ -457,6 +479,7 @@ int main(void)
     tcase_add_test(tc, nested_config_and_its_spellings);
     tcase_add_test(tc, configs_the_engine_cannot_honour_are_refused);
     tcase_add_test(tc, conversions_round_trip);
+    tcase_add_test(tc, reply_budget_precedence);
     tcase_add_test(tc, fp8_matches_the_reference_decoding);
     tcase_add_test(tc, writer_and_reader_agree);
     tcase_add_test(tc, broken_safetensors_files_are_named);

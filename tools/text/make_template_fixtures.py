@@ -13,6 +13,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 EFFORT_MAP = {"minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "xhigh", "max": "max"}
+EFFORTS = set(EFFORT_MAP) | {"none"}
 
 
 def make_env():
@@ -50,6 +51,13 @@ def request_to_kwargs(req):
     ctk = req.get("chat_template_kwargs") or {}
     think = True
     effort = req.get("reasoning_effort")
+    if effort is not None and effort not in EFFORTS:  # the template would render it as Max
+        raise ValueError(f"reasoning_effort {effort!r} is not one the template knows")
+    clear = req.get("clear_thinking")
+    if clear is not None:
+        if not isinstance(clear, bool):
+            raise ValueError("clear_thinking must be true or false")
+        kw["clear_thinking"] = clear
     if effort == "none":
         think = False
     for src in (req, ctk):
@@ -192,9 +200,12 @@ def rnd_request(rng):
     if tools:
         req["tools"] = tools
     if rng.random() < 0.7:
-        req["reasoning_effort"] = rng.choice(["low", "high", "max", "medium", "minimal", "xhigh", "none", "weird"])
+        req["reasoning_effort"] = rng.choice(["low", "high", "max", "medium", "minimal", "xhigh", "none", "weird",
+                                              None, 3])
     if rng.random() < 0.3:
         req["enable_thinking"] = rng.choice([True, False])
+    if rng.random() < 0.2:
+        req["clear_thinking"] = rng.choice([True, False, True, False, "yes"])
     if rng.random() < 0.3:
         req["chat_template_kwargs"] = {"clear_thinking": rng.choice([True, False])}
         if rng.random() < 0.3:
