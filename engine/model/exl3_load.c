@@ -53,10 +53,16 @@ static glm_status want(const st_tensor *t, const char *name, st_dtype dtype, int
  * the codebook by the marker's presence alone (research/exl3.md 1.1). */
 static glm_status check_marker(const st_tensor *x, glm_error *err)
 {
-    if (x->dtype != ST_I32 || !(x->ndim == 0 || (x->ndim == 1 && x->shape[0] == 1)))
-        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 codebook marker %s in %s is %s with %d "
-                             "dimensions; the format needs I32 of shape [] or [1]", x->name,
-                             x->file, st_dtype_name(x->dtype), x->ndim);
+    if (x->dtype != ST_I32 || !(x->ndim == 0 || (x->ndim == 1 && x->shape[0] == 1))) {
+        char shape[128] = "";
+        size_t o = 0;
+        for (int i = 0; i < x->ndim && o < sizeof shape; i++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%lld", i ? ", " : "",
+                                  (long long)x->shape[i]);
+        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 codebook marker %s in %s is %s [%s]; the "
+                             "format needs I32 of shape [] or [1]", x->name, x->file,
+                             st_dtype_name(x->dtype), shape);
+    }
     return GLM_OK;
 }
 
