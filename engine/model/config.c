@@ -435,6 +435,8 @@ static int parse_dsa(cfg_ctx *x, glm_config *c)
     if (!compress)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is false; glmchat supports only gated "
                     "pool keys (true)%s", "index_kpool_compress", "");
+    if (!c->index_kpool_given)
+        return 0; /* the indexer's tensors give it at open (glm_config_from_tensors) */
     if (c->index_kpool > 64)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is above glmchat's limit of 64%s",
                     "index_kpool", "");
@@ -599,8 +601,9 @@ static int parse_text(cfg_ctx *x, const cJSON *root, glm_config *c)
     if (c->num_layers > GLM_MAX_LAYERS)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is above glmchat's limit of 256%s",
                     "num_hidden_layers", "");
-    if (parse_layer_types(x, c) || parse_mlp_types(x, c) || parse_indexer_types(x, c) ||
-        parse_linear_attn(x, c) || parse_moe(x, c) || parse_dsa(x, c))
+    /* linear_attn_config's layer lists may set the layer kinds the indexer types depend on */
+    if (parse_layer_types(x, c) || parse_mlp_types(x, c) || parse_linear_attn(x, c) ||
+        parse_indexer_types(x, c) || parse_moe(x, c) || parse_dsa(x, c))
         return -1;
     if (positive(x, "linear_num_heads", c->kda_heads) ||
         positive(x, "linear_head_dim", c->kda_head_dim) ||

@@ -595,6 +595,13 @@ const float *glm_weight_row(const glm_weight *w, int64_t r, float *buf)
 glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, int64_t *numel,
                              int *ndim, int64_t *shape, glm_error *err)
 {
+    return glm_tensor_to_f32_codebook(m, name, -1, out, numel, ndim, shape, err);
+}
+
+glm_status glm_tensor_to_f32_codebook(const st_model *m, const char *name, int config_codebook,
+                                      float **out, int64_t *numel, int *ndim, int64_t *shape,
+                                      glm_error *err)
+{
     const st_tensor *t = st_find(m, name);
     *out = NULL;
     if (!t && exl3_is_stored(m, name)) {
@@ -602,7 +609,8 @@ glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, i
         const char *file = exl3_file(m, name, tname, sizeof tname);
         int rows, cols;
         glm_error e = {0};
-        glm_status st = exl3_load_dequantized(m, name, out, &rows, &cols, &e);
+        glm_status st = exl3_load_dequantized_codebook(m, name, config_codebook, out, &rows, &cols,
+                                                       &e);
         if (st)
             return glm_error_set(err, st, "%s: %s", file, e.message);
         *ndim = 2;

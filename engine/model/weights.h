@@ -122,5 +122,10 @@ const float *glm_weight_row(const glm_weight *w, int64_t r, float *buf);
  * (<module>.weight) or as the module, comes out dequantized [out, in]. */
 glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, int64_t *numel,
                              int *ndim, int64_t *shape, glm_error *err);
+/* The same, where an EXL3 module without a codebook marker decodes with config_codebook
+ * (glm_config.exl3_codebook; -1: refused, as glm_tensor_to_f32 does). */
+glm_status glm_tensor_to_f32_codebook(const st_model *m, const char *name, int config_codebook,
+                                      float **out, int64_t *numel, int *ndim, int64_t *shape,
+                                      glm_error *err);
 
 #endif

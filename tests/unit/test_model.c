@@ -110,6 +110,11 @@ START_TEST(published_config_is_read)
     ck_assert_int_eq(c.n_eos, 4); /* text_config's three and the top level's 9 */
     ck_assert_int_eq(c.eos[3], 9);
     ck_assert(c.index_kpool_given && c.nextn_given && !c.n_routed_experts_given);
+    /* without index_kpool, HF's default of 16 is not held against index_topk: the indexer's
+     * tensors give the pool size at open */
+    ck_assert_msg(parse(&c, "{\"model_type\": \"glm5_next_text\", \"index_topk\": 20}", &err) ==
+                  GLM_OK, "%s", err.message);
+    ck_assert(!c.index_kpool_given);
 }
 END_TEST
 
