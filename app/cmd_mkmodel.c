@@ -12,11 +12,14 @@
 static void mkmodel_usage(void)
 {
     printf("Usage: glmchat mkmodel --out DIR [--preset NAME] [--seed N] [--dtype f32|bf16]\n"
-           "                        [--shard-mb N]\n"
+           "                        [--shard-mb N] [--like LAYOUT]\n"
            "Writes config.json, generation_config.json, tokenizer.json and random weights in the\n"
            "GLM-5.3-Flash checkpoint layout (sharded with an index when larger than the shard\n"
            "size, 4096 MiB unless --shard-mb says otherwise). The same preset and seed give the\n"
-           "same files. Presets:\n%s", glm_mkmodel_presets());
+           "same files. Presets:\n%s"
+           "--like writes the preset in a published checkpoint's layout (BF16 unless --dtype;\n"
+           "always sharded, in four or more shards unless --shard-mb). Layouts:\n%s",
+           glm_mkmodel_presets(), glm_mkmodel_likes());
 }
 
 int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
@@ -24,7 +27,8 @@ int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},   {"preset", required_argument, NULL, 'p'},
         {"seed", required_argument, NULL, 's'},  {"dtype", required_argument, NULL, 'd'},
-        {"shard-mb", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+        {"shard-mb", required_argument, NULL, 'm'}, {"like", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     (void)g;
@@ -36,6 +40,7 @@ int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
         switch (c) {
         case 'o': p.out_dir = optarg; break;
         case 'p': p.preset = optarg; break;
+        case 'l': p.like = optarg; break;
         case 's': {
             char msg[512];
             if (setting_u64("--seed", optarg, &p.seed, msg, sizeof msg))

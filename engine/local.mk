@@ -54,6 +54,14 @@ tests_unit_test_model_SOURCES = tests/unit/test_model.c $(ENGINE_TEST_UTIL)
 tests_unit_test_model_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_model_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_model
+# The published checkpoint layouts (EXL3 4-bit, official FP8) and their refusals (issue #29).
+check_PROGRAMS += tests/unit/test_checkpoints
+tests_unit_test_checkpoints_SOURCES = tests/unit/test_checkpoints.c $(ENGINE_TEST_UTIL)
+tests_unit_test_checkpoints_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_checkpoints_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_checkpoints
+TESTS += tests/e2e/published_chat.sh
+EXTRA_DIST += tests/e2e/published_chat.sh
 check_PROGRAMS += tests/unit/test_sampler
 tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
 tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)

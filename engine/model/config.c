@@ -71,6 +71,23 @@ static int get_bool(cfg_ctx *x, const cJSON *o, const char *key, int def, int *o
     return 0;
 }
 
+/* The JSON text of v, shortened for messages. */
+static void value_text(const cJSON *v, char *buf, size_t n)
+{
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(buf, n, "%.60s%s", t ? t : "missing", t && strlen(t) > 60 ? "..." : "");
+    free(t);
+}
+
+/* "PATH: field KEY is VALUE; WHY" */
+static int fail_value(cfg_ctx *x, glm_status st, const char *key, const cJSON *v, const char *why)
+{
+    char val[80], detail[400];
+    value_text(v, val, sizeof val);
+    snprintf(detail, sizeof detail, "%s; %s", val, why);
+    return fail(x, st, "%s: field %s is %s", key, detail);
+}
+
 static int positive(cfg_ctx *x, const char *key, int v)
 {
     if (v > 0)
@@ -150,6 +167,25 @@ static int parse_mlp_types(cfg_ctx *x, glm_config *c)
             return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s has an unknown type %s",
                         "mlp_layer_types", cJSON_IsString(v) ? v->valuestring : "(not a string)");
     }
+    const cJSON *fk = field(x->text, "first_k_dense_replace");
+    if (!fk || cJSON_IsNull(fk))
+        return 0;
+    int k;
+    if (get_int(x, x->text, "first_k_dense_replace", 0, &k))
+        return -1;
+    int leading = 0; /* the dense layers mlp_layer_types puts first */
+    while (leading < n && !c->moe[leading])
+        leading++;
+    for (int i = leading; i < n; i++)
+        if (!c->moe[i])
+            return 0; /* dense layers past the first run: first_k_dense_replace cannot say so */
+    if (k != leading) {
+        char detail[160];
+        snprintf(detail, sizeof detail, "%d, but mlp_layer_types makes the first %d layers dense",
+                 k, leading);
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s is %s; the two must agree",
+                    "first_k_dense_replace", detail);
+    }
     return 0;
 }
 
@@ -212,6 +248,68 @@ static int parse_indexer_types(cfg_ctx *x, glm_config *c)
     return 0;
 }
 
+/* linear_attn_config.kda_layers / full_attn_layers: layer numbers (1-based as the release
+ * writes them, or 0-based) that must split the layers as layer_types does; without layer_types
+ * they give the layer kinds. */
+static int layer_list(cfg_ctx *x, const cJSON *la, const char *key, int n, unsigned char *mark,
+                      int *lo, int *hi)
+{
+    const cJSON *v = field(la, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsArray(v))
+        return fail_value(x, GLM_ERR_FORMAT, key, v, "it must list layer numbers");
+    for (const cJSON *e = v->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != (double)e->valueint || e->valueint < 0 ||
+            e->valueint > n)
+            return fail_value(x, GLM_ERR_FORMAT, key, v, "it must list layer numbers of this model");
+        if (mark[e->valueint]++)
+            return fail_value(x, GLM_ERR_FORMAT, key, v, "a layer is listed twice");
+        *lo = e->valueint < *lo ? e->valueint : *lo;
+        *hi = e->valueint > *hi ? e->valueint : *hi;
+    }
+    return 0;
+}
+
+static int parse_layer_lists(cfg_ctx *x, const cJSON *la, glm_config *c)
+{
+    int n = c->num_layers, lo = n + 1, hi = -1;
+    unsigned char kda[GLM_MAX_LAYERS + 1] = {0}, full[GLM_MAX_LAYERS + 1] = {0},
+                  both[GLM_MAX_LAYERS + 1] = {0};
+    const cJSON *kl = field(la, "kda_layers"), *fl = field(la, "full_attn_layers");
+    if ((!kl || cJSON_IsNull(kl)) && (!fl || cJSON_IsNull(fl)))
+        return 0;
+    if (layer_list(x, la, "kda_layers", n, kda, &lo, &hi) ||
+        layer_list(x, la, "full_attn_layers", n, full, &lo, &hi))
+        return -1;
+    for (int i = 0; i <= n; i++)
+        both[i] = (unsigned char)(kda[i] + full[i]);
+    int base = lo == 0 ? 0 : 1; /* 0-based lists hold layer 0, 1-based ones layer n */
+    for (int i = 0; i < n; i++)
+        if (both[i + base] != 1 || (base == 0 && both[n]) || (base == 1 && both[0]))
+            return fail(x, GLM_ERR_FORMAT, "%s: field %s and full_attn_layers must together "
+                        "name every layer once%s", "linear_attn_config.kda_layers", "");
+    const cJSON *lt = field(x->text, "layer_types");
+    for (int i = 0; i < n; i++) {
+        glm_attn_kind k = kda[i + base] ? GLM_ATTN_KDA : GLM_ATTN_DSA;
+        if (!lt || cJSON_IsNull(lt)) {
+            c->attn[i] = k;
+            continue;
+        }
+        if (c->attn[i] != k) {
+            char detail[200];
+            snprintf(detail, sizeof detail, "layer %d (numbered %d there) %s, but layer_types "
+                     "says %s", i, i + base, k == GLM_ATTN_KDA ? "a KDA layer" : "a full "
+                     "attention layer", c->attn[i] == GLM_ATTN_KDA ? "linear_attention" :
+                     "deepseek_sparse_attention");
+            return fail(x, GLM_ERR_FORMAT, "%s: field %s makes %s", "linear_attn_config.kda_layers",
+                        detail);
+        }
+    }
+    (void)hi;
+    return 0;
+}
+
 static int parse_linear_attn(cfg_ctx *x, glm_config *c)
 {
     const cJSON *t = x->text;
@@ -244,6 +342,8 @@ static int parse_linear_attn(cfg_ctx *x, glm_config *c)
             return -1;
         c->kda_has_lower_bound = 1;
     }
+    if (parse_layer_lists(x, la, c))
+        return -1;
     int safe;
     if (get_bool(x, la, "safe_gate", 1, &safe))
         return -1;
@@ -257,6 +357,11 @@ static int parse_linear_attn(cfg_ctx *x, glm_config *c)
 static int parse_moe(cfg_ctx *x, glm_config *c)
 {
     const cJSON *t = x->text;
+    c->n_routed_experts_given = field(t, "n_routed_experts") != NULL;
+    const cJSON *rd = field(t, "moe_router_dtype");
+    if (rd && !cJSON_IsNull(rd) && !string_is(rd, "float32") && !string_is(rd, "fp32"))
+        return fail_value(x, GLM_ERR_UNSUPPORTED, "moe_router_dtype", rd,
+                          "glmchat computes the router in float32 only");
     if (get_int(x, t, "n_routed_experts", 288, &c->n_routed_experts) ||
         get_int(x, t, "num_experts_per_tok", 8, &c->num_experts_per_tok) ||
         get_int(x, t, "n_shared_experts", 1, &c->n_shared_experts) ||
@@ -287,6 +392,7 @@ static int parse_moe(cfg_ctx *x, glm_config *c)
 static int parse_dsa(cfg_ctx *x, glm_config *c)
 {
     const cJSON *t = x->text;
+    c->index_kpool_given = field(t, "index_kpool") != NULL;
     int kv_heads, rope, attn_bias, tail, compress;
     const cJSON *qr = field(t, "q_lora_rank");
     if (qr && cJSON_IsNull(qr))
@@ -329,6 +435,8 @@ static int parse_dsa(cfg_ctx *x, glm_config *c)
     if (!compress)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is false; glmchat supports only gated "
                     "pool keys (true)%s", "index_kpool_compress", "");
+    if (!c->index_kpool_given)
+        return 0; /* the indexer's tensors give it at open (glm_config_from_tensors) */
     if (c->index_kpool > 64)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is above glmchat's limit of 64%s",
                     "index_kpool", "");
@@ -392,16 +500,31 @@ static int parse_exl3(cfg_ctx *x, const cJSON *q, glm_config *c)
         return fail(x, GLM_ERR_FORMAT, "%s: field %s must be a number%s",
                     "quantization_config.bits", "");
     }
+    /* head_bits: 1..8 for an EXL3 head, 16 for one left unquantized (the head tensor says
+     * which it is; the value is checked only for what exllamav3 writes) */
     const cJSON *hb = field(q, "head_bits");
-    if (hb && (!cJSON_IsNumber(hb) || hb->valuedouble < 1 || hb->valuedouble > 8 ||
-               hb->valuedouble != (double)hb->valueint))
-        return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s must be an integer from 1 to 8%s",
-                    "quantization_config.head_bits", "");
+    c->exl3_head_bits = 0;
+    if (hb && (!cJSON_IsNumber(hb) || hb->valuedouble != (double)hb->valueint ||
+               ((hb->valueint < 1 || hb->valueint > 8) && hb->valueint != 16)))
+        return fail_value(x, GLM_ERR_UNSUPPORTED, "quantization_config.head_bits", hb,
+                          "it must be an integer from 1 to 8 (an EXL3 head) or 16 (an "
+                          "unquantized head)");
+    if (hb)
+        c->exl3_head_bits = hb->valueint;
+    const cJSON *scope = field(q, "scope");
+    if (scope && !cJSON_IsNull(scope) && !cJSON_IsString(scope))
+        return fail_value(x, GLM_ERR_FORMAT, "quantization_config.scope", scope,
+                          "it must be a string (the tensors say which are quantized)");
     const cJSON *cb = field(q, "codebook");
+    c->exl3_codebook = -1;
     if (cb && !string_is(cb, "mcg") && !string_is(cb, "mul1") && !string_is(cb, "3inst"))
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is %s; glmchat decodes the mcg, mul1 "
                     "and 3inst codebooks", "quantization_config.codebook",
                     cJSON_IsString(cb) ? cb->valuestring : "not a string");
+    if (cb)
+        c->exl3_codebook = string_is(cb, "mcg")    ? EXL3_CB_MCG
+                           : string_is(cb, "mul1") ? EXL3_CB_MUL1
+                                                   : EXL3_CB_3INST;
     const cJSON *os = field(q, "out_scales");
     if (os && !cJSON_IsBool(os) && !string_is(os, "always") && !string_is(os, "never") &&
         !string_is(os, "auto"))
@@ -426,6 +549,8 @@ static int parse_quant(cfg_ctx *x, const cJSON *root, glm_config *c)
     c->fp8_block_rows = c->fp8_block_cols = 0;
     c->exl3 = 0;
     c->exl3_bits = 0;
+    c->exl3_head_bits = 0;
+    c->exl3_codebook = -1;
     if (!q || cJSON_IsNull(q))
         return 0;
     const cJSON *m = field(q, "quant_method");
@@ -453,6 +578,13 @@ static int parse_text(cfg_ctx *x, const cJSON *root, glm_config *c)
         get_int(x, t, "num_nextn_predict_layers", 0, &c->num_nextn_predict_layers) ||
         check_string(x, t, "hidden_act", "silu"))
         return -1;
+    c->nextn_given = field(t, "num_nextn_predict_layers") != NULL;
+    if (c->num_nextn_predict_layers < 0)
+        return positive(x, "num_nextn_predict_layers", c->num_nextn_predict_layers);
+    const cJSON *mhc = field(t, "mhc");
+    if (mhc && !cJSON_IsNull(mhc) && !cJSON_IsTrue(mhc))
+        return fail_value(x, GLM_ERR_UNSUPPORTED, "mhc", mhc, "glmchat computes the "
+                          "manifold-constrained hyper-connections (mhc true) only");
     int tie_text, tie_top;
     if (get_bool(x, root, "tie_word_embeddings", 0, &tie_top) ||
         get_bool(x, t, "tie_word_embeddings", tie_top, &tie_text))
@@ -469,8 +601,9 @@ static int parse_text(cfg_ctx *x, const cJSON *root, glm_config *c)
     if (c->num_layers > GLM_MAX_LAYERS)
         return fail(x, GLM_ERR_UNSUPPORTED, "%s: field %s is above glmchat's limit of 256%s",
                     "num_hidden_layers", "");
-    if (parse_layer_types(x, c) || parse_mlp_types(x, c) || parse_indexer_types(x, c) ||
-        parse_linear_attn(x, c) || parse_moe(x, c) || parse_dsa(x, c))
+    /* linear_attn_config's layer lists may set the layer kinds the indexer types depend on */
+    if (parse_layer_types(x, c) || parse_mlp_types(x, c) || parse_linear_attn(x, c) ||
+        parse_indexer_types(x, c) || parse_moe(x, c) || parse_dsa(x, c))
         return -1;
     if (positive(x, "linear_num_heads", c->kda_heads) ||
         positive(x, "linear_head_dim", c->kda_head_dim) ||
@@ -480,7 +613,14 @@ static int parse_text(cfg_ctx *x, const cJSON *root, glm_config *c)
     c->pad_token_id = cJSON_IsNumber(pad) ? pad->valueint : -1;
     if (!pad)
         c->pad_token_id = 154820;
-    return parse_eos(x, field(t, "eos_token_id"), &c->n_eos, c->eos) || parse_quant(x, root, c);
+    int n_top = 0, top[GLM_MAX_EOS];
+    if (parse_eos(x, field(t, "eos_token_id"), &c->n_eos, c->eos) ||
+        (t != root && parse_eos(x, field(root, "eos_token_id"), &n_top, top)))
+        return -1;
+    if (glm_eos_merge(c->eos, &c->n_eos, top, n_top))
+        return fail(x, GLM_ERR_FORMAT, "%s: field %s lists more than 16 distinct ids%s",
+                    "eos_token_id", "");
+    return parse_quant(x, root, c);
 }
 
 glm_status glm_config_parse(glm_config *c, const char *json, const char *path, glm_error *err)
@@ -549,6 +689,21 @@ glm_status glm_config_load(glm_config *c, const char *dir, glm_error *err)
     }
     free(buf);
     return st;
+}
+
+int glm_eos_merge(int *eos, int *n, const int *more, int n_more)
+{
+    for (int i = 0; i < n_more; i++) {
+        int seen = 0;
+        for (int j = 0; j < *n && !seen; j++)
+            seen = eos[j] == more[i];
+        if (seen)
+            continue;
+        if (*n == GLM_MAX_EOS)
+            return -1;
+        eos[(*n)++] = more[i];
+    }
+    return 0;
 }
 
 int glm_config_count(const glm_config *c, glm_attn_kind kind)

@@ -4,9 +4,10 @@
 #define GLMCHAT_ENGINE_MODEL_CONFIG_H
 
 #include "glm.h"
+#include "model/exl3.h"
 
 #define GLM_MAX_LAYERS 256
-#define GLM_MAX_EOS 8
+#define GLM_MAX_EOS 16
 
 typedef enum glm_attn_kind { GLM_ATTN_KDA = 0, GLM_ATTN_DSA = 1 } glm_attn_kind;
 
@@ -46,13 +47,21 @@ typedef struct glm_config {
      * width comes from its trellis shape */
     int exl3;
     double exl3_bits;
+    int exl3_head_bits;    /* 0: not given; 16: the head is left unquantized */
+    int exl3_codebook;     /* quantization_config.codebook as an exl3_codebook, -1: not given;
+                            * a trellis without a marker tensor decodes with it */
     int num_nextn_predict_layers;
+    /* 1 where config.json gave the key; absent ones are taken from the tensors at open */
+    int index_kpool_given, n_routed_experts_given, nextn_given;
 } glm_config;
 
 /* Parses config.json text; path is only used in messages. */
 glm_status glm_config_parse(glm_config *c, const char *json, const char *path, glm_error *err);
 /* Reads DIR/config.json. */
 glm_status glm_config_load(glm_config *c, const char *dir, glm_error *err);
+
+/* Adds the ids of more that eos lacks (eos holds up to GLM_MAX_EOS); -1 when they do not fit. */
+int glm_eos_merge(int *eos, int *n, const int *more, int n_more);
 
 /* Number of DSA layers, and the index of layer i among them (-1 for KDA); same for KDA. */
 int glm_config_count(const glm_config *c, glm_attn_kind kind);

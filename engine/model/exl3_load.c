@@ -48,7 +48,58 @@ static glm_status want(const st_tensor *t, const char *name, st_dtype dtype, int
     return GLM_OK;
 }
 
+/* A codebook marker: I32 of shape [] (as glmchat quantize writes it) or [1] (as the published
+ * checkpoint stores it). Its value is not read: the multipliers are fixed, and exllamav3 selects
+ * the codebook by the marker's presence alone (research/exl3.md 1.1). */
+static glm_status check_marker(const st_tensor *x, glm_error *err)
+{
+    if (x->dtype != ST_I32 || !(x->ndim == 0 || (x->ndim == 1 && x->shape[0] == 1))) {
+        char shape[128] = "";
+        size_t o = 0;
+        for (int i = 0; i < x->ndim && o < sizeof shape; i++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%lld", i ? ", " : "",
+                                  (long long)x->shape[i]);
+        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 codebook marker %s in %s is %s [%s]; the "
+                             "format needs I32 of shape [] or [1]", x->name, x->file,
+                             st_dtype_name(x->dtype), shape);
+    }
+    return GLM_OK;
+}
+
+static glm_status pick_codebook(const st_model *m, const char *prefix, int config_codebook,
+                                exl3_tensor *t, glm_error *err)
+{
+    char name[512];
+    const st_tensor *mcg = part(m, prefix, "mcg", name, sizeof name);
+    const st_tensor *mul1 = part(m, prefix, "mul1", name, sizeof name);
+    if (mcg && mul1)
+        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 module %s has both .mcg and .mul1 "
+                             "markers; keep the one its codebook needs", prefix);
+    glm_status st;
+    if (mcg && (st = check_marker(mcg, err)) != GLM_OK)
+        return st;
+    if (mul1 && (st = check_marker(mul1, err)) != GLM_OK)
+        return st;
+    if (mcg || mul1)
+        return exl3_codebook_from_markers(mcg != NULL, mul1 != NULL, &t->codebook, err);
+    if (config_codebook < 0) {
+        const st_tensor *tr = part(m, prefix, "trellis", name, sizeof name);
+        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 module %s (%s) has no codebook marker "
+                             "(.mcg or .mul1) and config.json's quantization_config names no "
+                             "codebook; add \"codebook\": \"3inst\" (or the one it was "
+                             "quantized with) there", prefix, tr ? tr->file : "?");
+    }
+    t->codebook = (exl3_codebook)config_codebook;
+    return GLM_OK;
+}
+
 glm_status exl3_load(const st_model *m, const char *prefix, exl3_tensor *t, glm_error *err)
+{
+    return exl3_load_codebook(m, prefix, -1, t, err);
+}
+
+glm_status exl3_load_codebook(const st_model *m, const char *prefix, int config_codebook,
+                              exl3_tensor *t, glm_error *err)
 {
     char name[512];
     memset(t, 0, sizeof *t);
@@ -102,12 +153,7 @@ glm_status exl3_load(const st_model *m, const char *prefix, exl3_tensor *t, glm_
             return st;
         t->bias = x->data;
     }
-    int has_mcg = part(m, prefix, "mcg", name, sizeof name) != NULL;
-    int has_mul1 = part(m, prefix, "mul1", name, sizeof name) != NULL;
-    if (has_mcg && has_mul1)
-        return glm_error_set(err, GLM_ERR_FORMAT, "EXL3 module %s has both .mcg and .mul1 "
-                             "markers; keep the one its codebook needs", prefix);
-    if ((st = exl3_codebook_from_markers(has_mcg, has_mul1, &t->codebook, err)) != GLM_OK)
+    if ((st = pick_codebook(m, prefix, config_codebook, t, err)) != GLM_OK)
         return st;
     return exl3_check(t, err);
 }
@@ -115,9 +161,16 @@ glm_status exl3_load(const st_model *m, const char *prefix, exl3_tensor *t, glm_
 glm_status exl3_load_dequantized(const st_model *m, const char *prefix, float **w, int *out,
                                  int *in, glm_error *err)
 {
+    return exl3_load_dequantized_codebook(m, prefix, -1, w, out, in, err);
+}
+
+glm_status exl3_load_dequantized_codebook(const st_model *m, const char *prefix,
+                                          int config_codebook, float **w, int *out, int *in,
+                                          glm_error *err)
+{
     exl3_tensor t;
     *w = NULL;
-    glm_status st = exl3_load(m, prefix, &t, err);
+    glm_status st = exl3_load_codebook(m, prefix, config_codebook, &t, err);
     if (st != GLM_OK)
         return st;
     float *buf = malloc((size_t)t.in * (size_t)t.out * sizeof *buf);

@@ -12,11 +12,21 @@
  * GLM_ERR_FORMAT, naming the tensor, when one is malformed. */
 glm_status exl3_load(const st_model *m, const char *prefix, exl3_tensor *t, glm_error *err);
 
+/* The same, where config_codebook (an exl3_codebook, or -1 for none) is what a module without a
+ * marker tensor decodes with (config.json's quantization_config.codebook); exl3_load passes -1,
+ * so a module without a marker is refused rather than decoded with a guessed codebook. Markers
+ * must be I32 of shape [] or [1] holding the multiplier glmchat decodes. */
+glm_status exl3_load_codebook(const st_model *m, const char *prefix, int config_codebook,
+                              exl3_tensor *t, glm_error *err);
+
 /* 1 when the module (or HF weight name) is stored as EXL3 in m. */
 int exl3_is_stored(const st_model *m, const char *prefix);
 
 /* The HF-orientation [out][in] float32 weight of an EXL3 module, malloc'ed (caller frees). */
 glm_status exl3_load_dequantized(const st_model *m, const char *prefix, float **w, int *out,
                                  int *in, glm_error *err);
+glm_status exl3_load_dequantized_codebook(const st_model *m, const char *prefix,
+                                          int config_codebook, float **w, int *out, int *in,
+                                          glm_error *err);
 
 #endif

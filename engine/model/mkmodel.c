@@ -23,16 +23,25 @@ typedef enum init_kind {
     INIT_BIAS,   /* 0.05 normal */
     INIT_APE,    /* 0.25 normal */
     INIT_ALOG,   /* uniform in [0.2, 1.4] */
+    INIT_TRELLIS,   /* EXL3 trellis: uniform 16-bit words (every word stream decodes) */
+    INIT_SIGN,      /* EXL3 suh: +-1 in F16 */
+    INIT_SIGN_FAN,  /* EXL3 svh: +-1/sqrt(fan_in) in F16, so W has the fan-in scale */
+    INIT_MCG,       /* the mcg codebook marker */
+    INIT_FP8,       /* F8_E4M3 weight: fan-in normal over its block scale */
+    INIT_FP8_SCALE, /* its F32 block scales (weight_scale_inv) */
 } init_kind;
+
+typedef enum mk_like { MK_LIKE_NONE = 0, MK_LIKE_EXL3, MK_LIKE_FP8 } mk_like;
 
 typedef struct mk_tensor {
     char name[160];
     int ndim;
-    int64_t shape[3];
+    int64_t shape[5];
     init_kind init;
     st_dtype dtype;
     size_t nbytes;
     int shard;
+    int64_t fan_in; /* EXL3 svh, FP8 weights and scales: the weight's input width */
 } mk_tensor;
 
 typedef struct mk_list {
@@ -52,6 +61,17 @@ const char *glm_mkmodel_presets(void)
            "small-exl3 (hidden 512, 4 layers, 8 experts 128 wide: once quantized, the smallest model\n"
            "  the CUDA backend's fused EXL3 expert kernels take; F32)\n"
            "real-N (GLM-5.3-Flash shapes with N layers, 3 KDA : 1 DSA; BF16)\n";
+}
+
+const char *glm_mkmodel_likes(void)
+{
+    return "exl3-published (the published EXL3 4-bit checkpoint: routed experts of every MoE\n"
+           "  layer and of the MTP layer as EXL3 (mcg, [1] markers), the rest BF16, head_bits 16,\n"
+           "  sharded with an index, model.visual.* tensors; hidden and expert widths raised to\n"
+           "  multiples of 128 where the preset's are smaller, as EXL3 needs)\n"
+           "fp8-official (the official release: F8_E4M3 weights with F32 128x128 block scales\n"
+           "  on the dense MLPs, experts, shared experts and DSA q_a/q_b/kv_a/o projections, the\n"
+           "  rest BF16, the MTP layer, sharded with an index, model.visual.* tensors)\n";
 }
 
 static void base_config(glm_config *c)
@@ -182,6 +202,7 @@ static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int n
     t->shape[0] = d0;
     t->shape[1] = d1;
     t->shape[2] = d2;
+    t->fan_in = ndim >= 1 ? t->shape[ndim - 1] : 1;
     t->init = init;
     t->dtype = f32 ? ST_F32 : l->wdtype;
     size_t n = 1;
@@ -303,6 +324,143 @@ static glm_status list_tensors(mk_list *l, const glm_config *c, glm_error *err)
 }
 #undef ADD
 
+/* ---- published layouts ---------------------------------------------------------------------- */
+
+static glm_status push(mk_list *l, const mk_tensor *t, glm_error *err)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 512;
+        mk_tensor *n = realloc(l->t, cap * sizeof *n);
+        if (!n)
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
+        l->t = n;
+        l->cap = cap;
+    }
+    l->t[l->n++] = *t;
+    return GLM_OK;
+}
+
+static mk_tensor derived(const mk_tensor *w, const char *suffix, init_kind init, st_dtype dtype,
+                         int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    mk_tensor t = {0};
+    snprintf(t.name, sizeof t.name, "%.*s%s", (int)(strlen(w->name) - strlen(".weight")), w->name,
+             suffix);
+    t.ndim = ndim;
+    t.shape[0] = d0;
+    t.shape[1] = d1;
+    t.shape[2] = d2;
+    t.init = init;
+    t.dtype = dtype;
+    t.fan_in = w->shape[1];
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= (size_t)t.shape[i];
+    t.nbytes = n * st_dtype_size(dtype);
+    return t;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The layer a tensor name belongs to, or -1. */
+static int layer_of(const char *name)
+{
+    const char *at = strstr(name, "layers.");
+    return at ? atoi(at + 7) : -1;
+}
+
+/* Which weights the official FP8 release stores as F8_E4M3: every MLP projection (dense,
+ * routed, shared) and the DSA layers' q_a, q_b, kv_a and o projections. */
+static int fp8_official(const mk_tensor *t, const glm_config *c)
+{
+    if (t->ndim != 2 || (!ends_with(t->name, "_proj.weight") && !ends_with(t->name, "_mqa.weight")))
+        return 0;
+    if (strstr(t->name, ".mlp."))
+        return 1;
+    int li = layer_of(t->name);
+    int dsa = li >= c->num_layers || (li >= 0 && c->attn[li] == GLM_ATTN_DSA);
+    return dsa && (strstr(t->name, ".self_attn.q_a_proj.") || strstr(t->name, ".self_attn.q_b_proj.") ||
+                   strstr(t->name, ".self_attn.kv_a_proj_with_mqa.") ||
+                   strstr(t->name, ".self_attn.o_proj."));
+}
+
+/* Rewrites the plain list into the published layout's tensors. */
+static glm_status apply_like(mk_list *l, const glm_config *c, mk_like like, glm_error *err)
+{
+    mk_list out = {.wdtype = l->wdtype};
+    glm_status st = GLM_OK;
+    for (size_t i = 0; i < l->n && !st; i++) {
+        mk_tensor *t = &l->t[i];
+        int64_t o = t->shape[0], in = t->shape[1];
+        if (like == MK_LIKE_EXL3 && t->ndim == 2 && strstr(t->name, ".mlp.experts.")) {
+            mk_tensor parts[4] = {
+                derived(t, ".trellis", INIT_TRELLIS, ST_I16, 3, in / 16, o / 16, 16 * 4),
+                derived(t, ".suh", INIT_SIGN, ST_F16, 1, in, 0, 0),
+                derived(t, ".svh", INIT_SIGN_FAN, ST_F16, 1, o, 0, 0),
+                derived(t, ".mcg", INIT_MCG, ST_I32, 1, 1, 0, 0),
+            };
+            for (int k = 0; k < 4 && !st; k++)
+                st = push(&out, &parts[k], err);
+            continue;
+        }
+        if (like == MK_LIKE_FP8 && fp8_official(t, c)) {
+            mk_tensor w = *t, sc;
+            w.init = INIT_FP8;
+            w.dtype = ST_F8_E4M3;
+            w.nbytes = (size_t)(o * in);
+            sc = derived(t, ".weight_scale_inv", INIT_FP8_SCALE, ST_F32, 2, (o + 127) / 128,
+                         (in + 127) / 128, 0);
+            if (!(st = push(&out, &w, err)))
+                st = push(&out, &sc, err);
+            continue;
+        }
+        st = push(&out, t, err);
+    }
+    free(l->t);
+    *l = out;
+    return st;
+}
+
+/* model.visual.*: a vision tower the text engine skips (BF16; the patch embedding is 5-D). */
+static glm_status list_vision(mk_list *l, const glm_config *c, int vh, int depth, glm_error *err)
+{
+    glm_status st;
+    st_dtype keep = l->wdtype;
+    l->wdtype = ST_BF16;
+#define VADD(...)                                                                               \
+    if ((st = add(l, err, __VA_ARGS__)))                                                        \
+        goto out
+    VADD(INIT_SMALL, 0, 2, vh, 3, 0, "model.visual.patch_embed.proj.weight");
+    mk_tensor *pe = &l->t[l->n - 1];
+    pe->ndim = 5; /* [vh, channels 3, temporal patch 2, 14, 14] */
+    pe->shape[2] = 2, pe->shape[3] = 14, pe->shape[4] = 14;
+    pe->fan_in = 14;
+    pe->nbytes = (size_t)vh * 3 * 2 * 14 * 14 * 2;
+    VADD(INIT_BIAS, 0, 1, vh, 0, 0, "model.visual.patch_embed.proj.bias");
+    for (int b = 0; b < depth; b++) {
+        VADD(INIT_NORM, 0, 1, vh, 0, 0, "model.visual.blocks.%d.norm1.weight", b);
+        VADD(INIT_NORM, 0, 1, vh, 0, 0, "model.visual.blocks.%d.norm2.weight", b);
+        VADD(INIT_FANIN, 0, 2, 3 * vh, vh, 0, "model.visual.blocks.%d.attn.qkv.weight", b);
+        VADD(INIT_BIAS, 0, 1, 3 * vh, 0, 0, "model.visual.blocks.%d.attn.qkv.bias", b);
+        VADD(INIT_FANIN, 0, 2, vh, vh, 0, "model.visual.blocks.%d.attn.proj.weight", b);
+        VADD(INIT_FANIN, 0, 2, 2 * vh, vh, 0, "model.visual.blocks.%d.mlp.gate_proj.weight", b);
+        VADD(INIT_FANIN, 0, 2, 2 * vh, vh, 0, "model.visual.blocks.%d.mlp.up_proj.weight", b);
+        VADD(INIT_FANIN, 0, 2, vh, 2 * vh, 0, "model.visual.blocks.%d.mlp.down_proj.weight", b);
+    }
+    VADD(INIT_NORM, 0, 1, vh, 0, 0, "model.visual.post_layernorm.weight");
+    VADD(INIT_FANIN, 0, 2, c->hidden_size, 4 * vh, 0, "model.visual.merger.proj.weight");
+    VADD(INIT_FANIN, 0, 2, 2 * c->hidden_size, c->hidden_size, 0,
+         "model.visual.merger.gate_proj.weight");
+#undef VADD
+out:
+    l->wdtype = keep;
+    return st;
+}
+
 /* ---- random values ------------------------------------------------------------------------ */
 
 static uint64_t mix64(uint64_t z)
@@ -362,13 +520,73 @@ static float draw(init_kind k, float fan_scale, mk_rng *r)
     }
 }
 
+/* The scale of block (bi, bj) of an FP8 weight: around fan/112 (so a 4-sigma value reaches
+ * 448), varied per block so that block indexing matters. */
+static float fp8_block_scale(uint64_t seed, const char *weight, int64_t bi, int64_t bj, float fan)
+{
+    uint64_t h = mix64(name_seed(seed, weight) ^ mix64((uint64_t)bi * 0x10001ull + (uint64_t)bj));
+    double u = (double)(h >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(fan * 4.0 / 448.0 * (0.5 + u));
+}
+
+/* The weight's name for its _scale_inv tensor. */
+static void fp8_weight_name(const mk_tensor *t, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.*s", (int)(strlen(t->name) - strlen("_scale_inv")), t->name);
+}
+
+static glm_status write_special(st_writer *w, const mk_tensor *t, uint64_t seed, glm_error *err)
+{
+    enum { CHUNK = 1 << 16 };
+    static uint8_t bytes[CHUNK * 4];
+    size_t n = t->nbytes / st_dtype_size(t->dtype);
+    float fan = 1.0f / sqrtf((float)t->fan_in);
+    mk_rng r = {.s = name_seed(seed, t->name)};
+    char wname[160];
+    if (t->init == INIT_FP8_SCALE)
+        fp8_weight_name(t, wname, sizeof wname);
+    for (size_t done = 0; done < n;) {
+        size_t m = n - done < CHUNK ? n - done : CHUNK;
+        for (size_t i = 0; i < m; i++) {
+            size_t k = done + i;
+            if (t->init == INIT_TRELLIS) {
+                r.s += 0x9e3779b97f4a7c15ull;
+                uint16_t v = (uint16_t)(mix64(r.s) >> 48);
+                memcpy(bytes + 2 * i, &v, 2);
+            } else if (t->init == INIT_SIGN || t->init == INIT_SIGN_FAN) {
+                float mag = t->init == INIT_SIGN ? 1.0f : fan;
+                uint16_t v = st_f32_to_f16(uniform01(&r.s) < 0.5 ? -mag : mag);
+                memcpy(bytes + 2 * i, &v, 2);
+            } else if (t->init == INIT_MCG) {
+                uint32_t v = EXL3_MCG_MARKER;
+                memcpy(bytes + 4 * i, &v, 4);
+            } else if (t->init == INIT_FP8) {
+                int64_t cols = t->shape[1], row = (int64_t)k / cols, col = (int64_t)k % cols;
+                float sc = fp8_block_scale(seed, t->name, row / 128, col / 128, fan);
+                bytes[i] = st_f32_to_e4m3(normal(&r) * fan / sc);
+            } else { /* INIT_FP8_SCALE */
+                int64_t cols = t->shape[1];
+                float v = fp8_block_scale(seed, wname, (int64_t)k / cols, (int64_t)k % cols, fan);
+                memcpy(bytes + 4 * i, &v, 4);
+            }
+        }
+        glm_status st = st_writer_write(w, bytes, m * st_dtype_size(t->dtype), err);
+        if (st)
+            return st;
+        done += m;
+    }
+    return GLM_OK;
+}
+
 static glm_status write_values(st_writer *w, const mk_tensor *t, uint64_t seed, glm_error *err)
 {
+    if (t->init >= INIT_TRELLIS)
+        return write_special(w, t, seed, err);
     enum { CHUNK = 1 << 16 };
     float vals[CHUNK];
     uint16_t half[CHUNK];
     size_t n = t->nbytes / st_dtype_size(t->dtype);
-    float fan = 1.0f / sqrtf((float)t->shape[t->ndim - 1]);
+    float fan = 1.0f / sqrtf((float)t->fan_in);
     mk_rng s = {.s = name_seed(seed, t->name)};
     for (size_t done = 0; done < n;) {
         size_t m = n - done < CHUNK ? n - done : CHUNK;
@@ -444,7 +662,75 @@ static cJSON *eos_list(const glm_config *c)
     return a;
 }
 
-static glm_status write_config(const char *dir, const glm_config *c, st_dtype dtype, glm_error *err)
+static cJSON *layer_numbers(const glm_config *c, glm_attn_kind kind)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < c->num_layers; i++)
+        if (c->attn[i] == kind) /* numbered from 1, as the release writes them */
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(i + 1));
+    return a;
+}
+
+/* The keys the published configs add: linear_attn_config in place of the flat linear_* keys,
+ * first_k_dense_replace, mhc, moe_router_dtype, index_kpool_compress; and the
+ * quantization_config and vision_config of the release. */
+static void published_keys(cJSON *root, cJSON *t, const glm_config *c, mk_like like, int vh,
+                           int depth)
+{
+    cJSON *la = cJSON_CreateObject();
+    if (la) {
+        cJSON_AddNumberToObject(la, "num_heads", c->kda_heads);
+        cJSON_AddNumberToObject(la, "head_dim", c->kda_head_dim);
+        cJSON_AddNumberToObject(la, "short_conv_kernel_size", c->kda_conv_kernel);
+        cJSON_AddNumberToObject(la, "gate_lower_bound", c->kda_lower_bound);
+        cJSON_AddItemToObject(la, "kda_layers", layer_numbers(c, GLM_ATTN_KDA));
+        cJSON_AddItemToObject(la, "full_attn_layers", layer_numbers(c, GLM_ATTN_DSA));
+        cJSON_AddItemToObject(t, "linear_attn_config", la);
+    }
+    static const char *flat[] = {"linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim",
+                                 "linear_lower_bound"};
+    for (size_t i = 0; i < sizeof flat / sizeof *flat; i++)
+        cJSON_DeleteItemFromObject(t, flat[i]);
+    int dense = 0;
+    while (dense < c->num_layers && !c->moe[dense])
+        dense++;
+    cJSON_AddNumberToObject(t, "first_k_dense_replace", dense);
+    cJSON_AddBoolToObject(t, "mhc", 1);
+    cJSON_AddStringToObject(t, "moe_router_dtype", "float32");
+    cJSON_AddBoolToObject(t, "index_kpool_compress", 1);
+    cJSON *q = cJSON_CreateObject();
+    if (q && like == MK_LIKE_EXL3) {
+        cJSON_AddStringToObject(q, "quant_method", "exl3");
+        cJSON_AddNumberToObject(q, "bits", 4);
+        cJSON_AddStringToObject(q, "codebook", "mcg");
+        cJSON_AddNumberToObject(q, "head_bits", 16);
+        cJSON_AddStringToObject(q, "scope", "glm53_routed_experts_only");
+    } else if (q) {
+        cJSON *bs = cJSON_CreateArray();
+        cJSON_AddStringToObject(q, "quant_method", "fp8");
+        cJSON_AddStringToObject(q, "activation_scheme", "dynamic");
+        cJSON_AddItemToArray(bs, cJSON_CreateNumber(128));
+        cJSON_AddItemToArray(bs, cJSON_CreateNumber(128));
+        cJSON_AddItemToObject(q, "weight_block_size", bs);
+    }
+    cJSON_AddItemToObject(root, "quantization_config", q);
+    cJSON *v = cJSON_CreateObject();
+    if (v) {
+        cJSON_AddStringToObject(v, "model_type", "glm5_next_vision");
+        cJSON_AddNumberToObject(v, "depth", depth);
+        cJSON_AddNumberToObject(v, "hidden_size", vh);
+        cJSON_AddNumberToObject(v, "intermediate_size", 2 * vh);
+        cJSON_AddNumberToObject(v, "out_hidden_size", c->hidden_size);
+        cJSON_AddNumberToObject(v, "patch_size", 14);
+        cJSON_AddNumberToObject(v, "temporal_patch_size", 2);
+        cJSON_AddNumberToObject(v, "spatial_merge_size", 2);
+        cJSON_AddNumberToObject(v, "in_channels", 3);
+        cJSON_AddItemToObject(root, "vision_config", v);
+    }
+}
+
+static glm_status write_config(const char *dir, const glm_config *c, st_dtype dtype, mk_like like,
+                               int vh, int depth, glm_error *err)
 {
     cJSON *root = cJSON_CreateObject(), *t = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     if (!root || !t || !arch) {
@@ -511,6 +797,8 @@ static glm_status write_config(const char *dir, const glm_config *c, st_dtype dt
     cJSON_AddItemToObject(t, "indexer_types", string_list(c->num_layers, indexer_name, c));
     cJSON_AddNumberToObject(t, "pad_token_id", c->pad_token_id);
     cJSON_AddItemToObject(t, "eos_token_id", eos_list(c));
+    if (like != MK_LIKE_NONE)
+        published_keys(root, t, c, like, vh, depth);
     cJSON_AddItemToObject(root, "text_config", t);
     return write_json(dir, "config.json", root, err);
 }
@@ -594,14 +882,59 @@ static glm_status write_weights(const char *dir, mk_list *l, uint64_t seed, int6
     return st;
 }
 
+static int64_t round_up_128(int64_t v)
+{
+    return (v + 127) / 128 * 128;
+}
+
+static glm_status parse_like(const char *name, mk_like *like, glm_error *err)
+{
+    *like = MK_LIKE_NONE;
+    if (!name)
+        return GLM_OK;
+    if (strcmp(name, "exl3-published") == 0)
+        *like = MK_LIKE_EXL3;
+    else if (strcmp(name, "fp8-official") == 0)
+        *like = MK_LIKE_FP8;
+    else
+        return glm_error_set(err, GLM_ERR_ARG, "unknown layout '%s' for --like; layouts are:\n%s",
+                             name, glm_mkmodel_likes());
+    return GLM_OK;
+}
+
+/* The published layouts: the MTP layer always; EXL3 needs 128-multiple expert dimensions. */
+static void like_shapes(glm_config *c, mk_like like)
+{
+    c->num_nextn_predict_layers = 1;
+    if (like != MK_LIKE_EXL3)
+        return;
+    c->hidden_size = (int)round_up_128(c->hidden_size);
+    c->moe_intermediate_size = (int)round_up_128(c->moe_intermediate_size);
+}
+
+static size_t total_bytes(const mk_list *l)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n += l->t[i].nbytes;
+    return n;
+}
+
 glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err)
 {
     glm_config c;
     st_dtype dtype = ST_F32;
     int max_new = 0;
-    glm_status st = preset_config(p->preset ? p->preset : "tiny", &c, &dtype, &max_new, err);
+    mk_like like;
+    glm_status st = parse_like(p->like, &like, err);
+    if (!st)
+        st = preset_config(p->preset ? p->preset : "tiny", &c, &dtype, &max_new, err);
     if (st)
         return st;
+    if (like != MK_LIKE_NONE) {
+        like_shapes(&c, like);
+        dtype = ST_BF16; /* the releases keep their unquantized weights in BF16 */
+    }
     if (p->dtype_set)
         dtype = p->dtype;
     if (dtype != ST_F32 && dtype != ST_BF16)
@@ -609,8 +942,15 @@ glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err)
     if (mkdir(p->out_dir, 0777) != 0 && errno != EEXIST)
         return glm_error_set(err, GLM_ERR_IO, "cannot create %s: %s", p->out_dir, strerror(errno));
     mk_list l = {.wdtype = dtype};
+    int real = c.hidden_size >= 4096;
+    int vh = real ? 1024 : 32, depth = real ? 24 : 2;
+    st = list_tensors(&l, &c, err);
+    if (!st && like != MK_LIKE_NONE && !(st = apply_like(&l, &c, like, err)))
+        st = list_vision(&l, &c, vh, depth, err);
     int64_t shard = p->shard_bytes > 0 ? p->shard_bytes : (int64_t)4 << 30;
-    if (!(st = list_tensors(&l, &c, err)) && !(st = write_config(p->out_dir, &c, dtype, err)) &&
+    if (like != MK_LIKE_NONE && p->shard_bytes <= 0 && (int64_t)(total_bytes(&l) / 4) < shard)
+        shard = (int64_t)(total_bytes(&l) / 4) + 1; /* the releases are sharded: so is a tiny one */
+    if (!st && !(st = write_config(p->out_dir, &c, dtype, like, vh, depth, err)) &&
         !(st = write_generation_config(p->out_dir, &c, max_new, err)) &&
         !(st = glm_write_tokenizer(p->out_dir, err)))
         st = write_weights(p->out_dir, &l, p->seed, shard, err);

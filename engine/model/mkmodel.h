@@ -15,7 +15,11 @@ typedef struct glm_mkmodel_params {
     int dtype_set;      /* 0: the preset's (F32 for tiny, BF16 otherwise) */
     st_dtype dtype;     /* ST_F32 or ST_BF16 */
     int64_t shard_bytes; /* 0: one file up to 4 GiB, else shards of 4 GiB */
+    const char *like;    /* NULL, or a published layout: "exl3-published", "fp8-official" */
 } glm_mkmodel_params;
+
+/* Lists the --like layouts, for usage messages. */
+const char *glm_mkmodel_likes(void);
 
 /* Lists the preset names, one per line, for usage messages. */
 const char *glm_mkmodel_presets(void);

@@ -17,7 +17,41 @@ typedef struct bctx {
     const char *where;
     const char *prefix; /* "model.language_model." or "model." */
     glm_error *err;
+    glm_required_list *list; /* listing mode: record what would be bound, read nothing */
 } bctx;
+
+/* Listing mode: appends one required tensor; the layer is read from its name. */
+static glm_status note(bctx *b, const char *name, glm_tensor_role role, int ndim,
+                       const int64_t *shape)
+{
+    glm_required_list *l = b->list;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        glm_required_tensor *n = realloc(l->t, cap * sizeof *n);
+        if (!n)
+            return glm_error_set(b->err, GLM_ERR_NOMEM, "out of memory listing tensors");
+        l->t = n;
+        l->cap = cap;
+    }
+    glm_required_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    const char *at = strstr(name, "layers.");
+    t->layer = at ? atoi(at + 7) : -1;
+    t->role = role;
+    t->dtypes = glm_tensor_role_dtypes(role);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim && i < 3; i++)
+        t->shape[i] = shape[i];
+    return GLM_OK;
+}
+
+const char *glm_tensor_role_dtypes(glm_tensor_role role)
+{
+    return role == GLM_TENSOR_MATRIX ? "F32|BF16|F16|F8_E4M3 with <name>_scale_inv|EXL3 "
+                                       "(<module>.trellis, .suh, .svh, codebook marker)"
+                                     : "F32|BF16|F16";
+}
 
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 {
@@ -96,6 +130,8 @@ static glm_status float_view(bctx *b, const st_tensor *t, const float **out)
 static glm_status bind_vec(bctx *b, const float **out, const char *name, int ndim,
                            const int64_t *shape)
 {
+    if (b->list)
+        return note(b, name, GLM_TENSOR_VECTOR, ndim, shape);
     const st_tensor *t = st_find(b->m, name);
     if (!t)
         return missing(b, name);
@@ -109,19 +145,34 @@ static glm_status bind_fp8_scale(bctx *b, glm_weight *out, const st_tensor *t)
     snprintf(sname, sizeof sname, "%s_scale_inv", t->name);
     const st_tensor *s = st_find(b->m, sname);
     if (!s)
-        return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: FP8 tensor %s has no block scales %s",
-                             b->where, t->name, sname);
+        return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: FP8 tensor %s has no block scales: "
+                             "%s is missing (an F8_E4M3 weight needs its F32 scale_inv)",
+                             t->file, t->name, sname);
     int br = b->c->fp8_block_rows ? b->c->fp8_block_rows : 128;
     int bc = b->c->fp8_block_cols ? b->c->fp8_block_cols : 128;
     int64_t shape[2] = {(out->rows + br - 1) / br, (out->cols + bc - 1) / bc};
     glm_status st = check_shape(b, s, 2, shape);
     if (st)
         return st;
+    /* e4m3fn has no infinities; S.1111.111 is its only NaN, which no weight may be */
+    const uint8_t *v = t->data;
+    for (int64_t i = 0; i < out->rows * out->cols; i++)
+        if ((v[i] & 0x7f) == 0x7f)
+            return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: FP8 tensor %s holds NaN (byte 0x%02x) "
+                                 "at [%" PRId64 ", %" PRId64 "]; the checkpoint is damaged",
+                                 t->file, t->name, v[i], i / out->cols, i % out->cols);
     out->kind = GLM_W_FP8_BLOCK;
     out->block_rows = br;
     out->block_cols = bc;
     out->scale_cols = shape[1];
-    return float_view(b, s, &out->scale);
+    if ((st = float_view(b, s, &out->scale)))
+        return st;
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++)
+        if (!isfinite(out->scale[i]))
+            return glm_error_set(b->err, GLM_ERR_FORMAT, "%s: block scale %s holds %g at [%" PRId64
+                                 ", %" PRId64 "]; the checkpoint is damaged", s->file, s->name,
+                                 (double)out->scale[i], i / shape[1], i % shape[1]);
+    return GLM_OK;
 }
 
 /* The file that holds an EXL3 module (its trellis), for messages. */
@@ -144,7 +195,7 @@ static glm_status bind_exl3(bctx *b, glm_weight *out, const char *name, int64_t 
     if (!x)
         return glm_error_set(b->err, GLM_ERR_NOMEM, "out of memory binding %s", name);
     glm_error e = {0};
-    glm_status st = exl3_load(b->m, name, x, &e);
+    glm_status st = exl3_load_codebook(b->m, name, b->c->exl3_codebook, x, &e);
     if (st) {
         free(x);
         return glm_error_set(b->err, st, "%s: %s", file, e.message);
@@ -172,6 +223,11 @@ static glm_status bind_exl3(bctx *b, glm_weight *out, const char *name, int64_t 
 
 static glm_status bind_mat(bctx *b, glm_weight *out, const char *name, int64_t rows, int64_t cols)
 {
+    if (b->list) {
+        int64_t shape[2] = {rows, cols};
+        memset(out, 0, sizeof *out);
+        return note(b, name, GLM_TENSOR_MATRIX, 2, shape);
+    }
     const st_tensor *t = st_find(b->m, name);
     if (!t && exl3_is_stored(b->m, name))
         return bind_exl3(b, out, name, rows, cols);
@@ -402,7 +458,8 @@ static glm_status bind_mtp(bctx *b, glm_weights *w)
     int li = c->num_layers;
     char n[512];
     NAME(n, "%slayers.%d.eh_proj.weight", b->prefix, li);
-    if (c->num_nextn_predict_layers < 1 || li >= GLM_MAX_LAYERS || !st_find(b->m, n))
+    if (c->num_nextn_predict_layers < 1 || li >= GLM_MAX_LAYERS ||
+        (!b->list && !st_find(b->m, n) && !exl3_is_stored(b->m, n)))
         return GLM_OK;
     glm_config mc = *c; /* the MTP layer is a DSA layer with its own indexer, MoE when others are */
     mc.attn[li] = GLM_ATTN_DSA;
@@ -435,14 +492,21 @@ static glm_status bind_mtp(bctx *b, glm_weights *w)
     return st;
 }
 
-glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model *m,
-                            const char *where, glm_error *err)
+const char *glm_weights_prefix(const st_model *m)
+{
+    if (m && !st_find(m, "model.language_model.embed_tokens.weight") &&
+        st_find(m, "model.embed_tokens.weight"))
+        return "model.";
+    return "model.language_model.";
+}
+
+static glm_status bind_all(glm_weights *w, const glm_config *c, const st_model *m,
+                           const char *where, glm_required_list *list, const char *prefix,
+                           glm_error *err)
 {
     memset(w, 0, sizeof *w);
-    bctx b = {.w = w, .c = c, .m = m, .where = where, .err = err};
-    b.prefix = st_find(m, "model.language_model.embed_tokens.weight") ? "model.language_model."
-               : st_find(m, "model.embed_tokens.weight")              ? "model."
-                                                                      : "model.language_model.";
+    bctx b = {.w = w, .c = c, .m = m, .where = where, .err = err, .list = list};
+    b.prefix = prefix ? prefix : glm_weights_prefix(m);
     char n[512];
     int64_t sd[1] = {c->hidden_size};
     glm_status st;
@@ -470,6 +534,32 @@ glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model 
     return GLM_OK;
 fail:
     glm_weights_free(w);
+    return st;
+}
+
+glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model *m,
+                            const char *where, glm_error *err)
+{
+    return bind_all(w, c, m, where, NULL, NULL, err);
+}
+
+glm_status glm_weights_list(const glm_config *c, const char *prefix, int with_mtp,
+                            glm_required_list *out, glm_error *err)
+{
+    memset(out, 0, sizeof *out);
+    glm_config lc = *c;
+    if (!with_mtp)
+        lc.num_nextn_predict_layers = 0;
+    else if (lc.num_nextn_predict_layers < 1)
+        lc.num_nextn_predict_layers = 1;
+    glm_weights w;
+    glm_status st = bind_all(&w, &lc, NULL, "config.json", out, prefix, err);
+    if (!st)
+        glm_weights_free(&w);
+    if (st) {
+        free(out->t);
+        memset(out, 0, sizeof *out);
+    }
     return st;
 }
 
@@ -505,6 +595,13 @@ const float *glm_weight_row(const glm_weight *w, int64_t r, float *buf)
 glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, int64_t *numel,
                              int *ndim, int64_t *shape, glm_error *err)
 {
+    return glm_tensor_to_f32_codebook(m, name, -1, out, numel, ndim, shape, err);
+}
+
+glm_status glm_tensor_to_f32_codebook(const st_model *m, const char *name, int config_codebook,
+                                      float **out, int64_t *numel, int *ndim, int64_t *shape,
+                                      glm_error *err)
+{
     const st_tensor *t = st_find(m, name);
     *out = NULL;
     if (!t && exl3_is_stored(m, name)) {
@@ -512,7 +609,8 @@ glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, i
         const char *file = exl3_file(m, name, tname, sizeof tname);
         int rows, cols;
         glm_error e = {0};
-        glm_status st = exl3_load_dequantized(m, name, out, &rows, &cols, &e);
+        glm_status st = exl3_load_dequantized_codebook(m, name, config_codebook, out, &rows, &cols,
+                                                       &e);
         if (st)
             return glm_error_set(err, st, "%s: %s", file, e.message);
         *ndim = 2;

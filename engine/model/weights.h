@@ -79,6 +79,34 @@ typedef struct glm_weights {
     int n_owned, cap_owned;
 } glm_weights;
 
+/* What a role takes: a weight matrix (F32, BF16, F16, F8_E4M3 with its block scales, or EXL3) or
+ * a vector or small tensor (F32, BF16, F16). */
+typedef enum glm_tensor_role { GLM_TENSOR_MATRIX = 0, GLM_TENSOR_VECTOR = 1 } glm_tensor_role;
+
+/* One tensor a config needs: its checkpoint name, layer (-1: embedding, head, final norm; the
+ * MTP layer is num_layers), role, the dtypes it may have, and its shape (HF orientation). */
+typedef struct glm_required_tensor {
+    char name[192];
+    int layer;
+    glm_tensor_role role;
+    const char *dtypes; /* static text, e.g. "F32|BF16|F16" */
+    int ndim;
+    int64_t shape[3];
+} glm_required_tensor;
+
+typedef struct glm_required_list {
+    glm_required_tensor *t; /* malloc'ed; free(t) */
+    size_t n, cap;
+} glm_required_list;
+
+const char *glm_tensor_role_dtypes(glm_tensor_role role);
+/* "model.language_model." unless the checkpoint names its text model "model." */
+const char *glm_weights_prefix(const st_model *m);
+/* The tensors glm_weights_bind would bind for c, in binding order, without a checkpoint: the
+ * same code walks the config, so the list cannot drift from what the binder reads. */
+glm_status glm_weights_list(const glm_config *c, const char *prefix, int with_mtp,
+                            glm_required_list *out, glm_error *err);
+
 /* Binds every tensor the config needs. where is what messages name when a tensor is missing
  * (the index or model.safetensors path). */
 glm_status glm_weights_bind(glm_weights *w, const glm_config *c, const st_model *m,
@@ -94,5 +122,10 @@ const float *glm_weight_row(const glm_weight *w, int64_t r, float *buf);
  * (<module>.weight) or as the module, comes out dequantized [out, in]. */
 glm_status glm_tensor_to_f32(const st_model *m, const char *name, float **out, int64_t *numel,
                              int *ndim, int64_t *shape, glm_error *err);
+/* The same, where an EXL3 module without a codebook marker decodes with config_codebook
+ * (glm_config.exl3_codebook; -1: refused, as glm_tensor_to_f32 does). */
+glm_status glm_tensor_to_f32_codebook(const st_model *m, const char *name, int config_codebook,
+                                      float **out, int64_t *numel, int *ndim, int64_t *shape,
+                                      glm_error *err);
 
 #endif

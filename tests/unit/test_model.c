@@ -80,6 +80,45 @@ START_TEST(nested_config_and_its_spellings)
 END_TEST
 
 /* Each config is refused with a message naming the field (and value where it has one). */
+/* The published config.json: text_config nesting with linear_attn_config (layers numbered from
+ * 1), first_k_dense_replace, mhc, moe_router_dtype, eos at both levels, and the EXL3 release's
+ * quantization_config with head_bits 16 and a scope. */
+START_TEST(published_config_is_read)
+{
+    static const char j[] =
+        "{\"model_type\": \"glm5_next\", \"eos_token_id\": [154820, 9], \"quantization_config\": "
+        "{\"quant_method\":\"exl3\",\"bits\":4,\"codebook\":\"mcg\",\"head_bits\":16,"
+        "\"scope\":\"glm53_routed_experts_only\"}, \"text_config\": {\"model_type\": "
+        "\"glm5_next_text\", \"num_hidden_layers\": 8, \"first_k_dense_replace\": 3, \"mhc\": true, "
+        "\"moe_router_dtype\": \"float32\", \"num_nextn_predict_layers\": 1, \"index_kpool\": 4, "
+        "\"eos_token_id\": [154820, 154827, 154829], \"mlp_layer_types\": [\"dense\", \"dense\", "
+        "\"dense\", \"sparse\", \"sparse\", \"sparse\", \"sparse\", \"sparse\"], "
+        "\"linear_attn_config\": {\"num_heads\": 8, \"head_dim\": 32, \"short_conv_kernel_size\": 4, "
+        "\"gate_lower_bound\": -5.0, \"kda_layers\": [1, 2, 4, 5, 6, 7], \"full_attn_layers\": "
+        "[3, 8]}}}";
+    glm_config c;
+    glm_error err = {0};
+    ck_assert_msg(parse(&c, j, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(c.exl3, 1);
+    ck_assert_int_eq(c.exl3_head_bits, 16);
+    ck_assert_int_eq(c.exl3_codebook, EXL3_CB_MCG);
+    ck_assert_int_eq(c.kda_heads, 8);
+    ck_assert_int_eq(c.kda_head_dim, 32);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(c.attn[i], (i == 2 || i == 7) ? GLM_ATTN_DSA : GLM_ATTN_KDA);
+        ck_assert_int_eq(c.moe[i], i >= 3);
+    }
+    ck_assert_int_eq(c.n_eos, 4); /* text_config's three and the top level's 9 */
+    ck_assert_int_eq(c.eos[3], 9);
+    ck_assert(c.index_kpool_given && c.nextn_given && !c.n_routed_experts_given);
+    /* without index_kpool, HF's default of 16 is not held against index_topk: the indexer's
+     * tensors give the pool size at open */
+    ck_assert_msg(parse(&c, "{\"model_type\": \"glm5_next_text\", \"index_topk\": 20}", &err) ==
+                  GLM_OK, "%s", err.message);
+    ck_assert(!c.index_kpool_given);
+}
+END_TEST
+
 START_TEST(configs_the_engine_cannot_honour_are_refused)
 {
     static const struct {
@@ -131,6 +170,25 @@ START_TEST(configs_the_engine_cannot_honour_are_refused)
         {"{\"model_type\": \"glm5_next\", \"text_config\": {\"model_type\": \"qwen3\"}}",
          "text_config.model_type", "qwen3", GLM_ERR_UNSUPPORTED},
         {"[1, 2]", "config.json", "JSON object", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
+         "\"head_bits\": 9}}", "quantization_config.head_bits", "is 9", GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
+         "\"scope\": 7}}", "quantization_config.scope", "is 7", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"moe_router_dtype\": \"bfloat16\"}",
+         "moe_router_dtype", "\"bfloat16\"", GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next_text\", \"mhc\": false}", "mhc", "is false",
+         GLM_ERR_UNSUPPORTED},
+        {"{\"model_type\": \"glm5_next_text\", \"num_hidden_layers\": 3, \"first_k_dense_replace\": "
+         "2, \"mlp_layer_types\": [\"dense\", \"sparse\", \"sparse\"]}", "first_k_dense_replace",
+         "is 2, but mlp_layer_types makes the first 1", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"num_hidden_layers\": 4, \"linear_attn_config\": "
+         "{\"kda_layers\": [1, 2, 3], \"full_attn_layers\": [4]}, \"layer_types\": "
+         "[\"linear_attention\", \"deepseek_sparse_attention\", \"linear_attention\", "
+         "\"deepseek_sparse_attention\"]}", "linear_attn_config.kda_layers", "layer 1 (numbered 2",
+         GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"num_hidden_layers\": 4, \"linear_attn_config\": "
+         "{\"kda_layers\": [1, 2], \"full_attn_layers\": [4]}}", "linear_attn_config.kda_layers",
+         "every layer once", GLM_ERR_FORMAT},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         glm_config c;
@@ -478,6 +536,7 @@ int main(void)
     tcase_add_test(tc, flat_config_gets_the_reference_defaults);
     tcase_add_test(tc, nested_config_and_its_spellings);
     tcase_add_test(tc, configs_the_engine_cannot_honour_are_refused);
+    tcase_add_test(tc, published_config_is_read);
     tcase_add_test(tc, conversions_round_trip);
     tcase_add_test(tc, reply_budget_precedence);
     tcase_add_test(tc, fp8_matches_the_reference_decoding);
