@@ -11,6 +11,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
+	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
 	engine/setting.c engine/setting.h
