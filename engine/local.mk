@@ -58,6 +58,15 @@ tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
 tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_sampler
+# The CUDA backend's lossy formats as the CPU backend emulates them (issue 35).
+check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate
+tests_unit_test_numfmt_SOURCES = tests/unit/test_numfmt.c
+tests_unit_test_numfmt_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_numfmt_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c $(ENGINE_TEST_UTIL)
+tests_unit_test_emulate_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_emulate_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_numfmt tests/unit/test_emulate
 # Prompt reuse and speculative decoding (issue #11).
 check_PROGRAMS += tests/unit/test_reuse
 tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
