@@ -61,7 +61,8 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
                            .prompt_cache_disk_bytes = cfg->prompt_cache_disk_mb < 0    ? 0
                                                       : cfg->prompt_cache_disk_mb == 0 ? -1
                                                       : (int64_t)cfg->prompt_cache_disk_mb << 20,
-                           .context = cfg->context, .kv_cache = cfg->kv_cache};
+                           .context = cfg->context, .kv_cache = cfg->kv_cache,
+                           .dense = cfg->dense};
     glm_error gerr = {0};
     ce->engine = glm_engine_open(&p, &gerr);
     if (ce->engine)

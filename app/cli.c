@@ -25,6 +25,7 @@ static const global_option global_options[] = {
     {"transport", offsetof(cli_globals, transport), "rdma|tcp", 0, 0},
     {"context", offsetof(cli_globals, context), NULL, 1, GLM_MAX_CONTEXT},
     {"kv-cache", offsetof(cli_globals, kv_cache), GLM_KV_CACHE_CHOICES, 0, 0},
+    {"dense", offsetof(cli_globals, dense), GLM_DENSE_CHOICES, 0, 0},
 };
 
 static const global_option *find_global(const char *arg, size_t len)
@@ -120,6 +121,8 @@ void cli_engine_settings(const cli_globals *g, glm_engine_params *p)
         p->context = (int)x;
     if (g->kv_cache && setting_choice("--kv-cache", g->kv_cache, GLM_KV_CACHE_CHOICES, &i, NULL, 0) == 0)
         p->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
+    if (g->dense && setting_choice("--dense", g->dense, GLM_DENSE_CHOICES, &i, NULL, 0) == 0)
+        p->dense = (glm_dense_format)(GLM_DENSE_BF16 + i);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -183,8 +186,11 @@ void cli_print_usage(void)
            "                           (else $GLMCHAT_CONTEXT, else the config's context, else\n"
            "                           the model's window)\n"
            "      --kv-cache fp8|bf16|f32  the attention cache's format (else $GLMCHAT_KV_CACHE,\n"
-           "                           else the config's kv_cache, else fp8 on cuda; the cpu\n"
-           "                           backend keeps f32 only)\n"
+           "                           else the config's kv_cache, else fp8 on cuda, f32 on the\n"
+           "                           cpu, which emulates fp8 and bf16 exactly)\n"
+           "      --dense bf16|q4      the dense weights as stored, or requantized to 4 bits at\n"
+           "                           load (else $GLMCHAT_DENSE or $GLMCHAT_CUDA_DENSE, else the\n"
+           "                           config's dense, else bf16)\n"
            "      --paths              print where glmchat keeps its files, then exit\n"
            "  -h, --help               print this help, then exit\n"
            "      --version            print the version, then exit\n"

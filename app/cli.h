@@ -19,6 +19,7 @@ typedef struct cli_globals {
     const char *transport;  /* --transport rdma|tcp */
     const char *context;    /* --context N (checked: a whole number 1..2^30) */
     const char *kv_cache;   /* --kv-cache fp8|bf16|f32 */
+    const char *dense;      /* --dense bf16|q4 */
 } cli_globals;
 
 typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);
@@ -46,8 +47,9 @@ int cli_int_option(const char *cmd, const char *option, const char *text, long l
 int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
                       int *out);
 
-/* The engine settings among the global options (--context, --kv-cache) into p, for commands
- * that read no config file; fields not given stay as they are. */
+/* The engine settings among the global options (--context, --kv-cache, --dense) into p, for
+ * commands that read no config file; fields not given stay as they are (config_dense_setting
+ * adds the dense format's variables). */
 struct glm_engine_params;
 void cli_engine_settings(const cli_globals *g, struct glm_engine_params *p);
 

@@ -10,6 +10,7 @@
 
 #include "app/bench_ceiling.h"
 #include "app/commands.h"
+#include "app/config.h"
 #include "app/demo_model.h"
 #include "glm.h"
 #include "model/traffic.h"
@@ -184,6 +185,9 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model, .backend = GLM_BACKEND_CPU, .n_threads = threads};
     cli_engine_settings(g, &p);
+    char dense_err[256];
+    if (config_dense_setting(g, &p.dense, dense_err, sizeof dense_err))
+        return cli_usage_error("bench", "%s", dense_err);
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);

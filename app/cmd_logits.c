@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "app/config.h"
 #include "glm.h"
 #include "sampler.h"
 #include "session.h"
@@ -72,6 +73,9 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
     glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
                            .peer = g->peer, .transport = g->transport};
     cli_engine_settings(g, &p);
+    char dense_err[256];
+    if (config_dense_setting(g, &p.dense, dense_err, sizeof dense_err))
+        return cli_usage_error("logits", "%s", dense_err);
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "app/config.h"
 #include "session.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
@@ -199,6 +200,9 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                           : strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
     glm_engine_params params = {.model_dir = g->model_dir, .backend = backend, .n_threads = threads};
     cli_engine_settings(g, &params);
+    char dense_err[256];
+    if (config_dense_setting(g, &params.dense, dense_err, sizeof dense_err))
+        return cli_usage_error("worker", "%s", dense_err);
     glm_engine *e = glm_engine_open(&params, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);

@@ -53,6 +53,7 @@ static const key_spec top_keys[] = {
     {"prompt_cache_disk_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
     {"context", KT_INT, NULL, 1, GLM_MAX_CONTEXT, "GLMCHAT_CUDA_CONTEXT"},
     {"kv_cache", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, "GLMCHAT_CUDA_KV"},
+    {"dense", KT_CHOICE, GLM_DENSE_CHOICES, 0, 0, "GLMCHAT_CUDA_DENSE"},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 
@@ -239,6 +240,11 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         if (strcmp(name, "kv_cache") == 0) {
             static const glm_kv_cache kv[] = {GLM_KV_CACHE_FP8, GLM_KV_CACHE_BF16, GLM_KV_CACHE_F32};
             c->kv_cache = kv[i];
+            return 0;
+        }
+        if (strcmp(name, "dense") == 0) {
+            static const glm_dense_format dense[] = {GLM_DENSE_BF16, GLM_DENSE_Q4};
+            c->dense = dense[i];
             return 0;
         }
         c->approval = (config_approval)i; /* approval: ask|auto|deny in enum order */
@@ -750,25 +756,50 @@ int config_load_file(app_config *c, const char *path, char *err, size_t errlen)
     return r;
 }
 
+/* GLMCHAT_<KEY>'s value, else the older variable's; NULL when neither is set and non-empty
+ * (empty means unset, as for the XDG variables). *where: the variable read, in var's storage
+ * or the key's. */
+static const char *key_env(const key_spec *k, char var[64], const char **where)
+{
+    size_t o = strlen(strcpy(var, "GLMCHAT_"));
+    for (const char *s = k->name; *s && o + 1 < 64; s++)
+        var[o++] = (char)toupper((unsigned char)*s);
+    var[o] = 0;
+    const char *v = getenv(var);
+    *where = var;
+    if ((!v || !*v) && k->old_env) {
+        *where = k->old_env;
+        v = getenv(k->old_env);
+    }
+    return v && *v ? v : NULL;
+}
+
 int config_apply_env(app_config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < N_TOP_KEYS; i++) {
-        char var[64] = "GLMCHAT_";
-        size_t o = strlen(var);
-        for (const char *s = top_keys[i].name; *s && o + 1 < sizeof var; s++)
-            var[o++] = (char)toupper((unsigned char)*s);
-        var[o] = 0;
-        const char *v = getenv(var), *where = var;
-        if ((!v || !*v) && top_keys[i].old_env) {
-            where = top_keys[i].old_env;
-            v = getenv(where);
-        }
-        if (!v || !*v)
-            continue; /* empty means unset, as for the XDG variables */
-        if (config_set(c, top_keys[i].name, v, where, err, errlen))
+        char var[64];
+        const char *where, *v = key_env(&top_keys[i], var, &where);
+        if (v && config_set(c, top_keys[i].name, v, where, err, errlen))
             return -1;
     }
     return 0;
+}
+
+int config_dense_setting(const cli_globals *g, glm_dense_format *out, char *err, size_t errlen)
+{
+    char var[64];
+    const char *where = "--dense", *v = g ? g->dense : NULL;
+    if (!v)
+        v = key_env(find_top_key("dense"), var, &where);
+    if (!v)
+        return 0;
+    app_config c;
+    config_init(&c);
+    int rc = config_set(&c, "dense", v, where, err, errlen);
+    if (rc == 0)
+        *out = c.dense;
+    config_free(&c);
+    return rc;
 }
 
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen)
@@ -786,6 +817,8 @@ int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t 
     if (g->context && config_set(c, "context", g->context, "--context", err, errlen))
         return -1;
     if (g->kv_cache && config_set(c, "kv_cache", g->kv_cache, "--kv-cache", err, errlen))
+        return -1;
+    if (g->dense && config_set(c, "dense", g->dense, "--dense", err, errlen))
         return -1;
     return 0;
 }

@@ -42,8 +42,10 @@
  *   prompt_cache_dir stay within it, the least recently used deleted first; 0: none written)
  *   context N 1..1073741824 (the most tokens a conversation state may hold, prompt and reply,
  *   on either backend; unset: the model's max_position_embeddings)
- *   kv_cache fp8|bf16|f32 (the DSA latent cache's format; unset: fp8 on CUDA, f32 on the CPU,
- *   which keeps f32 only and refuses the others)
+ *   kv_cache fp8|bf16|f32 (the DSA caches' format; unset: fp8 on CUDA, f32 on the CPU, which
+ *   emulates fp8 and bf16 value for value)
+ *   dense bf16|q4 (the dense linears as stored, or requantized at load to 4 bits with an fp16
+ *   scale per 32 inputs, on either backend; unset: bf16)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
@@ -54,8 +56,9 @@
  *
  * Environment: GLMCHAT_<KEY> in upper case overrides each top-level key (GLMCHAT_MODEL,
  * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS ...); a bad value is an error naming the variable.
- * The older names GLMCHAT_CUDA_CONTEXT and GLMCHAT_CUDA_KV are read for context and kv_cache
- * when GLMCHAT_CONTEXT and GLMCHAT_KV_CACHE are unset. */
+ * The older names GLMCHAT_CUDA_CONTEXT, GLMCHAT_CUDA_KV and GLMCHAT_CUDA_DENSE are read for
+ * context, kv_cache and dense when GLMCHAT_CONTEXT, GLMCHAT_KV_CACHE and GLMCHAT_DENSE are
+ * unset. */
 #ifndef GLMCHAT_APP_CONFIG_H
 #define GLMCHAT_APP_CONFIG_H
 
@@ -109,6 +112,7 @@ typedef struct app_config {
     int prompt_cache_disk_mb; /* disk for them in prompt_cache_dir; -1 unset (the engine's), 0 none */
     int context;           /* glm_engine_params.context: 0 unset (the engine's default) */
     glm_kv_cache kv_cache; /* glm_engine_params.kv_cache: GLM_KV_CACHE_DEFAULT unset */
+    glm_dense_format dense; /* glm_engine_params.dense: GLM_DENSE_DEFAULT unset */
     config_mcp_server *mcp;
     int n_mcp;
     config_key_binding *keys;
@@ -130,9 +134,14 @@ int config_load_file(app_config *c, const char *path, char *err, size_t errlen);
 /* Applies GLMCHAT_<KEY> variables from the environment. 0, or -1 naming the variable. */
 int config_apply_env(app_config *c, char *err, size_t errlen);
 
-/* Applies the global flags (--model, --backend, --peer, --transport, --context, --kv-cache)
- * where given. */
+/* Applies the global flags (--model, --backend, --peer, --transport, --context, --kv-cache,
+ * --dense) where given. */
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen);
+
+/* The dense format for commands that read no config file: --dense, else GLMCHAT_DENSE, else
+ * GLMCHAT_CUDA_DENSE, into *out (left as it is when none is given). 0, or -1 naming the flag or
+ * variable and its bad value in err. */
+int config_dense_setting(const cli_globals *g, glm_dense_format *out, char *err, size_t errlen);
 
 /* Sets one top-level key from text, as the file would (for flags and slash commands).
  * `where` names the source in messages ("--think", "GLMCHAT_SEED"). 0 or -1. */

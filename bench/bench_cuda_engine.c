@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "model/exl3.h"
 #include "model/projection.h"
@@ -418,7 +419,7 @@ int main(int argc, char **argv)
     printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
     engine_backend be;
     glm_error err = {0};
-    if (backend_open_cuda(&m, &be, &err)) {
+    if (gpu_open_cuda(&m, &be, &err)) {
         printf("FAIL: open: %s\n", err.message);
         return 1;
     }

@@ -8,11 +8,6 @@
 #include "setting.h"
 #include "spec.h"
 
-static const char *kv_name(glm_kv_cache kv)
-{
-    return kv == GLM_KV_CACHE_FP8 ? "fp8" : kv == GLM_KV_CACHE_BF16 ? "bf16" : "f32";
-}
-
 /* The variable `name`, else `old` (may be NULL); NULL when neither is set and non-empty. */
 static const char *env_or_old(const char *name, const char *old, const char **which)
 {
@@ -56,6 +51,11 @@ glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params 
         if (v)
             out->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
     }
+    out->dense = p && p->dense != GLM_DENSE_DEFAULT ? p->dense : GLM_DENSE_BF16;
+    if (out->dense != GLM_DENSE_BF16 && out->dense != GLM_DENSE_Q4)
+        return glm_error_set(err, GLM_ERR_ARG, "dense %d is not a dense weight format",
+                             (int)out->dense);
+    out->fp8_rule = out->q4_group = out->q4_f32_scale = 0;
     /* drafting (one rank only) verifies the chosen token and up to SPEC_MAX_DRAFT drafts */
     spec_mode draft = SPEC_OFF;
     glm_status st = spec_mode_resolve(p ? p->draft : 0, &draft, err);
@@ -78,15 +78,7 @@ glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_b
         return st;
     if (cuda)
         return backend_open_cuda_with(m, &s, out, err);
-    if (s.kv_cache != GLM_KV_CACHE_F32)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CPU backend keeps the attention cache "
-                             "in f32 only; the cache format %s was asked for (--kv-cache, kv_cache "
-                             "in the config, GLMCHAT_KV_CACHE or GLMCHAT_CUDA_KV): use f32, leave "
-                             "it unset, or --backend cuda", kv_name(s.kv_cache));
-    st = backend_open_cpu(m, p->n_threads, out, err);
-    if (st == GLM_OK)
-        out->settings = s;
-    return st;
+    return backend_open_cpu_with(m, p->n_threads, &s, out, err);
 }
 
 void backend_close(engine_backend *b)

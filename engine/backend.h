@@ -22,9 +22,13 @@ typedef struct backend_collective {
  * tp_kv_format_name (tp/protocol.h) reads them back for messages. */
 enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 #define BACKEND_KV(latent, indexer) ((uint32_t)(latent) | (uint32_t)(indexer) << 8)
-/* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (CUDA's
- * GLMCHAT_CUDA_DENSE=q4), which changes every partial sum the ranks exchange. */
+/* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (--dense
+ * q4), which changes every partial sum the ranks exchange. */
 #define BACKEND_DENSE_Q4 ((uint32_t)1 << 16)
+/* Or'ed in by the CPU backend for the variants of backend_settings (fp8_rule, q4_group,
+ * q4_f32_scale), so states made under one are never loaded under another. */
+#define BACKEND_VARIANT(rule, group, f32_scale) \
+    ((uint32_t)((rule) & 1) << 17 | (uint32_t)((group) & 0x3FF) << 18 | (uint32_t)((f32_scale) & 1) << 28)
 
 /* A backend's functions. `impl` is the backend (its weights, pools, streams), `state` one
  * conversation's caches; both are opaque to the session. */
@@ -74,7 +78,14 @@ typedef struct backend_ops {
 typedef struct backend_settings {
     int context;           /* the most tokens a state may hold (the session refuses more) */
     glm_kv_cache kv_cache; /* the DSA latent cache's format; never DEFAULT */
+    glm_dense_format dense; /* the dense linears' format; never DEFAULT */
     int draft_rows;        /* rows of the verification windows drafting runs; 0: no drafting */
+    /* Variants no backend runs by default, for the accuracy tool and the tests (CPU backend
+     * only; 0 everywhere else): the fp8 scale rule (numfmt_fp8_rule: 1 exact, not a power of
+     * two), q4's values a scale (0: 32) and its scale in float instead of fp16. */
+    int fp8_rule;
+    int q4_group;
+    int q4_f32_scale;
 } backend_settings;
 
 typedef struct engine_backend {
@@ -85,15 +96,15 @@ typedef struct engine_backend {
 
 /* Opens the backend p->backend names (auto: cuda where a GPU is present, else cpu) over m,
  * whose weights it reads as they are at this call (split them for two ranks first), with the
- * settings p, the environment or the defaults give; the CPU backend refuses a cache other than
- * f32 by name. */
+ * settings p, the environment or the defaults give. */
 glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
                         glm_error *err);
 
 /* The settings for backend `which` (CPU or CUDA) over m: p's fields (p may be NULL), else
  * GLMCHAT_CONTEXT / GLMCHAT_KV_CACHE (else the older GLMCHAT_CUDA_CONTEXT / GLMCHAT_CUDA_KV),
  * else the model's max_position_embeddings (4096 when it gives none) and the backend's own
- * cache format (fp8 on CUDA, f32 on the CPU). A bad variable is an error naming it. */
+ * cache format (fp8 on CUDA, f32 on the CPU); p's dense format, else the weights as stored.
+ * A bad variable is an error naming it. */
 glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
                                     glm_backend which, backend_settings *out, glm_error *err);
 void backend_close(engine_backend *b);
@@ -102,10 +113,14 @@ void backend_close(engine_backend *b);
 glm_status backend_check_tokens(const glm_config *c, const int32_t *tokens, int n, glm_error *err);
 
 /* The two backends (backend_open picks). The CUDA one says why when it cannot run here.
- * backend_open_cpu takes the defaults (the model's window, f32); backend_open_cuda the
+ * backend_open_cpu takes the defaults (the model's window, f32, the weights as stored);
+ * backend_open_cpu_with s as given (the formats CUDA stores emulated: rounded cache rows, q4
+ * weights in a float copy of the dense linears, kept until close); backend_open_cuda the
  * environment's settings, else the defaults (backend_resolve_settings without params);
  * backend_open_cuda_with s as given. */
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err);
+glm_status backend_open_cpu_with(const glm_model *m, int n_threads, const backend_settings *s,
+                                 engine_backend *out, glm_error *err);
 glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error *err);
 glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s, engine_backend *out,
                                   glm_error *err);

@@ -142,7 +142,8 @@ typedef int (*glm_event_fn)(const glm_event *ev, void *user);
 typedef enum glm_backend { GLM_BACKEND_AUTO = 0, GLM_BACKEND_CPU, GLM_BACKEND_CUDA } glm_backend;
 
 /* The DSA latent cache's format (the CUDA backend also keeps the indexer caches in it unless
- * GLMCHAT_CUDA_KV_INDEX says otherwise). The CPU backend keeps f32 only. */
+ * GLMCHAT_CUDA_KV_INDEX says otherwise; the CPU backend keeps every DSA cache in it). The CPU
+ * backend emulates fp8 and bf16 value for value: its rows hold what the CUDA cache gives back. */
 typedef enum glm_kv_cache {
     GLM_KV_CACHE_DEFAULT = 0, /* the environment's, else the backend's own: fp8 on CUDA, f32 on CPU */
     GLM_KV_CACHE_FP8,
@@ -153,6 +154,16 @@ typedef enum glm_kv_cache {
  * the cache formats in glm_kv_cache order after DEFAULT, the largest context, and the largest
  * prompt-cache budget in MiB. */
 #define GLM_KV_CACHE_CHOICES "fp8|bf16|f32"
+/* The dense linears' format (attention, dense and shared MLPs, the LM head; not the embedding,
+ * kv_b, the hyper-connections, the router or the experts): as stored, or requantized at load to
+ * signed 4-bit codes with an fp16 scale per 32 inputs (matrices whose width is a multiple of
+ * 128 and stored as BF16 or F32). Both backends do q4 (the CPU one to the same values). */
+typedef enum glm_dense_format {
+    GLM_DENSE_DEFAULT = 0, /* bf16: as stored */
+    GLM_DENSE_BF16,
+    GLM_DENSE_Q4,
+} glm_dense_format;
+#define GLM_DENSE_CHOICES "bf16|q4"
 #define GLM_MAX_CONTEXT (1LL << 30)
 #define GLM_MAX_CACHE_MB 16777216LL
 
@@ -180,8 +191,11 @@ typedef struct glm_engine_params {
      * the older GLMCHAT_CUDA_CONTEXT), else the model's max_position_embeddings. */
     int context;
     /* DEFAULT: the environment's GLMCHAT_KV_CACHE (or the older GLMCHAT_CUDA_KV), else the
-     * backend's own. The CPU backend refuses fp8 and bf16 at open. */
+     * backend's own (fp8 on CUDA, f32 on the CPU, which emulates fp8 and bf16 too). */
     glm_kv_cache kv_cache;
+    /* DEFAULT: as stored (the application reads --dense, the config's dense and
+     * GLMCHAT_CUDA_DENSE into this; the engine reads no variable for it). */
+    glm_dense_format dense;
 } glm_engine_params;
 
 typedef struct glm_engine glm_engine;

@@ -13,6 +13,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
+	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
 	engine/setting.c engine/setting.h
@@ -67,6 +68,15 @@ tests_unit_test_sampler_SOURCES = tests/unit/test_sampler.c
 tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_sampler
+# The CUDA backend's lossy formats as the CPU backend emulates them (issue 35).
+check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate
+tests_unit_test_numfmt_SOURCES = tests/unit/test_numfmt.c
+tests_unit_test_numfmt_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_numfmt_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c $(ENGINE_TEST_UTIL)
+tests_unit_test_emulate_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_emulate_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_numfmt tests/unit/test_emulate
 # Prompt reuse and speculative decoding (issue #11).
 check_PROGRAMS += tests/unit/test_reuse
 tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)

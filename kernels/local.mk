@@ -17,6 +17,12 @@ EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
 	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
 	bench/bench_exl3_h200_2026-12-02-moe3.txt kernels/exl3_moe_warps.cu
+# the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
+# it); built in every configuration so CI compiles it, run only where a GPU is
+check_PROGRAMS += tests/gpu/test_cuda_emulate
+tests_gpu_test_cuda_emulate_SOURCES = tests/gpu/test_cuda_emulate.c
+tests_gpu_test_cuda_emulate_LDADD = $(glmchat_LDADD)
+EXTRA_DIST += tests/gpu/cuda_env.h
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a
 libkernels_a_SOURCES = $(KERNEL_SOURCES)
@@ -67,9 +73,7 @@ check_PROGRAMS += tests/gpu/test_decode_gpu
 tests_gpu_test_decode_gpu_SOURCES = tests/gpu/test_decode_gpu.c
 tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
-check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine tests/gpu/q4_emulate
-tests_gpu_q4_emulate_SOURCES = tests/gpu/q4_emulate.c
-tests_gpu_q4_emulate_LDADD = $(glmchat_LDADD)
+check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c

@@ -1,19 +1,27 @@
 /* backend_cpu.c: the CPU backend behind backend.h: the float32 forward (cpu/forward.h) over a
- * thread pool. */
+ * thread pool, optionally emulating the CUDA backend's lossy formats: its caches' rows rounded to
+ * fp8 or bf16, its dense weights requantized to q4 (cpu/requant.h). */
 #include <stdlib.h>
 
 #include "backend.h"
 #include "cpu/forward.h"
+#include "cpu/requant.h"
 #include "cpu/snapshot.h"
 
 typedef struct cpu_backend {
-    const glm_model *m;
+    const glm_model *m; /* the model as opened, or rq's copy */
     cpu_pool *pool;
+    cpu_numerics num;
+    cpu_requant *rq; /* --dense q4, else NULL */
 } cpu_backend;
 
 static void *cpu_be_state_new(void *impl, glm_error *err)
 {
-    return cpu_state_new(((cpu_backend *)impl)->m, err);
+    cpu_backend *b = impl;
+    cpu_state *s = cpu_state_new(b->m, err);
+    if (s)
+        cpu_state_set_numerics(s, &b->num);
+    return s;
 }
 
 static void cpu_be_state_free(void *st)
@@ -86,8 +94,7 @@ static glm_status cpu_be_mtp_draft(void *impl, void *st, int32_t next, int32_t *
 
 static uint32_t cpu_be_cache_format(const void *impl)
 {
-    (void)impl;
-    return BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32); /* every cache is float32 */
+    return ((const cpu_backend *)impl)->num.tag;
 }
 
 static void cpu_be_close(void *impl)
@@ -96,6 +103,7 @@ static void cpu_be_close(void *impl)
     if (!b)
         return;
     cpu_pool_free(b->pool);
+    cpu_requant_free(b->rq);
     free(b);
 }
 
@@ -119,8 +127,25 @@ static const backend_ops cpu_ops = {
     .mtp_draft = cpu_be_mtp_draft,
 };
 
-glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err)
+/* The tag of backend.h's cache_format for s: the caches' formats (every DSA cache in one), q4,
+ * and the variants only tests and the accuracy tool ask for. */
+static uint32_t numerics_tag(const backend_settings *s, numfmt_cache fmt)
 {
+    uint32_t tag = BACKEND_KV(fmt, fmt) | (s->dense == GLM_DENSE_Q4 ? BACKEND_DENSE_Q4 : 0);
+    if (s->fp8_rule || s->q4_group || s->q4_f32_scale)
+        tag |= BACKEND_VARIANT(s->fp8_rule, s->q4_group, s->q4_f32_scale);
+    return tag;
+}
+
+glm_status backend_open_cpu_with(const glm_model *m, int n_threads, const backend_settings *s,
+                                 engine_backend *out, glm_error *err)
+{
+    numfmt_cache fmt = s->kv_cache == GLM_KV_CACHE_FP8    ? NUMFMT_CACHE_FP8
+                       : s->kv_cache == GLM_KV_CACHE_BF16 ? NUMFMT_CACHE_BF16
+                                                          : NUMFMT_CACHE_F32;
+    if (s->fp8_rule != NUMFMT_FP8_POW2 && s->fp8_rule != NUMFMT_FP8_EXACT)
+        return glm_error_set(err, GLM_ERR_ARG, "fp8 scale rule %d is not one of numfmt.h's",
+                             s->fp8_rule);
     cpu_backend *b = calloc(1, sizeof *b);
     if (b)
         b->pool = cpu_pool_new(n_threads);
@@ -129,11 +154,31 @@ glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *o
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the CPU backend");
     }
     b->m = m;
+    b->num = (cpu_numerics){fmt, (numfmt_fp8_rule)s->fp8_rule, numerics_tag(s, fmt)};
+    if (s->dense == GLM_DENSE_Q4) {
+        numfmt_q4 q = NUMFMT_Q4_GPU;
+        if (s->q4_group)
+            q.group = s->q4_group;
+        q.f16_scale = !s->q4_f32_scale;
+        glm_status st = cpu_requant_make(m, &q, &b->rq, err);
+        if (st) {
+            cpu_be_close(b);
+            return st;
+        }
+        b->m = &b->rq->model;
+    }
     out->ops = &cpu_ops;
     out->impl = b;
-    /* the defaults; backend_open sets what the engine's params ask for */
-    out->settings = (backend_settings){.context = m->cfg.max_position_embeddings > 0
-                                                      ? m->cfg.max_position_embeddings : 4096,
-                                       .kv_cache = GLM_KV_CACHE_F32};
+    out->settings = *s;
     return GLM_OK;
+}
+
+glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err)
+{
+    /* the defaults; backend_open resolves what the engine's params ask for */
+    backend_settings s = {.context = m->cfg.max_position_embeddings > 0
+                                         ? m->cfg.max_position_embeddings : 4096,
+                          .kv_cache = GLM_KV_CACHE_F32,
+                          .dense = GLM_DENSE_BF16};
+    return backend_open_cpu_with(m, n_threads, &s, out, err);
 }

@@ -37,6 +37,7 @@ struct cpu_state {
     int trail_cap;     /* positions each trail holds */
     int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */
     int verifying;     /* set while cpu_verify runs */
+    cpu_numerics num;  /* the formats the DSA cache rows are rounded to (f32: none) */
     /* The MTP layer (cpu/mtp.c): its own DSA cache, row i pairing the main model's final-normed
      * row h_i with token i+1, so it holds n-1 rows (mtp_n; -1: lost, no drafts until a reset);
      * h: the final-normed rows of the last forward, positions h_base.. h_base + h_n. */
@@ -81,10 +82,11 @@ int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post
  * for bit the decode step's arithmetic). */
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
             int pos0, const float *u, int T, float *out, kda_trail *trail);
-/* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. */
+/* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. nf:
+ * the cache rows' format (each row rounded as the CUDA cache stores it). */
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
-            int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,
-            float *out);
+            const cpu_numerics *nf, int pos0, const float *u, int T, const dsa_selection *sel_in,
+            dsa_selection *sel_out, float *out);
 int cpu_mlp(cpu_pool *pool, const glm_config *c, const glm_mlp_weights *w, int64_t inter,
             const float *x, int T, float *out);
 int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, const float *x, int T,

@@ -52,9 +52,18 @@ static void make_pool_key(const glm_config *c, const glm_dsa_weights *w, const d
     }
 }
 
-/* The indexer for T new tokens: caches keys/gates/pool keys, fills the selection. */
+/* Rows [first, first + n) of a cache of width `width`, rounded to nf's format. */
+static void round_rows(const cpu_numerics *nf, float *rows, int first, int n, int width)
+{
+    for (int r = first; r < first + n; r++)
+        numfmt_cache_row(nf->cache, nf->rule, rows + (size_t)r * width, (size_t)width);
+}
+
+/* The indexer for T new tokens: caches keys/gates/pool keys (each row in nf's format, pool keys
+ * made from the rounded keys and gates, as on the GPU), fills the selection. */
 static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *dc,
-                   int pos0, const float *u, const float *qr, int T, dsa_selection *sel)
+                   const cpu_numerics *nf, int pos0, const float *u, const float *qr, int T,
+                   dsa_selection *sel)
 {
     int ID = c->index_head_dim, IH = c->index_n_heads, kp = c->index_kpool;
     int budget = c->index_topk / kp;
@@ -72,8 +81,12 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     for (int t = 0; t < T; t++)
         cpu_layernorm(dc->idx_key + (size_t)(pos0 + t) * ID, wk + (size_t)t * ID, w->idx_k_norm_w,
                       w->idx_k_norm_b, ID, 1e-6f);
-    for (; dc->n_pools < n_pools_max; dc->n_pools++)
+    round_rows(nf, dc->idx_key, pos0, T, ID);
+    round_rows(nf, dc->idx_gate, pos0, T, ID);
+    for (; dc->n_pools < n_pools_max; dc->n_pools++) {
         make_pool_key(c, w, dc, dc->n_pools, dc->pool_key + (size_t)dc->n_pools * ID);
+        round_rows(nf, dc->pool_key, dc->n_pools, 1, ID);
+    }
     int need_scores = 0;
     for (int t = 0; t < T; t++)
         need_scores |= (pos0 + t + 1) / kp > budget;
@@ -188,8 +201,8 @@ out:
 }
 
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *dc,
-            int pos0, const float *u, int T, const dsa_selection *sel_in, dsa_selection *sel_out,
-            float *out)
+            const cpu_numerics *nf, int pos0, const float *u, int T, const dsa_selection *sel_in,
+            dsa_selection *sel_out, float *out)
 {
     int H = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
     int qr_n = c->q_lora_rank;
@@ -207,9 +220,10 @@ int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_c
         goto out;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(lat + (size_t)t * R, lat + (size_t)t * R, w->kv_a_norm, R, c->rms_norm_eps);
+    round_rows(nf, lat, 0, T, R);
     const dsa_selection *sel = sel_in;
     if (w->has_indexer) {
-        if (indexer(pool, c, w, dc, pos0, u, qa, T, sel_out))
+        if (indexer(pool, c, w, dc, nf, pos0, u, qa, T, sel_out))
             goto out;
         sel = sel_out;
     } else if (sel_out != sel_in) {

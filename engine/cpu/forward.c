@@ -50,6 +50,8 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err)
     if (s) {
         s->m = m;
         s->mark_n = -1;
+        s->num = (cpu_numerics){NUMFMT_CACHE_F32, NUMFMT_FP8_POW2,
+                                BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32)};
         s->kda = new_kda(c, nk);
         s->dsa = calloc((size_t)(nd ? nd : 1), sizeof *s->dsa);
     }
@@ -59,6 +61,11 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err)
         return NULL;
     }
     return s;
+}
+
+void cpu_state_set_numerics(cpu_state *s, const cpu_numerics *nf)
+{
+    s->num = *nf;
 }
 
 void cpu_state_set_collective(cpu_state *s, const cpu_collective *coll)
@@ -283,7 +290,7 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
         int next = 1 - *sel_cur;
-        rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], s->n, b->u, T, &b->sel[*sel_cur],
+        rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], &s->num, s->n, b->u, T, &b->sel[*sel_cur],
                      &b->sel[next], b->y);
         *sel_cur = next;
     }

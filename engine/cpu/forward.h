@@ -8,10 +8,20 @@
 #include "backend.h"
 #include "cpu/threads.h"
 #include "model/model.h"
+#include "model/numfmt.h"
 
 /* A conversation's caches: per KDA layer the conv window and recurrent state, per DSA layer the
  * latent rows, the indexer's per-token keys and gate logits, and the completed pool keys. */
 typedef struct cpu_state cpu_state;
+
+/* The number formats a state emulates (numfmt.h): every DSA cache row (latent, indexer keys,
+ * gates, pool keys; the MTP layer's too) rounded to `cache` with the fp8 scale `rule`; tag is
+ * the backend's cache_format, kept in snapshots so that one is loaded only where it agrees. */
+typedef struct cpu_numerics {
+    numfmt_cache cache;
+    numfmt_fp8_rule rule;
+    uint32_t tag;
+} cpu_numerics;
 
 /* Two ranks: the exchanges of backend.h. */
 typedef backend_collective cpu_collective;
@@ -20,6 +30,9 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err);
 /* Makes the state's forward one of two ranks: the model's weights must be this rank's half
  * (tp_split_model). NULL: one rank (the default). */
 void cpu_state_set_collective(cpu_state *s, const cpu_collective *coll);
+/* The formats of the state's caches (the default: f32, tag BACKEND_KV(f32, f32)); set before
+ * the first token. */
+void cpu_state_set_numerics(cpu_state *s, const cpu_numerics *nf);
 void cpu_state_free(cpu_state *s);
 void cpu_state_reset(cpu_state *s);
 int cpu_state_length(const cpu_state *s);

@@ -65,7 +65,7 @@ static int mtp_block(cpu_state *s, cpu_pool *pool, const float *h, const int32_t
         goto out;
     for (int t = 0; t < m; t++)
         cpu_rmsnorm(u + (size_t)t * D, x + (size_t)t * D, w->layer.input_norm, D, c->rms_norm_eps);
-    if (cpu_dsa(pool, c, &w->layer.dsa, &s->mtp, s->mtp_n, u, m, &sel, &sel, y))
+    if (cpu_dsa(pool, c, &w->layer.dsa, &s->mtp, &s->num, s->mtp_n, u, m, &sel, &sel, y))
         goto out;
     for (size_t i = 0; i < MD; i++)
         x[i] += y[i];

@@ -8,7 +8,7 @@
 #include "cpu/snapshot.h"
 
 #define SNAP_MAGIC 0x50414e53u /* "SNAP" */
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 3u
 #define SNAP_LOST 0xffffffffu /* mtp_rows: the MTP cache is out of step */
 #define SNAP_MAX_DSA 256
 
@@ -17,11 +17,12 @@ typedef struct snap_header {
     uint32_t magic, version;
     uint32_t n, n_kda, n_dsa, conv, rec, latent, index_dim, kpool;
     uint32_t has_mtp, mtp_rows, mtp_pools, hidden; /* the MTP layer's cache, and h of n-1 */
+    uint32_t numerics; /* cpu_numerics.tag: the cache and weight formats the rows were made in */
     uint32_t n_pools[SNAP_MAX_DSA]; /* the first n_dsa are written: completed pools per layer */
 } snap_header;
 
 /* The fixed part of the header, before the pool counts. */
-#define SNAP_FIXED (14 * sizeof(uint32_t))
+#define SNAP_FIXED (15 * sizeof(uint32_t))
 
 static size_t conv_floats(const glm_config *c)
 {
@@ -49,6 +50,7 @@ static void fill_header(const cpu_state *s, snap_header *h)
     h->kpool = (uint32_t)c->index_kpool;
     h->has_mtp = (uint32_t)cpu_mtp_on(s);
     h->hidden = (uint32_t)c->hidden_size;
+    h->numerics = s->num.tag;
     if (h->has_mtp && s->mtp_n >= 0 && s->n > 0 && s->mtp_n == s->n - 1 &&
         s->n - 1 >= s->h_base && s->n - 1 < s->h_base + s->h_n) {
         h->mtp_rows = (uint32_t)s->mtp_n;
@@ -160,6 +162,10 @@ static glm_status check_header(const cpu_state *s, const unsigned char *buf, siz
         h.kpool != mine->kpool || h.has_mtp != mine->has_mtp || h.hidden != mine->hidden)
         return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot was made by another model "
                              "(layers, head or cache sizes differ)");
+    if (h.numerics != mine->numerics)
+        return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot was made with other number "
+                             "formats (cache and dense weights: %#x, this backend's %#x; "
+                             "--kv-cache and --dense must match)", h.numerics, mine->numerics);
     if (h.n > (1u << 30) || h.n_dsa > SNAP_MAX_DSA || n < header_bytes(h.n_dsa))
         return glm_error_set(err, GLM_ERR_FORMAT, "the state snapshot's length %u or size %zu is "
                              "out of range", h.n, n);

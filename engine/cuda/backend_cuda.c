@@ -1,9 +1,9 @@
 /* backend_cuda.c: the CUDA backend behind backend.h: checks for a GPU, plans the memory (and
  * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
- * and decode through a captured graph. The context and the latent cache's dtype come in
- * backend_settings (backend.c resolves them); environment: GLMCHAT_CUDA_KV_INDEX (fp8, bf16,
- * f32) the indexer caches' dtype (default: the latent cache's), GLMCHAT_CUDA_GRAPH=0 decodes
- * without the graph. */
+ * and decode through a captured graph. The context, the latent cache's dtype and the dense
+ * weights' format come in backend_settings (backend.c resolves them); environment:
+ * GLMCHAT_CUDA_KV_INDEX (fp8, bf16, f32) the indexer caches' dtype (default: the latent
+ * cache's), GLMCHAT_CUDA_GRAPH=0 decodes without the graph. */
 #include "backend.h"
 
 #ifndef HAVE_CUDA
@@ -248,15 +248,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
             return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
                                  "or f32", ki);
     }
-    const char *dense = getenv("GLMCHAT_CUDA_DENSE");
-    be->dense_q4 = 0;
-    if (dense && *dense) {
-        if (strcmp(dense, "q4") == 0)
-            be->dense_q4 = 1;
-        else if (strcmp(dense, "bf16") != 0)
-            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_DENSE is '%s'; use bf16 (the "
-                                 "weights as stored) or q4 (requantized to 4 bits at load)", dense);
-    }
+    be->dense_q4 = set->dense == GLM_DENSE_Q4;
     const char *attend = getenv("GLMCHAT_CUDA_ATTEND");
     be->attend_mma = 0;
     if (attend && *attend) {

@@ -218,7 +218,7 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
                              dtype_name(mine.kv_dtype), dtype_name(mine.kv_index_dtype));
     if (h->dense_q4 != mine.dense_q4)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot was made with %s dense "
-                             "weights, this backend runs %s ones (GLMCHAT_CUDA_DENSE must match)",
+                             "weights, this backend runs %s ones (--dense or GLMCHAT_CUDA_DENSE must match)",
                              h->dense_q4 ? "q4" : "bf16", mine.dense_q4 ? "q4" : "bf16");
     if (h->n > (uint32_t)s->be->context)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %u tokens, past "

@@ -1,12 +1,13 @@
 #!/bin/bash
 # engine_settings.sh: --context and --kv-cache end to end: their checks, the precedence
 # flag > GLMCHAT_* variable (and the older GLMCHAT_CUDA_* names) > config file > default, the
-# context's refusals on the CPU backend, a reply stopping where the context is full, and the CPU
-# backend refusing a cache other than f32.
+# context's refusals on the CPU backend, a reply stopping where the context is full, the CPU
+# backend emulating the fp8 and bf16 caches (other logits, the same for the same format however
+# it is asked for), and --dense with GLMCHAT_DENSE and the older GLMCHAT_CUDA_DENSE.
 . "$(dirname "$0")/lib.sh"
 G=$GLMCHAT_BIN
 FX=$GLMCHAT_SRCDIR/tests/fixtures/models/softplus-kpool1-hc1
-unset GLMCHAT_CONTEXT GLMCHAT_CUDA_CONTEXT GLMCHAT_KV_CACHE GLMCHAT_CUDA_KV
+unset GLMCHAT_CONTEXT GLMCHAT_CUDA_CONTEXT GLMCHAT_KV_CACHE GLMCHAT_CUDA_KV GLMCHAT_DENSE GLMCHAT_CUDA_DENSE
 
 # the flags' own checks: usage errors naming the flag and the value
 expect_exit 2 "$G" --context abc list
@@ -20,6 +21,9 @@ expect_grep err "'--kv-cache' needs a value"
 expect_exit 0 "$G" --help
 expect_grep out '--context N'
 expect_grep out '--kv-cache fp8\|bf16\|f32'
+expect_grep out '--dense bf16\|q4'
+expect_exit 2 "$G" --dense q3 list
+expect_grep err "option '--dense' takes bf16 or q4, not 'q3'"
 
 # logits (no config file): flag > variable > older variable > the model's window
 echo "5 17 200 3 3 9 101 44 2 7 250 11" >"$TMP/ids.txt"
@@ -38,12 +42,28 @@ expect_grep err "'GLMCHAT_CONTEXT' takes a whole number from 1 to 1073741824, no
 # prefill then decode: the decode steps are counted too
 expect_exit 1 "$G" --context 11 logits --model "$FX" --tokens-file "$TMP/ids.txt" --prefill 4 --out "$TMP/l.f32"
 expect_grep err "1 more tokens after the 11 held would make 12, over the context of 11"
-logits 1 --backend cpu --kv-cache bf16
-expect_grep err "the CPU backend keeps the attention cache in f32 only; the cache format bf16"
-logits 0 --backend cpu --kv-cache f32
-GLMCHAT_CUDA_KV=fp8 logits 1 --backend cpu
-expect_grep err "the cache format fp8 was asked for"
+# the CPU backend's cache formats: each its own logits, the same whichever way it was asked for
+same() { cmp -s "$1" "$2" && pass || fail "$1 and $2 differ"; }
+differ() { cmp -s "$1" "$2" && fail "$1 and $2 are equal" || pass; }
+logits 0 --backend cpu --kv-cache f32 && cp "$TMP/l.f32" "$TMP/f32.f32"
+logits 0 --backend cpu --kv-cache bf16 && cp "$TMP/l.f32" "$TMP/bf16.f32"
+logits 0 --backend cpu --kv-cache fp8 && cp "$TMP/l.f32" "$TMP/fp8.f32"
+differ "$TMP/f32.f32" "$TMP/bf16.f32"
+differ "$TMP/f32.f32" "$TMP/fp8.f32"
+differ "$TMP/bf16.f32" "$TMP/fp8.f32"
+GLMCHAT_CUDA_KV=fp8 logits 0 --backend cpu
+same "$TMP/l.f32" "$TMP/fp8.f32"
 GLMCHAT_KV_CACHE=f32 GLMCHAT_CUDA_KV=fp8 logits 0 --backend cpu
+same "$TMP/l.f32" "$TMP/f32.f32"
+logits 0 --backend cpu
+same "$TMP/l.f32" "$TMP/f32.f32"
+# --dense and its variables (this fixture's widths are not multiples of 128: q4 keeps them)
+logits 0 --backend cpu --dense q4
+GLMCHAT_DENSE=q5 logits 2 --backend cpu
+expect_grep err "GLMCHAT_DENSE: 'dense' takes bf16 or q4, not 'q5'"
+GLMCHAT_CUDA_DENSE=q5 logits 2 --backend cpu
+expect_grep err "GLMCHAT_CUDA_DENSE: 'dense' takes bf16 or q4, not 'q5'"
+GLMCHAT_CUDA_DENSE=q5 logits 0 --backend cpu --dense bf16
 GLMCHAT_KV_CACHE=fp16 logits 1 --backend cpu
 expect_grep err "'GLMCHAT_KV_CACHE' takes fp8, bf16 or f32, not 'fp16'"
 
@@ -104,9 +124,11 @@ expect_grep err "GLMCHAT_CONTEXT: 'context' takes a whole number from 1 to 10737
 printf 'temperature = 0\ncontext = 0\n' >"$CONFIG"
 chat 1
 expect_grep err "config:2: 'context' takes a whole number from 1 to 1073741824, not '0'"
-printf 'temperature = 0\nkv_cache = bf16\n' >"$CONFIG"
-chat 1
-expect_grep err "the CPU backend keeps the attention cache in f32 only; the cache format bf16"
+printf 'temperature = 0\nkv_cache = bf16\ndense = q4\n' >"$CONFIG"
+chat 0
+expect_grep out '"type":"done"'
+GLMCHAT_CUDA_DENSE=q9 chat 1
+expect_grep err "GLMCHAT_CUDA_DENSE: 'dense' takes bf16 or q4, not 'q9'"
 GLMCHAT_KV_CACHE=f32 chat 0
 chat 0 --kv-cache f32
 GLMCHAT_CUDA_KV=fp8 chat 0 --kv-cache f32

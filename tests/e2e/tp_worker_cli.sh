@@ -32,6 +32,13 @@ echo "1 5 9 200 17 33" >"$TMP/tokens"
 GLMCHAT_CONTEXT=2048 expect_exit 1 "$GLMCHAT_BIN" --peer 127.0.0.1:$PORT logits --model "$MODEL" \
     --tokens-file "$TMP/tokens" --out "$TMP/refused.f32"
 expect_grep err 'the context limit \(tokens\) differs: 2048 here, 4096 on the worker; give both the same --context \(or GLMCHAT_CONTEXT\)'
+# a head whose CPU backend emulates the fp8 cache or q4 dense weights: refused, both named
+expect_exit 1 "$GLMCHAT_BIN" --kv-cache fp8 --peer 127.0.0.1:$PORT logits --model "$MODEL" \
+    --tokens-file "$TMP/tokens" --out "$TMP/refused.f32"
+expect_grep err 'the cache and weight formats differ: fp8, bf16 dense weights here, f32, bf16 dense weights on the worker'
+expect_exit 1 "$GLMCHAT_BIN" --dense q4 --peer 127.0.0.1:$PORT logits --model "$MODEL" \
+    --tokens-file "$TMP/tokens" --out "$TMP/refused.f32"
+expect_grep err 'the cache and weight formats differ: f32, q4 dense weights here, f32, bf16 dense weights on the worker; .*--dense \(or GLMCHAT_CUDA_DENSE\)'
 # same settings: served (tiny-A's max_position_embeddings is 4096, the CPU caches are f32)
 expect_exit 0 "$GLMCHAT_BIN" --peer 127.0.0.1:$PORT logits --model "$MODEL" --tokens-file "$TMP/tokens" \
     --out "$TMP/served.f32"

@@ -7,8 +7,8 @@
 # (tests/gpu/test_decode_gpu.c), then runs bench/bench_cuda_engine; the parity table and the
 # bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
-# glmchat, test_cuda_engine, bench_cuda_engine, q4_emulate, test_mla_gpu, test_gemm_rows and
-# test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
+# glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_gemm_rows
+# and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
 # libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures. GLMCHAT_GPU_MOE=warps: the parity test and
 # the bench with the candidate MoE kernel (kernels/exl3_moe_warps.cu; their _warps builds).
@@ -22,11 +22,11 @@ warps) sfx=_warps ;;
 *) echo "engine.sh: GLMCHAT_GPU_MOE=$GLMCHAT_GPU_MOE: unknown (give warps, or leave it unset)" >&2; exit 2 ;;
 esac
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine$sfx bench/bench_cuda_engine$sfx \
-    tests/gpu/q4_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu || exit 1
+    tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu || exit 1
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_engine$sfx)
 B=$(gpu_bin bench/bench_cuda_engine$sfx)
-Q=$(gpu_bin tests/gpu/q4_emulate)
+EMU=$(gpu_bin tests/gpu/test_cuda_emulate)
 MLA=$(gpu_bin tests/gpu/test_mla_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
 DEC=$(gpu_bin tests/gpu/test_decode_gpu)
@@ -81,11 +81,21 @@ run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
 run_parity "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64
 run_parity "$models/small-exl3" mkmodel-small-exl3-4bit 300 # the fused EXL3 expert kernels
-echo "== the q4 dense option emulated on the CPU (its error should equal the q4 dense rows above)"
-for m in "small-bf16 300" "tiny-exl3 64"; do
-    set -- $m
-    if [ -x "$Q" ]; then "$Q" "$models/$1" "$2" | tee -a "$out/parity.txt"; else echo "no q4_emulate"; fi
-done
+echo "== the lossy modes (fp8/bf16 caches, q4 dense, their pairings) against the CPU's emulation"
+run_emulate() { # DIR LABEL [PROMPT] [DECODE]
+    if [ -x "$EMU" ]; then
+        timeout 300 "$EMU" "$1" "${3:-40}" "${4:-24}" "$2" >"$build/emulate.log" 2>&1 || status=1
+        cat "$build/emulate.log"
+        grep -E '^(PASS|FAIL)' "$build/emulate.log" >>"$out/parity.txt"
+    else
+        echo "no test_cuda_emulate"; status=1
+    fi
+}
+run_emulate "$tiny_a" tiny-A 300 40
+for d in "$fixtures"/*/; do run_emulate "$d" "$(basename "$d")"; done
+run_emulate "$models/small-bf16" mkmodel-small-bf16 300 40 # q4 reaches its 256-wide linears
+run_emulate "$models/tiny-exl3" mkmodel-tiny-exl3-4bit 64 24
+run_emulate "$models/small-exl3" mkmodel-small-exl3-4bit 300 40
 
 # Two processes (a CUDA head and a CUDA worker over TCP loopback): tests/gpu/two_ranks.sh.
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "tests/gpu/cuda_env.h"
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
 #include "model/exl3.h"
@@ -196,7 +197,7 @@ out:
 
 static int open_run(const glm_model *m, int cuda, run *r, glm_error *err)
 {
-    glm_status s = cuda ? backend_open_cuda(m, &r->be, err) : backend_open_cpu(m, 0, &r->be, err);
+    glm_status s = cuda ? gpu_open_cuda(m, &r->be, err) : backend_open_cpu(m, 0, &r->be, err);
     if (s)
         return -1;
     r->st = r->be.ops->state_new(r->be.impl, err);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "tests/gpu/cuda_env.h"
 #include "cpu/snapshot.h"
 #include "sampler.h"
 #include "session.h"
@@ -185,7 +186,7 @@ static void check_foreign(const glm_model *m, engine_backend *be)
     printf("%-22s refused: %s\n", label, err.message);
     const char *kv = getenv("GLMCHAT_CUDA_KV");
     setenv("GLMCHAT_CUDA_KV", kv && strcmp(kv, "bf16") == 0 ? "f32" : "bf16", 1);
-    glm_status st = backend_open_cuda(m, &other, &err);
+    glm_status st = gpu_open_cuda(m, &other, &err);
     if (kv)
         setenv("GLMCHAT_CUDA_KV", kv, 1);
     else
@@ -203,7 +204,7 @@ static void check_foreign(const glm_model *m, engine_backend *be)
     const char *dn = getenv("GLMCHAT_CUDA_DENSE");
     int q4 = dn && strcmp(dn, "q4") == 0;
     setenv("GLMCHAT_CUDA_DENSE", q4 ? "bf16" : "q4", 1);
-    st = backend_open_cuda(m, &dense, &err);
+    st = gpu_open_cuda(m, &dense, &err);
     if (dn)
         setenv("GLMCHAT_CUDA_DENSE", dn, 1);
     else
@@ -546,7 +547,7 @@ int main(int argc, char **argv)
     glm_error err = {0};
     glm_model *m = glm_model_open(argv[1], &err);
     engine_backend be = {0};
-    if (!m || backend_open_cuda(m, &be, &err)) {
+    if (!m || gpu_open_cuda(m, &be, &err)) {
         printf("FAIL %s: %s\n", label, err.message);
         return 1;
     }

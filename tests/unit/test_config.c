@@ -229,6 +229,55 @@ START_TEST(files_missing_unreadable_and_loaded)
 }
 END_TEST
 
+START_TEST(dense_key_flag_and_older_variable)
+{
+    char dir[] = "/tmp/glmchat-test-config.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/config", dir);
+    write_file(path, "dense = q4\n");
+    app_config c;
+    char err[512];
+    unsetenv("GLMCHAT_DENSE");
+    unsetenv("GLMCHAT_CUDA_DENSE");
+    ck_assert_msg(config_load(&c, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_DEFAULT);
+    config_free(&c);
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_Q4);
+    config_free(&c);
+    /* the CUDA backend's older variable still counts, now read here, and the newer one wins */
+    setenv("GLMCHAT_CUDA_DENSE", "bf16", 1);
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_BF16);
+    config_free(&c);
+    setenv("GLMCHAT_DENSE", "q4", 1);
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_Q4);
+    config_free(&c);
+    cli_globals g = {.dense = "bf16"};
+    ck_assert_msg(config_load(&c, path, &g, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_BF16);
+    config_free(&c);
+    /* commands without a config file: the flag, else the variables */
+    glm_dense_format d = GLM_DENSE_DEFAULT;
+    ck_assert_int_eq(config_dense_setting(NULL, &d, err, sizeof err), 0);
+    ck_assert_int_eq(d, GLM_DENSE_Q4);
+    ck_assert_int_eq(config_dense_setting(&g, &d, err, sizeof err), 0);
+    ck_assert_int_eq(d, GLM_DENSE_BF16);
+    unsetenv("GLMCHAT_DENSE");
+    setenv("GLMCHAT_CUDA_DENSE", "q3", 1);
+    ck_assert_int_eq(config_dense_setting(NULL, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "GLMCHAT_CUDA_DENSE: 'dense' takes bf16 or q4, not 'q3'"), "%s", err);
+    ck_assert_int_eq(config_load(&c, NULL, NULL, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "GLMCHAT_CUDA_DENSE"), "%s", err);
+    config_free(&c);
+    unsetenv("GLMCHAT_CUDA_DENSE");
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(precedence_flags_env_file_defaults)
 {
     char dir[] = "/tmp/glmchat-test-config.XXXXXX";
@@ -281,6 +330,7 @@ int main(void)
     tcase_add_test(tc, nul_bytes_are_refused);
     tcase_add_test(tc, files_missing_unreadable_and_loaded);
     tcase_add_test(tc, precedence_flags_env_file_defaults);
+    tcase_add_test(tc, dense_key_flag_and_older_variable);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

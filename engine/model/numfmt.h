@@ -1,0 +1,57 @@
+/* numfmt.h: the lossy number formats the CUDA backend stores, as host functions: bf16 and e4m3
+ * values, the fp8 cache's power-of-two row scale, and the q4 requantization of dense weights. */
+#ifndef GLMCHAT_ENGINE_MODEL_NUMFMT_H
+#define GLMCHAT_ENGINE_MODEL_NUMFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A cache row's format, numbered as backend.h's BACKEND_KV_* (and the kernels' ENG_CACHE_*). */
+typedef enum numfmt_cache { NUMFMT_CACHE_F32 = 0, NUMFMT_CACHE_BF16 = 1, NUMFMT_CACHE_FP8 = 2 } numfmt_cache;
+
+/* How an fp8 row's scale comes from its largest magnitude amax. POW2 is the kernels' rule
+ * (engine_dsa.cu store_row): the smallest power of two s with amax / s <= 448, by way of
+ * exp2(ceil(log2(amax / 448))) and one doubling; 1 for a row of zeros. EXACT (s = amax / 448
+ * in float) is no backend's: the accuracy tool measures it, and the tests use it as the mutated
+ * rule that must change the logits. */
+typedef enum numfmt_fp8_rule { NUMFMT_FP8_POW2 = 0, NUMFMT_FP8_EXACT = 1 } numfmt_fp8_rule;
+
+/* The largest finite e4m3 value. */
+#define NUMFMT_E4M3_MAX 448.0f
+
+/* x to bfloat16 bits, rounded to nearest, ties to even (as __float2bfloat16_rn): infinities
+ * stay, finite values past the largest bf16 round to infinity, any NaN becomes 0x7FFF. */
+uint16_t numfmt_bf16_bits(float x);
+float numfmt_bf16_value(uint16_t bits);
+
+/* x to e4m3 (1 sign, 4 exponent bits of bias 7, 3 mantissa bits; no infinities) rounded to
+ * nearest, ties to even, saturating (as __nv_fp8_e4m3's constructor, __NV_SATFINITE): a
+ * magnitude past 448, infinity included, gives +-448 (0x7E / 0xFE); any NaN gives 0x7F, never a
+ * number. */
+uint8_t numfmt_e4m3_bits(float x);
+/* 0x7F and 0xFF are NaN; the rest are exact in float. */
+float numfmt_e4m3_value(uint8_t bits);
+
+/* The fp8 scale of a row whose largest magnitude is amax (>= 0), by rule. */
+float numfmt_fp8_scale(float amax, numfmt_fp8_rule rule);
+
+/* Rounds row (n values) in place to what a cache of format fmt gives back when the row is read:
+ * bf16 values, or e4m3 codes of row / scale times the row's scale (exact in float). F32 leaves
+ * the row. The largest magnitude ignores NaNs (fmaxf), as the kernel's reduction does. */
+void numfmt_cache_row(numfmt_cache fmt, numfmt_fp8_rule rule, float *row, size_t n);
+
+/* Dense weights requantized to signed 4-bit codes (CUDA's --dense q4): per `group` consecutive
+ * values of a row s = amax / 7, stored as fp16 (f16_scale, eng_quantize_q4's rule) or float;
+ * each value becomes clamp(rint(w / s), -7, 7) * s (0 where s is 0). */
+typedef struct numfmt_q4 {
+    int group;     /* 32 on the GPU; any divisor of the row length */
+    int f16_scale; /* 1 on the GPU */
+} numfmt_q4;
+
+/* The GPU's: 32 values a group, fp16 scales. */
+#define NUMFMT_Q4_GPU ((numfmt_q4){.group = 32, .f16_scale = 1})
+
+/* v (n values, n a multiple of q->group) in place as its q4 values. */
+void numfmt_q4_round(const numfmt_q4 *q, float *v, size_t n);
+
+#endif
