@@ -56,6 +56,9 @@
 #ifndef GLMCHAT_UI_VIEW_H
 #define GLMCHAT_UI_VIEW_H
 
+/* The approval answers and their scopes, worded the same in every view and prompt. */
+#define UI_APPROVAL_CHOICES "[y] once  [c] this conversation  [a] always for this tool  [n] no"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -122,7 +125,7 @@ typedef enum ui_action_type {
                        none). /help, /quit, /list and /copy are also handled by the view itself */
     UI_ACT_CANCEL,  /* cancel the running reply; the app keeps the partial reply and pushes
                        FINISH "canceled" */
-    UI_ACT_APPROVE, /* id: the tool call, answer: 'y', 'n' or 'a' (always) */
+    UI_ACT_APPROVE, /* id: the tool call, answer: 'y' (once), 'c' (this conversation), 'a' (always), 'n' */
     UI_ACT_OPEN,    /* id: a conversation chosen in the list */
     UI_ACT_QUIT,    /* the user quits; ui_run returns after this callback */
 } ui_action_type;
