@@ -389,7 +389,7 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
         }
     }
     if (draw && tlen == 0 && !search) {
-        const char *hint = t->tr.ask >= 0      ? "y / n / a answers the question above"
+        const char *hint = t->tr.ask >= 0      ? "y once, c this conversation, a always, n no"
                            : t->tr.streaming ? "Esc cancels the reply \xc2\xb7 PageUp reads back"
                                           : "message \xc2\xb7 Enter sends \xc2\xb7 Alt-Enter new line \xc2\xb7 /help";
         attrset(A_DIM);

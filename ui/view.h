@@ -74,7 +74,7 @@ typedef enum ui_event_type {
     UI_EV_TOOL_BEGIN,      /* id, name: a tool call starts */
     UI_EV_TOOL_ARGS_DELTA, /* id, text: argument text as the model writes it */
     UI_EV_TOOL_END,        /* id, text: the complete arguments (JSON); replaces the deltas */
-    UI_EV_TOOL_APPROVE,    /* id, text: the question; the view asks y / n / always inline and
+    UI_EV_TOOL_APPROVE,    /* id, text: the question; the view asks once / this conversation / always inline and
                               answers with UI_ACT_APPROVE */
     UI_EV_TOOL_RESULT,     /* id, text: the tool's output */
     UI_EV_TOOL_ERROR,      /* id, text: why the tool failed (or was denied) */
