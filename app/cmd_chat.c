@@ -395,7 +395,7 @@ static tool_answer ask_on_tty(void *user, const char *tool, const char *preview)
     visible_write(tty, preview, strlen(preview));
     fprintf(tty, "%s", preview[0] && preview[strlen(preview) - 1] == '\n' ? "" : "\n");
     for (;;) {
-        fprintf(tty, "allow %s? %s: ", tool, TOOL_SCOPES_PROMPT);
+        fprintf(tty, "%s: ", TOOL_SCOPES_PROMPT);
         fflush(tty);
         char line[32];
         if (!fgets(line, sizeof line, tty))

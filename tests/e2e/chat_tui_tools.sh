@@ -33,6 +33,11 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 {"type":"content","text":"No tools now."}
 {"type":"done","finish":"stop"}
+{"type":"tool_call","name":"run_command","arguments":{"command":"echo one"}}
+{"type":"tool_call","name":"run_command","arguments":{"command":"echo two"}}
+{"type":"done","finish":"tool_calls"}
+{"type":"content","text":"Both ran."}
+{"type":"done","finish":"stop"}
 R
 
 tui_start
@@ -42,6 +47,7 @@ expect_screen 'ready' 5 "the TUI started"
 
 type_text "show me"; keys Enter
 expect_screen 'evil \^\[\]52;c;ZXZpbA==\^G title \^\[\]0;pwned\^G done' 5 "escapes in model text are shown as ^["
+expect_screen '│ ready *$' 5 "the reply ended"
 if tmx show-buffer 2>/dev/null | grep -q evil; then fail "an OSC 52 from the model set the clipboard"; else pass; fi
 
 type_text "run it"; keys Enter
@@ -50,6 +56,7 @@ expect_screen '^ +echo "hi there" > said\.txt$' 2 "the command shown plain, not 
 expect_screen '\[y\] once  \[c\] this conversation  \[a\] always for this tool  \[n\] no' 2 "the scopes"
 keys a
 expect_screen 'Ran once\.' 5 "the turn went on after 'always'"
+expect_screen '│ ready *$' 5 "the reply ended"
 if grep -qx 'always_allow = run_command' "$CONFIG"; then pass; else fail "always not saved: $(cat "$CONFIG")"; fi
 if grep -q '^# my settings$' "$CONFIG" && grep -q '^cancel = C-c$' "$CONFIG"; then pass; else fail "the rest of the config changed: $(cat "$CONFIG")"; fi
 if [ "$(cat "$WS/said.txt")" = "hi there" ]; then pass; else fail "the command did not run"; fi
@@ -60,6 +67,7 @@ expect_screen 'write_file - asks first' 2 "/tools shows the tools that ask"
 type_text "/new"; keys Enter
 type_text "again"; keys Enter
 expect_screen 'Ran again unasked\.' 5 "always holds in a new conversation"
+expect_screen '│ ready *$' 5 "the reply ended"
 type_text "/tools ask run_command"; keys Enter
 expect_screen 'run_command: asks first' 3 "/tools ask revokes"
 if grep -qx 'always_allow = ' "$CONFIG" || grep -qx 'always_allow =' "$CONFIG"; then pass; else fail "revoke not saved: $(cat "$CONFIG")"; fi
@@ -71,6 +79,7 @@ expect_screen '^ +-line two$' 2 "the old line"
 expect_screen '^ +\+line TWO$' 2 "the new line"
 keys y
 expect_screen 'Wrote it\.' 5 "the write went on"
+expect_screen '│ ready *$' 5 "the reply ended"
 expect_screen 'write_file .*✓ [0-9.]+ s' 3 "the tool's time"
 
 type_text "/tools off"; keys Enter
@@ -79,6 +88,20 @@ type_text "plain"; keys Enter
 expect_screen 'No tools now\.' 5 "a turn without tools"
 keys C-d
 expect_screen 'PROMPT\$ *$' 5 "Ctrl-D leaves the TUI"
+# A scripted chat with stdout and stderr in files still asks on the terminal (/dev/tty), with
+# the same scopes; "this conversation" covers the second call of the turn.
+type_text "clear"; keys Enter
+type_text "env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' '$G' chat --allow-tools --prompt 'two commands' >'$TMP/s.out' 2>'$TMP/s.err'"
+keys Enter
+expect_screen '^glmchat: run_command wants to run:$' 5 "the scripted chat asks on the terminal"
+expect_screen '^echo one$' 2 "the command, plain"
+expect_screen '^\[y\] once  \[c\] this conversation  \[a\] always for this tool  \[n\] no: *$' 2 "the same scopes"
+keys c Enter
+expect_screen 'PROMPT\$ *$' 5 "the scripted chat ended"
+if [ "$(screen | grep -c 'wants to run')" -eq 1 ]; then pass; else fail "asked twice in one conversation"; fi
+if [ "$(cat "$TMP/s.out")" = "Both ran." ]; then pass; else fail "scripted answer: $(cat "$TMP/s.out") / $(cat "$TMP/s.err")"; fi
+if grep -q 'refused' "$TMP/s.err"; then fail "refused although a terminal could ask: $(cat "$TMP/s.err")"; else pass; fi
+
 check_py "/tools off offers no tools" '
 import json, os
 reqs = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")]

@@ -10,14 +10,14 @@ OUT="$TMP/outside"
 mkdir -p "$WS" "$OUT/dir"
 echo secret >"$OUT/secret"
 ln -s "$OUT" "$WS/link"
-printf 'workspace = %s\n' "$WS" >"$XDG_CONFIG_HOME/glmchat/config"
+printf 'workspace = %s\napproval = auto\n' "$WS" >"$XDG_CONFIG_HOME/glmchat/config"
 
 # call TOOL ARGS_JSON: the text of its result, in $TMP/result.
 call() {
     rm -f "$CHAT_REPLIES.next"
     printf '{"type":"tool_call","name":"%s","arguments":%s}\n{"type":"done","finish":"tool_calls"}\n{"type":"content","text":"ok"}\n{"type":"done","finish":"stop"}\n' \
         "$1" "$2" >"$CHAT_REPLIES"
-    "$G" chat --allow-tool run_command,write_file --output-format jsonl --prompt "call" </dev/null >"$TMP/out" 2>"$TMP/err"
+    "$G" chat --allow-tools --output-format jsonl --prompt "call" </dev/null >"$TMP/out" 2>"$TMP/err"
     python3 -c '
 import json, sys
 for l in open(sys.argv[1]):
