@@ -191,6 +191,7 @@ typedef struct script_out {
     char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
     int context_full;      /* the last reply stopped where the engine's context was full */
     visible_stream out_vs, reasoning_vs; /* text mode shows control characters escaped */
+    tool_policy *policy;   /* NULL without tools */
 } script_out;
 
 static void send_session(script_out *so)
@@ -286,6 +287,10 @@ static int on_event(void *u, const glm_event *ev)
 static void on_tool_result(void *u, const char *call_id, const char *name, const tool_result *r)
 {
     script_out *so = u;
+    if (so->policy && so->policy->save_err[0]) { /* an "always" the config file did not take */
+        fprintf(stderr, "glmchat: %s is allowed for this conversation only: %s\n", name, so->policy->save_err);
+        so->policy->save_err[0] = 0;
+    }
     if (so->jsonl) {
         jsonl_tool_result(&so->jw, call_id, name, r->is_error, tool_approval_name(r->approval), r->text);
         return;
@@ -714,7 +719,8 @@ static int run_session(chat_env *e, const chat_args *a)
     }
     if (interactive(a))
         return run_tui(e, a, conv);
-    script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0};
+    script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0,
+                     .policy = e->tools ? &e->policy : NULL};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                       .cancel = signals_cancel_flag()};
