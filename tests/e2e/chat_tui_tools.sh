@@ -91,13 +91,14 @@ expect_screen 'PROMPT\$ *$' 5 "Ctrl-D leaves the TUI"
 # A scripted chat with stdout and stderr in files still asks on the terminal (/dev/tty), with
 # the same scopes; "this conversation" covers the second call of the turn.
 type_text "clear"; keys Enter
-type_text "env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' '$G' chat --allow-tools --prompt 'two commands' >'$TMP/s.out' 2>'$TMP/s.err'"
+expect_screen '^PROMPT\$ *$' 5 "the screen cleared"
+type_text "env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' '$G' chat --allow-tools --prompt 'two commands' >'$TMP/s.out' 2>'$TMP/s.err'; echo SCRIPT-\$((1+1))-DONE"
 keys Enter
 expect_screen '^glmchat: run_command wants to run:$' 5 "the scripted chat asks on the terminal"
 expect_screen '^echo one$' 2 "the command, plain"
 expect_screen '^\[y\] once  \[c\] this conversation  \[a\] always for this tool  \[n\] no: *$' 2 "the same scopes"
 keys c Enter
-expect_screen 'PROMPT\$ *$' 5 "the scripted chat ended"
+expect_screen '^SCRIPT-2-DONE$' 5 "the scripted chat ended"
 if [ "$(screen | grep -c 'wants to run')" -eq 1 ]; then pass; else fail "asked twice in one conversation"; fi
 if [ "$(cat "$TMP/s.out")" = "Both ran." ]; then pass; else fail "scripted answer: $(cat "$TMP/s.out") / $(cat "$TMP/s.err")"; fi
 if grep -q 'refused' "$TMP/s.err"; then fail "refused although a terminal could ask: $(cat "$TMP/s.err")"; else pass; fi
