@@ -138,6 +138,8 @@ static void load_settings(chat *c, const char *json)
 
 int chat_open(chat *c, int64_t id, char *err, size_t errlen)
 {
+    if (c->o.policy && id != c->conv) /* "this conversation" approvals end with it */
+        tool_policy_new_conversation(c->o.policy);
     if (id == 0) {
         c->conv = 0;
         return 0;
@@ -148,6 +150,8 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
     if (!exists)
         return fail(err, errlen, "there is no conversation %lld in %s; `glmchat list` shows them", (long long)id,
                     db_path(c->o.db));
+    if (msg_end_interrupted(c->o.db, id) < 0) /* replies a killed process left streaming */
+        return db_fail(c, err, errlen, "cannot end the replies a crash interrupted");
     c->conv = id;
     char *settings = NULL, *prompt = NULL;
     if (conv_get_settings(c->o.db, id, &settings) != 0 || conv_get_system_prompt(c->o.db, id, &prompt) != 0) {
@@ -363,8 +367,15 @@ chat_request *chat_build_request(chat *c, char *err, size_t errlen)
     size_t call_at = 0;
     for (size_t i = 0; !failed && i < cr->path.count; i++) {
         const msg *m = &cr->path.msgs[i];
+        if (m->nparts == 0 && m->role == MSG_ASSISTANT && i + 1 < cr->path.count &&
+            cr->path.msgs[i + 1].role == MSG_USER) {
+            /* a reply canceled or interrupted before its first token: an empty answer keeps
+             * the turns alternating */
+            cr->msgs[cr->n++] = (glm_message){.role = GLM_ROLE_ASSISTANT, .content = ""};
+            continue;
+        }
         if (m->nparts == 0)
-            continue; /* a reply canceled before its first token */
+            continue;
         if (m->role == MSG_TOOL) {
             for (size_t j = 0; j < m->nparts; j++) {
                 const part *p = &m->parts[j];

@@ -1,9 +1,9 @@
 # app/chat.mk: the chat loop, tools (built-in and MCP), config file and scripted mode.
 # Adds its sources to libapp.a (libapp_a_SOURCES +=) and its tests to the check run.
 libapp_a_SOURCES += \
-	app/config.c app/config.h app/jsonl.c app/jsonl.h app/signals.c app/signals.h \
+	app/config.c app/config.h app/config_save.c app/config_save.h app/jsonl.c app/jsonl.h app/signals.c app/signals.h \
 	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
-	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c \
+	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c app/tools/write_preview.c \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
 	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
 	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h
@@ -38,9 +38,12 @@ TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/
 
 # Scripted sessions end to end: recorded replies through the test hook, the MCP test server.
 TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh \
-	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh
+	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh \
+	tests/e2e/chat_signals.sh tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
-	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh
+	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh \
+	tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh tests/e2e/chat_signals.sh \
+	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

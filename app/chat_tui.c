@@ -123,8 +123,11 @@ static void sink_tool_start(void *u, const char *call_id, const char *name, cons
 
 static void sink_tool_result(void *u, const char *call_id, const char *name, const tool_result *r)
 {
-    (void)name;
     chat_tui *t = u;
+    if (r->approval == TOOL_APPROVAL_CONVERSATION && t->o.policy && t->o.policy->save_err[0]) {
+        notice(t, "%s is allowed for this conversation only: %s", name, t->o.policy->save_err);
+        t->o.policy->save_err[0] = 0;
+    }
     const char *text = r->text ? r->text : "";
     ui_push_tool(t->view, r->is_error ? UI_EV_TOOL_ERROR : UI_EV_TOOL_RESULT, call_id, NULL, text, strlen(text));
 }
@@ -136,11 +139,11 @@ chat_sink chat_tui_sink(chat_tui *t)
 }
 
 /* Asks in the view and waits for the answer (worker thread). */
-static tool_answer ask_in_view(void *user, const char *tool, const char *args_json)
+static tool_answer ask_in_view(void *user, const char *tool, const char *preview)
 {
     chat_tui *t = user;
-    char q[1024];
-    snprintf(q, sizeof q, "allow %s %.600s ?", tool, args_json);
+    char q[4096];
+    snprintf(q, sizeof q, "%s wants to run:\n%.3900s", tool, preview);
     pthread_mutex_lock(&t->mu);
     t->answer = 0;
     t->approving = 1;
@@ -152,7 +155,8 @@ static tool_answer ask_in_view(void *user, const char *tool, const char *args_js
     char a = t->answer;
     t->approving = 0;
     pthread_mutex_unlock(&t->mu);
-    return a == 'y' ? TOOL_ANSWER_YES : a == 'a' ? TOOL_ANSWER_ALWAYS : TOOL_ANSWER_NO;
+    return a == 'y' ? TOOL_ANSWER_YES : a == 'c' ? TOOL_ANSWER_CONVERSATION : a == 'a' ? TOOL_ANSWER_ALWAYS
+                                                                                   : TOOL_ANSWER_NO;
 }
 
 /* ---- the worker ------------------------------------------------------------------------------- */
@@ -438,16 +442,65 @@ static void set_effort(chat_tui *t, const char *arg)
     notice(t, "reasoning effort: %s", config_effort_name(chat_effort(t->chat)));
 }
 
+/* A tool's approval state in the words of the approval question. */
+static const char *approval_state(const tool_policy *p, const tool_def *d)
+{
+    switch (tool_policy_state(p, d)) {
+    case TOOL_APPROVAL_NOT_NEEDED: return "runs without asking (safe)";
+    case TOOL_APPROVAL_AUTO: return "runs without asking (approval = auto)";
+    case TOOL_APPROVAL_FLAG: return "allowed by --allow-tool";
+    case TOOL_APPROVAL_CONVERSATION: return "allowed for this conversation";
+    case TOOL_APPROVAL_ALWAYS: return "allowed always (always_allow in the config file)";
+    case TOOL_APPROVAL_DENIED: return "refused (approval = deny)";
+    case TOOL_APPROVAL_NO_TERMINAL: return "refused (no terminal to ask)";
+    default: return "asks first";
+    }
+}
+
 static void list_tools(chat_tui *t)
+{
+    notice(t, "tools are %s (/tools on|off); approvals: once, this conversation, or always for this tool "
+              "(/tools ask NAME makes a tool ask again)",
+           tools_enabled(t->o.tools) ? "on" : "off");
+    for (int i = 0; i < tools_count(t->o.tools); i++) {
+        const tool_def *d = tools_get(t->o.tools, i);
+        notice(t, "%s - %s; %s", d->name, approval_state(t->o.policy, d), d->description);
+    }
+}
+
+/* /tools [on|off|NAME|ask NAME] */
+static void tools_command(chat_tui *t, const char *args)
 {
     if (!t->o.tools || tools_count(t->o.tools) == 0) {
         notice(t, "no tools are offered (set `tools = on` in the config file)");
         return;
     }
-    for (int i = 0; i < tools_count(t->o.tools); i++) {
-        const tool_def *d = tools_get(t->o.tools, i);
-        notice(t, "%s%s - %s", d->name, d->risky ? " (asks first)" : "", d->description);
+    if (!*args) {
+        list_tools(t);
+        return;
     }
+    if (strcmp(args, "on") == 0 || strcmp(args, "off") == 0) {
+        tools_set_enabled(t->o.tools, args[1] == 'n');
+        notice(t, "tools are %s", args[1] == 'n' ? "on: the model may call them" : "off: none offered to the model");
+        return;
+    }
+    int ask = strncmp(args, "ask ", 4) == 0;
+    const char *name = ask ? args + 4 : args;
+    while (*name == ' ')
+        name++;
+    const tool_def *d = tools_find(t->o.tools, name);
+    if (!d) {
+        notice(t, "there is no tool '%s'; /tools lists them (/tools on|off|NAME|ask NAME)", name);
+        return;
+    }
+    char err[1024];
+    if (ask && tool_policy_revoke(t->o.policy, name, err, sizeof err) != 0)
+        error_line(t, err);
+    else if (ask)
+        notice(t, "%s: %s", name, approval_state(t->o.policy, d));
+    else
+        notice(t, "%s - %s; %s; arguments: %s", name, approval_state(t->o.policy, d), d->description,
+               d->schema_json);
 }
 
 static void branches(chat_tui *t, const char *arg)
@@ -516,7 +569,7 @@ static void run_command(chat_tui *t, const char *name, const char *args)
     } else if (strcmp(name, "effort") == 0) {
         set_effort(t, args);
     } else if (strcmp(name, "tools") == 0) {
-        list_tools(t);
+        tools_command(t, args);
     } else if (strcmp(name, "retry") == 0) {
         if (chat_conversation(t->chat) <= 0)
             notice(t, "nothing to retry yet");

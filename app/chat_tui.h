@@ -1,6 +1,6 @@
 /* chat_tui.h: the interactive chat: the view of ui/view.h (the ncurses TUI) wired to the chat
  * loop. Turns run on a worker thread; the UI thread only pushes and reads actions; tool
- * approvals are asked in the view (y / n / always) while the worker waits.
+ * approvals are asked in the view (once / this conversation / always) while the worker waits.
  *
  * Slash commands handled here: /new, /open ID, /list, /search QUERY, /export [md|json|html]
  * [FILE], /system [TEXT], /think [on|off], /effort [low|high|max], /tools, /retry, /edit [TEXT]

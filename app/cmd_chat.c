@@ -13,10 +13,12 @@
 #include "app/chat_tui.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/config_save.h"
 #include "app/jsonl.h"
 #include "app/paths.h"
 #include "app/signals.h"
 #include "app/test_reply_source.h"
+#include "ui/visible.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
 #include "engine/setting.h"
@@ -39,6 +41,8 @@ typedef struct chat_args {
     const char *max_tokens;
     const char *system;
     int allow_tools;
+    const char *allow_tool[64]; /* --allow-tool NAME[,NAME]...: risky tools that run unasked */
+    int n_allow_tool;
     reasoning_to reasoning;
     int retry;
     const char *edit;
@@ -61,15 +65,20 @@ static void usage(FILE *f)
             "      --effort low|high|max reasoning effort for this conversation (saved with it)\n"
             "      --system TEXT         the conversation's system prompt (saved with it)\n"
             "      --max-tokens N        stop each reply after N tokens\n"
-            "      --allow-tools         offer the built-in and MCP tools, and run them\n"
+            "      --allow-tools         offer the built-in and MCP tools; risky ones (write_file,\n"
+            "                            run_command, untrusted MCP tools) ask on the terminal first,\n"
+            "                            and are refused when there is no terminal to ask\n"
+            "      --allow-tool NAME     also run tool NAME (NAME,NAME... or the flag again) without\n"
+            "                            asking; implies --allow-tools (--approve NAME is the same)\n"
             "      --reasoning WHERE     text output: thinking to stderr (default), stdout or none\n"
             "      --retry               answer the last message of the conversation again\n"
             "      --edit TEXT           replace the last message by TEXT and answer it\n"
             "      --from MSG            continue from message MSG (a branch)\n"
             "  -h, --help                show this help\n"
             "\n"
-            "Exit status: 0 done, 1 error, 2 bad usage, 130 interrupted (the partial reply is\n"
-            "saved, marked canceled). Settings: glmchat --paths shows the config file.\n");
+            "Exit status: 0 done, 1 error, 2 bad usage, 130 interrupted by Ctrl-C, 143 by SIGTERM,\n"
+            "129 by SIGHUP (the partial reply is saved, marked canceled). Settings: glmchat --paths\n"
+            "shows the config file.\n");
 }
 
 static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *out)
@@ -84,7 +93,7 @@ static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *ou
 static int parse_args(int argc, char **argv, chat_args *a)
 {
     enum { O_CONV = 256, O_PROMPT, O_FORMAT, O_NOSAVE, O_THINK, O_EFFORT, O_MAXTOK, O_SYSTEM, O_TOOLS,
-           O_REASONING, O_RETRY, O_EDIT, O_FROM };
+           O_REASONING, O_RETRY, O_EDIT, O_FROM, O_ALLOW_TOOL };
     static const struct option opts[] = {
         {"continue", no_argument, NULL, 'c'},        {"conversation", required_argument, NULL, O_CONV},
         {"prompt", required_argument, NULL, O_PROMPT}, {"output-format", required_argument, NULL, O_FORMAT},
@@ -93,6 +102,7 @@ static int parse_args(int argc, char **argv, chat_args *a)
         {"system", required_argument, NULL, O_SYSTEM}, {"allow-tools", no_argument, NULL, O_TOOLS},
         {"reasoning", required_argument, NULL, O_REASONING}, {"retry", no_argument, NULL, O_RETRY},
         {"edit", required_argument, NULL, O_EDIT},   {"from", required_argument, NULL, O_FROM},
+        {"allow-tool", required_argument, NULL, O_ALLOW_TOOL}, {"approve", required_argument, NULL, O_ALLOW_TOOL},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -127,6 +137,13 @@ static int parse_args(int argc, char **argv, chat_args *a)
         case O_MAXTOK: a->max_tokens = optarg; break;
         case O_SYSTEM: a->system = optarg; break;
         case O_TOOLS: a->allow_tools = 1; break;
+        case O_ALLOW_TOOL:
+            if (!*optarg || a->n_allow_tool == (int)(sizeof a->allow_tool / sizeof a->allow_tool[0]))
+                return cli_usage_error("chat", "'%s' takes a tool name (see /tools), at most 64 times",
+                                       argv[optind - 1]);
+            a->allow_tool[a->n_allow_tool++] = optarg;
+            a->allow_tools = 1;
+            break;
         case O_REASONING: {
             static const reasoning_to where[] = {REASONING_STDERR, REASONING_STDOUT, REASONING_NONE};
             if (cli_choice_option("chat", "--reasoning", optarg, "stderr|stdout|none", &pick))
@@ -173,6 +190,8 @@ typedef struct script_out {
     int write_failed;
     char streamed_error[1024]; /* this turn's error event as the reply's events carried it */
     glm_stats done;        /* the last reply's final figures: its budget and where it came from */
+    visible_stream out_vs, reasoning_vs; /* text mode shows control characters escaped */
+    tool_policy *policy;   /* NULL without tools */
 } script_out;
 
 static void send_session(script_out *so)
@@ -204,6 +223,7 @@ static void end_reasoning(script_out *so)
         return;
     so->in_reasoning = 0;
     FILE *f = so->reasoning == REASONING_STDOUT ? stdout : stderr;
+    visible_flush(f, &so->reasoning_vs);
     fputs("\n", f);
     fflush(f);
 }
@@ -215,7 +235,7 @@ static void text_event(script_out *so, const glm_event *ev)
         if (so->reasoning == REASONING_NONE || ev->len == 0)
             return;
         FILE *f = so->reasoning == REASONING_STDOUT ? stdout : stderr;
-        fwrite(ev->text, 1, ev->len, f);
+        visible_write_stream(f, &so->reasoning_vs, ev->text, ev->len);
         fflush(f);
         so->in_reasoning = 1;
         return;
@@ -223,17 +243,23 @@ static void text_event(script_out *so, const glm_event *ev)
         if (ev->len == 0)
             return;
         end_reasoning(so);
-        if (fwrite(ev->text, 1, ev->len, stdout) != ev->len || fflush(stdout) != 0)
+        if (visible_write_stream(stdout, &so->out_vs, ev->text, ev->len) != 0 || fflush(stdout) != 0)
             so->write_failed = 1;
         so->content_open = ev->text[ev->len - 1] != '\n';
         return;
     case GLM_EV_TOOL_CALL_END:
         end_reasoning(so);
-        fprintf(stderr, "[tool call] %s %.*s\n", ev->name ? ev->name : "?", (int)ev->len, ev->text ? ev->text : "");
+        fprintf(stderr, "[tool call] ");
+        visible_write(stderr, ev->name ? ev->name : "?", strlen(ev->name ? ev->name : "?"));
+        fputc(' ', stderr);
+        visible_write(stderr, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+        fputc('\n', stderr);
         return;
     case GLM_EV_ERROR:
         end_reasoning(so);
-        fprintf(stderr, "glmchat: the model failed: %.*s\n", (int)ev->len, ev->text ? ev->text : "");
+        fprintf(stderr, "glmchat: the model failed: ");
+        visible_write(stderr, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+        fputc('\n', stderr);
         return;
     default:
         return;
@@ -260,16 +286,26 @@ static int on_event(void *u, const glm_event *ev)
 static void on_tool_result(void *u, const char *call_id, const char *name, const tool_result *r)
 {
     script_out *so = u;
+    if (so->policy && so->policy->save_err[0]) { /* an "always" the config file did not take */
+        fprintf(stderr, "glmchat: %s is allowed for this conversation only: %s\n", name, so->policy->save_err);
+        so->policy->save_err[0] = 0;
+    }
     if (so->jsonl) {
-        jsonl_tool_result(&so->jw, call_id, name, r->is_error, r->text);
+        jsonl_tool_result(&so->jw, call_id, name, r->is_error, tool_approval_name(r->approval), r->text);
         return;
     }
+    if (r->approval == TOOL_APPROVAL_FLAG)
+        fprintf(stderr, "glmchat: %s ran without asking: allowed by --allow-tool\n", name);
+    else if (r->approval == TOOL_APPROVAL_NO_TERMINAL)
+        fprintf(stderr, "glmchat: %s was refused: it needs approval and there is no terminal to ask "
+                        "(allow it with --allow-tool %s)\n", name, name);
     const char *t = r->text ? r->text : "";
     size_t first = strcspn(t, "\n");
     size_t shown = first < 400 ? first : 400;
     int more = shown < first || t[first + strspn(t + first, " \t\r\n")] != 0;
-    fprintf(stderr, "[tool %s] %s: %.*s%s\n", r->is_error ? "error" : "result", name, (int)shown, t,
-            more ? " ..." : "");
+    fprintf(stderr, "[tool %s] %s: ", r->is_error ? "error" : "result", name);
+    visible_write(stderr, t, shown);
+    fprintf(stderr, "%s\n", more ? " ..." : "");
 }
 
 static void finish_turn(script_out *so, const chat_outcome *out)
@@ -284,6 +320,7 @@ static void finish_turn(script_out *so, const chat_outcome *out)
         jsonl_turn_end(&so->jw, chat_conversation(so->chat), out->last_message, out->finish);
         return;
     }
+    visible_flush(stdout, &so->out_vs);
     if (so->content_open) {
         fputs("\n", stdout);
         fflush(stdout);
@@ -350,35 +387,131 @@ static int open_source(chat_env *e)
     return 0;
 }
 
-static tool_answer ask_on_tty(void *user, const char *tool, const char *args_json)
+/* Asks on the controlling terminal (a separate stream from stderr, which may be a file). */
+static tool_answer ask_on_tty(void *user, const char *tool, const char *preview)
 {
     (void)user;
     FILE *tty = fopen("/dev/tty", "r+");
     if (!tty)
         return TOOL_ANSWER_NO;
     tool_answer a = TOOL_ANSWER_NO;
+    fprintf(tty, "glmchat: %s wants to run:\n", tool);
+    visible_write(tty, preview, strlen(preview));
+    fprintf(tty, "%s", preview[0] && preview[strlen(preview) - 1] == '\n' ? "" : "\n");
     for (;;) {
-        fprintf(tty, "glmchat: allow %s %.300s? [y]es, [n]o, [a]lways in this conversation: ", tool, args_json);
+        fprintf(tty, "%s: ", TOOL_SCOPES_PROMPT);
         fflush(tty);
         char line[32];
         if (!fgets(line, sizeof line, tty))
             break;
-        if (line[0] == 'y' || line[0] == 'Y') {
-            a = TOOL_ANSWER_YES;
+        char c = (char)(line[0] | 0x20);
+        if (c == 'y' || c == 'c' || c == 'a') {
+            a = c == 'y' ? TOOL_ANSWER_YES : c == 'c' ? TOOL_ANSWER_CONVERSATION : TOOL_ANSWER_ALWAYS;
             break;
         }
-        if (line[0] == 'a' || line[0] == 'A') {
-            a = TOOL_ANSWER_ALWAYS;
-            break;
-        }
-        if (line[0] == 'n' || line[0] == 'N' || line[0] == '\n')
+        if (c == 'n' || line[0] == '\n')
             break;
     }
     fclose(tty);
     return a;
 }
 
-static int open_tools(chat_env *e)
+/* Whether a terminal can be asked: the controlling terminal opens (stderr does not matter). */
+static int terminal_to_ask(void)
+{
+    FILE *tty = fopen("/dev/tty", "r+");
+    if (!tty)
+        return 0;
+    fclose(tty);
+    return 1;
+}
+
+/* tool_save_fn: the always-allowed tools go to the config file's always_allow line. */
+static int save_always_allow(void *user, char *const *names, int n, char *err, size_t errlen)
+{
+    const char *config_file = user;
+    size_t cap = 1;
+    for (int i = 0; i < n; i++)
+        cap += strlen(names[i]) + 2;
+    char *list = malloc(cap);
+    if (!list) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    list[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i)
+            strcat(list, ", ");
+        strcat(list, names[i]);
+    }
+    int rc = config_save_top_key(config_file, "always_allow", list, err, errlen);
+    free(list);
+    return rc;
+}
+
+/* Each name in a list separated by commas or blanks: fn(name); stops at the first nonzero. */
+static int each_name(const char *list, int (*fn)(void *u, const char *name), void *u)
+{
+    while (list && *list) {
+        size_t skip = strspn(list, ", \t"), n;
+        list += skip;
+        n = strcspn(list, ", \t");
+        if (n == 0)
+            break;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name - 1 ? n : sizeof name - 1), list);
+        int rc = fn(u, name);
+        if (rc)
+            return rc;
+        list += n;
+    }
+    return 0;
+}
+
+typedef struct allow_ctx {
+    chat_env *e;
+    const char *where; /* the flag or the config key, for messages */
+} allow_ctx;
+
+static int allow_flag_name(void *u, const char *name)
+{
+    allow_ctx *x = u;
+    if (!tools_find(x->e->tools, name))
+        return cli_usage_error("chat", "%s names '%s', which is not a tool here (risky tools: write_file, "
+                                       "run_command, and MCP tools as SERVER__TOOL)", x->where, name);
+    if (tool_policy_allow_by_flag(&x->e->policy, name))
+        return cli_runtime_error("out of memory");
+    return 0;
+}
+
+static int allow_always_name(void *u, const char *name)
+{
+    allow_ctx *x = u;
+    if (!tools_find(x->e->tools, name)) /* an MCP server that did not start: said already */
+        fprintf(stderr, "glmchat: always_allow in %s names '%s', which is not a tool here; ignored\n",
+                x->e->paths.config_file, name);
+    else if (tool_policy_allow_always(&x->e->policy, name))
+        return cli_runtime_error("out of memory");
+    return 0;
+}
+
+/* Approvals by policy: the config's mode, --allow-tool names, always_allow, and a terminal to
+ * ask when there is one; never whether stderr is a terminal. */
+static int setup_policy(chat_env *e, const chat_args *a)
+{
+    tool_policy_init(&e->policy, e->cfg.approval, terminal_to_ask() ? ask_on_tty : NULL, NULL);
+    e->policy.save = save_always_allow;
+    e->policy.save_user = e->paths.config_file;
+    allow_ctx flag = {e, "--allow-tool"}, always = {e, "always_allow"};
+    int rc = 0;
+    for (int i = 0; i < a->n_allow_tool && rc == 0; i++)
+        rc = each_name(a->allow_tool[i], allow_flag_name, &flag);
+    if (rc == 0)
+        rc = each_name(e->cfg.always_allow, allow_always_name, &always);
+    return rc;
+}
+
+static int open_tools(chat_env *e, const chat_args *a)
 {
     char err[2048];
     e->tools = tools_new();
@@ -389,13 +522,6 @@ static int open_tools(chat_env *e)
     e->builtin.command_timeout_s = e->cfg.tool_timeout_s;
     if (builtin_tools_add(e->tools, &e->builtin, err, sizeof err))
         return cli_runtime_error("%s", err);
-    /* --allow-tools is the approval in scripted mode, unless a terminal can ask or the config
-     * denies risky tools outright. */
-    config_approval mode = e->cfg.approval;
-    int tty = access("/dev/tty", R_OK | W_OK) == 0 && isatty(2);
-    if (mode == CONFIG_APPROVAL_ASK && !tty)
-        mode = CONFIG_APPROVAL_AUTO;
-    tool_policy_init(&e->policy, mode, ask_on_tty, NULL);
     e->mcp = calloc((size_t)(e->cfg.n_mcp ? e->cfg.n_mcp : 1), sizeof *e->mcp);
     if (!e->mcp)
         return cli_runtime_error("out of memory");
@@ -420,7 +546,7 @@ static int open_tools(chat_env *e)
         if (mcp_register_tools(m, e->tools, s->trusted, err, sizeof err) > 0)
             fprintf(stderr, "glmchat: %s\n", err);
     }
-    return 0;
+    return setup_policy(e, a);
 }
 
 /* The TUI when stdin and stdout are a terminal and no one-shot action was asked for. */
@@ -448,7 +574,7 @@ static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
     if ((rc = open_source(e)))
         return rc;
     int tools = a->allow_tools || (interactive(a) && e->cfg.tools_enabled);
-    if (tools && (rc = open_tools(e)))
+    if (tools && (rc = open_tools(e, a)))
         return rc;
     return 0;
 }
@@ -547,9 +673,9 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
         return cli_runtime_error("cannot write the answer to stdout: %s; the reply is saved in conversation %lld",
                                  strerror(errno), (long long)chat_conversation(c));
     if (strcmp(out.finish, "canceled") == 0) {
-        fprintf(stderr, "glmchat: interrupted; the partial reply is saved as message %lld of conversation %lld\n",
-                (long long)out.last_message, (long long)chat_conversation(c));
-        return CLI_EXIT_INTERRUPTED;
+        fprintf(stderr, "glmchat: %s; the partial reply is saved as message %lld of conversation %lld\n",
+                signals_what(), (long long)out.last_message, (long long)chat_conversation(c));
+        return signals_exit_status();
     }
     if (strcmp(out.finish, "error") == 0) {
         int said = out.error[0] && strcmp(out.error, so->streamed_error) == 0; /* by text_event */
@@ -586,8 +712,6 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
     char err[2048], history[PATH_MAX + 16];
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
-    if (e->tools) /* the view asks; "auto" and "deny" in the config still hold */
-        e->policy.mode = e->cfg.approval;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                         .history_file = keep_history ? history : NULL, .backend = e->cfg.backend};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
@@ -622,7 +746,8 @@ static int run_session(chat_env *e, const chat_args *a)
     }
     if (interactive(a))
         return run_tui(e, a, conv);
-    script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0};
+    script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0,
+                     .policy = e->tools ? &e->policy : NULL};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                       .cancel = signals_cancel_flag()};
@@ -647,8 +772,8 @@ static int run_session(chat_env *e, const chat_args *a)
                 rc = run_one(c, &so, a, text);
             free(text);
         }
-        if (rc == 0 && signals_interrupted()) /* Ctrl-C while waiting for the next prompt */
-            rc = CLI_EXIT_INTERRUPTED;
+        if (rc == 0 && signals_interrupted()) /* a signal while waiting for the next prompt */
+            rc = signals_exit_status();
     }
     chat_free(c);
     return rc;

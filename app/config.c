@@ -47,6 +47,7 @@ static const key_spec top_keys[] = {
     {"tool_timeout", KT_INT, NULL, 1, 3600, NULL},
     {"workspace", KT_STRING, NULL, 0, 0, NULL},
     {"approval", KT_CHOICE, "ask|auto|deny", 0, 0, NULL},
+    {"always_allow", KT_STRING, NULL, 0, 0, NULL},
     {"draft", KT_CHOICE, "off|copy|mtp", 0, 0, NULL},
     {"prompt_cache_dir", KT_STRING, NULL, 0, 0, NULL},
     {"prompt_cache_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
@@ -107,6 +108,7 @@ void config_free(app_config *c)
     free(c->transport);
     free(c->system_prompt);
     free(c->workspace);
+    free(c->always_allow);
     free(c->prompt_cache_dir);
     for (int i = 0; i < c->n_mcp; i++)
         mcp_free(&c->mcp[i]);
@@ -207,7 +209,7 @@ static void describe_expected(const key_spec *k, char *buf, size_t n)
 static int store_top(app_config *c, const key_spec *k, const char *v, char *err, size_t errlen)
 {
     const char *name = k->name;
-    if (k->type == KT_STRING && !*v && strcmp(name, "system_prompt") != 0)
+    if (k->type == KT_STRING && !*v && strcmp(name, "system_prompt") != 0 && strcmp(name, "always_allow") != 0)
         return 1;
     if (strcmp(name, "model") == 0)
         return set_string(&c->model_dir, v, err, errlen);
@@ -215,6 +217,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return set_string(&c->peer, v, err, errlen);
     if (strcmp(name, "workspace") == 0)
         return set_string(&c->workspace, v, err, errlen);
+    if (strcmp(name, "always_allow") == 0)
+        return set_string(&c->always_allow, v, err, errlen);
     if (strcmp(name, "system_prompt") == 0)
         return set_string(&c->system_prompt, v, err, errlen);
     if (strcmp(name, "prompt_cache_dir") == 0)

@@ -34,7 +34,9 @@
  *   does with clear_thinking)
  *   tools on|off (on: built-in tools offered in the TUI; scripted mode also needs --allow-tools)
  *   tool_timeout SECONDS 1..3600 (30)   workspace DIR (the current directory; file tools are
- *   confined to it)   approval ask|auto|deny (ask: risky tools ask y/n/always)
+ *   confined to it)   approval ask|auto|deny (ask: risky tools ask: once, this conversation,
+ *   always for this tool)   always_allow NAME, NAME... (risky tools that never ask; glmchat
+ *   rewrites this line when the user answers "always" or revokes it with /tools ask NAME)
  *   draft off|copy|mtp (unset: $GLMCHAT_DRAFT, else off; drafted replies equal undrafted ones)
  *   prompt_cache_mb N (unset: $GLMCHAT_PROMPT_CACHE_MB, else an eighth of RAM; 0: off)
  *   prompt_cache_dir DIR (unset: $GLMCHAT_PROMPT_CACHE_DIR, else kept states stay in memory)
@@ -106,6 +108,7 @@ typedef struct app_config {
     int tool_timeout_s;
     char *workspace;
     config_approval approval;
+    char *always_allow; /* tool names, separated by commas or blanks; NULL none */
     int draft;             /* glm_engine_params.draft: 0 unset ($GLMCHAT_DRAFT), 1 off, 2 copy, 3 mtp */
     char *prompt_cache_dir; /* kept prompt states also on disk here; NULL: $GLMCHAT_PROMPT_CACHE_DIR */
     int prompt_cache_mb;   /* memory for kept prompt states; -1 unset (the engine's default), 0 off */

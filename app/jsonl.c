@@ -247,7 +247,8 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
     return end(w);
 }
 
-int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *text)
+int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *approval,
+                      const char *text)
 {
     if (begin(w, "tool_result"))
         return -1;
@@ -257,6 +258,8 @@ int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, in
     put_cstr(w->f, name);
     put_key(w, "is_error");
     fputs(is_error ? "true" : "false", w->f);
+    put_key(w, "approval");
+    put_cstr(w->f, approval);
     put_key(w, "text");
     put_cstr(w->f, text ? text : "");
     return end(w);

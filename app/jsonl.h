@@ -11,7 +11,10 @@
  *   {"type":"tool_call_begin","id":ID,"name":S}
  *   {"type":"tool_call_delta","id":ID,"text":S}                raw argument text so far
  *   {"type":"tool_call","id":ID,"name":S,"arguments":OBJECT}      the call, complete
- *   {"type":"tool_result","id":ID,"name":S,"is_error":BOOL,"text":S}
+ *   {"type":"tool_result","id":ID,"name":S,"is_error":BOOL,"approval":S,"text":S}
+ *     approval: how the call was let run or refused: not_needed, auto, flag (--allow-tool),
+ *     once, conversation, always, declined (the user said no), no_terminal (nobody to ask),
+ *     denied (approval = deny)
  *   {"type":"stats","prompt_tokens":N,"reused_tokens":N,"generated_tokens":N,
  *    "ttft_s":X,"prefill_tok_s":X,"decode_tok_s":X}
  *   {"type":"done","finish":"stop"|"length"|"tool_calls"|"canceled", ...stats fields,
@@ -49,7 +52,8 @@ int jsonl_session(jsonl_writer *w, int64_t conversation, int continued);
 int jsonl_user(jsonl_writer *w, int64_t message, const char *text);
 int jsonl_assistant(jsonl_writer *w, int64_t message);
 int jsonl_event(jsonl_writer *w, const glm_event *ev);
-int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *text);
+int jsonl_tool_result(jsonl_writer *w, const char *call_id, const char *name, int is_error, const char *approval,
+                      const char *text);
 int jsonl_error(jsonl_writer *w, const char *message);
 int jsonl_turn_end(jsonl_writer *w, int64_t conversation, int64_t message, const char *finish);
 

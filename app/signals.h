@@ -1,11 +1,12 @@
-/* signals.h: Ctrl-C for the chat outside the TUI: the first SIGINT cancels the reply being
- * generated (the partial reply is kept and marked canceled), a second one exits at once (130). */
+/* signals.h: Ctrl-C, SIGTERM and SIGHUP for the chat outside the TUI: the first one cancels the
+ * reply being generated (the partial reply is kept and marked canceled), a second one exits at
+ * once (128 + the signal: 130 for SIGINT). */
 #ifndef GLMCHAT_APP_SIGNALS_H
 #define GLMCHAT_APP_SIGNALS_H
 
 #include <signal.h>
 
-/* Installs the SIGINT handler and ignores SIGPIPE (a closed stdout is then a write error we
+/* Installs the SIGINT, SIGTERM and SIGHUP handler and ignores SIGPIPE (a closed stdout is then a write error we
  * report, not a silent death that would lose the reply being saved). */
 int signals_install(void);
 /* Puts the previous SIGINT and SIGPIPE dispositions back. */
@@ -22,5 +23,9 @@ int signals_interrupted(void);
 void signals_request_cancel(void);
 /* Clears the flag (the next prompt starts afresh). */
 void signals_clear(void);
+/* The exit status after an interruption: 128 + the signal (130 for SIGINT or a cancel key). */
+int signals_exit_status(void);
+/* "interrupted", "stopped by SIGTERM" or "stopped by SIGHUP", for messages. */
+const char *signals_what(void);
 
 #endif

@@ -5,7 +5,7 @@ libstorage_a_SOURCES = \
 	storage/storage.h storage/db_internal.h storage/export_internal.h \
 	storage/db.c storage/migrations.c storage/bytes.c storage/conversations.c \
 	storage/memory.c storage/search.c storage/export.c storage/export_json.c \
-	storage/export_md.c storage/export_html.c storage/import.c
+	storage/export_md.c storage/export_html.c storage/import.c storage/interrupted.c
 libstorage_a_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS) $(CJSON_CFLAGS)
 glmchat_LDADD += libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 EXTRA_DIST += storage/FORMATS.md

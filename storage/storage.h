@@ -172,6 +172,11 @@ typedef struct msg_stats {
 int msg_finish(db_store *db, int64_t msg, msg_status status, const char *finish_reason,
                const msg_stats *stats);
 
+/* Ends the messages of conv left MSG_STREAMING by a process that died while writing them
+ * (SIGKILL, a crash): MSG_CANCELED with finish reason "interrupted", parts kept. Call it when
+ * a conversation is opened to go on. Returns how many were marked, or -1. */
+int msg_end_interrupted(db_store *db, int64_t conv);
+
 /* The leaf reached from msg by following its newest child at every step (msg itself when it
  * has none): where to put the current leaf when the user switches to msg's branch. */
 int64_t msg_descend(db_store *db, int64_t msg);

@@ -13,7 +13,7 @@ const ui_command ui_commands[] = {
     {"system", "[TEXT]", "show or set the system prompt"},
     {"think", "[on|off]", "turn the model's thinking on or off"},
     {"effort", "[low|high|max]", "how hard the model thinks"},
-    {"tools", "[on|off|NAME]", "list tools or turn them on or off"},
+    {"tools", "[on|off|NAME|ask NAME]", "list tools and their approvals, turn them on or off, make one ask again"},
     {"retry", "", "regenerate the last reply (a new branch)"},
     {"edit", "", "edit your last message (a new branch)"},
     {"branch", "[N]", "list or switch the branches of this conversation"},

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ui/view_impl.h"
+#include "ui/visible.h"
 
 typedef struct plain_view {
     FILE *in, *out, *errs;
@@ -18,7 +19,8 @@ typedef struct plain_view {
     int eof, busy, stop, quit;
     int text_open;        /* the answer's last line has no '\n' yet */
     int think_open;
-    char *approve_id;     /* a tool call waiting for y/n/a on the next line */
+    char *approve_id;     /* a tool call waiting for y/c/a/n on the next line */
+    visible_stream out_vs, errs_vs; /* control characters are shown escaped */
 } plain_view;
 
 static void plain_act(ui_view *v, ui_action_type t, const char *text, const char *name,
@@ -30,6 +32,8 @@ static void plain_act(ui_view *v, ui_action_type t, const char *text, const char
 
 static void end_open_lines(plain_view *p)
 {
+    visible_flush(p->errs, &p->errs_vs);
+    visible_flush(p->out, &p->out_vs);
     if (p->think_open) {
         fputc('\n', p->errs);
         p->think_open = 0;
@@ -55,7 +59,7 @@ static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
         break;
     case UI_EV_REASONING_DELTA:
         if (v->cfg.show_thinking) {
-            fwrite(it->text, 1, it->len, p->errs);
+            visible_write_stream(p->errs, &p->errs_vs, it->text, it->len);
             p->think_open = it->len > 0 && it->text[it->len - 1] != '\n';
         }
         break;
@@ -64,7 +68,7 @@ static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
             fputc('\n', p->errs);
             p->think_open = 0;
         }
-        fwrite(it->text, 1, it->len, p->out);
+        visible_write_stream(p->out, &p->out_vs, it->text, it->len);
         if (it->len)
             p->text_open = it->text[it->len - 1] != '\n';
         fflush(p->out);
@@ -74,11 +78,14 @@ static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
         fprintf(p->errs, "[tool %s]\n", it->name ? it->name : "?");
         break;
     case UI_EV_TOOL_END:
-        fprintf(p->errs, "[tool arguments] %s\n", it->text);
+        fprintf(p->errs, "[tool arguments] ");
+        visible_write(p->errs, it->text, it->len);
+        fputc('\n', p->errs);
         break;
     case UI_EV_TOOL_APPROVE:
         end_open_lines(p);
-        fprintf(p->errs, "%s [y/n/a] ", it->len ? it->text : "run this tool?");
+        visible_write(p->errs, it->len ? it->text : "run this tool?", it->len ? it->len : 14);
+        fprintf(p->errs, "\n%s: ", UI_APPROVAL_CHOICES);
         fflush(p->errs);
         free(p->approve_id);
         p->approve_id = strdup(it->id ? it->id : "");
@@ -87,7 +94,9 @@ static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
         fprintf(p->errs, "[tool result, %zu bytes]\n", it->len);
         break;
     case UI_EV_TOOL_ERROR:
-        fprintf(p->errs, "[tool error] %s\n", it->text);
+        fprintf(p->errs, "[tool error] ");
+        visible_write(p->errs, it->text, it->len);
+        fputc('\n', p->errs);
         break;
     case UI_EV_FINISH:
         end_open_lines(p);
@@ -101,7 +110,9 @@ static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
         break;
     case UI_EV_ERROR:
         end_open_lines(p);
-        fprintf(p->errs, "error: %s\n", it->text);
+        fprintf(p->errs, "error: ");
+        visible_write(p->errs, it->text, it->len);
+        fputc('\n', p->errs);
         break;
     case UI_EV_CONV_ITEM:
         fprintf(p->errs, "%s  %s  %s\n", it->id, it->name, it->text);
@@ -132,7 +143,8 @@ static void plain_line(ui_view *v, plain_view *p, char *line)
 {
     size_t n = strlen(line);
     if (p->approve_id) {
-        char ans = (line[0] == 'y' || line[0] == 'Y') ? 'y' : (line[0] == 'a' || line[0] == 'A') ? 'a' : 'n';
+        char c = (char)(line[0] | 0x20);
+        char ans = c == 'y' || c == 'c' || c == 'a' ? c : 'n';
         char *id = p->approve_id;
         p->approve_id = NULL;
         plain_act(v, UI_ACT_APPROVE, NULL, NULL, id, ans);

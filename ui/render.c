@@ -1,6 +1,7 @@
 /* render.c: text layout for the views: UTF-8, display width, wrapping, Markdown-lite.
  * Pure functions over byte strings; the TUI draws the rd_doc lines these produce. */
 #include "ui/render.h"
+#include "ui/visible.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,8 @@ size_t rd_cluster_len(const char *s, size_t len, int *width)
 
 char *rd_sanitize(const char *s, size_t len, size_t *out_len)
 {
-    /* Worst cases: a byte becomes U+FFFD (3 bytes); a tab becomes 4 spaces. */
+    /* Worst cases: a byte becomes U+FFFD (3 bytes); a tab becomes 4 spaces; a C1 control (2
+     * bytes) becomes \u0080 (6). */
     if (len > (SIZE_MAX - 1) / 4)
         return NULL;
     char *out = malloc(len * 4 + 1);
@@ -154,8 +156,8 @@ char *rd_sanitize(const char *s, size_t len, size_t *out_len)
             col = 0;
             continue;
         }
-        if (cp == '\r')
-            continue;
+        if (cp == '\r' && i < len && s[i] == '\n')
+            continue; /* a CRLF line end: the line end alone */
         if (cp == '\t') {
             do {
                 out[o++] = ' ';
@@ -163,8 +165,14 @@ char *rd_sanitize(const char *s, size_t len, size_t *out_len)
             } while (col % 4);
             continue;
         }
-        if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F))
-            cp = 0xFFFD;
+        char esc[8];
+        size_t e = visible_escape(cp, esc); /* a control character shows as ^[ or \u009b */
+        if (e) {
+            memcpy(out + o, esc, e);
+            o += e;
+            col += e;
+            continue;
+        }
         o += rd_utf8_encode(cp, out + o);
         col += (size_t)rd_cp_width(cp);
     }

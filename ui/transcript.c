@@ -161,7 +161,7 @@ static void layout_tool(trs_item *it, int w)
         layout_plain(&it->body, it->question, strlen(it->question), w, RD_ASK, "  ? ", "    ",
                      RD_ASK | RD_BOLD);
     if (it->tstate == TOOL_ASK)
-        layout_plain(&it->body, "[y] yes  [n] no  [a] always for this tool", 41, w, RD_ASK,
+        layout_plain(&it->body, UI_APPROVAL_CHOICES, strlen(UI_APPROVAL_CHOICES), w, RD_ASK,
                      "    ", "    ", RD_ASK);
     if (!it->open)
         return;
@@ -605,13 +605,14 @@ int trs_select_step(transcript *t, int dir)
     return i;
 }
 
-const trs_item *trs_answer(transcript *t, char answer)
+const trs_item *trs_answer(transcript *t, char answer, double now)
 {
     if (t->ask < 0)
         return NULL;
     trs_item *a = t->items[t->ask];
     a->answer = answer;
     a->tstate = answer == 'n' ? TOOL_FAILED : TOOL_READY;
+    a->t0 = now; /* the tool's time starts with the answer, not while it waited for one */
     a->dirty = 1;
     t->ask = -1;
     t->changed = 1;
@@ -647,7 +648,7 @@ int trs_conv_matches(const trs_conv *c, const char *query)
 const char *trs_reply_state(const transcript *t)
 {
     if (t->ask >= 0)
-        return "\xe2\x97\x8f approve? y/n/a";
+        return "\xe2\x97\x8f approve? y/c/a/n";
     if (!t->streaming)
         return "ready";
     if (t->think && t->think->live)

@@ -21,7 +21,7 @@ typedef struct trs_item {
     trs_buf result, error; /* tool */
     char *id, *name, *question;
     trs_tool_state tstate;
-    char answer;         /* the approval given: 'y', 'n', 'a' */
+    char answer;         /* the approval given: 'y', 'c', 'a', 'n' */
     double t0, t1;       /* thinking / tool start and end (monotonic seconds) */
     int live;            /* thinking still streaming */
     int open;            /* expanded */
@@ -86,8 +86,9 @@ int trs_last_foldable(const transcript *t);
 int trs_toggle(transcript *t);
 /* Moves the selection to the previous (dir -1) or next (+1) foldable item; returns it or -1. */
 int trs_select_step(transcript *t, int dir);
-/* Records the user's approval answer for the waiting tool call; returns it, or NULL. */
-const trs_item *trs_answer(transcript *t, char answer);
+/* Records the user's approval answer (given at now) for the waiting tool call; returns it, or
+ * NULL. The call's time counts from the answer. */
+const trs_item *trs_answer(transcript *t, char answer, double now);
 /* The raw text of the last reply's answer (malloc'd, NULL when there is none). */
 char *trs_last_reply(const transcript *t, size_t *len);
 /* Whether conversation c matches the list filter query (case-insensitive, "" matches all). */

@@ -389,7 +389,7 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
         }
     }
     if (draw && tlen == 0 && !search) {
-        const char *hint = t->tr.ask >= 0      ? "y / n / a answers the question above"
+        const char *hint = t->tr.ask >= 0      ? "y once, c this conversation, a always, n no"
                            : t->tr.streaming ? "Esc cancels the reply \xc2\xb7 PageUp reads back"
                                           : "message \xc2\xb7 Enter sends \xc2\xb7 Alt-Enter new line \xc2\xb7 /help";
         attrset(A_DIM);
@@ -577,7 +577,7 @@ static void do_quit(tui *t)
 
 static void do_cancel(tui *t)
 {
-    const trs_item *a = trs_answer(&t->tr, 'n');
+    const trs_item *a = trs_answer(&t->tr, 'n', now_s());
     if (a)
         act(t, UI_ACT_APPROVE, NULL, NULL, a->id, 'n');
     act(t, UI_ACT_CANCEL, NULL, NULL, NULL, 0);
@@ -1044,9 +1044,9 @@ static void handle_key(tui *t, int ch)
         list_key(t, ch);
         return;
     }
-    if (t->tr.ask >= 0 && ch < 0x100 && strchr("yYnNaA", ch) && ch) {
+    if (t->tr.ask >= 0 && ch < 0x100 && strchr("yYcCnNaA", ch) && ch) {
         char ans = (char)(ch | 0x20);
-        const trs_item *a = trs_answer(&t->tr, ans);
+        const trs_item *a = trs_answer(&t->tr, ans, now_s());
         t->dirty = 1;
         if (a)
             act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);

@@ -56,6 +56,9 @@
 #ifndef GLMCHAT_UI_VIEW_H
 #define GLMCHAT_UI_VIEW_H
 
+/* The approval answers and their scopes, worded the same in every view and prompt. */
+#define UI_APPROVAL_CHOICES "[y] once  [c] this conversation  [a] always for this tool  [n] no"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -71,7 +74,7 @@ typedef enum ui_event_type {
     UI_EV_TOOL_BEGIN,      /* id, name: a tool call starts */
     UI_EV_TOOL_ARGS_DELTA, /* id, text: argument text as the model writes it */
     UI_EV_TOOL_END,        /* id, text: the complete arguments (JSON); replaces the deltas */
-    UI_EV_TOOL_APPROVE,    /* id, text: the question; the view asks y / n / always inline and
+    UI_EV_TOOL_APPROVE,    /* id, text: the question; the view asks once / this conversation / always inline and
                               answers with UI_ACT_APPROVE */
     UI_EV_TOOL_RESULT,     /* id, text: the tool's output */
     UI_EV_TOOL_ERROR,      /* id, text: why the tool failed (or was denied) */
@@ -122,7 +125,7 @@ typedef enum ui_action_type {
                        none). /help, /quit, /list and /copy are also handled by the view itself */
     UI_ACT_CANCEL,  /* cancel the running reply; the app keeps the partial reply and pushes
                        FINISH "canceled" */
-    UI_ACT_APPROVE, /* id: the tool call, answer: 'y', 'n' or 'a' (always) */
+    UI_ACT_APPROVE, /* id: the tool call, answer: 'y' (once), 'c' (this conversation), 'a' (always), 'n' */
     UI_ACT_OPEN,    /* id: a conversation chosen in the list */
     UI_ACT_QUIT,    /* the user quits; ui_run returns after this callback */
 } ui_action_type;

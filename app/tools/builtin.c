@@ -1,10 +1,34 @@
 /* builtin.c: run_command and the registration of the five built-in tools with their JSON
  * schemas (what the model reads to call them). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/tools/builtin.h"
 #include "app/tools/proc.h"
+
+/* The output with each NUL byte written as \0, so the text keeps every byte after it
+ * (malloc'd; *n_nul counts them). NULL when out of memory. */
+static char *nul_escaped(const char *s, size_t len, size_t *n_nul)
+{
+    *n_nul = 0;
+    for (size_t i = 0; i < len; i++)
+        *n_nul += s[i] == 0;
+    char *out = malloc(len + *n_nul + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == 0) {
+            out[o++] = '\\';
+            out[o++] = '0';
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = 0;
+    return out;
+}
 
 int builtin_run_command(void *vctx, const cJSON *args, const volatile sig_atomic_t *cancel,
                         tool_result *out)
@@ -38,13 +62,34 @@ int builtin_run_command(void *vctx, const cJSON *args, const volatile sig_atomic
         snprintf(tail, sizeof tail, "[exit status %d]", r.exit_status);
         is_error = r.exit_status != 0;
     }
-    char dropped[100] = "";
+    char dropped[100] = "", nuls[100] = "";
     if (r.total > r.len)
         snprintf(dropped, sizeof dropped, "[output cut at %zu of %zu bytes]\n", r.len, r.total);
-    int rc = tool_result_set(out, is_error, "%s%s%s%s", r.output, r.len && r.output[r.len - 1] != '\n' ? "\n" : "",
-                             dropped, tail);
+    size_t n_nul = 0;
+    char *shown = nul_escaped(r.output, r.len, &n_nul);
+    if (n_nul)
+        snprintf(nuls, sizeof nuls, "[%zu NUL bytes in the output are shown as \\0]\n", n_nul);
+    int rc = shown ? tool_result_set(out, is_error, "%s%s%s%s%s", shown,
+                                     r.len && r.output[r.len - 1] != '\n' ? "\n" : "", nuls, dropped, tail)
+                   : -1;
+    free(shown);
     proc_result_free(&r);
     return rc;
+}
+
+/* run_command's approval question: the command as the shell will read it. */
+static char *command_preview(void *vctx, const cJSON *args)
+{
+    (void)vctx;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(args, "command");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(args, "timeout");
+    if (!cJSON_IsString(c) || !c->valuestring)
+        return NULL;
+    char *text = NULL;
+    if (cJSON_IsNumber(t) ? asprintf(&text, "%s\n(timeout %g s)", c->valuestring, t->valuedouble)
+                          : asprintf(&text, "%s", c->valuestring) < 0)
+        return NULL;
+    return text;
 }
 
 static const char read_file_schema[] =
@@ -77,15 +122,15 @@ static const char run_command_schema[] =
 int builtin_tools_add(tool_registry *reg, builtin_ctx *ctx, char *err, size_t errlen)
 {
     const tool_def defs[] = {
-        {"read_file", "Read a text file in the workspace.", read_file_schema, 0, builtin_read_file, ctx},
+        {"read_file", "Read a text file in the workspace.", read_file_schema, 0, builtin_read_file, ctx, NULL},
         {"list_directory", "List the entries of a directory in the workspace (directories end in /).",
-         list_directory_schema, 0, builtin_list_directory, ctx},
+         list_directory_schema, 0, builtin_list_directory, ctx, NULL},
         {"search_files", "Find lines matching a regular expression in the workspace's files.",
-         search_files_schema, 0, builtin_search_files, ctx},
+         search_files_schema, 0, builtin_search_files, ctx, NULL},
         {"write_file", "Create or replace a file in the workspace.", write_file_schema, 1, builtin_write_file,
-         ctx},
+         ctx, builtin_write_preview},
         {"run_command", "Run a shell command in the workspace; returns its output and exit status.",
-         run_command_schema, 1, builtin_run_command, ctx},
+         run_command_schema, 1, builtin_run_command, ctx, command_preview},
     };
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
         if (tools_add(reg, &defs[i], err, errlen))

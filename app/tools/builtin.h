@@ -41,5 +41,8 @@ int builtin_search_files(void *ctx, const cJSON *args, const volatile sig_atomic
 int builtin_write_file(void *ctx, const cJSON *args, const volatile sig_atomic_t *cancel, tool_result *out);
 int builtin_run_command(void *ctx, const cJSON *args, const volatile sig_atomic_t *cancel,
                         tool_result *out);
+/* write_file's approval question: a unified diff against the file on disk, or the first lines
+ * of a new file (malloc'd; NULL when the arguments are malformed). */
+char *builtin_write_preview(void *ctx, const cJSON *args);
 
 #endif

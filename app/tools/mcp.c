@@ -625,7 +625,7 @@ int mcp_register_tools(mcp_client *c, tool_registry *reg, int trusted, char *err
         if (!ctx->tool)
             return -1;
         c->n_ctxs++;
-        tool_def def = {full, c->tools[i].description, c->tools[i].schema_json, !trusted, call_handler, ctx};
+        tool_def def = {full, c->tools[i].description, c->tools[i].schema_json, !trusted, call_handler, ctx, NULL};
         char why[300];
         if (tools_add(reg, &def, why, sizeof why)) {
             skipped++;

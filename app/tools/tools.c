@@ -1,4 +1,4 @@
-/* tools.c: the tool registry, the approval policy (y / n / always per conversation) and
+/* tools.c: the tool registry, the approval policy (once / this conversation / always) and
  * tools_call, which turns every failure of a call into a result the model can read. */
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +12,7 @@ struct tool_registry {
     tool_def *defs;
     glm_tool *glm;
     int n;
+    int off; /* /tools off: nothing offered, calls refused */
 };
 
 int tool_result_set(tool_result *r, int is_error, const char *fmt, ...)
@@ -39,6 +40,7 @@ void tool_result_clear(tool_result *r)
     free(r->text);
     r->text = NULL;
     r->is_error = 0;
+    r->approval = TOOL_APPROVAL_NOT_NEEDED;
 }
 
 tool_registry *tools_new(void)
@@ -139,8 +141,8 @@ const tool_def *tools_find(const tool_registry *reg, const char *name)
 
 const glm_tool *tools_as_glm(tool_registry *reg, int *n)
 {
-    *n = reg->n;
-    if (reg->n == 0)
+    *n = reg->off ? 0 : reg->n;
+    if (*n == 0)
         return NULL;
     if (!reg->glm) {
         reg->glm = calloc((size_t)reg->n, sizeof *reg->glm);
@@ -159,6 +161,62 @@ const glm_tool *tools_as_glm(tool_registry *reg, int *n)
 
 /* ---- approval ------------------------------------------------------------------------------ */
 
+const char *tool_approval_name(int approval)
+{
+    static const char *const names[] = {"not_needed", "auto",     "flag",        "once",  "conversation",
+                                        "always",     "declined", "no_terminal", "denied"};
+    return approval >= 0 && approval < (int)(sizeof names / sizeof names[0]) ? names[approval] : "?";
+}
+
+int tool_approval_allows(tool_approval a)
+{
+    return a <= TOOL_APPROVAL_ALWAYS;
+}
+
+static int names_has(const tool_names *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static int names_add(tool_names *l, const char *name)
+{
+    if (names_has(l, name))
+        return 0;
+    char *copy = strdup(name);
+    char **grown = copy ? realloc(l->v, (size_t)(l->n + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        free(copy);
+        return -1;
+    }
+    l->v = grown;
+    l->v[l->n++] = copy;
+    return 0;
+}
+
+/* Removes name; 1 when it was there. */
+static int names_remove(tool_names *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], name) == 0) {
+            free(l->v[i]);
+            l->v[i] = l->v[--l->n];
+            return 1;
+        }
+    return 0;
+}
+
+static void names_clear(tool_names *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
 void tool_policy_init(tool_policy *p, config_approval mode, tool_ask_fn ask, void *ask_user)
 {
     memset(p, 0, sizeof *p);
@@ -169,41 +227,95 @@ void tool_policy_init(tool_policy *p, config_approval mode, tool_ask_fn ask, voi
 
 void tool_policy_clear(tool_policy *p)
 {
-    for (int i = 0; i < p->n_always; i++)
-        free(p->always[i]);
-    free(p->always);
-    p->always = NULL;
-    p->n_always = 0;
+    names_clear(&p->flag);
+    names_clear(&p->conversation);
+    names_clear(&p->always);
 }
 
-static int policy_remember(tool_policy *p, const char *name)
+int tool_policy_allow_by_flag(tool_policy *p, const char *name)
 {
-    char **grown = realloc(p->always, (size_t)(p->n_always + 1) * sizeof *grown);
-    if (!grown)
-        return -1;
-    p->always = grown;
-    grown[p->n_always] = strdup(name);
-    if (!grown[p->n_always])
-        return -1;
-    p->n_always++;
+    return names_add(&p->flag, name);
+}
+
+int tool_policy_allow_always(tool_policy *p, const char *name)
+{
+    return names_add(&p->always, name);
+}
+
+void tool_policy_new_conversation(tool_policy *p)
+{
+    names_clear(&p->conversation);
+}
+
+static int save_always(tool_policy *p, char *err, size_t errlen)
+{
+    if (!p->save)
+        return 0;
+    return p->save(p->save_user, p->always.v, p->always.n, err, errlen);
+}
+
+int tool_policy_revoke(tool_policy *p, const char *name, char *err, size_t errlen)
+{
+    names_remove(&p->flag, name);
+    names_remove(&p->conversation, name);
+    if (names_remove(&p->always, name))
+        return save_always(p, err, errlen);
     return 0;
 }
 
-int tool_policy_allows(tool_policy *p, const tool_def *def, const char *args_json)
+tool_approval tool_policy_state(const tool_policy *p, const tool_def *def)
 {
-    if (!def->risky || p->mode == CONFIG_APPROVAL_AUTO)
-        return 1;
-    if (p->mode == CONFIG_APPROVAL_DENY || !p->ask)
-        return 0;
-    for (int i = 0; i < p->n_always; i++)
-        if (strcmp(p->always[i], def->name) == 0)
-            return 1;
-    tool_answer a = p->ask(p->ask_user, def->name, args_json);
-    if (a == TOOL_ANSWER_ALWAYS) {
-        policy_remember(p, def->name); /* out of memory: it asks again next time */
-        return 1;
+    if (!def->risky)
+        return TOOL_APPROVAL_NOT_NEEDED;
+    if (p->mode == CONFIG_APPROVAL_DENY)
+        return TOOL_APPROVAL_DENIED;
+    if (p->mode == CONFIG_APPROVAL_AUTO)
+        return TOOL_APPROVAL_AUTO;
+    if (names_has(&p->flag, def->name))
+        return TOOL_APPROVAL_FLAG;
+    if (names_has(&p->always, def->name))
+        return TOOL_APPROVAL_ALWAYS;
+    if (names_has(&p->conversation, def->name))
+        return TOOL_APPROVAL_CONVERSATION;
+    return p->ask ? TOOL_APPROVAL_ONCE : TOOL_APPROVAL_NO_TERMINAL;
+}
+
+/* Remembers an answer's scope; an "always" that cannot be saved lasts for this conversation,
+ * and save_err says why. */
+static tool_approval remember(tool_policy *p, const char *name, tool_answer a)
+{
+    if (a == TOOL_ANSWER_YES)
+        return TOOL_APPROVAL_ONCE;
+    if (a == TOOL_ANSWER_ALWAYS && names_add(&p->always, name) == 0) {
+        if (save_always(p, p->save_err, sizeof p->save_err) == 0) {
+            p->save_err[0] = 0;
+            return TOOL_APPROVAL_ALWAYS;
+        }
+        names_remove(&p->always, name);
     }
-    return a == TOOL_ANSWER_YES;
+    names_add(&p->conversation, name); /* out of memory: it asks again next time */
+    return TOOL_APPROVAL_CONVERSATION;
+}
+
+tool_approval tool_policy_decide(tool_policy *p, const tool_def *def, const char *preview)
+{
+    tool_approval state = tool_policy_state(p, def);
+    if (state != TOOL_APPROVAL_ONCE)
+        return state;
+    tool_answer a = p->ask(p->ask_user, def->name, preview);
+    if (a == TOOL_ANSWER_NO)
+        return TOOL_APPROVAL_DECLINED;
+    return remember(p, def->name, a);
+}
+
+void tools_set_enabled(tool_registry *reg, int on)
+{
+    reg->off = !on;
+}
+
+int tools_enabled(const tool_registry *reg)
+{
+    return !reg->off;
 }
 
 /* ---- calls --------------------------------------------------------------------------------- */
@@ -228,10 +340,35 @@ static int unknown_tool(const tool_registry *reg, const char *name, tool_result 
     return r;
 }
 
+/* The approval question's text: the tool's own preview, else the arguments as JSON. */
+static tool_approval decide(tool_policy *policy, const tool_def *def, const cJSON *args, const char *args_json)
+{
+    if (tool_policy_state(policy, def) != TOOL_APPROVAL_ONCE)
+        return tool_policy_state(policy, def);
+    char *preview = def->preview ? def->preview(def->ctx, args) : NULL;
+    tool_approval a = tool_policy_decide(policy, def, preview ? preview : args_json);
+    free(preview);
+    return a;
+}
+
+static int refuse(tool_result *out, const char *name, tool_approval a)
+{
+    if (a == TOOL_APPROVAL_NO_TERMINAL)
+        return tool_result_set(out, 1,
+                               "error: %s needs the user's approval and there is no terminal to ask; it did not "
+                               "run (the user can allow it with --allow-tool %s)",
+                               name, name);
+    if (a == TOOL_APPROVAL_DENIED)
+        return tool_result_set(out, 1, "error: %s is refused by the configuration (approval = deny)", name);
+    return tool_result_set(out, 1, "error: the user did not allow this call of %s", name);
+}
+
 int tools_call(tool_registry *reg, tool_policy *policy, const char *name, const char *args_json,
                const volatile sig_atomic_t *cancel, tool_result *out)
 {
     tool_result_clear(out);
+    if (reg->off)
+        return tool_result_set(out, 1, "error: the user turned tools off; %s did not run", name ? name : "?");
     const tool_def *def = tools_find(reg, name ? name : "");
     if (!def)
         return unknown_tool(reg, name ? name : "", out);
@@ -242,11 +379,15 @@ int tools_call(tool_registry *reg, tool_policy *policy, const char *name, const 
         return tool_result_set(out, 1, "error: the arguments of %s must be a JSON object, not: %.200s",
                                name, text);
     }
-    if (!tool_policy_allows(policy, def, text)) {
+    tool_approval approval = decide(policy, def, args, text);
+    if (!tool_approval_allows(approval)) {
         cJSON_Delete(args);
-        return tool_result_set(out, 1, "error: the user did not allow this call of %s", name);
+        int r = refuse(out, name, approval);
+        out->approval = approval;
+        return r;
     }
     int r = def->run(def->ctx, args, cancel, out);
+    out->approval = approval;
     cJSON_Delete(args);
     if (r != 0)
         return -1;

@@ -15,6 +15,7 @@
 typedef struct tool_result {
     char *text;
     int is_error; /* 1: the call failed; text says why */
+    int approval; /* a tool_approval: how tools_call decided that the call may run (or not) */
 } tool_result;
 
 /* Sets r to a formatted message (is_error as given). 0, or -1 when out of memory. */
@@ -35,6 +36,9 @@ typedef struct tool_def {
     int risky;               /* 1: asks for approval under CONFIG_APPROVAL_ASK */
     tool_fn run;
     void *ctx;
+    /* Optional: what the call will do, readable, for the approval question (malloc'd; NULL
+     * when it cannot say: the arguments are shown instead). */
+    char *(*preview)(void *ctx, const cJSON *args);
 } tool_def;
 
 typedef struct tool_registry tool_registry;
@@ -53,29 +57,81 @@ const glm_tool *tools_as_glm(tool_registry *reg, int *n);
 
 /* ---- approval ------------------------------------------------------------------------------ */
 
-typedef enum tool_answer { TOOL_ANSWER_NO = 0, TOOL_ANSWER_YES, TOOL_ANSWER_ALWAYS } tool_answer;
+/* The user's answer to one approval question, and the scope it grants. */
+typedef enum tool_answer {
+    TOOL_ANSWER_NO = 0,
+    TOOL_ANSWER_YES,          /* once: this call only */
+    TOOL_ANSWER_CONVERSATION, /* this tool, until another conversation is opened */
+    TOOL_ANSWER_ALWAYS,       /* this tool, from now on (saved in the config file) */
+} tool_answer;
 
-/* Asks the user about one call (y / n / always for this conversation). */
-typedef tool_answer (*tool_ask_fn)(void *user, const char *tool, const char *args_json);
+/* The scope words every prompt and /tools use. */
+#define TOOL_SCOPES_PROMPT "[y] once  [c] this conversation  [a] always for this tool  [n] no"
 
-/* One conversation's approvals: the configured mode, the asker, and the tools the user
- * answered "always" to. */
+/* Asks the user about one call; preview says what it will do (readable text, not JSON). */
+typedef tool_answer (*tool_ask_fn)(void *user, const char *tool, const char *preview);
+
+/* Saves the tools allowed "always" (names, n of them) where they outlive the process (the
+ * config file). 0, or -1 with err. */
+typedef int (*tool_save_fn)(void *user, char *const *names, int n, char *err, size_t errlen);
+
+/* How a call's approval was decided (tool_result.approval; tool_approval_name spells it). */
+typedef enum tool_approval {
+    TOOL_APPROVAL_NOT_NEEDED = 0, /* a safe tool, or an MCP server marked trusted */
+    TOOL_APPROVAL_AUTO,           /* approval = auto in the config */
+    TOOL_APPROVAL_FLAG,           /* allowed by name on the command line (--allow-tool) */
+    TOOL_APPROVAL_ONCE,           /* the user said yes to this call */
+    TOOL_APPROVAL_CONVERSATION,   /* allowed for this conversation */
+    TOOL_APPROVAL_ALWAYS,         /* allowed always (the config file's always_allow) */
+    TOOL_APPROVAL_DECLINED,       /* the user said no */
+    TOOL_APPROVAL_NO_TERMINAL,    /* refused: it needs approval and there is nobody to ask */
+    TOOL_APPROVAL_DENIED,         /* refused: approval = deny in the config */
+} tool_approval;
+
+const char *tool_approval_name(int approval); /* "not_needed", "flag", "no_terminal" ... */
+
+typedef struct tool_names {
+    char **v;
+    int n;
+} tool_names;
+
+/* The approvals of a session: the configured mode, the asker, and the tools allowed by flag,
+ * for the current conversation, and always. */
 typedef struct tool_policy {
     config_approval mode;
-    tool_ask_fn ask;  /* NULL: risky calls under ASK are declined */
+    tool_ask_fn ask; /* NULL: risky calls under ASK are refused (no terminal to ask) */
     void *ask_user;
-    char **always;
-    int n_always;
+    tool_save_fn save; /* NULL: "always" lasts for this process only */
+    void *save_user;
+    tool_names flag, conversation, always;
+    char save_err[512]; /* why the last "always" could not be saved; "" when it was */
 } tool_policy;
 
 void tool_policy_init(tool_policy *p, config_approval mode, tool_ask_fn ask, void *ask_user);
 void tool_policy_clear(tool_policy *p);
-/* 1 when a call of def may run now (asking if needed), 0 when it may not. */
-int tool_policy_allows(tool_policy *p, const tool_def *def, const char *args_json);
+/* Adds name to the flag-allowed or always-allowed tools (no saving). 0, or -1 out of memory. */
+int tool_policy_allow_by_flag(tool_policy *p, const char *name);
+int tool_policy_allow_always(tool_policy *p, const char *name);
+/* Forgets the approvals of "this conversation" (another conversation was opened). */
+void tool_policy_new_conversation(tool_policy *p);
+/* Makes name ask again: removes it from every allowed list (saving "always" when it was
+ * there). 0, or -1 with err when the config file could not be written. */
+int tool_policy_revoke(tool_policy *p, const char *name, char *err, size_t errlen);
+/* How a call of def would be decided now, without asking (for /tools): a tool_approval, with
+ * TOOL_APPROVAL_ONCE standing for "asks first". */
+tool_approval tool_policy_state(const tool_policy *p, const tool_def *def);
+/* Decides a call of def (asking if needed, with preview). Returns the tool_approval; it may
+ * run when tool_approval_allows says so. */
+tool_approval tool_policy_decide(tool_policy *p, const tool_def *def, const char *preview);
+int tool_approval_allows(tool_approval a);
+
+/* Turns every tool on or off for the model (off: none offered, calls refused). */
+void tools_set_enabled(tool_registry *reg, int on);
+int tools_enabled(const tool_registry *reg);
 
 /* Runs one call the model made: unknown tools, arguments that are not a JSON object, a
- * declined approval and handler failures all become error results for the model. Returns 0,
- * or -1 only when out of memory. */
+ * declined approval and handler failures all become error results for the model (out->approval
+ * says how the approval went). Returns 0, or -1 only when out of memory. */
 int tools_call(tool_registry *reg, tool_policy *policy, const char *name, const char *args_json,
                const volatile sig_atomic_t *cancel, tool_result *out);
 

@@ -39,6 +39,37 @@ static int inside(const workspace *w, const char *real)
     return strncmp(real, w->root, n) == 0 && (real[n] == 0 || real[n] == '/');
 }
 
+/* Whether the deepest ancestor of path that resolves lies inside the root. A path that does
+ * not resolve is answered "outside" when this is 0, so that the answer for a missing name out
+ * there is the same as for an existing one and tells nothing about what exists outside. */
+static int ancestor_inside(const workspace *w, const char *path)
+{
+    char up[PATH_MAX];
+    snprintf(up, sizeof up, "%s", path);
+    for (;;) {
+        size_t n = strlen(up);
+        while (n > 1 && up[n - 1] == '/')
+            up[--n] = 0;
+        char *slash = strrchr(up, '/');
+        if (!slash)
+            return 0;
+        slash[slash == up ? 1 : 0] = 0;
+        char *real = realpath(up, NULL);
+        if (real) {
+            int ok = inside(w, real);
+            free(real);
+            return ok;
+        }
+        if (strcmp(up, "/") == 0)
+            return 0;
+    }
+}
+
+static void say_outside(const workspace *w, const char *path, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s is outside the workspace %s; tools may only use paths inside it", path, w->root);
+}
+
 /* root + "/" + path, or path when absolute. */
 static int join(const workspace *w, const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -60,7 +91,11 @@ int workspace_resolve(const workspace *w, const char *path, char *out, size_t ou
         return -1;
     char *real = realpath(joined, NULL);
     if (!real) {
-        snprintf(err, errlen, "%s: %s", path && *path ? path : ".", strerror(errno));
+        int e = errno;
+        if (!ancestor_inside(w, joined))
+            say_outside(w, path, err, errlen);
+        else
+            snprintf(err, errlen, "%s: %s", path && *path ? path : ".", strerror(e));
         return -1;
     }
     int ok = inside(w, real);
@@ -74,8 +109,7 @@ int workspace_resolve(const workspace *w, const char *path, char *out, size_t ou
         return -1;
     }
     if (!ok) {
-        snprintf(err, errlen, "%s is outside the workspace %s; tools may only use paths inside it", path,
-                 w->root);
+        say_outside(w, path, err, errlen);
         return -1;
     }
     return 0;
@@ -104,15 +138,18 @@ int workspace_resolve_new(const workspace *w, const char *path, char *out, size_
     parent[pn ? pn : 1] = 0;
     char *real = realpath(parent, NULL);
     if (!real) {
-        snprintf(err, errlen, "the directory of %s: %s", path, strerror(errno));
+        int e = errno;
+        if (!ancestor_inside(w, parent))
+            say_outside(w, path, err, errlen);
+        else
+            snprintf(err, errlen, "the directory of %s: %s", path, strerror(e));
         return -1;
     }
     int ok = inside(w, real);
     int len = ok ? snprintf(out, outlen, "%s/%s", strcmp(real, "/") == 0 ? "" : real, name) : 0;
     free(real);
     if (!ok) {
-        snprintf(err, errlen, "%s is outside the workspace %s; tools may only use paths inside it", path,
-                 w->root);
+        say_outside(w, path, err, errlen);
         return -1;
     }
     struct stat st;

@@ -26,7 +26,8 @@ type_text "hello there"; keys Enter
 expect_screen 'Hello from the recorded model\.' 5 "the reply is shown"
 expect_screen 'thought for' 2 "the thinking folded"
 type_text "run something"; keys Enter
-expect_screen 'allow run_command \{"command":"echo tool-output-here"\}' 5 "the view asks before a risky tool"
+expect_screen 'run_command wants to run:' 5 "the view asks before a risky tool"
+expect_screen '^ +echo tool-output-here$' 2 "the command, plain"
 keys y
 expect_screen 'The command ran\.' 5 "the turn went on after the approval"
 keys C-d

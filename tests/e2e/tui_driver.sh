@@ -140,7 +140,7 @@ if tmx show-buffer 2>/dev/null | grep -q 'Done: REPLY-END'; then pass; else fail
 # --- a tool call with an inline approval ---
 type_text "tool please"; keys Enter
 expect_screen 'Read the file notes.txt\?' 3 "the approval question shows inline"
-expect_screen 'approve\? y/n/a' 1 "the status asks for the answer"
+expect_screen 'approve\? y/c/a/n' 1 "the status asks for the answer"
 keys y
 expect_screen 'TOOL-DONE' 3 "the reply goes on after approval"
 expect_screen '▸ read_file .*✓' 1 "the tool call is one line with its state"

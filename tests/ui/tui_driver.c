@@ -8,7 +8,7 @@
  *   think TEXT | text TEXT              one reasoning / content delta
  *   think_words TEXT | text_words TEXT  one delta per word, the delay before each
  *   tool ID NAME | tool_args ID TEXT | tool_end ID JSON | result ID TEXT | tool_error ID TEXT
- *   approve ID QUESTION                 waits for the user's y / n / a
+ *   approve ID QUESTION                 waits for the user's y / c / a / n
  *   finish REASON                       (a script without one finishes with "stop")
  */
 #include <errno.h>

@@ -106,7 +106,7 @@ START_TEST(engine_events_map_to_their_types)
     };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         ck_assert_int_eq(jsonl_event(&w, &evs[i]), 0);
-    ck_assert_int_eq(jsonl_tool_result(&w, "call_1", "read_file", 1, "error: no such file"), 0);
+    ck_assert_int_eq(jsonl_tool_result(&w, "call_1", "read_file", 1, "not_needed", "error: no such file"), 0);
 
     cJSON *j = line(0);
     ck_assert_str_eq(str(j, "type"), "reasoning");
@@ -157,6 +157,7 @@ START_TEST(engine_events_map_to_their_types)
     ck_assert_str_eq(str(j, "type"), "tool_result");
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "is_error")));
     ck_assert_str_eq(str(j, "text"), "error: no such file");
+    ck_assert_str_eq(str(j, "approval"), "not_needed");
     cJSON_Delete(j);
 }
 END_TEST

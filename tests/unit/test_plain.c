@@ -143,7 +143,7 @@ START_TEST(approval_reads_next_line)
 {
     app a = run_plain("tool\ny\nafter\n");
     ck_assert_str_eq(a.log, "submit[tool]\napprove[c1][y]\nsubmit[after]\nquit\n");
-    ck_assert_ptr_nonnull(strstr(err_text, "Read it? [y/n/a]"));
+    ck_assert_ptr_nonnull(strstr(err_text, "Read it?\n[y] once  [c] this conversation  [a] always for this tool  [n] no: "));
     ck_assert_ptr_nonnull(strstr(out_text, "done"));
 }
 END_TEST

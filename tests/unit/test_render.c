@@ -81,7 +81,12 @@ START_TEST(sanitize)
     const char *in = "\x1b[31mred\r\nx\ty\tz\xff";
     char *s = rd_sanitize(in, strlen(in), &n);
     ck_assert_ptr_nonnull(s);
-    ck_assert_str_eq(s, "\xef\xbf\xbd[31mred\nx   y   z\xef\xbf\xbd");
+    ck_assert_str_eq(s, "^[[31mred\nx   y   z\xef\xbf\xbd"); /* ESC visible, CRLF a line end */
+    ck_assert_uint_eq(n, strlen(s));
+    free(s);
+    in = "a\rb\x07\x7f\xc2\x9b" "2J\x1b]52;c;eA==\x07"; /* CR, BEL, DEL, C1 CSI, OSC 52 */
+    s = rd_sanitize(in, strlen(in), &n);
+    ck_assert_str_eq(s, "a^Mb^G^?\\u009b2J^[]52;c;eA==^G");
     ck_assert_uint_eq(n, strlen(s));
     free(s);
     s = rd_sanitize("\xe4\xb8\xad\tx", 5, &n); /* the tab stop counts the wide char as 2 */

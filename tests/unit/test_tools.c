@@ -101,12 +101,12 @@ START_TEST(registry_offers_five_tools_with_object_schemas)
     ck_assert_int_eq(tools_find(reg, "run_command")->risky, 1);
     ck_assert_int_eq(tools_find(reg, "read_file")->risky, 0);
     char err[200];
-    tool_def dup = {"read_file", "x", "{}", 0, builtin_read_file, &ctx};
+    tool_def dup = {"read_file", "x", "{}", 0, builtin_read_file, &ctx, NULL};
     ck_assert_int_eq(tools_add(reg, &dup, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "two tools are named 'read_file'"));
-    tool_def bad = {"has space", "x", "{}", 0, builtin_read_file, &ctx};
+    tool_def bad = {"has space", "x", "{}", 0, builtin_read_file, &ctx, NULL};
     ck_assert_int_eq(tools_add(reg, &bad, err, sizeof err), -1);
-    tool_def bad_schema = {"ok_name", "x", "[1]", 0, builtin_read_file, &ctx};
+    tool_def bad_schema = {"ok_name", "x", "[1]", 0, builtin_read_file, &ctx, NULL};
     ck_assert_int_eq(tools_add(reg, &bad_schema, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "not a JSON object"));
 }
@@ -161,6 +161,17 @@ START_TEST(paths_stay_inside_the_workspace)
     snprintf(args, sizeof args, "{\"path\":\"%s\",\"content\":\"x\"}", outside);
     expect("write_file", args, 1, "is outside the workspace");
     expect("search_files", "{\"pattern\":\"secret\",\"path\":\"escape\"}", 1, "is outside the workspace");
+    /* A missing name outside gets the same answer as an existing one: nothing tells which. */
+    const char *probes[] = {"/etc/no-such-file-here", "/no-such-dir/x", "../no-such-file", "escape/no-such-file",
+                            "escape/no-such-dir/x"};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        snprintf(args, sizeof args, "{\"path\":\"%s\"}", probes[i]);
+        expect("read_file", args, 1, "is outside the workspace");
+        expect("list_directory", args, 1, "is outside the workspace");
+        snprintf(args, sizeof args, "{\"path\":\"%s/new\",\"content\":\"x\"}", probes[i]);
+        expect("write_file", args, 1, "is outside the workspace");
+    }
+    expect("read_file", "{\"path\":\"no-such-file\"}", 1, "No such file"); /* inside: said plainly */
     snprintf(args, sizeof args, "{\"path\":\"%s/hello.txt\"}", root); /* absolute but inside */
     expect("read_file", args, 0, "hello world");
     char link[256];
@@ -285,31 +296,96 @@ static tool_answer ask(void *user, const char *tool, const char *args_json)
     return next_answer;
 }
 
-START_TEST(approval_yes_no_always_and_modes)
+static char saved[256];
+static int save_fails;
+
+static int save(void *user, char *const *names, int n, char *err, size_t errlen)
 {
+    (void)user;
+    if (save_fails) {
+        snprintf(err, errlen, "cannot write the config file");
+        return -1;
+    }
+    saved[0] = 0;
+    for (int i = 0; i < n; i++)
+        snprintf(saved + strlen(saved), sizeof saved - strlen(saved), "%s%s", i ? "," : "", names[i]);
+    return 0;
+}
+
+static int approval_of(const char *name, const char *args)
+{
+    tool_result r = {0};
+    ck_assert_int_eq(tools_call(reg, &policy, name, args, NULL, &r), 0);
+    int a = r.approval;
+    tool_result_clear(&r);
+    return a;
+}
+
+START_TEST(approval_scopes_and_modes)
+{
+    const char *hi = "{\"command\":\"echo hi\"}";
     tool_policy_clear(&policy);
     tool_policy_init(&policy, CONFIG_APPROVAL_ASK, ask, NULL);
+    policy.save = save;
     asked = 0;
     next_answer = TOOL_ANSWER_NO;
-    expect("run_command", "{\"command\":\"echo hi\"}", 1, "the user did not allow this call of run_command");
+    expect("run_command", hi, 1, "the user did not allow this call of run_command");
     next_answer = TOOL_ANSWER_YES;
-    expect("run_command", "{\"command\":\"echo hi\"}", 0, "hi");
+    expect("run_command", hi, 0, "hi");
     ck_assert_int_eq(asked, 2);
-    expect("read_file", "{\"path\":\"hello.txt\"}", 0, "hello"); /* safe: never asks */
-    ck_assert_int_eq(asked, 2);
-    next_answer = TOOL_ANSWER_ALWAYS;
-    expect("run_command", "{\"command\":\"echo hi\"}", 0, "hi");
-    next_answer = TOOL_ANSWER_NO; /* not asked again in this conversation */
-    expect("run_command", "{\"command\":\"echo hi\"}", 0, "hi");
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_ONCE); /* once: asked again */
     ck_assert_int_eq(asked, 3);
+    ck_assert_int_eq(approval_of("read_file", "{\"path\":\"hello.txt\"}"), TOOL_APPROVAL_NOT_NEEDED);
+    ck_assert_int_eq(asked, 3);
+
+    next_answer = TOOL_ANSWER_CONVERSATION;
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_CONVERSATION);
+    next_answer = TOOL_ANSWER_NO; /* not asked again in this conversation */
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_CONVERSATION);
+    ck_assert_int_eq(asked, 4);
+    tool_policy_new_conversation(&policy); /* another conversation asks again */
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_DECLINED);
+    ck_assert_int_eq(asked, 5);
+
+    next_answer = TOOL_ANSWER_ALWAYS; /* always: saved, and it outlives the conversation */
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_ALWAYS);
+    ck_assert_str_eq(saved, "run_command");
+    tool_policy_new_conversation(&policy);
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_ALWAYS);
+    ck_assert_int_eq(asked, 6);
+    char err[200];
+    ck_assert_int_eq(tool_policy_revoke(&policy, "run_command", err, sizeof err), 0); /* /tools ask */
+    ck_assert_str_eq(saved, "");
+    next_answer = TOOL_ANSWER_NO;
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_DECLINED);
+    ck_assert_int_eq(asked, 7);
+
+    save_fails = 1; /* an "always" that cannot be saved holds for this conversation, and says so */
+    next_answer = TOOL_ANSWER_ALWAYS;
+    ck_assert_int_eq(approval_of("run_command", hi), TOOL_APPROVAL_CONVERSATION);
+    ck_assert_ptr_nonnull(strstr(policy.save_err, "cannot write the config file"));
+    save_fails = 0;
+
+    ck_assert_int_eq(tool_policy_allow_by_flag(&policy, "write_file"), 0);
+    ck_assert_int_eq(approval_of("write_file", "{\"path\":\"w.txt\",\"content\":\"x\"}"), TOOL_APPROVAL_FLAG);
     tool_policy_clear(&policy);
 
     tool_policy_init(&policy, CONFIG_APPROVAL_DENY, ask, NULL);
-    expect("run_command", "{\"command\":\"echo hi\"}", 1, "did not allow");
-    ck_assert_int_eq(asked, 3);
+    expect("run_command", hi, 1, "refused by the configuration (approval = deny)");
+    ck_assert_int_eq(asked, 8);
     tool_policy_clear(&policy);
-    tool_policy_init(&policy, CONFIG_APPROVAL_ASK, NULL, NULL); /* nobody to ask: declined */
-    expect("write_file", "{\"path\":\"a\",\"content\":\"b\"}", 1, "did not allow");
+    tool_policy_init(&policy, CONFIG_APPROVAL_ASK, NULL, NULL); /* nobody to ask: refused, saying why */
+    expect("write_file", "{\"path\":\"a\",\"content\":\"b\"}", 1, "there is no terminal to ask");
+    ck_assert_int_eq(approval_of("write_file", "{\"path\":\"a\",\"content\":\"b\"}"), TOOL_APPROVAL_NO_TERMINAL);
+    ck_assert_int_eq(tool_policy_allow_by_flag(&policy, "write_file"), 0); /* --allow-tool write_file */
+    ck_assert_int_eq(approval_of("write_file", "{\"path\":\"a\",\"content\":\"b\"}"), TOOL_APPROVAL_FLAG);
+    tools_set_enabled(reg, 0); /* /tools off */
+    int n;
+    ck_assert_ptr_null(tools_as_glm(reg, &n));
+    ck_assert_int_eq(n, 0);
+    expect("read_file", "{\"path\":\"hello.txt\"}", 1, "turned tools off");
+    tools_set_enabled(reg, 1);
+    ck_assert_ptr_nonnull(tools_as_glm(reg, &n));
 }
 END_TEST
 
@@ -329,7 +405,7 @@ int main(void)
     tcase_add_test(tc, run_command_timeout_kills_the_process_group);
     tcase_add_test(tc, background_child_does_not_hold_the_call);
     tcase_add_test(tc, run_command_stops_when_canceled);
-    tcase_add_test(tc, approval_yes_no_always_and_modes);
+    tcase_add_test(tc, approval_scopes_and_modes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -167,24 +167,25 @@ START_TEST(tool_call_with_approval)
     ck_assert_str_eq(tool->text.s, "{\"path\":\"a.txt\"}");
     ev_at(0.6, UI_EV_TOOL_APPROVE, "c1", NULL, "Read a.txt?");
     ck_assert_int_eq(tr.ask, 1);
-    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f approve? y/n/a");
+    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f approve? y/c/a/n");
     /* the question shows even while the call is folded */
-    ck_assert_int_eq(trs_item_lines(&tr, 1, 60), 3);
+    ck_assert_int_eq(trs_item_lines(&tr, 1, 80), 3);
     ck_assert_str_eq(line_of(&tool->body, 0), "  ? Read a.txt?");
     ck_assert_ptr_nonnull(strstr(header_of(1, 1.0), "read_file {\"path\":\"a.txt\"}  waiting for you"));
-    const trs_item *a = trs_answer(&tr, 'y');
+    const trs_item *a = trs_answer(&tr, 'y', 5.0); /* the user took 4.4 s to answer */
     ck_assert_ptr_nonnull(a);
     ck_assert_str_eq(a->id, "c1");
     ck_assert_int_eq(tr.ask, -1);
-    ck_assert_ptr_null(trs_answer(&tr, 'y')); /* nothing waits any more */
-    ev_at(1.0, UI_EV_TOOL_RESULT, "c1", NULL, "line one\nline two");
+    ck_assert_ptr_null(trs_answer(&tr, 'y', 5.0)); /* nothing waits any more */
+    ev_at(5.5, UI_EV_TOOL_RESULT, "c1", NULL, "line one\nline two");
     ck_assert_int_eq(tool->tstate, TOOL_OK);
-    ck_assert_ptr_nonnull(strstr(header_of(1, 2.0), "\xe2\x9c\x93 0.5 s"));
+    /* the tool's time is its run after the answer, not the wait for it */
+    ck_assert_ptr_nonnull(strstr(header_of(1, 6.0), "\xe2\x9c\x93 0.5 s"));
     ck_assert_int_eq(trs_item_lines(&tr, 1, 60), 1); /* folded: one line */
     ck_assert_int_eq(trs_toggle(&tr), 1);             /* the last foldable: the tool */
     ck_assert_int_gt(trs_item_lines(&tr, 1, 60), 4);  /* arguments and result */
-    ev_at(1.1, UI_EV_TOOL_BEGIN, "c2", "shell", NULL);
-    ev_at(1.2, UI_EV_TOOL_ERROR, "c2", NULL, "denied by the user");
+    ev_at(5.6, UI_EV_TOOL_BEGIN, "c2", "shell", NULL);
+    ev_at(5.7, UI_EV_TOOL_ERROR, "c2", NULL, "denied by the user");
     ck_assert_int_eq(tr.items[2]->tstate, TOOL_FAILED);
     ck_assert_str_eq(tr.items[1]->result.s, "line one\nline two"); /* c1 untouched */
 }
