@@ -240,6 +240,8 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     int rc = load_key(g, &opts.key);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (tp_listen_allowed(listen_addr, &opts.key, &err) != GLM_OK) /* before the model's load */
+        return cli_runtime_error("%s", err.message);
     tp_identity id;
     if (g->backend && strcmp(g->backend, "cpu") != 0 && strcmp(g->backend, "cuda") != 0)
         return cli_usage_error("worker", "--backend must be cpu or cuda, not '%s'", g->backend);

@@ -42,20 +42,25 @@ struct tp_listener {
     int n_pending;
 };
 
+glm_status tp_listen_allowed(const char *hostport, const tp_key *key, glm_error *err)
+{
+    if (key && key->set)
+        return GLM_OK;
+    int loopback = tp_address_is_loopback(hostport, err);
+    if (loopback < 0)
+        return err ? err->status : GLM_ERR_ARG;
+    if (loopback)
+        return GLM_OK;
+    return glm_error_set(err, GLM_ERR_ARG, "refusing to listen on %s without a key: anyone who can reach "
+                         "that address could drive this worker. Make a key with `glmchat worker --new-key "
+                         "FILE`, copy FILE to the head (mode 0600) and start both ranks with --key-file "
+                         "FILE; only a loopback address (127.0.0.1) may run without one", hostport);
+}
+
 tp_listener *tp_listener_open(const char *hostport, const tp_key *key, glm_error *err)
 {
-    if (!key || !key->set) {
-        int loopback = tp_address_is_loopback(hostport, err);
-        if (loopback < 0)
-            return NULL;
-        if (!loopback) {
-            glm_error_set(err, GLM_ERR_ARG, "refusing to listen on %s without a key: anyone who can reach "
-                          "that address could drive this worker. Make a key with `glmchat worker --new-key "
-                          "FILE`, copy FILE to the head (mode 0600) and start both ranks with --key-file "
-                          "FILE; only a loopback address (127.0.0.1) may run without one", hostport);
-            return NULL;
-        }
-    }
+    if (tp_listen_allowed(hostport, key, err) != GLM_OK)
+        return NULL;
     tp_listener *l = calloc(1, sizeof *l);
     if (!l) {
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a listener");
@@ -232,24 +237,27 @@ static outcome on_message(tp_pending *p, tp_msg *m, const tp_key *key, uint64_t 
         glm_error_set(err, GLM_ERR_PEER, "turned away a head at %s: %s", p->who, busy_text);
         return REFUSED;
     }
+    const char *told = "this glmchat worker refused the connection: ";
     if (m->type == TP_MSG_HELLO && p->state == PENDING_FIRST) {
         if (on_hello(p, m, key, &why) == GLM_OK)
             return GO_ON;
+        told = ""; /* a glmchat head: it says "the worker refused: ..." itself */
     } else if (m->type == TP_MSG_AUTH && p->state == PENDING_AUTH) {
         if (on_auth(p, m, key, out, &why) == GLM_OK)
             return DONE;
+        told = "";
     } else if (m->type == TP_MSG_ERROR && p->state == PENDING_AUTH) {
         pending_refuse(p, "the handshake ended");
         glm_error_set(err, GLM_ERR_PEER, "the head at %s gave up the handshake: %s", p->who, m->u.error.text);
         return REFUSED;
     } else {
-        glm_error_set(&why, GLM_ERR_PEER, "it sent %s where %s was expected", tp_msg_type_name(m->type),
+        glm_error_set(&why, GLM_ERR_PEER, "it sent %s instead of %s", tp_msg_type_name(m->type),
                       p->state == PENDING_AUTH ? "AUTH" : data_token ? "ATTACH" : "HELLO");
     }
     char text[1200];
-    snprintf(text, sizeof text, "this glmchat worker refused the connection: %s", why.message);
+    snprintf(text, sizeof text, "%s%s", told, why.message);
     pending_refuse(p, text);
-    glm_error_set(err, GLM_ERR_PEER, "refused the connection from %s: %s", p->who, why.message);
+    glm_error_set(err, GLM_ERR_PEER, "refused a connection from %s: %s", p->who, why.message);
     return REFUSED;
 }
 
@@ -267,7 +275,7 @@ static outcome pending_step(tp_pending *p, const tp_key *key, uint64_t data_toke
         snprintf(text, sizeof text, "this is a glmchat worker; it expected a glmchat handshake: %s",
                  why.message);
         pending_refuse(p, text);
-        glm_error_set(err, GLM_ERR_PEER, "refused the connection from %s: %s", p->who, why.message);
+        glm_error_set(err, GLM_ERR_PEER, "refused a connection from %s: %s", p->who, why.message);
         return REFUSED;
     }
     outcome o = on_message(p, &m, key, data_token, busy_text, out, err);
@@ -292,7 +300,7 @@ static int closing_done(tp_pending *p)
  * REFUSED with err when a handshake timed out. */
 static outcome expire(tp_listener *l, glm_error *err)
 {
-    outcome o = GO_ON;
+    int dropped = 0;
     int64_t now = tp_now_ms();
     for (int i = l->n_pending - 1; i >= 0; i--) {
         tp_pending *p = &l->pending[i];
@@ -300,13 +308,16 @@ static outcome expire(tp_listener *l, glm_error *err)
             if (closing_done(p))
                 pending_remove(l, i, 1);
         } else if (now >= p->deadline_ms) {
-            glm_error_set(err, GLM_ERR_PEER, "dropped the connection from %s: no glmchat handshake "
-                          "within %.1f s", p->who, TP_HANDSHAKE_MS / 1000.0);
+            if (dropped++ == 0)
+                glm_error_set(err, GLM_ERR_PEER, "dropped the connection from %s: no glmchat handshake "
+                              "within %.1f s", p->who, TP_HANDSHAKE_MS / 1000.0);
+            else
+                glm_error_set(err, GLM_ERR_PEER, "dropped %d connections (the last from %s): no glmchat "
+                              "handshake within %.1f s", dropped, p->who, TP_HANDSHAKE_MS / 1000.0);
             pending_refuse(p, "this glmchat worker received no handshake in time and closed the connection");
-            o = REFUSED;
         }
     }
-    return o;
+    return dropped ? REFUSED : GO_ON;
 }
 
 glm_status tp_listener_wait(tp_listener *l, const tp_key *key, uint64_t data_token,

@@ -71,3 +71,7 @@ EXTRA_DIST += tests/e2e/tp_sessions.sh tests/gpu/two_ranks.sh
 # A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
 TESTS += tests/e2e/tp_reconnect.sh
 EXTRA_DIST += tests/e2e/tp_reconnect.sh
+# The worker's key and port: key files, no key off loopback, wrong keys and a replayed handshake
+# refused, idle connections not delaying a head, a scripted head going on after a worker failure.
+TESTS += tests/e2e/tp_worker_key.sh
+EXTRA_DIST += tests/e2e/tp_worker_key.sh

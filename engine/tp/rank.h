@@ -58,6 +58,8 @@ tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_r
  * NULL or unset) only a loopback address is allowed: elsewhere anyone who reaches the port could
  * drive the worker, so that is refused, saying how to make a key. */
 tp_listener *tp_listener_open(const char *hostport, const tp_key *key, glm_error *err);
+/* The check tp_listener_open makes first, for a caller to make before slow work (a model's load). */
+glm_status tp_listen_allowed(const char *hostport, const tp_key *key, glm_error *err);
 int tp_listener_port(const tp_listener *l);
 void tp_listener_close(tp_listener *l);
 
