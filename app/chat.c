@@ -440,6 +440,7 @@ typedef struct step {
     glm_stats stats;
     int got_done;
     char error[1024];
+    glm_status status; /* what generate returned */
     int storage_failed;
     char storage_err[1024];
     int canceled;
@@ -676,6 +677,7 @@ static int run_step(chat *c, step *s, char *err, size_t errlen)
         st = GLM_ERR_CANCELED;
     else
         st = c->src.generate(c->src.self, &cr->req, on_event, s, &gerr);
+    s->status = st;
     flush_block(s);
     if (st == GLM_ERR_CANCELED || s->canceled || strcmp(s->finish, "canceled") == 0 ||
         (c->o.cancel && *c->o.cancel)) {
@@ -768,8 +770,10 @@ static int run_steps(chat *c, chat_outcome *out, char *err, size_t errlen)
         }
         const char *finish = s.finish;
         int more = !s.canceled && strcmp(finish, "error") != 0 && strcmp(finish, "length") != 0 && s.n_calls > 0;
-        if (strcmp(finish, "error") == 0)
+        if (strcmp(finish, "error") == 0) {
             snprintf(out->error, sizeof out->error, "%s", s.error);
+            out->peer_failed = s.status == GLM_ERR_PEER;
+        }
         if (!more) {
             out->finish = s.canceled ? "canceled" : strcmp(finish, "error") == 0 ? "error"
                           : strcmp(finish, "length") == 0 ? "length" : "stop";

@@ -65,6 +65,8 @@ typedef struct chat_outcome {
     int steps;            /* model replies */
     int tool_calls;
     char error[1024];     /* finish "error": what failed */
+    int peer_failed;      /* finish "error" because the worker (--peer) failed: the next turn
+                             connects to it again */
 } chat_outcome;
 
 typedef struct chat chat;

@@ -53,7 +53,8 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     glm_engine_params p = {.model_dir = model_dir, .backend = backend_of(cfg->backend), .peer = cfg->peer,
-                           .transport = cfg->transport, .n_threads = cfg->threads,
+                           .transport = cfg->transport, .peer_key_file = cfg->worker_key_file,
+                           .n_threads = cfg->threads,
                            .draft = cfg->draft, .prompt_cache_dir = cfg->prompt_cache_dir,
                            .prompt_cache_bytes = cfg->prompt_cache_mb < 0    ? 0
                                                  : cfg->prompt_cache_mb == 0 ? -1

@@ -26,6 +26,7 @@ static const global_option global_options[] = {
     {"context", offsetof(cli_globals, context), NULL, 1, GLM_MAX_CONTEXT},
     {"kv-cache", offsetof(cli_globals, kv_cache), GLM_KV_CACHE_CHOICES, 0, 0},
     {"dense", offsetof(cli_globals, dense), GLM_DENSE_CHOICES, 0, 0},
+    {"key-file", offsetof(cli_globals, key_file), NULL, 0, 0},
 };
 
 static const global_option *find_global(const char *arg, size_t len)
@@ -182,6 +183,7 @@ void cli_print_usage(void)
            "      --backend cpu|cuda   the engine backend (default: cuda where a GPU is found)\n"
            "      --peer HOST:PORT     run as rank 0 with a worker there\n"
            "      --transport rdma|tcp how the two ranks talk\n"
+           "      --key-file FILE      the key the head and its worker share (glmchat worker --new-key)\n"
            "      --context N          the most tokens a conversation may hold, prompt and reply\n"
            "                           (else $GLMCHAT_CONTEXT, else the config's context, else\n"
            "                           the model's window)\n"

@@ -20,6 +20,7 @@ typedef struct cli_globals {
     const char *context;    /* --context N (checked: a whole number 1..2^30) */
     const char *kv_cache;   /* --kv-cache fp8|bf16|f32 */
     const char *dense;      /* --dense bf16|q4 */
+    const char *key_file;   /* --key-file FILE: the key the head and its worker share */
 } cli_globals;
 
 typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);

@@ -621,7 +621,6 @@ static int blank(const char *s)
     return 1;
 }
 
-/* Runs one action; returns the exit status it calls for (0 to go on). */
 /* A reply cut at its budget: which limit cut it, and how to change it. */
 static void tell_cut(const glm_stats *s, const chat_args *a)
 {
@@ -652,8 +651,11 @@ static void tell_cut(const glm_stats *s, const chat_args *a)
     }
 }
 
-static int run_one(chat *c, script_out *so, const chat_args *a, const char *text)
+/* Runs one action; returns the exit status it calls for (0 to go on). *peer_failed is set when
+ * the reply failed because the worker did: the next turn connects to it again. */
+static int run_one(chat *c, script_out *so, const chat_args *a, const char *text, int *peer_failed)
 {
+    *peer_failed = 0;
     chat_outcome out;
     char err[2048];
     int rc;
@@ -678,6 +680,7 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
         return signals_exit_status();
     }
     if (strcmp(out.finish, "error") == 0) {
+        *peer_failed = out.peer_failed;
         int said = out.error[0] && strcmp(out.error, so->streamed_error) == 0; /* by text_event */
         so->streamed_error[0] = 0;
         return said ? CLI_EXIT_RUNTIME
@@ -757,6 +760,7 @@ static int run_session(chat_env *e, const chat_args *a)
     if (!c)
         return cli_runtime_error("%s", err);
     so.chat = c;
+    int peer_failed = 0;
     int rc = chat_open(c, conv, err, sizeof err) ? cli_runtime_error("%s", err) : apply_conversation_flags(c, a);
     if (rc == 0 && conv)
         send_session(&so);
@@ -764,16 +768,29 @@ static int run_session(chat_env *e, const chat_args *a)
         if (a->prompt && blank(a->prompt))
             rc = cli_usage_error("chat", "the prompt is empty");
         else
-            rc = run_one(c, &so, a, a->prompt);
+            rc = run_one(c, &so, a, a->prompt, &peer_failed);
     } else if (rc == 0) {
         char *text;
+        int lines = 0, lost = 0, lost_last = 0;
         while (rc == 0 && (text = read_prompt(stdin))) {
-            if (!blank(text) && !signals_interrupted())
-                rc = run_one(c, &so, a, text);
+            if (!blank(text) && !signals_interrupted()) {
+                lines++;
+                rc = run_one(c, &so, a, text, &peer_failed);
+                /* the worker failed: the next line connects to it again, as its message says */
+                lost_last = rc == CLI_EXIT_RUNTIME && peer_failed;
+                if (lost_last) {
+                    lost++;
+                    rc = 0;
+                }
+            }
             free(text);
         }
         if (rc == 0 && signals_interrupted()) /* a signal while waiting for the next prompt */
             rc = signals_exit_status();
+        if (rc == 0 && lost)
+            rc = cli_runtime_error("%d of %d replies failed because the worker did%s", lost, lines,
+                                   lost_last ? "; the last one too, so start the worker and send it again"
+                                             : "; the worker was reached again for the lines after");
     }
     chat_free(c);
     return rc;

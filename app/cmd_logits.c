@@ -71,7 +71,8 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
 {
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
-                           .peer = g->peer, .transport = g->transport};
+                           .peer = g->peer, .transport = g->transport,
+                           .peer_key_file = g->key_file};
     cli_engine_settings(g, &p);
     char dense_err[256];
     if (config_dense_setting(g, &p.dense, dense_err, sizeof dense_err))

@@ -1,6 +1,6 @@
-/* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp]` (CLI.md): rank 1,
- * headless; serves one head at a time (a mirror state for each of its conversation states) until
- * interrupted, saying on stderr what happens. */
+/* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp] [--key-file FILE]`
+ * (CLI.md): rank 1, headless; serves one head at a time (a mirror state for each of its
+ * conversation states) until interrupted, saying on stderr what happens. --new-key makes a key. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -11,6 +11,7 @@
 
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/paths.h"
 #include "session.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
@@ -25,11 +26,16 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp] --model DIR\n"
+            "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp] --key-file FILE --model DIR\n"
+            "       glmchat worker --new-key FILE\n"
             "Runs rank 1 of a two-machine model split: waits for a head (`glmchat --peer HOST:PORT`)\n"
-            "and serves one head at a time. Both machines need the same glmchat build and the same\n"
-            "model files.\n"
-            "  --listen HOST:PORT   address to listen on (0.0.0.0:7070 for every interface)\n"
+            "and serves one head at a time. Both machines need the same glmchat build, the same\n"
+            "model files and a copy of the same key file.\n"
+            "  --listen HOST:PORT   address to listen on: the link's own (e.g. 192.168.100.2:7070);\n"
+            "                       without a key only a loopback one (127.0.0.1:PORT)\n"
+            "  --key-file FILE      the key the head must prove it holds (also a global option;\n"
+            "                       config: worker_key_file); mode 0600, as ssh wants a private key\n"
+            "  --new-key FILE       write a new random key to FILE (mode 0600) and exit\n"
             "  --transport KIND     rdma or tcp; default: whatever the head asks for\n"
             "  --model DIR          the model directory (also a global option)\n"
             "  --threads N          CPU threads (0: one per core)\n"
@@ -53,6 +59,38 @@ static glm_status write_port_file(const char *path, int port, glm_error *err)
         return st;
     }
     return GLM_OK;
+}
+
+/* --new-key FILE: a fresh random key, mode 0600, never over an existing file. */
+static int make_key(const char *path)
+{
+    glm_error err = {0};
+    if (tp_key_create(path, &err) != GLM_OK)
+        return cli_runtime_error("%s", err.message);
+    fprintf(stderr, "glmchat worker: wrote a new key to %s (mode 0600); copy it to the head over a "
+            "secure channel (e.g. scp) and start both ranks with --key-file %s\n", path, path);
+    return CLI_EXIT_OK;
+}
+
+/* The key file: --key-file, else worker_key_file from the config (or GLMCHAT_WORKER_KEY_FILE);
+ * none leaves key unset, which tp_listener_open allows on loopback only. */
+static int load_key(const cli_globals *g, tp_key *key)
+{
+    char msg[2048];
+    glm_paths paths;
+    app_config cfg;
+    if (paths_resolve(&paths, g, msg, sizeof msg) != 0)
+        return cli_runtime_error("%s", msg);
+    if (config_load(&cfg, paths.config_file, g, msg, sizeof msg) != 0) {
+        config_free(&cfg);
+        return cli_runtime_error("%s", msg);
+    }
+    glm_error err = {0};
+    int rc = CLI_EXIT_OK;
+    if (cfg.worker_key_file && tp_key_load(cfg.worker_key_file, key, &err) != GLM_OK)
+        rc = cli_runtime_error("%s", err.message);
+    config_free(&cfg);
+    return rc;
 }
 
 /* Appends logits to the dump file (--dump-logits), in the order the steps computed them. */
@@ -158,6 +196,7 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
 int cmd_worker(int argc, char **argv, const cli_globals *g)
 {
     static const struct option longs[] = {{"listen", required_argument, 0, 'l'},
+                                          {"new-key", required_argument, 0, 'N'},
                                           {"transport", required_argument, 0, 't'},
                                           {"dump-logits", required_argument, 0, 'd'},
                                           {"threads", required_argument, 0, 'j'},
@@ -165,6 +204,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     const char *listen_addr = NULL, *transport = g->transport, *dump_path = NULL, *port_path = NULL;
+    const char *new_key = NULL;
     int threads = 0;
     long long v;
     optind = 1;
@@ -175,6 +215,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         case 't': transport = optarg; break;
         case 'd': dump_path = optarg; break;
         case 'P': port_path = optarg; break;
+        case 'N': new_key = optarg; break;
         case 'j':
             if (cli_int_option("worker", "--threads", optarg, 0, 4096, &v))
                 return CLI_EXIT_USAGE;
@@ -186,6 +227,8 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     }
     if (optind < argc)
         return cli_usage_error("worker", "unexpected argument '%s'", argv[optind]);
+    if (new_key)
+        return make_key(new_key);
     if (!listen_addr)
         return cli_usage_error("worker", "--listen HOST:PORT is required");
     if (transport && strcmp(transport, "tcp") != 0 && strcmp(transport, "rdma") != 0)
@@ -193,6 +236,12 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     if (!g->model_dir)
         return cli_usage_error("worker", "--model DIR is required: the same model directory as the head's");
     glm_error err = {0};
+    tp_rank_options opts = {.transport = transport};
+    int rc = load_key(g, &opts.key);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (tp_listen_allowed(listen_addr, &opts.key, &err) != GLM_OK) /* before the model's load */
+        return cli_runtime_error("%s", err.message);
     tp_identity id;
     if (g->backend && strcmp(g->backend, "cpu") != 0 && strcmp(g->backend, "cuda") != 0)
         return cli_usage_error("worker", "--backend must be cpu or cuda, not '%s'", g->backend);
@@ -221,7 +270,7 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         glm_engine_close(e);
         return cli_runtime_error("cannot create %s: %s", dump_path, strerror(errno));
     }
-    tp_listener *l = tp_listener_open(listen_addr, &err);
+    tp_listener *l = tp_listener_open(listen_addr, &opts.key, &err);
     if (!l) {
         if (dump)
             fclose(dump);
@@ -240,9 +289,9 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    tp_rank_options opts = {.transport = transport};
-    fprintf(stderr, "glmchat worker: listening on %s (port %d) for a head, model %s (%s), transport %s\n",
-            listen_addr, tp_listener_port(l), g->model_dir, id.model_name, transport ? transport : "as the head asks");
+    fprintf(stderr, "glmchat worker: listening on %s (port %d) for a head, model %s (%s), transport %s, %s\n",
+            listen_addr, tp_listener_port(l), g->model_dir, id.model_name, transport ? transport : "as the head asks",
+            opts.key.set ? "heads must prove the key" : "no key (loopback only)");
     while (!worker_stop) {
         tp_rank *r = tp_worker_accept(l, &id, &opts, tp_now_ms() + 500, &err);
         if (!r) {

@@ -32,6 +32,7 @@ static const key_spec top_keys[] = {
     {"backend", KT_CHOICE, "cpu|cuda", 0, 0, NULL},
     {"peer", KT_STRING, NULL, 0, 0, NULL},
     {"transport", KT_CHOICE, "rdma|tcp", 0, 0, NULL},
+    {"worker_key_file", KT_STRING, NULL, 0, 0, NULL},
     {"threads", KT_INT, NULL, 0, 4096, NULL},
     {"temperature", KT_FLOAT, NULL, 0, 10, NULL},
     {"top_p", KT_FLOAT, NULL, 0, 1, NULL},
@@ -106,6 +107,7 @@ void config_free(app_config *c)
     free(c->backend);
     free(c->peer);
     free(c->transport);
+    free(c->worker_key_file);
     free(c->system_prompt);
     free(c->workspace);
     free(c->always_allow);
@@ -215,6 +217,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return set_string(&c->model_dir, v, err, errlen);
     if (strcmp(name, "peer") == 0)
         return set_string(&c->peer, v, err, errlen);
+    if (strcmp(name, "worker_key_file") == 0)
+        return set_string(&c->worker_key_file, v, err, errlen);
     if (strcmp(name, "workspace") == 0)
         return set_string(&c->workspace, v, err, errlen);
     if (strcmp(name, "always_allow") == 0)
@@ -817,6 +821,8 @@ int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t 
     if (g->peer && config_set(c, "peer", g->peer, "--peer", err, errlen))
         return -1;
     if (g->transport && config_set(c, "transport", g->transport, "--transport", err, errlen))
+        return -1;
+    if (g->key_file && config_set(c, "worker_key_file", g->key_file, "--key-file", err, errlen))
         return -1;
     if (g->context && config_set(c, "context", g->context, "--context", err, errlen))
         return -1;

@@ -23,7 +23,7 @@
  *
  * Top-level keys (type, default):
  *   model PATH (none: the embedded demo model)   backend cpu|cuda (auto)   peer HOST:PORT
- *   transport rdma|tcp   threads N (0: one per core)
+ *   transport rdma|tcp   worker_key_file PATH (none; --key-file)   threads N (0: one per core)
  *   temperature 0..10, top_p 0..1 (1 = off), top_k N (0 = off): unset, the model's own from its
  *   generation_config.json (do_sample false there: greedy)   min_p 0..1 (0)
  *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config.json
@@ -97,6 +97,7 @@ typedef struct app_config {
     char *backend;   /* "cpu", "cuda" or NULL (auto) */
     char *peer;
     char *transport;
+    char *worker_key_file; /* the key shared with the worker (--key-file) */
     int threads;
     glm_sampling sampling;
     int seed_set;    /* 0: pick a fresh seed for each reply */
@@ -137,8 +138,8 @@ int config_load_file(app_config *c, const char *path, char *err, size_t errlen);
 /* Applies GLMCHAT_<KEY> variables from the environment. 0, or -1 naming the variable. */
 int config_apply_env(app_config *c, char *err, size_t errlen);
 
-/* Applies the global flags (--model, --backend, --peer, --transport, --context, --kv-cache,
- * --dense) where given. */
+/* Applies the global flags (--model, --backend, --peer, --transport, --key-file, --context,
+ * --kv-cache, --dense) where given. */
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen);
 
 /* The dense format for commands that read no config file: --dense, else GLMCHAT_DENSE, else

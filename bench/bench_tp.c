@@ -51,7 +51,7 @@ static stats summarize(double *v, int n)
 static int bench_glmchat(int iters, stats *out)
 {
     glm_error err;
-    tp_listener *l = tp_listener_open("127.0.0.1:0", &err);
+    tp_listener *l = tp_listener_open("127.0.0.1:0", NULL, &err);
     if (!l) {
         fprintf(stderr, "bench_tp: %s\n", err.message);
         return -1;

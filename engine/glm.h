@@ -172,6 +172,8 @@ typedef struct glm_engine_params {
     glm_backend backend;
     const char *peer;      /* "HOST:PORT" of a worker (rank 1), or NULL for one rank */
     const char *transport; /* "rdma" or "tcp"; NULL: rdma where a device exists, else tcp */
+    const char *peer_key_file; /* the key shared with the worker (64 hex digits, mode 0600); NULL:
+                                  none, which a worker accepts only when it has none either */
     int n_threads;         /* CPU threads; 0: one per core */
     /* Prompt reuse across conversations: bytes of memory for kept prompt states; 0: the
      * environment's GLMCHAT_PROMPT_CACHE_MB (megabytes), else an eighth of the RAM; < 0: off. */

@@ -232,6 +232,10 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return e;
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
+    if (p->peer_key_file && tp_key_load(p->peer_key_file, &opts.key, err) != GLM_OK) {
+        glm_engine_close(e);
+        return NULL;
+    }
     if (glm_engine_tp_identity(e, &id, err) != GLM_OK) {
         glm_engine_close(e);
         return NULL;

@@ -3,7 +3,9 @@
 libengine_a_SOURCES += \
 	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
-	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h
+	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h \
+	engine/tp/auth.c engine/tp/auth.h engine/tp/hmac_sha256.c engine/tp/hmac_sha256.h \
+	engine/tp/listener.c engine/tp/listener.h
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 
@@ -30,6 +32,12 @@ tests_unit_test_tp_rdma_SOURCES = tests/unit/test_tp_rdma.c
 tests_unit_test_tp_rdma_CPPFLAGS = $(TEST_CPPFLAGS) $(IBVERBS_CFLAGS)
 tests_unit_test_tp_rdma_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_tp_protocol tests/unit/test_tp_transport tests/unit/test_tp_rdma
+# SHA-256 and HMAC-SHA256 against FIPS 180 and RFC 4231 vectors; key files; the handshake proofs.
+check_PROGRAMS += tests/unit/test_tp_auth
+tests_unit_test_tp_auth_SOURCES = tests/unit/test_tp_auth.c
+tests_unit_test_tp_auth_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_tp_auth_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_tp_auth
 
 # Benchmark (not a test; `make bench/bench_tp`): one 16 KiB all-gather over TCP loopback and its share of a decode step.
 EXTRA_PROGRAMS += bench/bench_tp
@@ -63,3 +71,7 @@ EXTRA_DIST += tests/e2e/tp_sessions.sh tests/gpu/two_ranks.sh
 # A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
 TESTS += tests/e2e/tp_reconnect.sh
 EXTRA_DIST += tests/e2e/tp_reconnect.sh
+# The worker's key and port: key files, no key off loopback, wrong keys and a replayed handshake
+# refused, idle connections not delaying a head, a scripted head going on after a worker failure.
+TESTS += tests/e2e/tp_worker_key.sh
+EXTRA_DIST += tests/e2e/tp_worker_key.sh

@@ -20,6 +20,8 @@ const char *tp_msg_type_name(uint32_t type)
     case TP_MSG_ATTACH: return "ATTACH";
     case TP_MSG_PARAMS: return "PARAMS";
     case TP_MSG_READY: return "READY";
+    case TP_MSG_CHALLENGE: return "CHALLENGE";
+    case TP_MSG_AUTH: return "AUTH";
     default: return "unknown";
     }
 }
@@ -46,6 +48,8 @@ static uint32_t max_payload(uint32_t type)
     case TP_MSG_ATTACH: return 8;
     case TP_MSG_PARAMS: return 4 + TP_BLOB_MAX;
     case TP_MSG_READY: return 4;
+    case TP_MSG_CHALLENGE: return 4 + TP_AUTH_NONCE_BYTES;
+    case TP_MSG_AUTH: return TP_AUTH_NONCE_BYTES + TP_AUTH_PROOF_BYTES;
     default: return 0;
     }
 }
@@ -241,6 +245,23 @@ static glm_status decode_body(uint32_t type, tp_reader *r, tp_msg *out, glm_erro
     case TP_MSG_READY:
         out->u.ready.status = tp_read_u32(r);
         break;
+    case TP_MSG_CHALLENGE: {
+        out->u.challenge.keyed = tp_read_u32(r);
+        const uint8_t *nonce = tp_take(r, TP_AUTH_NONCE_BYTES);
+        if (!nonce || out->u.challenge.keyed > 1)
+            return bad(err, type, "it is short or its key flag is neither 0 nor 1");
+        memcpy(out->u.challenge.nonce, nonce, TP_AUTH_NONCE_BYTES);
+        break;
+    }
+    case TP_MSG_AUTH: {
+        const uint8_t *nonce = tp_take(r, TP_AUTH_NONCE_BYTES);
+        const uint8_t *proof = tp_take(r, TP_AUTH_PROOF_BYTES);
+        if (!nonce || !proof)
+            return bad(err, type, "it is shorter than a nonce and a proof");
+        memcpy(out->u.auth.nonce, nonce, TP_AUTH_NONCE_BYTES);
+        memcpy(out->u.auth.proof, proof, TP_AUTH_PROOF_BYTES);
+        break;
+    }
     default:
         return glm_error_set(err, GLM_ERR_PEER, "the peer sent an unknown message type %" PRIu32,
                              type);
@@ -363,6 +384,16 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         break;
     case TP_MSG_READY:
         w_u32(w, m->u.ready.status);
+        break;
+    case TP_MSG_CHALLENGE:
+        w_u32(w, m->u.challenge.keyed);
+        memcpy(w->p + w->pos, m->u.challenge.nonce, TP_AUTH_NONCE_BYTES);
+        w->pos += TP_AUTH_NONCE_BYTES;
+        break;
+    case TP_MSG_AUTH:
+        memcpy(w->p + w->pos, m->u.auth.nonce, TP_AUTH_NONCE_BYTES);
+        memcpy(w->p + w->pos + TP_AUTH_NONCE_BYTES, m->u.auth.proof, TP_AUTH_PROOF_BYTES);
+        w->pos += TP_AUTH_NONCE_BYTES + TP_AUTH_PROOF_BYTES;
         break;
     }
 }

@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 3u
+#define TP_PROTOCOL_VERSION 4u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -31,7 +31,12 @@ typedef enum tp_msg_type {
     TP_MSG_ATTACH = 6,    /* first message on the TCP data connection: the session token */
     TP_MSG_PARAMS = 7,    /* transport parameters (RDMA queue pairs, GIDs, keys) */
     TP_MSG_READY = 8,     /* the data path is connected and checked */
+    TP_MSG_CHALLENGE = 9, /* worker -> head after HELLO: whether it has a key, its fresh nonce */
+    TP_MSG_AUTH = 10,     /* each side's nonce and proof of the key (tp/auth.h) */
 } tp_msg_type;
+
+#define TP_AUTH_NONCE_BYTES 32u
+#define TP_AUTH_PROOF_BYTES 32u
 
 typedef enum tp_transport_kind {
     TP_TRANSPORT_AUTO = 0, /* worker only: whatever the head asks for */
@@ -90,6 +95,8 @@ typedef struct tp_msg {
         struct { uint64_t token; } attach;
         struct { uint32_t len; uint8_t bytes[TP_BLOB_MAX]; } params;
         struct { uint32_t status; } ready;
+        struct { uint32_t keyed; uint8_t nonce[TP_AUTH_NONCE_BYTES]; } challenge;
+        struct { uint8_t nonce[TP_AUTH_NONCE_BYTES]; uint8_t proof[TP_AUTH_PROOF_BYTES]; } auth;
     } u;
 } tp_msg;
 

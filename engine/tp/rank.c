@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tp/auth.h"
+#include "tp/hmac_sha256.h"
+#include "tp/listener.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
 
@@ -26,14 +29,10 @@ typedef struct tp_step_node {
     struct tp_step_node *next;
 } tp_step_node;
 
-struct tp_listener {
-    int fd;
-};
-
 struct tp_rank {
     int rank;               /* 0 head, 1 worker */
     int ctrl_fd;
-    int listen_fd;          /* worker: the listener, to turn other heads away; else -1 */
+    tp_listener *listener;  /* worker: to turn other heads away while serving; else NULL */
     char peer[128];
     const char *peer_role;  /* "worker" or "head" */
     int heartbeat_ms, timeout_ms;
@@ -295,19 +294,13 @@ static void handle_message(tp_rank *r, tp_msg *m)
 
 static void close_gently(int fd);
 
-/* A second head while this worker is busy: told so, then closed. */
+/* Other connections while this worker is busy: told so, then closed, never blocking the beat. */
 static void turn_away(tp_rank *r)
 {
-    char who[128];
-    glm_error e;
-    int fd = tp_tcp_accept(r->listen_fd, tp_now_ms(), who, sizeof who, &e);
-    if (fd < 0)
-        return;
-    tp_msg m;
-    tp_msg_error(&m, 1, "this worker is busy serving the head at %s; stop that head first, or start "
-                 "another worker", r->peer);
-    (void)tp_ctrl_send(fd, &m, tp_now_ms() + TP_TURN_AWAY_MS, &e);
-    close_gently(fd);
+    char text[256];
+    snprintf(text, sizeof text, "this worker is busy serving the head at %s; stop that head first, or "
+             "start another worker", r->peer);
+    tp_listener_turn_away(r->listener, text);
 }
 
 static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
@@ -333,13 +326,13 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
                    r->peer, silent / 1000.0, next_move(r));
         return 0;
     }
-    struct pollfd fds[2] = {{r->ctrl_fd, POLLIN, 0}, {r->listen_fd, POLLIN, 0}};
+    struct pollfd fds[2] = {{r->ctrl_fd, POLLIN, 0}, {r->listener ? tp_listener_fd(r->listener) : -1, POLLIN, 0}};
     int64_t wait = *next_beat - now;
     if (wait > 50)
         wait = 50;
     if (wait < 0)
         wait = 0;
-    int rc = poll(fds, r->listen_fd >= 0 ? 2 : 1, (int)wait);
+    int rc = poll(fds, r->listener ? 2 : 1, (int)wait);
     if (rc < 0 && errno != EINTR) {
         set_failed(r, GLM_ERR_IO, "poll failed watching the %s: %s", r->peer_role, strerror(errno));
         return 0;
@@ -364,7 +357,7 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
         pthread_mutex_unlock(&r->lock);
         handle_message(r, &m);
     }
-    if (rc > 0 && r->listen_fd >= 0 && (fds[1].revents & POLLIN))
+    if (r->listener) /* also finishes closing the connections turned away before */
         turn_away(r);
     return !atomic_load(&r->failed);
 }
@@ -390,7 +383,6 @@ static tp_rank *rank_new(int rank, const tp_rank_options *o, glm_error *err)
     }
     r->rank = rank;
     r->ctrl_fd = -1;
-    r->listen_fd = -1;
     r->peer_role = rank == 0 ? "worker" : "head";
     r->heartbeat_ms = o && o->heartbeat_ms > 0 ? o->heartbeat_ms : TP_DEFAULT_HEARTBEAT_MS;
     r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : TP_DEFAULT_TIMEOUT_MS;
@@ -618,6 +610,57 @@ static int connect_with_retries(const char *hostport, int connect_ms, int timeou
     }
 }
 
+/* Head, after its HELLO: the worker's CHALLENGE says whether it has a key; both must agree. The
+ * head proves the key for the worker's fresh nonce, then checks the worker's proof for its own,
+ * so neither side accepts a proof recorded from another session. */
+static glm_status head_prove_key(tp_rank *r, const tp_rank_options *o, int64_t deadline, glm_error *err)
+{
+    const tp_key *key = o ? &o->key : NULL;
+    int keyed = key && key->set;
+    tp_msg m;
+    glm_status st = expect(r, r->ctrl_fd, TP_MSG_CHALLENGE, &m, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    uint8_t worker_nonce[TP_NONCE_BYTES];
+    memcpy(worker_nonce, m.u.challenge.nonce, sizeof worker_nonce);
+    if (m.u.challenge.keyed && !keyed) {
+        tell_peer(r->ctrl_fd, "the head has no key, so it stopped; give it --key-file with a copy of "
+                  "this worker's key file");
+        return glm_error_set(err, GLM_ERR_PEER, "the worker at %s requires a key: give this head "
+                             "--key-file FILE (or worker_key_file in the config) with a copy of the "
+                             "worker's key file", r->peer);
+    }
+    if (!m.u.challenge.keyed && keyed) {
+        tell_peer(r->ctrl_fd, "the head has a key but this worker has none, so the head stopped; "
+                  "start the worker with --key-file and a copy of the head's key file");
+        return glm_error_set(err, GLM_ERR_PEER, "the worker at %s runs without a key but this head has "
+                             "one (--key-file): start the worker with --key-file and a copy of the "
+                             "same key file", r->peer);
+    }
+    tp_msg auth = {.type = TP_MSG_AUTH};
+    st = tp_random_bytes(auth.u.auth.nonce, TP_NONCE_BYTES, err);
+    if (st != GLM_OK)
+        return st;
+    if (keyed)
+        tp_auth_proof(key, "head", worker_nonce, auth.u.auth.nonce, auth.u.auth.proof);
+    st = tp_ctrl_send(r->ctrl_fd, &auth, deadline, err);
+    if (st == GLM_OK)
+        st = expect(r, r->ctrl_fd, TP_MSG_AUTH, &m, deadline, err);
+    if (st != GLM_OK || !keyed)
+        return st;
+    uint8_t want[TP_PROOF_BYTES];
+    tp_auth_proof(key, "worker", worker_nonce, auth.u.auth.nonce, want);
+    int ok = tp_equal_secret(want, m.u.auth.proof, sizeof want);
+    memset(want, 0, sizeof want);
+    if (ok)
+        return GLM_OK;
+    tell_peer(r->ctrl_fd, "the key differs: the worker's proof does not match the head's key file; "
+              "give both ranks a copy of the same key file (--key-file)");
+    return glm_error_set(err, GLM_ERR_PEER, "the key differs: the worker at %s did not prove it holds "
+                         "this head's key; give both ranks a copy of the same key file (--key-file)",
+                         r->peer);
+}
+
 static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_identity *id,
                                  const tp_rank_options *o, glm_error *err)
 {
@@ -634,6 +677,8 @@ static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_iden
     make_hello(r, id, kind, &m.u.hello);
     tp_hello mine = m.u.hello;
     st = tp_ctrl_send(r->ctrl_fd, &m, deadline, err);
+    if (st == GLM_OK)
+        st = head_prove_key(r, o, deadline, err);
     if (st == GLM_OK)
         st = expect(r, r->ctrl_fd, TP_MSG_HELLO, &m, deadline, err);
     if (st != GLM_OK)
@@ -779,79 +824,39 @@ int tp_rank_reconnects(const tp_rank *r)
 
 /* ---- rank 1 ------------------------------------------------------------------------------------ */
 
-tp_listener *tp_listener_open(const char *hostport, glm_error *err)
-{
-    tp_listener *l = malloc(sizeof *l);
-    if (!l) {
-        glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a listener");
-        return NULL;
-    }
-    l->fd = tp_tcp_listen(hostport, err);
-    if (l->fd < 0) {
-        free(l);
-        return NULL;
-    }
-    return l;
-}
-
-int tp_listener_port(const tp_listener *l)
-{
-    return tp_tcp_local_port(l->fd);
-}
-
-void tp_listener_close(tp_listener *l)
-{
-    if (!l)
-        return;
-    close(l->fd);
-    free(l);
-}
-
-/* Waits for the head's data connection carrying the token; strangers are turned away. */
+/* Waits for the head's data connection carrying the token; heads that arrive meanwhile are told
+ * the worker is busy, and idle connections are dropped, while the wait goes on. */
 static glm_status accept_data(tp_rank *r, tp_listener *l, uint64_t token, int64_t deadline, glm_error *err)
 {
-    for (;;) {
-        char who[128];
-        int fd = tp_tcp_accept(l->fd, deadline, who, sizeof who, err);
-        if (fd < 0)
-            return glm_error_set(err, GLM_ERR_PEER, "the head at %s did not open its data connection in time",
-                                 r->peer);
-        tp_msg m;
-        glm_error e;
-        if (tp_ctrl_recv(fd, &m, deadline, &e) == GLM_OK && m.type == TP_MSG_ATTACH &&
-            m.u.attach.token == token) {
-            r->data = tp_tcp_transport_new(fd, 1, r->peer, err);
-            return r->data ? GLM_OK : err->status;
-        }
-        tp_msg_clear(&m);
-        tell_peer(fd, "this worker is busy setting up a session with another head");
-        close_gently(fd);
-    }
+    char busy[256];
+    snprintf(busy, sizeof busy, "this worker is busy setting up a session with the head at %s; stop "
+             "that head first, or start another worker", r->peer);
+    tp_handshake h;
+    glm_error e;
+    if (tp_listener_wait(l, NULL, token, busy, deadline, &h, &e) != GLM_OK)
+        return glm_error_set(err, GLM_ERR_PEER, "the head at %s did not open its data connection in time",
+                             r->peer);
+    r->data = tp_tcp_transport_new(h.fd, 1, r->peer, err);
+    return r->data ? GLM_OK : err->status;
 }
 
-static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_identity *id,
-                                   const tp_rank_options *o, glm_error *err)
+/* After the head proved the key: the worker's own proof, then the HELLOs compared. */
+static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_handshake *h,
+                                   const tp_identity *id, const tp_rank_options *o, glm_error *err)
 {
     uint32_t kind;
     glm_status st = parse_transport(o ? o->transport : NULL, &kind, err);
     if (st != GLM_OK)
         return st;
     int64_t deadline = tp_now_ms() + r->timeout_ms;
-    tp_msg m;
-    st = tp_ctrl_recv(r->ctrl_fd, &m, deadline, err);
-    if (st == GLM_OK && m.type != TP_MSG_HELLO) {
-        st = glm_error_set(err, GLM_ERR_PEER, "it sent %s instead of HELLO", tp_msg_type_name(m.type));
-        tp_msg_clear(&m);
-    }
-    if (st != GLM_OK) {
-        char text[1100];
-        snprintf(text, sizeof text, "this is a glmchat worker; it expected a HELLO from a glmchat head: %s",
-                 err->message);
-        tell_peer(r->ctrl_fd, text);
-        glm_error why = *err;
-        return glm_error_set(err, GLM_ERR_PEER, "refused a connection from %s: %s", r->peer, why.message);
-    }
-    tp_hello theirs = m.u.hello;
+    tp_msg auth = {.type = TP_MSG_AUTH};
+    memcpy(auth.u.auth.nonce, h->worker_nonce, TP_NONCE_BYTES);
+    if (o && o->key.set)
+        tp_auth_proof(&o->key, "worker", h->worker_nonce, h->head_nonce, auth.u.auth.proof);
+    st = tp_ctrl_send(r->ctrl_fd, &auth, deadline, err);
+    if (st != GLM_OK)
+        return st;
+    tp_hello theirs = h->hello;
     tp_hello mine;
     make_hello(r, id, kind, &mine);
     glm_error for_head;
@@ -878,25 +883,26 @@ tp_rank *tp_worker_accept(tp_listener *l, const tp_identity *id, const tp_rank_o
     glm_error local;
     if (!err)
         err = &local;
-    char who[128];
-    int fd = tp_tcp_accept(l->fd, deadline_ms, who, sizeof who, err);
-    if (fd < 0)
+    tp_handshake h;
+    if (tp_listener_wait(l, opts ? &opts->key : NULL, 0, NULL, deadline_ms, &h, err) != GLM_OK)
         return NULL;
     tp_rank *r = rank_new(1, opts, err);
     if (!r) {
-        close(fd);
+        close(h.fd);
         return NULL;
     }
-    r->ctrl_fd = fd;
-    snprintf(r->peer, sizeof r->peer, "%s", who);
-    glm_status st = worker_bootstrap(r, l, id, opts, err);
+    r->ctrl_fd = h.fd;
+    snprintf(r->peer, sizeof r->peer, "%s", h.who);
+    glm_status st = worker_bootstrap(r, l, &h, id, opts, err);
     if (st == GLM_OK)
         st = verify_data_path(r, tp_now_ms() + r->timeout_ms, err);
     if (st == GLM_OK) {
-        r->listen_fd = l->fd;
+        r->listener = l;
+        turn_away(r); /* handshakes begun meanwhile: this head is served now */
         st = start_watch(r, err);
     }
     if (st != GLM_OK) {
+        r->listener = NULL;
         close_gently(r->ctrl_fd);
         r->ctrl_fd = -1;
         rank_free(r);

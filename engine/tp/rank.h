@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "glm.h"
+#include "tp/auth.h"
 #include "tp/protocol.h"
 #include "tp/rdma.h"
 
@@ -21,6 +22,7 @@ typedef struct tp_rank_options {
     int timeout_ms;         /* a peer silent this long has failed; 0: TP_DEFAULT_TIMEOUT_MS */
     int connect_ms;         /* head: how long to keep trying to reach the worker; 0: default */
     tp_rdma_options rdma;
+    tp_key key;             /* the shared key (tp_key_load); unset: keyless, which both ranks must be */
 } tp_rank_options;
 
 /* What both ranks must agree on about the model. */
@@ -52,14 +54,20 @@ typedef struct tp_listener tp_listener;
 tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
                          glm_error *err);
 
-/* Rank 1: listens on hostport (port 0: any; tp_listener_port tells which). */
-tp_listener *tp_listener_open(const char *hostport, glm_error *err);
+/* Rank 1: listens on hostport (port 0: any; tp_listener_port tells which). Without a key (key
+ * NULL or unset) only a loopback address is allowed: elsewhere anyone who reaches the port could
+ * drive the worker, so that is refused, saying how to make a key. */
+tp_listener *tp_listener_open(const char *hostport, const tp_key *key, glm_error *err);
+/* The check tp_listener_open makes first, for a caller to make before slow work (a model's load). */
+glm_status tp_listen_allowed(const char *hostport, const tp_key *key, glm_error *err);
 int tp_listener_port(const tp_listener *l);
 void tp_listener_close(tp_listener *l);
 
 /* Rank 1: waits until deadline_ms (monotonic, tp_now_ms) for one head and runs the bootstrap.
- * NULL with err when none came or it was refused (err says why); the listener stays usable. While
- * a head is served, other heads that connect are told the worker is busy. */
+ * Handshakes are read side by side: a head must send HELLO and prove opts->key within
+ * TP_HANDSHAKE_MS of connecting, and idle or slow connections do not hold up others. NULL with
+ * err when none came or a connection was refused or dropped (err says why, for the log); the
+ * listener stays usable. While a head is served, other connections are told the worker is busy. */
 tp_rank *tp_worker_accept(tp_listener *l, const tp_identity *id, const tp_rank_options *opts,
                           int64_t deadline_ms, glm_error *err);
 

@@ -148,7 +148,9 @@ echo "20 round trips over the impaired link: ${rtt_ms:-?} ms"
 [ -n "$rtt_ms" ] && [ "$rtt_ms" -ge 200 ] && pass ||
     fail "20 round trips took ${rtt_ms:-no} ms, under 20 x 10 ms: the 5 ms delay ($used) is not in effect"
 
-TIMING=(--timeout-ms 5000 --heartbeat-ms 500 --connect-ms 10000)
+# off loopback a worker needs a key, and the head proves it holds a copy
+"$GLMCHAT_BIN" worker --new-key "$TMP/key" 2>/dev/null || fail "cannot make a key"
+TIMING=(--timeout-ms 5000 --heartbeat-ms 500 --connect-ms 10000 --key-file "$TMP/key")
 
 # 1. 300 exchanges over the impaired link: both ranks end with the same digest.
 ip netns exec "$NS_B" "$PEER" --role worker --addr "$NET.2:7070" "${TIMING[@]}" --per-step 10 \

@@ -68,6 +68,27 @@ static tp_msg good_hello(const char *version)
 
 #define N_ATTACKS 10
 
+/* A keyless worker on loopback answers a HELLO with CHALLENGE and compares the HELLO only once
+ * the head has sent AUTH: send a keyless AUTH, so the comparison is what is judged. */
+static int pass_challenge(int fd)
+{
+    tp_msg m;
+    glm_error err;
+    if (tp_ctrl_recv(fd, &m, tp_now_ms() + answer_timeout_ms, &err) != GLM_OK || m.type != TP_MSG_CHALLENGE) {
+        printf("no CHALLENGE after HELLO: %s\n", m.type == TP_MSG_ERROR ? m.u.error.text : err.message);
+        return -1;
+    }
+    tp_msg auth = {.type = TP_MSG_AUTH};
+    if (tp_ctrl_send(fd, &auth, tp_now_ms() + 1000, &err) != GLM_OK)
+        return -1;
+    /* the worker's own proof comes before it compares the HELLOs */
+    if (tp_ctrl_recv(fd, &m, tp_now_ms() + answer_timeout_ms, &err) != GLM_OK || m.type != TP_MSG_AUTH) {
+        printf("no AUTH from the worker: %s\n", m.type == TP_MSG_ERROR ? m.u.error.text : err.message);
+        return -1;
+    }
+    return 0;
+}
+
 static int attack(const char *addr, int which)
 {
     glm_error err;
@@ -142,7 +163,7 @@ static int attack(const char *addr, int which)
     case 7: {
         name = "hello from another version";
         tp_msg m = good_hello("9.9.9-other");
-        bad = tp_ctrl_send(fd, &m, tp_now_ms() + 1000, &err) != GLM_OK;
+        bad = tp_ctrl_send(fd, &m, tp_now_ms() + 1000, &err) != GLM_OK || pass_challenge(fd) != 0;
         want = "version differs";
         break;
     }
@@ -158,7 +179,7 @@ static int attack(const char *addr, int which)
         name = "hello claiming rank 1";
         tp_msg m = good_hello(glm_version());
         m.u.hello.rank = 1;
-        bad = tp_ctrl_send(fd, &m, tp_now_ms() + 1000, &err) != GLM_OK;
+        bad = tp_ctrl_send(fd, &m, tp_now_ms() + 1000, &err) != GLM_OK || pass_challenge(fd) != 0;
         want = "both ranks claim rank 1";
         break;
     }

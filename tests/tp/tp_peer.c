@@ -183,7 +183,7 @@ static int serve_one(tp_rank *r, const peer_opts *o, peer_state *s)
 static int run_worker(const peer_opts *o, const tp_identity *id, peer_state *s)
 {
     glm_error err = {0};
-    tp_listener *l = tp_listener_open(o->addr, &err);
+    tp_listener *l = tp_listener_open(o->addr, &o->rank.key, &err);
     if (!l) {
         printf("worker: %s\n", err.message);
         return 3;
@@ -234,6 +234,7 @@ int main(int argc, char **argv)
         {"config-hash", required_argument, 0, 'c'}, {"reconnect", no_argument, 0, 'R'},
         {"step-sleep-us", required_argument, 0, 'S'}, {"model", required_argument, 0, 'M'},
         {"context", required_argument, 0, 'X'}, {"kv-format", required_argument, 0, 'K'},
+        {"key-file", required_argument, 0, 'F'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -256,6 +257,14 @@ int main(int argc, char **argv)
         case 'M': o.model_dir = optarg; break;
         case 'X': o.context = atol(optarg); break;
         case 'K': o.kv_format = atol(optarg); break;
+        case 'F': {
+            glm_error err = {0};
+            if (tp_key_load(optarg, &o.rank.key, &err) != GLM_OK) {
+                fprintf(stderr, "tp_peer: %s\n", err.message);
+                return 2;
+            }
+            break;
+        }
         default:
             fprintf(stderr, "usage: tp_peer --role head|worker --addr HOST:PORT [options]\n");
             return 2;

@@ -128,6 +128,25 @@ START_TEST(small_messages_round_trip)
     m = (tp_msg){.type = TP_MSG_BYE};
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert_int_eq(out.type, TP_MSG_BYE);
+    m = (tp_msg){.type = TP_MSG_CHALLENGE};
+    m.u.challenge.keyed = 1;
+    memset(m.u.challenge.nonce, 0xa5, sizeof m.u.challenge.nonce);
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.challenge.keyed, 1);
+    ck_assert_mem_eq(out.u.challenge.nonce, m.u.challenge.nonce, TP_AUTH_NONCE_BYTES);
+    m.u.challenge.keyed = 2; /* neither keyless nor keyed */
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "CHALLENGE message is malformed"));
+    m = (tp_msg){.type = TP_MSG_AUTH};
+    for (unsigned i = 0; i < TP_AUTH_NONCE_BYTES; i++) {
+        m.u.auth.nonce[i] = (uint8_t)i;
+        m.u.auth.proof[i] = (uint8_t)(255 - i);
+    }
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_mem_eq(out.u.auth.nonce, m.u.auth.nonce, TP_AUTH_NONCE_BYTES);
+    ck_assert_mem_eq(out.u.auth.proof, m.u.auth.proof, TP_AUTH_PROOF_BYTES);
+    uint8_t short_auth[40] = {0};
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_AUTH, short_auth, sizeof short_auth, &out, &err), GLM_ERR_PEER);
 }
 END_TEST
 
