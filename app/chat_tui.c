@@ -485,7 +485,8 @@ static void branches(chat_tui *t, const char *arg)
             replay(t);
     } else {
         for (size_t i = 0; i < n; i++)
-            notice(t, "branch %zu: message %lld%s", i + 1, (long long)kids[i], kids[i] == current ? " (shown)" : "");
+            notice(t, "branch %zu: message %lld%s", i + 1, (long long)msg_number(t->o.db, conv, kids[i]),
+                   kids[i] == current ? " (shown)" : "");
     }
     free(kids);
 }
