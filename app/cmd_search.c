@@ -113,7 +113,7 @@ int cmd_search(int argc, char **argv, const cli_globals *g)
     char *query = join_words(argc - optind, argv + optind);
     if (!query)
         return cli_runtime_error("out of memory");
-    db_store *db = cli_open_database(g);
+    db_store *db = cli_open_existing_database(g);
     if (!db) {
         free(query);
         return CLI_EXIT_RUNTIME;
