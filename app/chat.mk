@@ -39,9 +39,10 @@ TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/
 
 # Scripted sessions end to end: recorded replies through the test hook, the MCP test server.
 TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh \
-	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_input.sh
+	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
-	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_input.sh
+	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_input.sh \
+	tests/e2e/chat_tui_ux.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

@@ -68,7 +68,7 @@ static void push_conversation_status(chat_tui *t)
     free(title);
     st.conversation = label;
     st.model = t->o.src->model_name;
-    st.backend = t->o.backend ? t->o.backend : "auto";
+    st.backend = t->o.backend;
     st.ranks = 1;
     ui_push_status(t->view, &st);
 }
@@ -223,6 +223,18 @@ static int start_job(chat_tui *t, tui_job job, const char *text)
 
 /* ---- transcripts ------------------------------------------------------------------------------- */
 
+/* A stored thought's length: from the reply's first token (or the previous part) to the time
+ * its part was saved, which is when the next kind of text began. */
+static void replay_thought_time(chat_tui *t, const msg *m, size_t j)
+{
+    int64_t from = j > 0 ? m->parts[j - 1].created_at
+                         : m->created_at + (m->stats.ttft_ms > 0 ? m->stats.ttft_ms : 0);
+    int64_t ms = m->parts[j].created_at - from;
+    ui_status st = ui_status_none();
+    st.think_s = ms > 0 ? (double)ms / 1000.0 : 0.0;
+    ui_push_status(t->view, &st);
+}
+
 static void replay_parts(chat_tui *t, const msg *m)
 {
     for (size_t j = 0; j < m->nparts; j++) {
@@ -233,6 +245,7 @@ static void replay_parts(chat_tui *t, const msg *m)
             break;
         case PART_REASONING:
             ui_push_text(t->view, UI_EV_REASONING_DELTA, p->data, p->len);
+            replay_thought_time(t, m, j);
             break;
         case PART_TOOL_CALL:
             ui_push_tool(t->view, UI_EV_TOOL_BEGIN, p->call_id, p->name, NULL, 0);
@@ -255,7 +268,44 @@ static const char *stored_finish(const msg *m)
     return m->finish_reason ? m->finish_reason : "stop";
 }
 
-/* Shows the current path: each user message, then its replies as one reply item. */
+/* A reopened reply's stored numbers, summed over its steps, into the view (and /stats). */
+typedef struct reply_numbers {
+    int64_t tokens, gen_ms, ttft_ms, prompt_tokens;
+    int steps;
+} reply_numbers;
+
+static void count_reply(reply_numbers *n, const msg *m)
+{
+    if (n->steps++ == 0)
+        n->ttft_ms = m->stats.ttft_ms;
+    if (m->stats.completion_tokens > 0)
+        n->tokens += m->stats.completion_tokens;
+    if (m->stats.gen_ms > 0)
+        n->gen_ms += m->stats.gen_ms;
+    if (m->stats.prompt_tokens > 0)
+        n->prompt_tokens = m->stats.prompt_tokens;
+}
+
+static void finish_replayed(chat_tui *t, const msg *last, reply_numbers *n)
+{
+    ui_status st = ui_status_none();
+    st.gen_tokens = n->tokens;
+    if (n->ttft_ms >= 0)
+        st.ttft_s = (double)n->ttft_ms / 1000.0;
+    if (n->gen_ms > 0)
+        st.tok_s = (double)n->tokens * 1000.0 / (double)n->gen_ms;
+    if (n->prompt_tokens > 0)
+        st.ctx_used = n->prompt_tokens + n->tokens;
+    ui_push_status(t->view, &st);
+    ui_push_finish(t->view, stored_finish(last));
+    t->last = (glm_stats){.prompt_tokens = (int)n->prompt_tokens, .generated_tokens = (int)n->tokens,
+                          .ttft_s = n->ttft_ms >= 0 ? (double)n->ttft_ms / 1000.0 : 0,
+                          .decode_tok_s = st.tok_s > 0 ? st.tok_s : 0};
+    memset(n, 0, sizeof *n);
+}
+
+/* Shows the current path: each user message, then its replies as one reply item with the
+ * numbers stored with them. */
 static void replay(chat_tui *t)
 {
     ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
@@ -264,11 +314,12 @@ static void replay(chat_tui *t)
     if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
         return;
     const msg *open_reply = NULL;
+    reply_numbers numbers = {0};
     for (size_t i = 0; i < path.count; i++) {
         const msg *m = &path.msgs[i];
         if (m->role == MSG_USER) {
             if (open_reply)
-                ui_push_finish(t->view, stored_finish(open_reply));
+                finish_replayed(t, open_reply, &numbers);
             open_reply = NULL;
             replay_parts(t, m);
             continue;
@@ -277,11 +328,12 @@ static void replay(chat_tui *t)
             if (!open_reply)
                 ui_push_text(t->view, UI_EV_REPLY_BEGIN, NULL, 0);
             open_reply = m;
+            count_reply(&numbers, m);
         }
         replay_parts(t, m);
     }
     if (open_reply)
-        ui_push_finish(t->view, stored_finish(open_reply));
+        finish_replayed(t, open_reply, &numbers);
     conv_messages_free(&path);
 }
 
@@ -450,6 +502,67 @@ static void list_tools(chat_tui *t)
     }
 }
 
+static void system_prompt(chat_tui *t, const char *arg)
+{
+    char err[1024];
+    if (!*arg) {
+        const char *now = chat_system_prompt(t->chat);
+        if (now)
+            notice(t, "system prompt: %s", now);
+        else
+            notice(t, "no system prompt; /system TEXT sets one");
+        return;
+    }
+    int clear = strcmp(arg, "clear") == 0;
+    if (chat_set_system_prompt(t->chat, clear ? NULL : arg, err, sizeof err) != 0)
+        error_line(t, err);
+    else
+        notice(t, clear ? "system prompt cleared" : "system prompt set");
+}
+
+static void show_sampling(chat_tui *t)
+{
+    const glm_sampling *s = chat_sampling(t->chat);
+    char seed[32] = "fresh each reply";
+    if (chat_seed_fixed(t->chat))
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
+    notice(t, "temperature %g, top_p %g, top_k %d, seed %s, max_tokens %d%s", s->temperature, s->top_p,
+           s->top_k, seed, s->max_tokens, s->max_tokens ? "" : " (the model's limit)");
+}
+
+/* /set KEY VALUE: one sampling setting for the rest of this session, checked as the config
+ * file's key is. */
+static void set_sampling(chat_tui *t, const char *args)
+{
+    static const char *const keys[] = {"temperature", "top_p", "top_k", "seed", "max_tokens"};
+    if (!*args) {
+        show_sampling(t);
+        return;
+    }
+    char key[32], value[128], extra[2];
+    int n = sscanf(args, "%31s %127s %1s", key, value, extra);
+    int known = 0;
+    for (size_t i = 0; n >= 1 && i < sizeof keys / sizeof keys[0]; i++)
+        known |= strcmp(key, keys[i]) == 0;
+    if (n != 2 || !known) {
+        notice(t, "usage: /set KEY VALUE, KEY one of temperature, top_p, top_k, seed, max_tokens");
+        return;
+    }
+    app_config scratch;
+    config_init(&scratch);
+    scratch.sampling = *chat_sampling(t->chat);
+    char err[512];
+    if (config_set(&scratch, key, value, "/set", err, sizeof err) != 0) {
+        error_line(t, err);
+    } else {
+        *chat_sampling(t->chat) = scratch.sampling;
+        if (strcmp(key, "seed") == 0)
+            chat_fix_seed(t->chat, 1);
+        show_sampling(t);
+    }
+    config_free(&scratch);
+}
+
 static void branches(chat_tui *t, const char *arg)
 {
     int64_t conv = chat_conversation(t->chat);
@@ -508,10 +621,9 @@ static void run_command(chat_tui *t, const char *name, const char *args)
     } else if (strcmp(name, "export") == 0) {
         export_conversation(t, args);
     } else if (strcmp(name, "system") == 0) {
-        if (*args && chat_set_system_prompt(t->chat, args, err, sizeof err) != 0)
-            error_line(t, err);
-        else
-            notice(t, *args ? "system prompt set" : "usage: /system TEXT");
+        system_prompt(t, args);
+    } else if (strcmp(name, "set") == 0) {
+        set_sampling(t, args);
     } else if (strcmp(name, "think") == 0) {
         set_think(t, args);
     } else if (strcmp(name, "effort") == 0) {
@@ -643,7 +755,9 @@ void chat_tui_free(chat_tui *t)
 int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
 {
     t->chat = c;
-    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t};
+    const char *no_color = getenv("NO_COLOR"); /* set and not empty: no colors (no-color.org) */
+    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t,
+                     .no_color = no_color && *no_color};
     t->view = t->o.plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, errlen) : ui_tui_new(&cfg, err, errlen);
     if (!t->view)
         return -1;

@@ -849,7 +849,8 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
     if (e->tools) /* the view asks; "auto" and "deny" in the config still hold */
         e->policy.mode = e->cfg.approval;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
-                        .history_file = keep_history ? history : NULL, .backend = e->cfg.backend};
+                        .history_file = keep_history ? history : NULL,
+                        .backend = chat_engine_backend_name(&e->cfg)};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)
         return cli_runtime_error("%s", err);
