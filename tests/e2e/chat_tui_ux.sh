@@ -28,9 +28,9 @@ R
 RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
 
 tui_start
-type_text "$RUN GLMCHAT_TEST_REPLY_DELAY_MS=150 '$G' --backend cpu"
+type_text "$RUN GLMCHAT_TEST_REPLY_DELAY_MS=150 '$G'"
 keys Enter
-expect_screen 'recorded-replies .*cpu' 5 "the status line shows the backend"
+expect_screen 'recorded-replies . (cpu|cuda) ' 5 "the status line shows the backend it runs on"
 expect_no_screen ' auto ' "no 'auto' backend"
 
 # A line that starts with a path is a message; //text sends /text; /nosuch stays a command.
