@@ -7,15 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "app/attach.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
 #include "engine/setting.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT } tui_job;
+
+#define CHAT_TUI_MAX_ATTACHED 16
 
 struct chat_tui {
     chat_tui_opts o;
@@ -33,6 +37,8 @@ struct chat_tui {
     tui_job job;
     char *job_text;
     glm_stats last;    /* the last reply's numbers */
+    char *attached[CHAT_TUI_MAX_ATTACHED]; /* /attach: files for the next message */
+    int n_attached;
 };
 
 /* ---- pushing ------------------------------------------------------------------------------- */
@@ -563,6 +569,101 @@ static void set_sampling(chat_tui *t, const char *args)
     config_free(&scratch);
 }
 
+/* ---- attachments ---------------------------------------------------------------------------------- */
+
+static void drop_attached(chat_tui *t)
+{
+    for (int i = 0; i < t->n_attached; i++)
+        free(t->attached[i]);
+    t->n_attached = 0;
+}
+
+/* /attach FILE: checked now (inside the workspace, text, small enough), read when sent. */
+static void attach_file(chat_tui *t, const char *arg)
+{
+    if (!*arg) {
+        if (t->n_attached == 0)
+            notice(t, "nothing attached; /attach FILE adds a text file to your next message");
+        for (int i = 0; i < t->n_attached; i++)
+            notice(t, "attached for the next message: %s", t->attached[i]);
+        return;
+    }
+    if (strcmp(arg, "clear") == 0) {
+        drop_attached(t);
+        notice(t, "attachments dropped");
+        return;
+    }
+    if (t->n_attached == CHAT_TUI_MAX_ATTACHED) {
+        notice(t, "at most %d files go with one message", CHAT_TUI_MAX_ATTACHED);
+        return;
+    }
+    workspace ws;
+    attach_buf probe = {0};
+    char err[PATH_MAX + 512];
+    if (workspace_open(&ws, t->o.workspace, err, sizeof err) != 0 ||
+        attach_add_file(&probe, &ws, arg, err, sizeof err) != 0) {
+        attach_buf_free(&probe);
+        error_line(t, err);
+        return;
+    }
+    attach_buf_free(&probe);
+    if (!(t->attached[t->n_attached] = strdup(arg))) {
+        error_line(t, "out of memory");
+        return;
+    }
+    t->n_attached++;
+    notice(t, "%s goes with your next message (/attach lists, /attach clear drops)", arg);
+}
+
+/* The word at s that starts with '@', without trailing punctuation, when it names an existing
+ * file (a relative path taken from the workspace, as the file tools take it): its path in
+ * path. 0 when it is no file, so an @name stays text. */
+static int at_file(const workspace *ws, const char *s, char *path, size_t cap)
+{
+    size_t n = strcspn(s + 1, " \t\n");
+    while (n > 0 && strchr(",.;:!?)'\"", s[n]))
+        n--;
+    if (n == 0 || n >= cap)
+        return 0;
+    memcpy(path, s + 1, n);
+    path[n] = 0;
+    char full[2 * PATH_MAX + 2];
+    snprintf(full, sizeof full, "%s/%s", path[0] == '/' ? "" : ws->root, path);
+    struct stat st;
+    return stat(full, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* text with the @FILE words' files and the /attach files fenced after it (malloc'd), or NULL
+ * after saying why in the view; nothing is sent then. */
+static char *message_with_files(chat_tui *t, const char *text)
+{
+    if (!strchr(text, '@') && t->n_attached == 0) {
+        char *copy = strdup(text);
+        if (!copy)
+            error_line(t, "out of memory");
+        return copy;
+    }
+    attach_buf msg = {0};
+    char err[PATH_MAX + 512], path[PATH_MAX];
+    workspace ws;
+    int rc = workspace_open(&ws, t->o.workspace, err, sizeof err);
+    if (rc == 0)
+        rc = attach_add_text(&msg, text, err, sizeof err);
+    for (const char *p = text; rc == 0 && (p = strchr(p, '@')) != NULL; p++)
+        if ((p == text || strchr(" \t\n(", p[-1])) && at_file(&ws, p, path, sizeof path))
+            rc = attach_add_file(&msg, &ws, path, err, sizeof err);
+    for (int i = 0; rc == 0 && i < t->n_attached; i++)
+        rc = attach_add_file(&msg, &ws, t->attached[i], err, sizeof err);
+    if (rc != 0) {
+        attach_buf_free(&msg);
+        error_line(t, err);
+        notice(t, "not sent; your message is in the history (Up)");
+        return NULL;
+    }
+    drop_attached(t);
+    return msg.text;
+}
+
 static void branches(chat_tui *t, const char *arg)
 {
     int64_t conv = chat_conversation(t->chat);
@@ -624,6 +725,8 @@ static void run_command(chat_tui *t, const char *name, const char *args)
         system_prompt(t, args);
     } else if (strcmp(name, "set") == 0) {
         set_sampling(t, args);
+    } else if (strcmp(name, "attach") == 0) {
+        attach_file(t, args);
     } else if (strcmp(name, "think") == 0) {
         set_think(t, args);
     } else if (strcmp(name, "effort") == 0) {
@@ -667,11 +770,16 @@ static void on_action(const ui_action *a, void *user)
 {
     chat_tui *t = user;
     switch (a->type) {
-    case UI_ACT_SUBMIT:
-        ui_push_text(t->view, UI_EV_USER, a->text, a->len);
-        start_job(t, t->editing ? JOB_EDIT : JOB_TURN, a->text);
+    case UI_ACT_SUBMIT: {
+        char *text = message_with_files(t, a->text);
+        if (!text) /* out of memory, or a file that cannot go: said in the view */
+            break;
+        ui_push_text(t->view, UI_EV_USER, text, strlen(text));
+        start_job(t, t->editing ? JOB_EDIT : JOB_TURN, text);
+        free(text);
         t->editing = 0;
         break;
+    }
     case UI_ACT_CANCEL:
         signals_request_cancel();
         if (t->o.src->cancel)
@@ -749,6 +857,7 @@ void chat_tui_free(chat_tui *t)
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t->job_text);
+    drop_attached(t);
     free(t);
 }
 

@@ -850,7 +850,7 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
         e->policy.mode = e->cfg.approval;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                         .history_file = keep_history ? history : NULL,
-                        .backend = chat_engine_backend_name(&e->cfg)};
+                        .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)
         return cli_runtime_error("%s", err);

@@ -20,7 +20,8 @@ static void print_usage(void)
            "Matched words are shown between [ and ].\n"
            "\n"
            "  --json      one JSON array of {conversation, message, part, kind, role, title,\n"
-           "              snippet, created_at}\n"
+           "              snippet, created_at}; message is its number in the conversation\n"
+           "              (1..N, as export, --from and the chat's jsonl number them)\n"
            "  --limit N   at most N results (default 50)\n"
            "  -h, --help  show this help\n"
            "Finding nothing is not an error: the exit status is 0 (and --json prints []).\n");

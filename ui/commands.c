@@ -18,6 +18,7 @@ const ui_command ui_commands[] = {
     {"edit", "", "edit your last message (a new branch)"},
     {"branch", "[N]", "list or switch the branches of this conversation"},
     {"stats", "", "speed and token counts of the last reply"},
+    {"attach", "[FILE|clear]", "a text file for your next message (or write @FILE in it)"},
     {"set", "[KEY VALUE]", "sampling for this session: temperature, top_p, top_k, seed, max_tokens"},
     {"copy", "", "copy the last reply to the clipboard (OSC 52)"},
     {"help", "", "commands and keys"},

@@ -117,4 +117,31 @@ clear_and_run "$RUN '$G' chat --conversation 1"
 expect_screen 'About the path\.' 5 "reopened with colors"
 if screen_esc | grep -qE $'\e\\[[0-9;]*(3[0-7]|4[0-7]|38;5|48;5)[;m]'; then pass; else fail "the check cannot see colors"; fi
 keys C-d
+expect_screen 'PROMPT\$ *$' 5 "Ctrl-D leaves"
+
+# /attach FILE and @FILE put text files after the message, fenced, by name; refused ones say why.
+printf '{"type":"content","text":"Got the file."}\n{"type":"done","finish":"stop"}\n{"type":"content","text":"Got the at file."}\n{"type":"done","finish":"stop"}\n' >>"$CHAT_REPLIES"
+printf 'alpha\n' >"$TMP/ws/notes.txt"
+printf 'beta\n' >"$TMP/ws/more.md"
+printf 'secret\n' >"$TMP/outside.txt"
+clear_and_run "$RUN '$G' chat --conversation 1"
+expect_screen 'About the path\.' 5 "reopened for attachments"
+type_text "/attach $TMP/outside.txt"; keys Enter
+expect_screen "cannot attach $TMP/outside.txt" 3 "a file outside the workspace is refused"
+type_text "/attach notes.txt"; keys Enter
+expect_screen 'notes.txt goes with your next message' 3 "/attach takes a file"
+type_text "read it"; keys Enter
+expect_screen 'Got the file\.' 5 "the attached message is answered"
+expect_screen 'ready' 3 "the reply ended"
+type_text "and @more.md, please, @alice"; keys Enter
+expect_screen 'Got the at file\.' 5 "the @file message is answered"
+check_py "attachments in the requests" '
+import json, os
+reqs = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")]
+u1 = [m["content"] for m in reqs[-2]["messages"] if m["role"] == "user"][-1]
+u2 = [m["content"] for m in reqs[-1]["messages"] if m["role"] == "user"][-1]
+if u1 != "read it\n\nfile notes.txt:\n```\nalpha\n```": print("FAIL: /attach %r" % u1)
+if u2 != "and @more.md, please, @alice\n\nfile more.md:\n```\nbeta\n```": print("FAIL: @file %r" % u2)
+'
+keys C-d
 finish
