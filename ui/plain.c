@@ -45,7 +45,7 @@ static void show_help(plain_view *p)
     for (size_t i = 0; i < ui_commands_count; i++)
         fprintf(p->errs, "/%s %s  %s\n", ui_commands[i].name, ui_commands[i].args,
                 ui_commands[i].help);
-    fprintf(p->errs, "A line starting with a path (/etc/hosts: ...) is sent as a message; //text sends /text\n");
+    fprintf(p->errs, "A line led by a path (/etc/hosts: ...) is a message; //text sends /text\n");
 }
 
 static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)

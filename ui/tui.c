@@ -653,7 +653,7 @@ static void show_help(tui *t)
         "PageUp/PageDown or the wheel scroll\n"
         "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
         "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text\n"
-        "A line starting with a path (/etc/hosts: ...) is sent as a message \xc2\xb7 //text sends /text";
+        "A line led by a path (/etc/hosts: ...) is a message \xc2\xb7 //text sends /text";
     trs_buf_add(&h, keys, strlen(keys));
     if (h.s)
         trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
