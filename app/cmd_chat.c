@@ -2,6 +2,7 @@
  * scripted mode: prompts from stdin or --prompt, the answer on stdout, events as text or jsonl. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -734,7 +735,7 @@ static int build_prompt(chat_env *e, const chat_args *a, attach_buf *prompt)
     char err[PATH_MAX + 512];
     char *in = NULL;
     size_t in_len = 0;
-    if (!isatty(0)) {
+    if (!isatty(0) && fcntl(0, F_GETFD) != -1) { /* a closed stdin is no document */
         in = attach_read_stream(stdin, a->prompt ? "stdin" : "the prompt on stdin", &in_len, err, sizeof err);
         if (!in)
             return cli_runtime_error("%s", err);
