@@ -104,6 +104,21 @@ glm_sampling *chat_sampling(chat *c)
     return &c->sampling;
 }
 
+void chat_fix_seed(chat *c, int fixed)
+{
+    c->seed_set = fixed != 0;
+}
+
+int chat_seed_fixed(const chat *c)
+{
+    return c->seed_set;
+}
+
+const char *chat_system_prompt(const chat *c)
+{
+    return c->system_prompt;
+}
+
 /* ---- per-conversation settings ------------------------------------------------------------ */
 
 static int save_settings(chat *c, char *err, size_t errlen)

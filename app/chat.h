@@ -88,6 +88,12 @@ int chat_think(const chat *c);
 glm_effort chat_effort(const chat *c);
 /* Sampling for this conversation's replies (cfg's, overridable per run, e.g. --max-tokens). */
 glm_sampling *chat_sampling(chat *c);
+/* Whether replies use chat_sampling's seed (1) or a fresh one each (0); set by `seed` in the
+ * config, --seed and /set seed. */
+void chat_fix_seed(chat *c, int fixed);
+int chat_seed_fixed(const chat *c);
+/* The system prompt the next request carries, or NULL for none. */
+const char *chat_system_prompt(const chat *c);
 
 /* One turn for the user's text. 0 when the turn ran (whatever its finish; see out), -1 when
  * it could not (storage failed; err says why). */

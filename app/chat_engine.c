@@ -110,3 +110,10 @@ chat_source chat_engine_source(chat_engine *ce)
     chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .self = ce, .model_name = ce->model_name};
     return s;
 }
+
+const char *chat_engine_backend_name(const app_config *cfg)
+{
+    if (cfg->backend)
+        return cfg->backend;
+    return glm_cuda_available() ? "cuda" : "cpu";
+}

@@ -16,4 +16,8 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen);
 void chat_engine_close(chat_engine *ce);
 chat_source chat_engine_source(chat_engine *ce);
 
+/* The backend cfg runs on, as the engine resolves it: cfg->backend, else "cuda" where a GPU is
+ * found, else "cpu" (what the status line shows; never "auto"). */
+const char *chat_engine_backend_name(const app_config *cfg);
+
 #endif

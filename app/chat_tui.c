@@ -7,15 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "app/attach.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
 #include "engine/setting.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT } tui_job;
+
+#define CHAT_TUI_MAX_ATTACHED 16
 
 struct chat_tui {
     chat_tui_opts o;
@@ -33,6 +37,8 @@ struct chat_tui {
     tui_job job;
     char *job_text;
     glm_stats last;    /* the last reply's numbers */
+    char *attached[CHAT_TUI_MAX_ATTACHED]; /* /attach: files for the next message */
+    int n_attached;
 };
 
 /* ---- pushing ------------------------------------------------------------------------------- */
@@ -68,7 +74,7 @@ static void push_conversation_status(chat_tui *t)
     free(title);
     st.conversation = label;
     st.model = t->o.src->model_name;
-    st.backend = t->o.backend ? t->o.backend : "auto";
+    st.backend = t->o.backend;
     st.ranks = 1;
     ui_push_status(t->view, &st);
 }
@@ -227,6 +233,18 @@ static int start_job(chat_tui *t, tui_job job, const char *text)
 
 /* ---- transcripts ------------------------------------------------------------------------------- */
 
+/* A stored thought's length: from the reply's first token (or the previous part) to the time
+ * its part was saved, which is when the next kind of text began. */
+static void replay_thought_time(chat_tui *t, const msg *m, size_t j)
+{
+    int64_t from = j > 0 ? m->parts[j - 1].created_at
+                         : m->created_at + (m->stats.ttft_ms > 0 ? m->stats.ttft_ms : 0);
+    int64_t ms = m->parts[j].created_at - from;
+    ui_status st = ui_status_none();
+    st.think_s = ms > 0 ? (double)ms / 1000.0 : 0.0;
+    ui_push_status(t->view, &st);
+}
+
 static void replay_parts(chat_tui *t, const msg *m)
 {
     for (size_t j = 0; j < m->nparts; j++) {
@@ -237,6 +255,7 @@ static void replay_parts(chat_tui *t, const msg *m)
             break;
         case PART_REASONING:
             ui_push_text(t->view, UI_EV_REASONING_DELTA, p->data, p->len);
+            replay_thought_time(t, m, j);
             break;
         case PART_TOOL_CALL:
             ui_push_tool(t->view, UI_EV_TOOL_BEGIN, p->call_id, p->name, NULL, 0);
@@ -259,7 +278,44 @@ static const char *stored_finish(const msg *m)
     return m->finish_reason ? m->finish_reason : "stop";
 }
 
-/* Shows the current path: each user message, then its replies as one reply item. */
+/* A reopened reply's stored numbers, summed over its steps, into the view (and /stats). */
+typedef struct reply_numbers {
+    int64_t tokens, gen_ms, ttft_ms, prompt_tokens;
+    int steps;
+} reply_numbers;
+
+static void count_reply(reply_numbers *n, const msg *m)
+{
+    if (n->steps++ == 0)
+        n->ttft_ms = m->stats.ttft_ms;
+    if (m->stats.completion_tokens > 0)
+        n->tokens += m->stats.completion_tokens;
+    if (m->stats.gen_ms > 0)
+        n->gen_ms += m->stats.gen_ms;
+    if (m->stats.prompt_tokens > 0)
+        n->prompt_tokens = m->stats.prompt_tokens;
+}
+
+static void finish_replayed(chat_tui *t, const msg *last, reply_numbers *n)
+{
+    ui_status st = ui_status_none();
+    st.gen_tokens = n->tokens;
+    if (n->ttft_ms >= 0)
+        st.ttft_s = (double)n->ttft_ms / 1000.0;
+    if (n->gen_ms > 0)
+        st.tok_s = (double)n->tokens * 1000.0 / (double)n->gen_ms;
+    if (n->prompt_tokens > 0)
+        st.ctx_used = n->prompt_tokens + n->tokens;
+    ui_push_status(t->view, &st);
+    ui_push_finish(t->view, stored_finish(last));
+    t->last = (glm_stats){.prompt_tokens = (int)n->prompt_tokens, .generated_tokens = (int)n->tokens,
+                          .ttft_s = n->ttft_ms >= 0 ? (double)n->ttft_ms / 1000.0 : 0,
+                          .decode_tok_s = st.tok_s > 0 ? st.tok_s : 0};
+    memset(n, 0, sizeof *n);
+}
+
+/* Shows the current path: each user message, then its replies as one reply item with the
+ * numbers stored with them. */
 static void replay(chat_tui *t)
 {
     ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
@@ -268,11 +324,12 @@ static void replay(chat_tui *t)
     if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
         return;
     const msg *open_reply = NULL;
+    reply_numbers numbers = {0};
     for (size_t i = 0; i < path.count; i++) {
         const msg *m = &path.msgs[i];
         if (m->role == MSG_USER) {
             if (open_reply)
-                ui_push_finish(t->view, stored_finish(open_reply));
+                finish_replayed(t, open_reply, &numbers);
             open_reply = NULL;
             replay_parts(t, m);
             continue;
@@ -281,11 +338,12 @@ static void replay(chat_tui *t)
             if (!open_reply)
                 ui_push_text(t->view, UI_EV_REPLY_BEGIN, NULL, 0);
             open_reply = m;
+            count_reply(&numbers, m);
         }
         replay_parts(t, m);
     }
     if (open_reply)
-        ui_push_finish(t->view, stored_finish(open_reply));
+        finish_replayed(t, open_reply, &numbers);
     conv_messages_free(&path);
 }
 
@@ -503,6 +561,162 @@ static void tools_command(chat_tui *t, const char *args)
                d->schema_json);
 }
 
+static void system_prompt(chat_tui *t, const char *arg)
+{
+    char err[1024];
+    if (!*arg) {
+        const char *now = chat_system_prompt(t->chat);
+        if (now)
+            notice(t, "system prompt: %s", now);
+        else
+            notice(t, "no system prompt; /system TEXT sets one");
+        return;
+    }
+    int clear = strcmp(arg, "clear") == 0;
+    if (chat_set_system_prompt(t->chat, clear ? NULL : arg, err, sizeof err) != 0)
+        error_line(t, err);
+    else
+        notice(t, clear ? "system prompt cleared" : "system prompt set");
+}
+
+static void show_sampling(chat_tui *t)
+{
+    const glm_sampling *s = chat_sampling(t->chat);
+    char seed[32] = "fresh each reply";
+    if (chat_seed_fixed(t->chat))
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
+    notice(t, "temperature %g, top_p %g, top_k %d, seed %s, max_tokens %d%s", s->temperature, s->top_p,
+           s->top_k, seed, s->max_tokens, s->max_tokens ? "" : " (the model's limit)");
+}
+
+/* /set KEY VALUE: one sampling setting for the rest of this session, checked as the config
+ * file's key is. */
+static void set_sampling(chat_tui *t, const char *args)
+{
+    static const char *const keys[] = {"temperature", "top_p", "top_k", "seed", "max_tokens"};
+    if (!*args) {
+        show_sampling(t);
+        return;
+    }
+    char key[32], value[128], extra[2];
+    int n = sscanf(args, "%31s %127s %1s", key, value, extra);
+    int known = 0;
+    for (size_t i = 0; n >= 1 && i < sizeof keys / sizeof keys[0]; i++)
+        known |= strcmp(key, keys[i]) == 0;
+    if (n != 2 || !known) {
+        notice(t, "usage: /set KEY VALUE, KEY one of temperature, top_p, top_k, seed, max_tokens");
+        return;
+    }
+    app_config scratch;
+    config_init(&scratch);
+    scratch.sampling = *chat_sampling(t->chat);
+    char err[512];
+    if (config_set(&scratch, key, value, "/set", err, sizeof err) != 0) {
+        error_line(t, err);
+    } else {
+        *chat_sampling(t->chat) = scratch.sampling;
+        if (strcmp(key, "seed") == 0)
+            chat_fix_seed(t->chat, 1);
+        show_sampling(t);
+    }
+    config_free(&scratch);
+}
+
+/* ---- attachments ---------------------------------------------------------------------------------- */
+
+static void drop_attached(chat_tui *t)
+{
+    for (int i = 0; i < t->n_attached; i++)
+        free(t->attached[i]);
+    t->n_attached = 0;
+}
+
+/* /attach FILE: checked now (inside the workspace, text, small enough), read when sent. */
+static void attach_file(chat_tui *t, const char *arg)
+{
+    if (!*arg) {
+        if (t->n_attached == 0)
+            notice(t, "nothing attached; /attach FILE adds a text file to your next message");
+        for (int i = 0; i < t->n_attached; i++)
+            notice(t, "attached for the next message: %s", t->attached[i]);
+        return;
+    }
+    if (strcmp(arg, "clear") == 0) {
+        drop_attached(t);
+        notice(t, "attachments dropped");
+        return;
+    }
+    if (t->n_attached == CHAT_TUI_MAX_ATTACHED) {
+        notice(t, "at most %d files go with one message", CHAT_TUI_MAX_ATTACHED);
+        return;
+    }
+    workspace ws;
+    attach_buf probe = {0};
+    char err[PATH_MAX + 512];
+    if (workspace_open(&ws, t->o.workspace, err, sizeof err) != 0 ||
+        attach_add_file(&probe, &ws, arg, err, sizeof err) != 0) {
+        attach_buf_free(&probe);
+        error_line(t, err);
+        return;
+    }
+    attach_buf_free(&probe);
+    if (!(t->attached[t->n_attached] = strdup(arg))) {
+        error_line(t, "out of memory");
+        return;
+    }
+    t->n_attached++;
+    notice(t, "%s goes with your next message (/attach lists, /attach clear drops)", arg);
+}
+
+/* The word at s that starts with '@', without trailing punctuation, when it names an existing
+ * file (a relative path taken from the workspace, as the file tools take it): its path in
+ * path. 0 when it is no file, so an @name stays text. */
+static int at_file(const workspace *ws, const char *s, char *path, size_t cap)
+{
+    size_t n = strcspn(s + 1, " \t\n");
+    while (n > 0 && strchr(",.;:!?)'\"", s[n]))
+        n--;
+    if (n == 0 || n >= cap)
+        return 0;
+    memcpy(path, s + 1, n);
+    path[n] = 0;
+    char full[2 * PATH_MAX + 2];
+    snprintf(full, sizeof full, "%s/%s", path[0] == '/' ? "" : ws->root, path);
+    struct stat st;
+    return stat(full, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* text with the @FILE words' files and the /attach files fenced after it (malloc'd), or NULL
+ * after saying why in the view; nothing is sent then. */
+static char *message_with_files(chat_tui *t, const char *text)
+{
+    if (!strchr(text, '@') && t->n_attached == 0) {
+        char *copy = strdup(text);
+        if (!copy)
+            error_line(t, "out of memory");
+        return copy;
+    }
+    attach_buf msg = {0};
+    char err[PATH_MAX + 512], path[PATH_MAX];
+    workspace ws;
+    int rc = workspace_open(&ws, t->o.workspace, err, sizeof err);
+    if (rc == 0)
+        rc = attach_add_text(&msg, text, err, sizeof err);
+    for (const char *p = text; rc == 0 && (p = strchr(p, '@')) != NULL; p++)
+        if ((p == text || strchr(" \t\n(", p[-1])) && at_file(&ws, p, path, sizeof path))
+            rc = attach_add_file(&msg, &ws, path, err, sizeof err);
+    for (int i = 0; rc == 0 && i < t->n_attached; i++)
+        rc = attach_add_file(&msg, &ws, t->attached[i], err, sizeof err);
+    if (rc != 0) {
+        attach_buf_free(&msg);
+        error_line(t, err);
+        notice(t, "not sent; your message is in the history (Up)");
+        return NULL;
+    }
+    drop_attached(t);
+    return msg.text;
+}
+
 static void branches(chat_tui *t, const char *arg)
 {
     int64_t conv = chat_conversation(t->chat);
@@ -538,7 +752,8 @@ static void branches(chat_tui *t, const char *arg)
             replay(t);
     } else {
         for (size_t i = 0; i < n; i++)
-            notice(t, "branch %zu: message %lld%s", i + 1, (long long)kids[i], kids[i] == current ? " (shown)" : "");
+            notice(t, "branch %zu: message %lld%s", i + 1, (long long)msg_number(t->o.db, conv, kids[i]),
+                   kids[i] == current ? " (shown)" : "");
     }
     free(kids);
 }
@@ -560,10 +775,11 @@ static void run_command(chat_tui *t, const char *name, const char *args)
     } else if (strcmp(name, "export") == 0) {
         export_conversation(t, args);
     } else if (strcmp(name, "system") == 0) {
-        if (*args && chat_set_system_prompt(t->chat, args, err, sizeof err) != 0)
-            error_line(t, err);
-        else
-            notice(t, *args ? "system prompt set" : "usage: /system TEXT");
+        system_prompt(t, args);
+    } else if (strcmp(name, "set") == 0) {
+        set_sampling(t, args);
+    } else if (strcmp(name, "attach") == 0) {
+        attach_file(t, args);
     } else if (strcmp(name, "think") == 0) {
         set_think(t, args);
     } else if (strcmp(name, "effort") == 0) {
@@ -607,11 +823,16 @@ static void on_action(const ui_action *a, void *user)
 {
     chat_tui *t = user;
     switch (a->type) {
-    case UI_ACT_SUBMIT:
-        ui_push_text(t->view, UI_EV_USER, a->text, a->len);
-        start_job(t, t->editing ? JOB_EDIT : JOB_TURN, a->text);
+    case UI_ACT_SUBMIT: {
+        char *text = message_with_files(t, a->text);
+        if (!text) /* out of memory, or a file that cannot go: said in the view */
+            break;
+        ui_push_text(t->view, UI_EV_USER, text, strlen(text));
+        start_job(t, t->editing ? JOB_EDIT : JOB_TURN, text);
+        free(text);
         t->editing = 0;
         break;
+    }
     case UI_ACT_CANCEL:
         signals_request_cancel();
         if (t->o.src->cancel)
@@ -689,13 +910,16 @@ void chat_tui_free(chat_tui *t)
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t->job_text);
+    drop_attached(t);
     free(t);
 }
 
 int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
 {
     t->chat = c;
-    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t};
+    const char *no_color = getenv("NO_COLOR"); /* set and not empty: no colors (no-color.org) */
+    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t,
+                     .no_color = no_color && *no_color};
     t->view = t->o.plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, errlen) : ui_tui_new(&cfg, err, errlen);
     if (!t->view)
         return -1;

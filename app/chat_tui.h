@@ -3,9 +3,11 @@
  * approvals are asked in the view (once / this conversation / always) while the worker waits.
  *
  * Slash commands handled here: /new, /open ID, /list, /search QUERY, /export [md|json|html]
- * [FILE], /system [TEXT], /think [on|off], /effort [low|high|max], /tools, /retry, /edit [TEXT]
- * (without TEXT the last message is put in the input line; the next submit replaces it),
- * /branch (the branches of the last message), /stats. */
+ * [FILE], /system [TEXT|clear], /think [on|off], /effort [low|high|max], /tools, /retry,
+ * /edit [TEXT] (without TEXT the last message is put in the input line; the next submit
+ * replaces it), /branch (the branches of the last message), /stats, /set [KEY VALUE],
+ * /attach [FILE|clear] (text files fenced after the next message, as `chat -f` does; a word
+ * @PATH naming an existing file in a message attaches it too). */
 #ifndef GLMCHAT_APP_CHAT_TUI_H
 #define GLMCHAT_APP_CHAT_TUI_H
 
@@ -21,6 +23,7 @@ typedef struct chat_tui_opts {
     tool_policy *policy;   /* may be NULL; its asker is replaced by the view's */
     const char *history_file;
     const char *backend;   /* for the status line */
+    const char *workspace; /* where /attach and @FILE may read (NULL: the current directory) */
     int plain;             /* 1: the stdio view (tests), 0: the ncurses TUI */
 } chat_tui_opts;
 

@@ -169,7 +169,7 @@ void cli_print_usage(void)
 {
     printf("Usage: glmchat [OPTION]... [COMMAND [ARG]...]\n"
            "Chat with GLM-5.3-Flash in the terminal. With no command: the TUI when stdin and\n"
-           "stdout are terminals, else a scripted chat reading prompts from stdin.\n"
+           "stdout are terminals, else a scripted chat reading its prompt from stdin.\n"
            "\n"
            "Commands:\n");
     for (const cli_command *c = cli_commands; c->name; c++)

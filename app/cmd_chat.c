@@ -1,13 +1,17 @@
 /* cmd_chat.c: `glmchat chat` (CLI.md): options, config, database, tools and MCP servers, then
  * scripted mode: prompts from stdin or --prompt, the answer on stdout, events as text or jsonl. */
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "app/attach.h"
 #include "app/chat.h"
 #include "app/chat_engine.h"
 #include "app/chat_tui.h"
@@ -29,12 +33,20 @@
 #define TEST_HOOK_DELAY "GLMCHAT_TEST_REPLY_DELAY_MS"
 
 typedef enum reasoning_to { REASONING_STDERR, REASONING_STDOUT, REASONING_NONE } reasoning_to;
+typedef enum output_format { OUTPUT_TEXT, OUTPUT_JSONL, OUTPUT_JSON } output_format;
+
+#define MAX_ATTACHED_FILES 64
 
 typedef struct chat_args {
     int continue_latest;
     int64_t conversation;
     const char *prompt;
-    int jsonl;
+    output_format format;
+    int jsonl;             /* format == OUTPUT_JSONL */
+    int lines;             /* --lines: each stdin line is a prompt (the old scripted mode) */
+    const char *files[MAX_ATTACHED_FILES];
+    int n_files;
+    const char *temperature, *top_p, *seed;
     int no_save;
     const char *think;
     const char *effort;
@@ -53,14 +65,24 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: glmchat chat [OPTION]...\n"
-            "Chat with the model. On a terminal this is the TUI; otherwise prompts come from stdin,\n"
-            "one a line (a line ending in '\\' continues), and the answers go to stdout.\n"
+            "Chat with the model. On a terminal this is the TUI; otherwise all of stdin is one\n"
+            "prompt (or, with --prompt, a document attached to it) and the answer goes to stdout.\n"
             "\n"
             "  -c, --continue            continue the latest conversation\n"
             "      --conversation ID     continue conversation ID (see `glmchat list`)\n"
-            "      --prompt TEXT         one turn with TEXT instead of reading stdin\n"
-            "      --output-format FMT   text (default) or jsonl: one JSON event a line\n"
-            "      --no-save             keep this chat in memory only\n"
+            "      --prompt TEXT         one turn with TEXT; piped stdin is attached after it,\n"
+            "                            fenced and labelled 'stdin'\n"
+            "  -f, --file FILE           attach a text file (repeatable; inside the workspace,\n"
+            "                            at most 1 MiB each) after the prompt, fenced, by name\n"
+            "      --lines               each stdin line is a prompt of its own (a line ending\n"
+            "                            in '\\' continues): several turns in one run\n"
+            "      --output-format FMT   text (default), jsonl (one JSON event a line) or json\n"
+            "                            (one object when the turn ends: reply, reasoning, tool\n"
+            "                            calls, usage, ids, finish)\n"
+            "      --no-save             keep this chat in memory only (no ids are reported)\n"
+            "      --temperature X       sampling temperature 0..10 for this run\n"
+            "      --top-p X             nucleus sampling 0..1 for this run (1: off)\n"
+            "      --seed N              the sampling seed for this run\n"
             "      --think on|off        thinking for this conversation (saved with it)\n"
             "      --effort low|high|max reasoning effort for this conversation (saved with it)\n"
             "      --system TEXT         the conversation's system prompt (saved with it)\n"
@@ -93,7 +115,7 @@ static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *ou
 static int parse_args(int argc, char **argv, chat_args *a)
 {
     enum { O_CONV = 256, O_PROMPT, O_FORMAT, O_NOSAVE, O_THINK, O_EFFORT, O_MAXTOK, O_SYSTEM, O_TOOLS,
-           O_REASONING, O_RETRY, O_EDIT, O_FROM, O_ALLOW_TOOL };
+           O_REASONING, O_RETRY, O_EDIT, O_FROM, O_ALLOW_TOOL, O_LINES, O_TEMP, O_TOPP, O_SEED };
     static const struct option opts[] = {
         {"continue", no_argument, NULL, 'c'},        {"conversation", required_argument, NULL, O_CONV},
         {"prompt", required_argument, NULL, O_PROMPT}, {"output-format", required_argument, NULL, O_FORMAT},
@@ -103,15 +125,27 @@ static int parse_args(int argc, char **argv, chat_args *a)
         {"reasoning", required_argument, NULL, O_REASONING}, {"retry", no_argument, NULL, O_RETRY},
         {"edit", required_argument, NULL, O_EDIT},   {"from", required_argument, NULL, O_FROM},
         {"allow-tool", required_argument, NULL, O_ALLOW_TOOL}, {"approve", required_argument, NULL, O_ALLOW_TOOL},
+        {"file", required_argument, NULL, 'f'},      {"lines", no_argument, NULL, O_LINES},
+        {"temperature", required_argument, NULL, O_TEMP}, {"top-p", required_argument, NULL, O_TOPP},
+        {"seed", required_argument, NULL, O_SEED},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
     int ch, pick;
-    while ((ch = getopt_long(argc, argv, ":ch", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":chf:", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': a->continue_latest = 1; break;
+        case 'f':
+            if (a->n_files == MAX_ATTACHED_FILES)
+                return cli_usage_error("chat", "at most %d files can be attached", MAX_ATTACHED_FILES);
+            a->files[a->n_files++] = optarg;
+            break;
+        case O_LINES: a->lines = 1; break;
+        case O_TEMP: a->temperature = optarg; break;
+        case O_TOPP: a->top_p = optarg; break;
+        case O_SEED: a->seed = optarg; break;
         case 'h': usage(stdout); return -1;
         case O_CONV:
             if (parse_id("chat", "--conversation", optarg, &a->conversation))
@@ -119,9 +153,10 @@ static int parse_args(int argc, char **argv, chat_args *a)
             break;
         case O_PROMPT: a->prompt = optarg; break;
         case O_FORMAT:
-            if (cli_choice_option("chat", "--output-format", optarg, "text|jsonl", &pick))
+            if (cli_choice_option("chat", "--output-format", optarg, "text|jsonl|json", &pick))
                 return CLI_EXIT_USAGE;
-            a->jsonl = pick == 1;
+            a->format = (output_format)pick;
+            a->jsonl = a->format == OUTPUT_JSONL;
             break;
         case O_NOSAVE: a->no_save = 1; break;
         case O_THINK:
@@ -173,13 +208,36 @@ static int parse_args(int argc, char **argv, chat_args *a)
         return cli_usage_error("chat", "give one of --prompt, --retry and --edit");
     if (a->from && !a->conversation)
         return cli_usage_error("chat", "--from MSG needs --conversation ID");
+    if (a->lines && (a->prompt || a->retry || a->edit || a->n_files))
+        return cli_usage_error("chat", "--lines reads every prompt from stdin; it goes without --prompt, "
+                                       "--retry, --edit and -f");
+    if (a->n_files && (a->retry || a->edit))
+        return cli_usage_error("chat", "-f attaches files to a new prompt; it goes without --retry and --edit");
     return 0;
 }
 
 /* ---- the output of scripted mode ---------------------------------------------------------------- */
 
+/* What --output-format json gathers over a turn, written as one object when it ends. */
+typedef struct json_turn {
+    int64_t user_message;     /* its number in the conversation; 0 unsaved */
+    attach_buf reply, reasoning;
+    cJSON *tool_calls;
+    int prompt_tokens, reused_tokens, generated_tokens, steps;
+    double ttft_s, decode_tok_s;
+} json_turn;
+
+/* Exit status run_one gives when stdout's reader went away: the caller exits as other commands
+ * do on SIGPIPE, quietly, after the reply is saved. */
+#define EXIT_BROKEN_PIPE (-2)
+
 typedef struct script_out {
     int jsonl;
+    int json;
+    int no_save;           /* nothing is saved: no ids are shown */
+    db_store *db;
+    json_turn jt;
+    int broken_pipe;       /* a write to stdout failed with EPIPE */
     jsonl_writer jw;
     reasoning_to reasoning;
     chat *chat;
@@ -194,12 +252,36 @@ typedef struct script_out {
     tool_policy *policy;   /* NULL without tools */
 } script_out;
 
+/* The ids outputs show: the conversation's, and a message's number in it; 0 (null) under
+ * --no-save, whose in-memory database numbers nothing the user can open again. */
+static int64_t shown_conversation(const script_out *so)
+{
+    return so->no_save ? 0 : chat_conversation(so->chat);
+}
+
+static int64_t shown_message(const script_out *so, int64_t msg)
+{
+    if (so->no_save || msg <= 0)
+        return 0;
+    int64_t n = msg_number(so->db, chat_conversation(so->chat), msg);
+    return n > 0 ? n : 0;
+}
+
+static void note_write(script_out *so, int failed)
+{
+    if (!failed)
+        return;
+    if (errno == EPIPE)
+        so->broken_pipe = 1;
+    so->write_failed = 1;
+}
+
 static void send_session(script_out *so)
 {
     if (so->session_sent || !so->jsonl)
         return;
     so->session_sent = 1;
-    jsonl_session(&so->jw, chat_conversation(so->chat), so->continued);
+    note_write(so, jsonl_session(&so->jw, shown_conversation(so), so->continued) != 0);
 }
 
 static void on_user(void *u, int64_t msg, const char *text)
@@ -207,14 +289,134 @@ static void on_user(void *u, int64_t msg, const char *text)
     script_out *so = u;
     send_session(so);
     if (so->jsonl)
-        jsonl_user(&so->jw, msg, text);
+        note_write(so, jsonl_user(&so->jw, shown_message(so, msg), text) != 0);
+    if (so->json)
+        so->jt.user_message = shown_message(so, msg);
 }
 
 static void on_assistant(void *u, int64_t msg)
 {
     script_out *so = u;
     if (so->jsonl)
-        jsonl_assistant(&so->jw, msg);
+        note_write(so, jsonl_assistant(&so->jw, shown_message(so, msg)) != 0);
+}
+
+/* ---- --output-format json --------------------------------------------------------------------- */
+
+static void json_turn_reset(json_turn *jt)
+{
+    attach_buf_free(&jt->reply);
+    attach_buf_free(&jt->reasoning);
+    cJSON_Delete(jt->tool_calls);
+    memset(jt, 0, sizeof *jt);
+}
+
+static void json_append(attach_buf *b, const char *text, size_t len)
+{
+    char err[64];
+    char *copy = strndup(text ? text : "", len);
+    if (copy)
+        attach_add_text(b, copy, err, sizeof err);
+    free(copy);
+}
+
+static void json_tool_call(json_turn *jt, const glm_event *ev)
+{
+    if (!jt->tool_calls)
+        jt->tool_calls = cJSON_CreateArray();
+    cJSON *call = cJSON_CreateObject();
+    if (!jt->tool_calls || !call || !cJSON_AddItemToArray(jt->tool_calls, call)) {
+        cJSON_Delete(call);
+        return;
+    }
+    cJSON_AddItemToObject(call, "id", ev->call_id ? cJSON_CreateString(ev->call_id) : cJSON_CreateNull());
+    cJSON_AddStringToObject(call, "name", ev->name ? ev->name : "");
+    char *text = strndup(ev->text ? ev->text : "", ev->len);
+    cJSON *args = text ? cJSON_Parse(text) : NULL;
+    if (args && cJSON_IsObject(args)) {
+        cJSON_AddItemToObject(call, "arguments", args);
+    } else {
+        cJSON_Delete(args);
+        cJSON_AddNullToObject(call, "arguments");
+        cJSON_AddStringToObject(call, "arguments_text", text ? text : "");
+    }
+    free(text);
+}
+
+static void json_event(json_turn *jt, const glm_event *ev)
+{
+    switch (ev->type) {
+    case GLM_EV_REASONING_DELTA: json_append(&jt->reasoning, ev->text, ev->len); return;
+    case GLM_EV_CONTENT_DELTA: json_append(&jt->reply, ev->text, ev->len); return;
+    case GLM_EV_TOOL_CALL_END: json_tool_call(jt, ev); return;
+    case GLM_EV_DONE:
+        if (jt->steps++ == 0)
+            jt->ttft_s = ev->stats.ttft_s;
+        jt->prompt_tokens = ev->stats.prompt_tokens; /* the last step's prompt holds the others */
+        jt->reused_tokens += ev->stats.reused_tokens;
+        jt->generated_tokens += ev->stats.generated_tokens;
+        jt->decode_tok_s = ev->stats.decode_tok_s;
+        return;
+    default: return;
+    }
+}
+
+static void json_tool_result(json_turn *jt, const char *call_id, const tool_result *r)
+{
+    cJSON *call;
+    cJSON_ArrayForEach(call, jt->tool_calls) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(call, "id");
+        int same = call_id ? cJSON_IsString(id) && strcmp(id->valuestring, call_id) == 0 : cJSON_IsNull(id);
+        if (!same || cJSON_GetObjectItemCaseSensitive(call, "result"))
+            continue;
+        cJSON *res = cJSON_AddObjectToObject(call, "result");
+        if (res) {
+            cJSON_AddBoolToObject(res, "is_error", r->is_error);
+            cJSON_AddStringToObject(res, "text", r->text ? r->text : "");
+        }
+        return;
+    }
+}
+
+static cJSON *id_or_null(int64_t id)
+{
+    return id > 0 ? cJSON_CreateNumber((double)id) : cJSON_CreateNull();
+}
+
+/* The turn's one object on stdout. */
+static void json_write_turn(script_out *so, const chat_outcome *out)
+{
+    json_turn *jt = &so->jt;
+    cJSON *o = cJSON_CreateObject(), *usage = cJSON_CreateObject();
+    if (!o || !usage) {
+        cJSON_Delete(o);
+        cJSON_Delete(usage);
+        so->write_failed = 1;
+        return;
+    }
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddItemToObject(o, "conversation", id_or_null(shown_conversation(so)));
+    cJSON_AddItemToObject(o, "user_message", id_or_null(jt->user_message));
+    cJSON_AddItemToObject(o, "message", id_or_null(shown_message(so, out->last_message)));
+    cJSON_AddStringToObject(o, "reply", jt->reply.text ? jt->reply.text : "");
+    cJSON_AddStringToObject(o, "reasoning", jt->reasoning.text ? jt->reasoning.text : "");
+    cJSON_AddItemToObject(o, "tool_calls", jt->tool_calls ? jt->tool_calls : cJSON_CreateArray());
+    jt->tool_calls = NULL;
+    cJSON_AddNumberToObject(usage, "prompt_tokens", jt->prompt_tokens);
+    cJSON_AddNumberToObject(usage, "reused_tokens", jt->reused_tokens);
+    cJSON_AddNumberToObject(usage, "generated_tokens", jt->generated_tokens);
+    cJSON_AddNumberToObject(usage, "steps", jt->steps);
+    cJSON_AddNumberToObject(usage, "ttft_s", jt->ttft_s);
+    cJSON_AddNumberToObject(usage, "decode_tok_s", jt->decode_tok_s);
+    cJSON_AddItemToObject(o, "usage", usage);
+    cJSON_AddStringToObject(o, "finish", out->finish);
+    cJSON_AddItemToObject(o, "error", strcmp(out->finish, "error") == 0 && out->error[0]
+                                          ? cJSON_CreateString(out->error) : cJSON_CreateNull());
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    note_write(so, !text || puts(text) == EOF || fflush(stdout) != 0);
+    free(text);
+    json_turn_reset(jt);
 }
 
 static void end_reasoning(script_out *so)
@@ -243,8 +445,7 @@ static void text_event(script_out *so, const glm_event *ev)
         if (ev->len == 0)
             return;
         end_reasoning(so);
-        if (visible_write_stream(stdout, &so->out_vs, ev->text, ev->len) != 0 || fflush(stdout) != 0)
-            so->write_failed = 1;
+        note_write(so, visible_write_stream(stdout, &so->out_vs, ev->text, ev->len) != 0 || fflush(stdout) != 0);
         so->content_open = ev->text[ev->len - 1] != '\n';
         return;
     case GLM_EV_TOOL_CALL_END:
@@ -275,8 +476,9 @@ static int on_event(void *u, const glm_event *ev)
     if (ev->type == GLM_EV_DONE)
         so->done = ev->stats;
     if (so->jsonl) {
-        if (jsonl_event(&so->jw, ev))
-            so->write_failed = 1;
+        note_write(so, jsonl_event(&so->jw, ev) != 0);
+    } else if (so->json) {
+        json_event(&so->jt, ev);
     } else {
         text_event(so, ev);
     }
@@ -291,7 +493,12 @@ static void on_tool_result(void *u, const char *call_id, const char *name, const
         so->policy->save_err[0] = 0;
     }
     if (so->jsonl) {
-        jsonl_tool_result(&so->jw, call_id, name, r->is_error, tool_approval_name(r->approval), r->text);
+        note_write(so, jsonl_tool_result(&so->jw, call_id, name, r->is_error, tool_approval_name(r->approval),
+                                         r->text) != 0);
+        return;
+    }
+    if (so->json) {
+        json_tool_result(&so->jt, call_id, r);
         return;
     }
     if (r->approval == TOOL_APPROVAL_FLAG)
@@ -317,7 +524,12 @@ static void finish_turn(script_out *so, const chat_outcome *out)
         if (strcmp(out->finish, "error") == 0 && out->error[0] && strcmp(out->error, so->streamed_error) != 0)
             jsonl_error(&so->jw, out->error);
         so->streamed_error[0] = 0;
-        jsonl_turn_end(&so->jw, chat_conversation(so->chat), out->last_message, out->finish);
+        note_write(so, jsonl_turn_end(&so->jw, shown_conversation(so), shown_message(so, out->last_message),
+                                      out->finish) != 0);
+        return;
+    }
+    if (so->json) {
+        json_write_turn(so, out);
         return;
     }
     visible_flush(stdout, &so->out_vs);
@@ -360,8 +572,20 @@ static void env_free(chat_env *e)
 static int apply_flags(chat_env *e, const chat_args *a)
 {
     char err[1024];
-    if (a->max_tokens && config_set(&e->cfg, "max_tokens", a->max_tokens, "--max-tokens", err, sizeof err))
-        return cli_usage_error("chat", "%s", err);
+    static const struct {
+        const char *key, *flag;
+        size_t offset;
+    } flags[] = {
+        {"max_tokens", "--max-tokens", offsetof(chat_args, max_tokens)},
+        {"temperature", "--temperature", offsetof(chat_args, temperature)},
+        {"top_p", "--top-p", offsetof(chat_args, top_p)},
+        {"seed", "--seed", offsetof(chat_args, seed)},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *value = *(const char *const *)((const char *)a + flags[i].offset);
+        if (value && config_set(&e->cfg, flags[i].key, value, flags[i].flag, err, sizeof err))
+            return cli_usage_error("chat", "%s", err);
+    }
     return 0;
 }
 
@@ -552,7 +776,8 @@ static int open_tools(chat_env *e, const chat_args *a)
 /* The TUI when stdin and stdout are a terminal and no one-shot action was asked for. */
 static int interactive(const chat_args *a)
 {
-    return !a->prompt && !a->retry && !a->edit && !a->jsonl && isatty(0) && isatty(1);
+    return !a->prompt && !a->retry && !a->edit && a->format == OUTPUT_TEXT && !a->n_files && !a->lines &&
+           isatty(0) && isatty(1);
 }
 
 static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
@@ -621,6 +846,52 @@ static int blank(const char *s)
     return 1;
 }
 
+/* Drops the newlines that end text (the one `echo` adds, most often). */
+static void trim_final_newlines(char *text, size_t *len)
+{
+    while (*len > 0 && (text[*len - 1] == '\n' || text[*len - 1] == '\r'))
+        text[--*len] = 0;
+}
+
+/* The one prompt of a scripted run: --prompt TEXT with piped stdin attached after it, else all
+ * of stdin; then each -f FILE. prompt->text stays NULL when there is nothing to send (stdin
+ * empty, no --prompt and no file): no turn, as an empty script has none. */
+static int build_prompt(chat_env *e, const chat_args *a, attach_buf *prompt)
+{
+    char err[PATH_MAX + 512];
+    char *in = NULL;
+    size_t in_len = 0;
+    if (!isatty(0) && fcntl(0, F_GETFD) != -1) { /* a closed stdin is no document */
+        in = attach_read_stream(stdin, a->prompt ? "stdin" : "the prompt on stdin", &in_len, err, sizeof err);
+        if (!in)
+            return cli_runtime_error("%s", err);
+        trim_final_newlines(in, &in_len);
+    }
+    int rc = 0;
+    if (a->prompt && blank(a->prompt)) {
+        rc = cli_usage_error("chat", "the prompt is empty");
+    } else if (a->prompt) {
+        if (attach_add_text(prompt, a->prompt, err, sizeof err) ||
+            (in && !blank(in) && attach_add_document(prompt, "stdin", in, in_len, err, sizeof err)))
+            rc = cli_runtime_error("%s", err);
+    } else if (in && !blank(in)) {
+        if (attach_add_text(prompt, in, err, sizeof err))
+            rc = cli_runtime_error("%s", err);
+    } else if (a->n_files) {
+        rc = cli_usage_error("chat", "-f attaches files to a prompt: give --prompt TEXT or pipe one on stdin");
+    }
+    free(in);
+    if (rc || !a->n_files)
+        return rc;
+    workspace ws;
+    if (workspace_open(&ws, e->cfg.workspace, err, sizeof err))
+        return cli_runtime_error("%s; set 'workspace' in %s", err, e->paths.config_file);
+    for (int i = 0; i < a->n_files; i++)
+        if (attach_add_file(prompt, &ws, a->files[i], err, sizeof err))
+            return cli_runtime_error("%s", err);
+    return 0;
+}
+
 /* A reply cut at its budget: which limit cut it, and how to change it. */
 static void tell_cut(const glm_stats *s, const chat_args *a)
 {
@@ -671,12 +942,21 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
         return cli_runtime_error("%s", err);
     }
     finish_turn(so, &out);
+    if (so->broken_pipe) /* the reader has all it wanted (`| head`): no error, as for other commands */
+        return EXIT_BROKEN_PIPE;
+    if (so->write_failed && so->no_save)
+        return cli_runtime_error("cannot write the answer to stdout: %s; nothing was saved (--no-save)",
+                                 strerror(errno));
     if (so->write_failed)
         return cli_runtime_error("cannot write the answer to stdout: %s; the reply is saved in conversation %lld",
                                  strerror(errno), (long long)chat_conversation(c));
+    if (strcmp(out.finish, "canceled") == 0 && so->no_save) {
+        fprintf(stderr, "glmchat: %s; nothing was saved (--no-save)\n", signals_what());
+        return signals_exit_status();
+    }
     if (strcmp(out.finish, "canceled") == 0) {
         fprintf(stderr, "glmchat: %s; the partial reply is saved as message %lld of conversation %lld\n",
-                signals_what(), (long long)out.last_message, (long long)chat_conversation(c));
+                signals_what(), (long long)shown_message(so, out.last_message), (long long)chat_conversation(c));
         return signals_exit_status();
     }
     if (strcmp(out.finish, "error") == 0) {
@@ -693,7 +973,7 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
     return 0;
 }
 
-static int apply_conversation_flags(chat *c, const chat_args *a)
+static int apply_conversation_flags(chat *c, db_store *db, const chat_args *a)
 {
     char err[1024];
     if (a->think && chat_set_think(c, strcmp(a->think, "on") == 0, err, sizeof err))
@@ -705,8 +985,17 @@ static int apply_conversation_flags(chat *c, const chat_args *a)
     }
     if (a->system && chat_set_system_prompt(c, a->system, err, sizeof err))
         return cli_runtime_error("%s", err);
-    if (a->from && chat_branch(c, a->from, err, sizeof err))
-        return cli_runtime_error("%s", err);
+    if (a->from) {
+        int64_t msg = msg_by_number(db, chat_conversation(c), a->from);
+        if (msg < 0)
+            return cli_runtime_error("%s", db_errmsg(db));
+        if (msg == 0)
+            return cli_runtime_error("conversation %lld has no message %lld; `glmchat export %lld --format md` "
+                                     "shows them", (long long)chat_conversation(c), (long long)a->from,
+                                     (long long)chat_conversation(c));
+        if (chat_branch(c, msg, err, sizeof err))
+            return cli_runtime_error("%s", err);
+    }
     return 0;
 }
 
@@ -716,7 +1005,8 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
-                        .history_file = keep_history ? history : NULL, .backend = e->cfg.backend};
+                        .history_file = keep_history ? history : NULL,
+                        .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)
         return cli_runtime_error("%s", err);
@@ -729,7 +1019,7 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
         rc = cli_runtime_error("%s", err);
     else if (chat_open(c, conv, err, sizeof err))
         rc = cli_runtime_error("%s", err);
-    else if ((rc = apply_conversation_flags(c, a)) == 0 && chat_tui_run(t, c, err, sizeof err) != 0)
+    else if ((rc = apply_conversation_flags(c, e->db, a)) == 0 && chat_tui_run(t, c, err, sizeof err) != 0)
         rc = cli_runtime_error("%s", err);
     chat_free(c);
     chat_tui_free(t);
@@ -749,8 +1039,8 @@ static int run_session(chat_env *e, const chat_args *a)
     }
     if (interactive(a))
         return run_tui(e, a, conv);
-    script_out so = {.jsonl = a->jsonl, .reasoning = a->reasoning, .continued = conv != 0,
-                     .policy = e->tools ? &e->policy : NULL};
+    script_out so = {.jsonl = a->jsonl, .json = a->format == OUTPUT_JSON, .no_save = a->no_save, .db = e->db,
+                     .reasoning = a->reasoning, .continued = conv != 0, .policy = e->tools ? &e->policy : NULL};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                       .cancel = signals_cancel_flag()};
@@ -761,15 +1051,12 @@ static int run_session(chat_env *e, const chat_args *a)
         return cli_runtime_error("%s", err);
     so.chat = c;
     int peer_failed = 0;
-    int rc = chat_open(c, conv, err, sizeof err) ? cli_runtime_error("%s", err) : apply_conversation_flags(c, a);
+    int rc = chat_open(c, conv, err, sizeof err) ? cli_runtime_error("%s", err) : apply_conversation_flags(c, e->db, a);
     if (rc == 0 && conv)
         send_session(&so);
-    if (rc == 0 && (a->prompt || a->retry || a->edit)) {
-        if (a->prompt && blank(a->prompt))
-            rc = cli_usage_error("chat", "the prompt is empty");
-        else
-            rc = run_one(c, &so, a, a->prompt, &peer_failed);
-    } else if (rc == 0) {
+    if (rc == 0 && (a->retry || a->edit)) {
+        rc = run_one(c, &so, a, NULL, &peer_failed);
+    } else if (rc == 0 && a->lines) {
         char *text;
         int lines = 0, lost = 0, lost_last = 0;
         while (rc == 0 && (text = read_prompt(stdin))) {
@@ -791,7 +1078,14 @@ static int run_session(chat_env *e, const chat_args *a)
             rc = cli_runtime_error("%d of %d replies failed because the worker did%s", lost, lines,
                                    lost_last ? "; the last one too, so start the worker and send it again"
                                              : "; the worker was reached again for the lines after");
+    } else if (rc == 0) {
+        attach_buf prompt = {0};
+        rc = build_prompt(e, a, &prompt);
+        if (rc == 0 && prompt.text)
+            rc = run_one(c, &so, a, prompt.text, &peer_failed);
+        attach_buf_free(&prompt);
     }
+    json_turn_reset(&so.jt);
     chat_free(c);
     return rc;
 }
@@ -819,5 +1113,11 @@ int cmd_chat(int argc, char **argv, const cli_globals *g)
         }
     }
     env_free(&e);
+    if (rc == EXIT_BROKEN_PIPE) { /* end as a command killed by SIGPIPE does, now the reply is saved */
+        fflush(stderr);
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+        return CLI_EXIT_RUNTIME;
+    }
     return rc;
 }

@@ -102,7 +102,7 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
                                    argv[optind]);
         id = v;
     }
-    db_store *db = cli_open_database(g);
+    db_store *db = cli_open_existing_database(g);
     if (!db)
         return CLI_EXIT_RUNTIME;
     int rc = CLI_EXIT_OK;

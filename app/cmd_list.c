@@ -81,7 +81,7 @@ int cmd_list(int argc, char **argv, const cli_globals *g)
     }
     if (optind < argc)
         return cli_usage_error("list", "takes no arguments, not '%s'", argv[optind]);
-    db_store *db = cli_open_database(g);
+    db_store *db = cli_open_existing_database(g);
     if (!db)
         return CLI_EXIT_RUNTIME;
     conv_summary *list;

@@ -13,12 +13,15 @@
 static void print_usage(void)
 {
     printf("Usage: glmchat search [--json] [--limit N] QUERY...\n"
+           "Options may come before or after the words; a word that starts with '-' goes\n"
+           "after '--'.\n"
            "Searches the text and reasoning of every saved conversation. All words of QUERY\n"
            "must occur (any case, accents ignored); punctuation and quotes are plain text.\n"
            "Matched words are shown between [ and ].\n"
            "\n"
            "  --json      one JSON array of {conversation, message, part, kind, role, title,\n"
-           "              snippet, created_at}\n"
+           "              snippet, created_at}; message is its number in the conversation\n"
+           "              (1..N, as export, --from and the chat's jsonl number them)\n"
            "  --limit N   at most N results (default 50)\n"
            "  -h, --help  show this help\n"
            "Finding nothing is not an error: the exit status is 0 (and --json prints []).\n");
@@ -32,7 +35,7 @@ static int print_json(const search_hit *hits, size_t n)
         if (!o || !cJSON_AddItemToArray(arr, o))
             break;
         cJSON_AddNumberToObject(o, "conversation", (double)hits[i].conv);
-        cJSON_AddNumberToObject(o, "message", (double)hits[i].msg);
+        cJSON_AddNumberToObject(o, "message", (double)hits[i].number);
         cJSON_AddNumberToObject(o, "part", (double)hits[i].part);
         cJSON_AddStringToObject(o, "kind", part_kind_name(hits[i].kind));
         cJSON_AddStringToObject(o, "role", msg_role_name(hits[i].role));
@@ -53,7 +56,7 @@ static void print_text(const search_hit *hits, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         printf("conversation %lld, message %lld (%s%s)%s%s\n", (long long)hits[i].conv,
-               (long long)hits[i].msg, msg_role_name(hits[i].role),
+               (long long)hits[i].number, msg_role_name(hits[i].role),
                hits[i].kind == PART_REASONING ? ", reasoning" : "", hits[i].title ? ": " : "",
                hits[i].title ? hits[i].title : "");
         printf("    ");
@@ -91,7 +94,7 @@ int cmd_search(int argc, char **argv, const cli_globals *g)
     long long limit = 50;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         if (c == 'j') {
             json = 1;
         } else if (c == 'l') {
@@ -111,7 +114,7 @@ int cmd_search(int argc, char **argv, const cli_globals *g)
     char *query = join_words(argc - optind, argv + optind);
     if (!query)
         return cli_runtime_error("out of memory");
-    db_store *db = cli_open_database(g);
+    db_store *db = cli_open_existing_database(g);
     if (!db) {
         free(query);
         return CLI_EXIT_RUNTIME;

@@ -1,4 +1,4 @@
-/* config.c: reads glmchat's config file (`key = value` lines, [mcp.NAME] and [keys] sections),
+/* config.c: reads glmchat's config file (`key = value` lines, [mcp.NAME] sections),
  * GLMCHAT_* environment overrides and global flags into one app_config (format in config.h). */
 #include <ctype.h>
 #include <errno.h>
@@ -15,7 +15,6 @@
 
 #define CONFIG_MAX_FILE (1 << 20)
 #define CONFIG_MAX_MCP 64
-#define CONFIG_MAX_KEYS 256
 
 typedef enum key_type { KT_STRING, KT_CHOICE, KT_INT, KT_FLOAT, KT_BOOL, KT_U64 } key_type;
 
@@ -115,11 +114,6 @@ void config_free(app_config *c)
     for (int i = 0; i < c->n_mcp; i++)
         mcp_free(&c->mcp[i]);
     free(c->mcp);
-    for (int i = 0; i < c->n_keys; i++) {
-        free(c->keys[i].action);
-        free(c->keys[i].keys);
-    }
-    free(c->keys);
     memset(c, 0, sizeof *c);
 }
 
@@ -341,8 +335,22 @@ int config_set(app_config *c, const char *key, const char *value, const char *wh
 
 /* ---- lines, values, words --------------------------------------------------------------- */
 
-/* Decodes a value: bare (trimmed already) or "quoted" with escapes. Returns a new string or
- * NULL with a message. */
+/* The length of a bare value without its comment: a '#' that starts the value or follows a blank
+ * begins one (so `C#` keeps its '#'), and the blanks before it go too. */
+static size_t bare_value_length(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != '#' || (i > 0 && v[i - 1] != ' ' && v[i - 1] != '\t'))
+            continue;
+        while (i > 0 && (v[i - 1] == ' ' || v[i - 1] == '\t'))
+            i--;
+        return i;
+    }
+    return n;
+}
+
+/* Decodes a value: bare (trimmed already; a blank then '#' starts a comment) or "quoted" with
+ * escapes. Returns a new string or NULL with a message. */
 static char *decode_value(const char *v, size_t n, char *why, size_t whylen)
 {
     char *out = malloc(n + 1);
@@ -351,6 +359,7 @@ static char *decode_value(const char *v, size_t n, char *why, size_t whylen)
         return NULL;
     }
     if (n == 0 || v[0] != '"') {
+        n = bare_value_length(v, n);
         memcpy(out, v, n);
         out[n] = 0;
         return out;
@@ -503,7 +512,7 @@ static int valid_env_name(const char *s)
 
 /* ---- sections --------------------------------------------------------------------------- */
 
-typedef enum section_kind { SEC_TOP, SEC_MCP, SEC_KEYS } section_kind;
+typedef enum section_kind { SEC_TOP, SEC_MCP } section_kind;
 
 typedef struct parse_state {
     app_config *c;
@@ -540,10 +549,9 @@ static int begin_section(parse_state *ps, const char *s, size_t n)
     if (check_mcp_complete(ps))
         return -1;
     ps->mcp = NULL;
-    if (n == 4 && memcmp(s, "keys", 4) == 0) {
-        ps->section = SEC_KEYS;
-        return 0;
-    }
+    if (n == 4 && memcmp(s, "keys", 4) == 0) /* no key is rebound: say so, not ignore it */
+        return perr(ps, "[keys] is not supported: the TUI's keys are fixed (its /help lists them); "
+                        "remove the section");
     if (n > 4 && memcmp(s, "mcp.", 4) == 0) {
         const char *nm = s + 4;
         size_t nl = n - 4;
@@ -572,7 +580,7 @@ static int begin_section(parse_state *ps, const char *s, size_t n)
         ps->section = SEC_MCP;
         return 0;
     }
-    return perr(ps, "unknown section [%.*s]; the sections are [mcp.NAME] and [keys]", (int)n, s);
+    return perr(ps, "unknown section [%.*s]; the only section is [mcp.NAME]", (int)n, s);
 }
 
 static int set_mcp_key(parse_state *ps, const char *key, const char *v)
@@ -630,36 +638,6 @@ static int set_mcp_key(parse_state *ps, const char *key, const char *v)
                 key, m->name);
 }
 
-static int set_key_binding(parse_state *ps, const char *key, const char *v)
-{
-    app_config *c = ps->c;
-    if (!valid_name(key, strlen(key), 0))
-        return perr(ps, "'%s' in [keys]: an action name is lower-case letters and _", key);
-    if (!*v)
-        return perr(ps, "'%s' in [keys] has no keys; give e.g. `%s = C-x`", key, key);
-    for (int i = 0; i < c->n_keys; i++)
-        if (strcmp(c->keys[i].action, key) == 0) {
-            char *nv = strdup(v);
-            if (!nv)
-                return perr(ps, "out of memory");
-            free(c->keys[i].keys);
-            c->keys[i].keys = nv;
-            return 0;
-        }
-    if (c->n_keys >= CONFIG_MAX_KEYS)
-        return perr(ps, "more than %d key bindings", CONFIG_MAX_KEYS);
-    config_key_binding *grown = realloc(c->keys, (size_t)(c->n_keys + 1) * sizeof *grown);
-    if (!grown)
-        return perr(ps, "out of memory");
-    c->keys = grown;
-    grown[c->n_keys].action = strdup(key);
-    grown[c->n_keys].keys = strdup(v);
-    c->n_keys++;
-    if (!grown[c->n_keys - 1].action || !grown[c->n_keys - 1].keys)
-        return perr(ps, "out of memory");
-    return 0;
-}
-
 static int parse_line(parse_state *ps, const char *s, size_t n)
 {
     while (n && isspace((unsigned char)*s)) {
@@ -703,8 +681,6 @@ static int parse_line(parse_state *ps, const char *s, size_t n)
     int r;
     if (ps->section == SEC_MCP) {
         r = set_mcp_key(ps, key, value);
-    } else if (ps->section == SEC_KEYS) {
-        r = set_key_binding(ps, key, value);
     } else {
         char msg[800];
         r = set_top(ps->c, key, value, msg, sizeof msg);

@@ -5,21 +5,19 @@
  *
  *     # comments start a line with '#' or ';'; blank lines are ignored
  *     model = /models/glm-5.3-flash
- *     temperature = 0.6
+ *     temperature = 0.6   # a comment may follow a value
  *     system_prompt = "You are terse.\nAnswer in English."
  *
- * A bare value is the rest of the line, trimmed ('#' in it is kept); a value in "quotes" takes
- * the escapes \n \t \r \\ \" and may be followed by a # comment. Top-level keys come before
- * the first section.
+ * A bare value is the rest of the line, trimmed, up to a '#' after a blank (a comment; a '#'
+ * inside a word, as in C#, is kept); a value in "quotes" takes the escapes \n \t \r \\ \"
+ * and keeps every '#' inside the quotes, and may be followed by a # comment. Top-level keys come
+ * before the first section.
  *
  *     [mcp.files]
  *     command = /usr/bin/my-mcp-server --root "/srv/my files"
  *     env.API_TOKEN = abc123
  *     timeout = 20
  *     trust = yes
- *
- *     [keys]
- *     cancel = C-c
  *
  * Top-level keys (type, default):
  *   model PATH (none: the embedded demo model)   backend cpu|cuda (auto)   peer HOST:PORT
@@ -52,7 +50,7 @@
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
  *   NAME is 1-32 of [A-Za-z0-9_-]; the model sees the server's tools as NAME__TOOL.
- * [keys]: ACTION = KEYS pairs; ACTION is [a-z_]+, the TUI checks the action names it knows.
+ * There is no [keys] section: the TUI's keys are fixed, and the section is refused by name.
  * Booleans accept on/off, yes/no, true/false, 1/0. A key given twice: the last one counts.
  * Unknown keys, sections and bad values are errors naming FILE:LINE and the key.
  *
@@ -87,11 +85,6 @@ typedef struct config_mcp_server {
     int line;        /* where the section starts, for messages */
 } config_mcp_server;
 
-typedef struct config_key_binding {
-    char *action;
-    char *keys;
-} config_key_binding;
-
 typedef struct app_config {
     char *model_dir;
     char *backend;   /* "cpu", "cuda" or NULL (auto) */
@@ -119,8 +112,6 @@ typedef struct app_config {
     glm_dense_format dense; /* glm_engine_params.dense: GLM_DENSE_DEFAULT unset */
     config_mcp_server *mcp;
     int n_mcp;
-    config_key_binding *keys;
-    int n_keys;
 } app_config;
 
 /* Fills c with the defaults. Never fails; config_free releases what later calls add. */

@@ -147,13 +147,22 @@ static void put_limit(jsonl_writer *w, const glm_stats *s)
     put_cstr(w->f, names[s->limit_from]);
 }
 
+/* An id, or null for 0 (nothing saved: --no-save). */
+static void put_id(jsonl_writer *w, int64_t id)
+{
+    if (id > 0)
+        fprintf(w->f, "%lld", (long long)id);
+    else
+        fputs("null", w->f);
+}
+
 int jsonl_session(jsonl_writer *w, int64_t conversation, int continued)
 {
     if (begin(w, "session"))
         return -1;
     fprintf(w->f, ",\"version\":%d", JSONL_VERSION);
     put_key(w, "conversation");
-    fprintf(w->f, "%lld", (long long)conversation);
+    put_id(w, conversation);
     put_key(w, "continued");
     fputs(continued ? "true" : "false", w->f);
     return end(w);
@@ -164,7 +173,7 @@ int jsonl_user(jsonl_writer *w, int64_t message, const char *text)
     if (begin(w, "user"))
         return -1;
     put_key(w, "message");
-    fprintf(w->f, "%lld", (long long)message);
+    put_id(w, message);
     put_key(w, "text");
     put_cstr(w->f, text);
     return end(w);
@@ -175,7 +184,7 @@ int jsonl_assistant(jsonl_writer *w, int64_t message)
     if (begin(w, "assistant"))
         return -1;
     put_key(w, "message");
-    fprintf(w->f, "%lld", (long long)message);
+    put_id(w, message);
     return end(w);
 }
 
@@ -279,9 +288,9 @@ int jsonl_turn_end(jsonl_writer *w, int64_t conversation, int64_t message, const
     if (begin(w, "turn_end"))
         return -1;
     put_key(w, "conversation");
-    fprintf(w->f, "%lld", (long long)conversation);
+    put_id(w, conversation);
     put_key(w, "message");
-    fprintf(w->f, "%lld", (long long)message);
+    put_id(w, message);
     put_key(w, "finish");
     put_cstr(w->f, finish);
     return end(w);

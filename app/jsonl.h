@@ -2,7 +2,9 @@
  * flushed as it is written, so a script can follow a turn while it happens.
  *
  * Schema, version 1 (every object has "type"; strings are UTF-8, invalid bytes become U+FFFD;
- * conversation and message ids are the integers `glmchat list` and export show):
+ * a conversation id is the one `glmchat list` shows; a message id is the message's number in
+ * its conversation, 1..N in creation order, as search, --from, /branch and JSON export number
+ * them (storage.h msg_number); under --no-save nothing is saved and every id is null):
  *   {"type":"session","version":1,"conversation":ID,"continued":BOOL}       first line
  *   {"type":"user","message":ID,"text":S}                          the prompt, once saved
  *   {"type":"assistant","message":ID}                        a model reply (a step) begins

@@ -9,4 +9,8 @@
 /* The database of g's paths, or NULL after printing why on stderr. */
 db_store *cli_open_database(const cli_globals *g);
 
+/* For commands that only read (list, search, export): the same, but a database that does not
+ * exist is an error ("no database at PATH"), never a new empty file. */
+db_store *cli_open_existing_database(const cli_globals *g);
+
 #endif

@@ -122,6 +122,9 @@ char *test_reply_request_json(const glm_request *r)
     cJSON_AddStringToObject(j, "effort", config_effort_name(r->effort));
     cJSON_AddNumberToObject(j, "max_tokens", r->sampling.max_tokens);
     cJSON_AddNumberToObject(j, "temperature", r->sampling.temperature);
+    cJSON_AddNumberToObject(j, "top_p", r->sampling.top_p);
+    cJSON_AddNumberToObject(j, "top_k", r->sampling.top_k);
+    cJSON_AddNumberToObject(j, "seed", (double)r->sampling.seed);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return s;

@@ -483,6 +483,42 @@ int msg_children(db_store *db, int64_t conv, int64_t msg, int64_t **ids, size_t 
     return result;
 }
 
+int64_t msg_number(db_store *db, int64_t conv, int64_t msg)
+{
+    sqlite3_stmt *st;
+    db_clear_error(db);
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT CASE WHEN EXISTS (SELECT 1 FROM message WHERE id = ?2 AND "
+                           "conversation_id = ?1) THEN (SELECT count(*) FROM message WHERE "
+                           "conversation_id = ?1 AND id <= ?2) ELSE 0 END",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "numbering a message");
+    sqlite3_bind_int64(st, 1, conv);
+    sqlite3_bind_int64(st, 2, msg);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : db_fail(db, "numbering a message");
+    sqlite3_finalize(st);
+    return n;
+}
+
+int64_t msg_by_number(db_store *db, int64_t conv, int64_t n)
+{
+    sqlite3_stmt *st;
+    db_clear_error(db);
+    if (n < 1)
+        return 0;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT id FROM message WHERE conversation_id = ?1 ORDER BY id LIMIT 1 OFFSET ?2",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "finding a message by its number");
+    sqlite3_bind_int64(st, 1, conv);
+    sqlite3_bind_int64(st, 2, n - 1);
+    int rc = sqlite3_step(st);
+    int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0)
+                 : rc == SQLITE_DONE ? 0 : db_fail(db, "finding a message by its number");
+    sqlite3_finalize(st);
+    return id;
+}
+
 /* ---- parts ------------------------------------------------------------------------------- */
 
 int64_t part_append(db_store *db, int64_t msg, const part_in *p)

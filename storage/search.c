@@ -59,6 +59,7 @@ static int hit_from_row(sqlite3_stmt *st, search_hit *h)
     h->kind = kind < 0 ? PART_TEXT : (part_kind)kind;
     h->role = role < 0 ? MSG_USER : (msg_role)role;
     h->created_at = sqlite3_column_int64(st, 7);
+    h->number = sqlite3_column_int64(st, 8);
     size_t title_len, snippet_len;
     if (db_column_copy(st, 5, &h->title, &title_len) != 0 ||
         db_column_copy(st, 6, &h->snippet, &snippet_len) != 0 ||
@@ -151,7 +152,9 @@ int search_parts(db_store *db, const char *query, size_t limit, search_hit **hit
                            /* Rank and cut inside FTS5 first, so that snippets and joins
                             * are computed for the rows shown, not for every match. */
                            "SELECT p.id, m.id, m.conversation_id, p.kind, m.role, c.title,"
-                           " f.snip, m.created_at FROM (SELECT rowid AS id, rank AS score,"
+                           " f.snip, m.created_at, (SELECT count(*) FROM message n WHERE"
+                           " n.conversation_id = m.conversation_id AND n.id <= m.id)"
+                           " FROM (SELECT rowid AS id, rank AS score,"
                            "  snippet(part_fts, 0, '[', ']', '...', 16) AS snip FROM part_fts"
                            "  WHERE part_fts MATCH ?1 AND rowid >= ?3 ORDER BY rank LIMIT ?2) f"
                            " JOIN part p ON p.id = f.id JOIN message m ON m.id = p.message_id"

@@ -184,6 +184,14 @@ int64_t msg_descend(db_store *db, int64_t msg);
 /* The children of msg in creation order (msg 0: the roots of conv). *ids is malloc'd. */
 int msg_children(db_store *db, int64_t conv, int64_t msg, int64_t **ids, size_t *count);
 
+/* Message numbers: every output names a message by its number in its conversation, 1..N in
+ * creation order (the order of the database ids, and the ids JSON export writes), so an id means
+ * the same in jsonl, search, --from, /branch and export, and survives export and import.
+ * msg_number: msg's number (> 0), 0 when msg is not in conv, -1 on error.
+ * msg_by_number: the database id of message number n of conv, 0 when there is none, -1 on error. */
+int64_t msg_number(db_store *db, int64_t conv, int64_t msg);
+int64_t msg_by_number(db_store *db, int64_t conv, int64_t n);
+
 /* ---- parts ------------------------------------------------------------------------------- */
 
 typedef enum part_kind { PART_TEXT, PART_REASONING, PART_TOOL_CALL, PART_TOOL_RESULT } part_kind;
@@ -275,6 +283,7 @@ int mem_stats(db_store *db, int64_t *entries, int64_t *bytes);
 
 typedef struct search_hit {
     int64_t conv, msg, part;
+    int64_t number;    /* the message's number in its conversation (msg_number), what users see */
     part_kind kind;    /* PART_TEXT or PART_REASONING */
     msg_role role;
     char *title;       /* the conversation's title, or NULL */

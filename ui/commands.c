@@ -10,7 +10,7 @@ const ui_command ui_commands[] = {
     {"open", "ID", "open a saved conversation"},
     {"search", "QUERY", "search every conversation, thinking included"},
     {"export", "[md|json|html] [FILE]", "write this conversation to a file"},
-    {"system", "[TEXT]", "show or set the system prompt"},
+    {"system", "[TEXT|clear]", "show the system prompt, set it to TEXT, or clear it"},
     {"think", "[on|off]", "turn the model's thinking on or off"},
     {"effort", "[low|high|max]", "how hard the model thinks"},
     {"tools", "[on|off|NAME|ask NAME]", "list tools and their approvals, turn them on or off, make one ask again"},
@@ -18,6 +18,8 @@ const ui_command ui_commands[] = {
     {"edit", "", "edit your last message (a new branch)"},
     {"branch", "[N]", "list or switch the branches of this conversation"},
     {"stats", "", "speed and token counts of the last reply"},
+    {"attach", "[FILE|clear]", "a text file for your next message (or write @FILE in it)"},
+    {"set", "[KEY VALUE]", "sampling for this session: temperature, top_p, top_k, seed, max_tokens"},
     {"copy", "", "copy the last reply to the clipboard (OSC 52)"},
     {"help", "", "commands and keys"},
     {"quit", "", "leave glmchat (Ctrl-D)"},
@@ -52,4 +54,45 @@ const ui_command *ui_command_parse(const char *line, char *name, size_t name_cap
         a++;
     *args = a;
     return ui_command_find(name);
+}
+
+/* The first word after the leading blanks and the '/': its start and length. */
+static const char *first_word(const char *line, size_t *len)
+{
+    while (*line == ' ' || *line == '\n')
+        line++;
+    if (*line == '/')
+        line++;
+    size_t n = 0;
+    while (line[n] && line[n] != ' ' && line[n] != '\n' && line[n] != '\t')
+        n++;
+    *len = n;
+    return line;
+}
+
+int ui_line_is_command(const char *line)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\n')
+        p++;
+    if (p[0] != '/' || p[1] == '/')
+        return 0;
+    size_t n;
+    const char *word = first_word(p, &n);
+    char name[32];
+    if (n < sizeof name) {
+        memcpy(name, word, n);
+        name[n] = '\0';
+        if (ui_command_find(name))
+            return 1;
+    }
+    return memchr(word, '/', n) == NULL; /* a path is a message; another word an unknown command */
+}
+
+const char *ui_line_message(const char *line)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\n')
+        p++;
+    return p[0] == '/' && p[1] == '/' ? p + 1 : line;
 }

@@ -49,6 +49,7 @@ static void show_help(plain_view *p)
     for (size_t i = 0; i < ui_commands_count; i++)
         fprintf(p->errs, "/%s %s  %s\n", ui_commands[i].name, ui_commands[i].args,
                 ui_commands[i].help);
+    fprintf(p->errs, "A line led by a path (/etc/hosts: ...) is a message; //text sends /text\n");
 }
 
 static void plain_event(ui_view *v, plain_view *p, const uiq_item *it)
@@ -170,7 +171,7 @@ static void plain_line(ui_view *v, plain_view *p, char *line)
     p->mlen = 0;
     if (p->msg[0] == '\0')
         return;
-    if (p->msg[0] == '/') {
+    if (ui_line_is_command(p->msg)) {
         char name[32];
         const char *args;
         const ui_command *c = ui_command_parse(p->msg, name, sizeof name, &args);
@@ -188,7 +189,7 @@ static void plain_line(ui_view *v, plain_view *p, char *line)
         plain_act(v, UI_ACT_COMMAND, args, name, NULL, 0);
         return;
     }
-    plain_act(v, UI_ACT_SUBMIT, p->msg, NULL, NULL, 0);
+    plain_act(v, UI_ACT_SUBMIT, ui_line_message(p->msg), NULL, NULL, 0);
 }
 
 /* Reads what is there on in; hands over complete lines while no reply runs. */

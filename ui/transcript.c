@@ -368,6 +368,22 @@ static void set_str(char **dst, const char *src)
     *dst = d;
 }
 
+/* The current reply's last thought took secs: it ends, dated back from now. */
+static void set_last_thought(transcript *t, double secs)
+{
+    end_thinking(t);
+    for (size_t i = t->n; i-- > 0;) {
+        trs_item *it = t->items[i];
+        if (it->kind == TRS_USER)
+            return;
+        if (it->kind == TRS_THINK) {
+            it->t0 = it->t1 - secs;
+            it->dirty = 1;
+            return;
+        }
+    }
+}
+
 static void apply_status(transcript *t, const ui_status *s)
 {
     set_str(&t->model, s->model);
@@ -391,6 +407,8 @@ static void apply_status(transcript *t, const ui_status *s)
         t->gen_tokens = s->gen_tokens;
         t->app_tokens = 1;
     }
+    if (s->think_s >= 0)
+        set_last_thought(t, s->think_s);
 }
 
 static void add_conv(transcript *t, const uiq_item *it)

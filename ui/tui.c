@@ -39,9 +39,11 @@ struct tui {
     int last_total;
     char flash[256];     /* a short message in the status line */
     double flash_until;
-    double last_ctrl_c;
+    double last_ctrl_c;  /* an idle Ctrl-C showed the quit hint then */
+    double cancel_ctrl_c; /* a Ctrl-C canceled a reply then */
     int list_open, list_sel; /* the conversation list */
     char query[128];
+    char list_empty[200]; /* what the list says when it holds nothing: no conversations, or no match */
     int paste;           /* inside a bracketed paste */
     trs_buf pastebuf;
     int input_dirty, dirty, full_redraw;
@@ -463,7 +465,7 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
         shown++;
     }
     if (matched == 0)
-        draw_cut(t->tr.nconv ? "no conversation matches" : "no saved conversations yet", 2, 1, iw, A_DIM);
+        draw_cut(t->tr.nconv ? "no conversation matches" : t->list_empty, 2, 1, iw, A_DIM);
 }
 
 static void draw(tui *t)
@@ -650,15 +652,18 @@ static void show_help(tui *t)
         "Esc or Ctrl-C cancels a reply \xc2\xb7 Ctrl-C twice or Ctrl-D quits \xc2\xb7 "
         "PageUp/PageDown or the wheel scroll\n"
         "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
-        "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text";
+        "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text\n"
+        "A line led by a path (/etc/hosts: ...) is a message \xc2\xb7 //text sends /text";
     trs_buf_add(&h, keys, strlen(keys));
     if (h.s)
         trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
     free(h.s);
 }
 
-static void open_list(tui *t, int open)
+/* Opens (or closes) the conversation list; empty says what it shows while it holds nothing. */
+static void open_list(tui *t, int open, const char *empty)
 {
+    snprintf(t->list_empty, sizeof t->list_empty, "%s", empty);
     t->list_open = open;
     t->list_sel = 0;
     t->query[0] = '\0';
@@ -682,8 +687,13 @@ static void run_command(tui *t, const char *line)
     }
     if (strcmp(name, "help") == 0)
         show_help(t);
-    else if (strcmp(name, "list") == 0 || strcmp(name, "search") == 0)
-        open_list(t, 1); /* the app fills it */
+    else if (strcmp(name, "list") == 0)
+        open_list(t, 1, "no saved conversations yet"); /* the app fills it */
+    else if (strcmp(name, "search") == 0) {
+        char empty[200];
+        snprintf(empty, sizeof empty, "no match for %.150s", args);
+        open_list(t, 1, empty);
+    }
     else if (strcmp(name, "copy") == 0)
         copy_last_reply(t);
     act(t, UI_ACT_COMMAND, args, name, NULL, 0);
@@ -703,10 +713,10 @@ void tui_line_done(tui *t, char *line)
         const char *err = tui_input_take_error();
         if (err)
             trs_add_text(&t->tr, TRS_ERROR, err, strlen(err));
-        if (*p == '/')
+        if (ui_line_is_command(p))
             run_command(t, p);
         else
-            act(t, UI_ACT_SUBMIT, line, NULL, NULL, 0);
+            act(t, UI_ACT_SUBMIT, ui_line_message(line), NULL, NULL, 0);
         t->scroll = 0;
     }
     free(line);
@@ -869,7 +879,7 @@ static void list_key(tui *t, int ch)
 {
     t->dirty = 1;
     if (ch == 27 || ch == KEY_F(2) || ch == 3) {
-        open_list(t, 0);
+        open_list(t, 0, "");
         return;
     }
     if (ch == KEY_UP && t->list_sel > 0) {
@@ -887,7 +897,7 @@ static void list_key(tui *t, int ch)
                 continue;
             if (k++ == t->list_sel) {
                 char *id = strdup(t->tr.convs[i].id);
-                open_list(t, 0);
+                open_list(t, 0, "");
                 if (id)
                     act(t, UI_ACT_OPEN, NULL, NULL, id, 0);
                 free(id);
@@ -920,9 +930,14 @@ static void ctrl_c(tui *t)
         tui_input_feed("\007", 1);
         return;
     }
-    if (t->tr.streaming) {
+    if (t->tr.streaming) { /* a second press on a reply that has not stopped yet quits */
+        if (now - t->cancel_ctrl_c < 2.0) {
+            do_quit(t);
+            return;
+        }
         do_cancel(t);
-        t->last_ctrl_c = now;
+        t->cancel_ctrl_c = now;
+        t->last_ctrl_c = 0; /* the next press, once the reply stopped, shows the hint first */
         return;
     }
     if (now - t->last_ctrl_c < 2.0) {
@@ -988,7 +1003,7 @@ static int local_command(const char *line)
 {
     char name[32];
     const char *args;
-    if (line[0] != '/' || !ui_command_parse(line, name, sizeof name, &args))
+    if (!ui_line_is_command(line) || !ui_command_parse(line, name, sizeof name, &args))
         return 0;
     return strcmp(name, "help") == 0 || strcmp(name, "list") == 0 || strcmp(name, "copy") == 0 ||
            strcmp(name, "quit") == 0;
@@ -1029,7 +1044,7 @@ static void handle_key(tui *t, int ch)
     case KEY_F(2):
         if (!t->list_open)
             act(t, UI_ACT_COMMAND, "", "list", NULL, 0);
-        open_list(t, !t->list_open);
+        open_list(t, !t->list_open, "no saved conversations yet");
         return;
     case KEY_ALT_UP:
         select_step(t, -1);
@@ -1248,7 +1263,8 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
     nodelay(stdscr, TRUE);
     set_escdelay(25);
     mouseinterval(0);
-    init_colors(t);
+    if (!cfg || !cfg->no_color)
+        init_colors(t);
     define_keys();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

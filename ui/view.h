@@ -103,6 +103,8 @@ typedef struct ui_status {
     double ttft_s;            /* time to first token of the last reply */
     double tok_s;             /* decode speed, live while streaming */
     long gen_tokens;          /* tokens generated in the current reply */
+    double think_s;           /* the reply's last thought took this long (a reopened one's
+                                 stored time, as the view cannot measure it) */
 } ui_status;
 
 /* The status with every field "unchanged"; set the ones to push. */
@@ -152,6 +154,14 @@ extern const size_t ui_commands_count;
 /* The entry named name (without '/'), or NULL. */
 const ui_command *ui_command_find(const char *name);
 
+/* Whether an input line (leading blanks skipped) is a slash command rather than a message: it
+ * starts with one '/', and its first word is a known command or holds no other '/'. So
+ * "/etc/passwd: what is in it?" is a message, "/nosuch" an unknown command, and "//text" the
+ * message "/text" (ui_line_message). */
+int ui_line_is_command(const char *line);
+/* The message a line that is not a command sends: "//text" loses its first '/'; else line. */
+const char *ui_line_message(const char *line);
+
 /* ---- making and running a view --------------------------------------------------------------- */
 
 typedef struct ui_config {
@@ -159,6 +169,8 @@ typedef struct ui_config {
                                  none kept. Its directory must exist (paths_mkdirs). */
     int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
     int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
+    int no_color;             /* TUI: nonzero draws with attributes only (the app sets it from
+                                 NO_COLOR, https://no-color.org) */
     const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
                                  keys, N the time from their arrival to the frame showing them */
     ui_action_fn on_action;

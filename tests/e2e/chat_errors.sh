@@ -32,7 +32,7 @@ expect_grep err "^glmchat: GLMCHAT_TOP_K: 'top_k' takes a whole number from 0 to
 expect_exit 2 "$G" chat --think maybe
 expect_grep err "'--think' takes on or off, not 'maybe'"
 expect_exit 2 "$G" chat --output-format xml
-expect_grep err "'--output-format' takes text or jsonl, not 'xml'"
+expect_grep err "'--output-format' takes text, jsonl or json, not 'xml'"
 expect_exit 2 "$G" chat --max-tokens -5 --prompt hi
 expect_grep err "'max_tokens' takes a whole number"
 expect_exit 2 "$G" chat --conversation abc
@@ -47,7 +47,7 @@ expect_exit 2 "$G" chat --retry
 expect_grep err '--retry and --edit need -c or --conversation ID'
 
 # The replies run out: the turn fails with the reason; what was said before is kept.
-expect_exit_in 1 $'hi\nand again\n' "$G" chat
+expect_exit_in 1 $'hi\nand again\n' "$G" chat --lines
 expect_same out $'ok\n'
 expect_grep err '^glmchat: the reply failed: the recorded replies in .* ran out after 1 replies$'
 

@@ -25,7 +25,7 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 R
 
-expect_exit_in 0 $'first question\nsecond \\\nquestion, two lines\n\n' "$G" chat
+expect_exit_in 0 $'first question\nsecond \\\nquestion, two lines\n\n' "$G" chat --lines
 expect_same out $'Answer one.\nAnswer two.\n'
 expect_grep err '^thinking one$'
 expect_grep err '^thinking two$'

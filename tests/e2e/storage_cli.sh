@@ -10,11 +10,17 @@ for c in list search export import; do
     expect_grep out "^Usage: glmchat $c"
 done
 
-expect_exit 0 "$G" list
+# Reading commands never create a database: a mistyped --db is named, not made.
+expect_exit 1 "$G" list
+expect_grep err "^glmchat: no database at $TMP/db/glmchat.db: nothing has been saved there"
+expect_exit 1 "$G" search paris
+expect_grep err "^glmchat: no database at $TMP/db/glmchat.db: "
+expect_exit 1 "$G" export --all --format md
+expect_grep err "^glmchat: no database at $TMP/db/glmchat.db: "
+expect_exit 1 "$G" --db "$TMP/typo.db" list --json
+expect_grep err "^glmchat: no database at $TMP/typo.db: "
 expect_empty out
-expect_exit 0 "$G" list --json
-expect_grep out '^\[\]$'
-if [ "$(stat -c %a "$TMP/db")" = 700 ]; then pass; else fail "database directory is not mode 700"; fi
+if [ ! -e "$TMP/db" ] && [ ! -e "$TMP/typo.db" ]; then pass; else fail "a reading command created a database"; fi
 
 cat >"$TMP/in.json" <<'JSON'
 {
@@ -48,6 +54,7 @@ JSON
 
 expect_exit 0 "$G" import "$TMP/in.json"
 expect_grep out '^1$'
+if [ "$(stat -c %a "$TMP/db")" = 700 ]; then pass; else fail "database directory is not mode 700"; fi
 expect_exit 0 "$G" list
 expect_grep out '^ +ID +UPDATED \(UTC\) +MSGS +TITLE$'
 expect_grep out '^ +1  2025-12-02 15:40 +3  Trip <planning> & "more"$'
@@ -62,6 +69,12 @@ expect_grep out '"conversation":1,"message":1,.*"kind":"text"'
 expect_exit 0 "$G" search --json drizzle   # tool results are not indexed
 expect_grep out '^\[\]$'
 expect_exit 0 "$G" search '"unbalanced' 'NEAR('
+# options after the words, as every command takes them
+expect_exit 0 "$G" search PARIS day --json --limit 1
+expect_grep out '^\[\{"conversation":1,"message":1,.*\}\]$'
+expect_exit 0 "$G" search -- --json
+expect_empty out
+expect_grep err "nothing matches '--json'"
 expect_exit 2 "$G" search
 expect_grep err 'needs a QUERY'
 

@@ -78,8 +78,11 @@ expect_no_screen 'The user greets me' "folded again"
 type_text "/he"; keys Tab
 expect_screen '› /help *$' 2 "Tab completes /he to /help"
 keys Enter
+expect_screen 'Ctrl-R searches history' 2 "/help lists the keys"
+expect_screen '//text sends /text' 1 "/help says how to send a message that starts with /"
+keys PPage   # the help is taller than 24 lines: its first commands are above
 expect_screen '/export \[md\|json\|html\] \[FILE\]' 2 "/help lists the commands"
-expect_screen 'Ctrl-R searches history' 1 "/help lists the keys"
+keys NPage
 type_text "/bogus"; keys Enter
 expect_screen 'unknown command /bogus' 2 "an unknown command is explained"
 type_text "/think off"; keys Enter
