@@ -19,7 +19,7 @@
 #include "cuda/plan.h"
 #include "model/config.h"
 #include "model/exl3_load.h"
-#include "model/model_required.h"
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "text/template_check.h"
 #include "text/tokenizer.h"
@@ -392,20 +392,19 @@ static void check_exl3(checker *k, const glm_required_tensor *r)
     mark_used(k, base);
 }
 
-static int check_required(const glm_required_tensor *r, void *user)
+static void check_required(checker *k, const glm_required_tensor *r)
 {
-    checker *k = user;
     if (k->checked++ % 256 == 0)
         progress(k, "check-model: checking tensor %zu (%s)", k->checked, r->name);
     mark_used(k, r->name);
     if (in_lost_shard(k, r->name)) {
         k->skipped++;
-        return 0;
+        return;
     }
     const st_tensor *t = st_find(k->all, r->name);
-    if (!t && r->kind == GLM_REQ_MATRIX && ends_with(r->name, ".weight") && exl3_is_stored(k->all, r->name)) {
+    if (!t && r->role == GLM_TENSOR_MATRIX && ends_with(r->name, ".weight") && exl3_is_stored(k->all, r->name)) {
         check_exl3(k, r);
-        return 0;
+        return;
     }
     const char *what = r->layer < 0 ? "the model" : r->layer == k->cfg.num_layers ? "the MTP layer" : NULL;
     char layer[64];
@@ -413,17 +412,16 @@ static int check_required(const glm_required_tensor *r, void *user)
         snprintf(layer, sizeof layer, "layer %d", r->layer);
     if (!t) {
         problem(k, "tensor %s is missing (%s needs it)", r->name, what ? what : layer);
-        return 0;
+        return;
     }
     check_shape(k, t, r);
-    if (r->kind == GLM_REQ_MATRIX && t->dtype == ST_F8_E4M3 && t->ndim == 2)
+    if (r->role == GLM_TENSOR_MATRIX && t->dtype == ST_F8_E4M3 && t->ndim == 2)
         check_fp8_scales(k, t, r);
     else if (!float_dtype(t->dtype))
         problem(k, "tensor %s in %s has dtype %s; %s", t->name, t->file, st_dtype_name(t->dtype),
-                r->kind == GLM_REQ_MATRIX ? "a weight matrix must be F32, BF16, F16, F8_E4M3 (with block "
+                r->role == GLM_TENSOR_MATRIX ? "a weight matrix must be F32, BF16, F16, F8_E4M3 (with block "
                                             "scales) or EXL3"
                                           : "it must be F32, BF16 or F16");
-    return 0;
 }
 
 static int has_layer(const st_model *m, const char *prefix, int layer)
@@ -451,11 +449,18 @@ static void check_tensors(checker *k)
 {
     if (!k->cfg_ok || !k->all)
         return;
-    k->prefix = glm_required_prefix(k->all);
+    k->prefix = glm_weights_prefix(k->all);
     int L = k->cfg.num_layers;
     k->with_mtp = k->cfg.num_nextn_predict_layers >= 1 &&
                   (has_layer(k->all, k->prefix, L) || index_has_layer(k, L));
-    glm_required_tensors(&k->cfg, k->prefix, k->with_mtp, check_required, k);
+    glm_required_tensor *req = NULL;
+    size_t n_req = 0;
+    glm_error err = {0};
+    if (model_required_tensors(&k->cfg, k->prefix, k->with_mtp, &req, &n_req, &err) != GLM_OK)
+        problem(k, "cannot list the tensors config.json needs: %s", err.message);
+    for (size_t i = 0; i < n_req; i++)
+        check_required(k, &req[i]);
+    free(req);
     progress_done(k);
 }
 

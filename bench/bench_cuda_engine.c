@@ -311,7 +311,7 @@ static void print_projection(const profile *decode, const glm_config *c, const g
     glm_target spark = GLM_TARGET_SPARKS;
     glm_traffic_table measured, target[2];
     glm_error err = {0};
-    glm_dense_format fmt[2] = {GLM_DENSE_Q4_G32, GLM_DENSE_BF16};
+    glm_traffic_dense fmt[2] = {GLM_TRAFFIC_Q4_G32, GLM_TRAFFIC_BF16};
     if (glm_traffic_step(c, run, &measured, &err) != GLM_OK) {
         printf("FAIL: projection: %s\n", err.message);
         return;
@@ -340,7 +340,7 @@ static void print_projection(const profile *decode, const glm_config *c, const g
            "H200 us), upper the same with the H200 us beyond its bytes / copy bandwidth times "
            "%d/%d (bench/BENCHMARKS.md, Spark projection: method)\n",
            spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, run->context,
-           glm_dense_format_name(run->dense), glm_cache_format_name(run->latent_cache),
+           glm_traffic_dense_name(run->dense), glm_cache_format_name(run->latent_cache),
            glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, GLM_H200_SMS,
            spark.bytes_per_s / 1e9, GLM_H200_SMS, spark.sms);
     printf("%-38s %5s %9s %9s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s\n", "op group", "calls",
@@ -369,7 +369,7 @@ static void print_projection(const profile *decode, const glm_config *c, const g
         glm_project_step(ops[k], G + 1, bw, GLM_H200_SMS, &spark, &l, &u);
         printf("%-5s dense: %.2f GB a rank a step; two Sparks between %.1f tok/s (%.0f us) and "
                "%.1f tok/s (%.0f us); at the bandwidth floor alone %.1f tok/s; the recipe: %.1f tok/s\n",
-               glm_dense_format_name(fmt[k]), glm_traffic_bytes(&target[k]) / 1e9, 1e6 / u, u,
+               glm_traffic_dense_name(fmt[k]), glm_traffic_bytes(&target[k]) / 1e9, 1e6 / u, u,
                1e6 / l, l,
                1e6 / (glm_traffic_bytes(&target[k]) / spark.bytes_per_s * 1e6 +
                       spark.exchanges * spark.exchange_us), RECIPE_TOKS);
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
                            "op groups' floors are in the projection, printed last)");
     int n = s->n;
     const cuda_plan *mem_plan = backend_cuda_plan(&be);
-    glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_DENSE_Q4_G32 : GLM_DENSE_BF16,
+    glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
                               .expert_bits = 4, .latent_cache = (glm_cache_format)mem_plan->kv_dtype,
                               .index_cache = (glm_cache_format)mem_plan->kv_index_dtype};
     glm_traffic_table step_t, layer_t;

@@ -15,11 +15,11 @@ static const char usage[] =
     "  CONTEXTS comma-separated token counts (default 1024,65536);\n"
     "  DENSE comma-separated bf16, q4/32, q4/64 (default q4/32,bf16). Experts: EXL3 4-bit.\n";
 
-static int parse_dense(const char *s, glm_dense_format *f)
+static int parse_dense(const char *s, glm_traffic_dense *f)
 {
-    for (int i = GLM_DENSE_BF16; i <= GLM_DENSE_Q4_G64; i++)
-        if (strcmp(s, glm_dense_format_name((glm_dense_format)i)) == 0) {
-            *f = (glm_dense_format)i;
+    for (int i = GLM_TRAFFIC_BF16; i <= GLM_TRAFFIC_Q4_G64; i++)
+        if (strcmp(s, glm_traffic_dense_name((glm_traffic_dense)i)) == 0) {
+            *f = (glm_traffic_dense)i;
             return 0;
         }
     return -1;
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     glm_traffic_table t[MAX_COLS];
     int n = 0;
     for (char *d = strtok(denses, ","); d; d = strtok(NULL, ",")) {
-        glm_dense_format f;
+        glm_traffic_dense f;
         if (parse_dense(d, &f)) {
             fprintf(stderr, "traffic_table: dense format '%s': give bf16, q4/32 or q4/64\n", d);
             return 2;
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
            ranks > 1 ? "s" : "", glm_cache_format_name(cache), "op", "calls");
     for (int j = 0; j < n; j++) {
         char h[48];
-        snprintf(h, sizeof h, "%s@%d", glm_dense_format_name(p[j].dense), p[j].context);
+        snprintf(h, sizeof h, "%s@%d", glm_traffic_dense_name(p[j].dense), p[j].context);
         printf(" %14s", h);
     }
     printf("\n");

@@ -22,7 +22,7 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank)
     rank->moe_intermediate_size /= 2;
 }
 
-size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_dense_format dense, int expert_bits)
+size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic_dense dense, int expert_bits)
 {
     glm_traffic_params p = {.ranks = ranks, .dense = dense, .expert_bits = expert_bits, .resident = 1};
     glm_traffic_table t;

@@ -39,7 +39,7 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank);
 /* Bytes of one rank's weights as glmchat lays them out, for the full (unsplit) config: the
  * resident count of model/traffic.c (every expert, the whole embedding), dense linears in dense,
  * routed experts EXL3 of expert_bits; 0 when traffic.c refuses the arguments. */
-size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_dense_format dense, int expert_bits);
+size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic_dense dense, int expert_bits);
 
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */

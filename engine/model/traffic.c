@@ -54,12 +54,12 @@ double glm_weight_bytes(const glm_weight *w)
     return 0;
 }
 
-double glm_dense_bytes(double rows, double cols, glm_dense_format f)
+double glm_dense_bytes(double rows, double cols, glm_traffic_dense f)
 {
     double n = rows * cols;
-    if (f == GLM_DENSE_BF16 || fmod(cols, 128) != 0)
+    if (f == GLM_TRAFFIC_BF16 || fmod(cols, 128) != 0)
         return 2 * n;
-    double group = f == GLM_DENSE_Q4_G32 ? 32 : 64;
+    double group = f == GLM_TRAFFIC_Q4_G32 ? 32 : 64;
     return n / 2 + 2 * n / group;
 }
 
@@ -109,9 +109,9 @@ const char *glm_traffic_op_name(glm_traffic_op op)
     return op >= 0 && op < GLM_OP_COUNT ? op_names[op] : "?";
 }
 
-const char *glm_dense_format_name(glm_dense_format f)
+const char *glm_traffic_dense_name(glm_traffic_dense f)
 {
-    return f == GLM_DENSE_BF16 ? "bf16" : f == GLM_DENSE_Q4_G32 ? "q4/32" : f == GLM_DENSE_Q4_G64 ? "q4/64" : "?";
+    return f == GLM_TRAFFIC_BF16 ? "bf16" : f == GLM_TRAFFIC_Q4_G32 ? "q4/32" : f == GLM_TRAFFIC_Q4_G64 ? "q4/64" : "?";
 }
 
 const char *glm_cache_format_name(glm_cache_format f)
@@ -330,7 +330,7 @@ glm_status glm_traffic_check(const glm_config *c, const glm_traffic_params *p, g
     if (p->context < 0)
         return glm_error_set(err, GLM_ERR_ARG, "traffic: context %d: give a token count >= 0",
                              p->context);
-    if (p->dense < GLM_DENSE_BF16 || p->dense > GLM_DENSE_Q4_G64)
+    if (p->dense < GLM_TRAFFIC_BF16 || p->dense > GLM_TRAFFIC_Q4_G64)
         return glm_error_set(err, GLM_ERR_ARG, "traffic: dense format %d: give bf16, q4/32 or "
                              "q4/64", (int)p->dense);
     if (p->expert_bits < 1 || p->expert_bits > 8)
@@ -373,7 +373,7 @@ glm_status glm_traffic_step(const glm_config *c, const glm_traffic_params *p, gl
 void glm_model_traffic(const glm_model *m, int context, glm_cache_format cache, glm_traffic_table *t)
 {
     memset(t, 0, sizeof *t);
-    glm_traffic_params p = {.ranks = 1, .context = context, .dense = GLM_DENSE_BF16,
+    glm_traffic_params p = {.ranks = 1, .context = context, .dense = GLM_TRAFFIC_BF16,
                             .expert_bits = 4, .latent_cache = cache, .index_cache = cache};
     walk k = {.c = &m->cfg, .p = &p, .bound = 1, .t = t};
     head(&k, &m->w);

@@ -11,7 +11,7 @@
 /* How the dense linears are stored: BF16 as shipped, or requantized at load to 4-bit codes with
  * an fp16 scale per group of 32 or 64 values (engine/cuda/weights.c put_q4). A matrix whose
  * per-rank width is not a multiple of 128 stays BF16, as the loader keeps it. */
-typedef enum glm_dense_format { GLM_DENSE_BF16 = 0, GLM_DENSE_Q4_G32, GLM_DENSE_Q4_G64 } glm_dense_format;
+typedef enum glm_traffic_dense { GLM_TRAFFIC_BF16 = 0, GLM_TRAFFIC_Q4_G32, GLM_TRAFFIC_Q4_G64 } glm_traffic_dense;
 
 /* A cache row's storage: 4 or 2 bytes a value, or 1 byte a value plus a 4-byte row scale (the
  * same numbering as the CUDA backend's CUDA_KV_*). */
@@ -50,7 +50,7 @@ typedef enum glm_traffic_op {
 typedef struct glm_traffic_params {
     int ranks;                     /* 1, or 2 (tp_split_model's halves: engine/tp/split.c) */
     int context;                   /* tokens in the cache when the step runs */
-    glm_dense_format dense;
+    glm_traffic_dense dense;
     int expert_bits;               /* EXL3 bits a value of the routed experts (1..8) */
     glm_cache_format latent_cache; /* the DSA latent rows */
     glm_cache_format index_cache;  /* the indexer's pooled keys */
@@ -70,7 +70,7 @@ typedef struct glm_traffic_table {
 
 const char *glm_traffic_op_name(glm_traffic_op op);
 /* The words used for the formats in tables and messages: "bf16", "q4/32", "q4/64"; "f32" ... */
-const char *glm_dense_format_name(glm_dense_format f);
+const char *glm_traffic_dense_name(glm_traffic_dense f);
 const char *glm_cache_format_name(glm_cache_format f);
 
 /* GLM_OK, or GLM_ERR_ARG naming the parameter that is out of range (or the config's sizes that
@@ -92,7 +92,7 @@ double glm_traffic_flops(const glm_traffic_table *t);
 /* Bytes of one weight as stored (values, block scales, EXL3 trellis and its scale vectors). */
 double glm_weight_bytes(const glm_weight *w);
 /* Bytes of a dense rows x cols matrix in format f. */
-double glm_dense_bytes(double rows, double cols, glm_dense_format f);
+double glm_dense_bytes(double rows, double cols, glm_traffic_dense f);
 /* Bytes of one cache row of width values in format f. */
 size_t glm_cache_row_bytes(size_t width, glm_cache_format f);
 

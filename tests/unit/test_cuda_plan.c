@@ -64,20 +64,20 @@ START_TEST(weights_match_the_parameter_counts)
     /* section 1.1: routed experts 304.6 B parameters (4-bit EXL3 here, plus fp16 scales); KDA
      * 4.7 B, DSA 1.4 B, shared 1.1 B, dense 0.45 B, embedding + head 1.3 B in BF16 */
     double experts = 304.6e9 * 0.5, rest = (4.7 + 1.4 + 1.1 + 0.45 + 1.3) * 1e9 * 2;
-    double one = (double)cuda_plan_weights_estimate(&real, 1, GLM_DENSE_BF16, 4);
+    double one = (double)cuda_plan_weights_estimate(&real, 1, GLM_TRAFFIC_BF16, 4);
     ck_assert_msg(one > 0.97 * (experts + rest) && one < 1.03 * (experts + rest),
                   "one rank: %.1f GB, expected about %.1f GB", one / GB, (experts + rest) / GB);
-    double two = (double)cuda_plan_weights_estimate(&real, 2, GLM_DENSE_BF16, 4);
+    double two = (double)cuda_plan_weights_estimate(&real, 2, GLM_TRAFFIC_BF16, 4);
     /* halves, plus what both ranks hold whole: the embedding, the indexer, q_a, kv_a, routers */
     ck_assert_msg(two > 0.5 * one && two < 0.53 * one, "two ranks: %.1f of %.1f GB", two / GB,
                   one / GB);
     /* 2-bit experts: half the 4-bit trellis */
-    double two_bit = (double)cuda_plan_weights_estimate(&real, 1, GLM_DENSE_BF16, 2);
+    double two_bit = (double)cuda_plan_weights_estimate(&real, 1, GLM_TRAFFIC_BF16, 2);
     ck_assert_double_lt(two_bit, one - 0.99 * experts / 2);
     ck_assert_double_gt(two_bit, one - 1.01 * experts / 2);
     /* the q4 dense option: the linears at 4.5 bits, the embedding (0.6 B) and the small HC and
      * kv_b products still BF16, so it saves about (rest - embedding) * (1 - 4.5 / 16) */
-    double q4 = (double)cuda_plan_weights_estimate(&real, 1, GLM_DENSE_Q4_G32, 4);
+    double q4 = (double)cuda_plan_weights_estimate(&real, 1, GLM_TRAFFIC_Q4_G32, 4);
     double most = (rest - 0.635e9 * 2) * (1 - 4.5 / 16);
     ck_assert_msg(one - q4 > 0.85 * most && one - q4 < 1.05 * most, "q4 saves %.2f GB, about %.2f",
                   (one - q4) / GB, most / GB);
@@ -93,13 +93,13 @@ START_TEST(two_sparks_fit_the_full_window_one_does_not)
     cuda_plan p;
     glm_error err = {0};
     for (int kv = CUDA_KV_BF16; kv <= CUDA_KV_FP8; kv++) {
-        cuda_plan_make(&half, 2, 1048576, kv, kv, 256, cuda_plan_weights_estimate(&real, 2, GLM_DENSE_BF16, 4), &p);
+        cuda_plan_make(&half, 2, 1048576, kv, kv, 256, cuda_plan_weights_estimate(&real, 2, GLM_TRAFFIC_BF16, 4), &p);
         ck_assert_msg(cuda_plan_check(&p, spark, &err) == GLM_OK, "%s: %s", cuda_kv_name(kv),
                       err.message);
         ck_assert_uint_eq(p.total, p.weights + p.kda_state + p.dsa_cache + p.scratch);
     }
     cuda_plan_make(&real, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 256,
-                   cuda_plan_weights_estimate(&real, 1, GLM_DENSE_BF16, 4), &p);
+                   cuda_plan_weights_estimate(&real, 1, GLM_TRAFFIC_BF16, 4), &p);
     ck_assert_int_eq(cuda_plan_check(&p, spark, &err), GLM_ERR_NOMEM);
     ck_assert_msg(strstr(err.message, "two ranks") && strstr(err.message, "GiB"), "%s", err.message);
 }
@@ -111,7 +111,7 @@ START_TEST(refusal_names_a_context_that_fits)
     cuda_plan_rank_config(&real, &half);
     cuda_plan p;
     cuda_plan_make(&half, 2, 1048576, CUDA_KV_BF16, CUDA_KV_BF16, 256,
-                   cuda_plan_weights_estimate(&real, 2, GLM_DENSE_BF16, 4), &p);
+                   cuda_plan_weights_estimate(&real, 2, GLM_TRAFFIC_BF16, 4), &p);
     /* room for the weights and half the bf16 cache */
     size_t avail = p.weights + p.kda_state + p.scratch + ((size_t)1 << 30) + p.dsa_cache / 2;
     glm_error err = {0};

@@ -26,7 +26,7 @@ static void tiny_config(glm_config *c)
     c->attn[1] = GLM_ATTN_DSA, c->moe[1] = 1;
 }
 
-static glm_traffic_params params(int ranks, glm_dense_format f, int context)
+static glm_traffic_params params(int ranks, glm_traffic_dense f, int context)
 {
     return (glm_traffic_params){.ranks = ranks, .context = context, .dense = f, .expert_bits = 4,
                                 .latent_cache = GLM_CACHE_FP8, .index_cache = GLM_CACHE_FP8};
@@ -36,7 +36,7 @@ START_TEST(tiny_bf16_one_rank_by_hand)
 {
     glm_config c;
     tiny_config(&c);
-    glm_traffic_params p = params(1, GLM_DENSE_BF16, 100);
+    glm_traffic_params p = params(1, GLM_TRAFFIC_BF16, 100);
     glm_traffic_table t;
     glm_error err = {0};
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
@@ -85,7 +85,7 @@ START_TEST(tiny_q4_two_ranks_by_hand)
 {
     glm_config c;
     tiny_config(&c);
-    glm_traffic_params p = params(2, GLM_DENSE_Q4_G32, 100);
+    glm_traffic_params p = params(2, GLM_TRAFFIC_Q4_G32, 100);
     glm_traffic_table t;
     glm_error err = {0};
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
@@ -106,7 +106,7 @@ START_TEST(tiny_q4_two_ranks_by_hand)
     /* the latent and the indexer are whole on both ranks */
     ck_assert_double_eq(t.op[GLM_OP_LATENT].bytes, 748);
     /* q4/64: KDA o 256 x 128 per rank = 32768 values -> 16384 + 1024 = 17408 */
-    p.dense = GLM_DENSE_Q4_G64;
+    p.dense = GLM_TRAFFIC_Q4_G64;
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
     ck_assert_double_eq(t.op[GLM_OP_KDA_O].bytes, 17408);
 }
@@ -174,7 +174,7 @@ START_TEST(a_bound_model_counts_as_its_config)
     L[1].experts = ex;
     glm_traffic_table bound, fromcfg;
     glm_model_traffic(&m, 100, GLM_CACHE_FP8, &bound);
-    glm_traffic_params p = params(1, GLM_DENSE_BF16, 100);
+    glm_traffic_params p = params(1, GLM_TRAFFIC_BF16, 100);
     glm_error err = {0};
     ck_assert_int_eq(glm_traffic_step(c, &p, &fromcfg, &err), GLM_OK);
     for (int op = 0; op < GLM_OP_COUNT; op++) {
@@ -194,7 +194,7 @@ START_TEST(real_model_calls_and_two_ranks)
     snprintf(path, sizeof path, "%s/tests/fixtures/cuda", src ? src : ".");
     glm_error err = {0};
     ck_assert_msg(glm_config_load(&c, path, &err) == GLM_OK, "%s", err.message);
-    glm_traffic_params p = params(1, GLM_DENSE_BF16, 1024);
+    glm_traffic_params p = params(1, GLM_TRAFFIC_BF16, 1024);
     glm_traffic_table one, two;
     ck_assert_int_eq(glm_traffic_step(&c, &p, &one, &err), GLM_OK);
     p.ranks = 2;
@@ -225,18 +225,18 @@ START_TEST(bad_parameters_are_named)
     tiny_config(&c);
     glm_traffic_table t;
     glm_error err = {0};
-    glm_traffic_params p = params(3, GLM_DENSE_BF16, 10);
+    glm_traffic_params p = params(3, GLM_TRAFFIC_BF16, 10);
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
     ck_assert_msg(strstr(err.message, "ranks 3"), "%s", err.message);
-    p = params(1, GLM_DENSE_BF16, -1);
+    p = params(1, GLM_TRAFFIC_BF16, -1);
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
     ck_assert_msg(strstr(err.message, "context -1"), "%s", err.message);
-    p = params(1, GLM_DENSE_BF16, 10);
+    p = params(1, GLM_TRAFFIC_BF16, 10);
     p.expert_bits = 0;
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
     ck_assert_msg(strstr(err.message, "expert bits 0"), "%s", err.message);
     c.num_heads = 3;
-    p = params(2, GLM_DENSE_BF16, 10);
+    p = params(2, GLM_TRAFFIC_BF16, 10);
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
     ck_assert_msg(strstr(err.message, "attention heads 3"), "%s", err.message);
 }
@@ -287,7 +287,7 @@ START_TEST(profile_groups_cover_the_step)
     ck_assert_uint_eq(seen, (1ul << GLM_OP_COUNT) - 1);
     glm_config c;
     tiny_config(&c);
-    glm_traffic_params pm = params(1, GLM_DENSE_BF16, 100), pt = params(2, GLM_DENSE_Q4_G32, 100);
+    glm_traffic_params pm = params(1, GLM_TRAFFIC_BF16, 100), pt = params(2, GLM_TRAFFIC_Q4_G32, 100);
     glm_traffic_table measured, target;
     glm_error err = {0};
     ck_assert_int_eq(glm_traffic_step(&c, &pm, &measured, &err), GLM_OK);
