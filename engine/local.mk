@@ -91,7 +91,6 @@ tests_unit_test_spec_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_spec
 # bench/bench_spec: drafted against plain decoding (make bench/bench_spec; not run by make check).
 EXTRA_PROGRAMS += bench/bench_spec
-EXTRA_DIST += bench/bench_spec_cpu_2026-12-02.txt bench/bench_spec_cpu_2026-12-03.txt
 bench_bench_spec_SOURCES = bench/bench_spec.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_LDADD = $(glmchat_LDADD)

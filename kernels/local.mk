@@ -7,16 +7,11 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
-EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c \
-	bench/bench_cuda_spec_h200_2026-12-03.txt
-EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c \
-	bench/bench_cuda_h200_2026-12-02.txt bench/prefill_h200_2026-12-03.txt \
-	bench/bench_cuda_decode_h200_2026-12-03.txt bench/attn_h200_2026-12-03.txt \
-	bench/stop17_h200_2026-12-03.txt
+EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c
+EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
-	bench/bench_exl3.cu bench/bench_exl3_h200_2026-12-02.txt bench/bench_exl3_h200_2026-12-02-moe.txt \
-	bench/bench_exl3_h200_2026-12-02-moe3.txt kernels/exl3_moe_warps.cu
+	bench/bench_exl3.cu kernels/exl3_moe_warps.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate

@@ -5,8 +5,7 @@ libengine_a_SOURCES += \
 	engine/model/exl3_quantize.c engine/model/exl3_load.h engine/model/exl3_load.c \
 	engine/model/hadamard.h engine/model/hadamard.c
 
-EXTRA_DIST += tests/fuzz/fuzz_exl3.c bench/bench_exl3_h200_2026-12-02.txt \
-	bench/bench_exl3_quant_2026-12-02.txt
+EXTRA_DIST += tests/fuzz/fuzz_exl3.c
 
 check_PROGRAMS += tests/unit/test_exl3
 tests_unit_test_exl3_SOURCES = tests/unit/test_exl3.c

@@ -32,7 +32,7 @@ for mode in greedy sampled; do
     if [ $mode = greedy ]; then export GLMCHAT_TEMPERATURE=0; unset GLMCHAT_SEED
     else export GLMCHAT_TEMPERATURE=0.9 GLMCHAT_SEED=1234; fi
     printf 'Hello there, model\nA second question\nA third one\n' >"$TMP/prompts"
-    "$G" --db "$TMP/one-$mode.db" --model "$M" --backend cpu chat --output-format jsonl \
+    "$G" --db "$TMP/one-$mode.db" --model "$M" --backend cpu chat --lines --output-format jsonl \
         --max-tokens 24 <"$TMP/prompts" >"$TMP/out" 2>"$TMP/err"
     [ $? -eq 0 ] && pass || fail "$mode: a three-turn session from stdin failed: $(head -c 300 "$TMP/err")"
     replies "$TMP/out" >"$TMP/kept-$mode"
@@ -61,7 +61,7 @@ done
 # drafts every step): the same three-turn session gives the same replies, greedy and seeded.
 expect_exit 0 "$G" mkmodel --out "$TMP/mtp" --preset tiny-mtp --seed 12
 session() { # MODEL DRAFT (empty: the config file's) DB OUT
-    GLMCHAT_DRAFT=$2 "$G" --db "$3" --model "$1" --backend cpu chat --output-format jsonl \
+    GLMCHAT_DRAFT=$2 "$G" --db "$3" --model "$1" --backend cpu chat --lines --output-format jsonl \
         --max-tokens 24 <"$TMP/prompts" >"$4" 2>"$TMP/err"
     [ $? -eq 0 ] && pass || fail "$2 drafts on $1: the session failed: $(head -c 300 "$TMP/err")"
 }

@@ -21,14 +21,14 @@ M="$TMP/model"
 expect_exit 0 "$G" mkmodel --out "$M" --preset tiny --seed 11
 printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
 printf 'Tell me a story.\nTell me more about it.\n' >"$TMP/turns"
-"$G" --db "$TMP/one.db" --model "$M" chat --output-format jsonl --max-tokens 30 --think off <"$TMP/turns" \
+"$G" --db "$TMP/one.db" --model "$M" chat --lines --output-format jsonl --max-tokens 30 --think off <"$TMP/turns" \
     >"$TMP/one.jsonl" 2>"$TMP/err"
 [ $? -eq 0 ] && pass || fail "two turns on one rank failed: $(cat "$TMP/err")"
 
 # 1. Killed between turns, restarted on the same port: the next turn goes on.
 start_worker "$M"
 mkfifo "$TMP/feed"
-"$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat --output-format jsonl --max-tokens 30 \
+"$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat --lines --output-format jsonl --max-tokens 30 \
     --think off <"$TMP/feed" >"$TMP/two.jsonl" 2>"$TMP/two.err" &
 head_pid=$!
 exec 7>"$TMP/feed"

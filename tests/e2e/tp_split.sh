@@ -25,12 +25,12 @@ printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
 expect_exit 0 "$G" --db "$TMP/one.db" --model "$M" chat --output-format jsonl --max-tokens 40 --think off --prompt "Tell me a story."
 cp "$TMP/out" "$TMP/chat1.jsonl"
 printf 'Go on.\nAnd then?\n' >"$TMP/turns"
-"$G" --db "$TMP/one.db" --model "$M" chat -c --output-format jsonl --max-tokens 20 <"$TMP/turns" >"$TMP/chat1b.jsonl" 2>"$TMP/err"
+"$G" --db "$TMP/one.db" --model "$M" chat -c --lines --output-format jsonl --max-tokens 20 <"$TMP/turns" >"$TMP/chat1b.jsonl" 2>"$TMP/err"
 [ $? -eq 0 ] && pass || fail "a two-turn chat on one rank failed: $(cat "$TMP/err")"
 start_worker "$M"
 expect_exit 0 "$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat --output-format jsonl --max-tokens 40 --think off --prompt "Tell me a story."
 cp "$TMP/out" "$TMP/chat2.jsonl"
-"$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat -c --output-format jsonl --max-tokens 20 \
+"$G" --db "$TMP/two.db" --model "$M" --peer 127.0.0.1:$PORT chat -c --lines --output-format jsonl --max-tokens 20 \
     <"$TMP/turns" >"$TMP/chat2b.jsonl" 2>"$TMP/err"
 [ $? -eq 0 ] && pass || fail "a two-turn chat on two ranks failed: $(cat "$TMP/err")"
 stop_worker

@@ -171,7 +171,7 @@ printf 'temperature = 0\nworker_key_file = %s\n' "$TMP/key" >"$XDG_CONFIG_HOME/g
 start_worker "$M" --key-file "$TMP/key"
 mkfifo "$TMP/feed"
 trap '' PIPE # a head that exits early is reported below, not by the shell dying on a write
-"$G" --db "$TMP/s.db" --model "$M" --peer 127.0.0.1:$PORT chat --output-format jsonl --max-tokens 8 \
+"$G" --db "$TMP/s.db" --model "$M" --peer 127.0.0.1:$PORT chat --lines --output-format jsonl --max-tokens 8 \
     --think off <"$TMP/feed" >"$TMP/s.jsonl" 2>"$TMP/s.err" &
 head_pid=$!
 exec 7>"$TMP/feed"
