@@ -55,6 +55,22 @@ static const char *advice_for(int code)
     }
 }
 
+/* SQLite's check reports span lines ("*** in database main ***\nPage 3: ..."); a message is
+ * one line. */
+static void one_line(char *out, size_t cap, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < cap; s++) {
+        if (*s != '\n') {
+            out[k++] = *s;
+        } else if (s[1]) {
+            out[k++] = ';';
+            out[k++] = ' ';
+        }
+    }
+    out[k] = 0;
+}
+
 void db_clear_error(db_store *db)
 {
     db->err[0] = '\0';
@@ -239,9 +255,10 @@ int db_integrity_ok(db_store *db)
     if (rc == SQLITE_ROW) {
         const char *first = (const char *)sqlite3_column_text(st, 0);
         result = first && strcmp(first, "ok") == 0;
+        char detail[320];
+        one_line(detail, sizeof detail, first ? first : "(no detail)");
         if (!result)
-            db_failf(db, "%s is damaged: %.300s; %s", db->path, first ? first : "(no detail)",
-                     DB_RECOVERY_ADVICE);
+            db_failf(db, "%s is damaged: %s; %s", db->path, detail, DB_RECOVERY_ADVICE);
     } else {
         db_fail(db, "checking integrity");
     }
@@ -505,10 +522,11 @@ static int quick_check(db_store *db, char *err, size_t errlen)
     int rc = sqlite3_step(st);
     const char *first = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
     int ok = first && strcmp(first, "ok") == 0;
+    char detail[320];
+    one_line(detail, sizeof detail, first ? first : sqlite3_errmsg(db->sql));
     if (!ok)
-        snprintf(err, errlen, "%s is damaged (%.300s); glmchat will not write to it and left it "
-                 "untouched; %s", db->path, first ? first : sqlite3_errmsg(db->sql),
-                 DB_RECOVERY_ADVICE);
+        snprintf(err, errlen, "%s is damaged (%s); glmchat will not write to it and left it "
+                 "untouched; %s", db->path, detail, DB_RECOVERY_ADVICE);
     sqlite3_finalize(st);
     return ok ? 0 : -1;
 }
