@@ -76,6 +76,8 @@ static const int_bound int_bounds[] = {
     {"index_head_dim", 1, 4096},
     {"index_topk", 1, 1 << 24},
     {"index_kpool", 1, 64},
+    {"eos_token_id", 0, (1 << 21) - 1},  /* each id, in config and generation_config */
+    {"quantization_config.weight_block_size", 1, 4096},
     {"max_new_tokens", 0, 1 << 24},      /* generation_config.json */
     {"top_k", 0, 1 << 21},               /* generation_config.json */
 };
@@ -415,6 +417,8 @@ static int parse_eos(cfg_ctx *x, const cJSON *v, int *n, int *ids)
     if (!v || cJSON_IsNull(v))
         return 0;
     if (cJSON_IsNumber(v)) {
+        if (check_bound(x, "eos_token_id", v->valuedouble))
+            return -1;
         ids[(*n)++] = v->valueint;
         return 0;
     }
@@ -424,6 +428,8 @@ static int parse_eos(cfg_ctx *x, const cJSON *v, int *n, int *ids)
     for (const cJSON *e = v->child; e; e = e->next) {
         if (!cJSON_IsNumber(e))
             return fail(x, GLM_ERR_FORMAT, "%s: field %s holds a non-number%s", "eos_token_id", "");
+        if (check_bound(x, "eos_token_id", e->valuedouble))
+            return -1;
         ids[(*n)++] = e->valueint;
     }
     return 0;
@@ -437,6 +443,10 @@ static int parse_fp8(cfg_ctx *x, const cJSON *q, glm_config *c)
                !cJSON_IsNumber(bs->child) || !cJSON_IsNumber(bs->child->next)))
         return fail(x, GLM_ERR_FORMAT, "%s: field %s must be [rows, cols]%s",
                     "quantization_config.weight_block_size", "");
+    if (bs && (check_bound(x, "quantization_config.weight_block_size", bs->child->valuedouble) ||
+               check_bound(x, "quantization_config.weight_block_size",
+                           bs->child->next->valuedouble)))
+        return -1;
     if (bs) {
         c->fp8_block_rows = bs->child->valueint;
         c->fp8_block_cols = bs->child->next->valueint;

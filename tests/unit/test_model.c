@@ -133,6 +133,10 @@ START_TEST(configs_the_engine_cannot_honour_are_refused)
          "num_attention_heads", "-3 is out of range", GLM_ERR_FORMAT},
         {"{\"model_type\": \"glm5_next_text\", \"hidden_size\": 1.5}", "hidden_size", "integer",
          GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"eos_token_id\": [1, -7]}", "eos_token_id",
+         "-7 is out of range", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+         "\"weight_block_size\": [128, 1e10]}}", "weight_block_size", "max 4096", GLM_ERR_FORMAT},
         {"{\"model_type\": \"glm5_next_text\", \"first_k_dense_replace\": 1}",
          "first_k_dense_replace", "mlp_layer_types", GLM_ERR_UNSUPPORTED},
         {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
