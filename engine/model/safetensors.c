@@ -507,8 +507,10 @@ static int cmp_data(const void *a, const void *b)
 /* No two tensors of a file may share bytes: one written through the other would change both. */
 static glm_status check_overlaps(st_model *m, size_t first, const char *path, glm_error *err)
 {
-    st_tensor *t = m->tensors + first;
     size_t n = m->n_tensors - first;
+    if (n < 2) /* also: no table allocated yet */
+        return GLM_OK;
+    st_tensor *t = m->tensors + first;
     qsort(t, n, sizeof *t, cmp_data);
     const st_tensor *prev = NULL;
     for (size_t i = 0; i < n; i++) {

@@ -419,7 +419,7 @@ tok_tokenizer *tok_load(const char *path, glm_error *err)
     if (fstat(fileno(f), &sb) == 0 && sb.st_size > TOK_MAX_FILE) {
         fclose(f);
         glm_error_set(err, GLM_ERR_FORMAT, "tokenizer %s is %lld bytes, above glmchat's limit of "
-                      "%d MiB (GLM-5.3-Flash's is about 20 MiB): not a tokenizer glmchat can load",
+                      "%d MiB: not a tokenizer glmchat can load",
                       path, (long long)sb.st_size, TOK_MAX_FILE >> 20);
         return NULL;
     }
