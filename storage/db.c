@@ -433,6 +433,13 @@ static int check_contents(db_store *db, char *err, size_t errlen)
     if (!read) {
         int code = sqlite3_extended_errcode(db->sql);
         const char *advice = advice_for(code);
+        if (db->read_only && has_sidecar(db->path, "-wal")) {
+            snprintf(err, errlen, "cannot open the read-only database %s: %s; its -wal file holds "
+                     "changes not yet in the database, and reading them needs its -shm file or a "
+                     "writable directory: make the directory writable and run glmchat list once",
+                     db->path, sqlite3_errmsg(db->sql));
+            return -1;
+        }
         if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) {
             snprintf(err, errlen, "cannot open the database %s: %s; %s", db->path,
                      sqlite3_errmsg(db->sql), advice);

@@ -151,6 +151,22 @@ for how in file directory; do
     if [ ! -e "$TMP/ro/glmchat.db-wal" ] && [ ! -e "$TMP/ro/glmchat.db-shm" ]; then pass; else fail "side files left beside a read-only $how"; fi
     if cmp -s "$TMP/ro/glmchat.db" "$TMP/ro.orig"; then pass; else fail "the read-only $how database changed"; fi
 done
+# a WAL holding a commit the file lacks (its writer killed): read through the -shm beside it, or
+# refused with the way out when the directory allows neither reading nor making one
+chmod 755 "$TMP/ro"
+rm -f "$TMP/ro/glmchat.db"*
+cp "$REF" "$TMP/ro/glmchat.db"
+python3 -c 'import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA wal_autocheckpoint = 0")
+c.execute("UPDATE conversation SET title = ? WHERE id = 1", ("only in the wal",)); c.commit()
+os.kill(os.getpid(), signal.SIGKILL)' "$TMP/ro/glmchat.db" 2>/dev/null
+chmod 444 "$TMP/ro/glmchat.db"*
+chmod 555 "$TMP/ro"
+as_user "$G" --db "$TMP/ro/glmchat.db" list >"$TMP/out" 2>"$TMP/err"
+if [ $? -eq 0 ] && grep -q 'only in the wal' "$TMP/out"; then pass; else fail "list through a read-only WAL: $(head -c 300 "$TMP/err")"; fi
+chmod 755 "$TMP/ro" && rm -f "$TMP/ro/glmchat.db-shm" && chmod 555 "$TMP/ro"
+as_user "$G" --db "$TMP/ro/glmchat.db" list >"$TMP/out" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q -- '-wal file holds changes' "$TMP/err"; then pass; else fail "a read-only WAL without -shm: $(head -c 300 "$TMP/err")"; fi
 chmod 755 "$TMP/ro"
 section_end databases
 
