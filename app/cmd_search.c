@@ -131,6 +131,11 @@ int cmd_search(int argc, char **argv, const cli_globals *g)
             print_text(hits, n);
         if (!json && n == 0)
             fprintf(stderr, "glmchat: nothing matches '%s'\n", query);
+        int64_t missed = db_read_only(db) ? search_unindexed(db) : 0;
+        if (missed > 0)
+            fprintf(stderr, "glmchat: %s is read-only, so its %lld newest messages are not in the "
+                    "search index and were not searched; make it writable to search them\n",
+                    db_path(db), (long long)missed);
         search_hits_free(hits, n);
     }
     free(query);

@@ -11,6 +11,7 @@ const cli_command cli_commands[] = {
     {"search", cmd_search, "full-text search over messages and reasoning"},
     {"export", cmd_export, "transcripts as Markdown, JSON or HTML"},
     {"import", cmd_import, "a JSON transcript that export wrote"},
+    {"check-db", cmd_check_db, "the full integrity check of the database, read-only"},
     {"tokenize", cmd_tokenize, "UTF-8 text on stdin to token ids"},
     {"detokenize", cmd_detokenize, "token ids on stdin to text"},
     {"render", cmd_render, "a request JSON on stdin to the prompt the model sees"},

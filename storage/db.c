@@ -13,6 +13,9 @@
 #include "storage/db_internal.h"
 
 #define DB_BUSY_TIMEOUT_MS 5000
+#define DB_RECOVERY_ADVICE                                                                     \
+    "to recover, keep the file and run `sqlite3 FILE .recover | sqlite3 NEW.db`, then use "    \
+    "--db NEW.db (or restore a copy)"
 
 int64_t db_now_ms(void)
 {
@@ -35,7 +38,7 @@ static const char *advice_for(int code)
                "directory";
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-        return "the database is damaged: restore a backup or move the file away";
+        return "the database is damaged: " DB_RECOVERY_ADVICE;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
         return "another process holds the database locked: close it and retry";
@@ -50,6 +53,22 @@ static const char *advice_for(int code)
     default:
         return NULL;
     }
+}
+
+/* SQLite's check reports span lines ("*** in database main ***\nPage 3: ..."); a message is
+ * one line. */
+static void one_line(char *out, size_t cap, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < cap; s++) {
+        if (*s != '\n') {
+            out[k++] = *s;
+        } else if (s[1]) {
+            out[k++] = ';';
+            out[k++] = ' ';
+        }
+    }
+    out[k] = 0;
 }
 
 void db_clear_error(db_store *db)
@@ -215,6 +234,8 @@ int db_set_max_pages(db_store *db, int64_t pages)
 int db_idle(db_store *db)
 {
     db_clear_error(db);
+    if (db->read_only)
+        return 0;
     if (search_index_pending(db) != 0)
         return -1;
     int rc = sqlite3_wal_checkpoint_v2(db->sql, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
@@ -234,22 +255,28 @@ int db_integrity_ok(db_store *db)
     if (rc == SQLITE_ROW) {
         const char *first = (const char *)sqlite3_column_text(st, 0);
         result = first && strcmp(first, "ok") == 0;
+        char detail[320];
+        one_line(detail, sizeof detail, first ? first : "(no detail)");
         if (!result)
-            db_failf(db, "%s is damaged: %s", db->path, first ? first : "(no detail)");
+            db_failf(db, "%s is damaged: %s; %s", db->path, detail, DB_RECOVERY_ADVICE);
     } else {
         db_fail(db, "checking integrity");
     }
     sqlite3_finalize(st);
     if (result != 1)
         return result;
-    /* The search index must match the parts it was built from (after indexing what waits). */
+    /* The search index must match the parts it was built from (after indexing what waits);
+     * a read-only handle checks what is indexed (FTS5's check is an INSERT, a write). */
+    if (db->read_only)
+        return 1;
     if (search_index_pending(db) != 0)
         return -1;
     if (sqlite3_exec(db->sql, "INSERT INTO part_fts(part_fts) VALUES ('integrity-check')", NULL, NULL,
                      NULL) != SQLITE_OK) {
         int code = sqlite3_extended_errcode(db->sql) & 0xff;
         if (code == SQLITE_CORRUPT) {
-            db_failf(db, "the search index of %s is damaged: %s", db->path, sqlite3_errmsg(db->sql));
+            db_failf(db, "the search index of %s is damaged: %s; %s", db->path,
+                     sqlite3_errmsg(db->sql), DB_RECOVERY_ADVICE);
             return 0;
         }
         return db_fail(db, "checking the search index");
@@ -303,6 +330,27 @@ static int has_sidecar(const char *path, const char *suffix)
     return stat(side, &sb) == 0 && sb.st_size > 0;
 }
 
+/* Refuses a schema version glmchat never writes (negative) or does not know yet (newer). */
+static int check_version(const char *path, int64_t version, char *err, size_t errlen)
+{
+    if (version < 0) {
+        snprintf(err, errlen,
+                 "%s has schema version %lld, which no glmchat writes (versions count up from 0): "
+                 "it is damaged or another program's file; it was left untouched: move it away or "
+                 "pass another file with --db",
+                 path, (long long)version);
+        return -1;
+    }
+    if (version > DB_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "%s was written by a newer glmchat (schema %lld; this one knows up to %d); it was "
+                 "left untouched: upgrade glmchat to open it",
+                 path, (long long)version, DB_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
 /* Looks at an existing file before SQLite does, so that a file we must refuse is never
  * opened for writing. 0: fine (absent, empty, or an SQLite file of a version we know). */
 static int probe_file(const char *path, char *err, size_t errlen)
@@ -312,6 +360,17 @@ static int probe_file(const char *path, char *err, size_t errlen)
         return 0;
     if (!S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s is not a regular file; pass a database file with --db", path);
+        return -1;
+    }
+    /* glmchat never leaves an empty file behind (create_database builds a new one aside and
+     * links it in whole), so an empty one is someone else's, or a copy that went wrong. A WAL
+     * beside it would hold the pages, so that case is left to SQLite. */
+    if (sb.st_size == 0 && !has_sidecar(path, "-wal")) {
+        snprintf(err, errlen,
+                 "%s is an empty file (0 bytes), not a glmchat database; it was left untouched: "
+                 "delete it to let glmchat create a new database there, or pass another file "
+                 "with --db",
+                 path);
         return -1;
     }
     if (sb.st_size == 0)
@@ -351,34 +410,36 @@ static int probe_file(const char *path, char *err, size_t errlen)
                  path, (long long)sb.st_size, (unsigned long long)(pages * page_size));
         return -1;
     }
-    uint32_t version = be32(head + 60);
-    if (version > DB_SCHEMA_VERSION) {
-        snprintf(err, errlen,
-                 "%s was written by a newer glmchat (schema %u; this one knows up to %d); it was "
-                 "left untouched: upgrade glmchat to open it",
-                 path, version, DB_SCHEMA_VERSION);
-        return -1;
-    }
-    return 0;
+    /* user_version is a signed 32-bit number */
+    int32_t version = (int32_t)be32(head + 60);
+    return check_version(path, version, err, errlen);
 }
 
 /* Reads what SQLite sees: schema version and whether tables exist. Reading only. */
 static int check_contents(db_store *db, char *err, size_t errlen)
 {
     sqlite3_stmt *st;
-    int version = -1, tables = -1;
+    int version = 0, tables = -1, read = 0;
     if (sqlite3_prepare_v2(db->sql, "SELECT (SELECT user_version FROM pragma_user_version), "
                                     "(SELECT count(*) FROM sqlite_master)",
                            -1, &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW) {
             version = sqlite3_column_int(st, 0);
             tables = sqlite3_column_int(st, 1);
+            read = 1;
         }
         sqlite3_finalize(st);
     }
-    if (version < 0) {
+    if (!read) {
         int code = sqlite3_extended_errcode(db->sql);
         const char *advice = advice_for(code);
+        if (db->read_only && has_sidecar(db->path, "-wal")) {
+            snprintf(err, errlen, "cannot open the read-only database %s: %s; its -wal file holds "
+                     "changes not yet in the database, and reading them needs its -shm file or a "
+                     "writable directory: make the directory writable and run glmchat list once",
+                     db->path, sqlite3_errmsg(db->sql));
+            return -1;
+        }
         if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) {
             snprintf(err, errlen, "cannot open the database %s: %s; %s", db->path,
                      sqlite3_errmsg(db->sql), advice);
@@ -388,18 +449,20 @@ static int check_contents(db_store *db, char *err, size_t errlen)
                  db->path, sqlite3_errmsg(db->sql), advice ? "; " : "", advice ? advice : "");
         return -1;
     }
-    if (version > DB_SCHEMA_VERSION) {
-        snprintf(err, errlen,
-                 "%s was written by a newer glmchat (schema %d; this one knows up to %d); it was "
-                 "left untouched: upgrade glmchat to open it",
-                 db->path, version, DB_SCHEMA_VERSION);
+    if (check_version(db->path, version, err, errlen) != 0)
         return -1;
-    }
     if (version == 0 && tables > 0) {
         snprintf(err, errlen,
                  "%s is an SQLite database of another program (it has tables but no glmchat "
                  "schema); it was left untouched: pass another file with --db",
                  db->path);
+        return -1;
+    }
+    if (db->read_only && version < DB_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "%s has schema %d and this glmchat needs %d; upgrading it needs write access, "
+                 "but the file or its directory is read-only: make both writable and retry",
+                 db->path, version, DB_SCHEMA_VERSION);
         return -1;
     }
     return 0;
@@ -452,15 +515,137 @@ static int set_pragmas(db_store *db, int in_memory)
                     "setting connection options");
 }
 
-db_store *db_open(const char *path, char *err, size_t errlen)
+/* PRAGMA quick_check (the b-trees' structure, not the indexes' agreement with their tables):
+ * linear in the file's size, a small part of what one turn costs, and it keeps glmchat from
+ * writing into damaged pages, which SQLite would otherwise spread. 0 when ok. */
+static int quick_check(db_store *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s is damaged: %s; %s", db->path, sqlite3_errmsg(db->sql),
+                 DB_RECOVERY_ADVICE);
+        return -1;
+    }
+    int rc = sqlite3_step(st);
+    const char *first = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    int ok = first && strcmp(first, "ok") == 0;
+    char detail[320];
+    one_line(detail, sizeof detail, first ? first : sqlite3_errmsg(db->sql));
+    if (!ok)
+        snprintf(err, errlen, "%s is damaged (%s); glmchat will not write to it and left it "
+                 "untouched; %s", db->path, detail, DB_RECOVERY_ADVICE);
+    sqlite3_finalize(st);
+    return ok ? 0 : -1;
+}
+
+/* Whether glmchat may write the file and create its -wal and -shm beside it. */
+static int writable(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return access(path, W_OK) == 0 && access(dir, W_OK) == 0;
+}
+
+/* path as an SQLite URI ("file:" + percent-encoded path) with the given query. */
+static void file_uri(char *out, size_t cap, const char *path, const char *query)
+{
+    size_t k = (size_t)snprintf(out, cap, "file:");
+    for (const unsigned char *p = (const unsigned char *)path; *p && k + 4 < cap; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("/-._~", *p))
+            out[k++] = (char)*p;
+        else
+            k += (size_t)snprintf(out + k, cap - k, "%%%02X", *p);
+    }
+    snprintf(out + k, cap - k, "?%s", query);
+}
+
+/* A read-only connection that creates nothing beside the file: immutable (no locks, no -shm)
+ * unless a WAL holds pages the file lacks, which only a WAL reader (mode=ro) sees. */
+static int open_sqlite(db_store *db, int in_memory)
+{
+    if (!db->read_only)
+        return sqlite3_open_v2(db->path, &db->sql, SQLITE_OPEN_READWRITE |
+                               (in_memory ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, NULL);
+    char uri[3 * 4096 + 64];
+    file_uri(uri, sizeof uri, db->path, has_sidecar(db->path, "-wal") ? "mode=ro" : "immutable=1");
+    return sqlite3_open_v2(uri, &db->sql, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
+                           SQLITE_OPEN_NOMUTEX, NULL);
+}
+
+static void remove_with_sidecars(const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    char side[4200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(side, sizeof side, "%s%s", path, suffixes[i]);
+        unlink(side);
+    }
+}
+
+/* A new database is built whole under a temporary name and linked in, so no process killed
+ * midway leaves an empty or half-made file at path (and an empty file can be refused). */
+static int create_database(const char *path, char *err, size_t errlen)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.new-%ld", path, (long)getpid());
+    remove_with_sidecars(tmp); /* a leftover of an earlier process with this pid */
+    if (create_private(tmp, err, errlen) != 0)
+        return -1;
+    db_store fresh = {0};
+    snprintf(fresh.path, sizeof fresh.path, "%.4095s", tmp);
+    int ok = sqlite3_open_v2(tmp, &fresh.sql, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                             NULL) == SQLITE_OK;
+    if (ok) {
+        sqlite3_extended_result_codes(fresh.sql, 1);
+        ok = set_pragmas(&fresh, 0) == 0 && db_migrate(&fresh) == 0;
+    }
+    if (!ok)
+        snprintf(err, errlen, "cannot create the database %s: %s", path,
+                 fresh.sql ? (fresh.err[0] ? fresh.err : sqlite3_errmsg(fresh.sql)) : "out of memory");
+    /* closing the only connection checkpoints the WAL into the file and removes it */
+    if (fresh.sql && sqlite3_close(fresh.sql) != SQLITE_OK && ok) {
+        snprintf(err, errlen, "cannot create the database %s: closing it failed", path);
+        ok = 0;
+    }
+    if (ok && link(tmp, path) != 0 && errno != EEXIST) { /* EEXIST: another process won */
+        snprintf(err, errlen, "cannot create the database %s: %s; check the permissions of its "
+                 "directory", path, strerror(errno));
+        ok = 0;
+    }
+    remove_with_sidecars(tmp);
+    return ok ? 0 : -1;
+}
+
+static db_store *open_failed(db_store *db, const char *err)
+{
+    (void)err;
+    /* a refused file stays byte-identical: no checkpoint of a WAL left beside it */
+    if (db->sql)
+        sqlite3_db_config(db->sql, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    db_close(db);
+    return NULL;
+}
+
+db_store *db_open_mode(const char *path, db_open_kind kind, char *err, size_t errlen)
 {
     if (!path || !path[0]) {
         snprintf(err, errlen, "no database path given");
         return NULL;
     }
     int in_memory = strcmp(path, ":memory:") == 0;
-    if (!in_memory && (mkdir_parents(path, err, errlen) != 0 || probe_file(path, err, errlen) != 0 ||
-                       create_private(path, err, errlen) != 0))
+    struct stat sb;
+    if (!in_memory && kind == DB_OPEN_CHECK && stat(path, &sb) != 0) {
+        snprintf(err, errlen, "cannot check the database %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!in_memory && (mkdir_parents(path, err, errlen) != 0 || probe_file(path, err, errlen) != 0))
+        return NULL;
+    if (!in_memory && stat(path, &sb) != 0 && (errno != ENOENT || create_database(path, err, errlen)))
         return NULL;
     db_store *db = calloc(1, sizeof *db);
     if (!db) {
@@ -470,30 +655,46 @@ db_store *db_open(const char *path, char *err, size_t errlen)
     snprintf(db->path, sizeof db->path, "%s", path);
     db->mem_max_entries = MEM_DEFAULT_MAX_ENTRIES;
     db->mem_max_bytes = MEM_DEFAULT_MAX_BYTES;
-    int rc = sqlite3_open_v2(path, &db->sql,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    db->read_only = !in_memory && (kind == DB_OPEN_CHECK || !writable(path));
+    int rc = open_sqlite(db, in_memory);
     if (rc != SQLITE_OK) {
         int sys = db->sql ? sqlite3_system_errno(db->sql) : 0;
-        snprintf(err, errlen, "cannot open the database %s: %s%s%s; check the path and the "
+        snprintf(err, errlen, "cannot open the database %s%s: %s%s%s; check the path and the "
                  "permissions of its directory",
-                 path, db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc), sys ? ": " : "",
+                 path, db->read_only ? " (read-only)" : "",
+                 db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc), sys ? ": " : "",
                  sys ? strerror(sys) : "");
-        db_close(db);
-        return NULL;
+        return open_failed(db, err);
     }
     sqlite3_extended_result_codes(db->sql, 1);
     sqlite3_busy_timeout(db->sql, DB_BUSY_TIMEOUT_MS);
-    if (check_contents(db, err, errlen) != 0) {
-        db_close(db);
-        return NULL;
-    }
-    if (set_pragmas(db, in_memory) != 0 || db_migrate(db) != 0) {
+    if (check_contents(db, err, errlen) != 0)
+        return open_failed(db, err);
+    if (kind != DB_OPEN_CHECK && !in_memory && quick_check(db, err, errlen) != 0)
+        return open_failed(db, err);
+    if (db->read_only) {
+        if (exec_sql(db, "PRAGMA query_only = ON; PRAGMA temp_store = MEMORY",
+                     "setting connection options") != 0) {
+            snprintf(err, errlen, "%s", db->err);
+            return open_failed(db, err);
+        }
+    } else if (set_pragmas(db, in_memory) != 0 || db_migrate(db) != 0) {
         snprintf(err, errlen, "%s", db->err);
         db_close(db);
         return NULL;
     }
     db_clear_error(db);
     return db;
+}
+
+db_store *db_open(const char *path, char *err, size_t errlen)
+{
+    return db_open_mode(path, DB_OPEN_NORMAL, err, errlen);
+}
+
+int db_read_only(const db_store *db)
+{
+    return db->read_only;
 }
 
 void db_close(db_store *db)

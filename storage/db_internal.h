@@ -29,6 +29,7 @@ struct db_store {
     int64_t mem_max_bytes;
     char path[4096];
     char err[8192];
+    int read_only; /* opened read-only: the file or its directory is not writable, or check-db */
 };
 
 /* The cached statement id (prepared from sql on first use, reset and unbound), or NULL with

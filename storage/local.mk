@@ -20,8 +20,8 @@ tests_unit_test_storage_writer_SOURCES = tests/unit/test_storage_writer.c
 tests_unit_test_storage_writer_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_storage_writer_LDADD = libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 
-TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh
-EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh \
+TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh
+EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh \
 	tests/fuzz/fuzz_import.c tests/fuzz/run_fuzz_import.sh tests/fuzz/import_seed.json
 
 EXTRA_PROGRAMS += bench/bench_storage

@@ -86,8 +86,24 @@ static int index_pending_exists(db_store *db)
     return pending;
 }
 
+int64_t search_unindexed(db_store *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql,
+                           "SELECT count(*) FROM part WHERE kind IN ('text','reasoning') AND id >"
+                           " (SELECT indexed_through FROM search_state)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "checking the search index");
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0)
+                                               : db_fail(db, "checking the search index");
+    sqlite3_finalize(st);
+    return n;
+}
+
 int search_index_pending(db_store *db)
 {
+    if (db->read_only) /* searched as indexed; search_unindexed tells what that misses */
+        return 0;
     int pending = index_pending_exists(db);
     if (pending <= 0)
         return pending;

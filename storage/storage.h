@@ -58,6 +58,18 @@ typedef struct db_store db_store;
  * terminated). */
 db_store *db_open(const char *path, char *err, size_t errlen);
 
+/* How db_open_mode opens: NORMAL as db_open; CHECK read-only, and without the quick check
+ * at open, for db_integrity_ok to look at a file that may be damaged. */
+typedef enum db_open_kind { DB_OPEN_NORMAL, DB_OPEN_CHECK } db_open_kind;
+db_store *db_open_mode(const char *path, db_open_kind kind, char *err, size_t errlen);
+
+/* 1 when the handle is read-only (db_open opens so when the file or its directory is not
+ * writable, creating no -wal or -shm); its writes fail with a message saying so. */
+int db_read_only(const db_store *db);
+
+/* Parts a read-only handle could not add to the search index (searches miss them), or -1. */
+int64_t search_unindexed(db_store *db);
+
 /* Closes the handle (NULL is fine). Uncommitted db_begin work is rolled back. */
 void db_close(db_store *db);
 

@@ -31,7 +31,78 @@ static int fail(cfg_ctx *x, glm_status st, const char *fmt, const char *key, con
     return -1;
 }
 
-/* Integer field with a default; null is an error unless null_ok (then *out = null_value). */
+/* The range every integer field may take: wide enough for every published GLM-5.3-Flash shape
+ * (research/architecture.md) and every fixture, narrow enough that no value can make a load or a
+ * token take unbounded time or memory (hc_sinkhorn_iters 10^9 once spent an hour a token). A key
+ * not listed here is bounded only by int. Keys are matched wherever they appear (text fields,
+ * linear_attn_config, generation_config.json). */
+typedef struct int_bound {
+    const char *key;
+    int min, max;
+} int_bound;
+
+static const int_bound int_bounds[] = {
+    {"vocab_size", 1, 1 << 21},
+    {"hidden_size", 1, 1 << 16},
+    {"num_hidden_layers", 1, GLM_MAX_LAYERS},
+    {"intermediate_size", 1, 1 << 18},
+    {"hc_mult", 1, 16},
+    {"hc_sinkhorn_iters", 1, 100},
+    {"num_nextn_predict_layers", 0, 16},
+    {"first_k_dense_replace", 0, GLM_MAX_LAYERS},
+    {"index_topk_freq", 1, GLM_MAX_LAYERS},
+    {"index_skip_topk_offset", 0, GLM_MAX_LAYERS},
+    {"max_position_embeddings", 1, 1 << 24},
+    {"linear_num_heads", 1, 1024},
+    {"linear_head_dim", 1, 1024},
+    {"linear_conv_kernel_dim", 1, 64},
+    {"num_heads", 1, 1024},              /* linear_attn_config */
+    {"head_dim", 1, 1024},               /* linear_attn_config */
+    {"short_conv_kernel_size", 1, 64},   /* linear_attn_config */
+    {"n_routed_experts", 1, 4096},
+    {"num_experts_per_tok", 1, 256},
+    {"n_shared_experts", 0, 64},
+    {"n_group", 1, 4096},
+    {"topk_group", 1, 4096},
+    {"moe_intermediate_size", 1, 1 << 18},
+    {"num_attention_heads", 1, 1024},
+    {"num_key_value_heads", 1, 1024},
+    {"q_lora_rank", 1, 1 << 16},
+    {"kv_lora_rank", 1, 1 << 16},
+    {"qk_nope_head_dim", 1, 4096},
+    {"qk_rope_head_dim", 0, 4096},
+    {"v_head_dim", 1, 4096},
+    {"index_n_heads", 1, 1024},
+    {"index_head_dim", 1, 4096},
+    {"index_topk", 1, 1 << 24},
+    {"index_kpool", 1, 64},
+    {"eos_token_id", 0, (1 << 21) - 1},  /* each id, in config and generation_config */
+    {"quantization_config.weight_block_size", 1, 4096},
+    {"max_new_tokens", 0, 1 << 24},      /* generation_config.json */
+    {"top_k", 0, 1 << 21},               /* generation_config.json */
+};
+
+static const int_bound *bound_of(const char *key)
+{
+    for (size_t i = 0; i < sizeof int_bounds / sizeof *int_bounds; i++)
+        if (strcmp(int_bounds[i].key, key) == 0)
+            return &int_bounds[i];
+    return NULL;
+}
+
+/* Refuses v outside key's bound, naming the bound; values already checked to be integers. */
+static int check_bound(cfg_ctx *x, const char *key, double v)
+{
+    const int_bound *b = bound_of(key);
+    double lo = b ? b->min : INT_MIN, hi = b ? b->max : INT_MAX;
+    if (v >= lo && v <= hi)
+        return 0;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%.0f is out of range (min %.0f, max %.0f)", v, lo, hi);
+    return fail(x, GLM_ERR_FORMAT, "%s: field %s: %s", key, detail);
+}
+
+/* Integer field with a default, checked against its bound in int_bounds. */
 static int get_int(cfg_ctx *x, const cJSON *o, const char *key, int def, int *out)
 {
     const cJSON *v = field(o, key);
@@ -39,8 +110,10 @@ static int get_int(cfg_ctx *x, const cJSON *o, const char *key, int def, int *ou
         *out = def;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e9)
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
         return fail(x, GLM_ERR_FORMAT, "%s: field %s must be an integer%s", key, "");
+    if (check_bound(x, key, v->valuedouble))
+        return -1;
     *out = (int)v->valuedouble;
     return 0;
 }
@@ -452,6 +525,8 @@ static int parse_eos(cfg_ctx *x, const cJSON *v, int *n, int *ids)
     if (!v || cJSON_IsNull(v))
         return 0;
     if (cJSON_IsNumber(v)) {
+        if (check_bound(x, "eos_token_id", v->valuedouble))
+            return -1;
         ids[(*n)++] = v->valueint;
         return 0;
     }
@@ -461,6 +536,8 @@ static int parse_eos(cfg_ctx *x, const cJSON *v, int *n, int *ids)
     for (const cJSON *e = v->child; e; e = e->next) {
         if (!cJSON_IsNumber(e))
             return fail(x, GLM_ERR_FORMAT, "%s: field %s holds a non-number%s", "eos_token_id", "");
+        if (check_bound(x, "eos_token_id", e->valuedouble))
+            return -1;
         ids[(*n)++] = e->valueint;
     }
     return 0;
@@ -474,6 +551,10 @@ static int parse_fp8(cfg_ctx *x, const cJSON *q, glm_config *c)
                !cJSON_IsNumber(bs->child) || !cJSON_IsNumber(bs->child->next)))
         return fail(x, GLM_ERR_FORMAT, "%s: field %s must be [rows, cols]%s",
                     "quantization_config.weight_block_size", "");
+    if (bs && (check_bound(x, "quantization_config.weight_block_size", bs->child->valuedouble) ||
+               check_bound(x, "quantization_config.weight_block_size",
+                           bs->child->next->valuedouble)))
+        return -1;
     if (bs) {
         c->fp8_block_rows = bs->child->valueint;
         c->fp8_block_cols = bs->child->next->valueint;

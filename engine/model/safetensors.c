@@ -15,7 +15,13 @@
 
 #include <cjson/cJSON.h>
 
-#define ST_MAX_HEADER (256u << 20)
+/* Bounds on what a file may ask of the reader: the header is parsed in place (about one
+ * st_tensor per entry), the metadata into a JSON tree (many times its size), text files whole. */
+#define ST_MAX_HEADER (100u << 20)
+#define ST_MAX_METADATA (1u << 20)
+#define ST_MAX_TEXT (64u << 20)
+#define ST_MAX_NAME 4096
+#define ST_MAX_NESTING 32
 
 static const struct {
     const char *name;
@@ -50,10 +56,12 @@ int st_dtype_parse(const char *name, st_dtype *out)
 
 int64_t st_numel(const st_tensor *t)
 {
-    int64_t n = 1;
+    /* unsigned: a loaded tensor's product was checked to fit (shape_bytes); for any other the
+     * product wraps instead of being undefined */
+    uint64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
-        n *= t->shape[i];
-    return n;
+        n *= (uint64_t)t->shape[i];
+    return (int64_t)n;
 }
 
 /* ---- reader -------------------------------------------------------------------------------- */
@@ -62,8 +70,7 @@ typedef struct st_file {
     char *path;
     void *map;
     size_t size;
-    cJSON *metadata; /* the __metadata__ object (owned by header) or NULL */
-    cJSON *header;
+    cJSON *metadata; /* the __metadata__ object or NULL */
 } st_file;
 
 struct st_model {
@@ -88,7 +95,7 @@ void st_close(st_model *m)
     for (size_t i = 0; i < m->n_files; i++) {
         if (m->files[i].map)
             munmap(m->files[i].map, m->files[i].size);
-        cJSON_Delete(m->files[i].header);
+        cJSON_Delete(m->files[i].metadata);
         free(m->files[i].path);
     }
     free(m->files);
@@ -109,60 +116,361 @@ static glm_status push_tensor(st_model *m, const st_tensor *t, glm_error *err)
     return GLM_OK;
 }
 
-static glm_status parse_shape(const char *path, const char *name, const cJSON *shape, st_tensor *t,
-                              glm_error *err)
+/* ---- header parser ---------------------------------------------------------------------------
+ * The header is read in place, straight into st_tensor entries: a JSON tree of a crafted header
+ * (millions of tiny entries or shape numbers) costs over ten times the header's size. */
+
+typedef struct hdr {
+    const char *s; /* the header text (not NUL-terminated) */
+    size_t n, i;   /* its length, the read position */
+    const char *path;
+    glm_error *err;
+} hdr;
+
+/* What one tensor entry says, before it is checked against the file. */
+typedef struct hdr_entry {
+    char dtype[16];
+    int has_dtype, has_shape, has_offsets;
+    int ndim;
+    uint64_t shape[ST_MAX_DIMS];
+    uint64_t begin, end;
+} hdr_entry;
+
+static glm_status hdr_fail(hdr *h, const char *what)
 {
-    if (!cJSON_IsArray(shape))
-        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has no shape array", path, name);
-    int n = cJSON_GetArraySize(shape);
-    if (n > ST_MAX_DIMS)
-        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has %d dimensions (at most %d)",
-                             path, name, n, ST_MAX_DIMS);
-    t->ndim = n;
-    for (int i = 0; i < n; i++) {
-        const cJSON *d = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e15 ||
-            d->valuedouble != floor(d->valuedouble))
-            return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has a bad dimension %d",
-                                 path, name, i);
-        t->shape[i] = (int64_t)d->valuedouble;
+    return glm_error_set(h->err, GLM_ERR_FORMAT, "%s: the header is not valid safetensors JSON: %s "
+                         "at byte %zu (a damaged or hand-made file; download it again)", h->path,
+                         what, h->i + 8);
+}
+
+static int hdr_peek(hdr *h)
+{
+    while (h->i < h->n && (h->s[h->i] == ' ' || h->s[h->i] == '\t' || h->s[h->i] == '\n' ||
+                           h->s[h->i] == '\r'))
+        h->i++;
+    return h->i < h->n ? (unsigned char)h->s[h->i] : -1;
+}
+
+static glm_status hdr_expect(hdr *h, char c)
+{
+    if (hdr_peek(h) == c) {
+        h->i++;
+        return GLM_OK;
     }
+    char what[32];
+    snprintf(what, sizeof what, "'%c' expected", c);
+    return hdr_fail(h, what);
+}
+
+static int hdr_hex4(hdr *h, unsigned *out)
+{
+    if (h->n - h->i < 4)
+        return -1;
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = h->s[h->i++];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A \u escape (the "\u" already read), surrogate pairs joined, as UTF-8 into enc. */
+static int hdr_unicode(hdr *h, char enc[4])
+{
+    unsigned cp, lo;
+    if (hdr_hex4(h, &cp) || cp == 0 || (cp >= 0xdc00 && cp < 0xe000))
+        return -1;
+    if (cp >= 0xd800 && cp < 0xdc00) {
+        if (h->n - h->i < 2 || h->s[h->i] != '\\' || h->s[h->i + 1] != 'u')
+            return -1;
+        h->i += 2;
+        if (hdr_hex4(h, &lo) || lo < 0xdc00 || lo >= 0xe000)
+            return -1;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    if (cp < 0x80) {
+        enc[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        enc[0] = (char)(0xc0 | cp >> 6);
+        enc[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        enc[0] = (char)(0xe0 | cp >> 12);
+        enc[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        enc[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    enc[0] = (char)(0xf0 | cp >> 18);
+    enc[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    enc[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    enc[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* One escape (the backslash already read) into enc; its length, or -1. */
+static int hdr_escape(hdr *h, char enc[4])
+{
+    if (h->i >= h->n)
+        return -1;
+    char e = h->s[h->i++];
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *k = e ? strchr(from, e) : NULL;
+    if (k) {
+        enc[0] = to[k - from];
+        return 1;
+    }
+    return e == 'u' ? hdr_unicode(h, enc) : -1;
+}
+
+/* A JSON string, escapes decoded, into out (NUL-terminated; out NULL: only skipped). Control
+ * characters, NUL and \u0000 are refused: no name may hide bytes from a C string. */
+static glm_status hdr_string(hdr *h, char *out, size_t cap)
+{
+    glm_status st = hdr_expect(h, '"');
+    if (st)
+        return st;
+    size_t k = 0;
+    for (;;) {
+        if (h->i >= h->n)
+            return hdr_fail(h, "an unterminated string");
+        char enc[4];
+        int len = 1;
+        enc[0] = h->s[h->i++];
+        if (enc[0] == '"')
+            break;
+        if ((unsigned char)enc[0] < 0x20)
+            return hdr_fail(h, "a control character in a string");
+        if (enc[0] == '\\' && (len = hdr_escape(h, enc)) < 0)
+            return hdr_fail(h, "a bad escape (or \\u0000) in a string");
+        if (!out)
+            continue;
+        if (k + (size_t)len >= cap) /* names: 4096 bytes; keys inside an entry: 31 */
+            return hdr_fail(h, "a string longer than glmchat allows there");
+        memcpy(out + k, enc, (size_t)len);
+        k += (size_t)len;
+    }
+    if (out)
+        out[k] = 0;
     return GLM_OK;
 }
 
-static glm_status parse_entry(st_model *m, st_file *f, const cJSON *e, const uint8_t *data,
+/* A whole number in 0 .. 2^63-1, written as JSON digits (no sign, fraction or exponent). */
+static glm_status hdr_count(hdr *h, uint64_t *out)
+{
+    if (hdr_peek(h) < '0' || hdr_peek(h) > '9')
+        return hdr_fail(h, "a whole number expected");
+    uint64_t v = 0;
+    while (h->i < h->n && h->s[h->i] >= '0' && h->s[h->i] <= '9') {
+        uint64_t d = (uint64_t)(h->s[h->i++] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10)
+            return hdr_fail(h, "a number above 2^63");
+        v = v * 10 + d;
+    }
+    if (h->i < h->n && (h->s[h->i] == '.' || h->s[h->i] == 'e' || h->s[h->i] == 'E'))
+        return hdr_fail(h, "a number that is not a whole number");
+    *out = v;
+    return GLM_OK;
+}
+
+/* [n, n, ...] with at most max numbers; *count gets how many. */
+static glm_status hdr_counts(hdr *h, uint64_t *out, int max, int *count)
+{
+    glm_status st = hdr_expect(h, '[');
+    *count = 0;
+    if (!st && hdr_peek(h) == ']') {
+        h->i++;
+        return GLM_OK;
+    }
+    while (!st) {
+        uint64_t v = 0;
+        if ((st = hdr_count(h, &v)))
+            return st;
+        if (*count == max)
+            return hdr_fail(h, "more numbers than a shape or data_offsets may hold");
+        out[(*count)++] = v;
+        if (hdr_peek(h) == ']') {
+            h->i++;
+            return GLM_OK;
+        }
+        st = hdr_expect(h, ',');
+    }
+    return st;
+}
+
+static glm_status hdr_skip(hdr *h, int depth);
+
+/* The members of an object or elements of an array (the bracket already read), skipped. */
+static glm_status hdr_skip_items(hdr *h, char close, int depth)
+{
+    if (hdr_peek(h) == close) {
+        h->i++;
+        return GLM_OK;
+    }
+    for (;;) {
+        glm_status st = GLM_OK;
+        if (close == '}' && ((st = hdr_string(h, NULL, 0)) || (st = hdr_expect(h, ':'))))
+            return st;
+        if ((st = hdr_skip(h, depth + 1)))
+            return st;
+        if (hdr_peek(h) == close) {
+            h->i++;
+            return GLM_OK;
+        }
+        if ((st = hdr_expect(h, ',')))
+            return st;
+    }
+}
+
+/* Any JSON value, checked for form and skipped; nesting bounded so the stack is. */
+static glm_status hdr_skip(hdr *h, int depth)
+{
+    if (depth > ST_MAX_NESTING)
+        return hdr_fail(h, "values nested deeper than 32");
+    int c = hdr_peek(h);
+    if (c == '"')
+        return hdr_string(h, NULL, 0);
+    if (c == '{' || c == '[') {
+        h->i++;
+        return hdr_skip_items(h, c == '{' ? '}' : ']', depth);
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t len = strlen(words[k]);
+        if (h->n - h->i >= len && memcmp(h->s + h->i, words[k], len) == 0) {
+            h->i += len;
+            return GLM_OK;
+        }
+    }
+    size_t start = h->i;
+    while (h->i < h->n && strchr("0123456789+-.eE", h->s[h->i]) && h->s[h->i])
+        h->i++;
+    return h->i > start ? GLM_OK : hdr_fail(h, "a value expected");
+}
+
+/* One tensor's {"dtype": ..., "shape": [...], "data_offsets": [b, e]}; other keys skipped. */
+static glm_status hdr_tensor(hdr *h, const char *name, hdr_entry *e)
+{
+    char key[32];
+    glm_status st = hdr_expect(h, '{');
+    memset(e, 0, sizeof *e);
+    if (!st && hdr_peek(h) == '}') {
+        h->i++;
+        return GLM_OK;
+    }
+    while (!st) {
+        if ((st = hdr_string(h, key, sizeof key)) || (st = hdr_expect(h, ':')))
+            return st;
+        int *seen = strcmp(key, "dtype") == 0 ? &e->has_dtype : strcmp(key, "shape") == 0
+                  ? &e->has_shape : strcmp(key, "data_offsets") == 0 ? &e->has_offsets : NULL;
+        if (seen && *seen)
+            return glm_error_set(h->err, GLM_ERR_FORMAT, "%s: tensor %s gives %s twice", h->path,
+                                 name, key);
+        if (seen)
+            *seen = 1;
+        if (seen == &e->has_dtype) {
+            st = hdr_string(h, e->dtype, sizeof e->dtype);
+        } else if (seen == &e->has_shape) {
+            uint64_t dims[ST_MAX_DIMS + 1];
+            if (!(st = hdr_counts(h, dims, ST_MAX_DIMS + 1, &e->ndim)) && e->ndim > ST_MAX_DIMS)
+                return glm_error_set(h->err, GLM_ERR_FORMAT, "%s: tensor %s has more than %d "
+                                     "dimensions", h->path, name, ST_MAX_DIMS);
+            memcpy(e->shape, dims, sizeof e->shape);
+        } else if (seen) {
+            uint64_t off[2];
+            int n = 0;
+            if (!(st = hdr_counts(h, off, 2, &n)) && n != 2)
+                return glm_error_set(h->err, GLM_ERR_FORMAT, "%s: tensor %s has bad data_offsets "
+                                     "(two numbers expected)", h->path, name);
+            e->begin = off[0];
+            e->end = off[1];
+        } else {
+            st = hdr_skip(h, 1);
+        }
+        if (st || hdr_peek(h) == '}')
+            break;
+        st = hdr_expect(h, ',');
+    }
+    if (!st)
+        h->i++;
+    return st;
+}
+
+/* Bytes a shape of a dtype holds, or -1 when the product does not fit in int64. A shape with a
+ * zero dimension holds nothing, whatever its other dimensions. */
+static int shape_bytes(const st_tensor *t, uint64_t *bytes)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *bytes = 0;
+            return 0;
+        }
+    }
+    for (int i = 0; i < t->ndim; i++) {
+        uint64_t d = (uint64_t)t->shape[i];
+        if (d > (uint64_t)INT64_MAX / n)
+            return -1;
+        n *= d;
+    }
+    uint64_t size = st_dtype_size(t->dtype);
+    if (n > (uint64_t)INT64_MAX / size)
+        return -1;
+    *bytes = n * size;
+    return 0;
+}
+
+static glm_status check_entry(st_file *f, const char *name, const hdr_entry *e, st_tensor *t,
                               size_t data_size, glm_error *err)
 {
-    const char *name = e->string;
-    st_tensor t = {0};
-    t.file = f->path;
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-    if (!cJSON_IsObject(e) || !cJSON_IsString(dt))
+    if (!e->has_dtype)
         return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has no dtype", f->path, name);
-    if (st_dtype_parse(dt->valuestring, &t.dtype) != 0)
+    if (st_dtype_parse(e->dtype, &t->dtype) != 0)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, which "
-                             "glmchat cannot read", f->path, name, dt->valuestring);
-    glm_status st = parse_shape(f->path, name, cJSON_GetObjectItemCaseSensitive(e, "shape"), &t, err);
-    if (st)
-        return st;
-    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);
-    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !cJSON_IsNumber(b) ||
-        !cJSON_IsNumber(en) || b->valuedouble < 0 || en->valuedouble < b->valuedouble)
+                             "glmchat cannot read", f->path, name, e->dtype);
+    if (!e->has_shape)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has no shape array", f->path, name);
+    if (!e->has_offsets || e->end < e->begin)
         return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has bad data_offsets", f->path,
                              name);
-    double begin = b->valuedouble, end = en->valuedouble;
-    if (end > (double)data_size)
-        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s ends at byte %.0f of the data "
+    t->ndim = e->ndim;
+    for (int i = 0; i < e->ndim; i++)
+        t->shape[i] = (int64_t)e->shape[i];
+    uint64_t want;
+    if (shape_bytes(t, &want))
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s has a shape whose element count "
+                             "overflows 64 bits", f->path, name);
+    if (e->end > data_size)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s ends at byte %llu of the data "
                              "but the file holds only %zu: the file is truncated (download it again)",
-                             f->path, name, end, data_size);
-    int64_t numel = st_numel(&t);
-    double want = (double)numel * (double)st_dtype_size(t.dtype);
-    if (want != end - begin)
-        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s holds %.0f bytes but its shape "
-                             "and dtype need %.0f", f->path, name, end - begin, want);
-    t.data = data + (size_t)begin;
-    t.nbytes = (size_t)(end - begin);
+                             f->path, name, (unsigned long long)e->end, data_size);
+    if (want != e->end - e->begin)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensor %s holds %llu bytes but its shape "
+                             "and dtype need %llu", f->path, name,
+                             (unsigned long long)(e->end - e->begin), (unsigned long long)want);
+    return GLM_OK;
+}
+
+static glm_status parse_entry(st_model *m, st_file *f, hdr *h, const char *name, const uint8_t *data,
+                              size_t data_size, glm_error *err)
+{
+    hdr_entry e;
+    st_tensor t = {0};
+    t.file = f->path;
+    glm_status st = hdr_tensor(h, name, &e);
+    if (!st)
+        st = check_entry(f, name, &e, &t, data_size, err);
+    if (st)
+        return st;
+    t.data = data + e.begin;
+    t.nbytes = (size_t)(e.end - e.begin);
     t.name = strdup(name);
     if (!t.name)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory reading %s", f->path);
@@ -170,6 +478,82 @@ static glm_status parse_entry(st_model *m, st_file *f, const cJSON *e, const uin
     if (st)
         free((char *)t.name);
     return st;
+}
+
+static glm_status parse_metadata(st_file *f, hdr *h, glm_error *err)
+{
+    if (f->metadata)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: the header gives __metadata__ twice", f->path);
+    hdr_peek(h);
+    size_t start = h->i;
+    glm_status st = hdr_skip(h, 1);
+    if (st)
+        return st;
+    if (h->i - start > ST_MAX_METADATA)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: __metadata__ is %zu bytes, above glmchat's "
+                             "limit of 1 MiB", f->path, h->i - start);
+    f->metadata = cJSON_ParseWithLength(h->s + start, h->i - start);
+    if (!cJSON_IsObject(f->metadata))
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: __metadata__ is not an object", f->path);
+    return GLM_OK;
+}
+
+static int cmp_data(const void *a, const void *b)
+{
+    const uint8_t *x = ((const st_tensor *)a)->data, *y = ((const st_tensor *)b)->data;
+    return x < y ? -1 : x > y;
+}
+
+/* No two tensors of a file may share bytes: one written through the other would change both. */
+static glm_status check_overlaps(st_model *m, size_t first, const char *path, glm_error *err)
+{
+    size_t n = m->n_tensors - first;
+    if (n < 2) /* also: no table allocated yet */
+        return GLM_OK;
+    st_tensor *t = m->tensors + first;
+    qsort(t, n, sizeof *t, cmp_data);
+    const st_tensor *prev = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].nbytes)
+            continue;
+        if (prev && (const uint8_t *)prev->data + prev->nbytes > (const uint8_t *)t[i].data)
+            return glm_error_set(err, GLM_ERR_FORMAT, "%s: tensors %s and %s overlap in the file's "
+                                 "data (a damaged or hand-made file)", path, prev->name, t[i].name);
+        prev = &t[i];
+    }
+    return GLM_OK;
+}
+
+static glm_status parse_header(st_model *m, st_file *f, const char *text, size_t n, glm_error *err)
+{
+    const uint8_t *data = (const uint8_t *)text + n;
+    size_t data_size = f->size - 8 - n, first = m->n_tensors;
+    const char *nul = memchr(text, 0, n);
+    if (nul)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: the header holds a NUL byte at byte %zu (a "
+                             "damaged or hand-made file)", f->path, (size_t)(nul - text) + 8);
+    hdr h = {.s = text, .n = n, .path = f->path, .err = err};
+    char name[ST_MAX_NAME];
+    glm_status st = hdr_expect(&h, '{');
+    if (!st && hdr_peek(&h) == '}')
+        h.i++;
+    else
+        while (!st) {
+            if ((st = hdr_string(&h, name, sizeof name)) || (st = hdr_expect(&h, ':')))
+                break;
+            if (strcmp(name, "__metadata__") == 0)
+                st = parse_metadata(f, &h, err);
+            else
+                st = parse_entry(m, f, &h, name, data, data_size, err);
+            if (st || hdr_peek(&h) == '}') {
+                h.i++;
+                break;
+            }
+            st = hdr_expect(&h, ',');
+        }
+    if (!st && hdr_peek(&h) != -1)
+        st = hdr_fail(&h, "bytes after the header's object");
+    return st ? st : check_overlaps(m, first, f->path, err);
 }
 
 static glm_status map_file(st_file *f, glm_error *err)
@@ -215,25 +599,15 @@ static glm_status load_file(st_model *m, const char *path, glm_error *err)
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | p[i];
-    if (hlen > ST_MAX_HEADER || hlen > f->size - 8)
+    if (hlen > ST_MAX_HEADER)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: the header is %llu bytes, above glmchat's "
+                             "limit of 100 MiB (a damaged or hand-made file)", path,
+                             (unsigned long long)hlen);
+    if (hlen > f->size - 8)
         return glm_error_set(err, GLM_ERR_FORMAT, "%s: header length %llu does not fit the %zu-byte "
                              "file (truncated or not safetensors)", path, (unsigned long long)hlen,
                              f->size);
-    f->header = cJSON_ParseWithLength((const char *)p + 8, (size_t)hlen);
-    if (!cJSON_IsObject(f->header))
-        return glm_error_set(err, GLM_ERR_FORMAT, "%s: the header is not a JSON object", path);
-    const uint8_t *data = p + 8 + hlen;
-    size_t data_size = f->size - 8 - (size_t)hlen;
-    for (const cJSON *e = f->header->child; e; e = e->next) {
-        if (strcmp(e->string, "__metadata__") == 0) {
-            f->metadata = (cJSON *)e;
-            continue;
-        }
-        st = parse_entry(m, f, e, data, data_size, err);
-        if (st)
-            return st;
-    }
-    return GLM_OK;
+    return parse_header(m, f, (const char *)p + 8, (size_t)hlen, err);
 }
 
 static glm_status finish(st_model *m, glm_error *err)
@@ -293,6 +667,13 @@ static char *read_text(const char *path, glm_error *err)
     for (;;) {
         if (len + 4096 + 1 > cap) {
             cap = cap ? cap * 2 : 65536;
+            if (cap > ST_MAX_TEXT + 65536u) {
+                free(buf);
+                fclose(f);
+                glm_error_set(err, GLM_ERR_FORMAT, "%s is larger than glmchat's limit of 64 MiB",
+                              path);
+                return NULL;
+            }
             char *n = realloc(buf, cap);
             if (!n) {
                 free(buf);

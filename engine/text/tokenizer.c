@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/text/json.h"
 #include "engine/text/pretokenize.h"
@@ -404,6 +405,9 @@ tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_
     return t;
 }
 
+/* Parsing costs many times the file's size in memory, so the file itself is bounded. */
+#define TOK_MAX_FILE (64 << 20)
+
 tok_tokenizer *tok_load(const char *path, glm_error *err)
 {
     FILE *f = fopen(path, "rb");
@@ -411,10 +415,25 @@ tok_tokenizer *tok_load(const char *path, glm_error *err)
         glm_error_set(err, GLM_ERR_IO, "cannot open tokenizer %s: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size > TOK_MAX_FILE) {
+        fclose(f);
+        glm_error_set(err, GLM_ERR_FORMAT, "tokenizer %s is %lld bytes, above glmchat's limit of "
+                      "%d MiB: not a tokenizer glmchat can load",
+                      path, (long long)sb.st_size, TOK_MAX_FILE >> 20);
+        return NULL;
+    }
     tbuf b = {0};
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (b.len + n > TOK_MAX_FILE) { /* a file that grows while read, or a pipe */
+            fclose(f);
+            tbuf_free(&b);
+            glm_error_set(err, GLM_ERR_FORMAT, "tokenizer %s is larger than glmchat's limit of "
+                          "%d MiB", path, TOK_MAX_FILE >> 20);
+            return NULL;
+        }
         if (tbuf_append(&b, chunk, n) != GLM_OK) {
             fclose(f);
             tbuf_free(&b);

@@ -8,7 +8,7 @@ secs=${1:-30}
 cfg=${CONFIG_H:-config.h} # a build's config.h when configured out of tree
 out=${TMPDIR:-/tmp}/glmchat-fuzz-reuse
 mkdir -p "$out/corpus"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache.c \
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache.c \
     engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache"
 # seeds: kept-state files of a tiny model written by the real engine
 if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
@@ -19,18 +19,25 @@ if [ -x ./glmchat ] && [ -z "$(ls -A "$out/corpus")" ]; then
 fi
 "$out/fuzz_prompt_cache" -max_total_time="$secs" -max_len=65536 "$out/corpus"
 # the same bytes as a file in a cache directory: indexed and restored exactly, or refused and deleted
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache_dir.c \
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Iengine -include "$cfg" tests/fuzz/fuzz_prompt_cache_dir.c \
     engine/prefix_cache.c engine/error.c -lpthread -o "$out/fuzz_prompt_cache_dir"
 TMPDIR="$out" "$out/fuzz_prompt_cache_dir" -max_total_time="$secs" -max_len=65536 "$out/corpus"
 # CPU state snapshots loaded into a state of a fixture model; seeds: the states in the files. The
-# backends are built as in a CPU-only configuration (the CUDA one reduced to its refusal).
+# engine is built as in a CPU-only configuration (the CUDA backend reduced to its refusal) into an
+# instrumented archive, so the link takes the objects the target needs, whatever their number.
 grep -v 'HAVE_CUDA' "$cfg" >"$out/config-cpu.h"
-clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include "$out/config-cpu.h" \
-    $(pkg-config --cflags libcjson) tests/fuzz/fuzz_cpu_snapshot.c engine/cpu/*.c \
-    engine/backend.c engine/cuda/backend_cuda.c engine/cuda/probe.c engine/sampler.c engine/setting.c \
-    engine/model/config.c engine/model/safetensors.c engine/model/weights.c engine/model/model.c \
-    engine/model/exl3_load.c engine/model/exl3_decode.c engine/model/exl3_matvec.c \
-    engine/model/exl3_quantize.c engine/model/hadamard.c engine/error.c $(pkg-config --libs libcjson) -lpthread -lm \
-    -o "$out/fuzz_cpu_snapshot"
+rm -rf "$out/engine-obj" && mkdir -p "$out/engine-obj"
+n=0
+for src in engine/*.c engine/cpu/*.c engine/model/*.c engine/text/*.c engine/tp/*.c \
+        engine/cuda/backend_cuda.c engine/cuda/probe.c; do
+    n=$((n + 1))
+    clang -c -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I. -Iengine -include "$out/config-cpu.h" \
+        $(pkg-config --cflags libcjson libpcre2-8 libibverbs) "$src" -o "$out/engine-obj/$n-$(basename "$src" .c).o"
+done
+rm -f "$out/libengine-fuzz.a"
+ar rcs "$out/libengine-fuzz.a" "$out"/engine-obj/*.o
+clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Iengine -include "$out/config-cpu.h" \
+    $(pkg-config --cflags libcjson) tests/fuzz/fuzz_cpu_snapshot.c "$out/libengine-fuzz.a" \
+    $(pkg-config --libs libcjson libpcre2-8 libibverbs) -lpthread -lm -o "$out/fuzz_cpu_snapshot"
 mkdir -p "$out/corpus_snap"
 GLMCHAT_FUZZ_SEED="$out/corpus_snap/seed.snap" "$out/fuzz_cpu_snapshot" -max_total_time="$secs" -max_len=262144 "$out/corpus_snap"

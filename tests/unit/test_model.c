@@ -154,8 +154,29 @@ START_TEST(configs_the_engine_cannot_honour_are_refused)
          "softmax", GLM_ERR_UNSUPPORTED},
         {"{\"model_type\": \"glm5_next_text\", \"hidden_size\": \"big\"}", "hidden_size", "integer",
          GLM_ERR_FORMAT},
-        {"{\"model_type\": \"glm5_next_text\", \"hidden_size\": 0}", "hidden_size", "positive",
+        {"{\"model_type\": \"glm5_next_text\", \"hidden_size\": 0}", "hidden_size",
+         "out of range (min 1, max 65536)", GLM_ERR_FORMAT},
+        /* every integer is bounded by what the architecture allows, and the bound is named */
+        {"{\"model_type\": \"glm5_next_text\", \"hc_sinkhorn_iters\": 999999999}",
+         "hc_sinkhorn_iters", "999999999 is out of range (min 1, max 100)", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"hc_sinkhorn_iters\": 1e12}",
+         "hc_sinkhorn_iters", "out of range (min 1, max 100)", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"vocab_size\": 4294967296}", "vocab_size",
+         "out of range", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"n_routed_experts\": 1000000}",
+         "n_routed_experts", "max 4096", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"max_position_embeddings\": 2147483647}",
+         "max_position_embeddings", "max 16777216", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"linear_attn_config\": {\"head_dim\": 65536}}",
+         "head_dim", "max 1024", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"num_attention_heads\": -3}",
+         "num_attention_heads", "-3 is out of range", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"hidden_size\": 1.5}", "hidden_size", "integer",
          GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next_text\", \"eos_token_id\": [1, -7]}", "eos_token_id",
+         "-7 is out of range", GLM_ERR_FORMAT},
+        {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+         "\"weight_block_size\": [128, 1e10]}}", "weight_block_size", "max 4096", GLM_ERR_FORMAT},
         {"{\"model_type\": \"glm5_next_text\", \"first_k_dense_replace\": 1}",
          "first_k_dense_replace", "mlp_layer_types", GLM_ERR_UNSUPPORTED},
         {"{\"model_type\": \"glm5_next\", \"quantization_config\": {\"quant_method\": \"exl3\", "
@@ -346,6 +367,10 @@ START_TEST(broken_safetensors_files_are_named)
     unsigned char huge[16] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, '{', '}'};
     write_bytes(path, huge, sizeof huge);
     ck_assert_ptr_null(st_open_file(path, &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "limit of 100 MiB"));
+    unsigned char past_end[16] = {0xe8, 0x03, 0, 0, 0, 0, 0, 0, '{', '}'};
+    write_bytes(path, past_end, sizeof past_end);
+    ck_assert_ptr_null(st_open_file(path, &err));
     ck_assert_ptr_nonnull(strstr(err.message, "header length"));
     const char hdr[] = "{\"t\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 4]}}";
     unsigned char buf[128] = {sizeof hdr - 1};
@@ -362,6 +387,82 @@ START_TEST(broken_safetensors_files_are_named)
     ck_assert_ptr_nonnull(strstr(err.message, "need 8"));
     ck_assert_ptr_null(st_open_dir(dir, &err));
     ck_assert_ptr_nonnull(strstr(err.message, "neither model.safetensors"));
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
+/* Writes a safetensors file of the header's first hlen bytes followed by data_len zero bytes. */
+static void write_st(const char *path, const char *header, size_t hlen, size_t data_len)
+{
+    size_t n = 8 + hlen + data_len;
+    unsigned char *buf = calloc(1, n);
+    ck_assert_ptr_nonnull(buf);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(buf + 8, header, hlen);
+    write_bytes(path, buf, n);
+    free(buf);
+}
+
+/* Headers a fault-injection run built by hand: each is refused with a message naming the
+ * problem, and none costs undefined behaviour (the unit runs under UBSan in the fuzzers). */
+START_TEST(hostile_safetensors_headers_are_refused)
+{
+    static const struct {
+        const char *header;
+        size_t hlen; /* 0: strlen */
+        const char *needle;
+    } cases[] = {
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[9223372036854775807,2],\"data_offsets\":[0,0]}}", 0,
+         "overflows 64 bits"},
+        {"{\"unused\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
+         0, "overflows 64 bits"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 0, "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0, "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}\0\0\0", 59, "NUL byte"},
+        {"{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0, "escape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[0,4]}}", 0, "whole number"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 0, "whole number"},
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0,
+         "dtype twice"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 0, "more numbers"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 0,
+         "more than 8 dimensions"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}", 0,
+         "above 2^63"},
+        {"{\"__metadata__\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
+         0, "nested deeper"},
+        {"{}x", 0, "bytes after"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 0, "expected"},
+    };
+    char *dir = tu_tmpdir(), path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/hostile.safetensors", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        glm_error err = {0};
+        write_st(path, cases[i].header, cases[i].hlen ? cases[i].hlen : strlen(cases[i].header), 8);
+        ck_assert_msg(st_open_file(path, &err) == NULL, "case %zu accepted", i);
+        ck_assert_msg(strstr(err.message, cases[i].needle) && strstr(err.message, path),
+                      "case %zu: message lacks '%s': %s", i, cases[i].needle, err.message);
+    }
+    /* what the format allows still loads: escapes, unknown keys, empty tensors sharing an
+     * offset, a zero dimension beside huge ones, metadata, and space padding */
+    const char good[] = "{\"__metadata__\":{\"format\":\"pt\"},\"caf\\u00e9\":{\"dtype\":\"F32\","
+                        "\"shape\":[2],\"data_offsets\":[0,8],\"extra\":[1,{\"k\":null}]},"
+                        "\"e1\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                        "\"e2\":{\"dtype\":\"BF16\",\"shape\":[4294967296,4294967296,0],"
+                        "\"data_offsets\":[8,8]}}    ";
+    glm_error err = {0};
+    write_st(path, good, sizeof good - 1, 8);
+    st_model *m = st_open_file(path, &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    ck_assert_uint_eq(st_count(m), 3);
+    ck_assert_ptr_nonnull(st_find(m, "caf\xc3\xa9"));
+    ck_assert_int_eq(st_numel(st_find(m, "e2")), 0);
+    ck_assert_str_eq(st_metadata(m, "format"), "pt");
+    st_close(m);
     tu_rmtree(dir);
     free(dir);
 }
@@ -542,6 +643,7 @@ int main(void)
     tcase_add_test(tc, fp8_matches_the_reference_decoding);
     tcase_add_test(tc, writer_and_reader_agree);
     tcase_add_test(tc, broken_safetensors_files_are_named);
+    tcase_add_test(tc, hostile_safetensors_headers_are_refused);
     tcase_add_test(tc, missing_tensor_is_named);
     tcase_add_test(tc, wrong_shape_is_named);
     tcase_add_test(tc, truncated_shard_is_named);

@@ -164,6 +164,126 @@ static int open_fails_unprivileged(const char *path, const char *needle)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* In a child as an unprivileged user: the database at path opens read-only, its conversations
+ * and search work, and a write fails saying the file cannot be written. 0 when all hold. */
+static int reads_unprivileged(const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(3);
+        char err[2048] = "";
+        db_store *db = db_open(path, err, sizeof err);
+        if (!db) {
+            fprintf(stderr, "read-only open failed: %s\n", err);
+            _exit(4);
+        }
+        search_hit *hits;
+        size_t n;
+        int ok = db_read_only(db) && conv_latest(db) > 0 &&
+                 search_parts(db, "indexed", 10, &hits, &n) == 0;
+        if (ok)
+            search_hits_free(hits, n);
+        ok = ok && n == 1 && search_unindexed(db) == 1 && db_idle(db) == 0;
+        ok = ok && conv_create(db, "write", NULL) < 0 && strstr(db_errmsg(db), "cannot be written");
+        if (!ok)
+            fprintf(stderr, "read-only use failed: %s\n", db_errmsg(db));
+        db_close(db);
+        _exit(ok ? 0 : 5);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void expect_no_sidecars(const char *path)
+{
+    char side[4200];
+    struct stat sb;
+    snprintf(side, sizeof side, "%s-wal", path);
+    ck_assert_msg(stat(side, &sb) != 0, "%s was left behind", side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    ck_assert_msg(stat(side, &sb) != 0, "%s was left behind", side);
+}
+
+/* A database with one indexed and one not yet indexed text part. */
+static void fill_for_reading(db_store *db)
+{
+    int64_t c = conv_create(db, "existing", NULL);
+    ck_assert_int_gt(c, 0);
+    int64_t m = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+    part_in first = {.kind = PART_TEXT, .data = "indexed words", .len = 13};
+    ck_assert_int_gt(part_append(db, m, &first), 0);
+    ck_assert_int_eq(db_idle(db), 0);
+    part_in second = {.kind = PART_TEXT, .data = "pending words", .len = 13};
+    ck_assert_int_gt(part_append(db, m, &second), 0);
+}
+
+START_TEST(read_only_files_open_read_only_without_side_files)
+{
+    char *dir = scratch_new();
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    db_store *db = open_fresh(dir, "mode.db");
+    fill_for_reading(db);
+    db_close(db);
+    char *path = scratch_path(dir, "mode.db");
+    expect_no_sidecars(path);
+    size_t before_len, after_len;
+    char *before = slurp(path, &before_len);
+    ck_assert_int_eq(chmod(path, 0444), 0);
+    ck_assert_int_eq(reads_unprivileged(path), 0);
+    expect_no_sidecars(path);
+    char *after = slurp(path, &after_len);
+    ck_assert_uint_eq(before_len, after_len);
+    ck_assert(memcmp(before, after, before_len) == 0);
+    /* check-db's handle is read-only even where writing is allowed */
+    char err[2048];
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    db = db_open_mode(path, DB_OPEN_CHECK, err, sizeof err);
+    ck_assert_msg(db != NULL, "%s", err);
+    ck_assert_int_eq(db_read_only(db), 1);
+    ck_assert_int_eq(db_integrity_ok(db), 1);
+    db_close(db);
+    expect_no_sidecars(path);
+    free(before);
+    free(after);
+    free(path);
+    scratch_free(dir);
+}
+END_TEST
+
+START_TEST(empty_files_and_bad_versions_are_refused_untouched)
+{
+    char *dir = scratch_new();
+    char *empty = scratch_path(dir, "empty.db");
+    write_file(empty, "", 0);
+    expect_refused_untouched(empty, "empty file (0 bytes)");
+    db_store *db = open_fresh(dir, "neg.db");
+    db_close(db);
+    char *neg = scratch_path(dir, "neg.db");
+    sqlite3 *raw;
+    ck_assert_int_eq(sqlite3_open(neg, &raw), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(raw, "PRAGMA user_version = -5", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_close(raw), SQLITE_OK);
+    expect_refused_untouched(neg, "schema version -5");
+    /* glmchat makes a missing file whole: never an empty one, whatever kills it */
+    char *fresh = scratch_path(dir, "fresh.db");
+    char err[2048];
+    db = db_open(fresh, err, sizeof err);
+    ck_assert_msg(db != NULL, "%s", err);
+    db_close(db);
+    struct stat sb;
+    ck_assert_int_eq(stat(fresh, &sb), 0);
+    ck_assert_int_gt(sb.st_size, 0);
+    ck_assert_int_eq(sb.st_mode & 0777, 0600);
+    free(empty);
+    free(neg);
+    free(fresh);
+    scratch_free(dir);
+}
+END_TEST
+
 START_TEST(read_only_directory_gives_clear_errors)
 {
     char *dir = scratch_new();
@@ -176,13 +296,14 @@ START_TEST(read_only_directory_gives_clear_errors)
     char *ro2 = scratch_path(dir, "ro2");
     ck_assert_int_eq(mkdir(ro2, 0755), 0);
     db_store *db = open_fresh(dir, "ro2/glmchat.db");
-    ck_assert_int_gt(conv_create(db, "existing", NULL), 0);
+    fill_for_reading(db);
     db_close(db);
     char *existing = scratch_path(dir, "ro2/glmchat.db");
     ck_assert_int_eq(chmod(existing, 0644), 0);
     ck_assert_int_eq(chmod(ro2, 0555), 0);
-    ck_assert_int_eq(open_fails_unprivileged(existing, "permissions"), 0);
+    ck_assert_int_eq(reads_unprivileged(existing), 0);
     ck_assert_int_eq(chmod(ro2, 0755), 0);
+    expect_no_sidecars(existing);
     free(ro);
     free(fresh);
     free(ro2);
@@ -267,6 +388,8 @@ Suite *storage_faults_suite(void)
     tcase_add_test(t, newer_schema_is_refused_untouched);
     tcase_add_test(t, directories_in_the_way_give_clear_errors);
     tcase_add_test(t, read_only_directory_gives_clear_errors);
+    tcase_add_test(t, read_only_files_open_read_only_without_side_files);
+    tcase_add_test(t, empty_files_and_bad_versions_are_refused_untouched);
     tcase_add_test(t, full_disk_fails_clearly_and_keeps_what_was_saved);
     tcase_add_test(t, damaged_page_reads_fail_with_a_message);
     suite_add_tcase(s, t);

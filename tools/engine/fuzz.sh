@@ -9,7 +9,7 @@ cfg=${CONFIG_H:-config.h}
 [ -f "$cfg" ] || { echo "fuzz.sh: no $cfg: configure in the source root first, or give CONFIG_H=BUILD_DIR/config.h" >&2; exit 2; }
 out=${TMPDIR:-/tmp}/glmchat-fuzz
 mkdir -p "$out"
-cflags="-g -O1 -fsanitize=fuzzer,address,undefined -I. -Iengine -include $cfg $(pkg-config --cflags libcjson)"
+cflags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Iengine -include $cfg $(pkg-config --cflags libcjson)"
 libs="$(pkg-config --libs libcjson) -lm"
 clang $cflags tests/fuzz/fuzz_safetensors.c engine/model/safetensors.c engine/error.c $libs -o "$out/fuzz_safetensors"
 clang $cflags tests/fuzz/fuzz_model_config.c engine/model/config.c engine/error.c $libs -o "$out/fuzz_model_config"
