@@ -10,7 +10,7 @@ G=$GLMCHAT_BIN
 WS="$TMP/ws"
 mkdir -p "$WS"
 CONFIG="$XDG_CONFIG_HOME/glmchat/config"
-printf '# my settings\nworkspace = %s\n\n[keys]\ncancel = C-c\n' "$WS" >"$CONFIG"
+printf '# my settings\nworkspace = %s\n\nthink = on\n' "$WS" >"$CONFIG"
 printf 'line one\nline two\nline three\n' >"$WS/notes.txt"
 
 cat >"$CHAT_REPLIES" <<'R'
@@ -58,7 +58,7 @@ keys a
 expect_screen 'Ran once\.' 5 "the turn went on after 'always'"
 expect_screen '│ ready *$' 5 "the reply ended"
 if grep -qx 'always_allow = run_command' "$CONFIG"; then pass; else fail "always not saved: $(cat "$CONFIG")"; fi
-if grep -q '^# my settings$' "$CONFIG" && grep -q '^cancel = C-c$' "$CONFIG"; then pass; else fail "the rest of the config changed: $(cat "$CONFIG")"; fi
+if grep -q '^# my settings$' "$CONFIG" && grep -q '^think = on$' "$CONFIG"; then pass; else fail "the rest of the config changed: $(cat "$CONFIG")"; fi
 if [ "$(cat "$WS/said.txt")" = "hi there" ]; then pass; else fail "the command did not run"; fi
 
 type_text "/tools"; keys Enter

@@ -135,7 +135,7 @@ PY
 cont=""
 while read -r p; do
     "$G" --db "$TMP/four.db" --model "$M" --backend cpu chat $cont --output-format jsonl \
-        --max-tokens 24 --prompt "$p" >"$TMP/out" 2>>"$TMP/damaged.err"
+        --max-tokens 24 --prompt "$p" </dev/null >"$TMP/out" 2>>"$TMP/damaged.err"
     [ $? -eq 0 ] && pass || fail "a run with damaged kept-state files failed: $(tail -c 300 "$TMP/damaged.err")"
     cat "$TMP/out" >>"$TMP/damaged.jsonl"
     cont=-c
