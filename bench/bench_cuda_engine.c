@@ -302,7 +302,7 @@ static void print_profile(const profile *p, const char *title)
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
  * bandwidth beside its time here, for the real 45 layers on two ranks with q4 and bf16 dense
  * weights; measured: the bench's model and run, its op times scaled to the graph step. */
-static void print_projection(const profile *decode, const glm_config *c, const glm_traffic_params *run,
+static void print_projection(int sms, const profile *decode, const glm_config *c, const glm_traffic_params *run,
                              double step_us, double bw)
 {
     glm_config full;
@@ -335,16 +335,16 @@ static void print_projection(const profile *decode, const glm_config *c, const g
                                                 ops[k], unknown, 16);
     printf("\n-- projection: the real 45 layers on two DGX Sparks (%.0f GB/s, %d SMs each; %d "
            "exchanges of %.0f us), from this run's decode op profile (context %d, dense %s, cache "
-           "%s/%s) with its op times scaled by %.3f to the graph step (%.1f us); H200 bandwidth: "
+           "%s/%s) with its op times scaled by %.3f to the graph step (%.1f us); this GPU's bandwidth: "
            "this run's copy, %.0f GB/s; %d SMs here. Per call: lower max(Spark bytes / %.0f GB/s, "
-           "H200 us), upper the same with the H200 us beyond its bytes / copy bandwidth times "
+           "GPU us), upper the same with the GPU us beyond its bytes / copy bandwidth times "
            "%d/%d (bench/BENCHMARKS.md, Spark projection: method)\n",
            spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, run->context,
            glm_traffic_dense_name(run->dense), glm_cache_format_name(run->latent_cache),
-           glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, GLM_H200_SMS,
-           spark.bytes_per_s / 1e9, GLM_H200_SMS, spark.sms);
+           glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, sms,
+           spark.bytes_per_s / 1e9, sms, spark.sms);
     printf("%-38s %5s %9s %9s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s\n", "op group", "calls",
-           "H200 us", "H200 MB", "H200 flr", "q4 MB", "q4 mem", "q4 low", "q4 high", "bf16 MB",
+           "GPU us", "GPU MB", "GPU flr", "q4 MB", "q4 mem", "q4 low", "q4 high", "bf16 MB",
            "bf16 mem", "bf16 low", "bf16 high");
     double lo[2] = {0}, hi[2] = {0};
     for (int g = 0; g <= G; g++) {
@@ -354,7 +354,7 @@ static void print_projection(const profile *decode, const glm_config *c, const g
         for (int k = 0; k < 2; k++) {
             double l, u;
             const glm_projection_op *x = &ops[k][g];
-            glm_project_op(x, bw, GLM_H200_SMS, &spark, &l, &u);
+            glm_project_op(x, bw, sms, &spark, &l, &u);
             printf(" %s %9.3f %9.2f %9.2f %9.2f", k ? "|" : "|", x->target_bytes / 1e6,
                    x->target_bytes / spark.bytes_per_s * 1e6, l, u);
             lo[k] += x->calls * l;
@@ -366,7 +366,7 @@ static void print_projection(const profile *decode, const glm_config *c, const g
            spark.exchanges, spark.exchange_us);
     for (int k = 0; k < 2; k++) {
         double l, u;
-        glm_project_step(ops[k], G + 1, bw, GLM_H200_SMS, &spark, &l, &u);
+        glm_project_step(ops[k], G + 1, bw, sms, &spark, &l, &u);
         printf("%-5s dense: %.2f GB a rank a step; two Sparks between %.1f tok/s (%.0f us) and "
                "%.1f tok/s (%.0f us); at the bandwidth floor alone %.1f tok/s; the recipe: %.1f tok/s\n",
                glm_traffic_dense_name(fmt[k]), glm_traffic_bytes(&target[k]) / 1e9, 1e6 / u, u,
@@ -599,7 +599,12 @@ int main(int argc, char **argv)
             print_profile(&prof, title);
         }
     }
-    print_projection(&decode, c, &run, step_us, bw);
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
+        printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");
+        return 1;
+    }
+    print_projection(sms, &decode, c, &run, step_us, bw);
     be.ops->state_free(s);
     backend_close(&be);
     return 0;

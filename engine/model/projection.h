@@ -15,8 +15,6 @@ typedef struct glm_target {
 
 /* Two DGX Sparks (GB10: 273 GB/s, 48 SMs) over RDMA: 45 layers x 2 exchanges of ~11 us. */
 #define GLM_TARGET_SPARKS ((glm_target){273e9, 48, 90, 11.0})
-/* The measuring GPU's SMs (the H200). */
-#define GLM_H200_SMS 132
 
 /* One op (or group of ops measured under one label set) of the step. */
 typedef struct glm_projection_op {
