@@ -5,6 +5,7 @@ libapp_a_SOURCES += \
 	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
 	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c app/tools/write_preview.c \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
+	app/tools/mcp_boot.c app/tools/mcp_boot.h \
 	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
 	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h \
 	app/attach.c app/attach.h
@@ -49,3 +50,5 @@ EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_to
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c
+TESTS += tests/e2e/tui_mcp_start.sh
+EXTRA_DIST += tests/e2e/tui_mcp_start.sh

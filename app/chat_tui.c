@@ -177,6 +177,10 @@ static void *worker(void *arg)
     chat_tui *t = arg;
     chat_outcome out;
     char err[2048];
+    if (t->o.mcp && !mcp_boot_done(t->o.mcp))
+        notice(t, "waiting for the MCP servers to start");
+    if (t->o.mcp)
+        mcp_boot_wait(t->o.mcp); /* their tools are in the registry before the turn reads it */
     int rc = t->job == JOB_RETRY ? chat_retry(t->chat, &out, err, sizeof err)
            : t->job == JOB_EDIT  ? chat_edit(t->chat, t->job_text, &out, err, sizeof err)
                                  : chat_turn(t->chat, t->job_text, &out, err, sizeof err);
@@ -529,6 +533,10 @@ static void list_tools(chat_tui *t)
 /* /tools [on|off|NAME|ask NAME] */
 static void tools_command(chat_tui *t, const char *args)
 {
+    if (t->o.mcp && !mcp_boot_done(t->o.mcp)) { /* the registry is being filled */
+        notice(t, "the MCP servers are still starting; /tools works once they are up");
+        return;
+    }
     if (!t->o.tools || tools_count(t->o.tools) == 0) {
         notice(t, "no tools are offered (set `tools = on` in the config file)");
         return;
@@ -914,6 +922,12 @@ void chat_tui_free(chat_tui *t)
     free(t);
 }
 
+static void report_mcp(void *user, int failed, const char *text)
+{
+    chat_tui *t = user;
+    ui_push_text(t->view, failed ? UI_EV_ERROR : UI_EV_NOTICE, text, strlen(text));
+}
+
 int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
 {
     t->chat = c;
@@ -926,7 +940,11 @@ int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
     push_conversation_status(t);
     if (chat_conversation(c) > 0)
         replay(t);
+    if (t->o.mcp)
+        mcp_boot_start(t->o.mcp, report_mcp, t);
     int rc = ui_run(t->view);
+    if (t->o.mcp)
+        mcp_boot_cancel(t->o.mcp); /* a server still starting is given up; no report after */
     signals_request_cancel(); /* a reply still running stops; its partial text is kept */
     if (t->o.src->cancel)
         t->o.src->cancel(t->o.src->self);

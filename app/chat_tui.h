@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "app/chat.h"
+#include "app/tools/mcp_boot.h"
 #include "app/tools/tools.h"
 
 typedef struct chat_tui_opts {
@@ -21,6 +22,7 @@ typedef struct chat_tui_opts {
     const chat_source *src;
     tool_registry *tools;  /* may be NULL */
     tool_policy *policy;   /* may be NULL; its asker is replaced by the view's */
+    mcp_boot *mcp;         /* may be NULL; started once the view is up, its steps shown */
     const char *history_file;
     const char *backend;   /* for the status line */
     const char *workspace; /* where /attach and @FILE may read (NULL: the current directory) */

@@ -25,6 +25,7 @@
 #include "ui/visible.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
+#include "app/tools/mcp_boot.h"
 #include "engine/setting.h"
 
 /* Test hook: replay recorded replies (app/test_reply_source.h) instead of running a model. */
@@ -552,15 +553,12 @@ typedef struct chat_env {
     tool_registry *tools;
     tool_policy policy;
     builtin_ctx builtin;
-    mcp_client **mcp;
-    int n_mcp;
+    mcp_boot *mcp;
 } chat_env;
 
 static void env_free(chat_env *e)
 {
-    for (int i = 0; i < e->n_mcp; i++)
-        mcp_stop(e->mcp[i]);
-    free(e->mcp);
+    mcp_boot_free(e->mcp);
     tools_free(e->tools);
     tool_policy_clear(&e->policy);
     test_reply_source_free(e->replies);
@@ -700,7 +698,7 @@ typedef struct allow_ctx {
 static int allow_flag_name(void *u, const char *name)
 {
     allow_ctx *x = u;
-    if (!tools_find(x->e->tools, name))
+    if (!tools_find(x->e->tools, name) && !mcp_boot_pending_tool(x->e->mcp, name))
         return cli_usage_error("chat", "%s names '%s', which is not a tool here (risky tools: write_file, "
                                        "run_command, and MCP tools as SERVER__TOOL)", x->where, name);
     if (tool_policy_allow_by_flag(&x->e->policy, name))
@@ -711,10 +709,14 @@ static int allow_flag_name(void *u, const char *name)
 static int allow_always_name(void *u, const char *name)
 {
     allow_ctx *x = u;
-    if (!tools_find(x->e->tools, name)) /* an MCP server that did not start: said already */
+    /* a tool of a server still starting in the background is kept */
+    if (!tools_find(x->e->tools, name) && !mcp_boot_pending_tool(x->e->mcp, name)) {
+        /* an MCP server that did not start: said already */
         fprintf(stderr, "glmchat: always_allow in %s names '%s', which is not a tool here; ignored\n",
                 x->e->paths.config_file, name);
-    else if (tool_policy_allow_always(&x->e->policy, name))
+        return 0;
+    }
+    if (tool_policy_allow_always(&x->e->policy, name))
         return cli_runtime_error("out of memory");
     return 0;
 }
@@ -735,7 +737,16 @@ static int setup_policy(chat_env *e, const chat_args *a)
     return rc;
 }
 
-static int open_tools(chat_env *e, const chat_args *a)
+static void report_on_stderr(void *user, int failed, const char *text)
+{
+    (void)user;
+    if (failed)
+        fprintf(stderr, "glmchat: %s\n", text);
+}
+
+/* in_background: the TUI starts the MCP servers once its view is up (chat_tui.c), showing
+ * their progress; their tools are named in --allow-tool and always_allow before they exist. */
+static int open_tools(chat_env *e, const chat_args *a, int in_background)
 {
     char err[2048];
     e->tools = tools_new();
@@ -746,30 +757,11 @@ static int open_tools(chat_env *e, const chat_args *a)
     e->builtin.command_timeout_s = e->cfg.tool_timeout_s;
     if (builtin_tools_add(e->tools, &e->builtin, err, sizeof err))
         return cli_runtime_error("%s", err);
-    e->mcp = calloc((size_t)(e->cfg.n_mcp ? e->cfg.n_mcp : 1), sizeof *e->mcp);
+    e->mcp = mcp_boot_new(&e->cfg, e->paths.state_dir, e->tools);
     if (!e->mcp)
         return cli_runtime_error("out of memory");
-    if (e->cfg.n_mcp && paths_mkdirs(e->paths.state_dir) != 0)
-        fprintf(stderr, "glmchat: cannot create %s for MCP server logs: %s\n", e->paths.state_dir, strerror(errno));
-    for (int i = 0; i < e->cfg.n_mcp; i++) {
-        const config_mcp_server *s = &e->cfg.mcp[i];
-        if (!s->enabled)
-            continue;
-        char log[PATH_MAX + 64];
-        int w = snprintf(log, sizeof log, "%s/mcp-%s.log", e->paths.state_dir, s->name);
-        if (w < 0 || (size_t)w >= sizeof log) {
-            fprintf(stderr, "glmchat: the state directory path is too long for MCP server logs\n");
-            continue;
-        }
-        mcp_client *m = mcp_start(s, log, err, sizeof err);
-        if (!m) {
-            fprintf(stderr, "glmchat: %s; its tools are not offered (its log: %s)\n", err, log);
-            continue;
-        }
-        e->mcp[e->n_mcp++] = m;
-        if (mcp_register_tools(m, e->tools, s->trusted, err, sizeof err) > 0)
-            fprintf(stderr, "glmchat: %s\n", err);
-    }
+    if (!in_background)
+        mcp_boot_run(e->mcp, report_on_stderr, NULL);
     return setup_policy(e, a);
 }
 
@@ -799,7 +791,7 @@ static int setup(chat_env *e, const chat_args *a, const cli_globals *g)
     if ((rc = open_source(e)))
         return rc;
     int tools = a->allow_tools || (interactive(a) && e->cfg.tools_enabled);
-    if (tools && (rc = open_tools(e, a)))
+    if (tools && (rc = open_tools(e, a, interactive(a))))
         return rc;
     return 0;
 }
@@ -1005,7 +997,7 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
-                        .history_file = keep_history ? history : NULL,
+                        .mcp = e->mcp, .history_file = keep_history ? history : NULL,
                         .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)

@@ -5,6 +5,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/manpage.h"
 #include "app/paths.h"
 
 static int print_paths(const cli_globals *g)
@@ -48,6 +49,14 @@ int main(int argc, char **argv)
     }
     if (strcmp(first, "--paths") == 0)
         return print_paths(&g);
+    /* build-time generators (app/local.mk): glmchat.1 and the shell completions */
+    if (strcmp(first, "--man") == 0)
+        return manpage_print(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
+    if (strcmp(first, "--completion") == 0) {
+        if (argc < 3)
+            return cli_usage_error(NULL, "'--completion' needs a shell: bash or zsh");
+        return completion_print(stdout, argv[2]) == 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
     const cli_command *c = cli_find_command(first);
     if (c)
         return c->run(argc - 1, argv + 1, &g);

@@ -1,25 +1,35 @@
 /* export_html.c: the HTML transcript: one self-contained file (inline style, no scripts, no
- * external assets), every byte of content escaped; invalid UTF-8 shows as U+FFFD. */
+ * external assets), every byte of content escaped; invalid UTF-8 shows as U+FFFD. Message text
+ * is rendered from its Markdown (export_html_md.c); http(s) links are the only hrefs. */
 #include <string.h>
 
 #include "storage/export_internal.h"
 
 static const char html_style[] =
-    "body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;"
-    "color:#1d1d1f;background:#fff;line-height:1.5}"
+    "body{font-family:-apple-system,BlinkMacSystemFont,\"Segoe UI\",Roboto,\"Noto Sans\","
+    "\"Helvetica Neue\",Arial,\"Liberation Sans\",sans-serif;max-width:48rem;margin:2rem auto;"
+    "padding:0 1rem;color:#1d1d1f;background:#fff;line-height:1.55;font-size:16px}"
     "h1{font-size:1.5rem}.meta{color:#666;font-size:.9rem}"
     ".message{border-top:1px solid #ddd;padding:.5rem 0}"
     ".role{font-weight:600;margin:.25rem 0}"
     ".text{white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".md{overflow-wrap:anywhere}.md p{margin:.5rem 0}"
+    ".md h3,.md h4,.md h5,.md h6{margin:1rem 0 .4rem}"
+    "code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,\"DejaVu Sans Mono\","
+    "\"Liberation Mono\",monospace;font-size:.9em}"
+    "code{background:#f3f3f3;border-radius:.2rem;padding:0 .2rem}"
+    "pre code{background:none;padding:0}"
     "details.reasoning{color:#555;background:#f6f6f8;border-radius:.4rem;padding:.3rem .6rem;"
     "margin:.4rem 0}"
     "pre{background:#f3f3f3;padding:.5rem;border-radius:.3rem;white-space:pre-wrap;"
     "overflow-wrap:anywhere}"
+    "table{border-collapse:collapse;margin:.5rem 0}"
+    "th,td{border:1px solid #ccc;padding:.2rem .5rem;vertical-align:top}th{background:#f6f6f8}"
+    "blockquote{margin:.5rem 0;padding-left:.8rem;border-left:3px solid #ccc;color:#444}"
     ".tool{margin:.4rem 0}.error{color:#a00}.status{color:#a60;font-weight:400}"
     "hr{margin:2rem 0}";
 
-/* Escapes for text and attribute context; replaces what HTML cannot carry with U+FFFD. */
-static void put_escaped(FILE *out, const char *s, size_t len)
+void export_html_escape(FILE *out, const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
@@ -66,7 +76,7 @@ static void put_escaped(FILE *out, const char *s, size_t len)
 
 static void put_cstr(FILE *out, const char *s)
 {
-    put_escaped(out, s, strlen(s));
+    export_html_escape(out, s, strlen(s));
 }
 
 void export_html_begin(FILE *out, const conv_record *only)
@@ -101,17 +111,18 @@ static const char *role_label(msg_role role)
     return "Message";
 }
 
-static void put_part(FILE *out, const part *p)
+static int put_part(FILE *out, const part *p)
 {
     switch (p->kind) {
     case PART_TEXT:
-        fputs("<div class=\"text\">", out);
-        put_escaped(out, p->data, p->len);
+        fputs("<div class=\"md\">\n", out);
+        if (export_html_markdown(out, p->data, p->len) < 0)
+            return -1;
         fputs("</div>\n", out);
         break;
     case PART_REASONING:
         fputs("<details class=\"reasoning\"><summary>Reasoning</summary><div class=\"text\">", out);
-        put_escaped(out, p->data, p->len);
+        export_html_escape(out, p->data, p->len);
         fputs("</div></details>\n", out);
         break;
     case PART_TOOL_CALL:
@@ -125,7 +136,7 @@ static void put_part(FILE *out, const part *p)
         }
         fputs("<pre>", out);
         if (p->args)
-            put_escaped(out, p->args, p->args_len);
+            export_html_escape(out, p->args, p->args_len);
         fputs("</pre></div>\n", out);
         break;
     case PART_TOOL_RESULT:
@@ -142,10 +153,11 @@ static void put_part(FILE *out, const part *p)
             fputs("</code>", out);
         }
         fputs("<pre>", out);
-        put_escaped(out, p->data, p->len);
+        export_html_escape(out, p->data, p->len);
         fputs("</pre></div>\n", out);
         break;
     }
+    return 0;
 }
 
 int export_html_conversation(FILE *out, const conv_record *r, const conv_messages *path)
@@ -158,14 +170,14 @@ int export_html_conversation(FILE *out, const conv_record *r, const conv_message
     fprintf(out, "</h1>\n<p class=\"meta\">conversation %lld", (long long)r->id);
     if (r->model.data) {
         fputs(" &middot; ", out);
-        put_escaped(out, r->model.data, r->model.len);
+        export_html_escape(out, r->model.data, r->model.len);
     }
     fprintf(out, " &middot; %s</p>\n", created);
     if (r->system_prompt.data && r->system_prompt.len) {
         fputs("<section class=\"message system\"><div class=\"role\">System prompt</div><div "
               "class=\"text\">",
               out);
-        put_escaped(out, r->system_prompt.data, r->system_prompt.len);
+        export_html_escape(out, r->system_prompt.data, r->system_prompt.len);
         fputs("</div></section>\n", out);
     }
     for (size_t i = 0; i < path->count; i++) {
@@ -181,7 +193,8 @@ int export_html_conversation(FILE *out, const conv_record *r, const conv_message
             fprintf(out, " <span class=\"status\">[%s]</span>", msg_status_name(m->status));
         fputs("</div>\n", out);
         for (size_t k = 0; k < m->nparts; k++)
-            put_part(out, &m->parts[k]);
+            if (put_part(out, &m->parts[k]) < 0)
+                return -1;
         fputs("</section>\n", out);
     }
     fputs("</article>\n<hr>\n", out);

@@ -31,6 +31,12 @@ int export_md_conversation(FILE *out, const conv_record *r, const conv_messages 
 void export_html_begin(FILE *out, const conv_record *only);
 int export_html_conversation(FILE *out, const conv_record *r, const conv_messages *path);
 void export_html_end(FILE *out);
+/* Writes s escaped for HTML text and attribute context (quotes included); what HTML cannot
+ * carry (invalid UTF-8, control characters) becomes U+FFFD. */
+void export_html_escape(FILE *out, const char *s, size_t len);
+/* Writes the Markdown s as HTML blocks (export_html_md.c): only its own tags, all content
+ * escaped, anchors only for http(s) URLs. 0, or -1 when out of memory. */
+int export_html_markdown(FILE *out, const char *s, size_t len);
 
 /* "2026-12-02 16:40 UTC" from ms since the epoch. */
 void export_format_time(int64_t ms, char *buf, size_t n);

@@ -5,7 +5,7 @@ libstorage_a_SOURCES = \
 	storage/storage.h storage/db_internal.h storage/export_internal.h \
 	storage/db.c storage/migrations.c storage/bytes.c storage/conversations.c \
 	storage/memory.c storage/search.c storage/export.c storage/export_json.c \
-	storage/export_md.c storage/export_html.c storage/import.c storage/interrupted.c
+	storage/export_md.c storage/export_html.c storage/export_html_md.c storage/import.c storage/interrupted.c
 libstorage_a_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS) $(CJSON_CFLAGS)
 glmchat_LDADD += libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 EXTRA_DIST += storage/FORMATS.md
@@ -20,8 +20,9 @@ tests_unit_test_storage_writer_SOURCES = tests/unit/test_storage_writer.c
 tests_unit_test_storage_writer_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_storage_writer_LDADD = libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 
-TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh
-EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh \
+TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh \
+	tests/e2e/export_html_page.sh
+EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh tests/e2e/export_html_page.sh \
 	tests/fuzz/fuzz_import.c tests/fuzz/run_fuzz_import.sh tests/fuzz/import_seed.json
 
 EXTRA_PROGRAMS += bench/bench_storage

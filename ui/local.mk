@@ -3,7 +3,7 @@
 noinst_LIBRARIES += libui.a
 libui_a_SOURCES = \
 	ui/view.h ui/view_impl.h ui/view.c ui/commands.c \
-	ui/render.h ui/render.c ui/visible.h ui/visible.c ui/history.h ui/history.c ui/plain.c \
+	ui/render.h ui/render.c ui/highlight.h ui/highlight.c ui/visible.h ui/visible.c ui/history.h ui/history.c ui/plain.c \
 	ui/transcript.h ui/transcript.c ui/tui.h ui/tui.c ui/input.c
 libui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(READLINE_CFLAGS)
 glmchat_LDADD += libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
@@ -33,6 +33,6 @@ tests_ui_tui_driver_LDADD = libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
 
 TESTS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain \
 	tests/unit/test_transcript \
-	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh
-EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
+	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh
+EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
 	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/ui/scripts/flood.script tests/ui/scripts/stream.script tests/fuzz/fuzz_render.c

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "ui/highlight.h"
+
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
 size_t rd_utf8_decode(const char *str, size_t len, uint32_t *cp)
@@ -656,6 +658,22 @@ static int emit_one_style(rd_doc *d, const char *s, size_t len, int width, unsig
     return rc;
 }
 
+/* One line of a fenced code block, highlighted for the block's language, hard-wrapped. */
+static int emit_code(rd_doc *d, const char *s, size_t len, int width, unsigned base,
+                     rd_md_state *st)
+{
+    unsigned *styles = malloc((len + 1) * sizeof *styles);
+    if (!styles)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        styles[i] = base | RD_CODEBLOCK;
+    hl_line((hl_lang)st->lang, s, len, &st->hl_state, styles);
+    int rc = emit_wrapped(d, s, styles, len, width, " ", " ", base | RD_CODEBLOCK,
+                          base | RD_CODEBLOCK, 1);
+    free(styles);
+    return rc;
+}
+
 static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsigned base,
                           rd_md_state *st)
 {
@@ -668,6 +686,8 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
     case RD_L_FENCE_CLOSE:
         return 0;
     case RD_L_FENCE_OPEN: {
+        st->lang = (int)hl_lang_from_info(s + c.body, len - c.body);
+        st->hl_state = 0;
         doc_line_begin(d, base | RD_CODEBLOCK);
         size_t n = len - c.body;
         if (n > (size_t)width - 2)
@@ -681,8 +701,7 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
         return d->oom ? -1 : 0;
     }
     case RD_L_CODE:
-        return emit_one_style(d, s, len, width, base | RD_CODEBLOCK, " ", " ",
-                              base | RD_CODEBLOCK, base | RD_CODEBLOCK, 1);
+        return emit_code(d, s, len, width, base, st);
     case RD_L_RULE: {
         doc_line_begin(d, 0);
         for (int i = 0; i < width; i++)
@@ -717,6 +736,233 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
     }
 }
 
+/* ---- tables ------------------------------------------------------------------------------- */
+
+#define RD_TABLE_MAX_COLS 64
+
+int rd_table_cells(const char *s, size_t len, size_t *off, size_t *n, int max)
+{
+    if (!memchr(s, '|', len))
+        return -1;
+    size_t a = 0, b = len;
+    while (a < b && s[a] == ' ')
+        a++;
+    while (b > a && s[b - 1] == ' ')
+        b--;
+    if (a < b && s[a] == '|')
+        a++;
+    if (b > a && s[b - 1] == '|' && (b - 1 == a || s[b - 2] != '\\'))
+        b--;
+    int k = 0;
+    size_t start = a;
+    for (size_t i = a; i <= b; i++) {
+        if (i < b && !(s[i] == '|' && (i == a || s[i - 1] != '\\')))
+            continue;
+        size_t x = start, y = i;
+        while (x < y && s[x] == ' ')
+            x++;
+        while (y > x && s[y - 1] == ' ')
+            y--;
+        if (k < max) {
+            off[k] = x;
+            n[k] = y - x;
+        }
+        k++;
+        start = i + 1;
+    }
+    return k;
+}
+
+typedef enum { ALIGN_LEFT, ALIGN_RIGHT, ALIGN_CENTER } cell_align;
+
+/* Whether the line is a delimiter row of ncols cells (---, :--, --:, :-:); fills align. */
+static int table_delimiter(const char *s, size_t len, int ncols, cell_align *align)
+{
+    size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS];
+    if (rd_table_cells(s, len, off, n, RD_TABLE_MAX_COLS) != ncols)
+        return 0;
+    for (int k = 0; k < ncols; k++) {
+        const char *c = s + off[k];
+        size_t m = n[k];
+        int left = m > 0 && c[0] == ':', right = m > 1 && c[m - 1] == ':';
+        size_t dashes = 0;
+        for (size_t i = (size_t)left; i < m - (size_t)right; i++) {
+            if (c[i] != '-')
+                return 0;
+            dashes++;
+        }
+        if (dashes == 0)
+            return 0;
+        align[k] = left && right ? ALIGN_CENTER : right ? ALIGN_RIGHT : ALIGN_LEFT;
+    }
+    return 1;
+}
+
+typedef struct table_row {
+    size_t off, len; /* the raw line in the text */
+} table_row;
+
+/* A cell's text with its inline Markdown applied: bytes in plain, styles in styles (both with
+ * room for the cell's length); "\|" becomes '|'. Returns the plain length. */
+static size_t cell_text(const char *s, size_t n, unsigned base, char *tmp, char *plain,
+                        unsigned *styles)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\' && i + 1 < n && s[i + 1] == '|')
+            continue;
+        tmp[m++] = s[i];
+    }
+    return rd_md_inline(tmp, m, base, plain, styles);
+}
+
+static void emit_cells(rd_doc *d, const char *s, size_t len, int ncols, const int *colw,
+                       const cell_align *align, unsigned base, char *tmp, char *plain,
+                       unsigned *styles)
+{
+    size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS];
+    int have = rd_table_cells(s, len, off, n, RD_TABLE_MAX_COLS);
+    unsigned rule = base | RD_TABLE | RD_MARK;
+    doc_line_begin(d, 0);
+    doc_seg(d, rule, "\xe2\x94\x82", 3); /* U+2502 */
+    for (int k = 0; k < ncols; k++) {
+        size_t m = k < have ? cell_text(s + off[k], n[k], base | RD_TABLE, tmp, plain, styles) : 0;
+        int w = (int)rd_width(plain, m);
+        int pad = colw[k] - w;
+        int before = align[k] == ALIGN_RIGHT ? pad : align[k] == ALIGN_CENTER ? pad / 2 : 0;
+        for (int i = 0; i < 1 + before; i++)
+            doc_seg(d, base | RD_TABLE, " ", 1);
+        for (size_t a = 0; a < m;) {
+            size_t b = a + 1;
+            while (b < m && styles[b] == styles[a])
+                b++;
+            doc_seg(d, styles[a], plain + a, b - a);
+            a = b;
+        }
+        for (int i = 0; i < 1 + pad - before; i++)
+            doc_seg(d, base | RD_TABLE, " ", 1);
+        doc_seg(d, rule, "\xe2\x94\x82", 3);
+    }
+}
+
+static void emit_table_rule(rd_doc *d, int ncols, const int *colw, unsigned base)
+{
+    unsigned rule = base | RD_TABLE | RD_MARK;
+    doc_line_begin(d, 0);
+    doc_seg(d, rule, "\xe2\x94\x9c", 3); /* U+251C */
+    for (int k = 0; k < ncols; k++) {
+        for (int i = 0; i < colw[k] + 2; i++)
+            doc_seg(d, rule, "\xe2\x94\x80", 3); /* U+2500 */
+        doc_seg(d, rule, k + 1 < ncols ? "\xe2\x94\xbc" : "\xe2\x94\xa4", 3); /* U+253C U+2524 */
+    }
+}
+
+/* Lays out a table (rows[0] the header, rows[1] the delimiter) as aligned columns, or as its
+ * raw lines when they do not fit width. */
+static int render_table(rd_doc *d, const char *s, const table_row *rows, size_t nrows,
+                        int ncols, const cell_align *align, int width, unsigned base)
+{
+    size_t longest = 0;
+    for (size_t r = 0; r < nrows; r++)
+        longest = rows[r].len > longest ? rows[r].len : longest;
+    char *tmp = malloc(longest + 1), *plain = malloc(longest + 1);
+    unsigned *styles = malloc((longest + 1) * sizeof *styles);
+    int colw[RD_TABLE_MAX_COLS] = {0};
+    if (!tmp || !plain || !styles) {
+        free(tmp), free(plain), free(styles);
+        return -1;
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        if (r == 1)
+            continue;
+        size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS];
+        int have = rd_table_cells(s + rows[r].off, rows[r].len, off, n, RD_TABLE_MAX_COLS);
+        for (int k = 0; k < ncols && k < have; k++) {
+            size_t m = cell_text(s + rows[r].off + off[k], n[k], 0, tmp, plain, styles);
+            int w = (int)rd_width(plain, m);
+            colw[k] = w > colw[k] ? w : colw[k];
+        }
+    }
+    int total = 1;
+    for (int k = 0; k < ncols; k++)
+        total += colw[k] + 3;
+    int rc = 0;
+    if (total > width) { /* too narrow for the columns: the raw lines, wrapped */
+        for (size_t r = 0; r < nrows && rc == 0; r++)
+            rc = emit_one_style(d, s + rows[r].off, rows[r].len, width, base, "", "", base, 0, 0);
+    } else {
+        for (size_t r = 0; r < nrows; r++) {
+            if (r == 1)
+                emit_table_rule(d, ncols, colw, base);
+            else
+                emit_cells(d, s + rows[r].off, rows[r].len, ncols, colw, align,
+                           r == 0 ? base | RD_BOLD : base, tmp, plain, styles);
+        }
+        rc = d->oom ? -1 : 0;
+    }
+    free(tmp), free(plain), free(styles);
+    return rc;
+}
+
+static size_t line_end(const char *s, size_t len, size_t i)
+{
+    const char *nl = memchr(s + i, '\n', len - i);
+    return nl ? (size_t)(nl - s) : len;
+}
+
+/* A table starting at line i: lays it out and returns the offset after it, or 0 when the
+ * lines there are no table (or on failure, with *rc -1). */
+static size_t try_table(rd_doc *d, const char *s, size_t len, size_t i, int width,
+                        unsigned base, int *rc)
+{
+    size_t e = line_end(s, len, i);
+    size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS];
+    int ncols = rd_table_cells(s + i, e - i, off, n, RD_TABLE_MAX_COLS);
+    if (ncols < 1 || ncols > RD_TABLE_MAX_COLS || e >= len)
+        return 0;
+    cell_align align[RD_TABLE_MAX_COLS];
+    size_t e2 = line_end(s, len, e + 1);
+    if (!table_delimiter(s + e + 1, e2 - e - 1, ncols, align))
+        return 0;
+    table_row *rows = NULL;
+    size_t nrows = 0, cap = 0, at = i;
+    while (at < len) {
+        size_t end = line_end(s, len, at);
+        if (nrows >= 2 && (all_space(s + at, end - at, 0) || !memchr(s + at, '|', end - at)))
+            break;
+        if (nrows == cap) {
+            cap = cap ? cap * 2 : 16;
+            table_row *v = realloc(rows, cap * sizeof *v);
+            if (!v) {
+                free(rows);
+                *rc = -1;
+                return 0;
+            }
+            rows = v;
+        }
+        rows[nrows++] = (table_row){at, end - at};
+        at = end < len ? end + 1 : len;
+    }
+    *rc = render_table(d, s, rows, nrows, ncols, align, width, base);
+    free(rows);
+    return at;
+}
+
+size_t rd_md_settled_end(const char *s, size_t len)
+{
+    const char *nl = len ? memrchr(s, '\n', len) : NULL;
+    size_t end = nl ? (size_t)(nl - s) + 1 : 0;
+    while (end > 0) {
+        size_t start = end - 1; /* the '\n' ending the last settled line */
+        while (start > 0 && s[start - 1] != '\n')
+            start--;
+        if (!memchr(s + start, '|', end - 1 - start))
+            break;
+        end = start;
+    }
+    return end;
+}
+
 int rd_render_markdown(rd_doc *d, const char *s, size_t len, int width, unsigned base,
                        rd_md_state *st)
 {
@@ -724,11 +970,20 @@ int rd_render_markdown(rd_doc *d, const char *s, size_t len, int width, unsigned
         width = 4;
     size_t i = 0;
     while (i < len) {
-        const char *nl = memchr(s + i, '\n', len - i);
-        size_t e = nl ? (size_t)(nl - s) : len;
+        if (!st->in_code) {
+            int rc = 0;
+            size_t after = try_table(d, s, len, i, width, base, &rc);
+            if (rc < 0)
+                return -1;
+            if (after) {
+                i = after;
+                continue;
+            }
+        }
+        size_t e = line_end(s, len, i);
         if (render_md_line(d, s + i, e - i, width, base, st) < 0)
             return -1;
-        i = nl ? e + 1 : len;
+        i = e < len ? e + 1 : len;
     }
     return d->oom ? -1 : 0;
 }

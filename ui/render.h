@@ -67,6 +67,12 @@ enum {
     RD_SELECT = 1 << 12,   /* the selected transcript item */
     RD_ASK = 1 << 13,      /* an approval question */
     RD_LABEL = 1 << 14,    /* the language label over a code block */
+    /* syntax classes inside a code block (ui/highlight.c) */
+    RD_SYN_KEYWORD = 1 << 15,
+    RD_SYN_STRING = 1 << 16,
+    RD_SYN_COMMENT = 1 << 17,
+    RD_SYN_NUMBER = 1 << 18,
+    RD_TABLE = 1 << 19,    /* a Markdown table's rules and cells */
 };
 
 typedef struct rd_seg {
@@ -101,6 +107,8 @@ typedef struct rd_md_state {
     int in_code;
     char fence;      /* '`' or '~' */
     int fence_len;
+    int lang;        /* the code block's hl_lang (ui/highlight.h), 0 for none */
+    int hl_state;    /* the highlighter's state between the block's lines */
 } rd_md_state;
 
 /* Kinds of Markdown-lite line (rd_md_classify). */
@@ -126,9 +134,21 @@ rd_line_class rd_md_classify(const char *s, size_t len, rd_md_state *st);
 size_t rd_md_inline(const char *s, size_t len, unsigned base, char *plain, unsigned *styles);
 
 /* Lays out Markdown-lite text (complete lines; a last line without '\n' is laid out too) to
- * width columns, appending to d; st carries fence state in and out. 0 or -1. */
+ * width columns, appending to d; st carries fence state in and out. A table (a header row, a
+ * delimiter row like |---|:-:|, then rows) is laid out as aligned columns when it fits the
+ * width, else as its raw lines; so a table must not be split between two calls (see
+ * rd_md_settled_end). 0 or -1. */
 int rd_render_markdown(rd_doc *d, const char *s, size_t len, int width, unsigned base,
                        rd_md_state *st);
+/* Where the laying out of s (len bytes) may stop for now without cutting a table: the end
+ * of its last complete line, moved back before a trailing run of lines holding '|' (a table
+ * that may still grow). */
+size_t rd_md_settled_end(const char *s, size_t len);
+
+/* Cells of one table row (the outer pipes dropped; "\|" does not split a cell); -1 when the line
+ * has no pipe. At most max cells are stored: cell k is s[off[k], off[k] + n[k]) trimmed. */
+int rd_table_cells(const char *s, size_t len, size_t *off, size_t *n, int max);
+
 /* Lays out plain text (no Markdown) with one style, word-wrapped; every line starts with
  * prefix (first line) or cont (later lines), both drawn in prefix_style. 0 or -1. */
 int rd_render_plain(rd_doc *d, const char *s, size_t len, int width, unsigned style,

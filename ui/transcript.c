@@ -122,8 +122,7 @@ static void layout_answer(trs_item *it, int w)
         memset(&it->settled_st, 0, sizeof it->settled_st);
     }
     const char *s = it->text.s ? it->text.s : "";
-    const char *last_nl = it->text.len ? memrchr(s, '\n', it->text.len) : NULL;
-    size_t upto = last_nl ? (size_t)(last_nl - s) + 1 : 0;
+    size_t upto = rd_md_settled_end(s, it->text.len); /* a table still growing stays open */
     if (upto > it->settled_raw) {
         size_t clean_len;
         char *clean = rd_sanitize(s + it->settled_raw, upto - it->settled_raw, &clean_len);

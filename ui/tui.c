@@ -66,11 +66,19 @@ static double now_s(void)
 /* ---- drawing ------------------------------------------------------------------------------------- */
 
 enum { PAIR_USER = 1, PAIR_CODEBLOCK, PAIR_CODE, PAIR_ERROR, PAIR_TOOL, PAIR_ASK, PAIR_LABEL,
-       PAIR_STATUS, PAIR_LIST };
+       PAIR_STATUS, PAIR_LIST, PAIR_SYN_KEYWORD, PAIR_SYN_STRING, PAIR_SYN_COMMENT,
+       PAIR_SYN_NUMBER };
+
+/* NO_COLOR (no-color.org): present and not empty turns colours off; attributes stay. */
+static int no_color_asked(void)
+{
+    const char *v = getenv("NO_COLOR");
+    return v && v[0];
+}
 
 static void init_colors(tui *t)
 {
-    if (!has_colors() || start_color() == ERR)
+    if (no_color_asked() || !has_colors() || start_color() == ERR)
         return;
     t->color_ok = 1;
     use_default_colors();
@@ -84,6 +92,11 @@ static void init_colors(tui *t)
     init_pair(PAIR_LABEL, COLOR_CYAN, code_bg);
     init_pair(PAIR_STATUS, COLOR_BLACK, COLOR_CYAN);
     init_pair(PAIR_LIST, -1, -1);
+    int wide = COLORS >= 256;
+    init_pair(PAIR_SYN_KEYWORD, wide ? 75 : COLOR_CYAN, code_bg);
+    init_pair(PAIR_SYN_STRING, wide ? 114 : COLOR_GREEN, code_bg);
+    init_pair(PAIR_SYN_COMMENT, wide ? 245 : COLOR_WHITE, code_bg);
+    init_pair(PAIR_SYN_NUMBER, wide ? 215 : COLOR_YELLOW, code_bg);
 }
 
 static attr_t style_attr(const tui *t, unsigned s)
@@ -99,14 +112,24 @@ static attr_t style_attr(const tui *t, unsigned s)
         a |= A_UNDERLINE;
     if (s & RD_SELECT)
         a |= A_REVERSE;
-    if (!t->color_ok) {
+    if (!t->color_ok) { /* readable without colours: keywords bold, comments dim */
         if (s & (RD_CODEBLOCK | RD_ASK))
             a |= A_REVERSE;
-        if (s & RD_CODE)
+        if (s & (RD_CODE | RD_SYN_KEYWORD))
             a |= A_BOLD;
+        if (s & RD_SYN_COMMENT)
+            a |= A_DIM;
         return a;
     }
-    if (s & RD_LABEL)
+    if (s & RD_SYN_KEYWORD)
+        a |= COLOR_PAIR(PAIR_SYN_KEYWORD);
+    else if (s & RD_SYN_STRING)
+        a |= COLOR_PAIR(PAIR_SYN_STRING);
+    else if (s & RD_SYN_COMMENT)
+        a |= COLOR_PAIR(PAIR_SYN_COMMENT);
+    else if (s & RD_SYN_NUMBER)
+        a |= COLOR_PAIR(PAIR_SYN_NUMBER);
+    else if (s & RD_LABEL)
         a |= COLOR_PAIR(PAIR_LABEL);
     else if (s & RD_CODEBLOCK)
         a |= COLOR_PAIR(PAIR_CODEBLOCK);

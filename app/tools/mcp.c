@@ -419,7 +419,7 @@ static cJSON *request(mcp_client *c, const char *method, cJSON *params, int time
 
 /* ---- the protocol ---------------------------------------------------------------------------- */
 
-static int initialize(mcp_client *c)
+static int initialize(mcp_client *c, const volatile sig_atomic_t *cancel)
 {
     cJSON *params = cJSON_CreateObject();
     cJSON *info = params ? cJSON_AddObjectToObject(params, "clientInfo") : NULL;
@@ -431,7 +431,7 @@ static int initialize(mcp_client *c)
         return -1;
     }
     int canceled;
-    cJSON *result = request(c, "initialize", params, c->timeout_ms, NULL, &canceled);
+    cJSON *result = request(c, "initialize", params, c->timeout_ms, cancel, &canceled);
     if (!result)
         return -1;
     cJSON_Delete(result);
@@ -462,7 +462,7 @@ static int add_tool(mcp_client *c, const cJSON *t)
     return 0;
 }
 
-static int list_tools(mcp_client *c)
+static int list_tools(mcp_client *c, const volatile sig_atomic_t *cancel)
 {
     char *cursor = NULL;
     for (int page = 0; page < 100; page++) {
@@ -476,7 +476,7 @@ static int list_tools(mcp_client *c)
         free(cursor);
         cursor = NULL;
         int canceled;
-        cJSON *result = request(c, "tools/list", params, c->timeout_ms, NULL, &canceled);
+        cJSON *result = request(c, "tools/list", params, c->timeout_ms, cancel, &canceled);
         if (!result)
             return -1;
         const cJSON *tools = cJSON_GetObjectItemCaseSensitive(result, "tools");
@@ -503,6 +503,12 @@ static int list_tools(mcp_client *c)
 
 mcp_client *mcp_start(const config_mcp_server *cfg, const char *stderr_log, char *err, size_t errlen)
 {
+    return mcp_start_cancelable(cfg, stderr_log, NULL, err, errlen);
+}
+
+mcp_client *mcp_start_cancelable(const config_mcp_server *cfg, const char *stderr_log,
+                                 const volatile sig_atomic_t *cancel, char *err, size_t errlen)
+{
     mcp_client *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errlen, "out of memory");
@@ -527,7 +533,7 @@ mcp_client *mcp_start(const config_mcp_server *cfg, const char *stderr_log, char
         mcp_stop(c);
         return NULL;
     }
-    if (initialize(c) || list_tools(c)) {
+    if (initialize(c, cancel) || list_tools(c, cancel)) {
         snprintf(err, errlen, "%s", c->why);
         mcp_stop(c);
         return NULL;

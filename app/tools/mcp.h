@@ -28,6 +28,9 @@ typedef struct mcp_tool {
 /* Starts the server of cfg, initializes it and lists its tools. stderr_log: file the server's
  * stderr is appended to (NULL: discarded). NULL with err on failure (the server is stopped). */
 mcp_client *mcp_start(const config_mcp_server *cfg, const char *stderr_log, char *err, size_t errlen);
+/* The same, giving up (NULL, err saying so) soon after *cancel becomes nonzero. */
+mcp_client *mcp_start_cancelable(const config_mcp_server *cfg, const char *stderr_log,
+                                 const volatile sig_atomic_t *cancel, char *err, size_t errlen);
 
 /* Closes the server's stdin, gives it a moment to exit, then kills its process group. */
 void mcp_stop(mcp_client *c);

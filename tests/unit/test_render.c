@@ -1,10 +1,12 @@
 /* test_render.c: ui/render.c: UTF-8, widths, wrapping (examples and properties over random
- * text), Markdown-lite lines and spans, code blocks, and streamed layout = whole layout. */
+ * text), Markdown-lite lines and spans, code blocks, and streamed layout = whole layout; the
+ * code highlighter (ui/highlight.c) and table layout. */
 #include <check.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ui/highlight.h"
 #include "ui/render.h"
 
 /* ---- UTF-8 and width ---- */
@@ -373,7 +375,8 @@ START_TEST(md_render_width_property)
     static const char *atoms[] = {
         "# ", "## ", "- ", "1. ", "> ", "```\n", "`", "**", "*", "_", "word ", "\n", "\n\n",
         "\xe4\xb8\xad\xe6\x96\x87 ", "e\xcc\x81 ", "\xf0\x9f\x98\x80", "averyveryverylongwordindeed ",
-        "    indented ", "---\n", "~~~py\n",
+        "    indented ", "---\n", "~~~py\n", "| a | \xe4\xb8\xad |\n", "|---|:-:|\n", "|",
+        "| e\xcc\x81 | `x|y` |\n",
     };
     char s[4096];
     for (int iter = 0; iter < 1500; iter++) {
@@ -404,7 +407,8 @@ START_TEST(md_streamed_equals_whole)
 {
     /* The TUI lays out complete lines once and the open tail again each time; the result
      * must equal laying out the whole text at once. */
-    const char *md = "Intro **bold**\n```sh\nls -la\n# comment\n```\n- a\n- b\n> q\ntail";
+    const char *md = "Intro **bold**\n```sh\nls -la\n# comment\n```\n- a\n- b\n> q\n"
+                     "| k | v |\n|---|---|\n| 1 | 2 |\n\ntail";
     size_t len = strlen(md);
     rd_doc whole = {0};
     rd_md_state st = {0};
@@ -412,6 +416,8 @@ START_TEST(md_streamed_equals_whole)
     for (size_t cut = 0; cut <= len; cut++) {
         if (cut > 0 && md[cut - 1] != '\n')
             continue;
+        if (cut < len && rd_md_settled_end(md, cut) != cut)
+            continue; /* inside a table: the TUI keeps such lines open (rd_md_settled_end) */
         rd_doc part = {0};
         rd_md_state s2 = {0};
         rd_render_markdown(&part, md, cut, 16, 0, &s2);
@@ -450,6 +456,204 @@ START_TEST(plain_prefixes)
 }
 END_TEST
 
+
+/* ---- syntax highlighting ---- */
+
+/* The class of each byte of line under lang (state carried in *st): 'k' keyword, 's' string,
+ * 'c' comment, 'n' number, '.' none. */
+static const char *classes(hl_lang lang, const char *line, int *st)
+{
+    static char out[256];
+    unsigned styles[256] = {0};
+    size_t n = strlen(line);
+    hl_line(lang, line, n, st, styles);
+    for (size_t i = 0; i < n; i++)
+        out[i] = styles[i] & RD_SYN_KEYWORD   ? 'k'
+                 : styles[i] & RD_SYN_STRING  ? 's'
+                 : styles[i] & RD_SYN_COMMENT ? 'c'
+                 : styles[i] & RD_SYN_NUMBER  ? 'n'
+                                              : '.';
+    out[n] = '\0';
+    return out;
+}
+
+START_TEST(hl_languages_from_info)
+{
+    ck_assert_int_eq(hl_lang_from_info("c", 1), HL_C);
+    ck_assert_int_eq(hl_lang_from_info("Python", 6), HL_PYTHON);
+    ck_assert_int_eq(hl_lang_from_info("bash title=x", 12), HL_SH);
+    ck_assert_int_eq(hl_lang_from_info("tsx", 3), HL_JS);
+    ck_assert_int_eq(hl_lang_from_info("json", 4), HL_JSON);
+    ck_assert_int_eq(hl_lang_from_info("rs", 2), HL_RUST);
+    ck_assert_int_eq(hl_lang_from_info("go", 2), HL_GO);
+    ck_assert_int_eq(hl_lang_from_info("", 0), HL_NONE);
+    ck_assert_int_eq(hl_lang_from_info("cobol", 5), HL_NONE);
+    ck_assert_int_eq(hl_lang_from_info("gopher", 6), HL_NONE);
+}
+END_TEST
+
+START_TEST(hl_classes_per_language)
+{
+    int st = 0;
+    ck_assert_str_eq(classes(HL_C, "int x = 42; // hi", &st), "kkk.....nn..ccccc");
+    ck_assert_str_eq(classes(HL_C, "s = \"a\\\"b\"; if", &st), "....ssssss..kk");
+    ck_assert_str_eq(classes(HL_C, "#include <x.h>", &st), "kkkkkkkk......");
+    ck_assert_str_eq(classes(HL_C, "printf1 x2", &st), "..........");
+    ck_assert_str_eq(classes(HL_PYTHON, "def f(): return 0x1F # c", &st),
+                     "kkk......kkkkkk.nnnn.ccc");
+    ck_assert_str_eq(classes(HL_SH, "echo a#b # c 'x\\'", &st), ".........cccccccc");
+    ck_assert_str_eq(classes(HL_SH, "if [ 'a\\' ]; then", &st), "kk...ssss....kkkk");
+    ck_assert_str_eq(classes(HL_JS, "const s = `t`; let", &st), "kkkkk.....sss..kkk");
+    ck_assert_str_eq(classes(HL_JSON, "{\"k\": -1.5e+3, \"t\": true}", &st),
+                     ".sss..nnnnnnn..sss..kkkk.");
+    ck_assert_str_eq(classes(HL_RUST, "fn f<'a>(x: &'a u8) { 'x' }", &st),
+                     "kk....................sss..");
+    ck_assert_str_eq(classes(HL_GO, "func f() { x := 1.5 }", &st), "kkkk............nnn..");
+    ck_assert_int_eq(st, 0);
+}
+END_TEST
+
+START_TEST(hl_state_spans_lines)
+{
+    int st = 0;
+    ck_assert_str_eq(classes(HL_C, "a /* b", &st), "..cccc");
+    ck_assert_int_ne(st, 0);
+    ck_assert_str_eq(classes(HL_C, "int in comment", &st), "cccccccccccccc");
+    ck_assert_str_eq(classes(HL_C, "end */ int", &st), "cccccc.kkk");
+    ck_assert_int_eq(st, 0);
+    ck_assert_str_eq(classes(HL_PYTHON, "x = \"\"\"doc", &st), "....ssssss");
+    ck_assert_str_eq(classes(HL_PYTHON, "if not", &st), "ssssss");
+    ck_assert_str_eq(classes(HL_PYTHON, "\"\"\" if", &st), "sss.kk");
+    ck_assert_int_eq(st, 0);
+    ck_assert_str_eq(classes(HL_GO, "s := `raw\\", &st), ".....sssss");
+    ck_assert_str_eq(classes(HL_GO, "x` go", &st), "ss.kk");
+    ck_assert_int_eq(st, 0);
+    ck_assert_str_eq(classes(HL_NONE, "int x", &st), ".....");
+}
+END_TEST
+
+START_TEST(md_code_block_highlighted)
+{
+    /* Fenced code gets the language's classes; the block's state carries over its lines and
+     * resets at the next fence; an unknown language stays plain. */
+    const char *md = "```c\nint a; /* x\ny */ return\n```\n```\nint b;\n```\nint c\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 30, 0, &st), 0);
+    ck_assert_str_eq(line_text(&d, 1), " int a; /* x");
+    ck_assert(line_styles(&d, 1) & RD_SYN_KEYWORD);
+    ck_assert(line_styles(&d, 1) & RD_SYN_COMMENT);
+    ck_assert(line_styles(&d, 2) & RD_SYN_COMMENT);
+    ck_assert(line_styles(&d, 2) & RD_SYN_KEYWORD); /* "return" after the comment ends */
+    ck_assert_str_eq(line_text(&d, 4), " int b;");
+    ck_assert(!(line_styles(&d, 4) & (RD_SYN_KEYWORD | RD_SYN_COMMENT)));
+    ck_assert(!(line_styles(&d, 5) & RD_SYN_KEYWORD)); /* outside code: prose */
+    rd_doc_free(&d);
+}
+END_TEST
+
+/* ---- tables ---- */
+
+/* Display column (0-based) of each U+2502 on line l. */
+static int bar_columns(const rd_doc *d, size_t l, int *cols, int max)
+{
+    const char *t = line_text(d, l);
+    int n = 0;
+    size_t len = strlen(t);
+    for (size_t i = 0; i < len;) {
+        if (strncmp(t + i, "\xe2\x94\x82", 3) == 0 || strncmp(t + i, "\xe2\x94\xbc", 3) == 0 ||
+            strncmp(t + i, "\xe2\x94\x9c", 3) == 0 || strncmp(t + i, "\xe2\x94\xa4", 3) == 0) {
+            if (n < max)
+                cols[n] = (int)rd_width(t, i);
+            n++;
+        }
+        int w;
+        i += rd_cluster_len(t + i, len - i, &w);
+    }
+    return n;
+}
+
+START_TEST(table_cells_split)
+{
+    size_t off[8], n[8];
+    const char *row = " | a | `b` \\| c |  d  | ";
+    ck_assert_int_eq(rd_table_cells(row, strlen(row), off, n, 8), 3);
+    ck_assert_int_eq((int)n[0], 1);
+    ck_assert(strncmp(row + off[1], "`b` \\| c", n[1]) == 0 && n[1] == 8);
+    ck_assert(strncmp(row + off[2], "d", n[2]) == 0 && n[2] == 1);
+    ck_assert_int_eq(rd_table_cells("no pipe", 7, off, n, 8), -1);
+    ck_assert_int_eq(rd_table_cells("a|b", 3, off, n, 8), 2);
+}
+END_TEST
+
+START_TEST(table_aligned_columns)
+{
+    /* Wide (CJK) and combining characters take their display width; the columns line up. */
+    const char *md = "Intro\n| Name | Score |\n|:-----|------:|\n| \xe4\xb8\xad\xe6\x96\x87 | 7 |\n"
+                     "| e\xcc\x81t\xc3\xa9 | **12** |\n| x \\| y |\nafter\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 40, 0, &st), 0);
+    ck_assert_uint_eq(d.nlines, 7);
+    ck_assert_str_eq(line_text(&d, 0), "Intro");
+    ck_assert_str_eq(line_text(&d, 1), "\xe2\x94\x82 Name  \xe2\x94\x82 Score \xe2\x94\x82");
+    ck_assert(line_styles(&d, 1) & RD_BOLD);
+    ck_assert_str_eq(line_text(&d, 3), "\xe2\x94\x82 \xe4\xb8\xad\xe6\x96\x87  \xe2\x94\x82     7 \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 4), "\xe2\x94\x82 e\xcc\x81t\xc3\xa9   \xe2\x94\x82    12 \xe2\x94\x82");
+    ck_assert(line_styles(&d, 4) & RD_BOLD); /* inline Markdown inside a cell */
+    ck_assert_str_eq(line_text(&d, 5), "\xe2\x94\x82 x | y \xe2\x94\x82       \xe2\x94\x82"); /* short row */
+    int want[8], got[8];
+    ck_assert_int_eq(bar_columns(&d, 1, want, 8), 3);
+    for (size_t l = 2; l <= 5; l++) {
+        ck_assert_int_eq(bar_columns(&d, l, got, 8), 3);
+        for (int k = 0; k < 3; k++)
+            ck_assert_int_eq(got[k], want[k]);
+        ck_assert_int_eq(d.lines[l].width, d.lines[1].width);
+    }
+    ck_assert_str_eq(line_text(&d, 6), "after");
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(table_too_narrow_falls_back_to_raw_lines)
+{
+    const char *md = "| a long header | another long one |\n|---|---|\n| 1 | 2 |\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 30, 0, &st), 0);
+    ck_assert_str_eq(line_text(&d, 0), "| a long header | another long");
+    ck_assert_str_eq(line_text(&d, 1), "one |");
+    ck_assert_str_eq(line_text(&d, 2), "|---|---|");
+    ck_assert_str_eq(line_text(&d, 3), "| 1 | 2 |");
+    ck_assert_uint_eq(d.nlines, 4);
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(table_needs_a_delimiter_row)
+{
+    /* Pipes in prose, or a header whose delimiter has another cell count, stay text. */
+    const char *md = "a | b\nc | d\n| x | y |\n|---|\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 30, 0, &st), 0);
+    ck_assert_uint_eq(d.nlines, 4);
+    ck_assert_str_eq(line_text(&d, 0), "a | b");
+    ck_assert_str_eq(line_text(&d, 3), "|---|");
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(settled_end_keeps_a_growing_table_open)
+{
+    ck_assert_uint_eq(rd_md_settled_end("ab\ncd", 5), 3);
+    ck_assert_uint_eq(rd_md_settled_end("ab\n|x|\n|-|\n|1", 14), 3);
+    ck_assert_uint_eq(rd_md_settled_end("|x|\n|-|\n", 8), 0);
+    ck_assert_uint_eq(rd_md_settled_end("|x|\n|-|\nend\n", 12), 12);
+    ck_assert_uint_eq(rd_md_settled_end("", 0), 0);
+}
+END_TEST
+
 static Suite *render_suite(void)
 {
     Suite *s = suite_create("render");
@@ -469,6 +673,15 @@ static Suite *render_suite(void)
     tcase_add_test(tc, md_render_width_property);
     tcase_add_test(tc, md_streamed_equals_whole);
     tcase_add_test(tc, plain_prefixes);
+    tcase_add_test(tc, hl_languages_from_info);
+    tcase_add_test(tc, hl_classes_per_language);
+    tcase_add_test(tc, hl_state_spans_lines);
+    tcase_add_test(tc, md_code_block_highlighted);
+    tcase_add_test(tc, table_cells_split);
+    tcase_add_test(tc, table_aligned_columns);
+    tcase_add_test(tc, table_too_narrow_falls_back_to_raw_lines);
+    tcase_add_test(tc, table_needs_a_delimiter_row);
+    tcase_add_test(tc, settled_end_keeps_a_growing_table_open);
     suite_add_tcase(s, tc);
     return s;
 }

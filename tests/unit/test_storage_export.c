@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "storage/export_internal.h"
 #include "tests/unit/test_storage.h"
 
 /* The rule for "lossless": an export of the imported copy equals the original's export byte
@@ -336,6 +337,93 @@ START_TEST(html_is_self_contained_and_escaped)
 }
 END_TEST
 
+START_TEST(html_renders_markdown_safely)
+{
+    /* Markdown becomes the page's own tags; the model's HTML, javascript: links and
+     * attribute injection come out as text. */
+    static const char md[] =
+        "# Heading *em*\n"
+        "Para with **bold**, *em*, `code <b>`, [ok](https://example.com/a?b=1&c=2) "
+        "[bad](javascript:alert(1)) [bad2]( JaVaScRiPt:alert(2)) "
+        "[q](https://x.org/\" onmouseover=\"alert(3))\n"
+        "<script>alert(4)</script><img src=x onerror=alert(5)>\n"
+        "\n- one\n- two\n\n3. third\n\n"
+        "```c\" onclick=\"x\nint main() { return \"</code></pre><script>\"; }\n```\n\n"
+        "| a | b |\n|---|--:|\n| <i>x</i> | \\| |\n\n"
+        "> quote **q**\n";
+    db_store *db = db_open(":memory:", (char[256]){0}, 256);
+    int64_t c = conv_create(db, "md", NULL);
+    int64_t u = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+    add_part(db, u, PART_TEXT, "hi", 2);
+    int64_t a = msg_append(db, c, u, MSG_ASSISTANT, MSG_COMPLETE, NULL);
+    add_part(db, a, PART_TEXT, md, sizeof md - 1);
+    size_t len;
+    char *html = export_to_buffer(db, c, EXPORT_HTML, &len);
+    ck_assert_ptr_nonnull(strstr(html, "<h3>Heading <em>em</em></h3>"));
+    ck_assert_ptr_nonnull(strstr(html, "Para with <strong>bold</strong>, <em>em</em>, "
+                                       "<code>code &lt;b&gt;</code>, "));
+    ck_assert_ptr_nonnull(strstr(html, "<a href=\"https://example.com/a?b=1&amp;c=2\" "
+                                       "rel=\"noopener noreferrer nofollow\">ok</a>"));
+    ck_assert_ptr_nonnull(strstr(html, " bad bad2 q<br>\n&lt;script&gt;alert(4)&lt;/script&gt;"
+                                       "&lt;img src=x onerror=alert(5)&gt;</p>"));
+    const char *href = strstr(html, "href=");
+    ck_assert_ptr_nonnull(href);
+    ck_assert_ptr_null(strstr(href + 1, "href=")); /* the one http(s) link only */
+    ck_assert_ptr_null(strstr(html, "<script"));
+    ck_assert_ptr_null(strstr(html, "<img"));
+    ck_assert_ptr_null(strstr(html, "<i>"));
+    ck_assert_ptr_null(strstr(html, "onmouseover=\""));
+    ck_assert_ptr_null(strstr(html, "onclick=\""));
+    ck_assert_ptr_null(strstr(html, "javascript:"));
+    ck_assert_ptr_null(strstr(html, "JaVaScRiPt:"));
+    ck_assert_ptr_nonnull(strstr(html, "<ul>\n<li>one</li>\n<li>two</li>\n</ul>\n"));
+    ck_assert_ptr_nonnull(strstr(html, "<ol start=\"3\">\n<li>third</li>\n</ol>\n"));
+    ck_assert_ptr_nonnull(strstr(html, "<pre><code class=\"language-c\">int main() { return "
+                                       "&quot;&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;&quot;; }"
+                                       "</code></pre>"));
+    ck_assert_ptr_nonnull(strstr(html, "<thead><tr><th>a</th><th style=\"text-align:right\">b"
+                                       "</th></tr></thead>"));
+    ck_assert_ptr_nonnull(strstr(html, "<tr><td>&lt;i&gt;x&lt;/i&gt;</td><td style=\"text-align:right\">|</td></tr>"));
+    ck_assert_ptr_nonnull(strstr(html, "<blockquote>\n<p>quote <strong>q</strong></p>\n"));
+    free(html);
+    db_close(db);
+}
+END_TEST
+
+START_TEST(html_markdown_tags_balance)
+{
+    /* Whatever the emphasis markers, every tag opened is closed, innermost first. */
+    static const char *inputs[] = {
+        "**a *b** c*", "*a **b* c**", "***x***", "_a_b_ __c__", "**", "*", "a * b * c",
+        "**open", "`a", "[x](https://e.org", "[x(https://e.org)", "> > > > > > > > > > > deep",
+    };
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ck_assert_int_eq(export_html_markdown(f, inputs[i], strlen(inputs[i])), 0);
+        fclose(f);
+        const char *tags[] = {"strong", "em", "code", "a", "blockquote", "p"};
+        for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
+            char open_tag[32], close_tag[32];
+            snprintf(open_tag, sizeof open_tag, "<%s>", tags[t]);
+            snprintf(close_tag, sizeof close_tag, "</%s>", tags[t]);
+            int depth = 0;
+            for (const char *p = buf; *p; p++) {
+                if (strncmp(p, open_tag, strlen(open_tag)) == 0)
+                    depth++;
+                if (strncmp(p, close_tag, strlen(close_tag)) == 0)
+                    depth--;
+                ck_assert_msg(depth >= 0, "'%s' closes <%s> before opening it: %s", inputs[i], tags[t], buf);
+            }
+            ck_assert_msg(depth == 0, "'%s' leaves <%s> open: %s", inputs[i], tags[t], buf);
+        }
+        ck_assert_ptr_null(strstr(buf, "<strong><em></strong>"));
+        free(buf);
+    }
+}
+END_TEST
+
 static void expect_import_error(db_store *db, const char *json, const char *needle)
 {
     int64_t *ids;
@@ -403,6 +491,8 @@ Suite *storage_export_suite(void)
     tcase_add_test(t, export_all_and_import_all);
     tcase_add_test(t, markdown_folds_reasoning_and_fences_tools);
     tcase_add_test(t, html_is_self_contained_and_escaped);
+    tcase_add_test(t, html_renders_markdown_safely);
+    tcase_add_test(t, html_markdown_tags_balance);
     tcase_add_test(t, import_errors_name_the_field_and_change_nothing);
     suite_add_tcase(s, t);
     return s;

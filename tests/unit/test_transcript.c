@@ -246,7 +246,8 @@ START_TEST(streamed_answer_layout_equals_whole)
 {
     /* The answer is laid out as deltas arrive (complete lines cached); at every step the
      * lines must equal a fresh layout of the text so far. */
-    const char *md = "# Plan\nFirst **step** with `code`\n```py\nprint('x')\n\n```\n- one\n- two two two two\n\nend";
+    const char *md = "# Plan\nFirst **step** with `code`\n```py\nprint('x')\n\n```\n- one\n- two two two two\n"
+                     "| k | value |\n|---|---|\n| 1 | long |\n| 22 | x |\n\nend";
     size_t len = strlen(md);
     ev(0, UI_EV_REPLY_BEGIN, NULL);
     char piece[4] = {0};
