@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 
 DEBIAN_PACKAGES="build-essential autoconf automake libtool pkg-config libncurses-dev
   libreadline-dev libcjson-dev libsqlite3-dev check libibverbs-dev libpcre2-dev tmux python3
-  python3-jinja2 iproute2 nftables valgrind chromium"
+  python3-jinja2 iproute2 nftables valgrind chromium groff-base man-db zsh bash-completion"
 
 missing_packages() {
     local p missing=""

@@ -5,7 +5,7 @@
 . "$GLMCHAT_SRCDIR/tests/e2e/lib.sh"
 
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
-[ -n "$CHROMIUM" ] || { echo "chromium not installed (dev.sh installs it): skipped"; exit 77; }
+[ -n "$CHROMIUM" ] || { echo "FAIL: chromium is not installed (./dev.sh installs it)"; exit 1; }
 if "$GLMCHAT_BIN" chat --help 2>&1 | grep -q 'not built'; then
     echo "glmchat chat is not built yet: skipped"; exit 77
 fi

@@ -4,7 +4,7 @@
 # completions offer every command the table has and each command's options; make install puts
 # them in man1dir and the bash and zsh completion directories.
 . "$GLMCHAT_SRCDIR/tests/e2e/lib.sh"
-command -v groff >/dev/null 2>&1 || { echo "groff not installed: skipped"; exit 77; }
+command -v groff >/dev/null 2>&1 || { echo "FAIL: groff is not installed (./dev.sh installs groff-base)"; exit 1; }
 
 expect_exit 0 "$GLMCHAT_BIN" --man
 cp "$TMP/out" "$TMP/glmchat.1"
@@ -32,6 +32,8 @@ complete_bash glmchat '' >"$TMP/first"
 "$GLMCHAT_BIN" --completion zsh >"$TMP/_glmchat" && pass || fail "--completion zsh failed"
 if command -v zsh >/dev/null 2>&1; then
     zsh -n "$TMP/_glmchat" && pass || fail "the zsh completion does not parse"
+else
+    fail "zsh is not installed (./dev.sh installs it): the zsh completion cannot be parsed"
 fi
 sed -n '/commands=(/,/^    )/p' "$TMP/_glmchat" >"$TMP/zsh_commands"
 
