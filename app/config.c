@@ -800,23 +800,15 @@ static const char *key_env(const key_spec *k, char var[64], const char **where)
     return v && *v ? v : NULL;
 }
 
-/* The GLMCHAT_<KEY> (or older) variables of the keys with all of `flags`. */
-static int apply_env_keys(app_config *c, int flags, char *err, size_t errlen)
+int config_apply_env(app_config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < N_TOP_KEYS; i++) {
-        if ((top_keys[i].flags & flags) != flags)
-            continue;
         char var[64];
         const char *where, *v = key_env(&top_keys[i], var, &where);
         if (v && config_set(c, top_keys[i].name, v, where, err, errlen))
             return -1;
     }
     return 0;
-}
-
-int config_apply_env(app_config *c, char *err, size_t errlen)
-{
-    return apply_env_keys(c, 0, err, errlen);
 }
 
 void config_engine_params(const app_config *c, glm_engine_params *p)
@@ -839,11 +831,33 @@ void config_engine_params(const app_config *c, glm_engine_params *p)
     p->cuda = c->cuda;
 }
 
+/* The flag of g that sets key (those config_apply_globals reads for the engine), or NULL. */
+static const char *engine_flag(const cli_globals *g, const char *key)
+{
+    if (!g)
+        return NULL;
+    if (strcmp(key, "context") == 0)
+        return g->context;
+    if (strcmp(key, "kv_cache") == 0)
+        return g->kv_cache;
+    if (strcmp(key, "dense") == 0)
+        return g->dense;
+    return NULL;
+}
+
 int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_t errlen)
 {
     config_init(c);
-    if (apply_env_keys(c, KF_ENGINE, err, errlen))
-        return -1;
+    /* a key given by its flag does not read its variable: the flag wins, as it always has here */
+    for (size_t i = 0; i < N_TOP_KEYS; i++) {
+        const key_spec *k = &top_keys[i];
+        if (!(k->flags & KF_ENGINE) || engine_flag(g, k->name))
+            continue;
+        char var[64];
+        const char *where, *v = key_env(k, var, &where);
+        if (v && config_set(c, k->name, v, where, err, errlen))
+            return -1;
+    }
     return config_apply_globals(c, g, err, errlen);
 }
 

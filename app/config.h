@@ -158,8 +158,9 @@ int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t 
 void config_engine_params(const app_config *c, glm_engine_params *p);
 
 /* For the commands that read no config file (worker, logits, bench): defaults, then the
- * GLMCHAT_<KEY> variables of the engine's keys (those config_engine_params reads), then g's
- * flags, into c (config_free it after). 0, or -1 naming the flag or variable and its bad value. */
+ * GLMCHAT_<KEY> variables of the engine's keys (those config_engine_params reads; a key whose
+ * flag g gives does not read its variable), then g's flags, into c (config_free it after). 0,
+ * or -1 naming the flag or variable and its bad value. */
 int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_t errlen);
 
 /* 1 when key is a developer's switch (marked dev in the list above). */
