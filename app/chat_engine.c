@@ -1,5 +1,6 @@
 /* chat_engine.c: a chat_source over glm_engine/glm_session: the model named by the config,
- * its backend, peer and threads; glm_cancel (async-signal-safe) for Ctrl-C. */
+ * its backend, peer, threads and engine settings (config_engine_params); the engine's notes
+ * come through the log callback; glm_cancel (async-signal-safe) for Ctrl-C. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +14,7 @@ struct chat_engine {
     glm_engine *engine;
     glm_session *session;
     char *model_name;
-    int notes_told; /* the engine's notes already printed */
 };
-
-/* The engine's notes: the model's chat template when it is another revision, the prompt cache's
- * refusals (a kept-state file that could not be used: which, and why). */
-static void tell_cache_notes(chat_engine *ce)
-{
-    int n = glm_engine_n_notes(ce->engine);
-    for (; ce->notes_told < n; ce->notes_told++) {
-        const char *note = glm_engine_note(ce->engine, ce->notes_told);
-        if (note)
-            fprintf(stderr, "glmchat: %s\n", note);
-    }
-}
 
 static glm_backend backend_of(const char *name)
 {
@@ -35,7 +23,7 @@ static glm_backend backend_of(const char *name)
     return strcmp(name, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
 }
 
-chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
+chat_engine *chat_engine_open(const app_config *cfg, app_log *log, char *err, size_t errlen)
 {
     /* No --model, GLMCHAT_MODEL or `model =`: the embedded demo model. */
     const char *model_dir = cfg->model_dir ? cfg->model_dir : demo_model_dir();
@@ -52,18 +40,16 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    glm_engine_params p = {.model_dir = model_dir, .backend = backend_of(cfg->backend), .peer = cfg->peer,
-                           .transport = cfg->transport, .peer_key_file = cfg->worker_key_file,
-                           .n_threads = cfg->threads,
-                           .draft = cfg->draft, .prompt_cache_dir = cfg->prompt_cache_dir,
-                           .prompt_cache_bytes = cfg->prompt_cache_mb < 0    ? 0
-                                                 : cfg->prompt_cache_mb == 0 ? -1
-                                                 : (int64_t)cfg->prompt_cache_mb << 20,
-                           .prompt_cache_disk_bytes = cfg->prompt_cache_disk_mb < 0    ? 0
-                                                      : cfg->prompt_cache_disk_mb == 0 ? -1
-                                                      : (int64_t)cfg->prompt_cache_disk_mb << 20,
-                           .context = cfg->context, .kv_cache = cfg->kv_cache,
-                           .dense = cfg->dense};
+    glm_engine_params p = glm_engine_default_params();
+    p.model_dir = model_dir;
+    p.backend = backend_of(cfg->backend);
+    p.peer = cfg->peer;
+    p.transport = cfg->transport;
+    p.peer_key_file = cfg->worker_key_file;
+    p.n_threads = cfg->threads;
+    config_engine_params(cfg, &p);
+    p.log = app_log_engine;
+    p.log_user = log;
     glm_error gerr = {0};
     ce->engine = glm_engine_open(&p, &gerr);
     if (ce->engine)
@@ -76,7 +62,6 @@ chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen)
         chat_engine_close(ce);
         return NULL;
     }
-    tell_cache_notes(ce);
     return ce;
 }
 
@@ -94,9 +79,7 @@ static glm_status engine_generate(void *self, const glm_request *r, glm_event_fn
                                   glm_error *err)
 {
     chat_engine *ce = self;
-    glm_status st = glm_generate(ce->session, r, on_event, user, err);
-    tell_cache_notes(ce);
-    return st;
+    return glm_generate(ce->session, r, on_event, user, err);
 }
 
 static void engine_cancel(void *self)

@@ -7,12 +7,14 @@
 
 #include "app/chat.h"
 #include "app/config.h"
+#include "app/engine_log.h"
 
 typedef struct chat_engine chat_engine;
 
-/* Opens cfg's model (cfg->model_dir; NULL is an error naming the ways to give one).
- * NULL with err on failure. */
-chat_engine *chat_engine_open(const app_config *cfg, char *err, size_t errlen);
+/* Opens cfg's model (cfg->model_dir; NULL is an error naming the ways to give one); the
+ * engine's lines (its notes, and with verbose its plan) go to log, which must outlive the
+ * engine. NULL with err on failure. */
+chat_engine *chat_engine_open(const app_config *cfg, app_log *log, char *err, size_t errlen);
 void chat_engine_close(chat_engine *ce);
 chat_source chat_engine_source(chat_engine *ce);
 

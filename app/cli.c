@@ -113,19 +113,6 @@ int cli_choice_option(const char *cmd, const char *option, const char *text, con
     return 0;
 }
 
-void cli_engine_settings(const cli_globals *g, glm_engine_params *p)
-{
-    long long x;
-    int i;
-    /* cli_take_globals checked both */
-    if (g->context && setting_int("--context", g->context, 1, GLM_MAX_CONTEXT, &x, NULL, 0) == 0)
-        p->context = (int)x;
-    if (g->kv_cache && setting_choice("--kv-cache", g->kv_cache, GLM_KV_CACHE_CHOICES, &i, NULL, 0) == 0)
-        p->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
-    if (g->dense && setting_choice("--dense", g->dense, GLM_DENSE_CHOICES, &i, NULL, 0) == 0)
-        p->dense = (glm_dense_format)(GLM_DENSE_BF16 + i);
-}
-
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

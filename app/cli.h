@@ -48,12 +48,6 @@ int cli_int_option(const char *cmd, const char *option, const char *text, long l
 int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
                       int *out);
 
-/* The engine settings among the global options (--context, --kv-cache, --dense) into p, for
- * commands that read no config file; fields not given stay as they are (config_dense_setting
- * adds the dense format's variables). */
-struct glm_engine_params;
-void cli_engine_settings(const cli_globals *g, struct glm_engine_params *p);
-
 /* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -11,6 +11,7 @@
 #include "app/bench_ceiling.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/engine_log.h"
 #include "app/demo_model.h"
 #include "glm.h"
 #include "model/traffic.h"
@@ -183,14 +184,23 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
     glm_error err = {0};
-    glm_engine_params p = {.model_dir = model, .backend = GLM_BACKEND_CPU, .n_threads = threads};
-    cli_engine_settings(g, &p);
-    char dense_err[256];
-    if (config_dense_setting(g, &p.dense, dense_err, sizeof dense_err))
-        return cli_usage_error("bench", "%s", dense_err);
+    app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    char cfg_err[1024];
+    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+        config_free(&ec);
+        return cli_runtime_error("%s", cfg_err);
+    }
+    glm_engine_params p = glm_engine_default_params();
+    p.model_dir = model;
+    p.backend = GLM_BACKEND_CPU;
+    p.n_threads = threads;
+    config_engine_params(&ec, &p);
+    p.log = app_log_engine; /* to stderr */
     glm_engine *e = glm_engine_open(&p, &err);
-    if (!e)
+    if (!e) {
+        config_free(&ec);
         return cli_runtime_error("%s", err.message);
+    }
     bench_result r = {0};
     r.vocab = glm_engine_model(e)->cfg.vocab_size;
     /* the median step runs at about the middle of the decode; the CPU backend's caches are f32 */
@@ -199,11 +209,13 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
     r.fma = bench_fma_rate(threads, 3);
     if (r.read_bw <= 0 || r.fma <= 0) {
         glm_engine_close(e);
+        config_free(&ec);
         return cli_runtime_error("cannot measure the ceilings (out of memory or threads)");
     }
     rc = measure_model(e, &o, &r);
     if (!rc)
         print_table(&o, model, threads, &r);
     glm_engine_close(e);
+    config_free(&ec);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/config_save.h"
+#include "app/engine_log.h"
 #include "app/jsonl.h"
 #include "app/paths.h"
 #include "app/signals.h"
@@ -554,6 +555,7 @@ typedef struct chat_env {
     tool_policy policy;
     builtin_ctx builtin;
     mcp_boot *mcp;
+    app_log log;       /* the engine's lines: stderr, or the log file while the TUI runs */
 } chat_env;
 
 static void env_free(chat_env *e)
@@ -563,6 +565,7 @@ static void env_free(chat_env *e)
     tool_policy_clear(&e->policy);
     test_reply_source_free(e->replies);
     chat_engine_close(e->engine);
+    app_log_close(&e->log);
     db_close(e->db);
     config_free(&e->cfg);
 }
@@ -592,7 +595,7 @@ static int open_source(chat_env *e)
     const char *replies = getenv(TEST_HOOK_REPLIES);
     char err[2048];
     if (!replies || !*replies) {
-        e->engine = chat_engine_open(&e->cfg, err, sizeof err);
+        e->engine = chat_engine_open(&e->cfg, &e->log, err, sizeof err);
         if (!e->engine)
             return cli_runtime_error("%s", err);
         e->src = chat_engine_source(e->engine);
@@ -991,9 +994,27 @@ static int apply_conversation_flags(chat *c, db_store *db, const chat_args *a)
     return 0;
 }
 
+/* While the TUI owns the screen the engine's lines go to STATE_DIR/engine.log. */
+static int log_to_state_dir(chat_env *e)
+{
+    char path[PATH_MAX + 16], err[PATH_MAX + 256];
+    int w = snprintf(path, sizeof path, "%s/engine.log", e->paths.state_dir);
+    if (w < 0 || (size_t)w >= sizeof path)
+        return cli_runtime_error("the state directory %s is too long a path", e->paths.state_dir);
+    if (paths_mkdirs(e->paths.state_dir) != 0)
+        return cli_runtime_error("cannot create the state directory %s (for engine.log): %s",
+                                 e->paths.state_dir, strerror(errno));
+    if (app_log_to_file(&e->log, path, err, sizeof err))
+        return cli_runtime_error("%s", err);
+    return 0;
+}
+
 static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
 {
     char err[2048], history[PATH_MAX + 16];
+    int rc = log_to_state_dir(e);
+    if (rc)
+        return rc;
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
@@ -1006,7 +1027,6 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
                       .cancel = signals_cancel_flag()};
     chat_sink sink = chat_tui_sink(t);
     chat *c = chat_new(&o, &e->src, &sink, err, sizeof err);
-    int rc = 0;
     if (!c)
         rc = cli_runtime_error("%s", err);
     else if (chat_open(c, conv, err, sizeof err))

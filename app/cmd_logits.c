@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/engine_log.h"
 #include "glm.h"
 #include "sampler.h"
 #include "session.h"
@@ -70,16 +71,26 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
                       const char *out_path)
 {
     glm_error err = {0};
-    glm_engine_params p = {.model_dir = model_dir, .backend = backend, .n_threads = threads,
-                           .peer = g->peer, .transport = g->transport,
-                           .peer_key_file = g->key_file};
-    cli_engine_settings(g, &p);
-    char dense_err[256];
-    if (config_dense_setting(g, &p.dense, dense_err, sizeof dense_err))
-        return cli_usage_error("logits", "%s", dense_err);
+    app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    char cfg_err[1024];
+    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+        config_free(&ec);
+        return cli_runtime_error("%s", cfg_err);
+    }
+    glm_engine_params p = glm_engine_default_params();
+    p.model_dir = model_dir;
+    p.backend = backend;
+    p.n_threads = threads;
+    p.peer = g->peer;
+    p.transport = g->transport;
+    p.peer_key_file = g->key_file;
+    config_engine_params(&ec, &p);
+    p.log = app_log_engine; /* to stderr */
     glm_engine *e = glm_engine_open(&p, &err);
-    if (!e)
+    if (!e) {
+        config_free(&ec);
         return cli_runtime_error("%s", err.message);
+    }
     glm_session *s = glm_session_new(e, &err);
     int V = glm_engine_model(e)->cfg.vocab_size, rc = 0;
     float *logits = s ? malloc((size_t)(n + greedy) * V * sizeof *logits) : NULL;
@@ -122,6 +133,7 @@ out:
     free(logits);
     glm_session_free(s);
     glm_engine_close(e);
+    config_free(&ec);
     return rc;
 }
 

@@ -11,6 +11,7 @@
 
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/engine_log.h"
 #include "app/paths.h"
 #include "session.h"
 #include "tp/rank.h"
@@ -193,6 +194,78 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
     glm_engine_attach_peer(e, NULL);
 }
 
+/* What cmd_worker serves with, after its options are checked. */
+typedef struct worker_run {
+    const char *listen_addr, *transport, *dump_path, *port_path, *model_dir;
+} worker_run;
+
+/* Opens the engine as rank 1 and serves heads on run->listen_addr until a signal. */
+static int serve_engine(const worker_run *run, const glm_engine_params *params,
+                        const tp_rank_options *opts_in)
+{
+    glm_error err = {0};
+    tp_rank_options opts = *opts_in;
+    tp_identity id;
+    const char *listen_addr = run->listen_addr, *transport = run->transport;
+    const char *dump_path = run->dump_path, *port_path = run->port_path;
+    glm_engine *e = glm_engine_open(params, &err);
+    if (!e)
+        return cli_runtime_error("%s", err.message);
+    if (glm_engine_split(e, 1, &err) != GLM_OK) {
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    /* the head refuses a worker whose backend or its settings differ: the replicated ops must
+     * round alike and both ranks' caches hold the same window */
+    if (glm_engine_tp_identity(e, &id, &err) != GLM_OK) {
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    FILE *dump = dump_path ? fopen(dump_path, "wb") : NULL;
+    if (dump_path && !dump) {
+        glm_engine_close(e);
+        return cli_runtime_error("cannot create %s: %s", dump_path, strerror(errno));
+    }
+    tp_listener *l = tp_listener_open(listen_addr, &opts.key, &err);
+    if (!l) {
+        if (dump)
+            fclose(dump);
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    if (port_path && write_port_file(port_path, tp_listener_port(l), &err) != GLM_OK) {
+        tp_listener_close(l);
+        if (dump)
+            fclose(dump);
+        glm_engine_close(e);
+        return cli_runtime_error("%s", err.message);
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr, "glmchat worker: listening on %s (port %d) for a head, model %s (%s), transport %s, %s\n",
+            listen_addr, tp_listener_port(l), run->model_dir, id.model_name, transport ? transport : "as the head asks",
+            opts.key.set ? "heads must prove the key" : "no key (loopback only)");
+    while (!worker_stop) {
+        tp_rank *r = tp_worker_accept(l, &id, &opts, tp_now_ms() + 500, &err);
+        if (!r) {
+            if (err.status != GLM_ERR_PEER || strstr(err.message, "no connection arrived") == NULL)
+                fprintf(stderr, "glmchat worker: %s\n", err.message);
+            continue;
+        }
+        serve(r, e, dump);
+        tp_rank_close(r);
+    }
+    tp_listener_close(l);
+    if (dump)
+        fclose(dump);
+    glm_engine_close(e);
+    fprintf(stderr, "glmchat worker: stopped\n");
+    return worker_stop == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
+}
+
 int cmd_worker(int argc, char **argv, const cli_globals *g)
 {
     static const struct option longs[] = {{"listen", required_argument, 0, 'l'},
@@ -242,70 +315,26 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         return rc;
     if (tp_listen_allowed(listen_addr, &opts.key, &err) != GLM_OK) /* before the model's load */
         return cli_runtime_error("%s", err.message);
-    tp_identity id;
     if (g->backend && strcmp(g->backend, "cpu") != 0 && strcmp(g->backend, "cuda") != 0)
         return cli_usage_error("worker", "--backend must be cpu or cuda, not '%s'", g->backend);
     glm_backend backend = !g->backend ? GLM_BACKEND_AUTO
                           : strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
-    glm_engine_params params = {.model_dir = g->model_dir, .backend = backend, .n_threads = threads};
-    cli_engine_settings(g, &params);
-    char dense_err[256];
-    if (config_dense_setting(g, &params.dense, dense_err, sizeof dense_err))
-        return cli_usage_error("worker", "%s", dense_err);
-    glm_engine *e = glm_engine_open(&params, &err);
-    if (!e)
-        return cli_runtime_error("%s", err.message);
-    if (glm_engine_split(e, 1, &err) != GLM_OK) {
-        glm_engine_close(e);
-        return cli_runtime_error("%s", err.message);
+    app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    char cfg_err[1024];
+    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+        config_free(&ec);
+        return cli_runtime_error("%s", cfg_err);
     }
-    /* the head refuses a worker whose backend or its settings differ: the replicated ops must
-     * round alike and both ranks' caches hold the same window */
-    if (glm_engine_tp_identity(e, &id, &err) != GLM_OK) {
-        glm_engine_close(e);
-        return cli_runtime_error("%s", err.message);
-    }
-    FILE *dump = dump_path ? fopen(dump_path, "wb") : NULL;
-    if (dump_path && !dump) {
-        glm_engine_close(e);
-        return cli_runtime_error("cannot create %s: %s", dump_path, strerror(errno));
-    }
-    tp_listener *l = tp_listener_open(listen_addr, &opts.key, &err);
-    if (!l) {
-        if (dump)
-            fclose(dump);
-        glm_engine_close(e);
-        return cli_runtime_error("%s", err.message);
-    }
-    if (port_path && write_port_file(port_path, tp_listener_port(l), &err) != GLM_OK) {
-        tp_listener_close(l);
-        if (dump)
-            fclose(dump);
-        glm_engine_close(e);
-        return cli_runtime_error("%s", err.message);
-    }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    fprintf(stderr, "glmchat worker: listening on %s (port %d) for a head, model %s (%s), transport %s, %s\n",
-            listen_addr, tp_listener_port(l), g->model_dir, id.model_name, transport ? transport : "as the head asks",
-            opts.key.set ? "heads must prove the key" : "no key (loopback only)");
-    while (!worker_stop) {
-        tp_rank *r = tp_worker_accept(l, &id, &opts, tp_now_ms() + 500, &err);
-        if (!r) {
-            if (err.status != GLM_ERR_PEER || strstr(err.message, "no connection arrived") == NULL)
-                fprintf(stderr, "glmchat worker: %s\n", err.message);
-            continue;
-        }
-        serve(r, e, dump);
-        tp_rank_close(r);
-    }
-    tp_listener_close(l);
-    if (dump)
-        fclose(dump);
-    glm_engine_close(e);
-    fprintf(stderr, "glmchat worker: stopped\n");
-    return worker_stop == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
+    glm_engine_params params = glm_engine_default_params();
+    params.model_dir = g->model_dir;
+    params.backend = backend;
+    params.n_threads = threads;
+    config_engine_params(&ec, &params);
+    params.log = app_log_engine; /* to stderr */
+    glm_engine_rdma_options(&params, &opts.rdma);
+    worker_run run = {.listen_addr = listen_addr, .transport = transport, .dump_path = dump_path,
+                      .port_path = port_path, .model_dir = g->model_dir};
+    rc = serve_engine(&run, &params, &opts);
+    config_free(&ec);
+    return rc;
 }

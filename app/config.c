@@ -24,37 +24,51 @@ typedef struct key_spec {
     const char *choices; /* KT_CHOICE: '|'-separated */
     double min, max;     /* KT_INT, KT_FLOAT */
     const char *old_env; /* an older variable read when GLMCHAT_<KEY> is unset, or NULL */
+    int flags;           /* KF_* */
 } key_spec;
 
+/* KF_ENGINE: a setting of glm_engine_params that the commands reading no config file (worker,
+ * logits, bench) take from their flags and GLMCHAT_<KEY> as well (config_engine_settings).
+ * KF_DEV: a developer's switch (marked "dev" in config.h), for comparing kernels. */
+enum { KF_ENGINE = 1, KF_DEV = 2 };
+
 static const key_spec top_keys[] = {
-    {"model", KT_STRING, NULL, 0, 0, NULL},
-    {"backend", KT_CHOICE, "cpu|cuda", 0, 0, NULL},
-    {"peer", KT_STRING, NULL, 0, 0, NULL},
-    {"transport", KT_CHOICE, "rdma|tcp", 0, 0, NULL},
-    {"worker_key_file", KT_STRING, NULL, 0, 0, NULL},
-    {"threads", KT_INT, NULL, 0, 4096, NULL},
-    {"temperature", KT_FLOAT, NULL, 0, 10, NULL},
-    {"top_p", KT_FLOAT, NULL, 0, 1, NULL},
-    {"top_k", KT_INT, NULL, 0, 1000000, NULL},
-    {"min_p", KT_FLOAT, NULL, 0, 1, NULL},
-    {"seed", KT_U64, NULL, 0, 0, NULL},
-    {"max_tokens", KT_INT, NULL, 0, 100000000, NULL},
-    {"think", KT_BOOL, NULL, 0, 0, NULL},
-    {"clear_thinking", KT_BOOL, NULL, 0, 0, NULL},
-    {"effort", KT_CHOICE, "low|high|max", 0, 0, NULL},
-    {"system_prompt", KT_STRING, NULL, 0, 0, NULL},
-    {"tools", KT_BOOL, NULL, 0, 0, NULL},
-    {"tool_timeout", KT_INT, NULL, 1, 3600, NULL},
-    {"workspace", KT_STRING, NULL, 0, 0, NULL},
-    {"approval", KT_CHOICE, "ask|auto|deny", 0, 0, NULL},
-    {"always_allow", KT_STRING, NULL, 0, 0, NULL},
-    {"draft", KT_CHOICE, "off|copy|mtp", 0, 0, NULL},
-    {"prompt_cache_dir", KT_STRING, NULL, 0, 0, NULL},
-    {"prompt_cache_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
-    {"prompt_cache_disk_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL},
-    {"context", KT_INT, NULL, 1, GLM_MAX_CONTEXT, "GLMCHAT_CUDA_CONTEXT"},
-    {"kv_cache", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, "GLMCHAT_CUDA_KV"},
-    {"dense", KT_CHOICE, GLM_DENSE_CHOICES, 0, 0, "GLMCHAT_CUDA_DENSE"},
+    {"model", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"backend", KT_CHOICE, "cpu|cuda", 0, 0, NULL, 0},
+    {"peer", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"transport", KT_CHOICE, "rdma|tcp", 0, 0, NULL, 0},
+    {"worker_key_file", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"threads", KT_INT, NULL, 0, 4096, NULL, 0},
+    {"temperature", KT_FLOAT, NULL, 0, 10, NULL, 0},
+    {"top_p", KT_FLOAT, NULL, 0, 1, NULL, 0},
+    {"top_k", KT_INT, NULL, 0, 1000000, NULL, 0},
+    {"min_p", KT_FLOAT, NULL, 0, 1, NULL, 0},
+    {"seed", KT_U64, NULL, 0, 0, NULL, 0},
+    {"max_tokens", KT_INT, NULL, 0, 100000000, NULL, 0},
+    {"think", KT_BOOL, NULL, 0, 0, NULL, 0},
+    {"clear_thinking", KT_BOOL, NULL, 0, 0, NULL, 0},
+    {"effort", KT_CHOICE, "low|high|max", 0, 0, NULL, 0},
+    {"system_prompt", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"tools", KT_BOOL, NULL, 0, 0, NULL, 0},
+    {"tool_timeout", KT_INT, NULL, 1, 3600, NULL, 0},
+    {"workspace", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"approval", KT_CHOICE, "ask|auto|deny", 0, 0, NULL, 0},
+    {"always_allow", KT_STRING, NULL, 0, 0, NULL, 0},
+    {"draft", KT_CHOICE, GLM_DRAFT_CHOICES, 0, 0, NULL, KF_ENGINE},
+    {"prompt_cache_dir", KT_STRING, NULL, 0, 0, NULL, KF_ENGINE},
+    {"prompt_cache_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL, KF_ENGINE},
+    {"prompt_cache_disk_mb", KT_INT, NULL, 0, GLM_MAX_CACHE_MB, NULL, KF_ENGINE},
+    {"context", KT_INT, NULL, 1, GLM_MAX_CONTEXT, "GLMCHAT_CUDA_CONTEXT", KF_ENGINE},
+    {"kv_cache", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, "GLMCHAT_CUDA_KV", KF_ENGINE},
+    {"dense", KT_CHOICE, GLM_DENSE_CHOICES, 0, 0, "GLMCHAT_CUDA_DENSE", KF_ENGINE},
+    {"rdma_hca", KT_STRING, NULL, 0, 0, NULL, KF_ENGINE},
+    {"rdma_gid_index", KT_INT, NULL, 0, 255, NULL, KF_ENGINE},
+    {"verbose", KT_BOOL, NULL, 0, 0, "GLMCHAT_CUDA_VERBOSE", KF_ENGINE | KF_DEV},
+    {"cuda_kv_index", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
+    {"cuda_attend", KT_CHOICE, GLM_CUDA_ATTEND_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
+    {"cuda_graph", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
+    {"cuda_pdl", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
+    {"cuda_gemm", KT_CHOICE, GLM_CUDA_GEMM_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 
@@ -81,6 +95,7 @@ void config_init(app_config *c)
     c->tool_timeout_s = 30;
     c->prompt_cache_mb = -1;
     c->prompt_cache_disk_mb = -1;
+    c->rdma_gid_index = -1;
 }
 
 static void free_strv(char **v)
@@ -111,6 +126,7 @@ void config_free(app_config *c)
     free(c->workspace);
     free(c->always_allow);
     free(c->prompt_cache_dir);
+    free(c->rdma_hca);
     for (int i = 0; i < c->n_mcp; i++)
         mcp_free(&c->mcp[i]);
     free(c->mcp);
@@ -221,6 +237,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         return set_string(&c->system_prompt, v, err, errlen);
     if (strcmp(name, "prompt_cache_dir") == 0)
         return set_string(&c->prompt_cache_dir, v, err, errlen);
+    if (strcmp(name, "rdma_hca") == 0)
+        return set_string(&c->rdma_hca, v, err, errlen);
 
     if (k->type == KT_CHOICE) {
         int i;
@@ -235,13 +253,29 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->effort = efforts[i];
             return 0;
         }
+        static const glm_kv_cache kv[] = {GLM_KV_CACHE_FP8, GLM_KV_CACHE_BF16, GLM_KV_CACHE_F32};
         if (strcmp(name, "draft") == 0) {
-            c->draft = i + 1; /* glm_engine_params.draft: 1 off, 2 copy, 3 mtp */
+            static const glm_draft drafts[] = {GLM_DRAFT_OFF, GLM_DRAFT_COPY, GLM_DRAFT_MTP};
+            c->draft = drafts[i];
             return 0;
         }
         if (strcmp(name, "kv_cache") == 0) {
-            static const glm_kv_cache kv[] = {GLM_KV_CACHE_FP8, GLM_KV_CACHE_BF16, GLM_KV_CACHE_F32};
             c->kv_cache = kv[i];
+            return 0;
+        }
+        if (strcmp(name, "cuda_kv_index") == 0) {
+            c->cuda.kv_index = kv[i];
+            return 0;
+        }
+        if (strcmp(name, "cuda_attend") == 0) {
+            static const glm_cuda_attend attends[] = {GLM_CUDA_ATTEND_SPLIT, GLM_CUDA_ATTEND_MMA};
+            c->cuda.attend = attends[i];
+            return 0;
+        }
+        if (strcmp(name, "cuda_gemm") == 0) {
+            static const glm_cuda_gemm gemms[] = {GLM_CUDA_GEMM_FIXED, GLM_CUDA_GEMM_SHOW,
+                                                  GLM_CUDA_GEMM_NOSPLIT, GLM_CUDA_GEMM_CUBLAS};
+            c->cuda.gemm = gemms[i];
             return 0;
         }
         if (strcmp(name, "dense") == 0) {
@@ -260,6 +294,12 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->think = b;
         else if (strcmp(name, "clear_thinking") == 0)
             c->clear_thinking = b;
+        else if (strcmp(name, "verbose") == 0)
+            c->verbose = b;
+        else if (strcmp(name, "cuda_graph") == 0)
+            c->cuda.graph_off = !b;
+        else if (strcmp(name, "cuda_pdl") == 0)
+            c->cuda.pdl_off = !b;
         else
             c->tools_enabled = b;
         return 0;
@@ -280,6 +320,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->prompt_cache_disk_mb = (int)x;
         else if (strcmp(name, "context") == 0)
             c->context = (int)x;
+        else if (strcmp(name, "rdma_gid_index") == 0)
+            c->rdma_gid_index = (int)x;
         else
             c->tool_timeout_s = (int)x;
         return 0;
@@ -309,7 +351,7 @@ static int set_top(app_config *c, const char *key, const char *value, char *msg,
 {
     const key_spec *k = find_top_key(key);
     if (!k) {
-        char known[512];
+        char known[1024];
         list_top_keys(known, sizeof known);
         return fail(msg, msglen, "unknown key '%s'; the keys are: %s", key, known);
     }
@@ -769,21 +811,60 @@ int config_apply_env(app_config *c, char *err, size_t errlen)
     return 0;
 }
 
-int config_dense_setting(const cli_globals *g, glm_dense_format *out, char *err, size_t errlen)
+void config_engine_params(const app_config *c, glm_engine_params *p)
 {
-    char var[64];
-    const char *where = "--dense", *v = g ? g->dense : NULL;
-    if (!v)
-        v = key_env(find_top_key("dense"), var, &where);
-    if (!v)
-        return 0;
-    app_config c;
-    config_init(&c);
-    int rc = config_set(&c, "dense", v, where, err, errlen);
-    if (rc == 0)
-        *out = c.dense;
-    config_free(&c);
-    return rc;
+    p->draft = c->draft;
+    p->prompt_cache_dir = c->prompt_cache_dir;
+    p->prompt_cache_bytes = c->prompt_cache_mb < 0    ? 0
+                            : c->prompt_cache_mb == 0 ? -1
+                                                      : (int64_t)c->prompt_cache_mb << 20;
+    p->prompt_cache_disk_bytes = c->prompt_cache_disk_mb < 0    ? 0
+                                 : c->prompt_cache_disk_mb == 0 ? -1
+                                                                : (int64_t)c->prompt_cache_disk_mb << 20;
+    p->context = c->context;
+    p->kv_cache = c->kv_cache;
+    p->dense = c->dense;
+    p->rdma_hca = c->rdma_hca;
+    p->rdma_gid_given = c->rdma_gid_index >= 0;
+    p->rdma_gid_index = c->rdma_gid_index >= 0 ? c->rdma_gid_index : 0;
+    p->verbose = c->verbose;
+    p->cuda = c->cuda;
+}
+
+/* The flag of g that sets key (those config_apply_globals reads for the engine), or NULL. */
+static const char *engine_flag(const cli_globals *g, const char *key)
+{
+    if (!g)
+        return NULL;
+    if (strcmp(key, "context") == 0)
+        return g->context;
+    if (strcmp(key, "kv_cache") == 0)
+        return g->kv_cache;
+    if (strcmp(key, "dense") == 0)
+        return g->dense;
+    return NULL;
+}
+
+int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_t errlen)
+{
+    config_init(c);
+    /* a key given by its flag does not read its variable: the flag wins, as it always has here */
+    for (size_t i = 0; i < N_TOP_KEYS; i++) {
+        const key_spec *k = &top_keys[i];
+        if (!(k->flags & KF_ENGINE) || engine_flag(g, k->name))
+            continue;
+        char var[64];
+        const char *where, *v = key_env(k, var, &where);
+        if (v && config_set(c, k->name, v, where, err, errlen))
+            return -1;
+    }
+    return config_apply_globals(c, g, err, errlen);
+}
+
+int config_key_is_dev(const char *key)
+{
+    const key_spec *k = find_top_key(key);
+    return k && (k->flags & KF_DEV);
 }
 
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen)

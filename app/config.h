@@ -35,17 +35,31 @@
  *   confined to it)   approval ask|auto|deny (ask: risky tools ask: once, this conversation,
  *   always for this tool)   always_allow NAME, NAME... (risky tools that never ask; glmchat
  *   rewrites this line when the user answers "always" or revokes it with /tools ask NAME)
- *   draft off|copy|mtp (unset: $GLMCHAT_DRAFT, else off; drafted replies equal undrafted ones)
- *   prompt_cache_mb N (unset: $GLMCHAT_PROMPT_CACHE_MB, else an eighth of RAM; 0: off)
- *   prompt_cache_dir DIR (unset: $GLMCHAT_PROMPT_CACHE_DIR, else kept states stay in memory)
- *   prompt_cache_disk_mb N (unset: $GLMCHAT_PROMPT_CACHE_DISK_MB, else 4096; the files in
- *   prompt_cache_dir stay within it, the least recently used deleted first; 0: none written)
+ *   draft off|copy|mtp (off; drafted replies equal undrafted ones)
+ *   prompt_cache_mb N (an eighth of RAM; 0: off)
+ *   prompt_cache_dir DIR (none: kept states stay in memory)
+ *   prompt_cache_disk_mb N (4096; the files in prompt_cache_dir stay within it, the least
+ *   recently used deleted first; 0: none written)
  *   context N 1..1073741824 (the most tokens a conversation state may hold, prompt and reply,
  *   on either backend; unset: the model's max_position_embeddings)
  *   kv_cache fp8|bf16|f32 (the DSA caches' format; unset: fp8 on CUDA, f32 on the CPU, which
  *   emulates fp8 and bf16 value for value)
  *   dense bf16|q4 (the dense linears as stored, or requantized at load to 4 bits with an fp16
  *   scale per 32 inputs, on either backend; unset: bf16)
+ *   rdma_hca NAME,NAME... (two ranks over RDMA: the devices to use; unset: every device whose
+ *   port is ACTIVE with a RoCE v2 IPv4 GID)   rdma_gid_index 0..255 (unset: that GID scanned for)
+ * Developers' switches (dev: for comparing kernels and reading plans; the engine's results do
+ * not depend on them unless said):
+ *   verbose on|off (dev; off: on, the engine logs its settings and, on CUDA, the memory plan)
+ *   cuda_kv_index fp8|bf16|f32 (dev; the CUDA indexer caches' format; unset: kv_cache's; part
+ *   of the two-rank handshake, and changes the results)
+ *   cuda_attend split|mma (dev; split: the decode latent attention a block per head and run;
+ *   mma: a block per 64 heads and run, on the tensor cores)
+ *   cuda_graph on|off (dev; on: decode through a captured CUDA graph)
+ *   cuda_pdl on|off (dev; on: kernels go out as programmatic dependent launches)
+ *   cuda_gemm fixed|show|nosplit|default (dev; fixed: one cuBLASLt algorithm a weight shape;
+ *   show: the same, each choice logged; nosplit: fixed without split-K; default: cuBLAS's own
+ *   choice, whose row bits depend on the chunk, for comparison only)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).
@@ -55,10 +69,11 @@
  * Unknown keys, sections and bad values are errors naming FILE:LINE and the key.
  *
  * Environment: GLMCHAT_<KEY> in upper case overrides each top-level key (GLMCHAT_MODEL,
- * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS ...); a bad value is an error naming the variable.
- * The older names GLMCHAT_CUDA_CONTEXT, GLMCHAT_CUDA_KV and GLMCHAT_CUDA_DENSE are read for
- * context, kv_cache and dense when GLMCHAT_CONTEXT, GLMCHAT_KV_CACHE and GLMCHAT_DENSE are
- * unset. */
+ * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS, GLMCHAT_CUDA_ATTEND ...); a bad value is an error
+ * naming the variable. The older names GLMCHAT_CUDA_CONTEXT, GLMCHAT_CUDA_KV,
+ * GLMCHAT_CUDA_DENSE and GLMCHAT_CUDA_VERBOSE are read for context, kv_cache, dense and verbose
+ * when GLMCHAT_CONTEXT, GLMCHAT_KV_CACHE, GLMCHAT_DENSE and GLMCHAT_VERBOSE are unset. Only
+ * this file reads them: the engine and its kernels read no variable (glm_engine_params). */
 #ifndef GLMCHAT_APP_CONFIG_H
 #define GLMCHAT_APP_CONFIG_H
 
@@ -103,13 +118,17 @@ typedef struct app_config {
     char *workspace;
     config_approval approval;
     char *always_allow; /* tool names, separated by commas or blanks; NULL none */
-    int draft;             /* glm_engine_params.draft: 0 unset ($GLMCHAT_DRAFT), 1 off, 2 copy, 3 mtp */
-    char *prompt_cache_dir; /* kept prompt states also on disk here; NULL: $GLMCHAT_PROMPT_CACHE_DIR */
+    glm_draft draft;       /* glm_engine_params.draft: GLM_DRAFT_DEFAULT unset (off) */
+    char *prompt_cache_dir; /* kept prompt states also on disk here; NULL: memory only */
     int prompt_cache_mb;   /* memory for kept prompt states; -1 unset (the engine's default), 0 off */
     int prompt_cache_disk_mb; /* disk for them in prompt_cache_dir; -1 unset (the engine's), 0 none */
     int context;           /* glm_engine_params.context: 0 unset (the engine's default) */
     glm_kv_cache kv_cache; /* glm_engine_params.kv_cache: GLM_KV_CACHE_DEFAULT unset */
     glm_dense_format dense; /* glm_engine_params.dense: GLM_DENSE_DEFAULT unset */
+    char *rdma_hca;        /* glm_engine_params.rdma_hca: NULL every usable device */
+    int rdma_gid_index;    /* -1 unset (scan for the RoCE v2 IPv4 entry) */
+    int verbose;           /* glm_engine_params.verbose */
+    glm_cuda_params cuda;  /* glm_engine_params.cuda: the dev keys cuda_* */
     config_mcp_server *mcp;
     int n_mcp;
 } app_config;
@@ -133,10 +152,19 @@ int config_apply_env(app_config *c, char *err, size_t errlen);
  * --kv-cache, --dense) where given. */
 int config_apply_globals(app_config *c, const cli_globals *g, char *err, size_t errlen);
 
-/* The dense format for commands that read no config file: --dense, else GLMCHAT_DENSE, else
- * GLMCHAT_CUDA_DENSE, into *out (left as it is when none is given). 0, or -1 naming the flag or
- * variable and its bad value in err. */
-int config_dense_setting(const cli_globals *g, glm_dense_format *out, char *err, size_t errlen);
+/* The engine settings of c (draft, prompt cache, context, kv_cache, dense, rdma_*, verbose,
+ * cuda_*) into p; p's model, backend, peer, transport, key file and threads are left as they
+ * are. The one place app_config becomes glm_engine_params. */
+void config_engine_params(const app_config *c, glm_engine_params *p);
+
+/* For the commands that read no config file (worker, logits, bench): defaults, then the
+ * GLMCHAT_<KEY> variables of the engine's keys (those config_engine_params reads; a key whose
+ * flag g gives does not read its variable), then g's flags, into c (config_free it after). 0,
+ * or -1 naming the flag or variable and its bad value. */
+int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_t errlen);
+
+/* 1 when key is a developer's switch (marked dev in the list above). */
+int config_key_is_dev(const char *key);
 
 /* Sets one top-level key from text, as the file would (for flags and slash commands).
  * `where` names the source in messages ("--think", "GLMCHAT_SEED"). 0 or -1. */

@@ -382,8 +382,15 @@ static void print_projection(int sms, const profile *decode, const glm_config *c
 int main(int argc, char **argv)
 {
     int layers = argc > 1 ? atoi(argv[1]) : 16;
-    const char *dense = getenv("GLMCHAT_CUDA_DENSE");
-    int q4 = dense && strcmp(dense, "q4") == 0;
+    /* the settings glmchat takes from the environment (GLMCHAT_CUDA_DENSE, GLMCHAT_CUDA_KV ...) */
+    app_config cfg;
+    glm_engine_params params;
+    glm_error err = {0};
+    if (gpu_params_from_env(&cfg, &params, &err)) {
+        printf("FAIL: %s\n", err.message);
+        return 1;
+    }
+    int q4 = params.dense == GLM_DENSE_Q4;
     /* prefill sizes: a comma-separated list, each timed from an empty session */
     int sizes[8], n_sizes = 0, prefill_n = 0;
     for (const char *p = argc > 2 ? argv[2] : "8192"; *p && n_sizes < 8;) {
@@ -399,10 +406,9 @@ int main(int argc, char **argv)
         p = *end == ',' ? end + 1 : end;
     }
     int ctx0 = 1024, steps = 40;
-    char ctxs[32];
-    snprintf(ctxs, sizeof ctxs, "%d", prefill_n + 2048);
-    setenv("GLMCHAT_CUDA_CONTEXT", ctxs, 0);
-    setenv("GLMCHAT_CUDA_KV", "fp8", 0);
+    if (!params.context)
+        params.context = prefill_n + 2048;
+    static const char *const kv_names[] = {"fp8", "fp8", "bf16", "f32"};
     glm_model m;
     memset(&m, 0, sizeof m);
     double t0 = now_s();
@@ -414,12 +420,12 @@ int main(int argc, char **argv)
            "layer 0 dense, %d experts EXL3 4-bit, top-%d), cache %s, dense linears %s\n", name,
            layers, c->hidden_size, glm_config_count(c, GLM_ATTN_KDA),
            glm_config_count(c, GLM_ATTN_DSA), c->n_routed_experts, c->num_experts_per_tok,
-           getenv("GLMCHAT_CUDA_KV"), q4 ? "q4 (requantized at load)" : "bf16");
+           kv_names[params.kv_cache], q4 ? "q4 (requantized at load)" : "bf16");
     double bw = copy_bandwidth();
     printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
     engine_backend be;
-    glm_error err = {0};
-    if (gpu_open_cuda(&m, &be, &err)) {
+    backend_settings bs;
+    if (gpu_settings(&m, &params, &bs, &err) || backend_open_cuda_with(&m, &bs, &be, &err)) {
         printf("FAIL: open: %s\n", err.message);
         return 1;
     }
@@ -467,11 +473,11 @@ int main(int argc, char **argv)
     }
     if (getenv("BENCH_NCU")) { /* one eager step and one graph step for a profiler, then stop */
         printf("decode step (graph): %.1f us; profiling one eager and one graph step\n", step_us);
-        setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
+        backend_cuda_set_graph(&be, 0);
         cudaDeviceSynchronize();
         cudaProfilerStart();
         int rc = be.ops->prefill(be.impl, s, &tok[0], 1, logits, 0, &err);
-        unsetenv("GLMCHAT_CUDA_GRAPH");
+        backend_cuda_set_graph(&be, 1);
         rc = rc || be.ops->prefill(be.impl, s, &tok[1], 1, logits, 0, &err);
         cudaDeviceSynchronize();
         cudaProfilerStop();
@@ -479,7 +485,7 @@ int main(int argc, char **argv)
             printf("FAIL: profiled step: %s\n", err.message);
         return rc ? 1 : 0;
     }
-    setenv("GLMCHAT_CUDA_GRAPH", "0", 1); /* the same steps launched one kernel at a time */
+    backend_cuda_set_graph(&be, 0); /* the same steps launched one kernel at a time */
     d0 = now_s();
     for (int i = 0; i < steps / 2; i++)
         if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
@@ -487,7 +493,7 @@ int main(int argc, char **argv)
             return 1;
         }
     double eager_us = (now_s() - d0) / (steps / 2) * 1e6;
-    unsetenv("GLMCHAT_CUDA_GRAPH");
+    backend_cuda_set_graph(&be, 1);
     /* per layer, eager, with events */
     float *us = calloc((size_t)layers, sizeof *us), head_us = 0;
     double sum_us[4] = {0}, sum_bytes[4] = {0};
@@ -550,7 +556,7 @@ int main(int argc, char **argv)
            "(without the graph: %.1f us)\n", step_us, 1e6 / step_us, floor_us,
            100 * floor_us / step_us, eager_us);
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
-           "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: GLMCHAT_CUDA_PDL=0)", step_us,
+           "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
     /* prefill: the op profile of one chunk, then the timed run */
     be.ops->state_reset(s);

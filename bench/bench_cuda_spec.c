@@ -14,6 +14,7 @@
 #include "session.h"
 #include "spec.h"
 #include "spec_decode.h"
+#include "tests/gpu/cuda_env.h"
 
 static double now_s(void)
 {
@@ -24,8 +25,13 @@ static double now_s(void)
 
 static glm_engine *open_engine(const char *dir, int draft, int64_t cache, glm_error *err)
 {
-    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CUDA, .draft = draft,
-                           .prompt_cache_bytes = cache};
+    glm_engine_params p;
+    if (gpu_env_params(&p, err))
+        return NULL;
+    p.model_dir = dir;
+    p.backend = GLM_BACKEND_CUDA;
+    p.draft = (glm_draft)draft;
+    p.prompt_cache_bytes = cache;
     return glm_engine_open(&p, err);
 }
 

@@ -9,6 +9,7 @@
 
 #include "session.h"
 #include "spec.h"
+#include "tests/gpu/cuda_env.h"
 #include "text/tokenizer.h"
 
 const char sd_prose[] =
@@ -37,8 +38,14 @@ static const char *backend_name(glm_backend b)
 
 static glm_engine *open_engine(const sd_options *o, int draft, glm_error *err)
 {
-    glm_engine_params p = {.model_dir = o->model_dir, .backend = o->backend, .n_threads = 0,
-                           .prompt_cache_bytes = -1, .draft = draft};
+    glm_engine_params p; /* the context and cache formats of the environment, as glmchat reads them */
+    if (gpu_env_params(&p, err))
+        return NULL;
+    p.model_dir = o->model_dir;
+    p.backend = o->backend;
+    p.n_threads = 0;
+    p.prompt_cache_bytes = -1;
+    p.draft = (glm_draft)draft;
     return glm_engine_open(&p, err);
 }
 

@@ -3,65 +3,64 @@
  * backend: tests/gpu/engine.sh), else the CPU one. Resolves the context and cache settings. */
 #include "backend.h"
 
-#include <stdlib.h>
+#include <string.h>
 
-#include "setting.h"
 #include "spec.h"
 
-/* The variable `name`, else `old` (may be NULL); NULL when neither is set and non-empty. */
-static const char *env_or_old(const char *name, const char *old, const char **which)
+glm_status backend_check_params(const glm_engine_params *p, glm_error *err)
 {
-    const char *v = getenv(name);
-    *which = name;
-    if ((!v || !*v) && old) {
-        v = getenv(old);
-        *which = old;
-    }
-    return v && *v ? v : NULL;
+    if (!p)
+        return GLM_OK;
+    if (p->kv_cache < GLM_KV_CACHE_DEFAULT || p->kv_cache > GLM_KV_CACHE_F32)
+        return glm_error_set(err, GLM_ERR_ARG, "kv_cache %d is not a cache format", (int)p->kv_cache);
+    if (p->dense < GLM_DENSE_DEFAULT || p->dense > GLM_DENSE_Q4)
+        return glm_error_set(err, GLM_ERR_ARG, "dense %d is not a dense weight format", (int)p->dense);
+    if (p->draft < GLM_DRAFT_DEFAULT || p->draft > GLM_DRAFT_MTP)
+        return glm_error_set(err, GLM_ERR_ARG, "draft %d is not off (1), copy (2) or mtp (3)",
+                             (int)p->draft);
+    if (p->context < 0)
+        return glm_error_set(err, GLM_ERR_ARG, "context %d is not a number of tokens (0: the "
+                             "model's)", p->context);
+    if (p->rdma_gid_given && p->rdma_gid_index < 0)
+        return glm_error_set(err, GLM_ERR_ARG, "rdma_gid_index %d is not a GID table entry",
+                             p->rdma_gid_index);
+    const glm_cuda_params *c = &p->cuda;
+    if (c->kv_index < GLM_KV_CACHE_DEFAULT || c->kv_index > GLM_KV_CACHE_F32)
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.kv_index %d is not a cache format",
+                             (int)c->kv_index);
+    if (c->attend < GLM_CUDA_ATTEND_DEFAULT || c->attend > GLM_CUDA_ATTEND_MMA)
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.attend %d is not split (1) or mma (2)",
+                             (int)c->attend);
+    if (c->gemm < GLM_CUDA_GEMM_DEFAULT || c->gemm > GLM_CUDA_GEMM_CUBLAS)
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d is not fixed (1), show (2), nosplit "
+                             "(3) or cublas (4)", (int)c->gemm);
+    return GLM_OK;
 }
 
 glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
                                     glm_backend which, backend_settings *out, glm_error *err)
 {
-    char msg[512];
-    const char *var;
-    const glm_config *c = &m->cfg;
-    out->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
-    if (p && p->context > 0) {
-        out->context = p->context;
-    } else {
-        const char *v = env_or_old("GLMCHAT_CONTEXT", "GLMCHAT_CUDA_CONTEXT", &var);
-        long long x;
-        if (v && setting_int(var, v, 1, GLM_MAX_CONTEXT, &x, msg, sizeof msg))
-            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
-        if (v)
-            out->context = (int)x;
-    }
-    out->kv_cache = which == GLM_BACKEND_CUDA ? GLM_KV_CACHE_FP8 : GLM_KV_CACHE_F32;
-    if (p && p->kv_cache != GLM_KV_CACHE_DEFAULT) {
-        if (p->kv_cache < GLM_KV_CACHE_FP8 || p->kv_cache > GLM_KV_CACHE_F32)
-            return glm_error_set(err, GLM_ERR_ARG, "kv_cache %d is not a cache format",
-                                 (int)p->kv_cache);
-        out->kv_cache = p->kv_cache;
-    } else {
-        const char *v = env_or_old("GLMCHAT_KV_CACHE", "GLMCHAT_CUDA_KV", &var);
-        int i;
-        if (v && setting_choice(var, v, GLM_KV_CACHE_CHOICES, &i, msg, sizeof msg))
-            return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
-        if (v)
-            out->kv_cache = (glm_kv_cache)(GLM_KV_CACHE_FP8 + i);
-    }
-    out->dense = p && p->dense != GLM_DENSE_DEFAULT ? p->dense : GLM_DENSE_BF16;
-    if (out->dense != GLM_DENSE_BF16 && out->dense != GLM_DENSE_Q4)
-        return glm_error_set(err, GLM_ERR_ARG, "dense %d is not a dense weight format",
-                             (int)out->dense);
-    out->fp8_rule = out->q4_group = out->q4_f32_scale = 0;
-    /* drafting (one rank only) verifies the chosen token and up to SPEC_MAX_DRAFT drafts */
-    spec_mode draft = SPEC_OFF;
-    glm_status st = spec_mode_resolve(p ? p->draft : 0, &draft, err);
+    glm_status st = backend_check_params(p, err);
     if (st)
         return st;
-    out->draft_rows = draft != SPEC_OFF && !(p && p->peer) ? SPEC_MAX_DRAFT + 1 : 0;
+    memset(out, 0, sizeof *out);
+    const glm_config *c = &m->cfg;
+    out->context = c->max_position_embeddings > 0 ? c->max_position_embeddings : 4096;
+    if (p && p->context > 0)
+        out->context = p->context;
+    out->kv_cache = which == GLM_BACKEND_CUDA ? GLM_KV_CACHE_FP8 : GLM_KV_CACHE_F32;
+    if (p && p->kv_cache != GLM_KV_CACHE_DEFAULT)
+        out->kv_cache = p->kv_cache;
+    out->dense = p && p->dense != GLM_DENSE_DEFAULT ? p->dense : GLM_DENSE_BF16;
+    /* drafting (one rank only) verifies the chosen token and up to SPEC_MAX_DRAFT drafts */
+    int drafting = p && spec_mode_of(p->draft) != SPEC_OFF && !p->peer;
+    out->draft_rows = drafting ? SPEC_MAX_DRAFT + 1 : 0;
+    if (p) {
+        out->verbose = p->verbose;
+        out->cuda = p->cuda;
+        out->log.fn = p->log;
+        out->log.user = p->log_user;
+    }
     return GLM_OK;
 }
 

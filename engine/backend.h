@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "glm.h"
+#include "log.h"
 #include "model/model.h"
 
 /* Two ranks (architecture.md 5): each rank holds half the heads, FFN features and vocabulary.
@@ -73,8 +74,8 @@ typedef struct backend_ops {
                             glm_error *err);
 } backend_ops;
 
-/* What a conversation state may hold and how: the engine's params, else the environment, else
- * the defaults (backend_resolve_settings). */
+/* What a conversation state may hold and how: the engine's params, else the defaults
+ * (backend_resolve_settings). */
 typedef struct backend_settings {
     int context;           /* the most tokens a state may hold (the session refuses more) */
     glm_kv_cache kv_cache; /* the DSA latent cache's format; never DEFAULT */
@@ -86,6 +87,9 @@ typedef struct backend_settings {
     int fp8_rule;
     int q4_group;
     int q4_f32_scale;
+    int verbose;           /* 1: the backend logs its plan at open (GLM_LOG_INFO) */
+    glm_cuda_params cuda;  /* the CUDA backend's switches, as given (DEFAULTs kept) */
+    engine_log log;        /* where the backend's lines go */
 } backend_settings;
 
 typedef struct engine_backend {
@@ -96,15 +100,17 @@ typedef struct engine_backend {
 
 /* Opens the backend p->backend names (auto: cuda where a GPU is present, else cpu) over m,
  * whose weights it reads as they are at this call (split them for two ranks first), with the
- * settings p, the environment or the defaults give. */
+ * settings p or the defaults give. */
 glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_backend *out,
                         glm_error *err);
 
-/* The settings for backend `which` (CPU or CUDA) over m: p's fields (p may be NULL), else
- * GLMCHAT_CONTEXT / GLMCHAT_KV_CACHE (else the older GLMCHAT_CUDA_CONTEXT / GLMCHAT_CUDA_KV),
- * else the model's max_position_embeddings (4096 when it gives none) and the backend's own
- * cache format (fp8 on CUDA, f32 on the CPU); p's dense format, else the weights as stored.
- * A bad variable is an error naming it. */
+/* The settings for backend `which` (CPU or CUDA) over m: p's fields (p may be NULL), else the
+ * model's max_position_embeddings (4096 when it gives none), the backend's own cache format
+ * (fp8 on CUDA, f32 on the CPU) and the weights as stored. A value outside its enum is an
+ * error naming the field. */
+/* Each enum of p in its range, the context not negative: GLM_OK, or GLM_ERR_ARG naming the
+ * field (p NULL: GLM_OK). */
+glm_status backend_check_params(const glm_engine_params *p, glm_error *err);
 glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
                                     glm_backend which, backend_settings *out, glm_error *err);
 void backend_close(engine_backend *b);
@@ -116,8 +122,7 @@ glm_status backend_check_tokens(const glm_config *c, const int32_t *tokens, int 
  * backend_open_cpu takes the defaults (the model's window, f32, the weights as stored);
  * backend_open_cpu_with s as given (the formats CUDA stores emulated: rounded cache rows, q4
  * weights in a float copy of the dense linears, kept until close); backend_open_cuda the
- * environment's settings, else the defaults (backend_resolve_settings without params);
- * backend_open_cuda_with s as given. */
+ * defaults (backend_resolve_settings without params); backend_open_cuda_with s as given. */
 glm_status backend_open_cpu(const glm_model *m, int n_threads, engine_backend *out, glm_error *err);
 glm_status backend_open_cpu_with(const glm_model *m, int n_threads, const backend_settings *s,
                                  engine_backend *out, glm_error *err);

@@ -142,10 +142,10 @@ typedef int (*glm_event_fn)(const glm_event *ev, void *user);
 typedef enum glm_backend { GLM_BACKEND_AUTO = 0, GLM_BACKEND_CPU, GLM_BACKEND_CUDA } glm_backend;
 
 /* The DSA latent cache's format (the CUDA backend also keeps the indexer caches in it unless
- * GLMCHAT_CUDA_KV_INDEX says otherwise; the CPU backend keeps every DSA cache in it). The CPU
+ * glm_cuda_params.kv_index says otherwise; the CPU backend keeps every DSA cache in it). The CPU
  * backend emulates fp8 and bf16 value for value: its rows hold what the CUDA cache gives back. */
 typedef enum glm_kv_cache {
-    GLM_KV_CACHE_DEFAULT = 0, /* the environment's, else the backend's own: fp8 on CUDA, f32 on CPU */
+    GLM_KV_CACHE_DEFAULT = 0, /* the backend's own: fp8 on CUDA, f32 on CPU */
     GLM_KV_CACHE_FP8,
     GLM_KV_CACHE_BF16,
     GLM_KV_CACHE_F32,
@@ -167,6 +167,59 @@ typedef enum glm_dense_format {
 #define GLM_MAX_CONTEXT (1LL << 30)
 #define GLM_MAX_CACHE_MB 16777216LL
 
+/* Speculative decoding (the values match the config's off|copy|mtp after DEFAULT). */
+typedef enum glm_draft {
+    GLM_DRAFT_DEFAULT = 0, /* off */
+    GLM_DRAFT_OFF,
+    GLM_DRAFT_COPY,        /* copy drafts (prompt lookup) */
+    GLM_DRAFT_MTP,         /* the model's MTP layer */
+} glm_draft;
+#define GLM_DRAFT_CHOICES "off|copy|mtp"
+
+/* The decode latent attention's kernel on CUDA. */
+typedef enum glm_cuda_attend {
+    GLM_CUDA_ATTEND_DEFAULT = 0, /* split */
+    GLM_CUDA_ATTEND_SPLIT,       /* a block per head and run */
+    GLM_CUDA_ATTEND_MMA,         /* a block per 64 heads and run, on the tensor cores */
+} glm_cuda_attend;
+#define GLM_CUDA_ATTEND_CHOICES "split|mma"
+
+/* The dense prefill products' algorithm on CUDA (cuBLASLt). */
+typedef enum glm_cuda_gemm {
+    GLM_CUDA_GEMM_DEFAULT = 0, /* fixed */
+    GLM_CUDA_GEMM_FIXED,       /* one fixed algorithm a weight shape: row bits do not depend on T */
+    GLM_CUDA_GEMM_SHOW,        /* fixed, and each shape's choice logged (GLM_LOG_DEBUG) */
+    GLM_CUDA_GEMM_NOSPLIT,     /* fixed algorithms without split-K (a second choice to compare) */
+    GLM_CUDA_GEMM_CUBLAS,      /* cublasGemmEx's own choice: comparison only, row bits depend on T */
+} glm_cuda_gemm;
+#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default"
+
+/* Switches of the CUDA backend that developers flip to compare kernels; all zero: the defaults.
+ * The CPU backend ignores them. Those that change what the ranks compute (kv_index) are part of
+ * the two-rank handshake. The kernels' process-wide switches (pdl_off, gemm) follow the engine
+ * opened last. */
+typedef struct glm_cuda_params {
+    glm_kv_cache kv_index;   /* the indexer caches' format; DEFAULT: the latent cache's */
+    glm_cuda_attend attend;
+    glm_cuda_gemm gemm;
+    int graph_off;           /* 1: decode launches kernel by kernel, without the captured graph */
+    int pdl_off;             /* 1: plain stream-ordered launches, no programmatic dependent launch */
+} glm_cuda_params;
+
+/* How the engine and its kernels speak: the application decides where the words go (the
+ * engine writes nothing to stdout or stderr). msg is one line without a newline, valid for the
+ * call only. May be called from the engine's threads, one call at a time per engine. */
+typedef enum glm_log_level {
+    GLM_LOG_ERROR = 0, /* a failure, also returned as an error */
+    GLM_LOG_WARN,      /* a note the user should see: the model's template, a refused cache file */
+    GLM_LOG_INFO,      /* what was asked for with verbose: the settings and the memory plan */
+    GLM_LOG_DEBUG,     /* developer traces asked for by a switch (GLM_CUDA_GEMM_SHOW) */
+} glm_log_level;
+typedef void (*glm_log_fn)(void *user, int level, const char *msg);
+
+/* Every field's zero is its default (glm_engine_default_params gives that struct): the engine
+ * reads no environment variable and no file but the model's; the application resolves its
+ * flags, GLMCHAT_* variables and config file into these fields. */
 typedef struct glm_engine_params {
     const char *model_dir;
     glm_backend backend;
@@ -175,30 +228,39 @@ typedef struct glm_engine_params {
     const char *peer_key_file; /* the key shared with the worker (64 hex digits, mode 0600); NULL:
                                   none, which a worker accepts only when it has none either */
     int n_threads;         /* CPU threads; 0: one per core */
-    /* Prompt reuse across conversations: bytes of memory for kept prompt states; 0: the
-     * environment's GLMCHAT_PROMPT_CACHE_MB (megabytes), else an eighth of the RAM; < 0: off. */
+    /* Prompt reuse across conversations: bytes of memory for kept prompt states; 0: an eighth
+     * of the RAM; < 0: off. */
     int64_t prompt_cache_bytes;
-    /* A directory where kept states are saved too, found again after a restart; NULL: the
-     * environment's GLMCHAT_PROMPT_CACHE_DIR, else memory only. */
+    /* A directory where kept states are saved too, found again after a restart; NULL: memory
+     * only. */
     const char *prompt_cache_dir;
-    /* Speculative decoding: 0: the environment's GLMCHAT_DRAFT (off, copy or mtp), else off;
-     * 1: off; 2: copy drafts (prompt lookup); 3: the model's MTP layer (copy when it has none). */
-    int draft;
+    glm_draft draft;
     /* Bytes the kept-state files in prompt_cache_dir may take, the least recently used deleted
-     * first: 0: the environment's GLMCHAT_PROMPT_CACHE_DISK_MB (megabytes), else 4 GiB; < 0: none
-     * written (the files there are still read). */
+     * first: 0: 4 GiB; < 0: none written (the files there are still read). */
     int64_t prompt_cache_disk_bytes;
     /* The most tokens a conversation state may hold, prompt and reply, on either backend (a
-     * longer prompt is refused, a reply stops there): 0: the environment's GLMCHAT_CONTEXT (or
-     * the older GLMCHAT_CUDA_CONTEXT), else the model's max_position_embeddings. */
+     * longer prompt is refused, a reply stops there): 0: the model's max_position_embeddings. */
     int context;
-    /* DEFAULT: the environment's GLMCHAT_KV_CACHE (or the older GLMCHAT_CUDA_KV), else the
-     * backend's own (fp8 on CUDA, f32 on the CPU, which emulates fp8 and bf16 too). */
+    /* DEFAULT: the backend's own (fp8 on CUDA, f32 on the CPU, which emulates fp8 and bf16 too). */
     glm_kv_cache kv_cache;
-    /* DEFAULT: as stored (the application reads --dense, the config's dense and
-     * GLMCHAT_CUDA_DENSE into this; the engine reads no variable for it). */
+    /* DEFAULT: as stored. */
     glm_dense_format dense;
+    /* The RDMA transport (two ranks): the devices to use, comma-separated (NULL: every device
+     * whose port is ACTIVE with a RoCE v2 IPv4 GID), and the GID table entry rdma_gid_index
+     * when rdma_gid_given is 1 (0: scan for the RoCE v2 IPv4 entry). */
+    const char *rdma_hca;
+    int rdma_gid_given;
+    int rdma_gid_index;
+    /* 1: the resolved settings (and on CUDA the memory plan) logged at GLM_LOG_INFO at open. */
+    int verbose;
+    glm_cuda_params cuda;
+    /* Where the engine's messages go (NULL: nowhere; errors still come back as glm_error). */
+    glm_log_fn log;
+    void *log_user;
 } glm_engine_params;
+
+/* The defaults (every field zero), for callers that fill the struct field by field. */
+glm_engine_params glm_engine_default_params(void);
 
 typedef struct glm_engine glm_engine;
 typedef struct glm_session glm_session;

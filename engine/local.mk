@@ -15,7 +15,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
-	engine/setting.c engine/setting.h
+	engine/setting.c engine/setting.h engine/log.c engine/log.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c \
@@ -82,6 +82,12 @@ tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)
 tests_unit_test_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_reuse_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reuse
+# The engine's log callback: its lines reach the application, nothing reaches stderr.
+check_PROGRAMS += tests/unit/test_engine_log
+tests_unit_test_engine_log_SOURCES = tests/unit/test_engine_log.c $(ENGINE_TEST_UTIL)
+tests_unit_test_engine_log_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
+tests_unit_test_engine_log_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_engine_log
 EXTRA_DIST += tests/fuzz/fuzz_prompt_cache.c tests/fuzz/fuzz_cpu_snapshot.c tests/fuzz/fuzz_reuse.sh \
 	tests/fuzz/fuzz_prompt_cache_dir.c tests/fuzz/fuzz_setting.c tests/fuzz/fuzz_setting.sh
 check_PROGRAMS += tests/unit/test_spec

@@ -44,6 +44,7 @@ struct pc_cache {
     pc_stats st;
     char *notes[MAX_NOTES];
     int n_notes, dropped_notes; /* the oldest are dropped past MAX_NOTES */
+    engine_log log;             /* each note is also said here as it is made */
     /* the writer thread and its queue (oldest first) */
     pthread_t writer;
     pthread_cond_t work, done;
@@ -83,6 +84,13 @@ static void note(pc_cache *c, const char *fmt, ...)
     char *s = strdup(buf);
     if (s)
         c->notes[c->n_notes++] = s;
+    engine_logf(&c->log, GLM_LOG_WARN, "%s", buf);
+}
+
+void pc_set_log(pc_cache *c, const engine_log *log)
+{
+    if (c)
+        c->log = *log;
 }
 
 /* ---- file format ----------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "glm.h"
+#include "log.h"
 
 typedef struct pc_cache pc_cache;
 
@@ -65,6 +66,8 @@ void pc_get_stats(pc_cache *c, pc_stats *out);
  * in order; only the newest 64 are kept (an older number gives NULL). */
 int pc_n_notes(pc_cache *c);
 const char *pc_note(pc_cache *c, int i);
+/* Each later note is also handed to log (GLM_LOG_WARN) as it is made. */
+void pc_set_log(pc_cache *c, const engine_log *log);
 
 /* ---- the file format, exposed for the fuzz target and tests ------------------------------- */
 

@@ -41,6 +41,7 @@ struct glm_engine {
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
     spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
     char *template_note; /* the model's chat template is another revision (or unreadable), or NULL */
+    engine_log log;     /* where the engine's lines go (glm_engine_params.log) */
 };
 
 struct glm_session {
@@ -58,58 +59,22 @@ struct glm_session {
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
 };
 
-/* The variable `name` as a whole number of MiB in 0..GLM_MAX_CACHE_MB: 1 and *mib when set,
- * 0 when unset or empty, -1 (err set, naming it) when it is not such a number. */
-static int env_mib(const char *name, long long *mib, glm_error *err)
+/* The memory budget of kept prompt states: the parameter, else an eighth of RAM. -1 in *out:
+ * off. */
+static int64_t cache_budget(const glm_engine_params *p)
 {
-    const char *env = getenv(name);
-    if (!env || !*env)
-        return 0;
-    char msg[512];
-    if (setting_int(name, env, 0, GLM_MAX_CACHE_MB, mib, msg, sizeof msg)) {
-        glm_error_set(err, GLM_ERR_ARG, "%s", msg);
-        return -1;
-    }
-    return 1;
-}
-
-/* The memory budget of kept prompt states: the parameter, GLMCHAT_PROMPT_CACHE_MB (0: off), or
- * an eighth of RAM; a bad variable is refused by name. -1 in *out: off. */
-static glm_status cache_budget(const glm_engine_params *p, int64_t *out, glm_error *err)
-{
-    long long mb;
-    if (p->prompt_cache_bytes) {
-        *out = p->prompt_cache_bytes;
-        return GLM_OK;
-    }
-    int got = env_mib("GLMCHAT_PROMPT_CACHE_MB", &mb, err);
-    if (got < 0)
-        return GLM_ERR_ARG;
-    if (got) {
-        *out = mb > 0 ? (int64_t)mb << 20 : -1;
-        return GLM_OK;
-    }
+    if (p->prompt_cache_bytes)
+        return p->prompt_cache_bytes;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    *out = pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
-    return GLM_OK;
+    return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : (int64_t)1 << 30;
 }
 
-/* The disk budget of kept-state files: the parameter, GLMCHAT_PROMPT_CACHE_DISK_MB, or 4 GiB;
- * 0: none written. */
-static glm_status disk_budget(const glm_engine_params *p, uint64_t *out, glm_error *err)
+/* The disk budget of kept-state files: the parameter, else 4 GiB; 0: none written. */
+static uint64_t disk_budget(const glm_engine_params *p)
 {
-    long long mb;
-    *out = PC_DEFAULT_DISK_BUDGET;
-    if (p->prompt_cache_disk_bytes) {
-        *out = p->prompt_cache_disk_bytes > 0 ? (uint64_t)p->prompt_cache_disk_bytes : 0;
-        return GLM_OK;
-    }
-    int got = env_mib("GLMCHAT_PROMPT_CACHE_DISK_MB", &mb, err);
-    if (got < 0)
-        return GLM_ERR_ARG;
-    if (got)
-        *out = (uint64_t)mb << 20;
-    return GLM_OK;
+    if (p->prompt_cache_disk_bytes)
+        return p->prompt_cache_disk_bytes > 0 ? (uint64_t)p->prompt_cache_disk_bytes : 0;
+    return PC_DEFAULT_DISK_BUDGET;
 }
 
 /* A hash of the model's config and weight index: kept-state files of another model are refused. */
@@ -126,29 +91,23 @@ static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *er
 
 static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
-    int64_t budget = 0;
-    glm_status st = cache_budget(p, &budget, err);
-    if (st)
-        return st;
+    int64_t budget = cache_budget(p);
     const backend_ops *ops = e->be.ops;
     if (budget <= 0 || !ops->snapshot_size || !ops->snapshot_save || !ops->snapshot_load)
         return GLM_OK;
-    const char *dir = p->prompt_cache_dir;
-    if (!dir) {
-        const char *env = getenv("GLMCHAT_PROMPT_CACHE_DIR");
-        dir = env && *env ? env : NULL;
-    }
-    uint64_t id = 0, disk = 0;
+    const char *dir = p->prompt_cache_dir && *p->prompt_cache_dir ? p->prompt_cache_dir : NULL;
+    uint64_t id = 0, disk = disk_budget(p);
     if (dir && model_identity(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
-    st = dir ? disk_budget(p, &disk, err) : GLM_OK;
-    if (st)
-        return st;
     e->cache = pc_new((size_t)budget, dir, id, err);
     if (!e->cache)
         return err ? err->status : GLM_ERR_NOMEM;
     if (dir)
         pc_set_disk_budget(e->cache, disk);
+    /* the notes of opening it (files refused while indexing dir), then each as it is made */
+    for (int i = 0; i < pc_n_notes(e->cache); i++)
+        engine_logf(&e->log, GLM_LOG_WARN, "%s", pc_note(e->cache, i));
+    pc_set_log(e->cache, &e->log);
     return GLM_OK;
 }
 
@@ -156,9 +115,9 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
  * quietly. Needs the backend open. */
 static glm_status choose_draft(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
-    glm_status st = spec_mode_resolve(p->draft, &e->draft, err);
-    if (st != GLM_OK || e->draft == SPEC_OFF)
-        return st;
+    e->draft = spec_mode_of(p->draft);
+    if (e->draft == SPEC_OFF)
+        return GLM_OK;
     if (p->peer)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "drafting runs on one rank only; with --peer "
                              "set draft = off (config or GLMCHAT_DRAFT)");
@@ -187,7 +146,36 @@ static void note_template(glm_engine *e, const char *dir)
                  "renders its own GLM-5.3-Flash template", err.message);
     else if (!tmpl_check_notice(&tc, text, sizeof text))
         return;
+    engine_logf(&e->log, GLM_LOG_WARN, "%s", text);
     e->template_note = strdup(text); /* out of memory: the note is lost, nothing else */
+}
+
+static const char *kv_cache_name(glm_kv_cache k)
+{
+    return k == GLM_KV_CACHE_FP8 ? "fp8" : k == GLM_KV_CACHE_BF16 ? "bf16" : "f32";
+}
+
+/* With verbose: the settings the engine resolved, one line. */
+static void log_settings(glm_engine *e, const glm_engine_params *p)
+{
+    if (!p->verbose)
+        return;
+    const backend_settings *s = &e->be.settings;
+    static const char *drafts[] = {"off", "off", "copy", "mtp"};
+    char cache[160];
+    if (!e->cache)
+        snprintf(cache, sizeof cache, "off");
+    else {
+        glm_cache_stats cs;
+        glm_engine_cache_stats(e, &cs);
+        snprintf(cache, sizeof cache, "%zu MiB in memory%s%s", (size_t)(cs.budget >> 20),
+                 p->prompt_cache_dir ? ", files in " : "",
+                 p->prompt_cache_dir ? p->prompt_cache_dir : "");
+    }
+    engine_logf(&e->log, GLM_LOG_INFO, "engine: %s backend%s, context %d tokens, kv cache %s, "
+                "dense %s, drafting %s, prompt cache %s", e->be.ops->name,
+                p->peer ? " (rank 0 of two)" : "", s->context, kv_cache_name(s->kv_cache),
+                s->dense == GLM_DENSE_Q4 ? "q4" : "bf16", drafts[spec_mode_of(p->draft)], cache);
 }
 
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
@@ -202,9 +190,11 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     e->rank = -1;
+    e->log = (engine_log){.fn = p->log, .user = p->log_user};
     pthread_mutex_init(&e->tok_lock, NULL);
     pthread_mutex_init(&e->step_lock, NULL);
-    e->model = glm_model_open(p->model_dir, err);
+    glm_status st = backend_check_params(p, err);
+    e->model = st ? NULL : glm_model_open(p->model_dir, err);
     if (!e->model) {
         glm_engine_close(e);
         return NULL;
@@ -213,9 +203,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     note_template(e, p->model_dir);
     /* The MTP layer costs a layer's forward (and its cache, and on CUDA its weights' upload)
      * every step: the backends run it only when it drafts. */
-    spec_mode mode;
-    glm_status st = spec_mode_resolve(p->draft, &mode, err);
-    if (st == GLM_OK && mode != SPEC_MTP)
+    if (spec_mode_of(p->draft) != SPEC_MTP)
         e->model->w.has_mtp = 0;
     /* rank 0 of two: the backend opens over this rank's half */
     if (st == GLM_OK)
@@ -228,10 +216,12 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         glm_engine_close(e);
         return NULL;
     }
+    log_settings(e, p);
     if (!p->peer)
         return e;
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
+    glm_engine_rdma_options(p, &opts.rdma);
     if (p->peer_key_file && tp_key_load(p->peer_key_file, &opts.key, err) != GLM_OK) {
         glm_engine_close(e);
         return NULL;
@@ -245,6 +235,13 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         return NULL;
     }
     return e;
+}
+
+void glm_engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
+{
+    out->hca_list = p->rdma_hca && *p->rdma_hca ? p->rdma_hca : NULL;
+    out->gid_index_given = p->rdma_gid_given;
+    out->gid_index = p->rdma_gid_index;
 }
 
 glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err)

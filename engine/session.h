@@ -25,10 +25,14 @@ int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
 glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
 /* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
- * backend's context and cache format as opened (--context, --kv-cache, GLMCHAT_CUDA_KV_INDEX
+ * backend's context and cache format as opened (--context, --kv-cache, cuda_kv_index
  * on CUDA; the CPU keeps float32 caches). Needs the backend open. */
 struct tp_identity;
 glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
+/* The RDMA options of p's rdma_hca and rdma_gid_* (the worker passes them to tp_worker_accept;
+ * glm_engine_open to tp_head_connect). out's other fields are left as they are. */
+struct tp_rdma_options;
+void glm_engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options *out);
 /* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
 struct tp_rank;
 void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);
@@ -110,7 +114,7 @@ int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, g
 float *glm_session_logits_mut(glm_session *s);
 /* Sets the logits of ids the tokenizer has no text for to -infinity (nothing when none). */
 void glm_session_mask_logits(const glm_session *s, float *row);
-/* Whether this engine drafts (engine_params.draft, $GLMCHAT_DRAFT) and what the session's drafts
+/* Whether this engine drafts (glm_engine_params.draft) and what the session's drafts
  * achieved so far, per draft position. */
 struct spec_stats;
 const struct spec_stats *glm_session_spec_stats(const glm_session *s);

@@ -13,28 +13,6 @@
 #define COPY_MIN_MATCH 3
 #define COPY_MAX_MATCH 8
 
-glm_status spec_mode_resolve(int draft, spec_mode *out, glm_error *err)
-{
-    *out = SPEC_OFF;
-    if (draft == SPEC_OFF || draft == SPEC_COPY || draft == SPEC_MTP) {
-        *out = (spec_mode)draft;
-        return GLM_OK;
-    }
-    if (draft != 0)
-        return glm_error_set(err, GLM_ERR_ARG, "draft mode %d is not off (1), copy (2) or mtp (3)",
-                             draft);
-    const char *env = getenv("GLMCHAT_DRAFT");
-    if (!env || !*env || strcmp(env, "off") == 0)
-        return GLM_OK;
-    if (strcmp(env, "copy") == 0)
-        *out = SPEC_COPY;
-    else if (strcmp(env, "mtp") == 0)
-        *out = SPEC_MTP;
-    else
-        return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_DRAFT is '%s'; use off, copy or mtp", env);
-    return GLM_OK;
-}
-
 int spec_copy_draft(const int32_t *ctx, int n, int32_t *out, int max)
 {
     for (int m = n - 1 < COPY_MAX_MATCH ? n - 1 : COPY_MAX_MATCH; m >= COPY_MIN_MATCH; m--) {

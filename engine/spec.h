@@ -26,9 +26,14 @@ typedef struct spec_stats {
     int64_t proposed[SPEC_MAX_DRAFT], accepted[SPEC_MAX_DRAFT];
 } spec_stats;
 
-/* The drafting mode glm_engine_params.draft asks for (0: $GLMCHAT_DRAFT, off when unset).
- * A value or GLMCHAT_DRAFT it does not know is an error naming it. */
-glm_status spec_mode_resolve(int draft, spec_mode *out, glm_error *err);
+/* The drafting mode glm_engine_params.draft asks for (DEFAULT: off); the application resolved
+ * it from its flags, variables and config (backend_check_params checked the range). */
+static inline spec_mode spec_mode_of(glm_draft draft)
+{
+    _Static_assert((int)SPEC_OFF == (int)GLM_DRAFT_OFF && (int)SPEC_COPY == (int)GLM_DRAFT_COPY &&
+                   (int)SPEC_MTP == (int)GLM_DRAFT_MTP, "drafting modes numbered apart");
+    return draft == GLM_DRAFT_COPY || draft == GLM_DRAFT_MTP ? (spec_mode)draft : SPEC_OFF;
+}
 
 /* Copy draft: finds the latest earlier occurrence of ctx's last tokens (the longest match of 3
  * to 8) and proposes up to max tokens that followed it; where those run into the tail (a loop:

@@ -1,8 +1,9 @@
-// device.cu: the CUDA backend's device discovery (how many GPUs, which), device memory, and
-// whether kernels go out as programmatic dependent launches; the host calls it via kernels.h.
+// device.cu: the CUDA backend's device discovery (how many GPUs, which), device memory, whether
+// kernels go out as programmatic dependent launches, and the kernels' log hook (kernels.h).
+#include <cstdarg>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <cuda_runtime.h>
 
 #include "kernels.h"
@@ -17,20 +18,47 @@ extern "C" int kern_device_count(void)
     return n;
 }
 
-static int g_pdl = -1; // -1: not read yet
+static int g_pdl = 1;
 
 extern "C" int kern_pdl(void)
 {
-    if (g_pdl < 0) {
-        const char *v = getenv("GLMCHAT_CUDA_PDL");
-        g_pdl = !(v && strcmp(v, "0") == 0);
-    }
     return g_pdl;
 }
 
 extern "C" void kern_set_pdl(int on)
 {
     g_pdl = on ? 1 : 0;
+}
+
+// The hook and its pointer change only while no kernel runs (an engine opening or closing);
+// the mutex keeps a line from meeting a half-changed pair all the same.
+static std::mutex g_log_lock;
+static kern_log_fn g_log_fn;
+static void *g_log_user;
+
+extern "C" void kern_set_log(kern_log_fn fn, void *user)
+{
+    std::lock_guard<std::mutex> guard(g_log_lock);
+    g_log_fn = fn;
+    g_log_user = user;
+}
+
+extern "C" void *kern_log_user(void)
+{
+    std::lock_guard<std::mutex> guard(g_log_lock);
+    return g_log_user;
+}
+
+extern "C" void kern_log(int level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    std::lock_guard<std::mutex> guard(g_log_lock);
+    if (g_log_fn)
+        g_log_fn(g_log_user, level, line);
 }
 
 extern "C" int kern_device_describe(int dev, char *name, int n)

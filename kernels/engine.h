@@ -119,6 +119,13 @@ int eng_gemm_takes(const eng_mat *w, int T);
 int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream);
 /* Frees what eng_gemm holds for this stream (eng_stream_free calls it). */
 void eng_gemm_forget_stream(void *stream);
+/* How eng_gemm picks its algorithm, process-wide (the engine's cuda.gemm): the fixed algorithms
+ * (the default); the same with each shape's choice logged when made (kern_log, debug); fixed
+ * algorithms without split-K (a second fixed choice to compare with); cublasGemmEx's own
+ * choice (the former path, for comparison only: its row bits depend on T). */
+enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT };
+/* 0, or -1 for a mode not above (the mode is then left as it was). */
+int eng_gemm_set_mode(int mode);
 
 /* ---- norms and elementwise (engine_ops.cu) ----------------------------------------------- */
 /* Per row of n: out = w * x / sqrt(mean(x^2) + eps) (w NULL: 1). rows may be strided by ld. */

@@ -21,7 +21,7 @@ namespace {
 constexpr const char *kCublasLib = "libcublas.so." ENG_STR(CUBLAS_VER_MAJOR);
 constexpr const char *kCublasLtLib = "libcublasLt.so." ENG_STR(CUBLAS_VER_MAJOR);
 
-// cuBLAS itself serves only the comparison path (GLMCHAT_CUDA_GEMM=default): cublasGemmEx with
+// cuBLAS itself serves only the comparison path (ENG_GEMM_CUBLAS; cuda_gemm = default): cublasGemmEx with
 // its default algorithm, which cuBLAS picks by the row count (tile, split-K, stream-K), so a
 // token's bits depended on how many tokens shared its chunk (prompt reuse differed by 2e-5).
 struct cublas_api {
@@ -62,15 +62,15 @@ void *load_symbols(const char *lib_name, const char *const *names, void **fn, in
 {
     void *lib = dlopen(lib_name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        fprintf(stderr, "glmchat: the CUDA backend's prefill products need cuBLAS, and %s did not load "
-                "(%s): install the CUDA toolkit's cuBLAS or put its lib64 on LD_LIBRARY_PATH\n",
+        kern_log(0, "the CUDA backend's prefill products need cuBLAS, and %s did not load "
+                "(%s): install the CUDA toolkit's cuBLAS or put its lib64 on LD_LIBRARY_PATH",
                 lib_name, dlerror());
         *rc = (int)cudaErrorSharedObjectInitFailed;
         return nullptr;
     }
     for (int i = 0; i < n; i++)
         if (!(fn[i] = dlsym(lib, names[i]))) {
-            fprintf(stderr, "glmchat: %s has no %s: a cuBLAS of CUDA %d is needed\n", lib_name,
+            kern_log(0, "%s has no %s: a cuBLAS of CUDA %d is needed", lib_name,
                     names[i], CUBLAS_VER_MAJOR);
             *rc = (int)cudaErrorSharedObjectSymbolNotFound;
             return nullptr;
@@ -80,7 +80,7 @@ void *load_symbols(const char *lib_name, const char *const *names, void **fn, in
 
 template <typename F> void set_fn(F &dst, void *src) { dst = reinterpret_cast<F>(src); }
 
-// Under g_lock. Returns 0, or a CUDA error code after saying on stderr what is missing.
+// Under g_lock. Returns 0, or a CUDA error code after logging what is missing.
 int load_cublas()
 {
     if (g_api_tried)
@@ -121,7 +121,7 @@ int load_cublas()
     set_fn(g_lt.desc_destroy, fn[12]);
     cublasStatus_t s = g_lt.create(&g_lt_handle);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "glmchat: cuBLASLt failed in creating a handle: %s\n", g_api.status_string(s));
+        kern_log(0, "cuBLASLt failed in creating a handle: %s", g_api.status_string(s));
         return (int)cudaErrorUnknown;
     }
     g_api_ok = true;
@@ -152,7 +152,7 @@ int cublas_code(cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "glmchat: cuBLAS failed in %s: %s\n", what, g_api.status_string(s));
+    kern_log(0, "cuBLAS failed in %s: %s", what, g_api.status_string(s));
     return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
 }
 
@@ -209,7 +209,7 @@ int entry_for(cudaStream_t st, size_t split_bytes, per_stream **out)
             e = &g_streams[i];
         }
     if (!e) {
-        fprintf(stderr, "glmchat: more than %d CUDA streams ran dense prefill products\n", kMaxStreams);
+        kern_log(0, "more than %d CUDA streams ran dense prefill products", kMaxStreams);
         return -1;
     }
     int grc = grow(reinterpret_cast<void **>(&e->split), &e->split_bytes, split_bytes, st);
@@ -232,12 +232,12 @@ constexpr int kCandidates = 32;
 // memory loads need; the engine's buffers are 256-byte aligned and its row strides keep that).
 // cuBLASLt's own default assumes 256 and would pick kernels that misread a less aligned operand,
 // which cublasGemmEx avoided by looking at the pointers on every call. An operand off kAlign gets
-// a second fixed plan for any alignment (named on stderr: its bits differ from the aligned one's).
+// a second fixed plan for any alignment (named in a warning: its bits differ from the aligned one's).
 constexpr uintptr_t kAlign = 16;
 
 struct plan {
     int rows, cols, dtype;
-    bool nosplit;   // only algorithms without split-K (GLMCHAT_CUDA_GEMM=nosplit)
+    bool nosplit;   // only algorithms without split-K (ENG_GEMM_NOSPLIT)
     bool unaligned; // for operands aligned to their element only
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a;
@@ -261,7 +261,7 @@ int lt_code(cublasStatus_t s, const char *what, const plan *p)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "glmchat: cuBLASLt failed in %s (%d x %d %s weights): %s\n", what, p->rows,
+    kern_log(0, "cuBLASLt failed in %s (%d x %d %s weights): %s", what, p->rows,
             p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", g_api.status_string(s));
     return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
 }
@@ -293,24 +293,13 @@ bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttribute
     return g_lt.config_get(a, attr, v, sizeof *v, &got) == CUBLAS_STATUS_SUCCESS && got == sizeof *v;
 }
 
-// GLMCHAT_CUDA_GEMM: unset or "fixed" (the fixed algorithms), "show" (the same, and each shape's
-// choice on stderr when it is made), "nosplit" (fixed algorithms without split-K: the few-output
-// shapes run slower; a second fixed choice to compare with), "default" (cublasGemmEx's own
-// choice, the former path: for comparison only, its row bits depend on T).
-enum { MODE_FIXED, MODE_SHOW, MODE_DEFAULT, MODE_NOSPLIT };
-int gemm_mode()
-{
-    const char *v = getenv("GLMCHAT_CUDA_GEMM");
-    if (!v || !*v || strcmp(v, "fixed") == 0)
-        return MODE_FIXED;
-    if (strcmp(v, "show") == 0)
-        return MODE_SHOW;
-    if (strcmp(v, "default") == 0)
-        return MODE_DEFAULT;
-    if (strcmp(v, "nosplit") == 0)
-        return MODE_NOSPLIT;
-    return -1;
-}
+// eng_gemm_set_mode's choice (engine.h): ENG_GEMM_FIXED, ENG_GEMM_SHOW (the same, and each
+// shape's choice logged when it is made), ENG_GEMM_NOSPLIT (fixed algorithms without split-K:
+// the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice).
+enum { MODE_FIXED = ENG_GEMM_FIXED, MODE_SHOW = ENG_GEMM_SHOW, MODE_DEFAULT = ENG_GEMM_CUBLAS,
+       MODE_NOSPLIT = ENG_GEMM_NOSPLIT };
+int g_mode = MODE_FIXED; // set while no product runs (the engine's open)
+int gemm_mode() { return g_mode; }
 
 // Chooses p's algorithm (p->rows, cols, dtype set). Under g_lock.
 int choose(plan *p, bool show)
@@ -391,13 +380,13 @@ int choose(plan *p, bool show)
     if (rc)
         return rc;
     if (!found) {
-        fprintf(stderr, "glmchat: cuBLASLt offers no fixed-order algorithm for %d x %d %s weights "
-                "(of %d candidates)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", n);
+        kern_log(0, "cuBLASLt offers no fixed-order algorithm for %d x %d %s weights "
+                "(of %d candidates)", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", n);
         return (int)cudaErrorNotSupported;
     }
     if (show || p->unaligned)
-        fprintf(stderr, "glmchat: eng_gemm %d x %d %s%s%s: algorithm %u, tile %u, split-K %u, reduction %u "
-                "(candidate %d of %d)\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32",
+        kern_log(show ? 3 : 1, "eng_gemm %d x %d %s%s%s: algorithm %u, tile %u, split-K %u, reduction %u "
+                "(candidate %d of %d)", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32",
                 p->nosplit ? " nosplit" : "", p->unaligned ? " for operands off 16-byte alignment" : "",
                 p->id, p->tile, p->splitk, p->reduction, pick, n);
     return 0;
@@ -438,7 +427,7 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
         *out = p;
         return 0;
     }
-    fprintf(stderr, "glmchat: more than %d weight shapes ran dense prefill products\n", kMaxPlans);
+    kern_log(0, "more than %d weight shapes ran dense prefill products", kMaxPlans);
     return -1;
 }
 
@@ -495,11 +484,6 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     if (!eng_gemm_takes(w, T) || !x || !y)
         return -1;
     int mode = gemm_mode();
-    if (mode < 0) {
-        fprintf(stderr, "glmchat: GLMCHAT_CUDA_GEMM is '%s'; it takes fixed, show, nosplit or default\n",
-                getenv("GLMCHAT_CUDA_GEMM"));
-        return -1;
-    }
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     size_t n = (size_t)T * w->cols;
     // the three parts of the split each start on a 256-byte boundary
@@ -528,8 +512,8 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
             // the fixed algorithm at this T: refused means a loud failure, never another choice
             cublasStatus_t s = g_lt.check(g_lt_handle, p->desc, p->a, b, c, c, &p->algo, &fit);
             if (s != CUBLAS_STATUS_SUCCESS) {
-                fprintf(stderr, "glmchat: the fixed algorithm of %d x %d %s weights does not take "
-                        "%d rows: %s\n", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", T,
+                kern_log(0, "the fixed algorithm of %d x %d %s weights does not take "
+                        "%d rows: %s", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", T,
                         g_api.status_string(s));
                 rc = (int)cudaErrorNotSupported;
             } else if (p->n_at < (int)(sizeof p->at / sizeof *p->at)) {
@@ -581,6 +565,14 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     if (c && !kept)
         g_lt.layout_destroy(c);
     return rc;
+}
+
+extern "C" int eng_gemm_set_mode(int mode)
+{
+    if (mode != MODE_FIXED && mode != MODE_SHOW && mode != MODE_DEFAULT && mode != MODE_NOSPLIT)
+        return -1;
+    g_mode = mode;
+    return 0;
 }
 
 extern "C" void eng_gemm_forget_stream(void *stream)

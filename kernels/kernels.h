@@ -18,10 +18,20 @@ int kern_device_count(void);
 int kern_device_describe(int dev, char *name, int n);
 
 /* 1 when the kernels go out as programmatic dependent launches (kernels/launch.cuh): the
- * default; GLMCHAT_CUDA_PDL=0 in the environment (read at the first launch) turns them into
- * plain stream-ordered launches, for measuring one against the other. kern_set_pdl sets it. */
+ * default; kern_set_pdl(0) (the engine's cuda.pdl_off) turns them into plain stream-ordered
+ * launches, for measuring one against the other. Process-wide. */
 int kern_pdl(void);
 void kern_set_pdl(int on);
+
+/* Where the kernels' messages go (the engine passes its glm_log_fn; levels as glm_log_level:
+ * 0 error, 1 warning, 2 information, 3 debug). fn NULL: dropped. Process-wide; kernels never
+ * write to stdout or stderr themselves. */
+typedef void (*kern_log_fn)(void *user, int level, const char *msg);
+void kern_set_log(kern_log_fn fn, void *user);
+/* The current hook, so that an engine closing can tell whether it is still its own. */
+void *kern_log_user(void);
+/* Formats one line and hands it to the hook (kernels' own use). */
+void kern_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- device memory (for callers without CUDA headers: tests, benches, the engine) ------- */
 

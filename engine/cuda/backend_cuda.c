@@ -1,9 +1,9 @@
 /* backend_cuda.c: the CUDA backend behind backend.h: checks for a GPU, plans the memory (and
  * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
- * and decode through a captured graph. The context, the latent cache's dtype and the dense
- * weights' format come in backend_settings (backend.c resolves them); environment:
- * GLMCHAT_CUDA_KV_INDEX (fp8, bf16, f32) the indexer caches' dtype (default: the latent
- * cache's), GLMCHAT_CUDA_GRAPH=0 decodes without the graph. */
+ * and decode through a captured graph. Every setting comes in backend_settings (backend.c
+ * resolves them from glm_engine_params): the context, the caches' dtypes, the dense weights'
+ * format and the developers' switches (glm_cuda_params: indexer cache, decode attention,
+ * graph, PDL, GEMM algorithm). */
 #include "backend.h"
 
 #ifndef HAVE_CUDA
@@ -17,7 +17,6 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s,
                          "(configure found no nvcc); use --backend cpu, or rebuild with --with-cuda");
 }
 #else
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,12 +62,6 @@ static glm_status cu_truncate(void *st, int n, glm_error *err)
     return cuda_state_truncate(st, n, err);
 }
 
-static int graphs_enabled(void)
-{
-    const char *v = getenv("GLMCHAT_CUDA_GRAPH");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all_rows, int want,
                             glm_error *err)
 {
@@ -78,7 +71,7 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
         return gs;
     memcpy(s->h_tokens, tokens, (size_t)T * sizeof *tokens);
     *s->h_pos = s->n;
-    if (T == 1 && want && !all_rows && !s->coll.all_reduce && graphs_enabled()) {
+    if (T == 1 && want && !all_rows && !s->coll.all_reduce && !be->graph_off) {
         glm_status st = cuda_decode_graph(s, err);
         if (st)
             return st;
@@ -189,6 +182,8 @@ static void cu_close(void *impl)
     cuda_backend *be = impl;
     if (!be)
         return;
+    if (be->log.fn && kern_log_user() == be->log.user)
+        kern_set_log(NULL, NULL); /* the hook's user may go with this engine */
     kern_free(be->s.base);
     for (int i = 0; i < CUDA_PROF_MAX; i++)
         eng_event_free(be->prof.ev[i]);
@@ -231,36 +226,39 @@ static const backend_ops cuda_ops = {
     .cache_format = cu_cache_format,
 };
 
+static int kv_dtype_of(glm_kv_cache k)
+{
+    return k == GLM_KV_CACHE_BF16 ? CUDA_KV_BF16 : k == GLM_KV_CACHE_F32 ? CUDA_KV_F32 : CUDA_KV_FP8;
+}
+
+/* The kernels' process-wide switches and log hook follow the backend opened last. */
+static glm_status apply_kernel_switches(const backend_settings *set, glm_error *err)
+{
+    static const int gemm_modes[] = {ENG_GEMM_FIXED, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
+                                     ENG_GEMM_CUBLAS};
+    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_CUBLAS + 1,
+                   "a GEMM mode without its kernel mode");
+    _Static_assert(GLM_LOG_ERROR == 0 && GLM_LOG_WARN == 1 && GLM_LOG_INFO == 2 && GLM_LOG_DEBUG == 3,
+                   "kern_log's levels are glm_log_level's");
+    if (eng_gemm_set_mode(gemm_modes[set->cuda.gemm]))
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d has no kernel mode", (int)set->cuda.gemm);
+    kern_set_pdl(!set->cuda.pdl_off);
+    if (set->log.fn)
+        kern_set_log(set->log.fn, set->log.user);
+    return GLM_OK;
+}
+
 static glm_status read_settings(cuda_backend *be, const backend_settings *set, glm_error *err)
 {
-    be->kv_dtype = set->kv_cache == GLM_KV_CACHE_BF16 ? CUDA_KV_BF16
-                   : set->kv_cache == GLM_KV_CACHE_F32 ? CUDA_KV_F32 : CUDA_KV_FP8;
-    be->kv_index_dtype = be->kv_dtype;
-    const char *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
-    if (ki && *ki) {
-        if (strcmp(ki, "fp8") == 0)
-            be->kv_index_dtype = CUDA_KV_FP8;
-        else if (strcmp(ki, "bf16") == 0)
-            be->kv_index_dtype = CUDA_KV_BF16;
-        else if (strcmp(ki, "f32") == 0)
-            be->kv_index_dtype = CUDA_KV_F32;
-        else
-            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_KV_INDEX is '%s'; use fp8, bf16 "
-                                 "or f32", ki);
-    }
+    be->kv_dtype = kv_dtype_of(set->kv_cache);
+    be->kv_index_dtype = set->cuda.kv_index == GLM_KV_CACHE_DEFAULT ? be->kv_dtype
+                                                                     : kv_dtype_of(set->cuda.kv_index);
     be->dense_q4 = set->dense == GLM_DENSE_Q4;
-    const char *attend = getenv("GLMCHAT_CUDA_ATTEND");
-    be->attend_mma = 0;
-    if (attend && *attend) {
-        if (strcmp(attend, "mma") == 0)
-            be->attend_mma = 1;
-        else if (strcmp(attend, "split") != 0)
-            return glm_error_set(err, GLM_ERR_ARG, "GLMCHAT_CUDA_ATTEND is '%s'; use split (the "
-                                 "decode latent attention a block per head and run) or mma (a "
-                                 "block per 64 heads and run, on the tensor cores)", attend);
-    }
+    be->attend_mma = set->cuda.attend == GLM_CUDA_ATTEND_MMA;
+    be->graph_off = set->cuda.graph_off;
+    be->log = set->log;
     be->context = set->context;
-    return GLM_OK;
+    return apply_kernel_switches(set, err);
 }
 
 static glm_status bind_scratch(cuda_backend *be, glm_error *err)
@@ -352,13 +350,14 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         cu_close(be);
         return st;
     }
-    if (getenv("GLMCHAT_CUDA_VERBOSE")) {
+    if (set->verbose) {
         char line[1024];
         cuda_plan_describe(&be->plan, line, sizeof line);
-        fprintf(stderr, "glmchat: cuda: %s\n", line);
+        engine_logf(&be->log, GLM_LOG_INFO, "cuda: %s", line);
         if (be->dense_q4)
-            fprintf(stderr, "glmchat: cuda: dense weights q4: %d matrices requantized, %d kept "
-                    "as stored (columns not a multiple of 128)\n", be->w.n_q4, be->w.n_q4_kept);
+            engine_logf(&be->log, GLM_LOG_INFO, "cuda: dense weights q4: %d matrices requantized, "
+                        "%d kept as stored (columns not a multiple of 128)", be->w.n_q4,
+                        be->w.n_q4_kept);
     }
     out->ops = &cuda_ops;
     out->impl = be;
@@ -379,5 +378,11 @@ glm_status backend_open_cuda(const glm_model *m, engine_backend *out, glm_error 
 const cuda_plan *backend_cuda_plan(const engine_backend *b)
 {
     return b && b->ops == &cuda_ops ? &((const cuda_backend *)b->impl)->plan : NULL;
+}
+
+void backend_cuda_set_graph(engine_backend *b, int on)
+{
+    if (b && b->ops == &cuda_ops)
+        ((cuda_backend *)b->impl)->graph_off = !on;
 }
 #endif

@@ -148,8 +148,10 @@ typedef struct cuda_backend {
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
-    int dense_q4;  /* GLMCHAT_CUDA_DENSE=q4 */
-    int attend_mma; /* GLMCHAT_CUDA_ATTEND=mma: the decode latent attention on the tensor cores */
+    int dense_q4;  /* dense = q4 */
+    int attend_mma; /* cuda.attend mma: the decode latent attention on the tensor cores */
+    int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
+    engine_log log; /* where the backend's lines go */
     cu_prof prof;
 } cuda_backend;
 
@@ -282,6 +284,9 @@ glm_status cuda_decode_graph(cuda_state *s, glm_error *err);
 
 /* The plan of an open CUDA backend (NULL for another backend). */
 const cuda_plan *backend_cuda_plan(const engine_backend *b);
+/* Decode through the captured graph (on: the default) or kernel by kernel, from the next step
+ * (benches compare the two on one open backend). */
+void backend_cuda_set_graph(engine_backend *b, int on);
 
 /* Message for a kernel failure. */
 glm_status cuda_fail(glm_error *err, const char *what, int code);

@@ -56,14 +56,6 @@ int tp_rdma_list_devices(char names[][32], int cap)
     return n;
 }
 
-static const char *env_or(const char *v, const char *env)
-{
-    if (v)
-        return v;
-    const char *e = getenv(env);
-    return e && *e ? e : NULL;
-}
-
 /* Is name in the comma-separated list (NULL list: every name)? */
 static int listed(const char *list, const char *name)
 {
@@ -85,9 +77,6 @@ static int choose_gid(const char *sysfs, const char *dev, int port, const tp_rdm
 {
     if (o->gid_index_given)
         return o->gid_index;
-    const char *env = getenv("GLMCHAT_RDMA_GID_INDEX");
-    if (env && *env)
-        return atoi(env);
     tp_gid_entry table[TP_RDMA_MAX_GIDS];
     size_t n = 0;
     if (tp_rdma_read_gids(sysfs, dev, port, table, TP_RDMA_MAX_GIDS, &n, err) != GLM_OK)
@@ -96,7 +85,8 @@ static int choose_gid(const char *sysfs, const char *dev, int port, const tp_rdm
     if (idx < 0)
         glm_error_set(err, GLM_ERR_UNSUPPORTED,
                       "RDMA device %s port %d has no RoCE v2 GID with an IPv4 address (see "
-                      "show_gids); give its interface an IPv4 address or set GLMCHAT_RDMA_GID_INDEX",
+                      "show_gids); give its interface an IPv4 address or set rdma_gid_index (config or "
+                      "GLMCHAT_RDMA_GID_INDEX)",
                       dev, port);
     return idx;
 }
@@ -219,7 +209,7 @@ static void fill_local_params(const tp_rdma *r, tp_rdma_params *p)
 
 static glm_status open_devices(tp_rdma *r, const tp_rdma_options *o, glm_error *err)
 {
-    const char *hcas = env_or(o->hca_list, "GLMCHAT_RDMA_HCA");
+    const char *hcas = o->hca_list;
     const char *sysfs = o->sysfs_root ? o->sysfs_root : TP_RDMA_SYSFS;
     int num = 0;
     struct ibv_device **list = ibv_get_device_list(&num);

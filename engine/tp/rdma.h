@@ -10,9 +10,9 @@
 #include "tp/transport.h"
 
 typedef struct tp_rdma_options {
-    const char *hca_list;    /* "rocep1s0f0,roceP2p1s0f0"; NULL: $GLMCHAT_RDMA_HCA, else every
-                                device whose port is ACTIVE with a RoCE v2 IPv4 GID */
-    int gid_index_given;     /* 0: $GLMCHAT_RDMA_GID_INDEX, else scan for the RoCE v2 IPv4 entry */
+    const char *hca_list;    /* "rocep1s0f0,roceP2p1s0f0"; NULL: every device whose port is
+                                ACTIVE with a RoCE v2 IPv4 GID (the config's rdma_hca) */
+    int gid_index_given;     /* 0: scan for the RoCE v2 IPv4 entry (the config's rdma_gid_index) */
     int gid_index;           /* used when gid_index_given */
     size_t slot_bytes;       /* largest exchange per rank; 0: 16 MiB */
     uint8_t ack_timeout;     /* 4.096 us * 2^v per try; 0: 20 (~4 s), which rides out brief stalls */

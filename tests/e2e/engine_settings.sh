@@ -38,7 +38,7 @@ expect_grep err "over the context of 8 tokens"
 GLMCHAT_CONTEXT=12 GLMCHAT_CUDA_CONTEXT=8 logits 0
 GLMCHAT_CONTEXT=8 logits 0 --context 12
 GLMCHAT_CONTEXT=lots logits 1
-expect_grep err "'GLMCHAT_CONTEXT' takes a whole number from 1 to 1073741824, not 'lots'"
+expect_grep err "GLMCHAT_CONTEXT: 'context' takes a whole number from 1 to 1073741824, not 'lots'"
 # prefill then decode: the decode steps are counted too
 expect_exit 1 "$G" --context 11 logits --model "$FX" --tokens-file "$TMP/ids.txt" --prefill 4 --out "$TMP/l.f32"
 expect_grep err "1 more tokens after the 11 held would make 12, over the context of 11"
@@ -59,13 +59,28 @@ logits 0 --backend cpu
 same "$TMP/l.f32" "$TMP/f32.f32"
 # --dense and its variables (this fixture's widths are not multiples of 128: q4 keeps them)
 logits 0 --backend cpu --dense q4
-GLMCHAT_DENSE=q5 logits 2 --backend cpu
+GLMCHAT_DENSE=q5 logits 1 --backend cpu
 expect_grep err "GLMCHAT_DENSE: 'dense' takes bf16 or q4, not 'q5'"
-GLMCHAT_CUDA_DENSE=q5 logits 2 --backend cpu
+GLMCHAT_CUDA_DENSE=q5 logits 1 --backend cpu
 expect_grep err "GLMCHAT_CUDA_DENSE: 'dense' takes bf16 or q4, not 'q5'"
 GLMCHAT_CUDA_DENSE=q5 logits 0 --backend cpu --dense bf16
 GLMCHAT_KV_CACHE=fp16 logits 1 --backend cpu
-expect_grep err "'GLMCHAT_KV_CACHE' takes fp8, bf16 or f32, not 'fp16'"
+expect_grep err "GLMCHAT_KV_CACHE: 'kv_cache' takes fp8, bf16 or f32, not 'fp16'"
+# the variables the engine and its kernels used to read themselves: now glmchat reads them
+# (app/config.c), checked whichever backend runs, and the engine's lines come back on stderr
+GLMCHAT_CUDA_VERBOSE=1 logits 0 --backend cpu --context 64
+expect_grep err "^glmchat: engine: cpu backend, context 64 tokens, kv cache f32, dense bf16, drafting off"
+GLMCHAT_VERBOSE=off GLMCHAT_CUDA_VERBOSE=1 logits 0 --backend cpu
+[ -s "$TMP/err" ] && fail "verbose off still logged: $(cat "$TMP/err")" || pass
+GLMCHAT_CUDA_ATTEND=fast logits 1 --backend cpu
+expect_grep err "GLMCHAT_CUDA_ATTEND: 'cuda_attend' takes split or mma, not 'fast'"
+GLMCHAT_CUDA_GEMM=auto logits 1 --backend cpu
+expect_grep err "GLMCHAT_CUDA_GEMM: 'cuda_gemm' takes fixed, show, nosplit or default, not 'auto'"
+GLMCHAT_RDMA_GID_INDEX=3x logits 1 --backend cpu
+expect_grep err "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"
+GLMCHAT_CUDA_ATTEND=mma GLMCHAT_CUDA_GRAPH=0 GLMCHAT_CUDA_PDL=0 GLMCHAT_CUDA_KV_INDEX=f32 \
+    GLMCHAT_RDMA_GID_INDEX=3 GLMCHAT_RDMA_HCA=mlx5_0 logits 0 --backend cpu
+same "$TMP/l.f32" "$TMP/f32.f32"
 
 # chat (the embedded demo model, greedy): its prompt below renders to 15 tokens
 mkdir -p "$XDG_CONFIG_HOME/glmchat"
@@ -136,4 +151,12 @@ expect_grep out '"type":"done"' # the flag's f32 won: no refusal
 printf 'temperature = 0\nkv_cache = fp16\n' >"$CONFIG"
 chat 1
 expect_grep err "config:2: 'kv_cache' takes fp8, bf16 or f32, not 'fp16'"
+# the dev keys in the config file: the scripted chat prints the engine's lines on stderr
+printf 'temperature = 0\nverbose = on\ncuda_attend = mma\n' >"$CONFIG"
+chat 0
+expect_grep err "^glmchat: engine: cpu backend, context"
+expect_grep out '"type":"done"'
+printf 'temperature = 0\ncuda_graph = maybe\n' >"$CONFIG"
+chat 1
+expect_grep err "config:2: 'cuda_graph' takes on or off, not 'maybe'"
 finish

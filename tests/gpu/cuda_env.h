@@ -1,42 +1,72 @@
 /* cuda_env.h: how the GPU test programs open the CUDA backend with the settings glmchat would
- * take from the environment: the engine's own (backend_resolve_settings) plus the dense format,
- * which only the application reads (app/config.c: GLMCHAT_DENSE, else GLMCHAT_CUDA_DENSE). */
+ * take from the environment: app/config.c maps the GLMCHAT_* variables into glm_engine_params
+ * (the engine reads none), and backend_resolve_settings turns those into the backend's. */
 #ifndef GLMCHAT_TESTS_GPU_CUDA_ENV_H
 #define GLMCHAT_TESTS_GPU_CUDA_ENV_H
 
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
+#include "app/config.h"
 #include "backend.h"
 
-/* GLMCHAT_DENSE, else GLMCHAT_CUDA_DENSE (bf16 or q4) into s->dense; a bad value is an error
- * naming the variable. */
-static inline glm_status gpu_dense_from_env(backend_settings *s, glm_error *err)
+/* glm_engine_params from the engine's GLMCHAT_* variables, as the commands without a config
+ * file read them (config_engine_settings). The caller keeps *cfg until the engine closes (p
+ * points into it) and config_frees it; a bad variable is an error naming it. */
+static inline glm_status gpu_params_from_env(app_config *cfg, glm_engine_params *p, glm_error *err)
 {
-    const char *name = "GLMCHAT_DENSE", *v = getenv(name);
-    if (!v || !*v) {
-        name = "GLMCHAT_CUDA_DENSE";
-        v = getenv(name);
-    }
-    if (!v || !*v)
-        return GLM_OK;
-    if (strcmp(v, "q4") == 0)
-        s->dense = GLM_DENSE_Q4;
-    else if (strcmp(v, "bf16") == 0)
-        s->dense = GLM_DENSE_BF16;
-    else
-        return glm_error_set(err, GLM_ERR_ARG, "%s is '%s'; use bf16 or q4", name, v);
+    char msg[1024];
+    *p = glm_engine_default_params();
+    if (config_engine_settings(cfg, NULL, msg, sizeof msg))
+        return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
+    config_engine_params(cfg, p);
     return GLM_OK;
 }
 
-/* backend_open_cuda with the dense format of the environment too. */
+/* The environment's params (gpu_params_from_env), read once a program: the strings they point
+ * to live until it exits. For the programs that open the whole engine (glm_engine_open). */
+static inline glm_status gpu_env_params(glm_engine_params *p, glm_error *err)
+{
+    static app_config cfg;
+    static glm_engine_params params;
+    static int loaded;
+    if (!loaded) {
+        glm_status st = gpu_params_from_env(&cfg, &params, err);
+        if (st)
+            return st;
+        loaded = 1;
+    }
+    *p = params;
+    return GLM_OK;
+}
+
+/* The backend settings of p on CUDA over m. */
+static inline glm_status gpu_settings(const glm_model *m, const glm_engine_params *p,
+                                      backend_settings *s, glm_error *err)
+{
+    return backend_resolve_settings(m, p, GLM_BACKEND_CUDA, s, err);
+}
+
+/* The CUDA backend with the environment's settings (gpu_params_from_env) changed by `edit`
+ * (may be NULL), which sets fields of the params as a test needs them. */
+static inline glm_status gpu_open_cuda_edit(const glm_model *m, void (*edit)(glm_engine_params *, void *),
+                                            void *user, engine_backend *out, glm_error *err)
+{
+    app_config cfg;
+    glm_engine_params p;
+    backend_settings s;
+    glm_status st = gpu_params_from_env(&cfg, &p, err);
+    if (!st && edit)
+        edit(&p, user);
+    if (!st)
+        st = gpu_settings(m, &p, &s, err);
+    config_free(&cfg); /* the backend keeps no string of the params */
+    return st ? st : backend_open_cuda_with(m, &s, out, err);
+}
+
+/* The CUDA backend with the environment's settings. */
 static inline glm_status gpu_open_cuda(const glm_model *m, engine_backend *out, glm_error *err)
 {
-    backend_settings s;
-    glm_status st = backend_resolve_settings(m, NULL, GLM_BACKEND_CUDA, &s, err);
-    if (!st)
-        st = gpu_dense_from_env(&s, err);
-    return st ? st : backend_open_cuda_with(m, &s, out, err);
+    return gpu_open_cuda_edit(m, NULL, NULL, out, err);
 }
 
 #endif

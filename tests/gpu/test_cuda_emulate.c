@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/gpu/cuda_env.h"
 #include "backend.h"
 #include "model/model.h"
 
@@ -91,8 +92,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_cuda_emulate: PROMPT_TOKENS must be >= 1, DECODE_STEPS >= 0\n");
         return 2;
     }
-    /* the CPU keeps every DSA cache in one format: the CUDA indexer caches must follow */
-    unsetenv("GLMCHAT_CUDA_KV_INDEX");
     glm_error err = {0};
     glm_model *m = glm_model_open(argv[1], &err);
     if (!m) {
@@ -115,7 +114,15 @@ int main(int argc, char **argv)
         tok[i] = (int32_t)((x >> 33) % (uint64_t)(V < 4096 ? V : 4096));
     }
     backend_settings s;
-    if (backend_resolve_settings(m, NULL, GLM_BACKEND_CUDA, &s, &err)) {
+    app_config cfg;
+    glm_engine_params params;
+    if (gpu_params_from_env(&cfg, &params, &err) == GLM_OK) {
+        /* the CPU keeps every DSA cache in one format: the CUDA indexer caches must follow */
+        params.cuda.kv_index = GLM_KV_CACHE_DEFAULT;
+        gpu_settings(m, &params, &s, &err);
+    }
+    config_free(&cfg);
+    if (err.status) {
         fprintf(stderr, "test_cuda_emulate: %s\n", err.message);
         return 1;
     }

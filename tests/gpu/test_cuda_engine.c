@@ -195,9 +195,44 @@ out:
     free(w), free(sc), free(codes), free(deq), free(x), free(y), free(y0);
 }
 
+/* The settings the next CUDA runs take over the environment's (the cache formats and the
+ * dense format of the variant under test; 0 fields: the environment's). */
+static struct {
+    glm_kv_cache kv, kv_index;
+    glm_dense_format dense;
+    int verbose;
+} g_variant;
+
+static void print_log(void *user, int level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    printf("  engine: %s\n", msg);
+}
+
+static void apply_variant(glm_engine_params *p, void *user)
+{
+    (void)user;
+    if (g_variant.kv)
+        p->kv_cache = g_variant.kv;
+    if (g_variant.kv_index)
+        p->cuda.kv_index = g_variant.kv_index;
+    if (g_variant.dense)
+        p->dense = g_variant.dense;
+    p->verbose |= g_variant.verbose;
+    p->log = print_log;
+}
+
+static glm_kv_cache kv_named(const char *name)
+{
+    return strcmp(name, "f32") == 0 ? GLM_KV_CACHE_F32
+           : strcmp(name, "bf16") == 0 ? GLM_KV_CACHE_BF16 : GLM_KV_CACHE_FP8;
+}
+
 static int open_run(const glm_model *m, int cuda, run *r, glm_error *err)
 {
-    glm_status s = cuda ? gpu_open_cuda(m, &r->be, err) : backend_open_cpu(m, 0, &r->be, err);
+    glm_status s = cuda ? gpu_open_cuda_edit(m, apply_variant, NULL, &r->be, err)
+                        : backend_open_cpu(m, 0, &r->be, err);
     if (s)
         return -1;
     r->st = r->be.ops->state_new(r->be.impl, err);
@@ -377,8 +412,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < NVAR; k++) {
         char kvname[32];
         snprintf(kvname, sizeof kvname, "%s/%s", kvs[k], kvis[k]);
-        setenv("GLMCHAT_CUDA_KV", kvs[k], 1);
-        setenv("GLMCHAT_CUDA_KV_INDEX", kvis[k], 1);
+        g_variant.kv = kv_named(kvs[k]);
+        g_variant.kv_index = kv_named(kvis[k]);
         run gpu = {0}, gpu2 = {0};
         char what[160];
         if (open_run(m, 1, &gpu, &err) || prefill(&gpu, tok, N, got, 1, &err)) {
@@ -457,8 +492,7 @@ int main(int argc, char **argv)
     char split_line[256] = "";
     if (m->cfg.kda_heads % 2 == 0 && m->cfg.num_heads % 2 == 0 && V % 2 == 0 &&
         m->cfg.intermediate_size % 2 == 0 && m->cfg.moe_intermediate_size % 2 == 0 && !m->cfg.exl3) {
-        setenv("GLMCHAT_CUDA_KV", "f32", 1);
-        setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
+        g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
         float *l1 = malloc(NV * sizeof *l1);
         if (two_ranks(dir, tok, N, step, l1) == 0) {
             double d = max_diff(ref, step, NV), d01 = max_diff(step, l1, NV);
@@ -481,10 +515,9 @@ int main(int argc, char **argv)
     /* the q4 dense option (f32 caches): its logits against the CPU's of the stored weights */
     char q4_line[256];
     {
-        setenv("GLMCHAT_CUDA_KV", "f32", 1);
-        setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
-        setenv("GLMCHAT_CUDA_DENSE", "q4", 1);
-        setenv("GLMCHAT_CUDA_VERBOSE", "1", 1); /* the count of matrices requantized */
+        g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
+        g_variant.dense = GLM_DENSE_Q4;
+        g_variant.verbose = 1; /* the count of matrices requantized */
         run gpu = {0};
         if (open_run(m, 1, &gpu, &err) || prefill(&gpu, tok, N, got, 1, &err)) {
             printf("FAIL: %s: the CUDA backend with q4 dense weights: %s\n", label, err.message);
@@ -509,8 +542,8 @@ int main(int argc, char **argv)
                      den > 0 ? sqrt(num / den) : 0.0, same, G);
         }
         close_run(&gpu);
-        unsetenv("GLMCHAT_CUDA_DENSE");
-        unsetenv("GLMCHAT_CUDA_VERBOSE");
+        g_variant.dense = GLM_DENSE_DEFAULT;
+        g_variant.verbose = 0;
     }
     for (int k = 0; k < NVAR; k++)
         printf("%s\n", line[k]);

@@ -166,6 +166,23 @@ out:
 }
 
 /* Another backend's snapshots, other cache dtypes and other dense weights are refused by name. */
+
+/* The environment's settings with the latent cache in another format (bf16, or f32 when the
+ * environment's is bf16). */
+static void other_cache(glm_engine_params *p, void *user)
+{
+    (void)user;
+    p->kv_cache = p->kv_cache == GLM_KV_CACHE_BF16 ? GLM_KV_CACHE_F32 : GLM_KV_CACHE_BF16;
+}
+
+/* The environment's settings with the other dense format; *(int *)user: 1 when the
+ * environment's was q4. */
+static void other_dense(glm_engine_params *p, void *user)
+{
+    *(int *)user = p->dense == GLM_DENSE_Q4;
+    p->dense = p->dense == GLM_DENSE_Q4 ? GLM_DENSE_BF16 : GLM_DENSE_Q4;
+}
+
 static void check_foreign(const glm_model *m, engine_backend *be)
 {
     glm_error err = {0};
@@ -184,13 +201,7 @@ static void check_foreign(const glm_model *m, engine_backend *be)
     gs = be->ops->state_new(be->impl, &err);
     CHECK(be->ops->snapshot_load(gs, snap, n, &err) == GLM_ERR_FORMAT, "a CPU snapshot loaded on CUDA");
     printf("%-22s refused: %s\n", label, err.message);
-    const char *kv = getenv("GLMCHAT_CUDA_KV");
-    setenv("GLMCHAT_CUDA_KV", kv && strcmp(kv, "bf16") == 0 ? "f32" : "bf16", 1);
-    glm_status st = gpu_open_cuda(m, &other, &err);
-    if (kv)
-        setenv("GLMCHAT_CUDA_KV", kv, 1);
-    else
-        unsetenv("GLMCHAT_CUDA_KV");
+    glm_status st = gpu_open_cuda_edit(m, other_cache, NULL, &other, &err);
     OK(st);
     OK(be->ops->prefill(be->impl, gs, ids, 20, NULL, 0, &err));
     free(snap);
@@ -201,14 +212,8 @@ static void check_foreign(const glm_model *m, engine_backend *be)
     CHECK(other.ops->snapshot_load(os, snap, n, &err) == GLM_ERR_FORMAT,
           "a snapshot of other cache dtypes loaded");
     printf("%-22s refused: %s\n", label, err.message);
-    const char *dn = getenv("GLMCHAT_CUDA_DENSE");
-    int q4 = dn && strcmp(dn, "q4") == 0;
-    setenv("GLMCHAT_CUDA_DENSE", q4 ? "bf16" : "q4", 1);
-    st = gpu_open_cuda(m, &dense, &err);
-    if (dn)
-        setenv("GLMCHAT_CUDA_DENSE", dn, 1);
-    else
-        unsetenv("GLMCHAT_CUDA_DENSE");
+    int q4 = 0;
+    st = gpu_open_cuda_edit(m, other_dense, &q4, &dense, &err);
     OK(st);
     ds = dense.ops->state_new(dense.impl, &err);
     st = dense.ops->snapshot_load(ds, snap, n, &err);
@@ -236,9 +241,15 @@ out:
 static glm_engine *open_engine(const char *dir, int draft, int64_t cache)
 {
     glm_error err = {0};
-    glm_engine_params p = {.model_dir = dir, .backend = GLM_BACKEND_CUDA, .draft = draft,
-                           .prompt_cache_bytes = cache};
-    glm_engine *e = glm_engine_open(&p, &err);
+    glm_engine_params p;
+    glm_engine *e = NULL;
+    if (gpu_env_params(&p, &err) == GLM_OK) {
+        p.model_dir = dir;
+        p.backend = GLM_BACKEND_CUDA;
+        p.draft = (glm_draft)draft;
+        p.prompt_cache_bytes = cache;
+        e = glm_engine_open(&p, &err);
+    }
     if (!e) {
         printf("FAIL %s: opening the engine: %s\n", label, err.message);
         failures++;
@@ -325,8 +336,9 @@ static void check_mtp_drafts(const glm_model *m, engine_backend *be)
     const int V = m->cfg.vocab_size, P = 300, steps = 16, N = 5, P0 = 30, K = 6, j = 4;
     int32_t *ids = tu_some_tokens(P + steps + 1, 41, V < 2000 ? V : 2000);
     float *row = malloc((size_t)V * sizeof *row), *rows = malloc((size_t)K * V * sizeof *rows);
-    const char *kv = getenv("GLMCHAT_CUDA_KV"), *ki = getenv("GLMCHAT_CUDA_KV_INDEX");
-    int f32 = kv && strcmp(kv, "f32") == 0 && (!ki || !*ki || strcmp(ki, "f32") == 0);
+    const backend_settings *bs = &be->settings;
+    int f32 = bs->kv_cache == GLM_KV_CACHE_F32 &&
+              (bs->cuda.kv_index == GLM_KV_CACHE_DEFAULT || bs->cuda.kv_index == GLM_KV_CACHE_F32);
     int32_t dg[8], dc[8], da[8], db[8], dd[8];
     int ng = 0, nc = 0, na = 0, nb = 0, nd = 0, same_cpu = 0, total = 0, paths = 0, f0 = failures;
     char t1[128], t2[128];

@@ -49,16 +49,26 @@ typedef struct shape {
     int rows, cols;
 } shape;
 
-/* eng_gemm with GLMCHAT_CUDA_GEMM set to `mode` (NULL: the fixed algorithms) */
+/* eng_gemm in the mode cuda_gemm = `mode` names (NULL: the fixed algorithms), then back to them */
 static int gemm(const char *mode, const eng_mat *w, const float *x, int T, float *y)
 {
-    if (mode)
-        setenv("GLMCHAT_CUDA_GEMM", mode, 1);
-    else
-        unsetenv("GLMCHAT_CUDA_GEMM");
+    int m = !mode ? ENG_GEMM_FIXED
+            : strcmp(mode, "show") == 0 ? ENG_GEMM_SHOW
+            : strcmp(mode, "nosplit") == 0 ? ENG_GEMM_NOSPLIT
+            : strcmp(mode, "default") == 0 ? ENG_GEMM_CUBLAS : -1;
+    if (eng_gemm_set_mode(m))
+        return -1;
     int rc = eng_gemm(w, x, T, y, NULL);
-    unsetenv("GLMCHAT_CUDA_GEMM");
+    eng_gemm_set_mode(ENG_GEMM_FIXED);
     return rc;
+}
+
+/* The kernels' lines (the algorithms chosen, failures) on stderr, as glmchat's stderr log has them. */
+static void log_to_stderr(void *user, int level, const char *msg)
+{
+    (void)user;
+    (void)level;
+    fprintf(stderr, "glmchat: %s\n", msg);
 }
 
 static double time_us(const char *mode, const eng_mat *w, const float *x, int T, float *y, void *ev0,
@@ -180,7 +190,7 @@ static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *e
         CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
         char w2[160] = "";
         int ns = bits_hold("nosplit", &w, xd, ref, yd, got, w2, sizeof w2);
-        printf("  %s %s: GLMCHAT_CUDA_GEMM=nosplit %s%s\n", s->name, dn, ns ? "is bit-equal" : "differs too: ", w2);
+        printf("  %s %s: cuda_gemm = nosplit %s%s\n", s->name, dn, ns ? "is bit-equal" : "differs too: ", w2);
     }
     if (!close)
         printf("  %s %s: error %.2e of sum|w x| over the bound %.2e\n", s->name, dn, worst, tol);
@@ -219,6 +229,7 @@ int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* the table and eng_gemm's choices (stderr) in order */
+    kern_set_log(log_to_stderr, NULL);
     if (kern_device_count() < 1) {
         fprintf(stderr, "test_gemm_rows: no CUDA device\n");
         return 1;
@@ -247,7 +258,7 @@ int main(int argc, char **argv)
     };
     printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307} (the first and the last rows "
            "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
-           "(GLMCHAT_CUDA_GEMM=default, information); error: worst |y - f64| / sum|w x| over 4 rows "
+           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over 4 rows "
            "(new path); us: a product's time, new and old, ratio new / old\n", TMAX, TMAX);
     printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %s\n", "shape", "rows x cols", "w", "T",
            "us new", "us old", "ratio", "bit", "old", "error");

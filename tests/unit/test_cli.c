@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "app/cli.h"
+#include "app/config.h"
 #include "app/commands.h"
 #include "app/paths.h"
 #include "engine/glm.h"
@@ -61,8 +62,16 @@ START_TEST(engine_setting_globals_are_checked)
     ck_assert_int_eq(cli_take_globals(5, a1, 1, &g), 2);
     ck_assert_str_eq(g.context, "4096");
     ck_assert_str_eq(g.kv_cache, "bf16");
-    glm_engine_params p = {0};
-    cli_engine_settings(&g, &p);
+    app_config c;
+    char err[512];
+    unsetenv("GLMCHAT_CONTEXT");
+    unsetenv("GLMCHAT_CUDA_CONTEXT");
+    unsetenv("GLMCHAT_KV_CACHE");
+    unsetenv("GLMCHAT_CUDA_KV");
+    ck_assert_msg(config_engine_settings(&c, &g, err, sizeof err) == 0, "%s", err);
+    glm_engine_params p = glm_engine_default_params();
+    config_engine_params(&c, &p);
+    config_free(&c);
     ck_assert_int_eq(p.context, 4096);
     ck_assert_int_eq(p.kv_cache, GLM_KV_CACHE_BF16);
     const char *bad[] = {"0", "-5", "1073741825", "12k", " 12", "", "0x10", "99999999999999999999"};
@@ -73,12 +82,14 @@ START_TEST(engine_setting_globals_are_checked)
     }
     char *a2[] = {"glmchat", "--kv-cache", "FP8", NULL};
     ck_assert_int_eq(cli_take_globals(3, a2, 1, &g), -1);
-    /* not given: the params keep what they had */
+    /* not given: the defaults (the engine's own) */
     cli_globals none = {0};
-    glm_engine_params q = {.context = 7, .kv_cache = GLM_KV_CACHE_F32};
-    cli_engine_settings(&none, &q);
-    ck_assert_int_eq(q.context, 7);
-    ck_assert_int_eq(q.kv_cache, GLM_KV_CACHE_F32);
+    ck_assert_msg(config_engine_settings(&c, &none, err, sizeof err) == 0, "%s", err);
+    glm_engine_params q = glm_engine_default_params();
+    config_engine_params(&c, &q);
+    config_free(&c);
+    ck_assert_int_eq(q.context, 0);
+    ck_assert_int_eq(q.kv_cache, GLM_KV_CACHE_DEFAULT);
 }
 END_TEST
 

@@ -271,15 +271,17 @@ START_TEST(dense_key_flag_and_older_variable)
     ck_assert_int_eq(c.dense, GLM_DENSE_BF16);
     config_free(&c);
     /* commands without a config file: the flag, else the variables */
-    glm_dense_format d = GLM_DENSE_DEFAULT;
-    ck_assert_int_eq(config_dense_setting(NULL, &d, err, sizeof err), 0);
-    ck_assert_int_eq(d, GLM_DENSE_Q4);
-    ck_assert_int_eq(config_dense_setting(&g, &d, err, sizeof err), 0);
-    ck_assert_int_eq(d, GLM_DENSE_BF16);
+    ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_Q4);
+    config_free(&c);
+    ck_assert_msg(config_engine_settings(&c, &g, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.dense, GLM_DENSE_BF16);
+    config_free(&c);
     unsetenv("GLMCHAT_DENSE");
     setenv("GLMCHAT_CUDA_DENSE", "q3", 1);
-    ck_assert_int_eq(config_dense_setting(NULL, &d, err, sizeof err), -1);
+    ck_assert_int_eq(config_engine_settings(&c, NULL, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "GLMCHAT_CUDA_DENSE: 'dense' takes bf16 or q4, not 'q3'"), "%s", err);
+    config_free(&c);
     ck_assert_int_eq(config_load(&c, NULL, NULL, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "GLMCHAT_CUDA_DENSE"), "%s", err);
     config_free(&c);
@@ -329,6 +331,149 @@ START_TEST(precedence_flags_env_file_defaults)
 }
 END_TEST
 
+/* Every variable the engine and its kernels used to read, now read here only: each lands in
+ * glm_engine_params (config_engine_params), the same through config_load and through the
+ * commands without a config file, and a bad value names the variable. */
+static const char *const engine_vars[] = {
+    "GLMCHAT_CONTEXT", "GLMCHAT_CUDA_CONTEXT", "GLMCHAT_KV_CACHE", "GLMCHAT_CUDA_KV",
+    "GLMCHAT_DENSE", "GLMCHAT_CUDA_DENSE", "GLMCHAT_DRAFT", "GLMCHAT_PROMPT_CACHE_MB",
+    "GLMCHAT_PROMPT_CACHE_DIR", "GLMCHAT_PROMPT_CACHE_DISK_MB", "GLMCHAT_RDMA_HCA",
+    "GLMCHAT_RDMA_GID_INDEX", "GLMCHAT_VERBOSE", "GLMCHAT_CUDA_VERBOSE", "GLMCHAT_CUDA_KV_INDEX",
+    "GLMCHAT_CUDA_ATTEND", "GLMCHAT_CUDA_GRAPH", "GLMCHAT_CUDA_PDL", "GLMCHAT_CUDA_GEMM",
+};
+
+static void unset_engine_vars(void)
+{
+    for (size_t i = 0; i < sizeof engine_vars / sizeof *engine_vars; i++)
+        unsetenv(engine_vars[i]);
+}
+
+START_TEST(engine_variables_become_params)
+{
+    char err[1024];
+    app_config c;
+    unset_engine_vars();
+    /* nothing set: the params are the defaults */
+    ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
+    glm_engine_params p = glm_engine_default_params(), d = glm_engine_default_params();
+    config_engine_params(&c, &p);
+    ck_assert_int_eq(memcmp(&p, &d, sizeof p), 0);
+    config_free(&c);
+
+    setenv("GLMCHAT_CUDA_CONTEXT", "4096", 1);
+    setenv("GLMCHAT_CUDA_KV", "bf16", 1);
+    setenv("GLMCHAT_DRAFT", "mtp", 1);
+    setenv("GLMCHAT_PROMPT_CACHE_MB", "0", 1);
+    setenv("GLMCHAT_PROMPT_CACHE_DIR", "/kept", 1);
+    setenv("GLMCHAT_PROMPT_CACHE_DISK_MB", "3", 1);
+    setenv("GLMCHAT_RDMA_HCA", "rocep1s0f0,rocep2s0f0", 1);
+    setenv("GLMCHAT_RDMA_GID_INDEX", "3", 1);
+    setenv("GLMCHAT_CUDA_VERBOSE", "1", 1);
+    setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
+    setenv("GLMCHAT_CUDA_ATTEND", "mma", 1);
+    setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
+    setenv("GLMCHAT_CUDA_PDL", "0", 1);
+    setenv("GLMCHAT_CUDA_GEMM", "show", 1);
+    setenv("GLMCHAT_TEMPERATURE", "hot", 1); /* not an engine key: those commands ignore it */
+    ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
+    config_engine_params(&c, &p);
+    ck_assert_int_eq(p.context, 4096);
+    ck_assert_int_eq(p.kv_cache, GLM_KV_CACHE_BF16);
+    ck_assert_int_eq(p.draft, GLM_DRAFT_MTP);
+    ck_assert(p.prompt_cache_bytes < 0); /* 0 MB: off */
+    ck_assert_str_eq(p.prompt_cache_dir, "/kept");
+    ck_assert(p.prompt_cache_disk_bytes == (int64_t)3 << 20);
+    ck_assert_str_eq(p.rdma_hca, "rocep1s0f0,rocep2s0f0");
+    ck_assert_int_eq(p.rdma_gid_given, 1);
+    ck_assert_int_eq(p.rdma_gid_index, 3);
+    ck_assert_int_eq(p.verbose, 1);
+    ck_assert_int_eq(p.cuda.kv_index, GLM_KV_CACHE_F32);
+    ck_assert_int_eq(p.cuda.attend, GLM_CUDA_ATTEND_MMA);
+    ck_assert_int_eq(p.cuda.graph_off, 1);
+    ck_assert_int_eq(p.cuda.pdl_off, 1);
+    ck_assert_int_eq(p.cuda.gemm, GLM_CUDA_GEMM_SHOW);
+    config_free(&c);
+    /* the newer names win over the older ones */
+    setenv("GLMCHAT_CONTEXT", "512", 1);
+    setenv("GLMCHAT_VERBOSE", "off", 1);
+    ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.context, 512);
+    ck_assert_int_eq(c.verbose, 0);
+    config_free(&c);
+    /* the whole chain reads them too (and there GLMCHAT_TEMPERATURE counts) */
+    ck_assert_int_eq(config_load(&c, NULL, NULL, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "GLMCHAT_TEMPERATURE"), "%s", err);
+    config_free(&c);
+    unsetenv("GLMCHAT_TEMPERATURE");
+    ck_assert_msg(config_load(&c, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.cuda.gemm, GLM_CUDA_GEMM_SHOW);
+    ck_assert_int_eq(c.draft, GLM_DRAFT_MTP);
+    config_free(&c);
+    /* a bad value is refused naming the variable, never taken as a default */
+    static const char *const bad[][3] = {
+        {"GLMCHAT_RDMA_GID_INDEX", "3x",
+         "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"},
+        {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
+        {"GLMCHAT_CUDA_ATTEND", "fast", "GLMCHAT_CUDA_ATTEND: 'cuda_attend' takes split or mma, not 'fast'"},
+        {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit or default, not 'auto'"},
+        {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
+        {"GLMCHAT_CUDA_KV_INDEX", "fp4", "GLMCHAT_CUDA_KV_INDEX: 'cuda_kv_index' takes fp8, bf16 or f32"},
+        {"GLMCHAT_DRAFT", "yes", "GLMCHAT_DRAFT: 'draft' takes off, copy or mtp, not 'yes'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *was = getenv(bad[i][0]);
+        char keep[256];
+        snprintf(keep, sizeof keep, "%s", was ? was : "");
+        setenv(bad[i][0], bad[i][1], 1);
+        ck_assert_int_eq(config_engine_settings(&c, NULL, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad[i][2]), "%s=%s: %s", bad[i][0], bad[i][1], err);
+        config_free(&c);
+        setenv(bad[i][0], keep, 1);
+    }
+    unset_engine_vars();
+}
+END_TEST
+
+START_TEST(engine_keys_in_the_file_and_their_precedence)
+{
+    char dir[] = "/tmp/glmchat-test-config.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], err[1024];
+    snprintf(path, sizeof path, "%s/config", dir);
+    unset_engine_vars();
+    write_file(path, "cuda_attend = mma\ncuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\n"
+                     "verbose = on\nrdma_gid_index = 0\n");
+    app_config c;
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    glm_engine_params p = glm_engine_default_params();
+    config_engine_params(&c, &p);
+    ck_assert_int_eq(p.cuda.attend, GLM_CUDA_ATTEND_MMA);
+    ck_assert_int_eq(p.cuda.gemm, GLM_CUDA_GEMM_NOSPLIT);
+    ck_assert_int_eq(p.cuda.graph_off, 1);
+    ck_assert_int_eq(p.cuda.pdl_off, 0);
+    ck_assert_int_eq(p.draft, GLM_DRAFT_COPY);
+    ck_assert_int_eq(p.verbose, 1);
+    ck_assert_int_eq(p.rdma_gid_given, 1); /* entry 0 is an entry, not "unset" */
+    ck_assert_int_eq(p.rdma_gid_index, 0);
+    config_free(&c);
+    /* the variable beats the file */
+    setenv("GLMCHAT_CUDA_ATTEND", "split", 1);
+    setenv("GLMCHAT_DRAFT", "off", 1);
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.cuda.attend, GLM_CUDA_ATTEND_SPLIT);
+    ck_assert_int_eq(c.draft, GLM_DRAFT_OFF);
+    config_free(&c);
+    unset_engine_vars();
+    /* the developers' switches are marked, the users' keys not */
+    ck_assert(config_key_is_dev("cuda_gemm") && config_key_is_dev("cuda_pdl") &&
+              config_key_is_dev("verbose") && config_key_is_dev("cuda_attend"));
+    ck_assert(!config_key_is_dev("context") && !config_key_is_dev("rdma_hca") &&
+              !config_key_is_dev("nonsense"));
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -343,6 +488,8 @@ int main(void)
     tcase_add_test(tc, files_missing_unreadable_and_loaded);
     tcase_add_test(tc, precedence_flags_env_file_defaults);
     tcase_add_test(tc, dense_key_flag_and_older_variable);
+    tcase_add_test(tc, engine_variables_become_params);
+    tcase_add_test(tc, engine_keys_in_the_file_and_their_precedence);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -605,26 +605,30 @@ START_TEST(engine_cache_evicts_under_budget)
 }
 END_TEST
 
-/* The environment's memory budget: a bad value is refused by name, 0 turns the cache off. */
-START_TEST(engine_cache_budget_from_the_environment)
+/* The memory budget is a parameter: the engine reads no variable (the application maps
+ * GLMCHAT_PROMPT_CACHE_MB, tests/unit/test_config.c), and a budget below 0 turns the cache off. */
+START_TEST(engine_cache_budget_from_the_params)
 {
     glm_error err = {0};
     glm_engine_params p = {.model_dir = model_dir, .backend = GLM_BACKEND_CPU, .n_threads = 2};
-    setenv("GLMCHAT_PROMPT_CACHE_MB", "12x", 1);
-    ck_assert_ptr_null(glm_engine_open(&p, &err));
-    ck_assert_msg(strstr(err.message, "GLMCHAT_PROMPT_CACHE_MB") && strstr(err.message, "'12x'"),
-                  "%s", err.message);
-    setenv("GLMCHAT_PROMPT_CACHE_MB", "0", 1);
+    setenv("GLMCHAT_PROMPT_CACHE_MB", "12x", 1); /* not the engine's to read */
     glm_engine *e = glm_engine_open(&p, &err);
+    ck_assert_msg(e != NULL, "%s", err.message);
+    glm_cache_stats st;
+    glm_engine_cache_stats(e, &st);
+    ck_assert_int_eq(st.on, 1);
+    glm_engine_close(e);
+    unsetenv("GLMCHAT_PROMPT_CACHE_MB");
+    p.prompt_cache_bytes = -1;
+    e = glm_engine_open(&p, &err);
     ck_assert_msg(e != NULL, "%s", err.message);
     glm_session *s = glm_session_new(e, &err);
     int32_t *ids = some_tokens(40, 3);
     ck_assert_int_eq(glm_session_feed(s, ids, 40, NULL, &err), GLM_OK);
     glm_session_keep(s, &err);
-    glm_cache_stats st;
     glm_engine_cache_stats(e, &st);
+    ck_assert_int_eq(st.on, 0);
     ck_assert_int_eq(st.entries, 0);
-    unsetenv("GLMCHAT_PROMPT_CACHE_MB");
     free(ids);
     glm_session_free(s);
     glm_engine_close(e);
@@ -646,7 +650,7 @@ static Suite *reuse_suite(void)
     tcase_add_test(tc, cache_states_leaving_memory_while_written_are_found);
     tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
     tcase_add_test(tc, engine_cache_evicts_under_budget);
-    tcase_add_test(tc, engine_cache_budget_from_the_environment);
+    tcase_add_test(tc, engine_cache_budget_from_the_params);
     suite_add_tcase(s, tc);
     return s;
 }
