@@ -660,7 +660,7 @@ static void remember_reasoning(chat *c, const glm_request *r, const step *s)
     char sig[CHAT_SIGNATURE_LEN + 1], ids[4096];
     chat_signature(r->messages, r->n_messages, &m, sig);
     if (chat_call_ids(&m, ids, sizeof ids) == 0)
-        mem_put(c->o.db, sig, ids, s->reasoning, s->rlen); /* a cache: a failure loses nothing saved */
+        mem_put(c->o.db, c->conv, sig, ids, s->reasoning, s->rlen); /* a cache: a failure loses nothing saved */
     free(calls);
 }
 
