@@ -817,6 +817,53 @@ static void run_command(chat_tui *t, const char *name, const char *args)
     /* help, quit, copy: the view's own */
 }
 
+/* Deletes a conversation chosen in the list (the view asked first); the open one gives way to a
+ * new conversation. */
+static void delete_conversation(chat_tui *t, const char *arg)
+{
+    long long id;
+    if (setting_int("conversation", arg, 1, INT64_MAX, &id, NULL, 0)) {
+        notice(t, "no conversation %s to delete", arg);
+        return;
+    }
+    if (conv_delete(t->o.db, id) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    if (chat_conversation(t->chat) == id) {
+        char err[256];
+        chat_open(t->chat, 0, err, sizeof err);
+        t->editing = 0;
+        ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
+        push_conversation_status(t);
+    }
+    notice(t, "deleted conversation %lld", id);
+    list_conversations(t);
+}
+
+/* Renames a conversation chosen in the list. */
+static void rename_conversation(chat_tui *t, const char *arg, const char *title)
+{
+    long long id;
+    if (setting_int("conversation", arg, 1, INT64_MAX, &id, NULL, 0)) {
+        notice(t, "no conversation %s to rename", arg);
+        return;
+    }
+    while (*title == ' ')
+        title++;
+    if (!*title) {
+        notice(t, "a title cannot be empty; the conversation keeps its title");
+        return;
+    }
+    if (conv_set_title(t->o.db, id, title) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    if (chat_conversation(t->chat) == id)
+        push_conversation_status(t);
+    list_conversations(t);
+}
+
 /* ---- actions (UI thread) ------------------------------------------------------------------------- */
 
 static void on_action(const ui_action *a, void *user)
@@ -869,6 +916,19 @@ static void on_action(const ui_action *a, void *user)
             notice(t, "a reply is still being written");
         else
             open_conversation(t, a->id);
+        break;
+    }
+    case UI_ACT_DELETE:
+    case UI_ACT_RENAME: {
+        pthread_mutex_lock(&t->mu);
+        int busy = t->busy;
+        pthread_mutex_unlock(&t->mu);
+        if (busy)
+            notice(t, "a reply is still being written; change the list after it");
+        else if (a->type == UI_ACT_DELETE)
+            delete_conversation(t, a->id ? a->id : "");
+        else
+            rename_conversation(t, a->id ? a->id : "", a->text ? a->text : "");
         break;
     }
     case UI_ACT_QUIT:

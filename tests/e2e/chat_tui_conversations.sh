@@ -1,0 +1,52 @@
+#!/bin/bash
+# chat_tui_conversations.sh: managing conversations in the TUI under tmux: the F2 list deletes
+# (after a y) and renames, its footer says how; more cases are added below as they are fixed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/tui_lib.sh"
+. "$(dirname "$0")/chat_lib.sh"
+G=$GLMCHAT_BIN
+mkdir -p "$TMP/ws"
+DB="$XDG_DATA_HOME/glmchat/glmchat.db"
+q() { sqlite3 "$DB" "$1"; }
+RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
+
+cat >"$CHAT_REPLIES" <<'R'
+{"type":"content","text":"Puffin answer."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Gannet answer."}
+{"type":"done","finish":"stop"}
+R
+expect_exit_in 0 $'puffin question\n' "$G" chat
+expect_exit_in 0 $'gannet question\n' "$G" chat
+
+tui_start
+type_text "$RUN '$G'"; keys Enter
+expect_screen 'ready' 5 "the TUI started"
+
+# ---- F2: rename and delete ----
+keys F2
+expect_screen 'gannet question' 5 "the list shows the conversations"
+expect_screen 'Del deletes · Ctrl-R renames' 2 "the footer names the keys"
+keys C-r
+expect_screen 'title: gannet question' 2 "rename starts from the title"
+for _ in $(seq 15); do keys BSpace; done
+type_text "Sea birds"; keys Enter
+expect_screen '^ ?Sea birds' 5 "the list shows the new title"
+if [ "$(q 'SELECT title FROM conversation WHERE id = 2')" = "Sea birds" ]; then pass; else fail "not renamed in the database"; fi
+keys Down; keys DC
+expect_screen 'delete #1\? y deletes' 2 "delete asks first"
+keys n
+expect_gone 'delete #1\?' 2 "n keeps it"
+if [ "$(q 'SELECT count(*) FROM conversation')" = 2 ]; then pass; else fail "n deleted"; fi
+keys DC
+expect_screen 'delete #1\? y deletes' 2 "delete asks again"
+keys y
+expect_gone 'puffin question' 5 "the list lost the deleted conversation"
+if [ "$(q 'SELECT count(*) FROM conversation WHERE id = 1')" = 0 ]; then pass; else fail "y did not delete"; fi
+if [ "$(q 'SELECT count(*) FROM message WHERE conversation_id = 1')" = 0 ]; then pass; else fail "messages left"; fi
+keys Escape
+expect_screen 'deleted conversation 1' 2 "the transcript says what went"
+type_text "/quit"; keys Enter
+expect_screen 'PROMPT\$' 5 "the TUI quit"
+
+finish
