@@ -5,7 +5,7 @@ libapp_a_SOURCES += \
 	app/tools/tools.c app/tools/tools.h app/tools/proc.c app/tools/proc.h \
 	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c app/tools/write_preview.c \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
-	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
+	app/chat.c app/chat.h app/chat_branches.c app/chat_branches.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
 	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h \
 	app/attach.c app/attach.h
 glmchat_LDADD += $(CJSON_LIBS)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app/attach.h"
+#include "app/chat_branches.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
 #include "engine/setting.h"
@@ -717,45 +718,67 @@ static char *message_with_files(chat_tui *t, const char *text)
     return msg.text;
 }
 
+/* The alternatives of the current path, one line each under their branching point. */
+static void list_branches(chat_tui *t, const chat_branch_alt *alts, size_t n)
+{
+    size_t cap = 256 + n * 160, len = 0;
+    char *text = malloc(cap);
+    if (!text) {
+        error_line(t, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || alts[i].at != alts[i - 1].at || alts[i].after != alts[i - 1].after) {
+            if (alts[i].after && alts[i].at == 0)
+                len += (size_t)snprintf(text + len, cap - len, "%sat the start:\n", i ? "\n" : "");
+            else
+                len += (size_t)snprintf(text + len, cap - len, "%s%s message %lld:\n", i ? "\n" : "",
+                                        alts[i].after ? "after" : "at", (long long)alts[i].at);
+        }
+        len += (size_t)snprintf(text + len, cap - len, "  %zu: message %lld (%s) %s%s\n", i + 1,
+                                (long long)alts[i].number, msg_role_name(alts[i].role), alts[i].preview,
+                                alts[i].shown ? "  \xe2\x97\x80 shown" : "");
+    }
+    snprintf(text + len, cap - len, "/branch N switches to alternative N");
+    ui_push_text(t->view, UI_EV_NOTICE, text, strlen(text));
+    free(text);
+}
+
+/* /branch lists the alternatives at every branching point of the path; /branch N switches to
+ * alternative N (the newest leaf below it, as the user left it). */
 static void branches(chat_tui *t, const char *arg)
 {
     int64_t conv = chat_conversation(t->chat);
-    conv_messages path;
-    if (conv <= 0 || conv_load_path(t->o.db, conv, &path) != 0 || path.count == 0) {
-        notice(t, "no branches yet");
-        if (conv > 0)
-            conv_messages_free(&path);
-        return;
-    }
-    int64_t parent = path.msgs[path.count - 1].parent, current = path.msgs[path.count - 1].id;
-    for (size_t i = path.count; i-- > 0;)
-        if (path.msgs[i].role == MSG_USER) { /* the branches are the replies to the last message */
-            parent = path.msgs[i].id;
-            current = i + 1 < path.count ? path.msgs[i + 1].id : 0;
-            break;
-        }
-    conv_messages_free(&path);
-    int64_t *kids;
+    chat_branch_alt *alts;
     size_t n;
-    if (msg_children(t->o.db, conv, parent, &kids, &n) != 0) {
-        error_line(t, db_errmsg(t->o.db));
+    if (conv <= 0) {
+        notice(t, "no branches yet");
         return;
     }
-    if (*arg) {
+    if (chat_branch_alternatives(t->o.db, conv, &alts, &n) != 0) {
+        error_line(t, db_errmsg(t->o.db)[0] ? db_errmsg(t->o.db) : "out of memory listing the branches");
+        return;
+    }
+    if (n == 0) {
+        notice(t, "no branches yet: /edit and /retry make them");
+    } else if (!*arg) {
+        list_branches(t, alts, n);
+    } else {
         long long k;
         char err[512];
+        int64_t leaf;
         if (setting_int("/branch", arg, 1, (long long)n, &k, NULL, 0))
-            notice(t, "there are %zu branches; /branch N picks one of them", n);
-        else if (chat_branch(t->chat, msg_descend(t->o.db, kids[k - 1]), err, sizeof err) != 0)
-            error_line(t, err); /* the newest leaf of that branch, as the user left it */
-        else
+            notice(t, "there are %zu alternatives; /branch lists them and /branch N picks one", n);
+        else if ((leaf = msg_descend(t->o.db, alts[k - 1].msg)) < 0)
+            error_line(t, db_errmsg(t->o.db));
+        else if (chat_branch(t->chat, leaf, err, sizeof err) != 0)
+            error_line(t, err);
+        else {
             replay(t);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            notice(t, "branch %zu: message %lld%s", i + 1, (long long)msg_number(t->o.db, conv, kids[i]),
-                   kids[i] == current ? " (shown)" : "");
+            notice(t, "now on message %lld's branch", (long long)alts[k - 1].number);
+        }
     }
-    free(kids);
+    free(alts);
 }
 
 static void run_command(chat_tui *t, const char *name, const char *args)

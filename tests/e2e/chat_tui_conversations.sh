@@ -15,6 +15,16 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 {"type":"content","text":"Gannet answer."}
 {"type":"done","finish":"stop"}
+{"type":"content","text":"Alpha one."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Alpha two."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Beta one."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Beta two."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Gamma on alpha one."}
+{"type":"done","finish":"stop"}
 R
 expect_exit_in 0 $'puffin question\n' "$G" chat
 expect_exit_in 0 $'gannet question\n' "$G" chat
@@ -46,6 +56,34 @@ if [ "$(q 'SELECT count(*) FROM conversation WHERE id = 1')" = 0 ]; then pass; e
 if [ "$(q 'SELECT count(*) FROM message WHERE conversation_id = 1')" = 0 ]; then pass; else fail "messages left"; fi
 keys Escape
 expect_screen 'deleted conversation 1' 2 "the transcript says what went"
+
+# ---- /branch reaches every retried and edited message, not only the last one's replies ----
+type_text "/new"; keys Enter
+type_text "first"; keys Enter
+expect_screen 'Alpha one\.' 5 "first reply"
+type_text "/retry"; keys Enter
+expect_screen 'Alpha two\.' 5 "the retry"
+type_text "second"; keys Enter
+expect_screen 'Beta one\.' 5 "second reply"
+type_text "/edit second edited"; keys Enter
+expect_screen 'Beta two\.' 5 "the edit's reply"
+type_text "/branch"; keys Enter
+expect_screen 'at message 3:$' 2 "the retried reply's branching point"
+expect_screen '^ +1: message 2 \(assistant\) Alpha one\.$' 2 "the first reply is listed"
+expect_screen '^ +2: message 3 \(assistant\) Alpha two\. +◀ shown$' 2 "the shown one is marked"
+expect_screen '^ +3: message 4 \(user\) second$' 2 "the edited message is listed"
+expect_screen '^ +4: message 6 \(user\) second edited +◀ shown$' 2 "its edit is marked"
+type_text "/branch 1"; keys Enter
+expect_screen "now on message 2's branch" 2 "switched"
+expect_no_screen 'Beta' "the later turns are not on this branch"
+type_text "third"; keys Enter
+expect_screen 'Gamma on alpha one\.' 5 "the turn continues from the first reply"
+if [ "$(q "SELECT count(*) FROM message WHERE conversation_id = 3")" = 9 ]; then pass; else fail "message count"; fi
+type_text "/branch 9"; keys Enter
+expect_screen 'there are 2 alternatives' 2 "a number out of range is refused (this path passes one point)"
+type_text "/branch 2"; keys Enter
+expect_screen 'Beta two\.' 5 "back to the retried reply's newest leaf"
+expect_no_screen 'Gamma' "the other branch is not shown"
 type_text "/quit"; keys Enter
 expect_screen 'PROMPT\$' 5 "the TUI quit"
 
