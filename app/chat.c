@@ -155,7 +155,12 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
 {
     if (c->o.policy && id != c->conv) /* "this conversation" approvals end with it */
         tool_policy_new_conversation(c->o.policy);
-    if (id == 0) {
+    if (id == 0) { /* a new conversation starts from the configured system prompt */
+        char *dflt = c->o.cfg->system_prompt ? strdup(c->o.cfg->system_prompt) : NULL;
+        if (c->o.cfg->system_prompt && !dflt)
+            return fail(err, errlen, "out of memory");
+        free(c->system_prompt);
+        c->system_prompt = dflt;
         c->conv = 0;
         return 0;
     }
@@ -175,10 +180,8 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
     }
     load_settings(c, settings);
     free(settings);
-    if (prompt) {
-        free(c->system_prompt);
-        c->system_prompt = prompt;
-    }
+    free(c->system_prompt); /* none stored means none: not the previous conversation's */
+    c->system_prompt = prompt;
     return 0;
 }
 

@@ -25,7 +25,16 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 {"type":"content","text":"Gamma on alpha one."}
 {"type":"done","finish":"stop"}
+{"type":"content","text":"Sys answer."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"Plain answer."}
+{"type":"done","finish":"stop"}
+{"type":"tool_call","name":"run_command","arguments":{"command":"echo ran > ran.txt"}}
+{"type":"done","finish":"tool_calls"}
+{"type":"content","text":"Ran it."}
+{"type":"done","finish":"stop"}
 R
+printf 'workspace = %s\n' "$TMP/ws" >"$XDG_CONFIG_HOME/glmchat/config"
 expect_exit_in 0 $'puffin question\n' "$G" chat
 expect_exit_in 0 $'gannet question\n' "$G" chat
 
@@ -84,6 +93,33 @@ expect_screen 'there are 2 alternatives' 2 "a number out of range is refused (th
 type_text "/branch 2"; keys Enter
 expect_screen 'Beta two\.' 5 "back to the retried reply's newest leaf"
 expect_no_screen 'Gamma' "the other branch is not shown"
+
+# ---- a conversation without a system prompt does not inherit the previous one's ----
+type_text "/new"; keys Enter
+type_text "/system be a gannet"; keys Enter
+type_text "sys q"; keys Enter
+expect_screen 'Sys answer\.' 5 "reply with a system prompt"
+type_text "/new"; keys Enter
+type_text "plain q"; keys Enter
+expect_screen 'Plain answer\.' 5 "reply in a new conversation"
+type_text "/system"; keys Enter
+expect_screen 'no system prompt; /system TEXT sets one' 2 "/new starts without the last conversation's prompt"
+if [ -z "$(q "SELECT system_prompt FROM conversation WHERE id = 5")" ]; then pass; else fail "conversation 5 was saved with a prompt"; fi
+sqlite3 "$DB" "UPDATE conversation SET system_prompt = NULL WHERE id = 5"
+type_text "/open 4"; keys Enter
+type_text "/system"; keys Enter
+expect_screen 'system prompt: be a gannet' 2 "the stored prompt"
+type_text "/open 5"; keys Enter
+type_text "/system"; keys Enter
+expect_screen 'no system prompt; /system TEXT sets one' 2 "opening a conversation with none clears it"
+
+# ---- a tool call without a begin event still asks for its approval ----
+type_text "run it"; keys Enter
+expect_screen 'run_command wants to run:' 5 "the approval question shows"
+keys y
+expect_screen 'Ran it\.' 5 "the turn went on"
+if [ "$(cat "$TMP/ws/ran.txt" 2>/dev/null)" = ran ]; then pass; else fail "the command did not run"; fi
+
 type_text "/quit"; keys Enter
 expect_screen 'PROMPT\$' 5 "the TUI quit"
 
