@@ -781,6 +781,43 @@ static void branches(chat_tui *t, const char *arg)
     free(alts);
 }
 
+/* The number of the last user message on the path, 0 when there is none. */
+static int64_t last_user_number(chat_tui *t)
+{
+    conv_messages path;
+    int64_t id = chat_conversation(t->chat), found = 0;
+    if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
+        return 0;
+    for (size_t i = path.count; i-- > 0 && !found;)
+        if (path.msgs[i].role == MSG_USER)
+            found = path.msgs[i].id;
+    conv_messages_free(&path);
+    return found ? msg_number(t->o.db, id, found) : 0;
+}
+
+/* /drop [N]: message N (default: the last of yours) and what follows leave the path. */
+static void drop_messages(chat_tui *t, const char *arg)
+{
+    long long n = 0;
+    char err[1024];
+    if (*arg && setting_int("/drop", arg, 1, INT64_MAX, &n, err, sizeof err)) {
+        notice(t, "%s", err);
+        return;
+    }
+    if (!*arg && (n = last_user_number(t)) == 0) {
+        notice(t, "nothing to drop yet");
+        return;
+    }
+    int64_t last = chat_drop(t->chat, n, err, sizeof err);
+    if (last < 0) {
+        error_line(t, err);
+        return;
+    }
+    replay(t);
+    notice(t, "dropped message %lld and what followed from this path (/branch %s)", n,
+           "still reaches them");
+}
+
 static void run_command(chat_tui *t, const char *name, const char *args)
 {
     char err[1024];
@@ -831,6 +868,8 @@ static void run_command(chat_tui *t, const char *name, const char *args)
         notice(t, "edit the message and press Enter: it replaces the last one (a new branch)");
     } else if (strcmp(name, "branch") == 0) {
         branches(t, args);
+    } else if (strcmp(name, "drop") == 0) {
+        drop_messages(t, args);
     } else if (strcmp(name, "stats") == 0) {
         notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
                   "%.1f tok/s decode",

@@ -195,6 +195,9 @@ int conv_set_leaf(db_store *db, int64_t conv, int64_t msg)
 {
     sqlite3_stmt *st;
     db_clear_error(db);
+    if (msg == 0)
+        return conv_write(db, conv, "UPDATE conversation SET leaf_id = NULL WHERE id = ?1", 0, NULL,
+                          "emptying the current path");
     if (sqlite3_prepare_v2(db->sql,
                            "UPDATE conversation SET leaf_id = ?2 WHERE id = ?1 AND EXISTS "
                            "(SELECT 1 FROM message WHERE id = ?2 AND conversation_id = ?1)",

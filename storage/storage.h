@@ -120,7 +120,8 @@ int conv_get_system_prompt(db_store *db, int64_t conv, char **out);
 
 /* The current leaf (0 when the conversation has no message yet), or -1. */
 int64_t conv_leaf(db_store *db, int64_t conv);
-/* Makes msg (a message of conv) the current leaf: the chat shows root -> msg. */
+/* Makes msg (a message of conv) the current leaf: the chat shows root -> msg. msg 0 empties
+ * the path (the next message is a new root; the old ones stay as branches). */
 int conv_set_leaf(db_store *db, int64_t conv, int64_t msg);
 
 /* Display strings (title, preview, model here; title and snippet in search_hit) are valid

@@ -19,6 +19,10 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 {"type":"content","text":"Heron answer."}
 {"type":"done","finish":"stop"}
+{"type":"content","text":"Short answer."}
+{"type":"done","finish":"stop"}
+{"type":"content","text":"After the drop."}
+{"type":"done","finish":"stop"}
 R
 expect_exit_in 0 $'albatross question\n' "$G" chat
 expect_exit_in 0 $'kestrel question\n' "$G" chat
@@ -86,4 +90,18 @@ expect_grep err 'needs a conversation ID and a TITLE'
 expect_exit 2 "$G" rename four Title
 expect_exit 0 "$G" list
 expect_grep out 'Herons of the north$'
+
+# ---- a message that cannot fit the context is refused before it is saved ----
+export GLMCHAT_TEST_CONTEXT=400   # the recorded-replies source counts a rendered byte as a token
+LONG=$(printf 'word %.0s' $(seq 100))
+expect_exit_in 1 "$LONG"$'\n' "$G" chat
+expect_grep err 'your message was not sent: it is [0-9]+ tokens, and the context holds 400'
+if [ "$(q 'SELECT count(*) FROM conversation')" = 1 ]; then pass; else fail "a conversation was saved for it"; fi
+HALF=$(printf 'tern %.0s' $(seq 30))
+expect_exit_in 0 "$HALF"$'\n' "$G" chat
+expect_same out $'Short answer.\n'
+expect_exit_in 1 "$HALF"$'\n' "$G" chat -c
+expect_grep err 'with the [0-9]+ tokens of the conversation before it the prompt is [0-9]+ tokens, and the context holds 400.*/compact.*/drop N'
+if [ "$(q 'SELECT count(*) FROM message WHERE conversation_id = 2')" = 2 ]; then pass; else fail "the refused message was saved"; fi
+unset GLMCHAT_TEST_CONTEXT
 finish

@@ -120,6 +120,16 @@ keys y
 expect_screen 'Ran it\.' 5 "the turn went on"
 if [ "$(cat "$TMP/ws/ran.txt" 2>/dev/null)" = ran ]; then pass; else fail "the command did not run"; fi
 
+# ---- /drop takes the last turn off the path; /branch still reaches it ----
+type_text "/drop"; keys Enter
+expect_screen 'dropped message 3 and what followed' 3 "/drop says what it dropped"
+expect_no_screen 'Ran it\.' "the dropped turn is gone from the transcript"
+type_text "/branch"; keys Enter
+expect_screen 'after message 2:' 3 "the dropped turn is a continuation of the path's end"
+expect_screen '^ +1: message 3 \(user\) run it$' 2 "listed by number"
+type_text "/drop 99"; keys Enter
+expect_screen 'message 99 is not on the path shown' 2 "a number off the path is refused"
+
 type_text "/quit"; keys Enter
 expect_screen 'PROMPT\$' 5 "the TUI quit"
 
