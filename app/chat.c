@@ -155,7 +155,12 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
 {
     if (c->o.policy && id != c->conv) /* "this conversation" approvals end with it */
         tool_policy_new_conversation(c->o.policy);
-    if (id == 0) {
+    if (id == 0) { /* a new conversation starts from the configured system prompt */
+        char *dflt = c->o.cfg->system_prompt ? strdup(c->o.cfg->system_prompt) : NULL;
+        if (c->o.cfg->system_prompt && !dflt)
+            return fail(err, errlen, "out of memory");
+        free(c->system_prompt);
+        c->system_prompt = dflt;
         c->conv = 0;
         return 0;
     }
@@ -175,10 +180,8 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
     }
     load_settings(c, settings);
     free(settings);
-    if (prompt) {
-        free(c->system_prompt);
-        c->system_prompt = prompt;
-    }
+    free(c->system_prompt); /* none stored means none: not the previous conversation's */
+    c->system_prompt = prompt;
     return 0;
 }
 
@@ -660,7 +663,7 @@ static void remember_reasoning(chat *c, const glm_request *r, const step *s)
     char sig[CHAT_SIGNATURE_LEN + 1], ids[4096];
     chat_signature(r->messages, r->n_messages, &m, sig);
     if (chat_call_ids(&m, ids, sizeof ids) == 0)
-        mem_put(c->o.db, sig, ids, s->reasoning, s->rlen); /* a cache: a failure loses nothing saved */
+        mem_put(c->o.db, c->conv, sig, ids, s->reasoning, s->rlen); /* a cache: a failure loses nothing saved */
     free(calls);
 }
 
@@ -829,9 +832,64 @@ static int save_user(chat *c, int64_t parent, const char *text, char *err, size_
     return 0;
 }
 
+/* Refuses text before it is saved when the prompt with it (after the path, or in place of the
+ * path's last user message when replacing) leaves the context no room for a reply: saved, it
+ * would make every later turn fail. */
+static int check_fits(chat *c, const char *text, int replacing, char *err, size_t errlen)
+{
+    if (!c->src.measure)
+        return 0;
+    chat_request *cr = chat_build_request(c, err, errlen);
+    if (!cr)
+        return -1;
+    size_t n = cr->req.n_messages;
+    if (replacing)
+        while (n > 0 && cr->req.messages[n - 1].role != GLM_ROLE_USER)
+            n--;
+    if (replacing && n > 0)
+        n--;
+    glm_message *msgs = calloc(n + 1, sizeof *msgs);
+    if (!msgs) {
+        chat_request_free(cr);
+        return fail(err, errlen, "out of memory");
+    }
+    memcpy(msgs, cr->req.messages, n * sizeof *msgs);
+    msgs[n] = (glm_message){.role = GLM_ROLE_USER, .content = text};
+    glm_request r = cr->req, alone = cr->req;
+    r.messages = msgs;
+    r.n_messages = (int)n + 1;
+    alone.messages = &msgs[n];
+    alone.n_messages = 1;
+    int tokens = 0, own = 0, context = 0;
+    glm_error gerr = {0};
+    glm_status st = c->src.measure(c->src.self, &r, &tokens, &context, &gerr);
+    int rc = 0;
+    if (st != GLM_OK) {
+        rc = fail(err, errlen, "cannot measure the prompt: %s", gerr.message);
+    } else if (tokens >= context) {
+        if (c->src.measure(c->src.self, &alone, &own, &context, &gerr) != GLM_OK)
+            own = -1;
+        if (own >= context || n == 0)
+            rc = fail(err, errlen, "your message was not sent: it is %d tokens, and the context holds %d "
+                                   "(--context, context in the config); shorten it",
+                      own, context);
+        else
+            rc = fail(err, errlen, "your message was not sent: with the %d tokens of the conversation before "
+                                   "it the prompt is %d tokens, and the context holds %d (--context, "
+                                   "context in the config); /compact summarises the conversation, /drop N "
+                                   "takes old turns off it, /new starts afresh",
+                      tokens - own, tokens, context);
+    }
+    free(msgs);
+    chat_request_free(cr);
+    return rc;
+}
+
 int chat_turn(chat *c, const char *text, chat_outcome *out, char *err, size_t errlen)
 {
     outcome_init(out);
+    if (check_fits(c, text, 0, err, errlen))
+        return -1;
     if (ensure_conversation(c, text, err, errlen))
         return -1;
     int64_t leaf = conv_leaf(c->o.db, c->conv);
@@ -881,7 +939,7 @@ int chat_edit(chat *c, const char *text, chat_outcome *out, char *err, size_t er
     if (!c->conv)
         return fail(err, errlen, "there is no message to edit in a new conversation");
     int64_t parent;
-    if (last_user(c, &parent, err, errlen) < 0)
+    if (last_user(c, &parent, err, errlen) < 0 || check_fits(c, text, 1, err, errlen))
         return -1;
     if (save_user(c, parent, text, err, errlen))
         return -1;
@@ -895,4 +953,27 @@ int chat_branch(chat *c, int64_t msg_id, char *err, size_t errlen)
     if (conv_set_leaf(c->o.db, c->conv, msg_id) != 0)
         return fail(err, errlen, "cannot continue from message %lld: %s", (long long)msg_id, db_errmsg(c->o.db));
     return 0;
+}
+
+int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen)
+{
+    if (!c->conv)
+        return fail(err, errlen, "there is nothing to drop in a new conversation");
+    int64_t id = msg_by_number(c->o.db, c->conv, n);
+    if (id < 0)
+        return db_fail(c, err, errlen, "cannot find the message");
+    conv_messages path;
+    if (conv_load_path(c->o.db, c->conv, &path) != 0)
+        return db_fail(c, err, errlen, "cannot load the conversation");
+    int64_t parent = -1;
+    for (size_t i = 0; id > 0 && i < path.count; i++)
+        if (path.msgs[i].id == id)
+            parent = path.msgs[i].parent;
+    conv_messages_free(&path);
+    if (parent < 0)
+        return fail(err, errlen, "message %lld is not on the path shown (/branch lists the others)",
+                    (long long)n);
+    if (conv_set_leaf(c->o.db, c->conv, parent) != 0)
+        return db_fail(c, err, errlen, "cannot drop the message");
+    return parent ? msg_number(c->o.db, c->conv, parent) : 0;
 }

@@ -33,6 +33,10 @@ typedef struct chat_source {
     glm_status (*generate)(void *self, const glm_request *r, glm_event_fn on_event, void *user,
                            glm_error *err);
     void (*cancel)(void *self); /* async-signal-safe; may be NULL */
+    /* The prompt tokens r would take and the context they must fit; NULL: not known (a message
+     * is then saved without the check, and an over-long prompt fails when generating). */
+    glm_status (*measure)(void *self, const glm_request *r, int *prompt_tokens, int *context,
+                          glm_error *err);
     void *self;
     const char *model_name;     /* stored with each reply */
 } chat_source;
@@ -104,6 +108,10 @@ int chat_retry(chat *c, chat_outcome *out, char *err, size_t errlen);
 int chat_edit(chat *c, const char *text, chat_outcome *out, char *err, size_t errlen);
 /* Moves the conversation to message msg: the next turn continues from there (a branch). */
 int chat_branch(chat *c, int64_t msg, char *err, size_t errlen);
+/* Takes message number n (as numbered in the conversation) and everything after it off the
+ * current path: the path ends at its parent (empty for a first message); nothing is deleted,
+ * so /branch still reaches it. Returns the number of the new last message (0: none), or -1. */
+int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen);
 
 /* A request built from the current path (tests and `render`-like tools): fills *r, valid until
  * chat_request_free. */

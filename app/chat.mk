@@ -6,7 +6,7 @@ libapp_a_SOURCES += \
 	app/tools/workspace.c app/tools/workspace.h app/tools/builtin.c app/tools/builtin_fs.c app/tools/write_preview.c \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
 	app/tools/mcp_boot.c app/tools/mcp_boot.h \
-	app/chat.c app/chat.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
+	app/chat.c app/chat.h app/chat_branches.c app/chat_branches.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
 	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h \
 	app/attach.c app/attach.h app/engine_log.c app/engine_log.h
 glmchat_LDADD += $(CJSON_LIBS)
@@ -42,11 +42,12 @@ TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/
 TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh \
 	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh \
 	tests/e2e/chat_signals.sh tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh \
-	tests/e2e/chat_tui_ux.sh
+	tests/e2e/chat_tui_ux.sh tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
 	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh \
 	tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh tests/e2e/chat_signals.sh \
-	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh
+	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh \
+	tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

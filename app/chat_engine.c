@@ -82,6 +82,14 @@ static glm_status engine_generate(void *self, const glm_request *r, glm_event_fn
     return glm_generate(ce->session, r, on_event, user, err);
 }
 
+static glm_status engine_measure(void *self, const glm_request *r, int *prompt_tokens, int *context,
+                                 glm_error *err)
+{
+    chat_engine *ce = self;
+    *context = glm_engine_context(ce->engine);
+    return glm_count_prompt(ce->session, r, prompt_tokens, err);
+}
+
 static void engine_cancel(void *self)
 {
     chat_engine *ce = self;
@@ -90,7 +98,7 @@ static void engine_cancel(void *self)
 
 chat_source chat_engine_source(chat_engine *ce)
 {
-    chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .self = ce, .model_name = ce->model_name};
+    chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .measure = engine_measure, .self = ce, .model_name = ce->model_name};
     return s;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app/attach.h"
+#include "app/chat_branches.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
 #include "engine/setting.h"
@@ -725,45 +726,104 @@ static char *message_with_files(chat_tui *t, const char *text)
     return msg.text;
 }
 
+/* The alternatives of the current path, one line each under their branching point. */
+static void list_branches(chat_tui *t, const chat_branch_alt *alts, size_t n)
+{
+    size_t cap = 256 + n * 160, len = 0;
+    char *text = malloc(cap);
+    if (!text) {
+        error_line(t, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || alts[i].at != alts[i - 1].at || alts[i].after != alts[i - 1].after) {
+            if (alts[i].after && alts[i].at == 0)
+                len += (size_t)snprintf(text + len, cap - len, "%sat the start:\n", i ? "\n" : "");
+            else
+                len += (size_t)snprintf(text + len, cap - len, "%s%s message %lld:\n", i ? "\n" : "",
+                                        alts[i].after ? "after" : "at", (long long)alts[i].at);
+        }
+        len += (size_t)snprintf(text + len, cap - len, "  %zu: message %lld (%s) %s%s\n", i + 1,
+                                (long long)alts[i].number, msg_role_name(alts[i].role), alts[i].preview,
+                                alts[i].shown ? "  \xe2\x97\x80 shown" : "");
+    }
+    snprintf(text + len, cap - len, "/branch N switches to alternative N");
+    ui_push_text(t->view, UI_EV_NOTICE, text, strlen(text));
+    free(text);
+}
+
+/* /branch lists the alternatives at every branching point of the path; /branch N switches to
+ * alternative N (the newest leaf below it, as the user left it). */
 static void branches(chat_tui *t, const char *arg)
 {
     int64_t conv = chat_conversation(t->chat);
-    conv_messages path;
-    if (conv <= 0 || conv_load_path(t->o.db, conv, &path) != 0 || path.count == 0) {
-        notice(t, "no branches yet");
-        if (conv > 0)
-            conv_messages_free(&path);
-        return;
-    }
-    int64_t parent = path.msgs[path.count - 1].parent, current = path.msgs[path.count - 1].id;
-    for (size_t i = path.count; i-- > 0;)
-        if (path.msgs[i].role == MSG_USER) { /* the branches are the replies to the last message */
-            parent = path.msgs[i].id;
-            current = i + 1 < path.count ? path.msgs[i + 1].id : 0;
-            break;
-        }
-    conv_messages_free(&path);
-    int64_t *kids;
+    chat_branch_alt *alts;
     size_t n;
-    if (msg_children(t->o.db, conv, parent, &kids, &n) != 0) {
-        error_line(t, db_errmsg(t->o.db));
+    if (conv <= 0) {
+        notice(t, "no branches yet");
         return;
     }
-    if (*arg) {
+    if (chat_branch_alternatives(t->o.db, conv, &alts, &n) != 0) {
+        error_line(t, db_errmsg(t->o.db)[0] ? db_errmsg(t->o.db) : "out of memory listing the branches");
+        return;
+    }
+    if (n == 0) {
+        notice(t, "no branches yet: /edit and /retry make them");
+    } else if (!*arg) {
+        list_branches(t, alts, n);
+    } else {
         long long k;
         char err[512];
+        int64_t leaf;
         if (setting_int("/branch", arg, 1, (long long)n, &k, NULL, 0))
-            notice(t, "there are %zu branches; /branch N picks one of them", n);
-        else if (chat_branch(t->chat, msg_descend(t->o.db, kids[k - 1]), err, sizeof err) != 0)
-            error_line(t, err); /* the newest leaf of that branch, as the user left it */
-        else
+            notice(t, "there are %zu alternatives; /branch lists them and /branch N picks one", n);
+        else if ((leaf = msg_descend(t->o.db, alts[k - 1].msg)) < 0)
+            error_line(t, db_errmsg(t->o.db));
+        else if (chat_branch(t->chat, leaf, err, sizeof err) != 0)
+            error_line(t, err);
+        else {
             replay(t);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            notice(t, "branch %zu: message %lld%s", i + 1, (long long)msg_number(t->o.db, conv, kids[i]),
-                   kids[i] == current ? " (shown)" : "");
+            notice(t, "now on message %lld's branch", (long long)alts[k - 1].number);
+        }
     }
-    free(kids);
+    free(alts);
+}
+
+/* The number of the last user message on the path, 0 when there is none. */
+static int64_t last_user_number(chat_tui *t)
+{
+    conv_messages path;
+    int64_t id = chat_conversation(t->chat), found = 0;
+    if (id <= 0 || conv_load_path(t->o.db, id, &path) != 0)
+        return 0;
+    for (size_t i = path.count; i-- > 0 && !found;)
+        if (path.msgs[i].role == MSG_USER)
+            found = path.msgs[i].id;
+    conv_messages_free(&path);
+    return found ? msg_number(t->o.db, id, found) : 0;
+}
+
+/* /drop [N]: message N (default: the last of yours) and what follows leave the path. */
+static void drop_messages(chat_tui *t, const char *arg)
+{
+    long long n = 0;
+    char err[1024];
+    if (*arg && setting_int("/drop", arg, 1, INT64_MAX, &n, err, sizeof err)) {
+        notice(t, "%s", err);
+        return;
+    }
+    if (!*arg && (n = last_user_number(t)) == 0) {
+        notice(t, "nothing to drop yet");
+        return;
+    }
+    int64_t last = chat_drop(t->chat, n, err, sizeof err);
+    if (last < 0) {
+        error_line(t, err);
+        return;
+    }
+    replay(t);
+    notice(t, "dropped message %lld and what followed from this path (/branch %s)", n,
+           "still reaches them");
 }
 
 static void run_command(chat_tui *t, const char *name, const char *args)
@@ -816,6 +876,8 @@ static void run_command(chat_tui *t, const char *name, const char *args)
         notice(t, "edit the message and press Enter: it replaces the last one (a new branch)");
     } else if (strcmp(name, "branch") == 0) {
         branches(t, args);
+    } else if (strcmp(name, "drop") == 0) {
+        drop_messages(t, args);
     } else if (strcmp(name, "stats") == 0) {
         notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
                   "%.1f tok/s decode",
@@ -823,6 +885,53 @@ static void run_command(chat_tui *t, const char *name, const char *args)
                t->last.prefill_tok_s, t->last.decode_tok_s);
     }
     /* help, quit, copy: the view's own */
+}
+
+/* Deletes a conversation chosen in the list (the view asked first); the open one gives way to a
+ * new conversation. */
+static void delete_conversation(chat_tui *t, const char *arg)
+{
+    long long id;
+    if (setting_int("conversation", arg, 1, INT64_MAX, &id, NULL, 0)) {
+        notice(t, "no conversation %s to delete", arg);
+        return;
+    }
+    if (conv_delete(t->o.db, id) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    if (chat_conversation(t->chat) == id) {
+        char err[256];
+        chat_open(t->chat, 0, err, sizeof err);
+        t->editing = 0;
+        ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
+        push_conversation_status(t);
+    }
+    notice(t, "deleted conversation %lld", id);
+    list_conversations(t);
+}
+
+/* Renames a conversation chosen in the list. */
+static void rename_conversation(chat_tui *t, const char *arg, const char *title)
+{
+    long long id;
+    if (setting_int("conversation", arg, 1, INT64_MAX, &id, NULL, 0)) {
+        notice(t, "no conversation %s to rename", arg);
+        return;
+    }
+    while (*title == ' ')
+        title++;
+    if (!*title) {
+        notice(t, "a title cannot be empty; the conversation keeps its title");
+        return;
+    }
+    if (conv_set_title(t->o.db, id, title) != 0) {
+        error_line(t, db_errmsg(t->o.db));
+        return;
+    }
+    if (chat_conversation(t->chat) == id)
+        push_conversation_status(t);
+    list_conversations(t);
 }
 
 /* ---- actions (UI thread) ------------------------------------------------------------------------- */
@@ -877,6 +986,19 @@ static void on_action(const ui_action *a, void *user)
             notice(t, "a reply is still being written");
         else
             open_conversation(t, a->id);
+        break;
+    }
+    case UI_ACT_DELETE:
+    case UI_ACT_RENAME: {
+        pthread_mutex_lock(&t->mu);
+        int busy = t->busy;
+        pthread_mutex_unlock(&t->mu);
+        if (busy)
+            notice(t, "a reply is still being written; change the list after it");
+        else if (a->type == UI_ACT_DELETE)
+            delete_conversation(t, a->id ? a->id : "");
+        else
+            rename_conversation(t, a->id ? a->id : "", a->text ? a->text : "");
         break;
     }
     case UI_ACT_QUIT:

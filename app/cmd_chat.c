@@ -33,6 +33,7 @@
 #define TEST_HOOK_REPLIES "GLMCHAT_TEST_REPLIES"
 #define TEST_HOOK_REQUESTS "GLMCHAT_TEST_REQUESTS"
 #define TEST_HOOK_DELAY "GLMCHAT_TEST_REPLY_DELAY_MS"
+#define TEST_HOOK_CONTEXT "GLMCHAT_TEST_CONTEXT"
 
 typedef enum reasoning_to { REASONING_STDERR, REASONING_STDOUT, REASONING_NONE } reasoning_to;
 typedef enum output_format { OUTPUT_TEXT, OUTPUT_JSONL, OUTPUT_JSON } output_format;
@@ -608,6 +609,11 @@ static int open_source(chat_env *e)
     e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), (int)delay_ms, err, sizeof err);
     if (!e->replies)
         return cli_runtime_error("%s", err);
+    const char *context = getenv(TEST_HOOK_CONTEXT);
+    long long ctx = 0;
+    if (context && *context && setting_int(TEST_HOOK_CONTEXT, context, 1, 1 << 30, &ctx, err, sizeof err))
+        return cli_runtime_error("%s", err);
+    test_reply_source_set_context(e->replies, (int)ctx);
     e->src = test_reply_source_as_source(e->replies);
     return 0;
 }

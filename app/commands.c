@@ -8,6 +8,8 @@ const cli_command cli_commands[] = {
     {"chat", cmd_chat, "one chat (TUI on a terminal, scripted otherwise)"},
     {"worker", cmd_worker, "rank 1, headless: serves one head at a time"},
     {"list", cmd_list, "conversations, newest first"},
+    {"rename", cmd_rename, "gives a conversation a new title"},
+    {"delete", cmd_delete, "deletes conversations (asks first on a terminal)"},
     {"search", cmd_search, "full-text search over messages and reasoning"},
     {"export", cmd_export, "transcripts as Markdown, JSON or HTML"},
     {"import", cmd_import, "a JSON transcript that export wrote"},

@@ -13,6 +13,8 @@ int cmd_chat(int argc, char **argv, const cli_globals *g);
 int cmd_worker(int argc, char **argv, const cli_globals *g);
 int cmd_list(int argc, char **argv, const cli_globals *g);
 int cmd_check_db(int argc, char **argv, const cli_globals *g);
+int cmd_rename(int argc, char **argv, const cli_globals *g);
+int cmd_delete(int argc, char **argv, const cli_globals *g);
 int cmd_search(int argc, char **argv, const cli_globals *g);
 int cmd_export(int argc, char **argv, const cli_globals *g);
 int cmd_import(int argc, char **argv, const cli_globals *g);

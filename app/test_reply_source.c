@@ -12,6 +12,7 @@
 #include "app/config.h"
 #include "app/test_reply_source.h"
 #include "engine/text/reply_parser.h"
+#include "engine/text/template.h"
 
 struct test_reply_source {
     FILE *f;
@@ -22,6 +23,7 @@ struct test_reply_source {
     int replies;
     int line;
     volatile sig_atomic_t canceled;
+    int context; /* > 0: measure counts a prompt's rendered bytes as its tokens against this */
 };
 
 test_reply_source *test_reply_source_open(const char *path, const char *request_log, int delay_ms,
@@ -327,8 +329,28 @@ static void cancel_replay(void *self)
     t->canceled = 1;
 }
 
+/* A stand-in for the tokenizer: one token per byte of the rendered prompt (no model here). */
+static glm_status measure_bytes(void *self, const glm_request *r, int *prompt_tokens, int *context,
+                                glm_error *err)
+{
+    test_reply_source *t = self;
+    tbuf prompt = {0};
+    glm_status st = tmpl_render(r, &prompt, err);
+    *prompt_tokens = (int)prompt.len;
+    *context = t->context;
+    tbuf_free(&prompt);
+    return st;
+}
+
+void test_reply_source_set_context(test_reply_source *t, int context)
+{
+    t->context = context;
+}
+
 chat_source test_reply_source_as_source(test_reply_source *t)
 {
     chat_source s = {.generate = replay, .cancel = cancel_replay, .self = t, .model_name = "recorded-replies"};
+    if (t->context > 0)
+        s.measure = measure_bytes;
     return s;
 }

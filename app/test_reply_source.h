@@ -24,6 +24,9 @@ typedef struct test_reply_source test_reply_source;
 test_reply_source *test_reply_source_open(const char *path, const char *request_log, int delay_ms,
                                           char *err, size_t errlen);
 void test_reply_source_free(test_reply_source *t);
+/* context > 0: the source measures prompts (a rendered byte counts as a token) against a context
+ * of that many, so the chat's too-long checks can be tested without a model. Before _as_source. */
+void test_reply_source_set_context(test_reply_source *t, int context);
 chat_source test_reply_source_as_source(test_reply_source *t);
 
 /* The request as the JSON line the log holds (malloc'd), for tests. */

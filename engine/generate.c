@@ -173,6 +173,19 @@ static glm_status prepare_prompt(const glm_request *rq, const tok_tokenizer *tok
     return st;
 }
 
+glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err)
+{
+    const tok_tokenizer *tok = glm_engine_tokenizer(glm_session_engine(s), err);
+    if (!tok)
+        return err && err->status ? err->status : GLM_ERR_ARG;
+    tok_ids ids = {0};
+    glm_status st = prepare_prompt(r, tok, &ids, err);
+    if (!st)
+        *tokens = (int)ids.n;
+    tok_ids_free(&ids);
+    return st;
+}
+
 /* The request's sampling with "the model's own" (negative) values filled from the model. */
 static glm_sampling resolve_sampling(const glm_model *m, const glm_sampling *asked)
 {

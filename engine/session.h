@@ -20,6 +20,9 @@ glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
  * max_new_tokens, else GLM_DEFAULT_MAX_TOKENS; then cut to room, the tokens the context has
  * left. *from says which limit it is. */
 int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
+/* How many tokens r's prompt is, rendered and tokenized as glm_generate would (no model run):
+ * what a caller checks against glm_engine_context before saving a message. */
+glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err);
 
 /* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
  * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */

@@ -96,8 +96,17 @@ static int conv_write(db_store *db, int64_t conv, const char *sql, int bind_text
 
 int conv_delete(db_store *db, int64_t conv)
 {
-    return conv_write(db, conv, "DELETE FROM conversation WHERE id = ?1", 0, NULL,
-                      "deleting a conversation");
+    /* Foreign keys cascade the rest: messages (by conversation and by parent), their parts
+     * (whose delete trigger takes their rows out of the search index) and reasoning memory.
+     * The leaf goes first so that no row points at a message being deleted. */
+    int opened = db_tx_start(db);
+    if (opened < 0)
+        return -1;
+    int ok = conv_write(db, conv, "UPDATE conversation SET leaf_id = NULL WHERE id = ?1", 0, NULL,
+                        "deleting a conversation") == 0 &&
+             conv_write(db, conv, "DELETE FROM conversation WHERE id = ?1", 0, NULL,
+                        "deleting a conversation") == 0;
+    return db_tx_end(db, opened, ok);
 }
 
 /* The first column of the first row of sql (with arg bound as ?1 when the query has it),
@@ -186,6 +195,9 @@ int conv_set_leaf(db_store *db, int64_t conv, int64_t msg)
 {
     sqlite3_stmt *st;
     db_clear_error(db);
+    if (msg == 0)
+        return conv_write(db, conv, "UPDATE conversation SET leaf_id = NULL WHERE id = ?1", 0, NULL,
+                          "emptying the current path");
     if (sqlite3_prepare_v2(db->sql,
                            "UPDATE conversation SET leaf_id = ?2 WHERE id = ?1 AND EXISTS "
                            "(SELECT 1 FROM message WHERE id = ?2 AND conversation_id = ?1)",

@@ -35,7 +35,8 @@ int mem_set_limits(db_store *db, int64_t max_entries, int64_t max_bytes)
     return evict(db);
 }
 
-int mem_put(db_store *db, const char *signature, const char *call_ids, const char *text, size_t len)
+int mem_put(db_store *db, int64_t conv, const char *signature, const char *call_ids, const char *text,
+            size_t len)
 {
     db_clear_error(db);
     if (!signature)
@@ -49,10 +50,12 @@ int mem_put(db_store *db, const char *signature, const char *call_ids, const cha
         return -1;
     sqlite3_stmt *st = db_stmt(db, STMT_MEM_PUT,
                                "INSERT INTO reasoning_memory(signature, call_ids, reasoning, size,"
-                               " created_at, last_used_at, use_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?5,"
-                               " (SELECT coalesce(max(use_seq), 0) + 1 FROM reasoning_memory))"
+                               " created_at, last_used_at, use_seq, conversation_id) VALUES (?1, ?2,"
+                               " ?3, ?4, ?5, ?5,"
+                               " (SELECT coalesce(max(use_seq), 0) + 1 FROM reasoning_memory), ?6)"
                                " ON CONFLICT(signature, call_ids) DO UPDATE SET"
                                " reasoning = excluded.reasoning, size = excluded.size,"
+                               " conversation_id = excluded.conversation_id,"
                                " last_used_at = excluded.last_used_at, use_seq = excluded.use_seq");
     int ok = st != NULL;
     if (ok) {
@@ -61,6 +64,8 @@ int mem_put(db_store *db, const char *signature, const char *call_ids, const cha
         sqlite3_bind_blob64(st, 3, len ? text : "", len, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, (int64_t)len);
         sqlite3_bind_int64(st, 5, db_now_ms());
+        if (conv > 0)
+            sqlite3_bind_int64(st, 6, conv);
         ok = db_step_done(db, st, "saving reasoning memory") == 0 && evict(db) == 0;
     }
     return db_tx_end(db, opened, ok);

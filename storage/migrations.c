@@ -62,6 +62,12 @@ static const char *const migration_steps[] = {
     "    WHERE old.kind IN ('text','reasoning');"
     "  INSERT INTO part_fts(rowid, body) SELECT new.id, CAST(new.body AS TEXT)"
     "    WHERE new.kind IN ('text','reasoning'); END;",
+    /* 2: reasoning memory names the conversation it came from, so deleting a conversation
+     * deletes its reasoning too (entries from before this step have none and stay until
+     * evicted). */
+    "ALTER TABLE reasoning_memory ADD COLUMN conversation_id INTEGER"
+    "  REFERENCES conversation(id) ON DELETE CASCADE;"
+    "CREATE INDEX reasoning_memory_conversation ON reasoning_memory(conversation_id);",
 };
 
 #define MIGRATION_COUNT ((int)(sizeof migration_steps / sizeof migration_steps[0]))

@@ -49,7 +49,7 @@
 typedef struct db_store db_store;
 
 /* The schema version this glmchat writes (PRAGMA user_version). */
-#define DB_SCHEMA_VERSION 1
+#define DB_SCHEMA_VERSION 2
 
 /* Opens (creating where missing, with parent directories mode 0700) the database at path, or
  * an in-memory one for ":memory:". Refuses, leaving the file byte-for-byte untouched: a file
@@ -109,7 +109,8 @@ int64_t db_now_ms(void);
 /* Creates a conversation; title and model may be NULL. Returns its id (> 0) or -1. */
 int64_t conv_create(db_store *db, const char *title, const char *model);
 
-/* Deletes a conversation with its messages and parts. 0, or -1 (unknown id included). */
+/* Deletes a conversation with its messages, parts, search index rows and reasoning memory, in
+ * one transaction (or the caller's db_begin one). 0, or -1 (unknown id included). */
 int conv_delete(db_store *db, int64_t conv);
 
 /* 1 when the conversation exists, 0 when not, -1 on error. */
@@ -131,7 +132,8 @@ int conv_get_system_prompt(db_store *db, int64_t conv, char **out);
 
 /* The current leaf (0 when the conversation has no message yet), or -1. */
 int64_t conv_leaf(db_store *db, int64_t conv);
-/* Makes msg (a message of conv) the current leaf: the chat shows root -> msg. */
+/* Makes msg (a message of conv) the current leaf: the chat shows root -> msg. msg 0 empties
+ * the path (the next message is a new root; the old ones stay as branches). */
 int conv_set_leaf(db_store *db, int64_t conv, int64_t msg);
 
 /* Display strings (title, preview, model here; title and snippet in search_hit) are valid
@@ -278,9 +280,11 @@ void conv_messages_free(conv_messages *m);
 /* Sets the limits (0 keeps the current one) and evicts down to them. */
 int mem_set_limits(db_store *db, int64_t max_entries, int64_t max_bytes);
 
-/* Stores (or replaces) an entry and marks it most recently used; then evicts. An entry
- * larger than max_bytes by itself is refused with a message. */
-int mem_put(db_store *db, const char *signature, const char *call_ids, const char *text, size_t len);
+/* Stores (or replaces) an entry for conversation conv (0: none; deleting conv deletes the
+ * entry) and marks it most recently used; then evicts. An entry larger than max_bytes by itself
+ * is refused with a message. */
+int mem_put(db_store *db, int64_t conv, const char *signature, const char *call_ids, const char *text,
+            size_t len);
 
 /* 1 with *text (malloc'd, len bytes + NUL) and the entry marked used; 0 when absent; -1. */
 int mem_get(db_store *db, const char *signature, const char *call_ids, char **text, size_t *len);

@@ -440,21 +440,31 @@ static void conv_clear(transcript *t)
     t->nconv = 0;
 }
 
+/* A tool call's item, ending the thinking or text before it. */
+static trs_item *add_tool(transcript *t, const uiq_item *ev)
+{
+    end_thinking(t);
+    t->text = NULL;
+    trs_item *it = item_add(t, TRS_TOOL);
+    if (!it)
+        return NULL;
+    it->id = ev->id ? strdup(ev->id) : NULL;
+    it->name = ev->name ? strdup(ev->name) : NULL;
+    it->t0 = t->now;
+    return it;
+}
+
 static void apply_tool(transcript *t, const uiq_item *ev)
 {
-    trs_item *it;
     if (ev->type == UI_EV_TOOL_BEGIN) {
-        end_thinking(t);
-        t->text = NULL;
-        it = item_add(t, TRS_TOOL);
-        if (!it)
-            return;
-        it->id = ev->id ? strdup(ev->id) : NULL;
-        it->name = ev->name ? strdup(ev->name) : NULL;
-        it->t0 = t->now;
+        add_tool(t, ev);
         return;
     }
-    it = find_tool(t, ev->id);
+    /* A call whose begin never came (a source that sends the whole call at once) still gets its
+     * item: its approval question must be seen, or the turn waits for an answer for ever. */
+    trs_item *it = find_tool(t, ev->id);
+    if (!it)
+        it = add_tool(t, ev);
     if (!it)
         return;
     it->dirty = 1;

@@ -42,6 +42,9 @@ struct tui {
     double last_ctrl_c;  /* an idle Ctrl-C showed the quit hint then */
     double cancel_ctrl_c; /* a Ctrl-C canceled a reply then */
     int list_open, list_sel; /* the conversation list */
+    int list_mode;       /* LIST_BROWSE, or a question about list_target */
+    char list_target[32];      /* the id the question is about */
+    char list_edit[256];       /* LIST_RENAME: the title being typed */
     char query[128];
     char list_empty[200]; /* what the list says when it holds nothing: no conversations, or no match */
     int paste;           /* inside a bracketed paste */
@@ -53,6 +56,9 @@ struct tui {
     SCREEN *screen;
     FILE *latency_log;   /* ui_config.latency_log, opened */
 };
+
+/* What keys in the conversation list do: move and filter, or answer a question. */
+enum { LIST_BROWSE, LIST_CONFIRM_DELETE, LIST_RENAME };
 
 static volatile sig_atomic_t got_term_signal;
 
@@ -462,23 +468,32 @@ static void draw_list(tui *t, int rows, int *cy, int *cx)
     }
     int iw = lw - (lw < COLS ? 3 : 2);
     draw_cut("Conversations", 0, 1, iw, A_BOLD);
-    if (rows > 3)
+    if (rows > 4) {
         draw_cut("\xe2\x86\x91\xe2\x86\x93 Enter opens \xc2\xb7 Esc closes", rows - 1, 1, iw, A_DIM);
-    char q[200];
-    snprintf(q, sizeof q, "/ %s", t->query);
-    draw_cut(q, 1, 1, iw, A_NORMAL);
+        draw_cut("Del deletes \xc2\xb7 Ctrl-R renames", rows - 2, 1, iw, A_DIM);
+    }
+    char q[400];
+    if (t->list_mode == LIST_RENAME)
+        snprintf(q, sizeof q, "title: %s", t->list_edit);
+    else if (t->list_mode == LIST_CONFIRM_DELETE)
+        snprintf(q, sizeof q, "delete #%s? y deletes, any key keeps", t->list_target);
+    else
+        snprintf(q, sizeof q, "/ %s", t->query);
+    draw_cut(q, 1, 1, iw, t->list_mode == LIST_BROWSE ? A_NORMAL : A_BOLD);
     *cy = 1;
     *cx = 1 + (int)rd_width(q, strlen(q));
+    if (*cx > iw)
+        *cx = iw;
     int shown = 0, y = 2, matched = 0;
     int per = 2;
-    int room = (rows - 3) / per;
+    int room = (rows - 4) / per;
     int first = t->list_sel >= room ? t->list_sel - room + 1 : 0;
     for (size_t i = 0; i < t->tr.nconv; i++) {
         if (!trs_conv_matches(&t->tr.convs[i], t->query))
             continue;
         if (matched++ < first)
             continue;
-        if (y + 1 >= rows - 1)
+        if (y + 1 >= rows - 2)
             break;
         attr_t a = shown + first == t->list_sel ? A_REVERSE : A_NORMAL;
         draw_cut(t->tr.convs[i].title[0] ? t->tr.convs[i].title : t->tr.convs[i].id, y, 1, iw, a | A_BOLD);
@@ -689,6 +704,7 @@ static void open_list(tui *t, int open, const char *empty)
     snprintf(t->list_empty, sizeof t->list_empty, "%s", empty);
     t->list_open = open;
     t->list_sel = 0;
+    t->list_mode = LIST_BROWSE;
     t->query[0] = '\0';
     t->dirty = 1;
 }
@@ -898,11 +914,77 @@ static int visible_convs(const tui *t)
     return n;
 }
 
+/* The conversation shown at the selection, or NULL. */
+static const trs_conv *selected_conv(const tui *t)
+{
+    int k = 0;
+    for (size_t i = 0; i < t->tr.nconv; i++)
+        if (trs_conv_matches(&t->tr.convs[i], t->query) && k++ == t->list_sel)
+            return &t->tr.convs[i];
+    return NULL;
+}
+
+/* Edits a one-line buffer with a key: backspace or a printable byte. */
+static void edit_line(char *buf, size_t cap, int ch)
+{
+    size_t q = strlen(buf);
+    if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        while (q > 0 && ((unsigned char)buf[q - 1] & 0xC0) == 0x80)
+            q--;
+        if (q > 0)
+            q--;
+        buf[q] = '\0';
+    } else if (ch >= 0x20 && ch < 0x100 && ch != 0x7F && q + 1 < cap) {
+        buf[q] = (char)ch;
+        buf[q + 1] = '\0';
+    }
+}
+
+/* A key while the list asks something (delete? the new title). */
+static void list_question_key(tui *t, int ch)
+{
+    if (t->list_mode == LIST_CONFIRM_DELETE) {
+        t->list_mode = LIST_BROWSE;
+        if (ch == 'y' || ch == 'Y') {
+            act(t, UI_ACT_DELETE, NULL, NULL, t->list_target, 0);
+            t->list_sel = 0;
+        }
+        return;
+    }
+    if (ch == 27 || ch == 3) {
+        t->list_mode = LIST_BROWSE;
+    } else if (ch == '\r' || ch == KEY_ENTER || ch == '\n') {
+        t->list_mode = LIST_BROWSE;
+        act(t, UI_ACT_RENAME, t->list_edit, NULL, t->list_target, 0);
+    } else {
+        edit_line(t->list_edit, sizeof t->list_edit, ch);
+    }
+}
+
+/* Del or Ctrl-R on the selected conversation: asks first. */
+static void list_ask(tui *t, int mode)
+{
+    const trs_conv *c = selected_conv(t);
+    if (!c)
+        return;
+    snprintf(t->list_target, sizeof t->list_target, "%s", c->id);
+    snprintf(t->list_edit, sizeof t->list_edit, "%s", c->title);
+    t->list_mode = mode;
+}
+
 static void list_key(tui *t, int ch)
 {
     t->dirty = 1;
+    if (t->list_mode != LIST_BROWSE) {
+        list_question_key(t, ch);
+        return;
+    }
     if (ch == 27 || ch == KEY_F(2) || ch == 3) {
         open_list(t, 0, "");
+        return;
+    }
+    if (ch == KEY_DC || ch == 18 /* Ctrl-R */) {
+        list_ask(t, ch == KEY_DC ? LIST_CONFIRM_DELETE : LIST_RENAME);
         return;
     }
     if (ch == KEY_UP && t->list_sel > 0) {
@@ -929,21 +1011,8 @@ static void list_key(tui *t, int ch)
         }
         return;
     }
-    size_t q = strlen(t->query);
-    if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
-        while (q > 0 && ((unsigned char)t->query[q - 1] & 0xC0) == 0x80)
-            q--;
-        if (q > 0)
-            q--;
-        t->query[q] = '\0';
-        t->list_sel = 0;
-        return;
-    }
-    if (ch >= 0x20 && ch < 0x100 && ch != 0x7F && q + 1 < sizeof t->query) {
-        t->query[q] = (char)ch;
-        t->query[q + 1] = '\0';
-        t->list_sel = 0;
-    }
+    edit_line(t->query, sizeof t->query, ch);
+    t->list_sel = 0;
 }
 
 static void ctrl_c(tui *t)

@@ -129,6 +129,8 @@ typedef enum ui_action_type {
                        FINISH "canceled" */
     UI_ACT_APPROVE, /* id: the tool call, answer: 'y' (once), 'c' (this conversation), 'a' (always), 'n' */
     UI_ACT_OPEN,    /* id: a conversation chosen in the list */
+    UI_ACT_DELETE,  /* id: a conversation the user chose to delete in the list (confirmed) */
+    UI_ACT_RENAME,  /* id: a conversation in the list, text: its new title */
     UI_ACT_QUIT,    /* the user quits; ui_run returns after this callback */
 } ui_action_type;
 

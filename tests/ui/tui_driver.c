@@ -321,6 +321,10 @@ static void on_action(const ui_action *a, void *user)
         ui_push_text(d->view, UI_EV_CONTENT_DELTA, "an old answer", 13);
         ui_push_finish(d->view, "stop");
         break;
+    case UI_ACT_DELETE:
+    case UI_ACT_RENAME: /* the real list actions are tested with glmchat (chat_tui_conversations.sh) */
+        notice(d, "%s conversation %s", a->type == UI_ACT_DELETE ? "delete" : "rename", a->id);
+        break;
     case UI_ACT_QUIT:
         atomic_store(&d->quit, 1);
         break;

@@ -407,7 +407,7 @@ START_TEST(memory_put_get_replace)
 {
     db_store *db = db_open(":memory:", (char[256]){0}, 256);
     const char r[] = "step 1\0step 2 \xff";
-    ck_assert_int_eq(mem_put(db, "sig-a", "call_1,call_2", r, sizeof r - 1), 0);
+    ck_assert_int_eq(mem_put(db, 0, "sig-a", "call_1,call_2", r, sizeof r - 1), 0);
     char *text;
     size_t len;
     ck_assert_int_eq(mem_get(db, "sig-a", "call_1,call_2", &text, &len), 1);
@@ -416,11 +416,11 @@ START_TEST(memory_put_get_replace)
     free(text);
     ck_assert_int_eq(mem_get(db, "sig-a", "call_1", &text, &len), 0);
     ck_assert_ptr_null(text);
-    ck_assert_int_eq(mem_put(db, "sig-a", "call_1,call_2", "new", 3), 0);
+    ck_assert_int_eq(mem_put(db, 0, "sig-a", "call_1,call_2", "new", 3), 0);
     ck_assert_int_eq(mem_get(db, "sig-a", "call_1,call_2", &text, &len), 1);
     ck_assert_str_eq(text, "new");
     free(text);
-    ck_assert_int_eq(mem_put(db, "sig-b", NULL, "none", 4), 0);
+    ck_assert_int_eq(mem_put(db, 0, "sig-b", NULL, "none", 4), 0);
     ck_assert_int_eq(mem_get(db, "sig-b", "", &text, &len), 1);
     free(text);
     int64_t entries, bytes;
@@ -438,11 +438,11 @@ START_TEST(memory_evicts_least_recently_used_by_count_and_bytes)
     char sig[16];
     for (int i = 0; i < 3; i++) {
         snprintf(sig, sizeof sig, "s%d", i);
-        ck_assert_int_eq(mem_put(db, sig, "", "0123456789", 10), 0);
+        ck_assert_int_eq(mem_put(db, 0, sig, "", "0123456789", 10), 0);
     }
     ck_assert_int_eq(mem_touch(db, "s0", ""), 1); /* s0 is now newer than s1 */
     ck_assert_int_eq(mem_touch(db, "nope", ""), 0);
-    ck_assert_int_eq(mem_put(db, "s3", "", "0123456789", 10), 0);
+    ck_assert_int_eq(mem_put(db, 0, "s3", "", "0123456789", 10), 0);
     char *t;
     size_t n;
     ck_assert_int_eq(mem_get(db, "s1", "", &t, &n), 0); /* evicted by count */
@@ -451,23 +451,23 @@ START_TEST(memory_evicts_least_recently_used_by_count_and_bytes)
     /* Bytes: a 600-byte entry pushes out the oldest until the total fits 1000. */
     char big[990];
     memset(big, 'x', sizeof big);
-    ck_assert_int_eq(mem_put(db, "big", "", big, 600), 0);
+    ck_assert_int_eq(mem_put(db, 0, "big", "", big, 600), 0);
     int64_t entries, bytes;
     ck_assert_int_eq(mem_stats(db, &entries, &bytes), 0);
     ck_assert_int_le(bytes, 1000);
     ck_assert_int_eq(entries, 3);
-    ck_assert_int_eq(mem_put(db, "huge", "", big, 980), 0);
+    ck_assert_int_eq(mem_put(db, 0, "huge", "", big, 980), 0);
     ck_assert_int_eq(mem_stats(db, &entries, &bytes), 0);
     ck_assert_int_eq(entries, 1); /* strict LRU: big and the older small ones all had to go */
     ck_assert_int_eq(mem_get(db, "huge", "", &t, &n), 1);
     free(t);
-    ck_assert_int_eq(mem_put(db, "too-big", "", big, 990), 0);
+    ck_assert_int_eq(mem_put(db, 0, "too-big", "", big, 990), 0);
     ck_assert_int_eq(mem_stats(db, &entries, &bytes), 0);
     ck_assert_int_eq(entries, 1);
     ck_assert_int_eq(mem_set_limits(db, 0, 100), 0); /* shrinking evicts at once */
     ck_assert_int_eq(mem_stats(db, &entries, &bytes), 0);
     ck_assert_int_eq(entries, 0);
-    ck_assert_int_eq(mem_put(db, "x", "", big, 101), -1);
+    ck_assert_int_eq(mem_put(db, 0, "x", "", big, 101), -1);
     ck_assert_ptr_nonnull(strstr(db_errmsg(db), "101 bytes"));
     db_close(db);
 }
@@ -563,6 +563,60 @@ START_TEST(search_indexes_pending_parts_first)
 }
 END_TEST
 
+/* Deleting a conversation takes its messages, parts and reasoning memory, and nothing else. */
+START_TEST(delete_takes_messages_parts_and_memory)
+{
+    char *dir = scratch_new();
+    db_store *db = open_fresh(dir, "delete.db");
+    int64_t gone = conv_create(db, "gone", NULL), kept = conv_create(db, "kept", NULL);
+    for (int i = 0; i < 2; i++) {
+        int64_t c = i ? kept : gone;
+        int64_t u = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+        add_text(db, u, PART_TEXT, "heron question");
+        int64_t a = msg_append(db, c, u, MSG_ASSISTANT, MSG_COMPLETE, NULL);
+        add_text(db, a, PART_REASONING, "heron thoughts");
+        ck_assert_int_eq(mem_put(db, c, i ? "sig-kept" : "sig-gone", "call_1", "why", 3), 0);
+    }
+    ck_assert_int_eq(mem_put(db, 0, "sig-none", "", "old", 3), 0);
+    ck_assert_int_eq(db_idle(db), 0);
+    ck_assert_int_eq(conv_delete(db, gone), 0);
+    char *t;
+    size_t n;
+    ck_assert_int_eq(mem_get(db, "sig-gone", "call_1", &t, &n), 0);
+    ck_assert_int_eq(mem_get(db, "sig-kept", "call_1", &t, &n), 1);
+    free(t);
+    ck_assert_int_eq(mem_get(db, "sig-none", "", &t, &n), 1);
+    free(t);
+    search_hit *hits;
+    size_t nh;
+    ck_assert_int_eq(search_parts(db, "heron", 0, &hits, &nh), 0);
+    ck_assert_uint_eq(nh, 2);
+    for (size_t i = 0; i < nh; i++)
+        ck_assert_int_eq(hits[i].conv, kept);
+    search_hits_free(hits, nh);
+    conv_messages tree;
+    ck_assert_int_eq(conv_load_tree(db, kept, &tree), 0);
+    ck_assert_uint_eq(tree.count, 2);
+    conv_messages_free(&tree);
+    ck_assert_int_eq(conv_load_tree(db, gone, &tree), -1);
+    char *path = scratch_path(dir, "delete.db");
+    sqlite3 *sql;
+    ck_assert_int_eq(sqlite3_open_v2(path, &sql, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(sql, "SELECT (SELECT count(*) FROM message), (SELECT count(*) FROM part)",
+                                        -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 2);
+    ck_assert_int_eq(sqlite3_column_int(st, 1), 2);
+    sqlite3_finalize(st);
+    sqlite3_close(sql);
+    ck_assert_int_eq(db_integrity_ok(db), 1);
+    db_close(db);
+    free(path);
+    scratch_free(dir);
+}
+END_TEST
+
 Suite *storage_core_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -580,6 +634,7 @@ Suite *storage_core_suite(void)
     tcase_add_test(t, memory_evicts_least_recently_used_by_count_and_bytes);
     tcase_add_test(t, search_finds_text_and_reasoning_not_tools);
     tcase_add_test(t, search_indexes_pending_parts_first);
+    tcase_add_test(t, delete_takes_messages_parts_and_memory);
     suite_add_tcase(s, t);
     return s;
 }
