@@ -91,7 +91,7 @@ chat() {
 }
 printf 'temperature = 0\ncontext = 10\n' >"$CONFIG"
 chat 1
-expect_grep err "the prompt is 15 tokens, and the context holds 10 \(--context, context in the config"
+expect_grep err "your message was not sent: it is 15 tokens, and the context holds 10 \(--context, context in the config"
 # the variable beats the file: 5 tokens of room, the reply stops there
 GLMCHAT_CONTEXT=20 chat 0
 expect_grep out '"type":"done","finish":"length","prompt_tokens":15,"reused_tokens":0,"generated_tokens":5,'
@@ -101,10 +101,10 @@ expect_grep out '"generated_tokens":5,'
 GLMCHAT_CONTEXT=20 chat 0 --context 18
 expect_grep out '"finish":"length","prompt_tokens":15,"reused_tokens":0,"generated_tokens":3,'
 GLMCHAT_CONTEXT=20 chat 1 --context 15
-expect_grep err "the prompt is 15 tokens, and the context holds 15"
+expect_grep err "your message was not sent: it is 15 tokens, and the context holds 15"
 # text mode: said once, and a cut at the context is told from one at --max-tokens
 expect_exit 1 "$G" --backend cpu --context 15 chat --no-save --think off --prompt "How much is 2 plus 2?"
-[ "$(grep -c 'the prompt is 15 tokens' "$TMP/err")" -eq 1 ] && pass || fail "the refusal was not said once: $(cat "$TMP/err")"
+[ "$(grep -c 'it is 15 tokens, and the context holds' "$TMP/err")" -eq 1 ] && pass || fail "the refusal was not said once: $(cat "$TMP/err")"
 expect_exit 0 "$G" --backend cpu --context 17 chat --no-save --think off --max-tokens 50 --prompt "How much is 2 plus 2?"
 expect_grep err "the reply was cut where the context window of 17 tokens is full \(--context\)"
 expect_exit 0 "$G" --backend cpu --context 400 chat --no-save --think off --max-tokens 1 --prompt "How much is 2 plus 2?"
