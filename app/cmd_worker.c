@@ -13,6 +13,7 @@
 #include "app/config.h"
 #include "app/paths.h"
 #include "session.h"
+#include "tp/group.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
 
@@ -157,13 +158,51 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
     }
 }
 
+/* The worker's engine, split as the last head asked (rank 1 of 2 until a head asks otherwise). */
+typedef struct worker_engine {
+    glm_engine *e;
+    glm_engine_params params;
+    int rank, world;
+} worker_engine;
+
+/* tp_rank_options.assign: a head of another number of ranks, or giving this worker another rank,
+ * gets the model opened again and split as it asks (the split is made once per open). */
+static glm_status assign_rank(void *user, int rank, int world, glm_error *err)
+{
+    worker_engine *w = user;
+    if (w->e && w->rank == rank && w->world == world)
+        return GLM_OK;
+    fprintf(stderr, "glmchat worker: the head asks for rank %d of %d: splitting the model again\n", rank, world);
+    glm_engine_close(w->e);
+    w->rank = w->world = 0;
+    w->e = glm_engine_open(&w->params, err);
+    if (!w->e)
+        return err->status;
+    glm_status st = glm_engine_split(w->e, rank, world, err);
+    if (st != GLM_OK) {
+        glm_error why = *err;
+        glm_engine_close(w->e);
+        w->e = NULL;
+        return glm_error_set(err, st, "the worker cannot be rank %d of %d: %s", rank, world, why.message);
+    }
+    w->rank = rank;
+    w->world = world;
+    return GLM_OK;
+}
+
 /* Serves one connected head until it leaves, fails or we are interrupted. */
 static void serve(tp_rank *r, glm_engine *e, FILE *dump)
 {
-    fprintf(stderr, "glmchat worker: serving the head at %s over %s\n", tp_rank_peer(r),
-            tp_rank_transport_name(r));
     glm_error err = {0};
-    glm_engine_attach_peer(e, r);
+    tp_group *g = tp_group_of_worker(r, &err);
+    if (!g) {
+        fprintf(stderr, "glmchat worker: %s\n", err.message);
+        tp_rank_report(r, err.message);
+        return;
+    }
+    fprintf(stderr, "glmchat worker: serving the head at %s over %s as rank %d of %d\n", tp_rank_peer(r),
+            tp_rank_transport_name(r), tp_group_rank(g), tp_group_world(g));
+    glm_engine_attach_peer(e, g);
     mirrors m = {0};
     while (!worker_stop) {
         tp_step step;
@@ -191,6 +230,7 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
     }
     mirrors_free(&m);
     glm_engine_attach_peer(e, NULL);
+    tp_group_close(g);
 }
 
 int cmd_worker(int argc, char **argv, const cli_globals *g)
@@ -252,13 +292,16 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     char dense_err[256];
     if (config_dense_setting(g, &params.dense, dense_err, sizeof dense_err))
         return cli_usage_error("worker", "%s", dense_err);
-    glm_engine *e = glm_engine_open(&params, &err);
+    worker_engine we = {.params = params, .rank = 1, .world = 2};
+    glm_engine *e = we.e = glm_engine_open(&params, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);
-    if (glm_engine_split(e, 1, &err) != GLM_OK) {
+    if (glm_engine_split(e, 1, 2, &err) != GLM_OK) {
         glm_engine_close(e);
         return cli_runtime_error("%s", err.message);
     }
+    opts.assign = assign_rank;
+    opts.assign_user = &we;
     /* the head refuses a worker whose backend or its settings differ: the replicated ops must
      * round alike and both ranks' caches hold the same window */
     if (glm_engine_tp_identity(e, &id, &err) != GLM_OK) {
@@ -299,13 +342,13 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
                 fprintf(stderr, "glmchat worker: %s\n", err.message);
             continue;
         }
-        serve(r, e, dump);
+        serve(r, we.e, dump);
         tp_rank_close(r);
     }
     tp_listener_close(l);
     if (dump)
         fclose(dump);
-    glm_engine_close(e);
+    glm_engine_close(we.e);
     fprintf(stderr, "glmchat worker: stopped\n");
     return worker_stop == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 }

@@ -21,17 +21,20 @@ glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
  * left. *from says which limit it is. */
 int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
 
-/* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
- * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
-glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
+/* Several ranks: makes e hold rank's part of the model among world ranks (glm_engine_open does
+ * this for rank 0 when given peers). Sessions created afterwards run as that rank and exchange
+ * through the attached group. Once only: a split engine is refused (open another). More than two
+ * ranks run on the cpu backend only. */
+glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err);
 /* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
  * backend's context and cache format as opened (--context, --kv-cache, GLMCHAT_CUDA_KV_INDEX
  * on CUDA; the CPU keeps float32 caches). Needs the backend open. */
 struct tp_identity;
 glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
-/* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
-struct tp_rank;
-void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);
+/* A worker: the group of its connected head (tp_group_of_worker) the sessions exchange with
+ * (NULL: none); the caller keeps it. */
+struct tp_group;
+void glm_engine_attach_peer(glm_engine *e, struct tp_group *g);
 
 int glm_session_length(const glm_session *s);
 int glm_session_vocab(const glm_session *s);

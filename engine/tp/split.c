@@ -318,7 +318,7 @@ static glm_status check_shareable(const glm_model *m, int world, glm_error *err)
 {
     const glm_config *c = &m->cfg;
     struct { const char *field; int64_t n; } dims[] = {
-        {"kda heads (linear_attn_config.num_heads)", glm_config_count(c, GLM_ATTN_KDA) ? c->kda_heads : world},
+        {"linear_num_heads (KDA heads)", glm_config_count(c, GLM_ATTN_KDA) ? c->kda_heads : world},
         {"num_attention_heads", glm_config_count(c, GLM_ATTN_DSA) ? c->num_heads : world},
         {"intermediate_size", c->intermediate_size},
         {"moe_intermediate_size", c->n_routed_experts > 0 ? c->moe_intermediate_size : world},

@@ -36,6 +36,7 @@ static tp_hello sample_hello(void)
     h.weights_hash = 0x99aabbccddeeff00ull;
     h.settings = (tp_settings){2, TP_TRANSPORT_TCP, 1000, 5000, 1 << 20, 1, 1};
     h.session = 42;
+    h.peer_rank = 1;
     return h;
 }
 
