@@ -1,6 +1,7 @@
 /* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp] [--key-file FILE]`
- * (CLI.md): rank 1, headless; serves one head at a time (a mirror state for each of its
- * conversation states) until interrupted, saying on stderr what happens. --new-key makes a key. */
+ * (CLI.md): a worker rank (the head says which), headless; serves one head at a time (a mirror
+ * state for each of its conversation states) until interrupted, saying on stderr what happens.
+ * --new-key makes a key. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -29,9 +30,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp] --key-file FILE --model DIR\n"
             "       glmchat worker --new-key FILE\n"
-            "Runs rank 1 of a two-machine model split: waits for a head (`glmchat --peer HOST:PORT`)\n"
-            "and serves one head at a time. Both machines need the same glmchat build, the same\n"
-            "model files and a copy of the same key file.\n"
+            "Runs a worker rank of a model split: waits for a head (`glmchat --peer HOST:PORT`, one\n"
+            "--peer per worker) and serves one head at a time, as the rank the head gives it (1 for\n"
+            "the first --peer, 2 for the next, ...). All machines need the same glmchat build, the\n"
+            "same model files and a copy of the same key file.\n"
             "  --listen HOST:PORT   address to listen on: the link's own (e.g. 192.168.100.2:7070);\n"
             "                       without a key only a loopback one (127.0.0.1:PORT)\n"
             "  --key-file FILE      the key the head must prove it holds (also a global option;\n"

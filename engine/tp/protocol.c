@@ -356,7 +356,8 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         w_u32(w, h->settings.kv_format);
         w_u32(w, h->settings.backend);
         w_u64(w, h->session);
-        w_u32(w, h->peer_rank);
+        if (h->settings.world > 2) /* two ranks: version 4's layout, the peer implied */
+            w_u32(w, h->peer_rank);
         break;
     }
     case TP_MSG_STEP:

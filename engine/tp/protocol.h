@@ -66,8 +66,9 @@ typedef struct tp_hello {
     tp_settings settings;
     uint64_t session;                /* head: its session id; worker: the data attach token */
     uint32_t peer_rank;              /* head: the rank the worker is to take (1 .. world-1);
-                                        worker: 0, the head's. Sent last, so a HELLO of version
-                                        4 (without it) still decodes and is refused by version */
+                                        worker: 0, the head's. Sent last and only when world > 2:
+                                        two ranks keep version 4's layout (the peer implied), so
+                                        builds either side of it refuse each other by version */
 } tp_hello;
 
 typedef enum tp_step_cmd {
