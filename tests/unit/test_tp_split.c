@@ -1,14 +1,16 @@
 /* test_tp_split.c: Check suite for the weight split among 2, 3 and 4 ranks: on the tiny-A fixture
  * the LM head's vocabulary parts give exactly the one-rank logits and MLP parts summed in rank order
  * match one rank; EXL3 output parts are exact, input parts and EXL3 MLPs sum to one rank, bad cuts
- * refused. */
+ * refused; the whole forward among 2, 3 and 4 threads matches one rank, every rank's logits alike. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/blocks.h"
+#include "cpu/forward.h"
 #include "cpu/ops.h"
 #include "model/exl3.h"
 #include "model/model.h"
@@ -380,6 +382,152 @@ START_TEST(exl3_cuts_inside_a_hadamard_block_are_refused)
 }
 END_TEST
 
+/* ---- the whole forward among N ranks, one thread each ------------------------------------- */
+
+#define FWD_TOKENS 12
+#define FWD_PREFILL 7
+
+/* The ranks' exchanges in memory: each posts its buffer, all read every rank's in rank order. */
+typedef struct board {
+    pthread_barrier_t bar;
+    int world;
+    const float *piece[TP_SPLIT_MAX_RANKS];
+} board;
+
+typedef struct rank_run {
+    board *b;
+    int rank;
+    glm_model *m;
+    tp_split_owned owned;
+    float *logits; /* FWD_TOKENS - FWD_PREFILL + 1 rows: after the prefill, then each decode */
+    glm_error err;
+    glm_status st;
+} rank_run;
+
+static glm_status board_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
+{
+    (void)err;
+    rank_run *r = user;
+    r->b->piece[r->rank] = mine;
+    pthread_barrier_wait(&r->b->bar);
+    for (int k = 0; k < r->b->world; k++)
+        memcpy(all + (size_t)k * n, r->b->piece[k], n * sizeof *all);
+    pthread_barrier_wait(&r->b->bar);
+    return GLM_OK;
+}
+
+/* As tp_group_all_reduce: gathered, then summed in rank order 0..world-1 on every rank. */
+static glm_status board_reduce(void *user, float *buf, size_t n, glm_error *err)
+{
+    rank_run *r = user;
+    float *all = malloc((size_t)r->b->world * n * sizeof *all);
+    ck_assert_ptr_nonnull(all);
+    glm_status st = board_gather(user, buf, all, n, err);
+    memcpy(buf, all, n * sizeof *buf);
+    for (int k = 1; k < r->b->world; k++)
+        for (size_t i = 0; i < n; i++)
+            buf[i] += all[(size_t)k * n + i];
+    free(all);
+    return st;
+}
+
+static const int32_t fwd_tokens[FWD_TOKENS] = {1, 5, 9, 200, 17, 33, 2, 7, 100, 45, 3, 8};
+
+/* A prefill of FWD_PREFILL tokens, then one decode at a time; the logits after each. */
+static glm_status run_tokens(cpu_state *s, float *logits, size_t V, glm_error *err)
+{
+    glm_status st = cpu_prefill(s, NULL, fwd_tokens, FWD_PREFILL, logits, 0, err);
+    for (int t = FWD_PREFILL; st == GLM_OK && t < FWD_TOKENS; t++)
+        st = cpu_decode(s, NULL, fwd_tokens[t], logits + (size_t)(t - FWD_PREFILL + 1) * V, err);
+    return st;
+}
+
+static void *rank_main(void *arg)
+{
+    rank_run *r = arg;
+    cpu_state *s = cpu_state_new(r->m, &r->err);
+    r->st = s ? GLM_OK : r->err.status;
+    backend_collective coll = {.all_reduce = board_reduce, .all_gather = board_gather, .user = r,
+                               .rank = r->rank, .world = r->b->world};
+    if (s) {
+        cpu_state_set_collective(s, &coll);
+        r->st = run_tokens(s, r->logits, (size_t)r->m->cfg.vocab_size, &r->err);
+    }
+    cpu_state_free(s);
+    return NULL;
+}
+
+/* tiny-A among world ranks (4 heads of each kind: 2, 1, 1 among 3; vocabulary 512: 171, 171,
+ * 170): rank 0's logits within 1e-5 of one rank's largest, every rank's equal to rank 0's. */
+static double whole_forward_among(int world)
+{
+    glm_model *one = open_fixture();
+    size_t V = (size_t)one->cfg.vocab_size, rows = FWD_TOKENS - FWD_PREFILL + 1;
+    float *want = malloc(rows * V * sizeof *want);
+    glm_error err;
+    cpu_state *s = cpu_state_new(one, &err);
+    ck_assert_msg(s && run_tokens(s, want, V, &err) == GLM_OK, "%s", err.message);
+    cpu_state_free(s);
+    board b = {.world = world};
+    pthread_barrier_init(&b.bar, NULL, (unsigned)world);
+    rank_run runs[TP_SPLIT_MAX_RANKS];
+    pthread_t th[TP_SPLIT_MAX_RANKS];
+    for (int r = 0; r < world; r++) {
+        runs[r] = (rank_run){.b = &b, .rank = r, .m = open_fixture()};
+        runs[r].logits = calloc(rows * V, sizeof(float));
+        ck_assert_msg(tp_split_model_ranks(runs[r].m, r, world, &runs[r].owned, &err) == GLM_OK, "%s",
+                      err.message);
+        ck_assert_int_eq(runs[r].m->cfg.kda_heads, (int)tp_part_of(4, r, world).count);
+    }
+    for (int r = 0; r < world; r++)
+        ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &runs[r]), 0);
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+    double scale = 0, worst = 0;
+    for (size_t i = 0; i < rows * V; i++)
+        scale = fmax(scale, fabs(want[i]));
+    for (int r = 0; r < world; r++) {
+        ck_assert_msg(runs[r].st == GLM_OK, "rank %d: %s", r, runs[r].err.message);
+        ck_assert_msg(memcmp(runs[r].logits, runs[0].logits, rows * V * sizeof(float)) == 0,
+                      "rank %d's logits differ from rank 0's", r);
+    }
+    for (size_t i = 0; i < rows * V; i++)
+        worst = fmax(worst, fabs((double)runs[0].logits[i] - want[i]) / scale);
+    for (int r = 0; r < world; r++) {
+        free(runs[r].logits);
+        tp_split_owned_free(&runs[r].owned);
+        glm_model_close(runs[r].m);
+    }
+    pthread_barrier_destroy(&b.bar);
+    free(want);
+    glm_model_close(one);
+    return worst;
+}
+
+START_TEST(the_whole_forward_among_n_ranks_matches_one_rank)
+{
+    for (int world = 2; world <= 4; world++) {
+        double worst = whole_forward_among(world);
+        ck_assert_msg(worst <= 1e-5, "%d ranks: logits differ from one rank by %g of the largest", world, worst);
+        printf("tiny-A forward among %d ranks: worst difference %.3g of the largest logit\n", world, worst);
+    }
+}
+END_TEST
+
+START_TEST(a_model_is_refused_more_ranks_than_heads)
+{
+    glm_model *m = open_fixture();
+    tp_split_owned owned;
+    glm_error err;
+    ck_assert_int_eq(tp_split_model_ranks(m, 0, 5, &owned, &err), GLM_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "linear_num_heads (KDA heads) is 4, fewer than the 5 ranks sharing it"),
+                  "%s", err.message);
+    ck_assert_int_eq(m->cfg.kda_heads, 4); /* untouched */
+    ck_assert_int_eq(tp_split_model_ranks(m, 3, 3, &owned, &err), GLM_ERR_ARG);
+    glm_model_close(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tp_split");
@@ -392,6 +540,9 @@ int main(void)
     tcase_add_test(tc, exl3_input_parts_sum_to_the_whole);
     tcase_add_test(tc, exl3_mlp_parts_sum_to_the_full_mlp);
     tcase_add_test(tc, exl3_cuts_inside_a_hadamard_block_are_refused);
+    tcase_add_test(tc, the_whole_forward_among_n_ranks_matches_one_rank);
+    tcase_add_test(tc, a_model_is_refused_more_ranks_than_heads);
+    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
