@@ -55,6 +55,19 @@ static int check_value(const global_option *o, const char *value, char *msg, siz
     return 0;
 }
 
+/* A repeated --peer: one worker more, joined to those before with a comma. */
+static int join_peer(cli_globals *g, const char *value)
+{
+    char joined[sizeof g->peers];
+    if (snprintf(joined, sizeof joined, "%s,%s", g->peer, value) >= (int)sizeof joined) {
+        cli_usage_error(NULL, "option '--peer': the workers' addresses exceed %zu bytes", sizeof joined - 1);
+        return -1;
+    }
+    memcpy(g->peers, joined, sizeof joined);
+    g->peer = g->peers;
+    return 0;
+}
+
 int cli_take_globals(int argc, char **argv, int from, cli_globals *g)
 {
     int out = from;
@@ -89,7 +102,10 @@ int cli_take_globals(int argc, char **argv, int from, cli_globals *g)
             cli_usage_error(NULL, "option %s", msg);
             return -1;
         }
-        *(const char **)((char *)g + o->offset) = value;
+        if (o->offset == offsetof(cli_globals, peer) && g->peer && join_peer(g, value))
+            return -1;
+        else if (o->offset != offsetof(cli_globals, peer) || !g->peer)
+            *(const char **)((char *)g + o->offset) = value;
     }
     argv[out] = NULL;
     return out;
@@ -168,8 +184,9 @@ void cli_print_usage(void)
            "      --model DIR          the model directory (else the config file's, else the\n"
            "                           embedded demo model)\n"
            "      --backend cpu|cuda   the engine backend (default: cuda where a GPU is found)\n"
-           "      --peer HOST:PORT     run as rank 0 with a worker there\n"
-           "      --transport rdma|tcp how the two ranks talk\n"
+           "      --peer HOST:PORT     run as rank 0 with a worker there; repeat it (or give\n"
+           "                           HOST:PORT,HOST:PORT) for more workers, ranks 1, 2, ...\n"
+           "      --transport rdma|tcp how the ranks talk (rdma: two ranks only)\n"
            "      --key-file FILE      the key the head and its worker share (glmchat worker --new-key)\n"
            "      --context N          the most tokens a conversation may hold, prompt and reply\n"
            "                           (else $GLMCHAT_CONTEXT, else the config's context, else\n"

@@ -15,12 +15,13 @@ typedef struct cli_globals {
     const char *db_path;    /* --db FILE */
     const char *model_dir;  /* --model DIR */
     const char *backend;    /* --backend cpu|cuda */
-    const char *peer;       /* --peer HOST:PORT */
+    const char *peer;       /* --peer HOST:PORT, repeated ones joined: "HOST:PORT,HOST:PORT" */
     const char *transport;  /* --transport rdma|tcp */
     const char *context;    /* --context N (checked: a whole number 1..2^30) */
     const char *kv_cache;   /* --kv-cache fp8|bf16|f32 */
     const char *dense;      /* --dense bf16|q4 */
     const char *key_file;   /* --key-file FILE: the key the head and its worker share */
+    char peers[2048];       /* where repeated --peer values are joined */
 } cli_globals;
 
 typedef int (*cli_command_fn)(int argc, char **argv, const cli_globals *g);

@@ -1,6 +1,7 @@
 /* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp] [--key-file FILE]`
- * (CLI.md): rank 1, headless; serves one head at a time (a mirror state for each of its
- * conversation states) until interrupted, saying on stderr what happens. --new-key makes a key. */
+ * (CLI.md): a worker rank (the head says which), headless; serves one head at a time (a mirror
+ * state for each of its conversation states) until interrupted, saying on stderr what happens.
+ * --new-key makes a key. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include "app/engine_log.h"
 #include "app/paths.h"
 #include "session.h"
+#include "tp/group.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
 
@@ -29,9 +31,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp] --key-file FILE --model DIR\n"
             "       glmchat worker --new-key FILE\n"
-            "Runs rank 1 of a two-machine model split: waits for a head (`glmchat --peer HOST:PORT`)\n"
-            "and serves one head at a time. Both machines need the same glmchat build, the same\n"
-            "model files and a copy of the same key file.\n"
+            "Runs a worker rank of a model split: waits for a head (`glmchat --peer HOST:PORT`, one\n"
+            "--peer per worker) and serves one head at a time, as the rank the head gives it (1 for\n"
+            "the first --peer, 2 for the next, ...). All machines need the same glmchat build, the\n"
+            "same model files and a copy of the same key file.\n"
             "  --listen HOST:PORT   address to listen on: the link's own (e.g. 192.168.100.2:7070);\n"
             "                       without a key only a loopback one (127.0.0.1:PORT)\n"
             "  --key-file FILE      the key the head must prove it holds (also a global option;\n"
@@ -158,13 +161,51 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
     }
 }
 
+/* The worker's engine, split as the last head asked (rank 1 of 2 until a head asks otherwise). */
+typedef struct worker_engine {
+    glm_engine *e;
+    glm_engine_params params;
+    int rank, world;
+} worker_engine;
+
+/* tp_rank_options.assign: a head of another number of ranks, or giving this worker another rank,
+ * gets the model opened again and split as it asks (the split is made once per open). */
+static glm_status assign_rank(void *user, int rank, int world, glm_error *err)
+{
+    worker_engine *w = user;
+    if (w->e && w->rank == rank && w->world == world)
+        return GLM_OK;
+    fprintf(stderr, "glmchat worker: the head asks for rank %d of %d: splitting the model again\n", rank, world);
+    glm_engine_close(w->e);
+    w->rank = w->world = 0;
+    w->e = glm_engine_open(&w->params, err);
+    if (!w->e)
+        return err->status;
+    glm_status st = glm_engine_split(w->e, rank, world, err);
+    if (st != GLM_OK) {
+        glm_error why = *err;
+        glm_engine_close(w->e);
+        w->e = NULL;
+        return glm_error_set(err, st, "the worker cannot be rank %d of %d: %s", rank, world, why.message);
+    }
+    w->rank = rank;
+    w->world = world;
+    return GLM_OK;
+}
+
 /* Serves one connected head until it leaves, fails or we are interrupted. */
 static void serve(tp_rank *r, glm_engine *e, FILE *dump)
 {
-    fprintf(stderr, "glmchat worker: serving the head at %s over %s\n", tp_rank_peer(r),
-            tp_rank_transport_name(r));
     glm_error err = {0};
-    glm_engine_attach_peer(e, r);
+    tp_group *g = tp_group_of_worker(r, &err);
+    if (!g) {
+        fprintf(stderr, "glmchat worker: %s\n", err.message);
+        tp_rank_report(r, err.message);
+        return;
+    }
+    fprintf(stderr, "glmchat worker: serving the head at %s over %s as rank %d of %d\n", tp_rank_peer(r),
+            tp_rank_transport_name(r), tp_group_rank(g), tp_group_world(g));
+    glm_engine_attach_peer(e, g);
     mirrors m = {0};
     while (!worker_stop) {
         tp_step step;
@@ -192,6 +233,7 @@ static void serve(tp_rank *r, glm_engine *e, FILE *dump)
     }
     mirrors_free(&m);
     glm_engine_attach_peer(e, NULL);
+    tp_group_close(g);
 }
 
 /* What cmd_worker serves with, after its options are checked. */
@@ -208,13 +250,16 @@ static int serve_engine(const worker_run *run, const glm_engine_params *params,
     tp_identity id;
     const char *listen_addr = run->listen_addr, *transport = run->transport;
     const char *dump_path = run->dump_path, *port_path = run->port_path;
-    glm_engine *e = glm_engine_open(params, &err);
+    worker_engine we = {.params = *params, .rank = 1, .world = 2};
+    glm_engine *e = we.e = glm_engine_open(params, &err);
     if (!e)
         return cli_runtime_error("%s", err.message);
-    if (glm_engine_split(e, 1, &err) != GLM_OK) {
+    if (glm_engine_split(e, 1, 2, &err) != GLM_OK) {
         glm_engine_close(e);
         return cli_runtime_error("%s", err.message);
     }
+    opts.assign = assign_rank;
+    opts.assign_user = &we;
     /* the head refuses a worker whose backend or its settings differ: the replicated ops must
      * round alike and both ranks' caches hold the same window */
     if (glm_engine_tp_identity(e, &id, &err) != GLM_OK) {
@@ -255,13 +300,13 @@ static int serve_engine(const worker_run *run, const glm_engine_params *params,
                 fprintf(stderr, "glmchat worker: %s\n", err.message);
             continue;
         }
-        serve(r, e, dump);
+        serve(r, we.e, dump);
         tp_rank_close(r);
     }
     tp_listener_close(l);
     if (dump)
         fclose(dump);
-    glm_engine_close(e);
+    glm_engine_close(we.e);
     fprintf(stderr, "glmchat worker: stopped\n");
     return worker_stop == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 }

@@ -10,13 +10,16 @@
 #include "log.h"
 #include "model/model.h"
 
-/* Two ranks (architecture.md 5): each rank holds half the heads, FFN features and vocabulary.
- * all_reduce sums n host floats over the ranks in rank order (identical bits on both); all_gather
- * writes rank 0's n floats then rank 1's into all. Both return GLM_OK or set err. */
+/* Several ranks (architecture.md 5): each rank holds its part of the heads, FFN features and
+ * vocabulary (tp_part_of in tp/split.h: n / world each, the first n % world ranks one more).
+ * all_reduce sums n host floats over the ranks in rank order 0..world-1 (identical bits on all);
+ * all_gather writes rank 0's n floats, then rank 1's, ... into all (world * n floats). Both
+ * return GLM_OK or set err. world 0 is taken as 2 (the CUDA backend's two ranks). */
 typedef struct backend_collective {
     glm_status (*all_reduce)(void *user, float *buf, size_t n, glm_error *err);
     glm_status (*all_gather)(void *user, const float *mine, float *all, size_t n, glm_error *err);
     void *user;
+    int rank, world;
 } backend_collective;
 
 /* Cache value types, as kv_format codes: 0 f32, 1 bf16, 2 fp8 (the CUDA backend's numbering);

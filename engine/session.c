@@ -18,6 +18,7 @@
 #include "spec.h"
 #include "text/template_check.h"
 #include "text/tokenizer.h"
+#include "tp/group.h"
 #include "tp/rank.h"
 #include "tp/split.h"
 
@@ -31,8 +32,9 @@ struct glm_engine {
     tok_tokenizer *tok; /* loaded on first use: logits-only models need none */
     uint8_t *untokenizable; /* vocab flags: ids the tokenizer has no text for (padding rows) */
     pthread_mutex_t tok_lock;
-    int rank;           /* -1: one rank; else this process's rank of two */
-    tp_rank *tp;        /* the peer, when rank >= 0 and one is attached */
+    int rank;           /* -1: one rank; else this process's rank of world */
+    int world;          /* ranks in the split (2 or more) when rank >= 0 */
+    tp_group *tp;       /* the other ranks, when rank >= 0 and they are attached */
     /* Rank 0: one step at a time goes to the worker, with its exchanges (sessions may be used
      * from several threads); slots_used: the worker's mirror states in use (TP_MAX_SLOTS bits). */
     pthread_mutex_t step_lock;
@@ -205,9 +207,10 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
      * every step: the backends run it only when it drafts. */
     if (spec_mode_of(p->draft) != SPEC_MTP)
         e->model->w.has_mtp = 0;
-    /* rank 0 of two: the backend opens over this rank's half */
+    /* rank 0 of the head and its workers (a comma list): the backend opens over this rank's part */
     if (st == GLM_OK)
-        st = p->peer ? glm_engine_split(e, 0, err) : backend_open(e->model, p, &e->be, err);
+        st = p->peer ? glm_engine_split(e, 0, 1 + tp_group_count_peers(p->peer), err)
+                     : backend_open(e->model, p, &e->be, err);
     if (st == GLM_OK)
         st = choose_draft(e, p, err);
     if (st == GLM_OK && !p->peer)
@@ -230,7 +233,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         glm_engine_close(e);
         return NULL;
     }
-    if (!(e->tp = tp_head_connect(p->peer, &id, &opts, err))) {
+    if (!(e->tp = tp_group_connect(p->peer, &id, &opts, err))) {
         glm_engine_close(e);
         return NULL;
     }
@@ -244,15 +247,25 @@ void glm_engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
     out->gid_index = p->rdma_gid_index;
 }
 
-glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err)
+glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err)
 {
-    /* the backend reads the weights as they are when it opens: reopen it over the halves */
+    if (e->rank >= 0)
+        return glm_error_set(err, GLM_ERR_ARG, "this engine is already split (rank %d of %d); open it "
+                             "again to split it otherwise", e->rank, e->world);
+    if (world > 2 && e->params.backend == GLM_BACKEND_CUDA)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the cuda backend splits a model between two "
+                             "ranks only, not %d; run more ranks with --backend cpu", world);
+    /* the backend reads the weights as they are when it opens: reopen it over the parts */
     backend_close(&e->be);
-    glm_status st = tp_split_model(e->model, rank, &e->split, err);
-    if (st == GLM_OK)
+    glm_status st = tp_split_model_ranks(e->model, rank, world, &e->split, err);
+    if (st == GLM_OK) {
         e->rank = rank;
-    if (st == GLM_OK)
+        e->world = world;
         st = backend_open(e->model, &e->params, &e->be, err);
+    }
+    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0)
+        st = glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend splits a model between two ranks "
+                           "only, not %d; run more ranks with --backend cpu", e->be.ops->name, world);
     return st;
 }
 
@@ -267,9 +280,9 @@ glm_status glm_engine_tp_identity(const glm_engine *e, tp_identity *id, glm_erro
     return GLM_OK;
 }
 
-void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r)
+void glm_engine_attach_peer(glm_engine *e, struct tp_group *g)
 {
-    e->tp = r;
+    e->tp = g;
 }
 
 static glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
@@ -277,7 +290,7 @@ static glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
     glm_engine *e = user;
     if (!e->tp)
         return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
-    return tp_rank_all_reduce(e->tp, buf, n, err);
+    return tp_group_all_reduce(e->tp, buf, n, err);
 }
 
 static glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
@@ -285,7 +298,7 @@ static glm_status coll_gather(void *user, const float *mine, float *all, size_t 
     glm_engine *e = user;
     if (!e->tp)
         return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
-    return tp_rank_all_gather(e->tp, mine, all, n, err);
+    return tp_group_all_gather(e->tp, mine, all, n, err);
 }
 
 /* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order;
@@ -302,14 +315,14 @@ static glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, con
     int forward = cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
     int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
                 (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
-    if (!fresh && s->tp_epoch != tp_rank_reconnects(e->tp))
+    if (!fresh && s->tp_epoch != tp_group_reconnects(e->tp))
         return glm_error_set(err, GLM_ERR_PEER, "the worker at %s was reconnected after this "
                              "conversation's state was built there, so it no longer holds it; the "
-                             "conversation starts over with the next message", tp_rank_peer(e->tp));
-    glm_status st = tp_head_send_step(e->tp, s->slot, cmd, (uint32_t)pos, (const uint32_t *)tokens,
-                                      (uint32_t)n, err);
+                             "conversation starts over with the next message", tp_group_peer(e->tp));
+    glm_status st = tp_group_send_step(e->tp, s->slot, cmd, (uint32_t)pos, (const uint32_t *)tokens,
+                                       (uint32_t)n, err);
     if (st == GLM_OK && fresh)
-        s->tp_epoch = tp_rank_reconnects(e->tp);
+        s->tp_epoch = tp_group_reconnects(e->tp);
     return st;
 }
 
@@ -350,7 +363,7 @@ static void release_slot(glm_session *s)
 {
     glm_engine *e = s->e;
     pthread_mutex_lock(&e->step_lock);
-    if (e->tp && !tp_rank_health(e->tp, NULL))
+    if (e->tp && !tp_group_health(e->tp, NULL))
         (void)send_step_locked(s, TP_STEP_CLOSE, 0, NULL, 0, NULL);
     e->slots_used &= ~(1u << s->slot);
     pthread_mutex_unlock(&e->step_lock);
@@ -360,7 +373,8 @@ void glm_engine_close(glm_engine *e)
 {
     if (!e)
         return;
-    tp_rank_close(e->tp);
+    if (e->rank == 0) /* a worker's group is its caller's */
+        tp_group_close(e->tp);
     pc_free(e->cache);
     backend_close(&e->be);
     tok_free(e->tok);
@@ -427,7 +441,8 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
     }
     atomic_init(&s->cancel, 0);
     if (e->rank >= 0) {
-        backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e};
+        backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e,
+                                   .rank = e->rank, .world = e->world};
         e->be.ops->state_set_collective(s->st, &coll);
         /* a new conversation: the worker starts from an empty state too */
         if (send_step(s, TP_STEP_RESET, 0, NULL, 0, err) != GLM_OK) {

@@ -24,9 +24,11 @@ int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_
  * what a caller checks against glm_engine_context before saving a message. */
 glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err);
 
-/* Two ranks: makes e hold rank's half of the model (glm_engine_open does this for rank 0 when
- * given a peer). Sessions created afterwards run as that rank and exchange through the peer. */
-glm_status glm_engine_split(glm_engine *e, int rank, glm_error *err);
+/* Several ranks: makes e hold rank's part of the model among world ranks (glm_engine_open does
+ * this for rank 0 when given peers). Sessions created afterwards run as that rank and exchange
+ * through the attached group. Once only: a split engine is refused (open another). More than two
+ * ranks run on the cpu backend only. */
+glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err);
 /* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
  * backend's context and cache format as opened (--context, --kv-cache, cuda_kv_index
  * on CUDA; the CPU keeps float32 caches). Needs the backend open. */
@@ -36,9 +38,10 @@ glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, g
  * glm_engine_open to tp_head_connect). out's other fields are left as they are. */
 struct tp_rdma_options;
 void glm_engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options *out);
-/* Rank 1: the connected head the sessions exchange with (NULL: none); the caller keeps it. */
-struct tp_rank;
-void glm_engine_attach_peer(glm_engine *e, struct tp_rank *r);
+/* A worker: the group of its connected head (tp_group_of_worker) the sessions exchange with
+ * (NULL: none); the caller keeps it. */
+struct tp_group;
+void glm_engine_attach_peer(glm_engine *e, struct tp_group *g);
 
 int glm_session_length(const glm_session *s);
 int glm_session_vocab(const glm_session *s);

@@ -263,7 +263,7 @@ static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T)
     return ok ? 0 : -1;
 }
 
-/* Two ranks: each block's output is this rank's partial sum; -2 when the exchange failed. */
+/* Several ranks: each block's output is this rank's partial sum; -2 when the exchange failed. */
 static int reduce_partials(cpu_state *s, fwd_buf *b, int T, glm_error *err)
 {
     if (!s->coll.all_reduce)
@@ -316,25 +316,44 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
     return 0;
 }
 
-/* Two ranks: each computes its vocabulary half of rows x[0..T), then the halves are gathered
- * into T full rows. */
+/* Rank r's share of n vocabulary entries among world ranks (tp_part_of's rule: the first
+ * n % world ranks take one more). */
+static void vocab_part(size_t n, int rank, int world, size_t *start, size_t *count)
+{
+    size_t base = n / (size_t)world, extra = n % (size_t)world, r = (size_t)rank;
+    *count = base + (r < extra);
+    *start = r * base + (r < extra ? r : extra);
+}
+
+/* Several ranks: each computes its vocabulary part of rows x[0..T), padded to the largest part so
+ * every rank sends as many floats, then the parts are gathered into T full rows. */
 static int split_head(cpu_state *s, cpu_pool *pool, const float *x, int T, float *logits,
                       glm_error *err)
 {
-    size_t V = (size_t)s->m->cfg.vocab_size, Vh = (size_t)s->m->w.lm_head.rows;
-    if (2 * Vh != V) {
-        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not half the "
-                      "vocabulary's %zu", Vh, V);
+    int world = s->coll.world ? s->coll.world : 2;
+    size_t V = (size_t)s->m->cfg.vocab_size, start, mine_n, widest, ignored;
+    vocab_part(V, s->coll.rank, world, &start, &mine_n);
+    vocab_part(V, 0, world, &ignored, &widest);
+    if ((size_t)s->m->w.lm_head.rows != mine_n) {
+        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %lld rows, not its %zu of the "
+                      "vocabulary's %zu among %d ranks", (long long)s->m->w.lm_head.rows, mine_n, V, world);
         return -2;
     }
-    float *mine = malloc((size_t)T * Vh * sizeof *mine), *all = malloc((size_t)T * V * sizeof *all);
-    int rc = mine && all ? cpu_matmul(pool, &s->m->w.lm_head, x, T, mine) : -1;
-    if (rc == 0 && s->coll.all_gather(s->coll.user, mine, all, (size_t)T * Vh, err) != GLM_OK)
+    float *part = malloc((size_t)T * mine_n * sizeof *part);
+    float *mine = calloc((size_t)T * widest, sizeof *mine);
+    float *all = malloc((size_t)world * T * widest * sizeof *all);
+    int rc = part && mine && all ? cpu_matmul(pool, &s->m->w.lm_head, x, T, part) : -1;
+    for (int t = 0; rc == 0 && t < T; t++)
+        memcpy(mine + (size_t)t * widest, part + (size_t)t * mine_n, mine_n * sizeof *mine);
+    if (rc == 0 && s->coll.all_gather(s->coll.user, mine, all, (size_t)T * widest, err) != GLM_OK)
         rc = -2;
-    for (int t = 0; rc == 0 && t < T; t++) {
-        memcpy(logits + (size_t)t * V, all + (size_t)t * Vh, Vh * sizeof *all);
-        memcpy(logits + (size_t)t * V + Vh, all + ((size_t)T + t) * Vh, Vh * sizeof *all);
+    for (int r = 0; rc == 0 && r < world; r++) {
+        size_t at, n;
+        vocab_part(V, r, world, &at, &n);
+        for (int t = 0; t < T; t++)
+            memcpy(logits + (size_t)t * V + at, all + ((size_t)r * T + t) * widest, n * sizeof *all);
     }
+    free(part);
     free(mine);
     free(all);
     return rc;

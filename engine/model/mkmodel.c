@@ -54,6 +54,7 @@ const char *glm_mkmodel_presets(void)
 {
     return "tiny (hidden 32, 8 layers, real vocabulary; F32)\n"
            "tiny-mtp (tiny plus the MTP layer, layers.8 with num_nextn_predict_layers 1; F32)\n"
+           "tiny-tp4 (tiny with 4 attention and 4 KDA heads: a split among up to 4 ranks; F32)\n"
            "small (hidden 256, 8 layers, 16 experts; BF16)\n"
            "small-mtp (small plus the MTP layer, layers.8; BF16)\n"
            "tiny-exl3 (hidden 128, 2 layers, 2 experts 128 wide so `quantize` can EXL3 them; F32)\n"
@@ -110,8 +111,8 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
                                 glm_error *err)
 {
     base_config(c);
-    int mtp = strcmp(name, "tiny-mtp") == 0;
-    if (strcmp(name, "tiny") == 0 || mtp) {
+    int mtp = strcmp(name, "tiny-mtp") == 0, tp4 = strcmp(name, "tiny-tp4") == 0;
+    if (strcmp(name, "tiny") == 0 || mtp || tp4) {
         *c = (glm_config){0};
         base_config(c);
         c->hidden_size = 32, c->num_layers = 8, c->intermediate_size = 64;
@@ -120,6 +121,8 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
         c->index_topk = 16, c->index_kpool = 4, c->kda_heads = 2, c->kda_head_dim = 8;
         c->n_routed_experts = 8, c->num_experts_per_tok = 2;
         c->num_nextn_predict_layers = mtp;
+        if (tp4) /* one head of each kind for each of up to four ranks */
+            c->num_heads = 4, c->kda_heads = 4;
         layer_pattern(c, 1);
         *dtype = ST_F32;
         *max_new = 256;

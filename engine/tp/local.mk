@@ -1,11 +1,11 @@
-# engine/tp/local.mk: two ranks: the control protocol, bootstrap, heartbeat and the transports
+# engine/tp/local.mk: two or more ranks: the control protocol, bootstrap, heartbeat and the transports
 # (tcp, rdma). Adds its sources to libengine.a (libengine_a_SOURCES +=).
 libengine_a_SOURCES += \
 	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
 	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h \
 	engine/tp/auth.c engine/tp/auth.h engine/tp/hmac_sha256.c engine/tp/hmac_sha256.h \
-	engine/tp/listener.c engine/tp/listener.h
+	engine/tp/listener.c engine/tp/listener.h engine/tp/group.c engine/tp/group.h
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 
@@ -56,8 +56,8 @@ tests_unit_test_tp_split_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_tp_split_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_tp_split
 # The split forward over two real processes: logits, a chat reply, a worker killed mid-reply.
-TESTS += tests/e2e/tp_split.sh
-EXTRA_DIST += tests/e2e/tp_split.sh tests/e2e/tp_lib.sh
+TESTS += tests/e2e/tp_split.sh tests/e2e/tp_ranks.sh
+EXTRA_DIST += tests/e2e/tp_split.sh tests/e2e/tp_lib.sh tests/e2e/tp_ranks.sh
 # An EXL3 model split over two real processes: logits and a greedy reply against one rank.
 TESTS += tests/e2e/tp_exl3.sh
 EXTRA_DIST += tests/e2e/tp_exl3.sh

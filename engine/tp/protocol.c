@@ -40,7 +40,7 @@ const char *tp_transport_kind_name(uint32_t kind)
 static uint32_t max_payload(uint32_t type)
 {
     switch (type) {
-    case TP_MSG_HELLO: return 8 + 2 * (2 + TP_NAME_MAX) + 16 + 6 * 4 + 8;
+    case TP_MSG_HELLO: return 8 + 2 * (2 + TP_NAME_MAX) + 16 + 7 * 4 + 8 + 4;
     case TP_MSG_STEP: return 8 + 4 * 4 + 4 * TP_STEP_MAX_TOKENS;
     case TP_MSG_HEARTBEAT: return 16;
     case TP_MSG_BYE: return 4;
@@ -160,10 +160,14 @@ static glm_status decode_hello(tp_reader *r, tp_hello *h, glm_error *err)
     h->settings.kv_format = tp_read_u32(r);
     h->settings.backend = tp_read_u32(r);
     h->session = tp_read_u64(r);
+    /* version 4 ended here: its two ranks took each other as the peer */
+    h->peer_rank = r->ok && r->pos == r->len ? (h->rank == 0 ? 1u : 0u) : tp_read_u32(r);
     if (!r->ok)
         return bad(err, TP_MSG_HELLO, "it is shorter than its fields");
-    if (h->rank > 1)
-        return bad(err, TP_MSG_HELLO, "the rank is neither 0 nor 1");
+    if (h->settings.world < 2 || h->settings.world > TP_MAX_RANKS)
+        return bad(err, TP_MSG_HELLO, "the number of ranks is not 2 to 16");
+    if (h->rank >= h->settings.world || h->peer_rank >= h->settings.world || h->rank == h->peer_rank)
+        return bad(err, TP_MSG_HELLO, "its ranks are not two different ranks of the split");
     if (h->settings.transport > TP_TRANSPORT_RDMA)
         return bad(err, TP_MSG_HELLO, "the transport is unknown");
     /* The protocol version is compared by tp_hello_compare, so a newer peer gets a clear
@@ -352,6 +356,8 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         w_u32(w, h->settings.kv_format);
         w_u32(w, h->settings.backend);
         w_u64(w, h->session);
+        if (h->settings.world > 2) /* two ranks: version 4's layout, the peer implied */
+            w_u32(w, h->peer_rank);
         break;
     }
     case TP_MSG_STEP:

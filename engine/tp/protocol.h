@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 4u
+#define TP_PROTOCOL_VERSION 5u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -18,6 +18,7 @@
 #define TP_STEP_MAX_TOKENS (1u << 20)
 #define TP_MAX_SLOTS 16u   /* conversation states a head may keep open on one worker at once */
 #define TP_NAME_MAX 127u   /* version and model name, bytes (plus a NUL in memory) */
+#define TP_MAX_RANKS 16u   /* ranks in one split: a head and up to 15 workers */
 #define TP_TEXT_MAX 1000u  /* ERROR text, bytes */
 #define TP_BLOB_MAX 1024u  /* an opaque transport parameter blob (RDMA queue pair details) */
 #define TP_FRAME_MAX_PAYLOAD (32u + 4u * TP_STEP_MAX_TOKENS)
@@ -46,7 +47,7 @@ typedef enum tp_transport_kind {
 
 /* Settings both ranks must share; HELLO carries them and a difference refuses the peer. */
 typedef struct tp_settings {
-    uint32_t world;        /* number of ranks: 2 */
+    uint32_t world;        /* number of ranks: 2 .. TP_MAX_RANKS (the head and its workers) */
     uint32_t transport;    /* tp_transport_kind of the data path */
     uint32_t heartbeat_ms; /* interval between heartbeats */
     uint32_t timeout_ms;   /* a peer silent this long has failed */
@@ -64,6 +65,10 @@ typedef struct tp_hello {
     uint64_t weights_hash;           /* hash of the weight index */
     tp_settings settings;
     uint64_t session;                /* head: its session id; worker: the data attach token */
+    uint32_t peer_rank;              /* head: the rank the worker is to take (1 .. world-1);
+                                        worker: 0, the head's. Sent last and only when world > 2:
+                                        two ranks keep version 4's layout (the peer implied), so
+                                        builds either side of it refuse each other by version */
 } tp_hello;
 
 typedef enum tp_step_cmd {

@@ -30,7 +30,9 @@ typedef struct tp_step_node {
 } tp_step_node;
 
 struct tp_rank {
-    int rank;               /* 0 head, 1 worker */
+    int rank;               /* this side of the link: 0 head, 1 worker */
+    int index, world;       /* this rank among the split's world ranks (the head is 0) */
+    int assigned;           /* rank 0: the rank its worker on this link takes */
     int ctrl_fd;
     tp_listener *listener;  /* worker: to turn other heads away while serving; else NULL */
     char peer[128];
@@ -382,6 +384,9 @@ static tp_rank *rank_new(int rank, const tp_rank_options *o, glm_error *err)
         return NULL;
     }
     r->rank = rank;
+    r->index = rank;
+    r->world = 2;
+    r->assigned = 1;
     r->ctrl_fd = -1;
     r->peer_role = rank == 0 ? "worker" : "head";
     r->heartbeat_ms = o && o->heartbeat_ms > 0 ? o->heartbeat_ms : TP_DEFAULT_HEARTBEAT_MS;
@@ -443,12 +448,13 @@ static void make_hello(const tp_rank *r, const tp_identity *id, uint32_t transpo
 {
     memset(h, 0, sizeof *h);
     h->protocol = TP_PROTOCOL_VERSION;
-    h->rank = (uint32_t)r->rank;
+    h->rank = (uint32_t)r->index;
+    h->peer_rank = r->rank == 0 ? (uint32_t)r->assigned : 0;
     snprintf(h->version, sizeof h->version, "%s", glm_version());
     snprintf(h->model_name, sizeof h->model_name, "%s", id->model_name);
     h->config_hash = id->config_hash;
     h->weights_hash = id->weights_hash;
-    h->settings.world = 2;
+    h->settings.world = (uint32_t)r->world;
     h->settings.transport = transport;
     h->settings.heartbeat_ms = (uint32_t)r->heartbeat_ms;
     h->settings.timeout_ms = (uint32_t)r->timeout_ms;
@@ -668,9 +674,12 @@ static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_iden
     glm_status st = parse_transport(o ? o->transport : NULL, &kind, err);
     if (st != GLM_OK)
         return st;
+    if (kind == TP_TRANSPORT_RDMA && r->world > 2)
+        return glm_error_set(err, GLM_ERR_ARG, "--transport rdma joins two ranks only (a head and one "
+                             "worker); with %d workers use --transport tcp", r->world - 1);
     if (kind == TP_TRANSPORT_AUTO) {
         char names[1][32];
-        kind = tp_rdma_list_devices(names, 1) > 0 ? TP_TRANSPORT_RDMA : TP_TRANSPORT_TCP;
+        kind = r->world == 2 && tp_rdma_list_devices(names, 1) > 0 ? TP_TRANSPORT_RDMA : TP_TRANSPORT_TCP;
     }
     int64_t deadline = tp_now_ms() + r->timeout_ms;
     tp_msg m = {.type = TP_MSG_HELLO};
@@ -685,6 +694,10 @@ static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_iden
         return st;
     tp_hello theirs = m.u.hello;
     st = tp_hello_compare(&mine, &theirs, "worker", err);
+    if (st == GLM_OK && theirs.rank != (uint32_t)r->assigned)
+        st = glm_error_set(err, GLM_ERR_PEER, "the worker at %s took rank %" PRIu32 " where rank %d was "
+                           "asked; run the same glmchat build on all machines", r->peer, theirs.rank,
+                           r->assigned);
     if (st != GLM_OK) {
         tell_peer(r->ctrl_fd, err->message);
         return st;
@@ -748,12 +761,25 @@ static glm_status head_link(tp_rank *r, const char *then, glm_error *err)
 tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
                          glm_error *err)
 {
+    return tp_head_connect_rank(hostport, 1, 2, id, opts, err);
+}
+
+tp_rank *tp_head_connect_rank(const char *hostport, int worker_rank, int world, const tp_identity *id,
+                              const tp_rank_options *opts, glm_error *err)
+{
     glm_error local;
     if (!err)
         err = &local;
+    if (world < 2 || world > (int)TP_MAX_RANKS || worker_rank < 1 || worker_rank >= world) {
+        glm_error_set(err, GLM_ERR_ARG, "worker rank %d of %d: a split has 2 to %u ranks and its "
+                      "workers are ranks 1 and up", worker_rank, world, TP_MAX_RANKS);
+        return NULL;
+    }
     tp_rank *r = rank_new(0, opts, err);
     if (!r)
         return NULL;
+    r->world = world;
+    r->assigned = worker_rank;
     snprintf(r->peer, sizeof r->peer, "%s", hostport ? hostport : "");
     r->id = *id;
     if (opts)
@@ -795,6 +821,12 @@ static void unlink_peer(tp_rank *r)
     pthread_mutex_unlock(&r->lock);
     atomic_store(&r->stop, 0);
     r->exchange_seq = r->step_seq = 0;
+}
+
+void tp_head_drop(tp_rank *r)
+{
+    if (r && r->rank == 0)
+        unlink_peer(r);
 }
 
 glm_status tp_head_reconnect(tp_rank *r, glm_error *err)
@@ -857,6 +889,16 @@ static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_handshak
     if (st != GLM_OK)
         return st;
     tp_hello theirs = h->hello;
+    /* the head says how many ranks there are and which one this worker is */
+    if (theirs.rank != 0 || theirs.peer_rank < 1) {
+        glm_error_set(err, GLM_ERR_PEER, "the head at %s claims rank %" PRIu32 " and gives this worker rank "
+                      "%" PRIu32 "; a head is rank 0 and its workers 1 and up: run the same glmchat build "
+                      "on all machines", r->peer, theirs.rank, theirs.peer_rank);
+        tell_peer(r->ctrl_fd, err->message);
+        return err->status;
+    }
+    r->world = (int)theirs.settings.world;
+    r->index = (int)theirs.peer_rank;
     tp_hello mine;
     make_hello(r, id, kind, &mine);
     glm_error for_head;
@@ -867,6 +909,16 @@ static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_handshak
         return glm_error_set(err, GLM_ERR_PEER, "refused the head at %s: %s", r->peer, why.message);
     }
     mine.settings.transport = theirs.settings.transport;
+    if (mine.settings.transport == TP_TRANSPORT_RDMA && r->world > 2) {
+        glm_error_set(err, GLM_ERR_PEER, "the head at %s asked for rdma among %d ranks; rdma joins two "
+                      "only: use --transport tcp", r->peer, r->world);
+        tell_peer(r->ctrl_fd, err->message);
+        return err->status;
+    }
+    if (o && o->assign && o->assign(o->assign_user, r->index, r->world, err) != GLM_OK) {
+        tell_peer(r->ctrl_fd, err->message);
+        return err->status;
+    }
     tp_msg reply = {.type = TP_MSG_HELLO};
     reply.u.hello = mine;
     st = tp_ctrl_send(r->ctrl_fd, &reply, deadline, err);
@@ -920,18 +972,14 @@ glm_status tp_rank_health(tp_rank *r, glm_error *err)
     return copy_failure(r, err);
 }
 
-glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+/* After an exchange: a failure marks the rank failed, saying why. */
+static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const glm_error *e, glm_error *err)
 {
-    if (atomic_load(&r->failed))
-        return copy_failure(r, err);
-    uint64_t seq = ++r->exchange_seq;
-    glm_error e;
-    glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     if (st == GLM_OK)
         return GLM_OK;
-    if (st == GLM_ERR_ARG) {
+    if (st == GLM_ERR_ARG || st == GLM_ERR_UNSUPPORTED) {
         if (err)
-            *err = e;
+            *err = *e;
         return st;
     }
     /* A peer that died breaks the data connection and the control connection together; give
@@ -942,8 +990,29 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
         nanosleep(&nap, NULL);
     }
     set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed: %s; %s", seq, r->peer_role,
-               r->peer, e.message, next_move(r));
+               r->peer, e->message, next_move(r));
     return copy_failure(r, err);
+}
+
+glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+{
+    if (atomic_load(&r->failed))
+        return copy_failure(r, err);
+    uint64_t seq = ++r->exchange_seq;
+    glm_error e;
+    glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
+    return after_exchange(r, st, seq, &e, err);
+}
+
+glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *in, size_t in_n,
+                            glm_error *err)
+{
+    if (atomic_load(&r->failed))
+        return copy_failure(r, err);
+    uint64_t seq = ++r->exchange_seq;
+    glm_error e;
+    glm_status st = tp_exchange(r->data, out, out_n, in, in_n, seq, r->timeout_ms, &e);
+    return after_exchange(r, st, seq, &e, err);
 }
 
 glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
@@ -1068,7 +1137,12 @@ const char *tp_rank_transport_name(const tp_rank *r)
 
 int tp_rank_index(const tp_rank *r)
 {
-    return r->rank;
+    return r->index;
+}
+
+int tp_rank_world(const tp_rank *r)
+{
+    return r->world;
 }
 
 uint64_t tp_rank_exchanges(const tp_rank *r)

@@ -23,6 +23,11 @@ typedef struct tp_rank_options {
     int connect_ms;         /* head: how long to keep trying to reach the worker; 0: default */
     tp_rdma_options rdma;
     tp_key key;             /* the shared key (tp_key_load); unset: keyless, which both ranks must be */
+    /* worker: called once the head is known (its key proved, HELLOs alike) with the rank the head
+     * gives this worker and the number of ranks, before the worker answers: it makes the model
+     * that rank's part. A failure is told to the head as its refusal. NULL: nothing to do. */
+    glm_status (*assign)(void *user, int rank, int world, glm_error *err);
+    void *assign_user;
 } tp_rank_options;
 
 /* What both ranks must agree on about the model. */
@@ -54,6 +59,16 @@ typedef struct tp_listener tp_listener;
 tp_rank *tp_head_connect(const char *hostport, const tp_identity *id, const tp_rank_options *opts,
                          glm_error *err);
 
+/* Rank 0 of world (2 .. TP_MAX_RANKS): tp_head_connect to the worker that is to take rank
+ * worker_rank (1 .. world-1), which HELLO tells it with world. rdma joins two ranks only: with
+ * world > 2 it is refused by name, and no transport named means tcp. */
+tp_rank *tp_head_connect_rank(const char *hostport, int worker_rank, int world, const tp_identity *id,
+                              const tp_rank_options *opts, glm_error *err);
+
+/* Rank 0: closes the connection (control and data) without a BYE, as a failed one; the rank
+ * stays usable for tp_head_reconnect. A worker in an exchange with it sees it closed at once. */
+void tp_head_drop(tp_rank *r);
+
 /* Rank 1: listens on hostport (port 0: any; tp_listener_port tells which). Without a key (key
  * NULL or unset) only a loopback address is allowed: elsewhere anyone who reaches the port could
  * drive the worker, so that is refused, saying how to make a key. */
@@ -77,6 +92,12 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
 
 /* Gathers and sums in rank order into buf (identical bits on both ranks). */
 glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err);
+
+/* One exchange with the peer of unequal halves: out_n floats sent, in_n received (either may be
+ * 0; the peer calls it with the two mirrored). Numbered and bounded as the all-gather; the star
+ * of more than two ranks is built on it (tp/group.h). */
+glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *in, size_t in_n,
+                            glm_error *err);
 
 /* Rank 0: drops the connection and connects to the worker again (same address, identity and
  * options; retried for connect_ms), starting from step 0 with an empty worker. The rank stays
@@ -105,7 +126,8 @@ glm_status tp_rank_health(tp_rank *r, glm_error *err);
 
 const char *tp_rank_peer(const tp_rank *r);
 const char *tp_rank_transport_name(const tp_rank *r);
-int tp_rank_index(const tp_rank *r);
+int tp_rank_index(const tp_rank *r); /* this rank among the split's (the head is 0) */
+int tp_rank_world(const tp_rank *r); /* the split's number of ranks (a worker: as its head said) */
 uint64_t tp_rank_exchanges(const tp_rank *r);
 
 /* Sends BYE when the peer is healthy, stops the heartbeat and frees everything. */

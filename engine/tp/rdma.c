@@ -451,7 +451,8 @@ static void rdma_free(tp_transport *base)
     tp_rdma_free((tp_rdma *)base);
 }
 
-static const tp_transport_ops rdma_ops = {"rdma", rdma_all_gather, rdma_free};
+/* no exchange: rdma is the two-rank fast path, refused for more ranks by name */
+static const tp_transport_ops rdma_ops = {"rdma", rdma_all_gather, rdma_free, NULL};
 
 tp_transport *tp_rdma_transport(tp_rdma *r)
 {

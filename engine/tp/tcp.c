@@ -361,6 +361,25 @@ glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, si
     return st;
 }
 
+glm_status tp_exchange(tp_transport *t, const float *out, size_t out_n, float *in, size_t in_n,
+                       uint64_t seq, int timeout_ms, glm_error *err)
+{
+    glm_error local;
+    glm_error *e = err ? err : &local;
+    glm_status st;
+    if (!t->ops->exchange)
+        st = glm_error_set(e, GLM_ERR_UNSUPPORTED, "the %s transport exchanges between two ranks only; "
+                           "use --transport tcp for more", t->ops->name);
+    else if (out_n > SIZE_MAX / sizeof(float) || in_n > SIZE_MAX / sizeof(float) || seq == 0)
+        st = glm_error_set(e, GLM_ERR_ARG, "an exchange needs sizes that fit and seq > 0 (got %zu and %zu "
+                           "floats, seq %" PRIu64 ")", out_n, in_n, seq);
+    else
+        st = t->ops->exchange(t, out, out_n, in, in_n, seq, tp_now_ms() + timeout_ms, e);
+    if (st != GLM_OK)
+        t->last = *e;
+    return st;
+}
+
 glm_status tp_all_reduce_sum(tp_transport *t, float *buf, float *scratch, size_t n, uint64_t seq,
                              int timeout_ms, glm_error *err)
 {
@@ -392,14 +411,14 @@ typedef struct tp_tcp_transport {
 
 /* Progress on the outgoing frame (header then payload) and the incoming one, together, so two
  * ranks sending large buffers at once cannot both block on full socket buffers. */
-typedef struct tp_exchange {
+typedef struct tcp_progress {
     uint8_t out_hdr[TP_DATA_HEADER_BYTES];
     const uint8_t *out_payload;
     uint8_t in_hdr[TP_DATA_HEADER_BYTES];
     uint8_t *in_payload;
-    size_t payload_bytes;
-    size_t sent, received; /* bytes of header + payload */
-} tp_exchange;
+    size_t out_bytes, in_bytes; /* payloads; equal in an all-gather, not in a star's halves */
+    size_t sent, received;      /* bytes of header + payload */
+} tcp_progress;
 
 /* Fills iov with what is left of a frame (header then payload) past `done` bytes. */
 static int frame_iov(struct iovec iov[2], uint8_t *hdr, uint8_t *payload, size_t payload_bytes, size_t done)
@@ -421,12 +440,12 @@ static int frame_iov(struct iovec iov[2], uint8_t *hdr, uint8_t *payload, size_t
 }
 
 /* One non-blocking sendmsg of the rest of our frame: header and payload leave in one segment. */
-static glm_status exchange_send(tp_tcp_transport *t, tp_exchange *x, glm_error *err)
+static glm_status exchange_send(tp_tcp_transport *t, tcp_progress *x, glm_error *err)
 {
     struct iovec iov[2];
     struct msghdr mh = {0};
     mh.msg_iov = iov;
-    mh.msg_iovlen = (size_t)frame_iov(iov, x->out_hdr, (uint8_t *)x->out_payload, x->payload_bytes, x->sent);
+    mh.msg_iovlen = (size_t)frame_iov(iov, x->out_hdr, (uint8_t *)x->out_payload, x->out_bytes, x->sent);
     ssize_t n = sendmsg(t->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0)
         x->sent += (size_t)n;
@@ -436,7 +455,7 @@ static glm_status exchange_send(tp_tcp_transport *t, tp_exchange *x, glm_error *
     return GLM_OK;
 }
 
-static glm_status check_data_header(const tp_tcp_transport *t, const tp_exchange *x, uint64_t seq,
+static glm_status check_data_header(const tp_tcp_transport *t, const tcp_progress *x, uint64_t seq,
                                     glm_error *err)
 {
     uint32_t magic = tp_get_u32(x->in_hdr);
@@ -445,22 +464,22 @@ static glm_status check_data_header(const tp_tcp_transport *t, const tp_exchange
     if (magic != TP_DATA_MAGIC)
         return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s carried a bad frame "
                              "(magic 0x%08" PRIx32 "); restart both ranks", t->base.peer, magic);
-    if (peer_seq != seq || bytes != x->payload_bytes)
+    if (peer_seq != seq || bytes != x->in_bytes)
         return glm_error_set(err, GLM_ERR_PEER, "the ranks are out of step: exchange %" PRIu64 " of %zu bytes "
                              "here, %" PRIu64 " of %" PRIu32 " bytes from %s; restart both ranks",
-                             seq, x->payload_bytes, peer_seq, bytes, t->base.peer);
+                             seq, x->in_bytes, peer_seq, bytes, t->base.peer);
     return GLM_OK;
 }
 
 /* One non-blocking recvmsg into the rest of the peer's frame. The payload lands straight in the
  * caller's buffer; a header that does not match is an error before the exchange can succeed. */
-static glm_status exchange_recv(tp_tcp_transport *t, tp_exchange *x, uint64_t seq, glm_error *err)
+static glm_status exchange_recv(tp_tcp_transport *t, tcp_progress *x, uint64_t seq, glm_error *err)
 {
     struct iovec iov[2];
     struct msghdr mh = {0};
     size_t before = x->received;
     mh.msg_iov = iov;
-    mh.msg_iovlen = (size_t)frame_iov(iov, x->in_hdr, x->in_payload, x->payload_bytes, x->received);
+    mh.msg_iovlen = (size_t)frame_iov(iov, x->in_hdr, x->in_payload, x->in_bytes, x->received);
     ssize_t n = recvmsg(t->fd, &mh, MSG_DONTWAIT);
     if (n == 0)
         return glm_error_set(err, GLM_ERR_PEER, "%s closed the data connection during exchange %" PRIu64,
@@ -477,24 +496,23 @@ static glm_status exchange_recv(tp_tcp_transport *t, tp_exchange *x, uint64_t se
     return GLM_OK;
 }
 
-static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *gathered, size_t n,
-                                 uint64_t seq, int64_t deadline_ms, glm_error *err)
+/* Sends out (out_bytes) and receives the peer's frame into in (in_bytes) at once. */
+static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_t out_bytes, void *in,
+                                     size_t in_bytes, uint64_t seq, int64_t deadline_ms, glm_error *err)
 {
-    tp_tcp_transport *t = (tp_tcp_transport *)base;
-    size_t bytes = n * sizeof(float);
-    if (bytes > UINT32_MAX)
-        return glm_error_set(err, GLM_ERR_ARG, "an exchange of %zu bytes is too large for tcp", bytes);
-    float *own = gathered + (size_t)base->rank * n;
-    if (own != mine)
-        memmove(own, mine, bytes);
-    tp_exchange x = {0};
+    tp_transport *base = &t->base;
+    if (out_bytes > UINT32_MAX || in_bytes > UINT32_MAX)
+        return glm_error_set(err, GLM_ERR_ARG, "an exchange of %zu bytes is too large for tcp",
+                             out_bytes > in_bytes ? out_bytes : in_bytes);
+    tcp_progress x = {0};
     tp_put_u32(x.out_hdr, TP_DATA_MAGIC);
-    tp_put_u32(x.out_hdr + 4, (uint32_t)bytes);
+    tp_put_u32(x.out_hdr + 4, (uint32_t)out_bytes);
     tp_put_u64(x.out_hdr + 8, seq);
-    x.out_payload = (const uint8_t *)own;
-    x.in_payload = (uint8_t *)(gathered + (size_t)(1 - base->rank) * n);
-    x.payload_bytes = bytes;
-    size_t total = TP_DATA_HEADER_BYTES + bytes;
+    x.out_payload = out;
+    x.in_payload = in;
+    x.out_bytes = out_bytes;
+    x.in_bytes = in_bytes;
+    size_t out_total = TP_DATA_HEADER_BYTES + out_bytes, in_total = TP_DATA_HEADER_BYTES + in_bytes;
     /* Try both directions before sleeping in poll: a small exchange usually completes in the
      * first send and the first or second receive. */
     glm_status st = exchange_send(t, &x, err);
@@ -502,35 +520,53 @@ static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *g
         st = exchange_recv(t, &x, seq, err);
     if (st != GLM_OK)
         return st;
-    while (x.sent < total || x.received < total) {
+    while (x.sent < out_total || x.received < in_total) {
         if (base->aborted && base->aborted(base->abort_user))
             return glm_error_set(err, GLM_ERR_PEER, "exchange %" PRIu64 " with %s was abandoned: the peer failed",
                                  seq, base->peer);
         struct pollfd p = {t->fd, 0, 0};
-        if (x.sent < total)
+        if (x.sent < out_total)
             p.events |= POLLOUT;
-        if (x.received < total)
+        if (x.received < in_total)
             p.events |= POLLIN;
         int wait = ms_left(deadline_ms);
         if (wait == 0)
             return glm_error_set(err, GLM_ERR_PEER, "%s did not answer exchange %" PRIu64
                                  " in time (%zu of %zu bytes received)", base->peer, seq,
-                                 x.received, total);
+                                 x.received, in_total);
         int rc = poll(&p, 1, wait);
         if (rc < 0 && errno != EINTR)
             return glm_error_set(err, GLM_ERR_IO, "poll failed: %s", strerror(errno));
         if (rc <= 0)
             continue;
-        if ((p.revents & POLLOUT) && x.sent < total && (st = exchange_send(t, &x, err)) != GLM_OK)
+        if ((p.revents & POLLOUT) && x.sent < out_total && (st = exchange_send(t, &x, err)) != GLM_OK)
             return st;
-        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && x.received < total) {
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && x.received < in_total) {
             if ((st = exchange_recv(t, &x, seq, err)) != GLM_OK)
                 return st;
-        } else if ((p.revents & (POLLHUP | POLLERR)) && x.sent < total) {
+        } else if ((p.revents & (POLLHUP | POLLERR)) && x.sent < out_total) {
             return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s was closed", base->peer);
         }
     }
     return GLM_OK;
+}
+
+static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *gathered, size_t n,
+                                 uint64_t seq, int64_t deadline_ms, glm_error *err)
+{
+    size_t bytes = n * sizeof(float);
+    float *own = gathered + (size_t)base->rank * n;
+    if (own != mine)
+        memmove(own, mine, bytes);
+    return tcp_exchange_bytes((tp_tcp_transport *)base, own, bytes, gathered + (size_t)(1 - base->rank) * n,
+                              bytes, seq, deadline_ms, err);
+}
+
+static glm_status tcp_exchange(tp_transport *base, const float *out, size_t out_n, float *in, size_t in_n,
+                               uint64_t seq, int64_t deadline_ms, glm_error *err)
+{
+    return tcp_exchange_bytes((tp_tcp_transport *)base, out, out_n * sizeof(float), in, in_n * sizeof(float),
+                              seq, deadline_ms, err);
 }
 
 static void tcp_free(tp_transport *base)
@@ -541,7 +577,7 @@ static void tcp_free(tp_transport *base)
     free(t);
 }
 
-static const tp_transport_ops tcp_ops = {"tcp", tcp_all_gather, tcp_free};
+static const tp_transport_ops tcp_ops = {"tcp", tcp_all_gather, tcp_free, tcp_exchange};
 
 tp_transport *tp_tcp_transport_new(int fd, int rank, const char *peer, glm_error *err)
 {

@@ -53,6 +53,11 @@ typedef struct tp_transport_ops {
     glm_status (*all_gather)(tp_transport *t, const float *mine, float *gathered, size_t n,
                              uint64_t seq, int64_t deadline_ms, glm_error *err);
     void (*free)(tp_transport *t);
+    /* Sends out (out_n floats, 0 allowed) and receives the peer's in_n floats into in, the two
+     * sides' sizes mirrored (my out_n is the peer's in_n); seq as all_gather's. The halves of the
+     * star that joins more than two ranks (tp/group.h). NULL: two ranks only (rdma). */
+    glm_status (*exchange)(tp_transport *t, const float *out, size_t out_n, float *in, size_t in_n,
+                           uint64_t seq, int64_t deadline_ms, glm_error *err);
 } tp_transport_ops;
 
 struct tp_transport {
@@ -69,6 +74,11 @@ struct tp_transport {
  * keeps a failure in t->last. */
 glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
                          uint64_t seq, int timeout_ms, glm_error *err);
+
+/* The bounded entry point for ops->exchange, as tp_all_gather; GLM_ERR_UNSUPPORTED naming the
+ * transport when it has none. */
+glm_status tp_exchange(tp_transport *t, const float *out, size_t out_n, float *in, size_t in_n,
+                       uint64_t seq, int timeout_ms, glm_error *err);
 
 /* Gathers then sums both ranks' partials in rank order (rank 0 + rank 1) into buf, so both ranks
  * hold identical bits. scratch holds 2n floats. */

@@ -57,6 +57,7 @@ static tp_msg good_hello(const char *version)
     tp_msg m = {.type = TP_MSG_HELLO};
     m.u.hello.protocol = TP_PROTOCOL_VERSION;
     m.u.hello.rank = 0;
+    m.u.hello.peer_rank = 1;
     snprintf(m.u.hello.version, sizeof m.u.hello.version, "%s", version);
     snprintf(m.u.hello.model_name, sizeof m.u.hello.model_name, "glm5_next");
     m.u.hello.config_hash = 1;
@@ -179,8 +180,9 @@ static int attack(const char *addr, int which)
         name = "hello claiming rank 1";
         tp_msg m = good_hello(glm_version());
         m.u.hello.rank = 1;
+        m.u.hello.peer_rank = 0;
         bad = tp_ctrl_send(fd, &m, tp_now_ms() + 1000, &err) != GLM_OK || pass_challenge(fd) != 0;
-        want = "both ranks claim rank 1";
+        want = "claims rank 1 and gives this worker rank 0; a head is rank 0";
         break;
     }
     default:

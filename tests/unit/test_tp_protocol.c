@@ -36,6 +36,7 @@ static tp_hello sample_hello(void)
     h.weights_hash = 0x99aabbccddeeff00ull;
     h.settings = (tp_settings){2, TP_TRANSPORT_TCP, 1000, 5000, 1 << 20, 1, 1};
     h.session = 42;
+    h.peer_rank = 1;
     return h;
 }
 
@@ -240,6 +241,45 @@ START_TEST(bad_steps_are_refused)
 }
 END_TEST
 
+/* Two ranks keep version 4's HELLO layout (the peer rank implied); more carry it last. */
+START_TEST(hello_gives_the_worker_its_rank_among_n)
+{
+    glm_error err;
+    uint8_t *frame;
+    size_t len, len2;
+    tp_msg m = {.type = TP_MSG_HELLO}, out;
+    m.u.hello = sample_hello();
+    ck_assert_int_eq(tp_msg_encode(&m, &frame, &len2, &err), GLM_OK);
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, frame + TP_FRAME_HEADER_BYTES, len2 - TP_FRAME_HEADER_BYTES,
+                                   &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.hello.peer_rank, 1); /* implied: the worker of two */
+    free(frame);
+    m.u.hello.settings.world = 4;
+    m.u.hello.peer_rank = 3;
+    ck_assert_int_eq(tp_msg_encode(&m, &frame, &len, &err), GLM_OK);
+    ck_assert_uint_eq(len, len2 + 4);
+    uint8_t *p = frame + TP_FRAME_HEADER_BYTES;
+    size_t plen = len - TP_FRAME_HEADER_BYTES;
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.hello.settings.world, 4);
+    ck_assert_uint_eq(out.u.hello.peer_rank, 3);
+    tp_put_u32(p + plen - 4, 4); /* rank 4 of 4 */
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
+    ck_assert_msg(strstr(err.message, "its ranks are not two different ranks of the split"), "%s", err.message);
+    tp_put_u32(p + plen - 4, 0); /* the head's own rank */
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
+    free(frame);
+    for (uint32_t world = 0; world < 20; world += 17) { /* 0 and 17: outside 2 .. 16 */
+        m.u.hello.settings.world = world;
+        ck_assert_int_eq(tp_msg_encode(&m, &frame, &len, &err), GLM_OK);
+        ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, frame + TP_FRAME_HEADER_BYTES,
+                                       len - TP_FRAME_HEADER_BYTES, &out, &err), GLM_ERR_PEER);
+        ck_assert_msg(strstr(err.message, "the number of ranks is not 2 to 16"), "%s", err.message);
+        free(frame);
+    }
+}
+END_TEST
+
 START_TEST(bad_strings_and_trailing_bytes_are_refused)
 {
     tp_msg m = {.type = TP_MSG_HELLO}, out;
@@ -338,6 +378,7 @@ int main(void)
     tcase_add_test(tc, long_error_text_is_cut_on_a_character_boundary);
     tcase_add_test(tc, bad_headers_are_refused);
     tcase_add_test(tc, bad_steps_are_refused);
+    tcase_add_test(tc, hello_gives_the_worker_its_rank_among_n);
     tcase_add_test(tc, bad_strings_and_trailing_bytes_are_refused);
     tcase_add_test(tc, hello_differences_are_named);
     suite_add_tcase(s, tc);

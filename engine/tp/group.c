@@ -1,0 +1,294 @@
+/* group.c: a head's links to its workers, or a worker's link to its head, as one group: rank-order
+ * all-gathers (the link's own for two ranks, a star through the head for more) and step fan-out. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp/group.h"
+
+#define GROUP_PEERS_MAX 2048
+
+struct tp_group {
+    tp_rank *links[TP_MAX_RANKS]; /* head: links[k-1] joins worker k; worker: links[0] its head */
+    int n_links;
+    int index, world;
+    int owns;                     /* head: the links are the group's to close */
+    int reconnects;               /* head, more than one worker: the group's reconnects */
+    float *scratch;
+    size_t scratch_n;
+    char peers[GROUP_PEERS_MAX];  /* for messages */
+};
+
+int tp_group_count_peers(const char *peers)
+{
+    if (!peers || !*peers)
+        return 0;
+    int n = 1;
+    for (const char *p = peers; *p; p++)
+        n += *p == ',';
+    return n;
+}
+
+/* The i-th address of a comma list, without the spaces around it. */
+static void nth_peer(const char *peers, int i, char *out, size_t cap)
+{
+    const char *p = peers;
+    for (; i > 0 && p; i--) {
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    out[0] = '\0';
+    if (!p)
+        return;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, ",");
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+static glm_status check_peers(const char *peers, int n, glm_error *err)
+{
+    if (n < 1)
+        return glm_error_set(err, GLM_ERR_ARG, "no worker address given (--peer HOST:PORT)");
+    if (n > (int)TP_MAX_RANKS - 1)
+        return glm_error_set(err, GLM_ERR_ARG, "--peer '%s' names %d workers; a split has at most %u "
+                             "ranks, the head and %u workers", peers, n, TP_MAX_RANKS, TP_MAX_RANKS - 1);
+    char a[256], b[256];
+    for (int i = 0; i < n; i++) {
+        nth_peer(peers, i, a, sizeof a);
+        if (!a[0])
+            return glm_error_set(err, GLM_ERR_ARG, "--peer '%s': address %d is empty; give HOST:PORT "
+                                 "addresses separated by commas", peers, i + 1);
+        for (int j = 0; j < i; j++) {
+            nth_peer(peers, j, b, sizeof b);
+            if (strcmp(a, b) == 0)
+                return glm_error_set(err, GLM_ERR_ARG, "--peer '%s' names the worker %s twice; each "
+                                     "rank needs a worker of its own", peers, a);
+        }
+    }
+    return GLM_OK;
+}
+
+static tp_group *group_new(glm_error *err)
+{
+    tp_group *g = calloc(1, sizeof *g);
+    if (!g)
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory for the ranks' group");
+    return g;
+}
+
+tp_group *tp_group_connect(const char *peers, const tp_identity *id, const tp_rank_options *opts,
+                           glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    int n = tp_group_count_peers(peers);
+    if (check_peers(peers, n, err) != GLM_OK)
+        return NULL;
+    if (n > 1 && opts && opts->transport && strcmp(opts->transport, "rdma") == 0) {
+        glm_error_set(err, GLM_ERR_ARG, "--transport rdma joins two ranks only (a head and one worker); "
+                      "with %d workers (--peer %s) use --transport tcp", n, peers);
+        return NULL;
+    }
+    tp_group *g = group_new(err);
+    if (!g)
+        return NULL;
+    g->owns = 1;
+    g->world = n + 1;
+    for (int k = 1; k <= n; k++) {
+        char addr[256];
+        nth_peer(peers, k - 1, addr, sizeof addr);
+        size_t used = strlen(g->peers);
+        snprintf(g->peers + used, sizeof g->peers - used, "%s%s", k > 1 ? ", " : "", addr);
+        g->links[k - 1] = tp_head_connect_rank(addr, k, g->world, id, opts, err);
+        if (!g->links[k - 1]) {
+            if (n > 1) {
+                glm_error why = *err;
+                glm_error_set(err, why.status, "worker %d of %d (rank %d): %s", k, n, k, why.message);
+            }
+            tp_group_close(g);
+            return NULL;
+        }
+        g->n_links = k;
+    }
+    return g;
+}
+
+tp_group *tp_group_of_worker(tp_rank *link, glm_error *err)
+{
+    tp_group *g = group_new(err);
+    if (!g)
+        return NULL;
+    g->links[0] = link;
+    g->n_links = 1;
+    g->index = tp_rank_index(link);
+    g->world = tp_rank_world(link);
+    snprintf(g->peers, sizeof g->peers, "%s", tp_rank_peer(link));
+    return g;
+}
+
+int tp_group_rank(const tp_group *g)
+{
+    return g->index;
+}
+
+int tp_group_world(const tp_group *g)
+{
+    return g->world;
+}
+
+const char *tp_group_peer(const tp_group *g)
+{
+    return g->peers;
+}
+
+/* Head: a link failed; every other worker is told, so none waits on an exchange that will not
+ * come, and the whole group is failed until it reconnects. */
+static glm_status fail_all(tp_group *g, int failed_link, glm_error *err)
+{
+    char text[TP_TEXT_MAX + 1];
+    snprintf(text, sizeof text, "the head lost worker %d (rank %d, at %.100s), so every rank stops: %.700s",
+             failed_link + 1, failed_link + 1, tp_rank_peer(g->links[failed_link]), err->message);
+    for (int k = 0; k < g->n_links; k++)
+        if (k != failed_link && tp_rank_health(g->links[k], NULL) == GLM_OK)
+            tp_rank_report(g->links[k], text);
+    return err->status;
+}
+
+/* The star: each worker's n floats to the head (phase 1), all world*n to each worker (phase 2). */
+static glm_status star_gather(tp_group *g, const float *mine, float *gathered, size_t n, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    size_t all = (size_t)g->world * n;
+    if (g->index > 0) {
+        tp_rank *head = g->links[0];
+        glm_status st = tp_rank_exchange(head, mine, n, NULL, 0, err);
+        return st == GLM_OK ? tp_rank_exchange(head, NULL, 0, gathered, all, err) : st;
+    }
+    if (gathered != mine)
+        memmove(gathered, mine, n * sizeof *gathered);
+    for (int k = 0; k < g->n_links; k++)
+        if (tp_rank_exchange(g->links[k], NULL, 0, gathered + (size_t)(k + 1) * n, n, err) != GLM_OK)
+            return fail_all(g, k, err);
+    for (int k = 0; k < g->n_links; k++)
+        if (tp_rank_exchange(g->links[k], gathered, all, NULL, 0, err) != GLM_OK)
+            return fail_all(g, k, err);
+    return GLM_OK;
+}
+
+glm_status tp_group_all_gather(tp_group *g, const float *mine, float *gathered, size_t n, glm_error *err)
+{
+    if (g->world == 2)
+        return tp_rank_all_gather(g->links[0], mine, gathered, n, err);
+    return star_gather(g, mine, gathered, n, err);
+}
+
+glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err)
+{
+    if (g->world == 2)
+        return tp_rank_all_reduce(g->links[0], buf, n, err);
+    size_t need = (size_t)g->world * n;
+    if (g->scratch_n < need) {
+        float *grown = realloc(g->scratch, need * sizeof *grown);
+        if (!grown)
+            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a %zu-float exchange", n);
+        g->scratch = grown;
+        g->scratch_n = need;
+    }
+    glm_status st = star_gather(g, buf, g->scratch, n, err);
+    if (st != GLM_OK)
+        return st;
+    /* rank order on every rank: ((p0 + p1) + p2) + ..., so all hold the same bits */
+    memcpy(buf, g->scratch, n * sizeof *buf);
+    for (int r = 1; r < g->world; r++) {
+        const float *p = g->scratch + (size_t)r * n;
+        for (size_t i = 0; i < n; i++)
+            buf[i] += p[i];
+    }
+    return GLM_OK;
+}
+
+/* The first failed link (its failure in err), or -1 when all are healthy. */
+static int first_failed(tp_group *g, glm_error *err)
+{
+    for (int k = 0; k < g->n_links; k++)
+        if (tp_rank_health(g->links[k], err) != GLM_OK)
+            return k;
+    return -1;
+}
+
+glm_status tp_group_health(tp_group *g, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    return first_failed(g, err) < 0 ? GLM_OK : err->status;
+}
+
+int tp_group_reconnects(const tp_group *g)
+{
+    return g->world == 2 ? tp_rank_reconnects(g->links[0]) : g->reconnects;
+}
+
+/* Head, more than one worker: every link dropped first (each worker sees its session end), then
+ * each joined again in rank order. */
+static glm_status reconnect_all(tp_group *g, glm_error *err)
+{
+    for (int k = 0; k < g->n_links; k++)
+        tp_head_drop(g->links[k]);
+    for (int k = 0; k < g->n_links; k++) {
+        if (tp_head_reconnect(g->links[k], err) != GLM_OK) {
+            for (int j = 0; j < k; j++) /* the group stays failed: none keeps a half session */
+                tp_head_drop(g->links[j]);
+            return err->status;
+        }
+    }
+    g->reconnects++;
+    return GLM_OK;
+}
+
+glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
+                              const uint32_t *tokens, uint32_t n_tokens, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    if (g->index != 0)
+        return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
+    if (g->world == 2)
+        return tp_head_send_step(g->links[0], slot, cmd, pos, tokens, n_tokens, err);
+    int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
+    int failed = first_failed(g, err);
+    if (failed >= 0 && !fresh_start) /* the others hear of it now, not at their next exchange */
+        return fail_all(g, failed, err);
+    if (failed >= 0 && reconnect_all(g, err) != GLM_OK)
+        return err->status;
+    glm_status st;
+    for (int k = 0; k < g->n_links; k++) {
+        st = tp_head_send_step(g->links[k], slot, cmd, pos, tokens, n_tokens, err);
+        if (st == GLM_ERR_ARG)
+            return st;
+        if (st != GLM_OK)
+            return fail_all(g, k, err);
+    }
+    return GLM_OK;
+}
+
+void tp_group_close(tp_group *g)
+{
+    if (!g)
+        return;
+    for (int k = 0; g->owns && k < g->n_links; k++)
+        tp_rank_close(g->links[k]);
+    free(g->scratch);
+    free(g);
+}
