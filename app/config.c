@@ -65,7 +65,6 @@ static const key_spec top_keys[] = {
     {"rdma_gid_index", KT_INT, NULL, 0, 255, NULL, KF_ENGINE},
     {"verbose", KT_BOOL, NULL, 0, 0, "GLMCHAT_CUDA_VERBOSE", KF_ENGINE | KF_DEV},
     {"cuda_kv_index", KT_CHOICE, GLM_KV_CACHE_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
-    {"cuda_attend", KT_CHOICE, GLM_CUDA_ATTEND_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
     {"cuda_graph", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
     {"cuda_pdl", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
     {"cuda_gemm", KT_CHOICE, GLM_CUDA_GEMM_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
@@ -265,11 +264,6 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         }
         if (strcmp(name, "cuda_kv_index") == 0) {
             c->cuda.kv_index = kv[i];
-            return 0;
-        }
-        if (strcmp(name, "cuda_attend") == 0) {
-            static const glm_cuda_attend attends[] = {GLM_CUDA_ATTEND_SPLIT, GLM_CUDA_ATTEND_MMA};
-            c->cuda.attend = attends[i];
             return 0;
         }
         if (strcmp(name, "cuda_gemm") == 0) {

@@ -53,8 +53,6 @@
  *   verbose on|off (dev; off: on, the engine logs its settings and, on CUDA, the memory plan)
  *   cuda_kv_index fp8|bf16|f32 (dev; the CUDA indexer caches' format; unset: kv_cache's; part
  *   of the two-rank handshake, and changes the results)
- *   cuda_attend split|mma (dev; split: the decode latent attention a block per head and run;
- *   mma: a block per 64 heads and run, on the tensor cores)
  *   cuda_graph on|off (dev; on: decode through a captured CUDA graph)
  *   cuda_pdl on|off (dev; on: kernels go out as programmatic dependent launches)
  *   cuda_gemm fixed|show|nosplit|default (dev; fixed: one cuBLASLt algorithm a weight shape;
@@ -69,7 +67,7 @@
  * Unknown keys, sections and bad values are errors naming FILE:LINE and the key.
  *
  * Environment: GLMCHAT_<KEY> in upper case overrides each top-level key (GLMCHAT_MODEL,
- * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS, GLMCHAT_CUDA_ATTEND ...); a bad value is an error
+ * GLMCHAT_TEMPERATURE, GLMCHAT_MAX_TOKENS, GLMCHAT_CUDA_GEMM ...); a bad value is an error
  * naming the variable. The older names GLMCHAT_CUDA_CONTEXT, GLMCHAT_CUDA_KV,
  * GLMCHAT_CUDA_DENSE and GLMCHAT_CUDA_VERBOSE are read for context, kv_cache, dense and verbose
  * when GLMCHAT_CONTEXT, GLMCHAT_KV_CACHE, GLMCHAT_DENSE and GLMCHAT_VERBOSE are unset. Only

@@ -28,9 +28,6 @@ glm_status backend_check_params(const glm_engine_params *p, glm_error *err)
     if (c->kv_index < GLM_KV_CACHE_DEFAULT || c->kv_index > GLM_KV_CACHE_F32)
         return glm_error_set(err, GLM_ERR_ARG, "cuda.kv_index %d is not a cache format",
                              (int)c->kv_index);
-    if (c->attend < GLM_CUDA_ATTEND_DEFAULT || c->attend > GLM_CUDA_ATTEND_MMA)
-        return glm_error_set(err, GLM_ERR_ARG, "cuda.attend %d is not split (1) or mma (2)",
-                             (int)c->attend);
     if (c->gemm < GLM_CUDA_GEMM_DEFAULT || c->gemm > GLM_CUDA_GEMM_CUBLAS)
         return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d is not fixed (1), show (2), nosplit "
                              "(3) or cublas (4)", (int)c->gemm);

@@ -176,14 +176,6 @@ typedef enum glm_draft {
 } glm_draft;
 #define GLM_DRAFT_CHOICES "off|copy|mtp"
 
-/* The decode latent attention's kernel on CUDA. */
-typedef enum glm_cuda_attend {
-    GLM_CUDA_ATTEND_DEFAULT = 0, /* split */
-    GLM_CUDA_ATTEND_SPLIT,       /* a block per head and run */
-    GLM_CUDA_ATTEND_MMA,         /* a block per 64 heads and run, on the tensor cores */
-} glm_cuda_attend;
-#define GLM_CUDA_ATTEND_CHOICES "split|mma"
-
 /* The dense prefill products' algorithm on CUDA (cuBLASLt). */
 typedef enum glm_cuda_gemm {
     GLM_CUDA_GEMM_DEFAULT = 0, /* fixed */
@@ -200,7 +192,6 @@ typedef enum glm_cuda_gemm {
  * opened last. */
 typedef struct glm_cuda_params {
     glm_kv_cache kv_index;   /* the indexer caches' format; DEFAULT: the latent cache's */
-    glm_cuda_attend attend;
     glm_cuda_gemm gemm;
     int graph_off;           /* 1: decode launches kernel by kernel, without the captured graph */
     int pdl_off;             /* 1: plain stream-ordered launches, no programmatic dependent launch */

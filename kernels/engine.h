@@ -254,29 +254,16 @@ int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, co
                    int width, int T, int H, int R, float scale, float *ot, void *stream);
 /* eng_mla_attend for the decode step (T <= ENG_ATTEND_MAX_T): with H <= ENG_ATTEND_PAIRS / 2
  * each (token, head)'s selection is split over min(8, ENG_ATTEND_PAIRS / H) blocks whose partial
- * sums are rescaled and added in block order (part: ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * (R + 2)
- * floats); else eng_mla_attend. The split depends on H alone, not on T, so a row's result is the
- * same in any launch of up to ENG_ATTEND_MAX_T rows (verification windows rely on it). */
+ * sums are rescaled and added in block order (part: ENG_ATTEND_PART_FLOATS(R) floats, R + 2 a
+ * (token, head, block), of which there are at most ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS); else
+ * eng_mla_attend. The split depends on H alone, not on T, so a row's result is the same in any
+ * launch of up to ENG_ATTEND_MAX_T rows (verification windows rely on it). */
 #define ENG_ATTEND_PAIRS 256
 #define ENG_ATTEND_MAX_T 8
+#define ENG_ATTEND_PART_FLOATS(R) ((size_t)ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * ((size_t)(R) + 2))
 int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
                           const int *count, int width, int T, int H, int R, float scale, float *ot,
                           float *part, void *stream);
-/* eng_mla_attend_decode on the tensor cores (bf16 and e4m3 caches, R a multiple of 64 up to
- * 512): a block per (token, 64 heads, run of whole 32-row tiles of the selection) reads each
- * selected row once for all its heads (eng_mla_attend_decode reads it once a head); the
- * min(ENG_ATTEND_MMA_SPLITS, tiles of width) runs' partial sums are combined in run order. The
- * runs depend on width and each row's count alone. part: ENG_ATTEND_PART_FLOATS(H, R) floats,
- * which also serves eng_mla_attend_decode, which takes the shapes this kernel does not. */
-#define ENG_ATTEND_MMA_SPLITS 32
-#define ENG_ATTEND_PART_FLOATS(H, R)                                                               \
-    ((size_t)ENG_ATTEND_MAX_T *                                                                    \
-     ((size_t)(H) * ENG_ATTEND_MMA_SPLITS > ENG_ATTEND_PAIRS ? (size_t)(H) * ENG_ATTEND_MMA_SPLITS \
-                                                              : (size_t)ENG_ATTEND_PAIRS) *        \
-     ((size_t)(R) + 2))
-int eng_mla_attend_decode_mma(const eng_cache *lat, const float *qt, const int32_t *idx,
-                              const int *count, int width, int T, int H, int R, float scale,
-                              float *ot, float *part, void *stream);
 /* o[t][h][i] = kv_b[h*(dn+dv)+dn+i] . ot[t][h]. */
 int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                    float *o, void *stream);

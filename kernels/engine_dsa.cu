@@ -1021,18 +1021,13 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
 // width and summed in warp order; an online softmax (running maximum and sum per head); then
 // O += P V with P = hi + lo bf16 parts, each warp its QW columns of O. Warps: gp head groups of
 // 16 rows x wg column slices of width QW = R / wg.
-// SPLIT (the decode step, few tokens): blockIdx.z takes one of gridDim.z runs of whole tiles of
-// the selection, and writes, like attend_split_kernel, each head's unnormalised sum, score maximum
-// and sum of exponentials to part[(t H + h) splits + z] for attend_combine_kernel. The runs depend
-// on the token's count alone, so a row's result is the same in a launch of any number of rows.
 constexpr int kAtKeys = 32, kAtSS = kAtKeys + 4, kAtPS = kAtKeys + 8;
 
-template <int QW, int CACHE, bool SPLIT>
+template <int QW, int CACHE>
 __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const float *qt,
                                                             const int32_t *idx, const int *count,
                                                             int width, int H, int R, int gp,
-                                                            int wg, float scale, float *ot,
-                                                            float *part)
+                                                            int wg, float scale, float *ot)
 {
     pdl_prologue();
     constexpr int kBytes = CACHE == ENG_CACHE_FP8 ? 1 : 2;
@@ -1049,19 +1044,7 @@ __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const
     int t = blockIdx.x, h0 = blockIdx.y * 64, nh = H - h0 < 64 ? H - h0 : 64;
     int tid = threadIdx.x, nthr = blockDim.x, lane = tid & 31, warp = tid >> 5;
     int g = lane >> 2, c = lane & 3, gi = warp / wg, wc = warp % wg, col0 = wc * QW;
-    int n = count[t], s_lo = 0, splits = SPLIT ? (int)gridDim.z : 1, sp = SPLIT ? (int)blockIdx.z : 0;
-    if (SPLIT) { // this block's run of whole tiles
-        int tiles = (n + kAtKeys - 1) / kAtKeys, per = (tiles + splits - 1) / splits;
-        s_lo = sp * per * kAtKeys;
-        n = s_lo + per * kAtKeys < n ? s_lo + per * kAtKeys : n;
-        if (s_lo >= n) { // an empty run: no weight in the combination
-            for (int r = tid; r < nh; r += nthr) {
-                float *out = part + ((size_t)(t * H + h0 + r) * splits + sp) * (R + 2);
-                out[R] = -INFINITY, out[R + 1] = 0.0f;
-            }
-            return;
-        }
-    }
+    int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
 
     for (int i = tid; i < rows * R; i += nthr) { // Q, split
@@ -1127,8 +1110,8 @@ __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const
     bool sm_on = sm_row < rows;
     int ra = gi * 16 + g, rb = ra + 8;
 
-    issue(s_lo);
-    for (int s0 = s_lo; s0 < n; s0 += kAtKeys) {
+    issue(0);
+    for (int s0 = 0; s0 < n; s0 += kAtKeys) {
         __syncthreads(); // the last tile's P V is done with ks, phi, plo (and Q is stored)
         commit();
         if (s0 + kAtKeys < n)
@@ -1224,23 +1207,6 @@ __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const
             }
         }
     }
-    if (SPLIT) { // the run's unnormalised sums; the softmax threads' maximum and sum
-#pragma unroll
-        for (int nt = 0; nt < QW / 8; nt++) {
-            int col = col0 + nt * 8 + 2 * c;
-            if (ra < nh)
-                *reinterpret_cast<float2 *>(part + ((size_t)(t * H + h0 + ra) * splits + sp) * (R + 2) + col) =
-                    make_float2(oacc[nt][0], oacc[nt][1]);
-            if (rb < nh)
-                *reinterpret_cast<float2 *>(part + ((size_t)(t * H + h0 + rb) * splits + sp) * (R + 2) + col) =
-                    make_float2(oacc[nt][2], oacc[nt][3]);
-        }
-        if (sm_on && (tid & 7) == 0 && sm_row < nh) {
-            float *out = part + ((size_t)(t * H + h0 + sm_row) * splits + sp) * (R + 2);
-            out[R] = m_run, out[R + 1] = l_run;
-        }
-        return;
-    }
     __syncthreads();
     float ia = 1.0f / l_s[ra], ib = 1.0f / l_s[rb];
 #pragma unroll
@@ -1255,29 +1221,22 @@ __global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const
     }
 }
 
-// splits 0: the whole selection, normalised into ot; else that many runs into part.
 template <int QW, int CACHE>
 int launch_attend_mma(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                       int width, int T, int H, int R, int gp, int wg, float scale, float *ot,
-                      int splits, float *part, size_t smem, cudaStream_t st)
+                      size_t smem, cudaStream_t st)
 {
-    static int smem_set[2]; // the opt-in above 48 KiB, once an instantiation
-    int k = splits > 0;
-    if (!smem_set[k]) {
-        int rc = (int)cudaFuncSetAttribute(k ? attend_mma_kernel<QW, CACHE, true>
-                                             : attend_mma_kernel<QW, CACHE, false>,
+    static int smem_set; // the opt-in above 48 KiB, once an instantiation
+    if (!smem_set) {
+        int rc = (int)cudaFuncSetAttribute(attend_mma_kernel<QW, CACHE>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
         if (rc)
             return rc;
-        smem_set[k] = 1;
+        smem_set = 1;
     }
-    dim3 grid(T, (H + 63) / 64, k ? splits : 1);
-    if (k)
-        launch(attend_mma_kernel<QW, CACHE, true>, grid, 32 * gp * wg, smem, st, *lat, qt, idx,
-               count, width, H, R, gp, wg, scale, ot, part);
-    else
-        launch(attend_mma_kernel<QW, CACHE, false>, grid, 32 * gp * wg, smem, st, *lat, qt, idx,
-               count, width, H, R, gp, wg, scale, ot, part);
+    dim3 grid(T, (H + 63) / 64);
+    launch(attend_mma_kernel<QW, CACHE>, grid, 32 * gp * wg, smem, st, *lat, qt, idx, count, width,
+           H, R, gp, wg, scale, ot);
     return (int)cudaGetLastError();
 }
 
@@ -1302,21 +1261,21 @@ int attend_mma_shape(const eng_cache *lat, int H, int R, const float *ot, int *g
 
 int attend_mma_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                    int width, int T, int H, int R, int gp, int wg, int qw, float scale, float *ot,
-                   int splits, float *part, size_t smem, cudaStream_t st)
+                   size_t smem, cudaStream_t st)
 {
     if (lat->dtype == ENG_CACHE_FP8) {
         switch (qw) {
-        case 16: return launch_attend_mma<16, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-        case 32: return launch_attend_mma<32, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-        case 64: return launch_attend_mma<64, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-        default: return launch_attend_mma<128, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
+        case 16: return launch_attend_mma<16, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+        case 32: return launch_attend_mma<32, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+        case 64: return launch_attend_mma<64, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+        default: return launch_attend_mma<128, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
         }
     }
     switch (qw) {
-    case 16: return launch_attend_mma<16, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-    case 32: return launch_attend_mma<32, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-    case 64: return launch_attend_mma<64, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
-    default: return launch_attend_mma<128, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, splits, part, smem, st);
+    case 16: return launch_attend_mma<16, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+    case 32: return launch_attend_mma<32, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+    case 64: return launch_attend_mma<64, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
+    default: return launch_attend_mma<128, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
     }
 }
 
@@ -1435,29 +1394,6 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_mla_attend_decode_mma(const eng_cache *lat, const float *qt,
-                                         const int32_t *idx, const int *count, int width, int T,
-                                         int H, int R, float scale, float *ot, float *part,
-                                         void *stream)
-{
-    if (T < 1 || T > ENG_ATTEND_MAX_T || H < 1 || !part)
-        return -1;
-    int gp, wg, qw;
-    size_t smem;
-    if (!attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem))
-        return eng_mla_attend_decode(lat, qt, idx, count, width, T, H, R, scale, ot, part, stream);
-    // the runs depend on the selection's width alone (a row's result on no other row)
-    int tiles = (width + kAtKeys - 1) / kAtKeys;
-    int splits = tiles < ENG_ATTEND_MMA_SPLITS ? tiles : ENG_ATTEND_MMA_SPLITS;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int rc = attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, splits,
-                            part, smem, st);
-    if (rc)
-        return rc;
-    launch(attend_combine_kernel, T * H, 128, 0, st, part, splits, R, ot);
-    return (int)cudaGetLastError();
-}
-
 extern "C" int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv,
                               int R, float *o, void *stream)
 {
@@ -1509,8 +1445,8 @@ extern "C" int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, con
     int gp, wg, qw;
     size_t smem;
     if (attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem))
-        return attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, 0,
-                              nullptr, smem, static_cast<cudaStream_t>(stream));
+        return attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, smem,
+                              static_cast<cudaStream_t>(stream));
     // the f32 cache (the exact one) and shapes outside the tiles: the scalar kernels, same sums
     return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
 }

@@ -2,8 +2,8 @@
  * refuses with the figures when it will not fit), uploads the weights, and runs prefill in chunks
  * and decode through a captured graph. Every setting comes in backend_settings (backend.c
  * resolves them from glm_engine_params): the context, the caches' dtypes, the dense weights'
- * format and the developers' switches (glm_cuda_params: indexer cache, decode attention,
- * graph, PDL, GEMM algorithm). */
+ * format and the developers' switches (glm_cuda_params: indexer cache, graph, PDL, GEMM
+ * algorithm). */
 #include "backend.h"
 
 #ifndef HAVE_CUDA
@@ -254,7 +254,6 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
     be->kv_index_dtype = set->cuda.kv_index == GLM_KV_CACHE_DEFAULT ? be->kv_dtype
                                                                      : kv_dtype_of(set->cuda.kv_index);
     be->dense_q4 = set->dense == GLM_DENSE_Q4;
-    be->attend_mma = set->cuda.attend == GLM_CUDA_ATTEND_MMA;
     be->graph_off = set->cuda.graph_off;
     be->log = set->log;
     be->context = set->context;
@@ -287,7 +286,9 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
         *g[i] = (float *)(b + off[nf + 2 + i]);
     s->rids = (int32_t *)(b + off[nf + 2 + ng]);
     s->part = (float *)(b + off[nf + 3 + ng]);
-    s->apart = (float *)(b + off[nf + 4 + ng]);
+    _Static_assert(sizeof f / sizeof f[0] + 4 + sizeof g / sizeof g[0] == CUDA_SCRATCH_ATTEND_PART,
+                   "plan.h names the attention's partial sums by their place in the layout");
+    s->apart = (float *)(b + off[CUDA_SCRATCH_ATTEND_PART]);
     s->hfin = (float *)(b + off[nf + 5 + ng]);
     s->logits = (float *)(b + off[nf + 6 + ng]);
     return GLM_OK;

@@ -121,7 +121,7 @@ typedef struct cu_scratch {
     float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
     int32_t *rids;
     float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
-    float *apart; /* the decode latent attention's partial sums: ENG_ATTEND_PART_FLOATS(NH, R) */
+    float *apart; /* the decode latent attention's partial sums: ENG_ATTEND_PART_FLOATS(R) */
     float *hfin, *logits;
 } cu_scratch;
 
@@ -149,7 +149,6 @@ typedef struct cuda_backend {
     int context;   /* the most tokens a state may hold */
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
     int dense_q4;  /* dense = q4 */
-    int attend_mma; /* cuda.attend mma: the decode latent attention on the tensor cores */
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     engine_log log; /* where the backend's lines go */
     cu_prof prof;

@@ -291,9 +291,8 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     }
     if (T <= CUDA_DECODE_T) { /* the selection split over blocks when there are few heads */
         CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
-        CK((be->attend_mma ? eng_mla_attend_decode_mma : eng_mla_attend_decode)(
-               &dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
-               1.0f / sqrtf((float)dn), b->ot, b->apart, st),
+        CK(eng_mla_attend_decode(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
+                                 1.0f / sqrtf((float)dn), b->ot, b->apart, st),
            "the latent attention");
         CK(eng_mla_expand(&L->kv_b, b->ot, T, NH, dn, dv, R, b->od, st), "the value expansion");
     } else { /* prefill: the tensor-core forms (row results independent of the chunk) */

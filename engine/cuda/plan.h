@@ -44,6 +44,7 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
 #define CUDA_SCRATCH_BUFFERS 46
+#define CUDA_SCRATCH_ATTEND_PART 43 /* the decode latent attention's partial sums */
 size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */

@@ -286,14 +286,10 @@ static void check_mla(int timed, void *ev0, void *ev1)
     free_mat(&kv);
 }
 
-/* ---- the latent attention (eng_mla_attend_decode and _mma) against eng_mla_attend ---------- */
+/* ---- the latent attention (eng_mla_attend_decode) against eng_mla_attend ----------------- */
 
-typedef int (*attend_fn)(const eng_cache *, const float *, const int32_t *, const int *, int, int,
-                         int, int, float, float *, float *, void *);
-
-/* Selections of 1,091 rows down to 832 (37 fewer a row: the mma path's runs of whole tiles
- * then end at different tiles, the later ones empty), and at H 64 two short ones: 5 rows (one
- * partial tile) and 40 (a whole and a partial tile). Outputs poisoned before each launch. */
+/* Selections of 1,091 rows down to 832 (37 fewer a row), and at H 64 two short ones of 5 and
+ * 40 rows. Outputs and partial sums poisoned before the launches. */
 static void check_attend(int dtype, int H, int timed, void *ev0, void *ev1)
 {
     int R = 512, width = 2051, rows = 1091;
@@ -335,44 +331,39 @@ static void check_attend(int dtype, int H, int timed, void *ev0, void *ev1)
     float *qt = dev_copy(hq, qn * sizeof(float));
     float *ref = dev_alloc(qn * sizeof(float)), *o8 = dev_alloc(qn * sizeof(float));
     float *o1 = dev_alloc(qn * sizeof(float));
-    float *part = dev_alloc(ENG_ATTEND_PART_FLOATS(H, R) * sizeof(float));
+    float *part = dev_alloc(ENG_ATTEND_PART_FLOATS(R) * sizeof(float));
     CUDA_OK(eng_mla_attend(&c, qt, idx, count, width, MAXT, H, R, scale, ref, NULL));
-    float *gr = to_host(ref, qn * sizeof(float));
-    const attend_fn fns[2] = {eng_mla_attend_decode, eng_mla_attend_decode_mma};
-    const char *names[2] = {"split", "mma"};
-    const double tols[2] = {1e-5, 1e-4}; /* mma: Q and P as two bf16 parts each */
-    for (int k = 0; k < 2; k++) {
-        CUDA_OK(kern_memset(o8, 0xff, qn * sizeof(float)));
-        CUDA_OK(kern_memset(o1, 0xff, qn * sizeof(float)));
-        CUDA_OK(kern_memset(part, 0xff, ENG_ATTEND_PART_FLOATS(H, R) * sizeof(float)));
-        CUDA_OK(fns[k](&c, qt, idx, count, width, MAXT, H, R, scale, o8, part, NULL));
-        for (int t = 0; t < MAXT; t++)
-            CUDA_OK(fns[k](&c, qt + (size_t)t * H * R, idx + (size_t)t * width, count + t, width,
-                           1, H, R, scale, o1 + (size_t)t * H * R, part, NULL));
-        float *g8 = to_host(o8, qn * sizeof(float)), *g1 = to_host(o1, qn * sizeof(float));
-        char what[160];
-        snprintf(what, sizeof what, "the latent attention (%s, %s cache, H %d): against "
-                 "eng_mla_attend", names[k], cname, H);
-        compare_f(what, g8, gr, qn, tols[k]);
-        snprintf(what, sizeof what, "the latent attention (%s, %s cache, H %d): 8 rows in one "
-                 "launch equal 8 one-row launches", names[k], cname, H);
-        same_bits(what, g8, g1, qn * sizeof(float));
-        if (timed) {
-            float ms = 0;
-            int reps = 20;
-            CUDA_OK(eng_event_record(ev0, NULL));
-            for (int i = 0; i < reps; i++)
-                CUDA_OK(fns[k](&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
-            CUDA_OK(eng_event_record(ev1, NULL));
-            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-            double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
-            printf("time the latent attention (%-5s %s, H %d, %d rows)   1 row: %8.1f us, "
-                   "%6.2f MB of cache\n", names[k], cname, H, hcount[0], ms * 1000.0 / reps,
-                   bytes / 1e6);
-        }
-        free(g8), free(g1);
+    CUDA_OK(kern_memset(o8, 0xff, qn * sizeof(float)));
+    CUDA_OK(kern_memset(o1, 0xff, qn * sizeof(float)));
+    CUDA_OK(kern_memset(part, 0xff, ENG_ATTEND_PART_FLOATS(R) * sizeof(float)));
+    CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, MAXT, H, R, scale, o8, part, NULL));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(eng_mla_attend_decode(&c, qt + (size_t)t * H * R, idx + (size_t)t * width,
+                                      count + t, width, 1, H, R, scale, o1 + (size_t)t * H * R,
+                                      part, NULL));
+    float *gr = to_host(ref, qn * sizeof(float)), *g8 = to_host(o8, qn * sizeof(float));
+    float *g1 = to_host(o1, qn * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "the latent attention (%s cache, H %d): against eng_mla_attend",
+             cname, H);
+    compare_f(what, g8, gr, qn, 1e-5);
+    snprintf(what, sizeof what, "the latent attention (%s cache, H %d): 8 rows in one launch "
+             "equal 8 one-row launches", cname, H);
+    same_bits(what, g8, g1, qn * sizeof(float));
+    if (timed) {
+        float ms = 0;
+        int reps = 20;
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(
+                eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
+        printf("time the latent attention (%s, H %d, %d rows)   1 row: %8.1f us, %6.2f MB of "
+               "cache\n", cname, H, hcount[0], ms * 1000.0 / reps, bytes / 1e6);
     }
-    free(hidx), free(hq), free(gr);
+    free(hidx), free(hq), free(gr), free(g8), free(g1);
     kern_free(idx), kern_free(count), kern_free(qt), kern_free(ref), kern_free(o8), kern_free(o1);
     kern_free(part), kern_free(c.rows);
     if (c.scale)

@@ -339,7 +339,7 @@ static const char *const engine_vars[] = {
     "GLMCHAT_DENSE", "GLMCHAT_CUDA_DENSE", "GLMCHAT_DRAFT", "GLMCHAT_PROMPT_CACHE_MB",
     "GLMCHAT_PROMPT_CACHE_DIR", "GLMCHAT_PROMPT_CACHE_DISK_MB", "GLMCHAT_RDMA_HCA",
     "GLMCHAT_RDMA_GID_INDEX", "GLMCHAT_VERBOSE", "GLMCHAT_CUDA_VERBOSE", "GLMCHAT_CUDA_KV_INDEX",
-    "GLMCHAT_CUDA_ATTEND", "GLMCHAT_CUDA_GRAPH", "GLMCHAT_CUDA_PDL", "GLMCHAT_CUDA_GEMM",
+    "GLMCHAT_CUDA_GRAPH", "GLMCHAT_CUDA_PDL", "GLMCHAT_CUDA_GEMM",
 };
 
 static void unset_engine_vars(void)
@@ -370,7 +370,6 @@ START_TEST(engine_variables_become_params)
     setenv("GLMCHAT_RDMA_GID_INDEX", "3", 1);
     setenv("GLMCHAT_CUDA_VERBOSE", "1", 1);
     setenv("GLMCHAT_CUDA_KV_INDEX", "f32", 1);
-    setenv("GLMCHAT_CUDA_ATTEND", "mma", 1);
     setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
     setenv("GLMCHAT_CUDA_PDL", "0", 1);
     setenv("GLMCHAT_CUDA_GEMM", "show", 1);
@@ -388,7 +387,6 @@ START_TEST(engine_variables_become_params)
     ck_assert_int_eq(p.rdma_gid_index, 3);
     ck_assert_int_eq(p.verbose, 1);
     ck_assert_int_eq(p.cuda.kv_index, GLM_KV_CACHE_F32);
-    ck_assert_int_eq(p.cuda.attend, GLM_CUDA_ATTEND_MMA);
     ck_assert_int_eq(p.cuda.graph_off, 1);
     ck_assert_int_eq(p.cuda.pdl_off, 1);
     ck_assert_int_eq(p.cuda.gemm, GLM_CUDA_GEMM_SHOW);
@@ -414,7 +412,6 @@ START_TEST(engine_variables_become_params)
         {"GLMCHAT_RDMA_GID_INDEX", "3x",
          "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"},
         {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
-        {"GLMCHAT_CUDA_ATTEND", "fast", "GLMCHAT_CUDA_ATTEND: 'cuda_attend' takes split or mma, not 'fast'"},
         {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit or default, not 'auto'"},
         {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
         {"GLMCHAT_CUDA_KV_INDEX", "fp4", "GLMCHAT_CUDA_KV_INDEX: 'cuda_kv_index' takes fp8, bf16 or f32"},
@@ -441,13 +438,12 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     char path[256], err[1024];
     snprintf(path, sizeof path, "%s/config", dir);
     unset_engine_vars();
-    write_file(path, "cuda_attend = mma\ncuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\n"
-                     "verbose = on\nrdma_gid_index = 0\n");
+    write_file(path, "cuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\nverbose = on\n"
+                     "rdma_gid_index = 0\n");
     app_config c;
     ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
     glm_engine_params p = glm_engine_default_params();
     config_engine_params(&c, &p);
-    ck_assert_int_eq(p.cuda.attend, GLM_CUDA_ATTEND_MMA);
     ck_assert_int_eq(p.cuda.gemm, GLM_CUDA_GEMM_NOSPLIT);
     ck_assert_int_eq(p.cuda.graph_off, 1);
     ck_assert_int_eq(p.cuda.pdl_off, 0);
@@ -457,20 +453,41 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     ck_assert_int_eq(p.rdma_gid_index, 0);
     config_free(&c);
     /* the variable beats the file */
-    setenv("GLMCHAT_CUDA_ATTEND", "split", 1);
+    setenv("GLMCHAT_CUDA_GEMM", "show", 1);
     setenv("GLMCHAT_DRAFT", "off", 1);
     ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(c.cuda.attend, GLM_CUDA_ATTEND_SPLIT);
+    ck_assert_int_eq(c.cuda.gemm, GLM_CUDA_GEMM_SHOW);
     ck_assert_int_eq(c.draft, GLM_DRAFT_OFF);
     config_free(&c);
     unset_engine_vars();
     /* the developers' switches are marked, the users' keys not */
     ck_assert(config_key_is_dev("cuda_gemm") && config_key_is_dev("cuda_pdl") &&
-              config_key_is_dev("verbose") && config_key_is_dev("cuda_attend"));
+              config_key_is_dev("verbose") && config_key_is_dev("cuda_graph"));
     ck_assert(!config_key_is_dev("context") && !config_key_is_dev("rdma_hca") &&
               !config_key_is_dev("nonsense"));
     unlink(path);
     rmdir(dir);
+}
+END_TEST
+
+/* cuda_attend chose the decode latent attention's kernel until its tensor-core form lost its
+ * timed run and was deleted: the key is refused by name like any unknown key, and its variable,
+ * like any GLMCHAT_* variable that names no key, is read by nothing. */
+START_TEST(the_removed_cuda_attend_key_is_unknown)
+{
+    expect_error("verbose = on\ncuda_attend = mma\n", "cfg:2: unknown key 'cuda_attend'");
+    expect_error("cuda_attend = split\n", "cfg:1: unknown key 'cuda_attend'");
+    ck_assert(!config_key_is_dev("cuda_attend"));
+    char err[1024];
+    app_config c;
+    unset_engine_vars();
+    setenv("GLMCHAT_CUDA_ATTEND", "mma", 1);
+    ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
+    glm_engine_params p = glm_engine_default_params(), d = glm_engine_default_params();
+    config_engine_params(&c, &p);
+    ck_assert_int_eq(memcmp(&p, &d, sizeof p), 0);
+    config_free(&c);
+    unsetenv("GLMCHAT_CUDA_ATTEND");
 }
 END_TEST
 
@@ -490,6 +507,7 @@ int main(void)
     tcase_add_test(tc, dense_key_flag_and_older_variable);
     tcase_add_test(tc, engine_variables_become_params);
     tcase_add_test(tc, engine_keys_in_the_file_and_their_precedence);
+    tcase_add_test(tc, the_removed_cuda_attend_key_is_unknown);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

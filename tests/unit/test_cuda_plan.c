@@ -184,6 +184,31 @@ START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
 }
 END_TEST
 
+/* The decode latent attention (eng_mla_attend_decode) splits each of up to 8 rows' H heads over
+ * min(8, 256 / H) blocks and writes R + 2 floats a (row, head, block): the scratch holds that for
+ * one rank's 64 heads and for each of two ranks' 32, whatever the chunk. */
+START_TEST(scratch_holds_the_decode_attention_partial_sums)
+{
+    glm_config half;
+    cuda_plan_rank_config(&real, &half);
+    const glm_config *configs[2] = {&real, &half};
+    for (int i = 0; i < 2; i++) {
+        const glm_config *c = configs[i];
+        size_t H = (size_t)c->num_heads, R = (size_t)c->kv_lora_rank;
+        size_t blocks = 256 / H < 8 ? 256 / H : 8;
+        size_t need = 8 * H * blocks * (R + 2) * sizeof(float);
+        for (int chunk = 1; chunk <= 256; chunk *= 16) {
+            size_t off[CUDA_SCRATCH_BUFFERS];
+            cuda_plan_scratch(c, chunk, off);
+            size_t room = off[CUDA_SCRATCH_ATTEND_PART + 1] - off[CUDA_SCRATCH_ATTEND_PART];
+            ck_assert_msg(room >= need, "H %zu chunk %d: %zu bytes for %zu", H, chunk, room, need);
+        }
+    }
+    ck_assert_int_eq(real.num_heads, 64);
+    ck_assert_int_eq(half.num_heads, 32);
+}
+END_TEST
+
 int main(void)
 {
     if (load_real())
@@ -196,6 +221,7 @@ int main(void)
     tcase_add_test(tc, two_sparks_fit_the_full_window_one_does_not);
     tcase_add_test(tc, refusal_names_a_context_that_fits);
     tcase_add_test(tc, scratch_layout_is_aligned_and_covers_every_buffer);
+    tcase_add_test(tc, scratch_holds_the_decode_attention_partial_sums);
     tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

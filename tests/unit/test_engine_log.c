@@ -161,10 +161,10 @@ START_TEST(bad_enums_are_refused_by_name)
     p.model_dir = tu_fixture("tiny-A");
     p.backend = GLM_BACKEND_CPU;
     glm_error err = {0};
-    p.cuda.attend = (glm_cuda_attend)7;
+    p.cuda.gemm = (glm_cuda_gemm)7;
     ck_assert_ptr_null(glm_engine_open(&p, &err));
-    ck_assert_msg(strstr(err.message, "cuda.attend 7"), "%s", err.message);
-    p.cuda.attend = GLM_CUDA_ATTEND_DEFAULT;
+    ck_assert_msg(strstr(err.message, "cuda.gemm 7"), "%s", err.message);
+    p.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
     p.draft = (glm_draft)9;
     ck_assert_ptr_null(glm_engine_open(&p, &err));
     ck_assert_msg(strstr(err.message, "draft 9"), "%s", err.message);
