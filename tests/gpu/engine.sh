@@ -12,8 +12,6 @@
 # libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures. GLMCHAT_GPU_MOE=warps: the parity test and
 # the bench with the candidate MoE kernel (kernels/exl3_moe_warps.cu; their _warps builds).
-# GLMCHAT_CUDA_ATTEND=mma (read by the backend itself): everything with the tensor-core decode
-# latent attention (models whose latent width R is a multiple of 64; the others keep the split).
 set -u
 . "$(dirname "$0")/lib.sh"
 case ${GLMCHAT_GPU_MOE:-} in
