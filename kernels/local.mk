@@ -11,7 +11,7 @@ EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c benc
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
-	bench/bench_exl3.cu kernels/exl3_moe_warps.cu
+	bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
@@ -29,10 +29,10 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
 KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh
-$(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) kernels/exl3_moe_warps.$(OBJEXT) \
-	tests/unit/test_exl3_pairs.$(OBJEXT): $(KERNEL_INCLUDES)
+$(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT): \
+	$(KERNEL_INCLUDES)
 
-# the MoE strips' paired-products decode (EXL3_PAIR_PRODUCTS) against states_k4's states, on the
+# the MoE strips' paired-products decode (products_k4_pairs) against states_k4's states, on the
 # host: nvcc-built, no GPU needed, so it runs in CI
 check_PROGRAMS += tests/unit/test_exl3_pairs
 tests_unit_test_exl3_pairs_SOURCES = tests/unit/test_exl3_pairs.cu
@@ -54,14 +54,6 @@ tests_gpu_test_gemm_rows_LDADD = $(glmchat_LDADD)
 bench_bench_exl3_SOURCES = bench/bench_exl3.cu
 bench_bench_exl3_LDADD = libkernels.a $(CUDA_LIBS)
 bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
-# the candidate MoE decode kernel whose warps work on their own (kernels/exl3_moe_warps.cu, the
-# same API): the same GPU test and bench, linked with it ahead of libkernels.a's exl3_moe.o
-check_PROGRAMS += tests/gpu/test_exl3_gpu_warps bench/bench_exl3_warps
-tests_gpu_test_exl3_gpu_warps_SOURCES = tests/gpu/test_exl3_gpu.c kernels/exl3_moe_warps.cu
-tests_gpu_test_exl3_gpu_warps_LDADD = $(glmchat_LDADD)
-bench_bench_exl3_warps_SOURCES = bench/bench_exl3.cu kernels/exl3_moe_warps.cu
-bench_bench_exl3_warps_LDADD = libkernels.a $(CUDA_LIBS)
-bench_bench_exl3_warps_LINK = $(CC) $(CFLAGS) -o $@
 
 # the decode step's kernels at the real shapes: references, row invariance, times
 check_PROGRAMS += tests/gpu/test_decode_gpu
@@ -74,13 +66,6 @@ tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
-# the same two with the candidate MoE kernel (kernels/exl3_moe_warps.cu) in the engine
-check_PROGRAMS += tests/gpu/test_cuda_engine_warps bench/bench_cuda_engine_warps
-tests_gpu_test_cuda_engine_warps_SOURCES = tests/gpu/test_cuda_engine.c kernels/exl3_moe_warps.cu
-tests_gpu_test_cuda_engine_warps_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_engine_warps_SOURCES = bench/bench_cuda_engine.c kernels/exl3_moe_warps.cu
-bench_bench_cuda_engine_warps_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-bench_bench_cuda_engine_warps_LDADD = $(glmchat_LDADD) -lcublas
 
 # prompt reuse and drafted decoding on the CUDA backend, and their benchmark (tests/gpu/spec.sh)
 check_PROGRAMS += tests/gpu/test_cuda_spec bench/bench_cuda_spec

@@ -10,20 +10,14 @@
 # glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_gemm_rows
 # and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
 # libraries on LD_LIBRARY_PATH);
-# TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures. GLMCHAT_GPU_MOE=warps: the parity test and
-# the bench with the candidate MoE kernel (kernels/exl3_moe_warps.cu; their _warps builds).
+# TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures.
 set -u
 . "$(dirname "$0")/lib.sh"
-case ${GLMCHAT_GPU_MOE:-} in
-'') sfx= ;;
-warps) sfx=_warps ;;
-*) echo "engine.sh: GLMCHAT_GPU_MOE=$GLMCHAT_GPU_MOE: unknown (give warps, or leave it unset)" >&2; exit 2 ;;
-esac
-gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine$sfx bench/bench_cuda_engine$sfx \
+gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
     tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu || exit 1
 G=$(gpu_bin glmchat)
-T=$(gpu_bin tests/gpu/test_cuda_engine$sfx)
-B=$(gpu_bin bench/bench_cuda_engine$sfx)
+T=$(gpu_bin tests/gpu/test_cuda_engine)
+B=$(gpu_bin bench/bench_cuda_engine)
 EMU=$(gpu_bin tests/gpu/test_cuda_emulate)
 MLA=$(gpu_bin tests/gpu/test_mla_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)

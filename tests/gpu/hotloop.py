@@ -56,7 +56,7 @@ def is_mma(op):
 
 def loops(items):
     """Innermost loops (label .. last backward branch to it) that contain mma. A loop nested in
-    one of them without mma of its own (the MoE warps kernel's input staging) is left out of its
+    one of them without mma of its own (an input staging loop) is left out of its
     count: (start, ops, mma count, instructions left out)."""
     where = {it[1]: i for i, it in enumerate(items) if it[0] == 'label'}
     regions = []

@@ -1,17 +1,13 @@
 #!/bin/sh
 # tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
 # prints where its time goes, against two ceilings measured in each variant's own run.
-# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build (since
-# 2026-12-03: direct loads, unguarded k-step blocks, duplicated-half inputs, which exl3_moe.cu
-# sets), one accumulator chain a row half (onechain), load-only (no decode, no mma) and
-# compute-only (no trellis read: decode + mma on register data, the decode-compute ceiling; both
-# give meaningless results), each also for the warps kernel.
+# Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build, load-only (no
+# decode, no mma) and compute-only (no trellis read: decode + mma on register data, the
+# decode-compute ceiling); the last two are measurement builds (their outputs are meaningless).
 # With cuobjdump and python3 there, each variant's SASS hot loops are counted (hotloop.py:
 # instructions a tile and a weight of the one-row mcg kernel's strips).
-# A variant named name@FILE builds kernels/FILE in place of exl3_moe.cu (the same API): warps is
-# exl3_moe_warps.cu, the kernel whose warps work on their own; pairs is the paired-products
-# decode (EXL3_PAIR_PRODUCTS, exl3_device.cuh); warps_prime primes each strip's ring during the
-# item before (EXL3_PRIME_NEXT).
+# A variant named name@FILE builds kernels/FILE in place of exl3_moe.cu (a candidate kernel with
+# the same API, timed against the default in one run).
 # EXL3_VARIANT_TEST="name ...": those variants also run the full GPU correctness test.
 # Usage: tests/gpu/variants.sh [BUILD_DIR]
 set -eu
@@ -19,12 +15,7 @@ src=$(pwd)
 build=${1:-"$src/build-gpu"}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 fl="-std=c++17 -O3 -gencode arch=compute_${CUDA_ARCHS:-90},code=sm_${CUDA_ARCHS:-90} -I$src -I$src/kernels"
-variants=${EXL3_VARIANTS:-"default: pairs:-DEXL3_PAIR_PRODUCTS=1 onechain:-DEXL3_SPLIT_CHAINS=1
-          warps@exl3_moe_warps.cu: warps_pairs@exl3_moe_warps.cu:-DEXL3_PAIR_PRODUCTS=1
-          warps_prime@exl3_moe_warps.cu:-DEXL3_PRIME_NEXT=1
-          loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY
-          warps_loadonly@exl3_moe_warps.cu:-DEXL3_BENCH_LOAD_ONLY
-          warps_compute@exl3_moe_warps.cu:-DEXL3_BENCH_COMPUTE_ONLY"}
+variants=${EXL3_VARIANTS:-"default: loadonly:-DEXL3_BENCH_LOAD_ONLY compute:-DEXL3_BENCH_COMPUTE_ONLY"}
 # a variant's name (before any @FILE) and source
 vname() { n=${1%%:*}; echo "${n%%@*}"; }
 vsrc() { n=${1%%:*}; case $n in *@*) echo "$src/kernels/${n#*@}" ;; *) echo "$src/kernels/exl3_moe.cu" ;; esac; }
@@ -61,13 +52,13 @@ for v in $variants; do
 done
 
 # The table: each variant's MoE rows against its own run's copy ceiling, and against
-# max(trellis bytes / copy bandwidth, compute-only time) of that run.
+# max(trellis bytes / copy bandwidth, compute-only time) of that run (the compute variant's time).
 echo "== MoE decode, H=4096 I=2048 8 experts a row, 4 bits mcg"
 echo "| variant | rows | us | of copy BW | of max(copy, compute) ceiling | bound |"
 echo "|---|---|---|---|---|---|"
 for v in $variants; do
     name=$(vname "$v")
-    case $name in warps*) comp="$build/warps_compute/bench.txt" ;; *) comp="$build/compute/bench.txt" ;; esac
+    comp="$build/compute/bench.txt"
     awk -v name="$name" -v comp="$comp" '
         function rowsof(line,   f) { split(line, f, "|"); return f[3] + 0 }
         function field(line, i,   f) { split(line, f, "|"); return f[i] + 0 }
