@@ -5,7 +5,6 @@
 #define GLMCHAT_EXL3_DEVICE_CUH
 
 #include <cstdint>
-#include <type_traits>
 #include <cuda_fp16.h>
 
 namespace exl3 {
@@ -185,11 +184,13 @@ __device__ __forceinline__ uint4 ld_stream4(const uint32_t *p)
 }
 
 // 3INST/MCG 4-bit strips skip the fp16 pairing and add of each weight's halves (2 of the 3.5
-// integer-pipe operations a weight cost), at twice the mma count; EXL3_SPLIT_HALVES=0: the old path.
-#ifndef EXL3_SPLIT_HALVES
-#define EXL3_SPLIT_HALVES 1
-#endif
-constexpr bool kSplitHalves = EXL3_SPLIT_HALVES != 0;
+// integer-pipe operations a weight cost), at twice the mma count: the split form. MUL1's value is
+// not a sum of two halves, so it keeps the pair form.
+template <int CB>
+__host__ __device__ constexpr bool split_form()
+{
+    return CB != 2;
+}
 
 // One warp's strip: 4 consecutive n-tiles (64 columns) over `ksteps` k-tiles, accumulated into
 // acc[tile][mma half][4]. tile0: the first tile's words; stride: words between k-tiles.
@@ -233,7 +234,7 @@ __device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, s
                     uint32_t a[4];
                     load_a(kt + i, a);
                     uint32_t alo[4], ahi[4];
-                    if (kSplitHalves && CB != 2)
+                    if (split_form<CB>())
                         split_a(a, alo, ahi);
 #pragma unroll
                     for (int t = 0; t < 4; t++) {
@@ -244,7 +245,7 @@ __device__ __forceinline__ void strip4_run(const uint32_t *__restrict__ tile0, s
                         // results are meaningless); separates memory time from compute time
                         acc[t][0][0] += (float)((w ^ prev ^ a[0]) & 1u);
 #else
-                        if (kSplitHalves && CB != 2) {
+                        if (split_form<CB>()) {
                             uint32_t st[8];
                             states_k4(w, prev, st);
                             mma16816(acc[t][0], alo, decode_halves<CB>(st[0]), decode_halves<CB>(st[1]));
@@ -291,9 +292,9 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
 // ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
 // A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
 // of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
-// holding registers (the register ring holds its 6 k-steps in 24). On the H200 it runs slower
-// than the register ring (2026-12-03: 95.3 against 80.2 us at one row; the kernel is decode-bound
-// there and this loop spends more instructions a k-step); kept for GB10, where memory should bound.
+// holding registers (the register ring holds its 6 k-steps in 24). This loop spends more
+// instructions a k-step than the register ring, which loses where the kernel is decode-bound (the
+// H200); it is kept for GB10, where memory should bound.
 // EXL3_BENCH_COMPUTE_ONLY (either ring): no trellis is read; each lane's words are made from kt, t
 // and lane in registers and decoded and multiplied as usual (the decode-compute ceiling; results
 // meaningless).
@@ -376,83 +377,13 @@ struct xfrag {
     }
 };
 
-// The eight states of a 4-bit tile's word (w) and its predecessor (prev), like states_k4, with
-// the right shifts done as multiplies-high on the FMA pipe (EXL3_FMA_SHIFTS=1, the default): the
-// integer ALU pipe (PRMT, LOP3, SHF) is the decode's busiest, and this moves 3 of its ~21 ops a
-// tile to the FMA pipe (H200, 2026-12-03: 80.2 against 82.5 us at one row, 2-3% at 4 and 16).
-// m28, m16: 1 << 28 and 1 << 16, passed in so that the compiler cannot turn them back to shifts.
-__device__ __forceinline__ uint32_t mulhi(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    asm("mul.hi.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-#ifndef EXL3_FMA_SHIFTS
-#define EXL3_FMA_SHIFTS 1
-#endif
-
-__device__ __forceinline__ void states_k4_w(uint32_t w, uint32_t prev, uint32_t m28, uint32_t m16,
-                                            uint32_t st[8])
-{
-    uint32_t s = __funnelshift_l(w, prev, 12); // (prev << 12) | (w >> 20)
-    uint32_t s4, w4;
-    if (EXL3_FMA_SHIFTS) {
-        s4 = mulhi(s, m28);
-        w4 = mulhi(w, m28);
-        st[3] = mulhi(w, m16);
-    } else {
-        (void)m28;
-        (void)m16;
-        s4 = s >> 4;
-        w4 = w >> 4;
-        st[3] = w >> 16;
-    }
-    st[0] = __byte_perm(s, 0, 0x4421);
-    st[1] = __byte_perm(s4, 0, 0x4410);
-    st[2] = __byte_perm(s, 0, 0x4410);
-    st[4] = __byte_perm(w4, 0, 0x4421);
-    st[5] = __byte_perm(w, 0, 0x4421);
-    st[6] = __byte_perm(w4, 0, 0x4410);
-    st[7] = __byte_perm(w, 0, 0x4410);
-}
-
 // Constants of the weights-as-A decode, read from constant memory by the caller: the compiler
 // then keeps the mask and the flip of the 3INST/MCG step in registers and makes it one LOP3
-// (with both as immediates it takes two, LOP3 having one immediate operand), and the FMA-pipe
-// shift multipliers stay multiplies.
+// (with both as immediates it takes two, LOP3 having one immediate operand), and neg16 stays
+// a multiplier (as an immediate, the multiply by -65536 becomes a shift and a subtraction).
 struct decode_consts {
-    uint32_t m28, m16, mask, flip, neg16;
+    uint32_t mask, flip, neg16;
 };
-
-// decode_halves with the mask and flip in registers: (x & mask) ^ flip in one LOP3.
-// EXL3_LOP3_IMM=1: the immediate form (two LOP3s), kept to measure the difference (H200,
-// 2026-12-03: 99.0 against 82.5 us at one row; 16 against 8 LOP3 a tile in the SASS).
-#ifndef EXL3_LOP3_IMM
-#define EXL3_LOP3_IMM 0
-#endif
-template <int CB>
-__device__ __forceinline__ uint32_t decode_halves_r(uint32_t s, const decode_consts &dc)
-{
-    if (EXL3_LOP3_IMM)
-        return decode_halves<CB>(s);
-    uint32_t x = CB == 1 ? s * kMcgMult : s * 89226354u + 64248484u;
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(r) : "r"(x), "r"(dc.mask), "r"(dc.flip));
-    return r;
-}
-
-// EXL3_PAIR_PRODUCTS=1: the split form's eight products x = s*M (+a) of a 4-bit tile's lane
-// come in four pairs of windows 16 bits apart, with no mask or byte moves. u, the 32 stream bits
-// from window p (one funnel shift; w itself for p = 0), holds state p low and state p + 16
-// high, so with x_hi the high state's product (its state: u >> 16),
-//   u*M + a*65537 - (x_hi << 16) = (s_lo + 2^16 s_hi)*M + a + 2^16 a - 2^16 (s_hi*M + a) = x_lo.
-// A tile costs 3 funnel shifts + 4 shifts on the integer ALU pipe and 12 multiply-adds on the
-// FMA pipe, against 4 shifts + 7 byte moves and 8 multiply-adds (sm_90 SASS, 2026-12-04): the
-// ALU pipe, the kernel's busiest, loses 4 of its 19 operations a tile.
-#ifndef EXL3_PAIR_PRODUCTS
-#define EXL3_PAIR_PRODUCTS 0
-#endif
 
 // a * b + c as one multiply-add on the FMA pipe (the compiler would make b = -65536 a shift and
 // a subtraction on the ALU pipe).
@@ -480,8 +411,16 @@ __host__ __device__ __forceinline__ uint32_t funnel_r(uint32_t lo, uint32_t hi, 
 #endif
 }
 
-// The products x[i] = st[i]*M (+a) of states_k4's eight states (window 28 - 4i of prev:w) in
-// pairs (EXL3_PAIR_PRODUCTS). neg16: 0xFFFF0000, passed in a register.
+// The split form's eight products x = s*M (+a) of a 4-bit tile's lane come in four pairs of
+// windows 16 bits apart, with no mask or byte moves. u, the 32 stream bits from window p (one
+// funnel shift; w itself for p = 0), holds state p low and state p + 16 high, so with x_hi the
+// high state's product (its state: u >> 16),
+//   u*M + a*65537 - (x_hi << 16) = (s_lo + 2^16 s_hi)*M + a + 2^16 a - 2^16 (s_hi*M + a) = x_lo.
+// A tile costs 3 funnel shifts + 4 shifts on the integer ALU pipe and 12 multiply-adds on the
+// FMA pipe, against 4 shifts + 7 byte moves and 8 multiply-adds for extracting the eight states
+// first (states_k4): the ALU pipe, the kernel's busiest, does 4 fewer of its 19 operations a tile.
+// x[i] is the product of states_k4's state i (window 28 - 4i of prev:w); neg16: 0xFFFF0000,
+// passed in a register.
 template <int CB>
 __host__ __device__ __forceinline__ void products_k4_pairs(uint32_t w, uint32_t prev,
                                                            uint32_t neg16, uint32_t x[8])
@@ -497,47 +436,30 @@ __host__ __device__ __forceinline__ void products_k4_pairs(uint32_t w, uint32_t 
     }
 }
 
-// EXL3_SPLIT_CHAINS=2 (default): the split form keeps a weight's two k halves in two
-// accumulator chains a row half (4 a tile with R16: 64 registers for a 16-row strip); 1: both
-// halves chain into one accumulator (half the accumulators; the mma latency is far shorter than
-// a k-step's issue time, so the chain should not stall; tuning variant until timed).
-#ifndef EXL3_SPLIT_CHAINS
-#define EXL3_SPLIT_CHAINS 2
-#endif
-constexpr bool kTwoChains = EXL3_SPLIT_CHAINS == 2;
-
 // One 4-bit tile: lane word w, its predecessor prev, into acc[q], q = 2 * row half + k half.
 // Split form: the two k halves of a weight (k 2t / 2t+8 and k 2t+1 / 2t+9) go to two chains,
 // acc[2h] and acc[2h + 1], summed once at the end (strip_w_finish); rows 8-15 (R16) take chains
 // 2 and 3 with the same operations, so a row's sums are the same operations in the same order
 // whether its group has 1 row or 16 (the mma computes each output element from its own input
-// column only). Pair form: one chain per row half, acc[0] and acc[2].
+// column only); one chain for both halves measured within noise of two. The split form's states
+// are decoded as paired products (products_k4_pairs), the mask and flip as one LOP3. Pair form:
+// one chain per row half, acc[0] and acc[2].
 template <int CB, bool R16, bool S>
 __device__ __forceinline__ void tile_k4_w(uint32_t w, uint32_t prev, const xfrag<R16, S> &xf,
                                           const decode_consts &sm, float acc[4][4])
 {
     if (S) {
-        uint32_t h[8];
-        if (EXL3_PAIR_PRODUCTS) {
-            uint32_t x[8];
-            products_k4_pairs<CB>(w, prev, sm.neg16, x);
+        uint32_t x[8], h[8];
+        products_k4_pairs<CB>(w, prev, sm.neg16, x);
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(h[i]) : "r"(x[i]), "r"(sm.mask), "r"(sm.flip));
-        } else {
-            uint32_t st[8];
-            states_k4_w(w, prev, sm.m28, sm.m16, st);
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                h[i] = decode_halves_r<CB>(st[i], sm);
-        }
-        // k 2t (st0, st4) and 2t+8 (st2, st6); k 2t+1 (st1, st5) and 2t+9 (st3, st7)
-        constexpr int kh = kTwoChains ? 1 : 0; // the chain of the second k halves
+        for (int i = 0; i < 8; i++) // (x & mask) ^ flip
+            asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(h[i]) : "r"(x[i]), "r"(sm.mask), "r"(sm.flip));
+        // k 2t (states 0, 4) and 2t+8 (2, 6); k 2t+1 (1, 5) and 2t+9 (3, 7)
         mma16816_w(acc[0], h[0], h[4], h[2], h[6], xf.s[0], xf.s[1]);
-        mma16816_w(acc[kh], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
+        mma16816_w(acc[1], h[1], h[5], h[3], h[7], xf.s[2], xf.s[3]);
         if (R16) {
             mma16816_w(acc[2], h[0], h[4], h[2], h[6], xf.s[4], xf.s[5]);
-            mma16816_w(acc[2 + kh], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
+            mma16816_w(acc[3], h[1], h[5], h[3], h[7], xf.s[6], xf.s[7]);
         }
     } else {
         uint32_t b[4];
@@ -571,36 +493,27 @@ __device__ __forceinline__ void strip_w_finish(const float ch[4][4][4], float ac
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                acc[t][h][i] = h && !R16            ? 0.0f
-                               : kSplit && kTwoChains ? ch[t][2 * h][i] + ch[t][2 * h + 1][i]
-                                                      : ch[t][2 * h][i];
+                acc[t][h][i] = h && !R16 ? 0.0f
+                               : kSplit  ? ch[t][2 * h][i] + ch[t][2 * h + 1][i]
+                                         : ch[t][2 * h][i];
 }
 
-// EXL3_DIRECT_LOAD=1: the weights-as-A strips load a k-step as four 4-byte loads a lane (each
-// a warp-wide 128-byte row: lane l gets word l of each of the 4 tiles, the word its decode
-// needs) and take the previous word by one shuffle a tile, instead of one 16-byte load, a
-// store to the warp's shared slice, two __syncwarp and two shared loads a tile. Per k-step:
-// 4 LDG + 4 SHFL against 1 LDG + 1 STS + 2 WARPSYNC + 8 LDS, and no shared round trip on the
-// decode's critical path. (Tuning variant, off by default until the H200 times it.)
-#ifndef EXL3_DIRECT_LOAD
-#define EXL3_DIRECT_LOAD 0
-#endif
-constexpr bool kDirectLoad = EXL3_DIRECT_LOAD != 0;
-
-// One k-step's trellis words for the weights-as-A strips, in the layout the ring holds.
+// One k-step's trellis words for the weights-as-A strips, in the layout the ring holds: four
+// 4-byte loads a lane, each a warp-wide 128-byte row (lane l gets word l of each of the 4 tiles,
+// the word its decode needs; one address, the tiles at immediate offsets). The strip takes the
+// previous word by one shuffle a tile, so no shared-memory round trip sits on the decode's
+// critical path (a 16-byte load a lane regrouped through shared memory costs 1 STS, 2 WARPSYNC
+// and 8 LDS a k-step instead of 4 SHFL).
 __device__ __forceinline__ uint4 kstep_load(const uint32_t *__restrict__ p, int lane)
 {
-    if (kDirectLoad) { // one address, the tiles at immediate offsets
-        uint4 v;
-        asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%4];\n"
-                     "ld.global.nc.L1::no_allocate.u32 %1, [%4+128];\n"
-                     "ld.global.nc.L1::no_allocate.u32 %2, [%4+256];\n"
-                     "ld.global.nc.L1::no_allocate.u32 %3, [%4+384];\n"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "l"(p + lane));
-        return v;
-    }
-    return ld_stream4(p + lane * 4);
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%4];\n"
+                 "ld.global.nc.L1::no_allocate.u32 %1, [%4+128];\n"
+                 "ld.global.nc.L1::no_allocate.u32 %2, [%4+256];\n"
+                 "ld.global.nc.L1::no_allocate.u32 %3, [%4+384];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p + lane));
+    return v;
 }
 
 template <int K, int PF>
@@ -624,47 +537,23 @@ __device__ __forceinline__ uint32_t uint4_at(const uint4 &v, int t)
     return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
 }
 
-// Register ring (as strip4_run): K = 4 words through the warp's 512-byte shared slice (or, with
-// EXL3_DIRECT_LOAD, straight from the ring registers).
+// PF k-steps of a 4-bit weights-as-A strip from k-step kt, the words straight from the register
+// ring (kstep_load's layout); kGuard: check each step and prefetch against ksteps.
 // load_x(kt, xf): the input fragment of k-tile kt into xf (xf.x, then xf.split(); or, where the
 // inputs are stored duplicated, xf.s straight from shared memory).
-// EXL3_UNGUARDED=1: the register ring's k-steps run in blocks of PF without the per-step
-// bounds checks (and their branches) while a whole block and its prefetches lie inside the
-// strip; the rest takes the checked blocks. (Tuning variant, off until the H200 times it.)
-#ifndef EXL3_UNGUARDED
-#define EXL3_UNGUARDED 0
-#endif
-
-// A strip's hook at the start of each block of PF k-steps (hook(kt), kt: the block's first
-// k-step): the MoE warps kernel stages the block's inputs there. The default does nothing.
-struct no_block_hook {
-    __device__ __forceinline__ void operator()(int) const {}
-};
-
-// PF k-steps of a 4-bit weights-as-A strip from k-step kt; kGuard: check each step and
-// prefetch against ksteps.
-template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad, typename Hook>
+template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad>
 __device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0, size_t stride,
-                                              int ksteps, int kt, uint4 ring[PF], uint32_t *slice,
-                                              XLoad &load_x, const decode_consts &sm,
-                                              float ch[4][4][4], Hook hook)
+                                              int ksteps, int kt, uint4 ring[PF], XLoad &load_x,
+                                              const decode_consts &sm, float ch[4][4][4])
 {
     int lane = threadIdx.x & 31;
-    hook(kt);
 #pragma unroll
     for (int i = 0; i < PF; i++) {
         if (!kGuard || kt + i < ksteps) {
 #ifndef EXL3_BENCH_COMPUTE_ONLY
-            // direct loads decode from ring[i] itself and refill it after the tiles (no copy
-            // of the four words held across the decode: the register budget is full)
+            // decode from ring[i] itself and refill it after the tiles (no copy of the four
+            // words held across the decode: the register budget is full)
             uint4 v = ring[i];
-            if (!kDirectLoad) {
-                if (!kGuard || kt + i + PF < ksteps)
-                    ring[i] = kstep_load(tile0 + (size_t)(kt + i + PF) * stride, lane);
-                __syncwarp();
-                *reinterpret_cast<uint4 *>(slice + lane * 4) = v;
-                __syncwarp();
-            }
 #endif
             xfrag<R16, kS> xf;
             load_x(kt + i, xf);
@@ -675,14 +564,8 @@ __device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0
                 uint32_t w = (lane * 0x9E3779B9u) ^ ((kt + i) * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
                 uint32_t prev = __funnelshift_l(w, w, 13);
 #else
-                uint32_t w, prev;
-                if (kDirectLoad) {
-                    w = uint4_at(v, t);
-                    prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
-                } else {
-                    w = slice[t * 32 + lane];
-                    prev = slice[t * 32 + ((lane + 31) & 31)];
-                }
+                uint32_t w = uint4_at(v, t);
+                uint32_t prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
 #endif
 #ifdef EXL3_BENCH_LOAD_ONLY
                 ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
@@ -691,37 +574,32 @@ __device__ __forceinline__ void strip_w_block(const uint32_t *__restrict__ tile0
 #endif
             }
 #ifndef EXL3_BENCH_COMPUTE_ONLY
-            if (kDirectLoad && (!kGuard || kt + i + PF < ksteps))
+            if (!kGuard || kt + i + PF < ksteps)
                 ring[i] = kstep_load(tile0 + (size_t)(kt + i + PF) * stride, lane);
 #endif
         }
     }
 }
 
-template <int K, int CB, int PF, bool R16, typename XLoad, typename Hook = no_block_hook>
+// The k-steps run in blocks of PF without the per-step bounds checks (and their branches) while
+// a whole block and its prefetches lie inside the strip; the rest takes the checked blocks.
+template <int K, int CB, int PF, bool R16, typename XLoad>
 __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, size_t stride,
-                                            int ksteps, uint4 ring[PF], uint32_t *slice,
-                                            XLoad load_x, const decode_consts &sm, float acc[4][2][4],
-                                            Hook hook = Hook())
+                                            int ksteps, uint4 ring[PF], XLoad load_x,
+                                            const decode_consts &sm, float acc[4][2][4])
 {
-    constexpr bool kS = kSplitHalves && CB != 2;
+    constexpr bool kS = split_form<CB>();
     int lane = threadIdx.x & 31;
     float ch[4][4][4] = {};
     if (K == 4) {
         int kt = 0;
-        if (EXL3_UNGUARDED)
-            for (; kt + 2 * PF <= ksteps; kt += PF)
-                strip_w_block<CB, PF, R16, kS, false>(tile0, stride, ksteps, kt, ring, slice,
-                                                      load_x, sm, ch, hook);
+        for (; kt + 2 * PF <= ksteps; kt += PF)
+            strip_w_block<CB, PF, R16, kS, false>(tile0, stride, ksteps, kt, ring, load_x, sm, ch);
         for (; kt < ksteps; kt += PF)
-            strip_w_block<CB, PF, R16, kS, true>(tile0, stride, ksteps, kt, ring, slice, load_x,
-                                                 sm, ch, hook);
+            strip_w_block<CB, PF, R16, kS, true>(tile0, stride, ksteps, kt, ring, load_x, sm, ch);
     } else {
         constexpr int kWords = 8 * K;
         for (int kt = 0; kt < ksteps; kt++) {
-            if constexpr (!std::is_same<Hook, no_block_hook>::value)
-                if (kt % PF == 0)
-                    hook(kt);
             xfrag<R16, false> xf;
             load_x(kt, xf);
 #pragma unroll
@@ -742,10 +620,10 @@ __device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ t
 {
     if (K != 4) {
         uint4 unused[1];
-        strip_w_run<K, CB, 1, R16>(tile0, stride, ksteps, unused, nullptr, load_x, sm, acc);
+        strip_w_run<K, CB, 1, R16>(tile0, stride, ksteps, unused, load_x, sm, acc);
         return;
     }
-    constexpr bool kS = kSplitHalves && CB != 2;
+    constexpr bool kS = split_form<CB>();
     int lane = threadIdx.x & 31;
     float ch[4][4][4] = {};
     for (int kt = 0; kt < ksteps; kt++) {

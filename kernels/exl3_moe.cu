@@ -16,26 +16,9 @@
 // operations are the same whatever the row count, its place in the call, or the other rows in
 // its group (the mma computes each output element from its own input column only). Counters
 // (integers) only say who finishes; they reset themselves, so the workspace stays ready.
-//
-// Built with the "all" variant of tests/gpu/variants.sh (for this file only: exl3_gemm.cu keeps
-// the header's defaults): direct trellis loads, unguarded k-step blocks, inputs as duplicated
-// halves. H200, 2026-12-03 16:53 UTC, 4096/2048 8 experts 4 bits: one row 82.5 -> 79.1 us, 4 rows
-// 269.7 -> 242.8, 16 rows 884.4 -> 797.9, the full GPU test passing (bench/stop17_h200_2026-12-03.txt).
-#ifndef EXL3_DIRECT_LOAD
-#define EXL3_DIRECT_LOAD 1
-#endif
-#ifndef EXL3_UNGUARDED
-#define EXL3_UNGUARDED 1
-#endif
-#ifndef EXL3_DUP_INPUT
-#define EXL3_DUP_INPUT 1
-#endif
-// The state extraction's shifts on the ALU pipe (0) rather than as multiplies on the FMA pipe (1,
-// the header's default): the same integers. H200, 2026-12-04 18:20 UTC, both passes: one row
-// 77.6-77.9 against 77.4-77.9 us, 4 rows 228 against 236-238, 16 rows 743 against 776-778.
-#ifndef EXL3_FMA_SHIFTS
-#define EXL3_FMA_SHIFTS 0
-#endif
+// The strips' trellis decode, on the integer ALU pipe, is the kernel's busiest work, so they
+// spend as few operations a tile as they can: paired products, the trellis words straight from
+// registers, the inputs stored as duplicated halves.
 #include <cstdint>
 #include <type_traits>
 #include <cuda_fp16.h>
@@ -62,8 +45,8 @@ constexpr int kGroupRows = 16;
 #define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
 #endif
 #ifndef EXL3_MOE_ASYNC
-#define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring; 0: the register ring (faster
-                         // on the H200, 2026-12-03: 80 against 95 us at one row; decode-bound)
+#define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring (for GB10, where memory
+                         // should bound); 0: the register ring (fewer instructions a k-step)
 #endif
 #ifndef EXL3_STAGES
 #define EXL3_STAGES 8 // k-steps of 512 bytes in flight per warp on the cp.async path
@@ -165,17 +148,14 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
 
 constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
 
-// EXL3_DUP_INPUT=1: groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their
-// inputs in shared memory as duplicated halves (each fp16 input x stored as the word x:x), so
-// that the strip loads its split fragment with one 16-byte load instead of two 4-byte loads and
-// four PRMT a k-step (the layout: dup_pos, dup_ld); twice the inputs' shared memory.
-#ifndef EXL3_DUP_INPUT
-#define EXL3_DUP_INPUT 0
-#endif
+// Groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their inputs in shared
+// memory as duplicated halves (each fp16 input x stored as the word x:x), so that the strip loads
+// its split fragment with one 16-byte load instead of two 4-byte loads and four PRMT a k-step
+// (the layout: dup_pos, dup_ld); twice the inputs' shared memory.
 template <int K, int CB>
 __host__ __device__ constexpr bool dup_inputs()
 {
-    return EXL3_DUP_INPUT && K == 4 && CB != 2 && kSplitHalves;
+    return K == 4 && split_form<CB>();
 }
 
 __device__ __forceinline__ uint32_t dup_half(uint32_t h2, int hi)
@@ -245,10 +225,8 @@ __device__ __forceinline__ void smem_x(const __half *a_s, int lda, int nrows, in
 }
 
 // The decode's constants (decode_consts), from constant memory so that the compiler keeps them
-// in registers: the FMA-pipe shift multipliers, the 3INST/MCG mask and flip, the paired
-// products' -65536.
-__constant__ uint32_t c_decode_consts[5] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3B603B60u,
-                                            0xFFFF0000u};
+// in registers: the 3INST/MCG mask and flip, the paired products' -65536.
+__constant__ uint32_t c_decode_consts[3] = {0x8FFF8FFFu, 0x3B603B60u, 0xFFFF0000u};
 
 // One warp's strip of 4 n-tiles over ksteps k-tiles, weights as the A operand; R16: the group
 // has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
@@ -256,12 +234,10 @@ __constant__ uint32_t c_decode_consts[5] = {1u << 28, 1u << 16, 0x8FFF8FFFu, 0x3
 // [nm][lda] of duplicated halves).
 template <int K, int CB, int S, bool R16>
 __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, size_t stride,
-                                          int ksteps, uint4 *ring, uint32_t *slice,
-                                          uint32_t *ring_s, const void *am, int lda, int nm,
-                                          float acc[4][2][4])
+                                          int ksteps, uint4 *ring, uint32_t *ring_s,
+                                          const void *am, int lda, int nm, float acc[4][2][4])
 {
-    decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2],
-                        c_decode_consts[3], c_decode_consts[4]};
+    decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2]};
     auto x_of = [&](int kt, auto &xf) {
         using xf_t = typename std::remove_reference<decltype(xf)>::type;
         if (dup_inputs<K, CB>() && !R16 && xf_t::kSplitForm) {
@@ -274,7 +250,7 @@ __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, si
     if (kAsync)
         strip_w_async_run<K, CB, S, R16>(tile0, stride, ksteps, ring_s, x_of, sm, acc);
     else
-        strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, slice, x_of, sm, acc);
+        strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, x_of, sm, acc);
 }
 
 __device__ __forceinline__ float half_at(const void *base, size_t i)
@@ -291,7 +267,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     __shared__ int g_expert[kMaxPairs], g_count[kMaxPairs];
     __shared__ uint16_t g_member[kMaxPairs * kGroupRows];
     __shared__ int s_ticket, s_flag;
-    __shared__ __align__(16) uint32_t slices[kThreads / 32][kAsync ? 4 : 128]; // register ring only
 
     const int H = a.ex.hidden, I = a.ex.inter;
     // this warp's cp.async ring: [S][128] words at the end of the dynamic shared memory
@@ -388,11 +363,9 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
                                  : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
-                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                          ld, nm, acc);
+                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
             else
-                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           ld, nm, acc);
+                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
             // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
             // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
@@ -519,11 +492,9 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const void *am = dup ? static_cast<const void *>(a_w + ks0 * 16)
                                  : static_cast<const void *>(a_s + ks0 * 16);
             if (nm > 8)
-                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                          ld, nm, acc);
+                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
             else
-                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, slices[warp], ring_s, am,
-                                           ld, nm, acc);
+                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
             // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
             float *zs = reinterpret_cast<float *>(smem);
@@ -647,11 +618,11 @@ size_t yd_offset(int inter, int hidden, int pairs)
 // The items' shared memory: the inputs (gate/up: [2][nm][hidden / quarters + 8] fp16; down:
 // [nm][inter + 8]), reused after the strips for the sums (gate/up: [2][nm][128] f32, down:
 // [4][nm][128]).
-// With EXL3_DUP_INPUT the inputs of groups up to 8 rows take 4 bytes an element.
+// Duplicated (dup_inputs), the inputs of groups up to 8 rows take 4 bytes an element.
 size_t smem_bytes(const kern_exl3_experts *ex, int rows)
 {
     size_t nm = rows < kGroupRows ? rows : kGroupRows;
-    size_t nd = EXL3_DUP_INPUT ? (nm < 8 ? nm : 8) : 0;
+    size_t nd = nm < 8 ? nm : 8;
     size_t gu = 2 * nm * (ex->hidden / kQuarters + 8) * sizeof(__half);
     size_t down = nm * (ex->inter + 8) * sizeof(__half);
     size_t gu_dup = 2 * nd * (size_t)dup_ld(ex->hidden / kQuarters) * 4;

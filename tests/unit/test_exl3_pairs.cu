@@ -1,5 +1,5 @@
-// test_exl3_pairs.cu: the MoE strips' paired-products decode (EXL3_PAIR_PRODUCTS,
-// exl3_device.cuh) gives the products of the same eight states as states_k4, on the host.
+// test_exl3_pairs.cu: the MoE strips' 4-bit decode, paired products (products_k4_pairs,
+// exl3_device.cuh), gives the products of the same eight states as states_k4, on the host.
 // Compiled by nvcc for the host only (no GPU needed): the header's device code differs from
 // what runs here only by mad_lo and funnel_r, one PTX instruction each.
 #include <cstdint>
