@@ -78,7 +78,7 @@ run_emulate() { # DIR LABEL [PROMPT] [DECODE]
     if [ -x "$EMU" ]; then
         timeout 300 "$EMU" "$1" "${3:-40}" "${4:-24}" "$2" >"$build/emulate.log" 2>&1 || status=1
         cat "$build/emulate.log"
-        grep -E '^(PASS|FAIL)' "$build/emulate.log" >>"$out/parity.txt"
+        grep -E '^(PASS|FAIL|NOT JUDGED)' "$build/emulate.log" >>"$out/parity.txt"
     else
         echo "no test_cuda_emulate"; status=1
     fi
