@@ -289,56 +289,6 @@ __device__ __forceinline__ void strip4(const uint32_t *__restrict__ tile0, size_
     strip4_run<K, CB, PF>(tile0, stride, ksteps, ring, slice, load_a, acc);
 }
 
-// ---- the MoE kernel's strip: the trellis streams into a per-warp shared ring by cp.async ----
-// A k-step (4 tiles, 512 contiguous bytes at 4 bits) is one 16-byte cp.async per lane; S stages
-// of it are in flight per warp (S x 512 B; 8 warps x 2 blocks per SM: 64 KiB at S = 8) without
-// holding registers (the register ring holds its 6 k-steps in 24). This loop spends more
-// instructions a k-step than the register ring, which loses where the kernel is decode-bound (the
-// H200); it is kept for GB10, where memory should bound.
-// EXL3_BENCH_COMPUTE_ONLY (either ring): no trellis is read; each lane's words are made from kt, t
-// and lane in registers and decoded and multiplied as usual (the decode-compute ceiling; results
-// meaningless).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// k-step kt into stage kt % S of ring ([S][128] words); always one commit group per call.
-template <int S>
-__device__ __forceinline__ void ring_issue(const uint32_t *__restrict__ tile0, size_t stride,
-                                           int ksteps, int kt, uint32_t *ring)
-{
-#ifndef EXL3_BENCH_COMPUTE_ONLY
-    int lane = threadIdx.x & 31;
-    if (kt < ksteps)
-        cp_async16(ring + (kt % S) * 128 + lane * 4, tile0 + (size_t)kt * stride + lane * 4);
-#endif
-    cp_async_commit();
-}
-
-template <int K, int S>
-__device__ __forceinline__ void strip4_async_prime(const uint32_t *__restrict__ tile0,
-                                                   size_t stride, int ksteps, uint32_t *ring)
-{
-    if (K == 4) {
-#pragma unroll
-        for (int i = 0; i < S - 1; i++)
-            ring_issue<S>(tile0, stride, ksteps, i, ring);
-    }
-}
-
 // ---- the MoE kernel's strips, weights as the A operand ----
 // A = one 16x16 trellis tile read transposed (16 output columns x 16 k), B = the inputs (16 k x 8
 // rows). Lane (g, t)'s A fragment covers columns g, g+8 at k 2t, 2t+1, 2t+8, 2t+9: exactly the
@@ -539,6 +489,8 @@ __device__ __forceinline__ uint32_t uint4_at(const uint4 &v, int t)
 
 // PF k-steps of a 4-bit weights-as-A strip from k-step kt, the words straight from the register
 // ring (kstep_load's layout); kGuard: check each step and prefetch against ksteps.
+// EXL3_BENCH_COMPUTE_ONLY: no trellis is read; each lane's words are made from kt, t and lane in
+// registers and decoded and multiplied as usual (the decode-compute ceiling; results meaningless).
 // load_x(kt, xf): the input fragment of k-tile kt into xf (xf.x, then xf.split(); or, where the
 // inputs are stored duplicated, xf.s straight from shared memory).
 template <int CB, int PF, bool R16, bool kS, bool kGuard, typename XLoad>
@@ -609,50 +561,6 @@ __device__ __forceinline__ void strip_w_run(const uint32_t *__restrict__ tile0, 
         }
     }
     strip_w_finish<R16, kS && K == 4>(ch, acc);
-}
-
-// cp.async ring, weights as A: each k-step waits for its stage, issues the one S - 1 ahead into
-// the stage just freed, and decodes from shared memory.
-template <int K, int CB, int S, bool R16, typename XLoad>
-__device__ __forceinline__ void strip_w_async_run(const uint32_t *__restrict__ tile0, size_t stride,
-                                                  int ksteps, uint32_t *ring, XLoad load_x,
-                                                  const decode_consts &sm, float acc[4][2][4])
-{
-    if (K != 4) {
-        uint4 unused[1];
-        strip_w_run<K, CB, 1, R16>(tile0, stride, ksteps, unused, load_x, sm, acc);
-        return;
-    }
-    constexpr bool kS = split_form<CB>();
-    int lane = threadIdx.x & 31;
-    float ch[4][4][4] = {};
-    for (int kt = 0; kt < ksteps; kt++) {
-        cp_async_wait<S - 2>(); // k-step kt has landed (this lane's part)
-        __syncwarp();           // ... and every lane's; stage (kt - 1) % S is free again
-        ring_issue<S>(tile0, stride, ksteps, kt + S - 1, ring);
-        const uint32_t *slice = ring + (kt % S) * 128;
-        (void)slice;
-        xfrag<R16, kS> xf;
-        load_x(kt, xf);
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-#ifdef EXL3_BENCH_COMPUTE_ONLY
-            uint32_t w = (lane * 0x9E3779B9u) ^ (kt * 0x7F4A7C15u) ^ (t * 0x632BE5ABu);
-            uint32_t prev = __funnelshift_l(w, w, 13);
-#else
-            uint32_t w = slice[t * 32 + lane];
-            uint32_t prev = slice[t * 32 + ((lane + 31) & 31)];
-#endif
-#ifdef EXL3_BENCH_LOAD_ONLY
-            ch[t][0][0] += (float)((w ^ prev ^ xf.x[0]) & 1u);
-#else
-            tile_k4_w<CB, R16>(w, prev, xf, sm, ch[t]);
-#endif
-        }
-    }
-    cp_async_wait<0>(); // the empty groups past the end, so the ring may be reused
-    __syncwarp();
-    strip_w_finish<R16, kS>(ch, acc);
 }
 
 } // namespace exl3

@@ -44,22 +44,7 @@ constexpr int kGroupRows = 16;
 #ifndef EXL3_MOE_MIN_BLOCKS
 #define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
 #endif
-#ifndef EXL3_MOE_ASYNC
-#define EXL3_MOE_ASYNC 0 // 1: trellis through a cp.async shared ring (for GB10, where memory
-                         // should bound); 0: the register ring (fewer instructions a k-step)
-#endif
-#ifndef EXL3_STAGES
-#define EXL3_STAGES 8 // k-steps of 512 bytes in flight per warp on the cp.async path
-#endif
 constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
-constexpr bool kAsync = EXL3_MOE_ASYNC != 0;
-constexpr int kStages = EXL3_STAGES; // halved where the full ring would cost occupancy
-
-// All warps' rings at S stages (only 4-bit trellises stream through them).
-constexpr size_t ring_bytes(int K, int S)
-{
-    return kAsync && K == 4 ? (size_t)(kThreads / 32) * S * 512 : 0;
-}
 
 struct moe_ws {
     int ticket;
@@ -85,7 +70,6 @@ struct moe_args {
     float *z;
     __half *xd;
     float *yd;
-    size_t ring_offset; // bytes into the dynamic shared memory
 };
 
 __device__ __forceinline__ int ld_acquire(const int *p)
@@ -232,10 +216,10 @@ __constant__ uint32_t c_decode_consts[3] = {0x8FFF8FFFu, 0x3B603B60u, 0xFFFF0000
 // has rows 8-15 too. acc[tile][row half][4] (row half 1 is 0 without R16).
 // am: the strip's first input element (fp16 [nm][lda], or with dup_inputs and !R16 the words
 // [nm][lda] of duplicated halves).
-template <int K, int CB, int S, bool R16>
+template <int K, int CB, bool R16>
 __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, size_t stride,
-                                          int ksteps, uint4 *ring, uint32_t *ring_s,
-                                          const void *am, int lda, int nm, float acc[4][2][4])
+                                          int ksteps, uint4 *ring, const void *am, int lda, int nm,
+                                          float acc[4][2][4])
 {
     decode_consts sm = {c_decode_consts[0], c_decode_consts[1], c_decode_consts[2]};
     auto x_of = [&](int kt, auto &xf) {
@@ -247,10 +231,7 @@ __device__ __forceinline__ void run_strip(const uint32_t *__restrict__ tile0, si
             xf.split();
         }
     };
-    if (kAsync)
-        strip_w_async_run<K, CB, S, R16>(tile0, stride, ksteps, ring_s, x_of, sm, acc);
-    else
-        strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, x_of, sm, acc);
+    strip_w_run<K, CB, kPrefetch, R16>(tile0, stride, ksteps, ring, x_of, sm, acc);
 }
 
 __device__ __forceinline__ float half_at(const void *base, size_t i)
@@ -258,7 +239,7 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
     return __half2float(static_cast<const __half *>(base)[i]);
 }
 
-template <int K, int CB, int S>
+template <int K, int CB>
 __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_args a)
 {
     pdl_prologue();
@@ -269,9 +250,6 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
     __shared__ int s_ticket, s_flag;
 
     const int H = a.ex.hidden, I = a.ex.inter;
-    // this warp's cp.async ring: [S][128] words at the end of the dynamic shared memory
-    uint32_t *ring_s = reinterpret_cast<uint32_t *>(smem + a.ring_offset) +
-                       (size_t)(threadIdx.x >> 5) * S * 128;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int cb_gu = I / 128, cb_down = H / 128;
     const int kq = H / kQuarters; // k range of a gate/up item
@@ -328,11 +306,8 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             size_t stride = (size_t)(I / 16) * kWords;
             const uint32_t *tile0 =
                 tr + (((size_t)e * (H / 16) + k0 / 16 + ks0) * (I / 16) + tn) * kWords;
-            uint4 ring[kAsync ? 1 : kPrefetch];
-            if (kAsync)
-                strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
-            else
-                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            uint4 ring[kPrefetch];
+            strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             // 1. this quarter of each member's input, scaled by gate's / up's suh and rotated
             for (int job = warp; job < 2 * nm * (kq / 128); job += kThreads / 32) {
                 int which = job / (nm * (kq / 128));
@@ -363,9 +338,9 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const void *am = dup ? static_cast<const void *>(reinterpret_cast<uint32_t *>(smem) + am_at)
                                  : static_cast<const void *>(a_s + am_at);
             if (nm > 8)
-                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
+                run_strip<K, CB, true>(tile0, stride, ksteps, ring, am, ld, nm, acc);
             else
-                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
+                run_strip<K, CB, false>(tile0, stride, ksteps, ring, am, ld, nm, acc);
             // the k-high warp (w & 1) leaves its sums in shared memory (the inputs are no longer
             // read), the k-low one adds them to its own and stores the quarter's partial sums
             int g = lane >> 2, t = lane & 3;
@@ -463,11 +438,8 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const uint32_t *tr = static_cast<const uint32_t *>(a.ex.down_trellis);
             size_t stride = (size_t)(H / 16) * kWords;
             const uint32_t *tile0 = tr + (((size_t)e * (I / 16) + ks0) * (H / 16) + tn) * kWords;
-            uint4 ring[kAsync ? 1 : kPrefetch];
-            if (kAsync)
-                strip4_async_prime<K, S>(tile0, stride, ksteps, ring_s);
-            else
-                strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
+            uint4 ring[kPrefetch];
+            strip_w_prime<K, kPrefetch>(tile0, stride, ksteps, ring);
             if (threadIdx.x == 0) {
                 while (ld_acquire(&ws->done_gu[grp]) < cb_gu)
                     __nanosleep(100);
@@ -492,9 +464,9 @@ __global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_
             const void *am = dup ? static_cast<const void *>(a_w + ks0 * 16)
                                  : static_cast<const void *>(a_s + ks0 * 16);
             if (nm > 8)
-                run_strip<K, CB, S, true>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
+                run_strip<K, CB, true>(tile0, stride, ksteps, ring, am, ld, nm, acc);
             else
-                run_strip<K, CB, S, false>(tile0, stride, ksteps, ring, ring_s, am, ld, nm, acc);
+                run_strip<K, CB, false>(tile0, stride, ksteps, ring, am, ld, nm, acc);
             // each warp's sums to shared memory (over the inputs, no longer read), [quarter][nm][128]
             int g = lane >> 2, t = lane & 3;
             float *zs = reinterpret_cast<float *>(smem);
@@ -634,29 +606,18 @@ size_t smem_bytes(const kern_exl3_experts *ex, int rows)
     return m > sums ? m : sums;
 }
 
-// The rings sit after the items' own shared memory, 128-byte aligned.
-size_t ring_offset(const kern_exl3_experts *ex, int rows)
-{
-    return (smem_bytes(ex, rows) + 127) & ~(size_t)127;
-}
-
-size_t smem_total(const kern_exl3_experts *ex, int rows, size_t ring)
-{
-    return ring ? ring_offset(ex, rows) + ring : smem_bytes(ex, rows);
-}
-
-// Blocks of moe_kernel<K, CB, S> an SM holds with smem bytes of dynamic shared memory.
-template <int K, int CB, int S>
+// Blocks of moe_kernel<K, CB> an SM holds with smem bytes of dynamic shared memory.
+template <int K, int CB>
 cudaError_t blocks_per_sm(size_t smem, int *per_sm)
 {
     static size_t cached_smem = 0;
     static int cached = 0;
     if (cached_smem != smem) {
-        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB, S>,
+        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc != cudaSuccess)
             return rc;
-        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached, moe_kernel<K, CB, S>, kThreads,
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached, moe_kernel<K, CB>, kThreads,
                                                            smem);
         if (rc != cudaSuccess)
             return rc;
@@ -666,37 +627,21 @@ cudaError_t blocks_per_sm(size_t smem, int *per_sm)
     return cudaSuccess;
 }
 
-template <int K, int CB, int S>
-cudaError_t launch(moe_args a, const kern_exl3_experts *ex, int rows, int per_sm, cudaStream_t st)
+// A persistent grid: as many blocks as the SMs hold at this call's shared memory.
+template <int K, int CB>
+cudaError_t launch_moe(const moe_args &a, const kern_exl3_experts *ex, int rows, cudaStream_t st)
 {
+    size_t smem = smem_bytes(ex, rows);
+    int per_sm = 0;
+    cudaError_t rc = blocks_per_sm<K, CB>(smem, &per_sm);
+    if (rc != cudaSuccess)
+        return rc;
     int dev = 0, sms = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     int grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
-    a.ring_offset = ring_offset(ex, rows);
-    size_t smem = smem_total(ex, rows, ring_bytes(K, S));
-    launch(moe_kernel<K, CB, S>, grid, kThreads, smem, st, a);
+    launch(moe_kernel<K, CB>, grid, kThreads, smem, st, a);
     return cudaGetLastError();
-}
-
-// The full ring where two blocks fit an SM with it; else half the stages if that keeps more
-// blocks (16 rows on the H200: the down item's inputs take 74 KiB; smaller SMs such as GB10's).
-template <int K, int CB>
-cudaError_t launch_stages(const moe_args &a, const kern_exl3_experts *ex, int rows, cudaStream_t st)
-{
-    constexpr int kHalf = kAsync && K == 4 && kStages >= 4 ? kStages / 2 : kStages;
-    int full = 0, half = 0;
-    cudaError_t rc = blocks_per_sm<K, CB, kStages>(smem_total(ex, rows, ring_bytes(K, kStages)), &full);
-    if (rc != cudaSuccess)
-        return rc;
-    if (kHalf != kStages && full < 2) {
-        rc = blocks_per_sm<K, CB, kHalf>(smem_total(ex, rows, ring_bytes(K, kHalf)), &half);
-        if (rc != cudaSuccess)
-            return rc;
-        if (half > full)
-            return launch<K, CB, kHalf>(a, ex, rows, half, st);
-    }
-    return launch<K, CB, kStages>(a, ex, rows, full, st);
 }
 
 template <int K>
@@ -704,11 +649,11 @@ cudaError_t launch_cb(const moe_args &a, const kern_exl3_experts *ex, int rows, 
 {
     switch (a.ex.codebook) {
     case 0:
-        return launch_stages<K, 0>(a, ex, rows, st);
+        return launch_moe<K, 0>(a, ex, rows, st);
     case 1:
-        return launch_stages<K, 1>(a, ex, rows, st);
+        return launch_moe<K, 1>(a, ex, rows, st);
     default:
-        return launch_stages<K, 2>(a, ex, rows, st);
+        return launch_moe<K, 2>(a, ex, rows, st);
     }
 }
 
@@ -746,7 +691,6 @@ extern "C" int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const 
     a.z = reinterpret_cast<float *>(base + z_offset(ex->inter, ex->hidden));
     a.xd = reinterpret_cast<__half *>(base + xd_offset(ex->inter, ex->hidden, rows * slots));
     a.yd = reinterpret_cast<float *>(base + yd_offset(ex->inter, ex->hidden, rows * slots));
-    a.ring_offset = 0;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     cudaError_t rc;
     switch (ex->bits) {
