@@ -8,4 +8,5 @@ tools_accuracy_accuracy_LDADD = $(glmchat_LDADD)
 # the calibration for the GPTQ modes sees every product's input through the wrapped cpu_matmul
 tools_accuracy_accuracy_LDFLAGS = -Wl,--wrap=cpu_matmul
 CLEANFILES += tools/accuracy/accuracy
-EXTRA_DIST += tools/accuracy/heldout_text.py tools/accuracy/calib_text.py tools/accuracy/run.sh
+EXTRA_DIST += tools/accuracy/heldout_text.py tools/accuracy/calib_text.py \
+    tools/accuracy/dequant_experts.py tools/accuracy/run.sh

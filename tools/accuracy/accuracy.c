@@ -30,6 +30,7 @@ typedef struct acc_mode {
     double *kl; /* per scored token */
     long top1;
     int selected;
+    const char *other_dir; /* -x: the checkpoint this mode runs instead of MODEL_DIR's */
 } acc_mode;
 
 #define KV(kv) .kv_cache = GLM_KV_CACHE_##kv
@@ -75,6 +76,8 @@ static acc_mode modes[] = {
     Q4("q4-64 asym mse gptq, head bf16", F32, 64, 0, 0, 1, 1, 1, 0, 1),
     Q4("fp8 cache + q4-32 (CUDA's)", FP8, 32, 0, 0, 0, 0, 0, 0, 0),
     Q4("bf16 cache + q4-32", BF16, 32, 0, 0, 0, 0, 0, 0, 0),
+    /* slots for -x: another checkpoint of the same model (its experts requantized) on the f32 path */
+    {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0},
 };
 #define N_MODES (int)(sizeof modes / sizeof modes[0])
 
@@ -256,6 +259,10 @@ static void open_modes(const glm_model *m, int threads, const tok_ids *prefix)
         if (!a->selected)
             continue;
         const glm_model *mm = m;
+        if (a->other_dir && !(mm = glm_model_open(a->other_dir, &err)))
+            die(a->other_dir, err.message);
+        if (a->other_dir && mm->cfg.vocab_size != m->cfg.vocab_size)
+            die(a->other_dir, "has another vocabulary size than MODEL_DIR; -x takes the same model");
         if (a->requant) {
             if (a->gptq)
                 a->o.hessian = calibration_hessian;
@@ -317,7 +324,9 @@ static void select_modes(const char *pattern, int have_calibration)
 {
     for (int k = 0; k < N_MODES; k++) {
         acc_mode *a = &modes[k];
-        a->selected = k == 0 || !pattern;
+        if (!a->name)
+            continue;
+        a->selected = k == 0 || !pattern || a->other_dir;
         for (const char *p = pattern; p && *p && !a->selected;) {
             size_t len = strcspn(p, ",");
             char part[128];
@@ -333,12 +342,25 @@ static void select_modes(const char *pattern, int have_calibration)
     }
 }
 
+/* A -x mode: DIR's checkpoint, f32 cache and its dense weights as stored, in a free slot. */
+static void add_other(const char *dir, int i)
+{
+    int slot = N_MODES - 8 + i;
+    if (i >= 8)
+        die(dir, "more than 8 -x checkpoints");
+    static char names[8][64];
+    snprintf(names[i], sizeof names[i], "%.60s", dir);
+    modes[slot] = (acc_mode){.name = names[i], .s = modes[0].s, .other_dir = dir};
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: accuracy [-c CALIB.jsonl] [-m NAME,NAME...] MODEL_DIR HELDOUT.jsonl "
-                    "[MIN_TOKENS [THREADS]]\n"
+    fprintf(stderr, "usage: accuracy [-c CALIB.jsonl] [-m NAME,NAME...] [-x DIR]... MODEL_DIR "
+                    "HELDOUT.jsonl [MIN_TOKENS [THREADS]]\n"
                     "  -c  calibration conversations for the GPTQ modes (calib_text.py)\n"
-                    "  -m  only the modes whose names contain one of these parts\n");
+                    "  -m  only the modes whose names contain one of these parts\n"
+                    "  -x  also the checkpoint DIR (the same model otherwise quantized) on the f32 "
+                    "path against MODEL_DIR's (up to 8)\n");
     exit(2);
 }
 
@@ -371,9 +393,12 @@ int main(int argc, char **argv)
 {
     const char *calib = NULL, *pattern = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "c:m:")) != -1) {
+    int n_other = 0;
+    while ((opt = getopt(argc, argv, "c:m:x:")) != -1) {
         if (opt == 'c')
             calib = optarg;
+        else if (opt == 'x')
+            add_other(optarg, n_other++);
         else if (opt == 'm')
             pattern = optarg;
         else
