@@ -74,7 +74,7 @@ double numfmt_q4_bits(const numfmt_q4 *q, long long cols);
 
 /* v (n values, n a multiple of q->group) in place as its q4 values, as one row. */
 void numfmt_q4_round(const numfmt_q4 *q, float *v, size_t n);
-/* w (rows x cols, row-major) in place, row by row (super-scales are per row or per 256 of a row). */
+/* w (rows x cols, row-major) in place by rows: super-scales are per row or per 256 of a row. */
 void numfmt_q4_round_rows(const numfmt_q4 *q, float *w, size_t rows, size_t cols);
 
 /* w (rows x cols, row-major; y = w x) in place as q4 values chosen by error feedback (GPTQ):

@@ -1,6 +1,6 @@
 /* accuracy.c: what the lossy modes cost the demo model (CPU, teacher-forced): over held-out
- * conversations (heldout_text.py), per token KL(f32 || mode) and top-1 agreement with the exact run,
- * for the fp8 and bf16 caches and the variants of 4-bit dense weights (requant.h), GPTQ ones
+ * conversations (heldout_text.py), per token KL(f32 || mode) and top-1 agreement with the exact
+ * run, for the fp8 and bf16 caches and the variants of 4-bit dense weights (requant.h), GPTQ ones
  * calibrated on other conversations (calib_text.py). Usage: see usage() below. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -76,7 +76,7 @@ static acc_mode modes[] = {
     Q4("q4-64 asym mse gptq, head bf16", F32, 64, 0, 0, 1, 1, 1, 0, 1),
     Q4("fp8 cache + q4-32 (CUDA's)", FP8, 32, 0, 0, 0, 0, 0, 0, 0),
     Q4("bf16 cache + q4-32", BF16, 32, 0, 0, 0, 0, 0, 0, 0),
-    /* slots for -x: another checkpoint of the same model (its experts requantized) on the f32 path */
+    /* slots for -x: another checkpoint of the model (experts requantized) on the f32 path */
     {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0},
 };
 #define N_MODES (int)(sizeof modes / sizeof modes[0])
@@ -250,7 +250,7 @@ static void calibrate(const glm_model *m, int threads, const char *path, const t
     tok_ids_free(&prefix);
 }
 
-/* Each selected mode's backend and state, with the shared prefix prefilled and kept as a snapshot. */
+/* Each selected mode's backend and state, the shared prefix prefilled and kept as a snapshot. */
 static void open_modes(const glm_model *m, int threads, const tok_ids *prefix)
 {
     glm_error err = {0};
@@ -262,7 +262,8 @@ static void open_modes(const glm_model *m, int threads, const tok_ids *prefix)
         if (a->other_dir && !(mm = glm_model_open(a->other_dir, &err)))
             die(a->other_dir, err.message);
         if (a->other_dir && mm->cfg.vocab_size != m->cfg.vocab_size)
-            die(a->other_dir, "has another vocabulary size than MODEL_DIR; -x takes the same model");
+            die(a->other_dir, "has another vocabulary size than MODEL_DIR; -x takes the "
+                              "same model");
         if (a->requant) {
             if (a->gptq)
                 a->o.hessian = calibration_hessian;
@@ -440,8 +441,10 @@ int main(int argc, char **argv)
         int T = (int)ids.n, rows = T - 1; /* the last token predicts nothing scored */
         if (rows < 1 || scored + rows > min_tokens + 4096)
             break;
-        float *ref = xmalloc((size_t)T * V * sizeof *ref), *got = xmalloc((size_t)T * V * sizeof *got);
-        double *lp = xmalloc((size_t)rows * V * sizeof *lp), *pp = xmalloc((size_t)rows * V * sizeof *pp);
+        float *ref = xmalloc((size_t)T * V * sizeof *ref);
+        float *got = xmalloc((size_t)T * V * sizeof *got);
+        double *lp = xmalloc((size_t)rows * V * sizeof *lp); /* the f32 run's log-probabilities */
+        double *pp = xmalloc((size_t)rows * V * sizeof *pp); /* and probabilities */
         run_mode(&modes[0], &ids, ref);
         for (size_t i = 0; i < (size_t)rows * V; i += (size_t)V) {
             log_softmax(ref + i, V, lp + i);

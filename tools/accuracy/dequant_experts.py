@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # dequant_experts.py: a copy of an EXL3 checkpoint whose EXL3 modules are plain F32 again (their
-# dequantized values, from `glmchat dump-tensor`), so that `glmchat quantize` can quantize them anew.
+# dequantized values, from `glmchat dump-tensor`), so that `glmchat quantize` quantizes them anew.
 # Usage: python3 dequant_experts.py GLMCHAT MODEL_DIR OUT_DIR   (one model.safetensors; no numpy)
 import json
 import os
