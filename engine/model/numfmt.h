@@ -40,18 +40,50 @@ float numfmt_fp8_scale(float amax, numfmt_fp8_rule rule);
  * the row. The largest magnitude ignores NaNs (fmaxf), as the kernel's reduction does. */
 void numfmt_cache_row(numfmt_cache fmt, numfmt_fp8_rule rule, float *row, size_t n);
 
-/* Dense weights requantized to signed 4-bit codes (CUDA's --dense q4): per `group` consecutive
- * values of a row s = amax / 7, stored as fp16 (f16_scale, eng_quantize_q4's rule) or float;
- * each value becomes clamp(rint(w / s), -7, 7) * s (0 where s is 0). */
+/* Dense weights requantized to 4-bit codes. CUDA's --dense q4 is the symmetric form with flat
+ * scales: per `group` consecutive values of a row s = amax / 7, stored as fp16 (f16_scale,
+ * eng_quantize_q4's rule) or float; each value becomes clamp(rint(w / s), -7, 7) * s (0 where s is
+ * 0). The other fields pick the variants the accuracy tool measures (all 0 is CUDA's form):
+ * how the group scales are stored, a zero point, and how the scale is chosen. */
+typedef enum numfmt_q4_scales {
+    NUMFMT_Q4_SCALES_FLAT = 0,   /* one scale a group, fp16 or float by f16_scale */
+    NUMFMT_Q4_SCALES_U8_256 = 1, /* an 8-bit code a group times an fp16 super-scale a 256 values */
+    NUMFMT_Q4_SCALES_U8_ROW = 2, /* an 8-bit code a group times one float super-scale a row */
+} numfmt_q4_scales;
+
 typedef struct numfmt_q4 {
     int group;     /* 32 on the GPU; any divisor of the row length */
-    int f16_scale; /* 1 on the GPU */
+    int f16_scale; /* 1 on the GPU; with flat scales, also the zero point's format */
+    int scales;    /* numfmt_q4_scales: 0 on the GPU */
+    int asym;      /* 1: codes 0..15 over the group's [min, max]: min + c * s, s = (max - min) / 15,
+                    * min stored as the scale is (flat scales only) */
+    int mse;       /* 1: the group's range is the candidate (amax shrunk by up to 40%, or for asym
+                    * each end trimmed by up to 1/8 of the range) of least squared error; the
+                    * untrimmed one is a candidate, so never worse than nearest */
 } numfmt_q4;
 
 /* The GPU's: 32 values a group, fp16 scales. */
 #define NUMFMT_Q4_GPU ((numfmt_q4){.group = 32, .f16_scale = 1})
 
-/* v (n values, n a multiple of q->group) in place as its q4 values. */
+/* 0 when q can round rows of `cols` values; else -1 with why (a sentence naming the field). */
+int numfmt_q4_check(const numfmt_q4 *q, long long cols, char *why, size_t why_len);
+
+/* Storage bits per weight of q on rows of `cols` values: 4, the group's scale (and zero point),
+ * and the super-scales' share. */
+double numfmt_q4_bits(const numfmt_q4 *q, long long cols);
+
+/* v (n values, n a multiple of q->group) in place as its q4 values, as one row. */
 void numfmt_q4_round(const numfmt_q4 *q, float *v, size_t n);
+/* w (rows x cols, row-major) in place by rows: super-scales are per row or per 256 of a row. */
+void numfmt_q4_round_rows(const numfmt_q4 *q, float *w, size_t rows, size_t cols);
+
+/* w (rows x cols, row-major; y = w x) in place as q4 values chosen by error feedback (GPTQ):
+ * column by column each rounding error is spread over the columns not yet rounded through the
+ * inverse of H (cols x cols, sum over calibration inputs of x x^T) plus damp times its mean
+ * diagonal, so that the output error over those inputs, not the weight error, is least. Groups
+ * take their scales from the values as they stand when the group's first column comes up.
+ * Returns -1 when memory runs out or H (damped) is not positive definite. */
+int numfmt_q4_gptq(const numfmt_q4 *q, float *w, size_t rows, size_t cols, const double *H,
+                   double damp);
 
 #endif

@@ -1,7 +1,8 @@
 /* test_emulate.c: Check suite for the CPU backend's emulation of the CUDA backend's lossy modes:
  * the fp8 and bf16 caches change tiny-A's logits by measured small amounts (bf16 less), a changed
- * fp8 scale rule changes them, q4 dense weights are numfmt's values in exactly CUDA's roles, and
- * snapshots made under one format are refused under another. */
+ * fp8 scale rule changes them, q4 dense weights are numfmt's values in exactly CUDA's roles, the
+ * requantizer's variants (head kept, kv_b requantized, GPTQ where a Hessian is given, a refused
+ * format) do what they name, and snapshots made under one format are refused under another. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -238,6 +239,97 @@ START_TEST(q4_takes_cuda_roles_and_numfmt_values)
 }
 END_TEST
 
+/* The identity as every matrix's calibration Hessian: GPTQ then feeds nothing back. */
+static const double *identity_hessian(void *ctx, const glm_weight *w)
+{
+    int *calls = ctx;
+    static double *eye;
+    static int64_t n;
+    if (n != w->cols) {
+        free(eye);
+        n = w->cols;
+        eye = calloc((size_t)(n * n), sizeof *eye);
+        ck_assert_ptr_nonnull(eye);
+        for (int64_t i = 0; i < n; i++)
+            eye[i * n + i] = 1.0;
+    }
+    (*calls)++;
+    return eye;
+}
+
+START_TEST(q4_variants_do_what_they_name)
+{
+    glm_error err = {0};
+    char *tmp;
+    glm_model *m = q4_model(&tmp);
+    const glm_weights *w = &m->w;
+    cpu_requant *base, *r;
+    cpu_requant_opts o = {.q = NUMFMT_Q4_GPU};
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &base, &err), GLM_OK);
+    double head = (double)w->lm_head.rows * (double)w->lm_head.cols;
+    ck_assert(base->head_bytes == head * 4.5 / 8.0 && base->dense_bytes > base->head_bytes);
+    ck_assert_int_eq(base->n_gptq, 0);
+    /* the head kept as stored (F32 here), counted at its bytes */
+    o.keep_head = 1;
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &r, &err), GLM_OK);
+    ck_assert_ptr_eq(r->model.w.lm_head.data, w->lm_head.data);
+    ck_assert(r->head_bytes == head * 4.0);
+    ck_assert_int_eq(r->n_requantized, base->n_requantized - 1);
+    cpu_requant_free(r);
+    /* GPTQ wherever a Hessian comes: with the identity, nearest's values exactly */
+    int calls = 0;
+    o = (cpu_requant_opts){.q = NUMFMT_Q4_GPU, .hessian = identity_hessian, .hessian_ctx = &calls};
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &r, &err), GLM_OK);
+    ck_assert_int_eq(r->n_gptq, base->n_requantized);
+    ck_assert_int_eq(calls, base->n_requantized);
+    ck_assert_int_eq(memcmp(r->model.w.lm_head.data, base->model.w.lm_head.data,
+                            (size_t)head * sizeof(float)), 0);
+    cpu_requant_free(r);
+    /* a variant numfmt refuses: the matrix is named */
+    o = (cpu_requant_opts){.q = {.group = 32, .f16_scale = 1, .asym = 1,
+                                 .scales = NUMFMT_Q4_SCALES_U8_ROW}};
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &r, &err), GLM_ERR_ARG);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(err.message, "asymmetric group takes flat") &&
+                      strstr(err.message, "lm_head"), "%s", err.message);
+    cpu_requant_free(base);
+    glm_model_close(m);
+    tu_rmtree(tmp);
+    free(tmp);
+
+    /* kv_b (tiny-A's DSA layers, kv_lora_rank 32 wide) requantized too, as numfmt rounds it */
+    m = glm_model_open(tu_fixture("tiny-A"), &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    o = (cpu_requant_opts){.q = NUMFMT_Q4_GPU};
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &base, &err), GLM_OK);
+    o.quant_kv_b = 1;
+    ck_assert_int_eq(cpu_requant_make_with(m, &o, &r, &err), GLM_OK);
+    int dsa_layers = 0;
+    for (int li = 0; li < m->cfg.num_layers; li++) {
+        if (m->cfg.attn[li] != GLM_ATTN_DSA)
+            continue;
+        dsa_layers++;
+        const glm_weight *kv_b = &m->w.layers[li].dsa.kv_b, *rkv = &r->layers[li].dsa.kv_b;
+        ck_assert_ptr_eq(base->layers[li].dsa.kv_b.data, kv_b->data);
+        ck_assert_int_eq(kv_b->dtype, ST_F32);
+        size_t n = (size_t)kv_b->rows * (size_t)kv_b->cols;
+        float *want = malloc(n * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        memcpy(want, kv_b->data, n * sizeof *want);
+        numfmt_q4_round_rows(&o.q, want, (size_t)kv_b->rows, (size_t)kv_b->cols);
+        ck_assert_int_eq(memcmp(want, rkv->data, n * sizeof *want), 0);
+        ck_assert_int_ne(memcmp(want, kv_b->data, n * sizeof *want), 0);
+        free(want);
+    }
+    ck_assert_int_gt(dsa_layers, 0);
+    ck_assert_int_eq(r->n_requantized, base->n_requantized + dsa_layers);
+    ck_assert(r->dense_bytes < base->dense_bytes); /* 4.5 bits a weight instead of 32 */
+    cpu_requant_free(r);
+    cpu_requant_free(base);
+    glm_model_close(m);
+}
+END_TEST
+
 START_TEST(engine_params_reach_the_cpu_backend)
 {
     glm_error err = {0};
@@ -262,6 +354,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, caches_change_logits_by_measured_amounts);
     tcase_add_test(tc, snapshots_keep_their_format);
     tcase_add_test(tc, q4_takes_cuda_roles_and_numfmt_values);
+    tcase_add_test(tc, q4_variants_do_what_they_name);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
     suite_add_tcase(s, tc);
     return s;

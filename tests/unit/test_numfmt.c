@@ -1,9 +1,11 @@
 /* test_numfmt.c: Check suite for the lossy number formats (engine/model/numfmt.c) against values
  * worked out by hand: bf16 and e4m3 at zero, subnormals, the largest value, ties, saturation,
- * negative zero and NaN; the fp8 row scale; q4's groups. */
+ * negative zero and NaN; the fp8 row scale; q4's groups and its variants (the MSE scale search,
+ * the asymmetric grid, 8-bit scales under a super-scale, GPTQ against a known Hessian). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/numfmt.h"
@@ -170,6 +172,173 @@ START_TEST(q4_groups_and_scales)
 }
 END_TEST
 
+static double sq_error(const float *a, const float *b, size_t n)
+{
+    double e = 0;
+    for (size_t i = 0; i < n; i++)
+        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return e;
+}
+
+/* A fixed pseudo-random value in [-1, 1). */
+static float lcg(uint32_t *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return (float)(*state >> 8) / 8388608.0f - 1.0f;
+}
+
+START_TEST(q4_mse_search_never_loses_to_nearest)
+{
+    /* one 7 and 31 values of 3.4: nearest has s = 1, every 3.4 -> 3 (31 x 0.16 = 4.96); the
+     * candidate 0.875 takes 3.4 to 4 s = 3.5 and clips the 7 to 6.125 (31 x 0.01 + 0.765625), less
+     * than 0.85's (3.4 exactly, 7 to 5.95: 1.1025) or 0.9's (3.6: 1.24 + 0.49) */
+    float v[32], nearest[32], mse[32];
+    for (int i = 0; i < 32; i++)
+        v[i] = i == 0 ? 7.0f : 3.4f;
+    memcpy(nearest, v, sizeof v);
+    memcpy(mse, v, sizeof v);
+    numfmt_q4 qn = {.group = 32, .f16_scale = 0}, qm = {.group = 32, .f16_scale = 0, .mse = 1};
+    numfmt_q4_round(&qn, nearest, 32);
+    numfmt_q4_round(&qm, mse, 32);
+    ck_assert(fabs(sq_error(v, nearest, 32) - 4.96) < 1e-4);
+    ck_assert_msg(fabs(sq_error(v, mse, 32) - 1.075625) < 1e-5, "mse %g", sq_error(v, mse, 32));
+    ck_assert(mse[1] == 3.5f && mse[0] == 6.125f);
+    /* on every variant and many pseudo-random groups (some with an outlier): never worse */
+    numfmt_q4 kinds[] = {{.group = 32, .f16_scale = 1},
+                         {.group = 64, .f16_scale = 0},
+                         {.group = 32, .f16_scale = 1, .asym = 1},
+                         {.group = 64, .f16_scale = 1, .scales = NUMFMT_Q4_SCALES_U8_256},
+                         {.group = 32, .f16_scale = 1, .scales = NUMFMT_Q4_SCALES_U8_ROW}};
+    uint32_t seed = 7;
+    int better = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int trial = 0; trial < 20; trial++) {
+            float w[256], a[256], b[256];
+            for (int i = 0; i < 256; i++)
+                w[i] = 0.02f * lcg(&seed) + (i % 97 == trial ? 0.2f : 0.0f);
+            memcpy(a, w, sizeof w);
+            memcpy(b, w, sizeof w);
+            numfmt_q4 near = kinds[k], search = kinds[k];
+            search.mse = 1;
+            numfmt_q4_round(&near, a, 256);
+            numfmt_q4_round(&search, b, 256);
+            for (int g = 0; g < 256; g += near.group) /* group by group, as it searches */
+                ck_assert(sq_error(w + g, b + g, (size_t)near.group) <=
+                          sq_error(w + g, a + g, (size_t)near.group));
+            better += sq_error(w, b, 256) < sq_error(w, a, 256);
+        }
+    ck_assert_int_gt(better, 90); /* and usually better */
+}
+END_TEST
+
+START_TEST(q4_asymmetric_keeps_a_positive_groups_ends)
+{
+    /* 0.5 .. 8 (fp16-exact): s = 7.5 / 15 = 0.5, so multiples of 0.5 come back exactly and 3.3
+     * goes to 0.5 + rint(5.6) * 0.5 = 3.5 */
+    float v[32], sym[32];
+    for (int i = 0; i < 32; i++)
+        v[i] = 0.5f + 0.5f * (float)(i % 16);
+    v[5] = 3.3f;
+    memcpy(sym, v, sizeof v);
+    numfmt_q4 qa = {.group = 32, .f16_scale = 1, .asym = 1}, qs = NUMFMT_Q4_GPU;
+    numfmt_q4_round(&qa, v, 32);
+    ck_assert(v[0] == 0.5f && v[15] == 8.0f && v[31] == 8.0f && v[16] == 0.5f);
+    ck_assert(v[7] == 4.0f && v[5] == 3.5f);
+    /* the symmetric grid spends half its codes on negatives: s = fp16(8 / 7) = 1170 / 1024, so
+     * 0.5 -> 0 and 8 -> 7 s */
+    numfmt_q4_round(&qs, sym, 32);
+    ck_assert(sym[0] == 0.0f && sym[15] == 7.0f * 1170.0f / 1024.0f);
+    /* a constant group: scale 0, every value its offset */
+    float c[32];
+    for (int i = 0; i < 32; i++)
+        c[i] = 0.75f;
+    numfmt_q4_round(&qa, c, 32);
+    ck_assert(c[0] == 0.75f && c[31] == 0.75f);
+}
+END_TEST
+
+START_TEST(q4_u8_scales_under_a_super_scale)
+{
+    /* groups of 32 whose amax is 7 k (k = 1..8): super = fp16(8 / 255) and group k's scale is
+     * rint(k / super) super; a value of 7 k comes back as 7 times that */
+    float v[256];
+    for (int i = 0; i < 256; i++)
+        v[i] = i % 32 == 0 ? 7.0f * (float)(i / 32 + 1) : 0.0f;
+    numfmt_q4 q = {.group = 32, .f16_scale = 1, .scales = NUMFMT_Q4_SCALES_U8_256};
+    numfmt_q4_round(&q, v, 256);
+    float super = 0.031372070312f; /* fp16(8 / 255) = 0x2804 */
+    for (int k = 1; k <= 8; k++)
+        ck_assert_msg(v[(k - 1) * 32] == 7.0f * (rintf((float)k / super) * super), "group %d: %g",
+                      k, (double)v[(k - 1) * 32]);
+    ck_assert(v[1] == 0.0f);
+    /* bits a weight: 4 + scale (and zero point) a group + super-scales */
+    numfmt_q4 f16 = NUMFMT_Q4_GPU, f32 = {.group = 64, .f16_scale = 0},
+              asym = {.group = 32, .f16_scale = 1, .asym = 1},
+              row = {.group = 32, .f16_scale = 1, .scales = NUMFMT_Q4_SCALES_U8_ROW};
+    ck_assert(numfmt_q4_bits(&f16, 256) == 4.5 && numfmt_q4_bits(&f32, 256) == 4.5);
+    ck_assert(numfmt_q4_bits(&asym, 256) == 5.0 && numfmt_q4_bits(&q, 512) == 4.3125);
+    ck_assert(numfmt_q4_bits(&row, 512) == 4.3125);
+    char why[256];
+    numfmt_q4 bad = {.group = 32, .f16_scale = 1, .asym = 1, .scales = NUMFMT_Q4_SCALES_U8_256};
+    ck_assert_int_eq(numfmt_q4_check(&bad, 256, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "asymmetric group takes flat"), "%s", why);
+    ck_assert_int_eq(numfmt_q4_check(&q, 384, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "rows of 384") && strstr(why, "whole 256s"), "%s", why);
+    ck_assert_int_eq(numfmt_q4_check(&q, 512, why, sizeof why), 0);
+}
+END_TEST
+
+/* tr((W - Q) H (W - Q)^T): the summed squared output error over inputs whose x x^T sums to H. */
+static double output_error(const float *w, const float *q, const double *H, int rows, int cols)
+{
+    double e = 0;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < cols; i++)
+            for (int j = 0; j < cols; j++)
+                e += ((double)w[r * cols + i] - q[r * cols + i]) * H[i * cols + j] *
+                     ((double)w[r * cols + j] - q[r * cols + j]);
+    return e;
+}
+
+START_TEST(q4_gptq_beats_nearest_on_a_known_hessian)
+{
+    enum { ROWS = 8, COLS = 64 };
+    static double H[COLS * COLS], I[COLS * COLS];
+    static float w[ROWS * COLS], near[ROWS * COLS], g[ROWS * COLS], gi[ROWS * COLS];
+    /* strongly correlated inputs: H_ij = 0.95^|i - j| */
+    for (int i = 0; i < COLS; i++)
+        for (int j = 0; j < COLS; j++) {
+            H[i * COLS + j] = pow(0.95, abs(i - j));
+            I[i * COLS + j] = i == j;
+        }
+    uint32_t seed = 3;
+    for (int i = 0; i < ROWS * COLS; i++)
+        w[i] = 0.05f * lcg(&seed);
+    memcpy(near, w, sizeof w);
+    memcpy(g, w, sizeof w);
+    memcpy(gi, w, sizeof w);
+    numfmt_q4 q = NUMFMT_Q4_GPU;
+    numfmt_q4_round_rows(&q, near, ROWS, COLS);
+    ck_assert_int_eq(numfmt_q4_gptq(&q, g, ROWS, COLS, H, 0.01), 0);
+    double en = output_error(w, near, H, ROWS, COLS), eg = output_error(w, g, H, ROWS, COLS);
+    ck_assert_msg(eg < 0.6 * en, "gptq %g, nearest %g", eg, en);
+    /* yet more weight error: it trades weight error for output error */
+    ck_assert(sq_error(w, g, ROWS * COLS) > sq_error(w, near, ROWS * COLS));
+    /* uncorrelated inputs leave nothing to feed back: exactly nearest */
+    ck_assert_int_eq(numfmt_q4_gptq(&q, gi, ROWS, COLS, I, 0.01), 0);
+    ck_assert_int_eq(memcmp(gi, near, sizeof near), 0);
+    /* every value is still on its group's q4 grid: rounding again changes nothing */
+    memcpy(gi, g, sizeof g);
+    numfmt_q4_round_rows(&q, gi, ROWS, COLS);
+    ck_assert_int_eq(memcmp(gi, g, sizeof g), 0);
+    /* an indefinite H is refused */
+    double bad[4] = {1.0, 3.0, 3.0, 1.0};
+    float two[2 * 32] = {0.1f};
+    numfmt_q4 q2 = {.group = 2, .f16_scale = 1};
+    ck_assert_int_eq(numfmt_q4_gptq(&q2, two, 32, 2, bad, 0.01), -1);
+}
+END_TEST
+
 static Suite *numfmt_suite(void)
 {
     Suite *s = suite_create("numfmt");
@@ -179,6 +348,10 @@ static Suite *numfmt_suite(void)
     tcase_add_test(tc, fp8_scale_is_the_smallest_power_of_two);
     tcase_add_test(tc, cache_rows_read_back_as_stored);
     tcase_add_test(tc, q4_groups_and_scales);
+    tcase_add_test(tc, q4_mse_search_never_loses_to_nearest);
+    tcase_add_test(tc, q4_asymmetric_keeps_a_positive_groups_ends);
+    tcase_add_test(tc, q4_u8_scales_under_a_super_scale);
+    tcase_add_test(tc, q4_gptq_beats_nearest_on_a_known_hessian);
     suite_add_tcase(s, tc);
     return s;
 }
