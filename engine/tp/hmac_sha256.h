@@ -1,28 +1,19 @@
-/* hmac_sha256.h: SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the two ranks' shared-key
- * handshake; small and self-contained so the engine links no crypto library. */
+/* hmac_sha256.h: HMAC-SHA256 (RFC 2104) over the engine's one SHA-256 (engine/text/sha256.c), for
+ * the two ranks' shared-key handshake, so the engine links no crypto library. */
 #ifndef GLMCHAT_TP_HMAC_SHA256_H
 #define GLMCHAT_TP_HMAC_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/text/sha256.h"
+
 #define TP_SHA256_BYTES 32u
 #define TP_SHA256_BLOCK 64u
 
-typedef struct tp_sha256 {
-    uint32_t state[8];
-    uint64_t total;                 /* bytes hashed so far */
-    uint8_t block[TP_SHA256_BLOCK]; /* a partial block */
-    size_t fill;
-} tp_sha256;
-
-void tp_sha256_init(tp_sha256 *s);
-void tp_sha256_update(tp_sha256 *s, const void *data, size_t len);
-void tp_sha256_final(tp_sha256 *s, uint8_t out[TP_SHA256_BYTES]);
-
 /* HMAC over several pieces: init with the key, update with each piece, final. */
 typedef struct tp_hmac_sha256 {
-    tp_sha256 inner;
+    sha256_ctx inner;
     uint8_t outer_pad[TP_SHA256_BLOCK]; /* the key XOR 0x5c, for final */
 } tp_hmac_sha256;
 

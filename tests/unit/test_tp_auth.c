@@ -19,12 +19,12 @@ static void to_hex(const uint8_t *b, size_t n, char *out)
 
 static void check_sha256(const void *data, size_t len, const char *want)
 {
-    tp_sha256 s;
+    sha256_ctx s;
     uint8_t out[TP_SHA256_BYTES];
     char hex[2 * TP_SHA256_BYTES + 1];
-    tp_sha256_init(&s);
-    tp_sha256_update(&s, data, len);
-    tp_sha256_final(&s, out);
+    sha256_init(&s);
+    sha256_update(&s, data, len);
+    sha256_final(&s, out);
     to_hex(out, sizeof out, hex);
     ck_assert_str_eq(hex, want);
 }
@@ -36,18 +36,18 @@ START_TEST(sha256_matches_the_standard_vectors)
     const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
     check_sha256(two_blocks, strlen(two_blocks), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     /* a million 'a', fed in uneven pieces so partial blocks are joined */
-    tp_sha256 s;
+    sha256_ctx s;
     uint8_t out[TP_SHA256_BYTES];
     char hex[2 * TP_SHA256_BYTES + 1], chunk[1024];
     memset(chunk, 'a', sizeof chunk);
-    tp_sha256_init(&s);
+    sha256_init(&s);
     size_t left = 1000000;
     for (size_t n = 1; left > 0; n = n % 997 + 7) { /* 1..1003 bytes */
         size_t take = n < left ? n : left;
-        tp_sha256_update(&s, chunk, take);
+        sha256_update(&s, chunk, take);
         left -= take;
     }
-    tp_sha256_final(&s, out);
+    sha256_final(&s, out);
     to_hex(out, sizeof out, hex);
     ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
