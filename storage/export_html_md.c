@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/md_table.h"
 #include "storage/export_internal.h"
 
 #define MD_MAX_QUOTE_DEPTH 8
@@ -274,32 +275,7 @@ static int is_quote(const md_line *l)
 /* Cells of a table row: the outer pipes dropped, split at unescaped pipes, trimmed. */
 static int table_cells(const md_line *l, size_t *off, size_t *n, int max)
 {
-    const char *s = l->s;
-    if (!memchr(s, '|', l->len))
-        return -1;
-    size_t a = indent_of(l), b = l->len;
-    while (b > a && s[b - 1] == ' ')
-        b--;
-    if (a < b && s[a] == '|')
-        a++;
-    if (b > a && s[b - 1] == '|' && (b - 1 == a || s[b - 2] != '\\'))
-        b--;
-    int k = 0;
-    size_t start = a;
-    for (size_t i = a; i <= b; i++) {
-        if (i < b && !(s[i] == '|' && (i == a || s[i - 1] != '\\')))
-            continue;
-        size_t x = start, y = i;
-        while (x < y && s[x] == ' ')
-            x++;
-        while (y > x && s[y - 1] == ' ')
-            y--;
-        if (k < max)
-            off[k] = x, n[k] = y - x;
-        k++;
-        start = i + 1;
-    }
-    return k;
+    return md_table_cells(l->s, l->len, off, n, max);
 }
 
 /* The alignment of each column when l is a delimiter row of ncols cells: "left", "right",

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "base/md_table.h"
 #include "ui/highlight.h"
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
@@ -742,35 +743,7 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
 
 int rd_table_cells(const char *s, size_t len, size_t *off, size_t *n, int max)
 {
-    if (!memchr(s, '|', len))
-        return -1;
-    size_t a = 0, b = len;
-    while (a < b && s[a] == ' ')
-        a++;
-    while (b > a && s[b - 1] == ' ')
-        b--;
-    if (a < b && s[a] == '|')
-        a++;
-    if (b > a && s[b - 1] == '|' && (b - 1 == a || s[b - 2] != '\\'))
-        b--;
-    int k = 0;
-    size_t start = a;
-    for (size_t i = a; i <= b; i++) {
-        if (i < b && !(s[i] == '|' && (i == a || s[i - 1] != '\\')))
-            continue;
-        size_t x = start, y = i;
-        while (x < y && s[x] == ' ')
-            x++;
-        while (y > x && s[y - 1] == ' ')
-            y--;
-        if (k < max) {
-            off[k] = x;
-            n[k] = y - x;
-        }
-        k++;
-        start = i + 1;
-    }
-    return k;
+    return md_table_cells(s, len, off, n, max);
 }
 
 typedef enum { ALIGN_LEFT, ALIGN_RIGHT, ALIGN_CENTER } cell_align;
