@@ -198,11 +198,13 @@ void cli_print_usage(void)
            "                           load (else $GLMCHAT_DENSE or $GLMCHAT_CUDA_DENSE, else the\n"
            "                           config's dense, else bf16)\n"
            "      --paths              print where glmchat keeps its files, then exit\n"
+           "      --man                print the manual page (roff), then exit\n"
+           "      --completion bash|zsh  print a shell completion script, then exit\n"
            "  -h, --help               print this help, then exit\n"
            "      --version            print the version, then exit\n"
            "\n"
            "'glmchat COMMAND --help' describes one command.\n"
-           "Exit status: 0 done, 1 runtime error, 2 bad usage, 130 interrupted.\n"
+           "Exit status: 0 done, 1 runtime error, 2 bad usage, 130 interrupted (129 SIGHUP, 143 SIGTERM).\n"
            "Report bugs to: %s\n",
            PACKAGE_BUGREPORT);
 }
