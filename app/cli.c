@@ -1,5 +1,6 @@
 /* cli.c: global options, usage and version text, and the error printers every command uses.
  * GNU conventions: --help and --version on stdout with exit 0; bad usage on stderr with exit 2. */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -207,4 +208,19 @@ void cli_print_usage(void)
            "Exit status: 0 done, 1 runtime error, 2 bad usage, 130 interrupted (129 SIGHUP, 143 SIGTERM).\n"
            "Report bugs to: %s\n",
            PACKAGE_BUGREPORT);
+}
+
+int cli_help_only(int argc, char **argv, const char *cmd, void (*usage)(void))
+{
+    static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+        if (c != 'h')
+            return cli_usage_error(cmd, "unrecognized option '%s'", argv[optind - 1]);
+        usage();
+        return CLI_EXIT_OK;
+    }
+    return -1;
 }

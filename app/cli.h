@@ -50,6 +50,10 @@ int cli_choice_option(const char *cmd, const char *option, const char *text, con
                       int *out);
 
 /* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
+/* For a command whose only option is --help: reads the options (stopping at the first word);
+ * returns -1 to go on (optind at the first word), else the exit status to return: help printed
+ * by usage, or an unknown option said as bad usage. */
+int cli_help_only(int argc, char **argv, const char *cmd, void (*usage)(void));
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* For commands whose implementation has not landed yet: says so, returns CLI_EXIT_RUNTIME. */

@@ -20,16 +20,9 @@ static void print_usage(void)
 
 int cmd_check_db(int argc, char **argv, const cli_globals *g)
 {
-    static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-        if (c != 'h')
-            return cli_usage_error("check-db", "unrecognized option '%s'", argv[optind - 1]);
-        print_usage();
-        return CLI_EXIT_OK;
-    }
+    int rc = cli_help_only(argc, argv, "check-db", print_usage);
+    if (rc >= 0)
+        return rc;
     if (optind < argc)
         return cli_usage_error("check-db", "takes no arguments ('%s')", argv[optind]);
     glm_paths p;
@@ -40,7 +33,7 @@ int cmd_check_db(int argc, char **argv, const cli_globals *g)
     if (!db)
         return cli_runtime_error("%s", err);
     int ok = db_integrity_ok(db);
-    int rc = CLI_EXIT_OK;
+    rc = CLI_EXIT_OK;
     if (ok == 1)
         printf("ok: %s\n", p.db_file);
     else

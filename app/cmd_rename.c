@@ -60,16 +60,9 @@ static const char *title_problem(const char *title, char *why, size_t whylen)
 
 int cmd_rename(int argc, char **argv, const cli_globals *g)
 {
-    static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-        if (c != 'h')
-            return cli_usage_error("rename", "unrecognized option '%s'", argv[optind - 1]);
-        print_usage();
-        return CLI_EXIT_OK;
-    }
+    int rc = cli_help_only(argc, argv, "rename", print_usage);
+    if (rc >= 0)
+        return rc;
     if (argc - optind < 2)
         return cli_usage_error("rename", "needs a conversation ID and a TITLE");
     long long id;
@@ -85,7 +78,7 @@ int cmd_rename(int argc, char **argv, const cli_globals *g)
         return cli_usage_error("rename", "the TITLE %s", problem);
     }
     db_store *db = cli_open_existing_database(g);
-    int rc = CLI_EXIT_OK;
+    rc = CLI_EXIT_OK;
     if (!db)
         rc = CLI_EXIT_RUNTIME;
     else if (conv_exists(db, id) == 0)
