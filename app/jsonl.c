@@ -46,6 +46,15 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+static int utf8_all_valid(const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0, k; i < len; i += k)
+        if ((k = utf8_seq(s + i, len - i)) == 0)
+            return 0;
+    return 1;
+}
+
 void jsonl_put_string(FILE *f, const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)(str ? str : "");
@@ -197,9 +206,17 @@ static void put_text(jsonl_writer *w, const glm_event *ev)
 static void put_arguments(jsonl_writer *w, const glm_event *ev)
 {
     cJSON *args = ev->text ? cJSON_ParseWithLength(ev->text, ev->len) : NULL;
-    char *printed = cJSON_IsObject(args) ? cJSON_PrintUnformatted(args) : NULL;
+    int object = cJSON_IsObject(args);
+    /* the engine's own JSON is written as it is, so that the call's deltas add up to it exactly */
+    int verbatim = object && !memchr(ev->text, '\n', ev->len) && !memchr(ev->text, '\r', ev->len) &&
+                   utf8_all_valid(ev->text, ev->len);
+    char *printed = object && !verbatim ? cJSON_PrintUnformatted(args) : NULL;
     cJSON_Delete(args);
     put_key(w, "arguments");
+    if (verbatim) {
+        fwrite(ev->text, 1, ev->len, w->f);
+        return;
+    }
     if (printed) {
         fputs(printed, w->f); /* cJSON re-prints: one line, whatever the model's layout */
         free(printed);

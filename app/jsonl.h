@@ -11,7 +11,10 @@
  *   {"type":"reasoning","text":S}                                  thinking, as written
  *   {"type":"content","text":S}                                    the answer, as written
  *   {"type":"tool_call_begin","id":ID,"name":S}
- *   {"type":"tool_call_delta","id":ID,"text":S}                raw argument text so far
+ *   {"type":"tool_call_delta","id":ID,"text":S}      the arguments' JSON text as it is built, as
+ *        OpenAI-style clients expect (never the model's own argument markup): "{" with the first
+ *        argument once its value is complete, "," with each next one, then "}" ("{}" for none);
+ *        a call's deltas concatenated are exactly its "arguments" text
  *   {"type":"tool_call","id":ID,"name":S,"arguments":OBJECT}      the call, complete
  *   {"type":"tool_result","id":ID,"name":S,"is_error":BOOL,"approval":S,"text":S}
  *     approval: how the call was let run or refused: not_needed, auto, flag (--allow-tool),
@@ -30,8 +33,9 @@
  *   {"type":"error","message":S}
  *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
  *        "stop", "length", "canceled", "error" or "tool_limit"
- * A missing tool call id is null. "arguments" is the object the model wrote; when that is not valid JSON,
- * "arguments" is null and "arguments_text" holds the text. */
+ * A missing tool call id is null. "arguments" is the object the model wrote, typed by the tool's schema,
+ * written as the engine gave it (one line, valid UTF-8; else re-printed on one line); when that is not
+ * valid JSON, "arguments" is null and "arguments_text" holds the text. */
 #ifndef GLMCHAT_APP_JSONL_H
 #define GLMCHAT_APP_JSONL_H
 

@@ -105,7 +105,7 @@ typedef enum glm_event_type {
     GLM_EV_REASONING_DELTA,
     GLM_EV_CONTENT_DELTA,
     GLM_EV_TOOL_CALL_BEGIN, /* name */
-    GLM_EV_TOOL_ARG_DELTA,  /* text: raw argument text as written */
+    GLM_EV_TOOL_ARG_DELTA,  /* text: the arguments' JSON as it is built; the deltas add up to TOOL_CALL_END's */
     GLM_EV_TOOL_CALL_END,   /* name, text: arguments as a JSON object typed by the tool's schema */
     GLM_EV_STATS,
     GLM_EV_DONE,            /* finish: "stop", "length", "tool_calls", "canceled" */

@@ -31,7 +31,7 @@ EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/templa
 	tests/fixtures/text/glm-5.3-flash.chat_template.jinja tests/fixtures/text/glm-5.3-flash-nvidia.chat_template.jinja
 
 check_PROGRAMS += tests/unit/test_reply_parser
-tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c
+tests_unit_test_reply_parser_SOURCES = tests/unit/test_reply_parser.c tests/unit/reply_parser_check.h
 tests_unit_test_reply_parser_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_reply_parser_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_reply_parser

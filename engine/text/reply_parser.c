@@ -18,7 +18,15 @@ static const char KEY_CLOSE[] = "</arg_key>";
 static const char VAL_OPEN[] = "<arg_value>";
 static const char VAL_CLOSE[] = "</arg_value>";
 
-typedef enum rp_state { ST_REASON, ST_THINK_HELD, ST_CONTENT_NL, ST_CONTENT, ST_CALL_NAME, ST_CALL_ARGS } rp_state;
+typedef enum rp_state {
+    ST_REASON,
+    ST_THINK_HELD,
+    ST_CONTENT_NL,
+    ST_CONTENT,
+    ST_CALL_NAME,
+    ST_CALL_ARGS,
+    ST_CALL_SKIP /* a call while no tools are offered: its note was given, its text is dropped */
+} rp_state;
 
 typedef struct rp_tool {
     char *name;
@@ -29,12 +37,16 @@ struct rp_parser {
     rp_state st;
     tbuf pend; /* text not yet given out */
     tbuf args; /* raw arguments of the open call */
+    size_t args_at; /* args[0..args_at) are pairs already given out as JSON */
+    jv *obj;        /* the open call's arguments so far */
+    tbuf json;      /* the JSON text given out so far for the open call */
     tbuf name;
     rp_tool *tools;
     int n_tools;
     glm_event_fn fn;
     void *user;
     int n_calls, canceled, done;
+    int answer_begun; /* a content or tool-call byte was given out */
     glm_error *err;
 };
 
@@ -45,6 +57,8 @@ static glm_status emit(rp_parser *p, glm_event_type type, const char *text, size
 {
     if (type != GLM_EV_DONE && (p->canceled || (len == 0 && type != GLM_EV_TOOL_CALL_END)))
         return p->canceled ? GLM_ERR_CANCELED : GLM_OK;
+    if (type == GLM_EV_CONTENT_DELTA || type == GLM_EV_TOOL_CALL_BEGIN || type == GLM_EV_TOOL_ARG_DELTA)
+        p->answer_begun = 1;
     glm_event ev = {.type = type, .text = text, .len = len, .name = name, .finish = finish};
     if (p->fn(&ev, p->user) != 0 && type != GLM_EV_DONE) {
         p->canceled = 1;
@@ -118,11 +132,19 @@ static void consume(rp_parser *p, size_t n)
     p->pend.p[p->pend.len] = '\0';
 }
 
+static glm_status take_pairs(rp_parser *p, int final);
+
+/* Gives pend[0..n) out as a delta of that type; argument text goes into the open call instead, which
+ * gives out the JSON of each pair it completes. */
 static glm_status give(rp_parser *p, glm_event_type type, size_t n)
 {
-    if (type == GLM_EV_TOOL_ARG_DELTA && tbuf_append(&p->args, p->pend.p, n) != GLM_OK)
-        return nomem(p);
-    glm_status st = emit(p, type, p->pend.p, n, type == GLM_EV_TOOL_ARG_DELTA ? p->name.p : NULL, NULL);
+    if (type == GLM_EV_TOOL_ARG_DELTA) {
+        if (tbuf_append(&p->args, p->pend.p, n) != GLM_OK)
+            return nomem(p);
+        consume(p, n);
+        return take_pairs(p, 0);
+    }
+    glm_status st = emit(p, type, p->pend.p, n, NULL, NULL);
     consume(p, n);
     return st;
 }
@@ -324,36 +346,67 @@ static long find_from(const char *s, size_t n, size_t at, const char *tag)
     return i < 0 ? -1 : i + (long)at;
 }
 
-static glm_status add_pair(jv *obj, const rp_tool *tool, const char *k, size_t kn, const char *v, size_t vn)
+/* Gives one more piece of the open call's arguments JSON out (and keeps it for TOOL_CALL_END). */
+static glm_status give_json(rp_parser *p, const char *piece, size_t n)
+{
+    if (tbuf_append(&p->json, piece, n) != GLM_OK)
+        return nomem(p);
+    return emit(p, GLM_EV_TOOL_ARG_DELTA, piece, n, p->name.p, NULL);
+}
+
+/* Adds one pair to the call's object and gives it out as JSON text: "{" before the first pair, ","
+ * before the others. A key seen before keeps its first value: what was given out cannot be taken back. */
+static glm_status add_pair(rp_parser *p, const rp_tool *tool, const char *k, size_t kn, const char *v, size_t vn)
 {
     trim(&k, &kn);
-    char *key = malloc(kn + 1);
+    if (!p->obj && !(p->obj = jv_new(JV_OBJECT)))
+        return nomem(p);
+    jv *key = jv_new_string(k, kn);
     if (!key)
-        return GLM_ERR_NOMEM;
-    memcpy(key, k, kn);
-    key[kn] = '\0';
-    jv *val = coerce(v, vn, schema_types(param_schema(tool, key), 0));
-    glm_status st = val ? jv_object_set(obj, key, kn, val) : GLM_ERR_NOMEM;
-    free(key);
+        return nomem(p);
+    if (jv_get(p->obj, key->str)) {
+        jv_free(key);
+        return GLM_OK;
+    }
+    jv *val = coerce(v, vn, schema_types(param_schema(tool, key->str), 0));
+    tbuf piece = {0};
+    int failed = !val || tbuf_puts(&piece, p->obj->n ? "," : "{") != GLM_OK ||
+                 jv_dump_compact(key, &piece) != GLM_OK || tbuf_putc(&piece, ':') != GLM_OK ||
+                 jv_dump_compact(val, &piece) != GLM_OK;
+    if (failed || jv_object_set(p->obj, key->str, kn, val) != GLM_OK) {
+        if (!failed)
+            val = NULL; /* jv_object_set freed it */
+        jv_free(val);
+        jv_free(key);
+        tbuf_free(&piece);
+        return nomem(p);
+    }
+    jv_free(key);
+    glm_status st = give_json(p, piece.p, piece.len);
+    tbuf_free(&piece);
     return st;
 }
 
-/* "<arg_key>K</arg_key><arg_value>V</arg_value>..." -> a JSON object; a key whose <arg_key> is missing
+/* Takes the pairs "<arg_key>K</arg_key><arg_value>V</arg_value>" of the call's raw arguments from
+ * args_at on, each once its value is closed (by </arg_value> or the next <arg_key>); final: the call
+ * ended, so a value left open runs to the end. A key whose <arg_key> is missing
  * ("...</arg_value>\nK</arg_key>") is taken as written up to </arg_key>. */
-static jv *parse_args(const rp_tool *tool, const char *s, size_t n)
+static glm_status take_pairs(rp_parser *p, int final)
 {
-    jv *obj = jv_new(JV_OBJECT);
-    size_t at = 0;
-    while (obj) {
+    const rp_tool *tool = offered(p, p->name.p, p->name.len);
+    const char *s = p->args.p ? p->args.p : "";
+    size_t n = p->args.len;
+    for (;;) {
+        size_t at = p->args_at;
         while (at < n && is_space(s[at]))
             at++;
         if (at >= n)
-            break;
+            return GLM_OK;
         if (n - at >= sizeof KEY_OPEN - 1 && memcmp(s + at, KEY_OPEN, sizeof KEY_OPEN - 1) == 0)
             at += sizeof KEY_OPEN - 1;
         long kend = find_from(s, n, at, KEY_CLOSE);
         if (kend < 0)
-            break;
+            return GLM_OK;
         const char *k = s + at;
         size_t kn = (size_t)kend - at;
         at = (size_t)kend + sizeof KEY_CLOSE - 1;
@@ -363,31 +416,31 @@ static jv *parse_args(const rp_tool *tool, const char *s, size_t n)
             at += sizeof VAL_OPEN - 1;
         long vend = find_from(s, n, at, VAL_CLOSE);
         long next = find_from(s, n, at, KEY_OPEN);
+        if (!final && vend < 0 && next < 0)
+            return GLM_OK; /* the value may still grow */
         size_t stop = vend >= 0 && (next < 0 || vend < next) ? (size_t)vend : next >= 0 ? (size_t)next : n;
-        if (add_pair(obj, tool, k, kn, s + at, stop - at) != GLM_OK) {
-            jv_free(obj);
-            return NULL;
-        }
-        at = stop == (size_t)vend && vend >= 0 ? stop + sizeof VAL_CLOSE - 1 : stop;
+        TRY(add_pair(p, tool, k, kn, s + at, stop - at));
+        p->args_at = stop == (size_t)vend && vend >= 0 ? stop + sizeof VAL_CLOSE - 1 : stop;
     }
-    return obj;
 }
 
+static void reset_call(rp_parser *p)
+{
+    tbuf_clear(&p->args);
+    tbuf_clear(&p->json);
+    p->args_at = 0;
+    jv_free(p->obj);
+    p->obj = NULL;
+}
+
+/* The call ended: its last pairs, the closing "}" ("{}" when it had none), then TOOL_CALL_END. */
 static glm_status end_call(rp_parser *p)
 {
-    const rp_tool *tool = offered(p, p->name.p, p->name.len);
-    jv *obj = parse_args(tool, p->args.p ? p->args.p : "", p->args.len);
-    tbuf json = {0};
-    if (!obj || jv_dump_compact(obj, &json) != GLM_OK) {
-        jv_free(obj);
-        tbuf_free(&json);
-        return nomem(p);
-    }
-    jv_free(obj);
+    TRY(take_pairs(p, 1));
+    TRY(p->json.len ? give_json(p, "}", 1) : give_json(p, "{}", 2));
     p->n_calls++;
-    glm_status st = emit(p, GLM_EV_TOOL_CALL_END, json.p, json.len, p->name.p, NULL);
-    tbuf_free(&json);
-    tbuf_clear(&p->args);
+    glm_status st = emit(p, GLM_EV_TOOL_CALL_END, p->json.p, p->json.len, p->name.p, NULL);
+    reset_call(p);
     return st;
 }
 
@@ -407,9 +460,35 @@ static glm_status begin_call(rp_parser *p, size_t n)
     glm_status st = emit(p, GLM_EV_TOOL_CALL_BEGIN, raw.p, raw.len, p->name.p, NULL);
     tbuf_free(&raw);
     consume(p, n);
-    tbuf_clear(&p->args);
+    reset_call(p);
     p->st = ST_CALL_ARGS;
     return st;
+}
+
+/* A call while no tools are offered, header "<tool_call>" + pend[0..n): shown as a one-line note in
+ * its place, its text dropped up to </tool_call>. Raw markup would only confuse the reader, and the
+ * note tells the user why nothing ran. */
+static glm_status skip_call(rp_parser *p, size_t n)
+{
+    const char *s = p->pend.p;
+    size_t k = n;
+    trim(&s, &k);
+    tbuf note = {0};
+    if (tbuf_puts(&note, "[the model asked for tool ") != GLM_OK || tbuf_append(&note, s, k) != GLM_OK ||
+        tbuf_puts(&note, ", but tools are off]") != GLM_OK) {
+        tbuf_free(&note);
+        return nomem(p);
+    }
+    glm_status st = emit(p, GLM_EV_CONTENT_DELTA, note.p, note.len, NULL, NULL);
+    tbuf_free(&note);
+    consume(p, n);
+    p->st = ST_CALL_SKIP;
+    return st;
+}
+
+static glm_status start_call(rp_parser *p, size_t n)
+{
+    return p->n_tools ? begin_call(p, n) : skip_call(p, n);
 }
 
 /* "<tool_call>" was text after all: give it out as content and read on from what followed it. */
@@ -426,7 +505,7 @@ static glm_status step(rp_parser *p)
 {
     static const char *const reason_tags[] = {THINK_END, CALL_OPEN, NULL};
     static const char *const think_tags[] = {THINK_END, NULL};
-    static const char *const content_tags[] = {CALL_OPEN, NULL};
+    static const char *const content_tags[] = {CALL_OPEN, THINK_END, NULL};
     static const char *const arg_tags[] = {CALL_CLOSE, CALL_OPEN, NULL};
     for (;;) {
         const char *s = p->pend.p ? p->pend.p : "";
@@ -465,9 +544,14 @@ static glm_status step(rp_parser *p)
             p->st = ST_CONTENT;
             continue;
         case ST_CONTENT:
-            if (!p->n_tools)
-                return give(p, GLM_EV_CONTENT_DELTA, n);
-            i = find(s, n, CALL_OPEN);
+            i = earliest(s, n, CALL_OPEN, THINK_END, &which);
+            if (i >= 0 && which == 1) { /* a stray </think> is markup, never text */
+                TRY(give(p, GLM_EV_CONTENT_DELTA, (size_t)i));
+                consume(p, sizeof THINK_END - 1);
+                if (!p->answer_begun)
+                    p->st = ST_CONTENT_NL;
+                continue;
+            }
             if (i >= 0) {
                 TRY(give(p, GLM_EV_CONTENT_DELTA, (size_t)i));
                 consume(p, sizeof CALL_OPEN - 1);
@@ -478,7 +562,7 @@ static glm_status step(rp_parser *p)
         case ST_CALL_NAME:
             i = earliest(s, n, KEY_OPEN, CALL_CLOSE, &which);
             if (i >= 0 && name_ok(p, s, (size_t)i)) {
-                TRY(begin_call(p, (size_t)i));
+                TRY(start_call(p, (size_t)i));
                 continue;
             }
             if (i >= 0 || never_a_name(p, s, n)) {
@@ -489,15 +573,23 @@ static glm_status step(rp_parser *p)
         case ST_CALL_ARGS:
             i = earliest(s, n, CALL_CLOSE, CALL_OPEN, &which);
             if (i >= 0) {
-                size_t upto = (size_t)i + (which == 0 ? sizeof CALL_CLOSE - 1 : 0);
-                TRY(give(p, GLM_EV_TOOL_ARG_DELTA, upto));
-                if (which == 0) /* the closing tag is in the delta, not in the arguments */
-                    p->args.len -= sizeof CALL_CLOSE - 1;
+                TRY(give(p, GLM_EV_TOOL_ARG_DELTA, (size_t)i));
+                if (which == 0)
+                    consume(p, sizeof CALL_CLOSE - 1);
                 TRY(end_call(p));
                 p->st = ST_CONTENT;
                 continue;
             }
             return give(p, GLM_EV_TOOL_ARG_DELTA, n - partial(s, n, arg_tags));
+        case ST_CALL_SKIP:
+            i = earliest(s, n, CALL_CLOSE, CALL_OPEN, &which);
+            if (i >= 0) {
+                consume(p, (size_t)i + (which == 0 ? sizeof CALL_CLOSE - 1 : 0));
+                p->st = ST_CONTENT;
+                continue;
+            }
+            consume(p, n - partial(s, n, arg_tags));
+            return GLM_OK;
         }
     }
 }
@@ -569,8 +661,9 @@ static glm_status flush(rp_parser *p, rp_end why)
             return give(p, GLM_EV_CONTENT_DELTA, n);
         case ST_CALL_NAME:
             if (why == RP_END_TOKEN && name_ok(p, p->pend.p, n)) { /* a call with no arguments */
-                TRY(begin_call(p, n));
-                TRY(end_call(p));
+                TRY(start_call(p, n));
+                if (p->st == ST_CALL_ARGS)
+                    TRY(end_call(p));
                 p->st = ST_CONTENT;
                 continue;
             }
@@ -581,6 +674,10 @@ static glm_status flush(rp_parser *p, rp_end why)
             p->st = ST_CONTENT;
             if (why == RP_END_TOKEN) /* left open at an end token: closed */
                 TRY(end_call(p));
+            continue;
+        case ST_CALL_SKIP:
+            consume(p, n);
+            p->st = ST_CONTENT;
             continue;
         }
     }
@@ -612,6 +709,8 @@ void rp_free(rp_parser *p)
     free(p->tools);
     tbuf_free(&p->pend);
     tbuf_free(&p->args);
+    tbuf_free(&p->json);
+    jv_free(p->obj);
     tbuf_free(&p->name);
     free(p);
 }

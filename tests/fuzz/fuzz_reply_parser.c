@@ -1,17 +1,20 @@
 /* fuzz_reply_parser.c: libFuzzer target for the reply stream parser: any text, fed whole and in
- * chunks the input chooses, must give the same events, with every byte accounted for. */
+ * chunks the input chooses, must give the same events, with every byte accounted for
+ * (tests/unit/reply_parser_check.h says how). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/text/reply_parser.h"
 #include "engine/text/tbuf.h"
+#include "tests/unit/reply_parser_check.h"
 
 typedef struct transcript {
     tbuf all;    /* "type:" + text per event, deltas coalesced by construction of the format */
-    tbuf reason; /* reasoning bytes */
-    tbuf rest;   /* content, call headers and argument bytes */
-    int last;
+    tbuf texts;  /* every event's text, one after the other */
+    rpc_piece pieces[8192];
+    size_t offsets[8192]; /* where each piece's text starts in texts (it may move while growing) */
+    int n, last;
 } transcript;
 
 static int record(const glm_event *e, void *user)
@@ -31,10 +34,11 @@ static int record(const glm_event *e, void *user)
     tr->last = delta ? (int)e->type : -1;
     if (tbuf_append(&tr->all, e->text ? e->text : "", e->len) != GLM_OK)
         abort();
-    if (e->type == GLM_EV_REASONING_DELTA && tbuf_append(&tr->reason, e->text, e->len) != GLM_OK)
-        abort();
-    if ((e->type == GLM_EV_CONTENT_DELTA || e->type == GLM_EV_TOOL_CALL_BEGIN || e->type == GLM_EV_TOOL_ARG_DELTA) &&
-        tbuf_append(&tr->rest, e->text, e->len) != GLM_OK)
+    if (tr->n == 8192)
+        abort(); /* inputs are at most 4096 bytes: never this many events */
+    tr->offsets[tr->n] = tr->texts.len;
+    tr->pieces[tr->n++] = (rpc_piece){e->type, NULL, e->len};
+    if (tbuf_append(&tr->texts, e->text ? e->text : "", e->len) != GLM_OK)
         abort();
     return 0;
 }
@@ -70,8 +74,7 @@ static void run(const char *text, size_t len, const uint8_t *sizes, size_t n_siz
 static void free_tr(transcript *tr)
 {
     tbuf_free(&tr->all);
-    tbuf_free(&tr->reason);
-    tbuf_free(&tr->rest);
+    tbuf_free(&tr->texts);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -86,23 +89,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *sizes = data + 2;
     const char *text = (const char *)data + 2 + n_sizes;
     size_t len = size - 2 - n_sizes;
-    transcript whole = {0}, split = {0};
+    static transcript whole, split; /* too big for the stack */
+    memset(&whole, 0, sizeof whole);
+    memset(&split, 0, sizeof split);
     run(text, len, NULL, 0, think, tools, why, &whole);
     run(text, len, sizes, n_sizes, think, tools, why, &split);
     if (whole.all.len != split.all.len || memcmp(whole.all.p, split.all.p, whole.all.len) != 0)
         abort(); /* chunking changed the events */
-    /* conservation: text = reasoning [+ "</think>" + newlines] + the rest */
-    size_t r = whole.reason.len, at = r;
-    if (r > len || (r && memcmp(whole.reason.p, text, r) != 0))
-        abort();
-    if (think && len - at >= 8 && memcmp(text + at, "</think>", 8) == 0) {
-        at += 8;
-        while (at < len && text[at] == '\n')
-            at++;
-    }
-    size_t rest = whole.rest.len;
-    if (len - at != rest || (rest && memcmp(text + at, whole.rest.p, rest) != 0))
-        abort();
+    for (int i = 0; i < whole.n; i++)
+        whole.pieces[i].text = whole.texts.p ? whole.texts.p + whole.offsets[i] : "";
+    char fail_reason[512];
+    if (!rpc_conserved(text, len, think, tools, whole.pieces, whole.n, fail_reason, sizeof fail_reason))
+        abort(); /* a byte lost, added or changed */
     free_tr(&whole);
     free_tr(&split);
     return 0;

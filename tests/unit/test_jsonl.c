@@ -162,6 +162,32 @@ START_TEST(engine_events_map_to_their_types)
 }
 END_TEST
 
+/* A client that concatenates a call's deltas gets exactly the text of its "arguments". */
+START_TEST(call_deltas_add_up_to_the_arguments_text)
+{
+    static const char *const pieces[] = {"{\"ratio\":1.50", ",\"city\":\"Zürich\"", ",\"big\":1e400", "}"};
+    char whole[128] = "";
+    for (int i = 0; i < 4; i++) {
+        glm_event d = {.type = GLM_EV_TOOL_ARG_DELTA, .text = pieces[i], .len = strlen(pieces[i]), .call_id = "c"};
+        ck_assert_int_eq(jsonl_event(&w, &d), 0);
+        strcat(whole, pieces[i]);
+    }
+    glm_event end = {.type = GLM_EV_TOOL_CALL_END, .name = "f", .call_id = "c", .text = whole, .len = strlen(whole)};
+    ck_assert_int_eq(jsonl_event(&w, &end), 0);
+    fflush(mem);
+    char joined[128] = "";
+    for (int i = 0; i < 4; i++) {
+        cJSON *j = line(i);
+        strcat(joined, str(j, "text"));
+        cJSON_Delete(j);
+    }
+    ck_assert_str_eq(joined, whole);
+    char want[160];
+    snprintf(want, sizeof want, "\"arguments\":%s}\n", whole); /* as given, not re-printed as 1.5 */
+    ck_assert_msg(strstr(buf, want) != NULL, "arguments re-printed: %s", buf);
+}
+END_TEST
+
 START_TEST(strings_stay_valid_json_and_utf8)
 {
     const char raw[] = "q\"b\\s/\x01\x1f\x7f tab\t nl\n caf\xC3\xA9 \xF0\x9F\x98\x80 bad\xFF\xC3 \xED\xA0\x80 end";
@@ -198,6 +224,7 @@ int main(void)
     tcase_add_checked_fixture(tc, open_stream, close_stream);
     tcase_add_test(tc, session_user_assistant_and_turn_end);
     tcase_add_test(tc, engine_events_map_to_their_types);
+    tcase_add_test(tc, call_deltas_add_up_to_the_arguments_text);
     tcase_add_test(tc, strings_stay_valid_json_and_utf8);
     tcase_add_test(tc, a_failed_stream_reports_and_stops);
     suite_add_tcase(s, tc);

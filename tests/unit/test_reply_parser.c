@@ -1,5 +1,6 @@
 /* test_reply_parser.c: Check suite for the reply stream parser: seed.md 4.5's edge cases one by one,
- * then properties over random replies: any chunking gives the same events, and no byte is lost. */
+ * then properties over random replies: any chunking gives the same events, and every byte is accounted
+ * for as reply_parser_check.h states. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 
 #include "engine/text/reply_parser.h"
 #include "engine/text/tbuf.h"
+#include "tests/unit/reply_parser_check.h"
 
 typedef struct ev_rec {
     glm_event_type type;
@@ -112,8 +114,32 @@ START_TEST(reasoning_then_content)
     expect(&log, 1, GLM_EV_CONTENT_DELTA, "The answer.");
     ck_assert_str_eq(done(&log), "stop");
     log_free(&log);
-    run1(&log, "<think>x</think>y", 0, 1, RP_END_TOKEN); /* thinking off: all text */
-    expect(&log, 0, GLM_EV_CONTENT_DELTA, "<think>x</think>y");
+    run1(&log, "<think>x</think>y", 0, 1, RP_END_TOKEN); /* thinking off: text, less the markup */
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "<think>xy");
+    log_free(&log);
+}
+END_TEST
+
+START_TEST(stray_think_end_is_dropped)
+{
+    ev_log log = {0};
+    static const size_t one[] = {1};
+    const char *a = "</think>\n\nThe answer.";
+    for (int tools = 0; tools < 2; tools++) { /* thinking off, whole and byte by byte */
+        run1(&log, a, 0, tools, RP_END_TOKEN);
+        expect(&log, 0, GLM_EV_CONTENT_DELTA, "The answer.");
+        ck_assert_int_eq(log.n, 2);
+        log_free(&log);
+        run(&log, a, strlen(a), one, 1, 0, tools, RP_END_TOKEN);
+        expect(&log, 0, GLM_EV_CONTENT_DELTA, "The answer.");
+        log_free(&log);
+    }
+    run1(&log, "One</think>\ntwo", 0, 0, RP_END_TOKEN); /* mid-answer: the newline is text */
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "One\ntwo");
+    log_free(&log);
+    run1(&log, "r</think>\n\nA</think>B</thi", 1, 0, RP_END_TOKEN); /* thinking on: a second one too */
+    expect(&log, 0, GLM_EV_REASONING_DELTA, "r");
+    expect(&log, 1, GLM_EV_CONTENT_DELTA, "AB</thi");
     log_free(&log);
 }
 END_TEST
@@ -131,11 +157,10 @@ START_TEST(tool_call_typed_by_schema)
     expect(&log, 0, GLM_EV_CONTENT_DELTA, "Checking.");
     expect(&log, 1, GLM_EV_TOOL_CALL_BEGIN, "<tool_call>get_weather\n");
     ck_assert_str_eq(log.ev[1].name, "get_weather");
-    expect(&log, 2, GLM_EV_TOOL_ARG_DELTA, NULL);
-    ck_assert_ptr_nonnull(strstr(log.ev[2].text.p, "</tool_call>"));
-    expect(&log, 3, GLM_EV_TOOL_CALL_END,
-           "{\"city\":\"Paris\",\"days\":3,\"metric\":true,\"note\":null,\"tags\":[\"a\",1],\"ratio\":0.5,"
-           "\"mode\":\"b\",\"extra\":{\"x\":1}}");
+    const char *json = "{\"city\":\"Paris\",\"days\":3,\"metric\":true,\"note\":null,\"tags\":[\"a\",1],"
+                       "\"ratio\":0.5,\"mode\":\"b\",\"extra\":{\"x\":1}}";
+    expect(&log, 2, GLM_EV_TOOL_ARG_DELTA, json); /* the deltas are the arguments' JSON, not GLM's tags */
+    expect(&log, 3, GLM_EV_TOOL_CALL_END, json);
     ck_assert_str_eq(done(&log), "tool_calls");
     log_free(&log);
 }
@@ -170,9 +195,14 @@ START_TEST(cut_inside_a_call_and_unclosed_calls)
     ev_log log = {0};
     run1(&log, "</think><tool_call>f<arg_key>a</arg_key><arg_value>12", 1, 1, RP_LENGTH);
     expect(&log, 0, GLM_EV_TOOL_CALL_BEGIN, "<tool_call>f");
-    expect(&log, 1, GLM_EV_TOOL_ARG_DELTA, "<arg_key>a</arg_key><arg_value>12");
     ck_assert_str_eq(done(&log), "length");
-    ck_assert_int_eq(log.n, 3); /* no TOOL_CALL_END */
+    ck_assert_int_eq(log.n, 2); /* no TOOL_CALL_END, and no JSON for a value still open */
+    log_free(&log);
+    /* a pair is given out as JSON as soon as its value closes, before the call ends */
+    run1(&log, "</think><tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>b</arg_key><arg_value>x",
+         1, 1, RP_LENGTH);
+    expect(&log, 1, GLM_EV_TOOL_ARG_DELTA, "{\"a\":1");
+    ck_assert_int_eq(log.n, 3);
     log_free(&log);
     run1(&log, "</think><tool_call>f<arg_key>a</arg_key><arg_value>12", 1, 1, RP_END_TOKEN);
     expect(&log, 2, GLM_EV_TOOL_CALL_END, "{\"a\":12}");
@@ -180,7 +210,14 @@ START_TEST(cut_inside_a_call_and_unclosed_calls)
     log_free(&log);
     run1(&log, "</think><tool_call>f", 1, 1, RP_END_TOKEN); /* no arguments at all */
     expect(&log, 0, GLM_EV_TOOL_CALL_BEGIN, "<tool_call>f");
-    expect(&log, 1, GLM_EV_TOOL_CALL_END, "{}");
+    expect(&log, 1, GLM_EV_TOOL_ARG_DELTA, "{}");
+    expect(&log, 2, GLM_EV_TOOL_CALL_END, "{}");
+    log_free(&log);
+    /* a key written twice keeps its first value: the deltas already carried it */
+    run1(&log, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>a</arg_key><arg_value>2"
+               "</arg_value></tool_call>", 0, 1, RP_END_TOKEN);
+    expect(&log, 1, GLM_EV_TOOL_ARG_DELTA, "{\"a\":1}");
+    expect(&log, 2, GLM_EV_TOOL_CALL_END, "{\"a\":1}");
     log_free(&log);
 }
 END_TEST
@@ -220,8 +257,35 @@ START_TEST(mentioned_tags_and_unknown_tools)
     run1(&log, "<tool_call>not a name</tool_call>", 0, 1, RP_END_TOKEN);
     expect(&log, 0, GLM_EV_CONTENT_DELTA, "<tool_call>not a name</tool_call>");
     log_free(&log);
-    run1(&log, "<tool_call>f</tool_call>", 0, 0, RP_END_TOKEN); /* no tools offered: text */
-    expect(&log, 0, GLM_EV_CONTENT_DELTA, "<tool_call>f</tool_call>");
+}
+END_TEST
+
+START_TEST(calls_while_tools_are_off)
+{
+    ev_log log = {0};
+    static const size_t one[] = {1};
+    const char *a = "Let me look.\n<tool_call>get_weather\n<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+                    "</tool_call>\nDone.";
+    for (int chunked = 0; chunked < 2; chunked++) {
+        run(&log, a, strlen(a), one, chunked, 0, 0, RP_END_TOKEN);
+        expect(&log, 0, GLM_EV_CONTENT_DELTA,
+               "Let me look.\n[the model asked for tool get_weather, but tools are off]\nDone.");
+        ck_assert_int_eq(log.n, 2);
+        ck_assert_str_eq(done(&log), "stop");
+        log_free(&log);
+    }
+    run1(&log, "<tool_call>f</tool_call>", 0, 0, RP_END_TOKEN);
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "[the model asked for tool f, but tools are off]");
+    log_free(&log);
+    run1(&log, "<tool_call>f", 0, 0, RP_END_TOKEN); /* no arguments, ended by the end token */
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "[the model asked for tool f, but tools are off]");
+    log_free(&log);
+    run1(&log, "x<tool_call>f<arg_key>a</arg_key><arg_value>1", 0, 0, RP_LENGTH); /* cut by the budget */
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "x[the model asked for tool f, but tools are off]");
+    ck_assert_str_eq(done(&log), "length");
+    log_free(&log);
+    run1(&log, "Write <tool_call> to call one.", 0, 0, RP_END_TOKEN); /* a mention stays text */
+    expect(&log, 0, GLM_EV_CONTENT_DELTA, "Write <tool_call> to call one.");
     log_free(&log);
 }
 END_TEST
@@ -264,33 +328,13 @@ static int same_events(const ev_log *a, const ev_log *b)
     return 1;
 }
 
-/* The reply's bytes = reasoning, then (maybe) "</think>" and newlines, then the other events' text. */
-static int conserved(const ev_log *log, const char *text, size_t len, int think)
+static int conserved(const ev_log *log, const char *text, size_t len, int think, int tools, char *why,
+                     size_t why_len)
 {
-    tbuf r = {0}, rest = {0};
-    for (int i = 0; i < log->n; i++) {
-        const ev_rec *e = &log->ev[i];
-        if (e->type == GLM_EV_REASONING_DELTA)
-            ck_assert_int_eq(tbuf_append(&r, e->text.p, e->text.len), GLM_OK);
-        else if (e->type == GLM_EV_CONTENT_DELTA || e->type == GLM_EV_TOOL_CALL_BEGIN ||
-                 e->type == GLM_EV_TOOL_ARG_DELTA)
-            ck_assert_int_eq(tbuf_append(&rest, e->text.p, e->text.len), GLM_OK);
-    }
-    int ok = r.len <= len && memcmp(r.p ? r.p : "", text, r.len) == 0;
-    size_t at = r.len;
-    if (ok && think && len - at >= 8 && memcmp(text + at, "</think>", 8) == 0) {
-        at += 8;
-        while (at < len && text[at] == '\n' && (rest.len == 0 || rest.p[0] != '\n'))
-            at++;
-        /* newlines after </think> are dropped only before the first other byte */
-        if (rest.len == 0)
-            while (at < len && text[at] == '\n')
-                at++;
-    }
-    ok = ok && len - at == rest.len && memcmp(text + at, rest.p ? rest.p : "", rest.len) == 0;
-    tbuf_free(&r);
-    tbuf_free(&rest);
-    return ok;
+    static rpc_piece pieces[4096];
+    for (int i = 0; i < log->n; i++)
+        pieces[i] = (rpc_piece){log->ev[i].type, log->ev[i].text.p, log->ev[i].text.len};
+    return rpc_conserved(text, len, think, tools, pieces, log->n, why, why_len);
 }
 
 START_TEST(any_chunking_gives_the_same_events)
@@ -305,8 +349,9 @@ START_TEST(any_chunking_gives_the_same_events)
         ev_log *whole = calloc(1, sizeof *whole), *split = calloc(1, sizeof *split);
         ck_assert(whole && split);
         run(whole, text.p, text.len, NULL, 0, think, tools, why);
-        ck_assert_msg(conserved(whole, text.p, text.len, think), "bytes lost or added: '%s' (think %d, tools %d)", text.p,
-                      think, tools);
+        char reason[512];
+        ck_assert_msg(conserved(whole, text.p, text.len, think, tools, reason, sizeof reason),
+                      "not accounted for: %s: '%s' (think %d, tools %d)", reason, text.p, think, tools);
         for (int trial = 0; trial < 4; trial++) {
             size_t sizes[8];
             int ns = (int)(rand_r(&seed) % 8) + 1;
@@ -333,11 +378,13 @@ int main(void)
     TCase *tc = tcase_create("parser");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, reasoning_then_content);
+    tcase_add_test(tc, stray_think_end_is_dropped);
     tcase_add_test(tc, tool_call_typed_by_schema);
     tcase_add_test(tc, call_inside_think_ending_the_reply);
     tcase_add_test(tc, cut_inside_a_call_and_unclosed_calls);
     tcase_add_test(tc, missing_arg_key_and_short_bracket);
     tcase_add_test(tc, mentioned_tags_and_unknown_tools);
+    tcase_add_test(tc, calls_while_tools_are_off);
     tcase_add_test(tc, cancel_from_the_reader);
     tcase_add_test(tc, any_chunking_gives_the_same_events);
     suite_add_tcase(s, tc);
