@@ -977,3 +977,138 @@ int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen)
         return db_fail(c, err, errlen, "cannot drop the message");
     return parent ? msg_number(c->o.db, c->conv, parent) : 0;
 }
+
+/* ---- /compact ------------------------------------------------------------------------------ */
+
+/* What the model is asked to write; it goes after the path as the last user message. */
+static const char compact_instruction[] =
+    "Summarise our conversation so far so that it can go on from your summary alone: what I "
+    "want, the facts, decisions, names, numbers and code that matter, and what is still open. "
+    "Write only the summary, in plain prose, as briefly as keeps what matters.";
+
+typedef struct summary_text {
+    chat *c;
+    char *buf;
+    size_t len, cap;
+    int failed; /* out of memory */
+    int canceled;
+    char finish[32];
+    glm_stats stats;
+    char error[1024];
+} summary_text;
+
+static int on_summary_event(const glm_event *ev, void *user)
+{
+    summary_text *s = user;
+    chat *c = s->c;
+    if (ev->type == GLM_EV_CONTENT_DELTA && !s->failed)
+        s->failed = grow_append(&s->buf, &s->len, &s->cap, ev->text, ev->len) != 0;
+    else if (ev->type == GLM_EV_DONE) {
+        s->stats = ev->stats;
+        snprintf(s->finish, sizeof s->finish, "%s", ev->finish ? ev->finish : "stop");
+    } else if (ev->type == GLM_EV_ERROR)
+        snprintf(s->error, sizeof s->error, "%.*s", (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
+    if (c->sink.event && c->sink.event(c->sink.u, ev))
+        s->canceled = 1;
+    return s->canceled || (c->o.cancel && *c->o.cancel);
+}
+
+/* Generates the summary of the current path into s (s->finish says how it ended). */
+static int generate_summary(chat *c, summary_text *s, char *err, size_t errlen)
+{
+    chat_request *cr = chat_build_request(c, err, errlen);
+    if (!cr)
+        return -1;
+    glm_message *msgs = calloc(cr->n + 1, sizeof *msgs);
+    if (!msgs) {
+        chat_request_free(cr);
+        return fail(err, errlen, "out of memory");
+    }
+    memcpy(msgs, cr->req.messages, cr->n * sizeof *msgs);
+    msgs[cr->n] = (glm_message){.role = GLM_ROLE_USER, .content = compact_instruction};
+    glm_request r = cr->req;
+    r.messages = msgs;
+    r.n_messages = (int)cr->n + 1;
+    r.tools = NULL; /* a summary, not a step of the work: nothing to call */
+    r.n_tools = 0;
+    r.think = 0;
+    if (!c->seed_set)
+        r.sampling.seed = fresh_seed();
+    glm_error gerr = {0};
+    glm_status st = GLM_ERR_CANCELED;
+    if (!(c->o.cancel && *c->o.cancel))
+        st = c->src.generate(c->src.self, &r, on_summary_event, s, &gerr);
+    if (st == GLM_ERR_CANCELED || s->canceled || strcmp(s->finish, "canceled") == 0 || (c->o.cancel && *c->o.cancel))
+        snprintf(s->finish, sizeof s->finish, "canceled");
+    else if (st != GLM_OK) {
+        snprintf(s->finish, sizeof s->finish, "error");
+        if (!s->error[0])
+            snprintf(s->error, sizeof s->error, "%s", gerr.message[0] ? gerr.message : "the model failed");
+    } else if (!s->finish[0])
+        snprintf(s->finish, sizeof s->finish, "stop");
+    free(msgs);
+    chat_request_free(cr);
+    return s->failed ? fail(err, errlen, "out of memory") : 0;
+}
+
+/* The summary without the whitespace around it (in place); NULL when nothing is left. */
+static char *trimmed(char *text, size_t len)
+{
+    while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == '\t'))
+        len--;
+    text[len] = 0;
+    while (*text == ' ' || *text == '\n' || *text == '\r' || *text == '\t')
+        text++;
+    return *text ? text : NULL;
+}
+
+/* Saves CHAT_SUMMARY_PREFIX + summary as a new root user message (the new branch). */
+static int save_summary(chat *c, const char *summary, char *err, size_t errlen)
+{
+    size_t n = strlen(CHAT_SUMMARY_PREFIX) + strlen(summary) + 1;
+    char *text = malloc(n);
+    if (!text)
+        return fail(err, errlen, "out of memory");
+    snprintf(text, n, "%s%s", CHAT_SUMMARY_PREFIX, summary);
+    int rc = save_user(c, 0, text, err, errlen);
+    free(text);
+    return rc;
+}
+
+int chat_compact(chat *c, chat_outcome *out, int *summarised, char *err, size_t errlen)
+{
+    outcome_init(out);
+    *summarised = 0;
+    if (!c->conv)
+        return fail(err, errlen, "there is nothing to summarise in a new conversation");
+    conv_messages path;
+    if (conv_load_path(c->o.db, c->conv, &path) != 0)
+        return db_fail(c, err, errlen, "cannot load the conversation");
+    size_t count = path.count;
+    conv_messages_free(&path);
+    if (count == 0)
+        return fail(err, errlen, "there is nothing to summarise on this path");
+    summary_text s = {.c = c};
+    int rc = generate_summary(c, &s, err, errlen);
+    out->steps = 1;
+    if (rc == 0 && strcmp(s.finish, "stop") != 0) {
+        out->finish = strcmp(s.finish, "canceled") == 0 ? "canceled" : strcmp(s.finish, "length") == 0 ? "length" : "error";
+        snprintf(out->error, sizeof out->error, "%s",
+                 strcmp(s.finish, "length") == 0
+                     ? "the summary stopped at the token limit, so nothing was changed; raise it (/set max_tokens N) and /compact again"
+                 : strcmp(s.finish, "canceled") == 0 ? "the summary was canceled; the conversation is unchanged"
+                 : s.error[0] ? s.error : "the model failed");
+    } else if (rc == 0) {
+        char *summary = s.buf ? trimmed(s.buf, s.len) : NULL;
+        if (!summary) {
+            out->finish = "error";
+            snprintf(out->error, sizeof out->error, "the model wrote an empty summary; the conversation is unchanged");
+        } else if ((rc = save_summary(c, summary, err, errlen)) == 0) {
+            out->finish = "stop";
+            out->last_message = conv_leaf(c->o.db, c->conv);
+            *summarised = (int)count;
+        }
+    }
+    free(s.buf);
+    return rc;
+}

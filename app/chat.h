@@ -113,6 +113,16 @@ int chat_branch(chat *c, int64_t msg, char *err, size_t errlen);
  * so /branch still reaches it. Returns the number of the new last message (0: none), or -1. */
 int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen);
 
+/* /compact: asks the model (one generation, thinking and tools off) to summarise the current
+ * path, then starts a new branch - a root message of the same conversation - whose first user
+ * message is CHAT_SUMMARY_PREFIX and the summary; the next turn continues from it, and the old
+ * path stays reachable as the other alternative at the root (chat_branches.h). Events go to the
+ * sink as a reply's do. 0 when the generation ran (out->finish: only "stop" made the branch, and
+ * *summarised is then the number of messages the summary replaces; "length" and "error" leave
+ * the conversation as it was, with out->error saying why), -1 when it could not (err). */
+#define CHAT_SUMMARY_PREFIX "Summary of the earlier conversation: "
+int chat_compact(chat *c, chat_outcome *out, int *summarised, char *err, size_t errlen);
+
 /* A request built from the current path (tests and `render`-like tools): fills *r, valid until
  * chat_request_free. */
 typedef struct chat_request chat_request;

@@ -18,7 +18,7 @@
 #include "engine/setting.h"
 #include "ui/view.h"
 
-typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT } tui_job;
+typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT, JOB_COMPACT } tui_job;
 
 #define CHAT_TUI_MAX_ATTACHED 16
 
@@ -182,9 +182,11 @@ static void *worker(void *arg)
         notice(t, "waiting for the MCP servers to start");
     if (t->o.mcp)
         mcp_boot_wait(t->o.mcp); /* their tools are in the registry before the turn reads it */
-    int rc = t->job == JOB_RETRY ? chat_retry(t->chat, &out, err, sizeof err)
-           : t->job == JOB_EDIT  ? chat_edit(t->chat, t->job_text, &out, err, sizeof err)
-                                 : chat_turn(t->chat, t->job_text, &out, err, sizeof err);
+    int summarised = 0;
+    int rc = t->job == JOB_RETRY   ? chat_retry(t->chat, &out, err, sizeof err)
+           : t->job == JOB_EDIT    ? chat_edit(t->chat, t->job_text, &out, err, sizeof err)
+           : t->job == JOB_COMPACT ? chat_compact(t->chat, &out, &summarised, err, sizeof err)
+                                   : chat_turn(t->chat, t->job_text, &out, err, sizeof err);
     push_conversation_status(t);
     pthread_mutex_lock(&t->mu);
     t->busy = 0; /* from here on the worker touches neither the chat nor the database */
@@ -197,7 +199,12 @@ static void *worker(void *arg)
             error_line(t, out.error[0] ? out.error : "the reply failed");
         if (strcmp(out.finish, "tool_limit") == 0)
             notice(t, "the model kept calling tools; stopped after %d replies", out.steps);
+        if (t->job == JOB_COMPACT && out.error[0] && strcmp(out.finish, "error") != 0)
+            notice(t, "%s", out.error);
         ui_push_finish(t->view, view_finish(out.finish));
+        if (summarised > 0)
+            notice(t, "summarised %d messages into one: the conversation goes on from the summary on a new "
+                      "branch (/branch reaches the old one)", summarised);
     }
     return NULL;
 }
@@ -878,6 +885,11 @@ static void run_command(chat_tui *t, const char *name, const char *args)
         branches(t, args);
     } else if (strcmp(name, "drop") == 0) {
         drop_messages(t, args);
+    } else if (strcmp(name, "compact") == 0) {
+        if (chat_conversation(t->chat) <= 0)
+            notice(t, "nothing to summarise yet");
+        else
+            start_job(t, JOB_COMPACT, NULL);
     } else if (strcmp(name, "stats") == 0) {
         notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
                   "%.1f tok/s decode",

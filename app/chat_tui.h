@@ -6,7 +6,8 @@
  * [FILE], /system [TEXT|clear], /think [on|off], /effort [low|high|max], /tools, /retry,
  * /edit [TEXT] (without TEXT the last message is put in the input line; the next submit
  * replaces it), /branch [N] (the alternatives at every branching point of the path; N switches
- * to one, chat_branches.h), /stats, /set [KEY VALUE],
+ * to one, chat_branches.h), /drop [N], /compact (the model summarises the path; the conversation
+ * goes on from the summary on a new branch, chat_compact), /stats, /set [KEY VALUE],
  * /attach [FILE|clear] (text files fenced after the next message, as `chat -f` does; a word
  * @PATH naming an existing file in a message attaches it too). */
 #ifndef GLMCHAT_APP_CHAT_TUI_H

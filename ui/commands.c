@@ -18,6 +18,7 @@ const ui_command ui_commands[] = {
     {"edit", "", "edit your last message (a new branch)"},
     {"branch", "[N]", "list the alternatives of this path, or switch to one"},
     {"drop", "[N]", "take message N (default: your last) and what follows off this path"},
+    {"compact", "", "summarise this conversation and go on from the summary (a new branch)"},
     {"stats", "", "speed and token counts of the last reply"},
     {"attach", "[FILE|clear]", "a text file for your next message (or write @FILE in it)"},
     {"set", "[KEY VALUE]", "sampling for this session: temperature, top_p, top_k, seed, max_tokens"},

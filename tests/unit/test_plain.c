@@ -174,7 +174,7 @@ END_TEST
 START_TEST(command_table)
 {
     static const char *want[] = {"new", "list", "search", "export", "system", "think", "effort",
-                                 "tools", "retry", "edit", "branch", "stats", "help", "quit", "open"};
+                                 "tools", "retry", "edit", "branch", "drop", "compact", "stats", "help", "quit", "open"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const ui_command *c = ui_command_find(want[i]);
         ck_assert_ptr_nonnull(c);
