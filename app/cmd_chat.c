@@ -61,6 +61,7 @@ typedef struct chat_args {
     reasoning_to reasoning;
     int retry;
     const char *edit;
+    int compact;           /* --compact: summarise the conversation (chat_compact) */
     int64_t from;
 } chat_args;
 
@@ -99,6 +100,8 @@ static void usage(FILE *f)
             "      --retry               answer the last message of the conversation again\n"
             "      --edit TEXT           replace the last message by TEXT and answer it\n"
             "      --from MSG            continue from message MSG (a branch)\n"
+            "      --compact             summarise the conversation (with -c or --conversation):\n"
+            "                            it goes on from the summary on a new branch\n"
             "  -h, --help                show this help\n"
             "\n"
             "Exit status: 0 done, 1 error, 2 bad usage, 130 interrupted by Ctrl-C, 143 by SIGTERM,\n"
@@ -118,7 +121,7 @@ static int parse_id(const char *cmd, const char *opt, const char *v, int64_t *ou
 static int parse_args(int argc, char **argv, chat_args *a)
 {
     enum { O_CONV = 256, O_PROMPT, O_FORMAT, O_NOSAVE, O_THINK, O_EFFORT, O_MAXTOK, O_SYSTEM, O_TOOLS,
-           O_REASONING, O_RETRY, O_EDIT, O_FROM, O_ALLOW_TOOL, O_LINES, O_TEMP, O_TOPP, O_SEED };
+           O_REASONING, O_RETRY, O_EDIT, O_FROM, O_ALLOW_TOOL, O_LINES, O_TEMP, O_TOPP, O_SEED, O_COMPACT };
     static const struct option opts[] = {
         {"continue", no_argument, NULL, 'c'},        {"conversation", required_argument, NULL, O_CONV},
         {"prompt", required_argument, NULL, O_PROMPT}, {"output-format", required_argument, NULL, O_FORMAT},
@@ -130,7 +133,7 @@ static int parse_args(int argc, char **argv, chat_args *a)
         {"allow-tool", required_argument, NULL, O_ALLOW_TOOL}, {"approve", required_argument, NULL, O_ALLOW_TOOL},
         {"file", required_argument, NULL, 'f'},      {"lines", no_argument, NULL, O_LINES},
         {"temperature", required_argument, NULL, O_TEMP}, {"top-p", required_argument, NULL, O_TOPP},
-        {"seed", required_argument, NULL, O_SEED},
+        {"seed", required_argument, NULL, O_SEED},      {"compact", no_argument, NULL, O_COMPACT},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -191,6 +194,7 @@ static int parse_args(int argc, char **argv, chat_args *a)
         }
         case O_RETRY: a->retry = 1; break;
         case O_EDIT: a->edit = optarg; break;
+        case O_COMPACT: a->compact = 1; break;
         case O_FROM:
             if (parse_id("chat", "--from", optarg, &a->from))
                 return CLI_EXIT_USAGE;
@@ -203,12 +207,18 @@ static int parse_args(int argc, char **argv, chat_args *a)
         return cli_usage_error("chat", "unexpected argument '%s'; give the prompt with --prompt", argv[optind]);
     if (a->continue_latest && a->conversation)
         return cli_usage_error("chat", "give -c or --conversation, not both");
+    if (a->no_save && a->compact)
+        return cli_usage_error("chat", "--compact summarises a saved conversation; it goes without --no-save");
     if (a->no_save && (a->continue_latest || a->conversation || a->retry || a->edit || a->from))
         return cli_usage_error("chat", "--no-save starts a fresh chat in memory; it cannot continue one");
     if ((a->retry || a->edit) && !a->continue_latest && !a->conversation)
         return cli_usage_error("chat", "--retry and --edit need -c or --conversation ID");
-    if ((a->retry != 0) + (a->edit != NULL) + (a->prompt != NULL) > 1)
-        return cli_usage_error("chat", "give one of --prompt, --retry and --edit");
+    if (a->compact && !a->continue_latest && !a->conversation)
+        return cli_usage_error("chat", "--compact needs -c or --conversation ID");
+    if ((a->retry != 0) + (a->edit != NULL) + (a->prompt != NULL) + (a->compact != 0) > 1)
+        return cli_usage_error("chat", "give one of --prompt, --retry, --edit and --compact");
+    if (a->compact && (a->lines || a->n_files))
+        return cli_usage_error("chat", "--compact summarises the conversation; it goes without --lines and -f");
     if (a->from && !a->conversation)
         return cli_usage_error("chat", "--from MSG needs --conversation ID");
     if (a->lines && (a->prompt || a->retry || a->edit || a->n_files))
@@ -238,6 +248,7 @@ typedef struct script_out {
     int jsonl;
     int json;
     int no_save;           /* nothing is saved: no ids are shown */
+    int quiet_content;     /* --compact in text output: the summary is not printed */
     db_store *db;
     json_turn jt;
     int broken_pipe;       /* a write to stdout failed with EPIPE */
@@ -445,7 +456,7 @@ static void text_event(script_out *so, const glm_event *ev)
         so->in_reasoning = 1;
         return;
     case GLM_EV_CONTENT_DELTA:
-        if (ev->len == 0)
+        if (ev->len == 0 || so->quiet_content)
             return;
         end_reasoning(so);
         note_write(so, visible_write_stream(stdout, &so->out_vs, ev->text, ev->len) != 0 || fflush(stdout) != 0);
@@ -777,7 +788,7 @@ static int open_tools(chat_env *e, const chat_args *a, int in_background)
 /* The TUI when stdin and stdout are a terminal and no one-shot action was asked for. */
 static int interactive(const chat_args *a)
 {
-    return !a->prompt && !a->retry && !a->edit && a->format == OUTPUT_TEXT && !a->n_files && !a->lines &&
+    return !a->prompt && !a->retry && !a->edit && !a->compact && a->format == OUTPUT_TEXT && !a->n_files && !a->lines &&
            isatty(0) && isatty(1);
 }
 
@@ -974,6 +985,44 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
     return 0;
 }
 
+/* --compact: the summary's events go out as a reply's do in jsonl and json; text output gets one
+ * line saying what happened, since the summary itself is the new branch's first message. */
+static int run_compact(chat *c, script_out *so)
+{
+    chat_outcome out;
+    char err[2048];
+    int summarised = 0;
+    so->quiet_content = !so->jsonl && !so->json;
+    int rc = chat_compact(c, &out, &summarised, err, sizeof err);
+    so->quiet_content = 0;
+    if (rc != 0) {
+        if (so->jsonl)
+            jsonl_error(&so->jw, err);
+        return cli_runtime_error("%s", err);
+    }
+    finish_turn(so, &out);
+    if (so->broken_pipe)
+        return EXIT_BROKEN_PIPE;
+    if (strcmp(out.finish, "canceled") == 0) {
+        fprintf(stderr, "glmchat: %s; the conversation is unchanged\n", signals_what());
+        return signals_exit_status();
+    }
+    if (strcmp(out.finish, "stop") != 0) {
+        int said = out.error[0] && strcmp(out.error, so->streamed_error) == 0;
+        so->streamed_error[0] = 0;
+        return said ? CLI_EXIT_RUNTIME
+                    : cli_runtime_error("%s", out.error[0] ? out.error : "the summary failed; the conversation is unchanged");
+    }
+    if (!so->jsonl && !so->json) {
+        note_write(so, printf("summarised %d messages into one; conversation %lld goes on from the summary on a new "
+                              "branch\n", summarised, (long long)chat_conversation(c)) < 0 || fflush(stdout) != 0);
+    }
+    if (so->write_failed)
+        return cli_runtime_error("cannot write to stdout: %s; the summary is saved in conversation %lld",
+                                 strerror(errno), (long long)chat_conversation(c));
+    return 0;
+}
+
 static int apply_conversation_flags(chat *c, db_store *db, const chat_args *a)
 {
     char err[1024];
@@ -1052,7 +1101,7 @@ static int run_session(chat_env *e, const chat_args *a)
         conv = conv_latest(e->db);
         if (conv < 0)
             return cli_runtime_error("%s", db_errmsg(e->db));
-        if (conv == 0 && (a->retry || a->edit))
+        if (conv == 0 && (a->retry || a->edit || a->compact))
             return cli_runtime_error("there is no conversation to continue in %s", e->paths.db_file);
     }
     if (interactive(a))
@@ -1072,7 +1121,9 @@ static int run_session(chat_env *e, const chat_args *a)
     int rc = chat_open(c, conv, err, sizeof err) ? cli_runtime_error("%s", err) : apply_conversation_flags(c, e->db, a);
     if (rc == 0 && conv)
         send_session(&so);
-    if (rc == 0 && (a->retry || a->edit)) {
+    if (rc == 0 && a->compact) {
+        rc = run_compact(c, &so);
+    } else if (rc == 0 && (a->retry || a->edit)) {
         rc = run_one(c, &so, a, NULL, &peer_failed);
     } else if (rc == 0 && a->lines) {
         char *text;
