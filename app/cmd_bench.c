@@ -185,16 +185,15 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
     int threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
     glm_error err = {0};
     app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    glm_engine_params p;
     char cfg_err[1024];
-    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+    if (config_command_params(&ec, g, &p, cfg_err, sizeof cfg_err)) {
         config_free(&ec);
         return cli_runtime_error("%s", cfg_err);
     }
-    glm_engine_params p = glm_engine_default_params();
     p.model_dir = model;
     p.backend = GLM_BACKEND_CPU;
     p.n_threads = threads;
-    config_engine_params(&ec, &p);
     p.log = app_log_engine; /* to stderr */
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e) {

@@ -72,19 +72,18 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
 {
     glm_error err = {0};
     app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    glm_engine_params p;
     char cfg_err[1024];
-    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+    if (config_command_params(&ec, g, &p, cfg_err, sizeof cfg_err)) {
         config_free(&ec);
         return cli_runtime_error("%s", cfg_err);
     }
-    glm_engine_params p = glm_engine_default_params();
     p.model_dir = model_dir;
     p.backend = backend;
     p.n_threads = threads;
     p.peer = g->peer;
     p.transport = g->transport;
     p.peer_key_file = g->key_file;
-    config_engine_params(&ec, &p);
     p.log = app_log_engine; /* to stderr */
     glm_engine *e = glm_engine_open(&p, &err);
     if (!e) {

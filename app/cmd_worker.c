@@ -365,16 +365,15 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
     glm_backend backend = !g->backend ? GLM_BACKEND_AUTO
                           : strcmp(g->backend, "cuda") == 0 ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU;
     app_config ec; /* the engine's settings: flags, then GLMCHAT_* (no config file) */
+    glm_engine_params params;
     char cfg_err[1024];
-    if (config_engine_settings(&ec, g, cfg_err, sizeof cfg_err)) {
+    if (config_command_params(&ec, g, &params, cfg_err, sizeof cfg_err)) {
         config_free(&ec);
         return cli_runtime_error("%s", cfg_err);
     }
-    glm_engine_params params = glm_engine_default_params();
     params.model_dir = g->model_dir;
     params.backend = backend;
     params.n_threads = threads;
-    config_engine_params(&ec, &params);
     params.log = app_log_engine; /* to stderr */
     glm_engine_rdma_options(&params, &opts.rdma);
     worker_run run = {.listen_addr = listen_addr, .transport = transport, .dump_path = dump_path,

@@ -855,6 +855,16 @@ int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_
     return config_apply_globals(c, g, err, errlen);
 }
 
+int config_command_params(app_config *c, const cli_globals *g, glm_engine_params *p, char *err,
+                          size_t errlen)
+{
+    *p = glm_engine_default_params();
+    if (config_engine_settings(c, g, err, errlen))
+        return -1;
+    config_engine_params(c, p);
+    return 0;
+}
+
 int config_key_is_dev(const char *key)
 {
     const key_spec *k = find_top_key(key);

@@ -160,6 +160,12 @@ void config_engine_params(const app_config *c, glm_engine_params *p);
  * flag g gives does not read its variable), then g's flags, into c (config_free it after). 0,
  * or -1 naming the flag or variable and its bad value. */
 int config_engine_settings(app_config *c, const cli_globals *g, char *err, size_t errlen);
+/* The engine params of a command that reads no config file (bench, logits, worker):
+ * glm_engine_default_params() with config_engine_settings' keys applied; c keeps the strings p
+ * points to (config_free it once the engine is closed, also when this fails). The caller sets
+ * the model, backend, threads and log. 0, or -1 with the message in err. */
+int config_command_params(app_config *c, const cli_globals *g, glm_engine_params *p, char *err,
+                          size_t errlen);
 
 /* 1 when key is a developer's switch (marked dev in the list above). */
 int config_key_is_dev(const char *key);

@@ -10,15 +10,13 @@
 #include "backend.h"
 
 /* glm_engine_params from the engine's GLMCHAT_* variables, as the commands without a config
- * file read them (config_engine_settings). The caller keeps *cfg until the engine closes (p
+ * file read them (config_command_params). The caller keeps *cfg until the engine closes (p
  * points into it) and config_frees it; a bad variable is an error naming it. */
 static inline glm_status gpu_params_from_env(app_config *cfg, glm_engine_params *p, glm_error *err)
 {
     char msg[1024];
-    *p = glm_engine_default_params();
-    if (config_engine_settings(cfg, NULL, msg, sizeof msg))
+    if (config_command_params(cfg, NULL, p, msg, sizeof msg))
         return glm_error_set(err, GLM_ERR_ARG, "%s", msg);
-    config_engine_params(cfg, p);
     return GLM_OK;
 }
 
