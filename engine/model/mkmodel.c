@@ -184,8 +184,7 @@ static glm_status preset_config(const char *name, glm_config *c, st_dtype *dtype
 static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int ndim, int64_t d0,
                       int64_t d1, int64_t d2, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
 
-static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int ndim, int64_t d0,
-                      int64_t d1, int64_t d2, const char *fmt, ...)
+static glm_status push(mk_list *l, const mk_tensor *t, glm_error *err)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 512;
@@ -195,7 +194,14 @@ static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int n
         l->t = n;
         l->cap = cap;
     }
-    mk_tensor *t = &l->t[l->n++];
+    l->t[l->n++] = *t;
+    return GLM_OK;
+}
+
+static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int ndim, int64_t d0,
+                      int64_t d1, int64_t d2, const char *fmt, ...)
+{
+    mk_tensor tensor, *t = &tensor;
     memset(t, 0, sizeof *t);
     va_list ap;
     va_start(ap, fmt);
@@ -212,7 +218,7 @@ static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int n
     for (int i = 0; i < ndim; i++)
         n *= (size_t)t->shape[i];
     t->nbytes = n * st_dtype_size(t->dtype);
-    return GLM_OK;
+    return push(l, t, err);
 }
 
 #define P "model.language_model."
@@ -328,20 +334,6 @@ static glm_status list_tensors(mk_list *l, const glm_config *c, glm_error *err)
 #undef ADD
 
 /* ---- published layouts ---------------------------------------------------------------------- */
-
-static glm_status push(mk_list *l, const mk_tensor *t, glm_error *err)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 512;
-        mk_tensor *n = realloc(l->t, cap * sizeof *n);
-        if (!n)
-            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
-        l->t = n;
-        l->cap = cap;
-    }
-    l->t[l->n++] = *t;
-    return GLM_OK;
-}
 
 static mk_tensor derived(const mk_tensor *w, const char *suffix, init_kind init, st_dtype dtype,
                          int ndim, int64_t d0, int64_t d1, int64_t d2)
