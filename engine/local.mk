@@ -13,7 +13,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
 	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
-	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
+	engine/engine.c engine/engine_impl.h engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
 	engine/setting.c engine/setting.h engine/log.c engine/log.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)

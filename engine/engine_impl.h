@@ -1,0 +1,67 @@
+/* engine_impl.h: the engine's and a session's insides, shared by engine.c, session.c and
+ * tp/mirror.c (two-rank mirroring); nothing outside engine/ includes it. */
+#ifndef GLMCHAT_ENGINE_IMPL_H
+#define GLMCHAT_ENGINE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "log.h"
+#include "prefix_cache.h"
+#include "session.h"
+#include "spec.h"
+#include "text/tokenizer.h"
+#include "tp/group.h"
+#include "tp/split.h"
+
+struct glm_engine {
+    glm_model *model;
+    engine_backend be;
+    glm_engine_params params;
+    tok_tokenizer *tok; /* loaded on first use: logits-only models need none */
+    uint8_t *untokenizable; /* vocab flags: ids the tokenizer has no text for (padding rows) */
+    pthread_mutex_t tok_lock;
+    int rank;           /* -1: one rank; else this process's rank of world */
+    int world;          /* ranks in the split (2 or more) when rank >= 0 */
+    tp_group *tp;       /* the other ranks, when rank >= 0 and they are attached */
+    /* Rank 0: one step at a time goes to the worker, with its exchanges (sessions may be used
+     * from several threads); slots_used: the worker's mirror states in use (TP_MAX_SLOTS bits). */
+    pthread_mutex_t step_lock;
+    uint32_t slots_used;
+    tp_split_owned split;
+    pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
+    spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
+    char *template_note; /* the model's chat template is another revision (or unreadable), or NULL */
+    engine_log log;     /* where the engine's lines go (glm_engine_params.log) */
+};
+
+struct glm_session {
+    glm_engine *e;
+    void *st; /* the backend's state */
+    float *logits; /* vocab */
+    int has_logits;
+    atomic_int cancel;
+    int32_t *hist; /* the tokens the state holds, in order */
+    int hist_cap;
+    int marked;    /* length at the last glm_session_mark */
+    spec_stats spec;
+    spec_drafter drafter; /* fn set: an outside drafter */
+    uint32_t slot;  /* rank 0: the worker's mirror state this session drives */
+    int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
+};
+
+/* Two-rank mirroring (tp/mirror.c): rank 0 tells the worker each step of a session. */
+glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err);
+glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err);
+glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                            glm_error *err);
+glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                     glm_error *err);
+glm_status take_slot(glm_session *s, glm_error *err);
+void release_slot(glm_session *s);
+/* engine.c: loads the tokenizer for generation's mask when the model directory has one. */
+glm_status load_mask(glm_engine *e, glm_error *err);
+
+#endif

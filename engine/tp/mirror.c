@@ -1,0 +1,154 @@
+/* mirror.c: two-rank mirroring: splitting the engine's model between ranks, the identity the
+ * ranks agree on, and rank 0 telling the worker each step of a session (its mirror slot). */
+#include "engine_impl.h"
+
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unistd.h>
+
+#include "backend.h"
+#include "prefix_cache.h"
+#include "sampler.h"
+#include "setting.h"
+#include "spec.h"
+#include "text/template_check.h"
+#include "text/tokenizer.h"
+#include "tp/group.h"
+#include "tp/rank.h"
+#include "tp/split.h"
+
+
+void glm_engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
+{
+    out->hca_list = p->rdma_hca && *p->rdma_hca ? p->rdma_hca : NULL;
+    out->gid_index_given = p->rdma_gid_given;
+    out->gid_index = p->rdma_gid_index;
+}
+
+glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err)
+{
+    if (e->rank >= 0)
+        return glm_error_set(err, GLM_ERR_ARG, "this engine is already split (rank %d of %d); open it "
+                             "again to split it otherwise", e->rank, e->world);
+    if (world > 2 && e->params.backend == GLM_BACKEND_CUDA)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the cuda backend splits a model between two "
+                             "ranks only, not %d; run more ranks with --backend cpu", world);
+    /* the backend reads the weights as they are when it opens: reopen it over the parts */
+    backend_close(&e->be);
+    glm_status st = tp_split_model_ranks(e->model, rank, world, &e->split, err);
+    if (st == GLM_OK) {
+        e->rank = rank;
+        e->world = world;
+        st = backend_open(e->model, &e->params, &e->be, err);
+    }
+    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0)
+        st = glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend splits a model between two ranks "
+                           "only, not %d; run more ranks with --backend cpu", e->be.ops->name, world);
+    return st;
+}
+
+glm_status glm_engine_tp_identity(const glm_engine *e, tp_identity *id, glm_error *err)
+{
+    glm_status st = tp_identity_from_model_dir(e->model->dir, id, err);
+    if (st != GLM_OK)
+        return st;
+    id->backend = tp_backend_code(e->be.ops->name);
+    id->max_context = (uint32_t)e->be.settings.context;
+    id->kv_format = e->be.ops->cache_format(e->be.impl);
+    return GLM_OK;
+}
+
+void glm_engine_attach_peer(glm_engine *e, struct tp_group *g)
+{
+    e->tp = g;
+}
+
+glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_group_all_reduce(e->tp, buf, n, err);
+}
+
+glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_group_all_gather(e->tp, mine, all, n, err);
+}
+
+/* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order;
+ * the caller holds step_lock. A step that needs the worker's mirror as this session left it is
+ * refused when the worker was reconnected since (the mirror is gone): the session starts over. */
+glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens,
+                                   int n, glm_error *err)
+{
+    glm_engine *e = s->e;
+    if (e->rank != 0)
+        return GLM_OK;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
+    int forward = cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
+    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
+                (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
+    if (!fresh && s->tp_epoch != tp_group_reconnects(e->tp))
+        return glm_error_set(err, GLM_ERR_PEER, "the worker at %s was reconnected after this "
+                             "conversation's state was built there, so it no longer holds it; the "
+                             "conversation starts over with the next message", tp_group_peer(e->tp));
+    glm_status st = tp_group_send_step(e->tp, s->slot, cmd, (uint32_t)pos, (const uint32_t *)tokens,
+                                       (uint32_t)n, err);
+    if (st == GLM_OK && fresh)
+        s->tp_epoch = tp_group_reconnects(e->tp);
+    return st;
+}
+
+glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                            glm_error *err)
+{
+    if (s->e->rank != 0)
+        return GLM_OK;
+    pthread_mutex_lock(&s->e->step_lock);
+    glm_status st = send_step_locked(s, cmd, pos, tokens, n, err);
+    pthread_mutex_unlock(&s->e->step_lock);
+    return st;
+}
+
+/* Rank 0: a free mirror slot on the worker for a new session. */
+glm_status take_slot(glm_session *s, glm_error *err)
+{
+    glm_engine *e = s->e;
+    pthread_mutex_lock(&e->step_lock);
+    uint32_t slot = 0;
+    while (slot < TP_MAX_SLOTS && (e->slots_used >> slot & 1u))
+        slot++;
+    if (slot < TP_MAX_SLOTS)
+        e->slots_used |= 1u << slot;
+    pthread_mutex_unlock(&e->step_lock);
+    if (slot == TP_MAX_SLOTS)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "a two-rank engine keeps at most %u "
+                             "conversation states open on its worker, and all are in use; free one "
+                             "(glm_session_free) before opening another", TP_MAX_SLOTS);
+    s->slot = slot;
+    s->tp_epoch = -1; /* the slot's mirror is made empty by the session's first step, a reset */
+    return GLM_OK;
+}
+
+/* Rank 0: tells the worker to free the session's mirror (best effort: a failed peer has none)
+ * and gives the slot back. */
+void release_slot(glm_session *s)
+{
+    glm_engine *e = s->e;
+    pthread_mutex_lock(&e->step_lock);
+    if (e->tp && !tp_group_health(e->tp, NULL))
+        (void)send_step_locked(s, TP_STEP_CLOSE, 0, NULL, 0, NULL);
+    e->slots_used &= ~(1u << s->slot);
+    pthread_mutex_unlock(&e->step_lock);
+}
