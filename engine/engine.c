@@ -2,27 +2,13 @@
  * cache, the tokenizer (loaded on first use) and the notes the app shows once. */
 #include "engine_impl.h"
 
-
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <unistd.h>
 
-#include "backend.h"
-#include "prefix_cache.h"
-#include "sampler.h"
-#include "setting.h"
-#include "spec.h"
 #include "text/template_check.h"
-#include "text/tokenizer.h"
-#include "tp/group.h"
 #include "tp/rank.h"
-#include "tp/split.h"
-
 
 /* The memory budget of kept prompt states: the parameter, else an eighth of RAM. -1 in *out:
  * off. */
@@ -185,18 +171,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
     log_settings(e, p);
     if (!p->peer)
         return e;
-    tp_identity id;
-    tp_rank_options opts = {.transport = p->transport};
-    glm_engine_rdma_options(p, &opts.rdma);
-    if (p->peer_key_file && tp_key_load(p->peer_key_file, &opts.key, err) != GLM_OK) {
-        glm_engine_close(e);
-        return NULL;
-    }
-    if (glm_engine_tp_identity(e, &id, err) != GLM_OK) {
-        glm_engine_close(e);
-        return NULL;
-    }
-    if (!(e->tp = tp_group_connect(p->peer, &id, &opts, err))) {
+    if (mirror_connect(e, p, err) != GLM_OK) {
         glm_engine_close(e);
         return NULL;
     }
@@ -289,7 +264,7 @@ const tok_tokenizer *glm_engine_tokenizer(glm_engine *e, glm_error *err)
  * before the first token is sampled), never on whether someone asked for the tokenizer first.
  * A directory without one (a logits-only model) masks nothing; one that cannot be read is an
  * error naming it. */
-glm_status load_mask(glm_engine *e, glm_error *err)
+glm_status engine_load_mask(glm_engine *e, glm_error *err)
 {
     pthread_mutex_lock(&e->tok_lock);
     int ready = e->untokenizable != NULL;

@@ -52,16 +52,22 @@ struct glm_session {
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
 };
 
-/* Two-rank mirroring (tp/mirror.c): rank 0 tells the worker each step of a session. */
-glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err);
-glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err);
-glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
-                            glm_error *err);
-glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
-                     glm_error *err);
-glm_status take_slot(glm_session *s, glm_error *err);
-void release_slot(glm_session *s);
+/* Two-rank mirroring (tp/mirror.c). Rank 0 tells the worker each step of a session before
+ * running it; the _locked form is for a caller that holds step_lock (a forward and its
+ * exchanges with no other session's in between). */
+glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                              glm_error *err);
+glm_status mirror_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+                       glm_error *err);
+/* Rank 0: a free mirror slot on the worker for a new session, and giving it back. */
+glm_status mirror_take_slot(glm_session *s, glm_error *err);
+void mirror_release_slot(glm_session *s);
+/* A new session of a split engine: its backend state exchanges through the engine's group,
+ * and the worker's mirror starts empty. */
+glm_status mirror_session_start(glm_session *s, glm_error *err);
+/* Rank 0 at open: connects to p->peer's workers (key, identity, transport). */
+glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err);
 /* engine.c: loads the tokenizer for generation's mask when the model directory has one. */
-glm_status load_mask(glm_engine *e, glm_error *err);
+glm_status engine_load_mask(glm_engine *e, glm_error *err);
 
 #endif

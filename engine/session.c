@@ -2,27 +2,11 @@
  * restore prompt states, drafts' verification, a token generation loop, cancellation. */
 #include "engine_impl.h"
 
-
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
-#include "backend.h"
-#include "prefix_cache.h"
 #include "sampler.h"
-#include "setting.h"
-#include "spec.h"
-#include "text/template_check.h"
-#include "text/tokenizer.h"
-#include "tp/group.h"
-#include "tp/rank.h"
-#include "tp/split.h"
-
 
 /* Prefills run in pieces of at most this many tokens (bounds the scratch memory). */
 #define FEED_PIECE 1024
@@ -47,7 +31,7 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
         return NULL;
     }
     s->e = e;
-    if (e->rank == 0 && take_slot(s, err) != GLM_OK) {
+    if (e->rank == 0 && mirror_take_slot(s, err) != GLM_OK) {
         free(s);
         return NULL;
     }
@@ -60,15 +44,9 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
         return NULL;
     }
     atomic_init(&s->cancel, 0);
-    if (e->rank >= 0) {
-        backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e,
-                                   .rank = e->rank, .world = e->world};
-        e->be.ops->state_set_collective(s->st, &coll);
-        /* a new conversation: the worker starts from an empty state too */
-        if (send_step(s, TP_STEP_RESET, 0, NULL, 0, err) != GLM_OK) {
-            glm_session_free(s);
-            return NULL;
-        }
+    if (e->rank >= 0 && mirror_session_start(s, err) != GLM_OK) {
+        glm_session_free(s);
+        return NULL;
     }
     return s;
 }
@@ -78,7 +56,7 @@ void glm_session_free(glm_session *s)
     if (!s)
         return;
     if (s->e->rank == 0)
-        release_slot(s);
+        mirror_release_slot(s);
     if (s->st)
         s->e->be.ops->state_free(s->st);
     free(s->logits);
@@ -105,7 +83,7 @@ int glm_session_vocab(const glm_session *s)
 void glm_session_reset(glm_session *s)
 {
     /* a failed send marks the session failed: the next forward reports it */
-    send_step(s, TP_STEP_RESET, 0, NULL, 0, NULL);
+    mirror_step(s, TP_STEP_RESET, 0, NULL, 0, NULL);
     s->e->be.ops->state_reset(s->st);
     s->has_logits = 0;
     s->marked = 0;
@@ -169,7 +147,7 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
         /* rank 0: the step and its exchanges, with no other session's in between */
         if (s->e->rank == 0)
             pthread_mutex_lock(&s->e->step_lock);
-        glm_status st = send_step_locked(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
+        glm_status st = mirror_step_locked(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
                                          at + done, tokens + done, piece, err);
         if (st == GLM_OK)
             st = s->e->be.ops->prefill(s->e->be.impl, s->st, tokens + done, piece, out,
@@ -196,7 +174,7 @@ const float *glm_session_logits(const glm_session *s)
 
 glm_status glm_session_mark(glm_session *s, glm_error *err)
 {
-    glm_status st = send_step(s, TP_STEP_MARK, glm_session_length(s), NULL, 0, err);
+    glm_status st = mirror_step(s, TP_STEP_MARK, glm_session_length(s), NULL, 0, err);
     if (st == GLM_OK)
         st = s->e->be.ops->state_mark(s->st, err);
     if (!st)
@@ -207,7 +185,7 @@ glm_status glm_session_mark(glm_session *s, glm_error *err)
 glm_status glm_session_truncate(glm_session *s, int n, glm_error *err)
 {
     int before = glm_session_length(s);
-    glm_status st = n == before ? GLM_OK : send_step(s, TP_STEP_TRUNCATE, n, NULL, 0, err);
+    glm_status st = n == before ? GLM_OK : mirror_step(s, TP_STEP_TRUNCATE, n, NULL, 0, err);
     if (st == GLM_OK)
         st = s->e->be.ops->state_truncate(s->st, n, err);
     if (!st && n != before)
@@ -333,7 +311,7 @@ float *glm_session_logits_mut(glm_session *s)
 
 void glm_session_mask_logits(const glm_session *s, float *row)
 {
-    if (!s->e->untokenizable) /* set before generation starts (load_mask); read-only after */
+    if (!s->e->untokenizable) /* set before generation starts (engine_load_mask); read-only after */
         return;
     for (int id = 0; id < s->e->model->cfg.vocab_size; id++)
         if (s->e->untokenizable[id])
@@ -377,7 +355,7 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
         return st;
     if (!glm_session_logits(s))
         return glm_error_set(err, GLM_ERR_ARG, "nothing to continue from: give a prompt");
-    if ((st = load_mask(s->e, err)))
+    if ((st = engine_load_mask(s->e, err)))
         return st;
     glm_sampler *smp = glm_sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)

@@ -2,27 +2,9 @@
  * ranks agree on, and rank 0 telling the worker each step of a session (its mirror slot). */
 #include "engine_impl.h"
 
-
-#include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
-#include "backend.h"
-#include "prefix_cache.h"
-#include "sampler.h"
-#include "setting.h"
-#include "spec.h"
-#include "text/template_check.h"
-#include "text/tokenizer.h"
-#include "tp/group.h"
 #include "tp/rank.h"
-#include "tp/split.h"
-
 
 void glm_engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
 {
@@ -69,7 +51,7 @@ void glm_engine_attach_peer(glm_engine *e, struct tp_group *g)
     e->tp = g;
 }
 
-glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
+static glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
 {
     glm_engine *e = user;
     if (!e->tp)
@@ -77,7 +59,7 @@ glm_status coll_reduce(void *user, float *buf, size_t n, glm_error *err)
     return tp_group_all_reduce(e->tp, buf, n, err);
 }
 
-glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
+static glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
 {
     glm_engine *e = user;
     if (!e->tp)
@@ -88,7 +70,7 @@ glm_status coll_gather(void *user, const float *mine, float *all, size_t n, glm_
 /* Rank 0 tells rank 1 each decision before acting on it, so both run the same steps in order;
  * the caller holds step_lock. A step that needs the worker's mirror as this session left it is
  * refused when the worker was reconnected since (the mirror is gone): the session starts over. */
-glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens,
+glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens,
                                    int n, glm_error *err)
 {
     glm_engine *e = s->e;
@@ -110,19 +92,19 @@ glm_status send_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const int3
     return st;
 }
 
-glm_status send_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
+glm_status mirror_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
                             glm_error *err)
 {
     if (s->e->rank != 0)
         return GLM_OK;
     pthread_mutex_lock(&s->e->step_lock);
-    glm_status st = send_step_locked(s, cmd, pos, tokens, n, err);
+    glm_status st = mirror_step_locked(s, cmd, pos, tokens, n, err);
     pthread_mutex_unlock(&s->e->step_lock);
     return st;
 }
 
 /* Rank 0: a free mirror slot on the worker for a new session. */
-glm_status take_slot(glm_session *s, glm_error *err)
+glm_status mirror_take_slot(glm_session *s, glm_error *err)
 {
     glm_engine *e = s->e;
     pthread_mutex_lock(&e->step_lock);
@@ -143,12 +125,36 @@ glm_status take_slot(glm_session *s, glm_error *err)
 
 /* Rank 0: tells the worker to free the session's mirror (best effort: a failed peer has none)
  * and gives the slot back. */
-void release_slot(glm_session *s)
+void mirror_release_slot(glm_session *s)
 {
     glm_engine *e = s->e;
     pthread_mutex_lock(&e->step_lock);
     if (e->tp && !tp_group_health(e->tp, NULL))
-        (void)send_step_locked(s, TP_STEP_CLOSE, 0, NULL, 0, NULL);
+        (void)mirror_step_locked(s, TP_STEP_CLOSE, 0, NULL, 0, NULL);
     e->slots_used &= ~(1u << s->slot);
     pthread_mutex_unlock(&e->step_lock);
+}
+
+glm_status mirror_session_start(glm_session *s, glm_error *err)
+{
+    glm_engine *e = s->e;
+    backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e,
+                               .rank = e->rank, .world = e->world};
+    e->be.ops->state_set_collective(s->st, &coll);
+    /* a new conversation: the worker starts from an empty state too */
+    return mirror_step(s, TP_STEP_RESET, 0, NULL, 0, err);
+}
+
+glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err)
+{
+    tp_identity id;
+    tp_rank_options opts = {.transport = p->transport};
+    glm_engine_rdma_options(p, &opts.rdma);
+    glm_status st = p->peer_key_file ? tp_key_load(p->peer_key_file, &opts.key, err) : GLM_OK;
+    if (st == GLM_OK)
+        st = glm_engine_tp_identity(e, &id, err);
+    if (st != GLM_OK)
+        return st;
+    e->tp = tp_group_connect(p->peer, &id, &opts, err);
+    return e->tp ? GLM_OK : err && err->status ? err->status : GLM_ERR_PEER;
 }
