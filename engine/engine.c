@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/identity.h"
 #include "text/template_check.h"
-#include "tp/rank.h"
 
 /* The memory budget of kept prompt states: the parameter, else an eighth of RAM. -1 in *out:
  * off. */
@@ -28,16 +28,14 @@ static uint64_t disk_budget(const glm_engine_params *p)
     return PC_DEFAULT_DISK_BUDGET;
 }
 
-/* A hash of the model's config and weight index: kept-state files of another model are refused. */
-static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *err)
+/* The prompt cache's key: kept-state files of another model are refused. */
+static glm_status model_key(const glm_model *m, uint64_t *key, glm_error *err)
 {
-    tp_identity t;
-    glm_status st = tp_identity_from_model_dir(m->dir, &t, err);
-    if (st)
-        return st;
-    uint64_t h = tp_hash_bytes(TP_HASH_SEED, &t.config_hash, sizeof t.config_hash);
-    *id = tp_hash_bytes(h, &t.weights_hash, sizeof t.weights_hash);
-    return GLM_OK;
+    model_identity id;
+    glm_status st = model_identity_read(m->dir, &id, err);
+    if (st == GLM_OK)
+        *key = model_identity_key(&id);
+    return st;
 }
 
 static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
@@ -48,7 +46,7 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
         return GLM_OK;
     const char *dir = p->prompt_cache_dir && *p->prompt_cache_dir ? p->prompt_cache_dir : NULL;
     uint64_t id = 0, disk = disk_budget(p);
-    if (dir && model_identity(e->model, &id, err) != GLM_OK)
+    if (dir && model_key(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
     e->cache = pc_new((size_t)budget, dir, id, err);
     if (!e->cache)

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tp/rank.h"
+#include "model/identity.h"
 
-uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len)
+uint64_t model_hash_bytes(uint64_t h, const void *data, size_t len)
 {
     const uint8_t *p = data;
     for (size_t i = 0; i < len; i++) {
@@ -52,7 +52,7 @@ static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **
         return glm_error_set(err, GLM_ERR_IO, "cannot read %s (unreadable or over %zu bytes)", path, limit);
     }
     buf[len] = '\0';
-    *h = tp_hash_bytes(*h, buf, len);
+    *h = model_hash_bytes(*h, buf, len);
     if (text)
         *text = buf;
     else
@@ -78,7 +78,7 @@ static glm_status hash_safetensors_header(const char *path, uint64_t *h, glm_err
         if (!hdr || fread(hdr, 1, n, f) != n)
             st = glm_error_set(err, GLM_ERR_FORMAT, "%s has an unreadable header of %" PRIu64 " bytes", path, n);
         else
-            *h = tp_hash_bytes(tp_hash_bytes(*h, lenbuf, 8), hdr, n);
+            *h = model_hash_bytes(model_hash_bytes(*h, lenbuf, 8), hdr, n);
         free(hdr);
     }
     fclose(f);
@@ -106,20 +106,20 @@ static void config_model_type(const char *json, char *out, size_t cap)
     out[n] = '\0';
 }
 
-glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err)
+glm_status model_identity_read(const char *dir, model_identity *id, glm_error *err)
 {
     memset(id, 0, sizeof *id);
     char path[4096];
     char *config = NULL;
-    id->config_hash = TP_HASH_SEED;
+    id->config_hash = MODEL_HASH_SEED;
     snprintf(path, sizeof path, "%s/config.json", dir);
     glm_status st = hash_file(path, 16u << 20, &id->config_hash, &config, err);
     if (st != GLM_OK)
         return glm_error_set(err, st, "model dir %s has no readable config.json; give --model the "
                              "model's directory", dir);
-    config_model_type(config, id->model_name, sizeof id->model_name);
+    config_model_type(config, id->model_type, sizeof id->model_type);
     free(config);
-    id->weights_hash = TP_HASH_SEED;
+    id->weights_hash = MODEL_HASH_SEED;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (access(path, R_OK) == 0)
         return hash_file(path, 64u << 20, &id->weights_hash, NULL, err);
@@ -128,4 +128,10 @@ glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_erro
         return hash_safetensors_header(path, &id->weights_hash, err);
     return glm_error_set(err, GLM_ERR_IO, "model dir %s has neither model.safetensors.index.json nor "
                          "model.safetensors", dir);
+}
+
+uint64_t model_identity_key(const model_identity *id)
+{
+    uint64_t h = model_hash_bytes(MODEL_HASH_SEED, &id->config_hash, sizeof id->config_hash);
+    return model_hash_bytes(h, &id->weights_hash, sizeof id->weights_hash);
 }

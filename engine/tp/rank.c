@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/identity.h"
 #include "tp/auth.h"
 #include "tp/hmac_sha256.h"
 #include "tp/listener.h"
@@ -65,6 +66,21 @@ struct tp_rank {
 };
 
 /* ---- identity ------------------------------------------------------------------------------ */
+
+_Static_assert(MODEL_TYPE_MAX == TP_NAME_MAX, "a model_type must fit HELLO's model name");
+
+glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err)
+{
+    memset(id, 0, sizeof *id);
+    model_identity m;
+    glm_status st = model_identity_read(dir, &m, err);
+    if (st != GLM_OK)
+        return st;
+    memcpy(id->model_name, m.model_type, sizeof id->model_name);
+    id->config_hash = m.config_hash;
+    id->weights_hash = m.weights_hash;
+    return GLM_OK;
+}
 
 uint32_t tp_backend_code(const char *backend_name)
 {

@@ -43,12 +43,9 @@ typedef struct tp_identity {
 /* tp_identity.backend for a backend's name ("cpu" 1, "cuda" 2). */
 uint32_t tp_backend_code(const char *backend_name);
 
-/* Reads the identity of the model in dir (config.json, model.safetensors.index.json). */
+/* The identity of the model in dir (model/identity.h), the other fields zero. */
 glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err);
 
-/* 64-bit FNV-1a, continuing from h (start with TP_HASH_SEED). */
-#define TP_HASH_SEED 0xcbf29ce484222325ull
-uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len);
 
 typedef struct tp_rank tp_rank;
 typedef struct tp_listener tp_listener;
