@@ -8,7 +8,7 @@
 
 #include "app/chat_engine.h"
 #include "app/demo_model.h"
-#include "engine/session.h"
+#include "engine/glm.h"
 
 struct chat_engine {
     glm_engine *engine;

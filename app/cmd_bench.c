@@ -13,9 +13,8 @@
 #include "app/config.h"
 #include "app/engine_log.h"
 #include "app/demo_model.h"
-#include "glm.h"
-#include "model/traffic.h"
-#include "session.h"
+#include "engine/glm.h"
+#include "engine/glm_tokens.h"
 
 static const char bench_usage[] =
     "Usage: glmchat bench [--model DIR] [--prompt N] [--tokens N] [--threads N]\n"
@@ -33,7 +32,7 @@ typedef struct bench_opts {
 
 typedef struct bench_result {
     double read_bw, fma, prefill_s, decode_s; /* decode_s: median seconds per token */
-    glm_traffic_table traffic; /* one decode token at the decode's middle context */
+    double step_bytes, step_flops; /* one decode token at the decode's middle context */
     int vocab;
 } bench_result;
 
@@ -117,9 +116,9 @@ static void print_table(const bench_opts *o, const char *model, int threads, con
         snprintf(u.nodename, sizeof u.nodename, "?");
     printf("glmchat bench: %s, cpu backend, %d threads; %s (%s), %s\n", model, threads, cpu,
            u.nodename, day);
-    double bytes = glm_traffic_bytes(&r->traffic);
+    double bytes = r->step_bytes;
     double floor_s = bytes / r->read_bw;
-    double prefill_rate = glm_traffic_flops(&r->traffic) * o->prompt / r->prefill_s;
+    double prefill_rate = r->step_flops * o->prompt / r->prefill_s;
     char prefill[64], prefill_ceil[64], decode[64], floor_txt[64], label[64];
     snprintf(prefill, sizeof prefill, "%.0f tok/s, %.2f GFLOP/s", o->prompt / r->prefill_s,
              prefill_rate / 1e9);
@@ -201,9 +200,9 @@ int cmd_bench(int argc, char **argv, const cli_globals *g)
         return cli_runtime_error("%s", err.message);
     }
     bench_result r = {0};
-    r.vocab = glm_engine_model(e)->cfg.vocab_size;
+    r.vocab = glm_engine_vocab(e);
     /* the median step runs at about the middle of the decode; the CPU backend's caches are f32 */
-    glm_model_traffic(glm_engine_model(e), o.prompt + o.tokens / 2, GLM_CACHE_F32, &r.traffic);
+    glm_engine_step_traffic(e, o.prompt + o.tokens / 2, &r.step_bytes, &r.step_flops);
     r.read_bw = bench_read_bandwidth((size_t)512 << 20, threads, 3);
     r.fma = bench_fma_rate(threads, 3);
     if (r.read_bw <= 0 || r.fma <= 0) {

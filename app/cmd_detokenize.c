@@ -7,7 +7,8 @@
 
 #include "app/commands.h"
 #include "engine/setting.h"
-#include "engine/text/tokenizer.h"
+#include "engine/glm_tokens.h"
+#include "engine/text/tbuf.h"
 #include "engine/text/utf8.h"
 
 static void usage(FILE *f)
@@ -20,7 +21,27 @@ static void usage(FILE *f)
           f);
 }
 
-static int read_ids(FILE *f, tok_ids *ids, const tok_tokenizer *t)
+/* The ids read so far. */
+typedef struct id_list {
+    int32_t *v;
+    size_t n, cap;
+} id_list;
+
+static int push_id(id_list *ids, int32_t id)
+{
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? 2 * ids->cap : 256;
+        int32_t *v = realloc(ids->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
+
+static int read_ids(FILE *f, id_list *ids, const glm_tokenizer *t)
 {
     char word[32];
     int c;
@@ -36,10 +57,10 @@ static int read_ids(FILE *f, tok_ids *ids, const tok_tokenizer *t)
         if (n) {
             word[n] = '\0';
             long long v;
-            if (setting_int("token id", word, 0, (long long)tok_vocab_size(t) - 1, &v, NULL, 0))
+            if (setting_int("token id", word, 0, (long long)glm_tokenizer_vocab(t) - 1, &v, NULL, 0))
                 return cli_runtime_error("detokenize: '%s' (item %zu) is not a token id in 0..%ld", word,
-                                         count + 1, (long)tok_vocab_size(t) - 1);
-            if (tok_ids_push(ids, (int32_t)v) != GLM_OK)
+                                         count + 1, (long)glm_tokenizer_vocab(t) - 1);
+            if (push_id(ids, (int32_t)v) != 0)
                 return cli_runtime_error("detokenize: out of memory");
             count++;
             n = 0;
@@ -80,25 +101,29 @@ int cmd_detokenize(int argc, char **argv, const cli_globals *g)
     if (!path)
         return cli_usage_error("detokenize", "give --tokenizer FILE (or --model DIR holding tokenizer.json)");
     glm_error err = {0};
-    tok_tokenizer *t = tok_load(path, &err);
+    glm_tokenizer *t = glm_tokenizer_load(path, &err);
     if (!t)
         return cli_runtime_error("detokenize: %s", err.message);
-    tok_ids ids = {0};
-    tbuf bytes = {0}, text = {0};
+    id_list ids = {0};
+    char *raw_bytes = NULL;
+    size_t n_bytes = 0;
+    tbuf text = {0};
     int rc = read_ids(stdin, &ids, t);
-    if (rc == CLI_EXIT_OK && tok_decode(t, ids.v, ids.n, &bytes, &err) != GLM_OK)
+    if (rc == CLI_EXIT_OK && glm_detokenize(t, ids.v, ids.n, &raw_bytes, &n_bytes, &err) != GLM_OK)
         rc = cli_runtime_error("detokenize: %s", err.message);
-    const tbuf *out = &bytes;
+    const char *out = raw_bytes;
+    size_t out_len = n_bytes;
     if (rc == CLI_EXIT_OK && !raw) {
-        if (utf8_repair(bytes.p ? bytes.p : "", bytes.len, 1, &text, NULL) != GLM_OK)
+        if (utf8_repair(raw_bytes, n_bytes, 1, &text, NULL) != GLM_OK)
             rc = cli_runtime_error("detokenize: out of memory");
-        out = &text;
+        out = text.p;
+        out_len = text.len;
     }
-    if (rc == CLI_EXIT_OK && ((out->len && fwrite(out->p, 1, out->len, stdout) != out->len) || fflush(stdout)))
+    if (rc == CLI_EXIT_OK && ((out_len && fwrite(out, 1, out_len, stdout) != out_len) || fflush(stdout)))
         rc = cli_runtime_error("detokenize: cannot write to stdout");
-    tbuf_free(&bytes);
+    free(raw_bytes);
     tbuf_free(&text);
-    tok_ids_free(&ids);
-    tok_free(t);
+    free(ids.v);
+    glm_tokenizer_free(t);
     return rc;
 }

@@ -10,9 +10,8 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/engine_log.h"
-#include "glm.h"
-#include "sampler.h"
-#include "session.h"
+#include "engine/glm.h"
+#include "engine/glm_tokens.h"
 
 static const char logits_usage[] =
     "Usage: glmchat logits --model DIR --tokens-file F [--prefill N] [--greedy N] --out F.f32\n"
@@ -91,7 +90,7 @@ static int run_logits(const cli_globals *g, const char *model_dir, glm_backend b
         return cli_runtime_error("%s", err.message);
     }
     glm_session *s = glm_session_new(e, &err);
-    int V = glm_engine_model(e)->cfg.vocab_size, rc = 0;
+    int V = glm_engine_vocab(e), rc = 0;
     float *logits = s ? malloc((size_t)(n + greedy) * V * sizeof *logits) : NULL;
     if (!s || !logits) {
         rc = cli_runtime_error("%s", s ? "out of memory for the logits" : err.message);

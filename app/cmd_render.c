@@ -7,10 +7,8 @@
 #include <sys/stat.h>
 
 #include "app/commands.h"
-#include "engine/text/json.h"
-#include "engine/text/template.h"
-#include "engine/text/template_check.h"
-#include "engine/text/tokenizer.h"
+#include "engine/glm_tokens.h"
+#include "engine/text/tbuf.h"
 
 static void usage(FILE *f)
 {
@@ -34,60 +32,58 @@ static int read_all(FILE *f, tbuf *b)
     return ferror(f) ? -1 : 0;
 }
 
-static int write_ids(const char *model_dir, const tbuf *prompt)
+static int write_ids(const char *model_dir, const char *prompt, size_t len)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
     glm_error err = {0};
-    tok_tokenizer *t = tok_load(path, &err);
+    glm_tokenizer *t = glm_tokenizer_load(path, &err);
     if (!t)
         return cli_runtime_error("render: %s", err.message);
-    tok_ids ids = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
     int rc = CLI_EXIT_OK;
-    if (tok_encode(t, prompt->p ? prompt->p : "", prompt->len, &ids, &err) != GLM_OK)
+    if (glm_tokenize(t, prompt, len, &ids, &n, &err) != GLM_OK)
         rc = cli_runtime_error("render: %s", err.message);
-    for (size_t i = 0; rc == CLI_EXIT_OK && i < ids.n; i++)
-        printf(i ? " %ld" : "%ld", (long)ids.v[i]);
+    for (size_t i = 0; rc == CLI_EXIT_OK && i < n; i++)
+        printf(i ? " %ld" : "%ld", (long)ids[i]);
     if (rc == CLI_EXIT_OK)
         putchar('\n');
-    tok_ids_free(&ids);
-    tok_free(t);
+    free(ids);
+    glm_tokenizer_free(t);
     return rc;
 }
 
 /* The model's own template, when it is another revision than the one rendered here. */
 static void tell_template(const char *model_dir)
 {
-    tmpl_check tc;
-    glm_error err = {0};
     char note[8192];
-    if (tmpl_check_dir(model_dir, &tc, &err) != GLM_OK)
-        fprintf(stderr, "glmchat: the model's chat template could not be checked: %s\n", err.message);
-    else if (tmpl_check_notice(&tc, note, sizeof note))
+    if (glm_template_notice(model_dir, note, sizeof note))
         fprintf(stderr, "glmchat: %s\n", note);
 }
 
 static int render(const char *model_dir, int want_ids)
 {
-    tbuf in = {0}, prompt = {0};
+    tbuf in = {0};
     if (read_all(stdin, &in) != 0) {
         tbuf_free(&in);
         return cli_runtime_error("render: cannot read the request from stdin");
     }
     glm_error err = {0};
-    jv *req = jv_parse(in.p ? in.p : "", in.len, &err);
+    char *prompt = NULL;
+    size_t len = 0;
+    glm_status st = glm_render_request(in.p ? in.p : "", in.len, &prompt, &len, &err);
     tbuf_free(&in);
-    if (!req)
+    if (st == GLM_ERR_FORMAT)
         return cli_runtime_error("render: the request on stdin is not valid JSON: %s", err.message);
     int rc = CLI_EXIT_OK;
-    if (tmpl_render_json(req, &prompt, &err) != GLM_OK)
+    if (st != GLM_OK)
         rc = cli_runtime_error("render: cannot render this request: %s", err.message);
-    jv_free(req);
     if (rc == CLI_EXIT_OK && want_ids)
-        rc = write_ids(model_dir, &prompt);
-    else if (rc == CLI_EXIT_OK && prompt.len && fwrite(prompt.p, 1, prompt.len, stdout) != prompt.len)
+        rc = write_ids(model_dir, prompt, len);
+    else if (rc == CLI_EXIT_OK && len && fwrite(prompt, 1, len, stdout) != len)
         rc = cli_runtime_error("render: cannot write to stdout");
-    tbuf_free(&prompt);
+    free(prompt);
     if (rc == CLI_EXIT_OK && fflush(stdout) != 0)
         rc = cli_runtime_error("render: cannot write to stdout");
     return rc;

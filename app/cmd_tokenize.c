@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "engine/text/tokenizer.h"
+#include "engine/glm_tokens.h"
+#include "engine/text/tbuf.h"
 
 static void usage(FILE *f)
 {
@@ -28,28 +29,27 @@ static int read_all(FILE *f, tbuf *b)
     return ferror(f) ? -1 : 0;
 }
 
-static int print_ids(const tok_ids *ids)
+static int print_ids(const int32_t *ids, size_t n)
 {
-    for (size_t i = 0; i < ids->n; i++)
-        if (printf(i ? " %ld" : "%ld", (long)ids->v[i]) < 0)
+    for (size_t i = 0; i < n; i++)
+        if (printf(i ? " %ld" : "%ld", (long)ids[i]) < 0)
             return -1;
     return putchar('\n') == EOF ? -1 : 0;
 }
 
-static int encode_and_print(const tok_tokenizer *t, const char *s, size_t n)
+static int encode_and_print(const glm_tokenizer *t, const char *s, size_t n)
 {
-    tok_ids ids = {0};
+    int32_t *ids;
+    size_t n_ids;
     glm_error err = {0};
-    if (tok_encode(t, s, n, &ids, &err) != GLM_OK) {
-        tok_ids_free(&ids);
+    if (glm_tokenize(t, s, n, &ids, &n_ids, &err) != GLM_OK)
         return cli_runtime_error("tokenize: %s", err.message);
-    }
-    int rc = print_ids(&ids);
-    tok_ids_free(&ids);
+    int rc = print_ids(ids, n_ids);
+    free(ids);
     return rc == 0 ? CLI_EXIT_OK : cli_runtime_error("tokenize: cannot write to stdout");
 }
 
-static int run(const tok_tokenizer *t, const tbuf *in, int lines)
+static int run(const glm_tokenizer *t, const tbuf *in, int lines)
 {
     const char *s = in->p ? in->p : "";
     if (!lines)
@@ -97,13 +97,13 @@ int cmd_tokenize(int argc, char **argv, const cli_globals *g)
     if (!path)
         return cli_usage_error("tokenize", "give --tokenizer FILE (or --model DIR holding tokenizer.json)");
     glm_error err = {0};
-    tok_tokenizer *t = tok_load(path, &err);
+    glm_tokenizer *t = glm_tokenizer_load(path, &err);
     if (!t)
         return cli_runtime_error("tokenize: %s", err.message);
     tbuf in = {0};
     int rc = read_all(stdin, &in) == 0 ? run(t, &in, lines) : cli_runtime_error("tokenize: cannot read stdin");
     tbuf_free(&in);
-    tok_free(t);
+    glm_tokenizer_free(t);
     if (rc == CLI_EXIT_OK && fflush(stdout) != 0)
         rc = cli_runtime_error("tokenize: cannot write to stdout");
     return rc;

@@ -11,8 +11,7 @@
 
 #include "app/config.h"
 #include "app/test_reply_source.h"
-#include "engine/text/reply_parser.h"
-#include "engine/text/template.h"
+#include "engine/glm_tokens.h"
 
 struct test_reply_source {
     FILE *f;
@@ -228,28 +227,28 @@ static void skip_reply(test_reply_source *t, char **line, size_t *cap)
 
 /* One "raw" or "end" line: model text through the reply stream parser. 1 when the reply is
  * over (its end, a cancel, a failure), 0 to read on; *st gets the outcome. */
-static int replay_raw(test_reply_source *t, const cJSON *o, const glm_request *r, rp_parser **rp,
+static int replay_raw(test_reply_source *t, const cJSON *o, const glm_request *r, glm_reply_parser **rp,
                       glm_event_fn on_event, void *user, glm_status *st, glm_error *err)
 {
-    if (!*rp && !(*rp = rp_new(r->tools, r->n_tools, r->think, on_event, user, err))) {
+    if (!*rp && !(*rp = glm_reply_parser_new(r->tools, r->n_tools, r->think, on_event, user, err))) {
         *st = err->status ? err->status : GLM_ERR_NOMEM;
         return 1;
     }
     const char *type = str_of(o, "type");
     if (t->canceled) {
-        rp_finish(*rp, RP_CANCELED, err);
+        glm_reply_parser_finish(*rp, GLM_REPLY_CANCELED, err);
         *st = GLM_ERR_CANCELED;
         return 1;
     }
     if (strcmp(type, "end") == 0) {
         const char *why = str_of(o, "why");
-        *st = rp_finish(*rp, why && strcmp(why, "length") == 0 ? RP_LENGTH : RP_END_TOKEN, err);
+        *st = glm_reply_parser_finish(*rp, why && strcmp(why, "length") == 0 ? GLM_REPLY_LENGTH : GLM_REPLY_END_TOKEN, err);
         return 1;
     }
     const char *text = str_of(o, "text");
-    glm_status fs = rp_feed(*rp, text ? text : "", text ? strlen(text) : 0, err);
+    glm_status fs = glm_reply_parser_feed(*rp, text ? text : "", text ? strlen(text) : 0, err);
     if (fs == GLM_ERR_CANCELED) {
-        rp_finish(*rp, RP_CANCELED, err);
+        glm_reply_parser_finish(*rp, GLM_REPLY_CANCELED, err);
         *st = GLM_ERR_CANCELED;
         return 1;
     }
@@ -267,7 +266,7 @@ static glm_status replay(void *self, const glm_request *r, glm_event_fn on_event
     ssize_t n;
     int events = 0;
     glm_status st = GLM_OK;
-    rp_parser *rp = NULL;
+    glm_reply_parser *rp = NULL;
     while ((n = getline(&line, &cap, t->f)) > 0) {
         t->line++;
         if (line[0] == '\n' || line[0] == '#')
@@ -313,7 +312,7 @@ static glm_status replay(void *self, const glm_request *r, glm_event_fn on_event
         if (stop || last)
             break;
     }
-    rp_free(rp);
+    glm_reply_parser_free(rp);
     free(line);
     if (st == GLM_OK && events == 0)
         return glm_error_set(err, GLM_ERR_ARG, "the recorded replies in %s ran out after %d replies", t->path,
@@ -334,11 +333,12 @@ static glm_status measure_bytes(void *self, const glm_request *r, int *prompt_to
                                 glm_error *err)
 {
     test_reply_source *t = self;
-    tbuf prompt = {0};
-    glm_status st = tmpl_render(r, &prompt, err);
-    *prompt_tokens = (int)prompt.len;
+    char *prompt = NULL;
+    size_t len = 0;
+    glm_status st = glm_render_prompt(r, &prompt, &len, err);
+    *prompt_tokens = (int)len;
     *context = t->context;
-    tbuf_free(&prompt);
+    free(prompt);
     return st;
 }
 

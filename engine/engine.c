@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "model/identity.h"
+#include "model/traffic.h"
 #include "text/template_check.h"
 
 /* The memory budget of kept prompt states: the parameter, else an eighth of RAM. -1 in *out:
@@ -212,6 +213,19 @@ int glm_engine_context(const glm_engine *e)
 glm_kv_cache glm_engine_kv_cache(const glm_engine *e)
 {
     return e->be.settings.kv_cache;
+}
+
+int glm_engine_vocab(const glm_engine *e)
+{
+    return e->model->cfg.vocab_size;
+}
+
+void glm_engine_step_traffic(const glm_engine *e, int context, double *bytes, double *flops)
+{
+    glm_traffic_table t;
+    glm_model_traffic(e->model, context, GLM_CACHE_F32, &t);
+    *bytes = glm_traffic_bytes(&t);
+    *flops = glm_traffic_flops(&t);
 }
 
 /* A checkpoint's vocabulary is padded past the tokenizer's (GLM: 154,880 rows, 154,856 tokens):

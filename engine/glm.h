@@ -268,6 +268,45 @@ glm_status glm_generate(glm_session *s, const glm_request *r, glm_event_fn on_ev
 void glm_cancel(glm_session *s);
 void glm_session_free(glm_session *s);
 
+/* The most tokens a session may hold (glm_engine_params.context as resolved at open). */
+int glm_engine_context(const glm_engine *e);
+/* How many tokens r's prompt is, rendered and tokenized as glm_generate would (no model run):
+ * what a caller checks against glm_engine_context before saving a message. */
+glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err);
+
+/* ---- a worker rank ------------------------------------------------------------------------ */
+
+/* Writes a new random key for the two ranks to path (mode 0600), never over an existing file. */
+glm_status glm_worker_new_key(const char *path, glm_error *err);
+/* The check glm_worker_serve makes of its address before the model's slow load: key_file's key
+ * is readable (NULL: none) and, without a key, listen is a loopback address. */
+glm_status glm_worker_check(const char *listen, const char *key_file, glm_error *err);
+
+typedef struct glm_worker_params {
+    glm_engine_params engine; /* the model and its settings; engine.transport: the one to accept
+                                 (NULL: whatever the head asks for) */
+    const char *listen;       /* HOST:PORT to listen on */
+    const char *key_file;     /* the key heads must prove they hold; NULL: none (loopback only) */
+    const char *dump_logits;  /* a file for the float32 logits of every step (tests), or NULL */
+    /* Called once listening, with the port (e.g. to write a port file, then to take the signals
+     * that stop the worker); an error stops the worker before any head is served. */
+    glm_status (*on_listen)(void *user, int port, glm_error *err);
+    void *on_listen_user;
+    /* Asked between steps and connections: nonzero stops the worker (safe to set from a signal
+     * handler's flag). NULL: never. */
+    int (*stop)(void *user);
+    void *stop_user;
+    /* The worker's own lines (a head connected, left, failed), one at a time, without a prefix;
+     * the engine's lines go to engine.log. */
+    glm_log_fn log;
+    void *log_user;
+} glm_worker_params;
+
+/* Runs a worker rank: opens the engine as rank 1 of 2 (a head may ask for another split), listens
+ * and serves one head at a time, a mirror state per head conversation, until stop says so
+ * (GLM_OK) or the engine, the key or the listener fails (the error). */
+glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err);
+
 /* 1 when the CUDA backend is built in and a GPU is present. */
 int glm_cuda_available(void);
 

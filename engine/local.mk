@@ -1,6 +1,6 @@
 # engine/local.mk: the inference engine (glm.h): model loading, text, CPU and CUDA backends, ranks.
 noinst_LIBRARIES += libengine.a
-libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/generate.c \
+libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/error.c engine/cuda/probe.c engine/generate.c \
 	engine/backend.h engine/backend.c engine/cpu/backend_cpu.c engine/cuda/backend_cuda.c \
 	engine/model/config.c engine/model/config.h \
 	engine/model/safetensors.c engine/model/safetensors.h \

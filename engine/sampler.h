@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "glm.h"
+#include "glm_tokens.h" /* glm_argmax */
 
 typedef struct glm_sampler glm_sampler;
 
@@ -14,8 +15,6 @@ typedef struct glm_sampler glm_sampler;
  * with equal logits are ordered by id, so every filter is deterministic. */
 glm_sampler *glm_sampler_new(const glm_sampling *p, int vocab, glm_error *err);
 int32_t glm_sampler_pick(glm_sampler *s, const float *logits);
-/* The greedy pick of n logits: the largest, the lowest id among equal ones. */
-int32_t glm_argmax(const float *logits, int n);
 void glm_sampler_free(glm_sampler *s);
 
 /* The generator: splitmix64, exposed for tests. */

@@ -1,28 +1,20 @@
-/* session.h: a conversation at the token level: its state (KDA conv and recurrent states, DSA
- * latent and indexer caches), feeding tokens, the last logits, prefix truncation, generation. */
+/* session.h: the engine's insides beyond glm_tokens.h, for engine/ and its tests: the model,
+ * splitting between ranks, cancellation flags, drafts' verification and rewinding. */
 #ifndef GLMCHAT_ENGINE_SESSION_H
 #define GLMCHAT_ENGINE_SESSION_H
 
 #include <stdint.h>
 
 #include "glm.h"
+#include "glm_tokens.h"
 #include "model/model.h"
 
 /* The engine's model, for callers that need its config (vocabulary, eos ids). */
 const glm_model *glm_engine_model(const glm_engine *e);
-/* The backend the engine runs on: "cpu" or "cuda". */
-const char *glm_engine_backend_name(const glm_engine *e);
-/* The most tokens a session may hold (glm_engine_params.context as resolved at open), and the
- * attention cache's format. */
-int glm_engine_context(const glm_engine *e);
-glm_kv_cache glm_engine_kv_cache(const glm_engine *e);
 /* A reply's budget (engine/generate.c): asked (> 0: the request's max_tokens), else gen's
  * max_new_tokens, else GLM_DEFAULT_MAX_TOKENS; then cut to room, the tokens the context has
  * left. *from says which limit it is. */
 int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
-/* How many tokens r's prompt is, rendered and tokenized as glm_generate would (no model run):
- * what a caller checks against glm_engine_context before saving a message. */
-glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err);
 
 /* Several ranks: makes e hold rank's part of the model among world ranks (glm_engine_open does
  * this for rank 0 when given peers). Sessions created afterwards run as that rank and exchange
@@ -43,68 +35,10 @@ void glm_engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options 
 struct tp_group;
 void glm_engine_attach_peer(glm_engine *e, struct tp_group *g);
 
-int glm_session_length(const glm_session *s);
-int glm_session_vocab(const glm_session *s);
-void glm_session_reset(glm_session *s);
-
-/* Runs n tokens after what the session holds (a prefill when the session is empty, or a
- * continuation). logits_all: n x vocab floats, or NULL; the last row is always kept and
- * available through glm_session_logits. One token at a time is the decode step. On an error
- * the session is reset (its state would be half-updated); tokens past the engine's context are
- * refused first, the session left as it was. */
-glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
-                            glm_error *err);
-/* Logits of the last token fed, or NULL when none. */
-const float *glm_session_logits(const glm_session *s);
-
-/* Remembers the current length: glm_session_truncate can come back to it (prompt reuse keeps
- * the linear-attention state there; attention caches are cut exactly). */
-glm_status glm_session_mark(glm_session *s, glm_error *err);
-/* Back to n tokens: the current length, 0, or the marked length. */
-glm_status glm_session_truncate(glm_session *s, int n, glm_error *err);
-
-/* The engine's tokenizer (MODEL_DIR/tokenizer.json), loaded on first use; NULL + err when the
- * model directory has none or it cannot be read. Shared, read-only. */
-struct tok_tokenizer;
-const struct tok_tokenizer *glm_engine_tokenizer(glm_engine *e, glm_error *err);
 glm_engine *glm_session_engine(const glm_session *s);
 /* Whether glm_cancel was called since the last clear (generation clears it as it starts). */
 int glm_session_cancel_requested(glm_session *s);
 void glm_session_clear_cancel(glm_session *s);
-
-/* The glm_session_length() tokens the state holds, in the order they were fed. */
-const int32_t *glm_session_tokens(const glm_session *s);
-/* The length at the last glm_session_mark (0 after a reset). */
-int glm_session_marked(const glm_session *s);
-
-/* Prompt states are marked and kept at multiples of this many tokens: the CPU backend's KDA
- * chunk grid (cpu/kda.c), so resuming from one and prefilling the rest gives the bits of a full
- * prefill. */
-#define GLM_KEEP_ALIGN 16
-
-/* Prompt reuse across conversations: the engine keeps states by the tokens they hold (memory
- * budget, least recently used out first; optionally a directory too). keep: saves the session's
- * state at its current length (nothing when the cache is off or already holds those tokens). */
-glm_status glm_session_keep(glm_session *s, glm_error *err);
-/* Restores the longest kept state holding a prefix of ids[0..n) longer than min_len and at most
- * max_len tokens; returns its length (the session's new length, marked), or 0 (unchanged). */
-int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, int max_len);
-
-typedef struct glm_cache_stats {
-    int on, entries, in_memory;
-    size_t bytes, budget;
-    int64_t hits, evictions, disk_writes, disk_loads, refused_files;
-    uint64_t disk_bytes, disk_budget; /* of the files in prompt_cache_dir */
-    int64_t disk_evictions, deleted_files; /* files deleted for the budget, damaged files deleted */
-} glm_cache_stats;
-void glm_engine_cache_stats(glm_engine *e, glm_cache_stats *out);
-/* Files refused and writes that failed, each naming the file and the reason, oldest first. */
-int glm_engine_cache_n_notes(glm_engine *e);
-const char *glm_engine_cache_note(glm_engine *e, int i);
-/* Everything the engine has to tell the user, oldest first, each said once by the app: the model's
- * chat template when it is not a revision glmchat renders (from open), then the cache's notes. */
-int glm_engine_n_notes(glm_engine *e);
-const char *glm_engine_note(glm_engine *e, int i);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend
@@ -131,21 +65,5 @@ void glm_session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);
  * step (spec.h spec_cost_fn; NULL: the measured seconds): tests pin it to a model's costs. */
 typedef double (*glm_cost_fn)(int rows, double measured_s, void *user);
 void glm_session_set_forward_cost(glm_session *s, glm_cost_fn fn, void *user);
-
-/* Whether t is one of the n_eos end ids. */
-int glm_token_is_eos(int32_t t, const int *eos, int n_eos);
-
-/* Called with each generated token; return nonzero to stop after it. */
-typedef int (*glm_token_fn)(int32_t token, void *user);
-
-/* Feeds prompt (may be empty when the session already holds tokens), then samples up to
- * max_new tokens, stopping after an eos id (which is reported to on_token too), when on_token
- * returns nonzero, or on glm_cancel. *n_out: tokens generated. Ids that MODEL_DIR/tokenizer.json
- * has no text for are never sampled (loaded here when it exists; none masked without one), so
- * the reply depends on the model directory only, not on whether the tokenizer was asked for. */
-glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, int n_prompt,
-                                       const glm_sampling *sampling, const int *eos, int n_eos,
-                                       int max_new, glm_token_fn on_token, void *user, int *n_out,
-                                       glm_error *err);
 
 #endif
