@@ -6,7 +6,7 @@ libengine_a_SOURCES += \
 	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h \
 	engine/tp/auth.c engine/tp/auth.h engine/tp/hmac_sha256.c engine/tp/hmac_sha256.h \
 	engine/tp/listener.c engine/tp/listener.h engine/tp/group.c engine/tp/group.h \
-	engine/tp/mirror.c
+	engine/tp/mirror.c engine/tp/worker.c
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
 glmchat_LDADD += $(IBVERBS_LIBS)
 
