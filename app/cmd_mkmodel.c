@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "engine/glm_tokens.h"
 #include "engine/setting.h"
-#include "model/mkmodel.h"
 
 static void mkmodel_usage(void)
 {
@@ -52,7 +52,7 @@ int cmd_mkmodel(int argc, char **argv, const cli_globals *g)
             if (cli_choice_option("mkmodel", "--dtype", optarg, "f32|bf16", &pick))
                 return CLI_EXIT_USAGE;
             p.dtype_set = 1;
-            p.dtype = pick == 0 ? ST_F32 : ST_BF16;
+            p.dtype = pick == 0 ? GLM_MKMODEL_F32 : GLM_MKMODEL_BF16;
             break;
         }
         case 'm':

@@ -147,6 +147,29 @@ glm_status glm_render_prompt(const glm_request *r, char **prompt, size_t *n, glm
  * 1 when there is one, 0 when none is due (no template, or a known one). */
 int glm_template_notice(const char *model_dir, char *buf, size_t n);
 
+/* ---- model directories (the developer commands) ------------------------------------------------ */
+
+/* mkmodel: a random-weight GLM-5.3-Flash model directory in the real checkpoint layout (config,
+ * safetensors, a byte-level tokenizer.json), for tests and benchmarks. */
+typedef enum glm_mkmodel_dtype { GLM_MKMODEL_F32 = 0, GLM_MKMODEL_BF16 } glm_mkmodel_dtype;
+typedef struct glm_mkmodel_params {
+    const char *out_dir;
+    const char *preset; /* "tiny", "small", "real-N" (N layers of the real shapes) */
+    uint64_t seed;
+    int dtype_set;      /* 0: the preset's (F32 for tiny, BF16 otherwise) */
+    glm_mkmodel_dtype dtype;
+    int64_t shard_bytes; /* 0: one file up to 4 GiB, else shards of 4 GiB */
+    const char *like;    /* NULL, or a published layout: "exl3-published", "fp8-official" */
+} glm_mkmodel_params;
+
+/* Lists the --like layouts, for usage messages. */
+const char *glm_mkmodel_likes(void);
+
+/* Lists the preset names, one per line, for usage messages. */
+const char *glm_mkmodel_presets(void);
+
+glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err);
+
 /* ---- the reply parser ------------------------------------------------------------------------ */
 
 /* GLM's generated text in, glm_events out as the text arrives (reasoning, content, tool calls

@@ -931,7 +931,7 @@ glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err)
         dtype = ST_BF16; /* the releases keep their unquantized weights in BF16 */
     }
     if (p->dtype_set)
-        dtype = p->dtype;
+        dtype = p->dtype == GLM_MKMODEL_BF16 ? ST_BF16 : ST_F32;
     if (dtype != ST_F32 && dtype != ST_BF16)
         return glm_error_set(err, GLM_ERR_ARG, "mkmodel writes F32 or BF16 weights");
     if (mkdir(p->out_dir, 0777) != 0 && errno != EEXIST)
