@@ -1,7 +1,6 @@
 /* cmd_dump_tensor.c: `glmchat dump-tensor` (CLI.md): one weight of a model as float32 little-
  * endian in the Hugging Face orientation [out, in]; FP8 weights come out with their block scales,
  * EXL3 modules (named as <module>.weight or <module>) dequantized. */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,8 +8,7 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "model/safetensors.h"
-#include "model/weights.h"
+#include "engine/glm_tokens.h"
 
 static const char dump_usage[] =
     "Usage: glmchat dump-tensor --model DIR --name NAME --out F.f32\n"
@@ -42,34 +40,12 @@ int cmd_dump_tensor(int argc, char **argv, const cli_globals *g)
     if (!model || !name || !out)
         return cli_usage_error("dump-tensor", "needs --model DIR, --name NAME and --out F.f32");
     glm_error err = {0};
-    st_model *m = st_open_dir(model, &err);
-    if (!m)
+    glm_tensor_info info;
+    if (glm_dump_tensor(model, name, out, &info, &err) != GLM_OK)
         return cli_runtime_error("%s", err.message);
-    float *vals = NULL;
-    int64_t numel = 0, shape[ST_MAX_DIMS];
-    int ndim = 0, rc = 0;
-    if (glm_tensor_to_f32(m, name, &vals, &numel, &ndim, shape, &err)) {
-        rc = cli_runtime_error("%s: %s", model, err.message);
-        goto out;
-    }
-    FILE *f = fopen(out, "wb");
-    if (!f) {
-        rc = cli_runtime_error("cannot create %s: %s", out, strerror(errno));
-        goto out;
-    }
-    int bad = fwrite(vals, sizeof *vals, (size_t)numel, f) != (size_t)numel;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        rc = cli_runtime_error("cannot write %s: %s", out, strerror(errno));
-        goto out;
-    }
     printf("%s [", name);
-    for (int i = 0; i < ndim; i++)
-        printf("%s%" PRId64, i ? ", " : "", shape[i]);
-    const st_tensor *t = st_find(m, name);
-    printf("] %s\n", t ? st_dtype_name(t->dtype) : "EXL3");
-out:
-    free(vals);
-    st_close(m);
-    return rc;
+    for (int i = 0; i < info.ndim; i++)
+        printf("%s%" PRId64, i ? ", " : "", info.shape[i]);
+    printf("] %s\n", info.dtype);
+    return CLI_EXIT_OK;
 }

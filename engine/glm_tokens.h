@@ -170,6 +170,19 @@ const char *glm_mkmodel_presets(void);
 
 glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err);
 
+/* dump-tensor: what a tensor of a checkpoint was written as. */
+typedef struct glm_tensor_info {
+    int ndim;
+    int64_t shape[8];
+    char dtype[16]; /* as stored ("BF16", "F8_E4M3", ...), "EXL3" for a quantized module */
+} glm_tensor_info;
+/* Writes the tensor name of model_dir's checkpoint to out_path as float32 little-endian, in the
+ * Hugging Face orientation: FP8 times its weight_scale_inv blocks; an EXL3 module (named as
+ * <module>.weight or <module>) dequantized [out, in]. Errors name the model, the tensor or the
+ * file. */
+glm_status glm_dump_tensor(const char *model_dir, const char *name, const char *out_path,
+                           glm_tensor_info *info, glm_error *err);
+
 /* ---- the reply parser ------------------------------------------------------------------------ */
 
 /* GLM's generated text in, glm_events out as the text arrives (reasoning, content, tool calls
