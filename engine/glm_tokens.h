@@ -170,6 +170,32 @@ const char *glm_mkmodel_presets(void);
 
 glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err);
 
+/* quantize: EXL3-quantizes a checkpoint's routed experts (mlp.experts.N.{gate,up,down}_proj,
+ * F32/BF16/F16; with all_linear its other 2-D linears, not embeddings or the head) into the EXL3
+ * checkpoint's names and layout (<module>.trellis, .suh, .svh, the codebook marker) in
+ * out/model.safetensors; other tensors copied; config.json gains a quantization_config; the
+ * directory's other files are copied. Weights whose sides are not multiples of 128 are copied
+ * and told to log. */
+typedef enum glm_exl3_codebook { GLM_EXL3_MCG = 0, GLM_EXL3_MUL1, GLM_EXL3_3INST } glm_exl3_codebook;
+/* "mcg", "mul1", "3inst". */
+const char *glm_exl3_codebook_name(glm_exl3_codebook cb);
+typedef struct glm_quantize_params {
+    const char *in, *out; /* checkpoint directories (out made when missing; not in itself) */
+    int bits;             /* per weight, 1..8 */
+    glm_exl3_codebook codebook;
+    int all_linear;
+    int threads;          /* the tile search's, 1..64 */
+    unsigned long long seed; /* of the sign vectors */
+    glm_log_fn log;       /* a line for each weight copied unquantized, and why; NULL: none */
+    void *log_user;
+} glm_quantize_params;
+typedef struct glm_quantize_result {
+    size_t quantized, tensors; /* weights quantized, tensors in the input */
+    double mean_error;         /* mean relative squared error of the quantized weights */
+    char path[4096];           /* the safetensors file written */
+} glm_quantize_result;
+glm_status glm_quantize_dir(const glm_quantize_params *p, glm_quantize_result *r, glm_error *err);
+
 /* dump-tensor: what a tensor of a checkpoint was written as. */
 typedef struct glm_tensor_info {
     int ndim;

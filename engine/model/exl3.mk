@@ -24,7 +24,7 @@ check_PROGRAMS += bench/bench_exl3_quant
 bench_bench_exl3_quant_SOURCES = bench/bench_exl3_quant.c
 bench_bench_exl3_quant_LDADD = $(glmchat_LDADD)
 
-# `glmchat quantize` (app/cmd_quantize.c) end to end on a small checkpoint
+# `glmchat quantize` (app/cmd_quantize.c over engine/model/quantize_dir.c) end to end on a small checkpoint
 check_PROGRAMS += tests/unit/test_exl3_quantize_cmd
 tests_unit_test_exl3_quantize_cmd_SOURCES = tests/unit/test_exl3_quantize_cmd.c
 tests_unit_test_exl3_quantize_cmd_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
