@@ -170,6 +170,21 @@ const char *glm_mkmodel_presets(void);
 
 glm_status glm_mkmodel(const glm_mkmodel_params *p, glm_error *err);
 
+/* check-model: a downloaded checkpoint checked without loading it: the weight index against the
+ * shard files (missing, truncated or extra), every header, every tensor config.json needs with
+ * its dtype and shape, the tokenizer's special tokens, the chat template's revision; a summary
+ * and the memory plan (one rank, each of two; this machine's GPU and a DGX Spark). */
+typedef struct glm_check_model_params {
+    const char *dir;
+    void (*report)(void *user, const char *line);   /* each line of the report, no newline */
+    void (*progress)(void *user, const char *text); /* what is being read, for a terminal; ""
+                                                       when done. NULL: none */
+    void (*problem)(void *user, const char *text);  /* each problem, in order, after the report */
+    void *user;
+} glm_check_model_params;
+/* The number of problems found: 0 when the checkpoint is complete. */
+int glm_check_model(const glm_check_model_params *p);
+
 /* quantize: EXL3-quantizes a checkpoint's routed experts (mlp.experts.N.{gate,up,down}_proj,
  * F32/BF16/F16; with all_linear its other 2-D linears, not embeddings or the head) into the EXL3
  * checkpoint's names and layout (<module>.trellis, .suh, .svh, the codebook marker) in

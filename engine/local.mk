@@ -9,6 +9,7 @@ libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/er
 	engine/model/projection.c engine/model/projection.h \
 	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/model/identity.c engine/model/identity.h engine/model/dump.c engine/model/quantize_dir.c \
+	engine/model/check_dir.c \
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \

@@ -9,5 +9,8 @@ tests_unit_test_cli_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 
 TESTS += tests/unit/test_cli tests/e2e/cli.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
 	tests/e2e/engine_settings.sh tests/e2e/check_model.sh
+# app/ and ui/ include no engine header but the public ones (engine_boundary.sh lists any).
+TESTS += tests/e2e/engine_boundary.sh
+EXTRA_DIST += tests/e2e/engine_boundary.sh
 EXTRA_DIST += tests/e2e/cli.sh tests/e2e/lib.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
 	tests/e2e/engine_settings.sh tests/e2e/check_model.sh
