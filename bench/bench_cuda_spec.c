@@ -44,7 +44,7 @@ static int bench_reuse(const char *dir, int ctx, int fresh)
         fprintf(stderr, "bench_cuda_spec: %s\n", err.message);
         return 1;
     }
-    int n = ctx + fresh, V = glm_engine_model(e)->cfg.vocab_size;
+    int n = ctx + fresh, V = engine_model(e)->cfg.vocab_size;
     int32_t *ids = malloc((size_t)n * sizeof *ids);
     uint64_t x = 7;
     for (int i = 0; i < n; i++) {

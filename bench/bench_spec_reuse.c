@@ -31,7 +31,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_spec_reuse: %s\n", e ? "CONTEXT and NEW must be positive" : err.message);
         return 1;
     }
-    int n = ctx + fresh, V = glm_engine_model(e)->cfg.vocab_size;
+    int n = ctx + fresh, V = engine_model(e)->cfg.vocab_size;
     int32_t *ids = malloc((size_t)n * sizeof *ids);
     uint64_t x = 7;
     for (int i = 0; i < n; i++) { /* ids of the first 2,000 (real tokens in the demo model) */

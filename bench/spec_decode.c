@@ -99,7 +99,7 @@ static glm_status one_reply(glm_engine *e, const tok_ids *ids, int max_new, orac
     if (!s)
         return err->status ? err->status : GLM_ERR_NOMEM;
     if (orc)
-        glm_session_set_drafter(s, oracle_draft, orc);
+        session_set_drafter(s, oracle_draft, orc);
     int eos[] = {-1}, n = 0;
     glm_sampling smp = {.temperature = 0, .top_p = 1};
     out->n = 0;
@@ -110,7 +110,7 @@ static glm_status one_reply(glm_engine *e, const tok_ids *ids, int max_new, orac
                                          err);
     *secs = now_s() - t0;
     if (!st && stats)
-        *stats = *glm_session_spec_stats(s);
+        *stats = *session_spec_stats(s);
     glm_session_free(s);
     return st;
 }
@@ -190,7 +190,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
         glm_engine_close(e);
         return 1;
     }
-    has_mtp = glm_engine_model(e)->cfg.num_nextn_predict_layers > 0;
+    has_mtp = engine_model(e)->cfg.num_nextn_predict_layers > 0;
     for (int k = 0; k < N_MODES; k++)
         m[k].out = (reply){.v = malloc((size_t)o->max_new * sizeof(int32_t)), .cap = o->max_new};
     failed |= run_mode(o, e, &ids, NULL, &m[PLAIN]);
@@ -282,7 +282,7 @@ int sd_window_costs(const sd_options *o, int ctx)
         for (int r = 0; !st && r < reps; r++) {
             double t0 = now_s();
             st = T == 1 ? glm_session_feed(s, ids + ctx, 1, NULL, &err)
-                        : glm_session_verify(s, ids + ctx, T, rows, &err);
+                        : session_verify(s, ids + ctx, T, rows, &err);
             double dt = now_s() - t0;
             best = dt < best ? dt : best;
             if (!st)

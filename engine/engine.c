@@ -157,7 +157,7 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         e->model->w.has_mtp = 0;
     /* rank 0 of the head and its workers (a comma list): the backend opens over this rank's part */
     if (st == GLM_OK)
-        st = p->peer ? glm_engine_split(e, 0, 1 + tp_group_count_peers(p->peer), err)
+        st = p->peer ? engine_split(e, 0, 1 + tp_group_count_peers(p->peer), err)
                      : backend_open(e->model, p, &e->be, err);
     if (st == GLM_OK)
         st = choose_draft(e, p, err);
@@ -195,7 +195,7 @@ void glm_engine_close(glm_engine *e)
     free(e);
 }
 
-const glm_model *glm_engine_model(const glm_engine *e)
+const glm_model *engine_model(const glm_engine *e)
 {
     return e->model;
 }

@@ -175,7 +175,7 @@ static glm_status prepare_prompt(const glm_request *rq, const tok_tokenizer *tok
 
 glm_status glm_count_prompt(glm_session *s, const glm_request *r, int *tokens, glm_error *err)
 {
-    const tok_tokenizer *tok = glm_engine_tokenizer(glm_session_engine(s), err);
+    const tok_tokenizer *tok = glm_engine_tokenizer(session_engine(s), err);
     if (!tok)
         return err && err->status ? err->status : GLM_ERR_ARG;
     tok_ids ids = {0};
@@ -199,7 +199,7 @@ static glm_sampling resolve_sampling(const glm_model *m, const glm_sampling *ask
     return s;
 }
 
-int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from)
+int generate_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from)
 {
     int budget = GLM_DEFAULT_MAX_TOKENS;
     *from = GLM_LIMIT_DEFAULT;
@@ -221,7 +221,7 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
 {
     glm_session *s = r->s;
     const glm_model *m = r->m;
-    int context = glm_engine_context(glm_session_engine(s));
+    int context = glm_engine_context(session_engine(s));
     if ((int64_t)ids->n >= context)
         return glm_error_set(err, GLM_ERR_ARG, "the prompt is %zu tokens, and the context holds %d "
                              "(--context, context in the config or GLMCHAT_CONTEXT), which leaves no "
@@ -261,11 +261,11 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     double t1 = now_s();
     if (t1 > t0)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
-    int n_out = 0, budget = glm_reply_budget(&m->gen, rq->sampling.max_tokens, context - n,
-                                             &r->stats.limit_from);
+    int n_out = 0, budget = generate_reply_budget(&m->gen, rq->sampling.max_tokens, context - n,
+                                                  &r->stats.limit_from);
     r->stats.max_tokens = budget;
     glm_sampling sampling = resolve_sampling(m, &rq->sampling);
-    if (glm_session_cancel_requested(s))
+    if (session_cancel_requested(s))
         r->canceled = 1; /* during the prefill: no token is generated */
     else
         st = glm_session_generate_tokens(s, NULL, 0, &sampling, r->eos, r->n_eos, budget, on_token, r,
@@ -298,10 +298,10 @@ glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_e
     glm_error local;
     if (!err)
         err = &local;
-    glm_engine *e = glm_session_engine(s);
-    const glm_model *m = glm_engine_model(e);
+    glm_engine *e = session_engine(s);
+    const glm_model *m = engine_model(e);
     reply r = {.s = s, .m = m, .on_event = on_event, .user = user, .err = err, .t_start = now_s()};
-    glm_session_clear_cancel(s);
+    session_clear_cancel(s);
     r.eos = m->gen.n_eos ? m->gen.eos : m->cfg.eos;
     r.n_eos = m->gen.n_eos ? m->gen.n_eos : m->cfg.n_eos;
     tok_ids ids = {0};

@@ -18,7 +18,7 @@ struct glm_sampler {
     double *prob;
 };
 
-uint64_t glm_rng_next(uint64_t *state)
+uint64_t sampler_rng_next(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -26,12 +26,12 @@ uint64_t glm_rng_next(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-double glm_rng_uniform(uint64_t *state)
+double sampler_rng_uniform(uint64_t *state)
 {
-    return (double)(glm_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(sampler_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-glm_sampler *glm_sampler_new(const glm_sampling *p, int vocab, glm_error *err)
+glm_sampler *sampler_new(const glm_sampling *p, int vocab, glm_error *err)
 {
     if (vocab <= 0 || p->top_k < 0 || p->top_p < 0 || p->top_p > 1 || p->min_p < 0 || p->min_p > 1 ||
         isnan(p->temperature)) {
@@ -46,7 +46,7 @@ glm_sampler *glm_sampler_new(const glm_sampling *p, int vocab, glm_error *err)
         s->prob = malloc((size_t)vocab * sizeof *s->prob);
     }
     if (!s || !s->c || !s->prob) {
-        glm_sampler_free(s);
+        sampler_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory for the sampler");
         return NULL;
     }
@@ -56,7 +56,7 @@ glm_sampler *glm_sampler_new(const glm_sampling *p, int vocab, glm_error *err)
     return s;
 }
 
-void glm_sampler_free(glm_sampler *s)
+void sampler_free(glm_sampler *s)
 {
     if (!s)
         return;
@@ -84,7 +84,7 @@ int32_t glm_argmax(const float *logits, int n)
     return best;
 }
 
-int32_t glm_sampler_pick(glm_sampler *s, const float *logits)
+int32_t sampler_pick(glm_sampler *s, const float *logits)
 {
     if (s->p.temperature <= 0)
         return glm_argmax(logits, s->vocab);
@@ -130,7 +130,7 @@ int32_t glm_sampler_pick(glm_sampler *s, const float *logits)
     sum = 0;
     for (int i = 0; i < n; i++)
         sum += s->prob[i];
-    double u = glm_rng_uniform(&s->rng) * sum, cum = 0;
+    double u = sampler_rng_uniform(&s->rng) * sum, cum = 0;
     for (int i = 0; i < n; i++) {
         cum += s->prob[i];
         if (u < cum)

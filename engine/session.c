@@ -89,17 +89,17 @@ void glm_session_reset(glm_session *s)
     s->marked = 0;
 }
 
-int glm_session_cancel_requested(glm_session *s)
+int session_cancel_requested(glm_session *s)
 {
     return atomic_load(&s->cancel);
 }
 
-void glm_session_clear_cancel(glm_session *s)
+void session_clear_cancel(glm_session *s)
 {
     atomic_store(&s->cancel, 0);
 }
 
-glm_engine *glm_session_engine(const glm_session *s)
+glm_engine *session_engine(const glm_session *s)
 {
     return s->e;
 }
@@ -246,8 +246,8 @@ int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, 
     return len;
 }
 
-glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
-                              glm_error *err)
+glm_status session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                          glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;
     if (!ops->verify || s->e->rank >= 0)
@@ -270,7 +270,7 @@ glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, floa
     return GLM_OK;
 }
 
-int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err)
+int session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;
     int n = 0;
@@ -281,7 +281,7 @@ int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, g
     return n;
 }
 
-glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err)
+glm_status session_rewind(glm_session *s, int n, const float *row, glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;
     int V = s->e->model->cfg.vocab_size;
@@ -304,12 +304,12 @@ glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error
     return st;
 }
 
-float *glm_session_logits_mut(glm_session *s)
+float *session_logits_mut(glm_session *s)
 {
     return s->has_logits ? s->logits : NULL;
 }
 
-void glm_session_mask_logits(const glm_session *s, float *row)
+void session_mask_logits(const glm_session *s, float *row)
 {
     if (!s->e->untokenizable) /* set before generation starts (engine_load_mask); read-only after */
         return;
@@ -318,18 +318,18 @@ void glm_session_mask_logits(const glm_session *s, float *row)
             row[id] = -INFINITY;
 }
 
-const struct spec_stats *glm_session_spec_stats(const glm_session *s)
+const struct spec_stats *session_spec_stats(const glm_session *s)
 {
     return &s->spec;
 }
 
-void glm_session_set_drafter(glm_session *s, spec_draft_fn fn, void *user)
+void session_set_drafter(glm_session *s, spec_draft_fn fn, void *user)
 {
     s->drafter.fn = fn;
     s->drafter.user = user;
 }
 
-void glm_session_set_forward_cost(glm_session *s, spec_cost_fn fn, void *user)
+void session_set_forward_cost(glm_session *s, spec_cost_fn fn, void *user)
 {
     s->drafter.cost = fn;
     s->drafter.cost_user = user;
@@ -357,14 +357,14 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
         return glm_error_set(err, GLM_ERR_ARG, "nothing to continue from: give a prompt");
     if ((st = engine_load_mask(s->e, err)))
         return st;
-    glm_sampler *smp = glm_sampler_new(sampling, glm_session_vocab(s), err);
+    glm_sampler *smp = sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;
     if ((s->e->draft != SPEC_OFF || s->drafter.fn) && s->e->be.ops->verify && s->e->rank < 0) {
         spec_drafter d = s->drafter;
         d.mode = s->e->draft;
         st = spec_generate(s, &d, smp, eos, n_eos, max_new, on_token, user, n_out, &s->spec, err);
-        glm_sampler_free(smp);
+        sampler_free(smp);
         return st;
     }
     while (*n_out < max_new) {
@@ -372,8 +372,8 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
             break;
         }
-        glm_session_mask_logits(s, s->logits);
-        int32_t tok = glm_sampler_pick(smp, s->logits);
+        session_mask_logits(s, s->logits);
+        int32_t tok = sampler_pick(smp, s->logits);
         (*n_out)++;
         int stop = on_token ? on_token(tok, user) : 0;
         if (stop || glm_token_is_eos(tok, eos, n_eos) || *n_out >= max_new)
@@ -381,6 +381,6 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
         if ((st = glm_session_feed(s, &tok, 1, NULL, err)))
             break;
     }
-    glm_sampler_free(smp);
+    sampler_free(smp);
     return st;
 }

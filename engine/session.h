@@ -10,60 +10,60 @@
 #include "model/model.h"
 
 /* The engine's model, for callers that need its config (vocabulary, eos ids). */
-const glm_model *glm_engine_model(const glm_engine *e);
+const glm_model *engine_model(const glm_engine *e);
 /* A reply's budget (engine/generate.c): asked (> 0: the request's max_tokens), else gen's
  * max_new_tokens, else GLM_DEFAULT_MAX_TOKENS; then cut to room, the tokens the context has
  * left. *from says which limit it is. */
-int glm_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
+int generate_reply_budget(const glm_generation_config *gen, int asked, int room, glm_limit *from);
 
 /* Several ranks: makes e hold rank's part of the model among world ranks (glm_engine_open does
  * this for rank 0 when given peers). Sessions created afterwards run as that rank and exchange
  * through the attached group. Once only: a split engine is refused (open another). More than two
  * ranks run on the cpu backend only. */
-glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err);
+glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err);
 /* What the two ranks must agree on (tp/rank.h): the model's files, the backend, and the
  * backend's context and cache format as opened (--context, --kv-cache, cuda_kv_index
  * on CUDA; the CPU keeps float32 caches). Needs the backend open. */
 struct tp_identity;
-glm_status glm_engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
+glm_status engine_tp_identity(const glm_engine *e, struct tp_identity *id, glm_error *err);
 /* The RDMA options of p's rdma_hca and rdma_gid_* (the worker passes them to tp_worker_accept;
  * glm_engine_open to tp_head_connect). out's other fields are left as they are. */
 struct tp_rdma_options;
-void glm_engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options *out);
+void engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options *out);
 /* A worker: the group of its connected head (tp_group_of_worker) the sessions exchange with
  * (NULL: none); the caller keeps it. */
 struct tp_group;
-void glm_engine_attach_peer(glm_engine *e, struct tp_group *g);
+void engine_attach_peer(glm_engine *e, struct tp_group *g);
 
-glm_engine *glm_session_engine(const glm_session *s);
+glm_engine *session_engine(const glm_session *s);
 /* Whether glm_cancel was called since the last clear (generation clears it as it starts). */
-int glm_session_cancel_requested(glm_session *s);
-void glm_session_clear_cancel(glm_session *s);
+int session_cancel_requested(glm_session *s);
+void session_clear_cancel(glm_session *s);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend
  * has no verification. rewind: back to a length inside the last verified window; row (vocab
  * floats, or NULL: none kept) is the logits of the new last token, known to the caller. */
-glm_status glm_session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
-                              glm_error *err);
-glm_status glm_session_rewind(glm_session *s, int n, const float *row, glm_error *err);
+glm_status session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                          glm_error *err);
+glm_status session_rewind(glm_session *s, int n, const float *row, glm_error *err);
 /* Up to max drafts from the model's MTP layer after the session's tokens and next; 0 when it
  * has none (or the backend cannot run it); -1 when the backend failed running it (err set). */
-int glm_session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err);
+int session_mtp_draft(glm_session *s, int32_t next, int32_t *out, int max, glm_error *err);
 /* The last logits, writable (the generation loop masks and samples in place); NULL when none. */
-float *glm_session_logits_mut(glm_session *s);
+float *session_logits_mut(glm_session *s);
 /* Sets the logits of ids the tokenizer has no text for to -infinity (nothing when none). */
-void glm_session_mask_logits(const glm_session *s, float *row);
+void session_mask_logits(const glm_session *s, float *row);
 /* Whether this engine drafts (glm_engine_params.draft) and what the session's drafts
  * achieved so far, per draft position. */
 struct spec_stats;
-const struct spec_stats *glm_session_spec_stats(const glm_session *s);
+const struct spec_stats *session_spec_stats(const glm_session *s);
 /* Drafts from outside the engine for this session's replies (NULL: the engine's own mode). */
 typedef int (*glm_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
-void glm_session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);
+void session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);
 /* What a forward of rows tokens counts for when drafting chooses between a window and a plain
  * step (spec.h spec_cost_fn; NULL: the measured seconds): tests pin it to a model's costs. */
 typedef double (*glm_cost_fn)(int rows, double measured_s, void *user);
-void glm_session_set_forward_cost(glm_session *s, glm_cost_fn fn, void *user);
+void session_set_forward_cost(glm_session *s, glm_cost_fn fn, void *user);
 
 #endif

@@ -54,8 +54,8 @@ static int emit(spec_run *r, int32_t tok)
 
 static int32_t pick(spec_run *r, float *row)
 {
-    glm_session_mask_logits(r->s, row);
-    return glm_sampler_pick(r->smp, row);
+    session_mask_logits(r->s, row);
+    return sampler_pick(r->smp, row);
 }
 
 /* Drafts to follow the session's tokens + next: an outside drafter's, the MTP layer's (copy
@@ -64,7 +64,7 @@ static int draft(glm_session *s, const spec_drafter *d, int32_t next, int32_t *o
                  int32_t **ctx_buf, int *ctx_cap, glm_error *err)
 {
     if (!d->fn && d->mode == SPEC_MTP) {
-        int k = glm_session_mtp_draft(s, next, out, max, err);
+        int k = session_mtp_draft(s, next, out, max, err);
         if (k != 0)
             return k;
     }
@@ -171,7 +171,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
     glm_status st = GLM_OK;
     if (!rows)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a verification window");
-    float *logits = glm_session_logits_mut(s);
+    float *logits = session_logits_mut(s);
     int32_t next = 0;
     /* Drafts per window follow how many were accepted lately (mean accepted a window, over
      * about four windows): a rejected draft costs a row of the verifying forward. Where almost
@@ -190,7 +190,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
     spec_worth worth;
     worth_init(&worth);
     while (*n_out < max_new) {
-        if (glm_session_cancel_requested(s)) {
+        if (session_cancel_requested(s)) {
             st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
             break;
         }
@@ -245,7 +245,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         window[0] = next;
         int base = glm_session_length(s), stop = 0, i;
         double t0 = now_s();
-        if ((st = glm_session_verify(s, window, k + 1, rows, err)))
+        if ((st = session_verify(s, window, k + 1, rows, err)))
             break;
         double verify_s = now_s() - t0 + t_draft;
         stats->windows++;
@@ -254,7 +254,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
         for (i = 0; i < k; i++)
             stats->proposed[i]++;
         for (i = 0; i < k; i++) {
-            if (glm_session_cancel_requested(s)) {
+            if (session_cancel_requested(s)) {
                 st = glm_error_set(err, GLM_ERR_CANCELED, "generation canceled");
                 stop = 1;
                 break;
@@ -285,7 +285,7 @@ glm_status spec_generate(glm_session *s, const spec_drafter *d, glm_sampler *smp
             plain_left = backoff;
         }
         double t1 = now_s();
-        glm_status rs = glm_session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
+        glm_status rs = session_rewind(s, base + 1 + kept, rows + (size_t)kept * V, err);
         if (rs) {
             st = rs;
             break;

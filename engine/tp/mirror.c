@@ -6,14 +6,14 @@
 
 #include "tp/rank.h"
 
-void glm_engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
+void engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
 {
     out->hca_list = p->rdma_hca && *p->rdma_hca ? p->rdma_hca : NULL;
     out->gid_index_given = p->rdma_gid_given;
     out->gid_index = p->rdma_gid_index;
 }
 
-glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err)
+glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
 {
     if (e->rank >= 0)
         return glm_error_set(err, GLM_ERR_ARG, "this engine is already split (rank %d of %d); open it "
@@ -35,7 +35,7 @@ glm_status glm_engine_split(glm_engine *e, int rank, int world, glm_error *err)
     return st;
 }
 
-glm_status glm_engine_tp_identity(const glm_engine *e, tp_identity *id, glm_error *err)
+glm_status engine_tp_identity(const glm_engine *e, tp_identity *id, glm_error *err)
 {
     glm_status st = tp_identity_from_model_dir(e->model->dir, id, err);
     if (st != GLM_OK)
@@ -46,7 +46,7 @@ glm_status glm_engine_tp_identity(const glm_engine *e, tp_identity *id, glm_erro
     return GLM_OK;
 }
 
-void glm_engine_attach_peer(glm_engine *e, struct tp_group *g)
+void engine_attach_peer(glm_engine *e, struct tp_group *g)
 {
     e->tp = g;
 }
@@ -149,10 +149,10 @@ glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *
 {
     tp_identity id;
     tp_rank_options opts = {.transport = p->transport};
-    glm_engine_rdma_options(p, &opts.rdma);
+    engine_rdma_options(p, &opts.rdma);
     glm_status st = p->peer_key_file ? tp_key_load(p->peer_key_file, &opts.key, err) : GLM_OK;
     if (st == GLM_OK)
-        st = glm_engine_tp_identity(e, &id, err);
+        st = engine_tp_identity(e, &id, err);
     if (st != GLM_OK)
         return st;
     e->tp = tp_group_connect(p->peer, &id, &opts, err);

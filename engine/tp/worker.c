@@ -134,7 +134,7 @@ static glm_status assign_rank(void *user, int rank, int world, glm_error *err)
     w->e = glm_engine_open(&w->p->engine, err);
     if (!w->e)
         return err->status;
-    glm_status st = glm_engine_split(w->e, rank, world, err);
+    glm_status st = engine_split(w->e, rank, world, err);
     if (st != GLM_OK) {
         glm_error why = *err;
         glm_engine_close(w->e);
@@ -158,7 +158,7 @@ static void serve(const glm_worker_params *p, tp_rank *r, glm_engine *e, FILE *d
     }
     say(p, "serving the head at %s over %s as rank %d of %d", tp_rank_peer(r),
         tp_rank_transport_name(r), tp_group_rank(g), tp_group_world(g));
-    glm_engine_attach_peer(e, g);
+    engine_attach_peer(e, g);
     mirrors m = {0};
     while (!stopped(p)) {
         tp_step step;
@@ -185,7 +185,7 @@ static void serve(const glm_worker_params *p, tp_rank *r, glm_engine *e, FILE *d
             say(p, "step failed as on the head: %s", err.message);
     }
     mirrors_free(&m);
-    glm_engine_attach_peer(e, NULL);
+    engine_attach_peer(e, NULL);
     tp_group_close(g);
 }
 
@@ -233,7 +233,7 @@ glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err)
     glm_status st = load_key(p->key_file, &opts.key, err);
     if (st != GLM_OK)
         return st;
-    glm_engine_rdma_options(&p->engine, &opts.rdma);
+    engine_rdma_options(&p->engine, &opts.rdma);
     worker_engine we = {.p = p, .rank = 1, .world = 2};
     if (!(we.e = glm_engine_open(&p->engine, err)))
         return err->status;
@@ -242,9 +242,9 @@ glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err)
     /* the head refuses a worker whose backend or its settings differ: the replicated ops must
      * round alike and both ranks' caches hold the same window */
     tp_identity id;
-    st = glm_engine_split(we.e, 1, 2, err);
+    st = engine_split(we.e, 1, 2, err);
     if (st == GLM_OK)
-        st = glm_engine_tp_identity(we.e, &id, err);
+        st = engine_tp_identity(we.e, &id, err);
     FILE *dump = NULL;
     if (st == GLM_OK && p->dump_logits && !(dump = fopen(p->dump_logits, "wb")))
         st = glm_error_set(err, GLM_ERR_IO, "cannot create %s: %s", p->dump_logits, strerror(errno));

@@ -80,7 +80,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tp_sessions: %s\n", err.message);
         return 1;
     }
-    int V = glm_engine_model(one)->cfg.vocab_size;
+    int V = engine_model(one)->cfg.vocab_size;
     int32_t ta[24], tb[24], tc[24];
     tokens_of(ta, 24, 1, V);
     tokens_of(tb, 24, 2, V);

@@ -87,7 +87,7 @@ typedef struct tu_drafted_run {
     int logits_same;       /* and the same next logits, bit for bit */
     int64_t plain_windows; /* the plain session's verification windows (0 expected) */
     spec_stats stats;      /* the drafted session's */
-    int mtp_drafts;        /* glm_session_mtp_draft's count for 4 after the drafted reply */
+    int mtp_drafts;        /* session_mtp_draft's count for 4 after the drafted reply */
 } tu_drafted_run;
 void tu_run_drafted(glm_engine *plain, glm_engine *drafted, const int32_t *prompt, int n_prompt,
                     const glm_sampling *smp, int max_new, int oracle_vocab, tu_drafted_run *r);
@@ -98,7 +98,7 @@ void tu_run_drafted_oracle(glm_engine *plain, glm_engine *drafted, const int32_t
                            int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
                            int wrong_until, tu_drafted_run *r);
 double tu_cost_flat(int rows, double measured_s, void *user);
-/* The same with the drafted session's forwards counted by cost (glm_session_set_forward_cost). */
+/* The same with the drafted session's forwards counted by cost (session_set_forward_cost). */
 void tu_run_drafted_costed(glm_engine *plain, glm_engine *drafted, const int32_t *prompt,
                            int n_prompt, const glm_sampling *smp, int max_new, int oracle_vocab,
                            int wrong_until, glm_cost_fn cost, void *cost_user, tu_drafted_run *r);

@@ -102,8 +102,8 @@ void tu_run_drafted_costed(glm_engine *plain, glm_engine *drafted, const int32_t
     tu_oracle o = {.reply = &r->plain, .n_prompt = n_prompt, .vocab = oracle_vocab,
                    .wrong_until = wrong_until};
     if (oracle_vocab > 0)
-        glm_session_set_drafter(sb, tu_oracle_draft, &o);
-    glm_session_set_forward_cost(sb, cost, cost_user);
+        session_set_drafter(sb, tu_oracle_draft, &o);
+    session_set_forward_cost(sb, cost, cost_user);
     r->plain_st = glm_session_generate_tokens(sa, prompt, n_prompt, smp, eos, 1, max_new,
                                               tu_keep_token, &r->plain, &na, &r->err);
     if (r->plain_st == GLM_OK)
@@ -118,10 +118,10 @@ void tu_run_drafted_costed(glm_engine *plain, glm_engine *drafted, const int32_t
     const float *la = ok ? glm_session_logits(sa) : NULL, *lb = ok ? glm_session_logits(sb) : NULL;
     r->logits_same = la && lb &&
                      memcmp(la, lb, (size_t)glm_session_vocab(sa) * sizeof *la) == 0;
-    r->plain_windows = glm_session_spec_stats(sa)->windows;
-    r->stats = *glm_session_spec_stats(sb);
+    r->plain_windows = session_spec_stats(sa)->windows;
+    r->stats = *session_spec_stats(sb);
     int32_t probe[4];
-    r->mtp_drafts = ok ? glm_session_mtp_draft(sb, prompt[0], probe, 4, NULL) : 0;
+    r->mtp_drafts = ok ? session_mtp_draft(sb, prompt[0], probe, 4, NULL) : 0;
     glm_session_free(sa);
     glm_session_free(sb);
 }

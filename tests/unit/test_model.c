@@ -584,17 +584,17 @@ START_TEST(reply_budget_precedence)
 {
     glm_generation_config none = {0}, given = {.max_new_tokens = 256};
     glm_limit from;
-    ck_assert_int_eq(glm_reply_budget(&none, 0, 1 << 20, &from), 32768);
+    ck_assert_int_eq(generate_reply_budget(&none, 0, 1 << 20, &from), 32768);
     ck_assert_int_eq(from, GLM_LIMIT_DEFAULT);
-    ck_assert_int_eq(glm_reply_budget(&none, 0, 1000, &from), 1000);
+    ck_assert_int_eq(generate_reply_budget(&none, 0, 1000, &from), 1000);
     ck_assert_int_eq(from, GLM_LIMIT_CONTEXT);
-    ck_assert_int_eq(glm_reply_budget(&given, 0, 1 << 20, &from), 256);
+    ck_assert_int_eq(generate_reply_budget(&given, 0, 1 << 20, &from), 256);
     ck_assert_int_eq(from, GLM_LIMIT_MODEL);
-    ck_assert_int_eq(glm_reply_budget(&given, 40000, 1 << 20, &from), 40000);
+    ck_assert_int_eq(generate_reply_budget(&given, 40000, 1 << 20, &from), 40000);
     ck_assert_int_eq(from, GLM_LIMIT_REQUEST);
-    ck_assert_int_eq(glm_reply_budget(&given, 40000, 300, &from), 300);
+    ck_assert_int_eq(generate_reply_budget(&given, 40000, 300, &from), 300);
     ck_assert_int_eq(from, GLM_LIMIT_CONTEXT);
-    ck_assert_int_eq(glm_reply_budget(&given, 300, 300, &from), 300); /* equal: the request's */
+    ck_assert_int_eq(generate_reply_budget(&given, 300, 300, &from), 300); /* equal: the request's */
     ck_assert_int_eq(from, GLM_LIMIT_REQUEST);
 }
 END_TEST

@@ -154,7 +154,7 @@ START_TEST(resume_on_the_grid_equals_full_prefill_bits)
                            .prompt_cache_bytes = 64 << 20};
     glm_engine *e = glm_engine_open(&p, &err);
     ck_assert_msg(e != NULL, "%s", err.message);
-    int V = glm_engine_model(e)->cfg.vocab_size;
+    int V = engine_model(e)->cfg.vocab_size;
     glm_session *full = glm_session_new(e, &err), *part = glm_session_new(e, &err);
     int n = 150;
     int32_t *ids = some_tokens_below(n, 31 + (uint64_t)_i, V);

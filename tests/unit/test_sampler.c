@@ -9,10 +9,10 @@
 static int32_t pick_once(const glm_sampling *p, const float *logits, int n)
 {
     glm_error err = {0};
-    glm_sampler *s = glm_sampler_new(p, n, &err);
+    glm_sampler *s = sampler_new(p, n, &err);
     ck_assert_ptr_nonnull(s);
-    int32_t t = glm_sampler_pick(s, logits);
-    glm_sampler_free(s);
+    int32_t t = sampler_pick(s, logits);
+    sampler_free(s);
     return t;
 }
 
@@ -35,13 +35,13 @@ END_TEST
 static void histogram(const glm_sampling *p, const float *logits, int vocab, int n, int *count)
 {
     glm_error err = {0};
-    glm_sampler *s = glm_sampler_new(p, vocab, &err);
+    glm_sampler *s = sampler_new(p, vocab, &err);
     ck_assert_ptr_nonnull(s);
     for (int i = 0; i < vocab; i++)
         count[i] = 0;
     for (int i = 0; i < n; i++)
-        count[glm_sampler_pick(s, logits)]++;
-    glm_sampler_free(s);
+        count[sampler_pick(s, logits)]++;
+    sampler_free(s);
 }
 
 START_TEST(filters_keep_what_they_should)
@@ -77,22 +77,22 @@ START_TEST(same_seed_same_tokens)
         l[i] = sinf((float)i);
     glm_sampling p = {.temperature = 1.0f, .top_p = 0.95f, .seed = 1234};
     glm_error err = {0};
-    glm_sampler *a = glm_sampler_new(&p, 64, &err), *b = glm_sampler_new(&p, 64, &err);
+    glm_sampler *a = sampler_new(&p, 64, &err), *b = sampler_new(&p, 64, &err);
     p.seed = 1235;
-    glm_sampler *c = glm_sampler_new(&p, 64, &err);
+    glm_sampler *c = sampler_new(&p, 64, &err);
     int differ = 0;
     for (int i = 0; i < 200; i++) {
-        int32_t x = glm_sampler_pick(a, l), y = glm_sampler_pick(b, l), z = glm_sampler_pick(c, l);
+        int32_t x = sampler_pick(a, l), y = sampler_pick(b, l), z = sampler_pick(c, l);
         ck_assert_int_eq(x, y);
         differ |= x != z;
     }
     ck_assert(differ);
-    glm_sampler_free(a);
-    glm_sampler_free(b);
-    glm_sampler_free(c);
+    sampler_free(a);
+    sampler_free(b);
+    sampler_free(c);
     uint64_t s1 = 7, s2 = 7;
-    ck_assert_uint_eq(glm_rng_next(&s1), glm_rng_next(&s2));
-    double u = glm_rng_uniform(&s1);
+    ck_assert_uint_eq(sampler_rng_next(&s1), sampler_rng_next(&s2));
+    double u = sampler_rng_uniform(&s1);
     ck_assert(u >= 0 && u < 1);
 }
 END_TEST
@@ -101,11 +101,11 @@ START_TEST(bad_settings_are_refused)
 {
     glm_error err = {0};
     glm_sampling p = {.temperature = 1.0f, .top_p = 1.5f};
-    ck_assert_ptr_null(glm_sampler_new(&p, 10, &err));
+    ck_assert_ptr_null(sampler_new(&p, 10, &err));
     ck_assert_int_eq(err.status, GLM_ERR_ARG);
     p.top_p = 1.0f;
     p.top_k = -1;
-    ck_assert_ptr_null(glm_sampler_new(&p, 10, &err));
+    ck_assert_ptr_null(sampler_new(&p, 10, &err));
 }
 END_TEST
 

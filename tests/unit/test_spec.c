@@ -283,7 +283,7 @@ START_TEST(drafted_chat_turns_equal_undrafted)
             msgs[n++] = (glm_message){.role = GLM_ROLE_ASSISTANT, .content = out[k][t].text};
         }
         if (k == 1)
-            windows = glm_session_spec_stats(s)->windows;
+            windows = session_spec_stats(s)->windows;
         glm_session_free(s);
     }
     for (int t = 0; t < 3; t++)
@@ -323,14 +323,14 @@ START_TEST(mtp_layer_off_unless_drafting)
     glm_error err = {0};
     glm_engine *on = open_engine_at(mtp_dir, SPEC_MTP);
     glm_engine *off = open_engine_at(mtp_dir, SPEC_OFF);
-    ck_assert(glm_engine_model(on)->w.has_mtp);
-    ck_assert(!glm_engine_model(off)->w.has_mtp);
+    ck_assert(engine_model(on)->w.has_mtp);
+    ck_assert(!engine_model(off)->w.has_mtp);
     glm_session *a = glm_session_new(on, &err), *b = glm_session_new(off, &err);
     int32_t *ids = tu_some_tokens(20, 5, 5000), out[4];
     ck_assert_int_eq(glm_session_feed(a, ids, 20, NULL, &err), GLM_OK);
     ck_assert_int_eq(glm_session_feed(b, ids, 20, NULL, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_mtp_draft(b, 7, out, 4, &err), 0);
-    ck_assert_int_eq(glm_session_mtp_draft(a, 7, out, 4, &err), 4);
+    ck_assert_int_eq(session_mtp_draft(b, 7, out, 4, &err), 0);
+    ck_assert_int_eq(session_mtp_draft(a, 7, out, 4, &err), 4);
     int V = glm_session_vocab(a);
     ck_assert_int_eq(memcmp(glm_session_logits(a), glm_session_logits(b), (size_t)V * 4), 0);
     free(ids);
@@ -347,7 +347,7 @@ START_TEST(mtp_drafts_follow_the_state)
 {
     glm_error err = {0};
     glm_engine *e = open_engine_cache(mtp_dir, SPEC_MTP, 64 << 20);
-    ck_assert(glm_engine_model(e)->w.has_mtp);
+    ck_assert(engine_model(e)->w.has_mtp);
     glm_session *a = glm_session_new(e, &err), *b = glm_session_new(e, &err);
     int P = 30, K = 6, j = 4;
     int32_t *ids = tu_some_tokens(P + K, 77, 5000);
@@ -358,29 +358,29 @@ START_TEST(mtp_drafts_follow_the_state)
     for (int t = 0; t < j; t++)
         ck_assert_int_eq(glm_session_feed(a, ids + P + t, 1, NULL, &err), GLM_OK);
     float *rows = malloc((size_t)K * glm_session_vocab(b) * sizeof *rows);
-    ck_assert_int_eq(glm_session_verify(b, ids + P, K, rows, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_rewind(b, P + j, NULL, &err), GLM_OK);
-    int na = glm_session_mtp_draft(a, 99, da, 5, NULL);
-    int nb = glm_session_mtp_draft(b, 99, db, 5, NULL);
+    ck_assert_int_eq(session_verify(b, ids + P, K, rows, &err), GLM_OK);
+    ck_assert_int_eq(session_rewind(b, P + j, NULL, &err), GLM_OK);
+    int na = session_mtp_draft(a, 99, da, 5, NULL);
+    int nb = session_mtp_draft(b, 99, db, 5, NULL);
     ck_assert_int_eq(na, 5);
     ck_assert_int_eq(nb, 5);
     ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
     /* drafting leaves the state as it was: the same drafts again */
-    ck_assert_int_eq(glm_session_mtp_draft(a, 99, dc, 5, NULL), 5);
+    ck_assert_int_eq(session_mtp_draft(a, 99, dc, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
     ck_assert_int_eq(glm_session_length(a), P + j);
     /* a snapshot carries the MTP cache */
     glm_session *c = glm_session_new(e, &err);
     ck_assert_int_eq(glm_session_keep(a, &err), GLM_OK);
     ck_assert_int_eq(glm_session_restore(c, ids, P + j, 0, P + j), P + j);
-    ck_assert_int_eq(glm_session_mtp_draft(c, 99, dc, 5, NULL), 5);
+    ck_assert_int_eq(session_mtp_draft(c, 99, dc, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, dc, sizeof(int32_t) * 5), 0);
     /* back to the mark: the same drafts as right after the prompt */
     glm_session *d = glm_session_new(e, &err);
     ck_assert_int_eq(glm_session_feed(d, ids, P, NULL, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_mtp_draft(d, 7, da, 5, NULL), 5);
+    ck_assert_int_eq(session_mtp_draft(d, 7, da, 5, NULL), 5);
     ck_assert_int_eq(glm_session_truncate(b, P, &err), GLM_OK);
-    ck_assert_int_eq(glm_session_mtp_draft(b, 7, db, 5, NULL), 5);
+    ck_assert_int_eq(session_mtp_draft(b, 7, db, 5, NULL), 5);
     ck_assert_int_eq(memcmp(da, db, sizeof(int32_t) * 5), 0);
     free(rows);
     free(ids);
