@@ -1,5 +1,5 @@
-/* glm.h: the one public header of glmchat's GLM-5.3-Flash engine: opaque handles, plain
- * structs, errors as values (the way llama.h and sqlite3.h do it). Nothing here includes CUDA. */
+/* glm.h: the public header of glmchat's GLM-5.3-Flash engine for chats (glm_tokens.h adds the
+ * token level): opaque handles, plain structs, errors as values. Nothing here includes CUDA. */
 #ifndef GLMCHAT_GLM_H
 #define GLMCHAT_GLM_H
 

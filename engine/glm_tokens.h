@@ -1,5 +1,5 @@
-/* glm_tokens.h: glmchat's engine at the token level, for the commands that work below a chat
- * (logits, tokenize, render, bench, the worker's tests): feeding ids, logits, prompt states. */
+/* glm_tokens.h: glmchat's engine below a chat, for the commands that need it (logits, bench,
+ * tokenize, render, check-model, quantize, ...): ids, logits, prompt states, text, model files. */
 #ifndef GLMCHAT_GLM_TOKENS_H
 #define GLMCHAT_GLM_TOKENS_H
 
