@@ -52,6 +52,13 @@ echo '{"messages": [' | "$B" render --model "$TMP/model" >"$TMP/out" 2>"$TMP/err
 echo '{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}]}' |
     "$B" render --model "$TMP/model" >"$TMP/out" 2>"$TMP/err"
 [ $? -eq 1 ] && grep -q 'JSON object' "$TMP/err" && pass || fail "non-object arguments: $(cat "$TMP/err")"
+# a request the template refuses is told apart from one that is not JSON (glm_render_request's
+# statuses): each gets its own sentence
+grep -q 'render: cannot render this request: ' "$TMP/err" && ! grep -q 'not valid JSON' "$TMP/err" &&
+    pass || fail "a refused request reads as bad JSON: $(cat "$TMP/err")"
+echo '{"messages": [' | "$B" render --model "$TMP/model" 2>&1 >/dev/null |
+    grep -q '^glmchat: render: the request on stdin is not valid JSON: ' && pass ||
+    fail "bad JSON is not named as such"
 expect_exit 2 "$B" tokenize
 expect_exit 2 "$B" render
 expect_exit 2 "$B" detokenize --tokenizer "$T" --bogus
