@@ -222,7 +222,7 @@ int eng_kda_step_decode(const float *q, const float *k, const float *v, float *s
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);
 
-/* ---- DSA (engine_dsa.cu) ----------------------------------------------------------------- */
+/* ---- DSA (engine_index.cu, engine_attend.cu, engine_attend_prefill.cu) ------------------- */
 typedef enum eng_cache_dtype { ENG_CACHE_F32 = 0, ENG_CACHE_BF16 = 1, ENG_CACHE_FP8 = 2 } eng_cache_dtype;
 
 /* A cache of rows of `width` values: f32, bf16, or e4m3 with one power-of-two f32 scale per
