@@ -8,29 +8,6 @@ namespace {
 // Each row's result depends on that row's data alone (fixed tile and k orders, no split that
 // depends on the launch), so it is the same bits in any chunk of any size.
 
-__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2])
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ uint16_t bf16_rn(float x)
-{
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
-
-__device__ __forceinline__ uint32_t ld_pair(const uint16_t *p) // two bf16, p 4-byte aligned
-{
-    return *reinterpret_cast<const uint32_t *>(p);
-}
-
-__device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi)
-{
-    return (uint32_t)lo | ((uint32_t)hi << 16);
-}
-
 constexpr int kHgM = 64, kHgN = 64, kHgK = 32, kHgS = kHgK + 8; // block tile, k step, smem stride
 
 // One head per blockIdx.z: C[t][h][n] = sum_k A[t][h][k] B_h(n, k), A f32 split into three bf16

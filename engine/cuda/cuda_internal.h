@@ -180,7 +180,7 @@ typedef struct cuda_state {
     float **kda_conv, **kda_S;      /* per KDA layer */
     float **mark_conv, **mark_S;    /* saved at the mark, or NULL */
     cu_dsa_cache *dsa;              /* per DSA layer, cap rows */
-    float *scores;                  /* CUDA_SCORE_ROWS x (cap / kpool + 1) */
+    float *scores;                  /* ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, cap / kpool + 1) */
     int *d_pos;                     /* the chunk's first position */
     int32_t *d_tokens;              /* CUDA_CHUNK */
     int *h_pos;                     /* pinned */

@@ -104,9 +104,11 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     /* per DSA layer: the latent, the indexer key and gate rows, a pool key per kpool tokens */
     size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_index_dtype);
     p->dsa_per_token = nd * (per + row_bytes(ID, kv_index_dtype) / kp);
-    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up) */
+    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up),
+     * and the selection's work area of each row */
     p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
-    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + (nd ? 64 : 0);
+    p->dsa_fixed = nd ? 64 + 16 * ENG_DSA_WORK_INTS * 4 : 0;
+    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
     /* eng_gemm per stream: its cuBLAS workspace and the 3-part bf16 split of the widest input
      * (each part from a 256-byte boundary) */
     size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
@@ -158,8 +160,8 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     if (p->window_rows > 0)
         snprintf(drafting, sizeof drafting, ", verification windows of %d rows %.2f GiB%s (draft = "
                  "off needs none of it)", p->window_rows, p->windows / GIB, mtp);
-    if (fixed + 64 < available && p->dsa_per_token > 0) {
-        size_t tokens = (available - fixed - 64) /
+    if (fixed + p->dsa_fixed < available && p->dsa_per_token > 0) {
+        size_t tokens = (available - fixed - p->dsa_fixed) /
                         (p->dsa_per_token + p->score_per_token + p->mtp_per_token);
         snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (--context %zu)",
                  tokens, tokens);

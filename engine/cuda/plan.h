@@ -19,7 +19,9 @@ typedef struct cuda_plan {
     size_t kda_state;      /* one session: KDA conv windows + recurrent states, and their mark */
     size_t dsa_per_token;  /* one session: DSA cache bytes per token (all DSA layers) */
     size_t score_per_token; /* the indexer's score scratch, per token of the context */
-    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
+    size_t dsa_fixed;      /* the DSA caches' part that the context does not scale (the
+                            * indexer's selection work area) */
+    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context + dsa_fixed */
     size_t scratch;        /* the forward chunk's activations and gemm (device) */
     size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk */
     size_t host_pinned;    /* one session's logits staging at open (host; counts on unified

@@ -178,7 +178,7 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
     kern_free(s->scores);
     s->scores = NULL;
     if ((nd || s->be->w.has_mtp) && kern_malloc((void **)&s->scores,
-                          (size_t)CUDA_SCORE_ROWS * ((size_t)cap / kp + 1) * sizeof(float)))
+                          ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, (size_t)cap / kp + 1) * sizeof(float)))
         return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory for the indexer's scores");
     s->cap = cap;
     eng_graph_free(s->graph); /* it points at the old caches */
