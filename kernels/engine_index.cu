@@ -391,6 +391,29 @@ __device__ __forceinline__ unsigned lanes_below()
     return (1u << (threadIdx.x & 31)) - 1u;
 }
 
+// Calls f(key, i) for the pools i in [b0, b1) of a row of scores, every thread of the block with
+// kBatch loads in flight before the first call (a pass is bound by the latency of its loads, not
+// by bandwidth, with one load a thread); whole warps call f together, on 32 consecutive pools
+// (i >= b1: key 0, the caller tests i). b0 a multiple of 32.
+constexpr int kBatch = 8;
+
+template <typename F>
+__device__ __forceinline__ void row_pass(const float *sc, int b0, int b1, F f)
+{
+    int step = kBatch * blockDim.x;
+    for (int base = b0; base < b1; base += step) {
+        uint32_t key[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; u++) {
+            int i = base + u * blockDim.x + threadIdx.x;
+            key[u] = i < b1 ? order_key(sc[i]) : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; u++)
+            f(key[u], base + u * (int)blockDim.x + (int)threadIdx.x);
+    }
+}
+
 // Adds 1 to h[bin] for each lane with bin != ~0u, one shared atomic per distinct bin of the warp
 // (keys of similar magnitude share their top bits; same-address atomics serialise).
 __device__ __forceinline__ void warp_count(int *h, uint32_t bin)
@@ -400,6 +423,15 @@ __device__ __forceinline__ void warp_count(int *h, uint32_t bin)
     unsigned peers = __match_any_sync(0xffffffffu, bin);
     if (bin != ~0u && (threadIdx.x & 31) == (unsigned)(__ffs(peers) - 1))
         atomicAdd(&h[bin], __popc(peers));
+}
+
+// The queries' histograms to zero before select_hist_kernel adds to them (a kernel, not a memset:
+// the step's graph keeps programmatic launches from kernel to kernel).
+__global__ void clear_work_kernel(int *work)
+{
+    pdl_prologue();
+    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+        work[(size_t)blockIdx.x * kRowInts + i] = 0;
 }
 
 __global__ void __launch_bounds__(kSegThreads) select_hist_kernel(const float *scores, int *work,
@@ -418,11 +450,8 @@ __global__ void __launch_bounds__(kSegThreads) select_hist_kernel(const float *s
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
         h[i] = 0;
     __syncthreads();
-    const float *sc = scores + (size_t)t * max_pools;
-    for (int base = b0; base < b1; base += blockDim.x) {
-        int i = base + threadIdx.x;
-        warp_count(h, i < b1 ? order_key(sc[i]) >> 21 : ~0u);
-    }
+    row_pass(scores + (size_t)t * max_pools, b0, b1,
+             [&](uint32_t key, int i) { warp_count(h, i < b1 ? key >> 21 : ~0u); });
     __syncthreads();
     int *gh = work + (size_t)t * kRowInts;
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
@@ -497,9 +526,8 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
         h[i] = 0;
     __syncthreads();
     // the next 11 bits of the keys in bin1; the keys above bin1 counted by segment
-    for (int base = 0; base < P; base += blockDim.x) {
-        int i = base + threadIdx.x;
-        uint32_t key = i < P ? order_key(sc[i]) : 0u, top = key >> 21;
+    row_pass(sc, 0, P, [&](uint32_t key, int i) {
+        uint32_t top = key >> 21;
         bool in = i < P && top == bin1;
         unsigned above = __ballot_sync(0xffffffffu, i < P && top > bin1);
         if (lane == 0 && above)
@@ -508,7 +536,7 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
         unsigned m = compact ? __ballot_sync(0xffffffffu, in) : 0u;
         if (m) {
             int at = 0;
-            if (lane == 0 && m)
+            if (lane == 0)
                 at = atomicAdd(&s_n, __popc(m));
             at = __shfl_sync(0xffffffffu, at, 0);
             if (in) {
@@ -517,7 +545,7 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
                 cidx[k] = i;
             }
         }
-    }
+    });
     __syncthreads();
     digit_select(h, kHistBins, need, scan_tmp, &s_bin, &s_above);
     uint32_t pre = (bin1 << 11) | (uint32_t)s_bin; // the top 22 bits of thr
@@ -526,33 +554,39 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
         h[i] = 0;
     __syncthreads();
-    int n = compact ? s_n : P; // the candidates, or the whole row
-    for (int base = 0; base < n; base += blockDim.x) {
-        int k = base + threadIdx.x;
-        uint32_t key = k < n ? (compact ? ckey[k] : order_key(sc[k])) : 0u;
-        warp_count(h, k < n && key >> 10 == pre ? key & 1023u : ~0u);
-    }
+    // the last 10 bits of the keys with those 22: over the candidates, or the whole row
+    auto low_digit = [&](uint32_t key, bool valid) {
+        warp_count(h, valid && key >> 10 == pre ? key & 1023u : ~0u);
+    };
+    int n = s_n;
+    if (compact)
+        for (int base = 0; base < n; base += blockDim.x) {
+            int k = base + threadIdx.x;
+            low_digit(k < n ? ckey[k] : 0u, k < n);
+        }
+    else
+        row_pass(sc, 0, P, [&](uint32_t key, int i) { low_digit(key, i < P); });
     __syncthreads();
     digit_select(h, 1024, need, scan_tmp, &s_bin, &s_above);
     uint32_t thr = (pre << 10) | (uint32_t)s_bin;
     int rem = need - s_above;
     // the keys of bin1 above thr and equal to it, by segment
-    for (int base = 0; base < n; base += blockDim.x) {
-        int k = base + threadIdx.x;
-        uint32_t key = 0u;
-        int p = k;
-        if (k < n && compact)
-            key = ckey[k], p = cidx[k];
-        else if (k < n)
-            key = order_key(sc[k]);
-        bool in = k < n && key >> 21 == bin1;
+    auto count_bin1 = [&](uint32_t key, int p, bool valid) {
+        bool in = valid && key >> 21 == bin1;
         uint32_t slot = in && key >= thr ? (uint32_t)(p / L) * 2u + (key == thr) : ~0u;
         if (!__any_sync(0xffffffffu, slot != ~0u))
-            continue;
+            return;
         unsigned peers = __match_any_sync(0xffffffffu, slot);
         if (slot != ~0u && lane == __ffs(peers) - 1)
             atomicAdd(slot & 1u ? &seg_eq[slot >> 1] : &seg_gt[slot >> 1], __popc(peers));
-    }
+    };
+    if (compact)
+        for (int base = 0; base < n; base += blockDim.x) {
+            int k = base + threadIdx.x;
+            count_bin1(k < n ? ckey[k] : 0u, k < n ? cidx[k] : 0, k < n);
+        }
+    else
+        row_pass(sc, 0, P, [&](uint32_t key, int i) { count_bin1(key, i, i < P); });
     __syncthreads();
     if (threadIdx.x == 0) {
         state[0] = (int)thr;
@@ -700,9 +734,7 @@ extern "C" int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, in
     unsigned splits = blocks_for((size_t)max_pools, kSegMin);
     splits = splits < kMaxSplits ? splits : kMaxSplits;
     if (max_pools > budget) {
-        cudaError_t rc = cudaMemsetAsync(work, 0, (size_t)T * kRowInts * sizeof(int), st);
-        if (rc != cudaSuccess)
-            return (int)rc;
+        launch(clear_work_kernel, T, kSegThreads, 0, st, work);
         launch(select_hist_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
                kpool, budget, max_pools);
         launch(select_finish_kernel, T, kFinishThreads, 0, st, scores, work, pos0, t_off, kpool,
