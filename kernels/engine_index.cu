@@ -201,12 +201,21 @@ __global__ void __launch_bounds__(kSelectThreads) select_1block_kernel(const flo
 // order, so a score does not depend on the launch.
 constexpr int kScorePools = 64, kScoreMaxIH = 32, kScoreMaxID = 256;
 
-__device__ __forceinline__ void split3(float x, uint16_t *hi, uint16_t *mid, uint16_t *lo)
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) // lo in the low half
 {
-    *hi = bf16_rn(x);
-    float rest = x - bf16_bits_to_f32(*hi);
-    *mid = bf16_rn(rest);
-    *lo = bf16_rn(rest - bf16_bits_to_f32(*mid));
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+// x0, x1 as three packed bf16 pairs (hi + mid + lo carry each f32 value): p[0] hi, p[1] mid, p[2] lo
+__device__ __forceinline__ void split3_pair(float x0, float x1, uint32_t p[3])
+{
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        p[k] = bf16x2_rn(x0, x1);
+        x0 -= __uint_as_float(p[k] << 16);
+        x1 -= __uint_as_float(p[k] & 0xffff0000u);
+    }
 }
 
 // e4m3 byte to bf16 bits, exactly (3 mantissa bits)
@@ -288,6 +297,7 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
         if (P <= budget || n0 >= P)
             continue;
         const float *q = iq + (size_t)t * IH * ID;
+        bool even = ID % 2 == 0 && (uintptr_t)q % 8 == 0; // float2 loads
         float acc[MT][NTW][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -303,14 +313,16 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
 #pragma unroll
                 for (int r = 0; r < 4; r++) { // rows g (+ 8 for odd r), columns 2c, 2c+1 (+ 8 for r >= 2)
                     int h = mt * 16 + g + (r & 1) * 8, d = k0 + 2 * c + (r >> 1) * 8;
-                    float x0 = h < IH && d < ID ? q[h * ID + d] : 0.0f;
-                    float x1 = h < IH && d + 1 < ID ? q[h * ID + d + 1] : 0.0f;
-                    uint16_t h0, m0, l0, h1, m1, l1;
-                    split3(x0, &h0, &m0, &l0);
-                    split3(x1, &h1, &m1, &l1);
-                    a[0][mt][r] = pack_pair(h0, h1);
-                    a[1][mt][r] = pack_pair(m0, m1);
-                    a[2][mt][r] = pack_pair(l0, l1);
+                    float2 x = make_float2(0.0f, 0.0f);
+                    if (h < IH && d < ID && even)
+                        x = *reinterpret_cast<const float2 *>(q + h * ID + d);
+                    else if (h < IH && d < ID)
+                        x = make_float2(q[h * ID + d], d + 1 < ID ? q[h * ID + d + 1] : 0.0f);
+                    uint32_t p[3];
+                    split3_pair(x.x, x.y, p);
+                    a[0][mt][r] = p[0];
+                    a[1][mt][r] = p[1];
+                    a[2][mt][r] = p[2];
                 }
 #pragma unroll
             for (int nt = 0; nt < NTW; nt++) {
