@@ -290,11 +290,11 @@ __global__ void moe_rotate_in_kernel(const float *__restrict__ x, const int *__r
                                      __half *__restrict__ xu, int H)
 {
     pdl_prologue();
-    int pos = blockIdx.y;
+    int pos = blockIdx.x; // pairs along x: a chunk's pairs may pass grid y's 65535
     if (pos >= offsets[E])
         return;
     int lane = threadIdx.x & 31;
-    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    int block = blockIdx.y * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (block * 128 >= H)
         return;
     int row = pair_of_pos[pos] / slots, e = expert_of_pos[pos];
@@ -323,11 +323,11 @@ __global__ void moe_mid_kernel(const float *__restrict__ zg, const float *__rest
                                float limit, __half *__restrict__ xd, int I)
 {
     pdl_prologue();
-    int pos = blockIdx.y;
+    int pos = blockIdx.x; // pairs along x, as in moe_rotate_in_kernel
     if (pos >= offsets[E])
         return;
     int lane = threadIdx.x & 31;
-    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    int block = blockIdx.y * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (block * 128 >= I)
         return;
     int e = expert_of_pos[pos];
@@ -688,7 +688,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
                                      void *stream)
 {
     if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 || rows > 65535 ||
-        (size_t)rows * slots > 65535 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
+        (size_t)rows * slots > (size_t)1 << 24 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
         ex->hidden % 128 || ex->inter % 128 || ex->bits < 1 || ex->bits > 8 || ex->codebook < 0 ||
         ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis)
         return -1;
@@ -704,7 +704,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (rc != cudaSuccess)
         return (int)rc;
     int warps = kThreads / 32;
-    dim3 gin((H / 128 + warps - 1) / warps, P);
+    dim3 gin(P, (H / 128 + warps - 1) / warps);
     launch(moe_rotate_in_kernel, gin, kThreads, 0, st, x, l.offsets, l.pair_of_pos, l.expert_of_pos,
            E, slots, static_cast<const __half *>(ex->gate_suh),
            static_cast<const __half *>(ex->up_suh), l.xg, l.xu, H);
@@ -722,7 +722,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     gu.out = I;
     if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, st)) != cudaSuccess)
         return (int)rc;
-    dim3 gmid((I / 128 + warps - 1) / warps, P);
+    dim3 gmid(P, (I / 128 + warps - 1) / warps);
     launch(moe_mid_kernel, gmid, kThreads, 0, st, l.zg, l.zu, l.offsets, l.expert_of_pos, E,
            static_cast<const __half *>(ex->gate_svh), static_cast<const __half *>(ex->up_svh),
            static_cast<const __half *>(ex->down_suh), ex->swiglu_limit, l.xd, I);

@@ -107,7 +107,7 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
  * block), and each row then sums its slots in slot order. So it is deterministic and
  * batch-invariant too: a row's bits do not depend on the chunk's size, the row's place, or how
  * many other rows chose its experts (any rows >= 1). Same arguments and result as
- * kern_exl3_moe, without its pair limit (rows * slots <= 65535); hidden and inter multiples of
+ * kern_exl3_moe, without its pair limit (rows <= 65535, rows * slots <= 2^24); hidden and inter multiples of
  * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed). */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
 int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
