@@ -121,7 +121,7 @@ else
 fi
 
 echo "== bench"
-timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" 2>&1 |
+timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" "${BENCH_CHUNKS:-0}" 2>&1 |
     tee "$out/bench.txt" || status=1
 echo "== parity table"
 cat "$out/parity.txt"
