@@ -442,11 +442,11 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
     return 0;
 }
 
-/* The profiled chunk (rows at position 0) projected onto two Sparks holding the real 45 layers:
+/* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
  * each op group's share here, its floor here and there at each machine's rates, and its time
  * there at the efficiency it had here (model/prefill_projection.c). */
-static void print_prefill_projection(const profile *prof, const glm_config *c, int rows, int q4,
-                                     double cub_flops, double bw)
+static void print_prefill_projection(const profile *prof, const glm_config *c, int rows, int pos,
+                                     int q4, double cub_flops, double bw)
 {
     glm_config full, half;
     real_config(&full, 45);
@@ -456,15 +456,15 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
     glm_prefill_format here_f = {q4 ? 0.5625 : 2, 4, 1}, there_f = here_f;
     double hf[GLM_PF_GROUPS], hb[GLM_PF_GROUPS], tf[GLM_PF_GROUPS], tb[GLM_PF_GROUPS];
     double us[GLM_PF_GROUPS] = {0};
-    glm_prefill_costs(c, rows, 0, &here_f, hf, hb);
-    glm_prefill_costs(&half, rows, 0, &there_f, tf, tb);
+    glm_prefill_costs(c, rows, pos, &here_f, hf, hb);
+    glm_prefill_costs(&half, rows, pos, &there_f, tf, tb);
     for (int i = 0; i < prof->n; i++)
         us[glm_prefill_group_of(prof->op[i].label)] += prof->op[i].us;
-    printf("\n-- prefill projection: a chunk of %d rows at position 0, the real 45 layers on two "
+    printf("\n-- prefill projection: a chunk of %d rows at position %d, the real 45 layers on two "
            "DGX Sparks (a rank: %.0f GB/s, %.1f TFLOP/s bf16 dense assumed, exchanges over %.0f "
            "GB/s + %.0f us); here: cuBLAS bf16 %.0f TFLOP/s and copy %.0f GB/s of this run; "
            "'at eff': there at the fraction of its floor each group ran at here\n",
-           rows, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.link_bytes_per_s / 1e9,
+           rows, pos, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.link_bytes_per_s / 1e9,
            t.exchange_us, cub_flops / 1e12, bw / 1e9);
     printf("%-36s %10s %6s %10s %10s %7s | %10s %10s %10s %10s\n", "op group", "here us", "share",
            "GFLOP", "MB", "here flr", "GFLOP/rank", "MB/rank", "floor us", "at eff us");
@@ -483,9 +483,9 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
     double ex = glm_prefill_exchange_us(&t, full.num_layers, rows, full.hidden_size);
     printf("exchanges: %d x %.1f MB a chunk: %.0f us\n", 2 * full.num_layers,
            (double)rows * full.hidden_size * 4 / 1e6, ex);
-    printf("two Sparks, chunks of %d: at the floor %.0f tok/s (%.0f us a chunk); at this run's "
-           "efficiency %.0f tok/s (%.0f us); the recipe: ~1,950 tok/s to 64k (research/seed.md)\n",
-           rows, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
+    printf("two Sparks, chunks of %d at %d: at the floor %.0f tok/s (%.0f us a chunk); at this "
+           "run's efficiency %.0f tok/s (%.0f us); the recipe: ~1,950 tok/s to 64k (research/seed.md)\n",
+           rows, pos, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
            sum_eff + ex);
 }
 
@@ -506,7 +506,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         return -1;
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position 0)", chunk);
     print_profile(&prof, title);
-    print_prefill_projection(&prof, c, chunk, q4, cub * 1e12, bw);
+    print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw);
     for (int i = 0; i < n_sizes; i++)
         largest = sizes[i] > largest ? sizes[i] : largest;
     for (int i = 0; i < n_sizes; i++) {
@@ -533,6 +533,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position %d)",
                  chunk, np);
         print_profile(&prof, title);
+        print_prefill_projection(&prof, c, chunk, np, q4, cub * 1e12, bw);
     }
     return 0;
 }
