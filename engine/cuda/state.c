@@ -122,9 +122,9 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
     size_t V = (size_t)(c->vocab_size > c->hidden_size ? c->vocab_size : c->hidden_size);
     s->h_logits_cap = 2 * V;
     if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, sizeof(int)) ||
-        kern_malloc((void **)&s->d_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
+        kern_malloc((void **)&s->d_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_pos, sizeof(int)) ||
-        eng_host_alloc((void **)&s->h_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
+        eng_host_alloc((void **)&s->h_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float))) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "

@@ -57,7 +57,7 @@ else
 fi
 echo "== the dense prefill products: row bits across chunk sizes, values, time against cuBLAS's default"
 if [ -x "$GEMM" ]; then
-    timeout 60 "$GEMM" >"$out/gemm.txt" 2>&1 || status=1
+    timeout 240 "$GEMM" >"$out/gemm.txt" 2>&1 || status=1
     cat "$out/gemm.txt"
     grep -E 'FAIL|PASS' "$out/gemm.txt" | sed 's/^/test_gemm_rows: /' >>"$out/parity.txt"
 else
@@ -75,10 +75,10 @@ run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
     cat "$build/parity.log"
-    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense ' "$build/parity.log" >>"$out/parity.txt"
+    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense | chunks ' "$build/parity.log" >>"$out/parity.txt"
 }
 run_parity "$tiny_a" tiny-A 300
-run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk (CUDA_CHUNK 1024)
+run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk of 1024 rows
 for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
 run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
@@ -132,7 +132,7 @@ else
 fi
 
 echo "== bench"
-timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" 2>&1 |
+timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" "${BENCH_CHUNKS:-0}" 2>&1 |
     tee "$out/bench.txt" || status=1
 echo "== parity table"
 cat "$out/parity.txt"
