@@ -540,6 +540,8 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
     // the next 11 bits of the keys in bin1; the keys above bin1 counted by segment
     row_pass(sc, 0, P, [&](uint32_t key, int i) {
         uint32_t top = key >> 21;
+        if (!__any_sync(0xffffffffu, i < P && top >= bin1)) // most warps: below bin1
+            return;
         bool in = i < P && top == bin1;
         unsigned above = __ballot_sync(0xffffffffu, i < P && top > bin1);
         if (lane == 0 && above)
