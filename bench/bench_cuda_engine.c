@@ -4,7 +4,8 @@
  * prefill (8k tokens, or the sizes of argv[2], "8192,65536,262144") at each prefill chunk of
  * argv[3] ("1024,2048,4096,8192"; 0 or none: the memory plan's choice; the backend is reopened
  * for each) against cuBLAS bf16 GEMM in the same run, with each op group's share of a chunk and
- * the chunk projected onto two Sparks (model/prefill_projection.c). BENCH_NCU=1: one eager and one graph decode step between
+ * the chunk projected onto two Sparks (model/prefill_projection.c), and the first size timed
+ * under each grouped EXL3 experts' kernel (their logits must agree bit for bit). BENCH_NCU=1: one eager and one graph decode step between
  * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. The
  * whole step is also timed with plain launches against programmatic dependent ones (the default).
  * Last, the two-Spark projection (model/projection.c) from the decode op profile's times. */
@@ -489,6 +490,44 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
            sum_eff + ex);
 }
 
+/* The grouped EXL3 experts' kernels (kern_exl3_set_grouped) over one prefill of n tokens each:
+ * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
+static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
+{
+    static const int variants[] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
+                                   KERN_EXL3_GROUPED_REUSE_128, KERN_EXL3_GROUPED_AUTO};
+    static const char *const names[] = {"64 rows a decode (before)", "reuse, 64 rows a decode",
+                                        "reuse, 128 rows a decode", "auto (the default)"};
+    const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
+    size_t V = (size_t)c->vocab_size;
+    float *first = malloc(V * sizeof *first), *got = malloc(V * sizeof *got);
+    int rc = first && got ? 0 : -1, was = kern_exl3_grouped();
+    for (int v = 0; v < 4 && !rc; v++) {
+        glm_error err = {0};
+        kern_exl3_set_grouped(variants[v]);
+        be->ops->state_reset(s);
+        double p0 = now_s();
+        if (be->ops->prefill(be->impl, s, tok, n, v ? got : first, 0, &err)) {
+            printf("FAIL: prefill %d with the grouped kernel '%s': %s\n", n, names[v], err.message);
+            rc = -1;
+            break;
+        }
+        double ps = now_s() - p0;
+        int same = !v || memcmp(first, got, V * sizeof *got) == 0;
+        printf("grouped experts' kernel %-26s prefill %d (chunks of %d): %.3f s = %.0f tok/s; the "
+               "last row's logits %s\n", names[v], n, chunk, ps, n / ps,
+               !v ? "(the reference)" : same ? "in the same bits" : "DIFFER");
+        if (!same) {
+            printf("FAIL: the grouped kernel '%s' changes the logits\n", names[v]);
+            rc = -1;
+        }
+    }
+    kern_exl3_set_grouped(was);
+    free(first);
+    free(got);
+    return rc;
+}
+
 /* Prefill at one chunk size: the op profile of a chunk at position 0, each size timed from an
  * empty session (MFU against cuBLAS bf16 in this run), a chunk after the largest size profiled,
  * and the projection. */
@@ -509,6 +548,8 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
     print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw);
     for (int i = 0; i < n_sizes; i++)
         largest = sizes[i] > largest ? sizes[i] : largest;
+    if (grouped_kernels(be, s, tok, sizes[0], chunk))
+        return -1;
     for (int i = 0; i < n_sizes; i++) {
         int np = sizes[i];
         be->ops->state_reset(s);

@@ -389,6 +389,18 @@ static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int 
     float *first = malloc(NV * sizeof *first), *got = malloc(NV * sizeof *got);
     g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
     int n = snprintf(line, cap, "%-24s chunks    ", label);
+    { /* no chunk given: the plan's own, the cap where the memory allows it (a small model) */
+        run gpu = {0};
+        glm_error err = {0};
+        g_variant.chunk = 0;
+        char what[1400];
+        int opened = open_run(m, 1, &gpu, &err) == 0;
+        const cuda_plan *plan = opened ? backend_cuda_plan(&gpu.be) : NULL;
+        snprintf(what, sizeof what, "%s: the plan picks prefill chunks of %d rows by itself (%d "
+                 "expected) %s", label, plan ? plan->chunk : -1, CUDA_CHUNK_CAP, err.message);
+        check(plan && plan->chunk == CUDA_CHUNK_CAP && !plan->chunk_given, what);
+        close_run(&gpu);
+    }
     for (int i = 0; i < 3 && first && got; i++) {
         g_variant.chunk = chunks[i];
         run gpu = {0};
