@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/hash.h"
 #include "model/config.h"
 
 typedef enum init_kind {
@@ -473,10 +474,8 @@ static double uniform01(uint64_t *s)
 
 static uint64_t name_seed(uint64_t seed, const char *name)
 {
-    uint64_t h = 1469598103934665603ull ^ mix64(seed + 1);
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return mix64(h);
+    /* the start is not FNV's basis (a digit short of it); kept, so every made model stays the same */
+    return mix64(fnv1a64(1469598103934665603ull ^ mix64(seed + 1), name, strlen(name)));
 }
 
 typedef struct mk_rng {

@@ -2,7 +2,7 @@
  * Markdown-lite layout, checking the invariants the TUI relies on (widths, coverage).
  * Build and run (bounded):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -include config.h \
- *     tests/fuzz/fuzz_render.c ui/render.c -o fuzz_render && ./fuzz_render -max_total_time=60 */
+ *     tests/fuzz/fuzz_render.c ui/render.c base/utf8.c -o fuzz_render && ./fuzz_render -max_total_time=60 */
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>

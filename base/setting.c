@@ -1,6 +1,6 @@
 /* setting.c: parses setting values (whole numbers in a range, one of a list of words) for the
  * command line, the config file, the environment and the engine, with errors naming the value. */
-#include "setting.h"
+#include "base/setting.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /* setting.h: the one parser of the numbers and choices glmchat is given (flags, config keys,
  * GLMCHAT_* variables, slash commands); each error names the setting and the bad value. */
-#ifndef GLMCHAT_ENGINE_SETTING_H
-#define GLMCHAT_ENGINE_SETTING_H
+#ifndef GLMCHAT_BASE_SETTING_H
+#define GLMCHAT_BASE_SETTING_H
 
 #include <stddef.h>
 #include <stdint.h>
