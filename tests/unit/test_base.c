@@ -12,6 +12,7 @@
 #include "base/le.h"
 #include "base/setting.h"
 #include "base/utf8.h"
+#include "tests/common/check_main.h"
 
 #define FFFD UTF8_REPLACEMENT
 
@@ -316,9 +317,5 @@ int main(void)
     tcase_add_test(tc, setting_u64_and_choice);
     tcase_add_test(tc, errbuf_formats_cuts_and_allows_no_buffer);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

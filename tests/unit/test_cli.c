@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/paths.h"
 #include "engine/glm.h"
+#include "tests/common/check_main.h"
 
 START_TEST(globals_before_and_after_command)
 {
@@ -146,9 +147,5 @@ int main(void)
     tcase_add_test(tc, every_contract_command_is_in_the_table);
     tcase_add_test(tc, xdg_paths_follow_the_spec);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

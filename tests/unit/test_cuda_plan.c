@@ -9,6 +9,7 @@
 
 #include "cuda/plan.h"
 #include "model/config.h"
+#include "tests/common/check_main.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GB 1e9
@@ -224,9 +225,5 @@ int main(void)
     tcase_add_test(tc, scratch_holds_the_decode_attention_partial_sums);
     tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/jsonl.h"
+#include "tests/common/check_main.h"
 
 static char *buf;
 static size_t len;
@@ -242,9 +243,5 @@ int main(void)
     tcase_add_test(tc, a_cut_character_is_one_replacement);
     tcase_add_test(tc, a_failed_stream_reports_and_stops);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

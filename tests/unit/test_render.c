@@ -8,6 +8,7 @@
 
 #include "ui/highlight.h"
 #include "ui/render.h"
+#include "tests/common/check_main.h"
 
 /* ---- UTF-8 and width ---- */
 
@@ -661,9 +662,5 @@ int main(void)
 {
     if (!setlocale(LC_CTYPE, "C.UTF-8"))
         setlocale(LC_CTYPE, "");
-    SRunner *sr = srunner_create(render_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(render_suite());
 }

@@ -6,6 +6,7 @@
 
 #include "base/le.h"
 #include "tp/protocol.h"
+#include "tests/common/check_main.h"
 
 /* Encodes m, checks and decodes the frame back into out. */
 static glm_status round_trip(const tp_msg *m, tp_msg *out, glm_error *err)
@@ -382,9 +383,5 @@ int main(void)
     tcase_add_test(tc, bad_strings_and_trailing_bytes_are_refused);
     tcase_add_test(tc, hello_differences_are_named);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

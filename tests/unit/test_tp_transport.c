@@ -9,6 +9,7 @@
 
 #include "base/le.h"
 #include "tp/transport.h"
+#include "tests/common/check_main.h"
 
 typedef struct side {
     tp_transport *t;
@@ -254,9 +255,5 @@ int main(void)
     tcase_add_test(tc, control_frames_with_hostile_lengths_are_refused_unread);
     tcase_add_test(tc, addresses_are_parsed_with_clear_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }
