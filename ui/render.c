@@ -7,6 +7,7 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "base/grow.h"
 #include "base/md_table.h"
 #include "base/utf8.h"
 #include "ui/highlight.h"
@@ -130,14 +131,8 @@ void rd_pieces_free(rd_pieces *p)
 
 static int pieces_add(rd_pieces *p, size_t off, size_t len, int width)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        rd_piece *v = realloc(p->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    if (grow_array((void **)&p->v, &p->cap, p->n + 1, sizeof *p->v, 16) != 0)
+        return -1;
     p->v[p->n++] = (rd_piece){off, len, width};
     return 0;
 }
@@ -252,24 +247,10 @@ void rd_doc_free(rd_doc *d)
     memset(d, 0, sizeof *d);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*v, c * elem);
-    if (!n)
-        return -1;
-    *v = n;
-    *cap = c;
-    return 0;
-}
-
 static void doc_line_begin(rd_doc *d, unsigned fill)
 {
-    if (d->oom || grow((void **)&d->lines, &d->linecap, d->nlines + 1, sizeof *d->lines) < 0) {
+    if (d->oom ||
+        grow_array((void **)&d->lines, &d->linecap, d->nlines + 1, sizeof *d->lines, 64) < 0) {
         d->oom = 1;
         return;
     }
@@ -280,8 +261,8 @@ static void doc_seg(rd_doc *d, unsigned style, const char *s, size_t n)
 {
     if (d->oom || d->nlines == 0 || n == 0)
         return;
-    if (grow((void **)&d->text, &d->tcap, d->tlen + n, 1) < 0 ||
-        grow((void **)&d->segs, &d->segcap, d->nsegs + 1, sizeof *d->segs) < 0) {
+    if (grow_array((void **)&d->text, &d->tcap, d->tlen + n, 1, 64) < 0 ||
+        grow_array((void **)&d->segs, &d->segcap, d->nsegs + 1, sizeof *d->segs, 64) < 0) {
         d->oom = 1;
         return;
     }
@@ -838,15 +819,10 @@ static size_t try_table(rd_doc *d, const char *s, size_t len, size_t i, int widt
         size_t end = line_end(s, len, at);
         if (nrows >= 2 && (all_space(s + at, end - at, 0) || !memchr(s + at, '|', end - at)))
             break;
-        if (nrows == cap) {
-            cap = cap ? cap * 2 : 16;
-            table_row *v = realloc(rows, cap * sizeof *v);
-            if (!v) {
-                free(rows);
-                *rc = -1;
-                return 0;
-            }
-            rows = v;
+        if (grow_array((void **)&rows, &cap, nrows + 1, sizeof *rows, 16) != 0) {
+            free(rows);
+            *rc = -1;
+            return 0;
         }
         rows[nrows++] = (table_row){at, end - at};
         at = end < len ? end + 1 : len;

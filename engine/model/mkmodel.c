@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/grow.h"
 #include "base/hash.h"
 #include "model/config.h"
 
@@ -187,14 +188,8 @@ static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int n
 
 static glm_status push(mk_list *l, const mk_tensor *t, glm_error *err)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 512;
-        mk_tensor *n = realloc(l->t, cap * sizeof *n);
-        if (!n)
-            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
-        l->t = n;
-        l->cap = cap;
-    }
+    if (grow_array((void **)&l->t, &l->cap, l->n + 1, sizeof *l->t, 512) != 0)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
     l->t[l->n++] = *t;
     return GLM_OK;
 }

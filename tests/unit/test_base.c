@@ -1,5 +1,6 @@
 /* test_base.c: the base layer: the UTF-8 repair policy on valid, invalid, overlong, surrogate and
- * truncated input, FNV-1a vectors, little-endian round trips, setting values and their errors. */
+ * truncated input, FNV-1a vectors, little-endian round trips, setting values and their errors,
+ * error buffers and array growth. */
 #include <check.h>
 #include <limits.h>
 #include <stdint.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "base/errbuf.h"
+#include "base/grow.h"
 #include "base/hash.h"
 #include "base/le.h"
 #include "base/setting.h"
@@ -300,6 +302,31 @@ START_TEST(errbuf_formats_cuts_and_allows_no_buffer)
 }
 END_TEST
 
+/* ---- array growth ---- */
+
+START_TEST(grow_array_doubles_from_first_and_refuses_overflow)
+{
+    int *v = NULL;
+    size_t cap = 0;
+    ck_assert_int_eq(grow_array((void **)&v, &cap, 1, sizeof *v, 4), 0);
+    ck_assert_uint_eq(cap, 4);
+    for (int i = 0; i < 4; i++)
+        v[i] = i;
+    ck_assert_int_eq(grow_array((void **)&v, &cap, 4, sizeof *v, 4), 0); /* fits: unchanged */
+    ck_assert_uint_eq(cap, 4);
+    ck_assert_int_eq(grow_array((void **)&v, &cap, 5, sizeof *v, 4), 0);
+    ck_assert_uint_eq(cap, 8);
+    ck_assert_int_eq(grow_array((void **)&v, &cap, 33, sizeof *v, 4), 0);
+    ck_assert_uint_eq(cap, 64);
+    ck_assert_int_eq(v[3], 3); /* kept across the moves */
+    int *before = v;
+    ck_assert_int_eq(grow_array((void **)&v, &cap, SIZE_MAX / 2, sizeof *v, 4), -1);
+    ck_assert_ptr_eq(v, before); /* refused: the array and its capacity are as they were */
+    ck_assert_uint_eq(cap, 64);
+    free(v);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("base");
@@ -316,6 +343,7 @@ int main(void)
     tcase_add_test(tc, setting_int_takes_whole_numbers_in_range);
     tcase_add_test(tc, setting_u64_and_choice);
     tcase_add_test(tc, errbuf_formats_cuts_and_allows_no_buffer);
+    tcase_add_test(tc, grow_array_doubles_from_first_and_refuses_overflow);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
