@@ -134,36 +134,6 @@ const char *config_effort_name(glm_effort e)
 
 /* ---- value parsing ---------------------------------------------------------------------- */
 
-static int parse_bool(const char *v, int *out)
-{
-    static const char *yes[] = {"on", "yes", "true", "1"};
-    static const char *no[] = {"off", "no", "false", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcmp(v, yes[i]) == 0) {
-            *out = 1;
-            return 0;
-        }
-        if (strcmp(v, no[i]) == 0) {
-            *out = 0;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-static int parse_double(const char *v, double *out)
-{
-    if (!*v)
-        return -1;
-    errno = 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (errno || *end || !isfinite(x))
-        return -1;
-    *out = x;
-    return 0;
-}
-
 static int set_string(char **slot, const char *v, char *err, size_t errlen)
 {
     char *copy = strdup(v);
@@ -272,7 +242,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
     }
     if (k->type == KT_BOOL) {
         int b;
-        if (parse_bool(v, &b))
+        if (setting_bool(name, v, &b, NULL, 0))
             return 1;
         if (strcmp(name, "think") == 0)
             c->think = b;
@@ -312,7 +282,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
     }
     if (k->type == KT_FLOAT) {
         double x;
-        if (parse_double(v, &x) || x < k->min || x > k->max)
+        if (setting_double(name, v, k->min, k->max, &x, NULL, 0))
             return 1;
         if (strcmp(name, "temperature") == 0)
             c->sampling.temperature = (float)x;
@@ -651,7 +621,7 @@ static int set_mcp_key(parse_state *ps, const char *key, const char *v)
     }
     if (strcmp(key, "trust") == 0 || strcmp(key, "enabled") == 0) {
         int b;
-        if (parse_bool(v, &b))
+        if (setting_bool(key, v, &b, NULL, 0))
             return perr(ps, "'%s' of [mcp.%s] takes yes or no, not '%s'", key, m->name, v);
         if (key[0] == 't')
             m->trusted = b;

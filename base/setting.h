@@ -20,6 +20,15 @@ int setting_u64(const char *name, const char *text, uint64_t *out, char *err, si
 int setting_choice(const char *name, const char *text, const char *choices, int *out, char *err,
                    size_t errlen);
 
+/* A switch: on, yes, true or 1 give 1; off, no, false or 0 give 0 (nothing else, exactly so).
+ * 0 and *out set, or -1 with "'NAME' takes on or off, not 'TEXT'" in err. */
+int setting_bool(const char *name, const char *text, int *out, char *err, size_t errlen);
+
+/* A finite decimal number in lo..hi: strtod's forms (leading blanks too), the whole text.
+ * 0 and *out set, or -1 with "'NAME' takes a number from LO to HI, not 'TEXT'" in err. */
+int setting_double(const char *name, const char *text, double lo, double hi, double *out, char *err,
+                   size_t errlen);
+
 /* "fp8, bf16 or f32" for "fp8|bf16|f32", into buf (always terminated). */
 void setting_describe_choices(const char *choices, char *buf, size_t n);
 

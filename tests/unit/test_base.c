@@ -288,6 +288,44 @@ START_TEST(setting_u64_and_choice)
 }
 END_TEST
 
+START_TEST(setting_bool_and_double)
+{
+    int b = 7;
+    char err[256];
+    static const char *on[] = {"on", "yes", "true", "1"}, *off[] = {"off", "no", "false", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(setting_bool("think", on[i], &b, err, sizeof err), 0);
+        ck_assert_int_eq(b, 1);
+        ck_assert_int_eq(setting_bool("think", off[i], &b, err, sizeof err), 0);
+        ck_assert_int_eq(b, 0);
+    }
+    b = 7;
+    static const char *bad[] = {"", "On", "yes ", "2", "enabled"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(setting_bool("think", bad[i], &b, err, sizeof err), -1);
+        ck_assert_int_eq(b, 7);
+        char want[128];
+        snprintf(want, sizeof want, "'think' takes on or off, not '%s'", bad[i]);
+        ck_assert_str_eq(err, want);
+    }
+    double x = 9;
+    ck_assert_int_eq(setting_double("temperature", "0.3", 0, 2, &x, err, sizeof err), 0);
+    ck_assert(x == 0.3);
+    ck_assert_int_eq(setting_double("temperature", "2", 0, 2, &x, err, sizeof err), 0);
+    ck_assert(x == 2.0);
+    x = 9;
+    static const char *nope[] = {"", "2.01", "-0.1", "nan", "inf", "0.3x", "1 ", "1e999"};
+    for (size_t i = 0; i < sizeof nope / sizeof nope[0]; i++) {
+        ck_assert_msg(setting_double("temperature", nope[i], 0, 2, &x, err, sizeof err) == -1, "'%s'",
+                      nope[i]);
+        ck_assert(x == 9);
+        char want[128];
+        snprintf(want, sizeof want, "'temperature' takes a number from 0 to 2, not '%s'", nope[i]);
+        ck_assert_str_eq(err, want);
+    }
+}
+END_TEST
+
 /* ---- error buffers ---- */
 
 START_TEST(errbuf_formats_cuts_and_allows_no_buffer)
@@ -342,6 +380,7 @@ int main(void)
     tcase_add_test(tc, le_reader_latches_a_short_read);
     tcase_add_test(tc, setting_int_takes_whole_numbers_in_range);
     tcase_add_test(tc, setting_u64_and_choice);
+    tcase_add_test(tc, setting_bool_and_double);
     tcase_add_test(tc, errbuf_formats_cuts_and_allows_no_buffer);
     tcase_add_test(tc, grow_array_doubles_from_first_and_refuses_overflow);
     suite_add_tcase(s, tc);
