@@ -15,7 +15,7 @@
 #include "app/chat_branches.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT, JOB_COMPACT } tui_job;

@@ -27,7 +27,7 @@
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
 #include "app/tools/mcp_boot.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 
 /* Test hook: replay recorded replies (app/test_reply_source.h) instead of running a model. */
 #define TEST_HOOK_REPLIES "GLMCHAT_TEST_REPLIES"

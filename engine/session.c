@@ -14,7 +14,6 @@
 #include "backend.h"
 #include "prefix_cache.h"
 #include "sampler.h"
-#include "setting.h"
 #include "spec.h"
 #include "text/template_check.h"
 #include "text/tokenizer.h"
@@ -86,8 +85,8 @@ static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *er
     glm_status st = tp_identity_from_model_dir(m->dir, &t, err);
     if (st)
         return st;
-    uint64_t h = tp_hash_bytes(TP_HASH_SEED, &t.config_hash, sizeof t.config_hash);
-    *id = tp_hash_bytes(h, &t.weights_hash, sizeof t.weights_hash);
+    uint64_t h = fnv1a64(FNV1A64_SEED, &t.config_hash, sizeof t.config_hash);
+    *id = fnv1a64(h, &t.weights_hash, sizeof t.weights_hash);
     return GLM_OK;
 }
 

@@ -8,7 +8,7 @@ libui_a_SOURCES = \
 libui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(READLINE_CFLAGS)
 glmchat_LDADD += libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
 
-UI_TEST_LIBS = libui.a $(NCURSES_LIBS) $(READLINE_LIBS) $(CHECK_LIBS)
+UI_TEST_LIBS = libui.a libbase.a $(NCURSES_LIBS) $(READLINE_LIBS) $(CHECK_LIBS)
 
 check_PROGRAMS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain \
 	tests/unit/test_transcript
@@ -29,7 +29,7 @@ tests_unit_test_plain_LDADD = $(UI_TEST_LIBS)
 check_PROGRAMS += tests/ui/tui_driver
 tests_ui_tui_driver_SOURCES = tests/ui/tui_driver.c
 tests_ui_tui_driver_CPPFLAGS = $(AM_CPPFLAGS)
-tests_ui_tui_driver_LDADD = libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
+tests_ui_tui_driver_LDADD = libui.a libbase.a $(NCURSES_LIBS) $(READLINE_LIBS)
 
 TESTS += tests/unit/test_render tests/unit/test_input_history tests/unit/test_plain \
 	tests/unit/test_transcript \

@@ -6,12 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes one code point from s (len > 0). Returns the bytes used (1..4); an invalid or
- * truncated sequence, an overlong form or a surrogate gives U+FFFD and uses 1 byte. */
-size_t rd_utf8_decode(const char *s, size_t len, uint32_t *cp);
-/* Encodes cp into out (4 bytes room). Returns the bytes written. */
-size_t rd_utf8_encode(uint32_t cp, char *out);
-
 /* Columns a code point takes: 0 (combining, zero-width joiners, variation selectors), 1 or 2
  * (East Asian wide, emoji). Control characters count 1: rd_sanitize turns them into U+FFFD.
  * Needs a UTF-8 LC_CTYPE (setlocale) for wcwidth; falls back to built-in ranges otherwise. */

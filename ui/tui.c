@@ -18,6 +18,7 @@
 
 #include <curses.h>
 
+#include "base/utf8.h"
 #include "ui/render.h"
 #include "ui/transcript.h"
 #include "ui/tui.h"
@@ -400,7 +401,7 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
             }
             if (pass == 1 && draw && row - top >= 0 && row - top < max_rows) {
                 uint32_t cp;
-                rd_utf8_decode(text + i, tlen - i, &cp);
+                utf8_next(text + i, tlen - i, &cp);
                 move(y0 + row - top, col);
                 if (cp < 0x20 || cp == 0x7F)
                     addstr("\xef\xbf\xbd");

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 enum { JV_MAX_DEPTH = 512 };
 

@@ -10,7 +10,7 @@
 
 #include "engine/text/json.h"
 #include "engine/text/pretokenize.h"
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 typedef struct tok_span {
     uint32_t off, len; /* into the arena; len 0 with off UINT32_MAX: no such id */
@@ -702,7 +702,7 @@ glm_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, tok_
         w.cache = calloc(CACHE_SLOTS, sizeof *w.cache); /* without it, only slower */
     tbuf fixed = {0};
     if (!utf8_valid(text, len)) {
-        if (utf8_repair(text, len, 1, &fixed, NULL) != GLM_OK)
+        if (tbuf_append_utf8(&fixed, text, len, 1, NULL) != GLM_OK)
             return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
         text = fixed.p;
         len = fixed.len;
@@ -774,7 +774,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
         return glm_error_set(err, GLM_ERR_ARG, "token id %ld is not in the vocabulary", (long)id);
     if (s->n_held == 0) {
         size_t held;
-        if (utf8_repair(b, len, 0, out, &held) != GLM_OK)
+        if (tbuf_append_utf8(out, b, len, 0, &held) != GLM_OK)
             return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
         memcpy(s->held, b + len - held, held);
         s->n_held = held;
@@ -786,7 +786,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
     if (st == GLM_OK)
         st = tbuf_append(&tmp, b, len);
     if (st == GLM_OK)
-        st = utf8_repair(tmp.p, tmp.len, 0, out, &held);
+        st = tbuf_append_utf8(out, tmp.p, tmp.len, 0, &held);
     if (st == GLM_OK) {
         memcpy(s->held, tmp.p + tmp.len - held, held);
         s->n_held = held;
@@ -797,7 +797,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
 
 glm_status tok_stream_finish(tok_stream *s, tbuf *out)
 {
-    glm_status st = utf8_repair(s->held, s->n_held, 1, out, NULL);
+    glm_status st = tbuf_append_utf8(out, s->held, s->n_held, 1, NULL);
     s->n_held = 0;
     return st;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ui/view.h"
+#include "tests/common/check_main.h"
 
 typedef struct app {
     ui_view *view;
@@ -194,9 +195,5 @@ int main(void)
     tcase_add_test(tc, events_from_threads_all_arrive);
     tcase_add_test(tc, command_table);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -14,6 +14,8 @@
 #include "prefix_cache.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
+#include "tests/common/files.h"
 
 static char *model_dir;
 
@@ -240,27 +242,6 @@ START_TEST(cache_longest_prefix_and_lru_budget)
 }
 END_TEST
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*n + 1);
-    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
-    fclose(f);
-    return b;
-}
-
-static void write_all(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    fclose(f);
-}
-
 static int has_note(pc_cache *c, const char *a, const char *b)
 {
     for (int i = 0; i < pc_n_notes(c); i++)
@@ -318,16 +299,16 @@ START_TEST(cache_disk_tier_survives_and_refuses)
     snprintf(p24, sizeof p24, "%s/%016llx-24.kept", dir, (unsigned long long)pc_hash_tokens(ids, 24));
     snprintf(p36, sizeof p36, "%s/%016llx-36.kept", dir, (unsigned long long)pc_hash_tokens(ids, 36));
     size_t n;
-    char *b = read_all(p36, &n);
+    char *b = test_read_file(p36, &n);
     b[n - 3] ^= 0x40;
-    write_all(p36, b, n);
+    test_write_file(p36, b, n);
     free(b);
-    b = read_all(p24, &n);
-    write_all(p24, b, n - 10);
+    b = test_read_file(p24, &n);
+    test_write_file(p24, b, n - 10);
     free(b);
-    b = read_all(p12, &n);
+    b = test_read_file(p12, &n);
     memset(b, 'x', 8);
-    write_all(p12, b, n);
+    test_write_file(p12, b, n);
     free(b);
     c = pc_new(1000, dir, 77, &err);
     ck_assert_ptr_nonnull(c);
@@ -435,8 +416,8 @@ START_TEST(cache_disk_budget_deletes_least_recently_used)
     char stale[4200], live[4200];
     snprintf(stale, sizeof stale, "%s/00000000000000aa-4.kept.2147483646.tmp", dir);
     snprintf(live, sizeof live, "%s/00000000000000aa-4.kept.%ld.tmp", dir, (long)getpid());
-    write_all(stale, "half", 4);
-    write_all(live, "half", 4);
+    test_write_file(stale, "half", 4);
+    test_write_file(live, "half", 4);
     c = pc_new(1000, dir, 5, &err);
     ck_assert(access(stale, F_OK) != 0 && access(live, F_OK) == 0);
     pc_get_stats(c, &st);
@@ -657,9 +638,5 @@ static Suite *reuse_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(reuse_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(reuse_suite());
 }
