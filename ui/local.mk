@@ -3,7 +3,7 @@
 noinst_LIBRARIES += libui.a
 libui_a_SOURCES = \
 	ui/view.h ui/view_impl.h ui/view.c ui/commands.c \
-	ui/render.h ui/render.c ui/highlight.h ui/highlight.c ui/visible.h ui/visible.c ui/history.h ui/history.c ui/plain.c \
+	ui/render.h ui/render.c ui/codeblock.h ui/codeblock.c ui/clipboard.h ui/clipboard.c ui/highlight.h ui/highlight.c ui/visible.h ui/visible.c ui/history.h ui/history.c ui/plain.c \
 	ui/transcript.h ui/transcript.c ui/tui.h ui/tui.c ui/input.c
 libui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(READLINE_CFLAGS)
 glmchat_LDADD += libui.a $(NCURSES_LIBS) $(READLINE_LIBS)
