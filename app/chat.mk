@@ -43,15 +43,22 @@ TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cance
 	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh \
 	tests/e2e/chat_signals.sh tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh \
 	tests/e2e/chat_tui_ux.sh tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh \
-	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh
+	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
 	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh \
 	tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh tests/e2e/chat_signals.sh \
 	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh \
 	tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh tests/e2e/chat_markup.sh \
-	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh
+	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c
 TESTS += tests/e2e/tui_mcp_start.sh
 EXTRA_DIST += tests/e2e/tui_mcp_start.sh
+
+# Code blocks and the clipboard; the command table against both dispatchers (view and app).
+check_PROGRAMS += tests/unit/test_codeblock
+tests_unit_test_codeblock_SOURCES = tests/unit/test_codeblock.c
+tests_unit_test_codeblock_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_codeblock_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_codeblock

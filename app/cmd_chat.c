@@ -1066,14 +1066,17 @@ static int log_to_state_dir(chat_env *e)
 
 static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
 {
-    char err[2048], history[PATH_MAX + 16];
+    char err[2048], history[PATH_MAX + 16], copied[PATH_MAX + 16];
     int rc = log_to_state_dir(e);
     if (rc)
         return rc;
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
+    int cw = snprintf(copied, sizeof copied, "%s/copied.txt", e->paths.state_dir);
+    int keep_copies = keep_history && cw > 0 && (size_t)cw < sizeof copied;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                         .mcp = e->mcp, .history_file = keep_history ? history : NULL,
+                        .copy_file = keep_copies ? copied : NULL,
                         .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)
