@@ -1115,9 +1115,9 @@ int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
 {
     t->chat = c;
     const char *no_color = getenv("NO_COLOR"); /* set and not empty: no colors (no-color.org) */
-    ui_config cfg = {.history_file = t->o.history_file, .copy_file = t->o.copy_file, .show_thinking = 1, .on_action = on_action, .user = t,
+    ui_config cfg = {.history_file = t->o.history_file, .copy_file = t->o.copy_file, .on_action = on_action, .user = t,
                      .no_color = no_color && *no_color};
-    t->view = t->o.plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, errlen) : ui_tui_new(&cfg, err, errlen);
+    t->view = ui_tui_new(&cfg, err, errlen);
     if (!t->view)
         return -1;
     push_conversation_status(t);

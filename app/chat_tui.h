@@ -29,7 +29,6 @@ typedef struct chat_tui_opts {
     const char *copy_file; /* the copy keys and /copy write the text here too (ui_config) */
     const char *backend;   /* for the status line */
     const char *workspace; /* where /attach and @FILE may read (NULL: the current directory) */
-    int plain;             /* 1: the stdio view (tests), 0: the ncurses TUI */
 } chat_tui_opts;
 
 typedef struct chat_tui chat_tui;

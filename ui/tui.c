@@ -1543,7 +1543,7 @@ static void define_keys(void)
 ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
 {
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        snprintf(err, errlen, "the TUI needs a terminal on stdin and stdout; use the plain view for pipes");
+        snprintf(err, errlen, "the TUI needs a terminal on stdin and stdout; glmchat chat --prompt or piped stdin runs without one");
         return NULL;
     }
     ui_view *v = malloc(sizeof *v);

@@ -1,4 +1,4 @@
-/* view.h: the one interface between the app and a view (the ncurses TUI or plain stdio).
+/* view.h: the one interface between the app and the view (the ncurses TUI).
  * The app pushes transcript items and streaming deltas in; the view hands user actions out.
  *
  * THREADING CONTRACT
@@ -35,15 +35,14 @@
  *         return 0;
  *     }
  *     ui_config cfg = { .history_file = path, .on_action = on_action, .user = c };
- *     c->view = isatty(0) && isatty(1) ? ui_tui_new(&cfg, err, sizeof err)
- *                                      : ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err);
+ *     c->view = ui_tui_new(&cfg, err, sizeof err);    // scripts and pipes: app/cmd_chat.c
  *     ui_push_status(c->view, &(ui_status){ .model = "GLM-5.3-Flash", .backend = "cuda", ... });
  *     int rc = ui_run(c->view);     // returns when the user quits (0) or on a terminal error (-1)
  *     join_turn_thread(c);  ui_free(c->view);
  *
  * A reply is: REPLY_BEGIN, then any mix of REASONING_DELTA, CONTENT_DELTA and TOOL_* events,
  * then exactly one FINISH. Push REPLY_BEGIN before on_action returns when the action starts a
- * reply (SUBMIT, /retry, /edit...): the plain view waits for FINISH before reading on. While a
+ * reply (SUBMIT, /retry, /edit...), so that its timing starts there. While a
  * reply runs the view shows it live and offers cancel; no SUBMIT and no COMMAND is sent until
  * FINISH arrives (the TUI keeps the typed line), except the commands flagged
  * UI_CMD_WHILE_STREAMING (/help /copy /quit), which the TUI runs itself and still reports. A tool needing approval: the engine thread pushes
@@ -186,7 +185,6 @@ typedef struct ui_config {
     const char *history_file; /* input history, e.g. $XDG_STATE_HOME/glmchat/history; NULL:
                                  none kept. Its directory must exist (paths_mkdirs). */
     int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
-    int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
     int no_color;             /* TUI: nonzero draws with attributes only (the app sets it from
                                  NO_COLOR, https://no-color.org) */
     const char *copy_file;    /* TUI: the copy keys and /copy also write the text here (mode
@@ -201,10 +199,6 @@ typedef struct ui_config {
 /* The ncurses TUI on the controlling terminal. NULL with a message in err when stdin/stdout
  * are not a terminal or the terminal cannot be set up. */
 ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen);
-/* The stdio view: reads one message per line from in (a line ending in '\' continues),
- * writes answers to out, thinking (when show_thinking), tool lines and notices to errs. */
-ui_view *ui_plain_new(const ui_config *cfg, FILE *in, FILE *out, FILE *errs, char *err,
-                      size_t errlen);
 /* Runs until quit or ui_stop: 0, or -1 when the terminal failed. Restores the terminal. */
 int ui_run(ui_view *v);
 void ui_free(ui_view *v);
