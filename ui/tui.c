@@ -738,8 +738,15 @@ static void copy_code_key(tui *t)
 
 /* /copy [N|all]: code block N of the last reply (1-based), its last by default, or all of it;
  * a reply without code blocks is copied whole, and the status line says so. */
-static void copy_command(tui *t, const char *args)
+static void copy_command(tui *t, const char *line_args)
 {
+    char args[64];
+    size_t an = strcspn(line_args, " \t\n");
+    snprintf(args, sizeof args, "%.*s", (int)(an < sizeof args ? an : sizeof args - 1), line_args);
+    if (line_args[an + strspn(line_args + an, " \t\n")]) {
+        tui_flash(t, "/copy takes one word: a code block number or 'all'");
+        return;
+    }
     if (strcmp(args, "all") == 0) {
         copy_last_reply(t);
         return;

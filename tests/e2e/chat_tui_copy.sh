@@ -88,6 +88,10 @@ type_text "/copy 9"; keys Enter
 expect_screen 'the last reply has 3 code blocks: /copy 1 to 3' 3 "/copy 9 is refused by number"
 type_text "/copy x"; keys Enter
 expect_screen "/copy takes a code block number or 'all', not 'x'" 3 "/copy x is refused"
+type_text "/copy 1 "; keys Enter
+expect_screen 'copied code block 1/3 \(python' 3 "/copy 1 with a trailing blank"
+type_text "/copy 1 2"; keys Enter
+expect_screen "/copy takes one word" 3 "/copy with two words is refused"
 type_text "/copy all"; keys Enter
 expect_screen 'copied the last reply \(17 lines' 3 "/copy all: the whole reply"
 check_py "/copy all: the reply as written" "
