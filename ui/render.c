@@ -591,6 +591,12 @@ static int emit_code(rd_doc *d, const char *s, size_t len, int width, unsigned b
     return rc;
 }
 
+/* RD_SELECT while inside the code block chosen for copying (rd_md_state.select_block). */
+static unsigned selected_block(const rd_md_state *st)
+{
+    return st->select_block > 0 && st->blocks == st->select_block ? RD_SELECT : 0;
+}
+
 static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsigned base,
                           rd_md_state *st)
 {
@@ -605,6 +611,8 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
     case RD_L_FENCE_OPEN: {
         st->lang = (int)hl_lang_from_info(s + c.body, len - c.body);
         st->hl_state = 0;
+        st->blocks++;
+        base |= selected_block(st);
         doc_line_begin(d, base | RD_CODEBLOCK);
         size_t n = len - c.body;
         if (n > (size_t)width - 2)
@@ -618,7 +626,7 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
         return d->oom ? -1 : 0;
     }
     case RD_L_CODE:
-        return emit_code(d, s, len, width, base, st);
+        return emit_code(d, s, len, width, base | selected_block(st), st);
     case RD_L_RULE: {
         doc_line_begin(d, 0);
         for (int i = 0; i < width; i++)

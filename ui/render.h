@@ -103,6 +103,8 @@ typedef struct rd_md_state {
     int fence_len;
     int lang;        /* the code block's hl_lang (ui/highlight.h), 0 for none */
     int hl_state;    /* the highlighter's state between the block's lines */
+    int blocks;      /* code blocks opened so far (the current one is number `blocks`) */
+    int select_block; /* the code block (1-based) drawn selected (RD_SELECT), 0 for none */
 } rd_md_state;
 
 /* Kinds of Markdown-lite line (rd_md_classify). */

@@ -10,7 +10,7 @@
 
 #include "app/chat.h"
 #include "app/chat_memory.h"
-#include "app/test_reply_source.h"
+#include "tests/app/test_reply_source.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
 #include "tests/common/check_main.h"
