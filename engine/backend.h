@@ -3,6 +3,7 @@
 #ifndef GLMCHAT_ENGINE_BACKEND_H
 #define GLMCHAT_ENGINE_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ typedef struct backend_ops {
     void (*state_free)(void *state);
     /* NULL coll: one rank (the default). */
     void (*state_set_collective)(void *state, const backend_collective *coll);
+    /* The flag (the session's cancel) a prefill of more than one token on one rank polls before
+     * each layer: once set, the prefill stops there with GLM_ERR_CANCELED and the state must be
+     * reset. May be NULL (a prefill then runs to its end; the session still stops between
+     * pieces). */
+    void (*state_set_cancel)(void *state, const atomic_int *flag);
     void (*state_reset)(void *state);
     int (*state_length)(const void *state);
     /* Saves the linear-attention state at the current length, so truncate can come back. */

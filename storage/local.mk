@@ -12,7 +12,7 @@ EXTRA_DIST += storage/FORMATS.md
 
 check_PROGRAMS += tests/unit/test_storage tests/unit/test_storage_writer
 tests_unit_test_storage_SOURCES = tests/unit/test_storage.c tests/unit/test_storage_export.c \
-	tests/unit/test_storage_faults.c tests/unit/test_storage.h
+	tests/unit/test_storage_faults.c tests/unit/test_storage_migrate.c tests/unit/test_storage.h
 tests_unit_test_storage_CPPFLAGS = $(TEST_CPPFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_storage_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 # The crash test's writer: saves forever and prints committed ids; verifies them after a kill.

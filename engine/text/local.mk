@@ -26,8 +26,8 @@ TESTS += tests/unit/test_template
 EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py \
 	tests/fixtures/text/README.md
 
-TESTS += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh
-EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/template_jinja.py \
+TESTS += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/text_tokenizer_memory.sh
+EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/template_jinja.py tests/e2e/text_tokenizer_memory.sh \
 	tests/fixtures/text/glm-5.3-flash.chat_template.jinja tests/fixtures/text/glm-5.3-flash-nvidia.chat_template.jinja
 
 check_PROGRAMS += tests/unit/test_reply_parser

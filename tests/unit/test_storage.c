@@ -646,6 +646,7 @@ int main(void)
     SRunner *r = srunner_create(storage_core_suite());
     srunner_add_suite(r, storage_export_suite());
     srunner_add_suite(r, storage_faults_suite());
+    srunner_add_suite(r, storage_migrate_suite());
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);
     srunner_free(r);

@@ -25,5 +25,6 @@ char *export_to_buffer(db_store *db, int64_t conv, export_format format, size_t 
 Suite *storage_core_suite(void);
 Suite *storage_export_suite(void);
 Suite *storage_faults_suite(void);
+Suite *storage_migrate_suite(void);
 
 #endif
