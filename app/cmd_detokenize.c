@@ -6,10 +6,9 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "engine/setting.h"
+#include "base/setting.h"
+#include "base/utf8.h"
 #include "engine/glm_tokens.h"
-#include "engine/text/tbuf.h"
-#include "engine/text/utf8.h"
 
 static void usage(FILE *f)
 {
@@ -107,22 +106,24 @@ int cmd_detokenize(int argc, char **argv, const cli_globals *g)
     id_list ids = {0};
     char *raw_bytes = NULL;
     size_t n_bytes = 0;
-    tbuf text = {0};
+    char *text = NULL;
     int rc = read_ids(stdin, &ids, t);
     if (rc == CLI_EXIT_OK && glm_detokenize(t, ids.v, ids.n, &raw_bytes, &n_bytes, &err) != GLM_OK)
         rc = cli_runtime_error("detokenize: %s", err.message);
     const char *out = raw_bytes;
     size_t out_len = n_bytes;
     if (rc == CLI_EXIT_OK && !raw) {
-        if (utf8_repair(raw_bytes, n_bytes, 1, &text, NULL) != GLM_OK)
+        text = malloc(UTF8_REPAIR_MAX(n_bytes) + 1);
+        if (!text)
             rc = cli_runtime_error("detokenize: out of memory");
-        out = text.p;
-        out_len = text.len;
+        else
+            out_len = utf8_repair(raw_bytes ? raw_bytes : "", n_bytes, 1, text, NULL);
+        out = text;
     }
     if (rc == CLI_EXIT_OK && ((out_len && fwrite(out, 1, out_len, stdout) != out_len) || fflush(stdout)))
         rc = cli_runtime_error("detokenize: cannot write to stdout");
     free(raw_bytes);
-    tbuf_free(&text);
+    free(text);
     free(ids.v);
     glm_tokenizer_free(t);
     return rc;

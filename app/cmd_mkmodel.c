@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "base/setting.h"
 #include "engine/glm_tokens.h"
-#include "engine/setting.h"
 
 static void mkmodel_usage(void)
 {

@@ -3,6 +3,7 @@
 #ifndef GLMCHAT_ENGINE_BACKEND_H
 #define GLMCHAT_ENGINE_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,10 @@ enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 /* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (--dense
  * q4), which changes every partial sum the ranks exchange. */
 #define BACKEND_DENSE_Q4 ((uint32_t)1 << 16)
+/* Or'ed in by the CUDA backend: its prefill chunk (a power of two from 128 rows) as
+ * log2(rows / 128) + 1 in bits 29-31; two ranks run the same chunks (each exchange carries a
+ * chunk's rows), so they must agree on it. 0 there: no chunk (the CPU backend). */
+#define BACKEND_CHUNK_SHIFT 29
 /* Or'ed in by the CPU backend for the variants of backend_settings (fp8_rule, q4_group,
  * q4_f32_scale), so states made under one are never loaded under another. */
 #define BACKEND_VARIANT(rule, group, f32_scale) \
@@ -42,6 +47,11 @@ typedef struct backend_ops {
     void (*state_free)(void *state);
     /* NULL coll: one rank (the default). */
     void (*state_set_collective)(void *state, const backend_collective *coll);
+    /* The flag (the session's cancel) a prefill of more than one token on one rank polls before
+     * each layer: once set, the prefill stops there with GLM_ERR_CANCELED and the state must be
+     * reset. May be NULL (a prefill then runs to its end; the session still stops between
+     * pieces). */
+    void (*state_set_cancel)(void *state, const atomic_int *flag);
     void (*state_reset)(void *state);
     int (*state_length)(const void *state);
     /* Saves the linear-attention state at the current length, so truncate can come back. */

@@ -7,6 +7,7 @@ libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/er
 	engine/model/weights.c engine/model/weights.h \
 	engine/model/model.c engine/model/model.h engine/model/traffic.c engine/model/traffic.h \
 	engine/model/projection.c engine/model/projection.h \
+	engine/model/prefill_projection.c engine/model/prefill_projection.h \
 	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/model/identity.c engine/model/identity.h engine/model/dump.c engine/model/quantize_dir.c \
 	engine/model/check_dir.c \
@@ -17,7 +18,7 @@ libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/er
 	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
 	engine/engine.c engine/engine_impl.h engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
-	engine/setting.c engine/setting.h engine/log.c engine/log.h
+	engine/log.c engine/log.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c \
@@ -113,6 +114,12 @@ tests_unit_test_traffic_SOURCES = tests/unit/test_traffic.c
 tests_unit_test_traffic_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_traffic_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_traffic
+# A prefill chunk's op groups (FLOPs, bytes) and their projection onto two Sparks (issue 36).
+check_PROGRAMS += tests/unit/test_prefill_projection
+tests_unit_test_prefill_projection_SOURCES = tests/unit/test_prefill_projection.c
+tests_unit_test_prefill_projection_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_prefill_projection_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_prefill_projection
 # bench/traffic_table: the per-op byte table of a model directory's config (make bench/traffic_table).
 EXTRA_PROGRAMS += bench/traffic_table
 bench_traffic_table_SOURCES = bench/traffic_table.c

@@ -34,6 +34,11 @@ static void cpu_be_set_collective(void *st, const backend_collective *coll)
     cpu_state_set_collective(st, coll);
 }
 
+static void cpu_be_set_cancel(void *st, const atomic_int *flag)
+{
+    cpu_state_set_cancel(st, flag);
+}
+
 static void cpu_be_reset(void *st)
 {
     cpu_state_reset(st);
@@ -112,6 +117,7 @@ static const backend_ops cpu_ops = {
     .state_new = cpu_be_state_new,
     .state_free = cpu_be_state_free,
     .state_set_collective = cpu_be_set_collective,
+    .state_set_cancel = cpu_be_set_cancel,
     .state_reset = cpu_be_reset,
     .state_length = cpu_be_length,
     .state_mark = cpu_be_mark,

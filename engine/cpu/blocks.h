@@ -33,6 +33,7 @@ struct cpu_state {
     kda_state *mark; /* saved KDA states, or NULL */
     int mark_n;
     cpu_collective coll; /* all_reduce NULL: one rank */
+    const atomic_int *cancel; /* polled between layers of a prefill (one rank), or NULL */
     kda_trail *trail;  /* one per KDA layer, or NULL */
     int trail_cap;     /* positions each trail holds */
     int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */

@@ -385,6 +385,19 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
 }
 
+void cpu_state_set_cancel(cpu_state *s, const atomic_int *flag)
+{
+    s->cancel = flag;
+}
+
+/* Whether to stop before the next layer: a prefill (not a decode step or a verification
+ * window, which end soon anyway) on one rank (the other rank would wait for this one's
+ * exchanges) whose session was canceled. */
+static int stop_asked(const cpu_state *s, int n)
+{
+    return s->cancel && n > 1 && !s->verifying && !s->coll.all_reduce && atomic_load(s->cancel);
+}
+
 static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n,
                           float *logits_out, int all_rows, glm_error *err)
 {
@@ -410,8 +423,14 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     }
     free(row);
     glm_error peer_err = {0};
-    for (int li = 0; rc == 0 && li < c->num_layers; li++)
+    int li = 0;
+    for (; rc == 0 && li < c->num_layers; li++) {
+        if (stop_asked(s, n)) {
+            rc = -3;
+            break;
+        }
         rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
+    }
     if (rc == 0)
         rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
     if (rc == 0 && cpu_mtp_on(s))
@@ -422,6 +441,9 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
             *err = peer_err;
         return peer_err.status ? peer_err.status : GLM_ERR_PEER;
     }
+    if (rc == -3) /* the layers before li ran: their KDA states moved on, so the state is reset */
+        return glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
+                             li, c->num_layers);
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);

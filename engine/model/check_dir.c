@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/grow.h"
 #include "cuda/plan.h"
 #include "glm_tokens.h"
 #include "model/config.h"
@@ -39,7 +40,8 @@ typedef struct checker {
     char *line;             /* the report's line being written */
     size_t line_len, line_cap;
     char **problems;
-    int n_problems, cap_problems;
+    int n_problems;
+    size_t cap_problems;
     shard *shards;
     int n_shards;
     cJSON *index;           /* model.safetensors.index.json, or NULL */
@@ -65,14 +67,9 @@ static void problem(checker *k, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (k->n_problems == k->cap_problems) {
-        int cap = k->cap_problems ? 2 * k->cap_problems : 32;
-        char **n = realloc(k->problems, (size_t)cap * sizeof *n);
-        if (!n)
-            return; /* out of memory: the count below still says something went wrong */
-        k->problems = n;
-        k->cap_problems = cap;
-    }
+    if (grow_array((void **)&k->problems, &k->cap_problems, (size_t)k->n_problems + 1,
+                   sizeof *k->problems, 32) != 0)
+        return; /* out of memory: the count below still says something went wrong */
     k->problems[k->n_problems++] = strdup(buf);
 }
 
@@ -80,16 +77,8 @@ static void problem(checker *k, const char *fmt, ...)
  * line is lost, the report goes on). */
 static int line_append(checker *k, const char *s, size_t n)
 {
-    if (k->line_len + n + 1 > k->line_cap) {
-        size_t cap = k->line_cap ? k->line_cap : 256;
-        while (cap < k->line_len + n + 1)
-            cap *= 2;
-        char *grown = realloc(k->line, cap);
-        if (!grown)
-            return 0;
-        k->line = grown;
-        k->line_cap = cap;
-    }
+    if (grow_array((void **)&k->line, &k->line_cap, k->line_len + n + 1, 1, 256) != 0)
+        return 0;
     memcpy(k->line + k->line_len, s, n);
     k->line_len += n;
     k->line[k->line_len] = '\0';
@@ -371,14 +360,8 @@ static int in_lost_shard(checker *k, const char *name)
 
 static void mark_used(checker *k, const char *name)
 {
-    if (k->n_used == k->cap_used) {
-        size_t cap = k->cap_used ? 2 * k->cap_used : 1024;
-        char **n = realloc(k->used, cap * sizeof *n);
-        if (!n)
-            return;
-        k->used = n;
-        k->cap_used = cap;
-    }
+    if (grow_array((void **)&k->used, &k->cap_used, k->n_used + 1, sizeof *k->used, 1024) != 0)
+        return;
     char *copy = strdup(name);
     if (copy)
         k->used[k->n_used++] = copy;

@@ -7,17 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hash.h"
+#include "base/le.h"
 #include "model/identity.h"
-
-uint64_t model_hash_bytes(uint64_t h, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 /* Hashes a whole file into *h; GLM_ERR_IO when it cannot be read. */
 static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **text, glm_error *err)
@@ -52,7 +44,7 @@ static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **
         return glm_error_set(err, GLM_ERR_IO, "cannot read %s (unreadable or over %zu bytes)", path, limit);
     }
     buf[len] = '\0';
-    *h = model_hash_bytes(*h, buf, len);
+    *h = fnv1a64(*h, buf, len);
     if (text)
         *text = buf;
     else
@@ -71,14 +63,12 @@ static glm_status hash_safetensors_header(const char *path, uint64_t *h, glm_err
     if (fread(lenbuf, 1, 8, f) != 8) {
         st = glm_error_set(err, GLM_ERR_FORMAT, "%s is too short for a safetensors file", path);
     } else {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--)
-            n = (n << 8) | lenbuf[i];
+        uint64_t n = le_get_u64(lenbuf);
         char *hdr = n <= (100u << 20) ? malloc(n ? n : 1) : NULL;
         if (!hdr || fread(hdr, 1, n, f) != n)
             st = glm_error_set(err, GLM_ERR_FORMAT, "%s has an unreadable header of %" PRIu64 " bytes", path, n);
         else
-            *h = model_hash_bytes(model_hash_bytes(*h, lenbuf, 8), hdr, n);
+            *h = fnv1a64(fnv1a64(*h, lenbuf, 8), hdr, n);
         free(hdr);
     }
     fclose(f);
@@ -111,7 +101,7 @@ glm_status model_identity_read(const char *dir, model_identity *id, glm_error *e
     memset(id, 0, sizeof *id);
     char path[4096];
     char *config = NULL;
-    id->config_hash = MODEL_HASH_SEED;
+    id->config_hash = FNV1A64_SEED;
     snprintf(path, sizeof path, "%s/config.json", dir);
     glm_status st = hash_file(path, 16u << 20, &id->config_hash, &config, err);
     if (st != GLM_OK)
@@ -119,7 +109,7 @@ glm_status model_identity_read(const char *dir, model_identity *id, glm_error *e
                              "model's directory", dir);
     config_model_type(config, id->model_type, sizeof id->model_type);
     free(config);
-    id->weights_hash = MODEL_HASH_SEED;
+    id->weights_hash = FNV1A64_SEED;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (access(path, R_OK) == 0)
         return hash_file(path, 64u << 20, &id->weights_hash, NULL, err);
@@ -132,6 +122,6 @@ glm_status model_identity_read(const char *dir, model_identity *id, glm_error *e
 
 uint64_t model_identity_key(const model_identity *id)
 {
-    uint64_t h = model_hash_bytes(MODEL_HASH_SEED, &id->config_hash, sizeof id->config_hash);
-    return model_hash_bytes(h, &id->weights_hash, sizeof id->weights_hash);
+    uint64_t h = fnv1a64(FNV1A64_SEED, &id->config_hash, sizeof id->config_hash);
+    return fnv1a64(h, &id->weights_hash, sizeof id->weights_hash);
 }

@@ -9,16 +9,12 @@
 
 #include "glm.h"
 
-/* 64-bit FNV-1a, continuing from h (start with MODEL_HASH_SEED). */
-#define MODEL_HASH_SEED 0xcbf29ce484222325ull
-uint64_t model_hash_bytes(uint64_t h, const void *data, size_t len);
-
 /* The longest model_type kept; a longer one (or one with control bytes) reads as "unknown". */
 #define MODEL_TYPE_MAX 127
 
 typedef struct model_identity {
     char model_type[MODEL_TYPE_MAX + 1]; /* config.json's model_type */
-    uint64_t config_hash;                /* of config.json's bytes */
+    uint64_t config_hash;                /* of config.json's bytes (base/hash.h's fnv1a64) */
     uint64_t weights_hash;               /* of the weight index (or the weight files' header) */
 } model_identity;
 

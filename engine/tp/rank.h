@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/hash.h" /* the identity's hashes are fnv1a64 */
 #include "glm.h"
 #include "tp/auth.h"
 #include "tp/protocol.h"
@@ -33,7 +34,7 @@ typedef struct tp_rank_options {
 /* What both ranks must agree on about the model. */
 typedef struct tp_identity {
     char model_name[TP_NAME_MAX + 1]; /* config.json's model_type */
-    uint64_t config_hash;             /* of config.json's bytes */
+    uint64_t config_hash;             /* of config.json's bytes (FNV-1a) */
     uint64_t weights_hash;            /* of the weight index (or the weight files' names and sizes) */
     uint32_t max_context;
     uint32_t kv_format;
@@ -45,7 +46,6 @@ uint32_t tp_backend_code(const char *backend_name);
 
 /* The identity of the model in dir (model/identity.h), the other fields zero. */
 glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err);
-
 
 typedef struct tp_rank tp_rank;
 typedef struct tp_listener tp_listener;

@@ -12,22 +12,10 @@
 
 #define GPU_TEST_NAME "test_gemm_rows"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static int failures;
-
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float rng_uniform(void) /* [-1, 1) */
-{
-    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static uint16_t to_bf16(float f) /* round to nearest even */
 {
@@ -85,9 +73,10 @@ static double time_us(const char *mode, const eng_mat *w, const float *x, int T,
     return 1000.0 * ms / reps;
 }
 
-/* The chunk sizes (all > ENG_GEMM_MIN_ROWS); the largest is the reference. */
-static const int kT[] = {9, 17, 64, 288, 307, 1024};
-enum { NT = sizeof kT / sizeof *kT, TMAX = 1024 };
+/* The chunk sizes (all > ENG_GEMM_MIN_ROWS), up to the memory plan's largest chunk of its own
+ * choice (CUDA_CHUNK_CAP); the largest is the reference. */
+static const int kT[] = {9, 17, 64, 288, 307, 1024, 2048, 4096};
+enum { NT = sizeof kT / sizeof *kT, TMAX = 4096 };
 
 /* The first row and column of `got` (T rows from row `at` of the reference) that differ. */
 static int first_mismatch(const float *got, const float *ref, int T, int at, int rows, int *r, int *c)
@@ -102,8 +91,8 @@ static int first_mismatch(const float *got, const float *ref, int T, int at, int
     return 0;
 }
 
-/* Whether every T at two places (the chunk's first rows, its last rows), and T = 1024 again, gives
- * the bits of T = 1024 (`ref`, host) under `mode`; the first difference into `where`. */
+/* Whether every T at two places (the chunk's first rows, its last rows), and T = TMAX again, gives
+ * the bits of T = TMAX (`ref`, host) under `mode`; the first difference into `where`. */
 static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const float *ref, float *yd,
                      float *got, char *where, size_t n)
 {
@@ -136,9 +125,9 @@ static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *e
     float *wf = xmalloc(wn * sizeof *wf), *xh = xmalloc(xn * sizeof *xh);
     float amp = 1.0f / sqrtf((float)K);
     for (size_t i = 0; i < wn; i++)
-        wf[i] = amp * rng_uniform();
+        wf[i] = amp * test_rng_uniform(&rng_state);
     for (size_t i = 0; i < xn; i++)
-        xh[i] = rng_uniform() * (float)(1u << (rng_u32() % 4));
+        xh[i] = test_rng_uniform(&rng_state) * (float)(1u << (test_rng_u32(&rng_state) % 4));
     void *wd;
     if (dtype == ENG_BF16) {
         uint16_t *wb = xmalloc(wn * sizeof *wb);
@@ -256,7 +245,7 @@ int main(int argc, char **argv)
         {"s: ix weights", 8, 256},       {"s: router", 16, 256},         {"s: dense gate/up", 512, 256},
         {"s: dense down, eh", 256, 512},
     };
-    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307} (the first and the last rows "
+    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
            "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
            "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over 4 rows "
            "(new path); us: a product's time, new and old, ratio new / old\n", TMAX, TMAX);

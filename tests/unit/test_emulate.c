@@ -15,6 +15,7 @@
 #include "model/numfmt.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 /* tiny-A's prompt: 40 tokens in one pass, 24 decode steps; at 64 tokens the indexer (top 16 of
  * pools of 4) selects, so its keys' format counts too */
@@ -362,9 +363,5 @@ static Suite *emulate_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(emulate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(emulate_suite());
 }

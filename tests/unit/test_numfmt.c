@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/numfmt.h"
+#include "tests/common/check_main.h"
 
 static float from_bits(uint32_t u)
 {
@@ -358,9 +359,5 @@ static Suite *numfmt_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(numfmt_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(numfmt_suite());
 }
