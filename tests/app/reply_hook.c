@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "app/source_hook.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "tests/app/test_reply_source.h"
 
 #define HOOK_REPLIES "GLMCHAT_TEST_REPLIES"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/unit/test_storage.h"
+#include "tests/common/files.h"
 
 /* Schema version 2 exactly as glmchat wrote it (migration steps 1 and 2), so this test keeps
  * describing the files users have even if the migration list were ever edited by mistake. */
@@ -240,7 +241,7 @@ START_TEST(previous_schema_reads_read_only_untouched)
     char *path = scratch_path(dir, "v2.db");
     make_v2_database(path);
     size_t before_len, after_len;
-    char *before = slurp(path, &before_len);
+    char *before = test_read_file(path, &before_len);
     db_store *db = open_path(path, DB_OPEN_CHECK);
     ck_assert_int_eq(db_read_only(db), 1);
     ck_assert_int_eq(db_integrity_ok(db), 1);
@@ -251,7 +252,7 @@ START_TEST(previous_schema_reads_read_only_untouched)
     conv_list_free(list, n);
     ck_assert_int_eq(conv_leaf(db, 5), 9);
     db_close(db);
-    char *after = slurp(path, &after_len);
+    char *after = test_read_file(path, &after_len);
     ck_assert_uint_eq(before_len, after_len);
     ck_assert(memcmp(before, after, before_len) == 0);
     ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 2);
