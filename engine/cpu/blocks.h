@@ -47,6 +47,7 @@ struct cpu_state {
     int h_base, h_n, h_cap;
     float *mark_h; /* h of the marked length's last token, or NULL */
     int mark_mtp_n;
+    backend_tap tap; /* diagnostics (backend.h); fn NULL: none */
 };
 
 /* Grows the DSA caches to hold need tokens. */
@@ -67,6 +68,11 @@ typedef struct dsa_selection {
     int width;
     int *count;
     int32_t *idx;
+    /* where not NULL (the diagnostic tap), the indexer's pool scores a row, score_width each:
+     * pool p's score at p, NaN where the row scores no pool p (p past its pools, or the row's
+     * pools within the budget) */
+    float *scores;
+    int score_width;
 } dsa_selection;
 
 /* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed

@@ -97,6 +97,9 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     for (int t = 0; t < T; t++) {
         int pos = pos0 + t, P = (pos + 1) / kp, n = 0;
         int32_t *out = sel->idx + (size_t)t * sel->width;
+        float *scores = sel->scores ? sel->scores + (size_t)t * sel->score_width : NULL;
+        for (int p = 0; scores && p < sel->score_width; p++)
+            scores[p] = NAN;
         if (P <= budget) {
             for (int s = 0; s < P * kp; s++)
                 out[n++] = s;
@@ -110,6 +113,8 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
                 }
                 ps[p].score = score;
                 ps[p].pool = p;
+                if (scores && p < sel->score_width)
+                    scores[p] = score;
             }
             qsort(ps, (size_t)P, sizeof *ps, cmp_pool_score);
             for (int i = 0; i < budget; i++)

@@ -151,6 +151,7 @@ typedef struct cuda_backend {
     int dense_q4;  /* dense = q4 */
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     engine_log log; /* where the backend's lines go */
+    backend_tap tap; /* diagnostics (backend.h): set, the decode step runs without its graph */
     cu_prof prof;
 } cuda_backend;
 

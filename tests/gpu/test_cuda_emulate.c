@@ -1,13 +1,17 @@
 /* test_cuda_emulate.c: the CUDA backend's lossy modes against the CPU backend's emulation of
  * them (--kv-cache fp8|bf16, --dense q4 and each pairing): both backends opened with one
  * backend_settings, a prompt prefilled then decoded, logits compared per row at f32 tolerance.
- * Usage: test_cuda_emulate MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS [LABEL]]]. Needs a GPU. */
+ * Usage: test_cuda_emulate [--trace|--trace-all] MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS [LABEL]]].
+ * Needs a GPU. --trace runs each failing mode again with both backends' taps (emulate_trace.h)
+ * and prints where they part: the first row, layer and step, and the indexer's and router's
+ * flips with their scores; --trace-all does so for the f32 run and every mode. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/gpu/cuda_env.h"
+#include "tests/gpu/emulate_trace.h"
 #include "backend.h"
 #include "model/model.h"
 
@@ -54,6 +58,37 @@ static int run(const glm_model *m, int cuda, const backend_settings *s, const in
         be.ops->state_free(state);
     backend_close(&be);
     return rc;
+}
+
+/* run() with a trace of the forward (emulate_trace.h) into t. */
+static int run_traced(const glm_model *m, int cuda, const backend_settings *s, const int32_t *tok,
+                      int P, int S, float *out, emu_trace *t, glm_error *err)
+{
+    if (emu_trace_init(t, &m->cfg, P + S)) {
+        glm_error_set(err, GLM_ERR_ARG, "the trace takes models of at most 64 layers");
+        return -1;
+    }
+    backend_settings ts = *s;
+    ts.tap = emu_trace_tap(t);
+    return run(m, cuda, &ts, tok, P, S, out, err);
+}
+
+/* Both backends again under s, traced; where they part. out: scratch logits. */
+static void trace_mode(const glm_model *m, const backend_settings *s, const int32_t *tok, int P,
+                       int S, float *out, const char *label, const char *mode)
+{
+    emu_trace cpu, gpu;
+    glm_error err = {0};
+    char head[256];
+    snprintf(head, sizeof head, "TRACE %s %s", label, mode);
+    if (run_traced(m, 0, s, tok, P, S, out, &cpu, &err) ||
+        run_traced(m, 1, s, tok, P, S, out, &gpu, &err))
+        printf("%s: the traced run failed: %s\n", head, err.message);
+    else
+        emu_trace_compare(stdout, head, m, &cpu, &gpu);
+    emu_trace_free(&cpu);
+    emu_trace_free(&gpu);
+    fflush(stdout);
 }
 
 static double row_diff(const float *a, const float *b, int V)
@@ -109,8 +144,14 @@ static void compare(const float *a, const float *b, int N, int V, double *rows, 
 
 int main(int argc, char **argv)
 {
+    int trace = 0; /* 1: the failing modes, 2: every run */
+    if (argc > 1 && (!strcmp(argv[1], "--trace") || !strcmp(argv[1], "--trace-all"))) {
+        trace = argv[1][7] ? 2 : 1;
+        argv++, argc--;
+    }
     if (argc < 2) {
-        fprintf(stderr, "usage: test_cuda_emulate MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS [LABEL]]]\n");
+        fprintf(stderr, "usage: test_cuda_emulate [--trace|--trace-all] MODEL_DIR [PROMPT_TOKENS "
+                        "[DECODE_STEPS [LABEL]]]\n");
         return 2;
     }
     int P = argc > 2 ? atoi(argv[2]) : 40, S = argc > 3 ? atoi(argv[3]) : 24;
@@ -173,6 +214,8 @@ int main(int argc, char **argv)
     int base_over = 0;
     double base_median = 0;
     compare(ref, gpu, N, V, rows, &base_over, NULL, &base_median, NULL);
+    if (trace == 2)
+        trace_mode(m, &s, tok, P, S, emu, label, "f32");
     if (base_over > OVER_ROWS(N) || base_median > TOL_F32) {
         printf("NOT JUDGED: %s: its f32 CUDA and CPU runs already differ (%d/%d rows over %.0e, "
                "median %.2e, rms rel %.2e), so its lossy modes cannot be told from that\n",
@@ -205,6 +248,8 @@ int main(int argc, char **argv)
                ok ? "PASS" : "FAIL", label, modes[k].name, median, worst, over, N, TOL_F32, first,
                vs_emu, vs_f32);
         failures += !ok;
+        if (trace == 2 || (trace && !ok))
+            trace_mode(m, &s, tok, P, S, emu, label, modes[k].name);
     }
     free(tok), free(ref), free(emu), free(gpu), free(rows);
     glm_model_close(m);

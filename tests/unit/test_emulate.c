@@ -14,6 +14,7 @@
 #include "model/mkmodel.h"
 #include "model/numfmt.h"
 #include "session.h"
+#include "tests/gpu/emulate_trace.h"
 #include "test_engine_util.h"
 
 /* tiny-A's prompt: 40 tokens in one pass, 24 decode steps; at 64 tokens the indexer (top 16 of
@@ -330,6 +331,86 @@ START_TEST(q4_variants_do_what_they_name)
 }
 END_TEST
 
+/* run() with the forward traced into t (emulate_trace.h). */
+static float *run_traced(const glm_model *m, const backend_settings *s, const int32_t *ids,
+                         emu_trace *t)
+{
+    ck_assert_int_eq(emu_trace_init(t, &m->cfg, N_TOKENS), 0);
+    backend_settings ts = *s;
+    ts.tap = emu_trace_tap(t);
+    float *out = run(m, &ts, ids, N_TOKENS, N_PROMPT);
+    ck_assert_msg(!t->failed, "the tap gave a row outside the run");
+    return out;
+}
+
+/* The tap hands every layer's steps for every row (prefill and decode alike) without changing a
+ * logit; two traces of one mode agree step for step; f32 against the fp8 cache first part at
+ * row 0 in the first DSA layer's attention output (the latent row rounded), every earlier step
+ * equal; the selections are well formed. */
+START_TEST(tap_traces_where_two_runs_part)
+{
+    glm_error err = {0};
+    glm_model *m = glm_model_open(tu_fixture("tiny-A"), &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    const glm_config *c = &m->cfg;
+    int V = c->vocab_size, dsa0 = 0;
+    while (dsa0 < c->num_layers && c->attn[dsa0] != GLM_ATTN_DSA)
+        dsa0++;
+    ck_assert_int_lt(dsa0, c->num_layers);
+    int32_t *ids = tu_some_tokens(N_TOKENS, 35, V < 4096 ? V : 4096);
+    backend_settings f32 = settings(GLM_KV_CACHE_F32, GLM_DENSE_BF16),
+                     fp8 = settings(GLM_KV_CACHE_FP8, GLM_DENSE_BF16);
+    emu_trace a, a2, b;
+    float *plain = run(m, &f32, ids, N_TOKENS, N_PROMPT);
+    float *la = run_traced(m, &f32, ids, &a), *la2 = run_traced(m, &f32, ids, &a2);
+    float *lb = run_traced(m, &fp8, ids, &b);
+    ck_assert_msg(memcmp(plain, la, (size_t)N_TOKENS * V * sizeof *la) == 0,
+                  "the tap changed the logits");
+    for (int l = 0; l < c->num_layers; l++) {
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_ATTN_IN], c->hidden_size);
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_FFN], c->hidden_size);
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_EXPERTS], c->moe[l] ? c->num_experts_per_tok : 0);
+        int dsa = c->attn[l] == GLM_ATTN_DSA && m->w.layers[l].dsa.has_indexer;
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_SELECT], dsa ? c->index_topk + c->index_kpool - 1 : 0);
+        const float *ffn = a.rows[l][BACKEND_TAP_FFN];
+        for (size_t i = 0; i < (size_t)N_TOKENS * c->hidden_size; i++)
+            ck_assert_msg(!isnan(ffn[i]), "layer %d FFN row %zu not traced", l, i / c->hidden_size);
+        for (int r = 0; dsa && r < N_TOKENS; r++) { /* ascending rows of the past, then -1s */
+            const int32_t *sel = (const int32_t *)a.rows[l][BACKEND_TAP_SELECT] +
+                                 (size_t)r * a.width[l][BACKEND_TAP_SELECT];
+            int n = 0;
+            while (n < a.width[l][BACKEND_TAP_SELECT] && sel[n] >= 0)
+                n++;
+            ck_assert_int_ge(n, 1);
+            ck_assert_int_le(sel[n - 1], r);
+            ck_assert_int_ge(sel[0], 0);
+            for (int i = 1; i < n; i++)
+                ck_assert_int_lt(sel[i - 1], sel[i]);
+            for (int i = n; i < a.width[l][BACKEND_TAP_SELECT]; i++)
+                ck_assert_int_eq(sel[i], -1);
+        }
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff same = emu_trace_compare(devnull, "f32 twice", m, &a, &a2);
+    ck_assert_int_eq(same.first_row, -1);
+    emu_trace_diff d = emu_trace_compare(devnull, "tiny-A f32 vs fp8", m, &a, &b);
+    fclose(devnull);
+    ck_assert_int_eq(d.first_row, 0);
+    ck_assert_int_eq(d.first_layer, dsa0);
+    ck_assert_int_eq(d.first_step, BACKEND_TAP_ATTN);
+    /* at 64 tokens tiny-A's indexer selects (top 16 of pools of 4): scores were traced */
+    ck_assert_ptr_nonnull(a.rows[dsa0][BACKEND_TAP_SCORES]);
+    const float *last = (const float *)a.rows[dsa0][BACKEND_TAP_SCORES] +
+                        (size_t)(N_TOKENS - 1) * a.score_width;
+    ck_assert_msg(!isnan(last[0]) && isnan(last[N_TOKENS / c->index_kpool]),
+                  "the last row scores its pools and no more");
+    emu_trace_free(&a), emu_trace_free(&a2), emu_trace_free(&b);
+    free(plain), free(la), free(la2), free(lb), free(ids);
+    glm_model_close(m);
+}
+END_TEST
+
 START_TEST(engine_params_reach_the_cpu_backend)
 {
     glm_error err = {0};
@@ -356,6 +437,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, q4_takes_cuda_roles_and_numfmt_values);
     tcase_add_test(tc, q4_variants_do_what_they_name);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
+    tcase_add_test(tc, tap_traces_where_two_runs_part);
     suite_add_tcase(s, tc);
     return s;
 }
