@@ -373,6 +373,12 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         *sel_cur = next;
         if (!rc && L->dsa.has_indexer)
             rc = tap_selection(s, li, &b->sel[next], T);
+        const dsa_cache *dc = &s->dsa[rank];
+        tap(s, li, BACKEND_TAP_LATENT, T, dc->latent + (size_t)s->n * c->kv_lora_rank,
+            c->kv_lora_rank);
+        if (L->dsa.has_indexer)
+            tap(s, li, BACKEND_TAP_INDEX_KEY, T, dc->idx_key + (size_t)s->n * c->index_head_dim,
+                c->index_head_dim);
     }
     if (rc)
         return -1;

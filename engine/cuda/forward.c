@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda/cuda_internal.h"
+#include "model/numfmt.h"
 
 glm_status cuda_fail(glm_error *err, const char *what, int code)
 {
@@ -499,7 +500,45 @@ static int tap(cuda_state *s, int li, backend_tap_what what, int T, const void *
     return 0;
 }
 
-/* One layer's taps after its attention (input, the DSA selection, output). */
+/* The tap's rows [s->n, s->n + T) of cache c as stored, read back in f32 (numfmt.h's values). */
+static int tap_cache(cuda_state *s, int li, backend_tap_what what, const eng_cache *c, int T,
+                     glm_error *err)
+{
+    cuda_backend *be = s->be;
+    size_t w = (size_t)c->width, n = (size_t)T * w;
+    size_t size = c->dtype == ENG_CACHE_F32 ? 4 : c->dtype == ENG_CACHE_BF16 ? 2 : 1;
+    unsigned char *raw = malloc(n * size);
+    float *v = malloc(n * sizeof *v), *sc = malloc((size_t)T * sizeof *sc);
+    int rc = raw && v && sc ? 0 : -1;
+    if (rc) {
+        free(raw), free(v), free(sc);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
+        return -1;
+    }
+    rc = eng_copy_async(raw, (const unsigned char *)c->rows + (size_t)s->n * w * size, n * size,
+                        be->stream);
+    if (!rc && c->dtype == ENG_CACHE_FP8)
+        rc = eng_copy_async(sc, c->scale + s->n, (size_t)T * sizeof *sc, be->stream);
+    if (!rc)
+        rc = eng_stream_sync(be->stream);
+    if (rc) {
+        free(raw), free(v), free(sc);
+        return cuda_fail(err, "copying cache rows for the tap", rc), -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (c->dtype == ENG_CACHE_F32)
+            memcpy(&v[i], raw + 4 * i, 4);
+        else if (c->dtype == ENG_CACHE_BF16)
+            v[i] = numfmt_bf16_value((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        else
+            v[i] = numfmt_e4m3_value(raw[i]) * sc[i / w];
+    }
+    be->tap.fn(be->tap.user, li, what, s->n, T, v, (int)w);
+    free(raw), free(v), free(sc);
+    return 0;
+}
+
+/* One layer's taps after its attention (input, the DSA selection and cache rows, output). */
 static int tap_attention(cuda_state *s, int li, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -510,6 +549,12 @@ static int tap_attention(cuda_state *s, int li, int T, glm_error *err)
     if (c->attn[li] == GLM_ATTN_DSA && L->has_indexer &&
         tap(s, li, BACKEND_TAP_SELECT, T, b->sel_idx, b->sel_count, width, sizeof(int32_t), err))
         return -1;
+    if (be->tap.fn && !s->coll.all_reduce && c->attn[li] == GLM_ATTN_DSA) {
+        const cu_dsa_cache *dc = &s->dsa[glm_config_rank_of(c, li)];
+        if (tap_cache(s, li, BACKEND_TAP_LATENT, &dc->latent, T, err) ||
+            (L->has_indexer && tap_cache(s, li, BACKEND_TAP_INDEX_KEY, &dc->idx_key, T, err)))
+            return -1;
+    }
     return tap(s, li, BACKEND_TAP_ATTN, T, b->y, NULL, D, sizeof(float), err);
 }
 

@@ -9,8 +9,9 @@
 
 /* the order a row's steps run in */
 static const backend_tap_what step_order[] = {
-    BACKEND_TAP_ATTN_IN, BACKEND_TAP_SCORES, BACKEND_TAP_SELECT, BACKEND_TAP_ATTN,
-    BACKEND_TAP_FFN_IN,  BACKEND_TAP_ROUTER, BACKEND_TAP_EXPERTS, BACKEND_TAP_FFN};
+    BACKEND_TAP_ATTN_IN, BACKEND_TAP_LATENT, BACKEND_TAP_INDEX_KEY, BACKEND_TAP_SCORES,
+    BACKEND_TAP_SELECT,  BACKEND_TAP_ATTN,   BACKEND_TAP_FFN_IN,    BACKEND_TAP_ROUTER,
+    BACKEND_TAP_EXPERTS, BACKEND_TAP_FFN};
 
 const char *emu_trace_step_name(backend_tap_what what)
 {
@@ -18,6 +19,8 @@ const char *emu_trace_step_name(backend_tap_what what)
     case BACKEND_TAP_ATTN_IN: return "attention input";
     case BACKEND_TAP_SELECT: return "indexer selection";
     case BACKEND_TAP_SCORES: return "indexer scores";
+    case BACKEND_TAP_LATENT: return "latent cache row";
+    case BACKEND_TAP_INDEX_KEY: return "indexer key row";
     case BACKEND_TAP_ATTN: return "attention output";
     case BACKEND_TAP_FFN_IN: return "FFN input";
     case BACKEND_TAP_ROUTER: return "router logits";
@@ -225,6 +228,24 @@ static void flip(FILE *out, const char *label, const glm_model *m, const emu_tra
     free(xa), free(xb), free(ca), free(cb);
 }
 
+/* A cache row that differs (the first few): its differing elements, both runs' values. */
+static void cache_row(FILE *out, const char *label, const emu_trace *a, const emu_trace *b, int l,
+                      backend_tap_what what, int r, double rel)
+{
+    const float *x = row_of(a, l, what, r), *y = row_of(b, l, what, r);
+    int n = a->width[l][what], k = 0;
+    for (int i = 0; i < n; i++)
+        k += x[i] != y[i];
+    fprintf(out, "%s   row %d layer %d %s: %d of %d values differ (%.2e of the row's largest):",
+            label, r, l, emu_trace_step_name(what), k, n, rel);
+    for (int i = 0, shown = 0; i < n && shown < 6; i++)
+        if (x[i] != y[i]) {
+            fprintf(out, " [%d] %.7g/%.7g", i, x[i], y[i]);
+            shown++;
+        }
+    fprintf(out, "\n");
+}
+
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *a, const emu_trace *b)
 {
@@ -258,6 +279,8 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                         d.first_row = r, d.first_layer = l, d.first_step = (int)w, d.first_rel = rel;
                     if (is_int_step(w))
                         flip(out, label, m, a, b, l, w, r, &d);
+                    else if ((w == BACKEND_TAP_LATENT || w == BACKEND_TAP_INDEX_KEY) && over[l][w] <= 3)
+                        cache_row(out, label, a, b, l, w, r, rel);
                 }
                 if (!(rel <= worst[l][w]))
                     worst[l][w] = rel, worst_row[l][w] = r;

@@ -345,8 +345,8 @@ static float *run_traced(const glm_model *m, const backend_settings *s, const in
 
 /* The tap hands every layer's steps for every row (prefill and decode alike) without changing a
  * logit; two traces of one mode agree step for step; f32 against the fp8 cache first part at
- * row 0 in the first DSA layer's attention output (the latent row rounded), every earlier step
- * equal; the selections are well formed. */
+ * row 0 in the first DSA layer's latent cache row (rounded to fp8), every earlier step equal; the
+ * selections are well formed. */
 START_TEST(tap_traces_where_two_runs_part)
 {
     glm_error err = {0};
@@ -398,7 +398,7 @@ START_TEST(tap_traces_where_two_runs_part)
     fclose(devnull);
     ck_assert_int_eq(d.first_row, 0);
     ck_assert_int_eq(d.first_layer, dsa0);
-    ck_assert_int_eq(d.first_step, BACKEND_TAP_ATTN);
+    ck_assert_int_eq(d.first_step, BACKEND_TAP_LATENT);
     /* at 64 tokens tiny-A's indexer selects (top 16 of pools of 4): scores were traced */
     ck_assert_ptr_nonnull(a.rows[dsa0][BACKEND_TAP_SCORES]);
     const float *last = (const float *)a.rows[dsa0][BACKEND_TAP_SCORES] +
