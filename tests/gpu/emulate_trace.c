@@ -225,6 +225,12 @@ static void flip(FILE *out, const char *label, const glm_model *m, const emu_tra
     *nears += near;
     if (d->first_flip_row < 0)
         d->first_flip_row = r;
+    if (near && d->first_tie_row < 0) {
+        d->first_tie_row = r, d->tie_layer = l, d->tie_step = (int)what;
+        d->tie_spread = gap;
+    }
+    if (!near && d->first_other_flip_row < 0)
+        d->first_other_flip_row = r;
     free(xa), free(xb), free(ca), free(cb);
 }
 
@@ -249,7 +255,14 @@ static void cache_row(FILE *out, const char *label, const emu_trace *a, const em
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *a, const emu_trace *b)
 {
-    emu_trace_diff d = {-1, -1, -1, 0, 0, 0, 0, 0, -1};
+    emu_trace_diff d = {.first_row = -1, .first_layer = -1, .first_step = -1, .first_flip_row = -1,
+                        .first_tie_row = -1, .tie_layer = -1, .tie_step = -1,
+                        .first_other_flip_row = -1};
+    FILE *sink = NULL;
+    if (!out) /* compared in silence */
+        out = sink = fopen("/dev/null", "w");
+    if (!out)
+        return d;
     int first[64][BACKEND_TAP_COUNT], worst_row[64][BACKEND_TAP_COUNT], over[64][BACKEND_TAP_COUNT];
     double worst[64][BACKEND_TAP_COUNT];
     for (int l = 0; l < 64; l++)
@@ -257,6 +270,8 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
             first[l][w] = worst_row[l][w] = -1, over[l][w] = 0, worst[l][w] = 0;
     if (a->failed || b->failed || a->N != b->N) {
         fprintf(out, "%s: a trace failed (out of memory, or rows outside the prompt)\n", label);
+        if (sink)
+            fclose(sink);
         return d;
     }
     for (int r = 0; r < a->N; r++)
@@ -301,5 +316,7 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                 label, d.first_row, d.first_layer,
                 emu_trace_step_name((backend_tap_what)d.first_step), d.first_rel, d.select_flips,
                 d.select_near_ties, d.expert_flips, d.expert_near_ties, d.first_flip_row);
+    if (sink)
+        fclose(sink);
     return d;
 }

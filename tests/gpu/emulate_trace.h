@@ -32,6 +32,9 @@ typedef struct emu_trace_diff {
     int select_flips, select_near_ties;   /* rows whose selected pools differ; at a near tie */
     int expert_flips, expert_near_ties;   /* rows whose experts differ; at a near tie */
     int first_flip_row;                   /* the first row of either flip; -1: none */
+    int first_tie_row, tie_layer, tie_step; /* the first flip at a near tie; -1: none */
+    double tie_spread;                    /* its scores' spread (EMU_TRACE_NEAR_TIE's measure) */
+    int first_other_flip_row;             /* the first flip not at a near tie; -1: none */
 } emu_trace_diff;
 
 /* A float step differs where max |a - b| over the row passes this share of the reference row's
@@ -41,7 +44,7 @@ typedef struct emu_trace_diff {
  * share of the row's largest score magnitude in the reference run. */
 #define EMU_TRACE_NEAR_TIE 1e-4
 
-/* Compares run b against ref, printing to out (label starts each line): per (layer, step) the
+/* Compares run b against ref, printing to out (NULL: nothing; label starts each line): per (layer, step) the
  * first row that differs and the worst, each flip of the first few with its scores, and a
  * summary line. m gives the router's bias (the experts' choice scores). */
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,

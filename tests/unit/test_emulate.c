@@ -411,6 +411,58 @@ START_TEST(tap_traces_where_two_runs_part)
 }
 END_TEST
 
+/* Trace rows made by hand: layer 0 a MoE layer of 4 experts (top 2) with zero bias. */
+static void hand_row(emu_trace *t, backend_tap_what what, int r, const void *vals, int n)
+{
+    backend_tap tap = emu_trace_tap(t);
+    tap.fn(tap.user, 0, what, r, 1, vals, n);
+}
+
+/* The comparison tells a flip at a near tie (the candidates' emulated scores within
+ * EMU_TRACE_NEAR_TIE of the row's largest) from one at a clear margin, and names the first of each. */
+START_TEST(trace_tells_near_tie_flips_from_clear_ones)
+{
+    glm_layer_weights layer = {0};
+    float bias[4] = {0, 0, 0, 0};
+    layer.router_bias = bias;
+    glm_model m = {0};
+    m.cfg.num_layers = 1, m.cfg.n_routed_experts = 4, m.cfg.num_experts_per_tok = 2;
+    m.cfg.index_kpool = 4, m.cfg.moe[0] = 1;
+    m.w.layers = &layer;
+    emu_trace ref, other;
+    ck_assert_int_eq(emu_trace_init(&ref, &m.cfg, 4), 0);
+    ck_assert_int_eq(emu_trace_init(&other, &m.cfg, 4), 0);
+    /* rows 0 and 3 agree; row 1: experts 1 and 2 tie to 1e-6 and the other run takes 2; row 2:
+     * a clear margin (logits 1 against -1) and the other run takes expert 3 all the same */
+    const float logits[4][4] = {{2, 1, -1, -2}, {2, 0.5f, 0.499996f, -2}, {2, 1, -1, -1.5f},
+                                {2, 1, -1, -2}};
+    const int32_t mine[4][2] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}};
+    const int32_t theirs[4][2] = {{0, 1}, {0, 2}, {0, 3}, {0, 1}};
+    for (int r = 0; r < 4; r++) {
+        hand_row(&ref, BACKEND_TAP_ROUTER, r, logits[r], 4);
+        hand_row(&other, BACKEND_TAP_ROUTER, r, logits[r], 4);
+        hand_row(&ref, BACKEND_TAP_EXPERTS, r, mine[r], 2);
+        hand_row(&other, BACKEND_TAP_EXPERTS, r, theirs[r], 2);
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff d = emu_trace_compare(devnull, "hand", &m, &ref, &other);
+    fclose(devnull);
+    ck_assert_int_eq(d.expert_flips, 2);
+    ck_assert_int_eq(d.expert_near_ties, 1);
+    ck_assert_int_eq(d.first_tie_row, 1);
+    ck_assert_int_eq(d.tie_layer, 0);
+    ck_assert_int_eq(d.tie_step, BACKEND_TAP_EXPERTS);
+    ck_assert_msg(d.tie_spread < EMU_TRACE_NEAR_TIE, "spread %g", d.tie_spread);
+    ck_assert_int_eq(d.first_other_flip_row, 2);
+    ck_assert_int_eq(d.first_row, 1);
+    /* a row past the trace's length is refused, not written */
+    hand_row(&ref, BACKEND_TAP_EXPERTS, 4, mine[0], 2);
+    ck_assert(ref.failed);
+    emu_trace_free(&ref), emu_trace_free(&other);
+}
+END_TEST
+
 START_TEST(engine_params_reach_the_cpu_backend)
 {
     glm_error err = {0};
@@ -438,6 +490,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, q4_variants_do_what_they_name);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
     tcase_add_test(tc, tap_traces_where_two_runs_part);
+    tcase_add_test(tc, trace_tells_near_tie_flips_from_clear_ones);
     suite_add_tcase(s, tc);
     return s;
 }
