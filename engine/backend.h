@@ -45,9 +45,10 @@ typedef enum backend_tap_what {
     BACKEND_TAP_SCORES,        /* floats: the indexer's pool scores, pool p's at p, NaN where
                                 * a row scores none (p past its pools, or all its pools taken);
                                 * T x a width of at least (pos0 + T) / index_kpool */
-    BACKEND_TAP_LATENT,        /* floats: a DSA layer's latent cache rows as stored (read back
-                                * in f32), T x kv_lora_rank */
-    BACKEND_TAP_INDEX_KEY,     /* floats: its indexer key cache rows as stored, T x index_head_dim */
+    BACKEND_TAP_CACHE_IN,      /* floats: a DSA layer's cache rows before rounding to the cache's
+                                * format: the latent, then (with an indexer) its key and gate,
+                                * T x (kv_lora_rank [+ 2 index_head_dim]) */
+    BACKEND_TAP_CACHE,         /* floats: the same rows as stored, read back in f32 */
     BACKEND_TAP_ATTN,          /* floats: the attention's output, T x D */
     BACKEND_TAP_FFN_IN,        /* floats: the FFN's input (HC collapse, post norm), T x D */
     BACKEND_TAP_ROUTER,        /* floats: a MoE layer's router logits, T x n_routed_experts */

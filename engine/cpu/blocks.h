@@ -73,6 +73,8 @@ typedef struct dsa_selection {
      * pools within the budget) */
     float *scores;
     int score_width;
+    /* where not NULL (the tap), each row's cache rows before rounding: latent, key, gate */
+    float *cache_in;
 } dsa_selection;
 
 /* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed

@@ -249,6 +249,7 @@ static void fwd_buf_free(fwd_buf *b)
         free(b->sel[i].count);
         free(b->sel[i].idx);
         free(b->sel[i].scores);
+        free(b->sel[i].cache_in);
     }
 }
 
@@ -271,7 +272,9 @@ static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T, int score_width)
         if (ok && score_width > 0) {
             b->sel[i].score_width = score_width;
             b->sel[i].scores = malloc((size_t)T * score_width * sizeof(float));
-            ok = b->sel[i].scores != NULL;
+            b->sel[i].cache_in = malloc((size_t)T * (c->kv_lora_rank + 2 * c->index_head_dim) *
+                                        sizeof(float));
+            ok = b->sel[i].scores && b->sel[i].cache_in;
         }
     }
     return ok ? 0 : -1;
@@ -314,6 +317,33 @@ static int tap_selection(const cpu_state *s, int li, const dsa_selection *sel, i
     free(rows);
     if (sel->scores)
         tap(s, li, BACKEND_TAP_SCORES, T, sel->scores, sel->score_width);
+    return 0;
+}
+
+/* The tap's cache rows of a DSA layer: before rounding (sel's copy) and as stored in dc. */
+static int tap_cache(const cpu_state *s, int li, const dsa_cache *dc, int indexer,
+                     const dsa_selection *sel, int T)
+{
+    const glm_config *c = &s->m->cfg;
+    int R = c->kv_lora_rank, ID = c->index_head_dim, width = R + (indexer ? 2 * ID : 0);
+    if (!s->tap.fn || s->coll.all_reduce)
+        return 0;
+    float *rows = malloc((size_t)T * width * sizeof *rows);
+    if (!rows)
+        return -1;
+    for (int t = 0; t < T; t++) {
+        float *r = rows + (size_t)t * width;
+        size_t pos = (size_t)(s->n + t);
+        memcpy(r, dc->latent + pos * R, (size_t)R * sizeof *r);
+        if (indexer) {
+            memcpy(r + R, dc->idx_key + pos * ID, (size_t)ID * sizeof *r);
+            memcpy(r + R + ID, dc->idx_gate + pos * ID, (size_t)ID * sizeof *r);
+        }
+    }
+    if (sel->cache_in)
+        tap(s, li, BACKEND_TAP_CACHE_IN, T, sel->cache_in, width);
+    tap(s, li, BACKEND_TAP_CACHE, T, rows, width);
+    free(rows);
     return 0;
 }
 
@@ -373,12 +403,8 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         *sel_cur = next;
         if (!rc && L->dsa.has_indexer)
             rc = tap_selection(s, li, &b->sel[next], T);
-        const dsa_cache *dc = &s->dsa[rank];
-        tap(s, li, BACKEND_TAP_LATENT, T, dc->latent + (size_t)s->n * c->kv_lora_rank,
-            c->kv_lora_rank);
-        if (L->dsa.has_indexer)
-            tap(s, li, BACKEND_TAP_INDEX_KEY, T, dc->idx_key + (size_t)s->n * c->index_head_dim,
-                c->index_head_dim);
+        if (!rc)
+            rc = tap_cache(s, li, &s->dsa[rank], L->dsa.has_indexer, &b->sel[*sel_cur], T);
     }
     if (rc)
         return -1;

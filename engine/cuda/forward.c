@@ -500,18 +500,19 @@ static int tap(cuda_state *s, int li, backend_tap_what what, int T, const void *
     return 0;
 }
 
-/* The tap's rows [s->n, s->n + T) of cache c as stored, read back in f32 (numfmt.h's values). */
-static int tap_cache(cuda_state *s, int li, backend_tap_what what, const eng_cache *c, int T,
-                     glm_error *err)
+/* Rows [s->n, s->n + T) of cache c as stored, read back in f32 (numfmt.h's values), into dst at
+ * `stride` floats a row. */
+static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int stride,
+                      glm_error *err)
 {
     cuda_backend *be = s->be;
     size_t w = (size_t)c->width, n = (size_t)T * w;
     size_t size = c->dtype == ENG_CACHE_F32 ? 4 : c->dtype == ENG_CACHE_BF16 ? 2 : 1;
     unsigned char *raw = malloc(n * size);
-    float *v = malloc(n * sizeof *v), *sc = malloc((size_t)T * sizeof *sc);
-    int rc = raw && v && sc ? 0 : -1;
+    float *sc = malloc((size_t)T * sizeof *sc);
+    int rc = raw && sc ? 0 : -1;
     if (rc) {
-        free(raw), free(v), free(sc);
+        free(raw), free(sc);
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
         return -1;
     }
@@ -522,20 +523,65 @@ static int tap_cache(cuda_state *s, int li, backend_tap_what what, const eng_cac
     if (!rc)
         rc = eng_stream_sync(be->stream);
     if (rc) {
-        free(raw), free(v), free(sc);
+        free(raw), free(sc);
         return cuda_fail(err, "copying cache rows for the tap", rc), -1;
     }
     for (size_t i = 0; i < n; i++) {
+        float *v = dst + (i / w) * (size_t)stride + i % w;
         if (c->dtype == ENG_CACHE_F32)
-            memcpy(&v[i], raw + 4 * i, 4);
+            memcpy(v, raw + 4 * i, 4);
         else if (c->dtype == ENG_CACHE_BF16)
-            v[i] = numfmt_bf16_value((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+            *v = numfmt_bf16_value((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
         else
-            v[i] = numfmt_e4m3_value(raw[i]) * sc[i / w];
+            *v = numfmt_e4m3_value(raw[i]) * sc[i / w];
     }
-    be->tap.fn(be->tap.user, li, what, s->n, T, v, (int)w);
-    free(raw), free(v), free(sc);
+    free(raw), free(sc);
     return 0;
+}
+
+/* Rows [0, T) of the device buffer src (width floats a row) into dst at `stride` floats a row. */
+static int scratch_rows(cuda_state *s, const float *src, int T, int width, float *dst, int stride,
+                        glm_error *err)
+{
+    for (int t = 0; t < T; t++) {
+        int rc = eng_copy_async(dst + (size_t)t * stride, src + (size_t)t * width,
+                                (size_t)width * sizeof *dst, s->be->stream);
+        if (rc)
+            return cuda_fail(err, "copying rows for the tap", rc), -1;
+    }
+    int rc = eng_stream_sync(s->be->stream);
+    return rc ? (cuda_fail(err, "copying rows for the tap", rc), -1) : 0;
+}
+
+/* The tap's cache rows of DSA layer li: before rounding (the forward's scratch rows: the normed
+ * latent, the indexer's normed key and its gate) and as stored. */
+static int tap_caches(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_layer *L = &be->w.layers[li];
+    const cu_dsa_cache *dc = &s->dsa[glm_config_rank_of(c, li)];
+    cu_scratch *b = &be->s;
+    int R = c->kv_lora_rank, ID = c->index_head_dim, width = R + (L->has_indexer ? 2 * ID : 0);
+    float *in = malloc((size_t)T * width * sizeof *in), *st = malloc((size_t)T * width * sizeof *st);
+    if (!in || !st) {
+        free(in), free(st);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
+        return -1;
+    }
+    int rc = scratch_rows(s, b->kvl, T, R, in, width, err) ||
+             cache_rows(s, &dc->latent, T, st, width, err);
+    if (!rc && L->has_indexer)
+        rc = scratch_rows(s, b->wk, T, ID, in + R, width, err) ||
+             scratch_rows(s, b->ig, T, ID, in + R + ID, width, err) ||
+             cache_rows(s, &dc->idx_key, T, st + R, width, err) ||
+             cache_rows(s, &dc->idx_gate, T, st + R + ID, width, err);
+    if (!rc) {
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_CACHE_IN, s->n, T, in, width);
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_CACHE, s->n, T, st, width);
+    }
+    free(in), free(st);
+    return rc ? -1 : 0;
 }
 
 /* One layer's taps after its attention (input, the DSA selection and cache rows, output). */
@@ -549,12 +595,9 @@ static int tap_attention(cuda_state *s, int li, int T, glm_error *err)
     if (c->attn[li] == GLM_ATTN_DSA && L->has_indexer &&
         tap(s, li, BACKEND_TAP_SELECT, T, b->sel_idx, b->sel_count, width, sizeof(int32_t), err))
         return -1;
-    if (be->tap.fn && !s->coll.all_reduce && c->attn[li] == GLM_ATTN_DSA) {
-        const cu_dsa_cache *dc = &s->dsa[glm_config_rank_of(c, li)];
-        if (tap_cache(s, li, BACKEND_TAP_LATENT, &dc->latent, T, err) ||
-            (L->has_indexer && tap_cache(s, li, BACKEND_TAP_INDEX_KEY, &dc->idx_key, T, err)))
-            return -1;
-    }
+    if (be->tap.fn && !s->coll.all_reduce && c->attn[li] == GLM_ATTN_DSA &&
+        tap_caches(s, li, T, err))
+        return -1;
     return tap(s, li, BACKEND_TAP_ATTN, T, b->y, NULL, D, sizeof(float), err);
 }
 

@@ -9,8 +9,8 @@
 
 /* the order a row's steps run in */
 static const backend_tap_what step_order[] = {
-    BACKEND_TAP_ATTN_IN, BACKEND_TAP_LATENT, BACKEND_TAP_INDEX_KEY, BACKEND_TAP_SCORES,
-    BACKEND_TAP_SELECT,  BACKEND_TAP_ATTN,   BACKEND_TAP_FFN_IN,    BACKEND_TAP_ROUTER,
+    BACKEND_TAP_ATTN_IN, BACKEND_TAP_CACHE_IN, BACKEND_TAP_CACHE,  BACKEND_TAP_SCORES,
+    BACKEND_TAP_SELECT,  BACKEND_TAP_ATTN,     BACKEND_TAP_FFN_IN, BACKEND_TAP_ROUTER,
     BACKEND_TAP_EXPERTS, BACKEND_TAP_FFN};
 
 const char *emu_trace_step_name(backend_tap_what what)
@@ -19,8 +19,8 @@ const char *emu_trace_step_name(backend_tap_what what)
     case BACKEND_TAP_ATTN_IN: return "attention input";
     case BACKEND_TAP_SELECT: return "indexer selection";
     case BACKEND_TAP_SCORES: return "indexer scores";
-    case BACKEND_TAP_LATENT: return "latent cache row";
-    case BACKEND_TAP_INDEX_KEY: return "indexer key row";
+    case BACKEND_TAP_CACHE_IN: return "cache rows unrounded";
+    case BACKEND_TAP_CACHE: return "cache rows stored";
     case BACKEND_TAP_ATTN: return "attention output";
     case BACKEND_TAP_FFN_IN: return "FFN input";
     case BACKEND_TAP_ROUTER: return "router logits";
@@ -42,6 +42,7 @@ int emu_trace_init(emu_trace *t, const glm_config *c, int N)
         return -1;
     t->N = N;
     t->layers = c->num_layers;
+    t->cache_fmt = NUMFMT_CACHE_F32;
     t->score_width = N / (c->index_kpool > 0 ? c->index_kpool : 1) + 1;
     return 0;
 }
@@ -234,22 +235,99 @@ static void flip(FILE *out, const char *label, const glm_model *m, const emu_tra
     free(xa), free(xb), free(ca), free(cb);
 }
 
-/* A cache row that differs (the first few): its differing elements, both runs' values. */
-static void cache_row(FILE *out, const char *label, const emu_trace *a, const emu_trace *b, int l,
-                      backend_tap_what what, int r, double rel)
+/* The cache rows' segments: latent, then the indexer's key and gate. */
+static int segments(const glm_config *c, int width, int start[3], int len[3])
 {
-    const float *x = row_of(a, l, what, r), *y = row_of(b, l, what, r);
-    int n = a->width[l][what], k = 0;
-    for (int i = 0; i < n; i++)
-        k += x[i] != y[i];
-    fprintf(out, "%s   row %d layer %d %s: %d of %d values differ (%.2e of the row's largest):",
-            label, r, l, emu_trace_step_name(what), k, n, rel);
-    for (int i = 0, shown = 0; i < n && shown < 6; i++)
-        if (x[i] != y[i]) {
-            fprintf(out, " [%d] %.7g/%.7g", i, x[i], y[i]);
-            shown++;
-        }
+    int R = c->kv_lora_rank, ID = c->index_head_dim;
+    start[0] = 0, len[0] = R, start[1] = R, len[1] = ID, start[2] = R + ID, len[2] = ID;
+    return width == R ? 1 : width == R + 2 * ID ? 3 : 0;
+}
+
+static const char *segment_name(int k)
+{
+    return k == 0 ? "latent" : k == 1 ? "key" : "gate";
+}
+
+/* A stored cache row that differs (the first few): per segment its differing values (both runs')
+ * and the reference's rounding margin of its unrounded segment. */
+static void cache_row(FILE *out, const char *label, const glm_model *m, const emu_trace *a,
+                      const emu_trace *b, int l, int r, double rel)
+{
+    const float *x = row_of(a, l, BACKEND_TAP_CACHE, r), *y = row_of(b, l, BACKEND_TAP_CACHE, r);
+    const float *in = a->rows[l][BACKEND_TAP_CACHE_IN] ? row_of(a, l, BACKEND_TAP_CACHE_IN, r) : NULL;
+    int start[3], len[3], n = segments(&m->cfg, a->width[l][BACKEND_TAP_CACHE], start, len);
+    fprintf(out, "%s   row %d layer %d cache rows stored differ (%.2e of the row's largest):", label,
+            r, l, rel);
+    for (int k = 0; k < n; k++) {
+        int diff = 0;
+        for (int i = start[k]; i < start[k] + len[k]; i++)
+            diff += x[i] != y[i];
+        if (!diff)
+            continue;
+        fprintf(out, " %s %d of %d", segment_name(k), diff, len[k]);
+        if (in)
+            fprintf(out, " (reference margin %.2e)",
+                    numfmt_cache_row_margin((numfmt_cache)a->cache_fmt, (numfmt_fp8_rule)a->fp8_rule,
+                                            in + start[k], (size_t)len[k]));
+        for (int i = start[k], shown = 0; i < start[k] + len[k] && shown < 3; i++)
+            if (x[i] != y[i]) {
+                fprintf(out, " [%d] %.7g/%.7g", i - start[k], x[i], y[i]);
+                shown++;
+            }
+        fprintf(out, ";");
+    }
     fprintf(out, "\n");
+}
+
+/* Run t's stored cache rows against numfmt's rounding of its own unrounded rows: rows checked
+ * and rows where they differ (the first reported). */
+static void check_rounding(FILE *out, const char *label, const char *who, const glm_model *m,
+                           const emu_trace *t, int *rows_checked, int *rows_bad)
+{
+    *rows_checked = *rows_bad = 0;
+    if (t->cache_fmt == NUMFMT_CACHE_F32)
+        return;
+    for (int l = 0; l < t->layers; l++) {
+        if (!t->rows[l][BACKEND_TAP_CACHE_IN] || !t->rows[l][BACKEND_TAP_CACHE])
+            continue;
+        int width = t->width[l][BACKEND_TAP_CACHE], start[3], len[3];
+        int n = segments(&m->cfg, width, start, len);
+        float *seg = malloc((size_t)width * sizeof *seg);
+        if (!seg || !n || t->width[l][BACKEND_TAP_CACHE_IN] != width) {
+            free(seg);
+            continue;
+        }
+        for (int r = 0; r < t->N; r++) {
+            const float *in = row_of(t, l, BACKEND_TAP_CACHE_IN, r), *st = row_of(t, l, BACKEND_TAP_CACHE, r);
+            if (isnan(in[0]) || isnan(st[0]))
+                continue; /* a row not traced */
+            int bad = -1;
+            for (int k = 0; k < n && bad < 0; k++) {
+                memcpy(seg, in + start[k], (size_t)len[k] * sizeof *seg);
+                numfmt_cache_row((numfmt_cache)t->cache_fmt, (numfmt_fp8_rule)t->fp8_rule, seg,
+                                 (size_t)len[k]);
+                for (int i = 0; i < len[k] && bad < 0; i++)
+                    if (memcmp(&seg[i], &st[start[k] + i], sizeof *seg))
+                        bad = start[k] + i;
+            }
+            (*rows_checked)++;
+            if (bad < 0)
+                continue;
+            if (!*rows_bad) {
+                int k = bad < start[1] || n == 1 ? 0 : bad < start[2] ? 1 : 2;
+                memcpy(seg, in + start[k], (size_t)len[k] * sizeof *seg);
+                numfmt_cache_row((numfmt_cache)t->cache_fmt, (numfmt_fp8_rule)t->fp8_rule, seg,
+                                 (size_t)len[k]);
+                fprintf(out, "%s   %s stores row %d layer %d %s[%d] = %.7g where numfmt rounds its "
+                             "own unrounded %.7g to %.7g\n", label, who, r, l, segment_name(k),
+                        bad - start[k], st[bad], in[bad], seg[bad - start[k]]);
+            }
+            (*rows_bad)++;
+        }
+        free(seg);
+    }
+    fprintf(out, "%s   %s: %d cache rows stored as numfmt rounds them, %d not\n", label, who,
+            *rows_checked - *rows_bad, *rows_bad);
 }
 
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
@@ -294,8 +372,8 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                         d.first_row = r, d.first_layer = l, d.first_step = (int)w, d.first_rel = rel;
                     if (is_int_step(w))
                         flip(out, label, m, a, b, l, w, r, &d);
-                    else if ((w == BACKEND_TAP_LATENT || w == BACKEND_TAP_INDEX_KEY) && over[l][w] <= 3)
-                        cache_row(out, label, a, b, l, w, r, rel);
+                    else if (w == BACKEND_TAP_CACHE && over[l][w] <= 3)
+                        cache_row(out, label, m, a, b, l, r, rel);
                 }
                 if (!(rel <= worst[l][w]))
                     worst[l][w] = rel, worst_row[l][w] = r;
@@ -308,6 +386,8 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                              " worst %.2e at row %d\n", label, l, emu_trace_step_name(w),
                         over[l][w], a->N, EMU_TRACE_DIFF, first[l][w], worst[l][w], worst_row[l][w]);
         }
+    check_rounding(out, label, "reference", m, a, &d.rounding_rows[0], &d.rounding_bad[0]);
+    check_rounding(out, label, "other", m, b, &d.rounding_rows[1], &d.rounding_bad[1]);
     if (d.first_row < 0)
         fprintf(out, "%s: every step of every row within %.0e\n", label, EMU_TRACE_DIFF);
     else

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "model/model.h"
+#include "model/numfmt.h"
 
 /* Each (layer, step)'s rows of one run: N rows of the widths the tap gave (scores: N / kpool + 1,
  * wider rows cut, narrower padded with NaN). */
@@ -17,6 +18,7 @@ typedef struct emu_trace {
     void *rows[64][BACKEND_TAP_COUNT];
     int score_width;
     int failed; /* out of memory, or a row outside [0, N) or a layer past 64 came */
+    int cache_fmt, fp8_rule; /* the run's numfmt_cache and numfmt_fp8_rule (init: f32) */
 } emu_trace;
 
 /* A trace of up to N rows of model c; 0, or -1 when c has more than 64 layers. */
@@ -35,6 +37,9 @@ typedef struct emu_trace_diff {
     int first_tie_row, tie_layer, tie_step; /* the first flip at a near tie; -1: none */
     double tie_spread;                    /* its scores' spread (EMU_TRACE_NEAR_TIE's measure) */
     int first_other_flip_row;             /* the first flip not at a near tie; -1: none */
+    /* each run's cache rows checked against numfmt's rounding of its own unrounded rows: rows
+     * checked, and rows where a stored value is not that rounding ([0] ref, [1] the other) */
+    int rounding_rows[2], rounding_bad[2];
 } emu_trace_diff;
 
 /* A float step differs where max |a - b| over the row passes this share of the reference row's
@@ -45,8 +50,10 @@ typedef struct emu_trace_diff {
 #define EMU_TRACE_NEAR_TIE 1e-4
 
 /* Compares run b against ref, printing to out (NULL: nothing; label starts each line): per (layer, step) the
- * first row that differs and the worst, each flip of the first few with its scores, and a
- * summary line. m gives the router's bias (the experts' choice scores). */
+ * first row that differs and the worst, each flip of the first few with its scores, the first
+ * cache rows that differ (with the reference's rounding margin, numfmt_cache_row_margin), each
+ * run's stored cache rows against numfmt's rounding of its own unrounded rows, and a summary
+ * line. m gives the router's bias (the experts' choice scores) and the cache rows' widths. */
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *ref, const emu_trace *b);
 

@@ -70,6 +70,10 @@ static int run_traced(const glm_model *m, int cuda, const backend_settings *s, c
         glm_error_set(err, GLM_ERR_ARG, "the trace takes models of at most 64 layers");
         return -1;
     }
+    t->cache_fmt = s->kv_cache == GLM_KV_CACHE_FP8    ? NUMFMT_CACHE_FP8
+                   : s->kv_cache == GLM_KV_CACHE_BF16 ? NUMFMT_CACHE_BF16
+                                                      : NUMFMT_CACHE_F32;
+    t->fp8_rule = s->fp8_rule;
     backend_settings ts = *s;
     ts.tap = emu_trace_tap(t);
     return run(m, cuda, &ts, tok, P, S, out, err);
@@ -119,11 +123,19 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
     emu_trace_diff d = trace_mode(m, s, tok, P, S, scratch, label, mode, verbose, &ok);
     if (!ok)
         return 0;
+    if (d.rounding_bad[1] || d.rounding_bad[0]) {
+        printf("FAIL: %-22s %-10s cache rows stored otherwise than numfmt rounds the backend's own "
+               "unrounded rows: CUDA %d of %d, CPU %d of %d (run with --trace for the first)\n",
+               label, mode, d.rounding_bad[1], d.rounding_rows[1], d.rounding_bad[0],
+               d.rounding_rows[0]);
+        return 0;
+    }
     if (d.first_tie_row < 0) {
         printf("FAIL: %-22s %-10s no flip at a near tie explains the difference (the first step "
-               "over %.0e: row %d layer %d %s)\n", label, mode, EMU_TRACE_DIFF, d.first_row,
-               d.first_layer,
-               d.first_step >= 0 ? emu_trace_step_name((backend_tap_what)d.first_step) : "none");
+               "over %.0e: row %d layer %d %s; CUDA's %d cache rows are numfmt's rounding of its "
+               "own unrounded rows)\n", label, mode, EMU_TRACE_DIFF, d.first_row, d.first_layer,
+               d.first_step >= 0 ? emu_trace_step_name((backend_tap_what)d.first_step) : "none",
+               d.rounding_rows[1]);
         return 0;
     }
     if (d.first_other_flip_row >= 0 && d.first_other_flip_row < d.first_tie_row) {
@@ -140,9 +152,10 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
     ok = R == 0 || (over <= OVER_ROWS(R) && median <= TOL_F32 && isfinite(worst));
     printf("%s: %-22s %-10s to a near tie: rows 0-%d %s (%d over %.0e, median %.2e, worst %.2e); at "
            "row %d layer %d the %s, scored within %.2e of each other by the emulation, went the "
-           "other way on CUDA: the %d rows from there on follow other choices and are not judged\n",
+           "other way on CUDA: the %d rows from there on follow other choices and are not judged; "
+           "CUDA's %d cache rows are numfmt's rounding of its own unrounded rows\n",
            ok ? "PASS" : "FAIL", label, mode, R - 1, ok ? "agree" : "differ", over, TOL_F32, median,
-           worst, R, d.tie_layer, what, d.tie_spread, N - R);
+           worst, R, d.tie_layer, what, d.tie_spread, N - R, d.rounding_rows[1]);
     return ok;
 }
 

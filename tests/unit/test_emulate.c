@@ -345,8 +345,9 @@ static float *run_traced(const glm_model *m, const backend_settings *s, const in
 
 /* The tap hands every layer's steps for every row (prefill and decode alike) without changing a
  * logit; two traces of one mode agree step for step; f32 against the fp8 cache first part at
- * row 0 in the first DSA layer's latent cache row (rounded to fp8), every earlier step equal; the
- * selections are well formed. */
+ * row 0 in the first DSA layer's stored cache rows (rounded to fp8), every earlier step equal;
+ * the stored rows are the rounding of the traced unrounded ones, and a changed scale rule shows;
+ * the selections are well formed. */
 START_TEST(tap_traces_where_two_runs_part)
 {
     glm_error err = {0};
@@ -364,6 +365,7 @@ START_TEST(tap_traces_where_two_runs_part)
     float *plain = run(m, &f32, ids, N_TOKENS, N_PROMPT);
     float *la = run_traced(m, &f32, ids, &a), *la2 = run_traced(m, &f32, ids, &a2);
     float *lb = run_traced(m, &fp8, ids, &b);
+    b.cache_fmt = NUMFMT_CACHE_FP8, b.fp8_rule = NUMFMT_FP8_POW2;
     ck_assert_msg(memcmp(plain, la, (size_t)N_TOKENS * V * sizeof *la) == 0,
                   "the tap changed the logits");
     for (int l = 0; l < c->num_layers; l++) {
@@ -398,7 +400,26 @@ START_TEST(tap_traces_where_two_runs_part)
     fclose(devnull);
     ck_assert_int_eq(d.first_row, 0);
     ck_assert_int_eq(d.first_layer, dsa0);
-    ck_assert_int_eq(d.first_step, BACKEND_TAP_LATENT);
+    ck_assert_int_eq(d.first_step, BACKEND_TAP_CACHE);
+    /* each run's stored rows are numfmt's rounding of its own unrounded rows: f32 is not checked,
+     * fp8 is, row by row (tiny-A: two DSA layers); a run stored under the exact scale rule but
+     * checked as the power-of-two one is caught */
+    ck_assert_int_eq(d.rounding_rows[0], 0);
+    ck_assert_int_eq(d.rounding_rows[1], 2 * N_TOKENS);
+    ck_assert_int_eq(d.rounding_bad[1], 0);
+    backend_settings exact = fp8;
+    exact.fp8_rule = NUMFMT_FP8_EXACT;
+    emu_trace e;
+    float *le = run_traced(m, &exact, ids, &e);
+    e.cache_fmt = NUMFMT_CACHE_FP8, e.fp8_rule = NUMFMT_FP8_POW2;
+    devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff de = emu_trace_compare(devnull, "mutated rule", m, &b, &e);
+    fclose(devnull);
+    ck_assert_int_eq(de.rounding_bad[0], 0);
+    ck_assert_int_gt(de.rounding_bad[1], N_TOKENS);
+    emu_trace_free(&e);
+    free(le);
     /* at 64 tokens tiny-A's indexer selects (top 16 of pools of 4): scores were traced */
     ck_assert_ptr_nonnull(a.rows[dsa0][BACKEND_TAP_SCORES]);
     const float *last = (const float *)a.rows[dsa0][BACKEND_TAP_SCORES] +
