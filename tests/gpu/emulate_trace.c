@@ -330,6 +330,29 @@ static void check_rounding(FILE *out, const char *label, const char *who, const 
             *rows_checked - *rows_bad, *rows_bad);
 }
 
+/* Stored cache rows that differ while the unrounded rows agree within EMU_TRACE_DIFF: values the
+ * two runs' f32 noise put on either side of a rounding midpoint (that each run rounds its own
+ * rows as numfmt does is checked apart, check_rounding): a near tie of the cache's format. */
+static void rounding_tie(const glm_model *m, const emu_trace *a, const emu_trace *b, int l, int r,
+                         emu_trace_diff *d)
+{
+    if (d->first_tie_row >= 0 || !a->rows[l][BACKEND_TAP_CACHE_IN] ||
+        !b->rows[l][BACKEND_TAP_CACHE_IN] ||
+        a->width[l][BACKEND_TAP_CACHE_IN] != b->width[l][BACKEND_TAP_CACHE_IN])
+        return;
+    const float *x = row_of(a, l, BACKEND_TAP_CACHE_IN, r), *y = row_of(b, l, BACKEND_TAP_CACHE_IN, r);
+    if (!(row_rel(x, y, a->width[l][BACKEND_TAP_CACHE_IN]) <= EMU_TRACE_DIFF))
+        return; /* the inputs differ already: a consequence, not a tie */
+    int start[3], len[3], n = segments(&m->cfg, a->width[l][BACKEND_TAP_CACHE_IN], start, len);
+    double margin = INFINITY;
+    for (int k = 0; k < n; k++)
+        margin = fmin(margin, numfmt_cache_row_margin((numfmt_cache)a->cache_fmt,
+                                                      (numfmt_fp8_rule)a->fp8_rule, x + start[k],
+                                                      (size_t)len[k]));
+    d->first_tie_row = r, d->tie_layer = l, d->tie_step = BACKEND_TAP_CACHE;
+    d->tie_spread = margin;
+}
+
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *a, const emu_trace *b)
 {
@@ -372,8 +395,11 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                         d.first_row = r, d.first_layer = l, d.first_step = (int)w, d.first_rel = rel;
                     if (is_int_step(w))
                         flip(out, label, m, a, b, l, w, r, &d);
-                    else if (w == BACKEND_TAP_CACHE && over[l][w] <= 3)
-                        cache_row(out, label, m, a, b, l, r, rel);
+                    else if (w == BACKEND_TAP_CACHE) {
+                        if (over[l][w] <= 3)
+                            cache_row(out, label, m, a, b, l, r, rel);
+                        rounding_tie(m, a, b, l, r, &d);
+                    }
                 }
                 if (!(rel <= worst[l][w]))
                     worst[l][w] = rel, worst_row[l][w] = r;

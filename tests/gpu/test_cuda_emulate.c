@@ -112,9 +112,13 @@ static void compare(const float *a, const float *b, int N, int V, double *rows, 
  * router's experts, the indexer's pools) whose candidates the emulation scored within
  * EMU_TRACE_NEAR_TIE of each other is one that f32 summation orders decide: the EXL3 models' f32
  * runs already differ by about 1e-5 of a value, so no emulation can promise CUDA's choice there,
- * and the runs differ legitimately from that row on. The rule: the first flip must be at a near
- * tie (a flip at a clear margin fails), and the rows before it must pass as a whole run must
- * (OVER_ROWS, median); the rows from it on are counted, not judged. 1: passes so. */
+ * and the runs differ legitimately from that row on. So is a cache row that the two store
+ * differently while their unrounded rows agree within EMU_TRACE_DIFF, each run rounding its own
+ * row exactly as numfmt does: a value on a rounding midpoint of the format, within the noise.
+ * The rule: every cache row of both runs is numfmt's rounding of the run's own unrounded row; the
+ * first flip must be at a near tie (a flip at a clear margin fails); and the rows before it must
+ * pass as a whole run must (OVER_ROWS, median); the rows from it on are counted, not judged.
+ * 1: passes so. */
 static int judge_to_near_tie(const glm_model *m, const backend_settings *s, const int32_t *tok,
                              int P, int S, const float *emu, const float *gpu, float *scratch,
                              double *rows, const char *label, const char *mode, int verbose)
@@ -146,7 +150,9 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
     }
     int R = d.first_tie_row, over = 0, first = -1;
     double median = 0, worst = 0;
-    const char *what = d.tie_step == BACKEND_TAP_EXPERTS ? "router's experts" : "indexer's pools";
+    const char *what = d.tie_step == BACKEND_TAP_EXPERTS ? "router's experts"
+                       : d.tie_step == BACKEND_TAP_SELECT ? "indexer's pools"
+                                                          : "cache row's rounding (unrounded rows within 1e-4, margin)";
     if (R > 0)
         compare(emu, gpu, R, V, rows, &over, &first, &median, &worst);
     ok = R == 0 || (over <= OVER_ROWS(R) && median <= TOL_F32 && isfinite(worst));

@@ -484,6 +484,51 @@ START_TEST(trace_tells_near_tie_flips_from_clear_ones)
 }
 END_TEST
 
+/* A cache row stored differently while the unrounded rows agree within EMU_TRACE_DIFF is a
+ * rounding near tie, if each run rounds its own row as numfmt does; a run that does not is
+ * counted. Layer 0 here: a latent of 2 values, fp8, rows 0-2. */
+START_TEST(trace_tells_rounding_ties_from_rounding_errors)
+{
+    glm_layer_weights layer = {0};
+    glm_model m = {0};
+    m.cfg.num_layers = 1, m.cfg.kv_lora_rank = 2, m.cfg.index_head_dim = 1, m.cfg.index_kpool = 4;
+    m.w.layers = &layer;
+    emu_trace ref, other;
+    ck_assert_int_eq(emu_trace_init(&ref, &m.cfg, 3), 0);
+    ck_assert_int_eq(emu_trace_init(&other, &m.cfg, 3), 0);
+    ref.cache_fmt = other.cache_fmt = NUMFMT_CACHE_FP8;
+    ref.fp8_rule = other.fp8_rule = NUMFMT_FP8_POW2;
+    /* row 1: 1.0625 is e4m3's midpoint of 1 and 1.125 (scale 1 for amax 300): the runs' inputs
+     * 2e-7 apart round to either side */
+    const float in_ref[3][2] = {{300, 2}, {300, 1.0624999f}, {300, 3}};
+    const float in_other[3][2] = {{300, 2}, {300, 1.0625001f}, {300, 3}};
+    for (int r = 0; r < 3; r++) {
+        float a[2], b[2];
+        memcpy(a, in_ref[r], sizeof a), memcpy(b, in_other[r], sizeof b);
+        hand_row(&ref, BACKEND_TAP_CACHE_IN, r, a, 2);
+        hand_row(&other, BACKEND_TAP_CACHE_IN, r, b, 2);
+        numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, a, 2);
+        numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, b, 2);
+        if (r == 2)
+            b[1] = 3.5f; /* not how numfmt rounds 3 */
+        hand_row(&ref, BACKEND_TAP_CACHE, r, a, 2);
+        hand_row(&other, BACKEND_TAP_CACHE, r, b, 2);
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff d = emu_trace_compare(devnull, "hand", &m, &ref, &other);
+    fclose(devnull);
+    ck_assert_int_eq(d.first_tie_row, 1);
+    ck_assert_int_eq(d.tie_step, BACKEND_TAP_CACHE);
+    ck_assert_msg(d.tie_spread < 1e-8, "margin %g", d.tie_spread);
+    ck_assert_int_eq(d.rounding_rows[0], 3);
+    ck_assert_int_eq(d.rounding_bad[0], 0);
+    ck_assert_int_eq(d.rounding_rows[1], 3);
+    ck_assert_int_eq(d.rounding_bad[1], 1);
+    emu_trace_free(&ref), emu_trace_free(&other);
+}
+END_TEST
+
 START_TEST(engine_params_reach_the_cpu_backend)
 {
     glm_error err = {0};
@@ -512,6 +557,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
     tcase_add_test(tc, tap_traces_where_two_runs_part);
     tcase_add_test(tc, trace_tells_near_tie_flips_from_clear_ones);
+    tcase_add_test(tc, trace_tells_rounding_ties_from_rounding_errors);
     suite_add_tcase(s, tc);
     return s;
 }
