@@ -49,6 +49,8 @@ typedef enum backend_tap_what {
                                 * format: the latent, then (with an indexer) its key and gate,
                                 * T x (kv_lora_rank [+ 2 index_head_dim]) */
     BACKEND_TAP_CACHE,         /* floats: the same rows as stored, read back in f32 */
+    BACKEND_TAP_POOL_KEY,      /* floats: the indexer's pool keys this forward completed, as
+                                * stored: pos0 and T count pools here, T x index_head_dim */
     BACKEND_TAP_ATTN,          /* floats: the attention's output, T x D */
     BACKEND_TAP_FFN_IN,        /* floats: the FFN's input (HC collapse, post norm), T x D */
     BACKEND_TAP_ROUTER,        /* floats: a MoE layer's router logits, T x n_routed_experts */

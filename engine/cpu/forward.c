@@ -397,7 +397,7 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
                      s->verifying ? &s->trail[rank] : NULL);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
-        int next = 1 - *sel_cur;
+        int next = 1 - *sel_cur, pools0 = s->dsa[rank].n_pools;
         rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], &s->num, s->n, b->u, T, &b->sel[*sel_cur],
                      &b->sel[next], b->y);
         *sel_cur = next;
@@ -405,6 +405,10 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
             rc = tap_selection(s, li, &b->sel[next], T);
         if (!rc)
             rc = tap_cache(s, li, &s->dsa[rank], L->dsa.has_indexer, &b->sel[*sel_cur], T);
+        const dsa_cache *dc = &s->dsa[rank];
+        if (!rc && L->dsa.has_indexer && s->tap.fn && !s->coll.all_reduce && dc->n_pools > pools0)
+            s->tap.fn(s->tap.user, li, BACKEND_TAP_POOL_KEY, pools0, dc->n_pools - pools0,
+                      dc->pool_key + (size_t)pools0 * c->index_head_dim, c->index_head_dim);
     }
     if (rc)
         return -1;

@@ -500,10 +500,10 @@ static int tap(cuda_state *s, int li, backend_tap_what what, int T, const void *
     return 0;
 }
 
-/* Rows [s->n, s->n + T) of cache c as stored, read back in f32 (numfmt.h's values), into dst at
- * `stride` floats a row. */
-static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int stride,
-                      glm_error *err)
+/* Rows [first, first + T) of cache c as stored, read back in f32 (numfmt.h's values), into dst
+ * at `stride` floats a row. */
+static int cache_rows_at(cuda_state *s, const eng_cache *c, int first, int T, float *dst,
+                         int stride, glm_error *err)
 {
     cuda_backend *be = s->be;
     size_t w = (size_t)c->width, n = (size_t)T * w;
@@ -516,10 +516,10 @@ static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int 
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
         return -1;
     }
-    rc = eng_copy_async(raw, (const unsigned char *)c->rows + (size_t)s->n * w * size, n * size,
+    rc = eng_copy_async(raw, (const unsigned char *)c->rows + (size_t)first * w * size, n * size,
                         be->stream);
     if (!rc && c->dtype == ENG_CACHE_FP8)
-        rc = eng_copy_async(sc, c->scale + s->n, (size_t)T * sizeof *sc, be->stream);
+        rc = eng_copy_async(sc, c->scale + first, (size_t)T * sizeof *sc, be->stream);
     if (!rc)
         rc = eng_stream_sync(be->stream);
     if (rc) {
@@ -537,6 +537,13 @@ static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int 
     }
     free(raw), free(sc);
     return 0;
+}
+
+/* Rows [s->n, s->n + T) of cache c (cache_rows_at). */
+static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int stride,
+                      glm_error *err)
+{
+    return cache_rows_at(s, c, s->n, T, dst, stride, err);
 }
 
 /* Rows [0, T) of the device buffer src (width floats a row) into dst at `stride` floats a row. */
@@ -581,6 +588,19 @@ static int tap_caches(cuda_state *s, int li, int T, glm_error *err)
         be->tap.fn(be->tap.user, li, BACKEND_TAP_CACHE, s->n, T, st, width);
     }
     free(in), free(st);
+    /* the pools this forward completed (eng_pool_keys' rule) */
+    int kp = c->index_kpool, p0 = s->n / kp, np = (s->n + T) / kp - p0;
+    if (rc || !L->has_indexer || np < 1)
+        return rc ? -1 : 0;
+    float *pk = malloc((size_t)np * ID * sizeof *pk);
+    if (!pk) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying pool keys for the tap");
+        return -1;
+    }
+    rc = cache_rows_at(s, &dc->pool_key, p0, np, pk, ID, err);
+    if (!rc)
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_POOL_KEY, p0, np, pk, ID);
+    free(pk);
     return rc ? -1 : 0;
 }
 

@@ -21,6 +21,7 @@ const char *emu_trace_step_name(backend_tap_what what)
     case BACKEND_TAP_SCORES: return "indexer scores";
     case BACKEND_TAP_CACHE_IN: return "cache rows unrounded";
     case BACKEND_TAP_CACHE: return "cache rows stored";
+    case BACKEND_TAP_POOL_KEY: return "pool keys stored";
     case BACKEND_TAP_ATTN: return "attention output";
     case BACKEND_TAP_FFN_IN: return "FFN input";
     case BACKEND_TAP_ROUTER: return "router logits";
@@ -353,6 +354,50 @@ static void rounding_tie(const glm_model *m, const emu_trace *a, const emu_trace
     d->tie_spread = margin;
 }
 
+/* Pool keys the two runs store differently although the keys and gates they are made of are
+ * stored alike in both: the f32 noise of the pooling (its exponentials and sums) put a value on
+ * either side of a rounding midpoint, a near tie of the format, at the row that completes the
+ * pool (the first few are printed; the first such row can become the first tie). */
+static void pool_ties(FILE *out, const char *label, const glm_model *m, const emu_trace *a,
+                      const emu_trace *b, emu_trace_diff *d)
+{
+    int kp = m->cfg.index_kpool, R = m->cfg.kv_lora_rank, ID = m->cfg.index_head_dim;
+    for (int l = 0; l < a->layers; l++) {
+        if (!a->rows[l][BACKEND_TAP_POOL_KEY] || !b->rows[l][BACKEND_TAP_POOL_KEY] ||
+            !a->rows[l][BACKEND_TAP_CACHE] || !b->rows[l][BACKEND_TAP_CACHE] ||
+            a->width[l][BACKEND_TAP_CACHE] != R + 2 * ID)
+            continue;
+        int shown = 0, ties = 0, other = 0;
+        for (int p = 0; (p + 1) * kp <= a->N; p++) {
+            const float *x = row_of(a, l, BACKEND_TAP_POOL_KEY, p), *y = row_of(b, l, BACKEND_TAP_POOL_KEY, p);
+            if (isnan(x[0]) || isnan(y[0]) || !memcmp(x, y, (size_t)ID * sizeof *x))
+                continue;
+            int same = 1;
+            for (int t = p * kp; t < (p + 1) * kp && same; t++)
+                same = !memcmp((const float *)row_of(a, l, BACKEND_TAP_CACHE, t) + R,
+                               (const float *)row_of(b, l, BACKEND_TAP_CACHE, t) + R,
+                               (size_t)2 * ID * sizeof(float));
+            int row = (p + 1) * kp - 1;
+            ties += same, other += !same;
+            if (same && (d->first_tie_row < 0 || row < d->first_tie_row)) {
+                d->first_tie_row = row, d->tie_layer = l, d->tie_step = BACKEND_TAP_POOL_KEY;
+                d->tie_spread = 0;
+            }
+            if (shown++ < 3) {
+                int k = 0;
+                while (k < ID && x[k] == y[k])
+                    k++;
+                fprintf(out, "%s   layer %d pool %d (completed at row %d) stored differently%s: [%d] "
+                             "%.7g/%.7g\n", label, l, p, row,
+                        same ? " from alike keys and gates (a rounding tie)" : "", k, x[k], y[k]);
+            }
+        }
+        if (ties + other)
+            fprintf(out, "%s   layer %d pool keys stored differently: %d from alike keys and gates, "
+                         "%d from differing ones\n", label, l, ties, other);
+    }
+}
+
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *a, const emu_trace *b)
 {
@@ -412,6 +457,7 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                              " worst %.2e at row %d\n", label, l, emu_trace_step_name(w),
                         over[l][w], a->N, EMU_TRACE_DIFF, first[l][w], worst[l][w], worst_row[l][w]);
         }
+    pool_ties(out, label, m, a, b, &d);
     check_rounding(out, label, "reference", m, a, &d.rounding_rows[0], &d.rounding_bad[0]);
     check_rounding(out, label, "other", m, b, &d.rounding_rows[1], &d.rounding_bad[1]);
     if (d.first_row < 0)

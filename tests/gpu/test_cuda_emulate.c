@@ -152,7 +152,9 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
     double median = 0, worst = 0;
     const char *what = d.tie_step == BACKEND_TAP_EXPERTS ? "router's experts"
                        : d.tie_step == BACKEND_TAP_SELECT ? "indexer's pools"
-                                                          : "cache row's rounding (unrounded rows within 1e-4, margin)";
+                       : d.tie_step == BACKEND_TAP_POOL_KEY
+                           ? "pool key's rounding (made from alike keys and gates)"
+                           : "cache row's rounding (unrounded rows within 1e-4, margin)";
     if (R > 0)
         compare(emu, gpu, R, V, rows, &over, &first, &median, &worst);
     ok = R == 0 || (over <= OVER_ROWS(R) && median <= TOL_F32 && isfinite(worst));

@@ -426,6 +426,12 @@ START_TEST(tap_traces_where_two_runs_part)
                         (size_t)(N_TOKENS - 1) * a.score_width;
     ck_assert_msg(!isnan(last[0]) && isnan(last[N_TOKENS / c->index_kpool]),
                   "the last row scores its pools and no more");
+    /* every pool the run completes (prefill and decode) is traced once, by its index */
+    ck_assert_int_eq(a.width[dsa0][BACKEND_TAP_POOL_KEY], c->index_head_dim);
+    for (int p = 0; p < N_TOKENS; p++) {
+        const float *pk = (const float *)a.rows[dsa0][BACKEND_TAP_POOL_KEY] + (size_t)p * c->index_head_dim;
+        ck_assert_msg(isnan(pk[0]) == (p >= N_TOKENS / c->index_kpool), "pool %d", p);
+    }
     emu_trace_free(&a), emu_trace_free(&a2), emu_trace_free(&b);
     free(plain), free(la), free(la2), free(lb), free(ids);
     glm_model_close(m);
