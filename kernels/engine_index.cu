@@ -79,12 +79,18 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
 // The selection's constants (see "the selection, split over blocks" below).
 constexpr int kHistBins = 2048, kSegMin = 1024, kMaxSplits = 64, kCandCap = 4096;
 constexpr int kFinishThreads = 1024, kSegThreads = 256;
-constexpr int kRowInts = kHistBins + 4 + 2 * kMaxSplits; // hist, thr, rem, before[2][splits], pad
+constexpr int kRowInts = kHistBins + 4 + 2 * kMaxSplits; // hist, thr, rem, before[2][S], ticket
+constexpr int kTicket = kHistBins + 2 + 2 * kMaxSplits;  // the first-digit blocks arrived
+// The pools of a first-digit histogram block: two row passes of its 1024 threads (few blocks a
+// query, an SM holding one; queries of up to 16384 pools, 64k positions at kpool 4, need no sum
+// over blocks).
+constexpr int kHistSeg = 16384;
+static_assert(kTicket < kRowInts, "the ticket lies in the work area");
 static_assert(kRowInts == ENG_DSA_WORK_INTS, "engine.h's ENG_DSA_WORK_INTS");
 static_assert(kMaxSplits == ENG_DSA_MAX_SPLITS, "engine.h's ENG_DSA_MAX_SPLITS");
 
 // Zeroes the first-digit histograms (the work area) of the call's rows [t_begin, t_end) that
-// select_hist_kernel will add to (P > budget >= 1; the call's first query at position `first`):
+// select_hist_finish_kernel may add to (P > budget >= 1; the call's first query at `first`):
 // the score kernels do it for eng_dsa_select, sparing a launch; eng_dsa_topk alone launches
 // clear_work_kernel.
 __device__ void clear_rows(int *work, int first, int t_begin, int t_end, int kp, int budget)
@@ -95,6 +101,8 @@ __device__ void clear_rows(int *work, int first, int t_begin, int t_end, int kp,
             continue;
         for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
             work[(size_t)t * kRowInts + i] = 0;
+        if (threadIdx.x == 0)
+            work[(size_t)t * kRowInts + kTicket] = 0;
     }
 }
 
@@ -328,12 +336,13 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
 }
 
 // ---- the selection, split over blocks ----
-// The budget-th largest key thr (order_key) is found digit by digit: 11 bits (2048 bins) by
-// select_hist_kernel over segments of a query's pools (up to kMaxSplits blocks a query, counts
-// added into the query's histogram in the work area), then select_finish_kernel (a block a query)
-// takes the bin, reads the query's scores once more for the next 11 bits, keeping the pools of
-// that bin in shared memory when they fit (kCandCap), then the last 10 bits over those; it leaves
-// thr, rem (how many pools equal to thr are taken: the lowest first) and each segment's count of
+// The budget-th largest key thr (order_key) is found digit by digit in select_hist_finish_kernel:
+// 11 bits (2048 bins) over segments of kHistSeg pools of a query (a block each, their counts
+// added into the query's histogram in the work area when there are several; the last block to
+// arrive goes on), then that block takes the bin, reads the query's scores once more for the next
+// 11 bits, keeping the pools of that bin in shared memory when they fit (kCandCap), then the last
+// 10 bits over those; it leaves thr, rem (how many pools equal to thr are taken: the lowest
+// first) and each of the gather's segments' (up to kMaxSplits a query) count of
 // taken pools and of pools equal to thr before it. select_gather_kernel writes each segment's
 // taken pools' tokens in pool order at its offset (ballots within warps, a prefix over the
 // block's warps). Integer counts only: the result is the same bits in any run.
@@ -387,38 +396,15 @@ __device__ __forceinline__ void warp_count(int *h, uint32_t bin)
         atomicAdd(&h[bin], __popc(peers));
 }
 
-// The queries' histograms to zero before select_hist_kernel adds to them (a kernel, not a memset:
+// The queries' histograms and tickets to zero before select_hist_finish_kernel adds to them (a kernel, not a memset:
 // the step's graph keeps programmatic launches from kernel to kernel).
 __global__ void clear_work_kernel(int *work)
 {
     pdl_prologue();
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
         work[(size_t)blockIdx.x * kRowInts + i] = 0;
-}
-
-__global__ void __launch_bounds__(kSegThreads) select_hist_kernel(const float *scores, int *work,
-                                                                  const int *pos0, int t_off,
-                                                                  int kp, int budget, int max_pools)
-{
-    pdl_prologue();
-    __shared__ int h[kHistBins];
-    int t = blockIdx.y, s = blockIdx.x, P = (*pos0 + t_off + t + 1) / kp, S, L;
-    if (P <= budget || budget < 1)
-        return;
-    segments(P, &S, &L);
-    int b0 = s * L, b1 = b0 + L < P ? b0 + L : P;
-    if (s >= S || b0 >= P)
-        return;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        h[i] = 0;
-    __syncthreads();
-    row_pass(scores + (size_t)t * max_pools, b0, b1,
-             [&](uint32_t key, int i) { warp_count(h, i < b1 ? key >> 21 : ~0u); });
-    __syncthreads();
-    int *gh = work + (size_t)t * kRowInts;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        if (h[i])
-            atomicAdd(&gh[i], h[i]);
+    if (threadIdx.x == 0)
+        work[(size_t)blockIdx.x * kRowInts + kTicket] = 0;
 }
 
 typedef cub::BlockScan<int, kFinishThreads> finish_scan_t;
@@ -446,10 +432,16 @@ __device__ void digit_select(const int *h, int nb, int need, finish_scan_t::Temp
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const float *scores,
-                                                                       int *work, const int *pos0,
-                                                                       int t_off, int kp,
-                                                                       int budget, int max_pools)
+// Block (s, t): the first-digit histogram of query t's pools [s kHistSeg, (s + 1) kHistSeg) in
+// shared memory; with one such block a query (P <= kHistSeg) it is the whole histogram, else the
+// blocks add theirs into the query's work area and the last to arrive (a ticket) reads the sum.
+// That block then finishes the query: the threshold and the gather's per-segment counts.
+__global__ void __launch_bounds__(kFinishThreads) select_hist_finish_kernel(const float *scores,
+                                                                            int *work,
+                                                                            const int *pos0,
+                                                                            int t_off, int kp,
+                                                                            int budget,
+                                                                            int max_pools)
 {
     pdl_prologue();
     __shared__ finish_scan_t::TempStorage scan_tmp;
@@ -457,24 +449,47 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
     __shared__ uint32_t ckey[kCandCap];
     __shared__ int cidx[kCandCap];
     __shared__ int seg_gt[kMaxSplits], seg_eq[kMaxSplits];
-    __shared__ int s_n, s_bin, s_above;
-    int t = blockIdx.x, P = (*pos0 + t_off + t + 1) / kp, S, L;
-    if (P <= budget)
+    __shared__ int s_n, s_bin, s_above, s_last;
+    int t = blockIdx.y, P = (*pos0 + t_off + t + 1) / kp, S, L;
+    int hs = blockIdx.x, HS = (P + kHistSeg - 1) / kHistSeg; // this block's segment, their count
+    if (P <= budget || hs >= HS)
         return;
     segments(P, &S, &L);
     int *gh = work + (size_t)t * kRowInts, *state = gh + kHistBins;
     int *sel_before = state + 2, *eq_before = sel_before + kMaxSplits;
     if (budget < 1) { // only the open tail
-        if (threadIdx.x == 0)
+        if (hs == 0 && threadIdx.x == 0)
             state[0] = (int)~0u, state[1] = 0;
-        if (threadIdx.x < kMaxSplits)
+        if (hs == 0 && threadIdx.x < kMaxSplits)
             sel_before[threadIdx.x] = eq_before[threadIdx.x] = 0;
         return;
     }
+    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+        h[i] = 0;
+    __syncthreads();
+    int h0 = hs * kHistSeg, h1 = h0 + kHistSeg < P ? h0 + kHistSeg : P;
+    row_pass(scores + (size_t)t * max_pools, h0, h1,
+             [&](uint32_t key, int i) { warp_count(h, i < h1 ? key >> 21 : ~0u); });
+    __syncthreads();
+    if (HS > 1) {
+        for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+            if (h[i])
+                atomicAdd(&gh[i], h[i]);
+        __threadfence(); // the block's additions seen before its ticket
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            s_last = atomicAdd(&gh[kTicket], 1) == HS - 1;
+        }
+        __syncthreads();
+        if (!s_last)
+            return;
+        __threadfence(); // the other blocks' additions, seen through their tickets
+        for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+            h[i] = __ldcg(&gh[i]);
+    }
     const float *sc = scores + (size_t)t * max_pools;
     int lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        h[i] = gh[i];
     if (threadIdx.x < kMaxSplits)
         seg_gt[threadIdx.x] = seg_eq[threadIdx.x] = 0;
     if (threadIdx.x == 0)
@@ -679,10 +694,8 @@ int topk_chain(float *scores, const int *pos0, int t_off, int T, int kp, int bud
     if (max_pools > budget) {
         if (!cleared)
             launch(clear_work_kernel, T, kSegThreads, 0, st, work);
-        launch(select_hist_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
-               kp, budget, max_pools);
-        launch(select_finish_kernel, T, kFinishThreads, 0, st, scores, work, pos0, t_off, kp,
-               budget, max_pools);
+        launch(select_hist_finish_kernel, dim3(blocks_for((size_t)max_pools, kHistSeg), T),
+               kFinishThreads, 0, st, scores, work, pos0, t_off, kp, budget, max_pools);
     }
     launch(select_gather_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
            kp, budget, max_pools, width, idx, count);
@@ -726,7 +739,7 @@ extern "C" int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, in
                       static_cast<cudaStream_t>(stream));
 }
 
-// The score kernel clears the histograms: four launches, not five.
+// The score kernel clears the histograms: three launches, not four.
 extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw,
                               const int *pos0, int t_off, int T, int IH, int ID, int kpool,
                               int budget, int max_pools, float *scores, int width, int32_t *idx,

@@ -220,6 +220,9 @@ static void check_selections(void)
     }
     check_select(RANDOM, 262144, CALL_ROWS, kp, budget);   /* the 256k prefill call */
     check_select(RELU_SUMS, 280000, 3, kp, budget);        /* P 70000: more than 64 x 1024 */
+    check_select(RANDOM, 4 * 16384 - 1, 1, kp, budget);    /* P 16384: one first-digit block */
+    check_select(ALL_EQUAL, 4 * 16385 - 1, 1, kp, budget); /* 16385: two, the second of one pool */
+    check_select(RELU_SUMS, 4 * 32768 - 2, 3, kp, budget); /* P 32767..32768: two blocks */
     check_select(ALL_EQUAL, 4 * 4096 - 1, 1, kp, budget);  /* 4096 candidates: they just fit */
     check_select(ALL_EQUAL, 4 * 4097 - 1, 1, kp, budget);  /* 4097: read from the scores */
     check_select(CLUSTERED, 4 * 5000, 5, kp, 4000);        /* most pools taken */
@@ -275,7 +278,7 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
     size_t nsc = ENG_DSA_SCORE_FLOATS(T, max_pools);
     float *d_sc = dev_alloc(nsc * sizeof(float));
-    CUDA_OK(kern_memset(d_sc, 0, nsc * sizeof(float)));
+    CUDA_OK(kern_memset(d_sc, 0x7f, nsc * sizeof(float))); /* the work area starts as garbage */
     int32_t *d_idx = dev_alloc((size_t)T * width * sizeof(int32_t));
     int *d_count = dev_alloc((size_t)T * sizeof(int));
     CUDA_OK(eng_dsa_select(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools, d_sc,
@@ -345,6 +348,8 @@ static void check_all_scores(void)
         check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4);           /* ID off 16: padded */
         check_scores(dts[i], 40, 64, 2, 900, 4, 32);                /* IH past the tiles: f32 */
     }
+    /* P 16390: the histogram summed over two blocks, its work area cleared by the score kernel */
+    check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512);
 }
 
 /* ---- time ---- */
