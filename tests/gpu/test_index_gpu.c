@@ -16,8 +16,8 @@
 #define GPU_TEST_NAME "test_index_gpu"
 #include "tests/gpu/gpu_test.h"
 
-/* The rows of one eng_dsa_select call in the engine (engine/cuda: CUDA_SCORE_ROWS). */
-enum { CALL_ROWS = 16, CHUNK = 1024 };
+/* The rows of one eng_dsa_select call in the engine (engine/cuda/plan.h: CUDA_SCORE_ROWS). */
+enum { CALL_ROWS = 64, CHUNK = 1024 };
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static int failures;
@@ -364,18 +364,18 @@ typedef struct bench {
     eng_cache pool;
     float *iq, *hw, *scores;
     int32_t *idx;
-    int *count, *d_pos, IH, ID, kp, budget, max_pools, width;
+    int *count, *d_pos, IH, ID, kp, budget, max_pools, width, call_rows;
     void *st, *ev0, *ev1;
 } bench;
 
 typedef enum part { WHOLE, SCORES, TOPK } part;
 
-/* The rows [0, rows) from position *d_pos as the engine calls them, CALL_ROWS at a time: the
+/* The rows [0, rows) from position *d_pos as the engine calls them, b->call_rows at a time: the
  * whole eng_dsa_select, its scores alone or its top-k alone. */
 static void run_rows(const bench *b, part which, int rows)
 {
-    for (int t0 = 0; t0 < rows; t0 += CALL_ROWS) {
-        int nt = rows - t0 < CALL_ROWS ? rows - t0 : CALL_ROWS;
+    for (int t0 = 0; t0 < rows; t0 += b->call_rows) {
+        int nt = rows - t0 < b->call_rows ? rows - t0 : b->call_rows;
         const float *iq = b->iq + (size_t)t0 * b->IH * b->ID, *hw = b->hw + (size_t)t0 * b->IH;
         int32_t *idx = b->idx + (size_t)t0 * b->width;
         if (which == WHOLE)
@@ -421,7 +421,7 @@ static double time_rows(const bench *b, part which, int rows, int reps, int grap
  * distributions); 1 on a difference. */
 static int check_timed_rows(const bench *b, int pos, int rows)
 {
-    int nt = rows < CALL_ROWS ? rows : CALL_ROWS, t0 = rows - nt;
+    int nt = rows < b->call_rows ? rows : b->call_rows, t0 = rows - nt;
     run_rows(b, WHOLE, rows);
     CUDA_OK(eng_stream_sync(b->st));
     float *sc = to_host(b->scores, (size_t)nt * b->max_pools * sizeof(float));
@@ -447,15 +447,19 @@ static void time_line(bench *b, int pos, int rows, int reps)
     double g_sc = time_rows(b, SCORES, rows, reps, 1), g_tk = time_rows(b, TOPK, rows, reps, 1);
     int bad = check_timed_rows(b, pos, rows);
     failures += bad;
-    printf("%-6s %8d %5d..%-5d | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %9.1f %6.2f %s%s\n",
-           rows > 1 ? "chunk" : "decode", pos, P0, P1, whole, sc, tk, tk / sc, g_whole, g_sc, g_tk,
+    char kind[16] = "decode";
+    if (rows > 1)
+        snprintf(kind, sizeof kind, "chunk%d", b->call_rows);
+    printf("%-7s %8d %5d..%-5d | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %9.1f %6.2f %s%s\n", kind,
+           pos, P0, P1, whole, sc, tk, tk / sc, g_whole, g_sc, g_tk,
            g_tk / g_sc, P1 <= b->budget ? "every pool taken" : "",
            bad ? " FAIL: selection" : "");
 }
 
 static void time_position(int pos, void *st, void *ev0, void *ev1)
 {
-    bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512, .st = st, .ev0 = ev0, .ev1 = ev1};
+    bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512, .call_rows = CALL_ROWS, .st = st,
+               .ev0 = ev0, .ev1 = ev1};
     b.max_pools = (pos + CHUNK) / b.kp + 1, b.width = b.budget * b.kp + b.kp;
     b.pool = (eng_cache){ENG_CACHE_FP8, b.ID, NULL, NULL};
     b.pool.rows = dev_alloc((size_t)b.max_pools * b.ID);
@@ -473,6 +477,9 @@ static void time_position(int pos, void *st, void *ev0, void *ev1)
     b.count = dev_alloc((size_t)CHUNK * sizeof(int));
     b.d_pos = dev_copy(&pos, sizeof pos);
     time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
+    b.call_rows = 16; /* the calls before CUDA_SCORE_ROWS was 64 */
+    time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
+    b.call_rows = CALL_ROWS;
     time_line(&b, pos + CHUNK - 1, 1, 100); /* decode: one row, the chunk's last position */
     kern_free(b.pool.rows);
     kern_free(b.pool.scale);
@@ -503,9 +510,9 @@ int main(int argc, char **argv)
         CUDA_OK(eng_event_new(&ev0));
         CUDA_OK(eng_event_new(&ev1));
         printf("\neng_dsa_select (IH 32, ID 128, kpool 4, top-k 2048, fp8 keys), us a chunk of %d "
-               "rows (%d calls) or a decode row; whole, its scores alone, its top-k alone, top-k / "
-               "scores; launched one by one, then replayed as a graph\n", CHUNK, CHUNK / CALL_ROWS);
-        printf("%-6s %8s %12s | %9s %9s %9s %6s | %9s %9s %9s %6s\n", "", "position", "pools",
+               "rows (chunkN: N rows a call) or a decode row; whole, its scores alone, its top-k "
+               "alone, top-k / scores; launched one by one, then replayed as a graph\n", CHUNK);
+        printf("%-7s %8s %12s | %9s %9s %9s %6s | %9s %9s %9s %6s\n", "", "position", "pools",
                "whole", "scores", "top-k", "tk/sc", "g whole", "g scores", "g top-k", "tk/sc");
         static const int positions[] = {1024, 8192, 65536, 262144};
         for (int i = 0; i < 4; i++)
