@@ -396,8 +396,8 @@ __device__ __forceinline__ void warp_count(int *h, uint32_t bin)
         atomicAdd(&h[bin], __popc(peers));
 }
 
-// The queries' histograms and tickets to zero before select_hist_finish_kernel adds to them (a kernel, not a memset:
-// the step's graph keeps programmatic launches from kernel to kernel).
+// The queries' histograms and tickets to zero before select_hist_finish_kernel adds to them (a
+// kernel, not a memset: the step's graph keeps programmatic launches from kernel to kernel).
 __global__ void clear_work_kernel(int *work)
 {
     pdl_prologue();
@@ -666,14 +666,9 @@ int scores_and_clear(const eng_cache *pool, const float *iq, const float *hw, co
         return 0;
     if (pool->dtype != ENG_CACHE_F32 && IH <= kScoreMaxIH && ID <= kScoreMaxID) {
         int mt2 = IH > 16, wide = T >= 4;
-        if (mt2 && wide)
-            launch_score_mma<2, 8>(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
-        else if (mt2)
-            launch_score_mma<2, 2>(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
-        else if (wide)
-            launch_score_mma<1, 8>(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
-        else
-            launch_score_mma<1, 2>(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
+        auto go = mt2 ? (wide ? launch_score_mma<2, 8> : launch_score_mma<2, 2>)
+                      : (wide ? launch_score_mma<1, 8> : launch_score_mma<1, 2>);
+        go(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
         return (int)cudaGetLastError();
     }
     dim3 grid(blocks_for((size_t)max_pools, 8), T);
