@@ -348,6 +348,8 @@ static void check_all_scores(void)
         check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4);           /* ID off 16: padded */
         check_scores(dts[i], 40, 64, 2, 900, 4, 32);                /* IH past the tiles: f32 */
     }
+    /* P 500..516: rows of every pool and rows selected in one call, in one group of a block */
+    check_scores(ENG_CACHE_FP8, 32, 128, CALL_ROWS, 4 * 500 + 2, 4, 512);
     /* P 16390: the histogram summed over two blocks, its work area cleared by the score kernel */
     check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512);
 }
