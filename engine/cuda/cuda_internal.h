@@ -23,8 +23,6 @@
  * hidden row in shared memory. */
 #define CUDA_HC_MAX_COLS (64 * 256)
 #define CUDA_HC_MAX_HIDDEN 8192
-/* Queries of one indexer scoring launch (bounds the score scratch). */
-#define CUDA_SCORE_ROWS 16
 
 /* A linear layer on the device: a dense matrix or an EXL3 module. */
 typedef struct cu_lin {
