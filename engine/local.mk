@@ -75,7 +75,8 @@ check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate
 tests_unit_test_numfmt_SOURCES = tests/unit/test_numfmt.c
 tests_unit_test_numfmt_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_numfmt_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
-tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c $(ENGINE_TEST_UTIL)
+tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c tests/gpu/emulate_trace.c \
+	tests/gpu/emulate_trace.h $(ENGINE_TEST_UTIL)
 tests_unit_test_emulate_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_emulate_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_numfmt tests/unit/test_emulate

@@ -243,7 +243,8 @@ int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache
  * P <= budget, else the budget best by score = sum_h hw[h]/sqrt(IH) relu(iq_h . key / sqrt(ID))
  * (ties: lower pool; +0 and -0 one score), as their tokens in order, then the open tail.
  * idx [T][width], count [T]. P <= max_pools. scores: ENG_DSA_SCORE_FLOATS(T, max_pools) floats,
- * the T rows' scores then the selection's work area. eng_dsa_scores then eng_dsa_topk. */
+ * the T rows' scores then the selection's work area. eng_dsa_scores then eng_dsa_topk, the score
+ * kernel zeroing the work area as eng_dsa_topk's first kernel does (three launches, not four). */
 #define ENG_DSA_MAX_SPLITS 64 /* blocks a query's selection is split over, at most */
 #define ENG_DSA_WORK_INTS (2048 + 4 + 2 * ENG_DSA_MAX_SPLITS) /* a query's work area */
 #define ENG_DSA_SCORE_FLOATS(T, max_pools) ((size_t)(T) * ((size_t)(max_pools) + ENG_DSA_WORK_INTS))
@@ -258,16 +259,10 @@ int eng_dsa_scores(const eng_cache *pool, const float *iq, const float *hw, cons
                    int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools,
                    float *scores, void *stream);
 /* The selection alone from scores [T][max_pools] (followed by the work area, as above): a radix
- * select split over up to ENG_DSA_MAX_SPLITS blocks a query; the same result as the CPU's sort. */
+ * select (its first digit over blocks of 16384 pools, the gather over up to ENG_DSA_MAX_SPLITS
+ * blocks a query); the same result as the CPU's sort. */
 int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, int kpool, int budget,
                  int max_pools, int width, int32_t *idx, int *count, void *stream);
-/* The previous indexer, eng_dsa_select's timing baseline in tests/gpu/test_index_gpu.c: f32
- * scores a warp a (query, pool), a block a query selecting in four 8-bit radix passes. Same
- * arguments (scores: T * max_pools floats suffice). */
-int eng_dsa_select_baseline(const eng_cache *pool, const float *iq, const float *hw,
-                            const int *pos0, int t_off, int T, int IH, int ID, int kpool,
-                            int budget, int max_pools, float *scores, int width, int32_t *idx,
-                            int *count, void *stream);
 /* qt[t][h][r] = sum_i q[t][h][i] kv_b[h*(dn+dv)+i][r]. */
 int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
                    float *qt, void *stream);

@@ -7,8 +7,6 @@
 
 namespace {
 
-constexpr int kSelectThreads = 1024;
-
 // Writes vals (shared, width floats) as row `row` of c; every thread of the block calls it.
 __device__ void store_row(const eng_cache &c, size_t row, const float *vals, float *red)
 {
@@ -78,14 +76,47 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
     store_row(pool, (size_t)p, vals, red);
 }
 
+// The selection's constants (see "the selection, split over blocks" below).
+constexpr int kHistBins = 2048, kSegMin = 1024, kMaxSplits = 64, kCandCap = 4096;
+constexpr int kFinishThreads = 1024, kSegThreads = 256;
+constexpr int kRowInts = kHistBins + 4 + 2 * kMaxSplits; // hist, thr, rem, before[2][S], ticket
+constexpr int kTicket = kHistBins + 2 + 2 * kMaxSplits;  // the first-digit blocks arrived
+// The pools of a first-digit histogram block: two row passes of its 1024 threads (few blocks a
+// query, an SM holding one; queries of up to 16384 pools, 64k positions at kpool 4, need no sum
+// over blocks).
+constexpr int kHistSeg = 16384;
+static_assert(kTicket < kRowInts, "the ticket lies in the work area");
+static_assert(kRowInts == ENG_DSA_WORK_INTS, "engine.h's ENG_DSA_WORK_INTS");
+static_assert(kMaxSplits == ENG_DSA_MAX_SPLITS, "engine.h's ENG_DSA_MAX_SPLITS");
+
+// Zeroes the first-digit histograms (the work area) of the call's rows [t_begin, t_end) that
+// select_hist_finish_kernel may add to (P > budget >= 1; the call's first query at `first`):
+// the score kernels do it for eng_dsa_select, sparing a launch; eng_dsa_topk alone launches
+// clear_work_kernel.
+__device__ void clear_rows(int *work, int first, int t_begin, int t_end, int kp, int budget)
+{
+    for (int t = t_begin; t < t_end; t++) {
+        int P = (first + t + 1) / kp;
+        if (P <= budget || budget < 1)
+            continue;
+        for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+            work[(size_t)t * kRowInts + i] = 0;
+        if (threadIdx.x == 0)
+            work[(size_t)t * kRowInts + kTicket] = 0;
+    }
+}
+
 // The scores in f32, a warp a (query, pool): the f32 cache's (the debugging mode) and shapes off
-// score_mma_kernel's tiles, and the baseline's.
+// score_mma_kernel's tiles. work: the histograms to clear (the first block of each row), or null.
 __global__ void score_kernel(eng_cache pool, const float *iq, const float *hw, const int *pos0,
-                             int t_off, int IH, int ID, int kp, int budget, int max_pools, float *scores)
+                             int t_off, int IH, int ID, int kp, int budget, int max_pools,
+                             float *scores, int *work)
 {
     pdl_prologue();
     int t = blockIdx.y, lane = threadIdx.x & 31;
     int p = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (work && blockIdx.x == 0)
+        clear_rows(work, *pos0 + t_off, t, t + 1, kp, budget);
     int P = (*pos0 + t_off + t + 1) / kp;
     if (P <= budget || p >= P)
         return;
@@ -111,94 +142,19 @@ __device__ __forceinline__ uint32_t order_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// The baseline selection (eng_dsa_select_baseline): a block a query, four radix passes of 8 bits
-// over all its pools, then a gather in pool order.
-__global__ void __launch_bounds__(kSelectThreads) select_1block_kernel(const float *scores,
-                                                                const int *pos0, int t_off, int kp,
-                                                                int budget,
-                                                                int max_pools, int width,
-                                                                int32_t *idx, int *count)
-{
-    pdl_prologue();
-    typedef cub::BlockScan<int, kSelectThreads> scan_t;
-    __shared__ typename scan_t::TempStorage scan_tmp;
-    __shared__ int hist[256];
-    __shared__ uint32_t s_prefix;
-    __shared__ int s_remaining;
-    int t = blockIdx.x, pos = *pos0 + t_off + t, P = (pos + 1) / kp;
-    int32_t *out = idx + (size_t)t * width;
-    const float *sc = scores + (size_t)t * max_pools;
-    int n = 0;
-    if (P <= budget) {
-        for (int s = threadIdx.x; s < P * kp; s += blockDim.x)
-            out[s] = s;
-        n = P * kp;
-    } else {
-        uint32_t prefix = 0, mask = 0;
-        int remaining = budget;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            for (int i = threadIdx.x; i < 256; i += blockDim.x)
-                hist[i] = 0;
-            __syncthreads();
-            for (int p = threadIdx.x; p < P; p += blockDim.x) {
-                uint32_t key = order_key(sc[p]);
-                if ((key & mask) == prefix)
-                    atomicAdd(&hist[(key >> shift) & 255u], 1);
-            }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                int cum = 0;
-                for (int b = 255; b >= 0; b--) {
-                    if (cum + hist[b] >= remaining) {
-                        s_prefix = prefix | ((uint32_t)b << shift);
-                        s_remaining = remaining - cum;
-                        break;
-                    }
-                    cum += hist[b];
-                }
-            }
-            __syncthreads();
-            prefix = s_prefix;
-            remaining = s_remaining;
-            mask |= 255u << shift;
-            __syncthreads();
-        }
-        // prefix: the budget-th largest key; `remaining` pools equal to it are taken, lowest first
-        int eq_before = 0, sel_before = 0;
-        for (int base = 0; base < P; base += blockDim.x) {
-            int p = base + threadIdx.x;
-            uint32_t key = p < P ? order_key(sc[p]) : 0u;
-            int eq = p < P && key == prefix, eq_rank, eq_total;
-            scan_t(scan_tmp).ExclusiveSum(eq, eq_rank, eq_total);
-            __syncthreads();
-            int sel = p < P && (key > prefix || (eq && eq_before + eq_rank < remaining));
-            int at, sel_total;
-            scan_t(scan_tmp).ExclusiveSum(sel, at, sel_total);
-            __syncthreads();
-            if (sel)
-                for (int j = 0; j < kp; j++)
-                    out[(size_t)(sel_before + at) * kp + j] = p * kp + j;
-            eq_before += eq_total;
-            sel_before += sel_total;
-        }
-        n = budget * kp;
-    }
-    for (int s = P * kp + threadIdx.x; s <= pos; s += blockDim.x) // the open tail
-        out[n + (s - P * kp)] = s;
-    if (threadIdx.x == 0)
-        count[t] = n + (pos + 1 - P * kp);
-}
-
 // ---- the scores on the tensor cores ----
 // score[t][p] = sum_h hw[t][h] hscale relu(dscale q_th . k_p). The keys of the bf16 and e4m3
 // caches are exact in bf16 (e4m3 without its power-of-two row scale, which multiplies the dot
 // afterwards, exactly); q is split into three bf16 parts (hi + mid + lo carry its f32 value), so
 // every product is exact in the f32 sums and only their order differs from a scalar loop. A block
-// takes 64 pools (their keys in shared memory as bf16) with 4 warps; a warp's rows are the IH
+// takes 64 pools (their keys in shared memory as bf16) and some of the call's queries
+// (blockIdx.y: a group of 4 with NTW 8, one with NTW 2) with 4 warps; a warp's rows are the IH
 // heads of one query (MT tiles of 16, heads past IH zero), its columns NTW tiles of 8 pools: with
-// NTW 8 (4 queries or more) a warp takes every 4th query over all 64 pools, with NTW 2 (decode)
-// the 4 warps split the pools. The sum over heads: each thread its rows, then shuffles in a fixed
-// order, so a score does not depend on the launch.
+// NTW 8 (4 queries or more) each warp takes one query of the group over all 64 pools, with NTW 2
+// (decode) the 4 warps split the pools of the block's query. Queries are split over blocks, not
+// looped in a block: a call's 16 queries in one block's warps made a block's latency the kernel's
+// time while few pools left most SMs idle. The sum over heads: each thread its rows, then shuffles
+// in a fixed order, so a score does not depend on the launch (nor on which block takes a query).
 constexpr int kScorePools = 64, kScoreMaxIH = 32, kScoreMaxID = 256;
 
 __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) // lo in the low half
@@ -277,25 +233,32 @@ template <int MT, int NTW>
 __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const float *iq,
                                                         const float *hw, const int *pos0, int t_off,
                                                         int T, int IH, int ID, int kp, int budget,
-                                                        int max_pools, float *scores)
+                                                        int max_pools, float *scores,
+                                                        int *work)
 {
     pdl_prologue();
     extern __shared__ __align__(16) uint16_t ks[]; // [kScorePools][KS] bf16, then ksc
     int K16 = (ID + 15) & ~15, KS = K16 + 8;
     float *ksc = reinterpret_cast<float *>(ks + kScorePools * KS);
     int first = *pos0 + t_off, n0 = blockIdx.x * kScorePools;
-    int p_end = (first + T) / kp; // the pools of the call's last query, the most of any
+    int group = NTW == 8 ? 4 : 1, tg0 = blockIdx.y * group; // the block's queries tg0 ..
+    int t_end = tg0 + group < T ? tg0 + group : T;
+    if (work && blockIdx.x == 0)
+        clear_rows(work, first, tg0, t_end, kp, budget);
+    int t_last = t_end - 1;
+    int p_end = (first + t_last + 1) / kp; // the pools of the block's last query, the most of any
     if (p_end <= budget || n0 >= p_end)
         return;
     load_key_tile(pool, n0, p_end, ID, K16, KS, ks, ksc);
     __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
-    int t0 = NTW == 8 ? warp : 0, tstep = NTW == 8 ? 4 : 1, nt0 = NTW == 8 ? 0 : warp * NTW;
-    for (int t = t0; t < T; t += tstep) {
+    int nt0 = NTW == 8 ? 0 : warp * NTW;
+    int t = NTW == 8 ? tg0 + warp : tg0;
+    if (t < T) { // a whole warp's query
         int P = (first + t + 1) / kp;
         if (P <= budget || n0 >= P)
-            continue;
+            return;
         const float *q = iq + (size_t)t * IH * ID;
         bool even = ID % 2 == 0 && (uintptr_t)q % 8 == 0; // float2 loads
         float acc[MT][NTW][4];
@@ -373,20 +336,16 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
 }
 
 // ---- the selection, split over blocks ----
-// The budget-th largest key thr (order_key) is found digit by digit: 11 bits (2048 bins) by
-// select_hist_kernel over segments of a query's pools (up to kMaxSplits blocks a query, counts
-// added into the query's histogram in the work area), then select_finish_kernel (a block a query)
-// takes the bin, reads the query's scores once more for the next 11 bits, keeping the pools of
-// that bin in shared memory when they fit (kCandCap), then the last 10 bits over those; it leaves
-// thr, rem (how many pools equal to thr are taken: the lowest first) and each segment's count of
+// The budget-th largest key thr (order_key) is found digit by digit in select_hist_finish_kernel:
+// 11 bits (2048 bins) over segments of kHistSeg pools of a query (a block each, their counts
+// added into the query's histogram in the work area when there are several; the last block to
+// arrive goes on), then that block takes the bin, reads the query's scores once more for the next
+// 11 bits, keeping the pools of that bin in shared memory when they fit (kCandCap), then the last
+// 10 bits over those; it leaves thr, rem (how many pools equal to thr are taken: the lowest
+// first) and each of the gather's segments' (up to kMaxSplits a query) count of
 // taken pools and of pools equal to thr before it. select_gather_kernel writes each segment's
 // taken pools' tokens in pool order at its offset (ballots within warps, a prefix over the
 // block's warps). Integer counts only: the result is the same bits in any run.
-constexpr int kHistBins = 2048, kSegMin = 1024, kMaxSplits = 64, kCandCap = 4096;
-constexpr int kFinishThreads = 1024, kSegThreads = 256;
-constexpr int kRowInts = kHistBins + 4 + 2 * kMaxSplits; // hist, thr, rem, before[2][splits], pad
-static_assert(kRowInts == ENG_DSA_WORK_INTS, "engine.h's ENG_DSA_WORK_INTS");
-static_assert(kMaxSplits == ENG_DSA_MAX_SPLITS, "engine.h's ENG_DSA_MAX_SPLITS");
 
 // A query of P pools: S segments of L pools (L a multiple of 32: a warp's 32 pools lie in one).
 __device__ __forceinline__ void segments(int P, int *S, int *L)
@@ -437,38 +396,15 @@ __device__ __forceinline__ void warp_count(int *h, uint32_t bin)
         atomicAdd(&h[bin], __popc(peers));
 }
 
-// The queries' histograms to zero before select_hist_kernel adds to them (a kernel, not a memset:
-// the step's graph keeps programmatic launches from kernel to kernel).
+// The queries' histograms and tickets to zero before select_hist_finish_kernel adds to them (a
+// kernel, not a memset: the step's graph keeps programmatic launches from kernel to kernel).
 __global__ void clear_work_kernel(int *work)
 {
     pdl_prologue();
     for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
         work[(size_t)blockIdx.x * kRowInts + i] = 0;
-}
-
-__global__ void __launch_bounds__(kSegThreads) select_hist_kernel(const float *scores, int *work,
-                                                                  const int *pos0, int t_off,
-                                                                  int kp, int budget, int max_pools)
-{
-    pdl_prologue();
-    __shared__ int h[kHistBins];
-    int t = blockIdx.y, s = blockIdx.x, P = (*pos0 + t_off + t + 1) / kp, S, L;
-    if (P <= budget || budget < 1)
-        return;
-    segments(P, &S, &L);
-    int b0 = s * L, b1 = b0 + L < P ? b0 + L : P;
-    if (s >= S || b0 >= P)
-        return;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        h[i] = 0;
-    __syncthreads();
-    row_pass(scores + (size_t)t * max_pools, b0, b1,
-             [&](uint32_t key, int i) { warp_count(h, i < b1 ? key >> 21 : ~0u); });
-    __syncthreads();
-    int *gh = work + (size_t)t * kRowInts;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        if (h[i])
-            atomicAdd(&gh[i], h[i]);
+    if (threadIdx.x == 0)
+        work[(size_t)blockIdx.x * kRowInts + kTicket] = 0;
 }
 
 typedef cub::BlockScan<int, kFinishThreads> finish_scan_t;
@@ -496,10 +432,16 @@ __device__ void digit_select(const int *h, int nb, int need, finish_scan_t::Temp
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const float *scores,
-                                                                       int *work, const int *pos0,
-                                                                       int t_off, int kp,
-                                                                       int budget, int max_pools)
+// Block (s, t): the first-digit histogram of query t's pools [s kHistSeg, (s + 1) kHistSeg) in
+// shared memory; with one such block a query (P <= kHistSeg) it is the whole histogram, else the
+// blocks add theirs into the query's work area and the last to arrive (a ticket) reads the sum.
+// That block then finishes the query: the threshold and the gather's per-segment counts.
+__global__ void __launch_bounds__(kFinishThreads) select_hist_finish_kernel(const float *scores,
+                                                                            int *work,
+                                                                            const int *pos0,
+                                                                            int t_off, int kp,
+                                                                            int budget,
+                                                                            int max_pools)
 {
     pdl_prologue();
     __shared__ finish_scan_t::TempStorage scan_tmp;
@@ -507,24 +449,47 @@ __global__ void __launch_bounds__(kFinishThreads) select_finish_kernel(const flo
     __shared__ uint32_t ckey[kCandCap];
     __shared__ int cidx[kCandCap];
     __shared__ int seg_gt[kMaxSplits], seg_eq[kMaxSplits];
-    __shared__ int s_n, s_bin, s_above;
-    int t = blockIdx.x, P = (*pos0 + t_off + t + 1) / kp, S, L;
-    if (P <= budget)
+    __shared__ int s_n, s_bin, s_above, s_last;
+    int t = blockIdx.y, P = (*pos0 + t_off + t + 1) / kp, S, L;
+    int hs = blockIdx.x, HS = (P + kHistSeg - 1) / kHistSeg; // this block's segment, their count
+    if (P <= budget || hs >= HS)
         return;
     segments(P, &S, &L);
     int *gh = work + (size_t)t * kRowInts, *state = gh + kHistBins;
     int *sel_before = state + 2, *eq_before = sel_before + kMaxSplits;
     if (budget < 1) { // only the open tail
-        if (threadIdx.x == 0)
+        if (hs == 0 && threadIdx.x == 0)
             state[0] = (int)~0u, state[1] = 0;
-        if (threadIdx.x < kMaxSplits)
+        if (hs == 0 && threadIdx.x < kMaxSplits)
             sel_before[threadIdx.x] = eq_before[threadIdx.x] = 0;
         return;
     }
+    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+        h[i] = 0;
+    __syncthreads();
+    int h0 = hs * kHistSeg, h1 = h0 + kHistSeg < P ? h0 + kHistSeg : P;
+    row_pass(scores + (size_t)t * max_pools, h0, h1,
+             [&](uint32_t key, int i) { warp_count(h, i < h1 ? key >> 21 : ~0u); });
+    __syncthreads();
+    if (HS > 1) {
+        for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+            if (h[i])
+                atomicAdd(&gh[i], h[i]);
+        __threadfence(); // the block's additions seen before its ticket
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            s_last = atomicAdd(&gh[kTicket], 1) == HS - 1;
+        }
+        __syncthreads();
+        if (!s_last)
+            return;
+        __threadfence(); // the other blocks' additions, seen through their tickets
+        for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
+            h[i] = __ldcg(&gh[i]);
+    }
     const float *sc = scores + (size_t)t * max_pools;
     int lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < kHistBins; i += blockDim.x)
-        h[i] = gh[i];
     if (threadIdx.x < kMaxSplits)
         seg_gt[threadIdx.x] = seg_eq[threadIdx.x] = 0;
     if (threadIdx.x == 0)
@@ -682,11 +647,54 @@ __global__ void __launch_bounds__(kSegThreads) select_gather_kernel(const float 
 template <int MT, int NTW>
 void launch_score_mma(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
                       int t_off, int T, int IH, int ID, int kp, int budget, int max_pools,
-                      float *scores, cudaStream_t st)
+                      float *scores, int *work, cudaStream_t st)
 {
     size_t smem = (size_t)kScorePools * (((ID + 15) & ~15) + 8) * 2 + kScorePools * sizeof(float);
-    launch(score_mma_kernel<MT, NTW>, blocks_for((size_t)max_pools, kScorePools), 128, smem, st,
-           *pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores);
+    dim3 grid(blocks_for((size_t)max_pools, kScorePools), blocks_for((size_t)T, NTW == 8 ? 4 : 1));
+    launch(score_mma_kernel<MT, NTW>, grid, 128, smem, st, *pool, iq, hw, pos0, t_off, T, IH, ID,
+           kp, budget, max_pools, scores, work);
+}
+
+// The scores of eng_dsa_scores; work: the selection's histograms to clear as well, or null.
+int scores_and_clear(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
+                     int t_off, int T, int IH, int ID, int kp, int budget, int max_pools,
+                     float *scores, int *work, cudaStream_t st)
+{
+    if (T < 1 || T > 65535 || kp < 1 || budget < 0 || max_pools < 1 || IH < 1 || ID < 1)
+        return -1;
+    if (max_pools <= budget) // no query of this cache has more pools than the budget
+        return 0;
+    if (pool->dtype != ENG_CACHE_F32 && IH <= kScoreMaxIH && ID <= kScoreMaxID) {
+        int mt2 = IH > 16, wide = T >= 4;
+        auto go = mt2 ? (wide ? launch_score_mma<2, 8> : launch_score_mma<2, 2>)
+                      : (wide ? launch_score_mma<1, 8> : launch_score_mma<1, 2>);
+        go(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
+        return (int)cudaGetLastError();
+    }
+    dim3 grid(blocks_for((size_t)max_pools, 8), T);
+    launch(score_kernel, grid, 256, 0, st, *pool, iq, hw, pos0, t_off, IH, ID, kp, budget,
+           max_pools, scores, work);
+    return (int)cudaGetLastError();
+}
+
+// The selection of eng_dsa_topk; cleared: the histograms were zeroed by the score kernel.
+int topk_chain(float *scores, const int *pos0, int t_off, int T, int kp, int budget,
+               int max_pools, int width, int32_t *idx, int *count, bool cleared, cudaStream_t st)
+{
+    if (T < 1 || T > 65535 || kp < 1 || budget < 0 || max_pools < 1)
+        return -1;
+    int *work = reinterpret_cast<int *>(scores + (size_t)T * max_pools);
+    unsigned splits = blocks_for((size_t)max_pools, kSegMin);
+    splits = splits < kMaxSplits ? splits : kMaxSplits;
+    if (max_pools > budget) {
+        if (!cleared)
+            launch(clear_work_kernel, T, kSegThreads, 0, st, work);
+        launch(select_hist_finish_kernel, dim3(blocks_for((size_t)max_pools, kHistSeg), T),
+               kFinishThreads, 0, st, scores, work, pos0, t_off, kp, budget, max_pools);
+    }
+    launch(select_gather_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
+           kp, budget, max_pools, width, idx, count);
+    return (int)cudaGetLastError();
 }
 
 } // namespace
@@ -715,76 +723,29 @@ extern "C" int eng_dsa_scores(const eng_cache *pool, const float *iq, const floa
                               const int *pos0, int t_off, int T, int IH, int ID, int kpool,
                               int budget, int max_pools, float *scores, void *stream)
 {
-    if (T < 1 || kpool < 1 || budget < 0 || max_pools < 1 || IH < 1 || ID < 1)
-        return -1;
-    if (max_pools <= budget) // no query of this cache has more pools than the budget
-        return 0;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (pool->dtype != ENG_CACHE_F32 && IH <= kScoreMaxIH && ID <= kScoreMaxID) {
-        int mt2 = IH > 16, wide = T >= 4;
-        if (mt2 && wide)
-            launch_score_mma<2, 8>(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores, st);
-        else if (mt2)
-            launch_score_mma<2, 2>(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores, st);
-        else if (wide)
-            launch_score_mma<1, 8>(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores, st);
-        else
-            launch_score_mma<1, 2>(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores, st);
-        return (int)cudaGetLastError();
-    }
-    dim3 grid(blocks_for((size_t)max_pools, 8), T);
-    launch(score_kernel, grid, 256, 0, st, *pool, iq, hw, pos0, t_off, IH, ID, kpool, budget,
-           max_pools, scores);
-    return (int)cudaGetLastError();
+    return scores_and_clear(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores,
+                            nullptr, static_cast<cudaStream_t>(stream));
 }
 
 extern "C" int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, int kpool, int budget,
                             int max_pools, int width, int32_t *idx, int *count, void *stream)
 {
-    if (T < 1 || T > 65535 || kpool < 1 || budget < 0 || max_pools < 1)
-        return -1;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int *work = reinterpret_cast<int *>(scores + (size_t)T * max_pools);
-    unsigned splits = blocks_for((size_t)max_pools, kSegMin);
-    splits = splits < kMaxSplits ? splits : kMaxSplits;
-    if (max_pools > budget) {
-        launch(clear_work_kernel, T, kSegThreads, 0, st, work);
-        launch(select_hist_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
-               kpool, budget, max_pools);
-        launch(select_finish_kernel, T, kFinishThreads, 0, st, scores, work, pos0, t_off, kpool,
-               budget, max_pools);
-    }
-    launch(select_gather_kernel, dim3(splits, T), kSegThreads, 0, st, scores, work, pos0, t_off,
-           kpool, budget, max_pools, width, idx, count);
-    return (int)cudaGetLastError();
+    return topk_chain(scores, pos0, t_off, T, kpool, budget, max_pools, width, idx, count, false,
+                      static_cast<cudaStream_t>(stream));
 }
 
+// The score kernel clears the histograms: three launches, not four.
 extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw,
                               const int *pos0, int t_off, int T, int IH, int ID, int kpool,
                               int budget, int max_pools, float *scores, int width, int32_t *idx,
                               int *count, void *stream)
 {
-    int rc = eng_dsa_scores(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools,
-                            scores, stream);
-    return rc ? rc : eng_dsa_topk(scores, pos0, t_off, T, kpool, budget, max_pools, width, idx,
-                                  count, stream);
-}
-
-extern "C" int eng_dsa_select_baseline(const eng_cache *pool, const float *iq, const float *hw,
-                              const int *pos0, int t_off, int T, int IH, int ID, int kpool,
-                              int budget,
-                              int max_pools, float *scores, int width, int32_t *idx, int *count,
-                              void *stream)
-{
-    if (T < 1 || kpool < 1 || budget < 0 || max_pools < 1)
-        return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (max_pools > budget) {
-        dim3 grid(blocks_for((size_t)max_pools, 8), T);
-        launch(score_kernel, grid, 256, 0, st, *pool, iq, hw, pos0, t_off, IH, ID, kpool, budget,
-               max_pools, scores);
-    }
-    launch(select_1block_kernel, T, kSelectThreads, 0, st, scores, pos0, t_off, kpool, budget, max_pools,
-           width, idx, count);
-    return (int)cudaGetLastError();
+    if (T < 1 || T > 65535 || max_pools < 1)
+        return -1;
+    int *work = reinterpret_cast<int *>(scores + (size_t)T * max_pools);
+    int rc = scores_and_clear(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools,
+                              scores, work, st);
+    return rc ? rc : topk_chain(scores, pos0, t_off, T, kpool, budget, max_pools, width, idx, count,
+                                true, st);
 }

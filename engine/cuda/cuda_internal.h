@@ -23,8 +23,6 @@
  * hidden row in shared memory. */
 #define CUDA_HC_MAX_COLS (64 * 256)
 #define CUDA_HC_MAX_HIDDEN 8192
-/* Queries of one indexer scoring launch (bounds the score scratch). */
-#define CUDA_SCORE_ROWS 16
 
 /* A linear layer on the device: a dense matrix or an EXL3 module. */
 typedef struct cu_lin {
@@ -148,6 +146,7 @@ typedef struct cuda_backend {
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     int chunk;      /* rows a forward chunk holds at most (the plan's; prefills run in chunks) */
     engine_log log; /* where the backend's lines go */
+    backend_tap tap; /* diagnostics (backend.h): set, the decode step runs without its graph */
     cu_prof prof;
 } cuda_backend;
 

@@ -105,10 +105,10 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     /* per DSA layer: the latent, the indexer key and gate rows, a pool key per kpool tokens */
     size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_index_dtype);
     p->dsa_per_token = nd * (per + row_bytes(ID, kv_index_dtype) / kp);
-    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up),
-     * and the selection's work area of each row */
-    p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
-    p->dsa_fixed = nd ? 64 + 16 * ENG_DSA_WORK_INTS * 4 : 0;
+    /* and the indexer's score scratch: CUDA_SCORE_ROWS query rows of a float per pool (the bound
+     * rounds up), and the selection's work area of each row */
+    p->score_per_token = nd ? (CUDA_SCORE_ROWS * 4 + kp - 1) / kp : 0;
+    p->dsa_fixed = nd ? CUDA_SCORE_ROWS * 4 + CUDA_SCORE_ROWS * ENG_DSA_WORK_INTS * 4 : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
     /* eng_gemm per stream: its cuBLAS workspace and the 3-part bf16 split of the widest input
      * (each part from a 256-byte boundary) */

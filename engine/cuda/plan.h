@@ -13,6 +13,11 @@
  * numbers of model/traffic.h's glm_cache_format, whose glm_cache_row_bytes sizes a row. */
 enum { CUDA_KV_F32 = GLM_CACHE_F32, CUDA_KV_BF16 = GLM_CACHE_BF16, CUDA_KV_FP8 = GLM_CACHE_FP8 };
 
+/* Queries of one indexer launch (eng_dsa_select), which bounds the score scratch: 64, so a prefill
+ * chunk takes a quarter of the launches 16 did; a query's selection depends on its scores alone,
+ * and its scores not on the launch, so the rows are the same at any count. */
+#define CUDA_SCORE_ROWS 64
+
 typedef struct cuda_plan {
     int ranks, context, kv_dtype, kv_index_dtype, chunk; /* latent; indexer keys, gates, pools */
     int chunk_given;       /* 1: the chunk was set (cuda_chunk), 0: cuda_plan_pick_chunk chose it */

@@ -1,8 +1,9 @@
 /* test_index_gpu.c: the DSA indexer's top-k (eng_dsa_topk) against the CPU backend's rule (sort by
  * score, ties to the lower pool, tokens in order, the open tail) index for index, its scores
- * (eng_dsa_scores) against an fp64 reference for every cache format, and its time against the
- * previous indexer (eng_dsa_select_baseline) at positions 1k to 256k for a prefill chunk and for
- * decode. Usage: test_index_gpu [--no-time]; exit status 1 on any failure. */
+ * (eng_dsa_scores) against an fp64 reference for every cache format, and its time (eng_dsa_select,
+ * its scores and its top-k alone; launched one by one and replayed as a graph, as the engine's
+ * decode step is) at positions 1k (every pool taken) to 256k for a prefill chunk and for decode.
+ * Usage: test_index_gpu [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,8 @@
 #define GPU_TEST_NAME "test_index_gpu"
 #include "tests/gpu/gpu_test.h"
 
-/* The rows of one eng_dsa_select call in the engine (engine/cuda: CUDA_SCORE_ROWS). */
-enum { CALL_ROWS = 16, CHUNK = 1024 };
+/* The rows of one eng_dsa_select call in the engine (engine/cuda/plan.h: CUDA_SCORE_ROWS). */
+enum { CALL_ROWS = 64, CHUNK = 1024 };
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static int failures;
@@ -219,6 +220,9 @@ static void check_selections(void)
     }
     check_select(RANDOM, 262144, CALL_ROWS, kp, budget);   /* the 256k prefill call */
     check_select(RELU_SUMS, 280000, 3, kp, budget);        /* P 70000: more than 64 x 1024 */
+    check_select(RANDOM, 4 * 16384 - 1, 1, kp, budget);    /* P 16384: one first-digit block */
+    check_select(ALL_EQUAL, 4 * 16385 - 1, 1, kp, budget); /* 16385: two, the second of one pool */
+    check_select(RELU_SUMS, 4 * 32768 - 2, 3, kp, budget); /* P 32767..32768: two blocks */
     check_select(ALL_EQUAL, 4 * 4096 - 1, 1, kp, budget);  /* 4096 candidates: they just fit */
     check_select(ALL_EQUAL, 4 * 4097 - 1, 1, kp, budget);  /* 4097: read from the scores */
     check_select(CLUSTERED, 4 * 5000, 5, kp, 4000);        /* most pools taken */
@@ -274,7 +278,7 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
     size_t nsc = ENG_DSA_SCORE_FLOATS(T, max_pools);
     float *d_sc = dev_alloc(nsc * sizeof(float));
-    CUDA_OK(kern_memset(d_sc, 0, nsc * sizeof(float)));
+    CUDA_OK(kern_memset(d_sc, 0x7f, nsc * sizeof(float))); /* the work area starts as garbage */
     int32_t *d_idx = dev_alloc((size_t)T * width * sizeof(int32_t));
     int *d_count = dev_alloc((size_t)T * sizeof(int));
     CUDA_OK(eng_dsa_select(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools, d_sc,
@@ -344,9 +348,13 @@ static void check_all_scores(void)
         check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4);           /* ID off 16: padded */
         check_scores(dts[i], 40, 64, 2, 900, 4, 32);                /* IH past the tiles: f32 */
     }
+    /* P 500..516: rows of every pool and rows selected in one call, in one group of a block */
+    check_scores(ENG_CACHE_FP8, 32, 128, CALL_ROWS, 4 * 500 + 2, 4, 512);
+    /* P 16390: the histogram summed over two blocks, its work area cleared by the score kernel */
+    check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512);
 }
 
-/* ---- time, against the previous indexer ---- */
+/* ---- time ---- */
 static float time_ms(void *a, void *b)
 {
     float ms = 0;
@@ -354,50 +362,106 @@ static float time_ms(void *a, void *b)
     return ms;
 }
 
-typedef int (*select_fn)(const eng_cache *, const float *, const float *, const int *, int, int,
-                         int, int, int, int, int, float *, int, int32_t *, int *, void *);
-
 typedef struct bench {
     eng_cache pool;
     float *iq, *hw, *scores;
     int32_t *idx;
-    int *count, *d_pos, IH, ID, kp, budget, max_pools, width;
+    int *count, *d_pos, IH, ID, kp, budget, max_pools, width, call_rows;
+    void *st, *ev0, *ev1;
 } bench;
 
-/* The rows [0, rows) from position *d_pos as the engine calls them, CALL_ROWS at a time; which:
- * 0 the whole selection by fn, 1 the scores alone, 2 the top-k alone. */
-static void run_rows(const bench *b, select_fn fn, int which, int rows)
+typedef enum part { WHOLE, SCORES, TOPK } part;
+
+/* The rows [0, rows) from position *d_pos as the engine calls them, b->call_rows at a time: the
+ * whole eng_dsa_select, its scores alone or its top-k alone. */
+static void run_rows(const bench *b, part which, int rows)
 {
-    for (int t0 = 0; t0 < rows; t0 += CALL_ROWS) {
-        int nt = rows - t0 < CALL_ROWS ? rows - t0 : CALL_ROWS;
+    for (int t0 = 0; t0 < rows; t0 += b->call_rows) {
+        int nt = rows - t0 < b->call_rows ? rows - t0 : b->call_rows;
         const float *iq = b->iq + (size_t)t0 * b->IH * b->ID, *hw = b->hw + (size_t)t0 * b->IH;
         int32_t *idx = b->idx + (size_t)t0 * b->width;
-        if (which == 0)
-            CUDA_OK(fn(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp, b->budget,
-                       b->max_pools, b->scores, b->width, idx, b->count + t0, NULL));
-        else if (which == 1)
+        if (which == WHOLE)
+            CUDA_OK(eng_dsa_select(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
+                                   b->budget, b->max_pools, b->scores, b->width, idx,
+                                   b->count + t0, b->st));
+        else if (which == SCORES)
             CUDA_OK(eng_dsa_scores(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
-                                   b->budget, b->max_pools, b->scores, NULL));
+                                   b->budget, b->max_pools, b->scores, b->st));
         else
             CUDA_OK(eng_dsa_topk(b->scores, b->d_pos, t0, nt, b->kp, b->budget, b->max_pools,
-                                 b->width, idx, b->count + t0, NULL));
+                                 b->width, idx, b->count + t0, b->st));
     }
 }
 
-static double time_rows(const bench *b, select_fn fn, int which, int rows, int reps, void *ev0,
-                        void *ev1)
+/* us a run of the rows; graph: captured once and replayed (the launches' host cost gone). */
+static double time_rows(const bench *b, part which, int rows, int reps, int graph)
 {
-    run_rows(b, fn, which, rows); /* warm */
-    CUDA_OK(eng_event_record(ev0, NULL));
-    for (int r = 0; r < reps; r++)
-        run_rows(b, fn, which, rows);
-    CUDA_OK(eng_event_record(ev1, NULL));
-    return time_ms(ev0, ev1) * 1000.0 / reps; /* us */
+    void *exec = NULL;
+    if (graph) {
+        CUDA_OK(eng_capture_begin(b->st));
+        run_rows(b, which, rows);
+        CUDA_OK(eng_capture_end(b->st, &exec));
+        CUDA_OK(eng_graph_launch(exec, b->st)); /* warm */
+    } else {
+        run_rows(b, which, rows); /* warm */
+    }
+    CUDA_OK(eng_event_record(b->ev0, b->st));
+    for (int r = 0; r < reps; r++) {
+        if (graph)
+            CUDA_OK(eng_graph_launch(exec, b->st));
+        else
+            run_rows(b, which, rows);
+    }
+    CUDA_OK(eng_event_record(b->ev1, b->st));
+    double us = time_ms(b->ev0, b->ev1) * 1000.0 / reps;
+    if (exec)
+        eng_graph_free(exec);
+    return us;
 }
 
-static void time_position(int pos, void *ev0, void *ev1)
+/* The last call's rows of a run of `rows` against the rule on their scores (real score
+ * distributions); 1 on a difference. */
+static int check_timed_rows(const bench *b, int pos, int rows)
 {
-    bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512};
+    int nt = rows < b->call_rows ? rows : b->call_rows, t0 = rows - nt;
+    run_rows(b, WHOLE, rows);
+    CUDA_OK(eng_stream_sync(b->st));
+    float *sc = to_host(b->scores, (size_t)nt * b->max_pools * sizeof(float));
+    int32_t *idx = to_host(b->idx + (size_t)t0 * b->width, (size_t)nt * b->width * sizeof(int32_t));
+    int *count = to_host(b->count + t0, nt * sizeof(int));
+    char what[80];
+    snprintf(what, sizeof what, "timed %s at %d", rows > 1 ? "chunk" : "decode", pos);
+    int bad = compare_rows(what, sc, b->max_pools, idx, count, pos + t0, nt, b->kp, b->budget,
+                           b->width);
+    free(sc);
+    free(idx);
+    free(count);
+    return bad;
+}
+
+/* One line of the table: the rows [0, rows) at position pos, launched and as a graph. */
+static void time_line(bench *b, int pos, int rows, int reps)
+{
+    CUDA_OK(kern_to_device(b->d_pos, &pos, sizeof pos));
+    int last = pos + rows - 1, P0 = (pos + 1) / b->kp, P1 = (last + 1) / b->kp;
+    double whole = time_rows(b, WHOLE, rows, reps, 0), sc = time_rows(b, SCORES, rows, reps, 0);
+    double tk = time_rows(b, TOPK, rows, reps, 0), g_whole = time_rows(b, WHOLE, rows, reps, 1);
+    double g_sc = time_rows(b, SCORES, rows, reps, 1), g_tk = time_rows(b, TOPK, rows, reps, 1);
+    int bad = check_timed_rows(b, pos, rows);
+    failures += bad;
+    char kind[16] = "decode";
+    if (rows > 1)
+        snprintf(kind, sizeof kind, "chunk%d", b->call_rows);
+    printf("%-7s %8d %5d..%-5d | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %9.1f %6.2f %s%s\n", kind,
+           pos, P0, P1, whole, sc, tk, tk / sc, g_whole, g_sc, g_tk,
+           g_tk / g_sc, P1 <= b->budget ? "every pool taken" : "",
+           bad ? " FAIL: selection" : "");
+}
+
+static void time_position(int pos, void *st, void *ev0, void *ev1)
+{
+    bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512, .call_rows = CALL_ROWS, .st = st,
+               .ev0 = ev0, .ev1 = ev1};
     b.max_pools = (pos + CHUNK) / b.kp + 1, b.width = b.budget * b.kp + b.kp;
     b.pool = (eng_cache){ENG_CACHE_FP8, b.ID, NULL, NULL};
     b.pool.rows = dev_alloc((size_t)b.max_pools * b.ID);
@@ -405,6 +469,7 @@ static void time_position(int pos, void *ev0, void *ev1)
     float *src = dev_random((size_t)b.max_pools * b.ID, 2.0f);
     int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
     CUDA_OK(eng_cache_write(&b.pool, d_zero, src, b.max_pools, NULL));
+    CUDA_OK(kern_sync());
     kern_free(src);
     b.iq = dev_random((size_t)CHUNK * b.IH * b.ID, 1.0f);
     b.hw = dev_random((size_t)CHUNK * b.IH, 1.0f);
@@ -413,34 +478,11 @@ static void time_position(int pos, void *ev0, void *ev1)
     b.idx = dev_alloc((size_t)CHUNK * b.width * sizeof(int32_t));
     b.count = dev_alloc((size_t)CHUNK * sizeof(int));
     b.d_pos = dev_copy(&pos, sizeof pos);
-    int reps_chunk = pos >= 65536 ? 2 : 5, reps_dec = 50;
-    double old_c = time_rows(&b, eng_dsa_select_baseline, 0, CHUNK, reps_chunk, ev0, ev1);
-    double new_c = time_rows(&b, eng_dsa_select, 0, CHUNK, reps_chunk, ev0, ev1);
-    double sc_c = time_rows(&b, NULL, 1, CHUNK, reps_chunk, ev0, ev1);
-    double tk_c = time_rows(&b, NULL, 2, CHUNK, reps_chunk, ev0, ev1);
-    /* the last call's rows against the rule on their scores (real score distributions) */
-    run_rows(&b, eng_dsa_select, 0, CHUNK);
-    float *sc = to_host(b.scores, (size_t)CALL_ROWS * b.max_pools * sizeof(float));
-    int32_t *idx = to_host(b.idx + (size_t)(CHUNK - CALL_ROWS) * b.width,
-                           (size_t)CALL_ROWS * b.width * sizeof(int32_t));
-    int *count = to_host(b.count + CHUNK - CALL_ROWS, CALL_ROWS * sizeof(int));
-    char what[80];
-    snprintf(what, sizeof what, "timed chunk at %d", pos);
-    int bad = compare_rows(what, sc, b.max_pools, idx, count, pos + CHUNK - CALL_ROWS, CALL_ROWS,
-                           b.kp, b.budget, b.width);
-    failures += bad;
-    free(sc);
-    free(idx);
-    free(count);
-    int dpos = pos + CHUNK - 1; /* decode: one row, the chunk's last position */
-    CUDA_OK(kern_to_device(b.d_pos, &dpos, sizeof dpos));
-    double old_d = time_rows(&b, eng_dsa_select_baseline, 0, 1, reps_dec, ev0, ev1);
-    double new_d = time_rows(&b, eng_dsa_select, 0, 1, reps_dec, ev0, ev1);
-    double sc_d = time_rows(&b, NULL, 1, 1, reps_dec, ev0, ev1);
-    double tk_d = time_rows(&b, NULL, 2, 1, reps_dec, ev0, ev1);
-    printf("%8d %6d | %10.1f %10.1f %8.1f %8.1f %6.1fx | %8.1f %8.1f %7.1f %7.1f %6.1fx %s\n", pos,
-           (pos + CHUNK) / b.kp, old_c, new_c, sc_c, tk_c, old_c / new_c, old_d, new_d, sc_d, tk_d,
-           old_d / new_d, bad ? "FAIL: selection" : "");
+    time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
+    b.call_rows = 16; /* the calls before CUDA_SCORE_ROWS was 64 */
+    time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
+    b.call_rows = CALL_ROWS;
+    time_line(&b, pos + CHUNK - 1, 1, 100); /* decode: one row, the chunk's last position */
     kern_free(b.pool.rows);
     kern_free(b.pool.scale);
     kern_free(d_zero);
@@ -465,19 +507,21 @@ int main(int argc, char **argv)
     check_selections();
     check_all_scores();
     if (timed) {
-        void *ev0, *ev1;
+        void *st, *ev0, *ev1;
+        CUDA_OK(eng_stream_new(&st));
         CUDA_OK(eng_event_new(&ev0));
         CUDA_OK(eng_event_new(&ev1));
-        printf("\nthe indexer (IH 32, ID 128, kpool 4, top-k 2048, fp8 keys), us; old = "
-               "eng_dsa_select_baseline, new = eng_dsa_select (its scores and top-k alone after)\n");
-        printf("%8s %6s | %10s %10s %8s %8s %7s | %8s %8s %7s %7s %7s\n", "position", "pools",
-               "chunk old", "chunk new", "scores", "top-k", "x", "dec old", "dec new", "scores",
-               "top-k", "x");
+        printf("\neng_dsa_select (IH 32, ID 128, kpool 4, top-k 2048, fp8 keys), us a chunk of %d "
+               "rows (chunkN: N rows a call) or a decode row; whole, its scores alone, its top-k "
+               "alone, top-k / scores; launched one by one, then replayed as a graph\n", CHUNK);
+        printf("%-7s %8s %12s | %9s %9s %9s %6s | %9s %9s %9s %6s\n", "", "position", "pools",
+               "whole", "scores", "top-k", "tk/sc", "g whole", "g scores", "g top-k", "tk/sc");
         static const int positions[] = {1024, 8192, 65536, 262144};
         for (int i = 0; i < 4; i++)
-            time_position(positions[i], ev0, ev1);
+            time_position(positions[i], st, ev0, ev1);
         eng_event_free(ev0);
         eng_event_free(ev1);
+        eng_stream_free(st);
     }
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cuda/plan.h"
+#include "kernels/engine.h"
 #include "model/config.h"
 #include "tests/common/check_main.h"
 
@@ -57,6 +58,26 @@ START_TEST(cache_figures_match_the_architecture_notes)
     cuda_plan_make(&half, 2, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 256, 0, &p2);
     ck_assert_uint_eq(p2.dsa_per_token, p.dsa_per_token);
     ck_assert_uint_eq(p2.kda_state * 2, p.kda_state);
+}
+END_TEST
+
+/* The indexer's score scratch the session allocates (engine/cuda/state.c: the scores of
+ * CUDA_SCORE_ROWS queries over cap / kpool + 1 pools and their work areas) lies within the plan's
+ * bound, at every context and index cache format. */
+START_TEST(score_scratch_bound_covers_the_allocation)
+{
+    static const int contexts[] = {1, 3, 4, 4097, 65536, 1048576};
+    static const int formats[] = {CUDA_KV_F32, CUDA_KV_BF16, CUDA_KV_FP8};
+    for (int i = 0; i < 6; i++)
+        for (int f = 0; f < 3; f++) {
+            cuda_plan p;
+            cuda_plan_make(&real, 1, contexts[i], CUDA_KV_FP8, formats[f], 256, 0, &p);
+            size_t pools = (size_t)contexts[i] / (size_t)real.index_kpool + 1;
+            size_t bytes = ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, pools) * sizeof(float);
+            size_t bound = p.score_per_token * (size_t)contexts[i] + p.dsa_fixed;
+            ck_assert_msg(bound >= bytes, "context %d: score scratch %zu bytes, plan bound %zu",
+                          contexts[i], bytes, bound);
+        }
 }
 END_TEST
 
@@ -286,6 +307,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, real_config_has_the_documented_layers);
     tcase_add_test(tc, cache_figures_match_the_architecture_notes);
+    tcase_add_test(tc, score_scratch_bound_covers_the_allocation);
     tcase_add_test(tc, weights_match_the_parameter_counts);
     tcase_add_test(tc, two_sparks_fit_the_full_window_one_does_not);
     tcase_add_test(tc, refusal_names_a_context_that_fits);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/unit/test_storage.h"
+#include "tests/common/files.h"
 
 /* Schema version 2 exactly as glmchat wrote it (migration steps 1 and 2), so this test keeps
  * describing the files users have even if the migration list were ever edited by mistake. */
