@@ -395,7 +395,7 @@ enum { MAX_POSITIONS = 8, POS_STEPS = 20, POS_MARGIN = 512, N_WINDOWS = 5, WINDO
 static const int window_rows[N_WINDOWS] = {1, 2, 4, 8, 16};
 
 /* Random bytes, then each value made one of the dtype's: e4m3 codes without the NaN ones (0x7f,
- * 0xff) at a row scale of 2^-6; bf16 of |x| in [2^-7, 2^-6); f32 in [-1, 1). */
+ * 0xff) at a row scale of 2^-6; bf16 of |x| in [2^-7, 2^-5); f32 in [-1, 1). */
 static void random_values(unsigned char *h, size_t bytes, int dtype, uint64_t *x)
 {
     for (size_t i = 0; i < bytes; i += 8) {
@@ -489,7 +489,8 @@ static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps)
 /* The indexer's times for one query at the state's position, from DSA layer 0's pool keys and the
  * last step's queries: eng_dsa_select whole, and each kernel it launches alone (captured once,
  * then each kernel node replayed in a graph of its own); kernels whose names hold "score" make
- * the score pass, the others the selection. names: "kernel us, ..." for the table's note. */
+ * the score pass, the others the selection. names: "kernel us, ..." for the table's note, or
+ * why the kernels could not be timed (then -1). */
 typedef struct indexer_times {
     double all_us, score_us, select_us;
     char names[512];
@@ -554,7 +555,10 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
     if (g)
         cudaGraphDestroy(g);
     cudaStreamDestroy(st);
-    cudaGetLastError();
+    cudaError_t last = cudaGetLastError();
+    if (bad)
+        snprintf(t->names, sizeof t->names, "not timed: a graph call failed (%s)",
+                 cudaGetErrorString(last));
     return bad ? -1 : 0;
 }
 
@@ -731,11 +735,8 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
             rc = (r[i].step_us = decode_steps_us(be, s, tok, POS_STEPS, logits, err)) < 0;
         if (!rc)
             r[i].cap = s->cap;
-        if (!rc && time_indexer(s, 50, &r[i].idx)) {
-            glm_error_set(err, GLM_ERR_BACKEND, "timing the indexer's kernels at position %d failed",
-                          pos[i]);
-            rc = -1;
-        }
+        if (!rc && time_indexer(s, 50, &r[i].idx)) /* its note says why; the rest goes on */
+            printf("WARNING: the indexer's kernels at position %d: %s\n", pos[i], r[i].idx.names);
         if (!rc)
             rc = cuda_time_layers(s, tok[1], us_layers, &head_us, err) != GLM_OK; /* untimed */
         if (!rc) {
@@ -961,10 +962,9 @@ int main(int argc, char **argv)
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
-    if (bench_positions(&be, positions, n_positions, tok, logits, &err)) {
+    int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
+    if (failed) /* the prefill's tables still follow */
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
-        return 1;
-    }
     /* prefill: the op profile of one chunk, then the timed run */
     be.ops->state_reset(s);
     cb->prof.on = 1;
@@ -1020,5 +1020,5 @@ int main(int argc, char **argv)
     print_projection(sms, &decode, c, &run, step_us, bw);
     be.ops->state_free(s);
     backend_close(&be);
-    return 0;
+    return failed;
 }
