@@ -1,13 +1,18 @@
 #!/bin/sh
-# tests/gpu/run.sh: builds glmchat's EXL3 kernels on a GPU machine, checks them against the CPU
+# tests/gpu/exl3.sh: builds glmchat's EXL3 kernels on a GPU machine, checks them against the CPU
 # reference (tests/gpu/test_exl3_gpu.c) and runs the benchmark (bench/bench_exl3.cu); table last.
-# Usage: tests/gpu/run.sh [BUILD_DIR]   (from the source root; CUDA_ARCHS defaults to 90)
+# One suite of tests/gpu/run.sh, which runs them all.
+# Usage: tests/gpu/exl3.sh [BUILD_DIR]   (from the source root; CUDA_ARCHS defaults to 90).
+# GLMCHAT_PREBUILT=DIR takes test_exl3_gpu and bench_exl3 from DIR instead of building;
+# GPU_BENCH=0 skips the benchmark.
 set -eu
 src=$(pwd)
 build=${1:-"$src/build-gpu"}
 archs=${CUDA_ARCHS:-90}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 mkdir -p "$build"
+test_bin="$build/tests/gpu/test_exl3_gpu"
+bench_bin="$build/bench/bench_exl3"
 
 echo "== machine"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
@@ -22,7 +27,12 @@ done
 gencode=""
 for a in $archs; do gencode="$gencode -gencode arch=compute_$a,code=sm_$a"; done
 start=$(date +%s)
-if [ -z "${GLMCHAT_GPU_PLAIN:-}" ] && command -v autoreconf >/dev/null &&
+if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
+    echo "== build: none, the binaries of GLMCHAT_PREBUILT=$GLMCHAT_PREBUILT"
+    test_bin="$GLMCHAT_PREBUILT/test_exl3_gpu"
+    bench_bin="$GLMCHAT_PREBUILT/bench_exl3"
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64
+elif [ -z "${GLMCHAT_GPU_PLAIN:-}" ] && command -v autoreconf >/dev/null &&
     command -v pkg-config >/dev/null &&
     pkg-config --exists check libcjson sqlite3; then
     echo "== build: ./configure CUDA_ARCHS=\"$archs\""
@@ -62,8 +72,12 @@ echo "build took $(( $(date +%s) - start )) s"
 
 echo "== correctness: GPU kernels vs the CPU reference"
 status=0
-timeout 300 "$build/tests/gpu/test_exl3_gpu" || status=$?
+timeout 300 "$test_bin" || status=$?
 
-echo "== benchmark"
-timeout 120 "$build/bench/bench_exl3" "${BENCH_ITERS:-300}" || status=1
+if [ "${GPU_BENCH:-1}" = 0 ]; then
+    echo "== benchmark: skipped (GPU_BENCH=0)"
+else
+    echo "== benchmark"
+    timeout 120 "$bench_bin" "${BENCH_ITERS:-300}" || status=1
+fi
 exit $status
