@@ -455,10 +455,11 @@ static glm_status state_at(cuda_state *s, int pos, glm_error *err)
     uint64_t x = 0x5eed0000u + (uint64_t)pos;
     for (int i = 0; i < nd; i++) {
         cu_dsa_cache *d = &s->dsa[i];
-        if (fill_rows(&d->latent, (size_t)pos, &x) || fill_rows(&d->idx_key, (size_t)pos, &x) ||
-            fill_rows(&d->idx_gate, (size_t)pos, &x) || fill_rows(&d->pool_key, (size_t)(pos / kp), &x))
-            return glm_error_set(err, GLM_ERR_BACKEND, "writing DSA layer %d's synthetic cache rows "
-                                 "for position %d failed (%s)", i, pos,
+        size_t rows = (size_t)pos, pools = (size_t)(pos / kp);
+        if (fill_rows(&d->latent, rows, &x) || fill_rows(&d->idx_key, rows, &x) ||
+            fill_rows(&d->idx_gate, rows, &x) || fill_rows(&d->pool_key, pools, &x))
+            return glm_error_set(err, GLM_ERR_BACKEND, "writing DSA layer %d's synthetic cache "
+                                 "rows for position %d failed (%s)", i, pos,
                                  cudaGetErrorString(cudaGetLastError()));
     }
     s->n = pos;
@@ -479,7 +480,8 @@ static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps)
     for (int r = 0; !bad && r < reps; r++)
         bad = cudaGraphLaunch(ex, st) != cudaSuccess;
     float ms = 0;
-    bad = bad || cudaEventRecord(e1, st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+    bad = bad || cudaEventRecord(e1, st) != cudaSuccess ||
+          cudaEventSynchronize(e1) != cudaSuccess ||
           cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess;
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
@@ -511,15 +513,17 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
     if (!bad) {
         int rc = eng_dsa_select(&s->dsa[0].pool_key, be->s.iq, be->s.hw, s->d_pos, 0, 1,
                                 c->index_n_heads, c->index_head_dim, kp, c->index_topk / kp,
-                                s->cap / kp + 1, s->scores, width, be->s.sel_idx, be->s.sel_count, st);
+                                s->cap / kp + 1, s->scores, width, be->s.sel_idx, be->s.sel_count,
+                                st);
         bad = (cudaStreamEndCapture(st, &g) != cudaSuccess) || rc;
     }
     bad = bad || cudaGraphInstantiate(&ex, g, 0) != cudaSuccess;
     if (!bad)
-        bad = (t->all_us = graph_us(ex, st, reps)) < 0; /* also leaves the scores the select reads */
+        bad = (t->all_us = graph_us(ex, st, reps)) < 0; /* leaves the scores the select reads */
     size_t n = 0;
     cudaGraphNode_t *nodes = NULL;
-    bad = bad || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess || !(nodes = calloc(n ? n : 1, sizeof *nodes)) ||
+    bad = bad || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess ||
+          !(nodes = calloc(n ? n : 1, sizeof *nodes)) ||
           cudaGraphGetNodes(g, nodes, &n) != cudaSuccess;
     for (size_t i = 0; !bad && i < n; i++) {
         enum cudaGraphNodeType type;
@@ -543,7 +547,8 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
         else if (!bad)
             t->select_us += us;
         size_t used = strlen(t->names);
-        snprintf(t->names + used, sizeof t->names - used, "%s%.40s %.1f us", used ? ", " : "", name, us);
+        snprintf(t->names + used, sizeof t->names - used, "%s%.40s %.1f us", used ? ", " : "", name,
+                 us);
         if (one_ex)
             cudaGraphExecDestroy(one_ex);
         if (one)
@@ -640,8 +645,9 @@ static void print_positions(const position_run *r, int n, const glm_config *c)
                t->select_us, dt_ratio(t->score_us, r[0].idx.score_us),
                dt_ratio(t->select_us, r[0].idx.select_us), dt_ratio(t->select_us, t->score_us));
     }
-    printf("(step: the graph, mean of %d; indexer: one query on DSA layer 0 through eng_dsa_select, "
-           "whole and each kernel alone; x: against the first position)\n", POS_STEPS);
+    printf("(step: the graph, mean of %d; indexer: one query on DSA layer 0 through "
+           "eng_dsa_select, whole and each kernel alone; x: against the first position)\n",
+           POS_STEPS);
     for (int i = 0; i < n; i++)
         printf("indexer kernels at %d: %s\n", r[i].pos, r[i].idx.names);
     const position_run *a = &r[0], *z = &r[n - 1];

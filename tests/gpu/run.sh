@@ -106,7 +106,8 @@ declare -A result secs limit
 for s in $selected; do
     var="GPU_TIMEOUT_${s^^}"
     limit[$s]=${!var:-$(default_timeout "$s")}
-    [[ "${limit[$s]}" =~ ^[1-9][0-9]*$ ]] || usage_error "$var='${limit[$s]}' is not a number of seconds"
+    [[ "${limit[$s]}" =~ ^[1-9][0-9]*$ ]] ||
+        usage_error "$var='${limit[$s]}' is not a number of seconds"
 done
 
 build=${GPU_BUILD_DIR:-"$src/build-gpu-all"}
@@ -139,7 +140,9 @@ if [ -z "${GLMCHAT_PREBUILT:-}" ]; then
             echo "build took $(( $(date +%s) - start )) s"
         else
             tail -40 "$out/build.log"
-            for s in $selected; do [ -n "${result[$s]:-}" ] || result[$s]="FAIL (the build: $out/build.log)"; done
+            for s in $selected; do
+                [ -n "${result[$s]:-}" ] || result[$s]="FAIL (the build: $out/build.log)"
+            done
         fi
     else
         echo "== build: none here (GLMCHAT_GPU_PLAIN, or autotools or the -dev packages missing);" \
@@ -153,7 +156,8 @@ for s in $selected; do
     [ "$s" = exl3 ] || args=("$out/$s")
     echo "== suite $s: tests/gpu/$(script_of "$s") (at most ${limit[$s]} s; log $out/$s.log)"
     t0=$(date +%s)
-    timeout --kill-after=30 "${limit[$s]}" "$here/$(script_of "$s")" "${args[@]}" 2>&1 | tee "$out/$s.log"
+    timeout --kill-after=30 "${limit[$s]}" "$here/$(script_of "$s")" "${args[@]}" 2>&1 |
+        tee "$out/$s.log"
     rc=${PIPESTATUS[0]}
     secs[$s]=$(( $(date +%s) - t0 ))
     case $rc in

@@ -11,7 +11,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 if [ ! -x "${GLMCHAT_BASELINE:-}" ]; then
-    echo "FAIL: GLMCHAT_BASELINE='${GLMCHAT_BASELINE:-}' names no executable glmchat to compare with"
+    echo "FAIL: GLMCHAT_BASELINE='${GLMCHAT_BASELINE:-}' names no executable glmchat to compare" \
+        "with"
     exit 1
 fi
 gpu_start bits "${1:-}" glmchat || exit 1
@@ -26,7 +27,8 @@ mkdir -p "$models"
     "$G" quantize --in "$models/exl3-src" --out "$models/small-exl3" --bits 4 \
         --threads "$(nproc)" >/dev/null || exit 1
 # 48 ids: 40 in one prefill, 8 one at a time, then 24 greedy steps
-awk 'BEGIN { for (i = 0; i < 48; i++) printf "%d ", (i * 37 + 5) % 300 + 1; print "" }' >"$build/tokens"
+awk 'BEGIN { for (i = 0; i < 48; i++) printf "%d ", (i * 37 + 5) % 300 + 1; print "" }' \
+    >"$build/tokens"
 status=0
 table="$out/bits.txt"
 : >"$table"
