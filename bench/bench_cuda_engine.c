@@ -8,7 +8,8 @@
  * Then the decode step at the context positions of argv[3] ("1024,65536,262144": caches filled
  * with synthetic rows, state_at), each op's share there and the indexer's score and select
  * kernels alone, and verification windows of 1-16 rows at the first position beside the public
- * engine's published window costs.
+ * engine's published window costs; last, with an MTP block added to the model, the MTP drafts'
+ * time and the windows with its catch-up.
  * Last, the two-Spark projection (model/projection.c) from the decode op profile's times. */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
@@ -713,9 +714,9 @@ static void print_windows(const window_run *w, int pos, double step_us, const gl
     printf("(experts: distinct experts the last MoE layer routed the window's last forward's rows "
            "to; if random: rows drawing their %d of %d uniformly)\n", c->num_experts_per_tok,
            c->n_routed_experts);
-    printf("drafts: the in-memory model has no MTP layer; a copy-draft window costs the window of "
-           "its rows above (the drafts come from the host); MTP drafting and copy drafts end to "
-           "end: bench_cuda_spec (tests/gpu/spec.sh)\n");
+    printf("copy drafts come from the host: a copy-drafted step costs the window of its rows "
+           "above; MTP drafts: the last table; both end to end: bench_cuda_spec "
+           "(tests/gpu/spec.sh)\n");
 }
 
 /* The decode step at each position (a fresh state each), then the windows at the first. The
@@ -765,6 +766,100 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
     }
     free(r);
     return rc;
+}
+
+/* MTP drafting at the real shapes: the in-memory model gets an MTP block (the first DSA + MoE
+ * layer's weights, an eh_proj and norms) uploaded into the open backend after every other table
+ * has run, since a state with the block runs its catch-up in every prefill and step. At context
+ * ctx (a real prefill): the decode step with the block's catch-up, 1, 3 and 7 chained drafts
+ * (backend.h's mtp_draft) and the verification windows with the block's catch-up; k drafts and
+ * then the window of k + 1 rows make one drafted step. */
+enum { MTP_SIZES = 3, MTP_MOST = 7, MTP_REPS = 10 };
+static const int mtp_drafts[MTP_SIZES] = {1, 3, 7};
+
+static int bench_mtp(engine_backend *be, glm_model *m, const int32_t *tok, int ctx, float *logits,
+                     double plain_step_us)
+{
+    cuda_backend *cb = be->impl;
+    const glm_config *c = &m->cfg;
+    glm_error err = {0};
+    int host = -1;
+    for (int li = 0; li < c->num_layers && host < 0; li++)
+        if (c->attn[li] == GLM_ATTN_DSA && c->moe[li])
+            host = li;
+    if (host < 0 || !be->ops->mtp_draft) {
+        printf("\n-- MTP drafting: not timed (%s)\n", host < 0 ? "no DSA + MoE layer to copy the "
+               "MTP block from" : "the backend has no mtp_draft");
+        return 0;
+    }
+    glm_mtp_weights *x = &m->w.mtp;
+    x->eh_proj = bf16(c->hidden_size, 2 * (int64_t)c->hidden_size);
+    x->enorm = x->hnorm = x->head_norm = g_ones;
+    x->layer = m->w.layers[host];
+    m->w.has_mtp = 1;
+    if (cu_weights_put_mtp(m, cb->dense_q4, &cb->w, 0, NULL, &err)) {
+        printf("FAIL: uploading the MTP block: %s\n", err.message);
+        return 1;
+    }
+    cb->w.has_mtp = 1;
+    cuda_state *s = be->ops->state_new(be->impl, &err);
+    double step_us = -1, draft_us[MTP_SIZES];
+    window_run w[N_WINDOWS];
+    int rc = !s || be->ops->prefill(be->impl, s, tok, ctx, logits, 0, &err);
+    if (!rc)
+        rc = (step_us = decode_steps_us(be, s, tok, POS_STEPS, logits, &err)) < 0;
+    for (int i = 0; !rc && i < MTP_SIZES; i++) {
+        int32_t out[MTP_MOST];
+        int k = mtp_drafts[i], got = 0;
+        draft_us[i] = 1e30;
+        for (int r = 0; !rc && r <= MTP_REPS; r++) { /* the first untimed */
+            double t0 = now_s();
+            rc = be->ops->mtp_draft(be->impl, s, tok[r], out, k, &got, &err) != GLM_OK;
+            double us = (now_s() - t0) * 1e6;
+            if (!rc && got != k) {
+                glm_error_set(&err, GLM_ERR_BACKEND, "the MTP block drafted %d of %d tokens", got,
+                              k);
+                rc = 1;
+            }
+            if (r > 0 && us < draft_us[i])
+                draft_us[i] = us;
+        }
+    }
+    int pos = s ? be->ops->state_length(s) : 0;
+    if (!rc)
+        rc = run_windows(be, s, tok, w, &err);
+    if (s)
+        be->ops->state_free(s);
+    if (rc) {
+        printf("FAIL: MTP drafting: %s\n", err.message);
+        return 1;
+    }
+    printf("\n-- MTP drafting at context %d (an MTP block of layer %d's DSA + MoE weights added "
+           "last to the in-memory model; its catch-up runs in every step and window)\n", pos, host);
+    printf("decode step (graph) with the MTP catch-up: %.1f us; without the block: %.1f us "
+           "(x%.3f)\n", step_us, plain_step_us, dt_ratio(step_us, plain_step_us));
+    printf("%7s %10s %9s | %7s %10s %8s | %12s %11s %8s\n", "drafts", "draft us", "us/draft",
+           "window", "window us", "x step", "draft+window", "us a token*", "x step");
+    for (int i = 0; i < MTP_SIZES; i++) {
+        int k = mtp_drafts[i];
+        const window_run *wk = NULL;
+        for (int j = 0; j < N_WINDOWS; j++)
+            if (w[j].rows == k + 1)
+                wk = &w[j];
+        if (!wk)
+            continue;
+        double total = draft_us[i] + wk->us, per = total / (k + 1);
+        printf("%7d %10.1f %9.1f | %7d %10.1f %8.2f | %12.1f %11.1f %8.2f\n", k, draft_us[i],
+               draft_us[i] / k, k + 1, wk->us, dt_ratio(wk->us, step_us), total, per,
+               dt_ratio(per, step_us));
+    }
+    printf("(* k drafts and the window of k + 1 rows, over the k + 1 tokens they give when every "
+           "draft is accepted; x step: against the decode step with the catch-up)\n");
+    printf("windows with the MTP catch-up:");
+    for (int j = 0; j < N_WINDOWS; j++)
+        printf(" %d rows %.1f us (x%.2f);", w[j].rows, w[j].us, dt_ratio(w[j].us, step_us));
+    printf("\n");
+    return 0;
 }
 
 /* Comma-separated token counts into v (at most max); 0, or -1 on anything else. */
@@ -1024,6 +1119,7 @@ int main(int argc, char **argv)
         return 1;
     }
     print_projection(sms, &decode, c, &run, step_us, bw);
+    failed |= bench_mtp(&be, &m, tok, ctx0, logits, step_us); /* last: it changes the model */
     be.ops->state_free(s);
     backend_close(&be);
     return failed;
