@@ -126,7 +126,7 @@ if [ "${GPU_BENCH:-1}" = 0 ]; then
     echo "== bench: skipped (GPU_BENCH=0)"
 else
     echo "== bench"
-    timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" \
+    timeout 420 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" \
         "${BENCH_POSITIONS:-1024,65536,262144}" 2>&1 | tee "$out/bench.txt"
     bench_rc=${PIPESTATUS[0]}
     [ "$bench_rc" = 0 ] || { echo "FAIL: bench_cuda_engine exited with $bench_rc"; status=1; }
