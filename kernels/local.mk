@@ -9,7 +9,9 @@ KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.c
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
-EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh
+EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
+# the GPU entry point's options, refusals and table, where no GPU is needed (CI)
+TESTS += tests/e2e/gpu_run_cli.sh
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
 	bench/bench_exl3.cu
