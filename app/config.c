@@ -68,6 +68,7 @@ static const key_spec top_keys[] = {
     {"cuda_graph", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
     {"cuda_pdl", KT_BOOL, NULL, 0, 0, NULL, KF_ENGINE | KF_DEV},
     {"cuda_gemm", KT_CHOICE, GLM_CUDA_GEMM_CHOICES, 0, 0, NULL, KF_ENGINE | KF_DEV},
+    {"cuda_chunk", KT_INT, NULL, 0, GLM_CUDA_CHUNK_LIMIT, NULL, KF_ENGINE | KF_DEV},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
 
@@ -316,6 +317,8 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
             c->context = (int)x;
         else if (strcmp(name, "rdma_gid_index") == 0)
             c->rdma_gid_index = (int)x;
+        else if (strcmp(name, "cuda_chunk") == 0)
+            c->cuda.chunk = (int)x;
         else
             c->tool_timeout_s = (int)x;
         return 0;

@@ -58,6 +58,9 @@
  *   cuda_gemm fixed|show|nosplit|default (dev; fixed: one cuBLASLt algorithm a weight shape;
  *   show: the same, each choice logged; nosplit: fixed without split-K; default: cuBLAS's own
  *   choice, whose row bits depend on the chunk, for comparison only)
+ *   cuda_chunk 0..8192 (dev; the CUDA prefill chunk's rows, a power of two from 128; 0 or unset:
+ *   the memory plan's choice, the most its room allows up to 4096; part of the two-rank
+ *   handshake; the results do not depend on it)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),
  *   trust yes|no (no: every call asks for approval), enabled yes|no (yes).

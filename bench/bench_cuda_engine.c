@@ -1,16 +1,22 @@
 /* bench_cuda_engine.c: the CUDA backend on a model of GLM-5.3-Flash's real shapes built in memory
- * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
- * step against the bandwidth floor (model/traffic.c's bytes / copy bandwidth measured here),
- * prefill (8k tokens, or the sizes of argv[2], "8192,65536") against
- * cuBLAS bf16 GEMM in the same run. BENCH_NCU=1: one eager and one graph decode step between
- * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. The
- * whole step is also timed with plain launches against programmatic dependent ones (the default).
- * Then the decode step at the context positions of argv[3] ("1024,65536,262144": caches filled
- * with synthetic rows, state_at), each op's share there and the indexer's score and select
- * kernels alone, and verification windows of 1-16 rows at the first position beside the public
- * engine's published window costs; last, with an MTP block added to the model, the MTP drafts'
- * time and the windows with its catch-up.
- * Last, the two-Spark projection (model/projection.c) from the decode op profile's times. */
+ * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA).
+ * Usage: bench_cuda_engine [LAYERS [PREFILL_SIZES [CHUNKS [POSITIONS]]]], the lists
+ * comma-separated: LAYERS 16; PREFILL_SIZES "8192" (e.g. "8192,65536,262144"); CHUNKS "0" (the
+ * memory plan's prefill chunk, or GLMCHAT_CUDA_CHUNK's; e.g. "1024,4096"); POSITIONS
+ * "1024,65536,262144" (the decode step's context positions).
+ * Decode per layer type and per step against the bandwidth floor (model/traffic.c's bytes / copy
+ * bandwidth measured here), the whole step with plain launches against programmatic dependent
+ * ones (the default); BENCH_NCU=1: one eager and one graph decode step between cudaProfilerStart
+ * and cudaProfilerStop (for ncu --profile-from-start off), then it stops. Then the decode step at
+ * each position (caches filled with synthetic rows, state_at), each op's share there and the
+ * indexer's score and select kernels alone, and verification windows of 1-16 rows at the first
+ * position beside the public engine's published window costs. Then prefill of each size at each
+ * chunk (the backend reopened for each; a chunk the memory plan refuses is reported as "does not
+ * fit" and skipped) against cuBLAS bf16 GEMM in the same run, with each op group's share of a
+ * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the first size
+ * timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then the
+ * two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
+ * MTP block added to the model, the MTP drafts' time and the windows with its catch-up. */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -25,6 +31,7 @@
 #include "cuda/cuda_internal.h"
 #include "decode_tables.h"
 #include "model/exl3.h"
+#include "model/prefill_projection.h"
 #include "model/projection.h"
 #include "model/traffic.h"
 
@@ -797,7 +804,7 @@ static int bench_mtp(engine_backend *be, glm_model *m, const int32_t *tok, int c
     x->enorm = x->hnorm = x->head_norm = g_ones;
     x->layer = m->w.layers[host];
     m->w.has_mtp = 1;
-    if (cu_weights_put_mtp(m, cb->dense_q4, &cb->w, 0, NULL, &err)) {
+    if (cu_weights_put_mtp(m, cb->dense_q4, cb->chunk, &cb->w, 0, NULL, &err)) {
         printf("FAIL: uploading the MTP block: %s\n", err.message);
         return 1;
     }
@@ -862,18 +869,279 @@ static int bench_mtp(engine_backend *be, glm_model *m, const int32_t *tok, int c
     return 0;
 }
 
-/* Comma-separated token counts into v (at most max); 0, or -1 on anything else. */
-static int parse_counts(const char *p, int lo, int *v, int max, int *n)
+/* ---- prefill --------------------------------------------------------------------------- */
+
+/* A comma-separated list of whole numbers in lo..hi into out (at most max); its count, or -1
+ * after a FAIL line naming what. */
+static int parse_list(const char *arg, int *out, int max, long lo, long hi, const char *what)
 {
-    for (*n = 0; *p;) {
+    int n = 0;
+    if (!*arg) {
+        printf("FAIL: %s: the list is empty\n", what);
+        return -1;
+    }
+    for (const char *p = arg; *p;) {
         char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < lo || x > (1 << 24) || *n >= max || (*end && *end != ','))
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || n == max || (*end && *end != ',')) {
+            printf("FAIL: %s '%s': give at most %d numbers from %ld to %ld, comma-separated\n",
+                   what, arg, max, lo, hi);
             return -1;
-        v[(*n)++] = (int)x;
+        }
+        out[n++] = (int)v;
         p = *end == ',' ? end + 1 : end;
     }
-    return *n ? 0 : -1;
+    return n;
+}
+
+/* The backend and its state opened on m with prefill chunks of `chunk` rows (0: the plan's). */
+static int open_at_chunk(glm_model *m, glm_engine_params *params, int chunk, engine_backend *be,
+                         cuda_state **s, glm_error *err)
+{
+    backend_settings bs;
+    params->cuda.chunk = chunk;
+    if (gpu_settings(m, params, &bs, err) || backend_open_cuda_with(m, &bs, be, err))
+        return -1;
+    if (!(*s = be->ops->state_new(be->impl, err))) {
+        backend_close(be);
+        return -1;
+    }
+    return 0;
+}
+
+/* The backend reopened on the same model with prefill chunks of `chunk` rows (0: the plan's);
+ * 0, or 1 after "does not fit" when the memory plan refuses that chunk (the plan is right to:
+ * the backend is then reopened at `fallback` rows), or -1 after a FAIL line. */
+static int reopen(glm_model *m, glm_engine_params *params, int chunk, int fallback,
+                  engine_backend *be, cuda_state **s)
+{
+    glm_error err = {0};
+    be->ops->state_free(*s);
+    *s = NULL;
+    backend_close(be);
+    int refused = 0;
+    if (open_at_chunk(m, params, chunk, be, s, &err)) {
+        if (err.status != GLM_ERR_NOMEM) {
+            printf("FAIL: reopening with prefill chunks of %d rows: %s\n", chunk, err.message);
+            return -1;
+        }
+        printf("\n== prefill, chunks of %d rows: does not fit: %s\n", chunk, err.message);
+        refused = 1;
+        if (open_at_chunk(m, params, fallback, be, s, &err)) {
+            printf("FAIL: reopening with prefill chunks of %d rows: %s\n", fallback, err.message);
+            return -1;
+        }
+    }
+    char plan[768];
+    cuda_plan_describe(backend_cuda_plan(be), plan, sizeof plan);
+    printf("\nplan: %s\n", plan);
+    return refused;
+}
+
+/* One chunk of `rows` tokens at the state's length with the op profile on. */
+static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, int rows,
+                         profile *prof)
+{
+    cuda_backend *cb = be->impl;
+    glm_error err = {0};
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    int rc = be->ops->prefill(be->impl, s, tok, rows, NULL, 0, &err) != GLM_OK;
+    cb->prof.on = 0;
+    if (rc) {
+        printf("FAIL: profiled prefill chunk of %d rows at %d: %s\n", rows, s->n, err.message);
+        return -1;
+    }
+    collect_profile(cb, prof);
+    return 0;
+}
+
+/* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
+ * each op group's share here, its floor here and there at each machine's rates, and its time
+ * there at the efficiency it had here (model/prefill_projection.c). */
+static void print_prefill_projection(const profile *prof, const glm_config *c, int rows, int pos,
+                                     int q4, double cub_flops, double bw)
+{
+    glm_config full, half;
+    real_config(&full, 45);
+    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
+    cuda_plan_rank_config(&full, &half);
+    glm_prefill_target t = GLM_PREFILL_SPARKS;
+    glm_prefill_format here_f = {q4 ? 0.5625 : 2, 4, 1}, there_f = here_f;
+    double hf[GLM_PF_GROUPS], hb[GLM_PF_GROUPS], tf[GLM_PF_GROUPS], tb[GLM_PF_GROUPS];
+    double us[GLM_PF_GROUPS] = {0};
+    glm_prefill_costs(c, rows, pos, &here_f, hf, hb);
+    glm_prefill_costs(&half, rows, pos, &there_f, tf, tb);
+    for (int i = 0; i < prof->n; i++)
+        us[glm_prefill_group_of(prof->op[i].label)] += prof->op[i].us;
+    printf("\n-- prefill projection: a chunk of %d rows at position %d, the real 45 layers on two "
+           "DGX Sparks (a rank: %.0f GB/s, %.1f TFLOP/s bf16 dense assumed, exchanges over %.0f "
+           "GB/s + %.0f us); here: cuBLAS bf16 %.0f TFLOP/s and copy %.0f GB/s of this run; "
+           "'at eff': there at the fraction of its floor each group ran at here\n",
+           rows, pos, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.link_bytes_per_s / 1e9,
+           t.exchange_us, cub_flops / 1e12, bw / 1e9);
+    printf("%-36s %10s %6s %10s %10s %7s | %10s %10s %10s %10s\n", "op group", "here us", "share",
+           "GFLOP", "MB", "here flr", "GFLOP/rank", "MB/rank", "floor us", "at eff us");
+    double total = prof->total_us > 0 ? prof->total_us : 1, sum_floor = 0, sum_eff = 0;
+    for (int g = 0; g < GLM_PF_GROUPS; g++) {
+        double fl, eff;
+        glm_project_prefill_group(us[g], hf[g], hb[g], cub_flops, bw, tf[g], tb[g], &t, &fl, &eff);
+        double here_floor = fmax(hf[g] / cub_flops, hb[g] / bw) * 1e6;
+        printf("%-36s %10.0f %5.1f%% %10.1f %10.1f %6.0f%% | %10.1f %10.1f %10.0f %10.0f\n",
+               glm_prefill_group_names[g], us[g], 100 * us[g] / total, hf[g] / 1e9, hb[g] / 1e6,
+               us[g] > 0 && here_floor > 0 ? 100 * here_floor / us[g] : 0.0, tf[g] / 1e9,
+               tb[g] / 1e6, fl, eff);
+        sum_floor += fl;
+        sum_eff += eff;
+    }
+    double ex = glm_prefill_exchange_us(&t, full.num_layers, rows, full.hidden_size);
+    printf("exchanges: %d x %.1f MB a chunk: %.0f us\n", 2 * full.num_layers,
+           (double)rows * full.hidden_size * 4 / 1e6, ex);
+    printf("two Sparks, chunks of %d at %d: at the floor %.0f tok/s (%.0f us a chunk); at this "
+           "run's efficiency %.0f tok/s (%.0f us); the recipe: ~1,950 tok/s to 64k (research/seed.md)\n",
+           rows, pos, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
+           sum_eff + ex);
+}
+
+/* The grouped EXL3 experts' kernels (kern_exl3_set_grouped) over one prefill of n tokens each:
+ * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
+static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
+{
+    static const int variants[] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
+                                   KERN_EXL3_GROUPED_REUSE_128, KERN_EXL3_GROUPED_AUTO};
+    static const char *const names[] = {"64 rows a decode (before)", "reuse, 64 rows a decode",
+                                        "reuse, 128 rows a decode", "auto (the default)"};
+    const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
+    size_t V = (size_t)c->vocab_size;
+    float *first = malloc(V * sizeof *first), *got = malloc(V * sizeof *got);
+    int rc = first && got ? 0 : -1, was = kern_exl3_grouped();
+    for (int v = 0; v < 4 && !rc; v++) {
+        glm_error err = {0};
+        kern_exl3_set_grouped(variants[v]);
+        be->ops->state_reset(s);
+        double p0 = now_s();
+        if (be->ops->prefill(be->impl, s, tok, n, v ? got : first, 0, &err)) {
+            printf("FAIL: prefill %d with the grouped kernel '%s': %s\n", n, names[v], err.message);
+            rc = -1;
+            break;
+        }
+        double ps = now_s() - p0;
+        int same = !v || memcmp(first, got, V * sizeof *got) == 0;
+        printf("grouped experts' kernel %-26s prefill %d (chunks of %d): %.3f s = %.0f tok/s; the "
+               "last row's logits %s\n", names[v], n, chunk, ps, n / ps,
+               !v ? "(the reference)" : same ? "in the same bits" : "DIFFER");
+        if (!same) {
+            printf("FAIL: the grouped kernel '%s' changes the logits\n", names[v]);
+            rc = -1;
+        }
+    }
+    kern_exl3_set_grouped(was);
+    free(first);
+    free(got);
+    return rc;
+}
+
+/* Prefill at one chunk size: the op profile of a chunk at position 0, each size timed from an
+ * empty session (MFU against cuBLAS bf16 in this run), a chunk after the largest size profiled,
+ * and the projection. */
+static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes, int n_sizes,
+                            const int32_t *tok, double cub, double bw, int q4)
+{
+    const cuda_plan *plan = backend_cuda_plan(be);
+    const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
+    int chunk = plan->chunk, layers = c->num_layers, largest = 0;
+    glm_error err = {0};
+    profile prof;
+    char title[160];
+    be->ops->state_reset(s);
+    if (profile_chunk(be, s, tok, chunk, &prof))
+        return -1;
+    snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position 0)", chunk);
+    print_profile(&prof, title);
+    print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw);
+    for (int i = 0; i < n_sizes; i++)
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    if (grouped_kernels(be, s, tok, sizes[0], chunk))
+        return -1;
+    for (int i = 0; i < n_sizes; i++) {
+        int np = sizes[i];
+        be->ops->state_reset(s);
+        cudaDeviceSynchronize();
+        double p0 = now_s();
+        if (be->ops->prefill(be->impl, s, tok, np, NULL, 0, &err)) {
+            printf("FAIL: prefill %d: %s\n", np, err.message);
+            return -1;
+        }
+        cudaDeviceSynchronize();
+        double ps = now_s() - p0;
+        double flops = 0;
+        for (int li = 0; li < layers; li++)
+            flops += layer_flops(c, li, np / 2.0) * np;
+        printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
+               "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
+               np, chunk, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+        if (np != largest)
+            continue;
+        if (profile_chunk(be, s, tok + np, chunk, &prof)) /* what grows with the position */
+            return -1;
+        snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position %d)",
+                 chunk, np);
+        print_profile(&prof, title);
+        print_prefill_projection(&prof, c, chunk, np, q4, cub * 1e12, bw);
+    }
+    return 0;
+}
+
+/* Prefill at each chunk of `chunks` (0: the chunk the backend was opened with, the plan's or
+ * GLMCHAT_CUDA_CHUNK's), the backend reopened for each other chunk; a chunk the memory plan
+ * refuses is reported and skipped. *be and *s are left open at the chunk they had. */
+static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend *be,
+                         cuda_state **s, const int *sizes, int n_sizes, const int *chunks,
+                         int n_chunks, double bw)
+{
+    int largest = 0, most_chunk = CUDA_CHUNK_CAP, first = params->cuda.chunk, open = first;
+    for (int i = 0; i < n_sizes; i++)
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    for (int i = 0; i < n_chunks; i++)
+        most_chunk = chunks[i] > most_chunk ? chunks[i] : most_chunk;
+    int32_t *tok = malloc((size_t)(largest + most_chunk) * sizeof *tok);
+    if (!tok) {
+        printf("FAIL: prefill tokens: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; i < largest + most_chunk; i++)
+        tok[i] = (int32_t)((i * 7919u) % 150000u);
+    double cub = cublas_tflops(8192, 8192, 8192);
+    int q4 = params->dense == GLM_DENSE_Q4, rc = 0;
+    double summary[8] = {0};
+    for (int k = 0; k < n_chunks && rc >= 0; k++) {
+        int want = chunks[k] ? chunks[k] : first;
+        summary[k] = -1;
+        if (want != open) {
+            rc = reopen(m, params, want, first, be, s);
+            open = rc == 1 ? first : want;
+            if (rc)
+                continue;
+        }
+        printf("\n== prefill, chunks of %d rows\n", backend_cuda_plan(be)->chunk);
+        double p0 = now_s();
+        rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4);
+        summary[k] = now_s() - p0;
+    }
+    if (rc >= 0 && open != first) /* as the caller opened it */
+        rc = reopen(m, params, first, first, be, s);
+    if (rc >= 0 && n_chunks > 1) {
+        printf("\n(each chunk size's whole prefill section, profiles included: ");
+        for (int k = 0; k < n_chunks; k++) {
+            if (summary[k] < 0)
+                printf("%d rows: does not fit", chunks[k]);
+            else
+                printf("%d rows %.1f s", chunks[k], summary[k]);
+            printf("%s", k + 1 < n_chunks ? ", " : ")\n");
+        }
+    }
+    free(tok);
+    return rc < 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -888,31 +1156,26 @@ int main(int argc, char **argv)
         return 1;
     }
     int q4 = params.dense == GLM_DENSE_Q4;
-    /* prefill sizes: a comma-separated list, each timed from an empty session */
-    int sizes[8], n_sizes = 0, prefill_n = 0;
-    for (const char *p = argc > 2 ? argv[2] : "8192"; *p && n_sizes < 8;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < CUDA_CHUNK || v > (1 << 24)) {
-            printf("FAIL: prefill sizes '%s': give token counts of at least %d, comma-separated\n",
-                   argv[2], CUDA_CHUNK);
-            return 1;
-        }
-        sizes[n_sizes++] = (int)v;
-        prefill_n = (int)v > prefill_n ? (int)v : prefill_n;
-        p = *end == ',' ? end + 1 : end;
-    }
-    /* decode positions: the step at each (synthetic caches), the windows at the first */
-    int positions[MAX_POSITIONS], n_positions = 0;
-    const char *pos_arg = argc > 3 ? argv[3] : "1024,65536,262144";
-    if (parse_counts(pos_arg, 1, positions, MAX_POSITIONS, &n_positions)) {
-        printf("FAIL: decode positions '%s': give up to %d token counts, comma-separated\n",
-               pos_arg, MAX_POSITIONS);
+    /* prefill sizes and chunks: comma-separated lists, each size timed from an empty session */
+    int sizes[8], n_sizes, chunks[8], n_chunks, prefill_n = 0, chunk_n = 0;
+    if ((n_sizes = parse_list(argc > 2 ? argv[2] : "8192", sizes, 8, 1024, 1 << 24,
+                              "prefill sizes (tokens)")) < 0 ||
+        (n_chunks = parse_list(argc > 3 ? argv[3] : "0", chunks, 8, 0, GLM_CUDA_CHUNK_LIMIT,
+                               "prefill chunks (rows; 0: the plan's)")) < 0)
         return 1;
-    }
+    for (int i = 0; i < n_sizes; i++)
+        prefill_n = sizes[i] > prefill_n ? sizes[i] : prefill_n;
+    for (int i = 0; i < n_chunks; i++)
+        chunk_n = chunks[i] > chunk_n ? chunks[i] : chunk_n;
+    /* decode positions: the step at each (synthetic caches), the windows at the first */
+    int positions[MAX_POSITIONS], n_positions;
+    const char *pos_arg = argc > 4 ? argv[4] : "1024,65536,262144";
+    if ((n_positions = parse_list(pos_arg, positions, MAX_POSITIONS, 1, 1 << 24,
+                                  "decode positions (tokens)")) <= 0)
+        return 1;
     int ctx0 = 1024, steps = 40;
-    if (!params.context)
-        params.context = prefill_n + 2048;
+    if (!params.context) /* the largest size and one more chunk after it */
+        params.context = prefill_n + (chunk_n > CUDA_CHUNK_CAP ? chunk_n : CUDA_CHUNK_CAP) + 2048;
     static const char *const kv_names[] = {"fp8", "fp8", "bf16", "f32"};
     glm_model m;
     memset(&m, 0, sizeof m);
@@ -1066,53 +1329,8 @@ int main(int argc, char **argv)
     int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
     if (failed) /* the prefill's tables still follow */
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
-    /* prefill: the op profile of one chunk, then the timed run */
-    be.ops->state_reset(s);
-    cb->prof.on = 1;
-    cb->prof.n = 0;
-    if (be.ops->prefill(be.impl, s, tok, CUDA_CHUNK, NULL, 0, &err)) {
-        printf("FAIL: prefill profile: %s\n", err.message);
+    if (bench_prefill(&m, &params, &be, &s, sizes, n_sizes, chunks, n_chunks, bw))
         return 1;
-    }
-    cb->prof.on = 0;
-    char title[96];
-    snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position 0)", CUDA_CHUNK);
-    profile prof;
-    collect_profile(cb, &prof);
-    print_profile(&prof, title);
-    double cub = cublas_tflops(8192, 8192, 8192);
-    for (int i = 0; i < n_sizes; i++) {
-        int np = sizes[i];
-        be.ops->state_reset(s);
-        cudaDeviceSynchronize();
-        double p0 = now_s();
-        if (be.ops->prefill(be.impl, s, tok, np, logits, 0, &err)) {
-            printf("FAIL: prefill %d: %s\n", np, err.message);
-            return 1;
-        }
-        double ps = now_s() - p0;
-        double flops = 0;
-        for (int li = 0; li < layers; li++)
-            flops += layer_flops(c, li, np / 2.0) * np;
-        flops += 2.0 * c->vocab_size * c->hidden_size; /* the head runs on the last row */
-        printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
-               "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
-               np, CUDA_CHUNK, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
-        if (np == prefill_n) { /* what grows with the position: one more chunk, profiled */
-            cb->prof.on = 1;
-            cb->prof.n = 0;
-            if (be.ops->prefill(be.impl, s, tok + np, CUDA_CHUNK, NULL, 0, &err)) {
-                printf("FAIL: prefill profile at %d: %s\n", np, err.message);
-                return 1;
-            }
-            cb->prof.on = 0;
-            snprintf(title, sizeof title, "prefill op profile (one chunk of %d tokens at position %d)",
-                     CUDA_CHUNK, np);
-            printf("\n");
-            collect_profile(cb, &prof);
-            print_profile(&prof, title);
-        }
-    }
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
         printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");

@@ -1,6 +1,8 @@
 // bench_exl3.cu: EXL3 kernel speed at GLM-5.3-Flash's shapes (gate/up 4096->2048, down
 // 2048->4096, 288 experts, 8 a row): trellis bytes read per second over the device-to-device
-// copy bandwidth measured in the same run.
+// copy bandwidth measured in the same run; the grouped prefill experts' kernels at 32, 128 and
+// 512 rows an expert, timed and checked bit for bit against each other.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -266,11 +268,88 @@ int main(int argc, char **argv)
         CHECK(cudaFree(lw));
     }
 
+    // ---- the routed experts of a prefill chunk, grouped by expert: each grouped kernel at 32,
+    // 128 and 512 rows an expert (balanced routing: pair p goes to expert p mod E), its output
+    // bits against the 64-row kernel's ----
+    int grouped_fail = 0;
+    {
+        const int per_expert[3] = {32, 128, 512};
+        const int variants[3] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
+                                 KERN_EXL3_GROUPED_REUSE_128};
+        const char *vname[3] = {"64 rows a decode (before)", "reuse, 64 rows a decode",
+                                "reuse, 128 rows a decode"};
+        printf("\n| grouped experts (kern_exl3_moe_prefill) | rows/expert | rows | ms/call (median of 5) "
+               "| TFLOP/s | same bits as before |\n|---|---|---|---|---|---|\n");
+        for (int pi = 0; pi < 3; pi++) {
+            int rows = per_expert[pi] * E / SLOTS, P = rows * SLOTS;
+            std::vector<float> hx((size_t)rows * H), hw((size_t)P);
+            std::vector<int32_t> hid((size_t)P);
+            for (auto &v : hx)
+                v = ((int)(rnd() % 2001) - 1000) / 1000.0f;
+            for (int p = 0; p < P; p++) {
+                hid[p] = p % E; // a row's 8 slots are 8 consecutive experts: all different
+                hw[p] = 0.05f + (rnd() % 1000) / 10000.0f;
+            }
+            float *gx = (float *)dalloc(hx.size() * 4), *gy = (float *)dalloc((size_t)rows * H * 4);
+            float *gw = (float *)dalloc((size_t)P * 4);
+            int32_t *gid = (int32_t *)dalloc((size_t)P * 4);
+            CHECK(cudaMemcpy(gx, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(gw, hw.data(), (size_t)P * 4, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(gid, hid.data(), (size_t)P * 4, cudaMemcpyHostToDevice));
+            void *pw = dalloc(kern_exl3_moe_prefill_workspace(&ex, rows, SLOTS));
+            std::vector<float> first((size_t)rows * H), got((size_t)rows * H);
+            for (int vi = 0; vi < 3; vi++) {
+                KCHECK(kern_exl3_set_grouped(variants[vi]));
+                CHECK(cudaMemset(gy, 0xFF, (size_t)rows * H * 4)); // NaN: every output written?
+                KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
+                CHECK(cudaDeviceSynchronize());
+                CHECK(cudaMemcpy(vi ? got.data() : first.data(), gy, (size_t)rows * H * 4,
+                                 cudaMemcpyDeviceToHost));
+                size_t nan = 0;
+                for (float v : vi ? got : first)
+                    nan += v != v;
+                size_t differ = 0;
+                if (vi)
+                    for (size_t i = 0; i < got.size(); i++)
+                        differ += memcmp(&got[i], &first[i], 4) != 0;
+                float times[5];
+                int n = per_expert[pi] >= 512 ? 2 : 5;
+                for (int rep = 0; rep < 5; rep++) {
+                    CHECK(cudaEventRecord(t0));
+                    for (int it = 0; it < n; it++)
+                        KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
+                    CHECK(cudaEventRecord(t1));
+                    CHECK(cudaEventSynchronize(t1));
+                    CHECK(cudaEventElapsedTime(&times[rep], t0, t1));
+                    times[rep] /= n;
+                }
+                std::sort(times, times + 5);
+                double flops = 2.0 * P * 3.0 * H * I;
+                printf("| %s | %d | %d | %.3f | %.1f | %s |\n", vname[vi], per_expert[pi], rows,
+                       times[2], flops / (times[2] * 1e-3) / 1e12,
+                       nan ? "FAIL: unwritten (NaN) outputs" : !vi ? "(the reference)"
+                       : differ ? "FAIL: differ" : "yes");
+                if (nan || differ) {
+                    printf("FAIL: grouped kernel '%s' at %d rows an expert: %zu NaN, %zu of %zu "
+                           "outputs differ from the 64-row kernel's bits\n", vname[vi],
+                           per_expert[pi], nan, differ, got.size());
+                    grouped_fail = 1;
+                }
+            }
+            KCHECK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_AUTO));
+            CHECK(cudaFree(gx));
+            CHECK(cudaFree(gy));
+            CHECK(cudaFree(gw));
+            CHECK(cudaFree(gid));
+            CHECK(cudaFree(pw));
+        }
+    }
+
     printf("\ncopy ceiling, cudaMemcpy D2D of 1 GiB: %.0f GB/s (read + write, as bandwidthTest "
            "counts it; %.0f GB/s of bytes copied)\n", copy_traffic / 1e9, copy_read / 1e9);
     printf("| kernel | rows | us/call | trellis GB/s | of copy BW |\n");
     printf("|---|---|---|---|---|\n");
     for (auto &r : results)
         printf("| %s | %d | %.1f | %.0f | %.1f%% |\n", r.what, r.rows, r.us, r.gbs, 100 * r.frac);
-    return 0;
+    return grouped_fail;
 }

@@ -31,6 +31,11 @@ glm_status backend_check_params(const glm_engine_params *p, glm_error *err)
     if (c->gemm < GLM_CUDA_GEMM_DEFAULT || c->gemm > GLM_CUDA_GEMM_CUBLAS)
         return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d is not fixed (1), show (2), nosplit "
                              "(3) or cublas (4)", (int)c->gemm);
+    if (c->chunk && (c->chunk < GLM_CUDA_CHUNK_LEAST || c->chunk > GLM_CUDA_CHUNK_LIMIT ||
+                     (c->chunk & (c->chunk - 1))))
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.chunk %d is not a power of two from %d to %d "
+                             "rows (0: the memory plan's choice)", c->chunk, GLM_CUDA_CHUNK_LEAST,
+                             GLM_CUDA_CHUNK_LIMIT);
     return GLM_OK;
 }
 

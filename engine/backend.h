@@ -29,6 +29,10 @@ enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 /* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (--dense
  * q4), which changes every partial sum the ranks exchange. */
 #define BACKEND_DENSE_Q4 ((uint32_t)1 << 16)
+/* Or'ed in by the CUDA backend: its prefill chunk (a power of two from 128 rows) as
+ * log2(rows / 128) + 1 in bits 29-31; two ranks run the same chunks (each exchange carries a
+ * chunk's rows), so they must agree on it. 0 there: no chunk (the CPU backend). */
+#define BACKEND_CHUNK_SHIFT 29
 /* Or'ed in by the CPU backend for the variants of backend_settings (fp8_rule, q4_group,
  * q4_f32_scale), so states made under one are never loaded under another. */
 #define BACKEND_VARIANT(rule, group, f32_scale) \

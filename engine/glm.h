@@ -195,7 +195,14 @@ typedef struct glm_cuda_params {
     glm_cuda_gemm gemm;
     int graph_off;           /* 1: decode launches kernel by kernel, without the captured graph */
     int pdl_off;             /* 1: plain stream-ordered launches, no programmatic dependent launch */
+    /* Rows of a prefill chunk: a power of two from GLM_CUDA_CHUNK_LEAST to GLM_CUDA_CHUNK_LIMIT;
+     * 0: the memory plan's choice (the most its room allows, up to its cap). A row's logits do
+     * not depend on it (tests/gpu/test_cuda_engine.c compares them bit for bit); two ranks must
+     * agree on it (part of the two-rank handshake). */
+    int chunk;
 } glm_cuda_params;
+#define GLM_CUDA_CHUNK_LEAST 128
+#define GLM_CUDA_CHUNK_LIMIT 8192
 
 /* How the engine and its kernels speak: the application decides where the words go (the
  * engine writes nothing to stdout or stderr). msg is one line without a newline, valid for the

@@ -7,6 +7,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/model/weights.c engine/model/weights.h \
 	engine/model/model.c engine/model/model.h engine/model/traffic.c engine/model/traffic.h \
 	engine/model/projection.c engine/model/projection.h \
+	engine/model/prefill_projection.c engine/model/prefill_projection.h \
 	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
@@ -111,6 +112,12 @@ tests_unit_test_traffic_SOURCES = tests/unit/test_traffic.c
 tests_unit_test_traffic_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_traffic_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_traffic
+# A prefill chunk's op groups (FLOPs, bytes) and their projection onto two Sparks (issue 36).
+check_PROGRAMS += tests/unit/test_prefill_projection
+tests_unit_test_prefill_projection_SOURCES = tests/unit/test_prefill_projection.c
+tests_unit_test_prefill_projection_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_prefill_projection_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_prefill_projection
 # bench/traffic_table: the per-op byte table of a model directory's config (make bench/traffic_table).
 EXTRA_PROGRAMS += bench/traffic_table
 bench_traffic_table_SOURCES = bench/traffic_table.c

@@ -222,7 +222,7 @@ int eng_kda_step_decode(const float *q, const float *k, const float *v, float *s
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);
 
-/* ---- DSA (engine_dsa.cu) ----------------------------------------------------------------- */
+/* ---- DSA (engine_index.cu, engine_attend.cu, engine_attend_prefill.cu) ------------------- */
 typedef enum eng_cache_dtype { ENG_CACHE_F32 = 0, ENG_CACHE_BF16 = 1, ENG_CACHE_FP8 = 2 } eng_cache_dtype;
 
 /* A cache of rows of `width` values: f32, bf16, or e4m3 with one power-of-two f32 scale per
@@ -241,11 +241,33 @@ int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache
                   const float *ape, const int *pos0, int T, int kpool, void *stream);
 /* Selection of query t (pos = pos0 + t_off + t): with P = (pos+1)/kpool pools, all of them when
  * P <= budget, else the budget best by score = sum_h hw[h]/sqrt(IH) relu(iq_h . key / sqrt(ID))
- * (ties: lower pool), as their tokens in order, then the open tail. idx [T][width], count [T].
- * scores: T * max_pools floats. */
+ * (ties: lower pool; +0 and -0 one score), as their tokens in order, then the open tail.
+ * idx [T][width], count [T]. P <= max_pools. scores: ENG_DSA_SCORE_FLOATS(T, max_pools) floats,
+ * the T rows' scores then the selection's work area. eng_dsa_scores then eng_dsa_topk. */
+#define ENG_DSA_MAX_SPLITS 64 /* blocks a query's selection is split over, at most */
+#define ENG_DSA_WORK_INTS (2048 + 4 + 2 * ENG_DSA_MAX_SPLITS) /* a query's work area */
+#define ENG_DSA_SCORE_FLOATS(T, max_pools) ((size_t)(T) * ((size_t)(max_pools) + ENG_DSA_WORK_INTS))
 int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
                    int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools, float *scores, int width,
                    int32_t *idx, int *count, void *stream);
+/* The scores alone (rows of queries with P > budget, pools < P): for the bf16 and e4m3 caches with
+ * IH <= 32 and ID <= 256 on the tensor cores (q split into three bf16 parts, keys exact in bf16:
+ * every product exact, f32 sums in another order than a scalar loop's); the f32 cache (a
+ * debugging mode) and other shapes in f32 scalar sums. */
+int eng_dsa_scores(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
+                   int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools,
+                   float *scores, void *stream);
+/* The selection alone from scores [T][max_pools] (followed by the work area, as above): a radix
+ * select split over up to ENG_DSA_MAX_SPLITS blocks a query; the same result as the CPU's sort. */
+int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, int kpool, int budget,
+                 int max_pools, int width, int32_t *idx, int *count, void *stream);
+/* The previous indexer, eng_dsa_select's timing baseline in tests/gpu/test_index_gpu.c: f32
+ * scores a warp a (query, pool), a block a query selecting in four 8-bit radix passes. Same
+ * arguments (scores: T * max_pools floats suffice). */
+int eng_dsa_select_baseline(const eng_cache *pool, const float *iq, const float *hw,
+                            const int *pos0, int t_off, int T, int IH, int ID, int kpool,
+                            int budget, int max_pools, float *scores, int width, int32_t *idx,
+                            int *count, void *stream);
 /* qt[t][h][r] = sum_i q[t][h][i] kv_b[h*(dn+dv)+i][r]. */
 int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
                    float *qt, void *stream);

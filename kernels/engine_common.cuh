@@ -143,6 +143,33 @@ static __device__ __forceinline__ float sigmoidf_(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
+// bf16 mma.sync m16n8k16 with f32 accumulation (A row-major 16 x 16, B column-major 16 x 8):
+// d += a b. The fragments' layouts are PTX's: a thread (g = lane / 4, c = lane % 4) holds A
+// rows g, g + 8 at columns 2c, 2c + 1, 2c + 8, 2c + 9; B column g at rows 2c, 2c + 1, 2c + 8,
+// 2c + 9; C rows g, g + 8 at columns 2c, 2c + 1.
+static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+static __device__ __forceinline__ uint16_t bf16_rn(float x)
+{
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+static __device__ __forceinline__ uint32_t ld_pair(const uint16_t *p) // two bf16, p 4-byte aligned
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+static __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi)
+{
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
 static inline unsigned blocks_for(size_t n, unsigned per)
 {
     return (unsigned)((n + per - 1) / per);

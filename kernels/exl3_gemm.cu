@@ -290,11 +290,11 @@ __global__ void moe_rotate_in_kernel(const float *__restrict__ x, const int *__r
                                      __half *__restrict__ xu, int H)
 {
     pdl_prologue();
-    int pos = blockIdx.y;
+    int pos = blockIdx.x; // pairs along x: a chunk's pairs may pass grid y's 65535
     if (pos >= offsets[E])
         return;
     int lane = threadIdx.x & 31;
-    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    int block = blockIdx.y * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (block * 128 >= H)
         return;
     int row = pair_of_pos[pos] / slots, e = expert_of_pos[pos];
@@ -323,11 +323,11 @@ __global__ void moe_mid_kernel(const float *__restrict__ zg, const float *__rest
                                float limit, __half *__restrict__ xd, int I)
 {
     pdl_prologue();
-    int pos = blockIdx.y;
+    int pos = blockIdx.x; // pairs along x, as in moe_rotate_in_kernel
     if (pos >= offsets[E])
         return;
     int lane = threadIdx.x & 31;
-    int block = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    int block = blockIdx.y * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (block * 128 >= I)
         return;
     int e = expert_of_pos[pos];
@@ -469,29 +469,181 @@ __global__ void __launch_bounds__(kThreads, 4) grouped_kernel(grouped_args g)
     }
 }
 
-template <int K>
-cudaError_t grouped_cb(int codebook, const grouped_args &g, int mats, int E, cudaStream_t st)
+// 16 bytes global -> shared without passing through registers; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
 {
-    dim3 grid(g.out / 128, mats, E);
-    switch (codebook) {
-    case 0: launch(grouped_kernel<K, 0>, grid, kThreads, 0, st, g); break;
-    case 1: launch(grouped_kernel<K, 1>, grid, kThreads, 0, st, g); break;
-    default: launch(grouped_kernel<K, 2>, grid, kThreads, 0, st, g); break;
+    uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+__device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// grouped_kernel with each decoded k-tile used for more rows: a block takes up to 64 x MT rows
+// of its expert at a time (warp w: m-tiles (w & 3) + 4i, i < MT), so a tile's weights are
+// decoded once for that many rows (an expert of 128 rows pays one decode, not two, at MT 2).
+// Two k-tiles a stage, double-buffered, so one barrier a stage; the activation tile comes in by
+// cp.async while the warps decode, and (4-bit) the next stage's trellis words are loaded before
+// this stage's products. Every output element's sum runs over the k-tiles in the same order
+// through the same mma as in grouped_kernel (the staging only groups them): the same bits.
+constexpr int kStage2 = 2;
+
+template <int K, int CB, int MT>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kernel(grouped_args g)
+{
+    pdl_prologue();
+    constexpr int kRows = 64 * MT, kPitch = kStage2 * 16 + 8; // pitch: 80 bytes, no bank conflict
+    __shared__ uint4 frag[2][kStage2][8][32];
+    __shared__ __align__(16) __half a_tile[2][kRows][kPitch];
+    int e = blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    constexpr int kWords = 8 * K;
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) + (size_t)e * ktiles * ntiles * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    const uint32_t *mine = trellis + ((size_t)blockIdx.x * 8 + warp) * kWords; // n-tile `warp`
+    const size_t kstride = (size_t)ntiles * kWords;
+    int m = warp & 3, nhalf = warp >> 2, gq = lane >> 2, t = lane & 3;
+    int nstages = (ktiles + kStage2 - 1) / kStage2;
+    for (int r0 = rb; r0 < re; r0 += kRows) {
+        int nrows = min(kRows, re - r0), loaded = (nrows + 15) & ~15;
+        float acc[MT][4][2][4] = {};
+        uint32_t words[kStage2] = {}; // 4-bit: this stage's trellis words, loaded a stage ahead
+        if (K == 4)
+#pragma unroll
+            for (int s = 0; s < kStage2; s++)
+                words[s] = s < ktiles ? ld_stream(mine + (size_t)s * kstride + lane) : 0u;
+        __syncthreads(); // the previous row block's last stages are read by every warp
+        for (int st = 0; st < nstages; st++) {
+            int buf = st & 1, ks = st * kStage2;
+            for (int i = threadIdx.x; i < loaded * kStage2 * 2; i += kThreads) {
+                int row = i / (kStage2 * 2), part = i % (kStage2 * 2);
+                int kcol = ks * 16 + part * 8;
+                bool ok = row < nrows && kcol < in;
+                cp_async16(&a_tile[buf][row][part * 8], ok ? xh + (size_t)(r0 + row) * in + kcol : xh,
+                           ok ? 16 : 0);
+            }
+            cp_async_commit();
+#pragma unroll
+            for (int s = 0; s < kStage2; s++) {
+                int kt = ks + s;
+                uint32_t b[4] = {0u, 0u, 0u, 0u};
+                if (kt < ktiles) {
+                    if (K == 4) {
+                        uint32_t prev = __shfl_sync(0xFFFFFFFFu, words[s], (lane + 31) & 31);
+                        decode_k4<CB>(words[s], prev, b);
+                    } else {
+                        decode_any<K, CB>(mine + (size_t)kt * kstride, lane, b);
+                    }
+                }
+                frag[buf][s][warp][lane] = make_uint4(b[0], b[1], b[2], b[3]);
+            }
+            if (K == 4)
+#pragma unroll
+                for (int s = 0; s < kStage2; s++) {
+                    int kt = ks + kStage2 + s;
+                    words[s] = kt < ktiles ? ld_stream(mine + (size_t)kt * kstride + lane) : 0u;
+                }
+            cp_async_wait_all();
+            __syncthreads();
+            for (int s = 0; s < kStage2 && ks + s < ktiles; s++) {
+                uint32_t a[MT][4];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const __half *p0 = &a_tile[buf][(m + 4 * i) * 16 + gq][s * 16 + 2 * t];
+                    const __half *p1 = p0 + 8 * kPitch;
+                    a[i][0] = *reinterpret_cast<const uint32_t *>(p0);
+                    a[i][2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
+                    a[i][1] = *reinterpret_cast<const uint32_t *>(p1);
+                    a[i][3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    uint4 b = frag[buf][s][nhalf * 4 + j][lane];
+#pragma unroll
+                    for (int i = 0; i < MT; i++)
+                        if ((m + 4 * i) * 16 < nrows) { // an m-tile past the expert's rows: none
+                            mma16816(acc[i][j][0], a[i], b.x, b.y);
+                            mma16816(acc[i][j][1], a[i], b.z, b.w);
+                        }
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            int row0 = r0 + (m + 4 * i) * 16 + gq;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (blockIdx.x * 8 + nhalf * 4 + j) * 16 + h * 8 + 2 * t;
+                    if (row0 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
+                    if (row0 + 8 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
+                }
+        }
     }
+}
+
+// Which grouped kernel a launch takes (kern_exl3_set_grouped); auto: the reuse kernel, 128
+// rows a block where the chunk gives the experts 96 rows each on average, else 64.
+int g_grouped = KERN_EXL3_GROUPED_AUTO;
+
+template <int K, int CB>
+cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    if (variant == KERN_EXL3_GROUPED_64)
+        launch(grouped_kernel<K, CB>, grid, kThreads, 0, st, g);
+    else if (variant == KERN_EXL3_GROUPED_REUSE_128)
+        launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
+    else
+        launch(grouped_reuse_kernel<K, CB, 1>, grid, kThreads, 0, st, g);
     return cudaGetLastError();
 }
 
-cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int mats, int E, cudaStream_t st)
+template <int K>
+cudaError_t grouped_cb(int codebook, int variant, const grouped_args &g, int mats, int E,
+                       cudaStream_t st)
 {
+    dim3 grid(g.out / 128, mats, E);
+    switch (codebook) {
+    case 0: return grouped_variant<K, 0>(variant, g, grid, st);
+    case 1: return grouped_variant<K, 1>(variant, g, grid, st);
+    default: return grouped_variant<K, 2>(variant, g, grid, st);
+    }
+}
+
+// pairs / E: the rows an expert gets on average.
+cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int mats, int E, int pairs,
+                           cudaStream_t st)
+{
+    int v = g_grouped;
+    if (v == KERN_EXL3_GROUPED_AUTO)
+        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_REUSE_128 : KERN_EXL3_GROUPED_REUSE_64;
     switch (bits) {
-    case 1: return grouped_cb<1>(codebook, g, mats, E, st);
-    case 2: return grouped_cb<2>(codebook, g, mats, E, st);
-    case 3: return grouped_cb<3>(codebook, g, mats, E, st);
-    case 4: return grouped_cb<4>(codebook, g, mats, E, st);
-    case 5: return grouped_cb<5>(codebook, g, mats, E, st);
-    case 6: return grouped_cb<6>(codebook, g, mats, E, st);
-    case 7: return grouped_cb<7>(codebook, g, mats, E, st);
-    default: return grouped_cb<8>(codebook, g, mats, E, st);
+    case 1: return grouped_cb<1>(codebook, v, g, mats, E, st);
+    case 2: return grouped_cb<2>(codebook, v, g, mats, E, st);
+    case 3: return grouped_cb<3>(codebook, v, g, mats, E, st);
+    case 4: return grouped_cb<4>(codebook, v, g, mats, E, st);
+    case 5: return grouped_cb<5>(codebook, v, g, mats, E, st);
+    case 6: return grouped_cb<6>(codebook, v, g, mats, E, st);
+    case 7: return grouped_cb<7>(codebook, v, g, mats, E, st);
+    default: return grouped_cb<8>(codebook, v, g, mats, E, st);
     }
 }
 
@@ -676,6 +828,19 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 } // namespace
 
+extern "C" int kern_exl3_set_grouped(int variant)
+{
+    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_REUSE_128)
+        return -1;
+    g_grouped = variant;
+    return 0;
+}
+
+extern "C" int kern_exl3_grouped(void)
+{
+    return g_grouped;
+}
+
 extern "C" size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots)
 {
     if (!ex || rows < 1 || slots < 1)
@@ -688,7 +853,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
                                      void *stream)
 {
     if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 || rows > 65535 ||
-        (size_t)rows * slots > 65535 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
+        (size_t)rows * slots > (size_t)1 << 24 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
         ex->hidden % 128 || ex->inter % 128 || ex->bits < 1 || ex->bits > 8 || ex->codebook < 0 ||
         ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis)
         return -1;
@@ -704,7 +869,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (rc != cudaSuccess)
         return (int)rc;
     int warps = kThreads / 32;
-    dim3 gin((H / 128 + warps - 1) / warps, P);
+    dim3 gin(P, (H / 128 + warps - 1) / warps);
     launch(moe_rotate_in_kernel, gin, kThreads, 0, st, x, l.offsets, l.pair_of_pos, l.expert_of_pos,
            E, slots, static_cast<const __half *>(ex->gate_suh),
            static_cast<const __half *>(ex->up_suh), l.xg, l.xu, H);
@@ -720,9 +885,9 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     gu.offsets = l.offsets;
     gu.in = H;
     gu.out = I;
-    if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, st)) != cudaSuccess)
+    if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, P, st)) != cudaSuccess)
         return (int)rc;
-    dim3 gmid((I / 128 + warps - 1) / warps, P);
+    dim3 gmid(P, (I / 128 + warps - 1) / warps);
     launch(moe_mid_kernel, gmid, kThreads, 0, st, l.zg, l.zu, l.offsets, l.expert_of_pos, E,
            static_cast<const __half *>(ex->gate_svh), static_cast<const __half *>(ex->up_svh),
            static_cast<const __half *>(ex->down_suh), ex->swiglu_limit, l.xd, I);
@@ -735,7 +900,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     dn.offsets = l.offsets;
     dn.in = I;
     dn.out = H;
-    if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, st)) != cudaSuccess)
+    if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, P, st)) != cudaSuccess)
         return (int)rc;
     dim3 gout((H / 128 + warps - 1) / warps, rows);
     launch(moe_combine_kernel, gout, kThreads, 0, st, l.zd, l.pos_of_pair, l.expert_of_pos, weights,

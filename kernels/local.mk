@@ -5,14 +5,15 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
-	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_dsa.cu \
+	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_index.cu \
+	kernels/engine_attend.cu kernels/engine_attend_prefill.cu \
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
 EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
 # the GPU entry point's options, refusals and table, where no GPU is needed (CI)
 TESTS += tests/e2e/gpu_run_cli.sh
-EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c \
+EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
 	bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
@@ -50,6 +51,10 @@ tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_mla_gpu
 tests_gpu_test_mla_gpu_SOURCES = tests/gpu/test_mla_gpu.c
 tests_gpu_test_mla_gpu_LDADD = $(glmchat_LDADD)
+# the indexer's top-k against the CPU's rule, its scores against fp64, times against the previous one
+check_PROGRAMS += tests/gpu/test_index_gpu
+tests_gpu_test_index_gpu_SOURCES = tests/gpu/test_index_gpu.c
+tests_gpu_test_index_gpu_LDADD = $(glmchat_LDADD)
 # the dense prefill products: a row's bits whatever the chunk, and their time against cuBLAS's default
 check_PROGRAMS += tests/gpu/test_gemm_rows
 tests_gpu_test_gemm_rows_SOURCES = tests/gpu/test_gemm_rows.c

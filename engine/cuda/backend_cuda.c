@@ -17,6 +17,7 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s,
                          "(configure found no nvcc); use --backend cpu, or rebuild with --with-cuda");
 }
 #else
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,13 +97,13 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
 }
 
 /* Tokens of the next prefill chunk at position pos with left tokens to go (end = pos + left).
- * Chunks end on the CUDA_CHUNK grid of positions, and the prompt's tail past the last multiple of
+ * Chunks end on the grid of positions of the plan's chunk (be->chunk), and the prompt's tail past the last multiple of
  * GLM_KEEP_ALIGN runs as a chunk of its own: a prefill resumed from a kept state (which lies on
  * that grid) then runs every row through the same kernels as a full prefill (the products pick
  * their kernel by chunk size: the GEMV up to 8 rows, a GEMM above), so its bits are the same. */
-static int chunk_len(int pos, int left)
+static int chunk_len(int pos, int left, int chunk)
 {
-    int end = pos + left, cut = (pos / CUDA_CHUNK + 1) * CUDA_CHUNK;
+    int end = pos + left, cut = (pos / chunk + 1) * chunk;
     int tail = end / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
     if (cut > end)
         cut = end;
@@ -126,7 +127,7 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     s->trail_n = 0; /* a window kept by cuda_verify ends here */
     size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n;) {
-        int T = chunk_len(s->n, n - done);
+        int T = chunk_len(s->n, n - done, be->chunk);
         int last = done + T == n, want = logits_out && (all_rows || last);
         glm_status cs = run_chunk(s, tokens + done, T, all_rows, want, err);
         if (cs)
@@ -203,7 +204,11 @@ static uint32_t cu_cache_format(const void *impl)
                    (int)CUDA_KV_BF16 == (int)BACKEND_KV_BF16 &&
                    (int)CUDA_KV_FP8 == (int)BACKEND_KV_FP8, "cache type numbers differ");
     const cuda_backend *be = impl;
-    return BACKEND_KV(be->kv_dtype, be->kv_index_dtype) | (be->dense_q4 ? BACKEND_DENSE_Q4 : 0);
+    uint32_t chunk_code = 1;
+    while ((128 << (chunk_code - 1)) < be->chunk)
+        chunk_code++;
+    return BACKEND_KV(be->kv_dtype, be->kv_index_dtype) | (be->dense_q4 ? BACKEND_DENSE_Q4 : 0) |
+           chunk_code << BACKEND_CHUNK_SHIFT;
 }
 
 static const backend_ops cuda_ops = {
@@ -263,7 +268,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
 static glm_status bind_scratch(cuda_backend *be, glm_error *err)
 {
     size_t off[CUDA_SCRATCH_BUFFERS];
-    size_t bytes = cuda_plan_scratch(&be->m->cfg, CUDA_CHUNK, off);
+    size_t bytes = cuda_plan_scratch(&be->m->cfg, be->chunk, off);
     int rc = kern_malloc(&be->s.base, bytes);
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "cannot place the %zu-byte forward scratch on "
@@ -294,6 +299,39 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
     return GLM_OK;
 }
 
+/* The plan at a prefill chunk of `chunk` rows: the weights with their workspaces at that chunk,
+ * the MTP block's (one rank only), the caches and drafting's part; or the MTP block's refusal. */
+static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ranks, int chunk,
+                          cuda_plan *p, glm_error *err)
+{
+    const glm_model *m = be->m;
+    int mtp = m->w.has_mtp && ranks == 1;
+    size_t mtp_bytes = 0;
+    glm_status st = mtp ? cu_weights_put_mtp(m, be->dense_q4, chunk, NULL, 1, &mtp_bytes, err) : GLM_OK;
+    if (st)
+        return st;
+    cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
+                   cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
+    p->chunk_given = set->cuda.chunk > 0;
+    cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
+    return GLM_OK;
+}
+
+typedef struct plan_need {
+    cuda_backend *be;
+    const backend_settings *set;
+    int ranks;
+} plan_need;
+
+/* cuda_plan_pick_chunk's measure: the plan's device bytes at a chunk (a refusal: all of them). */
+static size_t need_at(void *ctx, int chunk)
+{
+    plan_need *n = ctx;
+    cuda_plan p;
+    glm_error e = {0};
+    return plan_at(n->be, n->set, n->ranks, chunk, &p, &e) ? SIZE_MAX : p.total;
+}
+
 glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *set, engine_backend *out,
                                   glm_error *err)
 {
@@ -317,25 +355,19 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
     }
     int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
-    size_t mtp_bytes = 0; /* the MTP layer runs on one rank only */
-    if (m->w.has_mtp && ranks == 1 &&
-        (st = cu_weights_put_mtp(m, be->dense_q4, NULL, 1, &mtp_bytes, err))) {
-        free(be);
-        return st;
-    }
-    cuda_plan_make(c, ranks, be->context, be->kv_dtype, be->kv_index_dtype, CUDA_CHUNK,
-                   cu_weights_bytes(m, be->dense_q4) + mtp_bytes, &be->plan);
-    /* drafting's windows and the MTP layer's cache (one rank only) */
-    cuda_plan_drafting(&be->plan, c, ranks == 1 ? set->draft_rows : 0, m->w.has_mtp && ranks == 1);
-    size_t free_b = 0, total_b = 0;
-    if (eng_mem_info(&free_b, &total_b) == 0) {
-        size_t avail = free_b;
+    size_t free_b = 0, total_b = 0, avail = 0;
+    int known = eng_mem_info(&free_b, &total_b) == 0;
+    if (known) {
+        avail = free_b;
         if (eng_device_integrated() && avail > cuda_plan_unified_limit())
             avail = cuda_plan_unified_limit();
-        if ((st = cuda_plan_check(&be->plan, avail, err))) {
-            free(be);
-            return st;
-        }
+    }
+    plan_need need = {be, set, ranks};
+    be->chunk = cuda_plan_pick_chunk(set->cuda.chunk, known, avail, need_at, &need);
+    if ((st = plan_at(be, set, ranks, be->chunk, &be->plan, err)) ||
+        (known && (st = cuda_plan_check(&be->plan, avail, err)))) {
+        free(be);
+        return st;
     }
     int rc = eng_stream_new(&be->stream);
     if (!rc && !(rc = eng_stream_new(&be->side)) && !(rc = eng_fence_new(&be->fork)))
@@ -344,9 +376,9 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         cu_close(be);
         return cuda_fail(err, "creating the streams", rc);
     }
-    if ((st = cu_weights_upload(m, be->dense_q4, &be->w, err)) ||
+    if ((st = cu_weights_upload(m, be->dense_q4, be->chunk, &be->w, err)) ||
         (m->w.has_mtp && ranks == 1 &&
-         (st = cu_weights_put_mtp(m, be->dense_q4, &be->w, 0, NULL, err))) ||
+         (st = cu_weights_put_mtp(m, be->dense_q4, be->chunk, &be->w, 0, NULL, err))) ||
         (st = bind_scratch(be, err))) {
         cu_close(be);
         return st;

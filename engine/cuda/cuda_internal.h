@@ -12,12 +12,6 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-/* Tokens a forward chunk holds at most (prefills run in chunks of this many). 1024: the routed
- * experts' weights are decoded once a chunk per expert, so a larger chunk spreads that over more
- * tokens; the scratch grows linearly (the plan counts it). -DCUDA_CHUNK=N builds another size. */
-#ifndef CUDA_CHUNK
-#define CUDA_CHUNK 1024
-#endif
 /* Above this many rows the EXL3 experts run grouped by expert (kern_exl3_moe_prefill) rather
  * than through the decode kernel (kern_exl3_moe) in launches of its pair limit. */
 #define CUDA_MOE_GROUPED_ROWS 8
@@ -82,11 +76,11 @@ typedef struct cu_weights {
     void **allocs;
     size_t n_allocs, cap_allocs;
     size_t bytes;            /* device bytes held */
-    size_t exl3_work_bytes;  /* the largest kern_exl3_matmul workspace at CUDA_CHUNK rows */
+    size_t exl3_work_bytes;  /* the largest kern_exl3_matmul workspace at the plan's chunk rows */
     void *exl3_work;
     void *moe_work;          /* kern_exl3_moe workspace, shared by the fused layers */
     size_t moe_work_bytes;
-    void *moe_prefill_work;  /* kern_exl3_moe_prefill workspace at CUDA_CHUNK rows, shared */
+    void *moe_prefill_work;  /* kern_exl3_moe_prefill workspace at the plan's chunk rows, shared */
     size_t moe_prefill_work_bytes;
     size_t dry_bytes;        /* what a dry run counted */
     int n_dequantized_experts; /* EXL3 expert layers the fused kernel cannot take (run dense) */
@@ -100,14 +94,16 @@ typedef struct cu_weights {
 
 /* dense_q4: the BF16 (or F32) linears (attention, dense and shared MLPs, LM head) requantized to
  * ENG_Q4 on the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
-glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err);
+/* chunk: the prefill chunk's rows, which size the EXL3 products' workspaces. */
+glm_status cu_weights_upload(const glm_model *m, int dense_q4, int chunk, cu_weights *w,
+                             glm_error *err);
 void cu_weights_free(cu_weights *w);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */
-size_t cu_weights_bytes(const glm_model *m, int dense_q4);
+size_t cu_weights_bytes(const glm_model *m, int dense_q4, int chunk);
 /* The MTP block's weights into w's mtp fields (after cu_weights_upload; its allocations join
- * w's), or with dry only their bytes into *bytes; dense_q4 as for cu_weights_upload. Refuses a
- * block the CUDA forward cannot run. */
-glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, cu_weights *w, int dry,
+ * w's), or with dry only their bytes into *bytes; dense_q4 and chunk as for cu_weights_upload.
+ * Refuses a block the CUDA forward cannot run. */
+glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, int chunk, cu_weights *w, int dry,
                               size_t *bytes, glm_error *err);
 
 /* The shared activations of one forward chunk (plan.h's layout, one device allocation). */
@@ -150,6 +146,7 @@ typedef struct cuda_backend {
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
     int dense_q4;  /* dense = q4 */
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
+    int chunk;      /* rows a forward chunk holds at most (the plan's; prefills run in chunks) */
     engine_log log; /* where the backend's lines go */
     cu_prof prof;
 } cuda_backend;
@@ -166,12 +163,12 @@ typedef struct cu_mtp_state {
     cu_dsa_cache cache;
     int n, kept_base, kept_n;
     int mark_n;                 /* n at the mark (-1: out of step there); mark_h: h of its last */
-    float *kept, *fresh, *h_in; /* CUDA_CHUNK x hidden each */
-    float *cat;                 /* CUDA_CHUNK x 2 hidden: [enorm(embed) | hnorm(h)] */
-    float *x, *g;               /* CUDA_CHUNK x hidden: the residual, the head-normed rows */
+    float *kept, *fresh, *h_in; /* chunk x hidden each (be->chunk) */
+    float *cat;                 /* chunk x 2 hidden: [enorm(embed) | hnorm(h)] */
+    float *x, *g;               /* chunk x hidden: the residual, the head-normed rows */
     float *zero, *mark_h;       /* hidden */
     int *d_pos, *h_pos;         /* the block's first position (device, pinned) */
-    int32_t *d_tok, *h_tok;     /* CUDA_CHUNK tokens (device, pinned) */
+    int32_t *d_tok, *h_tok;     /* chunk tokens (device, pinned) */
 } cu_mtp_state;
 
 typedef struct cuda_state {
@@ -180,9 +177,9 @@ typedef struct cuda_state {
     float **kda_conv, **kda_S;      /* per KDA layer */
     float **mark_conv, **mark_S;    /* saved at the mark, or NULL */
     cu_dsa_cache *dsa;              /* per DSA layer, cap rows */
-    float *scores;                  /* CUDA_SCORE_ROWS x (cap / kpool + 1) */
+    float *scores;                  /* ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, cap / kpool + 1) */
     int *d_pos;                     /* the chunk's first position */
-    int32_t *d_tokens;              /* CUDA_CHUNK */
+    int32_t *d_tokens;              /* be->chunk */
     int *h_pos;                     /* pinned */
     int32_t *h_tokens;              /* pinned */
     float *h_logits;                /* pinned staging: h_logits_cap floats, grown on demand */
@@ -256,7 +253,7 @@ size_t cuda_snapshot_size(const cuda_state *s);
 glm_status cuda_snapshot_save(const cuda_state *s, void *buf, size_t n, glm_error *err);
 glm_status cuda_snapshot_load(cuda_state *s, const void *buf, size_t n, glm_error *err);
 
-/* forward.c: one chunk of T <= CUDA_CHUNK tokens whose ids and first position are already in
+/* forward.c: one chunk of T <= be->chunk tokens whose ids and first position are already in
  * s->d_tokens / s->d_pos; with want_logits the final rows' logits are on their way into
  * s->h_logits (rows: all T when all_rows, else the last; sync the stream before reading).
  * Returns 0, -1 (a kernel failed: err set) or -2 (the peer). */

@@ -16,7 +16,8 @@ int cuda_mtp_on(const cuda_state *s)
 glm_status cuda_mtp_new(cuda_state *s, glm_error *err)
 {
     cu_mtp_state *m = &s->mtp;
-    size_t D = (size_t)s->be->m->cfg.hidden_size, rows = (size_t)CUDA_CHUNK * D * sizeof(float);
+    size_t D = (size_t)s->be->m->cfg.hidden_size, chunk = (size_t)s->be->chunk,
+           rows = chunk * D * sizeof(float);
     m->mark_n = -1;
     if (!s->be->w.has_mtp)
         return GLM_OK;
@@ -27,9 +28,9 @@ glm_status cuda_mtp_new(cuda_state *s, glm_error *err)
     bad = bad || kern_malloc((void **)&m->cat, 2 * rows) || kern_malloc((void **)&m->zero, D * 4) ||
           kern_memset(m->zero, 0, D * 4) || kern_malloc((void **)&m->mark_h, D * 4) ||
           kern_malloc((void **)&m->d_pos, sizeof(int)) ||
-          kern_malloc((void **)&m->d_tok, CUDA_CHUNK * sizeof(int32_t)) ||
+          kern_malloc((void **)&m->d_tok, chunk * sizeof(int32_t)) ||
           eng_host_alloc((void **)&m->h_pos, sizeof(int)) ||
-          eng_host_alloc((void **)&m->h_tok, CUDA_CHUNK * sizeof(int32_t)) || kern_sync();
+          eng_host_alloc((void **)&m->h_tok, chunk * sizeof(int32_t)) || kern_sync();
     if (bad)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory for the MTP layer's rows "
                              "(%zu bytes)", 8 * rows);

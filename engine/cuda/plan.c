@@ -99,14 +99,17 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->kv_dtype = kv_dtype;
     p->kv_index_dtype = kv_index_dtype;
     p->chunk = chunk;
+    p->chunk_given = 0;
     p->weights = weights;
     p->kda_state = 2 * nk * (H * dk * dk + (K > 0 ? K - 1 : 0) * 3 * C) * 4;
     /* per DSA layer: the latent, the indexer key and gate rows, a pool key per kpool tokens */
     size_t per = row_bytes((size_t)c->kv_lora_rank, kv_dtype) + 2 * row_bytes(ID, kv_index_dtype);
     p->dsa_per_token = nd * (per + row_bytes(ID, kv_index_dtype) / kp);
-    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up) */
+    /* and the indexer's score scratch: 16 query rows of a float per pool (the bound rounds up),
+     * and the selection's work area of each row */
     p->score_per_token = nd ? (16 * 4 + kp - 1) / kp : 0;
-    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + (nd ? 64 : 0);
+    p->dsa_fixed = nd ? 64 + 16 * ENG_DSA_WORK_INTS * 4 : 0;
+    p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
     /* eng_gemm per stream: its cuBLAS workspace and the 3-part bf16 split of the widest input
      * (each part from a 256-byte boundary) */
     size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
@@ -120,6 +123,21 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->window_rows = 0;
     p->windows = p->mtp_per_token = p->mtp_cache = 0;
     p->total = p->weights + p->kda_state + p->dsa_cache + p->scratch;
+}
+
+int cuda_plan_pick_chunk(int given, int known, size_t available, cuda_plan_need_fn need, void *ctx)
+{
+    if (given > 0)
+        return given;
+    if (!known)
+        return CUDA_CHUNK_UNKNOWN;
+    int chunk = CUDA_CHUNK_CAP;
+    for (; chunk > CUDA_CHUNK_FLOOR; chunk /= 2) {
+        size_t n = need(ctx, chunk);
+        if (n <= available && available - n >= CUDA_PLAN_RESERVE)
+            break;
+    }
+    return chunk;
 }
 
 void cuda_plan_drafting(cuda_plan *p, const glm_config *c, int window_rows, int mtp)
@@ -158,8 +176,8 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     if (p->window_rows > 0)
         snprintf(drafting, sizeof drafting, ", verification windows of %d rows %.2f GiB%s (draft = "
                  "off needs none of it)", p->window_rows, p->windows / GIB, mtp);
-    if (fixed + 64 < available && p->dsa_per_token > 0) {
-        size_t tokens = (available - fixed - 64) /
+    if (fixed + p->dsa_fixed < available && p->dsa_per_token > 0) {
+        size_t tokens = (available - fixed - p->dsa_fixed) /
                         (p->dsa_per_token + p->score_per_token + p->mtp_per_token);
         snprintf(fit, sizeof fit, "a context of at most %zu tokens fits (--context %zu)",
                  tokens, tokens);
@@ -170,10 +188,13 @@ glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)
     return glm_error_set(err, GLM_ERR_NOMEM,
                          "the CUDA backend needs %.1f GiB but %.1f GiB are available: weights %.1f "
                          "GiB, the attention cache for a %d-token context %.1f GiB (%s), KDA states "
-                         "%.2f GiB, scratch %.2f GiB%s, reserve 1 GiB; %s%s",
+                         "%.2f GiB, scratch %.2f GiB for prefill chunks of %d rows%s, reserve 1 "
+                         "GiB; %s%s%s",
                          need / GIB, available / GIB, p->weights / GIB, p->context,
                          p->dsa_cache / GIB, cuda_kv_name(p->kv_dtype), p->kda_state / GIB,
-                         p->scratch / GIB, drafting, fit,
+                         p->scratch / GIB, p->chunk, drafting, fit,
+                         p->chunk_given && p->chunk > CUDA_CHUNK_FLOOR
+                             ? ", or smaller prefill chunks (cuda_chunk)" : "",
                          p->kv_dtype != CUDA_KV_FP8 ? ", or the fp8 cache (--kv-cache fp8)" : "");
 }
 
@@ -187,13 +208,18 @@ void cuda_plan_describe(const cuda_plan *p, char *buf, size_t n)
                  "KDA states%s", p->window_rows, p->windows / GIB, mtp);
     else
         snprintf(drafting, sizeof drafting, "no drafting (no verification windows)");
+    char chunk[96];
+    if (p->chunk_given)
+        snprintf(chunk, sizeof chunk, "prefill chunks of %d rows (cuda_chunk)", p->chunk);
+    else
+        snprintf(chunk, sizeof chunk, "prefill chunks of %d rows (the most the memory allows, at "
+                 "most %d)", p->chunk, CUDA_CHUNK_CAP);
     snprintf(buf, n, "weights %.2f GiB, %s latent / %s indexer cache %.2f GiB for %d tokens, KDA "
-             "states %.3f GiB, scratch %.3f GiB (cuBLAS %.0f MiB) for chunks of %d, %s: %.2f GiB "
-             "on the device (rank of %d); a session's pinned host staging %.2f MiB (grown for "
-             "all-rows prefills)",
+             "states %.3f GiB, scratch %.3f GiB (cuBLAS %.0f MiB), %s, %s: %.2f GiB on the device "
+             "(rank of %d); a session's pinned host staging %.2f MiB (grown for all-rows prefills)",
              p->weights / GIB, cuda_kv_name(p->kv_dtype), cuda_kv_name(p->kv_index_dtype),
              p->dsa_cache / GIB, p->context, p->kda_state / GIB, p->scratch / GIB,
-             p->gemm / (1024.0 * 1024.0), p->chunk, drafting, p->total / GIB, p->ranks,
+             p->gemm / (1024.0 * 1024.0), chunk, drafting, p->total / GIB, p->ranks,
              p->host_pinned / (1024.0 * 1024.0));
 }
 

@@ -15,11 +15,14 @@ enum { CUDA_KV_F32 = GLM_CACHE_F32, CUDA_KV_BF16 = GLM_CACHE_BF16, CUDA_KV_FP8 =
 
 typedef struct cuda_plan {
     int ranks, context, kv_dtype, kv_index_dtype, chunk; /* latent; indexer keys, gates, pools */
+    int chunk_given;       /* 1: the chunk was set (cuda_chunk), 0: cuda_plan_pick_chunk chose it */
     size_t weights;        /* device bytes of this rank's weights */
     size_t kda_state;      /* one session: KDA conv windows + recurrent states, and their mark */
     size_t dsa_per_token;  /* one session: DSA cache bytes per token (all DSA layers) */
     size_t score_per_token; /* the indexer's score scratch, per token of the context */
-    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context, and a little */
+    size_t dsa_fixed;      /* the DSA caches' part that the context does not scale (the
+                            * indexer's selection work area) */
+    size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context + dsa_fixed */
     size_t scratch;        /* the forward chunk's activations and gemm (device) */
     size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk */
     size_t host_pinned;    /* one session's logits staging at open (host; counts on unified
@@ -46,6 +49,20 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
 #define CUDA_SCRATCH_BUFFERS 46
 #define CUDA_SCRATCH_ATTEND_PART 43 /* the decode latent attention's partial sums */
 size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
+
+/* The prefill chunk the plan picks by itself: the largest power of two from CUDA_CHUNK_CAP down
+ * to CUDA_CHUNK_FLOOR whose whole plan fits the device's room (the routed experts' weights are
+ * decoded once a chunk per expert, so a larger chunk spreads that over more rows; the scratch
+ * and the experts' workspace grow linearly with it). Where no room is known: CUDA_CHUNK_UNKNOWN. */
+#define CUDA_CHUNK_CAP 4096
+#define CUDA_CHUNK_FLOOR 256
+#define CUDA_CHUNK_UNKNOWN 1024
+/* Device bytes of the whole plan (weights with their chunk-sized workspaces, caches, scratch,
+ * drafting) at a chunk of `chunk` rows. */
+typedef size_t (*cuda_plan_need_fn)(void *ctx, int chunk);
+/* given > 0: that chunk (the plan check then says whether it fits); else the pick above, with
+ * `available` device bytes when known is 1. The reserve cuda_plan_check keeps is kept here too. */
+int cuda_plan_pick_chunk(int given, int known, size_t available, cuda_plan_need_fn need, void *ctx);
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,

@@ -74,9 +74,9 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
     if (s->coll.all_reduce)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend verifies drafts on one "
                              "rank only");
-    if (n > CUDA_CHUNK)
+    if (n > be->chunk)
         return glm_error_set(err, GLM_ERR_ARG, "a verification window of %d tokens is longer than "
-                             "the CUDA backend's %d", n, CUDA_CHUNK);
+                             "the CUDA backend's chunk of %d", n, be->chunk);
     glm_status st = backend_check_tokens(c, tokens, n, err);
     if (st || (st = cuda_state_reserve(s, s->n + n, err)) || (st = reserve_trail(s, n, err)) ||
         (st = cuda_state_staging(s, n, n, err)))

@@ -122,9 +122,9 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
     size_t V = (size_t)(c->vocab_size > c->hidden_size ? c->vocab_size : c->hidden_size);
     s->h_logits_cap = 2 * V;
     if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, sizeof(int)) ||
-        kern_malloc((void **)&s->d_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
+        kern_malloc((void **)&s->d_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_pos, sizeof(int)) ||
-        eng_host_alloc((void **)&s->h_tokens, CUDA_CHUNK * sizeof(int32_t)) ||
+        eng_host_alloc((void **)&s->h_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float))) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "
@@ -178,7 +178,7 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
     kern_free(s->scores);
     s->scores = NULL;
     if ((nd || s->be->w.has_mtp) && kern_malloc((void **)&s->scores,
-                          (size_t)CUDA_SCORE_ROWS * ((size_t)cap / kp + 1) * sizeof(float)))
+                          ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, (size_t)cap / kp + 1) * sizeof(float)))
         return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory for the indexer's scores");
     s->cap = cap;
     eng_graph_free(s->graph); /* it points at the old caches */

@@ -12,6 +12,7 @@ typedef struct up_ctx {
     cu_weights *w;
     int dry;       /* 1: count bytes only */
     int q4;        /* requantize the BF16 linears (not the HC, router, embedding, kv_b) */
+    int chunk;     /* the prefill chunk's rows: the EXL3 workspaces are sized for it */
     void *stage;   /* q4: a BF16 matrix on its way to the quantizer */
     size_t stage_bytes;
     size_t bytes;
@@ -222,7 +223,7 @@ static void put_lin_as(up_ctx *u, const glm_weight *w, cu_lin *l, int quantizabl
     l->x.suh = exl3_scales(u, t, 1);
     l->x.svh = exl3_scales(u, t, 0);
     l->x.bias = t->bias ? put(u, t->bias, (size_t)t->out * 2) : NULL;
-    size_t ws = kern_exl3_matmul_workspace(&l->x, CUDA_CHUNK);
+    size_t ws = kern_exl3_matmul_workspace(&l->x, u->chunk);
     if (ws > u->w->exl3_work_bytes)
         u->w->exl3_work_bytes = ws;
 }
@@ -335,7 +336,7 @@ static void put_experts(up_ctx *u, const glm_config *c, const glm_layer_weights 
             u->failed = 1;
         }
         x->moe_work = u->w->moe_work;
-        size_t pws = kern_exl3_moe_prefill_workspace(&x->ex, CUDA_CHUNK, K);
+        size_t pws = kern_exl3_moe_prefill_workspace(&x->ex, u->chunk, K);
         if (pws > u->w->moe_prefill_work_bytes)
             u->w->moe_prefill_work_bytes = pws;
         return;
@@ -424,10 +425,10 @@ static void put_layer(up_ctx *u, const glm_config *c, int li, const glm_layer_we
     }
 }
 
-static glm_status walk(const glm_model *m, cu_weights *w, int dry, int q4, glm_error *err)
+static glm_status walk(const glm_model *m, cu_weights *w, int dry, int q4, int chunk, glm_error *err)
 {
     const glm_config *c = &m->cfg;
-    up_ctx u = {.w = w, .dry = dry, .q4 = q4, .err = err};
+    up_ctx u = {.w = w, .dry = dry, .q4 = q4, .chunk = chunk, .err = err};
     w->layers = calloc((size_t)c->num_layers, sizeof *w->layers);
     if (!w->layers)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory uploading the weights");
@@ -450,20 +451,21 @@ static glm_status walk(const glm_model *m, cu_weights *w, int dry, int q4, glm_e
     return u.failed ? (err && err->status ? err->status : GLM_ERR_NOMEM) : GLM_OK;
 }
 
-size_t cu_weights_bytes(const glm_model *m, int dense_q4)
+size_t cu_weights_bytes(const glm_model *m, int dense_q4, int chunk)
 {
     cu_weights w = {0};
     glm_error e = {0};
-    walk(m, &w, 1, dense_q4, &e);
+    walk(m, &w, 1, dense_q4, chunk, &e);
     size_t n = w.dry_bytes;
     free(w.layers);
     return n;
 }
 
-glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, glm_error *err)
+glm_status cu_weights_upload(const glm_model *m, int dense_q4, int chunk, cu_weights *w,
+                             glm_error *err)
 {
     memset(w, 0, sizeof *w);
-    glm_status st = walk(m, w, 0, dense_q4, err);
+    glm_status st = walk(m, w, 0, dense_q4, chunk, err);
     if (st)
         cu_weights_free(w);
     return st;
@@ -471,7 +473,7 @@ glm_status cu_weights_upload(const glm_model *m, int dense_q4, cu_weights *w, gl
 
 /* The MTP block: eh_proj, its three norms and a DSA layer as put_layer lays one out (the
  * config copy names layer 0 as DSA, MoE where the model routes experts). */
-glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, cu_weights *w, int dry,
+glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, int chunk, cu_weights *w, int dry,
                               size_t *bytes, glm_error *err)
 {
     const glm_mtp_weights *x = &m->w.mtp;
@@ -490,7 +492,7 @@ glm_status cu_weights_put_mtp(const glm_model *m, int dense_q4, cu_weights *w, i
     *c = m->cfg;
     c->attn[0] = GLM_ATTN_DSA;
     c->moe[0] = c->n_routed_experts > 0;
-    up_ctx u = {.w = t, .dry = dry, .q4 = dense_q4, .err = err};
+    up_ctx u = {.w = t, .dry = dry, .q4 = dense_q4, .chunk = chunk, .err = err};
     size_t work = t->exl3_work_bytes, pwork = t->moe_prefill_work_bytes;
     put_lin(&u, &x->eh_proj, &t->mtp_eh_proj);
     t->mtp_enorm = put_f32(&u, x->enorm, (size_t)D);

@@ -10,7 +10,7 @@
 typedef enum numfmt_cache { NUMFMT_CACHE_F32 = 0, NUMFMT_CACHE_BF16 = 1, NUMFMT_CACHE_FP8 = 2 } numfmt_cache;
 
 /* How an fp8 row's scale comes from its largest magnitude amax. POW2 is the kernels' rule
- * (engine_dsa.cu store_row): the smallest power of two s with amax / s <= 448, by way of
+ * (engine_index.cu store_row): the smallest power of two s with amax / s <= 448, by way of
  * exp2(ceil(log2(amax / 448))) and one doubling; 1 for a row of zeros. EXACT (s = amax / 448
  * in float) is no backend's: the accuracy tool measures it, and the tests use it as the mutated
  * rule that must change the logits. */

@@ -487,13 +487,18 @@ const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
 {
     uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xff;
     const char *dense = kv_format >> 16 & 1 ? ", q4 dense weights" : ", bf16 dense weights";
-    if (kv_format >> 17)
+    enum { CHUNK_SHIFT = 29 }; /* backend.h's BACKEND_CHUNK_SHIFT */
+    uint32_t chunk_code = kv_format >> CHUNK_SHIFT;
+    char chunk[48] = "";
+    if (chunk_code)
+        snprintf(chunk, sizeof chunk, ", prefill chunks of %u rows", 64u << chunk_code);
+    if (kv_format >> 17 & ((1u << (CHUNK_SHIFT - 17)) - 1))
         snprintf(buf, cap, "unknown (0x%08" PRIx32 ")", kv_format);
     else if (latent == indexer)
-        snprintf(buf, cap, "%s%s", kv_type_name(latent), dense);
+        snprintf(buf, cap, "%s%s%s", kv_type_name(latent), dense, chunk);
     else
-        snprintf(buf, cap, "%s latent, %s indexer%s", kv_type_name(latent), kv_type_name(indexer),
-                 dense);
+        snprintf(buf, cap, "%s latent, %s indexer%s%s", kv_type_name(latent),
+                 kv_type_name(indexer), dense, chunk);
     return buf;
 }
 
@@ -550,11 +555,11 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
         return differs_u32(err, "the context limit (tokens)", a->max_context, b->max_context,
                            peer_role, "give both the same --context (or GLMCHAT_CONTEXT)");
     if (a->kv_format != b->kv_format) {
-        char here[64], there[64];
+        char here[128], there[128];
         return glm_error_set(err, GLM_ERR_PEER,
                              "the cache and weight formats differ: %s here, %s on the %s; give "
-                             "both the same --kv-cache (or GLMCHAT_KV_CACHE), GLMCHAT_CUDA_KV_INDEX "
-                             "and --dense (or GLMCHAT_CUDA_DENSE)",
+                             "both the same --kv-cache (or GLMCHAT_KV_CACHE), GLMCHAT_CUDA_KV_INDEX, "
+                             "--dense (or GLMCHAT_CUDA_DENSE) and GLMCHAT_CUDA_CHUNK",
                              tp_kv_format_name(a->kv_format, here, sizeof here),
                              tp_kv_format_name(b->kv_format, there, sizeof there), peer_role);
     }

@@ -131,7 +131,8 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
 
 /* tp_settings.kv_format for messages: "f32, bf16 dense weights", or "fp8 latent, f32 indexer, q4
  * dense weights" (backend.h's BACKEND_KV: the latent cache's type in the low byte, the indexer's
- * in the next, 0 f32, 1 bf16, 2 fp8; bit 16 BACKEND_DENSE_Q4). */
+ * in the next, 0 f32, 1 bf16, 2 fp8; bit 16 BACKEND_DENSE_Q4; bits 29-31 the CUDA prefill
+ * chunk, ", prefill chunks of 4096 rows"). */
 const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap);
 
 /* Sets up an ERROR message with printf-style text (cut to TP_TEXT_MAX). */

@@ -2,26 +2,30 @@
 # tests/gpu/engine.sh: builds glmchat with CUDA on a GPU machine and checks the CUDA backend
 # against the CPU backend (tests/gpu/test_cuda_engine.c) on the fixture models, mkmodel models
 # (BF16 and EXL3) and two ranks in one process (two processes: tests/gpu/two_ranks.sh), checks
-# the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c), the dense
+# the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c), the indexer's
+# top-k and scores against CPU and fp64 references (tests/gpu/test_index_gpu.c), the dense
 # prefill products across chunk sizes (tests/gpu/test_gemm_rows.c) and the decode step's kernels
 # (tests/gpu/test_decode_gpu.c), then runs bench/bench_cuda_engine; the parity table and the
 # bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
-# glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_gemm_rows
-# and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
+# glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_index_gpu,
+# test_gemm_rows and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
 # libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures; BENCH_LAYERS (16), BENCH_PREFILL
-# (8192,65536) and BENCH_POSITIONS (1024,65536,262144: the decode step's context positions) are
-# the bench's arguments, GPU_BENCH=0 skips it. One suite of tests/gpu/run.sh, which runs them all.
+# (8192,65536), BENCH_CHUNKS (0: the plan's chunk; sizes such as 1024,4096 time each) and
+# BENCH_POSITIONS (1024,65536,262144: the decode step's context positions) are the bench's
+# arguments, GPU_BENCH=0 skips it. One suite of tests/gpu/run.sh, which runs them all.
 set -u
 . "$(dirname "$0")/lib.sh"
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
-    tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu || exit 1
+    tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu tests/gpu/test_gemm_rows \
+    tests/gpu/test_decode_gpu || exit 1
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_engine)
 B=$(gpu_bin bench/bench_cuda_engine)
 EMU=$(gpu_bin tests/gpu/test_cuda_emulate)
 MLA=$(gpu_bin tests/gpu/test_mla_gpu)
+IDX=$(gpu_bin tests/gpu/test_index_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
 DEC=$(gpu_bin tests/gpu/test_decode_gpu)
 "$G" --version || exit 1
@@ -46,9 +50,17 @@ if [ -x "$MLA" ]; then
 else
     echo "no test_mla_gpu"
 fi
+echo "== the indexer: top-k against the CPU's rule, scores against fp64, times against the previous one"
+if [ -x "$IDX" ]; then
+    timeout 120 "$IDX" >"$out/index.txt" 2>&1 || status=1
+    cat "$out/index.txt"
+    grep -E 'FAIL|PASS' "$out/index.txt" | sed 's/^/test_index_gpu: /' >>"$out/parity.txt"
+else
+    echo "no test_index_gpu"
+fi
 echo "== the dense prefill products: row bits across chunk sizes, values, time against cuBLAS's default"
 if [ -x "$GEMM" ]; then
-    timeout 60 "$GEMM" >"$out/gemm.txt" 2>&1 || status=1
+    timeout 240 "$GEMM" >"$out/gemm.txt" 2>&1 || status=1
     cat "$out/gemm.txt"
     grep -E 'FAIL|PASS' "$out/gemm.txt" | sed 's/^/test_gemm_rows: /' >>"$out/parity.txt"
 else
@@ -66,10 +78,10 @@ run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
     cat "$build/parity.log"
-    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense ' "$build/parity.log" >>"$out/parity.txt"
+    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense | chunks ' "$build/parity.log" >>"$out/parity.txt"
 }
 run_parity "$tiny_a" tiny-A 300
-run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk (CUDA_CHUNK 1024)
+run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk of 1024 rows
 for d in "$fixtures"/*/; do run_parity "$d" "$(basename "$d")"; done
 run_parity "$models/tiny" mkmodel-tiny 300
 run_parity "$models/small-bf16" mkmodel-small-bf16 300
@@ -126,7 +138,7 @@ if [ "${GPU_BENCH:-1}" = 0 ]; then
     echo "== bench: skipped (GPU_BENCH=0)"
 else
     echo "== bench"
-    timeout 420 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" \
+    timeout 420 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" "${BENCH_CHUNKS:-0}" \
         "${BENCH_POSITIONS:-1024,65536,262144}" 2>&1 | tee "$out/bench.txt"
     bench_rc=${PIPESTATUS[0]}
     [ "$bench_rc" = 0 ] || { echo "FAIL: bench_cuda_engine exited with $bench_rc"; status=1; }

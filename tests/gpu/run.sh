@@ -10,7 +10,8 @@
 #   bits       same_bits.sh  logits bit for bit against GLMCHAT_BASELINE (skipped unless it is set)
 # Usage: tests/gpu/run.sh [--only S,S] [--skip S,S] [--no-bench] [--list] [OUT_DIR]
 #   (from the source root). OUT_DIR (default build-gpu-all/out) gets SUITE.log and SUITE/ for
-#   each suite. --no-bench: the checks only (GPU_BENCH=0 for every suite).
+#   each suite. --no-bench: the checks only (GPU_BENCH=0 for every suite). The engine bench's
+#   arguments come from BENCH_LAYERS, BENCH_PREFILL, BENCH_CHUNKS and BENCH_POSITIONS (engine.sh).
 #   GPU_TIMEOUT_<SUITE>=SECONDS (e.g. GPU_TIMEOUT_ENGINE=900) changes a suite's limit (defaults:
 #   exl3 600, engine 1500, spec 900, two_ranks 600, bits 600). GPU_BUILD_DIR (build-gpu-all) is
 #   where it builds, with CUDA_ARCHS (90); GLMCHAT_PREBUILT=DIR skips the build (the suites take
@@ -53,8 +54,8 @@ targets_of() {
     case $1 in
         exl3) echo tests/gpu/test_exl3_gpu bench/bench_exl3 ;;
         engine) echo glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
-            tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_gemm_rows \
-            tests/gpu/test_decode_gpu ;;
+            tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu \
+            tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu ;;
         spec) echo glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec ;;
         two_ranks) echo glmchat bench/bench_tp ;;
         bits) echo glmchat ;;

@@ -1,7 +1,8 @@
 /* test_cuda_engine.c: the CUDA backend against the CPU backend on one model directory (run on a
  * GPU machine by tests/gpu/engine.sh): prompt logits per cache dtype, prefill-then-decode against
- * full prefill, greedy replies, mark/truncate, two ranks in one process, and the q4 dense option
- * (its quantizer and products against a CPU dequantization first). Table lines last. */
+ * full prefill, greedy replies, mark/truncate, the same bits at prefill chunks of 4096, 1024 and
+ * 128 rows, two ranks in one process, and the q4 dense option (its quantizer and products
+ * against a CPU dequantization first). Table lines last. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "backend.h"
 #include "tests/gpu/cuda_env.h"
+#include "cuda/cuda_internal.h"
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
 #include "model/exl3.h"
@@ -201,6 +203,7 @@ static struct {
     glm_kv_cache kv, kv_index;
     glm_dense_format dense;
     int verbose;
+    int chunk; /* cuda_chunk; 0: the plan's */
 } g_variant;
 
 static void print_log(void *user, int level, const char *msg)
@@ -220,6 +223,7 @@ static void apply_variant(glm_engine_params *p, void *user)
     if (g_variant.dense)
         p->dense = g_variant.dense;
     p->verbose |= g_variant.verbose;
+    p->cuda.chunk = g_variant.chunk;
     p->log = print_log;
 }
 
@@ -365,6 +369,71 @@ static int two_ranks(const char *dir, const int32_t *tok, int n, float *logits0,
     return ok ? 0 : -1;
 }
 
+/* Elements whose bits differ (a NaN is compared by its bits too). */
+static size_t bits_differ(const float *a, const float *b, size_t n)
+{
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    return d;
+}
+
+/* The prefill chunk does not change a row's result: the prompt prefilled (f32 caches, all rows'
+ * logits) in chunks of 4096, 1024 and 128 rows gives the same bits (prompt reuse across chunk
+ * sizes, and across a kept state resumed at another chunk, relies on it). */
+static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int V,
+                             const char *label, char *line, size_t cap)
+{
+    static const int chunks[] = {4096, 1024, 128};
+    size_t NV = (size_t)N * V;
+    float *first = malloc(NV * sizeof *first), *got = malloc(NV * sizeof *got);
+    g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
+    int n = snprintf(line, cap, "%-24s chunks    ", label);
+    { /* no chunk given: the plan's own, the cap where the memory allows it (a small model) */
+        run gpu = {0};
+        glm_error err = {0};
+        g_variant.chunk = 0;
+        char what[1400];
+        int opened = open_run(m, 1, &gpu, &err) == 0;
+        const cuda_plan *plan = opened ? backend_cuda_plan(&gpu.be) : NULL;
+        snprintf(what, sizeof what, "%s: the plan picks prefill chunks of %d rows by itself (%d "
+                 "expected) %s", label, plan ? plan->chunk : -1, CUDA_CHUNK_CAP, err.message);
+        check(plan && plan->chunk == CUDA_CHUNK_CAP && !plan->chunk_given, what);
+        close_run(&gpu);
+    }
+    for (int i = 0; i < 3 && first && got; i++) {
+        g_variant.chunk = chunks[i];
+        run gpu = {0};
+        glm_error err = {0};
+        char what[1400];
+        if (open_run(m, 1, &gpu, &err) || prefill(&gpu, tok, N, i ? got : first, 1, &err)) {
+            snprintf(what, sizeof what, "%s: prefill in chunks of %d rows: %s", label, chunks[i],
+                     err.message);
+            check(0, what);
+            close_run(&gpu);
+            break;
+        }
+        const cuda_plan *plan = backend_cuda_plan(&gpu.be);
+        snprintf(what, sizeof what, "%s: cuda_chunk %d gives the plan's chunk (%d)", label,
+                 chunks[i], plan ? plan->chunk : -1);
+        check(plan && plan->chunk == chunks[i] && plan->chunk_given, what);
+        close_run(&gpu);
+        if (i == 0)
+            continue;
+        size_t d = bits_differ(first, got, NV);
+        snprintf(what, sizeof what, "%s: logits in chunks of %d rows equal those in chunks of %d "
+                 "bit for bit (%zu of %zu differ)", label, chunks[i], chunks[0], d, NV);
+        check(d == 0, what);
+        n += snprintf(line + n, cap > (size_t)n ? cap - (size_t)n : 0, "%d vs %d: %zu of %zu "
+                      "logits differ%s", chunks[i], chunks[0], d, NV, i < 2 ? "; " : "");
+    }
+    if (!first || !got)
+        check(0, "memory for the chunk comparison");
+    g_variant.chunk = 0;
+    free(first);
+    free(got);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -488,6 +557,8 @@ int main(int argc, char **argv)
                  "%-24s %-9s max|diff| %.3e (rel %.2e, %3d/%d rows over)  step-vs-prefill %.3e  "
                  "greedy %d/%d", label, kvname, d, d / scale, over, N, dstep, same, G);
     }
+    char chunk_line[320];
+    chunk_invariance(m, tok, N, V, label, chunk_line, sizeof chunk_line);
     /* two ranks in one process (f32 cache) against one rank */
     char split_line[256] = "";
     if (m->cfg.kda_heads % 2 == 0 && m->cfg.num_heads % 2 == 0 && V % 2 == 0 &&
@@ -548,6 +619,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < NVAR; k++)
         printf("%s\n", line[k]);
     printf("%s\n", q4_line);
+    printf("%s\n", chunk_line);
     if (*split_line)
         printf("%s\n", split_line);
     free(tok);

@@ -263,26 +263,41 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
         compare(what, got, ref, nx, 4e-3);
     }
     /* the prefill path, grouped by expert: a workspace of garbage, the same result twice, bit
-     * for bit */
+     * for bit; each grouped kernel (64 rows a decode, the reuse kernel at 64 and 128, the
+     * automatic choice) against the CPU and in the first one's bits */
     size_t pbytes = kern_exl3_moe_prefill_workspace(&ex, rows, slots);
     void *pwork = NULL;
-    float *again = xmalloc(nx * 4);
+    float *again = xmalloc(nx * 4), *first = xmalloc(nx * 4);
     CUDA_OK(kern_malloc(&pwork, pbytes));
     CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
-    for (int call = 0; call < 2; call++) {
-        CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
-        CUDA_OK(kern_exl3_moe_prefill(&ex, dx, dids, dw_, dy, rows, slots, pwork, NULL));
-        CUDA_OK(kern_sync());
-        CUDA_OK(kern_to_host(call ? again : got, dy, nx * 4));
+    static const int variants[] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
+                                   KERN_EXL3_GROUPED_REUSE_128, KERN_EXL3_GROUPED_AUTO};
+    static const char *const vnames[] = {"64", "reuse 64", "reuse 128", "auto"};
+    for (int v = 0; v < 4; v++) {
+        CUDA_OK(kern_exl3_set_grouped(variants[v]));
+        for (int call = 0; call < 2; call++) {
+            CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
+            CUDA_OK(kern_exl3_moe_prefill(&ex, dx, dids, dw_, dy, rows, slots, pwork, NULL));
+            CUDA_OK(kern_sync());
+            CUDA_OK(kern_to_host(call ? again : got, dy, nx * 4));
+        }
+        char pwhat[160];
+        snprintf(pwhat, sizeof pwhat, "moe prefill (%s) E%d %dx%d K%d %s rows %3d x %d", vnames[v],
+                 E, hidden, inter, bits, cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1", rows, slots);
+        compare(pwhat, got, ref, nx, 4e-3);
+        if (memcmp(got, again, nx * 4) != 0) {
+            printf("FAIL: %s: two calls differ\n", pwhat);
+            failures++;
+        }
+        if (v == 0) {
+            memcpy(first, got, nx * 4);
+        } else if (memcmp(got, first, nx * 4) != 0) {
+            printf("FAIL: %s: its bits differ from the 64-row kernel's\n", pwhat);
+            failures++;
+        }
     }
-    char pwhat[128];
-    snprintf(pwhat, sizeof pwhat, "moe prefill E%d %dx%d K%d %s rows %3d x %d", E, hidden, inter,
-             bits, cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1", rows, slots);
-    compare(pwhat, got, ref, nx, 4e-3);
-    if (memcmp(got, again, nx * 4) != 0) {
-        printf("FAIL: %s: two calls differ\n", pwhat);
-        failures++;
-    }
+    CUDA_OK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_AUTO));
+    free(first);
     kern_free(pwork);
     free(again);
     kern_free((void *)ex.gate_trellis);
@@ -651,6 +666,8 @@ int main(int argc, char **argv)
     test_moe(5, 512, 384, 4, 2, 2, 3);
     test_moe(3, 512, 256, 4, 1, 150, 2); /* prefill only: 300 pairs, experts of 64+ rows */
     test_moe(8, 512, 384, 3, 2, 40, 4);
+    test_moe(2, 512, 384, 3, 2, 203, 2); /* prefill only: experts of 203 rows (128 + 75), any-K */
+    test_moe(2, 1024, 256, 4, 1, 300, 2); /* 300 rows an expert: 128 + 128 + 44 */
     int moe_rows[] = {1, 4, 16};
     for (int i = 0; i < (small ? 0 : 3); i++)
         test_moe(16, 4096, 2048, 4, 1, moe_rows[i], 8);

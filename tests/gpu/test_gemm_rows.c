@@ -85,9 +85,10 @@ static double time_us(const char *mode, const eng_mat *w, const float *x, int T,
     return 1000.0 * ms / reps;
 }
 
-/* The chunk sizes (all > ENG_GEMM_MIN_ROWS); the largest is the reference. */
-static const int kT[] = {9, 17, 64, 288, 307, 1024};
-enum { NT = sizeof kT / sizeof *kT, TMAX = 1024 };
+/* The chunk sizes (all > ENG_GEMM_MIN_ROWS), up to the memory plan's largest chunk of its own
+ * choice (CUDA_CHUNK_CAP); the largest is the reference. */
+static const int kT[] = {9, 17, 64, 288, 307, 1024, 2048, 4096};
+enum { NT = sizeof kT / sizeof *kT, TMAX = 4096 };
 
 /* The first row and column of `got` (T rows from row `at` of the reference) that differ. */
 static int first_mismatch(const float *got, const float *ref, int T, int at, int rows, int *r, int *c)
@@ -102,8 +103,8 @@ static int first_mismatch(const float *got, const float *ref, int T, int at, int
     return 0;
 }
 
-/* Whether every T at two places (the chunk's first rows, its last rows), and T = 1024 again, gives
- * the bits of T = 1024 (`ref`, host) under `mode`; the first difference into `where`. */
+/* Whether every T at two places (the chunk's first rows, its last rows), and T = TMAX again, gives
+ * the bits of T = TMAX (`ref`, host) under `mode`; the first difference into `where`. */
 static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const float *ref, float *yd,
                      float *got, char *where, size_t n)
 {
@@ -256,7 +257,7 @@ int main(int argc, char **argv)
         {"s: ix weights", 8, 256},       {"s: router", 16, 256},         {"s: dense gate/up", 512, 256},
         {"s: dense down, eh", 256, 512},
     };
-    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307} (the first and the last rows "
+    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
            "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
            "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over 4 rows "
            "(new path); us: a product's time, new and old, ratio new / old\n", TMAX, TMAX);

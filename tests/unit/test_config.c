@@ -339,7 +339,7 @@ static const char *const engine_vars[] = {
     "GLMCHAT_DENSE", "GLMCHAT_CUDA_DENSE", "GLMCHAT_DRAFT", "GLMCHAT_PROMPT_CACHE_MB",
     "GLMCHAT_PROMPT_CACHE_DIR", "GLMCHAT_PROMPT_CACHE_DISK_MB", "GLMCHAT_RDMA_HCA",
     "GLMCHAT_RDMA_GID_INDEX", "GLMCHAT_VERBOSE", "GLMCHAT_CUDA_VERBOSE", "GLMCHAT_CUDA_KV_INDEX",
-    "GLMCHAT_CUDA_GRAPH", "GLMCHAT_CUDA_PDL", "GLMCHAT_CUDA_GEMM",
+    "GLMCHAT_CUDA_GRAPH", "GLMCHAT_CUDA_PDL", "GLMCHAT_CUDA_GEMM", "GLMCHAT_CUDA_CHUNK",
 };
 
 static void unset_engine_vars(void)
@@ -373,6 +373,7 @@ START_TEST(engine_variables_become_params)
     setenv("GLMCHAT_CUDA_GRAPH", "0", 1);
     setenv("GLMCHAT_CUDA_PDL", "0", 1);
     setenv("GLMCHAT_CUDA_GEMM", "show", 1);
+    setenv("GLMCHAT_CUDA_CHUNK", "4096", 1);
     setenv("GLMCHAT_TEMPERATURE", "hot", 1); /* not an engine key: those commands ignore it */
     ck_assert_msg(config_engine_settings(&c, NULL, err, sizeof err) == 0, "%s", err);
     config_engine_params(&c, &p);
@@ -390,6 +391,7 @@ START_TEST(engine_variables_become_params)
     ck_assert_int_eq(p.cuda.graph_off, 1);
     ck_assert_int_eq(p.cuda.pdl_off, 1);
     ck_assert_int_eq(p.cuda.gemm, GLM_CUDA_GEMM_SHOW);
+    ck_assert_int_eq(p.cuda.chunk, 4096);
     config_free(&c);
     /* the newer names win over the older ones */
     setenv("GLMCHAT_CONTEXT", "512", 1);
@@ -414,6 +416,8 @@ START_TEST(engine_variables_become_params)
         {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
         {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit or default, not 'auto'"},
         {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
+        {"GLMCHAT_CUDA_CHUNK", "16384",
+         "GLMCHAT_CUDA_CHUNK: 'cuda_chunk' takes a whole number from 0 to 8192, not '16384'"},
         {"GLMCHAT_CUDA_KV_INDEX", "fp4", "GLMCHAT_CUDA_KV_INDEX: 'cuda_kv_index' takes fp8, bf16 or f32"},
         {"GLMCHAT_DRAFT", "yes", "GLMCHAT_DRAFT: 'draft' takes off, copy or mtp, not 'yes'"},
     };
@@ -439,7 +443,7 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     snprintf(path, sizeof path, "%s/config", dir);
     unset_engine_vars();
     write_file(path, "cuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\nverbose = on\n"
-                     "rdma_gid_index = 0\n");
+                     "rdma_gid_index = 0\ncuda_chunk = 2048\n");
     app_config c;
     ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
     glm_engine_params p = glm_engine_default_params();
@@ -451,6 +455,7 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     ck_assert_int_eq(p.verbose, 1);
     ck_assert_int_eq(p.rdma_gid_given, 1); /* entry 0 is an entry, not "unset" */
     ck_assert_int_eq(p.rdma_gid_index, 0);
+    ck_assert_int_eq(p.cuda.chunk, 2048);
     config_free(&c);
     /* the variable beats the file */
     setenv("GLMCHAT_CUDA_GEMM", "show", 1);
@@ -462,6 +467,7 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     unset_engine_vars();
     /* the developers' switches are marked, the users' keys not */
     ck_assert(config_key_is_dev("cuda_gemm") && config_key_is_dev("cuda_pdl") &&
+              config_key_is_dev("cuda_chunk") &&
               config_key_is_dev("verbose") && config_key_is_dev("cuda_graph"));
     ck_assert(!config_key_is_dev("context") && !config_key_is_dev("rdma_hca") &&
               !config_key_is_dev("nonsense"));

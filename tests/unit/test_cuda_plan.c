@@ -209,6 +209,74 @@ START_TEST(scratch_holds_the_decode_attention_partial_sums)
 }
 END_TEST
 
+/* The chunk pick: a plan of the real config (one rank, fp8 caches, a 64k context) whose weights
+ * are a fixed 60 GiB plus a workspace of 1 MiB a row, the way the EXL3 workspaces grow. */
+typedef struct pick_ctx {
+    size_t fixed, per_row;
+    int calls;
+} pick_ctx;
+
+static size_t pick_need(void *ctx, int chunk)
+{
+    pick_ctx *k = ctx;
+    cuda_plan p;
+    k->calls++;
+    cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, chunk,
+                   k->fixed + (size_t)chunk * k->per_row, &p);
+    return p.total;
+}
+
+#define GIB_BYTES ((size_t)1 << 30)
+
+START_TEST(chunk_pick_takes_the_most_the_room_allows)
+{
+    pick_ctx k = {(size_t)60 << 30, (size_t)1 << 20, 0};
+    /* room for everything: the cap */
+    ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, (size_t)200 << 30, pick_need, &k), CUDA_CHUNK_CAP);
+    ck_assert_int_eq(CUDA_CHUNK_CAP, 4096);
+    /* exactly the 2048-row plan and its 1 GiB reserve: 2048; a byte less: 1024 */
+    size_t at2048 = pick_need(&k, 2048) + GIB_BYTES;
+    ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, at2048, pick_need, &k), 2048);
+    ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, at2048 - 1, pick_need, &k), 1024);
+    /* the 4096-row plan is larger than the 2048-row one by the rows' scratch and workspace */
+    size_t step = pick_need(&k, 4096) - pick_need(&k, 2048);
+    ck_assert_uint_ge(step, (size_t)2048 * k.per_row + cuda_plan_scratch(&real, 2048, NULL));
+    /* no room at all: the floor, which the check then refuses with the chunk named */
+    ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, (size_t)10 << 30, pick_need, &k), CUDA_CHUNK_FLOOR);
+    cuda_plan p;
+    cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, CUDA_CHUNK_FLOOR,
+                   k.fixed + (size_t)CUDA_CHUNK_FLOOR * k.per_row, &p);
+    glm_error err = {0};
+    ck_assert_int_eq(cuda_plan_check(&p, (size_t)10 << 30, &err), GLM_ERR_NOMEM);
+    ck_assert_ptr_nonnull(strstr(err.message, "for prefill chunks of 256 rows"));
+    /* a chunk given is taken as given, without asking the measure */
+    k.calls = 0;
+    ck_assert_int_eq(cuda_plan_pick_chunk(8192, 1, 1, pick_need, &k), 8192);
+    ck_assert_int_eq(cuda_plan_pick_chunk(512, 0, 0, pick_need, &k), 512);
+    /* no memory figure: the former fixed chunk */
+    ck_assert_int_eq(cuda_plan_pick_chunk(0, 0, 0, pick_need, &k), CUDA_CHUNK_UNKNOWN);
+    ck_assert_int_eq(k.calls, 0);
+}
+END_TEST
+
+START_TEST(plan_line_names_the_chunk_and_who_chose_it)
+{
+    cuda_plan p;
+    char line[1024];
+    cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, 2048, 0, &p);
+    cuda_plan_describe(&p, line, sizeof line);
+    ck_assert_msg(strstr(line, "prefill chunks of 2048 rows (the most the memory allows, at most "
+                               "4096)") != NULL, "%s", line);
+    p.chunk_given = 1;
+    cuda_plan_describe(&p, line, sizeof line);
+    ck_assert_msg(strstr(line, "prefill chunks of 2048 rows (cuda_chunk)") != NULL, "%s", line);
+    /* a chunk given that does not fit: the refusal says smaller chunks would help */
+    glm_error err = {0};
+    ck_assert_int_eq(cuda_plan_check(&p, p.total / 2, &err), GLM_ERR_NOMEM);
+    ck_assert_ptr_nonnull(strstr(err.message, "or smaller prefill chunks (cuda_chunk)"));
+}
+END_TEST
+
 int main(void)
 {
     if (load_real())
@@ -223,6 +291,8 @@ int main(void)
     tcase_add_test(tc, scratch_layout_is_aligned_and_covers_every_buffer);
     tcase_add_test(tc, scratch_holds_the_decode_attention_partial_sums);
     tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
+    tcase_add_test(tc, chunk_pick_takes_the_most_the_room_allows);
+    tcase_add_test(tc, plan_line_names_the_chunk_and_who_chose_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,68 @@
+/* prefill_projection.h: a prefill chunk projected onto another machine (two DGX Sparks) group by
+ * group, from each op group's FLOPs and bytes and the times measured here; formulas in the .c. */
+#ifndef GLMCHAT_ENGINE_MODEL_PREFILL_PROJECTION_H
+#define GLMCHAT_ENGINE_MODEL_PREFILL_PROJECTION_H
+
+#include "model/config.h"
+
+/* The op groups of a prefill chunk (the CUDA backend's prefill labels map onto them). */
+typedef enum glm_prefill_group {
+    GLM_PF_EXPERTS,   /* the routed experts (EXL3 grouped by expert, or dense) */
+    GLM_PF_DENSE,     /* every other weight product: attention, KDA, indexer, shared expert, router,
+                       * HC mixing, dense MLP, LM head */
+    GLM_PF_KDA,       /* the KDA conv, norms, gates, delta rule and gated norm */
+    GLM_PF_ATTENTION, /* the latent attention with its absorb and expand, the indexer's scores */
+    GLM_PF_REST,      /* norms, HC mixes and updates, routing, SwiGLU, sums, copies */
+    GLM_PF_GROUPS
+} glm_prefill_group;
+
+extern const char *const glm_prefill_group_names[GLM_PF_GROUPS];
+
+/* The group of a prefill profile label (engine/cuda/forward.c's op names); GLM_PF_REST for any
+ * label no group names. */
+glm_prefill_group glm_prefill_group_of(const char *label);
+
+/* How the weights are stored, for the bytes a chunk reads. */
+typedef struct glm_prefill_format {
+    double dense_bytes;  /* bytes a dense weight (2: bf16, 0.5 + scales: q4) */
+    int expert_bits;     /* the routed experts' EXL3 bits */
+    double cache_bytes;  /* bytes a latent or indexer value in the cache (1: fp8) */
+} glm_prefill_format;
+
+/* FLOPs and device bytes of each group for one chunk of `rows` rows whose first position is
+ * pos, on one rank holding config c (a two-rank config as cuda_plan_rank_config halves it); the
+ * LM head is left out (it runs on one row of the last chunk). GLM_PF_REST gets 0 of both: its
+ * ops are projected from their measured time (memory-bound, at the bandwidths' ratio). */
+void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_prefill_format *f,
+                       double flops[GLM_PF_GROUPS], double bytes[GLM_PF_GROUPS]);
+
+/* The machine a chunk is projected onto. */
+typedef struct glm_prefill_target {
+    double flops_per_s;      /* dense bf16 (fp16) tensor rate with f32 accumulation */
+    double bytes_per_s;      /* memory bandwidth */
+    double link_bytes_per_s; /* the rank exchange's link */
+    double exchange_us;      /* the fixed cost of one exchange */
+} glm_prefill_target;
+
+/* Two DGX Sparks: GB10 273 GB/s; 62.5 TFLOP/s bf16 dense (NVIDIA publishes 1 PFLOP of FP4 with
+ * sparsity; /work/shared/research gives no bf16 figure, so: halved for dense, a quarter of that
+ * for bf16, halved again for f32 accumulation on this GeForce-class tensor core - an
+ * assumption the bench prints); one RDMA rail 12 GB/s (ib_write_bw ~96 Gb/s a rail,
+ * research/comms.md) and 11 us an exchange. */
+#define GLM_PREFILL_SPARKS ((glm_prefill_target){62.5e12, 273e9, 12e9, 11.0})
+
+/* One group's projection, per chunk, in microseconds:
+ *   here   = max(here FLOPs / here rate, here bytes / here bandwidth)     its floor here
+ *   floor  = max(target FLOPs / target rate, target bytes / target bandwidth)
+ *   at_eff = floor x measured / here  (the same fraction of its floor as it ran here; where
+ *            here is 0 (GLM_PF_REST): measured x here bandwidth / target bandwidth) */
+void glm_project_prefill_group(double measured_us, double here_flops, double here_bytes,
+                               double here_flops_per_s, double here_bytes_per_s,
+                               double target_flops, double target_bytes,
+                               const glm_prefill_target *t, double *floor_us, double *at_eff_us);
+
+/* The rank exchanges of a chunk: two a layer (after the attention block and the FFN), each
+ * rows x hidden f32 partial sums over the link plus its fixed cost. */
+double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows, int hidden);
+
+#endif

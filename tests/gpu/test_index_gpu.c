@@ -1,0 +1,484 @@
+/* test_index_gpu.c: the DSA indexer's top-k (eng_dsa_topk) against the CPU backend's rule (sort by
+ * score, ties to the lower pool, tokens in order, the open tail) index for index, its scores
+ * (eng_dsa_scores) against an fp64 reference for every cache format, and its time against the
+ * previous indexer (eng_dsa_select_baseline) at positions 1k to 256k for a prefill chunk and for
+ * decode. Usage: test_index_gpu [--no-time]; exit status 1 on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/engine.h"
+#include "kernels/kernels.h"
+#include "model/numfmt.h"
+
+#define GPU_TEST_NAME "test_index_gpu"
+#include "tests/gpu/gpu_test.h"
+
+/* The rows of one eng_dsa_select call in the engine (engine/cuda: CUDA_SCORE_ROWS). */
+enum { CALL_ROWS = 16, CHUNK = 1024 };
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static int failures;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rng_uniform(void) /* [-1, 1) */
+{
+    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+static float *dev_random(size_t n, float amp)
+{
+    float *h = xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = amp * rng_uniform();
+    float *d = dev_copy(h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static void *to_host(const void *d, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(h, d, bytes));
+    return h;
+}
+
+/* ---- the CPU rule (engine/cpu/dsa.c's indexer) ---- */
+typedef struct pool_score {
+    float score;
+    int pool;
+} pool_score;
+
+static int cmp_pool_score(const void *a, const void *b)
+{
+    const pool_score *x = a, *y = b;
+    if (x->score > y->score)
+        return -1;
+    if (x->score < y->score)
+        return 1;
+    return (x->pool > y->pool) - (x->pool < y->pool);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The selection of the query at pos from its scores; returns the count. */
+static int ref_select(const float *sc, int pos, int kp, int budget, pool_score *ps, int32_t *out)
+{
+    int P = (pos + 1) / kp, n = 0;
+    if (P <= budget) {
+        for (int s = 0; s < P * kp; s++)
+            out[n++] = s;
+    } else {
+        for (int p = 0; p < P; p++)
+            ps[p].score = sc[p], ps[p].pool = p;
+        qsort(ps, (size_t)P, sizeof *ps, cmp_pool_score);
+        for (int i = 0; i < budget; i++)
+            for (int j = 0; j < kp; j++)
+                out[n++] = ps[i].pool * kp + j;
+    }
+    for (int s = P * kp; s <= pos; s++)
+        out[n++] = s;
+    qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    return n;
+}
+
+/* idx/count of rows pos0 + t_off + t (downloaded) against ref_select on scores (host), all T rows;
+ * 0 when all equal, else prints the first difference. */
+static int compare_rows(const char *what, const float *scores, int max_pools, const int32_t *idx,
+                        const int *count, int pos_first, int T, int kp, int budget, int width)
+{
+    int P_last = (pos_first + T) / kp;
+    pool_score *ps = xmalloc((size_t)(P_last + 1) * sizeof *ps);
+    int32_t *ref = xmalloc((size_t)width * sizeof *ref);
+    int bad = 0;
+    for (int t = 0; t < T && !bad; t++) {
+        int n = ref_select(scores + (size_t)t * max_pools, pos_first + t, kp, budget, ps, ref);
+        if (count[t] != n) {
+            printf("  %s: row %d (position %d): count %d, expected %d\n", what, t, pos_first + t,
+                   count[t], n);
+            bad = 1;
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (idx[(size_t)t * width + i] != ref[i]) {
+                printf("  %s: row %d (position %d): index %d is %d, expected %d\n", what, t,
+                       pos_first + t, i, idx[(size_t)t * width + i], ref[i]);
+                bad = 1;
+                break;
+            }
+    }
+    free(ps);
+    free(ref);
+    return bad;
+}
+
+/* ---- the selection on given scores ---- */
+typedef enum score_kind {
+    RANDOM,       /* uniform in [-1, 1) */
+    ALL_EQUAL,    /* every pool 0.5 */
+    FEW_VALUES,   /* three values: ties at any threshold */
+    SIGNED_ZEROS, /* +0 and -0 (one key), a few positives and negatives: the threshold at zero */
+    NEGATIVE,     /* all below zero */
+    RELU_SUMS,    /* as real scores: many exact zeros, positives spread over octaves */
+    CLUSTERED,    /* 1 + k ulp, k < 64: one top bin, ties in the last bits */
+    SPECIAL,      /* infinities, subnormals, FLT_MAX, zeros */
+    DESCENDING,   /* distinct, larger first */
+    KINDS
+} score_kind;
+
+static const char *kind_name[KINDS] = {"random", "all equal", "three values", "signed zeros",
+                                       "negative", "relu sums", "clustered", "special",
+                                       "descending"};
+
+static float make_score(score_kind k, int p)
+{
+    uint32_t r = rng_u32();
+    switch (k) {
+    case RANDOM: return rng_uniform();
+    case ALL_EQUAL: return 0.5f;
+    case FEW_VALUES: return 0.25f * (float)(1 + r % 3);
+    case SIGNED_ZEROS: return r % 10 == 0 ? rng_uniform() : (r & 16) ? -0.0f : 0.0f;
+    case NEGATIVE: return -fabsf(rng_uniform()) - 1e-3f;
+    case RELU_SUMS: {
+        float x = rng_uniform();
+        return x < 0.2f ? 0.0f : ldexpf(x, -(int)(r % 12));
+    }
+    case CLUSTERED: return 1.0f + (float)(r % 64) * 0x1p-23f;
+    case SPECIAL: {
+        static const float v[] = {INFINITY, -INFINITY, 0x1p-140f, -0x1p-140f, 3.4028235e38f,
+                                  0.0f,     -0.0f,     1.0f,      -1.0f,      0x1p-149f};
+        return v[r % 10];
+    }
+    default: return (float)(1 << 20) - (float)p;
+    }
+}
+
+/* One case: T rows from position pos_first, scores of `kind` (pools past each row's P are +inf:
+ * reading them would select them), eng_dsa_topk twice (the work area reused) against the rule. */
+static void check_select(score_kind kind, int pos_first, int T, int kp, int budget)
+{
+    int max_pools = (pos_first + T) / kp + 3, width = budget * kp + kp;
+    size_t nsc = ENG_DSA_SCORE_FLOATS(T, max_pools);
+    float *h = xmalloc((size_t)T * max_pools * sizeof *h);
+    for (int t = 0; t < T; t++) {
+        int P = (pos_first + t + 1) / kp;
+        for (int p = 0; p < max_pools; p++)
+            h[(size_t)t * max_pools + p] = p < P ? make_score(kind, p) : INFINITY;
+    }
+    float *d_sc = dev_alloc(nsc * sizeof(float));
+    CUDA_OK(kern_memset(d_sc, 0x7f, nsc * sizeof(float))); /* the work area starts as garbage */
+    CUDA_OK(kern_to_device(d_sc, h, (size_t)T * max_pools * sizeof *h));
+    int zero = 0, *d_pos = dev_copy(&zero, sizeof zero);
+    int32_t *d_idx = dev_alloc((size_t)T * width * sizeof(int32_t));
+    int *d_count = dev_alloc((size_t)T * sizeof(int));
+    char what[200];
+    snprintf(what, sizeof what, "select %-12s T%-2d positions %d..%d (P %d..%d) kpool %d budget %d",
+             kind_name[kind], T, pos_first, pos_first + T - 1, (pos_first + 1) / kp,
+             (pos_first + T) / kp, kp, budget);
+    int bad = 0;
+    for (int run = 0; run < 2 && !bad; run++) {
+        CUDA_OK(kern_memset(d_idx, 0xff, (size_t)T * width * sizeof(int32_t)));
+        CUDA_OK(eng_dsa_topk(d_sc, d_pos, pos_first, T, kp, budget, max_pools, width, d_idx, d_count,
+                             NULL));
+        int32_t *idx = to_host(d_idx, (size_t)T * width * sizeof(int32_t));
+        int *count = to_host(d_count, (size_t)T * sizeof(int));
+        bad = compare_rows(what, h, max_pools, idx, count, pos_first, T, kp, budget, width);
+        free(idx);
+        free(count);
+    }
+    printf("%-92s %s\n", what, bad ? "FAIL" : "exact");
+    failures += bad;
+    free(h);
+    kern_free(d_sc);
+    kern_free(d_pos);
+    kern_free(d_idx);
+    kern_free(d_count);
+}
+
+static void check_selections(void)
+{
+    const int kp = 4, budget = 512; /* the real model's: index_topk 2048, index_kpool 4 */
+    for (int k = 0; k < KINDS; k++) {
+        check_select(k, budget * kp - 9, CALL_ROWS, kp, budget); /* P from budget - 2 to budget + 1 */
+        check_select(k, 8192, CALL_ROWS, kp, budget);             /* P 2048: two segments */
+        check_select(k, 65536, CALL_ROWS, kp, budget);            /* P 16384: 16 segments */
+        check_select(k, 262144 - 1, 1, kp, budget);               /* decode, P 65536: 64 segments */
+    }
+    check_select(RANDOM, 262144, CALL_ROWS, kp, budget);   /* the 256k prefill call */
+    check_select(RELU_SUMS, 280000, 3, kp, budget);        /* P 70000: more than 64 x 1024 */
+    check_select(ALL_EQUAL, 4 * 4096 - 1, 1, kp, budget);  /* 4096 candidates: they just fit */
+    check_select(ALL_EQUAL, 4 * 4097 - 1, 1, kp, budget);  /* 4097: read from the scores */
+    check_select(CLUSTERED, 4 * 5000, 5, kp, 4000);        /* most pools taken */
+    check_select(RANDOM, budget * kp + 3, 1, kp, budget);   /* P = budget + 1 */
+    check_select(RANDOM, budget * kp - 1, 1, kp, budget);   /* P = budget */
+    check_select(RANDOM, 100, 7, kp, budget);               /* all pools, no scores read */
+    check_select(FEW_VALUES, 20000, 9, 1, 2048);            /* kpool 1 */
+    check_select(SIGNED_ZEROS, 20000, CALL_ROWS, 16, 128);  /* kpool 16: the default config */
+    check_select(RANDOM, 1000, 4, 2, 1);                    /* a budget of one pool */
+    check_select(SIGNED_ZEROS, 1000, 4, 4, 0);              /* no pools: the open tail alone */
+}
+
+/* ---- the scores ---- */
+static const char *cache_name(int dt)
+{
+    return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
+}
+
+/* The cache's rows as floats, read back (the values the kernels see). */
+static float *cache_values(const eng_cache *c, int rows)
+{
+    size_t n = (size_t)rows * c->width, esz = c->dtype == ENG_CACHE_FP8 ? 1 : c->dtype == ENG_CACHE_BF16 ? 2 : 4;
+    unsigned char *raw = to_host(c->rows, n * esz);
+    float *scale = c->dtype == ENG_CACHE_FP8 ? to_host(c->scale, (size_t)rows * sizeof(float)) : NULL;
+    float *v = xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        if (c->dtype == ENG_CACHE_F32)
+            memcpy(&v[i], raw + 4 * i, 4);
+        else if (c->dtype == ENG_CACHE_BF16)
+            v[i] = numfmt_bf16_value((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        else
+            v[i] = numfmt_e4m3_value(raw[i]) * scale[i / c->width];
+    }
+    free(raw);
+    free(scale);
+    return v;
+}
+
+/* eng_dsa_select on random keys (written by eng_cache_write: quantised as the engine does): each
+ * score within tol of the fp64 sum, as a fraction of the sum of the magnitudes of its terms; the
+ * selection the rule's on those scores. */
+static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, int budget)
+{
+    const double tol = 5e-6; /* f32 sums in another order; one bf16 part of q alone errs ~1e-4 */
+    int max_pools = (pos_first + T) / kp + 1, width = budget * kp + kp;
+    eng_cache c = {dt, ID, NULL, NULL};
+    size_t esz = dt == ENG_CACHE_FP8 ? 1 : dt == ENG_CACHE_BF16 ? 2 : 4;
+    c.rows = dev_alloc((size_t)max_pools * ID * esz + 16);
+    c.scale = dev_alloc((size_t)max_pools * sizeof(float));
+    float *src = dev_random((size_t)max_pools * ID, 2.0f);
+    int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
+    CUDA_OK(eng_cache_write(&c, d_zero, src, max_pools, NULL));
+    float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
+    size_t nsc = ENG_DSA_SCORE_FLOATS(T, max_pools);
+    float *d_sc = dev_alloc(nsc * sizeof(float));
+    CUDA_OK(kern_memset(d_sc, 0, nsc * sizeof(float)));
+    int32_t *d_idx = dev_alloc((size_t)T * width * sizeof(int32_t));
+    int *d_count = dev_alloc((size_t)T * sizeof(int));
+    CUDA_OK(eng_dsa_select(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools, d_sc,
+                           width, d_idx, d_count, NULL));
+    float *got = to_host(d_sc, (size_t)T * max_pools * sizeof(float));
+    float *key = cache_values(&c, max_pools);
+    float *q = to_host(iq, (size_t)T * IH * ID * sizeof(float)), *w = to_host(hw, (size_t)T * IH * sizeof(float));
+    double worst = 0, hscale = 1 / sqrt((double)IH), dscale = 1 / sqrt((double)ID);
+    int bad = 0;
+    for (int t = 0; t < T; t++) {
+        int P = (pos_first + t + 1) / kp;
+        if (P <= budget)
+            continue;
+        for (int p = 0; p < P; p++) {
+            double ref = 0, mag = 0;
+            for (int hh = 0; hh < IH; hh++) {
+                double dot = 0, dmag = 0;
+                for (int d = 0; d < ID; d++) {
+                    double prod = (double)q[((size_t)t * IH + hh) * ID + d] * key[(size_t)p * ID + d];
+                    dot += prod;
+                    dmag += fabs(prod);
+                }
+                double wh = (double)w[(size_t)t * IH + hh] * hscale;
+                ref += wh * (dot > 0 ? dot * dscale : 0);
+                mag += fabs(wh) * dmag * dscale;
+            }
+            double e = fabs(got[(size_t)t * max_pools + p] - ref) / (mag > 0 ? mag : 1);
+            if (!(e <= tol))
+                bad++;
+            worst = e > worst || e != e ? e : worst;
+        }
+    }
+    int32_t *idx = to_host(d_idx, (size_t)T * width * sizeof(int32_t));
+    int *count = to_host(d_count, (size_t)T * sizeof(int));
+    char what[160];
+    snprintf(what, sizeof what, "scores %-4s IH %-2d ID %-3d T%-2d P %d..%d", cache_name(dt), IH, ID,
+             T, (pos_first + 1) / kp, (pos_first + T) / kp);
+    int sel_bad = compare_rows(what, got, max_pools, idx, count, pos_first, T, kp, budget, width);
+    printf("%-60s max error %.2e of the terms' magnitude (tol %.0e), selection %s %s\n", what,
+           worst, tol, sel_bad ? "differs" : "exact", bad || sel_bad ? "FAIL" : "ok");
+    failures += bad > 0 || sel_bad;
+    free(got);
+    free(key);
+    free(q);
+    free(w);
+    free(idx);
+    free(count);
+    kern_free(c.rows);
+    kern_free(c.scale);
+    kern_free(src);
+    kern_free(d_zero);
+    kern_free(iq);
+    kern_free(hw);
+    kern_free(d_sc);
+    kern_free(d_idx);
+    kern_free(d_count);
+}
+
+static void check_all_scores(void)
+{
+    static const int dts[] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+    for (int i = 0; i < 3; i++) {
+        check_scores(dts[i], 32, 128, CALL_ROWS, 4 * 3000, 4, 512); /* the real shape, prefill */
+        check_scores(dts[i], 32, 128, 1, 4 * 3000, 4, 512);         /* and decode */
+        check_scores(dts[i], 8, 32, 5, 700, 4, 16);                 /* mkmodel small */
+        check_scores(dts[i], 12, 16, 3, 300, 2, 8);                 /* a fixture's, heads off 16 */
+        check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4);           /* ID off 16: padded */
+        check_scores(dts[i], 40, 64, 2, 900, 4, 32);                /* IH past the tiles: f32 */
+    }
+}
+
+/* ---- time, against the previous indexer ---- */
+static float time_ms(void *a, void *b)
+{
+    float ms = 0;
+    CUDA_OK(eng_event_ms(a, b, &ms));
+    return ms;
+}
+
+typedef int (*select_fn)(const eng_cache *, const float *, const float *, const int *, int, int,
+                         int, int, int, int, int, float *, int, int32_t *, int *, void *);
+
+typedef struct bench {
+    eng_cache pool;
+    float *iq, *hw, *scores;
+    int32_t *idx;
+    int *count, *d_pos, IH, ID, kp, budget, max_pools, width;
+} bench;
+
+/* The rows [0, rows) from position *d_pos as the engine calls them, CALL_ROWS at a time; which:
+ * 0 the whole selection by fn, 1 the scores alone, 2 the top-k alone. */
+static void run_rows(const bench *b, select_fn fn, int which, int rows)
+{
+    for (int t0 = 0; t0 < rows; t0 += CALL_ROWS) {
+        int nt = rows - t0 < CALL_ROWS ? rows - t0 : CALL_ROWS;
+        const float *iq = b->iq + (size_t)t0 * b->IH * b->ID, *hw = b->hw + (size_t)t0 * b->IH;
+        int32_t *idx = b->idx + (size_t)t0 * b->width;
+        if (which == 0)
+            CUDA_OK(fn(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp, b->budget,
+                       b->max_pools, b->scores, b->width, idx, b->count + t0, NULL));
+        else if (which == 1)
+            CUDA_OK(eng_dsa_scores(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
+                                   b->budget, b->max_pools, b->scores, NULL));
+        else
+            CUDA_OK(eng_dsa_topk(b->scores, b->d_pos, t0, nt, b->kp, b->budget, b->max_pools,
+                                 b->width, idx, b->count + t0, NULL));
+    }
+}
+
+static double time_rows(const bench *b, select_fn fn, int which, int rows, int reps, void *ev0,
+                        void *ev1)
+{
+    run_rows(b, fn, which, rows); /* warm */
+    CUDA_OK(eng_event_record(ev0, NULL));
+    for (int r = 0; r < reps; r++)
+        run_rows(b, fn, which, rows);
+    CUDA_OK(eng_event_record(ev1, NULL));
+    return time_ms(ev0, ev1) * 1000.0 / reps; /* us */
+}
+
+static void time_position(int pos, void *ev0, void *ev1)
+{
+    bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512};
+    b.max_pools = (pos + CHUNK) / b.kp + 1, b.width = b.budget * b.kp + b.kp;
+    b.pool = (eng_cache){ENG_CACHE_FP8, b.ID, NULL, NULL};
+    b.pool.rows = dev_alloc((size_t)b.max_pools * b.ID);
+    b.pool.scale = dev_alloc((size_t)b.max_pools * sizeof(float));
+    float *src = dev_random((size_t)b.max_pools * b.ID, 2.0f);
+    int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
+    CUDA_OK(eng_cache_write(&b.pool, d_zero, src, b.max_pools, NULL));
+    kern_free(src);
+    b.iq = dev_random((size_t)CHUNK * b.IH * b.ID, 1.0f);
+    b.hw = dev_random((size_t)CHUNK * b.IH, 1.0f);
+    size_t nsc = ENG_DSA_SCORE_FLOATS(CALL_ROWS, b.max_pools);
+    b.scores = dev_alloc(nsc * sizeof(float));
+    b.idx = dev_alloc((size_t)CHUNK * b.width * sizeof(int32_t));
+    b.count = dev_alloc((size_t)CHUNK * sizeof(int));
+    b.d_pos = dev_copy(&pos, sizeof pos);
+    int reps_chunk = pos >= 65536 ? 2 : 5, reps_dec = 50;
+    double old_c = time_rows(&b, eng_dsa_select_baseline, 0, CHUNK, reps_chunk, ev0, ev1);
+    double new_c = time_rows(&b, eng_dsa_select, 0, CHUNK, reps_chunk, ev0, ev1);
+    double sc_c = time_rows(&b, NULL, 1, CHUNK, reps_chunk, ev0, ev1);
+    double tk_c = time_rows(&b, NULL, 2, CHUNK, reps_chunk, ev0, ev1);
+    /* the last call's rows against the rule on their scores (real score distributions) */
+    run_rows(&b, eng_dsa_select, 0, CHUNK);
+    float *sc = to_host(b.scores, (size_t)CALL_ROWS * b.max_pools * sizeof(float));
+    int32_t *idx = to_host(b.idx + (size_t)(CHUNK - CALL_ROWS) * b.width,
+                           (size_t)CALL_ROWS * b.width * sizeof(int32_t));
+    int *count = to_host(b.count + CHUNK - CALL_ROWS, CALL_ROWS * sizeof(int));
+    char what[80];
+    snprintf(what, sizeof what, "timed chunk at %d", pos);
+    int bad = compare_rows(what, sc, b.max_pools, idx, count, pos + CHUNK - CALL_ROWS, CALL_ROWS,
+                           b.kp, b.budget, b.width);
+    failures += bad;
+    free(sc);
+    free(idx);
+    free(count);
+    int dpos = pos + CHUNK - 1; /* decode: one row, the chunk's last position */
+    CUDA_OK(kern_to_device(b.d_pos, &dpos, sizeof dpos));
+    double old_d = time_rows(&b, eng_dsa_select_baseline, 0, 1, reps_dec, ev0, ev1);
+    double new_d = time_rows(&b, eng_dsa_select, 0, 1, reps_dec, ev0, ev1);
+    double sc_d = time_rows(&b, NULL, 1, 1, reps_dec, ev0, ev1);
+    double tk_d = time_rows(&b, NULL, 2, 1, reps_dec, ev0, ev1);
+    printf("%8d %6d | %10.1f %10.1f %8.1f %8.1f %6.1fx | %8.1f %8.1f %7.1f %7.1f %6.1fx %s\n", pos,
+           (pos + CHUNK) / b.kp, old_c, new_c, sc_c, tk_c, old_c / new_c, old_d, new_d, sc_d, tk_d,
+           old_d / new_d, bad ? "FAIL: selection" : "");
+    kern_free(b.pool.rows);
+    kern_free(b.pool.scale);
+    kern_free(d_zero);
+    kern_free(b.iq);
+    kern_free(b.hw);
+    kern_free(b.scores);
+    kern_free(b.idx);
+    kern_free(b.count);
+    kern_free(b.d_pos);
+}
+
+int main(int argc, char **argv)
+{
+    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+    if (kern_device_count() < 1) {
+        fprintf(stderr, "test_index_gpu: no CUDA device\n");
+        return 1;
+    }
+    char name[256];
+    kern_device_describe(0, name, sizeof name);
+    printf("device %s\n", name);
+    check_selections();
+    check_all_scores();
+    if (timed) {
+        void *ev0, *ev1;
+        CUDA_OK(eng_event_new(&ev0));
+        CUDA_OK(eng_event_new(&ev1));
+        printf("\nthe indexer (IH 32, ID 128, kpool 4, top-k 2048, fp8 keys), us; old = "
+               "eng_dsa_select_baseline, new = eng_dsa_select (its scores and top-k alone after)\n");
+        printf("%8s %6s | %10s %10s %8s %8s %7s | %8s %8s %7s %7s %7s\n", "position", "pools",
+               "chunk old", "chunk new", "scores", "top-k", "x", "dec old", "dec new", "scores",
+               "top-k", "x");
+        static const int positions[] = {1024, 8192, 65536, 262144};
+        for (int i = 0; i < 4; i++)
+            time_position(positions[i], ev0, ev1);
+        eng_event_free(ev0);
+        eng_event_free(ev1);
+    }
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

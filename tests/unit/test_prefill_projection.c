@@ -1,0 +1,119 @@
+/* test_prefill_projection.c: Check suite for the prefill chunk's op groups and their projection
+ * onto two Sparks (engine/model/prefill_projection.c), against figures computed by hand below. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/config.h"
+#include "model/prefill_projection.h"
+
+/* test_traffic.c's tiny model: D 256, 2 streams; layer 0 KDA (2 heads of 128) + dense MLP (256
+ * wide), layer 1 DSA (2 heads, q rank 128, latent 64, nope 64, v 64; indexer 2 heads of 32, top
+ * 8, pools of 4) + MoE (4 experts 128 wide, top 2, one shared). */
+static void tiny_config(glm_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->vocab_size = 512, c->hidden_size = 256, c->num_layers = 2, c->hc_mult = 2;
+    c->kda_heads = 2, c->kda_head_dim = 128, c->kda_conv_kernel = 4;
+    c->num_heads = 2, c->q_lora_rank = 128, c->kv_lora_rank = 64;
+    c->qk_nope_head_dim = 64, c->v_head_dim = 64;
+    c->index_n_heads = 2, c->index_head_dim = 32, c->index_topk = 8, c->index_kpool = 4;
+    c->n_routed_experts = 4, c->num_experts_per_tok = 2, c->n_shared_experts = 1;
+    c->moe_intermediate_size = 128, c->intermediate_size = 256;
+    c->attn[0] = GLM_ATTN_KDA, c->moe[0] = 0;
+    c->attn[1] = GLM_ATTN_DSA, c->moe[1] = 1;
+}
+
+START_TEST(tiny_chunk_costs_by_hand)
+{
+    glm_config c;
+    tiny_config(&c);
+    glm_prefill_format f = {.dense_bytes = 2, .expert_bits = 4, .cache_bytes = 1};
+    double fl[GLM_PF_GROUPS], by[GLM_PF_GROUPS];
+    glm_prefill_costs(&c, 16, 0, &f, fl, by);
+    /* experts: 2 x 32 pairs x 3 x 128 x 256; the 4 experts' 3 x 128 x 256 half-bytes each times
+     * 4 (1 - 0.75^32) selected, 32 pairs x (2 x 256 x 2 + 2 x 128 x 4 + 128 x 2 + 256 x 4) = 106496
+     * and 2 x 16 x 256 x 4 = 32768 of rows in and out */
+    ck_assert_double_eq_tol(fl[GLM_PF_EXPERTS], 6291456, 0.5);
+    ck_assert_double_eq_tol(by[GLM_PF_EXPERTS], 49152 * 4 * (1 - pow(0.75, 32)) + 139264, 0.5);
+    /* KDA: 16 x 6 x 2 x 128^2; 16 x 256 x 4 x 10 + 2 x 2 x 128^2 x 4 */
+    ck_assert_double_eq_tol(fl[GLM_PF_KDA], 3145728, 0.5);
+    ck_assert_double_eq_tol(by[GLM_PF_KDA], 163840 + 262144, 0.5);
+    /* attention at position 0: mid 8, 9 selected (< 8 + 4 - 1); a row: absorb 2 x 2 x 64 x 64 =
+     * 16384, scores and sums 4 x 2 x 9 x 64 = 4608, expand 16384, indexer 2 x 2 x 32 x 8/4 = 256:
+     * 37632 x 16 rows; bytes: kv_b 2 x 128 x 64 x 2 = 32768, 16 cache rows of 64 + 4, 4 pools of
+     * 32 + 4, rows 16 x 2 x (64 + 128 + 64) x 4 = 32768 */
+    ck_assert_double_eq_tol(fl[GLM_PF_ATTENTION], 602112, 0.5);
+    ck_assert_double_eq_tol(by[GLM_PF_ATTENTION], 32768 + 1088 + 144 + 32768, 0.5);
+    /* dense: HC 4 x 2 x 16 x 512 x 8 = 524288; KDA q/k/v 6291456, gates a/b 2 x 2097152, beta
+     * 16384, output 2097152; MLP 6291456; DSA q_a 1048576, q_b 524288, kv_a 524288, o 1048576,
+     * indexer 262144 x 3 + 16384; router 32768; shared 3145728: 26542080 in all. Bytes: each
+     * product's weights once plus 16 rows in and out in f32: 2413056 in all */
+    ck_assert_double_eq_tol(fl[GLM_PF_DENSE], 26542080, 0.5);
+    ck_assert_double_eq_tol(by[GLM_PF_DENSE], 2413056, 0.5);
+    ck_assert(fl[GLM_PF_REST] == 0 && by[GLM_PF_REST] == 0);
+    /* later in the prompt: the attention selects its full window of 11 and reads the cache
+     * rows up to the chunk's end */
+    glm_prefill_costs(&c, 16, 1000, &f, fl, by);
+    ck_assert_double_eq_tol(fl[GLM_PF_ATTENTION], 16 * (16384 + 4 * 2 * 11 * 64 + 16384 +
+                                                         2 * 2 * 32 * (1008.0 / 4)), 0.5);
+    ck_assert_double_eq_tol(by[GLM_PF_ATTENTION], 32768 + 1016 * 68 + 254 * 36 + 32768, 0.5);
+}
+END_TEST
+
+START_TEST(group_projection_by_hand)
+{
+    glm_prefill_target t = {62.5e12, 273e9, 12e9, 11.0};
+    double floor_us, at_eff;
+    /* here: 1 GFLOP at 100 TFLOP/s = 10 us, 1 MB at 1 TB/s = 1 us, ran 100 us (a tenth of its
+     * floor); there: 2 GFLOP at 62.5 TFLOP/s = 32 us over 5 MB / 273 GB/s = 18.3 us: 32 us, and
+     * at the same tenth 320 us */
+    glm_project_prefill_group(100, 1e9, 1e6, 1e14, 1e12, 2e9, 5e6, &t, &floor_us, &at_eff);
+    ck_assert_double_eq_tol(floor_us, 32, 1e-9);
+    ck_assert_double_eq_tol(at_eff, 320, 1e-9);
+    /* memory-bound there: 1 GB / 273 GB/s = 3663 us */
+    glm_project_prefill_group(100, 1e9, 1e6, 1e14, 1e12, 2e9, 1e9, &t, &floor_us, &at_eff);
+    ck_assert_double_eq_tol(floor_us, 1e9 / 273e9 * 1e6, 1e-6);
+    /* no FLOPs or bytes counted (the rest): 50 us at 3 TB/s here, so 50 x 3000 / 273 there */
+    glm_project_prefill_group(50, 0, 0, 1e14, 3e12, 0, 0, &t, &floor_us, &at_eff);
+    ck_assert_double_eq_tol(floor_us, 0, 1e-12);
+    ck_assert_double_eq_tol(at_eff, 50 * 3e12 / 273e9, 1e-6);
+    /* exchanges: 45 layers x 2 x (4096 x 4096 x 4 bytes / 12 GB/s + 11 us) */
+    ck_assert_double_eq_tol(glm_prefill_exchange_us(&t, 45, 4096, 4096),
+                            90 * (67108864 / 12e9 * 1e6 + 11), 1e-6);
+    /* the Sparks' rates as the header states them */
+    glm_prefill_target s = GLM_PREFILL_SPARKS;
+    ck_assert(s.flops_per_s == 62.5e12 && s.bytes_per_s == 273e9 && s.link_bytes_per_s == 12e9);
+}
+END_TEST
+
+START_TEST(labels_land_in_their_groups)
+{
+    ck_assert_int_eq(glm_prefill_group_of("the EXL3 experts (grouped by expert)"), GLM_PF_EXPERTS);
+    ck_assert_int_eq(glm_prefill_group_of("the KDA q projection"), GLM_PF_DENSE);
+    ck_assert_int_eq(glm_prefill_group_of("the HC mixing product"), GLM_PF_DENSE);
+    ck_assert_int_eq(glm_prefill_group_of("the KDA delta rule"), GLM_PF_KDA);
+    ck_assert_int_eq(glm_prefill_group_of("the latent attention"), GLM_PF_ATTENTION);
+    ck_assert_int_eq(glm_prefill_group_of("the indexer's top-k"), GLM_PF_ATTENTION);
+    ck_assert_int_eq(glm_prefill_group_of("the HC update"), GLM_PF_REST);
+    ck_assert_int_eq(glm_prefill_group_of("no such op"), GLM_PF_REST);
+    for (int g = 0; g < GLM_PF_GROUPS; g++)
+        ck_assert_ptr_nonnull(glm_prefill_group_names[g]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("prefill_projection");
+    TCase *t = tcase_create("costs");
+    tcase_add_test(t, tiny_chunk_costs_by_hand);
+    tcase_add_test(t, group_projection_by_hand);
+    tcase_add_test(t, labels_land_in_their_groups);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
