@@ -1007,15 +1007,15 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
  * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
 static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
 {
-    static const int variants[] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
-                                   KERN_EXL3_GROUPED_REUSE_128, KERN_EXL3_GROUPED_AUTO};
-    static const char *const names[] = {"64 rows a decode (before)", "reuse, 64 rows a decode",
-                                        "reuse, 128 rows a decode", "auto (the default)"};
+    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+                                   KERN_EXL3_GROUPED_AUTO};
+    static const char *const names[] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
+                                        "auto (the default)"};
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     size_t V = (size_t)c->vocab_size;
     float *first = malloc(V * sizeof *first), *got = malloc(V * sizeof *got);
     int rc = first && got ? 0 : -1, was = kern_exl3_grouped();
-    for (int v = 0; v < 4 && !rc; v++) {
+    for (int v = 0; v < 3 && !rc; v++) {
         glm_error err = {0};
         kern_exl3_set_grouped(variants[v]);
         be->ops->state_reset(s);
