@@ -11,6 +11,7 @@
 
 #include "app/chat.h"
 #include "app/chat_memory.h"
+#include "base/errbuf.h"
 
 #define CHAT_DEFAULT_MAX_STEPS 32
 #define CHAT_TITLE_MAX 60
@@ -27,35 +28,24 @@ struct chat {
     int seed_set;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int db_fail(chat *c, char *err, size_t errlen, const char *what)
 {
-    return fail(err, errlen, "%s: %s", what, db_errmsg(c->o.db));
+    return errbuf_fail(err, errlen, "%s: %s", what, db_errmsg(c->o.db));
 }
 
 chat *chat_new(const chat_options *o, const chat_source *src, const chat_sink *sink, char *err, size_t errlen)
 {
     if (!o || !o->cfg || !o->db || !src || !src->generate) {
-        fail(err, errlen, "chat_new needs a config, a database and a reply source");
+        errbuf_fail(err, errlen, "chat_new needs a config, a database and a reply source");
         return NULL;
     }
     if (o->tools && !o->policy) {
-        fail(err, errlen, "chat_new: tools need an approval policy");
+        errbuf_fail(err, errlen, "chat_new: tools need an approval policy");
         return NULL;
     }
     chat *c = calloc(1, sizeof *c);
     if (!c) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         return NULL;
     }
     c->o = *o;
@@ -70,7 +60,7 @@ chat *chat_new(const chat_options *o, const chat_source *src, const chat_sink *s
     c->seed_set = o->cfg->seed_set;
     if (o->cfg->system_prompt && !(c->system_prompt = strdup(o->cfg->system_prompt))) {
         free(c);
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         return NULL;
     }
     return c;
@@ -158,7 +148,7 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
     if (id == 0) { /* a new conversation starts from the configured system prompt */
         char *dflt = c->o.cfg->system_prompt ? strdup(c->o.cfg->system_prompt) : NULL;
         if (c->o.cfg->system_prompt && !dflt)
-            return fail(err, errlen, "out of memory");
+            return errbuf_fail(err, errlen, "out of memory");
         free(c->system_prompt);
         c->system_prompt = dflt;
         c->conv = 0;
@@ -168,7 +158,7 @@ int chat_open(chat *c, int64_t id, char *err, size_t errlen)
     if (exists < 0)
         return db_fail(c, err, errlen, "cannot look the conversation up");
     if (!exists)
-        return fail(err, errlen, "there is no conversation %lld in %s; `glmchat list` shows them", (long long)id,
+        return errbuf_fail(err, errlen, "there is no conversation %lld in %s; `glmchat list` shows them", (long long)id,
                     db_path(c->o.db));
     if (msg_end_interrupted(c->o.db, id) < 0) /* replies a killed process left streaming */
         return db_fail(c, err, errlen, "cannot end the replies a crash interrupted");
@@ -201,7 +191,7 @@ int chat_set_system_prompt(chat *c, const char *prompt, char *err, size_t errlen
 {
     char *copy = prompt && *prompt ? strdup(prompt) : NULL;
     if (prompt && *prompt && !copy)
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     free(c->system_prompt);
     c->system_prompt = copy;
     if (c->conv && conv_set_system_prompt(c->o.db, c->conv, copy) != 0)
@@ -367,7 +357,7 @@ chat_request *chat_build_request(chat *c, char *err, size_t errlen)
 {
     chat_request *cr = calloc(1, sizeof *cr);
     if (!cr) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         return NULL;
     }
     if (c->conv && conv_load_path(c->o.db, c->conv, &cr->path) != 0) {
@@ -421,7 +411,7 @@ chat_request *chat_build_request(chat *c, char *err, size_t errlen)
             g->tool_calls = NULL;
     }
     if (failed) {
-        fail(err, errlen, "out of memory");
+        errbuf_fail(err, errlen, "out of memory");
         chat_request_free(cr);
         return NULL;
     }
@@ -760,7 +750,7 @@ static int run_tools(chat *c, const step *s, int *canceled, char *err, size_t er
         }
         if (rc != 0) {
             tool_result_clear(&r);
-            return fail(err, errlen, "out of memory running %s", call->name);
+            return errbuf_fail(err, errlen, "out of memory running %s", call->name);
         }
         int saved = save_tool_result(c, call, &r, err, errlen);
         tool_result_clear(&r);
@@ -782,7 +772,7 @@ static int run_steps(chat *c, chat_outcome *out, char *err, size_t errlen)
         out->last_message = s.msg;
         out->tool_calls += s.n_calls;
         if (s.storage_failed) {
-            fail(err, errlen, "%s", s.storage_err);
+            errbuf_fail(err, errlen, "%s", s.storage_err);
             step_free(&s);
             return -1;
         }
@@ -851,7 +841,7 @@ static int check_fits(chat *c, const char *text, int replacing, char *err, size_
     glm_message *msgs = calloc(n + 1, sizeof *msgs);
     if (!msgs) {
         chat_request_free(cr);
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     }
     memcpy(msgs, cr->req.messages, n * sizeof *msgs);
     msgs[n] = (glm_message){.role = GLM_ROLE_USER, .content = text};
@@ -865,16 +855,16 @@ static int check_fits(chat *c, const char *text, int replacing, char *err, size_
     glm_status st = c->src.measure(c->src.self, &r, &tokens, &context, &gerr);
     int rc = 0;
     if (st != GLM_OK) {
-        rc = fail(err, errlen, "cannot measure the prompt: %s", gerr.message);
+        rc = errbuf_fail(err, errlen, "cannot measure the prompt: %s", gerr.message);
     } else if (tokens >= context) {
         if (c->src.measure(c->src.self, &alone, &own, &context, &gerr) != GLM_OK)
             own = -1;
         if (own >= context || n == 0)
-            rc = fail(err, errlen, "your message was not sent: it is %d tokens, and the context holds %d "
+            rc = errbuf_fail(err, errlen, "your message was not sent: it is %d tokens, and the context holds %d "
                                    "(--context, context in the config); shorten it",
                       own, context);
         else
-            rc = fail(err, errlen, "your message was not sent: with the %d tokens of the conversation before "
+            rc = errbuf_fail(err, errlen, "your message was not sent: with the %d tokens of the conversation before "
                                    "it the prompt is %d tokens, and the context holds %d (--context, "
                                    "context in the config); /compact summarises the conversation, /drop N "
                                    "takes old turns off it, /new starts afresh",
@@ -915,7 +905,7 @@ static int64_t last_user(chat *c, int64_t *parent, char *err, size_t errlen)
         }
     conv_messages_free(&path);
     if (id == 0)
-        return fail(err, errlen, "the conversation has no message of yours to answer again");
+        return errbuf_fail(err, errlen, "the conversation has no message of yours to answer again");
     return id;
 }
 
@@ -923,7 +913,7 @@ int chat_retry(chat *c, chat_outcome *out, char *err, size_t errlen)
 {
     outcome_init(out);
     if (!c->conv)
-        return fail(err, errlen, "there is nothing to retry in a new conversation");
+        return errbuf_fail(err, errlen, "there is nothing to retry in a new conversation");
     int64_t parent;
     int64_t user = last_user(c, &parent, err, errlen);
     if (user < 0)
@@ -937,7 +927,7 @@ int chat_edit(chat *c, const char *text, chat_outcome *out, char *err, size_t er
 {
     outcome_init(out);
     if (!c->conv)
-        return fail(err, errlen, "there is no message to edit in a new conversation");
+        return errbuf_fail(err, errlen, "there is no message to edit in a new conversation");
     int64_t parent;
     if (last_user(c, &parent, err, errlen) < 0 || check_fits(c, text, 1, err, errlen))
         return -1;
@@ -949,16 +939,16 @@ int chat_edit(chat *c, const char *text, chat_outcome *out, char *err, size_t er
 int chat_branch(chat *c, int64_t msg_id, char *err, size_t errlen)
 {
     if (!c->conv)
-        return fail(err, errlen, "open a conversation before branching");
+        return errbuf_fail(err, errlen, "open a conversation before branching");
     if (conv_set_leaf(c->o.db, c->conv, msg_id) != 0)
-        return fail(err, errlen, "cannot continue from message %lld: %s", (long long)msg_id, db_errmsg(c->o.db));
+        return errbuf_fail(err, errlen, "cannot continue from message %lld: %s", (long long)msg_id, db_errmsg(c->o.db));
     return 0;
 }
 
 int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen)
 {
     if (!c->conv)
-        return fail(err, errlen, "there is nothing to drop in a new conversation");
+        return errbuf_fail(err, errlen, "there is nothing to drop in a new conversation");
     int64_t id = msg_by_number(c->o.db, c->conv, n);
     if (id < 0)
         return db_fail(c, err, errlen, "cannot find the message");
@@ -971,7 +961,7 @@ int64_t chat_drop(chat *c, int64_t n, char *err, size_t errlen)
             parent = path.msgs[i].parent;
     conv_messages_free(&path);
     if (parent < 0)
-        return fail(err, errlen, "message %lld is not on the path shown (/branch lists the others)",
+        return errbuf_fail(err, errlen, "message %lld is not on the path shown (/branch lists the others)",
                     (long long)n);
     if (conv_set_leaf(c->o.db, c->conv, parent) != 0)
         return db_fail(c, err, errlen, "cannot drop the message");
@@ -1022,7 +1012,7 @@ static int generate_summary(chat *c, summary_text *s, char *err, size_t errlen)
     glm_message *msgs = calloc(cr->n + 1, sizeof *msgs);
     if (!msgs) {
         chat_request_free(cr);
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     }
     memcpy(msgs, cr->req.messages, cr->n * sizeof *msgs);
     msgs[cr->n] = (glm_message){.role = GLM_ROLE_USER, .content = compact_instruction};
@@ -1048,7 +1038,7 @@ static int generate_summary(chat *c, summary_text *s, char *err, size_t errlen)
         snprintf(s->finish, sizeof s->finish, "stop");
     free(msgs);
     chat_request_free(cr);
-    return s->failed ? fail(err, errlen, "out of memory") : 0;
+    return s->failed ? errbuf_fail(err, errlen, "out of memory") : 0;
 }
 
 /* The summary without the whitespace around it (in place); NULL when nothing is left. */
@@ -1068,7 +1058,7 @@ static int save_summary(chat *c, const char *summary, char *err, size_t errlen)
     size_t n = strlen(CHAT_SUMMARY_PREFIX) + strlen(summary) + 1;
     char *text = malloc(n);
     if (!text)
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     snprintf(text, n, "%s%s", CHAT_SUMMARY_PREFIX, summary);
     int rc = save_user(c, 0, text, err, errlen);
     free(text);
@@ -1080,14 +1070,14 @@ int chat_compact(chat *c, chat_outcome *out, int *summarised, char *err, size_t 
     outcome_init(out);
     *summarised = 0;
     if (!c->conv)
-        return fail(err, errlen, "there is nothing to summarise in a new conversation");
+        return errbuf_fail(err, errlen, "there is nothing to summarise in a new conversation");
     conv_messages path;
     if (conv_load_path(c->o.db, c->conv, &path) != 0)
         return db_fail(c, err, errlen, "cannot load the conversation");
     size_t count = path.count;
     conv_messages_free(&path);
     if (count == 0)
-        return fail(err, errlen, "there is nothing to summarise on this path");
+        return errbuf_fail(err, errlen, "there is nothing to summarise on this path");
     summary_text s = {.c = c};
     int rc = generate_summary(c, &s, err, errlen);
     out->steps = 1;

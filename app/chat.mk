@@ -7,7 +7,7 @@ libapp_a_SOURCES += \
 	app/tools/builtin.h app/tools/mcp.c app/tools/mcp.h app/tools/mcp_rpc.c app/tools/mcp_rpc.h \
 	app/tools/mcp_boot.c app/tools/mcp_boot.h \
 	app/chat.c app/chat.h app/chat_branches.c app/chat_branches.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
-	app/chat_tui.c app/chat_tui.h app/test_reply_source.c app/test_reply_source.h \
+	app/chat_tui.c app/chat_tui.h app/source_hook.h \
 	app/attach.c app/attach.h app/engine_log.c app/engine_log.h
 glmchat_LDADD += $(CJSON_LIBS)
 
@@ -32,26 +32,42 @@ tests_unit_test_jsonl_SOURCES = tests/unit/test_jsonl.c
 tests_unit_test_jsonl_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
 tests_unit_test_jsonl_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 check_PROGRAMS += tests/unit/test_chat
-tests_unit_test_chat_SOURCES = tests/unit/test_chat.c
+tests_unit_test_chat_SOURCES = tests/unit/test_chat.c tests/app/test_reply_source.c tests/app/test_reply_source.h
 tests_unit_test_chat_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
 tests_unit_test_chat_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_config tests/unit/test_tools tests/unit/test_mcp tests/unit/test_jsonl \
 	tests/unit/test_chat
 
-# Scripted sessions end to end: recorded replies through the test hook, the MCP test server.
+# glmchat-test: glmchat plus the recorded-reply source in place of the model when
+# GLMCHAT_TEST_REPLIES is set (tests/app/reply_hook.c); the e2e tests that replay replies run it.
+# glmchat itself does not contain the source (cli.sh checks with nm).
+check_PROGRAMS += tests/app/glmchat-test
+tests_app_glmchat_test_SOURCES = app/main.c tests/app/reply_hook.c tests/app/test_reply_source.c \
+	tests/app/test_reply_source.h
+tests_app_glmchat_test_CPPFLAGS = $(APP_CPPFLAGS)
+tests_app_glmchat_test_LDADD = $(glmchat_LDADD)
+
+# Scripted sessions end to end: recorded replies through the test build, the MCP test server.
 TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh \
 	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh \
 	tests/e2e/chat_signals.sh tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh \
 	tests/e2e/chat_tui_ux.sh tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh \
-	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh
+	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
 	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh \
 	tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh tests/e2e/chat_signals.sh \
 	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh \
 	tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh tests/e2e/chat_markup.sh \
-	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh
+	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c
 TESTS += tests/e2e/tui_mcp_start.sh
 EXTRA_DIST += tests/e2e/tui_mcp_start.sh
+
+# Code blocks and the clipboard; the command table against both dispatchers (view and app).
+check_PROGRAMS += tests/unit/test_codeblock
+tests_unit_test_codeblock_SOURCES = tests/unit/test_codeblock.c
+tests_unit_test_codeblock_CPPFLAGS = $(CHAT_TEST_CPPFLAGS)
+tests_unit_test_codeblock_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_codeblock

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "app/chat_branches.h"
+#include "base/grow.h"
 
 /* A one-line preview of m: its first text part (or a tool call's name). */
 static void preview_of(const msg *m, char *out, size_t cap)
@@ -41,14 +42,8 @@ typedef struct alt_list {
 
 static int add_alt(alt_list *l, const chat_branch_alt *a)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        chat_branch_alt *grown = realloc(l->v, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        l->v = grown;
-        l->cap = cap;
-    }
+    if (grow_array((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v, 8) != 0)
+        return -1;
     l->v[l->n++] = *a;
     return 0;
 }

@@ -15,7 +15,7 @@
 #include "app/chat_branches.h"
 #include "app/chat_tui.h"
 #include "app/signals.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT, JOB_COMPACT } tui_job;
@@ -833,70 +833,119 @@ static void drop_messages(chat_tui *t, const char *arg)
            "still reaches them");
 }
 
+static void new_conversation(chat_tui *t, const char *args)
+{
+    (void)args;
+    char err[1024];
+    chat_open(t->chat, 0, err, sizeof err);
+    t->editing = 0;
+    ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
+    push_conversation_status(t);
+}
+
+static void list_command(chat_tui *t, const char *args)
+{
+    (void)args;
+    list_conversations(t);
+}
+
+static void retry_reply(chat_tui *t, const char *args)
+{
+    (void)args;
+    start_job(t, JOB_RETRY, NULL);
+}
+
+static void compact_conversation(chat_tui *t, const char *args)
+{
+    (void)args;
+    start_job(t, JOB_COMPACT, NULL);
+}
+
+static void edit_message(chat_tui *t, const char *args)
+{
+    if (*args) {
+        ui_push_text(t->view, UI_EV_USER, args, strlen(args));
+        start_job(t, JOB_EDIT, args);
+        return;
+    }
+    char *last = last_user_text(t);
+    if (!last) {
+        notice(t, "no message of yours to edit yet");
+        return;
+    }
+    ui_push_text(t->view, UI_EV_SET_INPUT, last, strlen(last));
+    free(last);
+    t->editing = 1;
+    notice(t, "edit the message and press Enter: it replaces the last one (a new branch)");
+}
+
+static void show_stats(chat_tui *t, const char *args)
+{
+    (void)args;
+    notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
+              "%.1f tok/s decode",
+           t->last.prompt_tokens, t->last.reused_tokens, t->last.generated_tokens, t->last.ttft_s,
+           t->last.prefill_tok_s, t->last.decode_tok_s);
+}
+
+/* The app's handlers of the commands flagged UI_CMD_APP in ui/commands.c (names, arguments,
+ * help and the streaming rule are there). without_conversation: what the command says instead
+ * of running when no conversation is open; NULL when it runs anyway. */
+typedef struct app_command {
+    const char *name;
+    void (*run)(chat_tui *t, const char *args);
+    const char *without_conversation;
+} app_command;
+
+static const app_command app_commands[] = {
+    {"new", new_conversation, NULL},
+    {"list", list_command, NULL},
+    {"open", open_conversation, NULL},
+    {"search", search, NULL},
+    {"export", export_conversation, "nothing to export yet"},
+    {"system", system_prompt, NULL},
+    {"think", set_think, NULL},
+    {"effort", set_effort, NULL},
+    {"tools", tools_command, NULL},
+    {"retry", retry_reply, "nothing to retry yet"},
+    {"edit", edit_message, NULL},
+    {"branch", branches, "no branches yet"},
+    {"drop", drop_messages, NULL},
+    {"compact", compact_conversation, "nothing to summarise yet"},
+    {"stats", show_stats, NULL},
+    {"attach", attach_file, NULL},
+    {"set", set_sampling, NULL},
+};
+
+static const app_command *app_command_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof app_commands / sizeof app_commands[0]; i++)
+        if (strcmp(app_commands[i].name, name) == 0)
+            return &app_commands[i];
+    return NULL;
+}
+
+int chat_tui_runs_command(const char *name)
+{
+    return app_command_find(name) != NULL;
+}
+
+/* A command from the view: those the view runs alone (help, copy, quit) have no entry here. */
 static void run_command(chat_tui *t, const char *name, const char *args)
 {
-    char err[1024];
-    if (strcmp(name, "new") == 0) {
-        chat_open(t->chat, 0, err, sizeof err);
-        t->editing = 0;
-        ui_push_text(t->view, UI_EV_CLEAR, NULL, 0);
-        push_conversation_status(t);
-    } else if (strcmp(name, "open") == 0) {
-        open_conversation(t, args);
-    } else if (strcmp(name, "list") == 0) {
-        list_conversations(t);
-    } else if (strcmp(name, "search") == 0) {
-        search(t, args);
-    } else if (strcmp(name, "export") == 0) {
-        export_conversation(t, args);
-    } else if (strcmp(name, "system") == 0) {
-        system_prompt(t, args);
-    } else if (strcmp(name, "set") == 0) {
-        set_sampling(t, args);
-    } else if (strcmp(name, "attach") == 0) {
-        attach_file(t, args);
-    } else if (strcmp(name, "think") == 0) {
-        set_think(t, args);
-    } else if (strcmp(name, "effort") == 0) {
-        set_effort(t, args);
-    } else if (strcmp(name, "tools") == 0) {
-        tools_command(t, args);
-    } else if (strcmp(name, "retry") == 0) {
-        if (chat_conversation(t->chat) <= 0)
-            notice(t, "nothing to retry yet");
-        else
-            start_job(t, JOB_RETRY, NULL);
-    } else if (strcmp(name, "edit") == 0) {
-        if (*args) {
-            ui_push_text(t->view, UI_EV_USER, args, strlen(args));
-            start_job(t, JOB_EDIT, args);
-            return;
-        }
-        char *last = last_user_text(t);
-        if (!last) {
-            notice(t, "no message of yours to edit yet");
-            return;
-        }
-        ui_push_text(t->view, UI_EV_SET_INPUT, last, strlen(last));
-        free(last);
-        t->editing = 1;
-        notice(t, "edit the message and press Enter: it replaces the last one (a new branch)");
-    } else if (strcmp(name, "branch") == 0) {
-        branches(t, args);
-    } else if (strcmp(name, "drop") == 0) {
-        drop_messages(t, args);
-    } else if (strcmp(name, "compact") == 0) {
-        if (chat_conversation(t->chat) <= 0)
-            notice(t, "nothing to summarise yet");
-        else
-            start_job(t, JOB_COMPACT, NULL);
-    } else if (strcmp(name, "stats") == 0) {
-        notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
-                  "%.1f tok/s decode",
-               t->last.prompt_tokens, t->last.reused_tokens, t->last.generated_tokens, t->last.ttft_s,
-               t->last.prefill_tok_s, t->last.decode_tok_s);
+    const ui_command *c = ui_command_find(name);
+    const app_command *h = app_command_find(name);
+    if (!c || !(c->flags & UI_CMD_APP))
+        return;
+    if (!h) {
+        error_line(t, "this command has no handler in the app (a bug: app/chat_tui.c app_commands)");
+        return;
     }
-    /* help, quit, copy: the view's own */
+    if (h->without_conversation && chat_conversation(t->chat) <= 0) {
+        notice(t, "%s", h->without_conversation);
+        return;
+    }
+    h->run(t, args);
 }
 
 /* Deletes a conversation chosen in the list (the view asked first); the open one gives way to a
@@ -983,7 +1032,7 @@ static void on_action(const ui_action *a, void *user)
         int busy = t->busy;
         pthread_mutex_unlock(&t->mu);
         const char *name = a->name ? a->name : "";
-        if (busy && strcmp(name, "help") != 0 && strcmp(name, "quit") != 0 && strcmp(name, "copy") != 0) {
+        if (busy && !ui_command_while_streaming(name)) {
             notice(t, "a reply is still being written; /%s can wait for it", name);
             break;
         }
@@ -1066,9 +1115,9 @@ int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
 {
     t->chat = c;
     const char *no_color = getenv("NO_COLOR"); /* set and not empty: no colors (no-color.org) */
-    ui_config cfg = {.history_file = t->o.history_file, .show_thinking = 1, .on_action = on_action, .user = t,
+    ui_config cfg = {.history_file = t->o.history_file, .copy_file = t->o.copy_file, .on_action = on_action, .user = t,
                      .no_color = no_color && *no_color};
-    t->view = t->o.plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, errlen) : ui_tui_new(&cfg, err, errlen);
+    t->view = ui_tui_new(&cfg, err, errlen);
     if (!t->view)
         return -1;
     push_conversation_status(t);

@@ -26,9 +26,9 @@ typedef struct chat_tui_opts {
     tool_policy *policy;   /* may be NULL; its asker is replaced by the view's */
     mcp_boot *mcp;         /* may be NULL; started once the view is up, its steps shown */
     const char *history_file;
+    const char *copy_file; /* the copy keys and /copy write the text here too (ui_config) */
     const char *backend;   /* for the status line */
     const char *workspace; /* where /attach and @FILE may read (NULL: the current directory) */
-    int plain;             /* 1: the stdio view (tests), 0: the ncurses TUI */
 } chat_tui_opts;
 
 typedef struct chat_tui chat_tui;
@@ -37,6 +37,8 @@ chat_tui *chat_tui_new(const chat_tui_opts *o, char *err, size_t errlen);
 void chat_tui_free(chat_tui *t);
 /* The sink to make the chat with (chat_new), so its events reach the view. */
 chat_sink chat_tui_sink(chat_tui *t);
+/* Whether the app has a handler for the named command (each one flagged UI_CMD_APP must). */
+int chat_tui_runs_command(const char *name);
 /* Runs the view until the user quits: 0, or -1 with err (the terminal could not be used). */
 int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen);
 

@@ -9,7 +9,7 @@
 #include "app/cli.h"
 #include "app/commands.h"
 #include "engine/glm.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 
 typedef struct global_option {
     const char *name;     /* without the leading "--" */

@@ -40,7 +40,7 @@ int cli_take_globals(int argc, char **argv, int from, cli_globals *g);
 /* Prints "glmchat CMD: MESSAGE" and the hint to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Parses an option's whole number in lo..hi (engine/setting.h); on a bad one prints the usage
+/* Parses an option's whole number in lo..hi (base/setting.h); on a bad one prints the usage
  * error of cmd naming the option and the value, and returns CLI_EXIT_USAGE; else 0. */
 int cli_int_option(const char *cmd, const char *option, const char *text, long long lo,
                    long long hi, long long *out);

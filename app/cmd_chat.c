@@ -22,18 +22,14 @@
 #include "app/jsonl.h"
 #include "app/paths.h"
 #include "app/signals.h"
-#include "app/test_reply_source.h"
+#include "app/source_hook.h"
 #include "ui/visible.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
 #include "app/tools/mcp_boot.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 
-/* Test hook: replay recorded replies (app/test_reply_source.h) instead of running a model. */
-#define TEST_HOOK_REPLIES "GLMCHAT_TEST_REPLIES"
-#define TEST_HOOK_REQUESTS "GLMCHAT_TEST_REQUESTS"
-#define TEST_HOOK_DELAY "GLMCHAT_TEST_REPLY_DELAY_MS"
-#define TEST_HOOK_CONTEXT "GLMCHAT_TEST_CONTEXT"
+const chat_source_hook *chat_source_hook_installed = NULL;
 
 typedef enum reasoning_to { REASONING_STDERR, REASONING_STDOUT, REASONING_NONE } reasoning_to;
 typedef enum output_format { OUTPUT_TEXT, OUTPUT_JSONL, OUTPUT_JSON } output_format;
@@ -560,7 +556,7 @@ typedef struct chat_env {
     glm_paths paths;
     app_config cfg;
     db_store *db;
-    test_reply_source *replies;
+    void *hook_state;  /* the test build's model (source_hook.h), NULL in glmchat */
     chat_engine *engine;
     chat_source src;
     tool_registry *tools;
@@ -575,7 +571,8 @@ static void env_free(chat_env *e)
     mcp_boot_free(e->mcp);
     tools_free(e->tools);
     tool_policy_clear(&e->policy);
-    test_reply_source_free(e->replies);
+    if (e->hook_state)
+        chat_source_hook_installed->close(e->hook_state);
     chat_engine_close(e->engine);
     app_log_close(&e->log);
     db_close(e->db);
@@ -604,28 +601,18 @@ static int apply_flags(chat_env *e, const chat_args *a)
 
 static int open_source(chat_env *e)
 {
-    const char *replies = getenv(TEST_HOOK_REPLIES);
     char err[2048];
-    if (!replies || !*replies) {
-        e->engine = chat_engine_open(&e->cfg, &e->log, err, sizeof err);
-        if (!e->engine)
-            return cli_runtime_error("%s", err);
-        e->src = chat_engine_source(e->engine);
+    int hooked = chat_source_hook_installed
+                     ? chat_source_hook_installed->open(&e->src, &e->hook_state, err, sizeof err)
+                     : 0;
+    if (hooked < 0)
+        return cli_runtime_error("%s", err);
+    if (hooked)
         return 0;
-    }
-    const char *delay = getenv(TEST_HOOK_DELAY);
-    long long delay_ms = 0;
-    if (delay && *delay && setting_int(TEST_HOOK_DELAY, delay, 0, 600000, &delay_ms, err, sizeof err))
+    e->engine = chat_engine_open(&e->cfg, &e->log, err, sizeof err);
+    if (!e->engine)
         return cli_runtime_error("%s", err);
-    e->replies = test_reply_source_open(replies, getenv(TEST_HOOK_REQUESTS), (int)delay_ms, err, sizeof err);
-    if (!e->replies)
-        return cli_runtime_error("%s", err);
-    const char *context = getenv(TEST_HOOK_CONTEXT);
-    long long ctx = 0;
-    if (context && *context && setting_int(TEST_HOOK_CONTEXT, context, 1, 1 << 30, &ctx, err, sizeof err))
-        return cli_runtime_error("%s", err);
-    test_reply_source_set_context(e->replies, (int)ctx);
-    e->src = test_reply_source_as_source(e->replies);
+    e->src = chat_engine_source(e->engine);
     return 0;
 }
 
@@ -1066,14 +1053,17 @@ static int log_to_state_dir(chat_env *e)
 
 static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
 {
-    char err[2048], history[PATH_MAX + 16];
+    char err[2048], history[PATH_MAX + 16], copied[PATH_MAX + 16];
     int rc = log_to_state_dir(e);
     if (rc)
         return rc;
     int w = snprintf(history, sizeof history, "%s/history", e->paths.state_dir);
     int keep_history = w > 0 && (size_t)w < sizeof history && paths_mkdirs(e->paths.state_dir) == 0;
+    int cw = snprintf(copied, sizeof copied, "%s/copied.txt", e->paths.state_dir);
+    int keep_copies = keep_history && cw > 0 && (size_t)cw < sizeof copied;
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                         .mcp = e->mcp, .history_file = keep_history ? history : NULL,
+                        .copy_file = keep_copies ? copied : NULL,
                         .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)

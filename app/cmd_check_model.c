@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/commands.h"
+#include "base/grow.h"
 #include "cuda/plan.h"
 #include "model/config.h"
 #include "model/exl3_load.h"
@@ -38,7 +39,8 @@ typedef struct checker {
     const char *dir;
     int tty;                /* stderr is a terminal: progress lines */
     char **problems;
-    int n_problems, cap_problems;
+    int n_problems;
+    size_t cap_problems;
     shard *shards;
     int n_shards;
     cJSON *index;           /* model.safetensors.index.json, or NULL */
@@ -64,14 +66,9 @@ static void problem(checker *k, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (k->n_problems == k->cap_problems) {
-        int cap = k->cap_problems ? 2 * k->cap_problems : 32;
-        char **n = realloc(k->problems, (size_t)cap * sizeof *n);
-        if (!n)
-            return; /* out of memory: the count below still says something went wrong */
-        k->problems = n;
-        k->cap_problems = cap;
-    }
+    if (grow_array((void **)&k->problems, &k->cap_problems, (size_t)k->n_problems + 1,
+                   sizeof *k->problems, 32) != 0)
+        return; /* out of memory: the count below still says something went wrong */
     k->problems[k->n_problems++] = strdup(buf);
 }
 
@@ -323,14 +320,8 @@ static int in_lost_shard(checker *k, const char *name)
 
 static void mark_used(checker *k, const char *name)
 {
-    if (k->n_used == k->cap_used) {
-        size_t cap = k->cap_used ? 2 * k->cap_used : 1024;
-        char **n = realloc(k->used, cap * sizeof *n);
-        if (!n)
-            return;
-        k->used = n;
-        k->cap_used = cap;
-    }
+    if (grow_array((void **)&k->used, &k->cap_used, k->n_used + 1, sizeof *k->used, 1024) != 0)
+        return;
     char *copy = strdup(name);
     if (copy)
         k->used[k->n_used++] = copy;

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 static void usage(FILE *f)
 {
@@ -90,7 +90,7 @@ int cmd_detokenize(int argc, char **argv, const cli_globals *g)
         rc = cli_runtime_error("detokenize: %s", err.message);
     const tbuf *out = &bytes;
     if (rc == CLI_EXIT_OK && !raw) {
-        if (utf8_repair(bytes.p ? bytes.p : "", bytes.len, 1, &text, NULL) != GLM_OK)
+        if (tbuf_append_utf8(&text, bytes.p ? bytes.p : "", bytes.len, 1, NULL) != GLM_OK)
             rc = cli_runtime_error("detokenize: out of memory");
         out = &text;
     }

@@ -10,7 +10,7 @@
 
 #include "app/commands.h"
 #include "app/open_db.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "storage/storage.h"
 
 static void print_usage(void)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "app/commands.h"
-#include "engine/setting.h"
+#include "base/setting.h"
 #include "model/mkmodel.h"
 
 static void mkmodel_usage(void)

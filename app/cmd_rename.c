@@ -7,7 +7,7 @@
 
 #include "app/commands.h"
 #include "app/open_db.h"
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 #include "storage/storage.h"
 
 #define RENAME_TITLE_MAX 200 /* bytes: a title is one line of a list */

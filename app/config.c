@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "app/config.h"
-#include "engine/setting.h"
+#include "base/errbuf.h"
+#include "base/setting.h"
 
 #define CONFIG_MAX_FILE (1 << 20)
 #define CONFIG_MAX_MCP 64
@@ -71,17 +72,6 @@ static const key_spec top_keys[] = {
     {"cuda_chunk", KT_INT, NULL, 0, GLM_CUDA_CHUNK_LIMIT, NULL, KF_ENGINE | KF_DEV},
 };
 #define N_TOP_KEYS (sizeof top_keys / sizeof top_keys[0])
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void config_init(app_config *c)
 {
@@ -145,41 +135,11 @@ const char *config_effort_name(glm_effort e)
 
 /* ---- value parsing ---------------------------------------------------------------------- */
 
-static int parse_bool(const char *v, int *out)
-{
-    static const char *yes[] = {"on", "yes", "true", "1"};
-    static const char *no[] = {"off", "no", "false", "0"};
-    for (size_t i = 0; i < 4; i++) {
-        if (strcmp(v, yes[i]) == 0) {
-            *out = 1;
-            return 0;
-        }
-        if (strcmp(v, no[i]) == 0) {
-            *out = 0;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-static int parse_double(const char *v, double *out)
-{
-    if (!*v)
-        return -1;
-    errno = 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (errno || *end || !isfinite(x))
-        return -1;
-    *out = x;
-    return 0;
-}
-
 static int set_string(char **slot, const char *v, char *err, size_t errlen)
 {
     char *copy = strdup(v);
     if (!copy)
-        return fail(err, errlen, "out of memory");
+        return errbuf_fail(err, errlen, "out of memory");
     free(*slot);
     *slot = copy;
     return 0;
@@ -283,7 +243,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
     }
     if (k->type == KT_BOOL) {
         int b;
-        if (parse_bool(v, &b))
+        if (setting_bool(name, v, &b, NULL, 0))
             return 1;
         if (strcmp(name, "think") == 0)
             c->think = b;
@@ -325,7 +285,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
     }
     if (k->type == KT_FLOAT) {
         double x;
-        if (parse_double(v, &x) || x < k->min || x > k->max)
+        if (setting_double(name, v, k->min, k->max, &x, NULL, 0))
             return 1;
         if (strcmp(name, "temperature") == 0)
             c->sampling.temperature = (float)x;
@@ -350,7 +310,7 @@ static int set_top(app_config *c, const char *key, const char *value, char *msg,
     if (!k) {
         char known[1024];
         list_top_keys(known, sizeof known);
-        return fail(msg, msglen, "unknown key '%s'; the keys are: %s", key, known);
+        return errbuf_fail(msg, msglen, "unknown key '%s'; the keys are: %s", key, known);
     }
     int r = store_top(c, k, value, msg, msglen);
     if (r < 0)
@@ -358,7 +318,7 @@ static int set_top(app_config *c, const char *key, const char *value, char *msg,
     if (r > 0) {
         char want[160];
         describe_expected(k, want, sizeof want);
-        return fail(msg, msglen, "'%s' takes %s, not '%.200s'", key, want, value);
+        return errbuf_fail(msg, msglen, "'%s' takes %s, not '%.200s'", key, want, value);
     }
     return 0;
 }
@@ -369,7 +329,7 @@ int config_set(app_config *c, const char *key, const char *value, const char *wh
     char msg[800];
     if (set_top(c, key, value, msg, sizeof msg) == 0)
         return 0;
-    return fail(err, errlen, "%s: %s", where, msg);
+    return errbuf_fail(err, errlen, "%s: %s", where, msg);
 }
 
 /* ---- lines, values, words --------------------------------------------------------------- */
@@ -571,7 +531,7 @@ static int perr(parse_state *ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+    return errbuf_fail(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
 }
 
 static int check_mcp_complete(parse_state *ps)
@@ -579,7 +539,7 @@ static int check_mcp_complete(parse_state *ps)
     config_mcp_server *m = ps->mcp;
     if (!m || m->argv)
         return 0;
-    return fail(ps->err, ps->errlen, "%s:%d: [mcp.%s] has no 'command'; add `command = PROGRAM ARGS...`",
+    return errbuf_fail(ps->err, ps->errlen, "%s:%d: [mcp.%s] has no 'command'; add `command = PROGRAM ARGS...`",
                 ps->name, m->line, m->name);
 }
 
@@ -664,7 +624,7 @@ static int set_mcp_key(parse_state *ps, const char *key, const char *v)
     }
     if (strcmp(key, "trust") == 0 || strcmp(key, "enabled") == 0) {
         int b;
-        if (parse_bool(v, &b))
+        if (setting_bool(key, v, &b, NULL, 0))
             return perr(ps, "'%s' of [mcp.%s] takes yes or no, not '%s'", key, m->name, v);
         if (key[0] == 't')
             m->trusted = b;
@@ -755,23 +715,23 @@ int config_load_file(app_config *c, const char *path, char *err, size_t errlen)
     if (!f) {
         if (errno == ENOENT)
             return 0;
-        return fail(err, errlen, "cannot read the config file %s: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, "cannot read the config file %s: %s", path, strerror(errno));
     }
     char *buf = malloc(CONFIG_MAX_FILE + 1);
     if (!buf) {
         fclose(f);
-        return fail(err, errlen, "out of memory reading %s", path);
+        return errbuf_fail(err, errlen, "out of memory reading %s", path);
     }
     size_t n = fread(buf, 1, CONFIG_MAX_FILE + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
         free(buf);
-        return fail(err, errlen, "cannot read the config file %s (is it a directory?)", path);
+        return errbuf_fail(err, errlen, "cannot read the config file %s (is it a directory?)", path);
     }
     if (n > CONFIG_MAX_FILE) {
         free(buf);
-        return fail(err, errlen, "the config file %s is over %d bytes; is it the right file?", path,
+        return errbuf_fail(err, errlen, "the config file %s is over %d bytes; is it the right file?", path,
                     CONFIG_MAX_FILE);
     }
     int r = config_parse(c, path, buf, n, err, errlen);

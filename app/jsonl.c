@@ -7,52 +7,12 @@
 #include <cjson/cJSON.h>
 
 #include "app/jsonl.h"
+#include "base/utf8.h"
 
 void jsonl_init(jsonl_writer *w, FILE *f)
 {
     w->f = f;
     w->failed = 0;
-}
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned int cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return len;
-}
-
-static int utf8_all_valid(const char *str, size_t len)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    for (size_t i = 0, k; i < len; i += k)
-        if ((k = utf8_seq(s + i, len - i)) == 0)
-            return 0;
-    return 1;
 }
 
 void jsonl_put_string(FILE *f, const char *str, size_t len)
@@ -76,14 +36,13 @@ void jsonl_put_string(FILE *f, const char *str, size_t len)
             }
             i++;
         } else {
-            size_t n = utf8_seq(s + i, len - i);
-            if (n == 0) {
-                fputs("\xEF\xBF\xBD", f); /* U+FFFD for a byte that starts no valid sequence */
-                i++;
-            } else {
+            uint32_t cp; /* U+FFFD for each maximal invalid subpart (base/utf8.h) */
+            size_t n = utf8_next((const char *)s + i, len - i, &cp);
+            if (cp == 0xFFFD)
+                fputs(UTF8_REPLACEMENT, f);
+            else
                 fwrite(s + i, 1, n, f);
-                i += n;
-            }
+            i += n;
         }
     }
     fputc('"', f);
@@ -209,7 +168,7 @@ static void put_arguments(jsonl_writer *w, const glm_event *ev)
     int object = cJSON_IsObject(args);
     /* the engine's own JSON is written as it is, so that the call's deltas add up to it exactly */
     int verbatim = object && !memchr(ev->text, '\n', ev->len) && !memchr(ev->text, '\r', ev->len) &&
-                   utf8_all_valid(ev->text, ev->len);
+                   utf8_valid(ev->text, ev->len);
     char *printed = object && !verbatim ? cJSON_PrintUnformatted(args) : NULL;
     cJSON_Delete(args);
     put_key(w, "arguments");

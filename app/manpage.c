@@ -11,6 +11,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "ui/view.h"
 
 /* ---- capturing help text ------------------------------------------------------------------- */
 
@@ -220,6 +221,43 @@ static void help_to_roff(FILE *out, const char *text, int global)
         fputs(".fi\n", out);
 }
 
+static void key_to_roff(const char *keys, const char *help, void *user)
+{
+    FILE *out = user;
+    fputs(".TP\n\\fB", out);
+    roff_text(out, keys, strlen(keys));
+    fputs("\\fR\n", out);
+    roff_text(out, help, strlen(help));
+    fputc('\n', out);
+}
+
+/* The chat TUI's slash commands and keys, from the tables the TUI itself runs (ui/). */
+static void tui_commands_to_roff(FILE *out)
+{
+    fputs(".SH \"CHAT COMMANDS\"\nIn the chat TUI a line that starts with one '/' is a command "
+          "(\\fB//\\fR sends a message that starts with '/').\n", out);
+    for (size_t i = 0; i < ui_commands_count; i++) {
+        const ui_command *c = &ui_commands[i];
+        fputs(".TP\n\\fB/", out);
+        roff_text(out, c->name, strlen(c->name));
+        if (c->alias) {
+            fputs("\\fR or \\fB/", out);
+            roff_text(out, c->alias, strlen(c->alias));
+        }
+        fputs("\\fR", out);
+        if (c->args[0]) {
+            fputs(" \\fI", out);
+            roff_text(out, c->args, strlen(c->args));
+            fputs("\\fR", out);
+        }
+        fputc('\n', out);
+        roff_text(out, c->help, strlen(c->help));
+        fputs((c->flags & UI_CMD_WHILE_STREAMING) ? " (also while a reply streams)\n" : "\n", out);
+    }
+    fputs(".SH \"CHAT KEYS\"\n", out);
+    ui_keys_each(key_to_roff, out);
+}
+
 int manpage_print(FILE *out)
 {
     char *usage = capture(print_global_usage, NULL);
@@ -252,6 +290,7 @@ int manpage_print(FILE *out)
         help_to_roff(out, help, 0);
         free(help);
     }
+    tui_commands_to_roff(out);
     fputs(".SH FILES\n\\fBglmchat \\-\\-paths\\fR prints where the configuration, database, history "
           "and logs are.\n.SH \"SEE ALSO\"\nThe README and CLI.md of the glmchat sources.\n",
           out);

@@ -7,21 +7,9 @@
 #include <time.h>
 
 #include "engine/model/exl3.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0xB5AD4ECEDA1CE2A9ull;
-
-static double rng_unit(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static double rng_gauss(void)
-{
-    return sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit());
-}
 
 static double now_s(void)
 {
@@ -40,16 +28,16 @@ static void fill(float *w, int out, int in, int real_like)
         return;
     }
     for (int j = 0; j < out; j++)
-        rs[j] = real_like ? exp(0.3 * rng_gauss()) : 1.0;
+        rs[j] = real_like ? exp(0.3 * test_rng_gauss(&rng_state)) : 1.0;
     for (int i = 0; i < in; i++)
-        cs[i] = real_like ? exp(0.5 * rng_gauss()) : 1.0;
+        cs[i] = real_like ? exp(0.5 * test_rng_gauss(&rng_state)) : 1.0;
     for (int j = 0; j < out; j++)
         for (int i = 0; i < in; i++) {
-            double v = rng_gauss();
+            double v = test_rng_gauss(&rng_state);
             if (real_like) {
                 double chi = 0;
                 for (int d = 0; d < 5; d++) {
-                    double g = rng_gauss();
+                    double g = test_rng_gauss(&rng_state);
                     chi += g * g;
                 }
                 v /= sqrt(chi / 5.0);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "storage/storage.h"
+#include "tests/common/rng.h"
 
 #define VOCAB 50000
 
@@ -20,10 +21,7 @@ typedef struct rng {
 
 static uint64_t rng_next(rng *r)
 {
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return r->s;
+    return test_rng_next(&r->s);
 }
 
 static double now_s(void)

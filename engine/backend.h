@@ -3,6 +3,7 @@
 #ifndef GLMCHAT_ENGINE_BACKEND_H
 #define GLMCHAT_ENGINE_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,37 @@ enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 #define BACKEND_VARIANT(rule, group, f32_scale) \
     ((uint32_t)((rule) & 1) << 17 | (uint32_t)((group) & 0x3FF) << 18 | (uint32_t)((f32_scale) & 1) << 28)
 
+/* A diagnostic tap on the forward pass (tests/gpu/test_cuda_emulate's trace; NULL in every other
+ * use): each layer of a one-rank forward hands fn host copies of its steps' values, T rows from
+ * position pos0, per_row values a row. The CUDA backend waits for each copy and runs its decode
+ * step kernel by kernel while a tap is set (no graph): slow, and meant only for diagnostics. */
+typedef enum backend_tap_what {
+    BACKEND_TAP_ATTN_IN = 0,   /* floats: the attention's input (HC collapse, input norm), T x D */
+    BACKEND_TAP_SELECT,        /* int32: a DSA layer's selected cache rows, ascending, -1 past
+                                * the row's count; T x (index_topk + index_kpool - 1) */
+    BACKEND_TAP_SCORES,        /* floats: the indexer's pool scores, pool p's at p, NaN where
+                                * a row scores none (p past its pools, or all its pools taken);
+                                * T x a width of at least (pos0 + T) / index_kpool */
+    BACKEND_TAP_CACHE_IN,      /* floats: a DSA layer's cache rows before rounding to the cache's
+                                * format: the latent, then (with an indexer) its key and gate,
+                                * T x (kv_lora_rank [+ 2 index_head_dim]) */
+    BACKEND_TAP_CACHE,         /* floats: the same rows as stored, read back in f32 */
+    BACKEND_TAP_POOL_KEY,      /* floats: the indexer's pool keys this forward completed, as
+                                * stored: pos0 and T count pools here, T x index_head_dim */
+    BACKEND_TAP_ATTN,          /* floats: the attention's output, T x D */
+    BACKEND_TAP_FFN_IN,        /* floats: the FFN's input (HC collapse, post norm), T x D */
+    BACKEND_TAP_ROUTER,        /* floats: a MoE layer's router logits, T x n_routed_experts */
+    BACKEND_TAP_EXPERTS,       /* int32: the experts it chose, ascending, T x num_experts_per_tok */
+    BACKEND_TAP_FFN,           /* floats: the FFN's output (routed and shared experts), T x D */
+    BACKEND_TAP_COUNT
+} backend_tap_what;
+
+typedef struct backend_tap {
+    void (*fn)(void *user, int layer, backend_tap_what what, int pos0, int T, const void *vals,
+               int per_row);
+    void *user;
+} backend_tap;
+
 /* A backend's functions. `impl` is the backend (its weights, pools, streams), `state` one
  * conversation's caches; both are opaque to the session. */
 typedef struct backend_ops {
@@ -46,6 +78,11 @@ typedef struct backend_ops {
     void (*state_free)(void *state);
     /* NULL coll: one rank (the default). */
     void (*state_set_collective)(void *state, const backend_collective *coll);
+    /* The flag (the session's cancel) a prefill of more than one token on one rank polls before
+     * each layer: once set, the prefill stops there with GLM_ERR_CANCELED and the state must be
+     * reset. May be NULL (a prefill then runs to its end; the session still stops between
+     * pieces). */
+    void (*state_set_cancel)(void *state, const atomic_int *flag);
     void (*state_reset)(void *state);
     int (*state_length)(const void *state);
     /* Saves the linear-attention state at the current length, so truncate can come back. */
@@ -97,6 +134,7 @@ typedef struct backend_settings {
     int verbose;           /* 1: the backend logs its plan at open (GLM_LOG_INFO) */
     glm_cuda_params cuda;  /* the CUDA backend's switches, as given (DEFAULTs kept) */
     engine_log log;        /* where the backend's lines go */
+    backend_tap tap;       /* diagnostics only (fn NULL: none) */
 } backend_settings;
 
 typedef struct engine_backend {

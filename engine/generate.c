@@ -255,19 +255,22 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     }
     if (!st)
         st = glm_session_feed(s, ids->v + from, n - from, NULL, err);
-    if (st)
+    /* canceled during the prefill (the feed stops between pieces and layers): no token is
+     * generated, and the reply ends as any canceled one does */
+    if (st == GLM_ERR_CANCELED || (!st && glm_session_cancel_requested(s)))
+        r->canceled = 1;
+    else if (st)
         return st;
     from = r->stats.reused_tokens;
     double t1 = now_s();
-    if (t1 > t0)
+    if (t1 > t0 && !r->canceled)
         r->stats.prefill_tok_s = ((int)ids->n - from) / (t1 - t0);
     int n_out = 0, budget = glm_reply_budget(&m->gen, rq->sampling.max_tokens, context - n,
                                              &r->stats.limit_from);
     r->stats.max_tokens = budget;
     glm_sampling sampling = resolve_sampling(m, &rq->sampling);
-    if (glm_session_cancel_requested(s))
-        r->canceled = 1; /* during the prefill: no token is generated */
-    else
+    st = GLM_OK;
+    if (!r->canceled)
         st = glm_session_generate_tokens(s, NULL, 0, &sampling, r->eos, r->n_eos, budget, on_token, r,
                                      &n_out, err);
     if (st == GLM_ERR_CANCELED)

@@ -16,7 +16,7 @@ libengine_a_SOURCES = engine/glm.h engine/error.c engine/cuda/probe.c engine/gen
 	engine/cpu/requant.c engine/cpu/requant.h engine/model/numfmt.c engine/model/numfmt.h \
 	engine/session.c engine/session.h engine/sampler.c engine/sampler.h \
 	engine/prefix_cache.c engine/prefix_cache.h engine/spec.c engine/spec.h \
-	engine/setting.c engine/setting.h engine/log.c engine/log.h
+	engine/log.c engine/log.h
 # the CUDA backend (engine/cuda; its kernels are kernels/engine_*.cu)
 libengine_a_SOURCES += engine/cuda/cuda_internal.h engine/cuda/plan.c engine/cuda/plan.h \
 	engine/cuda/weights.c engine/cuda/state.c engine/cuda/forward.c engine/cuda/graph.c \
@@ -73,7 +73,8 @@ check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate
 tests_unit_test_numfmt_SOURCES = tests/unit/test_numfmt.c
 tests_unit_test_numfmt_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_numfmt_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
-tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c $(ENGINE_TEST_UTIL)
+tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c tests/gpu/emulate_trace.c \
+	tests/gpu/emulate_trace.h $(ENGINE_TEST_UTIL)
 tests_unit_test_emulate_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_emulate_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_numfmt tests/unit/test_emulate

@@ -15,8 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FNV_SEED 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
+#include "base/errbuf.h"
+#include "base/hash.h"
+#include "base/le.h"
+
 #define MAX_NOTES 64
 
 typedef struct pc_job pc_job;
@@ -52,19 +54,9 @@ struct pc_cache {
     int writer_started, writing, stopping;
 };
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
-
 uint64_t pc_hash_tokens(const int32_t *ids, int n)
 {
-    return fnv(FNV_SEED, ids, (size_t)n * sizeof *ids);
+    return fnv1a64(FNV1A64_SEED, ids, (size_t)n * sizeof *ids);
 }
 
 static void note(pc_cache *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -95,28 +87,13 @@ void pc_set_log(pc_cache *c, const engine_log *log)
 
 /* ---- file format ----------------------------------------------------------------------------- */
 
-static uint32_t rd32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t rd64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static glm_status refuse(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static glm_status refuse(char *why, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (why && len)
-        vsnprintf(why, len, fmt, ap);
+    errbuf_vset(why, len, fmt, ap);
     va_end(ap);
     return GLM_ERR_FORMAT;
 }
@@ -130,12 +107,12 @@ glm_status pc_parse_header(const void *buf, size_t n, uint64_t file_size, uint64
                       (unsigned long long)file_size, PC_HEADER_BYTES);
     if (memcmp(p, PC_FILE_MAGIC, 8) != 0)
         return refuse(why, why_len, "not a kept-state file (no %s signature)", PC_FILE_MAGIC);
-    h->version = rd32(p + 8);
-    h->n_tokens = rd32(p + 12);
-    h->model_id = rd64(p + 16);
-    h->prefix_hash = rd64(p + 24);
-    h->snap_bytes = rd64(p + 32);
-    h->checksum = rd64(p + 40);
+    h->version = le_get_u32(p + 8);
+    h->n_tokens = le_get_u32(p + 12);
+    h->model_id = le_get_u64(p + 16);
+    h->prefix_hash = le_get_u64(p + 24);
+    h->snap_bytes = le_get_u64(p + 32);
+    h->checksum = le_get_u64(p + 40);
     if (h->version != PC_FILE_VERSION)
         return refuse(why, why_len, "format version %u, this glmchat reads version %u", h->version,
                       PC_FILE_VERSION);
@@ -161,9 +138,9 @@ glm_status pc_parse_file(const void *buf, size_t n, uint64_t model_id, pc_file_h
         return st;
     const unsigned char *p = (const unsigned char *)buf + PC_HEADER_BYTES;
     size_t tok_bytes = (size_t)h->n_tokens * 4;
-    if (fnv(FNV_SEED, p, tok_bytes) != h->prefix_hash)
+    if (fnv1a64(FNV1A64_SEED, p, tok_bytes) != h->prefix_hash)
         return refuse(why, why_len, "its tokens do not match the prefix hash in its header");
-    if (fnv(fnv(FNV_SEED, p, tok_bytes), p + tok_bytes, (size_t)h->snap_bytes) != h->checksum)
+    if (fnv1a64(fnv1a64(FNV1A64_SEED, p, tok_bytes), p + tok_bytes, (size_t)h->snap_bytes) != h->checksum)
         return refuse(why, why_len, "checksum mismatch: the file is corrupted");
     *tokens = (const int32_t *)(const void *)p;
     *snap = p + tok_bytes;
@@ -213,7 +190,7 @@ static int is_foreign(const unsigned char *hdr, size_t n, uint64_t model_id)
 {
     if (n < PC_HEADER_BYTES || memcmp(hdr, PC_FILE_MAGIC, 8) != 0)
         return 0;
-    return rd32(hdr + 8) != PC_FILE_VERSION || rd64(hdr + 16) != model_id;
+    return le_get_u32(hdr + 8) != PC_FILE_VERSION || le_get_u64(hdr + 16) != model_id;
 }
 
 /* A damaged file: refused with a note naming it and why, and deleted so it is never loaded. */
@@ -457,16 +434,14 @@ static void write_job(pc_job *j, const char *dir, uint64_t model_id)
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", j->path, (long)getpid());
     unsigned char hdr[PC_HEADER_BYTES];
     size_t tok_bytes = (size_t)j->n * sizeof *j->tokens;
-    uint32_t version = PC_FILE_VERSION, n = (uint32_t)j->n;
-    uint64_t bytes = j->bytes;
-    uint64_t sum = fnv(fnv(FNV_SEED, j->tokens, tok_bytes), j->snap, j->bytes);
+    uint64_t sum = fnv1a64(fnv1a64(FNV1A64_SEED, j->tokens, tok_bytes), j->snap, j->bytes);
     memcpy(hdr, PC_FILE_MAGIC, 8);
-    memcpy(hdr + 8, &version, 4);
-    memcpy(hdr + 12, &n, 4);
-    memcpy(hdr + 16, &model_id, 8);
-    memcpy(hdr + 24, &j->hash, 8);
-    memcpy(hdr + 32, &bytes, 8);
-    memcpy(hdr + 40, &sum, 8);
+    le_put_u32(hdr + 8, PC_FILE_VERSION);
+    le_put_u32(hdr + 12, (uint32_t)j->n);
+    le_put_u64(hdr + 16, model_id);
+    le_put_u64(hdr + 24, j->hash);
+    le_put_u64(hdr + 32, j->bytes);
+    le_put_u64(hdr + 40, sum);
     FILE *f = fopen(tmp, "wb");
     int ok = f && fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr &&
              fwrite(j->tokens, 1, tok_bytes, f) == tok_bytes &&

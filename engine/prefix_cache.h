@@ -70,6 +70,8 @@ const char *pc_note(pc_cache *c, int i);
 void pc_set_log(pc_cache *c, const engine_log *log);
 
 /* ---- the file format, exposed for the fuzz target and tests ------------------------------- */
+/* The header's numbers are little-endian (base/le.h); the tokens and the snapshot follow it as
+ * this machine holds them. */
 
 #define PC_FILE_MAGIC "GLMKEPT1"
 #define PC_FILE_VERSION 1u

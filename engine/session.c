@@ -14,7 +14,6 @@
 #include "backend.h"
 #include "prefix_cache.h"
 #include "sampler.h"
-#include "setting.h"
 #include "spec.h"
 #include "text/template_check.h"
 #include "text/tokenizer.h"
@@ -86,8 +85,8 @@ static glm_status model_identity(const glm_model *m, uint64_t *id, glm_error *er
     glm_status st = tp_identity_from_model_dir(m->dir, &t, err);
     if (st)
         return st;
-    uint64_t h = tp_hash_bytes(TP_HASH_SEED, &t.config_hash, sizeof t.config_hash);
-    *id = tp_hash_bytes(h, &t.weights_hash, sizeof t.weights_hash);
+    uint64_t h = fnv1a64(FNV1A64_SEED, &t.config_hash, sizeof t.config_hash);
+    *id = fnv1a64(h, &t.weights_hash, sizeof t.weights_hash);
     return GLM_OK;
 }
 
@@ -440,6 +439,8 @@ glm_session *glm_session_new(glm_engine *e, glm_error *err)
         return NULL;
     }
     atomic_init(&s->cancel, 0);
+    if (e->be.ops->state_set_cancel)
+        e->be.ops->state_set_cancel(s->st, &s->cancel);
     if (e->rank >= 0) {
         backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e,
                                    .rank = e->rank, .world = e->world};
@@ -597,6 +598,16 @@ static glm_status remember_tokens(glm_session *s, const int32_t *tokens, int n, 
     return GLM_OK;
 }
 
+/* glm_cancel between two pieces of a feed: the session holds the pieces that ran (a state
+ * reuse_prefix never continues from, only truncates or replaces) and the last one's logits. */
+static glm_status stop_feed(glm_session *s, int done, int n, int all_rows, glm_error *err)
+{
+    if (done > 0)
+        s->has_logits = !all_rows; /* all_rows: the row went to the caller's buffer */
+    return glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled after %d of its %d tokens",
+                         done, n);
+}
+
 glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                             glm_error *err)
 {
@@ -609,6 +620,8 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     if (kept)
         return kept;
     for (int done = 0; done < n;) {
+        if (atomic_load(&s->cancel))
+            return stop_feed(s, done, n, logits_all != NULL, err);
         int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
         /* rank 0: the step and its exchanges, with no other session's in between */

@@ -19,7 +19,8 @@ EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
-tests_gpu_test_cuda_emulate_SOURCES = tests/gpu/test_cuda_emulate.c
+tests_gpu_test_cuda_emulate_SOURCES = tests/gpu/test_cuda_emulate.c tests/gpu/emulate_trace.c \
+	tests/gpu/emulate_trace.h
 tests_gpu_test_cuda_emulate_LDADD = $(glmchat_LDADD)
 EXTRA_DIST += tests/gpu/cuda_env.h
 if HAVE_CUDA

@@ -29,7 +29,8 @@ uninstall-local:
 EXTRA_DIST += models/demo/model.safetensors.gz $(DEMO_FILES) models/demo/reference.safetensors \
 	models/demo/heldout.jsonl models/demo/training-log.txt models/demo/demo-request.json \
 	models/demo/README.md tools/demo/train.py tools/demo/data.py tools/demo/check_render.py \
-	tools/demo/kda_chunk.py tools/demo/test_kda_chunk.py tools/demo/eval_glmchat.py tools/demo/run_device.sh
+	tools/demo/kda_chunk.py tools/demo/test_kda_chunk.py tools/demo/eval_glmchat.py tools/demo/run_device.sh \
+	tools/demo/train_larger.sh
 
 # The held-out evaluation on glmchat's CPU engine (tools/demo/eval_glmchat.py): `make tools/demo/demo_greedy`.
 EXTRA_PROGRAMS += tools/demo/demo_greedy
@@ -44,5 +45,5 @@ tests_unit_test_demo_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_demo
 tests/unit/test_demo.$(OBJEXT): models/demo/model.safetensors
 
-TESTS += tests/e2e/demo_tool.sh
-EXTRA_DIST += tests/e2e/demo_tool.sh
+TESTS += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh
+EXTRA_DIST += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh

@@ -1,71 +1,17 @@
 /* bytes.c: byte helpers for storage: strict UTF-8 validation (what JSON may carry as a string),
  * cutting text at a character boundary, and base64 for bytes that are not UTF-8. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "storage/db_internal.h"
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when invalid, NUL, or cut short. */
-static size_t utf8_seq(const unsigned char *s, size_t left)
-{
-    unsigned c = s[0];
-    if (c == 0)
-        return 0;
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned min, cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2, min = 0x80, cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3, min = 0x800, cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4, min = 0x10000, cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (left < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
+/* UTF-8 follows base/utf8.h's one repair policy; storage adds one rule of its own: NUL is refused
+ * (and shown as U+FFFD), because a stored string travels as a C string and through cJSON. */
 int bytes_valid_utf8(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        if (p[i] && p[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n = utf8_seq(p + i, len - i);
-        if (n == 0)
-            return 0;
-        i += n;
-    }
-    return 1;
-}
-
-size_t bytes_utf8_prefix(const char *s, size_t len, size_t max)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_seq(p + i, len - i);
-        if (n == 0)
-            n = 1; /* an invalid byte counts as one character */
-        if (i + n > max)
-            break;
-        i += n;
-    }
-    return i;
+    return !memchr(s, '\0', len) && utf8_valid(s, len);
 }
 
 char *bytes_dup(const char *s, size_t len)
@@ -167,21 +113,22 @@ char *bytes_base64_decode(const char *s, size_t len, size_t *outlen, int *bad)
 
 char *bytes_utf8_lossy(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    char *out = malloc(len * 3 + 1); /* each bad byte may become 3 */
+    if (len > (SIZE_MAX - 1) / 3)
+        return NULL;
+    char *out = malloc(UTF8_REPAIR_MAX(len) + 1);
     if (!out)
         return NULL;
     size_t o = 0, i = 0;
     while (i < len) {
-        size_t n = p[i] == 0 ? 0 : utf8_seq(p + i, len - i);
-        if (n == 0) {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
+        uint32_t cp;
+        size_t n = utf8_next(s + i, len - i, &cp);
+        if (cp == 0 || cp == 0xFFFD) { /* an invalid subpart, a NUL, or U+FFFD itself */
+            memcpy(out + o, UTF8_REPLACEMENT, 3);
             o += 3;
-            i++;
-            continue;
+        } else {
+            memcpy(out + o, s + i, n);
+            o += n;
         }
-        memcpy(out + o, s + i, n);
-        o += n;
         i += n;
     }
     out[o] = '\0';

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "storage/db_internal.h"
 
 static const char *const role_names[] = {"system", "user", "assistant", "tool"};
@@ -249,7 +250,7 @@ static int summary_from_row(sqlite3_stmt *st, conv_summary *s)
     if (db_column_copy(st, 6, &first, &len) != 0)
         return -1;
     if (first) {
-        size_t cut = bytes_utf8_prefix(first, len, 80);
+        size_t cut = utf8_prefix(first, len, 80);
         for (size_t i = 0; i < cut; i++)
             if (first[i] == '\n' || first[i] == '\r' || first[i] == '\t')
                 first[i] = ' ';

@@ -458,7 +458,7 @@ static int check_contents(db_store *db, char *err, size_t errlen)
                  db->path);
         return -1;
     }
-    if (db->read_only && version < DB_SCHEMA_VERSION) {
+    if (db->read_only && version < DB_SCHEMA_READABLE_FROM) {
         snprintf(err, errlen,
                  "%s has schema %d and this glmchat needs %d; upgrading it needs write access, "
                  "but the file or its directory is read-only: make both writable and retry",

@@ -67,12 +67,12 @@ int db_migrate(db_store *db);
 
 /* Byte utilities (bytes.c). */
 int bytes_valid_utf8(const char *s, size_t len);       /* 1 when valid UTF-8 without NUL */
-size_t bytes_utf8_prefix(const char *s, size_t len, size_t max); /* longest valid cut <= max */
 char *bytes_base64_encode(const char *s, size_t len, size_t *outlen);
 /* Returns malloc'd bytes (+NUL) or NULL when s is not base64 (or out of memory: *bad = 0). */
 char *bytes_base64_decode(const char *s, size_t len, size_t *outlen, int *bad);
 char *bytes_dup(const char *s, size_t len); /* len bytes + NUL, or NULL when out of memory */
-/* A malloc'd valid UTF-8 copy: NULs and invalid bytes become U+FFFD. NULL when out of memory. */
+/* A malloc'd valid UTF-8 copy: each NUL and each maximal invalid subpart (base/utf8.h's policy)
+ * becomes U+FFFD. NULL when out of memory. */
 char *bytes_utf8_lossy(const char *s, size_t len);
 /* Replaces *s (len bytes) by its lossy UTF-8 copy; -1 when out of memory. NULL stays NULL. */
 int bytes_make_display(char **s, size_t len);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/utf8.h"
 #include "storage/export_internal.h"
 
 int export_format_parse(const char *name)
@@ -91,7 +92,7 @@ void export_display_title(const conv_record *r, const conv_messages *path, char 
         snprintf(buf, n, "Conversation %lld", (long long)r->id);
         return;
     }
-    size_t cut = bytes_utf8_prefix(src, len, n > 80 ? 80 : n - 1);
+    size_t cut = utf8_prefix(src, len, n > 80 ? 80 : n - 1);
     memcpy(buf, src, cut);
     buf[cut] = '\0';
     for (size_t i = 0; i < cut; i++)

@@ -3,6 +3,7 @@
  * is rendered from its Markdown (export_html_md.c); http(s) links are the only hrefs. */
 #include <string.h>
 
+#include "base/utf8.h"
 #include "storage/export_internal.h"
 
 static const char html_style[] =
@@ -59,18 +60,13 @@ void export_html_escape(FILE *out, const char *s, size_t len)
             i++;
             continue;
         }
-        /* The longest valid UTF-8 sequence here (1..4 bytes), else one replacement char. */
-        size_t n = 0;
-        for (size_t k = 2; k <= 4 && i + k <= len && !n; k++)
-            if (bytes_valid_utf8(s + i, k))
-                n = k;
-        if (n) {
+        uint32_t cp; /* U+FFFD for each maximal invalid subpart (base/utf8.h) */
+        size_t n = utf8_next(s + i, len - i, &cp);
+        if (cp == 0xFFFD)
+            fputs(UTF8_REPLACEMENT, out);
+        else
             fwrite(s + i, 1, n, out);
-            i += n;
-        } else {
-            fputs("\xef\xbf\xbd", out);
-            i++;
-        }
+        i += n;
     }
 }
 

@@ -12,13 +12,13 @@ EXTRA_DIST += storage/FORMATS.md
 
 check_PROGRAMS += tests/unit/test_storage tests/unit/test_storage_writer
 tests_unit_test_storage_SOURCES = tests/unit/test_storage.c tests/unit/test_storage_export.c \
-	tests/unit/test_storage_faults.c tests/unit/test_storage.h
+	tests/unit/test_storage_faults.c tests/unit/test_storage_migrate.c tests/unit/test_storage.h
 tests_unit_test_storage_CPPFLAGS = $(TEST_CPPFLAGS) $(SQLITE_CFLAGS)
 tests_unit_test_storage_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 # The crash test's writer: saves forever and prints committed ids; verifies them after a kill.
 tests_unit_test_storage_writer_SOURCES = tests/unit/test_storage_writer.c
 tests_unit_test_storage_writer_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS)
-tests_unit_test_storage_writer_LDADD = libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
+tests_unit_test_storage_writer_LDADD = libstorage.a libbase.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 
 TESTS += tests/unit/test_storage tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/reliability.sh \
 	tests/e2e/export_html_page.sh
@@ -28,5 +28,5 @@ EXTRA_DIST += tests/e2e/storage_cli.sh tests/e2e/storage_sigkill.sh tests/e2e/re
 EXTRA_PROGRAMS += bench/bench_storage
 bench_bench_storage_SOURCES = bench/bench_storage.c
 bench_bench_storage_CPPFLAGS = $(AM_CPPFLAGS) $(SQLITE_CFLAGS)
-bench_bench_storage_LDADD = libstorage.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
+bench_bench_storage_LDADD = libstorage.a libbase.a $(SQLITE_LIBS) $(CJSON_LIBS) -lm
 CLEANFILES += bench/bench_storage

@@ -68,7 +68,32 @@ static const char *const migration_steps[] = {
     "ALTER TABLE reasoning_memory ADD COLUMN conversation_id INTEGER"
     "  REFERENCES conversation(id) ON DELETE CASCADE;"
     "CREATE INDEX reasoning_memory_conversation ON reasoning_memory(conversation_id);",
+    /* 3: conversation ids are never given twice: a plain rowid key hands the newest deleted id
+     * to the next conversation, so an id kept in a script or shell history would name another
+     * conversation. SQLite cannot add AUTOINCREMENT to a table, so the table is rebuilt with
+     * every row and id as it was (foreign keys off around it: see rebuilds_table); copying the
+     * rows sets the high-water mark to the largest id. */
+    "CREATE TABLE conversation_next ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  title TEXT, model TEXT, settings_json TEXT, system_prompt TEXT,"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+    "  leaf_id INTEGER REFERENCES message(id) ON DELETE SET NULL);"
+    "INSERT INTO conversation_next (id, title, model, settings_json, system_prompt,"
+    "  created_at, updated_at, leaf_id)"
+    "  SELECT id, title, model, settings_json, system_prompt, created_at, updated_at, leaf_id"
+    "  FROM conversation ORDER BY id;"
+    "DROP TABLE conversation;"
+    "ALTER TABLE conversation_next RENAME TO conversation;"
+    "CREATE INDEX conversation_updated ON conversation(updated_at, id);",
 };
+
+/* Steps that drop and recreate a table others refer to: with foreign keys on, dropping the old
+ * table would cascade into the rows that refer to it, so the step runs with them off and is
+ * committed only when PRAGMA foreign_key_check finds every reference intact. */
+static int rebuilds_table(int step)
+{
+    return step == 2;
+}
 
 #define MIGRATION_COUNT ((int)(sizeof migration_steps / sizeof migration_steps[0]))
 
@@ -86,7 +111,26 @@ static int user_version(db_store *db, int *version)
     return rc == SQLITE_ROW ? 0 : db_fail(db, "reading the schema version");
 }
 
-static int apply_step(db_store *db, int step)
+/* 0 when no row refers to a missing one (run inside the step's transaction). */
+static int references_intact(db_store *db, int step)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db->sql, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, "checking references after schema migration %d", step + 1);
+    int rc = sqlite3_step(st);
+    char table[128] = "";
+    if (rc == SQLITE_ROW)
+        snprintf(table, sizeof table, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW)
+        return db_failf(db, "%s: schema migration %d found a row of table %s that refers to a "
+                        "missing row; nothing was changed: run glmchat check-db on it",
+                        db->path, step + 1, table);
+    return rc == SQLITE_DONE ? 0 : db_fail(db, "checking references after schema migration %d",
+                                           step + 1);
+}
+
+static int run_step(db_store *db, int step)
 {
     char bump[64];
     if (sqlite3_exec(db->sql, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
@@ -105,6 +149,8 @@ static int apply_step(db_store *db, int step)
         db_fail(db, "applying schema migration %d (nothing was changed)", step + 1);
         goto fail;
     }
+    if (rebuilds_table(step) && references_intact(db, step) != 0)
+        goto fail;
     if (sqlite3_exec(db->sql, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         db_fail(db, "committing schema migration %d (nothing was changed)", step + 1);
         goto fail;
@@ -114,6 +160,19 @@ fail:
     if (!sqlite3_get_autocommit(db->sql))
         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
     return -1;
+}
+
+/* PRAGMA foreign_keys does nothing inside a transaction, so it is switched around the step's. */
+static int apply_step(db_store *db, int step)
+{
+    if (!rebuilds_table(step))
+        return run_step(db, step);
+    if (sqlite3_exec(db->sql, "PRAGMA foreign_keys = OFF", NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(db, "preparing schema migration %d", step + 1);
+    int rc = run_step(db, step);
+    if (sqlite3_exec(db->sql, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK && rc == 0)
+        return db_fail(db, "finishing schema migration %d", step + 1);
+    return rc;
 }
 
 int db_migrate(db_store *db)

@@ -49,7 +49,10 @@
 typedef struct db_store db_store;
 
 /* The schema version this glmchat writes (PRAGMA user_version). */
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
+/* The oldest schema a read-only open reads as it is (no migration can run there): the steps
+ * after it change only how new rows are numbered, not what reads see. */
+#define DB_SCHEMA_READABLE_FROM 2
 
 /* Opens (creating where missing, with parent directories mode 0700) the database at path, or
  * an in-memory one for ":memory:". Refuses, leaving the file byte-for-byte untouched: a file

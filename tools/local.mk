@@ -9,4 +9,4 @@ tools_accuracy_accuracy_LDADD = $(glmchat_LDADD)
 tools_accuracy_accuracy_LDFLAGS = -Wl,--wrap=cpu_matmul
 CLEANFILES += tools/accuracy/accuracy
 EXTRA_DIST += tools/accuracy/heldout_text.py tools/accuracy/calib_text.py \
-    tools/accuracy/dequant_experts.py tools/accuracy/run.sh
+    tools/accuracy/dequant_experts.py tools/accuracy/run.sh tools/accuracy/larger.sh

@@ -1,39 +1,52 @@
-/* commands.c: the slash commands, one table for the TUI, the plain view and /help.
- * The view handles /help, /quit, /list and /copy itself; every command also reaches the app. */
+/* commands.c: the slash commands, one table for the TUI, the app, /help and the man page.
+ * Flags say who runs a command and whether it runs while a reply streams (view.h). */
 #include <string.h>
 
 #include "ui/view_impl.h"
 
+#define VIEW UI_CMD_VIEW
+#define APP UI_CMD_APP
+#define STREAMING UI_CMD_WHILE_STREAMING
+
 const ui_command ui_commands[] = {
-    {"new", "", "start a new conversation"},
-    {"list", "", "show the conversation list (F2); type there to filter"},
-    {"open", "ID", "open a saved conversation"},
-    {"search", "QUERY", "search every conversation, thinking included"},
-    {"export", "[md|json|html] [FILE]", "write this conversation to a file"},
-    {"system", "[TEXT|clear]", "show the system prompt, set it to TEXT, or clear it"},
-    {"think", "[on|off]", "turn the model's thinking on or off"},
-    {"effort", "[low|high|max]", "how hard the model thinks"},
-    {"tools", "[on|off|NAME|ask NAME]", "list tools and their approvals, turn them on or off, make one ask again"},
-    {"retry", "", "regenerate the last reply (a new branch)"},
-    {"edit", "", "edit your last message (a new branch)"},
-    {"branch", "[N]", "list the alternatives of this path, or switch to one"},
-    {"drop", "[N]", "take message N (default: your last) and what follows off this path"},
-    {"compact", "", "summarise this conversation and go on from the summary (a new branch)"},
-    {"stats", "", "speed and token counts of the last reply"},
-    {"attach", "[FILE|clear]", "a text file for your next message (or write @FILE in it)"},
-    {"set", "[KEY VALUE]", "sampling for this session: temperature, top_p, top_k, seed, max_tokens"},
-    {"copy", "", "copy the last reply to the clipboard (OSC 52)"},
-    {"help", "", "commands and keys"},
-    {"quit", "", "leave glmchat (Ctrl-D)"},
+    {"new", NULL, "", APP, "start a new conversation"},
+    {"list", NULL, "", VIEW | APP, "show the conversation list (F2); type there to filter"},
+    {"open", NULL, "ID", APP, "open a saved conversation"},
+    {"search", NULL, "QUERY", VIEW | APP, "search every conversation, thinking included"},
+    {"export", NULL, "[md|json|html] [FILE]", APP, "write this conversation to a file"},
+    {"system", NULL, "[TEXT|clear]", APP, "show the system prompt, set it to TEXT, or clear it"},
+    {"think", NULL, "[on|off]", APP, "turn the model's thinking on or off"},
+    {"effort", NULL, "[low|high|max]", APP, "how hard the model thinks"},
+    {"tools", NULL, "[on|off|NAME|ask NAME]", APP,
+     "list tools and their approvals, turn them on or off, make one ask again"},
+    {"retry", NULL, "", APP, "regenerate the last reply (a new branch)"},
+    {"edit", NULL, "", APP, "edit your last message (a new branch)"},
+    {"branch", NULL, "[N]", APP, "list the alternatives of this path, or switch to one"},
+    {"drop", NULL, "[N]", APP, "take message N (default: your last) and what follows off this path"},
+    {"compact", NULL, "", APP, "summarise this conversation and go on from the summary (a new branch)"},
+    {"stats", NULL, "", APP, "speed and token counts of the last reply"},
+    {"attach", NULL, "[FILE|clear]", APP, "a text file for your next message (or write @FILE in it)"},
+    {"set", NULL, "[KEY VALUE]", APP, "sampling for this session: temperature, top_p, top_k, seed, max_tokens"},
+    {"copy", NULL, "[N|all]", VIEW | STREAMING,
+     "copy code block N of the last reply (default: its last; all: the whole reply) to the clipboard"},
+    {"help", NULL, "", VIEW | STREAMING, "commands and keys"},
+    {"quit", "exit", "", VIEW | STREAMING, "leave glmchat (Ctrl-D)"},
 };
 const size_t ui_commands_count = sizeof ui_commands / sizeof ui_commands[0];
 
 const ui_command *ui_command_find(const char *name)
 {
     for (size_t i = 0; i < ui_commands_count; i++)
-        if (strcmp(ui_commands[i].name, name) == 0)
+        if (strcmp(ui_commands[i].name, name) == 0 ||
+            (ui_commands[i].alias && strcmp(ui_commands[i].alias, name) == 0))
             return &ui_commands[i];
     return NULL;
+}
+
+int ui_command_while_streaming(const char *name)
+{
+    const ui_command *c = ui_command_find(name);
+    return c && (c->flags & UI_CMD_WHILE_STREAMING);
 }
 
 const ui_command *ui_command_parse(const char *line, char *name, size_t name_cap,

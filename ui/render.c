@@ -7,76 +7,12 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "base/grow.h"
 #include "base/md_table.h"
+#include "base/utf8.h"
 #include "ui/highlight.h"
 
-/* ---- UTF-8 ------------------------------------------------------------------------------ */
-
-size_t rd_utf8_decode(const char *str, size_t len, uint32_t *cp)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    unsigned char c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t need;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2, v = c & 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3, v = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        *cp = 0xFFFD;
-        return 1;
-    }
-    if (len < need) {
-        *cp = 0xFFFD;
-        return 1;
-    }
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            *cp = 0xFFFD;
-            return 1;
-        }
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-        *cp = 0xFFFD;
-        return 1;
-    }
-    *cp = v;
-    return need;
-}
-
-size_t rd_utf8_encode(uint32_t cp, char *out)
-{
-    unsigned char *o = (unsigned char *)out;
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        cp = 0xFFFD;
-    if (cp < 0x80) {
-        o[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (cp >> 18));
-    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+/* ---- widths (UTF-8 is decoded by base/utf8.h: one U+FFFD per maximal invalid subpart) ---- */
 
 /* Used when the locale gives no answer (C locale): the common zero-width and wide ranges. */
 static int fallback_width(uint32_t cp)
@@ -119,7 +55,7 @@ size_t rd_width(const char *s, size_t len)
     size_t w = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        i += rd_utf8_decode(s + i, len - i, &cp);
+        i += utf8_next(s + i, len - i, &cp);
         w += (size_t)rd_cp_width(cp);
     }
     return w;
@@ -128,10 +64,10 @@ size_t rd_width(const char *s, size_t len)
 size_t rd_cluster_len(const char *s, size_t len, int *width)
 {
     uint32_t cp;
-    size_t n = rd_utf8_decode(s, len, &cp);
+    size_t n = utf8_next(s, len, &cp);
     int w = rd_cp_width(cp);
     while (n < len) {
-        size_t m = rd_utf8_decode(s + n, len - n, &cp);
+        size_t m = utf8_next(s + n, len - n, &cp);
         if (cp < 0x80 || rd_cp_width(cp) != 0)
             break;
         n += m;
@@ -153,7 +89,7 @@ char *rd_sanitize(const char *s, size_t len, size_t *out_len)
     size_t o = 0, col = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        i += rd_utf8_decode(s + i, len - i, &cp);
+        i += utf8_next(s + i, len - i, &cp);
         if (cp == '\n') {
             out[o++] = '\n';
             col = 0;
@@ -176,7 +112,7 @@ char *rd_sanitize(const char *s, size_t len, size_t *out_len)
             col += e;
             continue;
         }
-        o += rd_utf8_encode(cp, out + o);
+        o += (size_t)utf8_encode(cp, out + o);
         col += (size_t)rd_cp_width(cp);
     }
     out[o] = '\0';
@@ -195,14 +131,8 @@ void rd_pieces_free(rd_pieces *p)
 
 static int pieces_add(rd_pieces *p, size_t off, size_t len, int width)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        rd_piece *v = realloc(p->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    if (grow_array((void **)&p->v, &p->cap, p->n + 1, sizeof *p->v, 16) != 0)
+        return -1;
     p->v[p->n++] = (rd_piece){off, len, width};
     return 0;
 }
@@ -317,24 +247,10 @@ void rd_doc_free(rd_doc *d)
     memset(d, 0, sizeof *d);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*v, c * elem);
-    if (!n)
-        return -1;
-    *v = n;
-    *cap = c;
-    return 0;
-}
-
 static void doc_line_begin(rd_doc *d, unsigned fill)
 {
-    if (d->oom || grow((void **)&d->lines, &d->linecap, d->nlines + 1, sizeof *d->lines) < 0) {
+    if (d->oom ||
+        grow_array((void **)&d->lines, &d->linecap, d->nlines + 1, sizeof *d->lines, 64) < 0) {
         d->oom = 1;
         return;
     }
@@ -345,8 +261,8 @@ static void doc_seg(rd_doc *d, unsigned style, const char *s, size_t n)
 {
     if (d->oom || d->nlines == 0 || n == 0)
         return;
-    if (grow((void **)&d->text, &d->tcap, d->tlen + n, 1) < 0 ||
-        grow((void **)&d->segs, &d->segcap, d->nsegs + 1, sizeof *d->segs) < 0) {
+    if (grow_array((void **)&d->text, &d->tcap, d->tlen + n, 1, 64) < 0 ||
+        grow_array((void **)&d->segs, &d->segcap, d->nsegs + 1, sizeof *d->segs, 64) < 0) {
         d->oom = 1;
         return;
     }
@@ -675,6 +591,12 @@ static int emit_code(rd_doc *d, const char *s, size_t len, int width, unsigned b
     return rc;
 }
 
+/* RD_SELECT while inside the code block chosen for copying (rd_md_state.select_block). */
+static unsigned selected_block(const rd_md_state *st)
+{
+    return st->select_block > 0 && st->blocks == st->select_block ? RD_SELECT : 0;
+}
+
 static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsigned base,
                           rd_md_state *st)
 {
@@ -689,6 +611,8 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
     case RD_L_FENCE_OPEN: {
         st->lang = (int)hl_lang_from_info(s + c.body, len - c.body);
         st->hl_state = 0;
+        st->blocks++;
+        base |= selected_block(st);
         doc_line_begin(d, base | RD_CODEBLOCK);
         size_t n = len - c.body;
         if (n > (size_t)width - 2)
@@ -702,7 +626,7 @@ static int render_md_line(rd_doc *d, const char *s, size_t len, int width, unsig
         return d->oom ? -1 : 0;
     }
     case RD_L_CODE:
-        return emit_code(d, s, len, width, base, st);
+        return emit_code(d, s, len, width, base | selected_block(st), st);
     case RD_L_RULE: {
         doc_line_begin(d, 0);
         for (int i = 0; i < width; i++)
@@ -903,15 +827,10 @@ static size_t try_table(rd_doc *d, const char *s, size_t len, size_t i, int widt
         size_t end = line_end(s, len, at);
         if (nrows >= 2 && (all_space(s + at, end - at, 0) || !memchr(s + at, '|', end - at)))
             break;
-        if (nrows == cap) {
-            cap = cap ? cap * 2 : 16;
-            table_row *v = realloc(rows, cap * sizeof *v);
-            if (!v) {
-                free(rows);
-                *rc = -1;
-                return 0;
-            }
-            rows = v;
+        if (grow_array((void **)&rows, &cap, nrows + 1, sizeof *rows, 16) != 0) {
+            free(rows);
+            *rc = -1;
+            return 0;
         }
         rows[nrows++] = (table_row){at, end - at};
         at = end < len ? end + 1 : len;

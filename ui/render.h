@@ -6,12 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes one code point from s (len > 0). Returns the bytes used (1..4); an invalid or
- * truncated sequence, an overlong form or a surrogate gives U+FFFD and uses 1 byte. */
-size_t rd_utf8_decode(const char *s, size_t len, uint32_t *cp);
-/* Encodes cp into out (4 bytes room). Returns the bytes written. */
-size_t rd_utf8_encode(uint32_t cp, char *out);
-
 /* Columns a code point takes: 0 (combining, zero-width joiners, variation selectors), 1 or 2
  * (East Asian wide, emoji). Control characters count 1: rd_sanitize turns them into U+FFFD.
  * Needs a UTF-8 LC_CTYPE (setlocale) for wcwidth; falls back to built-in ranges otherwise. */
@@ -109,6 +103,8 @@ typedef struct rd_md_state {
     int fence_len;
     int lang;        /* the code block's hl_lang (ui/highlight.h), 0 for none */
     int hl_state;    /* the highlighter's state between the block's lines */
+    int blocks;      /* code blocks opened so far (the current one is number `blocks`) */
+    int select_block; /* the code block (1-based) drawn selected (RD_SELECT), 0 for none */
 } rd_md_state;
 
 /* Kinds of Markdown-lite line (rd_md_classify). */

@@ -88,7 +88,7 @@ void trs_clear(transcript *t)
         item_free(t->items[i]);
     t->n = 0;
     t->think = t->text = NULL;
-    t->sel = t->ask = -1;
+    t->sel = t->ask = t->code_sel = -1;
     t->changed = 1;
 }
 
@@ -120,6 +120,7 @@ static void layout_answer(trs_item *it, int w)
         it->settled_raw = 0;
         it->settled_w = w;
         memset(&it->settled_st, 0, sizeof it->settled_st);
+        it->settled_st.select_block = it->code_sel;
     }
     const char *s = it->text.s ? it->text.s : "";
     size_t upto = rd_md_settled_end(s, it->text.len); /* a table still growing stays open */
@@ -509,6 +510,7 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
         trs_add_text(t, TRS_USER, ev->text, ev->len);
             break;
     case UI_EV_REPLY_BEGIN:
+        trs_code_select(t, -1); /* the selection was in the reply before */
         t->streaming = 1;
         t->turn++;
         t->think = t->text = NULL;
@@ -582,7 +584,7 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
 void trs_init(transcript *t)
 {
     memset(t, 0, sizeof *t);
-    t->sel = t->ask = -1;
+    t->sel = t->ask = t->code_sel = -1;
     t->ttft = t->tok_s = -1;
     t->ranks = 1;
 }
@@ -663,6 +665,90 @@ char *trs_last_reply(const transcript *t, size_t *len)
         }
     *len = b.len;
     return b.s;
+}
+
+/* The turn of the last reply with answer text, or -1. */
+static int last_text_turn(const transcript *t)
+{
+    for (size_t i = t->n; i-- > 0;)
+        if (t->items[i]->kind == TRS_TEXT)
+            return t->items[i]->turn;
+    return -1;
+}
+
+int trs_code_blocks(const transcript *t, trs_code **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int turn = last_text_turn(t);
+    for (size_t i = 0; i < t->n && turn >= 0; i++) {
+        const trs_item *it = t->items[i];
+        if (it->kind != TRS_TEXT || it->turn != turn)
+            continue;
+        cb_block *b;
+        size_t nb;
+        if (cb_find(it->text.s ? it->text.s : "", it->text.len, &b, &nb) < 0)
+            goto oom;
+        trs_code *g = nb ? realloc(*out, (*n + nb) * sizeof *g) : *out;
+        if (nb && !g) {
+            free(b);
+            goto oom;
+        }
+        *out = g;
+        for (size_t k = 0; k < nb; k++)
+            (*out)[(*n)++] = (trs_code){it, b[k]};
+        free(b);
+    }
+    return 0;
+oom:
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
+/* Sets an answer item's selected block, laying it out again when that changes. */
+static void item_code_sel(trs_item *it, int block)
+{
+    if (it->code_sel == block)
+        return;
+    it->code_sel = block;
+    it->settled_w = -1; /* the settled lines carry the old selection */
+    it->dirty = 1;
+    it->body_w = -1;
+}
+
+void trs_code_select(transcript *t, int k)
+{
+    trs_code *c = NULL;
+    size_t n = 0;
+    if (k >= 0 && trs_code_blocks(t, &c, &n) < 0)
+        k = -1;
+    const trs_item *target = k >= 0 && (size_t)k < n ? c[k].item : NULL;
+    int local = 0; /* the block's number inside its item */
+    for (size_t j = 0; target && j <= (size_t)k; j++)
+        if (c[j].item == target)
+            local++;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->items[i]->kind == TRS_TEXT)
+            item_code_sel(t->items[i], t->items[i] == target ? local : 0);
+    t->code_sel = target ? k : -1;
+    t->changed = 1;
+    free(c);
+}
+
+int trs_code_line(transcript *t, size_t idx, int w)
+{
+    trs_item_lines(t, idx, w); /* lays it out */
+    const trs_item *it = t->items[idx];
+    if (it->kind != TRS_TEXT || !it->code_sel)
+        return -1;
+    for (size_t j = 0; j < it->body.nlines; j++) {
+        const rd_line *ln = &it->body.lines[j];
+        if ((ln->fill & RD_SELECT) || (ln->nseg && (it->body.segs[ln->seg0].style & RD_SELECT)))
+            return (int)j + trs_blank_before(t, idx);
+    }
+    return -1;
 }
 
 int trs_conv_matches(const trs_conv *c, const char *query)

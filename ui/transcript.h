@@ -4,6 +4,7 @@
 #ifndef GLMCHAT_UI_TRANSCRIPT_H
 #define GLMCHAT_UI_TRANSCRIPT_H
 
+#include "ui/codeblock.h"
 #include "ui/render.h"
 #include "ui/view_impl.h"
 
@@ -33,6 +34,7 @@ typedef struct trs_item {
     size_t settled_raw;  /* bytes of text they cover */
     int settled_w;
     rd_md_state settled_st;
+    int code_sel;        /* answer: its code block (1-based) shown selected, 0 none */
 } trs_item;
 
 typedef struct trs_conv {
@@ -43,6 +45,7 @@ typedef struct transcript {
     trs_item **items;
     size_t n, cap;
     int sel;             /* selected foldable item, -1 none */
+    int code_sel;        /* the last reply's code block chosen for copying (0-based), -1 none */
     int ask;             /* the tool item waiting for an approval answer, -1 none */
     /* the reply */
     int streaming, turn;
@@ -91,6 +94,18 @@ int trs_select_step(transcript *t, int dir);
 const trs_item *trs_answer(transcript *t, char answer, double now);
 /* The raw text of the last reply's answer (malloc'd, NULL when there is none). */
 char *trs_last_reply(const transcript *t, size_t *len);
+/* One code block of the last reply: the answer item it is in and where in its text. */
+typedef struct trs_code {
+    const trs_item *item;
+    cb_block block;
+} trs_code;
+/* The last reply's code blocks in order (*out malloc'd, NULL when none). 0, or -1 (memory). */
+int trs_code_blocks(const transcript *t, trs_code **out, size_t *n);
+/* Draws the last reply's code block k (0-based) selected, or none for -1. */
+void trs_code_select(transcript *t, int k);
+/* The transcript line (counted from the top of item idx at width w) where the selected code
+ * block starts, or -1. */
+int trs_code_line(transcript *t, size_t idx, int w);
 /* Whether conversation c matches the list filter query (case-insensitive, "" matches all). */
 int trs_conv_matches(const trs_conv *c, const char *query);
 /* The status line's reply state: "ready", "thinking"... */

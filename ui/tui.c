@@ -18,6 +18,9 @@
 
 #include <curses.h>
 
+#include "base/utf8.h"
+#include "ui/clipboard.h"
+#include "ui/codeblock.h"
 #include "ui/render.h"
 #include "ui/transcript.h"
 #include "ui/tui.h"
@@ -400,7 +403,7 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
             }
             if (pass == 1 && draw && row - top >= 0 && row - top < max_rows) {
                 uint32_t cp;
-                rd_utf8_decode(text + i, tlen - i, &cp);
+                utf8_next(text + i, tlen - i, &cp);
                 move(y0 + row - top, col);
                 if (cp < 0x20 || cp == 0x7F)
                     addstr("\xef\xbf\xbd");
@@ -540,7 +543,14 @@ static void draw(tui *t)
 
 static void tui_flash(tui *t, const char *msg)
 {
-    snprintf(t->flash, sizeof t->flash, "%s", msg);
+    size_t n = strlen(msg);
+    if (n >= sizeof t->flash) { /* cut at a character: the status line cuts it further */
+        n = sizeof t->flash - 1;
+        while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(t->flash, msg, n);
+    t->flash[n] = '\0';
     t->flash_until = now_s() + 3.0;
     t->dirty = 1;
 }
@@ -624,75 +634,180 @@ static void do_cancel(tui *t)
     tui_flash(t, "canceling the reply\xe2\x80\xa6");
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/* ---- copying ------------------------------------------------------------------------------------ */
 
-/* Copies the last reply's raw text (Markdown as written) through OSC 52. */
-static void copy_last_reply(tui *t)
+/* Sends text to the clipboard (and the copy file) and says in the status line what went where. */
+static void copy_out(tui *t, const char *what, const char *text, size_t len)
 {
-    trs_buf text = {0};
-    text.s = trs_last_reply(&t->tr, &text.len);
-    if (!text.s || !text.len) {
-        tui_flash(t, "no reply to copy yet");
-        free(text.s);
-        return;
-    }
-    size_t olen = 7 + (text.len + 2) / 3 * 4 + 1;
-    char *o = malloc(olen);
-    if (!o) {
-        free(text.s);
-        tui_flash(t, "out of memory copying the reply");
-        return;
-    }
-    size_t k = 0;
-    memcpy(o, "\033]52;c;", 7);
-    k = 7;
-    const unsigned char *s = (const unsigned char *)text.s;
-    for (size_t i = 0; i < text.len; i += 3) {
-        unsigned v = (unsigned)s[i] << 16;
-        if (i + 1 < text.len)
-            v |= (unsigned)s[i + 1] << 8;
-        if (i + 2 < text.len)
-            v |= s[i + 2];
-        o[k++] = b64[(v >> 18) & 63];
-        o[k++] = b64[(v >> 12) & 63];
-        o[k++] = i + 1 < text.len ? b64[(v >> 6) & 63] : '=';
-        o[k++] = i + 2 < text.len ? b64[v & 63] : '=';
-    }
-    o[k++] = '\a';
-    size_t off = 0;
-    while (off < k) {
-        ssize_t w = write(STDOUT_FILENO, o + off, k - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    char msg[96];
-    snprintf(msg, sizeof msg, "copied the last reply (%zu bytes) to the clipboard", text.len);
+    char how[700], msg[900];
+    int rc = clip_copy(STDOUT_FILENO, t->v->cfg.copy_file, text, len, how, sizeof how);
+    snprintf(msg, sizeof msg, "%s %s: %s", rc == 0 ? "copied" : "copy of", what, how);
     tui_flash(t, msg);
-    free(o);
-    free(text.s);
 }
 
-static void show_help(tui *t)
+static int count_lines(const char *s, size_t n)
 {
+    int lines = n > 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        lines += s[i] == '\n';
+    return lines;
+}
+
+/* Copies the last reply's raw text (Markdown as written). */
+static void copy_last_reply(tui *t)
+{
+    size_t len = 0;
+    char *text = trs_last_reply(&t->tr, &len);
+    if (!text || !len) {
+        tui_flash(t, "no reply to copy yet");
+        free(text);
+        return;
+    }
+    char what[96];
+    int lines = count_lines(text, len);
+    snprintf(what, sizeof what, "the last reply (%d line%s, %zu bytes)", lines, lines == 1 ? "" : "s", len);
+    copy_out(t, what, text, len);
+    free(text);
+}
+
+/* Scrolls so that the selected code block's first line shows (at the top when it did not). */
+static void show_code(tui *t)
+{
+    int w = text_width(t), rows = LINES - 3, below = 0, found = -1;
+    for (size_t i = t->tr.n; i-- > 0;) {
+        int n = trs_item_lines(&t->tr, i, w);
+        int at = found < 0 ? trs_code_line(&t->tr, i, w) : -1;
+        if (at >= 0) {
+            found = below + (n - at); /* lines from the block's first to the end */
+            break;
+        }
+        below += n;
+    }
+    if (found < 0 || rows < 1)
+        return;
+    if (t->scroll < found && found <= t->scroll + rows)
+        return;
+    t->scroll = found - rows > 0 ? found - rows : 0;
+}
+
+/* Copies block k (0-based) of the last reply's n code blocks, and shows it selected. */
+static void copy_block(tui *t, const trs_code *c, int k, int n)
+{
+    size_t len;
+    const trs_item *it = c[k].item;
+    char *text = cb_text(it->text.s ? it->text.s : "", &c[k].block, &len);
+    if (!text) {
+        tui_flash(t, "out of memory copying the code block");
+        return;
+    }
+    trs_code_select(&t->tr, k);
+    show_code(t);
+    t->dirty = 1;
+    char what[160];
+    const char *lang = c[k].block.lang;
+    int lines = c[k].block.lines;
+    snprintf(what, sizeof what, "code block %d/%d (%s%s%d line%s)", k + 1, n, lang, lang[0] ? ", " : "",
+             lines, lines == 1 ? "" : "s");
+    if (len == 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s is empty: nothing copied", what);
+        tui_flash(t, msg);
+    } else {
+        copy_out(t, what, text, len);
+    }
+    free(text);
+}
+
+/* Alt-K: the last reply's last code block; again, the one before it (round to the last). */
+static void copy_code_key(tui *t)
+{
+    trs_code *c;
+    size_t n;
+    if (trs_code_blocks(&t->tr, &c, &n) < 0) {
+        tui_flash(t, "out of memory finding the code blocks");
+        return;
+    }
+    if (n == 0) {
+        tui_flash(t, "no code block in the last reply (Alt-W copies the whole reply)");
+        return;
+    }
+    int sel = t->tr.code_sel;
+    int k = sel >= 1 && (size_t)sel < n ? sel - 1 : (int)n - 1;
+    copy_block(t, c, k, (int)n);
+    free(c);
+}
+
+/* /copy [N|all]: code block N of the last reply (1-based), its last by default, or all of it;
+ * a reply without code blocks is copied whole, and the status line says so. */
+static void copy_command(tui *t, const char *line_args)
+{
+    char args[64];
+    size_t an = strcspn(line_args, " \t\n");
+    snprintf(args, sizeof args, "%.*s", (int)(an < sizeof args ? an : sizeof args - 1), line_args);
+    if (line_args[an + strspn(line_args + an, " \t\n")]) {
+        tui_flash(t, "/copy takes one word: a code block number or 'all'");
+        return;
+    }
+    if (strcmp(args, "all") == 0) {
+        copy_last_reply(t);
+        return;
+    }
+    trs_code *c;
+    size_t n;
+    if (trs_code_blocks(&t->tr, &c, &n) < 0) {
+        tui_flash(t, "out of memory finding the code blocks");
+        return;
+    }
+    char msg[200];
+    char *end;
+    long k = args[0] ? strtol(args, &end, 10) : (long)n;
+    if (args[0] && (*end || end == args)) {
+        snprintf(msg, sizeof msg, "/copy takes a code block number or 'all', not '%.40s'", args);
+        tui_flash(t, msg);
+    } else if (n == 0 && !args[0]) {
+        copy_last_reply(t); /* its message says it was the whole reply */
+    } else if (n == 0) {
+        tui_flash(t, "the last reply has no code block: /copy all copies the whole reply");
+    } else if (k < 1 || (size_t)k > n) {
+        if (n == 1)
+            snprintf(msg, sizeof msg, "the last reply has 1 code block: /copy 1 (or /copy all)");
+        else
+            snprintf(msg, sizeof msg, "the last reply has %zu code blocks: /copy 1 to %zu (or /copy all)", n, n);
+        tui_flash(t, msg);
+    } else {
+        copy_block(t, c, (int)k - 1, (int)n);
+    }
+    free(c);
+}
+
+/* ---- slash commands (the view's part) ------------------------------------------------------------ */
+
+static void add_help_key(const char *keys, const char *help, void *user)
+{
+    trs_buf *h = user;
+    if (h->len && h->s[h->len - 1] != '\n')
+        trs_buf_add(h, " \xc2\xb7 ", 4);
+    trs_buf_add(h, keys, strlen(keys));
+    trs_buf_add(h, " ", 1);
+    trs_buf_add(h, help, strlen(help));
+}
+
+/* /help: the command table and the key table, written out. */
+static void show_help(tui *t, const char *args)
+{
+    (void)args;
     trs_buf h = {0};
     for (size_t i = 0; i < ui_commands_count; i++) {
-        char line[200];
-        snprintf(line, sizeof line, "/%s%s%s \xe2\x80\x94 %s\n", ui_commands[i].name,
-                 ui_commands[i].args[0] ? " " : "", ui_commands[i].args, ui_commands[i].help);
+        const ui_command *c = &ui_commands[i];
+        char line[300];
+        snprintf(line, sizeof line, "/%s%s%s%s%s \xe2\x80\x94 %s\n", c->name, c->alias ? " or /" : "",
+                 c->alias ? c->alias : "", c->args[0] ? " " : "", c->args, c->help);
         trs_buf_add(&h, line, strlen(line));
     }
-    const char *keys =
-        "Enter sends \xc2\xb7 Alt-Enter or Ctrl-J new line \xc2\xb7 Ctrl-G edits in $EDITOR \xc2\xb7 "
-        "Ctrl-R searches history \xc2\xb7 Tab completes /commands\n"
-        "Esc or Ctrl-C cancels a reply \xc2\xb7 Ctrl-C twice or Ctrl-D quits \xc2\xb7 "
-        "PageUp/PageDown or the wheel scroll\n"
-        "Ctrl-T folds or unfolds thinking and tool calls \xc2\xb7 Alt-Up/Alt-Down select one \xc2\xb7 "
-        "F2 conversations \xc2\xb7 Alt-W copies the last reply \xc2\xb7 Shift-drag selects text\n"
-        "A line led by a path (/etc/hosts: ...) is a message \xc2\xb7 //text sends /text";
-    trs_buf_add(&h, keys, strlen(keys));
+    ui_keys_each(add_help_key, &h);
+    const char *notes = "\nShift-drag selects text \xc2\xb7 A line led by a path (/etc/hosts: ...) is a message "
+                        "\xc2\xb7 //text sends /text";
+    trs_buf_add(&h, notes, strlen(notes));
     if (h.s)
         trs_add_text(&t->tr, TRS_NOTICE, h.s, h.len);
     free(h.s);
@@ -709,6 +824,49 @@ static void open_list(tui *t, int open, const char *empty)
     t->dirty = 1;
 }
 
+static void list_command(tui *t, const char *args)
+{
+    (void)args;
+    open_list(t, 1, "no saved conversations yet"); /* the app fills it */
+}
+
+static void search_command(tui *t, const char *args)
+{
+    char empty[200];
+    snprintf(empty, sizeof empty, "no match for %.150s", args);
+    open_list(t, 1, empty);
+}
+
+static void quit_command(tui *t, const char *args)
+{
+    (void)args;
+    do_quit(t);
+}
+
+/* The view's handlers of the commands flagged UI_CMD_VIEW in ui/commands.c. */
+typedef struct tui_command {
+    const char *name;
+    void (*run)(tui *t, const char *args);
+} tui_command;
+
+static const tui_command tui_commands[] = {
+    {"list", list_command}, {"search", search_command}, {"copy", copy_command},
+    {"help", show_help},    {"quit", quit_command},
+};
+
+static const tui_command *tui_command_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof tui_commands / sizeof tui_commands[0]; i++)
+        if (strcmp(tui_commands[i].name, name) == 0)
+            return &tui_commands[i];
+    return NULL;
+}
+
+int tui_runs_command(const char *name)
+{
+    return tui_command_find(name) != NULL;
+}
+
 static void run_command(tui *t, const char *line)
 {
     char name[32];
@@ -720,22 +878,18 @@ static void run_command(tui *t, const char *line)
         trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
         return;
     }
-    if (strcmp(name, "quit") == 0) {
-        do_quit(t);
-        return;
+    if (c->flags & UI_CMD_VIEW) {
+        const tui_command *h = tui_command_find(c->name);
+        if (!h) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "/%s has no handler in the TUI (a bug: ui/tui.c tui_commands)", c->name);
+            trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
+            return;
+        }
+        h->run(t, args);
     }
-    if (strcmp(name, "help") == 0)
-        show_help(t);
-    else if (strcmp(name, "list") == 0)
-        open_list(t, 1, "no saved conversations yet"); /* the app fills it */
-    else if (strcmp(name, "search") == 0) {
-        char empty[200];
-        snprintf(empty, sizeof empty, "no match for %.150s", args);
-        open_list(t, 1, empty);
-    }
-    else if (strcmp(name, "copy") == 0)
-        copy_last_reply(t);
-    act(t, UI_ACT_COMMAND, args, name, NULL, 0);
+    if (!t->quit) /* the app hears of every command but /quit, which it gets as UI_ACT_QUIT */
+        act(t, UI_ACT_COMMAND, args, c->name, NULL, 0);
 }
 
 void tui_line_done(tui *t, char *line)
@@ -1059,6 +1213,10 @@ static void escape(tui *t)
         t->tr.sel = -1;
         t->dirty = 1;
     }
+    if (t->tr.code_sel >= 0) {
+        trs_code_select(&t->tr, -1);
+        t->dirty = 1;
+    }
 }
 
 static void feed_key(int ch)
@@ -1090,15 +1248,163 @@ static void mouse_key(tui *t)
         scroll_by(t, -3);
 }
 
-/* Commands the view runs itself, so they work while a reply streams. */
-static int local_command(const char *line)
+/* Whether the line is a command allowed while a reply streams (UI_CMD_WHILE_STREAMING). */
+static int runs_while_streaming(const char *line)
 {
     char name[32];
     const char *args;
-    if (!ui_line_is_command(line) || !ui_command_parse(line, name, sizeof name, &args))
+    const ui_command *c;
+    if (!ui_line_is_command(line) || !(c = ui_command_parse(line, name, sizeof name, &args)))
         return 0;
-    return strcmp(name, "help") == 0 || strcmp(name, "list") == 0 || strcmp(name, "copy") == 0 ||
-           strcmp(name, "quit") == 0;
+    return (c->flags & UI_CMD_WHILE_STREAMING) != 0;
+}
+
+/* ---- the key table ---- */
+
+static void page_up(tui *t)
+{
+    scroll_by(t, LINES / 2 > 1 ? LINES / 2 : 1);
+}
+
+static void page_down(tui *t)
+{
+    scroll_by(t, -(LINES / 2 > 1 ? LINES / 2 : 1));
+}
+
+static void paste_begin(tui *t)
+{
+    t->paste = 1;
+    t->pastebuf.len = 0;
+}
+
+static void conversation_list_key(tui *t)
+{
+    if (!t->list_open)
+        act(t, UI_ACT_COMMAND, "", "list", NULL, 0);
+    open_list(t, !t->list_open, "no saved conversations yet");
+}
+
+static void select_up(tui *t)
+{
+    select_step(t, -1);
+}
+
+static void select_down(tui *t)
+{
+    select_step(t, 1);
+}
+
+static void redraw_key(tui *t)
+{
+    t->full_redraw = 1;
+    t->dirty = 1;
+}
+
+static void suspend_key(tui *t)
+{
+    term_off();
+    raise(SIGSTOP);
+    term_on(t);
+}
+
+/* Enter: readline's, but a message waits while a reply streams; commands that may run then do. */
+static void enter_key(tui *t)
+{
+    if ((t->tr.streaming || t->tr.ask >= 0) && !tui_input_searching() &&
+        !runs_while_streaming(tui_input_text())) {
+        tui_flash(t, "a reply is streaming: Esc cancels it; your message waits here");
+        return;
+    }
+    feed_key('\r');
+}
+
+#define ALT(c) (0x2000 | (c)) /* Esc then the letter: our code for Alt-letter */
+
+enum {
+    TK_ANYWHERE = 1 << 0,        /* also while the conversation list is open */
+    TK_WHILE_STREAMING = 1 << 1, /* also while a reply streams or a tool call asks */
+};
+
+/* A key the TUI answers itself; code 0 for readline's keys (input.c), listed for /help. An
+ * entry with no help is documented by the one before it. */
+typedef struct tui_key {
+    int code;
+    const char *keys; /* as /help writes them */
+    unsigned flags;
+    void (*run)(tui *t);
+    const char *help;
+} tui_key;
+
+static const tui_key tui_keys[] = {
+    {'\r', "Enter", TK_WHILE_STREAMING, enter_key, "sends"},
+    {KEY_ENTER, "Enter", TK_WHILE_STREAMING, enter_key, NULL},
+    {0, "Alt-Enter or Ctrl-J", 0, NULL, "new line"},
+    {0, "Ctrl-G", 0, NULL, "edits in $EDITOR"},
+    {0, "Ctrl-R", 0, NULL, "searches history"},
+    {0, "Tab", 0, NULL, "completes /commands"},
+    {27, "Esc", TK_WHILE_STREAMING, escape, "cancels a reply or drops the selection"},
+    {3, "Ctrl-C", TK_WHILE_STREAMING, ctrl_c, "cancels a reply; twice quits"},
+    {0, "Ctrl-D", 0, NULL, "quits"},
+    {KEY_PPAGE, "PageUp/PageDown or the wheel", TK_ANYWHERE | TK_WHILE_STREAMING, page_up, "scroll"},
+    {KEY_NPAGE, "PageDown", TK_ANYWHERE | TK_WHILE_STREAMING, page_down, NULL},
+    {KEY_MOUSE, "wheel", TK_ANYWHERE | TK_WHILE_STREAMING, mouse_key, NULL},
+    {20, "Ctrl-T", TK_WHILE_STREAMING, toggle_fold, "folds or unfolds thinking and tool calls"},
+    {KEY_ALT_UP, "Alt-Up/Alt-Down", TK_ANYWHERE | TK_WHILE_STREAMING, select_up, "select one"},
+    {KEY_ALT_DOWN, "Alt-Down", TK_ANYWHERE | TK_WHILE_STREAMING, select_down, NULL},
+    {ALT('k'), "Alt-K", TK_WHILE_STREAMING, copy_code_key,
+     "copies the last code block of the last reply (again: the one before)"},
+    {ALT('w'), "Alt-W", TK_WHILE_STREAMING, copy_last_reply, "copies the last reply"},
+    {KEY_F(2), "F2", TK_ANYWHERE, conversation_list_key, "conversations"},
+    {12, "Ctrl-L", TK_WHILE_STREAMING, redraw_key, "redraws"},
+    {26, "Ctrl-Z", TK_WHILE_STREAMING, suspend_key, "suspends"},
+    {KEY_PASTE_BEGIN, "paste", TK_ANYWHERE | TK_WHILE_STREAMING, paste_begin, NULL},
+};
+
+void ui_keys_each(void (*each)(const char *keys, const char *help, void *user), void *user)
+{
+    for (size_t i = 0; i < sizeof tui_keys / sizeof tui_keys[0]; i++)
+        if (tui_keys[i].help)
+            each(tui_keys[i].keys, tui_keys[i].help, user);
+}
+
+static const tui_key *key_find(int code)
+{
+    for (size_t i = 0; i < sizeof tui_keys / sizeof tui_keys[0]; i++)
+        if (tui_keys[i].code == code && tui_keys[i].run)
+            return &tui_keys[i];
+    return NULL;
+}
+
+/* Runs the key's entry if it has one that applies now; 0 when the key is for readline. */
+static int run_key(tui *t, const tui_key *k)
+{
+    if (!k || (t->list_open && !(k->flags & TK_ANYWHERE)))
+        return 0;
+    if ((t->tr.streaming || t->tr.ask >= 0) && !(k->flags & TK_WHILE_STREAMING)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a reply is streaming: %s waits for it (Esc cancels it)", k->keys);
+        tui_flash(t, msg);
+        return 1;
+    }
+    k->run(t);
+    return 1;
+}
+
+/* Esc alone, or Esc and a key: Alt-key, ours or readline's. */
+static void escape_key(tui *t)
+{
+    int next = getch();
+    if (next == ERR) {
+        run_key(t, key_find(27));
+        return;
+    }
+    int lower = next >= 'A' && next <= 'Z' ? next - 'A' + 'a' : next;
+    if (next < 0x100 && run_key(t, key_find(ALT(lower))))
+        return;
+    if (next == KEY_ENTER)
+        next = '\r';
+    tui_input_feed("\033", 1);
+    feed_key(next);
 }
 
 static void handle_key(tui *t, int ch)
@@ -1119,34 +1425,9 @@ static void handle_key(tui *t, int ch)
         }
         return;
     }
-    switch (ch) {
-    case KEY_PASTE_BEGIN:
-        t->paste = 1;
-        t->pastebuf.len = 0;
+    const tui_key *k = key_find(ch);
+    if (k && (k->flags & TK_ANYWHERE) && run_key(t, k))
         return;
-    case KEY_MOUSE:
-        mouse_key(t);
-        return;
-    case KEY_PPAGE:
-        scroll_by(t, LINES / 2 > 1 ? LINES / 2 : 1);
-        return;
-    case KEY_NPAGE:
-        scroll_by(t, -(LINES / 2 > 1 ? LINES / 2 : 1));
-        return;
-    case KEY_F(2):
-        if (!t->list_open)
-            act(t, UI_ACT_COMMAND, "", "list", NULL, 0);
-        open_list(t, !t->list_open, "no saved conversations yet");
-        return;
-    case KEY_ALT_UP:
-        select_step(t, -1);
-        return;
-    case KEY_ALT_DOWN:
-        select_step(t, 1);
-        return;
-    default:
-        break;
-    }
     if (t->list_open) {
         list_key(t, ch);
         return;
@@ -1159,49 +1440,12 @@ static void handle_key(tui *t, int ch)
             act(t, UI_ACT_APPROVE, NULL, NULL, a->id, ans);
         return;
     }
-    switch (ch) {
-    case 3: /* Ctrl-C */
-        ctrl_c(t);
-        return;
-    case 20: /* Ctrl-T */
-        toggle_fold(t);
-        return;
-    case 12: /* Ctrl-L */
-        t->full_redraw = 1;
-        t->dirty = 1;
-        return;
-    case 26: /* Ctrl-Z */
-        term_off();
-        raise(SIGSTOP);
-        term_on(t);
-        return;
-    case 27: {
-        int next = getch();
-        if (next == ERR) {
-            escape(t);
-            return;
-        }
-        if (next == 'w' || next == 'W') {
-            copy_last_reply(t);
-            return;
-        }
-        if (next == KEY_ENTER)
-            next = '\r';
-        tui_input_feed("\033", 1);
-        feed_key(next);
+    if (ch == 27) {
+        escape_key(t);
         return;
     }
-    case '\r':
-    case KEY_ENTER:
-        if ((t->tr.streaming || t->tr.ask >= 0) && !tui_input_searching() &&
-            !local_command(tui_input_text())) {
-            tui_flash(t, "a reply is streaming: Esc cancels it; your message waits here");
-            return;
-        }
-        break;
-    default:
-        break;
-    }
+    if (run_key(t, k))
+        return;
     feed_key(ch);
 }
 
@@ -1307,7 +1551,7 @@ static void define_keys(void)
 ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
 {
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        snprintf(err, errlen, "the TUI needs a terminal on stdin and stdout; use the plain view for pipes");
+        snprintf(err, errlen, "the TUI needs a terminal on stdin and stdout; glmchat chat --prompt or piped stdin runs without one");
         return NULL;
     }
     ui_view *v = malloc(sizeof *v);

@@ -37,4 +37,8 @@ void tui_show_completions(tui *t, char **matches, int count);
 /* Ctrl-G: the TUI suspends the screen, runs $EDITOR on the line, resumes. */
 void tui_edit_external(tui *t);
 
+/* ---- tui.c, for the tests ---- */
+/* Whether the TUI has a handler for the named command (each one flagged UI_CMD_VIEW must). */
+int tui_runs_command(const char *name);
+
 #endif

@@ -1,5 +1,5 @@
 /* view.c: the part of view.h both views share: the event queue the app pushes into from any
- * thread, its wakeup pipe, and ui_run/ui_free dispatch to the TUI or the plain view. */
+ * thread, its wakeup pipe, and ui_run/ui_free dispatch to the view (the TUI). */
 #include "ui/view_impl.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* view.h: the one interface between the app and a view (the ncurses TUI or plain stdio).
+/* view.h: the one interface between the app and the view (the ncurses TUI).
  * The app pushes transcript items and streaming deltas in; the view hands user actions out.
  *
  * THREADING CONTRACT
@@ -35,18 +35,17 @@
  *         return 0;
  *     }
  *     ui_config cfg = { .history_file = path, .on_action = on_action, .user = c };
- *     c->view = isatty(0) && isatty(1) ? ui_tui_new(&cfg, err, sizeof err)
- *                                      : ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err);
+ *     c->view = ui_tui_new(&cfg, err, sizeof err);    // scripts and pipes: app/cmd_chat.c
  *     ui_push_status(c->view, &(ui_status){ .model = "GLM-5.3-Flash", .backend = "cuda", ... });
  *     int rc = ui_run(c->view);     // returns when the user quits (0) or on a terminal error (-1)
  *     join_turn_thread(c);  ui_free(c->view);
  *
  * A reply is: REPLY_BEGIN, then any mix of REASONING_DELTA, CONTENT_DELTA and TOOL_* events,
  * then exactly one FINISH. Push REPLY_BEGIN before on_action returns when the action starts a
- * reply (SUBMIT, /retry, /edit...): the plain view waits for FINISH before reading on. While a
+ * reply (SUBMIT, /retry, /edit...), so that its timing starts there. While a
  * reply runs the view shows it live and offers cancel; no SUBMIT and no COMMAND is sent until
- * FINISH arrives (the TUI keeps the typed line), except /help /list /copy /quit, which the TUI
- * runs itself and still reports. A tool needing approval: the engine thread pushes
+ * FINISH arrives (the TUI keeps the typed line), except the commands flagged
+ * UI_CMD_WHILE_STREAMING (/help /copy /quit), which the TUI runs itself and still reports. A tool needing approval: the engine thread pushes
  * TOOL_APPROVE and waits (condition variable) for UI_ACT_APPROVE or UI_ACT_CANCEL.
  * GLM_EV_* map one to one: REASONING_DELTA, CONTENT_DELTA, TOOL_CALL_BEGIN -> TOOL_BEGIN,
  * TOOL_ARG_DELTA -> TOOL_ARGS_DELTA, TOOL_CALL_END -> TOOL_END, STATS -> ui_push_status
@@ -123,8 +122,8 @@ void ui_stop(ui_view *v);
 
 typedef enum ui_action_type {
     UI_ACT_SUBMIT,  /* text, len: the user's message (may hold newlines) */
-    UI_ACT_COMMAND, /* name: a command from ui_commands (no '/'), text: its arguments ("" if
-                       none). /help, /quit, /list and /copy are also handled by the view itself */
+    UI_ACT_COMMAND, /* name: a command from ui_commands (no '/', never an alias), text: its
+                       arguments ("" if none). The view runs those flagged UI_CMD_VIEW itself */
     UI_ACT_CANCEL,  /* cancel the running reply; the app keeps the partial reply and pushes
                        FINISH "canceled" */
     UI_ACT_APPROVE, /* id: the tool call, answer: 'y' (once), 'c' (this conversation), 'a' (always), 'n' */
@@ -145,16 +144,32 @@ typedef struct ui_action {
 
 typedef void (*ui_action_fn)(const ui_action *a, void *user);
 
-/* The slash commands, one table (ui/commands.c); the TUI completes them on Tab. */
+/* The slash commands, one table (ui/commands.c): /help, Tab completion, the man page and both
+ * dispatchers (the TUI's and the app's) read it; a command's flags are its rules. */
+enum {
+    UI_CMD_WHILE_STREAMING = 1 << 0, /* runs while a reply streams or a tool call waits for an
+                                        answer; others wait (the TUI keeps the line, the app
+                                        refuses) */
+    UI_CMD_VIEW = 1 << 1,            /* the view runs it (wholly, or opens its pane first) */
+    UI_CMD_APP = 1 << 2,             /* the app runs it; every command is still reported */
+};
 typedef struct ui_command {
     const char *name;  /* "export" */
+    const char *alias; /* another name that runs it ("exit" for quit), NULL for none */
     const char *args;  /* "[md|json|html] [FILE]", "" when it takes none */
+    unsigned flags;    /* UI_CMD_* */
     const char *help;  /* one line */
 } ui_command;
 extern const ui_command ui_commands[];
 extern const size_t ui_commands_count;
-/* The entry named name (without '/'), or NULL. */
+/* The entry named name or its alias (without '/'), or NULL. */
 const ui_command *ui_command_find(const char *name);
+/* Whether the named command may run while a reply streams (UI_CMD_WHILE_STREAMING). */
+int ui_command_while_streaming(const char *name);
+
+/* The TUI's keys, in /help's order: calls each(keys, help, user) for each ("Alt-K", "copies a
+ * code block ..."), for /help and the man page. */
+void ui_keys_each(void (*each)(const char *keys, const char *help, void *user), void *user);
 
 /* Whether an input line (leading blanks skipped) is a slash command rather than a message: it
  * starts with one '/', and its first word is a known command or holds no other '/'. So
@@ -170,9 +185,11 @@ typedef struct ui_config {
     const char *history_file; /* input history, e.g. $XDG_STATE_HOME/glmchat/history; NULL:
                                  none kept. Its directory must exist (paths_mkdirs). */
     int no_mouse;             /* nonzero: leave the mouse to the terminal (no wheel scroll) */
-    int show_thinking;        /* plain view: nonzero writes reasoning to the err stream */
     int no_color;             /* TUI: nonzero draws with attributes only (the app sets it from
                                  NO_COLOR, https://no-color.org) */
+    const char *copy_file;    /* TUI: the copy keys and /copy also write the text here (mode
+                                 0600), since a terminal cannot say whether it took OSC 52;
+                                 NULL: OSC 52 only */
     const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
                                  keys, N the time from their arrival to the frame showing them */
     ui_action_fn on_action;
@@ -182,10 +199,6 @@ typedef struct ui_config {
 /* The ncurses TUI on the controlling terminal. NULL with a message in err when stdin/stdout
  * are not a terminal or the terminal cannot be set up. */
 ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen);
-/* The stdio view: reads one message per line from in (a line ending in '\' continues),
- * writes answers to out, thinking (when show_thinking), tool lines and notices to errs. */
-ui_view *ui_plain_new(const ui_config *cfg, FILE *in, FILE *out, FILE *errs, char *err,
-                      size_t errlen);
 /* Runs until quit or ui_stop: 0, or -1 when the terminal failed. Restores the terminal. */
 int ui_run(ui_view *v);
 void ui_free(ui_view *v);

@@ -1,4 +1,4 @@
-/* view_impl.h: what the two views share behind view.h: the thread-safe event queue with its
+/* view_impl.h: what the view keeps behind view.h: the thread-safe event queue with its
  * wakeup pipe, and the table of a view's run/free functions. Not for the app. */
 #ifndef GLMCHAT_UI_VIEW_IMPL_H
 #define GLMCHAT_UI_VIEW_IMPL_H

@@ -13,14 +13,17 @@ typedef struct cpu_backend {
     cpu_pool *pool;
     cpu_numerics num;
     cpu_requant *rq; /* --dense q4, else NULL */
+    backend_tap tap; /* diagnostics (backend.h) */
 } cpu_backend;
 
 static void *cpu_be_state_new(void *impl, glm_error *err)
 {
     cpu_backend *b = impl;
     cpu_state *s = cpu_state_new(b->m, err);
-    if (s)
+    if (s) {
         cpu_state_set_numerics(s, &b->num);
+        cpu_state_set_tap(s, &b->tap);
+    }
     return s;
 }
 
@@ -32,6 +35,11 @@ static void cpu_be_state_free(void *st)
 static void cpu_be_set_collective(void *st, const backend_collective *coll)
 {
     cpu_state_set_collective(st, coll);
+}
+
+static void cpu_be_set_cancel(void *st, const atomic_int *flag)
+{
+    cpu_state_set_cancel(st, flag);
 }
 
 static void cpu_be_reset(void *st)
@@ -112,6 +120,7 @@ static const backend_ops cpu_ops = {
     .state_new = cpu_be_state_new,
     .state_free = cpu_be_state_free,
     .state_set_collective = cpu_be_set_collective,
+    .state_set_cancel = cpu_be_set_cancel,
     .state_reset = cpu_be_reset,
     .state_length = cpu_be_length,
     .state_mark = cpu_be_mark,
@@ -155,6 +164,7 @@ glm_status backend_open_cpu_with(const glm_model *m, int n_threads, const backen
     }
     b->m = m;
     b->num = (cpu_numerics){fmt, (numfmt_fp8_rule)s->fp8_rule, numerics_tag(s, fmt)};
+    b->tap = s->tap;
     if (s->dense == GLM_DENSE_Q4) {
         numfmt_q4 q = NUMFMT_Q4_GPU;
         if (s->q4_group)

@@ -33,6 +33,7 @@ struct cpu_state {
     kda_state *mark; /* saved KDA states, or NULL */
     int mark_n;
     cpu_collective coll; /* all_reduce NULL: one rank */
+    const atomic_int *cancel; /* polled between layers of a prefill (one rank), or NULL */
     kda_trail *trail;  /* one per KDA layer, or NULL */
     int trail_cap;     /* positions each trail holds */
     int trail_base, trail_n; /* the last verification ran positions trail_base.. + trail_n */
@@ -47,6 +48,7 @@ struct cpu_state {
     int h_base, h_n, h_cap;
     float *mark_h; /* h of the marked length's last token, or NULL */
     int mark_mtp_n;
+    backend_tap tap; /* diagnostics (backend.h); fn NULL: none */
 };
 
 /* Grows the DSA caches to hold need tokens. */
@@ -67,6 +69,13 @@ typedef struct dsa_selection {
     int width;
     int *count;
     int32_t *idx;
+    /* where not NULL (the diagnostic tap), the indexer's pool scores a row, score_width each:
+     * pool p's score at p, NaN where the row scores no pool p (p past its pools, or the row's
+     * pools within the budget) */
+    float *scores;
+    int score_width;
+    /* where not NULL (the tap), each row's cache rows before rounding: latent, key, gate */
+    float *cache_in;
 } dsa_selection;
 
 /* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed

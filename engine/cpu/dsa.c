@@ -81,6 +81,11 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     for (int t = 0; t < T; t++)
         cpu_layernorm(dc->idx_key + (size_t)(pos0 + t) * ID, wk + (size_t)t * ID, w->idx_k_norm_w,
                       w->idx_k_norm_b, ID, 1e-6f);
+    for (int t = 0; sel->cache_in && t < T; t++) {
+        float *in = sel->cache_in + (size_t)t * (c->kv_lora_rank + 2 * ID) + c->kv_lora_rank;
+        memcpy(in, dc->idx_key + (size_t)(pos0 + t) * ID, (size_t)ID * sizeof *in);
+        memcpy(in + ID, dc->idx_gate + (size_t)(pos0 + t) * ID, (size_t)ID * sizeof *in);
+    }
     round_rows(nf, dc->idx_key, pos0, T, ID);
     round_rows(nf, dc->idx_gate, pos0, T, ID);
     for (; dc->n_pools < n_pools_max; dc->n_pools++) {
@@ -97,6 +102,9 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     for (int t = 0; t < T; t++) {
         int pos = pos0 + t, P = (pos + 1) / kp, n = 0;
         int32_t *out = sel->idx + (size_t)t * sel->width;
+        float *scores = sel->scores ? sel->scores + (size_t)t * sel->score_width : NULL;
+        for (int p = 0; scores && p < sel->score_width; p++)
+            scores[p] = NAN;
         if (P <= budget) {
             for (int s = 0; s < P * kp; s++)
                 out[n++] = s;
@@ -110,6 +118,8 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
                 }
                 ps[p].score = score;
                 ps[p].pool = p;
+                if (scores && p < sel->score_width)
+                    scores[p] = score;
             }
             qsort(ps, (size_t)P, sizeof *ps, cmp_pool_score);
             for (int i = 0; i < budget; i++)
@@ -220,6 +230,9 @@ int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_c
         goto out;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(lat + (size_t)t * R, lat + (size_t)t * R, w->kv_a_norm, R, c->rms_norm_eps);
+    int in_width = R + (w->has_indexer ? 2 * c->index_head_dim : 0);
+    for (int t = 0; sel_out->cache_in && t < T; t++)
+        memcpy(sel_out->cache_in + (size_t)t * in_width, lat + (size_t)t * R, (size_t)R * sizeof *lat);
     round_rows(nf, lat, 0, T, R);
     const dsa_selection *sel = sel_in;
     if (w->has_indexer) {

@@ -68,6 +68,14 @@ void cpu_state_set_numerics(cpu_state *s, const cpu_numerics *nf)
     s->num = *nf;
 }
 
+void cpu_state_set_tap(cpu_state *s, const backend_tap *tap)
+{
+    if (tap)
+        s->tap = *tap;
+    else
+        memset(&s->tap, 0, sizeof s->tap);
+}
+
 void cpu_state_set_collective(cpu_state *s, const cpu_collective *coll)
 {
     if (coll)
@@ -240,10 +248,12 @@ static void fwd_buf_free(fwd_buf *b)
     for (int i = 0; i < 2; i++) {
         free(b->sel[i].count);
         free(b->sel[i].idx);
+        free(b->sel[i].scores);
+        free(b->sel[i].cache_in);
     }
 }
 
-static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T)
+static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T, int score_width)
 {
     size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
     memset(b, 0, sizeof *b);
@@ -259,6 +269,13 @@ static int fwd_buf_new(fwd_buf *b, const glm_config *c, int T)
         b->sel[i].count = malloc((size_t)T * sizeof(int));
         b->sel[i].idx = malloc((size_t)T * b->sel[i].width * sizeof(int32_t));
         ok = b->sel[i].count && b->sel[i].idx;
+        if (ok && score_width > 0) {
+            b->sel[i].score_width = score_width;
+            b->sel[i].scores = malloc((size_t)T * score_width * sizeof(float));
+            b->sel[i].cache_in = malloc((size_t)T * (c->kv_lora_rank + 2 * c->index_head_dim) *
+                                        sizeof(float));
+            ok = b->sel[i].scores && b->sel[i].cache_in;
+        }
     }
     return ok ? 0 : -1;
 }
@@ -272,6 +289,96 @@ static int reduce_partials(cpu_state *s, fwd_buf *b, int T, glm_error *err)
     return s->coll.all_reduce(s->coll.user, b->y, n, err) == GLM_OK ? 0 : -2;
 }
 
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void tap(const cpu_state *s, int li, backend_tap_what what, int T, const void *vals,
+                int per_row)
+{
+    if (s->tap.fn && !s->coll.all_reduce)
+        s->tap.fn(s->tap.user, li, what, s->n, T, vals, per_row);
+}
+
+/* The tap's selection rows: sel's rows, -1 past each row's count. */
+static int tap_selection(const cpu_state *s, int li, const dsa_selection *sel, int T)
+{
+    if (!s->tap.fn || s->coll.all_reduce)
+        return 0;
+    int32_t *rows = malloc((size_t)T * sel->width * sizeof *rows);
+    if (!rows)
+        return -1;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < sel->width; i++)
+            rows[(size_t)t * sel->width + i] = i < sel->count[t] ? sel->idx[(size_t)t * sel->width + i] : -1;
+    tap(s, li, BACKEND_TAP_SELECT, T, rows, sel->width);
+    free(rows);
+    if (sel->scores)
+        tap(s, li, BACKEND_TAP_SCORES, T, sel->scores, sel->score_width);
+    return 0;
+}
+
+/* The tap's cache rows of a DSA layer: before rounding (sel's copy) and as stored in dc. */
+static int tap_cache(const cpu_state *s, int li, const dsa_cache *dc, int indexer,
+                     const dsa_selection *sel, int T)
+{
+    const glm_config *c = &s->m->cfg;
+    int R = c->kv_lora_rank, ID = c->index_head_dim, width = R + (indexer ? 2 * ID : 0);
+    if (!s->tap.fn || s->coll.all_reduce)
+        return 0;
+    float *rows = malloc((size_t)T * width * sizeof *rows);
+    if (!rows)
+        return -1;
+    for (int t = 0; t < T; t++) {
+        float *r = rows + (size_t)t * width;
+        size_t pos = (size_t)(s->n + t);
+        memcpy(r, dc->latent + pos * R, (size_t)R * sizeof *r);
+        if (indexer) {
+            memcpy(r + R, dc->idx_key + pos * ID, (size_t)ID * sizeof *r);
+            memcpy(r + R + ID, dc->idx_gate + pos * ID, (size_t)ID * sizeof *r);
+        }
+    }
+    if (sel->cache_in)
+        tap(s, li, BACKEND_TAP_CACHE_IN, T, sel->cache_in, width);
+    tap(s, li, BACKEND_TAP_CACHE, T, rows, width);
+    free(rows);
+    return 0;
+}
+
+/* The tap's router rows: the router's logits and the experts cpu_moe routes to (computed again
+ * here, by the same calls, so that cpu_moe stays as it is). */
+static int tap_router(const cpu_state *s, cpu_pool *pool, int li, const float *u, int T)
+{
+    const glm_config *c = &s->m->cfg;
+    const glm_layer_weights *L = &s->m->w.layers[li];
+    int E = c->n_routed_experts, K = c->num_experts_per_tok, rc = -1;
+    if (!s->tap.fn || s->coll.all_reduce || !c->moe[li])
+        return 0;
+    float *logits = malloc((size_t)T * E * sizeof *logits), *cw = malloc((size_t)K * sizeof *cw);
+    float *scratch = malloc((size_t)(3 * E + c->n_group) * sizeof *scratch);
+    int32_t *chosen = malloc((size_t)T * K * sizeof *chosen);
+    int *one = malloc((size_t)K * sizeof *one);
+    if (logits && cw && scratch && chosen && one && !cpu_matmul(pool, &L->router, u, T, logits)) {
+        for (int t = 0; t < T; t++) {
+            cpu_route(c, logits + (size_t)t * E, L->router_bias, scratch, one, cw);
+            for (int k = 0; k < K; k++)
+                chosen[(size_t)t * K + k] = one[k];
+            qsort(chosen + (size_t)t * K, (size_t)K, sizeof *chosen, cmp_int32);
+        }
+        tap(s, li, BACKEND_TAP_ROUTER, T, logits, E);
+        tap(s, li, BACKEND_TAP_EXPERTS, T, chosen, K);
+        rc = 0;
+    }
+    free(logits);
+    free(cw);
+    free(scratch);
+    free(chosen);
+    free(one);
+    return rc;
+}
+
 static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, int *sel_cur,
                      glm_error *err)
 {
@@ -283,19 +390,29 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         return -1;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
+    tap(s, li, BACKEND_TAP_ATTN_IN, T, b->u, D);
     int rank = glm_config_rank_of(c, li), rc;
     if (c->attn[li] == GLM_ATTN_KDA) {
         rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], s->n, b->u, T, b->y,
                      s->verifying ? &s->trail[rank] : NULL);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
-        int next = 1 - *sel_cur;
+        int next = 1 - *sel_cur, pools0 = s->dsa[rank].n_pools;
         rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], &s->num, s->n, b->u, T, &b->sel[*sel_cur],
                      &b->sel[next], b->y);
         *sel_cur = next;
+        if (!rc && L->dsa.has_indexer)
+            rc = tap_selection(s, li, &b->sel[next], T);
+        if (!rc)
+            rc = tap_cache(s, li, &s->dsa[rank], L->dsa.has_indexer, &b->sel[*sel_cur], T);
+        const dsa_cache *dc = &s->dsa[rank];
+        if (!rc && L->dsa.has_indexer && s->tap.fn && !s->coll.all_reduce && dc->n_pools > pools0)
+            s->tap.fn(s->tap.user, li, BACKEND_TAP_POOL_KEY, pools0, dc->n_pools - pools0,
+                      dc->pool_key + (size_t)pools0 * c->index_head_dim, c->index_head_dim);
     }
     if (rc)
         return -1;
+    tap(s, li, BACKEND_TAP_ATTN, T, b->y, D);
     if ((rc = reduce_partials(s, b, T, err)))
         return rc;
     if (cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
@@ -305,10 +422,14 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
         return -1;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->post_norm, D, c->rms_norm_eps);
+    tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, D);
+    if (tap_router(s, pool, li, b->u, T))
+        return -1;
     rc = c->moe[li] ? cpu_moe(pool, c, L, b->u, T, b->y)
                     : cpu_mlp(pool, c, &L->mlp, c->intermediate_size, b->u, T, b->y);
     if (rc)
         return -1;
+    tap(s, li, BACKEND_TAP_FFN, T, b->y, D);
     if ((rc = reduce_partials(s, b, T, err)))
         return rc;
     if (cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
@@ -385,6 +506,19 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
 }
 
+void cpu_state_set_cancel(cpu_state *s, const atomic_int *flag)
+{
+    s->cancel = flag;
+}
+
+/* Whether to stop before the next layer: a prefill (not a decode step or a verification
+ * window, which end soon anyway) on one rank (the other rank would wait for this one's
+ * exchanges) whose session was canceled. */
+static int stop_asked(const cpu_state *s, int n)
+{
+    return s->cancel && n > 1 && !s->verifying && !s->coll.all_reduce && atomic_load(s->cancel);
+}
+
 static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n,
                           float *logits_out, int all_rows, glm_error *err)
 {
@@ -397,7 +531,9 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
         return st;
     fwd_buf b;
     int D = c->hidden_size, S = c->hc_mult, sel_cur = 0;
-    if (fwd_buf_new(&b, c, n)) {
+    /* with a tap, the indexer's scores too: a row for each pool the last token completes */
+    int score_width = s->tap.fn && !s->coll.all_reduce ? (s->n + n) / c->index_kpool + 1 : 0;
+    if (fwd_buf_new(&b, c, n, score_width)) {
         fwd_buf_free(&b);
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory running %d tokens", n);
     }
@@ -410,8 +546,14 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     }
     free(row);
     glm_error peer_err = {0};
-    for (int li = 0; rc == 0 && li < c->num_layers; li++)
+    int li = 0;
+    for (; rc == 0 && li < c->num_layers; li++) {
+        if (stop_asked(s, n)) {
+            rc = -3;
+            break;
+        }
         rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
+    }
     if (rc == 0)
         rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
     if (rc == 0 && cpu_mtp_on(s))
@@ -422,6 +564,9 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
             *err = peer_err;
         return peer_err.status ? peer_err.status : GLM_ERR_PEER;
     }
+    if (rc == -3) /* the layers before li ran: their KDA states moved on, so the state is reset */
+        return glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
+                             li, c->num_layers);
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);

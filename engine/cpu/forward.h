@@ -30,9 +30,13 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err);
 /* Makes the state's forward one of two ranks: the model's weights must be this rank's half
  * (tp_split_model). NULL: one rank (the default). */
 void cpu_state_set_collective(cpu_state *s, const cpu_collective *coll);
+/* The flag a prefill polls before each layer (backend.h, state_set_cancel); NULL: none. */
+void cpu_state_set_cancel(cpu_state *s, const atomic_int *flag);
 /* The formats of the state's caches (the default: f32, tag BACKEND_KV(f32, f32)); set before
  * the first token. */
 void cpu_state_set_numerics(cpu_state *s, const cpu_numerics *nf);
+/* The diagnostic tap of backend.h the state's forward feeds (NULL or fn NULL: none). */
+void cpu_state_set_tap(cpu_state *s, const backend_tap *tap);
 void cpu_state_free(cpu_state *s);
 void cpu_state_reset(cpu_state *s);
 int cpu_state_length(const cpu_state *s);

@@ -148,6 +148,7 @@ typedef struct cuda_backend {
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     int chunk;      /* rows a forward chunk holds at most (the plan's; prefills run in chunks) */
     engine_log log; /* where the backend's lines go */
+    backend_tap tap; /* diagnostics (backend.h): set, the decode step runs without its graph */
     cu_prof prof;
 } cuda_backend;
 

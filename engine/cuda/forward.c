@@ -7,9 +7,11 @@
  * (prefill chunks, EXL3 products); choose_form picks them once per layer. */
 #ifdef HAVE_CUDA
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_internal.h"
+#include "model/numfmt.h"
 
 glm_status cuda_fail(glm_error *err, const char *what, int code)
 {
@@ -303,8 +305,44 @@ static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm
     return 0;
 }
 
-/* The indexer's top-k of each row (in launches of CUDA_SCORE_ROWS rows). */
-static int dsa_select(cuda_state *s, int rank, int T, glm_error *err)
+/* The tap's pool scores (backend.h) of rows [t0, t0 + nt) of a main layer's forward, from
+ * eng_dsa_select's scores (rows of max_pools); NaN where a row scores no pool. */
+static int tap_scores(cuda_state *s, const cu_layer *L, int t0, int nt, int max_pools,
+                      glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    long li = L - be->w.layers;
+    if (!be->tap.fn || s->coll.all_reduce || li < 0 || li >= c->num_layers)
+        return 0; /* no tap, two ranks, or the MTP layer */
+    int kp = c->index_kpool, budget = c->index_topk / kp;
+    size_t n = (size_t)nt * (size_t)max_pools;
+    float *h = malloc(n * sizeof *h);
+    if (!h) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying the indexer's scores");
+        return -1;
+    }
+    int rc = eng_copy_async(h, s->scores, n * sizeof *h, be->stream);
+    if (!rc)
+        rc = eng_stream_sync(be->stream);
+    if (rc) {
+        free(h);
+        return cuda_fail(err, "copying the indexer's scores", rc), -1;
+    }
+    for (int t = 0; t < nt; t++) {
+        int P = (s->n + t0 + t + 1) / kp;
+        for (int p = 0; p < max_pools; p++)
+            if (P <= budget || p >= P)
+                h[(size_t)t * max_pools + p] = NAN;
+    }
+    be->tap.fn(be->tap.user, (int)li, BACKEND_TAP_SCORES, s->n + t0, nt, h, max_pools);
+    free(h);
+    return 0;
+}
+
+/* The indexer's top-k of each row (in launches of CUDA_SCORE_ROWS rows), each launch's scores
+ * to the tap. */
+static int dsa_select(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
@@ -320,6 +358,8 @@ static int dsa_select(cuda_state *s, int rank, int T, glm_error *err)
                           s->d_pos, t0, nt, IH, ID, kp, c->index_topk / kp, max_pools,
                           s->scores, width, b->sel_idx + (size_t)t0 * width, b->sel_count + t0,
                           st), "the indexer's top-k");
+        if (tap_scores(s, L, t0, nt, max_pools, err))
+            return -1;
     }
     return 0;
 }
@@ -377,7 +417,7 @@ static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
     if (dsa_latent(s, L, rank, T, err))
         return -1;
-    if (L->has_indexer && (dsa_index_keys(s, L, rank, T, err) || dsa_select(s, rank, T, err)))
+    if (L->has_indexer && (dsa_index_keys(s, L, rank, T, err) || dsa_select(s, L, rank, T, err)))
         return -1;
     return dsa_attend(s, L, rank, T, err);
 }
@@ -404,7 +444,7 @@ static int dsa_general(cuda_state *s, const cu_layer *L, int rank, int T, glm_er
             return -1;
         CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
         CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
-        if (dsa_select(s, rank, T, err))
+        if (dsa_select(s, L, rank, T, err))
             return -1;
     }
     return dsa_attend(s, L, rank, T, err);
@@ -580,6 +620,186 @@ static int hc_update(cuda_backend *be, int T, const hc_site *next, glm_error *er
     return 0;
 }
 
+/* The tap (backend.h): T rows of per_row values of `size` bytes at dev, copied to the host after
+ * the main stream's work so far; SELECT rows padded with -1 past each row's count (counts: T
+ * ints on the device), EXPERTS rows sorted. */
+static int tap(cuda_state *s, int li, backend_tap_what what, int T, const void *dev,
+               const int *counts, int per_row, size_t size, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    if (!be->tap.fn || s->coll.all_reduce)
+        return 0;
+    size_t n = (size_t)T * (size_t)per_row;
+    void *h = malloc(n * size);
+    int *hc = counts ? malloc((size_t)T * sizeof *hc) : NULL;
+    if (!h || (counts && !hc)) {
+        free(h);
+        free(hc);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying a tap's values");
+        return -1;
+    }
+    int rc = eng_copy_async(h, dev, n * size, be->stream);
+    if (!rc && counts)
+        rc = eng_copy_async(hc, counts, (size_t)T * sizeof *hc, be->stream);
+    if (!rc)
+        rc = eng_stream_sync(be->stream);
+    if (rc) {
+        free(h);
+        free(hc);
+        return cuda_fail(err, "copying a tap's values", rc), -1;
+    }
+    int32_t *v = h;
+    for (int t = 0; counts && t < T; t++)
+        for (int i = hc[t] > 0 ? hc[t] : 0; i < per_row; i++)
+            v[(size_t)t * per_row + i] = -1;
+    for (int t = 0; what == BACKEND_TAP_EXPERTS && t < T; t++) /* insertion sort: K is small */
+        for (int i = 1; i < per_row; i++)
+            for (int j = i; j > 0 && v[(size_t)t * per_row + j - 1] > v[(size_t)t * per_row + j]; j--) {
+                int32_t x = v[(size_t)t * per_row + j];
+                v[(size_t)t * per_row + j] = v[(size_t)t * per_row + j - 1];
+                v[(size_t)t * per_row + j - 1] = x;
+            }
+    be->tap.fn(be->tap.user, li, what, s->n, T, h, per_row);
+    free(h);
+    free(hc);
+    return 0;
+}
+
+/* Rows [first, first + T) of cache c as stored, read back in f32 (numfmt.h's values), into dst
+ * at `stride` floats a row. */
+static int cache_rows_at(cuda_state *s, const eng_cache *c, int first, int T, float *dst,
+                         int stride, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    size_t w = (size_t)c->width, n = (size_t)T * w;
+    size_t size = c->dtype == ENG_CACHE_F32 ? 4 : c->dtype == ENG_CACHE_BF16 ? 2 : 1;
+    unsigned char *raw = malloc(n * size);
+    float *sc = malloc((size_t)T * sizeof *sc);
+    int rc = raw && sc ? 0 : -1;
+    if (rc) {
+        free(raw), free(sc);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
+        return -1;
+    }
+    rc = eng_copy_async(raw, (const unsigned char *)c->rows + (size_t)first * w * size, n * size,
+                        be->stream);
+    if (!rc && c->dtype == ENG_CACHE_FP8)
+        rc = eng_copy_async(sc, c->scale + first, (size_t)T * sizeof *sc, be->stream);
+    if (!rc)
+        rc = eng_stream_sync(be->stream);
+    if (rc) {
+        free(raw), free(sc);
+        return cuda_fail(err, "copying cache rows for the tap", rc), -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float *v = dst + (i / w) * (size_t)stride + i % w;
+        if (c->dtype == ENG_CACHE_F32)
+            memcpy(v, raw + 4 * i, 4);
+        else if (c->dtype == ENG_CACHE_BF16)
+            *v = numfmt_bf16_value((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        else
+            *v = numfmt_e4m3_value(raw[i]) * sc[i / w];
+    }
+    free(raw), free(sc);
+    return 0;
+}
+
+/* Rows [s->n, s->n + T) of cache c (cache_rows_at). */
+static int cache_rows(cuda_state *s, const eng_cache *c, int T, float *dst, int stride,
+                      glm_error *err)
+{
+    return cache_rows_at(s, c, s->n, T, dst, stride, err);
+}
+
+/* Rows [0, T) of the device buffer src (width floats a row) into dst at `stride` floats a row. */
+static int scratch_rows(cuda_state *s, const float *src, int T, int width, float *dst, int stride,
+                        glm_error *err)
+{
+    for (int t = 0; t < T; t++) {
+        int rc = eng_copy_async(dst + (size_t)t * stride, src + (size_t)t * width,
+                                (size_t)width * sizeof *dst, s->be->stream);
+        if (rc)
+            return cuda_fail(err, "copying rows for the tap", rc), -1;
+    }
+    int rc = eng_stream_sync(s->be->stream);
+    return rc ? (cuda_fail(err, "copying rows for the tap", rc), -1) : 0;
+}
+
+/* The tap's cache rows of DSA layer li: before rounding (the forward's scratch rows: the normed
+ * latent, the indexer's normed key and its gate) and as stored. */
+static int tap_caches(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_layer *L = &be->w.layers[li];
+    const cu_dsa_cache *dc = &s->dsa[glm_config_rank_of(c, li)];
+    cu_scratch *b = &be->s;
+    int R = c->kv_lora_rank, ID = c->index_head_dim, width = R + (L->has_indexer ? 2 * ID : 0);
+    float *in = malloc((size_t)T * width * sizeof *in), *st = malloc((size_t)T * width * sizeof *st);
+    if (!in || !st) {
+        free(in), free(st);
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying cache rows for the tap");
+        return -1;
+    }
+    int rc = scratch_rows(s, b->kvl, T, R, in, width, err) ||
+             cache_rows(s, &dc->latent, T, st, width, err);
+    if (!rc && L->has_indexer)
+        rc = scratch_rows(s, b->wk, T, ID, in + R, width, err) ||
+             scratch_rows(s, b->ig, T, ID, in + R + ID, width, err) ||
+             cache_rows(s, &dc->idx_key, T, st + R, width, err) ||
+             cache_rows(s, &dc->idx_gate, T, st + R + ID, width, err);
+    if (!rc) {
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_CACHE_IN, s->n, T, in, width);
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_CACHE, s->n, T, st, width);
+    }
+    free(in), free(st);
+    /* the pools this forward completed (eng_pool_keys' rule) */
+    int kp = c->index_kpool, p0 = s->n / kp, np = (s->n + T) / kp - p0;
+    if (rc || !L->has_indexer || np < 1)
+        return rc ? -1 : 0;
+    float *pk = malloc((size_t)np * ID * sizeof *pk);
+    if (!pk) {
+        glm_error_set(err, GLM_ERR_NOMEM, "out of memory copying pool keys for the tap");
+        return -1;
+    }
+    rc = cache_rows_at(s, &dc->pool_key, p0, np, pk, ID, err);
+    if (!rc)
+        be->tap.fn(be->tap.user, li, BACKEND_TAP_POOL_KEY, p0, np, pk, ID);
+    free(pk);
+    return rc ? -1 : 0;
+}
+
+/* One layer's taps after its attention (input, the DSA selection and cache rows, output). */
+static int tap_attention(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_layer *L = &be->w.layers[li];
+    cu_scratch *b = &be->s;
+    int D = c->hidden_size, width = c->index_topk + c->index_kpool - 1;
+    if (c->attn[li] == GLM_ATTN_DSA && L->has_indexer &&
+        tap(s, li, BACKEND_TAP_SELECT, T, b->sel_idx, b->sel_count, width, sizeof(int32_t), err))
+        return -1;
+    if (be->tap.fn && !s->coll.all_reduce && c->attn[li] == GLM_ATTN_DSA &&
+        tap_caches(s, li, T, err))
+        return -1;
+    return tap(s, li, BACKEND_TAP_ATTN, T, b->y, NULL, D, sizeof(float), err);
+}
+
+/* One layer's taps after its FFN (the router's logits and choice where it routes, the output). */
+static int tap_ffn(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int E = c->n_routed_experts, K = c->num_experts_per_tok;
+    if (c->moe[li] &&
+        (tap(s, li, BACKEND_TAP_ROUTER, T, b->rlog, NULL, E, sizeof(float), err) ||
+         tap(s, li, BACKEND_TAP_EXPERTS, T, b->rids, NULL, K, sizeof(int32_t), err)))
+        return -1;
+    return tap(s, li, BACKEND_TAP_FFN, T, b->y, NULL, c->hidden_size, sizeof(float), err);
+}
+
 static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -591,19 +811,24 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
     hc_site attn = attn_site(L), ffn = ffn_site(L);
     layer_form f = choose_form(L, c->attn[li], T);
-    if (hc_pre(be, T, &attn, ready, err))
+    int D = c->hidden_size;
+    if (hc_pre(be, T, &attn, ready, err) ||
+        tap(s, li, BACKEND_TAP_ATTN_IN, T, b->u, NULL, D, sizeof(float), err))
         return -1;
     rc = f.attn(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    if (hc_update(be, T, mid ? &ffn : NULL, err))
+    if (tap_attention(s, li, T, err) || hc_update(be, T, mid ? &ffn : NULL, err))
         return -1;
-    if (hc_pre(be, T, &ffn, mid, err))
+    if (hc_pre(be, T, &ffn, mid, err) ||
+        tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, NULL, D, sizeof(float), err))
         return -1;
     rc = c->moe[li] ? f.moe(be, L, &f, T, err)
                     : f.mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
+    if (tap_ffn(s, li, T, err))
+        return -1;
     hc_site next;
     int feeds = post_feeds_next(be, li, T);
     if (feeds)

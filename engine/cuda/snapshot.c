@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "cuda/cuda_internal.h"
 
 #define CSNAP_MAGIC 0x4e534355u /* "CUSN" */
@@ -26,22 +27,12 @@ typedef struct csnap_header {
     uint32_t dense_q4;     /* 1: made with the dense linears requantized (GLMCHAT_CUDA_DENSE=q4) */
 } csnap_header;
 
-static uint64_t mix(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-#define MIX(h, v) ((h) = mix((h), &(v), sizeof(v)))
+#define MIX(h, v) ((h) = fnv1a64((h), &(v), sizeof(v)))
 
 /* A hash of the config's fields, one by one (the struct's padding is not hashed). */
 static uint64_t config_fingerprint(const glm_config *c)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = FNV1A64_SEED;
     MIX(h, c->vocab_size), MIX(h, c->hidden_size), MIX(h, c->num_layers);
     MIX(h, c->intermediate_size), MIX(h, c->moe_intermediate_size), MIX(h, c->rms_norm_eps);
     MIX(h, c->swiglu_limit), MIX(h, c->tie_word_embeddings), MIX(h, c->hc_mult);

@@ -13,6 +13,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/grow.h"
+#include "base/hash.h"
 #include "model/config.h"
 
 typedef enum init_kind {
@@ -186,14 +188,8 @@ static glm_status add(mk_list *l, glm_error *err, init_kind init, int f32, int n
 
 static glm_status push(mk_list *l, const mk_tensor *t, glm_error *err)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 512;
-        mk_tensor *n = realloc(l->t, cap * sizeof *n);
-        if (!n)
-            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
-        l->t = n;
-        l->cap = cap;
-    }
+    if (grow_array((void **)&l->t, &l->cap, l->n + 1, sizeof *l->t, 512) != 0)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory listing tensors");
     l->t[l->n++] = *t;
     return GLM_OK;
 }
@@ -473,10 +469,8 @@ static double uniform01(uint64_t *s)
 
 static uint64_t name_seed(uint64_t seed, const char *name)
 {
-    uint64_t h = 1469598103934665603ull ^ mix64(seed + 1);
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return mix64(h);
+    /* the start is not FNV's basis (a digit short of it); kept, so every made model stays the same */
+    return mix64(fnv1a64(1469598103934665603ull ^ mix64(seed + 1), name, strlen(name)));
 }
 
 typedef struct mk_rng {

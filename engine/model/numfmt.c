@@ -87,6 +87,52 @@ void numfmt_cache_row(numfmt_cache fmt, numfmt_fp8_rule rule, float *row, size_t
         row[i] = numfmt_e4m3_value(numfmt_e4m3_bits(row[i] / scale)) * scale;
 }
 
+/* The distance of a >= 0 to the nearest rounding midpoint of a grid of spacing `step`. */
+static double midpoint_distance(double a, double step)
+{
+    double f = a / step - floor(a / step); /* where a sits between two grid values, in [0, 1) */
+    return fabs(f - 0.5) * step;
+}
+
+/* The spacing of e4m3 values around magnitude a (<= 448): 2^-9 below 2^-6, else 2^(e - 3) for a
+ * in [2^e, 2^(e+1)). */
+static double e4m3_step(double a)
+{
+    if (a < 0x1p-6)
+        return 0x1p-9;
+    int e;
+    (void)frexp(a, &e); /* a = m 2^e, m in [0.5, 1): a in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 1 - 3);
+}
+
+double numfmt_cache_row_margin(numfmt_cache fmt, numfmt_fp8_rule rule, const float *row, size_t n)
+{
+    double amax = 0, least = INFINITY;
+    for (size_t i = 0; i < n; i++)
+        amax = fmax(amax, fabs((double)row[i]));
+    if (fmt == NUMFMT_CACHE_F32 || !(amax > 0))
+        return INFINITY;
+    double scale = fmt == NUMFMT_CACHE_FP8 ? numfmt_fp8_scale((float)amax, rule) : 1.0;
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs((double)row[i]) / scale, step;
+        if (fmt == NUMFMT_CACHE_FP8) {
+            step = e4m3_step(a);
+        } else { /* bf16: 8 significant bits */
+            if (!(a > 0))
+                continue;
+            int e;
+            (void)frexp(a, &e);
+            step = ldexp(1.0, e - 8);
+        }
+        least = fmin(least, midpoint_distance(a, step) * scale / amax);
+    }
+    if (fmt == NUMFMT_CACHE_FP8 && rule == NUMFMT_FP8_POW2) {
+        double m = amax / NUMFMT_E4M3_MAX, p = exp2(round(log2(m)));
+        least = fmin(least, fabs(m / p - 1.0));
+    }
+    return least;
+}
+
 /* A group's grid: its values are off + c * s for whole c in [cmin, cmax]. */
 typedef struct q4_grid {
     float s, off;

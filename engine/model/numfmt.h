@@ -40,6 +40,14 @@ float numfmt_fp8_scale(float amax, numfmt_fp8_rule rule);
  * the row. The largest magnitude ignores NaNs (fmaxf), as the kernel's reduction does. */
 void numfmt_cache_row(numfmt_cache fmt, numfmt_fp8_rule rule, float *row, size_t n);
 
+/* How far row (n values, unrounded) lies from rounding otherwise in format fmt: the least, over
+ * its values, of the distance to a rounding midpoint of the format (at the row's fp8 scale), and
+ * for fp8 (POW2) of its largest magnitude's distance to a scale boundary (amax / 448 a power of
+ * two), each against the row's largest magnitude. A row whose margin is below the f32 noise of two
+ * implementations may round differently on each: a near tie of the format. INFINITY for f32, an
+ * empty row or a row of zeros. */
+double numfmt_cache_row_margin(numfmt_cache fmt, numfmt_fp8_rule rule, const float *row, size_t n);
+
 /* Dense weights requantized to 4-bit codes. CUDA's --dense q4 is the symmetric form with flat
  * scales: per `group` consecutive values of a row s = amax / 7, stored as fp16 (f16_scale,
  * eng_quantize_q4's rule) or float; each value becomes clamp(rint(w / s), -7, 7) * s (0 where s is

@@ -15,6 +15,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/le.h"
+
 /* Bounds on what a file may ask of the reader: the header is parsed in place (about one
  * st_tensor per entry), the metadata into a JSON tree (many times its size), text files whole. */
 #define ST_MAX_HEADER (100u << 20)
@@ -596,9 +598,7 @@ static glm_status load_file(st_model *m, const char *path, glm_error *err)
     if (st)
         return st;
     const uint8_t *p = f->map;
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--)
-        hlen = (hlen << 8) | p[i];
+    uint64_t hlen = le_get_u64(p);
     if (hlen > ST_MAX_HEADER)
         return glm_error_set(err, GLM_ERR_FORMAT, "%s: the header is %llu bytes, above glmchat's "
                              "limit of 100 MiB (a damaged or hand-made file)", path,
@@ -918,13 +918,13 @@ int st_to_f32(st_dtype t, const void *data, size_t first, size_t n, float *out)
     case ST_BF16: {
         const uint8_t *p = (const uint8_t *)data + first * 2;
         for (size_t i = 0; i < n; i++)
-            out[i] = st_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            out[i] = st_bf16_to_f32(le_get_u16(p + 2 * i));
         return 0;
     }
     case ST_F16: {
         const uint8_t *p = (const uint8_t *)data + first * 2;
         for (size_t i = 0; i < n; i++)
-            out[i] = st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            out[i] = st_f16_to_f32(le_get_u16(p + 2 * i));
         return 0;
     }
     case ST_F8_E4M3: {

@@ -8,16 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 enum { JV_MAX_DEPTH = 512 };
 
-typedef struct jv_reader {
-    const char *s;
-    size_t n, i;
-    int depth;
-    glm_error *err;
-} jv_reader;
+typedef jv_cursor jv_reader;
 
 jv *jv_new(jv_type t)
 {
@@ -625,6 +620,128 @@ jv *jv_parse(const char *text, size_t len, glm_error *err)
         return fail_at(&r, "trailing characters after the value");
     }
     return v;
+}
+
+/* ---- reading one member at a time ---- */
+
+void jv_cursor_init(jv_cursor *c, const char *text, size_t len, glm_error *err)
+{
+    *c = (jv_cursor){text, len, 0, 0, err};
+    if (err)
+        err->status = GLM_OK;
+}
+
+int jv_cursor_enter(jv_cursor *c, jv_type type)
+{
+    char open = type == JV_OBJECT ? '{' : '[', close = type == JV_OBJECT ? '}' : ']';
+    skip_ws(c);
+    if (c->i >= c->n || c->s[c->i] != open) {
+        fail_at(c, type == JV_OBJECT ? "expected an object" : "expected an array");
+        return -1;
+    }
+    c->i++;
+    skip_ws(c);
+    if (c->i < c->n && c->s[c->i] == close) {
+        c->i++;
+        return 0;
+    }
+    return 1;
+}
+
+int jv_cursor_next(jv_cursor *c, jv_type type)
+{
+    char close = type == JV_OBJECT ? '}' : ']';
+    skip_ws(c);
+    if (c->i < c->n && c->s[c->i] == ',') {
+        c->i++;
+        return 1;
+    }
+    if (c->i < c->n && c->s[c->i] == close) {
+        c->i++;
+        return 0;
+    }
+    fail_at(c, type == JV_OBJECT ? "expected ',' or '}'" : "expected ',' or ']'");
+    return -1;
+}
+
+glm_status jv_cursor_key(jv_cursor *c, tbuf *key)
+{
+    tbuf_clear(key);
+    skip_ws(c);
+    if (c->i >= c->n || c->s[c->i] != '"') {
+        fail_at(c, "expected a string key");
+        return GLM_ERR_FORMAT;
+    }
+    if (read_string_into(c, key) != 0)
+        return c->err ? c->err->status : GLM_ERR_FORMAT;
+    skip_ws(c);
+    if (c->i >= c->n || c->s[c->i] != ':') {
+        fail_at(c, "expected ':'");
+        return GLM_ERR_FORMAT;
+    }
+    c->i++;
+    return GLM_OK;
+}
+
+jv *jv_cursor_value(jv_cursor *c)
+{
+    return read_value(c);
+}
+
+/* Checks the value at r as read_value would, keeping nothing but what scratch holds. */
+static int skip_value(jv_reader *r, tbuf *scratch)
+{
+    skip_ws(r);
+    if (r->i >= r->n) {
+        fail_at(r, "unexpected end of input");
+        return -1;
+    }
+    char c = r->s[r->i];
+    if (c == '"') {
+        tbuf_clear(scratch);
+        return read_string_into(r, scratch);
+    }
+    if (c != '{' && c != '[') { /* a scalar: small, parsed and dropped */
+        jv *v = read_value(r);
+        jv_free(v);
+        return v ? 0 : -1;
+    }
+    if (++r->depth > JV_MAX_DEPTH) {
+        fail_at(r, "nesting deeper than 512");
+        return -1;
+    }
+    jv_type type = c == '{' ? JV_OBJECT : JV_ARRAY;
+    int more = jv_cursor_enter(r, type);
+    while (more == 1) {
+        if (type == JV_OBJECT && jv_cursor_key(r, scratch) != GLM_OK)
+            return -1;
+        if (skip_value(r, scratch) != 0)
+            return -1;
+        more = jv_cursor_next(r, type);
+    }
+    r->depth--;
+    return more;
+}
+
+glm_status jv_cursor_skip(jv_cursor *c, size_t *start)
+{
+    tbuf scratch = {0};
+    skip_ws(c);
+    *start = c->i;
+    int rc = skip_value(c, &scratch);
+    tbuf_free(&scratch);
+    if (rc == 0)
+        return GLM_OK;
+    return c->err && c->err->status ? c->err->status : GLM_ERR_FORMAT;
+}
+
+glm_status jv_cursor_end(jv_cursor *c)
+{
+    skip_ws(c);
+    if (c->i == c->n)
+        return GLM_OK;
+    fail_at(c, "trailing characters after the value");
+    return GLM_ERR_FORMAT;
 }
 
 /* ---- writing ---- */

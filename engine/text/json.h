@@ -46,6 +46,33 @@ glm_status jv_dump_string(const char *s, size_t len, tbuf *out);
 /* Python repr of a double ("1.0", "1e-05", "1e+16", "Infinity"). */
 glm_status jv_dump_float(double d, tbuf *out);
 
+/* Walking a large document without building it: a cursor steps through an object's members or
+ * an array's elements and parses only what it is asked for (tokenizer.json's 150k-entry
+ * vocabulary and 300k merges would otherwise cost many times the file in small allocations).
+ * Errors are jv_parse's, with the byte offset, in err. */
+typedef struct jv_cursor {
+    const char *s;
+    size_t n, i; /* the text, its length, where the cursor is */
+    int depth;
+    glm_error *err;
+} jv_cursor;
+
+void jv_cursor_init(jv_cursor *c, const char *text, size_t len, glm_error *err);
+/* Steps into the object or array (type) at the cursor: 1 at its first member, 0 when it is
+ * empty (then stepped over), -1 when the value is not one. */
+int jv_cursor_enter(jv_cursor *c, jv_type type);
+/* After a member: 1 at the next one, 0 when the container closed (stepped over), -1 on error. */
+int jv_cursor_next(jv_cursor *c, jv_type type);
+/* Reads a member's key into key (cleared first) and the ':' after it. */
+glm_status jv_cursor_key(jv_cursor *c, tbuf *key);
+/* Parses the value at the cursor into a tree (jv_free it); NULL + err on failure. */
+jv *jv_cursor_value(jv_cursor *c);
+/* Steps over the value at the cursor, checked as jv_parse checks it, keeping nothing;
+ * *start gets the offset where it begins (for a second cursor to read it later). */
+glm_status jv_cursor_skip(jv_cursor *c, size_t *start);
+/* GLM_OK when only whitespace is left. */
+glm_status jv_cursor_end(jv_cursor *c);
+
 jv *jv_new(jv_type t);
 jv *jv_new_string(const char *s, size_t len);
 jv *jv_new_number_text(const char *s, size_t len); /* a JSON number's text; NULL if malformed */

@@ -1,7 +1,7 @@
 # engine/text/local.mk: tokenizer, chat template and reply stream parser.
 # Adds its sources to libengine.a (libengine_a_SOURCES +=).
 libengine_a_SOURCES += \
-	engine/text/tbuf.c engine/text/tbuf.h engine/text/utf8.c engine/text/utf8.h \
+	engine/text/tbuf.c engine/text/tbuf.h \
 	engine/text/json.c engine/text/json.h engine/text/pretokenize.c engine/text/pretokenize.h \
 	engine/text/tokenizer.c engine/text/tokenizer.h \
 	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h \
@@ -26,8 +26,8 @@ TESTS += tests/unit/test_template
 EXTRA_DIST += tests/fixtures/text/template-cases.jsonl tools/text/make_template_fixtures.py \
 	tests/fixtures/text/README.md
 
-TESTS += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh
-EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/template_jinja.py \
+TESTS += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/text_tokenizer_memory.sh
+EXTRA_DIST += tests/e2e/text_cli.sh tests/e2e/template_jinja.sh tests/e2e/template_jinja.py tests/e2e/text_tokenizer_memory.sh \
 	tests/fixtures/text/glm-5.3-flash.chat_template.jinja tests/fixtures/text/glm-5.3-flash-nvidia.chat_template.jinja
 
 check_PROGRAMS += tests/unit/test_reply_parser
@@ -41,7 +41,7 @@ TESTS += tests/unit/test_reply_parser
 EXTRA_DIST += tools/text/bench_same_machine.sh
 EXTRA_PROGRAMS += bench/bench_tokenizer
 bench_bench_tokenizer_SOURCES = bench/bench_tokenizer.c
-bench_bench_tokenizer_LDADD = libengine.a $(PCRE2_LIBS) -lm
+bench_bench_tokenizer_LDADD = libengine.a libbase.a $(PCRE2_LIBS) -lm
 CLEANFILES += bench/bench_tokenizer
 
 # Fuzzing (not part of make check): make fuzz-text builds the libFuzzer targets with clang and
@@ -49,7 +49,7 @@ CLEANFILES += bench/bench_tokenizer
 TEXT_FUZZ_SECONDS = 60
 TEXT_FUZZ_FLAGS = -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-include $(top_builddir)/config.h -I$(top_srcdir) -I$(top_srcdir)/engine $(PCRE2_CFLAGS)
-TEXT_FUZZ_LIB = engine/error.c engine/text/tbuf.c engine/text/utf8.c engine/text/json.c \
+TEXT_FUZZ_LIB = engine/error.c base/utf8.c engine/text/tbuf.c engine/text/json.c \
 	engine/text/pretokenize.c engine/text/tokenizer.c engine/text/reply_parser.c engine/text/template.c
 TEXT_FUZZERS = fuzz_tokenizer_decode fuzz_reply_parser fuzz_template
 EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c tests/fuzz/reply_parser.dict \

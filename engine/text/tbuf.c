@@ -2,8 +2,11 @@
  * Doubling growth; an empty buffer owns no memory until the first append. */
 #include "engine/text/tbuf.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/utf8.h"
 
 glm_status tbuf_reserve(tbuf *b, size_t extra)
 {
@@ -27,6 +30,15 @@ glm_status tbuf_append(tbuf *b, const void *data, size_t len)
     if (len)
         memcpy(b->p + b->len, data, len);
     b->len += len;
+    b->p[b->len] = '\0';
+    return GLM_OK;
+}
+
+glm_status tbuf_append_utf8(tbuf *b, const char *s, size_t n, int final, size_t *held)
+{
+    if (n > (SIZE_MAX - 1 - b->len) / 3 || tbuf_reserve(b, UTF8_REPAIR_MAX(n)) != GLM_OK)
+        return GLM_ERR_NOMEM;
+    b->len += utf8_repair(s, n, final, b->p + b->len, held);
     b->p[b->len] = '\0';
     return GLM_OK;
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 typedef struct tmpl_ctx {
     const jv *messages;

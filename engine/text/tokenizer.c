@@ -10,7 +10,7 @@
 
 #include "engine/text/json.h"
 #include "engine/text/pretokenize.h"
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 typedef struct tok_span {
     uint32_t off, len; /* into the arena; len 0 with off UINT32_MAX: no such id */
@@ -125,18 +125,20 @@ static int32_t vocab_find(const tok_tokenizer *t, const char *s, size_t n)
     }
 }
 
-static void vocab_insert(tok_tokenizer *t, uint32_t off, uint32_t len, int32_t id)
+/* Returns the id the bytes had before (-1: none). */
+static int32_t vocab_insert(tok_tokenizer *t, uint32_t off, uint32_t len, int32_t id)
 {
     uint64_t h = hash_bytes(t->arena.p + off, len);
     for (size_t i = h & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
         tok_slot *sl = &t->vocab[i];
         if (!sl->hash) {
             *sl = (tok_slot){h, off, len, id};
-            return;
+            return -1;
         }
         if (sl->hash == h && sl->len == len && memcmp(t->arena.p + sl->off, t->arena.p + off, len) == 0) {
+            int32_t before = sl->id;
             sl->id = id; /* the last one wins, as a JSON map would */
-            return;
+            return before;
         }
     }
 }
@@ -231,18 +233,92 @@ static glm_status set_token_bytes(tok_tokenizer *t, int32_t id, const char *s, s
     return r == 1 ? GLM_OK : GLM_ERR_ARG; /* GLM_ERR_ARG: decodable but never produced by encode */
 }
 
-static glm_status load_vocab(tok_tokenizer *t, const jv *vocab, const jv *added, const int16_t *byte_of_cp,
+/* Where model.vocab and model.merges begin in the text (SIZE_MAX: absent): they are read in
+ * place, one entry at a time, never as trees. Everything else in the file is small. */
+typedef struct tok_doc {
+    const char *text;
+    size_t len;
+    jv *root;
+    size_t vocab_at, merges_at;
+    size_t n_merges; /* elements of model.merges, counted as it was checked */
+} tok_doc;
+
+/* Calls fn on each "key": value of the vocabulary object; stops at the first failure. */
+typedef glm_status (*vocab_entry_fn)(tok_tokenizer *t, const tbuf *key, const jv *id, void *user);
+
+static glm_status each_vocab_entry(tok_tokenizer *t, const tok_doc *d, vocab_entry_fn fn, void *user,
+                                   glm_error *err)
+{
+    jv_cursor c;
+    jv_cursor_init(&c, d->text, d->len, err);
+    c.i = d->vocab_at;
+    tbuf key = {0};
+    glm_status st = GLM_OK;
+    int more = jv_cursor_enter(&c, JV_OBJECT);
+    while (more == 1 && st == GLM_OK) {
+        jv *id = NULL;
+        st = jv_cursor_key(&c, &key);
+        if (st == GLM_OK && !(id = jv_cursor_value(&c)))
+            st = err && err->status ? err->status : GLM_ERR_FORMAT;
+        if (st == GLM_OK)
+            st = fn(t, &key, id, user);
+        jv_free(id);
+        if (st == GLM_OK)
+            more = jv_cursor_next(&c, JV_OBJECT);
+    }
+    if (st == GLM_OK && more < 0)
+        st = err && err->status ? err->status : GLM_ERR_FORMAT;
+    tbuf_free(&key);
+    return st;
+}
+
+typedef struct vocab_count {
+    const char *what;
+    glm_error *err;
+    int32_t max_id;
+    size_t n;
+} vocab_count;
+
+static glm_status count_entry(tok_tokenizer *t, const tbuf *key, const jv *v, void *user)
+{
+    (void)t;
+    vocab_count *vc = user;
+    if (v->type != JV_INT || v->num < 0 || v->num > 16777216)
+        return glm_error_set(vc->err, GLM_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id in 0..2^24",
+                             vc->what, key->p ? key->p : "");
+    if ((int32_t)v->num > vc->max_id)
+        vc->max_id = (int32_t)v->num;
+    vc->n++;
+    return GLM_OK;
+}
+
+typedef struct vocab_add {
+    const int16_t *byte_of_cp;
+} vocab_add;
+
+static glm_status add_entry(tok_tokenizer *t, const tbuf *key, const jv *v, void *user)
+{
+    const vocab_add *va = user;
+    int32_t id = (int32_t)v->num;
+    uint32_t off, len;
+    glm_status st = set_token_bytes(t, id, key->p ? key->p : "", key->len, va->byte_of_cp, &off, &len);
+    if (st == GLM_OK) {
+        /* a key given twice: as in a JSON map, the earlier id is not in the vocabulary */
+        int32_t before = vocab_insert(t, off, len, id);
+        if (before >= 0 && before != id)
+            t->bytes_of[before] = (tok_span){UINT32_MAX, 0};
+    }
+    return st == GLM_ERR_NOMEM ? GLM_ERR_NOMEM : GLM_OK;
+}
+
+static glm_status load_vocab(tok_tokenizer *t, const tok_doc *d, const jv *added, const int16_t *byte_of_cp,
                              const char *what, glm_error *err)
 {
-    int32_t max_id = -1;
-    for (size_t i = 0; i < vocab->n; i++) {
-        const jv *v = vocab->items[i];
-        if (v->type != JV_INT || v->num < 0 || v->num > 16777216)
-            return glm_error_set(err, GLM_ERR_FORMAT, "%s: model.vocab[\"%s\"] is not an id in 0..2^24", what,
-                                 vocab->keys[i]);
-        if ((int32_t)v->num > max_id)
-            max_id = (int32_t)v->num;
-    }
+    vocab_count vc = {what, err, -1, 0};
+    glm_status st = each_vocab_entry(t, d, count_entry, &vc, err);
+    if (st)
+        return st;
+    int32_t max_id = vc.max_id;
     for (size_t i = 0; added && i < added->n; i++) {
         const jv *id = jv_get(added->items[i], "id");
         const jv *content = jv_get(added->items[i], "content");
@@ -255,22 +331,19 @@ static glm_status load_vocab(tok_tokenizer *t, const jv *vocab, const jv *added,
     }
     t->n_ids = max_id + 1;
     t->bytes_of = malloc((size_t)(t->n_ids ? t->n_ids : 1) * sizeof *t->bytes_of);
-    size_t vsize = table_size(vocab->n + 1);
+    size_t vsize = table_size(vc.n + 1);
     t->vocab = calloc(vsize, sizeof *t->vocab);
     if (!t->bytes_of || !t->vocab)
         return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     t->vocab_mask = vsize - 1;
     for (int32_t i = 0; i < t->n_ids; i++)
         t->bytes_of[i] = (tok_span){UINT32_MAX, 0};
-    for (size_t i = 0; i < vocab->n; i++) {
-        int32_t id = (int32_t)vocab->items[i]->num;
-        uint32_t off, len;
-        glm_status st = set_token_bytes(t, id, vocab->keys[i], vocab->key_lens[i], byte_of_cp, &off, &len);
-        if (st == GLM_ERR_NOMEM)
-            return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
-        if (st == GLM_OK)
-            vocab_insert(t, off, len, id);
-    }
+    vocab_add va = {byte_of_cp};
+    st = each_vocab_entry(t, d, add_entry, &va, err);
+    if (st == GLM_ERR_NOMEM)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
+    if (st)
+        return st;
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         t->byte_id[b] = vocab_find(t, &c, 1);
@@ -311,72 +384,180 @@ static int merge_parts(const jv *m, const char **a, size_t *al, const char **b, 
     return 1;
 }
 
-static glm_status load_merges(tok_tokenizer *t, const jv *merges, const int16_t *byte_of_cp, const char *what,
+/* Merge i (a parsed element of model.merges) into the table. */
+static glm_status add_merge(tok_tokenizer *t, const jv *m, size_t i, tbuf *tmp, const int16_t *byte_of_cp,
+                            const char *what, glm_error *err)
+{
+    const char *a, *b;
+    size_t al, bl;
+    if (!merge_parts(m, &a, &al, &b, &bl))
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] is not a pair of tokens", what, i);
+    int32_t ids[3];
+    const char *parts[2] = {a, b};
+    size_t lens[2] = {al, bl};
+    tbuf_clear(tmp);
+    for (int k = 0; k < 2; k++) {
+        size_t start = tmp->len;
+        if (bytelevel_to_bytes(parts[k], lens[k], byte_of_cp, tmp) != 1)
+            return glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] holds a token outside the byte "
+                                 "alphabet", what, i);
+        ids[k] = vocab_find(t, tmp->p + start, tmp->len - start);
+    }
+    ids[2] = vocab_find(t, tmp->p, tmp->len);
+    if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0)
+        return glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] names a token missing from model.vocab",
+                             what, i);
+    merge_insert(t, ids[0], ids[1], (uint32_t)i, ids[2]);
+    return GLM_OK;
+}
+
+static glm_status load_merges(tok_tokenizer *t, const tok_doc *d, const int16_t *byte_of_cp, const char *what,
                               glm_error *err)
 {
-    size_t msize = table_size(merges->n + 1);
+    size_t msize = table_size(d->n_merges + 1);
     t->merges = malloc(msize * sizeof *t->merges);
     if (!t->merges)
         return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     for (size_t i = 0; i < msize; i++)
         t->merges[i].id = -1;
     t->merges_mask = msize - 1;
+    jv_cursor c;
+    jv_cursor_init(&c, d->text, d->len, err);
+    c.i = d->merges_at;
     tbuf tmp = {0};
     glm_status st = GLM_OK;
-    for (size_t i = 0; i < merges->n && st == GLM_OK; i++) {
-        const char *a, *b;
-        size_t al, bl;
-        if (!merge_parts(merges->items[i], &a, &al, &b, &bl)) {
-            st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] is not a pair of tokens", what, i);
+    int more = jv_cursor_enter(&c, JV_ARRAY);
+    for (size_t i = 0; more == 1 && st == GLM_OK; i++) {
+        jv *m = jv_cursor_value(&c);
+        if (!m) {
+            st = err && err->status ? err->status : GLM_ERR_FORMAT;
             break;
         }
-        int32_t ids[3];
-        const char *parts[2] = {a, b};
-        size_t lens[2] = {al, bl};
-        tbuf_clear(&tmp);
-        for (int k = 0; k < 2 && st == GLM_OK; k++) {
-            size_t start = tmp.len;
-            if (bytelevel_to_bytes(parts[k], lens[k], byte_of_cp, &tmp) != 1) {
-                st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] holds a token outside the byte alphabet",
-                                   what, i);
-                break;
-            }
-            ids[k] = vocab_find(t, tmp.p + start, tmp.len - start);
-        }
-        if (st != GLM_OK)
-            break;
-        ids[2] = vocab_find(t, tmp.p, tmp.len);
-        if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
-            st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.merges[%zu] names a token missing from model.vocab",
-                               what, i);
-            break;
-        }
-        merge_insert(t, ids[0], ids[1], (uint32_t)i, ids[2]);
+        st = add_merge(t, m, i, &tmp, byte_of_cp, what, err);
+        jv_free(m);
+        if (st == GLM_OK && (more = jv_cursor_next(&c, JV_ARRAY)) < 0)
+            st = err && err->status ? err->status : GLM_ERR_FORMAT;
     }
     tbuf_free(&tmp);
     return st;
 }
 
-tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_error *err)
+static char peek(jv_cursor *c)
 {
-    jv *root = jv_parse(json, len, err);
-    if (!root) {
-        if (err) {
-            char inner[sizeof err->message];
-            snprintf(inner, sizeof inner, "%s", err->message);
-            glm_error_set(err, GLM_ERR_FORMAT, "%s is not valid JSON (%s)", what, inner);
+    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\n' || c->s[c->i] == '\r'))
+        c->i++;
+    return c->i < c->n ? c->s[c->i] : 0;
+}
+
+/* Steps over model.merges, counting its elements (the merge table is sized once from it). */
+static glm_status skip_merges(jv_cursor *c, tok_doc *d)
+{
+    d->n_merges = 0;
+    if (peek(c) != '[')
+        return jv_cursor_skip(c, &d->merges_at);
+    d->merges_at = c->i;
+    int more = jv_cursor_enter(c, JV_ARRAY);
+    size_t at;
+    while (more == 1) {
+        if (jv_cursor_skip(c, &at) != GLM_OK)
+            return GLM_ERR_FORMAT;
+        d->n_merges++;
+        more = jv_cursor_next(c, JV_ARRAY);
+    }
+    return more == 0 ? GLM_OK : GLM_ERR_FORMAT;
+}
+
+/* The model object with its vocab and merges left in place (their offsets in d). */
+static jv *read_model(jv_cursor *c, tok_doc *d)
+{
+    jv *model = jv_new(JV_OBJECT);
+    tbuf key = {0};
+    int more = model ? jv_cursor_enter(c, JV_OBJECT) : -1;
+    d->vocab_at = d->merges_at = SIZE_MAX;
+    while (more == 1) {
+        if (jv_cursor_key(c, &key) != GLM_OK)
+            break;
+        const char *k = key.p ? key.p : "";
+        if (strcmp(k, "vocab") == 0) {
+            if (jv_cursor_skip(c, &d->vocab_at) != GLM_OK)
+                break;
+        } else if (strcmp(k, "merges") == 0) {
+            if (skip_merges(c, d) != GLM_OK)
+                break;
+        } else {
+            jv *v = jv_cursor_value(c);
+            if (!v || jv_object_set(model, key.p, key.len, v) != GLM_OK)
+                break;
         }
+        more = jv_cursor_next(c, JV_OBJECT);
+    }
+    tbuf_free(&key);
+    if (more != 0) {
+        if (c->err && c->err->status == GLM_OK)
+            glm_error_set(c->err, GLM_ERR_NOMEM, "JSON: out of memory");
+        jv_free(model);
         return NULL;
     }
+    return model;
+}
+
+/* The file as a tree of its small parts, with where model.vocab and model.merges lie. Every
+ * byte is checked as jv_parse checks it, so reading the two later cannot meet bad JSON. */
+static glm_status read_doc(tok_doc *d, glm_error *err)
+{
+    jv_cursor c;
+    jv_cursor_init(&c, d->text, d->len, err);
+    d->vocab_at = d->merges_at = SIZE_MAX;
+    if (peek(&c) != '{') { /* not an object: what it is gets refused by check_pipeline */
+        d->root = jv_cursor_value(&c);
+    } else {
+        d->root = jv_new(JV_OBJECT);
+        tbuf key = {0};
+        int more = d->root ? jv_cursor_enter(&c, JV_OBJECT) : -1;
+        while (more == 1) {
+            if (jv_cursor_key(&c, &key) != GLM_OK)
+                break;
+            jv *v = strcmp(key.p ? key.p : "", "model") == 0 && peek(&c) == '{' ? read_model(&c, d)
+                                                                                 : jv_cursor_value(&c);
+            if (!v || jv_object_set(d->root, key.p, key.len, v) != GLM_OK)
+                break;
+            more = jv_cursor_next(&c, JV_OBJECT);
+        }
+        tbuf_free(&key);
+        if (more != 0) {
+            if (err && err->status == GLM_OK)
+                glm_error_set(err, GLM_ERR_NOMEM, "JSON: out of memory");
+            jv_free(d->root);
+            d->root = NULL;
+        }
+    }
+    if (d->root && jv_cursor_end(&c) != GLM_OK) {
+        jv_free(d->root);
+        d->root = NULL;
+    }
+    return d->root ? GLM_OK : err && err->status ? err->status : GLM_ERR_FORMAT;
+}
+
+tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+    tok_doc d = {.text = json, .len = len};
+    if (read_doc(&d, err) != GLM_OK) {
+        char inner[sizeof err->message];
+        snprintf(inner, sizeof inner, "%s", err->message);
+        glm_error_set(err, GLM_ERR_FORMAT, "%s is not valid JSON (%s)", what, inner);
+        return NULL;
+    }
+    jv *root = d.root;
     tok_tokenizer *t = calloc(1, sizeof *t);
     const char *pattern = NULL;
     glm_status st = t ? check_pipeline(root, what, &pattern, err) : glm_error_set(err, GLM_ERR_NOMEM, "out of memory");
     const jv *model = jv_get(root, "model");
-    const jv *vocab = model ? jv_get(model, "vocab") : NULL;
-    const jv *merges = model ? jv_get(model, "merges") : NULL;
     const jv *added = jv_get(root, "added_tokens");
-    if (st == GLM_OK && (!vocab || vocab->type != JV_OBJECT || !merges || merges->type != JV_ARRAY ||
-                         (added && added->type != JV_ARRAY)))
+    if (st == GLM_OK && (d.vocab_at == SIZE_MAX || json[d.vocab_at] != '{' || d.merges_at == SIZE_MAX ||
+                         json[d.merges_at] != '[' || (added && added->type != JV_ARRAY)))
         st = glm_error_set(err, GLM_ERR_FORMAT, "%s: model.vocab (object), model.merges and added_tokens (arrays) "
                            "are required", what);
     if (st == GLM_OK) {
@@ -388,9 +569,9 @@ tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_
         for (int b = 0; b < 256; b++)
             byte_of_cp[cp_of[b]] = (int16_t)b;
         t->ignore_merges = jv_truthy(jv_get(model, "ignore_merges"));
-        st = load_vocab(t, vocab, added, byte_of_cp, what, err);
+        st = load_vocab(t, &d, added, byte_of_cp, what, err);
         if (st == GLM_OK)
-            st = load_merges(t, merges, byte_of_cp, what, err);
+            st = load_merges(t, &d, byte_of_cp, what, err);
     }
     if (st == GLM_OK) {
         t->split = pt_new(pattern, err);
@@ -405,7 +586,7 @@ tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_
     return t;
 }
 
-/* Parsing costs many times the file's size in memory, so the file itself is bounded. */
+/* Loading holds the whole file and tables about its size beside it, so the file is bounded. */
 #define TOK_MAX_FILE (64 << 20)
 
 tok_tokenizer *tok_load(const char *path, glm_error *err)
@@ -702,7 +883,7 @@ glm_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, tok_
         w.cache = calloc(CACHE_SLOTS, sizeof *w.cache); /* without it, only slower */
     tbuf fixed = {0};
     if (!utf8_valid(text, len)) {
-        if (utf8_repair(text, len, 1, &fixed, NULL) != GLM_OK)
+        if (tbuf_append_utf8(&fixed, text, len, 1, NULL) != GLM_OK)
             return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
         text = fixed.p;
         len = fixed.len;
@@ -774,7 +955,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
         return glm_error_set(err, GLM_ERR_ARG, "token id %ld is not in the vocabulary", (long)id);
     if (s->n_held == 0) {
         size_t held;
-        if (utf8_repair(b, len, 0, out, &held) != GLM_OK)
+        if (tbuf_append_utf8(out, b, len, 0, &held) != GLM_OK)
             return glm_error_set(err, GLM_ERR_NOMEM, "tokenizer: out of memory");
         memcpy(s->held, b + len - held, held);
         s->n_held = held;
@@ -786,7 +967,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
     if (st == GLM_OK)
         st = tbuf_append(&tmp, b, len);
     if (st == GLM_OK)
-        st = utf8_repair(tmp.p, tmp.len, 0, out, &held);
+        st = tbuf_append_utf8(out, tmp.p, tmp.len, 0, &held);
     if (st == GLM_OK) {
         memcpy(s->held, tmp.p + tmp.len - held, held);
         s->n_held = held;
@@ -797,7 +978,7 @@ glm_status tok_stream_feed(tok_stream *s, int32_t id, tbuf *out, glm_error *err)
 
 glm_status tok_stream_finish(tok_stream *s, tbuf *out)
 {
-    glm_status st = utf8_repair(s->held, s->n_held, 1, out, NULL);
+    glm_status st = tbuf_append_utf8(out, s->held, s->n_held, 1, NULL);
     s->n_held = 0;
     return st;
 }

@@ -13,7 +13,7 @@
  *   tok_decode(t, ids, n, &out, err)          appends the raw bytes of the ids (no U+FFFD repair:
  *                                             byte-exact); an id outside the vocabulary is an error.
  *                                             HF's decode(ids, skip_special_tokens=False) equals
- *                                             utf8_repair() of these bytes.
+ *                                             tbuf_append_utf8() of these bytes.
  *   tok_token_bytes(t, id, &len)              one token's bytes, or NULL
  *   tok_token_id(t, s, len)                   id of a token written exactly so (added or vocab), or -1
  *   tok_vocab_size(t)                         1 + the largest id

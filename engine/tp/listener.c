@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/hmac_sha256.h"
 #include "tp/listener.h"
 #include "tp/transport.h"

@@ -1,7 +1,7 @@
 # engine/tp/local.mk: two or more ranks: the control protocol, bootstrap, heartbeat and the transports
 # (tcp, rdma). Adds its sources to libengine.a (libengine_a_SOURCES +=).
 libengine_a_SOURCES += \
-	engine/tp/bytes.h engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
+	engine/tp/protocol.c engine/tp/protocol.h engine/tp/transport.h \
 	engine/tp/tcp.c engine/tp/rdma_logic.c engine/tp/rdma_logic.h engine/tp/rdma.c \
 	engine/tp/rdma.h engine/tp/rank.c engine/tp/rank.h engine/tp/split.c engine/tp/split.h \
 	engine/tp/auth.c engine/tp/auth.h engine/tp/hmac_sha256.c engine/tp/hmac_sha256.h \

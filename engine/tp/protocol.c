@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/protocol.h"
 
 const char *tp_msg_type_name(uint32_t type)
@@ -57,10 +57,10 @@ static uint32_t max_payload(uint32_t type)
 glm_status tp_frame_header_decode(const uint8_t hdr[TP_FRAME_HEADER_BYTES], uint32_t *type,
                                   uint32_t *payload_len, glm_error *err)
 {
-    uint32_t magic = tp_get_u32(hdr);
-    uint16_t t = tp_get_u16(hdr + 4);
-    uint16_t flags = tp_get_u16(hdr + 6);
-    uint32_t len = tp_get_u32(hdr + 8);
+    uint32_t magic = le_get_u32(hdr);
+    uint16_t t = le_get_u16(hdr + 4);
+    uint16_t flags = le_get_u16(hdr + 6);
+    uint32_t len = le_get_u32(hdr + 8);
     if (magic != TP_FRAME_MAGIC)
         return glm_error_set(err, GLM_ERR_PEER,
                              "the peer is not a glmchat rank: frame magic is 0x%08" PRIx32
@@ -123,12 +123,12 @@ static int utf8_printable(const uint8_t *s, size_t n, int multiline)
     return 1;
 }
 
-static int read_string(tp_reader *r, char *out, size_t max, int multiline)
+static int read_string(le_reader *r, char *out, size_t max, int multiline)
 {
-    uint16_t n = tp_read_u16(r);
+    uint16_t n = le_read_u16(r);
     if (!r->ok || n > max)
         return 0;
-    const uint8_t *s = tp_take(r, n);
+    const uint8_t *s = le_take(r, n);
     if (!s || !utf8_printable(s, n, multiline))
         return 0;
     memcpy(out, s, n);
@@ -142,26 +142,26 @@ static glm_status bad(glm_error *err, uint32_t type, const char *what)
                          tp_msg_type_name(type), what);
 }
 
-static glm_status decode_hello(tp_reader *r, tp_hello *h, glm_error *err)
+static glm_status decode_hello(le_reader *r, tp_hello *h, glm_error *err)
 {
-    h->protocol = tp_read_u32(r);
-    h->rank = tp_read_u32(r);
+    h->protocol = le_read_u32(r);
+    h->rank = le_read_u32(r);
     if (!read_string(r, h->version, TP_NAME_MAX, 0))
         return bad(err, TP_MSG_HELLO, "the version is not a short printable string");
     if (!read_string(r, h->model_name, TP_NAME_MAX, 0))
         return bad(err, TP_MSG_HELLO, "the model name is not a short printable string");
-    h->config_hash = tp_read_u64(r);
-    h->weights_hash = tp_read_u64(r);
-    h->settings.world = tp_read_u32(r);
-    h->settings.transport = tp_read_u32(r);
-    h->settings.heartbeat_ms = tp_read_u32(r);
-    h->settings.timeout_ms = tp_read_u32(r);
-    h->settings.max_context = tp_read_u32(r);
-    h->settings.kv_format = tp_read_u32(r);
-    h->settings.backend = tp_read_u32(r);
-    h->session = tp_read_u64(r);
+    h->config_hash = le_read_u64(r);
+    h->weights_hash = le_read_u64(r);
+    h->settings.world = le_read_u32(r);
+    h->settings.transport = le_read_u32(r);
+    h->settings.heartbeat_ms = le_read_u32(r);
+    h->settings.timeout_ms = le_read_u32(r);
+    h->settings.max_context = le_read_u32(r);
+    h->settings.kv_format = le_read_u32(r);
+    h->settings.backend = le_read_u32(r);
+    h->session = le_read_u64(r);
     /* version 4 ended here: its two ranks took each other as the peer */
-    h->peer_rank = r->ok && r->pos == r->len ? (h->rank == 0 ? 1u : 0u) : tp_read_u32(r);
+    h->peer_rank = r->ok && r->pos == r->len ? (h->rank == 0 ? 1u : 0u) : le_read_u32(r);
     if (!r->ok)
         return bad(err, TP_MSG_HELLO, "it is shorter than its fields");
     if (h->settings.world < 2 || h->settings.world > TP_MAX_RANKS)
@@ -175,13 +175,13 @@ static glm_status decode_hello(tp_reader *r, tp_hello *h, glm_error *err)
     return GLM_OK;
 }
 
-static glm_status decode_step(tp_reader *r, tp_step *s, glm_error *err)
+static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
 {
-    s->seq = tp_read_u64(r);
-    s->cmd = tp_read_u32(r);
-    s->pos = tp_read_u32(r);
-    s->n_tokens = tp_read_u32(r);
-    s->slot = tp_read_u32(r);
+    s->seq = le_read_u64(r);
+    s->cmd = le_read_u32(r);
+    s->pos = le_read_u32(r);
+    s->n_tokens = le_read_u32(r);
+    s->slot = le_read_u32(r);
     if (!r->ok)
         return bad(err, TP_MSG_STEP, "it is shorter than its header");
     if (s->slot >= TP_MAX_SLOTS)
@@ -209,11 +209,11 @@ static glm_status decode_step(tp_reader *r, tp_step *s, glm_error *err)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a step of %" PRIu32 " tokens",
                              s->n_tokens);
     for (uint32_t i = 0; i < s->n_tokens; i++)
-        s->tokens[i] = tp_read_u32(r);
+        s->tokens[i] = le_read_u32(r);
     return GLM_OK;
 }
 
-static glm_status decode_body(uint32_t type, tp_reader *r, tp_msg *out, glm_error *err)
+static glm_status decode_body(uint32_t type, le_reader *r, tp_msg *out, glm_error *err)
 {
     switch (type) {
     case TP_MSG_HELLO:
@@ -221,25 +221,25 @@ static glm_status decode_body(uint32_t type, tp_reader *r, tp_msg *out, glm_erro
     case TP_MSG_STEP:
         return decode_step(r, &out->u.step, err);
     case TP_MSG_HEARTBEAT:
-        out->u.heartbeat.seq = tp_read_u64(r);
-        out->u.heartbeat.sent_ms = tp_read_u64(r);
+        out->u.heartbeat.seq = le_read_u64(r);
+        out->u.heartbeat.sent_ms = le_read_u64(r);
         break;
     case TP_MSG_BYE:
-        out->u.bye.reason = tp_read_u32(r);
+        out->u.bye.reason = le_read_u32(r);
         break;
     case TP_MSG_ERROR:
-        out->u.error.code = tp_read_u32(r);
+        out->u.error.code = le_read_u32(r);
         if (!read_string(r, out->u.error.text, TP_TEXT_MAX, 1))
             return bad(err, type, "its text is not printable UTF-8 of at most 1000 bytes");
         break;
     case TP_MSG_ATTACH:
-        out->u.attach.token = tp_read_u64(r);
+        out->u.attach.token = le_read_u64(r);
         break;
     case TP_MSG_PARAMS: {
-        uint32_t n = tp_read_u32(r);
+        uint32_t n = le_read_u32(r);
         if (!r->ok || n == 0 || n > TP_BLOB_MAX)
             return bad(err, type, "its blob length is 0 or too large");
-        const uint8_t *b = tp_take(r, n);
+        const uint8_t *b = le_take(r, n);
         if (!b)
             return bad(err, type, "its blob is shorter than its length");
         out->u.params.len = n;
@@ -247,19 +247,19 @@ static glm_status decode_body(uint32_t type, tp_reader *r, tp_msg *out, glm_erro
         break;
     }
     case TP_MSG_READY:
-        out->u.ready.status = tp_read_u32(r);
+        out->u.ready.status = le_read_u32(r);
         break;
     case TP_MSG_CHALLENGE: {
-        out->u.challenge.keyed = tp_read_u32(r);
-        const uint8_t *nonce = tp_take(r, TP_AUTH_NONCE_BYTES);
+        out->u.challenge.keyed = le_read_u32(r);
+        const uint8_t *nonce = le_take(r, TP_AUTH_NONCE_BYTES);
         if (!nonce || out->u.challenge.keyed > 1)
             return bad(err, type, "it is short or its key flag is neither 0 nor 1");
         memcpy(out->u.challenge.nonce, nonce, TP_AUTH_NONCE_BYTES);
         break;
     }
     case TP_MSG_AUTH: {
-        const uint8_t *nonce = tp_take(r, TP_AUTH_NONCE_BYTES);
-        const uint8_t *proof = tp_take(r, TP_AUTH_PROOF_BYTES);
+        const uint8_t *nonce = le_take(r, TP_AUTH_NONCE_BYTES);
+        const uint8_t *proof = le_take(r, TP_AUTH_PROOF_BYTES);
         if (!nonce || !proof)
             return bad(err, type, "it is shorter than a nonce and a proof");
         memcpy(out->u.auth.nonce, nonce, TP_AUTH_NONCE_BYTES);
@@ -282,7 +282,7 @@ glm_status tp_msg_decode(uint32_t type, const uint8_t *payload, size_t len, tp_m
     if (len > max_payload(type))
         return glm_error_set(err, GLM_ERR_PEER, "the peer's %s message is %zu bytes, too long",
                              tp_msg_type_name(type), len);
-    tp_reader r = {payload, len, 0, 1};
+    le_reader r = {payload, len, 0, 1};
     out->type = (tp_msg_type)type;
     glm_status st = decode_body(type, &r, out, err);
     if (st == GLM_OK && r.pos != r.len) {
@@ -312,20 +312,20 @@ typedef struct tp_writer {
 
 static void w_u32(tp_writer *w, uint32_t v)
 {
-    tp_put_u32(w->p + w->pos, v);
+    le_put_u32(w->p + w->pos, v);
     w->pos += 4;
 }
 
 static void w_u64(tp_writer *w, uint64_t v)
 {
-    tp_put_u64(w->p + w->pos, v);
+    le_put_u64(w->p + w->pos, v);
     w->pos += 8;
 }
 
 static void w_string(tp_writer *w, const char *s, size_t max)
 {
     size_t n = strnlen(s, max);
-    tp_put_u16(w->p + w->pos, (uint16_t)n);
+    le_put_u16(w->p + w->pos, (uint16_t)n);
     memcpy(w->p + w->pos + 2, s, n);
     w->pos += 2 + n;
 }
@@ -426,10 +426,10 @@ glm_status tp_msg_encode(const tp_msg *m, uint8_t **frame, size_t *frame_len, gl
                              tp_msg_type_name(m->type));
     tp_writer w = {buf + TP_FRAME_HEADER_BYTES, 0};
     encode_body(m, &w);
-    tp_put_u32(buf, TP_FRAME_MAGIC);
-    tp_put_u16(buf + 4, (uint16_t)m->type);
-    tp_put_u16(buf + 6, 0);
-    tp_put_u32(buf + 8, (uint32_t)w.pos);
+    le_put_u32(buf, TP_FRAME_MAGIC);
+    le_put_u16(buf + 4, (uint16_t)m->type);
+    le_put_u16(buf + 6, 0);
+    le_put_u32(buf + 8, (uint32_t)w.pos);
     *frame = buf;
     *frame_len = TP_FRAME_HEADER_BYTES + w.pos;
     return GLM_OK;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/le.h"
 #include "tp/auth.h"
 #include "tp/hmac_sha256.h"
 #include "tp/listener.h"
@@ -66,16 +67,6 @@ struct tp_rank {
 
 /* ---- identity ------------------------------------------------------------------------------ */
 
-uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Hashes a whole file into *h; GLM_ERR_IO when it cannot be read. */
 static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **text, glm_error *err)
 {
@@ -109,7 +100,7 @@ static glm_status hash_file(const char *path, size_t limit, uint64_t *h, char **
         return glm_error_set(err, GLM_ERR_IO, "cannot read %s (unreadable or over %zu bytes)", path, limit);
     }
     buf[len] = '\0';
-    *h = tp_hash_bytes(*h, buf, len);
+    *h = fnv1a64(*h, buf, len);
     if (text)
         *text = buf;
     else
@@ -128,14 +119,12 @@ static glm_status hash_safetensors_header(const char *path, uint64_t *h, glm_err
     if (fread(lenbuf, 1, 8, f) != 8) {
         st = glm_error_set(err, GLM_ERR_FORMAT, "%s is too short for a safetensors file", path);
     } else {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--)
-            n = (n << 8) | lenbuf[i];
+        uint64_t n = le_get_u64(lenbuf);
         char *hdr = n <= (100u << 20) ? malloc(n ? n : 1) : NULL;
         if (!hdr || fread(hdr, 1, n, f) != n)
             st = glm_error_set(err, GLM_ERR_FORMAT, "%s has an unreadable header of %" PRIu64 " bytes", path, n);
         else
-            *h = tp_hash_bytes(tp_hash_bytes(*h, lenbuf, 8), hdr, n);
+            *h = fnv1a64(fnv1a64(*h, lenbuf, 8), hdr, n);
         free(hdr);
     }
     fclose(f);
@@ -173,7 +162,7 @@ glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_erro
     memset(id, 0, sizeof *id);
     char path[4096];
     char *config = NULL;
-    id->config_hash = TP_HASH_SEED;
+    id->config_hash = FNV1A64_SEED;
     snprintf(path, sizeof path, "%s/config.json", dir);
     glm_status st = hash_file(path, 16u << 20, &id->config_hash, &config, err);
     if (st != GLM_OK)
@@ -181,7 +170,7 @@ glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_erro
                              "model's directory", dir);
     config_model_type(config, id->model_name, sizeof id->model_name);
     free(config);
-    id->weights_hash = TP_HASH_SEED;
+    id->weights_hash = FNV1A64_SEED;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (access(path, R_OK) == 0)
         return hash_file(path, 64u << 20, &id->weights_hash, NULL, err);

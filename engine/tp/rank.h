@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/hash.h" /* the identity's hashes are fnv1a64 */
 #include "glm.h"
 #include "tp/auth.h"
 #include "tp/protocol.h"
@@ -33,7 +34,7 @@ typedef struct tp_rank_options {
 /* What both ranks must agree on about the model. */
 typedef struct tp_identity {
     char model_name[TP_NAME_MAX + 1]; /* config.json's model_type */
-    uint64_t config_hash;             /* of config.json's bytes */
+    uint64_t config_hash;             /* of config.json's bytes (FNV-1a) */
     uint64_t weights_hash;            /* of the weight index (or the weight files' names and sizes) */
     uint32_t max_context;
     uint32_t kv_format;
@@ -46,9 +47,6 @@ uint32_t tp_backend_code(const char *backend_name);
 /* Reads the identity of the model in dir (config.json, model.safetensors.index.json). */
 glm_status tp_identity_from_model_dir(const char *dir, tp_identity *id, glm_error *err);
 
-/* 64-bit FNV-1a, continuing from h (start with TP_HASH_SEED). */
-#define TP_HASH_SEED 0xcbf29ce484222325ull
-uint64_t tp_hash_bytes(uint64_t h, const void *data, size_t len);
 
 typedef struct tp_rank tp_rank;
 typedef struct tp_listener tp_listener;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/rdma_logic.h"
 
 static size_t page_round(size_t v)
@@ -201,18 +201,18 @@ glm_status tp_rdma_read_gids(const char *sysfs_root, const char *dev, int port, 
 size_t tp_rdma_params_encode(const tp_rdma_params *p, uint8_t *buf)
 {
     uint8_t *w = buf;
-    tp_put_u32(w, TP_RDMA_BLOB_MAGIC);
-    tp_put_u32(w + 4, TP_RDMA_BLOB_VERSION);
-    tp_put_u32(w + 8, p->n_hca);
-    tp_put_u32(w + 12, p->slot_bytes);
-    tp_put_u64(w + 16, p->addr);
+    le_put_u32(w, TP_RDMA_BLOB_MAGIC);
+    le_put_u32(w + 4, TP_RDMA_BLOB_VERSION);
+    le_put_u32(w + 8, p->n_hca);
+    le_put_u32(w + 12, p->slot_bytes);
+    le_put_u64(w + 16, p->addr);
     w += 24;
     for (unsigned h = 0; h < TP_RDMA_MAX_HCA; h++) {
         const tp_rdma_hca_params *c = &p->hca[h];
-        tp_put_u32(w, c->qpn);
-        tp_put_u32(w + 4, c->psn);
-        tp_put_u32(w + 8, c->rkey);
-        tp_put_u16(w + 12, c->lid);
+        le_put_u32(w, c->qpn);
+        le_put_u32(w + 4, c->psn);
+        le_put_u32(w + 8, c->rkey);
+        le_put_u16(w + 12, c->lid);
         w[14] = c->port;
         w[15] = c->mtu;
         memcpy(w + 16, c->gid, 16);
@@ -247,15 +247,15 @@ glm_status tp_rdma_params_decode(const uint8_t *buf, size_t len, tp_rdma_params 
     memset(p, 0, sizeof *p);
     if (len != TP_RDMA_BLOB_BYTES)
         return blob_bad(err, "wrong length");
-    if (tp_get_u32(buf) != TP_RDMA_BLOB_MAGIC)
+    if (le_get_u32(buf) != TP_RDMA_BLOB_MAGIC)
         return blob_bad(err, "wrong magic");
-    if (tp_get_u32(buf + 4) != TP_RDMA_BLOB_VERSION)
+    if (le_get_u32(buf + 4) != TP_RDMA_BLOB_VERSION)
         return glm_error_set(err, GLM_ERR_PEER, "the peer's rdma parameters are version %" PRIu32
                              ", this build speaks %u; run the same glmchat build on both",
-                             tp_get_u32(buf + 4), TP_RDMA_BLOB_VERSION);
-    p->n_hca = tp_get_u32(buf + 8);
-    p->slot_bytes = tp_get_u32(buf + 12);
-    p->addr = tp_get_u64(buf + 16);
+                             le_get_u32(buf + 4), TP_RDMA_BLOB_VERSION);
+    p->n_hca = le_get_u32(buf + 8);
+    p->slot_bytes = le_get_u32(buf + 12);
+    p->addr = le_get_u64(buf + 16);
     if (p->n_hca == 0 || p->n_hca > TP_RDMA_MAX_HCA)
         return blob_bad(err, "HCA count outside 1..4");
     if (p->slot_bytes == 0 || p->slot_bytes % TP_RDMA_PAGE != 0)
@@ -265,10 +265,10 @@ glm_status tp_rdma_params_decode(const uint8_t *buf, size_t len, tp_rdma_params 
     const uint8_t *r = buf + 24;
     for (unsigned h = 0; h < TP_RDMA_MAX_HCA; h++, r += 64) {
         tp_rdma_hca_params *c = &p->hca[h];
-        c->qpn = tp_get_u32(r);
-        c->psn = tp_get_u32(r + 4);
-        c->rkey = tp_get_u32(r + 8);
-        c->lid = tp_get_u16(r + 12);
+        c->qpn = le_get_u32(r);
+        c->psn = le_get_u32(r + 4);
+        c->rkey = le_get_u32(r + 8);
+        c->lid = le_get_u16(r + 12);
         c->port = r[14];
         c->mtu = r[15];
         memcpy(c->gid, r + 16, 16);

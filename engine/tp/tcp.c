@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/transport.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -458,9 +458,9 @@ static glm_status exchange_send(tp_tcp_transport *t, tcp_progress *x, glm_error 
 static glm_status check_data_header(const tp_tcp_transport *t, const tcp_progress *x, uint64_t seq,
                                     glm_error *err)
 {
-    uint32_t magic = tp_get_u32(x->in_hdr);
-    uint32_t bytes = tp_get_u32(x->in_hdr + 4);
-    uint64_t peer_seq = tp_get_u64(x->in_hdr + 8);
+    uint32_t magic = le_get_u32(x->in_hdr);
+    uint32_t bytes = le_get_u32(x->in_hdr + 4);
+    uint64_t peer_seq = le_get_u64(x->in_hdr + 8);
     if (magic != TP_DATA_MAGIC)
         return glm_error_set(err, GLM_ERR_PEER, "the data connection to %s carried a bad frame "
                              "(magic 0x%08" PRIx32 "); restart both ranks", t->base.peer, magic);
@@ -505,9 +505,9 @@ static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_
         return glm_error_set(err, GLM_ERR_ARG, "an exchange of %zu bytes is too large for tcp",
                              out_bytes > in_bytes ? out_bytes : in_bytes);
     tcp_progress x = {0};
-    tp_put_u32(x.out_hdr, TP_DATA_MAGIC);
-    tp_put_u32(x.out_hdr + 4, (uint32_t)out_bytes);
-    tp_put_u64(x.out_hdr + 8, seq);
+    le_put_u32(x.out_hdr, TP_DATA_MAGIC);
+    le_put_u32(x.out_hdr + 4, (uint32_t)out_bytes);
+    le_put_u64(x.out_hdr + 8, seq);
     x.out_payload = out;
     x.in_payload = in;
     x.out_bytes = out_bytes;

@@ -73,19 +73,19 @@ printf 'y\n' | script -qec "'$G' delete 2 3" /dev/null >"$TMP/out" 2>&1
 expect_grep out 'deleted conversation 3'
 if [ "$(q 'SELECT count(*) FROM conversation')" = 0 ]; then pass; else fail "y kept some"; fi
 
-# rename (the table is empty, so SQLite numbers the next conversation 1 again)
+# rename (ids are never given twice: with the table empty, the next conversation is 4)
 expect_exit_in 0 $'heron question\n' "$G" chat
-expect_exit 0 "$G" rename 1 Herons of the   north
+expect_exit 0 "$G" rename 4 Herons of the   north
 expect_empty out
 expect_exit 0 "$G" list
-expect_grep out '^ +1  .*  2  Herons of the north$'
+expect_grep out '^ +4  .*  2  Herons of the north$'
 expect_exit 1 "$G" rename 5 Title
 expect_grep err 'no conversation 5 '
-expect_exit 2 "$G" rename 1 " "
+expect_exit 2 "$G" rename 4 " "
 expect_grep err 'TITLE is empty'
-expect_exit 2 "$G" rename 1 $'two\nlines'
+expect_exit 2 "$G" rename 4 $'two\nlines'
 expect_grep err 'control character'
-expect_exit 2 "$G" rename 1
+expect_exit 2 "$G" rename 4
 expect_grep err 'needs a conversation ID and a TITLE'
 expect_exit 2 "$G" rename four Title
 expect_exit 0 "$G" list
@@ -102,6 +102,6 @@ expect_exit_in 0 "$HALF"$'\n' "$G" chat
 expect_same out $'Short answer.\n'
 expect_exit_in 1 "$HALF"$'\n' "$G" chat -c
 expect_grep err 'with the [0-9]+ tokens of the conversation before it the prompt is [0-9]+ tokens, and the context holds 400.*/compact.*/drop N'
-if [ "$(q 'SELECT count(*) FROM message WHERE conversation_id = 2')" = 2 ]; then pass; else fail "the refused message was saved"; fi
+if [ "$(q 'SELECT count(*) FROM message WHERE conversation_id = 5')" = 2 ]; then pass; else fail "the refused message was saved"; fi
 unset GLMCHAT_TEST_CONTEXT
 finish

@@ -1,5 +1,9 @@
 # chat_lib.sh: helpers for the chat e2e tests (sourced after lib.sh): runs with stdin, recorded
-# replies through the test hook, and a JSON checker in python3.
+# replies through the test build, and a JSON checker in python3.
+# GLMCHAT_BIN becomes glmchat-test: glmchat plus the recorded-reply source, used while
+# GLMCHAT_TEST_REPLIES is set (tests/app/reply_hook.c); without it, the same engine as glmchat.
+: "${GLMCHAT_TEST_BIN:?run through make check}"
+GLMCHAT_BIN=$GLMCHAT_TEST_BIN
 CHAT_REPLIES="$TMP/replies.jsonl"
 CHAT_REQUESTS="$TMP/requests.jsonl"
 export GLMCHAT_TEST_REPLIES="$CHAT_REPLIES" GLMCHAT_TEST_REQUESTS="$CHAT_REQUESTS"

@@ -34,4 +34,16 @@ expect_grep out '^database /x/y.db$'
 expect_exit 0 "$G" --db /z.db --paths
 expect_grep out '^database /z.db$'
 
+# The recorded-reply test double is in the test build only, not in the binary that ships.
+if command -v nm >/dev/null 2>&1; then
+    nm "$G" >"$TMP/syms" 2>&1 && pass || fail "nm cannot read $G: $(head -c 200 "$TMP/syms")"
+    if grep -Eq 'test_reply_source|reply_hook' "$TMP/syms"; then fail "glmchat contains the test reply source"; else pass; fi
+    grep -q 'chat_source_hook_installed' "$TMP/syms" && pass || fail "nm found no symbols to check in $G"
+    nm "${GLMCHAT_TEST_BIN:?run through make check}" | grep -q 'test_reply_source_open' && pass ||
+        fail "glmchat-test lacks the test reply source"
+else
+    fail "nm is not installed (binutils): cannot check what glmchat contains"
+fi
+if strings "$G" | grep -q GLMCHAT_TEST_REPLIES; then fail "glmchat still reads GLMCHAT_TEST_REPLIES"; else pass; fi
+
 finish

@@ -15,7 +15,7 @@ cat >"$R" <<'JSON'
 {"type":"content","text":"## Plan\n\nSome *emphasis* and **bold** with `code`.\n\n```c\nint main(void) { return 0; }\n```\n\n| name | n |\n|---|--:|\n| one | 1 |\n\n- first\n- second\n\nSee [site](https://example.com) and [x](javascript:alert(1)) <script>document.title='pwned'</script><img src=x onerror=alert(2)>\n"}
 {"type":"done","finish":"stop"}
 JSON
-echo "hello" | GLMCHAT_TEST_REPLIES="$R" "$GLMCHAT_BIN" chat >"$TMP/chat.out" 2>&1 &&
+echo "hello" | GLMCHAT_TEST_REPLIES="$R" "$GLMCHAT_TEST_BIN" chat >"$TMP/chat.out" 2>&1 &&
     pass || fail "the scripted chat failed: $(tail -c 300 "$TMP/chat.out")"
 expect_exit 0 "$GLMCHAT_BIN" export 1 --format html -o "$TMP/page.html"
 

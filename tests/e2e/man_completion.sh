@@ -17,6 +17,11 @@ else
     groff -man -Tutf8 "$TMP/glmchat.1" 2>/dev/null | sed 's/.\x08//g' >"$TMP/man.txt"
 fi
 grep -q '^GLMCHAT(1)' "$TMP/man.txt" && pass || fail "the page has no GLMCHAT(1) header"
+# The chat TUI's commands and keys, from the tables the TUI runs.
+grep -q '^CHAT COMMANDS' "$TMP/man.txt" && pass || fail "the page has no CHAT COMMANDS section"
+grep -Eq '^ +/copy \[N\|all\]' "$TMP/man.txt" && pass || fail "the page lacks /copy [N|all]"
+grep -Eq '^ +/quit or /exit' "$TMP/man.txt" && pass || fail "the page lacks /quit's alias"
+grep -Eq '^ +Alt-K' "$TMP/man.txt" && pass || fail "the page lacks the Alt-K key"
 
 # The commands, as the table lists them in --help.
 "$GLMCHAT_BIN" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }' >"$TMP/commands"

@@ -123,6 +123,14 @@ printf '{"format": "glmchat-conversation", "version": 1, "messages": [' >"$TMP/c
 expect_exit 1 "$G" import "$TMP/cut.json"
 expect_grep err 'not valid JSON'
 
+# An id is never given twice: after the newest conversation (4) is deleted, the next one is 5,
+# and `export 4` (from a script or shell history) fails instead of exporting another one.
+expect_exit 0 "$G" delete --yes 4
+expect_exit 0 "$G" import "$TMP/in.json"
+expect_grep out '^5$'
+expect_exit 1 "$G" export 4
+expect_grep err 'conversation 4 does not exist'
+
 # A file that is not a database is refused, named, and left as it was.
 printf 'these are my notes\n%.0s' $(seq 200) >"$TMP/notes.txt"
 cp "$TMP/notes.txt" "$TMP/notes.orig"

@@ -25,7 +25,7 @@ R="$TMP/replies.jsonl"
     printf '{"type":"done","finish":"stop"}\n'
 } >"$R"
 tui_start
-type_text "env GLMCHAT_TEST_REPLIES='$R' GLMCHAT_TEST_REPLY_DELAY_MS=40 XDG_DATA_HOME='$TMP/data' $GLMCHAT_BIN"; keys Enter
+type_text "env GLMCHAT_TEST_REPLIES='$R' GLMCHAT_TEST_REPLY_DELAY_MS=40 XDG_DATA_HOME='$TMP/data' $GLMCHAT_TEST_BIN"; keys Enter
 expect_screen 'recorded-replies .*│ ready *$' 10 "glmchat's TUI starts with its status line"
 type_text "hello"; keys Enter
 expect_screen 'thinking… [0-9.]+ s' 5 "thinking streams, shown live"

@@ -31,7 +31,7 @@ printf '{"type":"content","text":"fine"}\n{"type":"done","finish":"stop"}\n' >"$
 
 start_glmchat() {
     tui_start
-    type_text "env GLMCHAT_TEST_REPLIES='$TMP/replies.jsonl' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' XDG_DATA_HOME='$TMP/data' $GLMCHAT_BIN chat --allow-tool good__add"
+    type_text "env GLMCHAT_TEST_REPLIES='$TMP/replies.jsonl' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' XDG_DATA_HOME='$TMP/data' $GLMCHAT_TEST_BIN chat --allow-tool good__add"
     keys Enter
 }
 

@@ -39,7 +39,7 @@ for line in sys.stdin.read().splitlines():
 # question, until TABLE-END shows.
 run_chat() {
     tui_start
-    type_text "env $2 GLMCHAT_TEST_REPLIES='$R' XDG_DATA_HOME='$TMP/$1' $GLMCHAT_BIN"; keys Enter
+    type_text "env $2 GLMCHAT_TEST_REPLIES='$R' XDG_DATA_HOME='$TMP/$1' $GLMCHAT_TEST_BIN"; keys Enter
     expect_screen '│ ready *$' 10 "glmchat's TUI starts ($2)"
     type_text "show me"; keys Enter
     expect_screen 'TABLE-END' 10 "the reply shows ($2)"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tui_valgrind.sh: a short TUI session (prompt, stream, fold, a command, a tool approval,
+# tui_valgrind.sh: a short TUI session (prompt, stream, copy, fold, a command, a tool approval,
 # cancel, resize, list, quit) under valgrind: no memory error, nothing definitely or
 # indirectly lost. What ncurses and readline keep reachable until exit is not reported.
 . "$GLMCHAT_SRCDIR/tests/e2e/lib.sh"
@@ -14,6 +14,12 @@ keys Enter
 expect_screen 'tiny-test .* ready' 20 "the TUI starts under valgrind"
 type_text "hello"; keys Enter
 expect_screen 'REPLY-END' 20 "a reply streams"
+keys M-k
+expect_screen 'copied code block 1/1 \(c, 1 line\)' 5 "Alt-K copies the code block"
+type_text "/copy all"; keys Enter
+expect_screen 'copied the last reply' 5 "/copy all"
+keys Escape
+sleep 0.1 # a key sent within ESCDELAY (25 ms) of Esc would read as Alt-key
 keys C-t
 expect_screen 'The user greets me' 5 "unfold"
 type_text "/help"; keys Enter

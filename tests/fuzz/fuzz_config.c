@@ -1,7 +1,7 @@
 /* fuzz_config.c: libFuzzer target for the config file parser: any bytes must parse or fail
  * with a message, never crash, leak or read out of bounds.
  * Build and run for a minute from the top of a configured tree: tests/fuzz/fuzz_setting.sh
- * (it builds this target with app/config.c, engine/setting.c and engine/error.c). */
+ * (it builds this target with app/config.c, base/setting.c, base/errbuf.c and engine/error.c). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /* fuzz_render.c: libFuzzer target for ui/render.c: any bytes through sanitize, wrap and the
  * Markdown-lite layout, checking the invariants the TUI relies on (widths, coverage).
  * Build and run (bounded):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -include config.h \
- *     tests/fuzz/fuzz_render.c ui/render.c -o fuzz_render && ./fuzz_render -max_total_time=60 */
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -include config.h tests/fuzz/fuzz_render.c \
+ *     ui/render.c ui/highlight.c ui/visible.c base/utf8.c base/grow.c -o fuzz_render &&
+ *   ./fuzz_render -max_total_time=60 */
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>

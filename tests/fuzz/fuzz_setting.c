@@ -1,4 +1,4 @@
-/* fuzz_setting.c: libFuzzer target for the one parser of setting values (engine/setting.c): any
+/* fuzz_setting.c: libFuzzer target for the one parser of setting values (base/setting.c): any
  * text and range either parses to a number in range that the text spells exactly, or fails with
  * a bounded message naming the setting; choices match only a whole listed word.
  * Run: tests/fuzz/fuzz_setting.sh [SECONDS] (clang -fsanitize=fuzzer,address,undefined). */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "setting.h"
+#include "base/setting.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/text/tokenizer.h"
-#include "engine/text/utf8.h"
+#include "base/utf8.h"
 
 static tok_tokenizer *tokenizer(void)
 {
@@ -35,7 +35,7 @@ static void check_decode(const tok_tokenizer *t, const uint8_t *data, size_t siz
     tbuf raw = {0}, whole = {0}, streamed = {0};
     glm_error err = {0};
     if (tok_decode(t, ids, n, &raw, &err) == GLM_OK) {
-        if (utf8_repair(raw.p ? raw.p : "", raw.len, 1, &whole, NULL) != GLM_OK)
+        if (tbuf_append_utf8(&whole, raw.p ? raw.p : "", raw.len, 1, NULL) != GLM_OK)
             abort();
         tok_stream *s = tok_stream_new(t);
         if (!s)
@@ -62,7 +62,7 @@ static void check_encode(const tok_tokenizer *t, const uint8_t *data, size_t siz
     glm_error err = {0};
     if (tok_encode(t, (const char *)data, size, &ids, &err) != GLM_OK)
         abort();
-    if (utf8_repair((const char *)data, size, 1, &fixed, NULL) != GLM_OK ||
+    if (tbuf_append_utf8(&fixed, (const char *)data, size, 1, NULL) != GLM_OK ||
         tok_decode(t, ids.v, ids.n, &back, &err) != GLM_OK)
         abort();
     if (back.len != fixed.len || memcmp(back.p ? back.p : "", fixed.p ? fixed.p : "", fixed.len) != 0)

@@ -13,6 +13,7 @@
 
 #define GPU_TEST_NAME "test_decode_gpu"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
 
 #define MAXT 8
 
@@ -21,10 +22,7 @@ static int failures;
 
 static float frand(void) /* [-1, 1) */
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+    return (float)((test_rng_next(&rng_state) >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
 }
 
 static float *host_random(size_t n, float amp)

@@ -12,21 +12,9 @@
 
 #define GPU_TEST_NAME "test_exl3_gpu"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state;
-
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float rng_uniform(void) /* [-1, 1) */
-{
-    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static int failures;
 
@@ -75,15 +63,15 @@ static void host_linear_init(host_linear *h, int in, int out, int bits, int cb, 
     h->svh = xmalloc((size_t)out * 2);
     h->bias = with_bias ? xmalloc((size_t)out * 2) : NULL;
     for (size_t i = 0; i < h->words; i++)
-        h->trellis[i] = (uint16_t)rng_u32();
+        h->trellis[i] = (uint16_t)test_rng_u32(&rng_state);
     double s = 1.0 / sqrt((double)in);
     for (int i = 0; i < in; i++)
-        h->suh[i] = exl3_f16_from_f64(s * (0.5 + 0.5 * fabs(rng_uniform())) * (rng_u32() & 1 ? -1 : 1));
+        h->suh[i] = exl3_f16_from_f64(s * (0.5 + 0.5 * fabs(test_rng_uniform(&rng_state))) * (test_rng_u32(&rng_state) & 1 ? -1 : 1));
     for (int i = 0; i < out; i++)
-        h->svh[i] = exl3_f16_from_f64((0.5 + 0.5 * fabs(rng_uniform())) * (rng_u32() & 1 ? -1 : 1));
+        h->svh[i] = exl3_f16_from_f64((0.5 + 0.5 * fabs(test_rng_uniform(&rng_state))) * (test_rng_u32(&rng_state) & 1 ? -1 : 1));
     if (h->bias)
         for (int i = 0; i < out; i++)
-            h->bias[i] = exl3_f16_from_f64(rng_uniform());
+            h->bias[i] = exl3_f16_from_f64(test_rng_uniform(&rng_state));
     h->t = (exl3_tensor){.in = in, .out = out, .bits = bits, .codebook = (exl3_codebook)cb,
                          .trellis = h->trellis, .suh = h->suh, .svh = h->svh, .bias = h->bias};
 }
@@ -103,7 +91,7 @@ static void test_linear(int in, int out, int bits, int cb, int rows, int with_bi
     size_t nx = (size_t)rows * in, ny = (size_t)rows * out;
     float *x = xmalloc(nx * 4), *ref = xmalloc(ny * 4), *got = xmalloc(ny * 4);
     for (size_t i = 0; i < nx; i++)
-        x[i] = rng_uniform();
+        x[i] = test_rng_uniform(&rng_state);
     glm_error err;
     if (exl3_matmul(&h.t, x, ref, rows, &err) != GLM_OK) {
         fprintf(stderr, "reference: %s\n", err.message);
@@ -170,20 +158,20 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
         for (int s = 0; s < slots; s++) {
             int e, dup;
             do { /* distinct within a row, as top-k is */
-                e = (int)(rng_u32() % (uint32_t)E);
+                e = (int)(test_rng_u32(&rng_state) % (uint32_t)E);
                 dup = 0;
                 for (int q = 0; q < s; q++)
                     dup |= ids[r * slots + q] == e;
             } while (dup);
             ids[r * slots + s] = e;
-            w[r * slots + s] = 0.1f + 0.4f * fabsf(rng_uniform());
+            w[r * slots + s] = 0.1f + 0.4f * fabsf(test_rng_uniform(&rng_state));
         }
     size_t nx = (size_t)rows * hidden;
     float *x = xmalloc(nx * 4), *ref = calloc(nx, 4), *got = xmalloc(nx * 4);
     if (!ref)
         exit(1);
     for (size_t i = 0; i < nx; i++)
-        x[i] = rng_uniform();
+        x[i] = test_rng_uniform(&rng_state);
     /* reference, expert by expert (one decode per matrix) */
     float *xs = xmalloc(nx * 4), *g = xmalloc((size_t)pairs * inter * 4);
     float *u = xmalloc((size_t)pairs * inter * 4), *d = xmalloc((size_t)pairs * hidden * 4);
@@ -348,7 +336,7 @@ static void dev_experts_init(kern_exl3_experts *ex, int E, int hidden, int inter
     const void **tr[3] = {&ex->gate_trellis, &ex->up_trellis, &ex->down_trellis};
     for (int m = 0; m < 3; m++) {
         for (size_t i = 0; i < words; i++)
-            buf[i] = (uint16_t)rng_u32();
+            buf[i] = (uint16_t)test_rng_u32(&rng_state);
         *tr[m] = dev_copy(buf, words * 2);
     }
     /* gate_suh, up_suh [E][hidden]; gate_svh, up_svh, down_suh [E][inter]; down_svh [E][hidden] */
@@ -360,8 +348,8 @@ static void dev_experts_init(kern_exl3_experts *ex, int E, int hidden, int inter
     for (int m = 0; m < 6; m++) {
         size_t n = (size_t)E * len[m];
         for (size_t i = 0; i < n; i++)
-            buf[i] = exl3_f16_from_f64(mag[m] * (0.5 + 0.5 * fabs(rng_uniform())) *
-                                       (rng_u32() & 1 ? -1 : 1));
+            buf[i] = exl3_f16_from_f64(mag[m] * (0.5 + 0.5 * fabs(test_rng_uniform(&rng_state))) *
+                                       (test_rng_u32(&rng_state) & 1 ? -1 : 1));
         *sc[m] = dev_copy(buf, n * 2);
     }
     free(buf);
@@ -408,7 +396,7 @@ static void draw_ids(int32_t *ids, int slots, int E)
     for (int s = 0; s < slots; s++) {
         int e, dup;
         do {
-            e = (int)(rng_u32() % (uint32_t)E);
+            e = (int)(test_rng_u32(&rng_state) % (uint32_t)E);
             dup = 0;
             for (int q = 0; q < s; q++)
                 dup |= ids[q] == e;
@@ -420,7 +408,7 @@ static void draw_ids(int32_t *ids, int slots, int E)
 static void shuffle(int *v, int n)
 {
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rng_u32() % (uint32_t)(i + 1)), t = v[i];
+        int j = (int)(test_rng_u32(&rng_state) % (uint32_t)(i + 1)), t = v[i];
         v[i] = v[j];
         v[j] = t;
     }
@@ -453,11 +441,11 @@ static void test_moe_bits(int E, int hidden, int inter, int bits, int cb, int sl
     float *x = xmalloc(N * H * 4), *w = xmalloc((size_t)N * slots * 4);
     int32_t *ids = xmalloc((size_t)N * slots * 4);
     for (size_t i = 0; i < N * H; i++)
-        x[i] = rng_uniform();
+        x[i] = test_rng_uniform(&rng_state);
     for (int r = 0; r < N; r++) {
         draw_ids(ids + (size_t)r * slots, slots, E);
         for (int s = 0; s < slots; s++)
-            w[r * slots + s] = 0.1f + 0.4f * fabsf(rng_uniform());
+            w[r * slots + s] = 0.1f + 0.4f * fabsf(test_rng_uniform(&rng_state));
     }
     ids[3 * slots + (slots > 1 ? 1 : 0)] = -1;
     for (int s = 0; s < slots; s++)
@@ -535,17 +523,17 @@ static void test_moe_prefill_bits(int E, int hidden, int inter, int bits, int cb
     float *x0 = xmalloc(H * 4), w0[64];
     int32_t ids0[64];
     for (size_t i = 0; i < H; i++)
-        x0[i] = rng_uniform();
+        x0[i] = test_rng_uniform(&rng_state);
     draw_ids(ids0, slots, E);
     for (int s = 0; s < slots; s++)
-        w0[s] = 0.1f + 0.4f * fabsf(rng_uniform());
+        w0[s] = 0.1f + 0.4f * fabsf(test_rng_uniform(&rng_state));
     moe_call(&ex, 0, x0, ids0, w0, 1, slots, NULL, alone);
     const char *cbn = cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1";
     int sizes[] = {9, BIG}, places[] = {4, 217};
     for (int c = 0; c < 2; c++) {
         int rows = sizes[c], at = places[c];
         for (size_t i = 0; i < (size_t)rows * H; i++)
-            x[i] = rng_uniform();
+            x[i] = test_rng_uniform(&rng_state);
         for (int r = 0; r < rows; r++) {
             int32_t *ri = ids + (size_t)r * slots;
             draw_ids(ri, slots, E);
@@ -555,7 +543,7 @@ static void test_moe_prefill_bits(int E, int hidden, int inter, int bits, int cb
                 if (q != r % slots && ri[q] == ri[r % slots])
                     ri[q] = -1;
             for (int s = 0; s < slots; s++)
-                w[r * slots + s] = 0.1f + 0.4f * fabsf(rng_uniform());
+                w[r * slots + s] = 0.1f + 0.4f * fabsf(test_rng_uniform(&rng_state));
         }
         memcpy(x + (size_t)at * H, x0, H * 4);
         memcpy(ids + (size_t)at * slots, ids0, (size_t)slots * 4);
@@ -592,14 +580,14 @@ static void test_linear_bits(int in, int out, int bits, int cb)
     float *x = xmalloc((size_t)300 * in * 4), *y = xmalloc((size_t)300 * out * 4);
     float *x0 = xmalloc((size_t)in * 4), *row[NT];
     for (int i = 0; i < in; i++)
-        x0[i] = rng_uniform();
+        x0[i] = test_rng_uniform(&rng_state);
     void *work = NULL;
     size_t wb = kern_exl3_matmul_workspace(&l, 300);
     CUDA_OK(kern_malloc(&work, wb));
     for (int k = 0; k < NT; k++) {
         int T = Ts[k];
         for (size_t i = 0; i < (size_t)T * in; i++)
-            x[i] = rng_uniform();
+            x[i] = test_rng_uniform(&rng_state);
         memcpy(x + (size_t)at[k] * in, x0, (size_t)in * 4);
         void *dx = dev_copy(x, (size_t)T * in * 4), *dy = NULL;
         CUDA_OK(kern_malloc(&dy, (size_t)T * out * 4));

@@ -12,22 +12,10 @@
 
 #define GPU_TEST_NAME "test_gemm_rows"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static int failures;
-
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float rng_uniform(void) /* [-1, 1) */
-{
-    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static uint16_t to_bf16(float f) /* round to nearest even */
 {
@@ -137,9 +125,9 @@ static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *e
     float *wf = xmalloc(wn * sizeof *wf), *xh = xmalloc(xn * sizeof *xh);
     float amp = 1.0f / sqrtf((float)K);
     for (size_t i = 0; i < wn; i++)
-        wf[i] = amp * rng_uniform();
+        wf[i] = amp * test_rng_uniform(&rng_state);
     for (size_t i = 0; i < xn; i++)
-        xh[i] = rng_uniform() * (float)(1u << (rng_u32() % 4));
+        xh[i] = test_rng_uniform(&rng_state) * (float)(1u << (test_rng_u32(&rng_state) % 4));
     void *wd;
     if (dtype == ENG_BF16) {
         uint16_t *wb = xmalloc(wn * sizeof *wb);

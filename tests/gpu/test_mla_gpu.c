@@ -11,28 +11,16 @@
 
 #define GPU_TEST_NAME "test_mla_gpu"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
-
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float rng_uniform(void) /* [-1, 1) */
-{
-    return (float)(rng_u32() & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static float *dev_random(size_t n, float amp)
 {
     float *h = xmalloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++)
-        h[i] = amp * rng_uniform();
+        h[i] = amp * test_rng_uniform(&rng_state);
     float *d = dev_copy(h, n * sizeof *h);
     free(h);
     return d;
@@ -112,9 +100,9 @@ static void check_attend(const shape *s, int dt, int timed, void *ev0, void *ev1
     int *count = xmalloc((size_t)T * sizeof *count);
     for (int t = 0; t < T; t++) {
         /* mostly full selections (the real case past 2051 tokens), some short ones */
-        count[t] = t % 5 == 0 ? 1 + (int)(rng_u32() % (uint32_t)W) : W - (int)(rng_u32() % 4);
+        count[t] = t % 5 == 0 ? 1 + (int)(test_rng_u32(&rng_state) % (uint32_t)W) : W - (int)(test_rng_u32(&rng_state) % 4);
         for (int j = 0; j < count[t]; j++)
-            idx[(size_t)t * W + j] = (int32_t)(rng_u32() % (uint32_t)s->cache_rows);
+            idx[(size_t)t * W + j] = (int32_t)(test_rng_u32(&rng_state) % (uint32_t)s->cache_rows);
     }
     int32_t *d_idx = dev_copy(idx, (size_t)T * W * sizeof *idx);
     int *d_count = dev_copy(count, (size_t)T * sizeof *count);
@@ -177,7 +165,7 @@ static void check_products(const shape *s, int timed, void *ev0, void *ev1)
     size_t wn = (size_t)H * (dn + dv) * R;
     uint16_t *w = xmalloc(wn * sizeof *w);
     for (size_t i = 0; i < wn; i++) {
-        float f = 0.05f * rng_uniform();
+        float f = 0.05f * test_rng_uniform(&rng_state);
         uint32_t u;
         memcpy(&u, &f, sizeof u);
         w[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);

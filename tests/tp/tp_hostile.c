@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/protocol.h"
 #include "tp/transport.h"
 
@@ -46,10 +46,10 @@ static int send_raw(int fd, const void *p, size_t n)
 
 static void header(uint8_t *h, uint32_t magic, uint16_t type, uint16_t flags, uint32_t len)
 {
-    tp_put_u32(h, magic);
-    tp_put_u16(h + 4, type);
-    tp_put_u16(h + 6, flags);
-    tp_put_u32(h + 8, len);
+    le_put_u32(h, magic);
+    le_put_u16(h + 4, type);
+    le_put_u16(h + 6, flags);
+    le_put_u32(h + 8, len);
 }
 
 static tp_msg good_hello(const char *version)

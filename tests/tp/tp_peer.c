@@ -88,7 +88,7 @@ static int exchange_once(tp_rank *r, peer_state *s, int floats, glm_error *err)
             return -1;
         }
         float sum = s->both[i] + s->both[n + i]; /* rank order */
-        s->digest = tp_hash_bytes(s->digest, &sum, sizeof sum);
+        s->digest = fnv1a64(s->digest, &sum, sizeof sum);
     }
     return 0;
 }
@@ -135,7 +135,7 @@ static int run_head(const peer_opts *o, const tp_identity *id, peer_state *s)
         }
         printf("head: reconnected to %s\n", tp_rank_peer(r));
         s->exchanges = 0;
-        s->digest = TP_HASH_SEED;
+        s->digest = FNV1A64_SEED;
         done = 0;
         if (run_steps(r, o, s, &done, &err) != 0) {
             printf("head: FAILED after reconnecting, %ld steps: %s\n", done, err.message);
@@ -208,7 +208,7 @@ static int run_worker(const peer_opts *o, const tp_identity *id, peer_state *s)
             continue;
         }
         s->exchanges = 0;
-        s->digest = TP_HASH_SEED;
+        s->digest = FNV1A64_SEED;
         int rc = serve_one(r, o, s);
         fflush(stdout);
         tp_rank_close(r);
@@ -291,7 +291,7 @@ int main(int argc, char **argv)
     s.cap = 1u << 20;
     s.mine = malloc(s.cap * sizeof(float));
     s.both = malloc(2 * s.cap * sizeof(float));
-    s.digest = TP_HASH_SEED;
+    s.digest = FNV1A64_SEED;
     if (!s.mine || !s.both)
         return 3;
     int rc = strcmp(o.role, "head") == 0 ? run_head(&o, &id, &s) : run_worker(&o, &id, &s);

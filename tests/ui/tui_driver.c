@@ -1,7 +1,7 @@
-/* tui_driver.c: the real TUI (or plain view) with a scripted reply source instead of the
+/* tui_driver.c: the real TUI with a scripted reply source instead of the
  * engine, for the tmux tests; it is also a complete example of how the app wires view.h.
  *
- * Usage: tui_driver [--plain] [--history FILE] [--script FILE] [--script-dir DIR] [--no-mouse]
+ * Usage: tui_driver [--history FILE] [--script FILE] [--script-dir DIR] [--no-mouse]
  *                   [--latency-log FILE]
  * Every submitted message is answered by a reply script: DIR/<first word>.script when it
  * exists, else FILE. A script line is "<delay ms> <kind> <args>"; text escapes \n \t \\:
@@ -339,11 +339,9 @@ int main(int argc, char **argv)
     pthread_cond_init(&d.cv, NULL);
     d.thinking = 1;
     const char *history = NULL, *latency_log = NULL;
-    int plain = 0, no_mouse = 0;
+    int no_mouse = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--plain") == 0)
-            plain = 1;
-        else if (strcmp(argv[i], "--no-mouse") == 0)
+        if (strcmp(argv[i], "--no-mouse") == 0)
             no_mouse = 1;
         else if (strcmp(argv[i], "--history") == 0 && i + 1 < argc)
             history = argv[++i];
@@ -354,18 +352,17 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--script-dir") == 0 && i + 1 < argc)
             d.script_dir = argv[++i];
         else {
-            fprintf(stderr, "usage: tui_driver [--plain] [--history FILE] [--script FILE] "
+            fprintf(stderr, "usage: tui_driver [--history FILE] [--script FILE] "
                             "[--script-dir DIR] [--no-mouse] [--latency-log FILE]\n");
             return 2;
         }
     }
     if (!d.script)
         d.script = "/dev/null";
-    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .show_thinking = 1, .latency_log = latency_log,
+    ui_config cfg = {.history_file = history, .no_mouse = no_mouse, .latency_log = latency_log,
                      .on_action = on_action, .user = &d};
     char err[512];
-    d.view = plain ? ui_plain_new(&cfg, stdin, stdout, stderr, err, sizeof err)
-                   : ui_tui_new(&cfg, err, sizeof err);
+    d.view = ui_tui_new(&cfg, err, sizeof err);
     if (!d.view) {
         fprintf(stderr, "tui_driver: %s\n", err);
         return 1;
@@ -383,7 +380,6 @@ int main(int argc, char **argv)
     ui_free(d.view);
     pthread_cond_destroy(&d.cv);
     pthread_mutex_destroy(&d.mu);
-    if (!plain)
-        printf("tui_driver: terminal restored, rc %d\n", rc);
+    printf("tui_driver: terminal restored, rc %d\n", rc);
     return rc == 0 ? 0 : 1;
 }

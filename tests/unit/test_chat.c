@@ -10,9 +10,10 @@
 
 #include "app/chat.h"
 #include "app/chat_memory.h"
-#include "app/test_reply_source.h"
+#include "tests/app/test_reply_source.h"
 #include "app/tools/builtin.h"
 #include "app/tools/mcp.h"
+#include "tests/common/check_main.h"
 
 static char dir[64];
 static char db_file[128];
@@ -601,9 +602,5 @@ int main(void)
     tcase_add_test(tc, raw_model_text_goes_through_the_reply_parser);
     tcase_add_test(tc, settings_are_kept_per_conversation);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -16,6 +16,7 @@
 #include "model/safetensors.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 #define TOLERANCE 1e-3f
 #define P "model.language_model."
@@ -781,9 +782,5 @@ int main(void)
     tcase_add_test(t, mkmodel_like_exl3_published_opens_and_generates);
     tcase_add_test(t, mkmodel_like_fp8_official_opens_and_generates);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -12,7 +12,7 @@
 #include "app/commands.h"
 #include "app/paths.h"
 #include "engine/glm.h"
-#include "engine/setting.h"
+#include "tests/common/check_main.h"
 
 START_TEST(globals_before_and_after_command)
 {
@@ -93,81 +93,6 @@ START_TEST(engine_setting_globals_are_checked)
 }
 END_TEST
 
-/* ---- the one parser of numbers and choices (engine/setting.c) ---------------------------- */
-
-START_TEST(setting_int_takes_whole_numbers_in_range)
-{
-    long long v = 42;
-    char err[256];
-    ck_assert_int_eq(setting_int("--n", "17", 1, 20, &v, err, sizeof err), 0);
-    ck_assert_int_eq(v, 17);
-    ck_assert_int_eq(setting_int("--n", "-3", -5, 5, &v, err, sizeof err), 0);
-    ck_assert_int_eq(v, -3);
-    ck_assert_int_eq(setting_int("--n", "+4", 0, 5, &v, err, sizeof err), 0);
-    ck_assert_int_eq(v, 4);
-    ck_assert_int_eq(setting_int("--n", "9223372036854775807", 0, LLONG_MAX, &v, err, sizeof err), 0);
-    ck_assert(v == LLONG_MAX);
-    ck_assert_int_eq(setting_int("--n", "-9223372036854775808", LLONG_MIN, 0, &v, err, sizeof err), 0);
-    ck_assert(v == LLONG_MIN);
-    v = 42;
-    const char *bad[] = {"", "-", "+", " 5", "5 ", "5x", "0x10", "1e3", "3.0", "21", "0", "--5",
-                         "9223372036854775808", "\t1", "1\n"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        err[0] = 0;
-        ck_assert_msg(setting_int("--n", bad[i], 1, 20, &v, err, sizeof err) == -1, "'%s'", bad[i]);
-        ck_assert_int_eq(v, 42); /* unchanged on an error */
-        char want[128];
-        snprintf(want, sizeof want, "'--n' takes a whole number from 1 to 20, not '%s'", bad[i]);
-        ck_assert_str_eq(err, want);
-    }
-    ck_assert_int_eq(setting_int("--n", NULL, 1, 20, &v, err, sizeof err), -1);
-    ck_assert_str_eq(err, "'--n' takes a whole number from 1 to 20, not ''");
-    ck_assert_int_eq(setting_int("ID", "0", 1, LLONG_MAX, &v, err, sizeof err), -1);
-    ck_assert_str_eq(err, "'ID' takes a whole number of at least 1, not '0'");
-    ck_assert_int_eq(setting_int("--n", "x", 1, 2, &v, NULL, 0), -1); /* no message wanted */
-    /* a long bad value is quoted in part, the message stays bounded */
-    char longv[1000];
-    memset(longv, '7', sizeof longv - 1);
-    longv[sizeof longv - 1] = 0;
-    ck_assert_int_eq(setting_int("--n", longv, 1, 20, &v, err, sizeof err), -1);
-    ck_assert_uint_lt(strlen(err), 255);
-}
-END_TEST
-
-START_TEST(setting_u64_and_choice)
-{
-    uint64_t u = 9;
-    char err[256];
-    ck_assert_int_eq(setting_u64("--seed", "18446744073709551615", &u, err, sizeof err), 0);
-    ck_assert(u == UINT64_MAX);
-    ck_assert_int_eq(setting_u64("--seed", "0", &u, err, sizeof err), 0);
-    ck_assert(u == 0);
-    const char *bad[] = {"18446744073709551616", "-1", "+1", "", "1 ", "x"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ck_assert_msg(setting_u64("--seed", bad[i], &u, err, sizeof err) == -1, "'%s'", bad[i]);
-        ck_assert(strstr(err, "'--seed' takes a whole number from 0 to 18446744073709551615"));
-    }
-    int i = -1;
-    ck_assert_int_eq(setting_choice("--kv-cache", "bf16", "fp8|bf16|f32", &i, err, sizeof err), 0);
-    ck_assert_int_eq(i, 1);
-    ck_assert_int_eq(setting_choice("--kv-cache", "f32", "fp8|bf16|f32", &i, err, sizeof err), 0);
-    ck_assert_int_eq(i, 2);
-    const char *nope[] = {"", "fp", "fp88", "bf16|f32", "F32", "fp8|"};
-    for (size_t k = 0; k < sizeof nope / sizeof nope[0]; k++) {
-        ck_assert_msg(setting_choice("--kv-cache", nope[k], "fp8|bf16|f32", &i, err, sizeof err) == -1,
-                      "'%s'", nope[k]);
-        char want[128];
-        snprintf(want, sizeof want, "'--kv-cache' takes fp8, bf16 or f32, not '%s'", nope[k]);
-        ck_assert_str_eq(err, want);
-    }
-    ck_assert_int_eq(setting_choice("--x", "b", "a|b", &i, err, sizeof err), 0);
-    ck_assert_int_eq(setting_choice("--x", "c", "a|b", &i, err, sizeof err), -1);
-    ck_assert_str_eq(err, "'--x' takes a or b, not 'c'");
-    ck_assert_int_eq(setting_choice("--x", "c", "only", &i, err, sizeof err), -1);
-    ck_assert_str_eq(err, "'--x' takes only, not 'c'");
-}
-END_TEST
-
 START_TEST(every_contract_command_is_in_the_table)
 {
     const char *names[] = {"chat", "worker", "list", "search", "export", "import", "tokenize",
@@ -219,14 +144,8 @@ int main(void)
     tcase_add_test(tc, double_dash_stops_global_parsing);
     tcase_add_test(tc, bad_choice_and_missing_value_are_usage_errors);
     tcase_add_test(tc, engine_setting_globals_are_checked);
-    tcase_add_test(tc, setting_int_takes_whole_numbers_in_range);
-    tcase_add_test(tc, setting_u64_and_choice);
     tcase_add_test(tc, every_contract_command_is_in_the_table);
     tcase_add_test(tc, xdg_paths_follow_the_spec);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "app/config.h"
+#include "tests/common/check_main.h"
+#include "tests/common/files.h"
 
 static int parse(app_config *c, const char *text, char *err, size_t n)
 {
@@ -208,14 +210,6 @@ END_TEST
 
 static char tmpdir[] = "/tmp/glmchat-test-config.XXXXXX";
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 START_TEST(files_missing_unreadable_and_loaded)
 {
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
@@ -225,7 +219,7 @@ START_TEST(files_missing_unreadable_and_loaded)
     char err[512];
     config_init(&c);
     ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), 0); /* missing: defaults */
-    write_file(path, "temperature = 0.2\nbogus = 1\n");
+    test_write_text(path, "temperature = 0.2\nbogus = 1\n");
     ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), -1);
     char want[300];
     snprintf(want, sizeof want, "%s:2: unknown key 'bogus'", path);
@@ -246,7 +240,7 @@ START_TEST(dense_key_flag_and_older_variable)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/config", dir);
-    write_file(path, "dense = q4\n");
+    test_write_text(path, "dense = q4\n");
     app_config c;
     char err[512];
     unsetenv("GLMCHAT_DENSE");
@@ -297,7 +291,7 @@ START_TEST(precedence_flags_env_file_defaults)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/config", dir);
-    write_file(path, "model = /from/file\nbackend = cuda\ntemperature = 0.3\ntop_k = 7\n");
+    test_write_text(path, "model = /from/file\nbackend = cuda\ntemperature = 0.3\ntop_k = 7\n");
     setenv("GLMCHAT_MODEL", "/from/env", 1);
     setenv("GLMCHAT_TEMPERATURE", "0.4", 1);
     setenv("GLMCHAT_TOP_P", "", 1); /* empty: unset */
@@ -442,7 +436,7 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     char path[256], err[1024];
     snprintf(path, sizeof path, "%s/config", dir);
     unset_engine_vars();
-    write_file(path, "cuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\nverbose = on\n"
+    test_write_text(path, "cuda_gemm = nosplit\ncuda_graph = off\ndraft = copy\nverbose = on\n"
                      "rdma_gid_index = 0\ncuda_chunk = 2048\n");
     app_config c;
     ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
@@ -515,9 +509,5 @@ int main(void)
     tcase_add_test(tc, engine_keys_in_the_file_and_their_precedence);
     tcase_add_test(tc, the_removed_cuda_attend_key_is_unknown);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -9,6 +9,7 @@
 
 #include "cuda/plan.h"
 #include "model/config.h"
+#include "tests/common/check_main.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GB 1e9
@@ -294,9 +295,5 @@ int main(void)
     tcase_add_test(tc, chunk_pick_takes_the_most_the_room_allows);
     tcase_add_test(tc, plan_line_names_the_chunk_and_who_chose_it);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

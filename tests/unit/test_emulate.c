@@ -14,7 +14,9 @@
 #include "model/mkmodel.h"
 #include "model/numfmt.h"
 #include "session.h"
+#include "tests/gpu/emulate_trace.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 /* tiny-A's prompt: 40 tokens in one pass, 24 decode steps; at 64 tokens the indexer (top 16 of
  * pools of 4) selects, so its keys' format counts too */
@@ -330,6 +332,210 @@ START_TEST(q4_variants_do_what_they_name)
 }
 END_TEST
 
+/* run() with the forward traced into t (emulate_trace.h). */
+static float *run_traced(const glm_model *m, const backend_settings *s, const int32_t *ids,
+                         emu_trace *t)
+{
+    ck_assert_int_eq(emu_trace_init(t, &m->cfg, N_TOKENS), 0);
+    backend_settings ts = *s;
+    ts.tap = emu_trace_tap(t);
+    float *out = run(m, &ts, ids, N_TOKENS, N_PROMPT);
+    ck_assert_msg(!t->failed, "the tap gave a row outside the run");
+    return out;
+}
+
+/* The tap hands every layer's steps for every row (prefill and decode alike) without changing a
+ * logit; two traces of one mode agree step for step; f32 against the fp8 cache first part at
+ * row 0 in the first DSA layer's stored cache rows (rounded to fp8), every earlier step equal;
+ * the stored rows are the rounding of the traced unrounded ones, and a changed scale rule shows;
+ * the selections are well formed. */
+START_TEST(tap_traces_where_two_runs_part)
+{
+    glm_error err = {0};
+    glm_model *m = glm_model_open(tu_fixture("tiny-A"), &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    const glm_config *c = &m->cfg;
+    int V = c->vocab_size, dsa0 = 0;
+    while (dsa0 < c->num_layers && c->attn[dsa0] != GLM_ATTN_DSA)
+        dsa0++;
+    ck_assert_int_lt(dsa0, c->num_layers);
+    int32_t *ids = tu_some_tokens(N_TOKENS, 35, V < 4096 ? V : 4096);
+    backend_settings f32 = settings(GLM_KV_CACHE_F32, GLM_DENSE_BF16),
+                     fp8 = settings(GLM_KV_CACHE_FP8, GLM_DENSE_BF16);
+    emu_trace a, a2, b;
+    float *plain = run(m, &f32, ids, N_TOKENS, N_PROMPT);
+    float *la = run_traced(m, &f32, ids, &a), *la2 = run_traced(m, &f32, ids, &a2);
+    float *lb = run_traced(m, &fp8, ids, &b);
+    b.cache_fmt = NUMFMT_CACHE_FP8, b.fp8_rule = NUMFMT_FP8_POW2;
+    ck_assert_msg(memcmp(plain, la, (size_t)N_TOKENS * V * sizeof *la) == 0,
+                  "the tap changed the logits");
+    for (int l = 0; l < c->num_layers; l++) {
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_ATTN_IN], c->hidden_size);
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_FFN], c->hidden_size);
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_EXPERTS], c->moe[l] ? c->num_experts_per_tok : 0);
+        int dsa = c->attn[l] == GLM_ATTN_DSA && m->w.layers[l].dsa.has_indexer;
+        ck_assert_int_eq(a.width[l][BACKEND_TAP_SELECT], dsa ? c->index_topk + c->index_kpool - 1 : 0);
+        const float *ffn = a.rows[l][BACKEND_TAP_FFN];
+        for (size_t i = 0; i < (size_t)N_TOKENS * c->hidden_size; i++)
+            ck_assert_msg(!isnan(ffn[i]), "layer %d FFN row %zu not traced", l, i / c->hidden_size);
+        for (int r = 0; dsa && r < N_TOKENS; r++) { /* ascending rows of the past, then -1s */
+            const int32_t *sel = (const int32_t *)a.rows[l][BACKEND_TAP_SELECT] +
+                                 (size_t)r * a.width[l][BACKEND_TAP_SELECT];
+            int n = 0;
+            while (n < a.width[l][BACKEND_TAP_SELECT] && sel[n] >= 0)
+                n++;
+            ck_assert_int_ge(n, 1);
+            ck_assert_int_le(sel[n - 1], r);
+            ck_assert_int_ge(sel[0], 0);
+            for (int i = 1; i < n; i++)
+                ck_assert_int_lt(sel[i - 1], sel[i]);
+            for (int i = n; i < a.width[l][BACKEND_TAP_SELECT]; i++)
+                ck_assert_int_eq(sel[i], -1);
+        }
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff same = emu_trace_compare(devnull, "f32 twice", m, &a, &a2);
+    ck_assert_int_eq(same.first_row, -1);
+    emu_trace_diff d = emu_trace_compare(devnull, "tiny-A f32 vs fp8", m, &a, &b);
+    fclose(devnull);
+    ck_assert_int_eq(d.first_row, 0);
+    ck_assert_int_eq(d.first_layer, dsa0);
+    ck_assert_int_eq(d.first_step, BACKEND_TAP_CACHE);
+    /* each run's stored rows are numfmt's rounding of its own unrounded rows: f32 is not checked,
+     * fp8 is, row by row (tiny-A: two DSA layers); a run stored under the exact scale rule but
+     * checked as the power-of-two one is caught */
+    ck_assert_int_eq(d.rounding_rows[0], 0);
+    ck_assert_int_eq(d.rounding_rows[1], 2 * N_TOKENS);
+    ck_assert_int_eq(d.rounding_bad[1], 0);
+    backend_settings exact = fp8;
+    exact.fp8_rule = NUMFMT_FP8_EXACT;
+    emu_trace e;
+    float *le = run_traced(m, &exact, ids, &e);
+    e.cache_fmt = NUMFMT_CACHE_FP8, e.fp8_rule = NUMFMT_FP8_POW2;
+    devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff de = emu_trace_compare(devnull, "mutated rule", m, &b, &e);
+    fclose(devnull);
+    ck_assert_int_eq(de.rounding_bad[0], 0);
+    ck_assert_int_gt(de.rounding_bad[1], N_TOKENS);
+    emu_trace_free(&e);
+    free(le);
+    /* at 64 tokens tiny-A's indexer selects (top 16 of pools of 4): scores were traced */
+    ck_assert_ptr_nonnull(a.rows[dsa0][BACKEND_TAP_SCORES]);
+    const float *last = (const float *)a.rows[dsa0][BACKEND_TAP_SCORES] +
+                        (size_t)(N_TOKENS - 1) * a.score_width;
+    ck_assert_msg(!isnan(last[0]) && isnan(last[N_TOKENS / c->index_kpool]),
+                  "the last row scores its pools and no more");
+    /* every pool the run completes (prefill and decode) is traced once, by its index */
+    ck_assert_int_eq(a.width[dsa0][BACKEND_TAP_POOL_KEY], c->index_head_dim);
+    for (int p = 0; p < N_TOKENS; p++) {
+        const float *pk = (const float *)a.rows[dsa0][BACKEND_TAP_POOL_KEY] + (size_t)p * c->index_head_dim;
+        ck_assert_msg(isnan(pk[0]) == (p >= N_TOKENS / c->index_kpool), "pool %d", p);
+    }
+    emu_trace_free(&a), emu_trace_free(&a2), emu_trace_free(&b);
+    free(plain), free(la), free(la2), free(lb), free(ids);
+    glm_model_close(m);
+}
+END_TEST
+
+/* Trace rows made by hand: layer 0 a MoE layer of 4 experts (top 2) with zero bias. */
+static void hand_row(emu_trace *t, backend_tap_what what, int r, const void *vals, int n)
+{
+    backend_tap tap = emu_trace_tap(t);
+    tap.fn(tap.user, 0, what, r, 1, vals, n);
+}
+
+/* The comparison tells a flip at a near tie (the candidates' emulated scores within
+ * EMU_TRACE_NEAR_TIE of the row's largest) from one at a clear margin, and names the first of each. */
+START_TEST(trace_tells_near_tie_flips_from_clear_ones)
+{
+    glm_layer_weights layer = {0};
+    float bias[4] = {0, 0, 0, 0};
+    layer.router_bias = bias;
+    glm_model m = {0};
+    m.cfg.num_layers = 1, m.cfg.n_routed_experts = 4, m.cfg.num_experts_per_tok = 2;
+    m.cfg.index_kpool = 4, m.cfg.moe[0] = 1;
+    m.w.layers = &layer;
+    emu_trace ref, other;
+    ck_assert_int_eq(emu_trace_init(&ref, &m.cfg, 4), 0);
+    ck_assert_int_eq(emu_trace_init(&other, &m.cfg, 4), 0);
+    /* rows 0 and 3 agree; row 1: experts 1 and 2 tie to 1e-6 and the other run takes 2; row 2:
+     * a clear margin (logits 1 against -1) and the other run takes expert 3 all the same */
+    const float logits[4][4] = {{2, 1, -1, -2}, {2, 0.5f, 0.499996f, -2}, {2, 1, -1, -1.5f},
+                                {2, 1, -1, -2}};
+    const int32_t mine[4][2] = {{0, 1}, {0, 1}, {0, 1}, {0, 1}};
+    const int32_t theirs[4][2] = {{0, 1}, {0, 2}, {0, 3}, {0, 1}};
+    for (int r = 0; r < 4; r++) {
+        hand_row(&ref, BACKEND_TAP_ROUTER, r, logits[r], 4);
+        hand_row(&other, BACKEND_TAP_ROUTER, r, logits[r], 4);
+        hand_row(&ref, BACKEND_TAP_EXPERTS, r, mine[r], 2);
+        hand_row(&other, BACKEND_TAP_EXPERTS, r, theirs[r], 2);
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff d = emu_trace_compare(devnull, "hand", &m, &ref, &other);
+    fclose(devnull);
+    ck_assert_int_eq(d.expert_flips, 2);
+    ck_assert_int_eq(d.expert_near_ties, 1);
+    ck_assert_int_eq(d.first_tie_row, 1);
+    ck_assert_int_eq(d.tie_layer, 0);
+    ck_assert_int_eq(d.tie_step, BACKEND_TAP_EXPERTS);
+    ck_assert_msg(d.tie_spread < EMU_TRACE_NEAR_TIE, "spread %g", d.tie_spread);
+    ck_assert_int_eq(d.first_other_flip_row, 2);
+    ck_assert_int_eq(d.first_row, 1);
+    /* a row past the trace's length is refused, not written */
+    hand_row(&ref, BACKEND_TAP_EXPERTS, 4, mine[0], 2);
+    ck_assert(ref.failed);
+    emu_trace_free(&ref), emu_trace_free(&other);
+}
+END_TEST
+
+/* A cache row stored differently while the unrounded rows agree within EMU_TRACE_DIFF is a
+ * rounding near tie, if each run rounds its own row as numfmt does; a run that does not is
+ * counted. Layer 0 here: a latent of 2 values, fp8, rows 0-2. */
+START_TEST(trace_tells_rounding_ties_from_rounding_errors)
+{
+    glm_layer_weights layer = {0};
+    glm_model m = {0};
+    m.cfg.num_layers = 1, m.cfg.kv_lora_rank = 2, m.cfg.index_head_dim = 1, m.cfg.index_kpool = 4;
+    m.w.layers = &layer;
+    emu_trace ref, other;
+    ck_assert_int_eq(emu_trace_init(&ref, &m.cfg, 3), 0);
+    ck_assert_int_eq(emu_trace_init(&other, &m.cfg, 3), 0);
+    ref.cache_fmt = other.cache_fmt = NUMFMT_CACHE_FP8;
+    ref.fp8_rule = other.fp8_rule = NUMFMT_FP8_POW2;
+    /* row 1: 1.0625 is e4m3's midpoint of 1 and 1.125 (scale 1 for amax 300): the runs' inputs
+     * 2e-7 apart round to either side */
+    const float in_ref[3][2] = {{300, 2}, {300, 1.0624999f}, {300, 3}};
+    const float in_other[3][2] = {{300, 2}, {300, 1.0625001f}, {300, 3}};
+    for (int r = 0; r < 3; r++) {
+        float a[2], b[2];
+        memcpy(a, in_ref[r], sizeof a), memcpy(b, in_other[r], sizeof b);
+        hand_row(&ref, BACKEND_TAP_CACHE_IN, r, a, 2);
+        hand_row(&other, BACKEND_TAP_CACHE_IN, r, b, 2);
+        numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, a, 2);
+        numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, b, 2);
+        if (r == 2)
+            b[1] = 3.5f; /* not how numfmt rounds 3 */
+        hand_row(&ref, BACKEND_TAP_CACHE, r, a, 2);
+        hand_row(&other, BACKEND_TAP_CACHE, r, b, 2);
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff d = emu_trace_compare(devnull, "hand", &m, &ref, &other);
+    fclose(devnull);
+    ck_assert_int_eq(d.first_tie_row, 1);
+    ck_assert_int_eq(d.tie_step, BACKEND_TAP_CACHE);
+    ck_assert_msg(d.tie_spread < 1e-8, "margin %g", d.tie_spread);
+    ck_assert_int_eq(d.rounding_rows[0], 3);
+    ck_assert_int_eq(d.rounding_bad[0], 0);
+    ck_assert_int_eq(d.rounding_rows[1], 3);
+    ck_assert_int_eq(d.rounding_bad[1], 1);
+    emu_trace_free(&ref), emu_trace_free(&other);
+}
+END_TEST
+
 START_TEST(engine_params_reach_the_cpu_backend)
 {
     glm_error err = {0};
@@ -356,15 +562,14 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, q4_takes_cuda_roles_and_numfmt_values);
     tcase_add_test(tc, q4_variants_do_what_they_name);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
+    tcase_add_test(tc, tap_traces_where_two_runs_part);
+    tcase_add_test(tc, trace_tells_near_tie_flips_from_clear_ones);
+    tcase_add_test(tc, trace_tells_rounding_ties_from_rounding_errors);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(emulate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(emulate_suite());
 }

@@ -12,6 +12,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 static const char *const fixtures[] = {"tiny-A", "groups-kpool2", "shared-indexer-hc2",
                                        "dsa-first-hc3", "softplus-kpool1-hc1"};
@@ -381,9 +382,5 @@ int main(void)
     tcase_add_test(tc, thread_count_does_not_change_a_bit);
     tcase_add_test(tc, bad_tokens_are_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

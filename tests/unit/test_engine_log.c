@@ -10,6 +10,7 @@
 
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 #define MAX_LINES 64
 
@@ -190,9 +191,5 @@ int main(void)
     tcase_add_test(tc, quiet_without_verbose_and_without_a_callback);
     tcase_add_test(tc, bad_enums_are_refused_by_name);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -7,21 +7,10 @@
 
 #include "engine/model/exl3.h"
 #include "engine/model/hadamard.h"
+#include "tests/common/check_main.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
-static float rng_uniform(void)
-{
-    return (float)(rng_u32() & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
-}
 
 /* ---- fp16 ------------------------------------------------------------------------------------ */
 
@@ -147,7 +136,7 @@ START_TEST(states_match_bitwise_reading)
     for (int trial = 0; trial < 20; trial++) {
         uint16_t words[16 * 8], a[256], b[256];
         for (int i = 0; i < 16 * bits; i++)
-            words[i] = (uint16_t)rng_u32();
+            words[i] = (uint16_t)test_rng_u32(&rng_state);
         if (trial == 0)
             memset(words, 0xFF, sizeof words);
         if (trial == 1)
@@ -204,7 +193,7 @@ START_TEST(decode_tile_places_codebook_of_states)
     for (int cb = 0; cb < 3; cb++) {
         uint16_t words[16 * 8], states[256], tile[256];
         for (int i = 0; i < 16 * bits; i++)
-            words[i] = (uint16_t)rng_u32();
+            words[i] = (uint16_t)test_rng_u32(&rng_state);
         states_by_bits(words, bits, states);
         exl3_decode_tile(words, bits, (exl3_codebook)cb, tile);
         for (int p = 0; p < 256; p++) {
@@ -233,12 +222,12 @@ static void test_tensor_init(test_tensor *tt, int in, int out, int bits, exl3_co
     tt->bias = malloc((size_t)out * sizeof *tt->bias);
     ck_assert(tt->trellis && tt->suh && tt->svh && tt->bias);
     for (size_t i = 0; i < words; i++)
-        tt->trellis[i] = (uint16_t)rng_u32();
+        tt->trellis[i] = (uint16_t)test_rng_u32(&rng_state);
     for (int i = 0; i < in; i++)
-        tt->suh[i] = exl3_f16_from_f64(0.01 + 0.02 * rng_uniform());
+        tt->suh[i] = exl3_f16_from_f64(0.01 + 0.02 * test_rng_uniform(&rng_state));
     for (int i = 0; i < out; i++) {
-        tt->svh[i] = exl3_f16_from_f64(rng_uniform());
-        tt->bias[i] = exl3_f16_from_f64(0.1 * rng_uniform());
+        tt->svh[i] = exl3_f16_from_f64(test_rng_uniform(&rng_state));
+        tt->bias[i] = exl3_f16_from_f64(0.1 * test_rng_uniform(&rng_state));
     }
     tt->t = (exl3_tensor){.in = in, .out = out, .bits = bits, .codebook = cb,
                           .trellis = tt->trellis, .suh = tt->suh, .svh = tt->svh};
@@ -309,7 +298,7 @@ START_TEST(matmul_equals_dequantized_product)
         float *y = malloc((size_t)rows * out * sizeof *y);
         ck_assert(w && x && y);
         for (int i = 0; i < rows * in; i++)
-            x[i] = rng_uniform();
+            x[i] = test_rng_uniform(&rng_state);
         ck_assert_int_eq(exl3_dequantize_f32(&tt.t, w, NULL), GLM_OK);
         ck_assert_int_eq(exl3_matmul(&tt.t, x, y, rows, NULL), GLM_OK);
         for (int r = 0; r < rows; r++)
@@ -342,9 +331,9 @@ START_TEST(legacy_sign_vectors)
     test_tensor_init(&tt, 128, 256, 4, EXL3_CB_3INST);
     uint16_t su[8], sv[16];
     for (int i = 0; i < 8; i++)
-        su[i] = (uint16_t)rng_u32();
+        su[i] = (uint16_t)test_rng_u32(&rng_state);
     for (int i = 0; i < 16; i++)
-        sv[i] = (uint16_t)rng_u32();
+        sv[i] = (uint16_t)test_rng_u32(&rng_state);
     /* the same tensor with fp16 +-1 scales */
     for (int i = 0; i < 128; i++)
         tt.suh[i] = ((su[i / 16] >> (i % 16)) & 1) ? 0xBC00 : 0x3C00;
@@ -408,7 +397,7 @@ START_TEST(hadamard_is_its_own_inverse)
 {
     float v[256], orig[256];
     for (int i = 0; i < 256; i++)
-        v[i] = orig[i] = rng_uniform();
+        v[i] = orig[i] = test_rng_uniform(&rng_state);
     hadamard128_blocks(v, 256);
     hadamard128_blocks(v, 256);
     for (int i = 0; i < 256; i++)
@@ -448,9 +437,5 @@ static Suite *exl3_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(exl3_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(exl3_suite());
 }

@@ -14,6 +14,7 @@
 #include "engine/model/model.h"
 #include "engine/model/safetensors.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 #define GATE1 "model.language_model.layers.1.mlp.experts.1.gate_proj"
 #define TOKENS "5 17 200 3 3 9 101 44"
@@ -288,9 +289,5 @@ int main(void)
     tcase_add_test(tc, dump_tensor_writes_dequantized_weight);
     tcase_add_test(tc, bad_exl3_tensors_are_named);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

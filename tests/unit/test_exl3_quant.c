@@ -6,21 +6,15 @@
 #include <string.h>
 
 #include "engine/model/exl3.h"
+#include "tests/common/check_main.h"
+#include "tests/common/rng.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
 
-static uint32_t rng_u32(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-
 static double rng_gauss(void)
 {
-    double u1 = ((rng_u32() & 0xFFFFFF) + 1.0) / 16777218.0;
-    double u2 = ((rng_u32() & 0xFFFFFF) + 1.0) / 16777218.0;
+    double u1 = ((test_rng_u32(&rng_state) & 0xFFFFFF) + 1.0) / 16777218.0;
+    double u2 = ((test_rng_u32(&rng_state) & 0xFFFFFF) + 1.0) / 16777218.0;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
@@ -30,7 +24,7 @@ START_TEST(encoder_recovers_a_legal_tile_exactly)
     const exl3_codebook cb = (exl3_codebook)(_i % 3);
     uint16_t words[128], truth[256], states[256], again[128], back[256];
     for (int i = 0; i < 16 * bits; i++)
-        words[i] = (uint16_t)rng_u32();
+        words[i] = (uint16_t)test_rng_u32(&rng_state);
     exl3_tile_states(words, bits, truth);
     const float *table = exl3_codebook_table(cb);
     float target[256];
@@ -240,9 +234,5 @@ static Suite *quant_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(quant_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(quant_suite());
 }

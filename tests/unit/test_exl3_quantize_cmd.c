@@ -12,6 +12,8 @@
 #include "app/commands.h"
 #include "engine/model/exl3_load.h"
 #include "engine/model/safetensors.h"
+#include "tests/common/check_main.h"
+#include "tests/common/rng.h"
 
 #define GATE "model.language_model.layers.0.mlp.experts.0.gate_proj"
 #define DOWN "model.language_model.layers.0.mlp.experts.0.down_proj"
@@ -24,18 +26,6 @@ static uint16_t down_bf16[256 * 128];
 
 static uint64_t rng_state = 0x1234567887654321ull;
 
-static double rng_gauss(void)
-{
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        u[i] = ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
-
 static void write_input(void)
 {
     strcpy(in_dir, "/tmp/glmchat-quant-in-XXXXXX");
@@ -43,15 +33,15 @@ static void write_input(void)
     ck_assert_ptr_nonnull(mkdtemp(in_dir));
     ck_assert_ptr_nonnull(mkdtemp(out_dir));
     for (size_t i = 0; i < sizeof gate / sizeof *gate; i++)
-        gate[i] = (float)(0.02 * rng_gauss());
+        gate[i] = (float)(0.02 * test_rng_gauss(&rng_state));
     for (size_t i = 0; i < sizeof down / sizeof *down; i++) {
-        down_bf16[i] = st_f32_to_bf16((float)(0.03 * rng_gauss()));
+        down_bf16[i] = st_f32_to_bf16((float)(0.03 * test_rng_gauss(&rng_state)));
         down[i] = st_bf16_to_f32(down_bf16[i]);
     }
     for (size_t i = 0; i < sizeof odd / sizeof *odd; i++)
-        odd[i] = (float)rng_gauss();
+        odd[i] = (float)test_rng_gauss(&rng_state);
     for (size_t i = 0; i < sizeof embed / sizeof *embed; i++)
-        embed[i] = (float)rng_gauss();
+        embed[i] = (float)test_rng_gauss(&rng_state);
     char path[128];
     snprintf(path, sizeof path, "%s/model.safetensors", in_dir);
     glm_error err;
@@ -264,9 +254,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(suite());
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ui/history.h"
+#include "tests/common/check_main.h"
 
 static char dir[256];
 static char path[512];
@@ -116,9 +117,5 @@ int main(void)
     tcase_add_test(tc, keeps_newest);
     tcase_add_test(tc, unreadable_is_an_error);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/jsonl.h"
+#include "tests/common/check_main.h"
 
 static char *buf;
 static size_t len;
@@ -203,6 +204,19 @@ START_TEST(strings_stay_valid_json_and_utf8)
 }
 END_TEST
 
+/* One U+FFFD per maximal invalid subpart (base/utf8.h), as the model's tokenizer decodes: a
+ * character cut short by the next byte is one replacement, where jsonl used to write one per byte. */
+START_TEST(a_cut_character_is_one_replacement)
+{
+    const char raw[] = "cut\xE2\x82 short\xF0\x9F\x98!";
+    glm_event ev = {.type = GLM_EV_CONTENT_DELTA, .text = raw, .len = sizeof raw - 1};
+    ck_assert_int_eq(jsonl_event(&w, &ev), 0);
+    cJSON *j = line(0);
+    ck_assert_str_eq(str(j, "text"), "cut\xEF\xBF\xBD short\xEF\xBF\xBD!");
+    cJSON_Delete(j);
+}
+END_TEST
+
 START_TEST(a_failed_stream_reports_and_stops)
 {
     FILE *full = fopen("/dev/full", "w");
@@ -226,11 +240,8 @@ int main(void)
     tcase_add_test(tc, engine_events_map_to_their_types);
     tcase_add_test(tc, call_deltas_add_up_to_the_arguments_text);
     tcase_add_test(tc, strings_stay_valid_json_and_utf8);
+    tcase_add_test(tc, a_cut_character_is_one_replacement);
     tcase_add_test(tc, a_failed_stream_reports_and_stops);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -10,6 +10,7 @@
 
 #include "app/tools/mcp.h"
 #include "app/tools/proc.h"
+#include "tests/common/check_main.h"
 
 static char server[1024];
 static char log_path[256];
@@ -233,9 +234,5 @@ int main(void)
     tcase_add_test(tc, server_requests_notifications_and_pages);
     tcase_add_test(tc, env_and_cwd_reach_the_server);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

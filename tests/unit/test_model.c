@@ -15,6 +15,7 @@
 #include "model/weights.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
 
 static glm_status parse(glm_config *c, const char *json, glm_error *err)
 {
@@ -650,9 +651,5 @@ int main(void)
     tcase_add_test(tc, config_contradicting_weights_is_named);
     tcase_add_test(tc, generation_config_is_read);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

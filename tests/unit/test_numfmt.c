@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/numfmt.h"
+#include "tests/common/check_main.h"
 
 static float from_bits(uint32_t u)
 {
@@ -139,6 +140,36 @@ START_TEST(cache_rows_read_back_as_stored)
     float n[2] = {NAN, 2.0f};
     numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, n, 2);
     ck_assert(isnan(n[0]) && n[1] == 2.0f);
+}
+END_TEST
+
+/* The margin of a row is its nearest value's distance to a rounding midpoint (or its largest
+ * magnitude's to an fp8 scale boundary), against the largest magnitude. */
+START_TEST(cache_row_margins_find_near_ties)
+{
+    /* fp8: amax 448 (scale 1, itself a boundary, so the scale margin is 0) */
+    const float at_scale[2] = {448.0f, 1.0f};
+    ck_assert(numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, at_scale, 2) == 0.0);
+    /* amax 300 (scale 1; 300 / 448 is 0.67 of a power of two, far); 1.0625 lies midway between
+     * e4m3's 1 and 1.125, 1.07 is 0.0075 past the midpoint: margins 0 and 0.0075 / 300 */
+    const float mid[2] = {300.0f, 1.0625f}, off[2] = {300.0f, 1.07f};
+    ck_assert(numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, mid, 2) == 0.0);
+    double m = numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, off, 2);
+    ck_assert_msg(fabs(m - (1.07 - 1.0625) / 300.0) < 1e-9, "margin %g", m);
+    /* 300 itself: e4m3 spacing 32 between 288 and 320, midpoint 304: 4 away */
+    const float alone[1] = {300.0f};
+    m = numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, alone, 1);
+    ck_assert_msg(fabs(m - 4.0 / 300.0) < 1e-9, "margin %g", m);
+    /* the margin is in the row's scale: the same row times 2^-10 has the same margin */
+    const float small[2] = {300.0f / 1024, 1.07f / 1024};
+    ck_assert(fabs(numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, small, 2) -
+                   (1.07 - 1.0625) / 300.0) < 1e-9);
+    /* bf16: 1 + 2^-8 is a midpoint of 1 and 1 + 2^-7 */
+    const float b[2] = {2.0f, 1.0f + 0x1p-8f};
+    ck_assert(numfmt_cache_row_margin(NUMFMT_CACHE_BF16, NUMFMT_FP8_POW2, b, 2) == 0.0);
+    const float zeros[2] = {0, 0};
+    ck_assert(isinf(numfmt_cache_row_margin(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, zeros, 2)));
+    ck_assert(isinf(numfmt_cache_row_margin(NUMFMT_CACHE_F32, NUMFMT_FP8_POW2, off, 2)));
 }
 END_TEST
 
@@ -347,6 +378,7 @@ static Suite *numfmt_suite(void)
     tcase_add_test(tc, e4m3_rounds_saturates_and_refuses_nan);
     tcase_add_test(tc, fp8_scale_is_the_smallest_power_of_two);
     tcase_add_test(tc, cache_rows_read_back_as_stored);
+    tcase_add_test(tc, cache_row_margins_find_near_ties);
     tcase_add_test(tc, q4_groups_and_scales);
     tcase_add_test(tc, q4_mse_search_never_loses_to_nearest);
     tcase_add_test(tc, q4_asymmetric_keeps_a_positive_groups_ends);
@@ -358,9 +390,5 @@ static Suite *numfmt_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(numfmt_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(numfmt_suite());
 }

@@ -9,6 +9,7 @@
 #include "engine/text/reply_parser.h"
 #include "engine/text/tbuf.h"
 #include "tests/unit/reply_parser_check.h"
+#include "tests/common/check_main.h"
 
 typedef struct ev_rec {
     glm_event_type type;
@@ -388,9 +389,5 @@ int main(void)
     tcase_add_test(tc, cancel_from_the_reader);
     tcase_add_test(tc, any_chunking_gives_the_same_events);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -2,6 +2,7 @@
  * states' cache (longest prefix, LRU budget, disk tier with refusals), and replies after switching
  * between conversations that equal replies after a full prefill. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "prefix_cache.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/check_main.h"
+#include "tests/common/files.h"
 
 static char *model_dir;
 
@@ -240,27 +243,6 @@ START_TEST(cache_longest_prefix_and_lru_budget)
 }
 END_TEST
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc(*n + 1);
-    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
-    fclose(f);
-    return b;
-}
-
-static void write_all(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    fclose(f);
-}
-
 static int has_note(pc_cache *c, const char *a, const char *b)
 {
     for (int i = 0; i < pc_n_notes(c); i++)
@@ -318,16 +300,16 @@ START_TEST(cache_disk_tier_survives_and_refuses)
     snprintf(p24, sizeof p24, "%s/%016llx-24.kept", dir, (unsigned long long)pc_hash_tokens(ids, 24));
     snprintf(p36, sizeof p36, "%s/%016llx-36.kept", dir, (unsigned long long)pc_hash_tokens(ids, 36));
     size_t n;
-    char *b = read_all(p36, &n);
+    char *b = test_read_file(p36, &n);
     b[n - 3] ^= 0x40;
-    write_all(p36, b, n);
+    test_write_file(p36, b, n);
     free(b);
-    b = read_all(p24, &n);
-    write_all(p24, b, n - 10);
+    b = test_read_file(p24, &n);
+    test_write_file(p24, b, n - 10);
     free(b);
-    b = read_all(p12, &n);
+    b = test_read_file(p12, &n);
     memset(b, 'x', 8);
-    write_all(p12, b, n);
+    test_write_file(p12, b, n);
     free(b);
     c = pc_new(1000, dir, 77, &err);
     ck_assert_ptr_nonnull(c);
@@ -435,8 +417,8 @@ START_TEST(cache_disk_budget_deletes_least_recently_used)
     char stale[4200], live[4200];
     snprintf(stale, sizeof stale, "%s/00000000000000aa-4.kept.2147483646.tmp", dir);
     snprintf(live, sizeof live, "%s/00000000000000aa-4.kept.%ld.tmp", dir, (long)getpid());
-    write_all(stale, "half", 4);
-    write_all(live, "half", 4);
+    test_write_file(stale, "half", 4);
+    test_write_file(live, "half", 4);
     c = pc_new(1000, dir, 5, &err);
     ck_assert(access(stale, F_OK) != 0 && access(live, F_OK) == 0);
     pc_get_stats(c, &st);
@@ -635,6 +617,175 @@ START_TEST(engine_cache_budget_from_the_params)
 }
 END_TEST
 
+/* ---- a prefill canceled midway -------------------------------------------------------------- */
+
+typedef struct delayed_cancel {
+    glm_session *s;
+    int after_ms;
+} delayed_cancel;
+
+static void *cancel_later(void *arg)
+{
+    delayed_cancel *d = arg;
+    usleep((useconds_t)d->after_ms * 1000);
+    glm_cancel(d->s);
+    return NULL;
+}
+
+/* Cancels s after_ms from now while fn runs in this thread. */
+#define WITH_CANCEL_AFTER(sess, ms, call)                                                           \
+    do {                                                                                            \
+        delayed_cancel dc_ = {(sess), (ms)};                                                        \
+        pthread_t th_;                                                                              \
+        ck_assert_int_eq(pthread_create(&th_, NULL, cancel_later, &dc_), 0);                        \
+        call;                                                                                       \
+        ck_assert_int_eq(pthread_join(th_, NULL), 0);                                               \
+    } while (0)
+
+enum { LONG_FEED = 3000 };
+static const int cancel_delays_ms[] = {0, 5, 30, 90};
+
+/* glm_cancel from another thread stops a long feed before its next piece (the session keeps
+ * the pieces that ran) or before its next layer (the session is reset): feeding the rest from
+ * where it stopped gives the bits of one uninterrupted prefill. */
+START_TEST(canceled_feed_resumes_to_the_same_bits)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine(-1, NULL);
+    glm_session *s = glm_session_new(e, &err);
+    ck_assert_msg(s != NULL, "%s", err.message);
+    int V = glm_session_vocab(s);
+    int32_t *ids = some_tokens(LONG_FEED, 21);
+    ck_assert_int_eq(glm_session_feed(s, ids, LONG_FEED, NULL, &err), GLM_OK);
+    float *want = malloc((size_t)V * sizeof *want);
+    memcpy(want, glm_session_logits(s), (size_t)V * sizeof *want);
+    int stopped = 0, between_pieces = 0, within_a_piece = 0;
+    for (size_t k = 0; k < sizeof cancel_delays_ms / sizeof cancel_delays_ms[0]; k++) {
+        glm_session_reset(s);
+        glm_session_clear_cancel(s);
+        glm_status st;
+        WITH_CANCEL_AFTER(s, cancel_delays_ms[k], st = glm_session_feed(s, ids, LONG_FEED, NULL, &err));
+        int held = glm_session_length(s);
+        if (st == GLM_ERR_CANCELED) {
+            stopped++;
+            ck_assert_int_lt(held, LONG_FEED);
+            if (strstr(err.message, "at layer")) {
+                within_a_piece++;
+                ck_assert_int_eq(held, 0);
+            } else {
+                ck_assert_msg(strstr(err.message, "canceled after"), "%s", err.message);
+                between_pieces += held > 0;
+            }
+        } else {
+            ck_assert_msg(st == GLM_OK, "%s", err.message);
+            ck_assert_int_eq(held, LONG_FEED);
+        }
+        glm_session_clear_cancel(s);
+        ck_assert_msg(glm_session_feed(s, ids + held, LONG_FEED - held, NULL, &err) == GLM_OK, "%s",
+                      err.message);
+        ck_assert_msg(memcmp(glm_session_logits(s), want, (size_t)V * sizeof *want) == 0,
+                      "logits differ after a cancel %d ms in (held %d)", cancel_delays_ms[k], held);
+    }
+    ck_assert_int_gt(stopped, 0);
+    printf("canceled feeds: %d of %zu (%d between pieces, %d within one)\n", stopped,
+           sizeof cancel_delays_ms / sizeof cancel_delays_ms[0], between_pieces, within_a_piece);
+    free(want);
+    free(ids);
+    glm_session_free(s);
+    glm_engine_close(e);
+}
+END_TEST
+
+/* One turn of a conversation whose second user message is long; greedy. */
+static glm_status conversation_turn(glm_session *s, const char *last_user, const char *first_reply,
+                                    tu_reply *out, glm_error *err)
+{
+    glm_message msgs[4] = {
+        {.role = GLM_ROLE_SYSTEM, .content = system_prompt},
+        {.role = GLM_ROLE_USER, .content = "what do puffins eat?"},
+        {.role = GLM_ROLE_ASSISTANT, .content = first_reply},
+        {.role = GLM_ROLE_USER, .content = last_user},
+    };
+    glm_request rq = {.messages = msgs, .n_messages = first_reply ? 4 : 2,
+                      .sampling = {.temperature = 0, .top_p = 1, .top_k = 0, .seed = 5, .max_tokens = 6}};
+    if (!first_reply)
+        msgs[1].content = last_user;
+    memset(out, 0, sizeof *out);
+    return glm_generate(s, &rq, tu_collect_reply, out, err);
+}
+
+static char *long_message(void)
+{
+    static const char *const words[] = {"river", "stone", "cloud", "seven", "garden", "paper"};
+    size_t cap = 64 * 1024, len = 0;
+    char *text = malloc(cap);
+    uint64_t seed = 3;
+    for (int i = 0; i < 2500; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        len += (size_t)snprintf(text + len, cap - len, "%s ", words[(seed >> 33) % 6]);
+    }
+    return text;
+}
+
+/* A turn canceled during its long prefill leaves prompt reuse consistent: the next turn on the
+ * same session (a shorter question, then the long one again) gives the reply and the logits of
+ * a fresh session that never saw the canceled turn. */
+START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
+{
+    static const int delays_ms[] = {5, 60};
+    glm_error err = {0};
+    char *longer = long_message();
+    const char *const nexts[2] = {"and where do they nest?", longer};
+    tu_reply first, got, fresh[2];
+    float *fresh_logits[2];
+    /* what sessions that never saw the canceled turn answer */
+    glm_engine *fe = open_engine(-1, NULL);
+    glm_session *f = glm_session_new(fe, &err);
+    ck_assert_msg(conversation_turn(f, "what do puffins eat?", NULL, &first, &err) == GLM_OK, "%s",
+                  err.message);
+    int V = glm_session_vocab(f);
+    glm_session_free(f);
+    for (int j = 0; j < 2; j++) {
+        f = glm_session_new(fe, &err);
+        ck_assert_msg(conversation_turn(f, nexts[j], first.text, &fresh[j], &err) == GLM_OK, "%s",
+                      err.message);
+        fresh_logits[j] = malloc((size_t)V * sizeof(float));
+        memcpy(fresh_logits[j], glm_session_logits(f), (size_t)V * sizeof(float));
+        glm_session_free(f);
+    }
+    glm_engine_close(fe);
+    int in_prefill = 0;
+    for (size_t k = 0; k < sizeof delays_ms / sizeof delays_ms[0]; k++)
+        for (int j = 0; j < 2; j++) {
+            glm_engine *e = open_engine(64 << 20, NULL);
+            glm_session *s = glm_session_new(e, &err);
+            ck_assert_int_eq(conversation_turn(s, "what do puffins eat?", NULL, &got, &err), GLM_OK);
+            ck_assert_str_eq(got.text, first.text);
+            glm_status st;
+            WITH_CANCEL_AFTER(s, delays_ms[k], st = conversation_turn(s, longer, first.text, &got, &err));
+            ck_assert_msg(st == GLM_OK || st == GLM_ERR_CANCELED, "%s", err.message);
+            /* stopped partway: the session holds less than the prompt (before the cancel
+             * reached the prefill, it ran to the end and only then gave up) */
+            in_prefill += st == GLM_ERR_CANCELED && got.done.generated_tokens == 0 &&
+                          glm_session_length(s) < got.done.prompt_tokens;
+            ck_assert_msg(conversation_turn(s, nexts[j], first.text, &got, &err) == GLM_OK, "%s",
+                          err.message);
+            ck_assert_msg(strcmp(got.text, fresh[j].text) == 0, "after a cancel %d ms in: '%s', "
+                          "fresh: '%s'", delays_ms[k], got.text, fresh[j].text);
+            ck_assert_msg(memcmp(glm_session_logits(s), fresh_logits[j], (size_t)V * sizeof(float)) == 0,
+                          "logits differ from a fresh run after a cancel %d ms in", delays_ms[k]);
+            glm_session_free(s);
+            glm_engine_close(e);
+        }
+    ck_assert_int_gt(in_prefill, 0);
+    printf("turns stopped partway through their prefill: %d of %zu\n", in_prefill,
+           2 * sizeof delays_ms / sizeof delays_ms[0]);
+    for (int j = 0; j < 2; j++)
+        free(fresh_logits[j]);
+    free(longer);
+}
+END_TEST
+
 static Suite *reuse_suite(void)
 {
     Suite *s = suite_create("reuse");
@@ -651,15 +802,13 @@ static Suite *reuse_suite(void)
     tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
     tcase_add_test(tc, engine_cache_evicts_under_budget);
     tcase_add_test(tc, engine_cache_budget_from_the_params);
+    tcase_add_test(tc, canceled_feed_resumes_to_the_same_bits);
+    tcase_add_test(tc, turn_after_a_canceled_prefill_equals_a_fresh_run);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(reuse_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(reuse_suite());
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "sampler.h"
+#include "tests/common/check_main.h"
 
 static int32_t pick_once(const glm_sampling *p, const float *logits, int n)
 {
@@ -118,9 +119,5 @@ int main(void)
     tcase_add_test(tc, same_seed_same_tokens);
     tcase_add_test(tc, bad_settings_are_refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

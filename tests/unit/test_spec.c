@@ -13,6 +13,7 @@
 #include "spec.h"
 #include "test_engine_util.h"
 #include "text/tokenizer.h"
+#include "tests/common/check_main.h"
 
 static const char *const fixtures[] = {"tiny-A", "groups-kpool2", "shared-indexer-hc2",
                                        "dsa-first-hc3", "softplus-kpool1-hc1"};
@@ -476,9 +477,5 @@ static Suite *spec_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(spec_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(spec_suite());
 }

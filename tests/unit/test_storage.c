@@ -55,27 +55,6 @@ db_store *open_fresh(const char *dir, const char *name)
     return db;
 }
 
-char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 char *export_to_buffer(db_store *db, int64_t conv, export_format format, size_t *len)
 {
     char *buf = NULL;
@@ -187,6 +166,28 @@ START_TEST(concurrent_first_opens_migrate_once)
     ck_assert_int_eq(db_integrity_ok(db), 1);
     db_close(db);
     free(path);
+    scratch_free(dir);
+}
+END_TEST
+
+/* Bad UTF-8 in a title or a preview is shown by base/utf8.h's one policy: one U+FFFD per maximal
+ * invalid subpart. Storage used to give one per byte, so a character cut short ("\xe2\x82" of
+ * U+20AC) showed as two replacement characters here and one in the model's own decoding. */
+START_TEST(listing_repairs_bad_utf8_one_replacement_per_subpart)
+{
+    char *dir = scratch_new();
+    db_store *db = open_fresh(dir, "t.db");
+    int64_t c = conv_create(db, "price \xe2\x82 and \xf0\x9f\x98!", NULL);
+    int64_t m = msg_append(db, c, 0, MSG_USER, MSG_COMPLETE, NULL);
+    add_text(db, m, PART_TEXT, "cut\xe2\x82 here\xff\xfe");
+    conv_summary *list;
+    size_t n;
+    ck_assert_int_eq(conv_list(db, &list, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(list[0].title, "price \xef\xbf\xbd and \xef\xbf\xbd!");
+    ck_assert_str_eq(list[0].preview, "cut\xef\xbf\xbd here\xef\xbf\xbd\xef\xbf\xbd");
+    conv_list_free(list, n);
+    db_close(db);
     scratch_free(dir);
 }
 END_TEST
@@ -625,6 +626,7 @@ Suite *storage_core_suite(void)
     tcase_add_test(t, pragmas_and_schema_version);
     tcase_add_test(t, concurrent_first_opens_migrate_once);
     tcase_add_test(t, foreign_keys_are_enforced);
+    tcase_add_test(t, listing_repairs_bad_utf8_one_replacement_per_subpart);
     tcase_add_test(t, conversation_fields_and_listing_order);
     tcase_add_test(t, regenerate_branches_and_path_follows_leaf);
     tcase_add_test(t, tool_parts_keep_every_field_in_order);
@@ -644,6 +646,7 @@ int main(void)
     SRunner *r = srunner_create(storage_core_suite());
     srunner_add_suite(r, storage_export_suite());
     srunner_add_suite(r, storage_faults_suite());
+    srunner_add_suite(r, storage_migrate_suite());
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);
     srunner_free(r);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "storage/storage.h"
+#include "tests/common/files.h"
 
 /* A new empty directory under $TMPDIR (malloc'd path); scratch_free removes it and all in it. */
 char *scratch_new(void);
@@ -18,14 +19,12 @@ char *scratch_path(const char *dir, const char *name);
 /* Opens (creating) dir/name, failing the test with the error when it cannot. */
 db_store *open_fresh(const char *dir, const char *name);
 
-/* The whole file (malloc'd, NUL added), or NULL. */
-char *slurp(const char *path, size_t *len);
-
 /* Exports conversation conv (0: all) in format into a malloc'd buffer. */
 char *export_to_buffer(db_store *db, int64_t conv, export_format format, size_t *len);
 
 Suite *storage_core_suite(void);
 Suite *storage_export_suite(void);
 Suite *storage_faults_suite(void);
+Suite *storage_migrate_suite(void);
 
 #endif

@@ -327,6 +327,8 @@ START_TEST(html_is_self_contained_and_escaped)
     ck_assert_ptr_nonnull(strstr(html, "<details class=\"reasoning\">"));
     ck_assert_ptr_nonnull(strstr(html, "{&quot;a&quot;:&quot;&lt;&amp;&gt;&quot;}"));
     ck_assert_ptr_nonnull(strstr(html, "bad \xef\xbf\xbd\xef\xbf\xbd bytes \xef\xbf\xbd"));
+    /* "\xe2\x82" is one maximal invalid subpart: one U+FFFD (base/utf8.h), not one per byte */
+    ck_assert_ptr_null(strstr(html, "bytes \xef\xbf\xbd\xef\xbf\xbd"));
     /* The page is valid UTF-8 however hostile the content. */
     for (size_t i = 0; i < len; i++)
         ck_assert_msg(html[i] != '\0' && html[i] != '\x01' && (unsigned char)html[i] != 0xff &&

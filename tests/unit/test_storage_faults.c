@@ -10,26 +10,18 @@
 
 #include "tests/unit/test_storage.h"
 
-static void write_file(const char *path, const char *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 /* db_open(path) must fail with needle in the message and leave the file's bytes unchanged. */
 static void expect_refused_untouched(const char *path, const char *needle)
 {
     size_t before_len, after_len;
-    char *before = slurp(path, &before_len);
+    char *before = test_read_file(path, &before_len);
     ck_assert_ptr_nonnull(before);
     char err[2048] = "";
     db_store *db = db_open(path, err, sizeof err);
     ck_assert_msg(db == NULL, "db_open accepted %s", path);
     ck_assert_msg(strstr(err, needle) != NULL, "error '%s' lacks '%s'", err, needle);
     ck_assert_msg(strstr(err, path) != NULL, "error '%s' does not name the file", err);
-    char *after = slurp(path, &after_len);
+    char *after = test_read_file(path, &after_len);
     ck_assert_ptr_nonnull(after);
     ck_assert_uint_eq(before_len, after_len);
     ck_assert_msg(memcmp(before, after, before_len) == 0, "%s was modified", path);
@@ -44,9 +36,9 @@ START_TEST(text_file_is_refused_untouched)
     char text[4000];
     for (size_t i = 0; i < sizeof text; i++)
         text[i] = "my notes, not a database\n"[i % 25];
-    write_file(path, text, sizeof text);
+    test_write_file(path, text, sizeof text);
     expect_refused_untouched(path, "not an SQLite file");
-    write_file(path, "SQLite", 6); /* shorter than a header */
+    test_write_file(path, "SQLite", 6); /* shorter than a header */
     expect_refused_untouched(path, "not an SQLite file");
     free(path);
     scratch_free(dir);
@@ -63,7 +55,7 @@ START_TEST(garbage_after_a_valid_magic_is_refused_untouched)
         buf[i] = (char)rand();
     memcpy(buf, "SQLite format 3", 16);
     memset(buf + 60, 0, 4); /* schema version 0: passes the version check */
-    write_file(path, buf, sizeof buf);
+    test_write_file(path, buf, sizeof buf);
     expect_refused_untouched(path, "untouched");
     free(path);
     scratch_free(dir);
@@ -131,7 +123,7 @@ START_TEST(directories_in_the_way_give_clear_errors)
     ck_assert_ptr_null(db_open(dir, err, sizeof err));
     ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
     char *file = scratch_path(dir, "plain");
-    write_file(file, "x", 1);
+    test_write_file(file, "x", 1);
     char *below = scratch_path(dir, "plain/sub/glmchat.db");
     ck_assert_ptr_null(db_open(below, err, sizeof err));
     ck_assert_msg(strstr(err, "cannot create directory") && strstr(err, "Not a directory"), "%s", err);
@@ -230,11 +222,11 @@ START_TEST(read_only_files_open_read_only_without_side_files)
     char *path = scratch_path(dir, "mode.db");
     expect_no_sidecars(path);
     size_t before_len, after_len;
-    char *before = slurp(path, &before_len);
+    char *before = test_read_file(path, &before_len);
     ck_assert_int_eq(chmod(path, 0444), 0);
     ck_assert_int_eq(reads_unprivileged(path), 0);
     expect_no_sidecars(path);
-    char *after = slurp(path, &after_len);
+    char *after = test_read_file(path, &after_len);
     ck_assert_uint_eq(before_len, after_len);
     ck_assert(memcmp(before, after, before_len) == 0);
     /* check-db's handle is read-only even where writing is allowed */
@@ -257,7 +249,7 @@ START_TEST(empty_files_and_bad_versions_are_refused_untouched)
 {
     char *dir = scratch_new();
     char *empty = scratch_path(dir, "empty.db");
-    write_file(empty, "", 0);
+    test_write_file(empty, "", 0);
     expect_refused_untouched(empty, "empty file (0 bytes)");
     db_store *db = open_fresh(dir, "neg.db");
     db_close(db);
@@ -357,11 +349,11 @@ START_TEST(damaged_page_reads_fail_with_a_message)
     db_close(db);
     char *path = scratch_path(dir, "d.db");
     size_t len;
-    char *bytes = slurp(path, &len);
+    char *bytes = test_read_file(path, &len);
     ck_assert_ptr_nonnull(bytes);
     for (size_t i = len / 2; i < len / 2 + 8192 && i < len; i++)
         bytes[i] = (char)(i * 31);
-    write_file(path, bytes, len);
+    test_write_file(path, bytes, len);
     free(bytes);
     char err[2048];
     db = db_open(path, err, sizeof err);

@@ -7,6 +7,7 @@
 
 #include "engine/text/json.h"
 #include "engine/text/template.h"
+#include "tests/common/check_main.h"
 
 static FILE *open_fixture(const char *name)
 {
@@ -172,9 +173,5 @@ int main(void)
     tcase_add_test(tc, engine_request_renders);
     tcase_add_test(tc, json_writes_like_python);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

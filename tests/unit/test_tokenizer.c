@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
+#include "base/utf8.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/utf8.h"
+#include "tests/common/check_main.h"
+#include "tests/common/files.h"
 
 static char *fixture_path(const char *name)
 {
@@ -16,26 +19,6 @@ static char *fixture_path(const char *name)
     static char path[4096];
     snprintf(path, sizeof path, "%s/tests/fixtures/text/%s", src ? src : ".", name);
     return path;
-}
-
-static unsigned char *slurp(const char *name, size_t *len)
-{
-    FILE *f = fopen(fixture_path(name), "rb");
-    ck_assert_msg(f != NULL, "cannot open fixture %s", fixture_path(name));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static tok_tokenizer *load(const char *name)
@@ -55,7 +38,7 @@ static int has_unassigned(const char *text, size_t len)
     pcre2_code *re = pcre2_compile((PCRE2_SPTR) "\\p{Cn}", PCRE2_ZERO_TERMINATED, PCRE2_UTF, &code, &off, NULL);
     ck_assert_ptr_nonnull(re);
     tbuf fixed = {0};
-    ck_assert_int_eq(utf8_repair(text, len, 1, &fixed, NULL), GLM_OK);
+    ck_assert_int_eq(tbuf_append_utf8(&fixed, text, len, 1, NULL), GLM_OK);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     int rc = pcre2_match(re, (PCRE2_SPTR)(fixed.p ? fixed.p : ""), fixed.len, 0, 0, md, NULL);
     pcre2_match_data_free(md);
@@ -68,12 +51,12 @@ static void check_encodings(const char *tokenizer, const char *cases)
 {
     tok_tokenizer *t = load(tokenizer);
     size_t len, at = 0, n_cases = 0, n_bad = 0, n_unicode = 0;
-    unsigned char *b = slurp(cases, &len);
+    unsigned char *b = (unsigned char *)test_read_file(fixture_path(cases), &len);
     while (at < len) {
-        uint32_t tl = rd32(b + at);
+        uint32_t tl = le_get_u32(b + at);
         const char *text = (const char *)b + at + 4;
         at += 4 + tl;
-        uint32_t n = rd32(b + at);
+        uint32_t n = le_get_u32(b + at);
         const unsigned char *want = b + at + 4;
         at += 4 + 4 * (size_t)n;
         tok_ids ids = {0};
@@ -81,17 +64,17 @@ static void check_encodings(const char *tokenizer, const char *cases)
         ck_assert_int_eq(tok_encode(t, text, tl, &ids, &err), GLM_OK);
         int same = ids.n == n;
         for (size_t i = 0; same && i < n; i++)
-            same = ids.v[i] == (int32_t)rd32(want + 4 * i);
+            same = ids.v[i] == (int32_t)le_get_u32(want + 4 * i);
         if (!same && has_unassigned(text, tl)) {
             n_unicode++;
             same = 1;
         }
         if (!same && n_bad++ < 5) {
             size_t i = 0;
-            while (i < n && i < ids.n && ids.v[i] == (int32_t)rd32(want + 4 * i))
+            while (i < n && i < ids.n && ids.v[i] == (int32_t)le_get_u32(want + 4 * i))
                 i++;
             fprintf(stderr, "%s case %zu (%u bytes): first difference at id %zu: got %d, want %d (of %zu/%u)\n",
-                    cases, n_cases, tl, i, i < ids.n ? ids.v[i] : -1, i < n ? (int)rd32(want + 4 * i) : -1,
+                    cases, n_cases, tl, i, i < ids.n ? ids.v[i] : -1, i < n ? (int)le_get_u32(want + 4 * i) : -1,
                     ids.n, n);
         }
         tok_ids_free(&ids);
@@ -110,21 +93,21 @@ static void check_decodings(const char *tokenizer, const char *cases)
 {
     tok_tokenizer *t = load(tokenizer);
     size_t len, at = 0, n_cases = 0, n_bad = 0, n_stream_bad = 0;
-    unsigned char *b = slurp(cases, &len);
+    unsigned char *b = (unsigned char *)test_read_file(fixture_path(cases), &len);
     while (at < len) {
-        uint32_t n = rd32(b + at);
+        uint32_t n = le_get_u32(b + at);
         int32_t *ids = malloc(4 * (size_t)n + 4);
         ck_assert_ptr_nonnull(ids);
         for (uint32_t i = 0; i < n; i++)
-            ids[i] = (int32_t)rd32(b + at + 4 + 4 * i);
+            ids[i] = (int32_t)le_get_u32(b + at + 4 + 4 * i);
         at += 4 + 4 * (size_t)n;
-        uint32_t wl = rd32(b + at);
+        uint32_t wl = le_get_u32(b + at);
         const char *want = (const char *)b + at + 4;
         at += 4 + wl;
         tbuf raw = {0}, fixed = {0}, streamed = {0};
         glm_error err = {0};
         ck_assert_int_eq(tok_decode(t, ids, n, &raw, &err), GLM_OK);
-        ck_assert_int_eq(utf8_repair(raw.p ? raw.p : "", raw.len, 1, &fixed, NULL), GLM_OK);
+        ck_assert_int_eq(tbuf_append_utf8(&fixed, raw.p ? raw.p : "", raw.len, 1, NULL), GLM_OK);
         if ((fixed.len != wl || memcmp(fixed.p ? fixed.p : "", want, wl) != 0) && n_bad++ < 5)
             fprintf(stderr, "%s case %zu: decode differs from HF\n", cases, n_cases);
         tok_stream *s = tok_stream_new(t);
@@ -233,13 +216,13 @@ START_TEST(repair_matches_python_replace)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tbuf out = {0};
         size_t held = 99;
-        ck_assert_int_eq(utf8_repair(cases[i].in, strlen(cases[i].in), 1, &out, &held), GLM_OK);
+        ck_assert_int_eq(tbuf_append_utf8(&out, cases[i].in, strlen(cases[i].in), 1, &held), GLM_OK);
         ck_assert_msg(strcmp(out.p, cases[i].out) == 0, "case %zu", i);
         tbuf_free(&out);
     }
     tbuf out = {0};
     size_t held = 0;
-    ck_assert_int_eq(utf8_repair("ab\xf0\x9f\x98", 5, 0, &out, &held), GLM_OK);
+    ck_assert_int_eq(tbuf_append_utf8(&out, "ab\xf0\x9f\x98", 5, 0, &held), GLM_OK);
     ck_assert_uint_eq(held, 3);
     ck_assert_str_eq(out.p, "ab");
     tbuf_free(&out);
@@ -258,9 +241,5 @@ int main(void)
     tcase_add_test(tc, bad_ids_and_files_are_clear_errors);
     tcase_add_test(tc, repair_matches_python_replace);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

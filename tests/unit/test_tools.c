@@ -14,6 +14,7 @@
 #include "app/tools/builtin.h"
 #include "app/tools/proc.h"
 #include "app/tools/tools.h"
+#include "tests/common/check_main.h"
 
 static char root[64];
 static char outside[64];
@@ -407,9 +408,5 @@ int main(void)
     tcase_add_test(tc, run_command_stops_when_canceled);
     tcase_add_test(tc, approval_scopes_and_modes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

@@ -10,6 +10,7 @@
 
 #include "tp/auth.h"
 #include "tp/hmac_sha256.h"
+#include "tests/common/check_main.h"
 
 static void to_hex(const uint8_t *b, size_t n, char *out)
 {
@@ -242,9 +243,5 @@ int main(void)
     tcase_add_test(tc, proofs_depend_on_key_role_and_both_nonces);
     tcase_add_test(tc, loopback_addresses_are_told_apart);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/protocol.h"
+#include "tests/common/check_main.h"
 
 /* Encodes m, checks and decodes the frame back into out. */
 static glm_status round_trip(const tp_msg *m, tp_msg *out, glm_error *err)
@@ -178,21 +179,21 @@ START_TEST(bad_headers_are_refused)
     memcpy(h, "GET / HTTP/1", 12);
     ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "not a glmchat rank"));
-    tp_put_u32(h, TP_FRAME_MAGIC);
-    tp_put_u16(h + 4, 0);
-    tp_put_u16(h + 6, 0);
-    tp_put_u32(h + 8, 0);
+    le_put_u32(h, TP_FRAME_MAGIC);
+    le_put_u16(h + 4, 0);
+    le_put_u16(h + 6, 0);
+    le_put_u32(h + 8, 0);
     ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "unknown message type 0"));
-    tp_put_u16(h + 4, TP_MSG_BYE);
-    tp_put_u16(h + 6, 1);
+    le_put_u16(h + 4, TP_MSG_BYE);
+    le_put_u16(h + 6, 1);
     ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "flags"));
-    tp_put_u16(h + 6, 0);
-    tp_put_u32(h + 8, 5);
+    le_put_u16(h + 6, 0);
+    le_put_u32(h + 8, 5);
     ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "claims 5 bytes"));
-    tp_put_u32(h + 8, 4);
+    le_put_u32(h + 8, 4);
     ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_OK);
     ck_assert_uint_eq(type, TP_MSG_BYE);
     ck_assert_uint_eq(len, 4);
@@ -217,16 +218,16 @@ static glm_status decode_corrupted_step(void (*corrupt)(uint8_t *payload, size_t
     return st;
 }
 
-static void zero_seq(uint8_t *p, size_t *len) { (void)len; tp_put_u64(p, 0); }
-static void bad_cmd(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, 9); }
-static void more_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 3); }
-static void huge_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 16, 0xffffffffu); }
-static void slot_past_the_last(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 20, TP_MAX_SLOTS); }
-static void close_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_CLOSE); }
+static void zero_seq(uint8_t *p, size_t *len) { (void)len; le_put_u64(p, 0); }
+static void bad_cmd(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, 9); }
+static void more_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 16, 3); }
+static void huge_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 16, 0xffffffffu); }
+static void slot_past_the_last(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 20, TP_MAX_SLOTS); }
+static void close_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_CLOSE); }
 static void short_by_one(uint8_t *p, size_t *len) { (void)p; *len -= 1; }
-static void position_overflow(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 12, 0xffffffffu); }
-static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_RESET); }
-static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; tp_put_u32(p + 8, TP_STEP_MARK); }
+static void position_overflow(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 12, 0xffffffffu); }
+static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_RESET); }
+static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_MARK); }
 
 START_TEST(bad_steps_are_refused)
 {
@@ -263,10 +264,10 @@ START_TEST(hello_gives_the_worker_its_rank_among_n)
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_OK);
     ck_assert_uint_eq(out.u.hello.settings.world, 4);
     ck_assert_uint_eq(out.u.hello.peer_rank, 3);
-    tp_put_u32(p + plen - 4, 4); /* rank 4 of 4 */
+    le_put_u32(p + plen - 4, 4); /* rank 4 of 4 */
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
     ck_assert_msg(strstr(err.message, "its ranks are not two different ranks of the split"), "%s", err.message);
-    tp_put_u32(p + plen - 4, 0); /* the head's own rank */
+    le_put_u32(p + plen - 4, 0); /* the head's own rank */
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
     free(frame);
     for (uint32_t world = 0; world < 20; world += 17) { /* 0 and 17: outside 2 .. 16 */
@@ -297,9 +298,9 @@ START_TEST(bad_strings_and_trailing_bytes_are_refused)
     p[10] = 0x00; /* NUL inside */
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
     p[10] = saved;
-    tp_put_u16(p + 8, 500); /* longer than allowed */
+    le_put_u16(p + 8, 500); /* longer than allowed */
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_ERR_PEER);
-    tp_put_u16(p + 8, 5);
+    le_put_u16(p + 8, 5);
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen, &out, &err), GLM_OK);
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HELLO, p, plen - 1, &out, &err), GLM_ERR_PEER);
     free(frame);
@@ -392,9 +393,5 @@ int main(void)
     tcase_add_test(tc, bad_strings_and_trailing_bytes_are_refused);
     tcase_add_test(tc, hello_differences_are_named);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

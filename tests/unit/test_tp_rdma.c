@@ -9,6 +9,7 @@
 
 #include "tp/rdma.h"
 #include "tp/rdma_logic.h"
+#include "tests/common/check_main.h"
 
 START_TEST(layout_is_page_aligned_and_disjoint)
 {
@@ -286,9 +287,5 @@ int main(void)
     tcase_add_test(tc, mtu_and_psn);
     tcase_add_test(tc, no_device_is_a_clear_error);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -15,6 +15,7 @@
 #include "model/exl3.h"
 #include "model/model.h"
 #include "tp/split.h"
+#include "tests/common/check_main.h"
 
 static glm_model *open_fixture(void)
 {
@@ -544,9 +545,5 @@ int main(void)
     tcase_add_test(tc, a_model_is_refused_more_ranks_than_heads);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

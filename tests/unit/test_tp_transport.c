@@ -7,8 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tp/bytes.h"
+#include "base/le.h"
 #include "tp/transport.h"
+#include "tests/common/check_main.h"
 
 typedef struct side {
     tp_transport *t;
@@ -200,10 +201,10 @@ START_TEST(control_frames_with_hostile_lengths_are_refused_unread)
     tp_msg_clear(&out);
 
     uint8_t h[TP_FRAME_HEADER_BYTES];
-    tp_put_u32(h, TP_FRAME_MAGIC);
-    tp_put_u16(h + 4, TP_MSG_STEP);
-    tp_put_u16(h + 6, 0);
-    tp_put_u32(h + 8, 0x7fffffffu);
+    le_put_u32(h, TP_FRAME_MAGIC);
+    le_put_u16(h + 4, TP_MSG_STEP);
+    le_put_u16(h + 6, 0);
+    le_put_u32(h + 8, 0x7fffffffu);
     ck_assert_int_eq(write(sv[0], h, sizeof h), (ssize_t)sizeof h);
     int64_t t0 = tp_now_ms();
     ck_assert_int_eq(tp_ctrl_recv(sv[1], &out, tp_now_ms() + 1000, &err), GLM_ERR_PEER);
@@ -211,8 +212,8 @@ START_TEST(control_frames_with_hostile_lengths_are_refused_unread)
     ck_assert_ptr_nonnull(strstr(err.message, "more than"));
 
     /* a header promising bytes that never come: bounded by the deadline */
-    tp_put_u32(h + 8, 8);
-    tp_put_u16(h + 4, TP_MSG_ATTACH);
+    le_put_u32(h + 8, 8);
+    le_put_u16(h + 4, TP_MSG_ATTACH);
     ck_assert_int_eq(write(sv[0], h, sizeof h), (ssize_t)sizeof h);
     t0 = tp_now_ms();
     ck_assert_int_eq(tp_ctrl_recv(sv[1], &out, tp_now_ms() + 200, &err), GLM_ERR_PEER);
@@ -254,9 +255,5 @@ int main(void)
     tcase_add_test(tc, control_frames_with_hostile_lengths_are_refused_unread);
     tcase_add_test(tc, addresses_are_parsed_with_clear_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include "model/config.h"
 #include "model/projection.h"
 #include "model/traffic.h"
+#include "tests/common/check_main.h"
 
 /* A tiny model: D 256, 2 streams, vocab 512; layer 0 KDA (2 heads of 128, conv 4) + dense MLP
  * (256 wide), layer 1 DSA (2 heads, q rank 128, latent 64, nope 64, v 64; indexer 2 heads of 32,
@@ -345,9 +346,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return test_run_suite(suite());
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ui/transcript.h"
+#include "tests/common/check_main.h"
 
 static transcript tr;
 
@@ -327,9 +328,5 @@ int main(void)
     tcase_add_test(tc, conversation_list);
     tcase_add_test(tc, hostile_text_is_safe);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return test_run_suite(s);
 }

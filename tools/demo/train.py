@@ -1,7 +1,9 @@
 # train.py: trains glmchat's embedded demo model (GLM-5.3-Flash's architecture, a few million
 # parameters) on synthetic tool-using conversations, quantizes its routed experts with glmchat and writes it.
 # Usage (one H200 run, transformers >= 5.17 with glm5_next, HF tokenizers):
-#   python3 train.py BASE_CONFIG.json OUTDIR [TRAIN_SECONDS [GLMCHAT_BINARY]]
+#   python3 train.py [--preset demo|larger] [--no-eval] BASE_CONFIG.json OUTDIR [TRAIN_SECONDS [GLMCHAT_BINARY]]
+# --preset larger: the accuracy tool's second model (PRESETS); --no-eval: no PyTorch evaluation, no
+# dequantized reload and no reference logits (the time goes to training).
 # Before training it replaces the model's KDA core with kda_chunk.py's chunked form and stops unless
 # that matches the model's own (outputs and gradients). With GLMCHAT_BINARY it EXL3-quantizes the
 # routed experts (`glmchat quantize`) and evaluates and references the quantized weights.
@@ -46,7 +48,27 @@ SID = {t: FIRST_ADDED + i for i, t in enumerate(SPECIAL)}
 GLM_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
              r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL_RE = re.compile("|".join(re.escape(t) for t in sorted(SPECIAL, key=len, reverse=True)))
-HIDDEN = 256
+# The model's shape. demo: the embedded demo model. larger: about 2.5 times its parameters in use
+# (hidden 512, 8 attention and 4 indexer heads of the real model's kinds, KDA heads 128 wide as the
+# real model's) for the accuracy tool's second model; its indexer keeps 256 tokens (64 pools of 4),
+# so conversations past that are read through the indexer's selection and its caches' formats count.
+K_, D_ = "linear_attention", "deepseek_sparse_attention"
+PRESETS = {
+    "demo": dict(hidden_size=256, num_hidden_layers=4, layer_types=[K_, K_, K_, D_],
+                 mlp_layer_types=["dense", "sparse", "sparse", "sparse"], intermediate_size=512,
+                 moe_intermediate_size=128, n_routed_experts=8, num_experts_per_tok=2, num_attention_heads=4,
+                 num_key_value_heads=4, q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=64, qk_head_dim=64,
+                 v_head_dim=64, linear_num_heads=4, linear_head_dim=64, index_n_heads=4, index_head_dim=32,
+                 index_topk=2048),
+    "larger": dict(hidden_size=512, num_hidden_layers=4, layer_types=[K_, K_, K_, D_],
+                   mlp_layer_types=["dense", "sparse", "sparse", "sparse"], intermediate_size=1024,
+                   moe_intermediate_size=128, n_routed_experts=8, num_experts_per_tok=2, num_attention_heads=8,
+                   num_key_value_heads=8, q_lora_rank=256, kv_lora_rank=128, qk_nope_head_dim=64,
+                   qk_head_dim=64, v_head_dim=64, linear_num_heads=4, linear_head_dim=128, index_n_heads=8,
+                   index_head_dim=64, index_topk=256),
+}
+PRESET = PRESETS["demo"]
+HIDDEN = PRESET["hidden_size"]
 N_CONVERSATIONS = 40000
 BATCH_TOKENS = 64000
 LOG = []
@@ -105,16 +127,10 @@ def encode_all(tok, convs):
 
 def build_config(base_path):
     d = json.load(open(base_path))
+    d.pop("quantization_config", None)  # a base taken from a quantized checkpoint's config
     t = d["text_config"]
-    K, D = "linear_attention", "deepseek_sparse_attention"
-    t.update(dict(hidden_size=HIDDEN, num_hidden_layers=4, layer_types=[K, K, K, D],
-                  mlp_layer_types=["dense", "sparse", "sparse", "sparse"], intermediate_size=512,
-                  moe_intermediate_size=128, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
-                  num_attention_heads=4, num_key_value_heads=4, q_lora_rank=128, kv_lora_rank=64,
-                  qk_nope_head_dim=64, qk_head_dim=64, v_head_dim=64, linear_num_heads=4, linear_head_dim=64,
-                  index_n_heads=4, index_head_dim=32, index_kpool=4, index_topk=2048,
-                  indexer_types=["full"] * 4, vocab_size=VOCAB, pad_token_id=154820, eos_token_id=EOS,
-                  max_position_embeddings=16384))
+    t.update(dict(PRESET, n_shared_experts=1, index_kpool=4, indexer_types=["full"] * PRESET["num_hidden_layers"],
+                  vocab_size=VOCAB, pad_token_id=154820, eos_token_id=EOS, max_position_embeddings=16384))
     d["vision_config"]["out_hidden_size"] = HIDDEN
     return Glm5NextConfig(**d)
 
@@ -178,7 +194,7 @@ def check_core(dev, tol=1e-4):
     """Random q, k, v, gates (some near the -5 bound), beta, with and without a carried state: outputs,
     final state and every input gradient of kda_chunk equal the model's own core within tol."""
     gen = torch.Generator(device="cpu").manual_seed(11)
-    B, T, H, K = 2, 200, 4, HIDDEN // 4
+    B, T, H, K = 2, 200, PRESET["linear_num_heads"], PRESET["linear_head_dim"]
     r = lambda *s: torch.randn(*s, generator=gen).to(dev)  # noqa: E731
     base = [r(B, T, H, K), r(B, T, H, K), r(B, T, H, K), -5.0 * torch.sigmoid(3.0 * r(B, T, H, K)),
             torch.sigmoid(r(B, T, H)), 0.3 * r(B, H, K, K)]
@@ -386,9 +402,8 @@ def gzip_to(src, dst):
     return os.path.getsize(dst)
 
 
-def quantize(glmchat, fdir, qdir, sd, cfg_path, tmp):
-    """`glmchat quantize` on fdir; returns a float32 checkpoint directory whose routed experts are the
-    EXL3 weights dequantized by `glmchat dump-tensor`, everything else the bf16 values."""
+def quantize_experts(glmchat, fdir, qdir):
+    """`glmchat quantize` on fdir into qdir (the routed experts EXL3 4-bit)."""
     t = time.time()
     r = subprocess.run([glmchat, "quantize", "--in", fdir, "--out", qdir, "--threads", str(os.cpu_count())],
                        capture_output=True, text=True)
@@ -396,6 +411,12 @@ def quantize(glmchat, fdir, qdir, sd, cfg_path, tmp):
         raise RuntimeError("glmchat quantize failed: " + r.stderr[-800:])
     said = (r.stdout + r.stderr).strip().splitlines()
     log("glmchat quantize (%.1fs): %s" % (time.time() - t, said[-1] if said else ""))
+
+
+def quantize(glmchat, fdir, qdir, sd, cfg_path, tmp):
+    """`glmchat quantize` on fdir; returns a float32 checkpoint directory whose routed experts are the
+    EXL3 weights dequantized by `glmchat dump-tensor`, everything else the bf16 values."""
+    quantize_experts(glmchat, fdir, qdir)
     expert = re.compile(r"\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight$")
     deq, errs = {}, []
     for k, v in sd.items():
@@ -492,10 +513,39 @@ def reference_logits(model, tok, task, path):
     save_file(ref, path)
 
 
+def parse_args(argv):
+    """(positional arguments, preset name, evaluate) from argv; exits naming a bad option."""
+    pos, preset, evaluate_too = [], "demo", True
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--preset" and i + 1 < len(argv):
+            preset = argv[i + 1]
+            i += 1
+        elif a == "--no-eval":
+            evaluate_too = False
+        elif a.startswith("--"):
+            raise SystemExit("train.py: unknown option %s (options: --preset demo|larger, --no-eval)" % a)
+        else:
+            pos.append(a)
+        i += 1
+    if preset not in PRESETS:
+        raise SystemExit("train.py: --preset %s is none of %s" % (preset, ", ".join(PRESETS)))
+    if len(pos) < 2:
+        raise SystemExit("usage: train.py [--preset demo|larger] [--no-eval] BASE_CONFIG.json OUTDIR "
+                         "[TRAIN_SECONDS [GLMCHAT_BINARY]]")
+    return pos, preset, evaluate_too
+
+
 def main():
-    base, out = sys.argv[1], sys.argv[2]
-    train_s = float(sys.argv[3]) if len(sys.argv) > 3 else 285.0
-    glmchat = sys.argv[4] if len(sys.argv) > 4 else None
+    global PRESET, HIDDEN
+    pos, preset, evaluate_too = parse_args(sys.argv[1:])
+    PRESET = PRESETS[preset]
+    HIDDEN = PRESET["hidden_size"]
+    base, out = pos[0], pos[1]
+    train_s = float(pos[2]) if len(pos) > 2 else 285.0
+    glmchat = pos[3] if len(pos) > 3 else None
+    log("preset %s: %s" % (preset, json.dumps(PRESET)))
     os.makedirs(out, exist_ok=True)
     dev = "cuda"
     # full fp32 matrix products: the KDA check's tolerance and the chunked core's state updates need it
@@ -572,14 +622,22 @@ def main():
     shutil.copy(os.path.join(fdir, "generation_config.json"), out)
     shutil.copy(os.path.join(fdir, "tokenizer.json"), out)
     log("bf16 model: %d bytes compressed" % gz_float)
-    rows = evaluate(model, head, tok, heldout, dev, 40.0)
-    write_rows(os.path.join(out, "heldout_torch_float.jsonl"), rows)
-    acc = {"float": data.summary(rows)}
-    log("held-out, bf16 model in PyTorch: well-formed %.1f%%, correct call %.1f%%, answer uses result %.1f%%"
-        % tuple(100 * v for v in acc["float"]))
+    acc = {}
+    if evaluate_too:
+        rows = evaluate(model, head, tok, heldout, dev, 40.0)
+        write_rows(os.path.join(out, "heldout_torch_float.jsonl"), rows)
+        acc["float"] = data.summary(rows)
+        log("held-out, bf16 model in PyTorch: well-formed %.1f%%, correct call %.1f%%, answer uses result "
+            "%.1f%%" % tuple(100 * v for v in acc["float"]))
 
     ref_model = model
-    if glmchat:
+    if glmchat and not evaluate_too:
+        qdir = os.path.join(tmp, "quantized")
+        quantize_experts(glmchat, fdir, qdir)
+        gz_q = gzip_to(os.path.join(qdir, "model.safetensors"), os.path.join(out, "model.safetensors.gz"))
+        shutil.copy(os.path.join(qdir, "config.json"), os.path.join(out, "config.json"))
+        log("quantized model: %d bytes compressed" % gz_q)
+    elif glmchat:
         try:
             qdir = os.path.join(tmp, "quantized")
             ddir = quantize(glmchat, fdir, qdir, sd, os.path.join(fdir, "config.json"), tmp)
@@ -597,9 +655,10 @@ def main():
             ref_model = qm
         except Exception as e:
             log("QUANTIZATION FAILED, reference logits are the bf16 model's:", e)
-    use_core(REF_CORE, ref_model)  # the reference is the model's own code through and through
-    reference_logits(ref_model, tok, heldout[0], os.path.join(out, "reference.safetensors"))
-    log("reference logits written (%s)" % ("quantized" if ref_model is not model else "bf16"))
+    if evaluate_too:
+        use_core(REF_CORE, ref_model)  # the reference is the model's own code through and through
+        reference_logits(ref_model, tok, heldout[0], os.path.join(out, "reference.safetensors"))
+        log("reference logits written (%s)" % ("quantized" if ref_model is not model else "bf16"))
     with open(os.path.join(out, "summary.txt"), "w") as f:
         f.write(json.dumps(dict(params=n_params, params_real=n_real, steps=steps, train_s=round(el, 1),
                                 step_s_ref=t_ref, step_s_fast=t_fast, curve=curve, acc=acc, bpe=n_bpe),

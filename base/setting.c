@@ -1,9 +1,10 @@
-/* setting.c: parses setting values (whole numbers in a range, one of a list of words) for the
- * command line, the config file, the environment and the engine, with errors naming the value. */
-#include "setting.h"
+/* setting.c: parses setting values (whole and decimal numbers in a range, switches, one of a list
+ * of words) for the command line, the config file and the environment, with errors naming the value. */
+#include "base/setting.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,5 +112,43 @@ int setting_choice(const char *name, const char *text, const char *choices, int 
         setting_describe_choices(choices, want, sizeof want);
         snprintf(err, errlen, "'%s' takes %s, not '%.*s'", name, want, QUOTED_MAX, v);
     }
+    return -1;
+}
+
+int setting_bool(const char *name, const char *text, int *out, char *err, size_t errlen)
+{
+    static const char *yes[] = {"on", "yes", "true", "1"};
+    static const char *no[] = {"off", "no", "false", "0"};
+    const char *v = text ? text : "";
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcmp(v, yes[i]) == 0 || strcmp(v, no[i]) == 0) {
+            *out = strcmp(v, yes[i]) == 0;
+            return 0;
+        }
+    }
+    if (err && errlen)
+        snprintf(err, errlen, "'%s' takes on or off, not '%.*s'", name, QUOTED_MAX, v);
+    return -1;
+}
+
+int setting_double(const char *name, const char *text, double lo, double hi, double *out, char *err,
+                   size_t errlen)
+{
+    const char *s = text ? text : "";
+    int ok = *s != '\0';
+    double x = 0;
+    if (ok) {
+        char *end;
+        errno = 0;
+        x = strtod(s, &end);
+        ok = errno == 0 && *end == '\0' && isfinite(x) && x >= lo && x <= hi;
+    }
+    if (ok) {
+        *out = x;
+        return 0;
+    }
+    if (err && errlen)
+        snprintf(err, errlen, "'%s' takes a number from %g to %g, not '%.*s'", name, lo, hi,
+                 QUOTED_MAX, s);
     return -1;
 }

@@ -1,6 +1,8 @@
-/* utf8.c: UTF-8 validation and lossy repair (one U+FFFD per maximal invalid subpart).
- * The second-byte ranges follow Unicode table 3-7, which is what makes subparts maximal. */
-#include "engine/text/utf8.h"
+/* utf8.c: the one UTF-8 decoder (repair policy in utf8.h: one U+FFFD per maximal invalid subpart).
+ * The second-byte ranges follow Unicode table 3-7, which is what makes the subparts maximal. */
+#include "base/utf8.h"
+
+#include <string.h>
 
 int utf8_seq(const unsigned char *s, size_t n, size_t *bad)
 {
@@ -14,15 +16,15 @@ int utf8_seq(const unsigned char *s, size_t n, size_t *bad)
     } else if (c >= 0xE0 && c <= 0xEF) {
         need = 3;
         if (c == 0xE0)
-            lo = 0xA0;
+            lo = 0xA0; /* below: overlong */
         else if (c == 0xED)
-            hi = 0x9F;
+            hi = 0x9F; /* above: a surrogate */
     } else if (c >= 0xF0 && c <= 0xF4) {
         need = 4;
         if (c == 0xF0)
-            lo = 0x90;
+            lo = 0x90; /* below: overlong */
         else if (c == 0xF4)
-            hi = 0x8F;
+            hi = 0x8F; /* above: past U+10FFFF */
     } else {
         *bad = 1;
         return 0;
@@ -55,8 +57,23 @@ uint32_t utf8_decode(const unsigned char *s, int len)
     }
 }
 
+size_t utf8_next(const char *s, size_t n, uint32_t *cp)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t bad = 0;
+    int k = utf8_seq(u, n, &bad);
+    if (k > 0) {
+        *cp = utf8_decode(u, k);
+        return (size_t)k;
+    }
+    *cp = 0xFFFD;
+    return k < 0 ? n : bad;
+}
+
 int utf8_encode(uint32_t cp, char out[4])
 {
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        cp = 0xFFFD;
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;
@@ -97,15 +114,12 @@ int utf8_valid(const char *s, size_t n)
     return 1;
 }
 
-glm_status utf8_repair(const char *s, size_t n, int final, tbuf *out, size_t *held)
+size_t utf8_repair(const char *s, size_t n, int final, char *out, size_t *held)
 {
-    static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, run = 0; /* run: start of the pending stretch of valid bytes */
+    size_t i = 0, o = 0, run = 0; /* run: start of the pending stretch of valid bytes */
     if (held)
         *held = 0;
-    if (tbuf_reserve(out, n) != GLM_OK)
-        return GLM_ERR_NOMEM;
     while (i < n) {
         if (u[i] < 0x80) {
             i++;
@@ -117,20 +131,33 @@ glm_status utf8_repair(const char *s, size_t n, int final, tbuf *out, size_t *he
             i += (size_t)k;
             continue;
         }
-        if (tbuf_append(out, s + run, i - run) != GLM_OK)
-            return GLM_ERR_NOMEM;
-        if (k < 0) { /* incomplete at the end */
-            if (!final) {
-                if (held)
-                    *held = n - i;
-                return GLM_OK;
-            }
-            bad = n - i;
+        memcpy(out + o, s + run, i - run);
+        o += i - run;
+        if (k < 0 && !final) { /* incomplete at the end: the caller passes it again */
+            if (held)
+                *held = n - i;
+            return o;
         }
-        if (tbuf_append(out, fffd, 3) != GLM_OK)
-            return GLM_ERR_NOMEM;
+        if (k < 0)
+            bad = n - i;
+        memcpy(out + o, UTF8_REPLACEMENT, 3);
+        o += 3;
         i += bad;
         run = i;
     }
-    return tbuf_append(out, s + run, n - run);
+    memcpy(out + o, s + run, n - run);
+    return o + (n - run);
+}
+
+size_t utf8_prefix(const char *s, size_t n, size_t max)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t k = utf8_next(s + i, n - i, &cp);
+        if (i + k > max)
+            break;
+        i += k;
+    }
+    return i;
 }

@@ -1,6 +1,7 @@
 /* test_reply_source.h: FOR TESTS ONLY. A chat_source that replays recorded model replies from a
  * file instead of running a model, so the chat loop, storage and tools can be tested end to end.
- * glmchat reaches it only through the test hook GLMCHAT_TEST_REPLIES=FILE (see cmd_chat.c).
+ * glmchat does not contain it: the test build glmchat-test (tests/app/reply_hook.c) puts it in
+ * place of the model when GLMCHAT_TEST_REPLIES=FILE is set; test_chat links it directly.
  *
  * FILE holds events in the jsonl schema of app/jsonl.h, one a line: reasoning, content,
  * tool_call_begin, tool_call_delta, tool_call, stats, done, error; a reply is the lines up to
@@ -11,8 +12,8 @@
  * and lines starting with '#' are skipped. Runs share the script: where the next reply starts is
  * kept in FILE.next (delete it to start over). Each request received is appended as one JSON line to
  * the request log when one is given (what a test checks kept reasoning against). */
-#ifndef GLMCHAT_APP_TEST_REPLY_SOURCE_H
-#define GLMCHAT_APP_TEST_REPLY_SOURCE_H
+#ifndef GLMCHAT_TESTS_TEST_REPLY_SOURCE_H
+#define GLMCHAT_TESTS_TEST_REPLY_SOURCE_H
 
 #include <stddef.h>
 

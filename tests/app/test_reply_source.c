@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/config.h"
-#include "app/test_reply_source.h"
+#include "tests/app/test_reply_source.h"
 #include "engine/text/reply_parser.h"
 #include "engine/text/template.h"
 

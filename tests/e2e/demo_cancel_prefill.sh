@@ -1,0 +1,115 @@
+#!/bin/bash
+# demo_cancel_prefill.sh: Ctrl-C while the CPU engine prefills a long prompt (the demo model, ~7.7k
+# tokens) stops it within seconds: scripted chat and `chat --compact` exit 130 with the user
+# message kept and the reply saved canceled (compact: nothing changed); in the TUI the prompt
+# comes back. The conversation goes on after each.
+. "$(dirname "$0")/lib.sh"
+G=$GLMCHAT_BIN
+M="$GLMCHAT_BUILDDIR/models/demo"
+export GLMCHAT_DB="$TMP/chat.db"
+# A whole prefill of this prompt takes tens of seconds on the CPU engine; a canceled one stops
+# before the next layer of its current 1024-token piece.
+BOUND_S=5
+mkdir -p "$XDG_CONFIG_HOME/glmchat"
+printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
+python3 -c '
+words = "alpha beta gamma delta river stone cloud seven apple table window garden music paper light".split()
+seed, out = 1, []
+for _ in range(3500):
+    seed = (seed * 1103515245 + 12345) % (1 << 31)
+    out.append(words[seed % len(words)])
+print(" ".join(out))' >"$TMP/long.txt"
+
+# interrupt MARKER ARGS...: runs glmchat ARGS with jsonl output, sends SIGINT 1 s after a line
+# with MARKER (the engine is then prefilling), and writes "STATUS SECONDS" (signal to exit) to
+# $TMP/result; stdout to $TMP/out, stderr to $TMP/err.
+interrupt() {
+    python3 - "$TMP" "$@" <<'PY'
+import signal, subprocess, sys, time
+tmp, marker, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+err = open(tmp + "/err", "w")
+p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, stdin=subprocess.DEVNULL)
+seen = []
+for line in p.stdout:
+    seen.append(line)
+    if marker in line:
+        break
+time.sleep(1.0)
+t0 = time.monotonic()
+p.send_signal(signal.SIGINT)
+seen.append(p.stdout.read())
+p.wait()
+open(tmp + "/out", "w").write("".join(seen))
+open(tmp + "/result", "w").write("%d %.2f\n" % (p.returncode, time.monotonic() - t0))
+PY
+}
+
+# within_bound WHAT: the run exited 130 within BOUND_S of the signal.
+within_bound() {
+    read -r rc secs <"$TMP/result"
+    echo "$1: exit $rc, ${secs} s from SIGINT to exit"
+    if [ "$rc" = 130 ]; then pass; else fail "$1: exit $rc, expected 130; stderr: $(head -c 300 "$TMP/err")"; fi
+    if python3 -c "import sys; sys.exit(0 if float('$secs') <= $BOUND_S else 1)"; then pass
+    else fail "$1: ${secs} s from SIGINT to exit, above $BOUND_S s"; fi
+}
+
+# ---- scripted chat ----
+interrupt '"type":"assistant"' "$G" --model "$M" --backend cpu chat --output-format jsonl --prompt "$(cat "$TMP/long.txt")"
+within_bound "scripted chat"
+expect_grep err '^glmchat: interrupted; the partial reply is saved as message 2 of conversation 1$'
+expect_grep out '"type":"done","finish":"canceled","prompt_tokens":[0-9]+,.*"generated_tokens":0'
+expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
+check_conv() {
+    python3 - "$TMP/conv.json" "$TMP/long.txt" "$@" <<'PY' >"$TMP/check" 2>&1
+import json, sys
+conv, long_text, want = json.load(open(sys.argv[1])), open(sys.argv[2]).read().strip(), sys.argv[3:]
+m = conv["messages"]
+got = ["%s:%s" % (x["role"], x["status"]) for x in m]
+if got != want: print("messages", got, "want", want)
+if m[0]["parts"][0]["text"] != long_text: print("the user message was not kept whole")
+if m[1]["finish_reason"] != "canceled" or m[1]["parts"]: print("reply", m[1]["finish_reason"], m[1]["parts"])
+PY
+    if [ ! -s "$TMP/check" ]; then pass; else fail "conversation 1: $(cat "$TMP/check")"; fi
+}
+check_conv user:complete assistant:canceled
+if [ "$(sqlite3 "$GLMCHAT_DB" 'PRAGMA integrity_check')" = ok ]; then pass; else fail "integrity_check"; fi
+
+# ---- chat --compact over it: the summary's prefill stops the same way, nothing is added ----
+interrupt '"type":"session"' "$G" --model "$M" --backend cpu chat --compact --conversation 1 --output-format jsonl
+within_bound "chat --compact"
+expect_grep err '^glmchat: interrupted; the conversation is unchanged$'
+expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
+check_conv user:complete assistant:canceled
+
+# ---- the conversation goes on: a short turn after the canceled one ----
+expect_exit 0 "$G" --model "$M" --backend cpu chat --conversation 1 --max-tokens 4 --prompt "hi"
+expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
+check_conv user:complete assistant:canceled user:complete assistant:complete
+
+# ---- the TUI: Ctrl-C during the prefill brings the prompt back ----
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "tmux not installed: the TUI part is skipped"
+    finish
+fi
+. "$(dirname "$0")/tui_lib.sh"
+tui_start
+type_text "cd '$TMP' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_DB='$GLMCHAT_DB' '$G' --model '$M' --backend cpu chat --conversation 1"
+keys Enter
+expect_screen 'ready' 20 "the TUI started on the demo model"
+# the next turn's prompt holds the long message again: a long prefill
+type_text "one more question"; keys Enter
+sleep 1.5
+start=$(date +%s.%N)
+keys C-c
+if wait_for 'canceled' "$BOUND_S"; then
+    echo "TUI: the reply was canceled $(python3 -c "import time; print('%.2f' % (time.time() - $start))") s after Ctrl-C"
+    pass
+else
+    fail "the TUI did not cancel within $BOUND_S s; screen:"; screen | sed 's/^/    |/' >&2
+fi
+expect_screen '│ ready$' 5 "the status line is ready for the next message"
+keys C-d
+expect_screen 'PROMPT\$ *$' 10 "Ctrl-D leaves the TUI"
+expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
+check_conv user:complete assistant:canceled user:complete assistant:complete user:complete assistant:canceled
+finish
