@@ -175,6 +175,83 @@ __global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *
     }
 }
 
+constexpr int kRouteWarpSlots = 16; // experts a lane holds: the warp router takes E <= 512
+
+// The one-group router for few rows, a warp a row and no shared memory or barrier: lane l holds
+// experts l, l + 32, ... in registers, and each of the K rounds takes the best untaken expert by
+// a warp-wide argmax (choice descending, index ascending on ties, as cpu_route's loop picks).
+// A lane keeps its own best between rounds and rescans only when that one was taken. A NaN
+// choice ranks as -inf (route_rank_kernel's rule). The weights' sum runs in pick order, so ids
+// and weights equal route_rank_kernel's bit for bit.
+__global__ void __launch_bounds__(32) route_warp_kernel(const float *logits, const float *bias,
+                                                        int E, int K, int norm_topk,
+                                                        float scaling, int32_t *ids,
+                                                        float *weights)
+{
+    int t = blockIdx.x, lane = threadIdx.x;
+    float b[kRouteWarpSlots];
+#pragma unroll
+    for (int j = 0; j < kRouteWarpSlots; j++) // a weight: read before waiting on the logits
+        b[j] = j * 32 + lane < E ? bias[j * 32 + lane] : 0.0f;
+    pdl_prologue();
+    const float *lg = logits + (size_t)t * E;
+    float p[kRouteWarpSlots], c[kRouteWarpSlots];
+    unsigned live = 0; // the lane's untaken experts, a bit a slot
+#pragma unroll
+    for (int j = 0; j < kRouteWarpSlots; j++) {
+        p[j] = 0.0f;
+        c[j] = -INFINITY;
+        if (j * 32 + lane < E) {
+            p[j] = sigmoidf_(lg[j * 32 + lane]);
+            float cj = p[j] + b[j];
+            c[j] = cj != cj ? -INFINITY : cj;
+            live |= 1u << j;
+        }
+    }
+    float sum = 0.0f, my_p = 0.0f;
+    int my_e = -1, stale = 1, best_j = -1;
+    float best_v = -INFINITY, best_p = 0.0f;
+    for (int k = 0; k < K; k++) {
+        if (stale) { // the lane's best untaken slot; ascending slots keep ties to the lower index
+            best_j = -1;
+            best_v = -INFINITY;
+            best_p = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kRouteWarpSlots; j++)
+                if (((live >> j) & 1u) && (best_j < 0 || c[j] > best_v)) {
+                    best_j = j;
+                    best_v = c[j];
+                    best_p = p[j];
+                }
+            stale = 0;
+        }
+        float v = best_v;
+        int e = best_j < 0 ? -1 : best_j * 32 + lane;
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int e2 = __shfl_xor_sync(0xffffffffu, e, o);
+            better(v, e, v2, e2);
+        }
+        float pe = __shfl_sync(0xffffffffu, best_p, e & 31); // K <= E: e >= 0
+        if ((e & 31) == lane) {
+            live &= ~(1u << best_j);
+            stale = 1;
+        }
+        if (lane == k) {
+            my_e = e;
+            my_p = pe;
+        }
+        sum += pe;
+    }
+    if (lane < K) {
+        float w = my_p;
+        if (norm_topk)
+            w /= sum + 1e-20f;
+        ids[(size_t)t * K + lane] = my_e;
+        weights[(size_t)t * K + lane] = w * scaling;
+    }
+}
+
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)
 {
     float acc = 0.0f;
@@ -255,21 +332,47 @@ unsigned grid_for(size_t n)
 
 } // namespace
 
+extern "C" int eng_route_with(int kernel, const float *logits, const float *bias, int T, int E,
+                              int G, int topk_group, int K, int norm_topk, float scaling,
+                              float *scratch, int32_t *ids, float *weights, void *stream)
+{
+    if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    switch (kernel) {
+    case ENG_ROUTE_WARP:
+        if (G != 1 || E > 32 * kRouteWarpSlots || K > 32)
+            return -1;
+        launch(route_warp_kernel, T, 32, 0, st, logits, bias, E, K, norm_topk, scaling, ids,
+               weights);
+        return (int)cudaGetLastError();
+    case ENG_ROUTE_RANK:
+        if (G != 1 || E > kRouteRankMax)
+            return -1;
+        // 32-thread multiples also cover the key padding to 4
+        launch(route_rank_kernel, T, 32 * (unsigned)((E + 31) / 32), 0, st, logits, bias, E, K,
+               norm_topk, scaling, ids, weights);
+        return (int)cudaGetLastError();
+    case ENG_ROUTE_GROUPS:
+        launch(route_kernel, T, kRouteThreads, 0, st, logits, bias, E, G, topk_group, K, norm_topk,
+               scaling, scratch, ids, weights);
+        return (int)cudaGetLastError();
+    default:
+        return -1;
+    }
+}
+
 extern "C" int eng_route(const float *logits, const float *bias, int T, int E, int G, int topk_group,
                          int K, int norm_topk, float scaling, float *scratch, int32_t *ids,
                          float *weights, void *stream)
 {
-    if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
-        return -1;
-    if (G == 1 && E <= kRouteRankMax) {
-        unsigned threads = 32 * (unsigned)((E + 31) / 32); // also covers the padding to 4
-        launch(route_rank_kernel, T, threads, 0, static_cast<cudaStream_t>(stream), logits, bias, E,
-               K, norm_topk, scaling, ids, weights);
-        return (int)cudaGetLastError();
-    }
-    launch(route_kernel, T, kRouteThreads, 0, static_cast<cudaStream_t>(stream), logits, bias, E, G,
-           topk_group, K, norm_topk, scaling, scratch, ids, weights);
-    return (int)cudaGetLastError();
+    int kernel = ENG_ROUTE_GROUPS;
+    if (G == 1 && E <= kRouteRankMax)
+        kernel = ENG_ROUTE_RANK;
+    if (G == 1 && E <= 32 * kRouteWarpSlots && K <= 32 && T <= ENG_ROUTE_WARP_ROWS)
+        kernel = ENG_ROUTE_WARP;
+    return eng_route_with(kernel, logits, bias, T, E, G, topk_group, K, norm_topk, scaling,
+                          scratch, ids, weights, stream);
 }
 
 extern "C" int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,
