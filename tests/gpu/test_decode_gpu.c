@@ -651,40 +651,40 @@ static void check_mean_norm(int timed, void *ev0, void *ev1)
 
 /* ---- the routing (eng_route): top-8 of 288, one group ------------------------------------ */
 
-enum { ROUTE_E = 288, ROUTE_K = 8, ROUTE_MAXT = 16 };
+enum { ROUTE_E = 288, ROUTE_K = 8, ROUTE_MAXT = 16 }; /* the real shape; rows at most */
 
 /* The CPU's picks (cpu_route with one group): sigmoid + bias, the best untaken K times, ties to
  * the lower index; weights normalised by their sum in pick order, times scaling. */
-static void route_reference(const float *hl, const float *hb, int t, float scaling, int *pick,
-                            double *pw)
+static void route_reference(const float *hl, const float *hb, int E, int K, int t, float scaling,
+                            int *pick, double *pw)
 {
-    unsigned char taken[ROUTE_E] = {0};
+    unsigned char taken[ROUTE_E] = {0}; /* E <= ROUTE_E */
     double sum = 0;
-    for (int k = 0; k < ROUTE_K; k++) {
+    for (int k = 0; k < K; k++) {
         int b = -1;
         double bv = 0;
-        for (int e = 0; e < ROUTE_E; e++) {
-            double p = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * ROUTE_E + e]));
+        for (int e = 0; e < E; e++) {
+            double p = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + e]));
             double c = (float)p + hb[e];
             if (!taken[e] && (b < 0 || c > bv))
                 b = e, bv = c;
         }
         taken[b] = 1;
         pick[k] = b;
-        pw[k] = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * ROUTE_E + b]));
+        pw[k] = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + b]));
         sum += pw[k];
     }
-    for (int k = 0; k < ROUTE_K; k++)
+    for (int k = 0; k < K; k++)
         pw[k] = pw[k] / sum * scaling;
 }
 
 /* Logits and bias for a routing case: random, or drawn from four values each so that many
  * experts tie exactly on their choice (the lower index must win). */
-static void route_inputs(int ties, float *hl, float *hb)
+static void route_inputs(int ties, int E, float *hl, float *hb)
 {
-    for (size_t i = 0; i < (size_t)ROUTE_MAXT * ROUTE_E; i++)
+    for (size_t i = 0; i < (size_t)ROUTE_MAXT * E; i++)
         hl[i] = ties ? 0.5f * (float)(test_rng_next(&rng_state) % 4) : 3.0f * frand();
-    for (int e = 0; e < ROUTE_E; e++)
+    for (int e = 0; e < E; e++)
         hb[e] = ties ? 0.03125f * (float)(test_rng_next(&rng_state) % 4) : 0.1f * frand();
 }
 
@@ -695,48 +695,49 @@ static const char *route_name(int kernel)
 
 /* One kernel (or eng_route itself, kernel -1) on T rows: its picks against the CPU's, each row
  * equal to that row launched alone, ids and weights returned for the kernels' comparison. */
-static void route_case(int kernel, int ties, int T, const float *hl, const float *hb,
-                       const float *lg, const float *bias, float *scratch, int32_t **gi_out,
-                       float **gw_out)
+static void route_case(int kernel, int ties, int E, int K, int T, const float *hl,
+                       const float *hb, const float *lg, const float *bias, float *scratch,
+                       int32_t **gi_out, float **gw_out)
 {
     float scaling = 2.5f;
-    size_t n = (size_t)T * ROUTE_K;
+    size_t n = (size_t)T * K;
     int32_t *ids = dev_alloc(n * sizeof(int32_t)), *ids1 = dev_alloc(n * sizeof(int32_t));
     float *w = dev_alloc(n * sizeof(float)), *w1 = dev_alloc(n * sizeof(float));
     if (kernel < 0)
-        CUDA_OK(eng_route(lg, bias, T, ROUTE_E, 1, 1, ROUTE_K, 1, scaling, scratch, ids, w, NULL));
+        CUDA_OK(eng_route(lg, bias, T, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
     else
-        CUDA_OK(eng_route_with(kernel, lg, bias, T, ROUTE_E, 1, 1, ROUTE_K, 1, scaling, scratch,
+        CUDA_OK(eng_route_with(kernel, lg, bias, T, E, 1, 1, K, 1, scaling, scratch,
                                ids, w, NULL));
     for (int t = 0; t < T; t++)
         if (kernel < 0)
-            CUDA_OK(eng_route(lg + (size_t)t * ROUTE_E, bias, 1, ROUTE_E, 1, 1, ROUTE_K, 1,
-                              scaling, scratch, ids1 + t * ROUTE_K, w1 + t * ROUTE_K, NULL));
+            CUDA_OK(eng_route(lg + (size_t)t * E, bias, 1, E, 1, 1, K, 1,
+                              scaling, scratch, ids1 + t * K, w1 + t * K, NULL));
         else
-            CUDA_OK(eng_route_with(kernel, lg + (size_t)t * ROUTE_E, bias, 1, ROUTE_E, 1, 1,
-                                   ROUTE_K, 1, scaling, scratch, ids1 + t * ROUTE_K,
-                                   w1 + t * ROUTE_K, NULL));
+            CUDA_OK(eng_route_with(kernel, lg + (size_t)t * E, bias, 1, E, 1, 1,
+                                   K, 1, scaling, scratch, ids1 + t * K,
+                                   w1 + t * K, NULL));
     int32_t *gi = to_host(ids, n * sizeof(int32_t)), *gi1 = to_host(ids1, n * sizeof(int32_t));
     float *gw = to_host(w, n * sizeof(float)), *gw1 = to_host(w1, n * sizeof(float));
     int bad = 0;
     double wd = 0;
     for (int t = 0; t < T; t++) {
-        int pick[ROUTE_K];
-        double pw[ROUTE_K];
-        route_reference(hl, hb, t, scaling, pick, pw);
-        for (int k = 0; k < ROUTE_K; k++) {
-            bad += gi[t * ROUTE_K + k] != pick[k];
-            wd = fmax(wd, fabs(gw[t * ROUTE_K + k] - pw[k]));
+        int pick[32]; /* K <= 32 */
+        double pw[32];
+        route_reference(hl, hb, E, K, t, scaling, pick, pw);
+        for (int k = 0; k < K; k++) {
+            bad += gi[t * K + k] != pick[k];
+            wd = fmax(wd, fabs(gw[t * K + k] - pw[k]));
         }
     }
     int ok = bad == 0 && wd < 1e-5;
-    printf("%s the routing (%s, %s logits, %2d rows): picks as the CPU's (%d differ), weights "
-           "max|diff| %.3g\n",
-           ok ? "ok  " : "FAIL", route_name(kernel), ties ? "tied" : "random", T, bad, wd);
+    printf("%s the routing (%s, top-%d of %d, %s logits, %2d rows): picks as the CPU's (%d "
+           "differ), weights max|diff| %.3g\n",
+           ok ? "ok  " : "FAIL", route_name(kernel), K, E, ties ? "tied" : "random", T, bad, wd);
     failures += !ok;
     char what[160];
-    snprintf(what, sizeof what, "the routing (%s, %s logits): %d rows in one launch equal %d "
-             "one-row launches", route_name(kernel), ties ? "tied" : "random", T, T);
+    snprintf(what, sizeof what, "the routing (%s, top-%d of %d, %s logits): %d rows in one "
+             "launch equal %d one-row launches", route_name(kernel), K, E, ties ? "tied" : "random",
+             T, T);
     int same = memcmp(gi, gi1, n * sizeof(int32_t)) == 0 && memcmp(gw, gw1, n * sizeof(float)) == 0;
     printf("%s %s\n", same ? "ok  " : "FAIL", what);
     failures += !same;
@@ -783,6 +784,27 @@ static void route_time(int kernel, int T, const float *lg, const float *bias, fl
     kern_free(ids), kern_free(w);
 }
 
+/* The rank kernel, the warp kernel and eng_route on T rows: each against the CPU, and the warp
+ * kernel's ids and weights bit-equal to the rank kernel's. */
+static void route_compare(int ties, int E, int K, int T, const float *hl, const float *hb,
+                          const float *lg, const float *bias, float *scratch)
+{
+    int32_t *gi[3];
+    float *gw[3];
+    route_case(ENG_ROUTE_RANK, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[0], &gw[0]);
+    route_case(ENG_ROUTE_WARP, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[1], &gw[1]);
+    route_case(-1, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[2], &gw[2]);
+    size_t n = (size_t)T * K;
+    int same = memcmp(gi[0], gi[1], n * sizeof(int32_t)) == 0 &&
+               memcmp(gw[0], gw[1], n * sizeof(float)) == 0;
+    printf("%s the routing (top-%d of %d, %s logits, %2d rows): the warp kernel's ids and weights "
+           "equal the rank kernel's bit for bit\n",
+           same ? "ok  " : "FAIL", K, E, ties ? "tied" : "random", T);
+    failures += !same;
+    for (int i = 0; i < 3; i++)
+        free(gi[i]), free(gw[i]);
+}
+
 static void check_route(int timed, void *ev0, void *ev1)
 {
     static const int rows[] = {1, 4, 16};
@@ -790,30 +812,19 @@ static void check_route(int timed, void *ev0, void *ev1)
     float *hl = xmalloc(ln * sizeof *hl), *hb = xmalloc(ROUTE_E * sizeof *hb);
     float *lg = dev_alloc(ln * sizeof(float)), *bias = dev_alloc(ROUTE_E * sizeof(float));
     float *scratch = dev_alloc((size_t)ROUTE_MAXT * (3 * ROUTE_E + 1) * sizeof(float));
-    for (int ties = 0; ties < 2; ties++) {
-        route_inputs(ties, hl, hb);
-        CUDA_OK(kern_to_device(lg, hl, ln * sizeof(float)));
-        CUDA_OK(kern_to_device(bias, hb, ROUTE_E * sizeof(float)));
-        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
-            int T = rows[r];
-            int32_t *gi[3];
-            float *gw[3];
-            route_case(ENG_ROUTE_RANK, ties, T, hl, hb, lg, bias, scratch, &gi[0], &gw[0]);
-            route_case(ENG_ROUTE_WARP, ties, T, hl, hb, lg, bias, scratch, &gi[1], &gw[1]);
-            route_case(-1, ties, T, hl, hb, lg, bias, scratch, &gi[2], &gw[2]);
-            size_t n = (size_t)T * ROUTE_K;
-            int same = memcmp(gi[0], gi[1], n * sizeof(int32_t)) == 0 &&
-                       memcmp(gw[0], gw[1], n * sizeof(float)) == 0;
-            printf("%s the routing (%s logits, %2d rows): the warp kernel's ids and weights equal "
-                   "the rank kernel's bit for bit\n",
-                   same ? "ok  " : "FAIL", ties ? "tied" : "random", T);
-            failures += !same;
-            for (int i = 0; i < 3; i++)
-                free(gi[i]), free(gw[i]);
+    /* the real shape, then small ones as the test models have (E < 32: lanes without experts) */
+    static const int shapes[][2] = {{ROUTE_E, ROUTE_K}, {16, 4}, {6, 3}, {40, 32}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+        for (int ties = 0; ties < 2; ties++) {
+            int E = shapes[sh][0], K = shapes[sh][1];
+            route_inputs(ties, E, hl, hb);
+            CUDA_OK(kern_to_device(lg, hl, (size_t)ROUTE_MAXT * E * sizeof(float)));
+            CUDA_OK(kern_to_device(bias, hb, E * sizeof(float)));
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+                route_compare(ties, E, K, rows[r], hl, hb, lg, bias, scratch);
         }
-    }
     if (timed) {
-        route_inputs(0, hl, hb);
+        route_inputs(0, ROUTE_E, hl, hb);
         CUDA_OK(kern_to_device(lg, hl, ln * sizeof(float)));
         CUDA_OK(kern_to_device(bias, hb, ROUTE_E * sizeof(float)));
         for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
