@@ -1,8 +1,8 @@
-/* test_decode_gpu.c: the decode step's kernels (T <= 8, the routing to 16) at GLM-5.3-Flash's shapes: each against a
- * reference (a double-precision CPU sum, or the GPU's unfused or scalar kernels), each row of an
- * 8-row launch bit-equal to that row alone (the invariant verification windows rely on), then
- * their one-row times against the bytes they read. Usage: test_decode_gpu [--no-time]; exit 1 on
- * any failure. */
+/* test_decode_gpu.c: the decode step's kernels (T <= 8; the routing to 16) at GLM-5.3-Flash's
+ * shapes: each against a reference (a double-precision CPU sum, or the GPU's unfused or scalar
+ * kernels), each row of a many-row launch bit-equal to that row alone (the invariant verification
+ * windows rely on), then their one-row times against the bytes they read. Usage: test_decode_gpu
+ * [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
