@@ -690,7 +690,9 @@ static void route_inputs(int ties, int E, float *hl, float *hb)
 
 static const char *route_name(int kernel)
 {
-    return kernel == ENG_ROUTE_WARP ? "warp a row" : kernel == ENG_ROUTE_RANK ? "rank" : "eng_route";
+    if (kernel == ENG_ROUTE_WARP)
+        return "warp a row";
+    return kernel == ENG_ROUTE_RANK ? "rank" : "eng_route";
 }
 
 /* One kernel (or eng_route itself, kernel -1) on T rows: its picks against the CPU's, each row
