@@ -177,12 +177,21 @@ __global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *
 
 constexpr int kRouteWarpSlots = 16; // experts a lane holds: the warp router takes E <= 512
 
+// A choice's bits as an unsigned key in the same order (NaN excluded; -0 must be +0 first, as
+// the float compare holds them equal); 0 is below every choice, -inf included.
+__device__ __forceinline__ unsigned order_key(float c)
+{
+    unsigned u = __float_as_uint(c);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
 // The one-group router for few rows, a warp a row and no shared memory or barrier: lane l holds
-// experts l, l + 32, ... in registers, and each of the K rounds takes the best untaken expert by
-// a warp-wide argmax (choice descending, index ascending on ties, as cpu_route's loop picks).
-// A lane keeps its own best between rounds and rescans only when that one was taken. A NaN
-// choice ranks as -inf (route_rank_kernel's rule). The weights' sum runs in pick order, so ids
-// and weights equal route_rank_kernel's bit for bit.
+// experts l, l + 32, ... in registers as order keys, and each of the K rounds takes the best
+// untaken expert (choice descending, index ascending on ties, as cpu_route's loop picks): the
+// warp's largest key by one warp reduction, then among the lanes that hold it the lowest index
+// by another. The winner's lane drops it and finds its own next best. A NaN choice ranks as
+// -inf (route_rank_kernel's rule). The weights' sum runs in pick order, so ids and weights equal
+// route_rank_kernel's bit for bit.
 __global__ void __launch_bounds__(32) route_warp_kernel(const float *logits, const float *bias,
                                                         int E, int K, int norm_topk,
                                                         float scaling, int32_t *ids,
@@ -195,47 +204,45 @@ __global__ void __launch_bounds__(32) route_warp_kernel(const float *logits, con
         b[j] = j * 32 + lane < E ? bias[j * 32 + lane] : 0.0f;
     pdl_prologue();
     const float *lg = logits + (size_t)t * E;
-    float p[kRouteWarpSlots], c[kRouteWarpSlots];
-    unsigned live = 0; // the lane's untaken experts, a bit a slot
+    float p[kRouteWarpSlots];
+    unsigned key[kRouteWarpSlots]; // 0: no expert, or taken
 #pragma unroll
     for (int j = 0; j < kRouteWarpSlots; j++) {
         p[j] = 0.0f;
-        c[j] = -INFINITY;
+        key[j] = 0;
         if (j * 32 + lane < E) {
             p[j] = sigmoidf_(lg[j * 32 + lane]);
-            float cj = p[j] + b[j];
-            c[j] = cj != cj ? -INFINITY : cj;
-            live |= 1u << j;
+            float c = p[j] + b[j];
+            c = c != c ? -INFINITY : c == 0.0f ? 0.0f : c;
+            key[j] = order_key(c);
         }
     }
     float sum = 0.0f, my_p = 0.0f;
-    int my_e = -1, stale = 1, best_j = -1;
-    float best_v = -INFINITY, best_p = 0.0f;
+    int my_e = -1;
     for (int k = 0; k < K; k++) {
-        if (stale) { // the lane's best untaken slot; ascending slots keep ties to the lower index
-            best_j = -1;
-            best_v = -INFINITY;
-            best_p = 0.0f;
+        unsigned top = 0; // the lane's best key, then its lowest slot holding it
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            top = max(top, key[j]);
+        unsigned at = 0;
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            at |= (unsigned)(key[j] == top) << j;
+        int j_best = __ffs(at) - 1;
+        unsigned best = __reduce_max_sync(0xffffffffu, top);
+        unsigned mine = top == best && best != 0 ? (unsigned)(j_best * 32 + lane) : 0xffffffffu;
+        int e = (int)__reduce_min_sync(0xffffffffu, mine); // K <= E: a live expert is left
+        float pe = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            if (j == j_best)
+                pe = p[j];
+        pe = __shfl_sync(0xffffffffu, pe, e & 31);
+        if ((e & 31) == lane) {
 #pragma unroll
             for (int j = 0; j < kRouteWarpSlots; j++)
-                if (((live >> j) & 1u) && (best_j < 0 || c[j] > best_v)) {
-                    best_j = j;
-                    best_v = c[j];
-                    best_p = p[j];
-                }
-            stale = 0;
-        }
-        float v = best_v;
-        int e = best_j < 0 ? -1 : best_j * 32 + lane;
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            int e2 = __shfl_xor_sync(0xffffffffu, e, o);
-            better(v, e, v2, e2);
-        }
-        float pe = __shfl_sync(0xffffffffu, best_p, e & 31); // K <= E: e >= 0
-        if ((e & 31) == lane) {
-            live &= ~(1u << best_j);
-            stale = 1;
+                if (j == j_best)
+                    key[j] = 0;
         }
         if (lane == k) {
             my_e = e;
