@@ -1,14 +1,22 @@
 /* bench_cuda_engine.c: the CUDA backend on a model of GLM-5.3-Flash's real shapes built in memory
- * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA): decode per layer type and per
- * step against the bandwidth floor (model/traffic.c's bytes / copy bandwidth measured here),
- * prefill (8k tokens, or the sizes of argv[2], "8192,65536,262144") at each prefill chunk of
- * argv[3] ("1024,2048,4096,8192"; 0 or none: the memory plan's choice; the backend is reopened
- * for each) against cuBLAS bf16 GEMM in the same run, with each op group's share of a chunk and
- * the chunk projected onto two Sparks (model/prefill_projection.c), and the first size timed
- * under each grouped EXL3 experts' kernel (their logits must agree bit for bit). BENCH_NCU=1: one eager and one graph decode step between
- * cudaProfilerStart and cudaProfilerStop (for ncu --profile-from-start off), then it stops. The
- * whole step is also timed with plain launches against programmatic dependent ones (the default).
- * Last, the two-Spark projection (model/projection.c) from the decode op profile's times. */
+ * (BF16 dense weights, random 4-bit EXL3 experts, 3 KDA : 1 DSA).
+ * Usage: bench_cuda_engine [LAYERS [PREFILL_SIZES [CHUNKS [POSITIONS]]]], the lists
+ * comma-separated: LAYERS 16; PREFILL_SIZES "8192" (e.g. "8192,65536,262144"); CHUNKS "0" (the
+ * memory plan's prefill chunk, or GLMCHAT_CUDA_CHUNK's; e.g. "1024,4096"); POSITIONS
+ * "1024,65536,262144" (the decode step's context positions).
+ * Decode per layer type and per step against the bandwidth floor (model/traffic.c's bytes / copy
+ * bandwidth measured here), the whole step with plain launches against programmatic dependent
+ * ones (the default); BENCH_NCU=1: one eager and one graph decode step between cudaProfilerStart
+ * and cudaProfilerStop (for ncu --profile-from-start off), then it stops. Then the decode step at
+ * each position (caches filled with synthetic rows, state_at), each op's share there and the
+ * indexer's score and select kernels alone, and verification windows of 1-16 rows at the first
+ * position beside the public engine's published window costs. Then prefill of each size at each
+ * chunk (the backend reopened for each; a chunk the memory plan refuses is reported as "does not
+ * fit" and skipped) against cuBLAS bf16 GEMM in the same run, with each op group's share of a
+ * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the first size
+ * timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then the
+ * two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
+ * MTP block added to the model, the MTP drafts' time and the windows with its catch-up. */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -21,6 +29,7 @@
 #include "backend.h"
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
+#include "decode_tables.h"
 #include "model/exl3.h"
 #include "model/prefill_projection.h"
 #include "model/projection.h"
@@ -383,6 +392,483 @@ static void print_projection(int sms, const profile *decode, const glm_config *c
                "is counted as measured, at no bytes\n", unknown[i]);
 }
 
+/* ---- the decode step at long context positions and verification windows ------------------- */
+
+/* Positions are reached without a prefill: each DSA layer's caches (latent, indexer keys and
+ * gates, pool keys) get random rows of their dtype up to the position and the state's length is
+ * set there. A step reads the cached rows, scores every completed pool and selects from the
+ * scores, so its work depends on the position (and the values' spread), not on how the rows were
+ * made; the KDA states stay zero, as a KDA step costs the same whatever their values. */
+enum { MAX_POSITIONS = 8, POS_STEPS = 20, POS_MARGIN = 512, N_WINDOWS = 5, WINDOW_REPS = 6 };
+static const int window_rows[N_WINDOWS] = {1, 2, 4, 8, 16};
+
+/* Random bytes, then each value made one of the dtype's: e4m3 codes without the NaN ones (0x7f,
+ * 0xff) at a row scale of 2^-6; bf16 of |x| in [2^-7, 2^-5); f32 in [-1, 1). */
+static void random_values(unsigned char *h, size_t bytes, int dtype, uint64_t *x)
+{
+    for (size_t i = 0; i < bytes; i += 8) {
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t v = *x ^ (*x >> 29);
+        memcpy(h + i, &v, bytes - i < 8 ? bytes - i : 8);
+    }
+    if (dtype == ENG_CACHE_FP8) {
+        for (size_t i = 0; i < bytes; i++)
+            if ((h[i] & 0x7f) == 0x7f)
+                h[i] ^= 1;
+    } else if (dtype == ENG_CACHE_BF16) {
+        uint16_t *v = (uint16_t *)h;
+        for (size_t i = 0; i < bytes / 2; i++)
+            v[i] = (uint16_t)(0x3c00 + (v[i] & 0x00ff)) | (uint16_t)(v[i] & 0x8000);
+    } else {
+        uint32_t *v = (uint32_t *)h;
+        for (size_t i = 0; i < bytes / 4; i++) {
+            float f = (float)(v[i] >> 8) * (2.0f / 16777216.0f) - 1.0f;
+            memcpy(&v[i], &f, sizeof f);
+        }
+    }
+}
+
+/* Rows [0, n) of cache c <- random values of its dtype (random_values). */
+static int fill_rows(const eng_cache *c, size_t n, uint64_t *x)
+{
+    if (n == 0)
+        return 0;
+    size_t bytes = n * (size_t)c->width * cuda_value_bytes(c->dtype);
+    unsigned char *h = malloc(bytes);
+    if (!h)
+        return -1;
+    random_values(h, bytes, c->dtype, x);
+    int bad = cudaMemcpy(c->rows, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess;
+    free(h);
+    if (bad || c->dtype != ENG_CACHE_FP8)
+        return bad ? -1 : 0;
+    float *scale = malloc(n * sizeof *scale);
+    if (!scale)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        scale[i] = 1.0f / 64.0f;
+    bad = cudaMemcpy(c->scale, scale, n * sizeof *scale, cudaMemcpyHostToDevice) != cudaSuccess;
+    free(scale);
+    return bad ? -1 : 0;
+}
+
+/* A fresh state (n 0) brought to `pos` tokens with synthetic cache rows (see above). */
+static glm_status state_at(cuda_state *s, int pos, glm_error *err)
+{
+    const glm_config *c = &s->be->m->cfg;
+    glm_status st = cuda_state_reserve(s, pos + POS_MARGIN, err);
+    if (st)
+        return st;
+    int nd = glm_config_count(c, GLM_ATTN_DSA), kp = c->index_kpool;
+    uint64_t x = 0x5eed0000u + (uint64_t)pos;
+    for (int i = 0; i < nd; i++) {
+        cu_dsa_cache *d = &s->dsa[i];
+        size_t rows = (size_t)pos, pools = (size_t)(pos / kp);
+        if (fill_rows(&d->latent, rows, &x) || fill_rows(&d->idx_key, rows, &x) ||
+            fill_rows(&d->idx_gate, rows, &x) || fill_rows(&d->pool_key, pools, &x))
+            return glm_error_set(err, GLM_ERR_BACKEND, "writing DSA layer %d's synthetic cache "
+                                 "rows for position %d failed (%s)", i, pos,
+                                 cudaGetErrorString(cudaGetLastError()));
+    }
+    s->n = pos;
+    return GLM_OK;
+}
+
+/* Microseconds of one launch of ex on st, the mean of reps after one untimed; -1 on failure. */
+static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps)
+{
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess)
+        return -1;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1;
+    }
+    int bad = cudaGraphLaunch(ex, st) != cudaSuccess || cudaEventRecord(e0, st) != cudaSuccess;
+    for (int r = 0; !bad && r < reps; r++)
+        bad = cudaGraphLaunch(ex, st) != cudaSuccess;
+    float ms = 0;
+    bad = bad || cudaEventRecord(e1, st) != cudaSuccess ||
+          cudaEventSynchronize(e1) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return bad ? -1 : ms * 1000.0 / reps;
+}
+
+/* The indexer's times for one query at the state's position, from DSA layer 0's pool keys and the
+ * last step's queries: eng_dsa_select whole, and each kernel it launches alone (captured once,
+ * then each kernel node replayed in a graph of its own); kernels whose names hold "score" make
+ * the score pass, the others the selection. names: "kernel us, ..." for the table's note, or
+ * why the kernels could not be timed (then -1). */
+typedef struct indexer_times {
+    double all_us, score_us, select_us;
+    char names[512];
+} indexer_times;
+
+static int time_indexer(cuda_state *s, int reps, indexer_times *t)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    int kp = c->index_kpool, width = c->index_topk + kp - 1;
+    memset(t, 0, sizeof *t);
+    cudaStream_t st;
+    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
+        return -1;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ex = NULL;
+    int bad = cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) != cudaSuccess;
+    if (!bad) {
+        int rc = eng_dsa_select(&s->dsa[0].pool_key, be->s.iq, be->s.hw, s->d_pos, 0, 1,
+                                c->index_n_heads, c->index_head_dim, kp, c->index_topk / kp,
+                                s->cap / kp + 1, s->scores, width, be->s.sel_idx, be->s.sel_count,
+                                st);
+        bad = (cudaStreamEndCapture(st, &g) != cudaSuccess) || rc;
+    }
+    bad = bad || cudaGraphInstantiate(&ex, g, 0) != cudaSuccess;
+    if (!bad)
+        bad = (t->all_us = graph_us(ex, st, reps)) < 0; /* leaves the scores the select reads */
+    size_t n = 0;
+    cudaGraphNode_t *nodes = NULL;
+    bad = bad || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess ||
+          !(nodes = calloc(n ? n : 1, sizeof *nodes)) ||
+          cudaGraphGetNodes(g, nodes, &n) != cudaSuccess;
+    for (size_t i = 0; !bad && i < n; i++) {
+        enum cudaGraphNodeType type;
+        struct cudaKernelNodeParams p;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess || type != cudaGraphNodeTypeKernel)
+            continue;
+        const char *name = NULL;
+        cudaGraph_t one = NULL;
+        cudaGraphNode_t node;
+        cudaGraphExec_t one_ex = NULL;
+        bad = cudaGraphKernelNodeGetParams(nodes[i], &p) != cudaSuccess ||
+              cudaGraphCreate(&one, 0) != cudaSuccess ||
+              cudaGraphAddKernelNode(&node, one, NULL, 0, &p) != cudaSuccess ||
+              cudaGraphInstantiate(&one_ex, one, 0) != cudaSuccess;
+        double us = bad ? -1 : graph_us(one_ex, st, reps);
+        bad = bad || us < 0;
+        if (cudaFuncGetName(&name, p.func) != cudaSuccess || !name)
+            name = "a kernel";
+        if (!bad && strstr(name, "score"))
+            t->score_us += us;
+        else if (!bad)
+            t->select_us += us;
+        size_t used = strlen(t->names);
+        snprintf(t->names + used, sizeof t->names - used, "%s%.40s %.1f us", used ? ", " : "", name,
+                 us);
+        if (one_ex)
+            cudaGraphExecDestroy(one_ex);
+        if (one)
+            cudaGraphDestroy(one);
+    }
+    free(nodes);
+    if (ex)
+        cudaGraphExecDestroy(ex);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaStreamDestroy(st);
+    cudaError_t last = cudaGetLastError();
+    if (bad)
+        snprintf(t->names, sizeof t->names, "not timed: a graph call failed (%s)",
+                 cudaGetErrorString(last));
+    return bad ? -1 : 0;
+}
+
+typedef struct position_run {
+    int pos, cap;
+    double step_us; /* through the decode graph, the mean of POS_STEPS */
+    profile prof;   /* one eager step's op profile */
+    indexer_times idx;
+} position_run;
+
+/* Decode steps of token ids from tok through the graph at the state's position. */
+static double decode_steps_us(engine_backend *be, cuda_state *s, const int32_t *tok, int steps,
+                              float *logits, glm_error *err)
+{
+    for (int i = 0; i < 3; i++) /* the graph's capture at this cache size, first launches */
+        if (be->ops->prefill(be->impl, s, &tok[i], 1, logits, 0, err))
+            return -1;
+    double t0 = now_s();
+    for (int i = 0; i < steps; i++)
+        if (be->ops->prefill(be->impl, s, &tok[i], 1, logits, 0, err))
+            return -1;
+    return (now_s() - t0) / steps * 1e6;
+}
+
+/* The verification windows at the state's position: each size's best of WINDOW_REPS (after one
+ * untimed, which grows the kept KDA states and the staging), going back to the window's first
+ * token after each as a rejected draft does; experts: the distinct experts the last MoE layer
+ * routed the last forward's rows to (a window runs in forwards of at most CUDA_DECODE_T rows). */
+typedef struct window_run {
+    int rows, group, experts;
+    double us;
+} window_run;
+
+static int run_windows(engine_backend *be, cuda_state *s, const int32_t *tok, window_run *w,
+                       glm_error *err)
+{
+    cuda_backend *cb = be->impl;
+    int K = cb->m->cfg.num_experts_per_tok;
+    int32_t ids[CUDA_DECODE_T * 64];
+    for (int k = 0; k < N_WINDOWS; k++) {
+        int rows = window_rows[k];
+        w[k].rows = rows;
+        w[k].us = 1e30;
+        for (int r = 0; r <= WINDOW_REPS; r++) {
+            double t0 = now_s();
+            if (be->ops->verify(be->impl, s, tok + r * 17, rows, NULL, err))
+                return -1;
+            double us = (now_s() - t0) * 1e6;
+            if (r > 0 && us < w[k].us)
+                w[k].us = us;
+            if (r == WINDOW_REPS) { /* the routing of the last forward, still in the scratch */
+                w[k].group = rows - (rows - 1) / CUDA_DECODE_T * CUDA_DECODE_T;
+                int n = w[k].group * K;
+                w[k].experts = n <= (int)(sizeof ids / sizeof *ids) &&
+                                       cudaMemcpy(ids, cb->s.rids, (size_t)n * sizeof *ids,
+                                                  cudaMemcpyDeviceToHost) == cudaSuccess
+                                   ? dt_distinct(ids, n) : -1;
+            }
+            if (rows > 1 && be->ops->state_rewind(s, be->ops->state_length(s) - rows + 1, err))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void print_positions(const position_run *r, int n, const glm_config *c)
+{
+    printf("\n-- decode step by context position (%d layers: %d DSA with the indexer's top-%d of "
+           "pools of %d); caches filled with synthetic rows of their dtype to the position, not "
+           "prefilled (bench_cuda_engine.c, state_at: the step's work is the same)\n",
+           c->num_layers, glm_config_count(c, GLM_ATTN_DSA), c->index_topk / c->index_kpool,
+           c->index_kpool);
+    printf("%9s %9s %11s %8s | %11s %9s %9s %8s %8s %9s\n", "position", "cache cap", "step us",
+           "x first", "indexer us", "score us", "select us", "score x", "select x", "sel/score");
+    for (int i = 0; i < n; i++) {
+        const indexer_times *t = &r[i].idx;
+        printf("%9d %9d %11.1f %8.3f | %11.1f %9.1f %9.1f %8.2f %8.2f %9.2f\n", r[i].pos, r[i].cap,
+               r[i].step_us, dt_ratio(r[i].step_us, r[0].step_us), t->all_us, t->score_us,
+               t->select_us, dt_ratio(t->score_us, r[0].idx.score_us),
+               dt_ratio(t->select_us, r[0].idx.select_us), dt_ratio(t->select_us, t->score_us));
+    }
+    printf("(step: the graph, mean of %d; indexer: one query on DSA layer 0 through "
+           "eng_dsa_select, whole and each kernel alone; x: against the first position)\n",
+           POS_STEPS);
+    for (int i = 0; i < n; i++)
+        printf("indexer kernels at %d: %s\n", r[i].pos, r[i].idx.names);
+    const position_run *a = &r[0], *z = &r[n - 1];
+    if (n > 1) {
+        double grow_sel = dt_ratio(z->idx.select_us, a->idx.select_us);
+        double grow_score = dt_ratio(z->idx.score_us, a->idx.score_us);
+        printf("goal: the %d step within 10%% of the %d step: %s (x%.3f); the selection grows "
+               "x%.2f from %d to %d, the score pass x%.2f: %s\n", z->pos, a->pos,
+               dt_within(z->step_us, a->step_us, 0.10) ? "met" : "NOT met",
+               dt_ratio(z->step_us, a->step_us), grow_sel, a->pos, z->pos, grow_score,
+               grow_sel <= grow_score ? "not faster than the score (met)"
+                                      : "FASTER than the score (NOT met)");
+    }
+    /* each op's share of the eager step at each position, the largest at the last position first */
+    enum { TOP = 18 };
+    double us[MAXOPS];
+    int idx[MAXOPS];
+    for (int k = 0; k < z->prof.n; k++)
+        us[k] = z->prof.op[k].us;
+    dt_order_desc(us, z->prof.n, idx);
+    printf("\n-- decode op profile by position (one eager step each; us summed over the step, "
+           "%% of that step's op total)\n%-34s", "op");
+    for (int i = 0; i < n; i++)
+        printf(" | %9d us %6s", r[i].pos, "share");
+    printf("\n");
+    for (int j = 0; j < z->prof.n && j < TOP; j++) {
+        const char *label = z->prof.op[idx[j]].label;
+        printf("%-34.34s", label);
+        for (int i = 0; i < n; i++) {
+            double v = 0;
+            for (int k = 0; k < r[i].prof.n; k++)
+                if (strcmp(r[i].prof.op[k].label, label) == 0)
+                    v = r[i].prof.op[k].us;
+            printf(" | %12.1f %5.1f%%", v, dt_share(v, r[i].prof.total_us));
+        }
+        printf("\n");
+    }
+    printf("%-34s", "op total (eager)");
+    for (int i = 0; i < n; i++)
+        printf(" | %12.1f %6s", r[i].prof.total_us, "");
+    printf("\n");
+}
+
+static void print_windows(const window_run *w, int pos, double step_us, const glm_config *c)
+{
+    printf("\n-- verification windows at context %d: rows verified as one-token steps compute "
+           "them, in forwards of at most %d rows; x step: against the 1-row decode step through "
+           "the graph (%.1f us); public: the public engine's published window costs\n", pos,
+           CUDA_DECODE_T, step_us);
+    printf("%5s %11s %8s %10s | %10s %9s | %9s %10s\n", "rows", "window us", "x step",
+           "x 1-row w", "public ms", "public x", "experts", "if random");
+    for (int k = 0; k < N_WINDOWS; k++) {
+        double pub = dt_public_ratio(w[k].rows);
+        printf("%5d %11.1f %8.2f %10.2f | ", w[k].rows, w[k].us, dt_ratio(w[k].us, step_us),
+               dt_ratio(w[k].us, w[0].us));
+        if (pub > 0)
+            printf("%10.1f %8.2fx | ", dt_public_window_ms[w[k].rows - 1], pub);
+        else
+            printf("%10s %9s | ", "-", "-");
+        printf("%4d of %-3d %10.1f\n", w[k].experts, w[k].group * c->num_experts_per_tok,
+               dt_random_union(c->n_routed_experts, c->num_experts_per_tok, w[k].group));
+    }
+    printf("(experts: distinct experts the last MoE layer routed the window's last forward's rows "
+           "to; if random: rows drawing their %d of %d uniformly)\n", c->num_experts_per_tok,
+           c->n_routed_experts);
+    printf("copy drafts come from the host: a copy-drafted step costs the window of its rows "
+           "above; MTP drafts: the last table; both end to end: bench_cuda_spec "
+           "(tests/gpu/spec.sh)\n");
+}
+
+/* The decode step at each position (a fresh state each), then the windows at the first. The
+ * backend's context is raised for these states alone (the prefill's keep their cache sizes). */
+static int bench_positions(engine_backend *be, const int *pos, int n, const int32_t *tok,
+                           float *logits, glm_error *err)
+{
+    cuda_backend *cb = be->impl;
+    int saved = cb->context, most = 0;
+    for (int i = 0; i < n; i++)
+        most = pos[i] > most ? pos[i] : most;
+    if (most + POS_MARGIN > cb->context)
+        cb->context = most + POS_MARGIN;
+    position_run *r = calloc((size_t)n, sizeof *r);
+    window_run w[N_WINDOWS];
+    int rc = r ? 0 : -1, windows = 0;
+    float us_layers[GLM_MAX_LAYERS], head_us = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        cuda_state *s = be->ops->state_new(be->impl, err);
+        rc = !s || state_at(s, pos[i], err);
+        r[i].pos = pos[i];
+        if (!rc)
+            rc = (r[i].step_us = decode_steps_us(be, s, tok, POS_STEPS, logits, err)) < 0;
+        if (!rc)
+            r[i].cap = s->cap;
+        if (!rc && time_indexer(s, 50, &r[i].idx)) /* its note says why; the rest goes on */
+            printf("WARNING: the indexer's kernels at position %d: %s\n", pos[i], r[i].idx.names);
+        if (!rc)
+            rc = cuda_time_layers(s, tok[1], us_layers, &head_us, err) != GLM_OK; /* untimed */
+        if (!rc) {
+            cb->prof.on = 1;
+            cb->prof.n = 0;
+            rc = cuda_time_layers(s, tok[2], us_layers, &head_us, err) != GLM_OK;
+            cb->prof.on = 0;
+            collect_profile(cb, &r[i].prof);
+        }
+        if (!rc && i == 0 && (rc = run_windows(be, s, tok, w, err)) == 0)
+            windows = 1;
+        if (s)
+            be->ops->state_free(s);
+    }
+    cb->context = saved;
+    if (rc == 0) {
+        print_positions(r, n, &cb->m->cfg);
+        if (windows)
+            print_windows(w, pos[0], r[0].step_us, &cb->m->cfg);
+    }
+    free(r);
+    return rc;
+}
+
+/* MTP drafting at the real shapes: the in-memory model gets an MTP block (the first DSA + MoE
+ * layer's weights, an eh_proj and norms) uploaded into the open backend after every other table
+ * has run, since a state with the block runs its catch-up in every prefill and step. At context
+ * ctx (a real prefill): the decode step with the block's catch-up, 1, 3 and 7 chained drafts
+ * (backend.h's mtp_draft) and the verification windows with the block's catch-up; k drafts and
+ * then the window of k + 1 rows make one drafted step. */
+enum { MTP_SIZES = 3, MTP_MOST = 7, MTP_REPS = 10 };
+static const int mtp_drafts[MTP_SIZES] = {1, 3, 7};
+
+static int bench_mtp(engine_backend *be, glm_model *m, const int32_t *tok, int ctx, float *logits,
+                     double plain_step_us)
+{
+    cuda_backend *cb = be->impl;
+    const glm_config *c = &m->cfg;
+    glm_error err = {0};
+    int host = -1;
+    for (int li = 0; li < c->num_layers && host < 0; li++)
+        if (c->attn[li] == GLM_ATTN_DSA && c->moe[li])
+            host = li;
+    if (host < 0 || !be->ops->mtp_draft) {
+        printf("\n-- MTP drafting: not timed (%s)\n", host < 0 ? "no DSA + MoE layer to copy the "
+               "MTP block from" : "the backend has no mtp_draft");
+        return 0;
+    }
+    glm_mtp_weights *x = &m->w.mtp;
+    x->eh_proj = bf16(c->hidden_size, 2 * (int64_t)c->hidden_size);
+    x->enorm = x->hnorm = x->head_norm = g_ones;
+    x->layer = m->w.layers[host];
+    m->w.has_mtp = 1;
+    if (cu_weights_put_mtp(m, cb->dense_q4, cb->chunk, &cb->w, 0, NULL, &err)) {
+        printf("FAIL: uploading the MTP block: %s\n", err.message);
+        return 1;
+    }
+    cb->w.has_mtp = 1;
+    cuda_state *s = be->ops->state_new(be->impl, &err);
+    double step_us = -1, draft_us[MTP_SIZES];
+    window_run w[N_WINDOWS];
+    int rc = !s || be->ops->prefill(be->impl, s, tok, ctx, logits, 0, &err);
+    if (!rc)
+        rc = (step_us = decode_steps_us(be, s, tok, POS_STEPS, logits, &err)) < 0;
+    for (int i = 0; !rc && i < MTP_SIZES; i++) {
+        int32_t out[MTP_MOST];
+        int k = mtp_drafts[i], got = 0;
+        draft_us[i] = 1e30;
+        for (int r = 0; !rc && r <= MTP_REPS; r++) { /* the first untimed */
+            double t0 = now_s();
+            rc = be->ops->mtp_draft(be->impl, s, tok[r], out, k, &got, &err) != GLM_OK;
+            double us = (now_s() - t0) * 1e6;
+            if (!rc && got != k) {
+                glm_error_set(&err, GLM_ERR_BACKEND, "the MTP block drafted %d of %d tokens", got,
+                              k);
+                rc = 1;
+            }
+            if (r > 0 && us < draft_us[i])
+                draft_us[i] = us;
+        }
+    }
+    int pos = s ? be->ops->state_length(s) : 0;
+    if (!rc)
+        rc = run_windows(be, s, tok, w, &err);
+    if (s)
+        be->ops->state_free(s);
+    if (rc) {
+        printf("FAIL: MTP drafting: %s\n", err.message);
+        return 1;
+    }
+    printf("\n-- MTP drafting at context %d (an MTP block of layer %d's DSA + MoE weights added "
+           "last to the in-memory model; its catch-up runs in every step and window)\n", pos, host);
+    printf("decode step (graph) with the MTP catch-up: %.1f us; without the block: %.1f us "
+           "(x%.3f)\n", step_us, plain_step_us, dt_ratio(step_us, plain_step_us));
+    printf("%7s %10s %9s | %7s %10s %8s | %12s %11s %8s\n", "drafts", "draft us", "us/draft",
+           "window", "window us", "x step", "draft+window", "us a token*", "x step");
+    for (int i = 0; i < MTP_SIZES; i++) {
+        int k = mtp_drafts[i];
+        const window_run *wk = NULL;
+        for (int j = 0; j < N_WINDOWS; j++)
+            if (w[j].rows == k + 1)
+                wk = &w[j];
+        if (!wk)
+            continue;
+        double total = draft_us[i] + wk->us, per = total / (k + 1);
+        printf("%7d %10.1f %9.1f | %7d %10.1f %8.2f | %12.1f %11.1f %8.2f\n", k, draft_us[i],
+               draft_us[i] / k, k + 1, wk->us, dt_ratio(wk->us, step_us), total, per,
+               dt_ratio(per, step_us));
+    }
+    printf("(* k drafts and the window of k + 1 rows, over the k + 1 tokens they give when every "
+           "draft is accepted; x step: against the decode step with the catch-up)\n");
+    printf("windows with the MTP catch-up:");
+    for (int j = 0; j < N_WINDOWS; j++)
+        printf(" %d rows %.1f us (x%.2f);", w[j].rows, w[j].us, dt_ratio(w[j].us, step_us));
+    printf("\n");
+    return 0;
+}
+
 /* ---- prefill --------------------------------------------------------------------------- */
 
 /* A comma-separated list of whole numbers in lo..hi into out (at most max); its count, or -1
@@ -390,6 +876,10 @@ static void print_projection(int sms, const profile *decode, const glm_config *c
 static int parse_list(const char *arg, int *out, int max, long lo, long hi, const char *what)
 {
     int n = 0;
+    if (!*arg) {
+        printf("FAIL: %s: the list is empty\n", what);
+        return -1;
+    }
     for (const char *p = arg; *p;) {
         char *end;
         long v = strtol(p, &end, 10);
@@ -404,25 +894,48 @@ static int parse_list(const char *arg, int *out, int max, long lo, long hi, cons
     return n;
 }
 
-/* The backend reopened on the same model with prefill chunks of `chunk` rows (0: the plan's). */
-static int reopen(glm_model *m, glm_engine_params *params, int chunk, engine_backend *be,
-                  cuda_state **s)
+/* The backend and its state opened on m with prefill chunks of `chunk` rows (0: the plan's). */
+static int open_at_chunk(glm_model *m, glm_engine_params *params, int chunk, engine_backend *be,
+                         cuda_state **s, glm_error *err)
+{
+    backend_settings bs;
+    params->cuda.chunk = chunk;
+    if (gpu_settings(m, params, &bs, err) || backend_open_cuda_with(m, &bs, be, err))
+        return -1;
+    if (!(*s = be->ops->state_new(be->impl, err))) {
+        backend_close(be);
+        return -1;
+    }
+    return 0;
+}
+
+/* The backend reopened on the same model with prefill chunks of `chunk` rows (0: the plan's);
+ * 0, or 1 after "does not fit" when the memory plan refuses that chunk (the plan is right to:
+ * the backend is then reopened at `fallback` rows), or -1 after a FAIL line. */
+static int reopen(glm_model *m, glm_engine_params *params, int chunk, int fallback,
+                  engine_backend *be, cuda_state **s)
 {
     glm_error err = {0};
-    backend_settings bs;
     be->ops->state_free(*s);
     *s = NULL;
     backend_close(be);
-    params->cuda.chunk = chunk;
-    if (gpu_settings(m, params, &bs, &err) || backend_open_cuda_with(m, &bs, be, &err) ||
-        !(*s = be->ops->state_new(be->impl, &err))) {
-        printf("FAIL: reopening with prefill chunks of %d rows: %s\n", chunk, err.message);
-        return -1;
+    int refused = 0;
+    if (open_at_chunk(m, params, chunk, be, s, &err)) {
+        if (err.status != GLM_ERR_NOMEM) {
+            printf("FAIL: reopening with prefill chunks of %d rows: %s\n", chunk, err.message);
+            return -1;
+        }
+        printf("\n== prefill, chunks of %d rows: does not fit: %s\n", chunk, err.message);
+        refused = 1;
+        if (open_at_chunk(m, params, fallback, be, s, &err)) {
+            printf("FAIL: reopening with prefill chunks of %d rows: %s\n", fallback, err.message);
+            return -1;
+        }
     }
     char plan[768];
     cuda_plan_describe(backend_cuda_plan(be), plan, sizeof plan);
     printf("\nplan: %s\n", plan);
-    return 0;
+    return refused;
 }
 
 /* One chunk of `rows` tokens at the state's length with the op profile on. */
@@ -494,15 +1007,15 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
  * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
 static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
 {
-    static const int variants[] = {KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
-                                   KERN_EXL3_GROUPED_REUSE_128, KERN_EXL3_GROUPED_AUTO};
-    static const char *const names[] = {"64 rows a decode (before)", "reuse, 64 rows a decode",
-                                        "reuse, 128 rows a decode", "auto (the default)"};
+    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+                                   KERN_EXL3_GROUPED_AUTO};
+    static const char *const names[] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
+                                        "auto (the default)"};
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     size_t V = (size_t)c->vocab_size;
     float *first = malloc(V * sizeof *first), *got = malloc(V * sizeof *got);
     int rc = first && got ? 0 : -1, was = kern_exl3_grouped();
-    for (int v = 0; v < 4 && !rc; v++) {
+    for (int v = 0; v < 3 && !rc; v++) {
         glm_error err = {0};
         kern_exl3_set_grouped(variants[v]);
         be->ops->state_reset(s);
@@ -579,13 +1092,14 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
     return 0;
 }
 
-/* Prefill at each chunk of `chunks` (0: the plan's), the backend reopened for each other than
- * the one open; *be and *s stay open for the caller. */
+/* Prefill at each chunk of `chunks` (0: the chunk the backend was opened with, the plan's or
+ * GLMCHAT_CUDA_CHUNK's), the backend reopened for each other chunk; a chunk the memory plan
+ * refuses is reported and skipped. *be and *s are left open at the chunk they had. */
 static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend *be,
                          cuda_state **s, const int *sizes, int n_sizes, const int *chunks,
                          int n_chunks, double bw)
 {
-    int largest = 0, most_chunk = CUDA_CHUNK_CAP;
+    int largest = 0, most_chunk = CUDA_CHUNK_CAP, first = params->cuda.chunk, open = first;
     for (int i = 0; i < n_sizes; i++)
         largest = sizes[i] > largest ? sizes[i] : largest;
     for (int i = 0; i < n_chunks; i++)
@@ -600,21 +1114,36 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
     double cub = cublas_tflops(8192, 8192, 8192);
     int q4 = params->dense == GLM_DENSE_Q4, rc = 0;
     double summary[8] = {0};
-    for (int k = 0; k < n_chunks && !rc; k++) {
-        if (k > 0 && (rc = reopen(m, params, chunks[k], be, s)))
-            break;
-        printf("\n== prefill, chunks of %d rows\n", backend_cuda_plan(be)->chunk);
+    int rows[8] = {0}; /* each entry's chunk as opened (the plan's where it is 0) */
+    for (int k = 0; k < n_chunks && rc >= 0; k++) {
+        int want = chunks[k] ? chunks[k] : first;
+        summary[k] = -1;
+        if (want != open) {
+            rc = reopen(m, params, want, first, be, s);
+            open = rc == 1 ? first : want;
+            if (rc)
+                continue;
+        }
+        rows[k] = backend_cuda_plan(be)->chunk;
+        printf("\n== prefill, chunks of %d rows\n", rows[k]);
         double p0 = now_s();
         rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4);
         summary[k] = now_s() - p0;
     }
-    if (!rc && n_chunks > 1) {
+    if (rc >= 0 && open != first) /* as the caller opened it */
+        rc = reopen(m, params, first, first, be, s);
+    if (rc >= 0 && n_chunks > 1) {
         printf("\n(each chunk size's whole prefill section, profiles included: ");
-        for (int k = 0; k < n_chunks; k++)
-            printf("%d rows %.1f s%s", chunks[k], summary[k], k + 1 < n_chunks ? ", " : ")\n");
+        for (int k = 0; k < n_chunks; k++) {
+            if (summary[k] < 0)
+                printf("%d rows: does not fit", chunks[k]);
+            else
+                printf("%d rows %.1f s", rows[k], summary[k]);
+            printf("%s", k + 1 < n_chunks ? ", " : ")\n");
+        }
     }
     free(tok);
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -640,8 +1169,12 @@ int main(int argc, char **argv)
         prefill_n = sizes[i] > prefill_n ? sizes[i] : prefill_n;
     for (int i = 0; i < n_chunks; i++)
         chunk_n = chunks[i] > chunk_n ? chunks[i] : chunk_n;
-    if (chunks[0]) /* else GLMCHAT_CUDA_CHUNK's, or the plan's */
-        params.cuda.chunk = chunks[0];
+    /* decode positions: the step at each (synthetic caches), the windows at the first */
+    int positions[MAX_POSITIONS], n_positions;
+    const char *pos_arg = argc > 4 ? argv[4] : "1024,65536,262144";
+    if ((n_positions = parse_list(pos_arg, positions, MAX_POSITIONS, 1, 1 << 24,
+                                  "decode positions (tokens)")) <= 0)
+        return 1;
     int ctx0 = 1024, steps = 40;
     if (!params.context) /* the largest size and one more chunk after it */
         params.context = prefill_n + (chunk_n > CUDA_CHUNK_CAP ? chunk_n : CUDA_CHUNK_CAP) + 2048;
@@ -795,6 +1328,9 @@ int main(int argc, char **argv)
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
+    int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
+    if (failed) /* the prefill's tables still follow */
+        printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
     if (bench_prefill(&m, &params, &be, &s, sizes, n_sizes, chunks, n_chunks, bw))
         return 1;
     int sms = 0;
@@ -803,7 +1339,8 @@ int main(int argc, char **argv)
         return 1;
     }
     print_projection(sms, &decode, c, &run, step_us, bw);
+    failed |= bench_mtp(&be, &m, tok, ctx0, logits, step_us); /* last: it changes the model */
     be.ops->state_free(s);
     backend_close(&be);
-    return 0;
+    return failed;
 }

@@ -1,2 +1,10 @@
 # bench/local.mk: benchmarks (not tests); results recorded in bench/BENCHMARKS.md.
 EXTRA_DIST += bench/BENCHMARKS.md bench/ncu_decode_h200_2026-12-03.csv bench/bench_exl3_h200_2026-12-02-main.txt
+
+# the arithmetic of bench_cuda_engine's decode tables (bench/decode_tables.c), checked by hand
+check_PROGRAMS += tests/unit/test_decode_tables
+tests_unit_test_decode_tables_SOURCES = tests/unit/test_decode_tables.c bench/decode_tables.c \
+	bench/decode_tables.h
+tests_unit_test_decode_tables_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_decode_tables_LDADD = $(CHECK_LIBS) -lm
+TESTS += tests/unit/test_decode_tables

@@ -305,6 +305,15 @@ int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, i
 int eng_route(const float *logits, const float *bias, int T, int E, int G, int topk_group, int K,
               int norm_topk, float scaling, float *scratch, int32_t *ids, float *weights,
               void *stream);
+/* The routing's kernels, for tests and timings: ENG_ROUTE_WARP (a warp a row, one group, E <=
+ * 512, K <= 32; eng_route's choice up to ENG_ROUTE_WARP_ROWS rows), ENG_ROUTE_RANK (a thread an
+ * expert, one group, E <= 512), ENG_ROUTE_GROUPS (any groups; uses scratch). -1 when the kernel
+ * does not take the shape. */
+enum { ENG_ROUTE_WARP, ENG_ROUTE_RANK, ENG_ROUTE_GROUPS };
+#define ENG_ROUTE_WARP_ROWS 16
+int eng_route_with(int kernel, const float *logits, const float *bias, int T, int E, int G,
+                   int topk_group, int K, int norm_topk, float scaling, float *scratch,
+                   int32_t *ids, float *weights, void *stream);
 /* Routed experts of any dense dtype: tables of E matrices in device memory. h: T*K*I floats,
  * ye: T*K*D floats scratch. out[t] = sum_k w[t][k] down_e(swiglu(gate_e x, up_e x)). */
 int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,

@@ -175,6 +175,90 @@ __global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *
     }
 }
 
+constexpr int kRouteWarpSlots = 16; // experts a lane holds: the warp router takes E <= 512
+
+// A choice's bits as an unsigned key in the same order (NaN excluded; -0 must be +0 first, as
+// the float compare holds them equal); 0 is below every choice, -inf included.
+__device__ __forceinline__ unsigned order_key(float c)
+{
+    unsigned u = __float_as_uint(c);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// The one-group router for few rows, a warp a row and no shared memory or barrier: lane l holds
+// experts l, l + 32, ... in registers as order keys, and each of the K rounds takes the best
+// untaken expert (choice descending, index ascending on ties, as cpu_route's loop picks): the
+// warp's largest key by one warp reduction, then among the lanes that hold it the lowest index
+// by another. The winner's lane drops it and finds its own next best. A NaN choice ranks as
+// -inf (route_rank_kernel's rule). The weights' sum runs in pick order, so ids and weights equal
+// route_rank_kernel's bit for bit.
+__global__ void __launch_bounds__(32) route_warp_kernel(const float *logits, const float *bias,
+                                                        int E, int K, int norm_topk,
+                                                        float scaling, int32_t *ids,
+                                                        float *weights)
+{
+    int t = blockIdx.x, lane = threadIdx.x;
+    float b[kRouteWarpSlots];
+#pragma unroll
+    for (int j = 0; j < kRouteWarpSlots; j++) // a weight: read before waiting on the logits
+        b[j] = j * 32 + lane < E ? bias[j * 32 + lane] : 0.0f;
+    pdl_prologue();
+    const float *lg = logits + (size_t)t * E;
+    float p[kRouteWarpSlots];
+    unsigned key[kRouteWarpSlots]; // 0: no expert, or taken
+#pragma unroll
+    for (int j = 0; j < kRouteWarpSlots; j++) {
+        p[j] = 0.0f;
+        key[j] = 0;
+        if (j * 32 + lane < E) {
+            p[j] = sigmoidf_(lg[j * 32 + lane]);
+            float c = p[j] + b[j];
+            c = c != c ? -INFINITY : c == 0.0f ? 0.0f : c;
+            key[j] = order_key(c);
+        }
+    }
+    float sum = 0.0f, my_p = 0.0f;
+    int my_e = -1;
+    for (int k = 0; k < K; k++) {
+        unsigned top = 0; // the lane's best key, then its lowest slot holding it
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            top = max(top, key[j]);
+        unsigned at = 0;
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            at |= (unsigned)(key[j] == top) << j;
+        int j_best = __ffs(at) - 1;
+        unsigned best = __reduce_max_sync(0xffffffffu, top);
+        unsigned mine = top == best && best != 0 ? (unsigned)(j_best * 32 + lane) : 0xffffffffu;
+        int e = (int)__reduce_min_sync(0xffffffffu, mine); // K <= E: a live expert is left
+        float pe = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kRouteWarpSlots; j++)
+            if (j == j_best)
+                pe = p[j];
+        pe = __shfl_sync(0xffffffffu, pe, e & 31);
+        if ((e & 31) == lane) {
+#pragma unroll
+            for (int j = 0; j < kRouteWarpSlots; j++)
+                if (j == j_best)
+                    key[j] = 0;
+        }
+        if (lane == k) {
+            my_e = e;
+            my_p = pe;
+        }
+        sum += pe;
+    }
+    if (lane < K) {
+        float w = my_p;
+        if (norm_topk)
+            w /= sum + 1e-20f;
+        ids[(size_t)t * K + lane] = my_e;
+        weights[(size_t)t * K + lane] = w * scaling;
+    }
+}
+
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)
 {
     float acc = 0.0f;
@@ -255,21 +339,47 @@ unsigned grid_for(size_t n)
 
 } // namespace
 
+extern "C" int eng_route_with(int kernel, const float *logits, const float *bias, int T, int E,
+                              int G, int topk_group, int K, int norm_topk, float scaling,
+                              float *scratch, int32_t *ids, float *weights, void *stream)
+{
+    if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    switch (kernel) {
+    case ENG_ROUTE_WARP:
+        if (G != 1 || E > 32 * kRouteWarpSlots || K > 32)
+            return -1;
+        launch(route_warp_kernel, T, 32, 0, st, logits, bias, E, K, norm_topk, scaling, ids,
+               weights);
+        return (int)cudaGetLastError();
+    case ENG_ROUTE_RANK:
+        if (G != 1 || E > kRouteRankMax)
+            return -1;
+        // 32-thread multiples also cover the key padding to 4
+        launch(route_rank_kernel, T, 32 * (unsigned)((E + 31) / 32), 0, st, logits, bias, E, K,
+               norm_topk, scaling, ids, weights);
+        return (int)cudaGetLastError();
+    case ENG_ROUTE_GROUPS:
+        launch(route_kernel, T, kRouteThreads, 0, st, logits, bias, E, G, topk_group, K, norm_topk,
+               scaling, scratch, ids, weights);
+        return (int)cudaGetLastError();
+    default:
+        return -1;
+    }
+}
+
 extern "C" int eng_route(const float *logits, const float *bias, int T, int E, int G, int topk_group,
                          int K, int norm_topk, float scaling, float *scratch, int32_t *ids,
                          float *weights, void *stream)
 {
-    if (T < 1 || E < 1 || G < 1 || E % G || K < 1 || K > E || topk_group < 1 || topk_group > G)
-        return -1;
-    if (G == 1 && E <= kRouteRankMax) {
-        unsigned threads = 32 * (unsigned)((E + 31) / 32); // also covers the padding to 4
-        launch(route_rank_kernel, T, threads, 0, static_cast<cudaStream_t>(stream), logits, bias, E,
-               K, norm_topk, scaling, ids, weights);
-        return (int)cudaGetLastError();
-    }
-    launch(route_kernel, T, kRouteThreads, 0, static_cast<cudaStream_t>(stream), logits, bias, E, G,
-           topk_group, K, norm_topk, scaling, scratch, ids, weights);
-    return (int)cudaGetLastError();
+    int kernel = ENG_ROUTE_GROUPS;
+    if (G == 1 && E <= kRouteRankMax)
+        kernel = ENG_ROUTE_RANK;
+    if (G == 1 && E <= 32 * kRouteWarpSlots && K <= 32 && T <= ENG_ROUTE_WARP_ROWS)
+        kernel = ENG_ROUTE_WARP;
+    return eng_route_with(kernel, logits, bias, T, E, G, topk_group, K, norm_topk, scaling,
+                          scratch, ids, weights, stream);
 }
 
 extern "C" int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,

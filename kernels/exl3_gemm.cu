@@ -378,9 +378,9 @@ __global__ void moe_combine_kernel(const float *__restrict__ zd, const int *__re
     *reinterpret_cast<float4 *>(y + (size_t)row * H + col) = make_float4(acc[0], acc[1], acc[2], acc[3]);
 }
 
-// Up to two matrices of the same shape in one launch (blockIdx.y), every expert (blockIdx.z):
-// z[pos][out] for the expert's rows offsets[e] .. offsets[e+1]-1, 64 rows at a time, the whole k
-// range in one block (no split, so plain stores: the result does not depend on timing).
+// The grouped products' arguments: up to two matrices of the same shape in one launch
+// (blockIdx.y), every expert (blockIdx.z), z[pos][out] for the expert's rows offsets[e] ..
+// offsets[e+1]-1.
 struct grouped_args {
     const uint32_t *trellis[2];
     const __half *xh[2];
@@ -388,86 +388,6 @@ struct grouped_args {
     const int *offsets;
     int in, out;
 };
-
-template <int K, int CB>
-__global__ void __launch_bounds__(kThreads, 4) grouped_kernel(grouped_args g)
-{
-    pdl_prologue();
-    __shared__ uint4 frag[kStage][8][32];
-    __shared__ __align__(16) __half a_tile[kPrefillRows][kStage * 16 + 8];
-    int e = blockIdx.z, which = blockIdx.y;
-    int rb = g.offsets[e], re = g.offsets[e + 1];
-    if (rb >= re)
-        return;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
-    constexpr int kWords = 8 * K;
-    // (selects, not indexing, so the arguments stay in the constant bank)
-    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) + (size_t)e * ktiles * ntiles * kWords;
-    const __half *xh = which ? g.xh[1] : g.xh[0];
-    float *z = which ? g.z[1] : g.z[0];
-    int m = warp & 3, nhalf = warp >> 2;
-    int gq = lane >> 2, t = lane & 3;
-    for (int r0 = rb; r0 < re; r0 += kPrefillRows) {
-        float acc[4][2][4] = {};
-        for (int ks = 0; ks < ktiles; ks += kStage) {
-            __syncthreads();
-            for (int s = 0; s < kStage; s++) {
-                int kt = ks + s;
-                uint32_t b[4] = {0u, 0u, 0u, 0u};
-                if (kt < ktiles) {
-                    const uint32_t *tile = trellis + ((size_t)kt * ntiles + blockIdx.x * 8 + warp) * kWords;
-                    if (K == 4) {
-                        uint32_t w = ld_stream(tile + lane);
-                        uint32_t prev = __shfl_sync(0xFFFFFFFFu, w, (lane + 31) & 31);
-                        decode_k4<CB>(w, prev, b);
-                    } else {
-                        decode_any<K, CB>(tile, lane, b);
-                    }
-                }
-                frag[s][warp][lane] = make_uint4(b[0], b[1], b[2], b[3]);
-            }
-            for (int i = threadIdx.x; i < kPrefillRows * kStage * 2; i += kThreads) {
-                int row = i / (kStage * 2), part = i % (kStage * 2);
-                int kcol = ks * 16 + part * 8;
-                uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                if (r0 + row < re && kcol < in)
-                    v = __ldg(reinterpret_cast<const uint4 *>(xh + (size_t)(r0 + row) * in + kcol));
-                *reinterpret_cast<uint4 *>(&a_tile[row][part * 8]) = v;
-            }
-            __syncthreads();
-            // a warp whose 16 rows are all past the expert's last one has nothing to multiply
-            for (int s = 0; s < kStage && ks + s < ktiles && r0 + m * 16 < re; s++) {
-                uint32_t a[4];
-                const __half *p0 = &a_tile[m * 16 + gq][s * 16 + 2 * t];
-                const __half *p1 = &a_tile[m * 16 + gq + 8][s * 16 + 2 * t];
-                a[0] = *reinterpret_cast<const uint32_t *>(p0);
-                a[2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
-                a[1] = *reinterpret_cast<const uint32_t *>(p1);
-                a[3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    uint4 b = frag[s][nhalf * 4 + j][lane];
-                    mma16816(acc[j][0], a, b.x, b.y);
-                    mma16816(acc[j][1], a, b.z, b.w);
-                }
-            }
-        }
-        int row0 = r0 + m * 16 + gq;
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int col = (blockIdx.x * 8 + nhalf * 4 + j) * 16 + h * 8 + 2 * t;
-                if (row0 < re)
-                    *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
-                        make_float2(acc[j][h][0], acc[j][h][1]);
-                if (row0 + 8 < re)
-                    *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
-                        make_float2(acc[j][h][2], acc[j][h][3]);
-            }
-    }
-}
 
 // 16 bytes global -> shared without passing through registers; src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
@@ -487,13 +407,14 @@ __device__ __forceinline__ void cp_async_wait_all()
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-// grouped_kernel with each decoded k-tile used for more rows: a block takes up to 64 x MT rows
-// of its expert at a time (warp w: m-tiles (w & 3) + 4i, i < MT), so a tile's weights are
-// decoded once for that many rows (an expert of 128 rows pays one decode, not two, at MT 2).
-// Two k-tiles a stage, double-buffered, so one barrier a stage; the activation tile comes in by
-// cp.async while the warps decode, and (4-bit) the next stage's trellis words are loaded before
-// this stage's products. Every output element's sum runs over the k-tiles in the same order
-// through the same mma as in grouped_kernel (the staging only groups them): the same bits.
+// The grouped products, the whole k range in one block (no split, so plain stores: the result does
+// not depend on timing). A block takes up to 64 x MT rows of its expert at a time (warp w:
+// m-tiles (w & 3) + 4i, i < MT), so a tile's weights are decoded once for that many rows (an
+// expert of 128 rows pays one decode, not two, at MT 2). Two k-tiles a stage, double-buffered, so
+// one barrier a stage; the activation tile comes in by cp.async while the warps decode, and
+// (4-bit) the next stage's trellis words are loaded before this stage's products. Every output
+// element's sum runs over the k-tiles in the same order through the same mma at either MT (the
+// staging only groups them): the same bits.
 constexpr int kStage2 = 2;
 
 template <int K, int CB, int MT>
@@ -600,16 +521,17 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kerne
     }
 }
 
-// Which grouped kernel a launch takes (kern_exl3_set_grouped); auto: the reuse kernel, 128
-// rows a block where the chunk gives the experts 96 rows each on average, else 64.
+// Which rows a decode a launch takes (kern_exl3_set_grouped). Auto: 128 where the chunk gives the
+// experts 96 rows each on average, else 64. 128 rows a block decode each k-tile once for twice the
+// rows but hold twice the accumulators, so fewer blocks fit an SM (2, not 3) and an expert with
+// few rows leaves half a block idle; at about 96 rows an expert the halved decoding outweighs
+// that (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    if (variant == KERN_EXL3_GROUPED_64)
-        launch(grouped_kernel<K, CB>, grid, kThreads, 0, st, g);
-    else if (variant == KERN_EXL3_GROUPED_REUSE_128)
+    if (variant == KERN_EXL3_GROUPED_REUSE_128)
         launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
     else
         launch(grouped_reuse_kernel<K, CB, 1>, grid, kThreads, 0, st, g);

@@ -110,13 +110,11 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
  * kern_exl3_moe, without its pair limit (rows <= 65535, rows * slots <= 2^24); hidden and inter multiples of
  * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed). */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
-/* The grouped products' kernel, process-wide (benches compare them; every one gives the same
- * bits): AUTO (the default) the reuse kernel at 128 rows a block where the experts get 96 rows
- * each on average, else at 64; 64: a block decodes its weights for every 64 rows; REUSE_64 /
- * REUSE_128: double-buffered stages with cp.async activations, 64 or 128 rows a decode. Returns
- * -1 for another value. */
-enum { KERN_EXL3_GROUPED_AUTO = 0, KERN_EXL3_GROUPED_64, KERN_EXL3_GROUPED_REUSE_64,
-       KERN_EXL3_GROUPED_REUSE_128 };
+/* The grouped products' rows a decoded weight tile, process-wide (benches and tests compare them;
+ * both give the same bits): AUTO (the default) 128 rows where the experts get 96 rows each on
+ * average, else 64; REUSE_64 / REUSE_128: double-buffered stages with cp.async activations, each
+ * k-tile decoded once for 64 or 128 rows. Returns -1 for another value. */
+enum { KERN_EXL3_GROUPED_AUTO = 0, KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128 };
 int kern_exl3_set_grouped(int variant);
 int kern_exl3_grouped(void);
 int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x, const int32_t *ids,

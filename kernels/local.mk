@@ -10,6 +10,9 @@ KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.c
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
+EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
+# the GPU entry point's options, refusals and table, where no GPU is needed (CI)
+TESTS += tests/e2e/gpu_run_cli.sh
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
 	bench/bench_exl3.cu
@@ -69,7 +72,7 @@ tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c
+bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 

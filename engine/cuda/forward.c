@@ -2,7 +2,9 @@
  * into the streams, per layer HC collapse, norm, KDA or DSA, HC update, the same around the FFN
  * (dense or routed experts plus the shared one), stream mean, final norm, LM head; on one
  * stream (in decode the HC Sinkhorn mix and the shared expert forked onto a side stream and
- * joined before their results are read), positions from the device so a step can be a graph. */
+ * joined before their results are read), positions from the device so a step can be a graph.
+ * Each sublayer has a decode form (few rows, dense products: fused launches) and a general one
+ * (prefill chunks, EXL3 products); choose_form picks them once per layer. */
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <stdlib.h>
@@ -169,36 +171,58 @@ static int hc_pre(cuda_backend *be, int T, const hc_site *h, int step_ready, glm
     return 0;
 }
 
-static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+/* Verification windows: the KDA conv's window rows after each position (cuda/spec.c), and where
+ * the layer's state after each position goes (NULL when not verifying). */
+static int kda_trail(cuda_state *s, int rank, int T, float **trail, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
     void *st = be->stream;
-    const cu_lin *all[] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->f_a, &L->f_b, &L->b_proj,
-                           &L->g_a, &L->g_b};
-    float *lo2 = b->lo + (size_t)T * dk; /* the output gate's low-rank half */
-    int fuse = small_dense(T, all, 8);
-    if (fuse) { /* decode: the products of u in one launch, the low-rank second halves in one */
-        eng_gemv_job in[6] = {job(&L->q_proj, b->u, b->q),  job(&L->k_proj, b->u, b->k),
-                              job(&L->v_proj, b->u, b->v),  job(&L->f_a, b->u, b->lo),
-                              job(&L->g_a, b->u, lo2),      job(&L->b_proj, b->u, b->beta)};
-        CK(eng_matmul_jobs(in, 6, T, st), "the KDA products of the input");
-        eng_gemv_job lr[2] = {job(&L->f_b, b->lo, b->g), job(&L->g_b, lo2, b->gate)};
-        CK(eng_matmul_jobs(lr, 2, T, st), "the KDA gates' second products");
-    } else {
-        CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
-        CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
-        CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
-    }
     if (s->verifying) /* the windows a verification may go back to (cuda/spec.c) */
         CK(eng_kda_conv_trail(b->q, b->k, b->v, s->kda_conv[rank], T, C, c->kda_conv_kernel,
                               s->trail_conv[rank] + (size_t)s->trail_at * 3 * C, st),
            "the KDA conv trail");
-    float *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
-    if (fuse && c->kda_conv_kernel <= 8 && dk <= 128) {
-        /* decode: the conv, q/k norms, gates, delta rule and gated norm in one launch */
+    *trail = s->verifying ? s->trail_S[rank] + (size_t)s->trail_at * H * dk * dk : NULL;
+    return 0;
+}
+
+/* The KDA conv over q, k, v into qc, kc, vc, then the q/k norms. */
+static int kda_conv_norm(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
+    void *st = be->stream;
+    CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T,
+                    C, c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
+    CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
+    return 0;
+}
+
+/* KDA, the decode form (few rows, every product dense): the products of u in one launch, the
+ * low-rank second halves in one, then the conv, norms, gates, delta rule and gated norm in one
+ * launch (or, past that kernel's bounds, the gated norm joined to the delta rule). */
+static int kda_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int H = c->kda_heads, dk = c->kda_head_dim;
+    void *st = be->stream;
+    float *lo2 = b->lo + (size_t)T * dk; /* the output gate's low-rank half */
+    eng_gemv_job in[6] = {job(&L->q_proj, b->u, b->q),  job(&L->k_proj, b->u, b->k),
+                          job(&L->v_proj, b->u, b->v),  job(&L->f_a, b->u, b->lo),
+                          job(&L->g_a, b->u, lo2),      job(&L->b_proj, b->u, b->beta)};
+    CK(eng_matmul_jobs(in, 6, T, st), "the KDA products of the input");
+    eng_gemv_job lr[2] = {job(&L->f_b, b->lo, b->g), job(&L->g_b, lo2, b->gate)};
+    CK(eng_matmul_jobs(lr, 2, T, st), "the KDA gates' second products");
+    float *trail;
+    if (kda_trail(s, rank, T, &trail, err))
+        return -1;
+    if (c->kda_conv_kernel <= 8 && dk <= 128) {
         CK(eng_kda_step_decode(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv,
                                L->v_conv, T, H, dk, c->kda_conv_kernel, 1.0f / sqrtf((float)dk),
                                b->g, b->beta, L->A_log, L->dt_bias, c->kda_has_lower_bound,
@@ -206,30 +230,78 @@ static int kda(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
                                L->o_norm, c->rms_norm_eps, st),
            "the KDA conv, norms, gates, delta rule and gated norm");
     } else {
-        CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T,
-                        C, c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
-        CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
-        if (!fuse) {
-            CK(lin(be, &L->f_a, b->u, T, b->lo), "the KDA forget gate (a)");
-            CK(lin(be, &L->f_b, b->lo, T, b->g), "the KDA forget gate (b)");
-            CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
-        }
+        if (kda_conv_norm(s, L, rank, T, err))
+            return -1;
         CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
                         c->kda_lower_bound, st), "the KDA gates");
-        if (fuse) /* the output gate is ready, so the gated norm joins the delta rule */
-            CK(eng_kda_scan_norm(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk,
-                                 b->o, trail, b->gate, L->o_norm, c->rms_norm_eps, st),
-               "the KDA delta rule and gated norm");
-    }
-    if (!fuse) {
-        CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
-                              trail, st), "the KDA delta rule");
-        CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
-        CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
-        CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
-           "the KDA gated norm");
+        /* the output gate is ready, so the gated norm joins the delta rule */
+        CK(eng_kda_scan_norm(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk,
+                             b->o, trail, b->gate, L->o_norm, c->rms_norm_eps, st),
+           "the KDA delta rule and gated norm");
     }
     CK(lin(be, &L->kda_o, b->o, T, b->y), "the KDA output projection");
+    return 0;
+}
+
+/* KDA, the general form (prefill chunks, EXL3 products): each product on its own, the delta
+ * rule, then the output gate and the gated norm. */
+static int kda_general(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int H = c->kda_heads, dk = c->kda_head_dim;
+    void *st = be->stream;
+    CK(lin(be, &L->q_proj, b->u, T, b->q), "the KDA q projection");
+    CK(lin(be, &L->k_proj, b->u, T, b->k), "the KDA k projection");
+    CK(lin(be, &L->v_proj, b->u, T, b->v), "the KDA v projection");
+    float *trail;
+    if (kda_trail(s, rank, T, &trail, err) || kda_conv_norm(s, L, rank, T, err))
+        return -1;
+    CK(lin(be, &L->f_a, b->u, T, b->lo), "the KDA forget gate (a)");
+    CK(lin(be, &L->f_b, b->lo, T, b->g), "the KDA forget gate (b)");
+    CK(lin(be, &L->b_proj, b->u, T, b->beta), "the KDA beta projection");
+    CK(eng_kda_gate(b->g, b->beta, L->A_log, L->dt_bias, T, H, dk, c->kda_has_lower_bound,
+                    c->kda_lower_bound, st), "the KDA gates");
+    CK(eng_kda_scan_trail(s->kda_S[rank], b->qc, b->kc, b->vc, b->g, b->beta, T, H, dk, b->o,
+                          trail, st), "the KDA delta rule");
+    CK(lin(be, &L->g_a, b->u, T, b->lo), "the KDA output gate (a)");
+    CK(lin(be, &L->g_b, b->lo, T, b->gate), "the KDA output gate (b)");
+    CK(eng_kda_out_norm(b->o, b->gate, L->o_norm, T, H, dk, c->rms_norm_eps, st),
+       "the KDA gated norm");
+    CK(lin(be, &L->kda_o, b->o, T, b->y), "the KDA output projection");
+    return 0;
+}
+
+/* DSA: the kv_a norm and the latent cache's rows. */
+static int dsa_latent(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int R = c->kv_lora_rank;
+    void *st = be->stream;
+    CK(eng_rmsnorm(b->kvl, b->kvl, L->kv_a_norm, T, R, c->rms_norm_eps, st), "the kv_a norm");
+    CK(eng_cache_write(&dc->latent, s->d_pos, b->kvl, T, st), "the latent cache write");
+    return 0;
+}
+
+/* The indexer's keys: their norm, the key and gate cache rows, the pool keys they complete. */
+static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int ID = c->index_head_dim, kp = c->index_kpool;
+    void *st = be->stream;
+    CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
+       "the indexer key norm");
+    CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
+    CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
+    CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
+                     st), "the pool keys");
     return 0;
 }
 
@@ -268,66 +340,42 @@ static int tap_scores(cuda_state *s, const cu_layer *L, int t0, int nt, int max_
     return 0;
 }
 
-static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+/* The indexer's top-k of each row (in launches of CUDA_SCORE_ROWS rows), each launch's scores
+ * to the tap. */
+static int dsa_select(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int IH = c->index_n_heads, ID = c->index_head_dim, kp = c->index_kpool;
+    int width = c->index_topk + kp - 1;
+    void *st = be->stream;
+    int max_pools = s->cap / kp + 1;
+    for (int t0 = 0; t0 < T; t0 += CUDA_SCORE_ROWS) {
+        int nt = T - t0 < CUDA_SCORE_ROWS ? T - t0 : CUDA_SCORE_ROWS;
+        CK(eng_dsa_select(&dc->pool_key, b->iq + (size_t)t0 * IH * ID, b->hw + (size_t)t0 * IH,
+                          s->d_pos, t0, nt, IH, ID, kp, c->index_topk / kp, max_pools,
+                          s->scores, width, b->sel_idx + (size_t)t0 * width, b->sel_count + t0,
+                          st), "the indexer's top-k");
+        if (tap_scores(s, L, t0, nt, max_pools, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* The latent attention over the selection and the MLA output projection: the decode forms up to
+ * CUDA_DECODE_T rows (the selection split over blocks when there are few heads), else the
+ * tensor-core prefill forms (row results independent of the chunk). */
+static int dsa_attend(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     cu_dsa_cache *dc = &s->dsa[rank];
     int NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
-    int qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim, kp = c->index_kpool;
-    int width = c->index_topk + kp - 1;
+    int width = c->index_topk + c->index_kpool - 1;
     void *st = be->stream;
-    const cu_lin *all[] = {&L->q_a, &L->q_b, &L->kv_a, &L->idx_wk, &L->idx_gate, &L->idx_wq_b,
-                           &L->idx_weights};
-    int fuse = small_dense(T, all, L->has_indexer ? 7 : 3);
-    if (fuse) { /* decode: the products of u in one launch, those of the normed q_a in one */
-        eng_gemv_job in[5] = {job(&L->q_a, b->u, b->qa), job(&L->kv_a, b->u, b->kvl)};
-        if (L->has_indexer) {
-            in[2] = job(&L->idx_wk, b->u, b->wk);
-            in[3] = job(&L->idx_gate, b->u, b->ig);
-            in[4] = job(&L->idx_weights, b->u, b->hw);
-        }
-        CK(eng_matmul_jobs(in, L->has_indexer ? 5 : 2, T, st), "the MLA products of the input");
-        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
-        eng_gemv_job qb[2] = {job(&L->q_b, b->qa, b->qd)};
-        if (L->has_indexer)
-            qb[1] = job(&L->idx_wq_b, b->qa, b->iq);
-        CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
-    } else {
-        CK(lin(be, &L->q_a, b->u, T, b->qa), "the MLA q_a projection");
-        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
-        CK(lin(be, &L->q_b, b->qa, T, b->qd), "the MLA q_b projection");
-        CK(lin(be, &L->kv_a, b->u, T, b->kvl), "the MLA kv_a projection");
-    }
-    CK(eng_rmsnorm(b->kvl, b->kvl, L->kv_a_norm, T, R, c->rms_norm_eps, st), "the kv_a norm");
-    CK(eng_cache_write(&dc->latent, s->d_pos, b->kvl, T, st), "the latent cache write");
-    if (L->has_indexer) {
-        if (!fuse) {
-            CK(lin(be, &L->idx_wk, b->u, T, b->wk), "the indexer key projection");
-            CK(lin(be, &L->idx_gate, b->u, T, b->ig), "the indexer gate projection");
-        }
-        CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
-           "the indexer key norm");
-        CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
-        CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
-        CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
-                         st), "the pool keys");
-        if (!fuse) {
-            CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
-            CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
-        }
-        int max_pools = s->cap / kp + 1;
-        for (int t0 = 0; t0 < T; t0 += CUDA_SCORE_ROWS) {
-            int nt = T - t0 < CUDA_SCORE_ROWS ? T - t0 : CUDA_SCORE_ROWS;
-            CK(eng_dsa_select(&dc->pool_key, b->iq + (size_t)t0 * IH * ID, b->hw + (size_t)t0 * IH,
-                              s->d_pos, t0, nt, IH, ID, kp, c->index_topk / kp, max_pools,
-                              s->scores, width, b->sel_idx + (size_t)t0 * width, b->sel_count + t0,
-                              st), "the indexer's top-k");
-            if (tap_scores(s, L, t0, nt, max_pools, err))
-                return -1;
-        }
-    }
     if (T <= CUDA_DECODE_T) { /* the selection split over blocks when there are few heads */
         CK(eng_mla_absorb(&L->kv_b, b->qd, T, NH, dn, dv, R, b->qt, st), "the absorbed query");
         CK(eng_mla_attend_decode(&dc->latent, b->qt, b->sel_idx, b->sel_count, width, T, NH, R,
@@ -346,18 +394,81 @@ static int dsa(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err
     return 0;
 }
 
-static int mlp(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T, float *out,
-               glm_error *err)
+/* DSA, the decode form (few rows, every product dense): the products of u in one launch, those
+ * of the normed q_a in one; then the caches, the indexer's selection and the attention. */
+static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int qr = c->q_lora_rank;
+    void *st = be->stream;
+    eng_gemv_job in[5] = {job(&L->q_a, b->u, b->qa), job(&L->kv_a, b->u, b->kvl)};
+    if (L->has_indexer) {
+        in[2] = job(&L->idx_wk, b->u, b->wk);
+        in[3] = job(&L->idx_gate, b->u, b->ig);
+        in[4] = job(&L->idx_weights, b->u, b->hw);
+    }
+    CK(eng_matmul_jobs(in, L->has_indexer ? 5 : 2, T, st), "the MLA products of the input");
+    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+    eng_gemv_job qb[2] = {job(&L->q_b, b->qa, b->qd)};
+    if (L->has_indexer)
+        qb[1] = job(&L->idx_wq_b, b->qa, b->iq);
+    CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
+    if (dsa_latent(s, L, rank, T, err))
+        return -1;
+    if (L->has_indexer && (dsa_index_keys(s, L, rank, T, err) || dsa_select(s, L, rank, T, err)))
+        return -1;
+    return dsa_attend(s, L, rank, T, err);
+}
+
+/* DSA, the general form (prefill chunks, EXL3 products): each product on its own, the indexer's
+ * next to the steps that read them. */
+static int dsa_general(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int qr = c->q_lora_rank;
+    void *st = be->stream;
+    CK(lin(be, &L->q_a, b->u, T, b->qa), "the MLA q_a projection");
+    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+    CK(lin(be, &L->q_b, b->qa, T, b->qd), "the MLA q_b projection");
+    CK(lin(be, &L->kv_a, b->u, T, b->kvl), "the MLA kv_a projection");
+    if (dsa_latent(s, L, rank, T, err))
+        return -1;
+    if (L->has_indexer) {
+        CK(lin(be, &L->idx_wk, b->u, T, b->wk), "the indexer key projection");
+        CK(lin(be, &L->idx_gate, b->u, T, b->ig), "the indexer gate projection");
+        if (dsa_index_keys(s, L, rank, T, err))
+            return -1;
+        CK(lin(be, &L->idx_wq_b, b->qa, T, b->iq), "the indexer query projection");
+        CK(lin(be, &L->idx_weights, b->u, T, b->hw), "the indexer head weights");
+        if (dsa_select(s, L, rank, T, err))
+            return -1;
+    }
+    return dsa_attend(s, L, rank, T, err);
+}
+
+/* A dense MLP (or the shared expert), the decode form: gate and up with SwiGLU in one launch,
+ * then down. */
+static int mlp_decode(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T,
+                      float *out, glm_error *err)
 {
     cu_scratch *b = &be->s;
-    const cu_lin *all[] = {&w->gate, &w->up, &w->down};
-    if (small_dense(T, all, 3)) { /* decode: gate and up with SwiGLU in one launch, then down */
-        eng_gemv_job gu = {&w->gate.m, &w->up.m, x, b->fg, be->m->cfg.swiglu_limit, 0};
-        CK(eng_matmul_jobs(&gu, 1, T, be->stream), "an MLP gate/up product with SwiGLU");
-        eng_gemv_job dn = job(&w->down, b->fg, out);
-        CK(eng_matmul_jobs(&dn, 1, T, be->stream), "an MLP down projection");
-        return 0;
-    }
+    (void)inter;
+    eng_gemv_job gu = {&w->gate.m, &w->up.m, x, b->fg, be->m->cfg.swiglu_limit, 0};
+    CK(eng_matmul_jobs(&gu, 1, T, be->stream), "an MLP gate/up product with SwiGLU");
+    eng_gemv_job dn = job(&w->down, b->fg, out);
+    CK(eng_matmul_jobs(&dn, 1, T, be->stream), "an MLP down projection");
+    return 0;
+}
+
+/* A dense MLP (or the shared expert), the general form. */
+static int mlp_general(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T,
+                       float *out, glm_error *err)
+{
+    cu_scratch *b = &be->s;
     CK(lin(be, &w->gate, x, T, b->fg), "an MLP gate projection");
     CK(lin(be, &w->up, x, T, b->fu), "an MLP up projection");
     CK(eng_swiglu(b->fg, b->fu, (size_t)T * inter, be->m->cfg.swiglu_limit, be->stream), "SwiGLU");
@@ -365,31 +476,14 @@ static int mlp(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int
     return 0;
 }
 
-static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
+/* The routing of the router's logits and the routed experts into y. */
+static int routed(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     int I = c->moe_intermediate_size;
     void *st = be->stream;
-    const cu_lin *all[] = {&L->router, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
-    int fuse = small_dense(T, all, L->has_shared ? 4 : 1);
-    int side = fuse && L->has_shared;
-    if (side) { /* decode: the shared expert (gate/up with SwiGLU, down into ffn_y) runs on the
-                 * side stream beside the router, the routing and the routed experts */
-        CK_QUIET(side_fork(be), "forking the side stream");
-        eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
-        eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->ffn_y, 0.0f, 0};
-        CK(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
-        CK(eng_matmul_jobs(&dn, 1, T, be->side), "the shared down product (on the side stream)");
-        CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
-    }
-    if (fuse) {
-        eng_gemv_job r = job(&L->router, b->u, b->rlog);
-        CK(eng_matmul_jobs(&r, 1, T, st), "the router");
-    } else {
-        CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
-    }
     CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K, c->norm_topk_prob,
                  c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st), "the routing");
     const cu_experts *x = &L->experts;
@@ -408,15 +502,86 @@ static int moe(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
         CK(eng_moe_dense(x->gate, x->up, x->down, E, b->u, T, K, D, I, b->rids, b->rw,
                          c->swiglu_limit, b->mh, b->mye, b->y, st), "the routed experts");
     }
-    if (side) { /* y_routed + y_shared: the same sum the fused accumulate made */
+    return 0;
+}
+
+/* The forms a layer's sublayers run in, chosen once per layer (choose_form): each sublayer's
+ * decode form where the rows are few (CUDA_DECODE_T) and its products all dense, else its
+ * general form. mlp: the dense MLP's, or the shared expert's in moe_general. */
+typedef struct layer_form {
+    int (*attn)(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err);
+    int (*moe)(cuda_backend *be, const cu_layer *L, const struct layer_form *f, int T,
+               glm_error *err);
+    int (*mlp)(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T, float *out,
+               glm_error *err);
+} layer_form;
+
+/* MoE, the decode form (few rows, router and shared expert dense): the shared expert (gate/up
+ * with SwiGLU, down into ffn_y) on the side stream beside the router, the routing and the routed
+ * experts, then y_routed + y_shared (the same sum the fused accumulate made). */
+static int moe_decode(cuda_backend *be, const cu_layer *L, const struct layer_form *f, int T,
+                      glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    void *st = be->stream;
+    (void)f;
+    if (L->has_shared) {
+        CK_QUIET(side_fork(be), "forking the side stream");
+        eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
+        eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->ffn_y, 0.0f, 0};
+        CK(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
+        CK(eng_matmul_jobs(&dn, 1, T, be->side), "the shared down product (on the side stream)");
+        CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
+    }
+    eng_gemv_job r = job(&L->router, b->u, b->rlog);
+    CK(eng_matmul_jobs(&r, 1, T, st), "the router");
+    if (routed(be, L, T, err))
+        return -1;
+    if (L->has_shared) {
         CK_QUIET(side_join(be), "joining the side stream");
-        CK(eng_add(b->y, b->ffn_y, (size_t)T * D, st), "the shared expert's sum");
-    } else if (L->has_shared) {
-        if (mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
-            return -1;
-        CK(eng_add(b->y, b->ffn_y, (size_t)T * D, st), "the shared expert's sum");
+        CK(eng_add(b->y, b->ffn_y, (size_t)T * c->hidden_size, st), "the shared expert's sum");
     }
     return 0;
+}
+
+/* MoE, the general form: the router on its own, the routing and the routed experts, then the
+ * shared expert in its form (f->mlp) on the main stream and its sum. */
+static int moe_general(cuda_backend *be, const cu_layer *L, const layer_form *f, int T,
+                       glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int I = c->moe_intermediate_size;
+    CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
+    if (routed(be, L, T, err))
+        return -1;
+    if (L->has_shared) {
+        if (f->mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
+            return -1;
+        CK(eng_add(b->y, b->ffn_y, (size_t)T * c->hidden_size, be->stream),
+           "the shared expert's sum");
+    }
+    return 0;
+}
+
+/* Layer L's forms for T rows (attn: its attention's kind). */
+static layer_form choose_form(const cu_layer *L, glm_attn_kind attn, int T)
+{
+    const cu_lin *kda_lins[] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->f_a, &L->f_b,
+                                &L->b_proj, &L->g_a, &L->g_b};
+    const cu_lin *dsa_lins[] = {&L->q_a,    &L->q_b,      &L->kv_a,       &L->idx_wk,
+                                &L->idx_gate, &L->idx_wq_b, &L->idx_weights};
+    const cu_lin *moe_lins[] = {&L->router, &L->mlp.gate, &L->mlp.up, &L->mlp.down};
+    const cu_lin *mlp_lins[] = {&L->mlp.gate, &L->mlp.up, &L->mlp.down};
+    layer_form f;
+    if (attn == GLM_ATTN_KDA)
+        f.attn = small_dense(T, kda_lins, 8) ? kda_decode : kda_general;
+    else
+        f.attn = small_dense(T, dsa_lins, L->has_indexer ? 7 : 3) ? dsa_decode : dsa_general;
+    f.moe = small_dense(T, moe_lins, L->has_shared ? 4 : 1) ? moe_decode : moe_general;
+    f.mlp = small_dense(T, mlp_lins, 3) ? mlp_decode : mlp_general;
+    return f;
 }
 
 /* Two ranks: y is this rank's partial; the sum goes through the host exchange. */
@@ -645,11 +810,12 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     int ready = li > 0 && post_feeds_next(be, li - 1, T);
     int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
     hc_site attn = attn_site(L), ffn = ffn_site(L);
+    layer_form f = choose_form(L, c->attn[li], T);
     int D = c->hidden_size;
     if (hc_pre(be, T, &attn, ready, err) ||
         tap(s, li, BACKEND_TAP_ATTN_IN, T, b->u, NULL, D, sizeof(float), err))
         return -1;
-    rc = c->attn[li] == GLM_ATTN_KDA ? kda(s, L, rank, T, err) : dsa(s, L, rank, T, err);
+    rc = f.attn(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
     if (tap_attention(s, li, T, err) || hc_update(be, T, mid ? &ffn : NULL, err))
@@ -657,7 +823,8 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     if (hc_pre(be, T, &ffn, mid, err) ||
         tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, NULL, D, sizeof(float), err))
         return -1;
-    rc = c->moe[li] ? moe(be, L, T, err) : mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
+    rc = c->moe[li] ? f.moe(be, L, &f, T, err)
+                    : f.mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
     if (tap_ffn(s, li, T, err))
@@ -775,15 +942,17 @@ int cuda_forward_mtp(cuda_state *s, const float *h, int T, int zero_first, int w
     int *main_pos = s->d_pos;
     s->dsa = &m->cache;
     s->d_pos = m->d_pos;
-    int rc = dsa(s, &w->mtp_layer, 0, T, err);
+    layer_form f = choose_form(&w->mtp_layer, GLM_ATTN_DSA, T);
+    int rc = f.attn(s, &w->mtp_layer, 0, T, err);
     s->dsa = main_dsa;
     s->d_pos = main_pos;
     if (rc)
         return rc;
     CK(eng_add(m->x, b->y, (size_t)T * D, st), "the MTP attention's sum");
     CK(eng_rmsnorm(b->u, m->x, w->mtp_layer.post_norm, T, D, eps, st), "the MTP post norm");
-    rc = c->n_routed_experts > 0 ? moe(be, &w->mtp_layer, T, err)
-                                 : mlp(be, &w->mtp_layer.mlp, c->intermediate_size, b->u, T, b->y, err);
+    rc = c->n_routed_experts > 0
+             ? f.moe(be, &w->mtp_layer, &f, T, err)
+             : f.mlp(be, &w->mtp_layer.mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc)
         return rc;
     CK(eng_add(m->x, b->y, (size_t)T * D, st), "the MTP FFN's sum");

@@ -41,6 +41,9 @@ expect_exit_in 0 $'gannet question\n' "$G" chat
 tui_start
 type_text "$RUN '$G'"; keys Enter
 expect_screen 'ready' 5 "the TUI started"
+# a turn has ended when the status bar says ready again: keys typed while a reply streams wait in
+# the input line and would join the next command
+settled() { expect_screen '│ ready *$' 10 "the turn ended"; }
 
 # ---- F2: rename and delete ----
 keys F2
@@ -70,12 +73,16 @@ expect_screen 'deleted conversation 1' 2 "the transcript says what went"
 type_text "/new"; keys Enter
 type_text "first"; keys Enter
 expect_screen 'Alpha one\.' 5 "first reply"
+settled
 type_text "/retry"; keys Enter
 expect_screen 'Alpha two\.' 5 "the retry"
+settled
 type_text "second"; keys Enter
 expect_screen 'Beta one\.' 5 "second reply"
+settled
 type_text "/edit second edited"; keys Enter
 expect_screen 'Beta two\.' 5 "the edit's reply"
+settled
 type_text "/branch"; keys Enter
 expect_screen 'at message 3:$' 2 "the retried reply's branching point"
 expect_screen '^ +1: message 2 \(assistant\) Alpha one\.$' 2 "the first reply is listed"
@@ -87,11 +94,13 @@ expect_screen "now on message 2's branch" 2 "switched"
 expect_no_screen 'Beta' "the later turns are not on this branch"
 type_text "third"; keys Enter
 expect_screen 'Gamma on alpha one\.' 5 "the turn continues from the first reply"
+settled
 if [ "$(q "SELECT count(*) FROM message WHERE conversation_id = 3")" = 9 ]; then pass; else fail "message count"; fi
 type_text "/branch 9"; keys Enter
 expect_screen 'there are 2 alternatives' 2 "a number out of range is refused (this path passes one point)"
 type_text "/branch 2"; keys Enter
 expect_screen 'Beta two\.' 5 "back to the retried reply's newest leaf"
+settled
 expect_no_screen 'Gamma' "the other branch is not shown"
 
 # ---- a conversation without a system prompt does not inherit the previous one's ----
@@ -99,9 +108,11 @@ type_text "/new"; keys Enter
 type_text "/system be a gannet"; keys Enter
 type_text "sys q"; keys Enter
 expect_screen 'Sys answer\.' 5 "reply with a system prompt"
+settled
 type_text "/new"; keys Enter
 type_text "plain q"; keys Enter
 expect_screen 'Plain answer\.' 5 "reply in a new conversation"
+settled
 type_text "/system"; keys Enter
 expect_screen 'no system prompt; /system TEXT sets one' 2 "/new starts without the last conversation's prompt"
 if [ -z "$(q "SELECT system_prompt FROM conversation WHERE id = 5")" ]; then pass; else fail "conversation 5 was saved with a prompt"; fi
@@ -118,6 +129,7 @@ type_text "run it"; keys Enter
 expect_screen 'run_command wants to run:' 5 "the approval question shows"
 keys y
 expect_screen 'Ran it\.' 5 "the turn went on"
+settled
 if [ "$(cat "$TMP/ws/ran.txt" 2>/dev/null)" = ran ]; then pass; else fail "the command did not run"; fi
 
 # ---- /drop takes the last turn off the path; /branch still reaches it ----

@@ -11,7 +11,10 @@
 # glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_index_gpu,
 # test_gemm_rows and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
 # libraries on LD_LIBRARY_PATH);
-# TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures.
+# TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures; BENCH_LAYERS (16), BENCH_PREFILL
+# (8192,65536), BENCH_CHUNKS (0: the plan's chunk; sizes such as 1024,4096 time each) and
+# BENCH_POSITIONS (1024,65536,262144: the decode step's context positions) are the bench's
+# arguments, GPU_BENCH=0 skips it. One suite of tests/gpu/run.sh, which runs them all.
 set -u
 . "$(dirname "$0")/lib.sh"
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
@@ -131,9 +134,15 @@ else
     cat "$build/refuse.err" | tee -a "$out/parity.txt"
 fi
 
-echo "== bench"
-timeout 300 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" "${BENCH_CHUNKS:-0}" 2>&1 |
-    tee "$out/bench.txt" || status=1
+if [ "${GPU_BENCH:-1}" = 0 ]; then
+    echo "== bench: skipped (GPU_BENCH=0)"
+else
+    echo "== bench"
+    timeout 420 "$B" "${BENCH_LAYERS:-16}" "${BENCH_PREFILL:-8192,65536}" "${BENCH_CHUNKS:-0}" \
+        "${BENCH_POSITIONS:-1024,65536,262144}" 2>&1 | tee "$out/bench.txt"
+    bench_rc=${PIPESTATUS[0]}
+    [ "$bench_rc" = 0 ] || { echo "FAIL: bench_cuda_engine exited with $bench_rc"; status=1; }
+fi
 echo "== parity table"
 cat "$out/parity.txt"
 echo "status $status, total $(( $(date +%s) - start )) s"

@@ -1,69 +1,181 @@
-#!/bin/sh
-# tests/gpu/run.sh: builds glmchat's EXL3 kernels on a GPU machine, checks them against the CPU
-# reference (tests/gpu/test_exl3_gpu.c) and runs the benchmark (bench/bench_exl3.cu); table last.
-# Usage: tests/gpu/run.sh [BUILD_DIR]   (from the source root; CUDA_ARCHS defaults to 90)
-set -eu
+#!/bin/bash
+# tests/gpu/run.sh: the one entry point of the GPU tests: builds glmchat with CUDA and the test
+# programs once (or takes GLMCHAT_PREBUILT binaries), runs each suite in order under its own
+# timeout and prints a PASS/FAIL table last; exits 1 when a suite failed or timed out.
+# Suites, in order (each a script beside this one that also runs alone):
+#   exl3       exl3.sh       the EXL3 kernels against the CPU reference; bench_exl3
+#   engine     engine.sh     the CUDA backend against the CPU one, its kernels; bench_cuda_engine
+#   spec       spec.sh       prompt reuse and drafted decoding; bench_cuda_spec
+#   two_ranks  two_ranks.sh  a CUDA head and a CUDA worker over TCP loopback; bench_tp
+#   bits       same_bits.sh  logits bit for bit against GLMCHAT_BASELINE (skipped unless it is set)
+# Usage: tests/gpu/run.sh [--only S,S] [--skip S,S] [--no-bench] [--list] [OUT_DIR]
+#   (from the source root). OUT_DIR (default build-gpu-all/out) gets SUITE.log and SUITE/ for
+#   each suite. --no-bench: the checks only (GPU_BENCH=0 for every suite). The engine bench's
+#   arguments come from BENCH_LAYERS, BENCH_PREFILL, BENCH_CHUNKS and BENCH_POSITIONS (engine.sh).
+#   GPU_TIMEOUT_<SUITE>=SECONDS (e.g. GPU_TIMEOUT_ENGINE=900) changes a suite's limit (defaults:
+#   exl3 600, engine 1500, spec 900, two_ranks 600, bits 600). GPU_BUILD_DIR (build-gpu-all) is
+#   where it builds, with CUDA_ARCHS (90); GLMCHAT_PREBUILT=DIR skips the build (the suites take
+#   every binary from DIR by its name); so does GLMCHAT_GPU_PLAIN=1 (exl3.sh then builds with
+#   plain nvcc and gcc, the objects tests/gpu/variants.sh reuses).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
 src=$(pwd)
-build=${1:-"$src/build-gpu"}
-archs=${CUDA_ARCHS:-90}
-nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-mkdir -p "$build"
+all_suites="exl3 engine spec two_ranks bits"
 
-echo "== machine"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader || true
-"$nvcc" --version | tail -1
-for tool in gcc autoreconf pkg-config; do
-    printf '%s: %s\n' "$tool" "$(command -v $tool || echo missing)"
-done
-for pkg in check libcjson sqlite3 ncursesw libpcre2-8; do
-    if command -v pkg-config >/dev/null && pkg-config --exists $pkg; then echo "$pkg: yes"; else echo "$pkg: no"; fi
+usage() {
+    sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
+usage_error() {
+    echo "tests/gpu/run.sh: $1 (--help for usage)" >&2
+    exit 2
+}
+
+script_of() {
+    case $1 in
+        exl3) echo exl3.sh ;;
+        engine) echo engine.sh ;;
+        spec) echo spec.sh ;;
+        two_ranks) echo two_ranks.sh ;;
+        bits) echo same_bits.sh ;;
+    esac
+}
+
+default_timeout() {
+    case $1 in
+        engine) echo 1500 ;;
+        spec) echo 900 ;;
+        *) echo 600 ;;
+    esac
+}
+
+# The make targets a suite's script runs.
+targets_of() {
+    case $1 in
+        exl3) echo tests/gpu/test_exl3_gpu bench/bench_exl3 ;;
+        engine) echo glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
+            tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu \
+            tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu ;;
+        spec) echo glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec ;;
+        two_ranks) echo glmchat bench/bench_tp ;;
+        bits) echo glmchat ;;
+    esac
+}
+
+# A comma-separated list of suite names, each checked (opt names the option for the error).
+check_list() {
+    local opt=$1 list=$2 s
+    [ -n "$list" ] || usage_error "$opt needs a comma-separated list of suites ($all_suites)"
+    for s in ${list//,/ }; do
+        case " $all_suites " in
+            *" $s "*) ;;
+            *) usage_error "$opt: no suite named '$s' (suites: $all_suites)" ;;
+        esac
+    done
+}
+
+only="" skip="" out_dir=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --only | --skip)
+            [ $# -ge 2 ] || usage_error "$1 needs a comma-separated list of suites ($all_suites)"
+            check_list "$1" "$2"
+            if [ "$1" = --only ]; then only=$2; else skip=$2; fi
+            shift 2 ;;
+        --only=*) only=${1#--only=}; check_list --only "$only"; shift ;;
+        --skip=*) skip=${1#--skip=}; check_list --skip "$skip"; shift ;;
+        --no-bench) export GPU_BENCH=0; shift ;;
+        --list)
+            for s in $all_suites; do printf '%-10s tests/gpu/%s\n' "$s" "$(script_of "$s")"; done
+            exit 0 ;;
+        -h | --help) usage; exit 0 ;;
+        -*) usage_error "unknown option '$1'" ;;
+        *)
+            [ -z "$out_dir" ] || usage_error "one OUT_DIR only ('$out_dir', then '$1')"
+            out_dir=$1; shift ;;
+    esac
 done
 
-gencode=""
-for a in $archs; do gencode="$gencode -gencode arch=compute_$a,code=sm_$a"; done
+selected=""
+for s in $all_suites; do
+    if [ -n "$only" ] && ! [[ ",$only," == *",$s,"* ]]; then continue; fi
+    if [[ ",$skip," == *",$s,"* ]]; then continue; fi
+    selected="$selected $s"
+done
+[ -n "$selected" ] || usage_error "--only '$only' and --skip '$skip' leave no suite to run"
+declare -A result secs limit
+for s in $selected; do
+    var="GPU_TIMEOUT_${s^^}"
+    limit[$s]=${!var:-$(default_timeout "$s")}
+    [[ "${limit[$s]}" =~ ^[1-9][0-9]*$ ]] ||
+        usage_error "$var='${limit[$s]}' is not a number of seconds"
+done
+
+build=${GPU_BUILD_DIR:-"$src/build-gpu-all"}
+out=${out_dir:-"$build/out"}
+mkdir -p "$build" "$out" || exit 1
+out=$(cd "$out" && pwd)
 start=$(date +%s)
-if [ -z "${GLMCHAT_GPU_PLAIN:-}" ] && command -v autoreconf >/dev/null &&
-    command -v pkg-config >/dev/null &&
-    pkg-config --exists check libcjson sqlite3; then
-    echo "== build: ./configure CUDA_ARCHS=\"$archs\""
-    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="$archs" &&
-        make -j"$(nproc)" tests/gpu/test_exl3_gpu bench/bench_exl3) >"$build/build.log" 2>&1 ||
-        { tail -30 "$build/build.log"; exit 1; }
-else
-    echo "== build: autotools or -dev packages missing; plain nvcc and gcc for sm $archs"
-    nvflags="-std=c++17 -O3 $gencode -Xcompiler -Wall,-Wextra,-Werror -I$src -I$src/kernels"
-    mkdir -p "$build/tests/gpu" "$build/bench"
-    rm -f "$build"/*.o
-    for f in device exl3_gemm exl3_moe; do
-        "$nvcc" $nvflags -c -o "$build/$f.o" "$src/kernels/$f.cu" &
+
+# bits runs only against a baseline; named in --only without one, it runs and says why it fails
+for s in $selected; do
+    if [ "$s" = bits ] && [ -z "${GLMCHAT_BASELINE:-}" ] && ! [[ ",$only," == *",bits,"* ]]; then
+        result[bits]="SKIP (GLMCHAT_BASELINE unset)"
+    fi
+done
+
+if [ -z "${GLMCHAT_PREBUILT:-}" ]; then
+    targets=""
+    for s in $selected; do
+        [ -n "${result[$s]:-}" ] || targets="$targets $(targets_of "$s")"
     done
-    "$nvcc" $nvflags -c -o "$build/bench_exl3.o" "$src/bench/bench_exl3.cu" &
-    cflags="-std=c11 -O2 -pthread -Wall -Wextra -Werror -DPACKAGE_VERSION=\"gpu-test\" -I$src -I$src/engine"
-    csrc="engine/error.c engine/model/exl3_decode.c engine/model/exl3_matvec.c
-          engine/model/exl3_quantize.c engine/model/hadamard.c tests/gpu/test_exl3_gpu.c"
-    objs=""
-    for f in $csrc; do
-        o="$build/$(basename "$f" .c).o"
-        gcc $cflags -c -o "$o" "$src/$f" &
-        objs="$objs $o"
-    done
-    wait
-    for o in $objs "$build/device.o" "$build/exl3_gemm.o" "$build/exl3_moe.o" "$build/bench_exl3.o"; do
-        [ -f "$o" ] || { echo "build failed: no $o"; exit 1; }
-    done
-    cudalib=$(dirname "$(dirname "$nvcc")")/lib64
-    libs="-L$cudalib -lcudart_static -ldl -lrt -lstdc++ -lm -pthread"
-    gcc -o "$build/tests/gpu/test_exl3_gpu" $objs "$build/device.o" "$build/exl3_gemm.o" \
-        "$build/exl3_moe.o" $libs
-    gcc -o "$build/bench/bench_exl3" "$build/bench_exl3.o" "$build/device.o" \
-        "$build/exl3_gemm.o" "$build/exl3_moe.o" $libs
+    targets=$(echo $targets | tr ' ' '\n' | sort -u | tr '\n' ' ')
+    if [ -z "${GLMCHAT_GPU_PLAIN:-}" ] && command -v autoreconf >/dev/null &&
+        command -v pkg-config >/dev/null && pkg-config --exists check libcjson sqlite3; then
+        echo "== build ($build): ./configure CUDA_ARCHS=\"${CUDA_ARCHS:-90}\"; make $targets"
+        if (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="${CUDA_ARCHS:-90}" &&
+            make -j"$(nproc)" $targets) >"$out/build.log" 2>&1; then
+            mkdir -p "$build/bin"
+            for t in $targets; do ln -sf "$build/$t" "$build/bin/$(basename "$t")"; done
+            export GLMCHAT_PREBUILT="$build/bin"
+            echo "build took $(( $(date +%s) - start )) s"
+        else
+            tail -40 "$out/build.log"
+            for s in $selected; do
+                [ -n "${result[$s]:-}" ] || result[$s]="FAIL (the build: $out/build.log)"
+            done
+        fi
+    else
+        echo "== build: none here (GLMCHAT_GPU_PLAIN, or autotools or the -dev packages missing);" \
+            "each suite builds on its own (exl3.sh with plain nvcc and gcc)"
+    fi
 fi
-echo "build took $(( $(date +%s) - start )) s"
 
-echo "== correctness: GPU kernels vs the CPU reference"
+for s in $selected; do
+    [ -z "${result[$s]:-}" ] || continue
+    args=()
+    [ "$s" = exl3 ] || args=("$out/$s")
+    echo "== suite $s: tests/gpu/$(script_of "$s") (at most ${limit[$s]} s; log $out/$s.log)"
+    t0=$(date +%s)
+    timeout --kill-after=30 "${limit[$s]}" "$here/$(script_of "$s")" "${args[@]}" 2>&1 |
+        tee "$out/$s.log"
+    rc=${PIPESTATUS[0]}
+    secs[$s]=$(( $(date +%s) - t0 ))
+    case $rc in
+        0) result[$s]=PASS ;;
+        124 | 137) result[$s]="FAIL (timed out after ${limit[$s]} s)" ;;
+        *) result[$s]="FAIL (exit $rc)" ;;
+    esac
+done
+
+echo "== GPU suites: table"
 status=0
-timeout 300 "$build/tests/gpu/test_exl3_gpu" || status=$?
-
-echo "== benchmark"
-timeout 120 "$build/bench/bench_exl3" "${BENCH_ITERS:-300}" || status=1
+printf '%-10s %-36s %8s  %s\n' suite result seconds log
+for s in $selected; do
+    log="$out/$s.log"
+    [ -f "$log" ] || log="-"
+    printf '%-10s %-36s %8s  %s\n' "$s" "${result[$s]}" "${secs[$s]:--}" "$log"
+    [[ "${result[$s]}" != FAIL* ]] || status=1
+done
+echo "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL), total $(( $(date +%s) - start )) s"
 exit $status

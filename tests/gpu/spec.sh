@@ -7,7 +7,8 @@
 # differs from the plain one).
 # Usage: tests/gpu/spec.sh [OUT_DIR]   (from the source root). BENCH_CONTEXT (32768),
 # BENCH_MODEL (the mkmodel preset, small-mtp), BENCH_DECODE (256 tokens), BENCH_ROUNDS (3),
-# CUDA_ARCHS (90), SPEC_BENCH=0 (checks only: no bench), SPEC_CHECKS=0 (the bench only).
+# CUDA_ARCHS (90), SPEC_BENCH=0 or GPU_BENCH=0 (checks only: no bench), SPEC_CHECKS=0 (the bench
+# only). One suite of tests/gpu/run.sh, which runs them all.
 # A model with an MTP layer (mkmodel tiny-mtp) also checks draft = mtp; mkmodel small runs once
 # more with GLMCHAT_CUDA_DENSE=q4; mkmodel small-exl3 (quantized here) reaches the fused EXL3
 # expert kernels. GLMCHAT_PREBUILT=DIR takes glmchat,
@@ -48,7 +49,7 @@ check "$models/tiny-mtp" mkmodel-tiny-mtp
 check "$models/small-exl3" mkmodel-small-exl3 # the fused EXL3 experts in windows, steps, resumes
 check "$models/tiny-mtp" mkmodel-tiny-mtp-f32kv f32
 fi
-if [ "${SPEC_BENCH:-1}" = 0 ]; then
+if [ "${SPEC_BENCH:-1}" = 0 ] || [ "${GPU_BENCH:-1}" = 0 ]; then
     echo "== check table"
     cat "$out/checks.txt"
     echo "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL) (checks only, SPEC_BENCH=0), total $(( $(date +%s) - start )) s"

@@ -1,8 +1,8 @@
-/* test_decode_gpu.c: the decode step's kernels (T <= 8) at GLM-5.3-Flash's shapes: each against a
- * reference (a double-precision CPU sum, or the GPU's unfused or scalar kernels), each row of an
- * 8-row launch bit-equal to that row alone (the invariant verification windows rely on), then
- * their one-row times against the bytes they read. Usage: test_decode_gpu [--no-time]; exit 1 on
- * any failure. */
+/* test_decode_gpu.c: the decode step's kernels (T <= 8; the routing to 16) at GLM-5.3-Flash's
+ * shapes: each against a reference (a double-precision CPU sum, or the GPU's unfused or scalar
+ * kernels), each row of a many-row launch bit-equal to that row alone (the invariant verification
+ * windows rely on), then their one-row times against the bytes they read. Usage: test_decode_gpu
+ * [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -651,73 +651,191 @@ static void check_mean_norm(int timed, void *ev0, void *ev1)
 
 /* ---- the routing (eng_route): top-8 of 288, one group ------------------------------------ */
 
-static void check_route(int timed, void *ev0, void *ev1)
+enum { ROUTE_E = 288, ROUTE_K = 8, ROUTE_MAXT = 16 }; /* the real shape; rows at most */
+
+/* The CPU's picks (cpu_route with one group): sigmoid + bias, the best untaken K times, ties to
+ * the lower index; weights normalised by their sum in pick order, times scaling. */
+static void route_reference(const float *hl, const float *hb, int E, int K, int t, float scaling,
+                            int *pick, double *pw)
 {
-    int E = 288, K = 8;
+    unsigned char taken[ROUTE_E] = {0}; /* E <= ROUTE_E */
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        int b = -1;
+        double bv = 0;
+        for (int e = 0; e < E; e++) {
+            double p = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + e]));
+            double c = (float)p + hb[e];
+            if (!taken[e] && (b < 0 || c > bv))
+                b = e, bv = c;
+        }
+        taken[b] = 1;
+        pick[k] = b;
+        pw[k] = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + b]));
+        sum += pw[k];
+    }
+    for (int k = 0; k < K; k++)
+        pw[k] = pw[k] / sum * scaling;
+}
+
+/* Logits and bias for a routing case: random, or drawn from four values each so that many
+ * experts tie exactly on their choice (the lower index must win). */
+static void route_inputs(int ties, int E, float *hl, float *hb)
+{
+    for (size_t i = 0; i < (size_t)ROUTE_MAXT * E; i++)
+        hl[i] = ties ? 0.5f * (float)(test_rng_next(&rng_state) % 4) : 3.0f * frand();
+    for (int e = 0; e < E; e++)
+        hb[e] = ties ? 0.03125f * (float)(test_rng_next(&rng_state) % 4) : 0.1f * frand();
+}
+
+static const char *route_name(int kernel)
+{
+    if (kernel == ENG_ROUTE_WARP)
+        return "warp a row";
+    return kernel == ENG_ROUTE_RANK ? "rank" : "eng_route";
+}
+
+/* One kernel (or eng_route itself, kernel -1) on T rows: its picks against the CPU's, each row
+ * equal to that row launched alone, ids and weights returned for the kernels' comparison. */
+static void route_case(int kernel, int ties, int E, int K, int T, const float *hl,
+                       const float *hb, const float *lg, const float *bias, float *scratch,
+                       int32_t **gi_out, float **gw_out)
+{
     float scaling = 2.5f;
-    float *hl = host_random((size_t)MAXT * E, 3.0f), *hb = host_random((size_t)E, 0.1f);
-    float *lg = dev_copy(hl, (size_t)MAXT * E * sizeof(float)),
-          *bias = dev_copy(hb, E * sizeof(float));
-    float *scratch = dev_alloc((size_t)MAXT * (3 * E + 1) * sizeof(float));
-    int32_t *ids = dev_alloc((size_t)MAXT * K * sizeof(int32_t));
-    float *w = dev_alloc((size_t)MAXT * K * sizeof(float));
-    CUDA_OK(eng_route(lg, bias, MAXT, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
-    int32_t *gi = to_host(ids, (size_t)MAXT * K * sizeof(int32_t));
-    float *gw = to_host(w, (size_t)MAXT * K * sizeof(float));
+    size_t n = (size_t)T * K;
+    int32_t *ids = dev_alloc(n * sizeof(int32_t)), *ids1 = dev_alloc(n * sizeof(int32_t));
+    float *w = dev_alloc(n * sizeof(float)), *w1 = dev_alloc(n * sizeof(float));
+    if (kernel < 0)
+        CUDA_OK(eng_route(lg, bias, T, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
+    else
+        CUDA_OK(eng_route_with(kernel, lg, bias, T, E, 1, 1, K, 1, scaling, scratch,
+                               ids, w, NULL));
+    for (int t = 0; t < T; t++)
+        if (kernel < 0)
+            CUDA_OK(eng_route(lg + (size_t)t * E, bias, 1, E, 1, 1, K, 1,
+                              scaling, scratch, ids1 + t * K, w1 + t * K, NULL));
+        else
+            CUDA_OK(eng_route_with(kernel, lg + (size_t)t * E, bias, 1, E, 1, 1,
+                                   K, 1, scaling, scratch, ids1 + t * K,
+                                   w1 + t * K, NULL));
+    int32_t *gi = to_host(ids, n * sizeof(int32_t)), *gi1 = to_host(ids1, n * sizeof(int32_t));
+    float *gw = to_host(w, n * sizeof(float)), *gw1 = to_host(w1, n * sizeof(float));
     int bad = 0;
     double wd = 0;
-    for (int t = 0; t < MAXT; t++) { /* the CPU's picks: sigmoid + bias, ties to the lower index */
-        unsigned char taken[288] = {0};
-        double sum = 0, pw[8];
-        int pick[8];
-        for (int k = 0; k < K; k++) {
-            int b = -1;
-            double bv = 0;
-            for (int e = 0; e < E; e++) {
-                double p = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + e]));
-                double c = (float)p + hb[e];
-                if (!taken[e] && (b < 0 || c > bv))
-                    b = e, bv = c;
-            }
-            taken[b] = 1;
-            pick[k] = b;
-            pw[k] = 1.0 / (1.0 + exp(-(double)hl[(size_t)t * E + b]));
-            sum += pw[k];
-        }
+    for (int t = 0; t < T; t++) {
+        int pick[32]; /* K <= 32 */
+        double pw[32];
+        route_reference(hl, hb, E, K, t, scaling, pick, pw);
         for (int k = 0; k < K; k++) {
             bad += gi[t * K + k] != pick[k];
-            wd = fmax(wd, fabs(gw[t * K + k] - pw[k] / sum * scaling));
+            wd = fmax(wd, fabs(gw[t * K + k] - pw[k]));
         }
     }
     int ok = bad == 0 && wd < 1e-5;
-    printf("%s the routing: picks as the CPU's (%d differ), weights max|diff| %.3g\n",
-           ok ? "ok  " : "FAIL", bad, wd);
+    printf("%s the routing (%s, top-%d of %d, %s logits, %2d rows): picks as the CPU's (%d "
+           "differ), weights max|diff| %.3g\n",
+           ok ? "ok  " : "FAIL", route_name(kernel), K, E, ties ? "tied" : "random", T, bad, wd);
     failures += !ok;
-    int32_t *ids1 = dev_alloc((size_t)MAXT * K * sizeof(int32_t));
-    float *w1 = dev_alloc((size_t)MAXT * K * sizeof(float));
-    for (int t = 0; t < MAXT; t++)
-        CUDA_OK(eng_route(lg + (size_t)t * E, bias, 1, E, 1, 1, K, 1, scaling, scratch,
-                          ids1 + t * K, w1 + t * K, NULL));
-    int32_t *gi1 = to_host(ids1, (size_t)MAXT * K * sizeof(int32_t));
-    float *gw1 = to_host(w1, (size_t)MAXT * K * sizeof(float));
-    same_bits("the routing: 8 rows in one launch equal 8 one-row launches (ids)", gi, gi1,
-              (size_t)MAXT * K * sizeof(int32_t));
-    same_bits("the routing: 8 rows in one launch equal 8 one-row launches (weights)", gw, gw1,
-              (size_t)MAXT * K * sizeof(float));
-    if (timed) {
-        float ms = 0;
-        int reps = 20;
-        CUDA_OK(eng_event_record(ev0, NULL));
-        for (int i = 0; i < reps; i++)
-            CUDA_OK(eng_route(lg, bias, 1, E, 1, 1, K, 1, scaling, scratch, ids, w, NULL));
-        CUDA_OK(eng_event_record(ev1, NULL));
-        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-        printf("time the routing (top-8 of 288)              1 row: %8.1f us\n",
-               ms * 1000.0 / reps);
+    char what[160];
+    snprintf(what, sizeof what, "the routing (%s, top-%d of %d, %s logits): %d rows in one "
+             "launch equal %d one-row launches", route_name(kernel), K, E, ties ? "tied" : "random",
+             T, T);
+    int same = memcmp(gi, gi1, n * sizeof(int32_t)) == 0 && memcmp(gw, gw1, n * sizeof(float)) == 0;
+    printf("%s %s\n", same ? "ok  " : "FAIL", what);
+    failures += !same;
+    *gi_out = gi, *gw_out = gw;
+    free(gi1), free(gw1);
+    kern_free(ids), kern_free(ids1), kern_free(w), kern_free(w1);
+}
+
+/* us a call of one routing kernel on T rows: reps launches one after another (eager), and the
+ * same reps captured in a graph and replayed (the decode step's way). */
+static void route_time(int kernel, int T, const float *lg, const float *bias, float *scratch,
+                       void *ev0, void *ev1)
+{
+    enum { REPS = 200 };
+    int32_t *ids = dev_alloc((size_t)T * ROUTE_K * sizeof(int32_t));
+    float *w = dev_alloc((size_t)T * ROUTE_K * sizeof(float));
+    void *st, *graph;
+    CUDA_OK(eng_stream_new(&st));
+    float eager = 0, graphed = 0;
+    for (int pass = 0; pass < 2; pass++) { /* the first warms up */
+        CUDA_OK(eng_event_record(ev0, st));
+        for (int i = 0; i < REPS; i++)
+            CUDA_OK(eng_route_with(kernel, lg, bias, T, ROUTE_E, 1, 1, ROUTE_K, 1, 2.5f, scratch,
+                                   ids, w, st));
+        CUDA_OK(eng_event_record(ev1, st));
+        CUDA_OK(eng_event_ms(ev0, ev1, &eager));
     }
-    free(hl), free(hb), free(gi), free(gw), free(gi1), free(gw1);
-    kern_free(lg), kern_free(bias), kern_free(scratch), kern_free(ids), kern_free(w);
-    kern_free(ids1), kern_free(w1);
+    CUDA_OK(eng_capture_begin(st));
+    for (int i = 0; i < REPS; i++)
+        CUDA_OK(eng_route_with(kernel, lg, bias, T, ROUTE_E, 1, 1, ROUTE_K, 1, 2.5f, scratch, ids,
+                               w, st));
+    CUDA_OK(eng_capture_end(st, &graph));
+    for (int pass = 0; pass < 2; pass++) {
+        CUDA_OK(eng_event_record(ev0, st));
+        CUDA_OK(eng_graph_launch(graph, st));
+        CUDA_OK(eng_event_record(ev1, st));
+        CUDA_OK(eng_event_ms(ev0, ev1, &graphed));
+    }
+    printf("time the routing (top-8 of 288, %-10s) %2d rows: %6.2f us eager, %6.2f us in a graph\n",
+           route_name(kernel), T, eager * 1000.0 / REPS, graphed * 1000.0 / REPS);
+    eng_graph_free(graph);
+    CUDA_OK(eng_stream_sync(st));
+    eng_stream_free(st);
+    kern_free(ids), kern_free(w);
+}
+
+/* The rank kernel, the warp kernel and eng_route on T rows: each against the CPU, and the warp
+ * kernel's ids and weights bit-equal to the rank kernel's. */
+static void route_compare(int ties, int E, int K, int T, const float *hl, const float *hb,
+                          const float *lg, const float *bias, float *scratch)
+{
+    int32_t *gi[3];
+    float *gw[3];
+    route_case(ENG_ROUTE_RANK, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[0], &gw[0]);
+    route_case(ENG_ROUTE_WARP, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[1], &gw[1]);
+    route_case(-1, ties, E, K, T, hl, hb, lg, bias, scratch, &gi[2], &gw[2]);
+    size_t n = (size_t)T * K;
+    int same = memcmp(gi[0], gi[1], n * sizeof(int32_t)) == 0 &&
+               memcmp(gw[0], gw[1], n * sizeof(float)) == 0;
+    printf("%s the routing (top-%d of %d, %s logits, %2d rows): the warp kernel's ids and weights "
+           "equal the rank kernel's bit for bit\n",
+           same ? "ok  " : "FAIL", K, E, ties ? "tied" : "random", T);
+    failures += !same;
+    for (int i = 0; i < 3; i++)
+        free(gi[i]), free(gw[i]);
+}
+
+static void check_route(int timed, void *ev0, void *ev1)
+{
+    static const int rows[] = {1, 4, 16};
+    size_t ln = (size_t)ROUTE_MAXT * ROUTE_E;
+    float *hl = xmalloc(ln * sizeof *hl), *hb = xmalloc(ROUTE_E * sizeof *hb);
+    float *lg = dev_alloc(ln * sizeof(float)), *bias = dev_alloc(ROUTE_E * sizeof(float));
+    float *scratch = dev_alloc((size_t)ROUTE_MAXT * (3 * ROUTE_E + 1) * sizeof(float));
+    /* the real shape, then small ones as the test models have (E < 32: lanes without experts) */
+    static const int shapes[][2] = {{ROUTE_E, ROUTE_K}, {16, 4}, {6, 3}, {40, 32}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+        for (int ties = 0; ties < 2; ties++) {
+            int E = shapes[sh][0], K = shapes[sh][1];
+            route_inputs(ties, E, hl, hb);
+            CUDA_OK(kern_to_device(lg, hl, (size_t)ROUTE_MAXT * E * sizeof(float)));
+            CUDA_OK(kern_to_device(bias, hb, E * sizeof(float)));
+            for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+                route_compare(ties, E, K, rows[r], hl, hb, lg, bias, scratch);
+        }
+    if (timed) {
+        route_inputs(0, ROUTE_E, hl, hb);
+        CUDA_OK(kern_to_device(lg, hl, ln * sizeof(float)));
+        CUDA_OK(kern_to_device(bias, hb, ROUTE_E * sizeof(float)));
+        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+            route_time(ENG_ROUTE_RANK, rows[r], lg, bias, scratch, ev0, ev1);
+            route_time(ENG_ROUTE_WARP, rows[r], lg, bias, scratch, ev0, ev1);
+        }
+    }
+    free(hl), free(hb);
+    kern_free(lg), kern_free(bias), kern_free(scratch);
 }
 
 int main(int argc, char **argv)

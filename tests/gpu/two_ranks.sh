@@ -6,7 +6,8 @@
 # mismatch, then bench/bench_tp (one 16 KiB exchange on loopback); the table comes last.
 # Usage: tests/gpu/two_ranks.sh [OUT_DIR]   (from the source root). Builds only glmchat and
 # bench_tp (CUDA_ARCHS, default 90) unless GLMCHAT_PREBUILT=DIR holds both. TINY_A=DIR names the
-# fixture; TP_BACKEND=cpu runs the same checks on the CPU backend (a dry run without a GPU).
+# fixture; TP_BACKEND=cpu runs the same checks on the CPU backend (a dry run without a GPU);
+# GPU_BENCH=0 skips bench_tp. One suite of tests/gpu/run.sh, which runs them all.
 set -u
 src=$(pwd)
 build=${BUILD_DIR:-"$src/build-gpu-two-ranks"}
@@ -148,9 +149,13 @@ if [ "$backend" = cuda ]; then
     fi
 fi
 
-echo "== bench_tp: one 16 KiB exchange over loopback on this host"
-timeout 120 "$BT" 20000 2>&1 | tee "$out/bench_tp.txt" || status=1
-tail -3 "$out/bench_tp.txt" >>"$table"
+if [ "${GPU_BENCH:-1}" = 0 ]; then
+    echo "== bench_tp: skipped (GPU_BENCH=0)"
+else
+    echo "== bench_tp: one 16 KiB exchange over loopback on this host"
+    timeout 120 "$BT" 20000 2>&1 | tee "$out/bench_tp.txt" || status=1
+    tail -3 "$out/bench_tp.txt" >>"$table"
+fi
 echo "== table ($backend)"
 cat "$table"
 echo "status $status, total $(( $(date +%s) - start )) s"

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/gpu/variants.sh: after tests/gpu/run.sh BUILD_DIR, builds variants of the MoE kernel and
+# tests/gpu/variants.sh: after tests/gpu/exl3.sh BUILD_DIR has made its plain nvcc objects there
+# (GLMCHAT_GPU_PLAIN=1, or a machine without autotools), builds variants of the MoE kernel and
 # prints where its time goes, against two ceilings measured in each variant's own run.
 # Variants (EXL3_VARIANTS="name:-DFLAG,-DFLAG ..." overrides): the default build, load-only (no
 # decode, no mma) and compute-only (no trellis read: decode + mma on register data, the

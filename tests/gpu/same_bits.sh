@@ -1,0 +1,70 @@
+#!/bin/bash
+# tests/gpu/same_bits.sh: this tree's CUDA forward against a baseline glmchat binary (e.g. one built
+# from the commit before a refactor of engine/cuda), logits bit for bit: a prefill (the general
+# forms) then one-token steps through the decode graph and greedy steps (the decode forms), on
+# tiny-A and mkmodel models that reach each form: bf16 dense, q4 dense, EXL3 (the general forms
+# at one row, the fused experts).
+# Usage: GLMCHAT_BASELINE=OLD_GLMCHAT tests/gpu/same_bits.sh [OUT_DIR]   (from the source root).
+# GLMCHAT_PREBUILT=DIR takes this tree's glmchat from DIR; TINY_A=DIR names the fixture;
+# BITS_BACKEND=cpu runs the same comparison on the CPU backend (a dry run without a GPU). One suite
+# of tests/gpu/run.sh (it runs it when GLMCHAT_BASELINE is set).
+set -u
+. "$(dirname "$0")/lib.sh"
+if [ ! -x "${GLMCHAT_BASELINE:-}" ]; then
+    echo "FAIL: GLMCHAT_BASELINE='${GLMCHAT_BASELINE:-}' names no executable glmchat to compare" \
+        "with"
+    exit 1
+fi
+gpu_start bits "${1:-}" glmchat || exit 1
+G=$(gpu_bin glmchat)
+OLD=$GLMCHAT_BASELINE
+"$G" --version | head -1 || exit 1
+"$OLD" --version | head -1 || exit 1
+models="$build/models"
+mkdir -p "$models"
+"$G" mkmodel --out "$models/small" --preset small --seed 3 >/dev/null || exit 1
+"$G" mkmodel --out "$models/exl3-src" --preset small-exl3 --seed 7 >/dev/null &&
+    "$G" quantize --in "$models/exl3-src" --out "$models/small-exl3" --bits 4 \
+        --threads "$(nproc)" >/dev/null || exit 1
+# 48 ids: 40 in one prefill, 8 one at a time, then 24 greedy steps
+awk 'BEGIN { for (i = 0; i < 48; i++) printf "%d ", (i * 37 + 5) % 300 + 1; print "" }' \
+    >"$build/tokens"
+status=0
+table="$out/bits.txt"
+: >"$table"
+# compare DIR LABEL [ENV=VALUE ...]: both binaries' logits of the same run, byte for byte
+compare() {
+    local m=$1 label=$2
+    shift 2
+    local d="$build/$label"
+    mkdir -p "$d"
+    for side in old new; do
+        local bin=$G
+        [ $side = old ] && bin=$OLD
+        env "$@" "$bin" --backend "${BITS_BACKEND:-cuda}" logits --model "$m" \
+            --tokens-file "$build/tokens" --prefill 40 --greedy 24 --out "$d/$side.f32" \
+            >"$d/$side.ids" 2>"$d/$side.err" || {
+            echo "FAIL $label: the $side binary: $(tail -3 "$d/$side.err")" | tee -a "$table"
+            status=1
+            return
+        }
+    done
+    if cmp -s "$d/old.f32" "$d/new.f32" && cmp -s "$d/old.ids" "$d/new.ids"; then
+        echo "PASS $label: $(( $(stat -c %s "$d/new.f32") / 4 )) logits and 24 greedy ids bit for" \
+            "bit" | tee -a "$table"
+    else
+        echo "FAIL $label: the logits or ids differ from the baseline's" \
+            "($(cmp "$d/old.f32" "$d/new.f32" 2>&1 | head -1))" | tee -a "$table"
+        status=1
+    fi
+    rm -f "$d/old.f32" "$d/new.f32"
+}
+compare "${TINY_A:-$src/tests/fixtures/models/tiny-A}" tiny-A
+compare "$models/small" small-bf16
+compare "$models/small" small-q4 GLMCHAT_CUDA_DENSE=q4
+compare "$models/small" small-bf16-kv-f32 GLMCHAT_CUDA_KV=f32
+compare "$models/small-exl3" small-exl3-4bit
+echo "== same bits: table"
+cat "$table"
+echo "status $status, total $(( $(date +%s) - start )) s"
+exit $status
