@@ -18,7 +18,12 @@ start_worker "$A"
 # the restart tp_sessions asks for midway: the worker killed, another on the same port
 cat >"$TMP/restart.sh" <<EOF
 #!/bin/bash
-kill -9 \$(cat "$TMP/worker.pid"); rm -f "$TMP/worker.port"
+old=\$(cat "$TMP/worker.pid"); kill -9 \$old; rm -f "$TMP/worker.port"
+# the port is free once the old worker is gone or a zombie (its sockets closed); kill returns before
+for _ in \$(seq 200); do
+    [ -e /proc/\$old ] && [ "\$(cut -d' ' -f3 /proc/\$old/stat 2>/dev/null)" != Z ] || break
+    sleep 0.05
+done
 "$G" worker --listen 127.0.0.1:$PORT --port-file "$TMP/worker.port" --model "$A" --threads 1 \\
     2>"$TMP/worker2.err" </dev/null >/dev/null &
 echo \$! >"$TMP/worker.pid"
