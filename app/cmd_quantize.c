@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "model/exl3.h"
 #include "model/exl3_load.h"
+#include "model/mkmodel.h"
 #include "model/safetensors.h"
 
 static const char quantize_usage[] =
@@ -242,7 +243,8 @@ static int copy_side_files(const quant_opts *o)
                     cJSON_AddItemToObject(qc, "original_quantization_config", old);
                 cJSON_AddItemToObject(cfg, "quantization_config", qc);
                 qc = NULL;
-                text = cJSON_Print(cfg);
+                if (!glm_config_json_floats(cfg))
+                    text = cJSON_Print(cfg);
             }
             cJSON_Delete(qc);
             cJSON_Delete(cfg);
