@@ -464,7 +464,8 @@ def quantize(glmchat, fdir, qdir, sd, cfg_path, tmp):
     ddir = os.path.join(tmp, "dequantized")
     os.makedirs(ddir, exist_ok=True)
     save_file(deq, os.path.join(ddir, "model.safetensors"), metadata={"format": "pt"})
-    cfgd = json.load(open(cfg_path))
+    cfgd = float_fields(json.load(open(cfg_path)))  # written by glmchat quantize: a glmchat before
+    # glm_config_json_floats wrote "swiglu_limit": 10, which from_pretrained refuses
     cfgd["dtype"] = "float32"
     json.dump(cfgd, open(os.path.join(ddir, "config.json"), "w"), indent=2)
     return ddir
