@@ -598,11 +598,50 @@ static glm_status write_values(st_writer *w, const mk_tensor *t, uint64_t seed, 
 
 /* ---- files -------------------------------------------------------------------------------- */
 
+/* Config fields that transformers types as float: its strict config classes refuse an int there
+ * ("swiglu_limit": 10), and cJSON prints a whole double without a decimal point. */
+static const char *const float_fields[] = {
+    "swiglu_limit", "rms_norm_eps", "hc_eps", "routed_scaling_factor", "linear_lower_bound",
+    "gate_lower_bound", "rope_theta", "attention_dropout", "initializer_range",
+    "partial_rotary_factor", "layer_norm_eps", "norm_eps", "factor", "beta_fast", "beta_slow",
+    "mscale", "mscale_all_dim", "attention_factor", "hidden_dropout", "dropout", "router_aux_loss_coef"};
+
+static int is_float_field(const char *key)
+{
+    for (size_t i = 0; key && i < sizeof float_fields / sizeof *float_fields; i++)
+        if (strcmp(key, float_fields[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int glm_config_json_floats(cJSON *node)
+{
+    for (cJSON *it = node ? node->child : NULL; it; it = it->next) {
+        if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+            if (glm_config_json_floats(it))
+                return -1;
+            continue;
+        }
+        double v = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !is_float_field(it->string) || v != floor(v) || fabs(v) > 1e15)
+            continue;
+        char text[32];
+        snprintf(text, sizeof text, "%.1f", v);
+        cJSON *raw = cJSON_CreateRaw(text);
+        if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(node, it->string, raw)) {
+            cJSON_Delete(raw);
+            return -1;
+        }
+        it = raw;
+    }
+    return 0;
+}
+
 static glm_status write_json(const char *dir, const char *file, cJSON *root, glm_error *err)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    char *text = root ? cJSON_Print(root) : NULL;
+    char *text = root && !glm_config_json_floats(root) ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory writing %s", path);

@@ -13,6 +13,7 @@
 #include "glm_tokens.h"
 #include "model/exl3.h"
 #include "model/exl3_load.h"
+#include "model/mkmodel.h"
 #include "model/safetensors.h"
 
 typedef struct quant_opts {
@@ -244,7 +245,8 @@ static glm_status copy_side_files(const quant_opts *o, glm_error *err)
                     cJSON_AddItemToObject(qc, "original_quantization_config", old);
                 cJSON_AddItemToObject(cfg, "quantization_config", qc);
                 qc = NULL;
-                text = cJSON_Print(cfg);
+                if (!glm_config_json_floats(cfg))
+                    text = cJSON_Print(cfg);
             }
             cJSON_Delete(qc);
             cJSON_Delete(cfg);

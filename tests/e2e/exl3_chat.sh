@@ -6,10 +6,16 @@ unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
 G=$GLMCHAT_BIN
 
 expect_exit 0 "$G" mkmodel --out "$TMP/src" --preset tiny-exl3 --seed 5
+# transformers' strict config classes refuse an int in a float field ("swiglu_limit": 10):
+# mkmodel writes 10.0, and quantize turns a source's int 10 (the demo's config) into 10.0
+expect_grep src/config.json '"swiglu_limit":[[:space:]]*10\.0,'
+sed -i 's/"swiglu_limit":\([[:space:]]*\)10\.0,/"swiglu_limit":\110,/' "$TMP/src/config.json"
+expect_grep src/config.json '"swiglu_limit":[[:space:]]*10,'
 # 2 bits keeps the tile search short here; the Check suite test_exl3_engine quantizes at 4
 expect_exit 0 "$G" quantize --in "$TMP/src" --out "$TMP/q" --bits 2
 expect_grep out 'quantized 6 of'
 expect_grep q/config.json '"quant_method":[[:space:]]*"exl3"'
+expect_grep q/config.json '"swiglu_limit":[[:space:]]*10\.0,'
 
 expect_exit 0 "$G" chat --model "$TMP/q" --backend cpu --max-tokens 8 --no-save --output-format jsonl --prompt "Hello, quantized model."
 expect_grep out '"type":[[:space:]]*"turn_end"'

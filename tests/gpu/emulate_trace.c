@@ -186,7 +186,8 @@ static void choice_scores(const float *logits, const float *bias, int E, float *
 
 /* A flip of a discrete step in row r of layer l: reported (the first few) and judged. */
 static void flip(FILE *out, const char *label, const glm_model *m, const emu_trace *a,
-                 const emu_trace *b, int l, backend_tap_what what, int r, emu_trace_diff *d)
+                 const emu_trace *b, int l, backend_tap_what what, int r, emu_trace_diff *d,
+                 const emu_trace_floor *floor)
 {
     int n = a->width[l][what], sel = what == BACKEND_TAP_SELECT;
     int unit = sel ? m->cfg.index_kpool : 1;
@@ -212,7 +213,11 @@ static void flip(FILE *out, const char *label, const glm_model *m, const emu_tra
         sa = ca, sb = cb, ns = E;
     }
     double gap = sa ? spread(sa, ns, xa, na, xb, nb) : INFINITY;
-    int near = gap <= EMU_TRACE_NEAR_TIE;
+    /* within the noise of the scores that made the choice */
+    double tie = floor ? fmax(EMU_TRACE_NEAR_TIE,
+                              emu_trace_threshold(floor, l, sel ? BACKEND_TAP_SCORES : BACKEND_TAP_ROUTER))
+                       : EMU_TRACE_NEAR_TIE;
+    int near = gap <= tie;
     int *flips = sel ? &d->select_flips : &d->expert_flips;
     int *nears = sel ? &d->select_near_ties : &d->expert_near_ties;
     if (*flips < 4) {
@@ -331,18 +336,21 @@ static void check_rounding(FILE *out, const char *label, const char *who, const 
             *rows_checked - *rows_bad, *rows_bad);
 }
 
-/* Stored cache rows that differ while the unrounded rows agree within EMU_TRACE_DIFF: values the
- * two runs' f32 noise put on either side of a rounding midpoint (that each run rounds its own
- * rows as numfmt does is checked apart, check_rounding): a near tie of the cache's format. */
+/* Stored cache rows that differ while the unrounded rows agree within their threshold
+ * (emu_trace_threshold): values the two runs' f32 noise put on either side of a rounding
+ * midpoint (that each run rounds its own rows as numfmt does is checked apart, check_rounding):
+ * a near tie of the cache's format. Against a floor, the reference row's rounding margin must
+ * lie within that threshold too: noise that small can carry a value across. */
 static void rounding_tie(const glm_model *m, const emu_trace *a, const emu_trace *b, int l, int r,
-                         emu_trace_diff *d)
+                         emu_trace_diff *d, const emu_trace_floor *floor)
 {
     if (d->first_tie_row >= 0 || !a->rows[l][BACKEND_TAP_CACHE_IN] ||
         !b->rows[l][BACKEND_TAP_CACHE_IN] ||
         a->width[l][BACKEND_TAP_CACHE_IN] != b->width[l][BACKEND_TAP_CACHE_IN])
         return;
     const float *x = row_of(a, l, BACKEND_TAP_CACHE_IN, r), *y = row_of(b, l, BACKEND_TAP_CACHE_IN, r);
-    if (!(row_rel(x, y, a->width[l][BACKEND_TAP_CACHE_IN]) <= EMU_TRACE_DIFF))
+    double within = emu_trace_threshold(floor, l, BACKEND_TAP_CACHE_IN);
+    if (!(row_rel(x, y, a->width[l][BACKEND_TAP_CACHE_IN]) <= within))
         return; /* the inputs differ already: a consequence, not a tie */
     int start[3], len[3], n = segments(&m->cfg, a->width[l][BACKEND_TAP_CACHE_IN], start, len);
     double margin = INFINITY;
@@ -350,6 +358,8 @@ static void rounding_tie(const glm_model *m, const emu_trace *a, const emu_trace
         margin = fmin(margin, numfmt_cache_row_margin((numfmt_cache)a->cache_fmt,
                                                       (numfmt_fp8_rule)a->fp8_rule, x + start[k],
                                                       (size_t)len[k]));
+    if (floor && !(margin <= within))
+        return; /* no value lies within the noise of a rounding midpoint or scale boundary */
     d->first_tie_row = r, d->tie_layer = l, d->tie_step = BACKEND_TAP_CACHE;
     d->tie_spread = margin;
 }
@@ -398,8 +408,65 @@ static void pool_ties(FILE *out, const char *label, const glm_model *m, const em
     }
 }
 
+void emu_trace_floor_measure(const emu_trace *a, const emu_trace *b, emu_trace_floor *f)
+{
+    memset(f, 0, sizeof *f);
+    int N = a->N < b->N ? a->N : b->N, layers = a->layers < b->layers ? a->layers : b->layers;
+    f->rows = N;
+    for (int r = 0; r < N && f->rows == N; r++) /* the first flip ends the rows measured */
+        for (int l = 0; l < layers; l++)
+            for (int w = 0; w < BACKEND_TAP_COUNT; w++)
+                if (is_int_step((backend_tap_what)w) && a->rows[l][w] && b->rows[l][w] &&
+                    a->width[l][w] == b->width[l][w] &&
+                    memcmp(row_of(a, l, (backend_tap_what)w, r), row_of(b, l, (backend_tap_what)w, r),
+                           (size_t)a->width[l][w] * 4))
+                    f->rows = r;
+    for (int l = 0; l < layers; l++)
+        for (int w = 0; w < BACKEND_TAP_COUNT; w++) {
+            if (is_int_step((backend_tap_what)w) || !a->rows[l][w] || !b->rows[l][w] ||
+                a->width[l][w] != b->width[l][w])
+                continue;
+            for (int r = 0; r < f->rows; r++) {
+                double rel = row_rel(row_of(a, l, (backend_tap_what)w, r),
+                                     row_of(b, l, (backend_tap_what)w, r), a->width[l][w]);
+                if (!isfinite(rel))
+                    f->nonfinite++;
+                else
+                    f->rel[l][w] = fmax(f->rel[l][w], rel);
+            }
+        }
+}
+
+double emu_trace_threshold(const emu_trace_floor *f, int layer, backend_tap_what what)
+{
+    if (!f || layer < 0 || layer >= 64 || (int)what < 0 || what >= BACKEND_TAP_COUNT)
+        return EMU_TRACE_DIFF;
+    double t = EMU_TRACE_FLOOR_K * f->rel[layer][what];
+    return t < EMU_TRACE_DIFF ? EMU_TRACE_DIFF : t > EMU_TRACE_FLOOR_CAP ? EMU_TRACE_FLOOR_CAP : t;
+}
+
+emu_trace_verdict emu_trace_judge(const emu_trace_diff *d, int floored)
+{
+    if (d->rounding_bad[0] || d->rounding_bad[1])
+        return EMU_TRACE_NOT_NUMFMT;
+    if (d->first_tie_row < 0)
+        return EMU_TRACE_NO_TIE;
+    if (floored && d->first_row >= 0 && d->first_row < d->first_tie_row)
+        return EMU_TRACE_BEYOND;
+    if (d->first_other_flip_row >= 0 && d->first_other_flip_row < d->first_tie_row)
+        return EMU_TRACE_CLEAR_FLIP;
+    return EMU_TRACE_TO_TIE;
+}
+
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *a, const emu_trace *b)
+{
+    return emu_trace_compare_floor(out, label, m, a, b, NULL);
+}
+
+emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_model *m,
+                                       const emu_trace *a, const emu_trace *b,
+                                       const emu_trace_floor *floor)
 {
     emu_trace_diff d = {.first_row = -1, .first_layer = -1, .first_step = -1, .first_flip_row = -1,
                         .first_tie_row = -1, .tie_layer = -1, .tie_step = -1,
@@ -432,19 +499,26 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
                               ? INFINITY : 0.0;
                 else
                     rel = row_rel(row_of(a, l, w, r), row_of(b, l, w, r), a->width[l][w]);
-                if (!(rel <= EMU_TRACE_DIFF)) {
+                double within = emu_trace_threshold(floor, l, w);
+                if (!(rel <= within)) {
                     over[l][w]++;
                     if (first[l][w] < 0)
                         first[l][w] = r;
-                    if (d.first_row < 0)
+                    if (d.first_row < 0) {
                         d.first_row = r, d.first_layer = l, d.first_step = (int)w, d.first_rel = rel;
+                        d.first_threshold = within;
+                    }
                     if (is_int_step(w))
-                        flip(out, label, m, a, b, l, w, r, &d);
+                        flip(out, label, m, a, b, l, w, r, &d, floor);
                     else if (w == BACKEND_TAP_CACHE) {
                         if (over[l][w] <= 3)
                             cache_row(out, label, m, a, b, l, r, rel);
-                        rounding_tie(m, a, b, l, r, &d);
+                        rounding_tie(m, a, b, l, r, &d, floor);
                     }
+                } else if (floor && w == BACKEND_TAP_CACHE && rel > 0) {
+                    /* a value rounded the other way but too small against its row to pass the
+                     * threshold: still where the runs part, and a tie if within the noise */
+                    rounding_tie(m, a, b, l, r, &d, floor);
                 }
                 if (!(rel <= worst[l][w]))
                     worst[l][w] = rel, worst_row[l][w] = r;
@@ -453,20 +527,23 @@ emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *
         for (size_t k = 0; k < sizeof step_order / sizeof step_order[0]; k++) {
             backend_tap_what w = step_order[k];
             if (over[l][w])
-                fprintf(out, "%s   layer %d %-18s %4d/%d rows differ (over %.0e), the first %d;"
+                fprintf(out, "%s   layer %d %-18s %4d/%d rows differ (over %.2e%s), the first %d;"
                              " worst %.2e at row %d\n", label, l, emu_trace_step_name(w),
-                        over[l][w], a->N, EMU_TRACE_DIFF, first[l][w], worst[l][w], worst_row[l][w]);
+                        over[l][w], a->N, emu_trace_threshold(floor, l, w),
+                        floor ? ", the f32 floor's" : "", first[l][w], worst[l][w], worst_row[l][w]);
         }
     pool_ties(out, label, m, a, b, &d);
     check_rounding(out, label, "reference", m, a, &d.rounding_rows[0], &d.rounding_bad[0]);
     check_rounding(out, label, "other", m, b, &d.rounding_rows[1], &d.rounding_bad[1]);
     if (d.first_row < 0)
-        fprintf(out, "%s: every step of every row within %.0e\n", label, EMU_TRACE_DIFF);
+        fprintf(out, "%s: every step of every row within %s\n", label,
+                floor ? "its threshold (the f32 floor's)" : "1e-04");
     else
-        fprintf(out, "%s: the first difference: row %d layer %d %s (%.2e); indexer selection flips"
+        fprintf(out, "%s: the first difference: row %d layer %d %s (%.2e, over %.2e); indexer selection flips"
                      " %d (%d at near ties), expert flips %d (%d at near ties), the first flip row %d\n",
                 label, d.first_row, d.first_layer,
-                emu_trace_step_name((backend_tap_what)d.first_step), d.first_rel, d.select_flips,
+                emu_trace_step_name((backend_tap_what)d.first_step), d.first_rel, d.first_threshold,
+                d.select_flips,
                 d.select_near_ties, d.expert_flips, d.expert_near_ties, d.first_flip_row);
     if (sink)
         fclose(sink);

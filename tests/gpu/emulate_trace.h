@@ -29,8 +29,8 @@ backend_tap emu_trace_tap(emu_trace *t);
 
 /* What two traces' comparison found (ref: the reference run, the CPU emulation). */
 typedef struct emu_trace_diff {
-    int first_row, first_layer, first_step; /* the first step over EMU_TRACE_DIFF; -1: none */
-    double first_rel;
+    int first_row, first_layer, first_step; /* the first step over its threshold; -1: none */
+    double first_rel, first_threshold;
     int select_flips, select_near_ties;   /* rows whose selected pools differ; at a near tie */
     int expert_flips, expert_near_ties;   /* rows whose experts differ; at a near tie */
     int first_flip_row;                   /* the first row of either flip; -1: none */
@@ -43,11 +43,39 @@ typedef struct emu_trace_diff {
 } emu_trace_diff;
 
 /* A float step differs where max |a - b| over the row passes this share of the reference row's
- * largest magnitude (the f32 runs of the EXL3 models differ by about 1e-5). */
+ * largest magnitude, without a measured floor (emu_trace_floor): most models' f32 runs differ by
+ * about 1e-5, but an EXL3 model's CUDA FFN (fp16 activations) by up to ~1e-3. */
 #define EMU_TRACE_DIFF 1e-4
 /* A flip is at a near tie where the scores the two runs ordered differently lie within this
  * share of the row's largest score magnitude in the reference run. */
 #define EMU_TRACE_NEAR_TIE 1e-4
+
+/* The noise floor of a model: per (layer, step) the largest relative difference (row_rel, as
+ * EMU_TRACE_DIFF measures) between two f32 runs of the same prompt on the two backends, over the
+ * rows before their first flip (from a flip on the rows follow other choices, not noise). A
+ * model whose backends compute an op otherwise (the CUDA EXL3 kernels multiply fp16 activations
+ * where the CPU keeps f32) differs there by far more than EMU_TRACE_DIFF in f32 already. */
+typedef struct emu_trace_floor {
+    double rel[64][BACKEND_TAP_COUNT];
+    int rows;      /* rows measured: the f32 runs' first flip row, or all */
+    int nonfinite; /* steps where one run had NaN/inf: left out of the floor */
+} emu_trace_floor;
+
+/* A lossy mode's difference at an op stays explained while within EMU_TRACE_FLOOR_K times the
+ * f32 floor there: the mode adds its own roundings to the same f32 (or fp16) noise, and its
+ * inputs already carry the earlier ops' noise, so its difference can be a few times the f32
+ * one; a real error of a format (a wrong scale or element) moves a value by a rounding step of
+ * the format (1/16 for fp8, 1/256 for bf16), far beyond 4 x the noise. Thresholds never go below
+ * EMU_TRACE_DIFF (models with a quiet f32 floor are judged as before) nor above
+ * EMU_TRACE_FLOOR_CAP (a floor that large is not noise to hide behind). */
+#define EMU_TRACE_FLOOR_K 4.0
+#define EMU_TRACE_FLOOR_CAP 1e-2
+
+/* The floor of two traced f32 runs (ref: the CPU's). */
+void emu_trace_floor_measure(const emu_trace *ref, const emu_trace *b, emu_trace_floor *f);
+/* The threshold at (layer, what): EMU_TRACE_DIFF without a floor, else EMU_TRACE_FLOOR_K x
+ * the floor held within [EMU_TRACE_DIFF, EMU_TRACE_FLOOR_CAP]. */
+double emu_trace_threshold(const emu_trace_floor *f, int layer, backend_tap_what what);
 
 /* Compares run b against ref, printing to out (NULL: nothing; label starts each line): per (layer, step) the
  * first row that differs and the worst, each flip of the first few with its scores, the first
@@ -56,6 +84,27 @@ typedef struct emu_trace_diff {
  * line. m gives the router's bias (the experts' choice scores) and the cache rows' widths. */
 emu_trace_diff emu_trace_compare(FILE *out, const char *label, const glm_model *m,
                                  const emu_trace *ref, const emu_trace *b);
+/* emu_trace_compare against a noise floor (NULL: the fixed EMU_TRACE_DIFF and
+ * EMU_TRACE_NEAR_TIE): a step differs where it passes emu_trace_threshold; a flip is at a near
+ * tie where its scores' spread lies within the threshold of the scores (the router's logits,
+ * the indexer's scores); a cache row stored differently is a rounding tie where the unrounded
+ * rows agree within their threshold and the reference row's rounding margin lies within it. */
+emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_model *m,
+                                       const emu_trace *ref, const emu_trace *b,
+                                       const emu_trace_floor *floor);
+
+/* The judge's verdict on a comparison (test_cuda_emulate's judge_to_near_tie prints it): */
+typedef enum emu_trace_verdict {
+    EMU_TRACE_TO_TIE,      /* explained up to its first near tie (the rows before it judged apart) */
+    EMU_TRACE_NOT_NUMFMT,  /* a run's cache rows are not numfmt's rounding of its unrounded rows */
+    EMU_TRACE_NO_TIE,      /* it differs, and no flip or rounding at a near tie explains it */
+    EMU_TRACE_BEYOND,      /* against a floor: an op beyond its threshold before the first tie */
+    EMU_TRACE_CLEAR_FLIP,  /* a flip at a clear margin before the first near tie */
+} emu_trace_verdict;
+
+/* d's verdict; floored: d came from emu_trace_compare_floor with a floor (only then is an op
+ * beyond its threshold before the tie a failure: the fixed 1e-4 is below some models' noise). */
+emu_trace_verdict emu_trace_judge(const emu_trace_diff *d, int floored);
 
 const char *emu_trace_step_name(backend_tap_what what);
 

@@ -125,6 +125,29 @@ def encode_all(tok, convs):
     return out
 
 
+# Config fields transformers types as float; its strict config classes (5.17) refuse an int there,
+# and a config printed by cJSON carries "swiglu_limit": 10.
+FLOAT_FIELDS = {"swiglu_limit", "rms_norm_eps", "hc_eps", "routed_scaling_factor", "linear_lower_bound",
+                "gate_lower_bound", "rope_theta", "attention_dropout", "initializer_range",
+                "partial_rotary_factor", "layer_norm_eps", "norm_eps", "factor", "beta_fast", "beta_slow",
+                "mscale", "mscale_all_dim", "attention_factor", "hidden_dropout", "dropout", "router_aux_loss_coef"}
+
+
+def float_fields(node, config_class=None):
+    """node with every int under a float field made a float: FLOAT_FIELDS, and config_class's
+    dataclass fields typed float where it declares them."""
+    names = set(FLOAT_FIELDS)
+    for f in getattr(config_class, "__dataclass_fields__", {}).values():
+        if f.type in (float, "float"):
+            names.add(f.name)
+    if isinstance(node, dict):
+        return {k: float(v) if k in names and isinstance(v, int) and not isinstance(v, bool)
+                else float_fields(v, None) if isinstance(v, (dict, list)) else v for k, v in node.items()}
+    if isinstance(node, list):
+        return [float_fields(v, None) for v in node]
+    return node
+
+
 def build_config(base_path):
     d = json.load(open(base_path))
     d.pop("quantization_config", None)  # a base taken from a quantized checkpoint's config
@@ -132,6 +155,9 @@ def build_config(base_path):
     t.update(dict(PRESET, n_shared_experts=1, index_kpool=4, indexer_types=["full"] * PRESET["num_hidden_layers"],
                   vocab_size=VOCAB, pad_token_id=154820, eos_token_id=EOS, max_position_embeddings=16384))
     d["vision_config"]["out_hidden_size"] = HIDDEN
+    text_class = getattr(Glm5NextConfig, "sub_configs", {}).get("text_config")
+    d = float_fields(d, Glm5NextConfig)
+    d["text_config"] = float_fields(d["text_config"], text_class)
     return Glm5NextConfig(**d)
 
 
@@ -438,7 +464,8 @@ def quantize(glmchat, fdir, qdir, sd, cfg_path, tmp):
     ddir = os.path.join(tmp, "dequantized")
     os.makedirs(ddir, exist_ok=True)
     save_file(deq, os.path.join(ddir, "model.safetensors"), metadata={"format": "pt"})
-    cfgd = json.load(open(cfg_path))
+    cfgd = float_fields(json.load(open(cfg_path)))  # written by glmchat quantize: a glmchat before
+    # glm_config_json_floats wrote "swiglu_limit": 10, which from_pretrained refuses
     cfgd["dtype"] = "float32"
     json.dump(cfgd, open(os.path.join(ddir, "config.json"), "w"), indent=2)
     return ddir
