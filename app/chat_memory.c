@@ -1,9 +1,10 @@
-/* chat_memory.c: the reasoning-memory keys, built on SHA-256 (engine/text/sha256.c): a signature
+/* chat_memory.c: the reasoning-memory keys, built on SHA-256 (base/sha256.c): a signature
  * of the conversation before a step, and the step's call ids. */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/chat_memory.h"
+#include "base/sha256.h"
 
 /* A field as its length then its bytes, so ("ab","c") and ("a","bc") differ. */
 static void put_field(sha256_ctx *c, const char *s)

@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "engine/glm.h"
-#include "engine/text/sha256.h"
 
 #define CHAT_SIGNATURE_LEN 64 /* hex digits */
 

@@ -1,14 +1,17 @@
 /* cli.c: global options, usage and version text, and the error printers every command uses.
  * GNU conventions: --help and --version on stdout with exit 0; bad usage on stderr with exit 2. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/cli.h"
 #include "app/commands.h"
 #include "engine/glm.h"
+#include "base/grow.h"
 #include "base/setting.h"
 
 typedef struct global_option {
@@ -151,6 +154,34 @@ int cli_runtime_error(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     return CLI_EXIT_RUNTIME;
+}
+
+char *cli_read_stream(FILE *f, size_t *len)
+{
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    errno = 0; /* so a failed read without its own errno is told as EIO, not an older error */
+    for (;;) {
+        /* room for one more byte at least: the NUL, or the next read */
+        if (grow_array((void **)&buf, &cap, n + 1, 1, (size_t)1 << 16)) {
+            free(buf);
+            errno = ENOMEM;
+            return NULL;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        int read_errno = errno ? errno : EIO;
+        free(buf);
+        errno = read_errno;
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
 int cli_not_built(const char *cmd)

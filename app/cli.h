@@ -1,7 +1,10 @@
-/* cli.h: what every glmchat command shares: global options, exit codes, usage errors.
- * The command table (commands.c) maps names to the cmd_*.c files that implement them. */
+/* cli.h: what every glmchat command shares: global options, exit codes, usage errors, reading
+ * stdin whole. The command table (commands.c) maps names to the cmd_*.c files that implement them. */
 #ifndef GLMCHAT_APP_CLI_H
 #define GLMCHAT_APP_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
 
 enum {
     CLI_EXIT_OK = 0,
@@ -49,12 +52,17 @@ int cli_int_option(const char *cmd, const char *option, const char *text, long l
 int cli_choice_option(const char *cmd, const char *option, const char *text, const char *choices,
                       int *out);
 
-/* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
 /* For a command whose only option is --help: reads the options (stopping at the first word);
  * returns -1 to go on (optind at the first word), else the exit status to return: help printed
  * by usage, or an unknown option said as bad usage. */
 int cli_help_only(int argc, char **argv, const char *cmd, void (*usage)(void));
+
+/* Prints "glmchat: MESSAGE" on stderr; returns CLI_EXIT_RUNTIME. */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Reads f to its end into a new NUL-terminated buffer (any bytes, no size limit but memory);
+ * *len gets its length without the NUL. NULL with errno on failure (ENOMEM, or the read's). */
+char *cli_read_stream(FILE *f, size_t *len);
 
 /* For commands whose implementation has not landed yet: says so, returns CLI_EXIT_RUNTIME. */
 int cli_not_built(const char *cmd);

@@ -20,36 +20,6 @@ static void print_usage(void)
            "  -h, --help  show this help\n");
 }
 
-/* The whole stream in a malloc'd buffer; NULL with errno on failure. */
-static char *read_all(FILE *in, size_t *len)
-{
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *grown = cap > ((size_t)1 << 40) ? NULL : realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                errno = ENOMEM;
-                return NULL;
-            }
-            buf = grown;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, in);
-        n += got;
-        if (got == 0) {
-            if (ferror(in)) {
-                free(buf);
-                return NULL;
-            }
-            break;
-        }
-    }
-    *len = n;
-    return buf;
-}
-
 int cmd_import(int argc, char **argv, const cli_globals *g)
 {
     static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
@@ -72,7 +42,7 @@ int cmd_import(int argc, char **argv, const cli_globals *g)
     if (!in)
         return cli_runtime_error("cannot read %s: %s", path, strerror(errno));
     size_t len = 0;
-    char *json = read_all(in, &len);
+    char *json = cli_read_stream(in, &len);
     int read_errno = errno;
     if (!from_stdin)
         fclose(in);

@@ -8,7 +8,6 @@
 
 #include "app/commands.h"
 #include "engine/glm_tokens.h"
-#include "engine/text/tbuf.h"
 
 static void usage(FILE *f)
 {
@@ -20,16 +19,6 @@ static void usage(FILE *f)
           "  --model DIR  the model directory (global option; may also come before 'render')\n"
           "  --ids        print the prompt's token ids (DIR/tokenizer.json) instead of its text\n",
           f);
-}
-
-static int read_all(FILE *f, tbuf *b)
-{
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (tbuf_append(b, chunk, n) != GLM_OK)
-            return -1;
-    return ferror(f) ? -1 : 0;
 }
 
 static int write_ids(const char *model_dir, const char *prompt, size_t len)
@@ -64,16 +53,15 @@ static void tell_template(const char *model_dir)
 
 static int render(const char *model_dir, int want_ids)
 {
-    tbuf in = {0};
-    if (read_all(stdin, &in) != 0) {
-        tbuf_free(&in);
+    size_t in_len = 0;
+    char *in = cli_read_stream(stdin, &in_len);
+    if (!in)
         return cli_runtime_error("render: cannot read the request from stdin");
-    }
     glm_error err = {0};
     char *prompt = NULL;
     size_t len = 0;
-    glm_status st = glm_render_request(in.p ? in.p : "", in.len, &prompt, &len, &err);
-    tbuf_free(&in);
+    glm_status st = glm_render_request(in, in_len, &prompt, &len, &err);
+    free(in);
     if (st == GLM_ERR_FORMAT)
         return cli_runtime_error("render: the request on stdin is not valid JSON: %s", err.message);
     int rc = CLI_EXIT_OK;

@@ -7,7 +7,6 @@
 
 #include "app/commands.h"
 #include "engine/glm_tokens.h"
-#include "engine/text/tbuf.h"
 
 static void usage(FILE *f)
 {
@@ -17,16 +16,6 @@ static void usage(FILE *f)
           "  --lines           encode each input line (without its newline) alone; one output line each\n"
           "Invalid UTF-8 input is read as Python's bytes.decode('utf-8', 'replace') reads it.\n",
           f);
-}
-
-static int read_all(FILE *f, tbuf *b)
-{
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (tbuf_append(b, chunk, n) != GLM_OK)
-            return -1;
-    return ferror(f) ? -1 : 0;
 }
 
 static int print_ids(const int32_t *ids, size_t n)
@@ -49,15 +38,14 @@ static int encode_and_print(const glm_tokenizer *t, const char *s, size_t n)
     return rc == 0 ? CLI_EXIT_OK : cli_runtime_error("tokenize: cannot write to stdout");
 }
 
-static int run(const glm_tokenizer *t, const tbuf *in, int lines)
+static int run(const glm_tokenizer *t, const char *s, size_t len, int lines)
 {
-    const char *s = in->p ? in->p : "";
     if (!lines)
-        return encode_and_print(t, s, in->len);
+        return encode_and_print(t, s, len);
     size_t at = 0;
-    while (at < in->len) {
-        const char *nl = memchr(s + at, '\n', in->len - at);
-        size_t end = nl ? (size_t)(nl - s) : in->len;
+    while (at < len) {
+        const char *nl = memchr(s + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - s) : len;
         int rc = encode_and_print(t, s + at, end - at);
         if (rc != CLI_EXIT_OK)
             return rc;
@@ -100,9 +88,10 @@ int cmd_tokenize(int argc, char **argv, const cli_globals *g)
     glm_tokenizer *t = glm_tokenizer_load(path, &err);
     if (!t)
         return cli_runtime_error("tokenize: %s", err.message);
-    tbuf in = {0};
-    int rc = read_all(stdin, &in) == 0 ? run(t, &in, lines) : cli_runtime_error("tokenize: cannot read stdin");
-    tbuf_free(&in);
+    size_t len = 0;
+    char *in = cli_read_stream(stdin, &len);
+    int rc = in ? run(t, in, len, lines) : cli_runtime_error("tokenize: cannot read stdin");
+    free(in);
     glm_tokenizer_free(t);
     if (rc == CLI_EXIT_OK && fflush(stdout) != 0)
         rc = cli_runtime_error("tokenize: cannot write to stdout");

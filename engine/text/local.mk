@@ -5,7 +5,7 @@ libengine_a_SOURCES += \
 	engine/text/json.c engine/text/json.h engine/text/pretokenize.c engine/text/pretokenize.h \
 	engine/text/tokenizer.c engine/text/tokenizer.h \
 	engine/text/template.c engine/text/template.h engine/text/reply_parser.c engine/text/reply_parser.h \
-	engine/text/sha256.c engine/text/sha256.h engine/text/template_check.c engine/text/template_check.h
+	engine/text/template_check.c engine/text/template_check.h
 
 check_PROGRAMS += tests/unit/test_tokenizer
 tests_unit_test_tokenizer_SOURCES = tests/unit/test_tokenizer.c

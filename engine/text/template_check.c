@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "engine/text/json.h"
-#include "engine/text/sha256.h"
+#include "base/sha256.h"
 
 /* The GLM-5.3-Flash template as two public repacks publish it (tests/fixtures/text/README.md):
  * the same text but for the generation prompt's thinking switch, which glmchat applies itself. */

@@ -1,5 +1,5 @@
 /* hmac_sha256.c: HMAC-SHA256 for the ranks' shared-key handshake, written from RFC 2104 over
- * engine/text/sha256.c; tests/unit/test_tp_auth.c checks both against FIPS and RFC 4231 vectors. */
+ * base/sha256.c; tests/unit/test_tp_auth.c checks both against FIPS and RFC 4231 vectors. */
 #include <string.h>
 
 #include "tp/hmac_sha256.h"

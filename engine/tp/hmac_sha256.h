@@ -1,4 +1,4 @@
-/* hmac_sha256.h: HMAC-SHA256 (RFC 2104) over the engine's one SHA-256 (engine/text/sha256.c), for
+/* hmac_sha256.h: HMAC-SHA256 (RFC 2104) over glmchat's one SHA-256 (base/sha256.c), for
  * the two ranks' shared-key handshake, so the engine links no crypto library. */
 #ifndef GLMCHAT_TP_HMAC_SHA256_H
 #define GLMCHAT_TP_HMAC_SHA256_H
@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/text/sha256.h"
+#include "base/sha256.h"
 
 #define TP_SHA256_BYTES 32u
 #define TP_SHA256_BLOCK 64u

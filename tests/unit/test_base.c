@@ -1,6 +1,6 @@
 /* test_base.c: the base layer: the UTF-8 repair policy on valid, invalid, overlong, surrogate and
  * truncated input, FNV-1a vectors, little-endian round trips, setting values and their errors,
- * error buffers and array growth. */
+ * error buffers, array growth and SHA-256 (FIPS 180 vectors). */
 #include <check.h>
 #include <limits.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include "base/hash.h"
 #include "base/le.h"
 #include "base/setting.h"
+#include "base/sha256.h"
 #include "base/utf8.h"
 #include "tests/common/check_main.h"
 
@@ -365,6 +366,53 @@ START_TEST(grow_array_doubles_from_first_and_refuses_overflow)
 }
 END_TEST
 
+/* ---- SHA-256 ---- */
+
+static void hex_of(const unsigned char d[32], char out[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* data's digest, both in one streaming pass and through sha256_hex, is want. */
+static void check_sha256(const char *data, size_t len, const char *want)
+{
+    sha256_ctx c;
+    unsigned char d[32];
+    char hex[65];
+    sha256_init(&c);
+    sha256_update(&c, data, len);
+    sha256_final(&c, d);
+    hex_of(d, hex);
+    ck_assert_str_eq(hex, want);
+    sha256_hex(data, len, hex);
+    ck_assert_str_eq(hex, want);
+}
+
+START_TEST(sha256_matches_the_fips_vectors)
+{
+    check_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    check_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    check_sha256(two_blocks, strlen(two_blocks), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    /* a million 'a' in uneven pieces (1 to 1003 bytes), so partial blocks are joined */
+    char chunk[1024];
+    memset(chunk, 'a', sizeof chunk);
+    sha256_ctx c;
+    sha256_init(&c);
+    for (size_t left = 1000000, n = 1; left > 0; n = n % 997 + 7) {
+        size_t take = n < left ? n : left;
+        sha256_update(&c, chunk, take);
+        left -= take;
+    }
+    unsigned char d[32];
+    char hex[65];
+    sha256_final(&c, d);
+    hex_of(d, hex);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("base");
@@ -383,6 +431,7 @@ int main(void)
     tcase_add_test(tc, setting_bool_and_double);
     tcase_add_test(tc, errbuf_formats_cuts_and_allows_no_buffer);
     tcase_add_test(tc, grow_array_doubles_from_first_and_refuses_overflow);
+    tcase_add_test(tc, sha256_matches_the_fips_vectors);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

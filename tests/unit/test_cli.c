@@ -1,6 +1,7 @@
 /* test_cli.c: Check suite for the command line: global options anywhere, their checks,
- * the command table, and XDG path resolution. */
+ * the command table, XDG path resolution, and reading a stream whole. */
 #include <check.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -136,6 +137,50 @@ START_TEST(xdg_paths_follow_the_spec)
 }
 END_TEST
 
+/* A stream of n bytes with NULs and every byte value, over two of the reader's first buffers. */
+START_TEST(read_stream_takes_any_bytes_whole)
+{
+    size_t n = 3 * 65536 + 17;
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_ne(fputc((int)(i * 7 % 256), f), EOF);
+    rewind(f);
+    size_t len = 0;
+    char *text = cli_read_stream(f, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq((unsigned char)text[i], (int)(i * 7 % 256));
+    ck_assert_int_eq(text[n], '\0');
+    free(text);
+    fclose(f);
+    /* empty: a string, not NULL */
+    f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    text = cli_read_stream(f, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_str_eq(text, "");
+    free(text);
+    fclose(f);
+}
+END_TEST
+
+/* A failed read is NULL with the read's errno (a directory: EISDIR), as import reports it. */
+START_TEST(read_stream_failure_keeps_errno)
+{
+    FILE *f = fopen("/", "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t len = 99;
+    errno = ENOENT; /* a stale errno must not be what is reported */
+    ck_assert_ptr_null(cli_read_stream(f, &len));
+    ck_assert_int_eq(errno, EISDIR);
+    ck_assert_uint_eq(len, 99);
+    fclose(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -146,6 +191,8 @@ int main(void)
     tcase_add_test(tc, engine_setting_globals_are_checked);
     tcase_add_test(tc, every_contract_command_is_in_the_table);
     tcase_add_test(tc, xdg_paths_follow_the_spec);
+    tcase_add_test(tc, read_stream_takes_any_bytes_whole);
+    tcase_add_test(tc, read_stream_failure_keeps_errno);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -1,5 +1,5 @@
-/* test_tp_auth.c: Check suite for the ranks' shared key: SHA-256 and HMAC-SHA256 against FIPS 180
- * and RFC 4231 vectors, key files (strict reading, mode 0600, never overwritten), the proofs. */
+/* test_tp_auth.c: Check suite for the ranks' shared key: HMAC-SHA256 against RFC 4231 vectors (SHA-256
+ * itself is test_base's), key files (strict reading, mode 0600, never overwritten), the proofs. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,42 +17,6 @@ static void to_hex(const uint8_t *b, size_t n, char *out)
     for (size_t i = 0; i < n; i++)
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
-
-static void check_sha256(const void *data, size_t len, const char *want)
-{
-    sha256_ctx s;
-    uint8_t out[TP_SHA256_BYTES];
-    char hex[2 * TP_SHA256_BYTES + 1];
-    sha256_init(&s);
-    sha256_update(&s, data, len);
-    sha256_final(&s, out);
-    to_hex(out, sizeof out, hex);
-    ck_assert_str_eq(hex, want);
-}
-
-START_TEST(sha256_matches_the_standard_vectors)
-{
-    check_sha256("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    check_sha256("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    check_sha256(two_blocks, strlen(two_blocks), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    /* a million 'a', fed in uneven pieces so partial blocks are joined */
-    sha256_ctx s;
-    uint8_t out[TP_SHA256_BYTES];
-    char hex[2 * TP_SHA256_BYTES + 1], chunk[1024];
-    memset(chunk, 'a', sizeof chunk);
-    sha256_init(&s);
-    size_t left = 1000000;
-    for (size_t n = 1; left > 0; n = n % 997 + 7) { /* 1..1003 bytes */
-        size_t take = n < left ? n : left;
-        sha256_update(&s, chunk, take);
-        left -= take;
-    }
-    sha256_final(&s, out);
-    to_hex(out, sizeof out, hex);
-    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-}
-END_TEST
 
 typedef struct rfc4231_case {
     uint8_t key_byte;   /* the key is key_len of this byte, unless key_text is given */
@@ -236,7 +200,6 @@ int main(void)
     Suite *s = suite_create("tp_auth");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, sha256_matches_the_standard_vectors);
     tcase_add_test(tc, hmac_sha256_matches_rfc4231);
     tcase_add_test(tc, equal_secret_compares_every_byte);
     tcase_add_test(tc, key_files_are_made_and_read_strictly);

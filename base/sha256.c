@@ -1,6 +1,6 @@
-/* sha256.c: SHA-256 (FIPS 180-4), for the reasoning memory's keys (app/chat_memory.c) and the
- * chat template revision check (template_check.c). */
-#include "engine/text/sha256.h"
+/* sha256.c: SHA-256 (FIPS 180-4), for the reasoning memory's keys (app/chat_memory.c), the chat
+ * template revision check (engine/text/template_check.c) and the ranks' HMAC (engine/tp). */
+#include "base/sha256.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-/* sha256.h: SHA-256 (FIPS 180-4): streaming, and one call to lowercase hex.
- * Shared by the reasoning memory's keys and the chat template revision check. */
-#ifndef GLMCHAT_TEXT_SHA256_H
-#define GLMCHAT_TEXT_SHA256_H
+/* sha256.h: SHA-256 (FIPS 180-4): streaming, and one call to lowercase hex. Used by the reasoning
+ * memory's keys, the chat template revision check and the ranks' HMAC. */
+#ifndef GLMCHAT_BASE_SHA256_H
+#define GLMCHAT_BASE_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
