@@ -219,12 +219,18 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
     if (R > 0)
         compare(emu, gpu, R, V, rows, &over, &first, &median, &worst);
     ok = R == 0 || (over <= OVER_ROWS(R) && median <= TOL_F32 && isfinite(worst));
-    printf("%s: %-22s %-10s to a near tie: rows 0-%d %s (%d over %.0e, median %.2e, worst %.2e); at "
-           "row %d layer %d the %s, scored within %.2e of each other by the emulation, went the "
-           "other way on CUDA: the %d rows from there on follow other choices and are not judged; "
-           "CUDA's %d cache rows are numfmt's rounding of its own unrounded rows\n",
-           ok ? "PASS" : "FAIL", label, mode, R - 1, ok ? "agree" : "differ", over, TOL_F32, median,
-           worst, R, d.tie_layer, what, d.tie_spread, N - R, d.rounding_rows[1]);
+    char before[128];
+    if (R > 0)
+        snprintf(before, sizeof before, "rows 0-%d %s (%d over %.0e, median %.2e, worst %.2e)", R - 1,
+                 ok ? "agree" : "differ", over, TOL_F32, median, worst);
+    else
+        snprintf(before, sizeof before, "no row before it (every op within the floor's threshold)");
+    printf("%s: %-22s %-10s to a near tie: %s; at row %d layer %d the %s, scored within %.2e of "
+           "each other by the emulation, went the other way on CUDA: the %d rows from there on "
+           "follow other choices and are not judged; CUDA's %d cache rows are numfmt's rounding of "
+           "its own unrounded rows\n",
+           ok ? "PASS" : "FAIL", label, mode, before, R, d.tie_layer, what, d.tie_spread, N - R,
+           d.rounding_rows[1]);
     return ok;
 }
 
