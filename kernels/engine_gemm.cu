@@ -432,8 +432,8 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
 }
 
 // hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid): the three carry about 24
-// significant bits of x, as an f32 product would (hi + lo alone, about 16 bits, moved an indexer
-// near-tie on a mkmodel model past the parity test's tolerance on the H200, 2026-12-03).
+// significant bits of x, as an f32 product would (hi + lo alone, about 16 bits, can move an
+// indexer near-tie past the parity test's tolerance, which a mkmodel model showed).
 __global__ void split_kernel(const float *__restrict__ x, size_t n, __nv_bfloat16 *__restrict__ hi,
                              __nv_bfloat16 *__restrict__ mid, __nv_bfloat16 *__restrict__ lo)
 {

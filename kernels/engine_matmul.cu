@@ -698,8 +698,8 @@ struct plain_jobs {
 
 // gemv_jobs_kernel for jobs that are all plain: row_dot's and the skinny rows' operations in
 // the same order, so a row's bits are the general kernel's. At one token 48 registers against
-// its 108: 5 blocks an SM against 2. H200, 2026-12-04: decode step 4,153.9 us at 5 blocks,
-// 4,337.4 at 6 (40 registers, spilling), 4,179.9 with the general kernel trimmed to 64.
+// its 108: 5 blocks an SM against 2. Six blocks need 40 registers and spill, and trimming the
+// general kernel to 64 registers instead slows its many-token calls: five is the timed best.
 #ifndef GEMV_PLAIN_MIN_BLOCKS
 #define GEMV_PLAIN_MIN_BLOCKS 5 // blocks an SM the one-token kernel's registers are cut for
 #endif

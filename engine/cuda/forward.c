@@ -129,9 +129,10 @@ static hc_site ffn_site(const cu_layer *L)
  * (y, post, comb), with the fn product's parts; then the collapse and norm into pre and u on the
  * main stream, and the Sinkhorn mix forked on the side stream beside it (only the HC update
  * after the sublayer reads post and comb, and it joins the side stream first). Keep this order:
- * with the fork after the collapse, or the mix launched before it, the sublayer's first product
- * took 11-12 us a call longer (H200, 2026-12-04, bench/stop22_h200_2026-12-04.txt). One launch,
- * its last block collapsing, gave the same bits but 25-28 us a call against 9 + 5 (same log). */
+ * with the fork after the collapse, or the mix launched before it, the side stream's work lands
+ * in front of the sublayer's first product and delays it (measured: bench/BENCHMARKS.md's
+ * history). One launch whose last block collapses gives the same bits but serialises the
+ * update and the collapse, which cost more than the two launches. */
 static int hc_step(cuda_backend *be, int T, const hc_site *h, int update, const char *what,
                    glm_error *err)
 {
