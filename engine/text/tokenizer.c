@@ -405,6 +405,9 @@ static glm_status add_merge(tok_tokenizer *t, const jv *m, size_t i, tbuf *tmp, 
     const char *parts[2] = {a, b};
     size_t lens[2] = {al, bl};
     tbuf_clear(tmp);
+    /* reserved even for two empty parts (" "): vocab_find wants a pointer, not NULL */
+    if (tbuf_reserve(tmp, al + bl) != GLM_OK)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     for (int k = 0; k < 2; k++) {
         size_t start = tmp->len;
         if (bytelevel_to_bytes(parts[k], lens[k], byte_of_cp, tmp) != 1)

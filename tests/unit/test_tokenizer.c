@@ -283,6 +283,24 @@ START_TEST(repeated_key_keeps_shared_id)
 }
 END_TEST
 
+/* fuzz_tokenizer_load's finding: a merge of two empty tokens (" ") looked them up through a null
+ * pointer (UBSan). It names "" twice: refused when "" is not a token, loaded when it is. */
+START_TEST(merge_of_empty_tokens)
+{
+    char *json = mini_tokenizer("[]", "\\\\S+", "{\"a\": 0}", "[\" \"]");
+    glm_error err = {0};
+    ck_assert_ptr_null(tok_load_mem(json, strlen(json), "m.json", &err));
+    ck_assert_int_eq(err.status, GLM_ERR_FORMAT);
+    ck_assert_msg(strstr(err.message, "m.json") && strstr(err.message, "model.merges[0]"), "%s", err.message);
+    free(json);
+    json = mini_tokenizer("[]", "\\\\S+", "{\"a\": 0, \"\": 1}", "[\" \"]");
+    tok_tokenizer *t = tok_load_mem(json, strlen(json), "m.json", &err);
+    ck_assert_msg(t != NULL, "%s", err.message);
+    tok_free(t);
+    free(json);
+}
+END_TEST
+
 START_TEST(repair_matches_python_replace)
 {
     /* expected values from Python: bytes.decode("utf-8", "replace") */
@@ -326,6 +344,7 @@ int main(void)
     tcase_add_test(tc, bad_pattern_names_file_and_field);
     tcase_add_test(tc, empty_keys_load);
     tcase_add_test(tc, repeated_key_keeps_shared_id);
+    tcase_add_test(tc, merge_of_empty_tokens);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
