@@ -1,5 +1,5 @@
 /* long_prefill.c: the rules of bench_cuda_engine's long-prefill mode (long_prefill.h): argument
- * checks with messages that name the bad value, the time limit's stop rule and the printed lines. */
+ * checks whose messages name the bad value, the time limit's stop rule, the printed lines. */
 #include "bench/long_prefill.h"
 
 #include <errno.h>
@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char lp_usage[] = "bench_cuda_engine --long LAYERS SIZES [LIMIT_S [EVERY]] (e.g. --long 16 "
-                        "65536,262144,1048576 300 16: each size's prefill from an empty session, "
-                        "stopped after the chunk that passes LIMIT_S seconds, a progress line every "
-                        "EVERY chunks)";
+const char lp_usage[] = "bench_cuda_engine --long LAYERS SIZES [LIMIT_S [EVERY]] (e.g. --long "
+                        "16 65536,262144,1048576 300 16: each size's prefill from an empty "
+                        "session, stopped after the chunk that passes LIMIT_S seconds, a progress "
+                        "line every EVERY chunks)";
 
 /* A whole number in lo..hi from the whole of s; 0, or -1. */
 static int whole(const char *s, long lo, long hi, long *out)
@@ -147,7 +147,7 @@ void lp_thousands(double v, int decimals, char *buf, size_t n)
 }
 
 void lp_progress_line(int size, int done, double elapsed, int rows, double window_s,
-                      double mem_gib, char *buf, size_t n)
+                      double mem_gib, double plan_gib, char *buf, size_t n)
 {
     char s[32], d[32], so_far[32], recent[32];
     lp_thousands(size, 0, s, sizeof s);
@@ -157,8 +157,9 @@ void lp_progress_line(int size, int done, double elapsed, int rows, double windo
     double pace = rows > 0 ? window_s / rows : 0; /* seconds a token, lately */
     snprintf(buf, n, "progress %s: position %s (%.1f%%) after %.1f s: %s tok/s so far, the last %d "
              "rows %s tok/s; at that pace %.0f s to go (more: the indexer grows with the "
-             "position); device memory in use %.2f GiB", s, d, 100.0 * done / size, elapsed,
-             so_far, rows, recent, pace * (size - done), mem_gib);
+             "position); the backend holds %.2f GiB of device memory (its plan: %.2f)", s, d,
+             100.0 * done / size, elapsed, so_far, rows, recent, pace * (size - done), mem_gib,
+             plan_gib);
 }
 
 /* "0.805 of the 8k rate" and the goal's verdict where the goal speaks of the size. */
@@ -203,8 +204,8 @@ void lp_bench_row(const lp_result *r, double ref_rate, double cublas, char *buf,
     if (r->partial)
         snprintf(stop, sizeof stop, " (PARTIAL: stopped at %s tokens)", done);
     double ratio = ref_rate > 0 ? lp_rate(r) / ref_rate : 0;
-    snprintf(buf, n, "| engine model, %s tokens, chunks of %s%s | %.2f s = %s tok/s, %.1f TFLOP/s | "
-             "the 8k rate of this run: %s tok/s; cuBLAS bf16 8192^3: %.0f TFLOP/s | **%.3f** (%.3f "
-             "of cuBLAS) |", size, chunk, stop, r->seconds, rate, r->tflops, ref, cublas, ratio,
+    snprintf(buf, n, "| engine model, %s tokens, chunks of %s%s | %.2f s = %s tok/s, %.1f "
+             "TFLOP/s | the 8k rate of this run: %s tok/s; cuBLAS bf16 8192^3: %.0f TFLOP/s | "
+             "**%.3f** (%.3f of cuBLAS) |", size, chunk, stop, r->seconds, rate, r->tflops, ref, cublas, ratio,
              cublas > 0 ? r->tflops / cublas : 0.0);
 }

@@ -1,5 +1,5 @@
-/* long_prefill.h: the rules of bench_cuda_engine's long-prefill mode (--long): its arguments, the
- * stop rule of a size's time limit, its progress and result lines; pure C so a CPU test checks them. */
+/* long_prefill.h: the rules of bench_cuda_engine's long-prefill mode (--long): its arguments, a
+ * size's time limit, its progress and result lines; pure C so a CPU test checks them. */
 #ifndef GLMCHAT_BENCH_LONG_PREFILL_H
 #define GLMCHAT_BENCH_LONG_PREFILL_H
 
@@ -8,7 +8,7 @@
 #define LP_MAX_SIZES 8
 #define LP_MIN_SIZE 1024
 #define LP_REFERENCE 8192       /* the size whose rate every size is compared with, timed first */
-#define LP_GOAL_RATIO 0.85      /* the goal: 64k and 256k at this fraction of the 8k rate at least */
+#define LP_GOAL_RATIO 0.85      /* the goal: 64k and 256k at this share of the 8k rate at least */
 #define LP_GOAL_LARGEST 262144  /* the largest size the goal speaks of */
 #define LP_DEFAULT_LIMIT_S 300.0
 #define LP_DEFAULT_EVERY 16
@@ -18,7 +18,7 @@
 typedef struct lp_args {
     int layers;
     int sizes[LP_MAX_SIZES], n_sizes; /* prompt lengths in tokens, in the order given */
-    double limit_s;                   /* a size stops after the chunk that passes this many seconds */
+    double limit_s;                   /* a size stops after the chunk that passes these seconds */
     int every;                        /* a progress line every this many chunks */
 } lp_args;
 
@@ -53,9 +53,10 @@ double lp_rate(const lp_result *r);
 void lp_thousands(double v, int decimals, char *buf, size_t n);
 
 /* The progress line after `done` of `size` tokens at `elapsed` s, the last window of `rows`
- * rows taking `window_s` s; mem_gib: the device's bytes in use (GiB). */
+ * rows taking `window_s` s; mem_gib: the device memory the backend holds (GiB), plan_gib: its
+ * plan's. */
 void lp_progress_line(int size, int done, double elapsed, int rows, double window_s,
-                      double mem_gib, char *buf, size_t n);
+                      double mem_gib, double plan_gib, char *buf, size_t n);
 
 /* The result line: value, ceilings (ref_rate: the 8k rate of the same run; cublas: cuBLAS bf16
  * TFLOP/s) and ratios, and the goal's verdict for sizes above the reference up to
