@@ -149,16 +149,17 @@ void lp_thousands(double v, int decimals, char *buf, size_t n)
 void lp_progress_line(int size, int done, double elapsed, int rows, double window_s,
                       double mem_gib, double plan_gib, char *buf, size_t n)
 {
-    char s[32], d[32], so_far[32], recent[32];
+    char s[32], d[32], so_far[32], recent[32], last[32];
     lp_thousands(size, 0, s, sizeof s);
+    lp_thousands(rows, 0, last, sizeof last);
     lp_thousands(done, 0, d, sizeof d);
     lp_thousands(elapsed > 0 ? done / elapsed : 0, 0, so_far, sizeof so_far);
     lp_thousands(window_s > 0 ? rows / window_s : 0, 0, recent, sizeof recent);
     double pace = rows > 0 ? window_s / rows : 0; /* seconds a token, lately */
-    snprintf(buf, n, "progress %s: position %s (%.1f%%) after %.1f s: %s tok/s so far, the last %d "
+    snprintf(buf, n, "progress %s: position %s (%.1f%%) after %.1f s: %s tok/s so far, the last %s "
              "rows %s tok/s; at that pace %.0f s to go (more: the indexer grows with the "
              "position); the backend holds %.2f GiB of device memory (its plan: %.2f)", s, d,
-             100.0 * done / size, elapsed, so_far, rows, recent, pace * (size - done), mem_gib,
+             100.0 * done / size, elapsed, so_far, last, recent, pace * (size - done), mem_gib,
              plan_gib);
 }
 
@@ -206,6 +207,6 @@ void lp_bench_row(const lp_result *r, double ref_rate, double cublas, char *buf,
     double ratio = ref_rate > 0 ? lp_rate(r) / ref_rate : 0;
     snprintf(buf, n, "| engine model, %s tokens, chunks of %s%s | %.2f s = %s tok/s, %.1f "
              "TFLOP/s | the 8k rate of this run: %s tok/s; cuBLAS bf16 8192^3: %.0f TFLOP/s | "
-             "**%.3f** (%.3f of cuBLAS) |", size, chunk, stop, r->seconds, rate, r->tflops, ref, cublas, ratio,
-             cublas > 0 ? r->tflops / cublas : 0.0);
+             "**%.3f** (%.3f of cuBLAS) |", size, chunk, stop, r->seconds, rate, r->tflops, ref,
+             cublas, ratio, cublas > 0 ? r->tflops / cublas : 0.0);
 }

@@ -175,7 +175,7 @@ START_TEST(the_progress_line)
     char line[512];
     lp_progress_line(1048576, 65536, 8.0, 65536, 8.0, 71.75, 71.19, line, sizeof line);
     ck_assert_msg(strstr(line, "progress 1,048,576: position 65,536 (6.2%) after 8.0 s: 8,192 "
-                               "tok/s so far, the last 65536 rows 8,192 tok/s; at that pace 120 s "
+                               "tok/s so far, the last 65,536 rows 8,192 tok/s; at that pace 120 s "
                                "to go") &&
                       strstr(line, "the backend holds 71.75 GiB of device memory (its plan: "
                                    "71.19)"),
