@@ -72,7 +72,8 @@ tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h
+bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h \
+	bench/long_prefill.c bench/long_prefill.h
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 
