@@ -533,16 +533,16 @@ __device__ __forceinline__ void cp_async_wait_older()
 struct prefill_src {
     const float *q, *k, *g, *v, *beta;
     int T, H, dk, h, c0;
-    bool vec; // 16-byte copies (dk % 4 == 0, the arrays 16-byte aligned)
 };
 
-// Element e of the head's q, k and g rows of group [t0, t0 + kPrefillTokens): its token and row,
-// and whether it is real (else zero-filled).
-__device__ __forceinline__ bool prefill_row_elem(const prefill_src &s, int t0, int e, int w,
-                                                 int *tl, int *i, size_t *at)
+// Element e of the head's q, k and g rows of group [t0, t0 + kPrefillTokens), W floats a copy:
+// its token and row, and whether it is real (else zero-filled).
+template <int W>
+__device__ __forceinline__ bool prefill_row_elem(const prefill_src &s, int t0, int e, int *tl,
+                                                 int *i, size_t *at)
 {
-    *tl = e / (kPrefillMaxDk / w);
-    *i = e % (kPrefillMaxDk / w) * w;
+    *tl = e / (kPrefillMaxDk / W);
+    *i = e % (kPrefillMaxDk / W) * W;
     int t = t0 + *tl;
     bool in = t < s.T && *i < s.dk;
     *at = in ? (size_t)t * s.H * s.dk + (size_t)s.h * s.dk + *i : 0;
@@ -550,16 +550,18 @@ __device__ __forceinline__ bool prefill_row_elem(const prefill_src &s, int t0, i
 }
 
 // Group [t0, t0 + kPrefillTokens) into b by cp.async (this thread's share; committed by the
-// caller). Rows past dk and tokens past T are zero-filled.
+// caller), 16-byte copies when kVec (dk % 4 == 0, the arrays 16-byte aligned), else words. Rows
+// past dk and tokens past T are zero-filled.
+template <bool kVec>
 __device__ void prefill_stage(prefill_group &b, const prefill_src &s, int t0)
 {
+    constexpr int W = kVec ? 4 : 1, bytes = 4 * W;
     const int tid = threadIdx.x, nt = blockDim.x, C = s.H * s.dk;
-    const int w = s.vec ? 4 : 1, bytes = 4 * w;
-    for (int e = tid; e < kPrefillTokens * kPrefillMaxDk / w; e += nt) {
+    for (int e = tid; e < kPrefillTokens * kPrefillMaxDk / W; e += nt) {
         int tl, i;
         size_t at;
-        int n = prefill_row_elem(s, t0, e, w, &tl, &i, &at) ? bytes : 0;
-        if (s.vec) {
+        int n = prefill_row_elem<W>(s, t0, e, &tl, &i, &at) ? bytes : 0;
+        if (kVec) {
             cp_async_16(&b.k[tl][i], s.k + at, n);
             cp_async_16(&b.q[tl][i], s.q + at, n);
             cp_async_16(&b.a[tl][i], s.g + at, n);
@@ -569,11 +571,11 @@ __device__ void prefill_stage(prefill_group &b, const prefill_src &s, int t0)
             cp_async_4(&b.a[tl][i], s.g + at, n);
         }
     }
-    for (int e = tid; e < kPrefillTokens * kPrefillCols / w; e += nt) {
-        int tl = e / (kPrefillCols / w), c = e % (kPrefillCols / w) * w, t = t0 + tl;
+    for (int e = tid; e < kPrefillTokens * kPrefillCols / W; e += nt) {
+        int tl = e / (kPrefillCols / W), c = e % (kPrefillCols / W) * W, t = t0 + tl;
         bool in = t < s.T && s.c0 + c < s.dk;
         const float *src = s.v + (in ? (size_t)t * C + (size_t)s.h * s.dk + s.c0 + c : 0);
-        if (s.vec)
+        if (kVec)
             cp_async_16(&b.v[tl][c], src, in ? bytes : 0);
         else
             cp_async_4(&b.v[tl][c], src, in ? bytes : 0);
@@ -584,14 +586,16 @@ __device__ void prefill_stage(prefill_group &b, const prefill_src &s, int t0)
     }
 }
 
-// The gates this thread copied into b (its own cp.async writes, complete): g <- exp(g), as
+// The gates this thread copied into b (prefill_stage<kVec>'s share, complete): g <- exp(g), as
 // scan_kernel computes it.
-__device__ void prefill_exp_gates(prefill_group &b, const prefill_src &s)
+template <bool kVec>
+__device__ void prefill_exp_gates(prefill_group &b)
 {
-    const int w = s.vec ? 4 : 1;
-    for (int e = threadIdx.x; e < kPrefillTokens * kPrefillMaxDk / w; e += blockDim.x) {
-        int tl = e / (kPrefillMaxDk / w), i = e % (kPrefillMaxDk / w) * w;
-        for (int u = 0; u < w; u++)
+    constexpr int W = kVec ? 4 : 1;
+    for (int e = threadIdx.x; e < kPrefillTokens * kPrefillMaxDk / W; e += blockDim.x) {
+        int tl = e / (kPrefillMaxDk / W), i = e % (kPrefillMaxDk / W) * W;
+#pragma unroll
+        for (int u = 0; u < W; u++)
             b.a[tl][i + u] = expf(b.a[tl][i + u]);
     }
 }
@@ -614,8 +618,8 @@ __device__ __forceinline__ float prefill_slice_sum_half1(const float p[4], int l
     return __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(from, p[0]), p[1]), p[2]), p[3]);
 }
 
-// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests).
-template <bool kFull>
+// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests); kVec: prefill_stage's.
+template <bool kFull, bool kVec>
 __global__ void __launch_bounds__(kPrefillThreads, 1)
     prefill_scan_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
                         const float *beta, int T, int H, int dk, float *o, float *trail)
@@ -636,23 +640,22 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
             int d = 8 * r + 4 * half + i;
             Sr[r][i] = ok && row_ok(r, i) ? Sh[(size_t)d * dk + j] : 0.0f;
         }
-    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)g | (uintptr_t)v;
-    const prefill_src src = {q, k, g, v, beta, T, H, dk, h, c0, dk % 4 == 0 && align % 16 == 0};
+    const prefill_src src = {q, k, g, v, beta, T, H, dk, h, c0};
     const int ngroups = (T + kPrefillTokens - 1) / kPrefillTokens;
-    prefill_stage(grp[0], src, 0);
+    prefill_stage<kVec>(grp[0], src, 0);
     cp_async_commit();
     if (ngroups > 1)
-        prefill_stage(grp[1], src, kPrefillTokens);
+        prefill_stage<kVec>(grp[1], src, kPrefillTokens);
     cp_async_commit();
     float po[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // the previous token's output partials
     int prev = -1;                          // that token (-1: none yet)
     for (int gi = 0; gi < ngroups; gi++) {
         prefill_group &b = grp[gi % kPrefillBufs];
         cp_async_wait_older();
-        prefill_exp_gates(b, src);
+        prefill_exp_gates<kVec>(b);
         __syncthreads(); // group gi is in; every warp is done with group gi - 1
         if (gi + 2 < ngroups)
-            prefill_stage(grp[(gi + 2) % kPrefillBufs], src, (gi + 2) * kPrefillTokens);
+            prefill_stage<kVec>(grp[(gi + 2) % kPrefillBufs], src, (gi + 2) * kPrefillTokens);
         cp_async_commit();
         int nt = min(kPrefillTokens, T - gi * kPrefillTokens);
         for (int tl = 0; tl < nt; tl++) {
@@ -819,12 +822,12 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
         return -1;
     dim3 grid(H, blocks_for((size_t)dk, kPrefillCols));
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (dk == kPrefillMaxDk)
-        launch(prefill_scan_kernel<true>, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H,
-               dk, o, trail);
-    else
-        launch(prefill_scan_kernel<false>, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H,
-               dk, o, trail);
+    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)g | (uintptr_t)v;
+    bool full = dk == kPrefillMaxDk, vec = dk % 4 == 0 && align % 16 == 0;
+    auto kernel = full ? vec ? prefill_scan_kernel<true, true> : prefill_scan_kernel<true, false>
+                  : vec ? prefill_scan_kernel<false, true>
+                        : prefill_scan_kernel<false, false>;
+    launch(kernel, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
     return (int)cudaGetLastError();
 }
 

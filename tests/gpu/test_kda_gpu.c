@@ -145,10 +145,19 @@ static void scan_reference(int H, int dk, int T, float *S, const float *q, const
 
 /* A case: H heads of dk at T tokens; zero_state: the state starts at 0 (a prompt's first chunk)
  * with some v of -0 and some k of 0 (signed zeros through the sums); cpu: checked against
- * scan_reference too; trail: the per-token states compared too. */
+ * scan_reference too; trail: the per-token states compared too; shift: q, k, v and g start a
+ * float past a 16-byte boundary (the kernel's word copies). */
 typedef struct {
-    int H, dk, T, zero_state, cpu, trail;
+    int H, dk, T, zero_state, cpu, trail, shift;
 } scan_case;
+
+/* n floats of h on the device, `shift` floats into an allocation (*base, to free). */
+static float *dev_copy_at(const float *h, size_t n, int shift, float **base)
+{
+    *base = dev_alloc((n + (size_t)shift) * sizeof(float));
+    CUDA_OK(kern_to_device(*base + shift, h, n * sizeof(float)));
+    return *base + shift;
+}
 
 /* Unit rows of dk (times scale), per token and head, as the q/k norms leave them. */
 static float *unit_rows(int T, int H, int dk, float scale)
@@ -206,8 +215,10 @@ static void check_scan(const scan_case *c)
             hv[i] = -0.0f;
             hk[(i * 7) % n] = 0.0f;
         }
-    float *q = dev_copy(hq, n * 4), *k = dev_copy(hk, n * 4), *v = dev_copy(hv, n * 4);
-    float *g = dev_copy(hg, n * 4), *gate = dev_copy(hgate, n * 4);
+    float *qb, *kb, *vb, *gb;
+    float *q = dev_copy_at(hq, n, c->shift, &qb), *k = dev_copy_at(hk, n, c->shift, &kb);
+    float *v = dev_copy_at(hv, n, c->shift, &vb), *g = dev_copy_at(hg, n, c->shift, &gb);
+    float *gate = dev_copy(hgate, n * 4);
     float *beta = dev_copy(hb, (size_t)T * H * 4), *w = dev_copy(hw, (size_t)dk * 4);
     float *S = dev_copy(hS, sn * 4), *S2 = dev_copy(hS, sn * 4);
     float *o = dev_alloc(n * 4), *o2 = dev_alloc(n * 4);
@@ -222,8 +233,9 @@ static void check_scan(const scan_case *c)
     CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, trail, NULL));
     float *go = to_host(o, n * 4), *gS = to_host(S, sn * 4);
     float *gtrail = tn ? to_host(trail, tn * 4) : NULL;
-    char what[200];
-    const char *start = c->zero_state ? "zero state" : "random state";
+    char what[200], start[64];
+    snprintf(start, sizeof start, "%s%s", c->zero_state ? "zero state" : "random state",
+             c->shift ? ", unaligned" : "");
     if (c->cpu) {
         float *a = device_exp(hg, n), *ro = xmalloc(n * 4), *rtrail = tn ? xmalloc(tn * 4) : NULL;
         scan_reference(H, dk, T, hS, hq, hk, hv, a, hb, ro, rtrail);
@@ -265,7 +277,7 @@ static void check_scan(const scan_case *c)
     }
     free(hq), free(hk), free(hv), free(hgate), free(hb), free(hw), free(hS), free(hg);
     free(go), free(gS), free(gtrail), free(gon), free(do2), free(dS);
-    kern_free(q), kern_free(k), kern_free(v), kern_free(g), kern_free(gate), kern_free(beta);
+    kern_free(qb), kern_free(kb), kern_free(vb), kern_free(gb), kern_free(gate), kern_free(beta);
     kern_free(w), kern_free(S), kern_free(S2), kern_free(o), kern_free(o2);
     if (tn)
         kern_free(trail), kern_free(trail2);
@@ -537,15 +549,16 @@ int main(int argc, char **argv)
     CUDA_OK(eng_event_new(&ev0));
     CUDA_OK(eng_event_new(&ev1));
     const scan_case scans[] = {
-        {64, 128, 1, 0, 1, 1},     /* one token: a group in part */
-        {64, 128, 7, 1, 1, 1},     /* less than a staged group, from a zero state */
-        {64, 128, 64, 0, 1, 1},    /* whole groups, the buffers reused */
-        {64, 128, 77, 1, 1, 0},    /* a last group in part */
-        {2, 128, 4096, 0, 1, 0},   /* the chunk's length */
-        {64, 128, 4096, 0, 0, 0},  /* the chunk's shape: against the decode path only */
-        {3, 96, 37, 0, 1, 1},      /* dk < 128: rows and columns out of range */
-        {2, 42, 19, 1, 1, 1},      /* dk % 4 != 0: word copies */
-        {5, 64, 9, 0, 1, 1},       /* one block of columns exactly */
+        {64, 128, 1, 0, 1, 1, 0},    /* one token: a group in part */
+        {64, 128, 7, 1, 1, 1, 0},    /* less than a staged group, from a zero state */
+        {64, 128, 64, 0, 1, 1, 0},   /* whole groups, the buffers reused */
+        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part */
+        {2, 128, 4096, 0, 1, 0, 0},  /* the chunk's length */
+        {64, 128, 4096, 0, 0, 0, 0}, /* the chunk's shape: against the decode path only */
+        {4, 128, 29, 0, 1, 1, 1},    /* unaligned arrays: word copies */
+        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows and columns out of range */
+        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies */
+        {5, 64, 9, 0, 1, 1, 1},      /* one block of columns exactly; unaligned */
     };
     for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
         check_scan(&scans[i]);
