@@ -16,78 +16,81 @@ __device__ __forceinline__ float silu_of_sum(float acc)
     return acc / (1.0f + expf(-acc));
 }
 
-constexpr int kConvRun = 16; // tokens a thread of conv_rows_kernel
+constexpr int kConvRun = 16;  // tokens a warp of conv_norm_kernel
+constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 128)
 
-// Window row r ([state rows | new rows]) of W channels from ch = plane * C + c (16-byte loads
-// when W is 4).
-template <int W> // 1 or 4
-__device__ __forceinline__ void conv_window_row(const float *in, const float *state, int C, int K,
-                                                int c, size_t ch, int r, float x[W])
-{
-    const float *p =
-        r < K - 1 ? state + (size_t)r * 3 * C + ch : in + (size_t)(r - (K - 1)) * C + c;
-    if constexpr (W == 4) {
-        float4 f = *reinterpret_cast<const float4 *>(p);
-        x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
-    } else {
-        x[0] = p[0];
-    }
-}
-
-// The causal conv with SiLU: a thread takes W consecutive channels of one plane (q, k or v) over
-// kConvRun tokens, its KT taps and the run's window rows in registers, so that each input row is
-// read once (plus the KT - 1 rows before the run). Each output is the taps' fused multiply-adds
-// from 0 in tap order, then SiLU (the decode path's prep_plane computes the same).
-template <int KT, int W>
+// The causal conv with SiLU, then for q and k the per-head L2 norm (q scaled by qscale): a warp
+// takes one plane (q, k or v) of one head over kConvRun tokens, lane the head's channels
+// lane + 32 m with their KT taps and the run's window rows in registers (all loads out before
+// the first use), so that each input row is read once (plus the KT - 1 rows before the run) and
+// the norm needs no second pass. Each output is the taps' fused multiply-adds from 0 in tap
+// order, then SiLU; the norm sums the squares over m, then across the warp, as the decode path's
+// prep_plane does.
+template <int KT>
 __global__ void __launch_bounds__(256)
-    conv_rows_kernel(const float *q, const float *k, const float *v, const float *state,
-                     const float *qw, const float *kw, const float *vw, int T, int C, float *qo,
-                     float *ko, float *vo)
+    conv_norm_kernel(const float *q, const float *k, const float *v, const float *state,
+                     const float *qw, const float *kw, const float *vw, int T, int H, int dk,
+                     float qscale, float *qo, float *ko, float *vo)
 {
     pdl_trigger();
-    const int groups = C / W; // channel groups of a plane
-    const int cg = blockIdx.x * blockDim.x + threadIdx.x;
-    const int plane = cg / groups, c = (cg - plane * groups) * W;
-    const bool live = cg < 3 * groups;
-    float wr[W][KT]; // the taps (weights: no kernel writes them, so read before the wait)
-    const float *wt = (plane == 0 ? qw : plane == 1 ? kw : vw) + (size_t)c * KT;
+    const int lane = threadIdx.x & 31, wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const bool live = wi < 3 * H; // (the same for the whole warp)
+    const int plane = wi / H, h = wi % H, C = H * dk;
+    const float *wt = plane == 0 ? qw : plane == 1 ? kw : vw;
+    float wr[kConvSlots][KT]; // the taps (weights: no kernel writes them, so read before the wait)
 #pragma unroll
-    for (int u = 0; u < W; u++)
+    for (int m = 0; m < kConvSlots; m++)
 #pragma unroll
-        for (int j = 0; j < KT; j++)
-            wr[u][j] = live ? __ldg(wt + u * KT + j) : 0.0f;
+        for (int j = 0; j < KT; j++) {
+            int ci = lane + 32 * m;
+            wr[m][j] = live && ci < dk ? __ldg(wt + (size_t)(h * dk + ci) * KT + j) : 0.0f;
+        }
     pdl_wait();
     if (!live)
         return;
     const float *in = plane == 0 ? q : plane == 1 ? k : v;
     float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
-    const size_t ch = (size_t)plane * C + c;
     const int t0 = blockIdx.y * kConvRun;
-    // the run's window rows t0 .. t0 + kConvRun + KT - 2, all loads out before the first use
-    // (rows past the window's last, T + KT - 2, read that one again and are not used)
-    float x[kConvRun + KT - 1][W];
+    // window rows t0 .. t0 + kConvRun + KT - 2 ([state rows | new rows]); rows past the window's
+    // last, T + KT - 2, read that one again and are not kept
+    float x[kConvRun + KT - 1][kConvSlots];
 #pragma unroll
-    for (int r = 0; r < kConvRun + KT - 1; r++)
-        conv_window_row<W>(in, state, C, KT, c, ch, min(t0 + r, T + KT - 2), x[r]);
+    for (int r = 0; r < kConvRun + KT - 1; r++) {
+        int row = min(t0 + r, T + KT - 2);
+#pragma unroll
+        for (int m = 0; m < kConvSlots; m++) {
+            int c = h * dk + lane + 32 * m;
+            x[r][m] = lane + 32 * m >= dk ? 0.0f
+                      : row < KT - 1      ? state[(size_t)row * 3 * C + (size_t)plane * C + c]
+                                          : in[(size_t)(row - (KT - 1)) * C + c];
+        }
+    }
 #pragma unroll
     for (int s = 0; s < kConvRun; s++) {
         const int t = t0 + s;
-        float y[W];
+        float y[kConvSlots], ss = 0.0f;
 #pragma unroll
-        for (int u = 0; u < W; u++) {
+        for (int m = 0; m < kConvSlots; m++) {
             float acc = 0.0f;
 #pragma unroll
             for (int j = 0; j < KT; j++)
-                acc = __fmaf_rn(wr[u][j], x[s + j][u], acc);
-            y[u] = silu_of_sum(acc);
+                acc = __fmaf_rn(wr[m][j], x[s + j][m], acc);
+            y[m] = silu_of_sum(acc);
+            if (lane + 32 * m < dk)
+                ss = __fmaf_rn(y[m], y[m], ss);
         }
-        if (t < T) {
-            float *o = out + (size_t)t * C + c;
-            if constexpr (W == 4)
-                *reinterpret_cast<float4 *>(o) = make_float4(y[0], y[1], y[2], y[3]);
-            else
-                o[0] = y[0];
+        if (plane < 2) {
+            ss = warp_sum(ss);
+            float inv = (plane == 0 ? qscale : 1.0f) / sqrtf(ss + 1e-6f);
+#pragma unroll
+            for (int m = 0; m < kConvSlots; m++)
+                y[m] = __fmul_rn(y[m], inv);
         }
+        if (t < T)
+#pragma unroll
+            for (int m = 0; m < kConvSlots; m++)
+                if (lane + 32 * m < dk)
+                    out[(size_t)t * C + h * dk + lane + 32 * m] = y[m];
     }
 }
 
@@ -122,23 +125,6 @@ __global__ void conv_trail_kernel(const float *q, const float *k, const float *v
         const float *in = plane == 0 ? q : plane == 1 ? k : v;
         trail[i] = row < K - 1 ? state[i] : in[(size_t)(row - (K - 1)) * C + c];
     }
-}
-
-__global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale)
-{
-    pdl_prologue();
-    int w = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (w >= 2 * rows)
-        return;
-    float *x = (w < rows ? q : k) + (size_t)(w % rows) * dk;
-    float scale = w < rows ? qscale : 1.0f;
-    float ss = 0.0f;
-    for (int i = lane; i < dk; i += 32)
-        ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    float inv = scale / sqrtf(ss + 1e-6f);
-    for (int i = lane; i < dk; i += 32)
-        x[i] *= inv;
 }
 
 constexpr int kGateRun = 8; // tokens a thread of gate_rows_kernel
@@ -206,10 +192,9 @@ __global__ void __launch_bounds__(256)
 
 // The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
 // one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: each of the head's channels
-// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU (conv_rows_kernel's
-// order), the L2 norm of q and k rows (l2norm_kernel's order), then the window's last rows kept
-// in the state; warps 3H .. 4H-1 take a head's forget gates and beta (gate_rows_kernel's
-// formulas).
+// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU and the L2 norm of q
+// and k rows (conv_norm_kernel's order), then the window's last rows kept in the state; warps
+// 3H .. 4H-1 take a head's forget gates and beta (gate_rows_kernel's formulas).
 constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
 
 // What the prep reads (the products' outputs, the conv state and the layer's weights).
@@ -226,9 +211,9 @@ struct prep_args {
 };
 
 // One warp: plane 0, 1 or 2 (q, k or v) of head h: each of the head's channels (lane + 32 j)
-// with its conv taps in registers, the T outputs with SiLU (conv_rows_kernel's order), the L2
-// norm of q and k rows (l2norm_kernel's order), into out[t * ostride + channel]; then the
-// window's last rows kept in the state.
+// with its conv taps in registers, the T outputs with SiLU and the L2 norm of q and k rows
+// (conv_norm_kernel's order), into out[t * ostride + channel]; then the window's last rows kept
+// in the state.
 // kTapsInRegs 0 (a 1024-thread block's 64 registers): each tap is read where it is used.
 template <bool kTapsInRegs = true>
 __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h, float *out,
@@ -254,7 +239,7 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     auto tap = [&](int j, int ci, int i) {
         return kTapsInRegs ? wc[kTapsInRegs ? j : 0][i] : __ldg(wt + (size_t)(h * dk + ci) * K + i);
     };
-    // slot j's channel at token t: its conv over the window, then SiLU (conv_rows_kernel's order)
+    // slot j's channel at token t: its conv over the window, then SiLU (conv_norm_kernel's order)
     auto conv_silu = [&](int j, int t) {
         int ci = lane + 32 * j, c = h * dk + ci;
         float acc = 0.0f;
@@ -740,27 +725,22 @@ __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__
         x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
 }
 
-// conv_rows_kernel for taps K (1 .. KT), 4 channels a thread where vec (C % 4 == 0, the arrays
-// 16-byte aligned), else 1.
+// conv_norm_kernel for taps K (1 .. KT).
 template <int KT>
-void launch_conv_rows(int K, bool vec, cudaStream_t st, const float *q, const float *k,
+void launch_conv_norm(int K, dim3 grid, cudaStream_t st, const float *q, const float *k,
                       const float *v, const float *state, const float *qw, const float *kw,
-                      const float *vw, int T, int C, float *qo, float *ko, float *vo)
+                      const float *vw, int T, int H, int dk, float qscale, float *qo, float *ko,
+                      float *vo)
 {
     if constexpr (KT > 1) {
         if (K < KT) {
-            launch_conv_rows<KT - 1>(K, vec, st, q, k, v, state, qw, kw, vw, T, C, qo, ko, vo);
+            launch_conv_norm<KT - 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
+                                     qo, ko, vo);
             return;
         }
     }
-    int W = vec ? 4 : 1;
-    dim3 grid(blocks_for((size_t)3 * C / W, 256), blocks_for((size_t)T, kConvRun));
-    if (vec)
-        launch(conv_rows_kernel<KT, 4>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, C, qo,
-               ko, vo);
-    else
-        launch(conv_rows_kernel<KT, 1>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, C, qo,
-               ko, vo);
+    launch(conv_norm_kernel<KT>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
+           qo, ko, vo);
 }
 
 unsigned grid_for(size_t n)
@@ -771,28 +751,21 @@ unsigned grid_for(size_t n)
 
 } // namespace
 
-extern "C" int eng_kda_conv(const float *q, const float *k, const float *v, float *state,
-                            const float *qw, const float *kw, const float *vw, int T, int C, int K,
-                            float *qo, float *ko, float *vo, void *stream)
+extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v, float *state,
+                                 const float *qw, const float *kw, const float *vw, int T, int H,
+                                 int dk, int K, float qscale, float *qo, float *ko, float *vo,
+                                 void *stream)
 {
-    if (K < 1 || K > kConvMaxK + 1 || T < 1)
+    if (K < 1 || K > kConvMaxK + 1 || T < 1 || H < 1 || dk < 1 || dk > 32 * kConvSlots)
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)state |
-                      (uintptr_t)qo | (uintptr_t)ko | (uintptr_t)vo;
-    launch_conv_rows<kConvMaxK + 1>(K, C % 4 == 0 && align % 16 == 0, st, q, k, v, state, qw, kw,
-                                    vw, T, C, qo, ko, vo);
+    int C = H * dk;
+    dim3 grid(blocks_for((size_t)3 * H, 8), blocks_for((size_t)T, kConvRun));
+    launch_conv_norm<kConvMaxK + 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale, qo,
+                                    ko, vo);
     if (K > 1)
         launch(conv_state_kernel, blocks_for((size_t)3 * C, 256), 256, 0, st, q, k, v, state, T, C,
                K);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream)
-{
-    int rows = T * H;
-    launch(l2norm_kernel, blocks_for((size_t)2 * rows, 8), 256, 0,
-           static_cast<cudaStream_t>(stream), q, k, rows, dk, qscale);
     return (int)cudaGetLastError();
 }
 

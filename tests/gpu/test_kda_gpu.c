@@ -1,8 +1,9 @@
 /* test_kda_gpu.c: the KDA prefill kernels bit for bit: the delta rule (eng_kda_scan_trail)
- * against a C reference doing the same float operations in the same order, it and the conv, q/k
- * norms and gates against the decode path's kernels run a token at a time (the equality prompt
- * reuse relies on: a resumed turn must equal a full prefill), then their times at GLM-5.3-Flash's
- * prefill shape against their floors. Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
+ * against a C reference doing the same float operations in the same order, it and the conv with
+ * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
+ * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
+ * full prefill), then their times at GLM-5.3-Flash's prefill shape against their floors.
+ * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,8 +344,8 @@ static void check_prep(const prep_case *c)
         CUDA_OK(kern_memset(kc[f], 0xff, n * 4));
         CUDA_OK(kern_memset(vc[f], 0xff, n * 4));
     }
-    CUDA_OK(eng_kda_conv(q, k, v, st[0], qw, kw, vw, T, C, K, qc[0], kc[0], vc[0], NULL));
-    CUDA_OK(eng_kda_l2norm(qc[0], kc[0], T, H, dk, qscale, NULL));
+    CUDA_OK(eng_kda_conv_norm(q, k, v, st[0], qw, kw, vw, T, H, dk, K, qscale, qc[0], kc[0],
+                              vc[0], NULL));
     CUDA_OK(eng_kda_gate(g[0], beta[0], A, dt, T, H, dk, c->lb, lb, NULL));
     for (int t = 0; c->decode && t < T; t++) {
         size_t r = (size_t)t * C;
@@ -490,7 +491,8 @@ static double copy_rate(void *ev0, void *ev1)
     return 2.0 * bytes / (median(ms, 5) * 1e-3) / 1e9;
 }
 
-/* The conv and the gates at the prefill chunk's shape (64 heads of 128, 4 taps, 4096 tokens):
+/* The conv with the q/k norms and the gates at the prefill chunk's shape (64 heads of 128, 4
+ * taps, 4096 tokens):
  * the median of 7 calls each, against the time to move their bytes (each input read once, each
  * output written once) at the copy rate. */
 static void time_prep(void *ev0, void *ev1)
@@ -510,7 +512,8 @@ static void time_prep(void *ev0, void *ev1)
     for (int i = -1; i < reps; i++) { /* -1: warm-up */
         float m[2];
         CUDA_OK(eng_event_record(ev0, NULL));
-        CUDA_OK(eng_kda_conv(q, k, v, st, w, w, w, T, C, K, qc, kc, vc, NULL));
+        CUDA_OK(eng_kda_conv_norm(q, k, v, st, w, w, w, T, H, dk, K, 1.0f / sqrtf((float)dk), qc,
+                                  kc, vc, NULL));
         CUDA_OK(eng_event_record(ev1, NULL));
         CUDA_OK(eng_event_ms(ev0, ev1, &m[0]));
         CUDA_OK(kern_to_device(g, hx, n * 4)); /* the gates are rewritten in place */
@@ -522,7 +525,7 @@ static void time_prep(void *ev0, void *ev1)
             ms[0][i] = m[0], ms[1][i] = m[1];
     }
     double conv_bytes = 6.0 * n * 4, gate_bytes = 2.0 * n * 4 + 2.0 * T * H * 4;
-    const char *what[2] = {"the KDA conv (prefill)", "the KDA gates (prefill)"};
+    const char *what[2] = {"the KDA conv and q/k norms", "the KDA gates (prefill)"};
     double bytes[2] = {conv_bytes, gate_bytes};
     for (int f = 0; f < 2; f++) {
         double us = 1000.0 * median(ms[f], reps), floor_us = bytes[f] / (gbs * 1e9) * 1e6;
