@@ -173,19 +173,18 @@ int eng_hc_post(float *X, const float *y, const float *post, const float *comb, 
                 void *stream);
 
 /* ---- KDA (engine_kda.cu) ----------------------------------------------------------------- */
-/* Causal depthwise conv over [state (K-1 rows of 3C) | q k v rows], SiLU, into qo ko vo; then
- * the state keeps the last K-1 rows. conv weights [C][K] each. */
-int eng_kda_conv(const float *q, const float *k, const float *v, float *state, const float *qw,
-                 const float *kw, const float *vw, int T, int C, int K, float *qo, float *ko,
-                 float *vo, void *stream);
-/* Per head of dk: q <- q * qscale / |q|, k <- k / |k| (eps 1e-6 under the root). */
-int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream);
+/* Causal depthwise conv over [state (K-1 rows of 3C) | q k v rows], SiLU, into qo ko vo (C =
+ * H * dk, dk <= 128, K <= 17); then per head of dk: qo <- qo * qscale / |qo|, ko <- ko / |ko|
+ * (eps 1e-6 under the root); then the state keeps the last K-1 rows. conv weights [C][K] each. */
+int eng_kda_conv_norm(const float *q, const float *k, const float *v, float *state,
+                      const float *qw, const float *kw, const float *vw, int T, int H, int dk,
+                      int K, float qscale, float *qo, float *ko, float *vo, void *stream);
 /* g <- lb * sigmoid(exp(A_log) (g + dt_bias)) when has_lb, else -exp(A_log) softplus(g +
  * dt_bias); beta <- sigmoid(beta). g [T][H*dk], beta [T][H]. */
 int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T, int H,
                  int dk, int has_lb, float lb, void *stream);
-/* Decode (T <= 8, K <= 8, dk <= 128): eng_kda_conv, eng_kda_l2norm and eng_kda_gate in one
- * launch, with the same results (C = H * dk). The decode path runs eng_kda_step_decode; this
+/* Decode (T <= 8, K <= 8, dk <= 128): eng_kda_conv_norm and eng_kda_gate in one launch, with
+ * the same results (C = H * dk). The decode path runs eng_kda_step_decode; this
  * launch and eng_kda_scan_norm are the two that tests/gpu/test_decode_gpu checks it against. */
 int eng_kda_prep_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,

@@ -10,27 +10,87 @@ constexpr int kScanSlices = 8;    // row slices of a head's dk rows
 constexpr int kScanMaxRows = 16;  // dk <= kScanSlices * kScanMaxRows = 128
 constexpr int kScanMaxCb = 4;     // column groups of 32 a block: the whole head (dk <= 128)
 
-__global__ void conv_kernel(const float *q, const float *k, const float *v, const float *state,
-                            const float *qw, const float *kw, const float *vw, int T, int C, int K,
-                            float *qo, float *ko, float *vo)
+// The conv's output for one channel: SiLU of the taps' fused multiply-adds from 0, in tap order.
+__device__ __forceinline__ float silu_of_sum(float acc)
 {
-    pdl_prologue();
-    size_t n = (size_t)T * 3 * C;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        int t = (int)(i / (3 * C)), ch = (int)(i % (3 * C));
-        int plane = ch / C, c = ch % C;
-        const float *in = plane == 0 ? q : plane == 1 ? k : v;
-        const float *w = (plane == 0 ? qw : plane == 1 ? kw : vw) + (size_t)c * K;
-        float acc = 0.0f;
-        for (int j = 0; j < K; j++) {
-            int row = t + j; // in [state rows | new rows]
-            float x = row < K - 1 ? state[(size_t)row * 3 * C + ch]
-                                  : in[(size_t)(row - (K - 1)) * C + c];
-            acc += w[j] * x;
+    return acc / (1.0f + expf(-acc));
+}
+
+constexpr int kConvRun = 16;  // tokens a warp of conv_norm_kernel
+constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 128)
+
+// The causal conv with SiLU, then for q and k the per-head L2 norm (q scaled by qscale): a warp
+// takes one plane (q, k or v) of one head over kConvRun tokens, lane the head's channels
+// lane + 32 m with their KT taps and the run's window rows in registers (all loads out before
+// the first use), so that each input row is read once (plus the KT - 1 rows before the run) and
+// the norm needs no second pass. Each output is the taps' fused multiply-adds from 0 in tap
+// order, then SiLU; the norm sums the squares over m, then across the warp, as the decode path's
+// prep_plane does.
+template <int KT>
+__global__ void __launch_bounds__(256)
+    conv_norm_kernel(const float *q, const float *k, const float *v, const float *state,
+                     const float *qw, const float *kw, const float *vw, int T, int H, int dk,
+                     float qscale, float *qo, float *ko, float *vo)
+{
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, wi = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const bool live = wi < 3 * H; // (the same for the whole warp)
+    const int plane = wi / H, h = wi % H, C = H * dk;
+    const float *wt = plane == 0 ? qw : plane == 1 ? kw : vw;
+    float wr[kConvSlots][KT]; // the taps (weights: no kernel writes them, so read before the wait)
+#pragma unroll
+    for (int m = 0; m < kConvSlots; m++)
+#pragma unroll
+        for (int j = 0; j < KT; j++) {
+            int ci = lane + 32 * m;
+            wr[m][j] = live && ci < dk ? __ldg(wt + (size_t)(h * dk + ci) * KT + j) : 0.0f;
         }
-        float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
-        out[(size_t)t * C + c] = acc / (1.0f + expf(-acc));
+    pdl_wait();
+    if (!live)
+        return;
+    const float *in = plane == 0 ? q : plane == 1 ? k : v;
+    float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
+    const int t0 = blockIdx.y * kConvRun;
+    // window rows t0 .. t0 + kConvRun + KT - 2 ([state rows | new rows]); rows past the window's
+    // last, T + KT - 2, read that one again and are not kept
+    float x[kConvRun + KT - 1][kConvSlots];
+#pragma unroll
+    for (int r = 0; r < kConvRun + KT - 1; r++) {
+        int row = min(t0 + r, T + KT - 2);
+#pragma unroll
+        for (int m = 0; m < kConvSlots; m++) {
+            int c = h * dk + lane + 32 * m;
+            x[r][m] = lane + 32 * m >= dk ? 0.0f
+                      : row < KT - 1      ? state[(size_t)row * 3 * C + (size_t)plane * C + c]
+                                          : in[(size_t)(row - (KT - 1)) * C + c];
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < kConvRun; s++) {
+        const int t = t0 + s;
+        float y[kConvSlots], ss = 0.0f;
+#pragma unroll
+        for (int m = 0; m < kConvSlots; m++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < KT; j++)
+                acc = __fmaf_rn(wr[m][j], x[s + j][m], acc);
+            y[m] = silu_of_sum(acc);
+            if (lane + 32 * m < dk)
+                ss = __fmaf_rn(y[m], y[m], ss);
+        }
+        if (plane < 2) {
+            ss = warp_sum(ss);
+            float inv = (plane == 0 ? qscale : 1.0f) / sqrtf(ss + 1e-6f);
+#pragma unroll
+            for (int m = 0; m < kConvSlots; m++)
+                y[m] = __fmul_rn(y[m], inv);
+        }
+        if (t < T)
+#pragma unroll
+            for (int m = 0; m < kConvSlots; m++)
+                if (lane + 32 * m < dk)
+                    out[(size_t)t * C + h * dk + lane + 32 * m] = y[m];
     }
 }
 
@@ -67,42 +127,64 @@ __global__ void conv_trail_kernel(const float *q, const float *k, const float *v
     }
 }
 
-__global__ void l2norm_kernel(float *q, float *k, int rows, int dk, float qscale)
-{
-    pdl_prologue();
-    int w = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (w >= 2 * rows)
-        return;
-    float *x = (w < rows ? q : k) + (size_t)(w % rows) * dk;
-    float scale = w < rows ? qscale : 1.0f;
-    float ss = 0.0f;
-    for (int i = lane; i < dk; i += 32)
-        ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    float inv = scale / sqrtf(ss + 1e-6f);
-    for (int i = lane; i < dk; i += 32)
-        x[i] *= inv;
-}
+constexpr int kGateRun = 8; // tokens a thread of gate_rows_kernel
 
-__global__ void gate_kernel(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
-                            int H, int dk, int has_lb, float lb)
+// The forget gates' and beta's activations: a thread takes W consecutive gates of one head over
+// kGateRun tokens (all loads out before the first use), each by the formula prep_gates uses;
+// the thread with a head's first gate also takes that head's beta.
+template <int W> // 1 or 4 (dk % 4 == 0)
+__global__ void __launch_bounds__(256)
+    gate_rows_kernel(float *g, float *beta, const float *A_log, const float *dt_bias, int T, int H,
+                     int dk, int has_lb, float lb)
 {
-    pdl_prologue();
-    size_t n = (size_t)T * H * dk;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        int hd = (int)(i % ((size_t)H * dk));
-        int h = hd / dk;
-        float rate = expf(A_log[h]);
-        float x = g[i] + dt_bias[hd];
-        if (has_lb) {
-            g[i] = lb * sigmoidf_(rate * x);
+    pdl_trigger();
+    const int hd = (blockIdx.x * blockDim.x + threadIdx.x) * W, h = hd / dk;
+    const bool live = hd < H * dk;
+    float rate = 0.0f, bias[W]; // (weights: no kernel writes them, so read before the wait)
+    if (live) {
+        rate = expf(A_log[h]);
+#pragma unroll
+        for (int u = 0; u < W; u++)
+            bias[u] = dt_bias[hd + u];
+    }
+    pdl_wait();
+    if (!live)
+        return;
+    const int t0 = blockIdx.y * kGateRun;
+    float x[kGateRun][W];
+#pragma unroll
+    for (int s = 0; s < kGateRun; s++) {
+        const float *p = g + (size_t)min(t0 + s, T - 1) * H * dk + hd;
+        if constexpr (W == 4) {
+            float4 f = *reinterpret_cast<const float4 *>(p);
+            x[s][0] = f.x, x[s][1] = f.y, x[s][2] = f.z, x[s][3] = f.w;
         } else {
-            float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-            g[i] = -rate * sp;
+            x[s][0] = p[0];
         }
-        if (hd % dk == 0 && i / ((size_t)H * dk) < (size_t)T) {
-            size_t bi = (i / ((size_t)H * dk)) * H + h;
+    }
+#pragma unroll
+    for (int s = 0; s < kGateRun; s++) {
+        const int t = t0 + s;
+        if (t >= T)
+            break;
+        float y[W];
+#pragma unroll
+        for (int u = 0; u < W; u++) {
+            float xu = x[s][u] + bias[u];
+            if (has_lb) {
+                y[u] = lb * sigmoidf_(rate * xu);
+            } else {
+                float sp = xu > 20.0f ? xu : logf(1.0f + expf(xu));
+                y[u] = -rate * sp;
+            }
+        }
+        float *p = g + (size_t)t * H * dk + hd;
+        if constexpr (W == 4)
+            *reinterpret_cast<float4 *>(p) = make_float4(y[0], y[1], y[2], y[3]);
+        else
+            p[0] = y[0];
+        if (hd % dk == 0) {
+            size_t bi = (size_t)t * H + h;
             beta[bi] = sigmoidf_(beta[bi]);
         }
     }
@@ -110,9 +192,9 @@ __global__ void gate_kernel(float *g, float *beta, const float *A_log, const flo
 
 // The decode path's steps between the products and the scan (T <= kPrepMaxT, K <= kPrepMaxK),
 // one launch: warps 0 .. 3H-1 take a (plane, head) of q, k or v: each of the head's channels
-// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU (conv_kernel's order),
-// the L2 norm of q and k rows (l2norm_kernel's order), then the window's last rows kept in the
-// state; warps 3H .. 4H-1 take a head's forget gates and beta (gate_kernel's formulas).
+// (lane + 32 j) with its conv taps in registers, the T outputs with SiLU and the L2 norm of q
+// and k rows (conv_norm_kernel's order), then the window's last rows kept in the state; warps
+// 3H .. 4H-1 take a head's forget gates and beta (gate_rows_kernel's formulas).
 constexpr int kPrepMaxT = 8, kPrepMaxK = 8, kPrepSlots = 4; // dk <= 32 * kPrepSlots
 
 // What the prep reads (the products' outputs, the conv state and the layer's weights).
@@ -129,9 +211,9 @@ struct prep_args {
 };
 
 // One warp: plane 0, 1 or 2 (q, k or v) of head h: each of the head's channels (lane + 32 j)
-// with its conv taps in registers, the T outputs with SiLU (conv_kernel's order), the L2 norm of
-// q and k rows (l2norm_kernel's order), into out[t * ostride + channel]; then the window's last
-// rows kept in the state.
+// with its conv taps in registers, the T outputs with SiLU and the L2 norm of q and k rows
+// (conv_norm_kernel's order), into out[t * ostride + channel]; then the window's last rows kept
+// in the state.
 // kTapsInRegs 0 (a 1024-thread block's 64 registers): each tap is read where it is used.
 template <bool kTapsInRegs = true>
 __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h, float *out,
@@ -157,7 +239,7 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     auto tap = [&](int j, int ci, int i) {
         return kTapsInRegs ? wc[kTapsInRegs ? j : 0][i] : __ldg(wt + (size_t)(h * dk + ci) * K + i);
     };
-    // slot j's channel at token t: its conv over the window, then SiLU (conv_kernel's order)
+    // slot j's channel at token t: its conv over the window, then SiLU (conv_norm_kernel's order)
     auto conv_silu = [&](int j, int t) {
         int ci = lane + 32 * j, c = h * dk + ci;
         float acc = 0.0f;
@@ -215,8 +297,8 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     }
 }
 
-// One warp: head h's forget gates (gate_kernel's formulas) into g_out[t * gstride + i] and its
-// beta into beta_out[t * bstride].
+// One warp: head h's forget gates (gate_rows_kernel's formulas) into g_out[t * gstride + i] and
+// its beta into beta_out[t * bstride].
 __device__ __forceinline__ void prep_gates(const prep_args &a, int h, float *g_out, int gstride,
                                            float *beta_out, int bstride)
 {
@@ -260,15 +342,16 @@ __global__ void __launch_bounds__(256) kda_prep_kernel(prep_args a, float *qo, f
     prep_plane(a, plane, h, out + (size_t)h * a.dk, a.H * a.dk);
 }
 
-// A block a (head, group of 32 * ncb columns): thread (cb, slice, lane) keeps rows slice + 8 r
-// of column (blockIdx.y * ncb + cb) * 32 + lane of the head's state. kNorm (ncb covers the whole
-// head): each token's output row then gets out_norm_kernel's gated RMSNorm, in its arithmetic,
-// in the same launch. kPrep (with kNorm, the decode path): the block first runs its head's prep
-// (warps 0-2 prep_plane with each tap read where it is used, warp 3 prep_gates: kda_prep_kernel's
-// operations) into shared memory, and the scan reads q, k, v, the gates and beta from there: one
-// launch instead of two, the same bits.
-template <bool kNorm, bool kPrep = false>
-__global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, const float *q, const float *k,
+// The decode path's delta rule: a block a head: thread (cb, slice, lane) keeps rows slice + 8 r
+// of column cb * 32 + lane of the head's state; slice s's partial sums run over its rows in
+// ascending order, and the 8 slices' partials are summed in order s = 0 .. 7 from 0 (the
+// arithmetic prefill_scan_kernel repeats). Each token's output row then gets out_norm_kernel's
+// gated RMSNorm, in its arithmetic, in the same launch. kPrep: the block first runs its head's
+// prep (warps 0-2 prep_plane with each tap read where it is used, warp 3 prep_gates:
+// kda_prep_kernel's operations) into shared memory, and the scan reads q, k, v, the gates and
+// beta from there: one launch instead of two, the same bits.
+template <bool kPrep>
+__global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, const float *k,
                                                     const float *v, const float *g,
                                                     const float *beta, int T, int H, int dk,
                                                     float *o, float *trail, const float *gate,
@@ -283,7 +366,7 @@ __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, cons
             asm volatile("prefetch.global.L2 [%0];" ::"l"(wt + (size_t)h * n + lane * 32));
     }
     pdl_wait();
-    __shared__ float ks[128], qs[128], as[128], os[kNorm ? 128 : 1], s_inv;
+    __shared__ float ks[128], qs[128], as[128], os[128], s_inv;
     __shared__ float red[kScanMaxCb][kScanSlices][32];
     constexpr int kPT = kPrep ? kPrepMaxT : 1, kPD = kPrep ? 128 : 1;
     __shared__ float pp[4][kPT][kPD], pb[kPT]; // the prep's q, k, v, gates [t][dk]; beta [t]
@@ -354,26 +437,21 @@ __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, cons
 #pragma unroll
             for (int s = 0; s < kScanSlices; s++)
                 acc += red[cb][s][lane];
-            if (kNorm)
-                os[j] = acc;
-            else
-                o[base + j] = acc;
+            os[j] = acc;
         }
-        if (kNorm) { // warp 0: the row's sum of squares as out_norm_kernel sums it
-            __syncthreads();
-            if (warp == 0) {
-                float ss = 0.0f;
+        __syncthreads(); // warp 0: the row's sum of squares as out_norm_kernel sums it
+        if (warp == 0) {
+            float ss = 0.0f;
 #pragma unroll 4
-                for (int i = lane; i < dk; i += 32)
-                    ss += os[i] * os[i];
-                ss = warp_sum(ss);
-                if (lane == 0)
-                    s_inv = 1.0f / sqrtf(ss / (float)dk + eps);
-            }
-            __syncthreads();
-            if (slice == 0 && ok)
-                o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gate[base + j]);
+            for (int i = lane; i < dk; i += 32)
+                ss += os[i] * os[i];
+            ss = warp_sum(ss);
+            if (lane == 0)
+                s_inv = 1.0f / sqrtf(ss / (float)dk + eps);
         }
+        __syncthreads();
+        if (slice == 0 && ok)
+            o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gate[base + j]);
         if (trail) { // the state after token t, for going back inside a verification window
             float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
 #pragma unroll
@@ -390,6 +468,241 @@ __global__ void __launch_bounds__(kNorm ? 1024 : 256) scan_kernel(float *S, cons
         if (ok && d < dk)
             Sh[(size_t)d * dk + j] = Sr[r];
     }
+}
+
+// The prefill path's delta rule (prefill_scan_kernel): a block a (head, group of 64 columns), 4
+// warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i)
+// of its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token.
+// q, k, exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async,
+// three buffers, one barrier a group). The arithmetic is scan_kernel's, operation for operation.
+constexpr int kPrefillCols = 64;    // columns of a block
+constexpr int kPrefillTokens = 8;   // tokens of a staged group
+constexpr int kPrefillBufs = 3;     // groups in flight: filling, ready, being read
+constexpr int kPrefillMaxDk = 128;  // rows staged a token (zero past dk)
+constexpr int kPrefillThreads = 32 * kPrefillCols / 16;
+
+struct __align__(16) prefill_group {
+    float k[kPrefillTokens][kPrefillMaxDk], q[kPrefillTokens][kPrefillMaxDk];
+    float a[kPrefillTokens][kPrefillMaxDk]; // g, then exp(g) in place
+    float v[kPrefillTokens][kPrefillCols], beta[kPrefillTokens];
+};
+
+__device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_4(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Every group but the newest one committed is in shared memory (for this thread's copies).
+__device__ __forceinline__ void cp_async_wait_older()
+{
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// What a block stages: the head's q, k, g rows, its columns' v and the head's beta.
+struct prefill_src {
+    const float *q, *k, *g, *v, *beta;
+    int T, H, dk, h, c0;
+};
+
+// Element e of the head's q, k and g rows of group [t0, t0 + kPrefillTokens), W floats a copy:
+// its token and row, and whether it is real (else zero-filled).
+template <int W>
+__device__ __forceinline__ bool prefill_row_elem(const prefill_src &s, int t0, int e, int *tl,
+                                                 int *i, size_t *at)
+{
+    *tl = e / (kPrefillMaxDk / W);
+    *i = e % (kPrefillMaxDk / W) * W;
+    int t = t0 + *tl;
+    bool in = t < s.T && *i < s.dk;
+    *at = in ? (size_t)t * s.H * s.dk + (size_t)s.h * s.dk + *i : 0;
+    return in;
+}
+
+// Group [t0, t0 + kPrefillTokens) into b by cp.async (this thread's share; committed by the
+// caller), 16-byte copies when kVec (dk % 4 == 0, the arrays 16-byte aligned), else words. Rows
+// past dk and tokens past T are zero-filled.
+template <bool kVec>
+__device__ void prefill_stage(prefill_group &b, const prefill_src &s, int t0)
+{
+    constexpr int W = kVec ? 4 : 1, bytes = 4 * W;
+    const int tid = threadIdx.x, nt = blockDim.x, C = s.H * s.dk;
+    for (int e = tid; e < kPrefillTokens * kPrefillMaxDk / W; e += nt) {
+        int tl, i;
+        size_t at;
+        int n = prefill_row_elem<W>(s, t0, e, &tl, &i, &at) ? bytes : 0;
+        if (kVec) {
+            cp_async_16(&b.k[tl][i], s.k + at, n);
+            cp_async_16(&b.q[tl][i], s.q + at, n);
+            cp_async_16(&b.a[tl][i], s.g + at, n);
+        } else {
+            cp_async_4(&b.k[tl][i], s.k + at, n);
+            cp_async_4(&b.q[tl][i], s.q + at, n);
+            cp_async_4(&b.a[tl][i], s.g + at, n);
+        }
+    }
+    for (int e = tid; e < kPrefillTokens * kPrefillCols / W; e += nt) {
+        int tl = e / (kPrefillCols / W), c = e % (kPrefillCols / W) * W, t = t0 + tl;
+        bool in = t < s.T && s.c0 + c < s.dk;
+        const float *src = s.v + (in ? (size_t)t * C + (size_t)s.h * s.dk + s.c0 + c : 0);
+        if (kVec)
+            cp_async_16(&b.v[tl][c], src, in ? bytes : 0);
+        else
+            cp_async_4(&b.v[tl][c], src, in ? bytes : 0);
+    }
+    if (tid < kPrefillTokens) {
+        int t = t0 + tid;
+        cp_async_4(&b.beta[tid], s.beta + (t < s.T ? (size_t)t * s.H + s.h : 0), t < s.T ? 4 : 0);
+    }
+}
+
+// The gates this thread copied into b (prefill_stage<kVec>'s share, complete): g <- exp(g), as
+// scan_kernel computes it.
+template <bool kVec>
+__device__ void prefill_exp_gates(prefill_group &b)
+{
+    constexpr int W = kVec ? 4 : 1;
+    for (int e = threadIdx.x; e < kPrefillTokens * kPrefillMaxDk / W; e += blockDim.x) {
+        int tl = e / (kPrefillMaxDk / W), i = e % (kPrefillMaxDk / W) * W;
+#pragma unroll
+        for (int u = 0; u < W; u++)
+            b.a[tl][i + u] = expf(b.a[tl][i + u]);
+    }
+}
+
+// The slices' sum in scan_kernel's order, ((0 + p0) + p1) + ... + p7, where half 0's lane holds
+// p0 .. p3 and half 1's lane (16 lanes on) p4 .. p7: every lane of the column gets it.
+__device__ __forceinline__ float prefill_slice_sum(const float p[4], int lane)
+{
+    float lo = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(0.0f, p[0]), p[1]), p[2]), p[3]);
+    float from = __shfl_sync(0xffffffffu, lo, lane & 15); // half 0's prefix, to both
+    float all = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(from, p[0]), p[1]), p[2]), p[3]);
+    return __shfl_sync(0xffffffffu, all, lane | 16); // half 1's total
+}
+
+// The same sum, complete in half 1's lane only (the output, which that lane stores).
+__device__ __forceinline__ float prefill_slice_sum_half1(const float p[4], int lane)
+{
+    float lo = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(0.0f, p[0]), p[1]), p[2]), p[3]);
+    float from = __shfl_sync(0xffffffffu, lo, lane & 15);
+    return __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(from, p[0]), p[1]), p[2]), p[3]);
+}
+
+// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests); kVec: prefill_stage's.
+template <bool kFull, bool kVec>
+__global__ void __launch_bounds__(kPrefillThreads, 1)
+    prefill_scan_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
+                        const float *beta, int T, int H, int dk, float *o, float *trail)
+{
+    pdl_prologue();
+    __shared__ prefill_group grp[kPrefillBufs];
+    const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = lane >> 4, c0 = blockIdx.y * kPrefillCols;
+    const int jc = warp * 16 + (lane & 15), j = c0 + jc, C = H * dk;
+    const bool ok = j < dk;
+    float *Sh = S + (size_t)h * dk * dk;
+    auto row_ok = [&](int r, int i) { return kFull || 8 * r + 4 * half + i < dk; };
+    float Sr[kScanMaxRows][4]; // Sr[r][i]: row 8 r + 4 half + i (slice 4 half + i)
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int d = 8 * r + 4 * half + i;
+            Sr[r][i] = ok && row_ok(r, i) ? Sh[(size_t)d * dk + j] : 0.0f;
+        }
+    const prefill_src src = {q, k, g, v, beta, T, H, dk, h, c0};
+    const int ngroups = (T + kPrefillTokens - 1) / kPrefillTokens;
+    prefill_stage<kVec>(grp[0], src, 0);
+    cp_async_commit();
+    if (ngroups > 1)
+        prefill_stage<kVec>(grp[1], src, kPrefillTokens);
+    cp_async_commit();
+    float po[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // the previous token's output partials
+    int prev = -1;                          // that token (-1: none yet)
+    for (int gi = 0; gi < ngroups; gi++) {
+        prefill_group &b = grp[gi % kPrefillBufs];
+        cp_async_wait_older();
+        prefill_exp_gates<kVec>(b);
+        __syncthreads(); // group gi is in; every warp is done with group gi - 1
+        if (gi + 2 < ngroups)
+            prefill_stage<kVec>(grp[(gi + 2) % kPrefillBufs], src, (gi + 2) * kPrefillTokens);
+        cp_async_commit();
+        int nt = min(kPrefillTokens, T - gi * kPrefillTokens);
+        for (int tl = 0; tl < nt; tl++) {
+            int t = gi * kPrefillTokens + tl;
+            const float *ka = &b.k[tl][4 * half], *aa = &b.a[tl][4 * half];
+            const float *qa = &b.q[tl][4 * half];
+            float kr[kScanMaxRows][4], pm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++) {
+                float4 a4 = *reinterpret_cast<const float4 *>(aa + 8 * r);
+                float4 k4 = *reinterpret_cast<const float4 *>(ka + 8 * r);
+                float av[4] = {a4.x, a4.y, a4.z, a4.w};
+                kr[r][0] = k4.x, kr[r][1] = k4.y, kr[r][2] = k4.z, kr[r][3] = k4.w;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (row_ok(r, i)) {
+                        Sr[r][i] = __fmul_rn(Sr[r][i], av[i]);
+                        pm[i] = __fmaf_rn(Sr[r][i], kr[r][i], pm[i]);
+                    }
+            }
+            float mem = prefill_slice_sum(pm, lane);
+            // the previous token's output, summed here to fill the sum's round trips
+            float out = prefill_slice_sum_half1(po, lane);
+            if (half && ok && prev >= 0)
+                o[(size_t)prev * C + (size_t)h * dk + j] = out;
+            float vj = ok ? b.v[tl][jc] : 0.0f;
+            float delta = ok ? __fmul_rn(__fsub_rn(vj, mem), b.beta[tl]) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                po[i] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++) {
+                float4 q4 = *reinterpret_cast<const float4 *>(qa + 8 * r);
+                float qv[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (row_ok(r, i)) {
+                        Sr[r][i] = __fmaf_rn(kr[r][i], delta, Sr[r][i]);
+                        po[i] = __fmaf_rn(Sr[r][i], qv[i], po[i]);
+                    }
+            }
+            prev = t;
+            if (trail) { // the state after token t, for going back inside a verification window
+                float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
+#pragma unroll
+                for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        if (ok && row_ok(r, i))
+                            Th[(size_t)(8 * r + 4 * half + i) * dk + j] = Sr[r][i];
+            }
+        }
+    }
+    float out = prefill_slice_sum_half1(po, lane);
+    if (half && ok)
+        o[(size_t)prev * C + (size_t)h * dk + j] = out;
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (ok && row_ok(r, i))
+                Sh[(size_t)(8 * r + 4 * half + i) * dk + j] = Sr[r][i];
 }
 
 __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__ gate,
@@ -412,6 +725,24 @@ __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__
         x[i] = w[i] * (x[i] * inv) * sigmoidf_(gt[i]);
 }
 
+// conv_norm_kernel for taps K (1 .. KT).
+template <int KT>
+void launch_conv_norm(int K, dim3 grid, cudaStream_t st, const float *q, const float *k,
+                      const float *v, const float *state, const float *qw, const float *kw,
+                      const float *vw, int T, int H, int dk, float qscale, float *qo, float *ko,
+                      float *vo)
+{
+    if constexpr (KT > 1) {
+        if (K < KT) {
+            launch_conv_norm<KT - 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
+                                     qo, ko, vo);
+            return;
+        }
+    }
+    launch(conv_norm_kernel<KT>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
+           qo, ko, vo);
+}
+
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -420,34 +751,39 @@ unsigned grid_for(size_t n)
 
 } // namespace
 
-extern "C" int eng_kda_conv(const float *q, const float *k, const float *v, float *state,
-                            const float *qw, const float *kw, const float *vw, int T, int C, int K,
-                            float *qo, float *ko, float *vo, void *stream)
+extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v, float *state,
+                                 const float *qw, const float *kw, const float *vw, int T, int H,
+                                 int dk, int K, float qscale, float *qo, float *ko, float *vo,
+                                 void *stream)
 {
-    if (K < 1 || K > kConvMaxK + 1 || T < 1)
+    if (K < 1 || K > kConvMaxK + 1 || T < 1 || H < 1 || dk < 1 || dk > 32 * kConvSlots)
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    launch(conv_kernel, grid_for((size_t)T * 3 * C), 256, 0, st, q, k, v, state, qw, kw, vw, T, C,
-           K, qo, ko, vo);
+    int C = H * dk;
+    dim3 grid(blocks_for((size_t)3 * H, 8), blocks_for((size_t)T, kConvRun));
+    launch_conv_norm<kConvMaxK + 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale, qo,
+                                    ko, vo);
     if (K > 1)
         launch(conv_state_kernel, blocks_for((size_t)3 * C, 256), 256, 0, st, q, k, v, state, T, C,
                K);
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_kda_l2norm(float *q, float *k, int T, int H, int dk, float qscale, void *stream)
-{
-    int rows = T * H;
-    launch(l2norm_kernel, blocks_for((size_t)2 * rows, 8), 256, 0,
-           static_cast<cudaStream_t>(stream), q, k, rows, dk, qscale);
-    return (int)cudaGetLastError();
-}
-
 extern "C" int eng_kda_gate(float *g, float *beta, const float *A_log, const float *dt_bias, int T,
                             int H, int dk, int has_lb, float lb, void *stream)
 {
-    launch(gate_kernel, grid_for((size_t)T * H * dk), 256, 0, static_cast<cudaStream_t>(stream), g,
-           beta, A_log, dt_bias, T, H, dk, has_lb, lb);
+    if (T < 1 || H < 1 || dk < 1)
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    bool vec = dk % 4 == 0 && (uintptr_t)g % 16 == 0;
+    int W = vec ? 4 : 1;
+    dim3 grid(blocks_for((size_t)H * dk / W, 256), blocks_for((size_t)T, kGateRun));
+    if (vec)
+        launch(gate_rows_kernel<4>, grid, 256, 0, st, g, beta, A_log, dt_bias, T, H, dk, has_lb,
+               lb);
+    else
+        launch(gate_rows_kernel<1>, grid, 256, 0, st, g, beta, A_log, dt_bias, T, H, dk, has_lb,
+               lb);
     return (int)cudaGetLastError();
 }
 
@@ -457,9 +793,14 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
 {
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
         return -1;
-    dim3 grid(H, blocks_for((size_t)dk, 32));
-    launch(scan_kernel<false>, grid, 32 * kScanSlices, 0, static_cast<cudaStream_t>(stream), S, q,
-           k, v, g, beta, T, H, dk, o, trail, nullptr, nullptr, 0.0f, prep_args{});
+    dim3 grid(H, blocks_for((size_t)dk, kPrefillCols));
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)g | (uintptr_t)v;
+    bool full = dk == kPrefillMaxDk, vec = dk % 4 == 0 && align % 16 == 0;
+    auto kernel = full ? vec ? prefill_scan_kernel<true, true> : prefill_scan_kernel<true, false>
+                  : vec ? prefill_scan_kernel<false, true>
+                        : prefill_scan_kernel<false, false>;
+    launch(kernel, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
     return (int)cudaGetLastError();
 }
 
@@ -471,7 +812,7 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || !gate || !w)
         return -1;
     int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
+    launch(scan_kernel<false>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
            static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
            eps, prep_args{});
     return (int)cudaGetLastError();
@@ -490,7 +831,7 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
     prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
                     has_lb, lb};
     int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<true, true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
+    launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
            static_cast<cudaStream_t>(stream), S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H,
            dk, o, trail, gate, w, eps, pa);
     return (int)cudaGetLastError();

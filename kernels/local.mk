@@ -14,8 +14,8 @@ EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
 # the GPU entry point's options, refusals and table, where no GPU is needed (CI)
 TESTS += tests/e2e/gpu_run_cli.sh
 EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
-	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/gpu_test.h \
-	bench/bench_exl3.cu
+	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c \
+	tests/gpu/gpu_test.h bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
@@ -68,6 +68,11 @@ bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
 check_PROGRAMS += tests/gpu/test_decode_gpu
 tests_gpu_test_decode_gpu_SOURCES = tests/gpu/test_decode_gpu.c
 tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
+# the KDA prefill kernels bit for bit against C references and the decode path; their times
+check_PROGRAMS += tests/gpu/test_kda_gpu
+tests_gpu_test_kda_gpu_SOURCES = tests/gpu/test_kda_gpu.c
+tests_gpu_test_kda_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_kda_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c

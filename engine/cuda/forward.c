@@ -189,17 +189,17 @@ static int kda_trail(cuda_state *s, int rank, int T, float **trail, glm_error *e
     return 0;
 }
 
-/* The KDA conv over q, k, v into qc, kc, vc, then the q/k norms. */
+/* The KDA conv over q, k, v into qc, kc, vc with the q/k norms, one pass. */
 static int kda_conv_norm(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
-    int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
+    int H = c->kda_heads, dk = c->kda_head_dim;
     void *st = be->stream;
-    CK(eng_kda_conv(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv, T,
-                    C, c->kda_conv_kernel, b->qc, b->kc, b->vc, st), "the KDA conv");
-    CK(eng_kda_l2norm(b->qc, b->kc, T, H, dk, 1.0f / sqrtf((float)dk), st), "the KDA q/k norms");
+    CK(eng_kda_conv_norm(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv, L->v_conv,
+                         T, H, dk, c->kda_conv_kernel, 1.0f / sqrtf((float)dk), b->qc, b->kc,
+                         b->vc, st), "the KDA conv and q/k norms");
     return 0;
 }
 

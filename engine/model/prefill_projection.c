@@ -33,7 +33,7 @@ static const char *const dense_labels[] = {
     "the indexer gate projection", "the indexer head weights", "the router",
     "an MLP gate projection", "an MLP up projection", "an MLP down projection",
     "the HC mixing product", "the LM head", NULL};
-static const char *const kda_labels[] = {"the KDA conv", "the KDA q/k norms", "the KDA gates",
+static const char *const kda_labels[] = {"the KDA conv and q/k norms", "the KDA gates",
                                          "the KDA delta rule", "the KDA gated norm", NULL};
 static const char *const attention_labels[] = {"the absorbed query", "the latent attention",
                                                "the value expansion", "the indexer's top-k", NULL};

@@ -4,13 +4,13 @@
 # (BF16 and EXL3) and two ranks in one process (two processes: tests/gpu/two_ranks.sh), checks
 # the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c), the indexer's
 # top-k and scores against CPU and fp64 references (tests/gpu/test_index_gpu.c), the dense
-# prefill products across chunk sizes (tests/gpu/test_gemm_rows.c) and the decode step's kernels
-# (tests/gpu/test_decode_gpu.c), then runs bench/bench_cuda_engine; the parity table and the
-# bench log come last.
+# prefill products across chunk sizes (tests/gpu/test_gemm_rows.c), the decode step's kernels
+# (tests/gpu/test_decode_gpu.c) and the KDA prefill kernels (tests/gpu/test_kda_gpu.c), then runs
+# bench/bench_cuda_engine; the parity table and the bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
 # glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_index_gpu,
-# test_gemm_rows and test_decode_gpu from DIR instead of building (a machine without the -dev packages; put their
-# libraries on LD_LIBRARY_PATH);
+# test_gemm_rows, test_decode_gpu and test_kda_gpu from DIR instead of building (a machine
+# without the -dev packages; put their libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures; BENCH_LAYERS (16), BENCH_PREFILL
 # (8192,65536), BENCH_CHUNKS (0: the plan's chunk; sizes such as 1024,4096 time each) and
 # BENCH_POSITIONS (1024,65536,262144: the decode step's context positions) are the bench's
@@ -19,7 +19,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
     tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu tests/gpu/test_gemm_rows \
-    tests/gpu/test_decode_gpu || exit 1
+    tests/gpu/test_decode_gpu tests/gpu/test_kda_gpu || exit 1
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_engine)
 B=$(gpu_bin bench/bench_cuda_engine)
@@ -28,6 +28,7 @@ MLA=$(gpu_bin tests/gpu/test_mla_gpu)
 IDX=$(gpu_bin tests/gpu/test_index_gpu)
 GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
 DEC=$(gpu_bin tests/gpu/test_decode_gpu)
+KDA=$(gpu_bin tests/gpu/test_kda_gpu)
 "$G" --version || exit 1
 tiny_a=${TINY_A:-$(pwd)/tests/fixtures/models/tiny-A}
 fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}
@@ -73,6 +74,14 @@ if [ -x "$DEC" ]; then
     grep -E '^(FAIL|PASS)' "$out/decode.txt" | sed 's/^/test_decode_gpu: /' >>"$out/parity.txt"
 else
     echo "no test_decode_gpu"
+fi
+echo "== the KDA prefill kernels bit for bit (C references, the decode path a token at a time), times"
+if [ -x "$KDA" ]; then
+    timeout 180 "$KDA" >"$out/kda.txt" 2>&1 || status=1
+    cat "$out/kda.txt"
+    grep -E '^(FAIL|PASS)' "$out/kda.txt" | sed 's/^/test_kda_gpu: /' >>"$out/parity.txt"
+else
+    echo "no test_kda_gpu"
 fi
 run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"

@@ -1,0 +1,587 @@
+/* test_kda_gpu.c: the KDA prefill kernels bit for bit: the delta rule (eng_kda_scan_trail)
+ * against a C reference doing the same float operations in the same order, it and the conv with
+ * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
+ * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
+ * full prefill), then their times at GLM-5.3-Flash's prefill shape against their floors.
+ * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "kernels/engine.h"
+#include "kernels/kernels.h"
+
+#define GPU_TEST_NAME "test_kda_gpu"
+#include "tests/gpu/gpu_test.h"
+#include "tests/common/rng.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static int failures;
+
+static float frand(void) /* [-1, 1) */
+{
+    return test_rng_uniform(&rng_state);
+}
+
+static float urand(void) /* [0, 1) */
+{
+    return 0.5f * (frand() + 1.0f);
+}
+
+static void *to_host(const void *d, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(h, d, bytes));
+    return h;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* got and want equal bit for bit (n floats); the first difference is shown. */
+static void same_bits(const char *what, const float *got, const float *want, size_t n)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (bits_of(got[i]) != bits_of(want[i]) && !bad++)
+            first = i;
+    if (bad)
+        printf("FAIL %s: %zu of %zu differ (first at %zu: %a against %a)\n", what, bad, n, first,
+               (double)got[first], (double)want[first]);
+    else
+        printf("ok   %s (%zu values)\n", what, n);
+    failures += bad != 0;
+}
+
+/* The device's expf of each x[i], through eng_kda_gate: with dt_bias 0 and the gate input 32
+ * (past softplus's threshold of 20) it writes -expf(A_log) * 32, a scaling by a power of two
+ * (exact), so A_log = x gives the kernels' own expf. Checked against libm within 2 ulp (CUDA's
+ * bound for expf), so that it is the exponential at all. */
+static float *device_exp(const float *x, size_t n)
+{
+    float *h32 = xmalloc(n * sizeof *h32);
+    for (size_t i = 0; i < n; i++)
+        h32[i] = 32.0f;
+    float *g = dev_copy(h32, n * sizeof(float)), *A = dev_copy(x, n * sizeof(float));
+    float *beta = dev_alloc(n * sizeof(float)), *bias = dev_alloc(n * sizeof(float));
+    CUDA_OK(kern_memset(bias, 0, n * sizeof(float)));
+    CUDA_OK(kern_memset(beta, 0, n * sizeof(float)));
+    CUDA_OK(eng_kda_gate(g, beta, A, bias, 1, (int)n, 1, 0, 0.0f, NULL));
+    float *e = to_host(g, n * sizeof(float));
+    size_t far = 0;
+    for (size_t i = 0; i < n; i++) {
+        e[i] = e[i] / -32.0f;
+        float want = expf(x[i]);
+        int32_t d = (int32_t)bits_of(e[i]) - (int32_t)bits_of(want);
+        far += d > 2 || d < -2;
+    }
+    if (far) {
+        printf("FAIL the device exp oracle: %zu of %zu values more than 2 ulp from libm's expf\n",
+               far, n);
+        failures++;
+    }
+    free(h32);
+    kern_free(g), kern_free(A), kern_free(beta), kern_free(bias);
+    return e;
+}
+
+/* ---- the delta rule ------------------------------------------------------------------------ */
+
+/* The delta rule as scan_kernel computes it, column j of head h: slice s (0 .. 7) keeps rows
+ * s + 8 r; per token each row's state is scaled by exp(g) (a) and its products with k summed
+ * over the slice's rows in ascending order by fused multiply-adds from 0; the slices' partials
+ * summed in order from 0; delta = (v - that) * beta; each row then gains k * delta (fused) and
+ * the products with q are summed the same way into the output. a[t][h][d] is the device's
+ * exp(g). trail (or NULL) gets the state after each token, [t][h][d][j]. */
+static void scan_reference(int H, int dk, int T, float *S, const float *q, const float *k,
+                           const float *v, const float *a, const float *beta, float *o,
+                           float *trail)
+{
+    size_t C = (size_t)H * dk, hs = (size_t)dk * dk;
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < H; h++) {
+            size_t base = (size_t)t * C + (size_t)h * dk;
+            float *Sh = S + (size_t)h * hs;
+            float bt = beta[(size_t)t * H + h];
+            for (int j = 0; j < dk; j++) {
+                float part[8], mem = 0.0f, out = 0.0f;
+                for (int s = 0; s < 8; s++) {
+                    float pm = 0.0f;
+                    for (int d = s; d < dk; d += 8) {
+                        float *x = &Sh[(size_t)d * dk + j];
+                        *x = *x * a[base + d];
+                        pm = fmaf(*x, k[base + d], pm);
+                    }
+                    part[s] = pm;
+                }
+                for (int s = 0; s < 8; s++)
+                    mem = mem + part[s];
+                float delta = (v[base + j] - mem) * bt;
+                for (int s = 0; s < 8; s++) {
+                    float po = 0.0f;
+                    for (int d = s; d < dk; d += 8) {
+                        float *x = &Sh[(size_t)d * dk + j];
+                        *x = fmaf(k[base + d], delta, *x);
+                        po = fmaf(*x, q[base + d], po);
+                    }
+                    part[s] = po;
+                }
+                for (int s = 0; s < 8; s++)
+                    out = out + part[s];
+                o[base + j] = out;
+            }
+            if (trail)
+                memcpy(trail + (size_t)t * H * hs + (size_t)h * hs, Sh, hs * sizeof(float));
+        }
+    }
+}
+
+/* A case: H heads of dk at T tokens; zero_state: the state starts at 0 (a prompt's first chunk)
+ * with some v of -0 and some k of 0 (signed zeros through the sums); cpu: checked against
+ * scan_reference too; trail: the per-token states compared too; shift: q, k, v and g start a
+ * float past a 16-byte boundary (the kernel's word copies). */
+typedef struct {
+    int H, dk, T, zero_state, cpu, trail, shift;
+} scan_case;
+
+/* n floats of h on the device, `shift` floats into an allocation (*base, to free). */
+static float *dev_copy_at(const float *h, size_t n, int shift, float **base)
+{
+    *base = dev_alloc((n + (size_t)shift) * sizeof(float));
+    CUDA_OK(kern_to_device(*base + shift, h, n * sizeof(float)));
+    return *base + shift;
+}
+
+/* Unit rows of dk (times scale), per token and head, as the q/k norms leave them. */
+static float *unit_rows(int T, int H, int dk, float scale)
+{
+    size_t n = (size_t)T * H * dk;
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t r = 0; r < (size_t)T * H; r++) {
+        double ss = 0;
+        for (int i = 0; i < dk; i++) {
+            float u = frand();
+            x[r * dk + i] = u;
+            ss += (double)u * u;
+        }
+        float inv = (float)(scale / sqrt(ss + 1e-6));
+        for (int i = 0; i < dk; i++)
+            x[r * dk + i] *= inv;
+    }
+    return x;
+}
+
+/* Forget gates in the model's range [-5, 0] (its lower bound -5), most near 0 as trained gates
+ * are, with the ends themselves among them. */
+static float *gates(size_t n)
+{
+    float *g = xmalloc(n * sizeof *g);
+    for (size_t i = 0; i < n; i++) {
+        float u = urand();
+        g[i] = i % 97 == 0 ? 0.0f : i % 89 == 0 ? -5.0f : -5.0f * u * u * u;
+    }
+    return g;
+}
+
+static void check_scan(const scan_case *c)
+{
+    int H = c->H, dk = c->dk, T = c->T;
+    size_t C = (size_t)H * dk, n = (size_t)T * C, sn = (size_t)H * dk * dk;
+    size_t tn = c->trail ? (size_t)T * sn : 0;
+    float eps = 1e-5f;
+    float *hq = unit_rows(T, H, dk, 1.0f / sqrtf((float)dk)), *hk = unit_rows(T, H, dk, 1.0f);
+    float *hv = xmalloc(n * sizeof *hv), *hgate = xmalloc(n * sizeof *hgate);
+    float *hb = xmalloc((size_t)T * H * sizeof *hb), *hw = xmalloc((size_t)dk * sizeof *hw);
+    float *hS = xmalloc(sn * sizeof *hS), *hg = gates(n);
+    for (size_t i = 0; i < n; i++) {
+        hv[i] = frand();
+        hgate[i] = 2.0f * frand();
+    }
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        hb[i] = 1.0f / (1.0f + expf(-4.0f * frand()));
+    for (int i = 0; i < dk; i++)
+        hw[i] = 1.0f + 0.5f * frand();
+    for (size_t i = 0; i < sn; i++)
+        hS[i] = c->zero_state ? 0.0f : 0.5f * frand();
+    if (c->zero_state)
+        for (size_t i = 0; i < n; i += 13) {
+            hv[i] = -0.0f;
+            hk[(i * 7) % n] = 0.0f;
+        }
+    float *qb, *kb, *vb, *gb;
+    float *q = dev_copy_at(hq, n, c->shift, &qb), *k = dev_copy_at(hk, n, c->shift, &kb);
+    float *v = dev_copy_at(hv, n, c->shift, &vb), *g = dev_copy_at(hg, n, c->shift, &gb);
+    float *gate = dev_copy(hgate, n * 4);
+    float *beta = dev_copy(hb, (size_t)T * H * 4), *w = dev_copy(hw, (size_t)dk * 4);
+    float *S = dev_copy(hS, sn * 4), *S2 = dev_copy(hS, sn * 4);
+    float *o = dev_alloc(n * 4), *o2 = dev_alloc(n * 4);
+    float *trail = tn ? dev_alloc(tn * 4) : NULL, *trail2 = tn ? dev_alloc(tn * 4) : NULL;
+    CUDA_OK(kern_memset(o, 0xff, n * 4)); /* poisoned: NaN */
+    CUDA_OK(kern_memset(o2, 0xff, n * 4));
+    if (tn) {
+        CUDA_OK(kern_memset(trail, 0xff, tn * 4));
+        CUDA_OK(kern_memset(trail2, 0xff, tn * 4));
+    }
+    /* the prefill path: the whole chunk in one launch */
+    CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, trail, NULL));
+    float *go = to_host(o, n * 4), *gS = to_host(S, sn * 4);
+    float *gtrail = tn ? to_host(trail, tn * 4) : NULL;
+    char what[200], start[64];
+    snprintf(start, sizeof start, "%s%s", c->zero_state ? "zero state" : "random state",
+             c->shift ? ", unaligned" : "");
+    if (c->cpu) {
+        float *a = device_exp(hg, n), *ro = xmalloc(n * 4), *rtrail = tn ? xmalloc(tn * 4) : NULL;
+        scan_reference(H, dk, T, hS, hq, hk, hv, a, hb, ro, rtrail);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: outputs equal the "
+                 "C reference", H, dk, T, start);
+        same_bits(what, go, ro, n);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: final state equals "
+                 "the C reference", H, dk, T, start);
+        same_bits(what, gS, hS, sn);
+        if (tn) {
+            snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: the state after "
+                     "each token (trail) equals the C reference", H, dk, T, start);
+            same_bits(what, gtrail, rtrail, tn);
+        }
+        free(a), free(ro), free(rtrail);
+    }
+    /* the decode path a token at a time, its output through the gated norm: the prefill's
+     * output through eng_kda_out_norm must match it */
+    for (int t = 0; t < T; t++) {
+        size_t r = (size_t)t * C;
+        CUDA_OK(eng_kda_scan_norm(S2, q + r, k + r, v + r, g + r, beta + (size_t)t * H, 1, H, dk,
+                                  o2 + r, tn ? trail2 + (size_t)t * sn : NULL, gate + r, w, eps,
+                                  NULL));
+    }
+    CUDA_OK(eng_kda_out_norm(o, gate, w, T, H, dk, eps, NULL));
+    float *gon = to_host(o, n * 4), *do2 = to_host(o2, n * 4), *dS = to_host(S2, sn * 4);
+    snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: gated-norm outputs "
+             "equal the decode path's, a token a launch", H, dk, T, start);
+    same_bits(what, gon, do2, n);
+    snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: final state equals the "
+             "decode path's", H, dk, T, start);
+    same_bits(what, gS, dS, sn);
+    if (tn) {
+        float *dtrail = to_host(trail2, tn * 4);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: trail equals the "
+                 "decode path's", H, dk, T, start);
+        same_bits(what, gtrail, dtrail, tn);
+        free(dtrail);
+    }
+    free(hq), free(hk), free(hv), free(hgate), free(hb), free(hw), free(hS), free(hg);
+    free(go), free(gS), free(gtrail), free(gon), free(do2), free(dS);
+    kern_free(qb), kern_free(kb), kern_free(vb), kern_free(gb), kern_free(gate), kern_free(beta);
+    kern_free(w), kern_free(S), kern_free(S2), kern_free(o), kern_free(o2);
+    if (tn)
+        kern_free(trail), kern_free(trail2);
+}
+
+/* ---- the conv, the q/k norms and the gates -------------------------------------------------- */
+
+/* got within ulps of ref (relative to each |ref|, 1e-30 absolute); the first miss is shown. */
+static void near(const char *what, const float *got, const double *ref, size_t n, double ulps)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) {
+        double tol = ulps * 0x1p-23 * fabs(ref[i]) + 1e-30;
+        if (!(fabs((double)got[i] - ref[i]) <= tol) && !bad++)
+            first = i;
+    }
+    if (bad)
+        printf("FAIL %s: %zu of %zu off (first at %zu: %.9g against %.9g)\n", what, bad, n, first,
+               (double)got[first], ref[first]);
+    else
+        printf("ok   %s (%zu values)\n", what, n);
+    failures += bad != 0;
+}
+
+/* A case of the steps before the delta rule: H heads of dk, K taps, T tokens; lb: the gates'
+ * lower bound (-5) on; decode: also compared with the decode path's prep a token a launch (which
+ * takes K <= 8). */
+typedef struct {
+    int H, dk, K, T, lb, decode;
+} prep_case;
+
+static void check_prep(const prep_case *c)
+{
+    int H = c->H, dk = c->dk, K = c->K, T = c->T, C = H * dk;
+    size_t n = (size_t)T * C, sn = (size_t)(K - 1) * 3 * C, wn = (size_t)C * K;
+    float qscale = 1.0f / sqrtf((float)dk), lb = -5.0f;
+    float *h[9];
+    size_t sizes[9] = {n, n, n, sn, wn, wn, wn, n, (size_t)T * H};
+    for (int i = 0; i < 9; i++) { /* q, k, v, conv state: 1; taps: 0.5; gates, beta: 2 */
+        size_t m = sizes[i] ? sizes[i] : 1; /* (one tap: no conv state) */
+        float amp = i >= 4 && i <= 6 ? 0.5f : i >= 7 ? 2.0f : 1.0f;
+        h[i] = xmalloc(m * 4);
+        for (size_t j = 0; j < m; j++)
+            h[i][j] = amp * frand();
+    }
+    float *hA = xmalloc((size_t)H * 4), *hdt = xmalloc((size_t)C * 4);
+    for (int i = 0; i < H; i++)
+        hA[i] = 0.5f * frand();
+    for (int i = 0; i < C; i++)
+        hdt[i] = 0.5f * frand();
+    float *q = dev_copy(h[0], n * 4), *k = dev_copy(h[1], n * 4), *v = dev_copy(h[2], n * 4);
+    float *qw = dev_copy(h[4], wn * 4), *kw = dev_copy(h[5], wn * 4), *vw = dev_copy(h[6], wn * 4);
+    float *A = dev_copy(hA, (size_t)H * 4), *dt = dev_copy(hdt, (size_t)C * 4);
+    /* [0]: the prefill path's launches over the chunk, [1]: the decode path's prep a token a
+     * launch; each: conv state, q, k, v (normed as the scan takes them), gates, beta */
+    float *st[2], *qc[2], *kc[2], *vc[2], *g[2], *beta[2], *out[2][6];
+    int forms = c->decode ? 2 : 1;
+    for (int f = 0; f < forms; f++) {
+        st[f] = dev_copy(h[3], sn ? sn * 4 : 4);
+        g[f] = dev_copy(h[7], n * 4), beta[f] = dev_copy(h[8], (size_t)T * H * 4);
+        qc[f] = dev_alloc(n * 4), kc[f] = dev_alloc(n * 4), vc[f] = dev_alloc(n * 4);
+        CUDA_OK(kern_memset(qc[f], 0xff, n * 4)); /* poisoned: NaN */
+        CUDA_OK(kern_memset(kc[f], 0xff, n * 4));
+        CUDA_OK(kern_memset(vc[f], 0xff, n * 4));
+    }
+    CUDA_OK(eng_kda_conv_norm(q, k, v, st[0], qw, kw, vw, T, H, dk, K, qscale, qc[0], kc[0],
+                              vc[0], NULL));
+    CUDA_OK(eng_kda_gate(g[0], beta[0], A, dt, T, H, dk, c->lb, lb, NULL));
+    for (int t = 0; c->decode && t < T; t++) {
+        size_t r = (size_t)t * C;
+        CUDA_OK(eng_kda_prep_decode(q + r, k + r, v + r, st[1], qw, kw, vw, 1, H, dk, K, qscale,
+                                    qc[1] + r, kc[1] + r, vc[1] + r, g[1] + r,
+                                    beta[1] + (size_t)t * H, A, dt, c->lb, lb, NULL));
+    }
+    size_t on[6] = {sn, n, n, n, n, (size_t)T * H};
+    const char *names[6] = {"conv state", "q", "k", "v", "gates", "beta"};
+    for (int f = 0; f < forms; f++) {
+        float *d[6] = {st[f], qc[f], kc[f], vc[f], g[f], beta[f]};
+        for (int i = 0; i < 6; i++)
+            out[f][i] = to_host(d[i], on[i] ? on[i] * 4 : 4);
+    }
+    char what[200];
+    for (int i = 0; i < 6 && c->decode; i++) {
+        snprintf(what, sizeof what, "conv/norms/gates %d heads of %d, %d taps, %d tokens, lower "
+                 "bound %s: %s equal the decode path's, a token a launch", H, dk, K, T,
+                 c->lb ? "on" : "off", names[i]);
+        same_bits(what, out[0][i], out[1][i], on[i]);
+    }
+    /* the values themselves: the v plane (no norm) against the taps' fused sums (exact, the
+     * kernels' order) through SiLU in double; the gates and beta by their formulas in double */
+    double *rv = xmalloc(n * sizeof *rv), *rg = xmalloc(n * sizeof *rg);
+    double *rb = xmalloc((size_t)T * H * sizeof *rb);
+    for (int t = 0; t < T; t++)
+        for (int ch = 0; ch < C; ch++) {
+            float acc = 0.0f;
+            for (int j = 0; j < K; j++) {
+                int row = t + j;
+                float x = row < K - 1 ? h[3][(size_t)row * 3 * C + 2 * C + ch]
+                                      : h[2][(size_t)(row - (K - 1)) * C + ch];
+                acc = fmaf(h[6][(size_t)ch * K + j], x, acc);
+            }
+            rv[(size_t)t * C + ch] = acc / (1.0 + exp(-(double)acc));
+            double x = (double)(h[7][(size_t)t * C + ch] + hdt[ch]);
+            double rate = exp((double)hA[ch / dk]);
+            rg[(size_t)t * C + ch] = c->lb ? lb / (1.0 + exp(-rate * x))
+                                           : -rate * (x > 20.0 ? x : log1p(exp(x)));
+        }
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        rb[i] = 1.0 / (1.0 + exp(-(double)h[8][i]));
+    snprintf(what, sizeof what, "conv %d heads of %d, %d taps, %d tokens: v within 8 ulp of its "
+             "taps' sums through SiLU in double", H, dk, K, T);
+    near(what, out[0][3], rv, n, 8);
+    snprintf(what, sizeof what, "gates %d heads of %d, %d tokens, lower bound %s: within 64 ulp "
+             "of their formula in double", H, dk, T, c->lb ? "on" : "off");
+    near(what, out[0][4], rg, n, 64);
+    snprintf(what, sizeof what, "beta %d heads, %d tokens: within 8 ulp of the sigmoid in double",
+             H, T);
+    near(what, out[0][5], rb, (size_t)T * H, 8);
+    free(rv), free(rg), free(rb);
+    for (int f = 0; f < forms; f++) {
+        for (int i = 0; i < 6; i++)
+            free(out[f][i]);
+        kern_free(st[f]), kern_free(g[f]), kern_free(beta[f]);
+        kern_free(qc[f]), kern_free(kc[f]), kern_free(vc[f]);
+    }
+    for (int i = 0; i < 9; i++)
+        free(h[i]);
+    free(hA), free(hdt);
+    kern_free(q), kern_free(k), kern_free(v), kern_free(qw), kern_free(kw), kern_free(vw);
+    kern_free(A), kern_free(dt);
+}
+
+/* ---- times ----------------------------------------------------------------------------------- */
+
+static int device_attr(enum cudaDeviceAttr attr)
+{
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, attr, 0) != cudaSuccess || v <= 0) {
+        printf("FAIL: device attribute %d could not be read\n", (int)attr);
+        exit(1);
+    }
+    return v;
+}
+
+/* The median of n times (ms), sorted in place. */
+static float median(float *x, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            float t = x[j];
+            x[j] = x[j - 1], x[j - 1] = t;
+        }
+    return x[n / 2];
+}
+
+/* The delta rule at the prefill chunk's shape (64 heads of 128, 4096 tokens): the median of 7
+ * calls, against the FP32 floor: 4 operations a state element a token (the scaling, the product
+ * with k, the update, the product with q), each a multiply or fused multiply-add, at 128 lanes a
+ * multiprocessor and the peak clock. */
+static void time_scan(void *ev0, void *ev1)
+{
+    int H = 64, dk = 128, T = 4096, reps = 7;
+    size_t n = (size_t)T * H * dk, sn = (size_t)H * dk * dk;
+    float *hq = unit_rows(T, H, dk, 1.0f / sqrtf((float)dk)), *hk = unit_rows(T, H, dk, 1.0f);
+    float *hv = xmalloc(n * 4), *hg = gates(n), *hb = xmalloc((size_t)T * H * 4);
+    for (size_t i = 0; i < n; i++)
+        hv[i] = frand();
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        hb[i] = urand();
+    float *q = dev_copy(hq, n * 4), *k = dev_copy(hk, n * 4), *v = dev_copy(hv, n * 4);
+    float *g = dev_copy(hg, n * 4), *beta = dev_copy(hb, (size_t)T * H * 4);
+    float *S = dev_alloc(sn * 4), *o = dev_alloc(n * 4);
+    CUDA_OK(kern_memset(S, 0, sn * 4));
+    CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, NULL, NULL)); /* warm-up */
+    float ms[16];
+    for (int i = 0; i < reps; i++) {
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, NULL, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms[i]));
+    }
+    double us = 1000.0 * median(ms, reps);
+    double sms = device_attr(cudaDevAttrMultiProcessorCount);
+    double hz = 1e3 * device_attr(cudaDevAttrClockRate);
+    double floor_us = 4.0 * H * dk * dk * T / (sms * 128 * hz) * 1e6;
+    printf("time the KDA delta rule (prefill)  %d heads of %d, %d tokens: %9.1f us; FP32 floor "
+           "%.1f us (%.0f SMs, %.0f MHz); %.0f%% of the floor\n", H, dk, T, us, floor_us, sms,
+           hz / 1e6, 100.0 * floor_us / us);
+    free(hq), free(hk), free(hv), free(hg), free(hb);
+    kern_free(q), kern_free(k), kern_free(v), kern_free(g), kern_free(beta), kern_free(S);
+    kern_free(o);
+}
+
+/* Device memory's copy rate (GB/s, bytes read plus written) over a 1 GiB device-to-device copy:
+ * the median of 5. */
+static double copy_rate(void *ev0, void *ev1)
+{
+    size_t bytes = (size_t)1 << 30;
+    void *a = dev_alloc(bytes), *b = dev_alloc(bytes);
+    CUDA_OK(kern_memset(a, 1, bytes));
+    CUDA_OK(eng_copy_async(b, a, bytes, NULL));
+    float ms[5];
+    for (int i = 0; i < 5; i++) {
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_copy_async(b, a, bytes, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms[i]));
+    }
+    kern_free(a), kern_free(b);
+    return 2.0 * bytes / (median(ms, 5) * 1e-3) / 1e9;
+}
+
+/* The conv with the q/k norms and the gates at the prefill chunk's shape (64 heads of 128, 4
+ * taps, 4096 tokens):
+ * the median of 7 calls each, against the time to move their bytes (each input read once, each
+ * output written once) at the copy rate. */
+static void time_prep(void *ev0, void *ev1)
+{
+    int H = 64, dk = 128, K = 4, T = 4096, C = H * dk, reps = 7;
+    size_t n = (size_t)T * C, sn = (size_t)(K - 1) * 3 * C, wn = (size_t)C * K;
+    float *hx = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        hx[i] = frand();
+    float *q = dev_copy(hx, n * 4), *k = dev_copy(hx, n * 4), *v = dev_copy(hx, n * 4);
+    float *g = dev_copy(hx, n * 4), *beta = dev_copy(hx, (size_t)T * H * 4);
+    float *qc = dev_alloc(n * 4), *kc = dev_alloc(n * 4), *vc = dev_alloc(n * 4);
+    float *st = dev_copy(hx, sn * 4), *w = dev_copy(hx, wn * 4), *A = dev_copy(hx, (size_t)H * 4);
+    float *dt = dev_copy(hx, (size_t)C * 4);
+    double gbs = copy_rate(ev0, ev1);
+    float ms[2][16];
+    for (int i = -1; i < reps; i++) { /* -1: warm-up */
+        float m[2];
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_kda_conv_norm(q, k, v, st, w, w, w, T, H, dk, K, 1.0f / sqrtf((float)dk), qc,
+                                  kc, vc, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &m[0]));
+        CUDA_OK(kern_to_device(g, hx, n * 4)); /* the gates are rewritten in place */
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_kda_gate(g, beta, A, dt, T, H, dk, 1, -5.0f, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &m[1]));
+        if (i >= 0)
+            ms[0][i] = m[0], ms[1][i] = m[1];
+    }
+    double conv_bytes = 6.0 * n * 4, gate_bytes = 2.0 * n * 4 + 2.0 * T * H * 4;
+    const char *what[2] = {"the KDA conv and q/k norms", "the KDA gates (prefill)"};
+    double bytes[2] = {conv_bytes, gate_bytes};
+    for (int f = 0; f < 2; f++) {
+        double us = 1000.0 * median(ms[f], reps), floor_us = bytes[f] / (gbs * 1e9) * 1e6;
+        printf("time %-28s %d heads of %d, %d tokens: %9.1f us; %.0f MB at the copy rate %.0f "
+               "GB/s: %.1f us; %.0f%% of the floor\n", what[f], H, dk, T, us, bytes[f] / 1e6, gbs,
+               floor_us, 100.0 * floor_us / us);
+    }
+    free(hx);
+    kern_free(q), kern_free(k), kern_free(v), kern_free(g), kern_free(beta), kern_free(qc);
+    kern_free(kc), kern_free(vc), kern_free(st), kern_free(w), kern_free(A), kern_free(dt);
+}
+
+int main(int argc, char **argv)
+{
+    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+    if (kern_device_count() < 1) {
+        fprintf(stderr, "test_kda_gpu: no CUDA device\n");
+        return 1;
+    }
+    char name[256];
+    kern_device_describe(0, name, sizeof name);
+    printf("device %s\n", name);
+    void *ev0, *ev1;
+    CUDA_OK(eng_event_new(&ev0));
+    CUDA_OK(eng_event_new(&ev1));
+    const scan_case scans[] = {
+        {64, 128, 1, 0, 1, 1, 0},    /* one token: a group in part */
+        {64, 128, 7, 1, 1, 1, 0},    /* less than a staged group, from a zero state */
+        {64, 128, 64, 0, 1, 1, 0},   /* whole groups, the buffers reused */
+        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part */
+        {2, 128, 4096, 0, 1, 0, 0},  /* the chunk's length */
+        {64, 128, 4096, 0, 0, 0, 0}, /* the chunk's shape: against the decode path only */
+        {4, 128, 29, 0, 1, 1, 1},    /* unaligned arrays: word copies */
+        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows and columns out of range */
+        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies */
+        {5, 64, 9, 0, 1, 1, 1},      /* one block of columns exactly; unaligned */
+    };
+    for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
+        check_scan(&scans[i]);
+    const prep_case preps[] = {
+        {64, 128, 4, 4096, 1, 1}, /* the prefill chunk's shape */
+        {64, 128, 4, 37, 0, 1},   /* a run in part; softplus gates */
+        {3, 40, 2, 19, 1, 1},     /* C % 4 == 0, dk % 4 == 0 */
+        {3, 42, 3, 21, 0, 1},     /* C % 4 != 0: a channel a thread; a gate a thread */
+        {4, 64, 8, 50, 1, 1},     /* the most taps the decode path's prep takes */
+        {2, 32, 17, 40, 1, 0},    /* the most taps the backend takes (prefill only) */
+        {2, 32, 1, 5, 0, 1},      /* one tap: no conv state */
+    };
+    for (size_t i = 0; i < sizeof preps / sizeof *preps; i++)
+        check_prep(&preps[i]);
+    if (timed) {
+        time_scan(ev0, ev1);
+        time_prep(ev0, ev1);
+    }
+    eng_event_free(ev0);
+    eng_event_free(ev1);
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
