@@ -247,6 +247,27 @@ int eng_rmsnorm_cache_write(float *x, const float *w, int T, float eps, const en
 int eng_index_keys_write(float *key, const float *w, const float *b, float eps,
                          const eng_cache *keys, const float *gate, const eng_cache *gates,
                          const int *pos0, int T, void *stream);
+/* The DSA decode's row steps after its input products, in one launch with the same bits as the
+ * launches it replaces (each row's norm at its own kernel's block size): q_a's RMSNorm in place
+ * (eng_rmsnorm), the kv_a RMSNorm in place with its latent cache rows (eng_rmsnorm_cache_write),
+ * and with an indexer (key not NULL) its key LayerNorm in place with the key and gate cache rows
+ * (eng_index_keys_write). Rows [T][width]: qa qa_width, kv latent.width, key keys.width, gate
+ * gates.width (each at most 12288 floats). */
+typedef struct eng_dsa_rows {
+    float *qa;
+    const float *qa_norm;
+    int qa_width;
+    float *kv;
+    const float *kv_norm;
+    eng_cache latent;
+    float *key; /* NULL: no indexer */
+    const float *key_w, *key_b;
+    eng_cache keys;
+    const float *gate;
+    eng_cache gates;
+    float eps, key_eps; /* the RMSNorms'; the key LayerNorm's */
+} eng_dsa_rows;
+int eng_dsa_rows_write(const eng_dsa_rows *r, const int *pos0, int T, void *stream);
 /* Pool keys of the pools completed by tokens pos0..pos0+T-1: key[p][d] = sum_j softmax_j(gate
  * + ape)[j][d] key_j[d]. */
 int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache *pool,

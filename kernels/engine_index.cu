@@ -30,7 +30,7 @@ __global__ void rmsnorm_cache_kernel(float *x, const float *w, int n, float eps,
     extern __shared__ float vals[];
     int t = blockIdx.x;
     float *xr = x + (size_t)t * n;
-    rmsnorm_row(xr, xr, w, n, eps, red, vals);
+    rmsnorm_row(xr, xr, w, n, eps, red, vals, blockDim.x);
     __syncthreads();
     cache_store_row(c, (size_t)(*pos0 + t), vals, red);
 }
@@ -48,7 +48,7 @@ __global__ void index_keys_kernel(float *key, const float *w, const float *b, fl
     int t = blockIdx.x;
     if (blockIdx.y == 0) {
         float *kr = key + (size_t)t * keys.width;
-        layernorm_row(kr, kr, w, b, keys.width, eps, red, vals);
+        layernorm_row(kr, kr, w, b, keys.width, eps, red, vals, blockDim.x);
         __syncthreads();
         cache_store_row(keys, (size_t)(*pos0 + t), vals, red);
         return;
@@ -57,6 +57,39 @@ __global__ void index_keys_kernel(float *key, const float *w, const float *b, fl
         vals[d] = gate[(size_t)t * gates.width + d];
     __syncthreads();
     cache_store_row(gates, (size_t)(*pos0 + t), vals, red);
+}
+
+// eng_dsa_rows_write: blockIdx.y picks the step of row t (0 q_a's norm, 1 the kv_a norm and the
+// latent row, 2 the key norm and the key row, 3 the gate row), each norm at its own kernel's
+// block size (rmsnorm_row's nthr) in a block of the largest.
+__global__ void __launch_bounds__(1024) dsa_rows_kernel(eng_dsa_rows r, const int *pos0)
+{
+    pdl_prologue();
+    __shared__ float red[33];
+    extern __shared__ float vals[];
+    int t = blockIdx.x;
+    size_t row = (size_t)(*pos0 + t);
+    if (blockIdx.y == 0) {
+        float *x = r.qa + (size_t)t * r.qa_width;
+        rmsnorm_row(x, x, r.qa_norm, r.qa_width, r.eps, red, nullptr, rmsnorm_threads(r.qa_width));
+    } else if (blockIdx.y == 1) {
+        float *x = r.kv + (size_t)t * r.latent.width;
+        rmsnorm_row(x, x, r.kv_norm, r.latent.width, r.eps, red, vals,
+                    rmsnorm_threads(r.latent.width));
+        __syncthreads();
+        cache_store_row(r.latent, row, vals, red);
+    } else if (blockIdx.y == 2) {
+        float *k = r.key + (size_t)t * r.keys.width;
+        layernorm_row(k, k, r.key_w, r.key_b, r.keys.width, r.key_eps, red, vals,
+                      kLayernormThreads);
+        __syncthreads();
+        cache_store_row(r.keys, row, vals, red);
+    } else {
+        for (int d = threadIdx.x; d < r.gates.width; d += blockDim.x)
+            vals[d] = r.gate[(size_t)t * r.gates.width + d];
+        __syncthreads();
+        cache_store_row(r.gates, row, vals, red);
+    }
 }
 
 __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool, const float *ape,
@@ -739,6 +772,26 @@ extern "C" int eng_index_keys_write(float *key, const float *w, const float *b, 
         return -1;
     launch(index_keys_kernel, dim3(T, 2), kLayernormThreads, (size_t)widest * sizeof(float),
            static_cast<cudaStream_t>(stream), key, w, b, eps, *keys, gate, *gates, pos0);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_dsa_rows_write(const eng_dsa_rows *r, const int *pos0, int T, void *stream)
+{
+    if (!r || T < 1 || r->qa_width < 1 || r->latent.width < 1 ||
+        (r->key && (r->keys.width < 1 || r->gates.width < 1)))
+        return -1;
+    int threads = rmsnorm_threads(r->qa_width), widest = r->latent.width;
+    if (rmsnorm_threads(r->latent.width) > threads)
+        threads = rmsnorm_threads(r->latent.width);
+    if (r->key) {
+        threads = threads > kLayernormThreads ? threads : kLayernormThreads;
+        widest = r->keys.width > widest ? r->keys.width : widest;
+        widest = r->gates.width > widest ? r->gates.width : widest;
+    }
+    if ((size_t)widest * sizeof(float) > 48 * 1024)
+        return -1;
+    launch(dsa_rows_kernel, dim3(T, r->key ? 4 : 2), threads, (size_t)widest * sizeof(float),
+           static_cast<cudaStream_t>(stream), *r, pos0);
     return (int)cudaGetLastError();
 }
 

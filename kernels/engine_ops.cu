@@ -11,7 +11,8 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
 {
     pdl_prologue();
     __shared__ float red[33];
-    rmsnorm_row(out + (size_t)blockIdx.x * n, x + (size_t)blockIdx.x * n, w, n, eps, red, nullptr);
+    rmsnorm_row(out + (size_t)blockIdx.x * n, x + (size_t)blockIdx.x * n, w, n, eps, red, nullptr,
+                blockDim.x);
 }
 
 __global__ void layernorm_kernel(float *out, const float *x, const float *w, const float *b, int n,
@@ -20,7 +21,7 @@ __global__ void layernorm_kernel(float *out, const float *x, const float *w, con
     pdl_prologue();
     __shared__ float red[33];
     layernorm_row(out + (size_t)blockIdx.x * n, x + (size_t)blockIdx.x * n, w, b, n, eps, red,
-                  nullptr);
+                  nullptr, blockDim.x);
 }
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n, float lim)

@@ -6,33 +6,36 @@
 
 // The block sizes of a row's norms: their sums' order depends on them, so a launch that fuses a
 // norm with more work runs it at the norm kernel's size.
-static inline unsigned rmsnorm_threads(int n)
+static __host__ __device__ inline int rmsnorm_threads(int n)
 {
     return n >= 1024 ? 1024 : 256;
 }
 constexpr int kLayernormThreads = 128;
 
-// o = w * (x / rms(x)) over n floats (w NULL: 1), every thread of the block calling; the sum of
-// squares in 16-byte loads where x allows. Returns nothing; with vals (shared, n floats) also
-// leaves the outputs there (the same values).
+// o = w * (x / rms(x)) over n floats (w NULL: 1), every thread of the block calling, as a block
+// of nthr threads (a multiple of 32, at most blockDim.x) computes it: threads from nthr on add
+// nothing, and block_sum's sum is then the nthr-thread block's bit for bit (the warps past nthr
+// give +0, as the lanes past its warps do). The sum of squares in 16-byte loads where x allows.
+// With vals (shared, n floats) the outputs are also left there.
 static __device__ __forceinline__ void rmsnorm_row(float *o, const float *xr, const float *w, int n,
                                                    float eps, float *red /* [33] shared */,
-                                                   float *vals)
+                                                   float *vals, int nthr)
 {
+    const int first = (int)threadIdx.x < nthr ? (int)threadIdx.x : n; // past nthr: no element
     float ss = 0.0f;
     if (n % 4 == 0 && (uintptr_t)xr % 16 == 0) { // 16 bytes a load
         const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-        for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
+        for (int i = first; i < n / 4; i += nthr) {
             float4 a = x4[i];
             ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
         }
     } else {
-        for (int i = threadIdx.x; i < n; i += blockDim.x)
+        for (int i = first; i < n; i += nthr)
             ss += xr[i] * xr[i];
     }
     ss = block_sum(ss, red);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    for (int i = first; i < n; i += nthr) {
         float v = (w ? w[i] : 1.0f) * (xr[i] * inv);
         o[i] = v;
         if (vals)
@@ -40,22 +43,25 @@ static __device__ __forceinline__ void rmsnorm_row(float *o, const float *xr, co
     }
 }
 
-// o = (x - mean) / sqrt(var + eps) * w + b over n floats, every thread of the block calling;
-// with vals (shared, n floats) the outputs also there.
+// o = (x - mean) / sqrt(var + eps) * w + b over n floats, every thread of the block calling, as
+// a block of nthr threads computes it (rmsnorm_row's rule); with vals (shared, n floats) the
+// outputs also there.
 static __device__ __forceinline__ void layernorm_row(float *o, const float *xr, const float *w,
                                                      const float *b, int n, float eps,
-                                                     float *red /* [33] shared */, float *vals)
+                                                     float *red /* [33] shared */, float *vals,
+                                                     int nthr)
 {
+    const int first = (int)threadIdx.x < nthr ? (int)threadIdx.x : n;
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    for (int i = first; i < n; i += nthr)
         s += xr[i];
     float mean = block_sum(s, red) / (float)n;
     float v = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
+    for (int i = first; i < n; i += nthr)
         v += (xr[i] - mean) * (xr[i] - mean);
     float var = block_sum(v, red) / (float)n;
     float inv = 1.0f / sqrtf(var + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    for (int i = first; i < n; i += nthr) {
         float r = (xr[i] - mean) * inv * w[i] + b[i];
         o[i] = r;
         if (vals)

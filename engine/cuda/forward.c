@@ -295,6 +295,16 @@ static int dsa_latent(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     return 0;
 }
 
+/* The pool keys that rows [s->n, s->n + T) complete, from the key and gate caches. */
+static int dsa_pool_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T,
+                     be->m->cfg.index_kpool, be->stream), "the pool keys");
+    return 0;
+}
+
 /* The indexer's keys: their norm, the key and gate cache rows (one launch where the caches' rows
  * are the keys' width), the pool keys they complete. */
 static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
@@ -303,7 +313,7 @@ static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     cu_dsa_cache *dc = &s->dsa[rank];
-    int ID = c->index_head_dim, kp = c->index_kpool;
+    int ID = c->index_head_dim;
     void *st = be->stream;
     if (dc->idx_key.width == ID && dc->idx_gate.width == ID) {
         CK(eng_index_keys_write(b->wk, L->idx_k_norm_w, L->idx_k_norm_b, 1e-6f, &dc->idx_key,
@@ -315,9 +325,7 @@ static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm
         CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
         CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
     }
-    CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
-                     st), "the pool keys");
-    return 0;
+    return dsa_pool_keys(s, L, rank, T, err);
 }
 
 /* The tap's pool scores (backend.h) of rows [t0, t0 + nt) of a main layer's forward, from
@@ -409,8 +417,31 @@ static int dsa_attend(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     return 0;
 }
 
-/* DSA, the decode form (few rows, every product dense): the products of u in one launch, those
- * of the normed q_a in one; then the caches, the indexer's selection and the attention. */
+/* The DSA decode's row steps in one launch (eng_dsa_rows_write) where the caches' rows are the
+ * normed rows' widths (as they are): the q_a norm, the kv_a norm and the latent rows, the
+ * indexer's key norm and its key and gate rows. Returns 1 when done, 0 when the caches do not
+ * take it (the caller runs the steps one by one), -1 on failure. */
+static int dsa_rows(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int ID = c->index_head_dim;
+    if (dc->latent.width != c->kv_lora_rank ||
+        (L->has_indexer && (dc->idx_key.width != ID || dc->idx_gate.width != ID)))
+        return 0;
+    eng_dsa_rows r = {b->qa, L->q_a_norm, c->q_lora_rank, b->kvl, L->kv_a_norm, dc->latent,
+                      L->has_indexer ? b->wk : NULL, L->idx_k_norm_w, L->idx_k_norm_b,
+                      dc->idx_key, b->ig, dc->idx_gate, c->rms_norm_eps, 1e-6f};
+    CK(eng_dsa_rows_write(&r, s->d_pos, T, be->stream),
+       "the q_a and kv_a norms and the new cache rows");
+    return 1;
+}
+
+/* DSA, the decode form (few rows, every product dense): the products of u in one launch, the
+ * row steps (dsa_rows), those of the normed q_a in one; then the indexer's pool keys and
+ * selection and the attention. */
 static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -425,14 +456,20 @@ static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
         in[4] = job(&L->idx_weights, b->u, b->hw);
     }
     CK(eng_matmul_jobs(in, L->has_indexer ? 5 : 2, T, st), "the MLA products of the input");
-    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+    int rows = dsa_rows(s, L, rank, T, err);
+    if (rows < 0)
+        return -1;
+    if (!rows)
+        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
     eng_gemv_job qb[2] = {job(&L->q_b, b->qa, b->qd)};
     if (L->has_indexer)
         qb[1] = job(&L->idx_wq_b, b->qa, b->iq);
     CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
-    if (dsa_latent(s, L, rank, T, err))
+    if (!rows && dsa_latent(s, L, rank, T, err))
         return -1;
-    if (L->has_indexer && (dsa_index_keys(s, L, rank, T, err) || dsa_select(s, L, rank, T, err)))
+    if (L->has_indexer &&
+        ((rows ? dsa_pool_keys(s, L, rank, T, err) : dsa_index_keys(s, L, rank, T, err)) ||
+         dsa_select(s, L, rank, T, err)))
         return -1;
     return dsa_attend(s, L, rank, T, err);
 }

@@ -60,7 +60,8 @@ static const char *const l_kda_o[] = {"the KDA output projection", NULL};
 static const char *const l_mla_in[] = {"the MLA products of the input", NULL};
 static const char *const l_mla_qa[] = {"the MLA products of q_a", NULL};
 static const char *const l_mla_small[] = {"the q_a norm", "the kv_a norm", "the latent cache write",
-                                          "the kv_a norm and the latent cache write", NULL};
+                                          "the kv_a norm and the latent cache write",
+                                          "the q_a and kv_a norms and the new cache rows", NULL};
 static const char *const l_idx_small[] = {"the indexer key norm", "the indexer key cache",
                                           "the indexer gate cache", "the pool keys",
                                           "the indexer key norm and the key and gate caches", NULL};

@@ -768,6 +768,114 @@ static void check_norm_cache(int timed, void *ev0, void *ev1)
         }
 }
 
+/* The DSA decode's row steps (eng_dsa_rows_write) against their launches one by one: q_a's norm,
+ * the kv_a norm and latent write, the key norm and the key and gate writes. */
+typedef struct {
+    eng_dsa_rows r;
+    const int *pos;
+    int T;
+} dsa_rows_args;
+
+static void dsa_rows_separate(void *ctx, void *st)
+{
+    dsa_rows_args *a = ctx;
+    const eng_dsa_rows *r = &a->r;
+    CUDA_OK(eng_rmsnorm(r->qa, r->qa, r->qa_norm, a->T, r->qa_width, r->eps, st));
+    CUDA_OK(eng_rmsnorm(r->kv, r->kv, r->kv_norm, a->T, r->latent.width, r->eps, st));
+    CUDA_OK(eng_cache_write(&r->latent, a->pos, r->kv, a->T, st));
+    if (!r->key)
+        return;
+    CUDA_OK(eng_layernorm(r->key, r->key, r->key_w, r->key_b, a->T, r->keys.width, r->key_eps,
+                          st));
+    CUDA_OK(eng_cache_write(&r->keys, a->pos, r->key, a->T, st));
+    CUDA_OK(eng_cache_write(&r->gates, a->pos, r->gate, a->T, st));
+}
+
+static void dsa_rows_one(void *ctx, void *st)
+{
+    dsa_rows_args *a = ctx;
+    CUDA_OK(eng_dsa_rows_write(&a->r, a->pos, a->T, st));
+}
+
+static void dsa_rows_case(int dtype, int qr, int R, int ID, int T, int timed, void *ev0,
+                          void *ev1)
+{
+    int hpos = CACHE_POS;
+    int *pos = dev_copy(&hpos, sizeof hpos);
+    float *hqa = host_random((size_t)T * qr, 2.0f), *hkv = host_random((size_t)T * R, 2.0f);
+    float *hk = ID ? host_random((size_t)T * ID, 2.0f) : NULL;
+    float *hg = ID ? host_random((size_t)T * ID, 2.0f) : NULL;
+    float *hn[4] = {host_random((size_t)qr, 1.0f), host_random((size_t)R, 1.0f),
+                    ID ? host_random((size_t)ID, 1.0f) : NULL,
+                    ID ? host_random((size_t)ID, 0.5f) : NULL};
+    float *qn = dev_copy(hn[0], qr * sizeof(float)), *kvn = dev_copy(hn[1], R * sizeof(float));
+    float *kw = ID ? dev_copy(hn[2], ID * sizeof(float)) : NULL;
+    float *kb = ID ? dev_copy(hn[3], ID * sizeof(float)) : NULL;
+    float *gate = ID ? dev_copy(hg, (size_t)T * ID * sizeof(float)) : NULL;
+    dsa_rows_args a[2];
+    for (int k = 0; k < 2; k++) {
+        eng_dsa_rows r = {dev_copy(hqa, (size_t)T * qr * sizeof(float)), qn, qr,
+                          dev_copy(hkv, (size_t)T * R * sizeof(float)), kvn,
+                          make_cache(dtype, R),
+                          ID ? dev_copy(hk, (size_t)T * ID * sizeof(float)) : NULL, kw, kb,
+                          {0, 0, NULL, NULL}, gate, {0, 0, NULL, NULL}, 1e-5f, 1e-6f};
+        if (ID) {
+            r.keys = make_cache(dtype, ID);
+            r.gates = make_cache(dtype, ID);
+        }
+        a[k] = (dsa_rows_args){r, pos, T};
+        (k ? dsa_rows_one : dsa_rows_separate)(&a[k], NULL);
+    }
+    float *q0 = to_host(a[0].r.qa, (size_t)T * qr * 4);
+    float *q1 = to_host(a[1].r.qa, (size_t)T * qr * 4);
+    float *v0 = to_host(a[0].r.kv, (size_t)T * R * 4), *v1 = to_host(a[1].r.kv, (size_t)T * R * 4);
+    int same = memcmp(q0, q1, (size_t)T * qr * 4) == 0 && memcmp(v0, v1, (size_t)T * R * 4) == 0 &&
+               same_cache(&a[0].r.latent, &a[1].r.latent);
+    if (ID) {
+        float *k0 = to_host(a[0].r.key, (size_t)T * ID * 4);
+        float *k1 = to_host(a[1].r.key, (size_t)T * ID * 4);
+        same = same && memcmp(k0, k1, (size_t)T * ID * 4) == 0 &&
+               same_cache(&a[0].r.keys, &a[1].r.keys) && same_cache(&a[0].r.gates, &a[1].r.gates);
+        free(k0), free(k1);
+    }
+    printf("%s the DSA row steps in one launch, %s caches, q_a %d, latent %d, %s, %d row(s): "
+           "equal the %d launches bit for bit\n", same ? "ok  " : "FAIL", cache_name(dtype), qr, R,
+           ID ? "indexer keys" : "no indexer", T, ID ? 6 : 3);
+    failures += !same;
+    if (timed) {
+        enum { REPS = 200 };
+        double sep = graph_us_per(dsa_rows_separate, &a[0], REPS, ev0, ev1);
+        double one = graph_us_per(dsa_rows_one, &a[1], REPS, ev0, ev1);
+        printf("time the DSA row steps, %s caches, %d row(s), in a graph: %d launches %.2f us, "
+               "one launch %.2f us (%.2f us saved)\n", cache_name(dtype), T, ID ? 6 : 3, sep, one,
+               sep - one);
+    }
+    for (int k = 0; k < 2; k++) {
+        kern_free(a[k].r.qa), kern_free(a[k].r.kv), kern_free(a[k].r.key);
+        free_cache(&a[k].r.latent);
+        if (ID)
+            free_cache(&a[k].r.keys), free_cache(&a[k].r.gates);
+    }
+    free(q0), free(q1), free(v0), free(v1), free(hqa), free(hkv), free(hk), free(hg);
+    for (int i = 0; i < 4; i++)
+        free(hn[i]);
+    kern_free(pos), kern_free(qn), kern_free(kvn), kern_free(kw), kern_free(kb), kern_free(gate);
+}
+
+static void check_dsa_rows(int timed, void *ev0, void *ev1)
+{
+    static const int dtypes[] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+    static const int rows[] = {1, 3, MAXT};
+    for (int d = 0; d < 3; d++)
+        for (int r = 0; r < 3; r++) {
+            int t1 = timed && d == 0 && r == 0;
+            dsa_rows_case(dtypes[d], 1536, 512, 128, rows[r], t1, ev0, ev1); /* the model's */
+            dsa_rows_case(dtypes[d], 1536, 512, 0, rows[r], 0, ev0, ev1);    /* no indexer */
+            dsa_rows_case(dtypes[d], 37, 100, 200, rows[r], 0, ev0, ev1);    /* odd, 256 threads */
+            dsa_rows_case(dtypes[d], 2048, 1024, 64, rows[r], 0, ev0, ev1);  /* 1024 a row */
+        }
+}
+
 /* ---- the KDA step (eng_kda_step_decode) against its two launches ------------------------- */
 
 static void check_kda_shape(int H, int dk, int K, int timed, void *ev0, void *ev1)
@@ -1297,6 +1405,7 @@ int main(int argc, char **argv)
     check_hc(timed, ev0, ev1);
     check_hc_y2(timed, ev0, ev1);
     check_norm_cache(timed, ev0, ev1);
+    check_dsa_rows(timed, ev0, ev1);
     check_kda(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
     check_router_route(timed, ev0, ev1);
