@@ -1375,6 +1375,103 @@ static int long_main(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+/* The kernel launches of each decode layer (T = 1), counted as the kernel nodes of a graph
+ * captured from that layer alone (the step's graph holds the same launches: a layer's last HC
+ * update includes the next layer's first HC step); per layer type, with one layer's kernels by
+ * name, and the whole step's (embedding to LM head). Side-stream kernels (the HC mix, the shared
+ * expert) are counted too: they run beside the critical path. Returns 0, or -1 when a capture
+ * failed (said). */
+static int count_nodes(cudaGraph_t g, int *kernels, char *names, size_t cap)
+{
+    size_t n = 0;
+    cudaGraphNode_t *nodes = NULL;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess ||
+        !(nodes = calloc(n ? n : 1, sizeof *nodes)) ||
+        cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) {
+        free(nodes);
+        return -1;
+    }
+    *kernels = 0;
+    if (names)
+        names[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType type;
+        struct cudaKernelNodeParams p;
+        const char *name = NULL;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess || type != cudaGraphNodeTypeKernel)
+            continue;
+        ++*kernels;
+        if (!names || cudaGraphKernelNodeGetParams(nodes[i], &p) != cudaSuccess ||
+            cudaFuncGetName(&name, p.func) != cudaSuccess || !name)
+            continue;
+        size_t used = strlen(names);
+        snprintf(names + used, cap - used, "%s%.60s", used ? ", " : "", name);
+    }
+    free(nodes);
+    return 0;
+}
+
+static int print_launches(cuda_state *s)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cudaStream_t st = be->stream;
+    const char *tname[3] = {"KDA + MoE", "DSA + MoE", "KDA + dense"};
+    int shown[3] = {0}, per[3] = {0}, cnt[3] = {0}, sum = 0;
+    static char names[8192];
+    printf("\n-- decode launches, 1 row (kernel nodes of each layer captured alone)\n");
+    for (int li = 0; li < c->num_layers; li++) {
+        int type = c->attn[li] == GLM_ATTN_DSA ? 1 : 0, k = 0;
+        if (!c->moe[li])
+            type = 2;
+        cudaGraph_t g = NULL;
+        glm_error err = {0};
+        if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            printf("FAIL: launch count: the capture did not start\n");
+            return -1;
+        }
+        int rc = cuda_forward_layer(s, li, 1, &err);
+        cudaError_t e = cudaStreamEndCapture(st, &g);
+        if (rc || e != cudaSuccess || count_nodes(g, &k, shown[type] ? NULL : names, sizeof names)) {
+            printf("FAIL: launch count of layer %d: %s\n", li, rc ? err.message : "capture");
+            if (g)
+                cudaGraphDestroy(g);
+            cudaGetLastError();
+            return -1;
+        }
+        cudaGraphDestroy(g);
+        if (!shown[type]) {
+            printf("layer %2d (%s): %d kernels: %s\n", li, tname[type], k, names);
+            shown[type] = 1;
+        }
+        if (cnt[type] && per[type] != k)
+            printf("layer %2d (%s): %d kernels (layer type's first: %d)\n", li, tname[type], k,
+                   per[type]);
+        if (!cnt[type])
+            per[type] = k;
+        cnt[type]++;
+        sum += k;
+    }
+    cudaGraph_t g = NULL;
+    glm_error err = {0};
+    int k = 0, rc = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+    rc = rc || cuda_forward(s, 1, 0, 1, &err);
+    rc = cudaStreamEndCapture(st, &g) != cudaSuccess || rc || count_nodes(g, &k, NULL, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaGetLastError();
+    for (int t = 0; t < 3; t++)
+        if (cnt[t])
+            printf("launches a layer: %s %d (x%d)\n", tname[t], per[t], cnt[t]);
+    if (rc) {
+        printf("FAIL: launch count of the whole step: %s\n", err.status ? err.message : "capture");
+        return -1;
+    }
+    printf("launches a step: %d (layers %d, embedding + final norm + LM head %d)\n", k, sum,
+           k - sum);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines out as they come: a run cut short keeps them */
@@ -1564,6 +1661,8 @@ int main(int argc, char **argv)
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
+    if (print_launches(s))
+        return 1;
     int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
     if (failed) /* the prefill's tables still follow */
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
