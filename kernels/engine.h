@@ -320,7 +320,7 @@ int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, i
  * absorbed query and the value expansion as per-head GEMMs whose f32 inputs are split into three
  * bf16 parts (f32 precision against bf16 kv_b); the latent attention a token's heads at once over
  * tiles of its selected rows (bf16 or e4m3 cache, exact in bf16), qt and the softmax weights split
- * in two bf16 parts, an online softmax. A row's result depends on its own data only (any chunk,
+ * in two bf16 parts, an online softmax (ENG_ATTEND_FLASH below). A row's result depends on its own data only (any chunk,
  * any T). Other dtypes and shapes (kv_b not bf16, the f32 cache, widths off the tiles) run the
  * scalar kernels above, which compute the same sums. */
 int eng_mla_absorb_prefill(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
@@ -330,6 +330,15 @@ int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t 
                            void *stream);
 int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                            float *o, void *stream);
+/* The latent attention's prefill kernels, for tests and timings: ENG_ATTEND_FLASH (a row's heads
+ * as the M dimension of bf16 mma over tiles of 32 selected keys brought in by cp.async, the e4m3
+ * rows widened once a tile, an online softmax; latent width 512, bf16 or e4m3 cache;
+ * eng_mla_attend_prefill's choice), ENG_ATTEND_TILED (the former tiled kernel). A shape the
+ * named kernel does not take runs the next one down (the tiled kernel, then the scalar ones). */
+enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED };
+int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
+                                const int32_t *idx, const int *count, int width, int T, int H,
+                                int R, float scale, float *ot, void *stream);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:
