@@ -355,7 +355,14 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
                              "head_dim <= 128 and conv kernels <= 17 (this model: %d, %d, %d); use "
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
     }
-    int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
+    int ranks = cuda_plan_ranks_of(c->vocab_size, m->w.lm_head.rows);
+    if (ranks == 0) {
+        free(be);
+        return glm_error_set(err, GLM_ERR_ARG, "the LM head has %lld rows, which is no rank's part "
+                             "of the vocabulary's %d among 1 to %d ranks; the model was split "
+                             "wrongly (tp_split_model_ranks)", (long long)m->w.lm_head.rows,
+                             c->vocab_size, CUDA_PLAN_MAX_RANKS);
+    }
     size_t free_b = 0, total_b = 0, avail = 0;
     int known = eng_mem_info(&free_b, &total_b) == 0;
     if (known) {

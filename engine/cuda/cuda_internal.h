@@ -204,8 +204,8 @@ glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err);
 /* Grows the caches to hold need tokens (doubling, up to the context); drops the graph. */
 glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err);
 /* Grows the pinned staging (h_logits) to hold what a forward of T rows copies through it: the
- * logits of rows_out rows (twice with two ranks: the halves' gather) and, with two ranks, the
- * T x hidden partial sums. Call before queueing work that uses it; drops the decode graph when
+ * logits of rows_out rows (split among ranks: also every rank's part padded to the widest, for
+ * the gather) and, split, the T x hidden partial sums. Call before queueing work that uses it; drops the decode graph when
  * it moves (the graph copies into it). */
 glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err);
 

@@ -847,29 +847,44 @@ static int layer(cuda_state *s, int li, int T, glm_error *err)
     return rc;
 }
 
-/* Two ranks: each computes its vocabulary half; the halves meet through the host. */
+/* Several ranks: each computes its vocabulary part (cuda_plan_part_of), padded to the widest
+ * part so every rank sends as many floats; the parts meet through the host. With two ranks and an
+ * even vocabulary the parts are halves, nothing is padded, and the copies are those of the
+ * halves' gather before: the logits' bits are the LM head's, moved only. */
 static int split_head(cuda_state *s, const float *x, int rows, glm_error *err)
 {
     cuda_backend *be = s->be;
-    size_t V = (size_t)be->m->cfg.vocab_size, Vh = (size_t)be->w.lm_head.m.rows;
-    if (2 * Vh != V) {
-        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not half the "
-                      "vocabulary's %zu", Vh, V);
+    int world = s->coll.world ? s->coll.world : 2;
+    size_t V = (size_t)be->m->cfg.vocab_size, Vr = (size_t)be->w.lm_head.m.rows;
+    cuda_plan_part part = cuda_plan_part_of((int64_t)V, s->coll.rank, world);
+    size_t widest = (size_t)cuda_plan_part_of((int64_t)V, 0, world).count;
+    if ((size_t)part.count != Vr) {
+        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not its %lld of the "
+                      "vocabulary's %zu among %d ranks", Vr, (long long)part.count, V, world);
         return -2;
     }
     CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
-    float *mine = s->h_logits + (size_t)rows * V; /* the staging buffer's second half */
-    CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vh * sizeof(float), be->stream),
-       "the logits' copy");
+    /* staging (cuda_state_staging): all = world x rows x widest, then mine = rows x widest */
+    float *all = s->h_logits, *mine = all + (size_t)world * rows * widest;
+    if (Vr == widest) {
+        CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vr * sizeof(float), be->stream),
+           "the logits' copy");
+    } else {
+        memset(mine, 0, (size_t)rows * widest * sizeof(float));
+        CK(eng_copy_2d(mine, widest * sizeof(float), be->s.logits, Vr * sizeof(float),
+                       Vr * sizeof(float), rows, be->stream), "the logits' copy");
+    }
     CK(eng_stream_sync(be->stream), "the logits' copy");
-    float *all = s->h_logits;
-    /* gather into all: rank 0's rows x Vh, then rank 1's; then interleave in place via mine */
-    if (s->coll.all_gather(s->coll.user, mine, all, (size_t)rows * Vh, err) != GLM_OK)
+    if (s->coll.all_gather(s->coll.user, mine, all, (size_t)rows * widest, err) != GLM_OK)
         return -2;
-    memcpy(mine, all, (size_t)rows * V * sizeof(float));
-    for (int t = 0; t < rows; t++) {
-        memcpy(all + (size_t)t * V, mine + (size_t)t * Vh, Vh * sizeof(float));
-        memcpy(all + (size_t)t * V + Vh, mine + ((size_t)rows + t) * Vh, Vh * sizeof(float));
+    /* the gathered parts (rank-major) become full rows in place, through the space after them */
+    float *parts = all + (size_t)rows * V;
+    memmove(parts, all, (size_t)world * rows * widest * sizeof(float));
+    for (int r = 0; r < world; r++) {
+        cuda_plan_part p = cuda_plan_part_of((int64_t)V, r, world);
+        for (int t = 0; t < rows; t++)
+            memcpy(all + (size_t)t * V + (size_t)p.start,
+                   parts + ((size_t)r * rows + (size_t)t) * widest, (size_t)p.count * sizeof(float));
     }
     return 0;
 }

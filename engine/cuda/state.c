@@ -190,7 +190,11 @@ glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err
 {
     const glm_config *c = &s->be->m->cfg;
     size_t V = (size_t)c->vocab_size, D = (size_t)c->hidden_size;
-    size_t need = (s->coll.all_gather ? 2 : 1) * (size_t)rows_out * V;
+    /* split_head's staging: the full rows, then every rank's padded part (2 x rows x V with two
+     * ranks and an even vocabulary, as before) */
+    int world = s->coll.world ? s->coll.world : 2;
+    size_t widest = (size_t)cuda_plan_part_of((int64_t)V, 0, world).count;
+    size_t need = (size_t)rows_out * (s->coll.all_gather ? V + (size_t)world * widest : V);
     if (s->coll.all_reduce && (size_t)T * D > need)
         need = (size_t)T * D;
     if (need <= s->h_logits_cap)

@@ -18,9 +18,6 @@ glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
     if (e->rank >= 0)
         return glm_error_set(err, GLM_ERR_ARG, "this engine is already split (rank %d of %d); open it "
                              "again to split it otherwise", e->rank, e->world);
-    if (world > 2 && e->params.backend == GLM_BACKEND_CUDA)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the cuda backend splits a model between two "
-                             "ranks only, not %d; run more ranks with --backend cpu", world);
     /* the backend reads the weights as they are when it opens: reopen it over the parts */
     backend_close(&e->be);
     glm_status st = tp_split_model_ranks(e->model, rank, world, &e->split, err);
@@ -29,7 +26,8 @@ glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
         e->world = world;
         st = backend_open(e->model, &e->params, &e->be, err);
     }
-    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0)
+    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0 &&
+        strcmp(e->be.ops->name, "cuda") != 0)
         st = glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend splits a model between two ranks "
                            "only, not %d; run more ranks with --backend cpu", e->be.ops->name, world);
     return st;
