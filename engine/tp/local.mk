@@ -8,6 +8,13 @@ libengine_a_SOURCES += \
 	engine/tp/listener.c engine/tp/listener.h engine/tp/group.c engine/tp/group.h \
 	engine/tp/mirror.c engine/tp/worker.c
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
+libengine_a_SOURCES += engine/tp/nccl.h
+# the nccl transport: CUDA builds whose toolkit has nccl.h only (configure's HAVE_NCCL)
+if HAVE_NCCL
+libengine_a_SOURCES += engine/tp/nccl.c
+libengine_a_CPPFLAGS += $(CUDA_CPPFLAGS)
+endif
+EXTRA_DIST += engine/tp/nccl.c
 glmchat_LDADD += $(IBVERBS_LIBS)
 
 # Two real processes on loopback: tp_peer acts as either rank, tp_hostile attacks a worker.
@@ -50,6 +57,9 @@ EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
 TESTS += tests/e2e/tp_netem.sh
 EXTRA_DIST += tests/e2e/tp_netem.sh
 TESTS += tests/e2e/tp_worker_cli.sh
+# --transport nccl refused where it cannot run (no CUDA, no nccl.h, the cpu backend)
+TESTS += tests/e2e/tp_nccl_cli.sh
+EXTRA_DIST += tests/e2e/tp_nccl_cli.sh
 EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md
 check_PROGRAMS += tests/unit/test_tp_split
 tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c
