@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/le.h"
+#include "tp/nccl.h"
 #include "tp/protocol.h"
 #include "tests/common/check_main.h"
 
@@ -389,6 +390,33 @@ START_TEST(hello_with_nccl_round_trips_and_version_5_is_refused_by_name)
 }
 END_TEST
 
+#ifdef HAVE_NCCL
+/* A CUDA build with NCCL: rank 0's id comes from libnccl (loaded here, no GPU needed) and crosses
+ * as NCCL_ID byte for byte; a machine without libnccl.so.2 is refused by name instead. Joining a
+ * communicator whose other rank never comes (or without a GPU) fails within its deadline. */
+START_TEST(nccl_makes_an_id_and_a_lone_rank_fails_in_time)
+{
+    tp_msg m = {.type = TP_MSG_NCCL_ID}, out;
+    glm_error err = {0};
+    glm_status st = tp_nccl_unique_id(m.u.nccl_id.id, &err);
+    if (st != GLM_OK) {
+        ck_assert_int_eq(st, GLM_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(err.message, "--transport nccl: NCCL is not installed here"));
+        return;
+    }
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_mem_eq(out.u.nccl_id.id, m.u.nccl_id.id, TP_NCCL_ID_BYTES);
+    int64_t t0 = tp_now_ms();
+    tp_transport *t = tp_nccl_transport_new(m.u.nccl_id.id, 0, 2, 1500, &err);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(tp_now_ms() - t0 < 15000, "a lone rank waited %lld ms", (long long)(tp_now_ms() - t0));
+    ck_assert_ptr_nonnull(strstr(err.message, "--transport nccl: "));
+    ck_assert_ptr_null(tp_nccl_transport_new(m.u.nccl_id.id, 2, 2, 100, &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "rank 2 of 2 is not a rank"));
+}
+END_TEST
+#endif
+
 START_TEST(hello_differences_are_named)
 {
     tp_hello a = sample_hello(), b = sample_hello();
@@ -466,6 +494,10 @@ int main(void)
     tcase_add_test(tc, hello_differences_are_named);
     tcase_add_test(tc, nccl_id_round_trips_and_bad_ids_are_refused);
     tcase_add_test(tc, hello_with_nccl_round_trips_and_version_5_is_refused_by_name);
+#ifdef HAVE_NCCL
+    tcase_add_test(tc, nccl_makes_an_id_and_a_lone_rank_fails_in_time);
+    tcase_set_timeout(tc, 30);
+#endif
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
