@@ -14,7 +14,14 @@ if HAVE_NCCL
 libengine_a_SOURCES += engine/tp/nccl.c
 libengine_a_CPPFLAGS += $(CUDA_CPPFLAGS)
 endif
-EXTRA_DIST += engine/tp/nccl.c
+EXTRA_DIST += engine/tp/nccl.c bench/bench_tp_nccl.c tests/gpu/nranks.sh
+# Benchmark (not a test; `make bench/bench_tp_nccl`, NCCL builds only; tests/gpu/nranks.sh runs
+# it, one process per GPU): the rank order of every gather and the latency of one row's.
+if HAVE_NCCL
+EXTRA_PROGRAMS += bench/bench_tp_nccl
+bench_bench_tp_nccl_SOURCES = bench/bench_tp_nccl.c
+bench_bench_tp_nccl_LDADD = $(glmchat_LDADD)
+endif
 glmchat_LDADD += $(IBVERBS_LIBS)
 
 # Two real processes on loopback: tp_peer acts as either rank, tp_hostile attacks a worker.
