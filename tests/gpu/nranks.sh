@@ -8,13 +8,19 @@
 # Usage: tests/gpu/nranks.sh [OUT_DIR]   (from the source root). NRANKS=N (default: every GPU,
 # at most 4). Fewer than 2 GPUs: prints "SKIP: needs 2 GPUs, found M" and exits 77 (not run).
 # Builds glmchat and bench_tp_nccl (CUDA_ARCHS, default 90) unless GLMCHAT_PREBUILT=DIR holds
-# both. GLMCHAT_GPU_COUNT=M stands in for nvidia-smi's count (tests/e2e/gpu_run_cli.sh). One suite
-# of tests/gpu/run.sh.
+# both. GLMCHAT_GPU_COUNT=M stands in for nvidia-smi's count (tests/e2e/gpu_run_cli.sh).
+# TP_BACKEND=cpu: a dry run of the same checks with CPU ranks over tcp only (no GPU, no NCCL,
+# NRANKS default 3, no bench), to try the script itself. One suite of tests/gpu/run.sh.
 set -u
 src=$(pwd)
 build=${BUILD_DIR:-"$src/build-gpu-nranks"}
 out=${1:-"$build/out"}
+backend=${TP_BACKEND:-cuda}
+transports="nccl tcp"
 gpus=${GLMCHAT_GPU_COUNT:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+if [ "$backend" = cpu ]; then
+    transports=tcp gpus=${NRANKS:-3} GPU_BENCH=0
+fi
 n=${NRANKS:-$(( gpus < 4 ? gpus : 4 ))}
 if [ "$gpus" -lt 2 ] || [ "$n" -lt 2 ]; then
     echo "SKIP: needs 2 GPUs, found $gpus (one process per GPU; NRANKS=$n)"
@@ -26,13 +32,16 @@ if [ "$n" -gt "$gpus" ]; then
 fi
 mkdir -p "$build" "$out"
 echo "== machine: $gpus GPUs, $n ranks"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 nvidia-smi topo -m 2>/dev/null | head -12
 date -u
 start=$(date +%s)
 if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
     G="$GLMCHAT_PREBUILT/glmchat"
     BN="$GLMCHAT_PREBUILT/bench_tp_nccl"
+elif [ "$backend" = cpu ]; then
+    echo "FAIL: TP_BACKEND=cpu takes its glmchat from GLMCHAT_PREBUILT=DIR"
+    exit 1
 else
     echo "== build: ./configure CUDA_ARCHS=\"${CUDA_ARCHS:-90}\"; make glmchat bench/bench_tp_nccl"
     (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="${CUDA_ARCHS:-90}" &&
@@ -65,7 +74,7 @@ start_workers() {
     PEERS=
     for k in $(seq 1 $((n - 1))); do
         rm -f "$d/w$k.port"
-        CUDA_VISIBLE_DEVICES=$k "$G" --backend cuda worker --listen 127.0.0.1:0 --port-file "$d/w$k.port" \
+        CUDA_VISIBLE_DEVICES=$k "$G" --backend "$backend" worker --listen 127.0.0.1:0 --port-file "$d/w$k.port" \
             --transport "$transport" --model "$m" --dump-logits "$d/w$k-$transport.f32" 2>"$d/w$k-$transport.err" &
         pids+=($!)
     done
@@ -91,13 +100,13 @@ check_model() {
     local m=$1 label=$2 d="$build/$2" transport
     mkdir -p "$d"
     echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$d/tokens"
-    echo "== $label: one cuda rank (GPU 0)"
-    CUDA_VISIBLE_DEVICES=0 "$G" --backend cuda logits --model "$m" --tokens-file "$d/tokens" --prefill 9 \
+    echo "== $label: one $backend rank (GPU 0)"
+    CUDA_VISIBLE_DEVICES=0 "$G" --backend "$backend" logits --model "$m" --tokens-file "$d/tokens" --prefill 9 \
         --greedy 48 --out "$d/one.f32" >"$d/one.ids" 2>"$d/one.err" || { echo "FAIL: $(cat "$d/one.err")"; status=1; return; }
-    for transport in nccl tcp; do
-        echo "== $label: $n cuda ranks over $transport, one GPU each"
+    for transport in $transports; do
+        echo "== $label: $n $backend ranks over $transport, one GPU each"
         start_workers "$m" "$d" $transport || { stop_workers; continue; }
-        CUDA_VISIBLE_DEVICES=0 "$G" --backend cuda --transport $transport --peer "$PEERS" logits --model "$m" \
+        CUDA_VISIBLE_DEVICES=0 "$G" --backend "$backend" --transport $transport --peer "$PEERS" logits --model "$m" \
             --tokens-file "$d/tokens" --prefill 9 --greedy 48 --out "$d/n-$transport.f32" \
             >"$d/n-$transport.ids" 2>"$d/n-$transport.err" ||
             { echo "FAIL: the head over $transport: $(cat "$d/n-$transport.err")"; status=1; }
@@ -143,19 +152,19 @@ m="$models/tiny-tp4"
 d="$build/chat"
 mkdir -p "$d"
 chat_args=(chat --no-save --output-format jsonl --max-tokens 64 --think off --prompt "Tell me a story.")
-CUDA_VISIBLE_DEVICES=0 "$G" --backend cuda --model "$m" "${chat_args[@]}" >"$d/one.jsonl" 2>"$d/one.err" ||
+CUDA_VISIBLE_DEVICES=0 "$G" --backend "$backend" --model "$m" "${chat_args[@]}" >"$d/one.jsonl" 2>"$d/one.err" ||
     { echo "FAIL: $(cat "$d/one.err")"; status=1; }
-for transport in nccl tcp; do
+for transport in $transports; do
     if start_workers "$m" "$d" $transport; then
-        CUDA_VISIBLE_DEVICES=0 "$G" --backend cuda --transport $transport --peer "$PEERS" --model "$m" \
+        CUDA_VISIBLE_DEVICES=0 "$G" --backend "$backend" --transport $transport --peer "$PEERS" --model "$m" \
             "${chat_args[@]}" >"$d/$transport.jsonl" 2>"$d/$transport.err" ||
             { echo "FAIL: the $transport chat: $(cat "$d/$transport.err")"; status=1; }
     fi
     stop_workers
 done
-python3 - "$d" "$n" <<'PY' | tee -a "$table" || status=1
+python3 - "$d" "$n" $transports <<'PY' | tee -a "$table" || status=1
 import json, sys
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, transports = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def events(name):
     try:
         return [json.loads(l) for l in open(d + "/" + name)]
@@ -179,7 +188,7 @@ def decode_tok_s(x):
     return 0
 one = events("one.jsonl")
 ok = bool(reply(one))
-for tr in ("nccl", "tcp"):
+for tr in transports:
     ev = events(tr + ".jsonl")
     same = reply(ev) == reply(one) and reply(one)
     ok = ok and bool(same)
@@ -188,8 +197,8 @@ for tr in ("nccl", "tcp"):
 def step_ms(ev):
     t = decode_tok_s(ev)
     return 1000.0 / t if t else float("nan")
-print("decode step (tiny-tp4, chat's decode_tok_s): one GPU %.3f ms; %d ranks over nccl %.3f ms; "
-      "over tcp %.3f ms" % (step_ms(one), n, step_ms(events("nccl.jsonl")), step_ms(events("tcp.jsonl"))))
+print("decode step (tiny-tp4, chat's decode_tok_s): one rank %.3f ms; %s" % (step_ms(one), "; ".join(
+    "%d ranks over %s %.3f ms" % (n, tr, step_ms(events(tr + ".jsonl"))) for tr in transports)))
 sys.exit(0 if ok else 1)
 PY
 
@@ -208,7 +217,7 @@ else
     pids=()
     grep '^nccl' "$out/bench_nccl.txt" >>"$table"
 fi
-echo "== table ($n ranks)"
+echo "== table ($n $backend ranks)"
 cat "$table"
 echo "status $status, total $(( $(date +%s) - start )) s"
 exit $status
