@@ -125,7 +125,7 @@ int main(int argc, char **argv)
     rc = rc || kern_to_device(d_mine, mine, n * 4);
     for (int k = 0; !rc && k < WARMUP + runs; k++) {
         double t0 = now_us();
-        if (tp_nccl_all_gather_device(t, d_mine, d_all, n, stream, &err) != GLM_OK) {
+        if (tp_nccl_all_gather_device(t, d_mine, d_all, n, stream, 10000, &err) != GLM_OK) {
             fprintf(stderr, "bench_tp_nccl: rank %d: %s\n", rank, err.message);
             rc = 1;
         } else if (eng_stream_sync(stream)) {

@@ -72,7 +72,9 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
         return gs;
     memcpy(s->h_tokens, tokens, (size_t)T * sizeof *tokens);
     *s->h_pos = s->n;
-    if (T == 1 && want && !all_rows && !s->coll.all_reduce && !be->graph_off) {
+    /* the decode graph: one rank, or ranks whose exchanges stay on the GPU (captured with it) */
+    int graph = !s->coll.all_reduce || cuda_coll_on_device(s, 1);
+    if (T == 1 && want && !all_rows && graph && !be->graph_off) {
         glm_status st = cuda_decode_graph(s, err);
         if (st)
             return st;
@@ -92,6 +94,10 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
             return ferr.status ? ferr.status : (rc == -2 ? GLM_ERR_PEER : GLM_ERR_BACKEND);
         }
     }
+    /* device gathers wait on the other ranks' GPUs: a bounded wait that gives up (and aborts
+     * them) when a rank fails, where a stream sync would wait forever */
+    if (s->coll.device_wait && cuda_coll_on_device(s, T))
+        return s->coll.device_wait(s->coll.user, be->stream, err);
     int rc = eng_stream_sync(be->stream);
     return rc ? cuda_fail(err, "the forward pass", rc) : GLM_OK;
 }

@@ -264,6 +264,39 @@ glm_status tp_group_all_gather(tp_group *g, const float *mine, float *gathered, 
     return star_gather(g, mine, gathered, n, err);
 }
 
+int tp_group_device_collectives(const tp_group *g)
+{
+    return g->nccl != NULL;
+}
+
+glm_status tp_group_all_gather_device(tp_group *g, const float *d_mine, float *d_all, size_t n,
+                                      void *stream, glm_error *err)
+{
+#ifdef HAVE_NCCL
+    if (g->nccl)
+        return tp_nccl_all_gather_device(g->nccl, d_mine, d_all, n, stream, g->timeout_ms, err);
+#else
+    (void)d_mine;
+    (void)d_all;
+    (void)n;
+    (void)stream;
+#endif
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "device all-gathers need --transport nccl (the "
+                         "%d ranks here use another)", g->world);
+}
+
+glm_status tp_group_device_wait(tp_group *g, void *stream, glm_error *err)
+{
+#ifdef HAVE_NCCL
+    if (g->nccl)
+        return tp_nccl_wait_stream(g->nccl, stream, g->timeout_ms, err);
+#else
+    (void)stream;
+#endif
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "device all-gathers need --transport nccl (the "
+                         "%d ranks here use another)", g->world);
+}
+
 glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err)
 {
     if (g->world == 2 && !g->nccl)

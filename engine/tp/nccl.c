@@ -111,6 +111,7 @@ typedef struct tp_nccl {
     cudaStream_t stream;
     float *d_buf;        /* staging for host all-gathers: world*n gathered, then n mine */
     size_t d_floats;
+    int broken;          /* aborted after a failed wait: every later call is refused */
 } tp_nccl;
 
 static void nap_ms(int ms)
@@ -141,11 +142,11 @@ static glm_status wait_comm(tp_nccl *c, int64_t deadline_ms, const char *what, g
     }
 }
 
-/* Waits for the stream's work (the gather and its copies), bounded as wait_comm. */
-static glm_status wait_stream(tp_nccl *c, int64_t deadline_ms, glm_error *err)
+/* Waits for stream's work (gathers and copies), bounded as wait_comm. */
+static glm_status wait_stream(tp_nccl *c, cudaStream_t stream, int64_t deadline_ms, glm_error *err)
 {
     for (;;) {
-        cudaError_t e = cudaStreamQuery(c->stream);
+        cudaError_t e = cudaStreamQuery(stream);
         if (e == cudaSuccess)
             return GLM_OK;
         if (e != cudaErrorNotReady)
@@ -193,6 +194,9 @@ static glm_status nccl_all_gather(tp_transport *t, const float *mine, float *gat
 {
     (void)seq;
     tp_nccl *c = (tp_nccl *)t;
+    if (c->broken)
+        return glm_error_set(err, GLM_ERR_PEER, "--transport nccl: the communicator was aborted "
+                             "after a failure; start every rank again");
     size_t all = (size_t)c->world * n;
     glm_status st = grow(c, all + n, err);
     if (st != GLM_OK)
@@ -211,17 +215,39 @@ static glm_status nccl_all_gather(tp_transport *t, const float *mine, float *gat
     if (e != cudaSuccess)
         return glm_error_set(err, GLM_ERR_IO, "--transport nccl: copying %zu floats from the GPU: %s",
                              all, cudaGetErrorString(e));
-    return wait_stream(c, deadline_ms, err);
+    return wait_stream(c, c->stream, deadline_ms, err);
+}
+
+glm_status tp_nccl_wait_stream(tp_transport *t, void *stream, int timeout_ms, glm_error *err)
+{
+    tp_nccl *c = (tp_nccl *)t;
+    if (c->broken)
+        return glm_error_set(err, GLM_ERR_PEER, "--transport nccl: the communicator was aborted "
+                             "after a failure; start every rank again");
+    glm_status st = wait_stream(c, (cudaStream_t)stream, tp_now_ms() + timeout_ms, err);
+    if (st != GLM_OK && c->comm) {
+        /* the kernels of a gather whose peer is gone would wait forever: abort ends them */
+        api.abort(c->comm);
+        c->comm = NULL;
+        c->broken = 1;
+    }
+    return st;
 }
 
 glm_status tp_nccl_all_gather_device(tp_transport *t, const float *d_mine, float *d_gathered,
-                                     size_t n, void *stream, glm_error *err)
+                                     size_t n, void *stream, int timeout_ms, glm_error *err)
 {
     if (!t || strcmp(t->ops->name, "nccl") != 0)
         return glm_error_set(err, GLM_ERR_ARG, "a device all-gather needs the nccl transport");
     if (n == 0)
         return glm_error_set(err, GLM_ERR_ARG, "an all-gather needs n > 0 floats");
-    return enqueue_gather((tp_nccl *)t, d_mine, d_gathered, n, (cudaStream_t)stream, err);
+    tp_nccl *c = (tp_nccl *)t;
+    if (c->broken)
+        return glm_error_set(err, GLM_ERR_PEER, "--transport nccl: the communicator was aborted "
+                             "after a failure; start every rank again");
+    glm_status st = enqueue_gather(c, d_mine, d_gathered, n, (cudaStream_t)stream, err);
+    /* a non-blocking communicator must have taken one call before the next is made */
+    return st == GLM_OK ? wait_comm(c, tp_now_ms() + timeout_ms, "queueing an all-gather", err) : st;
 }
 
 int tp_nccl_world(const tp_transport *t)

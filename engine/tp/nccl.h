@@ -31,9 +31,15 @@ tp_transport *tp_nccl_transport_new(const uint8_t id[TP_NCCL_ID_BYTES], int rank
 
 /* The same all-gather on device memory, queued on stream (a cudaStream_t) and not waited for:
  * d_gathered[0 .. world*n) = rank 0's n floats, rank 1's, ... One ncclAllGather on one stream,
- * so a decode graph may capture it. t must be a tp_nccl_transport_new transport. */
+ * so a decode graph may capture it (the call returns once NCCL has taken it, within
+ * timeout_ms). t must be a tp_nccl_transport_new transport. */
 glm_status tp_nccl_all_gather_device(tp_transport *t, const float *d_mine, float *d_gathered,
-                                     size_t n, void *stream, glm_error *err);
+                                     size_t n, void *stream, int timeout_ms, glm_error *err);
+
+/* Waits for stream's work (device gathers among it) for at most timeout_ms, giving up at once
+ * when t's abort hook reports a failed rank; on giving up the communicator is aborted, which
+ * ends gathers still waiting for a peer, and the transport fails every later call. */
+glm_status tp_nccl_wait_stream(tp_transport *t, void *stream, int timeout_ms, glm_error *err);
 
 int tp_nccl_world(const tp_transport *t);
 
