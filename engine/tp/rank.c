@@ -1095,6 +1095,8 @@ const uint8_t *tp_rank_nccl_id(const tp_rank *r)
 
 const char *tp_rank_transport_name(const tp_rank *r)
 {
+    if (r->has_nccl_id || r->opts.nccl_id_set) /* the link's own data path only checks the link */
+        return "nccl";
     return r->data ? r->data->ops->name : "none";
 }
 
