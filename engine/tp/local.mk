@@ -67,6 +67,9 @@ TESTS += tests/e2e/tp_worker_cli.sh
 # --transport nccl refused where it cannot run (no CUDA, no nccl.h, the cpu backend)
 TESTS += tests/e2e/tp_nccl_cli.sh
 EXTRA_DIST += tests/e2e/tp_nccl_cli.sh
+# nccl's bootstrap between two tp_peer processes: the id crosses unchanged, refusals named
+TESTS += tests/e2e/tp_nccl_bootstrap.sh
+EXTRA_DIST += tests/e2e/tp_nccl_bootstrap.sh
 EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md
 check_PROGRAMS += tests/unit/test_tp_split
 tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c
