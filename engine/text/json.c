@@ -171,6 +171,8 @@ static glm_status object_dedupe(jv *obj)
 
 glm_status jv_object_set(jv *obj, const char *key, size_t klen, jv *val)
 {
+    if (!key) /* an empty key read into a tbuf that never grew: memcmp and memcpy want a pointer */
+        key = "";
     for (size_t i = 0; i < obj->n; i++) {
         if (obj->key_lens[i] == klen && memcmp(obj->keys[i], key, klen) == 0) {
             jv_free(obj->items[i]); /* Python's dict: the first position, the last value */

@@ -45,16 +45,19 @@ bench_bench_tokenizer_LDADD = libengine.a libbase.a $(PCRE2_LIBS) -lm
 CLEANFILES += bench/bench_tokenizer
 
 # Fuzzing (not part of make check): make fuzz-text builds the libFuzzer targets with clang and
-# sanitizers; make fuzz-text-run runs each for TEXT_FUZZ_SECONDS.
+# sanitizers; make fuzz-text-run runs each for TEXT_FUZZ_SECONDS. fuzz_tokenizer_load starts from
+# tests/fuzz/tokenizer_load_seeds (cut-down tokenizer.json files, and inputs that once failed).
 TEXT_FUZZ_SECONDS = 60
 TEXT_FUZZ_FLAGS = -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-include $(top_builddir)/config.h -I$(top_srcdir) -I$(top_srcdir)/engine $(PCRE2_CFLAGS)
 TEXT_FUZZ_LIB = engine/error.c base/utf8.c engine/text/tbuf.c engine/text/json.c \
 	engine/text/pretokenize.c engine/text/tokenizer.c engine/text/reply_parser.c engine/text/template.c
-TEXT_FUZZERS = fuzz_tokenizer_decode fuzz_reply_parser fuzz_template
+TEXT_FUZZERS = fuzz_tokenizer_decode fuzz_reply_parser fuzz_template fuzz_tokenizer_load
 EXTRA_DIST += tests/fuzz/fuzz_tokenizer_decode.c tests/fuzz/fuzz_reply_parser.c tests/fuzz/reply_parser.dict \
-	tests/fuzz/fuzz_template.c
-CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser tests/fuzz/fuzz_template
+	tests/fuzz/fuzz_template.c tests/fuzz/fuzz_tokenizer_load.c tests/fuzz/tokenizer_load.dict \
+	tests/fuzz/tokenizer_load_seeds tools/text/make_tokenizer_fuzz_seeds.py
+CLEANFILES += tests/fuzz/fuzz_tokenizer_decode tests/fuzz/fuzz_reply_parser tests/fuzz/fuzz_template \
+	tests/fuzz/fuzz_tokenizer_load
 .PHONY: fuzz-text fuzz-text-run
 fuzz-text:
 	mkdir -p tests/fuzz
@@ -68,3 +71,7 @@ fuzz-text-run: fuzz-text
 	tests/fuzz/fuzz_reply_parser -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=4096 \
 	  -dict=$(top_srcdir)/tests/fuzz/reply_parser.dict tests/fuzz/corpus-rp
 	tests/fuzz/fuzz_template -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=8192 tests/fuzz/corpus-tmpl
+	mkdir -p tests/fuzz/corpus-tokload
+	tests/fuzz/fuzz_tokenizer_load -max_total_time=$(TEXT_FUZZ_SECONDS) -max_len=16384 -timeout=10 \
+	  -dict=$(top_srcdir)/tests/fuzz/tokenizer_load.dict tests/fuzz/corpus-tokload \
+	  $(top_srcdir)/tests/fuzz/tokenizer_load_seeds

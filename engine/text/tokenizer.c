@@ -303,7 +303,8 @@ static glm_status add_entry(tok_tokenizer *t, const tbuf *key, const jv *v, void
     uint32_t off, len;
     glm_status st = set_token_bytes(t, id, key->p ? key->p : "", key->len, va->byte_of_cp, &off, &len);
     if (st == GLM_OK) {
-        /* a key given twice: as in a JSON map, the earlier id is not in the vocabulary */
+        /* a key given twice: as in a JSON map, the earlier id is not in the vocabulary (unless
+         * another key has it: load_vocab gives it that key's bytes after the pass) */
         int32_t before = vocab_insert(t, off, len, id);
         if (before >= 0 && before != id)
             t->bytes_of[before] = (tok_span){UINT32_MAX, 0};
@@ -333,7 +334,8 @@ static glm_status load_vocab(tok_tokenizer *t, const tok_doc *d, const jv *added
     t->bytes_of = malloc((size_t)(t->n_ids ? t->n_ids : 1) * sizeof *t->bytes_of);
     size_t vsize = table_size(vc.n + 1);
     t->vocab = calloc(vsize, sizeof *t->vocab);
-    if (!t->bytes_of || !t->vocab)
+    /* the arena exists before the first token (which may be "", adding no bytes): spans point into it */
+    if (!t->bytes_of || !t->vocab || tbuf_reserve(&t->arena, 0) != GLM_OK)
         return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     t->vocab_mask = vsize - 1;
     for (int32_t i = 0; i < t->n_ids; i++)
@@ -344,6 +346,13 @@ static glm_status load_vocab(tok_tokenizer *t, const tok_doc *d, const jv *added
         return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     if (st)
         return st;
+    /* An id left without bytes while a key still has it ("b": 1, "a": 1, "a": 2 leaves "b" at 1):
+     * encode gives every id in the table, so each must decode. */
+    for (size_t i = 0; i < vsize; i++) {
+        const tok_slot *sl = &t->vocab[i];
+        if (sl->hash && t->bytes_of[sl->id].off == UINT32_MAX)
+            t->bytes_of[sl->id] = (tok_span){sl->off, sl->len};
+    }
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         t->byte_id[b] = vocab_find(t, &c, 1);
@@ -396,6 +405,9 @@ static glm_status add_merge(tok_tokenizer *t, const jv *m, size_t i, tbuf *tmp, 
     const char *parts[2] = {a, b};
     size_t lens[2] = {al, bl};
     tbuf_clear(tmp);
+    /* reserved even for two empty parts (" "): vocab_find wants a pointer, not NULL */
+    if (tbuf_reserve(tmp, al + bl) != GLM_OK)
+        return glm_error_set(err, GLM_ERR_NOMEM, "%s: out of memory", what);
     for (int k = 0; k < 2; k++) {
         size_t start = tmp->len;
         if (bytelevel_to_bytes(parts[k], lens[k], byte_of_cp, tmp) != 1)
@@ -575,8 +587,12 @@ tok_tokenizer *tok_load_mem(const char *json, size_t len, const char *what, glm_
     }
     if (st == GLM_OK) {
         t->split = pt_new(pattern, err);
-        if (!t->split)
-            st = GLM_ERR_UNSUPPORTED;
+        if (!t->split) { /* pt_new's sentence knows the pattern, not the file it came from */
+            char inner[sizeof err->message];
+            snprintf(inner, sizeof inner, "%s", err->message);
+            st = glm_error_set(err, err->status ? err->status : GLM_ERR_UNSUPPORTED,
+                               "%s: pre_tokenizer.pretokenizers[0].pattern.Regex: %s", what, inner);
+        }
     }
     jv_free(root);
     if (st != GLM_OK) {

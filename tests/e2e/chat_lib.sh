@@ -32,3 +32,13 @@ check_py() {
     res=$(TMP="$TMP" python3 -c "$2" 2>&1)
     if [ -z "$res" ]; then pass; else fail "$name: $res"; fi
 }
+
+# tui_chat_setup: what the TUI chat tests share: G, their workspace ($TMP/ws), the database DB
+# (q SQL queries it) and RUN, the command line that starts glmchat there on the recorded replies.
+tui_chat_setup() {
+    G=$GLMCHAT_BIN
+    mkdir -p "$TMP/ws"
+    DB="$XDG_DATA_HOME/glmchat/glmchat.db"
+    RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
+}
+q() { sqlite3 "$DB" "$1"; }

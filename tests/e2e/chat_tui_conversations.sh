@@ -4,11 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tui_lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
-G=$GLMCHAT_BIN
-mkdir -p "$TMP/ws"
-DB="$XDG_DATA_HOME/glmchat/glmchat.db"
-q() { sqlite3 "$DB" "$1"; }
-RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
+tui_chat_setup
 
 cat >"$CHAT_REPLIES" <<'R'
 {"type":"content","text":"Puffin answer."}

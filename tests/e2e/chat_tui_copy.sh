@@ -6,8 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tui_lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
-G=$GLMCHAT_BIN
-mkdir -p "$TMP/ws"
+tui_chat_setup
 COPIED="$XDG_STATE_HOME/glmchat/copied.txt"
 
 # Three blocks: python with a tab, a list item's sh block (fence indented 3, trailing blanks
@@ -29,7 +28,6 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"content","text":"SLOW-END"}
 {"type":"done","finish":"stop"}
 R
-RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
 
 # same_bytes WHAT FILE EXPECTED(python literal): FILE holds exactly those bytes.
 same_bytes() {

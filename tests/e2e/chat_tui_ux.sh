@@ -5,8 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tui_lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
-G=$GLMCHAT_BIN
-mkdir -p "$TMP/ws"
+tui_chat_setup
 
 cat >"$CHAT_REPLIES" <<'R'
 {"type":"reasoning","text":"Think "}
@@ -25,7 +24,6 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"content","text":"on."}
 {"type":"done","finish":"stop"}
 R
-RUN="cd '$TMP/ws' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_TEST_REPLIES='$CHAT_REPLIES' GLMCHAT_TEST_REQUESTS='$CHAT_REQUESTS'"
 
 tui_start
 type_text "$RUN GLMCHAT_TEST_REPLY_DELAY_MS=150 '$G'"

@@ -38,6 +38,24 @@ DB=$TMP/kill/glmchat.db
 done_chats=0
 done_imports=0
 landed=0
+# Kill moments are drawn within how long an uninterrupted run of each kind takes on this machine
+# (timed once, in a database of its own), so the kills land while the command runs however fast
+# the machine is.
+run_ms() { # KIND: milliseconds of one whole import (KIND 0) or chat (KIND 1)
+    local t0 t1
+    t0=$(date +%s%3N)
+    if [ "$1" -eq 0 ]; then
+        "$G" --db "$TMP/timing.db" import "$TMP/big.json" >/dev/null 2>&1 </dev/null
+    else
+        rm -f "$CHAT_REPLIES.next"
+        printf 'timing question\n' | GLMCHAT_TEST_REPLY_DELAY_MS=10 "$G" --db "$TMP/timing.db" chat \
+            >/dev/null 2>&1
+    fi
+    t1=$(date +%s%3N)
+    echo $((t1 - t0))
+}
+span_import=$(run_ms 0)
+span_chat=$(run_ms 1)
 for i in $(seq 1 "$KILLS"); do
     if [ $((i % 2)) -eq 0 ]; then
         "$G" --db "$DB" import "$TMP/big.json" >"$TMP/kout" 2>"$TMP/kerr" </dev/null &
@@ -47,7 +65,11 @@ for i in $(seq 1 "$KILLS"); do
             GLMCHAT_TEST_REPLY_DELAY_MS=10 "$G" --db "$DB" chat >"$TMP/kout" 2>"$TMP/kerr" &
     fi
     pid=$!
-    sleep "0.$(printf '%03d' $((5 + RANDOM % 150)))"
+    span=$span_chat
+    [ $((i % 2)) -eq 0 ] && span=$span_import
+    span=$((span * 9 / 10 > 10 ? span * 9 / 10 : 10))
+    ms=$((5 + RANDOM % span))
+    sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
     kill -KILL "$pid" 2>/dev/null && landed=$((landed + 1))
     wait "$pid"
     rc=$?

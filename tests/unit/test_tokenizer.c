@@ -29,6 +29,21 @@ static tok_tokenizer *load(const char *name)
     return t;
 }
 
+/* A small tokenizer.json of GLM's pipeline around the given parts (JSON text each); free() it. */
+static char *mini_tokenizer(const char *added, const char *regex, const char *vocab, const char *merges)
+{
+    static const char form[] =
+        "{\"added_tokens\": %s, \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", "
+        "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", "
+        "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
+        "\"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"vocab\": %s, \"merges\": %s}}";
+    size_t n = sizeof form + strlen(added) + strlen(regex) + strlen(vocab) + strlen(merges);
+    char *json = malloc(n);
+    ck_assert_ptr_nonnull(json);
+    snprintf(json, n, form, added, regex, vocab, merges);
+    return json;
+}
+
 /* 1 when text holds a code point this PCRE2's Unicode tables (Unicode 14 in Debian 12's 10.42) call
  * unassigned: HF's Oniguruma knows Unicode 16, so letters assigned since then split differently. */
 static int has_unassigned(const char *text, size_t len)
@@ -200,6 +215,92 @@ START_TEST(bad_ids_and_files_are_clear_errors)
 }
 END_TEST
 
+/* fuzz_tokenizer_load's first finding: a pattern PCRE2 refuses was reported without the file. */
+START_TEST(bad_pattern_names_file_and_field)
+{
+    char *json = mini_tokenizer("[]", "\\\\p{\\\\N}+", "{\"a\": 0}", "[]");
+    glm_error err = {0};
+    ck_assert_ptr_null(tok_load_mem(json, strlen(json), "dir/tokenizer.json", &err));
+    ck_assert_int_eq(err.status, GLM_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "dir/tokenizer.json") && strstr(err.message, "pre_tokenizer") &&
+                  strstr(err.message, "Regex"), "message: %s", err.message);
+    free(json);
+}
+END_TEST
+
+/* fuzz_tokenizer_load's finding: an empty key ("") reached memcpy with a null pointer (UBSan). */
+START_TEST(empty_keys_load)
+{
+    char *json = mini_tokenizer("[]", "\\\\S+", "{\"\": 1, \"a\": 0}, \"\": 5", "[]");
+    size_t n = strlen(json) + 16;
+    char *outer = malloc(n); /* and one at the top level */
+    ck_assert_ptr_nonnull(outer);
+    snprintf(outer, n, "{\"\": null, %s", json + 1);
+    glm_error err = {0};
+    tok_tokenizer *t = tok_load_mem(outer, strlen(outer), "empty.json", &err);
+    ck_assert_msg(t != NULL, "%s", err.message);
+    tok_ids ids = {0};
+    ck_assert_int_eq(tok_encode(t, "a", 1, &ids, &err), GLM_OK);
+    ck_assert_uint_eq(ids.n, 1);
+    ck_assert_int_eq(ids.v[0], 0);
+    tok_ids_free(&ids);
+    tok_free(t);
+    free(outer);
+    free(json);
+}
+END_TEST
+
+/* Loads vocab (around GLM's pipeline) and checks that "ba" encodes to ids b, a and decodes back. */
+static void check_encode_decodes(const char *vocab, int32_t b, int32_t a)
+{
+    char *json = mini_tokenizer("[]", "\\\\S+", vocab, "[]");
+    glm_error err = {0};
+    tok_tokenizer *t = tok_load_mem(json, strlen(json), "dup.json", &err);
+    ck_assert_msg(t != NULL, "%s", err.message);
+    tok_ids ids = {0};
+    ck_assert_int_eq(tok_encode(t, "ba", 2, &ids, &err), GLM_OK);
+    ck_assert_uint_eq(ids.n, 2);
+    ck_assert_int_eq(ids.v[0], b);
+    ck_assert_int_eq(ids.v[1], a);
+    tbuf back = {0};
+    ck_assert_msg(tok_decode(t, ids.v, ids.n, &back, &err) == GLM_OK, "%s: %s", vocab, err.message);
+    ck_assert_uint_eq(back.len, 2);
+    ck_assert_int_eq(memcmp(back.p, "ba", 2), 0);
+    int32_t none = 0; /* no key has id 0 */
+    ck_assert_int_eq(tok_decode(t, &none, 1, &back, &err), GLM_ERR_ARG);
+    tbuf_free(&back);
+    tok_ids_free(&ids);
+    tok_free(t);
+    free(json);
+}
+
+/* fuzz_tokenizer_load's findings: a key given twice dropped its first id from decoding although
+ * another key still had that id, so decode(encode("b")) failed. As in HF's map, the id stays b's. */
+START_TEST(repeated_key_keeps_shared_id)
+{
+    check_encode_decodes("{\"a\": 1, \"b\": 1, \"a\": 2}", 1, 2);
+    check_encode_decodes("{\"b\": 1, \"a\": 1, \"a\": 2}", 1, 2);
+}
+END_TEST
+
+/* fuzz_tokenizer_load's finding: a merge of two empty tokens (" ") looked them up through a null
+ * pointer (UBSan). It names "" twice: refused when "" is not a token, loaded when it is. */
+START_TEST(merge_of_empty_tokens)
+{
+    char *json = mini_tokenizer("[]", "\\\\S+", "{\"a\": 0}", "[\" \"]");
+    glm_error err = {0};
+    ck_assert_ptr_null(tok_load_mem(json, strlen(json), "m.json", &err));
+    ck_assert_int_eq(err.status, GLM_ERR_FORMAT);
+    ck_assert_msg(strstr(err.message, "m.json") && strstr(err.message, "model.merges[0]"), "%s", err.message);
+    free(json);
+    json = mini_tokenizer("[]", "\\\\S+", "{\"a\": 0, \"\": 1}", "[\" \"]");
+    tok_tokenizer *t = tok_load_mem(json, strlen(json), "m.json", &err);
+    ck_assert_msg(t != NULL, "%s", err.message);
+    tok_free(t);
+    free(json);
+}
+END_TEST
+
 START_TEST(repair_matches_python_replace)
 {
     /* expected values from Python: bytes.decode("utf-8", "replace") */
@@ -240,6 +341,10 @@ int main(void)
     tcase_add_test(tc, added_tokens_have_glm_ids);
     tcase_add_test(tc, bad_ids_and_files_are_clear_errors);
     tcase_add_test(tc, repair_matches_python_replace);
+    tcase_add_test(tc, bad_pattern_names_file_and_field);
+    tcase_add_test(tc, empty_keys_load);
+    tcase_add_test(tc, repeated_key_keeps_shared_id);
+    tcase_add_test(tc, merge_of_empty_tokens);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
