@@ -9,6 +9,8 @@
 # at most 4). Fewer than 2 GPUs: prints "SKIP: needs 2 GPUs, found M" and exits 77 (not run).
 # Builds glmchat and bench_tp_nccl (CUDA_ARCHS, default 90) unless GLMCHAT_PREBUILT=DIR holds
 # both. GLMCHAT_GPU_COUNT=M stands in for nvidia-smi's count (tests/e2e/gpu_run_cli.sh).
+# NRANKS_ONE_GPU=1: every rank on GPU 0 over tcp only (NCCL refuses two ranks on one GPU), so
+# the N-rank CUDA split runs for real on a one-GPU machine (NRANKS default 3, no bench).
 # TP_BACKEND=cpu: a dry run of the same checks with CPU ranks over tcp only (no GPU, no NCCL,
 # NRANKS default 3, no bench), to try the script itself. One suite of tests/gpu/run.sh.
 set -u
@@ -21,7 +23,14 @@ gpus=${GLMCHAT_GPU_COUNT:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 if [ "$backend" = cpu ]; then
     transports=tcp gpus=${NRANKS:-3} GPU_BENCH=0
 fi
-n=${NRANKS:-$(( gpus < 4 ? gpus : 4 ))}
+if [ "${NRANKS_ONE_GPU:-0}" = 1 ] && [ "$backend" = cuda ]; then
+    transports=tcp GPU_BENCH=0
+    [ "$gpus" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
+    n=${NRANKS:-3}
+    [ "$n" -ge 2 ] || { echo "FAIL: NRANKS=$n: at least 2 ranks"; exit 1; }
+    gpus=$n # every rank's CUDA_VISIBLE_DEVICES is 0 (gpu_of below)
+fi
+n=${n:-${NRANKS:-$(( gpus < 4 ? gpus : 4 ))}}
 if [ "$gpus" -lt 2 ] || [ "$n" -lt 2 ]; then
     echo "SKIP: needs 2 GPUs, found $gpus (one process per GPU; NRANKS=$n)"
     exit 77
@@ -67,6 +76,8 @@ mkdir -p "$models"
 
 pids=()
 PEERS=
+# gpu_of K: rank K's GPU (all 0 with NRANKS_ONE_GPU=1)
+gpu_of() { if [ "${NRANKS_ONE_GPU:-0}" = 1 ]; then echo 0; else echo "$1"; fi; }
 # start_workers MODEL DIR TRANSPORT: workers 1..n-1, worker k on GPU k; sets PEERS (a,b,...)
 start_workers() {
     local m=$1 d=$2 transport=$3 k t0=$SECONDS port
@@ -74,7 +85,7 @@ start_workers() {
     PEERS=
     for k in $(seq 1 $((n - 1))); do
         rm -f "$d/w$k.port"
-        CUDA_VISIBLE_DEVICES=$k "$G" --backend "$backend" worker --listen 127.0.0.1:0 --port-file "$d/w$k.port" \
+        CUDA_VISIBLE_DEVICES=$(gpu_of $k) "$G" --backend "$backend" worker --listen 127.0.0.1:0 --port-file "$d/w$k.port" \
             --transport "$transport" --model "$m" --dump-logits "$d/w$k-$transport.f32" 2>"$d/w$k-$transport.err" &
         pids+=($!)
     done
