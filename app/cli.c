@@ -26,7 +26,7 @@ static const global_option global_options[] = {
     {"model", offsetof(cli_globals, model_dir), NULL, 0, 0},
     {"backend", offsetof(cli_globals, backend), "cpu|cuda", 0, 0},
     {"peer", offsetof(cli_globals, peer), NULL, 0, 0},
-    {"transport", offsetof(cli_globals, transport), "rdma|tcp", 0, 0},
+    {"transport", offsetof(cli_globals, transport), "rdma|tcp|nccl", 0, 0},
     {"context", offsetof(cli_globals, context), NULL, 1, GLM_MAX_CONTEXT},
     {"kv-cache", offsetof(cli_globals, kv_cache), GLM_KV_CACHE_CHOICES, 0, 0},
     {"dense", offsetof(cli_globals, dense), GLM_DENSE_CHOICES, 0, 0},
@@ -218,7 +218,7 @@ void cli_print_usage(void)
            "      --backend cpu|cuda   the engine backend (default: cuda where a GPU is found)\n"
            "      --peer HOST:PORT     run as rank 0 with a worker there; repeat it (or give\n"
            "                           HOST:PORT,HOST:PORT) for more workers, ranks 1, 2, ...\n"
-           "      --transport rdma|tcp how the ranks talk (rdma: two ranks only)\n"
+           "      --transport rdma|tcp|nccl how the ranks talk (rdma: two ranks only; nccl: cuda only)\n"
            "      --key-file FILE      the key the head and its worker share (glmchat worker --new-key)\n"
            "      --context N          the most tokens a conversation may hold, prompt and reply\n"
            "                           (else $GLMCHAT_CONTEXT, else the config's context, else\n"

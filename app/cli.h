@@ -19,7 +19,7 @@ typedef struct cli_globals {
     const char *model_dir;  /* --model DIR */
     const char *backend;    /* --backend cpu|cuda */
     const char *peer;       /* --peer HOST:PORT, repeated ones joined: "HOST:PORT,HOST:PORT" */
-    const char *transport;  /* --transport rdma|tcp */
+    const char *transport;  /* --transport rdma|tcp|nccl */
     const char *context;    /* --context N (checked: a whole number 1..2^30) */
     const char *kv_cache;   /* --kv-cache fp8|bf16|f32 */
     const char *dense;      /* --dense bf16|q4 */

@@ -1,4 +1,4 @@
-/* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp] [--key-file FILE]`
+/* cmd_worker.c: `glmchat worker --listen HOST:PORT [--transport rdma|tcp|nccl] [--key-file FILE]`
  * (CLI.md): a worker rank (the head says which), headless; serves one head at a time (a mirror
  * state for each of its conversation states) until interrupted, saying on stderr what happens.
  * --new-key makes a key. */
@@ -26,7 +26,7 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp] --key-file FILE --model DIR\n"
+            "usage: glmchat worker --listen HOST:PORT [--transport rdma|tcp|nccl] --key-file FILE --model DIR\n"
             "       glmchat worker --new-key FILE\n"
             "Runs a worker rank of a model split: waits for a head (`glmchat --peer HOST:PORT`, one\n"
             "--peer per worker) and serves one head at a time, as the rank the head gives it (1 for\n"
@@ -37,7 +37,7 @@ static void usage(FILE *out)
             "  --key-file FILE      the key the head must prove it holds (also a global option;\n"
             "                       config: worker_key_file); mode 0600, as ssh wants a private key\n"
             "  --new-key FILE       write a new random key to FILE (mode 0600) and exit\n"
-            "  --transport KIND     rdma or tcp; default: whatever the head asks for\n"
+            "  --transport KIND     rdma, tcp or nccl (cuda only); default: whatever the head asks for\n"
             "  --model DIR          the model directory (also a global option)\n"
             "  --threads N          CPU threads (0: one per core)\n"
             "  --dump-logits FILE   write the float32 logits of every step to FILE (for tests)\n"
@@ -178,8 +178,9 @@ int cmd_worker(int argc, char **argv, const cli_globals *g)
         return make_key(new_key);
     if (!listen_addr)
         return cli_usage_error("worker", "--listen HOST:PORT is required");
-    if (transport && strcmp(transport, "tcp") != 0 && strcmp(transport, "rdma") != 0)
-        return cli_usage_error("worker", "--transport must be rdma or tcp, not '%s'", transport);
+    if (transport && strcmp(transport, "tcp") != 0 && strcmp(transport, "rdma") != 0 &&
+        strcmp(transport, "nccl") != 0)
+        return cli_usage_error("worker", "--transport must be rdma, tcp or nccl, not '%s'", transport);
     if (!g->model_dir)
         return cli_usage_error("worker", "--model DIR is required: the same model directory as the head's");
     app_config cfg;

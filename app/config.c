@@ -37,7 +37,7 @@ static const key_spec top_keys[] = {
     {"model", KT_STRING, NULL, 0, 0, NULL, 0},
     {"backend", KT_CHOICE, "cpu|cuda", 0, 0, NULL, 0},
     {"peer", KT_STRING, NULL, 0, 0, NULL, 0},
-    {"transport", KT_CHOICE, "rdma|tcp", 0, 0, NULL, 0},
+    {"transport", KT_CHOICE, "rdma|tcp|nccl", 0, 0, NULL, 0},
     {"worker_key_file", KT_STRING, NULL, 0, 0, NULL, 0},
     {"threads", KT_INT, NULL, 0, 4096, NULL, 0},
     {"temperature", KT_FLOAT, NULL, 0, 10, NULL, 0},

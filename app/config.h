@@ -21,7 +21,7 @@
  *
  * Top-level keys (type, default):
  *   model PATH (none: the embedded demo model)   backend cpu|cuda (auto)   peer HOST:PORT[,HOST:PORT...]
- *   transport rdma|tcp   worker_key_file PATH (none; --key-file)   threads N (0: one per core)
+ *   transport rdma|tcp|nccl   worker_key_file PATH (none; --key-file)   threads N (0: one per core)
  *   temperature 0..10, top_p 0..1 (1 = off), top_k N (0 = off): unset, the model's own from its
  *   generation_config.json (do_sample false there: greedy)   min_p 0..1 (0)
  *   seed N (none: a fresh seed per reply)   max_tokens N (0: the model's generation_config.json

@@ -21,6 +21,13 @@ typedef struct backend_collective {
     glm_status (*all_gather)(void *user, const float *mine, float *all, size_t n, glm_error *err);
     void *user;
     int rank, world;
+    /* Optional (the nccl transport; NULL otherwise): all_gather on device memory, queued on stream
+     * (a cudaStream_t) and not waited for, so a decode graph may capture it; and the wait for a
+     * stream holding such gathers, bounded and stopped when a rank fails (a plain stream sync
+     * would wait forever on a gather whose peer is gone). */
+    glm_status (*all_gather_device)(void *user, const float *d_mine, float *d_all, size_t n,
+                                    void *stream, glm_error *err);
+    glm_status (*device_wait)(void *user, void *stream, glm_error *err);
 } backend_collective;
 
 /* Cache value types, as kv_format codes: 0 f32, 1 bf16, 2 fp8 (the CUDA backend's numbering);

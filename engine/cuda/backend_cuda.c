@@ -72,7 +72,9 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
         return gs;
     memcpy(s->h_tokens, tokens, (size_t)T * sizeof *tokens);
     *s->h_pos = s->n;
-    if (T == 1 && want && !all_rows && !s->coll.all_reduce && !be->graph_off) {
+    /* the decode graph: one rank, or ranks whose exchanges stay on the GPU (captured with it) */
+    int graph = !s->coll.all_reduce || cuda_coll_on_device(s, 1);
+    if (T == 1 && want && !all_rows && graph && !be->graph_off) {
         glm_status st = cuda_decode_graph(s, err);
         if (st)
             return st;
@@ -92,6 +94,10 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
             return ferr.status ? ferr.status : (rc == -2 ? GLM_ERR_PEER : GLM_ERR_BACKEND);
         }
     }
+    /* device gathers wait on the other ranks' GPUs: a bounded wait that gives up (and aborts
+     * them) when a rank fails, where a stream sync would wait forever */
+    if (s->coll.device_wait && cuda_coll_on_device(s, T))
+        return s->coll.device_wait(s->coll.user, be->stream, err);
     int rc = eng_stream_sync(be->stream);
     return rc ? cuda_fail(err, "the forward pass", rc) : GLM_OK;
 }
@@ -362,7 +368,14 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
                              "head_dim <= 128 and conv kernels <= 17 (this model: %d, %d, %d); use "
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
     }
-    int ranks = 2 * m->w.lm_head.rows == c->vocab_size ? 2 : 1;
+    int ranks = cuda_plan_ranks_of(c->vocab_size, m->w.lm_head.rows);
+    if (ranks == 0) {
+        free(be);
+        return glm_error_set(err, GLM_ERR_ARG, "the LM head has %lld rows, which is no rank's part "
+                             "of the vocabulary's %d among 1 to %d ranks; the model was split "
+                             "wrongly (tp_split_model_ranks)", (long long)m->w.lm_head.rows,
+                             c->vocab_size, CUDA_PLAN_MAX_RANKS);
+    }
     size_t free_b = 0, total_b = 0, avail = 0;
     int known = eng_mem_info(&free_b, &total_b) == 0;
     if (known) {

@@ -189,6 +189,10 @@ typedef struct cuda_state {
     void *graph;                    /* the decode step, captured at this cap; NULL: none */
     int graph_cap;
     backend_collective coll;
+    /* Device collectives (coll.all_gather_device): the gathers of up to CUDA_COLL_DEVICE_ROWS rows
+     * land here (cuda_state_staging allocates it, outside any capture) */
+    float *d_coll;
+    size_t d_coll_floats;
     /* Drafted decoding (spec.c): while verifying, each KDA layer's state after every position of
      * the window and its conv window rows; rewind goes back to one of them. */
     int verifying;
@@ -207,8 +211,8 @@ glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err);
 /* Grows the caches to hold need tokens (doubling, up to the context); drops the graph. */
 glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err);
 /* Grows the pinned staging (h_logits) to hold what a forward of T rows copies through it: the
- * logits of rows_out rows (twice with two ranks: the halves' gather) and, with two ranks, the
- * T x hidden partial sums. Call before queueing work that uses it; drops the decode graph when
+ * logits of rows_out rows (split among ranks: also every rank's part padded to the widest, for
+ * the gather) and, split, the T x hidden partial sums. Call before queueing work that uses it; drops the decode graph when
  * it moves (the graph copies into it). */
 glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err);
 
@@ -255,13 +259,21 @@ size_t cuda_snapshot_size(const cuda_state *s);
 glm_status cuda_snapshot_save(const cuda_state *s, void *buf, size_t n, glm_error *err);
 glm_status cuda_snapshot_load(cuda_state *s, const void *buf, size_t n, glm_error *err);
 
+/* Forwards of at most this many rows keep their exchanges on the GPU when the collectives can
+ * (the decode step, which the graph captures, and small verification rows); longer ones go
+ * through the host as before, so d_coll stays small. */
+#define CUDA_COLL_DEVICE_ROWS 8
+/* 1 when a forward of rows rows exchanges on the device (d_coll), 0 through the host. */
+int cuda_coll_on_device(const cuda_state *s, int rows);
+
 /* forward.c: one chunk of T <= be->chunk tokens whose ids and first position are already in
  * s->d_tokens / s->d_pos; with want_logits the final rows' logits are on their way into
  * s->h_logits (rows: all T when all_rows, else the last; sync the stream before reading).
  * Returns 0, -1 (a kernel failed: err set) or -2 (the peer). */
 int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error *err);
 /* Its two halves: the embedding and the layers; the final norm and the LM head (logits left on
- * the device in be->s.logits with one rank, gathered into s->h_logits with two). */
+ * the device in be->s.logits with one rank or device collectives, gathered into s->h_logits
+ * through the host otherwise). */
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err);
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err);
 /* Layer li alone, as cuda_forward_layers runs it (its last HC update runs layer li + 1's first

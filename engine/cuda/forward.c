@@ -665,13 +665,37 @@ static layer_form choose_form(const cu_layer *L, glm_attn_kind attn, int T)
     return f;
 }
 
-/* Two ranks: y is this rank's partial; the sum goes through the host exchange. */
+int cuda_coll_on_device(const cuda_state *s, int rows)
+{
+    return s->coll.all_gather_device && s->d_coll && rows <= CUDA_COLL_DEVICE_ROWS;
+}
+
+/* Device collectives: every rank's partials gathered into d_coll, then summed in rank order
+ * ((p0 + p1) + p2) + ... by eng_add (y += x, one rounding a sum as the host's loop), so the bits
+ * are those of the host path's sum and the same on every rank; nothing waits on the host. */
+static int reduce_on_device(cuda_state *s, size_t n, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    int world = s->coll.world;
+    float *all = s->d_coll;
+    if (s->coll.all_gather_device(s->coll.user, be->s.y, all, n, be->stream, err) != GLM_OK)
+        return -2;
+    CK(eng_copy_async(be->s.y, all, n * sizeof(float), be->stream), "the partials' sum");
+    for (int r = 1; r < world; r++)
+        CK(eng_add(be->s.y, all + (size_t)r * n, n, be->stream), "the partials' sum");
+    return 0;
+}
+
+/* Several ranks: y is this rank's partial; the sum goes through the exchange (on the device when
+ * the collectives can, else through the host). */
 static int reduce(cuda_state *s, int T, glm_error *err)
 {
     if (!s->coll.all_reduce)
         return 0;
     cuda_backend *be = s->be;
     size_t n = (size_t)T * be->m->cfg.hidden_size;
+    if (cuda_coll_on_device(s, T))
+        return reduce_on_device(s, n, err);
     CK(eng_copy_async(s->h_logits, be->s.y, n * sizeof(float), be->stream), "a partial's copy");
     CK(eng_stream_sync(be->stream), "a partial's copy");
     if (s->coll.all_reduce(s->coll.user, s->h_logits, n, err) != GLM_OK)
@@ -939,29 +963,66 @@ int cuda_forward_layer(cuda_state *s, int li, int T, glm_error *err)
     return layer(s, li, T, err);
 }
 
-/* Two ranks: each computes its vocabulary half; the halves meet through the host. */
+/* Device collectives: this rank's logits part padded to the widest into d_coll (the padding is
+ * gathered, never read), gathered, and every rank's part copied to its columns of be->s.logits. */
+static int head_on_device(cuda_state *s, int rows, cuda_plan_part part, size_t widest, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    int world = s->coll.world;
+    size_t V = (size_t)be->m->cfg.vocab_size, row = sizeof(float);
+    float *all = s->d_coll, *mine = all + (size_t)world * rows * widest;
+    CK(eng_copy_2d(mine, widest * row, be->s.logits, (size_t)part.count * row, (size_t)part.count * row,
+                   (size_t)rows, be->stream), "the logits' part");
+    if (s->coll.all_gather_device(s->coll.user, mine, all, (size_t)rows * widest, be->stream, err) != GLM_OK)
+        return -2;
+    for (int r = 0; r < world; r++) {
+        cuda_plan_part p = cuda_plan_part_of((int64_t)V, r, world);
+        CK(eng_copy_2d(be->s.logits + p.start, V * row, all + (size_t)r * rows * widest, widest * row,
+                       (size_t)p.count * row, (size_t)rows, be->stream), "the gathered logits");
+    }
+    return 0;
+}
+
+/* Several ranks: each computes its vocabulary part (cuda_plan_part_of), padded to the widest
+ * part so every rank sends as many floats; the parts meet through the host. With two ranks and an
+ * even vocabulary the parts are halves, nothing is padded, and the copies are those of the
+ * halves' gather before: the logits' bits are the LM head's, moved only. */
 static int split_head(cuda_state *s, const float *x, int rows, glm_error *err)
 {
     cuda_backend *be = s->be;
-    size_t V = (size_t)be->m->cfg.vocab_size, Vh = (size_t)be->w.lm_head.m.rows;
-    if (2 * Vh != V) {
-        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not half the "
-                      "vocabulary's %zu", Vh, V);
+    int world = s->coll.world ? s->coll.world : 2;
+    size_t V = (size_t)be->m->cfg.vocab_size, Vr = (size_t)be->w.lm_head.m.rows;
+    cuda_plan_part part = cuda_plan_part_of((int64_t)V, s->coll.rank, world);
+    size_t widest = (size_t)cuda_plan_part_of((int64_t)V, 0, world).count;
+    if ((size_t)part.count != Vr) {
+        glm_error_set(err, GLM_ERR_ARG, "this rank's LM head has %zu rows, not its %lld of the "
+                      "vocabulary's %zu among %d ranks", Vr, (long long)part.count, V, world);
         return -2;
     }
     CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
-    float *mine = s->h_logits + (size_t)rows * V; /* the staging buffer's second half */
-    CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vh * sizeof(float), be->stream),
-       "the logits' copy");
+    if (cuda_coll_on_device(s, rows))
+        return head_on_device(s, rows, part, widest, err);
+    /* staging (cuda_state_staging): all = world x rows x widest, then mine = rows x widest */
+    float *all = s->h_logits, *mine = all + (size_t)world * rows * widest;
+    if (Vr == widest) {
+        CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vr * sizeof(float), be->stream),
+           "the logits' copy");
+    } else {
+        memset(mine, 0, (size_t)rows * widest * sizeof(float));
+        CK(eng_copy_2d(mine, widest * sizeof(float), be->s.logits, Vr * sizeof(float),
+                       Vr * sizeof(float), rows, be->stream), "the logits' copy");
+    }
     CK(eng_stream_sync(be->stream), "the logits' copy");
-    float *all = s->h_logits;
-    /* gather into all: rank 0's rows x Vh, then rank 1's; then interleave in place via mine */
-    if (s->coll.all_gather(s->coll.user, mine, all, (size_t)rows * Vh, err) != GLM_OK)
+    if (s->coll.all_gather(s->coll.user, mine, all, (size_t)rows * widest, err) != GLM_OK)
         return -2;
-    memcpy(mine, all, (size_t)rows * V * sizeof(float));
-    for (int t = 0; t < rows; t++) {
-        memcpy(all + (size_t)t * V, mine + (size_t)t * Vh, Vh * sizeof(float));
-        memcpy(all + (size_t)t * V + Vh, mine + ((size_t)rows + t) * Vh, Vh * sizeof(float));
+    /* the gathered parts (rank-major) become full rows in place, through the space after them */
+    float *parts = all + (size_t)rows * V;
+    memmove(parts, all, (size_t)world * rows * widest * sizeof(float));
+    for (int r = 0; r < world; r++) {
+        cuda_plan_part p = cuda_plan_part_of((int64_t)V, r, world);
+        for (int t = 0; t < rows; t++)
+            memcpy(all + (size_t)t * V + (size_t)p.start,
+                   parts + ((size_t)r * rows + (size_t)t) * widest, (size_t)p.count * sizeof(float));
     }
     return 0;
 }
@@ -1001,7 +1062,7 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
     if (rc || !want_logits)
         return rc;
     rc = cuda_forward_head(s, T, all_rows, err);
-    if (rc || s->coll.all_gather)
+    if (rc || (s->coll.all_gather && !cuda_coll_on_device(s, all_rows ? T : 1)))
         return rc;
     size_t rows = all_rows ? (size_t)T : 1, V = (size_t)be->m->cfg.vocab_size;
     CK(eng_copy_async(s->h_logits, be->s.logits, rows * V * sizeof(float), be->stream),

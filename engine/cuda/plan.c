@@ -22,6 +22,33 @@ void cuda_plan_rank_config(const glm_config *full, glm_config *rank)
     rank->moe_intermediate_size /= 2;
 }
 
+cuda_plan_part cuda_plan_part_of(int64_t n, int rank, int world)
+{
+    int64_t base = n / world, extra = n % world;
+    cuda_plan_part p = {rank * base + (rank < extra ? rank : extra), base + (rank < extra)};
+    return p;
+}
+
+void cuda_plan_rank_config_of(const glm_config *full, int rank, int world, glm_config *out)
+{
+    *out = *full;
+    out->kda_heads = (int)cuda_plan_part_of(full->kda_heads, rank, world).count;
+    out->num_heads = (int)cuda_plan_part_of(full->num_heads, rank, world).count;
+    out->intermediate_size = (int)cuda_plan_part_of(full->intermediate_size, rank, world).count;
+    out->moe_intermediate_size = (int)cuda_plan_part_of(full->moe_intermediate_size, rank, world).count;
+}
+
+int cuda_plan_ranks_of(int64_t vocab, int64_t head_rows)
+{
+    if (head_rows == vocab)
+        return 1;
+    for (int world = 2; world <= CUDA_PLAN_MAX_RANKS; world++)
+        for (int r = 0; r < world; r++)
+            if (cuda_plan_part_of(vocab, r, world).count == head_rows)
+                return world;
+    return 0;
+}
+
 size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic_dense dense, int expert_bits)
 {
     glm_traffic_params p = {.ranks = ranks, .dense = dense, .expert_bits = expert_bits, .resident = 1};

@@ -4,6 +4,7 @@
 #define GLMCHAT_ENGINE_CUDA_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "glm.h"
 #include "model/config.h"
@@ -41,8 +42,29 @@ typedef struct cuda_plan {
                             * windows + mtp_cache when drafting */
 } cuda_plan;
 
-/* A config as one of two ranks holds it (tp_split_model's halving). */
+/* A config as one of two ranks holds it (tp_split_model's halving). Kept as it was so the two-rank
+ * path's arithmetic does not move; cuda_plan_rank_config_of(full, r, 2) equals it for every config
+ * whose split counts are even (the real one: test_cuda_plan checks). */
 void cuda_plan_rank_config(const glm_config *full, glm_config *rank);
+
+/* The most ranks the CUDA backend splits a model among (tp/protocol.h's TP_MAX_RANKS). */
+#define CUDA_PLAN_MAX_RANKS 16
+
+/* Rank r's share of n heads, features or vocabulary entries among world ranks: n / world each,
+ * the first n % world ranks one more, in rank order (tp_part_of's rule, written here so the CUDA
+ * side needs no CPU split code and test_cuda_plan can hold the two against each other). */
+typedef struct cuda_plan_part {
+    int64_t start, count;
+} cuda_plan_part;
+cuda_plan_part cuda_plan_part_of(int64_t n, int rank, int world);
+
+/* The config rank r of world holds after tp_split_model_ranks: its KDA and MLA heads, dense and
+ * expert features; vocab_size stays whole. */
+void cuda_plan_rank_config_of(const glm_config *full, int rank, int world, glm_config *out);
+
+/* The number of ranks a split LM head of head_rows rows (of vocab) belongs to: 1 when whole, else
+ * the smallest world 2..CUDA_PLAN_MAX_RANKS one of whose parts has that many rows; 0: none. */
+int cuda_plan_ranks_of(int64_t vocab, int64_t head_rows);
 
 /* Bytes of one rank's weights as glmchat lays them out, for the full (unsplit) config: the
  * resident count of model/traffic.c (every expert, the whole embedding), dense linears in dense,

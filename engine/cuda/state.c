@@ -98,6 +98,7 @@ void cuda_state_free(cuda_state *s)
     eng_host_free(s->h_pos);
     eng_host_free(s->h_tokens);
     eng_host_free(s->h_logits);
+    kern_free(s->d_coll);
     eng_graph_free(s->graph);
     free(s);
 }
@@ -190,9 +191,27 @@ glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err
 {
     const glm_config *c = &s->be->m->cfg;
     size_t V = (size_t)c->vocab_size, D = (size_t)c->hidden_size;
-    size_t need = (s->coll.all_gather ? 2 : 1) * (size_t)rows_out * V;
+    /* split_head's staging: the full rows, then every rank's padded part (2 x rows x V with two
+     * ranks and an even vocabulary, as before) */
+    int world = s->coll.world ? s->coll.world : 2;
+    size_t widest = (size_t)cuda_plan_part_of((int64_t)V, 0, world).count;
+    size_t need = (size_t)rows_out * (s->coll.all_gather ? V + (size_t)world * widest : V);
     if (s->coll.all_reduce && (size_t)T * D > need)
         need = (size_t)T * D;
+    /* device collectives: every rank's rows of partial sums, or its padded logits and its own */
+    size_t rows = CUDA_COLL_DEVICE_ROWS, dev = rows * (size_t)world * (D > widest ? D : widest) + rows * widest;
+    if (s->coll.all_gather_device && s->d_coll_floats < dev) {
+        int rc = eng_stream_sync(s->be->stream);
+        kern_free(s->d_coll);
+        s->d_coll = NULL;
+        s->d_coll_floats = 0;
+        if (rc || kern_malloc((void **)&s->d_coll, dev * sizeof(float)))
+            return glm_error_set(err, GLM_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory for "
+                                 "the ranks' exchanges", dev * sizeof(float));
+        s->d_coll_floats = dev;
+        eng_graph_free(s->graph); /* it gathers into the old buffer */
+        s->graph = NULL;
+    }
     if (need <= s->h_logits_cap)
         return GLM_OK;
     float *grown = NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tp/group.h"
+#include "tp/nccl.h"
 
 #define GROUP_PEERS_MAX 2048
 
@@ -17,6 +18,9 @@ struct tp_group {
     int reconnects;               /* head, more than one worker: the group's reconnects */
     float *scratch;
     size_t scratch_n;
+    tp_transport *nccl;           /* --transport nccl: every collective goes through it */
+    uint64_t nccl_seq;
+    int timeout_ms;
     char peers[GROUP_PEERS_MAX];  /* for messages */
 };
 
@@ -83,6 +87,55 @@ static tp_group *group_new(glm_error *err)
     return g;
 }
 
+/* --transport nccl: the refusals (build, backend) before any worker is reached, then rank 0's
+ * communicator id into opts for the links' bootstraps to send. */
+static glm_status make_nccl_id(tp_rank_options *opts, const tp_identity *id, glm_error *err)
+{
+    if (!opts->transport || strcmp(opts->transport, "nccl") != 0)
+        return GLM_OK;
+    glm_status st = tp_transport_refusal(opts->transport, id->backend, err);
+    if (st != GLM_OK)
+        return st;
+#ifdef HAVE_NCCL
+    st = tp_nccl_unique_id(opts->nccl_id, err);
+    opts->nccl_id_set = st == GLM_OK;
+#endif
+    return st;
+}
+
+#ifdef HAVE_NCCL
+/* A link failing stops a wait on the communicator at once, not at its deadline. */
+static int group_failed(void *user)
+{
+    tp_group *g = user;
+    for (int k = 0; k < g->n_links; k++)
+        if (tp_rank_health(g->links[k], NULL) != GLM_OK)
+            return 1;
+    return 0;
+}
+#endif
+
+/* Every rank joins the one communicator once the head has linked all workers (each worker's
+ * join waits for the others within TP_NCCL_INIT_MS). */
+static glm_status join_nccl(tp_group *g, const uint8_t *id, glm_error *err)
+{
+    glm_error local;
+    if (!err)
+        err = &local;
+#ifdef HAVE_NCCL
+    g->nccl = tp_nccl_transport_new(id, g->index, g->world, TP_NCCL_INIT_MS, err);
+    if (!g->nccl)
+        return err->status;
+    g->nccl->aborted = group_failed;
+    g->nccl->abort_user = g;
+    return GLM_OK;
+#else
+    (void)g;
+    (void)id;
+    return tp_transport_refusal("nccl", 2, err);
+#endif
+}
+
 tp_group *tp_group_connect(const char *peers, const tp_identity *id, const tp_rank_options *opts,
                            glm_error *err)
 {
@@ -97,11 +150,18 @@ tp_group *tp_group_connect(const char *peers, const tp_identity *id, const tp_ra
                       "with %d workers (--peer %s) use --transport tcp", n, peers);
         return NULL;
     }
+    tp_rank_options with_id = {0};
+    if (opts)
+        with_id = *opts;
+    if (make_nccl_id(&with_id, id, err) != GLM_OK)
+        return NULL;
+    opts = opts ? &with_id : NULL;
     tp_group *g = group_new(err);
     if (!g)
         return NULL;
     g->owns = 1;
     g->world = n + 1;
+    g->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : TP_DEFAULT_TIMEOUT_MS;
     for (int k = 1; k <= n; k++) {
         char addr[256];
         nth_peer(peers, k - 1, addr, sizeof addr);
@@ -118,6 +178,10 @@ tp_group *tp_group_connect(const char *peers, const tp_identity *id, const tp_ra
         }
         g->n_links = k;
     }
+    if (opts && opts->nccl_id_set && join_nccl(g, opts->nccl_id, err) != GLM_OK) {
+        tp_group_close(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -130,7 +194,13 @@ tp_group *tp_group_of_worker(tp_rank *link, glm_error *err)
     g->n_links = 1;
     g->index = tp_rank_index(link);
     g->world = tp_rank_world(link);
+    g->timeout_ms = tp_rank_timeout_ms(link);
     snprintf(g->peers, sizeof g->peers, "%s", tp_rank_peer(link));
+    const uint8_t *id = tp_rank_nccl_id(link);
+    if (id && join_nccl(g, id, err) != GLM_OK) {
+        tp_group_close(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -187,14 +257,49 @@ static glm_status star_gather(tp_group *g, const float *mine, float *gathered, s
 
 glm_status tp_group_all_gather(tp_group *g, const float *mine, float *gathered, size_t n, glm_error *err)
 {
+    if (g->nccl)
+        return tp_all_gather(g->nccl, mine, gathered, n, ++g->nccl_seq, g->timeout_ms, err);
     if (g->world == 2)
         return tp_rank_all_gather(g->links[0], mine, gathered, n, err);
     return star_gather(g, mine, gathered, n, err);
 }
 
+int tp_group_device_collectives(const tp_group *g)
+{
+    return g->nccl != NULL;
+}
+
+glm_status tp_group_all_gather_device(tp_group *g, const float *d_mine, float *d_all, size_t n,
+                                      void *stream, glm_error *err)
+{
+#ifdef HAVE_NCCL
+    if (g->nccl)
+        return tp_nccl_all_gather_device(g->nccl, d_mine, d_all, n, stream, g->timeout_ms, err);
+#else
+    (void)d_mine;
+    (void)d_all;
+    (void)n;
+    (void)stream;
+#endif
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "device all-gathers need --transport nccl (the "
+                         "%d ranks here use another)", g->world);
+}
+
+glm_status tp_group_device_wait(tp_group *g, void *stream, glm_error *err)
+{
+#ifdef HAVE_NCCL
+    if (g->nccl)
+        return tp_nccl_wait_stream(g->nccl, stream, g->timeout_ms, err);
+#else
+    (void)stream;
+#endif
+    return glm_error_set(err, GLM_ERR_UNSUPPORTED, "device all-gathers need --transport nccl (the "
+                         "%d ranks here use another)", g->world);
+}
+
 glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err)
 {
-    if (g->world == 2)
+    if (g->world == 2 && !g->nccl)
         return tp_rank_all_reduce(g->links[0], buf, n, err);
     size_t need = (size_t)g->world * n;
     if (g->scratch_n < need) {
@@ -204,7 +309,7 @@ glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err
         g->scratch = grown;
         g->scratch_n = need;
     }
-    glm_status st = star_gather(g, buf, g->scratch, n, err);
+    glm_status st = tp_group_all_gather(g, buf, g->scratch, n, err);
     if (st != GLM_OK)
         return st;
     /* rank order on every rank: ((p0 + p1) + p2) + ..., so all hold the same bits */
@@ -264,6 +369,11 @@ glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint3
         err = &local;
     if (g->index != 0)
         return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
+    if (g->nccl && first_failed(g, err) >= 0) {
+        glm_error why = *err;
+        return glm_error_set(err, why.status, "%s; the nccl communicator cannot take a rank back "
+                             "once one failed: start every rank again", why.message);
+    }
     if (g->world == 2)
         return tp_head_send_step(g->links[0], slot, cmd, pos, tokens, n_tokens, err);
     int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
@@ -289,6 +399,7 @@ void tp_group_close(tp_group *g)
         return;
     for (int k = 0; g->owns && k < g->n_links; k++)
         tp_rank_close(g->links[k]);
+    tp_transport_free(g->nccl);
     free(g->scratch);
     free(g);
 }

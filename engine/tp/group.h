@@ -33,6 +33,16 @@ int tp_group_world(const tp_group *g);
  * worker all world*n; every rank ends with the same bits. All ranks call it alike. */
 glm_status tp_group_all_gather(tp_group *g, const float *mine, float *gathered, size_t n, glm_error *err);
 
+/* 1 when the group's collectives run over one communicator on the GPUs (--transport nccl):
+ * then the two calls below work; else they return GLM_ERR_UNSUPPORTED. */
+int tp_group_device_collectives(const tp_group *g);
+/* tp_group_all_gather on device memory, queued on stream (tp_nccl_all_gather_device). */
+glm_status tp_group_all_gather_device(tp_group *g, const float *d_mine, float *d_all, size_t n,
+                                      void *stream, glm_error *err);
+/* Waits for stream (which holds device gathers) within the group's timeout, giving up at once
+ * when a link fails; a gather that cannot finish is aborted (tp_nccl_wait_stream). */
+glm_status tp_group_device_wait(tp_group *g, void *stream, glm_error *err);
+
 /* Gathers, then sums in rank order 0, 1, ..., world-1 into buf: identical bits on every rank. */
 glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err);
 

@@ -8,6 +8,20 @@ libengine_a_SOURCES += \
 	engine/tp/listener.c engine/tp/listener.h engine/tp/group.c engine/tp/group.h \
 	engine/tp/mirror.c engine/tp/worker.c
 libengine_a_CPPFLAGS += $(IBVERBS_CFLAGS)
+libengine_a_SOURCES += engine/tp/nccl.h
+# the nccl transport: CUDA builds whose toolkit has nccl.h only (configure's HAVE_NCCL)
+if HAVE_NCCL
+libengine_a_SOURCES += engine/tp/nccl.c
+libengine_a_CPPFLAGS += $(CUDA_CPPFLAGS)
+endif
+EXTRA_DIST += engine/tp/nccl.c bench/bench_tp_nccl.c tests/gpu/nranks.sh
+# Benchmark (not a test; `make bench/bench_tp_nccl`, NCCL builds only; tests/gpu/nranks.sh runs
+# it, one process per GPU): the rank order of every gather and the latency of one row's.
+if HAVE_NCCL
+EXTRA_PROGRAMS += bench/bench_tp_nccl
+bench_bench_tp_nccl_SOURCES = bench/bench_tp_nccl.c
+bench_bench_tp_nccl_LDADD = $(glmchat_LDADD)
+endif
 glmchat_LDADD += $(IBVERBS_LIBS)
 
 # Two real processes on loopback: tp_peer acts as either rank, tp_hostile attacks a worker.
@@ -50,6 +64,12 @@ EXTRA_DIST += tests/fuzz/fuzz_tp_protocol.c
 TESTS += tests/e2e/tp_netem.sh
 EXTRA_DIST += tests/e2e/tp_netem.sh
 TESTS += tests/e2e/tp_worker_cli.sh
+# --transport nccl refused where it cannot run (no CUDA, no nccl.h, the cpu backend)
+TESTS += tests/e2e/tp_nccl_cli.sh
+EXTRA_DIST += tests/e2e/tp_nccl_cli.sh
+# nccl's bootstrap between two tp_peer processes: the id crosses unchanged, refusals named
+TESTS += tests/e2e/tp_nccl_bootstrap.sh
+EXTRA_DIST += tests/e2e/tp_nccl_bootstrap.sh
 EXTRA_DIST += tests/e2e/tp_worker_cli.sh engine/tp/SPARKS.md
 check_PROGRAMS += tests/unit/test_tp_split
 tests_unit_test_tp_split_SOURCES = tests/unit/test_tp_split.c

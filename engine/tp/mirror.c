@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "tp/group.h"
 #include "tp/rank.h"
 
 void engine_rdma_options(const glm_engine_params *p, tp_rdma_options *out)
@@ -18,9 +19,6 @@ glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
     if (e->rank >= 0)
         return glm_error_set(err, GLM_ERR_ARG, "this engine is already split (rank %d of %d); open it "
                              "again to split it otherwise", e->rank, e->world);
-    if (world > 2 && e->params.backend == GLM_BACKEND_CUDA)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the cuda backend splits a model between two "
-                             "ranks only, not %d; run more ranks with --backend cpu", world);
     /* the backend reads the weights as they are when it opens: reopen it over the parts */
     backend_close(&e->be);
     glm_status st = tp_split_model_ranks(e->model, rank, world, &e->split, err);
@@ -29,7 +27,8 @@ glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
         e->world = world;
         st = backend_open(e->model, &e->params, &e->be, err);
     }
-    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0)
+    if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0 &&
+        strcmp(e->be.ops->name, "cuda") != 0)
         st = glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend splits a model between two ranks "
                            "only, not %d; run more ranks with --backend cpu", e->be.ops->name, world);
     return st;
@@ -135,11 +134,32 @@ void mirror_release_slot(glm_session *s)
     pthread_mutex_unlock(&e->step_lock);
 }
 
+static glm_status coll_gather_device(void *user, const float *d_mine, float *d_all, size_t n,
+                                     void *stream, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_group_all_gather_device(e->tp, d_mine, d_all, n, stream, err);
+}
+
+static glm_status coll_device_wait(void *user, void *stream, glm_error *err)
+{
+    glm_engine *e = user;
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    return tp_group_device_wait(e->tp, stream, err);
+}
+
 glm_status mirror_session_start(glm_session *s, glm_error *err)
 {
     glm_engine *e = s->e;
     backend_collective coll = {.all_reduce = coll_reduce, .all_gather = coll_gather, .user = e,
                                .rank = e->rank, .world = e->world};
+    if (e->tp && tp_group_device_collectives(e->tp)) {
+        coll.all_gather_device = coll_gather_device;
+        coll.device_wait = coll_device_wait;
+    }
     e->be.ops->state_set_collective(s->st, &coll);
     /* a new conversation: the worker starts from an empty state too */
     return mirror_step(s, TP_STEP_RESET, 0, NULL, 0, err);

@@ -22,6 +22,7 @@ const char *tp_msg_type_name(uint32_t type)
     case TP_MSG_READY: return "READY";
     case TP_MSG_CHALLENGE: return "CHALLENGE";
     case TP_MSG_AUTH: return "AUTH";
+    case TP_MSG_NCCL_ID: return "NCCL_ID";
     default: return "unknown";
     }
 }
@@ -32,6 +33,7 @@ const char *tp_transport_kind_name(uint32_t kind)
     case TP_TRANSPORT_AUTO: return "auto";
     case TP_TRANSPORT_TCP: return "tcp";
     case TP_TRANSPORT_RDMA: return "rdma";
+    case TP_TRANSPORT_NCCL: return "nccl";
     default: return "unknown";
     }
 }
@@ -50,6 +52,7 @@ static uint32_t max_payload(uint32_t type)
     case TP_MSG_READY: return 4;
     case TP_MSG_CHALLENGE: return 4 + TP_AUTH_NONCE_BYTES;
     case TP_MSG_AUTH: return TP_AUTH_NONCE_BYTES + TP_AUTH_PROOF_BYTES;
+    case TP_MSG_NCCL_ID: return TP_NCCL_ID_BYTES;
     default: return 0;
     }
 }
@@ -168,7 +171,7 @@ static glm_status decode_hello(le_reader *r, tp_hello *h, glm_error *err)
         return bad(err, TP_MSG_HELLO, "the number of ranks is not 2 to 16");
     if (h->rank >= h->settings.world || h->peer_rank >= h->settings.world || h->rank == h->peer_rank)
         return bad(err, TP_MSG_HELLO, "its ranks are not two different ranks of the split");
-    if (h->settings.transport > TP_TRANSPORT_RDMA)
+    if (h->settings.transport > TP_TRANSPORT_NCCL)
         return bad(err, TP_MSG_HELLO, "the transport is unknown");
     /* The protocol version is compared by tp_hello_compare, so a newer peer gets a clear
      * "version differs" rather than a parse error; the layout above is version 1's. */
@@ -211,6 +214,14 @@ static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
     for (uint32_t i = 0; i < s->n_tokens; i++)
         s->tokens[i] = le_read_u32(r);
     return GLM_OK;
+}
+
+static int all_zero(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
 }
 
 static glm_status decode_body(uint32_t type, le_reader *r, tp_msg *out, glm_error *err)
@@ -264,6 +275,15 @@ static glm_status decode_body(uint32_t type, le_reader *r, tp_msg *out, glm_erro
             return bad(err, type, "it is shorter than a nonce and a proof");
         memcpy(out->u.auth.nonce, nonce, TP_AUTH_NONCE_BYTES);
         memcpy(out->u.auth.proof, proof, TP_AUTH_PROOF_BYTES);
+        break;
+    }
+    case TP_MSG_NCCL_ID: {
+        const uint8_t *id = le_take(r, TP_NCCL_ID_BYTES);
+        if (!id)
+            return bad(err, type, "it is shorter than the 128-byte unique id");
+        if (all_zero(id, TP_NCCL_ID_BYTES))
+            return bad(err, type, "its unique id is all zero (rank 0 made none)");
+        memcpy(out->u.nccl_id.id, id, TP_NCCL_ID_BYTES);
         break;
     }
     default:
@@ -401,6 +421,10 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         memcpy(w->p + w->pos + TP_AUTH_NONCE_BYTES, m->u.auth.proof, TP_AUTH_PROOF_BYTES);
         w->pos += TP_AUTH_NONCE_BYTES + TP_AUTH_PROOF_BYTES;
         break;
+    case TP_MSG_NCCL_ID:
+        memcpy(w->p + w->pos, m->u.nccl_id.id, TP_NCCL_ID_BYTES);
+        w->pos += TP_NCCL_ID_BYTES;
+        break;
     }
 }
 
@@ -420,6 +444,9 @@ glm_status tp_msg_encode(const tp_msg *m, uint8_t **frame, size_t *frame_len, gl
     if (m->type == TP_MSG_PARAMS && (m->u.params.len == 0 || m->u.params.len > TP_BLOB_MAX))
         return glm_error_set(err, GLM_ERR_ARG, "a parameter blob of %" PRIu32 " bytes cannot be sent",
                              m->u.params.len);
+    if (m->type == TP_MSG_NCCL_ID && all_zero(m->u.nccl_id.id, TP_NCCL_ID_BYTES))
+        return glm_error_set(err, GLM_ERR_ARG, "an all-zero NCCL unique id cannot be sent (make one "
+                             "with ncclGetUniqueId first)");
     uint8_t *buf = malloc(TP_FRAME_HEADER_BYTES + payload_bound(m));
     if (!buf)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory encoding a %s message",

@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 5u
+#define TP_PROTOCOL_VERSION 6u /* 6: the nccl transport and its NCCL_ID message */
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -34,15 +34,18 @@ typedef enum tp_msg_type {
     TP_MSG_READY = 8,     /* the data path is connected and checked */
     TP_MSG_CHALLENGE = 9, /* worker -> head after HELLO: whether it has a key, its fresh nonce */
     TP_MSG_AUTH = 10,     /* each side's nonce and proof of the key (tp/auth.h) */
+    TP_MSG_NCCL_ID = 11,  /* head -> worker: the NCCL communicator's unique id (tp/nccl.h) */
 } tp_msg_type;
 
 #define TP_AUTH_NONCE_BYTES 32u
 #define TP_AUTH_PROOF_BYTES 32u
+#define TP_NCCL_ID_BYTES 128u /* ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES); nccl.c checks */
 
 typedef enum tp_transport_kind {
     TP_TRANSPORT_AUTO = 0, /* worker only: whatever the head asks for */
     TP_TRANSPORT_TCP = 1,
     TP_TRANSPORT_RDMA = 2,
+    TP_TRANSPORT_NCCL = 3, /* one NCCL communicator among all ranks (CUDA builds with NCCL only) */
 } tp_transport_kind;
 
 /* Settings both ranks must share; HELLO carries them and a difference refuses the peer. */
@@ -102,6 +105,7 @@ typedef struct tp_msg {
         struct { uint32_t status; } ready;
         struct { uint32_t keyed; uint8_t nonce[TP_AUTH_NONCE_BYTES]; } challenge;
         struct { uint8_t nonce[TP_AUTH_NONCE_BYTES]; uint8_t proof[TP_AUTH_PROOF_BYTES]; } auth;
+        struct { uint8_t id[TP_NCCL_ID_BYTES]; } nccl_id; /* opaque; all zero is refused */
     } u;
 } tp_msg;
 

@@ -63,6 +63,9 @@ struct tp_rank {
     tp_rank_options opts;
     char transport[16];
     int reconnects;
+    /* worker, transport nccl: the head's communicator id (NCCL_ID) */
+    uint8_t nccl_id[TP_NCCL_ID_BYTES];
+    int has_nccl_id;
 };
 
 /* ---- identity ------------------------------------------------------------------------------ */
@@ -318,6 +321,36 @@ static void rank_free(tp_rank *r)
     free(r);
 }
 
+/* Why this build cannot run an nccl transport; NULL when it can. */
+static const char *nccl_missing(void)
+{
+#ifdef HAVE_NCCL
+    return NULL;
+#elif defined(HAVE_CUDA)
+    return "this glmchat's CUDA toolkit had no nccl.h when it was built; build it again with NCCL "
+           "installed, or use --transport tcp";
+#else
+    return "this glmchat was built without CUDA (the nccl transport runs on the GPUs); build it "
+           "with CUDA and NCCL, or use --transport tcp";
+#endif
+}
+
+glm_status tp_transport_refusal(const char *transport, uint32_t backend, glm_error *err)
+{
+    if (!transport || strcmp(transport, "tcp") == 0 || strcmp(transport, "rdma") == 0)
+        return GLM_OK;
+    if (strcmp(transport, "nccl") != 0)
+        return glm_error_set(err, GLM_ERR_ARG, "transport '%s' is unknown; use rdma, tcp or nccl",
+                             transport);
+    const char *missing = nccl_missing();
+    if (missing)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--transport nccl: %s", missing);
+    if (backend != 2)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--transport nccl needs --backend cuda (its "
+                             "collectives run on the GPUs); the cpu backend's ranks use --transport tcp");
+    return GLM_OK;
+}
+
 static glm_status parse_transport(const char *name, uint32_t *kind, glm_error *err)
 {
     if (!name)
@@ -326,8 +359,10 @@ static glm_status parse_transport(const char *name, uint32_t *kind, glm_error *e
         *kind = TP_TRANSPORT_TCP;
     else if (strcmp(name, "rdma") == 0)
         *kind = TP_TRANSPORT_RDMA;
+    else if (strcmp(name, "nccl") == 0 && !nccl_missing())
+        *kind = TP_TRANSPORT_NCCL;
     else
-        return glm_error_set(err, GLM_ERR_ARG, "transport '%s' is unknown; use rdma or tcp", name);
+        return tp_transport_refusal(name, 2, err);
     return GLM_OK;
 }
 
@@ -599,6 +634,15 @@ static glm_status head_bootstrap(tp_rank *r, const char *hostport, const tp_iden
     }
     if (kind == TP_TRANSPORT_RDMA)
         return rdma_setup(r, o, deadline, err);
+    if (kind == TP_TRANSPORT_NCCL) {
+        if (!o || !o->nccl_id_set)
+            return glm_error_set(err, GLM_ERR_ARG, "--transport nccl: no communicator id to send "
+                                 "the worker at %s (tp_group_connect makes it)", r->peer);
+        tp_msg id = {.type = TP_MSG_NCCL_ID};
+        memcpy(id.u.nccl_id.id, o->nccl_id, TP_NCCL_ID_BYTES);
+        if ((st = tp_ctrl_send(r->ctrl_fd, &id, deadline, err)) != GLM_OK)
+            return st;
+    }
     int dfd = tp_tcp_connect(hostport, deadline, err);
     if (dfd < 0)
         return err->status;
@@ -810,6 +854,13 @@ static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_handshak
         tell_peer(r->ctrl_fd, err->message);
         return err->status;
     }
+    if (mine.settings.transport == TP_TRANSPORT_NCCL &&
+        tp_transport_refusal("nccl", mine.settings.backend, err) != GLM_OK) {
+        char text[TP_TEXT_MAX + 1];
+        snprintf(text, sizeof text, "the worker at rank %d cannot join: %.900s", r->index, err->message);
+        tell_peer(r->ctrl_fd, text);
+        return err->status;
+    }
     if (o && o->assign && o->assign(o->assign_user, r->index, r->world, err) != GLM_OK) {
         tell_peer(r->ctrl_fd, err->message);
         return err->status;
@@ -821,6 +872,13 @@ static glm_status worker_bootstrap(tp_rank *r, tp_listener *l, const tp_handshak
         return st;
     if (mine.settings.transport == TP_TRANSPORT_RDMA)
         return rdma_setup(r, o, deadline, err);
+    if (mine.settings.transport == TP_TRANSPORT_NCCL) {
+        tp_msg id;
+        if ((st = expect(r, r->ctrl_fd, TP_MSG_NCCL_ID, &id, deadline, err)) != GLM_OK)
+            return st;
+        memcpy(r->nccl_id, id.u.nccl_id.id, TP_NCCL_ID_BYTES);
+        r->has_nccl_id = 1;
+    }
     return accept_data(r, l, mine.session, deadline, err);
 }
 
@@ -1025,8 +1083,20 @@ const char *tp_rank_peer(const tp_rank *r)
     return r->peer;
 }
 
+int tp_rank_timeout_ms(const tp_rank *r)
+{
+    return r->timeout_ms;
+}
+
+const uint8_t *tp_rank_nccl_id(const tp_rank *r)
+{
+    return r->has_nccl_id ? r->nccl_id : NULL;
+}
+
 const char *tp_rank_transport_name(const tp_rank *r)
 {
+    if (r->has_nccl_id || r->opts.nccl_id_set) /* the link's own data path only checks the link */
+        return "nccl";
     return r->data ? r->data->ops->name : "none";
 }
 

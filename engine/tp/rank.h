@@ -17,8 +17,10 @@
 #define TP_DEFAULT_CONNECT_MS 10000
 
 typedef struct tp_rank_options {
-    const char *transport;  /* "tcp" or "rdma"; NULL: head picks rdma when a device is present,
-                               else tcp; a worker takes what the head asks for */
+    const char *transport;  /* "tcp", "rdma" or "nccl"; NULL: head picks rdma when a device is
+                               present, else tcp; a worker takes what the head asks for. nccl:
+                               each link keeps a tcp data path (its checks), and the group's
+                               collectives go through one NCCL communicator (tp/nccl.h) */
     int heartbeat_ms;       /* 0: TP_DEFAULT_HEARTBEAT_MS */
     int timeout_ms;         /* a peer silent this long has failed; 0: TP_DEFAULT_TIMEOUT_MS */
     int connect_ms;         /* head: how long to keep trying to reach the worker; 0: default */
@@ -29,7 +31,16 @@ typedef struct tp_rank_options {
      * that rank's part. A failure is told to the head as its refusal. NULL: nothing to do. */
     glm_status (*assign)(void *user, int rank, int world, glm_error *err);
     void *assign_user;
+    /* head, transport nccl: the communicator's unique id (tp_nccl_unique_id), sent to the worker
+     * in an NCCL_ID message after the HELLOs; tp_group_connect fills it */
+    uint8_t nccl_id[TP_NCCL_ID_BYTES];
+    int nccl_id_set;
 } tp_rank_options;
+
+/* Why this build or backend cannot use the transport named (NULL: the default), as GLM_ERR_ARG or
+ * GLM_ERR_UNSUPPORTED with a sentence naming what to do; GLM_OK when it can. backend is
+ * tp_backend_code's (nccl needs cuda: its collectives run on the GPUs). */
+glm_status tp_transport_refusal(const char *transport, uint32_t backend, glm_error *err);
 
 /* What both ranks must agree on about the model. */
 typedef struct tp_identity {
@@ -124,7 +135,10 @@ glm_status tp_rank_health(tp_rank *r, glm_error *err);
 const char *tp_rank_peer(const tp_rank *r);
 const char *tp_rank_transport_name(const tp_rank *r);
 int tp_rank_index(const tp_rank *r); /* this rank among the split's (the head is 0) */
-int tp_rank_world(const tp_rank *r); /* the split's number of ranks (a worker: as its head said) */
+int tp_rank_world(const tp_rank *r);
+int tp_rank_timeout_ms(const tp_rank *r); /* a peer silent this long has failed */
+/* A worker whose head asked for nccl: the communicator's unique id it sent; else NULL. */
+const uint8_t *tp_rank_nccl_id(const tp_rank *r); /* the split's number of ranks (a worker: as its head said) */
 uint64_t tp_rank_exchanges(const tp_rank *r);
 
 /* Sends BYE when the peer is healthy, stops the heartbeat and frees everything. */

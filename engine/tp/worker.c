@@ -245,6 +245,9 @@ glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err)
     st = engine_split(we.e, 1, 2, err);
     if (st == GLM_OK)
         st = engine_tp_identity(we.e, &id, err);
+    /* a worker told to use a transport it cannot run says so now, not when a head comes */
+    if (st == GLM_OK)
+        st = tp_transport_refusal(p->engine.transport, id.backend, err);
     FILE *dump = NULL;
     if (st == GLM_OK && p->dump_logits && !(dump = fopen(p->dump_logits, "wb")))
         st = glm_error_set(err, GLM_ERR_IO, "cannot create %s: %s", p->dump_logits, strerror(errno));

@@ -7,20 +7,22 @@
 #   engine     engine.sh     the CUDA backend against the CPU one, its kernels; bench_cuda_engine
 #   spec       spec.sh       prompt reuse and drafted decoding; bench_cuda_spec
 #   two_ranks  two_ranks.sh  a CUDA head and a CUDA worker over TCP loopback; bench_tp
+#   nranks     nranks.sh     N CUDA ranks over NCCL, one GPU each; bench_tp_nccl (skipped, and
+#                            counted as not run, with fewer than 2 GPUs: "needs 2 GPUs, found M")
 #   bits       same_bits.sh  logits bit for bit against GLMCHAT_BASELINE (skipped unless it is set)
 # Usage: tests/gpu/run.sh [--only S,S] [--skip S,S] [--no-bench] [--list] [OUT_DIR]
 #   (from the source root). OUT_DIR (default build-gpu-all/out) gets SUITE.log and SUITE/ for
 #   each suite. --no-bench: the checks only (GPU_BENCH=0 for every suite). The engine bench's
 #   arguments come from BENCH_LAYERS, BENCH_PREFILL, BENCH_CHUNKS and BENCH_POSITIONS (engine.sh).
 #   GPU_TIMEOUT_<SUITE>=SECONDS (e.g. GPU_TIMEOUT_ENGINE=900) changes a suite's limit (defaults:
-#   exl3 600, engine 1500, spec 900, two_ranks 600, bits 600). GPU_BUILD_DIR (build-gpu-all) is
+#   exl3 600, engine 1500, spec 900, two_ranks 600, nranks 900, bits 600). GPU_BUILD_DIR (build-gpu-all) is
 #   where it builds, with CUDA_ARCHS (90); GLMCHAT_PREBUILT=DIR skips the build (the suites take
 #   every binary from DIR by its name); so does GLMCHAT_GPU_PLAIN=1 (exl3.sh then builds with
 #   plain nvcc and gcc, the objects tests/gpu/variants.sh reuses).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(pwd)
-all_suites="exl3 engine spec two_ranks bits"
+all_suites="exl3 engine spec two_ranks nranks bits"
 
 usage() {
     sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -37,6 +39,7 @@ script_of() {
         engine) echo engine.sh ;;
         spec) echo spec.sh ;;
         two_ranks) echo two_ranks.sh ;;
+        nranks) echo nranks.sh ;;
         bits) echo same_bits.sh ;;
     esac
 }
@@ -44,7 +47,7 @@ script_of() {
 default_timeout() {
     case $1 in
         engine) echo 1500 ;;
-        spec) echo 900 ;;
+        spec | nranks) echo 900 ;;
         *) echo 600 ;;
     esac
 }
@@ -58,6 +61,7 @@ targets_of() {
             tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu tests/gpu/test_kda_gpu ;;
         spec) echo glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec ;;
         two_ranks) echo glmchat bench/bench_tp ;;
+        nranks) echo glmchat bench/bench_tp_nccl ;;
         bits) echo glmchat ;;
     esac
 }
@@ -123,6 +127,12 @@ for s in $selected; do
         result[bits]="SKIP (GLMCHAT_BASELINE unset)"
     fi
 done
+# nranks needs one GPU a rank (GLMCHAT_GPU_COUNT stands in for nvidia-smi's count in tests)
+gpu_count=${GLMCHAT_GPU_COUNT:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+if [[ " $selected " == *" nranks "* ]] && [ "$gpu_count" -lt 2 ]; then
+    result[nranks]="SKIP (needs 2 GPUs, found $gpu_count)"
+    echo "== suite nranks: not run: needs 2 GPUs, found $gpu_count"
+fi
 
 if [ -z "${GLMCHAT_PREBUILT:-}" ]; then
     targets=""
@@ -163,19 +173,28 @@ for s in $selected; do
     secs[$s]=$(( $(date +%s) - t0 ))
     case $rc in
         0) result[$s]=PASS ;;
+        77) result[$s]="SKIP ($(grep -m1 '^SKIP: ' "$out/$s.log" | sed 's/^SKIP: //'))" ;;
         124 | 137) result[$s]="FAIL (timed out after ${limit[$s]} s)" ;;
         *) result[$s]="FAIL (exit $rc)" ;;
     esac
 done
 
 echo "== GPU suites: table"
-status=0
+status=0 passed=0 not_run=""
 printf '%-10s %-36s %8s  %s\n' suite result seconds log
 for s in $selected; do
     log="$out/$s.log"
     [ -f "$log" ] || log="-"
     printf '%-10s %-36s %8s  %s\n' "$s" "${result[$s]}" "${secs[$s]:--}" "$log"
-    [[ "${result[$s]}" != FAIL* ]] || status=1
+    case ${result[$s]} in
+        FAIL*) status=1 ;;
+        SKIP*) not_run="$not_run $s" ;;
+        PASS) passed=$((passed + 1)) ;;
+    esac
 done
-echo "RESULT: $([ $status = 0 ] && echo PASS || echo FAIL), total $(( $(date +%s) - start )) s"
+# a skipped suite is not run, never passed: the line says which; nothing run at all exits 77
+verdict=PASS
+[ $status = 0 ] || verdict=FAIL
+[ $status != 0 ] || [ $passed -gt 0 ] || { verdict="NOT RUN"; status=77; }
+echo "RESULT: $verdict ($passed passed${not_run:+, not run:$not_run}), total $(( $(date +%s) - start )) s"
 exit $status

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "base/hash.h"
+#include "tp/group.h"
+#include "tp/nccl.h"
 #include "tp/rank.h"
 #include "tp/transport.h"
 
@@ -28,8 +30,67 @@ typedef struct peer_opts {
     int step_sleep_us;
     long context;        /* --model: the backend settings a glmchat rank would send */
     long kv_format;
+    int cuda;            /* --cuda: the identity of a cuda rank (backend 2), which nccl needs */
     tp_rank_options rank;
 } peer_opts;
+
+/* ---- --transport nccl: the bootstrap only ------------------------------------------------
+ * The head makes the communicator id and sends it as NCCL_ID on the link; the worker prints
+ * what it received; both then try to join a communicator of two (a GPU each), printing the
+ * outcome. Ids are printed as FNV-1a digests so a test can hold them equal. */
+
+static uint64_t id_digest(const uint8_t *id)
+{
+    return fnv1a64(FNV1A64_SEED, id, TP_NCCL_ID_BYTES);
+}
+
+static int head_nccl(peer_opts *o, const tp_identity *id)
+{
+#ifdef HAVE_NCCL
+    glm_error err = {0};
+    if (tp_transport_refusal(o->rank.transport, id->backend, &err) != GLM_OK ||
+        tp_nccl_unique_id(o->rank.nccl_id, &err) != GLM_OK) {
+        printf("head: %s\n", err.message);
+        return 3;
+    }
+    o->rank.nccl_id_set = 1;
+    printf("head: communicator id %016" PRIx64 "\n", id_digest(o->rank.nccl_id));
+    tp_rank *r = tp_head_connect(o->addr, id, &o->rank, &err);
+    if (!r) {
+        printf("head: connect failed: %s\n", err.message);
+        return 3;
+    }
+    printf("head: connected to %s over %s\n", tp_rank_peer(r), tp_rank_transport_name(r));
+    tp_transport *t = tp_nccl_transport_new(o->rank.nccl_id, 0, 2, o->rank.timeout_ms > 0 ?
+                                            o->rank.timeout_ms : TP_NCCL_INIT_MS, &err);
+    printf("head: join %s\n", t ? "ok" : err.message);
+    tp_transport_free(t);
+    tp_rank_close(r);
+    return t ? 0 : 4;
+#else
+    (void)id;
+    glm_error err = {0};
+    tp_transport_refusal(o->rank.transport, 2, &err);
+    printf("head: %s\n", err.message);
+    return 3;
+#endif
+}
+
+/* The worker's side after its link is up: the id it holds, then the group's join. */
+static int worker_nccl(tp_rank *r)
+{
+    const uint8_t *id = tp_rank_nccl_id(r);
+    if (!id) {
+        printf("worker: no communicator id from the head\n");
+        return 1;
+    }
+    printf("worker: communicator id %016" PRIx64 " over %s\n", id_digest(id), tp_rank_transport_name(r));
+    glm_error err = {0};
+    tp_group *g = tp_group_of_worker(r, &err);
+    printf("worker: join %s\n", g ? "ok" : err.message);
+    tp_group_close(g);
+    return g ? 0 : 1;
+}
 
 /* ---- deterministic data ------------------------------------------------------------------- */
 
@@ -210,7 +271,8 @@ static int run_worker(const peer_opts *o, const tp_identity *id, peer_state *s)
         }
         s->exchanges = 0;
         s->digest = FNV1A64_SEED;
-        int rc = serve_one(r, o, s);
+        int nccl = o->rank.transport && strcmp(o->rank.transport, "nccl") == 0;
+        int rc = nccl ? worker_nccl(r) : serve_one(r, o, s);
         fflush(stdout);
         tp_rank_close(r);
         served++;
@@ -235,7 +297,7 @@ int main(int argc, char **argv)
         {"config-hash", required_argument, 0, 'c'}, {"reconnect", no_argument, 0, 'R'},
         {"step-sleep-us", required_argument, 0, 'S'}, {"model", required_argument, 0, 'M'},
         {"context", required_argument, 0, 'X'}, {"kv-format", required_argument, 0, 'K'},
-        {"key-file", required_argument, 0, 'F'},
+        {"key-file", required_argument, 0, 'F'},  {"cuda", no_argument, 0, 'U'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -258,6 +320,7 @@ int main(int argc, char **argv)
         case 'M': o.model_dir = optarg; break;
         case 'X': o.context = atol(optarg); break;
         case 'K': o.kv_format = atol(optarg); break;
+        case 'U': o.cuda = 1; break;
         case 'F': {
             glm_error err = {0};
             if (tp_key_load(optarg, &o.rank.key, &err) != GLM_OK) {
@@ -288,6 +351,7 @@ int main(int argc, char **argv)
     }
     id.max_context = (uint32_t)o.context;
     id.kv_format = (uint32_t)o.kv_format;
+    id.backend = o.cuda ? 2 : 1;
     peer_state s = {0};
     s.cap = 1u << 20;
     s.mine = malloc(s.cap * sizeof(float));
@@ -295,7 +359,9 @@ int main(int argc, char **argv)
     s.digest = FNV1A64_SEED;
     if (!s.mine || !s.both)
         return 3;
-    int rc = strcmp(o.role, "head") == 0 ? run_head(&o, &id, &s) : run_worker(&o, &id, &s);
+    int head = strcmp(o.role, "head") == 0;
+    int nccl = o.rank.transport && strcmp(o.rank.transport, "nccl") == 0;
+    int rc = head && nccl ? head_nccl(&o, &id) : head ? run_head(&o, &id, &s) : run_worker(&o, &id, &s);
     free(s.mine);
     free(s.both);
     return rc;

@@ -10,6 +10,8 @@
 #include "cuda/plan.h"
 #include "kernels/engine.h"
 #include "model/config.h"
+#include "model/model.h"
+#include "tp/split.h"
 #include "tests/common/check_main.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -28,6 +30,103 @@ static int load_real(void)
     fprintf(stderr, "test_cuda_plan: %s\n", err.message);
     return -1;
 }
+
+/* The CUDA side's N-rank arithmetic (cuda_plan_part_of, cuda_plan_rank_config_of,
+ * cuda_plan_ranks_of) against split.c's tp_part_of on the real config: every rank's KDA and MLA
+ * heads, dense and expert features and vocabulary part, the parts covering each whole in rank
+ * order; and two ranks giving exactly cuda_plan_rank_config's halves (the two-rank path unmoved). */
+START_TEST(n_rank_configs_follow_the_cpu_split_on_the_real_config)
+{
+    const int64_t whole[5] = {real.kda_heads, real.num_heads, real.intermediate_size,
+                              real.moe_intermediate_size, real.vocab_size};
+    for (int world = 2; world <= 4; world++) {
+        int64_t next[5] = {0};
+        for (int r = 0; r < world; r++) {
+            glm_config rc;
+            cuda_plan_rank_config_of(&real, r, world, &rc);
+            const int64_t got[5] = {rc.kda_heads, rc.num_heads, rc.intermediate_size,
+                                    rc.moe_intermediate_size,
+                                    cuda_plan_part_of(real.vocab_size, r, world).count};
+            for (int f = 0; f < 5; f++) {
+                tp_part want = tp_part_of(whole[f], r, world);
+                cuda_plan_part mine = cuda_plan_part_of(whole[f], r, world);
+                ck_assert_int_eq(mine.start, want.start);
+                ck_assert_int_eq(mine.count, want.count);
+                ck_assert_int_eq(got[f], want.count);
+                ck_assert_int_eq(mine.start, next[f]);
+                next[f] += mine.count;
+            }
+            ck_assert_int_eq(rc.vocab_size, real.vocab_size);
+            ck_assert_int_eq(rc.hidden_size, real.hidden_size);
+            ck_assert_int_eq(cuda_plan_ranks_of(real.vocab_size, got[4]), world);
+        }
+        for (int f = 0; f < 5; f++)
+            ck_assert_int_eq(next[f], whole[f]);
+    }
+    /* the real config among 3: 154880 = 51627 + 51627 + 51626, the remainder on rank 0 */
+    ck_assert_int_eq(cuda_plan_part_of(real.vocab_size, 0, 3).count, 51627);
+    ck_assert_int_eq(cuda_plan_part_of(real.vocab_size, 2, 3).start, 103254);
+    ck_assert_int_eq(cuda_plan_ranks_of(real.vocab_size, real.vocab_size), 1);
+    ck_assert_int_eq(cuda_plan_ranks_of(real.vocab_size, 12345), 0);
+    glm_config half, of;
+    cuda_plan_rank_config(&real, &half);
+    for (int r = 0; r < 2; r++) {
+        cuda_plan_rank_config_of(&real, r, 2, &of);
+        ck_assert_mem_eq(&of, &half, sizeof half);
+    }
+}
+END_TEST
+
+/* A real model (tiny-A: 4 KDA heads, 4 MLA heads, 512 vocabulary entries) split by
+ * tp_split_model_ranks among 2, 3 and 4: the config the CUDA side expects each rank to hold is
+ * the one the split left, and the tensors it uploads have those rows and columns (KDA
+ * projections and o_proj, MLA q_b and o_proj, every routed expert's gate rows and down columns,
+ * the LM head's vocabulary part). */
+START_TEST(n_rank_configs_match_a_real_split_model)
+{
+    const char *src = getenv("GLMCHAT_SRCDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/tiny-A", src ? src : ".");
+    for (int world = 2; world <= 4; world++) {
+        for (int r = 0; r < world; r++) {
+            glm_error err = {0};
+            glm_model *m = glm_model_open(dir, &err);
+            ck_assert_msg(m != NULL, "%s", err.message);
+            glm_config full = m->cfg, want;
+            cuda_plan_rank_config_of(&full, r, world, &want);
+            tp_split_owned owned = {0};
+            ck_assert_msg(tp_split_model_ranks(m, r, world, &owned, &err) == GLM_OK, "%s", err.message);
+            const glm_config *c = &m->cfg;
+            ck_assert_int_eq(c->kda_heads, want.kda_heads);
+            ck_assert_int_eq(c->num_heads, want.num_heads);
+            ck_assert_int_eq(c->intermediate_size, want.intermediate_size);
+            ck_assert_int_eq(c->moe_intermediate_size, want.moe_intermediate_size);
+            ck_assert_int_eq(c->vocab_size, full.vocab_size);
+            cuda_plan_part vocab = cuda_plan_part_of(full.vocab_size, r, world);
+            ck_assert_int_eq(m->w.lm_head.rows, vocab.count);
+            ck_assert_int_eq(cuda_plan_ranks_of(c->vocab_size, m->w.lm_head.rows), world);
+            int64_t kda = (int64_t)want.kda_heads * c->kda_head_dim;
+            int64_t mla_v = (int64_t)want.num_heads * c->v_head_dim;
+            for (int li = 0; li < c->num_layers; li++) {
+                const glm_layer_weights *L = &m->w.layers[li];
+                if (c->attn[li] == GLM_ATTN_KDA) {
+                    ck_assert_int_eq(L->kda.q_proj.rows, kda);
+                    ck_assert_int_eq(L->kda.o_proj.cols, kda);
+                } else {
+                    ck_assert_int_eq(L->dsa.q_b.rows % want.num_heads, 0);
+                    ck_assert_int_eq(L->dsa.o_proj.cols, mla_v);
+                }
+                for (int e = 0; L->experts && e < c->n_routed_experts; e++) {
+                    ck_assert_int_eq(L->experts[e].gate.rows, want.moe_intermediate_size);
+                    ck_assert_int_eq(L->experts[e].down.cols, want.moe_intermediate_size);
+                }
+            }
+            tp_split_owned_free(&owned);
+            glm_model_close(m);
+        }
+    }
+}
+END_TEST
 
 START_TEST(real_config_has_the_documented_layers)
 {
@@ -417,6 +516,8 @@ int main(void)
         return EXIT_FAILURE;
     Suite *s = suite_create("cuda_plan");
     TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, n_rank_configs_follow_the_cpu_split_on_the_real_config);
+    tcase_add_test(tc, n_rank_configs_match_a_real_split_model);
     tcase_add_test(tc, real_config_has_the_documented_layers);
     tcase_add_test(tc, cache_figures_match_the_architecture_notes);
     tcase_add_test(tc, score_scratch_bound_covers_the_allocation);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/le.h"
+#include "tp/nccl.h"
 #include "tp/protocol.h"
 #include "tests/common/check_main.h"
 
@@ -317,6 +318,105 @@ START_TEST(bad_strings_and_trailing_bytes_are_refused)
 }
 END_TEST
 
+/* The nccl bootstrap: rank 0's unique id reaches a worker byte for byte over the control
+ * connection; a short, long or all-zero id is refused, and a version 5 peer (which knows no nccl)
+ * is refused by its version before any id is sent. */
+START_TEST(nccl_id_round_trips_and_bad_ids_are_refused)
+{
+    tp_msg m = {.type = TP_MSG_NCCL_ID}, out;
+    for (unsigned i = 0; i < TP_NCCL_ID_BYTES; i++)
+        m.u.nccl_id.id[i] = (uint8_t)(i * 37u + 11u);
+    glm_error err;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_int_eq(out.type, TP_MSG_NCCL_ID);
+    ck_assert_mem_eq(out.u.nccl_id.id, m.u.nccl_id.id, TP_NCCL_ID_BYTES);
+    ck_assert_str_eq(tp_msg_type_name(TP_MSG_NCCL_ID), "NCCL_ID");
+
+    /* a frame header claiming more than the id is refused before the payload is read */
+    uint8_t h[TP_FRAME_HEADER_BYTES];
+    uint32_t type, len;
+    le_put_u32(h, TP_FRAME_MAGIC);
+    le_put_u16(h + 4, TP_MSG_NCCL_ID);
+    le_put_u16(h + 6, 0);
+    le_put_u32(h + 8, TP_NCCL_ID_BYTES + 1);
+    ck_assert_int_eq(tp_frame_header_decode(h, &type, &len, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "claims 129 bytes"));
+
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_NCCL_ID, m.u.nccl_id.id, TP_NCCL_ID_BYTES - 1, &out, &err),
+                     GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "shorter than the 128-byte unique id"));
+    uint8_t zero[TP_NCCL_ID_BYTES] = {0};
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_NCCL_ID, zero, sizeof zero, &out, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "all zero"));
+    tp_msg empty = {.type = TP_MSG_NCCL_ID};
+    uint8_t *frame = NULL;
+    size_t flen = 0;
+    ck_assert_int_eq(tp_msg_encode(&empty, &frame, &flen, &err), GLM_ERR_ARG);
+    ck_assert_ptr_null(frame);
+    ck_assert_ptr_nonnull(strstr(err.message, "all-zero NCCL unique id"));
+}
+END_TEST
+
+START_TEST(hello_with_nccl_round_trips_and_version_5_is_refused_by_name)
+{
+    tp_msg m = {.type = TP_MSG_HELLO}, out;
+    m.u.hello = sample_hello();
+    m.u.hello.settings.world = 4;
+    m.u.hello.settings.transport = TP_TRANSPORT_NCCL;
+    m.u.hello.peer_rank = 3;
+    glm_error err;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.hello.settings.transport, TP_TRANSPORT_NCCL);
+    ck_assert_str_eq(tp_transport_kind_name(TP_TRANSPORT_NCCL), "nccl");
+    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 6);
+
+    tp_hello mine = m.u.hello, old = m.u.hello;
+    old.rank = 3;
+    old.peer_rank = 0;
+    old.protocol = 5;
+    ck_assert_int_eq(tp_hello_compare(&mine, &old, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "rank protocol version differs: 6 here, 5 on the worker"));
+
+    tp_hello tcp = old;
+    tcp.protocol = TP_PROTOCOL_VERSION;
+    tcp.settings.transport = TP_TRANSPORT_TCP;
+    ck_assert_int_eq(tp_hello_compare(&mine, &tcp, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "transport differs: nccl here, tcp on the worker"));
+
+    /* a transport past nccl is still unknown */
+    m.u.hello.settings.transport = TP_TRANSPORT_NCCL + 1;
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "transport is unknown"));
+}
+END_TEST
+
+#ifdef HAVE_NCCL
+/* A CUDA build with NCCL: rank 0's id comes from libnccl (loaded here, no GPU needed) and crosses
+ * as NCCL_ID byte for byte; a machine without libnccl.so.2 is refused by name instead. Joining a
+ * communicator whose other rank never comes (or without a GPU) fails within its deadline. */
+START_TEST(nccl_makes_an_id_and_a_lone_rank_fails_in_time)
+{
+    tp_msg m = {.type = TP_MSG_NCCL_ID}, out;
+    glm_error err = {0};
+    glm_status st = tp_nccl_unique_id(m.u.nccl_id.id, &err);
+    if (st != GLM_OK) {
+        ck_assert_int_eq(st, GLM_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(err.message, "--transport nccl: NCCL is not installed here"));
+        return;
+    }
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_mem_eq(out.u.nccl_id.id, m.u.nccl_id.id, TP_NCCL_ID_BYTES);
+    int64_t t0 = tp_now_ms();
+    tp_transport *t = tp_nccl_transport_new(m.u.nccl_id.id, 0, 2, 1500, &err);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(tp_now_ms() - t0 < 15000, "a lone rank waited %lld ms", (long long)(tp_now_ms() - t0));
+    ck_assert_ptr_nonnull(strstr(err.message, "--transport nccl: "));
+    ck_assert_ptr_null(tp_nccl_transport_new(m.u.nccl_id.id, 2, 2, 100, &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "rank 2 of 2 is not a rank"));
+}
+END_TEST
+#endif
+
 START_TEST(hello_differences_are_named)
 {
     tp_hello a = sample_hello(), b = sample_hello();
@@ -392,6 +492,12 @@ int main(void)
     tcase_add_test(tc, hello_gives_the_worker_its_rank_among_n);
     tcase_add_test(tc, bad_strings_and_trailing_bytes_are_refused);
     tcase_add_test(tc, hello_differences_are_named);
+    tcase_add_test(tc, nccl_id_round_trips_and_bad_ids_are_refused);
+    tcase_add_test(tc, hello_with_nccl_round_trips_and_version_5_is_refused_by_name);
+#ifdef HAVE_NCCL
+    tcase_add_test(tc, nccl_makes_an_id_and_a_lone_rank_fails_in_time);
+    tcase_set_timeout(tc, 30);
+#endif
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
