@@ -127,9 +127,9 @@ static hc_site ffn_site(const cu_layer *L)
 
 /* Decode: site h's HC step: with update, first the previous sublayer's update of the streams
  * (y, plus y2 where not NULL, post, comb), with the fn product's parts; then the collapse and
- * norm into pre and u on the
- * main stream, and the Sinkhorn mix forked on the side stream beside it (only the HC update
- * after the sublayer reads post and comb, and it joins the side stream first). Keep this order:
+ * norm into pre and u on the main stream, and the Sinkhorn mix forked on the side stream beside
+ * it (only the HC update after the sublayer reads post and comb, and it joins the side stream
+ * first). Keep this order:
  * with the fork after the collapse, or the mix launched before it, the side stream's work lands
  * in front of the sublayer's first product and delays it (measured: bench/BENCHMARKS.md's
  * history). One launch whose last block collapses gives the same bits but serialises the
