@@ -815,14 +815,17 @@ __global__ void __launch_bounds__(256) router_route_kernel(eng_mat w, const floa
                 acc[t] = a;
             }
     }
-    if (valid && sub == 0 && lane == 0)
+    if (valid && sub == 0 && lane == 0) {
 #pragma unroll
         for (int t = 0; t < T; t++)
             o.logits[(size_t)t * E + r] = acc[t];
-    __threadfence(); // this block's logits visible before its count
+        __threadfence();
+    }
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) { // the block's logits (seen through the barrier) before its count
+        __threadfence();
         last = atomicAdd(o.done, 1u) == gridDim.x - 1;
+    }
     __syncthreads();
     if (!last)
         return;
