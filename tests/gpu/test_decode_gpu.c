@@ -1,8 +1,10 @@
 /* test_decode_gpu.c: the decode step's kernels (T <= 8; the routing to 16) at GLM-5.3-Flash's
  * shapes: each against a reference (a double-precision CPU sum, or the GPU's unfused or scalar
  * kernels), each row of a many-row launch bit-equal to that row alone (the invariant verification
- * windows rely on), then their one-row times against the bytes they read. Usage: test_decode_gpu
- * [--no-time]; exit 1 on any failure. */
+ * windows rely on), then their one-row times against the bytes they read; each launch that fuses
+ * a sequence (router + routing, the shared expert's sum in the HC update, the DSA's row steps,
+ * the KDA gates' second products in the step) bit for bit against that sequence, both timed in
+ * CUDA graphs at one row. Usage: test_decode_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
