@@ -212,14 +212,26 @@ int eng_kda_conv_trail(const float *q, const float *k, const float *v, const flo
 int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, int T, int H, int dk, float *o, float *trail,
                       const float *gate, const float *w, float eps, void *stream);
+/* The forget and output gates' second (low-rank) products, g = lo_f f_b^T and gate = lo_g g_b^T
+ * ([T][H * dk] each), for eng_kda_step_decode to run itself. eng_kda_lowrank_takes: 1 when it
+ * can (f_b and g_b bf16 of H * dk rows and the same cols, at most 256 and a multiple of 8,
+ * 16-byte aligned as lo_f and lo_g are; T <= 8, dk <= 128). */
+typedef struct eng_kda_lowrank {
+    const eng_mat *f_b, *g_b;
+    const float *lo_f, *lo_g; /* [T][cols] */
+} eng_kda_lowrank;
+int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
 /* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
  * head's block runs its prep into shared memory, then the scan; the same bits as the two, with
- * the conv state updated the same way (g and beta are read, not rewritten). */
+ * the conv state updated the same way (g and beta are read, not rewritten). With lr (else NULL;
+ * then eng_kda_lowrank_takes must hold) the block first computes its head's g and gate rows
+ * itself, in eng_matmul_jobs' bits, and g and gate may be NULL (they are not written). */
 int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                         int K, float qscale, const float *g, const float *beta, const float *A_log,
                         const float *dt_bias, int has_lb, float lb, float *S, float *o,
-                        float *trail, const float *gate, const float *w, float eps, void *stream);
+                        float *trail, const float *gate, const float *w, float eps,
+                        const eng_kda_lowrank *lr, void *stream);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);

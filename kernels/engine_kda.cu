@@ -2,6 +2,7 @@
 // rolling window, per-head L2 norms, the forget gate, the delta-rule scan with each head's state
 // held in registers, and the gated output norm.
 #include "engine_common.cuh"
+#include "engine_dot.cuh"
 
 namespace {
 
@@ -297,18 +298,18 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     }
 }
 
-// One warp: head h's forget gates (gate_rows_kernel's formulas) into g_out[t * gstride + i] and
-// its beta into beta_out[t * bstride].
-__device__ __forceinline__ void prep_gates(const prep_args &a, int h, float *g_out, int gstride,
+// One warp: head h's forget gates (gate_rows_kernel's formulas) from their products gin[t * instride
+// + i] into g_out[t * gstride + i] and its beta into beta_out[t * bstride].
+__device__ __forceinline__ void prep_gates(const prep_args &a, int h, const float *gin,
+                                           size_t instride, float *g_out, int gstride,
                                            float *beta_out, int bstride)
 {
-    const int lane = threadIdx.x & 31, dk = a.dk, C = a.H * dk;
+    const int lane = threadIdx.x & 31, dk = a.dk;
     float rate = expf(a.A_log[h]);
     for (int t = 0; t < a.T; t++) {
 #pragma unroll 4
         for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
-            size_t at = (size_t)t * C + (size_t)h * dk + i;
-            float x = a.g[at] + a.dt_bias[h * dk + i];
+            float x = gin[(size_t)t * instride + i] + a.dt_bias[h * dk + i];
             float gv;
             if (a.has_lb) {
                 gv = a.lb * sigmoidf_(rate * x);
@@ -334,12 +335,60 @@ __global__ void __launch_bounds__(256) kda_prep_kernel(prep_args a, float *qo, f
         return;
     if (gw >= 3 * a.H) {
         int h = gw - 3 * a.H;
-        prep_gates(a, h, g + (size_t)h * a.dk, a.H * a.dk, beta + h, a.H);
+        prep_gates(a, h, a.g + (size_t)h * a.dk, (size_t)a.H * a.dk, g + (size_t)h * a.dk,
+                   a.H * a.dk, beta + h, a.H);
         return;
     }
     int plane = gw / a.H, h = gw % a.H;
     float *out = plane == 0 ? qo : plane == 1 ? ko : vo;
     prep_plane(a, plane, h, out + (size_t)h * a.dk, a.H * a.dk);
+}
+
+// The forget and output gates' second products folded into the decode step
+// (eng_kda_lowrank): f and g [H * dk][cols] (bf16, cols <= 256 and a multiple of 8), their
+// inputs xf and xg [T][cols]; on 0: the step reads the products from memory.
+struct lowrank_dev {
+    const uint16_t *f, *g;
+    const float *xf, *xg;
+    int cols, bf, on;
+};
+
+constexpr int kLowRows = 4; // rows a warp loads at once
+
+// Rows h * dk + i (i < dk) of f and of g against T rows of their inputs, each summed as
+// eng_matmul_jobs sums a row of at most 256 columns (one 16-byte unit a lane from lane 0, dot8,
+// warp_sum: its skinny rows and its one-warp rows alike; dot8's sum for a token does not depend
+// on the tokens beside it, so a token at a time gives the same bits) into gf[t][i] and gg[t][i].
+// This is warp w of nw sharing the 2 dk rows, kLowRows at a time (their loads out together).
+__device__ void lowrank_rows(const lowrank_dev &lr, int h, int dk, int T, int w, int nw,
+                             float (*gf)[128], float (*gg)[128])
+{
+    const int lane = threadIdx.x & 31, n8 = lr.cols / 8;
+    for (int q0 = w * kLowRows; q0 < 2 * dk; q0 += nw * kLowRows) {
+        uint4 u[kLowRows];
+#pragma unroll
+        for (int k = 0; k < kLowRows; k++) {
+            int q = q0 + k, i = q < dk ? q : q - dk;
+            const uint16_t *m = q < dk ? lr.f : lr.g;
+            u[k] = q < 2 * dk && lane < n8
+                       ? __ldg(reinterpret_cast<const uint4 *>(m + (size_t)(h * dk + i) * lr.cols) +
+                               lane)
+                       : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < kLowRows; k++) {
+            int q = q0 + k, i = q < dk ? q : q - dk;
+            const float *x = q < dk ? lr.xf : lr.xg;
+            for (int t = 0; t < T; t++) {
+                float acc[1] = {0.0f};
+                if (q < 2 * dk && lane < n8)
+                    dot8<1>(u[k], lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc);
+                acc[0] = warp_sum(acc[0]);
+                if (lane == 0 && q < 2 * dk)
+                    (q < dk ? gf : gg)[t][i] = acc[0];
+            }
+        }
+    }
 }
 
 // The decode path's delta rule: a block a head: thread (cb, slice, lane) keeps rows slice + 8 r
@@ -355,7 +404,8 @@ __global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, co
                                                     const float *v, const float *g,
                                                     const float *beta, int T, int H, int dk,
                                                     float *o, float *trail, const float *gate,
-                                                    const float *nw, float eps, prep_args pa)
+                                                    const float *nw, float eps, prep_args pa,
+                                                    lowrank_dev lr)
 {
     pdl_trigger();
     if (kPrep) { // the prep's weights towards L2 while the kernel before ends (no kernel writes them)
@@ -364,28 +414,45 @@ __global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, co
         int n = warp < 3 ? pa.dk * pa.K : pa.dk; // floats of this head's taps or biases
         if (warp < 4 && lane * 32 < n)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(wt + (size_t)h * n + lane * 32));
+        if (lr.on) { // and this head's rows of the gates' second products
+            size_t bytes = (size_t)pa.dk * lr.cols * 2, lines = (bytes + 127) / 128;
+            for (size_t i = threadIdx.x; i < 2 * lines; i += blockDim.x) {
+                const char *m = reinterpret_cast<const char *>(i < lines ? lr.f : lr.g);
+                size_t off = (i < lines ? i : i - lines) * 128;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(m + (size_t)h * bytes + off));
+            }
+        }
     }
     pdl_wait();
     __shared__ float ks[128], qs[128], as[128], os[128], s_inv;
     __shared__ float red[kScanMaxCb][kScanSlices][32];
     constexpr int kPT = kPrep ? kPrepMaxT : 1, kPD = kPrep ? 128 : 1;
     __shared__ float pp[4][kPT][kPD], pb[kPT]; // the prep's q, k, v, gates [t][dk]; beta [t]
+    __shared__ float gf[kPT][kPD], gg[kPT][kPD]; // the folded products (lr.on): g, gate [t][dk]
     int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int cb = warp / kScanSlices, slice = warp % kScanSlices, ncb = blockDim.x / (32 * kScanSlices);
     int j = (blockIdx.y * ncb + cb) * 32 + lane, C = H * dk;
     bool ok = j < dk;
     float *Sh = S + (size_t)h * dk * dk;
+    if constexpr (kPrep) // warps 3 on: the folded products first, before their state is held
+        if (lr.on && warp >= 3)
+            lowrank_rows(lr, h, dk, T, warp - 3, (int)(blockDim.x >> 5) - 3, gf, gg);
     float Sr[kScanMaxRows];
 #pragma unroll
     for (int r = 0; r < kScanMaxRows; r++) {
         int d = slice + kScanSlices * r;
         Sr[r] = ok && d < dk ? Sh[(size_t)d * dk + j] : 0.0f;
     }
-    if (kPrep) { // (the state's loads already out; the taps read where used: no spills)
+    if constexpr (kPrep) { // (the state's loads already out; the taps read where used: no spills)
         if (warp < 3)
             prep_plane<false>(pa, warp, h, &pp[warp][0][0], kPD);
-        else if (warp == 3)
-            prep_gates(pa, h, &pp[3][0][0], kPD, pb, 1);
+        else if (!lr.on && warp == 3)
+            prep_gates(pa, h, pa.g + (size_t)h * dk, (size_t)C, &pp[3][0][0], kPD, pb, 1);
+        if (lr.on) { // the gates once their products are in
+            __syncthreads();
+            if (warp == 3)
+                prep_gates(pa, h, &gf[0][0], kPD, &pp[3][0][0], kPD, pb, 1);
+        }
     }
     for (int t = 0; t < T; t++) {
         size_t base = (size_t)t * C + (size_t)h * dk;
@@ -450,8 +517,14 @@ __global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, co
                 s_inv = 1.0f / sqrtf(ss / (float)dk + eps);
         }
         __syncthreads();
-        if (slice == 0 && ok)
-            o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gate[base + j]);
+        if (slice == 0 && ok) {
+            float gt;
+            if constexpr (kPrep)
+                gt = lr.on ? gg[t][j] : gate[base + j];
+            else
+                gt = gate[base + j];
+            o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gt);
+        }
         if (trail) { // the state after token t, for going back inside a verification window
             float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
 #pragma unroll
@@ -814,8 +887,36 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
     int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
     launch(scan_kernel<false>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
            static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
-           eps, prep_args{});
+           eps, prep_args{}, lowrank_dev{});
     return (int)cudaGetLastError();
+}
+
+// The folded products' device form, or off where lr is NULL or not of that form.
+static lowrank_dev lowrank_of(const eng_kda_lowrank *lr, int T, int H, int dk)
+{
+    lowrank_dev d = {};
+    if (!eng_kda_lowrank_takes(lr, T, H, dk))
+        return d;
+    d.f = static_cast<const uint16_t *>(lr->f_b->data);
+    d.g = static_cast<const uint16_t *>(lr->g_b->data);
+    d.xf = lr->lo_f;
+    d.xg = lr->lo_g;
+    d.cols = lr->f_b->cols;
+    d.bf = 1;
+    d.on = 1;
+    return d;
+}
+
+extern "C" int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk)
+{
+    if (!lr || !lr->f_b || !lr->g_b || !lr->lo_f || !lr->lo_g || T < 1 || T > kPrepMaxT ||
+        dk < 1 || dk > 128)
+        return 0;
+    const eng_mat *f = lr->f_b, *g = lr->g_b;
+    return f->dtype == ENG_BF16 && g->dtype == ENG_BF16 && f->rows == H * dk && g->rows == H * dk &&
+           g->cols == f->cols && f->cols % 8 == 0 && f->cols <= 256 &&
+           (uintptr_t)f->data % 16 == 0 && (uintptr_t)g->data % 16 == 0 &&
+           (uintptr_t)lr->lo_f % 16 == 0 && (uintptr_t)lr->lo_g % 16 == 0;
 }
 
 extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
@@ -823,17 +924,20 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
                                    int dk, int K, float qscale, const float *g, const float *beta,
                                    const float *A_log, const float *dt_bias, int has_lb, float lb,
                                    float *S, float *o, float *trail, const float *gate,
-                                   const float *w, float eps, void *stream)
+                                   const float *w, float eps, const eng_kda_lowrank *lr,
+                                   void *stream)
 {
+    lowrank_dev low = lowrank_of(lr, T, H, dk);
     if (T < 1 || T > kPrepMaxT || K < 1 || K > kPrepMaxK || dk < 1 || dk > 32 * kPrepSlots ||
-        dk > kScanSlices * kScanMaxRows || H < 1 || !gate || !w)
+        dk > kScanSlices * kScanMaxRows || H < 1 || (lr && !low.on) ||
+        (!low.on && (!g || !gate)) || !w)
         return -1;
     prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
                     has_lb, lb};
     int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
     launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
            static_cast<cudaStream_t>(stream), S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H,
-           dk, o, trail, gate, w, eps, pa);
+           dk, o, trail, gate, w, eps, pa, low);
     return (int)cudaGetLastError();
 }
 

@@ -5,7 +5,7 @@ KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_route.cuh \
-	kernels/engine_rows.cuh kernels/engine_rt.cu \
+	kernels/engine_rows.cuh kernels/engine_dot.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_index.cu \
 	kernels/engine_attend.cu kernels/engine_attend_prefill.cu \
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
@@ -35,7 +35,7 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
 KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
-	kernels/engine_route.cuh kernels/engine_rows.cuh
+	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh
 $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT): \
 	$(KERNEL_INCLUDES)
 

@@ -127,9 +127,9 @@ static hc_site ffn_site(const cu_layer *L)
 
 /* Decode: site h's HC step: with update, first the previous sublayer's update of the streams
  * (y, plus y2 where not NULL, post, comb), with the fn product's parts; then the collapse and
- * norm into pre and u on the
- * main stream, and the Sinkhorn mix forked on the side stream beside it (only the HC update
- * after the sublayer reads post and comb, and it joins the side stream first). Keep this order:
+ * norm into pre and u on the main stream, and the Sinkhorn mix forked on the side stream beside
+ * it (only the HC update after the sublayer reads post and comb, and it joins the side stream
+ * first). Keep this order:
  * with the fork after the collapse, or the mix launched before it, the side stream's work lands
  * in front of the sublayer's first product and delays it (measured: bench/BENCHMARKS.md's
  * history). One launch whose last block collapses gives the same bits but serialises the
@@ -204,9 +204,10 @@ static int kda_conv_norm(cuda_state *s, const cu_layer *L, int rank, int T, glm_
     return 0;
 }
 
-/* KDA, the decode form (few rows, every product dense): the products of u in one launch, the
- * low-rank second halves in one, then the conv, norms, gates, delta rule and gated norm in one
- * launch (or, past that kernel's bounds, the gated norm joined to the delta rule). */
+/* KDA, the decode form (few rows, every product dense): the products of u in one launch, then
+ * the low-rank second halves, the conv, norms, gates, delta rule and gated norm in one launch
+ * (the second halves in a launch of their own where the step cannot fold them: eng_kda_lowrank;
+ * past the step's bounds, the gated norm joined to the delta rule). */
 static int kda_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -219,18 +220,24 @@ static int kda_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
                           job(&L->v_proj, b->u, b->v),  job(&L->f_a, b->u, b->lo),
                           job(&L->g_a, b->u, lo2),      job(&L->b_proj, b->u, b->beta)};
     CK(eng_matmul_jobs(in, 6, T, st), "the KDA products of the input");
-    eng_gemv_job lr[2] = {job(&L->f_b, b->lo, b->g), job(&L->g_b, lo2, b->gate)};
-    CK(eng_matmul_jobs(lr, 2, T, st), "the KDA gates' second products");
+    int step = c->kda_conv_kernel <= 8 && dk <= 128;
+    eng_kda_lowrank low = {&L->f_b.m, &L->g_b.m, b->lo, lo2};
+    int fold = step && eng_kda_lowrank_takes(&low, T, H, dk);
+    if (!fold) {
+        eng_gemv_job lr[2] = {job(&L->f_b, b->lo, b->g), job(&L->g_b, lo2, b->gate)};
+        CK(eng_matmul_jobs(lr, 2, T, st), "the KDA gates' second products");
+    }
     float *trail;
     if (kda_trail(s, rank, T, &trail, err))
         return -1;
-    if (c->kda_conv_kernel <= 8 && dk <= 128) {
+    if (step) {
         CK(eng_kda_step_decode(b->q, b->k, b->v, s->kda_conv[rank], L->q_conv, L->k_conv,
                                L->v_conv, T, H, dk, c->kda_conv_kernel, 1.0f / sqrtf((float)dk),
                                b->g, b->beta, L->A_log, L->dt_bias, c->kda_has_lower_bound,
                                c->kda_lower_bound, s->kda_S[rank], b->o, trail, b->gate,
-                               L->o_norm, c->rms_norm_eps, st),
-           "the KDA conv, norms, gates, delta rule and gated norm");
+                               L->o_norm, c->rms_norm_eps, fold ? &low : NULL, st),
+           fold ? "the KDA gates' second products, conv, norms, gates, delta rule and gated norm"
+                : "the KDA conv, norms, gates, delta rule and gated norm");
     } else {
         if (kda_conv_norm(s, L, rank, T, err))
             return -1;

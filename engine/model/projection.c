@@ -54,8 +54,9 @@ static const char *const l_hc[] = {"the HC mixing product (split)",
                                    "the HC collapse and norm",
                                    "the HC Sinkhorn mix (on the side stream)", "the HC update", NULL};
 static const char *const l_kda_in[] = {"the KDA products of the input", NULL};
-static const char *const l_kda_b[] = {"the KDA gates' second products", NULL};
-static const char *const l_kda_step[] = {"the KDA conv, norms, gates, delta rule and gated norm", NULL};
+static const char *const l_kda_step[] = {
+    "the KDA gates' second products", "the KDA conv, norms, gates, delta rule and gated norm",
+    "the KDA gates' second products, conv, norms, gates, delta rule and gated norm", NULL};
 static const char *const l_kda_o[] = {"the KDA output projection", NULL};
 static const char *const l_mla_in[] = {"the MLA products of the input", NULL};
 static const char *const l_mla_qa[] = {"the MLA products of q_a", NULL};
@@ -85,8 +86,9 @@ const glm_projection_group glm_decode_groups[] = {
     {"HC mix, collapse + norm, update", l_hc, OP(GLM_OP_HC_MIX) | OP(GLM_OP_HC_COLLAPSE) | OP(GLM_OP_HC_UPDATE),
      GLM_OP_HC_MIX},
     {"KDA q/k/v/f_a/g_a/beta", l_kda_in, OP(GLM_OP_KDA_PROJ), GLM_OP_KDA_PROJ},
-    {"KDA f_b/g_b", l_kda_b, OP(GLM_OP_KDA_GATES_B), GLM_OP_KDA_GATES_B},
-    {"KDA conv + state (fused step)", l_kda_step, OP(GLM_OP_KDA_CONV) | OP(GLM_OP_KDA_STATE), GLM_OP_KDA_STATE},
+    /* one group: the decode step folds f_b/g_b in where it can */
+    {"KDA f_b/g_b, conv + state (fused step)", l_kda_step,
+     OP(GLM_OP_KDA_GATES_B) | OP(GLM_OP_KDA_CONV) | OP(GLM_OP_KDA_STATE), GLM_OP_KDA_STATE},
     {"KDA o_proj", l_kda_o, OP(GLM_OP_KDA_O), GLM_OP_KDA_O},
     {"DSA q_a, kv_a, indexer wk/gate/weights", l_mla_in,
      OP(GLM_OP_DSA_Q_A) | OP(GLM_OP_DSA_KV_A) | OP(GLM_OP_INDEXER_IN), GLM_OP_DSA_Q_A},

@@ -1,8 +1,10 @@
 /* test_decode_gpu.c: the decode step's kernels (T <= 8; the routing to 16) at GLM-5.3-Flash's
  * shapes: each against a reference (a double-precision CPU sum, or the GPU's unfused or scalar
  * kernels), each row of a many-row launch bit-equal to that row alone (the invariant verification
- * windows rely on), then their one-row times against the bytes they read. Usage: test_decode_gpu
- * [--no-time]; exit 1 on any failure. */
+ * windows rely on), then their one-row times against the bytes they read; each launch that fuses
+ * a sequence (router + routing, the shared expert's sum in the HC update, the DSA's row steps,
+ * the KDA gates' second products in the step) bit for bit against that sequence, both timed in
+ * CUDA graphs at one row. Usage: test_decode_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -917,14 +919,15 @@ static void check_kda_shape(int H, int dk, int K, int timed, void *ev0, void *ev
                                           eps, NULL));
             } else if (form == 1) {
                 CUDA_OK(eng_kda_step_decode(q, k, v, st, qw, kw, vw, MAXT, H, dk, K, qscale, g,
-                                            beta, A, dt, lbf, lb, S, o, trail, gate, w, eps, NULL));
+                                            beta, A, dt, lbf, lb, S, o, trail, gate, w, eps, NULL,
+                                            NULL));
             } else {
                 for (int t = 0; t < MAXT; t++) {
                     size_t r = (size_t)t * C;
                     CUDA_OK(eng_kda_step_decode(q + r, k + r, v + r, st, qw, kw, vw, 1, H, dk, K,
                                                 qscale, g + r, beta + (size_t)t * H, A, dt, lbf,
                                                 lb, S, o + r, trail + (size_t)t * S_n, gate + r, w,
-                                                eps, NULL));
+                                                eps, NULL, NULL));
                 }
             }
             float *h = xmalloc(on * 4), *p = h;
@@ -966,7 +969,8 @@ static void check_kda_shape(int H, int dk, int K, int timed, void *ev0, void *ev
                                               eps, NULL));
                 } else {
                     CUDA_OK(eng_kda_step_decode(q, k, v, st, qw, kw, vw, 1, H, dk, K, qscale, g,
-                                                beta, A, dt, 0, lb, S, o, NULL, gate, w, eps, NULL));
+                                                beta, A, dt, 0, lb, S, o, NULL, gate, w, eps, NULL,
+                                                NULL));
                 }
             }
             CUDA_OK(eng_event_record(ev1, NULL));
@@ -981,6 +985,102 @@ static void check_kda_shape(int H, int dk, int K, int timed, void *ev0, void *ev
     kern_free(kw), kern_free(vw), kern_free(A), kern_free(dt), kern_free(g), kern_free(beta);
     kern_free(st), kern_free(S), kern_free(o), kern_free(qc), kern_free(kc), kern_free(vc);
     kern_free(trail);
+}
+
+/* The KDA step with the gates' second products folded in (eng_kda_lowrank) against
+ * eng_matmul_jobs' two products and then the step, T rows: o, the state, the conv state and the
+ * trail bit for bit; timed at one row in graphs. R: the low rank (the products' columns). */
+typedef struct {
+    eng_kda_lowrank lr;
+    const float *q, *k, *v, *qw, *kw, *vw, *A, *dt, *beta, *w;
+    float *st, *S, *o, *g, *gate;
+    int T, H, dk, K, fold;
+} kda_fold_args;
+
+static void kda_fold_run(void *ctx, void *stream)
+{
+    kda_fold_args *a = ctx;
+    float qscale = 1.0f / sqrtf((float)a->dk);
+    if (!a->fold) {
+        eng_gemv_job j[2] = {{a->lr.f_b, NULL, a->lr.lo_f, a->g, 0.0f, 0},
+                             {a->lr.g_b, NULL, a->lr.lo_g, a->gate, 0.0f, 0}};
+        CUDA_OK(eng_matmul_jobs(j, 2, a->T, stream));
+    }
+    CUDA_OK(eng_kda_step_decode(a->q, a->k, a->v, a->st, a->qw, a->kw, a->vw, a->T, a->H, a->dk,
+                                a->K, qscale, a->fold ? NULL : a->g, a->beta, a->A, a->dt, 0, 0.0f,
+                                a->S, a->o, NULL, a->fold ? NULL : a->gate, a->w, 1e-5f,
+                                a->fold ? &a->lr : NULL, stream));
+}
+
+static void check_kda_fold_rows(int H, int dk, int K, int R, int T, int timed, void *ev0,
+                                void *ev1)
+{
+    int C = H * dk;
+    size_t in_n = (size_t)T * C, st_n = (size_t)(K - 1) * 3 * C, S_n = (size_t)H * dk * dk;
+    tmat fb = make_mat(ENG_BF16, C, R, 0.1f), gb = make_mat(ENG_BF16, C, R, 0.1f);
+    float *hlo = host_random((size_t)2 * T * R, 1.0f), *hin = host_random(3 * in_n, 1.0f);
+    float *hst = host_random(st_n, 1.0f), *hS = host_random(S_n, 0.1f);
+    float *htaps = host_random((size_t)3 * C * K, 0.5f), *hb = host_random((size_t)T * H, 1.0f);
+    float *hA = host_random((size_t)H, 0.5f), *hdt = host_random((size_t)C, 0.5f);
+    float *hw = host_random((size_t)dk, 1.0f);
+    float *lo = dev_copy(hlo, (size_t)2 * T * R * 4), *in = dev_copy(hin, 3 * in_n * 4);
+    float *taps = dev_copy(htaps, (size_t)3 * C * K * 4), *beta = dev_copy(hb, (size_t)T * H * 4);
+    float *A = dev_copy(hA, (size_t)H * 4), *dt = dev_copy(hdt, (size_t)C * 4);
+    float *w = dev_copy(hw, (size_t)dk * 4);
+    kda_fold_args a[2];
+    float *out[2];
+    size_t on = in_n + S_n + st_n;
+    for (int f = 0; f < 2; f++) {
+        a[f] = (kda_fold_args){{&fb.m, &gb.m, lo, lo + (size_t)T * R}, in, in + in_n,
+                               in + 2 * in_n, taps, taps + (size_t)C * K, taps + (size_t)2 * C * K,
+                               A, dt, beta, w, dev_copy(hst, st_n * 4), dev_copy(hS, S_n * 4),
+                               dev_alloc(in_n * 4), dev_alloc(in_n * 4), dev_alloc(in_n * 4), T, H,
+                               dk, K, f};
+        if (f && !eng_kda_lowrank_takes(&a[f].lr, T, H, dk)) {
+            printf("FAIL the KDA step with f_b/g_b folded in (%d heads of %d, rank %d): refused\n",
+                   H, dk, R);
+            failures++;
+            return;
+        }
+        kda_fold_run(&a[f], NULL);
+        float *h = xmalloc(on * 4);
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(h, a[f].o, in_n * 4));
+        CUDA_OK(kern_to_host(h + in_n, a[f].S, S_n * 4));
+        CUDA_OK(kern_to_host(h + in_n + S_n, a[f].st, st_n * 4));
+        out[f] = h;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "the KDA step with f_b/g_b folded in (%d heads of %d, %d taps, "
+             "rank %d), %d row(s): equals the products then the step (o, state, conv state)", H, dk,
+             K, R, T);
+    same_bits(what, out[1], out[0], on * 4);
+    if (timed) {
+        enum { REPS = 100 };
+        double two = graph_us_per(kda_fold_run, &a[0], REPS, ev0, ev1);
+        double one = graph_us_per(kda_fold_run, &a[1], REPS, ev0, ev1);
+        printf("time the KDA gates' second products + step, %d row(s), in a graph: 2 launches "
+               "%.2f us, folded %.2f us (%.2f us saved)\n", T, two, one, two - one);
+    }
+    for (int f = 0; f < 2; f++) {
+        free(out[f]);
+        kern_free(a[f].st), kern_free(a[f].S), kern_free(a[f].o), kern_free(a[f].g);
+        kern_free(a[f].gate);
+    }
+    free(hlo), free(hin), free(hst), free(hS), free(htaps), free(hb), free(hA), free(hdt), free(hw);
+    kern_free(lo), kern_free(in), kern_free(taps), kern_free(beta), kern_free(A), kern_free(dt);
+    kern_free(w);
+    free_mat(&fb), free_mat(&gb);
+}
+
+static void check_kda_fold(int timed, void *ev0, void *ev1)
+{
+    static const int rows[] = {1, 2, 3, MAXT}; /* 1-2: eng_matmul_jobs' skinny rows; 3-8: plain */
+    for (int r = 0; r < 4; r++) {
+        check_kda_fold_rows(64, 128, 4, 128, rows[r], timed && r == 0, ev0, ev1); /* the model's */
+        check_kda_fold_rows(8, 96, 8, 64, rows[r], 0, ev0, ev1);
+        check_kda_fold_rows(4, 40, 2, 200, rows[r], 0, ev0, ev1);
+    }
 }
 
 /* GLM-5.3-Flash's shape (timed), then heads that fill a block's columns only in part, the most
@@ -1407,6 +1507,7 @@ int main(int argc, char **argv)
     check_norm_cache(timed, ev0, ev1);
     check_dsa_rows(timed, ev0, ev1);
     check_kda(timed, ev0, ev1);
+    check_kda_fold(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
     check_router_route(timed, ev0, ev1);
     check_mean_norm(timed, ev0, ev1);
