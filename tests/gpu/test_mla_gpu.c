@@ -87,8 +87,11 @@ static const char *cache_name(int dt)
 
 static const char *kernel_name(int k)
 {
-    return k == ENG_ATTEND_FLASH ? "flash" : "tiled";
+    return k == ENG_ATTEND_FLASH ? "flash" : k == ENG_ATTEND_FLASH_REGS ? "flash-regs" : "tiled";
 }
+
+/* the prefill kernels, the default first */
+static const int kernels[3] = {ENG_ATTEND_FLASH, ENG_ATTEND_FLASH_REGS, ENG_ATTEND_TILED};
 
 /* A cache of `rows` random rows of width R in format dt, written by eng_cache_write (quantised as
  * the engine does); free with free_cache. */
@@ -136,12 +139,13 @@ static void check_attend(const shape *s, int dt)
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf((float)s->dn);
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
-    for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+    for (int ki = 0; ki < 3; ki++) {
+        int k = kernels[ki];
         CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
         CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
         char what[160];
         /* the flash kernel takes R 512 only: other widths run the tiled one */
-        const char *kn = k == ENG_ATTEND_FLASH && R != 512 ? "flash->tiled" : kernel_name(k);
+        const char *kn = k != ENG_ATTEND_TILED && R != 512 ? "flash->tiled" : kernel_name(k);
         snprintf(what, sizeof what, "attend %s %s %s H%d R%d T%d width %d", kn, s->name,
                  cache_name(dt), H, R, T, W);
         compare(what, got, ref, on, 1e-4);
@@ -404,6 +408,13 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
                  cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
         same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
     }
+    /* the register-staged form: the same sums, so the same bits */
+    CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+    CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_FLASH_REGS, &c, qt, d_idx, d_count, W, T, H, R,
+                                        scale, part, NULL));
+    snprintf(what, sizeof what, "attend %s %s pos %d T%d: flash-regs against flash", name,
+             cache_name(dt), pos0, T);
+    same_bits(what, part, got, on);
     if (timed) {
         CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
         CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_TILED, &c, qt, d_idx, d_count, W, T, H, R,
@@ -415,22 +426,22 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
         for (int t = 0; t < T; t++)
             sel += count[t];
         double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (row, key, head) */
-        float ms[2];
-        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++)
-            ms[k] = time_attend(k, &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
-        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+        float ms[3];
+        for (int k = 0; k < 3; k++)
+            ms[k] = time_attend(kernels[k], &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
+        for (int k = 0; k < 3; k++) {
             double tf = flop / ms[k] / 1e9;
             printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s "
                    "(%.1f on the tensor cores, q and p in two bf16 parts", name, cache_name(dt),
-                   pos0, T, sel / T, kernel_name(k), ms[k], tf, 2 * tf);
+                   pos0, T, sel / T, kernel_name(kernels[k]), ms[k], tf, 2 * tf);
             if (gemm_rate > 0)
                 printf(": %.0f%% of the cuBLAS GEMM's rate)\n", 100 * 2 * tf / gemm_rate);
             else
                 printf(": %.0f%% of 989 TFLOP/s, the H100 SXM's published dense bf16 rate)\n",
                        100 * 2 * tf / 989.0);
         }
-        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel\n", name,
-               cache_name(dt), pos0, T, ms[ENG_ATTEND_TILED] / ms[ENG_ATTEND_FLASH]);
+        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel, flash-regs %.2fx\n",
+               name, cache_name(dt), pos0, T, ms[2] / ms[0], ms[2] / ms[1]);
     }
     free_cache(&c);
     kern_free(d_idx);
