@@ -309,6 +309,10 @@ enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED, ENG_ATTEND_FLASH_REGS };
 int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
                                 const int32_t *idx, const int *count, int width, int T, int H,
                                 int R, float scale, float *ot, void *stream);
+/* Whether eng_mla_attend_prefill_with(kernel, ...) runs that kernel itself for this cache, shape,
+ * qt and ot on the current device (1), or passes the shape down (0). */
+int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R, const float *qt,
+                                 const float *ot);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:

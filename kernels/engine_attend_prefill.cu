@@ -1,6 +1,8 @@
 // engine_attend_prefill.cu: the prefill's latent attention on the tensor cores (architecture.md
 // 2.5): the absorbed query and value expansion as per-head products, and MLA over the selection
 // (the flash kernel; the former tiled one until the two are timed against each other).
+#include <atomic>
+
 #include "engine_common.cuh"
 
 namespace {
@@ -561,23 +563,35 @@ __global__ void __launch_bounds__(kFlThreads, 1)
         }
     }
 
-    { // Q, split into hi and lo bf16 parts; heads past H zero
+    { // Q, split into hi and lo bf16 parts; heads past H zero. Eight loads in flight a thread
+      // (the row's 128 KiB of qt come from device memory while nothing else runs on the SM)
+        constexpr int QV = ROWS * R / 4 / kFlThreads;
+        static_assert(QV % 8 == 0, "Q pieces");
         const float *qrow = qt + ((size_t)t * H + h0) * R;
-        for (int i = tid; i < ROWS * R / 4; i += kFlThreads) {
-            int r = i / (R / 4), d = (i % (R / 4)) * 4;
-            float4 v = r < nh ? __ldg(reinterpret_cast<const float4 *>(qrow + (size_t)r * R + d))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float e[4] = {v.x, v.y, v.z, v.w};
-            uint16_t hi[4], lo[4];
+#pragma unroll 1
+        for (int b = 0; b < QV; b += 8) {
+            float4 v[8];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                hi[j] = bf16_rn(e[j]);
-                lo[j] = bf16_rn(e[j] - bf16_bits_to_f32(hi[j]));
+            for (int u = 0; u < 8; u++) {
+                int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
+                v[u] = r < nh ? __ldg(reinterpret_cast<const float4 *>(qrow + (size_t)r * R + d))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
-            *reinterpret_cast<uint2 *>(q_s + r * kFlRowB + d * 2) =
-                make_uint2(pack_pair(hi[0], hi[1]), pack_pair(hi[2], hi[3]));
-            *reinterpret_cast<uint2 *>(q_s + (ROWS + r) * kFlRowB + d * 2) =
-                make_uint2(pack_pair(lo[0], lo[1]), pack_pair(lo[2], lo[3]));
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
+                float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                uint16_t hi[4], lo[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    hi[j] = bf16_rn(e[j]);
+                    lo[j] = bf16_rn(e[j] - bf16_bits_to_f32(hi[j]));
+                }
+                *reinterpret_cast<uint2 *>(q_s + r * kFlRowB + d * 2) =
+                    make_uint2(pack_pair(hi[0], hi[1]), pack_pair(hi[2], hi[3]));
+                *reinterpret_cast<uint2 *>(q_s + (ROWS + r) * kFlRowB + d * 2) =
+                    make_uint2(pack_pair(lo[0], lo[1]), pack_pair(lo[2], lo[3]));
+            }
         }
     }
 
@@ -767,13 +781,19 @@ int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *id
                         int width, int T, int H, float scale, float *ot, cudaStream_t st)
 {
     size_t smem = (size_t)fl_layout_for(NG, CACHE == ENG_CACHE_FP8 && !RS).bytes;
-    static int smem_set; // the opt-in above 48 KiB, once an instantiation
-    if (!smem_set) {
-        int rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, RS>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    // the opt-in above 48 KiB, once an instantiation and device (a function's attributes are
+    // the device's: two ranks of one process on two devices each need it)
+    static std::atomic<unsigned long long> smem_set;
+    int dev = 0, rc = (int)cudaGetDevice(&dev);
+    if (rc)
+        return rc;
+    unsigned long long bit = 1ull << (dev & 63);
+    if (dev >= 64 || !(smem_set.load() & bit)) {
+        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, RS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc)
             return rc;
-        smem_set = 1;
+        smem_set.fetch_or(bit);
     }
     dim3 grid(T, (H + 63) / 64);
     launch(attend_flash_kernel<NG, CACHE, RS>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
@@ -868,6 +888,18 @@ extern "C" int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, con
         return attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, smem, st);
     // the f32 cache (the exact one) and shapes outside the tiles: the scalar kernels, same sums
     return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+}
+
+extern "C" int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R,
+                                            const float *qt, const float *ot)
+{
+    if (H < 1)
+        return 0;
+    if (kernel == ENG_ATTEND_FLASH || kernel == ENG_ATTEND_FLASH_REGS)
+        return attend_flash_groups(lat, H, R, qt, ot, kernel == ENG_ATTEND_FLASH_REGS) != 0;
+    int gp, wg, qw;
+    size_t smem;
+    return kernel == ENG_ATTEND_TILED && attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem);
 }
 
 extern "C" int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,

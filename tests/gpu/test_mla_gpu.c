@@ -387,10 +387,18 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
     float *ref = dev_alloc(on * sizeof(float)), *got = dev_alloc(on * sizeof(float));
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
+    char what[160];
+    if (dt != ENG_CACHE_F32) { /* no silent fall-back: these shapes are the flash kernel's */
+        int takes = eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH, &c, H, R, qt, got) &&
+                    eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH_REGS, &c, H, R, qt, got);
+        snprintf(what, sizeof what, "attend %s %s H%d R%d: the flash kernels take the shape", name,
+                 cache_name(dt), H, R);
+        printf("%-58s %s\n", what, takes ? "ok" : "FAIL: they pass it down");
+        failures += !takes;
+    }
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
     CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
     CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
-    char what[160];
     snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against scalar", name,
              cache_name(dt), pos0, T);
     compare(what, got, ref, on, 1e-4);
