@@ -563,22 +563,22 @@ __global__ void __launch_bounds__(kFlThreads, 1)
         }
     }
 
-    { // Q, split into hi and lo bf16 parts; heads past H zero. Eight loads in flight a thread
+    { // Q, split into hi and lo bf16 parts; heads past H zero. Sixteen loads in flight a thread
       // (the row's 128 KiB of qt come from device memory while nothing else runs on the SM)
-        constexpr int QV = ROWS * R / 4 / kFlThreads;
-        static_assert(QV % 8 == 0, "Q pieces");
+        constexpr int QV = ROWS * R / 4 / kFlThreads, QB = QV < 16 ? QV : 16;
+        static_assert(QV % QB == 0, "Q pieces");
         const float *qrow = qt + ((size_t)t * H + h0) * R;
 #pragma unroll 1
-        for (int b = 0; b < QV; b += 8) {
-            float4 v[8];
+        for (int b = 0; b < QV; b += QB) {
+            float4 v[QB];
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
+            for (int u = 0; u < QB; u++) {
                 int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
                 v[u] = r < nh ? __ldg(reinterpret_cast<const float4 *>(qrow + (size_t)r * R + d))
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
-            for (int u = 0; u < 8; u++) {
+            for (int u = 0; u < QB; u++) {
                 int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
                 float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
                 uint16_t hi[4], lo[4];
