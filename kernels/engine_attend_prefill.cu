@@ -555,12 +555,10 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     };
     const int ntiles = (n + kFlKeys - 1) / kFlKeys;
     if (ntiles > 0) {
-        if (kRegs) {
-            fetch(0);
-            widen(0);
-        } else {
+        if (kRegs)
+            fetch(0); // widened after the query's loads, so the two are in flight together
+        else
             issue(0);
-        }
     }
 
     { // Q, split into hi and lo bf16 parts; heads past H zero. Sixteen loads in flight a thread
@@ -594,6 +592,9 @@ __global__ void __launch_bounds__(kFlThreads, 1)
             }
         }
     }
+
+    if (kRegs && ntiles > 0)
+        widen(0);
 
     // S: warp = (head group qg, latent slice qs); O: warp = (head groups og.., column slice oc)
     const int qg = warp % NG, qs = warp / NG;

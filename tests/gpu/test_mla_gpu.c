@@ -41,17 +41,21 @@ static void compare(const char *what, const float *d_got, const float *d_ref, si
 {
     float *got = to_host(d_got, n), *ref = to_host(d_ref, n);
     double md = 0, mr = 0;
-    size_t bad = 0;
+    size_t bad = 0, first_bad = 0, worst = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]))
-            bad++;
+        if (!isfinite(got[i]) && bad++ == 0)
+            first_bad = i;
         double d = fabs((double)got[i] - ref[i]);
-        md = d > md ? d : md;
+        if (d > md)
+            md = d, worst = i;
         mr = fabs(ref[i]) > mr ? fabs(ref[i]) : mr;
     }
     int ok = bad == 0 && md <= tol * mr;
     printf("%-58s max|diff| %.3e of max|ref| %.3e (rel %.2e, tol %.0e) %s\n", what, md, mr,
            mr > 0 ? md / mr : 0.0, tol, ok ? "ok" : "FAIL");
+    if (!ok) /* where, for the one who debugs it: element i of the [T][H][R] output */
+        printf("    %zu not finite (the first at element %zu); the largest diff at element %zu: "
+               "got %.6e, ref %.6e\n", bad, first_bad, worst, got[worst], ref[worst]);
     failures += !ok;
     free(got);
     free(ref);
@@ -61,8 +65,15 @@ static void compare(const char *what, const float *d_got, const float *d_ref, si
 static void same_bits(const char *what, const float *d_a, const float *d_b, size_t n)
 {
     float *a = to_host(d_a, n), *b = to_host(d_b, n);
-    int ok = memcmp(a, b, n * sizeof *a) == 0;
+    size_t first = 0, differ = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0 && differ++ == 0)
+            first = i;
+    int ok = differ == 0;
     printf("%-58s %s\n", what, ok ? "bit-equal" : "FAIL: the bits differ");
+    if (!ok)
+        printf("    %zu elements differ, the first at element %zu: %.9e against %.9e\n", differ,
+               first, a[first], b[first]);
     failures += !ok;
     free(a);
     free(b);
