@@ -545,10 +545,15 @@ __global__ void __launch_bounds__(kFlThreads, 1)
             int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS;
             uint4 w = stg[u];
             unsigned char *dst = dst0 + key * kFlRowB + pc * 32;
-            *reinterpret_cast<uint4 *>(dst) = make_uint4(e4m3x2_to_bf16x2(w.x), e4m3x2_to_bf16x2(w.x >> 16),
-                                                         e4m3x2_to_bf16x2(w.y), e4m3x2_to_bf16x2(w.y >> 16));
-            *reinterpret_cast<uint4 *>(dst + 16) = make_uint4(e4m3x2_to_bf16x2(w.z), e4m3x2_to_bf16x2(w.z >> 16),
-                                                              e4m3x2_to_bf16x2(w.w), e4m3x2_to_bf16x2(w.w >> 16));
+            uint4 a = make_uint4(e4m3x2_to_bf16x2(w.x), e4m3x2_to_bf16x2(w.x >> 16),
+                                 e4m3x2_to_bf16x2(w.y), e4m3x2_to_bf16x2(w.y >> 16));
+            uint4 b = make_uint4(e4m3x2_to_bf16x2(w.z), e4m3x2_to_bf16x2(w.z >> 16),
+                                 e4m3x2_to_bf16x2(w.w), e4m3x2_to_bf16x2(w.w >> 16));
+            // lanes 4-7 of each eight store their second half first: the eight 16-byte stores
+            // of one instruction then fall in distinct banks
+            bool swap = (pc >> 2) & 1;
+            *reinterpret_cast<uint4 *>(dst + (swap ? 16 : 0)) = swap ? b : a;
+            *reinterpret_cast<uint4 *>(dst + (swap ? 0 : 16)) = swap ? a : b;
             if (pc == 0)
                 ksc_s[stage * kFlKeys + key] = stsc[u];
         }
@@ -680,9 +685,18 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 }
                 v[4 * h] = a.x, v[4 * h + 1] = a.y, v[4 * h + 2] = a.z, v[4 * h + 3] = a.w;
             }
+            if (kFp8) {
+                float4 k0 = *reinterpret_cast<const float4 *>(ksc_s + stage * kFlKeys + sm_k);
+                float4 k1 = *reinterpret_cast<const float4 *>(ksc_s + stage * kFlKeys + sm_k + 4);
+                ks[0] = k0.x, ks[1] = k0.y, ks[2] = k0.z, ks[3] = k0.w;
+                ks[4] = k1.x, ks[5] = k1.y, ks[6] = k1.z, ks[7] = k1.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    ks[j] = 1.0f;
+            }
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                ks[j] = kFp8 ? ksc_s[stage * kFlKeys + sm_k + j] : 1.0f;
                 v[j] = s0 + sm_k + j < n ? v[j] * ks[j] * scale : -INFINITY;
                 mx = fmaxf(mx, v[j]);
             }
