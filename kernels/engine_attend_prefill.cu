@@ -622,6 +622,8 @@ __global__ void __launch_bounds__(kFlThreads, 1)
         __syncthreads(); // the tile is in; the last tile's P V is done with kt, p_s (Q stored)
         if (!kRegs && tile + 1 < ntiles)
             issue(tile + 1); // in flight during this tile's products
+        if (kRegs && tile + 1 < ntiles)
+            fetch(tile + 1); // in flight during this tile's products
         const unsigned char *kt = kRawStage ? kt_s : kt_s + stage * kFlKeys * kFlRowB;
         if (kRawStage) { // widen the e4m3 rows into the bf16 tile, 8 values a piece
             const unsigned char *raw = raw_s + stage * kFlKeys * R;
@@ -669,8 +671,6 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 *reinterpret_cast<float2 *>(sp + rb * kFlSS + key) = make_float2(sacc[nt][2], sacc[nt][3]);
             }
         }
-        if (kRegs && tile + 1 < ntiles)
-            fetch(tile + 1); // in flight during the softmax and P V
         __syncthreads();
         if (sm_on) { // the slices' sums in slice order, the online softmax, P split
             float v[8], ks[8], mx = -INFINITY;
