@@ -345,12 +345,18 @@ int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, i
 /* The latent attention's prefill kernels, for tests and timings: ENG_ATTEND_FLASH (a row's heads
  * as the M dimension of bf16 mma over tiles of 32 selected keys brought in by cp.async, the e4m3
  * rows widened once a tile, an online softmax; latent width 512, bf16 or e4m3 cache;
- * eng_mla_attend_prefill's choice), ENG_ATTEND_TILED (the former tiled kernel). A shape the
- * named kernel does not take runs the next one down (the tiled kernel, then the scalar ones). */
-enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED };
+ * eng_mla_attend_prefill's choice), ENG_ATTEND_FLASH_REGS (the same sums, the e4m3 rows staged in
+ * registers and widened by their loader into two bf16 tiles: a barrier a tile fewer; the bf16
+ * cache as ENG_ATTEND_FLASH), ENG_ATTEND_TILED (the former tiled kernel). A shape the named kernel
+ * does not take runs the next one down (the tiled kernel, then the scalar ones). */
+enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED, ENG_ATTEND_FLASH_REGS };
 int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
                                 const int32_t *idx, const int *count, int width, int T, int H,
                                 int R, float scale, float *ot, void *stream);
+/* Whether eng_mla_attend_prefill_with(kernel, ...) runs that kernel itself for this cache, shape,
+ * qt and ot on the current device (1), or passes the shape down (0). */
+int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R, const float *qt,
+                                 const float *ot);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:

@@ -1,6 +1,8 @@
 // engine_attend_prefill.cu: the prefill's latent attention on the tensor cores (architecture.md
 // 2.5): the absorbed query and value expansion as per-head products, and MLA over the selection
 // (the flash kernel; the former tiled one until the two are timed against each other).
+#include <atomic>
+
 #include "engine_common.cuh"
 
 namespace {
@@ -441,22 +443,23 @@ static __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two)
     return *reinterpret_cast<uint32_t *>(&b);
 }
 
-// The layout of the flash kernel's shared memory for NG head groups of 16 and a cache format:
-// byte offsets of its arrays and the total.
+// The layout of the flash kernel's shared memory for NG head groups of 16, with or without the
+// e4m3 rows' cp.async stages (raw_stage; then one bf16 tile, else two): byte offsets of its
+// arrays and the total.
 struct fl_layout {
     int q, kt, raw, spart, p, alpha, lsum, ksc, bytes;
 };
 
 static __host__ __device__ constexpr int fl_split(int ng) { return 8 / ng; }
 
-static __host__ __device__ fl_layout fl_layout_for(int ng, int fp8)
+static __host__ __device__ fl_layout fl_layout_for(int ng, int raw_stage)
 {
     fl_layout l{};
     int rows = 16 * ng;
     l.q = 0;                                                   // [2][rows][kFlRowB]: hi, lo
     l.kt = l.q + 2 * rows * kFlRowB;                           // [1 or 2][kFlKeys][kFlRowB]
-    l.raw = l.kt + (fp8 ? 1 : 2) * kFlKeys * kFlRowB;          // e4m3: [2][kFlKeys][kFlR]
-    l.spart = l.raw + (fp8 ? 2 * kFlKeys * kFlR : 0);          // [split][rows][kFlSS] f32
+    l.raw = l.kt + (raw_stage ? 1 : 2) * kFlKeys * kFlRowB;    // e4m3 by cp.async: [2][kFlKeys][kFlR]
+    l.spart = l.raw + (raw_stage ? 2 * kFlKeys * kFlR : 0);    // [split][rows][kFlSS] f32
     l.p = l.spart + fl_split(ng) * rows * kFlSS * 4;           // [2][rows][kFlPS] bf16: hi, lo
     l.alpha = l.p + 2 * rows * kFlPS * 2;                      // [rows] f32
     l.lsum = l.alpha + rows * 4;                               // [rows] f32
@@ -465,13 +468,15 @@ static __host__ __device__ fl_layout fl_layout_for(int ng, int fp8)
     return l;
 }
 
-template <int NG, int CACHE>
+template <int NG, int CACHE, bool RS>
 __global__ void __launch_bounds__(kFlThreads, 1)
     attend_flash_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot)
 {
     pdl_prologue();
     constexpr bool kFp8 = CACHE == ENG_CACHE_FP8;
+    constexpr bool kRegs = kFp8 && RS;      // e4m3 rows through registers, widened by their loader
+    constexpr bool kRawStage = kFp8 && !RS; // e4m3 rows by cp.async, widened after a barrier
     constexpr int R = kFlR, ROWS = 16 * NG;
     constexpr int SPLIT = fl_split(NG), QKW = R / SPLIT;   // S: slices of the latent width
     constexpr int HGW = NG < 2 ? NG : 2;                    // O: head groups a warp
@@ -481,7 +486,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     constexpr int CHUNKS = ROW_BYTES / 16, PER = kFlKeys * CHUNKS / kFlThreads;
     static_assert(QKW % 16 == 0 && NT % 2 == 0 && PER * kFlThreads == kFlKeys * CHUNKS, "tile");
     extern __shared__ __align__(16) unsigned char smem[];
-    const fl_layout L = fl_layout_for(NG, kFp8);
+    const fl_layout L = fl_layout_for(NG, kRawStage);
     unsigned char *q_s = smem + L.q, *kt_s = smem + L.kt, *raw_s = smem + L.raw;
     float *spart = reinterpret_cast<float *>(smem + L.spart);
     uint16_t *p_s = reinterpret_cast<uint16_t *>(smem + L.p);
@@ -498,7 +503,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     // the tile's rows into shared memory (stage tile & 1), zeros past the selection
     auto issue = [&](int tile) {
         int s0 = tile * kFlKeys, stage = tile & 1;
-        unsigned char *dst0 = kFp8 ? raw_s + stage * kFlKeys * R : kt_s + stage * kFlKeys * kFlRowB;
+        unsigned char *dst0 = kRawStage ? raw_s + stage * kFlKeys * R : kt_s + stage * kFlKeys * kFlRowB;
 #pragma unroll
         for (int u = 0; u < PER; u++) {
             int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS, s = s0 + key;
@@ -506,35 +511,95 @@ __global__ void __launch_bounds__(kFlThreads, 1)
             size_t row = ok ? (size_t)(uint32_t)sel[s] : 0;
             const unsigned char *src = static_cast<const unsigned char *>(lat.rows) +
                                        row * ROW_BYTES + pc * 16;
-            cp_async16_zfill(dst0 + key * (kFp8 ? R : kFlRowB) + pc * 16, src, ok ? 16 : 0);
+            cp_async16_zfill(dst0 + key * (kRawStage ? R : kFlRowB) + pc * 16, src, ok ? 16 : 0);
             if (kFp8 && pc == 0)
                 ksc_s[stage * kFlKeys + key] = ok ? lat.scale[row] : 0.0f;
         }
         cp_async_commit_group();
     };
-    const int ntiles = (n + kFlKeys - 1) / kFlKeys;
-    if (ntiles > 0)
-        issue(0);
-
-    { // Q, split into hi and lo bf16 parts; heads past H zero
-        const float *qrow = qt + ((size_t)t * H + h0) * R;
-        for (int i = tid; i < ROWS * R / 4; i += kFlThreads) {
-            int r = i / (R / 4), d = (i % (R / 4)) * 4;
-            float4 v = r < nh ? __ldg(reinterpret_cast<const float4 *>(qrow + (size_t)r * R + d))
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float e[4] = {v.x, v.y, v.z, v.w};
-            uint16_t hi[4], lo[4];
+    // kRegs: the tile's e4m3 pieces into registers, then (once the tile before is done with the
+    // bf16 buffer) widened into it by the thread that loaded them, so no barrier between
+    uint4 stg[PER];
+    float stsc[PER];
+    auto fetch = [&](int tile) {
+        int s0 = tile * kFlKeys;
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                hi[j] = bf16_rn(e[j]);
-                lo[j] = bf16_rn(e[j] - bf16_bits_to_f32(hi[j]));
+        for (int u = 0; u < PER; u++) {
+            int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS, s = s0 + key;
+            stg[u] = make_uint4(0u, 0u, 0u, 0u);
+            stsc[u] = 0.0f;
+            if (s < n) {
+                size_t row = (size_t)(uint32_t)sel[s];
+                stg[u] = __ldg(reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(lat.rows) +
+                                                               row * ROW_BYTES) + pc);
+                if (pc == 0)
+                    stsc[u] = lat.scale[row];
             }
-            *reinterpret_cast<uint2 *>(q_s + r * kFlRowB + d * 2) =
-                make_uint2(pack_pair(hi[0], hi[1]), pack_pair(hi[2], hi[3]));
-            *reinterpret_cast<uint2 *>(q_s + (ROWS + r) * kFlRowB + d * 2) =
-                make_uint2(pack_pair(lo[0], lo[1]), pack_pair(lo[2], lo[3]));
+        }
+    };
+    auto widen = [&](int tile) {
+        int stage = tile & 1;
+        unsigned char *dst0 = kt_s + stage * kFlKeys * kFlRowB;
+#pragma unroll
+        for (int u = 0; u < PER; u++) {
+            int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS;
+            uint4 w = stg[u];
+            unsigned char *dst = dst0 + key * kFlRowB + pc * 32;
+            uint4 a = make_uint4(e4m3x2_to_bf16x2(w.x), e4m3x2_to_bf16x2(w.x >> 16),
+                                 e4m3x2_to_bf16x2(w.y), e4m3x2_to_bf16x2(w.y >> 16));
+            uint4 b = make_uint4(e4m3x2_to_bf16x2(w.z), e4m3x2_to_bf16x2(w.z >> 16),
+                                 e4m3x2_to_bf16x2(w.w), e4m3x2_to_bf16x2(w.w >> 16));
+            // lanes 4-7 of each eight store their second half first: the eight 16-byte stores
+            // of one instruction then fall in distinct banks
+            bool swap = (pc >> 2) & 1;
+            *reinterpret_cast<uint4 *>(dst + (swap ? 16 : 0)) = swap ? b : a;
+            *reinterpret_cast<uint4 *>(dst + (swap ? 0 : 16)) = swap ? a : b;
+            if (pc == 0)
+                ksc_s[stage * kFlKeys + key] = stsc[u];
+        }
+    };
+    const int ntiles = (n + kFlKeys - 1) / kFlKeys;
+    if (ntiles > 0) {
+        if (kRegs)
+            fetch(0); // widened after the query's loads, so the two are in flight together
+        else
+            issue(0);
+    }
+
+    { // Q, split into hi and lo bf16 parts; heads past H zero. Sixteen loads in flight a thread
+      // (the row's 128 KiB of qt come from device memory while nothing else runs on the SM)
+        constexpr int QV = ROWS * R / 4 / kFlThreads, QB = QV < 16 ? QV : 16;
+        static_assert(QV % QB == 0, "Q pieces");
+        const float *qrow = qt + ((size_t)t * H + h0) * R;
+#pragma unroll 1
+        for (int b = 0; b < QV; b += QB) {
+            float4 v[QB];
+#pragma unroll
+            for (int u = 0; u < QB; u++) {
+                int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
+                v[u] = r < nh ? __ldg(reinterpret_cast<const float4 *>(qrow + (size_t)r * R + d))
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int u = 0; u < QB; u++) {
+                int i = tid + (b + u) * kFlThreads, r = i / (R / 4), d = (i % (R / 4)) * 4;
+                float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                uint16_t hi[4], lo[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    hi[j] = bf16_rn(e[j]);
+                    lo[j] = bf16_rn(e[j] - bf16_bits_to_f32(hi[j]));
+                }
+                *reinterpret_cast<uint2 *>(q_s + r * kFlRowB + d * 2) =
+                    make_uint2(pack_pair(hi[0], hi[1]), pack_pair(hi[2], hi[3]));
+                *reinterpret_cast<uint2 *>(q_s + (ROWS + r) * kFlRowB + d * 2) =
+                    make_uint2(pack_pair(lo[0], lo[1]), pack_pair(lo[2], lo[3]));
+            }
         }
     }
+
+    if (kRegs && ntiles > 0)
+        widen(0);
 
     // S: warp = (head group qg, latent slice qs); O: warp = (head groups og.., column slice oc)
     const int qg = warp % NG, qs = warp / NG;
@@ -552,12 +617,15 @@ __global__ void __launch_bounds__(kFlThreads, 1)
 
     for (int tile = 0; tile < ntiles; tile++) {
         const int stage = tile & 1, s0 = tile * kFlKeys;
-        cp_async_wait_groups_all();
+        if (!kRegs)
+            cp_async_wait_groups_all();
         __syncthreads(); // the tile is in; the last tile's P V is done with kt, p_s (Q stored)
-        if (tile + 1 < ntiles)
+        if (!kRegs && tile + 1 < ntiles)
             issue(tile + 1); // in flight during this tile's products
-        const unsigned char *kt = kFp8 ? kt_s : kt_s + stage * kFlKeys * kFlRowB;
-        if (kFp8) { // widen the e4m3 rows into the bf16 tile, 8 values a piece
+        if (kRegs && tile + 1 < ntiles)
+            fetch(tile + 1); // in flight during this tile's products
+        const unsigned char *kt = kRawStage ? kt_s : kt_s + stage * kFlKeys * kFlRowB;
+        if (kRawStage) { // widen the e4m3 rows into the bf16 tile, 8 values a piece
             const unsigned char *raw = raw_s + stage * kFlKeys * R;
 #pragma unroll
             for (int u = 0; u < kFlKeys * R / 8 / kFlThreads; u++) {
@@ -617,9 +685,18 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 }
                 v[4 * h] = a.x, v[4 * h + 1] = a.y, v[4 * h + 2] = a.z, v[4 * h + 3] = a.w;
             }
+            if (kFp8) {
+                float4 k0 = *reinterpret_cast<const float4 *>(ksc_s + stage * kFlKeys + sm_k);
+                float4 k1 = *reinterpret_cast<const float4 *>(ksc_s + stage * kFlKeys + sm_k + 4);
+                ks[0] = k0.x, ks[1] = k0.y, ks[2] = k0.z, ks[3] = k0.w;
+                ks[4] = k1.x, ks[5] = k1.y, ks[6] = k1.z, ks[7] = k1.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    ks[j] = 1.0f;
+            }
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                ks[j] = kFp8 ? ksc_s[stage * kFlKeys + sm_k + j] : 1.0f;
                 v[j] = s0 + sm_k + j < n ? v[j] * ks[j] * scale : -INFINITY;
                 mx = fmaxf(mx, v[j]);
             }
@@ -691,6 +768,8 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 }
             }
         }
+        if (kRegs && tile + 1 < ntiles)
+            widen(tile + 1); // the other bf16 buffer: P V of the tile before it ended before A
     }
     if (sm_on && (tid & 3) == 0)
         l_s[sm_row] = l_run;
@@ -712,56 +791,66 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     }
 }
 
-template <int NG, int CACHE>
+template <int NG, int CACHE, bool RS>
 int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot, cudaStream_t st)
 {
-    size_t smem = (size_t)fl_layout_for(NG, CACHE == ENG_CACHE_FP8).bytes;
-    static int smem_set; // the opt-in above 48 KiB, once an instantiation
-    if (!smem_set) {
-        int rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    size_t smem = (size_t)fl_layout_for(NG, CACHE == ENG_CACHE_FP8 && !RS).bytes;
+    // the opt-in above 48 KiB, once an instantiation and device (a function's attributes are
+    // the device's: two ranks of one process on two devices each need it)
+    static std::atomic<unsigned long long> smem_set;
+    int dev = 0, rc = (int)cudaGetDevice(&dev);
+    if (rc)
+        return rc;
+    unsigned long long bit = 1ull << (dev & 63);
+    if (dev >= 64 || !(smem_set.load() & bit)) {
+        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, RS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc)
             return rc;
-        smem_set = 1;
+        smem_set.fetch_or(bit);
     }
     dim3 grid(T, (H + 63) / 64);
-    launch(attend_flash_kernel<NG, CACHE>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
+    launch(attend_flash_kernel<NG, CACHE, RS>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
            T, H, scale, ot);
     return (int)cudaGetLastError();
 }
 
 // The head groups of 16 the flash kernel runs a block with for H heads (1, 2 or 4), or 0 where
-// it does not take the shape: the latent width kFlR, a bf16 or e4m3 cache, 16-byte rows of qt,
-// 8-byte rows of ot, and its shared memory within the device's limit.
-int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, const float *ot)
+// it does not take the shape: the latent width kFlR, a bf16 or e4m3 cache with 16-byte rows, 16-byte
+// rows of qt, 8-byte rows of ot, and its shared memory within the device's limit. regs: the e4m3
+// rows staged in registers (one barrier a tile fewer, two bf16 tiles) rather than by cp.async.
+int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, const float *ot,
+                        int regs)
 {
     int ng = ((H < 64 ? H : 64) + 15) / 16;
     ng = ng == 3 ? 4 : ng;
     if (R != kFlR || lat->width != R || (uintptr_t)qt % 16 || (uintptr_t)ot % 8 ||
-        (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16) || H > 65535 * 64)
+        (uintptr_t)lat->rows % 16 || (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16) ||
+        H > 65535 * 64)
         return 0;
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return 0;
-    return fl_layout_for(ng, lat->dtype == ENG_CACHE_FP8).bytes <= optin ? ng : 0;
+    return fl_layout_for(ng, lat->dtype == ENG_CACHE_FP8 && !regs).bytes <= optin ? ng : 0;
 }
 
+template <bool RS>
 int attend_flash_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                      int width, int T, int H, int ng, float scale, float *ot, cudaStream_t st)
 {
     if (lat->dtype == ENG_CACHE_FP8) {
         switch (ng) {
-        case 1: return launch_attend_flash<1, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        case 2: return launch_attend_flash<2, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        default: return launch_attend_flash<4, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        case 1: return launch_attend_flash<1, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        case 2: return launch_attend_flash<2, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        default: return launch_attend_flash<4, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
         }
     }
-    switch (ng) {
-    case 1: return launch_attend_flash<1, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    case 2: return launch_attend_flash<2, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    default: return launch_attend_flash<4, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    switch (ng) { // (the bf16 tile comes by cp.async either way)
+    case 1: return launch_attend_flash<1, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    case 2: return launch_attend_flash<2, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    default: return launch_attend_flash<4, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
     }
 }
 
@@ -799,18 +888,33 @@ extern "C" int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, con
                                            const int32_t *idx, const int *count, int width, int T,
                                            int H, int R, float scale, float *ot, void *stream)
 {
-    if (T < 1 || H < 1 || (kernel != ENG_ATTEND_FLASH && kernel != ENG_ATTEND_TILED))
+    if (T < 1 || H < 1 ||
+        (kernel != ENG_ATTEND_FLASH && kernel != ENG_ATTEND_FLASH_REGS && kernel != ENG_ATTEND_TILED))
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int ng = kernel == ENG_ATTEND_FLASH ? attend_flash_groups(lat, H, R, qt, ot) : 0;
+    int regs = kernel == ENG_ATTEND_FLASH_REGS;
+    int ng = kernel != ENG_ATTEND_TILED ? attend_flash_groups(lat, H, R, qt, ot, regs) : 0;
     if (ng)
-        return attend_flash_run(lat, qt, idx, count, width, T, H, ng, scale, ot, st);
+        return regs ? attend_flash_run<true>(lat, qt, idx, count, width, T, H, ng, scale, ot, st)
+                    : attend_flash_run<false>(lat, qt, idx, count, width, T, H, ng, scale, ot, st);
     int gp, wg, qw;
     size_t smem;
     if (attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem))
         return attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, smem, st);
     // the f32 cache (the exact one) and shapes outside the tiles: the scalar kernels, same sums
     return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+}
+
+extern "C" int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R,
+                                            const float *qt, const float *ot)
+{
+    if (H < 1)
+        return 0;
+    if (kernel == ENG_ATTEND_FLASH || kernel == ENG_ATTEND_FLASH_REGS)
+        return attend_flash_groups(lat, H, R, qt, ot, kernel == ENG_ATTEND_FLASH_REGS) != 0;
+    int gp, wg, qw;
+    size_t smem;
+    return kernel == ENG_ATTEND_TILED && attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem);
 }
 
 extern "C" int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,

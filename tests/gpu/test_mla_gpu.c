@@ -41,17 +41,21 @@ static void compare(const char *what, const float *d_got, const float *d_ref, si
 {
     float *got = to_host(d_got, n), *ref = to_host(d_ref, n);
     double md = 0, mr = 0;
-    size_t bad = 0;
+    size_t bad = 0, first_bad = 0, worst = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]))
-            bad++;
+        if (!isfinite(got[i]) && bad++ == 0)
+            first_bad = i;
         double d = fabs((double)got[i] - ref[i]);
-        md = d > md ? d : md;
+        if (d > md)
+            md = d, worst = i;
         mr = fabs(ref[i]) > mr ? fabs(ref[i]) : mr;
     }
     int ok = bad == 0 && md <= tol * mr;
     printf("%-58s max|diff| %.3e of max|ref| %.3e (rel %.2e, tol %.0e) %s\n", what, md, mr,
            mr > 0 ? md / mr : 0.0, tol, ok ? "ok" : "FAIL");
+    if (!ok) /* where, for the one who debugs it: element i of the [T][H][R] output */
+        printf("    %zu not finite (the first at element %zu); the largest diff at element %zu: "
+               "got %.6e, ref %.6e\n", bad, first_bad, worst, got[worst], ref[worst]);
     failures += !ok;
     free(got);
     free(ref);
@@ -61,8 +65,15 @@ static void compare(const char *what, const float *d_got, const float *d_ref, si
 static void same_bits(const char *what, const float *d_a, const float *d_b, size_t n)
 {
     float *a = to_host(d_a, n), *b = to_host(d_b, n);
-    int ok = memcmp(a, b, n * sizeof *a) == 0;
+    size_t first = 0, differ = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0 && differ++ == 0)
+            first = i;
+    int ok = differ == 0;
     printf("%-58s %s\n", what, ok ? "bit-equal" : "FAIL: the bits differ");
+    if (!ok)
+        printf("    %zu elements differ, the first at element %zu: %.9e against %.9e\n", differ,
+               first, a[first], b[first]);
     failures += !ok;
     free(a);
     free(b);
@@ -87,8 +98,11 @@ static const char *cache_name(int dt)
 
 static const char *kernel_name(int k)
 {
-    return k == ENG_ATTEND_FLASH ? "flash" : "tiled";
+    return k == ENG_ATTEND_FLASH ? "flash" : k == ENG_ATTEND_FLASH_REGS ? "flash-regs" : "tiled";
 }
+
+/* the prefill kernels, the default first */
+static const int kernels[3] = {ENG_ATTEND_FLASH, ENG_ATTEND_FLASH_REGS, ENG_ATTEND_TILED};
 
 /* A cache of `rows` random rows of width R in format dt, written by eng_cache_write (quantised as
  * the engine does); free with free_cache. */
@@ -136,12 +150,13 @@ static void check_attend(const shape *s, int dt)
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf((float)s->dn);
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
-    for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+    for (int ki = 0; ki < 3; ki++) {
+        int k = kernels[ki];
         CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
         CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
         char what[160];
         /* the flash kernel takes R 512 only: other widths run the tiled one */
-        const char *kn = k == ENG_ATTEND_FLASH && R != 512 ? "flash->tiled" : kernel_name(k);
+        const char *kn = k != ENG_ATTEND_TILED && R != 512 ? "flash->tiled" : kernel_name(k);
         snprintf(what, sizeof what, "attend %s %s %s H%d R%d T%d width %d", kn, s->name,
                  cache_name(dt), H, R, T, W);
         compare(what, got, ref, on, 1e-4);
@@ -383,10 +398,18 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
     float *ref = dev_alloc(on * sizeof(float)), *got = dev_alloc(on * sizeof(float));
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
+    char what[160];
+    if (dt != ENG_CACHE_F32) { /* no silent fall-back: these shapes are the flash kernel's */
+        int takes = eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH, &c, H, R, qt, got) &&
+                    eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH_REGS, &c, H, R, qt, got);
+        snprintf(what, sizeof what, "attend %s %s H%d R%d: the flash kernels take the shape", name,
+                 cache_name(dt), H, R);
+        printf("%-58s %s\n", what, takes ? "ok" : "FAIL: they pass it down");
+        failures += !takes;
+    }
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
     CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
     CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
-    char what[160];
     snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against scalar", name,
              cache_name(dt), pos0, T);
     compare(what, got, ref, on, 1e-4);
@@ -404,6 +427,13 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
                  cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
         same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
     }
+    /* the register-staged form: the same sums, so the same bits */
+    CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+    CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_FLASH_REGS, &c, qt, d_idx, d_count, W, T, H, R,
+                                        scale, part, NULL));
+    snprintf(what, sizeof what, "attend %s %s pos %d T%d: flash-regs against flash", name,
+             cache_name(dt), pos0, T);
+    same_bits(what, part, got, on);
     if (timed) {
         CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
         CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_TILED, &c, qt, d_idx, d_count, W, T, H, R,
@@ -415,22 +445,22 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
         for (int t = 0; t < T; t++)
             sel += count[t];
         double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (row, key, head) */
-        float ms[2];
-        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++)
-            ms[k] = time_attend(k, &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
-        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+        float ms[3];
+        for (int k = 0; k < 3; k++)
+            ms[k] = time_attend(kernels[k], &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
+        for (int k = 0; k < 3; k++) {
             double tf = flop / ms[k] / 1e9;
             printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s "
                    "(%.1f on the tensor cores, q and p in two bf16 parts", name, cache_name(dt),
-                   pos0, T, sel / T, kernel_name(k), ms[k], tf, 2 * tf);
+                   pos0, T, sel / T, kernel_name(kernels[k]), ms[k], tf, 2 * tf);
             if (gemm_rate > 0)
                 printf(": %.0f%% of the cuBLAS GEMM's rate)\n", 100 * 2 * tf / gemm_rate);
             else
                 printf(": %.0f%% of 989 TFLOP/s, the H100 SXM's published dense bf16 rate)\n",
                        100 * 2 * tf / 989.0);
         }
-        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel\n", name,
-               cache_name(dt), pos0, T, ms[ENG_ATTEND_TILED] / ms[ENG_ATTEND_FLASH]);
+        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel, flash-regs %.2fx\n",
+               name, cache_name(dt), pos0, T, ms[2] / ms[0], ms[2] / ms[1]);
     }
     free_cache(&c);
     kern_free(d_idx);
