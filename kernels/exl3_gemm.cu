@@ -521,20 +521,230 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kerne
     }
 }
 
-// Which rows a decode a launch takes (kern_exl3_set_grouped). Auto: 128 where the chunk gives the
-// experts 96 rows each on average, else 64. 128 rows a block decode each k-tile once for twice the
-// rows but hold twice the accumulators, so fewer blocks fit an SM (2, not 3) and an expert with
-// few rows leaves half a block idle; at about 96 rows an expert the halved decoding outweighs
-// that (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
+// The pipelined grouped products: a block owns 128 columns (8 n-tiles) of one expert and takes
+// up to 16 * MG * MTW of its rows a pass. Warp w is m-group w / (8 / MG) (MTW m-tiles of 16 rows)
+// and n-group w % (8 / MG) (MG n-tiles), so its tile is 16 MTW rows x 16 MG columns: each A
+// fragment (ldmatrix) feeds 2 MG mma and each decoded B fragment MTW. A warp decodes the B
+// fragments it multiplies straight into registers (no shared fragments, no barrier between the
+// decode and the mma): the MG m-groups decode an n-tile once each, MG times the integer work of
+// one decode, for no fragment stores and loads in shared memory. The activations and the trellis
+// words come through a ring of kPipeStages shared-memory stages of kPipeSK k-tiles,
+// filled by cp.async kPipeStages - 1 stages ahead, one barrier a stage. Each output element is
+// one fp32 accumulator fed by mma16816 over the k-tiles in ascending order with the same A and
+// pair-form (decode_k4 / decode_any) B fragments as every other grouped kernel: the same bits.
+constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
+constexpr int kPipeStages = 4; // stages in the ring
+
+template <int K, int MG, int MTW>
+struct pipe_shape {
+    static constexpr int kRows = 16 * MG * MTW;                   // rows a pass
+    static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
+    static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
+    static constexpr int kWBytes = kPipeSK * 8 * 8 * K * 4;       // a stage's trellis words
+    static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
+    static constexpr int kSmem = kPipeStages * kStageBytes;
+};
+
+// cp_async16 to a shared-memory address.
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes));
+}
+
+// decode_k4_fast's constants, from constant memory so that the compiler keeps them in registers.
+__constant__ uint32_t c_grouped_consts[3] = {0x8FFF8FFFu, 0x3B603B60u, 0xFFFF0000u};
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The A fragment of one 16 x 16 tile from shared memory (rows of `pitch` halves): lane l gives
+// the address of row l & 15, column 8 (l >> 4), as mma16816 wants a[0..3].
+__device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, int pitch, int lane)
+{
+    uint32_t addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(tile + (lane & 15) * pitch + (lane >> 4) * 8));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// One stage of a warp: kPipeSK k-tiles in order, each decoded (the warp's MG n-tiles) and
+// multiplied into the warp's m-tiles; a_s: the warp's first row of the stage's activations, w_s:
+// the stage's trellis words. kFull: all MTW m-tiles (mact) hold rows of the expert.
+template <int K, int CB, int MG, int MTW, bool kFull>
+__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int ng, int mact,
+                                           int lane, const decode_consts &dc,
+                                           float acc[MTW][MG][2][4])
+{
+    constexpr int kPitch = pipe_shape<K, MG, MTW>::kPitch, kWords = 8 * K;
+#pragma unroll
+    for (int s = 0; s < kPipeSK; s++) {
+        uint32_t b[MG][4];
+#pragma unroll
+        for (int j = 0; j < MG; j++) {
+            const uint32_t *tw = w_s + (s * 8 + ng * MG + j) * kWords;
+            if (K == 4)
+                decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
+            else
+                decode_any_shared<K, CB>(tw, lane, b[j]);
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++)
+            if (kFull || i < mact) {
+                uint32_t a[4];
+                ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
+#pragma unroll
+                for (int j = 0; j < MG; j++) {
+                    mma16816(acc[i][j][0], a, b[j][0], b[j][1]);
+                    mma16816(acc[i][j][1], a, b[j][2], b[j][3]);
+                }
+            }
+    }
+}
+
+template <int K, int CB, int MG, int MTW>
+__global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_kernel(grouped_args g)
+{
+    pdl_prologue();
+    using S = pipe_shape<K, MG, MTW>;
+    constexpr int kGroupsN = 8 / MG, kWords = 8 * K;
+    extern __shared__ __align__(16) unsigned char pipe_smem[];
+    int e = blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
+    // the block's 8 n-tiles at k-tile 0
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * 8 * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    int mg = warp / kGroupsN, ng = warp % kGroupsN, gq = lane >> 2, t = lane & 3;
+    int nstages = ktiles / kPipeSK;
+    const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
+    for (int r0 = rb; r0 < re; r0 += S::kRows) {
+        int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
+        // this warp's m-tiles holding rows of the expert (0: it only helps with the copies)
+        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
+        __syncthreads(); // the previous pass is done with the ring
+        // this thread's copies, each a 16-byte chunk, at stage 0 and slot 0: activation rows
+        // a_row + c * kRowStep, c < kAChunks, part a_part of 2 kPipeSK (zeros past the expert, none
+        // past its last m-tile); trellis chunks (k-tile of the stage i / 16K, chunk i % 16K of
+        // its 8 tiles: 256K bytes a k-tile)
+        constexpr int kRowStep = kThreads / (kPipeSK * 2);
+        constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
+        int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
+        const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
+        uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
+        uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
+        constexpr int kWChunks = kPipeSK * 16 * K; // at most kThreads (K <= 8)
+        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
+        int wi = tid < kWChunks ? tid : 0;
+        const uint32_t *w_src = trellis + (size_t)(wi / (16 * K)) * kstride + (wi % (16 * K)) * 4;
+        uint32_t w_dst = base + S::kABytes + wi * 16;
+        // stage st into its slot (an empty group past the last stage, so the counts hold)
+        auto issue = [&](int st) {
+            if (st < nstages) {
+                uint32_t slot = (st % kPipeStages) * S::kStageBytes;
+                int k0 = st * kPipeSK * 16;
+#pragma unroll
+                for (int c = 0; c < kAChunks; c++) {
+                    int row = a_row + c * kRowStep;
+                    bool ok = row < nrows;
+                    if (row < loaded)
+                        cp_async16_s(a_dst + slot + c * kRowStep * S::kPitch * 2,
+                                     (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
+                                     ok ? 16 : 0);
+                }
+                if (tid < kWChunks)
+                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
+            }
+            cp_async_commit();
+        };
+        float acc[MTW][MG][2][4] = {};
+#pragma unroll
+        for (int st = 0; st < kPipeStages - 1; st++)
+            issue(st);
+        for (int st = 0; st < nstages; st++) {
+            cp_async_wait<kPipeStages - 2>(); // this thread's copies of stage st are done
+            __syncthreads(); // everyone's; and stage st - 1's slot is read by every warp
+            issue(st + kPipeStages - 1);
+            if (mact == 0)
+                continue;
+            const unsigned char *slot = pipe_smem + (st % kPipeStages) * S::kStageBytes;
+            const __half *a_s = reinterpret_cast<const __half *>(slot) + mg * MTW * 16 * S::kPitch;
+            const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
+            if (mact == MTW) // every m-tile: no branches between the decode and the mma
+                pipe_stage<K, CB, MG, MTW, true>(a_s, w_s, ng, MTW, lane, dc, acc);
+            else
+                pipe_stage<K, CB, MG, MTW, false>(a_s, w_s, ng, mact, lane, dc, acc);
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++) {
+            if (i >= mact)
+                continue;
+            int row0 = r0 + (mg * MTW + i) * 16 + gq;
+#pragma unroll
+            for (int j = 0; j < MG; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (blockIdx.x * 8 + ng * MG + j) * 16 + h * 8 + 2 * t;
+                    if (row0 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
+                    if (row0 + 8 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
+                }
+        }
+    }
+}
+
+// Which kernel a launch takes (kern_exl3_set_grouped). Auto: the pipelined one, 128 rows a pass
+// where the chunk gives the experts 96 rows each on average, else 64. 128 rows a pass decode each
+// k-tile once for twice the rows but hold twice the accumulators, so fewer blocks fit an SM (2,
+// not 3) and an expert with few rows leaves half a block idle; at about 96 rows an expert the
+// halved decoding outweighs that (bench_exl3 times each kernel at 32/128/512 rows an expert,
+// bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
+
+// A pipelined kernel's launch: its ring in dynamic shared memory (the limit raised past 48 KB
+// once, where a shape needs it).
+template <int K, int CB, int MG, int MTW>
+cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    constexpr int kSmem = pipe_shape<K, MG, MTW>::kSmem;
+    if (kSmem > 48 * 1024) {
+        static cudaError_t raised = cudaFuncSetAttribute(
+            grouped_pipe_kernel<K, CB, MG, MTW>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        if (raised != cudaSuccess)
+            return raised;
+    }
+    launch(grouped_pipe_kernel<K, CB, MG, MTW>, grid, kThreads, kSmem, st, g);
+    return cudaGetLastError();
+}
 
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    if (variant == KERN_EXL3_GROUPED_REUSE_128)
+    switch (variant) {
+    case KERN_EXL3_GROUPED_PIPE_128: return grouped_pipe_launch<K, CB, 2, 4>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4>(g, grid, st);
+    case KERN_EXL3_GROUPED_REUSE_128:
         launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
-    else
+        break;
+    default:
         launch(grouped_reuse_kernel<K, CB, 1>, grid, kThreads, 0, st, g);
+        break;
+    }
     return cudaGetLastError();
 }
 
@@ -556,7 +766,7 @@ cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int ma
 {
     int v = g_grouped;
     if (v == KERN_EXL3_GROUPED_AUTO)
-        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_REUSE_128 : KERN_EXL3_GROUPED_REUSE_64;
+        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_PIPE_128 : KERN_EXL3_GROUPED_PIPE_64;
     switch (bits) {
     case 1: return grouped_cb<1>(codebook, v, g, mats, E, st);
     case 2: return grouped_cb<2>(codebook, v, g, mats, E, st);
@@ -752,7 +962,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 extern "C" int kern_exl3_set_grouped(int variant)
 {
-    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_REUSE_128)
+    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_ONCE)
         return -1;
     g_grouped = variant;
     return 0;
@@ -761,6 +971,35 @@ extern "C" int kern_exl3_set_grouped(int variant)
 extern "C" int kern_exl3_grouped(void)
 {
     return g_grouped;
+}
+
+namespace {
+
+// The pipelined grouped kernels copy trellis words and activations 16 bytes at a time.
+bool grouped_aligned(const void *a, const void *b)
+{
+    return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;
+}
+
+} // namespace
+
+extern "C" int kern_exl3_grouped_product(const void *trellis, int bits, int codebook, int in,
+                                         int out, int n_experts, const int *offsets, int pairs,
+                                         const void *xh, float *z, void *stream)
+{
+    if (!trellis || !offsets || !xh || !z || bits < 1 || bits > 8 || codebook < 0 ||
+        codebook > 2 || in < 128 || out < 128 || in % 128 || out % 128 || n_experts < 1 ||
+        n_experts > 65535 || pairs < 0 || !grouped_aligned(trellis, xh))
+        return -1;
+    grouped_args g = {};
+    g.trellis[0] = g.trellis[1] = static_cast<const uint32_t *>(trellis);
+    g.xh[0] = g.xh[1] = static_cast<const __half *>(xh);
+    g.z[0] = g.z[1] = z;
+    g.offsets = offsets;
+    g.in = in;
+    g.out = out;
+    return (int)grouped_launch(bits, codebook, g, 1, n_experts, pairs,
+                               static_cast<cudaStream_t>(stream));
 }
 
 extern "C" size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots)
@@ -777,7 +1016,8 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 || rows > 65535 ||
         (size_t)rows * slots > (size_t)1 << 24 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
         ex->hidden % 128 || ex->inter % 128 || ex->bits < 1 || ex->bits > 8 || ex->codebook < 0 ||
-        ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis)
+        ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis ||
+        !grouped_aligned(ex->gate_trellis, ex->up_trellis) || !grouped_aligned(ex->down_trellis, work))
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int E = ex->n_experts, H = ex->hidden, I = ex->inter, P = rows * slots;
