@@ -521,28 +521,33 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kerne
     }
 }
 
-// The pipelined grouped products: a block owns 128 columns (8 n-tiles) of one expert and takes
-// up to 16 * MG * MTW of its rows a pass. Warp w is m-group w / (8 / MG) (MTW m-tiles of 16 rows)
-// and n-group w % (8 / MG) (MG n-tiles), so its tile is 16 MTW rows x 16 MG columns: each A
-// fragment (ldmatrix) feeds 2 MG mma and each decoded B fragment MTW. A warp decodes the B
-// fragments it multiplies straight into registers (no shared fragments, no barrier between the
-// decode and the mma): the MG m-groups decode an n-tile once each, MG times the integer work of
-// one decode, for no fragment stores and loads in shared memory. The activations and the trellis
-// words come through a ring of kPipeStages shared-memory stages of kPipeSK k-tiles,
-// filled by cp.async kPipeStages - 1 stages ahead, one barrier a stage. Each output element is
-// one fp32 accumulator fed by mma16816 over the k-tiles in ascending order with the same A and
-// pair-form (decode_k4 / decode_any) B fragments as every other grouped kernel: the same bits.
+// The pipelined grouped products: a block owns 16 NTB columns (NTB n-tiles, 8 or 16) of one
+// expert and takes up to 16 * MG * MTW of its rows a pass, with NTB warps. Warp w is m-group
+// w / (NTB / MG) (MTW m-tiles of 16 rows) and n-group w % (NTB / MG) (MG n-tiles), so its tile is
+// 16 MTW rows x 16 MG columns: each A fragment (ldmatrix) feeds 2 MG mma and each decoded B
+// fragment MTW. A warp decodes the B fragments it multiplies straight into registers (no shared
+// fragments, no barrier between the decode and the mma): the MG m-groups decode an n-tile once
+// each, MG times the integer work of one decode, for no fragment stores and loads in shared
+// memory. The activations and the trellis words come through a ring of kPipeStages
+// shared-memory stages of kPipeSK k-tiles, filled by cp.async kPipeStages - 1 stages ahead, one
+// barrier a stage. 16 n-tiles a block read each activation tile from L2 half as often as 8 (the
+// expert's rows are read once per block). Each output element is one fp32 accumulator fed by
+// mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
+// decode_any) B fragments as every other grouped kernel: the same bits.
 constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
 constexpr int kPipeStages = 4; // stages in the ring
 
-template <int K, int MG, int MTW>
+template <int K, int MG, int MTW, int NTB>
 struct pipe_shape {
+    static constexpr int kThreads = 32 * NTB;
     static constexpr int kRows = 16 * MG * MTW;                   // rows a pass
     static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
     static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
-    static constexpr int kWBytes = kPipeSK * 8 * 8 * K * 4;       // a stage's trellis words
+    static constexpr int kWBytes = kPipeSK * NTB * 8 * K * 4;     // a stage's trellis words
     static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
     static constexpr int kSmem = kPipeStages * kStageBytes;
+    // blocks an SM: one of 16 warps; else 3 where the accumulators are 32 registers, 2 at 64
+    static constexpr int kMinBlocks = NTB == 16 ? 1 : MG * MTW <= 4 ? 3 : 2;
 };
 
 // cp_async16 to a shared-memory address.
@@ -573,21 +578,21 @@ __device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, in
                  : "memory");
 }
 
-// One stage of a warp: kPipeSK k-tiles in order, each decoded (the warp's MG n-tiles) and
-// multiplied into the warp's m-tiles; a_s: the warp's first row of the stage's activations, w_s:
-// the stage's trellis words. kFull: all MTW m-tiles (mact) hold rows of the expert.
-template <int K, int CB, int MG, int MTW, bool kFull>
-__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int ng, int mact,
+// One stage of a warp: kPipeSK k-tiles in order, each decoded (the warp's NT n-tiles from nt0,
+// into acc[.][0 .. NT-1]) and multiplied into the warp's m-tiles; a_s: the warp's first row of the
+// stage's activations, w_s: the stage's trellis words. kFull: all MTW m-tiles (mact) hold rows.
+template <int K, int CB, int MG, int NT, int MTW, int NTB, bool kFull>
+__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt0, int mact,
                                            int lane, const decode_consts &dc,
                                            float acc[MTW][MG][2][4])
 {
-    constexpr int kPitch = pipe_shape<K, MG, MTW>::kPitch, kWords = 8 * K;
+    constexpr int kPitch = pipe_shape<K, MG, MTW, NTB>::kPitch, kWords = 8 * K;
 #pragma unroll
     for (int s = 0; s < kPipeSK; s++) {
-        uint32_t b[MG][4];
+        uint32_t b[NT][4];
 #pragma unroll
-        for (int j = 0; j < MG; j++) {
-            const uint32_t *tw = w_s + (s * 8 + ng * MG + j) * kWords;
+        for (int j = 0; j < NT; j++) {
+            const uint32_t *tw = w_s + (s * NTB + nt0 + j) * kWords;
             if (K == 4)
                 decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
             else
@@ -599,7 +604,7 @@ __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_
                 uint32_t a[4];
                 ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
 #pragma unroll
-                for (int j = 0; j < MG; j++) {
+                for (int j = 0; j < NT; j++) {
                     mma16816(acc[i][j][0], a, b[j][0], b[j][1]);
                     mma16816(acc[i][j][1], a, b[j][2], b[j][3]);
                 }
@@ -607,12 +612,14 @@ __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_
     }
 }
 
-template <int K, int CB, int MG, int MTW>
-__global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_kernel(grouped_args g)
+template <int K, int CB, int MG, int MTW, int NTB>
+__global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
+                                  pipe_shape<K, MG, MTW, NTB>::kMinBlocks)
+    grouped_pipe_kernel(grouped_args g)
 {
     pdl_prologue();
-    using S = pipe_shape<K, MG, MTW>;
-    constexpr int kGroupsN = 8 / MG, kWords = 8 * K;
+    using S = pipe_shape<K, MG, MTW, NTB>;
+    constexpr int kGroupsN = NTB / MG, kWords = 8 * K, kThr = S::kThreads;
     extern __shared__ __align__(16) unsigned char pipe_smem[];
     int e = blockIdx.z, which = blockIdx.y;
     int rb = g.offsets[e], re = g.offsets[e + 1];
@@ -621,33 +628,40 @@ __global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
     const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
-    // the block's 8 n-tiles at k-tile 0
+    // the block's NTB n-tiles at k-tile 0
     const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
-                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * 8 * kWords;
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * NTB * kWords;
     const __half *xh = which ? g.xh[1] : g.xh[0];
     float *z = which ? g.z[1] : g.z[0];
-    int mg = warp / kGroupsN, ng = warp % kGroupsN, gq = lane >> 2, t = lane & 3;
+    int gq = lane >> 2, t = lane & 3;
     int nstages = ktiles / kPipeSK;
     const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
     for (int r0 = rb; r0 < re; r0 += S::kRows) {
         int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
+        // A pass of one m-group's rows or fewer (a small expert, the tail of a large one) is
+        // narrow: warp w takes n-tile w alone and every m-tile, so each tile is decoded once and
+        // no warp idles; else warp w is m-group w / (NTB / MG) with n-tiles MG (w % (NTB / MG)) + j.
+        bool narrow = MG > 1 && nrows <= MTW * 16;
+        int mg = narrow ? 0 : warp / kGroupsN, nt0 = narrow ? warp : warp % kGroupsN * MG;
+        int nts = narrow ? 1 : MG;
         // this warp's m-tiles holding rows of the expert (0: it only helps with the copies)
         int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
         __syncthreads(); // the previous pass is done with the ring
         // this thread's copies, each a 16-byte chunk, at stage 0 and slot 0: activation rows
         // a_row + c * kRowStep, c < kAChunks, part a_part of 2 kPipeSK (zeros past the expert, none
-        // past its last m-tile); trellis chunks (k-tile of the stage i / 16K, chunk i % 16K of
-        // its 8 tiles: 256K bytes a k-tile)
-        constexpr int kRowStep = kThreads / (kPipeSK * 2);
+        // past its last m-tile); trellis chunks (k-tile of the stage i / (2K NTB), chunk
+        // i % (2K NTB) of its NTB tiles: 32K NTB bytes a k-tile)
+        constexpr int kRowStep = kThr / (kPipeSK * 2);
         constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
         int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
         const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
         uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
         uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
-        constexpr int kWChunks = kPipeSK * 16 * K; // at most kThreads (K <= 8)
-        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
+        constexpr int kWChunks = kPipeSK * NTB * 2 * K; // at most kThr (K <= 8)
+        static_assert(kWChunks <= kThr, "one trellis chunk a thread at most");
         int wi = tid < kWChunks ? tid : 0;
-        const uint32_t *w_src = trellis + (size_t)(wi / (16 * K)) * kstride + (wi % (16 * K)) * 4;
+        const uint32_t *w_src =
+            trellis + (size_t)(wi / (2 * K * NTB)) * kstride + (wi % (2 * K * NTB)) * 4;
         uint32_t w_dst = base + S::kABytes + wi * 16;
         // stage st into its slot (an empty group past the last stage, so the counts hold)
         auto issue = [&](int st) {
@@ -681,10 +695,14 @@ __global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_
             const unsigned char *slot = pipe_smem + (st % kPipeStages) * S::kStageBytes;
             const __half *a_s = reinterpret_cast<const __half *>(slot) + mg * MTW * 16 * S::kPitch;
             const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
-            if (mact == MTW) // every m-tile: no branches between the decode and the mma
-                pipe_stage<K, CB, MG, MTW, true>(a_s, w_s, ng, MTW, lane, dc, acc);
+            if (!narrow && mact == MTW) // every m-tile: no branches between the decode and the mma
+                pipe_stage<K, CB, MG, MG, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
+            else if (!narrow)
+                pipe_stage<K, CB, MG, MG, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
+            else if (mact == MTW)
+                pipe_stage<K, CB, MG, 1, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
             else
-                pipe_stage<K, CB, MG, MTW, false>(a_s, w_s, ng, mact, lane, dc, acc);
+                pipe_stage<K, CB, MG, 1, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
         }
 #pragma unroll
         for (int i = 0; i < MTW; i++) {
@@ -695,7 +713,9 @@ __global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_
             for (int j = 0; j < MG; j++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    int col = (blockIdx.x * 8 + ng * MG + j) * 16 + h * 8 + 2 * t;
+                    if (j >= nts)
+                        continue;
+                    int col = (blockIdx.x * NTB + nt0 + j) * 16 + h * 8 + 2 * t;
                     if (row0 < re)
                         *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
                             make_float2(acc[i][j][h][0], acc[i][j][h][1]);
@@ -716,28 +736,41 @@ __global__ void __launch_bounds__(kThreads, MG * MTW <= 4 ? 3 : 2) grouped_pipe_
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
 // A pipelined kernel's launch: its ring in dynamic shared memory (the limit raised past 48 KB
-// once, where a shape needs it).
-template <int K, int CB, int MG, int MTW>
-cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+// once, where a shape needs it); 16 n-tiles a block where the columns allow, else 8.
+template <int K, int CB, int MG, int MTW, int NTB>
+cudaError_t grouped_pipe_launch_ntb(const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    constexpr int kSmem = pipe_shape<K, MG, MTW>::kSmem;
-    if (kSmem > 48 * 1024) {
-        static cudaError_t raised = cudaFuncSetAttribute(
-            grouped_pipe_kernel<K, CB, MG, MTW>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    using S = pipe_shape<K, MG, MTW, NTB>;
+    if (S::kSmem > 48 * 1024) {
+        static cudaError_t raised =
+            cudaFuncSetAttribute(grouped_pipe_kernel<K, CB, MG, MTW, NTB>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
         if (raised != cudaSuccess)
             return raised;
     }
-    launch(grouped_pipe_kernel<K, CB, MG, MTW>, grid, kThreads, kSmem, st, g);
+    grid.x = g.out / (16 * NTB);
+    launch(grouped_pipe_kernel<K, CB, MG, MTW, NTB>, grid, S::kThreads, S::kSmem, st, g);
     return cudaGetLastError();
+}
+
+template <int K, int CB, int MG, int MTW, bool kWide>
+cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    if constexpr (kWide) {
+        if (g.out % 256 == 0)
+            return grouped_pipe_launch_ntb<K, CB, MG, MTW, 16>(g, grid, st);
+    }
+    return grouped_pipe_launch_ntb<K, CB, MG, MTW, 8>(g, grid, st);
 }
 
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
     switch (variant) {
-    case KERN_EXL3_GROUPED_PIPE_128: return grouped_pipe_launch<K, CB, 2, 4>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128: return grouped_pipe_launch<K, CB, 2, 4, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_WIDE: return grouped_pipe_launch<K, CB, 2, 4, true>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4, false>(g, grid, st);
     case KERN_EXL3_GROUPED_REUSE_128:
         launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
         break;
@@ -962,7 +995,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 extern "C" int kern_exl3_set_grouped(int variant)
 {
-    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_ONCE)
+    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_WIDE)
         return -1;
     g_grouped = variant;
     return 0;

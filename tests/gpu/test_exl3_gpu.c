@@ -260,10 +260,11 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                    KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                   KERN_EXL3_GROUPED_AUTO};
     static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "auto"};
-    for (int v = 0; v < 6; v++) {
+                                         "pipe 128 once", "pipe 128 wide", "auto"};
+    for (int v = 0; v < 7; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         for (int call = 0; call < 2; call++) {
             CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
@@ -398,10 +399,11 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
     }
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                    KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                   KERN_EXL3_GROUPED_AUTO};
     static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "auto"};
-    for (int v = 0; v < 6; v++) {
+                                         "pipe 128 once", "pipe 128 wide", "auto"};
+    for (int v = 0; v < 7; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         CUDA_OK(kern_memset(dz, 0xFF, nz * 4));
         CUDA_OK(kern_exl3_grouped_product(dtr, bits, cb, in, out, E, doff, P, dxh, dz, NULL));
@@ -759,7 +761,7 @@ int main(int argc, char **argv)
     test_grouped_products(512, 256, 4, 0, 1);
     test_grouped_products(512, 384, 4, 2, 1);
     test_grouped_products(512, 256, 3, 2, 1);
-    test_grouped_products(256, 384, 8, 1, 1);
+    test_grouped_products(256, 512, 8, 0, 1);
     if (!small) {
         test_grouped_products(4096, 2048, 4, 1, 0); /* gate/up */
         test_grouped_products(2048, 4096, 4, 1, 0); /* down */
