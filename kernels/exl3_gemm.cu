@@ -223,10 +223,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
 // expert's rows lie together; every selected expert's gate/up and down run as one GEMM of its
 // rows (weights decoded once a 64-row block), then each row sums its slots in slot order.
 
-// offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P].
+// offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P];
+// by_rows [E]: the experts by their row count, most first (ties in index order; E <= 1024, else
+// in index order), the order in which the grouped kernels' blocks take them, so that the largest
+// experts do not start last and leave the SMs idle behind them.
 __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restrict__ ids, int P, int E,
                                                           int *offsets, int *pos_of_pair,
-                                                          int *pair_of_pos, int *expert_of_pos)
+                                                          int *pair_of_pos, int *expert_of_pos,
+                                                          int *by_rows)
 {
     pdl_prologue();
     extern __shared__ int sort_s[]; // count[E], cursor[E]
@@ -249,6 +253,15 @@ __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restr
             sum += count[e];
         }
         offsets[E] = sum;
+    }
+    for (int i = tid; i < E; i += blockDim.x) {
+        int rank = i;
+        if (E <= 1024) {
+            rank = 0;
+            for (int j = 0; j < E; j++)
+                rank += count[j] > count[i] || (count[j] == count[i] && j < i);
+        }
+        by_rows[rank] = i;
     }
     __syncthreads();
     // placement in pair order: tiles of blockDim pairs, warps one after another within a tile
@@ -386,6 +399,7 @@ struct grouped_args {
     const __half *xh[2];
     float *z[2];
     const int *offsets;
+    const int *order; // the experts in the order blocks take them (null: index order)
     int in, out;
 };
 
@@ -621,7 +635,7 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
     using S = pipe_shape<K, MG, MTW, NTB>;
     constexpr int kGroupsN = NTB / MG, kWords = 8 * K, kThr = S::kThreads;
     extern __shared__ __align__(16) unsigned char pipe_smem[];
-    int e = blockIdx.z, which = blockIdx.y;
+    int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
     int rb = g.offsets[e], re = g.offsets[e + 1];
     if (rb >= re)
         return;
@@ -960,7 +974,7 @@ namespace {
 
 // The prefill workspace: sort tables, then the fp16 inputs and f32 products of every pair.
 struct prefill_layout {
-    int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos;
+    int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos, *by_rows;
     __half *xg, *xu, *xd;
     float *zg, *zu, *zd;
     size_t bytes;
@@ -981,6 +995,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
     l.pos_of_pair = reinterpret_cast<int *>(take(P * sizeof(int)));
     l.pair_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
     l.expert_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
+    l.by_rows = reinterpret_cast<int *>(take((size_t)ex->n_experts * sizeof(int)));
     l.xg = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
     l.xu = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
     l.xd = reinterpret_cast<__half *>(take(P * I * sizeof(__half)));
@@ -1059,7 +1074,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (sort_shared > 48 * 1024)
         return -1;
     launch(sort_pairs_kernel, 1, 1024, sort_shared, st, ids, P, E, l.offsets, l.pos_of_pair,
-           l.pair_of_pos, l.expert_of_pos);
+           l.pair_of_pos, l.expert_of_pos, l.by_rows);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
@@ -1078,6 +1093,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     gu.z[0] = l.zg;
     gu.z[1] = l.zu;
     gu.offsets = l.offsets;
+    gu.order = l.by_rows;
     gu.in = H;
     gu.out = I;
     if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, P, st)) != cudaSuccess)
@@ -1093,6 +1109,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     dn.xh[0] = dn.xh[1] = l.xd;
     dn.z[0] = dn.z[1] = l.zd;
     dn.offsets = l.offsets;
+    dn.order = l.by_rows;
     dn.in = I;
     dn.out = H;
     if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, P, st)) != cudaSuccess)
