@@ -1010,11 +1010,11 @@ static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                    KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
                                    KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
     static const char *const names[] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
                                         "pipe, 64 rows a pass", "pipe, 128 rows a pass",
                                         "pipe, 128 rows, one decode", "pipe, 128 rows x 256 cols",
-                                        "auto (the default)"};
+                                        "pipe, 128 rows, shared B", "auto (the default)"};
     enum { NV = sizeof variants / sizeof variants[0] };
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     size_t V = (size_t)c->vocab_size;

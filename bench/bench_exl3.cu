@@ -275,12 +275,14 @@ int main(int argc, char **argv)
     int grouped_fail = 0;
     {
         const int per_expert[3] = {32, 128, 512};
-        const int variants[6] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                  KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE};
-        const char *vname[6] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
+                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
+        const char *vname[7] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
                                 "pipe, 64 rows a pass", "pipe, 128 rows a pass",
-                                "pipe, 128 rows a pass, one decode", "pipe, 128 rows x 256 columns"};
+                                "pipe, 128 rows a pass, one decode", "pipe, 128 rows x 256 columns",
+                                "pipe, 128 rows, shared fragments"};
         printf("\n| grouped experts (kern_exl3_moe_prefill) | rows/expert | rows | ms/call (median of 5) "
                "| TFLOP/s | same bits as reuse-64 |\n|---|---|---|---|---|---|\n");
         for (int pi = 0; pi < 3; pi++) {
@@ -301,7 +303,7 @@ int main(int argc, char **argv)
             CHECK(cudaMemcpy(gid, hid.data(), (size_t)P * 4, cudaMemcpyHostToDevice));
             void *pw = dalloc(kern_exl3_moe_prefill_workspace(&ex, rows, SLOTS));
             std::vector<float> first((size_t)rows * H), got((size_t)rows * H);
-            for (int vi = 0; vi < 6; vi++) {
+            for (int vi = 0; vi < 7; vi++) {
                 KCHECK(kern_exl3_set_grouped(variants[vi]));
                 CHECK(cudaMemset(gy, 0xFF, (size_t)rows * H * 4)); // NaN: every output written?
                 KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
@@ -353,11 +355,12 @@ int main(int argc, char **argv)
     // 4096-row chunk routed at random (8 distinct experts a row: ~114 rows an expert, Poisson
     // tail), its gate/up/down outputs' bits against the reuse-64 kernel's ----
     {
-        const int variants[6] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                  KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE};
-        const char *vname[6] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128", "pipe 128 once",
-                                "pipe 128 wide"};
+                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
+        const char *vname[7] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128", "pipe 128 once",
+                                "pipe 128 wide", "pipe 128 shared"};
         const char *cname[4] = {"32 an expert", "128 an expert", "512 an expert",
                                 "4096-row chunk, random"};
         printf("\n| grouped products alone (gate+up+down) | routing | pairs | us/call (median of 5) "
@@ -399,7 +402,7 @@ int main(int argc, char **argv)
                 KCHECK(kern_exl3_grouped_product(ut, 4, 1, H, I, E, doffs, P, xg, zu, nullptr));
                 KCHECK(kern_exl3_grouped_product(dt, 4, 1, I, H, E, doffs, P, xd, zd, nullptr));
             };
-            for (int vi = 0; vi < 6; vi++) {
+            for (int vi = 0; vi < 7; vi++) {
                 KCHECK(kern_exl3_set_grouped(variants[vi]));
                 CHECK(cudaMemset(zu, 0xFF, nzi * 4)); // NaN: every output written?
                 CHECK(cudaMemset(zd, 0xFF, nzh * 4));

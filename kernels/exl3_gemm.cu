@@ -741,6 +741,158 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
     }
 }
 
+// The pipelined grouped products with each tile decoded once into shared memory: the ring of
+// grouped_pipe_kernel (NTB 8, MG 2, MTW 4: 128 rows a pass, warp tile 64 rows x 32 columns), and
+// two B-fragment slots: while it multiplies stage st, warp w decodes n-tile w of stage st + 1
+// into the other slot (one decode a tile, 512 bytes of fragments written and read by the two
+// m-groups, against grouped_pipe_kernel's second decode). The same single barrier a stage orders
+// both rings; the same bits.
+template <int K, int CB>
+__global__ void __launch_bounds__(kThreads, 2) grouped_pipe_shared_kernel(grouped_args g)
+{
+    pdl_prologue();
+    using S = pipe_shape<K, 2, 4, 8>;
+    constexpr int MG = 2, MTW = 4, kWords = 8 * K;
+    extern __shared__ __align__(16) unsigned char pipe_smem[];
+    // [slot 2][k-tile kPipeSK][n-tile 8][lane 32], after the ring
+    uint4 *frag = reinterpret_cast<uint4 *>(pipe_smem + S::kSmem);
+    int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    const size_t kstride = (size_t)ntiles * kWords;
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * 8 * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    int gq = lane >> 2, t = lane & 3, mg = warp / 4, nt0 = warp % 4 * MG;
+    int nstages = ktiles / kPipeSK;
+    const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
+    for (int r0 = rb; r0 < re; r0 += S::kRows) {
+        int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
+        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
+        __syncthreads(); // the previous pass is done with the rings
+        // the copies as grouped_pipe_kernel's (kThreads threads, 8 n-tiles)
+        constexpr int kRowStep = kThreads / (kPipeSK * 2);
+        constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
+        int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
+        const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
+        uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
+        uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
+        constexpr int kWChunks = kPipeSK * 8 * 2 * K;
+        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
+        int wi = tid < kWChunks ? tid : 0;
+        const uint32_t *w_src = trellis + (size_t)(wi / (16 * K)) * kstride + (wi % (16 * K)) * 4;
+        uint32_t w_dst = base + S::kABytes + wi * 16;
+        auto issue = [&](int st) {
+            if (st < nstages) {
+                uint32_t slot = (st % kPipeStages) * S::kStageBytes;
+                int k0 = st * kPipeSK * 16;
+#pragma unroll
+                for (int c = 0; c < kAChunks; c++) {
+                    int row = a_row + c * kRowStep;
+                    bool ok = row < nrows;
+                    if (row < loaded)
+                        cp_async16_s(a_dst + slot + c * kRowStep * S::kPitch * 2,
+                                     (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
+                                     ok ? 16 : 0);
+                }
+                if (tid < kWChunks)
+                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
+            }
+            cp_async_commit();
+        };
+        // warp w: n-tile w of stage st's k-tiles into fragment slot st & 1
+        auto decode = [&](int st) {
+            const uint32_t *w_s = reinterpret_cast<const uint32_t *>(
+                pipe_smem + (st % kPipeStages) * S::kStageBytes + S::kABytes);
+#pragma unroll
+            for (int s = 0; s < kPipeSK; s++) {
+                const uint32_t *tw = w_s + (s * 8 + warp) * kWords;
+                uint32_t b[4];
+                if (K == 4)
+                    decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b);
+                else
+                    decode_any_shared<K, CB>(tw, lane, b);
+                frag[(((st & 1) * kPipeSK + s) * 8 + warp) * 32 + lane] =
+                    make_uint4(b[0], b[1], b[2], b[3]);
+            }
+        };
+        float acc[MTW][MG][2][4] = {};
+#pragma unroll
+        for (int st = 0; st < kPipeStages - 1; st++)
+            issue(st);
+        cp_async_wait<kPipeStages - 2>(); // stage 0
+        __syncthreads();
+        decode(0);
+        for (int st = 0; st < nstages; st++) {
+            // stages st and st + 1 are here; the fragments of st are written; every warp is done
+            // with stage st - 1 (its ring slot and fragment slot are free)
+            cp_async_wait<kPipeStages - 3>();
+            __syncthreads();
+            issue(st + kPipeStages - 1);
+            if (st + 1 < nstages)
+                decode(st + 1);
+            if (mact == 0)
+                continue;
+            const __half *a_s = reinterpret_cast<const __half *>(
+                                    pipe_smem + (st % kPipeStages) * S::kStageBytes) +
+                                mg * MTW * 16 * S::kPitch;
+            const uint4 *f_s = frag + (st & 1) * kPipeSK * 8 * 32;
+#pragma unroll
+            for (int s = 0; s < kPipeSK; s++) {
+                uint4 b[MG];
+#pragma unroll
+                for (int j = 0; j < MG; j++)
+                    b[j] = f_s[(s * 8 + nt0 + j) * 32 + lane];
+#pragma unroll
+                for (int i = 0; i < MTW; i++)
+                    if (i < mact) {
+                        uint32_t a[4];
+                        ldmatrix_a(a, a_s + i * 16 * S::kPitch + s * 16, S::kPitch, lane);
+#pragma unroll
+                        for (int j = 0; j < MG; j++) {
+                            mma16816(acc[i][j][0], a, b[j].x, b[j].y);
+                            mma16816(acc[i][j][1], a, b[j].z, b[j].w);
+                        }
+                    }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++) {
+            if (i >= mact)
+                continue;
+            int row0 = r0 + (mg * MTW + i) * 16 + gq;
+#pragma unroll
+            for (int j = 0; j < MG; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (blockIdx.x * 8 + nt0 + j) * 16 + h * 8 + 2 * t;
+                    if (row0 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
+                    if (row0 + 8 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
+                }
+        }
+    }
+}
+
+template <int K, int CB>
+cudaError_t grouped_pipe_shared_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    constexpr int kSmem = pipe_shape<K, 2, 4, 8>::kSmem + 2 * kPipeSK * 8 * 32 * 16;
+    static cudaError_t raised = cudaFuncSetAttribute(
+        grouped_pipe_shared_kernel<K, CB>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (raised != cudaSuccess)
+        return raised;
+    launch(grouped_pipe_shared_kernel<K, CB>, grid, kThreads, kSmem, st, g);
+    return cudaGetLastError();
+}
+
 // Which kernel a launch takes (kern_exl3_set_grouped). Auto: the pipelined one, 128 rows a pass
 // where the chunk gives the experts 96 rows each on average, else 64. 128 rows a pass decode each
 // k-tile once for twice the rows but hold twice the accumulators, so fewer blocks fit an SM (2,
@@ -785,6 +937,7 @@ cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaS
     case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8, false>(g, grid, st);
     case KERN_EXL3_GROUPED_PIPE_128_WIDE: return grouped_pipe_launch<K, CB, 2, 4, true>(g, grid, st);
     case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_SHARED: return grouped_pipe_shared_launch<K, CB>(g, grid, st);
     case KERN_EXL3_GROUPED_REUSE_128:
         launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
         break;
@@ -1010,7 +1163,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 extern "C" int kern_exl3_set_grouped(int variant)
 {
-    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_WIDE)
+    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_SHARED)
         return -1;
     g_grouped = variant;
     return 0;

@@ -119,7 +119,8 @@ size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, in
  * weights it multiplies in registers, 64 or 128 rows a pass (128: each weight tile decoded by two
  * warps, 64 rows each); PIPE_128_ONCE: the same, 128 rows a pass, each tile decoded by one warp
  * for all 128 rows; PIPE_128_WIDE: PIPE_128 with 256 columns a block of 16 warps where the
- * columns allow (each activation tile read from L2 half as often). Returns -1 for another
+ * columns allow (each activation tile read from L2 half as often); PIPE_128_SHARED: PIPE_128
+ * with each tile decoded once, a stage ahead, into shared fragments. Returns -1 for another
  * value. */
 enum {
     KERN_EXL3_GROUPED_AUTO = 0,
@@ -128,7 +129,8 @@ enum {
     KERN_EXL3_GROUPED_PIPE_64,
     KERN_EXL3_GROUPED_PIPE_128,
     KERN_EXL3_GROUPED_PIPE_128_ONCE,
-    KERN_EXL3_GROUPED_PIPE_128_WIDE
+    KERN_EXL3_GROUPED_PIPE_128_WIDE,
+    KERN_EXL3_GROUPED_PIPE_128_SHARED
 };
 int kern_exl3_set_grouped(int variant);
 int kern_exl3_grouped(void);

@@ -261,10 +261,11 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                    KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
                                    KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
     static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "pipe 128 wide", "auto"};
-    for (int v = 0; v < 7; v++) {
+                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
+                                         "auto"};
+    for (int v = 0; v < 8; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         for (int call = 0; call < 2; call++) {
             CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
@@ -400,10 +401,11 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
                                    KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
                                    KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
     static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "pipe 128 wide", "auto"};
-    for (int v = 0; v < 7; v++) {
+                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
+                                         "auto"};
+    for (int v = 0; v < 8; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         CUDA_OK(kern_memset(dz, 0xFF, nz * 4));
         CUDA_OK(kern_exl3_grouped_product(dtr, bits, cb, in, out, E, doff, P, dxh, dz, NULL));
@@ -413,7 +415,7 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
         for (size_t i = 0; i < nz; i++)
             if (memcmp(&got[i], &ref[i], 4) != 0 && !differ++)
                 first = i;
-        printf("grouped %-13s %4dx%-4d K%d %-5s rows 1..300 %8zu values  %s\n", vnames[v], in, out,
+        printf("grouped %-15s %4dx%-4d K%d %-5s rows 1..300 %8zu values  %s\n", vnames[v], in, out,
                bits, cbn, nz, differ ? "FAIL: bits differ from the reference" : "same bits ok");
         if (differ) {
             printf("    %zu differ, first at row %zu col %zu: got %.9g want %.9g\n", differ,
