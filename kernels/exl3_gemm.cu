@@ -8,6 +8,7 @@
 // more: the prefill path). The two paths differ in bits (their own k splits, and the GEMV feeds
 // a weight's two fp16 halves to the mma where the prefill GEMM adds them in fp16 first).
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -841,24 +842,31 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_pipe_shared_kernel(groupe
                                     pipe_smem + (st % kPipeStages) * S::kStageBytes) +
                                 mg * MTW * 16 * S::kPitch;
             const uint4 *f_s = frag + (st & 1) * kPipeSK * 8 * 32;
+            // full: every m-tile holds rows, no branches between the loads and the mma
+            auto multiply = [&](auto full) {
 #pragma unroll
-            for (int s = 0; s < kPipeSK; s++) {
-                uint4 b[MG];
+                for (int s = 0; s < kPipeSK; s++) {
+                    uint4 b[MG];
 #pragma unroll
-                for (int j = 0; j < MG; j++)
-                    b[j] = f_s[(s * 8 + nt0 + j) * 32 + lane];
+                    for (int j = 0; j < MG; j++)
+                        b[j] = f_s[(s * 8 + nt0 + j) * 32 + lane];
 #pragma unroll
-                for (int i = 0; i < MTW; i++)
-                    if (i < mact) {
-                        uint32_t a[4];
-                        ldmatrix_a(a, a_s + i * 16 * S::kPitch + s * 16, S::kPitch, lane);
+                    for (int i = 0; i < MTW; i++)
+                        if (decltype(full)::value || i < mact) {
+                            uint32_t a[4];
+                            ldmatrix_a(a, a_s + i * 16 * S::kPitch + s * 16, S::kPitch, lane);
 #pragma unroll
-                        for (int j = 0; j < MG; j++) {
-                            mma16816(acc[i][j][0], a, b[j].x, b[j].y);
-                            mma16816(acc[i][j][1], a, b[j].z, b[j].w);
+                            for (int j = 0; j < MG; j++) {
+                                mma16816(acc[i][j][0], a, b[j].x, b[j].y);
+                                mma16816(acc[i][j][1], a, b[j].z, b[j].w);
+                            }
                         }
-                    }
-            }
+                }
+            };
+            if (mact == MTW)
+                multiply(std::true_type());
+            else
+                multiply(std::false_type());
         }
 #pragma unroll
         for (int i = 0; i < MTW; i++) {
