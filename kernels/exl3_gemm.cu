@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
 
 // offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P];
 // by_rows [E]: the experts by their row count, most first (ties in index order; E <= 1024, else
-// in index order), the order in which the grouped kernels' blocks take them, so that the largest
-// experts do not start last and leave the SMs idle behind them.
+// in index order), the order in which the pipelined grouped kernels' blocks take them, so that
+// the largest experts do not start last and leave the SMs idle behind them.
 __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restrict__ ids, int P, int E,
                                                           int *offsets, int *pos_of_pair,
                                                           int *pair_of_pos, int *expert_of_pos,
