@@ -1013,14 +1013,19 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
 static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
 {
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                   KERN_EXL3_GROUPED_AUTO};
+                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
+                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
     static const char *const names[] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
-                                        "auto (the default)"};
+                                        "pipe, 64 rows a pass", "pipe, 128 rows a pass",
+                                        "pipe, 128 rows, one decode", "pipe, 128 rows x 256 cols",
+                                        "pipe, 128 rows, shared B", "auto (the default)"};
+    enum { NV = sizeof variants / sizeof variants[0] };
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     size_t V = (size_t)c->vocab_size;
     float *first = malloc(V * sizeof *first), *got = malloc(V * sizeof *got);
     int rc = first && got ? 0 : -1, was = kern_exl3_grouped();
-    for (int v = 0; v < 3 && !rc; v++) {
+    for (int v = 0; v < NV && !rc; v++) {
         glm_error err = {0};
         kern_exl3_set_grouped(variants[v]);
         be->ops->state_reset(s);

@@ -1,7 +1,8 @@
 // bench_exl3.cu: EXL3 kernel speed at GLM-5.3-Flash's shapes (gate/up 4096->2048, down
 // 2048->4096, 288 experts, 8 a row): trellis bytes read per second over the device-to-device
 // copy bandwidth measured in the same run; the grouped prefill experts' kernels at 32, 128 and
-// 512 rows an expert, timed and checked bit for bit against each other.
+// 512 rows an expert, timed and checked bit for bit against each other, and the grouped products
+// alone (gate, up, down) likewise and for a 4096-row chunk routed at random.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -274,8 +275,14 @@ int main(int argc, char **argv)
     int grouped_fail = 0;
     {
         const int per_expert[3] = {32, 128, 512};
-        const int variants[2] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128};
-        const char *vname[2] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode"};
+        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+                                 KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
+                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
+        const char *vname[7] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
+                                "pipe, 64 rows a pass", "pipe, 128 rows a pass",
+                                "pipe, 128 rows a pass, one decode", "pipe, 128 rows x 256 columns",
+                                "pipe, 128 rows, shared fragments"};
         printf("\n| grouped experts (kern_exl3_moe_prefill) | rows/expert | rows | ms/call (median of 5) "
                "| TFLOP/s | same bits as reuse-64 |\n|---|---|---|---|---|---|\n");
         for (int pi = 0; pi < 3; pi++) {
@@ -296,7 +303,7 @@ int main(int argc, char **argv)
             CHECK(cudaMemcpy(gid, hid.data(), (size_t)P * 4, cudaMemcpyHostToDevice));
             void *pw = dalloc(kern_exl3_moe_prefill_workspace(&ex, rows, SLOTS));
             std::vector<float> first((size_t)rows * H), got((size_t)rows * H);
-            for (int vi = 0; vi < 2; vi++) {
+            for (int vi = 0; vi < 7; vi++) {
                 KCHECK(kern_exl3_set_grouped(variants[vi]));
                 CHECK(cudaMemset(gy, 0xFF, (size_t)rows * H * 4)); // NaN: every output written?
                 KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
@@ -340,6 +347,109 @@ int main(int argc, char **argv)
             CHECK(cudaFree(gw));
             CHECK(cudaFree(gid));
             CHECK(cudaFree(pw));
+        }
+    }
+
+    // ---- the grouped products alone (kern_exl3_grouped_product): a call is one layer's gate, up
+    // and down launches; each kernel at 32, 128 and 512 rows an expert (balanced) and for a
+    // 4096-row chunk routed at random (8 distinct experts a row: ~114 rows an expert, Poisson
+    // tail), its gate/up/down outputs' bits against the reuse-64 kernel's ----
+    {
+        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+                                 KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
+                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
+        const char *vname[7] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128", "pipe 128 once",
+                                "pipe 128 wide", "pipe 128 shared"};
+        const char *cname[4] = {"32 an expert", "128 an expert", "512 an expert",
+                                "4096-row chunk, random"};
+        printf("\n| grouped products alone (gate+up+down) | routing | pairs | us/call (median of 5) "
+               "| TFLOP/s | same bits as reuse 64 |\n|---|---|---|---|---|---|\n");
+        for (int pi = 0; pi < 4; pi++) {
+            std::vector<int> counts(E, 0), offs(E + 1, 0);
+            if (pi < 3) {
+                std::fill(counts.begin(), counts.end(), 32 << (2 * pi));
+            } else {
+                for (int r = 0; r < 4096; r++) {
+                    int chosen[SLOTS];
+                    for (int k = 0; k < SLOTS; k++) {
+                        int e, dup;
+                        do {
+                            e = (int)(rnd() % E);
+                            dup = 0;
+                            for (int q = 0; q < k; q++)
+                                dup |= chosen[q] == e;
+                        } while (dup);
+                        chosen[k] = e;
+                        counts[e]++;
+                    }
+                }
+            }
+            for (int e = 0; e < E; e++)
+                offs[e + 1] = offs[e] + counts[e];
+            int P = offs[E], most = *std::max_element(counts.begin(), counts.end());
+            int *doffs = (int *)dalloc((size_t)(E + 1) * 4);
+            CHECK(cudaMemcpy(doffs, offs.data(), (size_t)(E + 1) * 4, cudaMemcpyHostToDevice));
+            uint16_t *xg = (uint16_t *)dalloc((size_t)P * H * 2), *xd = (uint16_t *)dalloc((size_t)P * I * 2);
+            fill_scales<<<1024, 256>>>(xg, (size_t)P * H, 1.0f, 77 + pi);
+            fill_scales<<<1024, 256>>>(xd, (size_t)P * I, 1.0f, 88 + pi);
+            CHECK(cudaGetLastError());
+            size_t nzi = (size_t)P * I, nzh = (size_t)P * H;
+            float *zg = (float *)dalloc(nzi * 4), *zu = (float *)dalloc(nzi * 4), *zd = (float *)dalloc(nzh * 4);
+            std::vector<float> first_u(nzi), first_d(nzh), got_u(nzi), got_d(nzh);
+            auto one_call = [&]() {
+                KCHECK(kern_exl3_grouped_product(gt, 4, 1, H, I, E, doffs, P, xg, zg, nullptr));
+                KCHECK(kern_exl3_grouped_product(ut, 4, 1, H, I, E, doffs, P, xg, zu, nullptr));
+                KCHECK(kern_exl3_grouped_product(dt, 4, 1, I, H, E, doffs, P, xd, zd, nullptr));
+            };
+            for (int vi = 0; vi < 7; vi++) {
+                KCHECK(kern_exl3_set_grouped(variants[vi]));
+                CHECK(cudaMemset(zu, 0xFF, nzi * 4)); // NaN: every output written?
+                CHECK(cudaMemset(zd, 0xFF, nzh * 4));
+                one_call();
+                CHECK(cudaDeviceSynchronize());
+                CHECK(cudaMemcpy(vi ? got_u.data() : first_u.data(), zu, nzi * 4, cudaMemcpyDeviceToHost));
+                CHECK(cudaMemcpy(vi ? got_d.data() : first_d.data(), zd, nzh * 4, cudaMemcpyDeviceToHost));
+                size_t nan = 0, differ = 0;
+                for (float v : vi ? got_u : first_u)
+                    nan += v != v;
+                for (float v : vi ? got_d : first_d)
+                    nan += v != v;
+                if (vi)
+                    differ = (size_t)(memcmp(got_u.data(), first_u.data(), nzi * 4) != 0) +
+                             (memcmp(got_d.data(), first_d.data(), nzh * 4) != 0);
+                float times[5];
+                int n = pi == 2 ? 2 : 5;
+                for (int rep = 0; rep < 5; rep++) {
+                    CHECK(cudaEventRecord(t0));
+                    for (int it = 0; it < n; it++)
+                        one_call();
+                    CHECK(cudaEventRecord(t1));
+                    CHECK(cudaEventSynchronize(t1));
+                    CHECK(cudaEventElapsedTime(&times[rep], t0, t1));
+                    times[rep] /= n;
+                }
+                std::sort(times, times + 5);
+                double flops = 2.0 * P * 3.0 * H * I;
+                char routing[64];
+                snprintf(routing, sizeof routing, "%s (most %d)", cname[pi], most);
+                printf("| %s | %s | %d | %.0f | %.1f | %s |\n", vname[vi], routing, P,
+                       times[2] * 1e3, flops / (times[2] * 1e-3) / 1e12,
+                       nan ? "FAIL: unwritten (NaN) outputs" : !vi ? "(the reference)"
+                       : differ ? "FAIL: differ" : "yes");
+                if (nan || differ) {
+                    printf("FAIL: grouped products '%s', %s: %zu NaN, outputs differ from the "
+                           "reuse-64 kernel's: %s\n", vname[vi], cname[pi], nan, differ ? "yes" : "no");
+                    grouped_fail = 1;
+                }
+            }
+            KCHECK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_AUTO));
+            CHECK(cudaFree(doffs));
+            CHECK(cudaFree(xg));
+            CHECK(cudaFree(xd));
+            CHECK(cudaFree(zg));
+            CHECK(cudaFree(zu));
+            CHECK(cudaFree(zd));
         }
     }
 

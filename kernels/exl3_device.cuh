@@ -62,18 +62,19 @@ __device__ __forceinline__ void decode_states(const uint32_t s[8], uint32_t b[4]
 }
 
 // Any K (1..8): the lane reads the (at most three) 32-bit words its windows touch.
-// words: the tile's 8K words (as little-endian int16 pairs, i.e. plain uint32 loads).
-template <int K, int CB>
-__device__ __forceinline__ void decode_any(const uint32_t *words, int lane, uint32_t b[4])
+// word(i): the tile's word i of 8K (as little-endian int16 pairs, i.e. plain uint32 loads), from
+// wherever the tile is (decode_any: global memory; decode_any_shared: shared memory).
+template <int K, int CB, typename Word>
+__device__ __forceinline__ void decode_any_words(Word word, int lane, uint32_t b[4])
 {
     constexpr int kWords = 8 * K;
     int first = (8 * lane + 1) * K - 16 + 256 * K; // window start of the lane's first value
     int w0 = (first >> 5) % kWords;
     int base = first & 31;
-    uint32_t a0 = __ldg(words + w0);
-    uint32_t a1 = __ldg(words + (w0 + 1) % kWords);
-    uint32_t a2 = __ldg(words + (w0 + 2) % kWords);
-    uint32_t a3 = __ldg(words + (w0 + 3) % kWords);
+    uint32_t a0 = word(w0);
+    uint32_t a1 = word((w0 + 1) % kWords);
+    uint32_t a2 = word((w0 + 2) % kWords);
+    uint32_t a3 = word((w0 + 3) % kWords);
     uint32_t st[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -85,6 +86,18 @@ __device__ __forceinline__ void decode_any(const uint32_t *words, int lane, uint
         st[j] = (uint32_t)(v >> (48 - o)) & 0xFFFFu;
     }
     decode_states<CB>(st, b);
+}
+
+template <int K, int CB>
+__device__ __forceinline__ void decode_any(const uint32_t *words, int lane, uint32_t b[4])
+{
+    decode_any_words<K, CB>([words](int i) { return __ldg(words + i); }, lane, b);
+}
+
+template <int K, int CB>
+__device__ __forceinline__ void decode_any_shared(const uint32_t *words, int lane, uint32_t b[4])
+{
+    decode_any_words<K, CB>([words](int i) { return words[i]; }, lane, b);
 }
 
 // 3INST/MCG, one state -> the two fp16 halves whose sum is its value (no pairing, no add):
@@ -383,6 +396,34 @@ __host__ __device__ __forceinline__ void products_k4_pairs(uint32_t w, uint32_t 
         uint32_t hi = mad_lo(u[i] >> 16, m, a);
         x[i] = hi;
         x[i + 4] = mad_lo(hi, neg16, mad_lo(u[i], m, a * 65537u));
+    }
+}
+
+// decode_k4's B registers (the pair form), for fewer integer-ALU operations: 3INST/MCG take the
+// eight products from products_k4_pairs (the products of states_k4's states: 7 ALU operations
+// and 12 multiply-adds on the FMA pipe, not 10 and 8) and mask and flip each half pair with one
+// LOP3 (sm in registers; decode_pair's immediates take two), then decode_pair's fp16 add. The
+// same values as decode_k4 bit for bit; MUL1 is decode_k4 itself.
+template <int CB>
+__device__ __forceinline__ void decode_k4_fast(uint32_t w, uint32_t prev, const decode_consts &sm,
+                                               uint32_t b[4])
+{
+    if (CB == 2) {
+        decode_k4<CB>(w, prev, b);
+        return;
+    }
+    uint32_t x[8];
+    products_k4_pairs<CB>(w, prev, sm.neg16, x);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        uint32_t lo, hi; // (x & mask) ^ flip of the two low halves, then of the two high halves
+        asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n"
+            : "=r"(lo)
+            : "r"(__byte_perm(x[2 * q], x[2 * q + 1], 0x5410)), "r"(sm.mask), "r"(sm.flip));
+        asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n"
+            : "=r"(hi)
+            : "r"(__byte_perm(x[2 * q], x[2 * q + 1], 0x7632)), "r"(sm.mask), "r"(sm.flip));
+        b[q] = h2_bits(__hadd2(bits_h2(lo), bits_h2(hi)));
     }
 }
 

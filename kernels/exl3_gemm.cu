@@ -8,6 +8,7 @@
 // more: the prefill path). The two paths differ in bits (their own k splits, and the GEMV feeds
 // a weight's two fp16 halves to the mma where the prefill GEMM adds them in fp16 first).
 #include <cstdint>
+#include <type_traits>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -223,10 +224,14 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
 // expert's rows lie together; every selected expert's gate/up and down run as one GEMM of its
 // rows (weights decoded once a 64-row block), then each row sums its slots in slot order.
 
-// offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P].
+// offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P];
+// by_rows [E]: the experts by their row count, most first (ties in index order; E <= 1024, else
+// in index order), the order in which the pipelined grouped kernels' blocks take them, so that
+// the largest experts do not start last and leave the SMs idle behind them.
 __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restrict__ ids, int P, int E,
                                                           int *offsets, int *pos_of_pair,
-                                                          int *pair_of_pos, int *expert_of_pos)
+                                                          int *pair_of_pos, int *expert_of_pos,
+                                                          int *by_rows)
 {
     pdl_prologue();
     extern __shared__ int sort_s[]; // count[E], cursor[E]
@@ -249,6 +254,15 @@ __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restr
             sum += count[e];
         }
         offsets[E] = sum;
+    }
+    for (int i = tid; i < E; i += blockDim.x) {
+        int rank = i;
+        if (E <= 1024) {
+            rank = 0;
+            for (int j = 0; j < E; j++)
+                rank += count[j] > count[i] || (count[j] == count[i] && j < i);
+        }
+        by_rows[rank] = i;
     }
     __syncthreads();
     // placement in pair order: tiles of blockDim pairs, warps one after another within a tile
@@ -386,6 +400,7 @@ struct grouped_args {
     const __half *xh[2];
     float *z[2];
     const int *offsets;
+    const int *order; // the experts in the order blocks take them (null: index order)
     int in, out;
 };
 
@@ -521,20 +536,423 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kerne
     }
 }
 
-// Which rows a decode a launch takes (kern_exl3_set_grouped). Auto: 128 where the chunk gives the
-// experts 96 rows each on average, else 64. 128 rows a block decode each k-tile once for twice the
-// rows but hold twice the accumulators, so fewer blocks fit an SM (2, not 3) and an expert with
-// few rows leaves half a block idle; at about 96 rows an expert the halved decoding outweighs
-// that (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
+// The pipelined grouped products: a block owns 16 NTB columns (NTB n-tiles, 8 or 16) of one
+// expert and takes up to 16 * MG * MTW of its rows a pass, with NTB warps. Warp w is m-group
+// w / (NTB / MG) (MTW m-tiles of 16 rows) and n-group w % (NTB / MG) (MG n-tiles), so its tile is
+// 16 MTW rows x 16 MG columns: each A fragment (ldmatrix) feeds 2 MG mma and each decoded B
+// fragment MTW. A warp decodes the B fragments it multiplies straight into registers (no shared
+// fragments, no barrier between the decode and the mma): the MG m-groups decode an n-tile once
+// each, MG times the integer work of one decode, for no fragment stores and loads in shared
+// memory. The activations and the trellis words come through a ring of kPipeStages
+// shared-memory stages of kPipeSK k-tiles, filled by cp.async kPipeStages - 1 stages ahead, one
+// barrier a stage. 16 n-tiles a block read each activation tile from L2 half as often as 8 (the
+// expert's rows are read once per block). Each output element is one fp32 accumulator fed by
+// mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
+// decode_any) B fragments as every other grouped kernel: the same bits.
+constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
+constexpr int kPipeStages = 4; // stages in the ring
+
+template <int K, int MG, int MTW, int NTB>
+struct pipe_shape {
+    static constexpr int kThreads = 32 * NTB;
+    static constexpr int kRows = 16 * MG * MTW;                   // rows a pass
+    static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
+    static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
+    static constexpr int kWBytes = kPipeSK * NTB * 8 * K * 4;     // a stage's trellis words
+    static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
+    static constexpr int kSmem = kPipeStages * kStageBytes;
+    // blocks an SM: one of 16 warps; else 3 where the accumulators are 32 registers, 2 at 64
+    static constexpr int kMinBlocks = NTB == 16 ? 1 : MG * MTW <= 4 ? 3 : 2;
+};
+
+// cp_async16 to a shared-memory address.
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes));
+}
+
+// decode_k4_fast's constants, from constant memory so that the compiler keeps them in registers.
+__constant__ uint32_t c_grouped_consts[3] = {0x8FFF8FFFu, 0x3B603B60u, 0xFFFF0000u};
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The A fragment of one 16 x 16 tile from shared memory (rows of `pitch` halves): lane l gives
+// the address of row l & 15, column 8 (l >> 4), as mma16816 wants a[0..3].
+__device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, int pitch, int lane)
+{
+    uint32_t addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(tile + (lane & 15) * pitch + (lane >> 4) * 8));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// One stage of a warp: kPipeSK k-tiles in order, each decoded (the warp's NT n-tiles from nt0,
+// into acc[.][0 .. NT-1]) and multiplied into the warp's m-tiles; a_s: the warp's first row of the
+// stage's activations, w_s: the stage's trellis words. kFull: all MTW m-tiles (mact) hold rows.
+template <int K, int CB, int MG, int NT, int MTW, int NTB, bool kFull>
+__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt0, int mact,
+                                           int lane, const decode_consts &dc,
+                                           float acc[MTW][MG][2][4])
+{
+    constexpr int kPitch = pipe_shape<K, MG, MTW, NTB>::kPitch, kWords = 8 * K;
+#pragma unroll
+    for (int s = 0; s < kPipeSK; s++) {
+        uint32_t b[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const uint32_t *tw = w_s + (s * NTB + nt0 + j) * kWords;
+            if (K == 4)
+                decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
+            else
+                decode_any_shared<K, CB>(tw, lane, b[j]);
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++)
+            if (kFull || i < mact) {
+                uint32_t a[4];
+                ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    mma16816(acc[i][j][0], a, b[j][0], b[j][1]);
+                    mma16816(acc[i][j][1], a, b[j][2], b[j][3]);
+                }
+            }
+    }
+}
+
+template <int K, int CB, int MG, int MTW, int NTB>
+__global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
+                                  pipe_shape<K, MG, MTW, NTB>::kMinBlocks)
+    grouped_pipe_kernel(grouped_args g)
+{
+    pdl_prologue();
+    using S = pipe_shape<K, MG, MTW, NTB>;
+    constexpr int kGroupsN = NTB / MG, kWords = 8 * K, kThr = S::kThreads;
+    extern __shared__ __align__(16) unsigned char pipe_smem[];
+    int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
+    // the block's NTB n-tiles at k-tile 0
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * NTB * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    int gq = lane >> 2, t = lane & 3;
+    int nstages = ktiles / kPipeSK;
+    const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
+    for (int r0 = rb; r0 < re; r0 += S::kRows) {
+        int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
+        // A pass of one m-group's rows or fewer (a small expert, the tail of a large one) is
+        // narrow: warp w takes n-tile w alone and every m-tile, so each tile is decoded once and
+        // no warp idles; else warp w is m-group w / (NTB / MG) with n-tiles MG (w % (NTB / MG)) + j.
+        bool narrow = MG > 1 && nrows <= MTW * 16;
+        int mg = narrow ? 0 : warp / kGroupsN, nt0 = narrow ? warp : warp % kGroupsN * MG;
+        int nts = narrow ? 1 : MG;
+        // this warp's m-tiles holding rows of the expert (0: it only helps with the copies)
+        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
+        __syncthreads(); // the previous pass is done with the ring
+        // this thread's copies, each a 16-byte chunk, at stage 0 and slot 0: activation rows
+        // a_row + c * kRowStep, c < kAChunks, part a_part of 2 kPipeSK (zeros past the expert, none
+        // past its last m-tile); trellis chunks (k-tile of the stage i / (2K NTB), chunk
+        // i % (2K NTB) of its NTB tiles: 32K NTB bytes a k-tile)
+        constexpr int kRowStep = kThr / (kPipeSK * 2);
+        constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
+        int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
+        const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
+        uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
+        uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
+        constexpr int kWChunks = kPipeSK * NTB * 2 * K; // at most kThr (K <= 8)
+        static_assert(kWChunks <= kThr, "one trellis chunk a thread at most");
+        int wi = tid < kWChunks ? tid : 0;
+        const uint32_t *w_src =
+            trellis + (size_t)(wi / (2 * K * NTB)) * kstride + (wi % (2 * K * NTB)) * 4;
+        uint32_t w_dst = base + S::kABytes + wi * 16;
+        // stage st into its slot (an empty group past the last stage, so the counts hold)
+        auto issue = [&](int st) {
+            if (st < nstages) {
+                uint32_t slot = (st % kPipeStages) * S::kStageBytes;
+                int k0 = st * kPipeSK * 16;
+#pragma unroll
+                for (int c = 0; c < kAChunks; c++) {
+                    int row = a_row + c * kRowStep;
+                    bool ok = row < nrows;
+                    if (row < loaded)
+                        cp_async16_s(a_dst + slot + c * kRowStep * S::kPitch * 2,
+                                     (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
+                                     ok ? 16 : 0);
+                }
+                if (tid < kWChunks)
+                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
+            }
+            cp_async_commit();
+        };
+        float acc[MTW][MG][2][4] = {};
+#pragma unroll
+        for (int st = 0; st < kPipeStages - 1; st++)
+            issue(st);
+        for (int st = 0; st < nstages; st++) {
+            cp_async_wait<kPipeStages - 2>(); // this thread's copies of stage st are done
+            __syncthreads(); // everyone's; and stage st - 1's slot is read by every warp
+            issue(st + kPipeStages - 1);
+            if (mact == 0)
+                continue;
+            const unsigned char *slot = pipe_smem + (st % kPipeStages) * S::kStageBytes;
+            const __half *a_s = reinterpret_cast<const __half *>(slot) + mg * MTW * 16 * S::kPitch;
+            const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
+            if (!narrow && mact == MTW) // every m-tile: no branches between the decode and the mma
+                pipe_stage<K, CB, MG, MG, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
+            else if (!narrow)
+                pipe_stage<K, CB, MG, MG, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
+            else if (mact == MTW)
+                pipe_stage<K, CB, MG, 1, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
+            else
+                pipe_stage<K, CB, MG, 1, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++) {
+            if (i >= mact)
+                continue;
+            int row0 = r0 + (mg * MTW + i) * 16 + gq;
+#pragma unroll
+            for (int j = 0; j < MG; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (j >= nts)
+                        continue;
+                    int col = (blockIdx.x * NTB + nt0 + j) * 16 + h * 8 + 2 * t;
+                    if (row0 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
+                    if (row0 + 8 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
+                }
+        }
+    }
+}
+
+// The pipelined grouped products with each tile decoded once into shared memory: the ring of
+// grouped_pipe_kernel (NTB 8, MG 2, MTW 4: 128 rows a pass, warp tile 64 rows x 32 columns), and
+// two B-fragment slots: while it multiplies stage st, warp w decodes n-tile w of stage st + 1
+// into the other slot (one decode a tile, 512 bytes of fragments written and read by the two
+// m-groups, against grouped_pipe_kernel's second decode). The same single barrier a stage orders
+// both rings; the same bits.
+template <int K, int CB>
+__global__ void __launch_bounds__(kThreads, 2) grouped_pipe_shared_kernel(grouped_args g)
+{
+    pdl_prologue();
+    using S = pipe_shape<K, 2, 4, 8>;
+    constexpr int MG = 2, MTW = 4, kWords = 8 * K;
+    extern __shared__ __align__(16) unsigned char pipe_smem[];
+    // [slot 2][k-tile kPipeSK][n-tile 8][lane 32], after the ring
+    uint4 *frag = reinterpret_cast<uint4 *>(pipe_smem + S::kSmem);
+    int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
+    int rb = g.offsets[e], re = g.offsets[e + 1];
+    if (rb >= re)
+        return;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
+    const size_t kstride = (size_t)ntiles * kWords;
+    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * 8 * kWords;
+    const __half *xh = which ? g.xh[1] : g.xh[0];
+    float *z = which ? g.z[1] : g.z[0];
+    int gq = lane >> 2, t = lane & 3, mg = warp / 4, nt0 = warp % 4 * MG;
+    int nstages = ktiles / kPipeSK;
+    const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
+    for (int r0 = rb; r0 < re; r0 += S::kRows) {
+        int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
+        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
+        __syncthreads(); // the previous pass is done with the rings
+        // the copies as grouped_pipe_kernel's (kThreads threads, 8 n-tiles)
+        constexpr int kRowStep = kThreads / (kPipeSK * 2);
+        constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
+        int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
+        const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
+        uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
+        uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
+        constexpr int kWChunks = kPipeSK * 8 * 2 * K;
+        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
+        int wi = tid < kWChunks ? tid : 0;
+        const uint32_t *w_src = trellis + (size_t)(wi / (16 * K)) * kstride + (wi % (16 * K)) * 4;
+        uint32_t w_dst = base + S::kABytes + wi * 16;
+        auto issue = [&](int st) {
+            if (st < nstages) {
+                uint32_t slot = (st % kPipeStages) * S::kStageBytes;
+                int k0 = st * kPipeSK * 16;
+#pragma unroll
+                for (int c = 0; c < kAChunks; c++) {
+                    int row = a_row + c * kRowStep;
+                    bool ok = row < nrows;
+                    if (row < loaded)
+                        cp_async16_s(a_dst + slot + c * kRowStep * S::kPitch * 2,
+                                     (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
+                                     ok ? 16 : 0);
+                }
+                if (tid < kWChunks)
+                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
+            }
+            cp_async_commit();
+        };
+        // warp w: n-tile w of stage st's k-tiles into fragment slot st & 1
+        auto decode = [&](int st) {
+            const uint32_t *w_s = reinterpret_cast<const uint32_t *>(
+                pipe_smem + (st % kPipeStages) * S::kStageBytes + S::kABytes);
+#pragma unroll
+            for (int s = 0; s < kPipeSK; s++) {
+                const uint32_t *tw = w_s + (s * 8 + warp) * kWords;
+                uint32_t b[4];
+                if (K == 4)
+                    decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b);
+                else
+                    decode_any_shared<K, CB>(tw, lane, b);
+                frag[(((st & 1) * kPipeSK + s) * 8 + warp) * 32 + lane] =
+                    make_uint4(b[0], b[1], b[2], b[3]);
+            }
+        };
+        float acc[MTW][MG][2][4] = {};
+#pragma unroll
+        for (int st = 0; st < kPipeStages - 1; st++)
+            issue(st);
+        cp_async_wait<kPipeStages - 2>(); // stage 0
+        __syncthreads();
+        decode(0);
+        for (int st = 0; st < nstages; st++) {
+            // stages st and st + 1 are here; the fragments of st are written; every warp is done
+            // with stage st - 1 (its ring slot and fragment slot are free)
+            cp_async_wait<kPipeStages - 3>();
+            __syncthreads();
+            issue(st + kPipeStages - 1);
+            if (st + 1 < nstages)
+                decode(st + 1);
+            if (mact == 0)
+                continue;
+            const __half *a_s = reinterpret_cast<const __half *>(
+                                    pipe_smem + (st % kPipeStages) * S::kStageBytes) +
+                                mg * MTW * 16 * S::kPitch;
+            const uint4 *f_s = frag + (st & 1) * kPipeSK * 8 * 32;
+            // full: every m-tile holds rows, no branches between the loads and the mma
+            auto multiply = [&](auto full) {
+#pragma unroll
+                for (int s = 0; s < kPipeSK; s++) {
+                    uint4 b[MG];
+#pragma unroll
+                    for (int j = 0; j < MG; j++)
+                        b[j] = f_s[(s * 8 + nt0 + j) * 32 + lane];
+#pragma unroll
+                    for (int i = 0; i < MTW; i++)
+                        if (decltype(full)::value || i < mact) {
+                            uint32_t a[4];
+                            ldmatrix_a(a, a_s + i * 16 * S::kPitch + s * 16, S::kPitch, lane);
+#pragma unroll
+                            for (int j = 0; j < MG; j++) {
+                                mma16816(acc[i][j][0], a, b[j].x, b[j].y);
+                                mma16816(acc[i][j][1], a, b[j].z, b[j].w);
+                            }
+                        }
+                }
+            };
+            if (mact == MTW)
+                multiply(std::true_type());
+            else
+                multiply(std::false_type());
+        }
+#pragma unroll
+        for (int i = 0; i < MTW; i++) {
+            if (i >= mact)
+                continue;
+            int row0 = r0 + (mg * MTW + i) * 16 + gq;
+#pragma unroll
+            for (int j = 0; j < MG; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int col = (blockIdx.x * 8 + nt0 + j) * 16 + h * 8 + 2 * t;
+                    if (row0 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
+                    if (row0 + 8 < re)
+                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
+                }
+        }
+    }
+}
+
+template <int K, int CB>
+cudaError_t grouped_pipe_shared_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    constexpr int kSmem = pipe_shape<K, 2, 4, 8>::kSmem + 2 * kPipeSK * 8 * 32 * 16;
+    static cudaError_t raised = cudaFuncSetAttribute(
+        grouped_pipe_shared_kernel<K, CB>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (raised != cudaSuccess)
+        return raised;
+    launch(grouped_pipe_shared_kernel<K, CB>, grid, kThreads, kSmem, st, g);
+    return cudaGetLastError();
+}
+
+// Which kernel a launch takes (kern_exl3_set_grouped). Auto: the pipelined one, 128 rows a pass
+// where the chunk gives the experts 96 rows each on average, else 64. 128 rows a pass decode each
+// k-tile once for twice the rows but hold twice the accumulators, so fewer blocks fit an SM (2,
+// not 3) and an expert with few rows leaves half a block idle; at about 96 rows an expert the
+// halved decoding outweighs that (bench_exl3 times each kernel at 32/128/512 rows an expert,
+// bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
+
+// A pipelined kernel's launch: its ring in dynamic shared memory (the limit raised past 48 KB
+// once, where a shape needs it); 16 n-tiles a block where the columns allow, else 8.
+template <int K, int CB, int MG, int MTW, int NTB>
+cudaError_t grouped_pipe_launch_ntb(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    using S = pipe_shape<K, MG, MTW, NTB>;
+    if (S::kSmem > 48 * 1024) {
+        static cudaError_t raised =
+            cudaFuncSetAttribute(grouped_pipe_kernel<K, CB, MG, MTW, NTB>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+        if (raised != cudaSuccess)
+            return raised;
+    }
+    grid.x = g.out / (16 * NTB);
+    launch(grouped_pipe_kernel<K, CB, MG, MTW, NTB>, grid, S::kThreads, S::kSmem, st, g);
+    return cudaGetLastError();
+}
+
+template <int K, int CB, int MG, int MTW, bool kWide>
+cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
+{
+    if constexpr (kWide) {
+        if (g.out % 256 == 0)
+            return grouped_pipe_launch_ntb<K, CB, MG, MTW, 16>(g, grid, st);
+    }
+    return grouped_pipe_launch_ntb<K, CB, MG, MTW, 8>(g, grid, st);
+}
 
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    if (variant == KERN_EXL3_GROUPED_REUSE_128)
+    switch (variant) {
+    case KERN_EXL3_GROUPED_PIPE_128: return grouped_pipe_launch<K, CB, 2, 4, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_WIDE: return grouped_pipe_launch<K, CB, 2, 4, true>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4, false>(g, grid, st);
+    case KERN_EXL3_GROUPED_PIPE_128_SHARED: return grouped_pipe_shared_launch<K, CB>(g, grid, st);
+    case KERN_EXL3_GROUPED_REUSE_128:
         launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
-    else
+        break;
+    default:
         launch(grouped_reuse_kernel<K, CB, 1>, grid, kThreads, 0, st, g);
+        break;
+    }
     return cudaGetLastError();
 }
 
@@ -556,7 +974,7 @@ cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int ma
 {
     int v = g_grouped;
     if (v == KERN_EXL3_GROUPED_AUTO)
-        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_REUSE_128 : KERN_EXL3_GROUPED_REUSE_64;
+        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_PIPE_128 : KERN_EXL3_GROUPED_PIPE_64;
     switch (bits) {
     case 1: return grouped_cb<1>(codebook, v, g, mats, E, st);
     case 2: return grouped_cb<2>(codebook, v, g, mats, E, st);
@@ -717,7 +1135,7 @@ namespace {
 
 // The prefill workspace: sort tables, then the fp16 inputs and f32 products of every pair.
 struct prefill_layout {
-    int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos;
+    int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos, *by_rows;
     __half *xg, *xu, *xd;
     float *zg, *zu, *zd;
     size_t bytes;
@@ -738,6 +1156,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
     l.pos_of_pair = reinterpret_cast<int *>(take(P * sizeof(int)));
     l.pair_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
     l.expert_of_pos = reinterpret_cast<int *>(take(P * sizeof(int)));
+    l.by_rows = reinterpret_cast<int *>(take((size_t)ex->n_experts * sizeof(int)));
     l.xg = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
     l.xu = reinterpret_cast<__half *>(take(P * H * sizeof(__half)));
     l.xd = reinterpret_cast<__half *>(take(P * I * sizeof(__half)));
@@ -752,7 +1171,7 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 extern "C" int kern_exl3_set_grouped(int variant)
 {
-    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_REUSE_128)
+    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_SHARED)
         return -1;
     g_grouped = variant;
     return 0;
@@ -761,6 +1180,35 @@ extern "C" int kern_exl3_set_grouped(int variant)
 extern "C" int kern_exl3_grouped(void)
 {
     return g_grouped;
+}
+
+namespace {
+
+// The pipelined grouped kernels copy trellis words and activations 16 bytes at a time.
+bool grouped_aligned(const void *a, const void *b)
+{
+    return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;
+}
+
+} // namespace
+
+extern "C" int kern_exl3_grouped_product(const void *trellis, int bits, int codebook, int in,
+                                         int out, int n_experts, const int *offsets, int pairs,
+                                         const void *xh, float *z, void *stream)
+{
+    if (!trellis || !offsets || !xh || !z || bits < 1 || bits > 8 || codebook < 0 ||
+        codebook > 2 || in < 128 || out < 128 || in % 128 || out % 128 || n_experts < 1 ||
+        n_experts > 65535 || pairs < 0 || !grouped_aligned(trellis, xh))
+        return -1;
+    grouped_args g = {};
+    g.trellis[0] = g.trellis[1] = static_cast<const uint32_t *>(trellis);
+    g.xh[0] = g.xh[1] = static_cast<const __half *>(xh);
+    g.z[0] = g.z[1] = z;
+    g.offsets = offsets;
+    g.in = in;
+    g.out = out;
+    return (int)grouped_launch(bits, codebook, g, 1, n_experts, pairs,
+                               static_cast<cudaStream_t>(stream));
 }
 
 extern "C" size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots)
@@ -777,7 +1225,8 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (!ex || !x || !ids || !weights || !y || !work || rows < 1 || slots < 1 || rows > 65535 ||
         (size_t)rows * slots > (size_t)1 << 24 || ex->n_experts < 1 || ex->hidden <= 0 || ex->inter <= 0 ||
         ex->hidden % 128 || ex->inter % 128 || ex->bits < 1 || ex->bits > 8 || ex->codebook < 0 ||
-        ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis)
+        ex->codebook > 2 || !ex->gate_trellis || !ex->up_trellis || !ex->down_trellis ||
+        !grouped_aligned(ex->gate_trellis, ex->up_trellis) || !grouped_aligned(ex->down_trellis, work))
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int E = ex->n_experts, H = ex->hidden, I = ex->inter, P = rows * slots;
@@ -786,7 +1235,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     if (sort_shared > 48 * 1024)
         return -1;
     launch(sort_pairs_kernel, 1, 1024, sort_shared, st, ids, P, E, l.offsets, l.pos_of_pair,
-           l.pair_of_pos, l.expert_of_pos);
+           l.pair_of_pos, l.expert_of_pos, l.by_rows);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
@@ -805,6 +1254,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     gu.z[0] = l.zg;
     gu.z[1] = l.zu;
     gu.offsets = l.offsets;
+    gu.order = l.by_rows;
     gu.in = H;
     gu.out = I;
     if ((rc = grouped_launch(ex->bits, ex->codebook, gu, 2, E, P, st)) != cudaSuccess)
@@ -820,6 +1270,7 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     dn.xh[0] = dn.xh[1] = l.xd;
     dn.z[0] = dn.z[1] = l.zd;
     dn.offsets = l.offsets;
+    dn.order = l.by_rows;
     dn.in = I;
     dn.out = H;
     if ((rc = grouped_launch(ex->bits, ex->codebook, dn, 1, E, P, st)) != cudaSuccess)

@@ -103,20 +103,46 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
 
 /* The routed experts of a prefill chunk (rows > 8): the (row, slot) pairs are grouped by expert
  * on the device (a stable counting sort), each selected expert's gate/up and down run once over
- * all its rows on tensor cores (weights decoded once per 64 rows, the whole k range in one
- * block), and each row then sums its slots in slot order. So it is deterministic and
+ * all its rows on tensor cores (weights decoded once per pass of 64 or 128 rows, the whole k
+ * range in one block), and each row then sums its slots in slot order. So it is deterministic and
  * batch-invariant too: a row's bits do not depend on the chunk's size, the row's place, or how
  * many other rows chose its experts (any rows >= 1). Same arguments and result as
  * kern_exl3_moe, without its pair limit (rows <= 65535, rows * slots <= 2^24); hidden and inter multiples of
- * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed). */
+ * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed); work and the trellises
+ * 16-byte aligned (as cudaMalloc's are), else -1. */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
-/* The grouped products' rows a decoded weight tile, process-wide (benches and tests compare them;
- * both give the same bits): AUTO (the default) 128 rows where the experts get 96 rows each on
- * average, else 64; REUSE_64 / REUSE_128: double-buffered stages with cp.async activations, each
- * k-tile decoded once for 64 or 128 rows. Returns -1 for another value. */
-enum { KERN_EXL3_GROUPED_AUTO = 0, KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128 };
+/* The grouped products' kernel, process-wide (benches and tests compare them; all give the same
+ * bits): AUTO (the default) the pipelined kernel, 128 rows a pass where the experts get 96 rows
+ * each on average, else 64; REUSE_64 / REUSE_128: double-buffered stages with cp.async
+ * activations, each k-tile decoded once into shared memory for 64 or 128 rows; PIPE_64 /
+ * PIPE_128: a 4-stage cp.async ring of activations and trellis words, each warp decoding the
+ * weights it multiplies in registers, 64 or 128 rows a pass (128: each weight tile decoded by two
+ * warps, 64 rows each); PIPE_128_ONCE: the same, 128 rows a pass, each tile decoded by one warp
+ * for all 128 rows; PIPE_128_WIDE: PIPE_128 with 256 columns a block of 16 warps where the
+ * columns allow (each activation tile read from L2 half as often); PIPE_128_SHARED: PIPE_128
+ * with each tile decoded once, a stage ahead, into shared fragments. Returns -1 for another
+ * value. */
+enum {
+    KERN_EXL3_GROUPED_AUTO = 0,
+    KERN_EXL3_GROUPED_REUSE_64,
+    KERN_EXL3_GROUPED_REUSE_128,
+    KERN_EXL3_GROUPED_PIPE_64,
+    KERN_EXL3_GROUPED_PIPE_128,
+    KERN_EXL3_GROUPED_PIPE_128_ONCE,
+    KERN_EXL3_GROUPED_PIPE_128_WIDE,
+    KERN_EXL3_GROUPED_PIPE_128_SHARED
+};
 int kern_exl3_set_grouped(int variant);
 int kern_exl3_grouped(void);
+/* The grouped products alone, with the kernel kern_exl3_set_grouped names (tests and benches):
+ * z[pos] = xh[pos] W_e for pos in offsets[e] .. offsets[e+1]-1 of every expert e < n_experts,
+ * W_e the decoded (unrotated) weights of expert e: trellis [n_experts][in/16][out/16][16 bits]
+ * uint16 words. xh fp16 [pairs][in], z f32 [pairs][out], offsets int [n_experts+1] (device; a
+ * stable sort's, offsets[n_experts] == pairs); in and out multiples of 128; trellis and xh
+ * 16-byte aligned. Plain stores, no atomics: a row's bits do not depend on the other rows. */
+int kern_exl3_grouped_product(const void *trellis, int bits, int codebook, int in, int out,
+                              int n_experts, const int *offsets, int pairs, const void *xh,
+                              float *z, void *stream);
 int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x, const int32_t *ids,
                           const float *weights, float *y, int rows, int slots, void *work,
                           void *stream);

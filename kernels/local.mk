@@ -36,7 +36,8 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
 KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
 	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh
-$(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT): \
+$(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT) \
+	tests/gpu/exl3_grouped_ref.$(OBJEXT): \
 	$(KERNEL_INCLUDES)
 
 # the MoE strips' paired-products decode (products_k4_pairs) against states_k4's states, on the
@@ -48,7 +49,7 @@ tests_unit_test_exl3_pairs_LINK = $(CC) $(CFLAGS) -o $@
 TESTS += tests/unit/test_exl3_pairs
 
 check_PROGRAMS += tests/gpu/test_exl3_gpu bench/bench_exl3
-tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c
+tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c tests/gpu/exl3_grouped_ref.cu
 tests_gpu_test_exl3_gpu_LDADD = $(glmchat_LDADD)
 # the prefill latent attention and its products against the scalar kernels
 check_PROGRAMS += tests/gpu/test_mla_gpu

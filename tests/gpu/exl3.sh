@@ -48,6 +48,7 @@ else
         "$nvcc" $nvflags -c -o "$build/$f.o" "$src/kernels/$f.cu" &
     done
     "$nvcc" $nvflags -c -o "$build/bench_exl3.o" "$src/bench/bench_exl3.cu" &
+    "$nvcc" $nvflags -c -o "$build/exl3_grouped_ref.o" "$src/tests/gpu/exl3_grouped_ref.cu" &
     cflags="-std=c11 -O2 -pthread -Wall -Wextra -Werror -DPACKAGE_VERSION=\"gpu-test\" -I$src -I$src/engine"
     csrc="engine/error.c engine/model/exl3_decode.c engine/model/exl3_matvec.c
           engine/model/exl3_quantize.c engine/model/hadamard.c tests/gpu/test_exl3_gpu.c"
@@ -58,13 +59,14 @@ else
         objs="$objs $o"
     done
     wait
-    for o in $objs "$build/device.o" "$build/exl3_gemm.o" "$build/exl3_moe.o" "$build/bench_exl3.o"; do
+    for o in $objs "$build/device.o" "$build/exl3_gemm.o" "$build/exl3_moe.o" "$build/bench_exl3.o" \
+        "$build/exl3_grouped_ref.o"; do
         [ -f "$o" ] || { echo "build failed: no $o"; exit 1; }
     done
     cudalib=$(dirname "$(dirname "$nvcc")")/lib64
     libs="-L$cudalib -lcudart_static -ldl -lrt -lstdc++ -lm -pthread"
-    gcc -o "$build/tests/gpu/test_exl3_gpu" $objs "$build/device.o" "$build/exl3_gemm.o" \
-        "$build/exl3_moe.o" $libs
+    gcc -o "$build/tests/gpu/test_exl3_gpu" $objs "$build/exl3_grouped_ref.o" "$build/device.o" \
+        "$build/exl3_gemm.o" "$build/exl3_moe.o" $libs
     gcc -o "$build/bench/bench_exl3" "$build/bench_exl3.o" "$build/device.o" \
         "$build/exl3_gemm.o" "$build/exl3_moe.o" $libs
 fi

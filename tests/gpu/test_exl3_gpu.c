@@ -259,9 +259,13 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     CUDA_OK(kern_malloc(&pwork, pbytes));
     CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
     static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                   KERN_EXL3_GROUPED_AUTO};
-    static const char *const vnames[] = {"reuse 64", "reuse 128", "auto"};
-    for (int v = 0; v < 3; v++) {
+                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
+                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
+    static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
+                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
+                                         "auto"};
+    for (int v = 0; v < 8; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         for (int call = 0; call < 2; call++) {
             CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
@@ -321,6 +325,113 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     free(d);
     free(who);
     free(stack);
+}
+
+/* ---- the grouped products alone ------------------------------------------------------------ */
+
+/* tests/gpu/exl3_grouped_ref.cu: the definition of the grouped products' bits (a warp an n-tile,
+ * each k-tile decoded and multiplied in order, no staging); kern_exl3_grouped_product's
+ * arguments, synchronized. */
+int test_grouped_reference(const void *trellis, int bits, int codebook, int in, int out,
+                           int n_experts, const int *offsets, const void *xh, float *z);
+
+/* Experts of 1, 15, 16, 17, 0, 63, 64, 65, 127, 128, 129, 300 and 0 rows: every grouped kernel
+ * (kern_exl3_set_grouped) bit for bit against the GPU reference, with NaN-poisoned outputs, and
+ * against the CPU's decoded tiles in double (with_cpu; the reference too). */
+static void test_grouped_products(int in, int out, int bits, int cb, int with_cpu)
+{
+    static const int counts[] = {1, 15, 16, 17, 0, 63, 64, 65, 127, 128, 129, 300, 0};
+    enum { E = sizeof counts / sizeof counts[0] };
+    int offsets[E + 1] = {0};
+    for (int e = 0; e < E; e++)
+        offsets[e + 1] = offsets[e] + counts[e];
+    int P = offsets[E], ktiles = in / 16, ntiles = out / 16;
+    size_t mat_words = (size_t)ktiles * ntiles * 16 * bits; /* uint16 words an expert */
+    uint16_t *tr = xmalloc((size_t)E * mat_words * 2), *xh = xmalloc((size_t)P * in * 2);
+    for (size_t i = 0; i < (size_t)E * mat_words; i++)
+        tr[i] = (uint16_t)test_rng_u32(&rng_state);
+    for (size_t i = 0; i < (size_t)P * in; i++)
+        xh[i] = exl3_f16_from_f64(test_rng_uniform(&rng_state));
+    size_t nz = (size_t)P * out;
+    float *ref = xmalloc(nz * 4), *got = xmalloc(nz * 4);
+    void *dtr = dev_copy(tr, (size_t)E * mat_words * 2), *dxh = dev_copy(xh, (size_t)P * in * 2);
+    void *doff = dev_copy(offsets, sizeof offsets), *dz = dev_alloc(nz * 4);
+    const char *cbn = cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1";
+    char what[160];
+    CUDA_OK(kern_memset(dz, 0xFF, nz * 4)); /* NaN poison */
+    CUDA_OK(test_grouped_reference(dtr, bits, cb, in, out, E, doff, dxh, dz));
+    CUDA_OK(kern_to_host(ref, dz, nz * 4));
+    if (with_cpu) {
+        /* z[pos][n] = sum_k x[pos][k] W_e[k][n] in double, W_e from the CPU's tile decode */
+        float *w = xmalloc((size_t)in * out * 4), *xf = xmalloc((size_t)in * 4);
+        float *cpu = xmalloc(nz * 4);
+        double *row = xmalloc((size_t)out * sizeof *row);
+        uint16_t tile[EXL3_TILE_VALUES];
+        for (int e = 0; e < E; e++) {
+            if (!counts[e])
+                continue;
+            for (int kt = 0; kt < ktiles; kt++)
+                for (int nt = 0; nt < ntiles; nt++) {
+                    exl3_decode_tile(tr + e * mat_words + ((size_t)kt * ntiles + nt) * 16 * bits,
+                                     bits, (exl3_codebook)cb, tile);
+                    for (int r = 0; r < 16; r++)
+                        for (int c = 0; c < 16; c++)
+                            w[(size_t)(kt * 16 + r) * out + nt * 16 + c] =
+                                exl3_f16_to_f32(tile[r * 16 + c]);
+                }
+            for (int pos = offsets[e]; pos < offsets[e + 1]; pos++) {
+                for (int k = 0; k < in; k++)
+                    xf[k] = exl3_f16_to_f32(xh[(size_t)pos * in + k]);
+                for (int n = 0; n < out; n++)
+                    row[n] = 0;
+                for (int k = 0; k < in; k++)
+                    for (int n = 0; n < out; n++)
+                        row[n] += (double)xf[k] * w[(size_t)k * out + n];
+                for (int n = 0; n < out; n++)
+                    cpu[(size_t)pos * out + n] = (float)row[n];
+            }
+        }
+        snprintf(what, sizeof what, "grouped reference %dx%d K%d %s, CPU", in, out, bits, cbn);
+        compare(what, ref, cpu, nz, 1e-3);
+        free(w);
+        free(xf);
+        free(row);
+        free(cpu);
+    }
+    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
+                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
+                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
+                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
+    static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
+                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
+                                         "auto"};
+    for (int v = 0; v < 8; v++) {
+        CUDA_OK(kern_exl3_set_grouped(variants[v]));
+        CUDA_OK(kern_memset(dz, 0xFF, nz * 4));
+        CUDA_OK(kern_exl3_grouped_product(dtr, bits, cb, in, out, E, doff, P, dxh, dz, NULL));
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(got, dz, nz * 4));
+        size_t differ = 0, first = 0;
+        for (size_t i = 0; i < nz; i++)
+            if (memcmp(&got[i], &ref[i], 4) != 0 && !differ++)
+                first = i;
+        printf("grouped %-15s %4dx%-4d K%d %-5s rows 1..300 %8zu values  %s\n", vnames[v], in, out,
+               bits, cbn, nz, differ ? "FAIL: bits differ from the reference" : "same bits ok");
+        if (differ) {
+            printf("    %zu differ, first at row %zu col %zu: got %.9g want %.9g\n", differ,
+                   first / out, first % out, got[first], ref[first]);
+            failures++;
+        }
+    }
+    CUDA_OK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_AUTO));
+    kern_free(dtr);
+    kern_free(dxh);
+    kern_free(doff);
+    kern_free(dz);
+    free(tr);
+    free(xh);
+    free(ref);
+    free(got);
 }
 
 /* ---- determinism and batch invariance ----------------------------------------------------- */
@@ -646,6 +757,16 @@ int main(int argc, char **argv)
         test_linear(4096, 2048, 4, 1, row_counts[i], 0);
         if (!quick)
             test_linear(2048, 4096, 4, 1, row_counts[i], 0);
+    }
+    /* the grouped products at every row count that crosses a tile or pass edge */
+    test_grouped_products(1024, 512, 4, 1, 1);
+    test_grouped_products(512, 256, 4, 0, 1);
+    test_grouped_products(512, 384, 4, 2, 1);
+    test_grouped_products(512, 256, 3, 2, 1);
+    test_grouped_products(256, 512, 8, 0, 1);
+    if (!small) {
+        test_grouped_products(4096, 2048, 4, 1, 0); /* gate/up */
+        test_grouped_products(2048, 4096, 4, 1, 0); /* down */
     }
     test_moe(8, 512, 256, 3, 0, 32, 8); /* 256 pairs: groups of 16 */
     test_moe(8, 512, 256, 2, 2, 5, 3);
