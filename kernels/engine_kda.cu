@@ -647,6 +647,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
             int t = gi * kPrefillTokens + tl;
             const float *ka = &b.k[tl][4 * half], *aa = &b.a[tl][4 * half];
             const float *qa = &b.q[tl][4 * half];
+            const float vj = b.v[tl][jc], bt = b.beta[tl]; // (v: 0 past dk; read early)
             float kr[kScanMaxRows][4], pm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int r = 0; r < kScanMaxRows; r++) {
@@ -662,12 +663,10 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
                     }
             }
             float mem = prefill_slice_sum(pm, lane);
-            // the previous token's output, summed here to fill the sum's round trips
+            // the previous token's output, summed here to fill the sum's round trips (stored
+            // after the update, off the path to the next token)
             float out = prefill_slice_sum_half1(po, lane);
-            if (half && ok && prev >= 0)
-                o[(size_t)prev * C + (size_t)h * dk + j] = out;
-            float vj = ok ? b.v[tl][jc] : 0.0f;
-            float delta = ok ? __fmul_rn(__fsub_rn(vj, mem), b.beta[tl]) : 0.0f;
+            float delta = ok ? __fmul_rn(__fsub_rn(vj, mem), bt) : 0.0f;
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 po[i] = 0.0f;
@@ -682,6 +681,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
                         po[i] = __fmaf_rn(Sr[r][i], qv[i], po[i]);
                     }
             }
+            if (half && ok && prev >= 0)
+                o[(size_t)prev * C + (size_t)h * dk + j] = out;
             prev = t;
             if (trail) { // the state after token t, for going back inside a verification window
                 float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
