@@ -13,10 +13,13 @@
  * position beside the public engine's published window costs. Then prefill of each size at each
  * chunk (the backend reopened for each; a chunk the memory plan refuses is reported as "does not
  * fit" and skipped) against cuBLAS bf16 GEMM in the same run, with each op group's share of a
- * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the first size
- * timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then the
- * two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
- * MTP block added to the model, the MTP drafts' time and the windows with its catch-up. */
+ * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the smallest
+ * size timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then
+ * the two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
+ * MTP block added to the model, the MTP drafts' time and the windows with its catch-up.
+ * Long prompts: bench_cuda_engine --long LAYERS SIZES [LIMIT_S [EVERY]] (bench/long_prefill.h)
+ * times each size alone from an empty session against an 8k prefill of the same run, with
+ * progress lines and a time limit a size (a stopped size is reported as PARTIAL). */
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -30,12 +33,14 @@
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "decode_tables.h"
+#include "long_prefill.h"
 #include "model/exl3.h"
 #include "model/prefill_projection.h"
 #include "model/projection.h"
 #include "model/traffic.h"
 
 #define RECIPE_TOKS 60.4
+#define BENCH_WINDOW 1048576 /* the model's max_position_embeddings: no prompt is longer */
 
 static double now_s(void)
 {
@@ -48,7 +53,7 @@ static void real_config(glm_config *c, int layers)
 {
     memset(c, 0, sizeof *c);
     c->vocab_size = 154880, c->hidden_size = 4096, c->num_layers = layers;
-    c->max_position_embeddings = 1048576, c->intermediate_size = 12288;
+    c->max_position_embeddings = BENCH_WINDOW, c->intermediate_size = 12288;
     c->moe_intermediate_size = 2048, c->rms_norm_eps = 1e-5f, c->swiglu_limit = 10.0f;
     c->hc_mult = 4, c->hc_sinkhorn_iters = 20, c->hc_eps = 1e-6f;
     c->kda_heads = 64, c->kda_head_dim = 128, c->kda_conv_kernel = 4;
@@ -1049,7 +1054,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
 {
     const cuda_plan *plan = backend_cuda_plan(be);
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
-    int chunk = plan->chunk, layers = c->num_layers, largest = 0;
+    int chunk = plan->chunk, layers = c->num_layers, largest = 0, smallest = sizes[0];
     glm_error err = {0};
     profile prof;
     char title[160];
@@ -1059,9 +1064,11 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position 0)", chunk);
     print_profile(&prof, title);
     print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw);
-    for (int i = 0; i < n_sizes; i++)
+    for (int i = 0; i < n_sizes; i++) {
         largest = sizes[i] > largest ? sizes[i] : largest;
-    if (grouped_kernels(be, s, tok, sizes[0], chunk))
+        smallest = sizes[i] < smallest ? sizes[i] : smallest;
+    }
+    if (grouped_kernels(be, s, tok, smallest, chunk)) /* three prefills: the cheapest size */
         return -1;
     for (int i = 0; i < n_sizes; i++) {
         int np = sizes[i];
@@ -1146,8 +1153,330 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
     return rc < 0 ? -1 : 0;
 }
 
+/* ---- long prefill (--long): each size from an empty session, a time limit a size ---------- */
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Free device bytes now (0 when unknown). */
+static size_t device_free(void)
+{
+    size_t free_b = 0, total_b = 0;
+    return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? free_b : 0;
+}
+
+/* Dense-equivalent weight-product FLOPs of the first `done` tokens of a prompt (layer_flops at
+ * their mean position). */
+static double prompt_flops(const glm_config *c, int done)
+{
+    double f = 0;
+    for (int li = 0; li < c->num_layers; li++)
+        f += layer_flops(c, li, done / 2.0) * done;
+    return f;
+}
+
+typedef struct long_run {
+    engine_backend *be;
+    const int32_t *tok;
+    float *logits;      /* the last row's */
+    double limit_s;     /* LP_MAX_LIMIT_S: no limit */
+    int every;          /* 0: no progress lines */
+    size_t free_at_open;
+    double plan_gib;
+} long_run;
+
+/* The device memory the backend holds now (GiB): what was free when it opened less what is. */
+static double held_gib(const long_run *L)
+{
+    size_t f = device_free();
+    return f && L->free_at_open > f ? (double)(L->free_at_open - f) / GIB : 0;
+}
+
+/* A prompt of `size` tokens from a fresh session as one prefill call runs it: the caches reserved
+ * for the whole prompt first (so the indexer scores over the same cache as there), then a call a
+ * chunk on the plan's chunk grid, the last asking for the last row's logits (which must be
+ * finite); the time limit and the progress lines fall between chunks. *held: the device memory
+ * the backend held at the end, the session's caches still there (GiB). */
+static int long_size(const long_run *L, int size, lp_result *r, double *held)
+{
+    engine_backend *be = L->be;
+    cuda_backend *cb = be->impl;
+    glm_error err = {0};
+    memset(r, 0, sizeof *r);
+    r->size = size;
+    r->chunk = cb->chunk;
+    cuda_state *s = be->ops->state_new(be->impl, &err);
+    if (!s || cuda_state_reserve(s, size, &err)) {
+        printf("FAIL: a session for %d tokens: %s\n", size, err.message);
+        if (s)
+            be->ops->state_free(s);
+        return -1;
+    }
+    cudaDeviceSynchronize();
+    double t0 = now_s(), mark = 0;
+    int chunks = 0, mark_done = 0, rc = 0;
+    while (r->done < size) {
+        int piece = cb->chunk - r->done % cb->chunk, last;
+        if (piece > size - r->done)
+            piece = size - r->done;
+        last = r->done + piece == size;
+        float *out = last ? L->logits : NULL;
+        if (be->ops->prefill(be->impl, s, L->tok + r->done, piece, out, 0, &err)) {
+            printf("FAIL: prefill of %d tokens at position %d: %s\n", size, r->done, err.message);
+            rc = -1;
+            break;
+        }
+        r->done += piece;
+        r->seconds = now_s() - t0;
+        chunks++;
+        if (L->every && (chunks % L->every == 0 || last)) {
+            char line[512];
+            lp_progress_line(size, r->done, r->seconds, r->done - mark_done, r->seconds - mark,
+                             held_gib(L), L->plan_gib, line, sizeof line);
+            printf("%s\n", line);
+            mark = r->seconds;
+            mark_done = r->done;
+        }
+        if (lp_stop(r->seconds, L->limit_s, r->done, size)) {
+            r->partial = 1;
+            break;
+        }
+    }
+    *held = held_gib(L);
+    be->ops->state_free(s);
+    if (rc)
+        return -1;
+    const glm_config *c = &cb->m->cfg;
+    r->tflops = r->seconds > 0 ? prompt_flops(c, r->done) / r->seconds / 1e12 : 0;
+    for (int v = 0; !r->partial && v < c->vocab_size; v++)
+        if (!isfinite(L->logits[v])) {
+            printf("FAIL: prefill of %d tokens: the last row's logit %d is %f\n", size, v,
+                   (double)L->logits[v]);
+            return -1;
+        }
+    return 0;
+}
+
+/* The backend's memory at the end of a size against its plan (the 1 GiB reserve lies beyond). */
+static void print_held(const long_run *L, int size, double held)
+{
+    printf("device memory the backend held at the end of %d tokens: %.2f GiB; its plan %.2f GiB "
+           "(+ 1 GiB reserve): %s\n", size, held, L->plan_gib,
+           held <= L->plan_gib + 1.0 ? "within the plan" : "OVER THE PLAN (WARNING)");
+}
+
+/* The 8k reference (after an untimed 8k prefill: first launches) and each size of a, with the
+ * results' lines and the BENCHMARKS.md rows; 0, or -1 after a FAIL line. */
+static int long_sizes(long_run *L, const lp_args *a, int largest, double cub, const char *name)
+{
+    const glm_config *c = &((cuda_backend *)L->be->impl)->m->cfg;
+    int32_t *tok = malloc((size_t)largest * sizeof *tok);
+    float *logits = malloc((size_t)c->vocab_size * sizeof *logits);
+    if (!tok || !logits) {
+        printf("FAIL: out of host memory for %d tokens\n", largest);
+        free(tok);
+        free(logits);
+        return -1;
+    }
+    for (int i = 0; i < largest; i++)
+        tok[i] = (int32_t)((i * 7919u) % 150000u);
+    L->tok = tok;
+    L->logits = logits;
+    lp_result ref, r[LP_MAX_SIZES];
+    double held = 0;
+    char line[1024];
+    int rc = long_size(L, LP_REFERENCE, &ref, &held) || long_size(L, LP_REFERENCE, &ref, &held);
+    double ref_rate = lp_rate(&ref);
+    if (!rc)
+        printf("reference: prefill %d tokens (chunks of %d): %.3f s = %.0f tok/s, %.1f TFLOP/s\n",
+               LP_REFERENCE, ref.chunk, ref.seconds, ref_rate, ref.tflops);
+    L->limit_s = a->limit_s;
+    L->every = a->every;
+    int n_done = 0;
+    for (int i = 0; i < a->n_sizes && !rc; i++) {
+        printf("\n-- prefill %d tokens\n", a->sizes[i]);
+        if ((rc = long_size(L, a->sizes[i], &r[i], &held)) != 0)
+            break;
+        lp_result_line(&r[i], ref_rate, cub, a->limit_s, line, sizeof line);
+        printf("%s\n", line);
+        print_held(L, a->sizes[i], held);
+        n_done++;
+    }
+    printf("\n-- bench/BENCHMARKS.md rows (figure | value | ceiling | ratio; machine: %s)\n", name);
+    for (int i = 0; i < n_done; i++) {
+        lp_bench_row(&r[i], ref_rate, cub, line, sizeof line);
+        printf("%s\n", line);
+    }
+    free(tok);
+    free(logits);
+    return rc ? -1 : 0;
+}
+
+/* --long LAYERS SIZES [LIMIT_S [EVERY]]: the model's build, cuBLAS's ceiling (before the backend
+ * opens, so its buffers are gone when the plan measures the room), the backend opened with the
+ * context of the largest size exactly, an untimed 8k prefill, the 8k reference, then each size. */
+static int long_main(int argc, char **argv)
+{
+    lp_args a;
+    char msg[512];
+    if (lp_parse(argc, argv, BENCH_WINDOW, GLM_MAX_LAYERS, &a, msg, sizeof msg)) {
+        printf("FAIL: --long: %s\n", msg);
+        return 2;
+    }
+    app_config cfg;
+    glm_engine_params params;
+    glm_error err = {0};
+    if (gpu_params_from_env(&cfg, &params, &err)) {
+        printf("FAIL: %s\n", err.message);
+        return 1;
+    }
+    int largest = LP_REFERENCE;
+    for (int i = 0; i < a.n_sizes; i++)
+        largest = a.sizes[i] > largest ? a.sizes[i] : largest;
+    if (params.context > 0 && params.context < largest) {
+        printf("FAIL: --long: the context set (GLMCHAT_CUDA_CONTEXT=%d) is below the largest size, "
+               "%d tokens: unset it (the bench takes the largest size) or raise it\n",
+               params.context, largest);
+        return 2;
+    }
+    if (!params.context) /* the caches of the largest prompt and no more */
+        params.context = largest;
+    glm_model m;
+    memset(&m, 0, sizeof m);
+    double t0 = now_s();
+    build_model(&m, a.layers);
+    const glm_config *c = &m.cfg;
+    char name[128] = "";
+    kern_device_describe(0, name, sizeof name);
+    printf("== bench_cuda_engine --long: %s, %d layers of the real shapes (%d KDA : %d DSA), sizes",
+           name, a.layers, glm_config_count(c, GLM_ATTN_KDA), glm_config_count(c, GLM_ATTN_DSA));
+    for (int i = 0; i < a.n_sizes; i++)
+        printf("%s%d", i ? "," : " ", a.sizes[i]);
+    printf(", each stopped after the chunk that passes %.0f s, progress every %d chunks\n",
+           a.limit_s, a.every);
+    double cub = cublas_tflops(8192, 8192, 8192);
+    printf("cuBLAS bf16 GEMM 8192^3: %.0f TFLOP/s\n", cub);
+    engine_backend be;
+    backend_settings bs;
+    size_t free_at_open = device_free();
+    if (gpu_settings(&m, &params, &bs, &err) || backend_open_cuda_with(&m, &bs, &be, &err)) {
+        printf("FAIL: open for a context of %d tokens: %s\n", params.context, err.message);
+        return 1;
+    }
+    const cuda_plan *plan = backend_cuda_plan(&be);
+    char line[1024];
+    cuda_plan_describe(plan, line, sizeof line);
+    size_t free_now = device_free();
+    long_run L = {&be, NULL, NULL, LP_MAX_LIMIT_S, 0, free_at_open, plan->total / GIB};
+    printf("plan: %s; free before the backend opened %.2f GiB, after %.2f GiB; built and uploaded "
+           "in %.1f s\n", line, free_at_open / GIB, free_now / GIB, now_s() - t0);
+    int rc = long_sizes(&L, &a, largest, cub, name);
+    backend_close(&be);
+    config_free(&cfg);
+    return rc ? 1 : 0;
+}
+
+/* The kernel launches of each decode layer (T = 1), counted as the kernel nodes of a graph
+ * captured from that layer alone (the step's graph holds the same launches: a layer's last HC
+ * update includes the next layer's first HC step); per layer type, with one layer's kernels by
+ * name, and the whole step's (embedding to LM head). Side-stream kernels (the HC mix, the shared
+ * expert) are counted too: they run beside the critical path. Returns 0, or -1 when a capture
+ * failed (said). */
+static int count_nodes(cudaGraph_t g, int *kernels, char *names, size_t cap)
+{
+    size_t n = 0;
+    cudaGraphNode_t *nodes = NULL;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess ||
+        !(nodes = calloc(n ? n : 1, sizeof *nodes)) ||
+        cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) {
+        free(nodes);
+        return -1;
+    }
+    *kernels = 0;
+    if (names)
+        names[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType type;
+        struct cudaKernelNodeParams p;
+        const char *name = NULL;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess || type != cudaGraphNodeTypeKernel)
+            continue;
+        ++*kernels;
+        if (!names || cudaGraphKernelNodeGetParams(nodes[i], &p) != cudaSuccess ||
+            cudaFuncGetName(&name, p.func) != cudaSuccess || !name)
+            continue;
+        size_t used = strlen(names);
+        snprintf(names + used, cap - used, "%s%.60s", used ? ", " : "", name);
+    }
+    free(nodes);
+    return 0;
+}
+
+static int print_launches(cuda_state *s)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cudaStream_t st = be->stream;
+    const char *tname[3] = {"KDA + MoE", "DSA + MoE", "KDA + dense"};
+    int shown[3] = {0}, per[3] = {0}, cnt[3] = {0}, sum = 0;
+    static char names[8192];
+    printf("\n-- decode launches, 1 row (kernel nodes of each layer captured alone)\n");
+    for (int li = 0; li < c->num_layers; li++) {
+        int type = c->attn[li] == GLM_ATTN_DSA ? 1 : 0, k = 0;
+        if (!c->moe[li])
+            type = 2;
+        cudaGraph_t g = NULL;
+        glm_error err = {0};
+        if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            printf("FAIL: launch count: the capture did not start\n");
+            return -1;
+        }
+        int rc = cuda_forward_layer(s, li, 1, &err);
+        cudaError_t e = cudaStreamEndCapture(st, &g);
+        if (rc || e != cudaSuccess || count_nodes(g, &k, shown[type] ? NULL : names, sizeof names)) {
+            printf("FAIL: launch count of layer %d: %s\n", li, rc ? err.message : "capture");
+            if (g)
+                cudaGraphDestroy(g);
+            cudaGetLastError();
+            return -1;
+        }
+        cudaGraphDestroy(g);
+        if (!shown[type]) {
+            printf("layer %2d (%s): %d kernels: %s\n", li, tname[type], k, names);
+            shown[type] = 1;
+        }
+        if (cnt[type] && per[type] != k)
+            printf("layer %2d (%s): %d kernels (layer type's first: %d)\n", li, tname[type], k,
+                   per[type]);
+        if (!cnt[type])
+            per[type] = k;
+        cnt[type]++;
+        sum += k;
+    }
+    cudaGraph_t g = NULL;
+    glm_error err = {0};
+    int k = 0, rc = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+    rc = rc || cuda_forward(s, 1, 0, 1, &err);
+    rc = cudaStreamEndCapture(st, &g) != cudaSuccess || rc || count_nodes(g, &k, NULL, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaGetLastError();
+    for (int t = 0; t < 3; t++)
+        if (cnt[t])
+            printf("launches a layer: %s %d (x%d)\n", tname[t], per[t], cnt[t]);
+    if (rc) {
+        printf("FAIL: launch count of the whole step: %s\n", err.status ? err.message : "capture");
+        return -1;
+    }
+    printf("launches a step: %d (layers %d, embedding + final norm + LM head %d)\n", k, sum,
+           k - sum);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines out as they come: a run cut short keeps them */
+    if (argc > 1 && strcmp(argv[1], "--long") == 0)
+        return long_main(argc - 1, argv + 1);
     int layers = argc > 1 ? atoi(argv[1]) : 16;
     /* the settings glmchat takes from the environment (GLMCHAT_CUDA_DENSE, GLMCHAT_CUDA_KV ...) */
     app_config cfg;
@@ -1160,9 +1489,13 @@ int main(int argc, char **argv)
     int q4 = params.dense == GLM_DENSE_Q4;
     /* prefill sizes and chunks: comma-separated lists, each size timed from an empty session */
     int sizes[8], n_sizes, chunks[8], n_chunks, prefill_n = 0, chunk_n = 0;
-    if ((n_sizes = parse_list(argc > 2 ? argv[2] : "8192", sizes, 8, 1024, 1 << 24,
-                              "prefill sizes (tokens)")) < 0 ||
-        (n_chunks = parse_list(argc > 3 ? argv[3] : "0", chunks, 8, 0, GLM_CUDA_CHUNK_LIMIT,
+    char msg[512];
+    if ((n_sizes = lp_parse_sizes(argc > 2 ? argv[2] : "8192", BENCH_WINDOW, sizes, 8, msg,
+                                  sizeof msg)) < 0) {
+        printf("FAIL: prefill sizes: %s\n", msg);
+        return 1;
+    }
+    if ((n_chunks = parse_list(argc > 3 ? argv[3] : "0", chunks, 8, 0, GLM_CUDA_CHUNK_LIMIT,
                                "prefill chunks (rows; 0: the plan's)")) < 0)
         return 1;
     for (int i = 0; i < n_sizes; i++)
@@ -1328,6 +1661,8 @@ int main(int argc, char **argv)
     printf("whole step (graph) with plain launches: %.1f us; with dependent launches%s: %.1f us "
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
+    if (print_launches(s))
+        return 1;
     int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
     if (failed) /* the prefill's tables still follow */
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);

@@ -8,3 +8,11 @@ tests_unit_test_decode_tables_SOURCES = tests/unit/test_decode_tables.c bench/de
 tests_unit_test_decode_tables_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_decode_tables_LDADD = $(CHECK_LIBS) -lm
 TESTS += tests/unit/test_decode_tables
+
+# the rules of bench_cuda_engine's long-prefill mode (bench/long_prefill.c): arguments, limits, lines
+check_PROGRAMS += tests/unit/test_long_prefill
+tests_unit_test_long_prefill_SOURCES = tests/unit/test_long_prefill.c bench/long_prefill.c \
+	bench/long_prefill.h
+tests_unit_test_long_prefill_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_long_prefill_LDADD = $(CHECK_LIBS) -lm
+TESTS += tests/unit/test_long_prefill

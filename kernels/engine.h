@@ -148,14 +148,15 @@ int eng_stream_mean_norm(float *h, const float *X, const float *w, int T, int S,
  * positions over eng_hc_splits(S, D) blocks (-1: too many; S * D <= 32768 fits):
  * part[t][b][r] = block b's partial product of X[t] with fn row r < fn->rows,
  * part[t][b][fn->rows] its partial sum of squares; with y (else NULL) it first applies the
- * previous sublayer's update (eng_hc_post with post, comb) to X. From the parts, summed in block
- * order and scaled by the RMS of X[t]: eng_hc_collapse_norm collapses the streams and RMS-norms
- * with norm into u (D <= 10240), with pre; eng_hc_sinkhorn mixes (Sinkhorn, as eng_hc_mix) into
- * post and comb. Only the next update reads post and comb, so the caller may run the mix on a
- * side stream and join it before that update. */
+ * previous sublayer's update (eng_hc_post with y2, post, comb) to X. From the parts, summed in
+ * block order and scaled by the RMS of X[t]: eng_hc_collapse_norm collapses the streams and
+ * RMS-norms with norm into u (D <= 10240), with pre; eng_hc_sinkhorn mixes (Sinkhorn, as
+ * eng_hc_mix) into post and comb. Only the next update reads post and comb, so the caller may
+ * run the mix on a side stream and join it before that update. */
 int eng_hc_splits(int S, int D);
 int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
-                      const float *post, const float *comb, float *part, void *stream);
+                      const float *y2, const float *post, const float *comb, float *part,
+                      void *stream);
 int eng_hc_collapse_norm(const float *part, int mix_rows, const float *X, const float *base,
                          const float *scale, const float *norm, int T, int S, int D, float hc_eps,
                          float rms_eps, float *pre, float *u, void *stream);
@@ -168,9 +169,11 @@ int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, in
                float eps, float *pre, float *post, float *comb, void *stream);
 /* out[t][d] = sum_s pre[t][s] X[t][s][d]. */
 int eng_hc_collapse(const float *X, const float *pre, int T, int S, int D, float *out, void *stream);
-/* X[t][j] = post[t][j] y[t] + sum_i comb[t][i][j] X[t][i]. */
-int eng_hc_post(float *X, const float *y, const float *post, const float *comb, int T, int S, int D,
-                void *stream);
+/* X[t][j] = post[t][j] y[t] + sum_i comb[t][i][j] X[t][i]; with y2 (else NULL) the sublayer's
+ * output is y[t] + y2[t], added here in the bits eng_add(y, y2) gives (the decode MoE's routed and
+ * shared parts, summed without a launch of their own). */
+int eng_hc_post(float *X, const float *y, const float *y2, const float *post, const float *comb,
+                int T, int S, int D, void *stream);
 
 /* ---- KDA (engine_kda.cu) ----------------------------------------------------------------- */
 /* Causal depthwise conv over [state (K-1 rows of 3C) | q k v rows], SiLU, into qo ko vo (C =
@@ -234,6 +237,36 @@ typedef struct eng_cache {
 
 /* Rows pos0 .. pos0+T-1 of the cache <- src [T][width]. */
 int eng_cache_write(const eng_cache *c, const int *pos0, const float *src, int T, void *stream);
+/* eng_rmsnorm(x, x, w, T, c->width, eps) then eng_cache_write(c, pos0, x, T) in one launch, the
+ * same bits (the DSA latent's norm and its cache rows). */
+int eng_rmsnorm_cache_write(float *x, const float *w, int T, float eps, const eng_cache *c,
+                            const int *pos0, void *stream);
+/* eng_layernorm(key, key, w, b, T, keys->width, eps), eng_cache_write(keys, pos0, key, T) and
+ * eng_cache_write(gates, pos0, gate, T) in one launch, the same bits (the indexer's new rows). */
+int eng_index_keys_write(float *key, const float *w, const float *b, float eps,
+                         const eng_cache *keys, const float *gate, const eng_cache *gates,
+                         const int *pos0, int T, void *stream);
+/* The DSA decode's row steps after its input products, in one launch with the same bits as the
+ * launches it replaces (each row's norm at its own kernel's block size): q_a's RMSNorm in place
+ * (eng_rmsnorm), the kv_a RMSNorm in place with its latent cache rows (eng_rmsnorm_cache_write),
+ * and with an indexer (key not NULL) its key LayerNorm in place with the key and gate cache rows
+ * (eng_index_keys_write). Rows [T][width]: qa qa_width, kv latent.width, key keys.width, gate
+ * gates.width (each at most 12288 floats). */
+typedef struct eng_dsa_rows {
+    float *qa;
+    const float *qa_norm;
+    int qa_width;
+    float *kv;
+    const float *kv_norm;
+    eng_cache latent;
+    float *key; /* NULL: no indexer */
+    const float *key_w, *key_b;
+    eng_cache keys;
+    const float *gate;
+    eng_cache gates;
+    float eps, key_eps; /* the RMSNorms'; the key LayerNorm's */
+} eng_dsa_rows;
+int eng_dsa_rows_write(const eng_dsa_rows *r, const int *pos0, int T, void *stream);
 /* Pool keys of the pools completed by tokens pos0..pos0+T-1: key[p][d] = sum_j softmax_j(gate
  * + ape)[j][d] key_j[d]. */
 int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache *pool,
@@ -287,7 +320,7 @@ int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, i
  * absorbed query and the value expansion as per-head GEMMs whose f32 inputs are split into three
  * bf16 parts (f32 precision against bf16 kv_b); the latent attention a token's heads at once over
  * tiles of its selected rows (bf16 or e4m3 cache, exact in bf16), qt and the softmax weights split
- * in two bf16 parts, an online softmax. A row's result depends on its own data only (any chunk,
+ * in two bf16 parts, an online softmax (ENG_ATTEND_FLASH below). A row's result depends on its own data only (any chunk,
  * any T). Other dtypes and shapes (kv_b not bf16, the f32 cache, widths off the tiles) run the
  * scalar kernels above, which compute the same sums. */
 int eng_mla_absorb_prefill(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
@@ -297,6 +330,15 @@ int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t 
                            void *stream);
 int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                            float *o, void *stream);
+/* The latent attention's prefill kernels, for tests and timings: ENG_ATTEND_FLASH (a row's heads
+ * as the M dimension of bf16 mma over tiles of 32 selected keys brought in by cp.async, the e4m3
+ * rows widened once a tile, an online softmax; latent width 512, bf16 or e4m3 cache;
+ * eng_mla_attend_prefill's choice), ENG_ATTEND_TILED (the former tiled kernel). A shape the
+ * named kernel does not take runs the next one down (the tiled kernel, then the scalar ones). */
+enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED };
+int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
+                                const int32_t *idx, const int *count, int width, int T, int H,
+                                int R, float scale, float *ot, void *stream);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:
@@ -313,6 +355,17 @@ enum { ENG_ROUTE_WARP, ENG_ROUTE_RANK, ENG_ROUTE_GROUPS };
 int eng_route_with(int kernel, const float *logits, const float *bias, int T, int E, int G,
                    int topk_group, int K, int norm_topk, float scaling, float *scratch,
                    int32_t *ids, float *weights, void *stream);
+/* The decode router and its routing in one launch: logits [T][E] = x [T][cols] W^T (E = w->rows)
+ * in eng_matmul_jobs' bits, then the last block to finish routes each row as eng_route does for
+ * one group up to ENG_ROUTE_WARP_ROWS rows (the same ids and weights). done: one unsigned on the
+ * device, zero before the first call; every call leaves it zero (calls sharing it must be
+ * ordered, as on one stream). eng_router_route_takes: 1 when the launch takes the shape (T <= 8,
+ * one group, E <= 512, K <= 32, no Q4, not eng_matmul_jobs' skinny rows); else the caller runs
+ * eng_matmul_jobs and eng_route. */
+int eng_router_route_takes(const eng_mat *w, const float *x, int T, int G, int K);
+int eng_router_route(const eng_mat *w, const float *x, int T, float *logits, const float *bias,
+                     int K, int norm_topk, float scaling, int32_t *ids, float *weights,
+                     unsigned *done, void *stream);
 /* Routed experts of any dense dtype: tables of E matrices in device memory. h: T*K*I floats,
  * ye: T*K*D floats scratch. out[t] = sum_k w[t][k] down_e(swiglu(gate_e x, up_e x)). */
 int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, int E,

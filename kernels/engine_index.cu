@@ -4,39 +4,9 @@
 #include <cub/block/block_scan.cuh>
 
 #include "engine_common.cuh"
+#include "engine_rows.cuh"
 
 namespace {
-
-// Writes vals (shared, width floats) as row `row` of c; every thread of the block calls it.
-__device__ void store_row(const eng_cache &c, size_t row, const float *vals, float *red)
-{
-    int w = c.width;
-    if (c.dtype == ENG_CACHE_F32) {
-        for (int d = threadIdx.x; d < w; d += blockDim.x)
-            static_cast<float *>(c.rows)[row * w + d] = vals[d];
-        return;
-    }
-    if (c.dtype == ENG_CACHE_BF16) {
-        for (int d = threadIdx.x; d < w; d += blockDim.x) {
-            __nv_bfloat16 b = __float2bfloat16_rn(vals[d]);
-            static_cast<__nv_bfloat16 *>(c.rows)[row * w + d] = b;
-        }
-        return;
-    }
-    float amax = 0.0f;
-    for (int d = threadIdx.x; d < w; d += blockDim.x)
-        amax = fmaxf(amax, fabsf(vals[d]));
-    amax = block_max(amax, red);
-    float scale = amax > 0.0f ? exp2f(ceilf(log2f(amax / 448.0f))) : 1.0f;
-    if (amax / scale > 448.0f)
-        scale *= 2.0f;
-    for (int d = threadIdx.x; d < w; d += blockDim.x) {
-        __nv_fp8_e4m3 q(vals[d] / scale);
-        static_cast<uint8_t *>(c.rows)[row * w + d] = q.__x;
-    }
-    if (threadIdx.x == 0)
-        c.scale[row] = scale;
-}
 
 __global__ void cache_write_kernel(eng_cache c, const int *pos0, const float *src)
 {
@@ -47,7 +17,79 @@ __global__ void cache_write_kernel(eng_cache c, const int *pos0, const float *sr
     for (int d = threadIdx.x; d < c.width; d += blockDim.x)
         vals[d] = src[(size_t)t * c.width + d];
     __syncthreads();
-    store_row(c, (size_t)(*pos0 + t), vals, red);
+    cache_store_row(c, (size_t)(*pos0 + t), vals, red);
+}
+
+// eng_rmsnorm of row t of x in place, then that row into the cache (eng_cache_write's store):
+// one launch, at eng_rmsnorm's block size (its sum's order), the same bits as the two.
+__global__ void rmsnorm_cache_kernel(float *x, const float *w, int n, float eps, eng_cache c,
+                                     const int *pos0)
+{
+    pdl_prologue();
+    __shared__ float red[33];
+    extern __shared__ float vals[];
+    int t = blockIdx.x;
+    float *xr = x + (size_t)t * n;
+    rmsnorm_row(xr, xr, w, n, eps, red, vals, blockDim.x);
+    __syncthreads();
+    cache_store_row(c, (size_t)(*pos0 + t), vals, red);
+}
+
+// The indexer's new cache rows: blockIdx.y 0: eng_layernorm of key row t in place, then the row
+// into the key cache; 1: gate row t into the gate cache. One launch at eng_layernorm's block
+// size, the same bits as the norm and the two writes.
+__global__ void index_keys_kernel(float *key, const float *w, const float *b, float eps,
+                                  eng_cache keys, const float *gate, eng_cache gates,
+                                  const int *pos0)
+{
+    pdl_prologue();
+    __shared__ float red[33];
+    extern __shared__ float vals[];
+    int t = blockIdx.x;
+    if (blockIdx.y == 0) {
+        float *kr = key + (size_t)t * keys.width;
+        layernorm_row(kr, kr, w, b, keys.width, eps, red, vals, blockDim.x);
+        __syncthreads();
+        cache_store_row(keys, (size_t)(*pos0 + t), vals, red);
+        return;
+    }
+    for (int d = threadIdx.x; d < gates.width; d += blockDim.x)
+        vals[d] = gate[(size_t)t * gates.width + d];
+    __syncthreads();
+    cache_store_row(gates, (size_t)(*pos0 + t), vals, red);
+}
+
+// eng_dsa_rows_write: blockIdx.y picks the step of row t (0 q_a's norm, 1 the kv_a norm and the
+// latent row, 2 the key norm and the key row, 3 the gate row), each norm at its own kernel's
+// block size (rmsnorm_row's nthr) in a block of the largest.
+__global__ void __launch_bounds__(1024) dsa_rows_kernel(eng_dsa_rows r, const int *pos0)
+{
+    pdl_prologue();
+    __shared__ float red[33];
+    extern __shared__ float vals[];
+    int t = blockIdx.x;
+    size_t row = (size_t)(*pos0 + t);
+    if (blockIdx.y == 0) {
+        float *x = r.qa + (size_t)t * r.qa_width;
+        rmsnorm_row(x, x, r.qa_norm, r.qa_width, r.eps, red, nullptr, rmsnorm_threads(r.qa_width));
+    } else if (blockIdx.y == 1) {
+        float *x = r.kv + (size_t)t * r.latent.width;
+        rmsnorm_row(x, x, r.kv_norm, r.latent.width, r.eps, red, vals,
+                    rmsnorm_threads(r.latent.width));
+        __syncthreads();
+        cache_store_row(r.latent, row, vals, red);
+    } else if (blockIdx.y == 2) {
+        float *k = r.key + (size_t)t * r.keys.width;
+        layernorm_row(k, k, r.key_w, r.key_b, r.keys.width, r.key_eps, red, vals,
+                      kLayernormThreads);
+        __syncthreads();
+        cache_store_row(r.keys, row, vals, red);
+    } else {
+        for (int d = threadIdx.x; d < r.gates.width; d += blockDim.x)
+            vals[d] = r.gate[(size_t)t * r.gates.width + d];
+        __syncthreads();
+        cache_store_row(r.gates, row, vals, red);
+    }
 }
 
 __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool, const float *ape,
@@ -73,7 +115,7 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
         vals[d] = acc / sum;
     }
     __syncthreads();
-    store_row(pool, (size_t)p, vals, red);
+    cache_store_row(pool, (size_t)p, vals, red);
 }
 
 // The selection's constants (see "the selection, split over blocks" below).
@@ -706,6 +748,50 @@ extern "C" int eng_cache_write(const eng_cache *c, const int *pos0, const float 
         return -1;
     launch(cache_write_kernel, T, 128, (size_t)c->width * sizeof(float),
            static_cast<cudaStream_t>(stream), *c, pos0, src);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_rmsnorm_cache_write(float *x, const float *w, int T, float eps,
+                                       const eng_cache *c, const int *pos0, void *stream)
+{
+    if (!c || T < 1 || c->width < 1 || (size_t)c->width * sizeof(float) > 48 * 1024)
+        return -1;
+    launch(rmsnorm_cache_kernel, T, rmsnorm_threads(c->width), (size_t)c->width * sizeof(float),
+           static_cast<cudaStream_t>(stream), x, w, c->width, eps, *c, pos0);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_index_keys_write(float *key, const float *w, const float *b, float eps,
+                                    const eng_cache *keys, const float *gate,
+                                    const eng_cache *gates, const int *pos0, int T, void *stream)
+{
+    if (!keys || !gates || T < 1 || keys->width < 1 || gates->width < 1)
+        return -1;
+    int widest = keys->width > gates->width ? keys->width : gates->width;
+    if ((size_t)widest * sizeof(float) > 48 * 1024)
+        return -1;
+    launch(index_keys_kernel, dim3(T, 2), kLayernormThreads, (size_t)widest * sizeof(float),
+           static_cast<cudaStream_t>(stream), key, w, b, eps, *keys, gate, *gates, pos0);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_dsa_rows_write(const eng_dsa_rows *r, const int *pos0, int T, void *stream)
+{
+    if (!r || T < 1 || r->qa_width < 1 || r->latent.width < 1 ||
+        (r->key && (r->keys.width < 1 || r->gates.width < 1)))
+        return -1;
+    int threads = rmsnorm_threads(r->qa_width), widest = r->latent.width;
+    if (rmsnorm_threads(r->latent.width) > threads)
+        threads = rmsnorm_threads(r->latent.width);
+    if (r->key) {
+        threads = threads > kLayernormThreads ? threads : kLayernormThreads;
+        widest = r->keys.width > widest ? r->keys.width : widest;
+        widest = r->gates.width > widest ? r->gates.width : widest;
+    }
+    if ((size_t)widest * sizeof(float) > 48 * 1024)
+        return -1;
+    launch(dsa_rows_kernel, dim3(T, r->key ? 4 : 2), threads, (size_t)widest * sizeof(float),
+           static_cast<cudaStream_t>(stream), *r, pos0);
     return (int)cudaGetLastError();
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine_common.cuh"
+#include "engine_route.cuh"
 
 namespace {
 
@@ -793,6 +794,87 @@ cudaError_t jobs_launch(const gemv_jobs_dev &js, const plain_jobs &pj, bool plai
     return cudaGetLastError();
 }
 
+// The decode router with its routing (eng_router_route): the rows as gemv_jobs_kernel computes a
+// lone job of them (row_dot, wpr warps a row meeting in shared memory in warp order: the same
+// bits), then the last block to finish (a count of finished blocks in done, which it sets back
+// to zero) routes row t with its warp t, as route_warp_kernel does.
+struct route_out {
+    float *logits; // [T][E]
+    const float *bias;
+    int K, norm_topk;
+    float scaling;
+    int32_t *ids; // [T][K]
+    float *weights;
+    unsigned *done;
+};
+
+template <int T>
+__global__ void __launch_bounds__(256) router_route_kernel(eng_mat w, const float *x, int wpr,
+                                                          route_out o)
+{
+    pdl_trigger();
+    __shared__ float red[kGemvWarps][T];
+    __shared__ int last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = warp % wpr, E = w.rows;
+    int r = (int)blockIdx.x * (kGemvWarps / wpr) + warp / wpr;
+    prefetch_row_part(w, r, sub, wpr); // (a weight: before the wait)
+    pdl_wait();
+    bool valid = r < E;
+    float acc[T];
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = 0.0f;
+    if (valid)
+        row_dot<T>(w, r, x, sub, wpr, lane, acc);
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = warp_sum(acc[t]);
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                red[warp][t] = acc[t];
+        __syncthreads();
+        if (sub == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float a = 0.0f;
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][t];
+                acc[t] = a;
+            }
+    }
+    if (valid && sub == 0 && lane == 0)
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            o.logits[(size_t)t * E + r] = acc[t];
+    __threadfence(); // this block's logits visible before its count
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(o.done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence(); // every block's logits, read through L2 (route_warp_row)
+    if (warp < T) {
+        float b[kRouteWarpSlots];
+        route_warp_bias(o.bias, E, lane, b);
+        route_warp_row(o.logits + (size_t)warp * E, b, E, o.K, o.norm_topk, o.scaling,
+                       o.ids + (size_t)warp * o.K, o.weights + (size_t)warp * o.K);
+    }
+    if (threadIdx.x == 0)
+        *o.done = 0; // for the next launch (ordered after this one on the stream)
+}
+
+template <int T>
+cudaError_t router_route_launch(const eng_mat &w, const float *x, int wpr, const route_out &o,
+                                cudaStream_t st)
+{
+    unsigned blocks = blocks_for((size_t)w.rows, (unsigned)(kGemvWarps / wpr));
+    launch(router_route_kernel<T>, blocks, 32 * kGemvWarps, 0, st, w, x, wpr, o);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *stream)
@@ -854,6 +936,38 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     case 6: return (int)jobs_launch<6>(js, pj, plain, b, st);
     case 7: return (int)jobs_launch<7>(js, pj, plain, b, st);
     default: return (int)jobs_launch<8>(js, pj, plain, b, st);
+    }
+}
+
+extern "C" int eng_router_route_takes(const eng_mat *w, const float *x, int T, int G, int K)
+{
+    if (!w || !x || T < 1 || T > kMaxGemvT || G != 1 || K < 1 || K > 32 || K > w->rows ||
+        w->rows > 32 * kRouteWarpSlots || w->cols < 1 || w->dtype == ENG_Q4)
+        return 0;
+    // eng_matmul_jobs' skinny rows (one warp, several rows) sum another way: not this kernel's
+    bool skinny = T <= 2 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) && w->cols <= 256 &&
+                  w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)x % 16 == 0;
+    return !skinny;
+}
+
+extern "C" int eng_router_route(const eng_mat *w, const float *x, int T, float *logits,
+                                const float *bias, int K, int norm_topk, float scaling,
+                                int32_t *ids, float *weights, unsigned *done, void *stream)
+{
+    if (!eng_router_route_takes(w, x, T, 1, K) || !logits || !bias || !ids || !weights || !done)
+        return -1;
+    int wpr = pick_wpr(w);
+    route_out o = {logits, bias, K, norm_topk, scaling, ids, weights, done};
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    switch (T) {
+    case 1: return (int)router_route_launch<1>(*w, x, wpr, o, st);
+    case 2: return (int)router_route_launch<2>(*w, x, wpr, o, st);
+    case 3: return (int)router_route_launch<3>(*w, x, wpr, o, st);
+    case 4: return (int)router_route_launch<4>(*w, x, wpr, o, st);
+    case 5: return (int)router_route_launch<5>(*w, x, wpr, o, st);
+    case 6: return (int)router_route_launch<6>(*w, x, wpr, o, st);
+    case 7: return (int)router_route_launch<7>(*w, x, wpr, o, st);
+    default: return (int)router_route_launch<8>(*w, x, wpr, o, st);
     }
 }
 

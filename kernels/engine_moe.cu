@@ -2,6 +2,7 @@
 // the lower index) and the routed experts of dense dtypes, one warp per output row, with the
 // weighted combine; EXL3 experts go through kern_exl3_moe instead.
 #include "engine_common.cuh"
+#include "engine_route.cuh"
 
 namespace {
 
@@ -175,88 +176,19 @@ __global__ void __launch_bounds__(kRouteRankMax) route_rank_kernel(const float *
     }
 }
 
-constexpr int kRouteWarpSlots = 16; // experts a lane holds: the warp router takes E <= 512
-
-// A choice's bits as an unsigned key in the same order (NaN excluded; -0 must be +0 first, as
-// the float compare holds them equal); 0 is below every choice, -inf included.
-__device__ __forceinline__ unsigned order_key(float c)
-{
-    unsigned u = __float_as_uint(c);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-// The one-group router for few rows, a warp a row and no shared memory or barrier: lane l holds
-// experts l, l + 32, ... in registers as order keys, and each of the K rounds takes the best
-// untaken expert (choice descending, index ascending on ties, as cpu_route's loop picks): the
-// warp's largest key by one warp reduction, then among the lanes that hold it the lowest index
-// by another. The winner's lane drops it and finds its own next best. A NaN choice ranks as
-// -inf (route_rank_kernel's rule). The weights' sum runs in pick order, so ids and weights equal
-// route_rank_kernel's bit for bit.
+// The one-group router for few rows, a warp a row (engine_route.cuh's route_warp_row): ids and
+// weights equal route_rank_kernel's bit for bit.
 __global__ void __launch_bounds__(32) route_warp_kernel(const float *logits, const float *bias,
                                                         int E, int K, int norm_topk,
                                                         float scaling, int32_t *ids,
                                                         float *weights)
 {
-    int t = blockIdx.x, lane = threadIdx.x;
+    int t = blockIdx.x;
     float b[kRouteWarpSlots];
-#pragma unroll
-    for (int j = 0; j < kRouteWarpSlots; j++) // a weight: read before waiting on the logits
-        b[j] = j * 32 + lane < E ? bias[j * 32 + lane] : 0.0f;
+    route_warp_bias(bias, E, threadIdx.x & 31, b); // a weight: read before waiting on the logits
     pdl_prologue();
-    const float *lg = logits + (size_t)t * E;
-    float p[kRouteWarpSlots];
-    unsigned key[kRouteWarpSlots]; // 0: no expert, or taken
-#pragma unroll
-    for (int j = 0; j < kRouteWarpSlots; j++) {
-        p[j] = 0.0f;
-        key[j] = 0;
-        if (j * 32 + lane < E) {
-            p[j] = sigmoidf_(lg[j * 32 + lane]);
-            float c = p[j] + b[j];
-            c = c != c ? -INFINITY : c == 0.0f ? 0.0f : c;
-            key[j] = order_key(c);
-        }
-    }
-    float sum = 0.0f, my_p = 0.0f;
-    int my_e = -1;
-    for (int k = 0; k < K; k++) {
-        unsigned top = 0; // the lane's best key, then its lowest slot holding it
-#pragma unroll
-        for (int j = 0; j < kRouteWarpSlots; j++)
-            top = max(top, key[j]);
-        unsigned at = 0;
-#pragma unroll
-        for (int j = 0; j < kRouteWarpSlots; j++)
-            at |= (unsigned)(key[j] == top) << j;
-        int j_best = __ffs(at) - 1;
-        unsigned best = __reduce_max_sync(0xffffffffu, top);
-        unsigned mine = top == best && best != 0 ? (unsigned)(j_best * 32 + lane) : 0xffffffffu;
-        int e = (int)__reduce_min_sync(0xffffffffu, mine); // K <= E: a live expert is left
-        float pe = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kRouteWarpSlots; j++)
-            if (j == j_best)
-                pe = p[j];
-        pe = __shfl_sync(0xffffffffu, pe, e & 31);
-        if ((e & 31) == lane) {
-#pragma unroll
-            for (int j = 0; j < kRouteWarpSlots; j++)
-                if (j == j_best)
-                    key[j] = 0;
-        }
-        if (lane == k) {
-            my_e = e;
-            my_p = pe;
-        }
-        sum += pe;
-    }
-    if (lane < K) {
-        float w = my_p;
-        if (norm_topk)
-            w /= sum + 1e-20f;
-        ids[(size_t)t * K + lane] = my_e;
-        weights[(size_t)t * K + lane] = w * scaling;
-    }
+    route_warp_row(logits + (size_t)t * E, b, E, K, norm_topk, scaling, ids + (size_t)t * K,
+                   weights + (size_t)t * K);
 }
 
 __device__ float row_dot(const eng_mat &m, int r, const float *x, int lane)

@@ -1,6 +1,7 @@
 // engine_ops.cu: the CUDA backend's row norms, activations and hyper-connection steps
 // (architecture.md 2.3): the Sinkhorn mix per token, the stream collapse and update.
 #include "engine_common.cuh"
+#include "engine_rows.cuh"
 
 namespace {
 
@@ -10,23 +11,8 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
 {
     pdl_prologue();
     __shared__ float red[33];
-    const float *xr = x + (size_t)blockIdx.x * n;
-    float *o = out + (size_t)blockIdx.x * n;
-    float ss = 0.0f;
-    if (n % 4 == 0 && (uintptr_t)xr % 16 == 0) { // 16 bytes a load
-        const float4 *x4 = reinterpret_cast<const float4 *>(xr);
-        for (int i = threadIdx.x; i < n / 4; i += blockDim.x) {
-            float4 a = x4[i];
-            ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-        }
-    } else {
-        for (int i = threadIdx.x; i < n; i += blockDim.x)
-            ss += xr[i] * xr[i];
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        o[i] = (w ? w[i] : 1.0f) * (xr[i] * inv);
+    rmsnorm_row(out + (size_t)blockIdx.x * n, x + (size_t)blockIdx.x * n, w, n, eps, red, nullptr,
+                blockDim.x);
 }
 
 __global__ void layernorm_kernel(float *out, const float *x, const float *w, const float *b, int n,
@@ -34,19 +20,8 @@ __global__ void layernorm_kernel(float *out, const float *x, const float *w, con
 {
     pdl_prologue();
     __shared__ float red[33];
-    const float *xr = x + (size_t)blockIdx.x * n;
-    float *o = out + (size_t)blockIdx.x * n;
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        s += xr[i];
-    float mean = block_sum(s, red) / (float)n;
-    float v = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        v += (xr[i] - mean) * (xr[i] - mean);
-    float var = block_sum(v, red) / (float)n;
-    float inv = 1.0f / sqrtf(var + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+    layernorm_row(out + (size_t)blockIdx.x * n, x + (size_t)blockIdx.x * n, w, b, n, eps, red,
+                  nullptr, blockDim.x);
 }
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n, float lim)
@@ -209,8 +184,8 @@ __global__ void hc_collapse_kernel(const float *X, const float *pre, int S, int 
     }
 }
 
-__global__ void hc_post_kernel(float *X, const float *y, const float *post, const float *comb, int S,
-                               int D)
+__global__ void hc_post_kernel(float *X, const float *y, const float *y2, const float *post,
+                               const float *comb, int S, int D)
 {
     pdl_prologue();
     int t = blockIdx.y;
@@ -218,7 +193,7 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *post, cons
         float old[kHcMaxS];
         for (int i = 0; i < S; i++)
             old[i] = X[((size_t)t * S + i) * D + d];
-        float yt = y[(size_t)t * D + d];
+        float yt = y2 ? y[(size_t)t * D + d] + y2[(size_t)t * D + d] : y[(size_t)t * D + d];
         const float *C = comb + (size_t)t * S * S;
         for (int j = 0; j < S; j++) {
             float acc = post[t * S + j] * yt;
@@ -268,6 +243,7 @@ template <int kS>
 __global__ void __launch_bounds__(kHcThreads) hc_fn_partial_kernel(eng_mat fn, float *X, int T,
                                                                    int S_, int D, float *part,
                                                                    int splits, const float *y,
+                                                                   const float *y2,
                                                                    const float *post,
                                                                    const float *comb)
 {
@@ -296,7 +272,8 @@ __global__ void __launch_bounds__(kHcThreads) hc_fn_partial_kernel(eng_mat fn, f
         } else if (y) { // X[t][s][d] <- post[s] y[d] + sum_i comb[i][s] X[t][i][d]
             float *xt = X + (size_t)t * S * D + d;
             const float *C = comb + (size_t)t * S * S, *pt = post + t * S;
-            float yt = y[(size_t)t * D + d];
+            // y2: a second part of the sublayer's output, summed here as eng_add would first
+            float yt = y2 ? y[(size_t)t * D + d] + y2[(size_t)t * D + d] : y[(size_t)t * D + d];
             float ov[kS ? kS : 1];
             if constexpr (kS > 0) {
 #pragma unroll
@@ -574,7 +551,7 @@ extern "C" int eng_rmsnorm(float *out, const float *x, const float *w, int rows,
 {
     if (rows < 1 || n < 1)
         return -1;
-    launch(rmsnorm_kernel, rows, n >= 1024 ? 1024 : 256, 0, static_cast<cudaStream_t>(stream), out,
+    launch(rmsnorm_kernel, rows, rmsnorm_threads(n), 0, static_cast<cudaStream_t>(stream), out,
            x, w, n, eps);
     return (int)cudaGetLastError();
 }
@@ -584,7 +561,8 @@ extern "C" int eng_layernorm(float *out, const float *x, const float *w, const f
 {
     if (rows < 1 || n < 1)
         return -1;
-    launch(layernorm_kernel, rows, 128, 0, static_cast<cudaStream_t>(stream), out, x, w, b, n, eps);
+    launch(layernorm_kernel, rows, kLayernormThreads, 0, static_cast<cudaStream_t>(stream), out, x,
+           w, b, n, eps);
     return (int)cudaGetLastError();
 }
 
@@ -631,13 +609,14 @@ extern "C" int eng_hc_collapse(const float *X, const float *pre, int T, int S, i
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_hc_post(float *X, const float *y, const float *post, const float *comb, int T,
-                           int S, int D, void *stream)
+extern "C" int eng_hc_post(float *X, const float *y, const float *y2, const float *post,
+                           const float *comb, int T, int S, int D, void *stream)
 {
     if (S > kHcMaxS)
         return -1;
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
-    launch(hc_post_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, y, post, comb, S, D);
+    launch(hc_post_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, y, y2, post, comb, S,
+           D);
     return (int)cudaGetLastError();
 }
 
@@ -650,7 +629,8 @@ extern "C" int eng_hc_splits(int S, int D)
 }
 
 extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int D, const float *y,
-                                 const float *post, const float *comb, float *part, void *stream)
+                                 const float *y2, const float *post, const float *comb, float *part,
+                                 void *stream)
 {
     int splits = eng_hc_splits(S, D);
     if (!fn || T < 1 || T > kHcMaxT || splits < 1 || fn->cols != S * D)
@@ -658,10 +638,10 @@ extern "C" int eng_hc_fn_partial(const eng_mat *fn, float *X, int T, int S, int 
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     if (S == 4)
         launch(hc_fn_partial_kernel<4>, splits, kHcThreads, 0, st, *fn, X, T, S, D, part, splits, y,
-               post, comb);
+               y2, post, comb);
     else
         launch(hc_fn_partial_kernel<0>, splits, kHcThreads, 0, st, *fn, X, T, S, D, part, splits, y,
-               post, comb);
+               y2, post, comb);
     return (int)cudaGetLastError();
 }
 

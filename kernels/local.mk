@@ -4,7 +4,8 @@
 KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 # the CUDA backend's kernels (engine/cuda)
-KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rt.cu \
+KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_route.cuh \
+	kernels/engine_rows.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_index.cu \
 	kernels/engine_attend.cu kernels/engine_attend_prefill.cu \
 	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
@@ -33,7 +34,8 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
-KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh
+KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
+	kernels/engine_route.cuh kernels/engine_rows.cuh
 $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT): \
 	$(KERNEL_INCLUDES)
 
@@ -77,7 +79,8 @@ tests_gpu_test_kda_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
-bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h
+bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h \
+	bench/long_prefill.c bench/long_prefill.h
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas
 

@@ -78,6 +78,18 @@ typedef struct dsa_selection {
     float *cache_in;
 } dsa_selection;
 
+/* The indexer's selection rule for the query at pos from its pool scores (scores[p], pool p < P =
+ * (pos + 1) / kp): every token while P <= budget, else the budget best pools (ties: the lower
+ * pool), each as its kp tokens; then the open tail (pos - pos % kp ... pos, the query itself
+ * included); out ascending. work: room for P + 1 pool_scores (dsa_select_work_bytes). Returns
+ * the count (at most budget * kp + kp). The CUDA top-k is checked index for index against this. */
+typedef struct pool_score {
+    float score;
+    int pool;
+} pool_score;
+int dsa_select_rule(const float *scores, int pos, int kp, int budget, pool_score *work,
+                    int32_t *out);
+
 /* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed
  * rows c (T x D). */
 int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const float *base,

@@ -7,11 +7,6 @@
 
 #include "cpu/blocks.h"
 
-typedef struct pool_score {
-    float score;
-    int pool;
-} pool_score;
-
 /* Descending score; equal scores: lower pool index first. */
 static int cmp_pool_score(const void *a, const void *b)
 {
@@ -27,6 +22,27 @@ static int cmp_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
+}
+
+int dsa_select_rule(const float *scores, int pos, int kp, int budget, pool_score *work,
+                    int32_t *out)
+{
+    int P = (pos + 1) / kp, n = 0;
+    if (P <= budget) {
+        for (int s = 0; s < P * kp; s++)
+            out[n++] = s;
+    } else {
+        for (int p = 0; p < P; p++)
+            work[p].score = scores[p], work[p].pool = p;
+        qsort(work, (size_t)P, sizeof *work, cmp_pool_score);
+        for (int i = 0; i < budget; i++)
+            for (int j = 0; j < kp; j++)
+                out[n++] = work[i].pool * kp + j;
+    }
+    for (int s = P * kp; s <= pos; s++) /* the open tail, which holds the query itself */
+        out[n++] = s;
+    qsort(out, (size_t)n, sizeof *out, cmp_i32);
+    return n;
 }
 
 /* Pool key p: per channel a softmax over the pool's tokens of (gate + ape), weighting keys. */
@@ -72,8 +88,9 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     float *hw = malloc((size_t)T * IH * sizeof *hw);
     int n_pools_max = (pos0 + T) / kp;
     pool_score *ps = malloc((size_t)(n_pools_max + 1) * sizeof *ps);
+    float *row = malloc((size_t)(n_pools_max + 1) * sizeof *row);
     int rc = -1;
-    if (!wk || !iq || !hw || !ps)
+    if (!wk || !iq || !hw || !ps || !row)
         goto out;
     if (cpu_matmul(pool, &w->idx_wk, u, T, wk) ||
         cpu_matmul(pool, &w->idx_gate, u, T, dc->idx_gate + (size_t)pos0 * ID))
@@ -100,15 +117,12 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
         goto out;
     float hscale = 1.0f / sqrtf((float)IH), dscale = 1.0f / sqrtf((float)ID);
     for (int t = 0; t < T; t++) {
-        int pos = pos0 + t, P = (pos + 1) / kp, n = 0;
+        int pos = pos0 + t, P = (pos + 1) / kp;
         int32_t *out = sel->idx + (size_t)t * sel->width;
         float *scores = sel->scores ? sel->scores + (size_t)t * sel->score_width : NULL;
         for (int p = 0; scores && p < sel->score_width; p++)
             scores[p] = NAN;
-        if (P <= budget) {
-            for (int s = 0; s < P * kp; s++)
-                out[n++] = s;
-        } else {
+        if (P > budget)
             for (int p = 0; p < P; p++) {
                 const float *K = dc->pool_key + (size_t)p * ID;
                 float score = 0;
@@ -116,20 +130,11 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
                     float dot = cpu_dot(iq + ((size_t)t * IH + h) * ID, K, ID) * dscale;
                     score += hw[(size_t)t * IH + h] * hscale * (dot > 0 ? dot : 0);
                 }
-                ps[p].score = score;
-                ps[p].pool = p;
+                row[p] = score;
                 if (scores && p < sel->score_width)
                     scores[p] = score;
             }
-            qsort(ps, (size_t)P, sizeof *ps, cmp_pool_score);
-            for (int i = 0; i < budget; i++)
-                for (int j = 0; j < kp; j++)
-                    out[n++] = ps[i].pool * kp + j;
-        }
-        for (int s = P * kp; s <= pos; s++) /* the open tail, which holds the query itself */
-            out[n++] = s;
-        qsort(out, (size_t)n, sizeof *out, cmp_i32);
-        sel->count[t] = n;
+        sel->count[t] = dsa_select_rule(row, pos, kp, budget, ps, out);
     }
     rc = 0;
 out:
@@ -137,6 +142,7 @@ out:
     free(iq);
     free(hw);
     free(ps);
+    free(row);
     return rc;
 }
 

@@ -186,6 +186,7 @@ static void cu_close(void *impl)
     if (be->log.fn && kern_log_user() == be->log.user)
         kern_set_log(NULL, NULL); /* the hook's user may go with this engine */
     kern_free(be->s.base);
+    kern_free(be->route_done);
     for (int i = 0; i < CUDA_PROF_MAX; i++)
         eng_event_free(be->prof.ev[i]);
     cu_weights_free(&be->w);
@@ -297,6 +298,12 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
     s->apart = (float *)(b + off[CUDA_SCRATCH_ATTEND_PART]);
     s->hfin = (float *)(b + off[nf + 5 + ng]);
     s->logits = (float *)(b + off[nf + 6 + ng]);
+    void *done = NULL;
+    if ((rc = kern_malloc(&done, sizeof(unsigned))) == 0)
+        be->route_done = done;
+    if (rc || (rc = kern_memset(done, 0, sizeof(unsigned))))
+        return glm_error_set(err, GLM_ERR_NOMEM, "cannot place the router's block count on the "
+                             "GPU: %s", kern_error_string(rc));
     return GLM_OK;
 }
 

@@ -138,6 +138,9 @@ typedef struct cuda_backend {
      * join is owed. */
     void *side, *fork, *join;
     int side_pending;
+    /* eng_router_route's count of finished blocks (one unsigned on the device, zero between
+     * launches) */
+    unsigned *route_done;
     int kv_dtype;  /* eng_cache_dtype of the latent cache */
     int kv_index_dtype; /* of the indexer's key, gate and pool-key caches */
     int context;   /* the most tokens a state may hold */
@@ -261,6 +264,9 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
  * the device in be->s.logits with one rank, gathered into s->h_logits with two). */
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err);
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err);
+/* Layer li alone, as cuda_forward_layers runs it (its last HC update runs layer li + 1's first
+ * HC step where that fuses): for benches counting a layer's launches in a capture. */
+int cuda_forward_layer(cuda_state *s, int li, int T, glm_error *err);
 /* The MTP block over T rows at position *s->mtp.d_pos of its cache: h rows in h (device),
  * tokens in s->mtp.d_tok (zero_first: the first row's embedding is zero, position 0); the
  * head-normed rows into s->mtp.g and with want_logits the last one's logits into be->s.logits. */

@@ -126,21 +126,22 @@ static hc_site ffn_site(const cu_layer *L)
 }
 
 /* Decode: site h's HC step: with update, first the previous sublayer's update of the streams
- * (y, post, comb), with the fn product's parts; then the collapse and norm into pre and u on the
+ * (y, plus y2 where not NULL, post, comb), with the fn product's parts; then the collapse and
+ * norm into pre and u on the
  * main stream, and the Sinkhorn mix forked on the side stream beside it (only the HC update
  * after the sublayer reads post and comb, and it joins the side stream first). Keep this order:
  * with the fork after the collapse, or the mix launched before it, the side stream's work lands
  * in front of the sublayer's first product and delays it (measured: bench/BENCHMARKS.md's
  * history). One launch whose last block collapses gives the same bits but serialises the
  * update and the collapse, which cost more than the two launches. */
-static int hc_step(cuda_backend *be, int T, const hc_site *h, int update, const char *what,
-                   glm_error *err)
+static int hc_step(cuda_backend *be, int T, const hc_site *h, int update, const float *y2,
+                   const char *what, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int S = c->hc_mult, D = c->hidden_size;
-    CK(eng_hc_fn_partial(&h->fn->m, b->X, T, S, D, update ? b->y : NULL, b->post, b->comb,
-                         b->part, be->stream), what);
+    CK(eng_hc_fn_partial(&h->fn->m, b->X, T, S, D, update ? b->y : NULL, update ? y2 : NULL,
+                         b->post, b->comb, b->part, be->stream), what);
     CK_QUIET(side_join(be), "joining the side stream");
     CK_QUIET(side_fork(be), "forking the side stream");
     CK(eng_hc_collapse_norm(b->part, h->fn->m.rows, b->X, h->base, h->scale, h->norm, T, S, D,
@@ -162,7 +163,7 @@ static int hc_pre(cuda_backend *be, int T, const hc_site *h, int step_ready, glm
     int S = c->hc_mult, D = c->hidden_size;
     void *st = be->stream;
     if (hc_fast(be, T, h->fn))
-        return step_ready ? 0 : hc_step(be, T, h, 0, "the HC mixing product (split)", err);
+        return step_ready ? 0 : hc_step(be, T, h, 0, NULL, "the HC mixing product (split)", err);
     CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
     CK(lin(be, h->fn, b->flat, T, b->mu), "the HC mixing product");
     CK(eng_hc_mix(b->mu, h->base, h->scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre,
@@ -274,7 +275,8 @@ static int kda_general(cuda_state *s, const cu_layer *L, int rank, int T, glm_er
     return 0;
 }
 
-/* DSA: the kv_a norm and the latent cache's rows. */
+/* DSA: the kv_a norm and the latent cache's rows (one launch where the cache's rows are the
+ * normed rows' width, as they are). */
 static int dsa_latent(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -283,27 +285,47 @@ static int dsa_latent(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     cu_dsa_cache *dc = &s->dsa[rank];
     int R = c->kv_lora_rank;
     void *st = be->stream;
+    if (dc->latent.width == R) {
+        CK(eng_rmsnorm_cache_write(b->kvl, L->kv_a_norm, T, c->rms_norm_eps, &dc->latent,
+                                   s->d_pos, st), "the kv_a norm and the latent cache write");
+        return 0;
+    }
     CK(eng_rmsnorm(b->kvl, b->kvl, L->kv_a_norm, T, R, c->rms_norm_eps, st), "the kv_a norm");
     CK(eng_cache_write(&dc->latent, s->d_pos, b->kvl, T, st), "the latent cache write");
     return 0;
 }
 
-/* The indexer's keys: their norm, the key and gate cache rows, the pool keys they complete. */
+/* The pool keys that rows [s->n, s->n + T) complete, from the key and gate caches. */
+static int dsa_pool_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T,
+                     be->m->cfg.index_kpool, be->stream), "the pool keys");
+    return 0;
+}
+
+/* The indexer's keys: their norm, the key and gate cache rows (one launch where the caches' rows
+ * are the keys' width), the pool keys they complete. */
 static int dsa_index_keys(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     cu_dsa_cache *dc = &s->dsa[rank];
-    int ID = c->index_head_dim, kp = c->index_kpool;
+    int ID = c->index_head_dim;
     void *st = be->stream;
-    CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
-       "the indexer key norm");
-    CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
-    CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
-    CK(eng_pool_keys(&dc->idx_key, &dc->idx_gate, &dc->pool_key, L->idx_ape, s->d_pos, T, kp,
-                     st), "the pool keys");
-    return 0;
+    if (dc->idx_key.width == ID && dc->idx_gate.width == ID) {
+        CK(eng_index_keys_write(b->wk, L->idx_k_norm_w, L->idx_k_norm_b, 1e-6f, &dc->idx_key,
+                                b->ig, &dc->idx_gate, s->d_pos, T, st),
+           "the indexer key norm and the key and gate caches");
+    } else {
+        CK(eng_layernorm(b->wk, b->wk, L->idx_k_norm_w, L->idx_k_norm_b, T, ID, 1e-6f, st),
+           "the indexer key norm");
+        CK(eng_cache_write(&dc->idx_key, s->d_pos, b->wk, T, st), "the indexer key cache");
+        CK(eng_cache_write(&dc->idx_gate, s->d_pos, b->ig, T, st), "the indexer gate cache");
+    }
+    return dsa_pool_keys(s, L, rank, T, err);
 }
 
 /* The tap's pool scores (backend.h) of rows [t0, t0 + nt) of a main layer's forward, from
@@ -395,8 +417,31 @@ static int dsa_attend(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     return 0;
 }
 
-/* DSA, the decode form (few rows, every product dense): the products of u in one launch, those
- * of the normed q_a in one; then the caches, the indexer's selection and the attention. */
+/* The DSA decode's row steps in one launch (eng_dsa_rows_write) where the caches' rows are the
+ * normed rows' widths (as they are): the q_a norm, the kv_a norm and the latent rows, the
+ * indexer's key norm and its key and gate rows. Returns 1 when done, 0 when the caches do not
+ * take it (the caller runs the steps one by one), -1 on failure. */
+static int dsa_rows(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    cu_dsa_cache *dc = &s->dsa[rank];
+    int ID = c->index_head_dim;
+    if (dc->latent.width != c->kv_lora_rank ||
+        (L->has_indexer && (dc->idx_key.width != ID || dc->idx_gate.width != ID)))
+        return 0;
+    eng_dsa_rows r = {b->qa, L->q_a_norm, c->q_lora_rank, b->kvl, L->kv_a_norm, dc->latent,
+                      L->has_indexer ? b->wk : NULL, L->idx_k_norm_w, L->idx_k_norm_b,
+                      dc->idx_key, b->ig, dc->idx_gate, c->rms_norm_eps, 1e-6f};
+    CK(eng_dsa_rows_write(&r, s->d_pos, T, be->stream),
+       "the q_a and kv_a norms and the new cache rows");
+    return 1;
+}
+
+/* DSA, the decode form (few rows, every product dense): the products of u in one launch, the
+ * row steps (dsa_rows), those of the normed q_a in one; then the indexer's pool keys and
+ * selection and the attention. */
 static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -411,14 +456,20 @@ static int dsa_decode(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
         in[4] = job(&L->idx_weights, b->u, b->hw);
     }
     CK(eng_matmul_jobs(in, L->has_indexer ? 5 : 2, T, st), "the MLA products of the input");
-    CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
+    int rows = dsa_rows(s, L, rank, T, err);
+    if (rows < 0)
+        return -1;
+    if (!rows)
+        CK(eng_rmsnorm(b->qa, b->qa, L->q_a_norm, T, qr, c->rms_norm_eps, st), "the q_a norm");
     eng_gemv_job qb[2] = {job(&L->q_b, b->qa, b->qd)};
     if (L->has_indexer)
         qb[1] = job(&L->idx_wq_b, b->qa, b->iq);
     CK(eng_matmul_jobs(qb, L->has_indexer ? 2 : 1, T, st), "the MLA products of q_a");
-    if (dsa_latent(s, L, rank, T, err))
+    if (!rows && dsa_latent(s, L, rank, T, err))
         return -1;
-    if (L->has_indexer && (dsa_index_keys(s, L, rank, T, err) || dsa_select(s, L, rank, T, err)))
+    if (L->has_indexer &&
+        ((rows ? dsa_pool_keys(s, L, rank, T, err) : dsa_index_keys(s, L, rank, T, err)) ||
+         dsa_select(s, L, rank, T, err)))
         return -1;
     return dsa_attend(s, L, rank, T, err);
 }
@@ -477,16 +528,19 @@ static int mlp_general(cuda_backend *be, const cu_mlp *w, int inter, const float
     return 0;
 }
 
-/* The routing of the router's logits and the routed experts into y. */
-static int routed(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
+/* The routing of the router's logits (unless route is 0: the router already routed) and the
+ * routed experts into y. */
+static int routed(cuda_backend *be, const cu_layer *L, int T, int route, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     int I = c->moe_intermediate_size;
     void *st = be->stream;
-    CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K, c->norm_topk_prob,
-                 c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st), "the routing");
+    if (route)
+        CK(eng_route(b->rlog, L->router_bias, T, E, c->n_group, c->topk_group, K,
+                     c->norm_topk_prob, c->routed_scaling_factor, b->rscratch, b->rids, b->rw, st),
+           "the routing");
     const cu_experts *x = &L->experts;
     if (x->fused && T > CUDA_MOE_GROUPED_ROWS) {
         CK(kern_exl3_moe_prefill(&x->ex, b->u, b->rids, b->rw, b->y, T, K, x->prefill_work, st),
@@ -512,21 +566,44 @@ static int routed(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
 typedef struct layer_form {
     int (*attn)(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err);
     int (*moe)(cuda_backend *be, const cu_layer *L, const struct layer_form *f, int T,
-               glm_error *err);
+               const float **y2, glm_error *err);
     int (*mlp)(cuda_backend *be, const cu_mlp *w, int inter, const float *x, int T, float *out,
                glm_error *err);
 } layer_form;
 
+/* The decode router: with the routing in its launch (eng_router_route) where that takes the
+ * shape, else the product and then the routing; returns 1 when the routing is done. */
+static int router_decode(cuda_backend *be, const cu_layer *L, int T, glm_error *err)
+{
+    const glm_config *c = &be->m->cfg;
+    cu_scratch *b = &be->s;
+    int K = c->num_experts_per_tok;
+    void *st = be->stream;
+    if (c->topk_group == 1 && eng_router_route_takes(&L->router.m, b->u, T, c->n_group, K)) {
+        CK(eng_router_route(&L->router.m, b->u, T, b->rlog, L->router_bias, K, c->norm_topk_prob,
+                            c->routed_scaling_factor, b->rids, b->rw, be->route_done, st),
+           "the router and the routing");
+        return 1;
+    }
+    eng_gemv_job r = job(&L->router, b->u, b->rlog);
+    CK(eng_matmul_jobs(&r, 1, T, st), "the router");
+    return 0;
+}
+
 /* MoE, the decode form (few rows, router and shared expert dense): the shared expert (gate/up
  * with SwiGLU, down into ffn_y) on the side stream beside the router, the routing and the routed
- * experts, then y_routed + y_shared (the same sum the fused accumulate made). */
+ * experts, then y_routed + y_shared (the same sum the fused accumulate made); with y2 (else
+ * NULL) that sum is left to the HC update after the sublayer: *y2 = ffn_y, on the side stream
+ * until it is joined (NULL when nothing is left). */
 static int moe_decode(cuda_backend *be, const cu_layer *L, const struct layer_form *f, int T,
-                      glm_error *err)
+                      const float **y2, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     void *st = be->stream;
     (void)f;
+    if (y2)
+        *y2 = NULL;
     if (L->has_shared) {
         CK_QUIET(side_fork(be), "forking the side stream");
         eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
@@ -535,11 +612,12 @@ static int moe_decode(cuda_backend *be, const cu_layer *L, const struct layer_fo
         CK(eng_matmul_jobs(&dn, 1, T, be->side), "the shared down product (on the side stream)");
         CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
     }
-    eng_gemv_job r = job(&L->router, b->u, b->rlog);
-    CK(eng_matmul_jobs(&r, 1, T, st), "the router");
-    if (routed(be, L, T, err))
+    int rc = router_decode(be, L, T, err);
+    if (rc < 0 || routed(be, L, T, !rc, err))
         return -1;
-    if (L->has_shared) {
+    if (L->has_shared && y2) {
+        *y2 = b->ffn_y;
+    } else if (L->has_shared) {
         CK_QUIET(side_join(be), "joining the side stream");
         CK(eng_add(b->y, b->ffn_y, (size_t)T * c->hidden_size, st), "the shared expert's sum");
     }
@@ -547,15 +625,17 @@ static int moe_decode(cuda_backend *be, const cu_layer *L, const struct layer_fo
 }
 
 /* MoE, the general form: the router on its own, the routing and the routed experts, then the
- * shared expert in its form (f->mlp) on the main stream and its sum. */
+ * shared expert in its form (f->mlp) on the main stream and its sum (y2: set to NULL). */
 static int moe_general(cuda_backend *be, const cu_layer *L, const layer_form *f, int T,
-                       glm_error *err)
+                       const float **y2, glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     int I = c->moe_intermediate_size;
+    if (y2)
+        *y2 = NULL;
     CK(lin(be, &L->router, b->u, T, b->rlog), "the router");
-    if (routed(be, L, T, err))
+    if (routed(be, L, T, 1, err))
         return -1;
     if (L->has_shared) {
         if (f->mlp(be, &L->mlp, I * c->n_shared_experts, b->u, T, b->ffn_y, err))
@@ -608,15 +688,18 @@ static int post_feeds_next(const cuda_backend *be, int li, int T)
            hc_fast(be, T, &L[li + 1].hc_attn_lin);
 }
 
-/* The HC update after a sublayer; with next (the decode path) fused with next's HC step. */
-static int hc_update(cuda_backend *be, int T, const hc_site *next, glm_error *err)
+/* The HC update after a sublayer; with next (the decode path) fused with next's HC step. y2 (else
+ * NULL): a second part of the sublayer's output, on the side stream (the decode MoE's shared
+ * expert), added to y in the update (eng_hc_post's y2). */
+static int hc_update(cuda_backend *be, int T, const hc_site *next, const float *y2,
+                     glm_error *err)
 {
     const glm_config *c = &be->m->cfg;
     cu_scratch *b = &be->s;
     CK_QUIET(side_join(be), "joining the side stream");
     if (next)
-        return hc_step(be, T, next, 1, "the HC update with the next mixing product", err);
-    CK(eng_hc_post(b->X, b->y, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
+        return hc_step(be, T, next, 1, y2, "the HC update with the next mixing product", err);
+    CK(eng_hc_post(b->X, b->y, y2, b->post, b->comb, T, c->hc_mult, c->hidden_size, be->stream),
        "the HC update");
     return 0;
 }
@@ -819,12 +902,16 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     rc = f.attn(s, L, rank, T, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
-    if (tap_attention(s, li, T, err) || hc_update(be, T, mid ? &ffn : NULL, err))
+    if (tap_attention(s, li, T, err) || hc_update(be, T, mid ? &ffn : NULL, NULL, err))
         return -1;
     if (hc_pre(be, T, &ffn, mid, err) ||
         tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, NULL, D, sizeof(float), err))
         return -1;
-    rc = c->moe[li] ? f.moe(be, L, &f, T, err)
+    /* the shared expert's sum may wait for the HC update unless y is read before it (the tap,
+     * the two ranks' exchange) */
+    const float *y2 = NULL;
+    int sum_later = !s->coll.all_reduce && !be->tap.fn;
+    rc = c->moe[li] ? f.moe(be, L, &f, T, sum_later ? &y2 : NULL, err)
                     : f.mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc || (rc = reduce(s, T, err)))
         return rc;
@@ -834,7 +921,7 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     int feeds = post_feeds_next(be, li, T);
     if (feeds)
         next = attn_site(&be->w.layers[li + 1]);
-    return hc_update(be, T, feeds ? &next : NULL, err);
+    return hc_update(be, T, feeds ? &next : NULL, y2, err);
 }
 
 /* One layer; the side stream joined on every exit (a failed op leaves no fork open). */
@@ -845,6 +932,11 @@ static int layer(cuda_state *s, int li, int T, glm_error *err)
     if (!rc && jrc)
         return cuda_fail(err, "joining the side stream", jrc), -1;
     return rc;
+}
+
+int cuda_forward_layer(cuda_state *s, int li, int T, glm_error *err)
+{
+    return layer(s, li, T, err);
 }
 
 /* Two ranks: each computes its vocabulary half; the halves meet through the host. */
@@ -952,7 +1044,7 @@ int cuda_forward_mtp(cuda_state *s, const float *h, int T, int zero_first, int w
     CK(eng_add(m->x, b->y, (size_t)T * D, st), "the MTP attention's sum");
     CK(eng_rmsnorm(b->u, m->x, w->mtp_layer.post_norm, T, D, eps, st), "the MTP post norm");
     rc = c->n_routed_experts > 0
-             ? f.moe(be, &w->mtp_layer, &f, T, err)
+             ? f.moe(be, &w->mtp_layer, &f, T, NULL, err)
              : f.mlp(be, &w->mtp_layer.mlp, c->intermediate_size, b->u, T, b->y, err);
     if (rc)
         return rc;

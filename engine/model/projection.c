@@ -59,16 +59,20 @@ static const char *const l_kda_step[] = {"the KDA conv, norms, gates, delta rule
 static const char *const l_kda_o[] = {"the KDA output projection", NULL};
 static const char *const l_mla_in[] = {"the MLA products of the input", NULL};
 static const char *const l_mla_qa[] = {"the MLA products of q_a", NULL};
-static const char *const l_mla_small[] = {"the q_a norm", "the kv_a norm", "the latent cache write", NULL};
+static const char *const l_mla_small[] = {"the q_a norm", "the kv_a norm", "the latent cache write",
+                                          "the kv_a norm and the latent cache write",
+                                          "the q_a and kv_a norms and the new cache rows", NULL};
 static const char *const l_idx_small[] = {"the indexer key norm", "the indexer key cache",
-                                          "the indexer gate cache", "the pool keys", NULL};
+                                          "the indexer gate cache", "the pool keys",
+                                          "the indexer key norm and the key and gate caches", NULL};
 static const char *const l_idx_score[] = {"the indexer's top-k", NULL};
 static const char *const l_absorb[] = {"the absorbed query", NULL};
 static const char *const l_latent[] = {"the latent attention", NULL};
 static const char *const l_expand[] = {"the value expansion", NULL};
 static const char *const l_mla_o[] = {"the MLA output projection", NULL};
 static const char *const l_dense[] = {"an MLP gate/up product with SwiGLU", "an MLP down projection", NULL};
-static const char *const l_router[] = {"the router", "the routing", NULL};
+static const char *const l_router[] = {"the router", "the routing", "the router and the routing",
+                                       NULL};
 static const char *const l_shared[] = {"the shared gate/up (on the side stream)",
                                        "the shared down product (on the side stream)",
                                        "the shared expert's sum", NULL};

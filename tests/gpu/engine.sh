@@ -45,7 +45,7 @@ status=0
 : >"$out/parity.txt"
 echo "== the prefill latent attention and its products against the scalar kernels"
 if [ -x "$MLA" ]; then
-    timeout 60 "$MLA" >"$out/mla.txt" 2>&1 || status=1
+    timeout 180 "$MLA" >"$out/mla.txt" 2>&1 || status=1
     cat "$out/mla.txt"
     grep -E 'FAIL|PASS' "$out/mla.txt" | sed 's/^/test_mla_gpu: /' >>"$out/parity.txt"
 else

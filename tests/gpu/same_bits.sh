@@ -54,10 +54,31 @@ compare() {
             "bit" | tee -a "$table"
     else
         echo "FAIL $label: the logits or ids differ from the baseline's" \
-            "($(cmp "$d/old.f32" "$d/new.f32" 2>&1 | head -1))" | tee -a "$table"
+            "($(cmp "$d/old.f32" "$d/new.f32" 2>&1 | head -1); $(how_far "$d"))" | tee -a "$table"
         status=1
     fi
     rm -f "$d/old.f32" "$d/new.f32"
+}
+# how_far DIR: how far new is from old where they differ: the largest |logit difference| over
+# the largest |logit|, and how many greedy ids agree before the first that does not.
+how_far() {
+    python3 - "$1" <<'PY' 2>/dev/null || echo "no measure"
+import struct, sys
+d = sys.argv[1]
+def f32(n):
+    b = open(d + "/" + n, "rb").read()
+    return struct.unpack("<%df" % (len(b) // 4), b)
+o, n = f32("old.f32"), f32("new.f32")
+ids_o, ids_n = open(d + "/old.ids").read().split(), open(d + "/new.ids").read().split()
+same = next((i for i, (a, b) in enumerate(zip(ids_o, ids_n)) if a != b), min(len(ids_o), len(ids_n)))
+if len(o) != len(n):
+    print("%d logits against %d; greedy ids equal for %d" % (len(n), len(o), same))
+else:
+    scale = max(abs(x) for x in o) or 1.0
+    diff = max(abs(x - y) for x, y in zip(o, n))
+    print("max |diff| %.3e = %.2e of the largest logit; greedy ids equal for %d of %d"
+          % (diff, diff / scale, same, len(ids_o)))
+PY
 }
 compare "${TINY_A:-$src/tests/fixtures/models/tiny-A}" tiny-A
 compare "$models/small" small-bf16

@@ -399,7 +399,7 @@ static void check_hc(int timed, void *ev0, void *ev1)
     for (int form = 0; form < 3; form++) { /* 0: 8 rows at once, 1: one row a launch, 2: unfused */
         CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
         if (form == 0) {
-            CUDA_OK(eng_hc_fn_partial(&fn.m, X, MAXT, S, D, y, post_in, comb_in, part, NULL));
+            CUDA_OK(eng_hc_fn_partial(&fn.m, X, MAXT, S, D, y, NULL, post_in, comb_in, part, NULL));
             CUDA_OK(eng_hc_collapse_norm(part, mix, X, base, scale, norm, MAXT, S, D, hc_eps,
                                          rms_eps, pre, u, NULL));
             CUDA_OK(eng_hc_sinkhorn(part, mix, base, scale, MAXT, S, D, iters, hc_eps, rms_eps,
@@ -407,8 +407,9 @@ static void check_hc(int timed, void *ev0, void *ev1)
         } else if (form == 1) {
             for (int t = 0; t < MAXT; t++) {
                 float *Xt = X + (size_t)t * S * D;
-                CUDA_OK(eng_hc_fn_partial(&fn.m, Xt, 1, S, D, y + (size_t)t * D, post_in + t * S,
-                                          comb_in + (size_t)t * S * S, part, NULL));
+                CUDA_OK(eng_hc_fn_partial(&fn.m, Xt, 1, S, D, y + (size_t)t * D, NULL,
+                                          post_in + t * S, comb_in + (size_t)t * S * S, part,
+                                          NULL));
                 CUDA_OK(eng_hc_collapse_norm(part, mix, Xt, base, scale, norm, 1, S, D, hc_eps,
                                              rms_eps, pre + t * S, u + (size_t)t * D, NULL));
                 CUDA_OK(eng_hc_sinkhorn(part, mix, base, scale, 1, S, D, iters, hc_eps, rms_eps,
@@ -418,7 +419,7 @@ static void check_hc(int timed, void *ev0, void *ev1)
             float *flat = dev_alloc(xn * sizeof(float)),
                   *mu = dev_alloc((size_t)MAXT * mix * sizeof(float));
             float *c = dev_alloc((size_t)MAXT * D * sizeof(float));
-            CUDA_OK(eng_hc_post(X, y, post_in, comb_in, MAXT, S, D, NULL));
+            CUDA_OK(eng_hc_post(X, y, NULL, post_in, comb_in, MAXT, S, D, NULL));
             CUDA_OK(eng_rmsnorm(flat, X, NULL, MAXT, S * D, rms_eps, NULL));
             CUDA_OK(eng_matmul(&fn.m, flat, MAXT, mu, NULL));
             CUDA_OK(eng_hc_mix(mu, base, scale, MAXT, S, iters, hc_eps, pre, post, comb, NULL));
@@ -462,7 +463,8 @@ static void check_hc(int timed, void *ev0, void *ev1)
             CUDA_OK(eng_event_record(ev0, NULL));
             for (int i = 0; i < reps; i++) {
                 if (k == 0)
-                    CUDA_OK(eng_hc_fn_partial(&fn.m, X, 1, S, D, y, post_in, comb_in, part, NULL));
+                    CUDA_OK(eng_hc_fn_partial(&fn.m, X, 1, S, D, y, NULL, post_in, comb_in, part,
+                                              NULL));
                 else
                     CUDA_OK(eng_hc_collapse_norm(part, mix, X, base, scale, norm, 1, S, D, hc_eps,
                                                  rms_eps, pre, u, NULL));
@@ -482,6 +484,396 @@ static void check_hc(int timed, void *ev0, void *ev1)
     kern_free(comb_in), kern_free(part), kern_free(pre), kern_free(post), kern_free(comb);
     kern_free(u), kern_free(X);
     free_mat(&fn);
+}
+
+/* ---- the decode MoE's shared-expert sum in the HC update (eng_hc_fn_partial's and
+ * eng_hc_post's y2) against eng_add and then the update --------------------------------------- */
+
+/* us a repetition of body(ctx, stream): reps of it captured in one graph, replayed twice (the
+ * first warms up), the second timed. */
+static double graph_us_per(void (*body)(void *ctx, void *st), void *ctx, int reps, void *ev0,
+                           void *ev1)
+{
+    void *st, *graph;
+    CUDA_OK(eng_stream_new(&st));
+    CUDA_OK(eng_capture_begin(st));
+    for (int i = 0; i < reps; i++)
+        body(ctx, st);
+    CUDA_OK(eng_capture_end(st, &graph));
+    float ms = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        CUDA_OK(eng_event_record(ev0, st));
+        CUDA_OK(eng_graph_launch(graph, st));
+        CUDA_OK(eng_event_record(ev1, st));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+    }
+    eng_graph_free(graph);
+    CUDA_OK(eng_stream_sync(st));
+    eng_stream_free(st);
+    return ms * 1000.0 / reps;
+}
+
+typedef struct {
+    const eng_mat *fn;
+    float *X, *y, *y2, *post, *comb, *part;
+    int T, S, D;
+} hc_y2_args;
+
+static void hc_sum_then_update(void *ctx, void *st) /* the former sequence: two launches */
+{
+    hc_y2_args *a = ctx;
+    CUDA_OK(eng_add(a->y, a->y2, (size_t)a->T * a->D, st));
+    CUDA_OK(eng_hc_fn_partial(a->fn, a->X, a->T, a->S, a->D, a->y, NULL, a->post, a->comb,
+                              a->part, st));
+}
+
+static void hc_update_with_sum(void *ctx, void *st) /* the fused launch */
+{
+    hc_y2_args *a = ctx;
+    CUDA_OK(eng_hc_fn_partial(a->fn, a->X, a->T, a->S, a->D, a->y, a->y2, a->post, a->comb,
+                              a->part, st));
+}
+
+/* T rows: X, the parts, and the collapse's and mix's outputs after eng_add + the update against
+ * the update with y2, bit for bit; then eng_hc_post the same way. */
+static void check_hc_y2_rows(int T, int timed, void *ev0, void *ev1)
+{
+    int S = 4, D = 4096, mix = (2 + S) * S, iters = 20, splits = eng_hc_splits(S, D);
+    float hc_eps = 1e-6f, rms_eps = 1e-5f;
+    tmat fn = make_mat(ENG_BF16, mix, S * D, 0.05f);
+    size_t xn = (size_t)T * S * D, yn = (size_t)T * D, pn = (size_t)T * splits * (mix + 1);
+    float *hX = host_random(xn, 1.0f), *hy = host_random(yn, 1.0f), *hy2 = host_random(yn, 1.0f);
+    float *hbase = host_random((size_t)mix, 0.5f), *hnorm = host_random((size_t)D, 1.0f);
+    float hscale[3] = {0.7f, 0.9f, 1.1f};
+    float *hpost = host_random((size_t)T * S, 1.0f), *hcomb = host_random((size_t)T * S * S, 0.5f);
+    float *base = dev_copy(hbase, mix * sizeof(float)), *scale = dev_copy(hscale, sizeof hscale);
+    float *norm = dev_copy(hnorm, D * sizeof(float)), *y2 = dev_copy(hy2, yn * sizeof(float));
+    float *post_in = dev_copy(hpost, (size_t)T * S * sizeof(float));
+    float *comb_in = dev_copy(hcomb, (size_t)T * S * S * sizeof(float));
+    float *y = dev_alloc(yn * sizeof(float)), *X = dev_alloc(xn * sizeof(float));
+    float *part = dev_alloc(pn * sizeof(float)), *u = dev_alloc(yn * sizeof(float));
+    float *pre = dev_alloc((size_t)T * S * sizeof(float));
+    float *post = dev_alloc((size_t)T * S * sizeof(float));
+    float *comb = dev_alloc((size_t)T * S * S * sizeof(float));
+    size_t on = xn + pn + yn + (size_t)T * (2 * S + S * S);
+    float *out[4];
+    for (int form = 0; form < 4; form++) { /* 0: add, update; 1: with y2; 2, 3: eng_hc_post */
+        CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
+        CUDA_OK(kern_to_device(y, hy, yn * sizeof(float)));
+        CUDA_OK(kern_memset(part, 0, pn * sizeof(float)));
+        if (form == 0 || form == 2)
+            CUDA_OK(eng_add(y, y2, yn, NULL));
+        if (form < 2) {
+            CUDA_OK(eng_hc_fn_partial(&fn.m, X, T, S, D, y, form ? y2 : NULL, post_in, comb_in,
+                                      part, NULL));
+            CUDA_OK(eng_hc_collapse_norm(part, mix, X, base, scale, norm, T, S, D, hc_eps, rms_eps,
+                                         pre, u, NULL));
+            CUDA_OK(eng_hc_sinkhorn(part, mix, base, scale, T, S, D, iters, hc_eps, rms_eps, post,
+                                    comb, NULL));
+        } else {
+            CUDA_OK(eng_hc_post(X, y, form == 3 ? y2 : NULL, post_in, comb_in, T, S, D, NULL));
+        }
+        float *o = xmalloc(on * sizeof(float)), *p = o;
+        CUDA_OK(kern_sync());
+        CUDA_OK(kern_to_host(p, X, xn * sizeof(float)));
+        p += xn;
+        CUDA_OK(kern_to_host(p, part, pn * sizeof(float)));
+        p += pn;
+        CUDA_OK(kern_to_host(p, u, yn * sizeof(float)));
+        p += yn;
+        CUDA_OK(kern_to_host(p, pre, (size_t)T * S * sizeof(float)));
+        p += (size_t)T * S;
+        CUDA_OK(kern_to_host(p, post, (size_t)T * S * sizeof(float)));
+        p += (size_t)T * S;
+        CUDA_OK(kern_to_host(p, comb, (size_t)T * S * S * sizeof(float)));
+        out[form] = o;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "the HC update with the shared expert's part (y2), %d rows: X, "
+             "parts, u, pre, post, comb equal eng_add then the update", T);
+    same_bits(what, out[0], out[1], on * sizeof(float));
+    snprintf(what, sizeof what, "eng_hc_post with y2, %d rows: X equals eng_add then eng_hc_post",
+             T);
+    same_bits(what, out[2], out[3], xn * sizeof(float));
+    if (timed) {
+        hc_y2_args a = {&fn.m, X, y, y2, post_in, comb_in, part, T, S, D};
+        enum { REPS = 100 };
+        double two = graph_us_per(hc_sum_then_update, &a, REPS, ev0, ev1);
+        double one = graph_us_per(hc_update_with_sum, &a, REPS, ev0, ev1);
+        printf("time the shared expert's sum + HC update, %d row(s), in a graph: eng_add then the "
+               "update %.2f us, the update with y2 %.2f us (%.2f us saved)\n", T, two, one,
+               two - one);
+    }
+    for (int form = 0; form < 4; form++)
+        free(out[form]);
+    free(hX), free(hy), free(hy2), free(hbase), free(hnorm), free(hpost), free(hcomb);
+    kern_free(base), kern_free(scale), kern_free(norm), kern_free(y2), kern_free(post_in);
+    kern_free(comb_in), kern_free(y), kern_free(X), kern_free(part), kern_free(u);
+    kern_free(pre), kern_free(post), kern_free(comb);
+    free_mat(&fn);
+}
+
+static void check_hc_y2(int timed, void *ev0, void *ev1)
+{
+    check_hc_y2_rows(1, timed, ev0, ev1);
+    check_hc_y2_rows(MAXT, 0, ev0, ev1);
+    check_hc_y2_rows(3, 0, ev0, ev1);
+}
+
+/* ---- the DSA's new cache rows: a norm and its cache writes in one launch
+ * (eng_rmsnorm_cache_write, eng_index_keys_write) against the norm and eng_cache_write --------- */
+
+enum { CACHE_ROWS = 16, CACHE_POS = 5 }; /* rows of a test cache; where the written rows start */
+
+static size_t cache_elem(int dtype)
+{
+    return dtype == ENG_CACHE_F32 ? 4 : dtype == ENG_CACHE_BF16 ? 2 : 1;
+}
+
+static eng_cache make_cache(int dtype, int width) /* zeroed, its scales too */
+{
+    eng_cache c = {dtype, width, NULL, NULL};
+    size_t bytes = (size_t)CACHE_ROWS * width * cache_elem(dtype);
+    c.rows = dev_alloc(bytes);
+    CUDA_OK(kern_memset(c.rows, 0, bytes));
+    if (dtype == ENG_CACHE_FP8) {
+        c.scale = dev_alloc(CACHE_ROWS * sizeof(float));
+        CUDA_OK(kern_memset(c.scale, 0, CACHE_ROWS * sizeof(float)));
+    }
+    return c;
+}
+
+static void free_cache(eng_cache *c)
+{
+    kern_free(c->rows);
+    kern_free(c->scale);
+}
+
+/* a and b (rows and scales) hold the same bytes */
+static int same_cache(const eng_cache *a, const eng_cache *b)
+{
+    size_t bytes = (size_t)CACHE_ROWS * a->width * cache_elem(a->dtype);
+    unsigned char *ha = to_host(a->rows, bytes), *hb = to_host(b->rows, bytes);
+    int same = memcmp(ha, hb, bytes) == 0;
+    free(ha), free(hb);
+    if (same && a->dtype == ENG_CACHE_FP8) {
+        float *sa = to_host(a->scale, CACHE_ROWS * sizeof(float));
+        float *sb = to_host(b->scale, CACHE_ROWS * sizeof(float));
+        same = memcmp(sa, sb, CACHE_ROWS * sizeof(float)) == 0;
+        free(sa), free(sb);
+    }
+    return same;
+}
+
+static const char *cache_name(int dtype)
+{
+    return dtype == ENG_CACHE_F32 ? "f32" : dtype == ENG_CACHE_BF16 ? "bf16" : "fp8";
+}
+
+typedef struct {
+    float *x, *w, *b, *g;
+    eng_cache *c, *g_cache;
+    const int *pos;
+    int T, width;
+} norm_cache_args;
+
+static void latent_two_launches(void *ctx, void *st)
+{
+    norm_cache_args *a = ctx;
+    CUDA_OK(eng_rmsnorm(a->x, a->x, a->w, a->T, a->width, 1e-5f, st));
+    CUDA_OK(eng_cache_write(a->c, a->pos, a->x, a->T, st));
+}
+
+static void latent_one_launch(void *ctx, void *st)
+{
+    norm_cache_args *a = ctx;
+    CUDA_OK(eng_rmsnorm_cache_write(a->x, a->w, a->T, 1e-5f, a->c, a->pos, st));
+}
+
+static void keys_three_launches(void *ctx, void *st)
+{
+    norm_cache_args *a = ctx;
+    CUDA_OK(eng_layernorm(a->x, a->x, a->w, a->b, a->T, a->width, 1e-6f, st));
+    CUDA_OK(eng_cache_write(a->c, a->pos, a->x, a->T, st));
+    CUDA_OK(eng_cache_write(a->g_cache, a->pos, a->g, a->T, st));
+}
+
+static void keys_one_launch(void *ctx, void *st)
+{
+    norm_cache_args *a = ctx;
+    CUDA_OK(eng_index_keys_write(a->x, a->w, a->b, 1e-6f, a->c, a->g, a->g_cache, a->pos, a->T,
+                                 st));
+}
+
+/* One cache dtype, row width and row count: the latent's norm and write (keys 0) or the
+ * indexer's key norm and key and gate writes (keys 1), fused against separate, bit for bit: the
+ * normed rows left in x and every cache byte. */
+static void norm_cache_case(int keys, int dtype, int width, int T, int timed, void *ev0, void *ev1)
+{
+    size_t xn = (size_t)T * width;
+    float *hx = host_random(xn, 3.0f), *hg = host_random(xn, 2.0f);
+    float *hw = host_random((size_t)width, 1.0f), *hb = host_random((size_t)width, 0.5f);
+    int hpos = CACHE_POS;
+    int *pos = dev_copy(&hpos, sizeof hpos);
+    float *w = dev_copy(hw, width * sizeof(float)), *b = dev_copy(hb, width * sizeof(float));
+    float *g = dev_copy(hg, xn * sizeof(float));
+    eng_cache c[2] = {make_cache(dtype, width), make_cache(dtype, width)};
+    eng_cache gc[2] = {make_cache(dtype, width), make_cache(dtype, width)};
+    float *x[2] = {dev_copy(hx, xn * sizeof(float)), dev_copy(hx, xn * sizeof(float))};
+    norm_cache_args a[2];
+    for (int k = 0; k < 2; k++) {
+        a[k] = (norm_cache_args){x[k], w, b, g, &c[k], &gc[k], pos, T, width};
+        if (keys)
+            (k ? keys_one_launch : keys_three_launches)(&a[k], NULL);
+        else
+            (k ? latent_one_launch : latent_two_launches)(&a[k], NULL);
+    }
+    float *hx0 = to_host(x[0], xn * sizeof(float)), *hx1 = to_host(x[1], xn * sizeof(float));
+    int same = memcmp(hx0, hx1, xn * sizeof(float)) == 0 && same_cache(&c[0], &c[1]) &&
+               (!keys || same_cache(&gc[0], &gc[1]));
+    printf("%s %s, %s cache, width %d, %d row(s): one launch equals the %s bit for bit "
+           "(normed rows, cache rows%s)\n", same ? "ok  " : "FAIL",
+           keys ? "the indexer's key norm and key/gate writes" : "the kv_a norm and latent write",
+           cache_name(dtype), width, T, keys ? "norm and two writes" : "norm and the write",
+           dtype == ENG_CACHE_FP8 ? " and scales" : "");
+    failures += !same;
+    if (timed) {
+        enum { REPS = 200 };
+        double sep = graph_us_per(keys ? keys_three_launches : latent_two_launches, &a[0], REPS,
+                                  ev0, ev1);
+        double one = graph_us_per(keys ? keys_one_launch : latent_one_launch, &a[1], REPS, ev0,
+                                  ev1);
+        printf("time %s, %s cache, %d row(s), in a graph: separate %.2f us, one launch %.2f us "
+               "(%.2f us saved)\n", keys ? "the indexer's new rows" : "the latent's new row",
+               cache_name(dtype), T, sep, one, sep - one);
+    }
+    free(hx), free(hg), free(hw), free(hb), free(hx0), free(hx1);
+    kern_free(pos), kern_free(w), kern_free(b), kern_free(g), kern_free(x[0]), kern_free(x[1]);
+    for (int k = 0; k < 2; k++)
+        free_cache(&c[k]), free_cache(&gc[k]);
+}
+
+static void check_norm_cache(int timed, void *ev0, void *ev1)
+{
+    static const int dtypes[] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+    static const int rows[] = {1, 3, MAXT};
+    for (int d = 0; d < 3; d++)
+        for (int r = 0; r < 3; r++) {
+            int t1 = timed && d == 0 && r == 0;
+            norm_cache_case(0, dtypes[d], 512, rows[r], t1, ev0, ev1); /* the latent: R 512 */
+            norm_cache_case(0, dtypes[d], 1024, rows[r], 0, ev0, ev1); /* 1024 threads a row */
+            norm_cache_case(0, dtypes[d], 37, rows[r], 0, ev0, ev1);   /* no 16-byte loads */
+            norm_cache_case(1, dtypes[d], 128, rows[r], t1, ev0, ev1); /* the indexer: 128 */
+            norm_cache_case(1, dtypes[d], 200, rows[r], 0, ev0, ev1);
+        }
+}
+
+/* The DSA decode's row steps (eng_dsa_rows_write) against their launches one by one: q_a's norm,
+ * the kv_a norm and latent write, the key norm and the key and gate writes. */
+typedef struct {
+    eng_dsa_rows r;
+    const int *pos;
+    int T;
+} dsa_rows_args;
+
+static void dsa_rows_separate(void *ctx, void *st)
+{
+    dsa_rows_args *a = ctx;
+    const eng_dsa_rows *r = &a->r;
+    CUDA_OK(eng_rmsnorm(r->qa, r->qa, r->qa_norm, a->T, r->qa_width, r->eps, st));
+    CUDA_OK(eng_rmsnorm(r->kv, r->kv, r->kv_norm, a->T, r->latent.width, r->eps, st));
+    CUDA_OK(eng_cache_write(&r->latent, a->pos, r->kv, a->T, st));
+    if (!r->key)
+        return;
+    CUDA_OK(eng_layernorm(r->key, r->key, r->key_w, r->key_b, a->T, r->keys.width, r->key_eps,
+                          st));
+    CUDA_OK(eng_cache_write(&r->keys, a->pos, r->key, a->T, st));
+    CUDA_OK(eng_cache_write(&r->gates, a->pos, r->gate, a->T, st));
+}
+
+static void dsa_rows_one(void *ctx, void *st)
+{
+    dsa_rows_args *a = ctx;
+    CUDA_OK(eng_dsa_rows_write(&a->r, a->pos, a->T, st));
+}
+
+static void dsa_rows_case(int dtype, int qr, int R, int ID, int T, int timed, void *ev0,
+                          void *ev1)
+{
+    int hpos = CACHE_POS;
+    int *pos = dev_copy(&hpos, sizeof hpos);
+    float *hqa = host_random((size_t)T * qr, 2.0f), *hkv = host_random((size_t)T * R, 2.0f);
+    float *hk = ID ? host_random((size_t)T * ID, 2.0f) : NULL;
+    float *hg = ID ? host_random((size_t)T * ID, 2.0f) : NULL;
+    float *hn[4] = {host_random((size_t)qr, 1.0f), host_random((size_t)R, 1.0f),
+                    ID ? host_random((size_t)ID, 1.0f) : NULL,
+                    ID ? host_random((size_t)ID, 0.5f) : NULL};
+    float *qn = dev_copy(hn[0], qr * sizeof(float)), *kvn = dev_copy(hn[1], R * sizeof(float));
+    float *kw = ID ? dev_copy(hn[2], ID * sizeof(float)) : NULL;
+    float *kb = ID ? dev_copy(hn[3], ID * sizeof(float)) : NULL;
+    float *gate = ID ? dev_copy(hg, (size_t)T * ID * sizeof(float)) : NULL;
+    dsa_rows_args a[2];
+    for (int k = 0; k < 2; k++) {
+        eng_dsa_rows r = {dev_copy(hqa, (size_t)T * qr * sizeof(float)), qn, qr,
+                          dev_copy(hkv, (size_t)T * R * sizeof(float)), kvn,
+                          make_cache(dtype, R),
+                          ID ? dev_copy(hk, (size_t)T * ID * sizeof(float)) : NULL, kw, kb,
+                          {0, 0, NULL, NULL}, gate, {0, 0, NULL, NULL}, 1e-5f, 1e-6f};
+        if (ID) {
+            r.keys = make_cache(dtype, ID);
+            r.gates = make_cache(dtype, ID);
+        }
+        a[k] = (dsa_rows_args){r, pos, T};
+        (k ? dsa_rows_one : dsa_rows_separate)(&a[k], NULL);
+    }
+    float *q0 = to_host(a[0].r.qa, (size_t)T * qr * 4);
+    float *q1 = to_host(a[1].r.qa, (size_t)T * qr * 4);
+    float *v0 = to_host(a[0].r.kv, (size_t)T * R * 4), *v1 = to_host(a[1].r.kv, (size_t)T * R * 4);
+    int same = memcmp(q0, q1, (size_t)T * qr * 4) == 0 && memcmp(v0, v1, (size_t)T * R * 4) == 0 &&
+               same_cache(&a[0].r.latent, &a[1].r.latent);
+    if (ID) {
+        float *k0 = to_host(a[0].r.key, (size_t)T * ID * 4);
+        float *k1 = to_host(a[1].r.key, (size_t)T * ID * 4);
+        same = same && memcmp(k0, k1, (size_t)T * ID * 4) == 0 &&
+               same_cache(&a[0].r.keys, &a[1].r.keys) && same_cache(&a[0].r.gates, &a[1].r.gates);
+        free(k0), free(k1);
+    }
+    printf("%s the DSA row steps in one launch, %s caches, q_a %d, latent %d, %s, %d row(s): "
+           "equal the %d launches bit for bit\n", same ? "ok  " : "FAIL", cache_name(dtype), qr, R,
+           ID ? "indexer keys" : "no indexer", T, ID ? 6 : 3);
+    failures += !same;
+    if (timed) {
+        enum { REPS = 200 };
+        double sep = graph_us_per(dsa_rows_separate, &a[0], REPS, ev0, ev1);
+        double one = graph_us_per(dsa_rows_one, &a[1], REPS, ev0, ev1);
+        printf("time the DSA row steps, %s caches, %d row(s), in a graph: %d launches %.2f us, "
+               "one launch %.2f us (%.2f us saved)\n", cache_name(dtype), T, ID ? 6 : 3, sep, one,
+               sep - one);
+    }
+    for (int k = 0; k < 2; k++) {
+        kern_free(a[k].r.qa), kern_free(a[k].r.kv), kern_free(a[k].r.key);
+        free_cache(&a[k].r.latent);
+        if (ID)
+            free_cache(&a[k].r.keys), free_cache(&a[k].r.gates);
+    }
+    free(q0), free(q1), free(v0), free(v1), free(hqa), free(hkv), free(hk), free(hg);
+    for (int i = 0; i < 4; i++)
+        free(hn[i]);
+    kern_free(pos), kern_free(qn), kern_free(kvn), kern_free(kw), kern_free(kb), kern_free(gate);
+}
+
+static void check_dsa_rows(int timed, void *ev0, void *ev1)
+{
+    static const int dtypes[] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+    static const int rows[] = {1, 3, MAXT};
+    for (int d = 0; d < 3; d++)
+        for (int r = 0; r < 3; r++) {
+            int t1 = timed && d == 0 && r == 0;
+            dsa_rows_case(dtypes[d], 1536, 512, 128, rows[r], t1, ev0, ev1); /* the model's */
+            dsa_rows_case(dtypes[d], 1536, 512, 0, rows[r], 0, ev0, ev1);    /* no indexer */
+            dsa_rows_case(dtypes[d], 37, 100, 200, rows[r], 0, ev0, ev1);    /* odd, 256 threads */
+            dsa_rows_case(dtypes[d], 2048, 1024, 64, rows[r], 0, ev0, ev1);  /* 1024 a row */
+        }
 }
 
 /* ---- the KDA step (eng_kda_step_decode) against its two launches ------------------------- */
@@ -838,6 +1230,149 @@ static void check_route(int timed, void *ev0, void *ev1)
     kern_free(lg), kern_free(bias), kern_free(scratch);
 }
 
+/* ---- the router with its routing in one launch (eng_router_route) against eng_matmul_jobs and
+ * then eng_route ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int dtype, E, cols, K, norm_topk;
+} rr_shape;
+
+typedef struct {
+    const eng_mat *w;
+    const float *x, *bias;
+    float *lg, *wts, *scratch;
+    int32_t *ids;
+    unsigned *done;
+    int T, K, norm_topk;
+} rr_args;
+
+static void rr_two_launches(void *ctx, void *st)
+{
+    rr_args *a = ctx;
+    eng_gemv_job j = {a->w, NULL, a->x, a->lg, 0.0f, 0};
+    CUDA_OK(eng_matmul_jobs(&j, 1, a->T, st));
+    CUDA_OK(eng_route(a->lg, a->bias, a->T, a->w->rows, 1, 1, a->K, a->norm_topk, 2.5f,
+                      a->scratch, a->ids, a->wts, st));
+}
+
+static void rr_one_launch(void *ctx, void *st)
+{
+    rr_args *a = ctx;
+    CUDA_OK(eng_router_route(a->w, a->x, a->T, a->lg, a->bias, a->K, a->norm_topk, 2.5f, a->ids,
+                             a->wts, a->done, st));
+}
+
+/* logits, ids and weights of T rows back to the host, one buffer */
+static unsigned char *rr_result(const rr_args *a)
+{
+    size_t ln = (size_t)a->T * a->w->rows * 4, kn = (size_t)a->T * a->K * 4;
+    unsigned char *h = xmalloc(ln + 2 * kn);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(h, a->lg, ln));
+    CUDA_OK(kern_to_host(h + ln, a->ids, kn));
+    CUDA_OK(kern_to_host(h + ln + kn, a->wts, kn));
+    return h;
+}
+
+static void rr_clear(const rr_args *a) /* outputs to a pattern no kernel writes */
+{
+    CUDA_OK(kern_memset(a->lg, 0xff, (size_t)a->T * a->w->rows * 4));
+    CUDA_OK(kern_memset(a->ids, 0xff, (size_t)a->T * a->K * 4));
+    CUDA_OK(kern_memset(a->wts, 0xff, (size_t)a->T * a->K * 4));
+}
+
+/* One shape at T rows (tied: x zero, so every logit is 0 and the bias's four values tie many
+ * choices): the fused launch's logits, ids and weights equal the two launches' bit for bit, in
+ * a first and a second call (the block count back at zero), and in a graph's replays. */
+static void rr_case(const rr_shape *sh, int T, int tied, int timed, void *ev0, void *ev1)
+{
+    tmat w = make_mat(sh->dtype, sh->E, sh->cols, 0.05f);
+    float *hx = host_random((size_t)T * sh->cols, 1.0f), *hb = xmalloc(sh->E * sizeof *hb);
+    if (tied)
+        memset(hx, 0, (size_t)T * sh->cols * sizeof *hx);
+    for (int e = 0; e < sh->E; e++)
+        hb[e] = tied ? 0.03125f * (float)(test_rng_next(&rng_state) % 4) : 0.1f * frand();
+    rr_args a = {&w.m, dev_copy(hx, (size_t)T * sh->cols * 4), dev_copy(hb, sh->E * 4),
+                 dev_alloc((size_t)T * sh->E * 4), dev_alloc((size_t)T * sh->K * 4),
+                 dev_alloc((size_t)T * (3 * sh->E + 1) * 4), dev_alloc((size_t)T * sh->K * 4),
+                 dev_alloc(sizeof(unsigned)), T, sh->K, sh->norm_topk};
+    CUDA_OK(kern_memset(a.done, 0, sizeof(unsigned)));
+    char what[240];
+    snprintf(what, sizeof what, "router + routing %s, %s, %d row(s)", sh->name,
+             tied ? "tied" : "random", T);
+    if (!eng_router_route_takes(a.w, a.x, T, 1, sh->K)) {
+        /* only eng_matmul_jobs' skinny rows are refused among these shapes */
+        int skinny = T <= 2 && sh->dtype == ENG_BF16 && sh->cols <= 256 && sh->cols % 8 == 0;
+        printf("%s %s: refused (the engine runs the two launches)%s\n", skinny ? "ok  " : "FAIL",
+               what, skinny ? "" : ", though no skinny rows");
+        failures += !skinny;
+    } else {
+        rr_clear(&a);
+        rr_two_launches(&a, NULL);
+        unsigned char *ref = rr_result(&a);
+        size_t n = (size_t)T * sh->E * 4 + (size_t)2 * T * sh->K * 4;
+        unsigned char *got[3];
+        for (int k = 0; k < 2; k++) { /* two calls: the second finds the count back at zero */
+            rr_clear(&a);
+            rr_one_launch(&a, NULL);
+            got[k] = rr_result(&a);
+        }
+        void *st, *graph;
+        CUDA_OK(eng_stream_new(&st));
+        CUDA_OK(eng_capture_begin(st));
+        rr_one_launch(&a, st);
+        CUDA_OK(eng_capture_end(st, &graph));
+        for (int k = 0; k < 2; k++) { /* replayed twice, the outputs cleared before the second */
+            rr_clear(&a);
+            CUDA_OK(eng_graph_launch(graph, st));
+            CUDA_OK(eng_stream_sync(st));
+        }
+        got[2] = rr_result(&a);
+        eng_graph_free(graph);
+        eng_stream_free(st);
+        unsigned done = 1;
+        CUDA_OK(kern_to_host(&done, a.done, sizeof done));
+        int same = memcmp(got[0], ref, n) == 0 && memcmp(got[1], ref, n) == 0 &&
+                   memcmp(got[2], ref, n) == 0 && done == 0;
+        printf("%s %s: logits, ids, weights equal eng_matmul_jobs + eng_route's (2 calls, 2 graph "
+               "replays; count left %u)\n", same ? "ok  " : "FAIL", what, done);
+        failures += !same;
+        for (int k = 0; k < 3; k++)
+            free(got[k]);
+        free(ref);
+        if (timed) {
+            enum { REPS = 200 };
+            double two = graph_us_per(rr_two_launches, &a, REPS, ev0, ev1);
+            double one = graph_us_per(rr_one_launch, &a, REPS, ev0, ev1);
+            printf("time router + routing %s, %d row(s), in a graph: eng_matmul_jobs then "
+                   "eng_route %.2f us, eng_router_route %.2f us (%.2f us saved)\n", sh->name, T,
+                   two, one, two - one);
+        }
+    }
+    free(hx), free(hb);
+    kern_free((void *)a.x), kern_free((void *)a.bias), kern_free(a.lg), kern_free(a.wts);
+    kern_free(a.scratch), kern_free(a.ids), kern_free(a.done);
+    free_mat(&w);
+}
+
+static void check_router_route(int timed, void *ev0, void *ev1)
+{
+    static const rr_shape shapes[] = {
+        {"288 x 4096 f32 top-8 (the model's)", ENG_F32, 288, 4096, 8, 1},
+        {"288 x 4096 bf16 top-8", ENG_BF16, 288, 4096, 8, 1},
+        {"40 x 200 bf16 top-32 (skinny at 1-2 rows)", ENG_BF16, 40, 200, 32, 1},
+        {"16 x 37 f32 top-4, weights not normalised", ENG_F32, 16, 37, 4, 0},
+        {"512 x 1024 f32 top-8 (the most experts)", ENG_F32, 512, 1024, 8, 1},
+    };
+    static const int rows[] = {1, 2, 3, MAXT};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+            for (int tied = 0; tied < 2; tied++)
+                rr_case(&shapes[i], rows[r], tied, timed && i == 0 && tied == 0 && rows[r] <= 2,
+                        ev0, ev1);
+}
+
 int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
@@ -868,8 +1403,12 @@ int main(int argc, char **argv)
     check_attend(ENG_CACHE_BF16, 64, timed, ev0, ev1);
     check_attend(ENG_CACHE_FP8, 32, timed, ev0, ev1); /* a rank's heads on two nodes */
     check_hc(timed, ev0, ev1);
+    check_hc_y2(timed, ev0, ev1);
+    check_norm_cache(timed, ev0, ev1);
+    check_dsa_rows(timed, ev0, ev1);
     check_kda(timed, ev0, ev1);
     check_route(timed, ev0, ev1);
+    check_router_route(timed, ev0, ev1);
     check_mean_norm(timed, ev0, ev1);
     eng_event_free(ev0);
     eng_event_free(ev1);

@@ -11,6 +11,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
+#include "cpu/blocks.h"
 #include "model/numfmt.h"
 
 #define GPU_TEST_NAME "test_index_gpu"
@@ -53,47 +54,10 @@ static void *to_host(const void *d, size_t bytes)
     return h;
 }
 
-/* ---- the CPU rule (engine/cpu/dsa.c's indexer) ---- */
-typedef struct pool_score {
-    float score;
-    int pool;
-} pool_score;
-
-static int cmp_pool_score(const void *a, const void *b)
-{
-    const pool_score *x = a, *y = b;
-    if (x->score > y->score)
-        return -1;
-    if (x->score < y->score)
-        return 1;
-    return (x->pool > y->pool) - (x->pool < y->pool);
-}
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The selection of the query at pos from its scores; returns the count. */
+/* ---- the CPU rule: engine/cpu/dsa.c's dsa_select_rule, the CPU backend's own ---- */
 static int ref_select(const float *sc, int pos, int kp, int budget, pool_score *ps, int32_t *out)
 {
-    int P = (pos + 1) / kp, n = 0;
-    if (P <= budget) {
-        for (int s = 0; s < P * kp; s++)
-            out[n++] = s;
-    } else {
-        for (int p = 0; p < P; p++)
-            ps[p].score = sc[p], ps[p].pool = p;
-        qsort(ps, (size_t)P, sizeof *ps, cmp_pool_score);
-        for (int i = 0; i < budget; i++)
-            for (int j = 0; j < kp; j++)
-                out[n++] = ps[i].pool * kp + j;
-    }
-    for (int s = P * kp; s <= pos; s++)
-        out[n++] = s;
-    qsort(out, (size_t)n, sizeof *out, cmp_i32);
-    return n;
+    return dsa_select_rule(sc, pos, kp, budget, ps, out);
 }
 
 /* idx/count of rows pos0 + t_off + t (downloaded) against ref_select on scores (host), all T rows;

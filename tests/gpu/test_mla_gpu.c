@@ -1,6 +1,8 @@
 /* test_mla_gpu.c: the prefill (tensor-core) forms of the DSA latent attention, the absorbed query
- * and the value expansion against the scalar kernels, their bit-equality across chunks, and their
- * time at the real shapes. Usage: test_mla_gpu [--no-time]; exit status 1 on any failure. */
+ * and the value expansion against the scalar kernels (and the attention against a double host
+ * reference), their bit-equality across chunks, and their time at the real shapes (the attention's
+ * two prefill kernels against each other and a cuBLAS GEMM's rate). Usage: test_mla_gpu
+ * [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,19 +85,41 @@ static const char *cache_name(int dt)
     return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
 }
 
-/* The latent attention: random cache rows (written by eng_cache_write, so quantised as the
- * engine does), random selections of 1 .. width rows; the prefill form against eng_mla_attend;
- * rows split off from the launch (the chunk starting at T/3, T/2 rows) bit-equal. */
-static void check_attend(const shape *s, int dt, int timed, void *ev0, void *ev1)
+static const char *kernel_name(int k)
 {
-    int H = s->H, R = s->R, T = s->T, W = s->width;
-    float *src = dev_random((size_t)s->cache_rows * R, 1.0f);
+    return k == ENG_ATTEND_FLASH ? "flash" : "tiled";
+}
+
+/* A cache of `rows` random rows of width R in format dt, written by eng_cache_write (quantised as
+ * the engine does); free with free_cache. */
+static eng_cache new_cache(int dt, int R, int rows)
+{
+    float *src = dev_random((size_t)rows * R, 1.0f);
     eng_cache c = {dt, R, NULL, NULL};
     size_t esz = dt == ENG_CACHE_FP8 ? 1 : dt == ENG_CACHE_BF16 ? 2 : 4;
-    c.rows = dev_alloc((size_t)s->cache_rows * R * esz);
-    c.scale = dev_alloc((size_t)s->cache_rows * sizeof(float));
+    c.rows = dev_alloc((size_t)rows * R * esz);
+    c.scale = dev_alloc((size_t)rows * sizeof(float));
     int zero = 0, *d_pos = dev_copy(&zero, sizeof zero);
-    CUDA_OK(eng_cache_write(&c, d_pos, src, s->cache_rows, NULL));
+    CUDA_OK(eng_cache_write(&c, d_pos, src, rows, NULL));
+    CUDA_OK(kern_sync());
+    kern_free(d_pos);
+    kern_free(src);
+    return c;
+}
+
+static void free_cache(eng_cache *c)
+{
+    kern_free(c->rows);
+    kern_free(c->scale);
+}
+
+/* The latent attention: random cache rows, random selections of 1 .. width rows; each prefill
+ * kernel against eng_mla_attend; rows split off from the launch (the chunk starting at T/3, T/2
+ * rows) bit-equal. */
+static void check_attend(const shape *s, int dt)
+{
+    int H = s->H, R = s->R, T = s->T, W = s->width;
+    eng_cache c = new_cache(dt, R, s->cache_rows);
     int32_t *idx = xmalloc((size_t)T * W * sizeof *idx);
     int *count = xmalloc((size_t)T * sizeof *count);
     for (int t = 0; t < T; t++) {
@@ -111,43 +135,304 @@ static void check_attend(const shape *s, int dt, int timed, void *ev0, void *ev1
     float *ref = dev_alloc(on * sizeof(float)), *got = dev_alloc(on * sizeof(float));
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf((float)s->dn);
-    CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
+    for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+        CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
+        CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
+        char what[160];
+        /* the flash kernel takes R 512 only: other widths run the tiled one */
+        const char *kn = k == ENG_ATTEND_FLASH && R != 512 ? "flash->tiled" : kernel_name(k);
+        snprintf(what, sizeof what, "attend %s %s %s H%d R%d T%d width %d", kn, s->name,
+                 cache_name(dt), H, R, T, W);
+        compare(what, got, ref, on, 1e-4);
+        int t0 = T / 3, n2 = T / 2;
+        CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+        CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
+                                            d_count + t0, W, n2, H, R, scale, part, NULL));
+        snprintf(what, sizeof what, "attend %s %s %s rows %d..%d as a chunk of %d", kn,
+                 s->name, cache_name(dt), t0, t0 + n2 - 1, n2);
+        same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
+    }
+    free_cache(&c);
+    kern_free(d_idx);
+    kern_free(d_count);
+    kern_free(qt);
+    kern_free(ref);
+    kern_free(got);
+    kern_free(part);
+    free(idx);
+    free(count);
+}
+
+/* The indexer's selections for rows at positions pos0 .. pos0+T-1 (the layout eng_dsa_select
+ * writes): with P = (pos + 1) / kpool pools, every token 0 .. pos while P <= budget; else
+ * `budget` distinct pools (drawn at random here, as the indexer's scores would pick them) as their
+ * tokens in order, then the open tail 4P .. pos. */
+static void indexer_selection(int pos0, int T, int kpool, int budget, int width, int32_t *idx,
+                              int *count)
+{
+    char *taken = NULL;
+    int cap = 0;
+    for (int t = 0; t < T; t++) {
+        int pos = pos0 + t, P = (pos + 1) / kpool, n = 0;
+        int32_t *row = idx + (size_t)t * width;
+        if (P <= budget) {
+            for (int j = 0; j <= pos; j++)
+                row[n++] = j;
+            count[t] = n;
+            continue;
+        }
+        if (P > cap) {
+            free(taken);
+            cap = P;
+            taken = xmalloc((size_t)cap);
+        }
+        memset(taken, 0, (size_t)P);
+        for (int k = 0; k < budget;) {
+            int p = (int)(test_rng_u32(&rng_state) % (uint32_t)P);
+            if (!taken[p])
+                taken[p] = 1, k++;
+        }
+        for (int p = 0; p < P; p++)
+            if (taken[p])
+                for (int j = 0; j < kpool; j++)
+                    row[n++] = p * kpool + j;
+        for (int j = P * kpool; j <= pos; j++)
+            row[n++] = j;
+        count[t] = n;
+    }
+    free(taken);
+}
+
+static double e4m3_value(uint8_t b)
+{
+    int e = (b >> 3) & 15, m = b & 7;
+    double v = e == 0 ? m * ldexp(1.0, -9) : (1.0 + m / 8.0) * ldexp(1.0, e - 7);
+    return b & 0x80 ? -v : v;
+}
+
+/* Row `row` of the cache as the kernels read it, in double. */
+static void cache_row_host(const eng_cache *c, const void *rows, const float *scales, int row,
+                           double *out)
+{
+    int R = c->width;
+    for (int d = 0; d < R; d++) {
+        size_t i = (size_t)row * R + d;
+        if (c->dtype == ENG_CACHE_FP8) {
+            out[d] = e4m3_value(((const uint8_t *)rows)[i]) * scales[row];
+        } else if (c->dtype == ENG_CACHE_BF16) {
+            uint32_t u = (uint32_t)((const uint16_t *)rows)[i] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            out[d] = f;
+        } else {
+            out[d] = ((const float *)rows)[i];
+        }
+    }
+}
+
+/* The latent attention of rows `rows_at` in double on the host against the kernel's output there:
+ * max |diff| over max |ref| of those rows, printed; fails over tol. */
+static void check_host(const char *what, const eng_cache *c, int cache_rows, const float *d_qt,
+                       const float *d_got, const int32_t *idx, const int *count, int width, int T,
+                       int H, float scale, const int *rows_at, int nrows, double tol)
+{
+    int R = c->width;
+    size_t esz = c->dtype == ENG_CACHE_FP8 ? 1 : c->dtype == ENG_CACHE_BF16 ? 2 : 4;
+    void *rows = xmalloc((size_t)cache_rows * R * esz);
+    float *scales = xmalloc((size_t)cache_rows * sizeof *scales);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(rows, c->rows, (size_t)cache_rows * R * esz));
+    if (c->dtype == ENG_CACHE_FP8)
+        CUDA_OK(kern_to_host(scales, c->scale, (size_t)cache_rows * sizeof *scales));
+    float *q = xmalloc((size_t)H * R * sizeof *q), *o = xmalloc((size_t)H * R * sizeof *o);
+    double *keys = xmalloc((size_t)width * R * sizeof *keys), *sc = xmalloc((size_t)width * sizeof *sc);
+    double *acc = xmalloc((size_t)R * sizeof *acc);
+    double md = 0, mr = 0;
+    size_t bad = 0;
+    for (int k = 0; k < nrows; k++) {
+        int t = rows_at[k], n = count[t];
+        if (t < 0 || t >= T)
+            continue;
+        CUDA_OK(kern_to_host(q, d_qt + (size_t)t * H * R, (size_t)H * R * sizeof *q));
+        CUDA_OK(kern_to_host(o, d_got + (size_t)t * H * R, (size_t)H * R * sizeof *o));
+        for (int j = 0; j < n; j++)
+            cache_row_host(c, rows, scales, idx[(size_t)t * width + j], keys + (size_t)j * R);
+        for (int h = 0; h < H; h++) {
+            const float *qh = q + (size_t)h * R;
+            double mx = -INFINITY, l = 0;
+            for (int j = 0; j < n; j++) {
+                double a = 0;
+                for (int d = 0; d < R; d++)
+                    a += (double)qh[d] * keys[(size_t)j * R + d];
+                sc[j] = a * scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            memset(acc, 0, (size_t)R * sizeof *acc);
+            for (int j = 0; j < n; j++) {
+                double p = exp(sc[j] - mx);
+                l += p;
+                for (int d = 0; d < R; d++)
+                    acc[d] += p * keys[(size_t)j * R + d];
+            }
+            for (int d = 0; d < R; d++) {
+                double r = acc[d] / l, g = o[(size_t)h * R + d];
+                if (!isfinite(g))
+                    bad++;
+                md = fabs(g - r) > md ? fabs(g - r) : md;
+                mr = fabs(r) > mr ? fabs(r) : mr;
+            }
+        }
+    }
+    int ok = bad == 0 && md <= tol * mr;
+    printf("%-58s max|diff| %.3e of max|ref| %.3e (rel %.2e, tol %.0e) %s\n", what, md, mr,
+           mr > 0 ? md / mr : 0.0, tol, ok ? "ok" : "FAIL");
+    failures += !ok;
+    free(rows);
+    free(scales);
+    free(q);
+    free(o);
+    free(keys);
+    free(sc);
+    free(acc);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of `reps` timed launches of `kernel` (one untimed first). */
+static float time_attend(int kernel, const eng_cache *c, const float *qt, const int32_t *d_idx,
+                         const int *d_count, int width, int T, int H, int R, float scale, float *ot,
+                         void *ev0, void *ev1)
+{
+    enum { reps = 5 };
+    float ms[reps];
+    CUDA_OK(eng_mla_attend_prefill_with(kernel, c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
+    for (int i = 0; i < reps; i++) {
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_mla_attend_prefill_with(kernel, c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        ms[i] = time_ms(ev0, ev1);
+    }
+    qsort(ms, reps, sizeof *ms, cmp_float);
+    return ms[reps / 2];
+}
+
+/* The rate of a cuBLAS bf16 GEMM on this device, in tensor-core TFLOP/s: eng_gemm's cublasGemmEx
+ * path (cuBLAS's own algorithm) at 4096 x 4096 x 4096, which runs three bf16 products (the f32
+ * input split in three parts) after a split kernel: 3 * 2 * 4096^3 flop over the median time. */
+static double cublas_rate(void *ev0, void *ev1)
+{
+    enum { n = 4096, reps = 5 };
+    size_t wn = (size_t)n * n;
+    uint16_t *w = xmalloc(wn * sizeof *w);
+    for (size_t i = 0; i < wn; i++) {
+        float f = 0.05f * test_rng_uniform(&rng_state);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        w[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    eng_mat m = {ENG_BF16, n, n, dev_copy(w, wn * sizeof *w), NULL, 0, 0, 0, NULL};
+    free(w);
+    float *x = dev_random(wn, 1.0f), *y = dev_alloc(wn * sizeof(float));
+    double rate = 0;
+    if (eng_gemm_set_mode(ENG_GEMM_CUBLAS) == 0 && eng_gemm(&m, x, n, y, NULL) == 0) {
+        float ms[reps];
+        for (int i = 0; i < reps; i++) {
+            CUDA_OK(eng_event_record(ev0, NULL));
+            CUDA_OK(eng_gemm(&m, x, n, y, NULL));
+            CUDA_OK(eng_event_record(ev1, NULL));
+            ms[i] = time_ms(ev0, ev1);
+        }
+        qsort(ms, reps, sizeof *ms, cmp_float);
+        rate = 3.0 * 2.0 * n * (double)n * n / ms[reps / 2] / 1e9;
+        printf("time cuBLAS bf16 GEMM 4096^3 (eng_gemm's cublasGemmEx path, three bf16 products and "
+               "the split): %.3f ms, %.1f TFLOP/s on the tensor cores\n", ms[reps / 2], rate);
+    } else {
+        printf("time cuBLAS bf16 GEMM: cuBLAS did not run (see above); the H100 SXM's published "
+               "dense bf16 rate is 989 TFLOP/s\n");
+    }
+    eng_gemm_set_mode(ENG_GEMM_FIXED);
+    kern_free((void *)m.data);
+    kern_free(x);
+    kern_free(y);
+    return rate;
+}
+
+/* The latent attention at the real selection layout: rows at positions pos0 .. pos0+T-1 over a
+ * cache of pos0 + T rows, the indexer's selections (every earlier token below 2051, else 512
+ * pools of 4 and the tail); the flash kernel against eng_mla_attend on every row and against a
+ * double-precision host reference on a few; the same rows in chunks of 1, 7, 64 and 1024 at
+ * other offsets bit-equal to the whole chunk's; with `timed`, the flash and tiled kernels' times. */
+static void check_indexed(const char *name, int H, int R, int pos0, int T, int dt, int timed,
+                          double gemm_rate, void *ev0, void *ev1)
+{
+    const int kpool = 4, budget = 512, W = budget * kpool + kpool - 1;
+    int rows = pos0 + T;
+    eng_cache c = new_cache(dt, R, rows);
+    int32_t *idx = xmalloc((size_t)T * W * sizeof *idx);
+    int *count = xmalloc((size_t)T * sizeof *count);
+    indexer_selection(pos0, T, kpool, budget, W, idx, count);
+    int32_t *d_idx = dev_copy(idx, (size_t)T * W * sizeof *idx);
+    int *d_count = dev_copy(count, (size_t)T * sizeof *count);
+    float *qt = dev_random((size_t)T * H * R, 3.0f);
+    size_t on = (size_t)T * H * R;
+    float *ref = dev_alloc(on * sizeof(float)), *got = dev_alloc(on * sizeof(float));
+    float *part = dev_alloc(on * sizeof(float));
+    float scale = 1.0f / sqrtf(256.0f);
+    CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
+    CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
     CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
     char what[160];
-    snprintf(what, sizeof what, "attend %s %s H%d R%d T%d width %d", s->name, cache_name(dt), H,
-             R, T, W);
+    snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against scalar", name,
+             cache_name(dt), pos0, T);
     compare(what, got, ref, on, 1e-4);
-    int t0 = T / 3, n2 = T / 2;
-    CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-    CUDA_OK(eng_mla_attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
-                                   d_count + t0, W, n2, H, R, scale, part, NULL));
-    snprintf(what, sizeof what, "attend %s %s rows %d..%d as a chunk of %d", s->name,
-             cache_name(dt), t0, t0 + n2 - 1, n2);
-    same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
+    int at[4] = {0, T / 2, T - 1, (int)(test_rng_u32(&rng_state) % (uint32_t)T)};
+    snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against f64 host", name,
+             cache_name(dt), pos0, T);
+    check_host(what, &c, rows, qt, got, idx, count, W, T, H, scale, at, 4, 1e-4);
+    const int chunks[] = {1, 7, 64, 1024};
+    for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
+        int n2 = chunks[k] < T ? chunks[k] : T, t0 = (int)((T - n2) * (k + 1) / 5);
+        CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+        CUDA_OK(eng_mla_attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
+                                       d_count + t0, W, n2, H, R, scale, part, NULL));
+        snprintf(what, sizeof what, "attend %s %s pos %d rows %d..%d as a chunk of %d", name,
+                 cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
+        same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
+    }
     if (timed) {
+        CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+        CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_TILED, &c, qt, d_idx, d_count, W, T, H, R,
+                                            scale, part, NULL));
+        snprintf(what, sizeof what, "attend %s %s pos %d T%d: tiled against scalar", name,
+                 cache_name(dt), pos0, T);
+        compare(what, part, ref, on, 1e-4);
         double sel = 0;
         for (int t = 0; t < T; t++)
             sel += count[t];
-        double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (head, row) */
+        double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (row, key, head) */
         float ms[2];
-        for (int k = 0; k < 2; k++) {
-            CUDA_OK(eng_event_record(ev0, NULL));
-            if (k == 0)
-                CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
+        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++)
+            ms[k] = time_attend(k, &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
+        for (int k = ENG_ATTEND_FLASH; k <= ENG_ATTEND_TILED; k++) {
+            double tf = flop / ms[k] / 1e9;
+            printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s "
+                   "(%.1f on the tensor cores, q and p in two bf16 parts", name, cache_name(dt),
+                   pos0, T, sel / T, kernel_name(k), ms[k], tf, 2 * tf);
+            if (gemm_rate > 0)
+                printf(": %.0f%% of the cuBLAS GEMM's rate)\n", 100 * 2 * tf / gemm_rate);
             else
-                CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
-            CUDA_OK(eng_event_record(ev1, NULL));
-            ms[k] = time_ms(ev0, ev1);
+                printf(": %.0f%% of 989 TFLOP/s, the H100 SXM's published dense bf16 rate)\n",
+                       100 * 2 * tf / 989.0);
         }
-        printf("time attend %s %s T%d: scalar %.3f ms (%.1f TFLOP/s), tensor cores %.3f ms "
-               "(%.1f TFLOP/s): %.1fx\n", s->name, cache_name(dt), T, ms[0], flop / ms[0] / 1e9,
-               ms[1], flop / ms[1] / 1e9, ms[0] / ms[1]);
+        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel\n", name,
+               cache_name(dt), pos0, T, ms[ENG_ATTEND_TILED] / ms[ENG_ATTEND_FLASH]);
     }
-    kern_free(src);
-    kern_free(c.rows);
-    kern_free(c.scale);
-    kern_free(d_pos);
+    free_cache(&c);
     kern_free(d_idx);
     kern_free(d_count);
     kern_free(qt);
@@ -231,6 +516,7 @@ static void check_products(const shape *s, int timed, void *ev0, void *ev1)
 int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (kern_device_count() < 1) {
         fprintf(stderr, "test_mla_gpu: no CUDA device\n");
         return 1;
@@ -248,11 +534,23 @@ int main(int argc, char **argv)
         {"small", 4, 64, 64, 64, 67, 37, 300},         /* mkmodel small */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        int t = timed && i == 0;
-        check_attend(&shapes[i], ENG_CACHE_FP8, t, ev0, ev1);
-        check_attend(&shapes[i], ENG_CACHE_BF16, t, ev0, ev1);
-        check_products(&shapes[i], t, ev0, ev1);
+        check_attend(&shapes[i], ENG_CACHE_FP8);
+        check_attend(&shapes[i], ENG_CACHE_BF16);
+        check_products(&shapes[i], timed && i == 0, ev0, ev1);
     }
+    double gemm_rate = timed ? cublas_rate(ev0, ev1) : 0;
+    /* the real shapes at the selection layout: position 0 (dense causal rows, then selections)
+     * and past 8192 (every row a selection), each cache format; the f32 cache runs the scalar
+     * kernels (the prefill form's dispatch checked) */
+    const int dts[3] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+    for (int k = 0; k < 3; k++) {
+        check_indexed("real", 64, 512, 0, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
+        check_indexed("real", 64, 512, 65536, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
+    }
+    check_indexed("tp2", 32, 512, 9000, 1024, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
+    check_indexed("tp2", 32, 512, 0, 1024, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
+    check_indexed("heads16", 16, 512, 9000, 64, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
+    check_indexed("heads40", 40, 512, 3000, 64, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
     eng_event_free(ev0);
     eng_event_free(ev1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);

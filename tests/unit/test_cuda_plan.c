@@ -299,6 +299,118 @@ START_TEST(plan_line_names_the_chunk_and_who_chose_it)
 }
 END_TEST
 
+
+/* The long-prefill bench's model (bench/bench_cuda_engine.c): the real config cut to 16 layers (12
+ * KDA : 4 DSA as the real model interleaves them), layer 0 dense, the rest MoE with 4-bit EXL3
+ * experts, BF16 dense weights. Its weights at a chunk: the resident bytes of model/traffic.c and
+ * the grouped EXL3 experts' prefill workspace, which grows with the chunk: per row, each of its K
+ * (row, expert) pairs' fp16 gate and up inputs (2 x hidden) and down input (intermediate), f32
+ * gate and up products (2 x intermediate) and down product (hidden), and three sort-table ints. */
+static glm_config bench16;
+
+static void make_bench16(void)
+{
+    bench16 = real;
+    bench16.num_layers = 16;
+    for (int i = 0; i < 16; i++)
+        bench16.moe[i] = i >= 1;
+}
+
+static size_t bench16_weights(int chunk)
+{
+    size_t H = (size_t)bench16.hidden_size, I = (size_t)bench16.moe_intermediate_size;
+    size_t K = (size_t)bench16.num_experts_per_tok;
+    size_t per_row = K * (2 * H * 2 + I * 2 + 2 * I * 4 + H * 4 + 3 * 4);
+    return cuda_plan_weights_estimate(&bench16, 1, GLM_TRAFFIC_BF16, 4) + (size_t)chunk * per_row;
+}
+
+typedef struct long_ctx {
+    int context;
+} long_ctx;
+
+static size_t long_need(void *ctx, int chunk)
+{
+    const long_ctx *k = ctx;
+    cuda_plan p;
+    cuda_plan_make(&bench16, 1, k->context, CUDA_KV_FP8, CUDA_KV_FP8, chunk, bench16_weights(chunk), &p);
+    return p.total;
+}
+
+#define H100_FREE ((size_t)(78.7 * (double)GIB_BYTES)) /* an H100 80GB's free memory at open */
+
+/* A 1,048,576-token prompt on the 16-layer bench model (fp8 caches, the bench's default) on an
+ * H100: the plan keeps the 4,096-row chunks the 71,680-token plan had, the context whole, and
+ * the figures the H100's plan line gave at 71,680 tokens (weights 59.87 GiB at 4,096 rows). */
+START_TEST(a_million_tokens_fit_the_h100_with_16_layers)
+{
+    make_bench16();
+    ck_assert_int_eq(glm_config_count(&bench16, GLM_ATTN_KDA), 12);
+    ck_assert_int_eq(glm_config_count(&bench16, GLM_ATTN_DSA), 4);
+    double w = (double)bench16_weights(4096) / (double)GIB_BYTES;
+    ck_assert_msg(w > 59.87 * 0.98 && w < 59.87 * 1.02, "weights at 4096 rows %.2f GiB", w);
+    long_ctx k = {1048576};
+    int chunk = cuda_plan_pick_chunk(0, 1, H100_FREE, long_need, &k);
+    ck_assert_int_eq(chunk, 4096);
+    cuda_plan p;
+    cuda_plan_make(&bench16, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, chunk, bench16_weights(chunk), &p);
+    glm_error err = {0};
+    ck_assert_msg(cuda_plan_check(&p, H100_FREE, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(p.context, 1048576);
+    /* the caches: 4 DSA layers of an fp8 latent row (512 + a 4-byte scale), indexer key and gate
+     * rows (128 + 4 each) and a pool key per 4 tokens, and 64 query rows of scores a pool */
+    ck_assert_uint_eq(p.dsa_per_token, 4 * (516 + 2 * 132 + 132 / 4));
+    ck_assert_uint_eq(p.score_per_token, 64);
+    double cache = (double)p.dsa_cache / (double)GIB_BYTES;
+    ck_assert_msg(cache > 3.2 && cache < 3.3, "caches %.3f GiB", cache);
+    /* nothing else scales with the context: the plan at 8,192 tokens differs by the caches alone */
+    cuda_plan small;
+    cuda_plan_make(&bench16, 1, 8192, CUDA_KV_FP8, CUDA_KV_FP8, chunk, bench16_weights(chunk), &small);
+    ck_assert_uint_eq(p.total - small.total, p.dsa_cache - small.dsa_cache);
+    ck_assert_uint_eq(p.scratch, small.scratch);
+    ck_assert_uint_eq(p.host_pinned, small.host_pinned);
+    /* 72.2 GiB with the reserve, 6.5 GiB to spare */
+    double need = (double)(p.total + GIB_BYTES) / (double)GIB_BYTES;
+    ck_assert_msg(need > 71.5 && need < 73.0, "the 1M plan needs %.2f GiB", need);
+    char line[1024];
+    cuda_plan_describe(&p, line, sizeof line);
+    ck_assert_msg(strstr(line, "for 1048576 tokens") && strstr(line, "prefill chunks of 4096 rows"),
+                  "%s", line);
+}
+END_TEST
+
+/* With less room the pick takes smaller chunks and keeps the context; with too little for any
+ * chunk the check refuses, naming the caches of the 1,048,576 tokens and a context that fits. */
+START_TEST(a_million_tokens_with_less_room_shrink_the_chunk_never_the_context)
+{
+    make_bench16();
+    long_ctx k = {1048576};
+    size_t room = (size_t)67 << 30; /* the 2,048-row plan needs 67.4 GiB */
+    int chunk = cuda_plan_pick_chunk(0, 1, room, long_need, &k);
+    ck_assert_int_eq(chunk, 1024);
+    cuda_plan p;
+    cuda_plan_make(&bench16, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, chunk, bench16_weights(chunk), &p);
+    glm_error err = {0};
+    ck_assert_msg(cuda_plan_check(&p, room, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(p.context, 1048576);
+    room = (size_t)62 << 30;
+    chunk = cuda_plan_pick_chunk(0, 1, room, long_need, &k);
+    ck_assert_int_eq(chunk, CUDA_CHUNK_FLOOR);
+    cuda_plan_make(&bench16, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, chunk, bench16_weights(chunk), &p);
+    ck_assert_int_eq(cuda_plan_check(&p, room, &err), GLM_ERR_NOMEM);
+    ck_assert_int_eq(p.context, 1048576);
+    ck_assert_msg(strstr(err.message, "the attention cache for a 1048576-token context") &&
+                  strstr(err.message, "(--context "), "%s", err.message);
+    int tokens = atoi(strstr(err.message, "(--context ") + strlen("(--context "));
+    ck_assert_int_gt(tokens, 0);
+    ck_assert_int_lt(tokens, 1048576);
+    /* the whole model (45 layers) at 1M on one H100: the weights alone do not fit */
+    cuda_plan_make(&real, 1, 1048576, CUDA_KV_FP8, CUDA_KV_FP8, 4096,
+                   cuda_plan_weights_estimate(&real, 1, GLM_TRAFFIC_BF16, 4), &p);
+    ck_assert_int_eq(cuda_plan_check(&p, H100_FREE, &err), GLM_ERR_NOMEM);
+    ck_assert_msg(strstr(err.message, "the weights alone do not fit"), "%s", err.message);
+}
+END_TEST
+
 int main(void)
 {
     if (load_real())
@@ -316,6 +428,8 @@ int main(void)
     tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
     tcase_add_test(tc, chunk_pick_takes_the_most_the_room_allows);
     tcase_add_test(tc, plan_line_names_the_chunk_and_who_chose_it);
+    tcase_add_test(tc, a_million_tokens_fit_the_h100_with_16_layers);
+    tcase_add_test(tc, a_million_tokens_with_less_room_shrink_the_chunk_never_the_context);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
