@@ -18,6 +18,8 @@ __device__ __forceinline__ float silu_of_sum(float acc)
 
 constexpr int kConvRun = 16;  // tokens a warp of conv_norm_kernel
 constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 128)
+constexpr int kConvWarps = 4; // warps a block (small blocks: more of them interleave on an SM,
+                              // one loading while another computes)
 
 // The causal conv with SiLU, then for q and k the per-head L2 norm (q scaled by qscale): a warp
 // takes one plane (q, k or v) of one head over kConvRun tokens, lane the head's channels
@@ -27,7 +29,7 @@ constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 1
 // order, then SiLU; the norm sums the squares over m, then across the warp, as the decode path's
 // prep_plane does.
 template <int KT>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32 * kConvWarps)
     conv_norm_kernel(const float *q, const float *k, const float *v, const float *state,
                      const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                      float qscale, float *qo, float *ko, float *vo)
@@ -740,8 +742,8 @@ void launch_conv_norm(int K, dim3 grid, cudaStream_t st, const float *q, const f
             return;
         }
     }
-    launch(conv_norm_kernel<KT>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
-           qo, ko, vo);
+    launch(conv_norm_kernel<KT>, grid, 32 * kConvWarps, 0, st, q, k, v, state, qw, kw, vw, T, H,
+           dk, qscale, qo, ko, vo);
 }
 
 unsigned grid_for(size_t n)
@@ -761,7 +763,7 @@ extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v,
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int C = H * dk;
-    dim3 grid(blocks_for((size_t)3 * H, 8), blocks_for((size_t)T, kConvRun));
+    dim3 grid(blocks_for((size_t)3 * H, kConvWarps), blocks_for((size_t)T, kConvRun));
     launch_conv_norm<kConvMaxK + 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale, qo,
                                     ko, vo);
     if (K > 1)
