@@ -19,6 +19,8 @@ __device__ __forceinline__ float silu_of_sum(float acc)
 
 constexpr int kConvRun = 16;  // tokens a warp of conv_norm_kernel
 constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 128)
+constexpr int kConvWarps = 4; // warps a block (small blocks: more of them interleave on an SM,
+                              // one loading while another computes)
 
 // The causal conv with SiLU, then for q and k the per-head L2 norm (q scaled by qscale): a warp
 // takes one plane (q, k or v) of one head over kConvRun tokens, lane the head's channels
@@ -28,7 +30,7 @@ constexpr int kConvSlots = 4; // channels a lane: lane + 32 m of a head (dk <= 1
 // order, then SiLU; the norm sums the squares over m, then across the warp, as the decode path's
 // prep_plane does.
 template <int KT>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32 * kConvWarps)
     conv_norm_kernel(const float *q, const float *k, const float *v, const float *state,
                      const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                      float qscale, float *qo, float *ko, float *vo)
@@ -720,6 +722,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
             int t = gi * kPrefillTokens + tl;
             const float *ka = &b.k[tl][4 * half], *aa = &b.a[tl][4 * half];
             const float *qa = &b.q[tl][4 * half];
+            const float vj = b.v[tl][jc], bt = b.beta[tl]; // (v: 0 past dk; read early)
             float kr[kScanMaxRows][4], pm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int r = 0; r < kScanMaxRows; r++) {
@@ -735,12 +738,10 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
                     }
             }
             float mem = prefill_slice_sum(pm, lane);
-            // the previous token's output, summed here to fill the sum's round trips
+            // the previous token's output, summed here to fill the sum's round trips (stored
+            // after the update, off the path to the next token)
             float out = prefill_slice_sum_half1(po, lane);
-            if (half && ok && prev >= 0)
-                o[(size_t)prev * C + (size_t)h * dk + j] = out;
-            float vj = ok ? b.v[tl][jc] : 0.0f;
-            float delta = ok ? __fmul_rn(__fsub_rn(vj, mem), b.beta[tl]) : 0.0f;
+            float delta = ok ? __fmul_rn(__fsub_rn(vj, mem), bt) : 0.0f;
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 po[i] = 0.0f;
@@ -755,6 +756,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
                         po[i] = __fmaf_rn(Sr[r][i], qv[i], po[i]);
                     }
             }
+            if (half && ok && prev >= 0)
+                o[(size_t)prev * C + (size_t)h * dk + j] = out;
             prev = t;
             if (trail) { // the state after token t, for going back inside a verification window
                 float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
@@ -812,8 +815,8 @@ void launch_conv_norm(int K, dim3 grid, cudaStream_t st, const float *q, const f
             return;
         }
     }
-    launch(conv_norm_kernel<KT>, grid, 256, 0, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale,
-           qo, ko, vo);
+    launch(conv_norm_kernel<KT>, grid, 32 * kConvWarps, 0, st, q, k, v, state, qw, kw, vw, T, H,
+           dk, qscale, qo, ko, vo);
 }
 
 unsigned grid_for(size_t n)
@@ -833,7 +836,7 @@ extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v,
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int C = H * dk;
-    dim3 grid(blocks_for((size_t)3 * H, 8), blocks_for((size_t)T, kConvRun));
+    dim3 grid(blocks_for((size_t)3 * H, kConvWarps), blocks_for((size_t)T, kConvRun));
     launch_conv_norm<kConvMaxK + 1>(K, grid, st, q, k, v, state, qw, kw, vw, T, H, dk, qscale, qo,
                                     ko, vo);
     if (K > 1)

@@ -568,8 +568,8 @@ int main(int argc, char **argv)
     const prep_case preps[] = {
         {64, 128, 4, 4096, 1, 1}, /* the prefill chunk's shape */
         {64, 128, 4, 37, 0, 1},   /* a run in part; softplus gates */
-        {3, 40, 2, 19, 1, 1},     /* C % 4 == 0, dk % 4 == 0 */
-        {3, 42, 3, 21, 0, 1},     /* C % 4 != 0: a channel a thread; a gate a thread */
+        {3, 40, 2, 19, 1, 1},     /* heads of 40: lanes with two channels, with one */
+        {3, 42, 3, 21, 0, 1},     /* dk % 4 != 0: a gate a thread */
         {4, 64, 8, 50, 1, 1},     /* the most taps the decode path's prep takes */
         {2, 32, 17, 40, 1, 0},    /* the most taps the backend takes (prefill only) */
         {2, 32, 1, 5, 0, 1},      /* one tap: no conv state */

@@ -78,6 +78,7 @@ START_TEST(labels_land_in_their_groups)
     ck_assert_int_eq(glm_prefill_group_of("the KDA q projection"), GLM_PF_DENSE);
     ck_assert_int_eq(glm_prefill_group_of("the HC mixing product"), GLM_PF_DENSE);
     ck_assert_int_eq(glm_prefill_group_of("the KDA delta rule"), GLM_PF_KDA);
+    ck_assert_int_eq(glm_prefill_group_of("the KDA conv and q/k norms"), GLM_PF_KDA);
     ck_assert_int_eq(glm_prefill_group_of("the latent attention"), GLM_PF_ATTENTION);
     ck_assert_int_eq(glm_prefill_group_of("the indexer's top-k"), GLM_PF_ATTENTION);
     ck_assert_int_eq(glm_prefill_group_of("the HC update"), GLM_PF_REST);
