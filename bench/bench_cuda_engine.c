@@ -1012,14 +1012,10 @@ static void print_prefill_projection(const profile *prof, const glm_config *c, i
  * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
 static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
 {
-    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
-    static const char *const names[] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
-                                        "pipe, 64 rows a pass", "pipe, 128 rows a pass",
-                                        "pipe, 128 rows, one decode", "pipe, 128 rows x 256 cols",
-                                        "pipe, 128 rows, shared B", "auto (the default)"};
+    static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                   KERN_EXL3_GROUPED_AUTO};
+    static const char *const names[] = {"pipe, 64 rows a pass", "pipe, 128 rows, one decode",
+                                        "auto (the default)"};
     enum { NV = sizeof variants / sizeof variants[0] };
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     size_t V = (size_t)c->vocab_size;

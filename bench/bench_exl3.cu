@@ -269,22 +269,18 @@ int main(int argc, char **argv)
         CHECK(cudaFree(lw));
     }
 
-    // ---- the routed experts of a prefill chunk, grouped by expert: each grouped kernel at 32,
-    // 128 and 512 rows an expert (balanced routing: pair p goes to expert p mod E), its output
-    // bits against the reuse-64 kernel's ----
+    // ---- the routed experts of a prefill chunk, grouped by expert: each grouped kernel and the
+    // automatic choice at 32, 128 and 512 rows an expert (balanced routing: pair p goes to expert
+    // p mod E), its output bits against the pipe-64 kernel's ----
     int grouped_fail = 0;
     {
         const int per_expert[3] = {32, 128, 512};
-        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                 KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
-        const char *vname[7] = {"reuse, 64 rows a decode", "reuse, 128 rows a decode",
-                                "pipe, 64 rows a pass", "pipe, 128 rows a pass",
-                                "pipe, 128 rows a pass, one decode", "pipe, 128 rows x 256 columns",
-                                "pipe, 128 rows, shared fragments"};
+        const int variants[3] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                 KERN_EXL3_GROUPED_AUTO};
+        const char *vname[3] = {"pipe, 64 rows a pass", "pipe, 128 rows a pass, one decode",
+                                "auto"};
         printf("\n| grouped experts (kern_exl3_moe_prefill) | rows/expert | rows | ms/call (median of 5) "
-               "| TFLOP/s | same bits as reuse-64 |\n|---|---|---|---|---|---|\n");
+               "| TFLOP/s | same bits as pipe 64 |\n|---|---|---|---|---|---|\n");
         for (int pi = 0; pi < 3; pi++) {
             int rows = per_expert[pi] * E / SLOTS, P = rows * SLOTS;
             std::vector<float> hx((size_t)rows * H), hw((size_t)P);
@@ -303,7 +299,7 @@ int main(int argc, char **argv)
             CHECK(cudaMemcpy(gid, hid.data(), (size_t)P * 4, cudaMemcpyHostToDevice));
             void *pw = dalloc(kern_exl3_moe_prefill_workspace(&ex, rows, SLOTS));
             std::vector<float> first((size_t)rows * H), got((size_t)rows * H);
-            for (int vi = 0; vi < 7; vi++) {
+            for (int vi = 0; vi < 3; vi++) {
                 KCHECK(kern_exl3_set_grouped(variants[vi]));
                 CHECK(cudaMemset(gy, 0xFF, (size_t)rows * H * 4)); // NaN: every output written?
                 KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
@@ -336,7 +332,7 @@ int main(int argc, char **argv)
                        : differ ? "FAIL: differ" : "yes");
                 if (nan || differ) {
                     printf("FAIL: grouped kernel '%s' at %d rows an expert: %zu NaN, %zu of %zu "
-                           "outputs differ from the reuse-64 kernel's bits\n", vname[vi],
+                           "outputs differ from the pipe-64 kernel's bits\n", vname[vi],
                            per_expert[pi], nan, differ, got.size());
                     grouped_fail = 1;
                 }
@@ -353,18 +349,16 @@ int main(int argc, char **argv)
     // ---- the grouped products alone (kern_exl3_grouped_product): a call is one layer's gate, up
     // and down launches; each kernel at 32, 128 and 512 rows an expert (balanced) and for a
     // 4096-row chunk routed at random (8 distinct experts a row: ~114 rows an expert, Poisson
-    // tail), its gate/up/down outputs' bits against the reuse-64 kernel's ----
+    // tail), its gate/up/down outputs' bits against the pipe-64 kernel's; and the automatic
+    // choice ----
     {
-        const int variants[7] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                 KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                 KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                 KERN_EXL3_GROUPED_PIPE_128_SHARED};
-        const char *vname[7] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128", "pipe 128 once",
-                                "pipe 128 wide", "pipe 128 shared"};
+        const int variants[3] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                 KERN_EXL3_GROUPED_AUTO};
+        const char *vname[3] = {"pipe 64", "pipe 128 once", "auto"};
         const char *cname[4] = {"32 an expert", "128 an expert", "512 an expert",
                                 "4096-row chunk, random"};
         printf("\n| grouped products alone (gate+up+down) | routing | pairs | us/call (median of 5) "
-               "| TFLOP/s | same bits as reuse 64 |\n|---|---|---|---|---|---|\n");
+               "| TFLOP/s | same bits as pipe 64 |\n|---|---|---|---|---|---|\n");
         for (int pi = 0; pi < 4; pi++) {
             std::vector<int> counts(E, 0), offs(E + 1, 0);
             if (pi < 3) {
@@ -402,7 +396,7 @@ int main(int argc, char **argv)
                 KCHECK(kern_exl3_grouped_product(ut, 4, 1, H, I, E, doffs, P, xg, zu, nullptr));
                 KCHECK(kern_exl3_grouped_product(dt, 4, 1, I, H, E, doffs, P, xd, zd, nullptr));
             };
-            for (int vi = 0; vi < 7; vi++) {
+            for (int vi = 0; vi < 3; vi++) {
                 KCHECK(kern_exl3_set_grouped(variants[vi]));
                 CHECK(cudaMemset(zu, 0xFF, nzi * 4)); // NaN: every output written?
                 CHECK(cudaMemset(zd, 0xFF, nzh * 4));
@@ -439,7 +433,7 @@ int main(int argc, char **argv)
                        : differ ? "FAIL: differ" : "yes");
                 if (nan || differ) {
                     printf("FAIL: grouped products '%s', %s: %zu NaN, outputs differ from the "
-                           "reuse-64 kernel's: %s\n", vname[vi], cname[pi], nan, differ ? "yes" : "no");
+                           "pipe-64 kernel's: %s\n", vname[vi], cname[pi], nan, differ ? "yes" : "no");
                     grouped_fail = 1;
                 }
             }

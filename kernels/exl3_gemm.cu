@@ -222,11 +222,12 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(const uint32_t *__res
 // ---- routed experts of a prefill chunk, grouped by expert -----------------------------------
 // The chunk's (row, slot) pairs are sorted by expert (stable counting sort, one block), so each
 // expert's rows lie together; every selected expert's gate/up and down run as one GEMM of its
-// rows (weights decoded once a 64-row block), then each row sums its slots in slot order.
+// rows (each weight tile decoded once a pass of 64 or 128 rows), then each row sums its slots in
+// slot order.
 
 // offsets [E+1]; pos_of_pair [P] (-1: id out of range); pair_of_pos, expert_of_pos [P];
 // by_rows [E]: the experts by their row count, most first (ties in index order; E <= 1024, else
-// in index order), the order in which the pipelined grouped kernels' blocks take them, so that
+// in index order), the order in which the grouped kernel's blocks take them, so that
 // the largest experts do not start last and leave the SMs idle behind them.
 __global__ void __launch_bounds__(1024) sort_pairs_kernel(const int32_t *__restrict__ ids, int P, int E,
                                                           int *offsets, int *pos_of_pair,
@@ -404,10 +405,35 @@ struct grouped_args {
     int in, out;
 };
 
-// 16 bytes global -> shared without passing through registers; src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+// The grouped products, the whole k range in one block (no split, so plain stores: the result does
+// not depend on timing). A block of 8 warps owns 128 columns (8 n-tiles) of one expert and takes
+// up to 16 MTW of its rows a pass (MTW 4: 64 rows, MTW 8: 128). Warp w takes n-tile w and every
+// m-tile of the pass: it decodes each of its B fragments once, straight into registers (no
+// shared fragments, no barrier between the decode and the mma), and feeds it to the MTW m-tiles,
+// each A fragment from shared memory by ldmatrix. The activations and the trellis words come
+// through a ring of kPipeStages shared-memory stages of kPipeSK k-tiles, filled by cp.async
+// kPipeStages - 1 stages ahead, one barrier a stage. Each output element is one fp32 accumulator
+// fed by mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
+// decode_any) B fragments at either MTW: the same bits.
+constexpr int kPipeSK = 2;             // k-tiles a stage (divides in / 16, a multiple of 8)
+constexpr int kPipeStages = 4;         // stages in the ring
+constexpr int kPipeNT = kThreads / 32; // n-tiles a block, one a warp
+
+template <int K, int MTW>
+struct pipe_shape {
+    static constexpr int kRows = 16 * MTW;                        // rows a pass
+    static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
+    static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
+    static constexpr int kWBytes = kPipeSK * kPipeNT * 8 * K * 4; // a stage's trellis words
+    static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
+    static constexpr int kSmem = kPipeStages * kStageBytes;
+    // blocks an SM: 3 where the accumulators are 32 registers (MTW 4), 2 at 64
+    static constexpr int kMinBlocks = MTW <= 4 ? 3 : 2;
+};
+
+// cp.async of 16 bytes to a shared-memory address; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *gmem, int src_bytes)
 {
-    uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
                  "r"(src_bytes));
 }
@@ -415,161 +441,6 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
 __device__ __forceinline__ void cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::);
-}
-
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-// The grouped products, the whole k range in one block (no split, so plain stores: the result does
-// not depend on timing). A block takes up to 64 x MT rows of its expert at a time (warp w:
-// m-tiles (w & 3) + 4i, i < MT), so a tile's weights are decoded once for that many rows (an
-// expert of 128 rows pays one decode, not two, at MT 2). Two k-tiles a stage, double-buffered, so
-// one barrier a stage; the activation tile comes in by cp.async while the warps decode, and
-// (4-bit) the next stage's trellis words are loaded before this stage's products. Every output
-// element's sum runs over the k-tiles in the same order through the same mma at either MT (the
-// staging only groups them): the same bits.
-constexpr int kStage2 = 2;
-
-template <int K, int CB, int MT>
-__global__ void __launch_bounds__(kThreads, MT == 1 ? 3 : 2) grouped_reuse_kernel(grouped_args g)
-{
-    pdl_prologue();
-    constexpr int kRows = 64 * MT, kPitch = kStage2 * 16 + 8; // pitch: 80 bytes, no bank conflict
-    __shared__ uint4 frag[2][kStage2][8][32];
-    __shared__ __align__(16) __half a_tile[2][kRows][kPitch];
-    int e = blockIdx.z, which = blockIdx.y;
-    int rb = g.offsets[e], re = g.offsets[e + 1];
-    if (rb >= re)
-        return;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
-    constexpr int kWords = 8 * K;
-    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) + (size_t)e * ktiles * ntiles * kWords;
-    const __half *xh = which ? g.xh[1] : g.xh[0];
-    float *z = which ? g.z[1] : g.z[0];
-    const uint32_t *mine = trellis + ((size_t)blockIdx.x * 8 + warp) * kWords; // n-tile `warp`
-    const size_t kstride = (size_t)ntiles * kWords;
-    int m = warp & 3, nhalf = warp >> 2, gq = lane >> 2, t = lane & 3;
-    int nstages = (ktiles + kStage2 - 1) / kStage2;
-    for (int r0 = rb; r0 < re; r0 += kRows) {
-        int nrows = min(kRows, re - r0), loaded = (nrows + 15) & ~15;
-        float acc[MT][4][2][4] = {};
-        uint32_t words[kStage2] = {}; // 4-bit: this stage's trellis words, loaded a stage ahead
-        if (K == 4)
-#pragma unroll
-            for (int s = 0; s < kStage2; s++)
-                words[s] = s < ktiles ? ld_stream(mine + (size_t)s * kstride + lane) : 0u;
-        __syncthreads(); // the previous row block's last stages are read by every warp
-        for (int st = 0; st < nstages; st++) {
-            int buf = st & 1, ks = st * kStage2;
-            for (int i = threadIdx.x; i < loaded * kStage2 * 2; i += kThreads) {
-                int row = i / (kStage2 * 2), part = i % (kStage2 * 2);
-                int kcol = ks * 16 + part * 8;
-                bool ok = row < nrows && kcol < in;
-                cp_async16(&a_tile[buf][row][part * 8], ok ? xh + (size_t)(r0 + row) * in + kcol : xh,
-                           ok ? 16 : 0);
-            }
-            cp_async_commit();
-#pragma unroll
-            for (int s = 0; s < kStage2; s++) {
-                int kt = ks + s;
-                uint32_t b[4] = {0u, 0u, 0u, 0u};
-                if (kt < ktiles) {
-                    if (K == 4) {
-                        uint32_t prev = __shfl_sync(0xFFFFFFFFu, words[s], (lane + 31) & 31);
-                        decode_k4<CB>(words[s], prev, b);
-                    } else {
-                        decode_any<K, CB>(mine + (size_t)kt * kstride, lane, b);
-                    }
-                }
-                frag[buf][s][warp][lane] = make_uint4(b[0], b[1], b[2], b[3]);
-            }
-            if (K == 4)
-#pragma unroll
-                for (int s = 0; s < kStage2; s++) {
-                    int kt = ks + kStage2 + s;
-                    words[s] = kt < ktiles ? ld_stream(mine + (size_t)kt * kstride + lane) : 0u;
-                }
-            cp_async_wait_all();
-            __syncthreads();
-            for (int s = 0; s < kStage2 && ks + s < ktiles; s++) {
-                uint32_t a[MT][4];
-#pragma unroll
-                for (int i = 0; i < MT; i++) {
-                    const __half *p0 = &a_tile[buf][(m + 4 * i) * 16 + gq][s * 16 + 2 * t];
-                    const __half *p1 = p0 + 8 * kPitch;
-                    a[i][0] = *reinterpret_cast<const uint32_t *>(p0);
-                    a[i][2] = *reinterpret_cast<const uint32_t *>(p0 + 8);
-                    a[i][1] = *reinterpret_cast<const uint32_t *>(p1);
-                    a[i][3] = *reinterpret_cast<const uint32_t *>(p1 + 8);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    uint4 b = frag[buf][s][nhalf * 4 + j][lane];
-#pragma unroll
-                    for (int i = 0; i < MT; i++)
-                        if ((m + 4 * i) * 16 < nrows) { // an m-tile past the expert's rows: none
-                            mma16816(acc[i][j][0], a[i], b.x, b.y);
-                            mma16816(acc[i][j][1], a[i], b.z, b.w);
-                        }
-                }
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < MT; i++) {
-            int row0 = r0 + (m + 4 * i) * 16 + gq;
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int col = (blockIdx.x * 8 + nhalf * 4 + j) * 16 + h * 8 + 2 * t;
-                    if (row0 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
-                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
-                    if (row0 + 8 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
-                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
-                }
-        }
-    }
-}
-
-// The pipelined grouped products: a block owns 16 NTB columns (NTB n-tiles, 8 or 16) of one
-// expert and takes up to 16 * MG * MTW of its rows a pass, with NTB warps. Warp w is m-group
-// w / (NTB / MG) (MTW m-tiles of 16 rows) and n-group w % (NTB / MG) (MG n-tiles), so its tile is
-// 16 MTW rows x 16 MG columns: each A fragment (ldmatrix) feeds 2 MG mma and each decoded B
-// fragment MTW. A warp decodes the B fragments it multiplies straight into registers (no shared
-// fragments, no barrier between the decode and the mma): the MG m-groups decode an n-tile once
-// each, MG times the integer work of one decode, for no fragment stores and loads in shared
-// memory. The activations and the trellis words come through a ring of kPipeStages
-// shared-memory stages of kPipeSK k-tiles, filled by cp.async kPipeStages - 1 stages ahead, one
-// barrier a stage. 16 n-tiles a block read each activation tile from L2 half as often as 8 (the
-// expert's rows are read once per block). Each output element is one fp32 accumulator fed by
-// mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
-// decode_any) B fragments as every other grouped kernel: the same bits.
-constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
-constexpr int kPipeStages = 4; // stages in the ring
-
-template <int K, int MG, int MTW, int NTB>
-struct pipe_shape {
-    static constexpr int kThreads = 32 * NTB;
-    static constexpr int kRows = 16 * MG * MTW;                   // rows a pass
-    static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
-    static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
-    static constexpr int kWBytes = kPipeSK * NTB * 8 * K * 4;     // a stage's trellis words
-    static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
-    static constexpr int kSmem = kPipeStages * kStageBytes;
-    // blocks an SM: one of 16 warps; else 3 where the accumulators are 32 registers, 2 at 64
-    static constexpr int kMinBlocks = NTB == 16 ? 1 : MG * MTW <= 4 ? 3 : 2;
-};
-
-// cp_async16 to a shared-memory address.
-__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-                 "r"(src_bytes));
 }
 
 // decode_k4_fast's constants, from constant memory so that the compiler keeps them in registers.
@@ -593,48 +464,40 @@ __device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, in
                  : "memory");
 }
 
-// One stage of a warp: kPipeSK k-tiles in order, each decoded (the warp's NT n-tiles from nt0,
-// into acc[.][0 .. NT-1]) and multiplied into the warp's m-tiles; a_s: the warp's first row of the
-// stage's activations, w_s: the stage's trellis words. kFull: all MTW m-tiles (mact) hold rows.
-template <int K, int CB, int MG, int NT, int MTW, int NTB, bool kFull>
-__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt0, int mact,
-                                           int lane, const decode_consts &dc,
-                                           float acc[MTW][MG][2][4])
+// One stage of a warp: kPipeSK k-tiles in order, each decoded (n-tile nt) and multiplied into the
+// warp's m-tiles; a_s: the stage's first activation row, w_s: the stage's trellis words. kFull:
+// all MTW m-tiles (mact) hold rows.
+template <int K, int CB, int MTW, bool kFull>
+__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt, int mact,
+                                           int lane, const decode_consts &dc, float acc[MTW][2][4])
 {
-    constexpr int kPitch = pipe_shape<K, MG, MTW, NTB>::kPitch, kWords = 8 * K;
+    constexpr int kPitch = pipe_shape<K, MTW>::kPitch, kWords = 8 * K;
 #pragma unroll
     for (int s = 0; s < kPipeSK; s++) {
-        uint32_t b[NT][4];
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            const uint32_t *tw = w_s + (s * NTB + nt0 + j) * kWords;
-            if (K == 4)
-                decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
-            else
-                decode_any_shared<K, CB>(tw, lane, b[j]);
-        }
+        uint32_t b[4];
+        const uint32_t *tw = w_s + (s * kPipeNT + nt) * kWords;
+        if (K == 4)
+            decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b);
+        else
+            decode_any_shared<K, CB>(tw, lane, b);
 #pragma unroll
         for (int i = 0; i < MTW; i++)
             if (kFull || i < mact) {
                 uint32_t a[4];
                 ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
-#pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    mma16816(acc[i][j][0], a, b[j][0], b[j][1]);
-                    mma16816(acc[i][j][1], a, b[j][2], b[j][3]);
-                }
+                mma16816(acc[i][0], a, b[0], b[1]);
+                mma16816(acc[i][1], a, b[2], b[3]);
             }
     }
 }
 
-template <int K, int CB, int MG, int MTW, int NTB>
-__global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
-                                  pipe_shape<K, MG, MTW, NTB>::kMinBlocks)
+template <int K, int CB, int MTW>
+__global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
     grouped_pipe_kernel(grouped_args g)
 {
     pdl_prologue();
-    using S = pipe_shape<K, MG, MTW, NTB>;
-    constexpr int kGroupsN = NTB / MG, kWords = 8 * K, kThr = S::kThreads;
+    using S = pipe_shape<K, MTW>;
+    constexpr int kWords = 8 * K;
     extern __shared__ __align__(16) unsigned char pipe_smem[];
     int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
     int rb = g.offsets[e], re = g.offsets[e + 1];
@@ -643,9 +506,9 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
     const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
-    // the block's NTB n-tiles at k-tile 0
+    // the block's kPipeNT n-tiles at k-tile 0
     const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
-                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * NTB * kWords;
+                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * kPipeNT * kWords;
     const __half *xh = which ? g.xh[1] : g.xh[0];
     float *z = which ? g.z[1] : g.z[0];
     int gq = lane >> 2, t = lane & 3;
@@ -653,30 +516,23 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
     const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
     for (int r0 = rb; r0 < re; r0 += S::kRows) {
         int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
-        // A pass of one m-group's rows or fewer (a small expert, the tail of a large one) is
-        // narrow: warp w takes n-tile w alone and every m-tile, so each tile is decoded once and
-        // no warp idles; else warp w is m-group w / (NTB / MG) with n-tiles MG (w % (NTB / MG)) + j.
-        bool narrow = MG > 1 && nrows <= MTW * 16;
-        int mg = narrow ? 0 : warp / kGroupsN, nt0 = narrow ? warp : warp % kGroupsN * MG;
-        int nts = narrow ? 1 : MG;
-        // this warp's m-tiles holding rows of the expert (0: it only helps with the copies)
-        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
+        int mact = loaded / 16; // the pass's m-tiles holding rows of the expert (1 .. MTW)
         __syncthreads(); // the previous pass is done with the ring
         // this thread's copies, each a 16-byte chunk, at stage 0 and slot 0: activation rows
         // a_row + c * kRowStep, c < kAChunks, part a_part of 2 kPipeSK (zeros past the expert, none
-        // past its last m-tile); trellis chunks (k-tile of the stage i / (2K NTB), chunk
-        // i % (2K NTB) of its NTB tiles: 32K NTB bytes a k-tile)
-        constexpr int kRowStep = kThr / (kPipeSK * 2);
+        // past its last m-tile); trellis chunks (k-tile of the stage i / (2K kPipeNT), chunk
+        // i % (2K kPipeNT) of the block's tiles: 32K kPipeNT bytes a k-tile)
+        constexpr int kRowStep = kThreads / (kPipeSK * 2);
         constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
         int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
         const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
         uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
         uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
-        constexpr int kWChunks = kPipeSK * NTB * 2 * K; // at most kThr (K <= 8)
-        static_assert(kWChunks <= kThr, "one trellis chunk a thread at most");
+        constexpr int kWChunks = kPipeSK * kPipeNT * 2 * K; // at most kThreads (K <= 8)
+        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
         int wi = tid < kWChunks ? tid : 0;
         const uint32_t *w_src =
-            trellis + (size_t)(wi / (2 * K * NTB)) * kstride + (wi % (2 * K * NTB)) * 4;
+            trellis + (size_t)(wi / (2 * K * kPipeNT)) * kstride + (wi % (2 * K * kPipeNT)) * 4;
         uint32_t w_dst = base + S::kABytes + wi * 16;
         // stage st into its slot (an empty group past the last stage, so the counts hold)
         auto issue = [&](int st) {
@@ -697,7 +553,7 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
             }
             cp_async_commit();
         };
-        float acc[MTW][MG][2][4] = {};
+        float acc[MTW][2][4] = {};
 #pragma unroll
         for (int st = 0; st < kPipeStages - 1; st++)
             issue(st);
@@ -705,262 +561,71 @@ __global__ void __launch_bounds__(pipe_shape<K, MG, MTW, NTB>::kThreads,
             cp_async_wait<kPipeStages - 2>(); // this thread's copies of stage st are done
             __syncthreads(); // everyone's; and stage st - 1's slot is read by every warp
             issue(st + kPipeStages - 1);
-            if (mact == 0)
-                continue;
             const unsigned char *slot = pipe_smem + (st % kPipeStages) * S::kStageBytes;
-            const __half *a_s = reinterpret_cast<const __half *>(slot) + mg * MTW * 16 * S::kPitch;
+            const __half *a_s = reinterpret_cast<const __half *>(slot);
             const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
-            if (!narrow && mact == MTW) // every m-tile: no branches between the decode and the mma
-                pipe_stage<K, CB, MG, MG, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
-            else if (!narrow)
-                pipe_stage<K, CB, MG, MG, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
-            else if (mact == MTW)
-                pipe_stage<K, CB, MG, 1, MTW, NTB, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
+            if (mact == MTW) // every m-tile: no branches between the decode and the mma
+                pipe_stage<K, CB, MTW, true>(a_s, w_s, warp, MTW, lane, dc, acc);
             else
-                pipe_stage<K, CB, MG, 1, MTW, NTB, false>(a_s, w_s, nt0, mact, lane, dc, acc);
+                pipe_stage<K, CB, MTW, false>(a_s, w_s, warp, mact, lane, dc, acc);
         }
 #pragma unroll
         for (int i = 0; i < MTW; i++) {
             if (i >= mact)
                 continue;
-            int row0 = r0 + (mg * MTW + i) * 16 + gq;
+            int row0 = r0 + i * 16 + gq;
 #pragma unroll
-            for (int j = 0; j < MG; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    if (j >= nts)
-                        continue;
-                    int col = (blockIdx.x * NTB + nt0 + j) * 16 + h * 8 + 2 * t;
-                    if (row0 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
-                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
-                    if (row0 + 8 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
-                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
-                }
+            for (int h = 0; h < 2; h++) {
+                int col = (blockIdx.x * kPipeNT + warp) * 16 + h * 8 + 2 * t;
+                if (row0 < re)
+                    *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
+                        make_float2(acc[i][h][0], acc[i][h][1]);
+                if (row0 + 8 < re)
+                    *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
+                        make_float2(acc[i][h][2], acc[i][h][3]);
+            }
         }
     }
 }
 
-// The pipelined grouped products with each tile decoded once into shared memory: the ring of
-// grouped_pipe_kernel (NTB 8, MG 2, MTW 4: 128 rows a pass, warp tile 64 rows x 32 columns), and
-// two B-fragment slots: while it multiplies stage st, warp w decodes n-tile w of stage st + 1
-// into the other slot (one decode a tile, 512 bytes of fragments written and read by the two
-// m-groups, against grouped_pipe_kernel's second decode). The same single barrier a stage orders
-// both rings; the same bits.
-template <int K, int CB>
-__global__ void __launch_bounds__(kThreads, 2) grouped_pipe_shared_kernel(grouped_args g)
-{
-    pdl_prologue();
-    using S = pipe_shape<K, 2, 4, 8>;
-    constexpr int MG = 2, MTW = 4, kWords = 8 * K;
-    extern __shared__ __align__(16) unsigned char pipe_smem[];
-    // [slot 2][k-tile kPipeSK][n-tile 8][lane 32], after the ring
-    uint4 *frag = reinterpret_cast<uint4 *>(pipe_smem + S::kSmem);
-    int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
-    int rb = g.offsets[e], re = g.offsets[e + 1];
-    if (rb >= re)
-        return;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
-    const size_t kstride = (size_t)ntiles * kWords;
-    const uint32_t *trellis = (which ? g.trellis[1] : g.trellis[0]) +
-                              (size_t)e * ktiles * kstride + (size_t)blockIdx.x * 8 * kWords;
-    const __half *xh = which ? g.xh[1] : g.xh[0];
-    float *z = which ? g.z[1] : g.z[0];
-    int gq = lane >> 2, t = lane & 3, mg = warp / 4, nt0 = warp % 4 * MG;
-    int nstages = ktiles / kPipeSK;
-    const decode_consts dc = {c_grouped_consts[0], c_grouped_consts[1], c_grouped_consts[2]};
-    for (int r0 = rb; r0 < re; r0 += S::kRows) {
-        int nrows = min(S::kRows, re - r0), loaded = (nrows + 15) & ~15;
-        int mact = min(max((nrows - mg * MTW * 16 + 15) / 16, 0), MTW);
-        __syncthreads(); // the previous pass is done with the rings
-        // the copies as grouped_pipe_kernel's (kThreads threads, 8 n-tiles)
-        constexpr int kRowStep = kThreads / (kPipeSK * 2);
-        constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
-        int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
-        const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
-        uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
-        uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
-        constexpr int kWChunks = kPipeSK * 8 * 2 * K;
-        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
-        int wi = tid < kWChunks ? tid : 0;
-        const uint32_t *w_src = trellis + (size_t)(wi / (16 * K)) * kstride + (wi % (16 * K)) * 4;
-        uint32_t w_dst = base + S::kABytes + wi * 16;
-        auto issue = [&](int st) {
-            if (st < nstages) {
-                uint32_t slot = (st % kPipeStages) * S::kStageBytes;
-                int k0 = st * kPipeSK * 16;
-#pragma unroll
-                for (int c = 0; c < kAChunks; c++) {
-                    int row = a_row + c * kRowStep;
-                    bool ok = row < nrows;
-                    if (row < loaded)
-                        cp_async16_s(a_dst + slot + c * kRowStep * S::kPitch * 2,
-                                     (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
-                                     ok ? 16 : 0);
-                }
-                if (tid < kWChunks)
-                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
-            }
-            cp_async_commit();
-        };
-        // warp w: n-tile w of stage st's k-tiles into fragment slot st & 1
-        auto decode = [&](int st) {
-            const uint32_t *w_s = reinterpret_cast<const uint32_t *>(
-                pipe_smem + (st % kPipeStages) * S::kStageBytes + S::kABytes);
-#pragma unroll
-            for (int s = 0; s < kPipeSK; s++) {
-                const uint32_t *tw = w_s + (s * 8 + warp) * kWords;
-                uint32_t b[4];
-                if (K == 4)
-                    decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b);
-                else
-                    decode_any_shared<K, CB>(tw, lane, b);
-                frag[(((st & 1) * kPipeSK + s) * 8 + warp) * 32 + lane] =
-                    make_uint4(b[0], b[1], b[2], b[3]);
-            }
-        };
-        float acc[MTW][MG][2][4] = {};
-#pragma unroll
-        for (int st = 0; st < kPipeStages - 1; st++)
-            issue(st);
-        cp_async_wait<kPipeStages - 2>(); // stage 0
-        __syncthreads();
-        decode(0);
-        for (int st = 0; st < nstages; st++) {
-            // stages st and st + 1 are here; the fragments of st are written; every warp is done
-            // with stage st - 1 (its ring slot and fragment slot are free)
-            cp_async_wait<kPipeStages - 3>();
-            __syncthreads();
-            issue(st + kPipeStages - 1);
-            if (st + 1 < nstages)
-                decode(st + 1);
-            if (mact == 0)
-                continue;
-            const __half *a_s = reinterpret_cast<const __half *>(
-                                    pipe_smem + (st % kPipeStages) * S::kStageBytes) +
-                                mg * MTW * 16 * S::kPitch;
-            const uint4 *f_s = frag + (st & 1) * kPipeSK * 8 * 32;
-            // full: every m-tile holds rows, no branches between the loads and the mma
-            auto multiply = [&](auto full) {
-#pragma unroll
-                for (int s = 0; s < kPipeSK; s++) {
-                    uint4 b[MG];
-#pragma unroll
-                    for (int j = 0; j < MG; j++)
-                        b[j] = f_s[(s * 8 + nt0 + j) * 32 + lane];
-#pragma unroll
-                    for (int i = 0; i < MTW; i++)
-                        if (decltype(full)::value || i < mact) {
-                            uint32_t a[4];
-                            ldmatrix_a(a, a_s + i * 16 * S::kPitch + s * 16, S::kPitch, lane);
-#pragma unroll
-                            for (int j = 0; j < MG; j++) {
-                                mma16816(acc[i][j][0], a, b[j].x, b[j].y);
-                                mma16816(acc[i][j][1], a, b[j].z, b[j].w);
-                            }
-                        }
-                }
-            };
-            if (mact == MTW)
-                multiply(std::true_type());
-            else
-                multiply(std::false_type());
-        }
-#pragma unroll
-        for (int i = 0; i < MTW; i++) {
-            if (i >= mact)
-                continue;
-            int row0 = r0 + (mg * MTW + i) * 16 + gq;
-#pragma unroll
-            for (int j = 0; j < MG; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    int col = (blockIdx.x * 8 + nt0 + j) * 16 + h * 8 + 2 * t;
-                    if (row0 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
-                            make_float2(acc[i][j][h][0], acc[i][j][h][1]);
-                    if (row0 + 8 < re)
-                        *reinterpret_cast<float2 *>(z + (size_t)(row0 + 8) * out + col) =
-                            make_float2(acc[i][j][h][2], acc[i][j][h][3]);
-                }
-        }
-    }
-}
-
-template <int K, int CB>
-cudaError_t grouped_pipe_shared_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
-{
-    constexpr int kSmem = pipe_shape<K, 2, 4, 8>::kSmem + 2 * kPipeSK * 8 * 32 * 16;
-    static cudaError_t raised = cudaFuncSetAttribute(
-        grouped_pipe_shared_kernel<K, CB>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (raised != cudaSuccess)
-        return raised;
-    launch(grouped_pipe_shared_kernel<K, CB>, grid, kThreads, kSmem, st, g);
-    return cudaGetLastError();
-}
-
-// Which kernel a launch takes (kern_exl3_set_grouped). Auto: the pipelined one, 128 rows a pass
-// where the chunk gives the experts 96 rows each on average, else 64. 128 rows a pass decode each
-// k-tile once for twice the rows but hold twice the accumulators, so fewer blocks fit an SM (2,
-// not 3) and an expert with few rows leaves half a block idle; at about 96 rows an expert the
-// halved decoding outweighs that (bench_exl3 times each kernel at 32/128/512 rows an expert,
-// bench_cuda_engine at each chunk).
+// Which kernel a launch takes (kern_exl3_set_grouped). Auto: 128 rows a pass (PIPE_128_ONCE)
+// where the chunk gives the experts 96 rows each on average, else 64 (PIPE_64). 128 rows a pass,
+// each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 32.
+// 128 rows a pass decode each k-tile once for twice the rows but hold twice the accumulators, so
+// fewer blocks fit an SM (2, not 3) and an expert with few rows leaves half of a pass's m-tiles
+// empty (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
-// A pipelined kernel's launch: its ring in dynamic shared memory (the limit raised past 48 KB
-// once, where a shape needs it); 16 n-tiles a block where the columns allow, else 8.
-template <int K, int CB, int MG, int MTW, int NTB>
-cudaError_t grouped_pipe_launch_ntb(const grouped_args &g, dim3 grid, cudaStream_t st)
+// A launch: the ring in dynamic shared memory (the limit raised past 48 KB once, where a shape
+// needs it); grid.x: out / 128 blocks of 128 columns.
+template <int K, int CB, int MTW>
+cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    using S = pipe_shape<K, MG, MTW, NTB>;
+    using S = pipe_shape<K, MTW>;
     if (S::kSmem > 48 * 1024) {
-        static cudaError_t raised =
-            cudaFuncSetAttribute(grouped_pipe_kernel<K, CB, MG, MTW, NTB>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+        static cudaError_t raised = cudaFuncSetAttribute(
+            grouped_pipe_kernel<K, CB, MTW>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
         if (raised != cudaSuccess)
             return raised;
     }
-    grid.x = g.out / (16 * NTB);
-    launch(grouped_pipe_kernel<K, CB, MG, MTW, NTB>, grid, S::kThreads, S::kSmem, st, g);
+    launch(grouped_pipe_kernel<K, CB, MTW>, grid, kThreads, S::kSmem, st, g);
     return cudaGetLastError();
 }
 
-template <int K, int CB, int MG, int MTW, bool kWide>
-cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
-{
-    if constexpr (kWide) {
-        if (g.out % 256 == 0)
-            return grouped_pipe_launch_ntb<K, CB, MG, MTW, 16>(g, grid, st);
-    }
-    return grouped_pipe_launch_ntb<K, CB, MG, MTW, 8>(g, grid, st);
-}
-
+// variant: PIPE_64 or PIPE_128_ONCE (grouped_launch resolves AUTO).
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    switch (variant) {
-    case KERN_EXL3_GROUPED_PIPE_128: return grouped_pipe_launch<K, CB, 2, 4, false>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_128_ONCE: return grouped_pipe_launch<K, CB, 1, 8, false>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_128_WIDE: return grouped_pipe_launch<K, CB, 2, 4, true>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_64: return grouped_pipe_launch<K, CB, 1, 4, false>(g, grid, st);
-    case KERN_EXL3_GROUPED_PIPE_128_SHARED: return grouped_pipe_shared_launch<K, CB>(g, grid, st);
-    case KERN_EXL3_GROUPED_REUSE_128:
-        launch(grouped_reuse_kernel<K, CB, 2>, grid, kThreads, 0, st, g);
-        break;
-    default:
-        launch(grouped_reuse_kernel<K, CB, 1>, grid, kThreads, 0, st, g);
-        break;
-    }
-    return cudaGetLastError();
+    if (variant == KERN_EXL3_GROUPED_PIPE_64)
+        return grouped_pipe_launch<K, CB, 4>(g, grid, st);
+    return grouped_pipe_launch<K, CB, 8>(g, grid, st);
 }
 
 template <int K>
 cudaError_t grouped_cb(int codebook, int variant, const grouped_args &g, int mats, int E,
                        cudaStream_t st)
 {
-    dim3 grid(g.out / 128, mats, E);
+    dim3 grid(g.out / (16 * kPipeNT), mats, E);
     switch (codebook) {
     case 0: return grouped_variant<K, 0>(variant, g, grid, st);
     case 1: return grouped_variant<K, 1>(variant, g, grid, st);
@@ -974,7 +639,7 @@ cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int ma
 {
     int v = g_grouped;
     if (v == KERN_EXL3_GROUPED_AUTO)
-        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_PIPE_128 : KERN_EXL3_GROUPED_PIPE_64;
+        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_PIPE_128_ONCE : KERN_EXL3_GROUPED_PIPE_64;
     switch (bits) {
     case 1: return grouped_cb<1>(codebook, v, g, mats, E, st);
     case 2: return grouped_cb<2>(codebook, v, g, mats, E, st);
@@ -1171,7 +836,8 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
 
 extern "C" int kern_exl3_set_grouped(int variant)
 {
-    if (variant < KERN_EXL3_GROUPED_AUTO || variant > KERN_EXL3_GROUPED_PIPE_128_SHARED)
+    if (variant != KERN_EXL3_GROUPED_AUTO && variant != KERN_EXL3_GROUPED_PIPE_64 &&
+        variant != KERN_EXL3_GROUPED_PIPE_128_ONCE)
         return -1;
     g_grouped = variant;
     return 0;
@@ -1184,7 +850,7 @@ extern "C" int kern_exl3_grouped(void)
 
 namespace {
 
-// The pipelined grouped kernels copy trellis words and activations 16 bytes at a time.
+// The grouped kernel copies trellis words and activations 16 bytes at a time.
 bool grouped_aligned(const void *a, const void *b)
 {
     return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) & 15) == 0;

@@ -111,26 +111,16 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
  * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed); work and the trellises
  * 16-byte aligned (as cudaMalloc's are), else -1. */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
-/* The grouped products' kernel, process-wide (benches and tests compare them; all give the same
- * bits): AUTO (the default) the pipelined kernel, 128 rows a pass where the experts get 96 rows
- * each on average, else 64; REUSE_64 / REUSE_128: double-buffered stages with cp.async
- * activations, each k-tile decoded once into shared memory for 64 or 128 rows; PIPE_64 /
- * PIPE_128: a 4-stage cp.async ring of activations and trellis words, each warp decoding the
- * weights it multiplies in registers, 64 or 128 rows a pass (128: each weight tile decoded by two
- * warps, 64 rows each); PIPE_128_ONCE: the same, 128 rows a pass, each tile decoded by one warp
- * for all 128 rows; PIPE_128_WIDE: PIPE_128 with 256 columns a block of 16 warps where the
- * columns allow (each activation tile read from L2 half as often); PIPE_128_SHARED: PIPE_128
- * with each tile decoded once, a stage ahead, into shared fragments. Returns -1 for another
- * value. */
+/* The grouped products' kernel, process-wide (benches and tests compare them; both give the same
+ * bits). Both stream activations and trellis words through a 4-stage cp.async ring, each warp
+ * decoding the weight tile it multiplies once, in registers: PIPE_64 takes 64 rows of an expert
+ * a pass, PIPE_128_ONCE 128 (each tile decoded once for all 128 rows). AUTO (the default):
+ * PIPE_128_ONCE where the experts get 96 rows each on average, else PIPE_64. Returns -1 for
+ * another value. */
 enum {
     KERN_EXL3_GROUPED_AUTO = 0,
-    KERN_EXL3_GROUPED_REUSE_64,
-    KERN_EXL3_GROUPED_REUSE_128,
     KERN_EXL3_GROUPED_PIPE_64,
-    KERN_EXL3_GROUPED_PIPE_128,
-    KERN_EXL3_GROUPED_PIPE_128_ONCE,
-    KERN_EXL3_GROUPED_PIPE_128_WIDE,
-    KERN_EXL3_GROUPED_PIPE_128_SHARED
+    KERN_EXL3_GROUPED_PIPE_128_ONCE
 };
 int kern_exl3_set_grouped(int variant);
 int kern_exl3_grouped(void);

@@ -251,21 +251,18 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
         compare(what, got, ref, nx, 4e-3);
     }
     /* the prefill path, grouped by expert: a workspace of garbage, the same result twice, bit
-     * for bit; each grouped kernel (64 and 128 rows a decoded tile, the automatic choice) against
+     * for bit; each grouped kernel (64 and 128 rows a pass, the automatic choice) against
      * the CPU and in the first one's bits */
     size_t pbytes = kern_exl3_moe_prefill_workspace(&ex, rows, slots);
     void *pwork = NULL;
     float *again = xmalloc(nx * 4), *first = xmalloc(nx * 4);
     CUDA_OK(kern_malloc(&pwork, pbytes));
     CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
-    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
-    static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
-                                         "auto"};
-    for (int v = 0; v < 8; v++) {
+    static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                   KERN_EXL3_GROUPED_AUTO};
+    static const char *const vnames[] = {"pipe 64", "pipe 128 once", "auto"};
+    enum { NV = sizeof variants / sizeof variants[0] };
+    for (int v = 0; v < NV; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         for (int call = 0; call < 2; call++) {
             CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
@@ -284,7 +281,7 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
         if (v == 0) {
             memcpy(first, got, nx * 4);
         } else if (memcmp(got, first, nx * 4) != 0) {
-            printf("FAIL: %s: its bits differ from the reuse-64 kernel's\n", pwhat);
+            printf("FAIL: %s: its bits differ from the pipe-64 kernel's\n", pwhat);
             failures++;
         }
     }
@@ -398,14 +395,11 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
         free(row);
         free(cpu);
     }
-    static const int variants[] = {KERN_EXL3_GROUPED_REUSE_64, KERN_EXL3_GROUPED_REUSE_128,
-                                   KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128,
-                                   KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_PIPE_128_WIDE,
-                                   KERN_EXL3_GROUPED_PIPE_128_SHARED, KERN_EXL3_GROUPED_AUTO};
-    static const char *const vnames[] = {"reuse 64", "reuse 128", "pipe 64", "pipe 128",
-                                         "pipe 128 once", "pipe 128 wide", "pipe 128 shared",
-                                         "auto"};
-    for (int v = 0; v < 8; v++) {
+    static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                   KERN_EXL3_GROUPED_AUTO};
+    static const char *const vnames[] = {"pipe 64", "pipe 128 once", "auto"};
+    enum { NV = sizeof variants / sizeof variants[0] };
+    for (int v = 0; v < NV; v++) {
         CUDA_OK(kern_exl3_set_grouped(variants[v]));
         CUDA_OK(kern_memset(dz, 0xFF, nz * 4));
         CUDA_OK(kern_exl3_grouped_product(dtr, bits, cb, in, out, E, doff, P, dxh, dz, NULL));
@@ -734,6 +728,29 @@ static void test_linear_bits(int in, int out, int bits, int cb)
     host_linear_free(&h);
 }
 
+/* kern_exl3_set_grouped takes the two kernels and AUTO, and refuses any other value without
+ * changing the kernel in use. */
+static void test_grouped_choice(void)
+{
+    static const int known[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
+                                KERN_EXL3_GROUPED_AUTO};
+    for (int i = 0; i < 3; i++)
+        if (kern_exl3_set_grouped(known[i]) != 0 || kern_exl3_grouped() != known[i]) {
+            printf("FAIL: kern_exl3_set_grouped(%d) not taken\n", known[i]);
+            failures++;
+        }
+    static const int unknown[] = {-1, KERN_EXL3_GROUPED_PIPE_128_ONCE + 1, 7, 1000};
+    CUDA_OK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_PIPE_64));
+    for (int i = 0; i < 4; i++)
+        if (kern_exl3_set_grouped(unknown[i]) != -1 ||
+            kern_exl3_grouped() != KERN_EXL3_GROUPED_PIPE_64) {
+            printf("FAIL: kern_exl3_set_grouped(%d) not refused\n", unknown[i]);
+            failures++;
+        }
+    CUDA_OK(kern_exl3_set_grouped(KERN_EXL3_GROUPED_AUTO));
+    printf("grouped kernel choice: two kernels and auto taken, other values refused\n");
+}
+
 int main(int argc, char **argv)
 {
     /* --quick: real shapes for gate/up only; --small: no real shapes (for compute-sanitizer) */
@@ -758,6 +775,7 @@ int main(int argc, char **argv)
         if (!quick)
             test_linear(2048, 4096, 4, 1, row_counts[i], 0);
     }
+    test_grouped_choice();
     /* the grouped products at every row count that crosses a tile or pass edge */
     test_grouped_products(1024, 512, 4, 1, 1);
     test_grouped_products(512, 256, 4, 0, 1);
