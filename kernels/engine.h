@@ -332,9 +332,9 @@ int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, i
  * absorbed query and the value expansion as per-head GEMMs whose f32 inputs are split into three
  * bf16 parts (f32 precision against bf16 kv_b); the latent attention a token's heads at once over
  * tiles of its selected rows (bf16 or e4m3 cache, exact in bf16), qt and the softmax weights split
- * in two bf16 parts, an online softmax (ENG_ATTEND_FLASH below). A row's result depends on its own data only (any chunk,
- * any T). Other dtypes and shapes (kv_b not bf16, the f32 cache, widths off the tiles) run the
- * scalar kernels above, which compute the same sums. */
+ * in two bf16 parts, an online softmax (eng_mla_attend_prefill_takes below). A row's result
+ * depends on its own data only (any chunk, any T). Other dtypes and shapes (kv_b not bf16, the f32
+ * cache, widths off the tiles) run the scalar kernels above, which compute the same sums. */
 int eng_mla_absorb_prefill(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv, int R,
                            float *qt, void *stream);
 int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,
@@ -342,20 +342,13 @@ int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t 
                            void *stream);
 int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv, int R,
                            float *o, void *stream);
-/* The latent attention's prefill kernels, for tests and timings: ENG_ATTEND_FLASH (a row's heads
- * as the M dimension of bf16 mma over tiles of 32 selected keys brought in by cp.async, the e4m3
- * rows widened once a tile, an online softmax; latent width 512, bf16 or e4m3 cache;
- * eng_mla_attend_prefill's choice), ENG_ATTEND_FLASH_REGS (the same sums, the e4m3 rows staged in
- * registers and widened by their loader into two bf16 tiles: a barrier a tile fewer; the bf16
- * cache as ENG_ATTEND_FLASH), ENG_ATTEND_TILED (the former tiled kernel). A shape the named kernel
- * does not take runs the next one down (the tiled kernel, then the scalar ones). */
-enum { ENG_ATTEND_FLASH, ENG_ATTEND_TILED, ENG_ATTEND_FLASH_REGS };
-int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
-                                const int32_t *idx, const int *count, int width, int T, int H,
-                                int R, float scale, float *ot, void *stream);
-/* Whether eng_mla_attend_prefill_with(kernel, ...) runs that kernel itself for this cache, shape,
- * qt and ot on the current device (1), or passes the shape down (0). */
-int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R, const float *qt,
+/* Whether eng_mla_attend_prefill runs its tensor-core (flash) kernel for this cache, shape, qt
+ * and ot on the current device (1), or the scalar eng_mla_attend (0): the flash kernel takes latent
+ * width 512 with a bf16 cache (rows by cp.async) or an e4m3 one (rows through registers, widened
+ * into bf16 by their loader) where the device gives a block the shared memory it needs (120 KiB
+ * for 16 heads, 226 KiB for 64: sm_90's 227 KiB); the f32 cache, other widths and sm_120/sm_121
+ * (the GB10 Sparks: 99 KiB a block) run the scalar kernel. */
+int eng_mla_attend_prefill_takes(const eng_cache *lat, int H, int R, const float *qt,
                                  const float *ot);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */

@@ -1,6 +1,6 @@
 // engine_attend_prefill.cu: the prefill's latent attention on the tensor cores (architecture.md
 // 2.5): the absorbed query and value expansion as per-head products, and MLA over the selection
-// (the flash kernel; the former tiled one until the two are timed against each other).
+// (the flash kernel; shapes it does not take run the scalar kernels of engine_attend.cu).
 #include <atomic>
 
 #include "engine_common.cuh"
@@ -105,279 +105,13 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
     }
 }
 
-// ENG_ATTEND_TILED, the former prefill attention (kept to time the flash kernel against):
-// the latent attention of one token (blockIdx.x) for up to 64 of its heads (blockIdx.y): all of
-// them share the token's selection, so the heads are the rows of the products. Per tile of 32
-// selected cache rows (bf16 in shared memory; e4m3 rows times their power-of-two scale are exact
-// in bf16): S = Q K^T with Q = hi + lo bf16 parts of qt, split over `wg` warps along the latent
-// width and summed in warp order; an online softmax (running maximum and sum per head); then
-// O += P V with P = hi + lo bf16 parts, each warp its QW columns of O. Warps: gp head groups of
-// 16 rows x wg column slices of width QW = R / wg.
-constexpr int kAtKeys = 32, kAtSS = kAtKeys + 4, kAtPS = kAtKeys + 8;
-
-template <int QW, int CACHE>
-__global__ void __launch_bounds__(512, 1) attend_mma_kernel(eng_cache lat, const float *qt,
-                                                            const int32_t *idx, const int *count,
-                                                            int width, int H, int R, int gp,
-                                                            int wg, float scale, float *ot)
-{
-    pdl_prologue();
-    constexpr int kBytes = CACHE == ENG_CACHE_FP8 ? 1 : 2;
-    constexpr int kCPT = 2 * kBytes; // 16-byte pieces of a tile a thread loads, at most
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    int rows = 16 * gp, RS = R + 8;
-    uint16_t *qhi = reinterpret_cast<uint16_t *>(smem_raw), *qlo = qhi + (size_t)rows * RS;
-    uint16_t *ks = qlo + (size_t)rows * RS;                                // [kAtKeys][RS]
-    float *spart = reinterpret_cast<float *>(ks + (size_t)kAtKeys * RS);  // [wg][rows][kAtSS]
-    uint16_t *phi = reinterpret_cast<uint16_t *>(spart + (size_t)wg * rows * kAtSS); // [rows][kAtPS]
-    uint16_t *plo = phi + (size_t)rows * kAtPS;
-    float *alpha_s = reinterpret_cast<float *>(plo + (size_t)rows * kAtPS), *l_s = alpha_s + rows;
-
-    int t = blockIdx.x, h0 = blockIdx.y * 64, nh = H - h0 < 64 ? H - h0 : 64;
-    int tid = threadIdx.x, nthr = blockDim.x, lane = tid & 31, warp = tid >> 5;
-    int g = lane >> 2, c = lane & 3, gi = warp / wg, wc = warp % wg, col0 = wc * QW;
-    int n = count[t];
-    const int32_t *sel = idx + (size_t)t * width;
-
-    for (int i = tid; i < rows * R; i += nthr) { // Q, split
-        int r = i / R, d = i % R;
-        float v = r < nh ? qt[((size_t)t * H + h0 + r) * R + d] : 0.0f;
-        uint16_t hi = bf16_rn(v);
-        qhi[(size_t)r * RS + d] = hi;
-        qlo[(size_t)r * RS + d] = bf16_rn(v - bf16_bits_to_f32(hi));
-    }
-
-    int pieces_row = R * kBytes / 16, pieces = kAtKeys * pieces_row;
-    uint4 raw[kCPT];
-    float rsc[kCPT];
-    auto issue = [&](int s0) {
-#pragma unroll
-        for (int u = 0; u < kCPT; u++) {
-            int i = tid + u * nthr;
-            raw[u] = make_uint4(0u, 0u, 0u, 0u);
-            rsc[u] = 0.0f;
-            if (i < pieces) {
-                int key = i / pieces_row, pc = i % pieces_row, s = s0 + key;
-                if (s < n) {
-                    size_t row = (size_t)sel[s];
-                    raw[u] = __ldg(reinterpret_cast<const uint4 *>(
-                                       static_cast<const uint8_t *>(lat.rows) + row * R * kBytes) + pc);
-                    if (CACHE == ENG_CACHE_FP8)
-                        rsc[u] = lat.scale[row];
-                }
-            }
-        }
-    };
-    auto commit = [&]() {
-#pragma unroll
-        for (int u = 0; u < kCPT; u++) {
-            int i = tid + u * nthr;
-            if (i >= pieces)
-                continue;
-            int key = i / pieces_row, pc = i % pieces_row;
-            uint16_t *dst = ks + (size_t)key * RS + pc * (16 / kBytes);
-            if (CACHE == ENG_CACHE_FP8) {
-                const uint32_t w[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
-                uint32_t o[8];
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float a = fp8_to_f32((uint8_t)(w[j / 2] >> (16 * (j % 2)))) * rsc[u];
-                    float b = fp8_to_f32((uint8_t)(w[j / 2] >> (16 * (j % 2) + 8))) * rsc[u];
-                    o[j] = pack_pair(bf16_rn(a), bf16_rn(b));
-                }
-                reinterpret_cast<uint4 *>(dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
-                reinterpret_cast<uint4 *>(dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
-            } else {
-                *reinterpret_cast<uint4 *>(dst) = raw[u];
-            }
-        }
-    };
-
-    float oacc[QW / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < QW / 8; nt++)
-        oacc[nt][0] = oacc[nt][1] = oacc[nt][2] = oacc[nt][3] = 0.0f;
-    float m_run = -INFINITY, l_run = 0.0f; // the softmax threads' head (tid / 8)
-    int sm_row = tid >> 3, sm_k = (tid & 7) * 4;
-    bool sm_on = sm_row < rows;
-    int ra = gi * 16 + g, rb = ra + 8;
-
-    issue(0);
-    for (int s0 = 0; s0 < n; s0 += kAtKeys) {
-        __syncthreads(); // the last tile's P V is done with ks, phi, plo (and Q is stored)
-        commit();
-        if (s0 + kAtKeys < n)
-            issue(s0 + kAtKeys); // in flight during this tile's products
-        __syncthreads();
-        { // S partial over this warp's latent columns
-            float sacc[4][4];
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++)
-                sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
-#pragma unroll 1
-            for (int k = 0; k < QW; k += 16) {
-                int d = col0 + k + 2 * c;
-                uint32_t ah[4] = {ld_pair(qhi + (size_t)ra * RS + d), ld_pair(qhi + (size_t)rb * RS + d),
-                                  ld_pair(qhi + (size_t)ra * RS + d + 8), ld_pair(qhi + (size_t)rb * RS + d + 8)};
-                uint32_t al[4] = {ld_pair(qlo + (size_t)ra * RS + d), ld_pair(qlo + (size_t)rb * RS + d),
-                                  ld_pair(qlo + (size_t)ra * RS + d + 8), ld_pair(qlo + (size_t)rb * RS + d + 8)};
-#pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
-                    const uint16_t *kp = ks + (size_t)(nt * 8 + g) * RS + d;
-                    uint32_t b[2] = {ld_pair(kp), ld_pair(kp + 8)};
-                    mma_bf16(sacc[nt], ah, b);
-                    mma_bf16(sacc[nt], al, b);
-                }
-            }
-            float *sp = spart + (size_t)wc * rows * kAtSS;
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                int key = nt * 8 + 2 * c;
-                *reinterpret_cast<float2 *>(sp + (size_t)ra * kAtSS + key) = make_float2(sacc[nt][0], sacc[nt][1]);
-                *reinterpret_cast<float2 *>(sp + (size_t)rb * kAtSS + key) = make_float2(sacc[nt][2], sacc[nt][3]);
-            }
-        }
-        __syncthreads();
-        if (sm_on) { // eight threads a head, four keys each
-            float v[4], mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int key = sm_k + j;
-                float a = 0.0f;
-                for (int w = 0; w < wg; w++)
-                    a += spart[((size_t)w * rows + sm_row) * kAtSS + key];
-                v[j] = s0 + key < n ? a * scale : -INFINITY;
-                mx = fmaxf(mx, v[j]);
-            }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-            float m_new = fmaxf(m_run, mx), alpha = expf(m_run - m_new), psum = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float p = s0 + sm_k + j < n ? expf(v[j] - m_new) : 0.0f;
-                psum += p;
-                uint16_t hi = bf16_rn(p);
-                phi[(size_t)sm_row * kAtPS + sm_k + j] = hi;
-                plo[(size_t)sm_row * kAtPS + sm_k + j] = bf16_rn(p - bf16_bits_to_f32(hi));
-            }
-            psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-            psum += __shfl_xor_sync(0xffffffffu, psum, 2);
-            psum += __shfl_xor_sync(0xffffffffu, psum, 4);
-            l_run = l_run * alpha + psum;
-            m_run = m_new;
-            if ((tid & 7) == 0) {
-                alpha_s[sm_row] = alpha;
-                l_s[sm_row] = l_run;
-            }
-        } // (rows * 8 threads take part: whole warps, as 128 divides rows * 8 and blockDim.x)
-        __syncthreads();
-        { // O = alpha O + P V over this warp's columns
-            float aa = alpha_s[ra], ab = alpha_s[rb];
-#pragma unroll
-            for (int nt = 0; nt < QW / 8; nt++) {
-                oacc[nt][0] *= aa, oacc[nt][1] *= aa;
-                oacc[nt][2] *= ab, oacc[nt][3] *= ab;
-            }
-#pragma unroll 1
-            for (int k = 0; k < kAtKeys; k += 16) {
-                int kc = k + 2 * c;
-                uint32_t ph[4] = {ld_pair(phi + (size_t)ra * kAtPS + kc), ld_pair(phi + (size_t)rb * kAtPS + kc),
-                                  ld_pair(phi + (size_t)ra * kAtPS + kc + 8),
-                                  ld_pair(phi + (size_t)rb * kAtPS + kc + 8)};
-                uint32_t pl[4] = {ld_pair(plo + (size_t)ra * kAtPS + kc), ld_pair(plo + (size_t)rb * kAtPS + kc),
-                                  ld_pair(plo + (size_t)ra * kAtPS + kc + 8),
-                                  ld_pair(plo + (size_t)rb * kAtPS + kc + 8)};
-                const uint16_t *v0 = ks + (size_t)kc * RS, *v1 = v0 + RS, *v8 = v0 + 8 * RS, *v9 = v8 + RS;
-#pragma unroll
-                for (int nt = 0; nt < QW / 8; nt++) {
-                    int col = col0 + nt * 8 + g;
-                    uint32_t b[2] = {pack_pair(v0[col], v1[col]), pack_pair(v8[col], v9[col])};
-                    mma_bf16(oacc[nt], ph, b);
-                    mma_bf16(oacc[nt], pl, b);
-                }
-            }
-        }
-    }
-    __syncthreads();
-    float ia = 1.0f / l_s[ra], ib = 1.0f / l_s[rb];
-#pragma unroll
-    for (int nt = 0; nt < QW / 8; nt++) {
-        int col = col0 + nt * 8 + 2 * c;
-        if (ra < nh)
-            *reinterpret_cast<float2 *>(ot + ((size_t)t * H + h0 + ra) * R + col) =
-                make_float2(oacc[nt][0] * ia, oacc[nt][1] * ia);
-        if (rb < nh)
-            *reinterpret_cast<float2 *>(ot + ((size_t)t * H + h0 + rb) * R + col) =
-                make_float2(oacc[nt][2] * ib, oacc[nt][3] * ib);
-    }
-}
-
-template <int QW, int CACHE>
-int launch_attend_mma(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
-                      int width, int T, int H, int R, int gp, int wg, float scale, float *ot,
-                      size_t smem, cudaStream_t st)
-{
-    static int smem_set; // the opt-in above 48 KiB, once an instantiation
-    if (!smem_set) {
-        int rc = (int)cudaFuncSetAttribute(attend_mma_kernel<QW, CACHE>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
-        if (rc)
-            return rc;
-        smem_set = 1;
-    }
-    dim3 grid(T, (H + 63) / 64);
-    launch(attend_mma_kernel<QW, CACHE>, grid, 32 * gp * wg, smem, st, *lat, qt, idx, count, width,
-           H, R, gp, wg, scale, ot);
-    return (int)cudaGetLastError();
-}
-
-// The tile shape of attend_mma_kernel for H heads of width R: its head groups gp, column slices
-// wg and shared bytes; 0 where the kernel does not take the shape (then the scalar kernels do).
-int attend_mma_shape(const eng_cache *lat, int H, int R, const float *ot, int *gp_out,
-                     int *wg_out, int *qw_out, size_t *smem_out)
-{
-    int gp = ((H < 64 ? H : 64) + 15) / 16;
-    gp = gp == 3 ? 4 : gp;
-    int wg = 16 / gp;
-    while (wg > 4 && R / wg < 16)
-        wg /= 2;
-    int qw = R / wg, rows = 16 * gp;
-    size_t smem = (size_t)2 * rows * (R + 8) * 2 + (size_t)kAtKeys * (R + 8) * 2 +
-                  (size_t)wg * rows * kAtSS * 4 + (size_t)2 * rows * kAtPS * 2 + (size_t)2 * rows * 4;
-    *gp_out = gp, *wg_out = wg, *qw_out = qw, *smem_out = smem;
-    return R % 64 == 0 && qw * wg == R && (qw == 16 || qw == 32 || qw == 64 || qw == 128) &&
-           lat->width == R && smem <= 227 * 1024 && (uintptr_t)ot % 8 == 0 &&
-           (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16);
-}
-
-int attend_mma_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
-                   int width, int T, int H, int R, int gp, int wg, int qw, float scale, float *ot,
-                   size_t smem, cudaStream_t st)
-{
-    if (lat->dtype == ENG_CACHE_FP8) {
-        switch (qw) {
-        case 16: return launch_attend_mma<16, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-        case 32: return launch_attend_mma<32, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-        case 64: return launch_attend_mma<64, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-        default: return launch_attend_mma<128, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-        }
-    }
-    switch (qw) {
-    case 16: return launch_attend_mma<16, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-    case 32: return launch_attend_mma<32, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-    case 64: return launch_attend_mma<64, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-    default: return launch_attend_mma<128, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, R, gp, wg, scale, ot, smem, st);
-    }
-}
-
-
 // ---- the flash form: a row's heads on the tensor cores over tiles of its selected keys ----
 // One block a query row (blockIdx.x, long rows first) and up to 64 of its heads (blockIdx.y):
 // the heads share the row's selection, so they are the M dimension of every product. Per tile
-// of kFlKeys selected latent rows, brought in by cp.async one tile ahead (e4m3 rows raw, then
-// widened once into bf16 in shared memory, exactly: their power-of-two scale is left out of the
-// tile and applied to the scores and to the softmax weights instead):
+// of kFlKeys selected latent rows, brought in one tile ahead into the other of two bf16 tiles
+// (bf16 rows by cp.async; e4m3 rows by register loads, widened exactly into bf16 by the thread
+// that loaded them, with no barrier between: their power-of-two scale is left out of the tile
+// and applied to the scores and to the softmax weights instead):
 //   S = Q K^T with Q = hi + lo bf16 parts of the f32 query (two mma a product, f32 sums); eight
 //     warps, each one head group of 16 over a slice of the latent width, the slices' partial
 //     sums added in slice order;
@@ -443,23 +177,21 @@ static __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two)
     return *reinterpret_cast<uint32_t *>(&b);
 }
 
-// The layout of the flash kernel's shared memory for NG head groups of 16, with or without the
-// e4m3 rows' cp.async stages (raw_stage; then one bf16 tile, else two): byte offsets of its
+// The layout of the flash kernel's shared memory for NG head groups of 16: byte offsets of its
 // arrays and the total.
 struct fl_layout {
-    int q, kt, raw, spart, p, alpha, lsum, ksc, bytes;
+    int q, kt, spart, p, alpha, lsum, ksc, bytes;
 };
 
 static __host__ __device__ constexpr int fl_split(int ng) { return 8 / ng; }
 
-static __host__ __device__ fl_layout fl_layout_for(int ng, int raw_stage)
+static __host__ __device__ fl_layout fl_layout_for(int ng)
 {
     fl_layout l{};
     int rows = 16 * ng;
     l.q = 0;                                                   // [2][rows][kFlRowB]: hi, lo
-    l.kt = l.q + 2 * rows * kFlRowB;                           // [1 or 2][kFlKeys][kFlRowB]
-    l.raw = l.kt + (raw_stage ? 1 : 2) * kFlKeys * kFlRowB;    // e4m3 by cp.async: [2][kFlKeys][kFlR]
-    l.spart = l.raw + (raw_stage ? 2 * kFlKeys * kFlR : 0);    // [split][rows][kFlSS] f32
+    l.kt = l.q + 2 * rows * kFlRowB;                           // [2][kFlKeys][kFlRowB]
+    l.spart = l.kt + 2 * kFlKeys * kFlRowB;                    // [split][rows][kFlSS] f32
     l.p = l.spart + fl_split(ng) * rows * kFlSS * 4;           // [2][rows][kFlPS] bf16: hi, lo
     l.alpha = l.p + 2 * rows * kFlPS * 2;                      // [rows] f32
     l.lsum = l.alpha + rows * 4;                               // [rows] f32
@@ -468,15 +200,14 @@ static __host__ __device__ fl_layout fl_layout_for(int ng, int raw_stage)
     return l;
 }
 
-template <int NG, int CACHE, bool RS>
+template <int NG, int CACHE>
 __global__ void __launch_bounds__(kFlThreads, 1)
     attend_flash_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot)
 {
     pdl_prologue();
     constexpr bool kFp8 = CACHE == ENG_CACHE_FP8;
-    constexpr bool kRegs = kFp8 && RS;      // e4m3 rows through registers, widened by their loader
-    constexpr bool kRawStage = kFp8 && !RS; // e4m3 rows by cp.async, widened after a barrier
+    constexpr bool kRegs = kFp8; // e4m3 rows through registers, widened by their loader
     constexpr int R = kFlR, ROWS = 16 * NG;
     constexpr int SPLIT = fl_split(NG), QKW = R / SPLIT;   // S: slices of the latent width
     constexpr int HGW = NG < 2 ? NG : 2;                    // O: head groups a warp
@@ -486,8 +217,8 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     constexpr int CHUNKS = ROW_BYTES / 16, PER = kFlKeys * CHUNKS / kFlThreads;
     static_assert(QKW % 16 == 0 && NT % 2 == 0 && PER * kFlThreads == kFlKeys * CHUNKS, "tile");
     extern __shared__ __align__(16) unsigned char smem[];
-    const fl_layout L = fl_layout_for(NG, kRawStage);
-    unsigned char *q_s = smem + L.q, *kt_s = smem + L.kt, *raw_s = smem + L.raw;
+    const fl_layout L = fl_layout_for(NG);
+    unsigned char *q_s = smem + L.q, *kt_s = smem + L.kt;
     float *spart = reinterpret_cast<float *>(smem + L.spart);
     uint16_t *p_s = reinterpret_cast<uint16_t *>(smem + L.p);
     float *alpha_s = reinterpret_cast<float *>(smem + L.alpha);
@@ -500,10 +231,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     const int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
 
-    // the tile's rows into shared memory (stage tile & 1), zeros past the selection
+    // bf16: the tile's rows into shared memory by cp.async (stage tile & 1), zeros past the
+    // selection
     auto issue = [&](int tile) {
         int s0 = tile * kFlKeys, stage = tile & 1;
-        unsigned char *dst0 = kRawStage ? raw_s + stage * kFlKeys * R : kt_s + stage * kFlKeys * kFlRowB;
+        unsigned char *dst0 = kt_s + stage * kFlKeys * kFlRowB;
 #pragma unroll
         for (int u = 0; u < PER; u++) {
             int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS, s = s0 + key;
@@ -511,9 +243,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
             size_t row = ok ? (size_t)(uint32_t)sel[s] : 0;
             const unsigned char *src = static_cast<const unsigned char *>(lat.rows) +
                                        row * ROW_BYTES + pc * 16;
-            cp_async16_zfill(dst0 + key * (kRawStage ? R : kFlRowB) + pc * 16, src, ok ? 16 : 0);
-            if (kFp8 && pc == 0)
-                ksc_s[stage * kFlKeys + key] = ok ? lat.scale[row] : 0.0f;
+            cp_async16_zfill(dst0 + key * kFlRowB + pc * 16, src, ok ? 16 : 0);
         }
         cp_async_commit_group();
     };
@@ -624,19 +354,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
             issue(tile + 1); // in flight during this tile's products
         if (kRegs && tile + 1 < ntiles)
             fetch(tile + 1); // in flight during this tile's products
-        const unsigned char *kt = kRawStage ? kt_s : kt_s + stage * kFlKeys * kFlRowB;
-        if (kRawStage) { // widen the e4m3 rows into the bf16 tile, 8 values a piece
-            const unsigned char *raw = raw_s + stage * kFlKeys * R;
-#pragma unroll
-            for (int u = 0; u < kFlKeys * R / 8 / kFlThreads; u++) {
-                int i = tid + u * kFlThreads, key = i / (R / 8), pc = i % (R / 8);
-                uint2 w = *reinterpret_cast<const uint2 *>(raw + key * R + pc * 8);
-                uint4 o = make_uint4(e4m3x2_to_bf16x2(w.x), e4m3x2_to_bf16x2(w.x >> 16),
-                                     e4m3x2_to_bf16x2(w.y), e4m3x2_to_bf16x2(w.y >> 16));
-                *reinterpret_cast<uint4 *>(kt_s + key * kFlRowB + pc * 16) = o;
-            }
-            __syncthreads();
-        }
+        const unsigned char *kt = kt_s + stage * kFlKeys * kFlRowB;
         { // S partial: 16 heads x 32 keys over this warp's latent slice
             float sacc[4][4];
 #pragma unroll
@@ -791,11 +509,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     }
 }
 
-template <int NG, int CACHE, bool RS>
+template <int NG, int CACHE>
 int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot, cudaStream_t st)
 {
-    size_t smem = (size_t)fl_layout_for(NG, CACHE == ENG_CACHE_FP8 && !RS).bytes;
+    size_t smem = (size_t)fl_layout_for(NG).bytes;
     // the opt-in above 48 KiB, once an instantiation and device (a function's attributes are
     // the device's: two ranks of one process on two devices each need it)
     static std::atomic<unsigned long long> smem_set;
@@ -804,24 +522,24 @@ int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *id
         return rc;
     unsigned long long bit = 1ull << (dev & 63);
     if (dev >= 64 || !(smem_set.load() & bit)) {
-        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, RS>,
+        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc)
             return rc;
         smem_set.fetch_or(bit);
     }
     dim3 grid(T, (H + 63) / 64);
-    launch(attend_flash_kernel<NG, CACHE, RS>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
+    launch(attend_flash_kernel<NG, CACHE>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
            T, H, scale, ot);
     return (int)cudaGetLastError();
 }
 
 // The head groups of 16 the flash kernel runs a block with for H heads (1, 2 or 4), or 0 where
-// it does not take the shape: the latent width kFlR, a bf16 or e4m3 cache with 16-byte rows, 16-byte
-// rows of qt, 8-byte rows of ot, and its shared memory within the device's limit. regs: the e4m3
-// rows staged in registers (one barrier a tile fewer, two bf16 tiles) rather than by cp.async.
-int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, const float *ot,
-                        int regs)
+// it does not take the shape: the latent width kFlR, a bf16 or e4m3 cache with 16-byte rows,
+// 16-byte rows of qt, 8-byte rows of ot, and its shared memory within the device's opt-in limit
+// (fl_layout_for: 120 KiB for one head group, 226 KiB for four; an sm_90 block may have 227
+// KiB, an sm_120/sm_121 one 99 KiB, so there no group count fits and the scalar kernels run).
+int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, const float *ot)
 {
     int ng = ((H < 64 ? H : 64) + 15) / 16;
     ng = ng == 3 ? 4 : ng;
@@ -833,24 +551,23 @@ int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, con
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return 0;
-    return fl_layout_for(ng, lat->dtype == ENG_CACHE_FP8 && !regs).bytes <= optin ? ng : 0;
+    return fl_layout_for(ng).bytes <= optin ? ng : 0;
 }
 
-template <bool RS>
 int attend_flash_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                      int width, int T, int H, int ng, float scale, float *ot, cudaStream_t st)
 {
     if (lat->dtype == ENG_CACHE_FP8) {
         switch (ng) {
-        case 1: return launch_attend_flash<1, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        case 2: return launch_attend_flash<2, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        default: return launch_attend_flash<4, ENG_CACHE_FP8, RS>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        case 1: return launch_attend_flash<1, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        case 2: return launch_attend_flash<2, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
+        default: return launch_attend_flash<4, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
         }
     }
-    switch (ng) { // (the bf16 tile comes by cp.async either way)
-    case 1: return launch_attend_flash<1, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    case 2: return launch_attend_flash<2, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    default: return launch_attend_flash<4, ENG_CACHE_BF16, false>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    switch (ng) {
+    case 1: return launch_attend_flash<1, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    case 2: return launch_attend_flash<2, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    default: return launch_attend_flash<4, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
     }
 }
 
@@ -884,43 +601,25 @@ extern "C" int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int 
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_mla_attend_prefill_with(int kernel, const eng_cache *lat, const float *qt,
-                                           const int32_t *idx, const int *count, int width, int T,
-                                           int H, int R, float scale, float *ot, void *stream)
+extern "C" int eng_mla_attend_prefill_takes(const eng_cache *lat, int H, int R, const float *qt,
+                                            const float *ot)
 {
-    if (T < 1 || H < 1 ||
-        (kernel != ENG_ATTEND_FLASH && kernel != ENG_ATTEND_FLASH_REGS && kernel != ENG_ATTEND_TILED))
-        return -1;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int regs = kernel == ENG_ATTEND_FLASH_REGS;
-    int ng = kernel != ENG_ATTEND_TILED ? attend_flash_groups(lat, H, R, qt, ot, regs) : 0;
-    if (ng)
-        return regs ? attend_flash_run<true>(lat, qt, idx, count, width, T, H, ng, scale, ot, st)
-                    : attend_flash_run<false>(lat, qt, idx, count, width, T, H, ng, scale, ot, st);
-    int gp, wg, qw;
-    size_t smem;
-    if (attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem))
-        return attend_mma_run(lat, qt, idx, count, width, T, H, R, gp, wg, qw, scale, ot, smem, st);
-    // the f32 cache (the exact one) and shapes outside the tiles: the scalar kernels, same sums
-    return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
-}
-
-extern "C" int eng_mla_attend_prefill_takes(int kernel, const eng_cache *lat, int H, int R,
-                                            const float *qt, const float *ot)
-{
-    if (H < 1)
-        return 0;
-    if (kernel == ENG_ATTEND_FLASH || kernel == ENG_ATTEND_FLASH_REGS)
-        return attend_flash_groups(lat, H, R, qt, ot, kernel == ENG_ATTEND_FLASH_REGS) != 0;
-    int gp, wg, qw;
-    size_t smem;
-    return kernel == ENG_ATTEND_TILED && attend_mma_shape(lat, H, R, ot, &gp, &wg, &qw, &smem);
+    return H >= 1 && attend_flash_groups(lat, H, R, qt, ot) != 0;
 }
 
 extern "C" int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,
                                       const int *count, int width, int T, int H, int R,
                                       float scale, float *ot, void *stream)
 {
-    return eng_mla_attend_prefill_with(ENG_ATTEND_FLASH, lat, qt, idx, count, width, T, H, R,
-                                       scale, ot, stream);
+    if (T < 1 || H < 1)
+        return -1;
+    int ng = attend_flash_groups(lat, H, R, qt, ot);
+    if (ng)
+        return attend_flash_run(lat, qt, idx, count, width, T, H, ng, scale, ot,
+                                static_cast<cudaStream_t>(stream));
+    // The shapes the flash kernel does not take run the scalar kernels (eng_mla_attend, the same
+    // sums, checked against the CPU by test_mla_gpu): the f32 cache, latent widths other than
+    // 512, misaligned qt, ot or cache rows, and every shape on a device whose per-block shared
+    // memory is below the flash kernel's (sm_120/sm_121, the GB10 Sparks: 99 KiB).
+    return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
 }

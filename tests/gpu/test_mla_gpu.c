@@ -1,8 +1,8 @@
 /* test_mla_gpu.c: the prefill (tensor-core) forms of the DSA latent attention, the absorbed query
  * and the value expansion against the scalar kernels (and the attention against a double host
  * reference), their bit-equality across chunks, and their time at the real shapes (the attention's
- * two prefill kernels against each other and a cuBLAS GEMM's rate). Usage: test_mla_gpu
- * [--no-time]; exit status 1 on any failure. */
+ * flash kernel against the scalar one and a cuBLAS GEMM's rate). Usage: test_mla_gpu [--no-time];
+ * exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,9 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
+/* sm_90, where the flash kernel must take the real shapes (elsewhere, sm_121's 99 KiB of shared
+ * memory a block among them, the scalar kernel runs them) */
+static int device_sm90;
 
 static float *dev_random(size_t n, float amp)
 {
@@ -96,13 +99,11 @@ static const char *cache_name(int dt)
     return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
 }
 
-static const char *kernel_name(int k)
+/* the kernel eng_mla_attend_prefill runs for this cache and shape on this device */
+static const char *prefill_kernel(const eng_cache *c, int H, int R, const float *qt, const float *ot)
 {
-    return k == ENG_ATTEND_FLASH ? "flash" : k == ENG_ATTEND_FLASH_REGS ? "flash-regs" : "tiled";
+    return eng_mla_attend_prefill_takes(c, H, R, qt, ot) ? "flash" : "scalar";
 }
-
-/* the prefill kernels, the default first */
-static const int kernels[3] = {ENG_ATTEND_FLASH, ENG_ATTEND_FLASH_REGS, ENG_ATTEND_TILED};
 
 /* A cache of `rows` random rows of width R in format dt, written by eng_cache_write (quantised as
  * the engine does); free with free_cache. */
@@ -127,8 +128,8 @@ static void free_cache(eng_cache *c)
     kern_free(c->scale);
 }
 
-/* The latent attention: random cache rows, random selections of 1 .. width rows; each prefill
- * kernel against eng_mla_attend; rows split off from the launch (the chunk starting at T/3, T/2
+/* The latent attention: random cache rows, random selections of 1 .. width rows; the prefill
+ * form against eng_mla_attend; rows split off from the launch (the chunk starting at T/3, T/2
  * rows) bit-equal. */
 static void check_attend(const shape *s, int dt)
 {
@@ -150,24 +151,21 @@ static void check_attend(const shape *s, int dt)
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf((float)s->dn);
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
-    for (int ki = 0; ki < 3; ki++) {
-        int k = kernels[ki];
-        CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
-        CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
-        char what[160];
-        /* the flash kernel takes R 512 only: other widths run the tiled one */
-        const char *kn = k != ENG_ATTEND_TILED && R != 512 ? "flash->tiled" : kernel_name(k);
-        snprintf(what, sizeof what, "attend %s %s %s H%d R%d T%d width %d", kn, s->name,
-                 cache_name(dt), H, R, T, W);
-        compare(what, got, ref, on, 1e-4);
-        int t0 = T / 3, n2 = T / 2;
-        CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-        CUDA_OK(eng_mla_attend_prefill_with(k, &c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
-                                            d_count + t0, W, n2, H, R, scale, part, NULL));
-        snprintf(what, sizeof what, "attend %s %s %s rows %d..%d as a chunk of %d", kn,
-                 s->name, cache_name(dt), t0, t0 + n2 - 1, n2);
-        same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
-    }
+    CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
+    CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
+    char what[160];
+    /* the flash kernel takes R 512 only: other widths run the scalar one */
+    const char *kn = prefill_kernel(&c, H, R, qt, got);
+    snprintf(what, sizeof what, "attend %s %s %s H%d R%d T%d width %d", kn, s->name,
+             cache_name(dt), H, R, T, W);
+    compare(what, got, ref, on, 1e-4);
+    int t0 = T / 3, n2 = T / 2;
+    CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
+    CUDA_OK(eng_mla_attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
+                                   d_count + t0, W, n2, H, R, scale, part, NULL));
+    snprintf(what, sizeof what, "attend %s %s %s rows %d..%d as a chunk of %d", kn, s->name,
+             cache_name(dt), t0, t0 + n2 - 1, n2);
+    same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
     free_cache(&c);
     kern_free(d_idx);
     kern_free(d_count);
@@ -318,19 +316,23 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The median of `reps` timed launches of `kernel` (one untimed first). */
-static float time_attend(int kernel, const eng_cache *c, const float *qt, const int32_t *d_idx,
+/* The median of `reps` timed launches of the prefill form (prefill 1) or the scalar kernel
+ * (prefill 0), one untimed first. */
+static float time_attend(int prefill, const eng_cache *c, const float *qt, const int32_t *d_idx,
                          const int *d_count, int width, int T, int H, int R, float scale, float *ot,
                          void *ev0, void *ev1)
 {
     enum { reps = 5 };
     float ms[reps];
-    CUDA_OK(eng_mla_attend_prefill_with(kernel, c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
-    for (int i = 0; i < reps; i++) {
+    for (int i = -1; i < reps; i++) {
         CUDA_OK(eng_event_record(ev0, NULL));
-        CUDA_OK(eng_mla_attend_prefill_with(kernel, c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
+        if (prefill)
+            CUDA_OK(eng_mla_attend_prefill(c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
+        else
+            CUDA_OK(eng_mla_attend(c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
         CUDA_OK(eng_event_record(ev1, NULL));
-        ms[i] = time_ms(ev0, ev1);
+        if (i >= 0)
+            ms[i] = time_ms(ev0, ev1);
     }
     qsort(ms, reps, sizeof *ms, cmp_float);
     return ms[reps / 2];
@@ -381,7 +383,7 @@ static double cublas_rate(void *ev0, void *ev1)
  * cache of pos0 + T rows, the indexer's selections (every earlier token below 2051, else 512
  * pools of 4 and the tail); the flash kernel against eng_mla_attend on every row and against a
  * double-precision host reference on a few; the same rows in chunks of 1, 7, 64 and 1024 at
- * other offsets bit-equal to the whole chunk's; with `timed`, the flash and tiled kernels' times. */
+ * other offsets bit-equal to the whole chunk's; with `timed`, the flash and scalar kernels' times. */
 static void check_indexed(const char *name, int H, int R, int pos0, int T, int dt, int timed,
                           double gemm_rate, void *ev0, void *ev1)
 {
@@ -399,13 +401,16 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
     char what[160];
-    if (dt != ENG_CACHE_F32) { /* no silent fall-back: these shapes are the flash kernel's */
-        int takes = eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH, &c, H, R, qt, got) &&
-                    eng_mla_attend_prefill_takes(ENG_ATTEND_FLASH_REGS, &c, H, R, qt, got);
-        snprintf(what, sizeof what, "attend %s %s H%d R%d: the flash kernels take the shape", name,
-                 cache_name(dt), H, R);
-        printf("%-58s %s\n", what, takes ? "ok" : "FAIL: they pass it down");
-        failures += !takes;
+    { /* no silent fall-back: on sm_90 the bf16 and e4m3 caches are the flash kernel's, the f32
+       * cache the scalar kernel's; elsewhere the line says which runs */
+        int takes = eng_mla_attend_prefill_takes(&c, H, R, qt, got);
+        int f32 = dt == ENG_CACHE_F32;
+        snprintf(what, sizeof what, "attend %s %s H%d R%d: the %s kernel runs it", name,
+                 cache_name(dt), H, R, takes ? "flash" : "scalar");
+        int ok = f32 ? !takes : takes || !device_sm90;
+        printf("%-58s %s\n", what, ok ? "ok" : f32 ? "FAIL: the f32 cache has no flash kernel"
+                                                    : "FAIL: sm_90 should run the flash kernel");
+        failures += !ok;
     }
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
     CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
@@ -427,40 +432,31 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
                  cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
         same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
     }
-    /* the register-staged form: the same sums, so the same bits */
-    CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-    CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_FLASH_REGS, &c, qt, d_idx, d_count, W, T, H, R,
-                                        scale, part, NULL));
-    snprintf(what, sizeof what, "attend %s %s pos %d T%d: flash-regs against flash", name,
-             cache_name(dt), pos0, T);
-    same_bits(what, part, got, on);
     if (timed) {
-        CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-        CUDA_OK(eng_mla_attend_prefill_with(ENG_ATTEND_TILED, &c, qt, d_idx, d_count, W, T, H, R,
-                                            scale, part, NULL));
-        snprintf(what, sizeof what, "attend %s %s pos %d T%d: tiled against scalar", name,
-                 cache_name(dt), pos0, T);
-        compare(what, part, ref, on, 1e-4);
         double sel = 0;
         for (int t = 0; t < T; t++)
             sel += count[t];
         double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (row, key, head) */
-        float ms[3];
-        for (int k = 0; k < 3; k++)
-            ms[k] = time_attend(kernels[k], &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
-        for (int k = 0; k < 3; k++) {
+        const char *kn = prefill_kernel(&c, H, R, qt, part);
+        float ms[2]; /* the prefill form's kernel, the scalar one */
+        for (int k = 0; k < 2; k++)
+            ms[k] = time_attend(k == 0, &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
+        for (int k = 0; k < 2; k++) {
             double tf = flop / ms[k] / 1e9;
-            printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s "
-                   "(%.1f on the tensor cores, q and p in two bf16 parts", name, cache_name(dt),
-                   pos0, T, sel / T, kernel_name(kernels[k]), ms[k], tf, 2 * tf);
-            if (gemm_rate > 0)
-                printf(": %.0f%% of the cuBLAS GEMM's rate)\n", 100 * 2 * tf / gemm_rate);
-            else
-                printf(": %.0f%% of 989 TFLOP/s, the H100 SXM's published dense bf16 rate)\n",
-                       100 * 2 * tf / 989.0);
+            printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s", name,
+                   cache_name(dt), pos0, T, sel / T, k == 0 ? kn : "scalar", ms[k], tf);
+            if (k == 0 && strcmp(kn, "flash") == 0) {
+                printf(" (%.1f on the tensor cores, q and p in two bf16 parts", 2 * tf);
+                if (gemm_rate > 0)
+                    printf(": %.0f%% of the cuBLAS GEMM's rate)", 100 * 2 * tf / gemm_rate);
+                else
+                    printf(": %.0f%% of 989 TFLOP/s, the H100 SXM's published dense bf16 rate)",
+                           100 * 2 * tf / 989.0);
+            }
+            printf("\n");
         }
-        printf("time attend %s %s pos %d T%d: flash is %.2fx the tiled kernel, flash-regs %.2fx\n",
-               name, cache_name(dt), pos0, T, ms[2] / ms[0], ms[2] / ms[1]);
+        printf("time attend %s %s pos %d T%d: %s is %.2fx the scalar kernel\n", name,
+               cache_name(dt), pos0, T, kn, ms[1] / ms[0]);
     }
     free_cache(&c);
     kern_free(d_idx);
@@ -554,6 +550,7 @@ int main(int argc, char **argv)
     char name[256];
     kern_device_describe(0, name, sizeof name);
     printf("device %s\n", name);
+    device_sm90 = strstr(name, "sm_90") != NULL;
     void *ev0, *ev1;
     CUDA_OK(eng_event_new(&ev0));
     CUDA_OK(eng_event_new(&ev1));
