@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
 }
 
 // ---- the flash form: a row's heads on the tensor cores over tiles of its selected keys ----
-// One block a query row (blockIdx.x, long rows first) and up to 64 of its heads (blockIdx.y):
+// One block a query row (long rows first) and up to 64 of its heads (blockIdx.x: row, group):
 // the heads share the row's selection, so they are the M dimension of every product. Per tile
 // of kFlKeys selected latent rows, brought in one tile ahead into the other of two bf16 tiles
 // (bf16 rows by cp.async; e4m3 rows by register loads, widened exactly into bf16 by the thread
@@ -196,7 +196,7 @@ static __host__ __device__ fl_layout fl_layout_for(int ng, int stages)
     int rows = 16 * ng;
     l.q = 0;                                                   // [2][rows][kFlRowB]: hi, lo
     l.kt = l.q + 2 * rows * kFlRowB;                           // [stages][kFlKeys][kFlRowB]
-    l.spart = l.kt + stages * kFlKeys * kFlRowB;                    // [split][rows][kFlSS] f32
+    l.spart = l.kt + stages * kFlKeys * kFlRowB;               // [split][rows][kFlSS] f32
     l.p = l.spart + fl_split(ng) * rows * kFlSS * 4;           // [2][rows][kFlPS] bf16: hi, lo
     l.alpha = l.p + 2 * rows * kFlPS * 2;                      // [rows] f32
     l.lsum = l.alpha + rows * 4;                               // [rows] f32
@@ -233,8 +233,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     float *l_s = reinterpret_cast<float *>(smem + L.lsum);
     float *ksc_s = reinterpret_cast<float *>(smem + L.ksc);
 
-    const int t = T - 1 - (int)blockIdx.x; // the long rows (later in a chunk) first
-    const int h0 = blockIdx.y * ROWS, nh = H - h0 < ROWS ? H - h0 : ROWS;
+    // the long rows (later in a chunk) first; a row's head groups side by side, so its key rows
+    // come from device memory once and from L2 for the other groups
+    const int groups = (H + ROWS - 1) / ROWS;
+    const int t = T - 1 - (int)(blockIdx.x / groups);
+    const int h0 = (int)(blockIdx.x % groups) * ROWS, nh = H - h0 < ROWS ? H - h0 : ROWS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
     const int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
@@ -543,9 +546,12 @@ int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *id
             return rc;
         smem_set.fetch_or(bit);
     }
-    dim3 grid(T, (H + 16 * NG - 1) / (16 * NG));
-    launch(attend_flash_kernel<NG, CACHE, STAGES>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
-           T, H, scale, ot);
+    long long blocks = (long long)T * ((H + 16 * NG - 1) / (16 * NG));
+    if (blocks > 0x7fffffffLL)
+        return (int)cudaErrorInvalidValue; // a grid's x is below 2^31
+    dim3 grid((unsigned)blocks);
+    launch(attend_flash_kernel<NG, CACHE, STAGES>, grid, kFlThreads, smem, st, *lat, qt, idx, count,
+           width, T, H, scale, ot);
     return (int)cudaGetLastError();
 }
 
@@ -573,11 +579,11 @@ eng_mla_prefill_form attend_flash_plan(const eng_cache *lat, int H, int R, const
     want = want == 3 ? 4 : want;
     for (int ng = want; ng >= 1; ng /= 2) {
         int bytes = fl_layout_for(ng, 2).bytes;
-        if (bytes <= budget && (H + 16 * ng - 1) / (16 * ng) <= 65535)
+        if (bytes <= budget)
             return eng_mla_prefill_form{16 * ng, 2, bytes};
     }
     int bytes = fl_layout_for(1, 1).bytes;
-    if (bytes <= budget && (H + 15) / 16 <= 65535)
+    if (bytes <= budget)
         return eng_mla_prefill_form{16, 1, bytes};
     return none;
 }
