@@ -537,8 +537,9 @@ static void check_small_matches_big(const char *name, int H, int pos0, int T, in
         printf("%-58s FAIL: the small form does not run within %d B\n", what, SMALL_SMEM);
         failures++;
     } else {
+        /* different fillers: an element neither form wrote differs */
         CUDA_OK(kern_memset(big, 0xff, on * sizeof(float)));
-        CUDA_OK(kern_memset(small, 0xff, on * sizeof(float)));
+        CUDA_OK(kern_memset(small, 0x7f, on * sizeof(float)));
         CUDA_OK(eng_mla_attend_prefill_budget(&c, qt, d_idx, d_count, W, T, H, R, scale, big,
                                               ONE_GROUP_SMEM, NULL));
         CUDA_OK(eng_mla_attend_prefill_budget(&c, qt, d_idx, d_count, W, T, H, R, scale, small,
@@ -553,6 +554,41 @@ static void check_small_matches_big(const char *name, int H, int pos0, int T, in
     kern_free(small);
     free(idx);
     free(count);
+}
+
+/* The form chosen within each budget on sm_90 (227 KiB a block): the head groups H needs where
+ * they fit, fewer where not, the small form within 99 KiB, the scalar kernel below its 88 KiB. */
+static void check_form_choice(void)
+{
+    if (!device_sm90) {
+        printf("%-58s skipped: not sm_90\n", "attend form choice by shared memory budget");
+        return;
+    }
+    eng_cache c = new_cache(ENG_CACHE_FP8, 512, 64);
+    float *qt = dev_alloc(64 * 512 * sizeof(float)), *ot = dev_alloc(64 * 512 * sizeof(float));
+    const struct {
+        int budget, H, heads, stages;
+    } want[] = {
+        {DEVICE_SMEM, 64, 64, 2}, {DEVICE_SMEM, 40, 64, 2}, {DEVICE_SMEM, 32, 32, 2},
+        {DEVICE_SMEM, 16, 16, 2}, {163 * 1024, 64, 32, 2},  {ONE_GROUP_SMEM, 64, 16, 2},
+        {SMALL_SMEM, 64, 16, 1},  {SMALL_SMEM, 4, 16, 1},   {80 * 1024, 64, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        eng_mla_prefill_form f = eng_mla_attend_prefill_form(&c, want[i].H, 512, qt, ot,
+                                                             want[i].budget);
+        char what[160];
+        snprintf(what, sizeof what, "attend form H%d within %d B: %d heads a block, %d tile(s)",
+                 want[i].H, want[i].budget, f.heads, f.stages);
+        int ok = f.heads == want[i].heads && (f.heads == 0 || f.stages == want[i].stages) &&
+                 (want[i].budget < 0 || f.smem <= want[i].budget);
+        printf("%-58s %s\n", what, ok ? "ok" : "FAIL");
+        if (!ok)
+            printf("    expected %d heads a block, %d tile(s)\n", want[i].heads, want[i].stages);
+        failures += !ok;
+    }
+    free_cache(&c);
+    kern_free(qt);
+    kern_free(ot);
 }
 
 /* The absorbed query and the value expansion with random bf16 kv_b. */
@@ -675,6 +711,7 @@ int main(int argc, char **argv)
     }
     smem_budget = DEVICE_SMEM;
     printf("-- the small form against the big form with 16 heads a block: the same bits\n");
+    check_form_choice();
     check_small_matches_big("real", 64, 9000, 256, ENG_CACHE_FP8);
     check_small_matches_big("real", 64, 0, 256, ENG_CACHE_BF16);
     check_small_matches_big("heads40", 40, 3000, 128, ENG_CACHE_BF16);
