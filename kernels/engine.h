@@ -345,11 +345,27 @@ int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int T, int H, i
 /* Whether eng_mla_attend_prefill runs its tensor-core (flash) kernel for this cache, shape, qt
  * and ot on the current device (1), or the scalar eng_mla_attend (0): the flash kernel takes latent
  * width 512 with a bf16 cache (rows by cp.async) or an e4m3 one (rows through registers, widened
- * into bf16 by their loader) where the device gives a block the shared memory it needs (120 KiB
- * for 16 heads, 226 KiB for 64: sm_90's 227 KiB); the f32 cache, other widths and sm_120/sm_121
- * (the GB10 Sparks: 99 KiB a block) run the scalar kernel. */
+ * into bf16 by their loader) where the device gives a block the shared memory one of its forms
+ * needs (eng_mla_attend_prefill_form); the f32 cache and other widths run the scalar kernel. */
 int eng_mla_attend_prefill_takes(const eng_cache *lat, int H, int R, const float *qt,
                                  const float *ot);
+/* The flash kernel's form: heads a block (0: the scalar kernel runs), key tiles in shared memory
+ * (2: the big form, the next tile's loads land while this one's products run, 120 KiB for 16
+ * heads a block up to 226 KiB for 64, sm_90; 1: the small form, 16 heads a block, the next tile
+ * waiting in registers, 88 KiB, sm_120/sm_121 whose blocks get 99 KiB), its bytes a block. Both
+ * compute each head's sums in the same order for the same heads a block. */
+typedef struct eng_mla_prefill_form {
+    int heads, stages, smem;
+} eng_mla_prefill_form;
+/* The form eng_mla_attend_prefill_budget picks for a shape within smem_budget bytes of shared
+ * memory a block (< 0: the device's opt-in limit; never above it). */
+eng_mla_prefill_form eng_mla_attend_prefill_form(const eng_cache *lat, int H, int R,
+                                                 const float *qt, const float *ot, int smem_budget);
+/* eng_mla_attend_prefill with its form chosen within smem_budget (as above): the dispatch passes
+ * -1; tests force the small form (or 16 heads a block) on a device that fits the big one. */
+int eng_mla_attend_prefill_budget(const eng_cache *lat, const float *qt, const int32_t *idx,
+                                  const int *count, int width, int T, int H, int R, float scale,
+                                  float *ot, int smem_budget, void *stream);
 
 /* ---- router and MoE (engine_moe.cu) ------------------------------------------------------ */
 /* Sigmoid router with correction bias and groups (cpu_route): ids/weights [T][K]. scratch:

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
 }
 
 // ---- the flash form: a row's heads on the tensor cores over tiles of its selected keys ----
-// One block a query row (blockIdx.x, long rows first) and up to 64 of its heads (blockIdx.y):
+// One block a query row (long rows first) and up to 64 of its heads (blockIdx.x: row, group):
 // the heads share the row's selection, so they are the M dimension of every product. Per tile
 // of kFlKeys selected latent rows, brought in one tile ahead into the other of two bf16 tiles
 // (bf16 rows by cp.async; e4m3 rows by register loads, widened exactly into bf16 by the thread
@@ -120,6 +120,11 @@ __global__ void __launch_bounds__(128) head_gemm_kernel(const uint16_t *W, int l
 //     bf16 tile read transposed by ldmatrix; each warp its head groups x a slice of O's columns.
 // Every sum runs in an order fixed by the row's own selection alone, so a row's result is the
 // same bits in any chunk and at any place in it.
+// STAGES 2 keeps two key tiles in shared memory (the next one lands while this one's products
+// run); STAGES 1, the small form for devices with less shared memory a block (sm_120/sm_121, the
+// GB10 Sparks: 99 KiB), keeps one, sixteen heads a block: the next tile's rows wait in registers
+// (both caches) during this tile's products and are stored after its P V. A head's sums are the
+// same in both forms for the same head groups a block, so STAGES 1 gives the bits of NG 1 STAGES 2.
 constexpr int kFlKeys = 32;              // keys a tile
 constexpr int kFlThreads = 256;          // eight warps
 constexpr int kFlR = 512;                // the latent width it takes
@@ -177,37 +182,39 @@ static __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two)
     return *reinterpret_cast<uint32_t *>(&b);
 }
 
-// The layout of the flash kernel's shared memory for NG head groups of 16: byte offsets of its
-// arrays and the total.
+// The layout of the flash kernel's shared memory for NG head groups of 16 and STAGES key tiles:
+// byte offsets of its arrays and the total.
 struct fl_layout {
     int q, kt, spart, p, alpha, lsum, ksc, bytes;
 };
 
 static __host__ __device__ constexpr int fl_split(int ng) { return 8 / ng; }
 
-static __host__ __device__ fl_layout fl_layout_for(int ng)
+static __host__ __device__ fl_layout fl_layout_for(int ng, int stages)
 {
     fl_layout l{};
     int rows = 16 * ng;
     l.q = 0;                                                   // [2][rows][kFlRowB]: hi, lo
-    l.kt = l.q + 2 * rows * kFlRowB;                           // [2][kFlKeys][kFlRowB]
-    l.spart = l.kt + 2 * kFlKeys * kFlRowB;                    // [split][rows][kFlSS] f32
+    l.kt = l.q + 2 * rows * kFlRowB;                           // [stages][kFlKeys][kFlRowB]
+    l.spart = l.kt + stages * kFlKeys * kFlRowB;               // [split][rows][kFlSS] f32
     l.p = l.spart + fl_split(ng) * rows * kFlSS * 4;           // [2][rows][kFlPS] bf16: hi, lo
     l.alpha = l.p + 2 * rows * kFlPS * 2;                      // [rows] f32
     l.lsum = l.alpha + rows * 4;                               // [rows] f32
-    l.ksc = l.lsum + rows * 4;                                 // [2][kFlKeys] f32
-    l.bytes = l.ksc + 2 * kFlKeys * 4;
+    l.ksc = l.lsum + rows * 4;                                 // [stages][kFlKeys] f32
+    l.bytes = l.ksc + stages * kFlKeys * 4;
     return l;
 }
 
-template <int NG, int CACHE>
+template <int NG, int CACHE, int STAGES>
 __global__ void __launch_bounds__(kFlThreads, 1)
     attend_flash_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot)
 {
     pdl_prologue();
     constexpr bool kFp8 = CACHE == ENG_CACHE_FP8;
-    constexpr bool kRegs = kFp8; // e4m3 rows through registers, widened by their loader
+    // e4m3 rows through registers, widened by their loader; with one tile bf16 rows too (the
+    // registers are the second stage)
+    constexpr bool kRegs = kFp8 || STAGES == 1;
     constexpr int R = kFlR, ROWS = 16 * NG;
     constexpr int SPLIT = fl_split(NG), QKW = R / SPLIT;   // S: slices of the latent width
     constexpr int HGW = NG < 2 ? NG : 2;                    // O: head groups a warp
@@ -216,8 +223,9 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     constexpr int ROW_BYTES = kFp8 ? R : 2 * R;             // a cache row
     constexpr int CHUNKS = ROW_BYTES / 16, PER = kFlKeys * CHUNKS / kFlThreads;
     static_assert(QKW % 16 == 0 && NT % 2 == 0 && PER * kFlThreads == kFlKeys * CHUNKS, "tile");
+    static_assert(STAGES == 1 || STAGES == 2, "stages");
     extern __shared__ __align__(16) unsigned char smem[];
-    const fl_layout L = fl_layout_for(NG);
+    const fl_layout L = fl_layout_for(NG, STAGES);
     unsigned char *q_s = smem + L.q, *kt_s = smem + L.kt;
     float *spart = reinterpret_cast<float *>(smem + L.spart);
     uint16_t *p_s = reinterpret_cast<uint16_t *>(smem + L.p);
@@ -225,8 +233,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     float *l_s = reinterpret_cast<float *>(smem + L.lsum);
     float *ksc_s = reinterpret_cast<float *>(smem + L.ksc);
 
-    const int t = T - 1 - (int)blockIdx.x; // the long rows (later in a chunk) first
-    const int h0 = blockIdx.y * 64, nh = H - h0 < ROWS ? H - h0 : ROWS;
+    // the long rows (later in a chunk) first; a row's head groups side by side, so its key rows
+    // come from device memory once and from L2 for the other groups
+    const int groups = (H + ROWS - 1) / ROWS;
+    const int t = T - 1 - (int)(blockIdx.x / groups);
+    const int h0 = (int)(blockIdx.x % groups) * ROWS, nh = H - h0 < ROWS ? H - h0 : ROWS;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
     const int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
@@ -234,7 +245,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     // bf16: the tile's rows into shared memory by cp.async (stage tile & 1), zeros past the
     // selection
     auto issue = [&](int tile) {
-        int s0 = tile * kFlKeys, stage = tile & 1;
+        int s0 = tile * kFlKeys, stage = tile % STAGES;
         unsigned char *dst0 = kt_s + stage * kFlKeys * kFlRowB;
 #pragma unroll
         for (int u = 0; u < PER; u++) {
@@ -247,8 +258,8 @@ __global__ void __launch_bounds__(kFlThreads, 1)
         }
         cp_async_commit_group();
     };
-    // kRegs: the tile's e4m3 pieces into registers, then (once the tile before is done with the
-    // bf16 buffer) widened into it by the thread that loaded them, so no barrier between
+    // kRegs: the tile's e4m3 (or bf16) pieces into registers, then (once the tile before is done
+    // with the bf16 buffer) widened (or copied) into it by the thread that loaded them
     uint4 stg[PER];
     float stsc[PER];
     auto fetch = [&](int tile) {
@@ -262,18 +273,22 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 size_t row = (size_t)(uint32_t)sel[s];
                 stg[u] = __ldg(reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(lat.rows) +
                                                                row * ROW_BYTES) + pc);
-                if (pc == 0)
+                if (kFp8 && pc == 0)
                     stsc[u] = lat.scale[row];
             }
         }
     };
     auto widen = [&](int tile) {
-        int stage = tile & 1;
+        int stage = tile % STAGES;
         unsigned char *dst0 = kt_s + stage * kFlKeys * kFlRowB;
 #pragma unroll
         for (int u = 0; u < PER; u++) {
             int i = tid + u * kFlThreads, key = i / CHUNKS, pc = i % CHUNKS;
             uint4 w = stg[u];
+            if (!kFp8) { // bf16 pieces as they are (eight lanes: one row's 128 bytes)
+                *reinterpret_cast<uint4 *>(dst0 + key * kFlRowB + pc * 16) = w;
+                continue;
+            }
             unsigned char *dst = dst0 + key * kFlRowB + pc * 32;
             uint4 a = make_uint4(e4m3x2_to_bf16x2(w.x), e4m3x2_to_bf16x2(w.x >> 16),
                                  e4m3x2_to_bf16x2(w.y), e4m3x2_to_bf16x2(w.y >> 16));
@@ -346,7 +361,7 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     float m_run = -INFINITY, l_run = 0.0f;
 
     for (int tile = 0; tile < ntiles; tile++) {
-        const int stage = tile & 1, s0 = tile * kFlKeys;
+        const int stage = tile % STAGES, s0 = tile * kFlKeys;
         if (!kRegs)
             cp_async_wait_groups_all();
         __syncthreads(); // the tile is in; the last tile's P V is done with kt, p_s (Q stored)
@@ -486,8 +501,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
                 }
             }
         }
-        if (kRegs && tile + 1 < ntiles)
-            widen(tile + 1); // the other bf16 buffer: P V of the tile before it ended before A
+        if (kRegs && tile + 1 < ntiles) {
+            if (STAGES == 1)
+                __syncthreads(); // the one buffer: every warp's P V is done with it
+            widen(tile + 1);     // STAGES 2: the other buffer, whose P V ended before S's barrier
+        }
     }
     if (sm_on && (tid & 3) == 0)
         l_s[sm_row] = l_run;
@@ -509,11 +527,11 @@ __global__ void __launch_bounds__(kFlThreads, 1)
     }
 }
 
-template <int NG, int CACHE>
+template <int NG, int CACHE, int STAGES>
 int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                         int width, int T, int H, float scale, float *ot, cudaStream_t st)
 {
-    size_t smem = (size_t)fl_layout_for(NG).bytes;
+    size_t smem = (size_t)fl_layout_for(NG, STAGES).bytes;
     // the opt-in above 48 KiB, once an instantiation and device (a function's attributes are
     // the device's: two ranks of one process on two devices each need it)
     static std::atomic<unsigned long long> smem_set;
@@ -522,52 +540,76 @@ int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *id
         return rc;
     unsigned long long bit = 1ull << (dev & 63);
     if (dev >= 64 || !(smem_set.load() & bit)) {
-        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE>,
+        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, STAGES>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (rc)
             return rc;
         smem_set.fetch_or(bit);
     }
-    dim3 grid(T, (H + 63) / 64);
-    launch(attend_flash_kernel<NG, CACHE>, grid, kFlThreads, smem, st, *lat, qt, idx, count, width,
-           T, H, scale, ot);
+    long long blocks = (long long)T * ((H + 16 * NG - 1) / (16 * NG));
+    if (blocks > 0x7fffffffLL)
+        return (int)cudaErrorInvalidValue; // a grid's x is below 2^31
+    dim3 grid((unsigned)blocks);
+    launch(attend_flash_kernel<NG, CACHE, STAGES>, grid, kFlThreads, smem, st, *lat, qt, idx, count,
+           width, T, H, scale, ot);
     return (int)cudaGetLastError();
 }
 
-// The head groups of 16 the flash kernel runs a block with for H heads (1, 2 or 4), or 0 where
-// it does not take the shape: the latent width kFlR, a bf16 or e4m3 cache with 16-byte rows,
-// 16-byte rows of qt, 8-byte rows of ot, and its shared memory within the device's opt-in limit
-// (fl_layout_for: 120 KiB for one head group, 226 KiB for four; an sm_90 block may have 227
-// KiB, an sm_120/sm_121 one 99 KiB, so there no group count fits and the scalar kernels run).
-int attend_flash_groups(const eng_cache *lat, int H, int R, const float *qt, const float *ot)
+// The flash kernel's form for H heads within `budget` bytes of shared memory a block (the
+// device's opt-in limit where budget < 0, and never above it), or heads 0 where it does not take
+// the shape: the latent width kFlR, a bf16 or e4m3 cache with 16-byte rows, 16-byte rows of qt,
+// 8-byte rows of ot. The head groups a block are those H needs (1, 2 or 4 of 16), or fewer where
+// those do not fit; two key tiles where one group fits (fl_layout_for: 120 KiB for one group,
+// 226 KiB for four), else one (88 KiB): sm_90 (227 KiB a block) runs the big form, sm_120/sm_121
+// (the GB10 Sparks: 99 KiB) the small one; a device below 88 KiB the scalar kernels.
+eng_mla_prefill_form attend_flash_plan(const eng_cache *lat, int H, int R, const float *qt,
+                                       const float *ot, int budget)
 {
-    int ng = ((H < 64 ? H : 64) + 15) / 16;
-    ng = ng == 3 ? 4 : ng;
-    if (R != kFlR || lat->width != R || (uintptr_t)qt % 16 || (uintptr_t)ot % 8 ||
-        (uintptr_t)lat->rows % 16 || (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16) ||
-        H > 65535 * 64)
-        return 0;
+    eng_mla_prefill_form none = {0, 0, 0};
+    if (H < 1 || R != kFlR || lat->width != R || (uintptr_t)qt % 16 || (uintptr_t)ot % 8 ||
+        (uintptr_t)lat->rows % 16 || (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16))
+        return none;
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-        return 0;
-    return fl_layout_for(ng).bytes <= optin ? ng : 0;
+        return none;
+    if (budget < 0 || budget > optin)
+        budget = optin;
+    int want = ((H < 64 ? H : 64) + 15) / 16;
+    want = want == 3 ? 4 : want;
+    for (int ng = want; ng >= 1; ng /= 2) {
+        int bytes = fl_layout_for(ng, 2).bytes;
+        if (bytes <= budget)
+            return eng_mla_prefill_form{16 * ng, 2, bytes};
+    }
+    int bytes = fl_layout_for(1, 1).bytes;
+    if (bytes <= budget)
+        return eng_mla_prefill_form{16, 1, bytes};
+    return none;
+}
+
+template <int NG, int STAGES>
+int launch_attend_flash_cache(const eng_cache *lat, const float *qt, const int32_t *idx,
+                              const int *count, int width, int T, int H, float scale, float *ot,
+                              cudaStream_t st)
+{
+    if (lat->dtype == ENG_CACHE_FP8)
+        return launch_attend_flash<NG, ENG_CACHE_FP8, STAGES>(lat, qt, idx, count, width, T, H,
+                                                              scale, ot, st);
+    return launch_attend_flash<NG, ENG_CACHE_BF16, STAGES>(lat, qt, idx, count, width, T, H, scale,
+                                                           ot, st);
 }
 
 int attend_flash_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
-                     int width, int T, int H, int ng, float scale, float *ot, cudaStream_t st)
+                     int width, int T, int H, eng_mla_prefill_form f, float scale, float *ot,
+                     cudaStream_t st)
 {
-    if (lat->dtype == ENG_CACHE_FP8) {
-        switch (ng) {
-        case 1: return launch_attend_flash<1, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        case 2: return launch_attend_flash<2, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        default: return launch_attend_flash<4, ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, ot, st);
-        }
-    }
-    switch (ng) {
-    case 1: return launch_attend_flash<1, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    case 2: return launch_attend_flash<2, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
-    default: return launch_attend_flash<4, ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    if (f.stages == 1)
+        return launch_attend_flash_cache<1, 1>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    switch (f.heads) {
+    case 16: return launch_attend_flash_cache<1, 2>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    case 32: return launch_attend_flash_cache<2, 2>(lat, qt, idx, count, width, T, H, scale, ot, st);
+    default: return launch_attend_flash_cache<4, 2>(lat, qt, idx, count, width, T, H, scale, ot, st);
     }
 }
 
@@ -601,25 +643,43 @@ extern "C" int eng_mla_expand_prefill(const eng_mat *kv_b, const float *ot, int 
     return (int)cudaGetLastError();
 }
 
+extern "C" eng_mla_prefill_form eng_mla_attend_prefill_form(const eng_cache *lat, int H, int R,
+                                                         const float *qt, const float *ot,
+                                                         int smem_budget)
+{
+    return attend_flash_plan(lat, H, R, qt, ot, smem_budget);
+}
+
 extern "C" int eng_mla_attend_prefill_takes(const eng_cache *lat, int H, int R, const float *qt,
                                             const float *ot)
 {
-    return H >= 1 && attend_flash_groups(lat, H, R, qt, ot) != 0;
+    return attend_flash_plan(lat, H, R, qt, ot, -1).heads != 0;
 }
 
+extern "C" int eng_mla_attend_prefill_budget(const eng_cache *lat, const float *qt,
+                                             const int32_t *idx, const int *count, int width, int T,
+                                             int H, int R, float scale, float *ot, int smem_budget,
+                                             void *stream)
+{
+    if (T < 1 || H < 1)
+        return -1;
+    eng_mla_prefill_form f = attend_flash_plan(lat, H, R, qt, ot, smem_budget);
+    if (f.heads)
+        return attend_flash_run(lat, qt, idx, count, width, T, H, f, scale, ot,
+                                static_cast<cudaStream_t>(stream));
+    // The shapes the flash kernel does not take run the scalar kernels (eng_mla_attend, the same
+    // sums, checked against the CPU by test_mla_gpu): the f32 cache, latent widths other than
+    // 512, misaligned qt, ot or cache rows, and every shape on a device (or under a budget)
+    // whose shared memory a block is below the small form's 88 KiB.
+    return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+}
+
+// Which form runs where: sm_90 the big form (two key tiles, up to 64 heads a block), sm_120 and
+// sm_121 (99 KiB a block) the small one (one tile, 16 heads a block), smaller devices the scalar
+// kernels; eng_mla_attend_prefill_form says which for a shape.
 extern "C" int eng_mla_attend_prefill(const eng_cache *lat, const float *qt, const int32_t *idx,
                                       const int *count, int width, int T, int H, int R,
                                       float scale, float *ot, void *stream)
 {
-    if (T < 1 || H < 1)
-        return -1;
-    int ng = attend_flash_groups(lat, H, R, qt, ot);
-    if (ng)
-        return attend_flash_run(lat, qt, idx, count, width, T, H, ng, scale, ot,
-                                static_cast<cudaStream_t>(stream));
-    // The shapes the flash kernel does not take run the scalar kernels (eng_mla_attend, the same
-    // sums, checked against the CPU by test_mla_gpu): the f32 cache, latent widths other than
-    // 512, misaligned qt, ot or cache rows, and every shape on a device whose per-block shared
-    // memory is below the flash kernel's (sm_120/sm_121, the GB10 Sparks: 99 KiB).
-    return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+    return eng_mla_attend_prefill_budget(lat, qt, idx, count, width, T, H, R, scale, ot, -1, stream);
 }

@@ -1,8 +1,10 @@
 /* test_mla_gpu.c: the prefill (tensor-core) forms of the DSA latent attention, the absorbed query
  * and the value expansion against the scalar kernels (and the attention against a double host
  * reference), their bit-equality across chunks, and their time at the real shapes (the attention's
- * flash kernel against the scalar one and a cuBLAS GEMM's rate). Usage: test_mla_gpu [--no-time];
- * exit status 1 on any failure. */
+ * flash kernel against the scalar one and a cuBLAS GEMM's rate). The attention runs twice: in the
+ * form the device's dispatch picks, then in the small form (one key tile, 16 heads a block: the
+ * GB10's 99 KiB a block) forced, which must also give the bits of the big form with 16 heads a
+ * block. Usage: test_mla_gpu [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,11 @@ static int failures;
 /* sm_90, where the flash kernel must take the real shapes (elsewhere, sm_121's 99 KiB of shared
  * memory a block among them, the scalar kernel runs them) */
 static int device_sm90;
+/* The shared memory a block the attention's prefill form is chosen within: -1 the device's opt-in
+ * limit (the engine's dispatch); SMALL_SMEM the GB10's 99 KiB, where only the small form fits;
+ * ONE_GROUP_SMEM 124 KiB, the big form with 16 heads a block (its head sums the small form's). */
+enum { DEVICE_SMEM = -1, SMALL_SMEM = 99 * 1024, ONE_GROUP_SMEM = 124 * 1024 };
+static int smem_budget = DEVICE_SMEM;
 
 static float *dev_random(size_t n, float amp)
 {
@@ -99,10 +106,28 @@ static const char *cache_name(int dt)
     return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
 }
 
-/* the kernel eng_mla_attend_prefill runs for this cache and shape on this device */
+/* the kernel the prefill form runs for this cache and shape within `budget` on this device */
+static const char *kernel_within(int budget, const eng_cache *c, int H, int R, const float *qt,
+                                 const float *ot)
+{
+    eng_mla_prefill_form f = eng_mla_attend_prefill_form(c, H, R, qt, ot, budget);
+    return f.heads == 0 ? "scalar" : f.stages == 1 ? "flash-small" : "flash";
+}
+
+/* ... within smem_budget */
 static const char *prefill_kernel(const eng_cache *c, int H, int R, const float *qt, const float *ot)
 {
-    return eng_mla_attend_prefill_takes(c, H, R, qt, ot) ? "flash" : "scalar";
+    return kernel_within(smem_budget, c, H, R, qt, ot);
+}
+
+/* the prefill form within smem_budget (eng_mla_attend_prefill itself where that is the device's) */
+static int attend_prefill(const eng_cache *c, const float *qt, const int32_t *idx, const int *count,
+                          int width, int T, int H, int R, float scale, float *ot)
+{
+    if (smem_budget == DEVICE_SMEM)
+        return eng_mla_attend_prefill(c, qt, idx, count, width, T, H, R, scale, ot, NULL);
+    return eng_mla_attend_prefill_budget(c, qt, idx, count, width, T, H, R, scale, ot, smem_budget,
+                                         NULL);
 }
 
 /* A cache of `rows` random rows of width R in format dt, written by eng_cache_write (quantised as
@@ -152,7 +177,7 @@ static void check_attend(const shape *s, int dt)
     float scale = 1.0f / sqrtf((float)s->dn);
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
     CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
-    CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
+    CUDA_OK(attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got));
     char what[160];
     /* the flash kernel takes R 512 only: other widths run the scalar one */
     const char *kn = prefill_kernel(&c, H, R, qt, got);
@@ -161,8 +186,8 @@ static void check_attend(const shape *s, int dt)
     compare(what, got, ref, on, 1e-4);
     int t0 = T / 3, n2 = T / 2;
     CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-    CUDA_OK(eng_mla_attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
-                                   d_count + t0, W, n2, H, R, scale, part, NULL));
+    CUDA_OK(attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
+                                   d_count + t0, W, n2, H, R, scale, part));
     snprintf(what, sizeof what, "attend %s %s %s rows %d..%d as a chunk of %d", kn, s->name,
              cache_name(dt), t0, t0 + n2 - 1, n2);
     same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
@@ -316,9 +341,9 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The median of `reps` timed launches of the prefill form (prefill 1) or the scalar kernel
- * (prefill 0), one untimed first. */
-static float time_attend(int prefill, const eng_cache *c, const float *qt, const int32_t *d_idx,
+/* The median of `reps` timed launches of the prefill form within `budget` (prefill 1) or the
+ * scalar kernel (prefill 0), one untimed first. */
+static float time_attend(int prefill, int budget, const eng_cache *c, const float *qt, const int32_t *d_idx,
                          const int *d_count, int width, int T, int H, int R, float scale, float *ot,
                          void *ev0, void *ev1)
 {
@@ -327,7 +352,8 @@ static float time_attend(int prefill, const eng_cache *c, const float *qt, const
     for (int i = -1; i < reps; i++) {
         CUDA_OK(eng_event_record(ev0, NULL));
         if (prefill)
-            CUDA_OK(eng_mla_attend_prefill(c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
+            CUDA_OK(eng_mla_attend_prefill_budget(c, qt, d_idx, d_count, width, T, H, R, scale, ot,
+                                                  budget, NULL));
         else
             CUDA_OK(eng_mla_attend(c, qt, d_idx, d_count, width, T, H, R, scale, ot, NULL));
         CUDA_OK(eng_event_record(ev1, NULL));
@@ -401,35 +427,41 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
     char what[160];
-    { /* no silent fall-back: on sm_90 the bf16 and e4m3 caches are the flash kernel's, the f32
-       * cache the scalar kernel's; elsewhere the line says which runs */
+    const char *kn = prefill_kernel(&c, H, R, qt, got);
+    { /* no silent fall-back: on sm_90 the bf16 and e4m3 caches are the big flash form's (the
+       * small one's within 99 KiB), the f32 cache the scalar kernel's; elsewhere the line says
+       * which runs */
         int takes = eng_mla_attend_prefill_takes(&c, H, R, qt, got);
-        int f32 = dt == ENG_CACHE_F32;
-        snprintf(what, sizeof what, "attend %s %s H%d R%d: the %s kernel runs it", name,
-                 cache_name(dt), H, R, takes ? "flash" : "scalar");
-        int ok = f32 ? !takes : takes || !device_sm90;
+        eng_mla_prefill_form f = eng_mla_attend_prefill_form(&c, H, R, qt, got, smem_budget);
+        int f32 = dt == ENG_CACHE_F32, small = smem_budget == SMALL_SMEM;
+        snprintf(what, sizeof what, "attend %s %s H%d R%d: the %s kernel runs it (%d B)", name,
+                 cache_name(dt), H, R, kn, f.smem);
+        int ok = f32 ? !takes && f.heads == 0
+                     : small ? f.heads == 16 && f.stages == 1 && f.smem <= SMALL_SMEM
+                             : (takes && f.stages == 2) || !device_sm90;
         printf("%-58s %s\n", what, ok ? "ok" : f32 ? "FAIL: the f32 cache has no flash kernel"
-                                                    : "FAIL: sm_90 should run the flash kernel");
+                                      : small ? "FAIL: the small form should run within 99 KiB"
+                                              : "FAIL: sm_90 should run the big flash form");
         failures += !ok;
     }
     CUDA_OK(eng_mla_attend(&c, qt, d_idx, d_count, W, T, H, R, scale, ref, NULL));
     CUDA_OK(kern_memset(got, 0xff, on * sizeof(float)));
-    CUDA_OK(eng_mla_attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got, NULL));
-    snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against scalar", name,
+    CUDA_OK(attend_prefill(&c, qt, d_idx, d_count, W, T, H, R, scale, got));
+    snprintf(what, sizeof what, "attend %s %s %s pos %d T%d: against scalar", kn, name,
              cache_name(dt), pos0, T);
     compare(what, got, ref, on, 1e-4);
     int at[4] = {0, T / 2, T - 1, (int)(test_rng_u32(&rng_state) % (uint32_t)T)};
-    snprintf(what, sizeof what, "attend %s %s pos %d T%d: prefill against f64 host", name,
+    snprintf(what, sizeof what, "attend %s %s %s pos %d T%d: against f64 host", kn, name,
              cache_name(dt), pos0, T);
     check_host(what, &c, rows, qt, got, idx, count, W, T, H, scale, at, 4, 1e-4);
     const int chunks[] = {1, 7, 64, 1024};
     for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
         int n2 = chunks[k] < T ? chunks[k] : T, t0 = (int)((T - n2) * (k + 1) / 5);
         CUDA_OK(kern_memset(part, 0xff, on * sizeof(float)));
-        CUDA_OK(eng_mla_attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
-                                       d_count + t0, W, n2, H, R, scale, part, NULL));
-        snprintf(what, sizeof what, "attend %s %s pos %d rows %d..%d as a chunk of %d", name,
-                 cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
+        CUDA_OK(attend_prefill(&c, qt + (size_t)t0 * H * R, d_idx + (size_t)t0 * W,
+                                       d_count + t0, W, n2, H, R, scale, part));
+        snprintf(what, sizeof what, "attend %s %s %s pos %d rows %d..%d as a chunk of %d", kn,
+                 name, cache_name(dt), pos0, t0, t0 + n2 - 1, n2);
         same_bits(what, part, got + (size_t)t0 * H * R, (size_t)n2 * H * R);
     }
     if (timed) {
@@ -437,15 +469,15 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
         for (int t = 0; t < T; t++)
             sel += count[t];
         double flop = 4.0 * sel * H * R; /* two products of 2 R flop a (row, key, head) */
-        const char *kn = prefill_kernel(&c, H, R, qt, part);
         float ms[2]; /* the prefill form's kernel, the scalar one */
         for (int k = 0; k < 2; k++)
-            ms[k] = time_attend(k == 0, &c, qt, d_idx, d_count, W, T, H, R, scale, part, ev0, ev1);
+            ms[k] = time_attend(k == 0, smem_budget, &c, qt, d_idx, d_count, W, T, H, R, scale,
+                                part, ev0, ev1);
         for (int k = 0; k < 2; k++) {
             double tf = flop / ms[k] / 1e9;
             printf("time attend %s %s pos %d T%d (%.0f keys a row): %s %.3f ms, %.1f TFLOP/s", name,
                    cache_name(dt), pos0, T, sel / T, k == 0 ? kn : "scalar", ms[k], tf);
-            if (k == 0 && strcmp(kn, "flash") == 0) {
+            if (k == 0 && strncmp(kn, "flash", 5) == 0) {
                 printf(" (%.1f on the tensor cores, q and p in two bf16 parts", 2 * tf);
                 if (gemm_rate > 0)
                     printf(": %.0f%% of the cuBLAS GEMM's rate)", 100 * 2 * tf / gemm_rate);
@@ -457,6 +489,14 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
         }
         printf("time attend %s %s pos %d T%d: %s is %.2fx the scalar kernel\n", name,
                cache_name(dt), pos0, T, kn, ms[1] / ms[0]);
+        if (smem_budget != DEVICE_SMEM) { /* beside the form the device runs */
+            const char *dk = kernel_within(DEVICE_SMEM, &c, H, R, qt, part);
+            float dms = time_attend(1, DEVICE_SMEM, &c, qt, d_idx, d_count, W, T, H, R, scale,
+                                    part, ev0, ev1);
+            printf("time attend %s %s pos %d T%d: %s %.3f ms (%.1f TFLOP/s) beside the device's "
+                   "%s %.3f ms (%.1f TFLOP/s): %.2fx its time\n", name, cache_name(dt), pos0, T,
+                   kn, ms[0], flop / ms[0] / 1e9, dk, dms, flop / dms / 1e9, ms[0] / dms);
+        }
     }
     free_cache(&c);
     kern_free(d_idx);
@@ -467,6 +507,88 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
     kern_free(part);
     free(idx);
     free(count);
+}
+
+/* The small form (one key tile) against the big form with 16 heads a block, forced by the budget:
+ * each head's sums run in the same order in both, so the whole output is the same bits; skipped
+ * (said so) where the device cannot give a block the big form's 124 KiB. */
+static void check_small_matches_big(const char *name, int H, int pos0, int T, int dt)
+{
+    const int R = 512, kpool = 4, budget = 512, W = budget * kpool + kpool - 1;
+    int rows = pos0 + T;
+    eng_cache c = new_cache(dt, R, rows);
+    int32_t *idx = xmalloc((size_t)T * W * sizeof *idx);
+    int *count = xmalloc((size_t)T * sizeof *count);
+    indexer_selection(pos0, T, kpool, budget, W, idx, count);
+    int32_t *d_idx = dev_copy(idx, (size_t)T * W * sizeof *idx);
+    int *d_count = dev_copy(count, (size_t)T * sizeof *count);
+    float *qt = dev_random((size_t)T * H * R, 3.0f);
+    size_t on = (size_t)T * H * R;
+    float *big = dev_alloc(on * sizeof(float)), *small = dev_alloc(on * sizeof(float));
+    float scale = 1.0f / sqrtf(256.0f);
+    char what[160];
+    eng_mla_prefill_form fb = eng_mla_attend_prefill_form(&c, H, R, qt, big, ONE_GROUP_SMEM);
+    eng_mla_prefill_form fs = eng_mla_attend_prefill_form(&c, H, R, qt, small, SMALL_SMEM);
+    snprintf(what, sizeof what, "attend small %s %s H%d pos %d T%d against big, 16 heads a block",
+             name, cache_name(dt), H, pos0, T);
+    if (fb.heads != 16 || fb.stages != 2) {
+        printf("%-58s skipped: the device gives a block under %d B\n", what, ONE_GROUP_SMEM);
+    } else if (fs.heads != 16 || fs.stages != 1) {
+        printf("%-58s FAIL: the small form does not run within %d B\n", what, SMALL_SMEM);
+        failures++;
+    } else {
+        /* different fillers: an element neither form wrote differs */
+        CUDA_OK(kern_memset(big, 0xff, on * sizeof(float)));
+        CUDA_OK(kern_memset(small, 0x7f, on * sizeof(float)));
+        CUDA_OK(eng_mla_attend_prefill_budget(&c, qt, d_idx, d_count, W, T, H, R, scale, big,
+                                              ONE_GROUP_SMEM, NULL));
+        CUDA_OK(eng_mla_attend_prefill_budget(&c, qt, d_idx, d_count, W, T, H, R, scale, small,
+                                              SMALL_SMEM, NULL));
+        same_bits(what, small, big, on);
+    }
+    free_cache(&c);
+    kern_free(d_idx);
+    kern_free(d_count);
+    kern_free(qt);
+    kern_free(big);
+    kern_free(small);
+    free(idx);
+    free(count);
+}
+
+/* The form chosen within each budget on sm_90 (227 KiB a block): the head groups H needs where
+ * they fit, fewer where not, the small form within 99 KiB, the scalar kernel below its 88 KiB. */
+static void check_form_choice(void)
+{
+    if (!device_sm90) {
+        printf("%-58s skipped: not sm_90\n", "attend form choice by shared memory budget");
+        return;
+    }
+    eng_cache c = new_cache(ENG_CACHE_FP8, 512, 64);
+    float *qt = dev_alloc(64 * 512 * sizeof(float)), *ot = dev_alloc(64 * 512 * sizeof(float));
+    const struct {
+        int budget, H, heads, stages;
+    } want[] = {
+        {DEVICE_SMEM, 64, 64, 2}, {DEVICE_SMEM, 40, 64, 2}, {DEVICE_SMEM, 32, 32, 2},
+        {DEVICE_SMEM, 16, 16, 2}, {163 * 1024, 64, 32, 2},  {ONE_GROUP_SMEM, 64, 16, 2},
+        {SMALL_SMEM, 64, 16, 1},  {SMALL_SMEM, 4, 16, 1},   {80 * 1024, 64, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        eng_mla_prefill_form f = eng_mla_attend_prefill_form(&c, want[i].H, 512, qt, ot,
+                                                             want[i].budget);
+        char what[160];
+        snprintf(what, sizeof what, "attend form H%d within %d B: %d heads a block, %d tile(s)",
+                 want[i].H, want[i].budget, f.heads, f.stages);
+        int ok = f.heads == want[i].heads && (f.heads == 0 || f.stages == want[i].stages) &&
+                 (want[i].budget < 0 || f.smem <= want[i].budget);
+        printf("%-58s %s\n", what, ok ? "ok" : "FAIL");
+        if (!ok)
+            printf("    expected %d heads a block, %d tile(s)\n", want[i].heads, want[i].stages);
+        failures += !ok;
+    }
+    free_cache(&c);
+    kern_free(qt);
+    kern_free(ot);
 }
 
 /* The absorbed query and the value expansion with random bf16 kv_b. */
@@ -560,24 +682,40 @@ int main(int argc, char **argv)
         {"odd", 20, 64, 64, 128, 67, 45, 500},         /* heads off the 16-row groups */
         {"small", 4, 64, 64, 64, 67, 37, 300},         /* mkmodel small */
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        check_attend(&shapes[i], ENG_CACHE_FP8);
-        check_attend(&shapes[i], ENG_CACHE_BF16);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         check_products(&shapes[i], timed && i == 0, ev0, ev1);
-    }
     double gemm_rate = timed ? cublas_rate(ev0, ev1) : 0;
-    /* the real shapes at the selection layout: position 0 (dense causal rows, then selections)
-     * and past 8192 (every row a selection), each cache format; the f32 cache runs the scalar
-     * kernels (the prefill form's dispatch checked) */
-    const int dts[3] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
-    for (int k = 0; k < 3; k++) {
-        check_indexed("real", 64, 512, 0, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
-        check_indexed("real", 64, 512, 65536, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
+    /* the attention in the device's form, then in the small form forced (99 KiB a block) */
+    const int budgets[2] = {DEVICE_SMEM, SMALL_SMEM};
+    for (int b = 0; b < 2; b++) {
+        smem_budget = budgets[b];
+        printf("-- the attention's prefill form within %s\n",
+               b == 0 ? "the device's shared memory a block (the dispatch)"
+                      : "99 KiB a block (the GB10's; the small form)");
+        for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+            check_attend(&shapes[i], ENG_CACHE_FP8);
+            check_attend(&shapes[i], ENG_CACHE_BF16);
+        }
+        /* the real shapes at the selection layout: position 0 (dense causal rows, then
+         * selections) and past 8192 (every row a selection), each cache format; the f32 cache
+         * runs the scalar kernels (the prefill form's dispatch checked) */
+        const int dts[3] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
+        for (int k = 0; k < 3; k++) {
+            check_indexed("real", 64, 512, 0, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
+            check_indexed("real", 64, 512, 65536, 4096, dts[k], timed && k < 2, gemm_rate, ev0, ev1);
+        }
+        check_indexed("tp2", 32, 512, 9000, 1024, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
+        check_indexed("tp2", 32, 512, 0, 1024, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
+        check_indexed("heads16", 16, 512, 9000, 64, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
+        check_indexed("heads40", 40, 512, 3000, 64, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
     }
-    check_indexed("tp2", 32, 512, 9000, 1024, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
-    check_indexed("tp2", 32, 512, 0, 1024, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
-    check_indexed("heads16", 16, 512, 9000, 64, ENG_CACHE_FP8, 0, gemm_rate, ev0, ev1);
-    check_indexed("heads40", 40, 512, 3000, 64, ENG_CACHE_BF16, 0, gemm_rate, ev0, ev1);
+    smem_budget = DEVICE_SMEM;
+    printf("-- the small form against the big form with 16 heads a block: the same bits\n");
+    check_form_choice();
+    check_small_matches_big("real", 64, 9000, 256, ENG_CACHE_FP8);
+    check_small_matches_big("real", 64, 0, 256, ENG_CACHE_BF16);
+    check_small_matches_big("heads40", 40, 3000, 128, ENG_CACHE_BF16);
+    check_small_matches_big("heads16", 16, 9000, 64, ENG_CACHE_FP8);
     eng_event_free(ev0);
     eng_event_free(ev1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
