@@ -274,7 +274,8 @@ static void check_mla(int dtype, int timed, void *ev0, void *ev1)
             }
             CUDA_OK(eng_event_record(ev1, NULL));
             CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-            double us = ms * 1000.0 / reps, bytes = (double)H * (k ? dv : dn) * R * 2;
+            double us = ms * 1000.0 / reps,
+                   bytes = (double)H * (k ? dv : dn) * R * (dtype == ENG_BF16 ? 2 : 4);
             printf("time %-39s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", name, us, bytes / 1e6,
                    bytes / (us * 1e3));
         }
@@ -1502,7 +1503,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
         check_job(&jobs[i], timed, ev0, ev1);
     check_mla(ENG_BF16, timed, ev0, ev1);
-    check_mla(ENG_F32, 0, ev0, ev1);
+    check_mla(ENG_F32, timed, ev0, ev1);
     check_attend(ENG_CACHE_FP8, 64, timed, ev0, ev1);
     check_attend(ENG_CACHE_BF16, 64, timed, ev0, ev1);
     check_attend(ENG_CACHE_FP8, 32, timed, ev0, ev1); /* a rank's heads on two nodes */
