@@ -2,30 +2,34 @@
 // over the selected latent rows in absorbed form (the absorbed query, the attention, the value
 // expansion) with scalar kernels; the prefill's tensor-core kernels are in engine_attend_prefill.cu.
 #include "engine_common.cuh"
+#include "kernel_limits.h"
 
 namespace {
 
-constexpr int kAbsorbT = 8;
-constexpr int kAbsorbSplit = 8; // dn slices, each a warp-group of the block (decode: few tokens)
+constexpr int kAbsorbT = KERN_ABSORB_TOKENS;
+constexpr int kAbsorbSplit = KERN_ABSORB_SLICES; // dn slices, each a warp of the block
 
-// Block per (head, 8 tokens); the block's 8 warps take interleaved slices of the dn rows, each
-// lane two latent columns a pass, and meet in shared memory in slice order.
+// Block per (head, 8 tokens, cols latent columns from blockIdx.z * cols); the block's 8 warps
+// take interleaved slices of the dn rows, each lane two latent columns a pass (eight for bf16),
+// and meet in shared memory in slice order. A column's sums do not depend on cols, so the
+// launch picks cols for its shared memory (kern_absorb_cols) without changing a bit.
 __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *q, int T, int H,
-                                                     int dn, int dv, int R, float *qt)
+                                                     int dn, int dv, int R, int cols, float *qt)
 {
     pdl_prologue();
-    extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [kAbsorbSplit][kAbsorbT][R]
+    extern __shared__ float sm[]; // qs [kAbsorbT][dn], part [kAbsorbSplit][kAbsorbT][cols]
     float *qs = sm, *part = sm + kAbsorbT * dn;
     int h = blockIdx.x, t0 = blockIdx.y * kAbsorbT;
+    int c0 = blockIdx.z * cols, cend = c0 + cols < R ? c0 + cols : R;
     int nt = T - t0 < kAbsorbT ? T - t0 : kAbsorbT;
     int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
     for (int i = threadIdx.x; i < kAbsorbT * dn; i += blockDim.x)
         qs[i] = i / dn < nt ? q[((size_t)(t0 + i / dn) * H + h) * dn + i % dn] : 0.0f;
     __syncthreads();
     bool vec = kv_b.dtype == ENG_BF16 && R % 8 == 0 && (uintptr_t)kv_b.data % 16 == 0;
-    for (int r0 = 0; vec && r0 < R; r0 += 256) { // BF16: 8 columns a lane, one 16-byte load
+    for (int r0 = c0; vec && r0 < cend; r0 += 256) { // BF16: 8 columns a lane, one 16-byte load
         int c = r0 + lane * 8;
-        if (c >= R)
+        if (c >= cend)
             continue;
         float acc[8][kAbsorbT] = {};
 #pragma unroll 4
@@ -51,15 +55,15 @@ __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *
         for (int k = 0; k < kAbsorbT; k++)
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                part[(slice * kAbsorbT + k) * R + c + j] = acc[j][k];
+                part[(slice * kAbsorbT + k) * cols + c - c0 + j] = acc[j][k];
     }
-    for (int r0 = 0; !vec && r0 < R; r0 += 64) {
+    for (int r0 = c0; !vec && r0 < cend; r0 += 64) {
         int ra = r0 + lane, rb = r0 + 32 + lane;
         float acc[2][kAbsorbT] = {};
         for (int i = slice; i < dn; i += kAbsorbSplit) {
             int row = h * (dn + dv) + i;
-            float wa = ra < R ? mat_at(kv_b, row, ra) : 0.0f;
-            float wb = rb < R ? mat_at(kv_b, row, rb) : 0.0f;
+            float wa = ra < cend ? mat_at(kv_b, row, ra) : 0.0f;
+            float wb = rb < cend ? mat_at(kv_b, row, rb) : 0.0f;
 #pragma unroll
             for (int k = 0; k < kAbsorbT; k++) {
                 acc[0][k] += qs[k * dn + i] * wa;
@@ -68,19 +72,20 @@ __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *
         }
 #pragma unroll
         for (int k = 0; k < kAbsorbT; k++) {
-            if (ra < R)
-                part[(slice * kAbsorbT + k) * R + ra] = acc[0][k];
-            if (rb < R)
-                part[(slice * kAbsorbT + k) * R + rb] = acc[1][k];
+            if (ra < cend)
+                part[(slice * kAbsorbT + k) * cols + ra - c0] = acc[0][k];
+            if (rb < cend)
+                part[(slice * kAbsorbT + k) * cols + rb - c0] = acc[1][k];
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < nt * R; i += blockDim.x) {
-        int k = i / R, r = i % R;
+    int w = cend - c0;
+    for (int i = threadIdx.x; i < nt * w; i += blockDim.x) {
+        int k = i / w, r = i % w;
         float a = 0.0f;
         for (int sl = 0; sl < kAbsorbSplit; sl++)
-            a += part[(sl * kAbsorbT + k) * R + r];
-        qt[((size_t)(t0 + k) * H + h) * R + r] = a;
+            a += part[(sl * kAbsorbT + k) * cols + r];
+        qt[((size_t)(t0 + k) * H + h) * R + c0 + r] = a;
     }
 }
 
@@ -727,17 +732,18 @@ extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H,
                T, H, dn, dv, R, qt);
         return (int)cudaGetLastError();
     }
-    dim3 grid(H, blocks_for((size_t)T, kAbsorbT));
-    size_t smem = ((size_t)kAbsorbT * dn + (size_t)kAbsorbSplit * kAbsorbT * R) * sizeof(float);
-    if (smem > 200 * 1024)
+    // Within the default 48 KiB, so no opt-in: the same blocks on every device (the whole of R
+    // asked 136 KiB at GLM's shapes, past an sm_121 block's 99 KiB).
+    int cols = kern_absorb_cols(dn, R, KERN_SMEM_DEFAULT);
+    if (!cols) { // dn past 1,500 or so: no shape of GLM's
+        kern_log(0, "absorb_kernel: %d query rows need %zu bytes of shared memory at 64 latent "
+                    "columns, past the %zu a block has without an opt-in",
+                 dn, kern_absorb_smem(dn, 64), KERN_SMEM_DEFAULT);
         return -1;
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    static int smem_set; // the opt-in above 48 KiB, once
-    if (!smem_set) {
-        cudaFuncSetAttribute(absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-        smem_set = 1;
     }
-    launch(absorb_kernel, grid, 32 * kAbsorbSplit, smem, st, *kv_b, q, T, H, dn, dv, R, qt);
+    dim3 grid(H, blocks_for((size_t)T, kAbsorbT), blocks_for((size_t)R, cols));
+    launch(absorb_kernel, grid, 32 * kAbsorbSplit, kern_absorb_smem(dn, cols),
+           static_cast<cudaStream_t>(stream), *kv_b, q, T, H, dn, dv, R, cols, qt);
     return (int)cudaGetLastError();
 }
 

@@ -1,7 +1,7 @@
 # kernels/local.mk: CUDA kernels (*.cu) behind kernels.h, built with nvcc for $(CUDA_ARCHS).
 # The GPU test and benchmark are built with the kernels; they run on a GPU machine
 # (tests/gpu/run.sh), never in CI.
-KERNEL_SOURCES = kernels/kernels.h kernels/device.cu kernels/exl3_device.cuh \
+KERNEL_SOURCES = kernels/kernels.h kernels/kernel_limits.h kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_route.cuh \
@@ -14,7 +14,13 @@ EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_
 EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
 # the GPU entry point's options, refusals and table, where no GPU is needed (CI)
 TESTS += tests/e2e/gpu_run_cli.sh
-EXTRA_DIST += $(KERNEL_SOURCES) tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
+# the kernels' configurations chosen from shared-memory limits, with sm_90's and sm_121's (CI)
+check_PROGRAMS += tests/unit/test_kernel_limits
+tests_unit_test_kernel_limits_SOURCES = tests/unit/test_kernel_limits.c
+tests_unit_test_kernel_limits_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_kernel_limits_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_kernel_limits
+EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c \
 	tests/gpu/gpu_test.h bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
@@ -34,7 +40,7 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
-KERNEL_INCLUDES = kernels/kernels.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
+KERNEL_INCLUDES = kernels/kernels.h kernels/kernel_limits.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
 	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh
 $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT) \
 	tests/gpu/exl3_grouped_ref.$(OBJEXT): \

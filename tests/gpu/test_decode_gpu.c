@@ -216,13 +216,18 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
 
 /* ---- the absorbed query and the value expansion (eng_mla_absorb, eng_mla_expand) --------- */
 
-static void check_mla(int timed, void *ev0, void *ev1)
+/* kv_b bf16 (the vector kernels) or f32 (the scalar ones: absorb_kernel in column blocks within
+ * the default 48 KiB of shared memory, as on an sm_121 Spark, kernels/LIMITS.md), at H heads of
+ * R latent columns (GLM: 64, 512; R 576 leaves absorb_kernel a last block of 64 columns). */
+static void check_mla(int dtype, int H, int R, int timed, void *ev0, void *ev1)
 {
-    int H = 64, dn = 256, dv = 256, R = 512;
-    tmat kv = make_mat(ENG_BF16, H * (dn + dv), R, 0.05f);
+    int dn = 256, dv = 256;
+    tmat kv = make_mat(dtype, H * (dn + dv), R, 0.05f);
     for (int k = 0; k < 2; k++) {
         int in = k ? R : dn, out = k ? dv : R;
-        const char *name = k ? "the value expansion" : "the absorbed query";
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", k ? "the value expansion" : "the absorbed query",
+                 dtype == ENG_BF16 ? "" : R == 512 ? ", f32" : ", f32 R 576");
         size_t xn = (size_t)MAXT * H * in, yn = (size_t)MAXT * H * out;
         float *hx = host_random(xn, 1.0f);
         float *x = dev_copy(hx, xn * sizeof(float));
@@ -271,7 +276,8 @@ static void check_mla(int timed, void *ev0, void *ev1)
             }
             CUDA_OK(eng_event_record(ev1, NULL));
             CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-            double us = ms * 1000.0 / reps, bytes = (double)H * (k ? dv : dn) * R * 2;
+            double us = ms * 1000.0 / reps,
+                   bytes = (double)H * (k ? dv : dn) * R * (dtype == ENG_BF16 ? 2 : 4);
             printf("time %-39s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", name, us, bytes / 1e6,
                    bytes / (us * 1e3));
         }
@@ -1498,7 +1504,9 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
         check_job(&jobs[i], timed, ev0, ev1);
-    check_mla(timed, ev0, ev1);
+    check_mla(ENG_BF16, 64, 512, timed, ev0, ev1);
+    check_mla(ENG_F32, 64, 512, timed, ev0, ev1);
+    check_mla(ENG_F32, 8, 576, 0, ev0, ev1);
     check_attend(ENG_CACHE_FP8, 64, timed, ev0, ev1);
     check_attend(ENG_CACHE_BF16, 64, timed, ev0, ev1);
     check_attend(ENG_CACHE_FP8, 32, timed, ev0, ev1); /* a rank's heads on two nodes */
