@@ -668,6 +668,34 @@ struct plain_jobs {
     int n;
 };
 
+// A row's T sums from its wpr warps' lane partials: each warp's own sum (warp_sum), then, where a
+// row takes several warps, the warps' sums added in warp order into the row's first warp (sub 0).
+// Every thread of the block calls it (the barrier). gemv_plain_kernel and router_route_kernel
+// share it so a row's sums are the same operations in both.
+template <int T>
+__device__ __forceinline__ void rows_sum(float (&acc)[T], float (*red)[T], int warp, int sub, int wpr,
+                                         int lane)
+{
+#pragma unroll
+    for (int t = 0; t < T; t++)
+        acc[t] = warp_sum(acc[t]);
+    if (wpr > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                red[warp][t] = acc[t];
+        __syncthreads();
+        if (sub == 0)
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                float a = 0.0f;
+                for (int k = 0; k < wpr; k++)
+                    a += red[warp + k][t];
+                acc[t] = a;
+            }
+    }
+}
+
 // gemv_jobs_kernel for jobs that are all plain: row_dot's and the skinny rows' operations in
 // the same order, so a row's bits are the general kernel's. At one token 48 registers against
 // its 108: 5 blocks an SM against 2. Six blocks need 40 registers and spill, and trimming the
@@ -709,24 +737,7 @@ __global__ void __launch_bounds__(256, T == 1 ? GEMV_PLAIN_MIN_BLOCKS : 1)
     if (valid)
         units_dot<T>(reinterpret_cast<const uint4 *>(jb.w + (size_t)r * cols), cols / 8, jb.bf,
                      jb.x, cols, sub, wpr, lane, acc);
-#pragma unroll
-    for (int t = 0; t < T; t++)
-        acc[t] = warp_sum(acc[t]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < T; t++)
-                red[warp][t] = acc[t];
-        __syncthreads();
-        if (sub == 0)
-#pragma unroll
-            for (int t = 0; t < T; t++) {
-                float a = 0.0f;
-                for (int k = 0; k < wpr; k++)
-                    a += red[warp + k][t];
-                acc[t] = a;
-            }
-    }
+    rows_sum<T>(acc, red, warp, sub, wpr, lane);
     if (!valid || sub != 0 || lane != 0)
         return;
 #pragma unroll
@@ -797,24 +808,7 @@ __global__ void __launch_bounds__(256) router_route_kernel(eng_mat w, const floa
         acc[t] = 0.0f;
     if (valid)
         row_dot<T>(w, r, x, sub, wpr, lane, acc);
-#pragma unroll
-    for (int t = 0; t < T; t++)
-        acc[t] = warp_sum(acc[t]);
-    if (wpr > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < T; t++)
-                red[warp][t] = acc[t];
-        __syncthreads();
-        if (sub == 0)
-#pragma unroll
-            for (int t = 0; t < T; t++) {
-                float a = 0.0f;
-                for (int k = 0; k < wpr; k++)
-                    a += red[warp + k][t];
-                acc[t] = a;
-            }
-    }
+    rows_sum<T>(acc, red, warp, sub, wpr, lane);
     if (valid && sub == 0 && lane == 0) {
 #pragma unroll
         for (int t = 0; t < T; t++)
