@@ -10,6 +10,7 @@
 #include "cuda/plan.h"
 #include "kernels/engine.h"
 #include "model/config.h"
+#include "tests/common/real_config.h"
 #include "model/model.h"
 #include "tp/split.h"
 #include "tests/common/check_main.h"
@@ -21,14 +22,7 @@ static glm_config real;
 
 static int load_real(void)
 {
-    const char *src = getenv("GLMCHAT_SRCDIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/cuda", src ? src : ".");
-    glm_error err = {0};
-    if (glm_config_load(&real, path, &err) == GLM_OK)
-        return 0;
-    fprintf(stderr, "test_cuda_plan: %s\n", err.message);
-    return -1;
+    return real_config_load(&real, "test_cuda_plan");
 }
 
 /* The CUDA side's N-rank arithmetic (cuda_plan_part_of, cuda_plan_rank_config_of,

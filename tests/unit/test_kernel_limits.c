@@ -6,6 +6,7 @@
 
 #include "kernels/kernel_limits.h"
 #include "model/config.h"
+#include "tests/common/real_config.h"
 #include "tests/common/check_main.h"
 
 /* A block's dynamic shared memory with the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin):
@@ -17,14 +18,7 @@ static glm_config real;
 
 static int load_real(void)
 {
-    const char *src = getenv("GLMCHAT_SRCDIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/cuda", src ? src : ".");
-    glm_error err = {0};
-    if (glm_config_load(&real, path, &err) == GLM_OK)
-        return 0;
-    fprintf(stderr, "test_kernel_limits: %s\n", err.message);
-    return -1;
+    return real_config_load(&real, "test_kernel_limits");
 }
 
 /* The absorbed query's scalar kernel (f32, f16 or fp8 kv_b) at the real dn and R: the whole R in

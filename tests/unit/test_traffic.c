@@ -9,6 +9,7 @@
 #include "model/projection.h"
 #include "model/traffic.h"
 #include "tests/common/check_main.h"
+#include "tests/common/real_config.h"
 #include "tests/common/tiny_config.h"
 
 static glm_traffic_params params(int ranks, glm_traffic_dense f, int context)
@@ -174,11 +175,8 @@ END_TEST
 START_TEST(real_model_calls_and_two_ranks)
 {
     glm_config c;
-    const char *src = getenv("GLMCHAT_SRCDIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/fixtures/cuda", src ? src : ".");
     glm_error err = {0};
-    ck_assert_msg(glm_config_load(&c, path, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_eq(real_config_load(&c, "test_traffic"), 0);
     glm_traffic_params p = params(1, GLM_TRAFFIC_BF16, 1024);
     glm_traffic_table one, two;
     ck_assert_int_eq(glm_traffic_step(&c, &p, &one, &err), GLM_OK);
