@@ -603,8 +603,8 @@ cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t s
 {
     using S = pipe_shape<K, MTW>;
     if (S::kSmem > 48 * 1024) {
-        static cudaError_t raised = cudaFuncSetAttribute(
-            grouped_pipe_kernel<K, CB, MTW>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem);
+        static cudaError_t raised = raise_smem(grouped_pipe_kernel<K, CB, MTW>, S::kSmem,
+                                               "the grouped EXL3 expert kernel");
         if (raised != cudaSuccess)
             return raised;
     }

@@ -613,8 +613,7 @@ cudaError_t blocks_per_sm(size_t smem, int *per_sm)
     static size_t cached_smem = 0;
     static int cached = 0;
     if (cached_smem != smem) {
-        cudaError_t rc = cudaFuncSetAttribute(moe_kernel<K, CB>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t rc = raise_smem(moe_kernel<K, CB>, smem, "the EXL3 MoE decode kernel");
         if (rc != cudaSuccess)
             return rc;
         rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached, moe_kernel<K, CB>, kThreads,

@@ -62,3 +62,20 @@ static cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size
     cfg.numAttrs = kern_pdl() ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
+
+// Raises kernel's dynamic shared memory limit to `bytes` (past the default 48 KiB). Where the
+// device allows less (a DGX Spark's 99 KiB blocks against an H100's 227), says so by name before
+// returning the error: the kernel, what it needs and the device's opt-in limit.
+template <typename Kernel>
+static inline cudaError_t raise_smem(Kernel kernel, size_t bytes, const char *name)
+{
+    cudaError_t rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (rc == cudaSuccess)
+        return rc;
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    kern_log(0, "%s needs %zu bytes of shared memory a block; this GPU allows %d (%s)", name, bytes,
+             optin, cudaGetErrorString(rc));
+    return rc;
+}
