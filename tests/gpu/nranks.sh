@@ -14,9 +14,7 @@
 # TP_BACKEND=cpu: a dry run of the same checks with CPU ranks over tcp only (no GPU, no NCCL,
 # NRANKS default 3, no bench), to try the script itself. One suite of tests/gpu/run.sh.
 set -u
-src=$(pwd)
-build=${BUILD_DIR:-"$src/build-gpu-nranks"}
-out=${1:-"$build/out"}
+. "$(dirname "$0")/lib.sh"
 backend=${TP_BACKEND:-cuda}
 transports="nccl tcp"
 gpus=${GLMCHAT_GPU_COUNT:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
@@ -39,27 +37,15 @@ if [ "$n" -gt "$gpus" ]; then
     echo "SKIP: needs $n GPUs (NRANKS), found $gpus"
     exit 77
 fi
-mkdir -p "$build" "$out"
-echo "== machine: $gpus GPUs, $n ranks"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-nvidia-smi topo -m 2>/dev/null | head -12
-date -u
-start=$(date +%s)
-if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
-    G="$GLMCHAT_PREBUILT/glmchat"
-    BN="$GLMCHAT_PREBUILT/bench_tp_nccl"
-elif [ "$backend" = cpu ]; then
+if [ "$backend" = cpu ] && [ -z "${GLMCHAT_PREBUILT:-}" ]; then
     echo "FAIL: TP_BACKEND=cpu takes its glmchat from GLMCHAT_PREBUILT=DIR"
     exit 1
-else
-    echo "== build: ./configure CUDA_ARCHS=\"${CUDA_ARCHS:-90}\"; make glmchat bench/bench_tp_nccl"
-    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="${CUDA_ARCHS:-90}" &&
-        make -j"$(nproc)" glmchat bench/bench_tp_nccl) >"$build/build.log" 2>&1 ||
-        { tail -40 "$build/build.log"; exit 1; }
-    echo "build took $(( $(date +%s) - start )) s"
-    G="$build/glmchat"
-    BN="$build/bench/bench_tp_nccl"
 fi
+echo "== $gpus GPUs, $n ranks"
+gpu_start nranks "${1:-}" glmchat bench/bench_tp_nccl || exit 1
+nvidia-smi topo -m 2>/dev/null | head -12
+G=$(gpu_bin glmchat)
+BN=$(gpu_bin bench/bench_tp_nccl)
 "$G" --version | head -1 || exit 1
 # f32 caches: the N-rank logits are then compared at float32 rounding; a window that fits
 export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096

@@ -9,27 +9,11 @@
 # fixture; TP_BACKEND=cpu runs the same checks on the CPU backend (a dry run without a GPU);
 # GPU_BENCH=0 skips bench_tp. One suite of tests/gpu/run.sh, which runs them all.
 set -u
-src=$(pwd)
-build=${BUILD_DIR:-"$src/build-gpu-two-ranks"}
-out=${1:-"$build/out"}
-mkdir -p "$build" "$out"
+. "$(dirname "$0")/lib.sh"
 backend=${TP_BACKEND:-cuda}
-echo "== machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-date -u
-start=$(date +%s)
-if [ -n "${GLMCHAT_PREBUILT:-}" ]; then
-    G="$GLMCHAT_PREBUILT/glmchat"
-    BT="$GLMCHAT_PREBUILT/bench_tp"
-else
-    echo "== build: ./configure CUDA_ARCHS=\"${CUDA_ARCHS:-90}\"; make glmchat bench/bench_tp"
-    (autoreconf -fi && cd "$build" && "$src/configure" -q CUDA_ARCHS="${CUDA_ARCHS:-90}" &&
-        make -j"$(nproc)" glmchat bench/bench_tp) >"$build/build.log" 2>&1 ||
-        { tail -40 "$build/build.log"; exit 1; }
-    echo "build took $(( $(date +%s) - start )) s"
-    G="$build/glmchat"
-    BT="$build/bench/bench_tp"
-fi
+gpu_start two-ranks "${1:-}" glmchat bench/bench_tp || exit 1
+G=$(gpu_bin glmchat)
+BT=$(gpu_bin bench/bench_tp)
 "$G" --version | head -1 || exit 1
 # f32 caches: the two-rank logits are then compared at float32 rounding; a window that fits
 export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096
