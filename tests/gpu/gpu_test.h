@@ -1,5 +1,6 @@
-/* gpu_test.h: what the GPU test programs share: a call into kernels/ that must succeed, host
- * allocation that must succeed, device buffers allocated and filled from the host.
+/* gpu_test.h: what the GPU test programs share: the device they run on, a call into kernels/ that
+ * must succeed, host allocation that must succeed, device buffers allocated and filled from the
+ * host.
  * Define GPU_TEST_NAME (the program's name, for messages) before including it. */
 #ifndef GLMCHAT_TESTS_GPU_TEST_H
 #define GLMCHAT_TESTS_GPU_TEST_H
@@ -20,6 +21,18 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* The device the test runs on (device 0): its description into name (cap bytes) and printed as
+ * the output's first line; without a CUDA device the test ends with status 1, saying so. */
+static inline void gpu_test_device(char *name, size_t cap)
+{
+    if (kern_device_count() < 1) {
+        fprintf(stderr, "%s: no CUDA device\n", GPU_TEST_NAME);
+        exit(1);
+    }
+    kern_device_describe(0, name, cap);
+    printf("device %s\n", name);
+}
 
 static inline void *xmalloc(size_t bytes)
 {

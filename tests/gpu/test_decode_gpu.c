@@ -1482,13 +1482,8 @@ static void check_router_route(int timed, void *ev0, void *ev1)
 int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
-    if (kern_device_count() < 1) {
-        fprintf(stderr, "test_decode_gpu: no CUDA device\n");
-        return 1;
-    }
     char name[256];
-    kern_device_describe(0, name, sizeof name);
-    printf("device %s\n", name);
+    gpu_test_device(name, sizeof name);
     void *ev0, *ev1;
     CUDA_OK(eng_event_new(&ev0));
     CUDA_OK(eng_event_new(&ev1));

@@ -219,13 +219,8 @@ int main(int argc, char **argv)
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* the table and eng_gemm's choices (stderr) in order */
     kern_set_log(log_to_stderr, NULL);
-    if (kern_device_count() < 1) {
-        fprintf(stderr, "test_gemm_rows: no CUDA device\n");
-        return 1;
-    }
     char name[256];
-    kern_device_describe(0, name, sizeof name);
-    printf("device %s\n", name);
+    gpu_test_device(name, sizeof name);
     void *ev0, *ev1;
     CUDA_OK(eng_event_new(&ev0));
     CUDA_OK(eng_event_new(&ev1));

@@ -665,13 +665,8 @@ int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (kern_device_count() < 1) {
-        fprintf(stderr, "test_mla_gpu: no CUDA device\n");
-        return 1;
-    }
     char name[256];
-    kern_device_describe(0, name, sizeof name);
-    printf("device %s\n", name);
+    gpu_test_device(name, sizeof name);
     device_sm90 = strstr(name, "sm_90") != NULL;
     void *ev0, *ev1;
     CUDA_OK(eng_event_new(&ev0));
