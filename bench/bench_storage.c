@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_clock.h"
 #include "storage/storage.h"
 #include "tests/common/rng.h"
 
@@ -98,15 +99,9 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double pct(double *v, size_t n, double p)
 {
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, bench_cmp_double);
     size_t i = (size_t)(p * (double)(n - 1) + 0.5);
     return v[i];
 }

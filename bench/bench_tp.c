@@ -12,23 +12,12 @@
 #include "tp/rank.h"
 #include "tp/transport.h"
 
+#include "bench/bench_clock.h"
+
 #define FLOATS 4096 /* one row of hidden 4096 in fp32: 16 KiB */
 #define WARMUP 1000
 #define EXCHANGES_PER_TOKEN 90
 #define RECIPE_TOK_S 60.4
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct stats {
     double median, p99, mean;
@@ -40,7 +29,7 @@ static stats summarize(double *v, int n)
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += v[i];
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     s.median = v[n / 2];
     s.p99 = v[(int)(n * 0.99)];
     s.mean = sum / n;
@@ -85,13 +74,13 @@ static int bench_glmchat(int iters, stats *out)
     for (int i = 0; i < FLOATS; i++)
         mine[i] = (float)i;
     for (int i = 0; i < WARMUP + iters; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (tp_rank_all_gather(r, mine, both, FLOATS, &err) != GLM_OK) {
             fprintf(stderr, "bench_tp: %s\n", err.message);
             return -1;
         }
         if (i >= WARMUP)
-            lat[i - WARMUP] = now_us() - t0;
+            lat[i - WARMUP] = bench_now_us() - t0;
     }
     tp_rank_close(r);
     int status;
@@ -134,11 +123,11 @@ static int bench_bare(int iters, stats *out)
         return -1;
     double *lat = malloc(sizeof(double) * (size_t)iters);
     for (int i = 0; i < WARMUP + iters; i++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (bare_exchange(fd, a, b, sizeof a) != 0)
             return -1;
         if (i >= WARMUP)
-            lat[i - WARMUP] = now_us() - t0;
+            lat[i - WARMUP] = bench_now_us() - t0;
     }
     close(fd);
     int status;

@@ -11,24 +11,13 @@
 #include "kernels/kernels.h"
 #include "tp/nccl.h"
 
+#include "bench/bench_clock.h"
+
 #define WARMUP 200
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void report(const char *what, double *v, int n, int floats, int world)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     printf("nccl %-12s all-gather of %d floats among %d ranks: median %.1f us, p99 %.1f us (%d runs)\n",
            what, floats, world, v[n / 2], v[(int)(n * 0.99)], n);
 }
@@ -106,12 +95,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; !rc && i < n; i++)
         mine[i] = (float)rank * 1e6f + (float)i;
     for (int k = 0; !rc && k < WARMUP + runs; k++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (tp_all_gather(t, mine, all, n, (uint64_t)k + 1, 10000, &err) != GLM_OK) {
             fprintf(stderr, "bench_tp_nccl: rank %d: %s\n", rank, err.message);
             rc = 1;
         } else if (k >= WARMUP) {
-            us[k - WARMUP] = now_us() - t0;
+            us[k - WARMUP] = bench_now_us() - t0;
         }
         int bad = rc ? -1 : check_order(all, floats, world);
         if (bad >= 0) {
@@ -124,7 +113,7 @@ int main(int argc, char **argv)
         report("host-staged", us, runs, floats, world);
     rc = rc || kern_to_device(d_mine, mine, n * 4);
     for (int k = 0; !rc && k < WARMUP + runs; k++) {
-        double t0 = now_us();
+        double t0 = bench_now_us();
         if (tp_nccl_all_gather_device(t, d_mine, d_all, n, stream, 10000, &err) != GLM_OK) {
             fprintf(stderr, "bench_tp_nccl: rank %d: %s\n", rank, err.message);
             rc = 1;
@@ -132,7 +121,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_tp_nccl: rank %d: the device gather's stream failed\n", rank);
             rc = 1;
         } else if (k >= WARMUP) {
-            us[k - WARMUP] = now_us() - t0;
+            us[k - WARMUP] = bench_now_us() - t0;
         }
     }
     if (!rc && !kern_to_host(all, d_all, (size_t)world * n * 4) && check_order(all, floats, world) >= 0) {

@@ -1,5 +1,5 @@
 # bench/local.mk: benchmarks (not tests); results recorded in bench/BENCHMARKS.md.
-EXTRA_DIST += bench/BENCHMARKS.md bench/ncu_decode_h200_2026-12-03.csv bench/bench_exl3_h200_2026-12-02-main.txt
+EXTRA_DIST += bench/BENCHMARKS.md bench/ncu_decode_h200_2026-12-03.csv bench/bench_exl3_h200_2026-12-02-main.txt bench/bench_clock.h
 
 # the arithmetic of bench_cuda_engine's decode tables (bench/decode_tables.c), checked by hand
 check_PROGRAMS += tests/unit/test_decode_tables
