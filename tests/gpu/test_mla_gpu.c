@@ -405,6 +405,45 @@ static double cublas_rate(void *ev0, void *ev1)
     return rate;
 }
 
+/* A run's inputs at the indexer's selection layout: a cache of pos0 + T rows of dtype dt, each
+ * row's selection (every earlier token below 2051, else 512 pools of 4 and the tail) on the host
+ * and the device, and T rows of random queries for H heads of R. */
+typedef struct sel_inputs {
+    eng_cache c;
+    int W, rows;
+    int32_t *idx, *d_idx;
+    int *count, *d_count;
+    float *qt;
+    size_t on; /* floats of an output: T x H x R */
+} sel_inputs;
+
+static sel_inputs sel_inputs_new(int H, int R, int pos0, int T, int dt)
+{
+    const int kpool = 4, budget = 512;
+    sel_inputs in;
+    in.W = budget * kpool + kpool - 1;
+    in.rows = pos0 + T;
+    in.c = new_cache(dt, R, in.rows);
+    in.idx = xmalloc((size_t)T * in.W * sizeof *in.idx);
+    in.count = xmalloc((size_t)T * sizeof *in.count);
+    indexer_selection(pos0, T, kpool, budget, in.W, in.idx, in.count);
+    in.d_idx = dev_copy(in.idx, (size_t)T * in.W * sizeof *in.idx);
+    in.d_count = dev_copy(in.count, (size_t)T * sizeof *in.count);
+    in.qt = dev_random((size_t)T * H * R, 3.0f);
+    in.on = (size_t)T * H * R;
+    return in;
+}
+
+static void sel_inputs_free(sel_inputs *in)
+{
+    free_cache(&in->c);
+    kern_free(in->d_idx);
+    kern_free(in->d_count);
+    kern_free(in->qt);
+    free(in->idx);
+    free(in->count);
+}
+
 /* The latent attention at the real selection layout: rows at positions pos0 .. pos0+T-1 over a
  * cache of pos0 + T rows, the indexer's selections (every earlier token below 2051, else 512
  * pools of 4 and the tail); the flash kernel against eng_mla_attend on every row and against a
@@ -413,16 +452,12 @@ static double cublas_rate(void *ev0, void *ev1)
 static void check_indexed(const char *name, int H, int R, int pos0, int T, int dt, int timed,
                           double gemm_rate, void *ev0, void *ev1)
 {
-    const int kpool = 4, budget = 512, W = budget * kpool + kpool - 1;
-    int rows = pos0 + T;
-    eng_cache c = new_cache(dt, R, rows);
-    int32_t *idx = xmalloc((size_t)T * W * sizeof *idx);
-    int *count = xmalloc((size_t)T * sizeof *count);
-    indexer_selection(pos0, T, kpool, budget, W, idx, count);
-    int32_t *d_idx = dev_copy(idx, (size_t)T * W * sizeof *idx);
-    int *d_count = dev_copy(count, (size_t)T * sizeof *count);
-    float *qt = dev_random((size_t)T * H * R, 3.0f);
-    size_t on = (size_t)T * H * R;
+    sel_inputs in = sel_inputs_new(H, R, pos0, T, dt);
+    eng_cache c = in.c;
+    const int W = in.W, rows = in.rows, *count = in.count, *d_count = in.d_count;
+    const int32_t *idx = in.idx, *d_idx = in.d_idx;
+    float *qt = in.qt;
+    size_t on = in.on;
     float *ref = dev_alloc(on * sizeof(float)), *got = dev_alloc(on * sizeof(float));
     float *part = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
@@ -498,15 +533,10 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
                    kn, ms[0], flop / ms[0] / 1e9, dk, dms, flop / dms / 1e9, ms[0] / dms);
         }
     }
-    free_cache(&c);
-    kern_free(d_idx);
-    kern_free(d_count);
-    kern_free(qt);
+    sel_inputs_free(&in);
     kern_free(ref);
     kern_free(got);
     kern_free(part);
-    free(idx);
-    free(count);
 }
 
 /* The small form (one key tile) against the big form with 16 heads a block, forced by the budget:
@@ -514,16 +544,13 @@ static void check_indexed(const char *name, int H, int R, int pos0, int T, int d
  * (said so) where the device cannot give a block the big form's 124 KiB. */
 static void check_small_matches_big(const char *name, int H, int pos0, int T, int dt)
 {
-    const int R = 512, kpool = 4, budget = 512, W = budget * kpool + kpool - 1;
-    int rows = pos0 + T;
-    eng_cache c = new_cache(dt, R, rows);
-    int32_t *idx = xmalloc((size_t)T * W * sizeof *idx);
-    int *count = xmalloc((size_t)T * sizeof *count);
-    indexer_selection(pos0, T, kpool, budget, W, idx, count);
-    int32_t *d_idx = dev_copy(idx, (size_t)T * W * sizeof *idx);
-    int *d_count = dev_copy(count, (size_t)T * sizeof *count);
-    float *qt = dev_random((size_t)T * H * R, 3.0f);
-    size_t on = (size_t)T * H * R;
+    const int R = 512;
+    sel_inputs in = sel_inputs_new(H, R, pos0, T, dt);
+    eng_cache c = in.c;
+    const int W = in.W, *d_count = in.d_count;
+    const int32_t *d_idx = in.d_idx;
+    float *qt = in.qt;
+    size_t on = in.on;
     float *big = dev_alloc(on * sizeof(float)), *small = dev_alloc(on * sizeof(float));
     float scale = 1.0f / sqrtf(256.0f);
     char what[160];
@@ -546,14 +573,9 @@ static void check_small_matches_big(const char *name, int H, int pos0, int T, in
                                               SMALL_SMEM, NULL));
         same_bits(what, small, big, on);
     }
-    free_cache(&c);
-    kern_free(d_idx);
-    kern_free(d_count);
-    kern_free(qt);
+    sel_inputs_free(&in);
     kern_free(big);
     kern_free(small);
-    free(idx);
-    free(count);
 }
 
 /* The form chosen within each budget on sm_90 (227 KiB a block): the head groups H needs where
