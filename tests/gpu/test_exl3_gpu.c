@@ -14,6 +14,12 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/common/rng.h"
 
+/* The grouped prefill kernels kern_exl3_set_grouped chooses from, each checked and its name. */
+static const int grouped_kernels[] = {KERN_EXL3_GROUPED_PIPE_64,
+                                      KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_AUTO};
+static const char *const grouped_names[] = {"pipe 64", "pipe 128 once", "auto"};
+enum { N_GROUPED = sizeof grouped_kernels / sizeof grouped_kernels[0] };
+
 static uint64_t rng_state;
 
 static int failures;
@@ -258,12 +264,8 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     float *again = xmalloc(nx * 4), *first = xmalloc(nx * 4);
     CUDA_OK(kern_malloc(&pwork, pbytes));
     CUDA_OK(kern_memset(pwork, 0xA5, pbytes));
-    static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
-                                   KERN_EXL3_GROUPED_AUTO};
-    static const char *const vnames[] = {"pipe 64", "pipe 128 once", "auto"};
-    enum { NV = sizeof variants / sizeof variants[0] };
-    for (int v = 0; v < NV; v++) {
-        CUDA_OK(kern_exl3_set_grouped(variants[v]));
+    for (int v = 0; v < N_GROUPED; v++) {
+        CUDA_OK(kern_exl3_set_grouped(grouped_kernels[v]));
         for (int call = 0; call < 2; call++) {
             CUDA_OK(kern_memset(dy, 0xFF, nx * 4));
             CUDA_OK(kern_exl3_moe_prefill(&ex, dx, dids, dw_, dy, rows, slots, pwork, NULL));
@@ -271,7 +273,7 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
             CUDA_OK(kern_to_host(call ? again : got, dy, nx * 4));
         }
         char pwhat[160];
-        snprintf(pwhat, sizeof pwhat, "moe prefill (%s) E%d %dx%d K%d %s rows %3d x %d", vnames[v],
+        snprintf(pwhat, sizeof pwhat, "moe prefill (%s) E%d %dx%d K%d %s rows %3d x %d", grouped_names[v],
                  E, hidden, inter, bits, cb == 0 ? "3inst" : cb == 1 ? "mcg" : "mul1", rows, slots);
         compare(pwhat, got, ref, nx, 4e-3);
         if (memcmp(got, again, nx * 4) != 0) {
@@ -395,12 +397,8 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
         free(row);
         free(cpu);
     }
-    static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
-                                   KERN_EXL3_GROUPED_AUTO};
-    static const char *const vnames[] = {"pipe 64", "pipe 128 once", "auto"};
-    enum { NV = sizeof variants / sizeof variants[0] };
-    for (int v = 0; v < NV; v++) {
-        CUDA_OK(kern_exl3_set_grouped(variants[v]));
+    for (int v = 0; v < N_GROUPED; v++) {
+        CUDA_OK(kern_exl3_set_grouped(grouped_kernels[v]));
         CUDA_OK(kern_memset(dz, 0xFF, nz * 4));
         CUDA_OK(kern_exl3_grouped_product(dtr, bits, cb, in, out, E, doff, P, dxh, dz, NULL));
         CUDA_OK(kern_sync());
@@ -409,7 +407,7 @@ static void test_grouped_products(int in, int out, int bits, int cb, int with_cp
         for (size_t i = 0; i < nz; i++)
             if (memcmp(&got[i], &ref[i], 4) != 0 && !differ++)
                 first = i;
-        printf("grouped %-15s %4dx%-4d K%d %-5s rows 1..300 %8zu values  %s\n", vnames[v], in, out,
+        printf("grouped %-15s %4dx%-4d K%d %-5s rows 1..300 %8zu values  %s\n", grouped_names[v], in, out,
                bits, cbn, nz, differ ? "FAIL: bits differ from the reference" : "same bits ok");
         if (differ) {
             printf("    %zu differ, first at row %zu col %zu: got %.9g want %.9g\n", differ,
