@@ -6,16 +6,21 @@
 #include <stdio.h>
 #include <string.h>
 
-void engine_logf(const engine_log *log, int level, const char *fmt, ...)
+void engine_vlogf(const engine_log *log, int level, const char *fmt, va_list ap)
 {
     if (!log || !log->fn)
         return;
     char line[4096];
+    vsnprintf(line, sizeof line, fmt, ap);
+    log->fn(log->user, level, line);
+}
+
+void engine_logf(const engine_log *log, int level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    engine_vlogf(log, level, fmt, ap);
     va_end(ap);
-    log->fn(log->user, level, line);
 }
 
 glm_engine_params glm_engine_default_params(void)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "glm_tokens.h"
+#include "log.h"
 #include "model/exl3.h"
 #include "model/exl3_load.h"
 #include "model/mkmodel.h"
@@ -66,14 +67,11 @@ static const char *codebook_name(exl3_codebook cb)
 static void note(const quant_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(const quant_opts *o, const char *fmt, ...)
 {
-    if (!o->p->log)
-        return;
-    char line[1024];
+    engine_log to = {o->p->log, o->p->log_user};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    engine_vlogf(&to, GLM_LOG_WARN, fmt, ap);
     va_end(ap);
-    o->p->log(o->p->log_user, GLM_LOG_WARN, line);
 }
 
 static glm_status declare_all(const quant_opts *o, const st_model *m, st_writer *w, size_t *nq,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "session.h"
 #include "tp/auth.h"
 #include "tp/group.h"
@@ -16,14 +17,11 @@
 static void say(const glm_worker_params *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const glm_worker_params *p, const char *fmt, ...)
 {
-    if (!p->log)
-        return;
-    char line[2048];
+    engine_log to = {p->log, p->log_user};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    engine_vlogf(&to, GLM_LOG_WARN, fmt, ap);
     va_end(ap);
-    p->log(p->log_user, GLM_LOG_WARN, line);
 }
 
 static int stopped(const glm_worker_params *p)
