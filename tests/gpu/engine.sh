@@ -43,46 +43,29 @@ mkdir -p "$models"
     >/dev/null || exit 1
 status=0
 : >"$out/parity.txt"
-echo "== the prefill latent attention and its products against the scalar kernels"
-if [ -x "$MLA" ]; then
-    timeout 180 "$MLA" >"$out/mla.txt" 2>&1 || status=1
-    cat "$out/mla.txt"
-    grep -E 'FAIL|PASS' "$out/mla.txt" | sed 's/^/test_mla_gpu: /' >>"$out/parity.txt"
-else
-    echo "no test_mla_gpu"
-fi
-echo "== the indexer: top-k against the CPU's rule, scores against fp64, times against the previous one"
-if [ -x "$IDX" ]; then
-    timeout 120 "$IDX" >"$out/index.txt" 2>&1 || status=1
-    cat "$out/index.txt"
-    grep -E 'FAIL|PASS' "$out/index.txt" | sed 's/^/test_index_gpu: /' >>"$out/parity.txt"
-else
-    echo "no test_index_gpu"
-fi
-echo "== the dense prefill products: row bits across chunk sizes, values, time against cuBLAS's default"
-if [ -x "$GEMM" ]; then
-    timeout 240 "$GEMM" >"$out/gemm.txt" 2>&1 || status=1
-    cat "$out/gemm.txt"
-    grep -E 'FAIL|PASS' "$out/gemm.txt" | sed 's/^/test_gemm_rows: /' >>"$out/parity.txt"
-else
-    echo "no test_gemm_rows"
-fi
-echo "== the decode step's kernels at the real shapes (references, rows bit-equal alone, times)"
-if [ -x "$DEC" ]; then
-    timeout 60 "$DEC" >"$out/decode.txt" 2>&1 || status=1
-    cat "$out/decode.txt"
-    grep -E '^(FAIL|PASS)' "$out/decode.txt" | sed 's/^/test_decode_gpu: /' >>"$out/parity.txt"
-else
-    echo "no test_decode_gpu"
-fi
-echo "== the KDA prefill kernels bit for bit (C references, the decode path a token at a time), times"
-if [ -x "$KDA" ]; then
-    timeout 180 "$KDA" >"$out/kda.txt" 2>&1 || status=1
-    cat "$out/kda.txt"
-    grep -E '^(FAIL|PASS)' "$out/kda.txt" | sed 's/^/test_kda_gpu: /' >>"$out/parity.txt"
-else
-    echo "no test_kda_gpu"
-fi
+# kernel_test BIN NAME SECONDS PATTERN TITLE: a kernel test program under its time limit, its
+# output kept in $out/NAME.txt and shown, the lines PATTERN picks added to the parity table.
+kernel_test() {
+    local bin=$1 name=$2 secs=$3 pattern=$4 prog
+    prog=$(basename "$bin")
+    echo "== $5"
+    if [ -x "$bin" ]; then
+        timeout "$secs" "$bin" >"$out/$name.txt" 2>&1 || status=1
+        cat "$out/$name.txt"
+        grep -E "$pattern" "$out/$name.txt" | sed "s/^/$prog: /" >>"$out/parity.txt"
+    else
+        echo "no $prog"
+    fi
+}
+kernel_test "$MLA" mla 180 'FAIL|PASS' "the prefill latent attention and its products against the scalar kernels"
+kernel_test "$IDX" index 120 'FAIL|PASS' \
+    "the indexer: top-k against the CPU's rule, scores against fp64, times against the previous one"
+kernel_test "$GEMM" gemm 240 'FAIL|PASS' \
+    "the dense prefill products: row bits across chunk sizes, values, time against cuBLAS's default"
+kernel_test "$DEC" decode 60 '^(FAIL|PASS)' \
+    "the decode step's kernels at the real shapes (references, rows bit-equal alone, times)"
+kernel_test "$KDA" kda 180 '^(FAIL|PASS)' \
+    "the KDA prefill kernels bit for bit (C references, the decode path a token at a time), times"
 run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
