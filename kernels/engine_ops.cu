@@ -3,6 +3,8 @@
 #include "engine_common.cuh"
 #include "engine_rows.cuh"
 
+#include <cuda_pipeline.h>
+
 namespace {
 
 constexpr int kHcMaxS = 16;
@@ -538,6 +540,153 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
 }
 
+// The prefill path's HC input norm and mixing product in one pass over X (T > the decode path's
+// rows; f32 fn of kNmOut rows, S * D a multiple of kNmTile). A warp takes kNmRowsWarp rows of
+// the flat streams; each lane owns 4 consecutive columns of every 128 and keeps, for each of its
+// rows, the sum of squares and the kNmOut products of its columns in registers, so X is read
+// once, in float4s. fn goes through shared memory in tiles of kNmTile columns (cp.async, two
+// buffers: the next tile loads while this one is used), shared by the block's kNmRowsBlock rows;
+// each lane's registers hold the X of the next tile as well, loaded before this tile's sums.
+// After the last tile the lanes' sums are summed by warp_sum and scaled by the row's 1 / rms
+// (the same value as RMS-norming the row first: the norm has no weight). Every row of every
+// block runs the same operations in the same order, so a row's bits do not depend on T, on
+// where in the block the row lands, or on the other rows.
+constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 4;
+constexpr int kNmRowsBlock = kNmWarps * kNmRowsWarp, kNmTile = 256, kNmSteps = kNmTile / 128;
+
+__device__ __forceinline__ void hc_nm_stage(float (*ws)[kNmTile], const float *W, int N, int tile)
+{
+    for (int k = threadIdx.x; k < kNmOut * (kNmTile / 4); k += kNmThreads) {
+        int r = k / (kNmTile / 4), c = (k - r * (kNmTile / 4)) * 4;
+        __pipeline_memcpy_async(&ws[r][c], W + (size_t)r * N + (size_t)tile * kNmTile + c, 16);
+    }
+    __pipeline_commit();
+}
+
+__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *const *xr,
+                                           const bool *on, int tile, int lane)
+{
+#pragma unroll
+    for (int s = 0; s < kNmSteps; s++)
+#pragma unroll
+        for (int i = 0; i < kNmRowsWarp; i++)
+            xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
+                                   xr[i] + (size_t)tile * kNmTile + s * 128) + lane)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+__global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
+                                                                    const float *__restrict__ W,
+                                                                    int T, int N, float eps,
+                                                                    float *__restrict__ mu)
+{
+    pdl_trigger();
+    __shared__ __align__(16) float ws[2][kNmOut][kNmTile];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile;
+    const float *xr[kNmRowsWarp];
+    bool on[kNmRowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        on[i] = r0 + i < T;
+        xr[i] = X + (size_t)(on[i] ? r0 + i : 0) * N;
+    }
+    hc_nm_stage(ws[0], W, N, 0); // fn is no kernel's output: its first tile loads before the wait
+    pdl_wait();
+    float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        ss[i] = 0.0f;
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++)
+            acc[i][o] = 0.0f;
+    }
+    float4 xv[kNmSteps][kNmRowsWarp], xn[kNmSteps][kNmRowsWarp];
+    hc_nm_load(xv, xr, on, 0, lane);
+    for (int tile = 0; tile < tiles; tile++) {
+        int buf = tile & 1;
+        if (tile + 1 < tiles) {
+            hc_nm_stage(ws[buf ^ 1], W, N, tile + 1);
+            hc_nm_load(xn, xr, on, tile + 1, lane);
+        } else {
+            __pipeline_commit(); // an empty group: the wait below always leaves one group out
+        }
+        __pipeline_wait_prior(1);
+        __syncthreads();
+#pragma unroll
+        for (int s = 0; s < kNmSteps; s++) {
+#pragma unroll
+            for (int i = 0; i < kNmRowsWarp; i++) {
+                float4 x = xv[s][i];
+                ss[i] = fmaf(x.x, x.x, ss[i]);
+                ss[i] = fmaf(x.y, x.y, ss[i]);
+                ss[i] = fmaf(x.z, x.z, ss[i]);
+                ss[i] = fmaf(x.w, x.w, ss[i]);
+            }
+#pragma unroll
+            for (int o = 0; o < kNmOut; o++) {
+                float4 w = reinterpret_cast<const float4 *>(&ws[buf][o][s * 128])[lane];
+#pragma unroll
+                for (int i = 0; i < kNmRowsWarp; i++) {
+                    float4 x = xv[s][i];
+                    float a = acc[i][o];
+                    a = fmaf(w.x, x.x, a);
+                    a = fmaf(w.y, x.y, a);
+                    a = fmaf(w.z, x.z, a);
+                    a = fmaf(w.w, x.w, a);
+                    acc[i][o] = a;
+                }
+            }
+        }
+        __syncthreads(); // every warp is done with ws[buf] before the next round refills it
+#pragma unroll
+        for (int s = 0; s < kNmSteps; s++)
+#pragma unroll
+            for (int i = 0; i < kNmRowsWarp; i++)
+                xv[s][i] = xn[s][i];
+    }
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        float inv = 1.0f / sqrtf(warp_sum(ss[i]) / (float)N + eps);
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++) {
+            float a = warp_sum(acc[i][o]);
+            if (lane == o && on[i])
+                mu[(size_t)(r0 + i) * kNmOut + o] = a * inv;
+        }
+    }
+}
+
+// The prefill path's HC collapse and the sublayer's RMSNorm in one pass: one block a token,
+// u[t] = norm * c / rms(c) with c[d] = sum_s pre[t][s] X[t][s][d] (eng_hc_collapse's sum, in its
+// order), c staged in shared memory between the two. A token's bits depend on that token alone.
+constexpr int kCnThreads = 1024;
+
+__global__ void __launch_bounds__(kCnThreads) hc_collapse_rmsnorm_kernel(
+    const float *X, const float *pre, const float *norm, int S, int D, float eps, float *u)
+{
+    pdl_prologue();
+    __shared__ float red[33], pr[kHcMaxS];
+    extern __shared__ float row[]; // [D]
+    int t = blockIdx.x;
+    const float *x = X + (size_t)t * S * D;
+    if ((int)threadIdx.x < S)
+        pr[threadIdx.x] = pre[t * S + threadIdx.x];
+    __syncthreads();
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pr[s] * x[(size_t)s * D + d];
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+}
+
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -676,4 +825,37 @@ extern "C" int eng_hc_sinkhorn(const float *part, int mix_rows, const float *bas
         launch(hc_sinkhorn_kernel<0>, T, kHcMixThreads, 0, ms, part, splits, mix_rows, base, scale,
                S, D, iters, hc_eps, rms_eps, post, comb);
     return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D)
+{
+    return fn && fn->dtype == ENG_F32 && S >= 1 && S <= kHcMaxS && D >= 1 &&
+           fn->rows == (2 + S) * S && fn->rows == kNmOut && fn->cols == S * D &&
+           (S * D) % kNmTile == 0 && (uintptr_t)fn->data % 16 == 0;
+}
+
+extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps,
+                               float *mu, void *stream)
+{
+    if (T < 1 || !eng_hc_norm_mix_takes(fn, S, D) || (uintptr_t)X % 16 != 0)
+        return -1;
+    launch(hc_norm_mix_kernel, blocks_for((size_t)T, kNmRowsBlock), kNmThreads, 0,
+           static_cast<cudaStream_t>(stream), X, static_cast<const float *>(fn->data), T, S * D,
+           eps, mu);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,
+                                       int S, int D, float eps, float *u, void *stream)
+{
+    if (T < 1 || S < 1 || S > kHcMaxS || D < 1 || !eng_hc_collapse_rmsnorm_takes(D))
+        return -1;
+    launch(hc_collapse_rmsnorm_kernel, T, kCnThreads, (size_t)D * sizeof(float),
+           static_cast<cudaStream_t>(stream), X, pre, norm, S, D, eps, u);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_collapse_rmsnorm_takes(int D)
+{
+    return D >= 1 && (size_t)D * sizeof(float) <= 40 * 1024;
 }
