@@ -171,7 +171,8 @@ int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, in
 int eng_hc_collapse(const float *X, const float *pre, int T, int S, int D, float *out, void *stream);
 /* X[t][j] = post[t][j] y[t] + sum_i comb[t][i][j] X[t][i]; with y2 (else NULL) the sublayer's
  * output is y[t] + y2[t], added here in the bits eng_add(y, y2) gives (the decode MoE's routed and
- * shared parts, summed without a launch of their own). */
+ * shared parts, summed without a launch of their own). Past the decode path's 8 rows with S 4 and
+ * 16-byte aligned rows it runs four positions a thread, the same operations in the same order. */
 int eng_hc_post(float *X, const float *y, const float *y2, const float *post, const float *comb,
                 int T, int S, int D, void *stream);
 /* The prefill path's HC input norm and mixing product in one pass over X [T][S * D]:

@@ -206,6 +206,55 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *y2, const 
     }
 }
 
+// The prefill path's HC update (S 4, D a multiple of 4, rows 16-byte aligned): hc_post_kernel's
+// arithmetic with its order pinned (y + y2 first; post * y, then a fused multiply-add a stream in
+// stream order, as the compiler contracts hc_post_kernel's sums), four positions a thread in
+// float4s, the token's comb and post in registers instead of a load an element.
+constexpr int kPost4Threads = 256;
+
+__global__ void __launch_bounds__(kPost4Threads) hc_post4_kernel(float *X, const float *y,
+                                                                 const float *y2, const float *post,
+                                                                 const float *comb, int D)
+{
+    pdl_prologue();
+    constexpr int S = 4;
+    int t = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x, D4 = D / 4;
+    if (q >= D4)
+        return;
+    float4 *xt = reinterpret_cast<float4 *>(X + (size_t)t * S * D) + q;
+    float4 old[S];
+#pragma unroll
+    for (int i = 0; i < S; i++)
+        old[i] = xt[(size_t)i * D4];
+    float4 yt = reinterpret_cast<const float4 *>(y + (size_t)t * D)[q];
+    if (y2) {
+        float4 b = reinterpret_cast<const float4 *>(y2 + (size_t)t * D)[q];
+        yt = make_float4(__fadd_rn(yt.x, b.x), __fadd_rn(yt.y, b.y), __fadd_rn(yt.z, b.z),
+                         __fadd_rn(yt.w, b.w));
+    }
+    float C[S * S], P[S];
+#pragma unroll
+    for (int k = 0; k < S * S; k++)
+        C[k] = comb[(size_t)t * S * S + k];
+#pragma unroll
+    for (int j = 0; j < S; j++)
+        P[j] = post[t * S + j];
+#pragma unroll
+    for (int j = 0; j < S; j++) {
+        float4 a = make_float4(__fmul_rn(P[j], yt.x), __fmul_rn(P[j], yt.y), __fmul_rn(P[j], yt.z),
+                               __fmul_rn(P[j], yt.w));
+#pragma unroll
+        for (int i = 0; i < S; i++) {
+            float c = C[i * S + j];
+            a.x = __fmaf_rn(c, old[i].x, a.x);
+            a.y = __fmaf_rn(c, old[i].y, a.y);
+            a.z = __fmaf_rn(c, old[i].z, a.z);
+            a.w = __fmaf_rn(c, old[i].w, a.w);
+        }
+        xt[(size_t)j * D4] = a;
+    }
+}
+
 // The decode path's HC step (T <= 8). The hidden positions split in ranges of dc = kHcCols / S
 // over blocks, so a block stages kHcCols columns of the flat streams (k = s * dc + j: stream s at
 // position d0 + j). Thread (t, j) applies the previous sublayer's HC update to token t at one
@@ -763,6 +812,13 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *y2, const floa
 {
     if (S > kHcMaxS)
         return -1;
+    if (T > kHcMaxT && S == 4 && D % 4 == 0 && (uintptr_t)X % 16 == 0 && (uintptr_t)y % 16 == 0 &&
+        (uintptr_t)y2 % 16 == 0) { // prefill: float4s (the decode path's rows keep the kernel below)
+        dim3 grid4(blocks_for((size_t)D / 4, kPost4Threads), T);
+        launch(hc_post4_kernel, grid4, kPost4Threads, 0, static_cast<cudaStream_t>(stream), X, y,
+               y2, post, comb, D);
+        return (int)cudaGetLastError();
+    }
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
     launch(hc_post_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, y, y2, post, comb, S,
            D);

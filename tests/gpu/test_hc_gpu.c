@@ -2,8 +2,9 @@
  * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product) and
  * eng_hc_collapse_rmsnorm (collapse + the sublayer's norm) against double-precision host sums at
  * T = 17, 300 and 4096; each row's bits the same at every chunk size and wherever the chunk starts
- * (prompt reuse relies on it); then, at 4096 rows, their times against the two-launch sequences
- * they replace and against the device's copy bandwidth measured in the same run.
+ * (prompt reuse relies on it); eng_hc_post's prefill form (float4s) bit for bit against a host
+ * copy of its operations; then, at 4096 rows, their times against the two-launch sequences they
+ * replace and against the device's copy bandwidth measured in the same run.
  * Usage: test_hc_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -147,6 +148,7 @@ static double time_us(seq_fn f, void *ctx, void *ev0, void *ev1)
 typedef struct bufs {
     eng_mat fn;
     float *X, *flat, *mu, *pre, *norm, *c, *u, *copy;
+    float *y, *y2, *post, *comb; /* the HC update's inputs */
 } bufs;
 
 static void seq_norm_mix(void *p)
@@ -173,6 +175,12 @@ static void seq_collapse_then_norm(void *p)
     bufs *b = p;
     CUDA_OK(eng_hc_collapse(b->X, b->pre, TMAX, S, D, b->c, NULL));
     CUDA_OK(eng_rmsnorm(b->u, b->c, b->norm, TMAX, D, kEps, NULL));
+}
+
+static void seq_post(void *p)
+{
+    bufs *b = p;
+    CUDA_OK(eng_hc_post(b->copy, b->y, b->y2, b->post, b->comb, TMAX, S, D, NULL));
 }
 
 static void seq_copy(void *p)
@@ -253,6 +261,52 @@ static void check_collapse_rmsnorm(bufs *b, const float *hx, const float *hpre, 
     free(mag);
 }
 
+/* The HC update's operations as eng_hc_post performs them (y + y2; post * y; then one fused
+ * multiply-add a stream, in stream order), into out (rows [0, T)). */
+static void post_ref(const float *x, const float *y, const float *y2, const float *post,
+                     const float *comb, int T, float *out)
+{
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++) {
+            float yt = y2 ? y[(size_t)t * D + d] + y2[(size_t)t * D + d] : y[(size_t)t * D + d];
+            for (int j = 0; j < S; j++) {
+                float acc = post[t * S + j] * yt;
+                for (int i = 0; i < S; i++)
+                    acc = fmaf(comb[t * S * S + i * S + j], x[((size_t)t * S + i) * D + d], acc);
+                out[((size_t)t * S + j) * D + d] = acc;
+            }
+        }
+}
+
+/* eng_hc_post past the decode path's rows, with and without y2, bit for bit against post_ref;
+ * it updates b->copy (a copy of X) in place. */
+static void check_post(bufs *b, const float *hx, const float *hy, const float *hy2,
+                       const float *hpost, const float *hcomb)
+{
+    size_t n = (size_t)TMAX * N;
+    float *want = xmalloc(n * sizeof *want);
+    char what[256];
+    for (int k = 0; k < 3; k++)
+        for (int with2 = 0; with2 < 2; with2++) {
+            int T = kChunks[k];
+            CUDA_OK(kern_to_device(b->copy, hx, (size_t)T * N * sizeof(float)));
+            CUDA_OK(eng_hc_post(b->copy, b->y, with2 ? b->y2 : NULL, b->post, b->comb, T, S, D,
+                                NULL));
+            float *got = to_host(b->copy, (size_t)T * N * sizeof(float));
+            post_ref(hx, hy, with2 ? hy2 : NULL, hpost, hcomb, T, want);
+            size_t bad = 0, first = 0;
+            for (size_t i = 0; i < (size_t)T * N; i++)
+                if (memcmp(&got[i], &want[i], sizeof got[i]) != 0 && bad++ == 0)
+                    first = i;
+            snprintf(what, sizeof what, "eng_hc_post%s, %d rows: bit for bit as its operations on "
+                     "the host (%zu of %zu differ; first at %zu)", with2 ? " with y2" : "", T,
+                     bad, (size_t)T * N, first);
+            report(bad == 0, what);
+            free(got);
+        }
+    free(want);
+}
+
 /* Times at 4096 rows: each fused kernel against the sequence it replaces and against the floor of
  * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write). */
 static void time_all(bufs *b, void *ev0, void *ev1)
@@ -274,6 +328,10 @@ static void time_all(bufs *b, void *ev0, void *ev1)
     printf("time HC collapse + layer norm, %d rows:         fused %8.1f us, unfused %8.1f us "
            "(%.2fx), floor %6.1f us (fused at %.0f%% of copy bandwidth)\n",
            TMAX, cn, cn_old, cn_old / cn, cn_floor, 100.0 * cn_floor / cn);
+    double po = time_us(seq_post, b, ev0, ev1);
+    double po_floor = 1e6 * (2.0 * xbytes + 2.0 * (double)TMAX * D * 4) / bw;
+    printf("time HC update (eng_hc_post with y2), %d rows:  %8.1f us, floor %6.1f us (at %.0f%% "
+           "of copy bandwidth)\n", TMAX, po, po_floor, 100.0 * po_floor / po);
     report(nm < nm_old, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
     report(cn < cn_old, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
                         "eng_rmsnorm");
@@ -298,6 +356,17 @@ int main(int argc, char **argv)
         hpre[i] = 0.5f + 0.49f * test_rng_uniform(&rng_state);
     for (int d = 0; d < D; d++)
         hnorm[d] = 1.0f + 0.25f * test_rng_uniform(&rng_state);
+    float *hy = xmalloc((size_t)TMAX * D * sizeof *hy), *hy2 = xmalloc((size_t)TMAX * D * sizeof *hy2);
+    float *hpost = xmalloc((size_t)TMAX * S * sizeof *hpost);
+    float *hcomb = xmalloc((size_t)TMAX * S * S * sizeof *hcomb);
+    for (size_t i = 0; i < (size_t)TMAX * D; i++) {
+        hy[i] = test_rng_uniform(&rng_state);
+        hy2[i] = 0.5f * test_rng_uniform(&rng_state);
+    }
+    for (int i = 0; i < TMAX * S; i++) /* 2 sigmoid: (0, 2) */
+        hpost[i] = 1.0f + 0.9f * test_rng_uniform(&rng_state);
+    for (int i = 0; i < TMAX * S * S; i++) /* near doubly stochastic: about 1 / S */
+        hcomb[i] = 0.25f + 0.2f * test_rng_uniform(&rng_state);
     bufs b = {0};
     b.fn.dtype = ENG_F32;
     b.fn.rows = R;
@@ -315,8 +384,13 @@ int main(int argc, char **argv)
     b.norm = dev_copy(hnorm, D * sizeof *hnorm);
     b.c = dev_alloc((size_t)TMAX * D * sizeof(float));
     b.u = dev_alloc((size_t)TMAX * D * sizeof(float));
+    b.y = dev_copy(hy, (size_t)TMAX * D * sizeof *hy);
+    b.y2 = dev_copy(hy2, (size_t)TMAX * D * sizeof *hy2);
+    b.post = dev_copy(hpost, (size_t)TMAX * S * sizeof *hpost);
+    b.comb = dev_copy(hcomb, (size_t)TMAX * S * S * sizeof *hcomb);
     check_norm_mix(&b, hx, hw);
     check_collapse_rmsnorm(&b, hx, hpre, hnorm);
+    check_post(&b, hx, hy, hy2, hpost, hcomb);
     if (timed) {
         void *ev0, *ev1;
         CUDA_OK(eng_event_new(&ev0));
@@ -328,5 +402,9 @@ int main(int argc, char **argv)
     free(hw);
     free(hpre);
     free(hnorm);
+    free(hy);
+    free(hy2);
+    free(hpost);
+    free(hcomb);
     return failures ? 1 : 0;
 }
