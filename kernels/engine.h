@@ -179,10 +179,12 @@ int eng_hc_post(float *X, const float *y, const float *y2, const float *post, co
  * mu[t][r] = sum_c X[t][c] fn[r][c] / sqrt(mean_c(X[t][c]^2) + eps), what eng_rmsnorm (no
  * weight) then eng_matmul compute, in another order; each row's bits depend on that row alone
  * (not on T). Takes only what eng_hc_norm_mix_takes accepts (f32 fn of (2 + S) * S = 24 rows,
- * S * D a multiple of 256); X 16-byte aligned. */
+ * S * D a multiple of 256); X 16-byte aligned. work: T * eng_hc_norm_mix_work(S, D) floats
+ * (the column parts' sums; at most 200 a row). */
 int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D);
-int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps, float *mu,
-                    void *stream);
+size_t eng_hc_norm_mix_work(int S, int D);
+int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps, float *work,
+                    float *mu, void *stream);
 /* The prefill path's eng_hc_collapse then eng_rmsnorm (weight norm, NULL: 1) in one launch:
  * u[t] = RMSNorm(sum_s pre[t][s] X[t][s]); a row's bits depend on that row alone. D <= 10240
  * (eng_hc_collapse_rmsnorm_takes). */

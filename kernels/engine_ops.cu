@@ -589,19 +589,32 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
 }
 
-// The prefill path's HC input norm and mixing product in one pass over X (T > the decode path's
-// rows; f32 fn of kNmOut rows, S * D a multiple of kNmTile). A warp takes kNmRowsWarp rows of
-// the flat streams; each lane owns 4 consecutive columns of every 128 and keeps, for each of its
-// rows, the sum of squares and the kNmOut products of its columns in registers, so X is read
-// once, in float4s. fn goes through shared memory in tiles of kNmTile columns (cp.async, two
-// buffers: the next tile loads while this one is used), shared by the block's kNmRowsBlock rows;
-// each lane's registers hold the X of the next tile as well, loaded before this tile's sums.
-// After the last tile the lanes' sums are summed by warp_sum and scaled by the row's 1 / rms
-// (the same value as RMS-norming the row first: the norm has no weight). Every row of every
-// block runs the same operations in the same order, so a row's bits do not depend on T, on
-// where in the block the row lands, or on the other rows.
+// The prefill path's HC input norm and mixing product in one pass over X (f32 fn of kNmOut rows,
+// S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
+// flat streams (P = hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not
+// depend on T); a warp takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128
+// and keeps, for each of its rows, the sum of squares and the kNmOut products of its columns in
+// registers, so X is read once, in float4s. fn goes through shared memory in tiles of kNmTile
+// columns (cp.async, two buffers: the next tile loads while this one is used), shared by the
+// block's rows; each lane's registers hold the X of the next tile as well. After the part's last
+// tile the lanes' sums are summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares
+// last); hc_nm_combine_kernel sums the parts in part order and scales by the row's 1 / rms (the
+// same value as RMS-norming the row first: the norm has no weight). Every row runs the same
+// operations in the same order wherever it lands, so a row's bits depend on that row alone.
+// The parts keep few rows (a short prompt's chunk) spread over SMs: one part would leave a
+// block walking all of fn's columns alone.
 constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 4;
 constexpr int kNmRowsBlock = kNmWarps * kNmRowsWarp, kNmTile = 256, kNmSteps = kNmTile / 128;
+constexpr int kNmMaxParts = 8, kNmPart = kNmOut + 1; // a part's products, then its sum of squares
+
+// The column parts of a row of N: the most of 8, 4, 2 that divide N into whole tiles.
+__host__ __device__ __forceinline__ int hc_nm_parts(int N)
+{
+    int p = kNmMaxParts;
+    while (p > 1 && N % (kNmTile * p) != 0)
+        p /= 2;
+    return p;
+}
 
 __device__ __forceinline__ void hc_nm_stage(float (*ws)[kNmTile], const float *W, int N, int tile)
 {
@@ -626,13 +639,14 @@ __device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const floa
 
 __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
                                                                     const float *__restrict__ W,
-                                                                    int T, int N, float eps,
-                                                                    float *__restrict__ mu)
+                                                                    int T, int N,
+                                                                    float *__restrict__ part)
 {
     pdl_trigger();
     __shared__ __align__(16) float ws[2][kNmOut][kNmTile];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
+    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile / parts;
+    int first = blockIdx.y * tiles; // this part's first tile
     const float *xr[kNmRowsWarp];
     bool on[kNmRowsWarp];
 #pragma unroll
@@ -640,7 +654,7 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
         on[i] = r0 + i < T;
         xr[i] = X + (size_t)(on[i] ? r0 + i : 0) * N;
     }
-    hc_nm_stage(ws[0], W, N, 0); // fn is no kernel's output: its first tile loads before the wait
+    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
     pdl_wait();
     float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
 #pragma unroll
@@ -651,12 +665,12 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
             acc[i][o] = 0.0f;
     }
     float4 xv[kNmSteps][kNmRowsWarp], xn[kNmSteps][kNmRowsWarp];
-    hc_nm_load(xv, xr, on, 0, lane);
+    hc_nm_load(xv, xr, on, first, lane);
     for (int tile = 0; tile < tiles; tile++) {
         int buf = tile & 1;
         if (tile + 1 < tiles) {
-            hc_nm_stage(ws[buf ^ 1], W, N, tile + 1);
-            hc_nm_load(xn, xr, on, tile + 1, lane);
+            hc_nm_stage(ws[buf ^ 1], W, N, first + tile + 1);
+            hc_nm_load(xn, xr, on, first + tile + 1, lane);
         } else {
             __pipeline_commit(); // an empty group: the wait below always leaves one group out
         }
@@ -696,14 +710,36 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
     }
 #pragma unroll
     for (int i = 0; i < kNmRowsWarp; i++) {
-        float inv = 1.0f / sqrtf(warp_sum(ss[i]) / (float)N + eps);
+        float *pt = part + ((size_t)(on[i] ? r0 + i : 0) * parts + blockIdx.y) * kNmPart;
+        float q = warp_sum(ss[i]);
+        if (lane == kNmOut && on[i])
+            pt[kNmOut] = q;
 #pragma unroll
         for (int o = 0; o < kNmOut; o++) {
             float a = warp_sum(acc[i][o]);
             if (lane == o && on[i])
-                mu[(size_t)(r0 + i) * kNmOut + o] = a * inv;
+                pt[o] = a;
         }
     }
+}
+
+// mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
+// part order, / N + eps): a thread a (t, o).
+__global__ void hc_nm_combine_kernel(const float *part, int T, int N, int parts, float eps,
+                                     float *mu)
+{
+    pdl_prologue();
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= T * kNmOut)
+        return;
+    int t = k / kNmOut, o = k - t * kNmOut;
+    const float *pt = part + (size_t)t * parts * kNmPart;
+    float a = 0.0f, q = 0.0f;
+    for (int p = 0; p < parts; p++) {
+        a += pt[p * kNmPart + o];
+        q += pt[p * kNmPart + kNmOut];
+    }
+    mu[k] = a * (1.0f / sqrtf(q / (float)N + eps));
 }
 
 // The prefill path's HC collapse and the sublayer's RMSNorm in one pass: one block a token,
@@ -813,7 +849,7 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *y2, const floa
     if (S > kHcMaxS)
         return -1;
     if (T > kHcMaxT && S == 4 && D % 4 == 0 && (uintptr_t)X % 16 == 0 && (uintptr_t)y % 16 == 0 &&
-        (uintptr_t)y2 % 16 == 0) { // prefill: float4s (the decode path's rows keep the kernel below)
+        (uintptr_t)y2 % 16 == 0) { // prefill: float4s (the decode path's rows: the kernel below)
         dim3 grid4(blocks_for((size_t)D / 4, kPost4Threads), T);
         launch(hc_post4_kernel, grid4, kPost4Threads, 0, static_cast<cudaStream_t>(stream), X, y,
                y2, post, comb, D);
@@ -890,14 +926,26 @@ extern "C" int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D)
            (S * D) % kNmTile == 0 && (uintptr_t)fn->data % 16 == 0;
 }
 
-extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps,
-                               float *mu, void *stream)
+extern "C" size_t eng_hc_norm_mix_work(int S, int D)
 {
-    if (T < 1 || !eng_hc_norm_mix_takes(fn, S, D) || (uintptr_t)X % 16 != 0)
+    return (size_t)hc_nm_parts(S * D) * kNmPart;
+}
+
+extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps,
+                               float *work, float *mu, void *stream)
+{
+    if (T < 1 || !eng_hc_norm_mix_takes(fn, S, D) || (uintptr_t)X % 16 != 0 || !work)
         return -1;
-    launch(hc_norm_mix_kernel, blocks_for((size_t)T, kNmRowsBlock), kNmThreads, 0,
-           static_cast<cudaStream_t>(stream), X, static_cast<const float *>(fn->data), T, S * D,
-           eps, mu);
+    int N = S * D, parts = hc_nm_parts(N);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    dim3 grid(blocks_for((size_t)T, kNmRowsBlock), parts);
+    launch(hc_norm_mix_kernel, grid, kNmThreads, 0, st, X, static_cast<const float *>(fn->data), T,
+           N, work);
+    int rc = (int)cudaGetLastError();
+    if (rc)
+        return rc;
+    launch(hc_nm_combine_kernel, blocks_for((size_t)T * kNmOut, 256), 256, 0, st,
+           static_cast<const float *>(work), T, N, parts, eps, mu);
     return (int)cudaGetLastError();
 }
 

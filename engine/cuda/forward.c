@@ -174,7 +174,9 @@ static int hc_pre(cuda_backend *be, int T, const hc_site *h, int step_ready, glm
     if (hc_fast(be, T, h->fn))
         return step_ready ? 0 : hc_step(be, T, h, 0, NULL, "the HC mixing product (split)", err);
     if (hc_fused(be, h->fn)) {
-        CK(eng_hc_norm_mix(&h->fn->m, b->X, T, S, D, c->rms_norm_eps, b->mu, st),
+        /* its column parts' sums go in flat (T * S * D floats; they need at most 200 a row,
+         * never more than S * D since each part spans 256 columns or more) */
+        CK(eng_hc_norm_mix(&h->fn->m, b->X, T, S, D, c->rms_norm_eps, b->flat, b->mu, st),
            "the HC input norm and mixing product");
     } else {
         CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");

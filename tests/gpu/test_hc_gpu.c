@@ -149,19 +149,20 @@ typedef struct bufs {
     eng_mat fn;
     float *X, *flat, *mu, *pre, *norm, *c, *u, *copy;
     float *y, *y2, *post, *comb; /* the HC update's inputs */
+    int T;                       /* the rows the norm + mixing sequences time */
 } bufs;
 
 static void seq_norm_mix(void *p)
 {
     bufs *b = p;
-    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, TMAX, S, D, kEps, b->mu, NULL));
+    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, b->T, S, D, kEps, b->flat, b->mu, NULL));
 }
 
 static void seq_norm_then_product(void *p)
 {
     bufs *b = p;
-    CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
-    CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
+    CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, b->T, N, kEps, NULL));
+    CUDA_OK(eng_matmul(&b->fn, b->flat, b->T, b->mu, NULL));
 }
 
 static void seq_collapse_rmsnorm(void *p)
@@ -191,13 +192,14 @@ static void seq_copy(void *p)
 
 static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
-    double *ref = xmalloc((size_t)TMAX * R * sizeof *ref), *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
+    double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
+    double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
     norm_mix_ref(hx, hw, ref, mag);
     float *got[3];
     char what[256];
     for (int k = 0; k < 3; k++) {
         CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
-        CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->mu, NULL));
+        CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
         got[k] = to_host(b->mu, (size_t)kChunks[k] * R * sizeof(float));
         against_ref("eng_hc_norm_mix", got[k], ref, mag, kChunks[k], R);
     }
@@ -207,7 +209,8 @@ static void check_norm_mix(bufs *b, const float *hx, const float *hw)
         same_bits(what, got[k], got[2], (size_t)kChunks[k] * R);
     }
     /* a chunk that starts SHIFT rows in: its rows sit elsewhere in the blocks and warps */
-    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, 300, S, D, kEps, b->mu, NULL));
+    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, 300, S, D, kEps, b->flat, b->mu,
+                            NULL));
     float *shifted = to_host(b->mu, (size_t)300 * R * sizeof(float));
     snprintf(what, sizeof what, "eng_hc_norm_mix: a 300-row chunk from row %d equals rows %d.. of "
              "the %d-row launch bit for bit", SHIFT, SHIFT, TMAX);
@@ -316,6 +319,14 @@ static void time_all(bufs *b, void *ev0, void *ev1)
     double bw = 2.0 * xbytes / (copy * 1e-6); /* bytes a second, read + write */
     printf("time copy of X (%.0f MB)                         %8.1f us, %6.0f GB/s read + write\n",
            xbytes / 1e6, copy, bw / 1e9);
+    for (int k = 0; k < 2; k++) { /* a short prompt's chunks: fused against unfused */
+        b->T = kChunks[k];
+        double f = time_us(seq_norm_mix, b, ev0, ev1);
+        double u = time_us(seq_norm_then_product, b, ev0, ev1);
+        printf("time HC input norm + mixing product, %d rows: fused %8.1f us, unfused %8.1f us\n",
+               kChunks[k], f, u);
+    }
+    b->T = TMAX;
     double nm = time_us(seq_norm_mix, b, ev0, ev1);
     double nm_old = time_us(seq_norm_then_product, b, ev0, ev1);
     double nm_floor = 1e6 * (xbytes + (double)TMAX * R * 4) / bw;
@@ -348,7 +359,8 @@ int main(int argc, char **argv)
     kern_device_describe(0, name, sizeof name);
     printf("device %s\n", name);
     float *hx = random_streams();
-    float *hw = xmalloc((size_t)R * N * sizeof *hw), *hpre = xmalloc((size_t)TMAX * S * sizeof *hpre);
+    float *hw = xmalloc((size_t)R * N * sizeof *hw);
+    float *hpre = xmalloc((size_t)TMAX * S * sizeof *hpre);
     float *hnorm = xmalloc(D * sizeof *hnorm);
     for (size_t i = 0; i < (size_t)R * N; i++)
         hw[i] = 0.02f * test_rng_uniform(&rng_state);
@@ -356,7 +368,8 @@ int main(int argc, char **argv)
         hpre[i] = 0.5f + 0.49f * test_rng_uniform(&rng_state);
     for (int d = 0; d < D; d++)
         hnorm[d] = 1.0f + 0.25f * test_rng_uniform(&rng_state);
-    float *hy = xmalloc((size_t)TMAX * D * sizeof *hy), *hy2 = xmalloc((size_t)TMAX * D * sizeof *hy2);
+    float *hy = xmalloc((size_t)TMAX * D * sizeof *hy);
+    float *hy2 = xmalloc((size_t)TMAX * D * sizeof *hy2);
     float *hpost = xmalloc((size_t)TMAX * S * sizeof *hpost);
     float *hcomb = xmalloc((size_t)TMAX * S * S * sizeof *hcomb);
     for (size_t i = 0; i < (size_t)TMAX * D; i++) {
@@ -368,6 +381,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < TMAX * S * S; i++) /* near doubly stochastic: about 1 / S */
         hcomb[i] = 0.25f + 0.2f * test_rng_uniform(&rng_state);
     bufs b = {0};
+    b.T = TMAX;
     b.fn.dtype = ENG_F32;
     b.fn.rows = R;
     b.fn.cols = N;
