@@ -171,9 +171,26 @@ int eng_hc_mix(const float *mu, const float *base, const float *scale, int T, in
 int eng_hc_collapse(const float *X, const float *pre, int T, int S, int D, float *out, void *stream);
 /* X[t][j] = post[t][j] y[t] + sum_i comb[t][i][j] X[t][i]; with y2 (else NULL) the sublayer's
  * output is y[t] + y2[t], added here in the bits eng_add(y, y2) gives (the decode MoE's routed and
- * shared parts, summed without a launch of their own). */
+ * shared parts, summed without a launch of their own). Past the decode path's 8 rows with S 4 and
+ * 16-byte aligned rows it runs four positions a thread, the same operations in the same order. */
 int eng_hc_post(float *X, const float *y, const float *y2, const float *post, const float *comb,
                 int T, int S, int D, void *stream);
+/* The prefill path's HC input norm and mixing product in one pass over X [T][S * D]:
+ * mu[t][r] = sum_c X[t][c] fn[r][c] / sqrt(mean_c(X[t][c]^2) + eps), what eng_rmsnorm (no
+ * weight) then eng_matmul compute, in another order; each row's bits depend on that row alone
+ * (not on T). Takes only what eng_hc_norm_mix_takes accepts (f32 fn of (2 + S) * S = 24 rows,
+ * S * D a multiple of 256); X 16-byte aligned. work: T * eng_hc_norm_mix_work(S, D) floats
+ * (the column parts' sums; at most 200 a row). */
+int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D);
+size_t eng_hc_norm_mix_work(int S, int D);
+int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps, float *work,
+                    float *mu, void *stream);
+/* The prefill path's eng_hc_collapse then eng_rmsnorm (weight norm, NULL: 1) in one launch:
+ * u[t] = RMSNorm(sum_s pre[t][s] X[t][s]); a row's bits depend on that row alone. D <= 10240
+ * (eng_hc_collapse_rmsnorm_takes). */
+int eng_hc_collapse_rmsnorm_takes(int D);
+int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T, int S,
+                            int D, float eps, float *u, void *stream);
 
 /* ---- KDA (engine_kda.cu) ----------------------------------------------------------------- */
 /* Causal depthwise conv over [state (K-1 rows of 3C) | q k v rows], SiLU, into qo ko vo (C =

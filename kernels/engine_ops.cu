@@ -3,6 +3,8 @@
 #include "engine_common.cuh"
 #include "engine_rows.cuh"
 
+#include <cuda_pipeline.h>
+
 namespace {
 
 constexpr int kHcMaxS = 16;
@@ -201,6 +203,55 @@ __global__ void hc_post_kernel(float *X, const float *y, const float *y2, const 
                 acc += C[i * S + j] * old[i];
             X[((size_t)t * S + j) * D + d] = acc;
         }
+    }
+}
+
+// The prefill path's HC update (S 4, D a multiple of 4, rows 16-byte aligned): hc_post_kernel's
+// arithmetic with its order pinned (y + y2 first; post * y, then a fused multiply-add a stream in
+// stream order, as the compiler contracts hc_post_kernel's sums), four positions a thread in
+// float4s, the token's comb and post in registers instead of a load an element.
+constexpr int kPost4Threads = 256;
+
+__global__ void __launch_bounds__(kPost4Threads) hc_post4_kernel(float *X, const float *y,
+                                                                 const float *y2, const float *post,
+                                                                 const float *comb, int D)
+{
+    pdl_prologue();
+    constexpr int S = 4;
+    int t = blockIdx.y, q = blockIdx.x * blockDim.x + threadIdx.x, D4 = D / 4;
+    if (q >= D4)
+        return;
+    float4 *xt = reinterpret_cast<float4 *>(X + (size_t)t * S * D) + q;
+    float4 old[S];
+#pragma unroll
+    for (int i = 0; i < S; i++)
+        old[i] = xt[(size_t)i * D4];
+    float4 yt = reinterpret_cast<const float4 *>(y + (size_t)t * D)[q];
+    if (y2) {
+        float4 b = reinterpret_cast<const float4 *>(y2 + (size_t)t * D)[q];
+        yt = make_float4(__fadd_rn(yt.x, b.x), __fadd_rn(yt.y, b.y), __fadd_rn(yt.z, b.z),
+                         __fadd_rn(yt.w, b.w));
+    }
+    float C[S * S], P[S];
+#pragma unroll
+    for (int k = 0; k < S * S; k++)
+        C[k] = comb[(size_t)t * S * S + k];
+#pragma unroll
+    for (int j = 0; j < S; j++)
+        P[j] = post[t * S + j];
+#pragma unroll
+    for (int j = 0; j < S; j++) {
+        float4 a = make_float4(__fmul_rn(P[j], yt.x), __fmul_rn(P[j], yt.y), __fmul_rn(P[j], yt.z),
+                               __fmul_rn(P[j], yt.w));
+#pragma unroll
+        for (int i = 0; i < S; i++) {
+            float c = C[i * S + j];
+            a.x = __fmaf_rn(c, old[i].x, a.x);
+            a.y = __fmaf_rn(c, old[i].y, a.y);
+            a.z = __fmaf_rn(c, old[i].z, a.z);
+            a.w = __fmaf_rn(c, old[i].w, a.w);
+        }
+        xt[(size_t)j * D4] = a;
     }
 }
 
@@ -538,6 +589,189 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
 }
 
+// The prefill path's HC input norm and mixing product in one pass over X (f32 fn of kNmOut rows,
+// S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
+// flat streams (P = hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not
+// depend on T); a warp takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128
+// and keeps, for each of its rows, the sum of squares and the kNmOut products of its columns in
+// registers, so X is read once, in float4s. fn goes through shared memory in tiles of kNmTile
+// columns (cp.async, two buffers: the next tile loads while this one is used), shared by the
+// block's rows; each lane's registers hold the X of the next tile as well. After the part's last
+// tile the lanes' sums are summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares
+// last); hc_nm_combine_kernel sums the parts in part order and scales by the row's 1 / rms (the
+// same value as RMS-norming the row first: the norm has no weight). Every row runs the same
+// operations in the same order wherever it lands, so a row's bits depend on that row alone.
+// The parts keep few rows (a short prompt's chunk) spread over SMs: one part would leave a
+// block walking all of fn's columns alone.
+constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 4;
+constexpr int kNmRowsBlock = kNmWarps * kNmRowsWarp, kNmTile = 256, kNmSteps = kNmTile / 128;
+constexpr int kNmMaxParts = 8, kNmPart = kNmOut + 1; // a part's products, then its sum of squares
+
+// The column parts of a row of N: the most of 8, 4, 2 that divide N into whole tiles.
+__host__ __device__ __forceinline__ int hc_nm_parts(int N)
+{
+    int p = kNmMaxParts;
+    while (p > 1 && N % (kNmTile * p) != 0)
+        p /= 2;
+    return p;
+}
+
+__device__ __forceinline__ void hc_nm_stage(float (*ws)[kNmTile], const float *W, int N, int tile)
+{
+    for (int k = threadIdx.x; k < kNmOut * (kNmTile / 4); k += kNmThreads) {
+        int r = k / (kNmTile / 4), c = (k - r * (kNmTile / 4)) * 4;
+        __pipeline_memcpy_async(&ws[r][c], W + (size_t)r * N + (size_t)tile * kNmTile + c, 16);
+    }
+    __pipeline_commit();
+}
+
+__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *const *xr,
+                                           const bool *on, int tile, int lane)
+{
+#pragma unroll
+    for (int s = 0; s < kNmSteps; s++)
+#pragma unroll
+        for (int i = 0; i < kNmRowsWarp; i++)
+            xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
+                                   xr[i] + (size_t)tile * kNmTile + s * 128) + lane)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+__global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
+                                                                    const float *__restrict__ W,
+                                                                    int T, int N,
+                                                                    float *__restrict__ part)
+{
+    pdl_trigger();
+    __shared__ __align__(16) float ws[2][kNmOut][kNmTile];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
+    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile / parts;
+    int first = blockIdx.y * tiles; // this part's first tile
+    const float *xr[kNmRowsWarp];
+    bool on[kNmRowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        on[i] = r0 + i < T;
+        xr[i] = X + (size_t)(on[i] ? r0 + i : 0) * N;
+    }
+    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
+    pdl_wait();
+    float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        ss[i] = 0.0f;
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++)
+            acc[i][o] = 0.0f;
+    }
+    float4 xv[kNmSteps][kNmRowsWarp], xn[kNmSteps][kNmRowsWarp];
+    hc_nm_load(xv, xr, on, first, lane);
+    for (int tile = 0; tile < tiles; tile++) {
+        int buf = tile & 1;
+        if (tile + 1 < tiles) {
+            hc_nm_stage(ws[buf ^ 1], W, N, first + tile + 1);
+            hc_nm_load(xn, xr, on, first + tile + 1, lane);
+        } else {
+            __pipeline_commit(); // an empty group: the wait below always leaves one group out
+        }
+        __pipeline_wait_prior(1);
+        __syncthreads();
+#pragma unroll
+        for (int s = 0; s < kNmSteps; s++) {
+#pragma unroll
+            for (int i = 0; i < kNmRowsWarp; i++) {
+                float4 x = xv[s][i];
+                ss[i] = fmaf(x.x, x.x, ss[i]);
+                ss[i] = fmaf(x.y, x.y, ss[i]);
+                ss[i] = fmaf(x.z, x.z, ss[i]);
+                ss[i] = fmaf(x.w, x.w, ss[i]);
+            }
+#pragma unroll
+            for (int o = 0; o < kNmOut; o++) {
+                float4 w = reinterpret_cast<const float4 *>(&ws[buf][o][s * 128])[lane];
+#pragma unroll
+                for (int i = 0; i < kNmRowsWarp; i++) {
+                    float4 x = xv[s][i];
+                    float a = acc[i][o];
+                    a = fmaf(w.x, x.x, a);
+                    a = fmaf(w.y, x.y, a);
+                    a = fmaf(w.z, x.z, a);
+                    a = fmaf(w.w, x.w, a);
+                    acc[i][o] = a;
+                }
+            }
+        }
+        __syncthreads(); // every warp is done with ws[buf] before the next round refills it
+#pragma unroll
+        for (int s = 0; s < kNmSteps; s++)
+#pragma unroll
+            for (int i = 0; i < kNmRowsWarp; i++)
+                xv[s][i] = xn[s][i];
+    }
+#pragma unroll
+    for (int i = 0; i < kNmRowsWarp; i++) {
+        float *pt = part + ((size_t)(on[i] ? r0 + i : 0) * parts + blockIdx.y) * kNmPart;
+        float q = warp_sum(ss[i]);
+        if (lane == kNmOut && on[i])
+            pt[kNmOut] = q;
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++) {
+            float a = warp_sum(acc[i][o]);
+            if (lane == o && on[i])
+                pt[o] = a;
+        }
+    }
+}
+
+// mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
+// part order, / N + eps): a thread a (t, o).
+__global__ void hc_nm_combine_kernel(const float *part, int T, int N, int parts, float eps,
+                                     float *mu)
+{
+    pdl_prologue();
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= T * kNmOut)
+        return;
+    int t = k / kNmOut, o = k - t * kNmOut;
+    const float *pt = part + (size_t)t * parts * kNmPart;
+    float a = 0.0f, q = 0.0f;
+    for (int p = 0; p < parts; p++) {
+        a += pt[p * kNmPart + o];
+        q += pt[p * kNmPart + kNmOut];
+    }
+    mu[k] = a * (1.0f / sqrtf(q / (float)N + eps));
+}
+
+// The prefill path's HC collapse and the sublayer's RMSNorm in one pass: one block a token,
+// u[t] = norm * c / rms(c) with c[d] = sum_s pre[t][s] X[t][s][d] (eng_hc_collapse's sum, in its
+// order), c staged in shared memory between the two. A token's bits depend on that token alone.
+constexpr int kCnThreads = 1024;
+
+__global__ void __launch_bounds__(kCnThreads) hc_collapse_rmsnorm_kernel(
+    const float *X, const float *pre, const float *norm, int S, int D, float eps, float *u)
+{
+    pdl_prologue();
+    __shared__ float red[33], pr[kHcMaxS];
+    extern __shared__ float row[]; // [D]
+    int t = blockIdx.x;
+    const float *x = X + (size_t)t * S * D;
+    if ((int)threadIdx.x < S)
+        pr[threadIdx.x] = pre[t * S + threadIdx.x];
+    __syncthreads();
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pr[s] * x[(size_t)s * D + d];
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+}
+
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -614,6 +848,13 @@ extern "C" int eng_hc_post(float *X, const float *y, const float *y2, const floa
 {
     if (S > kHcMaxS)
         return -1;
+    if (T > kHcMaxT && S == 4 && D % 4 == 0 && (uintptr_t)X % 16 == 0 && (uintptr_t)y % 16 == 0 &&
+        (uintptr_t)y2 % 16 == 0) { // prefill: float4s (the decode path's rows: the kernel below)
+        dim3 grid4(blocks_for((size_t)D / 4, kPost4Threads), T);
+        launch(hc_post4_kernel, grid4, kPost4Threads, 0, static_cast<cudaStream_t>(stream), X, y,
+               y2, post, comb, D);
+        return (int)cudaGetLastError();
+    }
     dim3 grid(blocks_for((size_t)D, 256) < 32 ? blocks_for((size_t)D, 256) : 32, T);
     launch(hc_post_kernel, grid, 256, 0, static_cast<cudaStream_t>(stream), X, y, y2, post, comb, S,
            D);
@@ -676,4 +917,49 @@ extern "C" int eng_hc_sinkhorn(const float *part, int mix_rows, const float *bas
         launch(hc_sinkhorn_kernel<0>, T, kHcMixThreads, 0, ms, part, splits, mix_rows, base, scale,
                S, D, iters, hc_eps, rms_eps, post, comb);
     return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D)
+{
+    return fn && fn->dtype == ENG_F32 && S >= 1 && S <= kHcMaxS && D >= 1 &&
+           fn->rows == (2 + S) * S && fn->rows == kNmOut && fn->cols == S * D &&
+           (S * D) % kNmTile == 0 && (uintptr_t)fn->data % 16 == 0;
+}
+
+extern "C" size_t eng_hc_norm_mix_work(int S, int D)
+{
+    return (size_t)hc_nm_parts(S * D) * kNmPart;
+}
+
+extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, int D, float eps,
+                               float *work, float *mu, void *stream)
+{
+    if (T < 1 || !eng_hc_norm_mix_takes(fn, S, D) || (uintptr_t)X % 16 != 0 || !work)
+        return -1;
+    int N = S * D, parts = hc_nm_parts(N);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    dim3 grid(blocks_for((size_t)T, kNmRowsBlock), parts);
+    launch(hc_norm_mix_kernel, grid, kNmThreads, 0, st, X, static_cast<const float *>(fn->data), T,
+           N, work);
+    int rc = (int)cudaGetLastError();
+    if (rc)
+        return rc;
+    launch(hc_nm_combine_kernel, blocks_for((size_t)T * kNmOut, 256), 256, 0, st,
+           static_cast<const float *>(work), T, N, parts, eps, mu);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,
+                                       int S, int D, float eps, float *u, void *stream)
+{
+    if (T < 1 || S < 1 || S > kHcMaxS || D < 1 || !eng_hc_collapse_rmsnorm_takes(D))
+        return -1;
+    launch(hc_collapse_rmsnorm_kernel, T, kCnThreads, (size_t)D * sizeof(float),
+           static_cast<cudaStream_t>(stream), X, pre, norm, S, D, eps, u);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_hc_collapse_rmsnorm_takes(int D)
+{
+    return D >= 1 && (size_t)D * sizeof(float) <= 40 * 1024;
 }

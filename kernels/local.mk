@@ -21,7 +21,7 @@ tests_unit_test_kernel_limits_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_kernel_limits_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_kernel_limits
 EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
-	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c \
+	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c tests/gpu/test_hc_gpu.c \
 	tests/gpu/gpu_test.h bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
@@ -82,6 +82,10 @@ check_PROGRAMS += tests/gpu/test_kda_gpu
 tests_gpu_test_kda_gpu_SOURCES = tests/gpu/test_kda_gpu.c
 tests_gpu_test_kda_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_kda_gpu_LDADD = $(glmchat_LDADD)
+# the prefill path's fused HC kernels against double sums, a row's bits at any chunk size, times
+check_PROGRAMS += tests/gpu/test_hc_gpu
+tests_gpu_test_hc_gpu_SOURCES = tests/gpu/test_hc_gpu.c
+tests_gpu_test_hc_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c

@@ -87,6 +87,15 @@ static int hc_fast(const cuda_backend *be, int T, const cu_lin *fn)
            eng_hc_splits(S, D) > 0 && D <= CUDA_HC_MAX_HIDDEN;
 }
 
+/* 1 when the prefill path's HC input norm and mixing product run as one pass over the streams
+ * (eng_hc_norm_mix); else eng_rmsnorm then the product. A verification window (rowwise) keeps
+ * the two launches, whose product gives each row the bits of a one-row product. */
+static int hc_fused(const cuda_backend *be, const cu_lin *fn)
+{
+    const glm_config *c = &be->m->cfg;
+    return !be->rowwise && !fn->exl3 && eng_hc_norm_mix_takes(&fn->m, c->hc_mult, c->hidden_size);
+}
+
 /* Work after this point of the main stream may go on the side stream (until side_join). */
 static int side_fork(cuda_backend *be)
 {
@@ -164,10 +173,22 @@ static int hc_pre(cuda_backend *be, int T, const hc_site *h, int step_ready, glm
     void *st = be->stream;
     if (hc_fast(be, T, h->fn))
         return step_ready ? 0 : hc_step(be, T, h, 0, NULL, "the HC mixing product (split)", err);
-    CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
-    CK(lin(be, h->fn, b->flat, T, b->mu), "the HC mixing product");
+    if (hc_fused(be, h->fn)) {
+        /* its column parts' sums go in flat (T * S * D floats; they need at most 200 a row,
+         * never more than S * D since each part spans 256 columns or more) */
+        CK(eng_hc_norm_mix(&h->fn->m, b->X, T, S, D, c->rms_norm_eps, b->flat, b->mu, st),
+           "the HC input norm and mixing product");
+    } else {
+        CK(eng_rmsnorm(b->flat, b->X, NULL, T, S * D, c->rms_norm_eps, st), "the HC input norm");
+        CK(lin(be, h->fn, b->flat, T, b->mu), "the HC mixing product");
+    }
     CK(eng_hc_mix(b->mu, h->base, h->scale, T, S, c->hc_sinkhorn_iters, c->hc_eps, b->pre,
                   b->post, b->comb, st), "the HC Sinkhorn mix");
+    if (!be->rowwise && eng_hc_collapse_rmsnorm_takes(D)) {
+        CK(eng_hc_collapse_rmsnorm(b->X, b->pre, h->norm, T, S, D, c->rms_norm_eps, b->u, st),
+           "the HC collapse and layer norm");
+        return 0;
+    }
     CK(eng_hc_collapse(b->X, b->pre, T, S, D, b->c, st), "the HC collapse");
     CK(eng_rmsnorm(b->u, b->c, h->norm, T, D, c->rms_norm_eps, st), "a layer norm");
     return 0;

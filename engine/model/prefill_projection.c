@@ -32,7 +32,7 @@ static const char *const dense_labels[] = {
     "the MLA output projection", "the indexer query projection", "the indexer key projection",
     "the indexer gate projection", "the indexer head weights", "the router",
     "an MLP gate projection", "an MLP up projection", "an MLP down projection",
-    "the HC mixing product", "the LM head", NULL};
+    "the HC mixing product", "the HC input norm and mixing product", "the LM head", NULL};
 static const char *const kda_labels[] = {"the KDA conv and q/k norms", "the KDA gates",
                                          "the KDA delta rule", "the KDA gated norm", NULL};
 static const char *const attention_labels[] = {"the absorbed query", "the latent attention",
@@ -129,7 +129,7 @@ void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_pref
         flops[g] = bytes[g] = 0;
     double T = rows, D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
     for (int li = 0; li < c->num_layers; li++) {
-        /* the two HC mixing products (f32 weights) */
+        /* the two HC mixing products (f32 weights; fused with the input norm, the same bytes) */
         product(&flops[GLM_PF_DENSE], &bytes[GLM_PF_DENSE], T, S * D, mix, 4);
         product(&flops[GLM_PF_DENSE], &bytes[GLM_PF_DENSE], T, S * D, mix, 4);
         if (c->attn[li] == GLM_ATTN_KDA)

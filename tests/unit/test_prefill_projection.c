@@ -77,6 +77,8 @@ START_TEST(labels_land_in_their_groups)
     ck_assert_int_eq(glm_prefill_group_of("the EXL3 experts (grouped by expert)"), GLM_PF_EXPERTS);
     ck_assert_int_eq(glm_prefill_group_of("the KDA q projection"), GLM_PF_DENSE);
     ck_assert_int_eq(glm_prefill_group_of("the HC mixing product"), GLM_PF_DENSE);
+    ck_assert_int_eq(glm_prefill_group_of("the HC input norm and mixing product"), GLM_PF_DENSE);
+    ck_assert_int_eq(glm_prefill_group_of("the HC collapse and layer norm"), GLM_PF_REST);
     ck_assert_int_eq(glm_prefill_group_of("the KDA delta rule"), GLM_PF_KDA);
     ck_assert_int_eq(glm_prefill_group_of("the KDA conv and q/k norms"), GLM_PF_KDA);
     ck_assert_int_eq(glm_prefill_group_of("the latent attention"), GLM_PF_ATTENTION);
