@@ -470,9 +470,8 @@ __device__ __forceinline__ void stream_fetch_fp8(const eng_cache &pool, int n0, 
     for (int i = 0; i < kStreamRaw; i++) {
         int u = threadIdx.x + i * kStreamThreads, r = u / (kStreamID / 16);
         int d = u % (kStreamID / 16) * 16, p = n0 + r;
-        raw[i] = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(
-                                 static_cast<const uint8_t *>(pool.rows) + (size_t)p * kStreamID + d))
-                           : make_uint4(0, 0, 0, 0);
+        const uint8_t *row = static_cast<const uint8_t *>(pool.rows) + (size_t)p * kStreamID;
+        raw[i] = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(row + d)) : make_uint4(0, 0, 0, 0);
     }
     int p = n0 + (int)threadIdx.x;
     scale = p < p_end ? __ldg(pool.scale + p) : 0.0f;
@@ -507,9 +506,8 @@ __device__ __forceinline__ void stream_copy_bf16(const eng_cache &pool, int n0, 
     constexpr int per = kStreamID / 8; // uint4 a row
     for (int u = threadIdx.x; u < kStreamPools * per; u += kStreamThreads) {
         int r = u / per, d = u % per * 8, p = n0 + r;
-        uint4 x = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(
-                                  static_cast<const uint16_t *>(pool.rows) + (size_t)p * kStreamID + d))
-                            : make_uint4(0, 0, 0, 0);
+        const uint16_t *row = static_cast<const uint16_t *>(pool.rows) + (size_t)p * kStreamID;
+        uint4 x = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(row + d)) : make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4 *>(ks + r * kStreamKS + d) = x;
     }
     ksc[threadIdx.x] = n0 + (int)threadIdx.x < p_end ? 1.0f : 0.0f;
@@ -530,7 +528,8 @@ __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t 
                 acc[mt][nt][r] = 0.0f;
     // ldmatrix: lane l gives row l % 8 of matrix l / 8 (matrices: tile nt, k 0..7; nt, k 8..15;
     // nt + 1, k 0..7; nt + 1, k 8..15), so its registers are B's b[0], b[1] of nt and nt + 1
-    const uint16_t *brow = ks + (col0 + (lane >> 4) * 8 + (lane & 7)) * kStreamKS + (lane >> 3 & 1) * 8;
+    int brow_pool = col0 + (lane >> 4) * 8 + (lane & 7), brow_k = (lane >> 3 & 1) * 8;
+    const uint16_t *brow = ks + brow_pool * kStreamKS + brow_k;
 #pragma unroll
     for (int s = 0; s < kStreamSteps; s++) {
         uint32_t a[3][MT][4];
@@ -562,7 +561,7 @@ __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t 
 template <int MT>
 __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
     eng_cache pool, const float *iq, const float *hw, const int *pos0, int t_off, int T, int IH,
-    int kp, int budget, int max_pools, float *scores, int *work)
+    int ID, int kp, int budget, int max_pools, float *scores, int *work)
 {
     pdl_prologue();
     extern __shared__ __align__(16) uint4 stream_smem_base[];
@@ -587,7 +586,9 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
     int t = tg0 + warp / 2, col0 = (warp & 1) * 64;
     int P = (first + t + 1) / kp;
     bool active = t < T && P > budget; // a whole warp's query
-    float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)kStreamID);
+    // ID (kStreamID) from the launch, as score_mma_kernel has it: its rsqrt on the device, never
+    // a constant folded at compile time, which need not round the same
+    float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
     float wv[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -990,9 +991,9 @@ int stream_blocks_resident()
     return sms * per_sm;
 }
 
-// score_stream_kernel over the call's row pairs: gridDim.x blocks a pair, enough for `waves`
-// times the blocks the device holds at once (the pools a block walks adapt to the position,
-// which only the device knows). -1 when the device cannot run it.
+// score_stream_kernel over the call's row pairs: gridDim.x blocks a pair, as many as `waves`
+// times the blocks the device holds at once allows (the pools a block walks adapt to the
+// position, which only the device knows). -1 when the device cannot run it.
 template <int MT>
 int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
                         int t_off, int T, int IH, int kp, int budget, int max_pools, float *scores,
@@ -1002,12 +1003,13 @@ int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw,
     if (resident < 1)
         return -1;
     unsigned pairs = blocks_for((size_t)T, kStreamQueries);
-    unsigned per_pair = blocks_for((size_t)resident * g_stream_waves.load(), pairs);
+    // rounded down: a partial last wave would double a call's time
+    unsigned per_pair = (unsigned)((size_t)resident * g_stream_waves.load() / pairs);
     unsigned tiles = blocks_for((size_t)max_pools, kStreamPools);
     per_pair = per_pair < tiles ? per_pair : tiles;
     per_pair = per_pair > 0 ? per_pair : 1;
     launch(score_stream_kernel<MT>, dim3(per_pair, pairs), kStreamThreads, stream_smem<MT>(), st,
-           *pool, iq, hw, pos0, t_off, T, IH, kp, budget, max_pools, scores, work);
+           *pool, iq, hw, pos0, t_off, T, IH, kStreamID, kp, budget, max_pools, scores, work);
     return 0;
 }
 
