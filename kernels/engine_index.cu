@@ -477,6 +477,17 @@ __device__ __forceinline__ void stream_fetch_fp8(const eng_cache &pool, int n0, 
     scale = p < p_end ? __ldg(pool.scale + p) : 0.0f;
 }
 
+// Two e4m3 bytes (the low one to the low half) as two bf16, fp8_bf16's bits: the same
+// conversions (e4m3 to f16 to f32, the f32's upper half), the two bytes in one cvt.
+__device__ __forceinline__ uint32_t fp8x2_bf16x2(uint32_t two)
+{
+    uint32_t h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)(two & 0xffffu)));
+    float lo = __half2float(__ushort_as_half((unsigned short)(h2 & 0xffffu)));
+    float hi = __half2float(__ushort_as_half((unsigned short)(h2 >> 16)));
+    return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
 // Those registers widened to bf16 (exactly) into ks, the scales into ksc.
 __device__ __forceinline__ void stream_store_fp8(const uint4 (&raw)[kStreamRaw], float scale,
                                                  uint16_t *ks, float *ksc)
@@ -488,10 +499,8 @@ __device__ __forceinline__ void stream_store_fp8(const uint4 (&raw)[kStreamRaw],
         const uint32_t v[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
         uint32_t w[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            uint32_t two = v[j / 2] >> (16 * (j % 2));
-            w[j] = fp8_bf16(two & 0xffu) | (fp8_bf16((two >> 8) & 0xffu) << 16);
-        }
+        for (int j = 0; j < 8; j++)
+            w[j] = fp8x2_bf16x2(v[j / 2] >> (16 * (j % 2)));
         uint4 *dst = reinterpret_cast<uint4 *>(ks + r * kStreamKS + d);
         dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
         dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
@@ -540,21 +549,20 @@ __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t 
                 uint4 f = qf[((size_t)s * MT + mt) * 3 * 32 + k * 32 + lane];
                 a[k][mt][0] = f.x, a[k][mt][1] = f.y, a[k][mt][2] = f.z, a[k][mt][3] = f.w;
             }
+        uint32_t b[4][4];
 #pragma unroll
-        for (int np = 0; np < 4; np++) {
-            uint32_t b[4];
-            ldmatrix_x4(b, brow + np * 16 * kStreamKS + s * 16);
+        for (int np = 0; np < 4; np++)
+            ldmatrix_x4(b[np], brow + np * 16 * kStreamKS + s * 16);
+        // each accumulator takes lo, mid, hi in turn; between two of its mma the others' run
 #pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const uint32_t bb[2] = {b[2 * half], b[2 * half + 1]};
+        for (int k = 2; k >= 0; k--)
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma_bf16(acc[mt][2 * np + half], a[2][mt], bb);
-                    mma_bf16(acc[mt][2 * np + half], a[1][mt], bb);
-                    mma_bf16(acc[mt][2 * np + half], a[0][mt], bb);
-                }
+            for (int nt = 0; nt < 8; nt++) {
+                const uint32_t bb[2] = {b[nt / 2][2 * (nt % 2)], b[nt / 2][2 * (nt % 2) + 1]};
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    mma_bf16(acc[mt][nt], a[k][mt], bb);
             }
-        }
     }
 }
 
