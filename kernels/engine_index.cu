@@ -972,6 +972,7 @@ void launch_score_mma(const eng_cache *pool, const float *iq, const float *hw, c
 // to time against and to check the new one's bits); and the stream kernel's blocks a row pair, as
 // a fraction of what the device holds at once (waves). Set only by eng_dsa_score_kernel.
 std::atomic<int> g_stream_on{1}, g_stream_waves{1};
+std::atomic<long> g_stream_launches{0}; // so that the test sees the stream kernel was taken
 
 // Resident blocks of score_stream_kernel<MT> on the current device (its shared memory limit
 // raised first); cached a device, 0 on an error.
@@ -1018,6 +1019,7 @@ int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw,
     per_pair = per_pair > 0 ? per_pair : 1;
     launch(score_stream_kernel<MT>, dim3(per_pair, pairs), kStreamThreads, stream_smem<MT>(), st,
            *pool, iq, hw, pos0, t_off, T, IH, kStreamID, kp, budget, max_pools, scores, work);
+    g_stream_launches.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
 
@@ -1168,6 +1170,12 @@ extern "C" int eng_dsa_score_kernel(int stream, int waves)
     if (waves >= 1)
         g_stream_waves.store(waves);
     return before;
+}
+
+// Internal: score_stream_kernel's launches so far (test_index_gpu checks its shapes took it).
+extern "C" long eng_dsa_stream_launches(void)
+{
+    return g_stream_launches.load();
 }
 
 // The score kernel clears the histograms: three launches, not four.

@@ -22,6 +22,7 @@
  * kernel, 0 the tile kernel before it, where both take the shape; waves: the stream kernel's grid
  * (< 1 leaves it). Returns the kernel in use before. */
 int eng_dsa_score_kernel(int stream, int waves);
+long eng_dsa_stream_launches(void); /* the stream kernel's launches so far */
 
 /* The rows of one eng_dsa_select call in the engine (engine/cuda/plan.h: CUDA_SCORE_ROWS). */
 enum { CALL_ROWS = 64, CHUNK = 1024 };
@@ -344,12 +345,15 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
     float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
     float *d_sc[2];
     uint32_t *got[2];
+    long launches[2];
     for (int k = 0; k < 2; k++) {
         d_sc[k] = dev_alloc(ENG_DSA_SCORE_FLOATS(T, max_pools) * sizeof(float));
         CUDA_OK(kern_memset(d_sc[k], 0x7f, n * sizeof(float)));
         eng_dsa_score_kernel(k, waves);
+        long before = eng_dsa_stream_launches();
         CUDA_OK(eng_dsa_scores(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools,
                                d_sc[k], NULL));
+        launches[k] = eng_dsa_stream_launches() - before;
         got[k] = to_host(d_sc[k], n * sizeof(float));
     }
     eng_dsa_score_kernel(1, 1);
@@ -365,7 +369,10 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
     if (differ)
         printf("  %s: row %ld pool %ld: stream %08x, tile kernel %08x\n", what,
                first / max_pools, first % max_pools, got[1][first], got[0][first]);
-    int bad = differ > 0 || written == 0;
+    if (launches[0] != 0 || launches[1] != 1)
+        printf("  %s: the stream kernel ran %ld time(s) for the tile kernel's scores, %ld for "
+               "its own (0 and 1 expected)\n", what, launches[0], launches[1]);
+    int bad = differ > 0 || written == 0 || launches[0] != 0 || launches[1] != 1;
     printf("%-66s %ld scores, %ld differ %s\n", what, written, differ, bad ? "FAIL" : "same bits");
     failures += bad;
     for (int k = 0; k < 2; k++) {
@@ -569,10 +576,12 @@ static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
         eng_dsa_score_kernel(stream[k], waves[k]);
         us[k] = time_rows(&b, SCORES, CHUNK, pos >= 262144 ? 3 : 10, 1);
         CUDA_OK(kern_memset(b.scores, 0x7f, n * sizeof(float)));
+        long before = eng_dsa_stream_launches();
         CUDA_OK(eng_dsa_scores(&b.pool, b.iq + (size_t)(CHUNK - CALL_ROWS) * b.IH * b.ID,
                                b.hw + (size_t)(CHUNK - CALL_ROWS) * b.IH, b.d_pos,
                                CHUNK - CALL_ROWS, CALL_ROWS, b.IH, b.ID, b.kp, b.budget,
                                b.max_pools, b.scores, b.st));
+        bad += eng_dsa_stream_launches() - before != stream[k]; /* the kernel asked for ran */
         CUDA_OK(eng_stream_sync(b.st));
         float *got = to_host(b.scores, n * sizeof(float));
         if (!ref)
@@ -586,7 +595,7 @@ static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
     printf("scores %8d %6d..%-6d | %9.1f %6.1f | %9.1f %6.1f %5.2fx | %9.1f %6.1f %5.2fx | %s\n",
            pos, (pos + 1) / b.kp, (pos + CHUNK) / b.kp, us[0], flops / us[0] * 1e-6, us[1],
            flops / us[1] * 1e-6, us[0] / us[1], us[2], flops / us[2] * 1e-6, us[0] / us[2],
-           bad ? "FAIL: bits differ" : "same bits");
+           bad ? "FAIL: bits differ or the wrong kernel ran" : "same bits");
     failures += bad;
     free(ref);
     bench_close(&b);
