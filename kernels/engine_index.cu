@@ -1,6 +1,8 @@
 // engine_index.cu: the DSA indexer on the GPU (architecture.md 2.5): cache rows in f32, bf16 or
 // e4m3 with a power-of-two row scale, the pooled index keys, their scores (tensor cores) and the
 // top-k (a radix select split over blocks, ties to the lower pool).
+#include <atomic>
+
 #include <cub/block/block_scan.cuh>
 
 #include "engine_common.cuh"
@@ -377,6 +379,275 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
     }
 }
 
+// ---- the scores, many pools a block ----
+// score_stream_kernel: score_mma_kernel's scores, the same bits, for the real shape (ID 128, up to
+// 32 heads, fp8 or bf16 keys, 4 queries or more a call) at long positions. Each score's
+// arithmetic is that kernel's: the same mma (m16n8k16, A the heads, B the keys) on the same
+// fragments, k ascending and q's lo, mid, hi parts in that order into one accumulator, and
+// score_column's epilogue, which spells out with explicit roundings the operations that kernel
+// compiles to. What changes is the work a block does around it: score_mma_kernel splits q into its
+// parts again for every 64 pools and reads it from L2 each time; here a block splits its two
+// queries once into shared memory (in fragment order, a 16-byte load a lane) and then walks tiles
+// of 128 pools (tile blockIdx.x, then every gridDim.x-th, up to its last query's pools), the next
+// tile's fp8 rows in registers while the tensor cores take the current one. Warp w takes query
+// w / 2 of the block and pools 64 (w % 2) .. of each tile (8 tiles of 8), so a k step of 16 is 48
+// mma on 6 A loads and 4 ldmatrix.
+constexpr int kStreamPools = 128, kStreamID = 128, kStreamKS = kStreamID + 8;
+constexpr int kStreamSteps = kStreamID / 16, kStreamQueries = 2, kStreamThreads = 128;
+constexpr int kStreamRaw = kStreamPools * kStreamID / 16 / kStreamThreads; // fp8 uint4 a thread
+
+template <int MT> __host__ __device__ constexpr size_t stream_q_units() // uint4 fragments of the block's queries
+{
+    return (size_t)kStreamQueries * kStreamSteps * MT * 3 * 32;
+}
+
+template <int MT> __host__ __device__ constexpr size_t stream_smem()
+{
+    return stream_q_units<MT>() * 16 + (size_t)kStreamPools * kStreamKS * 2 +
+           kStreamPools * sizeof(float);
+}
+static_assert(stream_smem<2>() <= 99 * 1024, "sm_121 gives a block at most 99 KiB");
+
+// The score of one column from a warp's accumulators (rows g, g + 8 of each head tile in acc[mt][j]
+// and acc[mt][2 + j]), before the sum over the lanes of the column: score_mma_kernel's epilogue,
+// v = 0; v += wv0 relu(d0) + wv1 relu(d1) per head tile, as it compiles (the second product
+// rounded, the first fused onto it, then the add), written so that nothing is contracted otherwise.
+template <int MT>
+__device__ __forceinline__ float score_column(const float (&acc)[MT][4], int j, float kscale,
+                                              float dscale, const float (&wv)[MT][2])
+{
+    float v = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        float d0 = __fmul_rn(__fmul_rn(acc[mt][j], kscale), dscale);
+        float d1 = __fmul_rn(__fmul_rn(acc[mt][2 + j], kscale), dscale);
+        float r0 = d0 > 0.0f ? d0 : 0.0f, r1 = d1 > 0.0f ? d1 : 0.0f;
+        v = __fadd_rn(v, __fmaf_rn(wv[mt][0], r0, __fmul_rn(wv[mt][1], r1)));
+    }
+    return v;
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const uint16_t *p)
+{
+    uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// The block's queries tg0 .. t_end - 1 as score_mma_kernel's A fragments (split3_pair of the same
+// values), qf[((q * steps + s) * MT + mt) * 3 + part][lane]; heads past IH and queries past t_end
+// zero.
+template <int MT>
+__device__ void stream_split_queries(const float *iq, int tg0, int t_end, int IH, uint4 *qf)
+{
+    constexpr int per_query = kStreamSteps * MT * 32;
+    for (int u = threadIdx.x; u < kStreamQueries * per_query; u += blockDim.x) {
+        int qi = u / per_query, rest = u % per_query, s = rest / (MT * 32);
+        int mt = rest / 32 % MT, lane = rest % 32, g = lane >> 2, c = lane & 3, t = tg0 + qi;
+        const float *q = iq + (size_t)t * IH * kStreamID;
+        uint32_t p[4][3];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            int h = mt * 16 + g + (r & 1) * 8, d = s * 16 + 2 * c + (r >> 1) * 8;
+            float x0 = 0.0f, x1 = 0.0f;
+            if (t < t_end && h < IH)
+                x0 = q[h * kStreamID + d], x1 = q[h * kStreamID + d + 1];
+            split3_pair(x0, x1, p[r]);
+        }
+        uint4 *dst = qf + ((size_t)(qi * kStreamSteps + s) * MT + mt) * 3 * 32 + lane;
+#pragma unroll
+        for (int k = 0; k < 3; k++)
+            dst[k * 32] = make_uint4(p[0][k], p[1][k], p[2][k], p[3][k]);
+    }
+}
+
+// A tile's fp8 rows (pools n0 ..; zero past p_end) and scales into registers.
+__device__ __forceinline__ void stream_fetch_fp8(const eng_cache &pool, int n0, int p_end,
+                                                 uint4 (&raw)[kStreamRaw], float &scale)
+{
+#pragma unroll
+    for (int i = 0; i < kStreamRaw; i++) {
+        int u = threadIdx.x + i * kStreamThreads, r = u / (kStreamID / 16);
+        int d = u % (kStreamID / 16) * 16, p = n0 + r;
+        const uint8_t *row = static_cast<const uint8_t *>(pool.rows) + (size_t)p * kStreamID;
+        raw[i] = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(row + d)) : make_uint4(0, 0, 0, 0);
+    }
+    int p = n0 + (int)threadIdx.x;
+    scale = p < p_end ? __ldg(pool.scale + p) : 0.0f;
+}
+
+// Two e4m3 bytes (the low one to the low half) as two bf16, fp8_bf16's bits: the same
+// conversions (e4m3 to f16 to f32, the f32's upper half), the two bytes in one cvt.
+__device__ __forceinline__ uint32_t fp8x2_bf16x2(uint32_t two)
+{
+    uint32_t h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)(two & 0xffffu)));
+    float lo = __half2float(__ushort_as_half((unsigned short)(h2 & 0xffffu)));
+    float hi = __half2float(__ushort_as_half((unsigned short)(h2 >> 16)));
+    return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
+// Those registers widened to bf16 (exactly) into ks, the scales into ksc.
+__device__ __forceinline__ void stream_store_fp8(const uint4 (&raw)[kStreamRaw], float scale,
+                                                 uint16_t *ks, float *ksc)
+{
+#pragma unroll
+    for (int i = 0; i < kStreamRaw; i++) {
+        int u = threadIdx.x + i * kStreamThreads, r = u / (kStreamID / 16);
+        int d = u % (kStreamID / 16) * 16;
+        const uint32_t v[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+        uint32_t w[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w[j] = fp8x2_bf16x2(v[j / 2] >> (16 * (j % 2)));
+        uint4 *dst = reinterpret_cast<uint4 *>(ks + r * kStreamKS + d);
+        dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
+        dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    }
+    ksc[threadIdx.x] = scale;
+}
+
+// A tile's bf16 rows straight into ks (zero past p_end), scale 1.
+__device__ __forceinline__ void stream_copy_bf16(const eng_cache &pool, int n0, int p_end,
+                                                 uint16_t *ks, float *ksc)
+{
+    constexpr int per = kStreamID / 8; // uint4 a row
+    for (int u = threadIdx.x; u < kStreamPools * per; u += kStreamThreads) {
+        int r = u / per, d = u % per * 8, p = n0 + r;
+        const uint16_t *row = static_cast<const uint16_t *>(pool.rows) + (size_t)p * kStreamID;
+        uint4 x = p < p_end ? __ldg(reinterpret_cast<const uint4 *>(row + d)) : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4 *>(ks + r * kStreamKS + d) = x;
+    }
+    ksc[threadIdx.x] = n0 + (int)threadIdx.x < p_end ? 1.0f : 0.0f;
+}
+
+// One warp's 64 pools (col0 .. of the tile at ks) against its query's fragments qf: acc.
+template <int MT>
+__device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t *ks, int col0,
+                                                float (&acc)[MT][8][4])
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[mt][nt][r] = 0.0f;
+    // ldmatrix: lane l gives row l % 8 of matrix l / 8 (matrices: tile nt, k 0..7; nt, k 8..15;
+    // nt + 1, k 0..7; nt + 1, k 8..15), so its registers are B's b[0], b[1] of nt and nt + 1
+    int brow_pool = col0 + (lane >> 4) * 8 + (lane & 7), brow_k = (lane >> 3 & 1) * 8;
+    const uint16_t *brow = ks + brow_pool * kStreamKS + brow_k;
+#pragma unroll
+    for (int s = 0; s < kStreamSteps; s++) {
+        uint32_t a[3][MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                uint4 f = qf[((size_t)s * MT + mt) * 3 * 32 + k * 32 + lane];
+                a[k][mt][0] = f.x, a[k][mt][1] = f.y, a[k][mt][2] = f.z, a[k][mt][3] = f.w;
+            }
+        uint32_t b[4][4];
+#pragma unroll
+        for (int np = 0; np < 4; np++)
+            ldmatrix_x4(b[np], brow + np * 16 * kStreamKS + s * 16);
+        // each accumulator takes lo, mid, hi in turn; between two of its mma the others' run
+#pragma unroll
+        for (int k = 2; k >= 0; k--)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                const uint32_t bb[2] = {b[nt / 2][2 * (nt % 2)], b[nt / 2][2 * (nt % 2) + 1]};
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    mma_bf16(acc[mt][nt], a[k][mt], bb);
+            }
+    }
+}
+
+template <int MT>
+__global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
+    eng_cache pool, const float *iq, const float *hw, const int *pos0, int t_off, int T, int IH,
+    int ID, int kp, int budget, int max_pools, float *scores, int *work)
+{
+    pdl_prologue();
+    extern __shared__ __align__(16) uint4 stream_smem_base[];
+    uint4 *qf = stream_smem_base;
+    uint16_t *ks = reinterpret_cast<uint16_t *>(qf + stream_q_units<MT>());
+    float *ksc = reinterpret_cast<float *>(ks + kStreamPools * kStreamKS);
+    int first = *pos0 + t_off, tg0 = blockIdx.y * kStreamQueries;
+    int t_end = tg0 + kStreamQueries < T ? tg0 + kStreamQueries : T;
+    if (work && blockIdx.x == 0)
+        clear_rows(work, first, tg0, t_end, kp, budget);
+    int p_end = (first + t_end) / kp; // the pools of the block's last query, the most of any
+    int tiles = (p_end + kStreamPools - 1) / kStreamPools;
+    if (p_end <= budget || (int)blockIdx.x >= tiles)
+        return;
+    bool fp8 = pool.dtype == ENG_CACHE_FP8;
+    uint4 raw[kStreamRaw];
+    float raw_scale = 0.0f;
+    if (fp8)
+        stream_fetch_fp8(pool, blockIdx.x * kStreamPools, p_end, raw, raw_scale);
+    stream_split_queries<MT>(iq, tg0, t_end, IH, qf);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    int t = tg0 + warp / 2, col0 = (warp & 1) * 64;
+    int P = (first + t + 1) / kp;
+    bool active = t < T && P > budget; // a whole warp's query
+    // ID (kStreamID) from the launch, as score_mma_kernel has it: its rsqrt on the device, never
+    // a constant folded at compile time, which need not round the same
+    float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
+    float wv[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int h = mt * 16 + g + 8 * half;
+            wv[mt][half] = active && h < IH ? hw[(size_t)t * IH + h] * hscale : 0.0f;
+        }
+    const uint4 *my_q = qf + (size_t)(warp / 2) * kStreamSteps * MT * 3 * 32;
+    float *out = scores + (size_t)t * max_pools;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int n0 = tile * kStreamPools;
+        __syncthreads(); // the last tile's keys read (and, the first time, q's fragments written)
+        if (fp8)
+            stream_store_fp8(raw, raw_scale, ks, ksc);
+        else
+            stream_copy_bf16(pool, n0, p_end, ks, ksc);
+        __syncthreads();
+        if (fp8 && tile + (int)gridDim.x < tiles)
+            stream_fetch_fp8(pool, (tile + gridDim.x) * kStreamPools, p_end, raw, raw_scale);
+        if (!active || n0 + col0 >= P)
+            continue;
+        float acc[MT][8][4];
+        stream_tile_mma<MT>(my_q, ks, col0, acc);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            int col = col0 + nt * 8 + 2 * c;
+            float sc[2];
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                float col_acc[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        col_acc[mt][r] = acc[mt][nt][r];
+                float v = score_column<MT>(col_acc, j, ksc[col + j], dscale, wv);
+                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
+                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
+                v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
+                sc[j] = v;
+            }
+            int p = n0 + col;
+            if (g == 0 && p < P)
+                out[p] = sc[0];
+            if (g == 0 && p + 1 < P)
+                out[p + 1] = sc[1];
+        }
+    }
+}
+
 // ---- the selection, split over blocks ----
 // The budget-th largest key thr (order_key) is found digit by digit in select_hist_finish_kernel:
 // 11 bits (2048 bins) over segments of kHistSeg pools of a query (a block each, their counts
@@ -697,6 +968,69 @@ void launch_score_mma(const eng_cache *pool, const float *iq, const float *hw, c
            kp, budget, max_pools, scores, work);
 }
 
+// Which score kernel takes the shapes both can: 1 score_stream_kernel, 0 score_mma_kernel (kept
+// to time against and to check the new one's bits); and the stream kernel's blocks a row pair, as
+// a fraction of what the device holds at once (waves). Set only by eng_dsa_score_kernel.
+std::atomic<int> g_stream_on{1}, g_stream_waves{1};
+std::atomic<long> g_stream_launches{0}; // so that the test sees the stream kernel was taken
+
+// Resident blocks of score_stream_kernel<MT> on the current device (its shared memory limit
+// raised first); cached a device, 0 on an error.
+constexpr int kMaxDevices = 64;
+std::atomic<int> g_stream_fit[kMaxDevices][2];
+
+template <int MT>
+int stream_blocks_resident()
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices)
+        return 0;
+    int have = g_stream_fit[dev][MT - 1].load(std::memory_order_relaxed);
+    if (have > 0)
+        return have;
+    if (cudaFuncSetAttribute(score_stream_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)stream_smem<MT>()) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_stream_kernel<MT>,
+                                                      kStreamThreads, stream_smem<MT>()) !=
+            cudaSuccess ||
+        per_sm < 1)
+        return 0;
+    g_stream_fit[dev][MT - 1].store(sms * per_sm, std::memory_order_relaxed);
+    return sms * per_sm;
+}
+
+// score_stream_kernel over the call's row pairs: gridDim.x blocks a pair, as many as `waves`
+// times the blocks the device holds at once allows (the pools a block walks adapt to the
+// position, which only the device knows). -1 when the device cannot run it.
+template <int MT>
+int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
+                        int t_off, int T, int IH, int kp, int budget, int max_pools, float *scores,
+                        int *work, cudaStream_t st)
+{
+    int resident = stream_blocks_resident<MT>();
+    if (resident < 1)
+        return -1;
+    unsigned pairs = blocks_for((size_t)T, kStreamQueries);
+    // rounded down: a partial last wave would double a call's time
+    unsigned per_pair = (unsigned)((size_t)resident * g_stream_waves.load() / pairs);
+    unsigned tiles = blocks_for((size_t)max_pools, kStreamPools);
+    per_pair = per_pair < tiles ? per_pair : tiles;
+    per_pair = per_pair > 0 ? per_pair : 1;
+    launch(score_stream_kernel<MT>, dim3(per_pair, pairs), kStreamThreads, stream_smem<MT>(), st,
+           *pool, iq, hw, pos0, t_off, T, IH, kStreamID, kp, budget, max_pools, scores, work);
+    g_stream_launches.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
+// The shapes score_stream_kernel takes: fp8 or bf16 rows of 128 at 16-byte alignment, up to 32
+// heads, a call of 4 queries or more (decode stays on score_mma_kernel's split of one query).
+bool stream_fits(const eng_cache *pool, int T, int IH, int ID)
+{
+    return g_stream_on.load() && (pool->dtype == ENG_CACHE_FP8 || pool->dtype == ENG_CACHE_BF16) &&
+           ID == kStreamID && IH <= kScoreMaxIH && T >= 4 && (uintptr_t)pool->rows % 16 == 0;
+}
+
 // The scores of eng_dsa_scores; work: the selection's histograms to clear as well, or null.
 int scores_and_clear(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
                      int t_off, int T, int IH, int ID, int kp, int budget, int max_pools,
@@ -706,6 +1040,12 @@ int scores_and_clear(const eng_cache *pool, const float *iq, const float *hw, co
         return -1;
     if (max_pools <= budget) // no query of this cache has more pools than the budget
         return 0;
+    if (stream_fits(pool, T, IH, ID)) {
+        auto go = IH > 16 ? launch_score_stream<2> : launch_score_stream<1>;
+        if (go(pool, iq, hw, pos0, t_off, T, IH, kp, budget, max_pools, scores, work, st))
+            return (int)cudaErrorInvalidConfiguration;
+        return (int)cudaGetLastError();
+    }
     if (pool->dtype != ENG_CACHE_F32 && IH <= kScoreMaxIH && ID <= kScoreMaxID) {
         int mt2 = IH > 16, wide = T >= 4;
         auto go = mt2 ? (wide ? launch_score_mma<2, 8> : launch_score_mma<2, 2>)
@@ -818,6 +1158,24 @@ extern "C" int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, in
 {
     return topk_chain(scores, pos0, t_off, T, kpool, budget, max_pools, width, idx, count, false,
                       static_cast<cudaStream_t>(stream));
+}
+
+// Internal: which score kernel eng_dsa_scores and eng_dsa_select use where both fit (1 the
+// stream kernel, 0 the tile kernel before it) and the stream kernel's grid in waves of resident
+// blocks (waves < 1 leaves it); for test_index_gpu's bit comparison and timing, never the
+// environment. Returns the kernel in use before.
+extern "C" int eng_dsa_score_kernel(int stream, int waves)
+{
+    int before = g_stream_on.exchange(stream ? 1 : 0);
+    if (waves >= 1)
+        g_stream_waves.store(waves);
+    return before;
+}
+
+// Internal: score_stream_kernel's launches so far (test_index_gpu checks its shapes took it).
+extern "C" long eng_dsa_stream_launches(void)
+{
+    return g_stream_launches.load();
 }
 
 // The score kernel clears the histograms: three launches, not four.

@@ -1,9 +1,10 @@
 /* test_index_gpu.c: the DSA indexer's top-k (eng_dsa_topk) against the CPU backend's rule (sort by
  * score, ties to the lower pool, tokens in order, the open tail) index for index, its scores
- * (eng_dsa_scores) against an fp64 reference for every cache format, and its time (eng_dsa_select,
- * its scores and its top-k alone; launched one by one and replayed as a graph, as the engine's
- * decode step is) at positions 1k (every pool taken) to 256k for a prefill chunk and for decode.
- * Usage: test_index_gpu [--no-time]; exit status 1 on any failure. */
+ * (eng_dsa_scores) against an fp64 reference for every cache format and the stream score kernel's
+ * against the tile kernel's bit for bit, and its time (eng_dsa_select, its scores and its top-k
+ * alone; launched one by one and replayed as a graph, as the engine's decode step is) at positions
+ * 1k (every pool taken) to 256k for a prefill chunk and for decode, and the two score kernels' at
+ * 8k to 1M. Usage: test_index_gpu [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,12 @@
 
 #define GPU_TEST_NAME "test_index_gpu"
 #include "tests/gpu/gpu_test.h"
+
+/* engine_index.cu's internal switch (not in engine.h: only this test uses it): 1 the stream score
+ * kernel, 0 the tile kernel before it, where both take the shape; waves: the stream kernel's grid
+ * (< 1 leaves it). Returns the kernel in use before. */
+int eng_dsa_score_kernel(int stream, int waves);
+long eng_dsa_stream_launches(void); /* the stream kernel's launches so far */
 
 /* The rows of one eng_dsa_select call in the engine (engine/cuda/plan.h: CUDA_SCORE_ROWS). */
 enum { CALL_ROWS = 64, CHUNK = 1024 };
@@ -318,6 +325,83 @@ static void check_all_scores(void)
     check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512);
 }
 
+/* ---- the stream score kernel against the tile kernel, bit for bit ---- */
+
+/* eng_dsa_scores of both kernels into buffers of the same garbage: T rows of max_pools (spare
+ * pools past the last row's, as the engine's capacity leaves), every float the same bits; the
+ * stream kernel at the given waves. 1 on a difference. */
+static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int budget, int spare,
+                             int waves)
+{
+    const int ID = 128;
+    int max_pools = (pos_first + T) / kp + 1 + spare;
+    eng_cache c = {dt, ID, NULL, NULL};
+    size_t esz = dt == ENG_CACHE_FP8 ? 1 : 2, n = (size_t)T * max_pools;
+    c.rows = dev_alloc((size_t)max_pools * ID * esz + 16);
+    c.scale = dev_alloc((size_t)max_pools * sizeof(float));
+    float *src = dev_random((size_t)max_pools * ID, 2.0f);
+    int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
+    CUDA_OK(eng_cache_write(&c, d_zero, src, max_pools, NULL));
+    float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
+    float *d_sc[2];
+    uint32_t *got[2];
+    long launches[2];
+    for (int k = 0; k < 2; k++) {
+        d_sc[k] = dev_alloc(ENG_DSA_SCORE_FLOATS(T, max_pools) * sizeof(float));
+        CUDA_OK(kern_memset(d_sc[k], 0x7f, n * sizeof(float)));
+        eng_dsa_score_kernel(k, waves);
+        long before = eng_dsa_stream_launches();
+        CUDA_OK(eng_dsa_scores(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools,
+                               d_sc[k], NULL));
+        launches[k] = eng_dsa_stream_launches() - before;
+        got[k] = to_host(d_sc[k], n * sizeof(float));
+    }
+    eng_dsa_score_kernel(1, 1);
+    long differ = 0, written = 0, first = -1;
+    for (size_t i = 0; i < n; i++) {
+        written += got[0][i] != 0x7f7f7f7fu;
+        if (got[0][i] != got[1][i] && differ++ == 0)
+            first = (long)i;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "score bits %-4s IH %-2d T%-2d P %d..%d spare %d waves %d",
+             cache_name(dt), IH, T, (pos_first + 1) / kp, (pos_first + T) / kp, spare, waves);
+    if (differ)
+        printf("  %s: row %ld pool %ld: stream %08x, tile kernel %08x\n", what,
+               first / max_pools, first % max_pools, got[1][first], got[0][first]);
+    if (launches[0] != 0 || launches[1] != 1)
+        printf("  %s: the stream kernel ran %ld time(s) for the tile kernel's scores, %ld for "
+               "its own (0 and 1 expected)\n", what, launches[0], launches[1]);
+    int bad = differ > 0 || written == 0 || launches[0] != 0 || launches[1] != 1;
+    printf("%-66s %ld scores, %ld differ %s\n", what, written, differ, bad ? "FAIL" : "same bits");
+    failures += bad;
+    for (int k = 0; k < 2; k++) {
+        free(got[k]);
+        kern_free(d_sc[k]);
+    }
+    kern_free(c.rows);
+    kern_free(c.scale);
+    kern_free(src);
+    kern_free(d_zero);
+    kern_free(iq);
+    kern_free(hw);
+}
+
+static void check_all_score_bits(void)
+{
+    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1);  /* the real shape */
+    check_score_bits(ENG_CACHE_BF16, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1);
+    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 500 + 2, 4, 512, 900, 1); /* P 500..516 */
+    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536, 4, 512, 40000, 1); /* many tiles a block */
+    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536 + 77, 4, 512, 0, 3);
+    check_score_bits(ENG_CACHE_BF16, 32, 16, 4 * 20000 + 5, 4, 512, 129, 2);
+    check_score_bits(ENG_CACHE_FP8, 32, 5, 4 * 16390, 4, 512, 0, 1);  /* a pair of one query */
+    check_score_bits(ENG_CACHE_FP8, 16, 7, 4 * 2000 + 1, 4, 512, 0, 1); /* one head tile */
+    check_score_bits(ENG_CACHE_FP8, 20, CALL_ROWS, 4 * 2100, 4, 512, 0, 1); /* heads past IH zero */
+    check_score_bits(ENG_CACHE_FP8, 32, 4, 300, 1, 128, 1000, 1);     /* kpool 1 */
+    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 20000, 16, 128, 0, 1); /* kpool 16 */
+}
+
 /* ---- time ---- */
 static float time_ms(void *a, void *b)
 {
@@ -422,7 +506,8 @@ static void time_line(bench *b, int pos, int rows, int reps)
            bad ? " FAIL: selection" : "");
 }
 
-static void time_position(int pos, void *st, void *ev0, void *ev1)
+/* The timing benchmark's buffers for a chunk from position pos: fp8 keys, IH 32, ID 128. */
+static bench bench_open(int pos, void *st, void *ev0, void *ev1)
 {
     bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512, .call_rows = CALL_ROWS, .st = st,
                .ev0 = ev0, .ev1 = ev1};
@@ -435,6 +520,7 @@ static void time_position(int pos, void *st, void *ev0, void *ev1)
     CUDA_OK(eng_cache_write(&b.pool, d_zero, src, b.max_pools, NULL));
     CUDA_OK(kern_sync());
     kern_free(src);
+    kern_free(d_zero);
     b.iq = dev_random((size_t)CHUNK * b.IH * b.ID, 1.0f);
     b.hw = dev_random((size_t)CHUNK * b.IH, 1.0f);
     size_t nsc = ENG_DSA_SCORE_FLOATS(CALL_ROWS, b.max_pools);
@@ -442,20 +528,77 @@ static void time_position(int pos, void *st, void *ev0, void *ev1)
     b.idx = dev_alloc((size_t)CHUNK * b.width * sizeof(int32_t));
     b.count = dev_alloc((size_t)CHUNK * sizeof(int));
     b.d_pos = dev_copy(&pos, sizeof pos);
+    return b;
+}
+
+static void bench_close(bench *b)
+{
+    kern_free(b->pool.rows);
+    kern_free(b->pool.scale);
+    kern_free(b->iq);
+    kern_free(b->hw);
+    kern_free(b->scores);
+    kern_free(b->idx);
+    kern_free(b->count);
+    kern_free(b->d_pos);
+}
+
+static void time_position(int pos, void *st, void *ev0, void *ev1)
+{
+    bench b = bench_open(pos, st, ev0, ev1);
     time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
     b.call_rows = 16; /* the calls before CUDA_SCORE_ROWS was 64 */
     time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
     b.call_rows = CALL_ROWS;
     time_line(&b, pos + CHUNK - 1, 1, 100); /* decode: one row, the chunk's last position */
-    kern_free(b.pool.rows);
-    kern_free(b.pool.scale);
-    kern_free(d_zero);
-    kern_free(b.iq);
-    kern_free(b.hw);
-    kern_free(b.scores);
-    kern_free(b.idx);
-    kern_free(b.count);
-    kern_free(b.d_pos);
+    bench_close(&b);
+}
+
+/* The score kernels of a chunk of CHUNK rows (CALL_ROWS a call, a graph replayed) from position
+ * pos: the tile kernel, then the stream kernel at 1 and 2 waves; us, TFLOP/s (q's three parts
+ * against the keys: 6 IH ID flops a scored pool) and each stream run's last call's scores against
+ * the tile kernel's, bit for bit. */
+static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
+{
+    bench b = bench_open(pos, st, ev0, ev1);
+    CUDA_OK(kern_to_device(b.d_pos, &pos, sizeof pos));
+    double flops = 0;
+    for (int t = 0; t < CHUNK; t++) {
+        int P = (pos + t + 1) / b.kp;
+        flops += P > b.budget ? 6.0 * P * b.IH * b.ID : 0;
+    }
+    static const int stream[] = {0, 1, 1}, waves[] = {1, 1, 2};
+    size_t n = (size_t)CALL_ROWS * b.max_pools;
+    float *ref = NULL;
+    double us[3];
+    int bad = 0;
+    for (int k = 0; k < 3; k++) {
+        eng_dsa_score_kernel(stream[k], waves[k]);
+        us[k] = time_rows(&b, SCORES, CHUNK, pos >= 262144 ? 3 : 10, 1);
+        CUDA_OK(kern_memset(b.scores, 0x7f, n * sizeof(float)));
+        long before = eng_dsa_stream_launches();
+        CUDA_OK(eng_dsa_scores(&b.pool, b.iq + (size_t)(CHUNK - CALL_ROWS) * b.IH * b.ID,
+                               b.hw + (size_t)(CHUNK - CALL_ROWS) * b.IH, b.d_pos,
+                               CHUNK - CALL_ROWS, CALL_ROWS, b.IH, b.ID, b.kp, b.budget,
+                               b.max_pools, b.scores, b.st));
+        bad += eng_dsa_stream_launches() - before != stream[k]; /* the kernel asked for ran */
+        CUDA_OK(eng_stream_sync(b.st));
+        float *got = to_host(b.scores, n * sizeof(float));
+        if (!ref)
+            ref = got;
+        else {
+            bad += memcmp(ref, got, n * sizeof(float)) != 0;
+            free(got);
+        }
+    }
+    eng_dsa_score_kernel(1, 1);
+    printf("scores %8d %6d..%-6d | %9.1f %6.1f | %9.1f %6.1f %5.2fx | %9.1f %6.1f %5.2fx | %s\n",
+           pos, (pos + 1) / b.kp, (pos + CHUNK) / b.kp, us[0], flops / us[0] * 1e-6, us[1],
+           flops / us[1] * 1e-6, us[0] / us[1], us[2], flops / us[2] * 1e-6, us[0] / us[2],
+           bad ? "FAIL: bits differ or the wrong kernel ran" : "same bits");
+    failures += bad;
+    free(ref);
+    bench_close(&b);
 }
 
 int main(int argc, char **argv)
@@ -465,6 +608,7 @@ int main(int argc, char **argv)
     gpu_test_device(name, sizeof name);
     check_selections();
     check_all_scores();
+    check_all_score_bits();
     if (timed) {
         void *st, *ev0, *ev1;
         CUDA_OK(eng_stream_new(&st));
@@ -478,6 +622,16 @@ int main(int argc, char **argv)
         static const int positions[] = {1024, 8192, 65536, 262144};
         for (int i = 0; i < 4; i++)
             time_position(positions[i], st, ev0, ev1);
+        printf("\nthe score kernels (eng_dsa_scores, graph replayed), us a chunk of %d rows (%d a "
+               "call) and TFLOP/s (6 IH ID flops a pool: q's three bf16 parts); tile: the kernel "
+               "before, stream: walking the pools (its grid 1 or 2 waves of resident blocks), its "
+               "speedup; the last call's scores of each against the tile kernel's\n",
+               CHUNK, CALL_ROWS);
+        printf("%-6s %8s %14s | %9s %6s | %9s %6s %6s | %9s %6s %6s |\n", "", "position", "pools",
+               "tile us", "TF/s", "stream1", "TF/s", "", "stream2", "TF/s", "");
+        static const int score_positions[] = {8192, 65536, 262144, 1048576};
+        for (int i = 0; i < 4; i++)
+            time_score_kernels(score_positions[i], st, ev0, ev1);
         eng_event_free(ev0);
         eng_event_free(ev1);
         eng_stream_free(st);
