@@ -849,36 +849,35 @@ __device__ void slice_exp_gates(slice_group &b)
     }
 }
 
-// One token's joins through the warp's part[2][slice][quad]: this lane's partials of the
-// product with k (pm) and of the previous token's output (po) in; back, the sums over the 8
-// slices in order from 0 of pm for its 4 columns (mem), and in lanes of slice < 4 that of po for
-// column 4 quad + slice (the return value).
-__device__ __forceinline__ float slice_join(float4 (*part)[kScanSlices][4], int sl, int quad,
-                                            const float pm[4], const float po[4], float mem[4])
+// A warp's exchange for slice_join: the 8 slices' partials of its 16 columns at [s * 16 + column],
+// those of the products with k from 0, those of the output from kXchOut (16 floats past their
+// 128, so the two halves of the warp read them from distinct banks).
+constexpr int kXchOut = 144;
+constexpr int kXchFloats = kXchOut + 128;
+
+// One token's joins: this lane's partials of the product with k (pm, its 4 columns) and of the
+// previous token's output (po) in; each of the warp's 16 columns summed over the 8 slices in
+// order from 0 by one lane (lane c: pm of column c; lane 16 + c: po of column c), so each
+// partial is read once. Back: mem, the sums of pm for this lane's 4 columns (by shuffles), and
+// the return value, in lane 16 + c the output of column c.
+__device__ __forceinline__ float slice_join(float *xch, int lane, const float pm[4],
+                                            const float po[4], float mem[4])
 {
-    part[0][sl][quad] = make_float4(pm[0], pm[1], pm[2], pm[3]);
-    part[1][sl][quad] = make_float4(po[0], po[1], po[2], po[3]);
+    const int sl = lane >> 2, quad = lane & 3;
+    *reinterpret_cast<float4 *>(xch + 16 * sl + 4 * quad) = make_float4(pm[0], pm[1], pm[2], pm[3]);
+    *reinterpret_cast<float4 *>(xch + kXchOut + 16 * sl + 4 * quad) =
+        make_float4(po[0], po[1], po[2], po[3]);
     __syncwarp();
+    const float *col = xch + (lane < 16 ? lane : kXchOut + lane - 16);
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kScanSlices; s++)
+        sum = __fadd_rn(sum, col[16 * s]);
+    __syncwarp(); // every lane has read before the next token's partials go in
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        mem[i] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kScanSlices; s++) {
-        float4 x = part[0][s][quad];
-        mem[0] = __fadd_rn(mem[0], x.x);
-        mem[1] = __fadd_rn(mem[1], x.y);
-        mem[2] = __fadd_rn(mem[2], x.z);
-        mem[3] = __fadd_rn(mem[3], x.w);
-    }
-    float out = 0.0f;
-    if (sl < 4) {
-        const float *o = &part[1][0][quad].x + sl;
-#pragma unroll
-        for (int s = 0; s < kScanSlices; s++)
-            out = __fadd_rn(out, o[4 * 4 * s]);
-    }
-    __syncwarp(); // every lane has read before the next token's partials go in
-    return out;
+        mem[i] = __shfl_sync(0xffffffffu, sum, 4 * quad + i);
+    return sum;
 }
 
 // kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests).
@@ -889,10 +888,11 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
 {
     pdl_prologue();
     __shared__ slice_group grp[kSliceBufs];
-    __shared__ float4 part[kSliceWarps][2][kScanSlices][4]; // [warp][pm, po][slice][quad]
+    __shared__ __align__(16) float xch[kSliceWarps][kXchFloats]; // slice_join's, a warp
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int sl = lane >> 2, quad = lane & 3, c0 = blockIdx.y * kSliceCols;
     const int jc = warp * 16 + 4 * quad, j0 = c0 + jc, C = H * dk;
+    const int jo = c0 + warp * 16 + (lane & 15); // the column whose output lane 16 + c stores
     bool ok[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -948,7 +948,7 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
                 }
             }
             float mem[4];
-            float out = slice_join(part[warp], sl, quad, pm, po, mem); // (po: token t - 1's)
+            float out = slice_join(xch[warp], lane, pm, po, mem); // (po: token t - 1's)
             float delta[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -970,8 +970,8 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
                         }
                 }
             }
-            if (sl < 4 && prev >= 0 && j0 + sl < dk)
-                o[(size_t)prev * C + (size_t)h * dk + j0 + sl] = out;
+            if (lane >= 16 && prev >= 0 && jo < dk)
+                o[(size_t)prev * C + (size_t)h * dk + jo] = out;
             prev = t;
             if (trail) { // the state after token t, for going back inside a verification window
                 float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
@@ -985,9 +985,9 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
         }
     }
     float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, mem[4];
-    float out = slice_join(part[warp], sl, quad, pm, po, mem);
-    if (sl < 4 && j0 + sl < dk)
-        o[(size_t)prev * C + (size_t)h * dk + j0 + sl] = out;
+    float out = slice_join(xch[warp], lane, pm, po, mem);
+    if (lane >= 16 && jo < dk)
+        o[(size_t)prev * C + (size_t)h * dk + jo] = out;
 #pragma unroll
     for (int r = 0; r < kScanMaxRows; r++)
 #pragma unroll
