@@ -593,14 +593,14 @@ int main(int argc, char **argv)
     CUDA_OK(eng_event_new(&ev1));
     const scan_case scans[] = {
         {64, 128, 1, 0, 1, 1, 0},    /* one token: a group in part */
-        {64, 128, 7, 1, 1, 1, 0},    /* less than a staged group, from a zero state */
+        {64, 128, 7, 1, 1, 1, 0},    /* groups in part (8 tokens; 4 and 3), from a zero state */
         {64, 128, 64, 0, 1, 1, 0},   /* whole groups, the buffers reused */
-        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part */
+        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part (of 8; of 4) */
         {2, 128, 4096, 0, 1, 0, 0},  /* the chunk's length */
         {64, 128, 4096, 0, 0, 0, 0}, /* the chunk's shape: against the decode path only */
         {4, 128, 29, 0, 1, 1, 1},    /* unaligned arrays: word copies */
-        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows and columns out of range */
-        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies */
+        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows, columns, whole warps out of range */
+        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies, a lane with 2 of 4 columns */
         {5, 64, 9, 0, 1, 1, 1},      /* one block of columns exactly; unaligned */
     };
     for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
