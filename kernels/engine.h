@@ -203,8 +203,10 @@ int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
                        const float *beta, int T, int H, int dk, float *o, float *trail,
                        void *stream);
 /* The prefill delta rule's kernels, the same bits: the one in use (each lane 16 rows of 4
- * columns) and the one before it (each lane 64 rows of one column), kept while timings decide. */
-enum { ENG_KDA_SCAN_SLICES = 0, ENG_KDA_SCAN_COLUMNS = 1 };
+ * columns, each column's slice sums made by one lane), its form where every lane makes those of
+ * its own columns, and the one before them (each lane 64 rows of one column), kept while timings
+ * decide. */
+enum { ENG_KDA_SCAN_SLICES = 0, ENG_KDA_SCAN_COLUMNS = 1, ENG_KDA_SCAN_SLICES_ALL = 2 };
 /* eng_kda_scan_trail by the kernel named (ENG_KDA_SCAN_*; anything else: -1), for tests. */
 int eng_kda_scan_trail_kernel(float *S, const float *q, const float *k, const float *v,
                               const float *g, const float *beta, int T, int H, int dk, float *o,

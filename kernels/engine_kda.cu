@@ -880,8 +880,42 @@ __device__ __forceinline__ float slice_join(float *xch, int lane, const float pm
     return sum;
 }
 
-// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests).
-template <bool kFull>
+// slice_join's other form, to time against it: every lane sums the 8 partials of each of its 4
+// columns itself (8 float4 reads, 4 chains; no shuffles, a shorter wait, 4 times the reads), and
+// lane 4 s + c of slice s < 4 that of the output of column 4 c + s (the return value).
+__device__ __forceinline__ float slice_join_all(float *xch, int lane, const float pm[4],
+                                                const float po[4], float mem[4])
+{
+    const int sl = lane >> 2, quad = lane & 3;
+    *reinterpret_cast<float4 *>(xch + 16 * sl + 4 * quad) = make_float4(pm[0], pm[1], pm[2], pm[3]);
+    *reinterpret_cast<float4 *>(xch + kXchOut + 16 * sl + 4 * quad) =
+        make_float4(po[0], po[1], po[2], po[3]);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        mem[i] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kScanSlices; s++) {
+        float4 x = *reinterpret_cast<const float4 *>(xch + 16 * s + 4 * quad);
+        mem[0] = __fadd_rn(mem[0], x.x);
+        mem[1] = __fadd_rn(mem[1], x.y);
+        mem[2] = __fadd_rn(mem[2], x.z);
+        mem[3] = __fadd_rn(mem[3], x.w);
+    }
+    float out = 0.0f;
+    if (sl < 4) {
+        const float *col = xch + kXchOut + 4 * quad + sl;
+#pragma unroll
+        for (int s = 0; s < kScanSlices; s++)
+            out = __fadd_rn(out, col[16 * s]);
+    }
+    __syncwarp(); // every lane has read before the next token's partials go in
+    return out;
+}
+
+// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests); kAll: slice_join_all for
+// slice_join.
+template <bool kFull, bool kAll>
 __global__ void __launch_bounds__(32 * kSliceWarps, 3)
     prefill_slice_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
                          const float *beta, int T, int H, int dk, float *o, float *trail)
@@ -892,7 +926,10 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
     const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int sl = lane >> 2, quad = lane & 3, c0 = blockIdx.y * kSliceCols;
     const int jc = warp * 16 + 4 * quad, j0 = c0 + jc, C = H * dk;
-    const int jo = c0 + warp * 16 + (lane & 15); // the column whose output lane 16 + c stores
+    // the column whose output this lane stores, if outl
+    const int jo = kAll ? j0 + sl : c0 + warp * 16 + (lane & 15);
+    const bool outl = kAll ? sl < 4 : lane >= 16;
+    auto join = kAll ? slice_join_all : slice_join;
     bool ok[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -948,7 +985,7 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
                 }
             }
             float mem[4];
-            float out = slice_join(xch[warp], lane, pm, po, mem); // (po: token t - 1's)
+            float out = join(xch[warp], lane, pm, po, mem); // (po: token t - 1's)
             float delta[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -970,7 +1007,7 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
                         }
                 }
             }
-            if (lane >= 16 && prev >= 0 && jo < dk)
+            if (outl && prev >= 0 && jo < dk)
                 o[(size_t)prev * C + (size_t)h * dk + jo] = out;
             prev = t;
             if (trail) { // the state after token t, for going back inside a verification window
@@ -985,8 +1022,8 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
         }
     }
     float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, mem[4];
-    float out = slice_join(xch[warp], lane, pm, po, mem);
-    if (lane >= 16 && jo < dk)
+    float out = join(xch[warp], lane, pm, po, mem);
+    if (outl && jo < dk)
         o[(size_t)prev * C + (size_t)h * dk + jo] = out;
 #pragma unroll
     for (int r = 0; r < kScanMaxRows; r++)
@@ -1084,13 +1121,17 @@ extern "C" int eng_kda_scan_trail_kernel(float *S, const float *q, const float *
                                          void *stream)
 {
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || H < 1 ||
-        (kernel != ENG_KDA_SCAN_SLICES && kernel != ENG_KDA_SCAN_COLUMNS))
+        (kernel != ENG_KDA_SCAN_SLICES && kernel != ENG_KDA_SCAN_SLICES_ALL &&
+         kernel != ENG_KDA_SCAN_COLUMNS))
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     bool full = dk == kPrefillMaxDk;
-    if (kernel == ENG_KDA_SCAN_SLICES) {
+    if (kernel != ENG_KDA_SCAN_COLUMNS) {
         dim3 grid(H, blocks_for((size_t)dk, kSliceCols));
-        auto kern = full ? prefill_slice_kernel<true> : prefill_slice_kernel<false>;
+        bool all = kernel == ENG_KDA_SCAN_SLICES_ALL;
+        auto kern = full ? all ? prefill_slice_kernel<true, true> : prefill_slice_kernel<true, false>
+                    : all ? prefill_slice_kernel<false, true>
+                          : prefill_slice_kernel<false, false>;
         launch(kern, grid, 32 * kSliceWarps, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
         return (int)cudaGetLastError();
     }

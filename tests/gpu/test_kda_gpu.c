@@ -3,8 +3,8 @@
  * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
  * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
  * full prefill), then their times at GLM-5.3-Flash's prefill shape against their floors.
- * Both prefill kernels of the delta rule (ENG_KDA_SCAN_SLICES, the one in use, and
- * ENG_KDA_SCAN_COLUMNS) are checked and timed.
+ * Every prefill kernel of the delta rule (ENG_KDA_SCAN_SLICES, the one in use,
+ * ENG_KDA_SCAN_SLICES_ALL and ENG_KDA_SCAN_COLUMNS) is checked and timed.
  * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +199,7 @@ static const struct {
     const char *name;
 } scan_kernels[] = {
     {ENG_KDA_SCAN_SLICES, "slices"},
+    {ENG_KDA_SCAN_SLICES_ALL, "slices, every lane's sums"},
     {ENG_KDA_SCAN_COLUMNS, "columns"},
 };
 #define N_SCAN_KERNELS (sizeof scan_kernels / sizeof *scan_kernels)
@@ -503,7 +504,7 @@ static void time_scan(void *ev0, void *ev1)
             CUDA_OK(eng_event_ms(ev0, ev1, &ms[i]));
         }
         double us = 1000.0 * median(ms, reps);
-        printf("time the KDA delta rule (prefill, %-7s) %d heads of %d, %d tokens: %9.1f us; FP32 "
+        printf("time the KDA delta rule (prefill, %-25s) %d heads of %d, %d tokens: %9.1f us; FP32 "
                "floor %.1f us (%.0f SMs, %.0f MHz); %.0f%% of the floor\n", scan_kernels[ki].name,
                H, dk, T, us, floor_us, sms, hz / 1e6, 100.0 * floor_us / us);
     }
@@ -605,9 +606,9 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
         check_scan(&scans[i]);
-    if (eng_kda_scan_trail_kernel(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 128, NULL, NULL, 2,
+    if (eng_kda_scan_trail_kernel(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 128, NULL, NULL, 3,
                                   NULL) != -1) {
-        printf("FAIL the delta rule ran a kernel choice that does not exist (2)\n");
+        printf("FAIL the delta rule ran a kernel choice that does not exist (3)\n");
         failures++;
     } else {
         printf("ok   the delta rule refuses a kernel choice that does not exist\n");
