@@ -913,6 +913,100 @@ __device__ __forceinline__ float slice_join_all(float *xch, int lane, const floa
     return out;
 }
 
+// The row loops of prefill_slice_kernel's lane (rows 8 r + sl, r ascending, of columns i = 0 .. 3;
+// rows past dk skipped unless kFull). a, k, q: its slice's run in a staged row.
+
+// Token t's scaling by exp(g) and products with k from 0 (pm); k kept in kr.
+template <bool kFull>
+__device__ __forceinline__ void slice_decay(float (&Sr)[kScanMaxRows][4], float (&kr)[kScanMaxRows],
+                                            float (&pm)[4], const float *a, const float *k, int sl,
+                                            int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        pm[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 a4 = *reinterpret_cast<const float4 *>(a + 4 * m);
+        float4 k4 = *reinterpret_cast<const float4 *>(k + 4 * m);
+        const float av[4] = {a4.x, a4.y, a4.z, a4.w}, kv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            kr[r] = kv[u];
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmul_rn(Sr[r][i], av[u]);
+                    pm[i] = __fmaf_rn(Sr[r][i], kr[r], pm[i]);
+                }
+        }
+    }
+}
+
+// Token t's update by k (kr) times delta and products with q from 0 (po).
+template <bool kFull>
+__device__ __forceinline__ void slice_update(float (&Sr)[kScanMaxRows][4],
+                                             const float (&kr)[kScanMaxRows],
+                                             const float (&delta)[4], float (&po)[4],
+                                             const float *q, int sl, int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        po[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 q4 = *reinterpret_cast<const float4 *>(q + 4 * m);
+        const float qv[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmaf_rn(kr[r], delta[i], Sr[r][i]);
+                    po[i] = __fmaf_rn(Sr[r][i], qv[u], po[i]);
+                }
+        }
+    }
+}
+
+// slice_update for token t then slice_decay for token t + 1 (an, kn), a row at a time: each
+// row's operations and each chain's order are theirs; the two chains interleave and the next
+// token's loads go out with this one's.
+template <bool kFull>
+__device__ __forceinline__ void slice_update_decay(float (&Sr)[kScanMaxRows][4],
+                                                   float (&kr)[kScanMaxRows],
+                                                   const float (&delta)[4], float (&po)[4],
+                                                   float (&pm)[4], const float *q, const float *an,
+                                                   const float *kn, int sl, int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        po[i] = 0.0f, pm[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 q4 = *reinterpret_cast<const float4 *>(q + 4 * m);
+        float4 a4 = *reinterpret_cast<const float4 *>(an + 4 * m);
+        float4 k4 = *reinterpret_cast<const float4 *>(kn + 4 * m);
+        const float qv[4] = {q4.x, q4.y, q4.z, q4.w}, av[4] = {a4.x, a4.y, a4.z, a4.w};
+        const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmaf_rn(kr[r], delta[i], Sr[r][i]);
+                    po[i] = __fmaf_rn(Sr[r][i], qv[u], po[i]);
+                    Sr[r][i] = __fmul_rn(Sr[r][i], av[u]);
+                    pm[i] = __fmaf_rn(Sr[r][i], kv[u], pm[i]);
+                }
+            kr[r] = kv[u];
+        }
+    }
+}
+
 // kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests); kAll: slice_join_all for
 // slice_join.
 template <bool kFull, bool kAll>
@@ -951,6 +1045,7 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
     cp_async_commit();
     float po[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // the previous token's output partials
     int prev = -1;                          // that token (-1: none yet)
+    float kr[kScanMaxRows], pm[4];          // the token's k rows; its products with k
     for (int gi = 0; gi < ngroups; gi++) {
         slice_group &b = grp[gi % kSliceBufs];
         cp_async_wait_older();
@@ -960,53 +1055,26 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
             slice_stage(grp[(gi + 2) % kSliceBufs], src, (gi + 2) * kSliceTokens);
         cp_async_commit();
         int nt = min(kSliceTokens, T - gi * kSliceTokens);
+        const int run = sl * kSliceStride; // this lane's slice in a staged row
+        slice_decay<kFull>(Sr, kr, pm, &b.a[0][run], &b.k[0][run], sl, dk);
         for (int tl = 0; tl < nt; tl++) {
             int t = gi * kSliceTokens + tl;
-            const float *ka = &b.k[tl][sl * kSliceStride], *aa = &b.a[tl][sl * kSliceStride];
-            const float *qa = &b.q[tl][sl * kSliceStride];
             const float4 v4 = *reinterpret_cast<const float4 *>(&b.v[tl][jc]); // (0 past dk)
             const float vj[4] = {v4.x, v4.y, v4.z, v4.w}, bt = b.beta[tl];
-            float kr[kScanMaxRows], pm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int m = 0; m < kScanMaxRows / 4; m++) {
-                float4 a4 = *reinterpret_cast<const float4 *>(aa + 4 * m);
-                float4 k4 = *reinterpret_cast<const float4 *>(ka + 4 * m);
-                float av[4] = {a4.x, a4.y, a4.z, a4.w};
-                kr[4 * m] = k4.x, kr[4 * m + 1] = k4.y, kr[4 * m + 2] = k4.z, kr[4 * m + 3] = k4.w;
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    int r = 4 * m + u;
-                    if (row_ok(r))
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            Sr[r][i] = __fmul_rn(Sr[r][i], av[u]);
-                            pm[i] = __fmaf_rn(Sr[r][i], kr[r], pm[i]);
-                        }
-                }
-            }
             float mem[4];
             float out = join(xch[warp], lane, pm, po, mem); // (po: token t - 1's)
             float delta[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < 4; i++)
                 delta[i] = ok[i] ? __fmul_rn(__fsub_rn(vj[i], mem[i]), bt) : 0.0f;
-                po[i] = 0.0f;
-            }
-#pragma unroll
-            for (int m = 0; m < kScanMaxRows / 4; m++) {
-                float4 q4 = *reinterpret_cast<const float4 *>(qa + 4 * m);
-                float qv[4] = {q4.x, q4.y, q4.z, q4.w};
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    int r = 4 * m + u;
-                    if (row_ok(r))
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            Sr[r][i] = __fmaf_rn(kr[r], delta[i], Sr[r][i]);
-                            po[i] = __fmaf_rn(Sr[r][i], qv[u], po[i]);
-                        }
-                }
-            }
+            // the next token's scaling with this update, unless the state after this one is
+            // stored (trail) or the next token is in the next group
+            bool fuse = tl + 1 < nt && !trail;
+            if (fuse)
+                slice_update_decay<kFull>(Sr, kr, delta, po, pm, &b.q[tl][run],
+                                          &b.a[tl + 1][run], &b.k[tl + 1][run], sl, dk);
+            else
+                slice_update<kFull>(Sr, kr, delta, po, &b.q[tl][run], sl, dk);
             if (outl && prev >= 0 && jo < dk)
                 o[(size_t)prev * C + (size_t)h * dk + jo] = out;
             prev = t;
@@ -1019,9 +1087,14 @@ __global__ void __launch_bounds__(32 * kSliceWarps, 3)
                         if (ok[i] && row_ok(r))
                             Th[(size_t)(kScanSlices * r + sl) * dk + j0 + i] = Sr[r][i];
             }
+            if (!fuse && tl + 1 < nt)
+                slice_decay<kFull>(Sr, kr, pm, &b.a[tl + 1][run], &b.k[tl + 1][run], sl, dk);
         }
     }
-    float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, mem[4];
+    float mem[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        pm[i] = 0.0f;
     float out = join(xch[warp], lane, pm, po, mem);
     if (outl && jo < dk)
         o[(size_t)prev * C + (size_t)h * dk + jo] = out;
