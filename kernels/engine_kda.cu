@@ -787,12 +787,14 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
 // r = 0 .. 15) of its warp's columns 4 c .. 4 c + 3, so each k, exp(g) and q value it reads from
 // shared memory serves 4 columns (prefill_scan_kernel's lane reads them for 64 rows of one).
 // Each column's 8 slice partials meet through shared memory within the warp and are summed in
-// order s = 0 .. 7 from 0: scan_kernel's arithmetic, operation for operation. The staged rows
-// lie slice by slice (row s + 8 r at s * kSliceStride + r; the stride of 20 puts the 8 slices'
-// float4s on distinct banks), so a lane's 16 rows come in 4 float4s. Groups of 4 tokens in 3
-// buffers keep a block's shared memory under a third of a Spark SM's 100 KiB: the 128 blocks of
-// 64 heads then all fit 48 SMs at once (3 warps a scheduler at most against 2.67 on average, the
-// closest a warp of 16 columns can come), and take one SM each of an H100's 132.
+// order s = 0 .. 7 from 0: scan_kernel's arithmetic, operation for operation. After a token's
+// join one pass over the rows makes its update and the next token's scaling (slice_update_decay),
+// so a token waits on one join and one set of loads. The staged rows lie slice by slice (row
+// s + 8 r at s * kSliceStride + r; the stride of 20 puts the 8 slices' float4s on distinct
+// banks), so a lane's 16 rows come in 4 float4s. Groups of 4 tokens in 3 buffers keep a block's
+// shared memory under a third of a Spark SM's 100 KiB: the 128 blocks of 64 heads then all fit
+// 48 SMs at once (3 warps a scheduler at most against 2.67 on average, the closest a warp of 16
+// columns can come), and take one SM each of an H100's 132.
 constexpr int kSliceTokens = 4;                       // tokens of a staged group
 constexpr int kSliceBufs = 3;                         // groups in flight
 constexpr int kSliceWarps = 4;                        // warps a block
