@@ -219,6 +219,15 @@ int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const
 int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v, const float *g,
                        const float *beta, int T, int H, int dk, float *o, float *trail,
                        void *stream);
+/* The prefill delta rule's kernels, the same bits: the one in use (each lane 16 rows of 4
+ * columns, each column's slice sums made by one lane), its form where every lane makes those of
+ * its own columns, and the one before them (each lane 64 rows of one column), kept while timings
+ * decide. */
+enum { ENG_KDA_SCAN_SLICES = 0, ENG_KDA_SCAN_COLUMNS = 1, ENG_KDA_SCAN_SLICES_ALL = 2 };
+/* eng_kda_scan_trail by the kernel named (ENG_KDA_SCAN_*; anything else: -1), for tests. */
+int eng_kda_scan_trail_kernel(float *S, const float *q, const float *k, const float *v,
+                              const float *g, const float *beta, int T, int H, int dk, float *o,
+                              float *trail, int kernel, void *stream);
 /* The conv window before a chunk and the chunk's q k v rows as one [K-1+T][3C] array (the
  * window's layout): the window after the chunk's first j tokens is rows j .. j+K-2. Call it
  * before eng_kda_conv, which moves the window on. */

@@ -545,7 +545,8 @@ __global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, co
     }
 }
 
-// The prefill path's delta rule (prefill_scan_kernel): a block a (head, group of 64 columns), 4
+// The prefill delta rule a column a lane (prefill_scan_kernel, ENG_KDA_SCAN_COLUMNS: kept beside
+// prefill_slice_kernel while timings decide): a block a (head, group of 64 columns), 4
 // warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i)
 // of its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token.
 // q, k, exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async,
@@ -781,6 +782,332 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
                 Sh[(size_t)(8 * r + 4 * half + i) * dk + j] = Sr[r][i];
 }
 
+// The prefill path's delta rule in slices (prefill_slice_kernel, the one in use): a block a
+// (head, group of 64 columns), 4 warps of 16 columns; lane 4 s + c keeps slice s (rows s + 8 r,
+// r = 0 .. 15) of its warp's columns 4 c .. 4 c + 3, so each k, exp(g) and q value it reads from
+// shared memory serves 4 columns (prefill_scan_kernel's lane reads them for 64 rows of one).
+// Each column's 8 slice partials meet through shared memory within the warp and are summed in
+// order s = 0 .. 7 from 0: scan_kernel's arithmetic, operation for operation. After a token's
+// join one pass over the rows makes its update and the next token's scaling (slice_update_decay),
+// so a token waits on one join and one set of loads. The staged rows lie slice by slice (row
+// s + 8 r at s * kSliceStride + r; the stride of 20 puts the 8 slices' float4s on distinct
+// banks), so a lane's 16 rows come in 4 float4s. Groups of 4 tokens in 3 buffers keep a block's
+// shared memory under a third of a Spark SM's 100 KiB: the 128 blocks of 64 heads then all fit
+// 48 SMs at once (3 warps a scheduler at most against 2.67 on average, the closest a warp of 16
+// columns can come), and take one SM each of an H100's 132.
+constexpr int kSliceTokens = 4;                       // tokens of a staged group
+constexpr int kSliceBufs = 3;                         // groups in flight
+constexpr int kSliceWarps = 4;                        // warps a block
+constexpr int kSliceCols = 16 * kSliceWarps;          // columns a block
+constexpr int kSliceStride = 20;                      // floats between slices in a staged row
+constexpr int kSliceRow = kScanSlices * kSliceStride; // floats of a staged row
+
+struct __align__(16) slice_group {
+    float k[kSliceTokens][kSliceRow], q[kSliceTokens][kSliceRow];
+    float a[kSliceTokens][kSliceRow]; // g, then exp(g) in place
+    float v[kSliceTokens][kSliceCols], beta[kSliceTokens];
+};
+
+// Where row d of a head lies in a staged row: its slice's run, its place in the slice.
+__device__ __forceinline__ int slice_pos(int d)
+{
+    return d % kScanSlices * kSliceStride + d / kScanSlices;
+}
+
+// Group [t0, t0 + kSliceTokens) into b by word copies (cp.async; this thread's share, committed
+// by the caller), q k g reordered slice by slice. Rows past dk, columns past dk and tokens past
+// T are zero-filled.
+__device__ void slice_stage(slice_group &b, const prefill_src &s, int t0)
+{
+    const int tid = threadIdx.x, nt = blockDim.x, C = s.H * s.dk;
+    for (int e = tid; e < kSliceTokens * kPrefillMaxDk; e += nt) {
+        int tl = e / kPrefillMaxDk, d = e % kPrefillMaxDk, t = t0 + tl, x = slice_pos(d);
+        bool in = t < s.T && d < s.dk;
+        size_t at = in ? (size_t)t * C + (size_t)s.h * s.dk + d : 0;
+        int n = in ? 4 : 0;
+        cp_async_4(&b.k[tl][x], s.k + at, n);
+        cp_async_4(&b.q[tl][x], s.q + at, n);
+        cp_async_4(&b.a[tl][x], s.g + at, n);
+    }
+    for (int e = tid; e < kSliceTokens * kSliceCols; e += nt) {
+        int tl = e / kSliceCols, c = e % kSliceCols, t = t0 + tl;
+        bool in = t < s.T && s.c0 + c < s.dk;
+        const float *src = s.v + (in ? (size_t)t * C + (size_t)s.h * s.dk + s.c0 + c : 0);
+        cp_async_4(&b.v[tl][c], src, in ? 4 : 0);
+    }
+    if (tid < kSliceTokens) {
+        int t = t0 + tid;
+        cp_async_4(&b.beta[tid], s.beta + (t < s.T ? (size_t)t * s.H + s.h : 0), t < s.T ? 4 : 0);
+    }
+}
+
+// The gates this thread copied into b (slice_stage's share, complete): g <- exp(g), as
+// scan_kernel computes it.
+__device__ void slice_exp_gates(slice_group &b)
+{
+    for (int e = threadIdx.x; e < kSliceTokens * kPrefillMaxDk; e += blockDim.x) {
+        int tl = e / kPrefillMaxDk, x = slice_pos(e % kPrefillMaxDk);
+        b.a[tl][x] = expf(b.a[tl][x]);
+    }
+}
+
+// A warp's exchange for slice_join: the 8 slices' partials of its 16 columns at [s * 16 + column],
+// those of the products with k from 0, those of the output from kXchOut (16 floats past their
+// 128, so the two halves of the warp read them from distinct banks).
+constexpr int kXchOut = 144;
+constexpr int kXchFloats = kXchOut + 128;
+
+// One token's joins: this lane's partials of the product with k (pm, its 4 columns) and of the
+// previous token's output (po) in; each of the warp's 16 columns summed over the 8 slices in
+// order from 0 by one lane (lane c: pm of column c; lane 16 + c: po of column c), so each
+// partial is read once. Back: mem, the sums of pm for this lane's 4 columns (by shuffles), and
+// the return value, in lane 16 + c the output of column c.
+__device__ __forceinline__ float slice_join(float *xch, int lane, const float pm[4],
+                                            const float po[4], float mem[4])
+{
+    const int sl = lane >> 2, quad = lane & 3;
+    *reinterpret_cast<float4 *>(xch + 16 * sl + 4 * quad) = make_float4(pm[0], pm[1], pm[2], pm[3]);
+    *reinterpret_cast<float4 *>(xch + kXchOut + 16 * sl + 4 * quad) =
+        make_float4(po[0], po[1], po[2], po[3]);
+    __syncwarp();
+    const float *col = xch + (lane < 16 ? lane : kXchOut + lane - 16);
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kScanSlices; s++)
+        sum = __fadd_rn(sum, col[16 * s]);
+    __syncwarp(); // every lane has read before the next token's partials go in
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        mem[i] = __shfl_sync(0xffffffffu, sum, 4 * quad + i);
+    return sum;
+}
+
+// slice_join's other form, to time against it: every lane sums the 8 partials of each of its 4
+// columns itself (8 float4 reads, 4 chains; no shuffles, a shorter wait, 4 times the reads), and
+// lane 4 s + c of slice s < 4 that of the output of column 4 c + s (the return value).
+__device__ __forceinline__ float slice_join_all(float *xch, int lane, const float pm[4],
+                                                const float po[4], float mem[4])
+{
+    const int sl = lane >> 2, quad = lane & 3;
+    *reinterpret_cast<float4 *>(xch + 16 * sl + 4 * quad) = make_float4(pm[0], pm[1], pm[2], pm[3]);
+    *reinterpret_cast<float4 *>(xch + kXchOut + 16 * sl + 4 * quad) =
+        make_float4(po[0], po[1], po[2], po[3]);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        mem[i] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kScanSlices; s++) {
+        float4 x = *reinterpret_cast<const float4 *>(xch + 16 * s + 4 * quad);
+        mem[0] = __fadd_rn(mem[0], x.x);
+        mem[1] = __fadd_rn(mem[1], x.y);
+        mem[2] = __fadd_rn(mem[2], x.z);
+        mem[3] = __fadd_rn(mem[3], x.w);
+    }
+    float out = 0.0f;
+    if (sl < 4) {
+        const float *col = xch + kXchOut + 4 * quad + sl;
+#pragma unroll
+        for (int s = 0; s < kScanSlices; s++)
+            out = __fadd_rn(out, col[16 * s]);
+    }
+    __syncwarp(); // every lane has read before the next token's partials go in
+    return out;
+}
+
+// The row loops of prefill_slice_kernel's lane (rows 8 r + sl, r ascending, of columns i = 0 .. 3;
+// rows past dk skipped unless kFull). a, k, q: its slice's run in a staged row.
+
+// Token t's scaling by exp(g) and products with k from 0 (pm); k kept in kr.
+template <bool kFull>
+__device__ __forceinline__ void slice_decay(float (&Sr)[kScanMaxRows][4], float (&kr)[kScanMaxRows],
+                                            float (&pm)[4], const float *a, const float *k, int sl,
+                                            int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        pm[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 a4 = *reinterpret_cast<const float4 *>(a + 4 * m);
+        float4 k4 = *reinterpret_cast<const float4 *>(k + 4 * m);
+        const float av[4] = {a4.x, a4.y, a4.z, a4.w}, kv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            kr[r] = kv[u];
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmul_rn(Sr[r][i], av[u]);
+                    pm[i] = __fmaf_rn(Sr[r][i], kr[r], pm[i]);
+                }
+        }
+    }
+}
+
+// Token t's update by k (kr) times delta and products with q from 0 (po).
+template <bool kFull>
+__device__ __forceinline__ void slice_update(float (&Sr)[kScanMaxRows][4],
+                                             const float (&kr)[kScanMaxRows],
+                                             const float (&delta)[4], float (&po)[4],
+                                             const float *q, int sl, int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        po[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 q4 = *reinterpret_cast<const float4 *>(q + 4 * m);
+        const float qv[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmaf_rn(kr[r], delta[i], Sr[r][i]);
+                    po[i] = __fmaf_rn(Sr[r][i], qv[u], po[i]);
+                }
+        }
+    }
+}
+
+// slice_update for token t then slice_decay for token t + 1 (an, kn), a row at a time: each
+// row's operations and each chain's order are theirs; the two chains interleave and the next
+// token's loads go out with this one's.
+template <bool kFull>
+__device__ __forceinline__ void slice_update_decay(float (&Sr)[kScanMaxRows][4],
+                                                   float (&kr)[kScanMaxRows],
+                                                   const float (&delta)[4], float (&po)[4],
+                                                   float (&pm)[4], const float *q, const float *an,
+                                                   const float *kn, int sl, int dk)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        po[i] = 0.0f, pm[i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kScanMaxRows / 4; m++) {
+        float4 q4 = *reinterpret_cast<const float4 *>(q + 4 * m);
+        float4 a4 = *reinterpret_cast<const float4 *>(an + 4 * m);
+        float4 k4 = *reinterpret_cast<const float4 *>(kn + 4 * m);
+        const float qv[4] = {q4.x, q4.y, q4.z, q4.w}, av[4] = {a4.x, a4.y, a4.z, a4.w};
+        const float kv[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int r = 4 * m + u;
+            if (kFull || kScanSlices * r + sl < dk)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    Sr[r][i] = __fmaf_rn(kr[r], delta[i], Sr[r][i]);
+                    po[i] = __fmaf_rn(Sr[r][i], qv[u], po[i]);
+                    Sr[r][i] = __fmul_rn(Sr[r][i], av[u]);
+                    pm[i] = __fmaf_rn(Sr[r][i], kv[u], pm[i]);
+                }
+            kr[r] = kv[u];
+        }
+    }
+}
+
+// kFull: dk = kPrefillMaxDk (no row out of range: no per-row tests); kAll: slice_join_all for
+// slice_join.
+template <bool kFull, bool kAll>
+__global__ void __launch_bounds__(32 * kSliceWarps, 3)
+    prefill_slice_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, int T, int H, int dk, float *o, float *trail)
+{
+    pdl_prologue();
+    __shared__ slice_group grp[kSliceBufs];
+    __shared__ __align__(16) float xch[kSliceWarps][kXchFloats]; // slice_join's, a warp
+    const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sl = lane >> 2, quad = lane & 3, c0 = blockIdx.y * kSliceCols;
+    const int jc = warp * 16 + 4 * quad, j0 = c0 + jc, C = H * dk;
+    // the column whose output this lane stores, if outl
+    const int jo = kAll ? j0 + sl : c0 + warp * 16 + (lane & 15);
+    const bool outl = kAll ? sl < 4 : lane >= 16;
+    auto join = kAll ? slice_join_all : slice_join;
+    bool ok[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        ok[i] = j0 + i < dk;
+    float *Sh = S + (size_t)h * dk * dk;
+    auto row_ok = [&](int r) { return kFull || kScanSlices * r + sl < dk; };
+    float Sr[kScanMaxRows][4]; // Sr[r][i]: row 8 r + sl, column j0 + i
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            Sr[r][i] = ok[i] && row_ok(r) ? Sh[(size_t)(kScanSlices * r + sl) * dk + j0 + i] : 0.0f;
+    const prefill_src src = {q, k, g, v, beta, T, H, dk, h, c0};
+    const int ngroups = (T + kSliceTokens - 1) / kSliceTokens;
+    slice_stage(grp[0], src, 0);
+    cp_async_commit();
+    if (ngroups > 1)
+        slice_stage(grp[1], src, kSliceTokens);
+    cp_async_commit();
+    float po[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // the previous token's output partials
+    int prev = -1;                          // that token (-1: none yet)
+    float kr[kScanMaxRows], pm[4];          // the token's k rows; its products with k
+    for (int gi = 0; gi < ngroups; gi++) {
+        slice_group &b = grp[gi % kSliceBufs];
+        cp_async_wait_older();
+        slice_exp_gates(b);
+        __syncthreads(); // group gi is in; every warp is done with group gi - 1
+        if (gi + 2 < ngroups)
+            slice_stage(grp[(gi + 2) % kSliceBufs], src, (gi + 2) * kSliceTokens);
+        cp_async_commit();
+        int nt = min(kSliceTokens, T - gi * kSliceTokens);
+        const int run = sl * kSliceStride; // this lane's slice in a staged row
+        slice_decay<kFull>(Sr, kr, pm, &b.a[0][run], &b.k[0][run], sl, dk);
+        for (int tl = 0; tl < nt; tl++) {
+            int t = gi * kSliceTokens + tl;
+            const float4 v4 = *reinterpret_cast<const float4 *>(&b.v[tl][jc]); // (0 past dk)
+            const float vj[4] = {v4.x, v4.y, v4.z, v4.w}, bt = b.beta[tl];
+            float mem[4];
+            float out = join(xch[warp], lane, pm, po, mem); // (po: token t - 1's)
+            float delta[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                delta[i] = ok[i] ? __fmul_rn(__fsub_rn(vj[i], mem[i]), bt) : 0.0f;
+            // the next token's scaling with this update, unless the state after this one is
+            // stored (trail) or the next token is in the next group
+            bool fuse = tl + 1 < nt && !trail;
+            if (fuse)
+                slice_update_decay<kFull>(Sr, kr, delta, po, pm, &b.q[tl][run],
+                                          &b.a[tl + 1][run], &b.k[tl + 1][run], sl, dk);
+            else
+                slice_update<kFull>(Sr, kr, delta, po, &b.q[tl][run], sl, dk);
+            if (outl && prev >= 0 && jo < dk)
+                o[(size_t)prev * C + (size_t)h * dk + jo] = out;
+            prev = t;
+            if (trail) { // the state after token t, for going back inside a verification window
+                float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
+#pragma unroll
+                for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        if (ok[i] && row_ok(r))
+                            Th[(size_t)(kScanSlices * r + sl) * dk + j0 + i] = Sr[r][i];
+            }
+            if (!fuse && tl + 1 < nt)
+                slice_decay<kFull>(Sr, kr, pm, &b.a[tl + 1][run], &b.k[tl + 1][run], sl, dk);
+        }
+    }
+    float mem[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        pm[i] = 0.0f;
+    float out = join(xch[warp], lane, pm, po, mem);
+    if (outl && jo < dk)
+        o[(size_t)prev * C + (size_t)h * dk + jo] = out;
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (ok[i] && row_ok(r))
+                Sh[(size_t)(kScanSlices * r + sl) * dk + j0 + i] = Sr[r][i];
+}
+
 __global__ void out_norm_kernel(float *__restrict__ o, const float *__restrict__ gate,
                                 const float *__restrict__ w, int rows, int dk, float eps)
 {
@@ -863,21 +1190,42 @@ extern "C" int eng_kda_gate(float *g, float *beta, const float *A_log, const flo
     return (int)cudaGetLastError();
 }
 
+extern "C" int eng_kda_scan_trail_kernel(float *S, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta, int T,
+                                         int H, int dk, float *o, float *trail, int kernel,
+                                         void *stream)
+{
+    if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || H < 1 ||
+        (kernel != ENG_KDA_SCAN_SLICES && kernel != ENG_KDA_SCAN_SLICES_ALL &&
+         kernel != ENG_KDA_SCAN_COLUMNS))
+        return -1;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    bool full = dk == kPrefillMaxDk;
+    if (kernel != ENG_KDA_SCAN_COLUMNS) {
+        dim3 grid(H, blocks_for((size_t)dk, kSliceCols));
+        bool all = kernel == ENG_KDA_SCAN_SLICES_ALL;
+        auto kern = full ? all ? prefill_slice_kernel<true, true> : prefill_slice_kernel<true, false>
+                    : all ? prefill_slice_kernel<false, true>
+                          : prefill_slice_kernel<false, false>;
+        launch(kern, grid, 32 * kSliceWarps, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
+        return (int)cudaGetLastError();
+    }
+    dim3 grid(H, blocks_for((size_t)dk, kPrefillCols));
+    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)g | (uintptr_t)v;
+    bool vec = dk % 4 == 0 && align % 16 == 0;
+    auto kernel_fn = full ? vec ? prefill_scan_kernel<true, true> : prefill_scan_kernel<true, false>
+                     : vec ? prefill_scan_kernel<false, true>
+                           : prefill_scan_kernel<false, false>;
+    launch(kernel_fn, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
+    return (int)cudaGetLastError();
+}
+
 extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
                                   const float *g, const float *beta, int T, int H, int dk, float *o,
                                   float *trail, void *stream)
 {
-    if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1)
-        return -1;
-    dim3 grid(H, blocks_for((size_t)dk, kPrefillCols));
-    cudaStream_t st = static_cast<cudaStream_t>(stream);
-    uintptr_t align = (uintptr_t)q | (uintptr_t)k | (uintptr_t)g | (uintptr_t)v;
-    bool full = dk == kPrefillMaxDk, vec = dk % 4 == 0 && align % 16 == 0;
-    auto kernel = full ? vec ? prefill_scan_kernel<true, true> : prefill_scan_kernel<true, false>
-                  : vec ? prefill_scan_kernel<false, true>
-                        : prefill_scan_kernel<false, false>;
-    launch(kernel, grid, kPrefillThreads, 0, st, S, q, k, v, g, beta, T, H, dk, o, trail);
-    return (int)cudaGetLastError();
+    return eng_kda_scan_trail_kernel(S, q, k, v, g, beta, T, H, dk, o, trail, ENG_KDA_SCAN_SLICES,
+                                     stream);
 }
 
 extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v,
