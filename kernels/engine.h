@@ -178,8 +178,8 @@ int eng_hc_post(float *X, const float *y, const float *y2, const float *post, co
 /* The prefill path's HC input norm and mixing product in one pass over X [T][S * D]:
  * mu[t][r] = sum_c X[t][c] fn[r][c] / sqrt(mean_c(X[t][c]^2) + eps), what eng_rmsnorm (no
  * weight) then eng_matmul compute, in another order; each row's bits depend on that row alone
- * (not on T). Takes only what eng_hc_norm_mix_takes accepts (f32 fn of (2 + S) * S = 24 rows,
- * S * D a multiple of 256); X 16-byte aligned. work: T * eng_hc_norm_mix_work(S, D) floats
+ * (not on T). Takes only what eng_hc_norm_mix_takes accepts (fn f32, or bf16 as checkpoints
+ * store it, unscaled, of (2 + S) * S = 24 rows, S * D a multiple of 256); X 16-byte aligned. work: T * eng_hc_norm_mix_work(S, D) floats
  * (the column parts' sums; at most 200 a row). */
 int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D);
 size_t eng_hc_norm_mix_work(int S, int D);
@@ -219,15 +219,6 @@ int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const
 int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v, const float *g,
                        const float *beta, int T, int H, int dk, float *o, float *trail,
                        void *stream);
-/* The prefill delta rule's kernels, the same bits: the one in use (each lane 16 rows of 4
- * columns, each column's slice sums made by one lane), its form where every lane makes those of
- * its own columns, and the one before them (each lane 64 rows of one column), kept while timings
- * decide. */
-enum { ENG_KDA_SCAN_SLICES = 0, ENG_KDA_SCAN_COLUMNS = 1, ENG_KDA_SCAN_SLICES_ALL = 2 };
-/* eng_kda_scan_trail by the kernel named (ENG_KDA_SCAN_*; anything else: -1), for tests. */
-int eng_kda_scan_trail_kernel(float *S, const float *q, const float *k, const float *v,
-                              const float *g, const float *beta, int T, int H, int dk, float *o,
-                              float *trail, int kernel, void *stream);
 /* The conv window before a chunk and the chunk's q k v rows as one [K-1+T][3C] array (the
  * window's layout): the window after the chunk's first j tokens is rows j .. j+K-2. Call it
  * before eng_kda_conv, which moves the window on. */

@@ -589,8 +589,8 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
 }
 
-// The prefill path's HC input norm and mixing product in one pass over X (f32 fn of kNmOut rows,
-// S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
+// The prefill path's HC input norm and mixing product in one pass over X (fn of kNmOut rows in
+// f32, or bf16 as the checkpoint stores it, S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
 // flat streams (P = hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not
 // depend on T); a warp takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128
 // and keeps, for each of its rows, the sum of squares and the kNmOut products of its columns in
@@ -616,13 +616,29 @@ __host__ __device__ __forceinline__ int hc_nm_parts(int N)
     return p;
 }
 
-__device__ __forceinline__ void hc_nm_stage(float (*ws)[kNmTile], const float *W, int N, int tile)
+// A tile of fn into shared memory as stored (16 bytes a copy: 4 f32 or 8 bf16 values).
+template <typename Tw>
+__device__ __forceinline__ void hc_nm_stage(Tw (*ws)[kNmTile], const Tw *W, int N, int tile)
 {
-    for (int k = threadIdx.x; k < kNmOut * (kNmTile / 4); k += kNmThreads) {
-        int r = k / (kNmTile / 4), c = (k - r * (kNmTile / 4)) * 4;
+    constexpr int kPer = 16 / (int)sizeof(Tw);
+    for (int k = threadIdx.x; k < kNmOut * (kNmTile / kPer); k += kNmThreads) {
+        int r = k / (kNmTile / kPer), c = (k - r * (kNmTile / kPer)) * kPer;
         __pipeline_memcpy_async(&ws[r][c], W + (size_t)r * N + (size_t)tile * kNmTile + c, 16);
     }
     __pipeline_commit();
+}
+
+// Four consecutive fn values from shared memory as floats (a bf16 widens exactly).
+__device__ __forceinline__ float4 hc_nm_w4(const float *w)
+{
+    return *reinterpret_cast<const float4 *>(w);
+}
+
+__device__ __forceinline__ float4 hc_nm_w4(const __nv_bfloat16 *w)
+{
+    uint2 b = *reinterpret_cast<const uint2 *>(w);
+    return make_float4(__uint_as_float(b.x << 16), __uint_as_float(b.x & 0xffff0000u),
+                       __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
 }
 
 __device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *const *xr,
@@ -637,13 +653,14 @@ __device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const floa
                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
+template <typename Tw>
 __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
-                                                                    const float *__restrict__ W,
+                                                                    const Tw *__restrict__ W,
                                                                     int T, int N,
                                                                     float *__restrict__ part)
 {
     pdl_trigger();
-    __shared__ __align__(16) float ws[2][kNmOut][kNmTile];
+    __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
     int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile / parts;
     int first = blockIdx.y * tiles; // this part's first tile
@@ -688,7 +705,7 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
             }
 #pragma unroll
             for (int o = 0; o < kNmOut; o++) {
-                float4 w = reinterpret_cast<const float4 *>(&ws[buf][o][s * 128])[lane];
+                float4 w = hc_nm_w4(&ws[buf][o][s * 128 + 4 * lane]);
 #pragma unroll
                 for (int i = 0; i < kNmRowsWarp; i++) {
                     float4 x = xv[s][i];
@@ -921,7 +938,7 @@ extern "C" int eng_hc_sinkhorn(const float *part, int mix_rows, const float *bas
 
 extern "C" int eng_hc_norm_mix_takes(const eng_mat *fn, int S, int D)
 {
-    return fn && fn->dtype == ENG_F32 && S >= 1 && S <= kHcMaxS && D >= 1 &&
+    return fn && (fn->dtype == ENG_F32 || fn->dtype == ENG_BF16) && !fn->scale && S >= 1 && S <= kHcMaxS && D >= 1 &&
            fn->rows == (2 + S) * S && fn->rows == kNmOut && fn->cols == S * D &&
            (S * D) % kNmTile == 0 && (uintptr_t)fn->data % 16 == 0;
 }
@@ -939,8 +956,12 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
     int N = S * D, parts = hc_nm_parts(N);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     dim3 grid(blocks_for((size_t)T, kNmRowsBlock), parts);
-    launch(hc_norm_mix_kernel, grid, kNmThreads, 0, st, X, static_cast<const float *>(fn->data), T,
-           N, work);
+    if (fn->dtype == ENG_BF16)
+        launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X,
+               static_cast<const __nv_bfloat16 *>(fn->data), T, N, work);
+    else
+        launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X,
+               static_cast<const float *>(fn->data), T, N, work);
     int rc = (int)cudaGetLastError();
     if (rc)
         return rc;

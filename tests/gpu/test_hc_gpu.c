@@ -1,5 +1,6 @@
 /* test_hc_gpu.c: the prefill path's fused hyper-connection kernels at GLM-5.3-Flash's shape
- * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product) and
+ * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product, fn in f32
+ * and in bf16 as the checkpoint stores it) and
  * eng_hc_collapse_rmsnorm (collapse + the sublayer's norm) against double-precision host sums at
  * T = 17, 300 and 4096; each row's bits the same at every chunk size and wherever the chunk starts
  * (prompt reuse relies on it); eng_hc_post's prefill form (float4s) bit for bit against a host
@@ -13,6 +14,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
+#include "model/numfmt.h"
 
 #define GPU_TEST_NAME "test_hc_gpu"
 #include "tests/gpu/gpu_test.h"
@@ -190,8 +192,10 @@ static void seq_copy(void *p)
     CUDA_OK(eng_copy_async(b->copy, b->X, (size_t)TMAX * N * sizeof(float), NULL));
 }
 
+/* fn as stored: what eng_hc_norm_mix reads (its values as floats in hw) */
 static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
+    const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
     double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
     double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
     norm_mix_ref(hx, hw, ref, mag);
@@ -201,25 +205,27 @@ static void check_norm_mix(bufs *b, const float *hx, const float *hw)
         CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
         CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
         got[k] = to_host(b->mu, (size_t)kChunks[k] * R * sizeof(float));
-        against_ref("eng_hc_norm_mix", got[k], ref, mag, kChunks[k], R);
+        snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
+        against_ref(what, got[k], ref, mag, kChunks[k], R);
     }
     for (int k = 0; k < 2; k++) {
-        snprintf(what, sizeof what, "eng_hc_norm_mix: the %d rows of a %d-row launch equal those "
-                 "rows of a %d-row launch bit for bit", kChunks[k], kChunks[k], TMAX);
+        snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn: the %d rows of a %d-row launch equal "
+                 "those rows of a %d-row launch bit for bit", fmt, kChunks[k], kChunks[k], TMAX);
         same_bits(what, got[k], got[2], (size_t)kChunks[k] * R);
     }
     /* a chunk that starts SHIFT rows in: its rows sit elsewhere in the blocks and warps */
     CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, 300, S, D, kEps, b->flat, b->mu,
                             NULL));
     float *shifted = to_host(b->mu, (size_t)300 * R * sizeof(float));
-    snprintf(what, sizeof what, "eng_hc_norm_mix: a 300-row chunk from row %d equals rows %d.. of "
-             "the %d-row launch bit for bit", SHIFT, SHIFT, TMAX);
+    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn: a 300-row chunk from row %d equals rows "
+             "%d.. of the %d-row launch bit for bit", fmt, SHIFT, SHIFT, TMAX);
     same_bits(what, shifted, got[2] + (size_t)SHIFT * R, (size_t)300 * R);
     /* the sequence it replaces, against the same sums (its own error, for comparison) */
     CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
     CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
     float *old = to_host(b->mu, (size_t)TMAX * R * sizeof(float));
-    against_ref("eng_rmsnorm then eng_matmul (the unfused sequence)", old, ref, mag, TMAX, R);
+    snprintf(what, sizeof what, "eng_rmsnorm then eng_matmul (the unfused sequence), %s fn", fmt);
+    against_ref(what, old, ref, mag, TMAX, R);
     free(old);
     free(shifted);
     for (int k = 0; k < 3; k++)
@@ -323,14 +329,14 @@ static void time_all(bufs *b, void *ev0, void *ev1)
         b->T = kChunks[k];
         double f = time_us(seq_norm_mix, b, ev0, ev1);
         double u = time_us(seq_norm_then_product, b, ev0, ev1);
-        printf("time HC input norm + mixing product, %d rows: fused %8.1f us, unfused %8.1f us\n",
-               kChunks[k], f, u);
+        printf("time HC input norm + mixing product (bf16 fn), %d rows: fused %8.1f us, unfused "
+               "%8.1f us\n", kChunks[k], f, u);
     }
     b->T = TMAX;
     double nm = time_us(seq_norm_mix, b, ev0, ev1);
     double nm_old = time_us(seq_norm_then_product, b, ev0, ev1);
     double nm_floor = 1e6 * (xbytes + (double)TMAX * R * 4) / bw;
-    printf("time HC input norm + mixing product, %d rows:   fused %8.1f us, unfused %8.1f us "
+    printf("time HC input norm + mixing product (bf16 fn), %d rows: fused %8.1f us, unfused %8.1f us "
            "(%.2fx), floor %6.1f us (fused at %.0f%% of copy bandwidth)\n",
            TMAX, nm, nm_old, nm_old / nm, nm_floor, 100.0 * nm_floor / nm);
     double cn = time_us(seq_collapse_rmsnorm, b, ev0, ev1);
@@ -403,6 +409,20 @@ int main(int argc, char **argv)
     b.post = dev_copy(hpost, (size_t)TMAX * S * sizeof *hpost);
     b.comb = dev_copy(hcomb, (size_t)TMAX * S * S * sizeof *hcomb);
     check_norm_mix(&b, hx, hw);
+    /* bf16, as the checkpoint stores fn: the model's case, and the one timed below */
+    uint16_t *hwb = xmalloc((size_t)R * N * sizeof *hwb);
+    for (size_t i = 0; i < (size_t)R * N; i++) {
+        hwb[i] = numfmt_bf16_bits(hw[i]);
+        hw[i] = numfmt_bf16_value(hwb[i]);
+    }
+    b.fn.dtype = ENG_BF16;
+    b.fn.data = dev_copy(hwb, (size_t)R * N * sizeof *hwb);
+    if (!eng_hc_norm_mix_takes(&b.fn, S, D)) {
+        fprintf(stderr, "test_hc_gpu: eng_hc_norm_mix refuses a bf16 fn at the real shape\n");
+        return 1;
+    }
+    check_norm_mix(&b, hx, hw);
+    free(hwb);
     check_collapse_rmsnorm(&b, hx, hpre, hnorm);
     check_post(&b, hx, hy, hy2, hpost, hcomb);
     if (timed) {

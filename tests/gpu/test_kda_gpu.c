@@ -3,8 +3,6 @@
  * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
  * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
  * full prefill), then their times at GLM-5.3-Flash's prefill shape against their floors.
- * Every prefill kernel of the delta rule (ENG_KDA_SCAN_SLICES, the one in use,
- * ENG_KDA_SCAN_SLICES_ALL and ENG_KDA_SCAN_COLUMNS) is checked and timed.
  * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -193,28 +191,6 @@ static float *gates(size_t n)
     return g;
 }
 
-/* The prefill delta rule's kernels, each checked and timed. */
-static const struct {
-    int kernel;
-    const char *name;
-} scan_kernels[] = {
-    {ENG_KDA_SCAN_SLICES, "slices"},
-    {ENG_KDA_SCAN_SLICES_ALL, "slices, every lane's sums"},
-    {ENG_KDA_SCAN_COLUMNS, "columns"},
-};
-#define N_SCAN_KERNELS (sizeof scan_kernels / sizeof *scan_kernels)
-
-/* What the decode path (a token a launch) or the C reference leaves of a case: the outputs (the
- * decode path's through the gated norm), the final state, the trail (or NULL). */
-typedef struct {
-    float *o, *S, *trail;
-} scan_result;
-
-static void free_result(scan_result *r)
-{
-    free(r->o), free(r->S), free(r->trail);
-}
-
 static void check_scan(const scan_case *c)
 {
     int H = c->H, dk = c->dk, T = c->T;
@@ -245,75 +221,63 @@ static void check_scan(const scan_case *c)
     float *v = dev_copy_at(hv, n, c->shift, &vb), *g = dev_copy_at(hg, n, c->shift, &gb);
     float *gate = dev_copy(hgate, n * 4);
     float *beta = dev_copy(hb, (size_t)T * H * 4), *w = dev_copy(hw, (size_t)dk * 4);
-    float *S = dev_alloc(sn * 4), *S2 = dev_copy(hS, sn * 4);
+    float *S = dev_copy(hS, sn * 4), *S2 = dev_copy(hS, sn * 4);
     float *o = dev_alloc(n * 4), *o2 = dev_alloc(n * 4);
     float *trail = tn ? dev_alloc(tn * 4) : NULL, *trail2 = tn ? dev_alloc(tn * 4) : NULL;
-    CUDA_OK(kern_memset(o2, 0xff, n * 4)); /* poisoned: NaN */
-    if (tn)
+    CUDA_OK(kern_memset(o, 0xff, n * 4)); /* poisoned: NaN */
+    CUDA_OK(kern_memset(o2, 0xff, n * 4));
+    if (tn) {
+        CUDA_OK(kern_memset(trail, 0xff, tn * 4));
         CUDA_OK(kern_memset(trail2, 0xff, tn * 4));
-    /* the decode path a token at a time, its output through the gated norm: each prefill
-     * kernel's output through eng_kda_out_norm must match it */
+    }
+    /* the prefill path: the whole chunk in one launch */
+    CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, trail, NULL));
+    float *go = to_host(o, n * 4), *gS = to_host(S, sn * 4);
+    float *gtrail = tn ? to_host(trail, tn * 4) : NULL;
+    char what[200], start[64];
+    snprintf(start, sizeof start, "%s%s", c->zero_state ? "zero state" : "random state",
+             c->shift ? ", unaligned" : "");
+    if (c->cpu) {
+        float *a = device_exp(hg, n), *ro = xmalloc(n * 4), *rtrail = tn ? xmalloc(tn * 4) : NULL;
+        scan_reference(H, dk, T, hS, hq, hk, hv, a, hb, ro, rtrail);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: outputs equal the "
+                 "C reference", H, dk, T, start);
+        same_bits(what, go, ro, n);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: final state equals "
+                 "the C reference", H, dk, T, start);
+        same_bits(what, gS, hS, sn);
+        if (tn) {
+            snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: the state after "
+                     "each token (trail) equals the C reference", H, dk, T, start);
+            same_bits(what, gtrail, rtrail, tn);
+        }
+        free(a), free(ro), free(rtrail);
+    }
+    /* the decode path a token at a time, its output through the gated norm: the prefill's
+     * output through eng_kda_out_norm must match it */
     for (int t = 0; t < T; t++) {
         size_t r = (size_t)t * C;
         CUDA_OK(eng_kda_scan_norm(S2, q + r, k + r, v + r, g + r, beta + (size_t)t * H, 1, H, dk,
                                   o2 + r, tn ? trail2 + (size_t)t * sn : NULL, gate + r, w, eps,
                                   NULL));
     }
-    scan_result dec = {to_host(o2, n * 4), to_host(S2, sn * 4),
-                       tn ? to_host(trail2, tn * 4) : NULL};
-    scan_result ref = {NULL, NULL, NULL};
-    if (c->cpu) {
-        float *a = device_exp(hg, n);
-        ref.o = xmalloc(n * 4), ref.S = xmalloc(sn * 4), ref.trail = tn ? xmalloc(tn * 4) : NULL;
-        memcpy(ref.S, hS, sn * 4);
-        scan_reference(H, dk, T, ref.S, hq, hk, hv, a, hb, ref.o, ref.trail);
-        free(a);
+    CUDA_OK(eng_kda_out_norm(o, gate, w, T, H, dk, eps, NULL));
+    float *gon = to_host(o, n * 4), *do2 = to_host(o2, n * 4), *dS = to_host(S2, sn * 4);
+    snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: gated-norm outputs "
+             "equal the decode path's, a token a launch", H, dk, T, start);
+    same_bits(what, gon, do2, n);
+    snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: final state equals the "
+             "decode path's", H, dk, T, start);
+    same_bits(what, gS, dS, sn);
+    if (tn) {
+        float *dtrail = to_host(trail2, tn * 4);
+        snprintf(what, sizeof what, "delta rule %d heads of %d, %d tokens, %s: trail equals the "
+                 "decode path's", H, dk, T, start);
+        same_bits(what, gtrail, dtrail, tn);
+        free(dtrail);
     }
-    char what[240], start[64];
-    snprintf(start, sizeof start, "%s%s", c->zero_state ? "zero state" : "random state",
-             c->shift ? ", unaligned" : "");
-    for (size_t ki = 0; ki < N_SCAN_KERNELS; ki++) {
-        const char *kn = scan_kernels[ki].name;
-        CUDA_OK(kern_to_device(S, hS, sn * 4));
-        CUDA_OK(kern_memset(o, 0xff, n * 4)); /* poisoned: NaN */
-        if (tn)
-            CUDA_OK(kern_memset(trail, 0xff, tn * 4));
-        /* the prefill path: the whole chunk in one launch */
-        CUDA_OK(eng_kda_scan_trail_kernel(S, q, k, v, g, beta, T, H, dk, o, trail,
-                                          scan_kernels[ki].kernel, NULL));
-        float *go = to_host(o, n * 4), *gS = to_host(S, sn * 4);
-        float *gtrail = tn ? to_host(trail, tn * 4) : NULL;
-        if (c->cpu) {
-            snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: outputs "
-                     "equal the C reference", kn, H, dk, T, start);
-            same_bits(what, go, ref.o, n);
-            snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: final "
-                     "state equals the C reference", kn, H, dk, T, start);
-            same_bits(what, gS, ref.S, sn);
-            if (tn) {
-                snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: the "
-                         "state after each token (trail) equals the C reference", kn, H, dk, T,
-                         start);
-                same_bits(what, gtrail, ref.trail, tn);
-            }
-        }
-        CUDA_OK(eng_kda_out_norm(o, gate, w, T, H, dk, eps, NULL));
-        float *gon = to_host(o, n * 4);
-        snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: gated-norm "
-                 "outputs equal the decode path's, a token a launch", kn, H, dk, T, start);
-        same_bits(what, gon, dec.o, n);
-        snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: final state "
-                 "equals the decode path's", kn, H, dk, T, start);
-        same_bits(what, gS, dec.S, sn);
-        if (tn) {
-            snprintf(what, sizeof what, "delta rule (%s) %d heads of %d, %d tokens, %s: trail "
-                     "equals the decode path's", kn, H, dk, T, start);
-            same_bits(what, gtrail, dec.trail, tn);
-        }
-        free(go), free(gS), free(gtrail), free(gon);
-    }
-    free_result(&dec), free_result(&ref);
     free(hq), free(hk), free(hv), free(hgate), free(hb), free(hw), free(hS), free(hg);
+    free(go), free(gS), free(gtrail), free(gon), free(do2), free(dS);
     kern_free(qb), kern_free(kb), kern_free(vb), kern_free(gb), kern_free(gate), kern_free(beta);
     kern_free(w), kern_free(S), kern_free(S2), kern_free(o), kern_free(o2);
     if (tn)
@@ -487,27 +451,22 @@ static void time_scan(void *ev0, void *ev1)
     float *q = dev_copy(hq, n * 4), *k = dev_copy(hk, n * 4), *v = dev_copy(hv, n * 4);
     float *g = dev_copy(hg, n * 4), *beta = dev_copy(hb, (size_t)T * H * 4);
     float *S = dev_alloc(sn * 4), *o = dev_alloc(n * 4);
+    CUDA_OK(kern_memset(S, 0, sn * 4));
+    CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, NULL, NULL)); /* warm-up */
+    float ms[16];
+    for (int i = 0; i < reps; i++) {
+        CUDA_OK(eng_event_record(ev0, NULL));
+        CUDA_OK(eng_kda_scan_trail(S, q, k, v, g, beta, T, H, dk, o, NULL, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms[i]));
+    }
+    double us = 1000.0 * median(ms, reps);
     double sms = device_attr(cudaDevAttrMultiProcessorCount);
     double hz = 1e3 * device_attr(cudaDevAttrClockRate);
     double floor_us = 4.0 * H * dk * dk * T / (sms * 128 * hz) * 1e6;
-    for (size_t ki = 0; ki < N_SCAN_KERNELS; ki++) {
-        int kernel = scan_kernels[ki].kernel;
-        CUDA_OK(kern_memset(S, 0, sn * 4));
-        CUDA_OK(eng_kda_scan_trail_kernel(S, q, k, v, g, beta, T, H, dk, o, NULL, kernel,
-                                          NULL)); /* warm-up */
-        float ms[16];
-        for (int i = 0; i < reps; i++) {
-            CUDA_OK(eng_event_record(ev0, NULL));
-            CUDA_OK(eng_kda_scan_trail_kernel(S, q, k, v, g, beta, T, H, dk, o, NULL, kernel,
-                                              NULL));
-            CUDA_OK(eng_event_record(ev1, NULL));
-            CUDA_OK(eng_event_ms(ev0, ev1, &ms[i]));
-        }
-        double us = 1000.0 * median(ms, reps);
-        printf("time the KDA delta rule (prefill, %-25s) %d heads of %d, %d tokens: %9.1f us; FP32 "
-               "floor %.1f us (%.0f SMs, %.0f MHz); %.0f%% of the floor\n", scan_kernels[ki].name,
-               H, dk, T, us, floor_us, sms, hz / 1e6, 100.0 * floor_us / us);
-    }
+    printf("time the KDA delta rule (prefill)  %d heads of %d, %d tokens: %9.1f us; FP32 floor "
+           "%.1f us (%.0f SMs, %.0f MHz); %.0f%% of the floor\n", H, dk, T, us, floor_us, sms,
+           hz / 1e6, 100.0 * floor_us / us);
     free(hq), free(hk), free(hv), free(hg), free(hb);
     kern_free(q), kern_free(k), kern_free(v), kern_free(g), kern_free(beta), kern_free(S);
     kern_free(o);
@@ -589,25 +548,18 @@ int main(int argc, char **argv)
     CUDA_OK(eng_event_new(&ev1));
     const scan_case scans[] = {
         {64, 128, 1, 0, 1, 1, 0},    /* one token: a group in part */
-        {64, 128, 7, 1, 1, 1, 0},    /* groups in part (8 tokens; 4 and 3), from a zero state */
+        {64, 128, 7, 1, 1, 1, 0},    /* less than a staged group, from a zero state */
         {64, 128, 64, 0, 1, 1, 0},   /* whole groups, the buffers reused */
-        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part (of 8; of 4) */
+        {64, 128, 77, 1, 1, 0, 0},   /* a last group in part */
         {2, 128, 4096, 0, 1, 0, 0},  /* the chunk's length */
         {64, 128, 4096, 0, 0, 0, 0}, /* the chunk's shape: against the decode path only */
         {4, 128, 29, 0, 1, 1, 1},    /* unaligned arrays: word copies */
-        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows, columns, whole warps out of range */
-        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies, a lane with 2 of 4 columns */
+        {3, 96, 37, 0, 1, 1, 0},     /* dk < 128: rows and columns out of range */
+        {2, 42, 19, 1, 1, 1, 0},     /* dk % 4 != 0: word copies */
         {5, 64, 9, 0, 1, 1, 1},      /* one block of columns exactly; unaligned */
     };
     for (size_t i = 0; i < sizeof scans / sizeof *scans; i++)
         check_scan(&scans[i]);
-    if (eng_kda_scan_trail_kernel(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 128, NULL, NULL, 3,
-                                  NULL) != -1) {
-        printf("FAIL the delta rule ran a kernel choice that does not exist (3)\n");
-        failures++;
-    } else {
-        printf("ok   the delta rule refuses a kernel choice that does not exist\n");
-    }
     const prep_case preps[] = {
         {64, 128, 4, 4096, 1, 1}, /* the prefill chunk's shape */
         {64, 128, 4, 37, 0, 1},   /* a run in part; softplus gates */
