@@ -203,6 +203,15 @@ static void turn_away(tp_rank *r)
     tp_listener_turn_away(r->listener, text);
 }
 
+/* The peer closed the control connection: it exited or restarted. */
+static void fail_closed(tp_rank *r)
+{
+    set_failed(r, GLM_ERR_PEER, "the %s at %s closed the connection (it exited or restarted); %s",
+               r->peer_role, r->peer,
+               r->rank == 0 ? "start `glmchat worker` there again (same --model); the next "
+                              "message reconnects" : next_move(r));
+}
+
 static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
 {
     int64_t now = tp_now_ms();
@@ -240,10 +249,7 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
     if (rc > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
         char probe;
         if (recv(r->ctrl_fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
-            set_failed(r, GLM_ERR_PEER, "the %s at %s closed the connection (it exited or restarted); %s",
-                       r->peer_role, r->peer,
-                       r->rank == 0 ? "start `glmchat worker` there again (same --model); the next "
-                                      "message reconnects" : next_move(r));
+            fail_closed(r);
             return 0;
         }
         tp_msg m;
@@ -985,6 +991,18 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
     return GLM_OK;
 }
 
+/* Before a turn's first step: a worker that exited while the link sat idle has closed it, and the
+ * watch thread may not have looked yet (it polls every 50 ms). Counted as a failure now, so the
+ * turn connects again first instead of finding the close halfway through its first exchange. */
+static void notice_close(tp_rank *r)
+{
+    if (r->ctrl_fd < 0 || atomic_load(&r->failed))
+        return;
+    struct pollfd p = {r->ctrl_fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        fail_closed(r);
+}
+
 glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
                              const uint32_t *tokens, uint32_t n_tokens, glm_error *err)
 {
@@ -993,6 +1011,8 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
     /* After a failure the head's state was reset; its next forward from position 0 (a new turn)
      * finds a restarted worker as empty as itself, so that is where it connects again. */
     int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
+    if (fresh_start)
+        notice_close(r);
     if (atomic_load(&r->failed) && (!fresh_start || tp_head_reconnect(r, err) != GLM_OK))
         return copy_failure(r, err);
     tp_msg m = {.type = TP_MSG_STEP};
