@@ -511,6 +511,28 @@ __global__ void __launch_bounds__(kHcMixThreads) hc_sinkhorn_kernel(
         hc_sinkhorn_warp<kS>(mus, mix, base, scale, S, D, iters, hc_eps, rms_eps, t, post, comb, C);
 }
 
+// A token's collapse and RMSNorm, the block's threads over d: ut[d] = norm[d] * c[d] / rms(c) with
+// c[d] = sum_s pr[s] x[s][d] (eng_hc_collapse's sum, in its order), c staged in row (shared, [D]).
+// Both the fused pre kernel's loop form and hc_collapse_rmsnorm_kernel run it, so their bits agree.
+static __device__ __forceinline__ void hc_collapse_rmsnorm_row(const float *x, const float *pr,
+                                                               const float *norm, int S, int D,
+                                                               float eps, float *row, float *red,
+                                                               float *ut)
+{
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pr[s] * x[(size_t)s * D + d];
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        ut[d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+}
+
 // One block of kHcPreThreads a token: pre, the collapse of the streams and its RMSNorm with norm
 // into u. Warps 0..S-1 sum pre's parts and warp S the squares. With S <= kHcRegS and
 // D <= kHcRegD * kHcPreThreads each thread loads its share of X and norm into registers before
@@ -551,9 +573,8 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         pre[t * S + k] = pr[k];
     }
     __syncthreads();
-    float ss = 0.0f;
     if (regs) {
-        float acc[kHcRegD];
+        float acc[kHcRegD], ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < kHcRegD; j++) {
             int d = threadIdx.x + j * blockDim.x;
@@ -576,17 +597,7 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         }
         return;
     }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < S; s++)
-            acc += pr[s] * x[(size_t)s * D + d];
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+    hc_collapse_rmsnorm_row(x, pr, norm, S, D, rms_eps, row, red, u + (size_t)t * D);
 }
 
 // The prefill path's HC input norm and mixing product in one pass over X (fn of kNmOut rows in
@@ -775,18 +786,7 @@ __global__ void __launch_bounds__(kCnThreads) hc_collapse_rmsnorm_kernel(
     if ((int)threadIdx.x < S)
         pr[threadIdx.x] = pre[t * S + threadIdx.x];
     __syncthreads();
-    float ss = 0.0f;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < S; s++)
-            acc += pr[s] * x[(size_t)s * D + d];
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+    hc_collapse_rmsnorm_row(x, pr, norm, S, D, eps, row, red, u + (size_t)t * D);
 }
 
 unsigned grid_for(size_t n)
