@@ -45,6 +45,31 @@ __global__ void add_kernel(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
+// The register form's RMSNorm of a row of D floats held kD a thread: c[j] = value(j) at column
+// d = threadIdx.x + j * blockDim.x, its square added as soon as it is made, with its weight w[j]:
+// out[d] = w[j] * (c[j] / rms(c)) for d < D.
+template <int kD, typename Value>
+static __device__ __forceinline__ void rmsnorm_regs(Value value, const float (&w)[kD], int D,
+                                                    float eps, float *red, float *out)
+{
+    float c[kD], ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kD; j++) {
+        int d = threadIdx.x + j * blockDim.x;
+        c[j] = value(j);
+        if (d < D)
+            ss += c[j] * c[j];
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma unroll
+    for (int j = 0; j < kD; j++) {
+        int d = threadIdx.x + j * blockDim.x;
+        if (d < D)
+            out[d] = w[j] * (c[j] * inv);
+    }
+}
+
 // One block per token (kMeanThreads threads): with S <= kMeanRegS and D <= 4 * kMeanThreads each
 // thread loads its 4 positions of every stream and of w before it waits on any (one round trip
 // instead of one per position and stream); else the loop form, the mean staged in shared memory.
@@ -60,7 +85,7 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
     const float *x = X + (size_t)blockIdx.x * S * D;
     float ss = 0.0f;
     if (S <= kMeanRegS && D <= kMeanRegD * (int)blockDim.x) {
-        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD], m[kMeanRegD];
+        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD];
 #pragma unroll
         for (int j = 0; j < kMeanRegD; j++) {
             int d = threadIdx.x + j * blockDim.x;
@@ -69,27 +94,15 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
                 xv[j][k] = d < D && k < S ? x[(size_t)k * D + d] : 0.0f;
             wv[j] = d < D ? w[d] : 0.0f;
         }
-#pragma unroll
-        for (int j = 0; j < kMeanRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
+        auto mean = [&](int j) { // the streams' mean at the thread's j-th column
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < kMeanRegS; k++)
                 if (k < S)
                     acc += xv[j][k];
-            acc /= (float)S;
-            m[j] = acc;
-            if (d < D)
-                ss += acc * acc;
-        }
-        ss = block_sum(ss, red);
-        float inv = 1.0f / sqrtf(ss / (float)D + eps);
-#pragma unroll
-        for (int j = 0; j < kMeanRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
-            if (d < D)
-                h[(size_t)blockIdx.x * D + d] = wv[j] * (m[j] * inv);
-        }
+            return acc / (float)S;
+        };
+        rmsnorm_regs<kMeanRegD>(mean, wv, D, eps, red, h + (size_t)blockIdx.x * D);
         return;
     }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -574,27 +587,15 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
     }
     __syncthreads();
     if (regs) {
-        float acc[kHcRegD], ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kHcRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
+        auto collapse = [&](int j) { // sum_s pre[s] X[s] at the thread's j-th column
             float a = 0.0f;
 #pragma unroll
             for (int s = 0; s < kHcRegS; s++)
                 if (s < S)
                     a += pr[s] * xv[j][s];
-            acc[j] = a;
-            if (d < D)
-                ss += a * a;
-        }
-        ss = block_sum(ss, red);
-        float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
-#pragma unroll
-        for (int j = 0; j < kHcRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
-            if (d < D)
-                u[(size_t)t * D + d] = nv[j] * (acc[j] * inv);
-        }
+            return a;
+        };
+        rmsnorm_regs<kHcRegD>(collapse, nv, D, rms_eps, red, u + (size_t)t * D);
         return;
     }
     hc_collapse_rmsnorm_row(x, pr, norm, S, D, rms_eps, row, red, u + (size_t)t * D);
