@@ -360,13 +360,8 @@ static void time_all(bufs *b, void *ev0, void *ev1)
 int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
-    if (kern_device_count() < 1) {
-        fprintf(stderr, "test_hc_gpu: no CUDA device\n");
-        return 1;
-    }
     char name[256];
-    kern_device_describe(0, name, sizeof name);
-    printf("device %s\n", name);
+    gpu_test_device(name, sizeof name);
     float *hx = random_streams();
     float *hw = xmalloc((size_t)R * N * sizeof *hw);
     float *hpre = xmalloc((size_t)TMAX * S * sizeof *hpre);
