@@ -36,15 +36,30 @@ gpu_bin() {
     fi
 }
 
+# gpu_version BIN: the first line of BIN --version; returns 1, saying so, if BIN does not run (a
+# pipe into head would hide that).
+gpu_version() {
+    local version
+    version=$("$1" --version) || { echo "FAIL: $1 --version did not run"; return 1; }
+    echo "${version%%$'\n'*}"
+}
+
+# gpu_finish TITLE FILE: a suite's last lines: FILE (its table) under "== TITLE", the status and
+# the run's seconds; exits with status.
+gpu_finish() {
+    echo "== $1"
+    cat "$2"
+    echo "status $status, total $(( $(date +%s) - start )) s"
+    exit "$status"
+}
+
 # tp_start, after gpu_start and with G (glmchat's path) set: what tests/gpu/two_ranks.sh and
 # tests/gpu/nranks.sh begin with: glmchat's version line, f32 caches (the ranks' logits then
 # compare at float32 rounding) in a window that fits, status 0, an empty table ($out/table.txt,
 # say appends a line to it) and an empty models folder (models=$build/models). Returns 1 if
 # glmchat does not run or the folder cannot be made.
 tp_start() {
-    local version
-    version=$("$G" --version) || { echo "FAIL: $G --version did not run"; return 1; }
-    echo "${version%%$'\n'*}"
+    gpu_version "$G" || return 1
     export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096
     status=0
     table="$out/table.txt"
@@ -54,12 +69,3 @@ tp_start() {
     mkdir -p "$models" || return 1
 }
 say() { echo "$*" | tee -a "$table"; }
-
-# tp_finish LABEL: the table under "== table (LABEL)", the status and the run's seconds; exits
-# with status.
-tp_finish() {
-    echo "== table ($1)"
-    cat "$table"
-    echo "status $status, total $(( $(date +%s) - start )) s"
-    exit "$status"
-}

@@ -204,4 +204,4 @@ else
     pids=()
     grep '^nccl' "$out/bench_nccl.txt" >>"$table"
 fi
-tp_finish "$n $backend ranks"
+gpu_finish "table ($n $backend ranks)" "$table"

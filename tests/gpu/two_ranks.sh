@@ -130,4 +130,4 @@ else
     timeout 120 "$BT" 20000 2>&1 | tee "$out/bench_tp.txt" || status=1
     tail -3 "$out/bench_tp.txt" >>"$table"
 fi
-tp_finish "$backend"
+gpu_finish "table ($backend)" "$table"
