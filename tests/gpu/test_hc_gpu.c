@@ -38,14 +38,6 @@ static void report(int ok, const char *what)
         failures++;
 }
 
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
-}
-
 /* Rows of different magnitudes (the norm must not assume one). */
 static float *random_streams(void)
 {

@@ -53,14 +53,6 @@ static float *dev_random(size_t n, float amp)
     return d;
 }
 
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
-}
-
 /* ---- the CPU rule: engine/cpu/dsa.c's dsa_select_rule, the CPU backend's own ---- */
 static int ref_select(const float *sc, int pos, int kp, int budget, pool_score *ps, int32_t *out)
 {
@@ -207,11 +199,6 @@ static void check_selections(void)
 }
 
 /* ---- the scores ---- */
-static const char *cache_name(int dt)
-{
-    return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
-}
-
 /* The cache's rows as floats, read back (the values the kernels see). */
 static float *cache_values(const eng_cache *c, int rows)
 {
