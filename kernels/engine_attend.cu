@@ -245,6 +245,15 @@ __device__ __forceinline__ void sum_warps(const float *part, int R, int nw, Stor
     }
 }
 
+// The (token, head) pair's query row (R floats) into shared memory, every thread calling, then a
+// barrier.
+__device__ __forceinline__ void stage_row(const float *row, int R, float *dst)
+{
+    for (int r = threadIdx.x; r < R; r += blockDim.x)
+        dst[r] = row[r];
+    __syncthreads();
+}
+
 // A lane's 16 columns c0 .. c0 + 15 of q (zero past R: mine false).
 __device__ __forceinline__ void load_q16(const float *q, int c0, bool mine, float (&qv)[16])
 {
@@ -333,10 +342,7 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     float *qs = sm, *p = sm + R, *part = p + width;
     int t = blockIdx.x / H, h = blockIdx.x % H;
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    const float *qrow = qt + ((size_t)t * H + h) * R;
-    for (int r = threadIdx.x; r < R; r += blockDim.x)
-        qs[r] = qrow[r];
-    __syncthreads();
+    stage_row(qt + ((size_t)t * H + h) * R, R, qs);
     int n = count[t], c0 = lane * 16;
     bool mine = c0 < R;
     const int32_t *sel = idx + (size_t)t * width;
@@ -541,10 +547,7 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
     float *qs = sm, *p = sm + R, *part = p + width;
     int t = blockIdx.x / H, h = blockIdx.x % H;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const float *qrow = qt + ((size_t)t * H + h) * R;
-    for (int r = threadIdx.x; r < R; r += blockDim.x)
-        qs[r] = qrow[r];
-    __syncthreads();
+    stage_row(qt + ((size_t)t * H + h) * R, R, qs);
     int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
     for (int s = warp; s < n; s += nw) {
