@@ -119,6 +119,19 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
         h[(size_t)blockIdx.x * D + d] = w[d] * (row[d] * inv);
 }
 
+// rs[k] = the sum of the S x S matrix C's row k (rows) or column k, in index order, for k < S;
+// then a barrier. Every thread of the block calls.
+__device__ __forceinline__ void hc_line_sums(const float *C, int S, int k, bool rows, float *rs)
+{
+    if (k < S) {
+        float sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += C[rows ? k * S + c : c * S + k];
+        rs[k] = sum;
+    }
+    __syncthreads();
+}
+
 // One block per token, one thread per element of the S x S mixing matrix (S <= 16): the same
 // operations as cpu_hc_pre's Sinkhorn, row and column sums read from shared memory in order.
 __global__ void hc_mix_kernel(const float *mu, const float *base, const float *scale, int S,
@@ -149,36 +162,18 @@ __global__ void hc_mix_kernel(const float *mu, const float *base, const float *s
     if (on)
         C[k] = v;
     __syncthreads();
-    if (k < S) {
-        float sum = 0.0f;
-        for (int c = 0; c < S; c++)
-            sum += C[k * S + c];
-        rs[k] = sum;
-    }
-    __syncthreads();
+    hc_line_sums(C, S, k, true, rs);
     if (on)
         C[k] = C[k] / rs[i] + eps;
     __syncthreads();
     for (int it = 0; it < iters; it++) {
-        if (it > 0) {
-            if (k < S) {
-                float sum = 0.0f;
-                for (int c = 0; c < S; c++)
-                    sum += C[k * S + c];
-                rs[k] = sum;
-            }
-            __syncthreads();
+        if (it > 0) { // rows
+            hc_line_sums(C, S, k, true, rs);
             if (on)
                 C[k] /= rs[i] + eps;
             __syncthreads();
         }
-        if (k < S) {
-            float sum = 0.0f;
-            for (int r = 0; r < S; r++)
-                sum += C[r * S + k];
-            rs[k] = sum;
-        }
-        __syncthreads();
+        hc_line_sums(C, S, k, false, rs); // columns
         if (on)
             C[k] /= rs[j] + eps;
         __syncthreads();
