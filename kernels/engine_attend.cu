@@ -9,6 +9,33 @@ namespace {
 constexpr int kAbsorbT = KERN_ABSORB_TOKENS;
 constexpr int kAbsorbSplit = KERN_ABSORB_SLICES; // dn slices, each a warp of the block
 
+// The 8 bf16 values of a 16-byte load as floats (a bf16's bits are a float's upper half).
+__device__ __forceinline__ void bf16x8(uint4 q, float *v)
+{
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        v[2 * j] = __uint_as_float(u[j] << 16);
+        v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+    }
+}
+
+// The absorbed query's step for one kv_b row i of 8 bf16 columns (w): acc[j][k] += q_k[i] * w[j]
+// for the block's kAbsorbT tokens (qs: their q rows of dn, in shared memory).
+__device__ __forceinline__ void absorb_step8(uint4 w, const float *qs, int dn, int i,
+                                             float (&acc)[8][kAbsorbT])
+{
+    float wv[8];
+    bf16x8(w, wv);
+#pragma unroll
+    for (int k = 0; k < kAbsorbT; k++) {
+        float qk = qs[k * dn + i];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[j][k] += qk * wv[j];
+    }
+}
+
 // Block per (head, 8 tokens, cols latent columns from blockIdx.z * cols); the block's 8 warps
 // take interleaved slices of the dn rows, each lane two latent columns a pass (eight for bf16),
 // and meet in shared memory in slice order. A column's sums do not depend on cols, so the
@@ -35,21 +62,7 @@ __global__ void __launch_bounds__(256) absorb_kernel(eng_mat kv_b, const float *
 #pragma unroll 4
         for (int i = slice; i < dn; i += kAbsorbSplit) {
             const uint16_t *wr = static_cast<const uint16_t *>(kv_b.data) + (size_t)(h * (dn + dv) + i) * R + c;
-            uint4 q = __ldg(reinterpret_cast<const uint4 *>(wr));
-            const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-            float wv[8];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                wv[2 * j] = __uint_as_float(u[j] << 16);
-                wv[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-            }
-#pragma unroll
-            for (int k = 0; k < kAbsorbT; k++) {
-                float qk = qs[k * dn + i];
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    acc[j][k] += qk * wv[j];
-            }
+            absorb_step8(__ldg(reinterpret_cast<const uint4 *>(wr)), qs, dn, i, acc);
         }
 #pragma unroll
         for (int k = 0; k < kAbsorbT; k++)
@@ -133,20 +146,7 @@ __global__ void __launch_bounds__(256) absorb_cols_kernel(eng_mat kv_b, const fl
             int i = i0 + 32 * p;
             if (i >= dn)
                 break;
-            const uint32_t u[4] = {wq[p].x, wq[p].y, wq[p].z, wq[p].w};
-            float wv[8];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                wv[2 * j] = __uint_as_float(u[j] << 16);
-                wv[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-            }
-#pragma unroll
-            for (int k = 0; k < kAbsorbT; k++) {
-                float qk = qs[k * dn + i];
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    acc[j][k] += qk * wv[j];
-            }
+            absorb_step8(wq[p], qs, dn, i, acc);
         }
         i0 += 32 * kAbsorbBatch;
         if (i0 >= dn)
@@ -194,15 +194,8 @@ __device__ __forceinline__ void load16(const eng_cache &c, size_t row, int c0, f
     } else if (c.dtype == ENG_CACHE_BF16) {
         const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            uint4 q = __ldg(p + h);
-            const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                v[h * 8 + 2 * j] = __uint_as_float(u[j] << 16);
-                v[h * 8 + 2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-            }
-        }
+        for (int h = 0; h < 2; h++)
+            bf16x8(__ldg(p + h), v + h * 8);
     } else {
         const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(c.rows) + i);
 #pragma unroll
@@ -416,12 +409,8 @@ __device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
         for (int j = 0; j < 16; j++)
             v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * r.sc;
     } else {
-        const uint32_t u[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            v[2 * j] = __uint_as_float(u[j] << 16);
-            v[2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
-        }
+        bf16x8(r.a, v);
+        bf16x8(r.b, v + 8);
     }
 }
 
@@ -616,14 +605,8 @@ __global__ void __launch_bounds__(256) expand_vec_kernel(eng_mat kv_b, const flo
             break;
         float wv[2][8];
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const uint32_t w4[4] = {wq[k][u].x, wq[k][u].y, wq[k][u].z, wq[k][u].w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                wv[u][2 * j] = __uint_as_float(w4[j] << 16);
-                wv[u][2 * j + 1] = __uint_as_float(w4[j] & 0xffff0000u);
-            }
-        }
+        for (int u = 0; u < 2; u++)
+            bf16x8(wq[k][u], wv[u]);
         for (int t = 0; t < T; t++) {
             const float *x = ot + ((size_t)t * H + h) * R;
             float acc = 0.0f;
