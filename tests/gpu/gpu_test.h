@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
@@ -33,6 +34,21 @@ static inline void gpu_test_device(char *name, size_t cap)
     }
     kern_device_describe(0, name, cap);
     printf("device %s\n", name);
+}
+
+/* The start of a GPU test's main: the device line (gpu_test_device, its description into name)
+ * and whether the run is timed: not when the first argument is --no-time. */
+static inline int gpu_test_begin(int argc, char **argv, char *name, size_t cap)
+{
+    gpu_test_device(name, cap);
+    return !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
+}
+
+/* Two events for a test's timings. */
+static inline void gpu_test_events(void **ev0, void **ev1)
+{
+    CUDA_OK(eng_event_new(ev0));
+    CUDA_OK(eng_event_new(ev1));
 }
 
 static inline void *xmalloc(size_t bytes)

@@ -1468,12 +1468,10 @@ static void check_router_route(int timed, void *ev0, void *ev1)
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     void *ev0, *ev1;
-    CUDA_OK(eng_event_new(&ev0));
-    CUDA_OK(eng_event_new(&ev1));
+    gpu_test_events(&ev0, &ev1);
     const jshape jobs[] = {
         {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0}, /* rows of few columns */
         {"KDA q_proj (8192 x 4096, bf16)", ENG_BF16, 8192, 4096, 0},

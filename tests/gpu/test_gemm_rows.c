@@ -216,14 +216,12 @@ static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *e
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* the table and eng_gemm's choices (stderr) in order */
     kern_set_log(log_to_stderr, NULL);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     void *ev0, *ev1;
-    CUDA_OK(eng_event_new(&ev0));
-    CUDA_OK(eng_event_new(&ev1));
+    gpu_test_events(&ev0, &ev1);
     /* GLM-5.3-Flash: hidden 4096, 4 HC streams (24 mixing rows), KDA 64 x 128, MLA 64 heads of
      * 256, q_lora 2048, kv_lora 512, indexer 32 x 128, 288 experts, shared expert 2048, dense FFN
      * 12288; then mkmodel small (hidden 256, KDA 4 x 64, MLA 4 x 64, q_lora 128, kv_lora 64,

@@ -351,9 +351,8 @@ static void time_all(bufs *b, void *ev0, void *ev1)
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     float *hx = random_streams();
     float *hw = xmalloc((size_t)R * N * sizeof *hw);
     float *hpre = xmalloc((size_t)TMAX * S * sizeof *hpre);
@@ -417,8 +416,7 @@ int main(int argc, char **argv)
     check_post(&b, hx, hy, hy2, hpost, hcomb);
     if (timed) {
         void *ev0, *ev1;
-        CUDA_OK(eng_event_new(&ev0));
-        CUDA_OK(eng_event_new(&ev1));
+        gpu_test_events(&ev0, &ev1);
         time_all(&b, ev0, ev1);
     }
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);

@@ -590,17 +590,15 @@ static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     check_selections();
     check_all_scores();
     check_all_score_bits();
     if (timed) {
         void *st, *ev0, *ev1;
         CUDA_OK(eng_stream_new(&st));
-        CUDA_OK(eng_event_new(&ev0));
-        CUDA_OK(eng_event_new(&ev1));
+        gpu_test_events(&ev0, &ev1);
         printf("\neng_dsa_select (IH 32, ID 128, kpool 4, top-k 2048, fp8 keys), us a chunk of %d "
                "rows (chunkN: N rows a call) or a decode row; whole, its scores alone, its top-k "
                "alone, top-k / scores; launched one by one, then replayed as a graph\n", CHUNK);

@@ -532,12 +532,10 @@ static void time_prep(void *ev0, void *ev1)
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     void *ev0, *ev1;
-    CUDA_OK(eng_event_new(&ev0));
-    CUDA_OK(eng_event_new(&ev1));
+    gpu_test_events(&ev0, &ev1);
     const scan_case scans[] = {
         {64, 128, 1, 0, 1, 1, 0},    /* one token: a group in part */
         {64, 128, 7, 1, 1, 1, 0},    /* less than a staged group, from a zero state */

@@ -672,14 +672,12 @@ static void check_products(const shape *s, int timed, void *ev0, void *ev1)
 
 int main(int argc, char **argv)
 {
-    int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
     setvbuf(stdout, NULL, _IOLBF, 0);
     char name[256];
-    gpu_test_device(name, sizeof name);
+    int timed = gpu_test_begin(argc, argv, name, sizeof name);
     device_sm90 = strstr(name, "sm_90") != NULL;
     void *ev0, *ev1;
-    CUDA_OK(eng_event_new(&ev0));
-    CUDA_OK(eng_event_new(&ev1));
+    gpu_test_events(&ev0, &ev1);
     const shape shapes[] = {
         {"real", 64, 256, 256, 512, 2051, 1024, 8192}, /* one rank, a chunk past the dense limit */
         {"tp2", 32, 256, 256, 512, 2051, 96, 4096},    /* a rank of two */
