@@ -214,29 +214,22 @@ static void test_moe(int E, int hidden, int inter, int bits, int cb, int rows, i
     uint16_t *stack = xmalloc((size_t)E * (gw > dw ? gw : dw) * 2);
     kern_exl3_experts ex = {.n_experts = E, .hidden = hidden, .inter = inter, .bits = bits,
                             .codebook = cb, .swiglu_limit = limit};
-#define STACK(field, member, count)                                                             \
+/* dst: the experts' member[e].field (count 16-bit words each) stacked [E][count] on the device */
+#define STACK(dst, field, member, count)                                                        \
     do {                                                                                        \
         for (int e = 0; e < E; e++)                                                             \
             memcpy(stack + (size_t)e * (count), member[e].field, (size_t)(count) * 2);          \
+        (dst) = dev_copy(stack, (size_t)E * (count) * 2);                                       \
     } while (0)
-    STACK(trellis, gate, gw);
-    ex.gate_trellis = dev_copy(stack, (size_t)E * gw * 2);
-    STACK(trellis, up, gw);
-    ex.up_trellis = dev_copy(stack, (size_t)E * gw * 2);
-    STACK(trellis, down, dw);
-    ex.down_trellis = dev_copy(stack, (size_t)E * dw * 2);
-    STACK(suh, gate, hidden);
-    ex.gate_suh = dev_copy(stack, (size_t)E * hidden * 2);
-    STACK(svh, gate, inter);
-    ex.gate_svh = dev_copy(stack, (size_t)E * inter * 2);
-    STACK(suh, up, hidden);
-    ex.up_suh = dev_copy(stack, (size_t)E * hidden * 2);
-    STACK(svh, up, inter);
-    ex.up_svh = dev_copy(stack, (size_t)E * inter * 2);
-    STACK(suh, down, inter);
-    ex.down_suh = dev_copy(stack, (size_t)E * inter * 2);
-    STACK(svh, down, hidden);
-    ex.down_svh = dev_copy(stack, (size_t)E * hidden * 2);
+    STACK(ex.gate_trellis, trellis, gate, gw);
+    STACK(ex.up_trellis, trellis, up, gw);
+    STACK(ex.down_trellis, trellis, down, dw);
+    STACK(ex.gate_suh, suh, gate, hidden);
+    STACK(ex.gate_svh, svh, gate, inter);
+    STACK(ex.up_suh, suh, up, hidden);
+    STACK(ex.up_svh, svh, up, inter);
+    STACK(ex.down_suh, suh, down, inter);
+    STACK(ex.down_svh, svh, down, hidden);
 #undef STACK
     void *dx = dev_copy(x, nx * 4), *dids = dev_copy(ids, (size_t)pairs * 4);
     void *dw_ = dev_copy(w, (size_t)pairs * 4), *dy = NULL, *work = NULL;
