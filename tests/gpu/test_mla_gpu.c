@@ -351,6 +351,21 @@ static float time_attend(int prefill, int budget, const eng_cache *c, const floa
     return ms[reps / 2];
 }
 
+/* n random bf16 values (amplitude 0.05, rounded to nearest even) on the device. */
+static void *dev_random_bf16(size_t n)
+{
+    uint16_t *w = xmalloc(n * sizeof *w);
+    for (size_t i = 0; i < n; i++) {
+        float f = 0.05f * test_rng_uniform(&rng_state);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        w[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    void *d = dev_copy(w, n * sizeof *w);
+    free(w);
+    return d;
+}
+
 /* The rate of a cuBLAS bf16 GEMM on this device, in tensor-core TFLOP/s: eng_gemm's cublasGemmEx
  * path (cuBLAS's own algorithm) at 4096 x 4096 x 4096, which runs three bf16 products (the f32
  * input split in three parts) after a split kernel: 3 * 2 * 4096^3 flop over the median time. */
@@ -358,15 +373,7 @@ static double cublas_rate(void *ev0, void *ev1)
 {
     enum { n = 4096, reps = 5 };
     size_t wn = (size_t)n * n;
-    uint16_t *w = xmalloc(wn * sizeof *w);
-    for (size_t i = 0; i < wn; i++) {
-        float f = 0.05f * test_rng_uniform(&rng_state);
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        w[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    eng_mat m = {ENG_BF16, n, n, dev_copy(w, wn * sizeof *w), NULL, 0, 0, 0, NULL};
-    free(w);
+    eng_mat m = {ENG_BF16, n, n, dev_random_bf16(wn), NULL, 0, 0, 0, NULL};
     float *x = dev_random(wn, 1.0f), *y = dev_alloc(wn * sizeof(float));
     double rate = 0;
     if (eng_gemm_set_mode(ENG_GEMM_CUBLAS) == 0 && eng_gemm(&m, x, n, y, NULL) == 0) {
@@ -605,15 +612,7 @@ static void check_products(const shape *s, int timed, void *ev0, void *ev1)
 {
     int H = s->H, dn = s->dn, dv = s->dv, R = s->R, T = s->T;
     size_t wn = (size_t)H * (dn + dv) * R;
-    uint16_t *w = xmalloc(wn * sizeof *w);
-    for (size_t i = 0; i < wn; i++) {
-        float f = 0.05f * test_rng_uniform(&rng_state);
-        uint32_t u;
-        memcpy(&u, &f, sizeof u);
-        w[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    eng_mat kv_b = {ENG_BF16, H * (dn + dv), R, dev_copy(w, wn * sizeof *w), NULL, 0, 0, 0, NULL};
-    free(w);
+    eng_mat kv_b = {ENG_BF16, H * (dn + dv), R, dev_random_bf16(wn), NULL, 0, 0, 0, NULL};
     struct {
         const char *name;
         int in, out; /* per (token, head) */
