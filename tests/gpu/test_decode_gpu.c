@@ -119,6 +119,22 @@ static void same_bits(const char *what, const void *a, const void *b, size_t byt
     failures += !ok;
 }
 
+/* The device buffers bufs[0 .. k) of len[i] floats one after another in a new host buffer, once
+ * every launch queued before is done. */
+static float *host_concat(int k, float *const *bufs, const size_t *len)
+{
+    size_t total = 0;
+    for (int i = 0; i < k; i++)
+        total += len[i];
+    float *o = xmalloc(total * sizeof *o), *p = o;
+    CUDA_OK(kern_sync());
+    for (int i = 0; i < k; i++) {
+        CUDA_OK(kern_to_host(p, bufs[i], len[i] * sizeof *o));
+        p += len[i];
+    }
+    return o;
+}
+
 /* ---- the products of the decode step (eng_matmul_jobs) ----------------------------------- */
 
 typedef struct {
@@ -395,6 +411,9 @@ static void check_hc(int timed, void *ev0, void *ev1)
     float *X = dev_alloc(xn * sizeof(float));
     /* outputs per form: X after the update, pre, post, comb, u */
     size_t on = xn + (size_t)MAXT * (2 * S + S * S + D);
+    float *outs[5] = {X, pre, post, comb, u};
+    size_t len[5] = {xn, (size_t)MAXT * S, (size_t)MAXT * S, (size_t)MAXT * S * S,
+                     (size_t)MAXT * D};
     float *out[3];
     for (int form = 0; form < 3; form++) { /* 0: 8 rows at once, 1: one row a launch, 2: unfused */
         CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
@@ -430,25 +449,12 @@ static void check_hc(int timed, void *ev0, void *ev1)
             kern_free(mu);
             kern_free(c);
         }
-        float *o = xmalloc(on * sizeof(float)), *p = o;
-        CUDA_OK(kern_sync());
-        CUDA_OK(kern_to_host(p, X, xn * sizeof(float)));
-        p += xn;
-        CUDA_OK(kern_to_host(p, pre, (size_t)MAXT * S * sizeof(float)));
-        p += (size_t)MAXT * S;
-        CUDA_OK(kern_to_host(p, post, (size_t)MAXT * S * sizeof(float)));
-        p += (size_t)MAXT * S;
-        CUDA_OK(kern_to_host(p, comb, (size_t)MAXT * S * S * sizeof(float)));
-        p += (size_t)MAXT * S * S;
-        CUDA_OK(kern_to_host(p, u, (size_t)MAXT * D * sizeof(float)));
-        out[form] = o;
+        out[form] = host_concat(5, outs, len);
     }
     same_bits("the HC step: 8 rows in one launch equal 8 one-row launches (X, pre, post, comb, u)",
               out[0], out[1], on * sizeof(float));
     const char *part_name[5] = {"the updated streams", "pre", "post", "comb",
                                 "u (collapsed, normed)"};
-    size_t len[5] = {xn, (size_t)MAXT * S, (size_t)MAXT * S, (size_t)MAXT * S * S,
-                     (size_t)MAXT * D};
     size_t off = 0;
     for (int k = 0; k < 5; k++) {
         char what[160];
@@ -556,6 +562,8 @@ static void check_hc_y2_rows(int T, int timed, void *ev0, void *ev1)
     float *post = dev_alloc((size_t)T * S * sizeof(float));
     float *comb = dev_alloc((size_t)T * S * S * sizeof(float));
     size_t on = xn + pn + yn + (size_t)T * (2 * S + S * S);
+    float *outs[6] = {X, part, u, pre, post, comb};
+    size_t len[6] = {xn, pn, yn, (size_t)T * S, (size_t)T * S, (size_t)T * S * S};
     float *out[4];
     for (int form = 0; form < 4; form++) { /* 0: add, update; 1: with y2; 2, 3: eng_hc_post */
         CUDA_OK(kern_to_device(X, hX, xn * sizeof(float)));
@@ -573,20 +581,7 @@ static void check_hc_y2_rows(int T, int timed, void *ev0, void *ev1)
         } else {
             CUDA_OK(eng_hc_post(X, y, form == 3 ? y2 : NULL, post_in, comb_in, T, S, D, NULL));
         }
-        float *o = xmalloc(on * sizeof(float)), *p = o;
-        CUDA_OK(kern_sync());
-        CUDA_OK(kern_to_host(p, X, xn * sizeof(float)));
-        p += xn;
-        CUDA_OK(kern_to_host(p, part, pn * sizeof(float)));
-        p += pn;
-        CUDA_OK(kern_to_host(p, u, yn * sizeof(float)));
-        p += yn;
-        CUDA_OK(kern_to_host(p, pre, (size_t)T * S * sizeof(float)));
-        p += (size_t)T * S;
-        CUDA_OK(kern_to_host(p, post, (size_t)T * S * sizeof(float)));
-        p += (size_t)T * S;
-        CUDA_OK(kern_to_host(p, comb, (size_t)T * S * S * sizeof(float)));
-        out[form] = o;
+        out[form] = host_concat(6, outs, len);
     }
     char what[200];
     snprintf(what, sizeof what, "the HC update with the shared expert's part (y2), %d rows: X, "
