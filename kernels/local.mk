@@ -29,7 +29,7 @@ tests_unit_test_device_facts_LDADD = $(CHECK_LIBS)
 TESTS += tests/unit/test_device_facts
 EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c tests/gpu/test_hc_gpu.c \
-	tests/gpu/gpu_test.h bench/bench_exl3.cu
+	tests/gpu/test_devices_gpu.c tests/gpu/gpu_test.h bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
@@ -93,6 +93,11 @@ tests_gpu_test_kda_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_hc_gpu
 tests_gpu_test_hc_gpu_SOURCES = tests/gpu/test_hc_gpu.c
 tests_gpu_test_hc_gpu_LDADD = $(glmchat_LDADD)
+# the launches that depend on the device from two threads a device on every device: the same bits
+check_PROGRAMS += tests/gpu/test_devices_gpu
+tests_gpu_test_devices_gpu_SOURCES = tests/gpu/test_devices_gpu.c
+tests_gpu_test_devices_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_devices_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c
