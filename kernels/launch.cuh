@@ -113,16 +113,10 @@ struct kernel_facts {
     static inline kern_fit_cache fits;
 };
 
-// Raises Kernel's dynamic shared memory limit on the current device to at least `bytes`, once a
-// device (raise_smem's message and error where the device refuses). A limit only grows, so a
-// launch asking less than an earlier one finds it there.
+// raise_smem_once on device dev, the current one (current_device's).
 template <auto Kernel>
-static cudaError_t raise_smem_once(size_t bytes, const char *name)
+static cudaError_t raise_smem_on(int dev, size_t bytes, const char *name)
 {
-    int dev = 0;
-    cudaError_t rc = current_device(&dev);
-    if (rc != cudaSuccess)
-        return rc;
     if (bytes > (size_t)INT_MAX) {
         kern_log(0, "%s asks %zu bytes of shared memory a block", name, bytes);
         return cudaErrorInvalidValue;
@@ -134,17 +128,30 @@ static cudaError_t raise_smem_once(size_t bytes, const char *name)
                                              const_cast<char *>(name));
 }
 
+// Raises Kernel's dynamic shared memory limit on the current device to at least `bytes`, once a
+// device (raise_smem's message and error where the device refuses). A limit only grows, so a
+// launch asking less than an earlier one finds it there; what a block of that launch takes, and so
+// the blocks an SM holds, is its own size, not the limit (cuda_occupancy.h's reckoning).
+template <auto Kernel>
+static cudaError_t raise_smem_once(size_t bytes, const char *name)
+{
+    int dev = 0;
+    cudaError_t rc = current_device(&dev);
+    if (rc != cudaSuccess)
+        return rc;
+    return raise_smem_on<Kernel>(dev, bytes, name);
+}
+
 // Blocks of Kernel the current device holds at once with `threads` threads and `smem` bytes of
 // dynamic shared memory a block: the SM count times an SM's blocks, asked once a device and size
 // (the limit raised first, raise_smem_once). A kernel no SM can hold at that size is refused.
 template <auto Kernel>
 static cudaError_t resident_blocks(int threads, size_t smem, const char *name, int *blocks)
 {
-    cudaError_t rc = raise_smem_once<Kernel>(smem, name);
-    if (rc != cudaSuccess)
-        return rc;
     int dev = 0, sms = 0, per_sm = 0;
-    rc = current_device(&dev);
+    cudaError_t rc = current_device(&dev);
+    if (rc == cudaSuccess)
+        rc = raise_smem_on<Kernel>(dev, smem, name);
     if (rc != cudaSuccess)
         return rc;
     if (kern_fit_lookup(&kernel_facts<Kernel>::fits, dev, threads, smem, blocks))
