@@ -25,9 +25,10 @@ static uint64_t rng_state = 0x5DEECE66Dull;
 
 /* ---- the inputs, made once on the host; every thread uploads them to its own device ---- */
 
-/* An EXL3 matrix stack: n matrices of in x out at 4 bits (random trellis words, as the EXL3 test's). */
+/* An EXL3 matrix stack: n matrices of in x out at `bits` (random trellis words, as the EXL3
+ * test's). */
 typedef struct host_stack {
-    int n, in, out;
+    int n, in, out, bits;
     size_t words; /* a matrix's */
     uint16_t *trellis, *suh, *svh;
 } host_stack;
@@ -38,12 +39,13 @@ static uint16_t random_half(double scale)
     return exl3_f16_from_f64(test_rng_u32(&rng_state) & 1 ? -v : v);
 }
 
-static void stack_init(host_stack *s, int n, int in, int out)
+static void stack_init(host_stack *s, int n, int in, int out, int bits)
 {
     s->n = n;
     s->in = in;
     s->out = out;
-    s->words = (size_t)in / 16 * (out / 16) * 16 * 4;
+    s->bits = bits;
+    s->words = (size_t)in / 16 * (out / 16) * 16 * bits;
     s->trellis = xmalloc(s->words * n * 2);
     s->suh = xmalloc((size_t)n * in * 2);
     s->svh = xmalloc((size_t)n * out * 2);
@@ -65,7 +67,7 @@ static float *random_floats(size_t n, float amp)
 
 /* The calls, at shapes where each takes the device-dependent path:
  * - kern_exl3_matmul at 1 row (the GEMV's split from the SM count) and 33 (the prefill's);
- * - kern_exl3_grouped_product, pipe 128 at 4 bits: 49,152 bytes a block, past the default 48 KiB;
+ * - kern_exl3_grouped_product, pipe 128 at 8 bits: 57,344 bytes a block, past the default 48 KiB;
  * - kern_exl3_moe at 1 and 16 rows: a persistent grid of the resident blocks at two sizes, the
  *   second past the default 48 KiB (the hidden size's gate/up inputs);
  * - eng_mla_attend_prefill's flash kernel (64 heads: the opt-in form the device allows);
@@ -76,6 +78,7 @@ static float *random_floats(size_t n, float amp)
 #define GRP_E 4
 #define GRP_IN 512
 #define GRP_OUT 256
+#define GRP_BITS 8
 #define MOE_E 8
 #define MOE_HIDDEN 4096 /* the model's: 16 rows ask 66,560 bytes a block, 1 row 8,320 */
 #define MOE_INTER 256
@@ -111,15 +114,15 @@ typedef struct inputs {
 
 static void inputs_init(inputs *in)
 {
-    stack_init(&in->lin, 1, LIN_IN, LIN_OUT);
+    stack_init(&in->lin, 1, LIN_IN, LIN_OUT, 4);
     in->lin_x = random_floats((size_t)LIN_ROWS * LIN_IN, 1.0f);
-    stack_init(&in->grp, GRP_E, GRP_IN, GRP_OUT);
+    stack_init(&in->grp, GRP_E, GRP_IN, GRP_OUT, GRP_BITS);
     in->grp_xh = xmalloc((size_t)GRP_PAIRS * GRP_IN * 2);
     for (size_t i = 0; i < (size_t)GRP_PAIRS * GRP_IN; i++)
         in->grp_xh[i] = random_half(1.0);
-    stack_init(&in->gate, MOE_E, MOE_HIDDEN, MOE_INTER);
-    stack_init(&in->up, MOE_E, MOE_HIDDEN, MOE_INTER);
-    stack_init(&in->down, MOE_E, MOE_INTER, MOE_HIDDEN);
+    stack_init(&in->gate, MOE_E, MOE_HIDDEN, MOE_INTER, 4);
+    stack_init(&in->up, MOE_E, MOE_HIDDEN, MOE_INTER, 4);
+    stack_init(&in->down, MOE_E, MOE_INTER, MOE_HIDDEN, 4);
     in->moe_x = random_floats((size_t)MOE_ROWS * MOE_HIDDEN, 1.0f);
     in->moe_ids = xmalloc((size_t)MOE_ROWS * MOE_SLOTS * sizeof(int32_t));
     in->moe_w = xmalloc((size_t)MOE_ROWS * MOE_SLOTS * sizeof(float));
@@ -268,7 +271,7 @@ static void run_grouped(job *j, void *st)
     int *offsets = upload(j, grp_offsets, sizeof grp_offsets);
     float *z = upload(j, NULL, out_bytes[OUT_GROUPED]);
     if (!stack_upload(j, &in->grp, &w) && xh && offsets && z) {
-        int rc = kern_exl3_grouped_product(w.trellis, 4, 0, GRP_IN, GRP_OUT, GRP_E, offsets,
+        int rc = kern_exl3_grouped_product(w.trellis, GRP_BITS, 0, GRP_IN, GRP_OUT, GRP_E, offsets,
                                            GRP_PAIRS, xh, z, st);
         if (rc)
             fail(j, out_names[OUT_GROUPED], rc);
