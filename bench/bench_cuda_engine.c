@@ -1312,6 +1312,17 @@ static int long_sizes(long_run *L, const lp_args *a, int largest, double cub, co
     return rc ? -1 : 0;
 }
 
+/* The settings glmchat takes from the environment (GLMCHAT_CUDA_DENSE, GLMCHAT_CUDA_KV ...),
+ * read once a program (gpu_env_params: their strings live until it exits); 1 after a FAIL line
+ * naming the bad variable. */
+static int env_params(glm_engine_params *params, glm_error *err)
+{
+    if (!gpu_env_params(params, err))
+        return 0;
+    printf("FAIL: %s\n", err->message);
+    return 1;
+}
+
 /* --long LAYERS SIZES [LIMIT_S [EVERY]]: the model's build, cuBLAS's ceiling (before the backend
  * opens, so its buffers are gone when the plan measures the room), the backend opened with the
  * context of the largest size exactly, an untimed 8k prefill, the 8k reference, then each size. */
@@ -1323,13 +1334,10 @@ static int long_main(int argc, char **argv)
         printf("FAIL: --long: %s\n", msg);
         return 2;
     }
-    app_config cfg;
     glm_engine_params params;
     glm_error err = {0};
-    if (gpu_params_from_env(&cfg, &params, &err)) {
-        printf("FAIL: %s\n", err.message);
+    if (env_params(&params, &err))
         return 1;
-    }
     int largest = LP_REFERENCE;
     for (int i = 0; i < a.n_sizes; i++)
         largest = a.sizes[i] > largest ? a.sizes[i] : largest;
@@ -1372,7 +1380,6 @@ static int long_main(int argc, char **argv)
            "in %.1f s\n", line, free_at_open / GIB, free_now / GIB, now_s() - t0);
     int rc = long_sizes(&L, &a, largest, cub, name);
     backend_close(&be);
-    config_free(&cfg);
     return rc ? 1 : 0;
 }
 
@@ -1504,14 +1511,10 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--long") == 0)
         return long_main(argc - 1, argv + 1);
     int layers = argc > 1 ? atoi(argv[1]) : 16;
-    /* the settings glmchat takes from the environment (GLMCHAT_CUDA_DENSE, GLMCHAT_CUDA_KV ...) */
-    app_config cfg;
     glm_engine_params params;
     glm_error err = {0};
-    if (gpu_params_from_env(&cfg, &params, &err)) {
-        printf("FAIL: %s\n", err.message);
+    if (env_params(&params, &err))
         return 1;
-    }
     int q4 = params.dense == GLM_DENSE_Q4;
     /* prefill sizes and chunks: comma-separated lists, each size timed from an empty session */
     int sizes[8], n_sizes, chunks[8], n_chunks, prefill_n = 0, chunk_n = 0;

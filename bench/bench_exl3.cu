@@ -68,6 +68,38 @@ static void *dalloc(size_t bytes)
     return p;
 }
 
+// Milliseconds n calls of call(it) take (it = 0 .. n - 1), between the events t0 and t1.
+template <typename Call> static float elapsed_ms(Call call, int n, cudaEvent_t t0, cudaEvent_t t1)
+{
+    CHECK(cudaEventRecord(t0));
+    for (int it = 0; it < n; it++)
+        call(it);
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    return ms;
+}
+
+// Milliseconds a call: the median of 5 runs of n calls.
+template <typename Call>
+static float median_ms_per_call(Call call, int n, cudaEvent_t t0, cudaEvent_t t1)
+{
+    float times[5];
+    for (int rep = 0; rep < 5; rep++)
+        times[rep] = elapsed_ms(call, n, t0, t1) / n;
+    std::sort(times, times + 5);
+    return times[2];
+}
+
+// The grouped tables' last cell: outputs left unwritten (NaN), the reference (variant 0), or
+// whether the variant's bits equal the reference's.
+static const char *bits_verdict(size_t nan, int vi, size_t differ)
+{
+    return nan ? "FAIL: unwritten (NaN) outputs" : !vi ? "(the reference)"
+           : differ ? "FAIL: differ" : "yes";
+}
+
 static uint32_t lcg = 12345;
 static uint32_t rnd()
 {
@@ -94,13 +126,9 @@ int main(int argc, char **argv)
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
     CHECK(cudaMemcpy(cbuf, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(t0));
-    for (int i = 0; i < 10; i++)
+    float ms = elapsed_ms([&](int) {
         CHECK(cudaMemcpyAsync(cbuf, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(t1));
-    CHECK(cudaEventSynchronize(t1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, t0, t1));
+    }, 10, t0, t1);
     double copy_read = copy_bytes * 10.0 / (ms * 1e-3);   // bytes read per second
     double copy_traffic = 2.0 * copy_read;                // read + write
     CHECK(cudaFree(ca));
@@ -186,15 +214,11 @@ int main(int argc, char **argv)
             KCHECK(kern_exl3_moe(&ex, dx, dids + (size_t)w * rows * SLOTS,
                                  dwts + (size_t)w * rows * SLOTS, dy, rows, SLOTS, work, nullptr));
         CHECK(cudaDeviceSynchronize());
-        CHECK(cudaEventRecord(t0));
-        for (int it = 0; it < iters; it++) {
+        ms = elapsed_ms([&](int it) {
             int s = it % sets;
             KCHECK(kern_exl3_moe(&ex, dx, dids + (size_t)s * rows * SLOTS,
                                  dwts + (size_t)s * rows * SLOTS, dy, rows, SLOTS, work, nullptr));
-        }
-        CHECK(cudaEventRecord(t1));
-        CHECK(cudaEventSynchronize(t1));
-        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        }, iters, t0, t1);
         double per_call = ms * 1e-3 / iters;
         double bytes = unique_total / sets * 3.0 * mat_bytes; // trellis bytes of one call
         double bw = bytes / per_call;
@@ -220,14 +244,10 @@ int main(int argc, char **argv)
                 KCHECK(kern_exl3_matmul(&l, dx, dy, rows, lw, nullptr));
             }
             CHECK(cudaDeviceSynchronize());
-            CHECK(cudaEventRecord(t0));
-            for (int it = 0; it < iters; it++) {
+            ms = elapsed_ms([&](int it) {
                 l.trellis = base + (size_t)((it * 37) % E) * mat_bytes;
                 KCHECK(kern_exl3_matmul(&l, dx, dy, rows, lw, nullptr));
-            }
-            CHECK(cudaEventRecord(t1));
-            CHECK(cudaEventSynchronize(t1));
-            CHECK(cudaEventElapsedTime(&ms, t0, t1));
+            }, iters, t0, t1);
             double per_call = ms * 1e-3 / iters;
             double bw = mat_bytes / per_call;
             results.push_back({shape ? "linear 2048->4096 (down)" : "linear 4096->2048 (gate/up)",
@@ -252,14 +272,10 @@ int main(int argc, char **argv)
         int n = iters / 10 > 5 ? iters / 10 : 5;
         l.trellis = gt;
         KCHECK(kern_exl3_matmul(&l, px, py, rows, lw, nullptr));
-        CHECK(cudaEventRecord(t0));
-        for (int it = 0; it < n; it++) {
+        ms = elapsed_ms([&](int it) {
             l.trellis = (const char *)gt + (size_t)(it % E) * mat_bytes;
             KCHECK(kern_exl3_matmul(&l, px, py, rows, lw, nullptr));
-        }
-        CHECK(cudaEventRecord(t1));
-        CHECK(cudaEventSynchronize(t1));
-        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        }, n, t0, t1);
         double per_call = ms * 1e-3 / n;
         double tflops = 2.0 * rows * H * I / per_call / 1e12;
         printf("prefill GEMM 4096->2048, 512 rows: %.1f us, %.1f TFLOP/s (fp16 mma, fp32 acc)\n",
@@ -313,23 +329,12 @@ int main(int argc, char **argv)
                 if (vi)
                     for (size_t i = 0; i < got.size(); i++)
                         differ += memcmp(&got[i], &first[i], 4) != 0;
-                float times[5];
-                int n = per_expert[pi] >= 512 ? 2 : 5;
-                for (int rep = 0; rep < 5; rep++) {
-                    CHECK(cudaEventRecord(t0));
-                    for (int it = 0; it < n; it++)
-                        KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
-                    CHECK(cudaEventRecord(t1));
-                    CHECK(cudaEventSynchronize(t1));
-                    CHECK(cudaEventElapsedTime(&times[rep], t0, t1));
-                    times[rep] /= n;
-                }
-                std::sort(times, times + 5);
+                float med = median_ms_per_call([&](int) {
+                    KCHECK(kern_exl3_moe_prefill(&ex, gx, gid, gw, gy, rows, SLOTS, pw, nullptr));
+                }, per_expert[pi] >= 512 ? 2 : 5, t0, t1);
                 double flops = 2.0 * P * 3.0 * H * I;
                 printf("| %s | %d | %d | %.3f | %.1f | %s |\n", vname[vi], per_expert[pi], rows,
-                       times[2], flops / (times[2] * 1e-3) / 1e12,
-                       nan ? "FAIL: unwritten (NaN) outputs" : !vi ? "(the reference)"
-                       : differ ? "FAIL: differ" : "yes");
+                       med, flops / (med * 1e-3) / 1e12, bits_verdict(nan, vi, differ));
                 if (nan || differ) {
                     printf("FAIL: grouped kernel '%s' at %d rows an expert: %zu NaN, %zu of %zu "
                            "outputs differ from the pipe-64 kernel's bits\n", vname[vi],
@@ -412,25 +417,12 @@ int main(int argc, char **argv)
                 if (vi)
                     differ = (size_t)(memcmp(got_u.data(), first_u.data(), nzi * 4) != 0) +
                              (memcmp(got_d.data(), first_d.data(), nzh * 4) != 0);
-                float times[5];
-                int n = pi == 2 ? 2 : 5;
-                for (int rep = 0; rep < 5; rep++) {
-                    CHECK(cudaEventRecord(t0));
-                    for (int it = 0; it < n; it++)
-                        one_call();
-                    CHECK(cudaEventRecord(t1));
-                    CHECK(cudaEventSynchronize(t1));
-                    CHECK(cudaEventElapsedTime(&times[rep], t0, t1));
-                    times[rep] /= n;
-                }
-                std::sort(times, times + 5);
+                float med = median_ms_per_call([&](int) { one_call(); }, pi == 2 ? 2 : 5, t0, t1);
                 double flops = 2.0 * P * 3.0 * H * I;
                 char routing[64];
                 snprintf(routing, sizeof routing, "%s (most %d)", cname[pi], most);
-                printf("| %s | %s | %d | %.0f | %.1f | %s |\n", vname[vi], routing, P,
-                       times[2] * 1e3, flops / (times[2] * 1e-3) / 1e12,
-                       nan ? "FAIL: unwritten (NaN) outputs" : !vi ? "(the reference)"
-                       : differ ? "FAIL: differ" : "yes");
+                printf("| %s | %s | %d | %.0f | %.1f | %s |\n", vname[vi], routing, P, med * 1e3,
+                       flops / (med * 1e-3) / 1e12, bits_verdict(nan, vi, differ));
                 if (nan || differ) {
                     printf("FAIL: grouped products '%s', %s: %zu NaN, outputs differ from the "
                            "pipe-64 kernel's: %s\n", vname[vi], cname[pi], nan, differ ? "yes" : "no");

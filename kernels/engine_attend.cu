@@ -213,33 +213,68 @@ __device__ __forceinline__ void load16(const eng_cache &c, size_t row, int c0, f
     }
 }
 
-// attend_kernel for R a multiple of 16 up to 512: each lane owns 16 consecutive latent columns.
-__global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
-                                int width, int H, int R, float scale, float *ot)
+// The softmax's numerators in place: p[0 .. n) (shared, written before a barrier) becomes
+// exp(p - max), every thread of the block calling; returns their sum, *mx the maximum. The sum's
+// barriers also publish p.
+__device__ __forceinline__ float softmax_numerators(float *p, int n, float *red, float *mx)
 {
-    pdl_prologue();
-    __shared__ float red[33];
-    extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
-    float *qs = sm, *p = sm + R, *part = p + width;
-    int t = blockIdx.x / H, h = blockIdx.x % H;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const float *qrow = qt + ((size_t)t * H + h) * R;
-    for (int r = threadIdx.x; r < R; r += blockDim.x)
-        qs[r] = qrow[r];
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        m = fmaxf(m, p[i]);
+    m = block_max(m, red);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        p[i] = expf(p[i] - m);
+        sum += p[i];
+    }
+    *mx = m;
+    return block_sum(sum, red);
+}
+
+// The warps' partial sums part[warp][R] (shared, written before this call's barrier) added in
+// warp order: store(r, sum) for each r, every thread of the block calling.
+template <typename Store>
+__device__ __forceinline__ void sum_warps(const float *part, int R, int nw, Store store)
+{
     __syncthreads();
-    int n = count[t], c0 = lane * 16;
-    bool mine = c0 < R;
-    const int32_t *sel = idx + (size_t)t * width;
-    float qv[16];
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
+        float a = 0.0f;
+        for (int k = 0; k < nw; k++)
+            a += part[k * R + r];
+        store(r, a);
+    }
+}
+
+// The (token, head) pair's query row (R floats) into shared memory, every thread calling, then a
+// barrier.
+__device__ __forceinline__ void stage_row(const float *row, int R, float *dst)
+{
+    for (int r = threadIdx.x; r < R; r += blockDim.x)
+        dst[r] = row[r];
+    __syncthreads();
+}
+
+// A lane's 16 columns c0 .. c0 + 15 of q (zero past R: mine false).
+__device__ __forceinline__ void load_q16(const float *q, int c0, bool mine, float (&qv)[16])
+{
 #pragma unroll
     for (int j = 0; j < 16; j++)
-        qv[j] = mine ? qs[c0 + j] : 0.0f;
-    for (int s0 = warp * 4; s0 < n; s0 += nw * 4) { // four rows a pass: their loads overlap
+        qv[j] = mine ? q[c0 + j] : 0.0f;
+}
+
+// The scores of the selected rows first .. end - 1 (sel's), four rows a warp a pass so that
+// their loads overlap: p[s - first] = scale * (q . row s), each lane 16 columns, the warp's sum.
+__device__ __forceinline__ void scores_x4(const eng_cache &lat, const int32_t *sel,
+                                          const float (&qv)[16], bool mine, int c0, int first,
+                                          int end, float scale, float *p)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int b0 = first + warp * 4; b0 < end; b0 += nw * 4) {
         float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            int s = s0 + u;
-            if (mine && s < n) {
+            int s = b0 + u;
+            if (mine && s < end) {
                 float v[16];
                 load16(lat, (size_t)sel[s], c0, v);
 #pragma unroll
@@ -250,33 +285,30 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             float d = warp_sum(dot[u]);
-            if (lane == 0 && s0 + u < n)
-                p[s0 + u] = d * scale;
+            if (lane == 0 && b0 + u < end)
+                p[b0 + u - first] = d * scale;
         }
     }
-    __syncthreads();
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n; s += blockDim.x)
-        mx = fmaxf(mx, p[s]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        p[s] = expf(p[s] - mx);
-        sum += p[s];
-    }
-    sum = block_sum(sum, red);
-    float inv = 1.0f / sum;
+}
+
+// The warp's share of the weighted latent sum over the rows first .. end - 1 (scores_x4's rows,
+// weights p[s - first]), a lane's 16 columns, written to part[warp][R] for sum_warps.
+__device__ __forceinline__ void weighted_x4(const eng_cache &lat, const int32_t *sel,
+                                            const float *p, bool mine, int c0, int first, int end,
+                                            int R, float *part)
+{
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     float acc[16];
 #pragma unroll
     for (int j = 0; j < 16; j++)
         acc[j] = 0.0f;
     if (mine)
-        for (int s0 = warp * 4; s0 < n; s0 += nw * 4) {
+        for (int b0 = first + warp * 4; b0 < end; b0 += nw * 4) {
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                int s = s0 + u;
-                if (s < n) {
-                    float v[16], ps = p[s];
+                int s = b0 + u;
+                if (s < end) {
+                    float v[16], ps = p[s - first];
                     load16(lat, (size_t)sel[s], c0, v);
 #pragma unroll
                     for (int j = 0; j < 16; j++)
@@ -288,13 +320,40 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
 #pragma unroll
         for (int j = 0; j < 16; j++)
             part[warp * R + c0 + j] = acc[j];
+}
+
+// A split block's outputs: the warps' sums (sums[warp][R]) added in warp order into
+// out[0 .. R), then the block's score maximum and sum of exponentials (out[R], out[R + 1]).
+__device__ __forceinline__ void split_finish(const float *sums, int R, int nw, float mx, float sum,
+                                             float *out)
+{
+    sum_warps(sums, R, nw, [&](int r, float a) { out[r] = a; });
+    if (threadIdx.x == 0)
+        out[R] = mx, out[R + 1] = sum;
+}
+
+// attend_kernel for R a multiple of 16 up to 512: each lane owns 16 consecutive latent columns.
+__global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
+                                int width, int H, int R, float scale, float *ot)
+{
+    pdl_prologue();
+    __shared__ float red[33];
+    extern __shared__ float sm[]; // qs [R], p [width], part [warps][R]
+    float *qs = sm, *p = sm + R, *part = p + width;
+    int t = blockIdx.x / H, h = blockIdx.x % H;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    stage_row(qt + ((size_t)t * H + h) * R, R, qs);
+    int n = count[t], c0 = lane * 16;
+    bool mine = c0 < R;
+    const int32_t *sel = idx + (size_t)t * width;
+    float qv[16];
+    load_q16(qs, c0, mine, qv);
+    scores_x4(lat, sel, qv, mine, c0, 0, n, scale, p);
     __syncthreads();
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int k = 0; k < nw; k++)
-            a += part[k * R + r];
-        ot[((size_t)t * H + h) * R + r] = a * inv;
-    }
+    float mx;
+    float inv = 1.0f / softmax_numerators(p, n, red, &mx);
+    weighted_x4(lat, sel, p, mine, c0, 0, n, R, part);
+    sum_warps(part, R, nw, [&](int r, float a) { ot[((size_t)t * H + h) * R + r] = a * inv; });
 }
 
 // The decode path's latent attention (few (token, head) pairs): each pair's selection split over
@@ -308,7 +367,7 @@ __global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_
     __shared__ float red[33];
     extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
     int th = blockIdx.x, sp = blockIdx.y, t = th / H;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     int n = count[t], chunk = (n + splits - 1) / splits;
     int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
     float *p = sm, *sums = sm + (width + splits - 1) / splits;
@@ -317,72 +376,12 @@ __global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_
     bool mine = c0 < R;
     const int32_t *sel = idx + (size_t)t * width;
     float qv[16];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        qv[j] = mine ? qrow[c0 + j] : 0.0f;
-    for (int b0 = s0 + warp * 4; b0 < s1; b0 += nw * 4) { // four rows a pass
-        float dot[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int s = b0 + u;
-            if (mine && s < s1) {
-                float v[16];
-                load16(lat, (size_t)sel[s], c0, v);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    dot[u] += qv[j] * v[j];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            float d = warp_sum(dot[u]);
-            if (lane == 0 && b0 + u < s1)
-                p[b0 + u - s0] = d * scale;
-        }
-    }
+    load_q16(qrow, c0, mine, qv);
+    scores_x4(lat, sel, qv, mine, c0, s0, s1, scale, p);
     __syncthreads();
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x)
-        mx = fmaxf(mx, p[i]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x) {
-        p[i] = expf(p[i] - mx);
-        sum += p[i];
-    }
-    sum = block_sum(sum, red); // its barriers also publish p
-    float acc[16];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        acc[j] = 0.0f;
-    if (mine)
-        for (int b0 = s0 + warp * 4; b0 < s1; b0 += nw * 4) {
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int s = b0 + u;
-                if (s < s1) {
-                    float v[16], ps = p[s - s0];
-                    load16(lat, (size_t)sel[s], c0, v);
-#pragma unroll
-                    for (int j = 0; j < 16; j++)
-                        acc[j] += ps * v[j];
-                }
-            }
-        }
-    if (mine)
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            sums[warp * R + c0 + j] = acc[j];
-    __syncthreads();
-    float *out = part + ((size_t)th * splits + sp) * (R + 2);
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int k = 0; k < nw; k++)
-            a += sums[k * R + r];
-        out[r] = a;
-    }
-    if (threadIdx.x == 0)
-        out[R] = mx, out[R + 1] = sum;
+    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
+    weighted_x4(lat, sel, p, mine, c0, s0, s1, R, sums);
+    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
 }
 
 // A cache row's 16 values c0 .. c0+15 as loaded (bf16 or e4m3, with the row's scale), so that
@@ -450,9 +449,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
     bool mine = c0 < R;
     const int32_t *sel = idx + (size_t)t * width;
     float qv[16];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        qv[j] = mine ? qrow[c0 + j] : 0.0f;
+    load_q16(qrow, c0, mine, qv);
     for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
         int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
         raw16 r[kSplitRows];
@@ -482,16 +479,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
         }
     }
     __syncthreads();
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x)
-        mx = fmaxf(mx, p[i]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < s1 - s0; i += blockDim.x) {
-        p[i] = expf(p[i] - mx);
-        sum += p[i];
-    }
-    sum = block_sum(sum, red); // its barriers also publish p
+    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
     float acc[16];
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -519,16 +507,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
 #pragma unroll
         for (int j = 0; j < 16; j++)
             sums[warp * R + c0 + j] = acc[j];
-    __syncthreads();
-    float *out = part + ((size_t)th * splits + sp) * (R + 2);
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int k = 0; k < nw; k++)
-            a += sums[k * R + r];
-        out[r] = a;
-    }
-    if (threadIdx.x == 0)
-        out[R] = mx, out[R + 1] = sum;
+    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
 }
 
 __global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
@@ -568,10 +547,7 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
     float *qs = sm, *p = sm + R, *part = p + width;
     int t = blockIdx.x / H, h = blockIdx.x % H;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const float *qrow = qt + ((size_t)t * H + h) * R;
-    for (int r = threadIdx.x; r < R; r += blockDim.x)
-        qs[r] = qrow[r];
-    __syncthreads();
+    stage_row(qt + ((size_t)t * H + h) * R, R, qs);
     int n = count[t];
     const int32_t *sel = idx + (size_t)t * width;
     for (int s = warp; s < n; s += nw) {
@@ -583,17 +559,8 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
             p[s] = dot * scale;
     }
     __syncthreads();
-    float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n; s += blockDim.x)
-        mx = fmaxf(mx, p[s]);
-    mx = block_max(mx, red);
-    float sum = 0.0f;
-    for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        p[s] = expf(p[s] - mx);
-        sum += p[s];
-    }
-    sum = block_sum(sum, red); // its barriers also publish p
-    float inv = 1.0f / sum;
+    float mx;
+    float inv = 1.0f / softmax_numerators(p, n, red, &mx);
     float acc[kAttendMaxJ];
 #pragma unroll
     for (int j = 0; j < kAttendMaxJ; j++)
@@ -614,13 +581,8 @@ __global__ void attend_kernel(eng_cache lat, const float *qt, const int32_t *idx
         if (r < R)
             part[warp * R + r] = acc[j];
     }
-    __syncthreads();
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int k = 0; k < nw; k++)
-            a += part[k * R + r];
-        ot[((size_t)t * H + h) * R + r] = a * inv;
-    }
+    float *out = ot + ((size_t)t * H + h) * R;
+    sum_warps(part, R, nw, [&](int r, float a) { out[r] = a * inv; });
 }
 
 // The decode step's value expansion for bf16 kv_b (R a multiple of 8, at most 512): a warp takes

@@ -273,6 +273,32 @@ __device__ void load_key_tile(const eng_cache &pool, int n0, int p_end, int ID, 
     }
 }
 
+// The head weights of the rows a lane holds in the mma accumulators (rows g and g + 8 of each head
+// tile mt): hw[t][h] / sqrt(IH), zero for heads past IH or where the warp has no query (on false).
+template <int MT>
+__device__ __forceinline__ void head_weights(const float *hw, int t, int IH, int g, float hscale,
+                                             bool on, float (&wv)[MT][2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int h = mt * 16 + g + 8 * half;
+            wv[mt][half] = on && h < IH ? hw[(size_t)t * IH + h] * hscale : 0.0f;
+        }
+}
+
+// A column pair's scores (pools p, p + 1, summed over the lanes of the column) into the query's
+// row by the lanes of g 0, only for pools the query has (below P).
+__device__ __forceinline__ void store_column_pair(float *out, int p, int P, int g,
+                                                  const float (&sc)[2])
+{
+    if (g == 0 && p < P)
+        out[p] = sc[0];
+    if (g == 0 && p + 1 < P)
+        out[p + 1] = sc[1];
+}
+
 template <int MT, int NTW>
 __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const float *iq,
                                                         const float *hw, const int *pos0, int t_off,
@@ -344,13 +370,7 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
             }
         }
         float wv[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                int h = mt * 16 + g + 8 * half;
-                wv[mt][half] = h < IH ? hw[(size_t)t * IH + h] * hscale : 0.0f;
-            }
+        head_weights<MT>(hw, t, IH, g, hscale, true, wv);
         float *out = scores + (size_t)t * max_pools;
 #pragma unroll
         for (int nt = 0; nt < NTW; nt++) {
@@ -370,11 +390,7 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
                 v += __shfl_xor_sync(0xffffffffu, v, 16);
                 sc[j] = v;
             }
-            int p = n0 + col;
-            if (g == 0 && p < P)
-                out[p] = sc[0];
-            if (g == 0 && p + 1 < P)
-                out[p + 1] = sc[1];
+            store_column_pair(out, n0 + col, P, g, sc);
         }
     }
 }
@@ -598,13 +614,7 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
     // a constant folded at compile time, which need not round the same
     float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
     float wv[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            int h = mt * 16 + g + 8 * half;
-            wv[mt][half] = active && h < IH ? hw[(size_t)t * IH + h] * hscale : 0.0f;
-        }
+    head_weights<MT>(hw, t, IH, g, hscale, active, wv);
     const uint4 *my_q = qf + (size_t)(warp / 2) * kStreamSteps * MT * 3 * 32;
     float *out = scores + (size_t)t * max_pools;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -639,11 +649,7 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
                 v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
                 sc[j] = v;
             }
-            int p = n0 + col;
-            if (g == 0 && p < P)
-                out[p] = sc[0];
-            if (g == 0 && p + 1 < P)
-                out[p + 1] = sc[1];
+            store_column_pair(out, n0 + col, P, g, sc);
         }
     }
 }

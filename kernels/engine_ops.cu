@@ -45,6 +45,31 @@ __global__ void add_kernel(float *y, const float *x, size_t n)
         y[i] += x[i];
 }
 
+// The register form's RMSNorm of a row of D floats held kD a thread: c[j] = value(j) at column
+// d = threadIdx.x + j * blockDim.x, its square added as soon as it is made, with its weight w[j]:
+// out[d] = w[j] * (c[j] / rms(c)) for d < D.
+template <int kD, typename Value>
+static __device__ __forceinline__ void rmsnorm_regs(Value value, const float (&w)[kD], int D,
+                                                    float eps, float *red, float *out)
+{
+    float c[kD], ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kD; j++) {
+        int d = threadIdx.x + j * blockDim.x;
+        c[j] = value(j);
+        if (d < D)
+            ss += c[j] * c[j];
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+#pragma unroll
+    for (int j = 0; j < kD; j++) {
+        int d = threadIdx.x + j * blockDim.x;
+        if (d < D)
+            out[d] = w[j] * (c[j] * inv);
+    }
+}
+
 // One block per token (kMeanThreads threads): with S <= kMeanRegS and D <= 4 * kMeanThreads each
 // thread loads its 4 positions of every stream and of w before it waits on any (one round trip
 // instead of one per position and stream); else the loop form, the mean staged in shared memory.
@@ -60,7 +85,7 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
     const float *x = X + (size_t)blockIdx.x * S * D;
     float ss = 0.0f;
     if (S <= kMeanRegS && D <= kMeanRegD * (int)blockDim.x) {
-        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD], m[kMeanRegD];
+        float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD];
 #pragma unroll
         for (int j = 0; j < kMeanRegD; j++) {
             int d = threadIdx.x + j * blockDim.x;
@@ -69,27 +94,15 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
                 xv[j][k] = d < D && k < S ? x[(size_t)k * D + d] : 0.0f;
             wv[j] = d < D ? w[d] : 0.0f;
         }
-#pragma unroll
-        for (int j = 0; j < kMeanRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
+        auto mean = [&](int j) { // the streams' mean at the thread's j-th column
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < kMeanRegS; k++)
                 if (k < S)
                     acc += xv[j][k];
-            acc /= (float)S;
-            m[j] = acc;
-            if (d < D)
-                ss += acc * acc;
-        }
-        ss = block_sum(ss, red);
-        float inv = 1.0f / sqrtf(ss / (float)D + eps);
-#pragma unroll
-        for (int j = 0; j < kMeanRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
-            if (d < D)
-                h[(size_t)blockIdx.x * D + d] = wv[j] * (m[j] * inv);
-        }
+            return acc / (float)S;
+        };
+        rmsnorm_regs<kMeanRegD>(mean, wv, D, eps, red, h + (size_t)blockIdx.x * D);
         return;
     }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -104,6 +117,19 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
     float inv = 1.0f / sqrtf(ss / (float)D + eps);
     for (int d = threadIdx.x; d < D; d += blockDim.x)
         h[(size_t)blockIdx.x * D + d] = w[d] * (row[d] * inv);
+}
+
+// rs[k] = the sum of the S x S matrix C's row k (rows) or column k, in index order, for k < S;
+// then a barrier. Every thread of the block calls.
+__device__ __forceinline__ void hc_line_sums(const float *C, int S, int k, bool rows, float *rs)
+{
+    if (k < S) {
+        float sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += C[rows ? k * S + c : c * S + k];
+        rs[k] = sum;
+    }
+    __syncthreads();
 }
 
 // One block per token, one thread per element of the S x S mixing matrix (S <= 16): the same
@@ -136,36 +162,18 @@ __global__ void hc_mix_kernel(const float *mu, const float *base, const float *s
     if (on)
         C[k] = v;
     __syncthreads();
-    if (k < S) {
-        float sum = 0.0f;
-        for (int c = 0; c < S; c++)
-            sum += C[k * S + c];
-        rs[k] = sum;
-    }
-    __syncthreads();
+    hc_line_sums(C, S, k, true, rs);
     if (on)
         C[k] = C[k] / rs[i] + eps;
     __syncthreads();
     for (int it = 0; it < iters; it++) {
-        if (it > 0) {
-            if (k < S) {
-                float sum = 0.0f;
-                for (int c = 0; c < S; c++)
-                    sum += C[k * S + c];
-                rs[k] = sum;
-            }
-            __syncthreads();
+        if (it > 0) { // rows
+            hc_line_sums(C, S, k, true, rs);
             if (on)
                 C[k] /= rs[i] + eps;
             __syncthreads();
         }
-        if (k < S) {
-            float sum = 0.0f;
-            for (int r = 0; r < S; r++)
-                sum += C[r * S + k];
-            rs[k] = sum;
-        }
-        __syncthreads();
+        hc_line_sums(C, S, k, false, rs); // columns
         if (on)
             C[k] /= rs[j] + eps;
         __syncthreads();
@@ -511,6 +519,28 @@ __global__ void __launch_bounds__(kHcMixThreads) hc_sinkhorn_kernel(
         hc_sinkhorn_warp<kS>(mus, mix, base, scale, S, D, iters, hc_eps, rms_eps, t, post, comb, C);
 }
 
+// A token's collapse and RMSNorm, the block's threads over d: ut[d] = norm[d] * c[d] / rms(c) with
+// c[d] = sum_s pr[s] x[s][d] (eng_hc_collapse's sum, in its order), c staged in row (shared, [D]).
+// Both the fused pre kernel's loop form and hc_collapse_rmsnorm_kernel run it, so their bits agree.
+static __device__ __forceinline__ void hc_collapse_rmsnorm_row(const float *x, const float *pr,
+                                                               const float *norm, int S, int D,
+                                                               float eps, float *row, float *red,
+                                                               float *ut)
+{
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += pr[s] * x[(size_t)s * D + d];
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        ut[d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+}
+
 // One block of kHcPreThreads a token: pre, the collapse of the streams and its RMSNorm with norm
 // into u. Warps 0..S-1 sum pre's parts and warp S the squares. With S <= kHcRegS and
 // D <= kHcRegD * kHcPreThreads each thread loads its share of X and norm into registers before
@@ -551,42 +581,19 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
         pre[t * S + k] = pr[k];
     }
     __syncthreads();
-    float ss = 0.0f;
     if (regs) {
-        float acc[kHcRegD];
-#pragma unroll
-        for (int j = 0; j < kHcRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
+        auto collapse = [&](int j) { // sum_s pre[s] X[s] at the thread's j-th column
             float a = 0.0f;
 #pragma unroll
             for (int s = 0; s < kHcRegS; s++)
                 if (s < S)
                     a += pr[s] * xv[j][s];
-            acc[j] = a;
-            if (d < D)
-                ss += a * a;
-        }
-        ss = block_sum(ss, red);
-        float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
-#pragma unroll
-        for (int j = 0; j < kHcRegD; j++) {
-            int d = threadIdx.x + j * blockDim.x;
-            if (d < D)
-                u[(size_t)t * D + d] = nv[j] * (acc[j] * inv);
-        }
+            return a;
+        };
+        rmsnorm_regs<kHcRegD>(collapse, nv, D, rms_eps, red, u + (size_t)t * D);
         return;
     }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < S; s++)
-            acc += pr[s] * x[(size_t)s * D + d];
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + rms_eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+    hc_collapse_rmsnorm_row(x, pr, norm, S, D, rms_eps, row, red, u + (size_t)t * D);
 }
 
 // The prefill path's HC input norm and mixing product in one pass over X (fn of kNmOut rows in
@@ -775,18 +782,7 @@ __global__ void __launch_bounds__(kCnThreads) hc_collapse_rmsnorm_kernel(
     if ((int)threadIdx.x < S)
         pr[threadIdx.x] = pre[t * S + threadIdx.x];
     __syncthreads();
-    float ss = 0.0f;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < S; s++)
-            acc += pr[s] * x[(size_t)s * D + d];
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        u[(size_t)t * D + d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+    hc_collapse_rmsnorm_row(x, pr, norm, S, D, eps, row, red, u + (size_t)t * D);
 }
 
 unsigned grid_for(size_t n)

@@ -143,7 +143,4 @@ else
     bench_rc=${PIPESTATUS[0]}
     [ "$bench_rc" = 0 ] || { echo "FAIL: bench_cuda_engine exited with $bench_rc"; status=1; }
 fi
-echo "== parity table"
-cat "$out/parity.txt"
-echo "status $status, total $(( $(date +%s) - start )) s"
-exit $status
+gpu_finish "parity table" "$out/parity.txt"

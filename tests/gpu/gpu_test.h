@@ -1,6 +1,6 @@
 /* gpu_test.h: what the GPU test programs share: the device they run on, a call into kernels/ that
  * must succeed, host allocation that must succeed, device buffers allocated and filled from the
- * host.
+ * host and read back, a cache format's name.
  * Define GPU_TEST_NAME (the program's name, for messages) before including it. */
 #ifndef GLMCHAT_TESTS_GPU_TEST_H
 #define GLMCHAT_TESTS_GPU_TEST_H
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/engine.h"
 #include "kernels/kernels.h"
 
 /* A kernels/ or eng_ call that returns 0 on success, a CUDA error code (> 0), or -1 when it
@@ -56,6 +57,21 @@ static inline void *dev_copy(const void *src, size_t bytes)
     void *d = dev_alloc(bytes);
     CUDA_OK(kern_to_device(d, src, bytes));
     return d;
+}
+
+/* bytes of device memory, once every launch queued before is done, in a new host buffer. */
+static inline void *to_host(const void *d, size_t bytes)
+{
+    void *h = xmalloc(bytes);
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(h, d, bytes));
+    return h;
+}
+
+/* A cache format's name (eng_cache's dtype) for the tests' lines. */
+static inline const char *cache_name(int dtype)
+{
+    return dtype == ENG_CACHE_FP8 ? "fp8" : dtype == ENG_CACHE_BF16 ? "bf16" : "f32";
 }
 
 #endif

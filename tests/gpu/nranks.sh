@@ -46,17 +46,7 @@ gpu_start nranks "${1:-}" glmchat bench/bench_tp_nccl || exit 1
 nvidia-smi topo -m 2>/dev/null | head -12
 G=$(gpu_bin glmchat)
 BN=$(gpu_bin bench/bench_tp_nccl)
-"$G" --version | head -1 || exit 1
-# f32 caches: the N-rank logits are then compared at float32 rounding; a window that fits
-export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096
-status=0
-table="$out/table.txt"
-: >"$table"
-say() { echo "$*" | tee -a "$table"; }
-
-models="$build/models"
-rm -rf "$models"
-mkdir -p "$models"
+tp_start || exit 1
 "$G" mkmodel --out "$models/tiny-tp4" --preset tiny-tp4 --seed 3 >/dev/null ||
     { echo "FAIL: mkmodel tiny-tp4"; exit 1; }
 
@@ -214,7 +204,4 @@ else
     pids=()
     grep '^nccl' "$out/bench_nccl.txt" >>"$table"
 fi
-echo "== table ($n $backend ranks)"
-cat "$table"
-echo "status $status, total $(( $(date +%s) - start )) s"
-exit $status
+gpu_finish "table ($n $backend ranks)" "$table"

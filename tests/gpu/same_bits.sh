@@ -18,8 +18,8 @@ fi
 gpu_start bits "${1:-}" glmchat || exit 1
 G=$(gpu_bin glmchat)
 OLD=$GLMCHAT_BASELINE
-"$G" --version | head -1 || exit 1
-"$OLD" --version | head -1 || exit 1
+gpu_version "$G" || exit 1
+gpu_version "$OLD" || exit 1
 models="$build/models"
 mkdir -p "$models"
 "$G" mkmodel --out "$models/small" --preset small --seed 3 >/dev/null || exit 1
@@ -85,7 +85,4 @@ compare "$models/small" small-bf16
 compare "$models/small" small-q4 GLMCHAT_CUDA_DENSE=q4
 compare "$models/small" small-bf16-kv-f32 GLMCHAT_CUDA_KV=f32
 compare "$models/small-exl3" small-exl3-4bit
-echo "== same bits: table"
-cat "$table"
-echo "status $status, total $(( $(date +%s) - start )) s"
-exit $status
+gpu_finish "same bits: table" "$table"

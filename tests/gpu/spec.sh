@@ -20,7 +20,7 @@ gpu_start spec "${1:-}" glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec |
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_spec)
 B=$(gpu_bin bench/bench_cuda_spec)
-"$G" --version | head -1 || exit 1
+gpu_version "$G" || exit 1
 models="$build/models"
 mkdir -p "$models"
 "$G" mkmodel --out "$models/tiny" --preset tiny --seed 11 >/dev/null || exit 1

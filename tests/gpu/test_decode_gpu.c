@@ -35,14 +35,6 @@ static float *host_random(size_t n, float amp)
     return h;
 }
 
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
-}
-
 static uint16_t bf16_of(float f)
 {
     uint32_t u;
@@ -671,11 +663,6 @@ static int same_cache(const eng_cache *a, const eng_cache *b)
         free(sa), free(sb);
     }
     return same;
-}
-
-static const char *cache_name(int dtype)
-{
-    return dtype == ENG_CACHE_F32 ? "f32" : dtype == ENG_CACHE_BF16 ? "bf16" : "fp8";
 }
 
 typedef struct {

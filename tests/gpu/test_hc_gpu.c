@@ -21,6 +21,7 @@
 #include "tests/common/rng.h"
 
 enum { S = 4, D = 4096, N = S * D, R = (2 + S) * S, TMAX = 4096, SHIFT = 5, REPS = 20 };
+enum { SHIFTED_ROWS = 300 }; /* the chunk launched from row SHIFT */
 static const float kEps = 1e-6f;
 /* f32 sums of 16384 terms: the error against the double sum, relative to the sum of the terms'
  * magnitudes (the bound the summation order may change), stays well under this */
@@ -35,14 +36,6 @@ static void report(int ok, const char *what)
     printf("%s %s\n", ok ? "ok  " : "FAIL", what);
     if (!ok)
         failures++;
-}
-
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
 }
 
 /* Rows of different magnitudes (the norm must not assume one). */
@@ -192,6 +185,25 @@ static void seq_copy(void *p)
     CUDA_OK(eng_copy_async(b->copy, b->X, (size_t)TMAX * N * sizeof(float), NULL));
 }
 
+/* A row's bits whatever the chunk: got[k] (kChunks[k] rows of width floats from row 0) against
+ * the TMAX-row launch's got[2], and shifted (SHIFTED_ROWS rows launched from row SHIFT, so that
+ * its rows sit elsewhere in the blocks and warps) against those rows of got[2]; frees them all. */
+static void check_chunk_bits(const char *name, float *got[3], float *shifted, int width)
+{
+    char what[256];
+    for (int k = 0; k < 2; k++) {
+        snprintf(what, sizeof what, "%s: the %d rows of a %d-row launch equal those rows of a "
+                 "%d-row launch bit for bit", name, kChunks[k], kChunks[k], TMAX);
+        same_bits(what, got[k], got[2], (size_t)kChunks[k] * width);
+    }
+    snprintf(what, sizeof what, "%s: a %d-row chunk from row %d equals rows %d.. of the %d-row "
+             "launch bit for bit", name, SHIFTED_ROWS, SHIFT, SHIFT, TMAX);
+    same_bits(what, shifted, got[2] + (size_t)SHIFT * width, (size_t)SHIFTED_ROWS * width);
+    free(shifted);
+    for (int k = 0; k < 3; k++)
+        free(got[k]);
+}
+
 /* fn as stored: what eng_hc_norm_mix reads (its values as floats in hw) */
 static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
@@ -208,18 +220,11 @@ static void check_norm_mix(bufs *b, const float *hx, const float *hw)
         snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
         against_ref(what, got[k], ref, mag, kChunks[k], R);
     }
-    for (int k = 0; k < 2; k++) {
-        snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn: the %d rows of a %d-row launch equal "
-                 "those rows of a %d-row launch bit for bit", fmt, kChunks[k], kChunks[k], TMAX);
-        same_bits(what, got[k], got[2], (size_t)kChunks[k] * R);
-    }
-    /* a chunk that starts SHIFT rows in: its rows sit elsewhere in the blocks and warps */
-    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, 300, S, D, kEps, b->flat, b->mu,
-                            NULL));
-    float *shifted = to_host(b->mu, (size_t)300 * R * sizeof(float));
-    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn: a 300-row chunk from row %d equals rows "
-             "%d.. of the %d-row launch bit for bit", fmt, SHIFT, SHIFT, TMAX);
-    same_bits(what, shifted, got[2] + (size_t)SHIFT * R, (size_t)300 * R);
+    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, SHIFTED_ROWS, S, D, kEps, b->flat,
+                            b->mu, NULL));
+    float *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
+    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
+    check_chunk_bits(what, got, shifted, R);
     /* the sequence it replaces, against the same sums (its own error, for comparison) */
     CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
     CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
@@ -227,9 +232,6 @@ static void check_norm_mix(bufs *b, const float *hx, const float *hw)
     snprintf(what, sizeof what, "eng_rmsnorm then eng_matmul (the unfused sequence), %s fn", fmt);
     against_ref(what, old, ref, mag, TMAX, R);
     free(old);
-    free(shifted);
-    for (int k = 0; k < 3; k++)
-        free(got[k]);
     free(ref);
     free(mag);
 }
@@ -240,32 +242,21 @@ static void check_collapse_rmsnorm(bufs *b, const float *hx, const float *hpre, 
     double *ref = xmalloc(n * sizeof *ref), *mag = xmalloc(n * sizeof *mag);
     collapse_norm_ref(hx, hpre, hnorm, ref, mag);
     float *got[3];
-    char what[256];
     for (int k = 0; k < 3; k++) {
         CUDA_OK(kern_memset(b->u, 0xff, n * sizeof(float)));
         CUDA_OK(eng_hc_collapse_rmsnorm(b->X, b->pre, b->norm, kChunks[k], S, D, kEps, b->u, NULL));
         got[k] = to_host(b->u, (size_t)kChunks[k] * D * sizeof(float));
         against_ref("eng_hc_collapse_rmsnorm", got[k], ref, mag, kChunks[k], D);
     }
-    for (int k = 0; k < 2; k++) {
-        snprintf(what, sizeof what, "eng_hc_collapse_rmsnorm: the %d rows of a %d-row launch equal "
-                 "those of a %d-row launch bit for bit", kChunks[k], kChunks[k], TMAX);
-        same_bits(what, got[k], got[2], (size_t)kChunks[k] * D);
-    }
-    CUDA_OK(eng_hc_collapse_rmsnorm(b->X + (size_t)SHIFT * N, b->pre + SHIFT * S, b->norm, 300, S,
-                                    D, kEps, b->u, NULL));
-    float *shifted = to_host(b->u, (size_t)300 * D * sizeof(float));
-    snprintf(what, sizeof what, "eng_hc_collapse_rmsnorm: a 300-row chunk from row %d equals rows "
-             "%d.. of the %d-row launch bit for bit", SHIFT, SHIFT, TMAX);
-    same_bits(what, shifted, got[2] + (size_t)SHIFT * D, (size_t)300 * D);
+    CUDA_OK(eng_hc_collapse_rmsnorm(b->X + (size_t)SHIFT * N, b->pre + SHIFT * S, b->norm,
+                                    SHIFTED_ROWS, S, D, kEps, b->u, NULL));
+    float *shifted = to_host(b->u, (size_t)SHIFTED_ROWS * D * sizeof(float));
+    check_chunk_bits("eng_hc_collapse_rmsnorm", got, shifted, D);
     CUDA_OK(eng_hc_collapse(b->X, b->pre, TMAX, S, D, b->c, NULL));
     CUDA_OK(eng_rmsnorm(b->u, b->c, b->norm, TMAX, D, kEps, NULL));
     float *old = to_host(b->u, n * sizeof(float));
     against_ref("eng_hc_collapse then eng_rmsnorm (the unfused sequence)", old, ref, mag, TMAX, D);
     free(old);
-    free(shifted);
-    for (int k = 0; k < 3; k++)
-        free(got[k]);
     free(ref);
     free(mag);
 }
@@ -316,6 +307,18 @@ static void check_post(bufs *b, const float *hx, const float *hy, const float *h
     free(want);
 }
 
+/* A fused kernel at b->T rows against the sequence it replaces and against the floor of the bytes
+ * it must move (bytes) at the copy bandwidth bw (bytes a second); 1 if the fused one is faster. */
+static int time_fused(bufs *b, void *ev0, void *ev1, const char *what, seq_fn fused,
+                      seq_fn unfused, double bytes, double bw)
+{
+    double f = time_us(fused, b, ev0, ev1), u = time_us(unfused, b, ev0, ev1);
+    double bound = 1e6 * bytes / bw;
+    printf("time %s, %d rows: fused %8.1f us, unfused %8.1f us (%.2fx), floor %6.1f us (fused at "
+           "%.0f%% of copy bandwidth)\n", what, b->T, f, u, u / f, bound, 100.0 * bound / f);
+    return f < u;
+}
+
 /* Times at 4096 rows: each fused kernel against the sequence it replaces and against the floor of
  * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write). */
 static void time_all(bufs *b, void *ev0, void *ev1)
@@ -333,37 +336,24 @@ static void time_all(bufs *b, void *ev0, void *ev1)
                "%8.1f us\n", kChunks[k], f, u);
     }
     b->T = TMAX;
-    double nm = time_us(seq_norm_mix, b, ev0, ev1);
-    double nm_old = time_us(seq_norm_then_product, b, ev0, ev1);
-    double nm_floor = 1e6 * (xbytes + (double)TMAX * R * 4) / bw;
-    printf("time HC input norm + mixing product (bf16 fn), %d rows: fused %8.1f us, unfused %8.1f us "
-           "(%.2fx), floor %6.1f us (fused at %.0f%% of copy bandwidth)\n",
-           TMAX, nm, nm_old, nm_old / nm, nm_floor, 100.0 * nm_floor / nm);
-    double cn = time_us(seq_collapse_rmsnorm, b, ev0, ev1);
-    double cn_old = time_us(seq_collapse_then_norm, b, ev0, ev1);
-    double cn_floor = 1e6 * (xbytes + (double)TMAX * D * 4) / bw;
-    printf("time HC collapse + layer norm, %d rows:         fused %8.1f us, unfused %8.1f us "
-           "(%.2fx), floor %6.1f us (fused at %.0f%% of copy bandwidth)\n",
-           TMAX, cn, cn_old, cn_old / cn, cn_floor, 100.0 * cn_floor / cn);
+    int nm_faster = time_fused(b, ev0, ev1, "HC input norm + mixing product (bf16 fn)", seq_norm_mix,
+                               seq_norm_then_product, xbytes + (double)TMAX * R * 4, bw);
+    int cn_faster = time_fused(b, ev0, ev1, "HC collapse + layer norm", seq_collapse_rmsnorm,
+                               seq_collapse_then_norm, xbytes + (double)TMAX * D * 4, bw);
     double po = time_us(seq_post, b, ev0, ev1);
     double po_floor = 1e6 * (2.0 * xbytes + 2.0 * (double)TMAX * D * 4) / bw;
     printf("time HC update (eng_hc_post with y2), %d rows:  %8.1f us, floor %6.1f us (at %.0f%% "
            "of copy bandwidth)\n", TMAX, po, po_floor, 100.0 * po_floor / po);
-    report(nm < nm_old, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
-    report(cn < cn_old, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
-                        "eng_rmsnorm");
+    report(nm_faster, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
+    report(cn_faster, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
+                      "eng_rmsnorm");
 }
 
 int main(int argc, char **argv)
 {
     int timed = !(argc > 1 && strcmp(argv[1], "--no-time") == 0);
-    if (kern_device_count() < 1) {
-        fprintf(stderr, "test_hc_gpu: no CUDA device\n");
-        return 1;
-    }
     char name[256];
-    kern_device_describe(0, name, sizeof name);
-    printf("device %s\n", name);
+    gpu_test_device(name, sizeof name);
     float *hx = random_streams();
     float *hw = xmalloc((size_t)R * N * sizeof *hw);
     float *hpre = xmalloc((size_t)TMAX * S * sizeof *hpre);

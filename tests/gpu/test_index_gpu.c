@@ -53,14 +53,6 @@ static float *dev_random(size_t n, float amp)
     return d;
 }
 
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
-}
-
 /* ---- the CPU rule: engine/cpu/dsa.c's dsa_select_rule, the CPU backend's own ---- */
 static int ref_select(const float *sc, int pos, int kp, int budget, pool_score *ps, int32_t *out)
 {
@@ -207,11 +199,6 @@ static void check_selections(void)
 }
 
 /* ---- the scores ---- */
-static const char *cache_name(int dt)
-{
-    return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
-}
-
 /* The cache's rows as floats, read back (the values the kernels see). */
 static float *cache_values(const eng_cache *c, int rows)
 {
@@ -232,13 +219,10 @@ static float *cache_values(const eng_cache *c, int rows)
     return v;
 }
 
-/* eng_dsa_select on random keys (written by eng_cache_write: quantised as the engine does): each
- * score within tol of the fp64 sum, as a fraction of the sum of the magnitudes of its terms; the
- * selection the rule's on those scores. */
-static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, int budget)
+/* A pool cache of max_pools rows of ID random keys (amplitude 2), written by eng_cache_write:
+ * quantised to dt as the engine does. */
+static eng_cache random_pool(int dt, int ID, int max_pools)
 {
-    const double tol = 5e-6; /* f32 sums in another order; one bf16 part of q alone errs ~1e-4 */
-    int max_pools = (pos_first + T) / kp + 1, width = budget * kp + kp;
     eng_cache c = {dt, ID, NULL, NULL};
     size_t esz = dt == ENG_CACHE_FP8 ? 1 : dt == ENG_CACHE_BF16 ? 2 : 4;
     c.rows = dev_alloc((size_t)max_pools * ID * esz + 16);
@@ -246,6 +230,27 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     float *src = dev_random((size_t)max_pools * ID, 2.0f);
     int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
     CUDA_OK(eng_cache_write(&c, d_zero, src, max_pools, NULL));
+    CUDA_OK(kern_sync());
+    kern_free(src);
+    kern_free(d_zero);
+    return c;
+}
+
+static void free_pool(eng_cache *c)
+{
+    kern_free(c->rows);
+    kern_free(c->scale);
+}
+
+/* eng_dsa_select on random keys (written by eng_cache_write: quantised as the engine does): each
+ * score within tol of the fp64 sum, as a fraction of the sum of the magnitudes of its terms; the
+ * selection the rule's on those scores. */
+static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, int budget)
+{
+    const double tol = 5e-6; /* f32 sums in another order; one bf16 part of q alone errs ~1e-4 */
+    int max_pools = (pos_first + T) / kp + 1, width = budget * kp + kp;
+    eng_cache c = random_pool(dt, ID, max_pools);
+    int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
     float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
     size_t nsc = ENG_DSA_SCORE_FLOATS(T, max_pools);
     float *d_sc = dev_alloc(nsc * sizeof(float));
@@ -297,9 +302,7 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     free(w);
     free(idx);
     free(count);
-    kern_free(c.rows);
-    kern_free(c.scale);
-    kern_free(src);
+    free_pool(&c);
     kern_free(d_zero);
     kern_free(iq);
     kern_free(hw);
@@ -335,13 +338,9 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
 {
     const int ID = 128;
     int max_pools = (pos_first + T) / kp + 1 + spare;
-    eng_cache c = {dt, ID, NULL, NULL};
-    size_t esz = dt == ENG_CACHE_FP8 ? 1 : 2, n = (size_t)T * max_pools;
-    c.rows = dev_alloc((size_t)max_pools * ID * esz + 16);
-    c.scale = dev_alloc((size_t)max_pools * sizeof(float));
-    float *src = dev_random((size_t)max_pools * ID, 2.0f);
+    size_t n = (size_t)T * max_pools;
+    eng_cache c = random_pool(dt, ID, max_pools);
     int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
-    CUDA_OK(eng_cache_write(&c, d_zero, src, max_pools, NULL));
     float *iq = dev_random((size_t)T * IH * ID, 1.5f), *hw = dev_random((size_t)T * IH, 1.0f);
     float *d_sc[2];
     uint32_t *got[2];
@@ -379,9 +378,7 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
         free(got[k]);
         kern_free(d_sc[k]);
     }
-    kern_free(c.rows);
-    kern_free(c.scale);
-    kern_free(src);
+    free_pool(&c);
     kern_free(d_zero);
     kern_free(iq);
     kern_free(hw);
@@ -512,15 +509,7 @@ static bench bench_open(int pos, void *st, void *ev0, void *ev1)
     bench b = {.IH = 32, .ID = 128, .kp = 4, .budget = 512, .call_rows = CALL_ROWS, .st = st,
                .ev0 = ev0, .ev1 = ev1};
     b.max_pools = (pos + CHUNK) / b.kp + 1, b.width = b.budget * b.kp + b.kp;
-    b.pool = (eng_cache){ENG_CACHE_FP8, b.ID, NULL, NULL};
-    b.pool.rows = dev_alloc((size_t)b.max_pools * b.ID);
-    b.pool.scale = dev_alloc((size_t)b.max_pools * sizeof(float));
-    float *src = dev_random((size_t)b.max_pools * b.ID, 2.0f);
-    int zero = 0, *d_zero = dev_copy(&zero, sizeof zero);
-    CUDA_OK(eng_cache_write(&b.pool, d_zero, src, b.max_pools, NULL));
-    CUDA_OK(kern_sync());
-    kern_free(src);
-    kern_free(d_zero);
+    b.pool = random_pool(ENG_CACHE_FP8, b.ID, b.max_pools);
     b.iq = dev_random((size_t)CHUNK * b.IH * b.ID, 1.0f);
     b.hw = dev_random((size_t)CHUNK * b.IH, 1.0f);
     size_t nsc = ENG_DSA_SCORE_FLOATS(CALL_ROWS, b.max_pools);
@@ -533,8 +522,7 @@ static bench bench_open(int pos, void *st, void *ev0, void *ev1)
 
 static void bench_close(bench *b)
 {
-    kern_free(b->pool.rows);
-    kern_free(b->pool.scale);
+    free_pool(&b->pool);
     kern_free(b->iq);
     kern_free(b->hw);
     kern_free(b->scores);

@@ -31,14 +31,6 @@ static float urand(void) /* [0, 1) */
     return 0.5f * (frand() + 1.0f);
 }
 
-static void *to_host(const void *d, size_t bytes)
-{
-    void *h = xmalloc(bytes);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, bytes));
-    return h;
-}
-
 static uint32_t bits_of(float f)
 {
     uint32_t u;

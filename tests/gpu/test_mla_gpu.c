@@ -38,18 +38,10 @@ static float *dev_random(size_t n, float amp)
     return d;
 }
 
-static float *to_host(const float *d, size_t n)
-{
-    float *h = xmalloc(n * sizeof *h);
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(h, d, n * sizeof *h));
-    return h;
-}
-
 /* got against ref: every element finite, max |diff| <= tol * max |ref|; one line. */
 static void compare(const char *what, const float *d_got, const float *d_ref, size_t n, double tol)
 {
-    float *got = to_host(d_got, n), *ref = to_host(d_ref, n);
+    float *got = to_host(d_got, n * sizeof(float)), *ref = to_host(d_ref, n * sizeof(float));
     double md = 0, mr = 0;
     size_t bad = 0, first_bad = 0, worst = 0;
     for (size_t i = 0; i < n; i++) {
@@ -74,7 +66,7 @@ static void compare(const char *what, const float *d_got, const float *d_ref, si
 /* rows of a (a chunk's launch) equal to the same rows of b (another launch) bit for bit */
 static void same_bits(const char *what, const float *d_a, const float *d_b, size_t n)
 {
-    float *a = to_host(d_a, n), *b = to_host(d_b, n);
+    float *a = to_host(d_a, n * sizeof(float)), *b = to_host(d_b, n * sizeof(float));
     size_t first = 0, differ = 0;
     for (size_t i = 0; i < n; i++)
         if (memcmp(a + i, b + i, sizeof *a) != 0 && differ++ == 0)
@@ -100,11 +92,6 @@ typedef struct shape {
     const char *name;
     int H, dn, dv, R, width, T, cache_rows;
 } shape;
-
-static const char *cache_name(int dt)
-{
-    return dt == ENG_CACHE_FP8 ? "fp8" : dt == ENG_CACHE_BF16 ? "bf16" : "f32";
-}
 
 /* the kernel the prefill form runs for this cache and shape within `budget` on this device */
 static const char *kernel_within(int budget, const eng_cache *c, int H, int R, const float *qt,

@@ -14,17 +14,7 @@ backend=${TP_BACKEND:-cuda}
 gpu_start two-ranks "${1:-}" glmchat bench/bench_tp || exit 1
 G=$(gpu_bin glmchat)
 BT=$(gpu_bin bench/bench_tp)
-"$G" --version | head -1 || exit 1
-# f32 caches: the two-rank logits are then compared at float32 rounding; a window that fits
-export GLMCHAT_CUDA_KV=f32 GLMCHAT_CUDA_CONTEXT=4096
-status=0
-table="$out/table.txt"
-: >"$table"
-say() { echo "$*" | tee -a "$table"; }
-
-models="$build/models"
-rm -rf "$models"
-mkdir -p "$models"
+tp_start || exit 1
 "$G" mkmodel --out "$models/exl3-src" --preset tiny-exl3-tp --seed 11 >/dev/null &&
     "$G" quantize --in "$models/exl3-src" --out "$models/tiny-exl3-tp" --threads 4 >/dev/null ||
     { echo "FAIL: mkmodel/quantize"; exit 1; }
@@ -140,7 +130,4 @@ else
     timeout 120 "$BT" 20000 2>&1 | tee "$out/bench_tp.txt" || status=1
     tail -3 "$out/bench_tp.txt" >>"$table"
 fi
-echo "== table ($backend)"
-cat "$table"
-echo "status $status, total $(( $(date +%s) - start )) s"
-exit $status
+gpu_finish "table ($backend)" "$table"
