@@ -1,5 +1,5 @@
 // device.cu: the CUDA backend's device discovery (how many GPUs, which), device memory, whether
-// kernels go out as programmatic dependent launches, and the kernels' log hook (kernels.h).
+// kernels go out as programmatic dependent launches, the kernels' log hook (kernels.h), SM counts.
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels.h"
+#include "launch.cuh"
 
 extern "C" int kern_device_count(void)
 {
@@ -16,6 +17,32 @@ extern "C" int kern_device_count(void)
         return 0;
     }
     return n;
+}
+
+// The SM count of each device asked so far (launch.cuh's device_sm_count).
+static kern_device_ints g_sm_counts;
+
+cudaError_t device_sm_count(int *sms)
+{
+    int dev = 0, n = 0;
+    cudaError_t rc = current_device(&dev);
+    if (rc != cudaSuccess)
+        return rc;
+    n = kern_device_int_get(&g_sm_counts, dev);
+    if (n > 0) {
+        *sms = n;
+        return cudaSuccess;
+    }
+    rc = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    if (rc != cudaSuccess)
+        return rc;
+    if (n < 1) {
+        kern_log(0, "device %d reports %d SMs", dev, n);
+        return cudaErrorInvalidDevice;
+    }
+    kern_device_int_put(&g_sm_counts, dev, n);
+    *sms = n;
+    return cudaSuccess;
 }
 
 static int g_pdl = 1;

@@ -1,7 +1,6 @@
 // engine_attend_prefill.cu: the prefill's latent attention on the tensor cores (architecture.md
 // 2.5): the absorbed query and value expansion as per-head products, and MLA over the selection
 // (the flash kernel; shapes it does not take run the scalar kernels of engine_attend.cu).
-#include <atomic>
 
 #include "engine_common.cuh"
 
@@ -532,20 +531,10 @@ int launch_attend_flash(const eng_cache *lat, const float *qt, const int32_t *id
                         int width, int T, int H, float scale, float *ot, cudaStream_t st)
 {
     size_t smem = (size_t)fl_layout_for(NG, STAGES).bytes;
-    // the opt-in above 48 KiB, once an instantiation and device (a function's attributes are
-    // the device's: two ranks of one process on two devices each need it)
-    static std::atomic<unsigned long long> smem_set;
-    int dev = 0, rc = (int)cudaGetDevice(&dev);
+    int rc = (int)raise_smem_once<attend_flash_kernel<NG, CACHE, STAGES>>(
+        smem, "the flash latent attention kernel");
     if (rc)
         return rc;
-    unsigned long long bit = 1ull << (dev & 63);
-    if (dev >= 64 || !(smem_set.load() & bit)) {
-        rc = (int)cudaFuncSetAttribute(attend_flash_kernel<NG, CACHE, STAGES>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (rc)
-            return rc;
-        smem_set.fetch_or(bit);
-    }
     long long blocks = (long long)T * ((H + 16 * NG - 1) / (16 * NG));
     if (blocks > 0x7fffffffLL)
         return (int)cudaErrorInvalidValue; // a grid's x is below 2^31

@@ -980,32 +980,6 @@ void launch_score_mma(const eng_cache *pool, const float *iq, const float *hw, c
 std::atomic<int> g_stream_on{1}, g_stream_waves{1};
 std::atomic<long> g_stream_launches{0}; // so that the test sees the stream kernel was taken
 
-// Resident blocks of score_stream_kernel<MT> on the current device (its shared memory limit
-// raised first); cached a device, 0 on an error.
-constexpr int kMaxDevices = 64;
-std::atomic<int> g_stream_fit[kMaxDevices][2];
-
-template <int MT>
-int stream_blocks_resident()
-{
-    int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices)
-        return 0;
-    int have = g_stream_fit[dev][MT - 1].load(std::memory_order_relaxed);
-    if (have > 0)
-        return have;
-    if (cudaFuncSetAttribute(score_stream_kernel<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)stream_smem<MT>()) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_stream_kernel<MT>,
-                                                      kStreamThreads, stream_smem<MT>()) !=
-            cudaSuccess ||
-        per_sm < 1)
-        return 0;
-    g_stream_fit[dev][MT - 1].store(sms * per_sm, std::memory_order_relaxed);
-    return sms * per_sm;
-}
-
 // score_stream_kernel over the call's row pairs: gridDim.x blocks a pair, as many as `waves`
 // times the blocks the device holds at once allows (the pools a block walks adapt to the
 // position, which only the device knows). -1 when the device cannot run it.
@@ -1014,8 +988,9 @@ int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw,
                         int t_off, int T, int IH, int kp, int budget, int max_pools, float *scores,
                         int *work, cudaStream_t st)
 {
-    int resident = stream_blocks_resident<MT>();
-    if (resident < 1)
+    int resident = 0;
+    if (resident_blocks<score_stream_kernel<MT>>(kStreamThreads, stream_smem<MT>(),
+                                                 "the indexer's stream score kernel", &resident))
         return -1;
     unsigned pairs = blocks_for((size_t)T, kStreamQueries);
     // rounded down: a partial last wave would double a call's time

@@ -596,15 +596,15 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
 // empty (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
-// A launch: the ring in dynamic shared memory (the limit raised past 48 KB once, where a shape
-// needs it); grid.x: out / 128 blocks of 128 columns.
+// A launch: the ring in dynamic shared memory (the limit raised past 48 KB once a device, where
+// a shape needs it); grid.x: out / 128 blocks of 128 columns.
 template <int K, int CB, int MTW>
 cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
 {
     using S = pipe_shape<K, MTW>;
     if (S::kSmem > 48 * 1024) {
-        static cudaError_t raised = raise_smem(grouped_pipe_kernel<K, CB, MTW>, S::kSmem,
-                                               "the grouped EXL3 expert kernel");
+        cudaError_t raised = raise_smem_once<grouped_pipe_kernel<K, CB, MTW>>(
+            S::kSmem, "the grouped EXL3 expert kernel");
         if (raised != cudaSuccess)
             return raised;
     }
@@ -721,18 +721,6 @@ cudaError_t launch_cb(const kern_exl3_linear *l, const __half *xh, float *z, int
     }
 }
 
-int device_sms()
-{
-    static int sms = 0;
-    if (!sms) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-            sms = 1;
-    }
-    return sms;
-}
-
 size_t align256(size_t n)
 {
     return (n + 255) & ~(size_t)255;
@@ -765,6 +753,10 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
         l->out % 128 || l->bits < 1 || l->bits > 8 || l->codebook < 0 || l->codebook > 2 ||
         !l->trellis || !l->suh || !l->svh || rows > 65535)
         return -1;
+    int sms = 0;
+    cudaError_t rc = device_sm_count(&sms);
+    if (rc != cudaSuccess)
+        return (int)rc;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     __half *xh = static_cast<__half *>(work);
     float *z = reinterpret_cast<float *>(static_cast<char *>(work) +
@@ -773,10 +765,9 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
     dim3 gin((l->in / 128 + warps - 1) / warps, rows);
     launch(rotate_in_kernel, gin, kThreads, 0, st, x, static_cast<const __half *>(l->suh), xh,
            l->in);
-    cudaError_t rc = cudaGetLastError();
+    rc = cudaGetLastError();
     if (rc != cudaSuccess)
         return (int)rc;
-    int sms = device_sms();
     k_plan p = rows <= 16 ? gemv_plan(l, sms) : prefill_plan(l, sms);
     switch (l->bits) {
     case 1: rc = launch_cb<1>(l, xh, z, rows, st, p); break;

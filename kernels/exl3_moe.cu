@@ -606,39 +606,16 @@ size_t smem_bytes(const kern_exl3_experts *ex, int rows)
     return m > sums ? m : sums;
 }
 
-// Blocks of moe_kernel<K, CB> an SM holds with smem bytes of dynamic shared memory.
-template <int K, int CB>
-cudaError_t blocks_per_sm(size_t smem, int *per_sm)
-{
-    static size_t cached_smem = 0;
-    static int cached = 0;
-    if (cached_smem != smem) {
-        cudaError_t rc = raise_smem(moe_kernel<K, CB>, smem, "the EXL3 MoE decode kernel");
-        if (rc != cudaSuccess)
-            return rc;
-        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cached, moe_kernel<K, CB>, kThreads,
-                                                           smem);
-        if (rc != cudaSuccess)
-            return rc;
-        cached_smem = smem;
-    }
-    *per_sm = cached;
-    return cudaSuccess;
-}
-
-// A persistent grid: as many blocks as the SMs hold at this call's shared memory.
+// A persistent grid: as many blocks as the device's SMs hold at this call's shared memory.
 template <int K, int CB>
 cudaError_t launch_moe(const moe_args &a, const kern_exl3_experts *ex, int rows, cudaStream_t st)
 {
     size_t smem = smem_bytes(ex, rows);
-    int per_sm = 0;
-    cudaError_t rc = blocks_per_sm<K, CB>(smem, &per_sm);
+    int grid = 0;
+    cudaError_t rc = resident_blocks<moe_kernel<K, CB>>(kThreads, smem, "the EXL3 MoE decode kernel",
+                                                         &grid);
     if (rc != cudaSuccess)
         return rc;
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    int grid = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
     launch(moe_kernel<K, CB>, grid, kThreads, smem, st, a);
     return cudaGetLastError();
 }

@@ -4,12 +4,16 @@
 // first statement of every kernel, then lets the next kernel be placed and waits until the
 // previous one has finished and its writes are visible. Before that wait a kernel reads only
 // weights (a few start loading them early), so the order of effects stays the stream's order.
+// raise_smem_once, device_sm_count and resident_blocks give what a launch needs of the calling
+// thread's device, asked once a device.
 #pragma once
 
+#include <climits>
 #include <utility>
 
 #include <cuda_runtime.h>
 
+#include "device_facts.h"
 #include "kernels.h"
 
 // The next kernel on the stream may be placed once every block of this one has said so.
@@ -78,4 +82,91 @@ static inline cudaError_t raise_smem(Kernel kernel, size_t bytes, const char *na
     kern_log(0, "%s needs %zu bytes of shared memory a block; this GPU allows %d (%s)", name, bytes,
              optin, cudaGetErrorString(rc));
     return rc;
+}
+
+// ---- facts a device: a kernel's raised limit, the SM count, resident blocks -----------------
+// Each kept a device (device_facts.h), so that ranks of one process on different devices each
+// raise their own limits and size their own grids.
+
+// The calling thread's current device, refused by name where it is past device_facts.h's tables
+// (rather than given another device's facts).
+static inline cudaError_t current_device(int *dev)
+{
+    cudaError_t rc = cudaGetDevice(dev);
+    if (rc != cudaSuccess)
+        return rc;
+    if (kern_device_in_table(*dev))
+        return cudaSuccess;
+    kern_log(0, "device %d is past the kernels' tables of %d devices (KERN_MAX_DEVICES in "
+                "kernels/device_facts.h): run on a lower device or raise it",
+             *dev, KERN_MAX_DEVICES);
+    return cudaErrorInvalidDevice;
+}
+
+// The current device's SM count, asked once a device (device.cu).
+cudaError_t device_sm_count(int *sms);
+
+// What is kept for one kernel instantiation.
+template <auto Kernel>
+struct kernel_facts {
+    static inline kern_smem_raised raised;
+    static inline kern_fit_cache fits;
+};
+
+// raise_smem_once on device dev, the current one (current_device's).
+template <auto Kernel>
+static cudaError_t raise_smem_on(int dev, size_t bytes, const char *name)
+{
+    if (bytes > (size_t)INT_MAX) {
+        kern_log(0, "%s asks %zu bytes of shared memory a block", name, bytes);
+        return cudaErrorInvalidValue;
+    }
+    kern_smem_set_fn set = [](void *what, int n) {
+        return (int)raise_smem(Kernel, (size_t)n, static_cast<const char *>(what));
+    };
+    return (cudaError_t)kern_smem_raise_once(&kernel_facts<Kernel>::raised, dev, (int)bytes, set,
+                                             const_cast<char *>(name));
+}
+
+// Raises Kernel's dynamic shared memory limit on the current device to at least `bytes`, once a
+// device (raise_smem's message and error where the device refuses). A limit only grows, so a
+// launch asking less than an earlier one finds it there; what a block of that launch takes, and so
+// the blocks an SM holds, is its own size, not the limit (cuda_occupancy.h's reckoning).
+template <auto Kernel>
+static cudaError_t raise_smem_once(size_t bytes, const char *name)
+{
+    int dev = 0;
+    cudaError_t rc = current_device(&dev);
+    if (rc != cudaSuccess)
+        return rc;
+    return raise_smem_on<Kernel>(dev, bytes, name);
+}
+
+// Blocks of Kernel the current device holds at once with `threads` threads and `smem` bytes of
+// dynamic shared memory a block: the SM count times an SM's blocks, asked once a device and size
+// (the limit raised first, raise_smem_once). A kernel no SM can hold at that size is refused.
+template <auto Kernel>
+static cudaError_t resident_blocks(int threads, size_t smem, const char *name, int *blocks)
+{
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t rc = current_device(&dev);
+    if (rc == cudaSuccess)
+        rc = raise_smem_on<Kernel>(dev, smem, name);
+    if (rc != cudaSuccess)
+        return rc;
+    if (kern_fit_lookup(&kernel_facts<Kernel>::fits, dev, threads, smem, blocks))
+        return cudaSuccess;
+    rc = device_sm_count(&sms);
+    if (rc == cudaSuccess)
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, smem);
+    if (rc != cudaSuccess)
+        return rc;
+    if (per_sm < 1) {
+        kern_log(0, "%s: no SM of device %d holds a block of %d threads and %zu bytes of shared "
+                    "memory", name, dev, threads, smem);
+        return cudaErrorInvalidConfiguration;
+    }
+    *blocks = sms * per_sm;
+    kern_fit_store(&kernel_facts<Kernel>::fits, dev, threads, smem, *blocks);
+    return cudaSuccess;
 }

@@ -1,7 +1,8 @@
 # kernels/local.mk: CUDA kernels (*.cu) behind kernels.h, built with nvcc for $(CUDA_ARCHS).
 # The GPU test and benchmark are built with the kernels; they run on a GPU machine
 # (tests/gpu/run.sh), never in CI.
-KERNEL_SOURCES = kernels/kernels.h kernels/kernel_limits.h kernels/device.cu kernels/exl3_device.cuh \
+KERNEL_SOURCES = kernels/kernels.h kernels/kernel_limits.h kernels/device_facts.h kernels/launch.cuh \
+	kernels/device.cu kernels/exl3_device.cuh \
 	kernels/exl3_gemm.cu kernels/exl3_moe.cu
 # the CUDA backend's kernels (engine/cuda)
 KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_route.cuh \
@@ -20,9 +21,15 @@ tests_unit_test_kernel_limits_SOURCES = tests/unit/test_kernel_limits.c
 tests_unit_test_kernel_limits_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_kernel_limits_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_kernel_limits
+# the kernels' per-device facts: limits raised once a device from racing threads, table bounds (CI)
+check_PROGRAMS += tests/unit/test_device_facts
+tests_unit_test_device_facts_SOURCES = tests/unit/test_device_facts.c
+tests_unit_test_device_facts_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_device_facts_LDADD = $(CHECK_LIBS)
+TESTS += tests/unit/test_device_facts
 EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c tests/gpu/test_hc_gpu.c \
-	tests/gpu/gpu_test.h bench/bench_exl3.cu
+	tests/gpu/test_devices_gpu.c tests/gpu/gpu_test.h bench/bench_exl3.cu
 # the CUDA backend's lossy modes against the CPU backend's emulation (tests/gpu/engine.sh runs
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
@@ -40,7 +47,7 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c -o $@ $<
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
-KERNEL_INCLUDES = kernels/kernels.h kernels/kernel_limits.h kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
+KERNEL_INCLUDES = kernels/kernels.h kernels/kernel_limits.h kernels/device_facts.h kernels/launch.cuh kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
 	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh
 $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT) \
 	tests/gpu/exl3_grouped_ref.$(OBJEXT): \
@@ -86,6 +93,11 @@ tests_gpu_test_kda_gpu_LDADD = $(glmchat_LDADD)
 check_PROGRAMS += tests/gpu/test_hc_gpu
 tests_gpu_test_hc_gpu_SOURCES = tests/gpu/test_hc_gpu.c
 tests_gpu_test_hc_gpu_LDADD = $(glmchat_LDADD)
+# the launches that depend on the device from two threads a device on every device: the same bits
+check_PROGRAMS += tests/gpu/test_devices_gpu
+tests_gpu_test_devices_gpu_SOURCES = tests/gpu/test_devices_gpu.c
+tests_gpu_test_devices_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_test_devices_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c

@@ -5,13 +5,14 @@
 # the prefill attention kernels against the scalar ones (tests/gpu/test_mla_gpu.c), the indexer's
 # top-k and scores against CPU and fp64 references (tests/gpu/test_index_gpu.c), the dense
 # prefill products across chunk sizes (tests/gpu/test_gemm_rows.c), the decode step's kernels
-# (tests/gpu/test_decode_gpu.c), the KDA prefill kernels (tests/gpu/test_kda_gpu.c) and the
-# prefill path's fused HC kernels (tests/gpu/test_hc_gpu.c), then runs
+# (tests/gpu/test_decode_gpu.c), the KDA prefill kernels (tests/gpu/test_kda_gpu.c), the
+# prefill path's fused HC kernels (tests/gpu/test_hc_gpu.c) and the device-dependent launches
+# from two threads a device on every device (tests/gpu/test_devices_gpu.c), then runs
 # bench/bench_cuda_engine; the parity table and the bench log come last.
 # Usage: tests/gpu/engine.sh [OUT_DIR]   (from the source root). GLMCHAT_PREBUILT=DIR takes
 # glmchat, test_cuda_engine, bench_cuda_engine, test_cuda_emulate, test_mla_gpu, test_index_gpu,
-# test_gemm_rows, test_decode_gpu, test_kda_gpu and test_hc_gpu from DIR instead of building (a machine
-# without the -dev packages; put their libraries on LD_LIBRARY_PATH);
+# test_gemm_rows, test_decode_gpu, test_kda_gpu, test_hc_gpu and test_devices_gpu from DIR instead
+# of building (a machine without the -dev packages; put their libraries on LD_LIBRARY_PATH);
 # TINY_A=DIR and FIXTURE_MODELS=DIR name the fixtures; BENCH_LAYERS (16), BENCH_PREFILL
 # (8192,65536), BENCH_CHUNKS (0: the plan's chunk; sizes such as 1024,4096 time each) and
 # BENCH_POSITIONS (1024,65536,262144: the decode step's context positions) are the bench's
@@ -20,7 +21,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 gpu_start engine "${1:-}" glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
     tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu tests/gpu/test_gemm_rows \
-    tests/gpu/test_decode_gpu tests/gpu/test_kda_gpu tests/gpu/test_hc_gpu || exit 1
+    tests/gpu/test_decode_gpu tests/gpu/test_kda_gpu tests/gpu/test_hc_gpu tests/gpu/test_devices_gpu || exit 1
 G=$(gpu_bin glmchat)
 T=$(gpu_bin tests/gpu/test_cuda_engine)
 B=$(gpu_bin bench/bench_cuda_engine)
@@ -31,6 +32,7 @@ GEMM=$(gpu_bin tests/gpu/test_gemm_rows)
 DEC=$(gpu_bin tests/gpu/test_decode_gpu)
 KDA=$(gpu_bin tests/gpu/test_kda_gpu)
 HCK=$(gpu_bin tests/gpu/test_hc_gpu)
+DEVS=$(gpu_bin tests/gpu/test_devices_gpu)
 "$G" --version || exit 1
 tiny_a=${TINY_A:-$(pwd)/tests/fixtures/models/tiny-A}
 fixtures=${FIXTURE_MODELS:-"$src/tests/fixtures/models"}
@@ -70,6 +72,8 @@ kernel_test "$KDA" kda 180 '^(FAIL|PASS)' \
     "the KDA prefill kernels bit for bit (C references, the decode path a token at a time), times"
 kernel_test "$HCK" hc 120 '^(FAIL|PASS)' \
     "the prefill path's fused HC kernels against double sums, row bits across chunks, times"
+kernel_test "$DEVS" devices 120 '^(FAIL|PASS)' \
+    "the device-dependent launches from two threads a device on every device: none refused, same bits"
 run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1

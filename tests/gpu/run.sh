@@ -59,7 +59,7 @@ targets_of() {
         engine) echo glmchat tests/gpu/test_cuda_engine bench/bench_cuda_engine \
             tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu \
             tests/gpu/test_gemm_rows tests/gpu/test_decode_gpu tests/gpu/test_kda_gpu \
-            tests/gpu/test_hc_gpu ;;
+            tests/gpu/test_hc_gpu tests/gpu/test_devices_gpu ;;
         spec) echo glmchat tests/gpu/test_cuda_spec bench/bench_cuda_spec ;;
         two_ranks) echo glmchat bench/bench_tp ;;
         nranks) echo glmchat bench/bench_tp_nccl ;;
