@@ -38,16 +38,10 @@
 #include "model/prefill_projection.h"
 #include "model/projection.h"
 #include "model/traffic.h"
+#include "bench/bench_clock.h"
 
 #define RECIPE_TOKS 60.4
 #define BENCH_WINDOW 1048576 /* the model's max_position_embeddings: no prompt is longer */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void real_config(glm_config *c, int layers)
 {
@@ -594,11 +588,11 @@ static double decode_steps_us(engine_backend *be, cuda_state *s, const int32_t *
     for (int i = 0; i < 3; i++) /* the graph's capture at this cache size, first launches */
         if (be->ops->prefill(be->impl, s, &tok[i], 1, logits, 0, err))
             return -1;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i < steps; i++)
         if (be->ops->prefill(be->impl, s, &tok[i], 1, logits, 0, err))
             return -1;
-    return (now_s() - t0) / steps * 1e6;
+    return (bench_now_s() - t0) / steps * 1e6;
 }
 
 /* The verification windows at the state's position: each size's best of WINDOW_REPS (after one
@@ -621,10 +615,10 @@ static int run_windows(engine_backend *be, cuda_state *s, const int32_t *tok, wi
         w[k].rows = rows;
         w[k].us = 1e30;
         for (int r = 0; r <= WINDOW_REPS; r++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             if (be->ops->verify(be->impl, s, tok + r * 17, rows, NULL, err))
                 return -1;
-            double us = (now_s() - t0) * 1e6;
+            double us = (bench_now_s() - t0) * 1e6;
             if (r > 0 && us < w[k].us)
                 w[k].us = us;
             if (r == WINDOW_REPS) { /* the routing of the last forward, still in the scratch */
@@ -825,9 +819,9 @@ static int bench_mtp(engine_backend *be, glm_model *m, const int32_t *tok, int c
         int k = mtp_drafts[i], got = 0;
         draft_us[i] = 1e30;
         for (int r = 0; !rc && r <= MTP_REPS; r++) { /* the first untimed */
-            double t0 = now_s();
+            double t0 = bench_now_s();
             rc = be->ops->mtp_draft(be->impl, s, tok[r], out, k, &got, &err) != GLM_OK;
-            double us = (now_s() - t0) * 1e6;
+            double us = (bench_now_s() - t0) * 1e6;
             if (!rc && got != k) {
                 glm_error_set(&err, GLM_ERR_BACKEND, "the MTP block drafted %d of %d tokens", got,
                               k);
@@ -1025,13 +1019,13 @@ static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok
         glm_error err = {0};
         kern_exl3_set_grouped(variants[v]);
         be->ops->state_reset(s);
-        double p0 = now_s();
+        double p0 = bench_now_s();
         if (be->ops->prefill(be->impl, s, tok, n, v ? got : first, 0, &err)) {
             printf("FAIL: prefill %d with the grouped kernel '%s': %s\n", n, names[v], err.message);
             rc = -1;
             break;
         }
-        double ps = now_s() - p0;
+        double ps = bench_now_s() - p0;
         int same = !v || memcmp(first, got, V * sizeof *got) == 0;
         printf("grouped experts' kernel %-26s prefill %d (chunks of %d): %.3f s = %.0f tok/s; the "
                "last row's logits %s\n", names[v], n, chunk, ps, n / ps,
@@ -1075,13 +1069,13 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         int np = sizes[i];
         be->ops->state_reset(s);
         cudaDeviceSynchronize();
-        double p0 = now_s();
+        double p0 = bench_now_s();
         if (be->ops->prefill(be->impl, s, tok, np, NULL, 0, &err)) {
             printf("FAIL: prefill %d: %s\n", np, err.message);
             return -1;
         }
         cudaDeviceSynchronize();
-        double ps = now_s() - p0;
+        double ps = bench_now_s() - p0;
         double flops = 0;
         for (int li = 0; li < layers; li++)
             flops += layer_flops(c, li, np / 2.0) * np;
@@ -1134,9 +1128,9 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
         }
         rows[k] = backend_cuda_plan(be)->chunk;
         printf("\n== prefill, chunks of %d rows\n", rows[k]);
-        double p0 = now_s();
+        double p0 = bench_now_s();
         rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4);
-        summary[k] = now_s() - p0;
+        summary[k] = bench_now_s() - p0;
     }
     if (rc >= 0 && open != first) /* as the caller opened it */
         rc = reopen(m, params, first, first, be, s);
@@ -1213,7 +1207,7 @@ static int long_size(const long_run *L, int size, lp_result *r, double *held)
         return -1;
     }
     cudaDeviceSynchronize();
-    double t0 = now_s(), mark = 0;
+    double t0 = bench_now_s(), mark = 0;
     int chunks = 0, mark_done = 0, rc = 0;
     while (r->done < size) {
         int piece = cb->chunk - r->done % cb->chunk, last;
@@ -1227,7 +1221,7 @@ static int long_size(const long_run *L, int size, lp_result *r, double *held)
             break;
         }
         r->done += piece;
-        r->seconds = now_s() - t0;
+        r->seconds = bench_now_s() - t0;
         chunks++;
         if (L->every && (chunks % L->every == 0 || last)) {
             char line[512];
@@ -1351,7 +1345,7 @@ static int long_main(int argc, char **argv)
         params.context = largest;
     glm_model m;
     memset(&m, 0, sizeof m);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     build_model(&m, a.layers);
     const glm_config *c = &m.cfg;
     char name[128] = "";
@@ -1377,7 +1371,7 @@ static int long_main(int argc, char **argv)
     size_t free_now = device_free();
     long_run L = {&be, NULL, NULL, LP_MAX_LIMIT_S, 0, free_at_open, plan->total / GIB};
     printf("plan: %s; free before the backend opened %.2f GiB, after %.2f GiB; built and uploaded "
-           "in %.1f s\n", line, free_at_open / GIB, free_now / GIB, now_s() - t0);
+           "in %.1f s\n", line, free_at_open / GIB, free_now / GIB, bench_now_s() - t0);
     int rc = long_sizes(&L, &a, largest, cub, name);
     backend_close(&be);
     return rc ? 1 : 0;
@@ -1543,7 +1537,7 @@ int main(int argc, char **argv)
     static const char *const kv_names[] = {"fp8", "fp8", "bf16", "f32"};
     glm_model m;
     memset(&m, 0, sizeof m);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     build_model(&m, layers);
     const glm_config *c = &m.cfg;
     char name[128] = "";
@@ -1563,7 +1557,7 @@ int main(int argc, char **argv)
     }
     char plan[512];
     cuda_plan_describe(backend_cuda_plan(&be), plan, sizeof plan);
-    printf("plan: %s; built and uploaded in %.1f s\n", plan, now_s() - t0);
+    printf("plan: %s; built and uploaded in %.1f s\n", plan, bench_now_s() - t0);
     cuda_state *s = be.ops->state_new(be.impl, &err);
     int32_t *tok = malloc((size_t)(prefill_n + ctx0) * sizeof *tok);
     for (int i = 0; i < prefill_n + ctx0; i++)
@@ -1576,13 +1570,13 @@ int main(int argc, char **argv)
     /* decode through the graph */
     for (int i = 0; i < 3; i++)
         be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err);
-    double d0 = now_s();
+    double d0 = bench_now_s();
     for (int i = 0; i < steps; i++)
         if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
             printf("FAIL: decode: %s\n", err.message);
             return 1;
         }
-    double step_us = (now_s() - d0) / steps * 1e6;
+    double step_us = (bench_now_s() - d0) / steps * 1e6;
     /* the same steps with plain stream-ordered launches (a graph captured without dependent
      * launches), then dependent launches again as they were */
     int pdl = kern_pdl();
@@ -1595,13 +1589,13 @@ int main(int argc, char **argv)
             be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err);
         if (pass == 1)
             break;
-        double p0 = now_s();
+        double p0 = bench_now_s();
         for (int i = 0; i < steps; i++)
             if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
                 printf("FAIL: decode (plain launches): %s\n", err.message);
                 return 1;
             }
-        plain_us = (now_s() - p0) / steps * 1e6;
+        plain_us = (bench_now_s() - p0) / steps * 1e6;
     }
     if (getenv("BENCH_NCU")) { /* one eager step and one graph step for a profiler, then stop */
         printf("decode step (graph): %.1f us; profiling one eager and one graph step\n", step_us);
@@ -1618,13 +1612,13 @@ int main(int argc, char **argv)
         return rc ? 1 : 0;
     }
     backend_cuda_set_graph(&be, 0); /* the same steps launched one kernel at a time */
-    d0 = now_s();
+    d0 = bench_now_s();
     for (int i = 0; i < steps / 2; i++)
         if (be.ops->prefill(be.impl, s, &tok[i], 1, logits, 0, &err)) {
             printf("FAIL: eager decode: %s\n", err.message);
             return 1;
         }
-    double eager_us = (now_s() - d0) / (steps / 2) * 1e6;
+    double eager_us = (bench_now_s() - d0) / (steps / 2) * 1e6;
     backend_cuda_set_graph(&be, 1);
     /* per layer, eager, with events */
     float *us = calloc((size_t)layers, sizeof *us), head_us = 0;

@@ -15,13 +15,7 @@
 #include "spec.h"
 #include "spec_decode.h"
 #include "tests/gpu/cuda_env.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench/bench_clock.h"
 
 static glm_engine *open_engine(const char *dir, int draft, int64_t cache, glm_error *err)
 {
@@ -57,9 +51,9 @@ static int bench_reuse(const char *dir, int ctx, int fresh)
     glm_session_reset(a);
     double full = 0, keep = 0, resumed[3] = {0};
     if (!st) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         st = glm_session_feed(a, ids, n, NULL, &err); /* the full prefill: the ceiling */
-        full = now_s() - t0;
+        full = bench_now_s() - t0;
     }
     if (!st)
         memcpy(want, glm_session_logits(a), (size_t)V * sizeof *want);
@@ -67,21 +61,21 @@ static int bench_reuse(const char *dir, int ctx, int fresh)
     if (!st)
         st = glm_session_feed(a, ids, ctx, NULL, &err); /* the conversation so far */
     if (!st) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         st = glm_session_keep(a, &err);
-        keep = now_s() - t0;
+        keep = bench_now_s() - t0;
     }
     float diff = 0;
     for (int r = 0; r < 3 && !st; r++) {
         glm_session_reset(b);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         int got = glm_session_restore(b, ids, n, 0, n - 1);
         if (got != ctx) {
             fprintf(stderr, "bench_cuda_spec: the kept state was not found (%d)\n", got);
             return 1;
         }
         st = glm_session_feed(b, ids + ctx, fresh, NULL, &err);
-        resumed[r] = now_s() - t0;
+        resumed[r] = bench_now_s() - t0;
         const float *l = glm_session_logits(b);
         for (int i = 0; !st && i < V; i++)
             diff = fmaxf(diff, fabsf(l[i] - want[i]));

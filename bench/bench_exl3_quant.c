@@ -8,15 +8,9 @@
 
 #include "engine/model/exl3.h"
 #include "tests/common/rng.h"
+#include "bench/bench_clock.h"
 
 static uint64_t rng_state = 0xB5AD4ECEDA1CE2A9ull;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Gaussian, or "real-like": Student-t(5) entries with log-normal row and column scales. */
 static void fill(float *w, int out, int in, int real_like)
@@ -64,12 +58,12 @@ static int run(int out, int in, int bits, int real_like, int threads)
                            .scale_search = 1, .threads = threads};
     exl3_quant_out o = {.trellis = trellis, .suh = suh, .svh = svh};
     glm_error err;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (exl3_quantize(w, out, in, NULL, &p, &o, &err) != GLM_OK) {
         fprintf(stderr, "bench_exl3_quant: %s\n", err.message);
         goto done;
     }
-    double t1 = now_s();
+    double t1 = bench_now_s();
     exl3_tensor t = {.in = in, .out = out, .bits = bits, .codebook = EXL3_CB_MCG,
                      .trellis = trellis, .suh = suh, .svh = svh};
     if (exl3_dequantize_f32(&t, d, &err) != GLM_OK) {

@@ -8,13 +8,7 @@
 #include <time.h>
 
 #include "session.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench/bench_clock.h"
 
 int main(int argc, char **argv)
 {
@@ -39,24 +33,24 @@ int main(int argc, char **argv)
         ids[i] = (int32_t)((x >> 33) % (uint64_t)(V < 2000 ? V : 2000));
     }
     glm_session *a = glm_session_new(e, &err), *b = glm_session_new(e, &err);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     glm_status st = glm_session_feed(a, ids, n, NULL, &err); /* the full prefill: the ceiling */
-    double full = now_s() - t0;
+    double full = bench_now_s() - t0;
     float *want = malloc((size_t)V * sizeof *want);
     if (!st)
         memcpy(want, glm_session_logits(a), (size_t)V * sizeof *want);
     glm_session_reset(a);
     if (!st)
         st = glm_session_feed(a, ids, ctx, NULL, &err); /* the conversation so far */
-    t0 = now_s();
+    t0 = bench_now_s();
     if (!st)
         st = glm_session_keep(a, &err);
-    double keep = now_s() - t0;
-    t0 = now_s();
+    double keep = bench_now_s() - t0;
+    t0 = bench_now_s();
     int got = st ? 0 : glm_session_restore(b, ids, n, 0, n - 1);
     if (!st && got == ctx)
         st = glm_session_feed(b, ids + ctx, fresh, NULL, &err);
-    double resumed = now_s() - t0;
+    double resumed = bench_now_s() - t0;
     if (st || got != ctx) {
         fprintf(stderr, "bench_spec_reuse: %s\n", st ? err.message : "the kept state was not found");
         return 1;

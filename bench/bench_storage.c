@@ -25,13 +25,6 @@ static uint64_t rng_next(rng *r)
     return test_rng_next(&r->s);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Words with a Zipf distribution, so the index has common and rare terms like real chat. */
 typedef struct vocab {
     char words[VOCAB][12];
@@ -141,12 +134,12 @@ static sqlite3_stmt *raw_open(const char *path, const char *sync, sqlite3 **sql)
 
 static int raw_insert(sqlite3_stmt *st, size_t i, const char *data, size_t len, stream *s)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     sqlite3_bind_int64(st, 1, (int64_t)(i / 8));
     sqlite3_bind_blob(st, 2, data, (int)len, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
-    stream_add(s, now_s() - t0);
+    stream_add(s, bench_now_s() - t0);
     s->bytes += len;
     return rc == SQLITE_DONE ? 0 : -1;
 }
@@ -162,27 +155,27 @@ typedef struct chat_writer {
 static int chat_insert(chat_writer *w, size_t i, const char *data, size_t len, stream *s)
 {
     if (w->idle && i % 64 == 0 && i) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (db_idle(w->db) != 0)
             return -1;
-        double t = now_s() - t0;
+        double t = bench_now_s() - t0;
         s->idle_total_s += t;
         s->idles++;
         if (t * 1e3 > s->idle_max_ms)
             s->idle_max_ms = t * 1e3;
     }
     if (i % 8 == 0) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         w->msg = msg_append(w->db, w->conv, w->msg > 0 ? w->msg : 0, i % 16 ? MSG_ASSISTANT : MSG_USER,
                             MSG_STREAMING, NULL);
-        stream_add(s, now_s() - t0);
+        stream_add(s, bench_now_s() - t0);
         if (w->msg < 0)
             return -1;
     }
     part_in p = {.kind = i % 3 == 1 ? PART_REASONING : PART_TEXT, .data = data, .len = len};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int64_t id = part_append(w->db, w->msg, &p);
-    stream_add(s, now_s() - t0);
+    stream_add(s, bench_now_s() - t0);
     s->bytes += len;
     return id > 0 ? 0 : -1;
 }
@@ -278,7 +271,7 @@ static int grow(const char *path, long long mb, const vocab *v, rng *r, double *
     char *buf = malloc(16384);
     if (!buf)
         return -1;
-    double start = now_s();
+    double start = bench_now_s();
     *rows = 0;
     *bytes = 0;
     int64_t conv = 0, msg = 0;
@@ -301,7 +294,7 @@ static int grow(const char *path, long long mb, const vocab *v, rng *r, double *
         if (db_commit(db) != 0)
             goto fail;
     }
-    *seconds = now_s() - start;
+    *seconds = bench_now_s() - start;
     free(buf);
     db_close(db);
     return 0;
@@ -322,13 +315,13 @@ static int time_search(db_store *db, const char *query, int repeat, double *medi
     for (int i = 0; i < repeat; i++) {
         search_hit *h;
         size_t n;
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bench_now_s(), c0 = cpu_s();
         if (search_parts(db, query, 50, &h, &n) != 0) {
             fprintf(stderr, "bench_storage: search: %s\n", db_errmsg(db));
             free(lat);
             return -1;
         }
-        lat[i] = now_s() - t0;
+        lat[i] = bench_now_s() - t0;
         cpu[i] = cpu_s() - c0;
         search_hits_free(h, n);
         *hits = n;
@@ -350,9 +343,9 @@ static double time_scan(const char *path, const char *word, long long *matches)
         sqlite3_prepare_v2(sql, "SELECT count(*) FROM part WHERE instr(body, ?1) > 0", -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_text(st, 1, word, -1, SQLITE_STATIC);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     *matches = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     sqlite3_finalize(st);
     sqlite3_close(sql);
     return t;
@@ -427,12 +420,12 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Bulk writes leave indexing to db_idle, as the chat does between turns. */
-    double t_index = now_s();
+    double t_index = bench_now_s();
     if (db_idle(db) != 0) {
         fprintf(stderr, "bench_storage: %s\n", db_errmsg(db));
         return 1;
     }
-    t_index = now_s() - t_index;
+    t_index = bench_now_s() - t_index;
     printf("indexing them for search (db_idle): %.1f s, %.1f MB/s of text; database now %lld MB\n\n",
            t_index, (double)bytes / t_index / 1e6, file_size(big_db) / (1024 * 1024));
     char q2[64], q3[64];

@@ -11,6 +11,7 @@
 #include "spec.h"
 #include "tests/gpu/cuda_env.h"
 #include "text/tokenizer.h"
+#include "bench/bench_clock.h"
 
 const char sd_prose[] =
     "The river ran slowly past the old mill, where the miller's daughter sat each evening and "
@@ -23,13 +24,6 @@ const char sd_code[] =
     "        s += v[i];\n    return s;\n}\n\nstatic int max(const int *v, int n)\n{\n"
     "    int m = v[0];\n    for (int i = 1; i < n; i++)\n        if (v[i] > m)\n"
     "            m = v[i];\n    return m;\n}\n\nstatic int min(const int *v, int n)\n{\n";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const char *backend_name(glm_backend b)
 {
@@ -104,11 +98,11 @@ static glm_status one_reply(glm_engine *e, const tok_ids *ids, int max_new, orac
     glm_sampling smp = {.temperature = 0, .top_p = 1};
     out->n = 0;
     glm_status st = glm_session_feed(s, ids->v, (int)ids->n, NULL, err);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (!st)
         st = glm_session_generate_tokens(s, NULL, 0, &smp, eos, 1, max_new, keep_token, out, &n,
                                          err);
-    *secs = now_s() - t0;
+    *secs = bench_now_s() - t0;
     if (!st && stats)
         *stats = *session_spec_stats(s);
     glm_session_free(s);
@@ -280,10 +274,10 @@ int sd_window_costs(const sd_options *o, int ctx)
     for (int T = 1; !st && T <= T_max; T++) {
         double best = 1e30;
         for (int r = 0; !st && r < reps; r++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             st = T == 1 ? glm_session_feed(s, ids + ctx, 1, NULL, &err)
                         : session_verify(s, ids + ctx, T, rows, &err);
-            double dt = now_s() - t0;
+            double dt = bench_now_s() - t0;
             best = dt < best ? dt : best;
             if (!st)
                 st = glm_session_truncate(s, ctx, &err);
