@@ -36,6 +36,42 @@ static stats summarize(double *v, int n)
     return s;
 }
 
+/* WARMUP untimed then iters timed calls of exchange(ctx) (0 on success), their microseconds
+ * summarised into *out; -1 when a call fails or there is no memory. */
+static int time_exchanges(int (*exchange)(void *ctx), void *ctx, int iters, stats *out)
+{
+    double *lat = malloc(sizeof(double) * (size_t)iters);
+    if (!lat)
+        return -1;
+    for (int i = 0; i < WARMUP + iters; i++) {
+        double t0 = bench_now_us();
+        if (exchange(ctx) != 0) {
+            free(lat);
+            return -1;
+        }
+        if (i >= WARMUP)
+            lat[i - WARMUP] = bench_now_us() - t0;
+    }
+    *out = summarize(lat, iters);
+    free(lat);
+    return 0;
+}
+
+typedef struct gather_ctx {
+    tp_rank *r;
+    float *mine, *both;
+    glm_error err;
+} gather_ctx;
+
+static int gather_once(void *ctx)
+{
+    gather_ctx *g = ctx;
+    if (tp_rank_all_gather(g->r, g->mine, g->both, FLOATS, &g->err) == GLM_OK)
+        return 0;
+    fprintf(stderr, "bench_tp: %s\n", g->err.message);
+    return -1;
+}
+
 /* glmchat's path: tp_head_connect / tp_worker_accept, tp_rank_all_gather. */
 static int bench_glmchat(int iters, stats *out)
 {
@@ -70,24 +106,14 @@ static int bench_glmchat(int iters, stats *out)
         fprintf(stderr, "bench_tp: %s\n", err.message);
         return -1;
     }
-    double *lat = malloc(sizeof(double) * (size_t)iters);
     for (int i = 0; i < FLOATS; i++)
         mine[i] = (float)i;
-    for (int i = 0; i < WARMUP + iters; i++) {
-        double t0 = bench_now_us();
-        if (tp_rank_all_gather(r, mine, both, FLOATS, &err) != GLM_OK) {
-            fprintf(stderr, "bench_tp: %s\n", err.message);
-            return -1;
-        }
-        if (i >= WARMUP)
-            lat[i - WARMUP] = bench_now_us() - t0;
-    }
+    gather_ctx g = {r, mine, both, {0}};
+    int rc = time_exchanges(gather_once, &g, iters, out);
     tp_rank_close(r);
     int status;
     waitpid(child, &status, 0);
-    *out = summarize(lat, iters);
-    free(lat);
-    return 0;
+    return rc;
 }
 
 /* The ceiling: the same 16 KiB each way over a bare connected TCP pair, blocking send then recv,
@@ -98,6 +124,18 @@ static int bare_exchange(int fd, char *out, char *in, size_t n)
     if (tp_io_write(fd, out, n, tp_now_ms() + 10000, "bench", &err) != GLM_OK)
         return -1;
     return tp_io_read(fd, in, n, tp_now_ms() + 10000, "bench", &err) == GLM_OK ? 0 : -1;
+}
+
+typedef struct bare_ctx {
+    int fd;
+    char *out, *in;
+    size_t n;
+} bare_ctx;
+
+static int bare_once(void *ctx)
+{
+    bare_ctx *b = ctx;
+    return bare_exchange(b->fd, b->out, b->in, b->n);
 }
 
 static int bench_bare(int iters, stats *out)
@@ -121,20 +159,12 @@ static int bench_bare(int iters, stats *out)
     int fd = tp_tcp_connect(addr, tp_now_ms() + 10000, &err);
     if (fd < 0)
         return -1;
-    double *lat = malloc(sizeof(double) * (size_t)iters);
-    for (int i = 0; i < WARMUP + iters; i++) {
-        double t0 = bench_now_us();
-        if (bare_exchange(fd, a, b, sizeof a) != 0)
-            return -1;
-        if (i >= WARMUP)
-            lat[i - WARMUP] = bench_now_us() - t0;
-    }
+    bare_ctx bc = {fd, a, b, sizeof a};
+    int rc = time_exchanges(bare_once, &bc, iters, out);
     close(fd);
     int status;
     waitpid(child, &status, 0);
-    *out = summarize(lat, iters);
-    free(lat);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
