@@ -284,6 +284,16 @@ __device__ __forceinline__ void scores_x4(const eng_cache &lat, const int32_t *s
     }
 }
 
+// A lane's 16 column sums into the warp's row of part (part[warp][R], for sum_warps).
+__device__ __forceinline__ void store_acc16(const float (&acc)[16], bool mine, int warp, int R,
+                                            int c0, float *part)
+{
+    if (mine)
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            part[warp * R + c0 + j] = acc[j];
+}
+
 // The warp's share of the weighted latent sum over the rows first .. end - 1 (scores_x4's rows,
 // weights p[s - first]), a lane's 16 columns, written to part[warp][R] for sum_warps.
 __device__ __forceinline__ void weighted_x4(const eng_cache &lat, const int32_t *sel,
@@ -309,10 +319,7 @@ __device__ __forceinline__ void weighted_x4(const eng_cache &lat, const int32_t 
                 }
             }
         }
-    if (mine)
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            part[warp * R + c0 + j] = acc[j];
+    store_acc16(acc, mine, warp, R, c0, part);
 }
 
 // A split block's outputs: the warps' sums (sums[warp][R]) added in warp order into
@@ -420,6 +427,21 @@ __device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
 // attend_split_kernel; each warp's rows are b0 .. b0 + 7 for b0 = s0 + 8 warp + 8 nw k.
 constexpr int kSplitRows = 8;
 
+// The loads of the selected rows b0 .. b0 + 7 (those below end) of a lane's 16 columns, all
+// issued before any is used: lanes 0-7 read the rows' indices, shuffled to the warp.
+__device__ __forceinline__ void fetch_rows8(const eng_cache &lat, const int32_t *sel, int b0,
+                                            int end, bool mine, int c0, raw16 (&r)[kSplitRows])
+{
+    int lane = threadIdx.x & 31;
+    int my = lane < kSplitRows && b0 + lane < end ? sel[b0 + lane] : 0;
+#pragma unroll
+    for (int u = 0; u < kSplitRows; u++) {
+        int row = __shfl_sync(0xffffffffu, my, u);
+        if (mine && b0 + u < end)
+            r[u] = load_raw16(lat, (size_t)row, c0);
+    }
+}
+
 __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const float *qt,
                                                             const int32_t *idx, const int *count,
                                                             int width, int H, int R, float scale,
@@ -440,14 +462,8 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
     float qv[16];
     load_q16(qrow, c0, mine, qv);
     for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
         raw16 r[kSplitRows];
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            int row = __shfl_sync(0xffffffffu, my, u);
-            if (mine && b0 + u < s1)
-                r[u] = load_raw16(lat, (size_t)row, c0);
-        }
+        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
         float dot[kSplitRows];
 #pragma unroll
         for (int u = 0; u < kSplitRows; u++) {
@@ -474,14 +490,8 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
     for (int j = 0; j < 16; j++)
         acc[j] = 0.0f;
     for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        int my = lane < kSplitRows && b0 + lane < s1 ? sel[b0 + lane] : 0;
         raw16 r[kSplitRows];
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            int row = __shfl_sync(0xffffffffu, my, u);
-            if (mine && b0 + u < s1)
-                r[u] = load_raw16(lat, (size_t)row, c0);
-        }
+        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
 #pragma unroll
         for (int u = 0; u < kSplitRows; u++)
             if (mine && b0 + u < s1) {
@@ -492,10 +502,7 @@ __global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const
                     acc[j] += ps * v[j];
             }
     }
-    if (mine)
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            sums[warp * R + c0 + j] = acc[j];
+    store_acc16(acc, mine, warp, R, c0, sums);
     split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
 }
 
