@@ -411,6 +411,31 @@ __device__ __forceinline__ float hc_part_sum(const float *part, int splits, int 
     return warp_sum(a);
 }
 
+// The sum of line `line` of an S x S matrix held one element a lane (v; S * S <= 32): its row
+// (rows) or its column, in index order.
+__device__ __forceinline__ float shfl_line_sum(float v, int S, int line, bool rows)
+{
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < S; c++)
+        sum += __shfl_sync(0xffffffffu, v, (rows ? line * S + c : c * S + line) & 31);
+    return sum;
+}
+
+// Each row (rows) or column of the S x S matrix C (shared) divided by its sum plus eps, the sum
+// in index order, a lane a whole line; then __syncwarp.
+__device__ __forceinline__ void hc_normalise_lines(float *C, int S, int lane, bool rows, float eps)
+{
+    for (int i = lane; i < S; i += 32) {
+        float sum = 0.0f;
+        for (int c = 0; c < S; c++)
+            sum += C[rows ? i * S + c : c * S + i];
+        for (int c = 0; c < S; c++)
+            C[rows ? i * S + c : c * S + i] /= sum + eps;
+    }
+    __syncwarp();
+}
+
 // Warp 0: post [S] and the Sinkhorn-normalised comb [S][S] of token t from the summed parts
 // (cpu_hc_pre's operations in its order; row and column sums by shuffles when S * S <= 32).
 // kS as in hc_fn_partial_kernel.
@@ -434,24 +459,15 @@ __device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, c
 #pragma unroll
         for (int c = 1; c < S; c++)
             mx = fmaxf(mx, __shfl_sync(0xffffffffu, v, (i * S + c) & 31));
-        float e = lane < SS ? expf(v - mx) : 0.0f, sum = 0.0f;
-#pragma unroll
-        for (int c = 0; c < S; c++)
-            sum += __shfl_sync(0xffffffffu, e, (i * S + c) & 31);
+        float e = lane < SS ? expf(v - mx) : 0.0f, sum = shfl_line_sum(e, S, i, true);
         v = lane < SS ? e / sum + hc_eps : 0.0f;
         for (int it = 0; it < iters; it++) {
             if (it > 0) {
-                float rsum = 0.0f;
-#pragma unroll
-                for (int c = 0; c < S; c++)
-                    rsum += __shfl_sync(0xffffffffu, v, (i * S + c) & 31);
+                float rsum = shfl_line_sum(v, S, i, true);
                 if (lane < SS)
                     v /= rsum + hc_eps;
             }
-            float csum = 0.0f;
-#pragma unroll
-            for (int r = 0; r < S; r++)
-                csum += __shfl_sync(0xffffffffu, v, (r * S + j) & 31);
+            float csum = shfl_line_sum(v, S, j, false);
             if (lane < SS)
                 v /= csum + hc_eps;
         }
@@ -473,24 +489,9 @@ __device__ void hc_sinkhorn_warp(const float *mus, int mix, const float *base, c
         }
         __syncwarp();
         for (int it = 0; it < iters; it++) {
-            if (it > 0) {
-                for (int i = lane; i < S; i += 32) { // rows: each lane owns whole rows
-                    float sum = 0.0f;
-                    for (int c = 0; c < S; c++)
-                        sum += C[i * S + c];
-                    for (int c = 0; c < S; c++)
-                        C[i * S + c] /= sum + hc_eps;
-                }
-                __syncwarp();
-            }
-            for (int j = lane; j < S; j += 32) { // columns
-                float sum = 0.0f;
-                for (int r = 0; r < S; r++)
-                    sum += C[r * S + j];
-                for (int r = 0; r < S; r++)
-                    C[r * S + j] /= sum + hc_eps;
-            }
-            __syncwarp();
+            if (it > 0)
+                hc_normalise_lines(C, S, lane, true, hc_eps);
+            hc_normalise_lines(C, S, lane, false, hc_eps);
         }
     }
     for (int k = lane; k < SS; k += 32)
