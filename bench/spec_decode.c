@@ -1,7 +1,9 @@
 /* spec_decode.c: the drafted-decoding benchmark of bench_spec and bench_cuda_spec (spec_decode.h):
- * each draft mode's replies timed on one engine at a time, checked against plain decoding. */
+ * each draft mode's replies timed on one engine at a time, checked against plain decoding; and
+ * the prompt-reuse benchmark of bench_spec_reuse and bench_cuda_spec. */
 #include "spec_decode.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@ static const char *backend_name(glm_backend b)
     return b == GLM_BACKEND_CUDA ? "cuda" : "cpu";
 }
 
-static glm_engine *open_engine(const sd_options *o, int draft, glm_error *err)
+static glm_engine *open_engine(const sd_options *o, int draft, int64_t cache_bytes, glm_error *err)
 {
     glm_engine_params p; /* the context and cache formats of the environment, as glmchat reads them */
     if (gpu_env_params(&p, err))
@@ -38,7 +40,7 @@ static glm_engine *open_engine(const sd_options *o, int draft, glm_error *err)
     p.model_dir = o->model_dir;
     p.backend = o->backend;
     p.n_threads = 0;
-    p.prompt_cache_bytes = -1;
+    p.prompt_cache_bytes = cache_bytes;
     p.draft = (glm_draft)draft;
     return glm_engine_open(&p, err);
 }
@@ -177,7 +179,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
                               {.name = "all-right"}};
     tok_ids ids = {0};
     int failed = 0, has_mtp = 0;
-    glm_engine *e = open_engine(o, SPEC_OFF, &err);
+    glm_engine *e = open_engine(o, SPEC_OFF, -1, &err);
     const tok_tokenizer *tk = e ? glm_engine_tokenizer(e, &err) : NULL;
     if (!tk || tok_encode(tk, text, strlen(text), &ids, &err)) {
         printf("FAIL: %s: %s\n", label, err.message);
@@ -193,7 +195,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
            half = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n, .right_in = 2},
            third = {.plain = &m[PLAIN].out, .n_prompt = (int)ids.n, .right_in = 3};
     if (!failed) { /* the copy engine runs the oracle too (an outside drafter replaces its own) */
-        e = open_engine(o, SPEC_COPY, &err);
+        e = open_engine(o, SPEC_COPY, -1, &err);
         if (!e) {
             printf("FAIL: copy: %s\n", err.message);
             failed = 1;
@@ -206,7 +208,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
         }
     }
     if (!failed && has_mtp) {
-        e = open_engine(o, SPEC_MTP, &err);
+        e = open_engine(o, SPEC_MTP, -1, &err);
         if (!e) {
             printf("FAIL: mtp: %s\n", err.message);
             failed = 1;
@@ -251,7 +253,7 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
 int sd_window_costs(const sd_options *o, int ctx)
 {
     glm_error err = {0};
-    glm_engine *e = open_engine(o, SPEC_OFF, &err);
+    glm_engine *e = open_engine(o, SPEC_OFF, -1, &err);
     glm_session *s = e ? glm_session_new(e, &err) : NULL;
     if (!s) {
         printf("FAIL: window costs: %s\n", err.message);
@@ -294,6 +296,82 @@ int sd_window_costs(const sd_options *o, int ctx)
     glm_session_free(s);
     glm_engine_close(e);
     return st ? 1 : 0;
+}
+
+int sd_bench_reuse(const sd_options *o, int ctx, int fresh, int64_t cache_bytes)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine(o, SPEC_OFF, cache_bytes, &err);
+    if (!e) {
+        printf("FAIL: reuse: %s\n", err.message);
+        return 1;
+    }
+    int n = ctx + fresh, V = engine_model(e)->cfg.vocab_size;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    float *want = malloc((size_t)V * sizeof *want);
+    glm_session *a = glm_session_new(e, &err), *b = a ? glm_session_new(e, &err) : NULL;
+    glm_status st = !ids || !want ? GLM_ERR_NOMEM : !b ? GLM_ERR_BACKEND : GLM_OK;
+    uint64_t x = 7;
+    for (int i = 0; ids && i < n; i++) { /* ids of the first 2,000 (real tokens in the demo model) */
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)(V < 2000 ? V : 2000));
+    }
+    if (!st)
+        st = glm_session_feed(a, ids, n < 64 ? n : 64, NULL, &err); /* warm-up: first launches */
+    double full = 0, keep = 0, resumed[3] = {0};
+    if (!st) {
+        glm_session_reset(a);
+        double t0 = bench_now_s();
+        st = glm_session_feed(a, ids, n, NULL, &err); /* the full prefill: the ceiling */
+        full = bench_now_s() - t0;
+    }
+    if (!st) {
+        memcpy(want, glm_session_logits(a), (size_t)V * sizeof *want);
+        glm_session_reset(a);
+        st = glm_session_feed(a, ids, ctx, NULL, &err); /* the conversation so far */
+    }
+    if (!st) {
+        double t0 = bench_now_s();
+        st = glm_session_keep(a, &err);
+        keep = bench_now_s() - t0;
+    }
+    float diff = 0;
+    int found = ctx;
+    for (int r = 0; r < 3 && !st && found == ctx; r++) {
+        glm_session_reset(b);
+        double t0 = bench_now_s();
+        found = glm_session_restore(b, ids, n, 0, n - 1);
+        if (found == ctx)
+            st = glm_session_feed(b, ids + ctx, fresh, NULL, &err);
+        resumed[r] = bench_now_s() - t0;
+        const float *l = glm_session_logits(b);
+        for (int i = 0; !st && found == ctx && i < V; i++)
+            diff = fmaxf(diff, fabsf(l[i] - want[i]));
+    }
+    if (st || found != ctx) {
+        if (st)
+            printf("FAIL: reuse: %s\n", st == GLM_ERR_NOMEM ? "out of memory" : err.message);
+        else
+            printf("FAIL: reuse: the kept state was not found (%d of %d tokens)\n", found, ctx);
+    } else {
+        double best = resumed[0];
+        for (int r = 1; r < 3; r++)
+            best = resumed[r] < best ? resumed[r] : best;
+        glm_cache_stats cs;
+        glm_engine_cache_stats(e, &cs);
+        printf("reuse (%s): context %d + %d new tokens: full prefill %.3f s (%.0f tok/s), resumed "
+               "from the kept state %.4f s (best of 3: %.4f, %.4f, %.4f) = %.2f%% of the full "
+               "prefill; keeping the state %.4f s, %.1f MiB; last logits differ by %.3g (0: bit "
+               "for bit)\n", backend_name(o->backend), ctx, fresh, full, n / full, best,
+               resumed[0], resumed[1], resumed[2], 100.0 * best / full, keep,
+               cs.bytes / 1048576.0, (double)diff);
+    }
+    free(want);
+    free(ids);
+    glm_session_free(a);
+    glm_session_free(b);
+    glm_engine_close(e);
+    return st || found != ctx ? 1 : 0;
 }
 
 void sd_print_note(void)

@@ -1,5 +1,6 @@
 /* spec_decode.h: the drafted-decoding benchmark bench_spec (CPU) and bench_cuda_spec (CUDA) share:
- * plain, copy-drafted, MTP-drafted and all-right (oracle) decode of one text, timed in one run. */
+ * plain, copy-drafted, MTP-drafted and all-right (oracle) decode of one text, timed in one run;
+ * and the prompt-reuse benchmark of bench_spec_reuse (CPU) and bench_cuda_spec. */
 #ifndef GLMCHAT_BENCH_SPEC_DECODE_H
 #define GLMCHAT_BENCH_SPEC_DECODE_H
 
@@ -25,6 +26,13 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text);
 /* The cost of a verifying forward of T = 1..9 rows, in one-token decode steps, after ctx tokens:
  * drafting gains only where 1 + the accepted drafts exceed it. 0, or 1 on failure. */
 int sd_window_costs(const sd_options *o, int ctx);
+
+/* Time to first token of a new turn of `fresh` tokens after ctx tokens, with and without reuse,
+ * on an engine with cache_bytes of prompt cache: a full prefill of all ctx + fresh tokens
+ * (after a warm-up) against a fresh session resumed from the state kept after ctx tokens (best
+ * of 3), the time to keep that state and its size, and the last logits' largest difference
+ * from the full prefill's (0: bit for bit). One line; 0, or 1 on failure (a FAIL line). */
+int sd_bench_reuse(const sd_options *o, int ctx, int fresh, int64_t cache_bytes);
 
 /* The line that says how far acceptance on a random-weight model means anything. */
 void sd_print_note(void);

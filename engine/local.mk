@@ -105,7 +105,7 @@ bench_bench_spec_SOURCES = bench/bench_spec.c bench/spec_decode.c bench/spec_dec
 bench_bench_spec_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_LDADD = $(glmchat_LDADD)
 EXTRA_PROGRAMS += bench/bench_spec_reuse
-bench_bench_spec_reuse_SOURCES = bench/bench_spec_reuse.c
+bench_bench_spec_reuse_SOURCES = bench/bench_spec_reuse.c bench/spec_decode.c bench/spec_decode.h
 bench_bench_spec_reuse_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 bench_bench_spec_reuse_LDADD = $(glmchat_LDADD)
 # the CUDA backend's memory plan (arithmetic only: runs without a GPU)
