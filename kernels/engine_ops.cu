@@ -70,6 +70,24 @@ static __device__ __forceinline__ void rmsnorm_regs(Value value, const float (&w
     }
 }
 
+// The loop form's RMSNorm of a row of D floats, the block's threads over d: c[d] = value(d) staged
+// in row (shared, [D]), its square added as it is made; out[d] = weight(d) * (c[d] / rms(c)).
+template <typename Value, typename Weight>
+static __device__ __forceinline__ void rmsnorm_staged(Value value, Weight weight, int D, float eps,
+                                                      float *row, float *red, float *out)
+{
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = value(d);
+        row[d] = acc;
+        ss += acc * acc;
+    }
+    ss = block_sum(ss, red);
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        out[d] = weight(d) * (row[d] * inv);
+}
+
 // One block per token (kMeanThreads threads): with S <= kMeanRegS and D <= 4 * kMeanThreads each
 // thread loads its 4 positions of every stream and of w before it waits on any (one round trip
 // instead of one per position and stream); else the loop form, the mean staged in shared memory.
@@ -83,7 +101,6 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
     __shared__ float red[33];
     extern __shared__ float row[];
     const float *x = X + (size_t)blockIdx.x * S * D;
-    float ss = 0.0f;
     if (S <= kMeanRegS && D <= kMeanRegD * (int)blockDim.x) {
         float xv[kMeanRegD][kMeanRegS], wv[kMeanRegD];
 #pragma unroll
@@ -105,18 +122,14 @@ __global__ void __launch_bounds__(kMeanThreads) mean_norm_kernel(float *h, const
         rmsnorm_regs<kMeanRegD>(mean, wv, D, eps, red, h + (size_t)blockIdx.x * D);
         return;
     }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    auto mean = [&](int d) { // the streams' mean at column d
         float acc = 0.0f;
         for (int k = 0; k < S; k++)
             acc += x[(size_t)k * D + d];
-        acc /= (float)S;
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        h[(size_t)blockIdx.x * D + d] = w[d] * (row[d] * inv);
+        return acc / (float)S;
+    };
+    rmsnorm_staged(mean, [&](int d) { return w[d]; }, D, eps, row, red,
+                   h + (size_t)blockIdx.x * D);
 }
 
 // rs[k] = the sum of the S x S matrix C's row k (rows) or column k, in index order, for k < S;
@@ -528,18 +541,13 @@ static __device__ __forceinline__ void hc_collapse_rmsnorm_row(const float *x, c
                                                                float eps, float *row, float *red,
                                                                float *ut)
 {
-    float ss = 0.0f;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    auto collapse = [&](int d) {
         float acc = 0.0f;
         for (int s = 0; s < S; s++)
             acc += pr[s] * x[(size_t)s * D + d];
-        row[d] = acc;
-        ss += acc * acc;
-    }
-    ss = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(ss / (float)D + eps);
-    for (int d = threadIdx.x; d < D; d += blockDim.x)
-        ut[d] = (norm ? norm[d] : 1.0f) * (row[d] * inv);
+        return acc;
+    };
+    rmsnorm_staged(collapse, [&](int d) { return norm ? norm[d] : 1.0f; }, D, eps, row, red, ut);
 }
 
 // One block of kHcPreThreads a token: pre, the collapse of the streams and its RMSNorm with norm
