@@ -108,14 +108,22 @@ int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream
 /* ---- products of many rows through cuBLASLt (engine_gemm.cu) ---------------------------- */
 #define ENG_GEMM_MIN_ROWS 8                   /* eng_matmul's GEMV path takes up to 8 rows */
 #define ENG_GEMM_WORKSPACE ((size_t)32 << 20) /* cuBLAS workspace, one per stream */
+/* A BF16 weight of at most ENG_GEMM_CONCAT_COLS columns whose three copies side by side fit
+ * ENG_GEMM_CONCAT_BYTES (6 * rows * cols) runs its three parts as one GEMM over 3 * cols (see
+ * eng_gemm); one buffer of those bytes per stream. */
+#define ENG_GEMM_CONCAT_COLS 512
+#define ENG_GEMM_CONCAT_BYTES ((size_t)16 << 20)
 /* Whether eng_gemm takes this matrix at T rows: BF16 or F32 weights, T > ENG_GEMM_MIN_ROWS. */
 int eng_gemm_takes(const eng_mat *w, int T);
-/* y = x W^T through cuBLASLt: BF16 weights against a hi + mid + lo bf16 split of x (three GEMMs
- * with f32 accumulation, about 24 bits of each input, as in an f32 product), F32 weights in f32.
- * One algorithm per weight shape (chosen at 1024 rows, checked at each T; split-K only with an
- * out-of-place reduction), so a row's bits do not depend on T or its place in the chunk. Each
- * stream holds a handle, ENG_GEMM_WORKSPACE bytes and a split buffer of 6 * T * cols bytes plus
- * 768 bytes of alignment (grown on first use). */
+/* y = x W^T through cuBLASLt: BF16 weights against a hi + mid + lo bf16 split of x (f32
+ * accumulation, about 24 bits of each input, as in an f32 product), F32 weights in f32. A narrow
+ * BF16 weight (ENG_GEMM_CONCAT_COLS, ENG_GEMM_CONCAT_BYTES) runs as one GEMM of [W W W] against
+ * each row's [lo mid hi] (the output written once: such products are bound by their output), any
+ * other as three GEMMs accumulated in y, lo first. One algorithm per weight shape (chosen at 1024
+ * rows, checked at each T; split-K only with an out-of-place reduction), so a row's bits do not
+ * depend on T or its place in the chunk. Each stream holds a handle, ENG_GEMM_WORKSPACE bytes, a
+ * split buffer of 6 * T * cols bytes plus 768 bytes of alignment, and for narrow weights
+ * ENG_GEMM_CONCAT_BYTES for the three copies (grown on first use). */
 int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream);
 /* Frees what eng_gemm holds for this stream (eng_stream_free calls it). */
 void eng_gemm_forget_stream(void *stream);

@@ -1,6 +1,6 @@
 // engine_gemm.cu: dense products of many rows (prefill) through cuBLASLt, one fixed algorithm a
 // weight shape so a row's bits do not depend on the row count: BF16 weights against a hi + mid + lo
-// bf16 split of the f32 inputs (three tensor-core GEMMs, f32 accumulation), F32 in f32.
+// bf16 split of the f32 inputs (tensor-core GEMMs, f32 accumulation), F32 in f32.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -140,8 +140,10 @@ struct per_stream {
     cublasHandle_t handle;
     void *workspace;
     size_t workspace_bytes;
-    __nv_bfloat16 *split; // hi, mid, lo: [T][cols] each, each from a 256-byte boundary
+    __nv_bfloat16 *split; // hi, mid, lo: [T][cols] each, each from a 256-byte boundary; or [T][3 cols]
     size_t split_bytes;
+    __nv_bfloat16 *w3;    // a narrow weight three times side by side: [rows][3 cols]
+    size_t w3_bytes;
     bool used;
 };
 
@@ -450,6 +452,71 @@ __global__ void split_kernel(const float *__restrict__ x, size_t n, __nv_bfloat1
     }
 }
 
+// A narrow weight's three parts as one GEMM over 3 cols: row t of x as [lo mid hi] (the parts
+// split_kernel makes, smallest first, as the three-GEMM form adds them) ...
+__global__ void split_rows_kernel(const float *__restrict__ x, int T, int cols,
+                                  __nv_bfloat16 *__restrict__ out)
+{
+    pdl_prologue();
+    size_t n = (size_t)T * cols, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        size_t t = i / cols, k = i - t * cols;
+        float v = x[i];
+        __nv_bfloat16 h = __float2bfloat16_rn(v);
+        float rest = v - __bfloat162float(h);
+        __nv_bfloat16 m = __float2bfloat16_rn(rest);
+        __nv_bfloat16 *row = out + t * 3 * cols;
+        row[k] = __float2bfloat16_rn(rest - __bfloat162float(m));
+        row[cols + k] = m;
+        row[2 * cols + k] = h;
+    }
+}
+
+// ... against [W W W]: each weight row three times over (16-byte copies where vec: cols % 8 == 0
+// and w 16-byte aligned; else element by element).
+__global__ void triple_kernel(const __nv_bfloat16 *__restrict__ w, int rows, int cols, int vec,
+                              __nv_bfloat16 *__restrict__ w3)
+{
+    pdl_prologue();
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    if (vec) {
+        int per = cols / 8;
+        size_t n = (size_t)rows * per;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+            size_t r = i / per, j = i - r * per;
+            uint4 v = reinterpret_cast<const uint4 *>(w)[i];
+            uint4 *o = reinterpret_cast<uint4 *>(w3 + r * 3 * cols) + j;
+            o[0] = v;
+            o[per] = v;
+            o[2 * per] = v;
+        }
+        return;
+    }
+    size_t n = (size_t)rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        size_t r = i / cols, k = i - r * cols;
+        __nv_bfloat16 v = w[i];
+        __nv_bfloat16 *o = w3 + r * 3 * cols + k;
+        o[0] = v;
+        o[cols] = v;
+        o[2 * cols] = v;
+    }
+}
+
+unsigned grid_for(size_t n)
+{
+    return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+}
+
+// Whether w's three parts run as one GEMM over 3 cols (a shape's choice: never T's): a narrow
+// input (cols <= ENG_GEMM_CONCAT_COLS) makes a product bound by its output, which three GEMMs
+// would write once and then read and write twice more.
+bool concat_parts(const eng_mat *w)
+{
+    return w->dtype == ENG_BF16 && w->cols <= ENG_GEMM_CONCAT_COLS &&
+           6 * (size_t)w->rows * (size_t)w->cols <= ENG_GEMM_CONCAT_BYTES;
+}
+
 } // namespace
 
 extern "C" int eng_gemm_takes(const eng_mat *w, int T)
@@ -488,7 +555,12 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     size_t n = (size_t)T * w->cols;
     // the three parts of the split each start on a 256-byte boundary
     size_t stride = (n + 127) & ~(size_t)127;
-    bool unaligned = ((uintptr_t)w->data | (uintptr_t)y | (w->dtype == ENG_F32 ? (uintptr_t)x : 0)) % kAlign;
+    bool cat = mode != MODE_DEFAULT && concat_parts(w);
+    eng_mat w3 = *w; // the shape the concatenated GEMM's plan is for (its data: e->w3)
+    w3.cols = 3 * w->cols;
+    // (e->w3 and e->split start on 256-byte boundaries)
+    bool unaligned = ((cat ? 0 : (uintptr_t)w->data) | (uintptr_t)y |
+                      (w->dtype == ENG_F32 ? (uintptr_t)x : 0)) % kAlign;
     per_stream *e = nullptr;
     plan *p = nullptr;
     cublasLtMatrixLayout_t b = nullptr, c = nullptr;
@@ -497,8 +569,11 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     {
         std::lock_guard<std::mutex> guard(g_lock);
         int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0, &e);
+        if (!rc && cat)
+            rc = grow(reinterpret_cast<void **>(&e->w3), &e->w3_bytes,
+                      6 * (size_t)w->rows * (size_t)w->cols, st);
         if (!rc && mode != MODE_DEFAULT)
-            rc = plan_for(w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
+            rc = plan_for(cat ? &w3 : w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
         for (int i = 0; !rc && p && i < p->n_at && !kept; i++)
             if (p->at[i].T == T) {
                 b = p->at[i].b;
@@ -536,20 +611,37 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         }
     }
     int rc = 0;
+    const float one = 1.0f, zero = 0.0f;
+    if (cat) { // one GEMM: [W W W] against each row's [lo mid hi]
+        bool vec = w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
+        launch(triple_kernel, grid_for((size_t)w->rows * w->cols / (vec ? 8 : 1)), 256, 0, st,
+               static_cast<const __nv_bfloat16 *>(w->data), w->rows, w->cols, vec ? 1 : 0, e->w3);
+        launch(split_rows_kernel, grid_for(n), 256, 0, st, x, T, w->cols, e->split);
+        cudaError_t crc = cudaGetLastError();
+        if (crc != cudaSuccess)
+            rc = (int)crc;
+        if (!rc)
+            rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->w3, p->a, e->split, b, &zero, y,
+                                     c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
+                         "a bf16 product (three parts side by side)", p);
+        if (b && !kept)
+            g_lt.layout_destroy(b);
+        if (c && !kept)
+            g_lt.layout_destroy(c);
+        return rc;
+    }
     __nv_bfloat16 *part[3] = {nullptr, nullptr, nullptr}; // lo, mid, hi
     if (w->dtype == ENG_BF16) {
         part[0] = e->split + 2 * stride;
         part[1] = e->split + stride;
         part[2] = e->split;
-        unsigned blocks = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-        launch(split_kernel, blocks, 256, 0, st, x, n, part[2], part[1], part[0]);
+        launch(split_kernel, grid_for(n), 256, 0, st, x, n, part[2], part[1], part[0]);
         cudaError_t crc = cudaGetLastError();
         if (crc != cudaSuccess)
             rc = (int)crc;
     }
     if (!rc && !p)
         return gemm_default(w, T, y, e, x, part);
-    const float one = 1.0f, zero = 0.0f;
     if (!rc && w->dtype == ENG_F32)
         rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, x, b, &zero, y, c, y, c,
                                  &p->algo, e->workspace, e->workspace_bytes, st),
@@ -586,6 +678,7 @@ extern "C" void eng_gemm_forget_stream(void *stream)
         g_api.destroy(e->handle);
         cudaFree(e->workspace);
         cudaFree(e->split);
+        cudaFree(e->w3);
         *e = per_stream{};
     }
 }

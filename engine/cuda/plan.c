@@ -137,13 +137,13 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->score_per_token = nd ? (CUDA_SCORE_ROWS * 4 + kp - 1) / kp : 0;
     p->dsa_fixed = nd ? CUDA_SCORE_ROWS * 4 + CUDA_SCORE_ROWS * ENG_DSA_WORK_INTS * 4 : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
-    /* eng_gemm per stream: its cuBLAS workspace and the 3-part bf16 split of the widest input
-     * (each part from a 256-byte boundary) */
+    /* eng_gemm per stream: its cuBLAS workspace, the 3-part bf16 split of the widest input
+     * (each part from a 256-byte boundary) and a narrow weight's three copies */
     size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
     size_t cols = max2(S * D, max2(C, (size_t)c->num_heads * (size_t)c->v_head_dim));
     cols = max2(cols, max2((size_t)c->intermediate_size,
                            (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
-    p->gemm = ENG_GEMM_WORKSPACE + 6 * (size_t)chunk * cols + 3 * 256;
+    p->gemm = ENG_GEMM_WORKSPACE + ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * cols + 3 * 256;
     p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
     /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
     p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;
