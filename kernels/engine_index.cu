@@ -901,6 +901,22 @@ __global__ void __launch_bounds__(kFinishThreads) select_hist_finish_kernel(cons
     }
 }
 
+// A flag's count over the block from its warps' ballots: the flags set in the warps before this
+// thread's (returned) and in the whole block (*all). cnt: shared, one int a warp; a barrier
+// inside, so every thread calls.
+__device__ __forceinline__ int warps_before(unsigned ballot, int *cnt, int *all)
+{
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0)
+        cnt[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < nw; w++)
+        before += w < warp ? cnt[w] : 0, total += cnt[w];
+    *all = total;
+    return before;
+}
+
 __global__ void __launch_bounds__(kSegThreads) select_gather_kernel(const float *scores,
                                                                     const int *work, const int *pos0,
                                                                     int t_off, int kp, int budget,
@@ -932,26 +948,15 @@ __global__ void __launch_bounds__(kSegThreads) select_gather_kernel(const float 
     uint32_t thr = (uint32_t)state[0];
     int rem = state[1], sel_base = state[2 + s], eq_base = state[2 + kMaxSplits + s];
     const float *sc = scores + (size_t)t * max_pools;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     for (int base = b0; base < b1; base += blockDim.x) {
         int i = base + threadIdx.x;
         uint32_t key = i < b1 ? order_key(sc[i]) : 0u;
         bool gt = i < b1 && key > thr, eq = i < b1 && key == thr;
         unsigned me = __ballot_sync(0xffffffffu, eq);
-        if (lane == 0)
-            w_eq[warp] = __popc(me);
-        __syncthreads();
-        int eq_w = 0, eq_all = 0;
-        for (int w = 0; w < nw; w++)
-            eq_w += w < warp ? w_eq[w] : 0, eq_all += w_eq[w];
+        int eq_all, eq_w = warps_before(me, w_eq, &eq_all);
         bool sel = gt || (eq && eq_base + eq_w + __popc(me & lanes_below()) < rem);
         unsigned ms = __ballot_sync(0xffffffffu, sel);
-        if (lane == 0)
-            w_sel[warp] = __popc(ms);
-        __syncthreads();
-        int sel_w = 0, sel_all = 0;
-        for (int w = 0; w < nw; w++)
-            sel_w += w < warp ? w_sel[w] : 0, sel_all += w_sel[w];
+        int sel_all, sel_w = warps_before(ms, w_sel, &sel_all);
         if (sel) {
             size_t at = (size_t)(sel_base + sel_w + __popc(ms & lanes_below())) * kp;
             for (int j = 0; j < kp; j++)
