@@ -436,20 +436,22 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
 // hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid): the three carry about 24
 // significant bits of x, as an f32 product would (hi + lo alone, about 16 bits, can move an
 // indexer near-tie past the parity test's tolerance, which a mkmodel model showed).
+__device__ __forceinline__ void split3(float v, __nv_bfloat16 &h, __nv_bfloat16 &m,
+                                       __nv_bfloat16 &l)
+{
+    h = __float2bfloat16_rn(v);
+    float rest = v - __bfloat162float(h);
+    m = __float2bfloat16_rn(rest);
+    l = __float2bfloat16_rn(rest - __bfloat162float(m));
+}
+
 __global__ void split_kernel(const float *__restrict__ x, size_t n, __nv_bfloat16 *__restrict__ hi,
                              __nv_bfloat16 *__restrict__ mid, __nv_bfloat16 *__restrict__ lo)
 {
     pdl_prologue();
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = x[i];
-        __nv_bfloat16 h = __float2bfloat16_rn(v);
-        float rest = v - __bfloat162float(h);
-        __nv_bfloat16 m = __float2bfloat16_rn(rest);
-        hi[i] = h;
-        mid[i] = m;
-        lo[i] = __float2bfloat16_rn(rest - __bfloat162float(m));
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        split3(x[i], hi[i], mid[i], lo[i]);
 }
 
 // A narrow weight's three parts as one GEMM over 3 cols: row t of x as [lo mid hi] (the parts
@@ -461,14 +463,8 @@ __global__ void split_rows_kernel(const float *__restrict__ x, int T, int cols,
     size_t n = (size_t)T * cols, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         size_t t = i / cols, k = i - t * cols;
-        float v = x[i];
-        __nv_bfloat16 h = __float2bfloat16_rn(v);
-        float rest = v - __bfloat162float(h);
-        __nv_bfloat16 m = __float2bfloat16_rn(rest);
         __nv_bfloat16 *row = out + t * 3 * cols;
-        row[k] = __float2bfloat16_rn(rest - __bfloat162float(m));
-        row[cols + k] = m;
-        row[2 * cols + k] = h;
+        split3(x[i], row[2 * cols + k], row[cols + k], row[k]);
     }
 }
 
