@@ -183,8 +183,9 @@ typedef enum glm_cuda_gemm {
     GLM_CUDA_GEMM_SHOW,        /* fixed, and each shape's choice logged (GLM_LOG_DEBUG) */
     GLM_CUDA_GEMM_NOSPLIT,     /* fixed algorithms without split-K (a second choice to compare) */
     GLM_CUDA_GEMM_CUBLAS,      /* cublasGemmEx's own choice: comparison only, row bits depend on T */
+    GLM_CUDA_GEMM_FP16X2,      /* fixed, over two scaled fp16 parts of each input (a candidate) */
 } glm_cuda_gemm;
-#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default"
+#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|fp16x2"
 
 /* Switches of the CUDA backend that developers flip to compare kernels; all zero: the defaults.
  * The CPU backend ignores them. Those that change what the ranks compute (kv_index) are part of

@@ -113,6 +113,11 @@ int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream
  * eng_gemm); one buffer of those bytes per stream. */
 #define ENG_GEMM_CONCAT_COLS 512
 #define ENG_GEMM_CONCAT_BYTES ((size_t)16 << 20)
+/* ENG_GEMM_FP16X2 takes the BF16 weights whose fp16 copy (2 * rows * cols bytes; 4 * for the
+ * narrow ones above, twice side by side) fits this, one buffer of it per stream (grown on first
+ * use); a larger one (an LM head) runs as three bf16 parts. It holds every dense weight of
+ * GLM-5.3-Flash (the largest, the MLA output's 4096 x 16384, exactly). */
+#define ENG_GEMM_HALF_BYTES ((size_t)128 << 20)
 /* Whether eng_gemm takes this matrix at T rows: BF16 or F32 weights, T > ENG_GEMM_MIN_ROWS. */
 int eng_gemm_takes(const eng_mat *w, int T);
 /* y = x W^T through cuBLASLt: BF16 weights against a hi + mid + lo bf16 split of x (f32
@@ -130,8 +135,13 @@ void eng_gemm_forget_stream(void *stream);
 /* How eng_gemm picks its algorithm, process-wide (the engine's cuda.gemm): the fixed algorithms
  * (the default); the same with each shape's choice logged when made (kern_log, debug); fixed
  * algorithms without split-K (a second fixed choice to compare with); cublasGemmEx's own
- * choice (the former path, for comparison only: its row bits depend on T). */
-enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT };
+ * choice (the former path, for comparison only: its row bits depend on T); fixed algorithms
+ * over two fp16 parts instead of three bf16 ones (a candidate: 2/3 of the tensor work): the
+ * weight scaled by one power of two into fp16 (exact for all but its tiniest values), each input
+ * row by its own power of two into hi + lo fp16 (about 22 bits), one pass scaling y's rows back.
+ * Each stream then holds a split buffer of 4 * T * cols + 4 * T bytes plus 1 KiB of alignment
+ * and the weight's fp16 copy (ENG_GEMM_HALF_BYTES at most). */
+enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG_GEMM_FP16X2 };
 /* 0, or -1 for a mode not above (the mode is then left as it was). */
 int eng_gemm_set_mode(int mode);
 

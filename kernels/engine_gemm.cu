@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "engine_common.cuh"
+#include "gemm_fp16x2.h"
 
 namespace {
 
@@ -144,6 +145,8 @@ struct per_stream {
     size_t split_bytes;
     __nv_bfloat16 *w3;    // a narrow weight three times side by side: [rows][3 cols]
     size_t w3_bytes;
+    __half *wh;           // cuda_gemm = fp16x2: the weight scaled to fp16, once or twice side by side
+    size_t wh_bytes;
     bool used;
 };
 
@@ -239,6 +242,7 @@ constexpr uintptr_t kAlign = 16;
 
 struct plan {
     int rows, cols, dtype;
+    bool half;      // fp16 weight and input parts (ENG_GEMM_FP16X2; dtype is then the weight's ENG_BF16)
     bool nosplit;   // only algorithms without split-K (ENG_GEMM_NOSPLIT)
     bool unaligned; // for operands aligned to their element only
     cublasLtMatmulDesc_t desc;
@@ -259,16 +263,22 @@ struct plan {
 
 plan g_plans[kMaxPlans];
 
+// the operands' type, for messages
+const char *type_name(const plan *p) { return p->half ? "fp16" : p->dtype == ENG_BF16 ? "bf16" : "f32"; }
+
 int lt_code(cublasStatus_t s, const char *what, const plan *p)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
     kern_log(0, "cuBLASLt failed in %s (%d x %d %s weights): %s", what, p->rows,
-            p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", g_api.status_string(s));
+            p->cols, type_name(p), g_api.status_string(s));
     return s == CUBLAS_STATUS_ALLOC_FAILED ? (int)cudaErrorMemoryAllocation : (int)cudaErrorUnknown;
 }
 
-cudaDataType in_type(const plan *p) { return p->dtype == ENG_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType in_type(const plan *p)
+{
+    return p->half ? CUDA_R_16F : p->dtype == ENG_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 // The input (cols x T, column-major) and output (rows x T) layouts at T rows.
 int io_layouts(const plan *p, int T, cublasLtMatrixLayout_t *b, cublasLtMatrixLayout_t *c)
@@ -297,9 +307,10 @@ bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttribute
 
 // eng_gemm_set_mode's choice (engine.h): ENG_GEMM_FIXED, ENG_GEMM_SHOW (the same, and each
 // shape's choice logged when it is made), ENG_GEMM_NOSPLIT (fixed algorithms without split-K:
-// the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice).
+// the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice), ENG_GEMM_FP16X2
+// (fixed algorithms over two scaled fp16 parts, gemm_fp16x2).
 enum { MODE_FIXED = ENG_GEMM_FIXED, MODE_SHOW = ENG_GEMM_SHOW, MODE_DEFAULT = ENG_GEMM_CUBLAS,
-       MODE_NOSPLIT = ENG_GEMM_NOSPLIT };
+       MODE_NOSPLIT = ENG_GEMM_NOSPLIT, MODE_FP16X2 = ENG_GEMM_FP16X2 };
 int g_mode = MODE_FIXED; // set while no product runs (the engine's open)
 int gemm_mode() { return g_mode; }
 
@@ -383,24 +394,24 @@ int choose(plan *p, bool show)
         return rc;
     if (!found) {
         kern_log(0, "cuBLASLt offers no fixed-order algorithm for %d x %d %s weights "
-                "(of %d candidates)", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", n);
+                "(of %d candidates)", p->rows, p->cols, type_name(p), n);
         return (int)cudaErrorNotSupported;
     }
     if (show || p->unaligned)
         kern_log(show ? 3 : 1, "eng_gemm %d x %d %s%s%s: algorithm %u, tile %u, split-K %u, reduction %u "
-                "(candidate %d of %d)", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32",
+                "(candidate %d of %d)", p->rows, p->cols, type_name(p),
                 p->nosplit ? " nosplit" : "", p->unaligned ? " for operands off 16-byte alignment" : "",
                 p->id, p->tile, p->splitk, p->reduction, pick, n);
     return 0;
 }
 
-// The plan of w's shape, chosen on its first product. Under g_lock.
-int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **out)
+// The plan of w's shape (half: as fp16 parts), chosen on its first product. Under g_lock.
+int plan_for(const eng_mat *w, bool half, bool nosplit, bool unaligned, bool show, plan **out)
 {
     for (int i = 0; i < kMaxPlans; i++) {
         plan *p = &g_plans[i];
         if (p->used && p->rows == w->rows && p->cols == w->cols && p->dtype == w->dtype &&
-            p->nosplit == nosplit && p->unaligned == unaligned) {
+            p->half == half && p->nosplit == nosplit && p->unaligned == unaligned) {
             *out = p;
             return 0;
         }
@@ -413,6 +424,7 @@ int plan_for(const eng_mat *w, bool nosplit, bool unaligned, bool show, plan **o
         p->rows = w->rows;
         p->cols = w->cols;
         p->dtype = w->dtype;
+        p->half = half;
         p->nosplit = nosplit;
         p->unaligned = unaligned;
         int rc = choose(p, show);
@@ -513,6 +525,322 @@ bool concat_parts(const eng_mat *w)
            6 * (size_t)w->rows * (size_t)w->cols <= ENG_GEMM_CONCAT_BYTES;
 }
 
+// What a product holds once set up: its stream's entry, its plan (none on the comparison path),
+// the input and output layouts at its T (the plan's own when `kept`, else destroyed after it).
+struct call {
+    per_stream *e = nullptr;
+    plan *p = nullptr;
+    cublasLtMatrixLayout_t b = nullptr, c = nullptr;
+    bool kept = false;
+};
+
+void release(call *k)
+{
+    if (k->b && !k->kept)
+        g_lt.layout_destroy(k->b);
+    if (k->c && !k->kept)
+        g_lt.layout_destroy(k->c);
+    k->b = k->c = nullptr;
+}
+
+// which per-stream weight buffer a product writes
+enum weight_buffer { WB_NONE, WB_TRIPLE, WB_HALF };
+
+// Sets up a product of `shape` (half: its fp16 form) at T rows on st: the stream's entry with a
+// split buffer of split_bytes, its weight buffer `wb` of wb_bytes, and where `planned` the
+// shape's fixed algorithm checked at T, with the workspace it needs there.
+int prepare(const eng_mat *shape, bool half, int T, cudaStream_t st, size_t split_bytes,
+            weight_buffer wb, size_t wb_bytes, bool planned, bool nosplit, bool unaligned, bool show,
+            call *k)
+{
+    std::lock_guard<std::mutex> guard(g_lock);
+    int rc = entry_for(st, split_bytes, &k->e);
+    per_stream *e = k->e;
+    if (!rc && wb == WB_TRIPLE)
+        rc = grow(reinterpret_cast<void **>(&e->w3), &e->w3_bytes, wb_bytes, st);
+    if (!rc && wb == WB_HALF)
+        rc = grow(reinterpret_cast<void **>(&e->wh), &e->wh_bytes, wb_bytes, st);
+    if (!rc && planned)
+        rc = plan_for(shape, half, nosplit, unaligned, show, &k->p);
+    plan *p = k->p;
+    cublasLtMatmulHeuristicResult_t fit = {};
+    for (int i = 0; !rc && p && i < p->n_at && !k->kept; i++)
+        if (p->at[i].T == T) {
+            k->b = p->at[i].b;
+            k->c = p->at[i].c;
+            fit.workspaceSize = p->at[i].workspace;
+            k->kept = true;
+        }
+    if (!rc && p && !k->kept)
+        rc = io_layouts(p, T, &k->b, &k->c);
+    if (!rc && p && !k->kept) {
+        // the fixed algorithm at this T: refused means a loud failure, never another choice
+        cublasStatus_t s = g_lt.check(g_lt_handle, p->desc, p->a, k->b, k->c, k->c, &p->algo, &fit);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            kern_log(0, "the fixed algorithm of %d x %d %s weights does not take "
+                    "%d rows: %s", p->rows, p->cols, type_name(p), T, g_api.status_string(s));
+            rc = (int)cudaErrorNotSupported;
+        } else if (p->n_at < (int)(sizeof p->at / sizeof *p->at)) {
+            p->at[p->n_at++] = {T, k->b, k->c, fit.workspaceSize};
+            k->kept = true;
+        }
+    }
+    if (!rc && p && fit.workspaceSize > e->workspace_bytes) {
+        rc = grow(&e->workspace, &e->workspace_bytes, fit.workspaceSize, st);
+        if (!rc) // the comparison path's handle holds the workspace too
+            rc = cublas_code(g_api.set_workspace(e->handle, e->workspace, e->workspace_bytes),
+                             "setting the workspace");
+    }
+    if (rc)
+        release(k);
+    return rc;
+}
+
+// ---- cuda_gemm = fp16x2: two fp16 parts of each input row against the weight in fp16 ----
+// y[t][n] = 2^-(a_t + s) (sum_k lo[t][k] W'[n][k] + sum_k hi[t][k] W'[n][k]), where
+//   W' = fp16(W 2^s), s one power of two for the whole weight (its largest |W| 2^s in [2^14,
+//   2^15)): a bf16's 8 significant bits fit fp16's 11, so every weight whose scaled magnitude is
+//   a normal fp16 (>= 2^-14, i.e. within 2^28 of the largest) converts exactly; a smaller one
+//   lands among fp16's subnormals and is rounded by at most 2^-25, under 2^-39 of the largest;
+//   hi = fp16(x 2^a_t), lo = fp16(x 2^a_t - hi), a_t a power of two a row (its largest |x| 2^a_t in
+//   [2^14, 2^15); a zero row 0): hi + lo keep about 22 significant bits of each input (the error
+//   a term under 2^-22 of it, or 2^-25 absolute after the scale for the row's smallest elements),
+//   below what the f32 accumulation itself loses over a few thousand terms; a row's a_t is its
+//   own, so its bits do not depend on the chunk.
+// The products run with alpha 1 and one elementwise pass then scales each output row by its
+// token's 2^-(a_t + s) (unscale_kernel). cuBLASLt's per-row alpha vectors (the pointer modes
+// ALPHA_DEVICE_VECTOR_*) scale D's rows, which in this file's column-major D = W X are the
+// weight's outputs, not the tokens; using them means swapping the operands and writing D in row
+// order, which cuBLASLt supports for fewer algorithms (and another fixed choice than the other
+// modes'): the extra read and write of y is the simpler, always-supported price.
+// The parts are exact power-of-two multiples (gemm_fp16x2_scale), so the scale is exact too
+// (unless an output leaves f32's normal range).
+
+// The largest of m across the block (each thread's m, all threads get it).
+__device__ __forceinline__ unsigned block_max(unsigned m, unsigned *warp_max)
+{
+    for (int o = 16; o; o >>= 1)
+        m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0)
+        warp_max[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = 0;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++)
+        m = max(m, warp_max[i]);
+    return m;
+}
+
+// One block a row t: its shift a_t (into row_shift[t]), then hi and lo of each element at
+// hi + t ld, lo + t ld. Block 0 also zeroes the weight's maximum for weight_max_kernel (the
+// previous product's unscale_kernel, which read it, has ended: pdl_prologue waits for it).
+__global__ void split_half_kernel(const float *__restrict__ x, int cols, __half *__restrict__ lo,
+                                  __half *__restrict__ hi, size_t ld, int *__restrict__ row_shift,
+                                  unsigned *__restrict__ weight_max)
+{
+    pdl_prologue();
+    __shared__ unsigned warp_max[32];
+    size_t t = blockIdx.x;
+    const float *row = x + t * (size_t)cols;
+    unsigned m = 0;
+    for (int k = threadIdx.x; k < cols; k += blockDim.x)
+        m = max(m, __float_as_uint(row[k]) & 0x7fffffffu); // NaN and Inf above every finite value
+    int a = gemm_fp16x2_shift(block_max(m, warp_max));
+    if (threadIdx.x == 0) {
+        row_shift[t] = a;
+        if (t == 0)
+            *weight_max = 0;
+    }
+    for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+        float v = gemm_fp16x2_scale(row[k], a);
+        __half h = __float2half_rn(v);
+        hi[t * ld + k] = h;
+        lo[t * ld + k] = __float2half_rn(v - __half2float(h)); // v - h is exact in f32
+    }
+}
+
+__device__ __forceinline__ unsigned bf16x2_abs_max(unsigned u)
+{
+    return max(u & 0x7fffu, (u >> 16) & 0x7fffu);
+}
+
+// The largest |w| over n bf16s (16-byte loads where vec), as float bits, into *weight_max.
+__global__ void weight_max_kernel(const __nv_bfloat16 *__restrict__ w, size_t n, int vec,
+                                  unsigned *__restrict__ weight_max)
+{
+    pdl_prologue();
+    __shared__ unsigned warp_max[32];
+    size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned m = 0;
+    if (vec) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(w);
+        for (size_t i = first; i < n / 8; i += stride) {
+            uint4 q = v[i];
+            m = max(max(m, bf16x2_abs_max(q.x)), max(bf16x2_abs_max(q.y),
+                                                     max(bf16x2_abs_max(q.z), bf16x2_abs_max(q.w))));
+        }
+    } else {
+        const uint16_t *bits = reinterpret_cast<const uint16_t *>(w);
+        for (size_t i = first; i < n; i += stride)
+            m = max(m, (unsigned)(bits[i] & 0x7fffu));
+    }
+    m = block_max(m, warp_max);
+    if (threadIdx.x == 0 && m)
+        atomicMax(weight_max, gemm_fp16x2_bf16_abs_bits((uint16_t)m));
+}
+
+__device__ __forceinline__ unsigned short bf16_to_half_bits(unsigned bf16, int s)
+{
+    float f = __uint_as_float(bf16 << 16);
+    return __half_as_ushort(__float2half_rn(gemm_fp16x2_scale(f, s)));
+}
+
+__device__ __forceinline__ unsigned bf16x2_to_half2(unsigned u, int s)
+{
+    return bf16_to_half_bits(u & 0xffffu, s) | ((unsigned)bf16_to_half_bits(u >> 16, s) << 16);
+}
+
+// W' = fp16(W 2^s) (s from *weight_max), each row `copies` (1 or 2) times side by side: out row r
+// is [W'r] or [W'r W'r] (the narrow weights' one GEMM over [lo hi]); 8 values a thread where vec
+// (cols % 8 == 0 and w 16-byte aligned).
+__global__ void weight_half_kernel(const __nv_bfloat16 *__restrict__ w, int rows, int cols, int copies,
+                                   int vec, const unsigned *__restrict__ weight_max,
+                                   __half *__restrict__ out)
+{
+    pdl_prologue();
+    int s = gemm_fp16x2_shift(*weight_max);
+    size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        int per = cols / 8;
+        size_t n = (size_t)rows * per;
+        for (size_t i = first; i < n; i += stride) {
+            size_t r = i / per, j = i - r * per;
+            uint4 q = reinterpret_cast<const uint4 *>(w)[i];
+            uint4 h = {bf16x2_to_half2(q.x, s), bf16x2_to_half2(q.y, s), bf16x2_to_half2(q.z, s),
+                       bf16x2_to_half2(q.w, s)};
+            uint4 *o = reinterpret_cast<uint4 *>(out + r * copies * cols) + j;
+            o[0] = h;
+            if (copies == 2)
+                o[per] = h;
+        }
+        return;
+    }
+    const uint16_t *bits = reinterpret_cast<const uint16_t *>(w);
+    size_t n = (size_t)rows * cols;
+    for (size_t i = first; i < n; i += stride) {
+        size_t r = i / cols, k = i - r * cols;
+        __half h = __ushort_as_half(bf16_to_half_bits(bits[i], s));
+        __half *o = out + r * copies * cols + k;
+        o[0] = h;
+        if (copies == 2)
+            o[cols] = h;
+    }
+}
+
+// y[t][:] *= 2^-(row_shift[t] + s): the parts' scales undone (float4 where vec: rows % 4 == 0
+// and y 16-byte aligned).
+__global__ void unscale_kernel(float *__restrict__ y, int T, int rows, int vec,
+                               const int *__restrict__ row_shift, const unsigned *__restrict__ weight_max)
+{
+    pdl_prologue();
+    int s = gemm_fp16x2_shift(*weight_max);
+    size_t stride = (size_t)gridDim.x * blockDim.x, first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        int per = rows / 4;
+        size_t n = (size_t)T * per;
+        float4 *y4 = reinterpret_cast<float4 *>(y);
+        for (size_t i = first; i < n; i += stride) {
+            int k = -(row_shift[i / per] + s);
+            float4 v = y4[i];
+            v.x = gemm_fp16x2_scale(v.x, k);
+            v.y = gemm_fp16x2_scale(v.y, k);
+            v.z = gemm_fp16x2_scale(v.z, k);
+            v.w = gemm_fp16x2_scale(v.w, k);
+            y4[i] = v;
+        }
+        return;
+    }
+    size_t n = (size_t)T * rows;
+    for (size_t i = first; i < n; i += stride)
+        y[i] = gemm_fp16x2_scale(y[i], -(row_shift[i / rows] + s));
+}
+
+// The bytes of w's fp16 copy (twice side by side for a narrow weight); the mode takes the BF16
+// weights whose copy fits ENG_GEMM_HALF_BYTES (engine.h).
+size_t half_copy_bytes(const eng_mat *w)
+{
+    return (concat_parts(w) ? 4 : 2) * (size_t)w->rows * (size_t)w->cols;
+}
+
+bool fp16x2_takes(const eng_mat *w)
+{
+    return w->dtype == ENG_BF16 && half_copy_bytes(w) <= ENG_GEMM_HALF_BYTES;
+}
+
+// a launch's error as a code (and taken off cudaGetLastError, as the launches above leave none)
+int launched(cudaError_t rc)
+{
+    if (rc == cudaSuccess)
+        return 0;
+    cudaGetLastError();
+    return (int)rc;
+}
+
+// A BF16 product in cuda_gemm = fp16x2 (the comment above split_half_kernel): a narrow weight
+// (concat_parts) as one GEMM of [W' W'] against each row's [lo hi], any other as two GEMMs into y,
+// lo first; then the scale pass. The split buffer holds the parts (from 256-byte boundaries),
+// then the weight's largest magnitude (256 bytes) and the rows' shifts.
+int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, cudaStream_t st)
+{
+    size_t K = (size_t)w->cols, R = (size_t)w->rows, n = (size_t)T * K;
+    size_t stride = (n + 127) & ~(size_t)127, scales_at = 2 * stride * sizeof(__half);
+    bool cat = concat_parts(w);
+    eng_mat shape = *w; // the plan's shape: [W' W'] is rows x 2 cols
+    if (cat)
+        shape.cols = 2 * w->cols;
+    call k;
+    // the weight and the parts are this stream's own buffers (256-byte aligned): only y may be off
+    int rc = prepare(&shape, true, T, st, scales_at + 256 + (size_t)T * sizeof(int), WB_HALF,
+                     half_copy_bytes(w), true, false, (uintptr_t)y % kAlign != 0, true, &k);
+    if (rc)
+        return rc;
+    per_stream *e = k.e;
+    plan *p = k.p;
+    char *base = reinterpret_cast<char *>(e->split);
+    __half *lo = reinterpret_cast<__half *>(base), *hi = lo + (cat ? K : stride);
+    unsigned *weight_max = reinterpret_cast<unsigned *>(base + scales_at);
+    int *row_shift = reinterpret_cast<int *>(base + scales_at + 256);
+    const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
+    bool vec = K % 8 == 0 && (uintptr_t)w->data % 16 == 0;
+    size_t wn = R * K;
+    rc = launched(launch(split_half_kernel, (unsigned)T, 256, 0, st, x, w->cols, lo, hi, cat ? 2 * K : K,
+                         row_shift, weight_max));
+    if (!rc)
+        rc = launched(launch(weight_max_kernel, grid_for(vec ? wn / 8 : wn), 256, 0, st, wd, wn,
+                             vec ? 1 : 0, weight_max));
+    if (!rc)
+        rc = launched(launch(weight_half_kernel, grid_for(vec ? wn / 8 : wn), 256, 0, st, wd, w->rows,
+                             w->cols, cat ? 2 : 1, vec ? 1 : 0, (const unsigned *)weight_max, e->wh));
+    const float one = 1.0f, zero = 0.0f;
+    if (!rc && cat)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
+                                 k.c, &p->algo, e->workspace, e->workspace_bytes, st),
+                     "an fp16 product (two parts side by side)", p);
+    if (!rc && !cat)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
+                                 k.c, &p->algo, e->workspace, e->workspace_bytes, st),
+                     "an fp16 product (lo)", p);
+    if (!rc && !cat)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, hi, k.b, &one, y, k.c, y,
+                                 k.c, &p->algo, e->workspace, e->workspace_bytes, st),
+                     "an fp16 product (hi)", p);
+    bool yvec = R % 4 == 0 && (uintptr_t)y % 16 == 0;
+    if (!rc)
+        rc = launched(launch(unscale_kernel, grid_for((size_t)T * R / (yvec ? 4 : 1)), 256, 0, st, y, T,
+                             w->rows, yvec ? 1 : 0, (const int *)row_shift, (const unsigned *)weight_max));
+    release(&k);
+    return rc;
+}
+
 } // namespace
 
 extern "C" int eng_gemm_takes(const eng_mat *w, int T)
@@ -548,6 +876,8 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         return -1;
     int mode = gemm_mode();
     cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (mode == MODE_FP16X2 && fp16x2_takes(w))
+        return gemm_fp16x2(w, x, T, y, st);
     size_t n = (size_t)T * w->cols;
     // the three parts of the split each start on a 256-byte boundary
     size_t stride = (n + 127) & ~(size_t)127;
@@ -557,56 +887,15 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     // (e->w3 and e->split start on 256-byte boundaries)
     bool unaligned = ((cat ? 0 : (uintptr_t)w->data) | (uintptr_t)y |
                       (w->dtype == ENG_F32 ? (uintptr_t)x : 0)) % kAlign;
-    per_stream *e = nullptr;
-    plan *p = nullptr;
-    cublasLtMatrixLayout_t b = nullptr, c = nullptr;
-    bool kept = false; // b and c belong to the plan's list
-    cublasLtMatmulHeuristicResult_t fit = {};
-    {
-        std::lock_guard<std::mutex> guard(g_lock);
-        int rc = entry_for(st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0, &e);
-        if (!rc && cat)
-            rc = grow(reinterpret_cast<void **>(&e->w3), &e->w3_bytes,
-                      6 * (size_t)w->rows * (size_t)w->cols, st);
-        if (!rc && mode != MODE_DEFAULT)
-            rc = plan_for(cat ? &w3 : w, mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &p);
-        for (int i = 0; !rc && p && i < p->n_at && !kept; i++)
-            if (p->at[i].T == T) {
-                b = p->at[i].b;
-                c = p->at[i].c;
-                fit.workspaceSize = p->at[i].workspace;
-                kept = true;
-            }
-        if (!rc && p && !kept)
-            rc = io_layouts(p, T, &b, &c);
-        if (!rc && p && !kept) {
-            // the fixed algorithm at this T: refused means a loud failure, never another choice
-            cublasStatus_t s = g_lt.check(g_lt_handle, p->desc, p->a, b, c, c, &p->algo, &fit);
-            if (s != CUBLAS_STATUS_SUCCESS) {
-                kern_log(0, "the fixed algorithm of %d x %d %s weights does not take "
-                        "%d rows: %s", p->rows, p->cols, p->dtype == ENG_BF16 ? "bf16" : "f32", T,
-                        g_api.status_string(s));
-                rc = (int)cudaErrorNotSupported;
-            } else if (p->n_at < (int)(sizeof p->at / sizeof *p->at)) {
-                p->at[p->n_at++] = {T, b, c, fit.workspaceSize};
-                kept = true;
-            }
-        }
-        if (!rc && p && fit.workspaceSize > e->workspace_bytes) {
-            rc = grow(&e->workspace, &e->workspace_bytes, fit.workspaceSize, st);
-            if (!rc) // the comparison path's handle holds the workspace too
-                rc = cublas_code(g_api.set_workspace(e->handle, e->workspace, e->workspace_bytes),
-                                 "setting the workspace");
-        }
-        if (rc) {
-            if (b && !kept)
-                g_lt.layout_destroy(b);
-            if (c && !kept)
-                g_lt.layout_destroy(c);
-            return rc;
-        }
-    }
-    int rc = 0;
+    call k;
+    int rc = prepare(cat ? &w3 : w, false, T, st, w->dtype == ENG_BF16 ? 3 * stride * sizeof(__nv_bfloat16) : 0,
+                     cat ? WB_TRIPLE : WB_NONE, 6 * (size_t)w->rows * (size_t)w->cols, mode != MODE_DEFAULT,
+                     mode == MODE_NOSPLIT, unaligned, mode == MODE_SHOW, &k);
+    if (rc)
+        return rc;
+    per_stream *e = k.e;
+    plan *p = k.p;
+    cublasLtMatrixLayout_t b = k.b, c = k.c;
     const float one = 1.0f, zero = 0.0f;
     if (cat) { // one GEMM: [W W W] against each row's [lo mid hi]
         bool vec = w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
@@ -620,10 +909,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
             rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->w3, p->a, e->split, b, &zero, y,
                                      c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
                          "a bf16 product (three parts side by side)", p);
-        if (b && !kept)
-            g_lt.layout_destroy(b);
-        if (c && !kept)
-            g_lt.layout_destroy(c);
+        release(&k);
         return rc;
     }
     __nv_bfloat16 *part[3] = {nullptr, nullptr, nullptr}; // lo, mid, hi
@@ -644,20 +930,18 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
                      "an f32 product", p);
     // the smallest part first: y = W lo, y += W mid, y += W hi
     static const char *what[3] = {"a bf16 product (lo)", "a bf16 product (mid)", "a bf16 product (hi)"};
-    for (int k = 0; k < 3 && !rc && w->dtype == ENG_BF16; k++)
-        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, part[k], b, k ? &one : &zero,
+    for (int j = 0; j < 3 && !rc && w->dtype == ENG_BF16; j++)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, part[j], b, j ? &one : &zero,
                                  y, c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
-                     what[k], p);
-    if (b && !kept)
-        g_lt.layout_destroy(b);
-    if (c && !kept)
-        g_lt.layout_destroy(c);
+                     what[j], p);
+    release(&k);
     return rc;
 }
 
 extern "C" int eng_gemm_set_mode(int mode)
 {
-    if (mode != MODE_FIXED && mode != MODE_SHOW && mode != MODE_DEFAULT && mode != MODE_NOSPLIT)
+    if (mode != MODE_FIXED && mode != MODE_SHOW && mode != MODE_DEFAULT && mode != MODE_NOSPLIT &&
+        mode != MODE_FP16X2)
         return -1;
     g_mode = mode;
     return 0;
@@ -675,6 +959,7 @@ extern "C" void eng_gemm_forget_stream(void *stream)
         cudaFree(e->workspace);
         cudaFree(e->split);
         cudaFree(e->w3);
+        cudaFree(e->wh);
         *e = per_stream{};
     }
 }

@@ -9,7 +9,7 @@ KERNEL_SOURCES += kernels/engine.h kernels/engine_common.cuh kernels/engine_rout
 	kernels/engine_rows.cuh kernels/engine_dot.cuh kernels/engine_rt.cu \
 	kernels/engine_matmul.cu kernels/engine_ops.cu kernels/engine_kda.cu kernels/engine_index.cu \
 	kernels/engine_attend.cu kernels/engine_attend_prefill.cu \
-	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/engine_q4.cu
+	kernels/engine_moe.cu kernels/engine_gemm.cu kernels/gemm_fp16x2.h kernels/engine_q4.cu
 EXTRA_DIST += tests/gpu/spec.sh tests/gpu/lib.sh tests/gpu/test_cuda_spec.c bench/bench_cuda_spec.c
 EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_engine.c
 EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
@@ -27,6 +27,12 @@ tests_unit_test_device_facts_SOURCES = tests/unit/test_device_facts.c
 tests_unit_test_device_facts_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_device_facts_LDADD = $(CHECK_LIBS)
 TESTS += tests/unit/test_device_facts
+# the fp16x2 products' power-of-two scaling, the header the kernels compile (CI)
+check_PROGRAMS += tests/unit/test_gemm_fp16x2
+tests_unit_test_gemm_fp16x2_SOURCES = tests/unit/test_gemm_fp16x2.c
+tests_unit_test_gemm_fp16x2_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_gemm_fp16x2_LDADD = $(CHECK_LIBS) -lm
+TESTS += tests/unit/test_gemm_fp16x2
 EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/variants.sh tests/gpu/test_exl3_gpu.c tests/gpu/test_mla_gpu.c tests/gpu/test_index_gpu.c \
 	tests/gpu/test_gemm_rows.c tests/gpu/test_decode_gpu.c tests/gpu/test_kda_gpu.c tests/gpu/test_hc_gpu.c \
 	tests/gpu/test_devices_gpu.c tests/gpu/gpu_test.h bench/bench_exl3.cu
@@ -48,7 +54,7 @@ NVCCFLAGS = -std=c++17 -O3 $(NVCC_GENCODE) -Xcompiler -Wall,-Wextra,-Werror -I$(
 # the suffix rule tracks no includes: every kernel object is rebuilt when a kernel header changes
 # (a stale object against a changed header ran with the wrong layouts on the H200, 2026-12-03)
 KERNEL_INCLUDES = kernels/kernels.h kernels/kernel_limits.h kernels/device_facts.h kernels/launch.cuh kernels/engine.h kernels/engine_common.cuh kernels/exl3_device.cuh \
-	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh
+	kernels/engine_route.cuh kernels/engine_rows.cuh kernels/engine_dot.cuh kernels/gemm_fp16x2.h
 $(libkernels_a_OBJECTS) bench/bench_exl3.$(OBJEXT) tests/unit/test_exl3_pairs.$(OBJEXT) \
 	tests/gpu/exl3_grouped_ref.$(OBJEXT): \
 	$(KERNEL_INCLUDES)

@@ -247,8 +247,8 @@ static int kv_dtype_of(glm_kv_cache k)
 static glm_status apply_kernel_switches(const backend_settings *set, glm_error *err)
 {
     static const int gemm_modes[] = {ENG_GEMM_FIXED, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
-                                     ENG_GEMM_CUBLAS};
-    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_CUBLAS + 1,
+                                     ENG_GEMM_CUBLAS, ENG_GEMM_FP16X2};
+    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_FP16X2 + 1,
                    "a GEMM mode without its kernel mode");
     _Static_assert(GLM_LOG_ERROR == 0 && GLM_LOG_WARN == 1 && GLM_LOG_INFO == 2 && GLM_LOG_DEBUG == 3,
                    "kern_log's levels are glm_log_level's");

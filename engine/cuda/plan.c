@@ -143,7 +143,20 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     size_t cols = max2(S * D, max2(C, (size_t)c->num_heads * (size_t)c->v_head_dim));
     cols = max2(cols, max2((size_t)c->intermediate_size,
                            (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
-    p->gemm = ENG_GEMM_WORKSPACE + ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * cols + 3 * 256;
+    size_t three_parts = ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * cols + 3 * 256;
+    /* or, under cuda_gemm = fp16x2 (the plan does not know the mode, so it holds the larger):
+     * the split buffer at the larger of the two splits (weights the mode leaves to three parts
+     * still grow it), and the fp16 copy of the largest dense weight, at most ENG_GEMM_HALF_BYTES
+     * (a larger one keeps three parts) and at most 2 widest^2 bytes, widest bounding every
+     * dense weight's rows and columns (the LM head aside: past the cap at any real vocabulary) */
+    size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim;
+    size_t widest = max2(max2(cols, 2 * D), max2(NH * dn, (size_t)c->index_n_heads * (size_t)c->index_head_dim));
+    widest = max2(widest, max2((size_t)c->q_lora_rank, (size_t)c->kv_lora_rank + dn));
+    widest = max2(widest, (size_t)c->n_routed_experts);
+    size_t half_copy = 2 * widest * widest < ENG_GEMM_HALF_BYTES ? 2 * widest * widest : ENG_GEMM_HALF_BYTES;
+    size_t two_parts = max2(6 * (size_t)chunk * cols + 3 * 256,
+                            4 * (size_t)chunk * cols + 4 * (size_t)chunk + 4 * 256) + half_copy;
+    p->gemm = ENG_GEMM_WORKSPACE + max2(three_parts, two_parts);
     p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
     /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
     p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;

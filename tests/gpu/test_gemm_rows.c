@@ -1,6 +1,7 @@
 /* test_gemm_rows.c: eng_gemm (the dense prefill products) at every dense shape GLM-5.3-Flash's and
  * mkmodel small's prefill uses: a row's bits whatever the chunk's size and the row's place in it,
- * run to run; the values against an f64 host reference; the time against cublasGemmEx's default.
+ * run to run; the values against an f64 host reference; the time against cublasGemmEx's default;
+ * the same for cuda_gemm = fp16x2 at each BF16 shape, and its time against the three parts.
  * Usage: test_gemm_rows [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +44,8 @@ static int gemm(const char *mode, const eng_mat *w, const float *x, int T, float
     int m = !mode ? ENG_GEMM_FIXED
             : strcmp(mode, "show") == 0 ? ENG_GEMM_SHOW
             : strcmp(mode, "nosplit") == 0 ? ENG_GEMM_NOSPLIT
-            : strcmp(mode, "default") == 0 ? ENG_GEMM_CUBLAS : -1;
+            : strcmp(mode, "default") == 0 ? ENG_GEMM_CUBLAS
+            : strcmp(mode, "fp16x2") == 0 ? ENG_GEMM_FP16X2 : -1;
     if (eng_gemm_set_mode(m))
         return -1;
     int rc = eng_gemm(w, x, T, y, NULL);
@@ -116,47 +118,30 @@ static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const 
     return 1;
 }
 
-static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *ev1)
+/* The rows whose values are checked against f64 sums: ordinary ones, and the special rows
+ * set_special_rows makes (the fp16x2 parts' per-row scale at its extremes). */
+static const int kSample[] = {0, 1, 5, 6, 7, 8, TMAX / 2 + 3, TMAX - 1};
+enum { NSAMPLE = sizeof kSample / sizeof *kSample };
+
+/* Row 5 times 2^20, row 6 times 2^-20, row 7 zero, row 8 with one element 2^20 times larger
+ * than the rest (its other elements 2^-20 of the row's largest and below). */
+static void set_special_rows(float *xh, int K)
 {
-    int R = s->rows, K = s->cols;
-    const char *dn = dtype == ENG_BF16 ? "bf16" : "f32";
-    size_t wn = (size_t)R * K, xn = (size_t)TMAX * K, yn = (size_t)TMAX * R;
-    /* weights ~ 1/sqrt(K), inputs over a few binades (the split's lower parts matter) */
-    float *wf = xmalloc(wn * sizeof *wf), *xh = xmalloc(xn * sizeof *xh);
-    float amp = 1.0f / sqrtf((float)K);
-    for (size_t i = 0; i < wn; i++)
-        wf[i] = amp * test_rng_uniform(&rng_state);
-    for (size_t i = 0; i < xn; i++)
-        xh[i] = test_rng_uniform(&rng_state) * (float)(1u << (test_rng_u32(&rng_state) % 4));
-    void *wd;
-    if (dtype == ENG_BF16) {
-        uint16_t *wb = xmalloc(wn * sizeof *wb);
-        for (size_t i = 0; i < wn; i++) {
-            wb[i] = to_bf16(wf[i]);
-            wf[i] = from_bf16(wb[i]); /* the reference multiplies what the GPU holds */
-        }
-        wd = dev_copy(wb, wn * sizeof *wb);
-        free(wb);
-    } else {
-        wd = dev_copy(wf, wn * sizeof *wf);
+    for (int k = 0; k < K; k++) {
+        xh[(size_t)5 * K + k] = ldexpf(xh[(size_t)5 * K + k], 20);
+        xh[(size_t)6 * K + k] = ldexpf(xh[(size_t)6 * K + k], -20);
+        xh[(size_t)7 * K + k] = 0.0f;
     }
-    eng_mat w = {.dtype = dtype, .rows = R, .cols = K, .data = wd};
-    float *xd = dev_copy(xh, xn * sizeof *xh), *yref = NULL, *yd = NULL;
-    CUDA_OK(kern_malloc((void **)&yref, yn * sizeof *yref));
-    CUDA_OK(kern_malloc((void **)&yd, yn * sizeof *yd));
-    float *ref = xmalloc(yn * sizeof *ref), *got = xmalloc(yn * sizeof *got);
-    CUDA_OK(gemm("show", &w, xd, TMAX, yref)); /* the shape's algorithm, chosen now, on stderr */
-    CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
-    char where[160] = "";
-    int equal = bits_hold(NULL, &w, xd, ref, yd, got, where, sizeof where);
-    /* values: a few rows against f64 sums, the error over sum |w x|; the bound is 16 f32 rounding
-     * units and a random walk's 2 sqrt(K); a product of the hi parts alone errs by about
-     * 2^-9 / sqrt(K) an output (rms), so its worst output is past the bound at every K here */
-    double worst = 0, tol = ldexp(1.0, -24) * (16.0 + 2.0 * sqrt((double)K));
-    int sample[4] = {0, 1, TMAX / 2 + 3, TMAX - 1};
-    for (int i = 0; i < 4; i++) {
-        const float *xr = xh + (size_t)sample[i] * K;
+    xh[(size_t)8 * K + K / 2] = ldexpf(1.5f, 20);
+}
+
+/* The worst |y - f64| / sum|w x| over the sample rows of y (host, TMAX x R); a zero row's
+ * outputs count as their own magnitude (they must be 0). */
+static double worst_error(const float *y, const float *xh, const float *wf, int R, int K)
+{
+    double worst = 0;
+    for (int i = 0; i < NSAMPLE; i++) {
+        const float *xr = xh + (size_t)kSample[i] * K;
         for (int j = 0; j < R; j++) {
             const float *wr = wf + (size_t)j * K;
             double sum = 0, mag = 0;
@@ -165,53 +150,189 @@ static void check_shape(const shape *s, int dtype, int timed, void *ev0, void *e
                 sum += p;
                 mag += fabs(p);
             }
-            double e = fabs((double)ref[(size_t)sample[i] * R + j] - sum) / (mag > 0 ? mag : 1);
+            double e = fabs((double)y[(size_t)kSample[i] * R + j] - sum) / (mag > 0 ? mag : 1);
             if (!(e <= worst)) /* NaN too */
                 worst = e;
         }
     }
+    return worst;
+}
+
+/* A shape's weight and inputs (host and device) and the output buffers its checks share. */
+typedef struct shape_case {
+    const shape *s;
+    const char *dn; /* the weight's type */
+    eng_mat w;
+    void *wd;              /* device: w.data */
+    float *wf, *xh;        /* host: the weight as the GPU holds it (in f32), the inputs */
+    float *xd, *yref, *yd; /* device */
+    float *ref, *got;      /* host: TMAX x rows */
+} shape_case;
+
+static shape_case case_make(const shape *s, int dtype)
+{
+    int R = s->rows, K = s->cols;
+    shape_case c = {.s = s, .dn = dtype == ENG_BF16 ? "bf16" : "f32"};
+    size_t wn = (size_t)R * K, xn = (size_t)TMAX * K, yn = (size_t)TMAX * R;
+    /* weights ~ 1/sqrt(K), inputs over a few binades with all 24 significant bits (the split's
+     * lower parts matter; two fp16 parts carry 22 of them) */
+    c.wf = xmalloc(wn * sizeof *c.wf);
+    c.xh = xmalloc(xn * sizeof *c.xh);
+    float amp = 1.0f / sqrtf((float)K);
+    for (size_t i = 0; i < wn; i++)
+        c.wf[i] = amp * test_rng_uniform(&rng_state);
+    for (size_t i = 0; i < xn; i++)
+        c.xh[i] = (float)(2.0 * test_rng_unit(&rng_state) - 1.0) * (float)(1u << (test_rng_u32(&rng_state) % 4));
+    set_special_rows(c.xh, K);
+    void *wd;
+    if (dtype == ENG_BF16) {
+        uint16_t *wb = xmalloc(wn * sizeof *wb);
+        for (size_t i = 0; i < wn; i++) {
+            wb[i] = to_bf16(c.wf[i]);
+            c.wf[i] = from_bf16(wb[i]); /* the reference multiplies what the GPU holds */
+        }
+        wd = dev_copy(wb, wn * sizeof *wb);
+        free(wb);
+    } else {
+        wd = dev_copy(c.wf, wn * sizeof *c.wf);
+    }
+    c.wd = wd;
+    c.w = (eng_mat){.dtype = dtype, .rows = R, .cols = K, .data = wd};
+    c.xd = dev_copy(c.xh, xn * sizeof *c.xh);
+    CUDA_OK(kern_malloc((void **)&c.yref, yn * sizeof *c.yref));
+    CUDA_OK(kern_malloc((void **)&c.yd, yn * sizeof *c.yd));
+    c.ref = xmalloc(yn * sizeof *c.ref);
+    c.got = xmalloc(yn * sizeof *c.got);
+    return c;
+}
+
+static void case_free(shape_case *c)
+{
+    free(c->wf);
+    free(c->xh);
+    free(c->ref);
+    free(c->got);
+    kern_free(c->wd);
+    kern_free(c->xd);
+    kern_free(c->yref);
+    kern_free(c->yd);
+}
+
+static const int kTimedT[2] = {TMAX, 64};
+
+/* cuda_gemm = fp16x2's result at a BF16 shape: row bits across T (must hold), its worst error
+ * (must be within kFp16x2Tol: two fp16 parts keep about 22 bits a term, against the three bf16
+ * parts' 24), the time at each of kTimedT when timed. */
+static const double kFp16x2Tol = 1e-6;
+typedef struct fp16x2_result {
+    int equal;
+    double worst;
+    double us[2];
+} fp16x2_result;
+
+static fp16x2_result check_fp16x2(shape_case *c, int timed, void *ev0, void *ev1)
+{
+    int R = c->w.rows;
+    size_t yn = (size_t)TMAX * R;
+    fp16x2_result r = {0, 0, {0, 0}};
+    CUDA_OK(gemm("fp16x2", &c->w, c->xd, TMAX, c->yref));
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
+    char where[160] = "";
+    r.equal = bits_hold("fp16x2", &c->w, c->xd, c->ref, c->yd, c->got, where, sizeof where);
+    if (!r.equal)
+        printf("  %s fp16x2: %s\n", c->s->name, where);
+    r.worst = worst_error(c->ref, c->xh, c->wf, R, c->w.cols);
+    if (!(r.worst <= kFp16x2Tol))
+        printf("  %s fp16x2: error %.2e of sum|w x| over the bound %.0e\n", c->s->name, r.worst, kFp16x2Tol);
+    failures += !r.equal + !(r.worst <= kFp16x2Tol);
+    for (int k = 0; timed && k < 2; k++)
+        r.us[k] = time_us("fp16x2", &c->w, c->xd, kTimedT[k], c->yd, ev0, ev1);
+    return r;
+}
+
+/* A shape only cuda_gemm = fp16x2 runs (main's odd_shapes). */
+static void check_fp16x2_only(shape_case *c, int timed, void *ev0, void *ev1)
+{
+    fp16x2_result h = check_fp16x2(c, timed, ev0, ev1);
+    printf("%-18s %5d x %-6d %-4s fp16x2 only: bit %-3s error %.1e %s", c->s->name, c->w.rows, c->w.cols,
+           c->dn, h.equal ? "yes" : "NO", h.worst, h.worst <= kFp16x2Tol ? "ok" : "FAIL");
+    if (timed)
+        printf("; us at T %d: %.1f, at T %d: %.1f", kTimedT[0], h.us[0], kTimedT[1], h.us[1]);
+    printf("\n");
+}
+
+/* The fixed algorithms (the new path), cublasGemmEx's default (the old) and, for BF16, fp16x2. */
+static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
+{
+    const shape *s = c->s;
+    const eng_mat *w = &c->w;
+    int R = w->rows, K = w->cols;
+    const char *dn = c->dn;
+    size_t yn = (size_t)TMAX * R;
+    CUDA_OK(gemm("show", w, c->xd, TMAX, c->yref)); /* the shape's algorithm, chosen now, on stderr */
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
+    char where[160] = "";
+    int equal = bits_hold(NULL, w, c->xd, c->ref, c->yd, c->got, where, sizeof where);
+    /* values: a few rows against f64 sums, the error over sum |w x|; the bound is 16 f32 rounding
+     * units and a random walk's 2 sqrt(K); a product of the hi parts alone errs by about
+     * 2^-9 / sqrt(K) an output (rms), so its worst output is past the bound at every K here */
+    double tol = ldexp(1.0, -24) * (16.0 + 2.0 * sqrt((double)K));
+    double worst = worst_error(c->ref, c->xh, c->wf, R, K);
     int close = worst <= tol;
     if (!equal) {
         printf("  %s %s: %s\n", s->name, dn, where);
         /* what the second fixed choice (no split-K) does here, for the diagnosis */
-        CUDA_OK(gemm("nosplit", &w, xd, TMAX, yref));
+        CUDA_OK(gemm("nosplit", w, c->xd, TMAX, c->yref));
         CUDA_OK(kern_sync());
-        CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
+        CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
         char w2[160] = "";
-        int ns = bits_hold("nosplit", &w, xd, ref, yd, got, w2, sizeof w2);
+        int ns = bits_hold("nosplit", w, c->xd, c->ref, c->yd, c->got, w2, sizeof w2);
         printf("  %s %s: cuda_gemm = nosplit %s%s\n", s->name, dn, ns ? "is bit-equal" : "differs too: ", w2);
     }
     if (!close)
         printf("  %s %s: error %.2e of sum|w x| over the bound %.2e\n", s->name, dn, worst, tol);
     failures += !equal + !close;
     /* the former path, for comparison only: whether its rows keep their bits across chunks */
-    CUDA_OK(gemm("default", &w, xd, TMAX, yref));
+    CUDA_OK(gemm("default", w, c->xd, TMAX, c->yref));
     CUDA_OK(kern_sync());
-    CUDA_OK(kern_to_host(ref, yref, yn * sizeof *ref));
+    CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
     char w3[160] = "";
-    int old_equal = bits_hold("default", &w, xd, ref, yd, got, w3, sizeof w3);
-
-    if (timed) {
-        int Ts[2] = {TMAX, 64};
-        for (int k = 0; k < 2; k++) {
-            double un = time_us(NULL, &w, xd, Ts[k], yd, ev0, ev1);
-            double uo = time_us("default", &w, xd, Ts[k], yd, ev0, ev1);
-            printf("%-18s %5d x %-6d %-4s T%-5d %9.1f %9.1f %6.2f   %-3s  %-3s  %.1e %s\n", s->name, R,
-                   K, dn, Ts[k], un, uo, un / uo, equal ? "yes" : "NO", old_equal ? "yes" : "no", worst,
-                   close ? "ok" : "FAIL");
-        }
-    } else {
-        printf("%-18s %5d x %-6d %-4s %-35s %-3s  %-3s  %.1e %s\n", s->name, R, K, dn, "",
-               equal ? "yes" : "NO", old_equal ? "yes" : "no", worst, close ? "ok" : "FAIL");
+    int old_equal = bits_hold("default", w, c->xd, c->ref, c->yd, c->got, w3, sizeof w3);
+    int bf16 = w->dtype == ENG_BF16;
+    fp16x2_result h = {1, 0, {0, 0}};
+    char hbits[48] = "";
+    if (bf16) {
+        h = check_fp16x2(c, timed, ev0, ev1);
+        snprintf(hbits, sizeof hbits, "   %-3s  %.1e %s", h.equal ? "yes" : "NO", h.worst,
+                 h.worst <= kFp16x2Tol ? "ok" : "FAIL");
     }
-    free(wf);
-    free(xh);
-    free(ref);
-    free(got);
-    kern_free(wd);
-    kern_free(xd);
-    kern_free(yref);
-    kern_free(yd);
+    if (!timed) {
+        printf("%-18s %5d x %-6d %-4s %-35s %-3s  %-3s  %.1e %-4s|%s\n", s->name, R, K, dn, "",
+               equal ? "yes" : "NO", old_equal ? "yes" : "no", worst, close ? "ok" : "FAIL", hbits);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        double un = time_us(NULL, w, c->xd, kTimedT[k], c->yd, ev0, ev1);
+        double uo = time_us("default", w, c->xd, kTimedT[k], c->yd, ev0, ev1);
+        char htime[48] = "";
+        if (bf16)
+            snprintf(htime, sizeof htime, " %9.1f %6.2f", h.us[k], h.us[k] / un);
+        printf("%-18s %5d x %-6d %-4s T%-5d %9.1f %9.1f %6.2f   %-3s  %-3s  %.1e %-4s|%-17s%s\n", s->name,
+               R, K, dn, kTimedT[k], un, uo, un / uo, equal ? "yes" : "NO", old_equal ? "yes" : "no", worst,
+               close ? "ok" : "FAIL", htime, hbits);
+    }
+}
+
+static void check_shape(const shape *s, int dtype, int fp16x2_only, int timed, void *ev0, void *ev1)
+{
+    shape_case c = case_make(s, dtype);
+    if (fp16x2_only)
+        check_fp16x2_only(&c, timed, ev0, ev1);
+    else
+        check_modes(&c, timed, ev0, ev1);
+    case_free(&c);
 }
 
 int main(int argc, char **argv)
@@ -238,16 +359,25 @@ int main(int argc, char **argv)
         {"s: ix weights", 8, 256},       {"s: router", 16, 256},         {"s: dense gate/up", 512, 256},
         {"s: dense down, eh", 256, 512},
     };
+    /* no model's, for cuda_gemm = fp16x2 only: cols % 8 != 0 and rows % 4 != 0 (the weight's
+     * conversion and the scale pass element by element), narrow (one GEMM of [W' W'], whose
+     * 2 cols keep its rows on 16-byte boundaries) */
+    const shape odd_shapes[] = {{"odd", 37, 100}};
     printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
            "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
-           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over 4 rows "
-           "(new path); us: a product's time, new and old, ratio new / old\n", TMAX, TMAX);
-    printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %s\n", "shape", "rows x cols", "w", "T",
-           "us new", "us old", "ratio", "bit", "old", "error");
+           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d rows, among "
+           "them rows times 2^20 and 2^-20, a zero row and a row with one element 2^20 above the rest "
+           "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "
+           "cuda_gemm = fp16x2's time and its ratio to the new path's (timed), its bit (must be yes) "
+           "and error (must be <= %.0e)\n", TMAX, TMAX, NSAMPLE, kFp16x2Tol);
+    printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %-12s|%s\n", "shape", "rows x cols", "w", "T",
+           "us new", "us old", "ratio", "bit", "old", "error", timed ? " us f16x2  ratio   bit  error" : "   bit  error");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        check_shape(&shapes[i], ENG_BF16, timed, ev0, ev1);
-        check_shape(&shapes[i], ENG_F32, timed, ev0, ev1);
+        check_shape(&shapes[i], ENG_BF16, 0, timed, ev0, ev1);
+        check_shape(&shapes[i], ENG_F32, 0, timed, ev0, ev1);
     }
+    for (size_t i = 0; i < sizeof odd_shapes / sizeof *odd_shapes; i++)
+        check_shape(&odd_shapes[i], ENG_BF16, 1, timed, ev0, ev1);
     eng_event_free(ev0);
     eng_event_free(ev1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
