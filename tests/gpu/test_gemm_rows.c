@@ -123,8 +123,8 @@ static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const 
 static const int kSample[] = {0, 1, 5, 6, 7, 8, TMAX / 2 + 3, TMAX - 1};
 enum { NSAMPLE = sizeof kSample / sizeof *kSample };
 
-/* Row 5 times 2^20, row 6 times 2^-20, row 7 zero, row 8 with one element 2^20 times larger
- * than the rest (its other elements 2^-20 of the row's largest and below). */
+/* Row 5 times 2^20, row 6 times 2^-20, row 7 zero, row 8 with one element 1.5 * 2^20 among
+ * the others (at most 8: the row's scale set by one outlier, the rest 2^17 and more below it). */
 static void set_special_rows(float *xh, int K)
 {
     for (int k = 0; k < K; k++) {
@@ -221,20 +221,30 @@ static void case_free(shape_case *c)
 static const int kTimedT[2] = {TMAX, 64};
 
 /* cuda_gemm = fp16x2's result at a BF16 shape: row bits across T (must hold), its worst error
- * (must be within kFp16x2Tol: two fp16 parts keep about 22 bits a term, against the three bf16
- * parts' 24), the time at each of kTimedT when timed. */
-static const double kFp16x2Tol = 1e-6;
+ * (must be within fp16x2_bound), the time at each of kTimedT when timed. */
 typedef struct fp16x2_result {
     int equal;
-    double worst;
+    double worst, bound;
     double us[2];
 } fp16x2_result;
 
-static fp16x2_result check_fp16x2(shape_case *c, int timed, void *ev0, void *ev1)
+/* Two fp16 parts keep about 22 bits a term (a term's error under 2^-22 of it), which over K
+ * random terms is far below what the f32 accumulation itself loses, so their worst error may not
+ * pass twice the three bf16 parts' at the same shape (worst3; 0 where those did not run), nor
+ * kFp16x2Floor where that is smaller (the accumulation's error on H100 reaches 1.1e-6 at
+ * K = 16384). A product of the hi parts alone (11 bits a term) errs by about 2^-12 / sqrt(K) an
+ * output (rms), several times past the bound at every K here. */
+static const double kFp16x2Floor = 1e-6;
+
+static double fp16x2_bound(double worst3)
+{
+    return 2 * worst3 > kFp16x2Floor ? 2 * worst3 : kFp16x2Floor;
+}
+static fp16x2_result check_fp16x2(shape_case *c, double worst3, int timed, void *ev0, void *ev1)
 {
     int R = c->w.rows;
     size_t yn = (size_t)TMAX * R;
-    fp16x2_result r = {0, 0, {0, 0}};
+    fp16x2_result r = {0, 0, fp16x2_bound(worst3), {0, 0}};
     CUDA_OK(gemm("fp16x2", &c->w, c->xd, TMAX, c->yref));
     CUDA_OK(kern_sync());
     CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
@@ -243,9 +253,9 @@ static fp16x2_result check_fp16x2(shape_case *c, int timed, void *ev0, void *ev1
     if (!r.equal)
         printf("  %s fp16x2: %s\n", c->s->name, where);
     r.worst = worst_error(c->ref, c->xh, c->wf, R, c->w.cols);
-    if (!(r.worst <= kFp16x2Tol))
-        printf("  %s fp16x2: error %.2e of sum|w x| over the bound %.0e\n", c->s->name, r.worst, kFp16x2Tol);
-    failures += !r.equal + !(r.worst <= kFp16x2Tol);
+    if (!(r.worst <= r.bound))
+        printf("  %s fp16x2: error %.2e of sum|w x| over the bound %.2e\n", c->s->name, r.worst, r.bound);
+    failures += !r.equal + !(r.worst <= r.bound);
     for (int k = 0; timed && k < 2; k++)
         r.us[k] = time_us("fp16x2", &c->w, c->xd, kTimedT[k], c->yd, ev0, ev1);
     return r;
@@ -254,9 +264,9 @@ static fp16x2_result check_fp16x2(shape_case *c, int timed, void *ev0, void *ev1
 /* A shape only cuda_gemm = fp16x2 runs (main's odd_shapes). */
 static void check_fp16x2_only(shape_case *c, int timed, void *ev0, void *ev1)
 {
-    fp16x2_result h = check_fp16x2(c, timed, ev0, ev1);
+    fp16x2_result h = check_fp16x2(c, 0, timed, ev0, ev1);
     printf("%-18s %5d x %-6d %-4s fp16x2 only: bit %-3s error %.1e %s", c->s->name, c->w.rows, c->w.cols,
-           c->dn, h.equal ? "yes" : "NO", h.worst, h.worst <= kFp16x2Tol ? "ok" : "FAIL");
+           c->dn, h.equal ? "yes" : "NO", h.worst, h.worst <= h.bound ? "ok" : "FAIL");
     if (timed)
         printf("; us at T %d: %.1f, at T %d: %.1f", kTimedT[0], h.us[0], kTimedT[1], h.us[1]);
     printf("\n");
@@ -301,12 +311,12 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     char w3[160] = "";
     int old_equal = bits_hold("default", w, c->xd, c->ref, c->yd, c->got, w3, sizeof w3);
     int bf16 = w->dtype == ENG_BF16;
-    fp16x2_result h = {1, 0, {0, 0}};
+    fp16x2_result h = {1, 0, 0, {0, 0}};
     char hbits[48] = "";
     if (bf16) {
-        h = check_fp16x2(c, timed, ev0, ev1);
+        h = check_fp16x2(c, worst, timed, ev0, ev1);
         snprintf(hbits, sizeof hbits, "   %-3s  %.1e %s", h.equal ? "yes" : "NO", h.worst,
-                 h.worst <= kFp16x2Tol ? "ok" : "FAIL");
+                 h.worst <= h.bound ? "ok" : "FAIL");
     }
     if (!timed) {
         printf("%-18s %5d x %-6d %-4s %-35s %-3s  %-3s  %.1e %-4s|%s\n", s->name, R, K, dn, "",
@@ -369,7 +379,7 @@ int main(int argc, char **argv)
            "them rows times 2^20 and 2^-20, a zero row and a row with one element 2^20 above the rest "
            "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "
            "cuda_gemm = fp16x2's time and its ratio to the new path's (timed), its bit (must be yes) "
-           "and error (must be <= %.0e)\n", TMAX, TMAX, NSAMPLE, kFp16x2Tol);
+           "and error (must be <= twice the new path's, or <= %.0e)\n", TMAX, TMAX, NSAMPLE, kFp16x2Floor);
     printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %-12s|%s\n", "shape", "rows x cols", "w", "T",
            "us new", "us old", "ratio", "bit", "old", "error", timed ? " us f16x2  ratio   bit  error" : "   bit  error");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
