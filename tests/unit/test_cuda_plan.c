@@ -242,6 +242,31 @@ START_TEST(refusal_names_a_context_that_fits)
 }
 END_TEST
 
+/* eng_gemm's share holds either mode's buffers (the plan does not know cuda_gemm): the three
+ * bf16 parts of the widest input (16384: the HC streams, the MLA heads' values) and the narrow
+ * weights' copies, or cuda_gemm = fp16x2's split buffer (two fp16 parts and its rows' shifts, or
+ * three bf16 parts) and the fp16 copy of the largest dense weight (the MLA output's 4096 x 16384,
+ * exactly ENG_GEMM_HALF_BYTES). */
+START_TEST(gemm_share_holds_either_products_mode)
+{
+    const size_t widest = 16384, largest = (size_t)4096 * 16384;
+    ck_assert_uint_eq(2 * largest, ENG_GEMM_HALF_BYTES);
+    for (int chunk = 256; chunk <= 4096; chunk *= 4) {
+        cuda_plan p;
+        cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, chunk, 0, &p);
+        size_t three = ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * widest + 3 * 256;
+        /* (weights the mode leaves to three parts, the LM head's, still grow the split buffer) */
+        size_t parts2 = 4 * (size_t)chunk * widest + 4 * (size_t)chunk + 4 * 256;
+        size_t parts3 = 6 * (size_t)chunk * widest + 3 * 256;
+        size_t two = (parts2 > parts3 ? parts2 : parts3) + 2 * largest;
+        ck_assert_uint_ge(p.gemm, ENG_GEMM_WORKSPACE + three);
+        ck_assert_uint_ge(p.gemm, ENG_GEMM_WORKSPACE + two);
+        /* and not much more than the larger of the two */
+        ck_assert_uint_le(p.gemm, ENG_GEMM_WORKSPACE + (three > two ? three : two) + 4096);
+    }
+}
+END_TEST
+
 /* Drafting's memory: each KDA layer's state after every row of a 9-row window (4 MiB a layer
  * and row at GLM's shapes), the MTP layer's one-DSA-layer cache; in the total and the words. */
 START_TEST(drafting_counts_windows_and_the_mtp_cache)
@@ -520,6 +545,7 @@ int main(void)
     tcase_add_test(tc, refusal_names_a_context_that_fits);
     tcase_add_test(tc, scratch_layout_is_aligned_and_covers_every_buffer);
     tcase_add_test(tc, scratch_holds_the_decode_attention_partial_sums);
+    tcase_add_test(tc, gemm_share_holds_either_products_mode);
     tcase_add_test(tc, drafting_counts_windows_and_the_mtp_cache);
     tcase_add_test(tc, chunk_pick_takes_the_most_the_room_allows);
     tcase_add_test(tc, plan_line_names_the_chunk_and_who_chose_it);
