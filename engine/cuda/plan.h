@@ -30,7 +30,8 @@ typedef struct cuda_plan {
                             * indexer's selection work area) */
     size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context + dsa_fixed */
     size_t scratch;        /* the forward chunk's activations and gemm (device) */
-    size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk */
+    size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk
+                            * (or cuda_gemm = fp16x2's split and fp16 weight copy, the larger) */
     size_t host_pinned;    /* one session's logits staging at open (host; counts on unified
                             * memory): grown on demand to rows x vocab for all-rows prefills */
     /* drafting (cuda_plan_drafting; 0 when off) */
