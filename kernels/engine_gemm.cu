@@ -660,10 +660,11 @@ __global__ void split_half_kernel(const float *__restrict__ x, int cols, __half 
 
 __device__ __forceinline__ unsigned bf16x2_abs_max(unsigned u)
 {
-    return max(u & 0x7fffu, (u >> 16) & 0x7fffu);
+    return max(gemm_fp16x2_bf16_max_key((uint16_t)(u & 0xffffu)), gemm_fp16x2_bf16_max_key((uint16_t)(u >> 16)));
 }
 
-// The largest |w| over n bf16s (16-byte loads where vec), as float bits, into *weight_max.
+// The largest finite |w| over n bf16s (16-byte loads where vec), as float bits, into *weight_max
+// (Inf and NaN left out: gemm_fp16x2_bf16_max_key).
 __global__ void weight_max_kernel(const __nv_bfloat16 *__restrict__ w, size_t n, int vec,
                                   unsigned *__restrict__ weight_max)
 {
@@ -681,7 +682,7 @@ __global__ void weight_max_kernel(const __nv_bfloat16 *__restrict__ w, size_t n,
     } else {
         const uint16_t *bits = reinterpret_cast<const uint16_t *>(w);
         for (size_t i = first; i < n; i += stride)
-            m = max(m, (unsigned)(bits[i] & 0x7fffu));
+            m = max(m, gemm_fp16x2_bf16_max_key(bits[i]));
     }
     m = block_max(m, warp_max);
     if (threadIdx.x == 0 && m)

@@ -103,6 +103,17 @@ GEMM_FP16X2_FN uint32_t gemm_fp16x2_bf16_abs_bits(uint16_t bf16_bits)
     return (uint32_t)(bf16_bits & 0x7fffu) << 16;
 }
 
+/* What a bf16 (its bits) counts toward the weight's largest magnitude, the shift's maximum: its
+ * bits with the sign cleared, as a 16-bit magnitude that orders as the values do; 0 for Inf and
+ * NaN (all exponent bits set), which would set the shift to -114 and so turn every finite weight
+ * into fp16 zero, every output 0 but the Inf's own. Left out of the maximum, they still convert
+ * to fp16 Inf and NaN and reach the outputs they touch, as the three bf16 parts' products do. */
+GEMM_FP16X2_FN uint32_t gemm_fp16x2_bf16_max_key(uint16_t bf16_bits)
+{
+    uint32_t abs16 = bf16_bits & 0x7fffu;
+    return abs16 >= 0x7f80u ? 0 : abs16;
+}
+
 #ifdef __cplusplus
 }
 #endif

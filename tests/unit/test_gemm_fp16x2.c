@@ -179,6 +179,52 @@ START_TEST(bf16_bits_are_the_floats_bits)
 }
 END_TEST
 
+/* The weight's largest magnitude as weight_max_kernel takes it: the largest max key, as a float's bits. */
+static uint32_t weight_max_bits(const uint16_t *w, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (gemm_fp16x2_bf16_max_key(w[i]) > m)
+            m = gemm_fp16x2_bf16_max_key(w[i]);
+    return gemm_fp16x2_bf16_abs_bits((uint16_t)m);
+}
+
+/* One Inf and one NaN in a weight leave its shift to the finite values (set by the largest, 0.5
+ * here), so they keep their exact fp16 copies, while the Inf and the NaN still convert to Inf and
+ * NaN; the Inf and NaN keys are below every finite nonzero value's, the keys order as the values. */
+START_TEST(inf_and_nan_weights_stay_out_of_the_maximum)
+{
+    const uint16_t w[] = {0x3f00 /* 0.5 */, 0x7f80 /* +Inf */, 0xbe80 /* -0.25 */, 0x7fc1 /* NaN */,
+                          0xff80 /* -Inf */, 0x3a12, 0x8001, 0xffc0 /* -NaN */};
+    const size_t n = sizeof w / sizeof *w;
+    uint32_t top = weight_max_bits(w, n);
+    ck_assert_uint_eq(top, bits_of(0.5f));
+    int s = gemm_fp16x2_shift(top);
+    ck_assert_int_eq(s, 15); /* 0.5 2^15 = 2^14 */
+    for (size_t i = 0; i < n; i++) {
+        float v = float_of((uint32_t)w[i] << 16), h = gemm_fp16x2_scale(v, s);
+        if (isinf(v))
+            ck_assert(isinf(h) && signbit(h) == signbit(v));
+        else if (isnan(v))
+            ck_assert(isnan(h));
+        else
+            ck_assert_msg(fp16_rn(ldexp((double)v, s)) == (double)h || fabs((double)h) < 0x1p-14,
+                          "bf16 %04x scaled to %a", w[i], (double)h);
+    }
+    /* all non-finite: no finite maximum, the shift 0, the values themselves */
+    const uint16_t bad[] = {0x7f80, 0xffc0};
+    ck_assert_uint_eq(weight_max_bits(bad, 2), 0);
+    ck_assert_int_eq(gemm_fp16x2_shift(weight_max_bits(bad, 2)), 0);
+    for (uint32_t b = 0; b <= 0xffffu; b++) {
+        uint32_t abs16 = b & 0x7fffu;
+        if (abs16 >= 0x7f80u)
+            ck_assert_uint_eq(gemm_fp16x2_bf16_max_key((uint16_t)b), 0);
+        else
+            ck_assert_uint_eq(gemm_fp16x2_bf16_max_key((uint16_t)b), abs16);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm_fp16x2");
@@ -190,6 +236,7 @@ int main(void)
     tcase_add_test(tc, two_fp16_parts_keep_twenty_two_bits);
     tcase_add_test(tc, bf16_weights_convert_to_fp16_exactly);
     tcase_add_test(tc, bf16_bits_are_the_floats_bits);
+    tcase_add_test(tc, inf_and_nan_weights_stay_out_of_the_maximum);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
