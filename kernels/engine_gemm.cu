@@ -799,9 +799,11 @@ int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, cudaStream_t 
     if (cat)
         shape.cols = 2 * w->cols;
     call k;
-    // the weight and the parts are this stream's own buffers (256-byte aligned): only y may be off
+    // the weight and the parts are this stream's own buffers (256-byte aligned): only y may be off;
+    // the plan's choice logged as the fixed mode logs its own, only for a y off alignment (the
+    // choices at debug level are cuda_gemm = show's, a mode of the three parts)
     int rc = prepare(&shape, true, T, st, scales_at + 256 + (size_t)T * sizeof(int), WB_HALF,
-                     half_copy_bytes(w), true, false, (uintptr_t)y % kAlign != 0, true, &k);
+                     half_copy_bytes(w), true, false, (uintptr_t)y % kAlign != 0, false, &k);
     if (rc)
         return rc;
     per_stream *e = k.e;
