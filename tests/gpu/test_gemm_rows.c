@@ -118,13 +118,20 @@ static int bits_hold(const char *mode, const eng_mat *w, const float *xd, const 
     return 1;
 }
 
-/* The rows whose values are checked against f64 sums: ordinary ones, and the special rows
- * set_special_rows makes (the fp16x2 parts' per-row scale at its extremes). */
-static const int kSample[] = {0, 1, 5, 6, 7, 8, TMAX / 2 + 3, TMAX - 1};
-enum { NSAMPLE = sizeof kSample / sizeof *kSample };
+/* The rows whose values are checked against f64 sums: the ordinary ones (the fixed path's and
+ * fp16x2's error against their bounds), and the special rows set_special_rows makes (the fp16x2
+ * parts' per-row scale at its extremes; fp16x2's error there against the three parts' on the
+ * same row: special_bound). */
+static const int kOrdinary[] = {0, 1, TMAX / 2 + 3, TMAX - 1};
+static const int kSpecial[] = {5, 6, 7, 8};
+enum { NORDINARY = sizeof kOrdinary / sizeof *kOrdinary, NSPECIAL = sizeof kSpecial / sizeof *kSpecial };
 
-/* Row 5 times 2^20, row 6 times 2^-20, row 7 zero, row 8 with one element 1.5 * 2^20 among
- * the others (at most 8: the row's scale set by one outlier, the rest 2^17 and more below it). */
+/* Row 5 times 2^20, row 6 times 2^-20, row 7 zero, row 8 with its last element 1.5 * 2^20 (the
+ * others at most 8: the row's scale set by one outlier, the rest 2^17 and more below it). The
+ * outlier is the last term so that no accumulation step follows it in any split-K slice: past it
+ * the tensor cores' truncating accumulation loses about 2^-24 of it a step (2^-24 K / 32 of
+ * sum|w x| at K/2, past the fixed path's bound from K = 8192), in amounts that depend on where the
+ * plan splits K, which the two modes' plans may do differently. */
 static void set_special_rows(float *xh, int K)
 {
     for (int k = 0; k < K; k++) {
@@ -132,17 +139,20 @@ static void set_special_rows(float *xh, int K)
         xh[(size_t)6 * K + k] = ldexpf(xh[(size_t)6 * K + k], -20);
         xh[(size_t)7 * K + k] = 0.0f;
     }
-    xh[(size_t)8 * K + K / 2] = ldexpf(1.5f, 20);
+    xh[(size_t)8 * K + K - 1] = ldexpf(1.5f, 20);
 }
 
-/* The worst |y - f64| / sum|w x| over the sample rows of y (host, TMAX x R); a zero row's
- * outputs count as their own magnitude (they must be 0). */
-static double worst_error(const float *y, const float *xh, const float *wf, int R, int K)
+/* The worst |y - f64| / sum|w x| over y's (host, TMAX x R) rows `rows` (n of them), output
+ * `skip` left out (-1: none); a zero row's outputs count as their own magnitude (they must be 0). */
+static double worst_error(const float *y, const float *xh, const float *wf, int R, int K, const int *rows,
+                          int n, int skip)
 {
     double worst = 0;
-    for (int i = 0; i < NSAMPLE; i++) {
-        const float *xr = xh + (size_t)kSample[i] * K;
+    for (int i = 0; i < n; i++) {
+        const float *xr = xh + (size_t)rows[i] * K;
         for (int j = 0; j < R; j++) {
+            if (j == skip)
+                continue;
             const float *wr = wf + (size_t)j * K;
             double sum = 0, mag = 0;
             for (int k = 0; k < K; k++) {
@@ -150,7 +160,7 @@ static double worst_error(const float *y, const float *xh, const float *wf, int 
                 sum += p;
                 mag += fabs(p);
             }
-            double e = fabs((double)y[(size_t)kSample[i] * R + j] - sum) / (mag > 0 ? mag : 1);
+            double e = fabs((double)y[(size_t)rows[i] * R + j] - sum) / (mag > 0 ? mag : 1);
             if (!(e <= worst)) /* NaN too */
                 worst = e;
         }
@@ -220,31 +230,44 @@ static void case_free(shape_case *c)
 
 static const int kTimedT[2] = {TMAX, 64};
 
-/* cuda_gemm = fp16x2's result at a BF16 shape: row bits across T (must hold), its worst error
- * (must be within fp16x2_bound), the time at each of kTimedT when timed. */
+/* cuda_gemm = fp16x2's result at a BF16 shape: row bits across T (must hold), its worst error on
+ * the ordinary rows (must be within fp16x2_bound) and on each special row (within special_bound),
+ * the time at each of kTimedT when timed. */
 typedef struct fp16x2_result {
-    int equal;
+    int equal, worst_ok; /* the bits hold; every row's error is within its bound */
     double worst, bound;
     double us[2];
 } fp16x2_result;
 
 /* Two fp16 parts keep about 22 bits a term (a term's error under 2^-22 of it), which over K
- * random terms is far below what the f32 accumulation itself loses, so their worst error may not
- * pass twice the three bf16 parts' at the same shape (worst3; 0 where those did not run), nor
- * kFp16x2Floor where that is smaller (the accumulation's error on H100 reaches 1.1e-6 at
- * K = 16384). A product of the hi parts alone (11 bits a term) errs by about 2^-12 / sqrt(K) an
- * output (rms), several times past the bound at every K here. */
+ * random terms is far below what the f32 accumulation itself loses, so their worst error on the
+ * ordinary rows may not pass twice the three bf16 parts' on the same rows (worst3; 0 where those
+ * did not run), nor kFp16x2Floor where that is smaller (the accumulation's error on H100 reaches
+ * 1.1e-6 at K = 16384). A product of the hi parts alone (11 bits a term) errs by about
+ * 2^-12 / sqrt(K) an output (rms), several times past the bound at every K here. */
 static const double kFp16x2Floor = 1e-6;
 
 static double fp16x2_bound(double worst3)
 {
     return 2 * worst3 > kFp16x2Floor ? 2 * worst3 : kFp16x2Floor;
 }
-static fp16x2_result check_fp16x2(shape_case *c, double worst3, int timed, void *ev0, void *ev1)
+
+/* A special row's bound: its error in the three bf16 parts (e3) is the same accumulation's as
+ * fp16x2's (the row's scale is a power of two in either mode, which moves no relative error, and
+ * the outlier's last-step truncation is the same in both), so fp16x2 may not pass twice it, nor
+ * kFp16x2Floor where that is smaller, as on the ordinary rows; a row the three parts give exactly
+ * (the zero row: every output 0) must be exact. Without the three parts (e3 < 0): the floor. */
+static double special_bound(double e3)
 {
-    int R = c->w.rows;
+    return e3 == 0 ? 0 : fp16x2_bound(e3 > 0 ? e3 : 0);
+}
+
+static fp16x2_result check_fp16x2(shape_case *c, double worst3, const double *err3, int timed, void *ev0,
+                                  void *ev1)
+{
+    int R = c->w.rows, K = c->w.cols;
     size_t yn = (size_t)TMAX * R;
-    fp16x2_result r = {0, 0, fp16x2_bound(worst3), {0, 0}};
+    fp16x2_result r = {0, 0, 0, fp16x2_bound(worst3), {0, 0}};
     CUDA_OK(gemm("fp16x2", &c->w, c->xd, TMAX, c->yref));
     CUDA_OK(kern_sync());
     CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
@@ -252,10 +275,21 @@ static fp16x2_result check_fp16x2(shape_case *c, double worst3, int timed, void 
     r.equal = bits_hold("fp16x2", &c->w, c->xd, c->ref, c->yd, c->got, where, sizeof where);
     if (!r.equal)
         printf("  %s fp16x2: %s\n", c->s->name, where);
-    r.worst = worst_error(c->ref, c->xh, c->wf, R, c->w.cols);
-    if (!(r.worst <= r.bound))
+    r.worst = worst_error(c->ref, c->xh, c->wf, R, K, kOrdinary, NORDINARY, -1);
+    int close = r.worst <= r.bound;
+    if (!close)
         printf("  %s fp16x2: error %.2e of sum|w x| over the bound %.2e\n", c->s->name, r.worst, r.bound);
-    failures += !r.equal + !(r.worst <= r.bound);
+    for (int i = 0; i < NSPECIAL; i++) {
+        double e = worst_error(c->ref, c->xh, c->wf, R, K, &kSpecial[i], 1, -1);
+        double b = special_bound(err3 ? err3[i] : -1);
+        if (!(e <= b)) {
+            printf("  %s fp16x2: special row %d's error %.2e over the bound %.2e (three parts: %.2e)\n",
+                   c->s->name, kSpecial[i], e, b, err3 ? err3[i] : -1.0);
+            close = 0;
+        }
+    }
+    r.worst_ok = close;
+    failures += !r.equal + !close;
     for (int k = 0; timed && k < 2; k++)
         r.us[k] = time_us("fp16x2", &c->w, c->xd, kTimedT[k], c->yd, ev0, ev1);
     return r;
@@ -264,12 +298,49 @@ static fp16x2_result check_fp16x2(shape_case *c, double worst3, int timed, void 
 /* A shape only cuda_gemm = fp16x2 runs (main's odd_shapes). */
 static void check_fp16x2_only(shape_case *c, int timed, void *ev0, void *ev1)
 {
-    fp16x2_result h = check_fp16x2(c, 0, timed, ev0, ev1);
+    fp16x2_result h = check_fp16x2(c, 0, NULL, timed, ev0, ev1);
     printf("%-18s %5d x %-6d %-4s fp16x2 only: bit %-3s error %.1e %s", c->s->name, c->w.rows, c->w.cols,
-           c->dn, h.equal ? "yes" : "NO", h.worst, h.worst <= h.bound ? "ok" : "FAIL");
+           c->dn, h.equal ? "yes" : "NO", h.worst, h.worst_ok ? "ok" : "FAIL");
     if (timed)
         printf("; us at T %d: %.1f, at T %d: %.1f", kTimedT[0], h.us[0], kTimedT[1], h.us[1]);
     printf("\n");
+}
+
+/* The output every input row's sum over the weight's row kBadRow, which holds one +Inf and one NaN. */
+enum { kBadRow = 3 };
+
+/* One Inf and one NaN in a BF16 weight (row kBadRow): fp16x2 leaves them out of the weight's
+ * scale, so its other outputs keep their precision (within fp16x2_bound of the fixed path's error
+ * on the same outputs) and output kBadRow is non-finite wherever the fixed path's is. Were they
+ * in the maximum, the shift would turn every finite weight into fp16 zero and those outputs to 0. */
+static void check_fp16x2_nonfinite(shape_case *c)
+{
+    int R = c->w.rows, K = c->w.cols;
+    size_t yn = (size_t)TMAX * R;
+    const uint16_t inf = 0x7f80, nan = 0x7fc0;
+    char *row = (char *)c->wd + (size_t)kBadRow * K * 2;
+    CUDA_OK(kern_to_device(row + 2 * 10, &inf, 2));
+    CUDA_OK(kern_to_device(row + 2 * (K - 7), &nan, 2));
+    CUDA_OK(gemm(NULL, &c->w, c->xd, TMAX, c->yref));
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
+    double worst3 = worst_error(c->ref, c->xh, c->wf, R, K, kOrdinary, NORDINARY, kBadRow);
+    int fixed_nonfinite[NORDINARY];
+    for (int i = 0; i < NORDINARY; i++)
+        fixed_nonfinite[i] = !isfinite(c->ref[(size_t)kOrdinary[i] * R + kBadRow]);
+    CUDA_OK(gemm("fp16x2", &c->w, c->xd, TMAX, c->yd));
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(c->got, c->yd, yn * sizeof *c->got));
+    double worst = worst_error(c->got, c->xh, c->wf, R, K, kOrdinary, NORDINARY, kBadRow);
+    double bound = fp16x2_bound(worst3);
+    int ok = worst <= bound, spread = 1;
+    for (int i = 0; i < NORDINARY; i++)
+        if (fixed_nonfinite[i] && isfinite(c->got[(size_t)kOrdinary[i] * R + kBadRow]))
+            spread = 0;
+    printf("%-18s %5d x %-6d %-4s fp16x2 vs one Inf and one NaN in weight row %d: other outputs' error %.1e "
+           "(fixed path %.1e) %s; output %d non-finite where the fixed path's is: %s\n", c->s->name, R, K,
+           c->dn, kBadRow, worst, worst3, ok ? "ok" : "FAIL", kBadRow, spread ? "yes" : "NO (FAIL)");
+    failures += !ok + !spread;
 }
 
 /* The fixed algorithms (the new path), cublasGemmEx's default (the old) and, for BF16, fp16x2. */
@@ -289,7 +360,10 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
      * units and a random walk's 2 sqrt(K); a product of the hi parts alone errs by about
      * 2^-9 / sqrt(K) an output (rms), so its worst output is past the bound at every K here */
     double tol = ldexp(1.0, -24) * (16.0 + 2.0 * sqrt((double)K));
-    double worst = worst_error(c->ref, c->xh, c->wf, R, K);
+    double worst = worst_error(c->ref, c->xh, c->wf, R, K, kOrdinary, NORDINARY, -1);
+    double err3[NSPECIAL]; /* the special rows', for fp16x2's bounds only */
+    for (int i = 0; i < NSPECIAL; i++)
+        err3[i] = worst_error(c->ref, c->xh, c->wf, R, K, &kSpecial[i], 1, -1);
     int close = worst <= tol;
     if (!equal) {
         printf("  %s %s: %s\n", s->name, dn, where);
@@ -311,12 +385,12 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     char w3[160] = "";
     int old_equal = bits_hold("default", w, c->xd, c->ref, c->yd, c->got, w3, sizeof w3);
     int bf16 = w->dtype == ENG_BF16;
-    fp16x2_result h = {1, 0, 0, {0, 0}};
+    fp16x2_result h = {1, 1, 0, 0, {0, 0}};
     char hbits[48] = "";
     if (bf16) {
-        h = check_fp16x2(c, worst, timed, ev0, ev1);
+        h = check_fp16x2(c, worst, err3, timed, ev0, ev1);
         snprintf(hbits, sizeof hbits, "   %-3s  %.1e %s", h.equal ? "yes" : "NO", h.worst,
-                 h.worst <= h.bound ? "ok" : "FAIL");
+                 h.worst_ok ? "ok" : "FAIL");
     }
     if (!timed) {
         printf("%-18s %5d x %-6d %-4s %-35s %-3s  %-3s  %.1e %-4s|%s\n", s->name, R, K, dn, "",
@@ -335,10 +409,15 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     }
 }
 
-static void check_shape(const shape *s, int dtype, int fp16x2_only, int timed, void *ev0, void *ev1)
+/* how check_shape checks a shape */
+enum { CHECK_MODES, CHECK_FP16X2_ONLY, CHECK_NONFINITE };
+
+static void check_shape(const shape *s, int dtype, int how, int timed, void *ev0, void *ev1)
 {
     shape_case c = case_make(s, dtype);
-    if (fp16x2_only)
+    if (how == CHECK_NONFINITE)
+        check_fp16x2_nonfinite(&c);
+    else if (how == CHECK_FP16X2_ONLY)
         check_fp16x2_only(&c, timed, ev0, ev1);
     else
         check_modes(&c, timed, ev0, ev1);
@@ -375,19 +454,22 @@ int main(int argc, char **argv)
     const shape odd_shapes[] = {{"odd", 37, 100}};
     printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
            "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
-           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d rows, among "
-           "them rows times 2^20 and 2^-20, a zero row and a row with one element 2^20 above the rest "
+           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d ordinary rows "
            "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "
            "cuda_gemm = fp16x2's time and its ratio to the new path's (timed), its bit (must be yes) "
-           "and error (must be <= twice the new path's, or <= %.0e)\n", TMAX, TMAX, NSAMPLE, kFp16x2Floor);
+           "and error on the same rows (must be <= twice the new path's, or <= %.0e; also checked on "
+           "rows times 2^20 and 2^-20, a zero row and a row whose last element is 2^20 above the rest, "
+           "each against the new path's error on that row)\n", TMAX, TMAX, NORDINARY, kFp16x2Floor);
     printf("%-18s %-14s %-4s %-6s %9s %9s %6s   %-3s  %-3s  %-12s|%s\n", "shape", "rows x cols", "w", "T",
            "us new", "us old", "ratio", "bit", "old", "error", timed ? " us f16x2  ratio   bit  error" : "   bit  error");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
-        check_shape(&shapes[i], ENG_BF16, 0, timed, ev0, ev1);
-        check_shape(&shapes[i], ENG_F32, 0, timed, ev0, ev1);
+        check_shape(&shapes[i], ENG_BF16, CHECK_MODES, timed, ev0, ev1);
+        check_shape(&shapes[i], ENG_F32, CHECK_MODES, timed, ev0, ev1);
     }
     for (size_t i = 0; i < sizeof odd_shapes / sizeof *odd_shapes; i++)
-        check_shape(&odd_shapes[i], ENG_BF16, 1, timed, ev0, ev1);
+        check_shape(&odd_shapes[i], ENG_BF16, CHECK_FP16X2_ONLY, timed, ev0, ev1);
+    const shape nonfinite = {"inf/nan weight", 128, 4096};
+    check_shape(&nonfinite, ENG_BF16, CHECK_NONFINITE, 0, ev0, ev1);
     eng_event_free(ev0);
     eng_event_free(ev1);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
