@@ -146,14 +146,18 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     size_t three_parts = ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * cols + 3 * 256;
     /* or, under cuda_gemm = fp16x2 (the plan does not know the mode, so it holds the larger):
      * the split buffer at the larger of the two splits (weights the mode leaves to three parts
-     * still grow it), and the fp16 copy of the largest dense weight, at most ENG_GEMM_HALF_BYTES
-     * (a larger one keeps three parts) and at most 2 widest^2 bytes, widest bounding every
-     * dense weight's rows and columns (the LM head aside: past the cap at any real vocabulary) */
+     * still grow it), and the fp16 copy of the largest weight the mode takes, one of at most
+     * ENG_GEMM_HALF_BYTES (a larger one keeps three parts): a dense weight's, at most 2 widest^2
+     * bytes, widest bounding every dense weight's rows and columns, or the LM head's (this rank's
+     * part of the vocabulary, rank 0's the largest, by hidden), which a small model's fits */
     size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim;
     size_t widest = max2(max2(cols, 2 * D), max2(NH * dn, (size_t)c->index_n_heads * (size_t)c->index_head_dim));
     widest = max2(widest, max2((size_t)c->q_lora_rank, (size_t)c->kv_lora_rank + dn));
     widest = max2(widest, (size_t)c->n_routed_experts);
     size_t half_copy = 2 * widest * widest < ENG_GEMM_HALF_BYTES ? 2 * widest * widest : ENG_GEMM_HALF_BYTES;
+    size_t head_copy = 2 * (size_t)cuda_plan_part_of(c->vocab_size, 0, ranks > 0 ? ranks : 1).count * D;
+    if (head_copy <= ENG_GEMM_HALF_BYTES)
+        half_copy = max2(half_copy, head_copy);
     size_t two_parts = max2(6 * (size_t)chunk * cols + 3 * 256,
                             4 * (size_t)chunk * cols + 4 * (size_t)chunk + 4 * 256) + half_copy;
     p->gemm = ENG_GEMM_WORKSPACE + max2(three_parts, two_parts);

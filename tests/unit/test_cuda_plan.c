@@ -245,8 +245,8 @@ END_TEST
 /* eng_gemm's share holds either mode's buffers (the plan does not know cuda_gemm): the three
  * bf16 parts of the widest input (16384: the HC streams, the MLA heads' values) and the narrow
  * weights' copies, or cuda_gemm = fp16x2's split buffer (two fp16 parts and its rows' shifts, or
- * three bf16 parts) and the fp16 copy of the largest dense weight (the MLA output's 4096 x 16384,
- * exactly ENG_GEMM_HALF_BYTES). */
+ * three bf16 parts) and the fp16 copy of the largest weight it takes (the MLA output's
+ * 4096 x 16384, exactly ENG_GEMM_HALF_BYTES; a small model's LM head). */
 START_TEST(gemm_share_holds_either_products_mode)
 {
     const size_t widest = 16384, largest = (size_t)4096 * 16384;
@@ -263,6 +263,26 @@ START_TEST(gemm_share_holds_either_products_mode)
         ck_assert_uint_ge(p.gemm, ENG_GEMM_WORKSPACE + two);
         /* and not much more than the larger of the two */
         ck_assert_uint_le(p.gemm, ENG_GEMM_WORKSPACE + (three > two ? three : two) + 4096);
+    }
+    /* a small model's LM head fits the fp16 copy's cap, so the mode takes it, and it is by far its
+     * largest weight: mkmodel small's 154880 x 256 (79 MiB as fp16), widest dense 1024 (the HC
+     * streams); as one rank and as the first of two (77440 rows) */
+    glm_config small = real;
+    small.hidden_size = 256, small.intermediate_size = 512, small.moe_intermediate_size = 64;
+    small.num_heads = 4, small.q_lora_rank = 128, small.kv_lora_rank = 64, small.qk_nope_head_dim = 64;
+    small.v_head_dim = 64, small.index_n_heads = 8, small.index_head_dim = 32, small.kda_heads = 4;
+    small.kda_head_dim = 64, small.n_routed_experts = 16, small.num_experts_per_tok = 4;
+    ck_assert_int_eq(small.vocab_size, 154880);
+    ck_assert_int_eq(small.hc_mult, 4);
+    for (int ranks = 1; ranks <= 2; ranks++) {
+        size_t head = 2 * (size_t)(154880 / ranks) * 256, chunk = 1024, cols = 4 * 256;
+        ck_assert_uint_le(head, ENG_GEMM_HALF_BYTES);
+        cuda_plan p;
+        cuda_plan_make(&small, ranks, 65536, CUDA_KV_FP8, CUDA_KV_FP8, (int)chunk, 0, &p);
+        size_t parts3 = 6 * chunk * cols + 3 * 256, parts2 = 4 * chunk * cols + 4 * chunk + 4 * 256;
+        size_t two = (parts2 > parts3 ? parts2 : parts3) + head;
+        ck_assert_uint_ge(p.gemm, ENG_GEMM_WORKSPACE + two);
+        ck_assert_uint_le(p.gemm, ENG_GEMM_WORKSPACE + two + 4096);
     }
 }
 END_TEST
