@@ -326,6 +326,8 @@ static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ran
         return st;
     cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
                    cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
+    if (set->cuda.gemm == GLM_CUDA_GEMM_FP16X2)
+        cuda_plan_gemm_fp16x2(p, &m->cfg);
     p->chunk_given = set->cuda.chunk > 0;
     cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
     return GLM_OK;

@@ -114,6 +114,45 @@ static size_t row_bytes(size_t width, int kv)
     return glm_cache_row_bytes(width, (glm_cache_format)kv);
 }
 
+/* The widest input eng_gemm splits: the HC streams, the KDA and MLA values, the dense and shared
+ * expert features. */
+static size_t gemm_widest_input(const glm_config *c)
+{
+    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
+    size_t C = (size_t)c->kda_heads * (size_t)c->kda_head_dim;
+    size_t cols = max2(S * D, max2(C, (size_t)c->num_heads * (size_t)c->v_head_dim));
+    return max2(cols, max2((size_t)c->intermediate_size,
+                           (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
+}
+
+/* eng_gemm per stream in its three-part modes (besides the cuBLAS workspace): the 3-part bf16
+ * split of the widest input (each part from a 256-byte boundary) and a narrow weight's three
+ * copies. */
+static size_t gemm_three_parts(const glm_config *c, int chunk)
+{
+    return ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * gemm_widest_input(c) + 3 * 256;
+}
+
+/* Under cuda_gemm = fp16x2: the split buffer at the larger of the two splits (weights the mode
+ * leaves to three parts still grow it), and the fp16 copy of the largest weight the mode takes,
+ * one of at most ENG_GEMM_HALF_BYTES (a larger one keeps three parts): a dense weight's, at most
+ * 2 widest^2 bytes, widest bounding every dense weight's rows and columns, or the LM head's (this
+ * rank's part of the vocabulary, rank 0's the largest, by hidden), which a small model's fits. */
+static size_t gemm_two_parts(const glm_config *c, int ranks, int chunk)
+{
+    size_t D = (size_t)c->hidden_size, cols = gemm_widest_input(c);
+    size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim;
+    size_t widest = max2(max2(cols, 2 * D), max2(NH * dn, (size_t)c->index_n_heads * (size_t)c->index_head_dim));
+    widest = max2(widest, max2((size_t)c->q_lora_rank, (size_t)c->kv_lora_rank + dn));
+    widest = max2(widest, (size_t)c->n_routed_experts);
+    size_t half_copy = 2 * widest * widest < ENG_GEMM_HALF_BYTES ? 2 * widest * widest : ENG_GEMM_HALF_BYTES;
+    size_t head_copy = 2 * (size_t)cuda_plan_part_of(c->vocab_size, 0, ranks > 0 ? ranks : 1).count * D;
+    if (head_copy <= ENG_GEMM_HALF_BYTES)
+        half_copy = max2(half_copy, head_copy);
+    return max2(6 * (size_t)chunk * cols + 3 * 256, 4 * (size_t)chunk * cols + 4 * (size_t)chunk + 4 * 256) +
+           half_copy;
+}
+
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
                     int chunk, size_t weights, cuda_plan *p)
 {
@@ -137,30 +176,7 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->score_per_token = nd ? (CUDA_SCORE_ROWS * 4 + kp - 1) / kp : 0;
     p->dsa_fixed = nd ? CUDA_SCORE_ROWS * 4 + CUDA_SCORE_ROWS * ENG_DSA_WORK_INTS * 4 : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
-    /* eng_gemm per stream: its cuBLAS workspace, the 3-part bf16 split of the widest input
-     * (each part from a 256-byte boundary) and a narrow weight's three copies */
-    size_t D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
-    size_t cols = max2(S * D, max2(C, (size_t)c->num_heads * (size_t)c->v_head_dim));
-    cols = max2(cols, max2((size_t)c->intermediate_size,
-                           (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
-    size_t three_parts = ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * cols + 3 * 256;
-    /* or, under cuda_gemm = fp16x2 (the plan does not know the mode, so it holds the larger):
-     * the split buffer at the larger of the two splits (weights the mode leaves to three parts
-     * still grow it), and the fp16 copy of the largest weight the mode takes, one of at most
-     * ENG_GEMM_HALF_BYTES (a larger one keeps three parts): a dense weight's, at most 2 widest^2
-     * bytes, widest bounding every dense weight's rows and columns, or the LM head's (this rank's
-     * part of the vocabulary, rank 0's the largest, by hidden), which a small model's fits */
-    size_t NH = (size_t)c->num_heads, dn = (size_t)c->qk_nope_head_dim;
-    size_t widest = max2(max2(cols, 2 * D), max2(NH * dn, (size_t)c->index_n_heads * (size_t)c->index_head_dim));
-    widest = max2(widest, max2((size_t)c->q_lora_rank, (size_t)c->kv_lora_rank + dn));
-    widest = max2(widest, (size_t)c->n_routed_experts);
-    size_t half_copy = 2 * widest * widest < ENG_GEMM_HALF_BYTES ? 2 * widest * widest : ENG_GEMM_HALF_BYTES;
-    size_t head_copy = 2 * (size_t)cuda_plan_part_of(c->vocab_size, 0, ranks > 0 ? ranks : 1).count * D;
-    if (head_copy <= ENG_GEMM_HALF_BYTES)
-        half_copy = max2(half_copy, head_copy);
-    size_t two_parts = max2(6 * (size_t)chunk * cols + 3 * 256,
-                            4 * (size_t)chunk * cols + 4 * (size_t)chunk + 4 * 256) + half_copy;
-    p->gemm = ENG_GEMM_WORKSPACE + max2(three_parts, two_parts);
+    p->gemm = ENG_GEMM_WORKSPACE + gemm_three_parts(c, chunk);
     p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
     /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
     p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;
@@ -204,6 +220,14 @@ void cuda_plan_drafting(cuda_plan *p, const glm_config *c, int window_rows, int 
                              7 * (size_t)p->chunk * (size_t)c->hidden_size * 4
                        : 0;
     p->total += p->windows + p->mtp_cache;
+}
+
+void cuda_plan_gemm_fp16x2(cuda_plan *p, const glm_config *c)
+{
+    size_t gemm = ENG_GEMM_WORKSPACE + max2(gemm_three_parts(c, p->chunk), gemm_two_parts(c, p->ranks, p->chunk));
+    p->scratch = p->scratch - p->gemm + gemm;
+    p->total = p->total - p->gemm + gemm;
+    p->gemm = gemm;
 }
 
 glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)

@@ -242,11 +242,12 @@ START_TEST(refusal_names_a_context_that_fits)
 }
 END_TEST
 
-/* eng_gemm's share holds either mode's buffers (the plan does not know cuda_gemm): the three
- * bf16 parts of the widest input (16384: the HC streams, the MLA heads' values) and the narrow
- * weights' copies, or cuda_gemm = fp16x2's split buffer (two fp16 parts and its rows' shifts, or
- * three bf16 parts) and the fp16 copy of the largest weight it takes (the MLA output's
- * 4096 x 16384, exactly ENG_GEMM_HALF_BYTES; a small model's LM head). */
+/* eng_gemm's share: the three bf16 parts of the widest input (16384: the HC streams, the MLA
+ * heads' values) and the narrow weights' copies, exactly, in the three-part modes (the default);
+ * after cuda_plan_gemm_fp16x2 the larger of that and cuda_gemm = fp16x2's split buffer (two fp16
+ * parts and its rows' shifts, or three bf16 parts) and the fp16 copy of the largest weight it
+ * takes (the MLA output's 4096 x 16384, exactly ENG_GEMM_HALF_BYTES; a small model's LM head),
+ * the scratch and the total grown by as much. */
 START_TEST(gemm_share_holds_either_products_mode)
 {
     const size_t widest = 16384, largest = (size_t)4096 * 16384;
@@ -255,6 +256,11 @@ START_TEST(gemm_share_holds_either_products_mode)
         cuda_plan p;
         cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, chunk, 0, &p);
         size_t three = ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * widest + 3 * 256;
+        ck_assert_uint_eq(p.gemm, ENG_GEMM_WORKSPACE + three);
+        size_t gemm3 = p.gemm, scratch3 = p.scratch, total3 = p.total;
+        cuda_plan_gemm_fp16x2(&p, &real);
+        ck_assert_uint_eq(p.scratch - scratch3, p.gemm - gemm3);
+        ck_assert_uint_eq(p.total - total3, p.gemm - gemm3);
         /* (weights the mode leaves to three parts, the LM head's, still grow the split buffer) */
         size_t parts2 = 4 * (size_t)chunk * widest + 4 * (size_t)chunk + 4 * 256;
         size_t parts3 = 6 * (size_t)chunk * widest + 3 * 256;
@@ -279,6 +285,7 @@ START_TEST(gemm_share_holds_either_products_mode)
         ck_assert_uint_le(head, ENG_GEMM_HALF_BYTES);
         cuda_plan p;
         cuda_plan_make(&small, ranks, 65536, CUDA_KV_FP8, CUDA_KV_FP8, (int)chunk, 0, &p);
+        cuda_plan_gemm_fp16x2(&p, &small);
         size_t parts3 = 6 * chunk * cols + 3 * 256, parts2 = 4 * chunk * cols + 4 * chunk + 4 * 256;
         size_t two = (parts2 > parts3 ? parts2 : parts3) + head;
         ck_assert_uint_ge(p.gemm, ENG_GEMM_WORKSPACE + two);
