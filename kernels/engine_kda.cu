@@ -825,6 +825,285 @@ unsigned grid_for(size_t n)
     return b < 4096 ? (b ? b : 1) : 4096;
 }
 
+// ---- the decode step over a cluster of blocks a head -------------------------------------------
+// step_cluster_kernel: eng_kda_step_decode's work (scan_kernel<true>'s, with the same bits) spread
+// over a cluster of ncl = ceil(dk / 32) blocks a head, block r of the cluster owning the head's
+// columns (and conv channels, and gate rows) 32 r .. 32 r + 31: a warp a slice of 8, a lane a
+// column. Each block computes its 32 channels of the conv (q, k, v), its 32 rows of each of the
+// gates' second products and its 32 gates; the blocks then read each other's unnormalized q and k
+// and gates through distributed shared memory, each computes the head's q/k norms itself (in
+// prep_plane's order), runs the delta rule on its columns, and after a second exchange of the
+// token's outputs the gated norm's sum of squares (out_norm_kernel's order). The whole head's
+// work in one block left 100 of an H100's 132 SMs idle at the decode shape (32 heads); a cluster
+// of 4 puts the state's loads and the products' rows on 128.
+constexpr int kStepCols = 32;                    // columns of a block: a lane each
+constexpr int kStepThreads = 32 * kScanSlices;   // a warp a slice
+constexpr int kStepMaxCluster = 4;               // dk <= 128
+constexpr int kStepWin = kPrepMaxK - 1 + kPrepMaxT; // conv window rows a channel
+constexpr int kStepLowRows = 8;                  // product rows a warp (its loads out at once)
+// Blocks an SM must hold: a Spark's 48 SMs take the decode shape's 128 blocks (32 heads) at once
+// only 3 an SM (80 registers); an H100's 132 take them one an SM, with the registers to hold
+// the state's loads from the start.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kStepMinBlocks = 3;
+#else
+constexpr int kStepMinBlocks = 1;
+#endif
+
+// What a block shares with its cluster, and what it keeps of its own columns ([t][column]).
+struct step_shared {
+    float qy[kPrepMaxT][kStepCols], ky[kPrepMaxT][kStepCols]; // the conv's q, k before the norms
+    float ea[kPrepMaxT][kStepCols];                           // exp of the forget gates
+    float os[kPrepMaxT][kStepCols];                           // the delta rule's outputs
+    float vy[kPrepMaxT][kStepCols], gt[kPrepMaxT][kStepCols]; // v; the output gate's product
+    float gfr[kPrepMaxT][kStepCols];                          // the forget gates' product
+    float qn[kPrepMaxT][128], kn[kPrepMaxT][128], a[kPrepMaxT][128]; // the head's rows
+    float red[2][kScanSlices][32], bt[kPrepMaxT], s_inv[kPrepMaxT];
+    float taps[3][kPrepMaxK][kStepCols], win[3][kStepWin][kStepCols]; // the conv's, by cp.async
+};
+
+// p (a shared address of this block) in block `rank` of the cluster.
+template <typename T>
+__device__ __forceinline__ const T *cluster_peer(const T *p, int rank)
+{
+    return static_cast<const T *>(__cluster_map_shared_rank(p, (unsigned)rank));
+}
+
+// x, as a value the compiler cannot see through: the state's row offsets are recomputed where
+// they are used instead of being held in registers over the whole kernel.
+__device__ __forceinline__ int opaque(int x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+// A forget gate from its product x (before dt_bias): prep_gates' formula, then its exp as the
+// scan takes it.
+__device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float x_in, float bias)
+{
+    float x = x_in + bias;
+    float gv;
+    if (a.has_lb) {
+        gv = a.lb * sigmoidf_(rate * x);
+    } else {
+        float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+        gv = -rate * sp;
+    }
+    return expf(gv);
+}
+
+__global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
+    step_cluster_kernel(float *S, int T, int H, int dk, float *o, float *trail, const float *gate,
+                        const float *nw, float eps, prep_args pa, lowrank_dev lr)
+{
+    pdl_trigger();
+    __shared__ step_shared sh;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slice = warp, h = blockIdx.x;
+    const int c0 = blockIdx.y * kStepCols, j = c0 + lane, C = H * dk, K = pa.K;
+    const bool ok = j < dk;
+    // Weights first (no kernel writes them), while the kernel before ends: warps 0-2 their
+    // plane's taps of channel j into shared memory, warp 3 its gate's rate and bias, and with lr
+    // every warp its 8 rows of one of the products (warps 0-3 the forget gates', 4-7 the output
+    // gate's) into registers.
+    const int plane = warp; // (warps 0-2)
+    if (warp < 3) {
+        const float *wt = plane == 0 ? pa.qw : plane == 1 ? pa.kw : pa.vw;
+#pragma unroll
+        for (int i = 0; i < kPrepMaxK; i++) {
+            bool in = ok && i < K;
+            cp_async_4(&sh.taps[plane][i][lane], in ? wt + (size_t)(h * dk + j) * K + i : wt,
+                       in ? 4 : 0);
+        }
+    }
+    float rate = 0.0f, bias = 0.0f;
+    if (warp == 3) {
+        rate = expf(pa.A_log[h]);
+        bias = ok ? pa.dt_bias[h * dk + j] : 0.0f;
+    }
+    const int lw = warp & 3, n8 = lr.cols / 8;
+    const uint16_t *lm = warp < 4 ? lr.f : lr.g;
+    uint4 u[kStepLowRows];
+#pragma unroll
+    for (int r = 0; r < kStepLowRows; r++) {
+        int i = c0 + lw * kStepLowRows + r;
+        u[r] = lr.on && i < dk && lane < n8
+                   ? __ldg(reinterpret_cast<const uint4 *>(lm + (size_t)(h * dk + i) * lr.cols) +
+                           lane)
+                   : make_uint4(0, 0, 0, 0);
+    }
+    pdl_wait();
+    // warps 0-2: channel j's conv window [state rows | new rows] into shared memory
+    const float *in = plane == 0 ? pa.q : plane == 1 ? pa.k : pa.v;
+    float *cst = pa.state + (size_t)plane * C + h * dk + j; // (warps 0-2) row r at r * 3 C
+    if (warp < 3) {
+#pragma unroll
+        for (int s = 0; s < kStepWin; s++) {
+            bool st = ok && s < K - 1, row = ok && s >= K - 1 && s < K - 1 + T;
+            const float *src = st    ? cst + (size_t)s * 3 * C
+                               : row ? in + (size_t)(s - (K - 1)) * C + h * dk + j
+                                     : in;
+            cp_async_4(&sh.win[plane][s][lane], src, st || row ? 4 : 0);
+        }
+        cp_async_commit();
+    }
+    float *Sh = S + (size_t)h * dk * dk;
+    float Sr[kScanMaxRows];
+    {
+        const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
+        const float *p = Sh + slice * dk + j;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++)
+            Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
+    }
+    if (warp == 4 && lane < T)
+        sh.bt[lane] = sigmoidf_(pa.beta[(size_t)lane * H + h]);
+    if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
+        const float *x = warp < 4 ? lr.xf : lr.xg;
+        float(*dst)[kStepCols] = warp < 4 ? sh.gfr : sh.gt;
+#pragma unroll
+        for (int r = 0; r < kStepLowRows; r++) { // lowrank_rows' sums, a row's tokens together
+            int col = lw * kStepLowRows + r, i = c0 + col;
+            for (int t = 0; t < T; t++) {
+                float acc[1] = {0.0f};
+                if (i < dk && lane < n8)
+                    dot8<1>(u[r], lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc);
+                acc[0] = warp_sum(acc[0]);
+                if (lane == 0 && i < dk)
+                    dst[t][col] = acc[0];
+            }
+        }
+    }
+    if (warp < 3) { // the conv with SiLU (prep_plane's arithmetic); then the window moves on
+        asm volatile("cp.async.wait_all;\n" ::: "memory"); // (a lane reads its own copies)
+        for (int t = 0; t < T; t++) {
+            float acc = 0.0f;
+            if (ok)
+#pragma unroll
+                for (int i = 0; i < kPrepMaxK; i++)
+                    if (i < K)
+                        acc += sh.taps[plane][i][lane] * sh.win[plane][t + i][lane];
+            float y = acc / (1.0f + expf(-acc));
+            (plane == 0 ? sh.qy : plane == 1 ? sh.ky : sh.vy)[t][lane] = y;
+        }
+        for (int r = 0; ok && r < K - 1; r++) // row T + r of the window becomes row r
+            cst[(size_t)r * 3 * C] = sh.win[plane][T + r][lane];
+    }
+    if (lr.on)
+        __syncthreads(); // the forget gates' products in
+    if (warp == 3)
+        for (int t = 0; t < T; t++)
+            if (ok)
+                sh.ea[t][lane] = gate_exp(pa, rate, lr.on ? sh.gfr[t][lane]
+                                                          : pa.g[(size_t)t * C + h * dk + j],
+                                          bias);
+    // the cluster's shares out; each block then takes the head's q, k (normed) and gates
+    __cluster_barrier_arrive();
+    __cluster_barrier_wait();
+    for (int task = warp; task < 2 * T; task += kScanSlices) {
+        int p = task / T, t = task % T; // p 0: q, 1: k
+        float y[kStepMaxCluster], ss = 0.0f;
+#pragma unroll
+        for (int m = 0; m < kStepMaxCluster; m++) {
+            int ci = lane + 32 * m;
+            y[m] = 0.0f;
+            if (ci < dk) {
+                const float *src = p == 0 ? &sh.qy[t][lane] : &sh.ky[t][lane];
+                y[m] = *cluster_peer(src, m);
+                ss += y[m] * y[m];
+            }
+        }
+        ss = warp_sum(ss);
+        float inv = (p == 0 ? pa.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+#pragma unroll
+        for (int m = 0; m < kStepMaxCluster; m++)
+            if (lane + 32 * m < dk)
+                (p == 0 ? sh.qn : sh.kn)[t][lane + 32 * m] = y[m] * inv;
+    }
+    for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
+        int t = e / dk, i = e % dk;
+        sh.a[t][i] = *cluster_peer(&sh.ea[t][i % kStepCols], i / kStepCols);
+    }
+    __syncthreads();
+    // the delta rule on column j (scan_kernel's arithmetic, in its order)
+    for (int t = 0; t < T; t++) {
+        float pm = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] *= sh.a[t][d];
+                pm += Sr[r] * sh.kn[t][d];
+            }
+        }
+        sh.red[0][slice][lane] = pm;
+        __syncthreads();
+        float mem = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kScanSlices; s++)
+            mem += sh.red[0][s][lane];
+        float vj = !ok ? 0.0f : sh.vy[t][lane];
+        float bt = sh.bt[t];
+        float delta = ok ? (vj - mem) * bt : 0.0f;
+        float po = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] += sh.kn[t][d] * delta;
+                po += Sr[r] * sh.qn[t][d];
+            }
+        }
+        sh.red[1][slice][lane] = po; // (red[1] of the token before: read before this token's
+        __syncthreads();            //  first barrier)
+        if (slice == 0 && ok) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int s = 0; s < kScanSlices; s++)
+                acc += sh.red[1][s][lane];
+            sh.os[t][lane] = acc;
+        }
+        if (trail) { // the state after token t, for going back inside a verification window
+            const int rs = opaque(kScanSlices * dk);
+            float *p = trail + ((size_t)t * H + h) * dk * dk + slice * dk + j;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++)
+                if (ok && slice + kScanSlices * r < dk)
+                    p[r * rs] = Sr[r];
+        }
+    }
+    {
+        const int rs = opaque(kScanSlices * dk);
+        float *p = Sh + slice * dk + j;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++)
+            if (ok && slice + kScanSlices * r < dk)
+                p[r * rs] = Sr[r];
+    }
+    // the outputs' gated norm: each token's sum of squares over the head's dk outputs, warp t's
+    // lanes in out_norm_kernel's order
+    __cluster_barrier_arrive();
+    __cluster_barrier_wait();
+    for (int t = warp; t < T; t += kScanSlices) {
+        float ss = 0.0f;
+#pragma unroll 4
+        for (int i = lane; i < dk; i += 32) {
+            float x = *cluster_peer(&sh.os[t][lane], i / kStepCols);
+            ss += x * x;
+        }
+        ss = warp_sum(ss);
+        if (lane == 0)
+            sh.s_inv[t] = 1.0f / sqrtf(ss / (float)dk + eps);
+    }
+    __cluster_barrier_arrive(); // (the peers' outputs read: this block may end once all have)
+    __syncthreads();
+    for (int t = warp; t < T && ok; t += kScanSlices) {
+        size_t base = (size_t)t * C + (size_t)h * dk;
+        float gt = lr.on ? sh.gt[t][lane] : gate[base + j];
+        o[base + j] = nw[j] * (sh.os[t][lane] * sh.s_inv[t]) * sigmoidf_(gt);
+    }
+    __cluster_barrier_wait();
+}
+
 } // namespace
 
 extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v, float *state,
@@ -894,6 +1173,10 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
     return (int)cudaGetLastError();
 }
 
+// Which kernel eng_kda_step_decode launches (eng_kda_step_use): the two candidates while they
+// are compared.
+static int step_form = ENG_KDA_STEP_CLUSTER;
+
 // The folded products' device form, or off where lr is NULL or not of that form.
 static lowrank_dev lowrank_of(const eng_kda_lowrank *lr, int T, int H, int dk)
 {
@@ -937,11 +1220,23 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
         return -1;
     prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
                     has_lb, lb};
-    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
-           static_cast<cudaStream_t>(stream), S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H,
-           dk, o, trail, gate, w, eps, pa, low);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    int ncb = (int)blocks_for((size_t)dk, 32);
+    if (step_form == ENG_KDA_STEP_CLUSTER) // a block of 32 columns each, a cluster a head
+        launch_cluster(step_cluster_kernel, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0, st, S,
+                       T, H, dk, o, trail, gate, w, eps, pa, low);
+    else // the whole head in one block
+        launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0, st, S, nullptr, nullptr,
+               nullptr, nullptr, nullptr, T, H, dk, o, trail, gate, w, eps, pa, low);
     return (int)cudaGetLastError();
+}
+
+extern "C" int eng_kda_step_use(int form)
+{
+    int was = step_form;
+    if (form == ENG_KDA_STEP_BLOCK || form == ENG_KDA_STEP_CLUSTER)
+        step_form = form;
+    return was;
 }
 
 extern "C" int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,

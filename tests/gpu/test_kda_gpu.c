@@ -2,7 +2,9 @@
  * against a C reference doing the same float operations in the same order, it and the conv with
  * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
  * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
- * full prefill), then their times at GLM-5.3-Flash's prefill shape against their floors.
+ * full prefill), and the decode step's two forms (eng_kda_step_use: a block a head, a cluster a
+ * head) against each other; then their times at GLM-5.3-Flash's prefill shape against their
+ * floors, and the step's two forms at its decode shape.
  * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -531,6 +533,211 @@ static void time_prep(void *ev0, void *ev1)
     kern_free(kc), kern_free(vc), kern_free(st), kern_free(w), kern_free(A), kern_free(dt);
 }
 
+/* ---- the decode step's two forms (eng_kda_step_use) ------------------------------------------ */
+
+/* A float as bf16 (round to nearest even; the inputs are finite). */
+static uint16_t bf16_of(float f)
+{
+    uint32_t u = bits_of(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* n random bf16 values (amplitude amp) on the device. */
+static void *dev_bf16(size_t n, float amp)
+{
+    uint16_t *b = xmalloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = bf16_of(amp * frand());
+    void *d = dev_copy(b, n * sizeof *b);
+    free(b);
+    return d;
+}
+
+/* n random floats (amplitude amp) on the device. */
+static float *dev_random(size_t n, float amp)
+{
+    float *h = xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = amp * frand();
+    float *d = dev_copy(h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+/* A case of eng_kda_step_decode: H heads of dk, K taps, T rows; R: the gates' second products'
+ * columns, folded into the step (0: the products come in g and gate); lb: the gates' lower
+ * bound; trail: the state after each row written too. */
+typedef struct {
+    int H, dk, K, T, R, lb, trail;
+} step_case;
+
+/* One layer's inputs and state for the step (what a decode step hands eng_kda_step_decode). */
+typedef struct {
+    int H, dk, K, T, R, lb;
+    float *q, *k, *v, *qw, *kw, *vw, *g, *beta, *A, *dt, *gate, *w, *lo, *st, *S, *o, *trail;
+    eng_mat fb, gb;
+    eng_kda_lowrank lr;
+} step_layer;
+
+static void step_layer_make(step_layer *L, const step_case *c)
+{
+    int H = c->H, dk = c->dk, K = c->K, T = c->T, R = c->R, C = H * dk;
+    size_t in_n = (size_t)T * C, st_n = (size_t)(K - 1) * 3 * C, S_n = (size_t)H * dk * dk;
+    memset(L, 0, sizeof *L);
+    L->H = H, L->dk = dk, L->K = K, L->T = T, L->R = R, L->lb = c->lb;
+    L->q = dev_random(in_n, 1.0f), L->k = dev_random(in_n, 1.0f), L->v = dev_random(in_n, 1.0f);
+    L->qw = dev_random((size_t)C * K, 0.5f), L->kw = dev_random((size_t)C * K, 0.5f);
+    L->vw = dev_random((size_t)C * K, 0.5f);
+    L->g = dev_random(in_n, 2.0f), L->beta = dev_random((size_t)T * H, 2.0f);
+    L->A = dev_random((size_t)H, 0.5f), L->dt = dev_random((size_t)C, 0.5f);
+    L->gate = dev_random(in_n, 2.0f), L->w = dev_random((size_t)dk, 1.0f);
+    L->st = dev_random(st_n ? st_n : 1, 1.0f), L->S = dev_random(S_n, 0.1f);
+    L->o = dev_alloc(in_n * 4);
+    L->trail = c->trail ? dev_alloc((size_t)T * S_n * 4) : NULL;
+    if (R) {
+        L->fb = (eng_mat){.dtype = ENG_BF16, .rows = C, .cols = R};
+        L->gb = L->fb;
+        L->fb.data = dev_bf16((size_t)C * R, 0.1f);
+        L->gb.data = dev_bf16((size_t)C * R, 0.1f);
+        L->lo = dev_random((size_t)2 * T * R, 1.0f);
+        L->lr = (eng_kda_lowrank){&L->fb, &L->gb, L->lo, L->lo + (size_t)T * R};
+    }
+}
+
+static void step_layer_free(step_layer *L)
+{
+    kern_free(L->q), kern_free(L->k), kern_free(L->v), kern_free(L->qw), kern_free(L->kw);
+    kern_free(L->vw), kern_free(L->g), kern_free(L->beta), kern_free(L->A), kern_free(L->dt);
+    kern_free(L->gate), kern_free(L->w), kern_free(L->st), kern_free(L->S), kern_free(L->o);
+    if (L->trail)
+        kern_free(L->trail);
+    if (L->R) {
+        kern_free((void *)L->fb.data), kern_free((void *)L->gb.data), kern_free(L->lo);
+    }
+}
+
+/* The step on layer L, rows T (<= L->T); with R the products are folded in and g and gate are
+ * not passed (NULL: a read of them would fault). */
+static void step_run(const step_layer *L, int T, void *stream)
+{
+    float qscale = 1.0f / sqrtf((float)L->dk);
+    CUDA_OK(eng_kda_step_decode(L->q, L->k, L->v, L->st, L->qw, L->kw, L->vw, T, L->H, L->dk,
+                                L->K, qscale, L->R ? NULL : L->g, L->beta, L->A, L->dt, L->lb,
+                                -5.0f, L->S, L->o, L->trail, L->R ? NULL : L->gate, L->w, 1e-5f,
+                                L->R ? &L->lr : NULL, stream));
+}
+
+static const char *step_form_name(int form)
+{
+    return form == ENG_KDA_STEP_CLUSTER ? "a cluster a head" : "one block a head";
+}
+
+/* Both forms from the same inputs and state: o, the state, the conv state and the trail equal
+ * bit for bit, and every output written and finite. */
+static void check_step_forms(const step_case *c)
+{
+    step_layer L;
+    step_layer_make(&L, c);
+    int H = c->H, dk = c->dk, K = c->K, T = c->T, C = H * dk;
+    size_t in_n = (size_t)T * C, st_n = (size_t)(K - 1) * 3 * C, S_n = (size_t)H * dk * dk;
+    size_t tr_n = c->trail ? (size_t)T * S_n : 0, on = in_n + S_n + st_n + tr_n;
+    float *st0 = to_host(L.st, (st_n ? st_n : 1) * 4), *S0 = to_host(L.S, S_n * 4);
+    float *out[2];
+    const int forms[2] = {ENG_KDA_STEP_BLOCK, ENG_KDA_STEP_CLUSTER};
+    int was = eng_kda_step_use(forms[0]);
+    for (int f = 0; f < 2; f++) {
+        CUDA_OK(kern_to_device(L.st, st0, (st_n ? st_n : 1) * 4));
+        CUDA_OK(kern_to_device(L.S, S0, S_n * 4));
+        CUDA_OK(kern_memset(L.o, 0xff, in_n * 4)); /* poisoned: NaN */
+        if (tr_n)
+            CUDA_OK(kern_memset(L.trail, 0xff, tr_n * 4));
+        eng_kda_step_use(forms[f]);
+        step_run(&L, T, NULL);
+        CUDA_OK(kern_sync());
+        float *h = xmalloc(on * 4), *p = h;
+        CUDA_OK(kern_to_host(p, L.o, in_n * 4));
+        CUDA_OK(kern_to_host(p += in_n, L.S, S_n * 4));
+        if (st_n)
+            CUDA_OK(kern_to_host(p += S_n, L.st, st_n * 4));
+        if (tr_n)
+            CUDA_OK(kern_to_host(h + in_n + S_n + st_n, L.trail, tr_n * 4));
+        out[f] = h;
+    }
+    eng_kda_step_use(was);
+    char what[240];
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < on; i++)
+        nonfinite += !isfinite(out[1][i]);
+    snprintf(what, sizeof what, "KDA step, %s (%d heads of %d, %d taps, %d row(s), %s, lower "
+             "bound %s%s)", step_form_name(forms[1]), H, dk, K, T,
+             c->R ? "f_b/g_b folded" : "g/gate given", c->lb ? "on" : "off",
+             c->trail ? ", trail" : "");
+    printf("%s %s: every output written and finite (%zu not)\n", nonfinite ? "FAIL" : "ok  ",
+           what, nonfinite);
+    failures += nonfinite != 0;
+    const char *names[4] = {"o", "state", "conv state", "trail"};
+    size_t at[4] = {0, in_n, in_n + S_n, in_n + S_n + st_n}, n[4] = {in_n, S_n, st_n, tr_n};
+    for (int i = 0; i < 4; i++) {
+        if (!n[i])
+            continue;
+        char line[320];
+        snprintf(line, sizeof line, "%s: %s equals %s's", what, names[i], step_form_name(forms[0]));
+        same_bits(line, out[1] + at[i], out[0] + at[i], n[i]);
+    }
+    free(out[0]), free(out[1]), free(st0), free(S0);
+    step_layer_free(&L);
+}
+
+/* The step's time at GLM-5.3-Flash's decode shape on a rank (32 heads of 128, 4 taps, f_b/g_b of
+ * 128 columns folded in), T rows, each form: a graph of kStepCalls calls over kStepLayers
+ * layers' states and weights in turn (more than L2 holds, as a decode step's layers are), the
+ * median of 5 replays; against the floor of its bytes (each layer's state read and written,
+ * f_b and g_b read, the trail written) at the copy rate. */
+enum { kStepLayers = 24, kStepCalls = 48 };
+
+static void time_step_forms(int T, int trail, double gbs, void *ev0, void *ev1)
+{
+    step_case c = {32, 128, 4, T, 128, 1, trail};
+    step_layer *L = xmalloc(kStepLayers * sizeof *L);
+    for (int i = 0; i < kStepLayers; i++)
+        step_layer_make(&L[i], &c);
+    const int forms[2] = {ENG_KDA_STEP_BLOCK, ENG_KDA_STEP_CLUSTER};
+    int was = eng_kda_step_use(forms[0]);
+    double us[2];
+    for (int f = 0; f < 2; f++) {
+        eng_kda_step_use(forms[f]);
+        void *st, *graph;
+        CUDA_OK(eng_stream_new(&st));
+        CUDA_OK(eng_capture_begin(st));
+        for (int i = 0; i < kStepCalls; i++)
+            step_run(&L[i % kStepLayers], T, st);
+        CUDA_OK(eng_capture_end(st, &graph));
+        float ms[6];
+        for (int pass = 0; pass < 6; pass++) { /* pass 0: warm-up */
+            CUDA_OK(eng_event_record(ev0, st));
+            CUDA_OK(eng_graph_launch(graph, st));
+            CUDA_OK(eng_event_record(ev1, st));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms[pass]));
+        }
+        eng_graph_free(graph);
+        CUDA_OK(eng_stream_sync(st));
+        eng_stream_free(st);
+        us[f] = 1000.0 * median(ms + 1, 5) / kStepCalls;
+    }
+    eng_kda_step_use(was);
+    double S_bytes = 32.0 * 128 * 128 * 4;
+    double bytes = 2 * S_bytes + 2.0 * 32 * 128 * 128 * 2 + (trail ? T * S_bytes : 0);
+    double floor_us = bytes / (gbs * 1e9) * 1e6;
+    printf("time the KDA step (32 heads of 128, f_b/g_b folded), %d row(s)%s, in a graph: one "
+           "block a head %.2f us, a cluster a head %.2f us (%.2fx); floor %.2f us (%.1f MB at "
+           "%.0f GB/s)\n", T, trail ? " with the trail" : "", us[0], us[1], us[0] / us[1],
+           floor_us, bytes / 1e6, gbs);
+    for (int i = 0; i < kStepLayers; i++)
+        step_layer_free(&L[i]);
+    free(L);
+}
+
 int main(int argc, char **argv)
 {
     char name[256];
@@ -562,9 +769,33 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof preps / sizeof *preps; i++)
         check_prep(&preps[i]);
+    const step_case steps[] = {
+        {32, 128, 4, 1, 128, 0, 0}, /* a decode step of the model's shape on a rank */
+        {32, 128, 4, 1, 128, 1, 1},
+        {32, 128, 4, 1, 0, 0, 0},   /* the products given */
+        {32, 128, 4, 2, 128, 0, 1}, /* drafted rows in a verification window */
+        {32, 128, 4, 3, 0, 1, 1},
+        {32, 128, 4, 4, 128, 1, 1},
+        {32, 128, 4, 5, 0, 0, 0},
+        {32, 128, 4, 8, 128, 0, 1}, /* the most rows the step takes */
+        {32, 128, 4, 8, 0, 1, 1},
+        {64, 128, 4, 4, 256, 0, 1}, /* all 64 heads on one rank; products of 256 columns */
+        {8, 96, 8, 1, 64, 1, 1},    /* dk < 128: a cluster of 3; the most taps */
+        {8, 96, 8, 4, 0, 0, 1},
+        {8, 96, 8, 8, 64, 1, 0},
+        {4, 64, 2, 3, 128, 0, 1},   /* a cluster of 2 */
+        {4, 64, 2, 8, 0, 1, 1},
+        {3, 40, 2, 5, 200, 1, 1},   /* a block's columns in part */
+        {3, 40, 1, 2, 0, 0, 1},     /* one tap: no conv state */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
+        check_step_forms(&steps[i]);
     if (timed) {
         time_scan(ev0, ev1);
         time_prep(ev0, ev1);
+        double gbs = copy_rate(ev0, ev1);
+        time_step_forms(1, 0, gbs, ev0, ev1);
+        time_step_forms(4, 1, gbs, ev0, ev1);
     }
     eng_event_free(ev0);
     eng_event_free(ev1);
