@@ -877,6 +877,12 @@ __device__ __forceinline__ int opaque(int x)
     return x;
 }
 
+__device__ __forceinline__ uint4 opaque(uint4 x)
+{
+    asm volatile("" : "+r"(x.x), "+r"(x.y), "+r"(x.z), "+r"(x.w));
+    return x;
+}
+
 // A forget gate from its product x (before dt_bias): prep_gates' formula, then its exp as the
 // scan takes it.
 __device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float x_in, float bias)
@@ -960,17 +966,23 @@ __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
     if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
         const float *x = warp < 4 ? lr.xf : lr.xg;
         float(*dst)[kStepCols] = warp < 4 ? sh.gfr : sh.gt;
+        const int col0 = lw * kStepLowRows;
+        for (int t = 0; t < T; t++) { // lowrank_rows' sums, the 8 rows' together
+            float acc[kStepLowRows][1];
 #pragma unroll
-        for (int r = 0; r < kStepLowRows; r++) { // lowrank_rows' sums, a row's tokens together
-            int col = lw * kStepLowRows + r, i = c0 + col;
-            for (int t = 0; t < T; t++) {
-                float acc[1] = {0.0f};
-                if (i < dk && lane < n8)
-                    dot8<1>(u[r], lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc);
-                acc[0] = warp_sum(acc[0]);
-                if (lane == 0 && i < dk)
-                    dst[t][col] = acc[0];
+            for (int r = 0; r < kStepLowRows; r++) {
+                uint4 w = opaque(u[r]); // (converted here, not held converted over the tokens)
+                acc[r][0] = 0.0f;
+                if (c0 + col0 + r < dk && lane < n8)
+                    dot8<1>(w, lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc[r]);
             }
+#pragma unroll
+            for (int r = 0; r < kStepLowRows; r++)
+                acc[r][0] = warp_sum(acc[r][0]);
+#pragma unroll
+            for (int r = 0; r < kStepLowRows; r++)
+                if (lane == 0 && c0 + col0 + r < dk)
+                    dst[t][col0 + r] = acc[r][0];
         }
     }
     if (warp < 3) { // the conv with SiLU (prep_plane's arithmetic); then the window moves on
