@@ -247,10 +247,11 @@ typedef struct eng_kda_lowrank {
 } eng_kda_lowrank;
 int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
 /* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
- * head's block runs its prep into shared memory, then the scan; the same bits as the two, with
- * the conv state updated the same way (g and beta are read, not rewritten). With lr (else NULL;
- * then eng_kda_lowrank_takes must hold) the block first computes its head's g and gate rows
- * itself, in eng_matmul_jobs' bits, and g and gate may be NULL (they are not written). */
+ * head's blocks (one, or a cluster: eng_kda_step_use) run its prep in shared memory, then the
+ * scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
+ * not rewritten). With lr (else NULL; then eng_kda_lowrank_takes must hold) the blocks first
+ * compute the head's g and gate rows themselves, in eng_matmul_jobs' bits, and g and gate may be
+ * NULL (they are not written). */
 int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                         int K, float qscale, const float *g, const float *beta, const float *A_log,
