@@ -258,10 +258,11 @@ int eng_kda_step_decode(const float *q, const float *k, const float *v, float *s
                         const float *dt_bias, int has_lb, float lb, float *S, float *o,
                         float *trail, const float *gate, const float *w, float eps,
                         const eng_kda_lowrank *lr, void *stream);
-/* The two forms of eng_kda_step_decode while they are compared (the same bits; the slower goes):
- * ENG_KDA_STEP_BLOCK, a block of 1,024 threads a head; ENG_KDA_STEP_CLUSTER (the default), a
- * cluster of ceil(dk / 32) blocks of 256 threads a head, a block 32 columns. eng_kda_step_use
- * sets the form for the process (any other value leaves it) and returns the one before. */
+/* The two forms of eng_kda_step_decode and eng_kda_scan_norm while they are compared (the same
+ * bits; the slower goes): ENG_KDA_STEP_BLOCK, a block of 1,024 threads a head; ENG_KDA_STEP_CLUSTER
+ * (the default), a cluster of ceil(dk / 32) blocks of 256 threads a head, a block 32 columns
+ * (eng_kda_scan_norm: a launch for each 8 tokens). eng_kda_step_use sets the form for the process
+ * (any other value leaves it) and returns the one before. */
 enum { ENG_KDA_STEP_BLOCK = 0, ENG_KDA_STEP_CLUSTER = 1 };
 int eng_kda_step_use(int form);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */

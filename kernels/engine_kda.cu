@@ -898,144 +898,169 @@ __device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float 
     return expf(gv);
 }
 
+// kPrep: eng_kda_step_decode's, the prep's inputs in pa and lr; else eng_kda_scan_norm's, q, k,
+// v, g and beta given (q and k normed, g and beta activated). T <= kPrepMaxT.
+template <bool kPrep>
 __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
-    step_cluster_kernel(float *S, int T, int H, int dk, float *o, float *trail, const float *gate,
-                        const float *nw, float eps, prep_args pa, lowrank_dev lr)
+    step_cluster_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
+                        const float *beta, int T, int H, int dk, float *o, float *trail,
+                        const float *gate, const float *nw, float eps, prep_args pa,
+                        lowrank_dev lr)
 {
     pdl_trigger();
     __shared__ step_shared sh;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slice = warp, h = blockIdx.x;
     const int c0 = blockIdx.y * kStepCols, j = c0 + lane, C = H * dk, K = pa.K;
     const bool ok = j < dk;
-    // Weights first (no kernel writes them), while the kernel before ends: warps 0-2 their
-    // plane's taps of channel j into shared memory, warp 3 its gate's rate and bias, and with lr
-    // every warp its 8 rows of one of the products (warps 0-3 the forget gates', 4-7 the output
-    // gate's) into registers.
-    const int plane = warp; // (warps 0-2)
-    if (warp < 3) {
-        const float *wt = plane == 0 ? pa.qw : plane == 1 ? pa.kw : pa.vw;
-#pragma unroll
-        for (int i = 0; i < kPrepMaxK; i++) {
-            bool in = ok && i < K;
-            cp_async_4(&sh.taps[plane][i][lane], in ? wt + (size_t)(h * dk + j) * K + i : wt,
-                       in ? 4 : 0);
-        }
-    }
-    float rate = 0.0f, bias = 0.0f;
-    if (warp == 3) {
-        rate = expf(pa.A_log[h]);
-        bias = ok ? pa.dt_bias[h * dk + j] : 0.0f;
-    }
-    const int lw = warp & 3, n8 = lr.cols / 8;
-    const uint16_t *lm = warp < 4 ? lr.f : lr.g;
-    uint4 u[kStepLowRows];
-#pragma unroll
-    for (int r = 0; r < kStepLowRows; r++) {
-        int i = c0 + lw * kStepLowRows + r;
-        u[r] = lr.on && i < dk && lane < n8
-                   ? __ldg(reinterpret_cast<const uint4 *>(lm + (size_t)(h * dk + i) * lr.cols) +
-                           lane)
-                   : make_uint4(0, 0, 0, 0);
-    }
-    pdl_wait();
-    // warps 0-2: channel j's conv window [state rows | new rows] into shared memory
-    const float *in = plane == 0 ? pa.q : plane == 1 ? pa.k : pa.v;
-    float *cst = pa.state + (size_t)plane * C + h * dk + j; // (warps 0-2) row r at r * 3 C
-    if (warp < 3) {
-#pragma unroll
-        for (int s = 0; s < kStepWin; s++) {
-            bool st = ok && s < K - 1, row = ok && s >= K - 1 && s < K - 1 + T;
-            const float *src = st    ? cst + (size_t)s * 3 * C
-                               : row ? in + (size_t)(s - (K - 1)) * C + h * dk + j
-                                     : in;
-            cp_async_4(&sh.win[plane][s][lane], src, st || row ? 4 : 0);
-        }
-        cp_async_commit();
-    }
     float *Sh = S + (size_t)h * dk * dk;
     float Sr[kScanMaxRows];
-    {
+    if constexpr (!kPrep) { // the rows of q, k, exp(g), column j's v, beta as given
+        pdl_wait();
         const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
         const float *p = Sh + slice * dk + j;
 #pragma unroll
         for (int r = 0; r < kScanMaxRows; r++)
             Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
-    }
-    if (warp == 4 && lane < T)
-        sh.bt[lane] = sigmoidf_(pa.beta[(size_t)lane * H + h]);
-    if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
-        const float *x = warp < 4 ? lr.xf : lr.xg;
-        float(*dst)[kStepCols] = warp < 4 ? sh.gfr : sh.gt;
-        const int col0 = lw * kStepLowRows;
-        for (int t = 0; t < T; t++) { // lowrank_rows' sums, the 8 rows' together
-            float acc[kStepLowRows][1];
-#pragma unroll
-            for (int r = 0; r < kStepLowRows; r++) {
-                uint4 w = opaque(u[r]); // (converted here, not held converted over the tokens)
-                acc[r][0] = 0.0f;
-                if (c0 + col0 + r < dk && lane < n8)
-                    dot8<1>(w, lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc[r]);
-            }
-#pragma unroll
-            for (int r = 0; r < kStepLowRows; r++)
-                acc[r][0] = warp_sum(acc[r][0]);
-#pragma unroll
-            for (int r = 0; r < kStepLowRows; r++)
-                if (lane == 0 && c0 + col0 + r < dk)
-                    dst[t][col0 + r] = acc[r][0];
+        for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
+            int t = e / dk, i = e % dk;
+            size_t at = (size_t)t * C + (size_t)h * dk + i;
+            sh.qn[t][i] = q[at];
+            sh.kn[t][i] = k[at];
+            sh.a[t][i] = expf(g[at]);
         }
-    }
-    if (warp < 3) { // the conv with SiLU (prep_plane's arithmetic); then the window moves on
-        asm volatile("cp.async.wait_all;\n" ::: "memory"); // (a lane reads its own copies)
-        for (int t = 0; t < T; t++) {
-            float acc = 0.0f;
-            if (ok)
+        for (int t = warp; t < T && ok; t += kScanSlices)
+            sh.vy[t][lane] = v[(size_t)t * C + (size_t)h * dk + j];
+        if (warp == 0 && lane < T)
+            sh.bt[lane] = beta[(size_t)lane * H + h];
+        __syncthreads();
+    } else {
+        // Weights first (no kernel writes them), while the kernel before ends: warps 0-2 their
+        // plane's taps of channel j into shared memory, warp 3 its gate's rate and bias, and with
+        // lr every warp its 8 rows of one of the products (warps 0-3 the forget gates', 4-7 the
+        // output gate's) into registers.
+        const int plane = warp; // (warps 0-2)
+        if (warp < 3) {
+            const float *wt = plane == 0 ? pa.qw : plane == 1 ? pa.kw : pa.vw;
 #pragma unroll
-                for (int i = 0; i < kPrepMaxK; i++)
-                    if (i < K)
-                        acc += sh.taps[plane][i][lane] * sh.win[plane][t + i][lane];
-            float y = acc / (1.0f + expf(-acc));
-            (plane == 0 ? sh.qy : plane == 1 ? sh.ky : sh.vy)[t][lane] = y;
-        }
-        for (int r = 0; ok && r < K - 1; r++) // row T + r of the window becomes row r
-            cst[(size_t)r * 3 * C] = sh.win[plane][T + r][lane];
-    }
-    if (lr.on)
-        __syncthreads(); // the forget gates' products in
-    if (warp == 3)
-        for (int t = 0; t < T; t++)
-            if (ok)
-                sh.ea[t][lane] = gate_exp(pa, rate, lr.on ? sh.gfr[t][lane]
-                                                          : pa.g[(size_t)t * C + h * dk + j],
-                                          bias);
-    // the cluster's shares out; each block then takes the head's q, k (normed) and gates
-    __cluster_barrier_arrive();
-    __cluster_barrier_wait();
-    for (int task = warp; task < 2 * T; task += kScanSlices) {
-        int p = task / T, t = task % T; // p 0: q, 1: k
-        float y[kStepMaxCluster], ss = 0.0f;
-#pragma unroll
-        for (int m = 0; m < kStepMaxCluster; m++) {
-            int ci = lane + 32 * m;
-            y[m] = 0.0f;
-            if (ci < dk) {
-                const float *src = p == 0 ? &sh.qy[t][lane] : &sh.ky[t][lane];
-                y[m] = *cluster_peer(src, m);
-                ss += y[m] * y[m];
+            for (int i = 0; i < kPrepMaxK; i++) {
+                bool in = ok && i < K;
+                cp_async_4(&sh.taps[plane][i][lane], in ? wt + (size_t)(h * dk + j) * K + i : wt,
+                           in ? 4 : 0);
             }
         }
-        ss = warp_sum(ss);
-        float inv = (p == 0 ? pa.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+        float rate = 0.0f, bias = 0.0f;
+        if (warp == 3) {
+            rate = expf(pa.A_log[h]);
+            bias = ok ? pa.dt_bias[h * dk + j] : 0.0f;
+        }
+        const int lw = warp & 3, n8 = lr.cols / 8;
+        const uint16_t *lm = warp < 4 ? lr.f : lr.g;
+        uint4 u[kStepLowRows];
 #pragma unroll
-        for (int m = 0; m < kStepMaxCluster; m++)
-            if (lane + 32 * m < dk)
-                (p == 0 ? sh.qn : sh.kn)[t][lane + 32 * m] = y[m] * inv;
+        for (int r = 0; r < kStepLowRows; r++) {
+            int i = c0 + lw * kStepLowRows + r;
+            const uint16_t *row = lm + (size_t)(h * dk + i) * lr.cols;
+            u[r] = lr.on && i < dk && lane < n8 ? __ldg(reinterpret_cast<const uint4 *>(row) + lane)
+                                                : make_uint4(0, 0, 0, 0);
+        }
+        pdl_wait();
+        // warps 0-2: channel j's conv window [state rows | new rows] into shared memory
+        const float *in = plane == 0 ? pa.q : plane == 1 ? pa.k : pa.v;
+        float *cst = pa.state + (size_t)plane * C + h * dk + j; // (warps 0-2) row r at r * 3 C
+        if (warp < 3) {
+#pragma unroll
+            for (int s = 0; s < kStepWin; s++) {
+                bool st = ok && s < K - 1, row = ok && s >= K - 1 && s < K - 1 + T;
+                const float *src = st    ? cst + (size_t)s * 3 * C
+                                   : row ? in + (size_t)(s - (K - 1)) * C + h * dk + j
+                                         : in;
+                cp_async_4(&sh.win[plane][s][lane], src, st || row ? 4 : 0);
+            }
+            cp_async_commit();
+        }
+        {
+            const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
+            const float *p = Sh + slice * dk + j;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++)
+                Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
+        }
+        if (warp == 4 && lane < T)
+            sh.bt[lane] = sigmoidf_(pa.beta[(size_t)lane * H + h]);
+        if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
+            const float *x = warp < 4 ? lr.xf : lr.xg;
+            float(*dst)[kStepCols] = warp < 4 ? sh.gfr : sh.gt;
+            const int col0 = lw * kStepLowRows;
+            for (int t = 0; t < T; t++) { // lowrank_rows' sums, the 8 rows' together
+                float acc[kStepLowRows][1];
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++) {
+                    uint4 w = opaque(u[r]); // (converted here, not held converted over the tokens)
+                    acc[r][0] = 0.0f;
+                    if (c0 + col0 + r < dk && lane < n8)
+                        dot8<1>(w, lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc[r]);
+                }
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++)
+                    acc[r][0] = warp_sum(acc[r][0]);
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++)
+                    if (lane == 0 && c0 + col0 + r < dk)
+                        dst[t][col0 + r] = acc[r][0];
+            }
+        }
+        if (warp < 3) { // the conv with SiLU (prep_plane's arithmetic); then the window moves on
+            asm volatile("cp.async.wait_all;\n" ::: "memory"); // (a lane reads its own copies)
+            for (int t = 0; t < T; t++) {
+                float acc = 0.0f;
+                if (ok)
+#pragma unroll
+                    for (int i = 0; i < kPrepMaxK; i++)
+                        if (i < K)
+                            acc += sh.taps[plane][i][lane] * sh.win[plane][t + i][lane];
+                float y = acc / (1.0f + expf(-acc));
+                (plane == 0 ? sh.qy : plane == 1 ? sh.ky : sh.vy)[t][lane] = y;
+            }
+            for (int r = 0; ok && r < K - 1; r++) // row T + r of the window becomes row r
+                cst[(size_t)r * 3 * C] = sh.win[plane][T + r][lane];
+        }
+        if (lr.on)
+            __syncthreads(); // the forget gates' products in
+        if (warp == 3)
+            for (int t = 0; t < T; t++)
+                if (ok)
+                    sh.ea[t][lane] = gate_exp(pa, rate, lr.on ? sh.gfr[t][lane]
+                                                              : pa.g[(size_t)t * C + h * dk + j],
+                                              bias);
+        // the cluster's shares out; each block then takes the head's q, k (normed) and gates
+        __cluster_barrier_arrive();
+        __cluster_barrier_wait();
+        for (int task = warp; task < 2 * T; task += kScanSlices) {
+            int p = task / T, t = task % T; // p 0: q, 1: k
+            float y[kStepMaxCluster], ss = 0.0f;
+#pragma unroll
+            for (int m = 0; m < kStepMaxCluster; m++) {
+                int ci = lane + 32 * m;
+                y[m] = 0.0f;
+                if (ci < dk) {
+                    const float *src = p == 0 ? &sh.qy[t][lane] : &sh.ky[t][lane];
+                    y[m] = *cluster_peer(src, m);
+                    ss += y[m] * y[m];
+                }
+            }
+            ss = warp_sum(ss);
+            float inv = (p == 0 ? pa.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+#pragma unroll
+            for (int m = 0; m < kStepMaxCluster; m++)
+                if (lane + 32 * m < dk)
+                    (p == 0 ? sh.qn : sh.kn)[t][lane + 32 * m] = y[m] * inv;
+        }
+        for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
+            int t = e / dk, i = e % dk;
+            sh.a[t][i] = *cluster_peer(&sh.ea[t][i % kStepCols], i / kStepCols);
+        }
+        __syncthreads();
     }
-    for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
-        int t = e / dk, i = e % dk;
-        sh.a[t][i] = *cluster_peer(&sh.ea[t][i % kStepCols], i / kStepCols);
-    }
-    __syncthreads();
     // the delta rule on column j (scan_kernel's arithmetic, in its order)
     for (int t = 0; t < T; t++) {
         float pm = 0.0f;
@@ -1110,7 +1135,7 @@ __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
     __syncthreads();
     for (int t = warp; t < T && ok; t += kScanSlices) {
         size_t base = (size_t)t * C + (size_t)h * dk;
-        float gt = lr.on ? sh.gt[t][lane] : gate[base + j];
+        float gt = kPrep && lr.on ? sh.gt[t][lane] : gate[base + j];
         o[base + j] = nw[j] * (sh.os[t][lane] * sh.s_inv[t]) * sigmoidf_(gt);
     }
     __cluster_barrier_wait();
@@ -1171,6 +1196,10 @@ extern "C" int eng_kda_scan_trail(float *S, const float *q, const float *k, cons
     return (int)cudaGetLastError();
 }
 
+// Which kernels eng_kda_step_decode and eng_kda_scan_norm launch (eng_kda_step_use): the two
+// forms while they are compared.
+static int step_form = ENG_KDA_STEP_CLUSTER;
+
 extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v,
                                  const float *g, const float *beta, int T, int H, int dk, float *o,
                                  float *trail, const float *gate, const float *w, float eps,
@@ -1178,16 +1207,25 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
 {
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || !gate || !w)
         return -1;
-    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<false>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
-           static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
-           eps, prep_args{}, lowrank_dev{});
+    int ncb = (int)blocks_for((size_t)dk, 32);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    if (step_form != ENG_KDA_STEP_CLUSTER) { // the whole head in one block
+        launch(scan_kernel<false>, dim3(H, 1), 32 * kScanSlices * ncb, 0, st, S, q, k, v, g, beta,
+               T, H, dk, o, trail, gate, w, eps, prep_args{}, lowrank_dev{});
+        return (int)cudaGetLastError();
+    }
+    // a block of 32 columns each, a cluster a head; kPrepMaxT tokens a launch, each launch going
+    // on from the state the one before left
+    size_t C = (size_t)H * dk, hs = (size_t)H * dk * dk;
+    for (int t0 = 0; t0 < T; t0 += kPrepMaxT) {
+        size_t r = (size_t)t0 * C;
+        launch_cluster(step_cluster_kernel<false>, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0,
+                       st, S, q + r, k + r, v + r, g + r, beta + (size_t)t0 * H,
+                       min(kPrepMaxT, T - t0), H, dk, o + r, trail ? trail + t0 * hs : nullptr,
+                       gate + r, w, eps, prep_args{}, lowrank_dev{});
+    }
     return (int)cudaGetLastError();
 }
-
-// Which kernel eng_kda_step_decode launches (eng_kda_step_use): the two candidates while they
-// are compared.
-static int step_form = ENG_KDA_STEP_CLUSTER;
 
 // The folded products' device form, or off where lr is NULL or not of that form.
 static lowrank_dev lowrank_of(const eng_kda_lowrank *lr, int T, int H, int dk)
@@ -1235,8 +1273,9 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int ncb = (int)blocks_for((size_t)dk, 32);
     if (step_form == ENG_KDA_STEP_CLUSTER) // a block of 32 columns each, a cluster a head
-        launch_cluster(step_cluster_kernel, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0, st, S,
-                       T, H, dk, o, trail, gate, w, eps, pa, low);
+        launch_cluster(step_cluster_kernel<true>, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0,
+                       st, S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H, dk, o, trail,
+                       gate, w, eps, pa, low);
     else // the whole head in one block
         launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0, st, S, nullptr, nullptr,
                nullptr, nullptr, nullptr, T, H, dk, o, trail, gate, w, eps, pa, low);

@@ -2,9 +2,9 @@
  * against a C reference doing the same float operations in the same order, it and the conv with
  * the q/k norms (eng_kda_conv_norm) and the gates (eng_kda_gate) against the decode path's
  * kernels run a token at a time (the equality prompt reuse relies on: a resumed turn must equal a
- * full prefill), and the decode step's two forms (eng_kda_step_use: a block a head, a cluster a
- * head) against each other; then their times at GLM-5.3-Flash's prefill shape against their
- * floors, and the step's two forms at its decode shape.
+ * full prefill), and the two forms of the decode step and of eng_kda_scan_norm (eng_kda_step_use:
+ * a block a head, a cluster a head) against each other; then their times at GLM-5.3-Flash's
+ * prefill shape against their floors, and the step's two forms at its decode shape.
  * Usage: test_kda_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -689,6 +689,65 @@ static void check_step_forms(const step_case *c)
     step_layer_free(&L);
 }
 
+/* eng_kda_scan_norm's two forms from the same inputs and state (H heads of dk, T tokens, the
+ * cluster form kPrepMaxT = 8 tokens a launch): o, the state and the trail bit for bit, every
+ * output written and finite. */
+static void check_scan_norm_forms(int H, int dk, int T, int trail)
+{
+    size_t C = (size_t)H * dk, n = (size_t)T * C, S_n = (size_t)H * dk * dk;
+    size_t tr_n = trail ? (size_t)T * S_n : 0, on = n + S_n + tr_n;
+    float *hq = unit_rows(T, H, dk, 1.0f / sqrtf((float)dk)), *hk = unit_rows(T, H, dk, 1.0f);
+    float *hg = gates(n), *hS = xmalloc(S_n * 4), *hb = xmalloc((size_t)T * H * 4);
+    for (size_t i = 0; i < S_n; i++)
+        hS[i] = 0.5f * frand();
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        hb[i] = urand();
+    float *q = dev_copy(hq, n * 4), *k = dev_copy(hk, n * 4), *g = dev_copy(hg, n * 4);
+    float *v = dev_random(n, 1.0f), *gate = dev_random(n, 2.0f), *w = dev_random((size_t)dk, 1.0f);
+    float *beta = dev_copy(hb, (size_t)T * H * 4), *S = dev_alloc(S_n * 4), *o = dev_alloc(n * 4);
+    float *tr = tr_n ? dev_alloc(tr_n * 4) : NULL, *out[2];
+    const int forms[2] = {ENG_KDA_STEP_BLOCK, ENG_KDA_STEP_CLUSTER};
+    int was = eng_kda_step_use(forms[0]);
+    for (int f = 0; f < 2; f++) {
+        CUDA_OK(kern_to_device(S, hS, S_n * 4));
+        CUDA_OK(kern_memset(o, 0xff, n * 4)); /* poisoned: NaN */
+        if (tr_n)
+            CUDA_OK(kern_memset(tr, 0xff, tr_n * 4));
+        eng_kda_step_use(forms[f]);
+        CUDA_OK(eng_kda_scan_norm(S, q, k, v, g, beta, T, H, dk, o, tr, gate, w, 1e-5f, NULL));
+        CUDA_OK(kern_sync());
+        out[f] = xmalloc(on * 4);
+        CUDA_OK(kern_to_host(out[f], o, n * 4));
+        CUDA_OK(kern_to_host(out[f] + n, S, S_n * 4));
+        if (tr_n)
+            CUDA_OK(kern_to_host(out[f] + n + S_n, tr, tr_n * 4));
+    }
+    eng_kda_step_use(was);
+    char what[240];
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < on; i++)
+        nonfinite += !isfinite(out[1][i]);
+    snprintf(what, sizeof what, "delta rule + gated norm (eng_kda_scan_norm), %s (%d heads of "
+             "%d, %d tokens%s)", step_form_name(forms[1]), H, dk, T, trail ? ", trail" : "");
+    printf("%s %s: every output written and finite (%zu not)\n", nonfinite ? "FAIL" : "ok  ",
+           what, nonfinite);
+    failures += nonfinite != 0;
+    const char *names[3] = {"o", "state", "trail"};
+    size_t at[3] = {0, n, n + S_n}, cnt[3] = {n, S_n, tr_n};
+    for (int i = 0; i < 3; i++) {
+        if (!cnt[i])
+            continue;
+        char line[320];
+        snprintf(line, sizeof line, "%s: %s equals %s's", what, names[i], step_form_name(forms[0]));
+        same_bits(line, out[1] + at[i], out[0] + at[i], cnt[i]);
+    }
+    free(out[0]), free(out[1]), free(hq), free(hk), free(hg), free(hS), free(hb);
+    kern_free(q), kern_free(k), kern_free(g), kern_free(v), kern_free(gate), kern_free(w);
+    kern_free(beta), kern_free(S), kern_free(o);
+    if (tr)
+        kern_free(tr);
+}
+
 /* The step's time at GLM-5.3-Flash's decode shape on a rank (32 heads of 128, 4 taps, f_b/g_b of
  * 128 columns folded in), T rows, each form: a graph of kStepCalls calls over kStepLayers
  * layers' states and weights in turn (more than L2 holds, as a decode step's layers are), the
@@ -790,6 +849,11 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
         check_step_forms(&steps[i]);
+    check_scan_norm_forms(32, 128, 1, 0); /* a token a launch, as the decode path runs it */
+    check_scan_norm_forms(32, 128, 8, 1);
+    check_scan_norm_forms(32, 128, 20, 1); /* launches of 8, 8 and 4 tokens */
+    check_scan_norm_forms(8, 96, 9, 1);
+    check_scan_norm_forms(3, 40, 17, 0);
     if (timed) {
         time_scan(ev0, ev1);
         time_prep(ev0, ev1);
