@@ -835,7 +835,8 @@ unsigned grid_for(size_t n)
 // prep_plane's order), runs the delta rule on its columns, and after a second exchange of the
 // token's outputs the gated norm's sum of squares (out_norm_kernel's order). The whole head's
 // work in one block left 100 of an H100's 132 SMs idle at the decode shape (32 heads); a cluster
-// of 4 puts the state's loads and the products' rows on 128.
+// of 4 puts the state's loads and the products' rows on 128. Without the prep (kPrep false) it is
+// eng_kda_scan_norm's (scan_kernel<false>'s bits): each block reads the head's q, k and g rows.
 constexpr int kStepCols = 32;                    // columns of a block: a lane each
 constexpr int kStepThreads = 32 * kScanSlices;   // a warp a slice
 constexpr int kStepMaxCluster = 4;               // dk <= 128
