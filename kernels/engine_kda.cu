@@ -845,7 +845,7 @@ constexpr int kStepLowRows = 8;                  // product rows a warp (its loa
 // Blocks an SM must hold: a Spark's 48 SMs take the decode shape's 128 blocks (32 heads) at once
 // only 3 an SM (80 registers); an H100's 132 take them one an SM, with the registers to hold
 // the state's loads from the start.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200 // (the Spark's GB10, sm_121)
 constexpr int kStepMinBlocks = 3;
 #else
 constexpr int kStepMinBlocks = 1;
