@@ -764,8 +764,23 @@ static void time_step_forms(int T, int trail, double gbs, void *ev0, void *ev1)
     const int forms[2] = {ENG_KDA_STEP_BLOCK, ENG_KDA_STEP_CLUSTER};
     int was = eng_kda_step_use(forms[0]);
     double us[2];
+    /* each layer's state, conv state and output after the six replays, per form: the forms
+     * inside a graph with dependent launches (each step starting while the one before ends, the
+     * states carried through 12 steps a layer) must still agree bit for bit */
+    size_t C = (size_t)c.H * c.dk, S_n = C * c.dk, st_n = (size_t)(c.K - 1) * 3 * C;
+    size_t o_n = (size_t)T * C, per = S_n + st_n + o_n;
+    float **S0 = xmalloc(kStepLayers * sizeof *S0), **st0 = xmalloc(kStepLayers * sizeof *st0);
+    float *after[2] = {xmalloc(kStepLayers * per * 4), xmalloc(kStepLayers * per * 4)};
+    for (int i = 0; i < kStepLayers; i++) {
+        S0[i] = to_host(L[i].S, S_n * 4);
+        st0[i] = to_host(L[i].st, st_n * 4);
+    }
     for (int f = 0; f < 2; f++) {
         eng_kda_step_use(forms[f]);
+        for (int i = 0; i < kStepLayers; i++) {
+            CUDA_OK(kern_to_device(L[i].S, S0[i], S_n * 4));
+            CUDA_OK(kern_to_device(L[i].st, st0[i], st_n * 4));
+        }
         void *st, *graph;
         CUDA_OK(eng_stream_new(&st));
         CUDA_OK(eng_capture_begin(st));
@@ -783,8 +798,22 @@ static void time_step_forms(int T, int trail, double gbs, void *ev0, void *ev1)
         CUDA_OK(eng_stream_sync(st));
         eng_stream_free(st);
         us[f] = 1000.0 * median(ms + 1, 5) / kStepCalls;
+        for (int i = 0; i < kStepLayers; i++) {
+            float *h = after[f] + (size_t)i * per;
+            CUDA_OK(kern_to_host(h, L[i].S, S_n * 4));
+            CUDA_OK(kern_to_host(h + S_n, L[i].st, st_n * 4));
+            CUDA_OK(kern_to_host(h + S_n + st_n, L[i].o, o_n * 4));
+        }
     }
     eng_kda_step_use(was);
+    char line[240];
+    snprintf(line, sizeof line, "KDA step, %s, %d row(s)%s, 6 replays of a graph of %d steps over "
+             "%d layers: every state, conv state and output equals %s's", step_form_name(forms[1]),
+             T, trail ? " with the trail" : "", kStepCalls, kStepLayers, step_form_name(forms[0]));
+    same_bits(line, after[1], after[0], kStepLayers * per);
+    for (int i = 0; i < kStepLayers; i++)
+        free(S0[i]), free(st0[i]);
+    free(S0), free(st0), free(after[0]), free(after[1]);
     double S_bytes = 32.0 * 128 * 128 * 4;
     double bytes = 2 * S_bytes + 2.0 * 32 * 128 * 128 * 2 + (trail ? T * S_bytes : 0);
     double floor_us = bytes / (gbs * 1e9) * 1e6;
