@@ -233,7 +233,7 @@ int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
 int eng_kda_conv_trail(const float *q, const float *k, const float *v, const float *state, int T,
                        int C, int K, float *trail, void *stream);
 /* eng_kda_scan_trail, then each output row as eng_kda_out_norm makes it (its bits), in one launch
- * (a block a head: the decode path's T). */
+ * for each 8 tokens (a cluster of ceil(dk / 32) blocks a head: the decode path's T). */
 int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, int T, int H, int dk, float *o, float *trail,
                       const float *gate, const float *w, float eps, void *stream);
@@ -247,8 +247,8 @@ typedef struct eng_kda_lowrank {
 } eng_kda_lowrank;
 int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
 /* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
- * head's blocks (one, or a cluster: eng_kda_step_use) run its prep in shared memory, then the
- * scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
+ * head's cluster of ceil(dk / 32) blocks (32 columns a block) runs its prep in shared memory,
+ * then the scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
  * not rewritten). With lr (else NULL; then eng_kda_lowrank_takes must hold) the blocks first
  * compute the head's g and gate rows themselves, in eng_matmul_jobs' bits, and g and gate may be
  * NULL (they are not written). */
@@ -258,13 +258,6 @@ int eng_kda_step_decode(const float *q, const float *k, const float *v, float *s
                         const float *dt_bias, int has_lb, float lb, float *S, float *o,
                         float *trail, const float *gate, const float *w, float eps,
                         const eng_kda_lowrank *lr, void *stream);
-/* The two forms of eng_kda_step_decode and eng_kda_scan_norm while they are compared (the same
- * bits; the slower goes): ENG_KDA_STEP_BLOCK, a block of 1,024 threads a head; ENG_KDA_STEP_CLUSTER
- * (the default), a cluster of ceil(dk / 32) blocks of 256 threads a head, a block 32 columns
- * (eng_kda_scan_norm: a launch for each 8 tokens). eng_kda_step_use sets the form for the process
- * (any other value leaves it) and returns the one before. */
-enum { ENG_KDA_STEP_BLOCK = 0, ENG_KDA_STEP_CLUSTER = 1 };
-int eng_kda_step_use(int form);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);
