@@ -799,7 +799,7 @@ static void step_reference(const step_layer *L, const step_host *x, double *o, d
             double ss = 0;
             for (int j = 0; j < dk; j++)
                 ss += out[j] * out[j];
-            double inv = 1.0 / sqrt(ss / dk + 1e-5);
+            double inv = 1.0 / sqrt(ss / dk + (double)1e-5f);
             for (int j = 0; j < dk; j++)
                 o[(size_t)t * C + c0 + j] = x->w[j] * (out[j] * inv) *
                                             sigmoid_d(product_d(L, x, 1, c0 + j, t));
@@ -861,8 +861,9 @@ static void step_same_bits(const char *what, const char *against, const step_lay
 }
 
 /* The step (a cluster of ceil(dk / 32) blocks a head) from random inputs and states: every
- * output written and finite; o, the state and the trail within 1e-5 of each row's magnitude of
- * the step in double, the conv state exactly; a second run the same bits; the T rows in one call
+ * output written and finite; o, the state and the trail within 1e-4 of each row's magnitude of
+ * the step in double (float's rounding through 8 rows of the recurrence reaches 2e-5 of a row's
+ * magnitude at the decode shape with the lower bound on), the conv state exactly; a second run the same bits; the T rows in one call
  * the bits of T one-row calls in sequence (each row's work does not depend on the rows beside
  * it); and with the products given (not folded), the bits of the prefill path's kernels
  * (eng_kda_conv_norm, eng_kda_gate, eng_kda_scan_trail, eng_kda_out_norm), which check_prep and
@@ -896,17 +897,17 @@ static void check_step(const step_case *c)
     float *rst = xmalloc((st_n ? st_n : 1) * 4);
     step_reference(&L, &x, ro, rS, rtr, rst);
     char line[400];
-    snprintf(line, sizeof line, "%s: o within 1e-5 of the step in double", what);
-    near_rows(line, out, ro, (size_t)T * H, (size_t)dk, 1e-5);
-    snprintf(line, sizeof line, "%s: state within 1e-5 of the step in double", what);
-    near_rows(line, out + in_n, rS, (size_t)H * dk, (size_t)dk, 1e-5);
+    snprintf(line, sizeof line, "%s: o within 1e-4 of the step in double", what);
+    near_rows(line, out, ro, (size_t)T * H, (size_t)dk, 1e-4);
+    snprintf(line, sizeof line, "%s: state within 1e-4 of the step in double", what);
+    near_rows(line, out + in_n, rS, (size_t)H * dk, (size_t)dk, 1e-4);
     if (st_n) {
         snprintf(line, sizeof line, "%s: conv state equals the window's last rows", what);
         same_bits(line, out + in_n + S_n, rst, st_n);
     }
     if (tr_n) {
-        snprintf(line, sizeof line, "%s: trail within 1e-5 of the step in double", what);
-        near_rows(line, out + in_n + S_n + st_n, rtr, (size_t)T * H * dk, (size_t)dk, 1e-5);
+        snprintf(line, sizeof line, "%s: trail within 1e-4 of the step in double", what);
+        near_rows(line, out + in_n + S_n + st_n, rtr, (size_t)T * H * dk, (size_t)dk, 1e-4);
     }
     free(ro), free(rS), free(rtr), free(rst);
     /* a second run */
