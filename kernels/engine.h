@@ -246,9 +246,9 @@ typedef struct eng_kda_lowrank {
     const float *lo_f, *lo_g; /* [T][cols] */
 } eng_kda_lowrank;
 int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
-/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
- * head's cluster of ceil(dk / 32) blocks (32 columns a block) runs its prep in shared memory,
- * then the scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
+/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each head's
+ * cluster of ceil(dk / 32) blocks (32 columns a block) runs its prep in shared memory, then the
+ * scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
  * not rewritten). With lr (else NULL; then eng_kda_lowrank_takes must hold) the blocks first
  * compute the head's g and gate rows themselves, in eng_matmul_jobs' bits, and g and gate may be
  * NULL (they are not written). */

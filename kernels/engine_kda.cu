@@ -334,11 +334,10 @@ struct lowrank_dev {
 };
 
 // The prefill path's delta rule (prefill_scan_kernel): a block a (head, group of 64 columns), 4
-// warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i)
-// of its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token.
-// q, k, exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async,
-// three buffers, one barrier a group). The arithmetic is
-// step_cluster_kernel's, operation for operation.
+// warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i) of
+// its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token. q, k,
+// exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async, three
+// buffers, one barrier a group). The arithmetic is step_cluster_kernel's, operation for operation.
 constexpr int kPrefillCols = 64;    // columns of a block
 constexpr int kPrefillTokens = 8;   // tokens of a staged group
 constexpr int kPrefillBufs = 3;     // groups in flight: filling, ready, being read
@@ -449,8 +448,8 @@ __device__ void prefill_exp_gates(prefill_group &b)
     }
 }
 
-// The slices' sum in step_cluster_kernel's order, ((0 + p0) + p1) + ... + p7, where half 0's lane holds
-// p0 .. p3 and half 1's lane (16 lanes on) p4 .. p7: every lane of the column gets it.
+// The slices' sum in step_cluster_kernel's order, ((0 + p0) + p1) + ... + p7, where half 0's lane
+// holds p0 .. p3 and half 1's lane (16 lanes on) p4 .. p7: every lane of the column gets it.
 __device__ __forceinline__ float prefill_slice_sum(const float p[4], int lane)
 {
     float lo = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(0.0f, p[0]), p[1]), p[2]), p[3]);
@@ -616,17 +615,18 @@ unsigned grid_for(size_t n)
 
 // ---- the decode step over a cluster of blocks a head -------------------------------------------
 // step_cluster_kernel: eng_kda_step_decode's work (kda_prep_kernel's prep, then the delta rule and
-// the gated norm, with the bits of eng_kda_prep_decode then eng_kda_scan_norm) spread over a cluster of ncl = ceil(dk / 32) blocks a head, block r of the cluster owning the head's
-// columns (and conv channels, and gate rows) 32 r .. 32 r + 31: a warp a slice of 8, a lane a
-// column. Each block computes its 32 channels of the conv (q, k, v), its 32 rows of each of the
-// gates' second products and its 32 gates; the blocks then read each other's unnormalized q and k
-// and gates through distributed shared memory, each computes the head's q/k norms itself (in
-// prep_plane's order), runs the delta rule on its columns, and after a second exchange of the
-// token's outputs the gated norm's sum of squares (out_norm_kernel's order). A block a head would
-// leave 100 of an H100's 132 SMs idle at the decode shape (32 heads); a cluster of 4 puts the
-// state's loads and the products' rows on 128. Without the prep (kPrep false) it is
-// eng_kda_scan_norm (prefill_scan_kernel's delta rule, then out_norm_kernel's norm, in their
-// bits): each block reads the head's q, k and g rows.
+// the gated norm, with the bits of eng_kda_prep_decode then eng_kda_scan_norm) spread over a
+// cluster of ncl = ceil(dk / 32) blocks a head, block r of the cluster owning the head's columns
+// (and conv channels, and gate rows) 32 r .. 32 r + 31: a warp a slice of 8, a lane a column. Each
+// block computes its 32 channels of the conv (q, k, v), its 32 rows of each of the gates' second
+// products and its 32 gates; the blocks then read each other's unnormalized q and k and gates
+// through distributed shared memory, each computes the head's q/k norms itself (in prep_plane's
+// order), runs the delta rule on its columns, and after a second exchange of the token's outputs
+// the gated norm's sum of squares (out_norm_kernel's order). A block a head would leave 100 of an
+// H100's 132 SMs idle at the decode shape (32 heads); a cluster of 4 puts the state's loads and the
+// products' rows on 128. Without the prep (kPrep false) it is eng_kda_scan_norm
+// (prefill_scan_kernel's delta rule, then out_norm_kernel's norm, in their bits): each block reads
+// the head's q, k and g rows.
 constexpr int kStepCols = 32;                    // columns of a block: a lane each
 constexpr int kStepThreads = 32 * kScanSlices;   // a warp a slice
 constexpr int kStepMaxCluster = 4;               // dk <= 128

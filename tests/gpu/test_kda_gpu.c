@@ -860,14 +860,14 @@ static void step_same_bits(const char *what, const char *against, const step_lay
     }
 }
 
-/* The step (a cluster of ceil(dk / 32) blocks a head) from random inputs and states: every
- * output written and finite; o, the state and the trail within 1e-4 of each row's magnitude of
- * the step in double (float's rounding through 8 rows of the recurrence reaches 2e-5 of a row's
- * magnitude at the decode shape with the lower bound on), the conv state exactly; a second run the same bits; the T rows in one call
- * the bits of T one-row calls in sequence (each row's work does not depend on the rows beside
- * it); and with the products given (not folded), the bits of the prefill path's kernels
- * (eng_kda_conv_norm, eng_kda_gate, eng_kda_scan_trail, eng_kda_out_norm), which check_prep and
- * check_scan tie to the decode path's prep and to the C reference of the delta rule. */
+/* The step (a cluster of ceil(dk / 32) blocks a head) from random inputs and states: every output
+ * written and finite; o, the state and the trail within 1e-4 of each row's magnitude of the step in
+ * double (float's rounding through 8 rows of the recurrence reaches 2e-5 of a row's magnitude at
+ * the decode shape with the lower bound on), the conv state exactly; a second run the same bits;
+ * the T rows in one call the bits of T one-row calls in sequence (each row's work does not depend
+ * on the rows beside it); and with the products given (not folded), the bits of the prefill path's
+ * kernels (eng_kda_conv_norm, eng_kda_gate, eng_kda_scan_trail, eng_kda_out_norm), which check_prep
+ * and check_scan tie to the decode path's prep and to the C reference of the delta rule. */
 static void check_step(const step_case *c)
 {
     step_layer L;
