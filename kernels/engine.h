@@ -233,7 +233,7 @@ int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
 int eng_kda_conv_trail(const float *q, const float *k, const float *v, const float *state, int T,
                        int C, int K, float *trail, void *stream);
 /* eng_kda_scan_trail, then each output row as eng_kda_out_norm makes it (its bits), in one launch
- * (a block a head: the decode path's T). */
+ * for each 8 tokens (a cluster of ceil(dk / 32) blocks a head: the decode path's T). */
 int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, int T, int H, int dk, float *o, float *trail,
                       const float *gate, const float *w, float eps, void *stream);
@@ -246,11 +246,12 @@ typedef struct eng_kda_lowrank {
     const float *lo_f, *lo_g; /* [T][cols] */
 } eng_kda_lowrank;
 int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
-/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
- * head's block runs its prep into shared memory, then the scan; the same bits as the two, with
- * the conv state updated the same way (g and beta are read, not rewritten). With lr (else NULL;
- * then eng_kda_lowrank_takes must hold) the block first computes its head's g and gate rows
- * itself, in eng_matmul_jobs' bits, and g and gate may be NULL (they are not written). */
+/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each head's
+ * cluster of ceil(dk / 32) blocks (32 columns a block) runs its prep in shared memory, then the
+ * scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
+ * not rewritten). With lr (else NULL; then eng_kda_lowrank_takes must hold) the blocks first
+ * compute the head's g and gate rows themselves, in eng_matmul_jobs' bits, and g and gate may be
+ * NULL (they are not written). */
 int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                         int K, float qscale, const float *g, const float *beta, const float *A_log,

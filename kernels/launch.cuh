@@ -67,6 +67,32 @@ static cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// launch() for a grid in clusters of `cluster` blocks (sm_90 and later), whose blocks read each
+// other's shared memory; a cluster's blocks are asked to go to different SMs where they can (the
+// point of splitting work over a cluster is more SMs).
+template <typename... Params, typename... Args>
+static cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                                  size_t smem, cudaStream_t stream, Args &&...args)
+{
+    cudaLaunchAttribute attr[3];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster.x;
+    attr[0].val.clusterDim.y = cluster.y;
+    attr[0].val.clusterDim.z = cluster.z;
+    attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+    attr[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
+    attr[2].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[2].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = kern_pdl() ? 3 : 2;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 // Raises kernel's dynamic shared memory limit to `bytes` (past the default 48 KiB). Where the
 // device allows less (a DGX Spark's 99 KiB blocks against an H100's 227), says so by name before
 // returning the error: the kernel, what it needs and the device's opt-in limit.
