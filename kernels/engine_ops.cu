@@ -3,6 +3,7 @@
 #include "engine_common.cuh"
 #include "engine_rows.cuh"
 
+#include <atomic>
 #include <cuda_pipeline.h>
 
 namespace {
@@ -756,6 +757,146 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
     }
 }
 
+// The second form of the same product (eng_hc_norm_mix_kernel chooses until the GPU has timed
+// the two). What bounds the first: at 254 registers (bf16 fn 191) it holds one block of 8 warps
+// an SM, so an SM has one tile of X loading at a time (32 rows x 256 columns, 32 KB), issued in a
+// burst at the top of a tile and waited for at its end; and a block's start (its first tile's
+// whole latency, with fn's first tile) and end (100 warp sums a warp) leave the SM idle, on parts
+// of only 8 tiles at the model's shape. What bounds any form: X read once at copy bandwidth
+// (4 bytes an element) against the issue an element costs: 25 FMAs (24 products and the square),
+// 1.68 G at 4,096 rows, about 50 us on 132 SMs at 1.98 GHz, plus a shared load and 4 widenings of
+// a bf16 fn for each 4 columns of each fn row, shared by the warp's rows: with 4 rows about 1.3
+// times the FMAs (65 us), with 2 rows 1.6 times (80 us), both under X's floor at copy bandwidth.
+// So this form spends some of that margin on loads in flight: 2 rows a warp (48 accumulators)
+// and X prefetched Depth - 1 tiles ahead in a register ring (unrolled, so no copy between slots
+// forces an early wait) fit 128 registers, two blocks of 8 warps an SM: with a bf16 fn Depth 3,
+// 64 KB of X in flight an SM steadily, each tile's loads given two tiles of compute to land, and
+// one block's start and end overlap the other block's tiles. Its costs: a block of 16 rows
+// stages fn from L2 twice as often; a bf16 fn stays bf16 in shared memory (24 x 2 B / 2 rows =
+// 24 B an X element: widened to f32 there, 48 B an element at X's floor would pass shared
+// memory's 128 B a clock an SM); an f32 fn (not the checkpoint's) takes Depth 2, as 3 spills.
+// One barrier a tile: the wait for tile t's fn and the barrier come first, then tile t + 1's fn
+// is staged into the other buffer, which every warp finished with before that barrier. A row's
+// operations are the first form's, in its order: each lane owns the same 4 columns of every 128,
+// the part (hc_nm_parts, fixed by the shape) walks its tiles and each tile's 128-column steps in
+// order with the same fmaf chain per (row, output) and for the sum of squares, then the same
+// warp_sum tree and the same combine, so the two forms give the same bits.
+constexpr int kNm2RowsWarp = 2, kNm2RowsBlock = kNmWarps * kNm2RowsWarp;
+
+// A tile of the warp's rows (x: its first row at the lane's first column; a row after the
+// last reads as zeros).
+__device__ __forceinline__ void hc_nm2_load(float4 (*xv)[kNm2RowsWarp], const float *x, int N,
+                                            const bool *on, int tile)
+{
+#pragma unroll
+    for (int s = 0; s < kNmSteps; s++)
+#pragma unroll
+        for (int i = 0; i < kNm2RowsWarp; i++)
+            xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
+                                   x + i * N + tile * kNmTile + s * 128))
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// One tile of the part: the sums of squares, then each fn row's products, as the first form.
+template <typename Tw>
+__device__ __forceinline__ void hc_nm2_tile(const Tw (*ws)[kNmTile],
+                                            const float4 (*xv)[kNm2RowsWarp], int lane,
+                                            float (*acc)[kNmOut], float *ss)
+{
+#pragma unroll
+    for (int s = 0; s < kNmSteps; s++) {
+#pragma unroll
+        for (int i = 0; i < kNm2RowsWarp; i++) {
+            float4 x = xv[s][i];
+            ss[i] = fmaf(x.x, x.x, ss[i]);
+            ss[i] = fmaf(x.y, x.y, ss[i]);
+            ss[i] = fmaf(x.z, x.z, ss[i]);
+            ss[i] = fmaf(x.w, x.w, ss[i]);
+        }
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++) {
+            float4 w = hc_nm_w4(&ws[o][s * 128 + 4 * lane]);
+#pragma unroll
+            for (int i = 0; i < kNm2RowsWarp; i++) {
+                float4 x = xv[s][i];
+                float a = acc[i][o];
+                a = fmaf(w.x, x.x, a);
+                a = fmaf(w.y, x.y, a);
+                a = fmaf(w.z, x.z, a);
+                a = fmaf(w.w, x.w, a);
+                acc[i][o] = a;
+            }
+        }
+    }
+}
+
+template <typename Tw, int Depth>
+__global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix2_kernel(const float *__restrict__ X,
+                                                                     const Tw *__restrict__ W,
+                                                                     int T, int N,
+                                                                     float *__restrict__ part)
+{
+    pdl_trigger();
+    __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
+    int r0 = blockIdx.x * kNm2RowsBlock + warp * kNm2RowsWarp, tiles = N / kNmTile / parts;
+    int first = blockIdx.y * tiles; // this part's first tile
+    bool on[kNm2RowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNm2RowsWarp; i++)
+        on[i] = r0 + i < T;
+    const float *x = X + (size_t)(on[0] ? r0 : 0) * N + 4 * lane; // a row after T: not read
+    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
+    pdl_wait();
+    float acc[kNm2RowsWarp][kNmOut], ss[kNm2RowsWarp];
+#pragma unroll
+    for (int i = 0; i < kNm2RowsWarp; i++) {
+        ss[i] = 0.0f;
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++)
+            acc[i][o] = 0.0f;
+    }
+    float4 xq[Depth][kNmSteps][kNm2RowsWarp]; // tile t's X in slot t % Depth
+#pragma unroll
+    for (int d = 0; d < Depth - 1; d++)
+        if (d < tiles)
+            hc_nm2_load(xq[d], x, N, on, first + d);
+    for (int base = 0; base < tiles; base += Depth) {
+#pragma unroll
+        for (int j = 0; j < Depth; j++) { // unrolled so that the slots are registers
+            int tile = base + j;
+            if (tile >= tiles)
+                break;
+            __pipeline_wait_prior(0); // this tile's fn
+            __syncthreads();          // ... seen by all; every warp is done with the other buffer
+            if (tile + 1 < tiles)
+                hc_nm_stage(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
+            if (tile + Depth - 1 < tiles)
+                hc_nm2_load(xq[(j + Depth - 1) % Depth], x, N, on,
+                            first + tile + Depth - 1);
+            hc_nm2_tile<Tw>(ws[tile & 1], xq[j], lane, acc, ss);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kNm2RowsWarp; i++) {
+        float *pt = part + ((size_t)(on[i] ? r0 + i : 0) * parts + blockIdx.y) * kNmPart;
+        float q = warp_sum(ss[i]);
+        if (lane == kNmOut && on[i])
+            pt[kNmOut] = q;
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++) {
+            float a = warp_sum(acc[i][o]);
+            if (lane == o && on[i])
+                pt[o] = a;
+        }
+    }
+}
+
+// Which form eng_hc_norm_mix launches: 0 hc_norm_mix_kernel; 1 hc_norm_mix2_kernel, X 2 tiles
+// ahead for a bf16 fn (1 tile for an f32 fn: 2 would spill); 2 hc_norm_mix2_kernel, X 1 tile
+// ahead. Set only by eng_hc_norm_mix_kernel.
+std::atomic<int> g_norm_mix_form{0};
+
 // mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
 // part order, / N + eps): a thread a (t, o).
 __global__ void hc_nm_combine_kernel(const float *part, int T, int N, int parts, float eps,
@@ -960,19 +1101,36 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
         return -1;
     int N = S * D, parts = hc_nm_parts(N);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    dim3 grid(blocks_for((size_t)T, kNmRowsBlock), parts);
-    if (fn->dtype == ENG_BF16)
-        launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X,
-               static_cast<const __nv_bfloat16 *>(fn->data), T, N, work);
+    int form = g_norm_mix_form.load();
+    dim3 grid(blocks_for((size_t)T, form ? kNm2RowsBlock : kNmRowsBlock), parts);
+    const auto *wb = static_cast<const __nv_bfloat16 *>(fn->data);
+    const auto *wf = static_cast<const float *>(fn->data);
+    if (form == 1 && fn->dtype == ENG_BF16)
+        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3>, grid, kNmThreads, 0, st, X, wb, T, N, work);
+    else if (form == 2 && fn->dtype == ENG_BF16)
+        launch(hc_norm_mix2_kernel<__nv_bfloat16, 2>, grid, kNmThreads, 0, st, X, wb, T, N, work);
+    else if (form)
+        launch(hc_norm_mix2_kernel<float, 2>, grid, kNmThreads, 0, st, X, wf, T, N, work);
+    else if (fn->dtype == ENG_BF16)
+        launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X, wb, T, N, work);
     else
-        launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X,
-               static_cast<const float *>(fn->data), T, N, work);
+        launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X, wf, T, N, work);
     int rc = (int)cudaGetLastError();
     if (rc)
         return rc;
     launch(hc_nm_combine_kernel, blocks_for((size_t)T * kNmOut, 256), 256, 0, st,
            static_cast<const float *>(work), T, N, parts, eps, mu);
     return (int)cudaGetLastError();
+}
+
+// Internal: which form eng_hc_norm_mix launches (g_norm_mix_form's 0, 1 or 2: the same bits,
+// different speeds), for test_hc_gpu's bit comparison and timing, never the environment.
+// Returns the form in use before, or -1 (nothing changed) for a form that does not exist.
+extern "C" int eng_hc_norm_mix_kernel(int which)
+{
+    if (which < 0 || which > 2)
+        return -1;
+    return g_norm_mix_form.exchange(which);
 }
 
 extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,

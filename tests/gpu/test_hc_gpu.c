@@ -1,11 +1,13 @@
 /* test_hc_gpu.c: the prefill path's fused hyper-connection kernels at GLM-5.3-Flash's shape
  * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product, fn in f32
- * and in bf16 as the checkpoint stores it) and
+ * and in bf16 as the checkpoint stores it; each of its kernel forms, and every form's bits equal
+ * to the first's) and
  * eng_hc_collapse_rmsnorm (collapse + the sublayer's norm) against double-precision host sums at
  * T = 17, 300 and 4096; each row's bits the same at every chunk size and wherever the chunk starts
  * (prompt reuse relies on it); eng_hc_post's prefill form (float4s) bit for bit against a host
  * copy of its operations; then, at 4096 rows, their times against the two-launch sequences they
- * replace and against the device's copy bandwidth measured in the same run.
+ * replace and against the device's copy bandwidth measured in the same run, and eng_hc_norm_mix's
+ * forms side by side at 17, 300 and 4096 rows.
  * Usage: test_hc_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +22,10 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/common/rng.h"
 
+/* Internal (not in engine.h): which kernel form eng_hc_norm_mix launches; the previous form, or
+ * -1 for one that does not exist. */
+int eng_hc_norm_mix_kernel(int which);
+
 enum { S = 4, D = 4096, N = S * D, R = (2 + S) * S, TMAX = 4096, SHIFT = 5, REPS = 20 };
 enum { SHIFTED_ROWS = 300 }; /* the chunk launched from row SHIFT */
 static const float kEps = 1e-6f;
@@ -27,6 +33,12 @@ static const float kEps = 1e-6f;
  * magnitudes (the bound the summation order may change), stays well under this */
 static const double kTol = 1e-5;
 static const int kChunks[] = {17, 300, TMAX};
+/* eng_hc_norm_mix's kernel forms (eng_hc_norm_mix_kernel's argument); 0, the default, first */
+enum { NM_FORMS = 3 };
+static const char *const kNmForm[NM_FORMS] = {
+    "form 0 (4 rows a warp, 1 block an SM)",
+    "form 1 (2 rows a warp, 2 blocks an SM, X 2 tiles ahead; f32 fn 1)",
+    "form 2 (2 rows a warp, 2 blocks an SM, X 1 tile ahead)"};
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
@@ -187,8 +199,9 @@ static void seq_copy(void *p)
 
 /* A row's bits whatever the chunk: got[k] (kChunks[k] rows of width floats from row 0) against
  * the TMAX-row launch's got[2], and shifted (SHIFTED_ROWS rows launched from row SHIFT, so that
- * its rows sit elsewhere in the blocks and warps) against those rows of got[2]; frees them all. */
-static void check_chunk_bits(const char *name, float *got[3], float *shifted, int width)
+ * its rows sit elsewhere in the blocks and warps) against those rows of got[2]. */
+static void check_chunk_bits(const char *name, float *const got[3], const float *shifted,
+                             int width)
 {
     char what[256];
     for (int k = 0; k < 2; k++) {
@@ -199,32 +212,71 @@ static void check_chunk_bits(const char *name, float *got[3], float *shifted, in
     snprintf(what, sizeof what, "%s: a %d-row chunk from row %d equals rows %d.. of the %d-row "
              "launch bit for bit", name, SHIFTED_ROWS, SHIFT, SHIFT, TMAX);
     same_bits(what, shifted, got[2] + (size_t)SHIFT * width, (size_t)SHIFTED_ROWS * width);
+}
+
+static void free_chunks(float *got[3], float *shifted)
+{
     free(shifted);
     for (int k = 0; k < 3; k++)
         free(got[k]);
 }
 
-/* fn as stored: what eng_hc_norm_mix reads (its values as floats in hw) */
+static void set_norm_mix_form(int form)
+{
+    if (eng_hc_norm_mix_kernel(form) < 0) {
+        fprintf(stderr, "test_hc_gpu: eng_hc_norm_mix_kernel refuses form %d\n", form);
+        exit(1);
+    }
+}
+
+/* One form's outputs (fn as stored: what eng_hc_norm_mix reads, its values as floats in hw)
+ * against the double sums at each chunk, and each row's bits at every chunk size and start:
+ * got[k] the kChunks[k]-row launch's, shifted the chunk from row SHIFT. */
+static void norm_mix_form(bufs *b, int form, const double *ref, const double *mag, float *got[3],
+                          float **shifted)
+{
+    const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
+    char what[256];
+    snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn", kNmForm[form], fmt);
+    set_norm_mix_form(form);
+    for (int k = 0; k < 3; k++) {
+        CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
+        CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
+        got[k] = to_host(b->mu, (size_t)kChunks[k] * R * sizeof(float));
+        against_ref(what, got[k], ref, mag, kChunks[k], R);
+    }
+    CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
+    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, SHIFTED_ROWS, S, D, kEps, b->flat,
+                            b->mu, NULL));
+    *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
+    check_chunk_bits(what, got, *shifted, R);
+    set_norm_mix_form(0);
+}
+
+/* Every form of eng_hc_norm_mix against the double sums, and each later form's outputs equal to
+ * form 0's bit for bit on every launch (the same operations in the same order a row). */
 static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
     const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
     double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
     double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
     norm_mix_ref(hx, hw, ref, mag);
-    float *got[3];
+    float *got[NM_FORMS][3], *shifted[NM_FORMS];
     char what[256];
-    for (int k = 0; k < 3; k++) {
-        CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
-        CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
-        got[k] = to_host(b->mu, (size_t)kChunks[k] * R * sizeof(float));
-        snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
-        against_ref(what, got[k], ref, mag, kChunks[k], R);
+    for (int f = 0; f < NM_FORMS; f++)
+        norm_mix_form(b, f, ref, mag, got[f], &shifted[f]);
+    for (int f = 1; f < NM_FORMS; f++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn, %d rows: bit for bit as form 0",
+                     kNmForm[f], fmt, kChunks[k]);
+            same_bits(what, got[f][k], got[0][k], (size_t)kChunks[k] * R);
+        }
+        snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn, %d rows from row %d: bit for bit "
+                 "as form 0", kNmForm[f], fmt, SHIFTED_ROWS, SHIFT);
+        same_bits(what, shifted[f], shifted[0], (size_t)SHIFTED_ROWS * R);
     }
-    CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, SHIFTED_ROWS, S, D, kEps, b->flat,
-                            b->mu, NULL));
-    float *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
-    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
-    check_chunk_bits(what, got, shifted, R);
+    for (int f = 0; f < NM_FORMS; f++)
+        free_chunks(got[f], shifted[f]);
     /* the sequence it replaces, against the same sums (its own error, for comparison) */
     CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
     CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
@@ -252,6 +304,7 @@ static void check_collapse_rmsnorm(bufs *b, const float *hx, const float *hpre, 
                                     SHIFTED_ROWS, S, D, kEps, b->u, NULL));
     float *shifted = to_host(b->u, (size_t)SHIFTED_ROWS * D * sizeof(float));
     check_chunk_bits("eng_hc_collapse_rmsnorm", got, shifted, D);
+    free_chunks(got, shifted);
     CUDA_OK(eng_hc_collapse(b->X, b->pre, TMAX, S, D, b->c, NULL));
     CUDA_OK(eng_rmsnorm(b->u, b->c, b->norm, TMAX, D, kEps, NULL));
     float *old = to_host(b->u, n * sizeof(float));
@@ -319,8 +372,41 @@ static int time_fused(bufs *b, void *ev0, void *ev1, const char *what, seq_fn fu
     return f < u;
 }
 
+/* eng_hc_norm_mix's forms (bf16 fn) at each chunk size, against the floor of the bytes a call
+ * must move (X's rows, fn, mu) at the copy bandwidth bw; then which form is fastest at TMAX rows
+ * and whether it is slower than form 0 at a smaller chunk (the GPU's choice of the default). */
+static void time_norm_mix_forms(bufs *b, void *ev0, void *ev1, double bw)
+{
+    double us[3][NM_FORMS];
+    for (int k = 0; k < 3; k++) {
+        b->T = kChunks[k];
+        double bytes = (double)kChunks[k] * N * 4 + (double)R * N * 2 + (double)kChunks[k] * R * 4;
+        double floor_us = 1e6 * bytes / bw;
+        for (int f = 0; f < NM_FORMS; f++) {
+            set_norm_mix_form(f);
+            us[k][f] = time_us(seq_norm_mix, b, ev0, ev1);
+            printf("time eng_hc_norm_mix %-66s %4d rows: %8.1f us (%.2fx form 0), floor %6.1f us "
+                   "(at %.0f%% of copy bandwidth)\n", kNmForm[f], kChunks[k], us[k][f],
+                   us[k][0] / us[k][f], floor_us, 100.0 * floor_us / us[k][f]);
+        }
+    }
+    set_norm_mix_form(0);
+    int best = 0;
+    for (int f = 1; f < NM_FORMS; f++)
+        if (us[2][f] < us[2][best])
+            best = f;
+    int slower = 0;
+    for (int k = 0; k < 2; k++)
+        slower |= us[k][best] > us[k][0];
+    printf("time eng_hc_norm_mix: fastest at %d rows form %d (%.1f us, form 0 %.1f us); at %d and "
+           "%d rows it is %s form 0\n", TMAX, best, us[2][best], us[2][0], kChunks[0], kChunks[1],
+           slower ? "SLOWER than" : "not slower than");
+    b->T = TMAX;
+}
+
 /* Times at 4096 rows: each fused kernel against the sequence it replaces and against the floor of
- * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write). */
+ * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write); then
+ * eng_hc_norm_mix's forms side by side. */
 static void time_all(bufs *b, void *ev0, void *ev1)
 {
     double xbytes = (double)TMAX * N * sizeof(float);
@@ -347,6 +433,7 @@ static void time_all(bufs *b, void *ev0, void *ev1)
     report(nm_faster, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
     report(cn_faster, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
                       "eng_rmsnorm");
+    time_norm_mix_forms(b, ev0, ev1, bw);
 }
 
 int main(int argc, char **argv)
@@ -397,6 +484,8 @@ int main(int argc, char **argv)
     b.y2 = dev_copy(hy2, (size_t)TMAX * D * sizeof *hy2);
     b.post = dev_copy(hpost, (size_t)TMAX * S * sizeof *hpost);
     b.comb = dev_copy(hcomb, (size_t)TMAX * S * S * sizeof *hcomb);
+    report(eng_hc_norm_mix_kernel(NM_FORMS) == -1 && eng_hc_norm_mix_kernel(0) == 0,
+           "eng_hc_norm_mix_kernel refuses a form that does not exist and keeps form 0");
     check_norm_mix(&b, hx, hw);
     /* bf16, as the checkpoint stores fn: the model's case, and the one timed below */
     uint16_t *hwb = xmalloc((size_t)R * N * sizeof *hwb);
