@@ -896,6 +896,7 @@ __global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix2_kernel(const float
 // ahead for a bf16 fn (1 tile for an f32 fn: 2 would spill); 2 hc_norm_mix2_kernel, X 1 tile
 // ahead. Set only by eng_hc_norm_mix_kernel.
 std::atomic<int> g_norm_mix_form{0};
+std::atomic<long> g_norm_mix_launches[3]; // each form's, so that the test sees it was taken
 
 // mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
 // part order, / N + eps): a thread a (t, o).
@@ -1102,6 +1103,7 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
     int N = S * D, parts = hc_nm_parts(N);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int form = g_norm_mix_form.load();
+    g_norm_mix_launches[form]++;
     dim3 grid(blocks_for((size_t)T, form ? kNm2RowsBlock : kNmRowsBlock), parts);
     const auto *wb = static_cast<const __nv_bfloat16 *>(fn->data);
     const auto *wf = static_cast<const float *>(fn->data);
@@ -1131,6 +1133,13 @@ extern "C" int eng_hc_norm_mix_kernel(int which)
     if (which < 0 || which > 2)
         return -1;
     return g_norm_mix_form.exchange(which);
+}
+
+// Internal: eng_hc_norm_mix's launches of a form so far (0 for one that does not exist), so that
+// test_hc_gpu sees each form it compares was the one launched.
+extern "C" long eng_hc_norm_mix_launches(int form)
+{
+    return form >= 0 && form <= 2 ? g_norm_mix_launches[form].load() : 0;
 }
 
 extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,

@@ -22,9 +22,10 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/common/rng.h"
 
-/* Internal (not in engine.h): which kernel form eng_hc_norm_mix launches; the previous form, or
- * -1 for one that does not exist. */
+/* Internal (not in engine.h): which kernel form eng_hc_norm_mix launches (the previous form, or
+ * -1 for one that does not exist), and a form's launches so far. */
 int eng_hc_norm_mix_kernel(int which);
+long eng_hc_norm_mix_launches(int form);
 
 enum { S = 4, D = 4096, N = S * D, R = (2 + S) * S, TMAX = 4096, SHIFT = 5, REPS = 20 };
 enum { SHIFTED_ROWS = 300 }; /* the chunk launched from row SHIFT */
@@ -239,6 +240,7 @@ static void norm_mix_form(bufs *b, int form, const double *ref, const double *ma
     char what[256];
     snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn", kNmForm[form], fmt);
     set_norm_mix_form(form);
+    long launched = eng_hc_norm_mix_launches(form);
     for (int k = 0; k < 3; k++) {
         CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
         CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
@@ -250,6 +252,9 @@ static void norm_mix_form(bufs *b, int form, const double *ref, const double *ma
                             b->mu, NULL));
     *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
     check_chunk_bits(what, got, *shifted, R);
+    char taken[320];
+    snprintf(taken, sizeof taken, "%s: its 4 calls launched this form", what);
+    report(eng_hc_norm_mix_launches(form) - launched == 4, taken);
     set_norm_mix_form(0);
 }
 
