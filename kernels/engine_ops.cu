@@ -769,19 +769,33 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
 // times the FMAs (65 us), with 2 rows 1.6 times (80 us), both under X's floor at copy bandwidth.
 // So this form spends some of that margin on loads in flight: 2 rows a warp (48 accumulators)
 // and X prefetched Depth - 1 tiles ahead in a register ring (unrolled, so no copy between slots
-// forces an early wait) fit 128 registers, two blocks of 8 warps an SM: with a bf16 fn Depth 3,
-// 64 KB of X in flight an SM steadily, each tile's loads given two tiles of compute to land, and
-// one block's start and end overlap the other block's tiles. Its costs: a block of 16 rows
-// stages fn from L2 twice as often; a bf16 fn stays bf16 in shared memory (24 x 2 B / 2 rows =
-// 24 B an X element: widened to f32 there, 48 B an element at X's floor would pass shared
-// memory's 128 B a clock an SM); an f32 fn (not the checkpoint's) takes Depth 2, as 3 spills.
-// One barrier a tile: the wait for tile t's fn and the barrier come first, then tile t + 1's fn
-// is staged into the other buffer, which every warp finished with before that barrier. A row's
-// operations are the first form's, in its order: each lane owns the same 4 columns of every 128,
-// the part (hc_nm_parts, fixed by the shape) walks its tiles and each tile's 128-column steps in
-// order with the same fmaf chain per (row, output) and for the sum of squares, then the same
-// warp_sum tree and the same combine, so the two forms give the same bits.
-constexpr int kNm2RowsWarp = 2, kNm2RowsBlock = kNmWarps * kNm2RowsWarp;
+// forces an early wait) fit 128 registers, 16 warps an SM: with a bf16 fn Depth 3, 64 KB of X in
+// flight an SM steadily, each tile's loads given two tiles of compute to land. Warps 8 makes
+// that two blocks an SM, so one block's start and end overlap the other's tiles, but a block of
+// 16 rows stages fn from L2 twice as often as the first form (0.75 of X's bytes again, as L2
+// reads); Warps 16 keeps the first form's 32 rows a block and its fn traffic, one block an SM.
+// A bf16 fn stays bf16 in shared memory: 24 x 2 B / 2 rows = 24 B an X element, where widened to
+// f32 there 48 B an element at X's floor would pass shared memory's 128 B a clock an SM. An f32
+// fn (not the checkpoint's) takes Depth 2, as 3 spills. One barrier a tile: the wait for tile
+// t's fn and the barrier come first, then tile t + 1's fn is staged into the other buffer, which
+// every warp finished with before that barrier. A row's operations are the first form's, in its
+// order: each lane owns the same 4 columns of every 128, the part (hc_nm_parts, fixed by the
+// shape) walks its tiles and each tile's 128-column steps in order with the same fmaf chain per
+// (row, output) and for the sum of squares, then the same warp_sum tree and the same combine, so
+// the two forms give the same bits.
+constexpr int kNm2RowsWarp = 2;
+
+// hc_nm_stage for a block of Warps warps.
+template <int Warps, typename Tw>
+__device__ __forceinline__ void hc_nm2_stage(Tw (*ws)[kNmTile], const Tw *W, int N, int tile)
+{
+    constexpr int kPer = 16 / (int)sizeof(Tw);
+    for (int k = threadIdx.x; k < kNmOut * (kNmTile / kPer); k += Warps * 32) {
+        int r = k / (kNmTile / kPer), c = (k - r * (kNmTile / kPer)) * kPer;
+        __pipeline_memcpy_async(&ws[r][c], W + (size_t)r * N + (size_t)tile * kNmTile + c, 16);
+    }
+    __pipeline_commit();
+}
 
 // A tile of the warp's rows (x: its first row at the lane's first column; a row after the
 // last reads as zeros).
@@ -830,23 +844,21 @@ __device__ __forceinline__ void hc_nm2_tile(const Tw (*ws)[kNmTile],
     }
 }
 
-template <typename Tw, int Depth>
-__global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix2_kernel(const float *__restrict__ X,
-                                                                     const Tw *__restrict__ W,
-                                                                     int T, int N,
-                                                                     float *__restrict__ part)
+template <typename Tw, int Depth, int Warps>
+__global__ void __launch_bounds__(Warps * 32, 16 / Warps) hc_norm_mix2_kernel(
+    const float *__restrict__ X, const Tw *__restrict__ W, int T, int N, float *__restrict__ part)
 {
     pdl_trigger();
     __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
-    int r0 = blockIdx.x * kNm2RowsBlock + warp * kNm2RowsWarp, tiles = N / kNmTile / parts;
+    int r0 = (blockIdx.x * Warps + warp) * kNm2RowsWarp, tiles = N / kNmTile / parts;
     int first = blockIdx.y * tiles; // this part's first tile
     bool on[kNm2RowsWarp];
 #pragma unroll
     for (int i = 0; i < kNm2RowsWarp; i++)
         on[i] = r0 + i < T;
     const float *x = X + (size_t)(on[0] ? r0 : 0) * N + 4 * lane; // a row after T: not read
-    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
+    hc_nm2_stage<Warps>(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
     pdl_wait();
     float acc[kNm2RowsWarp][kNmOut], ss[kNm2RowsWarp];
 #pragma unroll
@@ -870,7 +882,7 @@ __global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix2_kernel(const float
             __pipeline_wait_prior(0); // this tile's fn
             __syncthreads();          // ... seen by all; every warp is done with the other buffer
             if (tile + 1 < tiles)
-                hc_nm_stage(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
+                hc_nm2_stage<Warps>(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
             if (tile + Depth - 1 < tiles)
                 hc_nm2_load(xq[(j + Depth - 1) % Depth], x, N, on,
                             first + tile + Depth - 1);
@@ -892,11 +904,13 @@ __global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix2_kernel(const float
     }
 }
 
-// Which form eng_hc_norm_mix launches: 0 hc_norm_mix_kernel; 1 hc_norm_mix2_kernel, X 2 tiles
-// ahead for a bf16 fn (1 tile for an f32 fn: 2 would spill); 2 hc_norm_mix2_kernel, X 1 tile
-// ahead. Set only by eng_hc_norm_mix_kernel.
+// Which form eng_hc_norm_mix launches: 0 hc_norm_mix_kernel; 1 hc_norm_mix2_kernel, blocks of 8
+// warps, X 2 tiles ahead for a bf16 fn (1 tile for an f32 fn: 2 would spill); 2 the same with
+// X 1 tile ahead; 3 as 1 in blocks of 16 warps (32 rows: fn staged from L2 half as often, one
+// block an SM). Set only by eng_hc_norm_mix_kernel.
+constexpr int kNmForms = 4;
 std::atomic<int> g_norm_mix_form{0};
-std::atomic<long> g_norm_mix_launches[3]; // each form's, so that the test sees it was taken
+std::atomic<long> g_norm_mix_launches[kNmForms]; // each form's: the test sees it was taken
 
 // mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
 // part order, / N + eps): a thread a (t, o).
@@ -1104,19 +1118,26 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int form = g_norm_mix_form.load();
     g_norm_mix_launches[form]++;
-    dim3 grid(blocks_for((size_t)T, form ? kNm2RowsBlock : kNmRowsBlock), parts);
+    // rows a block: form 0's kNmRowsBlock, 2 a warp in forms 1 and 2 (8 warps) and 3 (16 warps)
+    int rows = form == 0 ? kNmRowsBlock : (form == 3 ? 16 : kNmWarps) * kNm2RowsWarp;
+    dim3 grid(blocks_for((size_t)T, rows), parts);
     const auto *wb = static_cast<const __nv_bfloat16 *>(fn->data);
     const auto *wf = static_cast<const float *>(fn->data);
-    if (form == 1 && fn->dtype == ENG_BF16)
-        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3>, grid, kNmThreads, 0, st, X, wb, T, N, work);
-    else if (form == 2 && fn->dtype == ENG_BF16)
-        launch(hc_norm_mix2_kernel<__nv_bfloat16, 2>, grid, kNmThreads, 0, st, X, wb, T, N, work);
-    else if (form)
-        launch(hc_norm_mix2_kernel<float, 2>, grid, kNmThreads, 0, st, X, wf, T, N, work);
-    else if (fn->dtype == ENG_BF16)
+    bool bf16 = fn->dtype == ENG_BF16;
+    if (form == 0 && bf16)
         launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X, wb, T, N, work);
-    else
+    else if (form == 0)
         launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X, wf, T, N, work);
+    else if (form == 1 && bf16)
+        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3, 8>, grid, 256, 0, st, X, wb, T, N, work);
+    else if (form == 2 && bf16)
+        launch(hc_norm_mix2_kernel<__nv_bfloat16, 2, 8>, grid, 256, 0, st, X, wb, T, N, work);
+    else if (form == 3 && bf16)
+        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3, 16>, grid, 512, 0, st, X, wb, T, N, work);
+    else if (form == 3)
+        launch(hc_norm_mix2_kernel<float, 2, 16>, grid, 512, 0, st, X, wf, T, N, work);
+    else
+        launch(hc_norm_mix2_kernel<float, 2, 8>, grid, 256, 0, st, X, wf, T, N, work);
     int rc = (int)cudaGetLastError();
     if (rc)
         return rc;
@@ -1125,12 +1146,12 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
     return (int)cudaGetLastError();
 }
 
-// Internal: which form eng_hc_norm_mix launches (g_norm_mix_form's 0, 1 or 2: the same bits,
+// Internal: which form eng_hc_norm_mix launches (g_norm_mix_form's 0 to 3: the same bits,
 // different speeds), for test_hc_gpu's bit comparison and timing, never the environment.
 // Returns the form in use before, or -1 (nothing changed) for a form that does not exist.
 extern "C" int eng_hc_norm_mix_kernel(int which)
 {
-    if (which < 0 || which > 2)
+    if (which < 0 || which >= kNmForms)
         return -1;
     return g_norm_mix_form.exchange(which);
 }
@@ -1139,7 +1160,7 @@ extern "C" int eng_hc_norm_mix_kernel(int which)
 // test_hc_gpu sees each form it compares was the one launched.
 extern "C" long eng_hc_norm_mix_launches(int form)
 {
-    return form >= 0 && form <= 2 ? g_norm_mix_launches[form].load() : 0;
+    return form >= 0 && form < kNmForms ? g_norm_mix_launches[form].load() : 0;
 }
 
 extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,

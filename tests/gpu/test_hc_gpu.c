@@ -35,11 +35,12 @@ static const float kEps = 1e-6f;
 static const double kTol = 1e-5;
 static const int kChunks[] = {17, 300, TMAX};
 /* eng_hc_norm_mix's kernel forms (eng_hc_norm_mix_kernel's argument); 0, the default, first */
-enum { NM_FORMS = 3 };
+enum { NM_FORMS = 4 };
 static const char *const kNmForm[NM_FORMS] = {
-    "form 0 (4 rows a warp, 1 block an SM)",
-    "form 1 (2 rows a warp, 2 blocks an SM, X 2 tiles ahead; f32 fn 1)",
-    "form 2 (2 rows a warp, 2 blocks an SM, X 1 tile ahead)"};
+    "form 0 (4 rows a warp, 8 warps a block, 1 block an SM)",
+    "form 1 (2 rows a warp, 8 warps a block, 2 blocks an SM, X 2 tiles ahead; f32 fn 1)",
+    "form 2 (2 rows a warp, 8 warps a block, 2 blocks an SM, X 1 tile ahead)",
+    "form 3 (2 rows a warp, 16 warps a block, 1 block an SM, X 2 tiles ahead; f32 fn 1)"};
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
@@ -390,7 +391,7 @@ static void time_norm_mix_forms(bufs *b, void *ev0, void *ev1, double bw)
         for (int f = 0; f < NM_FORMS; f++) {
             set_norm_mix_form(f);
             us[k][f] = time_us(seq_norm_mix, b, ev0, ev1);
-            printf("time eng_hc_norm_mix %-66s %4d rows: %8.1f us (%.2fx form 0), floor %6.1f us "
+            printf("time eng_hc_norm_mix %-84s %4d rows: %8.1f us (%.2fx form 0), floor %6.1f us "
                    "(at %.0f%% of copy bandwidth)\n", kNmForm[f], kChunks[k], us[k][f],
                    us[k][0] / us[k][f], floor_us, 100.0 * floor_us / us[k][f]);
         }
