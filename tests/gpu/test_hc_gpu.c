@@ -379,8 +379,9 @@ static int time_fused(bufs *b, void *ev0, void *ev1, const char *what, seq_fn fu
 }
 
 /* eng_hc_norm_mix's forms (bf16 fn) at each chunk size, against the floor of the bytes a call
- * must move (X's rows, fn, mu) at the copy bandwidth bw; then which new form is fastest at TMAX rows
- * and whether it is slower than form 0 at a smaller chunk (the GPU's choice of the default). */
+ * must move (X's rows, fn, mu) at the copy bandwidth bw; then the fastest new form at TMAX rows,
+ * whether it beats form 0 there and whether it is slower at a smaller chunk (what the GPU run
+ * decides the default by). */
 static void time_norm_mix_forms(bufs *b, void *ev0, void *ev1, double bw)
 {
     double us[3][NM_FORMS];
