@@ -504,6 +504,17 @@ unsigned grid_for(size_t n)
     return (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
 }
 
+// A product's input and output layouts, unless they were kept in its plan's list.
+void drop_layouts(cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, bool kept)
+{
+    if (kept)
+        return;
+    if (b)
+        g_lt.layout_destroy(b);
+    if (c)
+        g_lt.layout_destroy(c);
+}
+
 // Whether w's three parts run as one GEMM over 3 cols (a shape's choice: never T's): a narrow
 // input (cols <= ENG_GEMM_CONCAT_COLS) makes a product bound by its output, which three GEMMs
 // would write once and then read and write twice more.
@@ -599,16 +610,15 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
                                  "setting the workspace");
         }
         if (rc) {
-            if (b && !kept)
-                g_lt.layout_destroy(b);
-            if (c && !kept)
-                g_lt.layout_destroy(c);
+            drop_layouts(b, c, kept);
             return rc;
         }
     }
     int rc = 0;
     const float one = 1.0f, zero = 0.0f;
     if (cat) { // one GEMM: [W W W] against each row's [lo mid hi]
+        // the copies are made again each product: a few microseconds for a narrow weight, and no
+        // cache keyed by a weight's address to go stale when its memory is reused
         bool vec = w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
         launch(triple_kernel, grid_for((size_t)w->rows * w->cols / (vec ? 8 : 1)), 256, 0, st,
                static_cast<const __nv_bfloat16 *>(w->data), w->rows, w->cols, vec ? 1 : 0, e->w3);
@@ -620,10 +630,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
             rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->w3, p->a, e->split, b, &zero, y,
                                      c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
                          "a bf16 product (three parts side by side)", p);
-        if (b && !kept)
-            g_lt.layout_destroy(b);
-        if (c && !kept)
-            g_lt.layout_destroy(c);
+        drop_layouts(b, c, kept);
         return rc;
     }
     __nv_bfloat16 *part[3] = {nullptr, nullptr, nullptr}; // lo, mid, hi
@@ -648,10 +655,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, w->data, p->a, part[k], b, k ? &one : &zero,
                                  y, c, y, c, &p->algo, e->workspace, e->workspace_bytes, st),
                      what[k], p);
-    if (b && !kept)
-        g_lt.layout_destroy(b);
-    if (c && !kept)
-        g_lt.layout_destroy(c);
+    drop_layouts(b, c, kept);
     return rc;
 }
 
