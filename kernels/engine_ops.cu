@@ -3,7 +3,6 @@
 #include "engine_common.cuh"
 #include "engine_rows.cuh"
 
-#include <atomic>
 #include <cuda_pipeline.h>
 
 namespace {
@@ -607,22 +606,43 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
 }
 
 // The prefill path's HC input norm and mixing product in one pass over X (fn of kNmOut rows in
-// f32, or bf16 as the checkpoint stores it, S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
-// flat streams (P = hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not
-// depend on T); a warp takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128
-// and keeps, for each of its rows, the sum of squares and the kNmOut products of its columns in
-// registers, so X is read once, in float4s. fn goes through shared memory in tiles of kNmTile
-// columns (cp.async, two buffers: the next tile loads while this one is used), shared by the
-// block's rows; each lane's registers hold the X of the next tile as well. After the part's last
-// tile the lanes' sums are summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares
-// last); hc_nm_combine_kernel sums the parts in part order and scales by the row's 1 / rms (the
-// same value as RMS-norming the row first: the norm has no weight). Every row runs the same
-// operations in the same order wherever it lands, so a row's bits depend on that row alone.
-// The parts keep few rows (a short prompt's chunk) spread over SMs: one part would leave a
-// block walking all of fn's columns alone.
-constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 4;
+// f32, or bf16 as the checkpoint stores it, S * D a multiple of kNmTile). A block of kNmWarps
+// warps takes kNmRowsBlock rows and one of P column parts of the flat streams (P =
+// hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not depend on T); a warp
+// takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128 and keeps, for each
+// of its rows, the sum of squares and the kNmOut products of its columns in registers, so X is
+// read once, in float4s. fn goes through shared memory in tiles of kNmTile columns (cp.async,
+// two buffers), shared by the block's rows. After the part's last tile the lanes' sums are
+// summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares last); hc_nm_combine_kernel
+// sums the parts in part order and scales by the row's 1 / rms (the same value as RMS-norming
+// the row first: the norm has no weight). Every row runs the same operations in the same order
+// wherever it lands, so a row's bits depend on that row alone. The parts keep few rows (a short
+// prompt's chunk) spread over SMs: one part would leave a block walking all of fn's columns
+// alone.
+//
+// What bounds it: X read once at copy bandwidth (4 bytes an element) against the issue an
+// element costs: 25 FMAs (24 products and the square), 1.68 G at 4,096 rows, about 50 us on 132
+// SMs at 1.98 GHz, plus a shared load and 4 widenings of a bf16 fn for each 4 columns of each fn
+// row, shared by the warp's rows: with 2 rows about 1.6 times the FMAs (80 us), under X's floor
+// at copy bandwidth. So the kernel spends that margin on loads in flight: 2 rows a warp (48
+// accumulators) and X prefetched kNmDepth - 1 tiles ahead in a register ring (unrolled, so no
+// copy between slots forces an early wait) fit 128 registers, 16 warps an SM: with a bf16 fn
+// kNmDepth 3, 64 KB of X in flight an SM steadily, each tile's loads given two tiles of compute
+// to land. Blocks of 8 warps make that two blocks an SM, so one block's start (its first tile's
+// whole latency) and end (its warp sums) overlap the other's tiles. (A form of one block an SM,
+// 4 rows a warp and X 1 tile ahead in 254 registers gave the same bits, slower on a long chunk
+// and no faster on short ones: one tile of X in flight an SM, the SM idle at a block's start and
+// end.) A bf16 fn stays bf16 in shared memory: 24 x 2 B / 2 rows = 24 B an X element, where
+// widened to f32 there 48 B an element at X's floor would pass shared memory's 128 B a clock an
+// SM. One barrier a tile: the wait for tile t's fn and the barrier come first, then tile t + 1's
+// fn is staged into the other buffer, which every warp finished with before that barrier.
+constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 2;
 constexpr int kNmRowsBlock = kNmWarps * kNmRowsWarp, kNmTile = 256, kNmSteps = kNmTile / 128;
 constexpr int kNmMaxParts = 8, kNmPart = kNmOut + 1; // a part's products, then its sum of squares
+
+// The slots of a warp's X ring (tile t in slot t % kNmDepth, kNmDepth - 1 tiles loading ahead of
+// the one in use): 3 for a bf16 fn; 2 for an f32 fn (not the checkpoint's), where 3 spills.
+template <typename Tw> constexpr int kNmDepth = sizeof(Tw) == 2 ? 3 : 2;
 
 // The column parts of a row of N: the most of 8, 4, 2 that divide N into whole tiles.
 __host__ __device__ __forceinline__ int hc_nm_parts(int N)
@@ -658,169 +678,30 @@ __device__ __forceinline__ float4 hc_nm_w4(const __nv_bfloat16 *w)
                        __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
 }
 
-__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *const *xr,
-                                           const bool *on, int tile, int lane)
+// A tile of the warp's rows (x: its first row at the lane's first column; a row after the
+// last reads as zeros).
+__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *x, int N,
+                                           const bool *on, int tile)
 {
 #pragma unroll
     for (int s = 0; s < kNmSteps; s++)
 #pragma unroll
         for (int i = 0; i < kNmRowsWarp; i++)
             xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
-                                   xr[i] + (size_t)tile * kNmTile + s * 128) + lane)
-                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
-
-template <typename Tw>
-__global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
-                                                                    const Tw *__restrict__ W,
-                                                                    int T, int N,
-                                                                    float *__restrict__ part)
-{
-    pdl_trigger();
-    __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
-    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile / parts;
-    int first = blockIdx.y * tiles; // this part's first tile
-    const float *xr[kNmRowsWarp];
-    bool on[kNmRowsWarp];
-#pragma unroll
-    for (int i = 0; i < kNmRowsWarp; i++) {
-        on[i] = r0 + i < T;
-        xr[i] = X + (size_t)(on[i] ? r0 + i : 0) * N;
-    }
-    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
-    pdl_wait();
-    float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
-#pragma unroll
-    for (int i = 0; i < kNmRowsWarp; i++) {
-        ss[i] = 0.0f;
-#pragma unroll
-        for (int o = 0; o < kNmOut; o++)
-            acc[i][o] = 0.0f;
-    }
-    float4 xv[kNmSteps][kNmRowsWarp], xn[kNmSteps][kNmRowsWarp];
-    hc_nm_load(xv, xr, on, first, lane);
-    for (int tile = 0; tile < tiles; tile++) {
-        int buf = tile & 1;
-        if (tile + 1 < tiles) {
-            hc_nm_stage(ws[buf ^ 1], W, N, first + tile + 1);
-            hc_nm_load(xn, xr, on, first + tile + 1, lane);
-        } else {
-            __pipeline_commit(); // an empty group: the wait below always leaves one group out
-        }
-        __pipeline_wait_prior(1);
-        __syncthreads();
-#pragma unroll
-        for (int s = 0; s < kNmSteps; s++) {
-#pragma unroll
-            for (int i = 0; i < kNmRowsWarp; i++) {
-                float4 x = xv[s][i];
-                ss[i] = fmaf(x.x, x.x, ss[i]);
-                ss[i] = fmaf(x.y, x.y, ss[i]);
-                ss[i] = fmaf(x.z, x.z, ss[i]);
-                ss[i] = fmaf(x.w, x.w, ss[i]);
-            }
-#pragma unroll
-            for (int o = 0; o < kNmOut; o++) {
-                float4 w = hc_nm_w4(&ws[buf][o][s * 128 + 4 * lane]);
-#pragma unroll
-                for (int i = 0; i < kNmRowsWarp; i++) {
-                    float4 x = xv[s][i];
-                    float a = acc[i][o];
-                    a = fmaf(w.x, x.x, a);
-                    a = fmaf(w.y, x.y, a);
-                    a = fmaf(w.z, x.z, a);
-                    a = fmaf(w.w, x.w, a);
-                    acc[i][o] = a;
-                }
-            }
-        }
-        __syncthreads(); // every warp is done with ws[buf] before the next round refills it
-#pragma unroll
-        for (int s = 0; s < kNmSteps; s++)
-#pragma unroll
-            for (int i = 0; i < kNmRowsWarp; i++)
-                xv[s][i] = xn[s][i];
-    }
-#pragma unroll
-    for (int i = 0; i < kNmRowsWarp; i++) {
-        float *pt = part + ((size_t)(on[i] ? r0 + i : 0) * parts + blockIdx.y) * kNmPart;
-        float q = warp_sum(ss[i]);
-        if (lane == kNmOut && on[i])
-            pt[kNmOut] = q;
-#pragma unroll
-        for (int o = 0; o < kNmOut; o++) {
-            float a = warp_sum(acc[i][o]);
-            if (lane == o && on[i])
-                pt[o] = a;
-        }
-    }
-}
-
-// The second form of the same product (eng_hc_norm_mix_kernel chooses until the GPU has timed
-// the two). What bounds the first: at 254 registers (bf16 fn 191) it holds one block of 8 warps
-// an SM, so an SM has one tile of X loading at a time (32 rows x 256 columns, 32 KB), issued in a
-// burst at the top of a tile and waited for at its end; and a block's start (its first tile's
-// whole latency, with fn's first tile) and end (100 warp sums a warp) leave the SM idle, on parts
-// of only 8 tiles at the model's shape. What bounds any form: X read once at copy bandwidth
-// (4 bytes an element) against the issue an element costs: 25 FMAs (24 products and the square),
-// 1.68 G at 4,096 rows, about 50 us on 132 SMs at 1.98 GHz, plus a shared load and 4 widenings of
-// a bf16 fn for each 4 columns of each fn row, shared by the warp's rows: with 4 rows about 1.3
-// times the FMAs (65 us), with 2 rows 1.6 times (80 us), both under X's floor at copy bandwidth.
-// So this form spends some of that margin on loads in flight: 2 rows a warp (48 accumulators)
-// and X prefetched Depth - 1 tiles ahead in a register ring (unrolled, so no copy between slots
-// forces an early wait) fit 128 registers, 16 warps an SM: with a bf16 fn Depth 3, 64 KB of X in
-// flight an SM steadily, each tile's loads given two tiles of compute to land. Warps 8 makes
-// that two blocks an SM, so one block's start and end overlap the other's tiles, but a block of
-// 16 rows stages fn from L2 twice as often as the first form (0.75 of X's bytes again, as L2
-// reads); Warps 16 keeps the first form's 32 rows a block and its fn traffic, one block an SM.
-// A bf16 fn stays bf16 in shared memory: 24 x 2 B / 2 rows = 24 B an X element, where widened to
-// f32 there 48 B an element at X's floor would pass shared memory's 128 B a clock an SM. An f32
-// fn (not the checkpoint's) takes Depth 2, as 3 spills. One barrier a tile: the wait for tile
-// t's fn and the barrier come first, then tile t + 1's fn is staged into the other buffer, which
-// every warp finished with before that barrier. A row's operations are the first form's, in its
-// order: each lane owns the same 4 columns of every 128, the part (hc_nm_parts, fixed by the
-// shape) walks its tiles and each tile's 128-column steps in order with the same fmaf chain per
-// (row, output) and for the sum of squares, then the same warp_sum tree and the same combine, so
-// the two forms give the same bits.
-constexpr int kNm2RowsWarp = 2;
-
-// hc_nm_stage for a block of Warps warps.
-template <int Warps, typename Tw>
-__device__ __forceinline__ void hc_nm2_stage(Tw (*ws)[kNmTile], const Tw *W, int N, int tile)
-{
-    constexpr int kPer = 16 / (int)sizeof(Tw);
-    for (int k = threadIdx.x; k < kNmOut * (kNmTile / kPer); k += Warps * 32) {
-        int r = k / (kNmTile / kPer), c = (k - r * (kNmTile / kPer)) * kPer;
-        __pipeline_memcpy_async(&ws[r][c], W + (size_t)r * N + (size_t)tile * kNmTile + c, 16);
-    }
-    __pipeline_commit();
-}
-
-// A tile of the warp's rows (x: its first row at the lane's first column; a row after the
-// last reads as zeros).
-__device__ __forceinline__ void hc_nm2_load(float4 (*xv)[kNm2RowsWarp], const float *x, int N,
-                                            const bool *on, int tile)
-{
-#pragma unroll
-    for (int s = 0; s < kNmSteps; s++)
-#pragma unroll
-        for (int i = 0; i < kNm2RowsWarp; i++)
-            xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
                                    x + i * N + tile * kNmTile + s * 128))
                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-// One tile of the part: the sums of squares, then each fn row's products, as the first form.
+// One tile of the part: the sums of squares, then each fn row's products.
 template <typename Tw>
-__device__ __forceinline__ void hc_nm2_tile(const Tw (*ws)[kNmTile],
-                                            const float4 (*xv)[kNm2RowsWarp], int lane,
-                                            float (*acc)[kNmOut], float *ss)
+__device__ __forceinline__ void hc_nm_tile(const Tw (*ws)[kNmTile],
+                                           const float4 (*xv)[kNmRowsWarp], int lane,
+                                           float (*acc)[kNmOut], float *ss)
 {
 #pragma unroll
     for (int s = 0; s < kNmSteps; s++) {
 #pragma unroll
-        for (int i = 0; i < kNm2RowsWarp; i++) {
+        for (int i = 0; i < kNmRowsWarp; i++) {
             float4 x = xv[s][i];
             ss[i] = fmaf(x.x, x.x, ss[i]);
             ss[i] = fmaf(x.y, x.y, ss[i]);
@@ -831,7 +712,7 @@ __device__ __forceinline__ void hc_nm2_tile(const Tw (*ws)[kNmTile],
         for (int o = 0; o < kNmOut; o++) {
             float4 w = hc_nm_w4(&ws[o][s * 128 + 4 * lane]);
 #pragma unroll
-            for (int i = 0; i < kNm2RowsWarp; i++) {
+            for (int i = 0; i < kNmRowsWarp; i++) {
                 float4 x = xv[s][i];
                 float a = acc[i][o];
                 a = fmaf(w.x, x.x, a);
@@ -844,35 +725,36 @@ __device__ __forceinline__ void hc_nm2_tile(const Tw (*ws)[kNmTile],
     }
 }
 
-template <typename Tw, int Depth, int Warps>
-__global__ void __launch_bounds__(Warps * 32, 16 / Warps) hc_norm_mix2_kernel(
+template <typename Tw>
+__global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix_kernel(
     const float *__restrict__ X, const Tw *__restrict__ W, int T, int N, float *__restrict__ part)
 {
+    constexpr int Depth = kNmDepth<Tw>;
     pdl_trigger();
     __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
-    int r0 = (blockIdx.x * Warps + warp) * kNm2RowsWarp, tiles = N / kNmTile / parts;
+    int r0 = (blockIdx.x * kNmWarps + warp) * kNmRowsWarp, tiles = N / kNmTile / parts;
     int first = blockIdx.y * tiles; // this part's first tile
-    bool on[kNm2RowsWarp];
+    bool on[kNmRowsWarp];
 #pragma unroll
-    for (int i = 0; i < kNm2RowsWarp; i++)
+    for (int i = 0; i < kNmRowsWarp; i++)
         on[i] = r0 + i < T;
     const float *x = X + (size_t)(on[0] ? r0 : 0) * N + 4 * lane; // a row after T: not read
-    hc_nm2_stage<Warps>(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
+    hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
     pdl_wait();
-    float acc[kNm2RowsWarp][kNmOut], ss[kNm2RowsWarp];
+    float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
 #pragma unroll
-    for (int i = 0; i < kNm2RowsWarp; i++) {
+    for (int i = 0; i < kNmRowsWarp; i++) {
         ss[i] = 0.0f;
 #pragma unroll
         for (int o = 0; o < kNmOut; o++)
             acc[i][o] = 0.0f;
     }
-    float4 xq[Depth][kNmSteps][kNm2RowsWarp]; // tile t's X in slot t % Depth
+    float4 xq[Depth][kNmSteps][kNmRowsWarp]; // tile t's X in slot t % Depth
 #pragma unroll
     for (int d = 0; d < Depth - 1; d++)
         if (d < tiles)
-            hc_nm2_load(xq[d], x, N, on, first + d);
+            hc_nm_load(xq[d], x, N, on, first + d);
     for (int base = 0; base < tiles; base += Depth) {
 #pragma unroll
         for (int j = 0; j < Depth; j++) { // unrolled so that the slots are registers
@@ -882,15 +764,14 @@ __global__ void __launch_bounds__(Warps * 32, 16 / Warps) hc_norm_mix2_kernel(
             __pipeline_wait_prior(0); // this tile's fn
             __syncthreads();          // ... seen by all; every warp is done with the other buffer
             if (tile + 1 < tiles)
-                hc_nm2_stage<Warps>(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
+                hc_nm_stage(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
             if (tile + Depth - 1 < tiles)
-                hc_nm2_load(xq[(j + Depth - 1) % Depth], x, N, on,
-                            first + tile + Depth - 1);
-            hc_nm2_tile<Tw>(ws[tile & 1], xq[j], lane, acc, ss);
+                hc_nm_load(xq[(j + Depth - 1) % Depth], x, N, on, first + tile + Depth - 1);
+            hc_nm_tile<Tw>(ws[tile & 1], xq[j], lane, acc, ss);
         }
     }
 #pragma unroll
-    for (int i = 0; i < kNm2RowsWarp; i++) {
+    for (int i = 0; i < kNmRowsWarp; i++) {
         float *pt = part + ((size_t)(on[i] ? r0 + i : 0) * parts + blockIdx.y) * kNmPart;
         float q = warp_sum(ss[i]);
         if (lane == kNmOut && on[i])
@@ -903,14 +784,6 @@ __global__ void __launch_bounds__(Warps * 32, 16 / Warps) hc_norm_mix2_kernel(
         }
     }
 }
-
-// Which form eng_hc_norm_mix launches: 0 hc_norm_mix_kernel; 1 hc_norm_mix2_kernel, blocks of 8
-// warps, X 2 tiles ahead for a bf16 fn (1 tile for an f32 fn: 2 would spill); 2 the same with
-// X 1 tile ahead; 3 as 1 in blocks of 16 warps (32 rows: fn staged from L2 half as often, one
-// block an SM). Set only by eng_hc_norm_mix_kernel.
-constexpr int kNmForms = 4;
-std::atomic<int> g_norm_mix_form{0};
-std::atomic<long> g_norm_mix_launches[kNmForms]; // each form's: the test sees it was taken
 
 // mu[t][o] = (the parts' products summed in part order) / sqrt(their sums of squares, summed in
 // part order, / N + eps): a thread a (t, o).
@@ -1116,51 +989,19 @@ extern "C" int eng_hc_norm_mix(const eng_mat *fn, const float *X, int T, int S, 
         return -1;
     int N = S * D, parts = hc_nm_parts(N);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int form = g_norm_mix_form.load();
-    g_norm_mix_launches[form]++;
-    // rows a block: form 0's kNmRowsBlock, 2 a warp in forms 1 and 2 (8 warps) and 3 (16 warps)
-    int rows = form == 0 ? kNmRowsBlock : (form == 3 ? 16 : kNmWarps) * kNm2RowsWarp;
-    dim3 grid(blocks_for((size_t)T, rows), parts);
-    const auto *wb = static_cast<const __nv_bfloat16 *>(fn->data);
-    const auto *wf = static_cast<const float *>(fn->data);
-    bool bf16 = fn->dtype == ENG_BF16;
-    if (form == 0 && bf16)
-        launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X, wb, T, N, work);
-    else if (form == 0)
-        launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X, wf, T, N, work);
-    else if (form == 1 && bf16)
-        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3, 8>, grid, 256, 0, st, X, wb, T, N, work);
-    else if (form == 2 && bf16)
-        launch(hc_norm_mix2_kernel<__nv_bfloat16, 2, 8>, grid, 256, 0, st, X, wb, T, N, work);
-    else if (form == 3 && bf16)
-        launch(hc_norm_mix2_kernel<__nv_bfloat16, 3, 16>, grid, 512, 0, st, X, wb, T, N, work);
-    else if (form == 3)
-        launch(hc_norm_mix2_kernel<float, 2, 16>, grid, 512, 0, st, X, wf, T, N, work);
+    dim3 grid(blocks_for((size_t)T, kNmRowsBlock), parts);
+    if (fn->dtype == ENG_BF16)
+        launch(hc_norm_mix_kernel<__nv_bfloat16>, grid, kNmThreads, 0, st, X,
+               static_cast<const __nv_bfloat16 *>(fn->data), T, N, work);
     else
-        launch(hc_norm_mix2_kernel<float, 2, 8>, grid, 256, 0, st, X, wf, T, N, work);
+        launch(hc_norm_mix_kernel<float>, grid, kNmThreads, 0, st, X,
+               static_cast<const float *>(fn->data), T, N, work);
     int rc = (int)cudaGetLastError();
     if (rc)
         return rc;
     launch(hc_nm_combine_kernel, blocks_for((size_t)T * kNmOut, 256), 256, 0, st,
            static_cast<const float *>(work), T, N, parts, eps, mu);
     return (int)cudaGetLastError();
-}
-
-// Internal: which form eng_hc_norm_mix launches (g_norm_mix_form's 0 to 3: the same bits,
-// different speeds), for test_hc_gpu's bit comparison and timing, never the environment.
-// Returns the form in use before, or -1 (nothing changed) for a form that does not exist.
-extern "C" int eng_hc_norm_mix_kernel(int which)
-{
-    if (which < 0 || which >= kNmForms)
-        return -1;
-    return g_norm_mix_form.exchange(which);
-}
-
-// Internal: eng_hc_norm_mix's launches of a form so far (0 for one that does not exist), so that
-// test_hc_gpu sees each form it compares was the one launched.
-extern "C" long eng_hc_norm_mix_launches(int form)
-{
-    return form >= 0 && form < kNmForms ? g_norm_mix_launches[form].load() : 0;
 }
 
 extern "C" int eng_hc_collapse_rmsnorm(const float *X, const float *pre, const float *norm, int T,

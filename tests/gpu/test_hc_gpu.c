@@ -1,13 +1,12 @@
 /* test_hc_gpu.c: the prefill path's fused hyper-connection kernels at GLM-5.3-Flash's shape
  * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product, fn in f32
- * and in bf16 as the checkpoint stores it; each of its kernel forms, and every form's bits equal
- * to the first's) and
- * eng_hc_collapse_rmsnorm (collapse + the sublayer's norm) against double-precision host sums at
- * T = 17, 300 and 4096; each row's bits the same at every chunk size and wherever the chunk starts
- * (prompt reuse relies on it); eng_hc_post's prefill form (float4s) bit for bit against a host
- * copy of its operations; then, at 4096 rows, their times against the two-launch sequences they
- * replace and against the device's copy bandwidth measured in the same run, and eng_hc_norm_mix's
- * forms side by side at 17, 300 and 4096 rows.
+ * and in bf16 as the checkpoint stores it) and eng_hc_collapse_rmsnorm (collapse + the
+ * sublayer's norm) against double-precision host sums at T = 17, 300 and 4096; each row's bits
+ * the same at every chunk size and wherever the chunk starts (prompt reuse relies on it);
+ * eng_hc_post's prefill form (float4s) bit for bit against a host copy of its operations; then,
+ * at 4096 rows, their times against the two-launch sequences they replace and against the
+ * device's copy bandwidth measured in the same run, and eng_hc_norm_mix's against its floor at
+ * 17, 300 and 4096 rows.
  * Usage: test_hc_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -22,11 +21,6 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/common/rng.h"
 
-/* Internal (not in engine.h): which kernel form eng_hc_norm_mix launches (the previous form, or
- * -1 for one that does not exist), and a form's launches so far. */
-int eng_hc_norm_mix_kernel(int which);
-long eng_hc_norm_mix_launches(int form);
-
 enum { S = 4, D = 4096, N = S * D, R = (2 + S) * S, TMAX = 4096, SHIFT = 5, REPS = 20 };
 enum { SHIFTED_ROWS = 300 }; /* the chunk launched from row SHIFT */
 static const float kEps = 1e-6f;
@@ -34,13 +28,6 @@ static const float kEps = 1e-6f;
  * magnitudes (the bound the summation order may change), stays well under this */
 static const double kTol = 1e-5;
 static const int kChunks[] = {17, 300, TMAX};
-/* eng_hc_norm_mix's kernel forms (eng_hc_norm_mix_kernel's argument); 0, the default, first */
-enum { NM_FORMS = 4 };
-static const char *const kNmForm[NM_FORMS] = {
-    "form 0 (4 rows a warp, 8 warps a block, 1 block an SM)",
-    "form 1 (2 rows a warp, 8 warps a block, 2 blocks an SM, X 2 tiles ahead; f32 fn 1)",
-    "form 2 (2 rows a warp, 8 warps a block, 2 blocks an SM, X 1 tile ahead)",
-    "form 3 (2 rows a warp, 16 warps a block, 1 block an SM, X 2 tiles ahead; f32 fn 1)"};
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static int failures;
@@ -223,25 +210,18 @@ static void free_chunks(float *got[3], float *shifted)
         free(got[k]);
 }
 
-static void set_norm_mix_form(int form)
-{
-    if (eng_hc_norm_mix_kernel(form) < 0) {
-        fprintf(stderr, "test_hc_gpu: eng_hc_norm_mix_kernel refuses form %d\n", form);
-        exit(1);
-    }
-}
-
-/* One form's outputs (fn as stored: what eng_hc_norm_mix reads, its values as floats in hw)
- * against the double sums at each chunk, and each row's bits at every chunk size and start:
- * got[k] the kChunks[k]-row launch's, shifted the chunk from row SHIFT. */
-static void norm_mix_form(bufs *b, int form, const double *ref, const double *mag, float *got[3],
-                          float **shifted)
+/* eng_hc_norm_mix (fn as stored: what it reads, its values as floats in hw) against the double
+ * sums at each chunk size, and each row's bits the same at every chunk size and start (the chunk
+ * from row SHIFT); then the sequence it replaces against the same sums, for comparison. */
+static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
     const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
+    double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
+    double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
+    norm_mix_ref(hx, hw, ref, mag);
+    float *got[3], *shifted;
     char what[256];
-    snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn", kNmForm[form], fmt);
-    set_norm_mix_form(form);
-    long launched = eng_hc_norm_mix_launches(form);
+    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
     for (int k = 0; k < 3; k++) {
         CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
         CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
@@ -251,38 +231,9 @@ static void norm_mix_form(bufs *b, int form, const double *ref, const double *ma
     CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
     CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, SHIFTED_ROWS, S, D, kEps, b->flat,
                             b->mu, NULL));
-    *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
-    check_chunk_bits(what, got, *shifted, R);
-    char taken[320];
-    snprintf(taken, sizeof taken, "%s: its 4 calls launched this form", what);
-    report(eng_hc_norm_mix_launches(form) - launched == 4, taken);
-    set_norm_mix_form(0);
-}
-
-/* Every form of eng_hc_norm_mix against the double sums, and each later form's outputs equal to
- * form 0's bit for bit on every launch (the same operations in the same order a row). */
-static void check_norm_mix(bufs *b, const float *hx, const float *hw)
-{
-    const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
-    double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
-    double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
-    norm_mix_ref(hx, hw, ref, mag);
-    float *got[NM_FORMS][3], *shifted[NM_FORMS];
-    char what[256];
-    for (int f = 0; f < NM_FORMS; f++)
-        norm_mix_form(b, f, ref, mag, got[f], &shifted[f]);
-    for (int f = 1; f < NM_FORMS; f++) {
-        for (int k = 0; k < 3; k++) {
-            snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn, %d rows: bit for bit as form 0",
-                     kNmForm[f], fmt, kChunks[k]);
-            same_bits(what, got[f][k], got[0][k], (size_t)kChunks[k] * R);
-        }
-        snprintf(what, sizeof what, "eng_hc_norm_mix %s, %s fn, %d rows from row %d: bit for bit "
-                 "as form 0", kNmForm[f], fmt, SHIFTED_ROWS, SHIFT);
-        same_bits(what, shifted[f], shifted[0], (size_t)SHIFTED_ROWS * R);
-    }
-    for (int f = 0; f < NM_FORMS; f++)
-        free_chunks(got[f], shifted[f]);
+    shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
+    check_chunk_bits(what, got, shifted, R);
+    free_chunks(got, shifted);
     /* the sequence it replaces, against the same sums (its own error, for comparison) */
     CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
     CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
@@ -378,43 +329,23 @@ static int time_fused(bufs *b, void *ev0, void *ev1, const char *what, seq_fn fu
     return f < u;
 }
 
-/* eng_hc_norm_mix's forms (bf16 fn) at each chunk size, against the floor of the bytes a call
- * must move (X's rows, fn, mu) at the copy bandwidth bw; then the fastest new form at TMAX rows,
- * whether it beats form 0 there and whether it is slower at a smaller chunk (what the GPU run
- * decides the default by). */
-static void time_norm_mix_forms(bufs *b, void *ev0, void *ev1, double bw)
+/* eng_hc_norm_mix (bf16 fn) at each chunk size against the floor of the bytes a call must move
+ * (X's rows, fn, mu) at the copy bandwidth bw. */
+static void time_norm_mix(bufs *b, void *ev0, void *ev1, double bw)
 {
-    double us[3][NM_FORMS];
     for (int k = 0; k < 3; k++) {
         b->T = kChunks[k];
         double bytes = (double)kChunks[k] * N * 4 + (double)R * N * 2 + (double)kChunks[k] * R * 4;
-        double floor_us = 1e6 * bytes / bw;
-        for (int f = 0; f < NM_FORMS; f++) {
-            set_norm_mix_form(f);
-            us[k][f] = time_us(seq_norm_mix, b, ev0, ev1);
-            printf("time eng_hc_norm_mix %-84s %4d rows: %8.1f us (%.2fx form 0), floor %6.1f us "
-                   "(at %.0f%% of copy bandwidth)\n", kNmForm[f], kChunks[k], us[k][f],
-                   us[k][0] / us[k][f], floor_us, 100.0 * floor_us / us[k][f]);
-        }
+        double floor_us = 1e6 * bytes / bw, us = time_us(seq_norm_mix, b, ev0, ev1);
+        printf("time eng_hc_norm_mix (bf16 fn), %4d rows: %8.1f us, floor %6.1f us (at %.0f%% of "
+               "copy bandwidth)\n", kChunks[k], us, floor_us, 100.0 * floor_us / us);
     }
-    set_norm_mix_form(0);
-    int best = 1;
-    for (int f = 2; f < NM_FORMS; f++)
-        if (us[2][f] < us[2][best])
-            best = f;
-    int slower = 0;
-    for (int k = 0; k < 2; k++)
-        slower |= us[k][best] > us[k][0];
-    printf("time eng_hc_norm_mix: the fastest new form at %d rows is form %d, %.1f us against form "
-           "0's %.1f us: %s; at %d and %d rows it is %s form 0\n", TMAX, best, us[2][best],
-           us[2][0], us[2][best] < us[2][0] ? "FASTER" : "NOT FASTER", kChunks[0], kChunks[1],
-           slower ? "SLOWER than" : "not slower than");
     b->T = TMAX;
 }
 
 /* Times at 4096 rows: each fused kernel against the sequence it replaces and against the floor of
  * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write); then
- * eng_hc_norm_mix's forms side by side. */
+ * eng_hc_norm_mix at each chunk size against its floor. */
 static void time_all(bufs *b, void *ev0, void *ev1)
 {
     double xbytes = (double)TMAX * N * sizeof(float);
@@ -441,7 +372,7 @@ static void time_all(bufs *b, void *ev0, void *ev1)
     report(nm_faster, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
     report(cn_faster, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
                       "eng_rmsnorm");
-    time_norm_mix_forms(b, ev0, ev1, bw);
+    time_norm_mix(b, ev0, ev1, bw);
 }
 
 int main(int argc, char **argv)
@@ -492,8 +423,6 @@ int main(int argc, char **argv)
     b.y2 = dev_copy(hy2, (size_t)TMAX * D * sizeof *hy2);
     b.post = dev_copy(hpost, (size_t)TMAX * S * sizeof *hpost);
     b.comb = dev_copy(hcomb, (size_t)TMAX * S * S * sizeof *hcomb);
-    report(eng_hc_norm_mix_kernel(NM_FORMS) == -1 && eng_hc_norm_mix_kernel(0) == 0,
-           "eng_hc_norm_mix_kernel refuses a form that does not exist and keeps form 0");
     check_norm_mix(&b, hx, hw);
     /* bf16, as the checkpoint stores fn: the model's case, and the one timed below */
     uint16_t *hwb = xmalloc((size_t)R * N * sizeof *hwb);
