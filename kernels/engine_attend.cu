@@ -712,13 +712,13 @@ __device__ __forceinline__ void split3_bits(float v, uint16_t &h, uint16_t &m, u
     l = bf16_rn(rest - bf16_bits_to_f32(m));
 }
 
-// The A fragments of q for a warp's four k-steps: qa[j][part] = rows g, g + 8 at the permuted
+// The A fragments of q for a warp's four k-steps: qa[j][pt] = rows g, g + 8 at the permuted
 // columns of k-step j (q[r][4j .. 4j + 3] of the thread's 16 columns, r = row g or g + 8).
 __device__ __forceinline__ void q_fragments(const float4 (&q)[2][4], uint32_t (&qa)[4][kMqParts][4])
 {
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        uint16_t p[2][4][kMqParts]; // [row][column of the four][part]
+        uint16_t p[2][4][kMqParts]; // [row][column of the four][bf16 part]
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const float e[4] = {q[r][j].x, q[r][j].y, q[r][j].z, q[r][j].w};
@@ -727,11 +727,11 @@ __device__ __forceinline__ void q_fragments(const float4 (&q)[2][4], uint32_t (&
                 split3_bits(e[k], p[r][k][0], p[r][k][1], p[r][k][2]);
         }
 #pragma unroll
-        for (int part = 0; part < kMqParts; part++) {
-            qa[j][part][0] = pack_pair(p[0][0][part], p[0][1][part]);
-            qa[j][part][1] = pack_pair(p[1][0][part], p[1][1][part]);
-            qa[j][part][2] = pack_pair(p[0][2][part], p[0][3][part]);
-            qa[j][part][3] = pack_pair(p[1][2][part], p[1][3][part]);
+        for (int pt = 0; pt < kMqParts; pt++) {
+            qa[j][pt][0] = pack_pair(p[0][0][pt], p[0][1][pt]);
+            qa[j][pt][1] = pack_pair(p[1][0][pt], p[1][1][pt]);
+            qa[j][pt][2] = pack_pair(p[0][2][pt], p[0][3][pt]);
+            qa[j][pt][3] = pack_pair(p[1][2][pt], p[1][3][pt]);
         }
     }
 }
@@ -907,8 +907,8 @@ __global__ void __launch_bounds__(kMqThreads, 1)
                 uint32_t b[2];
                 score_b<kFp8>(kr[u], j, b);
 #pragma unroll
-                for (int part = 0; part < kMqParts; part++)
-                    mma_bf16(sacc[b0 + u], qa[j][part], b);
+                for (int pt = 0; pt < kMqParts; pt++)
+                    mma_bf16(sacc[b0 + u], qa[j][pt], b);
             }
     }
     {
@@ -958,12 +958,12 @@ __global__ void __launch_bounds__(kMqThreads, 1)
             split3_bits(p * ks[k], pw[0][k], pw[1][k], pw[2][k]);
         }
 #pragma unroll
-        for (int part = 0; part < kMqParts; part++) {
-            uint16_t *dst = p_s + (part * kMqHeads + hr) * L::stride + k0;
+        for (int pt = 0; pt < kMqParts; pt++) {
+            uint16_t *dst = p_s + (pt * kMqHeads + hr) * L::stride + k0;
 #pragma unroll
             for (int k = 0; k < KPT; k += 4)
-                *reinterpret_cast<uint2 *>(dst + k) = make_uint2(pack_pair(pw[part][k], pw[part][k + 1]),
-                                                                 pack_pair(pw[part][k + 2], pw[part][k + 3]));
+                *reinterpret_cast<uint2 *>(dst + k) = make_uint2(pack_pair(pw[pt][k], pw[pt][k + 1]),
+                                                                 pack_pair(pw[pt][k + 2], pw[pt][k + 3]));
         }
 #pragma unroll
         for (int o = 1; o < 16; o <<= 1)
@@ -1000,16 +1000,16 @@ __global__ void __launch_bounds__(kMqThreads, 1)
                 continue;
             uint32_t pa[kMqParts][4];
 #pragma unroll
-            for (int part = 0; part < kMqParts; part++)
-                ldsm_x4(pa[part], p_s + (part * kMqHeads + (lane & 15)) * L::stride +
+            for (int pt = 0; pt < kMqParts; pt++)
+                ldsm_x4(pa[pt], p_s + (pt * kMqHeads + (lane & 15)) * L::stride +
                                       (kb0 + u) * 16 + (lane >> 4) * 8);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 uint32_t b[2] = {column_pair<kFp8>(vr[u][0], vr[u][1], j),
                                  column_pair<kFp8>(vr[u][2], vr[u][3], j)};
 #pragma unroll
-                for (int part = 0; part < kMqParts; part++)
-                    mma_bf16(oacc[j], pa[part], b);
+                for (int pt = 0; pt < kMqParts; pt++)
+                    mma_bf16(oacc[j], pa[pt], b);
             }
         }
     }
@@ -1028,7 +1028,9 @@ __global__ void __launch_bounds__(kMqThreads, 1)
 // added in slice order, over their weights' sum (the same tree of shuffles in every warp): a
 // thread four latent columns. S <= 64: lane s of each warp reads slices s and s + 32's maximum
 // and sum, so that all of them are loaded at once.
-constexpr int kMqCombineBatch = 16; // slices whose sums are loaded together
+// slices whose sums are loaded together: GLM's 2,051-row selection has 17 slices of 128 rows (one
+// batch) or 33 of 64 (two)
+constexpr int kMqCombineBatch = 17;
 
 __global__ void __launch_bounds__(kMqR / 4) attend_mqa_combine_kernel(const float *part, int S,
                                                                       int H, float *ot)

@@ -4,7 +4,9 @@
  * windows rely on), then their one-row times against the bytes they read; each launch that fuses
  * a sequence (router + routing, the shared expert's sum in the HC update, the DSA's row steps,
  * the KDA gates' second products in the step) bit for bit against that sequence, both timed in
- * CUDA graphs at one row. Usage: test_decode_gpu [--no-time]; exit 1 on any failure. */
+ * CUDA graphs at one row; the latent attention in each of its forms (eng_mla_attend_decode_set_form)
+ * against a double sum, timed in graphs at 1, 4 and 8 rows. Usage: test_decode_gpu [--no-time]
+ * [--attend] (--attend: the latent attention's checks alone); exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,6 +531,17 @@ static void check_attend(int dtype, int H, int rows, int timed, void *ev0, void 
     free(ref), free(hs);
     kern_free(sref);
     attend_case_free(&a);
+}
+
+/* The real shapes: fp8 and bf16 caches, 1,091 and 2,048 rows, one rank's 64 heads and (fp8,
+ * 1,091 rows) each of two ranks' 32. */
+static void check_attends(int timed, void *ev0, void *ev1)
+{
+    check_attend(ENG_CACHE_FP8, 64, 1091, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, 64, 1091, timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, 64, 2048, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, 64, 2048, timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, 32, 1091, timed, ev0, ev1);
 }
 
 /* ---- the HC step (eng_hc_fn_partial, eng_hc_collapse_norm, eng_hc_sinkhorn) against the unfused ops */
@@ -1614,6 +1627,16 @@ int main(int argc, char **argv)
     int timed = gpu_test_begin(argc, argv, name, sizeof name);
     void *ev0, *ev1;
     gpu_test_events(&ev0, &ev1);
+    int attend_only = 0;
+    for (int i = 1; i < argc; i++)
+        attend_only |= strcmp(argv[i], "--attend") == 0;
+    if (attend_only) {
+        check_attends(timed, ev0, ev1);
+        eng_event_free(ev0);
+        eng_event_free(ev1);
+        printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 1 : 0;
+    }
     const jshape jobs[] = {
         {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0}, /* rows of few columns */
         {"KDA q_proj (8192 x 4096, bf16)", ENG_BF16, 8192, 4096, 0},
@@ -1629,11 +1652,7 @@ int main(int argc, char **argv)
     check_mla(ENG_BF16, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 8, 576, 0, ev0, ev1);
-    check_attend(ENG_CACHE_FP8, 64, 1091, timed, ev0, ev1);
-    check_attend(ENG_CACHE_BF16, 64, 1091, timed, ev0, ev1);
-    check_attend(ENG_CACHE_FP8, 64, 2048, timed, ev0, ev1);
-    check_attend(ENG_CACHE_BF16, 64, 2048, timed, ev0, ev1);
-    check_attend(ENG_CACHE_FP8, 32, 1091, timed, ev0, ev1); /* a rank's heads on two nodes */
+    check_attends(timed, ev0, ev1);
     check_hc(timed, ev0, ev1);
     check_hc_y2(timed, ev0, ev1);
     check_norm_cache(timed, ev0, ev1);
