@@ -855,14 +855,7 @@ __global__ void __launch_bounds__(kMqThreads, 1)
     n = n < width ? n : width;
     int per = (n + S - 1) / S, chunk = (per + 15) & ~15, s0 = sp * chunk;
     int kn = n - s0 < chunk ? n - s0 : chunk; // the slice's rows
-    if (kn <= 0) { // an empty slice: no weight in the sum (and zeros, never read as NaN)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float4 *o = reinterpret_cast<float4 *>(o_part + ((th + g + 8 * r) * S + sp) * kMqR + col0 + 16 * c);
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                o[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+    if (kn <= 0) { // an empty slice: no weight in the sum, its sums never read
         if (tid < kMqHeads)
             *reinterpret_cast<float2 *>(ml_part + ((th + tid) * S + sp) * 2) = make_float2(-INFINITY, 0.0f);
         return;
@@ -1049,17 +1042,18 @@ __global__ void __launch_bounds__(kMqR / 4) attend_mqa_combine_kernel(const floa
     float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s0 = 0; s0 < S; s0 += kMqCombineBatch) {
         float4 v[kMqCombineBatch];
-#pragma unroll
-        for (int u = 0; u < kMqCombineBatch; u++)
-            if (s0 + u < S)
-                v[u] = o[(size_t)(s0 + u) * (kMqR / 4)];
+        float w[kMqCombineBatch];
 #pragma unroll
         for (int u = 0; u < kMqCombineBatch; u++) {
             int s = s0 + u;
-            float w = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
-            if (s < S)
-                a.x += w * v[u].x, a.y += w * v[u].y, a.z += w * v[u].z, a.w += w * v[u].w;
+            w[u] = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+            if (s < S && w[u] != 0.0f) // (an empty slice, weight 0, wrote no sums)
+                v[u] = o[(size_t)s * (kMqR / 4)];
         }
+#pragma unroll
+        for (int u = 0; u < kMqCombineBatch; u++)
+            if (s0 + u < S && w[u] != 0.0f)
+                a.x += w[u] * v[u].x, a.y += w[u] * v[u].y, a.z += w[u] * v[u].z, a.w += w[u] * v[u].w;
     }
     float4 r = L > 0.0f ? make_float4(a.x / L, a.y / L, a.z / L, a.w / L)
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
