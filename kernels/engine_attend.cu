@@ -1,6 +1,7 @@
 // engine_attend.cu: the decode step's latent attention on the GPU (architecture.md 2.5): MLA
 // over the selected latent rows in absorbed form (the absorbed query, the attention, the value
-// expansion) with scalar kernels; the prefill's tensor-core kernels are in engine_attend_prefill.cu.
+// expansion): scalar kernels, and the attention's MQA forms on the tensor cores (a token's heads
+// at once); the prefill's tensor-core kernels are in engine_attend_prefill.cu.
 #include "engine_common.cuh"
 #include "kernel_limits.h"
 
