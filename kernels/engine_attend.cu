@@ -847,7 +847,8 @@ __global__ void __launch_bounds__(kMqThreads, 1)
     float4 qv[2][4];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const float4 *q = reinterpret_cast<const float4 *>(qt + (th + g + 8 * r) * kMqR + col0 + 16 * c);
+        const float *row = qt + (th + g + 8 * r) * kMqR + col0 + 16 * c;
+        const float4 *q = reinterpret_cast<const float4 *>(row);
 #pragma unroll
         for (int u = 0; u < 4; u++)
             qv[r][u] = __ldg(q + u);
@@ -858,7 +859,8 @@ __global__ void __launch_bounds__(kMqThreads, 1)
     int kn = n - s0 < chunk ? n - s0 : chunk; // the slice's rows
     if (kn <= 0) { // an empty slice: no weight in the sum, its sums never read
         if (tid < kMqHeads)
-            *reinterpret_cast<float2 *>(ml_part + ((th + tid) * S + sp) * 2) = make_float2(-INFINITY, 0.0f);
+            *reinterpret_cast<float2 *>(ml_part + ((th + tid) * S + sp) * 2) =
+                make_float2(-INFINITY, 0.0f);
         return;
     }
     int my_row = 0;
@@ -910,8 +912,9 @@ __global__ void __launch_bounds__(kMqThreads, 1)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
             if (nt < ntiles) {
-                *reinterpret_cast<float2 *>(ra + nt * 8 + 2 * c) = make_float2(sacc[nt][0], sacc[nt][1]);
-                *reinterpret_cast<float2 *>(rb + nt * 8 + 2 * c) = make_float2(sacc[nt][2], sacc[nt][3]);
+                int key = nt * 8 + 2 * c;
+                *reinterpret_cast<float2 *>(ra + key) = make_float2(sacc[nt][0], sacc[nt][1]);
+                *reinterpret_cast<float2 *>(rb + key) = make_float2(sacc[nt][2], sacc[nt][3]);
             }
     }
     if (tid < KEYS)
@@ -956,8 +959,8 @@ __global__ void __launch_bounds__(kMqThreads, 1)
             uint16_t *dst = p_s + (pt * kMqHeads + hr) * L::stride + k0;
 #pragma unroll
             for (int k = 0; k < KPT; k += 4)
-                *reinterpret_cast<uint2 *>(dst + k) = make_uint2(pack_pair(pw[pt][k], pw[pt][k + 1]),
-                                                                 pack_pair(pw[pt][k + 2], pw[pt][k + 3]));
+                *reinterpret_cast<uint2 *>(dst + k) = make_uint2(
+                    pack_pair(pw[pt][k], pw[pt][k + 1]), pack_pair(pw[pt][k + 2], pw[pt][k + 3]));
         }
 #pragma unroll
         for (int o = 1; o < 16; o <<= 1)
@@ -1010,11 +1013,14 @@ __global__ void __launch_bounds__(kMqThreads, 1)
     // thread (g, c) holds rows g, g + 8 at columns 16c + (0 .. 15) of the warp's 64
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        float4 *o = reinterpret_cast<float4 *>(o_part + ((th + g + 8 * r) * S + sp) * kMqR + col0 + 16 * c);
-        o[0] = make_float4(oacc[0][2 * r], oacc[1][2 * r], oacc[2][2 * r], oacc[3][2 * r]);
-        o[1] = make_float4(oacc[4][2 * r], oacc[5][2 * r], oacc[6][2 * r], oacc[7][2 * r]);
-        o[2] = make_float4(oacc[0][2 * r + 1], oacc[1][2 * r + 1], oacc[2][2 * r + 1], oacc[3][2 * r + 1]);
-        o[3] = make_float4(oacc[4][2 * r + 1], oacc[5][2 * r + 1], oacc[6][2 * r + 1], oacc[7][2 * r + 1]);
+        float *row = o_part + ((th + g + 8 * r) * S + sp) * kMqR + col0 + 16 * c;
+        float4 *o = reinterpret_cast<float4 *>(row);
+#pragma unroll
+        for (int h = 0; h < 2; h++) { // C columns 2c (latent 16c + j) and 2c + 1 (16c + 8 + j)
+            int e = 2 * r + h;
+            o[2 * h] = make_float4(oacc[0][e], oacc[1][e], oacc[2][e], oacc[3][e]);
+            o[2 * h + 1] = make_float4(oacc[4][e], oacc[5][e], oacc[6][e], oacc[7][e]);
+        }
     }
 }
 
