@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(kMqThreads, 1)
                 uint32_t b[2];
                 score_b<kFp8>(kr[u], j, b);
 #pragma unroll
-                for (int pt = 0; pt < kMqParts; pt++)
+                for (int pt = kMqParts - 1; pt >= 0; pt--) // lo, mid, hi: the smallest first
                     mma_bf16(sacc[b0 + u], qa[j][pt], b);
             }
     }
@@ -1005,7 +1005,7 @@ __global__ void __launch_bounds__(kMqThreads, 1)
                 uint32_t b[2] = {column_pair<kFp8>(vr[u][0], vr[u][1], j),
                                  column_pair<kFp8>(vr[u][2], vr[u][3], j)};
 #pragma unroll
-                for (int pt = 0; pt < kMqParts; pt++)
+                for (int pt = kMqParts - 1; pt >= 0; pt--) // lo, mid, hi: the smallest first
                     mma_bf16(oacc[j], pa[pt], b);
             }
         }

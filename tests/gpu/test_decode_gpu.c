@@ -351,7 +351,9 @@ static attend_case attend_case_new(int dtype, int H, int rows)
         for (int r = 0; r < rows; r++)
             sc[r] = ldexpf(1.0f, -6 - (r % 3));
         for (size_t i = 0; i < vals; i++) {
-            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xf7u); /* no 0x7f, 0xff */
+            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xffu);
+            if ((b[i] & 0x7fu) == 0x7fu) /* e4m3's NaNs: every other code, odd exponents too */
+                b[i]--;
             a.vals[i] = e4m3_value(b[i]) * sc[i / R];
         }
         a.c.rows = dev_copy(b, vals);
@@ -371,7 +373,9 @@ static attend_case attend_case_new(int dtype, int H, int rows)
     for (int t = 0; t < MAXT; t++) {
         a.hcount[t] = rows - 37 * t < width ? rows - 37 * t : width;
         if (H == 64 && rows < 2048 && t >= MAXT - 2)
-            a.hcount[t] = t == MAXT - 1 ? 5 : 40;
+            a.hcount[t] = t == MAXT - 1 ? 1 : 40; /* a short selection, and a single row */
+        if (rows >= 2048 && t == 1) /* the whole width: the last slice holds its last rows */
+            a.hcount[t] = width;
         for (int s = 0; s < a.hcount[t]; s++)
             a.hidx[(size_t)t * width + s] = (int32_t)((s * 7 + t) % rows);
     }
