@@ -1,6 +1,6 @@
 // engine_attend.cu: the decode step's latent attention on the GPU (architecture.md 2.5): MLA
 // over the selected latent rows in absorbed form (the absorbed query, the attention, the value
-// expansion): scalar kernels, and the attention's MQA forms on the tensor cores (a token's heads
+// expansion): scalar kernels, and the attention's MQA kernel on the tensor cores (a token's heads
 // at once); the prefill's tensor-core kernels are in engine_attend_prefill.cu.
 #include "engine_common.cuh"
 #include "kernel_limits.h"
@@ -323,16 +323,6 @@ __device__ __forceinline__ void weighted_x4(const eng_cache &lat, const int32_t 
     store_acc16(acc, mine, warp, R, c0, part);
 }
 
-// A split block's outputs: the warps' sums (sums[warp][R]) added in warp order into
-// out[0 .. R), then the block's score maximum and sum of exponentials (out[R], out[R + 1]).
-__device__ __forceinline__ void split_finish(const float *sums, int R, int nw, float mx, float sum,
-                                             float *out)
-{
-    sum_warps(sums, R, nw, [&](int r, float a) { out[r] = a; });
-    if (threadIdx.x == 0)
-        out[R] = mx, out[R + 1] = sum;
-}
-
 // attend_kernel for R a multiple of 16 up to 512: each lane owns 16 consecutive latent columns.
 __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                                 int width, int H, int R, float scale, float *ot)
@@ -355,180 +345,6 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     float inv = 1.0f / softmax_numerators(p, n, red, &mx);
     weighted_x4(lat, sel, p, mine, c0, 0, n, R, part);
     sum_warps(part, R, nw, [&](int r, float a) { ot[((size_t)t * H + h) * R + r] = a * inv; });
-}
-
-// The decode path's latent attention (few (token, head) pairs): each pair's selection split over
-// `splits` blocks (grid.y), each writing its unnormalised weighted latent sum, its score maximum
-// and its sum of exponentials; attend_combine_kernel rescales and adds them in block order.
-__global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_t *idx,
-                                    const int *count, int width, int H, int R, float scale,
-                                    int splits, float *part)
-{
-    pdl_prologue();
-    __shared__ float red[33];
-    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
-    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
-    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    int n = count[t], chunk = (n + splits - 1) / splits;
-    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
-    float *p = sm, *sums = sm + (width + splits - 1) / splits;
-    const float *qrow = qt + (size_t)th * R;
-    int c0 = lane * 16;
-    bool mine = c0 < R;
-    const int32_t *sel = idx + (size_t)t * width;
-    float qv[16];
-    load_q16(qrow, c0, mine, qv);
-    scores_x4(lat, sel, qv, mine, c0, s0, s1, scale, p);
-    __syncthreads();
-    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
-    weighted_x4(lat, sel, p, mine, c0, s0, s1, R, sums);
-    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
-}
-
-// A cache row's 16 values c0 .. c0+15 as loaded (bf16 or e4m3, with the row's scale), so that
-// several rows' loads can be in flight before any is converted; unpack16 converts them as load16.
-struct raw16 {
-    uint4 a, b;
-    float sc;
-};
-
-__device__ __forceinline__ raw16 load_raw16(const eng_cache &c, size_t row, int c0)
-{
-    raw16 r;
-    size_t i = row * c.width + c0;
-    if (c.dtype == ENG_CACHE_FP8) {
-        r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint8_t *>(c.rows) + i));
-        r.b = make_uint4(0, 0, 0, 0);
-        r.sc = c.scale[row];
-    } else {
-        const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
-        r.a = __ldg(p);
-        r.b = __ldg(p + 1);
-        r.sc = 1.0f;
-    }
-    return r;
-}
-
-__device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
-{
-    if (fp8) {
-        const uint32_t u[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * r.sc;
-    } else {
-        bf16x8(r.a, v);
-        bf16x8(r.b, v + 8);
-    }
-}
-
-// attend_split_kernel for bf16 and e4m3 caches: a warp takes 8 selected rows a pass (lanes 0-7
-// load their indices, shuffled to all), all 8 rows' loads in flight before any product: two
-// round trips to memory per 8 rows instead of per 4. Same outputs and layout as
-// attend_split_kernel; each warp's rows are b0 .. b0 + 7 for b0 = s0 + 8 warp + 8 nw k.
-constexpr int kSplitRows = 8;
-
-// The loads of the selected rows b0 .. b0 + 7 (those below end) of a lane's 16 columns, all
-// issued before any is used: lanes 0-7 read the rows' indices, shuffled to the warp.
-__device__ __forceinline__ void fetch_rows8(const eng_cache &lat, const int32_t *sel, int b0,
-                                            int end, bool mine, int c0, raw16 (&r)[kSplitRows])
-{
-    int lane = threadIdx.x & 31;
-    int my = lane < kSplitRows && b0 + lane < end ? sel[b0 + lane] : 0;
-#pragma unroll
-    for (int u = 0; u < kSplitRows; u++) {
-        int row = __shfl_sync(0xffffffffu, my, u);
-        if (mine && b0 + u < end)
-            r[u] = load_raw16(lat, (size_t)row, c0);
-    }
-}
-
-__global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const float *qt,
-                                                            const int32_t *idx, const int *count,
-                                                            int width, int H, int R, float scale,
-                                                            int splits, float *part)
-{
-    pdl_prologue();
-    __shared__ float red[33];
-    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
-    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int n = count[t], chunk = (n + splits - 1) / splits;
-    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
-    float *p = sm, *sums = sm + (width + splits - 1) / splits;
-    const float *qrow = qt + (size_t)th * R;
-    int c0 = lane * 16, fp8 = lat.dtype == ENG_CACHE_FP8;
-    bool mine = c0 < R;
-    const int32_t *sel = idx + (size_t)t * width;
-    float qv[16];
-    load_q16(qrow, c0, mine, qv);
-    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        raw16 r[kSplitRows];
-        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
-        float dot[kSplitRows];
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            dot[u] = 0.0f;
-            if (mine && b0 + u < s1) {
-                float v[16];
-                unpack16(fp8, r[u], v);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    dot[u] += qv[j] * v[j];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            float d = warp_sum(dot[u]);
-            if (lane == 0 && b0 + u < s1)
-                p[b0 + u - s0] = d * scale;
-        }
-    }
-    __syncthreads();
-    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
-    float acc[16];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        acc[j] = 0.0f;
-    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        raw16 r[kSplitRows];
-        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++)
-            if (mine && b0 + u < s1) {
-                float v[16], ps = p[b0 + u - s0];
-                unpack16(fp8, r[u], v);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    acc[j] += ps * v[j];
-            }
-    }
-    store_acc16(acc, mine, warp, R, c0, sums);
-    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
-}
-
-__global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
-{
-    pdl_prologue();
-    const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
-    float M = -INFINITY;
-    for (int sp = 0; sp < splits; sp++)
-        M = fmaxf(M, pp[(size_t)sp * (R + 2) + R]);
-    float L = 0.0f;
-    for (int sp = 0; sp < splits; sp++) {
-        float m = pp[(size_t)sp * (R + 2) + R];
-        if (m > -INFINITY)
-            L += pp[(size_t)sp * (R + 2) + R + 1] * expf(m - M);
-    }
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int sp = 0; sp < splits; sp++) {
-            float m = pp[(size_t)sp * (R + 2) + R];
-            if (m > -INFINITY)
-                a += pp[(size_t)sp * (R + 2) + r] * expf(m - M);
-        }
-        ot[(size_t)blockIdx.x * R + r] = a / L;
-    }
 }
 
 constexpr int kAttendMaxJ = 16; // R <= 32 * kAttendMaxJ for the warp-split weighted sum
@@ -670,9 +486,10 @@ __global__ void expand_kernel(eng_mat kv_b, const float *ot, int T, int H, int d
     }
 }
 
-// ---- the decode step's latent attention, a token's heads at once (the MQA forms) ----
+// ---- the decode step's latent attention, a token's heads at once (the MQA kernel) ----
 // A token's H heads share its selected latent rows, so a block takes 16 heads (the M of every
-// product) and one slice of the selection (at most KEYS rows) and reads each row once for all 16:
+// product) and one slice of the selection (at most kMqKeys rows) and reads each row once for all
+// 16:
 //   S = Q K^T on the tensor cores (bf16 mma m16n8k16, f32 sums), Q = hi + mid + lo bf16 parts of
 //     qt kept in registers, K the rows as loaded (e4m3 widened exactly into bf16, its power-of-two
 //     row scale applied to the score); warp w takes latent columns 64w .. 64w + 63 of every row,
@@ -688,21 +505,21 @@ __global__ void expand_kernel(eng_mat kv_b, const float *ot, int T, int H, int d
 // the slices' sums to the largest maximum and adds them in slice order. The slices depend on the
 // width (their number) and the token's count alone (ceil(count / slices) rounded up to 16 rows),
 // so a row's bits do not depend on T.
-constexpr int kMqR = 512;                 // the latent width the forms take
-constexpr int kMqHeads = 16;              // heads a block
-constexpr int kMqThreads = 256;           // eight warps
-constexpr int kMqCols = kMqR / 8;         // latent columns a warp
-constexpr int kMqParts = 3;               // bf16 parts of q and of the weights
+constexpr int kMqR = 512;                    // the latent width the kernel takes
+constexpr int kMqHeads = 16;                 // heads a block
+constexpr int kMqThreads = 256;              // eight warps
+constexpr int kMqCols = kMqR / 8;            // latent columns a warp
+constexpr int kMqParts = 3;                  // bf16 parts of q and of the weights
+constexpr int kMqKeys = ENG_ATTEND_MQA_KEYS; // selected rows a slice, at most
 
-// The MQA kernel's shared memory for slices of KEYS rows: byte offsets and the total.
-template <int KEYS>
+// The MQA kernel's shared memory for slices of kMqKeys rows: byte offsets and the total.
 struct mq_layout {
-    static constexpr int stride = KEYS + 8;                           // a score / weight row
+    static constexpr int stride = kMqKeys + 8;                        // a score / weight row
     static constexpr int spart = 0;                                   // [8][16][stride] f32
     static constexpr int p = spart + 8 * kMqHeads * stride * 4;       // [3][16][stride] bf16
-    static constexpr int rows = p + kMqParts * kMqHeads * stride * 2; // [KEYS] int: cache rows
-    static constexpr int ks = rows + KEYS * 4;                        // [KEYS] f32: row scales
-    static constexpr int bytes = ks + KEYS * 4;
+    static constexpr int rows = p + kMqParts * kMqHeads * stride * 2; // [kMqKeys] int: cache rows
+    static constexpr int ks = rows + kMqKeys * 4;                     // [kMqKeys] f32: row scales
+    static constexpr int bytes = ks + kMqKeys * 4;
 };
 
 __device__ __forceinline__ void split3_bits(float v, uint16_t &h, uint16_t &m, uint16_t &l)
@@ -819,15 +636,16 @@ __device__ __forceinline__ uint32_t column_pair(const mq_row8<FP8> &a, const mq_
     return __byte_perm(a.w[j >> 1], b.w[j >> 1], (j & 1) ? 0x7632 : 0x5410);
 }
 
-template <int CACHE, int KEYS>
+template <int CACHE>
 __global__ void __launch_bounds__(kMqThreads, 1)
     attend_mqa_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                       int width, int H, float scale, float *part)
 {
     pdl_prologue();
     constexpr bool kFp8 = CACHE == ENG_CACHE_FP8;
-    using L = mq_layout<KEYS>;
-    constexpr int NT = KEYS / 8, KS = KEYS / 16, KPT = KEYS / 16; // n-tiles, k-steps, keys a thread
+    using L = mq_layout;
+    // n-tiles, k-steps, keys a thread
+    constexpr int NT = kMqKeys / 8, KS = kMqKeys / 16, KPT = kMqKeys / 16;
     constexpr int NB = kFp8 ? NT : (NT < 8 ? NT : 8);             // n-tiles loaded at once
     constexpr int KB = kFp8 ? KS : (KS < 4 ? KS : 4);             // k-steps loaded at once
     extern __shared__ __align__(16) unsigned char smem[];
@@ -864,14 +682,14 @@ __global__ void __launch_bounds__(kMqThreads, 1)
         return;
     }
     int my_row = 0;
-    if (tid < kn && tid < KEYS)
+    if (tid < kn && tid < kMqKeys)
         my_row = idx[(size_t)t * width + s0 + tid];
     uint32_t qa[4][kMqParts][4];
     q_fragments(qv, qa);
-    if (tid < KEYS)
+    if (tid < kMqKeys)
         rows_s[tid] = my_row;
     float my_ks = 0.0f; // its row's scale, stored once the scores are done
-    if (tid < kn && tid < KEYS)
+    if (tid < kn && tid < kMqKeys)
         my_ks = kFp8 ? lat.scale[(uint32_t)my_row] : 1.0f;
     __syncthreads();
 
@@ -917,7 +735,7 @@ __global__ void __launch_bounds__(kMqThreads, 1)
                 *reinterpret_cast<float2 *>(rb + key) = make_float2(sacc[nt][2], sacc[nt][3]);
             }
     }
-    if (tid < KEYS)
+    if (tid < kMqKeys)
         ks_s[tid] = my_ks;
     __syncthreads();
 
@@ -1028,8 +846,8 @@ __global__ void __launch_bounds__(kMqThreads, 1)
 // added in slice order, over their weights' sum (the same tree of shuffles in every warp): a
 // thread four latent columns. S <= 64: lane s of each warp reads slices s and s + 32's maximum
 // and sum, so that all of them are loaded at once.
-// slices whose sums are loaded together: GLM's 2,051-row selection has 17 slices of 128 rows (one
-// batch) or 33 of 64 (two)
+// slices whose sums are loaded together: GLM's 2,051-row selection has 33 slices of 64 rows (two
+// batches)
 constexpr int kMqCombineBatch = 17;
 
 __global__ void __launch_bounds__(kMqR / 4) attend_mqa_combine_kernel(const float *part, int S,
@@ -1067,46 +885,35 @@ __global__ void __launch_bounds__(kMqR / 4) attend_mqa_combine_kernel(const floa
     reinterpret_cast<float4 *>(ot + th * kMqR)[threadIdx.x] = r;
 }
 
-// The MQA form for this shape and its slices (0 where it does not take it).
+// The MQA kernel's slices for this shape, 0 where it does not take it: it takes R 512 (a cache
+// row as wide), a bf16 or e4m3 cache, H a multiple of 16, a selection of at most
+// ENG_ATTEND_MQA_MAX_SLICES slices and 16-byte aligned rows, qt, ot and part (GLM's shapes: one
+// rank's 64 heads or each of two ranks' 32, width 2,051).
 int attend_mqa_slices(const eng_cache *lat, const float *qt, const float *ot, const float *part,
-                      int width, int H, int R, int keys)
+                      int width, int H, int R)
 {
     if (R != kMqR || lat->width != R || H < kMqHeads || H % kMqHeads || H / kMqHeads > 65535 ||
         width < 1 || (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16) || !part ||
         (uintptr_t)lat->rows % 16 || (uintptr_t)qt % 16 || (uintptr_t)ot % 16 || (uintptr_t)part % 16)
         return 0;
-    size_t slices = ENG_ATTEND_MQA_SPLITS(width, keys);
-    return slices <= ENG_ATTEND_MQA_MAX_SPLITS ? (int)slices : 0;
+    size_t slices = ENG_ATTEND_MQA_SLICES(width);
+    return slices <= ENG_ATTEND_MQA_MAX_SLICES ? (int)slices : 0;
 }
 
-template <int CACHE, int KEYS>
+template <int CACHE>
 int launch_attend_mqa(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                       int width, int T, int H, float scale, int S, float *ot, float *part,
                       cudaStream_t st)
 {
-    int rc = (int)raise_smem_once<attend_mqa_kernel<CACHE, KEYS>>(
-        (size_t)mq_layout<KEYS>::bytes, "the decode latent attention's MQA kernel");
+    int rc = (int)raise_smem_once<attend_mqa_kernel<CACHE>>(
+        (size_t)mq_layout::bytes, "the decode latent attention's MQA kernel");
     if (rc)
         return rc;
-    launch(attend_mqa_kernel<CACHE, KEYS>, dim3(S, H / kMqHeads, T), kMqThreads,
-           (size_t)mq_layout<KEYS>::bytes, st, *lat, qt, idx, count, width, H, scale, part);
+    launch(attend_mqa_kernel<CACHE>, dim3(S, H / kMqHeads, T), kMqThreads,
+           (size_t)mq_layout::bytes, st, *lat, qt, idx, count, width, H, scale, part);
     launch(attend_mqa_combine_kernel, T * H, kMqR / 4, 0, st, part, S, H, ot);
     return (int)cudaGetLastError();
 }
-
-template <int KEYS>
-int attend_mqa_run(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
-                   int width, int T, int H, float scale, int S, float *ot, float *part,
-                   cudaStream_t st)
-{
-    if (lat->dtype == ENG_CACHE_FP8)
-        return launch_attend_mqa<ENG_CACHE_FP8, KEYS>(lat, qt, idx, count, width, T, H, scale, S,
-                                                      ot, part, st);
-    return launch_attend_mqa<ENG_CACHE_BF16, KEYS>(lat, qt, idx, count, width, T, H, scale, S, ot,
-                                                   part, st);
-}
-
-int g_attend_decode_form = ENG_ATTEND_DECODE_MQA_128;
 
 } // namespace
 
@@ -1159,28 +966,10 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_mla_attend_decode_set_form(int form)
+extern "C" int eng_mla_attend_decode_takes(const eng_cache *lat, const float *qt, const float *ot,
+                                           const float *part, int width, int H, int R)
 {
-    if (form != ENG_ATTEND_DECODE_MQA_128 && form != ENG_ATTEND_DECODE_MQA_64 &&
-        form != ENG_ATTEND_DECODE_SPLIT)
-        return -1;
-    g_attend_decode_form = form;
-    return 0;
-}
-
-extern "C" int eng_mla_attend_decode_form(void)
-{
-    return g_attend_decode_form;
-}
-
-extern "C" int eng_mla_attend_decode_runs(const eng_cache *lat, const float *qt, const float *ot,
-                                          const float *part, int width, int H, int R)
-{
-    int form = g_attend_decode_form;
-    if (form == ENG_ATTEND_DECODE_SPLIT)
-        return form;
-    int keys = form == ENG_ATTEND_DECODE_MQA_64 ? 64 : 128;
-    return attend_mqa_slices(lat, qt, ot, part, width, H, R, keys) ? form : ENG_ATTEND_DECODE_SPLIT;
+    return attend_mqa_slices(lat, qt, ot, part, width, H, R) > 0;
 }
 
 extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
@@ -1190,29 +979,17 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
     if (T < 1 || T > ENG_ATTEND_MAX_T || H < 1)
         return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    int form = eng_mla_attend_decode_runs(lat, qt, ot, part, width, H, R);
-    int keys = form == ENG_ATTEND_DECODE_MQA_64 ? 64 : 128;
-    int slices = form == ENG_ATTEND_DECODE_SPLIT ? 0 : (int)ENG_ATTEND_MQA_SPLITS(width, keys);
-    if (slices && keys == 64)
-        return attend_mqa_run<64>(lat, qt, idx, count, width, T, H, scale, slices, ot, part, st);
-    if (slices)
-        return attend_mqa_run<128>(lat, qt, idx, count, width, T, H, scale, slices, ot, part, st);
-    // the split by heads alone: a row's sums do not depend on how many rows share the launch
-    int pairs = T * H, splits = ENG_ATTEND_PAIRS / H;
-    splits = splits > 8 ? 8 : splits;
-    if (splits < 2 || R % 16 || R > 512 || !part)
+    // the MQA kernel where it takes the shape (attend_mqa_slices: GLM's); any other shape (R not
+    // 512, H not a multiple of 16, another cache dtype, a wider selection, unaligned buffers) runs
+    // eng_mla_attend, one block a (token, head): the same sums, a row's bits independent of T
+    int slices = attend_mqa_slices(lat, qt, ot, part, width, H, R);
+    if (!slices)
         return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
-    size_t smem = (size_t)((width + splits - 1) / splits + 8 * R) * sizeof(float);
-    if (smem > 48 * 1024)
-        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
-    if (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16)
-        launch(attend_split8_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count,
-               width, H, R, scale, splits, part);
-    else
-        launch(attend_split_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count, width,
-               H, R, scale, splits, part);
-    launch(attend_combine_kernel, pairs, 128, 0, st, part, splits, R, ot);
-    return (int)cudaGetLastError();
+    if (lat->dtype == ENG_CACHE_FP8)
+        return launch_attend_mqa<ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, slices,
+                                                ot, part, st);
+    return launch_attend_mqa<ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, slices, ot,
+                                             part, st);
 }
 
 extern "C" int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv,

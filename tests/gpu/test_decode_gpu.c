@@ -4,8 +4,8 @@
  * windows rely on), then their one-row times against the bytes they read; each launch that fuses
  * a sequence (router + routing, the shared expert's sum in the HC update, the DSA's row steps,
  * the KDA gates' second products in the step) bit for bit against that sequence, both timed in
- * CUDA graphs at one row; the latent attention in each of its forms (eng_mla_attend_decode_set_form)
- * against a double sum, timed in graphs at 1, 4 and 8 rows. Usage: test_decode_gpu [--no-time]
+ * CUDA graphs at one row; the latent attention (its MQA kernel) against a double sum and
+ * eng_mla_attend, timed in graphs at 1, 4 and 8 rows. Usage: test_decode_gpu [--no-time]
  * [--attend] (--attend: the latent attention's checks alone); exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -302,20 +302,10 @@ static void check_mla(int dtype, int H, int R, int timed, void *ev0, void *ev1)
     free_mat(&kv);
 }
 
-/* ---- the latent attention (eng_mla_attend_decode) in each of its forms ------------------- */
+/* ---- the latent attention (eng_mla_attend_decode, its MQA kernel) ----------------------- */
 
 static double graph_us_per(void (*body)(void *ctx, void *st), void *ctx, int reps, void *ev0,
                            void *ev1);
-
-static const int attend_forms[] = {ENG_ATTEND_DECODE_SPLIT, ENG_ATTEND_DECODE_MQA_128,
-                                   ENG_ATTEND_DECODE_MQA_64};
-enum { ATTEND_FORMS = sizeof attend_forms / sizeof *attend_forms };
-
-static const char *attend_form_name(int form)
-{
-    return form == ENG_ATTEND_DECODE_SPLIT ? "split" : form == ENG_ATTEND_DECODE_MQA_128 ? "mqa128"
-                                                                                          : "mqa64";
-}
 
 static double e4m3_value(uint8_t b)
 {
@@ -445,11 +435,11 @@ static void attend_launch(void *ctx, void *st)
                                   a->scale, x->ot, x->part, st));
 }
 
-/* One form on one case: every output against the double reference and eng_mla_attend (f32,
- * scalar), rows of an 8-row launch and of a 4-row launch (rows 2-5) bit-equal to the rows alone;
- * then (timed) its us a call at 1, 4 and 8 rows in a CUDA graph into us[3]. */
-static void attend_form_case(const attend_case *a, int form, const double *ref, const float *sref,
-                             int timed, void *ev0, void *ev1, double *us)
+/* The MQA kernel on one case: every output against the double reference and eng_mla_attend
+ * (f32, scalar), rows of an 8-row launch and of a 4-row launch (rows 2-5) bit-equal to the rows
+ * alone; then (timed) its us a call at 1, 4 and 8 rows in a CUDA graph. */
+static void attend_mqa_case(const attend_case *a, const double *ref, const float *sref, int timed,
+                            void *ev0, void *ev1)
 {
     int H = a->H, R = a->R;
     const char *cname = a->c.dtype == ENG_CACHE_FP8 ? "fp8" : "bf16";
@@ -457,14 +447,13 @@ static void attend_form_case(const attend_case *a, int form, const double *ref, 
     size_t pn = ENG_ATTEND_PART_FLOATS(H, R, a->width);
     float *o8 = dev_alloc(qn * sizeof(float)), *o1 = dev_alloc(qn * sizeof(float));
     float *o4 = dev_alloc(4 * row * sizeof(float)), *part = dev_alloc(pn * sizeof(float));
-    CUDA_OK(eng_mla_attend_decode_set_form(form));
     char what[200];
-    int runs = eng_mla_attend_decode_runs(&a->c, a->qt, o8, part, a->width, H, R);
-    snprintf(what, sizeof what, "the latent attention (%s cache, H %d, %d rows): the %s form runs "
-             "(not another)", cname, H, a->rows, attend_form_name(form));
-    printf("%s %s%s\n", runs == form ? "ok  " : "FAIL", what,
-           runs == form ? "" : ": the launch would run another form");
-    failures += runs != form;
+    int takes = eng_mla_attend_decode_takes(&a->c, a->qt, o8, part, a->width, H, R);
+    snprintf(what, sizeof what, "the latent attention (%s cache, H %d, %d rows): the MQA kernel "
+             "runs (not eng_mla_attend)", cname, H, a->rows);
+    printf("%s %s%s\n", takes ? "ok  " : "FAIL", what,
+           takes ? "" : ": the launch would run eng_mla_attend");
+    failures += !takes;
     CUDA_OK(kern_memset(o8, 0xff, qn * sizeof(float)));
     CUDA_OK(kern_memset(o1, 0xff, qn * sizeof(float)));
     CUDA_OK(kern_memset(o4, 0xff, 4 * row * sizeof(float)));
@@ -479,36 +468,35 @@ static void attend_form_case(const attend_case *a, int form, const double *ref, 
                                   a->count + 2, a->width, 4, H, R, a->scale, o4, part, NULL));
     float *g8 = to_host(o8, qn * sizeof(float)), *g1 = to_host(o1, qn * sizeof(float));
     float *g4 = to_host(o4, 4 * row * sizeof(float));
-    const char *fn = attend_form_name(form);
-    snprintf(what, sizeof what, "latent attention %s (%s, H %d, %d rows): against a double sum", fn,
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): against a double sum",
              cname, H, a->rows);
     compare(what, g8, ref, qn, 1e-5);
-    snprintf(what, sizeof what, "latent attention %s (%s, H %d, %d rows): against eng_mla_attend",
-             fn, cname, H, a->rows);
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): against eng_mla_attend",
+             cname, H, a->rows);
     compare_f(what, g8, sref, qn, 1e-5);
-    snprintf(what, sizeof what, "latent attention %s (%s, H %d, %d rows): 8 rows in one launch "
-             "equal 8 one-row launches", fn, cname, H, a->rows);
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): 8 rows in one launch "
+             "equal 8 one-row launches", cname, H, a->rows);
     same_bits(what, g8, g1, qn * sizeof(float));
-    snprintf(what, sizeof what, "latent attention %s (%s, H %d, %d rows): rows 2-5 in one launch "
-             "equal them alone", fn, cname, H, a->rows);
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): rows 2-5 in one launch "
+             "equal them alone", cname, H, a->rows);
     same_bits(what, g4, g1 + 2 * row, 4 * row * sizeof(float));
     if (timed) {
         static const int Ts[3] = {1, 4, MAXT};
+        double us[3];
         for (int i = 0; i < 3; i++) {
             attend_args x = {a, Ts[i], o8, part};
             us[i] = graph_us_per(attend_launch, &x, 200, ev0, ev1);
         }
         double bytes = (double)a->hcount[0] * R * (a->c.dtype == ENG_CACHE_FP8 ? 1 : 2);
-        printf("time the latent attention %-6s (%s, H %d, %4d rows) 1 / 4 / 8 rows: %7.1f / "
-               "%7.1f / %7.1f us (graph), %.2f MB of cache a row\n", fn, cname, H,
-               a->hcount[0], us[0], us[1], us[2], bytes / 1e6);
+        printf("time the latent attention MQA (%s, H %d, %4d rows) 1 / 4 / 8 rows: %7.1f / %7.1f / "
+               "%7.1f us (graph), %.2f MB of cache a row\n", cname, H, a->hcount[0], us[0],
+               us[1], us[2], bytes / 1e6);
     }
     free(g8), free(g1), free(g4);
     kern_free(o8), kern_free(o1), kern_free(o4), kern_free(part);
 }
 
-/* Every form on one case against the same references, then their times side by side: each MQA
- * form's speed-up over the split form at 1, 4 and 8 rows. */
+/* One case: eng_mla_attend against the double sum, then the MQA kernel against both. */
 static void check_attend(int dtype, int H, int rows, int timed, void *ev0, void *ev1)
 {
     attend_case a = attend_case_new(dtype, H, rows);
@@ -521,17 +509,7 @@ static void check_attend(int dtype, int H, int rows, int timed, void *ev0, void 
     snprintf(what, sizeof what, "latent attention eng_mla_attend (%s, H %d, %d rows): against a "
              "double sum", dtype == ENG_CACHE_FP8 ? "fp8" : "bf16", H, rows);
     compare(what, hs, ref, qn, 1e-5);
-    int was = eng_mla_attend_decode_form();
-    double us[ATTEND_FORMS][3];
-    for (int f = 0; f < ATTEND_FORMS; f++)
-        attend_form_case(&a, attend_forms[f], ref, hs, timed, ev0, ev1, us[f]);
-    CUDA_OK(eng_mla_attend_decode_set_form(was));
-    if (timed)
-        for (int f = 1; f < ATTEND_FORMS; f++)
-            printf("time the latent attention %-6s (%s, H %d, %4d rows) against split: %.2fx / "
-                   "%.2fx / %.2fx faster at 1 / 4 / 8 rows\n", attend_form_name(attend_forms[f]),
-                   dtype == ENG_CACHE_FP8 ? "fp8" : "bf16", H, a.hcount[0], us[0][0] / us[f][0],
-                   us[0][1] / us[f][1], us[0][2] / us[f][2]);
+    attend_mqa_case(&a, ref, hs, timed, ev0, ev1);
     free(ref), free(hs);
     kern_free(sref);
     attend_case_free(&a);

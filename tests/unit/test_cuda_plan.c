@@ -300,10 +300,9 @@ START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
 END_TEST
 
 /* The decode latent attention (eng_mla_attend_decode) writes R + 2 floats a (row, head, slice)
- * for up to 8 rows: its MQA forms cut a row's selection (width 2,051) in slices of at most 64 rows
- * (33 slices) or 128 (17), its SPLIT form each head's over min(8, 256 / H) blocks. The scratch
- * holds the most of these for one rank's 64 heads and for each of two ranks' 32, whatever the
- * chunk. */
+ * for up to 8 rows: its MQA kernel cuts a row's selection (width 2,051) in slices of at most 64
+ * rows (33 slices). The scratch holds them for one rank's 64 heads and for each of two ranks' 32,
+ * whatever the chunk. */
 START_TEST(scratch_holds_the_decode_attention_partial_sums)
 {
     glm_config half;
@@ -313,9 +312,10 @@ START_TEST(scratch_holds_the_decode_attention_partial_sums)
         const glm_config *c = configs[i];
         size_t H = (size_t)c->num_heads, R = (size_t)c->kv_lora_rank;
         size_t width = (size_t)c->index_topk + (size_t)c->index_kpool - 1;
-        size_t split = 256 / H < 8 ? 256 / H : 8, mqa = (width + 63) / 64;
-        size_t need = 8 * H * (mqa > split ? mqa : split) * (R + 2) * sizeof(float);
+        size_t slices = (width + 63) / 64;
+        size_t need = 8 * H * slices * (R + 2) * sizeof(float);
         ck_assert_uint_eq(width, 2051);
+        ck_assert_uint_eq(slices, 33);
         for (int chunk = 1; chunk <= 256; chunk *= 16) {
             size_t off[CUDA_SCRATCH_BUFFERS];
             cuda_plan_scratch(c, chunk, off);
