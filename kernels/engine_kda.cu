@@ -275,6 +275,16 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     }
 }
 
+// A forget gate from its product x (dt_bias added), rate = exp(A_log[h]): the lower-bounded
+// sigmoid, or -rate * softplus(x) (gate_rows_kernel's formulas).
+__device__ __forceinline__ float gate_value(const prep_args &a, float rate, float x)
+{
+    if (a.has_lb)
+        return a.lb * sigmoidf_(rate * x);
+    float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+    return -rate * sp;
+}
+
 // One warp: head h's forget gates (gate_rows_kernel's formulas) from their products gin[t * instride
 // + i] into g_out[t * gstride + i] and its beta into beta_out[t * bstride].
 __device__ __forceinline__ void prep_gates(const prep_args &a, int h, const float *gin,
@@ -287,14 +297,7 @@ __device__ __forceinline__ void prep_gates(const prep_args &a, int h, const floa
 #pragma unroll 4
         for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
             float x = gin[(size_t)t * instride + i] + a.dt_bias[h * dk + i];
-            float gv;
-            if (a.has_lb) {
-                gv = a.lb * sigmoidf_(rate * x);
-            } else {
-                float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-                gv = -rate * sp;
-            }
-            g_out[(size_t)t * gstride + i] = gv;
+            g_out[(size_t)t * gstride + i] = gate_value(a, rate, x);
         }
         if (lane == 0)
             beta_out[(size_t)t * bstride] = sigmoidf_(a.beta[(size_t)t * a.H + h]);
@@ -678,15 +681,7 @@ __device__ __forceinline__ uint4 opaque(uint4 x)
 // scan takes it.
 __device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float x_in, float bias)
 {
-    float x = x_in + bias;
-    float gv;
-    if (a.has_lb) {
-        gv = a.lb * sigmoidf_(rate * x);
-    } else {
-        float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-        gv = -rate * sp;
-    }
-    return expf(gv);
+    return expf(gate_value(a, rate, x_in + bias));
 }
 
 // kPrep: eng_kda_step_decode's, the prep's inputs in pa and lr; else eng_kda_scan_norm's, q, k,
