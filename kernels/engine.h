@@ -243,7 +243,7 @@ int eng_kda_scan_trail(float *S, const float *q, const float *k, const float *v,
 int eng_kda_conv_trail(const float *q, const float *k, const float *v, const float *state, int T,
                        int C, int K, float *trail, void *stream);
 /* eng_kda_scan_trail, then each output row as eng_kda_out_norm makes it (its bits), in one launch
- * (a block a head: the decode path's T). */
+ * for each 8 tokens (a cluster of ceil(dk / 32) blocks a head: the decode path's T). */
 int eng_kda_scan_norm(float *S, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, int T, int H, int dk, float *o, float *trail,
                       const float *gate, const float *w, float eps, void *stream);
@@ -256,11 +256,12 @@ typedef struct eng_kda_lowrank {
     const float *lo_f, *lo_g; /* [T][cols] */
 } eng_kda_lowrank;
 int eng_kda_lowrank_takes(const eng_kda_lowrank *lr, int T, int H, int dk);
-/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each
- * head's block runs its prep into shared memory, then the scan; the same bits as the two, with
- * the conv state updated the same way (g and beta are read, not rewritten). With lr (else NULL;
- * then eng_kda_lowrank_takes must hold) the block first computes its head's g and gate rows
- * itself, in eng_matmul_jobs' bits, and g and gate may be NULL (they are not written). */
+/* eng_kda_prep_decode then eng_kda_scan_norm in one launch (T <= 8, K <= 8, dk <= 128): each head's
+ * cluster of ceil(dk / 32) blocks (32 columns a block) runs its prep in shared memory, then the
+ * scan; the same bits as the two, with the conv state updated the same way (g and beta are read,
+ * not rewritten). With lr (else NULL; then eng_kda_lowrank_takes must hold) the blocks first
+ * compute the head's g and gate rows themselves, in eng_matmul_jobs' bits, and g and gate may be
+ * NULL (they are not written). */
 int eng_kda_step_decode(const float *q, const float *k, const float *v, float *state,
                         const float *qw, const float *kw, const float *vw, int T, int H, int dk,
                         int K, float qscale, const float *g, const float *beta, const float *A_log,
@@ -348,15 +349,32 @@ int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, in
 /* ot[t][h] = softmax_s(qt . lat[idx[s]] * scale) over the selection, weighted latent rows. */
 int eng_mla_attend(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
                    int width, int T, int H, int R, float scale, float *ot, void *stream);
-/* eng_mla_attend for the decode step (T <= ENG_ATTEND_MAX_T): with H <= ENG_ATTEND_PAIRS / 2
- * each (token, head)'s selection is split over min(8, ENG_ATTEND_PAIRS / H) blocks whose partial
- * sums are rescaled and added in block order (part: ENG_ATTEND_PART_FLOATS(R) floats, R + 2 a
- * (token, head, block), of which there are at most ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS); else
- * eng_mla_attend. The split depends on H alone, not on T, so a row's result is the same in any
- * launch of up to ENG_ATTEND_MAX_T rows (verification windows rely on it). */
-#define ENG_ATTEND_PAIRS 256
+/* eng_mla_attend for the decode step (T <= ENG_ATTEND_MAX_T). For R 512, a bf16 or e4m3 cache,
+ * H a multiple of 16, at most ENG_ATTEND_MQA_MAX_SLICES slices and 16-byte aligned rows, qt, ot
+ * and part (GLM's shapes), the MQA kernel: a token's selection is split in
+ * ENG_ATTEND_MQA_SLICES(width) slices of at most ENG_ATTEND_MQA_KEYS rows; a block per (slice,
+ * 16 heads, token) reads each of its rows once for its 16 heads and computes the scores and the
+ * weighted latent sum on the tensor cores (q and the softmax weights split in three bf16 parts,
+ * f32 sums); the slices' sums are rescaled and added in slice order by a second kernel. Any other
+ * shape runs eng_mla_attend (part unused). part: ENG_ATTEND_PART_FLOATS(H, R, width) floats. The
+ * slices depend on width and each row's own count, never on T, so a row's result is the same in
+ * any launch of up to ENG_ATTEND_MAX_T rows (verification windows and prompt reuse rely on it). */
 #define ENG_ATTEND_MAX_T 8
-#define ENG_ATTEND_PART_FLOATS(R) ((size_t)ENG_ATTEND_MAX_T * ENG_ATTEND_PAIRS * ((size_t)(R) + 2))
+#define ENG_ATTEND_MQA_KEYS 64
+#define ENG_ATTEND_MQA_SLICES(width)                                                               \
+    (((size_t)(width) + ENG_ATTEND_MQA_KEYS - 1) / ENG_ATTEND_MQA_KEYS)
+#define ENG_ATTEND_MQA_MAX_SLICES 64 /* wider selections run eng_mla_attend */
+/* the MQA kernel's most (token, head, slice) triples a row: its sums (R) and maximum and sum of
+ * exponentials (2) for each of ENG_ATTEND_MAX_T rows */
+#define ENG_ATTEND_PART_FLOATS(H, R, width)                                                        \
+    ((size_t)ENG_ATTEND_MAX_T * (size_t)(H) *                                                      \
+     (ENG_ATTEND_MQA_SLICES(width) < ENG_ATTEND_MQA_MAX_SLICES ? ENG_ATTEND_MQA_SLICES(width)      \
+                                                               : ENG_ATTEND_MQA_MAX_SLICES) *      \
+     ((size_t)(R) + 2))
+/* Whether eng_mla_attend_decode runs the MQA kernel for this shape and these buffers (1), or
+ * eng_mla_attend (0). */
+int eng_mla_attend_decode_takes(const eng_cache *lat, const float *qt, const float *ot,
+                                const float *part, int width, int H, int R);
 int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
                           const int *count, int width, int T, int H, int R, float scale, float *ot,
                           float *part, void *stream);

@@ -1,6 +1,7 @@
 // engine_attend.cu: the decode step's latent attention on the GPU (architecture.md 2.5): MLA
 // over the selected latent rows in absorbed form (the absorbed query, the attention, the value
-// expansion) with scalar kernels; the prefill's tensor-core kernels are in engine_attend_prefill.cu.
+// expansion): scalar kernels, and the attention's MQA kernel on the tensor cores (a token's heads
+// at once); the prefill's tensor-core kernels are in engine_attend_prefill.cu.
 #include "engine_common.cuh"
 #include "kernel_limits.h"
 
@@ -322,16 +323,6 @@ __device__ __forceinline__ void weighted_x4(const eng_cache &lat, const int32_t 
     store_acc16(acc, mine, warp, R, c0, part);
 }
 
-// A split block's outputs: the warps' sums (sums[warp][R]) added in warp order into
-// out[0 .. R), then the block's score maximum and sum of exponentials (out[R], out[R + 1]).
-__device__ __forceinline__ void split_finish(const float *sums, int R, int nw, float mx, float sum,
-                                             float *out)
-{
-    sum_warps(sums, R, nw, [&](int r, float a) { out[r] = a; });
-    if (threadIdx.x == 0)
-        out[R] = mx, out[R + 1] = sum;
-}
-
 // attend_kernel for R a multiple of 16 up to 512: each lane owns 16 consecutive latent columns.
 __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
                                 int width, int H, int R, float scale, float *ot)
@@ -354,180 +345,6 @@ __global__ void attend16_kernel(eng_cache lat, const float *qt, const int32_t *i
     float inv = 1.0f / softmax_numerators(p, n, red, &mx);
     weighted_x4(lat, sel, p, mine, c0, 0, n, R, part);
     sum_warps(part, R, nw, [&](int r, float a) { ot[((size_t)t * H + h) * R + r] = a * inv; });
-}
-
-// The decode path's latent attention (few (token, head) pairs): each pair's selection split over
-// `splits` blocks (grid.y), each writing its unnormalised weighted latent sum, its score maximum
-// and its sum of exponentials; attend_combine_kernel rescales and adds them in block order.
-__global__ void attend_split_kernel(eng_cache lat, const float *qt, const int32_t *idx,
-                                    const int *count, int width, int H, int R, float scale,
-                                    int splits, float *part)
-{
-    pdl_prologue();
-    __shared__ float red[33];
-    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
-    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
-    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    int n = count[t], chunk = (n + splits - 1) / splits;
-    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
-    float *p = sm, *sums = sm + (width + splits - 1) / splits;
-    const float *qrow = qt + (size_t)th * R;
-    int c0 = lane * 16;
-    bool mine = c0 < R;
-    const int32_t *sel = idx + (size_t)t * width;
-    float qv[16];
-    load_q16(qrow, c0, mine, qv);
-    scores_x4(lat, sel, qv, mine, c0, s0, s1, scale, p);
-    __syncthreads();
-    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
-    weighted_x4(lat, sel, p, mine, c0, s0, s1, R, sums);
-    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
-}
-
-// A cache row's 16 values c0 .. c0+15 as loaded (bf16 or e4m3, with the row's scale), so that
-// several rows' loads can be in flight before any is converted; unpack16 converts them as load16.
-struct raw16 {
-    uint4 a, b;
-    float sc;
-};
-
-__device__ __forceinline__ raw16 load_raw16(const eng_cache &c, size_t row, int c0)
-{
-    raw16 r;
-    size_t i = row * c.width + c0;
-    if (c.dtype == ENG_CACHE_FP8) {
-        r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint8_t *>(c.rows) + i));
-        r.b = make_uint4(0, 0, 0, 0);
-        r.sc = c.scale[row];
-    } else {
-        const uint4 *p = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(c.rows) + i);
-        r.a = __ldg(p);
-        r.b = __ldg(p + 1);
-        r.sc = 1.0f;
-    }
-    return r;
-}
-
-__device__ __forceinline__ void unpack16(int fp8, const raw16 &r, float *v)
-{
-    if (fp8) {
-        const uint32_t u[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            v[j] = fp8_to_f32((uint8_t)(u[j / 4] >> (8 * (j % 4)))) * r.sc;
-    } else {
-        bf16x8(r.a, v);
-        bf16x8(r.b, v + 8);
-    }
-}
-
-// attend_split_kernel for bf16 and e4m3 caches: a warp takes 8 selected rows a pass (lanes 0-7
-// load their indices, shuffled to all), all 8 rows' loads in flight before any product: two
-// round trips to memory per 8 rows instead of per 4. Same outputs and layout as
-// attend_split_kernel; each warp's rows are b0 .. b0 + 7 for b0 = s0 + 8 warp + 8 nw k.
-constexpr int kSplitRows = 8;
-
-// The loads of the selected rows b0 .. b0 + 7 (those below end) of a lane's 16 columns, all
-// issued before any is used: lanes 0-7 read the rows' indices, shuffled to the warp.
-__device__ __forceinline__ void fetch_rows8(const eng_cache &lat, const int32_t *sel, int b0,
-                                            int end, bool mine, int c0, raw16 (&r)[kSplitRows])
-{
-    int lane = threadIdx.x & 31;
-    int my = lane < kSplitRows && b0 + lane < end ? sel[b0 + lane] : 0;
-#pragma unroll
-    for (int u = 0; u < kSplitRows; u++) {
-        int row = __shfl_sync(0xffffffffu, my, u);
-        if (mine && b0 + u < end)
-            r[u] = load_raw16(lat, (size_t)row, c0);
-    }
-}
-
-__global__ void __launch_bounds__(256) attend_split8_kernel(eng_cache lat, const float *qt,
-                                                            const int32_t *idx, const int *count,
-                                                            int width, int H, int R, float scale,
-                                                            int splits, float *part)
-{
-    pdl_prologue();
-    __shared__ float red[33];
-    extern __shared__ float sm[]; // p [ceil(width / splits)], sums [warps][R]
-    int th = blockIdx.x, sp = blockIdx.y, t = th / H;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int n = count[t], chunk = (n + splits - 1) / splits;
-    int s0 = sp * chunk, s1 = s0 + chunk < n ? s0 + chunk : n;
-    float *p = sm, *sums = sm + (width + splits - 1) / splits;
-    const float *qrow = qt + (size_t)th * R;
-    int c0 = lane * 16, fp8 = lat.dtype == ENG_CACHE_FP8;
-    bool mine = c0 < R;
-    const int32_t *sel = idx + (size_t)t * width;
-    float qv[16];
-    load_q16(qrow, c0, mine, qv);
-    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        raw16 r[kSplitRows];
-        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
-        float dot[kSplitRows];
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            dot[u] = 0.0f;
-            if (mine && b0 + u < s1) {
-                float v[16];
-                unpack16(fp8, r[u], v);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    dot[u] += qv[j] * v[j];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++) {
-            float d = warp_sum(dot[u]);
-            if (lane == 0 && b0 + u < s1)
-                p[b0 + u - s0] = d * scale;
-        }
-    }
-    __syncthreads();
-    float mx, sum = softmax_numerators(p, s1 - s0, red, &mx);
-    float acc[16];
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-        acc[j] = 0.0f;
-    for (int b0 = s0 + warp * kSplitRows; b0 < s1; b0 += nw * kSplitRows) {
-        raw16 r[kSplitRows];
-        fetch_rows8(lat, sel, b0, s1, mine, c0, r);
-#pragma unroll
-        for (int u = 0; u < kSplitRows; u++)
-            if (mine && b0 + u < s1) {
-                float v[16], ps = p[b0 + u - s0];
-                unpack16(fp8, r[u], v);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    acc[j] += ps * v[j];
-            }
-    }
-    store_acc16(acc, mine, warp, R, c0, sums);
-    split_finish(sums, R, nw, mx, sum, part + ((size_t)th * splits + sp) * (R + 2));
-}
-
-__global__ void attend_combine_kernel(const float *part, int splits, int R, float *ot)
-{
-    pdl_prologue();
-    const float *pp = part + (size_t)blockIdx.x * splits * (R + 2);
-    float M = -INFINITY;
-    for (int sp = 0; sp < splits; sp++)
-        M = fmaxf(M, pp[(size_t)sp * (R + 2) + R]);
-    float L = 0.0f;
-    for (int sp = 0; sp < splits; sp++) {
-        float m = pp[(size_t)sp * (R + 2) + R];
-        if (m > -INFINITY)
-            L += pp[(size_t)sp * (R + 2) + R + 1] * expf(m - M);
-    }
-    for (int r = threadIdx.x; r < R; r += blockDim.x) {
-        float a = 0.0f;
-        for (int sp = 0; sp < splits; sp++) {
-            float m = pp[(size_t)sp * (R + 2) + R];
-            if (m > -INFINITY)
-                a += pp[(size_t)sp * (R + 2) + r] * expf(m - M);
-        }
-        ot[(size_t)blockIdx.x * R + r] = a / L;
-    }
 }
 
 constexpr int kAttendMaxJ = 16; // R <= 32 * kAttendMaxJ for the warp-split weighted sum
@@ -669,6 +486,435 @@ __global__ void expand_kernel(eng_mat kv_b, const float *ot, int T, int H, int d
     }
 }
 
+// ---- the decode step's latent attention, a token's heads at once (the MQA kernel) ----
+// A token's H heads share its selected latent rows, so a block takes 16 heads (the M of every
+// product) and one slice of the selection (at most kMqKeys rows) and reads each row once for all
+// 16:
+//   S = Q K^T on the tensor cores (bf16 mma m16n8k16, f32 sums), Q = hi + mid + lo bf16 parts of
+//     qt kept in registers, K the rows as loaded (e4m3 widened exactly into bf16, its power-of-two
+//     row scale applied to the score); warp w takes latent columns 64w .. 64w + 63 of every row,
+//     and the eight warps' partial scores are added in warp order;
+//   the slice's softmax numerators (its own maximum), their sum;
+//   O = P V with P = hi + mid + lo bf16 parts of the weights times the row scales, warp w again
+//     its 64 columns: the rows come from device memory (L1 the second time) straight into the
+//     fragments' registers, with no copy in shared memory.
+// Within a warp's 64 columns the products' k order is a permutation that lets each thread load 16
+// contiguous bytes of a row (scores: thread (g, c) feeds k 2c, 2c + 1 | 2c + 8, 2c + 9 of k-step
+// j from columns 16c + 4j + 0, 1 | 2, 3; weighted sum: n-tile j's column g is latent column
+// 8g + j); q's fragments follow the same permutation. attend_mqa_combine_kernel then rescales
+// the slices' sums to the largest maximum and adds them in slice order. The slices depend on the
+// width (their number) and the token's count alone (ceil(count / slices) rounded up to 16 rows),
+// so a row's bits do not depend on T.
+constexpr int kMqR = 512;                    // the latent width the kernel takes
+constexpr int kMqHeads = 16;                 // heads a block
+constexpr int kMqThreads = 256;              // eight warps
+constexpr int kMqCols = kMqR / 8;            // latent columns a warp
+constexpr int kMqParts = 3;                  // bf16 parts of q and of the weights
+constexpr int kMqKeys = ENG_ATTEND_MQA_KEYS; // selected rows a slice, at most
+
+// The MQA kernel's shared memory for slices of kMqKeys rows: byte offsets and the total.
+struct mq_layout {
+    static constexpr int stride = kMqKeys + 8;                        // a score / weight row
+    static constexpr int spart = 0;                                   // [8][16][stride] f32
+    static constexpr int p = spart + 8 * kMqHeads * stride * 4;       // [3][16][stride] bf16
+    static constexpr int rows = p + kMqParts * kMqHeads * stride * 2; // [kMqKeys] int: cache rows
+    static constexpr int ks = rows + kMqKeys * 4;                     // [kMqKeys] f32: row scales
+    static constexpr int bytes = ks + kMqKeys * 4;
+};
+
+__device__ __forceinline__ void split3_bits(float v, uint16_t &h, uint16_t &m, uint16_t &l)
+{
+    h = bf16_rn(v);
+    float rest = v - bf16_bits_to_f32(h);
+    m = bf16_rn(rest);
+    l = bf16_rn(rest - bf16_bits_to_f32(m));
+}
+
+// The A fragments of q for a warp's four k-steps: qa[j][pt] = rows g, g + 8 at the permuted
+// columns of k-step j (q[r][4j .. 4j + 3] of the thread's 16 columns, r = row g or g + 8).
+__device__ __forceinline__ void q_fragments(const float4 (&q)[2][4], uint32_t (&qa)[4][kMqParts][4])
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint16_t p[2][4][kMqParts]; // [row][column of the four][bf16 part]
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float e[4] = {q[r][j].x, q[r][j].y, q[r][j].z, q[r][j].w};
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                split3_bits(e[k], p[r][k][0], p[r][k][1], p[r][k][2]);
+        }
+#pragma unroll
+        for (int pt = 0; pt < kMqParts; pt++) {
+            qa[j][pt][0] = pack_pair(p[0][0][pt], p[0][1][pt]);
+            qa[j][pt][1] = pack_pair(p[1][0][pt], p[1][1][pt]);
+            qa[j][pt][2] = pack_pair(p[0][2][pt], p[0][3][pt]);
+            qa[j][pt][3] = pack_pair(p[1][2][pt], p[1][3][pt]);
+        }
+    }
+}
+
+// Bytes of a cache row from column col: 16 (e4m3) or 32 (bf16) for the scores' loads.
+template <bool FP8>
+struct mq_row16 {
+    uint4 w[FP8 ? 1 : 2];
+};
+
+template <bool FP8>
+__device__ __forceinline__ mq_row16<FP8> load_row16(const eng_cache &lat, int row, int col)
+{
+    mq_row16<FP8> r;
+    const unsigned char *p = static_cast<const unsigned char *>(lat.rows) +
+                             ((size_t)(uint32_t)row * kMqR + col) * (FP8 ? 1 : 2);
+    r.w[0] = __ldg(reinterpret_cast<const uint4 *>(p));
+    if constexpr (!FP8)
+        r.w[1] = __ldg(reinterpret_cast<const uint4 *>(p) + 1);
+    return r;
+}
+
+template <bool FP8>
+__device__ __forceinline__ void zero_row16(mq_row16<FP8> &r)
+{
+#pragma unroll
+    for (int i = 0; i < (FP8 ? 1 : 2); i++)
+        r.w[i] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+// The B fragment of k-step j (0-3) from a thread's 16 columns of a row.
+template <bool FP8>
+__device__ __forceinline__ void score_b(const mq_row16<FP8> &r, int j, uint32_t (&b)[2])
+{
+    if constexpr (FP8) {
+        uint32_t w = j == 0 ? r.w[0].x : j == 1 ? r.w[0].y : j == 2 ? r.w[0].z : r.w[0].w;
+        b[0] = e4m3x2_to_bf16x2(w);
+        b[1] = e4m3x2_to_bf16x2(w >> 16);
+    } else {
+        const uint4 &u = r.w[j >> 1];
+        b[0] = (j & 1) ? u.z : u.x;
+        b[1] = (j & 1) ? u.w : u.y;
+    }
+}
+
+// Eight columns of a row (8 bytes e4m3, 16 bf16) for the weighted sum's loads.
+template <bool FP8>
+struct mq_row8 {
+    uint32_t w[FP8 ? 2 : 4];
+};
+
+template <bool FP8>
+__device__ __forceinline__ mq_row8<FP8> load_row8(const eng_cache &lat, int row, int col)
+{
+    mq_row8<FP8> r;
+    const unsigned char *p = static_cast<const unsigned char *>(lat.rows) +
+                             ((size_t)(uint32_t)row * kMqR + col) * (FP8 ? 1 : 2);
+    if constexpr (FP8) {
+        uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
+        r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+        uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+        r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    }
+    return r;
+}
+
+template <bool FP8>
+__device__ __forceinline__ void zero_row8(mq_row8<FP8> &r)
+{
+#pragma unroll
+    for (int i = 0; i < (FP8 ? 2 : 4); i++)
+        r.w[i] = 0u;
+}
+
+// Column j (0-7) of rows a and b as one bf16 pair, a's in the low half.
+template <bool FP8>
+__device__ __forceinline__ uint32_t column_pair(const mq_row8<FP8> &a, const mq_row8<FP8> &b, int j)
+{
+    if constexpr (FP8) {
+        uint32_t two = __byte_perm(a.w[j >> 2], b.w[j >> 2], (j & 2) ? 0x7362 : 0x5140);
+        return e4m3x2_to_bf16x2((j & 1) ? two >> 16 : two);
+    }
+    return __byte_perm(a.w[j >> 1], b.w[j >> 1], (j & 1) ? 0x7632 : 0x5410);
+}
+
+template <int CACHE>
+__global__ void __launch_bounds__(kMqThreads, 1)
+    attend_mqa_kernel(eng_cache lat, const float *qt, const int32_t *idx, const int *count,
+                      int width, int H, float scale, float *part)
+{
+    pdl_prologue();
+    constexpr bool kFp8 = CACHE == ENG_CACHE_FP8;
+    using L = mq_layout;
+    // n-tiles, k-steps, keys a thread
+    constexpr int NT = kMqKeys / 8, KS = kMqKeys / 16, KPT = kMqKeys / 16;
+    constexpr int NB = kFp8 ? NT : (NT < 8 ? NT : 8);             // n-tiles loaded at once
+    constexpr int KB = kFp8 ? KS : (KS < 4 ? KS : 4);             // k-steps loaded at once
+    extern __shared__ __align__(16) unsigned char smem[];
+    float *spart = reinterpret_cast<float *>(smem + L::spart);
+    uint16_t *p_s = reinterpret_cast<uint16_t *>(smem + L::p);
+    int *rows_s = reinterpret_cast<int *>(smem + L::rows);
+    float *ks_s = reinterpret_cast<float *>(smem + L::ks);
+
+    const int S = (int)gridDim.x, sp = (int)blockIdx.x, h0 = (int)blockIdx.y * kMqHeads;
+    const int t = (int)blockIdx.z;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+    const int col0 = warp * kMqCols;
+    const size_t th = (size_t)t * H + h0; // the block's first (token, head)
+    float *o_part = part, *ml_part = part + (size_t)ENG_ATTEND_MAX_T * H * S * kMqR;
+
+    // q's rows g, g + 8 at the thread's 16 columns: loaded first, they wait on nothing
+    float4 qv[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const float *row = qt + (th + g + 8 * r) * kMqR + col0 + 16 * c;
+        const float4 *q = reinterpret_cast<const float4 *>(row);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            qv[r][u] = __ldg(q + u);
+    }
+    int n = count[t];
+    n = n < width ? n : width;
+    int per = (n + S - 1) / S, chunk = (per + 15) & ~15, s0 = sp * chunk;
+    int kn = n - s0 < chunk ? n - s0 : chunk; // the slice's rows
+    if (kn <= 0) { // an empty slice: no weight in the sum, its sums never read
+        if (tid < kMqHeads)
+            *reinterpret_cast<float2 *>(ml_part + ((th + tid) * S + sp) * 2) =
+                make_float2(-INFINITY, 0.0f);
+        return;
+    }
+    int my_row = 0;
+    if (tid < kn && tid < kMqKeys)
+        my_row = idx[(size_t)t * width + s0 + tid];
+    uint32_t qa[4][kMqParts][4];
+    q_fragments(qv, qa);
+    if (tid < kMqKeys)
+        rows_s[tid] = my_row;
+    float my_ks = 0.0f; // its row's scale, stored once the scores are done
+    if (tid < kn && tid < kMqKeys)
+        my_ks = kFp8 ? lat.scale[(uint32_t)my_row] : 1.0f;
+    __syncthreads();
+
+    // S: 16 heads x the slice's rows over this warp's 64 columns
+    const int ntiles = (kn + 7) / 8;
+    float sacc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+        sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.0f;
+#pragma unroll
+    for (int b0 = 0; b0 < NT; b0 += NB) {
+        if (b0 >= ntiles)
+            break;
+        mq_row16<kFp8> kr[NB];
+#pragma unroll
+        for (int u = 0; u < NB; u++) {
+            int key = (b0 + u) * 8 + g;
+            if (key < kn)
+                kr[u] = load_row16<kFp8>(lat, rows_s[key], col0 + 16 * c);
+            else
+                zero_row16<kFp8>(kr[u]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int u = 0; u < NB; u++) {
+                if (b0 + u >= ntiles)
+                    continue;
+                uint32_t b[2];
+                score_b<kFp8>(kr[u], j, b);
+#pragma unroll
+                for (int pt = kMqParts - 1; pt >= 0; pt--) // lo, mid, hi: the smallest first
+                    mma_bf16(sacc[b0 + u], qa[j][pt], b);
+            }
+    }
+    {
+        float *ra = spart + (warp * kMqHeads + g) * L::stride, *rb = ra + 8 * L::stride;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            if (nt < ntiles) {
+                int key = nt * 8 + 2 * c;
+                *reinterpret_cast<float2 *>(ra + key) = make_float2(sacc[nt][0], sacc[nt][1]);
+                *reinterpret_cast<float2 *>(rb + key) = make_float2(sacc[nt][2], sacc[nt][3]);
+            }
+    }
+    if (tid < kMqKeys)
+        ks_s[tid] = my_ks;
+    __syncthreads();
+
+    { // the softmax: sixteen threads a head, KPT rows each; the warps' sums in warp order
+        const int hr = tid >> 4, k0 = (tid & 15) * KPT;
+        float v[KPT];
+#pragma unroll
+        for (int w = 0; w < 8; w++) {
+            const float *src = spart + (w * kMqHeads + hr) * L::stride + k0;
+#pragma unroll
+            for (int k = 0; k < KPT; k += 4) {
+                float4 a = *reinterpret_cast<const float4 *>(src + k);
+                if (w == 0)
+                    v[k] = a.x, v[k + 1] = a.y, v[k + 2] = a.z, v[k + 3] = a.w;
+                else
+                    v[k] += a.x, v[k + 1] += a.y, v[k + 2] += a.z, v[k + 3] += a.w;
+            }
+        }
+        float ks[KPT], mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            ks[k] = ks_s[k0 + k];
+            v[k] = k0 + k < kn ? v[k] * ks[k] * scale : -INFINITY;
+            mx = fmaxf(mx, v[k]);
+        }
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1)
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        float psum = 0.0f;
+        uint16_t pw[kMqParts][KPT];
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+            float p = k0 + k < kn ? expf(v[k] - mx) : 0.0f;
+            psum += p;
+            split3_bits(p * ks[k], pw[0][k], pw[1][k], pw[2][k]);
+        }
+#pragma unroll
+        for (int pt = 0; pt < kMqParts; pt++) {
+            uint16_t *dst = p_s + (pt * kMqHeads + hr) * L::stride + k0;
+#pragma unroll
+            for (int k = 0; k < KPT; k += 4)
+                *reinterpret_cast<uint2 *>(dst + k) = make_uint2(
+                    pack_pair(pw[pt][k], pw[pt][k + 1]), pack_pair(pw[pt][k + 2], pw[pt][k + 3]));
+        }
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1)
+            psum += __shfl_xor_sync(0xffffffffu, psum, o);
+        if ((tid & 15) == 0)
+            *reinterpret_cast<float2 *>(ml_part + ((th + hr) * S + sp) * 2) = make_float2(mx, psum);
+    }
+    __syncthreads();
+
+    // O = P V: 16 heads x this warp's 64 columns (n-tile j, column g: latent column 8g + j)
+    const int ksteps = (kn + 15) / 16;
+    float oacc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.0f;
+#pragma unroll
+    for (int kb0 = 0; kb0 < KS; kb0 += KB) {
+        if (kb0 >= ksteps)
+            break;
+        mq_row8<kFp8> vr[KB][4]; // rows 2c, 2c + 1, 2c + 8, 2c + 9 of each k-step
+#pragma unroll
+        for (int u = 0; u < KB; u++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                int key = (kb0 + u) * 16 + 2 * c + (r & 1) + (r >> 1) * 8;
+                if (key < kn)
+                    vr[u][r] = load_row8<kFp8>(lat, rows_s[key], col0 + 8 * g);
+                else
+                    zero_row8<kFp8>(vr[u][r]);
+            }
+#pragma unroll
+        for (int u = 0; u < KB; u++) {
+            if (kb0 + u >= ksteps)
+                continue;
+            uint32_t pa[kMqParts][4];
+#pragma unroll
+            for (int pt = 0; pt < kMqParts; pt++)
+                ldsm_x4(pa[pt], p_s + (pt * kMqHeads + (lane & 15)) * L::stride +
+                                      (kb0 + u) * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t b[2] = {column_pair<kFp8>(vr[u][0], vr[u][1], j),
+                                 column_pair<kFp8>(vr[u][2], vr[u][3], j)};
+#pragma unroll
+                for (int pt = kMqParts - 1; pt >= 0; pt--) // lo, mid, hi: the smallest first
+                    mma_bf16(oacc[j], pa[pt], b);
+            }
+        }
+    }
+    // thread (g, c) holds rows g, g + 8 at columns 16c + (0 .. 15) of the warp's 64
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float *row = o_part + ((th + g + 8 * r) * S + sp) * kMqR + col0 + 16 * c;
+        float4 *o = reinterpret_cast<float4 *>(row);
+#pragma unroll
+        for (int h = 0; h < 2; h++) { // C columns 2c (latent 16c + j) and 2c + 1 (16c + 8 + j)
+            int e = 2 * r + h;
+            o[2 * h] = make_float4(oacc[0][e], oacc[1][e], oacc[2][e], oacc[3][e]);
+            o[2 * h + 1] = make_float4(oacc[4][e], oacc[5][e], oacc[6][e], oacc[7][e]);
+        }
+    }
+}
+
+// The slices' sums of one (token, head) (blockIdx.x), each rescaled to the largest maximum and
+// added in slice order, over their weights' sum (the same tree of shuffles in every warp): a
+// thread four latent columns. S <= 64: lane s of each warp reads slices s and s + 32's maximum
+// and sum, so that all of them are loaded at once.
+// slices whose sums are loaded together: GLM's 2,051-row selection has 33 slices of 64 rows (two
+// batches)
+constexpr int kMqCombineBatch = 17;
+
+__global__ void __launch_bounds__(kMqR / 4) attend_mqa_combine_kernel(const float *part, int S,
+                                                                      int H, float *ot)
+{
+    pdl_prologue();
+    const size_t th = blockIdx.x;
+    const int lane = threadIdx.x & 31;
+    const float4 *o = reinterpret_cast<const float4 *>(part + th * S * kMqR) + threadIdx.x;
+    const float2 *ml = reinterpret_cast<const float2 *>(part + (size_t)ENG_ATTEND_MAX_T * H * S * kMqR) + th * S;
+    const float2 none = make_float2(-INFINITY, 0.0f);
+    float2 m0 = lane < S ? ml[lane] : none, m1 = lane + 32 < S ? ml[lane + 32] : none;
+    float M = warp_max(fmaxf(m0.x, m1.x));
+    float w0 = m0.x > -INFINITY ? expf(m0.x - M) : 0.0f;
+    float w1 = m1.x > -INFINITY ? expf(m1.x - M) : 0.0f;
+    float L = warp_sum(w0 * m0.y + w1 * m1.y);
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0; s0 < S; s0 += kMqCombineBatch) {
+        float4 v[kMqCombineBatch];
+        float w[kMqCombineBatch];
+#pragma unroll
+        for (int u = 0; u < kMqCombineBatch; u++) {
+            int s = s0 + u;
+            w[u] = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);
+            if (s < S && w[u] != 0.0f) // (an empty slice, weight 0, wrote no sums)
+                v[u] = o[(size_t)s * (kMqR / 4)];
+        }
+#pragma unroll
+        for (int u = 0; u < kMqCombineBatch; u++)
+            if (s0 + u < S && w[u] != 0.0f)
+                a.x += w[u] * v[u].x, a.y += w[u] * v[u].y, a.z += w[u] * v[u].z, a.w += w[u] * v[u].w;
+    }
+    float4 r = L > 0.0f ? make_float4(a.x / L, a.y / L, a.z / L, a.w / L)
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    reinterpret_cast<float4 *>(ot + th * kMqR)[threadIdx.x] = r;
+}
+
+// The MQA kernel's slices for this shape, 0 where it does not take it: it takes R 512 (a cache
+// row as wide), a bf16 or e4m3 cache, H a multiple of 16, a selection of at most
+// ENG_ATTEND_MQA_MAX_SLICES slices and 16-byte aligned rows, qt, ot and part (GLM's shapes: one
+// rank's 64 heads or each of two ranks' 32, width 2,051).
+int attend_mqa_slices(const eng_cache *lat, const float *qt, const float *ot, const float *part,
+                      int width, int H, int R)
+{
+    if (R != kMqR || lat->width != R || H < kMqHeads || H % kMqHeads || H / kMqHeads > 65535 ||
+        width < 1 || (lat->dtype != ENG_CACHE_FP8 && lat->dtype != ENG_CACHE_BF16) || !part ||
+        (uintptr_t)lat->rows % 16 || (uintptr_t)qt % 16 || (uintptr_t)ot % 16 || (uintptr_t)part % 16)
+        return 0;
+    size_t slices = ENG_ATTEND_MQA_SLICES(width);
+    return slices <= ENG_ATTEND_MQA_MAX_SLICES ? (int)slices : 0;
+}
+
+template <int CACHE>
+int launch_attend_mqa(const eng_cache *lat, const float *qt, const int32_t *idx, const int *count,
+                      int width, int T, int H, float scale, int S, float *ot, float *part,
+                      cudaStream_t st)
+{
+    int rc = (int)raise_smem_once<attend_mqa_kernel<CACHE>>(
+        (size_t)mq_layout::bytes, "the decode latent attention's MQA kernel");
+    if (rc)
+        return rc;
+    launch(attend_mqa_kernel<CACHE>, dim3(S, H / kMqHeads, T), kMqThreads,
+           (size_t)mq_layout::bytes, st, *lat, qt, idx, count, width, H, scale, part);
+    launch(attend_mqa_combine_kernel, T * H, kMqR / 4, 0, st, part, S, H, ot);
+    return (int)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int eng_mla_absorb(const eng_mat *kv_b, const float *q, int T, int H, int dn, int dv,
@@ -720,29 +966,30 @@ extern "C" int eng_mla_attend(const eng_cache *lat, const float *qt, const int32
     return (int)cudaGetLastError();
 }
 
+extern "C" int eng_mla_attend_decode_takes(const eng_cache *lat, const float *qt, const float *ot,
+                                           const float *part, int width, int H, int R)
+{
+    return attend_mqa_slices(lat, qt, ot, part, width, H, R) > 0;
+}
+
 extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, const int32_t *idx,
                                      const int *count, int width, int T, int H, int R, float scale,
                                      float *ot, float *part, void *stream)
 {
     if (T < 1 || T > ENG_ATTEND_MAX_T || H < 1)
         return -1;
-    // the split by heads alone: a row's sums do not depend on how many rows share the launch
-    int pairs = T * H, splits = ENG_ATTEND_PAIRS / H;
-    splits = splits > 8 ? 8 : splits;
-    if (splits < 2 || R % 16 || R > 512 || !part)
-        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
-    size_t smem = (size_t)((width + splits - 1) / splits + 8 * R) * sizeof(float);
-    if (smem > 48 * 1024)
-        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (lat->dtype == ENG_CACHE_FP8 || lat->dtype == ENG_CACHE_BF16)
-        launch(attend_split8_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count,
-               width, H, R, scale, splits, part);
-    else
-        launch(attend_split_kernel, dim3(pairs, splits), 256, smem, st, *lat, qt, idx, count, width,
-               H, R, scale, splits, part);
-    launch(attend_combine_kernel, pairs, 128, 0, st, part, splits, R, ot);
-    return (int)cudaGetLastError();
+    // the MQA kernel where it takes the shape (attend_mqa_slices: GLM's); any other shape (R not
+    // 512, H not a multiple of 16, another cache dtype, a wider selection, unaligned buffers) runs
+    // eng_mla_attend, one block a (token, head): the same sums, a row's bits independent of T
+    int slices = attend_mqa_slices(lat, qt, ot, part, width, H, R);
+    if (!slices)
+        return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);
+    if (lat->dtype == ENG_CACHE_FP8)
+        return launch_attend_mqa<ENG_CACHE_FP8>(lat, qt, idx, count, width, T, H, scale, slices,
+                                                ot, part, st);
+    return launch_attend_mqa<ENG_CACHE_BF16>(lat, qt, idx, count, width, T, H, scale, slices, ot,
+                                             part, st);
 }
 
 extern "C" int eng_mla_expand(const eng_mat *kv_b, const float *ot, int T, int H, int dn, int dv,

@@ -170,6 +170,39 @@ static __device__ __forceinline__ uint32_t pack_pair(uint16_t lo, uint16_t hi)
     return (uint32_t)lo | ((uint32_t)hi << 16);
 }
 
+// ---- shared-memory matrix loads and e4m3 rows for the tensor-core kernels ----
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// Two e4m3 bytes (the low one first) -> two bf16 (the low half first), exactly: e4m3 -> f16 is
+// exact, f16 -> f32 too, and three mantissa bits fit bf16's seven.
+static __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two)
+{
+    __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu),
+                                                __NV_E4M3);
+    __half2 h(hr);
+    float2 f = __half22float2(h);
+    __nv_bfloat162 b = __float22bfloat162_rn(f);
+    return *reinterpret_cast<uint32_t *>(&b);
+}
+
 static inline unsigned blocks_for(size_t n, unsigned per)
 {
     return (unsigned)((n + per - 1) / per);

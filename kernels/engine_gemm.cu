@@ -901,6 +901,8 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
     cublasLtMatrixLayout_t b = k.b, c = k.c;
     const float one = 1.0f, zero = 0.0f;
     if (cat) { // one GEMM: [W W W] against each row's [lo mid hi]
+        // the copies are made again each product: a few microseconds for a narrow weight, and no
+        // cache keyed by a weight's address to go stale when its memory is reused
         bool vec = w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
         launch(triple_kernel, grid_for((size_t)w->rows * w->cols / (vec ? 8 : 1)), 256, 0, st,
                static_cast<const __nv_bfloat16 *>(w->data), w->rows, w->cols, vec ? 1 : 0, e->w3);

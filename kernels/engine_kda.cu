@@ -9,7 +9,6 @@ namespace {
 constexpr int kConvMaxK = 16;
 constexpr int kScanSlices = 8;    // row slices of a head's dk rows
 constexpr int kScanMaxRows = 16;  // dk <= kScanSlices * kScanMaxRows = 128
-constexpr int kScanMaxCb = 4;     // column groups of 32 a block: the whole head (dk <= 128)
 
 // The conv's output for one channel: SiLU of the taps' fused multiply-adds from 0, in tap order.
 __device__ __forceinline__ float silu_of_sum(float acc)
@@ -217,8 +216,6 @@ struct prep_args {
 // with its conv taps in registers, the T outputs with SiLU and the L2 norm of q and k rows
 // (conv_norm_kernel's order), into out[t * ostride + channel]; then the window's last rows kept
 // in the state.
-// kTapsInRegs 0 (a 1024-thread block's 64 registers): each tap is read where it is used.
-template <bool kTapsInRegs = true>
 __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h, float *out,
                                            int ostride)
 {
@@ -230,18 +227,14 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     auto window = [&](int ch, int c, int row) {
         return row < K - 1 ? state[(size_t)row * 3 * C + ch] : in[(size_t)(row - (K - 1)) * C + c];
     };
-    float wc[kTapsInRegs ? kPrepSlots : 1][kPrepMaxK]; // no arrays indexed by t: local memory
-    if (kTapsInRegs)
+    float wc[kPrepSlots][kPrepMaxK]; // no arrays indexed by t: local memory
 #pragma unroll
-        for (int j = 0; j < kPrepSlots; j++)
+    for (int j = 0; j < kPrepSlots; j++)
 #pragma unroll
-            for (int i = 0; i < kPrepMaxK; i++) {
-                int ci = lane + 32 * j;
-                wc[j][i] = ci < dk && i < K ? wt[(size_t)(h * dk + ci) * K + i] : 0.0f;
-            }
-    auto tap = [&](int j, int ci, int i) {
-        return kTapsInRegs ? wc[kTapsInRegs ? j : 0][i] : __ldg(wt + (size_t)(h * dk + ci) * K + i);
-    };
+        for (int i = 0; i < kPrepMaxK; i++) {
+            int ci = lane + 32 * j;
+            wc[j][i] = ci < dk && i < K ? wt[(size_t)(h * dk + ci) * K + i] : 0.0f;
+        }
     // slot j's channel at token t: its conv over the window, then SiLU (conv_norm_kernel's order)
     auto conv_silu = [&](int j, int t) {
         int ci = lane + 32 * j, c = h * dk + ci;
@@ -250,28 +243,10 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
 #pragma unroll
             for (int i = 0; i < kPrepMaxK; i++)
                 if (i < K)
-                    acc += tap(j, ci, i) * window(plane * C + c, c, t + i);
+                    acc += wc[j][i] * window(plane * C + c, c, t + i);
         return acc / (1.0f + expf(-acc));
     };
-    for (int t = 0; t < a.T && !kTapsInRegs; t++) { // a slot at a time, scaled after the sum
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kPrepSlots; j++) {
-            int ci = lane + 32 * j;
-            float y = conv_silu(j, t);
-            if (ci < dk) {
-                ss += y * y;
-                out[(size_t)t * ostride + ci] = y;
-            }
-        }
-        if (plane < 2) {
-            ss = warp_sum(ss);
-            float inv = (plane == 0 ? a.qscale : 1.0f) / sqrtf(ss + 1e-6f);
-            for (int ci = lane; ci < dk; ci += 32)
-                out[(size_t)t * ostride + ci] = out[(size_t)t * ostride + ci] * inv;
-        }
-    }
-    for (int t = 0; t < a.T && kTapsInRegs; t++) {
+    for (int t = 0; t < a.T; t++) {
         float y[kPrepSlots], ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < kPrepSlots; j++) {
@@ -300,6 +275,16 @@ __device__ __forceinline__ void prep_plane(const prep_args &a, int plane, int h,
     }
 }
 
+// A forget gate from its product x (dt_bias added), rate = exp(A_log[h]): the lower-bounded
+// sigmoid, or -rate * softplus(x) (gate_rows_kernel's formulas).
+__device__ __forceinline__ float gate_value(const prep_args &a, float rate, float x)
+{
+    if (a.has_lb)
+        return a.lb * sigmoidf_(rate * x);
+    float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+    return -rate * sp;
+}
+
 // One warp: head h's forget gates (gate_rows_kernel's formulas) from their products gin[t * instride
 // + i] into g_out[t * gstride + i] and its beta into beta_out[t * bstride].
 __device__ __forceinline__ void prep_gates(const prep_args &a, int h, const float *gin,
@@ -312,14 +297,7 @@ __device__ __forceinline__ void prep_gates(const prep_args &a, int h, const floa
 #pragma unroll 4
         for (int i = lane; i < dk; i += 32) { // (unrolled: the loads of a head go out at once)
             float x = gin[(size_t)t * instride + i] + a.dt_bias[h * dk + i];
-            float gv;
-            if (a.has_lb) {
-                gv = a.lb * sigmoidf_(rate * x);
-            } else {
-                float sp = x > 20.0f ? x : logf(1.0f + expf(x));
-                gv = -rate * sp;
-            }
-            g_out[(size_t)t * gstride + i] = gv;
+            g_out[(size_t)t * gstride + i] = gate_value(a, rate, x);
         }
         if (lane == 0)
             beta_out[(size_t)t * bstride] = sigmoidf_(a.beta[(size_t)t * a.H + h]);
@@ -348,208 +326,21 @@ __global__ void __launch_bounds__(256) kda_prep_kernel(prep_args a, float *qo, f
 
 // The forget and output gates' second products folded into the decode step
 // (eng_kda_lowrank): f and g [H * dk][cols] (bf16, cols <= 256 and a multiple of 8), their
-// inputs xf and xg [T][cols]; on 0: the step reads the products from memory.
+// inputs xf and xg [T][cols]; on 0: the step reads the products from memory. Each row is summed
+// as eng_matmul_jobs sums a row of at most 256 columns (one 16-byte unit a lane from lane 0,
+// dot8, warp_sum), so the step's g and gate carry that product's bits; a token's sum does not
+// depend on the tokens beside it.
 struct lowrank_dev {
     const uint16_t *f, *g;
     const float *xf, *xg;
     int cols, bf, on;
 };
 
-constexpr int kLowRows = 4; // rows a warp loads at once
-
-// Rows h * dk + i (i < dk) of f and of g against T rows of their inputs, each summed as
-// eng_matmul_jobs sums a row of at most 256 columns (one 16-byte unit a lane from lane 0, dot8,
-// warp_sum: its skinny rows and its one-warp rows alike; dot8's sum for a token does not depend
-// on the tokens beside it, so a token at a time gives the same bits) into gf[t][i] and gg[t][i].
-// This is warp w of nw sharing the 2 dk rows, kLowRows at a time (their loads out together).
-__device__ void lowrank_rows(const lowrank_dev &lr, int h, int dk, int T, int w, int nw,
-                             float (*gf)[128], float (*gg)[128])
-{
-    const int lane = threadIdx.x & 31, n8 = lr.cols / 8;
-    for (int q0 = w * kLowRows; q0 < 2 * dk; q0 += nw * kLowRows) {
-        uint4 u[kLowRows];
-#pragma unroll
-        for (int k = 0; k < kLowRows; k++) {
-            int q = q0 + k, i = q < dk ? q : q - dk;
-            const uint16_t *m = q < dk ? lr.f : lr.g;
-            u[k] = q < 2 * dk && lane < n8
-                       ? __ldg(reinterpret_cast<const uint4 *>(m + (size_t)(h * dk + i) * lr.cols) +
-                               lane)
-                       : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int k = 0; k < kLowRows; k++) {
-            int q = q0 + k, i = q < dk ? q : q - dk;
-            const float *x = q < dk ? lr.xf : lr.xg;
-            for (int t = 0; t < T; t++) {
-                float acc[1] = {0.0f};
-                if (q < 2 * dk && lane < n8)
-                    dot8<1>(u[k], lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc);
-                acc[0] = warp_sum(acc[0]);
-                if (lane == 0 && q < 2 * dk)
-                    (q < dk ? gf : gg)[t][i] = acc[0];
-            }
-        }
-    }
-}
-
-// The decode path's delta rule: a block a head: thread (cb, slice, lane) keeps rows slice + 8 r
-// of column cb * 32 + lane of the head's state; slice s's partial sums run over its rows in
-// ascending order, and the 8 slices' partials are summed in order s = 0 .. 7 from 0 (the
-// arithmetic prefill_scan_kernel repeats). Each token's output row then gets out_norm_kernel's
-// gated RMSNorm, in its arithmetic, in the same launch. kPrep: the block first runs its head's
-// prep (warps 0-2 prep_plane with each tap read where it is used, warp 3 prep_gates:
-// kda_prep_kernel's operations) into shared memory, and the scan reads q, k, v, the gates and
-// beta from there: one launch instead of two, the same bits.
-template <bool kPrep>
-__global__ void __launch_bounds__(1024) scan_kernel(float *S, const float *q, const float *k,
-                                                    const float *v, const float *g,
-                                                    const float *beta, int T, int H, int dk,
-                                                    float *o, float *trail, const float *gate,
-                                                    const float *nw, float eps, prep_args pa,
-                                                    lowrank_dev lr)
-{
-    pdl_trigger();
-    if (kPrep) { // the prep's weights towards L2 while the kernel before ends (no kernel writes them)
-        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, h = blockIdx.x;
-        const float *wt = warp == 0 ? pa.qw : warp == 1 ? pa.kw : warp == 2 ? pa.vw : pa.dt_bias;
-        int n = warp < 3 ? pa.dk * pa.K : pa.dk; // floats of this head's taps or biases
-        if (warp < 4 && lane * 32 < n)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(wt + (size_t)h * n + lane * 32));
-        if (lr.on) { // and this head's rows of the gates' second products
-            size_t bytes = (size_t)pa.dk * lr.cols * 2, lines = (bytes + 127) / 128;
-            for (size_t i = threadIdx.x; i < 2 * lines; i += blockDim.x) {
-                const char *m = reinterpret_cast<const char *>(i < lines ? lr.f : lr.g);
-                size_t off = (i < lines ? i : i - lines) * 128;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(m + (size_t)h * bytes + off));
-            }
-        }
-    }
-    pdl_wait();
-    __shared__ float ks[128], qs[128], as[128], os[128], s_inv;
-    __shared__ float red[kScanMaxCb][kScanSlices][32];
-    constexpr int kPT = kPrep ? kPrepMaxT : 1, kPD = kPrep ? 128 : 1;
-    __shared__ float pp[4][kPT][kPD], pb[kPT]; // the prep's q, k, v, gates [t][dk]; beta [t]
-    __shared__ float gf[kPT][kPD], gg[kPT][kPD]; // the folded products (lr.on): g, gate [t][dk]
-    int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int cb = warp / kScanSlices, slice = warp % kScanSlices, ncb = blockDim.x / (32 * kScanSlices);
-    int j = (blockIdx.y * ncb + cb) * 32 + lane, C = H * dk;
-    bool ok = j < dk;
-    float *Sh = S + (size_t)h * dk * dk;
-    if constexpr (kPrep) // warps 3 on: the folded products first, before their state is held
-        if (lr.on && warp >= 3)
-            lowrank_rows(lr, h, dk, T, warp - 3, (int)(blockDim.x >> 5) - 3, gf, gg);
-    float Sr[kScanMaxRows];
-#pragma unroll
-    for (int r = 0; r < kScanMaxRows; r++) {
-        int d = slice + kScanSlices * r;
-        Sr[r] = ok && d < dk ? Sh[(size_t)d * dk + j] : 0.0f;
-    }
-    if constexpr (kPrep) { // (the state's loads already out; the taps read where used: no spills)
-        if (warp < 3)
-            prep_plane<false>(pa, warp, h, &pp[warp][0][0], kPD);
-        else if (!lr.on && warp == 3)
-            prep_gates(pa, h, pa.g + (size_t)h * dk, (size_t)C, &pp[3][0][0], kPD, pb, 1);
-        if (lr.on) { // the gates once their products are in
-            __syncthreads();
-            if (warp == 3)
-                prep_gates(pa, h, &gf[0][0], kPD, &pp[3][0][0], kPD, pb, 1);
-        }
-    }
-    for (int t = 0; t < T; t++) {
-        size_t base = (size_t)t * C + (size_t)h * dk;
-        __syncthreads();
-        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-            if (kPrep) {
-                ks[i] = pp[1][t][i];
-                qs[i] = pp[0][t][i];
-                as[i] = expf(pp[3][t][i]);
-            } else {
-                ks[i] = k[base + i];
-                qs[i] = q[base + i];
-                as[i] = expf(g[base + i]);
-            }
-        }
-        __syncthreads();
-        float pm = 0.0f;
-#pragma unroll
-        for (int r = 0; r < kScanMaxRows; r++) {
-            int d = slice + kScanSlices * r;
-            if (d < dk) {
-                Sr[r] *= as[d];
-                pm += Sr[r] * ks[d];
-            }
-        }
-        red[cb][slice][lane] = pm;
-        __syncthreads();
-        float mem = 0.0f;
-#pragma unroll
-        for (int s = 0; s < kScanSlices; s++)
-            mem += red[cb][s][lane];
-        float vj = !ok ? 0.0f : kPrep ? pp[2][t][j] : v[base + j];
-        float bt = kPrep ? pb[t] : beta[(size_t)t * H + h];
-        float delta = ok ? (vj - mem) * bt : 0.0f;
-        float po = 0.0f;
-#pragma unroll
-        for (int r = 0; r < kScanMaxRows; r++) {
-            int d = slice + kScanSlices * r;
-            if (d < dk) {
-                Sr[r] += ks[d] * delta;
-                po += Sr[r] * qs[d];
-            }
-        }
-        __syncthreads();
-        red[cb][slice][lane] = po;
-        __syncthreads();
-        if (slice == 0 && ok) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int s = 0; s < kScanSlices; s++)
-                acc += red[cb][s][lane];
-            os[j] = acc;
-        }
-        __syncthreads(); // warp 0: the row's sum of squares as out_norm_kernel sums it
-        if (warp == 0) {
-            float ss = 0.0f;
-#pragma unroll 4
-            for (int i = lane; i < dk; i += 32)
-                ss += os[i] * os[i];
-            ss = warp_sum(ss);
-            if (lane == 0)
-                s_inv = 1.0f / sqrtf(ss / (float)dk + eps);
-        }
-        __syncthreads();
-        if (slice == 0 && ok) {
-            float gt;
-            if constexpr (kPrep)
-                gt = lr.on ? gg[t][j] : gate[base + j];
-            else
-                gt = gate[base + j];
-            o[base + j] = nw[j] * (os[j] * s_inv) * sigmoidf_(gt);
-        }
-        if (trail) { // the state after token t, for going back inside a verification window
-            float *Th = trail + (size_t)t * H * dk * dk + (size_t)h * dk * dk;
-#pragma unroll
-            for (int r = 0; r < kScanMaxRows; r++) {
-                int d = slice + kScanSlices * r;
-                if (ok && d < dk)
-                    Th[(size_t)d * dk + j] = Sr[r];
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < kScanMaxRows; r++) {
-        int d = slice + kScanSlices * r;
-        if (ok && d < dk)
-            Sh[(size_t)d * dk + j] = Sr[r];
-    }
-}
-
 // The prefill path's delta rule (prefill_scan_kernel): a block a (head, group of 64 columns), 4
-// warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i)
-// of its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token.
-// q, k, exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async,
-// three buffers, one barrier a group). The arithmetic is scan_kernel's, operation for operation.
+// warps of 16 columns; lane (half, c) keeps slices 4 half .. 4 half + 3 (rows 8 r + 4 half + i) of
+// its column, so the 8 slices' partials meet in two lanes of one warp: no barrier a token. q, k,
+// exp(g), v and beta come in through shared memory a group of tokens at a time (cp.async, three
+// buffers, one barrier a group). The arithmetic is step_cluster_kernel's, operation for operation.
 constexpr int kPrefillCols = 64;    // columns of a block
 constexpr int kPrefillTokens = 8;   // tokens of a staged group
 constexpr int kPrefillBufs = 3;     // groups in flight: filling, ready, being read
@@ -647,7 +438,7 @@ __device__ void prefill_stage(prefill_group &b, const prefill_src &s, int t0)
 }
 
 // The gates this thread copied into b (prefill_stage<kVec>'s share, complete): g <- exp(g), as
-// scan_kernel computes it.
+// step_cluster_kernel computes it.
 template <bool kVec>
 __device__ void prefill_exp_gates(prefill_group &b)
 {
@@ -660,8 +451,8 @@ __device__ void prefill_exp_gates(prefill_group &b)
     }
 }
 
-// The slices' sum in scan_kernel's order, ((0 + p0) + p1) + ... + p7, where half 0's lane holds
-// p0 .. p3 and half 1's lane (16 lanes on) p4 .. p7: every lane of the column gets it.
+// The slices' sum in step_cluster_kernel's order, ((0 + p0) + p1) + ... + p7, where half 0's lane
+// holds p0 .. p3 and half 1's lane (16 lanes on) p4 .. p7: every lane of the column gets it.
 __device__ __forceinline__ float prefill_slice_sum(const float p[4], int lane)
 {
     float lo = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(0.0f, p[0]), p[1]), p[2]), p[3]);
@@ -825,6 +616,320 @@ unsigned grid_for(size_t n)
     return b < 4096 ? (b ? b : 1) : 4096;
 }
 
+// ---- the decode step over a cluster of blocks a head -------------------------------------------
+// step_cluster_kernel: eng_kda_step_decode's work (kda_prep_kernel's prep, then the delta rule and
+// the gated norm, with the bits of eng_kda_prep_decode then eng_kda_scan_norm) spread over a
+// cluster of ncl = ceil(dk / 32) blocks a head, block r of the cluster owning the head's columns
+// (and conv channels, and gate rows) 32 r .. 32 r + 31: a warp a slice of 8, a lane a column. Each
+// block computes its 32 channels of the conv (q, k, v), its 32 rows of each of the gates' second
+// products and its 32 gates; the blocks then read each other's unnormalized q and k and gates
+// through distributed shared memory, each computes the head's q/k norms itself (in prep_plane's
+// order), runs the delta rule on its columns, and after a second exchange of the token's outputs
+// the gated norm's sum of squares (out_norm_kernel's order). A block a head would leave 100 of an
+// H100's 132 SMs idle at the decode shape (32 heads); a cluster of 4 puts the state's loads and the
+// products' rows on 128. Without the prep (kPrep false) it is eng_kda_scan_norm
+// (prefill_scan_kernel's delta rule, then out_norm_kernel's norm, in their bits): each block reads
+// the head's q, k and g rows.
+constexpr int kStepCols = 32;                    // columns of a block: a lane each
+constexpr int kStepThreads = 32 * kScanSlices;   // a warp a slice
+constexpr int kStepMaxCluster = 4;               // dk <= 128
+constexpr int kStepWin = kPrepMaxK - 1 + kPrepMaxT; // conv window rows a channel
+constexpr int kStepLowRows = 8;                  // product rows a warp (its loads out at once)
+// Blocks an SM must hold: a Spark's 48 SMs take the decode shape's 128 blocks (32 heads) at once
+// only 3 an SM (80 registers); an H100's 132 take them one an SM, with the registers to hold
+// the state's loads from the start.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200 // (the Spark's GB10, sm_121)
+constexpr int kStepMinBlocks = 3;
+#else
+constexpr int kStepMinBlocks = 1;
+#endif
+
+// What a block shares with its cluster, and what it keeps of its own columns ([t][column]).
+struct step_shared {
+    float qy[kPrepMaxT][kStepCols], ky[kPrepMaxT][kStepCols]; // the conv's q, k before the norms
+    float ea[kPrepMaxT][kStepCols];                           // exp of the forget gates
+    float os[kPrepMaxT][kStepCols];                           // the delta rule's outputs
+    float vy[kPrepMaxT][kStepCols], gt[kPrepMaxT][kStepCols]; // v; the output gate's product
+    float gfr[kPrepMaxT][kStepCols];                          // the forget gates' product
+    float qn[kPrepMaxT][128], kn[kPrepMaxT][128], a[kPrepMaxT][128]; // the head's rows
+    float red[2][kScanSlices][32], bt[kPrepMaxT], s_inv[kPrepMaxT];
+    float taps[3][kPrepMaxK][kStepCols], win[3][kStepWin][kStepCols]; // the conv's, by cp.async
+};
+
+// p (a shared address of this block) in block `rank` of the cluster.
+template <typename T>
+__device__ __forceinline__ const T *cluster_peer(const T *p, int rank)
+{
+    return static_cast<const T *>(__cluster_map_shared_rank(p, (unsigned)rank));
+}
+
+// x, as a value the compiler cannot see through: the state's row offsets are recomputed where
+// they are used instead of being held in registers over the whole kernel.
+__device__ __forceinline__ int opaque(int x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+__device__ __forceinline__ uint4 opaque(uint4 x)
+{
+    asm volatile("" : "+r"(x.x), "+r"(x.y), "+r"(x.z), "+r"(x.w));
+    return x;
+}
+
+// A forget gate from its product x (before dt_bias): prep_gates' formula, then its exp as the
+// scan takes it.
+__device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float x_in, float bias)
+{
+    return expf(gate_value(a, rate, x_in + bias));
+}
+
+// kPrep: eng_kda_step_decode's, the prep's inputs in pa and lr; else eng_kda_scan_norm's, q, k,
+// v, g and beta given (q and k normed, g and beta activated). T <= kPrepMaxT.
+template <bool kPrep>
+__global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
+    step_cluster_kernel(float *S, const float *q, const float *k, const float *v, const float *g,
+                        const float *beta, int T, int H, int dk, float *o, float *trail,
+                        const float *gate, const float *nw, float eps, prep_args pa,
+                        lowrank_dev lr)
+{
+    pdl_trigger();
+    __shared__ step_shared sh;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slice = warp, h = blockIdx.x;
+    const int c0 = blockIdx.y * kStepCols, j = c0 + lane, C = H * dk, K = pa.K;
+    const bool ok = j < dk;
+    float *Sh = S + (size_t)h * dk * dk;
+    float Sr[kScanMaxRows];
+    if constexpr (!kPrep) { // the rows of q, k, exp(g), column j's v, beta as given
+        pdl_wait();
+        const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
+        const float *p = Sh + slice * dk + j;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++)
+            Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
+        for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
+            int t = e / dk, i = e % dk;
+            size_t at = (size_t)t * C + (size_t)h * dk + i;
+            sh.qn[t][i] = q[at];
+            sh.kn[t][i] = k[at];
+            sh.a[t][i] = expf(g[at]);
+        }
+        for (int t = warp; t < T && ok; t += kScanSlices)
+            sh.vy[t][lane] = v[(size_t)t * C + (size_t)h * dk + j];
+        if (warp == 0 && lane < T)
+            sh.bt[lane] = beta[(size_t)lane * H + h];
+        __syncthreads();
+    } else {
+        // Weights first (no kernel writes them), while the kernel before ends: warps 0-2 their
+        // plane's taps of channel j into shared memory, warp 3 its gate's rate and bias, and with
+        // lr every warp its 8 rows of one of the products (warps 0-3 the forget gates', 4-7 the
+        // output gate's) into registers.
+        const int plane = warp; // (warps 0-2)
+        if (warp < 3) {
+            const float *wt = plane == 0 ? pa.qw : plane == 1 ? pa.kw : pa.vw;
+#pragma unroll
+            for (int i = 0; i < kPrepMaxK; i++) {
+                bool in = ok && i < K;
+                cp_async_4(&sh.taps[plane][i][lane], in ? wt + (size_t)(h * dk + j) * K + i : wt,
+                           in ? 4 : 0);
+            }
+        }
+        float rate = 0.0f, bias = 0.0f;
+        if (warp == 3) {
+            rate = expf(pa.A_log[h]);
+            bias = ok ? pa.dt_bias[h * dk + j] : 0.0f;
+        }
+        const int lw = warp & 3, n8 = lr.cols / 8;
+        const uint16_t *lm = warp < 4 ? lr.f : lr.g;
+        uint4 u[kStepLowRows];
+#pragma unroll
+        for (int r = 0; r < kStepLowRows; r++) {
+            int i = c0 + lw * kStepLowRows + r;
+            const uint16_t *row = lm + (size_t)(h * dk + i) * lr.cols;
+            u[r] = lr.on && i < dk && lane < n8 ? __ldg(reinterpret_cast<const uint4 *>(row) + lane)
+                                                : make_uint4(0, 0, 0, 0);
+        }
+        pdl_wait();
+        // warps 0-2: channel j's conv window [state rows | new rows] into shared memory
+        const float *in = plane == 0 ? pa.q : plane == 1 ? pa.k : pa.v;
+        float *cst = pa.state + (size_t)plane * C + h * dk + j; // (warps 0-2) row r at r * 3 C
+        if (warp < 3) {
+#pragma unroll
+            for (int s = 0; s < kStepWin; s++) {
+                bool st = ok && s < K - 1, row = ok && s >= K - 1 && s < K - 1 + T;
+                const float *src = st    ? cst + (size_t)s * 3 * C
+                                   : row ? in + (size_t)(s - (K - 1)) * C + h * dk + j
+                                         : in;
+                cp_async_4(&sh.win[plane][s][lane], src, st || row ? 4 : 0);
+            }
+            cp_async_commit();
+        }
+        {
+            const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
+            const float *p = Sh + slice * dk + j;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++)
+                Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
+        }
+        if (warp == 4 && lane < T)
+            sh.bt[lane] = sigmoidf_(pa.beta[(size_t)lane * H + h]);
+        if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
+            const float *x = warp < 4 ? lr.xf : lr.xg;
+            float(*dst)[kStepCols] = warp < 4 ? sh.gfr : sh.gt;
+            const int col0 = lw * kStepLowRows;
+            for (int t = 0; t < T; t++) { // the 8 rows' sums together (eng_matmul_jobs' bits)
+                float acc[kStepLowRows][1];
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++) {
+                    uint4 w = opaque(u[r]); // (converted here, not held converted over the tokens)
+                    acc[r][0] = 0.0f;
+                    if (c0 + col0 + r < dk && lane < n8)
+                        dot8<1>(w, lr.bf, x + (size_t)t * lr.cols, lr.cols, lane, 1, acc[r]);
+                }
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++)
+                    acc[r][0] = warp_sum(acc[r][0]);
+#pragma unroll
+                for (int r = 0; r < kStepLowRows; r++)
+                    if (lane == 0 && c0 + col0 + r < dk)
+                        dst[t][col0 + r] = acc[r][0];
+            }
+        }
+        if (warp < 3) { // the conv with SiLU (prep_plane's arithmetic); then the window moves on
+            asm volatile("cp.async.wait_all;\n" ::: "memory"); // (a lane reads its own copies)
+            for (int t = 0; t < T; t++) {
+                float acc = 0.0f;
+                if (ok)
+#pragma unroll
+                    for (int i = 0; i < kPrepMaxK; i++)
+                        if (i < K)
+                            acc += sh.taps[plane][i][lane] * sh.win[plane][t + i][lane];
+                float y = acc / (1.0f + expf(-acc));
+                (plane == 0 ? sh.qy : plane == 1 ? sh.ky : sh.vy)[t][lane] = y;
+            }
+            for (int r = 0; ok && r < K - 1; r++) // row T + r of the window becomes row r
+                cst[(size_t)r * 3 * C] = sh.win[plane][T + r][lane];
+        }
+        if (lr.on)
+            __syncthreads(); // the forget gates' products in
+        if (warp == 3)
+            for (int t = 0; t < T; t++)
+                if (ok)
+                    sh.ea[t][lane] = gate_exp(pa, rate, lr.on ? sh.gfr[t][lane]
+                                                              : pa.g[(size_t)t * C + h * dk + j],
+                                              bias);
+        // the cluster's shares out; each block then takes the head's q, k (normed) and gates
+        __cluster_barrier_arrive();
+        __cluster_barrier_wait();
+        for (int task = warp; task < 2 * T; task += kScanSlices) {
+            int p = task / T, t = task % T; // p 0: q, 1: k
+            float y[kStepMaxCluster], ss = 0.0f;
+#pragma unroll
+            for (int m = 0; m < kStepMaxCluster; m++) {
+                int ci = lane + 32 * m;
+                y[m] = 0.0f;
+                if (ci < dk) {
+                    const float *src = p == 0 ? &sh.qy[t][lane] : &sh.ky[t][lane];
+                    y[m] = *cluster_peer(src, m);
+                    ss += y[m] * y[m];
+                }
+            }
+            ss = warp_sum(ss);
+            float inv = (p == 0 ? pa.qscale : 1.0f) / sqrtf(ss + 1e-6f);
+#pragma unroll
+            for (int m = 0; m < kStepMaxCluster; m++)
+                if (lane + 32 * m < dk)
+                    (p == 0 ? sh.qn : sh.kn)[t][lane + 32 * m] = y[m] * inv;
+        }
+        for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
+            int t = e / dk, i = e % dk;
+            sh.a[t][i] = *cluster_peer(&sh.ea[t][i % kStepCols], i / kStepCols);
+        }
+        __syncthreads();
+    }
+    // the delta rule on column j: slice s's partial sums run over its rows s + 8 r in ascending
+    // order, and the 8 slices' partials are summed in order s = 0 .. 7 from 0 (the arithmetic
+    // prefill_scan_kernel repeats); each token's work is the same whatever T, so T rows in one
+    // launch give the bits of T launches of one
+    for (int t = 0; t < T; t++) {
+        float pm = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] *= sh.a[t][d];
+                pm += Sr[r] * sh.kn[t][d];
+            }
+        }
+        sh.red[0][slice][lane] = pm;
+        __syncthreads();
+        float mem = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kScanSlices; s++)
+            mem += sh.red[0][s][lane];
+        float vj = !ok ? 0.0f : sh.vy[t][lane];
+        float bt = sh.bt[t];
+        float delta = ok ? (vj - mem) * bt : 0.0f;
+        float po = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++) {
+            int d = slice + kScanSlices * r;
+            if (d < dk) {
+                Sr[r] += sh.kn[t][d] * delta;
+                po += Sr[r] * sh.qn[t][d];
+            }
+        }
+        sh.red[1][slice][lane] = po; // (red[1] of the token before: read before this token's
+        __syncthreads();            //  first barrier)
+        if (slice == 0 && ok) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int s = 0; s < kScanSlices; s++)
+                acc += sh.red[1][s][lane];
+            sh.os[t][lane] = acc;
+        }
+        if (trail) { // the state after token t, for going back inside a verification window
+            const int rs = opaque(kScanSlices * dk);
+            float *p = trail + ((size_t)t * H + h) * dk * dk + slice * dk + j;
+#pragma unroll
+            for (int r = 0; r < kScanMaxRows; r++)
+                if (ok && slice + kScanSlices * r < dk)
+                    p[r * rs] = Sr[r];
+        }
+    }
+    {
+        const int rs = opaque(kScanSlices * dk);
+        float *p = Sh + slice * dk + j;
+#pragma unroll
+        for (int r = 0; r < kScanMaxRows; r++)
+            if (ok && slice + kScanSlices * r < dk)
+                p[r * rs] = Sr[r];
+    }
+    // the outputs' gated norm: each token's sum of squares over the head's dk outputs, warp t's
+    // lanes in out_norm_kernel's order
+    __cluster_barrier_arrive();
+    __cluster_barrier_wait();
+    for (int t = warp; t < T; t += kScanSlices) {
+        float ss = 0.0f;
+#pragma unroll 4
+        for (int i = lane; i < dk; i += 32) {
+            float x = *cluster_peer(&sh.os[t][lane], i / kStepCols);
+            ss += x * x;
+        }
+        ss = warp_sum(ss);
+        if (lane == 0)
+            sh.s_inv[t] = 1.0f / sqrtf(ss / (float)dk + eps);
+    }
+    __cluster_barrier_arrive(); // (the peers' outputs read: this block may end once all have)
+    __syncthreads();
+    for (int t = warp; t < T && ok; t += kScanSlices) {
+        size_t base = (size_t)t * C + (size_t)h * dk;
+        float gt = kPrep && lr.on ? sh.gt[t][lane] : gate[base + j];
+        o[base + j] = nw[j] * (sh.os[t][lane] * sh.s_inv[t]) * sigmoidf_(gt);
+    }
+    __cluster_barrier_wait();
+}
+
 } // namespace
 
 extern "C" int eng_kda_conv_norm(const float *q, const float *k, const float *v, float *state,
@@ -887,10 +992,18 @@ extern "C" int eng_kda_scan_norm(float *S, const float *q, const float *k, const
 {
     if (dk < 1 || dk > kScanSlices * kScanMaxRows || T < 1 || !gate || !w)
         return -1;
-    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<false>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
-           static_cast<cudaStream_t>(stream), S, q, k, v, g, beta, T, H, dk, o, trail, gate, w,
-           eps, prep_args{}, lowrank_dev{});
+    int ncb = (int)blocks_for((size_t)dk, 32);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    // a block of 32 columns each, a cluster a head; kPrepMaxT tokens a launch, each launch going
+    // on from the state the one before left
+    size_t C = (size_t)H * dk, hs = (size_t)H * dk * dk;
+    for (int t0 = 0; t0 < T; t0 += kPrepMaxT) {
+        size_t r = (size_t)t0 * C;
+        launch_cluster(step_cluster_kernel<false>, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0,
+                       st, S, q + r, k + r, v + r, g + r, beta + (size_t)t0 * H,
+                       min(kPrepMaxT, T - t0), H, dk, o + r, trail ? trail + t0 * hs : nullptr,
+                       gate + r, w, eps, prep_args{}, lowrank_dev{});
+    }
     return (int)cudaGetLastError();
 }
 
@@ -937,10 +1050,12 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
         return -1;
     prep_args pa = {q, k, v, state, qw, kw, vw, T, H, dk, K, qscale, g, beta, A_log, dt_bias,
                     has_lb, lb};
-    int ncb = (int)blocks_for((size_t)dk, 32); // the whole head in one block
-    launch(scan_kernel<true>, dim3(H, 1), 32 * kScanSlices * ncb, 0,
-           static_cast<cudaStream_t>(stream), S, nullptr, nullptr, nullptr, nullptr, nullptr, T, H,
-           dk, o, trail, gate, w, eps, pa, low);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    int ncb = (int)blocks_for((size_t)dk, 32);
+    // a block of 32 columns each, a cluster a head
+    launch_cluster(step_cluster_kernel<true>, dim3(H, ncb), kStepThreads, dim3(1, ncb, 1), 0, st, S,
+                   nullptr, nullptr, nullptr, nullptr, nullptr, T, H, dk, o, trail, gate, w, eps,
+                   pa, low);
     return (int)cudaGetLastError();
 }
 

@@ -606,22 +606,43 @@ __global__ void __launch_bounds__(kHcPreThreads) hc_collapse_norm_kernel(
 }
 
 // The prefill path's HC input norm and mixing product in one pass over X (fn of kNmOut rows in
-// f32, or bf16 as the checkpoint stores it, S * D a multiple of kNmTile). A block takes kNmRowsBlock rows and one of P column parts of the
-// flat streams (P = hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not
-// depend on T); a warp takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128
-// and keeps, for each of its rows, the sum of squares and the kNmOut products of its columns in
-// registers, so X is read once, in float4s. fn goes through shared memory in tiles of kNmTile
-// columns (cp.async, two buffers: the next tile loads while this one is used), shared by the
-// block's rows; each lane's registers hold the X of the next tile as well. After the part's last
-// tile the lanes' sums are summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares
-// last); hc_nm_combine_kernel sums the parts in part order and scales by the row's 1 / rms (the
-// same value as RMS-norming the row first: the norm has no weight). Every row runs the same
-// operations in the same order wherever it lands, so a row's bits depend on that row alone.
-// The parts keep few rows (a short prompt's chunk) spread over SMs: one part would leave a
-// block walking all of fn's columns alone.
-constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 4;
+// f32, or bf16 as the checkpoint stores it, S * D a multiple of kNmTile). A block of kNmWarps
+// warps takes kNmRowsBlock rows and one of P column parts of the flat streams (P =
+// hc_nm_parts(N): fixed by the shape, never by T, so a row's bits do not depend on T); a warp
+// takes kNmRowsWarp rows; each lane owns 4 consecutive columns of every 128 and keeps, for each
+// of its rows, the sum of squares and the kNmOut products of its columns in registers, so X is
+// read once, in float4s. fn goes through shared memory in tiles of kNmTile columns (cp.async,
+// two buffers), shared by the block's rows. After the part's last tile the lanes' sums are
+// summed by warp_sum into part[t][p][0..kNmOut] (the sum of squares last); hc_nm_combine_kernel
+// sums the parts in part order and scales by the row's 1 / rms (the same value as RMS-norming
+// the row first: the norm has no weight). Every row runs the same operations in the same order
+// wherever it lands, so a row's bits depend on that row alone. The parts keep few rows (a short
+// prompt's chunk) spread over SMs: one part would leave a block walking all of fn's columns
+// alone.
+//
+// What bounds it: X read once at copy bandwidth (4 bytes an element) against the issue an
+// element costs: 25 FMAs (24 products and the square), 1.68 G at 4,096 rows, about 50 us on 132
+// SMs at 1.98 GHz, plus a shared load and 4 widenings of a bf16 fn for each 4 columns of each fn
+// row, shared by the warp's rows: with 2 rows about 1.6 times the FMAs (80 us), under X's floor
+// at copy bandwidth. So the kernel spends that margin on loads in flight: 2 rows a warp (48
+// accumulators) and X prefetched kNmDepth - 1 tiles ahead in a register ring (unrolled, so no
+// copy between slots forces an early wait) fit 128 registers, 16 warps an SM: with a bf16 fn
+// kNmDepth 3, 64 KB of X in flight an SM steadily, each tile's loads given two tiles of compute
+// to land. Blocks of 8 warps make that two blocks an SM, so one block's start (its first tile's
+// whole latency) and end (its warp sums) overlap the other's tiles. (A form of one block an SM,
+// 4 rows a warp and X 1 tile ahead in 254 registers gave the same bits, slower on a long chunk
+// and no faster on short ones: one tile of X in flight an SM, the SM idle at a block's start and
+// end.) A bf16 fn stays bf16 in shared memory: 24 x 2 B / 2 rows = 24 B an X element, where
+// widened to f32 there 48 B an element at X's floor would pass shared memory's 128 B a clock an
+// SM. One barrier a tile: the wait for tile t's fn and the barrier come first, then tile t + 1's
+// fn is staged into the other buffer, which every warp finished with before that barrier.
+constexpr int kNmOut = 24, kNmThreads = 256, kNmWarps = kNmThreads / 32, kNmRowsWarp = 2;
 constexpr int kNmRowsBlock = kNmWarps * kNmRowsWarp, kNmTile = 256, kNmSteps = kNmTile / 128;
 constexpr int kNmMaxParts = 8, kNmPart = kNmOut + 1; // a part's products, then its sum of squares
+
+// The slots of a warp's X ring (tile t in slot t % kNmDepth, kNmDepth - 1 tiles loading ahead of
+// the one in use): 3 for a bf16 fn; 2 for an f32 fn (not the checkpoint's), where 3 spills.
+template <typename Tw> constexpr int kNmDepth = sizeof(Tw) == 2 ? 3 : 2;
 
 // The column parts of a row of N: the most of 8, 4, 2 that divide N into whole tiles.
 __host__ __device__ __forceinline__ int hc_nm_parts(int N)
@@ -657,36 +678,68 @@ __device__ __forceinline__ float4 hc_nm_w4(const __nv_bfloat16 *w)
                        __uint_as_float(b.y << 16), __uint_as_float(b.y & 0xffff0000u));
 }
 
-__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *const *xr,
-                                           const bool *on, int tile, int lane)
+// A tile of the warp's rows (x: its first row at the lane's first column; a row after the
+// last reads as zeros).
+__device__ __forceinline__ void hc_nm_load(float4 (*xv)[kNmRowsWarp], const float *x, int N,
+                                           const bool *on, int tile)
 {
 #pragma unroll
     for (int s = 0; s < kNmSteps; s++)
 #pragma unroll
         for (int i = 0; i < kNmRowsWarp; i++)
             xv[s][i] = on[i] ? __ldg(reinterpret_cast<const float4 *>(
-                                   xr[i] + (size_t)tile * kNmTile + s * 128) + lane)
+                                   x + i * N + tile * kNmTile + s * 128))
                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
+// One tile of the part: the sums of squares, then each fn row's products.
 template <typename Tw>
-__global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float *__restrict__ X,
-                                                                    const Tw *__restrict__ W,
-                                                                    int T, int N,
-                                                                    float *__restrict__ part)
+__device__ __forceinline__ void hc_nm_tile(const Tw (*ws)[kNmTile],
+                                           const float4 (*xv)[kNmRowsWarp], int lane,
+                                           float (*acc)[kNmOut], float *ss)
 {
+#pragma unroll
+    for (int s = 0; s < kNmSteps; s++) {
+#pragma unroll
+        for (int i = 0; i < kNmRowsWarp; i++) {
+            float4 x = xv[s][i];
+            ss[i] = fmaf(x.x, x.x, ss[i]);
+            ss[i] = fmaf(x.y, x.y, ss[i]);
+            ss[i] = fmaf(x.z, x.z, ss[i]);
+            ss[i] = fmaf(x.w, x.w, ss[i]);
+        }
+#pragma unroll
+        for (int o = 0; o < kNmOut; o++) {
+            float4 w = hc_nm_w4(&ws[o][s * 128 + 4 * lane]);
+#pragma unroll
+            for (int i = 0; i < kNmRowsWarp; i++) {
+                float4 x = xv[s][i];
+                float a = acc[i][o];
+                a = fmaf(w.x, x.x, a);
+                a = fmaf(w.y, x.y, a);
+                a = fmaf(w.z, x.z, a);
+                a = fmaf(w.w, x.w, a);
+                acc[i][o] = a;
+            }
+        }
+    }
+}
+
+template <typename Tw>
+__global__ void __launch_bounds__(kNmThreads, 2) hc_norm_mix_kernel(
+    const float *__restrict__ X, const Tw *__restrict__ W, int T, int N, float *__restrict__ part)
+{
+    constexpr int Depth = kNmDepth<Tw>;
     pdl_trigger();
     __shared__ __align__(16) Tw ws[2][kNmOut][kNmTile];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, parts = gridDim.y;
-    int r0 = blockIdx.x * kNmRowsBlock + warp * kNmRowsWarp, tiles = N / kNmTile / parts;
+    int r0 = (blockIdx.x * kNmWarps + warp) * kNmRowsWarp, tiles = N / kNmTile / parts;
     int first = blockIdx.y * tiles; // this part's first tile
-    const float *xr[kNmRowsWarp];
     bool on[kNmRowsWarp];
 #pragma unroll
-    for (int i = 0; i < kNmRowsWarp; i++) {
+    for (int i = 0; i < kNmRowsWarp; i++)
         on[i] = r0 + i < T;
-        xr[i] = X + (size_t)(on[i] ? r0 + i : 0) * N;
-    }
+    const float *x = X + (size_t)(on[0] ? r0 : 0) * N + 4 * lane; // a row after T: not read
     hc_nm_stage(ws[0], W, N, first); // fn is no kernel's output: it loads before the wait
     pdl_wait();
     float acc[kNmRowsWarp][kNmOut], ss[kNmRowsWarp];
@@ -697,49 +750,25 @@ __global__ void __launch_bounds__(kNmThreads, 1) hc_norm_mix_kernel(const float 
         for (int o = 0; o < kNmOut; o++)
             acc[i][o] = 0.0f;
     }
-    float4 xv[kNmSteps][kNmRowsWarp], xn[kNmSteps][kNmRowsWarp];
-    hc_nm_load(xv, xr, on, first, lane);
-    for (int tile = 0; tile < tiles; tile++) {
-        int buf = tile & 1;
-        if (tile + 1 < tiles) {
-            hc_nm_stage(ws[buf ^ 1], W, N, first + tile + 1);
-            hc_nm_load(xn, xr, on, first + tile + 1, lane);
-        } else {
-            __pipeline_commit(); // an empty group: the wait below always leaves one group out
+    float4 xq[Depth][kNmSteps][kNmRowsWarp]; // tile t's X in slot t % Depth
+#pragma unroll
+    for (int d = 0; d < Depth - 1; d++)
+        if (d < tiles)
+            hc_nm_load(xq[d], x, N, on, first + d);
+    for (int base = 0; base < tiles; base += Depth) {
+#pragma unroll
+        for (int j = 0; j < Depth; j++) { // unrolled so that the slots are registers
+            int tile = base + j;
+            if (tile >= tiles)
+                break;
+            __pipeline_wait_prior(0); // this tile's fn
+            __syncthreads();          // ... seen by all; every warp is done with the other buffer
+            if (tile + 1 < tiles)
+                hc_nm_stage(ws[(tile & 1) ^ 1], W, N, first + tile + 1);
+            if (tile + Depth - 1 < tiles)
+                hc_nm_load(xq[(j + Depth - 1) % Depth], x, N, on, first + tile + Depth - 1);
+            hc_nm_tile<Tw>(ws[tile & 1], xq[j], lane, acc, ss);
         }
-        __pipeline_wait_prior(1);
-        __syncthreads();
-#pragma unroll
-        for (int s = 0; s < kNmSteps; s++) {
-#pragma unroll
-            for (int i = 0; i < kNmRowsWarp; i++) {
-                float4 x = xv[s][i];
-                ss[i] = fmaf(x.x, x.x, ss[i]);
-                ss[i] = fmaf(x.y, x.y, ss[i]);
-                ss[i] = fmaf(x.z, x.z, ss[i]);
-                ss[i] = fmaf(x.w, x.w, ss[i]);
-            }
-#pragma unroll
-            for (int o = 0; o < kNmOut; o++) {
-                float4 w = hc_nm_w4(&ws[buf][o][s * 128 + 4 * lane]);
-#pragma unroll
-                for (int i = 0; i < kNmRowsWarp; i++) {
-                    float4 x = xv[s][i];
-                    float a = acc[i][o];
-                    a = fmaf(w.x, x.x, a);
-                    a = fmaf(w.y, x.y, a);
-                    a = fmaf(w.z, x.z, a);
-                    a = fmaf(w.w, x.w, a);
-                    acc[i][o] = a;
-                }
-            }
-        }
-        __syncthreads(); // every warp is done with ws[buf] before the next round refills it
-#pragma unroll
-        for (int s = 0; s < kNmSteps; s++)
-#pragma unroll
-            for (int i = 0; i < kNmRowsWarp; i++)
-                xv[s][i] = xn[s][i];
     }
 #pragma unroll
     for (int i = 0; i < kNmRowsWarp; i++) {

@@ -48,23 +48,60 @@ static __device__ __forceinline__ void prefetch_l2_lines(const void *p, size_t n
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(static_cast<const char *>(p) + off));
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when
-// kern_pdl() is on; a failure is also left for cudaGetLastError, as <<<>>> leaves it.
+// kernel<<<grid, block, smem, stream>>>(args...) with the first n of attr; a failure is also
+// left for cudaGetLastError, as <<<>>> leaves it.
 template <typename... Params, typename... Args>
-static cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, Args &&...args)
+static cudaError_t launch_with(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                               cudaStream_t stream, cudaLaunchAttribute *attr, unsigned n,
+                               Args &&...args)
 {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = kern_pdl() ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// The attribute that makes a launch a programmatic dependent one.
+static inline cudaLaunchAttribute pdl_attribute()
+{
+    cudaLaunchAttribute a;
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+    return a;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when
+// kern_pdl() is on.
+template <typename... Params, typename... Args>
+static cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args &&...args)
+{
+    cudaLaunchAttribute attr[1] = {pdl_attribute()};
+    return launch_with(kernel, grid, block, smem, stream, attr, kern_pdl() ? 1 : 0,
+                       std::forward<Args>(args)...);
+}
+
+// launch() for a grid in clusters of `cluster` blocks (sm_90 and later), whose blocks read each
+// other's shared memory; a cluster's blocks are asked to go to different SMs where they can (the
+// point of splitting work over a cluster is more SMs).
+template <typename... Params, typename... Args>
+static cudaError_t launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, dim3 cluster,
+                                  size_t smem, cudaStream_t stream, Args &&...args)
+{
+    cudaLaunchAttribute attr[3];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster.x;
+    attr[0].val.clusterDim.y = cluster.y;
+    attr[0].val.clusterDim.z = cluster.z;
+    attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+    attr[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
+    attr[2] = pdl_attribute();
+    return launch_with(kernel, grid, block, smem, stream, attr, kern_pdl() ? 3 : 2,
+                       std::forward<Args>(args)...);
 }
 
 // Raises kernel's dynamic shared memory limit to `bytes` (past the default 48 KiB). Where the

@@ -90,7 +90,8 @@ bench_bench_exl3_LINK = $(CC) $(CFLAGS) -o $@
 check_PROGRAMS += tests/gpu/test_decode_gpu
 tests_gpu_test_decode_gpu_SOURCES = tests/gpu/test_decode_gpu.c
 tests_gpu_test_decode_gpu_LDADD = $(glmchat_LDADD)
-# the KDA prefill kernels bit for bit against C references and the decode path; their times
+# the KDA prefill kernels bit for bit against C references and the decode path, the decode step's
+# two forms against each other; their times
 check_PROGRAMS += tests/gpu/test_kda_gpu
 tests_gpu_test_kda_gpu_SOURCES = tests/gpu/test_kda_gpu.c
 tests_gpu_test_kda_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)

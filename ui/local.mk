@@ -31,6 +31,8 @@ tests_ui_tui_driver_LDADD = libui.a libbase.a $(NCURSES_LIBS) $(READLINE_LIBS)
 
 TESTS += tests/unit/test_render tests/unit/test_input_history \
 	tests/unit/test_transcript \
-	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh
-EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh tests/e2e/tui_lib.sh tests/ui/reply.script \
+	tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh \
+	tests/e2e/tui_escape_keys.sh
+EXTRA_DIST += tests/e2e/tui_driver.sh tests/e2e/tui_valgrind.sh tests/e2e/tui_glmchat.sh tests/e2e/tui_reading.sh tests/e2e/tui_lib.sh \
+	tests/e2e/tui_escape_keys.sh tests/ui/reply.script \
 	tests/ui/scripts/slow.script tests/ui/scripts/tool.script tests/ui/scripts/flood.script tests/ui/scripts/stream.script tests/fuzz/fuzz_render.c

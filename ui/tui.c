@@ -1390,19 +1390,32 @@ static int run_key(tui *t, const tui_key *k)
     return 1;
 }
 
-/* Esc alone, or Esc and a key: Alt-key, ours or readline's. */
+/* Whether Esc and then this key is how a terminal sends Alt-key: a printable ASCII character,
+ * Enter or Ctrl-J (Alt-Enter), Backspace. Any other key (a control key such as Ctrl-D, a second
+ * Esc, a byte of a UTF-8 character, a resize, the wheel, PageUp, F2, an arrow) has no Alt- form
+ * here: it only came within Esc's wait, typed fast or read late on a busy machine. */
+static int makes_alt_key(int ch)
+{
+    return (ch >= 0x20 && ch < 0x7f) || ch == '\r' || ch == '\n' || ch == 127 || ch == 8 ||
+           ch == KEY_ENTER || ch == KEY_BACKSPACE;
+}
+
+/* Esc alone, or Esc and a key: Alt-key, ours or readline's. A key that makes no Alt-key goes
+ * back to ncurses, to be read next on its own: handed to readline after a lone Esc it would be
+ * lost (a resize, F2), or readline would hold that Esc and take the key after as Alt-key, so
+ * that Ctrl-D no longer quits and Esc no longer cancels. */
 static void escape_key(tui *t)
 {
     int next = getch();
-    if (next == ERR) {
+    if (next == ERR || !makes_alt_key(next)) {
         run_key(t, key_find(27));
+        if (next != ERR && ungetch(next) == ERR)
+            tui_flash(t, "a key pressed right after Esc was lost: press it again");
         return;
     }
     int lower = next >= 'A' && next <= 'Z' ? next - 'A' + 'a' : next;
     if (next < 0x100 && run_key(t, key_find(ALT(lower))))
         return;
-    if (next == KEY_ENTER)
-        next = '\r';
     tui_input_feed("\033", 1);
     feed_key(next);
 }

@@ -115,7 +115,8 @@ typedef struct cu_scratch {
     float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
     int32_t *rids;
     float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
-    float *apart; /* the decode latent attention's partial sums: ENG_ATTEND_PART_FLOATS(R) */
+    float *apart; /* the decode latent attention's partial sums:
+                     ENG_ATTEND_PART_FLOATS(H, R, width) */
     float *hfin, *logits;
 } cu_scratch;
 

@@ -95,8 +95,8 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
         /* the decode path's HC partial sums (8 rows, its column blocks, mix products + squares) */
         (size_t)8 * ENG_HC_MAX_SPLITS * (mix + 1) * 4,
-        /* and its latent attention's partial sums (eng_mla_attend_decode's (head, block) pairs) */
-        ENG_ATTEND_PART_FLOATS(R) * 4,
+        /* and its latent attention's partial sums (the MQA kernel's (row, head, slice)) */
+        ENG_ATTEND_PART_FLOATS(NH, R, width) * 4,
         /* head: hfin logits */
         T * D * 4, T * V * 4,
     };

@@ -66,7 +66,7 @@ kernel_test "$IDX" index 120 'FAIL|PASS' \
     "the indexer: top-k against the CPU's rule, scores against fp64, times against the previous one"
 kernel_test "$GEMM" gemm 240 'FAIL|PASS' \
     "the dense prefill products: row bits across chunk sizes, values, time against cuBLAS's default"
-kernel_test "$DEC" decode 60 '^(FAIL|PASS)' \
+kernel_test "$DEC" decode 120 '^(FAIL|PASS)' \
     "the decode step's kernels at the real shapes (references, rows bit-equal alone, times)"
 kernel_test "$KDA" kda 180 '^(FAIL|PASS)' \
     "the KDA prefill kernels bit for bit (C references, the decode path a token at a time), times"

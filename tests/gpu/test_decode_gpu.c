@@ -4,7 +4,9 @@
  * windows rely on), then their one-row times against the bytes they read; each launch that fuses
  * a sequence (router + routing, the shared expert's sum in the HC update, the DSA's row steps,
  * the KDA gates' second products in the step) bit for bit against that sequence, both timed in
- * CUDA graphs at one row. Usage: test_decode_gpu [--no-time]; exit 1 on any failure. */
+ * CUDA graphs at one row; the latent attention (its MQA kernel) against a double sum and
+ * eng_mla_attend, timed in graphs at 1, 4 and 8 rows. Usage: test_decode_gpu [--no-time]
+ * [--attend] (--attend: the latent attention's checks alone); exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,88 +302,228 @@ static void check_mla(int dtype, int H, int R, int timed, void *ev0, void *ev1)
     free_mat(&kv);
 }
 
-/* ---- the latent attention (eng_mla_attend_decode) against eng_mla_attend ----------------- */
+/* ---- the latent attention (eng_mla_attend_decode, its MQA kernel) ----------------------- */
 
-/* Selections of 1,091 rows down to 832 (37 fewer a row), and at H 64 two short ones of 5 and
- * 40 rows. Outputs and partial sums poisoned before the launches. */
-static void check_attend(int dtype, int H, int timed, void *ev0, void *ev1)
+static double graph_us_per(void (*body)(void *ctx, void *st), void *ctx, int reps, void *ev0,
+                           void *ev1);
+
+static double e4m3_value(uint8_t b)
 {
-    int R = 512, width = 2051, rows = 1091;
-    float scale = 1.0f / 16.0f;
-    const char *cname = dtype == ENG_CACHE_FP8 ? "fp8" : "bf16";
-    eng_cache c = {dtype, R, NULL, NULL};
+    int e = (b >> 3) & 15, m = b & 7;
+    double v = e == 0 ? m * ldexp(1.0, -9) : (1.0 + m / 8.0) * ldexp(1.0, e - 7);
+    return b & 0x80 ? -v : v;
+}
+
+/* One case's inputs: a cache of `rows` rows (its values also on the host, in double), MAXT rows
+ * of selections and queries. */
+typedef struct {
+    eng_cache c;
+    double *vals; /* [rows][R]: the cache's values as the kernels read them */
+    int rows, width, H, R;
+    int32_t *hidx, *idx;
+    int hcount[MAXT], *count;
+    float *hq, *qt, scale;
+} attend_case;
+
+/* Selections of `rows` rows down by 37 a row (or, at H 64 and 1,091 rows, the last two 5 and
+ * 40 rows), each in order with gaps; e4m3 bytes without the NaN codes and power-of-two row
+ * scales, or bf16 values. */
+static attend_case attend_case_new(int dtype, int H, int rows)
+{
+    attend_case a = {.rows = rows, .width = 2051, .H = H, .R = 512, .scale = 1.0f / 16.0f};
+    int R = a.R, width = a.width;
+    a.c = (eng_cache){dtype, R, NULL, NULL};
     size_t vals = (size_t)rows * R;
-    if (dtype == ENG_CACHE_FP8) { /* e4m3 bytes without the NaN codes, power-of-two row scales */
+    a.vals = xmalloc(vals * sizeof *a.vals);
+    if (dtype == ENG_CACHE_FP8) {
         uint8_t *b = xmalloc(vals);
-        for (size_t i = 0; i < vals; i++)
-            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xf7u); /* no 0x7f, 0xff */
         float *sc = xmalloc(rows * sizeof(float));
         for (int r = 0; r < rows; r++)
             sc[r] = ldexpf(1.0f, -6 - (r % 3));
-        c.rows = dev_copy(b, vals);
-        c.scale = dev_copy(sc, rows * sizeof(float));
+        for (size_t i = 0; i < vals; i++) {
+            b[i] = (uint8_t)((uint32_t)((frand() + 1.0f) * 8388608.0f) & 0xffu);
+            if ((b[i] & 0x7fu) == 0x7fu) /* e4m3's NaNs: every other code, odd exponents too */
+                b[i]--;
+            a.vals[i] = e4m3_value(b[i]) * sc[i / R];
+        }
+        a.c.rows = dev_copy(b, vals);
+        a.c.scale = dev_copy(sc, rows * sizeof(float));
         free(b);
         free(sc);
     } else {
         uint16_t *b = xmalloc(vals * sizeof *b);
-        for (size_t i = 0; i < vals; i++)
+        for (size_t i = 0; i < vals; i++) {
             b[i] = bf16_of(frand());
-        c.rows = dev_copy(b, vals * sizeof *b);
+            a.vals[i] = f32_of_bf16(b[i]);
+        }
+        a.c.rows = dev_copy(b, vals * sizeof *b);
         free(b);
     }
-    int32_t *hidx = xmalloc((size_t)MAXT * width * sizeof *hidx);
-    int hcount[MAXT];
-    for (int t = 0; t < MAXT; t++) { /* a selection of up to `width` rows, in order with gaps */
-        hcount[t] = rows - 37 * t < width ? rows - 37 * t : width;
-        if (H == 64 && t >= MAXT - 2)
-            hcount[t] = t == MAXT - 1 ? 5 : 40;
-        for (int s2 = 0; s2 < hcount[t]; s2++)
-            hidx[(size_t)t * width + s2] = (int32_t)((s2 * 7 + t) % rows);
+    a.hidx = xmalloc((size_t)MAXT * width * sizeof *a.hidx);
+    for (int t = 0; t < MAXT; t++) {
+        a.hcount[t] = rows - 37 * t < width ? rows - 37 * t : width;
+        if (H == 64 && rows < 2048 && t >= MAXT - 2)
+            a.hcount[t] = t == MAXT - 1 ? 1 : 40; /* a short selection, and a single row */
+        if (rows >= 2048 && t == 1) /* the whole width: the last slice holds its last rows */
+            a.hcount[t] = width;
+        for (int s = 0; s < a.hcount[t]; s++)
+            a.hidx[(size_t)t * width + s] = (int32_t)((s * 7 + t) % rows);
     }
-    int32_t *idx = dev_copy(hidx, (size_t)MAXT * width * sizeof *hidx);
-    int *count = dev_copy(hcount, sizeof hcount);
+    a.idx = dev_copy(a.hidx, (size_t)MAXT * width * sizeof *a.hidx);
+    a.count = dev_copy(a.hcount, sizeof a.hcount);
     size_t qn = (size_t)MAXT * H * R;
-    float *hq = host_random(qn, 1.0f);
-    float *qt = dev_copy(hq, qn * sizeof(float));
-    float *ref = dev_alloc(qn * sizeof(float)), *o8 = dev_alloc(qn * sizeof(float));
-    float *o1 = dev_alloc(qn * sizeof(float));
-    float *part = dev_alloc(ENG_ATTEND_PART_FLOATS(R) * sizeof(float));
-    CUDA_OK(eng_mla_attend(&c, qt, idx, count, width, MAXT, H, R, scale, ref, NULL));
+    a.hq = host_random(qn, 1.0f);
+    a.qt = dev_copy(a.hq, qn * sizeof(float));
+    return a;
+}
+
+static void attend_case_free(attend_case *a)
+{
+    free(a->vals), free(a->hidx), free(a->hq);
+    kern_free(a->idx), kern_free(a->count), kern_free(a->qt), kern_free(a->c.rows);
+    if (a->c.scale)
+        kern_free(a->c.scale);
+}
+
+/* The attention of every row and head in double: [MAXT][H][R]. */
+static double *attend_reference(const attend_case *a)
+{
+    int H = a->H, R = a->R;
+    double *ref = xmalloc((size_t)MAXT * H * R * sizeof *ref), *sc = xmalloc(a->width * sizeof *sc);
+    for (int t = 0; t < MAXT; t++)
+        for (int h = 0; h < H; h++) {
+            const float *q = a->hq + ((size_t)t * H + h) * R;
+            const int32_t *sel = a->hidx + (size_t)t * a->width;
+            int n = a->hcount[t];
+            double mx = -INFINITY, l = 0;
+            for (int s = 0; s < n; s++) {
+                const double *v = a->vals + (size_t)sel[s] * R;
+                double d = 0;
+                for (int r = 0; r < R; r++)
+                    d += q[r] * v[r];
+                sc[s] = d * a->scale;
+                mx = sc[s] > mx ? sc[s] : mx;
+            }
+            double *o = ref + ((size_t)t * H + h) * R;
+            for (int r = 0; r < R; r++)
+                o[r] = 0;
+            for (int s = 0; s < n; s++) {
+                const double *v = a->vals + (size_t)sel[s] * R;
+                double p = exp(sc[s] - mx);
+                l += p;
+                for (int r = 0; r < R; r++)
+                    o[r] += p * v[r];
+            }
+            for (int r = 0; r < R; r++)
+                o[r] /= l;
+        }
+    free(sc);
+    return ref;
+}
+
+typedef struct {
+    const attend_case *a;
+    int T;
+    float *ot, *part;
+} attend_args;
+
+static void attend_launch(void *ctx, void *st)
+{
+    attend_args *x = ctx;
+    const attend_case *a = x->a;
+    CUDA_OK(eng_mla_attend_decode(&a->c, a->qt, a->idx, a->count, a->width, x->T, a->H, a->R,
+                                  a->scale, x->ot, x->part, st));
+}
+
+/* The MQA kernel on one case: every output against the double reference and eng_mla_attend
+ * (f32, scalar), rows of an 8-row launch and of a 4-row launch (rows 2-5) bit-equal to the rows
+ * alone; then (timed) its us a call at 1, 4 and 8 rows in a CUDA graph. */
+static void attend_mqa_case(const attend_case *a, const double *ref, const float *sref, int timed,
+                            void *ev0, void *ev1)
+{
+    int H = a->H, R = a->R;
+    const char *cname = a->c.dtype == ENG_CACHE_FP8 ? "fp8" : "bf16";
+    size_t qn = (size_t)MAXT * H * R, row = (size_t)H * R;
+    size_t pn = ENG_ATTEND_PART_FLOATS(H, R, a->width);
+    float *o8 = dev_alloc(qn * sizeof(float)), *o1 = dev_alloc(qn * sizeof(float));
+    float *o4 = dev_alloc(4 * row * sizeof(float)), *part = dev_alloc(pn * sizeof(float));
+    char what[200];
+    int takes = eng_mla_attend_decode_takes(&a->c, a->qt, o8, part, a->width, H, R);
+    snprintf(what, sizeof what, "the latent attention (%s cache, H %d, %d rows): the MQA kernel "
+             "runs (not eng_mla_attend)", cname, H, a->rows);
+    printf("%s %s%s\n", takes ? "ok  " : "FAIL", what,
+           takes ? "" : ": the launch would run eng_mla_attend");
+    failures += !takes;
     CUDA_OK(kern_memset(o8, 0xff, qn * sizeof(float)));
     CUDA_OK(kern_memset(o1, 0xff, qn * sizeof(float)));
-    CUDA_OK(kern_memset(part, 0xff, ENG_ATTEND_PART_FLOATS(R) * sizeof(float)));
-    CUDA_OK(eng_mla_attend_decode(&c, qt, idx, count, width, MAXT, H, R, scale, o8, part, NULL));
+    CUDA_OK(kern_memset(o4, 0xff, 4 * row * sizeof(float)));
+    CUDA_OK(kern_memset(part, 0xff, pn * sizeof(float)));
+    CUDA_OK(eng_mla_attend_decode(&a->c, a->qt, a->idx, a->count, a->width, MAXT, H, R, a->scale,
+                                  o8, part, NULL));
     for (int t = 0; t < MAXT; t++)
-        CUDA_OK(eng_mla_attend_decode(&c, qt + (size_t)t * H * R, idx + (size_t)t * width,
-                                      count + t, width, 1, H, R, scale, o1 + (size_t)t * H * R,
+        CUDA_OK(eng_mla_attend_decode(&a->c, a->qt + t * row, a->idx + (size_t)t * a->width,
+                                      a->count + t, a->width, 1, H, R, a->scale, o1 + t * row,
                                       part, NULL));
-    float *gr = to_host(ref, qn * sizeof(float)), *g8 = to_host(o8, qn * sizeof(float));
-    float *g1 = to_host(o1, qn * sizeof(float));
-    char what[160];
-    snprintf(what, sizeof what, "the latent attention (%s cache, H %d): against eng_mla_attend",
-             cname, H);
-    compare_f(what, g8, gr, qn, 1e-5);
-    snprintf(what, sizeof what, "the latent attention (%s cache, H %d): 8 rows in one launch "
-             "equal 8 one-row launches", cname, H);
+    CUDA_OK(eng_mla_attend_decode(&a->c, a->qt + 2 * row, a->idx + (size_t)2 * a->width,
+                                  a->count + 2, a->width, 4, H, R, a->scale, o4, part, NULL));
+    float *g8 = to_host(o8, qn * sizeof(float)), *g1 = to_host(o1, qn * sizeof(float));
+    float *g4 = to_host(o4, 4 * row * sizeof(float));
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): against a double sum",
+             cname, H, a->rows);
+    compare(what, g8, ref, qn, 1e-5);
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): against eng_mla_attend",
+             cname, H, a->rows);
+    compare_f(what, g8, sref, qn, 1e-5);
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): 8 rows in one launch "
+             "equal 8 one-row launches", cname, H, a->rows);
     same_bits(what, g8, g1, qn * sizeof(float));
+    snprintf(what, sizeof what, "latent attention MQA (%s, H %d, %d rows): rows 2-5 in one launch "
+             "equal them alone", cname, H, a->rows);
+    same_bits(what, g4, g1 + 2 * row, 4 * row * sizeof(float));
     if (timed) {
-        float ms = 0;
-        int reps = 20;
-        CUDA_OK(eng_event_record(ev0, NULL));
-        for (int i = 0; i < reps; i++)
-            CUDA_OK(
-                eng_mla_attend_decode(&c, qt, idx, count, width, 1, H, R, scale, o8, part, NULL));
-        CUDA_OK(eng_event_record(ev1, NULL));
-        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-        double bytes = (double)hcount[0] * R * (dtype == ENG_CACHE_FP8 ? 1 : 2);
-        printf("time the latent attention (%s, H %d, %d rows)   1 row: %8.1f us, %6.2f MB of "
-               "cache\n", cname, H, hcount[0], ms * 1000.0 / reps, bytes / 1e6);
+        static const int Ts[3] = {1, 4, MAXT};
+        double us[3];
+        for (int i = 0; i < 3; i++) {
+            attend_args x = {a, Ts[i], o8, part};
+            us[i] = graph_us_per(attend_launch, &x, 200, ev0, ev1);
+        }
+        double bytes = (double)a->hcount[0] * R * (a->c.dtype == ENG_CACHE_FP8 ? 1 : 2);
+        printf("time the latent attention MQA (%s, H %d, %4d rows) 1 / 4 / 8 rows: %7.1f / %7.1f / "
+               "%7.1f us (graph), %.2f MB of cache a row\n", cname, H, a->hcount[0], us[0],
+               us[1], us[2], bytes / 1e6);
     }
-    free(hidx), free(hq), free(gr), free(g8), free(g1);
-    kern_free(idx), kern_free(count), kern_free(qt), kern_free(ref), kern_free(o8), kern_free(o1);
-    kern_free(part), kern_free(c.rows);
-    if (c.scale)
-        kern_free(c.scale);
+    free(g8), free(g1), free(g4);
+    kern_free(o8), kern_free(o1), kern_free(o4), kern_free(part);
+}
+
+/* One case: eng_mla_attend against the double sum, then the MQA kernel against both. */
+static void check_attend(int dtype, int H, int rows, int timed, void *ev0, void *ev1)
+{
+    attend_case a = attend_case_new(dtype, H, rows);
+    size_t qn = (size_t)MAXT * H * a.R;
+    double *ref = attend_reference(&a);
+    float *sref = dev_alloc(qn * sizeof(float));
+    CUDA_OK(eng_mla_attend(&a.c, a.qt, a.idx, a.count, a.width, MAXT, H, a.R, a.scale, sref, NULL));
+    float *hs = to_host(sref, qn * sizeof(float));
+    char what[200];
+    snprintf(what, sizeof what, "latent attention eng_mla_attend (%s, H %d, %d rows): against a "
+             "double sum", dtype == ENG_CACHE_FP8 ? "fp8" : "bf16", H, rows);
+    compare(what, hs, ref, qn, 1e-5);
+    attend_mqa_case(&a, ref, hs, timed, ev0, ev1);
+    free(ref), free(hs);
+    kern_free(sref);
+    attend_case_free(&a);
+}
+
+/* The real shapes: fp8 and bf16 caches, 1,091 and 2,048 rows, one rank's 64 heads and (fp8,
+ * 1,091 rows) each of two ranks' 32. */
+static void check_attends(int timed, void *ev0, void *ev1)
+{
+    check_attend(ENG_CACHE_FP8, 64, 1091, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, 64, 1091, timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, 64, 2048, timed, ev0, ev1);
+    check_attend(ENG_CACHE_BF16, 64, 2048, timed, ev0, ev1);
+    check_attend(ENG_CACHE_FP8, 32, 1091, timed, ev0, ev1);
 }
 
 /* ---- the HC step (eng_hc_fn_partial, eng_hc_collapse_norm, eng_hc_sinkhorn) against the unfused ops */
@@ -1467,6 +1609,16 @@ int main(int argc, char **argv)
     int timed = gpu_test_begin(argc, argv, name, sizeof name);
     void *ev0, *ev1;
     gpu_test_events(&ev0, &ev1);
+    int attend_only = 0;
+    for (int i = 1; i < argc; i++)
+        attend_only |= strcmp(argv[i], "--attend") == 0;
+    if (attend_only) {
+        check_attends(timed, ev0, ev1);
+        eng_event_free(ev0);
+        eng_event_free(ev1);
+        printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+        return failures ? 1 : 0;
+    }
     const jshape jobs[] = {
         {"KDA f_b (8192 x 128, bf16)", ENG_BF16, 8192, 128, 0}, /* rows of few columns */
         {"KDA q_proj (8192 x 4096, bf16)", ENG_BF16, 8192, 4096, 0},
@@ -1482,9 +1634,7 @@ int main(int argc, char **argv)
     check_mla(ENG_BF16, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 8, 576, 0, ev0, ev1);
-    check_attend(ENG_CACHE_FP8, 64, timed, ev0, ev1);
-    check_attend(ENG_CACHE_BF16, 64, timed, ev0, ev1);
-    check_attend(ENG_CACHE_FP8, 32, timed, ev0, ev1); /* a rank's heads on two nodes */
+    check_attends(timed, ev0, ev1);
     check_hc(timed, ev0, ev1);
     check_hc_y2(timed, ev0, ev1);
     check_norm_cache(timed, ev0, ev1);

@@ -1,11 +1,12 @@
 /* test_hc_gpu.c: the prefill path's fused hyper-connection kernels at GLM-5.3-Flash's shape
  * (S 4 streams of D 4096, 24 mixing rows): eng_hc_norm_mix (input norm + mixing product, fn in f32
- * and in bf16 as the checkpoint stores it) and
- * eng_hc_collapse_rmsnorm (collapse + the sublayer's norm) against double-precision host sums at
- * T = 17, 300 and 4096; each row's bits the same at every chunk size and wherever the chunk starts
- * (prompt reuse relies on it); eng_hc_post's prefill form (float4s) bit for bit against a host
- * copy of its operations; then, at 4096 rows, their times against the two-launch sequences they
- * replace and against the device's copy bandwidth measured in the same run.
+ * and in bf16 as the checkpoint stores it) and eng_hc_collapse_rmsnorm (collapse + the
+ * sublayer's norm) against double-precision host sums at T = 17, 300 and 4096; each row's bits
+ * the same at every chunk size and wherever the chunk starts (prompt reuse relies on it);
+ * eng_hc_post's prefill form (float4s) bit for bit against a host copy of its operations; then,
+ * at 4096 rows, their times against the two-launch sequences they replace and against the
+ * device's copy bandwidth measured in the same run, and eng_hc_norm_mix's against its floor at
+ * 17, 300 and 4096 rows.
  * Usage: test_hc_gpu [--no-time]; exit 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -187,8 +188,9 @@ static void seq_copy(void *p)
 
 /* A row's bits whatever the chunk: got[k] (kChunks[k] rows of width floats from row 0) against
  * the TMAX-row launch's got[2], and shifted (SHIFTED_ROWS rows launched from row SHIFT, so that
- * its rows sit elsewhere in the blocks and warps) against those rows of got[2]; frees them all. */
-static void check_chunk_bits(const char *name, float *got[3], float *shifted, int width)
+ * its rows sit elsewhere in the blocks and warps) against those rows of got[2]. */
+static void check_chunk_bits(const char *name, float *const got[3], const float *shifted,
+                             int width)
 {
     char what[256];
     for (int k = 0; k < 2; k++) {
@@ -199,32 +201,39 @@ static void check_chunk_bits(const char *name, float *got[3], float *shifted, in
     snprintf(what, sizeof what, "%s: a %d-row chunk from row %d equals rows %d.. of the %d-row "
              "launch bit for bit", name, SHIFTED_ROWS, SHIFT, SHIFT, TMAX);
     same_bits(what, shifted, got[2] + (size_t)SHIFT * width, (size_t)SHIFTED_ROWS * width);
+}
+
+static void free_chunks(float *got[3], float *shifted)
+{
     free(shifted);
     for (int k = 0; k < 3; k++)
         free(got[k]);
 }
 
-/* fn as stored: what eng_hc_norm_mix reads (its values as floats in hw) */
+/* eng_hc_norm_mix (fn as stored: what it reads, its values as floats in hw) against the double
+ * sums at each chunk size, and each row's bits the same at every chunk size and start (the chunk
+ * from row SHIFT); then the sequence it replaces against the same sums, for comparison. */
 static void check_norm_mix(bufs *b, const float *hx, const float *hw)
 {
     const char *fmt = b->fn.dtype == ENG_BF16 ? "bf16" : "f32";
     double *ref = xmalloc((size_t)TMAX * R * sizeof *ref);
     double *mag = xmalloc((size_t)TMAX * R * sizeof *mag);
     norm_mix_ref(hx, hw, ref, mag);
-    float *got[3];
+    float *got[3], *shifted;
     char what[256];
+    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
     for (int k = 0; k < 3; k++) {
         CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
         CUDA_OK(eng_hc_norm_mix(&b->fn, b->X, kChunks[k], S, D, kEps, b->flat, b->mu, NULL));
         got[k] = to_host(b->mu, (size_t)kChunks[k] * R * sizeof(float));
-        snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
         against_ref(what, got[k], ref, mag, kChunks[k], R);
     }
+    CUDA_OK(kern_memset(b->mu, 0xff, (size_t)TMAX * R * sizeof(float)));
     CUDA_OK(eng_hc_norm_mix(&b->fn, b->X + (size_t)SHIFT * N, SHIFTED_ROWS, S, D, kEps, b->flat,
                             b->mu, NULL));
-    float *shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
-    snprintf(what, sizeof what, "eng_hc_norm_mix, %s fn", fmt);
+    shifted = to_host(b->mu, (size_t)SHIFTED_ROWS * R * sizeof(float));
     check_chunk_bits(what, got, shifted, R);
+    free_chunks(got, shifted);
     /* the sequence it replaces, against the same sums (its own error, for comparison) */
     CUDA_OK(eng_rmsnorm(b->flat, b->X, NULL, TMAX, N, kEps, NULL));
     CUDA_OK(eng_matmul(&b->fn, b->flat, TMAX, b->mu, NULL));
@@ -252,6 +261,7 @@ static void check_collapse_rmsnorm(bufs *b, const float *hx, const float *hpre, 
                                     SHIFTED_ROWS, S, D, kEps, b->u, NULL));
     float *shifted = to_host(b->u, (size_t)SHIFTED_ROWS * D * sizeof(float));
     check_chunk_bits("eng_hc_collapse_rmsnorm", got, shifted, D);
+    free_chunks(got, shifted);
     CUDA_OK(eng_hc_collapse(b->X, b->pre, TMAX, S, D, b->c, NULL));
     CUDA_OK(eng_rmsnorm(b->u, b->c, b->norm, TMAX, D, kEps, NULL));
     float *old = to_host(b->u, n * sizeof(float));
@@ -319,8 +329,23 @@ static int time_fused(bufs *b, void *ev0, void *ev1, const char *what, seq_fn fu
     return f < u;
 }
 
+/* eng_hc_norm_mix (bf16 fn) at each chunk size against the floor of the bytes a call must move
+ * (X's rows, fn, mu) at the copy bandwidth bw. */
+static void time_norm_mix(bufs *b, void *ev0, void *ev1, double bw)
+{
+    for (int k = 0; k < 3; k++) {
+        b->T = kChunks[k];
+        double bytes = (double)kChunks[k] * N * 4 + (double)R * N * 2 + (double)kChunks[k] * R * 4;
+        double floor_us = 1e6 * bytes / bw, us = time_us(seq_norm_mix, b, ev0, ev1);
+        printf("time eng_hc_norm_mix (bf16 fn), %4d rows: %8.1f us, floor %6.1f us (at %.0f%% of "
+               "copy bandwidth)\n", kChunks[k], us, floor_us, 100.0 * floor_us / us);
+    }
+    b->T = TMAX;
+}
+
 /* Times at 4096 rows: each fused kernel against the sequence it replaces and against the floor of
- * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write). */
+ * its bytes at the copy bandwidth of this run (a device-to-device copy of X: read + write); then
+ * eng_hc_norm_mix at each chunk size against its floor. */
 static void time_all(bufs *b, void *ev0, void *ev1)
 {
     double xbytes = (double)TMAX * N * sizeof(float);
@@ -347,6 +372,7 @@ static void time_all(bufs *b, void *ev0, void *ev1)
     report(nm_faster, "time: eng_hc_norm_mix is faster than eng_rmsnorm then eng_matmul");
     report(cn_faster, "time: eng_hc_collapse_rmsnorm is faster than eng_hc_collapse then "
                       "eng_rmsnorm");
+    time_norm_mix(b, ev0, ev1, bw);
 }
 
 int main(int argc, char **argv)

@@ -351,9 +351,10 @@ START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
 }
 END_TEST
 
-/* The decode latent attention (eng_mla_attend_decode) splits each of up to 8 rows' H heads over
- * min(8, 256 / H) blocks and writes R + 2 floats a (row, head, block): the scratch holds that for
- * one rank's 64 heads and for each of two ranks' 32, whatever the chunk. */
+/* The decode latent attention (eng_mla_attend_decode) writes R + 2 floats a (row, head, slice)
+ * for up to 8 rows: its MQA kernel cuts a row's selection (width 2,051) in slices of at most 64
+ * rows (33 slices). The scratch holds them for one rank's 64 heads and for each of two ranks' 32,
+ * whatever the chunk. */
 START_TEST(scratch_holds_the_decode_attention_partial_sums)
 {
     glm_config half;
@@ -362,8 +363,11 @@ START_TEST(scratch_holds_the_decode_attention_partial_sums)
     for (int i = 0; i < 2; i++) {
         const glm_config *c = configs[i];
         size_t H = (size_t)c->num_heads, R = (size_t)c->kv_lora_rank;
-        size_t blocks = 256 / H < 8 ? 256 / H : 8;
-        size_t need = 8 * H * blocks * (R + 2) * sizeof(float);
+        size_t width = (size_t)c->index_topk + (size_t)c->index_kpool - 1;
+        size_t slices = (width + 63) / 64;
+        size_t need = 8 * H * slices * (R + 2) * sizeof(float);
+        ck_assert_uint_eq(width, 2051);
+        ck_assert_uint_eq(slices, 33);
         for (int chunk = 1; chunk <= 256; chunk *= 16) {
             size_t off[CUDA_SCRATCH_BUFFERS];
             cuda_plan_scratch(c, chunk, off);

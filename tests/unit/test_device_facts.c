@@ -22,6 +22,14 @@ typedef struct fake_kernel {
 
 #define REFUSED 17 /* what cudaFuncSetAttribute returns for too much (any nonzero code) */
 
+/* An empty table and a kernel whose device allows optin bytes a block. */
+static void fresh(kern_smem_raised *r, fake_kernel *k, int optin)
+{
+    memset(r, 0, sizeof *r);
+    memset(k, 0, sizeof *k);
+    k->optin = optin;
+}
+
 static int set_on(fake_kernel *k, int dev, int bytes)
 {
     if (k->slow)
@@ -56,9 +64,7 @@ START_TEST(raised_once_a_device)
 {
     static kern_smem_raised r;
     static fake_kernel k;
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    k.optin = 227 * 1024;
+    fresh(&r, &k, 227 * 1024);
     for (int dev = 0; dev < 2; dev++) {
         k.dev = dev;
         for (int i = 0; i < 3; i++)
@@ -80,9 +86,7 @@ START_TEST(raised_limit_only_grows)
 {
     static kern_smem_raised r;
     static fake_kernel k;
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    k.optin = 227 * 1024;
+    fresh(&r, &k, 227 * 1024);
     ck_assert_int_eq(kern_smem_raise_once(&r, 0, 80000, set_one, &k), 0);
     ck_assert_int_eq(kern_smem_raise_once(&r, 0, 50000, set_one, &k), 0);
     ck_assert_int_eq(k.calls[0], 1);
@@ -102,9 +106,7 @@ START_TEST(refused_raise_returns_its_error)
 {
     static kern_smem_raised r;
     static fake_kernel k;
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    k.optin = 99 * 1024;
+    fresh(&r, &k, 99 * 1024);
     ck_assert_int_eq(kern_smem_raise_once(&r, 0, 60000, set_one, &k), 0);
     ck_assert_int_eq(kern_smem_raise_once(&r, 0, 150000, set_one, &k), REFUSED);
     ck_assert_int_eq(kern_smem_raise_once(&r, 0, 150000, set_one, &k), REFUSED);
@@ -120,9 +122,7 @@ START_TEST(raise_refuses_a_device_past_the_table)
 {
     static kern_smem_raised r;
     static fake_kernel k;
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    k.optin = 227 * 1024;
+    fresh(&r, &k, 227 * 1024);
     k.dev = 0;
     ck_assert_int_eq(kern_smem_raise_once(&r, KERN_MAX_DEVICES, 100000, set_one, &k), -1);
     ck_assert_int_eq(kern_smem_raise_once(&r, -1, 100000, set_one, &k), -1);
@@ -184,9 +184,7 @@ START_TEST(racing_threads_raise_each_device_once_a_size)
 {
     static kern_smem_raised r;
     static fake_kernel k;
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    k.optin = 227 * 1024;
+    fresh(&r, &k, 227 * 1024);
     k.slow = 1;
     racer rs[RACERS];
     pthread_t th[RACERS];
