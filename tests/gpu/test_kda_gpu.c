@@ -548,15 +548,10 @@ static void *dev_bf16(size_t n, float amp)
     return d;
 }
 
-/* n random floats (amplitude amp) on the device. */
+/* n random floats (amplitude amp) on the device, from this file's generator. */
 static float *dev_random(size_t n, float amp)
 {
-    float *h = xmalloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++)
-        h[i] = amp * frand();
-    float *d = dev_copy(h, n * sizeof *h);
-    free(h);
-    return d;
+    return dev_uniform(&rng_state, n, amp);
 }
 
 /* A case of eng_kda_step_decode: H heads of dk, K taps, T rows; R: the gates' second products'
