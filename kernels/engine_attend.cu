@@ -981,7 +981,8 @@ extern "C" int eng_mla_attend_decode(const eng_cache *lat, const float *qt, cons
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     // the MQA kernel where it takes the shape (attend_mqa_slices: GLM's); any other shape (R not
     // 512, H not a multiple of 16, another cache dtype, a wider selection, unaligned buffers) runs
-    // eng_mla_attend, one block a (token, head): the same sums, a row's bits independent of T
+    // eng_mla_attend, one block a (token, head): the same attention in another sum order (within
+    // rounding of the MQA kernel's), a row's bits independent of T in both
     int slices = attend_mqa_slices(lat, qt, ot, part, width, H, R);
     if (!slices)
         return eng_mla_attend(lat, qt, idx, count, width, T, H, R, scale, ot, stream);

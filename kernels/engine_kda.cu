@@ -677,6 +677,27 @@ __device__ __forceinline__ uint4 opaque(uint4 x)
     return x;
 }
 
+// A thread's part of a head's state column (rows slice + kScanSlices r, from col = the head's
+// state + slice dk + j) into Sr, zero past dk or off the head (!ok); store_column writes it back.
+__device__ __forceinline__ void load_column(const float *col, int slice, int dk, bool ok,
+                                            float (&Sr)[kScanMaxRows])
+{
+    const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+        Sr[r] = ok && slice + kScanSlices * r < dk ? col[r * rs] : 0.0f;
+}
+
+__device__ __forceinline__ void store_column(float *col, int slice, int dk, bool ok,
+                                             const float (&Sr)[kScanMaxRows])
+{
+    const int rs = opaque(kScanSlices * dk);
+#pragma unroll
+    for (int r = 0; r < kScanMaxRows; r++)
+        if (ok && slice + kScanSlices * r < dk)
+            col[r * rs] = Sr[r];
+}
+
 // A forget gate from its product x (before dt_bias): prep_gates' formula, then its exp as the
 // scan takes it.
 __device__ __forceinline__ float gate_exp(const prep_args &a, float rate, float x_in, float bias)
@@ -702,11 +723,7 @@ __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
     float Sr[kScanMaxRows];
     if constexpr (!kPrep) { // the rows of q, k, exp(g), column j's v, beta as given
         pdl_wait();
-        const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
-        const float *p = Sh + slice * dk + j;
-#pragma unroll
-        for (int r = 0; r < kScanMaxRows; r++)
-            Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
+        load_column(Sh + slice * dk + j, slice, dk, ok, Sr);
         for (int e = threadIdx.x; e < T * dk; e += kStepThreads) {
             int t = e / dk, i = e % dk;
             size_t at = (size_t)t * C + (size_t)h * dk + i;
@@ -764,13 +781,7 @@ __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
             }
             cp_async_commit();
         }
-        {
-            const int rs = opaque(kScanSlices * dk); // (the offsets' stride)
-            const float *p = Sh + slice * dk + j;
-#pragma unroll
-            for (int r = 0; r < kScanMaxRows; r++)
-                Sr[r] = ok && slice + kScanSlices * r < dk ? p[r * rs] : 0.0f;
-        }
+        load_column(Sh + slice * dk + j, slice, dk, ok, Sr);
         if (warp == 4 && lane < T)
             sh.bt[lane] = sigmoidf_(pa.beta[(size_t)lane * H + h]);
         if (lr.on) { // rows c0 + 8 lw + r of the forget (warps 0-3) or output (4-7) gate's product
@@ -889,22 +900,11 @@ __global__ void __launch_bounds__(kStepThreads, kStepMinBlocks)
             sh.os[t][lane] = acc;
         }
         if (trail) { // the state after token t, for going back inside a verification window
-            const int rs = opaque(kScanSlices * dk);
-            float *p = trail + ((size_t)t * H + h) * dk * dk + slice * dk + j;
-#pragma unroll
-            for (int r = 0; r < kScanMaxRows; r++)
-                if (ok && slice + kScanSlices * r < dk)
-                    p[r * rs] = Sr[r];
+            float *col = trail + ((size_t)t * H + h) * dk * dk + slice * dk + j;
+            store_column(col, slice, dk, ok, Sr);
         }
     }
-    {
-        const int rs = opaque(kScanSlices * dk);
-        float *p = Sh + slice * dk + j;
-#pragma unroll
-        for (int r = 0; r < kScanMaxRows; r++)
-            if (ok && slice + kScanSlices * r < dk)
-                p[r * rs] = Sr[r];
-    }
+    store_column(Sh + slice * dk + j, slice, dk, ok, Sr);
     // the outputs' gated norm: each token's sum of squares over the head's dk outputs, warp t's
     // lanes in out_norm_kernel's order
     __cluster_barrier_arrive();

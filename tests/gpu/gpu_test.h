@@ -1,6 +1,6 @@
 /* gpu_test.h: what the GPU test programs share: the device they run on, a call into kernels/ that
  * must succeed, host allocation that must succeed, device buffers allocated and filled from the
- * host and read back, a cache format's name.
+ * host and read back, random device arrays, a cache format's name.
  * Define GPU_TEST_NAME (the program's name, for messages) before including it. */
 #ifndef GLMCHAT_TESTS_GPU_TEST_H
 #define GLMCHAT_TESTS_GPU_TEST_H
@@ -11,6 +11,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
+#include "tests/common/rng.h"
 
 /* A kernels/ or eng_ call that returns 0 on success, a CUDA error code (> 0), or -1 when it
  * refused its arguments (it said why on stderr): anything but 0 ends the test. */
@@ -72,6 +73,17 @@ static inline void *dev_copy(const void *src, size_t bytes)
 {
     void *d = dev_alloc(bytes);
     CUDA_OK(kern_to_device(d, src, bytes));
+    return d;
+}
+
+/* n floats amp * test_rng_uniform(state) (in [-amp, amp)) on the device, drawn in order. */
+static inline float *dev_uniform(uint64_t *state, size_t n, float amp)
+{
+    float *h = (float *)xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = amp * test_rng_uniform(state);
+    float *d = (float *)dev_copy(h, n * sizeof *h);
+    free(h);
     return d;
 }
 

@@ -14,6 +14,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
+#include "model/numfmt.h"
 
 #define GPU_TEST_NAME "test_decode_gpu"
 #include "tests/gpu/gpu_test.h"
@@ -37,21 +38,6 @@ static float *host_random(size_t n, float amp)
     return h;
 }
 
-static uint16_t bf16_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float f32_of_bf16(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* A random matrix on the device (bf16 or f32) and its values on the host as float. */
 typedef struct {
     eng_mat m;
@@ -68,8 +54,8 @@ static tmat make_mat(int dtype, int rows, int cols, float amp)
     if (dtype == ENG_BF16) {
         uint16_t *b = xmalloc(n * sizeof *b);
         for (size_t i = 0; i < n; i++) {
-            b[i] = bf16_of(amp * frand());
-            t.h[i] = f32_of_bf16(b[i]);
+            b[i] = numfmt_bf16_bits(amp * frand());
+            t.h[i] = numfmt_bf16_value(b[i]);
         }
         t.m.data = dev_copy(b, n * sizeof *b);
         free(b);
@@ -353,8 +339,8 @@ static attend_case attend_case_new(int dtype, int H, int rows)
     } else {
         uint16_t *b = xmalloc(vals * sizeof *b);
         for (size_t i = 0; i < vals; i++) {
-            b[i] = bf16_of(frand());
-            a.vals[i] = f32_of_bf16(b[i]);
+            b[i] = numfmt_bf16_bits(frand());
+            a.vals[i] = numfmt_bf16_value(b[i]);
         }
         a.c.rows = dev_copy(b, vals * sizeof *b);
         free(b);

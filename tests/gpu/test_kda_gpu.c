@@ -16,6 +16,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/kernels.h"
+#include "model/numfmt.h"
 
 #define GPU_TEST_NAME "test_kda_gpu"
 #include "tests/gpu/gpu_test.h"
@@ -536,34 +537,21 @@ static void time_prep(void *ev0, void *ev1)
 
 /* ---- the decode step (eng_kda_step_decode) and eng_kda_scan_norm ---------------------------- */
 
-/* A float as bf16 (round to nearest even; the inputs are finite). */
-static uint16_t bf16_of(float f)
-{
-    uint32_t u = bits_of(f);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* n random bf16 values (amplitude amp) on the device. */
 static void *dev_bf16(size_t n, float amp)
 {
     uint16_t *b = xmalloc(n * sizeof *b);
     for (size_t i = 0; i < n; i++)
-        b[i] = bf16_of(amp * frand());
+        b[i] = numfmt_bf16_bits(amp * frand());
     void *d = dev_copy(b, n * sizeof *b);
     free(b);
     return d;
 }
 
-/* n random floats (amplitude amp) on the device. */
+/* n random floats (amplitude amp) on the device, from this file's generator. */
 static float *dev_random(size_t n, float amp)
 {
-    float *h = xmalloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++)
-        h[i] = amp * frand();
-    float *d = dev_copy(h, n * sizeof *h);
-    free(h);
-    return d;
+    return dev_uniform(&rng_state, n, amp);
 }
 
 /* A case of eng_kda_step_decode: H heads of dk, K taps, T rows; R: the gates' second products'
@@ -641,15 +629,6 @@ static void step_run_rows(const step_layer *L, int t0, int n, void *stream)
 static void step_run(const step_layer *L, void *stream)
 {
     step_run_rows(L, 0, L->T, stream);
-}
-
-/* A float from its bf16 bits. */
-static float float_of_bf16(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
 }
 
 /* got within rel of each row's magnitude (the largest |ref| of its len values) of ref, rows rows;
@@ -744,7 +723,7 @@ static double product_d(const step_layer *L, const step_host *x, int which, size
     const uint16_t *m = (which ? x->gb : x->fb) + c * R;
     double acc = 0;
     for (size_t i = 0; i < R; i++)
-        acc += (double)float_of_bf16(m[i]) * lo[i];
+        acc += (double)numfmt_bf16_value(m[i]) * lo[i];
     return acc;
 }
 

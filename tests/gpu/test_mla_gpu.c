@@ -28,14 +28,10 @@ static int device_sm90;
 enum { DEVICE_SMEM = -1, SMALL_SMEM = 99 * 1024, ONE_GROUP_SMEM = 124 * 1024 };
 static int smem_budget = DEVICE_SMEM;
 
+/* n random floats (amplitude amp) on the device, from this file's generator. */
 static float *dev_random(size_t n, float amp)
 {
-    float *h = xmalloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++)
-        h[i] = amp * test_rng_uniform(&rng_state);
-    float *d = dev_copy(h, n * sizeof *h);
-    free(h);
-    return d;
+    return dev_uniform(&rng_state, n, amp);
 }
 
 /* got against ref: every element finite, max |diff| <= tol * max |ref|; one line. */
