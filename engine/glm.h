@@ -179,13 +179,15 @@ typedef enum glm_draft {
 /* The dense prefill products' algorithm on CUDA (cuBLASLt). */
 typedef enum glm_cuda_gemm {
     GLM_CUDA_GEMM_DEFAULT = 0, /* fixed */
-    GLM_CUDA_GEMM_FIXED,       /* one fixed algorithm a weight shape: row bits do not depend on T */
+    GLM_CUDA_GEMM_FIXED,       /* one fixed algorithm a weight shape: row bits do not depend on T;
+                                * BF16 weights in two scaled fp16 parts of each input (three bf16
+                                * parts for one over ENG_GEMM_HALF_BYTES as fp16, an LM head) */
     GLM_CUDA_GEMM_SHOW,        /* fixed, and each shape's choice logged (GLM_LOG_DEBUG) */
     GLM_CUDA_GEMM_NOSPLIT,     /* fixed algorithms without split-K (a second choice to compare) */
     GLM_CUDA_GEMM_CUBLAS,      /* cublasGemmEx's own choice: comparison only, row bits depend on T */
-    GLM_CUDA_GEMM_FP16X2,      /* fixed, over two scaled fp16 parts of each input (a candidate) */
+    GLM_CUDA_GEMM_THREE,       /* fixed, every BF16 weight in three bf16 parts (to compare forms) */
 } glm_cuda_gemm;
-#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|fp16x2"
+#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|three"
 
 /* Switches of the CUDA backend that developers flip to compare kernels; all zero: the defaults.
  * The CPU backend ignores them. Those that change what the ranks compute (kv_index) are part of

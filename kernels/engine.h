@@ -113,35 +113,36 @@ int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream
  * eng_gemm); one buffer of those bytes per stream. */
 #define ENG_GEMM_CONCAT_COLS 512
 #define ENG_GEMM_CONCAT_BYTES ((size_t)16 << 20)
-/* ENG_GEMM_FP16X2 takes the BF16 weights whose fp16 copy (2 * rows * cols bytes; 4 * for the
- * narrow ones above, twice side by side) fits this, one buffer of it per stream (grown on first
- * use); a larger one (an LM head) runs as three bf16 parts. It holds every dense weight of
- * GLM-5.3-Flash (the largest, the MLA output's 4096 x 16384, exactly). */
+/* The fixed modes run a BF16 weight whose fp16 copy (2 * rows * cols bytes; 4 * for the narrow
+ * ones above, twice side by side) fits this as two fp16 parts, one buffer of it per stream (grown
+ * on first use); a larger one (an LM head) runs as three bf16 parts. It holds every dense weight
+ * of GLM-5.3-Flash (the largest, the MLA output's 4096 x 16384, exactly). */
 #define ENG_GEMM_HALF_BYTES ((size_t)128 << 20)
 /* Whether eng_gemm takes this matrix at T rows: BF16 or F32 weights, T > ENG_GEMM_MIN_ROWS. */
 int eng_gemm_takes(const eng_mat *w, int T);
-/* y = x W^T through cuBLASLt: BF16 weights against a hi + mid + lo bf16 split of x (f32
- * accumulation, about 24 bits of each input, as in an f32 product), F32 weights in f32. A narrow
- * BF16 weight (ENG_GEMM_CONCAT_COLS, ENG_GEMM_CONCAT_BYTES) runs as one GEMM of [W W W] against
- * each row's [lo mid hi] (the output written once: such products are bound by their output), any
- * other as three GEMMs accumulated in y, lo first. One algorithm per weight shape (chosen at 1024
- * rows, checked at each T; split-K only with an out-of-place reduction), so a row's bits do not
- * depend on T or its place in the chunk. Each stream holds a handle, ENG_GEMM_WORKSPACE bytes, a
- * split buffer of 6 * T * cols bytes plus 768 bytes of alignment, and for narrow weights
- * ENG_GEMM_CONCAT_BYTES for the three copies (grown on first use). */
+/* y = x W^T through cuBLASLt, f32 accumulation, F32 weights in f32. A BF16 weight whose fp16 copy
+ * fits ENG_GEMM_HALF_BYTES runs against two fp16 parts of x (about 22 bits of each input): the
+ * weight scaled by one power of two into fp16 (exact for all but its tiniest values; Inf and NaN
+ * kept out of the scale), each row of x by its own power of two into hi + lo, one pass scaling y's
+ * rows back; a narrow one (ENG_GEMM_CONCAT_COLS) as one GEMM of [W' W'] against each row's
+ * [lo hi], any other as two GEMMs accumulated in y, lo first. Any other BF16 weight runs against a
+ * hi + mid + lo bf16 split of x (about 24 bits), narrow ones (ENG_GEMM_CONCAT_BYTES) as one GEMM
+ * of [W W W] against [lo mid hi], others as three GEMMs, lo first. One algorithm per weight shape
+ * and form (chosen at 1024 rows, checked at each T; split-K only with an out-of-place
+ * reduction), so a row's bits do not depend on T or its place in the chunk. Each stream holds a
+ * handle, ENG_GEMM_WORKSPACE bytes, a split buffer (6 * T * cols bytes plus 768 of alignment for
+ * three parts, 4 * T * cols + 4 * T plus 1 KiB for two), the fp16 copy (ENG_GEMM_HALF_BYTES at
+ * most) and for narrow three-part weights ENG_GEMM_CONCAT_BYTES (all grown on first use). */
 int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void *stream);
 /* Frees what eng_gemm holds for this stream (eng_stream_free calls it). */
 void eng_gemm_forget_stream(void *stream);
 /* How eng_gemm picks its algorithm, process-wide (the engine's cuda.gemm): the fixed algorithms
  * (the default); the same with each shape's choice logged when made (kern_log, debug); fixed
- * algorithms without split-K (a second fixed choice to compare with); cublasGemmEx's own
- * choice (the former path, for comparison only: its row bits depend on T); fixed algorithms
- * over two fp16 parts instead of three bf16 ones (a candidate: 2/3 of the tensor work): the
- * weight scaled by one power of two into fp16 (exact for all but its tiniest values), each input
- * row by its own power of two into hi + lo fp16 (about 22 bits), one pass scaling y's rows back.
- * Each stream then holds a split buffer of 4 * T * cols + 4 * T bytes plus 1 KiB of alignment
- * and the weight's fp16 copy (ENG_GEMM_HALF_BYTES at most). */
-enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG_GEMM_FP16X2 };
+ * algorithms without split-K (a second fixed choice to compare with); cublasGemmEx's own choice
+ * over three bf16 parts (the former path, for comparison only: its row bits depend on T); the
+ * fixed algorithms with every BF16 weight as three bf16 parts (the form the weights over
+ * ENG_GEMM_HALF_BYTES take, for every weight: to compare the two forms). */
+enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG_GEMM_THREE };
 /* 0, or -1 for a mode not above (the mode is then left as it was). */
 int eng_gemm_set_mode(int mode);
 

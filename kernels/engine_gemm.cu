@@ -145,7 +145,7 @@ struct per_stream {
     size_t split_bytes;
     __nv_bfloat16 *w3;    // a narrow weight three times side by side: [rows][3 cols]
     size_t w3_bytes;
-    __half *wh;           // cuda_gemm = fp16x2: the weight scaled to fp16, once or twice side by side
+    __half *wh;           // the two-part form's weight scaled to fp16, once or twice side by side
     size_t wh_bytes;
     bool used;
 };
@@ -242,7 +242,7 @@ constexpr uintptr_t kAlign = 16;
 
 struct plan {
     int rows, cols, dtype;
-    bool half;      // fp16 weight and input parts (ENG_GEMM_FP16X2; dtype is then the weight's ENG_BF16)
+    bool half;      // fp16 weight and input parts (the two-part form; dtype is then the weight's ENG_BF16)
     bool nosplit;   // only algorithms without split-K (ENG_GEMM_NOSPLIT)
     bool unaligned; // for operands aligned to their element only
     cublasLtMatmulDesc_t desc;
@@ -307,10 +307,11 @@ bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttribute
 
 // eng_gemm_set_mode's choice (engine.h): ENG_GEMM_FIXED, ENG_GEMM_SHOW (the same, and each
 // shape's choice logged when it is made), ENG_GEMM_NOSPLIT (fixed algorithms without split-K:
-// the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice), ENG_GEMM_FP16X2
-// (fixed algorithms over two scaled fp16 parts, gemm_fp16x2).
+// the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice over three bf16
+// parts), ENG_GEMM_THREE (the fixed algorithms, every BF16 weight as three bf16 parts). The other
+// fixed modes run a BF16 weight fp16x2_takes as two fp16 parts (gemm_fp16x2).
 enum { MODE_FIXED = ENG_GEMM_FIXED, MODE_SHOW = ENG_GEMM_SHOW, MODE_DEFAULT = ENG_GEMM_CUBLAS,
-       MODE_NOSPLIT = ENG_GEMM_NOSPLIT, MODE_FP16X2 = ENG_GEMM_FP16X2 };
+       MODE_NOSPLIT = ENG_GEMM_NOSPLIT, MODE_THREE = ENG_GEMM_THREE };
 int g_mode = MODE_FIXED; // set while no product runs (the engine's open)
 int gemm_mode() { return g_mode; }
 
@@ -596,7 +597,7 @@ int prepare(const eng_mat *shape, bool half, int T, cudaStream_t st, size_t spli
     return rc;
 }
 
-// ---- cuda_gemm = fp16x2: two fp16 parts of each input row against the weight in fp16 ----
+// ---- the two-part form: two fp16 parts of each input row against the weight in fp16 ----
 // y[t][n] = 2^-(a_t + s) (sum_k lo[t][k] W'[n][k] + sum_k hi[t][k] W'[n][k]), where
 //   W' = fp16(W 2^s), s one power of two for the whole weight (its largest |W| 2^s in [2^14,
 //   2^15)): a bf16's 8 significant bits fit fp16's 11, so every weight whose scaled magnitude is
@@ -786,11 +787,11 @@ int launched(cudaError_t rc)
     return (int)rc;
 }
 
-// A BF16 product in cuda_gemm = fp16x2 (the comment above split_half_kernel): a narrow weight
+// A BF16 product in two fp16 parts (the comment above split_half_kernel): a narrow weight
 // (concat_parts) as one GEMM of [W' W'] against each row's [lo hi], any other as two GEMMs into y,
 // lo first; then the scale pass. The split buffer holds the parts (from 256-byte boundaries),
 // then the weight's largest magnitude (256 bytes) and the rows' shifts.
-int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, cudaStream_t st)
+int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, int mode, cudaStream_t st)
 {
     size_t K = (size_t)w->cols, R = (size_t)w->rows, n = (size_t)T * K;
     size_t stride = (n + 127) & ~(size_t)127, scales_at = 2 * stride * sizeof(__half);
@@ -799,11 +800,10 @@ int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, cudaStream_t 
     if (cat)
         shape.cols = 2 * w->cols;
     call k;
-    // the weight and the parts are this stream's own buffers (256-byte aligned): only y may be off;
-    // the plan's choice logged as the fixed mode logs its own, only for a y off alignment (the
-    // choices at debug level are cuda_gemm = show's, a mode of the three parts)
+    // the weight and the parts are this stream's own buffers (256-byte aligned): only y may be off
     int rc = prepare(&shape, true, T, st, scales_at + 256 + (size_t)T * sizeof(int), WB_HALF,
-                     half_copy_bytes(w), true, false, (uintptr_t)y % kAlign != 0, false, &k);
+                     half_copy_bytes(w), true, mode == MODE_NOSPLIT, (uintptr_t)y % kAlign != 0,
+                     mode == MODE_SHOW, &k);
     if (rc)
         return rc;
     per_stream *e = k.e;
@@ -879,8 +879,8 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
         return -1;
     int mode = gemm_mode();
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    if (mode == MODE_FP16X2 && fp16x2_takes(w))
-        return gemm_fp16x2(w, x, T, y, st);
+    if (mode != MODE_DEFAULT && mode != MODE_THREE && fp16x2_takes(w))
+        return gemm_fp16x2(w, x, T, y, mode, st);
     size_t n = (size_t)T * w->cols;
     // the three parts of the split each start on a 256-byte boundary
     size_t stride = (n + 127) & ~(size_t)127;
@@ -946,7 +946,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
 extern "C" int eng_gemm_set_mode(int mode)
 {
     if (mode != MODE_FIXED && mode != MODE_SHOW && mode != MODE_DEFAULT && mode != MODE_NOSPLIT &&
-        mode != MODE_FP16X2)
+        mode != MODE_THREE)
         return -1;
     g_mode = mode;
     return 0;

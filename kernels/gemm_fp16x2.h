@@ -1,5 +1,5 @@
 /* gemm_fp16x2.h: the power-of-two scaling arithmetic of eng_gemm's two-part fp16 products
- * (cuda_gemm = fp16x2), plain C shared by engine_gemm.cu's kernels and tests/unit/test_gemm_fp16x2.c. */
+ * (the BF16 weights' default form), plain C shared by engine_gemm.cu's kernels and tests/unit/test_gemm_fp16x2.c. */
 #ifndef GLMCHAT_KERNELS_GEMM_FP16X2_H
 #define GLMCHAT_KERNELS_GEMM_FP16X2_H
 

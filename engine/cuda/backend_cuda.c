@@ -247,8 +247,8 @@ static int kv_dtype_of(glm_kv_cache k)
 static glm_status apply_kernel_switches(const backend_settings *set, glm_error *err)
 {
     static const int gemm_modes[] = {ENG_GEMM_FIXED, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
-                                     ENG_GEMM_CUBLAS, ENG_GEMM_FP16X2};
-    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_FP16X2 + 1,
+                                     ENG_GEMM_CUBLAS, ENG_GEMM_THREE};
+    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_THREE + 1,
                    "a GEMM mode without its kernel mode");
     _Static_assert(GLM_LOG_ERROR == 0 && GLM_LOG_WARN == 1 && GLM_LOG_INFO == 2 && GLM_LOG_DEBUG == 3,
                    "kern_log's levels are glm_log_level's");
@@ -326,8 +326,6 @@ static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ran
         return st;
     cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
                    cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
-    if (set->cuda.gemm == GLM_CUDA_GEMM_FP16X2)
-        cuda_plan_gemm_fp16x2(p, &m->cfg);
     p->chunk_given = set->cuda.chunk > 0;
     cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
     return GLM_OK;

@@ -125,17 +125,17 @@ static size_t gemm_widest_input(const glm_config *c)
                            (size_t)c->moe_intermediate_size * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1)));
 }
 
-/* eng_gemm per stream in its three-part modes (besides the cuBLAS workspace): the 3-part bf16
- * split of the widest input (each part from a 256-byte boundary) and a narrow weight's three
- * copies. */
+/* eng_gemm per stream with every BF16 weight in three parts (cuda_gemm = three or default; besides
+ * the cuBLAS workspace): the 3-part bf16 split of the widest input (each part from a 256-byte
+ * boundary) and a narrow weight's three copies. */
 static size_t gemm_three_parts(const glm_config *c, int chunk)
 {
     return ENG_GEMM_CONCAT_BYTES + 6 * (size_t)chunk * gemm_widest_input(c) + 3 * 256;
 }
 
-/* Under cuda_gemm = fp16x2: the split buffer at the larger of the two splits (weights the mode
- * leaves to three parts still grow it), and the fp16 copy of the largest weight the mode takes,
- * one of at most ENG_GEMM_HALF_BYTES (a larger one keeps three parts): a dense weight's, at most
+/* eng_gemm per stream in the other modes (besides the cuBLAS workspace): the split buffer at the
+ * larger of the two splits (weights left to three parts, an LM head, still grow it), and the fp16
+ * copy of the largest weight the two-part form takes, one of at most ENG_GEMM_HALF_BYTES (a larger one keeps three parts): a dense weight's, at most
  * 2 widest^2 bytes, widest bounding every dense weight's rows and columns, or the LM head's (this
  * rank's part of the vocabulary, rank 0's the largest, by hidden), which a small model's fits. */
 static size_t gemm_two_parts(const glm_config *c, int ranks, int chunk)
@@ -176,7 +176,7 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->score_per_token = nd ? (CUDA_SCORE_ROWS * 4 + kp - 1) / kp : 0;
     p->dsa_fixed = nd ? CUDA_SCORE_ROWS * 4 + CUDA_SCORE_ROWS * ENG_DSA_WORK_INTS * 4 : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
-    p->gemm = ENG_GEMM_WORKSPACE + gemm_three_parts(c, chunk);
+    p->gemm = ENG_GEMM_WORKSPACE + max2(gemm_three_parts(c, chunk), gemm_two_parts(c, ranks, chunk));
     p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
     /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
     p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;
@@ -220,14 +220,6 @@ void cuda_plan_drafting(cuda_plan *p, const glm_config *c, int window_rows, int 
                              7 * (size_t)p->chunk * (size_t)c->hidden_size * 4
                        : 0;
     p->total += p->windows + p->mtp_cache;
-}
-
-void cuda_plan_gemm_fp16x2(cuda_plan *p, const glm_config *c)
-{
-    size_t gemm = ENG_GEMM_WORKSPACE + max2(gemm_three_parts(c, p->chunk), gemm_two_parts(c, p->ranks, p->chunk));
-    p->scratch = p->scratch - p->gemm + gemm;
-    p->total = p->total - p->gemm + gemm;
-    p->gemm = gemm;
 }
 
 glm_status cuda_plan_check(const cuda_plan *p, size_t available, glm_error *err)

@@ -30,9 +30,9 @@ typedef struct cuda_plan {
                             * indexer's selection work area) */
     size_t dsa_cache;      /* (dsa_per_token + score_per_token) * context + dsa_fixed */
     size_t scratch;        /* the forward chunk's activations and gemm (device) */
-    size_t gemm;           /* of which the cuBLAS path's: workspace + bf16 split of a chunk
-                            * (after cuda_plan_gemm_fp16x2: or that mode's split and fp16
-                            * weight copy, the larger) */
+    size_t gemm;           /* of which eng_gemm's: workspace, the larger of the two forms'
+                            * splits of a chunk, the fp16 copy of the largest weight it takes
+                            * (three-part weights' copies: inside the larger split's room) */
     size_t host_pinned;    /* one session's logits staging at open (host; counts on unified
                             * memory): grown on demand to rows x vocab for all-rows prefills */
     /* drafting (cuda_plan_drafting; 0 when off) */
@@ -96,11 +96,6 @@ int cuda_plan_pick_chunk(int given, int known, size_t available, cuda_plan_need_
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
                     int chunk, size_t weights, cuda_plan *p);
-
-/* A plan cuda_plan_make filled (which holds the three-part modes' eng_gemm buffers), for
- * cuda_gemm = fp16x2: its gemm share (and the scratch and total with it) grown to the larger of
- * those and the mode's own (two fp16 parts, the fp16 copy of the largest weight it takes). */
-void cuda_plan_gemm_fp16x2(cuda_plan *p, const glm_config *c);
 
 /* Drafting's part of a plan cuda_plan_make filled: the verification windows of window_rows rows
  * (0: no drafting) and, with mtp, the MTP layer's cache and rows; added to the total. */

@@ -1,7 +1,8 @@
 /* test_gemm_rows.c: eng_gemm (the dense prefill products) at every dense shape GLM-5.3-Flash's and
  * mkmodel small's prefill uses: a row's bits whatever the chunk's size and the row's place in it,
  * run to run; the values against an f64 host reference; the time against cublasGemmEx's default;
- * the same for cuda_gemm = fp16x2 at each BF16 shape, and its time against the three parts.
+ * the fixed mode's BF16 form (two fp16 parts, "fp16x2") at each BF16 shape against the three bf16
+ * parts (cuda_gemm = three, the LM head's form), and its time against them.
  * Usage: test_gemm_rows [--no-time]; exit status 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -38,14 +39,16 @@ typedef struct shape {
     int rows, cols;
 } shape;
 
-/* eng_gemm in the mode cuda_gemm = `mode` names (NULL: the fixed algorithms), then back to them */
+/* eng_gemm in the mode cuda_gemm = `mode` names, then back to the fixed algorithms. NULL: the
+ * fixed algorithms with every BF16 weight in three bf16 parts (cuda_gemm = three: the form an LM
+ * head takes, "the three parts" below), "fp16x2": the fixed algorithms as the engine runs them
+ * (BF16 weights in two fp16 parts, cuda_gemm = fixed); "nosplit" and "default" on F32 weights. */
 static int gemm(const char *mode, const eng_mat *w, const float *x, int T, float *y)
 {
-    int m = !mode ? ENG_GEMM_FIXED
-            : strcmp(mode, "show") == 0 ? ENG_GEMM_SHOW
+    int m = !mode ? ENG_GEMM_THREE
             : strcmp(mode, "nosplit") == 0 ? ENG_GEMM_NOSPLIT
             : strcmp(mode, "default") == 0 ? ENG_GEMM_CUBLAS
-            : strcmp(mode, "fp16x2") == 0 ? ENG_GEMM_FP16X2 : -1;
+            : strcmp(mode, "fp16x2") == 0 ? ENG_GEMM_FIXED : -1;
     if (eng_gemm_set_mode(m))
         return -1;
     int rc = eng_gemm(w, x, T, y, NULL);
@@ -230,7 +233,7 @@ static void case_free(shape_case *c)
 
 static const int kTimedT[2] = {TMAX, 64};
 
-/* cuda_gemm = fp16x2's result at a BF16 shape: row bits across T (must hold), its worst error on
+/* The two fp16 parts' result at a BF16 shape: row bits across T (must hold), its worst error on
  * the ordinary rows (must be within fp16x2_bound) and on each special row (within special_bound),
  * the time at each of kTimedT when timed. */
 typedef struct fp16x2_result {
@@ -295,7 +298,7 @@ static fp16x2_result check_fp16x2(shape_case *c, double worst3, const double *er
     return r;
 }
 
-/* A shape only cuda_gemm = fp16x2 runs (main's odd_shapes). */
+/* A shape only the two fp16 parts run (main's odd_shapes). */
 static void check_fp16x2_only(shape_case *c, int timed, void *ev0, void *ev1)
 {
     fp16x2_result h = check_fp16x2(c, 0, NULL, timed, ev0, ev1);
@@ -343,7 +346,8 @@ static void check_fp16x2_nonfinite(shape_case *c)
     failures += !ok + !spread;
 }
 
-/* The fixed algorithms (the new path), cublasGemmEx's default (the old) and, for BF16, fp16x2. */
+/* The fixed algorithms in three parts ("new path"), cublasGemmEx's default (the old) and, for BF16,
+ * the two fp16 parts. */
 static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
 {
     const shape *s = c->s;
@@ -351,7 +355,7 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     int R = w->rows, K = w->cols;
     const char *dn = c->dn;
     size_t yn = (size_t)TMAX * R;
-    CUDA_OK(gemm("show", w, c->xd, TMAX, c->yref)); /* the shape's algorithm, chosen now, on stderr */
+    CUDA_OK(gemm(NULL, w, c->xd, TMAX, c->yref));
     CUDA_OK(kern_sync());
     CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
     char where[160] = "";
@@ -365,8 +369,9 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     for (int i = 0; i < NSPECIAL; i++)
         err3[i] = worst_error(c->ref, c->xh, c->wf, R, K, &kSpecial[i], 1, -1);
     int close = worst <= tol;
-    if (!equal) {
+    if (!equal)
         printf("  %s %s: %s\n", s->name, dn, where);
+    if (!equal && w->dtype == ENG_F32) {
         /* what the second fixed choice (no split-K) does here, for the diagnosis */
         CUDA_OK(gemm("nosplit", w, c->xd, TMAX, c->yref));
         CUDA_OK(kern_sync());
@@ -448,15 +453,15 @@ int main(int argc, char **argv)
         {"s: ix weights", 8, 256},       {"s: router", 16, 256},         {"s: dense gate/up", 512, 256},
         {"s: dense down, eh", 256, 512},
     };
-    /* no model's, for cuda_gemm = fp16x2 only: cols % 8 != 0 and rows % 4 != 0 (the weight's
+    /* no model's, for the two fp16 parts only: cols % 8 != 0 and rows % 4 != 0 (the weight's
      * conversion and the scale pass element by element), narrow (one GEMM of [W' W'], whose
      * 2 cols keep its rows on 16-byte boundaries) */
     const shape odd_shapes[] = {{"odd", 37, 100}};
     printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
-           "of the %d) and run to run (new path; must be yes); old: the same for cublasGemmEx's default "
+           "of the %d) and run to run (new path: the fixed algorithms, three bf16 parts; must be yes); old: the same for cublasGemmEx's default "
            "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d ordinary rows "
            "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "
-           "cuda_gemm = fp16x2's time and its ratio to the new path's (timed), its bit (must be yes) "
+           "the two fp16 parts' time (cuda_gemm = fixed) and its ratio to the new path's (timed), its bit (must be yes) "
            "and error on the same rows (must be <= twice the new path's, or <= %.0e; also checked on "
            "rows times 2^20 and 2^-20, a zero row and a row whose last element is 2^20 above the rest, "
            "each against the new path's error on that row)\n", TMAX, TMAX, NORDINARY, kFp16x2Floor);

@@ -1,4 +1,4 @@
-/* test_gemm_fp16x2.c: Check suite for the scaling arithmetic of eng_gemm's fp16x2 mode
+/* test_gemm_fp16x2.c: Check suite for the scaling arithmetic of eng_gemm's two fp16 parts
  * (kernels/gemm_fp16x2.h, which the kernels compile too), against frexp and ldexp in double. */
 #include <check.h>
 #include <float.h>
