@@ -74,12 +74,6 @@ static glm_weight bf16(int64_t rows, int64_t cols)
     return w;
 }
 
-static glm_weight f32w(int64_t rows, int64_t cols)
-{
-    glm_weight w = {.kind = GLM_W_PLAIN, .dtype = ST_F32, .rows = rows, .cols = cols, .data = g_small};
-    return w;
-}
-
 static exl3_tensor *exl3_random(int in, int out, const uint16_t *trellis, const uint16_t *suh,
                                 const uint16_t *svh)
 {
@@ -173,7 +167,7 @@ static void build_model(glm_model *m, int layers)
         L->has_shared = 1;
         L->mlp.gate = L->mlp.up = bf16(I, D);
         L->mlp.down = bf16(D, I);
-        L->router = f32w(E, D);
+        L->router = bf16(E, D); /* as the published checkpoint ships it */
         L->router_bias = g_small;
         L->experts = calloc((size_t)E, sizeof *L->experts);
         for (int e = 0; e < E; e++) {

@@ -110,7 +110,7 @@ static void ffn_layer(const glm_config *c, int li, double T, const glm_prefill_f
     }
     double E = c->n_routed_experts, K = c->num_experts_per_tok, I = c->moe_intermediate_size;
     double shared = I * (c->n_shared_experts > 0 ? c->n_shared_experts : 0);
-    product(f, b, T, D, E, 4); /* the router (f32) */
+    product(f, b, T, D, E, 2); /* the router (bf16, as shipped) */
     if (shared > 0) {
         product(f, b, T, D, shared, wb);
         product(f, b, T, D, shared, wb);

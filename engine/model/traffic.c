@@ -4,8 +4,8 @@
  * What is counted (per rank; ranks 2 halves what tp_split_model halves, the rest is whole on both):
  *   weights   each matrix an op reads, once a step: dense linears in the dense format (q4: 4-bit
  *             codes + an fp16 scale per group, widths not a multiple of 128 left BF16), the HC fn
- *             matrices, kv_b and the embedding row BF16 (the loader never requantizes them), the
- *             router F32, each of the top-k routed experts as EXL3 (bits/8 a value + its fp16
+ *             matrices, kv_b, the router and the embedding row BF16 (as the published EXL3
+ *             checkpoint ships them: the loader never requantizes them), each of the top-k routed experts as EXL3 (bits/8 a value + its fp16
  *             input and output scale vectors). Split: KDA q/k/v/f_b/g_b/beta by heads (rows), its
  *             o by columns; MLA q_b and kv_b by heads (rows), o by columns; every MLP's and
  *             expert's gate/up by rows and down by columns; the LM head by vocabulary rows.
@@ -122,8 +122,8 @@ const char *glm_cache_format_name(glm_cache_format f)
 /* ---- the walk ----------------------------------------------------------------------------- */
 
 /* How a matrix is stored when counted from a format: dense (the dense format applies), kept
- * BF16, F32 as shipped (the router), or an EXL3 routed expert. */
-typedef enum wclass { W_DENSE, W_BF16, W_F32, W_EXPERT } wclass;
+ * BF16, or an EXL3 routed expert. */
+typedef enum wclass { W_DENSE, W_BF16, W_EXPERT } wclass;
 /* How two ranks share it. */
 typedef enum wsplit { WHOLE, BY_ROWS, BY_COLS } wsplit;
 
@@ -153,7 +153,6 @@ static void mat(walk *k, glm_traffic_op op, const glm_weight *w, double rows, do
         cols /= k->p->ranks;
     double b = cls == W_DENSE  ? glm_dense_bytes(rows, cols, k->p->dense)
                : cls == W_BF16 ? 2 * rows * cols
-               : cls == W_F32  ? 4 * rows * cols
                                : exl3_bytes(cols, rows, k->p->expert_bits);
     r->bytes += share * b;
     r->flops += share * 2.0 * rows * cols;
@@ -274,7 +273,7 @@ static void ffn(walk *k, int li, const glm_layer_weights *L)
         return;
     }
     call(k, GLM_OP_ROUTER);
-    mat(k, GLM_OP_ROUTER, L ? &L->router : NULL, E, c->hidden_size, WHOLE, W_F32, 1);
+    mat(k, GLM_OP_ROUTER, L ? &L->router : NULL, E, c->hidden_size, WHOLE, W_BF16, 1);
     vec(k, GLM_OP_ROUTER, E * 4); /* the correction bias */
     if (L ? L->has_shared : c->n_shared_experts > 0) {
         call(k, GLM_OP_SHARED);

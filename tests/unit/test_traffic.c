@@ -48,8 +48,8 @@ START_TEST(tiny_bf16_one_rank_by_hand)
     /* routed: 2 experts x 3 matrices of 256 x 128 at 4 bits (16384) + fp16 scales 2 x (256 + 128)
      * = 768: 2 x 3 x 17152 = 102912 */
     ck_assert_double_eq(t.op[GLM_OP_ROUTED].bytes, 102912);
-    /* router: 4 x 256 f32 = 4096, bias 16 */
-    ck_assert_double_eq(t.op[GLM_OP_ROUTER].bytes, 4112);
+    /* router: 4 x 256 bf16 = 2048, bias 16 */
+    ck_assert_double_eq(t.op[GLM_OP_ROUTER].bytes, 2064);
     /* dense MLP: 3 x 256 x 256 bf16 = 393216; shared: 3 x 128 x 256 bf16 = 196608 */
     ck_assert_double_eq(t.op[GLM_OP_DENSE_MLP].bytes, 393216);
     ck_assert_double_eq(t.op[GLM_OP_SHARED].bytes, 196608);
@@ -98,7 +98,7 @@ START_TEST(tiny_q4_two_ranks_by_hand)
 }
 END_TEST
 
-/* A bound model of the tiny shapes: bf16 dense weights, f32 router, 4-bit EXL3 experts. */
+/* A bound model of the tiny shapes: bf16 dense weights and router, 4-bit EXL3 experts. */
 static glm_weight plain(int64_t rows, int64_t cols, st_dtype d)
 {
     return (glm_weight){.kind = GLM_W_PLAIN, .dtype = d, .rows = rows, .cols = cols};
@@ -152,7 +152,7 @@ START_TEST(a_bound_model_counts_as_its_config)
     L[1].has_shared = 1;
     L[1].mlp.gate = L[1].mlp.up = plain(I, D, ST_BF16);
     L[1].mlp.down = plain(D, I, ST_BF16);
-    L[1].router = plain(4, D, ST_F32);
+    L[1].router = plain(4, D, ST_BF16);
     for (int e = 0; e < 4; e++) {
         ex[e].gate = ex[e].up = expert(D, I, 0);
         ex[e].down = expert(I, D, 1);
