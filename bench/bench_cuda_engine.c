@@ -33,6 +33,7 @@
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "decode_tables.h"
+#include "bench/op_profile.h"
 #include "long_prefill.h"
 #include "model/exl3.h"
 #include "model/prefill_projection.h"
@@ -263,59 +264,145 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
-/* The decode or prefill op profile: GPU time between consecutive profiled ops, summed by op. */
-enum { MAXOPS = 128 };
-typedef struct profile {
-    glm_label_time op[MAXOPS];
-    int calls[MAXOPS], n;
-    double total_us;
-} profile;
-
-static void collect_profile(cuda_backend *cb, profile *p)
+/* The decode or prefill op profile: each mark's time from the run's first (us) into m. */
+static int read_marks(cuda_backend *cb, op_mark *m)
 {
-    cudaDeviceSynchronize();
-    memset(p, 0, sizeof *p);
-    for (int i = 1; i < cb->prof.n; i++) {
+    if (cudaDeviceSynchronize() != cudaSuccess)
+        return -1;
+    for (int i = 0; i < cb->prof.n; i++) {
         float ms = 0;
-        if (eng_event_ms(cb->prof.ev[i - 1], cb->prof.ev[i], &ms))
-            continue;
-        int k = 0;
-        while (k < p->n && strcmp(p->op[k].label, cb->prof.what[i]) != 0)
-            k++;
-        if (k == p->n && p->n < MAXOPS)
-            p->op[p->n++].label = cb->prof.what[i];
-        if (k < p->n) {
-            p->op[k].us += ms * 1000.0;
-            p->calls[k]++;
-            p->total_us += ms * 1000.0;
-        }
+        if (i > 0 && eng_event_ms(cb->prof.ev[0], cb->prof.ev[i], &ms))
+            return -1;
+        m[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], ms * 1000.0};
     }
+    return 0;
 }
 
-/* Prints the profile's 24 largest ops. */
-static void print_profile(const profile *p, const char *title)
+/* The op profile of the last profiled run (bench/op_profile.c attributes the two streams); a
+ * failure is said (FAIL) and returned. */
+static int collect_profile(cuda_backend *cb, op_profile *p)
 {
-    int shown[MAXOPS] = {0};
-    printf("\n-- %s: %.1f us in all\n", title, p->total_us);
+    op_mark m[CUDA_PROF_MAX];
+    char why[256];
+    memset(p, 0, sizeof *p);
+    if (read_marks(cb, m)) {
+        printf("FAIL: op profile: a mark's time could not be read (%s)\n",
+               cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    if (op_profile_build(m, cb->prof.n, p, why, sizeof why)) {
+        printf("FAIL: op profile: %s\n", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints the profile's 24 largest ops: main-stream time (its share of the main stream's total)
+ * and, for ops on the side stream, their own time there. */
+static void print_profile(const op_profile *p, const char *title)
+{
+    int shown[OP_PROFILE_MAX] = {0};
+    printf("\n-- %s: %.1f us in all on the main stream", title, p->total_us);
+    if (p->side_us_total > 0)
+        printf("; beside it the side stream's ops, %.1f us of their own (\"side\", in no total)",
+               p->side_us_total);
+    printf("\n");
     for (int r = 0; r < 24; r++) {
         int best = -1;
         for (int k = 0; k < p->n; k++)
-            if (!shown[k] && (best < 0 || p->op[k].us > p->op[best].us))
+            if (!shown[k] && (best < 0 || p->op[k].us + p->side_us[k] >
+                                              p->op[best].us + p->side_us[best]))
                 best = k;
         if (best < 0)
             break;
         shown[best] = 1;
-        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", p->op[best].label,
-               p->calls[best], p->op[best].us, p->op[best].us / p->calls[best],
-               100 * p->op[best].us / p->total_us);
+        int calls = p->calls[best] ? p->calls[best] : 1;
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%", p->op[best].label,
+               p->calls[best], p->op[best].us, p->op[best].us / calls,
+               dt_share(p->op[best].us, p->total_us));
+        if (p->side_us[best] > 0)
+            printf(" | side %8.1f us %6.1f us/call", p->side_us[best], p->side_us[best] / calls);
+        printf("\n");
     }
+}
+
+/* The decode step's op profile as the graph runs it (cuda_decode_graph_profiled: a graph of its
+ * own with an event record node after each op; the step's own graph untouched). */
+enum { GRAPH_PROFILE_REPLAYS = 20, GRAPH_TIMING_REPS = 50 };
+typedef struct graph_profile {
+    op_profile prof;    /* from the mean of GRAPH_PROFILE_REPLAYS replays' mark times */
+    int marks;          /* event record nodes in the profiled graph */
+    double profiled_us; /* a launch of the profiled graph, GRAPH_TIMING_REPS back to back */
+    double plain_us;    /* a launch of the step's own graph (s->graph), timed the same way */
+} graph_profile;
+
+static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
+
+/* Replays the profiled graph at the state's last position (after one untimed replay) and reads
+ * its marks after each; then both graphs' launch times. s->graph must be the current step's. */
+static int replay_profiled(cuda_state *s, void *g, graph_profile *gp, glm_error *err)
+{
+    cuda_backend *cb = s->be;
+    int n = cb->prof.n;
+    op_mark m[CUDA_PROF_MAX], mean[CUDA_PROF_MAX];
+    for (int i = 0; i < n; i++)
+        mean[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], 0.0};
+    int rc = eng_graph_launch(g, cb->stream) || eng_stream_sync(cb->stream);
+    for (int r = 0; !rc && r < GRAPH_PROFILE_REPLAYS; r++) {
+        rc = eng_graph_launch(g, cb->stream) || read_marks(cb, m);
+        for (int i = 0; !rc && i < n; i++)
+            mean[i].t_us += m[i].t_us / GRAPH_PROFILE_REPLAYS;
+    }
+    if (rc)
+        return glm_error_set(err, GLM_ERR_BACKEND, "replaying the profiled decode graph or "
+                             "reading its event nodes' times failed (%s)",
+                             cudaGetErrorString(cudaGetLastError())), -1;
+    char why[256];
+    if (op_profile_build(mean, n, &gp->prof, why, sizeof why))
+        return glm_error_set(err, GLM_ERR_BACKEND, "the in-graph op profile: %s", why), -1;
+    gp->marks = n;
+    gp->profiled_us = graph_us(g, cb->stream, GRAPH_TIMING_REPS);
+    gp->plain_us = graph_us(s->graph, cb->stream, GRAPH_TIMING_REPS);
+    if (gp->profiled_us < 0 || gp->plain_us < 0)
+        return glm_error_set(err, GLM_ERR_BACKEND, "timing the decode graphs back to back failed "
+                             "(%s)", cudaGetErrorString(cudaGetLastError())), -1;
+    return 0;
+}
+
+static int profile_in_graph(cuda_state *s, graph_profile *gp, glm_error *err)
+{
+    memset(gp, 0, sizeof *gp);
+    if (!s->graph || s->graph_cap != s->cap)
+        return glm_error_set(err, GLM_ERR_BACKEND, "no current decode graph to time beside the "
+                             "profiled one (run a graph step first)"), -1;
+    void *g = NULL;
+    if (cuda_decode_graph_profiled(s, &g, err))
+        return -1;
+    int rc = replay_profiled(s, g, gp, err);
+    eng_graph_free(g);
+    return rc;
+}
+
+/* The in-graph profile's table and what its event nodes cost against the step's own graph. */
+static void print_graph_profile(const graph_profile *gp)
+{
+    char title[200];
+    snprintf(title, sizeof title, "decode op profile (in the graph: event nodes between ops; "
+             "the mean of %d replays)", GRAPH_PROFILE_REPLAYS);
+    print_profile(&gp->prof, title);
+    printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
+           "us, both %d launches back to back: the nodes, and the programmatic launches they "
+           "turn into full dependencies, cost %.1f us (%.3f of the step's graph)\n",
+           gp->profiled_us, gp->marks, gp->plain_us, GRAPH_TIMING_REPS,
+           gp->profiled_us - gp->plain_us, dt_ratio(gp->profiled_us, gp->plain_us));
 }
 
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
  * bandwidth beside its time here, for the real 45 layers on two ranks with q4 and bf16 dense
  * weights; measured: the bench's model and run, its op times scaled to the graph step. */
-static void print_projection(int sms, const profile *decode, const glm_config *c, const glm_traffic_params *run,
-                             double step_us, double bw)
+static void print_projection(int sms, const op_profile *decode, const char *source,
+                             const glm_config *c, const glm_traffic_params *run, double step_us,
+                             double bw)
 {
     glm_config full;
     real_config(&full, 45);
@@ -346,12 +433,13 @@ static void print_projection(int sms, const profile *decode, const glm_config *c
         n_unknown = glm_projection_from_profile(decode->op, decode->n, scale, &measured, &target[k],
                                                 ops[k], unknown, 16);
     printf("\n-- projection: the real 45 layers on two DGX Sparks (%.0f GB/s, %d SMs each; %d "
-           "exchanges of %.0f us), from this run's decode op profile (context %d, dense %s, cache "
+           "exchanges of %.0f us), from %s (context %d, dense %s, cache "
            "%s/%s) with its op times scaled by %.3f to the graph step (%.1f us); this GPU's bandwidth: "
            "this run's copy, %.0f GB/s; %d SMs here. Per call: lower max(Spark bytes / %.0f GB/s, "
            "GPU us), upper the same with the GPU us beyond its bytes / copy bandwidth times "
            "%d/%d (bench/BENCHMARKS.md, Spark projection: method)\n",
-           spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, run->context,
+           spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, source,
+           run->context,
            glm_traffic_dense_name(run->dense), glm_cache_format_name(run->latent_cache),
            glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, sms,
            spark.bytes_per_s / 1e9, sms, spark.sms);
@@ -577,7 +665,7 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
 typedef struct position_run {
     int pos, cap;
     double step_us; /* through the decode graph, the mean of POS_STEPS */
-    profile prof;   /* one eager step's op profile */
+    op_profile prof; /* one eager step's op profile */
     indexer_times idx;
 } position_run;
 
@@ -670,8 +758,8 @@ static void print_positions(const position_run *r, int n, const glm_config *c)
     }
     /* each op's share of the eager step at each position, the largest at the last position first */
     enum { TOP = 18 };
-    double us[MAXOPS];
-    int idx[MAXOPS];
+    double us[OP_PROFILE_MAX];
+    int idx[OP_PROFILE_MAX];
     for (int k = 0; k < z->prof.n; k++)
         us[k] = z->prof.op[k].us;
     dt_order_desc(us, z->prof.n, idx);
@@ -757,7 +845,8 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
             cb->prof.n = 0;
             rc = cuda_time_layers(s, tok[2], us_layers, &head_us, err) != GLM_OK;
             cb->prof.on = 0;
-            collect_profile(cb, &r[i].prof);
+            if (!rc && collect_profile(cb, &r[i].prof)) /* (said why) */
+                rc = glm_error_set(err, GLM_ERR_BACKEND, "the op profile at %d", pos[i]) != 0;
         }
         if (!rc && i == 0 && (rc = run_windows(be, s, tok, w, err)) == 0)
             windows = 1;
@@ -939,7 +1028,7 @@ static int reopen(glm_model *m, glm_engine_params *params, int chunk, int fallba
 
 /* One chunk of `rows` tokens at the state's length with the op profile on. */
 static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, int rows,
-                         profile *prof)
+                         op_profile *prof)
 {
     cuda_backend *cb = be->impl;
     glm_error err = {0};
@@ -951,14 +1040,13 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
         printf("FAIL: profiled prefill chunk of %d rows at %d: %s\n", rows, s->n, err.message);
         return -1;
     }
-    collect_profile(cb, prof);
-    return 0;
+    return collect_profile(cb, prof);
 }
 
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
  * each op group's share here, its floor here and there at each machine's rates, and its time
  * there at the efficiency it had here (model/prefill_projection.c). */
-static void print_prefill_projection(const profile *prof, const glm_config *c, int rows, int pos,
+static void print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
                                      int q4, double cub_flops, double bw)
 {
     glm_config full, half;
@@ -1051,7 +1139,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     int chunk = plan->chunk, layers = c->num_layers, largest = 0, smallest = sizes[0];
     glm_error err = {0};
-    profile prof;
+    op_profile prof;
     char title[160];
     be->ops->state_reset(s);
     if (profile_chunk(be, s, tok, chunk, &prof))
@@ -1638,10 +1726,20 @@ int main(int argc, char **argv)
         return 1;
     }
     cb->prof.on = 0;
-    profile decode;
-    collect_profile(cb, &decode);
+    op_profile decode;
+    if (collect_profile(cb, &decode))
+        return 1;
     print_profile(&decode, "decode op profile (one eager step; us summed over the step; the "
                            "op groups' floors are in the projection, printed last)");
+    /* the same step as the graph runs it: a graph step first, so that the step's own graph is
+     * current beside the profiled one */
+    graph_profile in_graph;
+    int graph_profiled = be.ops->prefill(be.impl, s, &tok[6], 1, logits, 0, &err) == GLM_OK &&
+                         profile_in_graph(s, &in_graph, &err) == 0;
+    if (graph_profiled)
+        print_graph_profile(&in_graph);
+    else /* the eager projection still follows; the run fails */
+        printf("FAIL: the in-graph decode op profile: %s\n", err.message);
     int n = s->n;
     const cuda_plan *mem_plan = backend_cuda_plan(&be);
     glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
@@ -1695,7 +1793,12 @@ int main(int argc, char **argv)
         printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");
         return 1;
     }
-    print_projection(sms, &decode, c, &run, step_us, bw);
+    if (graph_profiled)
+        print_projection(sms, &in_graph.prof, "the in-graph decode op profile (the one "
+                         "bench/BENCHMARKS.md uses)", c, &run, step_us, bw);
+    print_projection(sms, &decode, "the eager decode op profile (for comparison)", c, &run,
+                     step_us, bw);
+    failed |= !graph_profiled;
     failed |= bench_mtp(&be, &m, tok, ctx0, logits, step_us); /* last: it changes the model */
     be.ops->state_free(s);
     backend_close(&be);

@@ -35,6 +35,10 @@ int eng_event_new(void **ev);
 void eng_event_free(void *ev);
 int eng_event_record(void *ev, void *stream);
 int eng_event_ms(void *start, void *end, float *ms); /* syncs end */
+/* eng_event_record, but during a stream capture the record becomes an event record node of the
+ * graph (cudaEventRecordExternal), which every replay records with its time: timing inside a
+ * graph. Outside a capture it is a plain record. ev must be an eng_event_new event. */
+int eng_event_record_node(void *ev, void *stream);
 /* An event for ordering streams only (no timing): record it on one stream, make another wait
  * for it with eng_stream_wait; both also order a graph's capture (a fork and a join). */
 int eng_fence_new(void **ev);

@@ -123,6 +123,12 @@ extern "C" int eng_event_record(void *ev, void *stream)
     return (int)cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream));
 }
 
+extern "C" int eng_event_record_node(void *ev, void *stream)
+{
+    return (int)cudaEventRecordWithFlags(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream),
+                                         cudaEventRecordExternal);
+}
+
 extern "C" int eng_event_ms(void *start, void *end, float *ms)
 {
     cudaError_t rc = cudaEventSynchronize(static_cast<cudaEvent_t>(end));
