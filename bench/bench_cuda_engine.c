@@ -15,7 +15,9 @@
  * fit" and skipped) against cuBLAS bf16 GEMM in the same run, with each op group's share of a
  * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the smallest
  * size timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then
- * the two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
+ * the two-Spark projection (model/projection.c) from the decode op profile's times, as the graph
+ * runs the step (event record nodes between ops in a graph of its own) and, for comparison, as
+ * one eager step (kernel by kernel from the host) runs it; last, with an
  * MTP block added to the model, the MTP drafts' time and the windows with its catch-up.
  * Long prompts: bench_cuda_engine --long LAYERS SIZES [LIMIT_S [EVERY]] (bench/long_prefill.h)
  * times each size alone from an empty session against an 8k prefill of the same run, with
