@@ -300,8 +300,9 @@ static int collect_profile(cuda_backend *cb, op_profile *p)
 }
 
 /* Prints the profile's 24 largest ops: main-stream time (its share of the main stream's total)
- * and, for ops on the side stream, their own time there. */
-static void print_profile(const op_profile *p, const char *title)
+ * and, for ops on the side stream, their own time there; with alone (else NULL), each op's
+ * kernels replayed alone (us summed over its calls; negative: not timed). */
+static void print_profile_alone(const op_profile *p, const double *alone, const char *title)
 {
     int shown[OP_PROFILE_MAX] = {0};
     printf("\n-- %s: %.1f us in all on the main stream", title, p->total_us);
@@ -324,8 +325,17 @@ static void print_profile(const op_profile *p, const char *title)
                dt_share(p->op[best].us, p->total_us));
         if (p->side_us[best] > 0)
             printf(" | side %8.1f us %6.1f us/call", p->side_us[best], p->side_us[best] / calls);
+        if (alone && alone[best] >= 0)
+            printf(" | alone %6.1f us/call", alone[best] / calls);
+        else if (alone)
+            printf(" | alone (not timed)");
         printf("\n");
     }
+}
+
+static void print_profile(const op_profile *p, const char *title)
+{
+    print_profile_alone(p, NULL, title);
 }
 
 /* The decode step's op profile as the graph runs it (cuda_decode_graph_profiled: a graph of its
@@ -336,9 +346,144 @@ typedef struct graph_profile {
     int marks;          /* event record nodes in the profiled graph */
     double profiled_us; /* a launch of the profiled graph, GRAPH_TIMING_REPS back to back */
     double plain_us;    /* a launch of the step's own graph (s->graph), timed the same way */
+    /* per op of prof: its kernel nodes each replayed alone (kernel_alone_us), summed over its
+     * calls; -1 where one of them could not be; alone_total over all ops timed */
+    double alone_us[OP_PROFILE_MAX], alone_total;
+    int alone_kernels, alone_missing; /* kernel nodes timed alone, and not */
 } graph_profile;
 
 static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
+
+/* Microseconds of kernel node k replayed alone: one node with k's parameters and attributes (a
+ * cluster kernel's shape among them, checked) in a graph of its own, GRAPH_TIMING_REPS launches
+ * back to back (graph_us); -1 when that graph cannot be made or run. */
+static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st)
+{
+    struct cudaKernelNodeParams p;
+    cudaKernelNodeAttrValue want, got;
+    cudaGraph_t one = NULL;
+    cudaGraphNode_t node;
+    cudaGraphExec_t ex = NULL;
+    cudaKernelNodeAttrID cluster = cudaKernelNodeAttributeClusterDimension;
+    int bad = cudaGraphKernelNodeGetParams(k, &p) != cudaSuccess ||
+              cudaGraphCreate(&one, 0) != cudaSuccess ||
+              cudaGraphAddKernelNode(&node, one, NULL, 0, &p) != cudaSuccess ||
+              cudaGraphKernelNodeCopyAttributes(node, k) != cudaSuccess ||
+              cudaGraphKernelNodeGetAttribute(k, cluster, &want) != cudaSuccess ||
+              cudaGraphKernelNodeGetAttribute(node, cluster, &got) != cudaSuccess ||
+              memcmp(&want.clusterDim, &got.clusterDim, sizeof want.clusterDim) != 0 ||
+              cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
+    double us = bad ? -1 : graph_us(ex, st, GRAPH_TIMING_REPS);
+    if (ex)
+        cudaGraphExecDestroy(ex);
+    if (one)
+        cudaGraphDestroy(one);
+    cudaGetLastError(); /* a refused graph is reported as not timed, not left for the next call */
+    return us;
+}
+
+/* The index in g's n nodes of node x, or -1. */
+static long node_index(const cudaGraphNode_t *nodes, size_t n, cudaGraphNode_t x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] == x)
+            return (long)i;
+    return -1;
+}
+
+/* Pushes x's dependencies onto stack (*top of them so far, cap at most); -1 on failure. */
+static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, size_t *top, size_t cap)
+{
+    size_t nd = 0;
+    if (cudaGraphNodeGetDependencies(x, NULL, NULL, &nd) != cudaSuccess || *top + nd > cap)
+        return -1;
+    cudaGraphEdgeData *edges = calloc(nd ? nd : 1, sizeof *edges);
+    int bad = !edges ||
+              cudaGraphNodeGetDependencies(x, stack + *top, edges, &nd) != cudaSuccess;
+    free(edges);
+    if (bad)
+        return -1;
+    *top += nd;
+    return 0;
+}
+
+/* The kernel nodes mark reaches back to without passing another event record node (the kernels
+ * of the op it ends), each timed alone into *us (summed); counts into gp. -1 when the walk
+ * fails. */
+static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, size_t n,
+                           unsigned char *seen, cudaStream_t st, double *us, graph_profile *gp)
+{
+    cudaGraphNode_t *stack = malloc((n + 1) * sizeof *stack);
+    size_t top = 0;
+    int rc = stack ? push_dependencies(mark, stack, &top, n + 1) : -1;
+    while (rc == 0 && top > 0) {
+        cudaGraphNode_t x = stack[--top];
+        long i = node_index(nodes, n, x);
+        enum cudaGraphNodeType type;
+        if (i < 0 || cudaGraphNodeGetType(x, &type) != cudaSuccess) {
+            rc = -1;
+            break;
+        }
+        if (seen[i] || type == cudaGraphNodeTypeEventRecord)
+            continue;
+        seen[i] = 1;
+        if (type != cudaGraphNodeTypeKernel) { /* a copy: through it to the op's kernels */
+            rc = push_dependencies(x, stack, &top, n + 1);
+            continue;
+        }
+        double k_us = kernel_alone_us(x, st);
+        if (k_us < 0 || *us < 0) {
+            gp->alone_missing++;
+            *us = -1;
+        } else {
+            gp->alone_kernels++;
+            *us += k_us;
+        }
+        rc = push_dependencies(x, stack, &top, n + 1);
+    }
+    free(stack);
+    return rc;
+}
+
+/* Each op's kernels replayed alone (gp->alone_us per op of gp->prof), from the captured
+ * profiled graph g: its event record nodes name the marks (prof's events). -1 when the graph
+ * cannot be walked. */
+static int time_ops_alone(cudaGraph_t g, const cu_prof *prof, cudaStream_t st, graph_profile *gp)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess)
+        return -1;
+    cudaGraphNode_t *nodes = calloc(n ? n : 1, sizeof *nodes);
+    unsigned char *seen = calloc(n ? n : 1, 1);
+    int rc = nodes && seen && cudaGraphGetNodes(g, nodes, &n) == cudaSuccess ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        enum cudaGraphNodeType type;
+        cudaEvent_t ev;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess)
+            rc = -1;
+        if (rc || type != cudaGraphNodeTypeEventRecord)
+            continue;
+        if (cudaGraphEventRecordNodeGetEvent(nodes[i], &ev) != cudaSuccess) {
+            rc = -1;
+            continue;
+        }
+        int m = 0;
+        while (m < prof->n && prof->ev[m] != (void *)ev)
+            m++;
+        int k = 0;
+        while (m < prof->n && prof->what[m] && k < gp->prof.n &&
+               strcmp(gp->prof.op[k].label, prof->what[m]) != 0)
+            k++;
+        if (m == prof->n || !prof->what[m] || k == gp->prof.n) /* a starting point, or no op */
+            continue;
+        rc = time_op_kernels(nodes[i], nodes, n, seen, st, &gp->alone_us[k], gp);
+    }
+    for (int k = 0; rc == 0 && k < gp->prof.n; k++)
+        gp->alone_total += gp->alone_us[k] > 0 ? gp->alone_us[k] : 0;
+    free(nodes);
+    free(seen);
+    return rc;
+}
 
 /* Replays the profiled graph at the state's last position (after one untimed replay) and reads
  * its marks after each; then both graphs' launch times. s->graph must be the current step's. */
@@ -377,11 +522,19 @@ static int profile_in_graph(cuda_state *s, graph_profile *gp, glm_error *err)
     if (!s->graph || s->graph_cap != s->cap)
         return glm_error_set(err, GLM_ERR_BACKEND, "no current decode graph to time beside the "
                              "profiled one (run a graph step first)"), -1;
-    void *g = NULL;
-    if (cuda_decode_graph_profiled(s, &g, err))
+    void *g = NULL, *captured = NULL;
+    if (cuda_decode_graph_profiled(s, &g, &captured, err))
         return -1;
     int rc = replay_profiled(s, g, gp, err);
+    if (rc == 0 && time_ops_alone(captured, &s->be->prof, s->be->stream, gp)) {
+        printf("WARNING: the in-graph profile's ops could not be timed alone: walking the "
+               "profiled graph failed (%s)\n", cudaGetErrorString(cudaGetLastError()));
+        for (int k = 0; k < OP_PROFILE_MAX; k++)
+            gp->alone_us[k] = -1;
+        gp->alone_total = 0;
+    }
     eng_graph_free(g);
+    eng_graph_destroy(captured);
     return rc;
 }
 
@@ -391,12 +544,19 @@ static void print_graph_profile(const graph_profile *gp)
     char title[200];
     snprintf(title, sizeof title, "decode op profile (in the graph: event nodes between ops; "
              "the mean of %d replays)", GRAPH_PROFILE_REPLAYS);
-    print_profile(&gp->prof, title);
+    print_profile_alone(&gp->prof, gp->alone_us, title);
     printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
            "us, both %d launches back to back: the nodes, and the programmatic launches they "
-           "turn into full dependencies, cost %.1f us (%.3f of the step's graph)\n",
+           "turn into full dependencies, cost %.1f us (%.2f us a node; the profiled graph is "
+           "%.3f of the step's)\n",
            gp->profiled_us, gp->marks, gp->plain_us, GRAPH_TIMING_REPS,
-           gp->profiled_us - gp->plain_us, dt_ratio(gp->profiled_us, gp->plain_us));
+           gp->profiled_us - gp->plain_us,
+           gp->marks ? (gp->profiled_us - gp->plain_us) / gp->marks : 0.0,
+           dt_ratio(gp->profiled_us, gp->plain_us));
+    printf("kernels alone: %d kernel nodes, each replayed in a graph of its own (%d launches back "
+           "to back), %.1f us summed over the step (\"alone\": per op and call; no launch gaps, "
+           "no overlap, inputs in cache); %d could not be timed alone (their ops say so)\n",
+           gp->alone_kernels, GRAPH_TIMING_REPS, gp->alone_total, gp->alone_missing);
 }
 
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'

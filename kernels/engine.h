@@ -26,6 +26,10 @@ int eng_host_alloc(void **ptr, size_t bytes); /* pinned */
 void eng_host_free(void *ptr);
 int eng_capture_begin(void *stream);
 int eng_capture_end(void *stream, void **graph_exec); /* instantiates */
+/* eng_capture_end that also keeps the captured graph (*graph: a cudaGraph_t, for walking its
+ * nodes; free it with eng_graph_destroy). */
+int eng_capture_end_keep(void *stream, void **graph, void **graph_exec);
+void eng_graph_destroy(void *graph);
 int eng_graph_launch(void *graph_exec, void *stream);
 void eng_graph_free(void *graph_exec);
 int eng_mem_info(size_t *free_bytes, size_t *total_bytes);

@@ -306,8 +306,10 @@ glm_status cuda_decode_graph(cuda_state *s, glm_error *err);
  * eng_graph_launch; s->graph untouched) with the op profile's marks as event record nodes: after
  * a replay, be->prof's n events hold each mark's time in that replay (what and side as in eager
  * runs; event 0 the step's start). The graph reads the token and position already on the device;
- * free it with eng_graph_free before the next profile. */
-glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, glm_error *err);
+ * free it with eng_graph_free before the next profile. captured (else NULL): the captured graph
+ * as well (a cudaGraph_t to walk; eng_graph_destroy). */
+glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, void **captured,
+                                      glm_error *err);
 
 /* The plan of an open CUDA backend (NULL for another backend). */
 const cuda_plan *backend_cuda_plan(const engine_backend *b);

@@ -4,17 +4,23 @@
 #ifdef HAVE_CUDA
 #include "cuda/cuda_internal.h"
 
-/* One decode step captured into *g (with be->prof.on, its marks become event record nodes). */
-static glm_status capture_step(cuda_state *s, void **g, glm_error *err)
+/* One decode step captured into *g (with be->prof.on, its marks become event record nodes); with
+ * kept (else NULL), the captured graph too (eng_capture_end_keep). */
+static glm_status capture_step(cuda_state *s, void **g, void **kept, glm_error *err)
 {
     cuda_backend *be = s->be;
+    void *graph = NULL;
     *g = NULL;
     int rc = eng_capture_begin(be->stream);
     if (rc)
         return cuda_fail(err, "starting the decode graph's capture", rc);
     glm_error ferr = {0};
     int frc = cuda_forward(s, 1, 0, 1, &ferr);
-    rc = eng_capture_end(be->stream, g);
+    rc = eng_capture_end_keep(be->stream, &graph, g);
+    if (kept && !frc)
+        *kept = graph;
+    else
+        eng_graph_destroy(graph);
     if (frc) {
         eng_graph_free(*g);
         *g = NULL;
@@ -33,7 +39,7 @@ static glm_status capture_step(cuda_state *s, void **g, glm_error *err)
 static glm_status capture(cuda_state *s, glm_error *err)
 {
     void *g = NULL;
-    glm_status st = capture_step(s, &g, err);
+    glm_status st = capture_step(s, &g, NULL, err);
     if (st)
         return st;
     s->graph = g;
@@ -52,18 +58,21 @@ static int prof_events(cu_prof *p)
     return 0;
 }
 
-glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, glm_error *err)
+glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, void **captured,
+                                      glm_error *err)
 {
     cuda_backend *be = s->be;
     cu_prof *p = &be->prof;
     *graph = NULL;
+    if (captured)
+        *captured = NULL;
     int rc = prof_events(p);
     if (rc)
         return cuda_fail(err, "creating the op profile's events", rc);
     p->on = 1;
     p->in_graph = 1;
     p->n = 0;
-    glm_status st = capture_step(s, graph, err);
+    glm_status st = capture_step(s, graph, captured, err);
     p->on = 0;
     p->in_graph = 0;
     if (st)
@@ -71,6 +80,10 @@ glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, glm_error *er
     if (p->n >= CUDA_PROF_MAX) { /* marks past the last event were dropped */
         eng_graph_free(*graph);
         *graph = NULL;
+        if (captured) {
+            eng_graph_destroy(*captured);
+            *captured = NULL;
+        }
         return glm_error_set(err, GLM_ERR_BACKEND, "the profiled decode step needs more than %d "
                              "marks (CUDA_PROF_MAX in engine/cuda/cuda_internal.h): raise it",
                              CUDA_PROF_MAX);

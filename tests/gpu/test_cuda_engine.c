@@ -478,13 +478,14 @@ static void graph_profile(const glm_model *m, const int32_t *tok, int N, int V, 
     int P = N / 2, inside = 0;
     float *a = malloc((size_t)V * sizeof *a);
     op_mark *marks = malloc(CUDA_PROF_MAX * sizeof *marks);
-    int ok = a && marks && open_run(m, 1, &gpu, &err) == 0 && prefill(&gpu, tok, P, NULL, 0, &err) == 0 &&
+    int ok = a && marks && open_run(m, 1, &gpu, &err) == 0 &&
+             prefill(&gpu, tok, P, NULL, 0, &err) == 0 &&
              gpu.be.ops->state_mark(gpu.st, &err) == GLM_OK &&
              prefill(&gpu, &tok[P], 1, a, 0, &err) == 0; /* through the step's own graph */
     cuda_state *s = gpu.st;
     void *plain = ok ? s->graph : NULL, *g = NULL;
     ok = ok && plain && gpu.be.ops->state_truncate(s, P, &err) == GLM_OK &&
-         cuda_decode_graph_profiled(s, &g, &err) == GLM_OK;
+         cuda_decode_graph_profiled(s, &g, NULL, &err) == GLM_OK;
     char what[1400];
     snprintf(what, sizeof what, "%s: the profiled decode graph captured (%s)", label, err.message);
     check(ok, what);

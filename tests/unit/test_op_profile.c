@@ -74,7 +74,7 @@ START_TEST(labels_match_by_text_on_either_stream)
 }
 END_TEST
 
-/* An eager profile recorded before its start mark existed: its first op has nothing to time from. */
+/* A profile without its start mark: its first op has nothing to time from. */
 START_TEST(a_labelled_first_mark_is_refused)
 {
     const op_mark m[] = {{"fn", 0, 2.0}, {"collapse", 0, 5.0}};
