@@ -301,8 +301,10 @@ static int collect_profile(cuda_backend *cb, op_profile *p)
 
 /* Prints the profile's 24 largest ops: main-stream time (its share of the main stream's total)
  * and, for ops on the side stream, their own time there; with alone (else NULL), each op's
- * kernels replayed alone (us summed over its calls; negative: not timed). */
-static void print_profile_alone(const op_profile *p, const double *alone, const char *title)
+ * kernels replayed alone (us summed over its calls; negative: not timed) and kernels[k] how many
+ * kernel nodes op k has (none: a copy). */
+static void print_profile_alone(const op_profile *p, const double *alone, const int *kernels,
+                                const char *title)
 {
     int shown[OP_PROFILE_MAX] = {0};
     printf("\n-- %s: %.1f us in all on the main stream", title, p->total_us);
@@ -325,17 +327,19 @@ static void print_profile_alone(const op_profile *p, const double *alone, const 
                dt_share(p->op[best].us, p->total_us));
         if (p->side_us[best] > 0)
             printf(" | side %8.1f us %6.1f us/call", p->side_us[best], p->side_us[best] / calls);
-        if (alone && alone[best] >= 0)
-            printf(" | alone %6.1f us/call", alone[best] / calls);
-        else if (alone)
+        if (alone && alone[best] < 0)
             printf(" | alone (not timed)");
+        else if (alone && kernels[best] == 0)
+            printf(" | alone (no kernel)");
+        else if (alone)
+            printf(" | alone %6.1f us/call", alone[best] / calls);
         printf("\n");
     }
 }
 
 static void print_profile(const op_profile *p, const char *title)
 {
-    print_profile_alone(p, NULL, title);
+    print_profile_alone(p, NULL, NULL, title);
 }
 
 /* The decode step's op profile as the graph runs it (cuda_decode_graph_profiled: a graph of its
@@ -349,10 +353,23 @@ typedef struct graph_profile {
     /* per op of prof: its kernel nodes each replayed alone (kernel_alone_us), summed over its
      * calls; -1 where one of them could not be; alone_total over all ops timed */
     double alone_us[OP_PROFILE_MAX], alone_total;
+    int op_kernels[OP_PROFILE_MAX];   /* kernel nodes of each op (all its calls) */
     int alone_kernels, alone_missing; /* kernel nodes timed alone, and not */
 } graph_profile;
 
 static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
+
+/* 1 when node copy has the cluster shape of node k (where k's can be read at all). */
+static int same_cluster(cudaGraphNode_t k, cudaGraphNode_t copy)
+{
+    cudaKernelNodeAttrValue want, got;
+    cudaKernelNodeAttrID cluster = cudaKernelNodeAttributeClusterDimension;
+    if (cudaGraphKernelNodeGetAttribute(k, cluster, &want) != cudaSuccess)
+        return 1; /* none to keep: CopyAttributes copied whatever k has */
+    return cudaGraphKernelNodeGetAttribute(copy, cluster, &got) == cudaSuccess &&
+           want.clusterDim.x == got.clusterDim.x && want.clusterDim.y == got.clusterDim.y &&
+           want.clusterDim.z == got.clusterDim.z;
+}
 
 /* Microseconds of kernel node k replayed alone: one node with k's parameters and attributes (a
  * cluster kernel's shape among them, checked) in a graph of its own, GRAPH_TIMING_REPS launches
@@ -360,19 +377,14 @@ static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
 static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st)
 {
     struct cudaKernelNodeParams p;
-    cudaKernelNodeAttrValue want, got;
     cudaGraph_t one = NULL;
     cudaGraphNode_t node;
     cudaGraphExec_t ex = NULL;
-    cudaKernelNodeAttrID cluster = cudaKernelNodeAttributeClusterDimension;
     int bad = cudaGraphKernelNodeGetParams(k, &p) != cudaSuccess ||
               cudaGraphCreate(&one, 0) != cudaSuccess ||
               cudaGraphAddKernelNode(&node, one, NULL, 0, &p) != cudaSuccess ||
               cudaGraphKernelNodeCopyAttributes(node, k) != cudaSuccess ||
-              cudaGraphKernelNodeGetAttribute(k, cluster, &want) != cudaSuccess ||
-              cudaGraphKernelNodeGetAttribute(node, cluster, &got) != cudaSuccess ||
-              memcmp(&want.clusterDim, &got.clusterDim, sizeof want.clusterDim) != 0 ||
-              cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
+              !same_cluster(k, node) || cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
     double us = bad ? -1 : graph_us(ex, st, GRAPH_TIMING_REPS);
     if (ex)
         cudaGraphExecDestroy(ex);
@@ -408,11 +420,12 @@ static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, size_t *
 }
 
 /* The kernel nodes mark reaches back to without passing another event record node (the kernels
- * of the op it ends), each timed alone into *us (summed); counts into gp. -1 when the walk
- * fails. */
+ * of op k, the one it ends), each timed alone into gp->alone_us[k] (summed); counts into gp. -1
+ * when the walk fails. */
 static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, size_t n,
-                           unsigned char *seen, cudaStream_t st, double *us, graph_profile *gp)
+                           unsigned char *seen, cudaStream_t st, int k, graph_profile *gp)
 {
+    double *us = &gp->alone_us[k];
     cudaGraphNode_t *stack = malloc((n + 1) * sizeof *stack);
     size_t top = 0;
     int rc = stack ? push_dependencies(mark, stack, &top, n + 1) : -1;
@@ -431,6 +444,7 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
             rc = push_dependencies(x, stack, &top, n + 1);
             continue;
         }
+        gp->op_kernels[k]++;
         double k_us = kernel_alone_us(x, st);
         if (k_us < 0 || *us < 0) {
             gp->alone_missing++;
@@ -476,7 +490,7 @@ static int time_ops_alone(cudaGraph_t g, const cu_prof *prof, cudaStream_t st, g
             k++;
         if (m == prof->n || !prof->what[m] || k == gp->prof.n) /* a starting point, or no op */
             continue;
-        rc = time_op_kernels(nodes[i], nodes, n, seen, st, &gp->alone_us[k], gp);
+        rc = time_op_kernels(nodes[i], nodes, n, seen, st, k, gp);
     }
     for (int k = 0; rc == 0 && k < gp->prof.n; k++)
         gp->alone_total += gp->alone_us[k] > 0 ? gp->alone_us[k] : 0;
@@ -544,7 +558,7 @@ static void print_graph_profile(const graph_profile *gp)
     char title[200];
     snprintf(title, sizeof title, "decode op profile (in the graph: event nodes between ops; "
              "the mean of %d replays)", GRAPH_PROFILE_REPLAYS);
-    print_profile_alone(&gp->prof, gp->alone_us, title);
+    print_profile_alone(&gp->prof, gp->alone_us, gp->op_kernels, title);
     printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
            "us, both %d launches back to back: the nodes, and the programmatic launches they "
            "turn into full dependencies, cost %.1f us (%.2f us a node; the profiled graph is "
