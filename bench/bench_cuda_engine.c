@@ -403,17 +403,15 @@ static long node_index(const cudaGraphNode_t *nodes, size_t n, cudaGraphNode_t x
     return -1;
 }
 
-/* Pushes x's dependencies onto stack (*top of them so far, cap at most); -1 on failure. */
-static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, size_t *top, size_t cap)
+/* Pushes x's dependencies onto stack (*top of them so far, cap at most; edges: room for cap
+ * edges' data, which must be asked for with the nodes: the step's programmatic edges are not
+ * default ones); -1 on failure. */
+static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, cudaGraphEdgeData *edges,
+                             size_t *top, size_t cap)
 {
-    size_t nd = 0;
-    if (cudaGraphNodeGetDependencies(x, NULL, NULL, &nd) != cudaSuccess || *top + nd > cap)
-        return -1;
-    cudaGraphEdgeData *edges = calloc(nd ? nd : 1, sizeof *edges);
-    int bad = !edges ||
-              cudaGraphNodeGetDependencies(x, stack + *top, edges, &nd) != cudaSuccess;
-    free(edges);
-    if (bad)
+    size_t nd = cap - *top; /* room; the count found comes back */
+    if (*top >= cap || cudaGraphNodeGetDependencies(x, stack + *top, edges, &nd) != cudaSuccess ||
+        *top + nd > cap)
         return -1;
     *top += nd;
     return 0;
@@ -426,9 +424,11 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
                            unsigned char *seen, cudaStream_t st, int k, graph_profile *gp)
 {
     double *us = &gp->alone_us[k];
-    cudaGraphNode_t *stack = malloc((n + 1) * sizeof *stack);
+    size_t cap = 2 * n + 1; /* a node is expanded once, each stacked once per edge into it */
+    cudaGraphNode_t *stack = malloc(cap * sizeof *stack);
+    cudaGraphEdgeData *edges = malloc(cap * sizeof *edges);
     size_t top = 0;
-    int rc = stack ? push_dependencies(mark, stack, &top, n + 1) : -1;
+    int rc = stack && edges ? push_dependencies(mark, stack, edges, &top, cap) : -1;
     while (rc == 0 && top > 0) {
         cudaGraphNode_t x = stack[--top];
         long i = node_index(nodes, n, x);
@@ -441,7 +441,7 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
             continue;
         seen[i] = 1;
         if (type != cudaGraphNodeTypeKernel) { /* a copy: through it to the op's kernels */
-            rc = push_dependencies(x, stack, &top, n + 1);
+            rc = push_dependencies(x, stack, edges, &top, cap);
             continue;
         }
         gp->op_kernels[k]++;
@@ -453,9 +453,10 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
             gp->alone_kernels++;
             *us += k_us;
         }
-        rc = push_dependencies(x, stack, &top, n + 1);
+        rc = push_dependencies(x, stack, edges, &top, cap);
     }
     free(stack);
+    free(edges);
     return rc;
 }
 
