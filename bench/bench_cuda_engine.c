@@ -350,6 +350,7 @@ typedef struct graph_profile {
     int marks;          /* event record nodes in the profiled graph */
     double profiled_us; /* a launch of the profiled graph, GRAPH_TIMING_REPS back to back */
     double plain_us;    /* a launch of the step's own graph (s->graph), timed the same way */
+    double span_min_us, span_max_us; /* the replays' spans, first mark to last */
     /* per op of prof: its kernel nodes each replayed alone (kernel_alone_us), summed over its
      * calls; -1 where one of them could not be; alone_total over all ops timed */
     double alone_us[OP_PROFILE_MAX], alone_total;
@@ -514,6 +515,9 @@ static int replay_profiled(cuda_state *s, void *g, graph_profile *gp, glm_error 
         rc = eng_graph_launch(g, cb->stream) || read_marks(cb, m);
         for (int i = 0; !rc && i < n; i++)
             mean[i].t_us += m[i].t_us / GRAPH_PROFILE_REPLAYS;
+        double span = !rc && n > 0 ? m[n - 1].t_us : 0;
+        gp->span_min_us = r == 0 || span < gp->span_min_us ? span : gp->span_min_us;
+        gp->span_max_us = r == 0 || span > gp->span_max_us ? span : gp->span_max_us;
     }
     if (rc)
         return glm_error_set(err, GLM_ERR_BACKEND, "replaying the profiled decode graph or "
@@ -563,11 +567,12 @@ static void print_graph_profile(const graph_profile *gp)
     printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
            "us, both %d launches back to back: the nodes, and the programmatic launches they "
            "turn into full dependencies, cost %.1f us (%.2f us a node; the profiled graph is "
-           "%.3f of the step's)\n",
+           "%.3f of the step's); one replay's marks span %.1f to %.1f us over the %d\n",
            gp->profiled_us, gp->marks, gp->plain_us, GRAPH_TIMING_REPS,
            gp->profiled_us - gp->plain_us,
            gp->marks ? (gp->profiled_us - gp->plain_us) / gp->marks : 0.0,
-           dt_ratio(gp->profiled_us, gp->plain_us));
+           dt_ratio(gp->profiled_us, gp->plain_us), gp->span_min_us, gp->span_max_us,
+           GRAPH_PROFILE_REPLAYS);
     printf("kernels alone: %d kernel nodes, each replayed in a graph of its own (%d launches back "
            "to back), %.1f us summed over the step (\"alone\": per op and call; no launch gaps, "
            "no overlap, inputs in cache); %d could not be timed alone (their ops say so)\n",
