@@ -15,7 +15,9 @@
  * fit" and skipped) against cuBLAS bf16 GEMM in the same run, with each op group's share of a
  * chunk and the chunk projected onto two Sparks (model/prefill_projection.c), and the smallest
  * size timed under each grouped EXL3 experts' kernel (their logits must agree bit for bit). Then
- * the two-Spark projection (model/projection.c) from the decode op profile's times; last, with an
+ * the two-Spark projection (model/projection.c) from the decode op profile's times, as the graph
+ * runs the step (event record nodes between ops in a graph of its own) and, for comparison, as
+ * one eager step (kernel by kernel from the host) runs it; last, with an
  * MTP block added to the model, the MTP drafts' time and the windows with its catch-up.
  * Long prompts: bench_cuda_engine --long LAYERS SIZES [LIMIT_S [EVERY]] (bench/long_prefill.h)
  * times each size alone from an empty session against an 8k prefill of the same run, with
@@ -33,6 +35,7 @@
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "decode_tables.h"
+#include "bench/op_profile.h"
 #include "long_prefill.h"
 #include "model/exl3.h"
 #include "model/prefill_projection.h"
@@ -257,59 +260,325 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
-/* The decode or prefill op profile: GPU time between consecutive profiled ops, summed by op. */
-enum { MAXOPS = 128 };
-typedef struct profile {
-    glm_label_time op[MAXOPS];
-    int calls[MAXOPS], n;
-    double total_us;
-} profile;
-
-static void collect_profile(cuda_backend *cb, profile *p)
+/* The decode or prefill op profile: each mark's time from the run's first (us) into m. */
+static int read_marks(cuda_backend *cb, op_mark *m)
 {
-    cudaDeviceSynchronize();
-    memset(p, 0, sizeof *p);
-    for (int i = 1; i < cb->prof.n; i++) {
+    if (cudaDeviceSynchronize() != cudaSuccess)
+        return -1;
+    for (int i = 0; i < cb->prof.n; i++) {
         float ms = 0;
-        if (eng_event_ms(cb->prof.ev[i - 1], cb->prof.ev[i], &ms))
-            continue;
-        int k = 0;
-        while (k < p->n && strcmp(p->op[k].label, cb->prof.what[i]) != 0)
-            k++;
-        if (k == p->n && p->n < MAXOPS)
-            p->op[p->n++].label = cb->prof.what[i];
-        if (k < p->n) {
-            p->op[k].us += ms * 1000.0;
-            p->calls[k]++;
-            p->total_us += ms * 1000.0;
-        }
+        if (i > 0 && eng_event_ms(cb->prof.ev[0], cb->prof.ev[i], &ms))
+            return -1;
+        m[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], ms * 1000.0};
     }
+    return 0;
 }
 
-/* Prints the profile's 24 largest ops. */
-static void print_profile(const profile *p, const char *title)
+/* The op profile of the last profiled run (bench/op_profile.c attributes the two streams); a
+ * failure is said (FAIL) and returned. */
+static int collect_profile(cuda_backend *cb, op_profile *p)
 {
-    int shown[MAXOPS] = {0};
-    printf("\n-- %s: %.1f us in all\n", title, p->total_us);
+    op_mark m[CUDA_PROF_MAX];
+    char why[256];
+    memset(p, 0, sizeof *p);
+    if (read_marks(cb, m)) {
+        printf("FAIL: op profile: a mark's time could not be read (%s)\n",
+               cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    if (op_profile_build(m, cb->prof.n, p, why, sizeof why)) {
+        printf("FAIL: op profile: %s\n", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints the profile's 24 largest ops: main-stream time (its share of the main stream's total)
+ * and, for ops on the side stream, their own time there; with alone (else NULL), each op's
+ * kernels replayed alone (us summed over its calls; negative: not timed) and kernels[k] how many
+ * kernel nodes op k has (none: a copy). */
+static void print_profile_alone(const op_profile *p, const double *alone, const int *kernels,
+                                const char *title)
+{
+    int shown[OP_PROFILE_MAX] = {0};
+    printf("\n-- %s: %.1f us in all on the main stream", title, p->total_us);
+    if (p->side_us_total > 0)
+        printf("; beside it the side stream's ops, %.1f us of their own (\"side\", in no total)",
+               p->side_us_total);
+    printf("\n");
     for (int r = 0; r < 24; r++) {
         int best = -1;
         for (int k = 0; k < p->n; k++)
-            if (!shown[k] && (best < 0 || p->op[k].us > p->op[best].us))
+            if (!shown[k] && (best < 0 || p->op[k].us + p->side_us[k] >
+                                              p->op[best].us + p->side_us[best]))
                 best = k;
         if (best < 0)
             break;
         shown[best] = 1;
-        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%\n", p->op[best].label,
-               p->calls[best], p->op[best].us, p->op[best].us / p->calls[best],
-               100 * p->op[best].us / p->total_us);
+        int calls = p->calls[best] ? p->calls[best] : 1;
+        printf("%-34s %5d calls %10.1f us %8.1f us/call %5.1f%%", p->op[best].label,
+               p->calls[best], p->op[best].us, p->op[best].us / calls,
+               dt_share(p->op[best].us, p->total_us));
+        if (p->side_us[best] > 0)
+            printf(" | side %8.1f us %6.1f us/call", p->side_us[best], p->side_us[best] / calls);
+        if (alone && alone[best] < 0)
+            printf(" | alone (not timed)");
+        else if (alone && kernels[best] == 0)
+            printf(" | alone (no kernel)");
+        else if (alone)
+            printf(" | alone %6.1f us/call", alone[best] / calls);
+        printf("\n");
     }
+}
+
+static void print_profile(const op_profile *p, const char *title)
+{
+    print_profile_alone(p, NULL, NULL, title);
+}
+
+/* The decode step's op profile as the graph runs it (cuda_decode_graph_profiled: a graph of its
+ * own with an event record node after each op; the step's own graph untouched). */
+enum { GRAPH_PROFILE_REPLAYS = 20, GRAPH_TIMING_REPS = 50 };
+typedef struct graph_profile {
+    op_profile prof;    /* from the mean of GRAPH_PROFILE_REPLAYS replays' mark times */
+    int marks;          /* event record nodes in the profiled graph */
+    double profiled_us; /* a launch of the profiled graph, GRAPH_TIMING_REPS back to back */
+    double plain_us;    /* a launch of the step's own graph (s->graph), timed the same way */
+    double span_min_us, span_max_us; /* the replays' spans, first mark to last */
+    /* per op of prof: its kernel nodes each replayed alone (kernel_alone_us), summed over its
+     * calls; -1 where one of them could not be; alone_total over all ops timed */
+    double alone_us[OP_PROFILE_MAX], alone_total;
+    int op_kernels[OP_PROFILE_MAX];   /* kernel nodes of each op (all its calls) */
+    int alone_kernels, alone_missing; /* kernel nodes timed alone, and not */
+} graph_profile;
+
+static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
+
+/* 1 when node copy has the cluster shape of node k (where k's can be read at all). */
+static int same_cluster(cudaGraphNode_t k, cudaGraphNode_t copy)
+{
+    cudaKernelNodeAttrValue want, got;
+    cudaKernelNodeAttrID cluster = cudaKernelNodeAttributeClusterDimension;
+    if (cudaGraphKernelNodeGetAttribute(k, cluster, &want) != cudaSuccess)
+        return 1; /* none to keep: CopyAttributes copied whatever k has */
+    return cudaGraphKernelNodeGetAttribute(copy, cluster, &got) == cudaSuccess &&
+           want.clusterDim.x == got.clusterDim.x && want.clusterDim.y == got.clusterDim.y &&
+           want.clusterDim.z == got.clusterDim.z;
+}
+
+/* Microseconds of kernel node k replayed alone: one node with k's parameters and attributes (a
+ * cluster kernel's shape among them, checked) in a graph of its own, GRAPH_TIMING_REPS launches
+ * back to back (graph_us); -1 when that graph cannot be made or run. */
+static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st)
+{
+    struct cudaKernelNodeParams p;
+    cudaGraph_t one = NULL;
+    cudaGraphNode_t node;
+    cudaGraphExec_t ex = NULL;
+    int bad = cudaGraphKernelNodeGetParams(k, &p) != cudaSuccess ||
+              cudaGraphCreate(&one, 0) != cudaSuccess ||
+              cudaGraphAddKernelNode(&node, one, NULL, 0, &p) != cudaSuccess ||
+              cudaGraphKernelNodeCopyAttributes(node, k) != cudaSuccess ||
+              !same_cluster(k, node) || cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
+    double us = bad ? -1 : graph_us(ex, st, GRAPH_TIMING_REPS);
+    if (ex)
+        cudaGraphExecDestroy(ex);
+    if (one)
+        cudaGraphDestroy(one);
+    cudaGetLastError(); /* a refused graph is reported as not timed, not left for the next call */
+    return us;
+}
+
+/* The index in g's n nodes of node x, or -1. */
+static long node_index(const cudaGraphNode_t *nodes, size_t n, cudaGraphNode_t x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i] == x)
+            return (long)i;
+    return -1;
+}
+
+/* Pushes x's dependencies onto stack (*top of them so far, cap at most; edges: room for cap
+ * edges' data, which must be asked for with the nodes: the step's programmatic edges are not
+ * default ones); -1 on failure. */
+static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, cudaGraphEdgeData *edges,
+                             size_t *top, size_t cap)
+{
+    size_t nd = cap - *top; /* room; the count found comes back */
+    if (*top >= cap || cudaGraphNodeGetDependencies(x, stack + *top, edges, &nd) != cudaSuccess ||
+        *top + nd > cap)
+        return -1;
+    *top += nd;
+    return 0;
+}
+
+/* The kernel nodes mark reaches back to without passing another event record node (the kernels
+ * of op k, the one it ends), each timed alone into gp->alone_us[k] (summed); counts into gp. -1
+ * when the walk fails. */
+static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, size_t n,
+                           unsigned char *seen, cudaStream_t st, int k, graph_profile *gp)
+{
+    double *us = &gp->alone_us[k];
+    size_t cap = 2 * n + 1; /* a node is expanded once, each stacked once per edge into it */
+    cudaGraphNode_t *stack = malloc(cap * sizeof *stack);
+    cudaGraphEdgeData *edges = malloc(cap * sizeof *edges);
+    size_t top = 0;
+    int rc = stack && edges ? push_dependencies(mark, stack, edges, &top, cap) : -1;
+    while (rc == 0 && top > 0) {
+        cudaGraphNode_t x = stack[--top];
+        long i = node_index(nodes, n, x);
+        enum cudaGraphNodeType type;
+        if (i < 0 || cudaGraphNodeGetType(x, &type) != cudaSuccess) {
+            rc = -1;
+            break;
+        }
+        if (seen[i] || type == cudaGraphNodeTypeEventRecord)
+            continue;
+        seen[i] = 1;
+        if (type != cudaGraphNodeTypeKernel) { /* a copy: through it to the op's kernels */
+            rc = push_dependencies(x, stack, edges, &top, cap);
+            continue;
+        }
+        gp->op_kernels[k]++;
+        double k_us = kernel_alone_us(x, st);
+        if (k_us < 0 || *us < 0) {
+            gp->alone_missing++;
+            *us = -1;
+        } else {
+            gp->alone_kernels++;
+            *us += k_us;
+        }
+        rc = push_dependencies(x, stack, edges, &top, cap);
+    }
+    free(stack);
+    free(edges);
+    return rc;
+}
+
+/* Each op's kernels replayed alone (gp->alone_us per op of gp->prof), from the captured
+ * profiled graph g: its event record nodes name the marks (prof's events). -1 when the graph
+ * cannot be walked. */
+static int time_ops_alone(cudaGraph_t g, const cu_prof *prof, cudaStream_t st, graph_profile *gp)
+{
+    size_t n = 0;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess)
+        return -1;
+    cudaGraphNode_t *nodes = calloc(n ? n : 1, sizeof *nodes);
+    unsigned char *seen = calloc(n ? n : 1, 1);
+    int rc = nodes && seen && cudaGraphGetNodes(g, nodes, &n) == cudaSuccess ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        enum cudaGraphNodeType type;
+        cudaEvent_t ev;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess)
+            rc = -1;
+        if (rc || type != cudaGraphNodeTypeEventRecord)
+            continue;
+        if (cudaGraphEventRecordNodeGetEvent(nodes[i], &ev) != cudaSuccess) {
+            rc = -1;
+            continue;
+        }
+        int m = 0;
+        while (m < prof->n && prof->ev[m] != (void *)ev)
+            m++;
+        int k = 0;
+        while (m < prof->n && prof->what[m] && k < gp->prof.n &&
+               strcmp(gp->prof.op[k].label, prof->what[m]) != 0)
+            k++;
+        if (m == prof->n || !prof->what[m] || k == gp->prof.n) /* a starting point, or no op */
+            continue;
+        rc = time_op_kernels(nodes[i], nodes, n, seen, st, k, gp);
+    }
+    for (int k = 0; rc == 0 && k < gp->prof.n; k++)
+        gp->alone_total += gp->alone_us[k] > 0 ? gp->alone_us[k] : 0;
+    free(nodes);
+    free(seen);
+    return rc;
+}
+
+/* Replays the profiled graph at the state's last position (after one untimed replay) and reads
+ * its marks after each; then both graphs' launch times. s->graph must be the current step's. */
+static int replay_profiled(cuda_state *s, void *g, graph_profile *gp, glm_error *err)
+{
+    cuda_backend *cb = s->be;
+    int n = cb->prof.n;
+    op_mark m[CUDA_PROF_MAX], mean[CUDA_PROF_MAX];
+    for (int i = 0; i < n; i++)
+        mean[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], 0.0};
+    int rc = eng_graph_launch(g, cb->stream) || eng_stream_sync(cb->stream);
+    for (int r = 0; !rc && r < GRAPH_PROFILE_REPLAYS; r++) {
+        rc = eng_graph_launch(g, cb->stream) || read_marks(cb, m);
+        for (int i = 0; !rc && i < n; i++)
+            mean[i].t_us += m[i].t_us / GRAPH_PROFILE_REPLAYS;
+        double span = !rc && n > 0 ? m[n - 1].t_us : 0;
+        gp->span_min_us = r == 0 || span < gp->span_min_us ? span : gp->span_min_us;
+        gp->span_max_us = r == 0 || span > gp->span_max_us ? span : gp->span_max_us;
+    }
+    if (rc)
+        return glm_error_set(err, GLM_ERR_BACKEND, "replaying the profiled decode graph or "
+                             "reading its event nodes' times failed (%s)",
+                             cudaGetErrorString(cudaGetLastError())), -1;
+    char why[256];
+    if (op_profile_build(mean, n, &gp->prof, why, sizeof why))
+        return glm_error_set(err, GLM_ERR_BACKEND, "the in-graph op profile: %s", why), -1;
+    gp->marks = n;
+    gp->profiled_us = graph_us(g, cb->stream, GRAPH_TIMING_REPS);
+    gp->plain_us = graph_us(s->graph, cb->stream, GRAPH_TIMING_REPS);
+    if (gp->profiled_us < 0 || gp->plain_us < 0)
+        return glm_error_set(err, GLM_ERR_BACKEND, "timing the decode graphs back to back failed "
+                             "(%s)", cudaGetErrorString(cudaGetLastError())), -1;
+    return 0;
+}
+
+static int profile_in_graph(cuda_state *s, graph_profile *gp, glm_error *err)
+{
+    memset(gp, 0, sizeof *gp);
+    if (!s->graph || s->graph_cap != s->cap)
+        return glm_error_set(err, GLM_ERR_BACKEND, "no current decode graph to time beside the "
+                             "profiled one (run a graph step first)"), -1;
+    void *g = NULL, *captured = NULL;
+    if (cuda_decode_graph_profiled(s, &g, &captured, err))
+        return -1;
+    int rc = replay_profiled(s, g, gp, err);
+    if (rc == 0 && time_ops_alone(captured, &s->be->prof, s->be->stream, gp)) {
+        printf("WARNING: the in-graph profile's ops could not be timed alone: walking the "
+               "profiled graph failed (%s)\n", cudaGetErrorString(cudaGetLastError()));
+        for (int k = 0; k < OP_PROFILE_MAX; k++)
+            gp->alone_us[k] = -1;
+        gp->alone_total = 0;
+    }
+    eng_graph_free(g);
+    eng_graph_destroy(captured);
+    return rc;
+}
+
+/* The in-graph profile's table and what its event nodes cost against the step's own graph. */
+static void print_graph_profile(const graph_profile *gp)
+{
+    char title[200];
+    snprintf(title, sizeof title, "decode op profile (in the graph: event nodes between ops; "
+             "the mean of %d replays)", GRAPH_PROFILE_REPLAYS);
+    print_profile_alone(&gp->prof, gp->alone_us, gp->op_kernels, title);
+    printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
+           "us, both %d launches back to back: the nodes, and the programmatic launches they "
+           "turn into full dependencies, cost %.1f us (%.2f us a node; the profiled graph is "
+           "%.3f of the step's); one replay's marks span %.1f to %.1f us over the %d\n",
+           gp->profiled_us, gp->marks, gp->plain_us, GRAPH_TIMING_REPS,
+           gp->profiled_us - gp->plain_us,
+           gp->marks ? (gp->profiled_us - gp->plain_us) / gp->marks : 0.0,
+           dt_ratio(gp->profiled_us, gp->plain_us), gp->span_min_us, gp->span_max_us,
+           GRAPH_PROFILE_REPLAYS);
+    printf("kernels alone: %d kernel nodes, each replayed in a graph of its own (%d launches back "
+           "to back), %.1f us summed over the step (\"alone\": per op and call; no launch gaps, "
+           "no overlap, inputs in cache); %d could not be timed alone (their ops say so)\n",
+           gp->alone_kernels, GRAPH_TIMING_REPS, gp->alone_total, gp->alone_missing);
 }
 
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
  * bandwidth beside its time here, for the real 45 layers on two ranks with q4 and bf16 dense
  * weights; measured: the bench's model and run, its op times scaled to the graph step. */
-static void print_projection(int sms, const profile *decode, const glm_config *c, const glm_traffic_params *run,
-                             double step_us, double bw)
+static void print_projection(int sms, const op_profile *decode, const char *source,
+                             const glm_config *c, const glm_traffic_params *run, double step_us,
+                             double bw)
 {
     glm_config full;
     real_config(&full, 45);
@@ -340,12 +609,13 @@ static void print_projection(int sms, const profile *decode, const glm_config *c
         n_unknown = glm_projection_from_profile(decode->op, decode->n, scale, &measured, &target[k],
                                                 ops[k], unknown, 16);
     printf("\n-- projection: the real 45 layers on two DGX Sparks (%.0f GB/s, %d SMs each; %d "
-           "exchanges of %.0f us), from this run's decode op profile (context %d, dense %s, cache "
+           "exchanges of %.0f us), from %s (context %d, dense %s, cache "
            "%s/%s) with its op times scaled by %.3f to the graph step (%.1f us); this GPU's bandwidth: "
            "this run's copy, %.0f GB/s; %d SMs here. Per call: lower max(Spark bytes / %.0f GB/s, "
            "GPU us), upper the same with the GPU us beyond its bytes / copy bandwidth times "
            "%d/%d (bench/BENCHMARKS.md, Spark projection: method)\n",
-           spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, run->context,
+           spark.bytes_per_s / 1e9, spark.sms, spark.exchanges, spark.exchange_us, source,
+           run->context,
            glm_traffic_dense_name(run->dense), glm_cache_format_name(run->latent_cache),
            glm_cache_format_name(run->index_cache), scale, step_us, bw / 1e9, sms,
            spark.bytes_per_s / 1e9, sms, spark.sms);
@@ -571,7 +841,7 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
 typedef struct position_run {
     int pos, cap;
     double step_us; /* through the decode graph, the mean of POS_STEPS */
-    profile prof;   /* one eager step's op profile */
+    op_profile prof; /* one eager step's op profile */
     indexer_times idx;
 } position_run;
 
@@ -664,8 +934,8 @@ static void print_positions(const position_run *r, int n, const glm_config *c)
     }
     /* each op's share of the eager step at each position, the largest at the last position first */
     enum { TOP = 18 };
-    double us[MAXOPS];
-    int idx[MAXOPS];
+    double us[OP_PROFILE_MAX];
+    int idx[OP_PROFILE_MAX];
     for (int k = 0; k < z->prof.n; k++)
         us[k] = z->prof.op[k].us;
     dt_order_desc(us, z->prof.n, idx);
@@ -751,7 +1021,8 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
             cb->prof.n = 0;
             rc = cuda_time_layers(s, tok[2], us_layers, &head_us, err) != GLM_OK;
             cb->prof.on = 0;
-            collect_profile(cb, &r[i].prof);
+            if (!rc && collect_profile(cb, &r[i].prof)) /* (said why) */
+                rc = glm_error_set(err, GLM_ERR_BACKEND, "the op profile at %d", pos[i]) != 0;
         }
         if (!rc && i == 0 && (rc = run_windows(be, s, tok, w, err)) == 0)
             windows = 1;
@@ -933,7 +1204,7 @@ static int reopen(glm_model *m, glm_engine_params *params, int chunk, int fallba
 
 /* One chunk of `rows` tokens at the state's length with the op profile on. */
 static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, int rows,
-                         profile *prof)
+                         op_profile *prof)
 {
     cuda_backend *cb = be->impl;
     glm_error err = {0};
@@ -945,14 +1216,13 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
         printf("FAIL: profiled prefill chunk of %d rows at %d: %s\n", rows, s->n, err.message);
         return -1;
     }
-    collect_profile(cb, prof);
-    return 0;
+    return collect_profile(cb, prof);
 }
 
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
  * each op group's share here, its floor here and there at each machine's rates, and its time
  * there at the efficiency it had here (model/prefill_projection.c). */
-static void print_prefill_projection(const profile *prof, const glm_config *c, int rows, int pos,
+static void print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
                                      int q4, double cub_flops, double bw)
 {
     glm_config full, half;
@@ -1045,7 +1315,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
     int chunk = plan->chunk, layers = c->num_layers, largest = 0, smallest = sizes[0];
     glm_error err = {0};
-    profile prof;
+    op_profile prof;
     char title[160];
     be->ops->state_reset(s);
     if (profile_chunk(be, s, tok, chunk, &prof))
@@ -1632,10 +1902,20 @@ int main(int argc, char **argv)
         return 1;
     }
     cb->prof.on = 0;
-    profile decode;
-    collect_profile(cb, &decode);
+    op_profile decode;
+    if (collect_profile(cb, &decode))
+        return 1;
     print_profile(&decode, "decode op profile (one eager step; us summed over the step; the "
                            "op groups' floors are in the projection, printed last)");
+    /* the same step as the graph runs it: a graph step first, so that the step's own graph is
+     * current beside the profiled one */
+    graph_profile in_graph;
+    int graph_profiled = be.ops->prefill(be.impl, s, &tok[6], 1, logits, 0, &err) == GLM_OK &&
+                         profile_in_graph(s, &in_graph, &err) == 0;
+    if (graph_profiled)
+        print_graph_profile(&in_graph);
+    else /* the eager projection still follows; the run fails */
+        printf("FAIL: the in-graph decode op profile: %s\n", err.message);
     int n = s->n;
     const cuda_plan *mem_plan = backend_cuda_plan(&be);
     glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
@@ -1689,7 +1969,12 @@ int main(int argc, char **argv)
         printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");
         return 1;
     }
-    print_projection(sms, &decode, c, &run, step_us, bw);
+    if (graph_profiled)
+        print_projection(sms, &in_graph.prof, "the in-graph decode op profile (the one "
+                         "bench/BENCHMARKS.md uses)", c, &run, step_us, bw);
+    print_projection(sms, &decode, "the eager decode op profile (for comparison)", c, &run,
+                     step_us, bw);
+    failed |= !graph_profiled;
     failed |= bench_mtp(&be, &m, tok, ctx0, logits, step_us); /* last: it changes the model */
     be.ops->state_free(s);
     backend_close(&be);

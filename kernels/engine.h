@@ -26,6 +26,10 @@ int eng_host_alloc(void **ptr, size_t bytes); /* pinned */
 void eng_host_free(void *ptr);
 int eng_capture_begin(void *stream);
 int eng_capture_end(void *stream, void **graph_exec); /* instantiates */
+/* eng_capture_end that also keeps the captured graph (*graph: a cudaGraph_t, for walking its
+ * nodes; free it with eng_graph_destroy). */
+int eng_capture_end_keep(void *stream, void **graph, void **graph_exec);
+void eng_graph_destroy(void *graph);
 int eng_graph_launch(void *graph_exec, void *stream);
 void eng_graph_free(void *graph_exec);
 int eng_mem_info(size_t *free_bytes, size_t *total_bytes);
@@ -35,6 +39,10 @@ int eng_event_new(void **ev);
 void eng_event_free(void *ev);
 int eng_event_record(void *ev, void *stream);
 int eng_event_ms(void *start, void *end, float *ms); /* syncs end */
+/* eng_event_record, but during a stream capture the record becomes an event record node of the
+ * graph (cudaEventRecordExternal), which every replay records with its time: timing inside a
+ * graph. Outside a capture it is a plain record. ev must be an eng_event_new event. */
+int eng_event_record_node(void *ev, void *stream);
 /* An event for ordering streams only (no timing): record it on one stream, make another wait
  * for it with eng_stream_wait; both also order a graph's capture (a fork and a join). */
 int eng_fence_new(void **ev);

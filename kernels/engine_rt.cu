@@ -53,19 +53,37 @@ extern "C" int eng_capture_begin(void *stream)
                                        cudaStreamCaptureModeThreadLocal);
 }
 
-extern "C" int eng_capture_end(void *stream, void **graph_exec)
+extern "C" int eng_capture_end_keep(void *stream, void **graph, void **graph_exec)
 {
     cudaGraph_t g = nullptr;
+    *graph = nullptr;
     *graph_exec = nullptr;
     cudaError_t rc = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &g);
     if (rc != cudaSuccess)
         return (int)rc;
     cudaGraphExec_t ex;
     rc = cudaGraphInstantiate(&ex, g, 0);
-    cudaGraphDestroy(g);
-    if (rc == cudaSuccess)
-        *graph_exec = ex;
-    return (int)rc;
+    if (rc != cudaSuccess) {
+        cudaGraphDestroy(g);
+        return (int)rc;
+    }
+    *graph = g;
+    *graph_exec = ex;
+    return 0;
+}
+
+extern "C" int eng_capture_end(void *stream, void **graph_exec)
+{
+    void *g = nullptr;
+    int rc = eng_capture_end_keep(stream, &g, graph_exec);
+    eng_graph_destroy(g);
+    return rc;
+}
+
+extern "C" void eng_graph_destroy(void *graph)
+{
+    if (graph)
+        cudaGraphDestroy(static_cast<cudaGraph_t>(graph));
 }
 
 extern "C" int eng_graph_launch(void *graph_exec, void *stream)
@@ -121,6 +139,12 @@ extern "C" void eng_event_free(void *ev)
 extern "C" int eng_event_record(void *ev, void *stream)
 {
     return (int)cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int eng_event_record_node(void *ev, void *stream)
+{
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    return (int)cudaEventRecordWithFlags(static_cast<cudaEvent_t>(ev), st, cudaEventRecordExternal);
 }
 
 extern "C" int eng_event_ms(void *start, void *end, float *ms)

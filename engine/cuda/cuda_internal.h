@@ -120,12 +120,17 @@ typedef struct cu_scratch {
     float *hfin, *logits;
 } cu_scratch;
 
-/* Op timing for the bench: when on, each op records an event after it (eager runs only). */
+/* Op timing for the bench: when on, each op records an event after it on the stream it ran on
+ * (what: its label; side: 1 for the side stream), and each fork records one on the side stream
+ * where its work may start (what NULL: a starting point, ending no op). in_graph: the step is
+ * being captured, so the records become event record nodes of the graph (eng_event_record_node),
+ * timed again by every replay. */
 #define CUDA_PROF_MAX 2048
 typedef struct cu_prof {
-    int on, n;
+    int on, in_graph, n;
     void *ev[CUDA_PROF_MAX];
     const char *what[CUDA_PROF_MAX];
+    unsigned char side[CUDA_PROF_MAX];
 } cu_prof;
 
 typedef struct cuda_backend {
@@ -290,11 +295,21 @@ int cuda_forward_mtp(cuda_state *s, const float *h, int T, int zero_first, int w
 glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head_us,
                             glm_error *err);
 
-/* Records the op profile's next event (no-op unless be->prof.on). */
+/* Records the op profile's next event on the main stream (no-op unless be->prof.on); what NULL:
+ * the profile's starting point. cuda_prof_mark_side: on the side stream. */
 void cuda_prof_mark(cuda_backend *be, const char *what);
+void cuda_prof_mark_side(cuda_backend *be, const char *what);
 
 /* graph.c: one decode step through the captured graph (captured on first use at this cap). */
 glm_status cuda_decode_graph(cuda_state *s, glm_error *err);
+/* The decode step captured again into a graph of its own (*graph, an eng_graph exec for
+ * eng_graph_launch; s->graph untouched) with the op profile's marks as event record nodes: after
+ * a replay, be->prof's n events hold each mark's time in that replay (what and side as in eager
+ * runs; event 0 the step's start). The graph reads the token and position already on the device;
+ * free it with eng_graph_free before the next profile. captured (else NULL): the captured graph
+ * as well (a cudaGraph_t to walk; eng_graph_destroy). */
+glm_status cuda_decode_graph_profiled(cuda_state *s, void **graph, void **captured,
+                                      glm_error *err);
 
 /* The plan of an open CUDA backend (NULL for another backend). */
 const cuda_plan *backend_cuda_plan(const engine_backend *b);

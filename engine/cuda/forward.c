@@ -19,15 +19,30 @@ glm_status cuda_fail(glm_error *err, const char *what, int code)
                          code > 0 ? kern_error_string(code) : "arguments out of range", code);
 }
 
-void cuda_prof_mark(cuda_backend *be, const char *what)
+static void prof_mark_on(cuda_backend *be, const char *what, int side)
 {
     cu_prof *p = &be->prof;
     if (!p->on || p->n >= CUDA_PROF_MAX)
         return;
     if (!p->ev[p->n] && eng_event_new(&p->ev[p->n]))
         return;
-    if (eng_event_record(p->ev[p->n], be->stream) == 0)
-        p->what[p->n++] = what;
+    void *stream = side ? be->side : be->stream;
+    int rc = p->in_graph ? eng_event_record_node(p->ev[p->n], stream)
+                         : eng_event_record(p->ev[p->n], stream);
+    if (rc)
+        return;
+    p->what[p->n] = what;
+    p->side[p->n++] = (unsigned char)side;
+}
+
+void cuda_prof_mark(cuda_backend *be, const char *what)
+{
+    prof_mark_on(be, what, 0);
+}
+
+void cuda_prof_mark_side(cuda_backend *be, const char *what)
+{
+    prof_mark_on(be, what, 1);
 }
 
 /* Runs one op; on failure sets err and returns -1 from the caller. `be` must be in scope. */
@@ -39,6 +54,18 @@ void cuda_prof_mark(cuda_backend *be, const char *what)
             return -1;                                                                             \
         }                                                                                          \
         cuda_prof_mark(be, what);                                                                  \
+    } while (0)
+
+/* CK for an op queued on the side stream: its mark goes there too, so that it ends the op's own
+ * time on that stream rather than a slice of the main stream's. */
+#define CK_SIDE(expr, what)                                                                        \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_) {                                                                                 \
+            cuda_fail(err, what, rc_);                                                             \
+            return -1;                                                                             \
+        }                                                                                          \
+        cuda_prof_mark_side(be, what);                                                             \
     } while (0)
 
 /* CK without the profile's mark: for ordering between streams, which takes no time of its own. */
@@ -104,6 +131,8 @@ static int side_fork(cuda_backend *be)
         rc = eng_stream_wait(be->side, be->fork);
     if (!rc) /* (a failed fork leaves a join owed from before still owed) */
         be->side_pending = 1;
+    if (!rc) /* where the side stream's ops may start: their own times count from here */
+        cuda_prof_mark_side(be, NULL);
     return rc;
 }
 
@@ -156,9 +185,10 @@ static int hc_step(cuda_backend *be, int T, const hc_site *h, int update, const 
     CK(eng_hc_collapse_norm(b->part, h->fn->m.rows, b->X, h->base, h->scale, h->norm, T, S, D,
                             c->hc_eps, c->rms_norm_eps, b->pre, b->u, be->stream),
        "the HC collapse and norm");
-    CK(eng_hc_sinkhorn(b->part, h->fn->m.rows, h->base, h->scale, T, S, D, c->hc_sinkhorn_iters,
-                       c->hc_eps, c->rms_norm_eps, b->post, b->comb, be->side),
-       "the HC Sinkhorn mix (on the side stream)");
+    CK_SIDE(eng_hc_sinkhorn(b->part, h->fn->m.rows, h->base, h->scale, T, S, D,
+                            c->hc_sinkhorn_iters, c->hc_eps, c->rms_norm_eps, b->post, b->comb,
+                            be->side),
+            "the HC Sinkhorn mix (on the side stream)");
     CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
     return 0;
 }
@@ -636,8 +666,9 @@ static int moe_decode(cuda_backend *be, const cu_layer *L, const struct layer_fo
         CK_QUIET(side_fork(be), "forking the side stream");
         eng_gemv_job gu = {&L->mlp.gate.m, &L->mlp.up.m, b->u, b->fg, c->swiglu_limit, 0};
         eng_gemv_job dn = {&L->mlp.down.m, NULL, b->fg, b->ffn_y, 0.0f, 0};
-        CK(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
-        CK(eng_matmul_jobs(&dn, 1, T, be->side), "the shared down product (on the side stream)");
+        CK_SIDE(eng_matmul_jobs(&gu, 1, T, be->side), "the shared gate/up (on the side stream)");
+        CK_SIDE(eng_matmul_jobs(&dn, 1, T, be->side),
+                "the shared down product (on the side stream)");
         CK_QUIET(eng_event_record(be->join, be->side), "joining the side stream");
     }
     int rc = router_decode(be, L, T, err);
@@ -1059,6 +1090,7 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
+    cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): the embedding's time */
     CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
     for (int li = 0; li < c->num_layers; li++) {
         int rc = layer(s, li, T, err);
@@ -1162,6 +1194,7 @@ glm_status cuda_time_layers(cuda_state *s, int32_t token, float *us, float *head
     int rc = eng_copy_async(s->d_tokens, s->h_tokens, sizeof(int32_t), be->stream) ||
              eng_copy_async(s->d_pos, s->h_pos, sizeof(int), be->stream) ||
              eng_embed(&be->w.embed, s->d_tokens, 1, c->hc_mult, be->s.X, be->stream);
+    cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): layer 0's first op */
     float ms = 0;
     for (int li = 0; rc == 0 && li < c->num_layers; li++) {
         eng_event_record(ev[0], be->stream);

@@ -78,7 +78,7 @@ run_parity() { # DIR LABEL [PROMPT] [GREEDY]
     echo "== parity: $2"
     timeout 300 "$T" "$1" "${3:-40}" "${4:-200}" "$2" >"$build/parity.log" 2>&1 || status=1
     cat "$build/parity.log"
-    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense | chunks ' "$build/parity.log" >>"$out/parity.txt"
+    grep -E ' (f32|bf16|fp8)/(f32|bf16|fp8) | 2 ranks | q4 dense | chunks | in-graph profile: ' "$build/parity.log" >>"$out/parity.txt"
 }
 run_parity "$tiny_a" tiny-A 300
 run_parity "$tiny_a" tiny-A-long 1300 100 # more than one prefill chunk of 1024 rows

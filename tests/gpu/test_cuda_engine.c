@@ -1,8 +1,9 @@
 /* test_cuda_engine.c: the CUDA backend against the CPU backend on one model directory (run on a
  * GPU machine by tests/gpu/engine.sh): prompt logits per cache dtype, prefill-then-decode against
  * full prefill, greedy replies, mark/truncate, the same bits at prefill chunks of 4096, 1024 and
- * 128 rows, two ranks in one process, and the q4 dense option (its quantizer and products
- * against a CPU dequantization first). Table lines last. */
+ * 128 rows, the decode step's in-graph op profile (the same logits, its marks read back), two
+ * ranks in one process, and the q4 dense option (its quantizer and products against a CPU
+ * dequantization first). Table lines last. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "bench/op_profile.h"
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "kernels/engine.h"
@@ -434,6 +436,99 @@ static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int 
     free(got);
 }
 
+/* Each mark of the profiled graph's last replay, us from its first, into m (n of them). */
+static int read_marks(const cuda_backend *cb, op_mark *m)
+{
+    for (int i = 0; i < cb->prof.n; i++) {
+        float ms = 0;
+        if (i > 0 && eng_event_ms(cb->prof.ev[0], cb->prof.ev[i], &ms))
+            return -1;
+        m[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], ms * 1000.0};
+    }
+    return 0;
+}
+
+/* The profiled graph replayed between two events of this stream (e0 before, e1 after): its marks
+ * must all fall between them, so each replay records them anew; *whole_us: e0 to e1. */
+static int replay_between(cuda_backend *cb, void *g, op_mark *m, double *whole_us, int *inside)
+{
+    void *e0 = NULL, *e1 = NULL;
+    float ms = 0, before = -1, after = -1;
+    int rc = eng_event_new(&e0) || eng_event_new(&e1) || eng_event_record(e0, cb->stream) ||
+             eng_graph_launch(g, cb->stream) || eng_event_record(e1, cb->stream) ||
+             eng_event_ms(e0, e1, &ms) || eng_event_ms(e0, cb->prof.ev[0], &before) ||
+             eng_event_ms(cb->prof.ev[cb->prof.n - 1], e1, &after) || read_marks(cb, m);
+    *whole_us = ms * 1000.0;
+    *inside = before >= 0 && after >= 0;
+    eng_event_free(e0);
+    eng_event_free(e1);
+    return rc ? -1 : 0;
+}
+
+/* The decode step as cuda_decode_graph_profiled captures it (a graph of its own with an event
+ * record node after each op): the same logits as the step's own graph bit for bit (same kernels
+ * in the same order), that graph kept, and the marks read back from a replay: each inside it,
+ * attributed by bench/op_profile.c, the main stream's span within the replay's time. */
+static void graph_profile(const glm_model *m, const int32_t *tok, int N, int V, const char *label,
+                          char *line, size_t cap)
+{
+    g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
+    run gpu = {0};
+    glm_error err = {0};
+    int P = N / 2, inside = 0;
+    float *a = malloc((size_t)V * sizeof *a);
+    op_mark *marks = malloc(CUDA_PROF_MAX * sizeof *marks);
+    int ok = a && marks && open_run(m, 1, &gpu, &err) == 0 &&
+             prefill(&gpu, tok, P, NULL, 0, &err) == 0 &&
+             gpu.be.ops->state_mark(gpu.st, &err) == GLM_OK &&
+             prefill(&gpu, &tok[P], 1, a, 0, &err) == 0; /* through the step's own graph */
+    cuda_state *s = gpu.st;
+    void *plain = ok ? s->graph : NULL, *g = NULL;
+    ok = ok && plain && gpu.be.ops->state_truncate(s, P, &err) == GLM_OK &&
+         cuda_decode_graph_profiled(s, &g, NULL, &err) == GLM_OK;
+    char what[1400];
+    snprintf(what, sizeof what, "%s: the profiled decode graph captured (%s)", label, err.message);
+    check(ok, what);
+    cuda_backend *cb = ok ? s->be : NULL;
+    size_t differ = (size_t)V;
+    if (ok) { /* the same token at the same position, copied in as cuda_decode_graph does */
+        s->h_tokens[0] = tok[P];
+        *s->h_pos = s->n;
+        ok = eng_copy_async(s->d_tokens, s->h_tokens, sizeof(int32_t), cb->stream) == 0 &&
+             eng_copy_async(s->d_pos, s->h_pos, sizeof(int), cb->stream) == 0 &&
+             eng_graph_launch(g, cb->stream) == 0 && eng_stream_sync(cb->stream) == 0;
+        differ = ok ? bits_differ(a, s->h_logits, (size_t)V) : (size_t)V;
+    }
+    snprintf(what, sizeof what, "%s: the profiled graph's logits equal the step graph's bit for "
+             "bit (%zu of %d differ), that graph kept", label, differ, V);
+    check(ok && differ == 0 && s->graph == plain, what);
+    double whole = 0;
+    op_profile p;
+    char why[256] = "not read";
+    int built = ok && replay_between(cb, g, marks, &whole, &inside) == 0 &&
+                op_profile_build(marks, cb->prof.n, &p, why, sizeof why) == 0;
+    int sides = 0, monotone = 1;
+    double prev = 0;
+    for (int i = 0; built && i < cb->prof.n; i++) {
+        sides += marks[i].side;
+        if (!marks[i].side && marks[i].t_us < prev)
+            monotone = 0;
+        prev = marks[i].side ? prev : marks[i].t_us;
+    }
+    snprintf(what, sizeof what, "%s: the profiled graph's %d marks (%d on the side stream) read "
+             "back from each replay, main stream in order, its span %.1f us within the replay's "
+             "%.1f us (%s)", label, ok ? cb->prof.n : 0, sides, built ? p.total_us : -1.0, whole,
+             built ? "attributed" : why);
+    check(built && inside && monotone && p.total_us > 0 && p.total_us <= whole + 1.0, what);
+    snprintf(line, cap, "%-24s in-graph profile: %d marks (%d side), main span %.1f us of a "
+             "%.1f us replay, logits %s", label, ok ? cb->prof.n : 0, sides,
+             built ? p.total_us : -1.0, whole, differ == 0 ? "equal" : "DIFFER");
+    eng_graph_free(g);
+    close_run(&gpu);
+    free(a);
+    free(marks);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -559,6 +654,8 @@ int main(int argc, char **argv)
     }
     char chunk_line[320];
     chunk_invariance(m, tok, N, V, label, chunk_line, sizeof chunk_line);
+    char profile_line[320];
+    graph_profile(m, tok, N, V, label, profile_line, sizeof profile_line);
     /* two ranks in one process (f32 cache) against one rank */
     char split_line[256] = "";
     if (m->cfg.kda_heads % 2 == 0 && m->cfg.num_heads % 2 == 0 && V % 2 == 0 &&
@@ -620,6 +717,7 @@ int main(int argc, char **argv)
         printf("%s\n", line[k]);
     printf("%s\n", q4_line);
     printf("%s\n", chunk_line);
+    printf("%s\n", profile_line);
     if (*split_line)
         printf("%s\n", split_line);
     free(tok);
