@@ -1969,11 +1969,24 @@ int main(int argc, char **argv)
         printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");
         return 1;
     }
-    if (graph_profiled)
-        print_projection(sms, &in_graph.prof, "the in-graph decode op profile (the one "
+    /* the ops' kernels alone (no launch gaps, no event nodes) spread over the graph step: the one
+     * bench/BENCHMARKS.md uses; the in-graph and eager profiles for comparison */
+    op_profile alone;
+    char why[256] = "";
+    int have_alone = graph_profiled && op_profile_alone(&in_graph.prof, in_graph.alone_us,
+                                                        in_graph.op_kernels, &alone, why,
+                                                        sizeof why) == 0;
+    if (graph_profiled && !have_alone)
+        printf("FAIL: the projection from the ops' kernels alone: %s\n", why);
+    if (have_alone)
+        print_projection(sms, &alone, "the main stream's ops' kernels each replayed alone (the one "
                          "bench/BENCHMARKS.md uses)", c, &run, step_us, bw);
+    if (graph_profiled)
+        print_projection(sms, &in_graph.prof, "the in-graph decode op profile (for comparison: "
+                         "its event nodes cost each op a few us)", c, &run, step_us, bw);
     print_projection(sms, &decode, "the eager decode op profile (for comparison)", c, &run,
                      step_us, bw);
+    failed |= graph_profiled && !have_alone;
     failed |= !graph_profiled;
     failed |= bench_mtp(&be, &m, tok, ctx0, logits, step_us); /* last: it changes the model */
     be.ops->state_free(s);

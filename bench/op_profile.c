@@ -51,3 +51,24 @@ int op_profile_build(const op_mark *m, int n, op_profile *p, char *why, size_t w
     }
     return 0;
 }
+
+int op_profile_alone(const op_profile *p, const double *alone, const int *kernels, op_profile *out,
+                     char *why, size_t why_size)
+{
+    *out = *p;
+    out->total_us = 0;
+    for (int k = 0; k < p->n; k++) {
+        if (p->op[k].us <= 0) { /* the side stream's, or an op of no time */
+            out->op[k].us = 0;
+            continue;
+        }
+        if (kernels[k] > 0 && alone[k] < 0) {
+            snprintf(why, why_size, "'%s' on the main stream has kernels that were not timed "
+                     "alone", p->op[k].label);
+            return -1;
+        }
+        out->op[k].us = kernels[k] > 0 ? alone[k] : p->op[k].us;
+        out->total_us += out->op[k].us;
+    }
+    return 0;
+}

@@ -37,4 +37,13 @@ typedef struct op_profile {
  * labelled mark with no earlier mark on its stream, or more than OP_PROFILE_MAX labels). */
 int op_profile_build(const op_mark *m, int n, op_profile *p, char *why, size_t why_size);
 
+/* The main stream's ops of p with their kernels' own times instead (alone[k]: op k's kernels,
+ * each replayed alone, summed over its calls; kernels[k]: how many): out holds p's labels and
+ * calls, op[k].us = alone[k] for an op on the main stream with kernels, p's time for one without
+ * (a copy), 0 for the side stream's ops (they overlap the main stream: out leaves them to their
+ * bytes), side_us as p's; total_us their sum. Returns 0, or -1 with why set when a main-stream
+ * op's kernels were not all timed (alone[k] < 0). */
+int op_profile_alone(const op_profile *p, const double *alone, const int *kernels, op_profile *out,
+                     char *why, size_t why_size);
+
 #endif

@@ -115,6 +115,39 @@ START_TEST(too_many_labels_are_refused)
 }
 END_TEST
 
+/* The main stream's ops with their kernels' own times: a profile of main "fn" 6 us (2 calls),
+ * "copy" 2 us (no kernel), side "sinkhorn" 6.5 us; alone fn 2.5 (2 kernels), copy - (0 kernels),
+ * sinkhorn 1.5 (1 kernel). By hand: fn 2.5, copy keeps its 2, sinkhorn 0 on the main stream (its
+ * side time kept, 6.5); total 4.5. A main op whose kernels were not all timed is refused. */
+START_TEST(alone_times_replace_the_main_streams_ops)
+{
+    const op_mark m[] = {{NULL, 0, 0.0}, {"fn", 0, 3.0},   {NULL, 1, 3.5}, {"sinkhorn", 1, 10.0},
+                         {"fn", 0, 6.0}, {"copy", 0, 8.0}};
+    op_profile p, a;
+    char why[256] = "";
+    ck_assert_int_eq(op_profile_build(m, (int)(sizeof m / sizeof *m), &p, why, sizeof why), 0);
+    double alone[3];
+    int kernels[3];
+    alone[slot(&p, "fn")] = 2.5, kernels[slot(&p, "fn")] = 2;
+    alone[slot(&p, "copy")] = 0, kernels[slot(&p, "copy")] = 0;
+    alone[slot(&p, "sinkhorn")] = 1.5, kernels[slot(&p, "sinkhorn")] = 1;
+    ck_assert_int_eq(op_profile_alone(&p, alone, kernels, &a, why, sizeof why), 0);
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_double_eq_tol(a.op[slot(&a, "fn")].us, 2.5, 1e-12);
+    ck_assert_int_eq(a.calls[slot(&a, "fn")], 2);
+    ck_assert_double_eq_tol(a.op[slot(&a, "copy")].us, 2.0, 1e-12);
+    ck_assert_double_eq(a.op[slot(&a, "sinkhorn")].us, 0.0);
+    ck_assert_double_eq_tol(a.side_us[slot(&a, "sinkhorn")], 6.5, 1e-12);
+    ck_assert_double_eq_tol(a.total_us, 4.5, 1e-12);
+    alone[slot(&p, "fn")] = -1;
+    ck_assert_int_eq(op_profile_alone(&p, alone, kernels, &a, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, "'fn'") != NULL, "%s", why);
+    /* a side op's missing time does not matter: it is not on the main stream */
+    alone[slot(&p, "fn")] = 2.5, alone[slot(&p, "sinkhorn")] = -1;
+    ck_assert_int_eq(op_profile_alone(&p, alone, kernels, &a, why, sizeof why), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("op_profile");
@@ -124,6 +157,7 @@ static Suite *suite(void)
     tcase_add_test(t, a_labelled_first_mark_is_refused);
     tcase_add_test(t, a_side_op_without_a_fork_mark_is_refused);
     tcase_add_test(t, too_many_labels_are_refused);
+    tcase_add_test(t, alone_times_replace_the_main_streams_ops);
     suite_add_tcase(s, t);
     return s;
 }
