@@ -293,7 +293,8 @@ static int collect_profile(cuda_backend *cb, op_profile *p)
     return 0;
 }
 
-/* Prints the profile's 24 largest ops: main-stream time (its share of the main stream's total)
+/* Prints the profile's ops, largest first (24 of them without alone, every one with it: a reader
+ * can then redo the projection from the alone column): main-stream time (its share of the main stream's total)
  * and, for ops on the side stream, their own time there; with alone (else NULL), each op's
  * kernels replayed alone (us summed over its calls; negative: not timed) and kernels[k] how many
  * kernel nodes op k has (none: a copy). */
@@ -306,7 +307,7 @@ static void print_profile_alone(const op_profile *p, const double *alone, const 
         printf("; beside it the side stream's ops, %.1f us of their own (\"side\", in no total)",
                p->side_us_total);
     printf("\n");
-    for (int r = 0; r < 24; r++) {
+    for (int r = 0; r < (alone ? p->n : 24); r++) {
         int best = -1;
         for (int k = 0; k < p->n; k++)
             if (!shown[k] && (best < 0 || p->op[k].us + p->side_us[k] >
