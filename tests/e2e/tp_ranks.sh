@@ -81,16 +81,23 @@ for text in ("as rank 1 of 4", "rank 1 of 3: splitting", "as rank 1 of 3", "rank
 if "as rank 2 of 3" not in logs[1]: print("FAIL: rank 2 log:", logs[1])
 '
 
-# A worker dies mid-reply among three: the head stops with a clear error, the other worker is
-# told and serves the next head (with a new worker in the dead one's place).
+# A worker dies mid-turn among three: the head stops with a clear error, the other worker is
+# told and serves the next head (with a new worker in the dead one's place). The random model's
+# replies end at a stop token after a few tokens; seed 56 makes this one 300-odd tokens, and the
+# worker is killed as soon as both serve the head (during the prefill or the first tokens): killed
+# after the first token instead, a short reply could end before the kill (a CI run saw it).
 start_workers 3 "$M"
 set -- ${PEERS//,/ }
 read -r first second <<<"$workers"
 "$G" --db "$TMP/kill.db" --model "$M" --peer "$PEERS" chat --output-format jsonl --max-tokens 100000 \
-    --think off --prompt "Keep talking." >"$TMP/kill.out" 2>"$TMP/kill.err" &
+    --think off --seed 56 --prompt "Keep talking." >"$TMP/kill.out" 2>"$TMP/kill.err" &
 head_pid=$!
-for _ in $(seq 200); do grep -q '"content"' "$TMP/kill.out" && break; sleep 0.05; done
+for _ in $(seq 1000); do
+    grep -q "serving the head" "$TMP/rank1.err" && grep -q "serving the head" "$TMP/rank2.err" && break
+    sleep 0.02
+done
 kill -9 $second
+grep -q '"finish":"stop"' "$TMP/kill.out" && fail "the reply had ended before the worker was killed: $(tail -c 300 "$TMP/kill.out")"
 for _ in $(seq 300); do kill -0 $head_pid 2>/dev/null || break; sleep 0.05; done
 if kill -0 $head_pid 2>/dev/null; then fail "the head still runs 15 s after a worker died"; kill -9 $head_pid; fi
 wait $head_pid
@@ -98,7 +105,7 @@ rc=$?
 [ $rc -eq 1 ] && pass || fail "head exited $rc after a worker died, not 1: $(cat "$TMP/kill.err")"
 cp "$TMP/kill.err" "$TMP/err"
 expect_grep err "worker at $2"
-for _ in $(seq 100); do grep -q "waiting for\|reported" "$TMP/rank1.err" && break; sleep 0.05; done
+for _ in $(seq 300); do grep -q "waiting for\|reported" "$TMP/rank1.err" && break; sleep 0.05; done
 cp "$TMP/rank1.err" "$TMP/err"
 expect_grep err "the head at [0-9.:]+ reported: the head lost worker 2 \(rank 2, at $2\)"
 WORKER_NAME=rank2b start_worker "$M"
