@@ -45,38 +45,27 @@ void cuda_prof_mark_side(cuda_backend *be, const char *what)
     prof_mark_on(be, what, 1);
 }
 
-/* Runs one op; on failure sets err and returns -1 from the caller. `be` must be in scope. */
-#define CK(expr, what)                                                                             \
+/* Runs one op; on failure sets err and returns -1 from the caller, else runs `then` (the op
+ * profile's mark, or nothing). `be` must be in scope for the marks. */
+#define CK_THEN(expr, what, then)                                                                  \
     do {                                                                                           \
         int rc_ = (expr);                                                                          \
         if (rc_) {                                                                                 \
             cuda_fail(err, what, rc_);                                                             \
             return -1;                                                                             \
         }                                                                                          \
-        cuda_prof_mark(be, what);                                                                  \
+        then;                                                                                      \
     } while (0)
+
+/* An op on the main stream, marked there for the op profile. */
+#define CK(expr, what) CK_THEN(expr, what, cuda_prof_mark(be, what))
 
 /* CK for an op queued on the side stream: its mark goes there too, so that it ends the op's own
  * time on that stream rather than a slice of the main stream's. */
-#define CK_SIDE(expr, what)                                                                        \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_) {                                                                                 \
-            cuda_fail(err, what, rc_);                                                             \
-            return -1;                                                                             \
-        }                                                                                          \
-        cuda_prof_mark_side(be, what);                                                             \
-    } while (0)
+#define CK_SIDE(expr, what) CK_THEN(expr, what, cuda_prof_mark_side(be, what))
 
 /* CK without the profile's mark: for ordering between streams, which takes no time of its own. */
-#define CK_QUIET(expr, what)                                                                       \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_) {                                                                                 \
-            cuda_fail(err, what, rc_);                                                             \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define CK_QUIET(expr, what) CK_THEN(expr, what, (void)0)
 
 static int lin(cuda_backend *be, const cu_lin *l, const float *x, int T, float *y)
 {
