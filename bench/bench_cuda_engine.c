@@ -35,6 +35,7 @@
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
 #include "decode_tables.h"
+#include "bench/op_marks.h"
 #include "bench/op_profile.h"
 #include "long_prefill.h"
 #include "model/exl3.h"
@@ -260,18 +261,13 @@ static double layer_flops(const glm_config *c, int li, double pos)
     return 2 * w;
 }
 
-/* The decode or prefill op profile: each mark's time from the run's first (us) into m. */
+/* The decode or prefill op profile: each mark's time from the run's first (us) into m, once the
+ * device has finished. */
 static int read_marks(cuda_backend *cb, op_mark *m)
 {
     if (cudaDeviceSynchronize() != cudaSuccess)
         return -1;
-    for (int i = 0; i < cb->prof.n; i++) {
-        float ms = 0;
-        if (i > 0 && eng_event_ms(cb->prof.ev[0], cb->prof.ev[i], &ms))
-            return -1;
-        m[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], ms * 1000.0};
-    }
-    return 0;
+    return op_marks_read(cb, m);
 }
 
 /* The op profile of the last profiled run (bench/op_profile.c attributes the two streams); a

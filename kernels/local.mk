@@ -108,10 +108,10 @@ tests_gpu_test_devices_gpu_LDADD = $(glmchat_LDADD)
 # the CUDA backend against the CPU one, and its benchmark (tests/gpu/engine.sh runs both)
 check_PROGRAMS += tests/gpu/test_cuda_engine bench/bench_cuda_engine
 tests_gpu_test_cuda_engine_SOURCES = tests/gpu/test_cuda_engine.c bench/op_profile.c \
-	bench/op_profile.h
+	bench/op_profile.h bench/op_marks.h
 tests_gpu_test_cuda_engine_LDADD = $(glmchat_LDADD)
 bench_bench_cuda_engine_SOURCES = bench/bench_cuda_engine.c bench/decode_tables.c bench/decode_tables.h \
-	bench/op_profile.c bench/op_profile.h \
+	bench/op_profile.c bench/op_profile.h bench/op_marks.h \
 	bench/long_prefill.c bench/long_prefill.h
 bench_bench_cuda_engine_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 bench_bench_cuda_engine_LDADD = $(glmchat_LDADD) -lcublas

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "bench/op_marks.h"
 #include "bench/op_profile.h"
 #include "tests/gpu/cuda_env.h"
 #include "cuda/cuda_internal.h"
@@ -436,18 +437,6 @@ static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int 
     free(got);
 }
 
-/* Each mark of the profiled graph's last replay, us from its first, into m (n of them). */
-static int read_marks(const cuda_backend *cb, op_mark *m)
-{
-    for (int i = 0; i < cb->prof.n; i++) {
-        float ms = 0;
-        if (i > 0 && eng_event_ms(cb->prof.ev[0], cb->prof.ev[i], &ms))
-            return -1;
-        m[i] = (op_mark){cb->prof.what[i], cb->prof.side[i], ms * 1000.0};
-    }
-    return 0;
-}
-
 /* The profiled graph replayed between two events of this stream (e0 before, e1 after): its marks
  * must all fall between them, so each replay records them anew; *whole_us: e0 to e1. */
 static int replay_between(cuda_backend *cb, void *g, op_mark *m, double *whole_us, int *inside)
@@ -457,7 +446,7 @@ static int replay_between(cuda_backend *cb, void *g, op_mark *m, double *whole_u
     int rc = eng_event_new(&e0) || eng_event_new(&e1) || eng_event_record(e0, cb->stream) ||
              eng_graph_launch(g, cb->stream) || eng_event_record(e1, cb->stream) ||
              eng_event_ms(e0, e1, &ms) || eng_event_ms(e0, cb->prof.ev[0], &before) ||
-             eng_event_ms(cb->prof.ev[cb->prof.n - 1], e1, &after) || read_marks(cb, m);
+             eng_event_ms(cb->prof.ev[cb->prof.n - 1], e1, &after) || op_marks_read(cb, m);
     *whole_us = ms * 1000.0;
     *inside = before >= 0 && after >= 0;
     eng_event_free(e0);
