@@ -554,6 +554,14 @@ __device__ __forceinline__ void q_fragments(const float4 (&q)[2][4], uint32_t (&
     }
 }
 
+// Where column col of a latent cache row starts (e4m3: a byte a value, bf16: two).
+template <bool FP8>
+__device__ __forceinline__ const unsigned char *row_at(const eng_cache &lat, int row, int col)
+{
+    return static_cast<const unsigned char *>(lat.rows) +
+           ((size_t)(uint32_t)row * kMqR + col) * (FP8 ? 1 : 2);
+}
+
 // Bytes of a cache row from column col: 16 (e4m3) or 32 (bf16) for the scores' loads.
 template <bool FP8>
 struct mq_row16 {
@@ -564,8 +572,7 @@ template <bool FP8>
 __device__ __forceinline__ mq_row16<FP8> load_row16(const eng_cache &lat, int row, int col)
 {
     mq_row16<FP8> r;
-    const unsigned char *p = static_cast<const unsigned char *>(lat.rows) +
-                             ((size_t)(uint32_t)row * kMqR + col) * (FP8 ? 1 : 2);
+    const unsigned char *p = row_at<FP8>(lat, row, col);
     r.w[0] = __ldg(reinterpret_cast<const uint4 *>(p));
     if constexpr (!FP8)
         r.w[1] = __ldg(reinterpret_cast<const uint4 *>(p) + 1);
@@ -605,8 +612,7 @@ template <bool FP8>
 __device__ __forceinline__ mq_row8<FP8> load_row8(const eng_cache &lat, int row, int col)
 {
     mq_row8<FP8> r;
-    const unsigned char *p = static_cast<const unsigned char *>(lat.rows) +
-                             ((size_t)(uint32_t)row * kMqR + col) * (FP8 ? 1 : 2);
+    const unsigned char *p = row_at<FP8>(lat, row, col);
     if constexpr (FP8) {
         uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
         r.w[0] = v.x, r.w[1] = v.y;
