@@ -766,8 +766,8 @@ __global__ void unscale_kernel(float *__restrict__ y, int T, int rows, int vec,
         y[i] = gemm_fp16x2_scale(y[i], -(row_shift[i / rows] + s));
 }
 
-// The bytes of w's fp16 copy (twice side by side for a narrow weight); the mode takes the BF16
-// weights whose copy fits ENG_GEMM_HALF_BYTES (engine.h).
+// The bytes of w's fp16 copy (twice side by side for a narrow weight); the two-part form takes
+// the BF16 weights whose copy fits ENG_GEMM_HALF_BYTES (engine.h).
 size_t half_copy_bytes(const eng_mat *w)
 {
     return (concat_parts(w) ? 4 : 2) * (size_t)w->rows * (size_t)w->cols;
