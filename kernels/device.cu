@@ -98,6 +98,18 @@ extern "C" int kern_device_describe(int dev, char *name, int n)
     return 0;
 }
 
+// A kernel that does nothing, for asking whether this build carries code for the device.
+__global__ void arch_probe_kernel() {}
+
+extern "C" int kern_device_runs_build(void)
+{
+    cudaFuncAttributes a;
+    cudaError_t rc = cudaFuncGetAttributes(&a, arch_probe_kernel);
+    if (rc != cudaSuccess)
+        cudaGetLastError();
+    return (int)rc;
+}
+
 extern "C" int kern_malloc(void **ptr, size_t bytes)
 {
     return (int)cudaMalloc(ptr, bytes);

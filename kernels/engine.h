@@ -277,6 +277,11 @@ int eng_kda_step_decode(const float *q, const float *k, const float *v, float *s
                         const float *dt_bias, int has_lb, float lb, float *S, float *o,
                         float *trail, const float *gate, const float *w, float eps,
                         const eng_kda_lowrank *lr, void *stream);
+/* How many clusters of eng_kda_step_decode's (ceil(dk / 32) blocks of 256 threads, reading each
+ * other's shared memory) this device holds at once, into *clusters: 0 means it cannot launch the
+ * step at all. Returns 0 or the CUDA error code (a device without clusters, a build without this
+ * device's architecture); -1 for H < 1 or dk outside 1..128. */
+int eng_kda_step_clusters(int H, int dk, int *clusters);
 /* o_h <- rmsnorm(o_h) * w * sigmoid(gate_h) per head. */
 int eng_kda_out_norm(float *o, const float *gate, const float *w, int T, int H, int dk, float eps,
                      void *stream);

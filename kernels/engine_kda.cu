@@ -1059,6 +1059,30 @@ extern "C" int eng_kda_step_decode(const float *q, const float *k, const float *
     return (int)cudaGetLastError();
 }
 
+extern "C" int eng_kda_step_clusters(int H, int dk, int *clusters)
+{
+    *clusters = 0;
+    if (H < 1 || dk < 1 || dk > 32 * kPrepSlots)
+        return -1;
+    int ncb = (int)blocks_for((size_t)dk, 32);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = ncb;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(H, ncb);
+    cfg.blockDim = dim3(kStepThreads);
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    // the decode form (with its prep) is the one every decode step launches; both forms share
+    // the block shape, so one answer holds for eng_kda_scan_norm too
+    cudaError_t rc = cudaOccupancyMaxActiveClusters(clusters, step_cluster_kernel<true>, &cfg);
+    if (rc != cudaSuccess)
+        cudaGetLastError();
+    return (int)rc;
+}
+
 extern "C" int eng_kda_scan(float *S, const float *q, const float *k, const float *v, const float *g,
                             const float *beta, int T, int H, int dk, float *o, void *stream)
 {

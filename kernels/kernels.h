@@ -17,6 +17,11 @@ int kern_device_count(void);
  * Returns 0, or a CUDA error code. */
 int kern_device_describe(int dev, char *name, int n);
 
+/* 0 when this build's kernels carry code the current device runs; else the CUDA error
+ * (cudaErrorNoKernelImageForDevice: built for other architectures than this GPU's, see
+ * configure's CUDA_ARCHS). */
+int kern_device_runs_build(void);
+
 /* 1 when the kernels go out as programmatic dependent launches (kernels/launch.cuh): the
  * default; kern_set_pdl(0) (the engine's cuda.pdl_off) turns them into plain stream-ordered
  * launches, for measuring one against the other. Process-wide. */

@@ -346,6 +346,34 @@ static size_t need_at(void *ctx, int chunk)
     return plan_at(n->be, n->set, n->ranks, chunk, &p, &e) ? SIZE_MAX : p.total;
 }
 
+/* What the kernels need of the GPU, said by name before anything is placed: code for its
+ * architecture in this build, and (for a model with KDA layers) thread-block clusters for the KDA
+ * decode step, the one kernel launched in clusters. */
+static glm_status check_device(const glm_config *c, glm_error *err)
+{
+    char name[160] = "this GPU";
+    kern_device_describe(0, name, (int)sizeof name);
+    int rc = kern_device_runs_build();
+    if (rc)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: glmchat's kernels were not "
+                             "built for %s (%s); rebuild with ./configure CUDA_ARCHS=\"<its sm "
+                             "number>\", or use --backend cpu", name, kern_error_string(rc));
+    int kda = 0;
+    for (int li = 0; li < c->num_layers; li++)
+        kda |= c->attn[li] == GLM_ATTN_KDA;
+    if (!kda)
+        return GLM_OK;
+    int clusters = 0;
+    rc = eng_kda_step_clusters(c->kda_heads, c->kda_head_dim, &clusters);
+    if (rc || clusters < 1)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: the KDA decode step runs "
+                             "in thread-block clusters of %d blocks sharing their shared memory, "
+                             "and %s cannot launch them (%s); use --backend cpu",
+                             (c->kda_head_dim + 31) / 32, name,
+                             rc ? kern_error_string(rc) : "it holds no such cluster at once");
+    return GLM_OK;
+}
+
 glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *set, engine_backend *out,
                                   glm_error *err)
 {
@@ -367,6 +395,10 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend takes hc_mult <= 16, KDA "
                              "head_dim <= 128 and conv kernels <= 17 (this model: %d, %d, %d); use "
                              "--backend cpu", c->hc_mult, c->kda_head_dim, c->kda_conv_kernel);
+    }
+    if ((st = check_device(c, err))) {
+        free(be);
+        return st;
     }
     int ranks = cuda_plan_ranks_of(c->vocab_size, m->w.lm_head.rows);
     if (ranks == 0) {
