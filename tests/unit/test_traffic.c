@@ -280,20 +280,24 @@ START_TEST(profile_groups_cover_the_step)
                               {"the HC collapse and norm", 6},
                               {"the HC mixing product (split)", 4},
                               {"the EXL3 experts", 8},
-                              {"a label nobody knows", 3}};
+                              {"a label nobody knows", 3},
+                              {"the LM head", 7},
+                              {"the logits' copy", 1}};
     glm_projection_op ops[64];
     const char *unknown[4];
-    int n = glm_projection_from_profile(times, 5, 0.5, &measured, &target, ops, unknown, 4);
+    int n = glm_projection_from_profile(times, 7, 0.5, &measured, &target, ops, unknown, 4);
     ck_assert_int_eq(n, 1);
     ck_assert_str_eq(unknown[0], "a label nobody knows");
     double sum = 0;
-    int hc = -1, routed = -1;
+    int hc = -1, routed = -1, head = -1;
     for (int g = 0; g < glm_decode_group_count; g++) {
         sum += ops[g].calls * ops[g].target_bytes;
         if (strcmp(ops[g].name, "HC mix, collapse + norm, update") == 0)
             hc = g;
         if (strcmp(ops[g].name, "routed experts (top-k)") == 0)
             routed = g;
+        if (strcmp(ops[g].name, "LM head") == 0)
+            head = g;
     }
     ck_assert_double_eq_tol(sum, glm_traffic_bytes(&target), 1e-6);
     ck_assert_int_ge(hc, 0);
@@ -303,6 +307,9 @@ START_TEST(profile_groups_cover_the_step)
     ck_assert_double_eq(ops[hc].measured_bytes, 18432);
     ck_assert_double_eq_tol(ops[routed].measured_us, 4, 1e-12);
     ck_assert_double_eq(ops[routed].target_bytes, 52992);
+    /* the logits' copy is the head's (its output to the host): (7 + 1) x 0.5 over its 1 call */
+    ck_assert_int_ge(head, 0);
+    ck_assert_double_eq_tol(ops[head].measured_us, 4, 1e-12);
     /* the unknown label's time stays, once, at no bytes */
     glm_projection_op *other = &ops[glm_decode_group_count];
     ck_assert_double_eq(other->calls, 1);
