@@ -700,11 +700,9 @@ __device__ __forceinline__ void rows_sum(float (&acc)[T], float (*red)[T], int w
 // the same order, so a row's bits are the general kernel's. At one token 48 registers against
 // its 108: 5 blocks an SM against 2. Six blocks need 40 registers and spill, and trimming the
 // general kernel to 64 registers instead slows its many-token calls: five is the timed best.
-#ifndef GEMV_PLAIN_MIN_BLOCKS
-#define GEMV_PLAIN_MIN_BLOCKS 5 // blocks an SM the one-token kernel's registers are cut for
-#endif
+constexpr int kGemvPlainMinBlocks = 5; // blocks an SM the one-token kernel's registers are cut for
 template <int T>
-__global__ void __launch_bounds__(256, T == 1 ? GEMV_PLAIN_MIN_BLOCKS : 1)
+__global__ void __launch_bounds__(256, T == 1 ? kGemvPlainMinBlocks : 1)
     gemv_plain_kernel(plain_jobs js)
 {
     pdl_trigger();
