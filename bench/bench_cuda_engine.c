@@ -294,8 +294,8 @@ static int collect_profile(cuda_backend *cb, op_profile *p)
  * and, for ops on the side stream, their own time there; with alone (else NULL), each op's
  * kernels replayed alone (us summed over its calls; negative: not timed) and kernels[k] how many
  * kernel nodes op k has (none: a copy). */
-static void print_profile_alone(const op_profile *p, const double *alone, const int *kernels,
-                                const char *title)
+static void print_profile_alone(const op_profile *p, const double *alone, const double *chain,
+                                const int *kernels, const char *title)
 {
     int shown[OP_PROFILE_MAX] = {0};
     printf("\n-- %s: %.1f us in all on the main stream", title, p->total_us);
@@ -324,18 +324,22 @@ static void print_profile_alone(const op_profile *p, const double *alone, const 
             printf(" | alone (no kernel)");
         else if (alone)
             printf(" | alone %6.1f us/call", alone[best] / calls);
+        if (chain && alone && alone[best] >= 0 && kernels[best] > 0)
+            printf(", chained %6.1f", chain[best] / calls);
         printf("\n");
     }
 }
 
 static void print_profile(const op_profile *p, const char *title)
 {
-    print_profile_alone(p, NULL, NULL, title);
+    print_profile_alone(p, NULL, NULL, NULL, title);
 }
 
 /* The decode step's op profile as the graph runs it (cuda_decode_graph_profiled: a graph of its
  * own with an event record node after each op; the step's own graph untouched). */
-enum { GRAPH_PROFILE_REPLAYS = 20, GRAPH_TIMING_REPS = 50 };
+/* KERNEL_CHAIN: copies of a kernel node one after another in one graph, the second way of timing
+ * it alone (its time in a graph without the launch of a graph of one node each time) */
+enum { GRAPH_PROFILE_REPLAYS = 20, GRAPH_TIMING_REPS = 50, KERNEL_CHAIN = 16 };
 typedef struct graph_profile {
     op_profile prof;    /* from the mean of GRAPH_PROFILE_REPLAYS replays' mark times */
     int marks;          /* event record nodes in the profiled graph */
@@ -345,6 +349,8 @@ typedef struct graph_profile {
     /* per op of prof: its kernel nodes each replayed alone (kernel_alone_us), summed over its
      * calls; -1 where one of them could not be; alone_total over all ops timed */
     double alone_us[OP_PROFILE_MAX], alone_total;
+    /* the same with each kernel node timed as KERNEL_CHAIN copies in one graph (a copy's share) */
+    double chain_us[OP_PROFILE_MAX], chain_total;
     int op_kernels[OP_PROFILE_MAX];   /* kernel nodes of each op (all its calls) */
     int alone_kernels, alone_missing; /* kernel nodes timed alone, and not */
 } graph_profile;
@@ -363,21 +369,29 @@ static int same_cluster(cudaGraphNode_t k, cudaGraphNode_t copy)
            want.clusterDim.z == got.clusterDim.z;
 }
 
-/* Microseconds of kernel node k replayed alone: one node with k's parameters and attributes (a
- * cluster kernel's shape among them, checked) in a graph of its own, GRAPH_TIMING_REPS launches
- * back to back (graph_us); -1 when that graph cannot be made or run. */
-static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st)
+/* Microseconds of kernel node k replayed alone: `chain` nodes with k's parameters and attributes
+ * (a cluster kernel's shape among them, checked), each after the one before, in a graph of their
+ * own, launched back to back (graph_us; GRAPH_TIMING_REPS kernels a chain of one, at least
+ * GRAPH_TIMING_REPS / chain launches of a longer one); a node's share. A chain of one carries a
+ * graph's launch each time; a longer one the dependency between two nodes of a graph, as the
+ * step does (without its programmatic edges). -1 when that graph cannot be made or run. */
+static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st, int chain)
 {
     struct cudaKernelNodeParams p;
     cudaGraph_t one = NULL;
-    cudaGraphNode_t node;
+    cudaGraphNode_t node = NULL, prev = NULL;
     cudaGraphExec_t ex = NULL;
     int bad = cudaGraphKernelNodeGetParams(k, &p) != cudaSuccess ||
-              cudaGraphCreate(&one, 0) != cudaSuccess ||
-              cudaGraphAddKernelNode(&node, one, NULL, 0, &p) != cudaSuccess ||
-              cudaGraphKernelNodeCopyAttributes(node, k) != cudaSuccess ||
-              !same_cluster(k, node) || cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
-    double us = bad ? -1 : graph_us(ex, st, GRAPH_TIMING_REPS);
+              cudaGraphCreate(&one, 0) != cudaSuccess;
+    for (int i = 0; !bad && i < chain; i++) {
+        bad = cudaGraphAddKernelNode(&node, one, prev ? &prev : NULL, prev ? 1 : 0, &p) !=
+                  cudaSuccess ||
+              cudaGraphKernelNodeCopyAttributes(node, k) != cudaSuccess || !same_cluster(k, node);
+        prev = node;
+    }
+    bad = bad || cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
+    int reps = (GRAPH_TIMING_REPS + chain - 1) / chain;
+    double us = bad ? -1 : graph_us(ex, st, reps) / chain;
     if (ex)
         cudaGraphExecDestroy(ex);
     if (one)
@@ -415,7 +429,7 @@ static int push_dependencies(cudaGraphNode_t x, cudaGraphNode_t *stack, cudaGrap
 static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, size_t n,
                            unsigned char *seen, cudaStream_t st, int k, graph_profile *gp)
 {
-    double *us = &gp->alone_us[k];
+    double *us = &gp->alone_us[k], *cus = &gp->chain_us[k];
     size_t cap = 2 * n + 1; /* a node is expanded once, each stacked once per edge into it */
     cudaGraphNode_t *stack = malloc(cap * sizeof *stack);
     cudaGraphEdgeData *edges = malloc(cap * sizeof *edges);
@@ -437,13 +451,14 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
             continue;
         }
         gp->op_kernels[k]++;
-        double k_us = kernel_alone_us(x, st);
-        if (k_us < 0 || *us < 0) {
+        double k_us = kernel_alone_us(x, st, 1), c_us = kernel_alone_us(x, st, KERNEL_CHAIN);
+        if (k_us < 0 || c_us < 0 || *us < 0) {
             gp->alone_missing++;
-            *us = -1;
+            *us = *cus = -1;
         } else {
             gp->alone_kernels++;
             *us += k_us;
+            *cus += c_us;
         }
         rc = push_dependencies(x, stack, edges, &top, cap);
     }
@@ -485,8 +500,10 @@ static int time_ops_alone(cudaGraph_t g, const cu_prof *prof, cudaStream_t st, g
             continue;
         rc = time_op_kernels(nodes[i], nodes, n, seen, st, k, gp);
     }
-    for (int k = 0; rc == 0 && k < gp->prof.n; k++)
+    for (int k = 0; rc == 0 && k < gp->prof.n; k++) {
         gp->alone_total += gp->alone_us[k] > 0 ? gp->alone_us[k] : 0;
+        gp->chain_total += gp->chain_us[k] > 0 ? gp->chain_us[k] : 0;
+    }
     free(nodes);
     free(seen);
     return rc;
@@ -540,8 +557,8 @@ static int profile_in_graph(cuda_state *s, graph_profile *gp, glm_error *err)
         printf("WARNING: the in-graph profile's ops could not be timed alone: walking the "
                "profiled graph failed (%s)\n", cudaGetErrorString(cudaGetLastError()));
         for (int k = 0; k < OP_PROFILE_MAX; k++)
-            gp->alone_us[k] = -1;
-        gp->alone_total = 0;
+            gp->alone_us[k] = gp->chain_us[k] = -1;
+        gp->alone_total = gp->chain_total = 0;
     }
     eng_graph_free(g);
     eng_graph_destroy(captured);
@@ -554,7 +571,7 @@ static void print_graph_profile(const graph_profile *gp)
     char title[200];
     snprintf(title, sizeof title, "decode op profile (in the graph: event nodes between ops; "
              "the mean of %d replays)", GRAPH_PROFILE_REPLAYS);
-    print_profile_alone(&gp->prof, gp->alone_us, gp->op_kernels, title);
+    print_profile_alone(&gp->prof, gp->alone_us, gp->chain_us, gp->op_kernels, title);
     printf("profiled graph: %.1f us a launch (%d event nodes) against the step's own graph %.1f "
            "us, both %d launches back to back: the nodes, and the programmatic launches they "
            "turn into full dependencies, cost %.1f us (%.2f us a node; the profiled graph is "
@@ -566,8 +583,10 @@ static void print_graph_profile(const graph_profile *gp)
            GRAPH_PROFILE_REPLAYS);
     printf("kernels alone: %d kernel nodes, each replayed in a graph of its own (%d launches back "
            "to back), %.1f us summed over the step (\"alone\": per op and call; no launch gaps, "
-           "no overlap, inputs in cache); %d could not be timed alone (their ops say so)\n",
-           gp->alone_kernels, GRAPH_TIMING_REPS, gp->alone_total, gp->alone_missing);
+           "no overlap, inputs in cache); %d could not be timed alone (their ops say so); "
+           "\"chained\": each as %d copies one after another in one graph, %.1f us summed\n",
+           gp->alone_kernels, GRAPH_TIMING_REPS, gp->alone_total, gp->alone_missing, KERNEL_CHAIN,
+           gp->chain_total);
 }
 
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
@@ -1978,6 +1997,17 @@ int main(int argc, char **argv)
     if (have_alone)
         print_projection(sms, &alone, "the main stream's ops' kernels each replayed alone (the one "
                          "bench/BENCHMARKS.md uses)", c, &run, step_us, bw);
+    op_profile chained;
+    int have_chained = have_alone && op_profile_alone(&in_graph.prof, in_graph.chain_us,
+                                                      in_graph.op_kernels, &chained, why,
+                                                      sizeof why) == 0;
+    if (have_chained)
+        print_projection(sms, &chained, "the same kernels each timed as copies one after another "
+                         "in one graph (for comparison: no graph launch in each kernel's time)",
+                         c, &run, step_us, bw);
+    else if (have_alone)
+        printf("FAIL: the projection from the ops' kernels chained: %s\n", why);
+    failed |= have_alone && !have_chained;
     if (graph_profiled)
         print_projection(sms, &in_graph.prof, "the in-graph decode op profile (for comparison: "
                          "its event nodes cost each op a few us)", c, &run, step_us, bw);
