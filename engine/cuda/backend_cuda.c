@@ -354,10 +354,13 @@ static glm_status check_device(const glm_config *c, glm_error *err)
     char name[160] = "this GPU";
     kern_device_describe(0, name, (int)sizeof name);
     int rc = kern_device_runs_build();
-    if (rc)
+    if (rc) {
+        const char *sm = strstr(name, " sm_"); /* kern_device_describe ends with " sm_<cc>" */
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: glmchat's kernels were not "
-                             "built for %s (%s); rebuild with ./configure CUDA_ARCHS=\"<its sm "
-                             "number>\", or use --backend cpu", name, kern_error_string(rc));
+                             "built for %s (%s); rebuild for it (./configure CUDA_ARCHS=\"%s\" "
+                             "&& make), or use --backend cpu", name, kern_error_string(rc),
+                             sm ? sm + 4 : "<its sm number>");
+    }
     int kda = 0;
     for (int li = 0; li < c->num_layers; li++)
         kda |= c->attn[li] == GLM_ATTN_KDA;
