@@ -1241,6 +1241,11 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
 static void print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
                                      int q4, double cub_flops, double bw)
 {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
+        printf("FAIL: prefill projection: the GPU's multiprocessor count could not be read\n");
+        return;
+    }
     glm_config full, half;
     real_config(&full, 45);
     full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
@@ -1253,33 +1258,41 @@ static void print_prefill_projection(const op_profile *prof, const glm_config *c
     glm_prefill_costs(&half, rows, pos, &there_f, tf, tb);
     for (int i = 0; i < prof->n; i++)
         us[glm_prefill_group_of(prof->op[i].label)] += prof->op[i].us;
+    glm_prefill_here here = {cub_flops, bw, sms};
+    double rest_scale = (double)full.num_layers / c->num_layers; /* the rest runs whole a rank */
     printf("\n-- prefill projection: a chunk of %d rows at position %d, the real 45 layers on two "
-           "DGX Sparks (a rank: %.0f GB/s, %.1f TFLOP/s bf16 dense assumed, exchanges over %.0f "
-           "GB/s + %.0f us); here: cuBLAS bf16 %.0f TFLOP/s and copy %.0f GB/s of this run; "
-           "'at eff': there at the fraction of its floor each group ran at here\n",
-           rows, pos, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.link_bytes_per_s / 1e9,
-           t.exchange_us, cub_flops / 1e12, bw / 1e9);
-    printf("%-36s %10s %6s %10s %10s %7s | %10s %10s %10s %10s\n", "op group", "here us", "share",
-           "GFLOP", "MB", "here flr", "GFLOP/rank", "MB/rank", "floor us", "at eff us");
-    double total = prof->total_us > 0 ? prof->total_us : 1, sum_floor = 0, sum_eff = 0;
+           "DGX Sparks (a rank: %.0f GB/s, %.1f TFLOP/s bf16 dense assumed, %d SMs, exchanges over "
+           "%.0f GB/s + %.0f us); here: cuBLAS bf16 %.0f TFLOP/s and copy %.0f GB/s of this run, %d "
+           "SMs; 'at eff': there at the fraction of its floor each group ran at here (pessimistic "
+           "for integer-bound work); 'by SM': its time here times the work and %d/%d (optimistic); "
+           "formulas in model/prefill_projection.h\n",
+           rows, pos, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.sms, t.link_bytes_per_s / 1e9,
+           t.exchange_us, cub_flops / 1e12, bw / 1e9, sms, sms, t.sms);
+    printf("%-36s %10s %6s %10s %10s %7s | %10s %10s %10s %10s %10s\n", "op group", "here us",
+           "share", "GFLOP", "MB", "here flr", "GFLOP/rank", "MB/rank", "floor us", "by SM us",
+           "at eff us");
+    double total = prof->total_us > 0 ? prof->total_us : 1, sum_floor = 0, sum_eff = 0, sum_sm = 0;
     for (int g = 0; g < GLM_PF_GROUPS; g++) {
-        double fl, eff;
-        glm_project_prefill_group(us[g], hf[g], hb[g], cub_flops, bw, tf[g], tb[g], &t, &fl, &eff);
+        double fl, eff, by_sm;
+        glm_project_prefill_group(us[g], hf[g], hb[g], &here, tf[g], tb[g], rest_scale, &t, &fl,
+                                  &eff, &by_sm);
         double here_floor = fmax(hf[g] / cub_flops, hb[g] / bw) * 1e6;
-        printf("%-36s %10.0f %5.1f%% %10.1f %10.1f %6.0f%% | %10.1f %10.1f %10.0f %10.0f\n",
+        printf("%-36s %10.0f %5.1f%% %10.1f %10.1f %6.0f%% | %10.1f %10.1f %10.0f %10.0f %10.0f\n",
                glm_prefill_group_names[g], us[g], 100 * us[g] / total, hf[g] / 1e9, hb[g] / 1e6,
                us[g] > 0 && here_floor > 0 ? 100 * here_floor / us[g] : 0.0, tf[g] / 1e9,
-               tb[g] / 1e6, fl, eff);
+               tb[g] / 1e6, fl, by_sm, eff);
         sum_floor += fl;
         sum_eff += eff;
+        sum_sm += by_sm;
     }
     double ex = glm_prefill_exchange_us(&t, full.num_layers, rows, full.hidden_size);
     printf("exchanges: %d x %.1f MB a chunk: %.0f us\n", 2 * full.num_layers,
            (double)rows * full.hidden_size * 4 / 1e6, ex);
-    printf("two Sparks, chunks of %d at %d: at the floor %.0f tok/s (%.0f us a chunk); at this "
-           "run's efficiency %.0f tok/s (%.0f us); the recipe: ~1,950 tok/s to 64k (research/seed.md)\n",
+    printf("two Sparks, chunks of %d at %d: at the floor %.0f tok/s (%.0f us a chunk); between %.0f "
+           "tok/s at this run's efficiency (%.0f us) and %.0f tok/s by SM (%.0f us); the recipe: "
+           "~1,950 tok/s to 64k (research/seed.md)\n",
            rows, pos, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
-           sum_eff + ex);
+           sum_eff + ex, rows / ((sum_sm + ex) * 1e-6), sum_sm + ex);
 }
 
 /* The grouped EXL3 experts' kernels (kern_exl3_set_grouped) over one prefill of n tokens each:

@@ -11,7 +11,10 @@
  * indexer's pooled scores; bytes: kv_b, the cache rows up to the chunk's end once, the rows.
  * Projection per group (the same method as projection.c's decode one, with FLOPs beside bytes):
  * the group's floor on each machine is max(FLOPs / rate, bytes / bandwidth); a group that ran
- * at some fraction of its floor here is taken to run at the same fraction there. */
+ * at some fraction of its floor here is taken to run at the same fraction there (pessimistic
+ * where its time here went to integer work: the target's tensor rate and bandwidth shrink far
+ * more than its multiprocessors), or its time here scaled by the work and the multiprocessors
+ * (optimistic); the header gives both formulas. */
 #include "model/prefill_projection.h"
 
 #include <math.h>
@@ -141,18 +144,24 @@ void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_pref
 }
 
 void glm_project_prefill_group(double measured_us, double here_flops, double here_bytes,
-                               double here_flops_per_s, double here_bytes_per_s,
-                               double target_flops, double target_bytes,
-                               const glm_prefill_target *t, double *floor_us, double *at_eff_us)
+                               const glm_prefill_here *h, double target_flops, double target_bytes,
+                               double rest_scale, const glm_prefill_target *t, double *floor_us,
+                               double *at_eff_us, double *by_sm_us)
 {
-    double here = fmax(here_flops_per_s > 0 ? here_flops / here_flops_per_s : 0,
-                       here_bytes_per_s > 0 ? here_bytes / here_bytes_per_s : 0) * 1e6;
+    double here = fmax(h->flops_per_s > 0 ? here_flops / h->flops_per_s : 0,
+                       h->bytes_per_s > 0 ? here_bytes / h->bytes_per_s : 0) * 1e6;
     double there = fmax(target_flops / t->flops_per_s, target_bytes / t->bytes_per_s) * 1e6;
+    double sm_ratio = (double)h->sms / t->sms;
     *floor_us = there;
-    if (here > 0)
+    if (here > 0) {
+        double work = fmax(h->flops_per_s > 0 ? target_flops / h->flops_per_s : 0,
+                           h->bytes_per_s > 0 ? target_bytes / h->bytes_per_s : 0) * 1e6 / here;
         *at_eff_us = there * measured_us / here;
-    else
-        *at_eff_us = measured_us * here_bytes_per_s / t->bytes_per_s;
+        *by_sm_us = fmax(there, measured_us * work * sm_ratio);
+    } else {
+        *at_eff_us = measured_us * rest_scale * h->bytes_per_s / t->bytes_per_s;
+        *by_sm_us = measured_us * rest_scale * sm_ratio;
+    }
 }
 
 double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows, int hidden)

@@ -39,6 +39,7 @@ void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_pref
 /* The machine a chunk is projected onto. */
 typedef struct glm_prefill_target {
     double flops_per_s;      /* dense bf16 (fp16) tensor rate with f32 accumulation */
+    int sms;                 /* multiprocessors (integer and scalar work scales with them) */
     double bytes_per_s;      /* memory bandwidth */
     double link_bytes_per_s; /* the rank exchange's link */
     double exchange_us;      /* the fixed cost of one exchange */
@@ -49,17 +50,35 @@ typedef struct glm_prefill_target {
  * for bf16, halved again for f32 accumulation on this GeForce-class tensor core - an
  * assumption the bench prints); one RDMA rail 12 GB/s (ib_write_bw ~96 Gb/s a rail,
  * research/comms.md) and 11 us an exchange. */
-#define GLM_PREFILL_SPARKS ((glm_prefill_target){62.5e12, 273e9, 12e9, 11.0})
+#define GLM_PREFILL_SPARKS ((glm_prefill_target){62.5e12, 48, 273e9, 12e9, 11.0})
 
-/* One group's projection, per chunk, in microseconds:
+/* The machine the chunk ran on: its measured rates and its multiprocessors. */
+typedef struct glm_prefill_here {
+    double flops_per_s, bytes_per_s; /* cuBLAS bf16 and copy bandwidth, measured in the run */
+    int sms;
+} glm_prefill_here;
+
+/* One group's projection, per chunk, in microseconds (rest_scale: for a group of no counted
+ * FLOPs or bytes, GLM_PF_REST, the target's calls of its ops over here's: its layers over here's,
+ * those ops running whole on every rank):
  *   here   = max(here FLOPs / here rate, here bytes / here bandwidth)     its floor here
  *   floor  = max(target FLOPs / target rate, target bytes / target bandwidth)
- *   at_eff = floor x measured / here  (the same fraction of its floor as it ran here; where
- *            here is 0 (GLM_PF_REST): measured x here bandwidth / target bandwidth) */
+ *   work   = max(target FLOPs / here rate, target bytes / here bandwidth) / here: the target's
+ *            work over here's, both at here's rates
+ *   at_eff = floor x measured / here: the same fraction of its floor as it ran here, all of the
+ *            time as if bound by the tensor cores or memory, which the target has 14x and 11x
+ *            less of (the pessimistic reading); where here is 0, measured x rest_scale x here
+ *            bandwidth / target bandwidth
+ *   by_sm  = max(floor, measured x work x here SMs / target SMs): all of the time as if bound by
+ *            the multiprocessors' integer and scalar pipes (2.75x fewer: the optimistic reading;
+ *            a kernel bound by the trellis decode here, as the grouped EXL3 experts are, moves so);
+ *            where here is 0, measured x rest_scale x here SMs / target SMs
+ * A group's time there lies between by_sm and at_eff as far as its time here splits between the
+ * two kinds of work. */
 void glm_project_prefill_group(double measured_us, double here_flops, double here_bytes,
-                               double here_flops_per_s, double here_bytes_per_s,
-                               double target_flops, double target_bytes,
-                               const glm_prefill_target *t, double *floor_us, double *at_eff_us);
+                               const glm_prefill_here *h, double target_flops, double target_bytes,
+                               double rest_scale, const glm_prefill_target *t, double *floor_us,
+                               double *at_eff_us, double *by_sm_us);
 
 /* The rank exchanges of a chunk: two a layer (after the attention block and the FFN), each
  * rows x hidden f32 partial sums over the link plus its fixed cost. */

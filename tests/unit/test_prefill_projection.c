@@ -48,27 +48,43 @@ END_TEST
 
 START_TEST(group_projection_by_hand)
 {
-    glm_prefill_target t = {62.5e12, 273e9, 12e9, 11.0};
-    double floor_us, at_eff;
+    glm_prefill_target t = {62.5e12, 48, 273e9, 12e9, 11.0};
+    glm_prefill_here h = {1e14, 1e12, 132};
+    double floor_us, at_eff, by_sm;
     /* here: 1 GFLOP at 100 TFLOP/s = 10 us, 1 MB at 1 TB/s = 1 us, ran 100 us (a tenth of its
      * floor); there: 2 GFLOP at 62.5 TFLOP/s = 32 us over 5 MB / 273 GB/s = 18.3 us: 32 us, and
-     * at the same tenth 320 us */
-    glm_project_prefill_group(100, 1e9, 1e6, 1e14, 1e12, 2e9, 5e6, &t, &floor_us, &at_eff);
+     * at the same tenth 320 us; by SM: the work twice here's (2 GFLOP at here's rate 20 us against
+     * 10), so 100 x 2 x 132 / 48 = 550 us, over the floor */
+    glm_project_prefill_group(100, 1e9, 1e6, &h, 2e9, 5e6, 1, &t, &floor_us, &at_eff, &by_sm);
     ck_assert_double_eq_tol(floor_us, 32, 1e-9);
     ck_assert_double_eq_tol(at_eff, 320, 1e-9);
-    /* memory-bound there: 1 GB / 273 GB/s = 3663 us */
-    glm_project_prefill_group(100, 1e9, 1e6, 1e14, 1e12, 2e9, 1e9, &t, &floor_us, &at_eff);
+    ck_assert_double_eq_tol(by_sm, 550, 1e-9);
+    /* run at its floor here (10 us): by SM 10 x 2 x 2.75 = 55 us, at eff the floor 32 */
+    glm_project_prefill_group(10, 1e9, 1e6, &h, 2e9, 5e6, 1, &t, &floor_us, &at_eff, &by_sm);
+    ck_assert_double_eq_tol(at_eff, 32, 1e-9);
+    ck_assert_double_eq_tol(by_sm, 55, 1e-9);
+    /* memory-bound there: 1 GB / 273 GB/s = 3663 us; by SM: the work at here's rates is 1 GB at
+     * 1 TB/s = 1000 us, 100 times here's 10 us floor: 100 x 100 x 2.75 = 27,500 us; and never
+     * below the floor */
+    glm_project_prefill_group(100, 1e9, 1e6, &h, 2e9, 1e9, 1, &t, &floor_us, &at_eff, &by_sm);
     ck_assert_double_eq_tol(floor_us, 1e9 / 273e9 * 1e6, 1e-6);
-    /* no FLOPs or bytes counted (the rest): 50 us at 3 TB/s here, so 50 x 3000 / 273 there */
-    glm_project_prefill_group(50, 0, 0, 1e14, 3e12, 0, 0, &t, &floor_us, &at_eff);
+    ck_assert_double_eq_tol(by_sm, 27500, 1e-6);
+    glm_project_prefill_group(0.001, 1e9, 1e6, &h, 2e9, 1e9, 1, &t, &floor_us, &at_eff, &by_sm);
+    ck_assert_double_eq_tol(by_sm, floor_us, 1e-9);
+    /* no FLOPs or bytes counted (the rest): 50 us at 3 TB/s here over 16 layers, the target's 45
+     * whole on each rank: 50 x 45/16 x 3000 / 273 at eff, 50 x 45/16 x 132/48 by SM */
+    glm_prefill_here h3 = {1e14, 3e12, 132};
+    glm_project_prefill_group(50, 0, 0, &h3, 0, 0, 45.0 / 16, &t, &floor_us, &at_eff, &by_sm);
     ck_assert_double_eq_tol(floor_us, 0, 1e-12);
-    ck_assert_double_eq_tol(at_eff, 50 * 3e12 / 273e9, 1e-6);
+    ck_assert_double_eq_tol(at_eff, 50 * 45.0 / 16 * 3e12 / 273e9, 1e-6);
+    ck_assert_double_eq_tol(by_sm, 50 * 45.0 / 16 * 132 / 48, 1e-9);
     /* exchanges: 45 layers x 2 x (4096 x 4096 x 4 bytes / 12 GB/s + 11 us) */
     ck_assert_double_eq_tol(glm_prefill_exchange_us(&t, 45, 4096, 4096),
                             90 * (67108864 / 12e9 * 1e6 + 11), 1e-6);
     /* the Sparks' rates as the header states them */
     glm_prefill_target s = GLM_PREFILL_SPARKS;
-    ck_assert(s.flops_per_s == 62.5e12 && s.bytes_per_s == 273e9 && s.link_bytes_per_s == 12e9);
+    ck_assert(s.flops_per_s == 62.5e12 && s.sms == 48 && s.bytes_per_s == 273e9 &&
+              s.link_bytes_per_s == 12e9);
 }
 END_TEST
 
