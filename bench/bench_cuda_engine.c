@@ -324,8 +324,9 @@ static void print_profile_alone(const op_profile *p, const double *alone, const 
             printf(" | alone (no kernel)");
         else if (alone)
             printf(" | alone %6.1f us/call", alone[best] / calls);
-        if (chain && alone && alone[best] >= 0 && kernels[best] > 0)
-            printf(", chained %6.1f", chain[best] / calls);
+        if (chain && alone && kernels[best] > 0)
+            printf(chain[best] >= 0 ? ", chained %6.1f" : ", chained (not timed)",
+                   chain[best] / calls);
         printf("\n");
     }
 }
@@ -353,6 +354,7 @@ typedef struct graph_profile {
     double chain_us[OP_PROFILE_MAX], chain_total;
     int op_kernels[OP_PROFILE_MAX];   /* kernel nodes of each op (all its calls) */
     int alone_kernels, alone_missing; /* kernel nodes timed alone, and not */
+    int chain_missing;                /* kernel nodes whose chain could not be timed */
 } graph_profile;
 
 static double graph_us(cudaGraphExec_t ex, cudaStream_t st, int reps);
@@ -371,10 +373,10 @@ static int same_cluster(cudaGraphNode_t k, cudaGraphNode_t copy)
 
 /* Microseconds of kernel node k replayed alone: `chain` nodes with k's parameters and attributes
  * (a cluster kernel's shape among them, checked), each after the one before, in a graph of their
- * own, launched back to back (graph_us; GRAPH_TIMING_REPS kernels a chain of one, at least
- * GRAPH_TIMING_REPS / chain launches of a longer one); a node's share. A chain of one carries a
- * graph's launch each time; a longer one the dependency between two nodes of a graph, as the
- * step does (without its programmatic edges). -1 when that graph cannot be made or run. */
+ * own, GRAPH_TIMING_REPS launches back to back (graph_us); a node's share. A chain of one
+ * carries a graph's launch each time; a longer one a 1/chain share of it and the dependency
+ * between two nodes of a graph, as the step has (without its programmatic edges). -1 when that
+ * graph cannot be made or run. */
 static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st, int chain)
 {
     struct cudaKernelNodeParams p;
@@ -390,8 +392,7 @@ static double kernel_alone_us(cudaGraphNode_t k, cudaStream_t st, int chain)
         prev = node;
     }
     bad = bad || cudaGraphInstantiate(&ex, one, 0) != cudaSuccess;
-    int reps = (GRAPH_TIMING_REPS + chain - 1) / chain;
-    double us = bad ? -1 : graph_us(ex, st, reps) / chain;
+    double us = bad ? -1 : graph_us(ex, st, GRAPH_TIMING_REPS) / chain;
     if (ex)
         cudaGraphExecDestroy(ex);
     if (one)
@@ -452,12 +453,17 @@ static int time_op_kernels(cudaGraphNode_t mark, const cudaGraphNode_t *nodes, s
         }
         gp->op_kernels[k]++;
         double k_us = kernel_alone_us(x, st, 1), c_us = kernel_alone_us(x, st, KERNEL_CHAIN);
-        if (k_us < 0 || c_us < 0 || *us < 0) {
+        if (k_us < 0 || *us < 0) {
             gp->alone_missing++;
-            *us = *cus = -1;
+            *us = -1;
         } else {
             gp->alone_kernels++;
             *us += k_us;
+        }
+        if (c_us < 0 || *cus < 0) {
+            gp->chain_missing += c_us < 0;
+            *cus = -1;
+        } else {
             *cus += c_us;
         }
         rc = push_dependencies(x, stack, edges, &top, cap);
@@ -584,9 +590,10 @@ static void print_graph_profile(const graph_profile *gp)
     printf("kernels alone: %d kernel nodes, each replayed in a graph of its own (%d launches back "
            "to back), %.1f us summed over the step (\"alone\": per op and call; no launch gaps, "
            "no overlap, inputs in cache); %d could not be timed alone (their ops say so); "
-           "\"chained\": each as %d copies one after another in one graph, %.1f us summed\n",
+           "\"chained\": each as %d copies one after another in one graph, %.1f us summed, %d "
+           "chains could not be timed\n",
            gp->alone_kernels, GRAPH_TIMING_REPS, gp->alone_total, gp->alone_missing, KERNEL_CHAIN,
-           gp->chain_total);
+           gp->chain_total, gp->chain_missing);
 }
 
 /* The two-Spark projection (model/projection.c): each op group's bytes per rank at the Sparks'
@@ -1238,13 +1245,13 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
  * each op group's share here, its floor here and there at each machine's rates, and its time
  * there at the efficiency it had here (model/prefill_projection.c). */
-static void print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
-                                     int q4, double cub_flops, double bw)
+static int print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
+                                    int q4, double cub_flops, double bw)
 {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
         printf("FAIL: prefill projection: the GPU's multiprocessor count could not be read\n");
-        return;
+        return -1;
     }
     glm_config full, half;
     real_config(&full, 45);
@@ -1293,6 +1300,7 @@ static void print_prefill_projection(const op_profile *prof, const glm_config *c
            "~1,950 tok/s to 64k (research/seed.md)\n",
            rows, pos, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
            sum_eff + ex, rows / ((sum_sm + ex) * 1e-6), sum_sm + ex);
+    return 0;
 }
 
 /* The grouped EXL3 experts' kernels (kern_exl3_set_grouped) over one prefill of n tokens each:
@@ -1351,7 +1359,8 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         return -1;
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position 0)", chunk);
     print_profile(&prof, title);
-    print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw);
+    if (print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw))
+        return -1;
     for (int i = 0; i < n_sizes; i++) {
         largest = sizes[i] > largest ? sizes[i] : largest;
         smallest = sizes[i] < smallest ? sizes[i] : smallest;
@@ -1382,7 +1391,8 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position %d)",
                  chunk, np);
         print_profile(&prof, title);
-        print_prefill_projection(&prof, c, chunk, np, q4, cub * 1e12, bw);
+        if (print_prefill_projection(&prof, c, chunk, np, q4, cub * 1e12, bw))
+            return -1;
     }
     return 0;
 }

@@ -98,6 +98,10 @@ extern "C" int kern_device_describe(int dev, char *name, int n)
     return 0;
 }
 
+static_assert(KERN_ERR_NO_KERNEL_IMAGE == (int)cudaErrorNoKernelImageForDevice &&
+                  KERN_ERR_INVALID_DEVICE_FUNCTION == (int)cudaErrorInvalidDeviceFunction,
+              "kernels.h's codes are the runtime's");
+
 // A kernel that does nothing, for asking whether this build carries code for the device.
 __global__ void arch_probe_kernel() {}
 

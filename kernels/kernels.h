@@ -21,6 +21,11 @@ int kern_device_describe(int dev, char *name, int n);
  * (cudaErrorNoKernelImageForDevice: built for other architectures than this GPU's, see
  * configure's CUDA_ARCHS). */
 int kern_device_runs_build(void);
+/* The CUDA codes kern_device_runs_build gives for a build without this GPU's architecture
+ * (cudaErrorNoKernelImageForDevice, cudaErrorInvalidDeviceFunction), for callers without CUDA's
+ * headers; device.cu checks them against the runtime's enum. */
+#define KERN_ERR_NO_KERNEL_IMAGE 209
+#define KERN_ERR_INVALID_DEVICE_FUNCTION 98
 
 /* 1 when the kernels go out as programmatic dependent launches (kernels/launch.cuh): the
  * default; kern_set_pdl(0) (the engine's cuda.pdl_off) turns them into plain stream-ordered

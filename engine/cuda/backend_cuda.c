@@ -355,11 +355,22 @@ static glm_status check_device(const glm_config *c, glm_error *err)
     kern_device_describe(0, name, (int)sizeof name);
     int rc = kern_device_runs_build();
     if (rc) {
-        const char *sm = strstr(name, " sm_"); /* kern_device_describe ends with " sm_<cc>" */
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: glmchat's kernels were not "
-                             "built for %s (%s); rebuild for it (./configure CUDA_ARCHS=\"%s\" "
-                             "&& make), or use --backend cpu", name, kern_error_string(rc),
-                             sm ? sm + 4 : "<its sm number>");
+        /* the device's compute capability from kern_device_describe's last " sm_<cc>" */
+        const char *sm = NULL;
+        for (const char *at = strstr(name, " sm_"); at; at = strstr(at + 1, " sm_"))
+            sm = at + 4;
+        int cc = sm ? atoi(sm) : 0;
+        if (cc > 0 && cc < 90)
+            return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: %s is older than "
+                                 "sm_90; glmchat's kernels need sm_90 or newer (thread-block "
+                                 "clusters); use --backend cpu", name);
+        if (cc > 0 && (rc == KERN_ERR_NO_KERNEL_IMAGE || rc == KERN_ERR_INVALID_DEVICE_FUNCTION))
+            return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: glmchat's kernels "
+                                 "were not built for %s (%s); rebuild for it (./configure "
+                                 "CUDA_ARCHS=\"%d\" && make), or use --backend cpu", name,
+                                 kern_error_string(rc), cc);
+        return glm_error_set(err, GLM_ERR_BACKEND, "--backend cuda: asking whether glmchat's "
+                             "kernels run on %s failed: %s", name, kern_error_string(rc));
     }
     int kda = 0;
     for (int li = 0; li < c->num_layers; li++)

@@ -32,7 +32,7 @@ typedef struct glm_prefill_format {
 /* FLOPs and device bytes of each group for one chunk of `rows` rows whose first position is
  * pos, on one rank holding config c (a two-rank config as cuda_plan_rank_config halves it); the
  * LM head is left out (it runs on one row of the last chunk). GLM_PF_REST gets 0 of both: its
- * ops are projected from their measured time (memory-bound, at the bandwidths' ratio). */
+ * ops are projected from their measured time (glm_project_prefill_group's rest_scale). */
 void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_prefill_format *f,
                        double flops[GLM_PF_GROUPS], double bytes[GLM_PF_GROUPS]);
 
@@ -59,8 +59,9 @@ typedef struct glm_prefill_here {
 } glm_prefill_here;
 
 /* One group's projection, per chunk, in microseconds (rest_scale: for a group of no counted
- * FLOPs or bytes, GLM_PF_REST, the target's calls of its ops over here's: its layers over here's,
- * those ops running whole on every rank):
+ * FLOPs or bytes, GLM_PF_REST, the target's calls of its ops over here's: the bench passes its
+ * layers over here's, most of those ops (norms, HC, routing) running whole on every rank; the
+ * halved SwiGLU of the dense MLPs is a small part):
  *   here   = max(here FLOPs / here rate, here bytes / here bandwidth)     its floor here
  *   floor  = max(target FLOPs / target rate, target bytes / target bandwidth)
  *   work   = max(target FLOPs / here rate, target bytes / here bandwidth) / here: the target's
@@ -73,8 +74,9 @@ typedef struct glm_prefill_here {
  *            the multiprocessors' integer and scalar pipes (2.75x fewer: the optimistic reading;
  *            a kernel bound by the trellis decode here, as the grouped EXL3 experts are, moves so);
  *            where here is 0, measured x rest_scale x here SMs / target SMs
- * A group's time there lies between by_sm and at_eff as far as its time here splits between the
- * two kinds of work. */
+ * Where here's tensor rate and bandwidth exceed the target's by more than its SMs do (an H100 or
+ * H200 against a GB10: 14x and 11x against 2.75x), a group's time there lies between by_sm and
+ * at_eff as far as its time here splits between the two kinds of work. */
 void glm_project_prefill_group(double measured_us, double here_flops, double here_bytes,
                                const glm_prefill_here *h, double target_flops, double target_bytes,
                                double rest_scale, const glm_prefill_target *t, double *floor_us,

@@ -80,7 +80,8 @@ static const char *const l_shared[] = {"the shared gate/up (on the side stream)"
 static const char *const l_routed[] = {"the EXL3 experts", NULL};
 static const char *const l_final[] = {"the final norm", NULL};
 /* the logits' copy to the host: the head's output (V / ranks floats, under a MB), a copy
- * engine's work beside the head's weight reads, not an SM kernel's to scale by the SM counts */
+ * engine's work; counted with the head, whose weight bytes bound the group on a Spark, rather
+ * than as an unknown label's time that the upper bound would scale by the SM counts */
 static const char *const l_head[] = {"the LM head", "the logits' copy", NULL};
 
 const glm_projection_group glm_decode_groups[] = {
