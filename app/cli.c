@@ -194,6 +194,11 @@ void cli_print_version(void)
 {
     printf("glmchat %s\n"
            "A terminal chat with its own GLM-5.3-Flash engine.\n"
+#ifdef HAVE_CUDA
+           "Built with CUDA kernels for sm: " GLM_CUDA_ARCHS " (DGX Spark: 121).\n"
+#else
+           "Built without CUDA: the CPU backend only.\n"
+#endif
            "License Apache-2.0: <https://www.apache.org/licenses/LICENSE-2.0>.\n"
            "This is free software: you are free to change and redistribute it.\n"
            "There is NO WARRANTY, to the extent permitted by law.\n",

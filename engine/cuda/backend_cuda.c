@@ -366,9 +366,9 @@ static glm_status check_device(const glm_config *c, glm_error *err)
                                  "clusters); use --backend cpu", name);
         if (cc > 0 && (rc == KERN_ERR_NO_KERNEL_IMAGE || rc == KERN_ERR_INVALID_DEVICE_FUNCTION))
             return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: glmchat's kernels "
-                                 "were not built for %s (%s); rebuild for it (./configure "
-                                 "CUDA_ARCHS=\"%d\" && make), or use --backend cpu", name,
-                                 kern_error_string(rc), cc);
+                                 "were built for sm " GLM_CUDA_ARCHS ", not for %s (%s); rebuild "
+                                 "for it (./configure CUDA_ARCHS=\"%d\" && make), or use "
+                                 "--backend cpu", name, kern_error_string(rc), cc);
         return glm_error_set(err, GLM_ERR_BACKEND, "--backend cuda: asking whether glmchat's "
                              "kernels run on %s failed: %s", name, kern_error_string(rc));
     }

@@ -6,6 +6,8 @@ G=$GLMCHAT_BIN
 
 expect_exit 0 "$G" --version
 expect_grep out '^glmchat [0-9]+\.[0-9]+\.[0-9]+$'
+# what the build can run: its GPU architectures, or the CPU backend alone
+expect_grep out '^Built (with CUDA kernels for sm: [0-9]+( [0-9]+)* \(DGX Spark: 121\)|without CUDA: the CPU backend only)\.$'
 expect_empty err
 expect_exit 0 "$G" --help
 expect_grep out '^Usage: glmchat'
