@@ -1116,7 +1116,7 @@ int chat_tui_run(chat_tui *t, chat *c, char *err, size_t errlen)
     t->chat = c;
     const char *no_color = getenv("NO_COLOR"); /* set and not empty: no colors (no-color.org) */
     ui_config cfg = {.history_file = t->o.history_file, .copy_file = t->o.copy_file, .on_action = on_action, .user = t,
-                     .no_color = no_color && *no_color};
+                     .no_color = no_color && *no_color, .empty_hint = t->o.empty_hint};
     t->view = ui_tui_new(&cfg, err, errlen);
     if (!t->view)
         return -1;

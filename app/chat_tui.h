@@ -29,6 +29,7 @@ typedef struct chat_tui_opts {
     const char *copy_file; /* the copy keys and /copy write the text here too (ui_config) */
     const char *backend;   /* for the status line */
     const char *workspace; /* where /attach and @FILE may read (NULL: the current directory) */
+    const char *empty_hint; /* shown before a conversation's first message (ui_config); NULL: none */
 } chat_tui_opts;
 
 typedef struct chat_tui chat_tui;

@@ -15,6 +15,7 @@
 #include "app/chat.h"
 #include "app/chat_engine.h"
 #include "app/chat_tui.h"
+#include "app/demo_model.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/config_save.h"
@@ -1064,7 +1065,9 @@ static int run_tui(chat_env *e, const chat_args *a, int64_t conv)
     chat_tui_opts to = {.db = e->db, .src = &e->src, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                         .mcp = e->mcp, .history_file = keep_history ? history : NULL,
                         .copy_file = keep_copies ? copied : NULL,
-                        .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace};
+                        .backend = chat_engine_backend_name(&e->cfg), .workspace = e->cfg.workspace,
+                        /* no --model, GLMCHAT_MODEL or `model =`: the demo model (chat_engine_open) */
+                        .empty_hint = e->cfg.model_dir ? NULL : demo_model_hint()};
     chat_tui *t = chat_tui_new(&to, err, sizeof err);
     if (!t)
         return cli_runtime_error("%s", err);

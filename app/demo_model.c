@@ -22,3 +22,15 @@ const char *demo_model_dir(void)
         return build_dir;
     return GLMCHAT_DEMO_DATADIR;
 }
+
+const char *demo_model_hint(void)
+{
+    return "**The demo model** is a small model trained for glmchat on a few tasks, with its tools. "
+           "Try one of them:\n"
+           "- How much is 731 + 86?\n"
+           "- What day of the week is 2020-01-11?\n"
+           "- How many pounds is 55.1 kilograms?\n"
+           "\n"
+           "Other questions make it think in circles until the token limit. For GLM-5.3-Flash: "
+           "`glmchat check-model DIR`, then `glmchat --model DIR`.\n";
+}

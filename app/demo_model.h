@@ -7,4 +7,8 @@
  * installed one. Never NULL; the path is static. */
 const char *demo_model_dir(void);
 
+/* What a chat on the demo model shows before its first message: what the model knows (a few
+ * tasks of its training set, with examples) and how to run the real one. Markdown-lite. */
+const char *demo_model_hint(void);
+
 #endif

@@ -58,6 +58,7 @@ struct tui {
     int color_ok;
     SCREEN *screen;
     FILE *latency_log;   /* ui_config.latency_log, opened */
+    char *empty_hint;    /* ui_config.empty_hint, copied; NULL: none */
 };
 
 /* What keys in the conversation list do: move and filter, or answer a question. */
@@ -193,6 +194,15 @@ static void draw_transcript(tui *t, int rows)
         t->scroll = max_scroll;
     if (t->scroll < 0)
         t->scroll = 0;
+    if (t->tr.n == 0 && t->empty_hint) { /* nothing said yet: the app's word on what to try */
+        rd_doc d = {0};
+        rd_md_state st = {0};
+        rd_render_markdown(&d, t->empty_hint, strlen(t->empty_hint), w, RD_DIM, &st);
+        for (int j = 0; j < (int)d.nlines && 1 + j < rows; j++)
+            draw_line(t, &d, &d.lines[j], 1 + j, 1, w);
+        rd_doc_free(&d);
+        return;
+    }
     int first = total > rows ? total - rows - t->scroll : 0; /* the top line shown */
     int line = 0, y = 0;
     rd_doc hdr = {0};
@@ -1535,6 +1545,7 @@ static void tui_free_impl(ui_view *v)
     if (t->latency_log)
         fclose(t->latency_log);
     free(t->pastebuf.s);
+    free(t->empty_hint);
     if (t->screen)
         delscreen(t->screen);
     free(t);
@@ -1591,6 +1602,15 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
     }
     if (t->latency_log)
         setvbuf(t->latency_log, NULL, _IOLBF, 0);
+    if (cfg && cfg->empty_hint && !(t->empty_hint = strdup(cfg->empty_hint))) {
+        snprintf(err, errlen, "out of memory making the TUI");
+        v->impl = NULL;
+        if (t->latency_log)
+            fclose(t->latency_log);
+        free(t);
+        ui_free(v);
+        return NULL;
+    }
     v->impl = t;
     ensure_utf8_locale();
     const char *term = getenv("TERM");

@@ -192,6 +192,8 @@ typedef struct ui_config {
                                  NULL: OSC 52 only */
     const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
                                  keys, N the time from their arrival to the frame showing them */
+    const char *empty_hint;   /* TUI: shown dim where the transcript is while the conversation
+                                 holds nothing (what to try); NULL: nothing */
     ui_action_fn on_action;
     void *user;
 } ui_config;

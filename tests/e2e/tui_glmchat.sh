@@ -86,6 +86,7 @@ type_text "$GLMCHAT_BIN --db $TMP/chat.db --model $TMP/model --backend cpu"; key
 expect_screen '│ ready *$' 30 "the TUI starts with the status line"
 [ "$(tmx display -p -t t '#{alternate_on}')" = 1 ] && pass || fail "not on the alternate screen"
 expect_screen 'cpu' 1 "the status line names the backend"
+expect_no_screen 'The demo model' "no demo hint on a model given with --model"
 
 # --- commands the app and the view share: /help, /list ---
 type_text "/help"; keys Enter
@@ -142,4 +143,17 @@ expect_screen '^PROMPT\$ *$' 15 "Ctrl-D quits back to the shell"
 type_text "stty -a | tr ' ' '\n' | grep -E '^-?(icanon|echo)\$' | tr '\n' ' '; echo"; keys Enter
 expect_screen '^icanon echo *$' 3 "the terminal modes are restored"
 grep -q '^/help$' "$XDG_STATE_HOME/glmchat/history" && pass || fail "no input history was kept"
+
+# --- no model given: the demo model (here the tiny one, by GLMCHAT_DEMO_MODEL), whose empty
+# conversation says what it knows; the first message takes the hint's place ---
+type_text "clear; GLMCHAT_DEMO_MODEL=$TMP/model $GLMCHAT_BIN --db $TMP/chat.db --backend cpu chat --max-tokens 4"; keys Enter
+expect_screen '│ ready *$' 30 "the TUI starts on the demo model"
+expect_screen 'The demo model is a small model' 3 "an empty conversation on the demo model says what it knows"
+expect_screen 'How much is 731 \+ 86\?' 1 "with examples to try"
+type_text "hello"; keys Enter
+expect_screen '› hello' 5 "the first message is in the transcript"
+expect_no_screen 'The demo model is a small model' "the hint gives way to the conversation"
+expect_screen '│ ready *$' 60 "the reply ends"
+keys C-d
+expect_screen '^PROMPT\$ *$' 15 "Ctrl-D quits back to the shell"
 finish
