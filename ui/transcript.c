@@ -345,8 +345,10 @@ static void finish_reply(transcript *t, const char *reason)
     if (strcmp(reason, "canceled") == 0) {
         n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x8a\x98 canceled \xc2\xb7 ");
     }
-    else if (strcmp(reason, "length") == 0)
-        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x80\xa6 stopped at the token limit \xc2\xb7 ");
+    else if (strcmp(reason, "length") == 0) /* and how to give the next one more room */
+        n += (size_t)snprintf(line + n, sizeof line - n, "\xe2\x80\xa6 stopped at the token limit%s "
+                              "(/set max_tokens N raises it) \xc2\xb7 ",
+                              t->answered ? "" : " before any answer");
     else if (strcmp(reason, "error") == 0)
         n += (size_t)snprintf(line + n, sizeof line - n, "stopped by an error \xc2\xb7 ");
     n += (size_t)snprintf(line + n, sizeof line - n, "%ld tokens", t->gen_tokens > 0 ? t->gen_tokens : 0);
@@ -514,6 +516,7 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
         t->streaming = 1;
         t->turn++;
         t->think = t->text = NULL;
+        t->answered = 0;
         t->t_begin = t->now;
         t->t_first = 0;
         t->ndeltas = 0;
@@ -542,6 +545,7 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
             break;
         trs_buf_add(&t->text->text, ev->text, ev->len);
         t->text->dirty = 1;
+        t->answered |= ev->len > 0;
         count_delta(t);
         break;
     case UI_EV_TOOL_BEGIN:

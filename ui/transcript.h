@@ -49,6 +49,7 @@ typedef struct transcript {
     int ask;             /* the tool item waiting for an approval answer, -1 none */
     /* the reply */
     int streaming, turn;
+    int answered;        /* the reply has written answer text (not only thinking or tool calls) */
     trs_item *think, *text; /* the items the next deltas go to */
     double now;          /* the time of the event being applied */
     double t_begin, t_first;

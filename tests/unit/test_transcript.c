@@ -207,6 +207,29 @@ START_TEST(cancel_footer_and_pending_question)
 }
 END_TEST
 
+/* A reply cut at the token limit says how to raise it, and whether any answer came before it
+ * (a thinking-only reply shows nothing but its folded thought). */
+START_TEST(length_footer_says_how_to_raise_it)
+{
+    ev(0, UI_EV_REPLY_BEGIN, NULL);
+    ev(0.1, UI_EV_REASONING_DELTA, "thinking and thinking");
+    ev(0.2, UI_EV_FINISH, "length");
+    const char *f = tr.items[tr.n - 1]->text.s;
+    ck_assert_ptr_nonnull(strstr(f, "stopped at the token limit before any answer"));
+    ck_assert_ptr_nonnull(strstr(f, "/set max_tokens N raises it"));
+    ev(1, UI_EV_REPLY_BEGIN, NULL);
+    ev(1.1, UI_EV_CONTENT_DELTA, "part of an answer");
+    ev(1.2, UI_EV_FINISH, "length");
+    f = tr.items[tr.n - 1]->text.s;
+    ck_assert_ptr_nonnull(strstr(f, "stopped at the token limit (/set max_tokens N raises it)"));
+    ck_assert_ptr_null(strstr(f, "before any answer"));
+    ev(2, UI_EV_REPLY_BEGIN, NULL);
+    ev(2.1, UI_EV_CONTENT_DELTA, "done");
+    ev(2.2, UI_EV_FINISH, "stop");
+    ck_assert_ptr_null(strstr(tr.items[tr.n - 1]->text.s, "token limit"));
+}
+END_TEST
+
 START_TEST(selection_and_copy)
 {
     ev(0, UI_EV_USER, "q1");
@@ -323,6 +346,7 @@ int main(void)
     tcase_add_test(tc, status_fields_merge);
     tcase_add_test(tc, tool_call_with_approval);
     tcase_add_test(tc, cancel_footer_and_pending_question);
+    tcase_add_test(tc, length_footer_says_how_to_raise_it);
     tcase_add_test(tc, selection_and_copy);
     tcase_add_test(tc, streamed_answer_layout_equals_whole);
     tcase_add_test(tc, conversation_list);
