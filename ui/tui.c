@@ -58,7 +58,7 @@ struct tui {
     int color_ok;
     SCREEN *screen;
     FILE *latency_log;   /* ui_config.latency_log, opened */
-    char *empty_hint;    /* ui_config.empty_hint, copied; NULL: none */
+    const char *empty_hint; /* ui_config.empty_hint (the app's, alive as long as the view); NULL: none */
 };
 
 /* What keys in the conversation list do: move and filter, or answer a question. */
@@ -1545,7 +1545,6 @@ static void tui_free_impl(ui_view *v)
     if (t->latency_log)
         fclose(t->latency_log);
     free(t->pastebuf.s);
-    free(t->empty_hint);
     if (t->screen)
         delscreen(t->screen);
     free(t);
@@ -1602,15 +1601,7 @@ ui_view *ui_tui_new(const ui_config *cfg, char *err, size_t errlen)
     }
     if (t->latency_log)
         setvbuf(t->latency_log, NULL, _IOLBF, 0);
-    if (cfg && cfg->empty_hint && !(t->empty_hint = strdup(cfg->empty_hint))) {
-        snprintf(err, errlen, "out of memory making the TUI");
-        v->impl = NULL;
-        if (t->latency_log)
-            fclose(t->latency_log);
-        free(t);
-        ui_free(v);
-        return NULL;
-    }
+    t->empty_hint = cfg ? cfg->empty_hint : NULL;
     v->impl = t;
     ensure_utf8_locale();
     const char *term = getenv("TERM");

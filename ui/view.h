@@ -193,7 +193,8 @@ typedef struct ui_config {
     const char *latency_log;  /* TUI, for measurements: appends "key_ms N" for every batch of
                                  keys, N the time from their arrival to the frame showing them */
     const char *empty_hint;   /* TUI: shown dim where the transcript is while the conversation
-                                 holds nothing (what to try); NULL: nothing */
+                                 holds nothing (what to try); NULL: nothing. Kept, not copied:
+                                 it must outlive the view */
     ui_action_fn on_action;
     void *user;
 } ui_config;
