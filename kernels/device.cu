@@ -98,6 +98,16 @@ extern "C" int kern_device_describe(int dev, char *name, int n)
     return 0;
 }
 
+extern "C" int kern_device_capability(int dev, int *cc)
+{
+    int major = 0, minor = 0;
+    cudaError_t rc = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (rc == cudaSuccess)
+        rc = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    *cc = rc == cudaSuccess ? 10 * major + minor : 0;
+    return (int)rc;
+}
+
 static_assert(KERN_ERR_NO_KERNEL_IMAGE == (int)cudaErrorNoKernelImageForDevice &&
                   KERN_ERR_INVALID_DEVICE_FUNCTION == (int)cudaErrorInvalidDeviceFunction,
               "kernels.h's codes are the runtime's");

@@ -16,6 +16,9 @@ int kern_device_count(void);
 /* Fills name (n bytes) with device dev's name and compute capability ("NVIDIA H200 sm_90").
  * Returns 0, or a CUDA error code. */
 int kern_device_describe(int dev, char *name, int n);
+/* Device dev's compute capability as one number (major x 10 + minor: 90, 121) into *cc.
+ * Returns 0, or a CUDA error code. */
+int kern_device_capability(int dev, int *cc);
 
 /* 0 when this build's kernels carry code the current device runs; else the CUDA error
  * (cudaErrorNoKernelImageForDevice: built for other architectures than this GPU's, see

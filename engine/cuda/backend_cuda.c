@@ -355,11 +355,8 @@ static glm_status check_device(const glm_config *c, glm_error *err)
     kern_device_describe(0, name, (int)sizeof name);
     int rc = kern_device_runs_build();
     if (rc) {
-        /* the device's compute capability from kern_device_describe's last " sm_<cc>" */
-        const char *sm = NULL;
-        for (const char *at = strstr(name, " sm_"); at; at = strstr(at + 1, " sm_"))
-            sm = at + 4;
-        int cc = sm ? atoi(sm) : 0;
+        int cc = 0;
+        kern_device_capability(0, &cc); /* 0 where it cannot be read: the error below says so */
         if (cc > 0 && cc < 90)
             return glm_error_set(err, GLM_ERR_UNSUPPORTED, "--backend cuda: %s is older than "
                                  "sm_90; glmchat's kernels need sm_90 or newer (thread-block "
