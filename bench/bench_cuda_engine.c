@@ -1242,17 +1242,27 @@ static int profile_chunk(engine_backend *be, cuda_state *s, const int32_t *tok, 
     return collect_profile(cb, prof);
 }
 
+/* The GPU's multiprocessor count, which both projections scale by; -1 after a FAIL line naming
+ * what needed it. */
+static int gpu_sms(const char *what)
+{
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
+        printf("FAIL: %s: the GPU's multiprocessor count could not be read\n", what);
+        return -1;
+    }
+    return sms;
+}
+
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
  * each op group's share here, its floor here and there at each machine's rates, and its time
  * there at the efficiency it had here (model/prefill_projection.c). */
 static int print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
                                     int q4, double cub_flops, double bw)
 {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
-        printf("FAIL: prefill projection: the GPU's multiprocessor count could not be read\n");
+    int sms = gpu_sms("prefill projection");
+    if (sms < 0)
         return -1;
-    }
     glm_config full, half;
     real_config(&full, 45);
     full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
@@ -2003,11 +2013,9 @@ int main(int argc, char **argv)
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
     if (bench_prefill(&m, &params, &be, &s, sizes, n_sizes, chunks, n_chunks, bw))
         return 1;
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms <= 0) {
-        printf("FAIL: projection: the GPU's multiprocessor count could not be read\n");
+    int sms = gpu_sms("projection");
+    if (sms < 0)
         return 1;
-    }
     /* the ops' kernels alone (no launch gaps, no event nodes) spread over the graph step: the one
      * bench/BENCHMARKS.md uses; the in-graph and eager profiles for comparison */
     op_profile alone;
