@@ -60,8 +60,8 @@
  *   choice logged; nosplit: fixed without split-K; default: cuBLAS's own choice over three bf16
  *   parts, whose row bits depend on the chunk, for comparison only; three: fixed, every BF16
  *   weight over three bf16 parts of each input, the form only an LM head takes otherwise)
- *   cuda_chunk 0..8192 (dev; the CUDA prefill chunk's rows, a power of two from 128; 0 or unset:
- *   the memory plan's choice, the most its room allows up to 4096; part of the two-rank
+ *   cuda_chunk 0..16384 (dev; the CUDA prefill chunk's rows, a power of two from 128; 0 or unset:
+ *   the memory plan's choice, the most its room allows up to 16384; part of the two-rank
  *   handshake; the results do not depend on it)
  * [mcp.NAME] keys: command (required; words split on blanks, "..." or '...' quote, \ escapes),
  *   env.VAR (added to the server's environment), cwd DIR, timeout SECONDS 1..3600 (30),

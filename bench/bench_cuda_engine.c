@@ -1012,6 +1012,53 @@ static void print_windows(const window_run *w, int pos, double step_us, const gl
            "(tests/gpu/spec.sh)\n");
 }
 
+/* One window of `rows` rows eagerly with the op marks on (a window's forwards are never a graph),
+ * going back to its first token after, into *p. */
+static int profile_window(engine_backend *be, cuda_state *s, const int32_t *tok, int rows,
+                          op_profile *p, glm_error *err)
+{
+    cuda_backend *cb = be->impl;
+    cb->prof.on = 1;
+    cb->prof.n = 0;
+    int rc = be->ops->verify(be->impl, s, tok, rows, NULL, err) != GLM_OK;
+    cb->prof.on = 0;
+    if (!rc && collect_profile(cb, p)) /* (said why) */
+        rc = glm_error_set(err, GLM_ERR_BACKEND, "the op profile of a %d-row window", rows) != 0;
+    if (!rc && be->ops->state_rewind(s, be->ops->state_length(s) - rows + 1, err))
+        rc = 1;
+    return rc ? -1 : 0;
+}
+
+/* Where a window's time grows: each op of the window's profile beside the same op in the one-row
+ * eager step at the same position, largest growth in us first (what the window adds). */
+static void print_window_growth(const op_profile *win, int rows, const op_profile *one)
+{
+    int shown[OP_PROFILE_MAX] = {0};
+    printf("\n-- a %d-row window's op profile (eager, op marks; us summed over the window) against "
+           "the 1-row eager step's at the same position: %.1f against %.1f us on the main stream\n",
+           rows, win->total_us, one->total_us);
+    printf("%-34s %10s %10s %8s %10s\n", "op", "1 row us", "window us", "x", "added us");
+    for (int r = 0; r < win->n; r++) {
+        int best = -1;
+        double best_add = 0;
+        for (int k = 0; k < win->n; k++) {
+            if (shown[k])
+                continue;
+            double base = 0;
+            for (int j = 0; j < one->n; j++)
+                if (strcmp(one->op[j].label, win->op[k].label) == 0)
+                    base = one->op[j].us;
+            double add = win->op[k].us - base;
+            if (best < 0 || add > best_add)
+                best = k, best_add = add;
+        }
+        shown[best] = 1;
+        double base = win->op[best].us - best_add;
+        printf("%-34.34s %10.1f %10.1f %8.2f %10.1f\n", win->op[best].label, base,
+               win->op[best].us, dt_ratio(win->op[best].us, base), best_add);
+    }
+}
+
 /* The decode step at each position (a fresh state each), then the windows at the first. The
  * backend's context is raised for these states alone (the prefill's keep their cache sizes). */
 static int bench_positions(engine_backend *be, const int *pos, int n, const int32_t *tok,
@@ -1025,6 +1072,7 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
         cb->context = most + POS_MARGIN;
     position_run *r = calloc((size_t)n, sizeof *r);
     window_run w[N_WINDOWS];
+    op_profile win8; /* an 8-row window's ops, at the first position */
     int rc = r ? 0 : -1, windows = 0;
     float us_layers[GLM_MAX_LAYERS], head_us = 0;
     for (int i = 0; rc == 0 && i < n; i++) {
@@ -1049,14 +1097,18 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
         }
         if (!rc && i == 0 && (rc = run_windows(be, s, tok, w, err)) == 0)
             windows = 1;
+        if (!rc && i == 0)
+            rc = profile_window(be, s, tok, CUDA_DECODE_T, &win8, err);
         if (s)
             be->ops->state_free(s);
     }
     cb->context = saved;
     if (rc == 0) {
         print_positions(r, n, &cb->m->cfg);
-        if (windows)
+        if (windows) {
             print_windows(w, pos[0], r[0].step_us, &cb->m->cfg);
+            print_window_growth(&win8, CUDA_DECODE_T, &r[0].prof);
+        }
     }
     free(r);
     return rc;
@@ -1314,8 +1366,10 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
 }
 
 /* The grouped EXL3 experts' kernels (kern_exl3_set_grouped) over one prefill of n tokens each:
- * its time, and the last row's logits in the bits of the first kernel's (they must be equal). */
-static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk)
+ * its time, and the last row's logits in the bits of the first kernel's (they must be equal);
+ * those logits into last (vocab floats). */
+static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok, int n, int chunk,
+                           float *last)
 {
     static const int variants[] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
                                    KERN_EXL3_GROUPED_AUTO};
@@ -1347,6 +1401,8 @@ static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok
         }
     }
     kern_exl3_set_grouped(was);
+    if (!rc)
+        memcpy(last, first, V * sizeof *first);
     free(first);
     free(got);
     return rc;
@@ -1354,9 +1410,9 @@ static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok
 
 /* Prefill at one chunk size: the op profile of a chunk at position 0, each size timed from an
  * empty session (MFU against cuBLAS bf16 in this run), a chunk after the largest size profiled,
- * and the projection. */
+ * and the projection; the smallest size's last row's logits into last (vocab floats). */
 static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes, int n_sizes,
-                            const int32_t *tok, double cub, double bw, int q4)
+                            const int32_t *tok, double cub, double bw, int q4, float *last)
 {
     const cuda_plan *plan = backend_cuda_plan(be);
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
@@ -1375,7 +1431,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         largest = sizes[i] > largest ? sizes[i] : largest;
         smallest = sizes[i] < smallest ? sizes[i] : smallest;
     }
-    if (grouped_kernels(be, s, tok, smallest, chunk)) /* three prefills: the cheapest size */
+    if (grouped_kernels(be, s, tok, smallest, chunk, last)) /* three prefills: the cheapest size */
         return -1;
     for (int i = 0; i < n_sizes; i++) {
         int np = sizes[i];
@@ -1420,7 +1476,13 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
     for (int i = 0; i < n_chunks; i++)
         most_chunk = chunks[i] > most_chunk ? chunks[i] : most_chunk;
     int32_t *tok = malloc((size_t)(largest + most_chunk) * sizeof *tok);
-    if (!tok) {
+    size_t V = (size_t)m->cfg.vocab_size;
+    float *ref = malloc(V * sizeof *ref), *last = malloc(V * sizeof *last);
+    int have = 0, ref_rows = 0, smallest = sizes[0];
+    for (int i = 0; i < n_sizes; i++)
+        smallest = sizes[i] < smallest ? sizes[i] : smallest;
+    if (!tok || !ref || !last) {
+        free(tok), free(ref), free(last);
         printf("FAIL: prefill tokens: out of memory\n");
         return -1;
     }
@@ -1442,8 +1504,21 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
         rows[k] = backend_cuda_plan(be)->chunk;
         printf("\n== prefill, chunks of %d rows\n", rows[k]);
         double p0 = bench_now_s();
-        rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4);
+        rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4, have ? last : ref);
         summary[k] = bench_now_s() - p0;
+        if (rc >= 0 && have) { /* a row's bits must not depend on the chunk it was computed in */
+            int same = memcmp(ref, last, V * sizeof *ref) == 0;
+            printf("the last row's logits of the %d-token prefill in chunks of %d rows: %s those in "
+                   "chunks of %d\n", smallest, rows[k], same ? "the same bits as" : "DIFFER from",
+                   ref_rows);
+            if (!same) {
+                printf("FAIL: the prefill's logits depend on the chunk size\n");
+                rc = -1;
+            }
+        } else if (rc >= 0) {
+            have = 1;
+            ref_rows = rows[k];
+        }
     }
     if (rc >= 0 && open != first) /* as the caller opened it */
         rc = reopen(m, params, first, first, be, s);
@@ -1457,7 +1532,7 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
             printf("%s", k + 1 < n_chunks ? ", " : ")\n");
         }
     }
-    free(tok);
+    free(tok), free(ref), free(last);
     return rc < 0 ? -1 : 0;
 }
 

@@ -205,7 +205,7 @@ typedef struct glm_cuda_params {
     int chunk;
 } glm_cuda_params;
 #define GLM_CUDA_CHUNK_LEAST 128
-#define GLM_CUDA_CHUNK_LIMIT 8192
+#define GLM_CUDA_CHUNK_LIMIT 16384
 
 /* How the engine and its kernels speak: the application decides where the words go (the
  * engine writes nothing to stdout or stderr). msg is one line without a newline, valid for the

@@ -80,8 +80,8 @@ static double time_us(const char *mode, const eng_mat *w, const float *x, int T,
 
 /* The chunk sizes (all > ENG_GEMM_MIN_ROWS), up to the memory plan's largest chunk of its own
  * choice (CUDA_CHUNK_CAP); the largest is the reference. */
-static const int kT[] = {9, 17, 64, 288, 307, 1024, 2048, 4096};
-enum { NT = sizeof kT / sizeof *kT, TMAX = 4096 };
+static const int kT[] = {9, 17, 64, 288, 307, 1024, 2048, 4096, 8192, 16384};
+enum { NT = sizeof kT / sizeof *kT, TMAX = 16384 };
 
 /* The first row and column of `got` (T rows from row `at` of the reference) that differ. */
 static int first_mismatch(const float *got, const float *ref, int T, int at, int rows, int *r, int *c)
@@ -457,7 +457,7 @@ int main(int argc, char **argv)
      * conversion and the scale pass element by element), narrow (one GEMM of [W' W'], whose
      * 2 cols keep its rows on 16-byte boundaries) */
     const shape odd_shapes[] = {{"odd", 37, 100}};
-    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048} (the first and the last rows "
+    printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048, 4096, 8192} (the first and the last rows "
            "of the %d) and run to run (new path: the fixed algorithms, three bf16 parts; must be yes); old: the same for cublasGemmEx's default "
            "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d ordinary rows "
            "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "

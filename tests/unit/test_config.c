@@ -410,8 +410,8 @@ START_TEST(engine_variables_become_params)
         {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
         {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit, default or three, not 'auto'"},
         {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
-        {"GLMCHAT_CUDA_CHUNK", "16384",
-         "GLMCHAT_CUDA_CHUNK: 'cuda_chunk' takes a whole number from 0 to 8192, not '16384'"},
+        {"GLMCHAT_CUDA_CHUNK", "32768",
+         "GLMCHAT_CUDA_CHUNK: 'cuda_chunk' takes a whole number from 0 to 16384, not '32768'"},
         {"GLMCHAT_CUDA_KV_INDEX", "fp4", "GLMCHAT_CUDA_KV_INDEX: 'cuda_kv_index' takes fp8, bf16 or f32"},
         {"GLMCHAT_DRAFT", "yes", "GLMCHAT_DRAFT: 'draft' takes off, copy or mtp, not 'yes'"},
     };

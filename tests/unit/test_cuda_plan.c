@@ -394,7 +394,7 @@ START_TEST(chunk_pick_takes_the_most_the_room_allows)
     pick_ctx k = {(size_t)60 << 30, (size_t)1 << 20, 0};
     /* room for everything: the cap */
     ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, (size_t)200 << 30, pick_need, &k), CUDA_CHUNK_CAP);
-    ck_assert_int_eq(CUDA_CHUNK_CAP, 4096);
+    ck_assert_int_eq(CUDA_CHUNK_CAP, 16384);
     /* exactly the 2048-row plan and its 1 GiB reserve: 2048; a byte less: 1024 */
     size_t at2048 = pick_need(&k, 2048) + GIB_BYTES;
     ck_assert_int_eq(cuda_plan_pick_chunk(0, 1, at2048, pick_need, &k), 2048);
@@ -427,7 +427,7 @@ START_TEST(plan_line_names_the_chunk_and_who_chose_it)
     cuda_plan_make(&real, 1, 65536, CUDA_KV_FP8, CUDA_KV_FP8, 2048, 0, &p);
     cuda_plan_describe(&p, line, sizeof line);
     ck_assert_msg(strstr(line, "prefill chunks of 2048 rows (the most the memory allows, at most "
-                               "4096)") != NULL, "%s", line);
+                               "16384)") != NULL, "%s", line);
     p.chunk_given = 1;
     cuda_plan_describe(&p, line, sizeof line);
     ck_assert_msg(strstr(line, "prefill chunks of 2048 rows (cuda_chunk)") != NULL, "%s", line);

@@ -171,12 +171,13 @@ START_TEST(bad_enums_are_refused_by_name)
     ck_assert_msg(strstr(err.message, "draft 9"), "%s", err.message);
     p.draft = GLM_DRAFT_DEFAULT;
     /* a prefill chunk that is no power of two, or out of range */
-    const int chunks[] = {1000, 64, 16384, -128};
+    const int chunks[] = {1000, 64, 32768, -128};
     for (int i = 0; i < 4; i++) {
         p.cuda.chunk = chunks[i];
         ck_assert_ptr_null(glm_engine_open(&p, &err));
         char want[64];
-        snprintf(want, sizeof want, "cuda.chunk %d is not a power of two from 128 to 8192", chunks[i]);
+        snprintf(want, sizeof want, "cuda.chunk %d is not a power of two from 128 to %d",
+                 chunks[i], GLM_CUDA_CHUNK_LIMIT);
         ck_assert_msg(strstr(err.message, want), "%s", err.message);
     }
 }
