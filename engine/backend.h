@@ -30,17 +30,20 @@ typedef struct backend_collective {
     glm_status (*device_wait)(void *user, void *stream, glm_error *err);
 } backend_collective;
 
-/* Cache value types, as kv_format codes: 0 f32, 1 bf16, 2 fp8 (the CUDA backend's numbering);
- * tp_kv_format_name (tp/protocol.h) reads them back for messages. */
+/* Cache value types, as kv_format codes: 0 f32, 1 bf16, 2 fp8 (the CUDA backend's numbering), the
+ * latent cache's in bits 0-7, the indexer's in bits 8-11; tp_kv_format_name (tp/protocol.h) reads
+ * them back for messages. */
 enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
 #define BACKEND_KV(latent, indexer) ((uint32_t)(latent) | (uint32_t)(indexer) << 8)
 /* Or'ed into a cache_format: the dense linears were requantized to 4 bits at load (--dense
  * q4), which changes every partial sum the ranks exchange. */
 #define BACKEND_DENSE_Q4 ((uint32_t)1 << 16)
 /* Or'ed in by the CUDA backend: its prefill chunk (a power of two from 128 rows) as
- * log2(rows / 128) + 1 in bits 29-31; two ranks run the same chunks (each exchange carries a
- * chunk's rows), so they must agree on it. 0 there: no chunk (the CPU backend). */
-#define BACKEND_CHUNK_SHIFT 29
+ * log2(rows / 128) + 1 in bits 12-15 (up to 128 x 2^14 rows); two ranks run the same chunks (each
+ * exchange carries a chunk's rows), so they must agree on it. 0 there: no chunk (the CPU
+ * backend). */
+#define BACKEND_CHUNK_SHIFT 12
+#define BACKEND_CHUNK_BITS 4
 /* Or'ed in by the CPU backend for the variants of backend_settings (fp8_rule, q4_group,
  * q4_f32_scale), so states made under one are never loaded under another. */
 #define BACKEND_VARIANT(rule, group, f32_scale) \

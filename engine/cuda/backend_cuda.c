@@ -214,6 +214,8 @@ static uint32_t cu_cache_format(const void *impl)
     uint32_t chunk_code = 1;
     while ((128 << (chunk_code - 1)) < be->chunk)
         chunk_code++;
+    _Static_assert((128LL << ((1 << BACKEND_CHUNK_BITS) - 2)) >= GLM_CUDA_CHUNK_LIMIT,
+                   "backend.h's chunk bits hold the largest chunk");
     return BACKEND_KV(be->kv_dtype, be->kv_index_dtype) | (be->dense_q4 ? BACKEND_DENSE_Q4 : 0) |
            chunk_code << BACKEND_CHUNK_SHIFT;
 }

@@ -512,14 +512,16 @@ static const char *kv_type_name(uint32_t t)
 
 const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
 {
-    uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xff;
+    /* backend.h's layout: latent bits 0-7, indexer 8-11, the CUDA chunk 12-15, q4 16, the CPU
+     * backend's variants 17-28 (never exchanged) */
+    enum { CHUNK_SHIFT = 12, CHUNK_BITS = 4 };
+    uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xf;
     const char *dense = kv_format >> 16 & 1 ? ", q4 dense weights" : ", bf16 dense weights";
-    enum { CHUNK_SHIFT = 29 }; /* backend.h's BACKEND_CHUNK_SHIFT */
-    uint32_t chunk_code = kv_format >> CHUNK_SHIFT;
+    uint32_t chunk_code = kv_format >> CHUNK_SHIFT & ((1u << CHUNK_BITS) - 1);
     char chunk[48] = "";
     if (chunk_code)
         snprintf(chunk, sizeof chunk, ", prefill chunks of %u rows", 64u << chunk_code);
-    if (kv_format >> 17 & ((1u << (CHUNK_SHIFT - 17)) - 1))
+    if (kv_format >> 17)
         snprintf(buf, cap, "unknown (0x%08" PRIx32 ")", kv_format);
     else if (latent == indexer)
         snprintf(buf, cap, "%s%s%s", kv_type_name(latent), dense, chunk);

@@ -457,14 +457,17 @@ START_TEST(hello_differences_are_named)
                                               "q4 dense weights on the worker"));
     ck_assert_ptr_nonnull(strstr(err.message, "GLMCHAT_CUDA_DENSE"));
     c = b;
-    /* the CUDA prefill chunk (bits 29-31: log2(rows / 128) + 1): two ranks must run the same */
-    a.settings.kv_format = 2 | 2 << 8 | 4u << 29;
-    c.settings.kv_format = 2 | 2 << 8 | 6u << 29;
+    /* the CUDA prefill chunk (bits 12-15: log2(rows / 128) + 1): two ranks must run the same */
+    a.settings.kv_format = 2 | 2 << 8 | 4u << 12;
+    c.settings.kv_format = 2 | 2 << 8 | 6u << 12;
     ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "fp8, bf16 dense weights, prefill chunks of 1024 rows "
                                               "here, fp8, bf16 dense weights, prefill chunks of "
                                               "4096 rows on the worker"));
     ck_assert_ptr_nonnull(strstr(err.message, "GLMCHAT_CUDA_CHUNK"));
+    c.settings.kv_format = 2 | 2 << 8 | 8u << 12; /* the largest chunk, 16,384 rows */
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "prefill chunks of 16384 rows on the worker"));
     a.settings.kv_format = b.settings.kv_format;
     c = b;
     c.settings.backend = 2;
