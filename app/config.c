@@ -230,7 +230,7 @@ static int store_top(app_config *c, const key_spec *k, const char *v, char *err,
         if (strcmp(name, "cuda_gemm") == 0) {
             static const glm_cuda_gemm gemms[] = {GLM_CUDA_GEMM_FIXED, GLM_CUDA_GEMM_SHOW,
                                                   GLM_CUDA_GEMM_NOSPLIT, GLM_CUDA_GEMM_CUBLAS,
-                                                  GLM_CUDA_GEMM_THREE};
+                                                  GLM_CUDA_GEMM_THREE, GLM_CUDA_GEMM_ONEPART};
             c->cuda.gemm = gemms[i];
             return 0;
         }

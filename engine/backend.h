@@ -44,6 +44,9 @@ enum { BACKEND_KV_F32 = 0, BACKEND_KV_BF16 = 1, BACKEND_KV_FP8 = 2 };
  * backend). */
 #define BACKEND_CHUNK_SHIFT 12
 #define BACKEND_CHUNK_BITS 4
+/* Or'ed in by both backends where the dense BF16 prefill products take one fp16 part of each
+ * input (cuda_gemm = onepart: the CUDA backend runs it, the CPU backend emulates it). */
+#define BACKEND_ONE_PART ((uint32_t)1 << 29)
 /* Or'ed in by the CPU backend for the variants of backend_settings (fp8_rule, q4_group,
  * q4_f32_scale), so states made under one are never loaded under another. */
 #define BACKEND_VARIANT(rule, group, f32_scale) \

@@ -186,11 +186,15 @@ typedef enum glm_cuda_gemm {
     GLM_CUDA_GEMM_NOSPLIT,     /* fixed algorithms without split-K (a second choice to compare) */
     GLM_CUDA_GEMM_CUBLAS,      /* cublasGemmEx's own choice: comparison only, row bits depend on T */
     GLM_CUDA_GEMM_THREE,       /* fixed, every BF16 weight in three bf16 parts (to compare forms) */
+    GLM_CUDA_GEMM_ONEPART,     /* fixed, the BF16 weights that take two fp16 parts take one (the
+                                * hi part): half the tensor work, each input rounded to fp16 after
+                                * its row's power-of-two scale; lossy, so the CPU backend emulates
+                                * it (the one cuda switch it reads) */
 } glm_cuda_gemm;
-#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|three"
+#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|three|onepart"
 
 /* Switches of the CUDA backend that developers flip to compare kernels; all zero: the defaults.
- * The CPU backend ignores them. Those that change what the ranks compute (kv_index) are part of
+ * The CPU backend ignores them but gemm = onepart and chunk, which say what it emulates. Those that change what the ranks compute (kv_index) are part of
  * the two-rank handshake. The kernels' process-wide switches (pdl_off, gemm) follow the engine
  * opened last. */
 typedef struct glm_cuda_params {

@@ -1,7 +1,7 @@
 # engine/local.mk: the inference engine (glm.h): model loading, text, CPU and CUDA backends, ranks.
 noinst_LIBRARIES += libengine.a
 libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/error.c engine/cuda/probe.c engine/generate.c \
-	engine/backend.h engine/backend.c engine/cpu/backend_cpu.c engine/cuda/backend_cuda.c \
+	engine/backend.h engine/backend.c engine/prefill_grid.c engine/prefill_grid.h engine/cpu/backend_cpu.c engine/cuda/backend_cuda.c \
 	engine/model/config.c engine/model/config.h \
 	engine/model/safetensors.c engine/model/safetensors.h \
 	engine/model/weights.c engine/model/weights.h \
@@ -11,7 +11,7 @@ libengine_a_SOURCES = engine/glm.h engine/glm_tokens.h engine/tokens.c engine/er
 	engine/model/mkmodel.c engine/model/mkmodel.h engine/model/tokenizer_write.c \
 	engine/model/identity.c engine/model/identity.h engine/model/dump.c engine/model/quantize_dir.c \
 	engine/model/check_dir.c \
-	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h \
+	engine/cpu/threads.c engine/cpu/threads.h engine/cpu/ops.c engine/cpu/ops.h engine/cpu/inputs.c \
 	engine/cpu/blocks.h engine/cpu/hc.c engine/cpu/kda.c engine/cpu/dsa.c engine/cpu/ffn.c \
 	engine/cpu/forward.c engine/cpu/forward.h \
 	engine/cpu/snapshot.c engine/cpu/snapshot.h engine/cpu/mtp.c \
@@ -71,7 +71,10 @@ tests_unit_test_sampler_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_sampler_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_sampler
 # The CUDA backend's lossy formats as the CPU backend emulates them (issue 35).
-check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate
+check_PROGRAMS += tests/unit/test_numfmt tests/unit/test_emulate tests/unit/test_prefill_grid
+tests_unit_test_prefill_grid_SOURCES = tests/unit/test_prefill_grid.c
+tests_unit_test_prefill_grid_CPPFLAGS = $(TEST_CPPFLAGS)
+tests_unit_test_prefill_grid_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 tests_unit_test_numfmt_SOURCES = tests/unit/test_numfmt.c
 tests_unit_test_numfmt_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_numfmt_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
@@ -79,7 +82,7 @@ tests_unit_test_emulate_SOURCES = tests/unit/test_emulate.c tests/gpu/emulate_tr
 	tests/gpu/emulate_trace.h $(ENGINE_TEST_UTIL)
 tests_unit_test_emulate_CPPFLAGS = $(TEST_CPPFLAGS) $(CJSON_CFLAGS)
 tests_unit_test_emulate_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
-TESTS += tests/unit/test_numfmt tests/unit/test_emulate
+TESTS += tests/unit/test_numfmt tests/unit/test_emulate tests/unit/test_prefill_grid
 # Prompt reuse and speculative decoding (issue #11).
 check_PROGRAMS += tests/unit/test_reuse
 tests_unit_test_reuse_SOURCES = tests/unit/test_reuse.c $(ENGINE_TEST_UTIL)

@@ -149,8 +149,11 @@ void eng_gemm_forget_stream(void *stream);
  * algorithms without split-K (a second fixed choice to compare with); cublasGemmEx's own choice
  * over three bf16 parts (the former path, for comparison only: its row bits depend on T); the
  * fixed algorithms with every BF16 weight as three bf16 parts (the form the weights over
- * ENG_GEMM_HALF_BYTES take, for every weight: to compare the two forms). */
-enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG_GEMM_THREE };
+ * ENG_GEMM_HALF_BYTES take, for every weight: to compare the two forms); the fixed algorithms
+ * with the two-part weights against one fp16 part of each input row, the hi part (lossy:
+ * numfmt_one_part_row is its value on the host). */
+enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG_GEMM_THREE,
+       ENG_GEMM_ONEPART };
 /* 0, or -1 for a mode not above (the mode is then left as it was). */
 int eng_gemm_set_mode(int mode);
 

@@ -308,10 +308,12 @@ bool config_u32(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttribute
 // eng_gemm_set_mode's choice (engine.h): ENG_GEMM_FIXED, ENG_GEMM_SHOW (the same, and each
 // shape's choice logged when it is made), ENG_GEMM_NOSPLIT (fixed algorithms without split-K:
 // the few-output shapes run slower), ENG_GEMM_CUBLAS (cublasGemmEx's own choice over three bf16
-// parts), ENG_GEMM_THREE (the fixed algorithms, every BF16 weight as three bf16 parts). The other
-// fixed modes run a BF16 weight fp16x2_takes as two fp16 parts (gemm_fp16x2).
+// parts), ENG_GEMM_THREE (the fixed algorithms, every BF16 weight as three bf16 parts),
+// ENG_GEMM_ONEPART (the fixed algorithms, a BF16 weight fp16x2_takes against the hi part alone).
+// The other fixed modes run a BF16 weight fp16x2_takes as two fp16 parts (gemm_fp16x2).
 enum { MODE_FIXED = ENG_GEMM_FIXED, MODE_SHOW = ENG_GEMM_SHOW, MODE_DEFAULT = ENG_GEMM_CUBLAS,
-       MODE_NOSPLIT = ENG_GEMM_NOSPLIT, MODE_THREE = ENG_GEMM_THREE };
+       MODE_NOSPLIT = ENG_GEMM_NOSPLIT, MODE_THREE = ENG_GEMM_THREE,
+       MODE_ONEPART = ENG_GEMM_ONEPART };
 int g_mode = MODE_FIXED; // set while no product runs (the engine's open)
 int gemm_mode() { return g_mode; }
 
@@ -632,8 +634,9 @@ __device__ __forceinline__ unsigned block_max(unsigned m, unsigned *warp_max)
 }
 
 // One block a row t: its shift a_t (into row_shift[t]), then hi and lo of each element at
-// hi + t ld, lo + t ld. Block 0 also zeroes the weight's maximum for weight_max_kernel (the
-// previous product's unscale_kernel, which read it, has ended: pdl_prologue waits for it).
+// hi + t ld, lo + t ld (lo NULL: hi alone, the one-part form). Block 0 also zeroes the weight's
+// maximum for weight_max_kernel (the previous product's unscale_kernel, which read it, has ended:
+// pdl_prologue waits for it).
 __global__ void split_half_kernel(const float *__restrict__ x, int cols, __half *__restrict__ lo,
                                   __half *__restrict__ hi, size_t ld, int *__restrict__ row_shift,
                                   unsigned *__restrict__ weight_max)
@@ -655,7 +658,8 @@ __global__ void split_half_kernel(const float *__restrict__ x, int cols, __half 
         float v = gemm_fp16x2_scale(row[k], a);
         __half h = __float2half_rn(v);
         hi[t * ld + k] = h;
-        lo[t * ld + k] = __float2half_rn(v - __half2float(h)); // v - h is exact in f32
+        if (lo)
+            lo[t * ld + k] = __float2half_rn(v - __half2float(h)); // v - h is exact in f32
     }
 }
 
@@ -789,13 +793,14 @@ int launched(cudaError_t rc)
 
 // A BF16 product in two fp16 parts (the comment above split_half_kernel): a narrow weight
 // (concat_parts) as one GEMM of [W' W'] against each row's [lo hi], any other as two GEMMs into y,
-// lo first; then the scale pass. The split buffer holds the parts (from 256-byte boundaries),
-// then the weight's largest magnitude (256 bytes) and the rows' shifts.
+// lo first; in the one-part mode one GEMM of W' against hi; then the scale pass. The split
+// buffer holds the parts (from 256-byte boundaries), then the weight's largest magnitude (256
+// bytes) and the rows' shifts.
 int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, int mode, cudaStream_t st)
 {
     size_t K = (size_t)w->cols, R = (size_t)w->rows, n = (size_t)T * K;
     size_t stride = (n + 127) & ~(size_t)127, scales_at = 2 * stride * sizeof(__half);
-    bool cat = concat_parts(w);
+    bool one = mode == MODE_ONEPART, cat = !one && concat_parts(w);
     eng_mat shape = *w; // the plan's shape: [W' W'] is rows x 2 cols
     if (cat)
         shape.cols = 2 * w->cols;
@@ -815,27 +820,27 @@ int gemm_fp16x2(const eng_mat *w, const float *x, int T, float *y, int mode, cud
     const __nv_bfloat16 *wd = static_cast<const __nv_bfloat16 *>(w->data);
     bool vec = K % 8 == 0 && (uintptr_t)w->data % 16 == 0;
     size_t wn = R * K;
-    rc = launched(launch(split_half_kernel, (unsigned)T, 256, 0, st, x, w->cols, lo, hi, cat ? 2 * K : K,
-                         row_shift, weight_max));
+    rc = launched(launch(split_half_kernel, (unsigned)T, 256, 0, st, x, w->cols,
+                         one ? nullptr : lo, hi, cat ? 2 * K : K, row_shift, weight_max));
     if (!rc)
         rc = launched(launch(weight_max_kernel, grid_for(vec ? wn / 8 : wn), 256, 0, st, wd, wn,
                              vec ? 1 : 0, weight_max));
     if (!rc)
         rc = launched(launch(weight_half_kernel, grid_for(vec ? wn / 8 : wn), 256, 0, st, wd, w->rows,
                              w->cols, cat ? 2 : 1, vec ? 1 : 0, (const unsigned *)weight_max, e->wh));
-    const float one = 1.0f, zero = 0.0f;
+    const float unit = 1.0f, zero = 0.0f;
     if (!rc && cat)
-        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &unit, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
                                  k.c, &p->algo, e->workspace, e->workspace_bytes, st),
                      "an fp16 product (two parts side by side)", p);
-    if (!rc && !cat)
-        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
+    if (!rc && !cat && !one)
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &unit, e->wh, p->a, lo, k.b, &zero, y, k.c, y,
                                  k.c, &p->algo, e->workspace, e->workspace_bytes, st),
                      "an fp16 product (lo)", p);
     if (!rc && !cat)
-        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &one, e->wh, p->a, hi, k.b, &one, y, k.c, y,
-                                 k.c, &p->algo, e->workspace, e->workspace_bytes, st),
-                     "an fp16 product (hi)", p);
+        rc = lt_code(g_lt.matmul(g_lt_handle, p->desc, &unit, e->wh, p->a, hi, k.b, one ? &zero : &unit,
+                                 y, k.c, y, k.c, &p->algo, e->workspace, e->workspace_bytes, st),
+                     one ? "an fp16 product (the hi part alone)" : "an fp16 product (hi)", p);
     bool yvec = R % 4 == 0 && (uintptr_t)y % 16 == 0;
     if (!rc)
         rc = launched(launch(unscale_kernel, grid_for((size_t)T * R / (yvec ? 4 : 1)), 256, 0, st, y, T,
@@ -946,7 +951,7 @@ extern "C" int eng_gemm(const eng_mat *w, const float *x, int T, float *y, void 
 extern "C" int eng_gemm_set_mode(int mode)
 {
     if (mode != MODE_FIXED && mode != MODE_SHOW && mode != MODE_DEFAULT && mode != MODE_NOSPLIT &&
-        mode != MODE_THREE)
+        mode != MODE_THREE && mode != MODE_ONEPART)
         return -1;
     g_mode = mode;
     return 0;

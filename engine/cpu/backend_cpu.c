@@ -143,6 +143,8 @@ static uint32_t numerics_tag(const backend_settings *s, numfmt_cache fmt)
     uint32_t tag = BACKEND_KV(fmt, fmt) | (s->dense == GLM_DENSE_Q4 ? BACKEND_DENSE_Q4 : 0);
     if (s->fp8_rule || s->q4_group || s->q4_f32_scale)
         tag |= BACKEND_VARIANT(s->fp8_rule, s->q4_group, s->q4_f32_scale);
+    if (s->cuda.gemm == GLM_CUDA_GEMM_ONEPART)
+        tag |= BACKEND_ONE_PART;
     return tag;
 }
 
@@ -163,7 +165,8 @@ glm_status backend_open_cpu_with(const glm_model *m, int n_threads, const backen
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the CPU backend");
     }
     b->m = m;
-    b->num = (cpu_numerics){fmt, (numfmt_fp8_rule)s->fp8_rule, numerics_tag(s, fmt)};
+    b->num = (cpu_numerics){fmt, (numfmt_fp8_rule)s->fp8_rule, numerics_tag(s, fmt),
+                            s->cuda.gemm == GLM_CUDA_GEMM_ONEPART, s->cuda.chunk};
     b->tap = s->tap;
     if (s->dense == GLM_DENSE_Q4) {
         numfmt_q4 q = NUMFMT_Q4_GPU;

@@ -93,25 +93,28 @@ int dsa_select_rule(const float *scores, int pos, int kp, int budget, pool_score
 /* HC_pre of T tokens: X is T x S x D; writes post (T x S), comb (T x S x S) and the collapsed
  * rows c (T x D). */
 int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const float *base,
-               const float *scale, const float *X, int T, float *post, float *comb, float *out);
+               const float *scale, const float *X, int T, float *post, float *comb, float *out,
+               const cpu_inputs *in);
 /* X[j] <- post_j * y + sum_i comb[i][j] X[i], per token. */
 int cpu_hc_post(const glm_config *c, float *X, const float *y, const float *post,
                 const float *comb, int T);
 
 /* pos0: the position of u's first row (chunks follow the absolute grid). trail: NULL, or each
  * position's state is kept there and the T tokens run one at a time in the recurrent form (bit
- * for bit the decode step's arithmetic). */
+ * for bit the decode step's arithmetic). in (here and below): the rows whose products take the
+ * one-part inputs (ops.h), or NULL. */
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            int pos0, const float *u, int T, float *out, kda_trail *trail);
+            int pos0, const float *u, int T, float *out, kda_trail *trail, const cpu_inputs *in);
 /* sel_in: the previous layer's selection (shared layers); sel_out receives this layer's. nf:
  * the cache rows' format (each row rounded as the CUDA cache stores it). */
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *cache,
             const cpu_numerics *nf, int pos0, const float *u, int T, const dsa_selection *sel_in,
-            dsa_selection *sel_out, float *out);
+            dsa_selection *sel_out, float *out, const cpu_inputs *in);
 int cpu_mlp(cpu_pool *pool, const glm_config *c, const glm_mlp_weights *w, int64_t inter,
-            const float *x, int T, float *out);
+            const float *x, int T, float *out, const cpu_inputs *in);
+/* (the router and the shared expert take in; the routed experts never) */
 int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, const float *x, int T,
-            float *out);
+            float *out, const cpu_inputs *in);
 /* The router's choice for one token: experts[k] and weights[k], k < num_experts_per_tok.
  * scratch: 3 * n_routed_experts + n_group floats. Ties go to the lower group / expert index. */
 void cpu_route(const glm_config *c, const float *logits, const float *bias, float *scratch,

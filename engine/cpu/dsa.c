@@ -79,7 +79,7 @@ static void round_rows(const cpu_numerics *nf, float *rows, int first, int n, in
  * made from the rounded keys and gates, as on the GPU), fills the selection. */
 static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *dc,
                    const cpu_numerics *nf, int pos0, const float *u, const float *qr, int T,
-                   dsa_selection *sel)
+                   dsa_selection *sel, const cpu_inputs *in)
 {
     int ID = c->index_head_dim, IH = c->index_n_heads, kp = c->index_kpool;
     int budget = c->index_topk / kp;
@@ -92,8 +92,8 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     int rc = -1;
     if (!wk || !iq || !hw || !ps || !row)
         goto out;
-    if (cpu_matmul(pool, &w->idx_wk, u, T, wk) ||
-        cpu_matmul(pool, &w->idx_gate, u, T, dc->idx_gate + (size_t)pos0 * ID))
+    if (cpu_matmul_in(pool, &w->idx_wk, u, T, wk, in) ||
+        cpu_matmul_in(pool, &w->idx_gate, u, T, dc->idx_gate + (size_t)pos0 * ID, in))
         goto out;
     for (int t = 0; t < T; t++)
         cpu_layernorm(dc->idx_key + (size_t)(pos0 + t) * ID, wk + (size_t)t * ID, w->idx_k_norm_w,
@@ -112,8 +112,8 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     int need_scores = 0;
     for (int t = 0; t < T; t++)
         need_scores |= (pos0 + t + 1) / kp > budget;
-    if (need_scores && (cpu_matmul(pool, &w->idx_wq_b, qr, T, iq) ||
-                        cpu_matmul(pool, &w->idx_weights, u, T, hw)))
+    if (need_scores && (cpu_matmul_in(pool, &w->idx_wq_b, qr, T, iq, in) ||
+                        cpu_matmul_in(pool, &w->idx_weights, u, T, hw, in)))
         goto out;
     float hscale = 1.0f / sqrtf((float)IH), dscale = 1.0f / sqrtf((float)ID);
     for (int t = 0; t < T; t++) {
@@ -218,7 +218,7 @@ out:
 
 int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_cache *dc,
             const cpu_numerics *nf, int pos0, const float *u, int T, const dsa_selection *sel_in,
-            dsa_selection *sel_out, float *out)
+            dsa_selection *sel_out, float *out, const cpu_inputs *in)
 {
     int H = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
     int qr_n = c->q_lora_rank;
@@ -228,11 +228,12 @@ int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_c
     int rc = -1;
     if (!qa || !q || !o)
         goto out;
-    if (cpu_matmul(pool, &w->q_a, u, T, qa))
+    if (cpu_matmul_in(pool, &w->q_a, u, T, qa, in))
         goto out;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(qa + (size_t)t * qr_n, qa + (size_t)t * qr_n, w->q_a_norm, qr_n, c->rms_norm_eps);
-    if (cpu_matmul(pool, &w->q_b, qa, T, q) || cpu_matmul(pool, &w->kv_a, u, T, lat))
+    if (cpu_matmul_in(pool, &w->q_b, qa, T, q, in) ||
+        cpu_matmul_in(pool, &w->kv_a, u, T, lat, in))
         goto out;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(lat + (size_t)t * R, lat + (size_t)t * R, w->kv_a_norm, R, c->rms_norm_eps);
@@ -242,7 +243,7 @@ int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_c
     round_rows(nf, lat, 0, T, R);
     const dsa_selection *sel = sel_in;
     if (w->has_indexer) {
-        if (indexer(pool, c, w, dc, nf, pos0, u, qa, T, sel_out))
+        if (indexer(pool, c, w, dc, nf, pos0, u, qa, T, sel_out, in))
             goto out;
         sel = sel_out;
     } else if (sel_out != sel_in) {
@@ -253,7 +254,7 @@ int cpu_dsa(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w, dsa_c
     cpu_pool_run(pool, (size_t)H, mla_heads, &job);
     if (job.failed)
         goto out;
-    rc = cpu_matmul(pool, &w->o_proj, o, T, out);
+    rc = cpu_matmul_in(pool, &w->o_proj, o, T, out, in);
 out:
     free(qa);
     free(q);

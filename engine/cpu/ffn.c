@@ -7,19 +7,20 @@
 #include "cpu/blocks.h"
 
 int cpu_mlp(cpu_pool *pool, const glm_config *c, const glm_mlp_weights *w, int64_t inter,
-            const float *x, int T, float *out)
+            const float *x, int T, float *out, const cpu_inputs *in)
 {
     size_t n = (size_t)T * (size_t)inter;
     float *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u);
     int rc = -1;
-    if (g && u && !cpu_matmul(pool, &w->gate, x, T, g) && !cpu_matmul(pool, &w->up, x, T, u)) {
+    if (g && u && !cpu_matmul_in(pool, &w->gate, x, T, g, in) &&
+        !cpu_matmul_in(pool, &w->up, x, T, u, in)) {
         float lim = c->swiglu_limit;
         for (size_t i = 0; i < n; i++) {
             float gi = fminf(g[i], lim);
             float ui = fminf(fmaxf(u[i], -lim), lim);
             g[i] = cpu_silu(gi) * ui;
         }
-        rc = cpu_matmul(pool, &w->down, g, T, out);
+        rc = cpu_matmul_in(pool, &w->down, g, T, out, in);
     }
     free(g);
     free(u);
@@ -82,7 +83,7 @@ void cpu_route(const glm_config *c, const float *logits, const float *bias, floa
 }
 
 int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, const float *x, int T,
-            float *out)
+            float *out, const cpu_inputs *in)
 {
     int E = c->n_routed_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     float *logits = malloc((size_t)T * E * sizeof *logits);
@@ -95,7 +96,7 @@ int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, con
     int rc = -1;
     if (!logits || !chosen || !cw || !tok || !tw || !xe || !ye || !scratch)
         goto out;
-    if (cpu_matmul(pool, &w->router, x, T, logits))
+    if (cpu_matmul_in(pool, &w->router, x, T, logits, in))
         goto out;
     for (int t = 0; t < T; t++)
         cpu_route(c, logits + (size_t)t * E, w->router_bias, scratch, chosen + t * K, cw + t * K);
@@ -113,7 +114,8 @@ int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, con
                 }
         if (!n)
             continue;
-        if (cpu_mlp(pool, c, &w->experts[e], c->moe_intermediate_size, xe, n, ye))
+        /* never one part: the CUDA backend runs the routed experts in their own kernels */
+        if (cpu_mlp(pool, c, &w->experts[e], c->moe_intermediate_size, xe, n, ye, NULL))
             goto out;
         for (int i = 0; i < n; i++)
             for (int d = 0; d < D; d++)
@@ -121,7 +123,7 @@ int cpu_moe(cpu_pool *pool, const glm_config *c, const glm_layer_weights *w, con
     }
     if (w->has_shared) {
         if (cpu_mlp(pool, c, &w->mlp, (int64_t)c->moe_intermediate_size * c->n_shared_experts, x, T,
-                    ye))
+                    ye, in))
             goto out;
         for (size_t i = 0; i < (size_t)T * D; i++)
             out[i] += ye[i];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu/blocks.h"
+#include "prefill_grid.h"
 
 static size_t conv_floats(const glm_config *c)
 {
@@ -51,7 +52,7 @@ cpu_state *cpu_state_new(const glm_model *m, glm_error *err)
         s->m = m;
         s->mark_n = -1;
         s->num = (cpu_numerics){NUMFMT_CACHE_F32, NUMFMT_FP8_POW2,
-                                BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32)};
+                                BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32), 0, 0};
         s->kda = new_kda(c, nk);
         s->dsa = calloc((size_t)(nd ? nd : 1), sizeof *s->dsa);
     }
@@ -349,7 +350,8 @@ static int tap_cache(const cpu_state *s, int li, const dsa_cache *dc, int indexe
 
 /* The tap's router rows: the router's logits and the experts cpu_moe routes to (computed again
  * here, by the same calls, so that cpu_moe stays as it is). */
-static int tap_router(const cpu_state *s, cpu_pool *pool, int li, const float *u, int T)
+static int tap_router(const cpu_state *s, cpu_pool *pool, int li, const float *u, int T,
+                      const cpu_inputs *in)
 {
     const glm_config *c = &s->m->cfg;
     const glm_layer_weights *L = &s->m->w.layers[li];
@@ -360,7 +362,8 @@ static int tap_router(const cpu_state *s, cpu_pool *pool, int li, const float *u
     float *scratch = malloc((size_t)(3 * E + c->n_group) * sizeof *scratch);
     int32_t *chosen = malloc((size_t)T * K * sizeof *chosen);
     int *one = malloc((size_t)K * sizeof *one);
-    if (logits && cw && scratch && chosen && one && !cpu_matmul(pool, &L->router, u, T, logits)) {
+    if (logits && cw && scratch && chosen && one &&
+        !cpu_matmul_in(pool, &L->router, u, T, logits, in)) {
         for (int t = 0; t < T; t++) {
             cpu_route(c, logits + (size_t)t * E, L->router_bias, scratch, one, cw);
             for (int k = 0; k < K; k++)
@@ -380,13 +383,13 @@ static int tap_router(const cpu_state *s, cpu_pool *pool, int li, const float *u
 }
 
 static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, int *sel_cur,
-                     glm_error *err)
+                     const cpu_inputs *in, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     const glm_layer_weights *L = &s->m->w.layers[li];
     int D = c->hidden_size;
     if (cpu_hc_pre(pool, c, &L->hc_attn_fn, L->hc_attn_base, L->hc_attn_scale, b->X, T, b->post,
-                   b->comb, b->c))
+                   b->comb, b->c, in))
         return -1;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->input_norm, D, c->rms_norm_eps);
@@ -394,12 +397,12 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
     int rank = glm_config_rank_of(c, li), rc;
     if (c->attn[li] == GLM_ATTN_KDA) {
         rc = cpu_kda(pool, c, &L->kda, &s->kda[rank], s->n, b->u, T, b->y,
-                     s->verifying ? &s->trail[rank] : NULL);
+                     s->verifying ? &s->trail[rank] : NULL, in);
     } else {
         /* the selection of layer li-1 is in sel[*sel_cur]; this layer writes the other one */
         int next = 1 - *sel_cur, pools0 = s->dsa[rank].n_pools;
         rc = cpu_dsa(pool, c, &L->dsa, &s->dsa[rank], &s->num, s->n, b->u, T, &b->sel[*sel_cur],
-                     &b->sel[next], b->y);
+                     &b->sel[next], b->y, in);
         *sel_cur = next;
         if (!rc && L->dsa.has_indexer)
             rc = tap_selection(s, li, &b->sel[next], T);
@@ -418,15 +421,15 @@ static int run_layer(cpu_state *s, cpu_pool *pool, int li, fwd_buf *b, int T, in
     if (cpu_hc_post(c, b->X, b->y, b->post, b->comb, T))
         return -1;
     if (cpu_hc_pre(pool, c, &L->hc_ffn_fn, L->hc_ffn_base, L->hc_ffn_scale, b->X, T, b->post,
-                   b->comb, b->c))
+                   b->comb, b->c, in))
         return -1;
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(b->u + (size_t)t * D, b->c + (size_t)t * D, L->post_norm, D, c->rms_norm_eps);
     tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, D);
-    if (tap_router(s, pool, li, b->u, T))
+    if (tap_router(s, pool, li, b->u, T, in))
         return -1;
-    rc = c->moe[li] ? cpu_moe(pool, c, L, b->u, T, b->y)
-                    : cpu_mlp(pool, c, &L->mlp, c->intermediate_size, b->u, T, b->y);
+    rc = c->moe[li] ? cpu_moe(pool, c, L, b->u, T, b->y, in)
+                    : cpu_mlp(pool, c, &L->mlp, c->intermediate_size, b->u, T, b->y, in);
     if (rc)
         return -1;
     tap(s, li, BACKEND_TAP_FFN, T, b->y, D);
@@ -481,7 +484,7 @@ static int split_head(cpu_state *s, cpu_pool *pool, const float *x, int T, float
 }
 
 static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, int all_rows,
-                glm_error *err)
+                const cpu_inputs *in, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
     int D = c->hidden_size, S = c->hc_mult;
@@ -501,8 +504,8 @@ static int head(cpu_state *s, cpu_pool *pool, fwd_buf *b, int T, float *logits, 
     if (s->coll.all_gather)
         return all_rows ? split_head(s, pool, b->c, T, logits, err)
                         : split_head(s, pool, b->c + (size_t)(T - 1) * D, 1, logits, err);
-    if (all_rows)
-        return cpu_matmul(pool, &s->m->w.lm_head, b->c, T, logits);
+    if (all_rows) /* (the one-row head is a GEMV on the CUDA backend too) */
+        return cpu_matmul_in(pool, &s->m->w.lm_head, b->c, T, logits, in);
     return cpu_matmul(pool, &s->m->w.lm_head, b->c + (size_t)(T - 1) * D, 1, logits);
 }
 
@@ -546,16 +549,26 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     }
     free(row);
     glm_error peer_err = {0};
+    cpu_inputs in = {0, 0};
+    if (s->num.one_part && !s->verifying && (s->coll.all_reduce ||
+        prefill_gemm_rows(s->n, n, s->num.chunk, 0, &in.r0, &in.r1))) {
+        fwd_buf_free(&b);
+        return glm_error_set(err, GLM_ERR_ARG, s->coll.all_reduce
+                             ? "the one-part products' emulation runs on one rank"
+                             : "the one-part products' emulation needs the CUDA prefill chunk "
+                               "(cuda_chunk) for a call from position %d, off the 16-token grid",
+                             s->n);
+    }
     int li = 0;
     for (; rc == 0 && li < c->num_layers; li++) {
         if (stop_asked(s, n)) {
             rc = -3;
             break;
         }
-        rc = run_layer(s, pool, li, &b, n, &sel_cur, &peer_err);
+        rc = run_layer(s, pool, li, &b, n, &sel_cur, &in, &peer_err);
     }
     if (rc == 0)
-        rc = head(s, pool, &b, n, logits_out, all_rows, &peer_err);
+        rc = head(s, pool, &b, n, logits_out, all_rows, &in, &peer_err);
     if (rc == 0 && cpu_mtp_on(s))
         rc = cpu_mtp_catch_up(s, pool, tokens, s->n, n, b.c);
     fwd_buf_free(&b);

@@ -21,6 +21,11 @@ typedef struct cpu_numerics {
     numfmt_cache cache;
     numfmt_fp8_rule rule;
     uint32_t tag;
+    /* 1: the CUDA backend's one-part products (cuda_gemm = onepart) emulated: the BF16 products'
+     * inputs of a prefill's rows in chunks of more than 8 rows (prefill_grid.h) rounded as
+     * numfmt_one_part_row does; chunk: the CUDA chunk (0: unknown, so calls must start on the
+     * 16-token grid). One rank only. */
+    int one_part, chunk;
 } cpu_numerics;
 
 /* Two ranks: the exchanges of backend.h. */

@@ -41,7 +41,8 @@ static void sinkhorn(float *C, int S, int iters, float eps)
 }
 
 int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const float *base,
-               const float *scale, const float *X, int T, float *post, float *comb, float *out)
+               const float *scale, const float *X, int T, float *post, float *comb, float *out,
+               const cpu_inputs *in)
 {
     int S = c->hc_mult, D = c->hidden_size, mix = (2 + S) * S;
     size_t SD = (size_t)S * D;
@@ -54,7 +55,11 @@ int cpu_hc_pre(cpu_pool *pool, const glm_config *c, const glm_weight *fn, const 
     }
     for (int t = 0; t < T; t++)
         cpu_rmsnorm(flat + t * SD, X + t * SD, NULL, (int)SD, c->rms_norm_eps);
-    int rc = cpu_matmul(pool, fn, flat, T, mu);
+    /* the CUDA backend's prefill runs the norm and this product in one f32 kernel where the
+     * mixing rows are 24 (4 streams) and the width a multiple of 256 (eng_hc_norm_mix_takes):
+     * no one-part product there */
+    int fused = fn->rows == 24 && mix == 24 && SD % 256 == 0;
+    int rc = cpu_matmul_in(pool, fn, flat, T, mu, fused ? NULL : in);
     for (int t = 0; rc == 0 && t < T; t++) {
         const float *m = mu + (size_t)t * mix;
         float pre[64];

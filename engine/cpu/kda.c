@@ -252,7 +252,7 @@ static void l2norm_scale(float *x, int n, float scale)
 }
 
 int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_state *st,
-            int pos0, const float *u, int T, float *out, kda_trail *trail)
+            int pos0, const float *u, int T, float *out, kda_trail *trail, const cpu_inputs *in)
 {
     int H = c->kda_heads, dk = c->kda_head_dim, C = H * dk, C3 = 3 * C;
     size_t TC = (size_t)T * C;
@@ -264,8 +264,8 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
     if (!z || !q || !k || !v || !g || !o || !gate || !lo || !beta)
         goto out;
     /* z = [q | k | v] rows */
-    if (cpu_matmul(pool, &w->q_proj, u, T, q) || cpu_matmul(pool, &w->k_proj, u, T, k) ||
-        cpu_matmul(pool, &w->v_proj, u, T, v))
+    if (cpu_matmul_in(pool, &w->q_proj, u, T, q, in) || cpu_matmul_in(pool, &w->k_proj, u, T, k, in) ||
+        cpu_matmul_in(pool, &w->v_proj, u, T, v, in))
         goto out;
     for (int t = 0; t < T; t++) {
         memcpy(z + (size_t)t * C3, q + (size_t)t * C, C * sizeof *z);
@@ -285,8 +285,8 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
         }
     }
     /* forget gate G (log decay per head and key channel) and beta */
-    if (cpu_matmul(pool, &w->f_a, u, T, lo) || cpu_matmul(pool, &w->f_b, lo, T, g) ||
-        cpu_matmul(pool, &w->b_proj, u, T, beta))
+    if (cpu_matmul_in(pool, &w->f_a, u, T, lo, in) || cpu_matmul_in(pool, &w->f_b, lo, T, g, in) ||
+        cpu_matmul_in(pool, &w->b_proj, u, T, beta, in))
         goto out;
     for (int t = 0; t < T; t++) {
         for (int h = 0; h < H; h++) {
@@ -306,7 +306,8 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
     if (job.failed)
         goto out;
     /* gated RMSNorm per head, then the output projection */
-    if (cpu_matmul(pool, &w->g_a, u, T, lo) || cpu_matmul(pool, &w->g_b, lo, T, gate))
+    if (cpu_matmul_in(pool, &w->g_a, u, T, lo, in) ||
+        cpu_matmul_in(pool, &w->g_b, lo, T, gate, in))
         goto out;
     for (int t = 0; t < T; t++) {
         for (int h = 0; h < H; h++) {
@@ -317,7 +318,7 @@ int cpu_kda(cpu_pool *pool, const glm_config *c, const glm_kda_weights *w, kda_s
                 oh[d] *= cpu_sigmoid(gh[d]);
         }
     }
-    rc = cpu_matmul(pool, &w->o_proj, o, T, out);
+    rc = cpu_matmul_in(pool, &w->o_proj, o, T, out, in);
 out:
     free(z);
     free(q);

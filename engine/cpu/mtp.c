@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu/blocks.h"
+#include "prefill_grid.h"
 #include "cpu/forward.h"
 #include "sampler.h"
 
@@ -37,7 +38,7 @@ void cpu_mtp_cut(cpu_state *s, int n)
 /* m rows at MTP positions mtp_n..: h (m x D) and the tokens that follow them. Appends to the
  * cache; g (m x D) receives the shared_head.norm rows. */
 static int mtp_block(cpu_state *s, cpu_pool *pool, const float *h, const int32_t *tok, int m,
-                     float *g)
+                     float *g, const cpu_inputs *in)
 {
     const glm_config *c = &s->m->cfg;
     const glm_mtp_weights *w = &s->m->w.mtp;
@@ -61,18 +62,19 @@ static int mtp_block(cpu_state *s, cpu_pool *pool, const float *h, const int32_t
         }
         cpu_rmsnorm(hh, h + (size_t)t * D, w->hnorm, D, c->rms_norm_eps);
     }
-    if (cpu_matmul(pool, &w->eh_proj, cat, m, x))
+    if (cpu_matmul_in(pool, &w->eh_proj, cat, m, x, in))
         goto out;
     for (int t = 0; t < m; t++)
         cpu_rmsnorm(u + (size_t)t * D, x + (size_t)t * D, w->layer.input_norm, D, c->rms_norm_eps);
-    if (cpu_dsa(pool, c, &w->layer.dsa, &s->mtp, &s->num, s->mtp_n, u, m, &sel, &sel, y))
+    if (cpu_dsa(pool, c, &w->layer.dsa, &s->mtp, &s->num, s->mtp_n, u, m, &sel, &sel, y, in))
         goto out;
     for (size_t i = 0; i < MD; i++)
         x[i] += y[i];
     for (int t = 0; t < m; t++)
         cpu_rmsnorm(u + (size_t)t * D, x + (size_t)t * D, w->layer.post_norm, D, c->rms_norm_eps);
-    rc = c->n_routed_experts > 0 ? cpu_moe(pool, c, &w->layer, u, m, y)
-                                 : cpu_mlp(pool, c, &w->layer.mlp, c->intermediate_size, u, m, y);
+    rc = c->n_routed_experts > 0
+             ? cpu_moe(pool, c, &w->layer, u, m, y, in)
+             : cpu_mlp(pool, c, &w->layer.mlp, c->intermediate_size, u, m, y, in);
     if (rc)
         goto out;
     for (size_t i = 0; i < MD; i++)
@@ -135,8 +137,14 @@ int cpu_mtp_catch_up(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int po
         } else if (m > 0) {
             memcpy(h, hrows, (size_t)m * D * sizeof *h);
         }
-        if (m > 0)
-            rc = mtp_block(s, pool, h, pos0 > 0 ? tokens : tokens + 1, m, NULL);
+        /* the one-part rows: the CUDA backend's catch-up after each of its chunks (never after
+         * a verification window, which runs row by row) */
+        cpu_inputs in = {0, 0};
+        if (m > 0 && s->num.one_part && !s->verifying &&
+            prefill_gemm_rows(pos0, T, s->num.chunk, 1, &in.r0, &in.r1))
+            rc = -1; /* (forward refused such a call before its layers) */
+        if (m > 0 && !rc)
+            rc = mtp_block(s, pool, h, pos0 > 0 ? tokens : tokens + 1, m, NULL, &in);
         free(h);
     } else {
         s->mtp_n = -1;
@@ -165,7 +173,7 @@ glm_status cpu_mtp_draft(cpu_state *s, cpu_pool *pool, int32_t next, int32_t *ou
         memcpy(h, last, (size_t)D * sizeof *h);
     int32_t tok = next;
     for (int k = 0; rc == 0 && k < max; k++) {
-        rc = mtp_block(s, pool, h, &tok, 1, g);
+        rc = mtp_block(s, pool, h, &tok, 1, g, NULL);
         if (rc == 0)
             rc = cpu_matmul(pool, &s->m->w.lm_head, g, 1, logits);
         if (rc)

@@ -10,6 +10,16 @@
  * scratch row cannot be allocated. */
 int cpu_matmul(cpu_pool *pool, const glm_weight *w, const float *x, int T, float *y);
 
+/* The rows [r0, r1) of a product's T whose inputs the CUDA backend's one-part products round
+ * (cuda_gemm = onepart; prefill_grid.h says which): r0 == r1, or no cpu_inputs, for none. */
+typedef struct cpu_inputs {
+    int r0, r1;
+} cpu_inputs;
+/* cpu_matmul, with the rows of in rounded as numfmt_one_part_row does where w is a BF16 weight
+ * the fp16 forms take (prefill_half_takes): the CUDA backend's one-part product, emulated. */
+int cpu_matmul_in(cpu_pool *pool, const glm_weight *w, const float *x, int T, float *y,
+                  const cpu_inputs *in);
+
 /* out = w * x / sqrt(mean(x^2) + eps); w may be NULL (no weight). out may be x. */
 void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* out = (x - mean) / sqrt(var + eps) * w + b. */

@@ -22,6 +22,7 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *s,
 #include <string.h>
 
 #include "cuda/cuda_internal.h"
+#include "prefill_grid.h"
 #include "session.h"
 
 static void *cu_state_new(void *impl, glm_error *err)
@@ -102,21 +103,16 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
     return rc ? cuda_fail(err, "the forward pass", rc) : GLM_OK;
 }
 
-/* Tokens of the next prefill chunk at position pos with left tokens to go (end = pos + left).
- * Chunks end on the grid of positions of the plan's chunk (be->chunk), and the prompt's tail past the last multiple of
- * GLM_KEEP_ALIGN runs as a chunk of its own: a prefill resumed from a kept state (which lies on
- * that grid) then runs every row through the same kernels as a full prefill (the products pick
- * their kernel by chunk size: the GEMV up to 8 rows, a GEMM above), so its bits are the same. */
-static int chunk_len(int pos, int left, int chunk)
-{
-    int end = pos + left, cut = (pos / chunk + 1) * chunk;
-    int tail = end / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
-    if (cut > end)
-        cut = end;
-    if (cut == end && tail > pos && tail < end)
-        cut = tail;
-    return cut - pos;
-}
+/* The chunks follow prefill_grid.h (the CPU backend's emulation of the one-part products reads
+ * the same grid): the products pick their kernel by chunk size, the GEMV up to 8 rows, a GEMM
+ * above, so a prefill resumed from a kept state runs every row as a full prefill does. */
+_Static_assert(PREFILL_GEMV_ROWS == ENG_GEMM_MIN_ROWS && PREFILL_GEMV_ROWS == CUDA_DECODE_T,
+               "prefill_grid.h's GEMV rows are the kernels'");
+_Static_assert(PREFILL_HALF_BYTES == ENG_GEMM_HALF_BYTES &&
+                   PREFILL_CONCAT_COLS == ENG_GEMM_CONCAT_COLS &&
+                   PREFILL_CONCAT_BYTES == ENG_GEMM_CONCAT_BYTES,
+               "prefill_grid.h's fp16 copy rule is the kernels'");
+_Static_assert(PREFILL_KEEP_ALIGN == GLM_KEEP_ALIGN, "prefill_grid.h's grid is the kept states'");
 
 static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n, float *logits_out,
                              int all_rows, glm_error *err)
@@ -133,7 +129,7 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     s->trail_n = 0; /* a window kept by cuda_verify ends here */
     size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n;) {
-        int T = chunk_len(s->n, n - done, be->chunk);
+        int T = prefill_chunk_len(s->n, n - done, be->chunk);
         int last = done + T == n, want = logits_out && (all_rows || last);
         glm_status cs = run_chunk(s, tokens + done, T, all_rows, want, err);
         if (cs)
@@ -217,7 +213,7 @@ static uint32_t cu_cache_format(const void *impl)
     _Static_assert((128LL << ((1 << BACKEND_CHUNK_BITS) - 2)) >= GLM_CUDA_CHUNK_LIMIT,
                    "backend.h's chunk bits hold the largest chunk");
     return BACKEND_KV(be->kv_dtype, be->kv_index_dtype) | (be->dense_q4 ? BACKEND_DENSE_Q4 : 0) |
-           chunk_code << BACKEND_CHUNK_SHIFT;
+           (be->one_part ? BACKEND_ONE_PART : 0) | chunk_code << BACKEND_CHUNK_SHIFT;
 }
 
 static const backend_ops cuda_ops = {
@@ -249,8 +245,8 @@ static int kv_dtype_of(glm_kv_cache k)
 static glm_status apply_kernel_switches(const backend_settings *set, glm_error *err)
 {
     static const int gemm_modes[] = {ENG_GEMM_FIXED, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
-                                     ENG_GEMM_CUBLAS, ENG_GEMM_THREE};
-    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_THREE + 1,
+                                     ENG_GEMM_CUBLAS, ENG_GEMM_THREE, ENG_GEMM_ONEPART};
+    _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_ONEPART + 1,
                    "a GEMM mode without its kernel mode");
     _Static_assert(GLM_LOG_ERROR == 0 && GLM_LOG_WARN == 1 && GLM_LOG_INFO == 2 && GLM_LOG_DEBUG == 3,
                    "kern_log's levels are glm_log_level's");
@@ -268,6 +264,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
     be->kv_index_dtype = set->cuda.kv_index == GLM_KV_CACHE_DEFAULT ? be->kv_dtype
                                                                      : kv_dtype_of(set->cuda.kv_index);
     be->dense_q4 = set->dense == GLM_DENSE_Q4;
+    be->one_part = set->cuda.gemm == GLM_CUDA_GEMM_ONEPART;
     be->tap = set->tap;
     be->graph_off = set->cuda.graph_off || set->tap.fn; /* a graph would skip the tap's copies */
     be->log = set->log;

@@ -152,6 +152,7 @@ typedef struct cuda_backend {
     int context;   /* the most tokens a state may hold */
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
     int dense_q4;  /* dense = q4 */
+    int one_part;  /* cuda.gemm = onepart: the BF16 prefill products take one fp16 part */
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     int chunk;      /* rows a forward chunk holds at most (the plan's; prefills run in chunks) */
     engine_log log; /* where the backend's lines go */

@@ -12,7 +12,8 @@
 #include "cuda/cuda_internal.h"
 
 #define CSNAP_MAGIC 0x4e534355u /* "CUSN" */
-#define CSNAP_VERSION 3u /* 2: the MTP layer's section; 3: the dense weights' format */
+#define CSNAP_VERSION 4u /* 2: the MTP layer's section; 3: the dense weights' format; 4: the
+                          * prefill products' form */
 
 /* Everything a snapshot's bytes depend on; it loads only where all of it agrees. */
 typedef struct csnap_header {
@@ -25,6 +26,7 @@ typedef struct csnap_header {
     uint32_t latent, index_dim, kpool;
     uint32_t mtp, hidden;  /* mtp: 0, no MTP section; else 1 + its rows (n - 1) */
     uint32_t dense_q4;     /* 1: made with the dense linears requantized (GLMCHAT_CUDA_DENSE=q4) */
+    uint32_t one_part;     /* 1: made with one fp16 part of the prefill products' inputs */
 } csnap_header;
 
 #define MIX(h, v) ((h) = fnv1a64((h), &(v), sizeof(v)))
@@ -70,6 +72,7 @@ static void fill_header(const cuda_state *s, csnap_header *h)
     h->kpool = (uint32_t)c->index_kpool;
     h->hidden = (uint32_t)c->hidden_size;
     h->dense_q4 = (uint32_t)be->dense_q4;
+    h->one_part = (uint32_t)be->one_part;
     const cu_mtp_state *m = &s->mtp;
     if (cuda_mtp_on(s) && s->n > 0 && m->n == s->n - 1 && cuda_mtp_kept_row(s, s->n - 1))
         h->mtp = (uint32_t)m->n + 1;
@@ -211,6 +214,12 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot was made with %s dense "
                              "weights, this backend runs %s ones (--dense or GLMCHAT_CUDA_DENSE must match)",
                              h->dense_q4 ? "q4" : "bf16", mine.dense_q4 ? "q4" : "bf16");
+    if (h->one_part != mine.one_part)
+        return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot's prompt ran its "
+                             "prefill products %s, this backend runs them %s (cuda_gemm must "
+                             "match)",
+                             h->one_part ? "in one fp16 part (onepart)" : "exactly",
+                             mine.one_part ? "in one fp16 part (onepart)" : "exactly");
     if (h->n > (uint32_t)s->be->context)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %u tokens, past "
                              "this backend's context of %d (GLMCHAT_CUDA_CONTEXT)", h->n,

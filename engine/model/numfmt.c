@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/exl3.h"
+#include "kernels/gemm_fp16x2.h"
 
 uint16_t numfmt_bf16_bits(float x)
 {
@@ -379,4 +380,16 @@ out:
     free(u);
     free(super);
     return rc;
+}
+
+void numfmt_one_part_row(const float *x, float *out, size_t n)
+{
+    uint32_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = gemm_fp16x2_float_bits(x[i]) & 0x7fffffffu; /* NaN and Inf above the rest */
+        most = u > most ? u : most;
+    }
+    int a = gemm_fp16x2_shift(most);
+    for (size_t i = 0; i < n; i++)
+        out[i] = gemm_fp16x2_scale(f16_round(gemm_fp16x2_scale(x[i], a)), -a);
 }

@@ -1,5 +1,6 @@
 /* numfmt.h: the lossy number formats the CUDA backend stores, as host functions: bf16 and e4m3
- * values, the fp8 cache's power-of-two row scale, and the q4 requantization of dense weights. */
+ * values, the fp8 cache's power-of-two row scale, the q4 requantization of dense weights, and
+ * the one fp16 part its one-part products take of an input row. */
 #ifndef GLMCHAT_ENGINE_MODEL_NUMFMT_H
 #define GLMCHAT_ENGINE_MODEL_NUMFMT_H
 
@@ -93,5 +94,12 @@ void numfmt_q4_round_rows(const numfmt_q4 *q, float *w, size_t rows, size_t cols
  * Returns -1 when memory runs out or H (damped) is not positive definite. */
 int numfmt_q4_gptq(const numfmt_q4 *q, float *w, size_t rows, size_t cols, const double *H,
                    double damp);
+
+/* An input row as the one-part products (cuda_gemm = onepart, kernels/engine_gemm.cu
+ * split_half_kernel's hi part) take it: scaled by the power of two a_t that puts its largest
+ * magnitude in [2^14, 2^15) (kernels/gemm_fp16x2.h; Inf and NaN count above every finite value),
+ * each element rounded to fp16 (nearest, ties to even, subnormals kept), scaled back by 2^-a_t
+ * (exact where the result is a normal float). out may be x. */
+void numfmt_one_part_row(const float *x, float *out, size_t n);
 
 #endif

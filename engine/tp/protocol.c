@@ -513,7 +513,7 @@ static const char *kv_type_name(uint32_t t)
 const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
 {
     /* backend.h's layout: latent bits 0-7, indexer 8-11, the CUDA chunk 12-15, q4 16, the CPU
-     * backend's variants 17-28 (never exchanged) */
+     * backend's variants 17-28 (never exchanged), one-part products 29 */
     enum { CHUNK_SHIFT = 12, CHUNK_BITS = 4 };
     uint32_t latent = kv_format & 0xff, indexer = kv_format >> 8 & 0xf;
     const char *dense = kv_format >> 16 & 1 ? ", q4 dense weights" : ", bf16 dense weights";
@@ -521,13 +521,14 @@ const char *tp_kv_format_name(uint32_t kv_format, char *buf, size_t cap)
     char chunk[48] = "";
     if (chunk_code)
         snprintf(chunk, sizeof chunk, ", prefill chunks of %u rows", 64u << chunk_code);
-    if (kv_format >> 17)
+    const char *one = kv_format >> 29 & 1 ? ", one fp16 part of each input" : "";
+    if (kv_format >> 17 & ~(1u << 12))
         snprintf(buf, cap, "unknown (0x%08" PRIx32 ")", kv_format);
     else if (latent == indexer)
-        snprintf(buf, cap, "%s%s%s", kv_type_name(latent), dense, chunk);
+        snprintf(buf, cap, "%s%s%s%s", kv_type_name(latent), dense, one, chunk);
     else
-        snprintf(buf, cap, "%s latent, %s indexer%s%s", kv_type_name(latent),
-                 kv_type_name(indexer), dense, chunk);
+        snprintf(buf, cap, "%s latent, %s indexer%s%s%s", kv_type_name(latent),
+                 kv_type_name(indexer), dense, one, chunk);
     return buf;
 }
 

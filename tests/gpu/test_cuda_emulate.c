@@ -1,6 +1,7 @@
 /* test_cuda_emulate.c: the CUDA backend's lossy modes against the CPU backend's emulation of
- * them (--kv-cache fp8|bf16, --dense q4 and each pairing): both backends opened with one
- * backend_settings, a prompt prefilled then decoded, logits compared per row at f32 tolerance.
+ * them (--kv-cache fp8|bf16, --dense q4, cuda_gemm = onepart and pairings): both backends opened
+ * with one backend_settings, a prompt prefilled then decoded, logits compared per row at f32
+ * tolerance.
  * Usage: test_cuda_emulate [--trace|--trace-all] MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS [LABEL]]].
  * Needs a GPU. A mode over tolerance (OVER) is run again with both backends' taps
  * (emulate_trace.h) and judged to its first flip at a near tie (judge_to_near_tie states the
@@ -30,14 +31,17 @@ typedef struct mode {
     const char *name;
     glm_kv_cache kv;
     glm_dense_format dense;
+    glm_cuda_gemm gemm; /* ONEPART: the BF16 prefill products against one fp16 part */
 } mode;
 
 static const mode modes[] = {
-    {"fp8 cache", GLM_KV_CACHE_FP8, GLM_DENSE_BF16},
-    {"bf16 cache", GLM_KV_CACHE_BF16, GLM_DENSE_BF16},
-    {"q4 dense", GLM_KV_CACHE_F32, GLM_DENSE_Q4},
-    {"fp8 + q4", GLM_KV_CACHE_FP8, GLM_DENSE_Q4},
-    {"bf16 + q4", GLM_KV_CACHE_BF16, GLM_DENSE_Q4},
+    {"fp8 cache", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_DEFAULT},
+    {"bf16 cache", GLM_KV_CACHE_BF16, GLM_DENSE_BF16, GLM_CUDA_GEMM_DEFAULT},
+    {"q4 dense", GLM_KV_CACHE_F32, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
+    {"fp8 + q4", GLM_KV_CACHE_FP8, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
+    {"bf16 + q4", GLM_KV_CACHE_BF16, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
+    {"one part", GLM_KV_CACHE_F32, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
+    {"fp8 + one part", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
 };
 
 /* (P + S) x vocab logits: P tokens in one prefill (all rows), then S decode steps. */
@@ -114,6 +118,7 @@ static int measure_floor(const glm_model *m, const backend_settings *s, const in
     backend_settings f32 = *s;
     f32.kv_cache = GLM_KV_CACHE_F32;
     f32.dense = GLM_DENSE_BF16;
+    f32.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
     emu_trace cpu, gpu;
     glm_error err = {0};
     int rc = 0;
@@ -343,6 +348,10 @@ int main(int argc, char **argv)
     s.draft_rows = 0;
     s.kv_cache = GLM_KV_CACHE_F32;
     s.dense = GLM_DENSE_BF16;
+    glm_cuda_gemm given_gemm = s.cuda.gemm; /* the exact runs: the form given (or the default) */
+    if (given_gemm == GLM_CUDA_GEMM_ONEPART)
+        given_gemm = GLM_CUDA_GEMM_DEFAULT;
+    s.cuda.gemm = given_gemm;
     if (run(m, 0, &s, tok, P, S, ref, &err)) {
         fprintf(stderr, "test_cuda_emulate: the CPU backend (f32): %s\n", err.message);
         return 1;
@@ -375,6 +384,7 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         s.kv_cache = modes[k].kv;
         s.dense = modes[k].dense;
+        s.cuda.gemm = modes[k].gemm == GLM_CUDA_GEMM_ONEPART ? GLM_CUDA_GEMM_ONEPART : given_gemm;
         if (run(m, 0, &s, tok, P, S, emu, &err)) {
             printf("FAIL: %s %s: the CPU emulation: %s\n", label, modes[k].name, err.message);
             failures++;

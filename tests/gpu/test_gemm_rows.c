@@ -48,7 +48,8 @@ static int gemm(const char *mode, const eng_mat *w, const float *x, int T, float
     int m = !mode ? ENG_GEMM_THREE
             : strcmp(mode, "nosplit") == 0 ? ENG_GEMM_NOSPLIT
             : strcmp(mode, "default") == 0 ? ENG_GEMM_CUBLAS
-            : strcmp(mode, "fp16x2") == 0 ? ENG_GEMM_FIXED : -1;
+            : strcmp(mode, "fp16x2") == 0 ? ENG_GEMM_FIXED
+            : strcmp(mode, "onepart") == 0 ? ENG_GEMM_ONEPART : -1;
     if (eng_gemm_set_mode(m))
         return -1;
     int rc = eng_gemm(w, x, T, y, NULL);
@@ -346,6 +347,25 @@ static void check_fp16x2_nonfinite(shape_case *c)
     failures += !ok + !spread;
 }
 
+/* cuda_gemm = onepart at a BF16 shape: the hi part alone, each input rounded to fp16 (a term's
+ * error at most 2^-11 of it): row bits across T must hold, and the error on the ordinary rows
+ * stay within 2^-11 of sum|w x| past the two parts' bound. */
+static void check_onepart(shape_case *c, double bound2)
+{
+    int R = c->w.rows, K = c->w.cols;
+    size_t yn = (size_t)TMAX * R;
+    CUDA_OK(gemm("onepart", &c->w, c->xd, TMAX, c->yref));
+    CUDA_OK(kern_sync());
+    CUDA_OK(kern_to_host(c->ref, c->yref, yn * sizeof *c->ref));
+    char where[160] = "";
+    int equal = bits_hold("onepart", &c->w, c->xd, c->ref, c->yd, c->got, where, sizeof where);
+    double worst = worst_error(c->ref, c->xh, c->wf, R, K, kOrdinary, NORDINARY, -1);
+    double bound = bound2 + 0x1p-11;
+    printf("  %s onepart: bit %s%s, error %.2e of sum|w x| (bound %.2e) %s\n", c->s->name,
+           equal ? "yes" : "NO ", where, worst, bound, worst <= bound ? "ok" : "FAIL");
+    failures += !equal + !(worst <= bound);
+}
+
 /* The fixed algorithms in three parts ("new path"), cublasGemmEx's default (the old) and, for BF16,
  * the two fp16 parts. */
 static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
@@ -394,6 +414,7 @@ static void check_modes(shape_case *c, int timed, void *ev0, void *ev1)
     char hbits[48] = "";
     if (bf16) {
         h = check_fp16x2(c, worst, err3, timed, ev0, ev1);
+        check_onepart(c, h.bound);
         snprintf(hbits, sizeof hbits, "   %-3s  %.1e %s", h.equal ? "yes" : "NO", h.worst,
                  h.worst_ok ? "ok" : "FAIL");
     }

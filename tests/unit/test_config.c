@@ -408,7 +408,7 @@ START_TEST(engine_variables_become_params)
         {"GLMCHAT_RDMA_GID_INDEX", "3x",
          "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"},
         {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
-        {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit, default or three, not 'auto'"},
+        {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit, default, three or onepart, not 'auto'"},
         {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
         {"GLMCHAT_CUDA_CHUNK", "32768",
          "GLMCHAT_CUDA_CHUNK: 'cuda_chunk' takes a whole number from 0 to 16384, not '32768'"},
@@ -458,10 +458,14 @@ START_TEST(engine_keys_in_the_file_and_their_precedence)
     ck_assert_int_eq(c.cuda.gemm, GLM_CUDA_GEMM_SHOW);
     ck_assert_int_eq(c.draft, GLM_DRAFT_OFF);
     config_free(&c);
-    /* the last of cuda_gemm's values maps to the last mode */
     setenv("GLMCHAT_CUDA_GEMM", "three", 1);
     ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(c.cuda.gemm, GLM_CUDA_GEMM_THREE);
+    config_free(&c);
+    /* the last of cuda_gemm's values maps to the last mode */
+    setenv("GLMCHAT_CUDA_GEMM", "onepart", 1);
+    ck_assert_msg(config_load(&c, path, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.cuda.gemm, GLM_CUDA_GEMM_ONEPART);
     config_free(&c);
     unset_engine_vars();
     /* the developers' switches are marked, the users' keys not */

@@ -241,6 +241,94 @@ START_TEST(q4_takes_cuda_roles_and_numfmt_values)
 }
 END_TEST
 
+/* A scratch model of the small-mtp preset (BF16 weights, hidden 256, with an MTP layer). */
+static glm_model *bf16_model(char **dir_out)
+{
+    glm_error err = {0};
+    char *tmp = tu_tmpdir(), dir[4096];
+    snprintf(dir, sizeof dir, "%s/model", tmp);
+    glm_mkmodel_params p = {.out_dir = dir, .preset = "small-mtp", .seed = 3};
+    ck_assert_msg(glm_mkmodel(&p, &err) == GLM_OK, "%s", err.message);
+    glm_model *m = glm_model_open(dir, &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    *dir_out = tmp;
+    return m;
+}
+
+/* cuda_gemm = onepart emulated: a BF16 model's logits move by a small measured amount, a prompt
+ * of at most 8 rows (the GEMV on CUDA) and an F32 model not at all; the tag says so, snapshots
+ * keep it apart, and a call off the 16-token grid needs the CUDA chunk. */
+START_TEST(one_part_products_are_emulated_where_cuda_runs_them)
+{
+    glm_error err = {0};
+    char *tmp;
+    glm_model *m = bf16_model(&tmp);
+    ck_assert_int_eq(m->w.layers[0].kda.q_proj.dtype == ST_BF16 ||
+                         m->w.layers[0].dsa.q_a.dtype == ST_BF16, 1);
+    int V = m->cfg.vocab_size, n = 48;
+    int32_t *ids = tu_some_tokens(n, 11, V < 4096 ? V : 4096);
+    backend_settings exact = settings(GLM_KV_CACHE_F32, GLM_DENSE_BF16), one = exact;
+    one.cuda.gemm = GLM_CUDA_GEMM_ONEPART;
+    float *a = run(m, &exact, ids, n, 40), *b = run(m, &one, ids, n, 40);
+    double e = rel_diff(a, b, (size_t)n * V);
+    fprintf(stderr, "small-mtp, %d tokens: one-part products' rms logit diff / rms logit %.3e\n", n, e);
+    /* measured 3.0e-2: the random model's attention and routing amplify the inputs' rounding */
+    ck_assert_msg(e > 1e-4 && e < 0.1, "one part: relative logit error %.3e", e);
+    free(a), free(b);
+    /* 8 rows: every product a GEMV on CUDA, so the same bits */
+    a = run(m, &exact, ids, 12, 8), b = run(m, &one, ids, 12, 8);
+    ck_assert_int_eq(memcmp(a, b, (size_t)12 * V * sizeof *a), 0);
+    free(a), free(b);
+    /* 9 rows: the products of more than 8 take one part */
+    a = run(m, &exact, ids, 9, 9), b = run(m, &one, ids, 9, 9);
+    ck_assert_int_ne(memcmp(a, b, (size_t)9 * V * sizeof *a), 0);
+    free(a), free(b);
+
+    engine_backend be, ex;
+    ck_assert_int_eq(backend_open_cpu_with(m, 1, &one, &be, &err), GLM_OK);
+    ck_assert_int_eq(backend_open_cpu_with(m, 1, &exact, &ex, &err), GLM_OK);
+    ck_assert_uint_eq(be.ops->cache_format(be.impl),
+                      BACKEND_KV(BACKEND_KV_F32, BACKEND_KV_F32) | BACKEND_ONE_PART);
+    void *st = be.ops->state_new(be.impl, &err), *sx = ex.ops->state_new(ex.impl, &err);
+    ck_assert_int_eq(be.ops->prefill(be.impl, st, ids, 20, NULL, 0, &err), GLM_OK);
+    size_t bytes = be.ops->snapshot_size(st);
+    void *snap = malloc(bytes);
+    ck_assert_int_eq(be.ops->snapshot_save(st, snap, bytes, &err), GLM_OK);
+    ck_assert_int_eq(ex.ops->snapshot_load(sx, snap, bytes, &err), GLM_ERR_FORMAT);
+    /* from 20, off the grid, with no chunk given: refused, naming what to give */
+    ck_assert_int_eq(be.ops->prefill(be.impl, st, ids + 20, 20, NULL, 0, &err), GLM_ERR_ARG);
+    ck_assert_msg(strstr(err.message, "cuda_chunk") && strstr(err.message, "position 20"), "%s",
+                  err.message);
+    ck_assert_int_eq(be.ops->state_length(st), 20);
+    be.ops->state_free(st), ex.ops->state_free(sx);
+    backend_close(&be), backend_close(&ex);
+    /* with the chunk given, such a call runs */
+    one.cuda.chunk = 128;
+    ck_assert_int_eq(backend_open_cpu_with(m, 1, &one, &be, &err), GLM_OK);
+    st = be.ops->state_new(be.impl, &err);
+    ck_assert_int_eq(be.ops->prefill(be.impl, st, ids, 20, NULL, 0, &err), GLM_OK);
+    ck_assert_msg(be.ops->prefill(be.impl, st, ids + 20, 20, NULL, 0, &err) == GLM_OK, "%s",
+                  err.message);
+    be.ops->state_free(st);
+    backend_close(&be);
+    free(snap), free(ids);
+    glm_model_close(m);
+    tu_rmtree(tmp);
+    free(tmp);
+
+    /* an F32 model: no BF16 product, the same bits */
+    m = glm_model_open(tu_fixture("tiny-A"), &err);
+    ck_assert_msg(m != NULL, "%s", err.message);
+    V = m->cfg.vocab_size;
+    ids = tu_some_tokens(n, 7, V);
+    one.cuda.chunk = 0;
+    a = run(m, &exact, ids, n, 40), b = run(m, &one, ids, n, 40);
+    ck_assert_int_eq(memcmp(a, b, (size_t)n * V * sizeof *a), 0);
+    free(a), free(b), free(ids);
+    glm_model_close(m);
+}
+END_TEST
+
 /* The identity as every matrix's calibration Hessian: GPTQ then feeds nothing back. */
 static const double *identity_hessian(void *ctx, const glm_weight *w)
 {
@@ -656,6 +744,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, snapshots_keep_their_format);
     tcase_add_test(tc, q4_takes_cuda_roles_and_numfmt_values);
     tcase_add_test(tc, q4_variants_do_what_they_name);
+    tcase_add_test(tc, one_part_products_are_emulated_where_cuda_runs_them);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
     tcase_add_test(tc, tap_traces_where_two_runs_part);
     tcase_add_test(tc, trace_tells_near_tie_flips_from_clear_ones);

@@ -47,6 +47,66 @@ START_TEST(bf16_rounds_to_nearest_even)
 }
 END_TEST
 
+/* An input row's one part, worked out apart from numfmt's code: the row's scale from frexp of its
+ * largest magnitude (the power of two putting it in [2^14, 2^15)), the scaled value rounded to
+ * 11 significant bits in double (subnormal fp16 below 2^-14: multiples of 2^-24), scaled back. */
+static float one_part_ref(double v, double amax)
+{
+    int e;
+    frexp(amax, &e); /* amax in [2^(e-1), 2^e) */
+    int a = 14 - (e - 1);
+    double x = ldexp(v, a), ax = fabs(x), q;
+    if (ax < 0x1p-14) {
+        q = nearbyint(ax * 0x1p24) * 0x1p-24;
+    } else {
+        int ex;
+        frexp(ax, &ex);
+        q = ldexp(nearbyint(ldexp(ax, 11 - ex)), ex - 11);
+    }
+    return (float)ldexp(x < 0 ? -q : q, -a);
+}
+
+START_TEST(one_part_row_is_the_scaled_fp16_value)
+{
+    /* hand cases: the largest goes to 2^14 exactly (1.0 at a = 14), a value whose 2^14 multiple
+     * lies halfway between fp16 neighbours rounds to the even one */
+    float row[7] = {1.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, -0.5f, 0x1p-40f, 0.0f, 0x1p-30f};
+    float out[7];
+    numfmt_one_part_row(row, out, 7);
+    ck_assert(out[0] == 1.0f);
+    ck_assert(out[1] == 1.0f);                     /* tie: down to the even 1.0 */
+    ck_assert(out[2] == 1.0f + 0x1p-9f);           /* tie: up to the even neighbour */
+    ck_assert(out[3] == -0.5f);
+    ck_assert(out[4] == 0.0f); /* 2^-26 at the row's scale: under half fp16's least subnormal */
+    ck_assert(out[5] == 0.0f);
+    ck_assert(out[6] == 0x1p-30f); /* 2^-16 there: an fp16 subnormal, kept */
+    /* random rows of many magnitudes against the reference, in place */
+    uint64_t x = 12345;
+    for (int r = 0; r < 200; r++) {
+        enum { N = 257 };
+        float v[N], got[N];
+        double amax = 0;
+        for (int i = 0; i < N; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            double u = (double)(x >> 11) / 9007199254740992.0;
+            int spread = (int)(x >> 3 & 31) - 12;
+            v[i] = (float)((u - 0.5) * ldexp(1.0, spread - (r % 40)));
+            amax = fmax(amax, fabs((double)v[i]));
+        }
+        memcpy(got, v, sizeof v);
+        numfmt_one_part_row(got, got, N);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(got[i] == one_part_ref(v[i], amax), "row %d element %d: %a -> %a, want %a",
+                          r, i, (double)v[i], (double)got[i], (double)one_part_ref(v[i], amax));
+    }
+    /* an Inf in the row sets the largest magnitude above every finite one: the finite values go
+     * to 0 as in the kernel (its shift is -114), the Inf stays */
+    float inf_row[3] = {INFINITY, 3.0f, -2.0f};
+    numfmt_one_part_row(inf_row, inf_row, 3);
+    ck_assert(isinf(inf_row[0]) && inf_row[1] == 0.0f && inf_row[2] == 0.0f);
+}
+END_TEST
+
 START_TEST(e4m3_rounds_saturates_and_refuses_nan)
 {
     ck_assert_uint_eq(numfmt_e4m3_bits(0.0f), 0x00);
@@ -379,6 +439,7 @@ static Suite *numfmt_suite(void)
     tcase_add_test(tc, fp8_scale_is_the_smallest_power_of_two);
     tcase_add_test(tc, cache_rows_read_back_as_stored);
     tcase_add_test(tc, cache_row_margins_find_near_ties);
+    tcase_add_test(tc, one_part_row_is_the_scaled_fp16_value);
     tcase_add_test(tc, q4_groups_and_scales);
     tcase_add_test(tc, q4_mse_search_never_loses_to_nearest);
     tcase_add_test(tc, q4_asymmetric_keeps_a_positive_groups_ends);

@@ -468,6 +468,10 @@ START_TEST(hello_differences_are_named)
     c.settings.kv_format = 2 | 2 << 8 | 8u << 12; /* the largest chunk, 16,384 rows */
     ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "prefill chunks of 16384 rows on the worker"));
+    c.settings.kv_format = 2 | 2 << 8 | 4u << 12 | 1u << 29; /* one fp16 part (cuda_gemm) */
+    ck_assert_int_eq(tp_hello_compare(&a, &c, "worker", &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "fp8, bf16 dense weights, one fp16 part of each "
+                                              "input, prefill chunks of 1024 rows on the worker"));
     a.settings.kv_format = b.settings.kv_format;
     c = b;
     c.settings.backend = 2;

@@ -113,7 +113,7 @@ static double mlp_parts_worst(int world, int64_t shared_units)
     float *x = malloc(sizeof(float) * (size_t)T * D), *full = malloc(sizeof(float) * (size_t)T * D);
     float *sum = calloc((size_t)T * D, sizeof(float)), *part = malloc(sizeof(float) * (size_t)T * D);
     fill(x, (size_t)T * D, 11);
-    ck_assert_int_eq(cpu_mlp(NULL, c, w, width, x, T, full), 0);
+    ck_assert_int_eq(cpu_mlp(NULL, c, w, width, x, T, full, NULL), 0);
     glm_error err;
     for (int r = 0; r < world; r++) {
         glm_mlp_weights h = *w;
@@ -122,7 +122,7 @@ static double mlp_parts_worst(int world, int64_t shared_units)
         int64_t mine = tp_part_of(units, r, world).count * (width / units);
         ck_assert_int_eq(h.gate.rows, mine);
         ck_assert_int_eq(h.down.cols, mine);
-        ck_assert_int_eq(cpu_mlp(NULL, c, &h, mine, x, T, part), 0);
+        ck_assert_int_eq(cpu_mlp(NULL, c, &h, mine, x, T, part, NULL), 0);
         for (size_t i = 0; i < (size_t)T * D; i++)
             sum[i] = r == 0 ? part[i] : sum[i] + part[i]; /* rank order, as every rank sums */
         tp_split_owned_free(&owned);
@@ -328,14 +328,14 @@ START_TEST(exl3_mlp_parts_sum_to_the_full_mlp)
     float *x = malloc(sizeof(float) * (size_t)T * D), *full = malloc(sizeof(float) * (size_t)T * D);
     float *part = malloc(sizeof(float) * (size_t)T * D), *sum = malloc(sizeof(float) * (size_t)T * D);
     fill(x, (size_t)T * D, 12);
-    ck_assert_int_eq(cpu_mlp(NULL, &m->cfg, &w, I, x, T, full), 0);
+    ck_assert_int_eq(cpu_mlp(NULL, &m->cfg, &w, I, x, T, full, NULL), 0);
     glm_error err;
     for (int r = 0; r < 3; r++) {
         glm_mlp_weights h = w;
         tp_split_owned owned = {0};
         ck_assert_msg(tp_split_mlp(&h, I, r, 3, &owned, &err) == GLM_OK, "%s", err.message);
         ck_assert_int_eq(owned.n, 3);
-        ck_assert_int_eq(cpu_mlp(NULL, &m->cfg, &h, I / 3, x, T, part), 0);
+        ck_assert_int_eq(cpu_mlp(NULL, &m->cfg, &h, I / 3, x, T, part, NULL), 0);
         for (size_t i = 0; i < (size_t)T * D; i++)
             sum[i] = r == 0 ? part[i] : sum[i] + part[i];
         tp_split_owned_free(&owned);

@@ -50,6 +50,14 @@ static acc_mode modes[] = {
     CACHE("fp8 cache (CUDA's default)", FP8, 0),
     CACHE("bf16 cache", BF16, 0),
     CACHE("fp8 cache, exact f32 scale", FP8, NUMFMT_FP8_EXACT),
+    /* cuda_gemm = onepart: the conversations start off the 16-token grid (after the shared
+     * prefix), where the rows rounded depend on the CUDA chunk: the plan's pick on an H200 */
+    {.name = "one fp16 part (cuda_gemm = onepart)",
+     .s = {.context = 1 << 16, KV(F32), .dense = GLM_DENSE_BF16,
+           .cuda = {.gemm = GLM_CUDA_GEMM_ONEPART, .chunk = 16384}}},
+    {.name = "fp8 cache + one fp16 part",
+     .s = {.context = 1 << 16, KV(FP8), .dense = GLM_DENSE_BF16,
+           .cuda = {.gemm = GLM_CUDA_GEMM_ONEPART, .chunk = 16384}}},
     Q4("q4-32 fp16 scale (CUDA's)", F32, 32, 0, 0, 0, 0, 0, 0, 0),
     Q4("q4-32 f32 scale", F32, 32, 1, 0, 0, 0, 0, 0, 0),
     Q4("q4-64 fp16 scale", F32, 64, 0, 0, 0, 0, 0, 0, 0),
