@@ -156,6 +156,8 @@ enum { ENG_GEMM_FIXED = 0, ENG_GEMM_SHOW, ENG_GEMM_CUBLAS, ENG_GEMM_NOSPLIT, ENG
        ENG_GEMM_ONEPART };
 /* 0, or -1 for a mode not above (the mode is then left as it was). */
 int eng_gemm_set_mode(int mode);
+/* 1 while the mode is ENG_GEMM_ONEPART (the products' numbers differ there, not only the time). */
+int eng_gemm_one_part(void);
 
 /* ---- norms and elementwise (engine_ops.cu) ----------------------------------------------- */
 /* Per row of n: out = w * x / sqrt(mean(x^2) + eps) (w NULL: 1). rows may be strided by ld. */

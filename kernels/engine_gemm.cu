@@ -957,6 +957,11 @@ extern "C" int eng_gemm_set_mode(int mode)
     return 0;
 }
 
+extern "C" int eng_gemm_one_part(void)
+{
+    return g_mode == MODE_ONEPART;
+}
+
 extern "C" void eng_gemm_forget_stream(void *stream)
 {
     std::lock_guard<std::mutex> guard(g_lock);

@@ -126,6 +126,13 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     rs = cuda_state_reserve(s, s->n + n, err);
     if (rs)
         return rs;
+    /* the GEMM mode is process-wide: an engine opened later with another cuda_gemm would run this
+     * one's prefill products in its form, under this one's format tag and snapshots */
+    if (eng_gemm_one_part() != be->one_part)
+        return glm_error_set(err, GLM_ERR_BACKEND, "another CUDA engine in this process runs the "
+                             "prefill products %s (cuda_gemm); this one was opened to run them %s: "
+                             "close one of them", be->one_part ? "exactly" : "in one fp16 part",
+                             be->one_part ? "in one fp16 part" : "exactly");
     s->trail_n = 0; /* a window kept by cuda_verify ends here */
     size_t V = (size_t)c->vocab_size;
     for (int done = 0; done < n;) {
