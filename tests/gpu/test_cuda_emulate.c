@@ -42,6 +42,7 @@ static const mode modes[] = {
     {"bf16 + q4", GLM_KV_CACHE_BF16, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
     {"one part", GLM_KV_CACHE_F32, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
     {"fp8 + one part", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
+    {"q4 + one part", GLM_KV_CACHE_F32, GLM_DENSE_Q4, GLM_CUDA_GEMM_ONEPART}, /* the router's */
 };
 
 /* (P + S) x vocab logits: P tokens in one prefill (all rows), then S decode steps. */
