@@ -5,7 +5,7 @@
 int prefill_chunk_len(int pos, int left, int chunk)
 {
     int end = pos + left, cut = (pos / chunk + 1) * chunk;
-    int tail = end / PREFILL_KEEP_ALIGN * PREFILL_KEEP_ALIGN;
+    int tail = end / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
     if (cut > end)
         cut = end;
     if (cut == end && tail > pos && tail < end)
@@ -13,26 +13,17 @@ int prefill_chunk_len(int pos, int left, int chunk)
     return cut - pos;
 }
 
-int prefill_half_takes(int64_t rows, int64_t cols)
-{
-    size_t rc = (size_t)rows * (size_t)cols;
-    int narrow = cols <= PREFILL_CONCAT_COLS && 6 * rc <= PREFILL_CONCAT_BYTES;
-    return (narrow ? 4 : 2) * rc <= PREFILL_HALF_BYTES;
-}
-
-/* The largest chunk a backend may be given: with it an aligned call's rows are those of every
- * other chunk (a multiple of PREFILL_KEEP_ALIGN), so it stands for an unknown one there. */
-enum { ANY_CHUNK = 1 << 14 };
-
 int prefill_gemm_rows(int pos0, int n, int chunk, int mtp, int *r0, int *r1)
 {
     *r0 = *r1 = 0;
     if (n <= PREFILL_GEMV_ROWS) /* every chunk of it a GEMV (a decode step among them) */
         return 0;
     if (chunk <= 0) {
-        if (pos0 % PREFILL_KEEP_ALIGN)
+        if (pos0 % GLM_KEEP_ALIGN)
             return -1;
-        chunk = ANY_CHUNK;
+        /* an aligned call's rows are the same at every chunk (each a multiple of
+         * GLM_KEEP_ALIGN): the largest a backend may be given stands for an unknown one */
+        chunk = GLM_CUDA_CHUNK_LIMIT;
     }
     int first = -1, last = -1, gap = 0;
     for (int done = 0; done < n;) {

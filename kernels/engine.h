@@ -126,6 +126,22 @@ int eng_mat_element(const eng_mat *w, int r, int c, float *out_dev, void *stream
  * on first use); a larger one (an LM head) runs as three bf16 parts. It holds every dense weight
  * of GLM-5.3-Flash (the largest, the MLA output's 4096 x 16384, exactly). */
 #define ENG_GEMM_HALF_BYTES ((size_t)128 << 20)
+/* Whether a BF16 weight of rows x cols is narrow (its parts run as one GEMM side by side). */
+static inline ENG_HOST_DEVICE int eng_gemm_narrow(int64_t rows, int64_t cols)
+{
+    return cols <= ENG_GEMM_CONCAT_COLS && 6 * (size_t)rows * (size_t)cols <= ENG_GEMM_CONCAT_BYTES;
+}
+/* The bytes of a BF16 weight's fp16 copy (twice side by side for a narrow one), and whether the
+ * fp16 forms take the weight: the copy fits ENG_GEMM_HALF_BYTES (the CPU backend's emulation of
+ * the one-part form asks the same). */
+static inline ENG_HOST_DEVICE size_t eng_gemm_half_copy_bytes(int64_t rows, int64_t cols)
+{
+    return (eng_gemm_narrow(rows, cols) ? 4 : 2) * (size_t)rows * (size_t)cols;
+}
+static inline ENG_HOST_DEVICE int eng_gemm_half_takes(int64_t rows, int64_t cols)
+{
+    return eng_gemm_half_copy_bytes(rows, cols) <= ENG_GEMM_HALF_BYTES;
+}
 /* Whether eng_gemm takes this matrix at T rows: BF16 or F32 weights, T > ENG_GEMM_MIN_ROWS. */
 int eng_gemm_takes(const eng_mat *w, int T);
 /* y = x W^T through cuBLASLt, f32 accumulation, F32 weights in f32. A BF16 weight whose fp16 copy

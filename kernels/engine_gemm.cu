@@ -524,8 +524,7 @@ unsigned grid_for(size_t n)
 // would write once and then read and write twice more.
 bool concat_parts(const eng_mat *w)
 {
-    return w->dtype == ENG_BF16 && w->cols <= ENG_GEMM_CONCAT_COLS &&
-           6 * (size_t)w->rows * (size_t)w->cols <= ENG_GEMM_CONCAT_BYTES;
+    return w->dtype == ENG_BF16 && eng_gemm_narrow(w->rows, w->cols);
 }
 
 // What a product holds once set up: its stream's entry, its plan (none on the comparison path),
@@ -774,12 +773,12 @@ __global__ void unscale_kernel(float *__restrict__ y, int T, int rows, int vec,
 // the BF16 weights whose copy fits ENG_GEMM_HALF_BYTES (engine.h).
 size_t half_copy_bytes(const eng_mat *w)
 {
-    return (concat_parts(w) ? 4 : 2) * (size_t)w->rows * (size_t)w->cols;
+    return eng_gemm_half_copy_bytes(w->rows, w->cols);
 }
 
 bool fp16x2_takes(const eng_mat *w)
 {
-    return w->dtype == ENG_BF16 && half_copy_bytes(w) <= ENG_GEMM_HALF_BYTES;
+    return w->dtype == ENG_BF16 && eng_gemm_half_takes(w->rows, w->cols);
 }
 
 // a launch's error as a code (and taken off cudaGetLastError, as the launches above leave none)

@@ -529,6 +529,14 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     glm_status st = backend_check_tokens(c, tokens, n, err);
     if (st)
         return st;
+    cpu_inputs in = {0, 0};
+    if (s->num.one_part && !s->verifying && (s->coll.all_reduce ||
+        prefill_gemm_rows(s->n, n, s->num.chunk, 0, &in.r0, &in.r1)))
+        return glm_error_set(err, GLM_ERR_ARG, s->coll.all_reduce
+                             ? "the one-part products' emulation runs on one rank"
+                             : "the one-part products' emulation needs the CUDA prefill chunk "
+                               "(cuda_chunk) for a call from position %d, off the 16-token grid",
+                             s->n);
     st = cpu_state_reserve(s, s->n + n, err);
     if (st)
         return st;
@@ -549,16 +557,6 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     }
     free(row);
     glm_error peer_err = {0};
-    cpu_inputs in = {0, 0};
-    if (s->num.one_part && !s->verifying && (s->coll.all_reduce ||
-        prefill_gemm_rows(s->n, n, s->num.chunk, 0, &in.r0, &in.r1))) {
-        fwd_buf_free(&b);
-        return glm_error_set(err, GLM_ERR_ARG, s->coll.all_reduce
-                             ? "the one-part products' emulation runs on one rank"
-                             : "the one-part products' emulation needs the CUDA prefill chunk "
-                               "(cuda_chunk) for a call from position %d, off the 16-token grid",
-                             s->n);
-    }
     int li = 0;
     for (; rc == 0 && li < c->num_layers; li++) {
         if (stop_asked(s, n)) {

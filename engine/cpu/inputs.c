@@ -13,7 +13,7 @@ int cpu_matmul_in(cpu_pool *pool, const glm_weight *w, const float *x, int T, fl
                   const cpu_inputs *in)
 {
     if (!in || in->r1 <= in->r0 || w->kind != GLM_W_PLAIN || w->dtype != ST_BF16 ||
-        !prefill_half_takes(w->rows, w->cols))
+        !eng_gemm_half_takes(w->rows, w->cols))
         return cpu_matmul(pool, w, x, T, y);
     size_t cols = (size_t)w->cols;
     float *xr = malloc((size_t)T * cols * sizeof *xr);

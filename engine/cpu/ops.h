@@ -16,7 +16,7 @@ typedef struct cpu_inputs {
     int r0, r1;
 } cpu_inputs;
 /* cpu_matmul, with the rows of in rounded as numfmt_one_part_row does where w is a BF16 weight
- * the fp16 forms take (prefill_half_takes): the CUDA backend's one-part product, emulated. */
+ * the fp16 forms take (eng_gemm_half_takes): the CUDA backend's one-part product, emulated. */
 int cpu_matmul_in(cpu_pool *pool, const glm_weight *w, const float *x, int T, float *y,
                   const cpu_inputs *in);
 

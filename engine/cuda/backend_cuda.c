@@ -106,13 +106,7 @@ static glm_status run_chunk(cuda_state *s, const int32_t *tokens, int T, int all
 /* The chunks follow prefill_grid.h (the CPU backend's emulation of the one-part products reads
  * the same grid): the products pick their kernel by chunk size, the GEMV up to 8 rows, a GEMM
  * above, so a prefill resumed from a kept state runs every row as a full prefill does. */
-_Static_assert(PREFILL_GEMV_ROWS == ENG_GEMM_MIN_ROWS && PREFILL_GEMV_ROWS == CUDA_DECODE_T,
-               "prefill_grid.h's GEMV rows are the kernels'");
-_Static_assert(PREFILL_HALF_BYTES == ENG_GEMM_HALF_BYTES &&
-                   PREFILL_CONCAT_COLS == ENG_GEMM_CONCAT_COLS &&
-                   PREFILL_CONCAT_BYTES == ENG_GEMM_CONCAT_BYTES,
-               "prefill_grid.h's fp16 copy rule is the kernels'");
-_Static_assert(PREFILL_KEEP_ALIGN == GLM_KEEP_ALIGN, "prefill_grid.h's grid is the kept states'");
+_Static_assert(PREFILL_GEMV_ROWS == CUDA_DECODE_T, "the decode forms take the GEMV's rows");
 
 static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n, float *logits_out,
                              int all_rows, glm_error *err)

@@ -164,18 +164,24 @@ START_TEST(snapshots_keep_their_format)
 }
 END_TEST
 
-/* A scratch tiny-exl3 model (F32, hidden 128): the smallest preset with q4-able widths. */
-static glm_model *q4_model(char **dir_out)
+/* A scratch model of mkmodel's preset in a new temporary directory (*dir_out, to remove). */
+static glm_model *scratch_model(const char *preset, uint64_t seed, char **dir_out)
 {
     glm_error err = {0};
     char *tmp = tu_tmpdir(), dir[4096];
     snprintf(dir, sizeof dir, "%s/model", tmp);
-    glm_mkmodel_params p = {.out_dir = dir, .preset = "tiny-exl3", .seed = 5};
+    glm_mkmodel_params p = {.out_dir = dir, .preset = preset, .seed = seed};
     ck_assert_msg(glm_mkmodel(&p, &err) == GLM_OK, "%s", err.message);
     glm_model *m = glm_model_open(dir, &err);
     ck_assert_msg(m != NULL, "%s", err.message);
     *dir_out = tmp;
     return m;
+}
+
+/* tiny-exl3 (F32, hidden 128): the smallest preset with q4-able widths. */
+static glm_model *q4_model(char **dir_out)
+{
+    return scratch_model("tiny-exl3", 5, dir_out);
 }
 
 START_TEST(q4_takes_cuda_roles_and_numfmt_values)
@@ -241,20 +247,6 @@ START_TEST(q4_takes_cuda_roles_and_numfmt_values)
 }
 END_TEST
 
-/* A scratch model of the small-mtp preset (BF16 weights, hidden 256, with an MTP layer). */
-static glm_model *bf16_model(char **dir_out)
-{
-    glm_error err = {0};
-    char *tmp = tu_tmpdir(), dir[4096];
-    snprintf(dir, sizeof dir, "%s/model", tmp);
-    glm_mkmodel_params p = {.out_dir = dir, .preset = "small-mtp", .seed = 3};
-    ck_assert_msg(glm_mkmodel(&p, &err) == GLM_OK, "%s", err.message);
-    glm_model *m = glm_model_open(dir, &err);
-    ck_assert_msg(m != NULL, "%s", err.message);
-    *dir_out = tmp;
-    return m;
-}
-
 /* cuda_gemm = onepart emulated: a BF16 model's logits move by a small measured amount, a prompt
  * of at most 8 rows (the GEMV on CUDA) and an F32 model not at all; the tag says so, snapshots
  * keep it apart, and a call off the 16-token grid needs the CUDA chunk. */
@@ -262,7 +254,7 @@ START_TEST(one_part_products_are_emulated_where_cuda_runs_them)
 {
     glm_error err = {0};
     char *tmp;
-    glm_model *m = bf16_model(&tmp);
+    glm_model *m = scratch_model("small-mtp", 3, &tmp); /* BF16 weights, hidden 256, MTP */
     ck_assert_int_eq(m->w.layers[0].kda.q_proj.dtype == ST_BF16 ||
                          m->w.layers[0].dsa.q_a.dtype == ST_BF16, 1);
     int V = m->cfg.vocab_size, n = 48;

@@ -90,11 +90,11 @@ END_TEST
 
 START_TEST(half_copy_rule_is_the_kernels)
 {
-    ck_assert(prefill_half_takes(4096, 16384));      /* MLA o_proj: 128 MiB exactly */
-    ck_assert(!prefill_half_takes(4097, 16384));
-    ck_assert(!prefill_half_takes(154880, 4096));    /* a real LM head */
-    ck_assert(prefill_half_takes(154880, 256));      /* the demo's */
-    ck_assert(prefill_half_takes(8192, 128));        /* narrow, counted twice: 4 MiB */
+    ck_assert(eng_gemm_half_takes(4096, 16384));      /* MLA o_proj: 128 MiB exactly */
+    ck_assert(!eng_gemm_half_takes(4097, 16384));
+    ck_assert(!eng_gemm_half_takes(154880, 4096));    /* a real LM head */
+    ck_assert(eng_gemm_half_takes(154880, 256));      /* the demo's */
+    ck_assert(eng_gemm_half_takes(8192, 128));        /* narrow, counted twice: 4 MiB */
 }
 END_TEST
 
