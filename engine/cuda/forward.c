@@ -1035,7 +1035,7 @@ static int head_on_device(cuda_state *s, int rows, cuda_plan_part part, size_t w
  * part so every rank sends as many floats; the parts meet through the host. With two ranks and an
  * even vocabulary the parts are halves, nothing is padded, and the copies are those of the
  * halves' gather before: the logits' bits are the LM head's, moved only. */
-static int split_head(cuda_state *s, const float *x, int rows, glm_error *err)
+static int split_head(cuda_state *s, const float *x, int rows, float *host, glm_error *err)
 {
     cuda_backend *be = s->be;
     int world = s->coll.world ? s->coll.world : 2;
@@ -1050,8 +1050,10 @@ static int split_head(cuda_state *s, const float *x, int rows, glm_error *err)
     CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
     if (cuda_coll_on_device(s, rows))
         return head_on_device(s, rows, part, widest, err);
-    /* staging (cuda_state_staging): all = world x rows x widest, then mine = rows x widest */
-    float *all = s->h_logits, *mine = all + (size_t)world * rows * widest;
+    /* staging (cuda_state_staging): all = world x rows x widest, then mine = rows x widest, from
+     * host, which has that room after it (a piece's rows: the later pieces' rows and the room
+     * after the whole call's) */
+    float *all = host, *mine = all + (size_t)world * rows * widest;
     if (Vr == widest) {
         CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vr * sizeof(float), be->stream),
            "the logits' copy");
@@ -1089,18 +1091,60 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
     return 0;
 }
 
+/* The LM head of `rows` normed rows x: one rank's logits into be->s.logits; several ranks' through
+ * split_head (device collectives: into be->s.logits; through the host: full rows at host). */
+static int head(cuda_state *s, const float *x, int rows, float *host, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    if (s->coll.all_gather)
+        return split_head(s, x, rows, host, err);
+    CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
+    return 0;
+}
+
 /* The final norm and the LM head; logits on the device (one rank) or already in h_logits. */
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     int D = c->hidden_size, rows = all_rows ? T : 1;
+    if (rows > CUDA_HEAD_ROWS)
+        return glm_error_set(err, GLM_ERR_ARG, "the LM head takes at most %d rows a call (the "
+                             "logits' scratch); this call asks %d", CUDA_HEAD_ROWS, rows), -1;
     CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, D,
                             c->rms_norm_eps, be->stream), "the final norm");
     const float *x = all_rows ? be->s.hfin : be->s.hfin + (size_t)(T - 1) * D;
-    if (s->coll.all_gather)
-        return split_head(s, x, rows, err);
-    CK(lin(be, &be->w.lm_head, x, rows, be->s.logits), "the LM head");
+    return head(s, x, rows, s->h_logits, err);
+}
+
+/* Every row's logits of a chunk larger than the logits' scratch (CUDA_HEAD_ROWS rows): the LM
+ * head in pieces of nearly equal rows, each copied to its rows of h_logits before the next one
+ * overwrites the scratch (the same stream orders them). Each piece keeps more than
+ * ENG_GEMM_MIN_ROWS rows, so its products take the path the whole chunk's would, whose row bits
+ * do not depend on the row count: the logits are those of one head over every row. */
+_Static_assert(CUDA_DECODE_T <= CUDA_HEAD_ROWS, "a verification window's rows fit the logits' scratch");
+_Static_assert(CUDA_HEAD_ROWS / 2 > ENG_GEMM_MIN_ROWS && CUDA_HEAD_ROWS / 2 > 16,
+               "a piece (at least half the scratch's rows) stays past the GEMV paths of eng_gemm and "
+               "of the EXL3 and q4 products");
+static int head_in_pieces(cuda_state *s, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    size_t D = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, (int)D,
+                            c->rms_norm_eps, be->stream), "the final norm");
+    int pieces = (T + CUDA_HEAD_ROWS - 1) / CUDA_HEAD_ROWS;
+    for (int i = 0; i < pieces; i++) {
+        int r0 = (int)((int64_t)T * i / pieces), r1 = (int)((int64_t)T * (i + 1) / pieces);
+        int n = r1 - r0;
+        float *host = s->h_logits + (size_t)r0 * V;
+        int rc = head(s, be->s.hfin + (size_t)r0 * D, n, host, err);
+        if (rc)
+            return rc;
+        if (!s->coll.all_gather || cuda_coll_on_device(s, n))
+            CK(eng_copy_async(host, be->s.logits, (size_t)n * V * sizeof(float), be->stream),
+               "a piece of the logits' copy");
+    }
     return 0;
 }
 
@@ -1110,6 +1154,8 @@ int cuda_forward(cuda_state *s, int T, int all_rows, int want_logits, glm_error 
     int rc = cuda_forward_layers(s, T, err);
     if (rc || !want_logits)
         return rc;
+    if (all_rows && T > CUDA_HEAD_ROWS)
+        return head_in_pieces(s, T, err);
     rc = cuda_forward_head(s, T, all_rows, err);
     if (rc || (s->coll.all_gather && !cuda_coll_on_device(s, all_rows ? T : 1)))
         return rc;

@@ -98,7 +98,7 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         /* and its latent attention's partial sums (the MQA kernel's (row, head, slice)) */
         ENG_ATTEND_PART_FLOATS(NH, R, width) * 4,
         /* head: hfin logits */
-        T * D * 4, T * V * 4,
+        T * D * 4, (T < CUDA_HEAD_ROWS ? T : CUDA_HEAD_ROWS) * V * 4,
     };
     size_t off = 0;
     for (int i = 0; i < CUDA_SCRATCH_BUFFERS; i++) {

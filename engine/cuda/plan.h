@@ -73,6 +73,12 @@ int cuda_plan_ranks_of(int64_t vocab, int64_t head_rows);
  * routed experts EXL3 of expert_bits; 0 when traffic.c refuses the arguments. */
 size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic_dense dense, int expert_bits);
 
+/* Rows of logits the forward's scratch holds (T x vocab floats: 10.1 GB at 16,384 rows of GLM's
+ * vocabulary, 0.16 GB at 256): an ordinary prefill wants the last row's, a verification window
+ * CUDA_DECODE_T rows; a chunk's every row (all-rows prefills, for tools) runs the LM head in
+ * pieces of at most this many rows. */
+#define CUDA_HEAD_ROWS 256
+
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
 #define CUDA_SCRATCH_BUFFERS 46
