@@ -789,7 +789,9 @@ extern "C" int kern_exl3_matmul(const kern_exl3_linear *l, const float *x, float
 
 namespace {
 
-// The prefill workspace: sort tables, then the fp16 inputs and f32 products of every pair.
+// The prefill workspace: sort tables, then the fp16 inputs and f32 products of every pair. The
+// gate and up inputs (xg, xu) are read by their products alone, before the down product runs:
+// its f32 results (zd, as many bytes as the two) take their room.
 struct prefill_layout {
     int *offsets, *pos_of_pair, *pair_of_pos, *expert_of_pos, *by_rows;
     __half *xg, *xu, *xd;
@@ -818,7 +820,8 @@ prefill_layout prefill_carve(const kern_exl3_experts *ex, int rows, int slots, v
     l.xd = reinterpret_cast<__half *>(take(P * I * sizeof(__half)));
     l.zg = reinterpret_cast<float *>(take(P * I * sizeof(float)));
     l.zu = reinterpret_cast<float *>(take(P * I * sizeof(float)));
-    l.zd = reinterpret_cast<float *>(take(P * H * sizeof(float)));
+    l.zd = reinterpret_cast<float *>(l.xg); // P * H floats: xg's and xu's room, both dead by then
+    static_assert(2 * sizeof(__half) == sizeof(float), "xg and xu hold zd's bytes");
     l.bytes = off;
     return l;
 }
