@@ -489,8 +489,6 @@ int eng_moe_dense(const eng_mat *gate, const eng_mat *up, const eng_mat *down, i
 /* out[t] = sum_k w[t][k] ye[t][k] (+ out when accumulate). */
 int eng_moe_combine(const float *ye, const float *w, int T, int K, int D, int accumulate,
                     float *out, void *stream);
-/* Weighted copies for EXL3 experts run one pair at a time: xe[t*K+k] = x[t]. */
-int eng_repeat_rows(const float *x, int T, int K, int D, float *xe, void *stream);
 
 #ifdef __cplusplus
 }

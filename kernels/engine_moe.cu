@@ -252,17 +252,6 @@ __global__ void combine_kernel(const float *ye, const float *w, int T, int K, in
     }
 }
 
-__global__ void repeat_kernel(const float *x, int T, int K, int D, float *xe)
-{
-    pdl_prologue();
-    size_t n = (size_t)T * K * D;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t pair = i / D, d = i % D;
-        xe[i] = x[(pair / K) * D + d];
-    }
-}
-
 unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -336,12 +325,5 @@ extern "C" int eng_moe_combine(const float *ye, const float *w, int T, int K, in
 {
     launch(combine_kernel, grid_for((size_t)T * D), 256, 0, static_cast<cudaStream_t>(stream), ye,
            w, T, K, D, accumulate, out);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int eng_repeat_rows(const float *x, int T, int K, int D, float *xe, void *stream)
-{
-    launch(repeat_kernel, grid_for((size_t)T * K * D), 256, 0, static_cast<cudaStream_t>(stream), x,
-           T, K, D, xe);
     return (int)cudaGetLastError();
 }

@@ -276,7 +276,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
 static glm_status bind_scratch(cuda_backend *be, glm_error *err)
 {
     size_t off[CUDA_SCRATCH_BUFFERS];
-    size_t bytes = cuda_plan_scratch(&be->m->cfg, be->chunk, off);
+    size_t bytes = cuda_plan_scratch(&be->m->cfg, be->chunk, be->dense_experts, off);
     int rc = kern_malloc(&be->s.base, bytes);
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "cannot place the %zu-byte forward scratch on "
@@ -292,8 +292,7 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
         *f[i] = (float *)(b + off[i]);
     s->sel_idx = (int32_t *)(b + off[nf]);
     s->sel_count = (int *)(b + off[nf + 1]);
-    float **g[] = {&s->fg, &s->fu, &s->rlog, &s->rscratch, &s->rw, &s->mh, &s->mye, &s->mx,
-                   &s->ffn_y};
+    float **g[] = {&s->fg, &s->fu, &s->rlog, &s->rscratch, &s->rw, &s->mh, &s->mye, &s->ffn_y};
     int ng = (int)(sizeof g / sizeof g[0]);
     for (int i = 0; i < ng; i++)
         *g[i] = (float *)(b + off[nf + 2 + i]);
@@ -325,7 +324,7 @@ static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ran
     if (st)
         return st;
     cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
-                   cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
+                   be->dense_experts, cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
     p->chunk_given = set->cuda.chunk > 0;
     cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
     return GLM_OK;
@@ -426,6 +425,7 @@ glm_status backend_open_cuda_with(const glm_model *m, const backend_settings *se
         if (eng_device_integrated() && avail > cuda_plan_unified_limit())
             avail = cuda_plan_unified_limit();
     }
+    be->dense_experts = cu_weights_dense_experts(m, m->w.has_mtp && ranks == 1);
     plan_need need = {be, set, ranks};
     be->chunk = cuda_plan_pick_chunk(set->cuda.chunk, known, avail, need_at, &need);
     if ((st = plan_at(be, set, ranks, be->chunk, &be->plan, err)) ||

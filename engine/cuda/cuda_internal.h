@@ -96,6 +96,10 @@ typedef struct cu_weights {
 glm_status cu_weights_upload(const glm_model *m, int dense_q4, int chunk, cu_weights *w,
                              glm_error *err);
 void cu_weights_free(cu_weights *w);
+/* 1 when some MoE layer of the model (with mtp, the MTP block's too) has routed experts the
+ * fused EXL3 kernels cannot take (BF16 experts, or EXL3 of other shapes or mixed formats), which
+ * then run through eng_moe_dense and its scratch buffers (cuda_plan_scratch's dense_experts). */
+int cu_weights_dense_experts(const glm_model *m, int mtp);
 /* Device bytes the model's weights will take as cu_weights_upload lays them out. */
 size_t cu_weights_bytes(const glm_model *m, int dense_q4, int chunk);
 /* The MTP block's weights into w's mtp fields (after cu_weights_upload; its allocations join
@@ -112,7 +116,7 @@ typedef struct cu_scratch {
     float *qa, *qd, *kvl, *wk, *ig, *iq, *hw, *qt, *ot, *od;
     int32_t *sel_idx;
     int *sel_count;
-    float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *mx, *ffn_y;
+    float *fg, *fu, *rlog, *rscratch, *rw, *mh, *mye, *ffn_y; /* mh, mye: dense_experts only */
     int32_t *rids;
     float *part; /* the fused HC step's partial sums: CUDA_DECODE_T x 64 x (mix + 1) */
     float *apart; /* the decode latent attention's partial sums:
@@ -152,6 +156,8 @@ typedef struct cuda_backend {
     int context;   /* the most tokens a state may hold */
     int rowwise;   /* 1 while a verification runs: dense products through the one-row GEMV */
     int dense_q4;  /* dense = q4 */
+    int dense_experts; /* some MoE layer runs eng_moe_dense (cu_weights_dense_experts): the
+                        * scratch holds its buffers */
     int one_part;  /* cuda.gemm = onepart: the BF16 prefill products take one fp16 part */
     int graph_off;  /* cuda.graph_off: decode launched kernel by kernel */
     int chunk;      /* rows a forward chunk holds at most (the plan's; prefills run in chunks) */

@@ -601,6 +601,9 @@ static int routed(cuda_backend *be, const cu_layer *L, int T, int route, glm_err
                "the EXL3 experts");
         }
     } else {
+        if (!be->dense_experts) /* the scratch left out eng_moe_dense's buffers */
+            return glm_error_set(err, GLM_ERR_BACKEND, "a MoE layer's experts run the dense path, "
+                                 "which the plan said none would (cu_weights_dense_experts)"), -1;
         CK(eng_moe_dense(x->gate, x->up, x->down, E, b->u, T, K, D, I, b->rids, b->rw,
                          c->swiglu_limit, b->mh, b->mye, b->y, st), "the routed experts");
     }

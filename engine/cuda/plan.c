@@ -68,14 +68,14 @@ static size_t max2(size_t a, size_t b)
     return a > b ? a : b;
 }
 
-size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
+size_t cuda_plan_scratch(const glm_config *c, int chunk, int dense_experts, size_t *offsets)
 {
     size_t T = (size_t)chunk, D = (size_t)c->hidden_size, S = (size_t)c->hc_mult;
     size_t mix = (2 + S) * S, C = (size_t)c->kda_heads * c->kda_head_dim;
     size_t NH = (size_t)c->num_heads, R = (size_t)c->kv_lora_rank;
     size_t IH = (size_t)c->index_n_heads, ID = (size_t)c->index_head_dim;
     size_t E = (size_t)c->n_routed_experts, K = (size_t)(c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1);
-    size_t I = (size_t)c->moe_intermediate_size;
+    size_t I = (size_t)c->moe_intermediate_size, dense = dense_experts ? 1 : 0;
     size_t inter = max2((size_t)c->intermediate_size, I * (size_t)(c->n_shared_experts > 0 ? c->n_shared_experts : 1));
     size_t width = (size_t)c->index_topk + (size_t)c->index_kpool - 1;
     size_t V = (size_t)c->vocab_size;
@@ -90,9 +90,9 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets)
         T * (size_t)c->q_lora_rank * 4, T * NH * (size_t)c->qk_nope_head_dim * 4, T * R * 4,
         T * ID * 4, T * ID * 4, T * IH * ID * 4, T * IH * 4, T * NH * R * 4, T * NH * R * 4,
         T * NH * (size_t)c->v_head_dim * 4, T * width * 4, T * 4,
-        /* FFN: fg fu rlog rscratch rw mh mye mx ffn_y rids */
+        /* FFN: fg fu rlog rscratch rw mh mye ffn_y rids (mh, mye: eng_moe_dense's) */
         T * inter * 4, T * inter * 4, T * E * 4, T * (3 * E + (size_t)c->n_group) * 4, T * K * 4,
-        T * K * I * 4, T * K * D * 4, T * K * D * 4, T * D * 4, T * K * 4,
+        dense * T * K * I * 4, dense * T * K * D * 4, T * D * 4, T * K * 4,
         /* the decode path's HC partial sums (8 rows, its column blocks, mix products + squares) */
         (size_t)8 * ENG_HC_MAX_SPLITS * (mix + 1) * 4,
         /* and its latent attention's partial sums (the MQA kernel's (row, head, slice)) */
@@ -154,7 +154,7 @@ static size_t gemm_two_parts(const glm_config *c, int ranks, int chunk)
 }
 
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
-                    int chunk, size_t weights, cuda_plan *p)
+                    int chunk, int dense_experts, size_t weights, cuda_plan *p)
 {
     size_t H = (size_t)c->kda_heads, dk = (size_t)c->kda_head_dim;
     size_t C = H * dk, K = (size_t)c->kda_conv_kernel;
@@ -177,7 +177,7 @@ void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, i
     p->dsa_fixed = nd ? CUDA_SCORE_ROWS * 4 + CUDA_SCORE_ROWS * ENG_DSA_WORK_INTS * 4 : 0;
     p->dsa_cache = (p->dsa_per_token + p->score_per_token) * (size_t)context + p->dsa_fixed;
     p->gemm = ENG_GEMM_WORKSPACE + max2(gemm_three_parts(c, chunk), gemm_two_parts(c, ranks, chunk));
-    p->scratch = cuda_plan_scratch(c, chunk, NULL) + p->gemm;
+    p->scratch = cuda_plan_scratch(c, chunk, dense_experts, NULL) + p->gemm;
     /* the staging a state starts with: a row of logits per rank, or a row of the hidden sum */
     p->host_pinned = 2 * max2((size_t)c->vocab_size, (size_t)c->hidden_size) * 4;
     p->window_rows = 0;

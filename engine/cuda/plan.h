@@ -80,10 +80,14 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
 #define CUDA_HEAD_ROWS 256
 
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
- * offset in the order cuda_scratch_names lists (CUDA_SCRATCH_BUFFERS of them). */
-#define CUDA_SCRATCH_BUFFERS 46
-#define CUDA_SCRATCH_ATTEND_PART 43 /* the decode latent attention's partial sums */
-size_t cuda_plan_scratch(const glm_config *c, int chunk, size_t *offsets);
+ * offset in the order of cu_scratch's members (backend_cuda.c binds them in that order;
+ * CUDA_SCRATCH_BUFFERS of them). dense_experts: some MoE layer (the MTP block's included) runs its
+ * routed experts through eng_moe_dense (BF16 experts, or EXL3 ones the fused kernels cannot take,
+ * dequantized), whose per-pair buffers (2.15 + 1.07 GB at 16,384 rows of the real shapes) are
+ * then held; 0: every one runs the fused EXL3 kernels, which keep their own workspace. */
+#define CUDA_SCRATCH_BUFFERS 45
+#define CUDA_SCRATCH_ATTEND_PART 42 /* the decode latent attention's partial sums */
+size_t cuda_plan_scratch(const glm_config *c, int chunk, int dense_experts, size_t *offsets);
 
 /* The prefill chunk the plan picks by itself: the largest power of two from CUDA_CHUNK_CAP down
  * to CUDA_CHUNK_FLOOR whose whole plan fits the device's room (the routed experts' weights are
@@ -104,7 +108,7 @@ int cuda_plan_pick_chunk(int given, int known, size_t available, cuda_plan_need_
 
 /* Fills the plan for a rank config. weights: the uploaded bytes (workspaces included). */
 void cuda_plan_make(const glm_config *c, int ranks, int context, int kv_dtype, int kv_index_dtype,
-                    int chunk, size_t weights, cuda_plan *p);
+                    int chunk, int dense_experts, size_t weights, cuda_plan *p);
 
 /* Drafting's part of a plan cuda_plan_make filled: the verification windows of window_rows rows
  * (0: no drafting) and, with mtp, the MTP layer's cache and rows; added to the total. */

@@ -451,6 +451,15 @@ static glm_status walk(const glm_model *m, cu_weights *w, int dry, int q4, int c
     return u.failed ? (err && err->status ? err->status : GLM_ERR_NOMEM) : GLM_OK;
 }
 
+int cu_weights_dense_experts(const glm_model *m, int mtp)
+{
+    const glm_config *c = &m->cfg;
+    for (int li = 0; li < c->num_layers && li < m->w.n_layers; li++)
+        if (c->moe[li] && !fusable(c, &m->w.layers[li]))
+            return 1;
+    return mtp && m->w.has_mtp && c->n_routed_experts > 0 && !fusable(c, &m->w.mtp.layer);
+}
+
 size_t cu_weights_bytes(const glm_model *m, int dense_q4, int chunk)
 {
     cu_weights w = {0};

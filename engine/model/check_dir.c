@@ -689,8 +689,10 @@ static void print_plan(checker *k)
     double two = est1 > 0 ? one * est2 / est1 : one / 2;
     int ctx = c->max_position_embeddings;
     cuda_plan p1, p2;
-    cuda_plan_make(c, 1, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, (size_t)one, &p1);
-    cuda_plan_make(&half, 2, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, (size_t)two, &p2);
+    /* EXL3 experts: the fused kernels' (the backend asks each layer's tensors) */
+    int dense_experts = !c->exl3;
+    cuda_plan_make(c, 1, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, dense_experts, (size_t)one, &p1);
+    cuda_plan_make(&half, 2, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, dense_experts, (size_t)two, &p2);
     char line[1200];
     say(k, "  memory plan (CUDA backend, fp8 caches, context %d tokens, draft off):\n", ctx);
     cuda_plan_describe(&p1, line, sizeof line);
