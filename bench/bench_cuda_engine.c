@@ -1029,6 +1029,62 @@ static int profile_window(engine_backend *be, cuda_state *s, const int32_t *tok,
     return rc ? -1 : 0;
 }
 
+static int gpu_sms(const char *what); /* below, with the projections' other helpers */
+
+/* The window projected onto two Sparks the way the step is (print_projection's method): the
+ * window's and the one-row step's eager op profiles at the same position, each against its own
+ * traffic (model/traffic.c: a window reads the weights once, its expert union, each row's streams
+ * and states), for the real 45 layers on two ranks; the union measured here stands for the real
+ * model's. The ratio of the two is what the public engine's window costs compare to. */
+static void print_window_projection(int sms, double bw, const op_profile *win, int rows,
+                                    double experts, const op_profile *one, const glm_config *c,
+                                    const glm_traffic_params *run)
+{
+    glm_config full;
+    real_config(&full, 45);
+    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense, as print_projection */
+    glm_target spark = GLM_TARGET_SPARKS;
+    glm_traffic_dense fmt[2] = {GLM_TRAFFIC_Q4_G32, GLM_TRAFFIC_BF16};
+    const op_profile *prof[2] = {one, win};
+    double lo[2][2], hi[2][2]; /* [format][the step, the window] */
+    glm_error err = {0};
+    for (int w = 0; w < 2; w++) {
+        glm_traffic_params mp = *run;
+        mp.rows = w ? rows : 1;
+        mp.experts_read = w ? experts : 0;
+        glm_traffic_table measured;
+        if (glm_traffic_step(c, &mp, &measured, &err) != GLM_OK) {
+            printf("FAIL: window projection: %s\n", err.message);
+            return;
+        }
+        for (int k = 0; k < 2; k++) {
+            glm_traffic_params tp = mp;
+            tp.ranks = 2;
+            tp.dense = fmt[k];
+            glm_traffic_table target;
+            glm_projection_op ops[64 + 1];
+            if (glm_traffic_step(&full, &tp, &target, &err) != GLM_OK) {
+                printf("FAIL: window projection: %s\n", err.message);
+                return;
+            }
+            glm_projection_from_profile(prof[w]->op, prof[w]->n, 1.0, &measured, &target, ops,
+                                        NULL, 0);
+            glm_project_step(ops, glm_decode_group_count + 1, bw, sms, &spark, &lo[k][w],
+                             &hi[k][w]);
+        }
+    }
+    printf("\n-- the %d-row window projected onto two DGX Sparks as the step is (the eager op "
+           "profiles of the window and of the one-row step at the same position, each against its "
+           "own traffic: weights once a window, %.0f routed experts a MoE layer as measured here, "
+           "each row's streams and states; 45 layers, two ranks)\n", rows, experts);
+    for (int k = 0; k < 2; k++)
+        printf("%-5s dense: the one-row step %.0f - %.0f us, the %d-row window %.0f - %.0f us: "
+               "%.2fx (conservative) / %.2fx (optimistic) the step; the public engine's %d-row "
+               "window: %.2fx its step\n", glm_traffic_dense_name(fmt[k]), lo[k][0], hi[k][0],
+               rows, lo[k][1], hi[k][1], dt_ratio(hi[k][1], hi[k][0]),
+               dt_ratio(lo[k][1], lo[k][0]), rows, dt_public_ratio(rows));
+}
+
 /* Where a window's time grows: each op of the window's profile beside the same op in the one-row
  * eager step at the same position, largest growth in us first (what the window adds). */
 static void print_window_growth(const op_profile *win, int rows, const op_profile *one)
@@ -1062,7 +1118,7 @@ static void print_window_growth(const op_profile *win, int rows, const op_profil
 /* The decode step at each position (a fresh state each), then the windows at the first. The
  * backend's context is raised for these states alone (the prefill's keep their cache sizes). */
 static int bench_positions(engine_backend *be, const int *pos, int n, const int32_t *tok,
-                           float *logits, glm_error *err)
+                           float *logits, double bw, glm_error *err)
 {
     cuda_backend *cb = be->impl;
     int saved = cb->context, most = 0;
@@ -1108,6 +1164,21 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
         if (windows) {
             print_windows(w, pos[0], r[0].step_us, &cb->m->cfg);
             print_window_growth(&win8, CUDA_DECODE_T, &r[0].prof);
+            const cuda_plan *pl = backend_cuda_plan(be);
+            glm_traffic_params run = {.ranks = 1, .context = pos[0],
+                                      .dense = cb->dense_q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
+                                      .expert_bits = 4,
+                                      .latent_cache = (glm_cache_format)pl->kv_dtype,
+                                      .index_cache = (glm_cache_format)pl->kv_index_dtype};
+            int sms = gpu_sms("window projection"), k8 = 0;
+            while (k8 < N_WINDOWS - 1 && window_rows[k8] != CUDA_DECODE_T)
+                k8++;
+            if (sms > 0 && w[k8].experts > 0)
+                print_window_projection(sms, bw, &win8, CUDA_DECODE_T, w[k8].experts, &r[0].prof,
+                                        &cb->m->cfg, &run);
+            else if (sms > 0)
+                printf("FAIL: the window projection: the %d-row window's experts were not read\n",
+                       CUDA_DECODE_T);
         }
     }
     free(r);
@@ -2083,7 +2154,7 @@ int main(int argc, char **argv)
            "(%.3f of the plain)\n", plain_us, pdl ? "" : " (off: cuda_pdl = off, GLMCHAT_CUDA_PDL=0)", step_us,
            step_us / plain_us);
     print_launches(s); /* (a failed count is said and the bench goes on) */
-    int failed = bench_positions(&be, positions, n_positions, tok, logits, &err) != 0;
+    int failed = bench_positions(&be, positions, n_positions, tok, logits, bw, &err) != 0;
     if (failed) /* the prefill's tables still follow */
         printf("FAIL: decode at positions %s: %s\n", pos_arg, err.message);
     if (bench_prefill(&m, &params, &be, &s, sizes, n_sizes, chunks, n_chunks, bw))

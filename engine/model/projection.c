@@ -56,7 +56,9 @@ static const char *const l_hc[] = {"the HC mixing product (split)",
 static const char *const l_kda_in[] = {"the KDA products of the input", NULL};
 static const char *const l_kda_step[] = {
     "the KDA gates' second products", "the KDA conv, norms, gates, delta rule and gated norm",
-    "the KDA gates' second products, conv, norms, gates, delta rule and gated norm", NULL};
+    "the KDA gates' second products, conv, norms, gates, delta rule and gated norm",
+    "the KDA conv trail", /* a verification window's conv rows after each row */
+    NULL};
 static const char *const l_kda_o[] = {"the KDA output projection", NULL};
 static const char *const l_mla_in[] = {"the MLA products of the input", NULL};
 static const char *const l_mla_qa[] = {"the MLA products of q_a", NULL};

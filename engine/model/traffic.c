@@ -134,8 +134,15 @@ typedef struct walk {
     glm_traffic_table *t;
 } walk;
 
+/* Rows a step forwards: 1, or a window's (glm_traffic_params.rows). */
+static double nrows(const walk *k)
+{
+    return k->p->rows > 1 && !k->p->resident ? (double)k->p->rows : 1.0;
+}
+
 /* Adds one matrix of rows x cols (the full model's shape) to op, times share (the expected
- * fraction of a step that reads it); w: the bound weight when counting a model. */
+ * fraction of a step that reads it); w: the bound weight when counting a model. Its bytes once
+ * a step, its flops once a row. */
 static void mat(walk *k, glm_traffic_op op, const glm_weight *w, double rows, double cols,
                 wsplit split, wclass cls, double share)
 {
@@ -144,7 +151,7 @@ static void mat(walk *k, glm_traffic_op op, const glm_weight *w, double rows, do
         if (!w)
             return;
         r->bytes += share * glm_weight_bytes(w);
-        r->flops += share * 2.0 * (double)w->rows * (double)w->cols;
+        r->flops += share * 2.0 * (double)w->rows * (double)w->cols * nrows(k);
         return;
     }
     if (split == BY_ROWS)
@@ -155,7 +162,7 @@ static void mat(walk *k, glm_traffic_op op, const glm_weight *w, double rows, do
                : cls == W_BF16 ? 2 * rows * cols
                                : exl3_bytes(cols, rows, k->p->expert_bits);
     r->bytes += share * b;
-    r->flops += share * 2.0 * rows * cols;
+    r->flops += share * 2.0 * rows * cols * nrows(k);
 }
 
 /* A weight vector (norm weights, conv weights, a bias): read by a step and resident. */
@@ -169,6 +176,12 @@ static void mem(walk *k, glm_traffic_op op, double bytes)
 {
     if (!k->p->resident)
         k->t->op[op].bytes += bytes;
+}
+
+/* Bytes each row of a window moves again (its streams, its states). */
+static void mem_rows(walk *k, glm_traffic_op op, double bytes)
+{
+    mem(k, op, bytes * nrows(k));
 }
 
 static void call(walk *k, glm_traffic_op op)
@@ -190,12 +203,12 @@ static void hc_site(walk *k, const glm_weight *fn)
     double S = c->hc_mult, D = c->hidden_size, mix = (2 + S) * S;
     call(k, GLM_OP_HC_MIX);
     mat(k, GLM_OP_HC_MIX, fn, mix, S * D, WHOLE, W_BF16, 1);
-    mem(k, GLM_OP_HC_MIX, streams(c));
+    mem_rows(k, GLM_OP_HC_MIX, streams(c));
     call(k, GLM_OP_HC_COLLAPSE);
     vec(k, GLM_OP_HC_COLLAPSE, D * 4); /* the site's norm weight */
-    mem(k, GLM_OP_HC_COLLAPSE, streams(c));
+    mem_rows(k, GLM_OP_HC_COLLAPSE, streams(c));
     call(k, GLM_OP_HC_UPDATE);
-    mem(k, GLM_OP_HC_UPDATE, 2 * streams(c) + D * 4);
+    mem_rows(k, GLM_OP_HC_UPDATE, 2 * streams(c) + D * 4);
 }
 
 static void kda(walk *k, const glm_kda_weights *w)
@@ -217,8 +230,10 @@ static void kda(walk *k, const glm_kda_weights *w)
     mat(k, GLM_OP_KDA_GATES_B, w ? &w->g_b : NULL, C, dk, BY_ROWS, W_DENSE, 1);
     mat(k, GLM_OP_KDA_O, w ? &w->o_proj : NULL, D, C, BY_COLS, W_DENSE, 1);
     vec(k, GLM_OP_KDA_CONV, 3 * Cr * K * 4);
-    mem(k, GLM_OP_KDA_CONV, 2 * (K > 0 ? K - 1 : 0) * 3 * Cr * 4);
-    mem(k, GLM_OP_KDA_STATE, 2 * Hr * dk * dk * 4);
+    /* the conv window and the recurrent state read once, written after each row */
+    double n = nrows(k);
+    mem(k, GLM_OP_KDA_CONV, (1 + n) * (K > 0 ? K - 1 : 0) * 3 * Cr * 4);
+    mem(k, GLM_OP_KDA_STATE, (1 + n) * Hr * dk * dk * 4);
 }
 
 static void dsa(walk *k, const glm_dsa_weights *w, int has_indexer)
@@ -239,7 +254,11 @@ static void dsa(walk *k, const glm_dsa_weights *w, int has_indexer)
     mat(k, GLM_OP_DSA_KV_B_K, w ? &w->kv_b : NULL, NH * dn, R, BY_ROWS, W_BF16, k->bound ? key : 1);
     mat(k, GLM_OP_DSA_KV_B_V, w ? &w->kv_b : NULL, NH * dv, R, BY_ROWS, W_BF16, k->bound ? 1 - key : 1);
     mat(k, GLM_OP_DSA_O, w ? &w->o_proj : NULL, D, NH * dv, BY_COLS, W_DENSE, 1);
-    double sel = fmin(n, (double)c->index_topk + kp - 1);
+    /* a row's selection; a window's rows' selections together: each row's at most, within the
+     * context and the window's own rows */
+    double sel = fmin(n, (double)c->index_topk + kp - 1), rows = nrows(k);
+    if (rows > 1)
+        sel = fmin(rows * sel, fmax(sel, n + rows - 1));
     mem(k, GLM_OP_LATENT, sel * (double)glm_cache_row_bytes((size_t)R, k->p->latent_cache));
     if (!has_indexer)
         return;
@@ -280,12 +299,16 @@ static void ffn(walk *k, int li, const glm_layer_weights *L)
         mlp(k, GLM_OP_SHARED, L ? &L->mlp : NULL, I * c->n_shared_experts, W_DENSE, 1);
     }
     call(k, GLM_OP_ROUTED);
-    if (!L) { /* top-k experts a token, or all of them when counting what is resident */
-        mlp(k, GLM_OP_ROUTED, NULL, I, W_EXPERT, k->p->resident ? E : K);
+    /* the experts the step reads: the top-k of its row, a window's union, or all when resident */
+    double read = k->p->resident            ? E
+                  : k->p->experts_read > 0 ? fmin(k->p->experts_read, E)
+                                           : fmin(K * nrows(k), E);
+    if (!L) {
+        mlp(k, GLM_OP_ROUTED, NULL, I, W_EXPERT, read);
         return;
     }
     /* bound experts may differ in size: the expected share of each when routing spreads evenly */
-    double share = k->p->resident ? 1 : E > 0 ? K / E : 0;
+    double share = E > 0 ? read / E : 0;
     for (int e = 0; L->experts && e < c->n_routed_experts; e++)
         mlp(k, GLM_OP_ROUTED, &L->experts[e], I, W_EXPERT, share);
 }
@@ -309,13 +332,13 @@ static void head(walk *k, const glm_weights *w)
     call(k, GLM_OP_EMBED);
     if (k->bound)
         k->t->op[GLM_OP_EMBED].bytes += w->embed.rows > 0 && !k->p->resident
-                                            ? glm_weight_bytes(&w->embed) / (double)w->embed.rows
+                                            ? nrows(k) * glm_weight_bytes(&w->embed) / (double)w->embed.rows
                                             : glm_weight_bytes(&w->embed);
     else
-        k->t->op[GLM_OP_EMBED].bytes += (k->p->resident ? V : 1) * D * 2;
+        k->t->op[GLM_OP_EMBED].bytes += (k->p->resident ? V : nrows(k)) * D * 2;
     call(k, GLM_OP_FINAL_NORM);
     vec(k, GLM_OP_FINAL_NORM, D * 4);
-    mem(k, GLM_OP_FINAL_NORM, streams(c));
+    mem_rows(k, GLM_OP_FINAL_NORM, streams(c));
     call(k, GLM_OP_LM_HEAD);
     mat(k, GLM_OP_LM_HEAD, w ? &w->lm_head : NULL, V, D, BY_ROWS, W_DENSE, 1);
 }
@@ -335,6 +358,10 @@ glm_status glm_traffic_check(const glm_config *c, const glm_traffic_params *p, g
     if (p->expert_bits < 1 || p->expert_bits > 8)
         return glm_error_set(err, GLM_ERR_ARG, "traffic: expert bits %d: EXL3 takes 1 to 8",
                              p->expert_bits);
+    if (p->rows < 0 || p->experts_read < 0 || p->experts_read > c->n_routed_experts)
+        return glm_error_set(err, GLM_ERR_ARG, "traffic: a window of %d rows reading %g experts: "
+                             "give rows >= 0 and 0 to %d experts", p->rows, p->experts_read,
+                             c->n_routed_experts);
     if (p->latent_cache < GLM_CACHE_F32 || p->latent_cache > GLM_CACHE_FP8 ||
         p->index_cache < GLM_CACHE_F32 || p->index_cache > GLM_CACHE_FP8)
         return glm_error_set(err, GLM_ERR_ARG, "traffic: cache formats %d and %d: give f32, bf16 "

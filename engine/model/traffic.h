@@ -56,6 +56,14 @@ typedef struct glm_traffic_params {
     glm_cache_format index_cache;  /* the indexer's pooled keys */
     int resident;                  /* 1: every weight whole (all experts, the whole embedding)
                                     * and no cache, state or stream: what a rank holds */
+    /* A verification window (0 or 1: a one-row decode step): rows forwarded together, each
+     * weight read once for all of them; the streams, embedding rows and conv and recurrent
+     * states after each row (a window keeps them all) once a row; the latent rows the rows'
+     * selections take together (at most the context and the rows); the pooled keys once. */
+    int rows;
+    /* Routed experts a MoE layer reads for the rows (the union of their top-k); 0: the top-k
+     * for one row, rows x top-k (at most every expert) for more. */
+    double experts_read;
 } glm_traffic_params;
 
 typedef struct glm_traffic_row {

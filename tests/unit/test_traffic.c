@@ -67,6 +67,65 @@ START_TEST(tiny_bf16_one_rank_by_hand)
 }
 END_TEST
 
+/* A verification window of 4 rows on the tiny config (context 100), against the one-row figures
+ * of tiny_bf16_one_rank_by_hand: weights once, each row's streams and states again. */
+START_TEST(tiny_window_of_four_rows_by_hand)
+{
+    glm_config c;
+    tiny_config(&c);
+    glm_traffic_params p = params(1, GLM_TRAFFIC_BF16, 100);
+    glm_traffic_table one, zero, t;
+    glm_error err = {0};
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &zero, &err), GLM_OK);
+    p.rows = 1; /* one row is the step */
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &one, &err), GLM_OK);
+    ck_assert_int_eq(memcmp(&one, &zero, sizeof one), 0);
+    p.rows = 4;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
+    /* embedding: 4 rows of 512 */
+    ck_assert_double_eq(t.op[GLM_OP_EMBED].bytes, 2048);
+    /* HC mix: fn 8192 once, the streams 2048 a row: 8192 + 8192 = 16384 a site, x 4 = 65536;
+     * collapse: norm 1024 + 4 x 2048 = 9216, x 4 = 36864; update: 4 x (2 x 2048 + 1024) = 20480,
+     * x 4 = 81920 */
+    ck_assert_double_eq(t.op[GLM_OP_HC_MIX].bytes, 65536);
+    ck_assert_double_eq(t.op[GLM_OP_HC_COLLAPSE].bytes, 36864);
+    ck_assert_double_eq(t.op[GLM_OP_HC_UPDATE].bytes, 81920);
+    /* the products' weights once, their flops a row */
+    ck_assert_double_eq(t.op[GLM_OP_KDA_PROJ].bytes, 525312);
+    ck_assert_double_eq(t.op[GLM_OP_KDA_PROJ].flops, 4 * one.op[GLM_OP_KDA_PROJ].flops);
+    ck_assert_double_eq(t.op[GLM_OP_LM_HEAD].bytes, 262144);
+    ck_assert_double_eq(t.op[GLM_OP_DENSE_MLP].bytes, 393216);
+    /* state: read once, written after each row: 5 x 131072 = 655360; conv: weights 12288 and the
+     * window of 3 x 768 floats 5 times (5 x 9216 = 46080) */
+    ck_assert_double_eq(t.op[GLM_OP_KDA_STATE].bytes, 655360);
+    ck_assert_double_eq(t.op[GLM_OP_KDA_CONV].bytes, 58368);
+    /* latent: 4 rows' selections of 11 rows each, within the context and rows (103): 44 x 68;
+     * pooled keys once */
+    ck_assert_double_eq(t.op[GLM_OP_LATENT].bytes, 44 * 68);
+    ck_assert_double_eq(t.op[GLM_OP_INDEXER_SCORE].bytes, 900);
+    /* routed: 4 rows x top-2, at most the 4 experts: 4 x 3 x 17152 = 205824; final norm: weight
+     * 1024 + 4 x 2048 */
+    ck_assert_double_eq(t.op[GLM_OP_ROUTED].bytes, 205824);
+    ck_assert_double_eq(t.op[GLM_OP_FINAL_NORM].bytes, 9216);
+    /* the union measured: 3 experts */
+    p.experts_read = 3;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
+    ck_assert_double_eq(t.op[GLM_OP_ROUTED].bytes, 3 * 3 * 17152);
+    /* a short context: the rows' selections are the context's rows and the window's own */
+    p.context = 5;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
+    ck_assert_double_eq(t.op[GLM_OP_LATENT].bytes, 8 * 68);
+    /* what a rank holds does not depend on the rows */
+    p = params(1, GLM_TRAFFIC_BF16, 100);
+    p.resident = 1;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &one, &err), GLM_OK);
+    p.rows = 4;
+    p.experts_read = 3;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_OK);
+    ck_assert_double_eq(glm_traffic_bytes(&t), glm_traffic_bytes(&one));
+}
+END_TEST
+
 START_TEST(tiny_q4_two_ranks_by_hand)
 {
     glm_config c;
@@ -218,6 +277,15 @@ START_TEST(bad_parameters_are_named)
     p.expert_bits = 0;
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
     ck_assert_msg(strstr(err.message, "expert bits 0"), "%s", err.message);
+    p = params(1, GLM_TRAFFIC_BF16, 10);
+    p.rows = -1;
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
+    ck_assert_msg(strstr(err.message, "-1 rows"), "%s", err.message);
+    p.rows = 8;
+    p.experts_read = 5; /* of 4 */
+    ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
+    ck_assert_msg(strstr(err.message, "reading 5 experts") && strstr(err.message, "0 to 4"), "%s",
+                  err.message);
     c.num_heads = 3;
     p = params(2, GLM_TRAFFIC_BF16, 10);
     ck_assert_int_eq(glm_traffic_step(&c, &p, &t, &err), GLM_ERR_ARG);
@@ -323,6 +391,7 @@ static Suite *suite(void)
     Suite *s = suite_create("traffic");
     TCase *t = tcase_create("traffic");
     tcase_add_test(t, tiny_bf16_one_rank_by_hand);
+    tcase_add_test(t, tiny_window_of_four_rows_by_hand);
     tcase_add_test(t, tiny_q4_two_ranks_by_hand);
     tcase_add_test(t, a_bound_model_counts_as_its_config);
     tcase_add_test(t, real_model_calls_and_two_ranks);
