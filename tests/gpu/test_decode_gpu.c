@@ -123,6 +123,53 @@ static float *host_concat(int k, float *const *bufs, const size_t *len)
     return o;
 }
 
+/* ---- one matrix's product at a few rows (eng_matmul: the LM head and the output projections
+ * of a verification window, whose rows compute as one-token steps do) -------------------- */
+
+/* T = 2..8 rows of one launch bit-equal to one-row launches; timed at 1 and 8 rows. */
+static void check_matmul_rows(const char *name, int rows, int cols, int timed, void *ev0, void *ev1)
+{
+    tmat w = make_mat(ENG_BF16, rows, cols, 0.05f);
+    float *hx = host_random((size_t)MAXT * cols, 1.0f);
+    float *x = dev_copy(hx, (size_t)MAXT * cols * sizeof(float));
+    size_t yn = (size_t)MAXT * rows;
+    float *yt = dev_alloc(yn * sizeof(float)), *y1 = dev_alloc(yn * sizeof(float));
+    for (int t = 0; t < MAXT; t++)
+        CUDA_OK(eng_matmul(&w.m, x + (size_t)t * cols, 1, y1 + (size_t)t * rows, NULL));
+    float *g1 = to_host(y1, yn * sizeof(float));
+    for (int T = 2; T <= MAXT; T++) {
+        CUDA_OK(eng_matmul(&w.m, x, T, yt, NULL));
+        float *gt = to_host(yt, (size_t)T * rows * sizeof(float));
+        char what[160];
+        snprintf(what, sizeof what, "matmul %s: a launch of %d rows equals one-row launches", name, T);
+        same_bits(what, gt, g1, (size_t)T * rows * sizeof(float));
+        free(gt);
+    }
+    if (timed) {
+        double us[2];
+        int Ts[2] = {1, MAXT}, reps = 20;
+        for (int k = 0; k < 2; k++) {
+            float ms = 0;
+            CUDA_OK(eng_matmul(&w.m, x, Ts[k], yt, NULL));
+            CUDA_OK(eng_event_record(ev0, NULL));
+            for (int i = 0; i < reps; i++)
+                CUDA_OK(eng_matmul(&w.m, x, Ts[k], yt, NULL));
+            CUDA_OK(eng_event_record(ev1, NULL));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+            us[k] = ms * 1000.0 / reps;
+        }
+        double bytes = (double)rows * cols * 2;
+        printf("time matmul %-32s 1 row: %8.1f us, %6.0f GB/s; %d rows: %8.1f us (%.2fx the row)\n",
+               name, us[0], bytes / (us[0] * 1e3), MAXT, us[1], us[1] / us[0]);
+    }
+    free(hx);
+    free(g1);
+    kern_free(x);
+    kern_free(yt);
+    kern_free(y1);
+    free_mat(&w);
+}
+
 /* ---- the products of the decode step (eng_matmul_jobs) ----------------------------------- */
 
 typedef struct {
@@ -195,6 +242,17 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
             (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
         printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", s->name, us, bytes / 1e6,
                bytes / (us * 1e3));
+        /* a verification window's rows: the weights read once for all of them */
+        jt.y = y8;
+        CUDA_OK(eng_matmul_jobs(&jt, 1, MAXT, NULL));
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            CUDA_OK(eng_matmul_jobs(&jt, 1, MAXT, NULL));
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        double us8 = ms * 1000.0 / reps;
+        printf("time jobs %-34s %d rows: %7.1f us (%.2fx the row), %6.0f GB/s\n", s->name, MAXT,
+               us8, us8 / us, bytes / (us8 * 1e3));
     }
     free(ref);
     free(got);
@@ -1617,6 +1675,9 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
         check_job(&jobs[i], timed, ev0, ev1);
+    check_matmul_rows("KDA o_proj (4096 x 8192, bf16)", 4096, 8192, timed, ev0, ev1);
+    check_matmul_rows("LM head part (16384 x 4096, bf16)", 16384, 4096, timed, ev0, ev1);
+    check_matmul_rows("odd (1027 x 264, bf16)", 1027, 264, timed, ev0, ev1);
     check_mla(ENG_BF16, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 8, 576, 0, ev0, ev1);
