@@ -891,6 +891,8 @@ extern "C" int kern_exl3_moe_prefill(const kern_exl3_experts *ex, const float *x
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     int E = ex->n_experts, H = ex->hidden, I = ex->inter, P = rows * slots;
     prefill_layout l = prefill_carve(ex, rows, slots, work);
+    if (l.bytes != kern_exl3_moe_prefill_bytes(E, H, I, rows, slots)) // the plan's count
+        return -1;
     size_t sort_shared = (size_t)2 * E * sizeof(int);
     if (sort_shared > 48 * 1024)
         return -1;

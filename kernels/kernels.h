@@ -124,6 +124,18 @@ int kern_exl3_moe(const kern_exl3_experts *ex, const float *x, const int32_t *id
  * 128. work: kern_exl3_moe_prefill_workspace bytes (no zeroing needed); work and the trellises
  * 16-byte aligned (as cudaMalloc's are), else -1. */
 size_t kern_exl3_moe_prefill_workspace(const kern_exl3_experts *ex, int rows, int slots);
+/* Its bytes from the shapes alone (the memory plan counts them without a GPU): the sort tables
+ * (offsets, three pair tables, the experts by rows) and each pair's fp16 gate, up and down inputs
+ * and f32 gate and up products, each from a 256-byte boundary; the down product's f32 results
+ * take the gate and up inputs' room. kern_exl3_moe_prefill refuses a workspace carved otherwise. */
+static inline size_t kern_exl3_moe_prefill_bytes(int experts, int hidden, int inter, int rows,
+                                                 int slots)
+{
+    size_t P = (size_t)rows * (size_t)slots, H = (size_t)hidden, I = (size_t)inter;
+    size_t E = (size_t)experts, a = 255;
+    return (((E + 1) * 4 + a) & ~a) + 3 * ((P * 4 + a) & ~a) + ((E * 4 + a) & ~a) +
+           2 * ((P * H * 2 + a) & ~a) + ((P * I * 2 + a) & ~a) + 2 * ((P * I * 4 + a) & ~a);
+}
 /* The grouped products' kernel, process-wide (benches and tests compare them; both give the same
  * bits). Both stream activations and trellis words through a 4-stage cp.async ring, each warp
  * decoding the weight tile it multiplies once, in registers: PIPE_64 takes 64 rows of an expert

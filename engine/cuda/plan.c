@@ -2,6 +2,7 @@
  * token and per session, the scratch layout the forward uses, and the fit check with its advice. */
 #include "cuda/plan.h"
 #include "kernels/engine.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 
@@ -56,6 +57,14 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
     if (glm_traffic_step(full, &p, &t, NULL) != GLM_OK)
         return 0;
     return (size_t)(glm_traffic_bytes(&t) + 0.5);
+}
+
+size_t cuda_plan_workspace_estimate(const glm_config *c, int chunk)
+{
+    if (!c->exl3 || c->n_routed_experts < 1 || chunk < 1)
+        return 0;
+    return kern_exl3_moe_prefill_bytes(c->n_routed_experts, c->hidden_size, c->moe_intermediate_size,
+                                       chunk, c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1);
 }
 
 static size_t align256(size_t n)

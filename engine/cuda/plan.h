@@ -79,6 +79,12 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
  * pieces of at most this many rows. */
 #define CUDA_HEAD_ROWS 256
 
+/* One rank's chunk-sized prefill workspaces beside its weights, from its config (a rank's: the
+ * split shapes): the grouped EXL3 experts' (kern_exl3_moe_prefill_bytes) where the model's routed
+ * experts are EXL3, else 0. What the backend counts from the uploaded tensors themselves
+ * (cu_weights_bytes), for plans made without them (glmchat check-model). */
+size_t cuda_plan_workspace_estimate(const glm_config *rank, int chunk);
+
 /* Bytes of the forward's scratch for chunk tokens; offsets (optional) receives each buffer's
  * offset in the order of cu_scratch's members (backend_cuda.c binds them in that order;
  * CUDA_SCRATCH_BUFFERS of them). dense_experts: some MoE layer (the MTP block's included) runs its

@@ -669,9 +669,37 @@ static void plan_line(checker *k, const char *who, const cuda_plan *p, size_t av
 {
     glm_error err = {0};
     if (cuda_plan_check(p, avail, &err) == GLM_OK)
-        say(k, "    %s: %.2f GiB needed of %.2f GiB: fits\n", who, p->total / GIB, avail / GIB);
+        say(k, "    %s: %.2f GiB needed of %.2f GiB (prefill chunks of %d rows): fits\n", who,
+               p->total / GIB, avail / GIB, p->chunk);
     else
         say(k, "    %s: does not fit: %s\n", who, err.message);
+}
+
+/* A plan for one or two ranks as the backend would make it on a machine of `avail` bytes: the
+ * checkpoint's bytes (a rank's share), the chunk-sized workspaces the config implies, and the
+ * largest chunk whose whole plan fits (cuda_plan_pick_chunk). */
+typedef struct check_plan {
+    const glm_config *c; /* the rank's config */
+    int ranks, context, dense_experts;
+    size_t weights;
+} check_plan;
+
+static void check_plan_at(const check_plan *q, int chunk, cuda_plan *p)
+{
+    cuda_plan_make(q->c, q->ranks, q->context, CUDA_KV_FP8, CUDA_KV_FP8, chunk, q->dense_experts,
+                   q->weights + cuda_plan_workspace_estimate(q->c, chunk), p);
+}
+
+static size_t check_need(void *ctx, int chunk)
+{
+    cuda_plan p;
+    check_plan_at(ctx, chunk, &p);
+    return p.total;
+}
+
+static void check_plan_for(const check_plan *q, size_t avail, cuda_plan *p)
+{
+    check_plan_at(q, cuda_plan_pick_chunk(0, 1, avail, check_need, (void *)q), p);
 }
 
 static void print_plan(checker *k)
@@ -688,13 +716,17 @@ static void print_plan(checker *k)
     double est2 = (double)cuda_plan_weights_estimate(&half, 2, 2.0, bits);
     double two = est1 > 0 ? one * est2 / est1 : one / 2;
     int ctx = c->max_position_embeddings;
-    cuda_plan p1, p2;
     /* EXL3 experts: the fused kernels' (the backend asks each layer's tensors) */
     int dense_experts = !c->exl3;
-    cuda_plan_make(c, 1, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, dense_experts, (size_t)one, &p1);
-    cuda_plan_make(&half, 2, ctx, CUDA_KV_FP8, CUDA_KV_FP8, 1024, dense_experts, (size_t)two, &p2);
+    check_plan q1 = {c, 1, ctx, dense_experts, (size_t)one};
+    check_plan q2 = {&half, 2, ctx, dense_experts, (size_t)two};
+    size_t spark = cuda_plan_unified_limit();
+    cuda_plan p1, p2;
+    check_plan_for(&q1, spark, &p1);
+    check_plan_for(&q2, spark, &p2);
     char line[1200];
-    say(k, "  memory plan (CUDA backend, fp8 caches, context %d tokens, draft off):\n", ctx);
+    say(k, "  memory plan (CUDA backend, fp8 caches, context %d tokens, draft off; prefill chunks "
+           "as a DGX Spark's plan picks them):\n", ctx);
     cuda_plan_describe(&p1, line, sizeof line);
     say(k, "    one rank: %s\n", line);
     cuda_plan_describe(&p2, line, sizeof line);
@@ -705,12 +737,14 @@ static void print_plan(checker *k)
         size_t avail = integrated && free_b > cuda_plan_unified_limit() ? cuda_plan_unified_limit() : free_b;
         say(k, "  this machine's GPU (%.2f GiB free of %.2f GiB%s):\n", free_b / GIB, total_b / GIB,
                integrated ? ", unified memory" : "");
-        plan_line(k, "one rank", &p1, avail);
-        plan_line(k, "each of two ranks", &p2, avail);
+        cuda_plan h1, h2;
+        check_plan_for(&q1, avail, &h1);
+        check_plan_for(&q2, avail, &h2);
+        plan_line(k, "one rank", &h1, avail);
+        plan_line(k, "each of two ranks", &h2, avail);
     } else {
         say(k, "  this machine: no GPU found (or glmchat was built without CUDA)\n");
     }
-    size_t spark = cuda_plan_unified_limit();
     say(k, "  a DGX Spark (128 GB unified memory, %.0f GiB of it kept for the system and the process's "
            "host side: %.2f GiB for the model):\n", (128 * GB - (double)spark) / GIB, spark / GIB);
     plan_line(k, "one rank on one Spark", &p1, spark);

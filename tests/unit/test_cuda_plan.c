@@ -454,6 +454,63 @@ START_TEST(plan_line_names_the_chunk_and_who_chose_it)
 END_TEST
 
 
+/* The grouped EXL3 experts' workspace the plan counts without a GPU (kern_exl3_moe_prefill_bytes,
+ * which kern_exl3_moe_prefill holds its carving to): per row, the 8 pairs' fp16 gate, up and down
+ * inputs (2 x 4096 + 2048 halves) and f32 gate and up products (2 x 2048 floats), and three
+ * 4-byte pair tables; the down product's results in the inputs' room. */
+START_TEST(expert_workspace_by_hand)
+{
+    glm_config c = real;
+    c.exl3 = 0;
+    ck_assert_uint_eq(cuda_plan_workspace_estimate(&c, 4096), 0); /* BF16 experts: none */
+    c.exl3 = 1;
+    size_t per_row = 8 * (2 * 4096 * 2 + 2048 * 2 + 2 * 2048 * 4 + 3 * 4);
+    size_t tables = (289 * 4 + 255) / 256 * 256 + (288 * 4 + 255) / 256 * 256;
+    ck_assert_uint_eq(cuda_plan_workspace_estimate(&c, 16384), 16384 * per_row + tables);
+    /* a rank's half of the intermediate */
+    glm_config half;
+    cuda_plan_rank_config(&c, &half);
+    ck_assert_uint_eq(cuda_plan_workspace_estimate(&half, 16384),
+                      16384 * (size_t)8 * (2 * 4096 * 2 + 1024 * 2 + 2 * 1024 * 4 + 3 * 4) + tables);
+}
+END_TEST
+
+/* What a DGX Spark rank's plan picks for the real model (two ranks, EXL3 4-bit experts, BF16 or
+ * q4 dense weights, fp8 caches; the weights as model/traffic.c counts a rank's, the experts'
+ * workspace at each chunk; the unified-memory limit, 111.2 GiB, with the 1 GiB reserve): chunks
+ * of 16,384 rows at the model's whole context (1,048,576 tokens) and at 202,752, in both formats.
+ * At 1M tokens with BF16 dense weights: 104.27 GiB (weights 80.40, the experts' workspace 3.25,
+ * scratch 11.68, caches 8.80); before the scratch held 256 rows of logits (not every row: 9.45
+ * GiB more), the dense experts' buffers only where used (4.5 GiB more) and the experts' down
+ * product in its inputs' room (2.0 GiB more), the plan would have needed about 120 GiB. */
+START_TEST(a_spark_rank_picks_its_chunk)
+{
+    glm_config c = real, half;
+    c.exl3 = 1;
+    cuda_plan_rank_config(&c, &half);
+    static const glm_traffic_dense fmt[2] = {GLM_TRAFFIC_BF16, GLM_TRAFFIC_Q4_G32};
+    static const int contexts[2] = {1048576, 202752};
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 2; k++) {
+            size_t w = cuda_plan_weights_estimate(&c, 2, fmt[f], 4);
+            int chunk = 0;
+            cuda_plan p;
+            for (int ch = CUDA_CHUNK_CAP; ch >= CUDA_CHUNK_FLOOR && !chunk; ch /= 2) {
+                cuda_plan_make(&half, 2, contexts[k], CUDA_KV_FP8, CUDA_KV_FP8, ch, 0,
+                               w + cuda_plan_workspace_estimate(&half, ch), &p);
+                if (p.total + ((size_t)1 << 30) <= cuda_plan_unified_limit())
+                    chunk = ch;
+            }
+            ck_assert_msg(chunk == 16384, "%s dense, context %d: chunks of %d",
+                          glm_traffic_dense_name(fmt[f]), contexts[k], chunk);
+            if (f == 0 && k == 0) {
+                double total = (double)p.total / (double)GIB_BYTES;
+                ck_assert_msg(total > 103.8 && total < 104.8, "%.2f GiB", total);
+            }
+        }
+}
+END_TEST
+
 /* The long-prefill bench's model (bench/bench_cuda_engine.c): the real config cut to 16 layers (12
  * KDA : 4 DSA as the real model interleaves them), layer 0 dense, the rest MoE with 4-bit EXL3
  * experts, BF16 dense weights. Its weights at a chunk: the resident bytes of model/traffic.c and
@@ -578,6 +635,8 @@ int main(void)
     tcase_add_test(tc, n_rank_configs_follow_the_cpu_split_on_the_real_config);
     tcase_add_test(tc, n_rank_configs_match_a_real_split_model);
     tcase_add_test(tc, real_config_has_the_documented_layers);
+    tcase_add_test(tc, expert_workspace_by_hand);
+    tcase_add_test(tc, a_spark_rank_picks_its_chunk);
     tcase_add_test(tc, cache_figures_match_the_architecture_notes);
     tcase_add_test(tc, score_scratch_bound_covers_the_allocation);
     tcase_add_test(tc, weights_match_the_parameter_counts);
