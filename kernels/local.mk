@@ -66,6 +66,12 @@ tests_unit_test_exl3_pairs_SOURCES = tests/unit/test_exl3_pairs.cu
 tests_unit_test_exl3_pairs_LDADD = $(CUDA_LIBS)
 tests_unit_test_exl3_pairs_LINK = $(CC) $(CFLAGS) -o $@
 TESTS += tests/unit/test_exl3_pairs
+# the grouped experts' workspace as the kernels carve it against the memory plan's count, on the
+# host: no GPU needed, so it runs in CI
+check_PROGRAMS += tests/unit/test_exl3_workspace
+tests_unit_test_exl3_workspace_SOURCES = tests/unit/test_exl3_workspace.c
+tests_unit_test_exl3_workspace_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
+TESTS += tests/unit/test_exl3_workspace
 
 check_PROGRAMS += tests/gpu/test_exl3_gpu bench/bench_exl3
 tests_gpu_test_exl3_gpu_SOURCES = tests/gpu/test_exl3_gpu.c tests/gpu/exl3_grouped_ref.cu
