@@ -1047,6 +1047,7 @@ static void print_window_projection(int sms, double bw, const op_profile *win, i
     glm_traffic_dense fmt[2] = {GLM_TRAFFIC_Q4_G32, GLM_TRAFFIC_BF16};
     const op_profile *prof[2] = {one, win};
     double lo[2][2], hi[2][2]; /* [format][the step, the window] */
+    glm_projection_op q4ops[2][64 + 1]; /* q4's groups, [the step, the window] */
     glm_error err = {0};
     for (int w = 0; w < 2; w++) {
         glm_traffic_params mp = *run;
@@ -1071,6 +1072,8 @@ static void print_window_projection(int sms, double bw, const op_profile *win, i
                                         NULL, 0);
             glm_project_step(ops, glm_decode_group_count + 1, bw, sms, &spark, &lo[k][w],
                              &hi[k][w]);
+            if (k == 0)
+                memcpy(q4ops[w], ops, sizeof ops);
         }
     }
     printf("\n-- the %d-row window projected onto two DGX Sparks as the step is (the eager op "
@@ -1083,6 +1086,19 @@ static void print_window_projection(int sms, double bw, const op_profile *win, i
                "window: %.2fx its step\n", glm_traffic_dense_name(fmt[k]), lo[k][0], hi[k][0],
                rows, lo[k][1], hi[k][1], dt_ratio(hi[k][1], hi[k][0]),
                dt_ratio(lo[k][1], lo[k][0]), rows, dt_public_ratio(rows));
+    /* where the q4 window's time goes: each group's bounds x its calls, the step's beside it */
+    printf("%-38s %10s %10s | %10s %10s | %10s\n", "op group (q4, us x calls)", "step low",
+           "step high", "window low", "window high", "window MB");
+    for (int g = 0; g <= glm_decode_group_count; g++) {
+        double b[2][2];
+        for (int w = 0; w < 2; w++) {
+            glm_project_op(&q4ops[w][g], bw, sms, &spark, &b[w][0], &b[w][1]);
+            b[w][0] *= q4ops[w][g].calls;
+            b[w][1] *= q4ops[w][g].calls;
+        }
+        printf("%-38.38s %10.1f %10.1f | %10.1f %10.1f | %10.3f\n", q4ops[1][g].name, b[0][0],
+               b[0][1], b[1][0], b[1][1], q4ops[1][g].target_bytes / 1e6);
+    }
 }
 
 /* Where a window's time grows: each op of the window's profile beside the same op in the one-row
