@@ -1121,8 +1121,8 @@ int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err)
 }
 
 /* Every row's logits of a chunk larger than the logits' scratch (CUDA_HEAD_ROWS rows): the LM
- * head in pieces of nearly equal rows, each copied to its rows of h_logits before the next one
- * overwrites the scratch (the same stream orders them). Each piece keeps more than
+ * head in pieces of nearly equal rows (cuda_plan_head_piece), each copied to its rows of h_logits
+ * before the next one overwrites the scratch (the same stream orders them). Each piece keeps more than
  * ENG_GEMM_MIN_ROWS rows, so its products take the path the whole chunk's would, whose row bits
  * do not depend on the row count: the logits are those of one head over every row. */
 _Static_assert(CUDA_DECODE_T <= CUDA_HEAD_ROWS, "a verification window's rows fit the logits' scratch");
@@ -1136,10 +1136,9 @@ static int head_in_pieces(cuda_state *s, int T, glm_error *err)
     size_t D = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
     CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, (int)D,
                             c->rms_norm_eps, be->stream), "the final norm");
-    int pieces = (T + CUDA_HEAD_ROWS - 1) / CUDA_HEAD_ROWS;
-    for (int i = 0; i < pieces; i++) {
-        int r0 = (int)((int64_t)T * i / pieces), r1 = (int)((int64_t)T * (i + 1) / pieces);
-        int n = r1 - r0;
+    for (int i = 0, pieces = cuda_plan_head_pieces(T); i < pieces; i++) {
+        int r0, n;
+        cuda_plan_head_piece(T, i, &r0, &n);
         float *host = s->h_logits + (size_t)r0 * V;
         int rc = head(s, be->s.hfin + (size_t)r0 * D, n, host, err);
         if (rc)

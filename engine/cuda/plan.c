@@ -59,6 +59,19 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
     return (size_t)(glm_traffic_bytes(&t) + 0.5);
 }
 
+int cuda_plan_head_pieces(int T)
+{
+    return T > 0 ? (T + CUDA_HEAD_ROWS - 1) / CUDA_HEAD_ROWS : 0;
+}
+
+void cuda_plan_head_piece(int T, int i, int *r0, int *n)
+{
+    int pieces = cuda_plan_head_pieces(T);
+    int a = (int)((int64_t)T * i / pieces), b = (int)((int64_t)T * (i + 1) / pieces);
+    *r0 = a;
+    *n = b - a;
+}
+
 size_t cuda_plan_workspace_estimate(const glm_config *c, int chunk)
 {
     if (!c->exl3 || c->n_routed_experts < 1 || chunk < 1)

@@ -78,6 +78,11 @@ size_t cuda_plan_weights_estimate(const glm_config *full, int ranks, glm_traffic
  * CUDA_DECODE_T rows; a chunk's every row (all-rows prefills, for tools) runs the LM head in
  * pieces of at most this many rows. */
 #define CUDA_HEAD_ROWS 256
+/* The pieces of an all-rows head over T rows: ceil(T / CUDA_HEAD_ROWS) of nearly equal rows, in
+ * order; piece i starts at row *r0 and has *n rows (each at least CUDA_HEAD_ROWS / 2 when T is
+ * larger than CUDA_HEAD_ROWS). */
+int cuda_plan_head_pieces(int T);
+void cuda_plan_head_piece(int T, int i, int *r0, int *n);
 
 /* One rank's chunk-sized prefill workspaces beside its weights, from its config (a rank's: the
  * split shapes): the grouped EXL3 experts' (kern_exl3_moe_prefill_bytes) where the model's routed

@@ -454,6 +454,27 @@ START_TEST(plan_line_names_the_chunk_and_who_chose_it)
 END_TEST
 
 
+/* An all-rows head's pieces (forward.c, head_in_pieces): every row once, in order, each piece of
+ * at least half the logits' scratch and at most all of it, so no piece drops to a product's GEMV
+ * path (8 rows for eng_gemm, 16 for the EXL3 products) and its rows keep the whole chunk's bits. */
+START_TEST(head_pieces_cover_the_rows)
+{
+    ck_assert_int_eq(cuda_plan_head_pieces(256), 1);
+    ck_assert_int_eq(cuda_plan_head_pieces(257), 2);
+    for (int T = CUDA_HEAD_ROWS + 1; T <= 70000; T += T < 1100 ? 1 : 997) {
+        int pieces = cuda_plan_head_pieces(T), next = 0;
+        for (int i = 0; i < pieces; i++) {
+            int r0, n;
+            cuda_plan_head_piece(T, i, &r0, &n);
+            ck_assert_int_eq(r0, next);
+            ck_assert_msg(n >= CUDA_HEAD_ROWS / 2 && n <= CUDA_HEAD_ROWS, "T %d piece %d: %d rows", T, i, n);
+            next = r0 + n;
+        }
+        ck_assert_int_eq(next, T);
+    }
+}
+END_TEST
+
 /* The grouped EXL3 experts' workspace the plan counts without a GPU (kern_exl3_moe_prefill_bytes,
  * which kern_exl3_moe_prefill holds its carving to): per row, the 8 pairs' fp16 gate, up and down
  * inputs (2 x 4096 + 2048 halves) and f32 gate and up products (2 x 2048 floats), and three
@@ -635,6 +656,7 @@ int main(void)
     tcase_add_test(tc, n_rank_configs_follow_the_cpu_split_on_the_real_config);
     tcase_add_test(tc, n_rank_configs_match_a_real_split_model);
     tcase_add_test(tc, real_config_has_the_documented_layers);
+    tcase_add_test(tc, head_pieces_cover_the_rows);
     tcase_add_test(tc, expert_workspace_by_hand);
     tcase_add_test(tc, a_spark_rank_picks_its_chunk);
     tcase_add_test(tc, cache_figures_match_the_architecture_notes);
