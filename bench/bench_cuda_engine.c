@@ -67,6 +67,25 @@ static void real_config(glm_config *c, int layers)
     }
 }
 
+/* The model the projections are for: the real 45 layers, the first three dense. */
+static void projected_config(glm_config *full)
+{
+    real_config(full, 45);
+    full->moe[1] = full->moe[2] = 0; /* layers 0-2 dense (real_config: layer 0) */
+}
+
+/* The traffic parameters of this bench's run at a context: one rank, its dense format, 4-bit
+ * experts, the plan's cache formats (what the projections count as measured). */
+static glm_traffic_params bench_traffic(engine_backend *be, int context)
+{
+    const cuda_plan *pl = backend_cuda_plan(be);
+    int q4 = ((const cuda_backend *)be->impl)->dense_q4;
+    return (glm_traffic_params){.ranks = 1, .context = context,
+                                .dense = q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
+                                .expert_bits = 4, .latent_cache = (glm_cache_format)pl->kv_dtype,
+                                .index_cache = (glm_cache_format)pl->kv_index_dtype};
+}
+
 /* One shared random BF16 pool: every dense matrix views its start (timing needs the bytes,
  * not distinct values; each still gets its own device copy). */
 static uint16_t *g_bf16;
@@ -604,8 +623,7 @@ static void print_projection(int sms, const op_profile *decode, const char *sour
                              double bw)
 {
     glm_config full;
-    real_config(&full, 45);
-    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
+    projected_config(&full);
     glm_target spark = GLM_TARGET_SPARKS;
     glm_traffic_table measured, target[2];
     glm_error err = {0};
@@ -1041,8 +1059,7 @@ static void print_window_projection(int sms, double bw, const op_profile *win, i
                                     const glm_traffic_params *run)
 {
     glm_config full;
-    real_config(&full, 45);
-    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense, as print_projection */
+    projected_config(&full);
     glm_target spark = GLM_TARGET_SPARKS;
     glm_traffic_dense fmt[2] = {GLM_TRAFFIC_Q4_G32, GLM_TRAFFIC_BF16};
     const op_profile *prof[2] = {one, win};
@@ -1180,12 +1197,7 @@ static int bench_positions(engine_backend *be, const int *pos, int n, const int3
         if (windows) {
             print_windows(w, pos[0], r[0].step_us, &cb->m->cfg);
             print_window_growth(&win8, CUDA_DECODE_T, &r[0].prof);
-            const cuda_plan *pl = backend_cuda_plan(be);
-            glm_traffic_params run = {.ranks = 1, .context = pos[0],
-                                      .dense = cb->dense_q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
-                                      .expert_bits = 4,
-                                      .latent_cache = (glm_cache_format)pl->kv_dtype,
-                                      .index_cache = (glm_cache_format)pl->kv_index_dtype};
+            glm_traffic_params run = bench_traffic(be, pos[0]);
             int sms = gpu_sms("window projection"), k8 = 0;
             while (k8 < N_WINDOWS - 1 && window_rows[k8] != CUDA_DECODE_T)
                 k8++;
@@ -1403,8 +1415,7 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
     if (sms < 0)
         return -1;
     glm_config full, half;
-    real_config(&full, 45);
-    full.moe[1] = full.moe[2] = 0; /* layers 0-2 dense */
+    projected_config(&full);
     cuda_plan_rank_config(&full, &half);
     glm_prefill_target t = GLM_PREFILL_SPARKS;
     glm_prefill_format here_f = {q4 ? 0.5625 : 2, 4, 1}, there_f = here_f;
@@ -2128,10 +2139,7 @@ int main(int argc, char **argv)
     else /* the eager projection still follows; the run fails */
         printf("FAIL: the in-graph decode op profile: %s\n", err.message);
     int n = s->n;
-    const cuda_plan *mem_plan = backend_cuda_plan(&be);
-    glm_traffic_params run = {.ranks = 1, .context = n, .dense = q4 ? GLM_TRAFFIC_Q4_G32 : GLM_TRAFFIC_BF16,
-                              .expert_bits = 4, .latent_cache = (glm_cache_format)mem_plan->kv_dtype,
-                              .index_cache = (glm_cache_format)mem_plan->kv_index_dtype};
+    glm_traffic_params run = bench_traffic(&be, n);
     glm_traffic_table step_t, layer_t;
     if (glm_traffic_step(c, &run, &step_t, &err) != GLM_OK) {
         printf("FAIL: traffic: %s\n", err.message);

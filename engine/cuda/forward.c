@@ -1105,17 +1105,27 @@ static int head(cuda_state *s, const float *x, int rows, float *host, glm_error 
     return 0;
 }
 
+/* The streams' mean and the final norm of T rows into be->s.hfin. */
+static int final_norm(cuda_state *s, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, c->hidden_size,
+                            c->rms_norm_eps, be->stream), "the final norm");
+    return 0;
+}
+
 /* The final norm and the LM head; logits on the device (one rank) or already in h_logits. */
 int cuda_forward_head(cuda_state *s, int T, int all_rows, glm_error *err)
 {
     cuda_backend *be = s->be;
-    const glm_config *c = &be->m->cfg;
-    int D = c->hidden_size, rows = all_rows ? T : 1;
+    int D = be->m->cfg.hidden_size, rows = all_rows ? T : 1;
     if (rows > CUDA_HEAD_ROWS)
         return glm_error_set(err, GLM_ERR_ARG, "the LM head takes at most %d rows a call (the "
                              "logits' scratch); this call asks %d", CUDA_HEAD_ROWS, rows), -1;
-    CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, D,
-                            c->rms_norm_eps, be->stream), "the final norm");
+    int rc = final_norm(s, T, err);
+    if (rc)
+        return rc;
     const float *x = all_rows ? be->s.hfin : be->s.hfin + (size_t)(T - 1) * D;
     return head(s, x, rows, s->h_logits, err);
 }
@@ -1132,15 +1142,15 @@ _Static_assert(CUDA_HEAD_ROWS / 2 > ENG_GEMM_MIN_ROWS && CUDA_HEAD_ROWS / 2 > 16
 static int head_in_pieces(cuda_state *s, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
-    const glm_config *c = &be->m->cfg;
-    size_t D = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
-    CK(eng_stream_mean_norm(be->s.hfin, be->s.X, be->w.final_norm, T, c->hc_mult, (int)D,
-                            c->rms_norm_eps, be->stream), "the final norm");
+    size_t D = (size_t)be->m->cfg.hidden_size, V = (size_t)be->m->cfg.vocab_size;
+    int rc = final_norm(s, T, err);
+    if (rc)
+        return rc;
     for (int i = 0, pieces = cuda_plan_head_pieces(T); i < pieces; i++) {
         int r0, n;
         cuda_plan_head_piece(T, i, &r0, &n);
         float *host = s->h_logits + (size_t)r0 * V;
-        int rc = head(s, be->s.hfin + (size_t)r0 * D, n, host, err);
+        rc = head(s, be->s.hfin + (size_t)r0 * D, n, host, err);
         if (rc)
             return rc;
         if (!s->coll.all_gather || cuda_coll_on_device(s, n))

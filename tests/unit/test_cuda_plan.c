@@ -504,6 +504,26 @@ END_TEST
  * scratch 11.68, caches 8.80); before the scratch held 256 rows of logits (not every row: 9.45
  * GiB more), the dense experts' buffers only where used (4.5 GiB more) and the experts' down
  * product in its inputs' room (2.0 GiB more), the plan would have needed about 120 GiB. */
+/* A Spark rank's plan at a chunk (the arguments below). */
+typedef struct spark_rank {
+    const glm_config *half;
+    int context;
+    size_t weights;
+} spark_rank;
+
+static void spark_rank_plan(const spark_rank *r, int chunk, cuda_plan *p)
+{
+    cuda_plan_make(r->half, 2, r->context, CUDA_KV_FP8, CUDA_KV_FP8, chunk, 0,
+                   r->weights + cuda_plan_workspace_estimate(r->half, chunk), p);
+}
+
+static size_t spark_rank_need(void *ctx, int chunk)
+{
+    cuda_plan p;
+    spark_rank_plan(ctx, chunk, &p);
+    return p.total;
+}
+
 START_TEST(a_spark_rank_picks_its_chunk)
 {
     glm_config c = real, half;
@@ -513,17 +533,15 @@ START_TEST(a_spark_rank_picks_its_chunk)
     static const int contexts[2] = {1048576, 202752};
     for (int f = 0; f < 2; f++)
         for (int k = 0; k < 2; k++) {
-            size_t w = cuda_plan_weights_estimate(&c, 2, fmt[f], 4);
-            int chunk = 0;
-            cuda_plan p;
-            for (int ch = CUDA_CHUNK_CAP; ch >= CUDA_CHUNK_FLOOR && !chunk; ch /= 2) {
-                cuda_plan_make(&half, 2, contexts[k], CUDA_KV_FP8, CUDA_KV_FP8, ch, 0,
-                               w + cuda_plan_workspace_estimate(&half, ch), &p);
-                if (p.total + ((size_t)1 << 30) <= cuda_plan_unified_limit())
-                    chunk = ch;
-            }
+            spark_rank r = {&half, contexts[k], cuda_plan_weights_estimate(&c, 2, fmt[f], 4)};
+            int chunk = cuda_plan_pick_chunk(0, 1, cuda_plan_unified_limit(), spark_rank_need, &r);
             ck_assert_msg(chunk == 16384, "%s dense, context %d: chunks of %d",
                           glm_traffic_dense_name(fmt[f]), contexts[k], chunk);
+            cuda_plan p;
+            spark_rank_plan(&r, chunk, &p);
+            glm_error err = {0};
+            ck_assert_msg(cuda_plan_check(&p, cuda_plan_unified_limit(), &err) == GLM_OK, "%s",
+                          err.message);
             if (f == 0 && k == 0) {
                 double total = (double)p.total / (double)GIB_BYTES;
                 ck_assert_msg(total > 103.8 && total < 104.8, "%.2f GiB", total);
@@ -535,26 +553,23 @@ END_TEST
 /* The long-prefill bench's model (bench/bench_cuda_engine.c): the real config cut to 16 layers (12
  * KDA : 4 DSA as the real model interleaves them), layer 0 dense, the rest MoE with 4-bit EXL3
  * experts, BF16 dense weights. Its weights at a chunk: the resident bytes of model/traffic.c and
- * the grouped EXL3 experts' prefill workspace, which grows with the chunk: per row, each of its K
- * (row, expert) pairs' fp16 gate and up inputs (2 x hidden) and down input (intermediate), f32
- * gate and up products (2 x intermediate), and three sort-table ints; the f32 down product (hidden)
- * takes the gate and up inputs' room (kernels/exl3_gemm.cu, prefill_carve). */
+ * the grouped EXL3 experts' prefill workspace, which grows with the chunk
+ * (cuda_plan_workspace_estimate, counted by hand in expert_workspace_by_hand). */
 static glm_config bench16;
 
 static void make_bench16(void)
 {
     bench16 = real;
     bench16.num_layers = 16;
+    bench16.exl3 = 1; /* the bench's experts */
     for (int i = 0; i < 16; i++)
         bench16.moe[i] = i >= 1;
 }
 
 static size_t bench16_weights(int chunk)
 {
-    size_t H = (size_t)bench16.hidden_size, I = (size_t)bench16.moe_intermediate_size;
-    size_t K = (size_t)bench16.num_experts_per_tok;
-    size_t per_row = K * (2 * H * 2 + I * 2 + 2 * I * 4 + 3 * 4);
-    return cuda_plan_weights_estimate(&bench16, 1, GLM_TRAFFIC_BF16, 4) + (size_t)chunk * per_row;
+    return cuda_plan_weights_estimate(&bench16, 1, GLM_TRAFFIC_BF16, 4) +
+           cuda_plan_workspace_estimate(&bench16, chunk);
 }
 
 typedef struct long_ctx {
