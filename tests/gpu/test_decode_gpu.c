@@ -126,7 +126,19 @@ static float *host_concat(int k, float *const *bufs, const size_t *len)
 /* ---- one matrix's product at a few rows (eng_matmul: the LM head and the output projections
  * of a verification window, whose rows compute as one-token steps do) -------------------- */
 
-/* T = 2..8 rows of one launch bit-equal to one-row launches; timed at 1 and 8 rows. */
+/* The window sizes timed (a verification window of k drafts has k + 1 rows). */
+static const int timed_rows[] = {1, 2, 3, 4, MAXT};
+#define N_TIMED ((int)(sizeof timed_rows / sizeof timed_rows[0]))
+
+/* "R rows: US us (X the row)" for each timed size after the first, on one line. */
+static void print_row_times(const double *us)
+{
+    for (int k = 1; k < N_TIMED; k++)
+        printf("; %d rows: %7.1f us (%.2fx)", timed_rows[k], us[k], us[k] / us[0]);
+    printf("\n");
+}
+
+/* T = 2..8 rows of one launch bit-equal to one-row launches; timed at timed_rows. */
 static void check_matmul_rows(const char *name, int rows, int cols, int timed, void *ev0, void *ev1)
 {
     tmat w = make_mat(ENG_BF16, rows, cols, 0.05f);
@@ -146,21 +158,21 @@ static void check_matmul_rows(const char *name, int rows, int cols, int timed, v
         free(gt);
     }
     if (timed) {
-        double us[2];
-        int Ts[2] = {1, MAXT}, reps = 20;
-        for (int k = 0; k < 2; k++) {
+        double us[N_TIMED];
+        int reps = 20;
+        for (int k = 0; k < N_TIMED; k++) {
             float ms = 0;
-            CUDA_OK(eng_matmul(&w.m, x, Ts[k], yt, NULL));
+            CUDA_OK(eng_matmul(&w.m, x, timed_rows[k], yt, NULL));
             CUDA_OK(eng_event_record(ev0, NULL));
             for (int i = 0; i < reps; i++)
-                CUDA_OK(eng_matmul(&w.m, x, Ts[k], yt, NULL));
+                CUDA_OK(eng_matmul(&w.m, x, timed_rows[k], yt, NULL));
             CUDA_OK(eng_event_record(ev1, NULL));
             CUDA_OK(eng_event_ms(ev0, ev1, &ms));
             us[k] = ms * 1000.0 / reps;
         }
         double bytes = (double)rows * cols * 2;
-        printf("time matmul %-32s 1 row: %8.1f us, %6.0f GB/s; %d rows: %8.1f us (%.2fx the row)\n",
-               name, us[0], bytes / (us[0] * 1e3), MAXT, us[1], us[1] / us[0]);
+        printf("time matmul %-32s 1 row: %8.1f us, %6.0f GB/s", name, us[0], bytes / (us[0] * 1e3));
+        print_row_times(us);
     }
     free(hx);
     free(g1);
@@ -227,32 +239,25 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
         }
     snprintf(what, sizeof what, "jobs %s: against a double sum", s->name);
     compare(what, got, ref, nref, 1e-5);
-    if (timed) {
-        float ms = 0;
+    if (timed) { /* a verification window's rows: the weights read once for all of them */
+        double us[N_TIMED];
         int reps = 20;
         eng_gemv_job jt = {&w.m, s->pair ? &w2.m : NULL, x, y8, limit, 0};
-        CUDA_OK(eng_matmul_jobs(&jt, 1, 1, NULL));
-        CUDA_OK(eng_event_record(ev0, NULL));
-        for (int i = 0; i < reps; i++)
-            CUDA_OK(eng_matmul_jobs(&jt, 1, 1, NULL));
-        CUDA_OK(eng_event_record(ev1, NULL));
-        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-        double us = ms * 1000.0 / reps;
+        for (int k = 0; k < N_TIMED; k++) {
+            float ms = 0;
+            CUDA_OK(eng_matmul_jobs(&jt, 1, timed_rows[k], NULL));
+            CUDA_OK(eng_event_record(ev0, NULL));
+            for (int i = 0; i < reps; i++)
+                CUDA_OK(eng_matmul_jobs(&jt, 1, timed_rows[k], NULL));
+            CUDA_OK(eng_event_record(ev1, NULL));
+            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+            us[k] = ms * 1000.0 / reps;
+        }
         double bytes =
             (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
-        printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s\n", s->name, us, bytes / 1e6,
-               bytes / (us * 1e3));
-        /* a verification window's rows: the weights read once for all of them */
-        jt.y = y8;
-        CUDA_OK(eng_matmul_jobs(&jt, 1, MAXT, NULL));
-        CUDA_OK(eng_event_record(ev0, NULL));
-        for (int i = 0; i < reps; i++)
-            CUDA_OK(eng_matmul_jobs(&jt, 1, MAXT, NULL));
-        CUDA_OK(eng_event_record(ev1, NULL));
-        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-        double us8 = ms * 1000.0 / reps;
-        printf("time jobs %-34s %d rows: %7.1f us (%.2fx the row), %6.0f GB/s\n", s->name, MAXT,
-               us8, us8 / us, bytes / (us8 * 1e3));
+        printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s", s->name, us[0],
+               bytes / 1e6, bytes / (us[0] * 1e3));
+        print_row_times(us);
     }
     free(ref);
     free(got);
