@@ -13,6 +13,13 @@ namespace {
 constexpr int kGemvWarps = 8;
 constexpr int kMaxGemvT = 8;
 
+// Rows a warp in the GEMVs of several tokens: from kRowsMinT tokens a row a warp is bound by its
+// input loads from L1 (T of them for each 16-byte weight unit), which kRowsAWarp rows at the
+// same columns share. Fewer tokens keep a row a warp: their loads are mostly the weights', and
+// a quarter of the warps leaves too few of those in flight (two tokens were slower so).
+constexpr int kRowsAWarp = 4;
+constexpr int kRowsMinT = 3;
+
 // 16-byte loads in flight a lane before their products: more for one token (its registers
 // are free), which a row of few warps needs to keep the memory busy.
 template <int T> constexpr int kBatch16 = T == 1 ? 8 : 4;
@@ -141,6 +148,52 @@ __global__ void __launch_bounds__(256) gemv_kernel(eng_mat w, const float *__res
             s += red[warp + k][lane];
         y[(size_t)lane * w.rows + r] = s;
     }
+}
+
+// One matrix of many bf16/f16 rows at T >= kRowsMinT tokens: kRowsAWarp rows a warp (gemv_kernel's
+// units in its order for each row, so each row's bits are a one-token launch's).
+template <int T>
+__global__ void __launch_bounds__(256) gemv_rows_kernel(eng_mat w, const float *__restrict__ x,
+                                                        float *__restrict__ y, int tokens)
+{
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rows = w.rows, cols = w.cols;
+    const int r0 = ((int)blockIdx.x * kGemvWarps + warp) * kRowsAWarp;
+    if (blockIdx.y == 0) // this warp's rows towards L2 while the kernel before ends
+        for (int k = 0; k < kRowsAWarp; k++)
+            if (r0 + k < rows)
+                prefetch_row_part(w, r0 + k, 0, 1);
+    pdl_wait();
+    if (r0 >= rows)
+        return;
+    // blockIdx.y: a group of T tokens, as in gemv_kernel
+    int tg = tokens - (int)blockIdx.y * T;
+    x += (size_t)blockIdx.y * T * cols;
+    y += (size_t)blockIdx.y * T * rows;
+    const uint4 *row[kRowsAWarp];
+#pragma unroll
+    for (int k = 0; k < kRowsAWarp; k++) // rows past the matrix read its last (not written)
+        row[k] = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
+                                                 (size_t)(r0 + k < rows ? r0 + k : rows - 1) * cols);
+    float acc[kRowsAWarp][T];
+#pragma unroll
+    for (int k = 0; k < kRowsAWarp; k++)
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[k][t] = 0.0f;
+    units_dot_rows<T, kRowsAWarp>(row, cols / 8, w.dtype == ENG_BF16, x, cols, 0, 1, lane, tg, acc);
+#pragma unroll
+    for (int k = 0; k < kRowsAWarp; k++)
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[k][t] = warp_sum(acc[k][t]);
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < kRowsAWarp; k++)
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                if (r0 + k < rows && t < tg)
+                    y[(size_t)t * rows + r0 + k] = acc[k][t];
 }
 
 // y [T][rows] = x [T][cols] W^T: 64 tokens x 64 rows a block, 16 columns a step, 4 x 4 a thread.
@@ -301,6 +354,16 @@ template <int T>
 cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, cudaStream_t st)
 {
     unsigned groups = blocks_for((size_t)tokens, T);
+    bool vec8 = (w->cols % 8) == 0 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
+                ((uintptr_t)w->data % 16) == 0;
+    if constexpr (T >= kRowsMinT) {
+        if (w->rows > 1024 && vec8) {
+            launch(gemv_rows_kernel<T>,
+                   dim3(blocks_for((size_t)w->rows, kGemvWarps * kRowsAWarp), groups),
+                   32 * kGemvWarps, 0, st, *w, x, y, tokens);
+            return cudaGetLastError();
+        }
+    }
     if (w->rows <= 1024) // few rows: eight warps a row
         launch(gemv_kernel<T, 8>, dim3(w->rows, groups), 32 * kGemvWarps, 0, st, *w, x, y, tokens);
     else
@@ -696,8 +759,12 @@ __device__ __forceinline__ void rows_sum(float (&acc)[T], float (*red)[T], int w
     }
 }
 
+// Rows a warp of a plain job that is not skinny.
+template <int T> constexpr int kPlainRows = T >= kRowsMinT ? kRowsAWarp : 1;
+
 // gemv_jobs_kernel for jobs that are all plain: row_dot's and the skinny rows' operations in
-// the same order, so a row's bits are the general kernel's. At one token 48 registers against
+// the same order, so a row's bits are the general kernel's; from kRowsMinT tokens kRowsAWarp rows
+// a warp group share its input loads (units_dot_rows). At one token 48 registers against
 // its 108: 5 blocks an SM against 2. Six blocks need 40 registers and spill, and trimming the
 // general kernel to 64 registers instead slows its many-token calls: five is the timed best.
 constexpr int kGemvPlainMinBlocks = 5; // blocks an SM the one-token kernel's registers are cut for
@@ -712,9 +779,10 @@ __global__ void __launch_bounds__(256, T == 1 ? kGemvPlainMinBlocks : 1)
         if (i < js.n && (int)blockIdx.x >= js.j[i].block0)
             ji = i;
     const plain_job &jb = js.j[ji];
-    __shared__ float red[kGemvWarps][T];
+    constexpr int R = kPlainRows<T>;
+    __shared__ float red[kGemvWarps][R * T];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
-    const int rows = jb.rows, cols = jb.cols, rpw = jb.skinny ? kSkinnyRows : 1;
+    const int rows = jb.rows, cols = jb.cols, rpw = jb.skinny ? kSkinnyRows : R;
     int r = (((int)blockIdx.x - jb.block0) * (kGemvWarps / wpr) + warp / wpr) * rpw;
     const size_t rb = (size_t)cols * 2;
     for (int k = 0; k < rpw; k++) // as prefetch_row_part: this warp's part of its rows
@@ -728,21 +796,34 @@ __global__ void __launch_bounds__(256, T == 1 ? kGemvPlainMinBlocks : 1)
         return;
     }
     bool valid = r < rows;
-    float acc[T];
+    float acc[R * T]; // [row][token]
 #pragma unroll
-    for (int t = 0; t < T; t++)
-        acc[t] = 0.0f;
-    if (valid)
+    for (int k = 0; k < R * T; k++)
+        acc[k] = 0.0f;
+    if (valid && R == 1) {
         units_dot<T>(reinterpret_cast<const uint4 *>(jb.w + (size_t)r * cols), cols / 8, jb.bf,
                      jb.x, cols, sub, wpr, lane, acc);
-    rows_sum<T>(acc, red, warp, sub, wpr, lane);
+    } else if (valid) {
+        const uint4 *row[R];
+#pragma unroll
+        for (int k = 0; k < R; k++) // rows past the matrix read its last (not written)
+            row[k] = reinterpret_cast<const uint4 *>(jb.w + (size_t)(r + k < rows ? r + k : rows - 1) *
+                                                                cols);
+        units_dot_rows<T, R>(row, cols / 8, jb.bf, jb.x, cols, sub, wpr, lane, T,
+                             reinterpret_cast<float (*)[T]>(acc));
+    }
+    rows_sum<R * T>(acc, red, warp, sub, wpr, lane);
     if (!valid || sub != 0 || lane != 0)
         return;
 #pragma unroll
-    for (int t = 0; t < T; t++) {
-        float *y = jb.y + (size_t)t * rows + r;
-        *y = jb.accumulate ? *y + acc[t] : acc[t];
-    }
+    for (int k = 0; k < R; k++)
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            if (r + k >= rows)
+                break;
+            float *y = jb.y + (size_t)t * rows + r + k;
+            *y = jb.accumulate ? *y + acc[k * T + t] : acc[k * T + t];
+        }
 }
 
 template <int T>
@@ -850,7 +931,7 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
     gemv_jobs_dev js;
     memset(&js, 0, sizeof js);
     js.n = n;
-    long blocks = 0;
+    long blocks = 0, pblocks = 0; // the general kernel's, the plain kernel's
     plain_jobs pj;
     memset(&pj, 0, sizeof pj);
     pj.n = n;
@@ -886,13 +967,15 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
                 w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)j->x % 16 == 0;
         d->block0 = (int)blocks;
         pj.j[i] = (plain_job){static_cast<const uint16_t *>(w->data), j->x, j->y, w->rows, w->cols,
-                              w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, d->block0};
+                              w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, (int)pblocks};
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
+        int prpw = d->skinny ? kSkinnyRows : T >= kRowsMinT ? kRowsAWarp : 1; // gemv_plain_kernel's
+        pblocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * prpw));
+        if (blocks > 0x7fffffffL || pblocks > 0x7fffffffL)
+            return -1;
     }
-    if (blocks > 0x7fffffffL)
-        return -1;
     cudaStream_t st = static_cast<cudaStream_t>(stream);
-    unsigned b = (unsigned)blocks;
+    unsigned b = (unsigned)(plain ? pblocks : blocks);
     switch (T) {
     case 1: return (int)jobs_launch<1>(js, pj, plain, b, st);
     case 2: return (int)jobs_launch<2>(js, pj, plain, b, st);
