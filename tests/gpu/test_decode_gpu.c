@@ -67,6 +67,28 @@ static tmat make_mat(int dtype, int rows, int cols, float amp)
     return t;
 }
 
+/* A random f16 matrix on the device: normal values of magnitude 2^-9 to 2^-4 with random 10-bit
+ * mantissas (each exact as a float on the host). */
+static tmat make_mat_f16(int rows, int cols)
+{
+    tmat t;
+    size_t n = (size_t)rows * cols;
+    t.h = xmalloc(n * sizeof(float));
+    memset(&t.m, 0, sizeof t.m);
+    t.m.dtype = ENG_F16, t.m.rows = rows, t.m.cols = cols;
+    uint16_t *b = xmalloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = test_rng_next(&rng_state);
+        unsigned sign = (unsigned)(r >> 63), mant = (unsigned)(r >> 20) & 0x3ffu;
+        unsigned ex = 6 + (unsigned)((r >> 40) % 6); /* biased exponent 6..11: 2^-9 .. 2^-4 */
+        b[i] = (uint16_t)(sign << 15 | ex << 10 | mant);
+        t.h[i] = (sign ? -1.0f : 1.0f) * ldexpf(1.0f + (float)mant / 1024.0f, (int)ex - 15);
+    }
+    t.m.data = dev_copy(b, n * sizeof *b);
+    free(b);
+    return t;
+}
+
 static void free_mat(tmat *t)
 {
     kern_free((void *)t->m.data);
@@ -180,6 +202,96 @@ static void check_matmul_rows(const char *name, int rows, int cols, int timed, v
     kern_free(yt);
     kern_free(y1);
     free_mat(&w);
+}
+
+/* ---- the GEMVs of several tokens at their edges: f16 weights, accumulation into y, several
+ * plain jobs in one launch (each job's blocks), rows not a multiple of a warp's four with
+ * several warps a row, and eng_matmul_rowwise past a launch's eight rows (its last group of
+ * five) ------------------------------------------------------------------------------------- */
+
+static void check_gemv_edges(void)
+{
+    enum { NJ = 3, TR = 13 };
+    tmat w[NJ] = {make_mat_f16(1031, 1024), make_mat(ENG_BF16, 4096, 2048, 0.05f),
+                  make_mat(ENG_BF16, 37, 200, 0.05f)};
+    float *x[NJ], *y0[NJ];
+    for (int k = 0; k < NJ; k++) {
+        float *hx = host_random((size_t)TR * w[k].m.cols, 1.0f);
+        x[k] = dev_copy(hx, (size_t)TR * w[k].m.cols * sizeof(float));
+        free(hx);
+        y0[k] = host_random((size_t)MAXT * w[k].m.rows, 1.0f);
+    }
+    for (int T = 1; T <= MAXT; T++)
+        for (int acc = 0; acc <= 1; acc++) {
+            float *ya[NJ], *yb[NJ];
+            eng_gemv_job js[NJ];
+            for (int k = 0; k < NJ; k++) {
+                size_t bytes = (size_t)MAXT * w[k].m.rows * sizeof(float);
+                ya[k] = dev_copy(y0[k], bytes);
+                yb[k] = dev_copy(y0[k], bytes);
+                js[k] = (eng_gemv_job){&w[k].m, NULL, x[k], ya[k], 0.0f, acc};
+            }
+            CUDA_OK(eng_matmul_jobs(js, NJ, T, NULL));
+            for (int k = 0; k < NJ; k++)
+                for (int t = 0; t < T; t++) {
+                    eng_gemv_job j1 = {&w[k].m, NULL, x[k] + (size_t)t * w[k].m.cols,
+                                       yb[k] + (size_t)t * w[k].m.rows, 0.0f, acc};
+                    CUDA_OK(eng_matmul_jobs(&j1, 1, 1, NULL));
+                }
+            int ok = 1;
+            for (int k = 0; k < NJ; k++) {
+                size_t bytes = (size_t)MAXT * w[k].m.rows * sizeof(float);
+                float *ga = to_host(ya[k], bytes), *gb = to_host(yb[k], bytes);
+                ok &= memcmp(ga, gb, bytes) == 0; /* rows past T: y0 untouched in both */
+                free(ga);
+                free(gb);
+                kern_free(ya[k]);
+                kern_free(yb[k]);
+            }
+            printf("%s jobs f16 1031 x 1024 + bf16 4096 x 2048 + bf16 37 x 200 in one launch, %d "
+                   "row(s)%s: equal one-row launches\n", ok ? "ok  " : "FAIL", T,
+                   acc ? ", accumulating" : "");
+            failures += !ok;
+        }
+    /* eng_matmul_rowwise of 13 rows (8 + 5) and eng_matmul of 3-8 rows, f16, against one row */
+    size_t yn = (size_t)TR * w[0].m.rows;
+    float *yr = dev_alloc(yn * sizeof(float)), *y1 = dev_alloc(yn * sizeof(float));
+    for (int t = 0; t < TR; t++)
+        CUDA_OK(eng_matmul(&w[0].m, x[0] + (size_t)t * w[0].m.cols, 1, y1 + (size_t)t * w[0].m.rows,
+                           NULL));
+    float *g1 = to_host(y1, yn * sizeof(float));
+    static const int rowwise_T[] = {3, 4, 5, 6, 7, MAXT, TR};
+    for (size_t i = 0; i < sizeof rowwise_T / sizeof *rowwise_T; i++) {
+        int T = rowwise_T[i];
+        CUDA_OK(eng_matmul_rowwise(&w[0].m, x[0], T, yr, NULL));
+        float *gr = to_host(yr, (size_t)T * w[0].m.rows * sizeof(float));
+        char what[160];
+        snprintf(what, sizeof what, "matmul_rowwise f16 1031 x 1024, %d rows: equal one-row launches",
+                 T);
+        same_bits(what, gr, g1, (size_t)T * w[0].m.rows * sizeof(float));
+        free(gr);
+    }
+    /* against a double sum (the f16 values exact on the host) */
+    double *ref = xmalloc(yn * sizeof *ref);
+    float *hx0 = to_host(x[0], (size_t)TR * w[0].m.cols * sizeof(float));
+    for (int t = 0; t < TR; t++)
+        for (int r = 0; r < w[0].m.rows; r++) {
+            double a = 0;
+            for (int c = 0; c < w[0].m.cols; c++)
+                a += (double)w[0].h[(size_t)r * w[0].m.cols + c] * hx0[(size_t)t * w[0].m.cols + c];
+            ref[(size_t)t * w[0].m.rows + r] = a;
+        }
+    compare("matmul f16 1031 x 1024 against a double sum", g1, ref, yn, 1e-5);
+    free(ref);
+    free(hx0);
+    free(g1);
+    kern_free(yr);
+    kern_free(y1);
+    for (int k = 0; k < NJ; k++) {
+        kern_free(x[k]);
+        free(y0[k]);
+        free_mat(&w[k]);
+    }
 }
 
 /* ---- the products of the decode step (eng_matmul_jobs) ----------------------------------- */
@@ -1683,6 +1795,7 @@ int main(int argc, char **argv)
     check_matmul_rows("KDA o_proj (4096 x 8192, bf16)", 4096, 8192, timed, ev0, ev1);
     check_matmul_rows("LM head part (16384 x 4096, bf16)", 16384, 4096, timed, ev0, ev1);
     check_matmul_rows("odd (1027 x 264, bf16)", 1027, 264, timed, ev0, ev1);
+    check_gemv_edges();
     check_mla(ENG_BF16, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 64, 512, timed, ev0, ev1);
     check_mla(ENG_F32, 8, 576, 0, ev0, ev1);
