@@ -15,6 +15,9 @@ EXTRA_DIST += tests/gpu/engine.sh tests/gpu/test_cuda_engine.c bench/bench_cuda_
 EXTRA_DIST += tests/gpu/exl3.sh tests/gpu/same_bits.sh tests/e2e/gpu_run_cli.sh
 # the GPU entry point's options, refusals and table, where no GPU is needed (CI)
 TESTS += tests/e2e/gpu_run_cli.sh
+# the bundling of GPU binaries for a device run and the A/B run's refusals (CI)
+EXTRA_DIST += tests/e2e/gpu_ab_cli.sh tests/gpu/pack.sh tests/gpu/ab.sh
+TESTS += tests/e2e/gpu_ab_cli.sh
 # the kernels' configurations chosen from shared-memory limits, with sm_90's and sm_121's (CI)
 check_PROGRAMS += tests/unit/test_kernel_limits
 tests_unit_test_kernel_limits_SOURCES = tests/unit/test_kernel_limits.c

@@ -1,0 +1,50 @@
+#!/bin/bash
+# tests/gpu/pack.sh: on the build machine, bundles GPU test binaries to carry to a GPU machine
+# (the device has no -dev packages): each NAME=BUILD_DIR's programs, stripped, under NAME/, and
+# the shared libraries glmchat needs beyond the C runtime and CUDA's under lib/ (put that on
+# LD_LIBRARY_PATH there; tests/gpu/ab.sh does). A program a build lacks is skipped, said once;
+# a build without glmchat is refused.
+# Usage: tests/gpu/pack.sh OUT.tar.xz NAME=BUILD_DIR [NAME=BUILD_DIR ...]
+#   e.g. tests/gpu/pack.sh .dev/ab.tar.xz main=build-gpu90 cand=../wt/cand/build-gpu90
+set -u
+programs="glmchat tests/gpu/test_decode_gpu tests/gpu/test_cuda_spec tests/gpu/test_cuda_engine
+  tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu tests/gpu/test_gemm_rows
+  tests/gpu/test_kda_gpu tests/gpu/test_hc_gpu tests/gpu/test_devices_gpu tests/gpu/test_exl3_gpu
+  bench/bench_cuda_engine bench/bench_cuda_spec bench/bench_exl3"
+die() { echo "tests/gpu/pack.sh: $*" >&2; exit 2; }
+[ $# -ge 2 ] || die "usage: tests/gpu/pack.sh OUT.tar.xz NAME=BUILD_DIR [NAME=BUILD_DIR ...]"
+out=$1
+shift
+case $out in *.tar.xz) ;; *) die "the bundle '$out' must end in .tar.xz" ;; esac
+stage=$(mktemp -d) || exit 1
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib"
+first_glmchat=""
+for arg in "$@"; do
+    name=${arg%%=*} dir=${arg#*=}
+    [ "$name" != "$arg" ] && [ -n "$name" ] && [ -n "$dir" ] || die "'$arg' is not NAME=BUILD_DIR"
+    case $name in lib | *[!A-Za-z0-9_-]*) die "'$name': a name is letters, digits, _ and - (not lib)" ;; esac
+    [ -e "$stage/$name" ] && die "the name '$name' is given twice"
+    [ -x "$dir/glmchat" ] || die "$dir has no glmchat: build it there first (make glmchat)"
+    mkdir -p "$stage/$name"
+    missing=""
+    for p in $programs; do
+        if [ -x "$dir/$p" ]; then
+            strip -o "$stage/$name/$(basename "$p")" "$dir/$p" || die "strip failed on $dir/$p"
+        else
+            missing="$missing $(basename "$p")"
+        fi
+    done
+    [ -n "$missing" ] && echo "$name: not built in $dir, not packed:$missing"
+    [ -n "$first_glmchat" ] || first_glmchat=$dir/glmchat
+done
+# glmchat's libraries that a bare machine may lack: all but the C runtime, the loader and CUDA's
+ldd "$first_glmchat" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+    case $(basename "$lib") in
+        libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libgcc_s.so* | \
+            libstdc++.so* | libcuda* | libcublas* | libnccl* | libnvidia*) ;;
+        *) cp -L "$lib" "$stage/lib/" ;;
+    esac
+done
+tar -cJf "$out" -C "$stage" . || die "cannot write $out"
+echo "packed $(cd "$stage" && ls -d -- */ | tr -d / | grep -vx lib | tr "\n" " ")into $out ($(du -k "$out" | cut -f1) KiB)"
