@@ -20,6 +20,30 @@ constexpr int kMaxGemvT = 8;
 constexpr int kRowsAWarp = 4;
 constexpr int kRowsMinT = 3;
 
+// Rows a warp of a plain job that is not skinny, at T tokens (gemv_plain_kernel's and its grid's).
+__host__ __device__ constexpr int plain_rows(int T)
+{
+    return T >= kRowsMinT ? kRowsAWarp : 1;
+}
+
+// A matrix of whole 16-byte units of bf16/f16 (the GEMVs' vectorised rows).
+__host__ __device__ __forceinline__ bool mat_units16(const eng_mat &w)
+{
+    return (w.cols % 8) == 0 && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
+           ((uintptr_t)w.data % 16) == 0;
+}
+
+// The R rows from r0 of a matrix of rows x cols bf16/f16 as 16-byte units; rows past the matrix
+// read its last (their sums are not written).
+template <int R>
+__device__ __forceinline__ void rows_from(const uint16_t *w, int r0, int rows, int cols,
+                                          const uint4 *(&row)[R])
+{
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        row[k] = reinterpret_cast<const uint4 *>(w + (size_t)(r0 + k < rows ? r0 + k : rows - 1) * cols);
+}
+
 // 16-byte loads in flight a lane before their products: more for one token (its registers
 // are free), which a row of few warps needs to keep the memory busy.
 template <int T> constexpr int kBatch16 = T == 1 ? 8 : 4;
@@ -80,8 +104,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(eng_mat w, const float *__res
 #pragma unroll
     for (int t = 0; t < T; t++)
         acc[t] = 0.0f;
-    bool vec8 = (cols % 8) == 0 && (w.dtype == ENG_BF16 || w.dtype == ENG_F16) &&
-                ((uintptr_t)w.data % 16) == 0;
+    bool vec8 = mat_units16(w);
     if (valid && vec8) {
         const uint4 *row = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
                                                            (size_t)r * cols);
@@ -171,10 +194,7 @@ __global__ void __launch_bounds__(256) gemv_rows_kernel(eng_mat w, const float *
     x += (size_t)blockIdx.y * T * cols;
     y += (size_t)blockIdx.y * T * rows;
     const uint4 *row[kRowsAWarp];
-#pragma unroll
-    for (int k = 0; k < kRowsAWarp; k++) // rows past the matrix read its last (not written)
-        row[k] = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w.data) +
-                                                 (size_t)(r0 + k < rows ? r0 + k : rows - 1) * cols);
+    rows_from<kRowsAWarp>(static_cast<const uint16_t *>(w.data), r0, rows, cols, row);
     float acc[kRowsAWarp][T];
 #pragma unroll
     for (int k = 0; k < kRowsAWarp; k++)
@@ -354,10 +374,8 @@ template <int T>
 cudaError_t gemv_launch(const eng_mat *w, const float *x, float *y, int tokens, cudaStream_t st)
 {
     unsigned groups = blocks_for((size_t)tokens, T);
-    bool vec8 = (w->cols % 8) == 0 && (w->dtype == ENG_BF16 || w->dtype == ENG_F16) &&
-                ((uintptr_t)w->data % 16) == 0;
     if constexpr (T >= kRowsMinT) {
-        if (w->rows > 1024 && vec8) {
+        if (w->rows > 1024 && mat_units16(*w)) {
             launch(gemv_rows_kernel<T>,
                    dim3(blocks_for((size_t)w->rows, kGemvWarps * kRowsAWarp), groups),
                    32 * kGemvWarps, 0, st, *w, x, y, tokens);
@@ -759,9 +777,6 @@ __device__ __forceinline__ void rows_sum(float (&acc)[T], float (*red)[T], int w
     }
 }
 
-// Rows a warp of a plain job that is not skinny.
-template <int T> constexpr int kPlainRows = T >= kRowsMinT ? kRowsAWarp : 1;
-
 // gemv_jobs_kernel for jobs that are all plain: row_dot's and the skinny rows' operations in
 // the same order, so a row's bits are the general kernel's; from kRowsMinT tokens kRowsAWarp rows
 // a warp group share its input loads (units_dot_rows). At one token 48 registers against
@@ -779,7 +794,7 @@ __global__ void __launch_bounds__(256, T == 1 ? kGemvPlainMinBlocks : 1)
         if (i < js.n && (int)blockIdx.x >= js.j[i].block0)
             ji = i;
     const plain_job &jb = js.j[ji];
-    constexpr int R = kPlainRows<T>;
+    constexpr int R = plain_rows(T);
     __shared__ float red[kGemvWarps][R * T];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wpr = jb.wpr, sub = warp % wpr;
     const int rows = jb.rows, cols = jb.cols, rpw = jb.skinny ? kSkinnyRows : R;
@@ -805,10 +820,7 @@ __global__ void __launch_bounds__(256, T == 1 ? kGemvPlainMinBlocks : 1)
                      jb.x, cols, sub, wpr, lane, acc);
     } else if (valid) {
         const uint4 *row[R];
-#pragma unroll
-        for (int k = 0; k < R; k++) // rows past the matrix read its last (not written)
-            row[k] = reinterpret_cast<const uint4 *>(jb.w + (size_t)(r + k < rows ? r + k : rows - 1) *
-                                                                cols);
+        rows_from<R>(jb.w, r, rows, cols, row);
         units_dot_rows<T, R>(row, cols / 8, jb.bf, jb.x, cols, sub, wpr, lane, T,
                              reinterpret_cast<float (*)[T]>(acc));
     }
@@ -969,7 +981,7 @@ extern "C" int eng_matmul_jobs(const eng_gemv_job *jobs, int n, int T, void *str
         pj.j[i] = (plain_job){static_cast<const uint16_t *>(w->data), j->x, j->y, w->rows, w->cols,
                               w->dtype == ENG_BF16, j->accumulate, d->wpr, d->skinny, (int)pblocks};
         blocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * d->rpw));
-        int prpw = d->skinny ? kSkinnyRows : T >= kRowsMinT ? kRowsAWarp : 1; // gemv_plain_kernel's
+        int prpw = d->skinny ? kSkinnyRows : plain_rows(T); // gemv_plain_kernel's
         pblocks += blocks_for((size_t)w->rows, (unsigned)(kGemvWarps / d->wpr * prpw));
         if (blocks > 0x7fffffffL || pblocks > 0x7fffffffL)
             return -1;

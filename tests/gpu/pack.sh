@@ -2,15 +2,11 @@
 # tests/gpu/pack.sh: on the build machine, bundles GPU test binaries to carry to a GPU machine
 # (the device has no -dev packages): each NAME=BUILD_DIR's programs, stripped, under NAME/, and
 # the shared libraries glmchat needs beyond the C runtime and CUDA's under lib/ (put that on
-# LD_LIBRARY_PATH there; tests/gpu/ab.sh does). A program a build lacks is skipped, said once;
-# a build without glmchat is refused.
+# LD_LIBRARY_PATH there; tests/gpu/ab.sh does). The programs: glmchat and whatever the build has
+# made of tests/gpu/ and bench/ (make those targets first); a build without glmchat is refused.
 # Usage: tests/gpu/pack.sh OUT.tar.xz NAME=BUILD_DIR [NAME=BUILD_DIR ...]
 #   e.g. tests/gpu/pack.sh .dev/ab.tar.xz main=build-gpu90 cand=../wt/cand/build-gpu90
 set -u
-programs="glmchat tests/gpu/test_decode_gpu tests/gpu/test_cuda_spec tests/gpu/test_cuda_engine
-  tests/gpu/test_cuda_emulate tests/gpu/test_mla_gpu tests/gpu/test_index_gpu tests/gpu/test_gemm_rows
-  tests/gpu/test_kda_gpu tests/gpu/test_hc_gpu tests/gpu/test_devices_gpu tests/gpu/test_exl3_gpu
-  bench/bench_cuda_engine bench/bench_cuda_spec bench/bench_exl3"
 die() { echo "tests/gpu/pack.sh: $*" >&2; exit 2; }
 [ $# -ge 2 ] || die "usage: tests/gpu/pack.sh OUT.tar.xz NAME=BUILD_DIR [NAME=BUILD_DIR ...]"
 out=$1
@@ -27,15 +23,10 @@ for arg in "$@"; do
     [ -e "$stage/$name" ] && die "the name '$name' is given twice"
     [ -x "$dir/glmchat" ] || die "$dir has no glmchat: build it there first (make glmchat)"
     mkdir -p "$stage/$name"
-    missing=""
-    for p in $programs; do
-        if [ -x "$dir/$p" ]; then
-            strip -o "$stage/$name/$(basename "$p")" "$dir/$p" || die "strip failed on $dir/$p"
-        else
-            missing="$missing $(basename "$p")"
-        fi
+    for p in "$dir/glmchat" $(find "$dir/tests/gpu" "$dir/bench" -maxdepth 1 -type f -perm -u+x \
+        2>/dev/null | sort); do
+        strip -o "$stage/$name/$(basename "$p")" "$p" || die "strip failed on $p"
     done
-    [ -n "$missing" ] && echo "$name: not built in $dir, not packed:$missing"
     [ -n "$first_glmchat" ] || first_glmchat=$dir/glmchat
 done
 # glmchat's libraries that a bare machine may lack: all but the C runtime, the loader and CUDA's

@@ -160,6 +160,38 @@ static void print_row_times(const double *us)
     printf("\n");
 }
 
+/* The GEMV product to time: one matrix (eng_matmul) or a job (eng_matmul_jobs), of T rows. */
+typedef struct {
+    const eng_mat *w;
+    const eng_gemv_job *job; /* NULL: eng_matmul of w */
+    const float *x;
+    float *y;
+} gemv_call;
+
+static void gemv_run(const gemv_call *c, int T)
+{
+    if (c->job)
+        CUDA_OK(eng_matmul_jobs(c->job, 1, T, NULL));
+    else
+        CUDA_OK(eng_matmul(c->w, c->x, T, c->y, NULL));
+}
+
+/* us[k]: c's product at timed_rows[k] rows, us a launch (mean of 20 after one warm-up). */
+static void time_gemv_rows(const gemv_call *c, void *ev0, void *ev1, double *us)
+{
+    int reps = 20;
+    for (int k = 0; k < N_TIMED; k++) {
+        float ms = 0;
+        gemv_run(c, timed_rows[k]);
+        CUDA_OK(eng_event_record(ev0, NULL));
+        for (int i = 0; i < reps; i++)
+            gemv_run(c, timed_rows[k]);
+        CUDA_OK(eng_event_record(ev1, NULL));
+        CUDA_OK(eng_event_ms(ev0, ev1, &ms));
+        us[k] = ms * 1000.0 / reps;
+    }
+}
+
 /* T = 2..8 rows of one launch bit-equal to one-row launches; timed at timed_rows. */
 static void check_matmul_rows(const char *name, int rows, int cols, int timed, void *ev0, void *ev1)
 {
@@ -181,17 +213,8 @@ static void check_matmul_rows(const char *name, int rows, int cols, int timed, v
     }
     if (timed) {
         double us[N_TIMED];
-        int reps = 20;
-        for (int k = 0; k < N_TIMED; k++) {
-            float ms = 0;
-            CUDA_OK(eng_matmul(&w.m, x, timed_rows[k], yt, NULL));
-            CUDA_OK(eng_event_record(ev0, NULL));
-            for (int i = 0; i < reps; i++)
-                CUDA_OK(eng_matmul(&w.m, x, timed_rows[k], yt, NULL));
-            CUDA_OK(eng_event_record(ev1, NULL));
-            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-            us[k] = ms * 1000.0 / reps;
-        }
+        gemv_call c = {&w.m, NULL, x, yt};
+        time_gemv_rows(&c, ev0, ev1, us);
         double bytes = (double)rows * cols * 2;
         printf("time matmul %-32s 1 row: %8.1f us, %6.0f GB/s", name, us[0], bytes / (us[0] * 1e3));
         print_row_times(us);
@@ -353,18 +376,9 @@ static void check_job(const jshape *s, int timed, void *ev0, void *ev1)
     compare(what, got, ref, nref, 1e-5);
     if (timed) { /* a verification window's rows: the weights read once for all of them */
         double us[N_TIMED];
-        int reps = 20;
         eng_gemv_job jt = {&w.m, s->pair ? &w2.m : NULL, x, y8, limit, 0};
-        for (int k = 0; k < N_TIMED; k++) {
-            float ms = 0;
-            CUDA_OK(eng_matmul_jobs(&jt, 1, timed_rows[k], NULL));
-            CUDA_OK(eng_event_record(ev0, NULL));
-            for (int i = 0; i < reps; i++)
-                CUDA_OK(eng_matmul_jobs(&jt, 1, timed_rows[k], NULL));
-            CUDA_OK(eng_event_record(ev1, NULL));
-            CUDA_OK(eng_event_ms(ev0, ev1, &ms));
-            us[k] = ms * 1000.0 / reps;
-        }
+        gemv_call c = {&w.m, &jt, x, y8};
+        time_gemv_rows(&c, ev0, ev1, us);
         double bytes =
             (double)s->rows * s->cols * (s->dtype == ENG_BF16 ? 2 : 4) * (s->pair ? 2 : 1);
         printf("time jobs %-34s 1 row: %8.1f us, %6.2f MB, %6.0f GB/s", s->name, us[0],
