@@ -27,6 +27,9 @@ expect_grep out "^packed cand main into $TMP/ab.tar.xz"
 mkdir "$TMP/unpacked" && tar -xJf "$TMP/ab.tar.xz" -C "$TMP/unpacked" && pass || fail "the bundle does not unpack"
 # the packed glmchat is stripped, runs on the bundle's libraries, and says the build's version
 [ -x "$TMP/unpacked/cand/glmchat" ] && pass || fail "the bundle has no cand/glmchat"
+for f in "$TMP"/unpacked/cand/*; do # programs only (an in-tree build keeps scripts beside them)
+    [ "$(head -c 4 "$f" | tr -d '\177')" = ELF ] && pass || fail "the bundle packed $f, not a program"
+done
 expect_exit 0 env LD_LIBRARY_PATH="$TMP/unpacked/lib" "$TMP/unpacked/cand/glmchat" --version
 "$GLMCHAT_BIN" --version | head -1 >"$TMP/want"
 head -1 "$TMP/out" | cmp -s - "$TMP/want" && pass || fail "the packed glmchat's version differs: $(head -1 "$TMP/out")"

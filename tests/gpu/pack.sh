@@ -2,8 +2,8 @@
 # tests/gpu/pack.sh: on the build machine, bundles GPU test binaries to carry to a GPU machine
 # (the device has no -dev packages): each NAME=BUILD_DIR's programs, stripped, under NAME/, and
 # the shared libraries glmchat needs beyond the C runtime and CUDA's under lib/ (put that on
-# LD_LIBRARY_PATH there; tests/gpu/ab.sh does). The programs: glmchat and whatever the build has
-# made of tests/gpu/ and bench/ (make those targets first); a build without glmchat is refused.
+# LD_LIBRARY_PATH there; tests/gpu/ab.sh does). The programs: glmchat and the programs the build
+# has made in tests/gpu/ and bench/ (make those targets first); a build without glmchat is refused.
 # Usage: tests/gpu/pack.sh OUT.tar.xz NAME=BUILD_DIR [NAME=BUILD_DIR ...]
 #   e.g. tests/gpu/pack.sh .dev/ab.tar.xz main=build-gpu90 cand=../wt/cand/build-gpu90
 set -u
@@ -25,6 +25,8 @@ for arg in "$@"; do
     mkdir -p "$stage/$name"
     for p in "$dir/glmchat" $(find "$dir/tests/gpu" "$dir/bench" -maxdepth 1 -type f -perm -u+x \
         2>/dev/null | sort); do
+        # programs only: an in-tree build's tests/gpu/ also holds the executable scripts
+        [ "$(head -c 4 "$p" | tr -d '\177')" = ELF ] || continue
         strip -o "$stage/$name/$(basename "$p")" "$p" || die "strip failed on $p"
     done
     [ -n "$first_glmchat" ] || first_glmchat=$dir/glmchat
