@@ -560,8 +560,9 @@ __device__ __forceinline__ void row_dot(const eng_mat &w, int r, const float *__
 }
 
 // A SwiGLU pair's two rows (same shape and dtype, bf16 or f16) with both matrices' loads in
-// flight together; each accumulator takes its products in unit order, as row_dot would. Returns
-// false (nothing done) when the rows are not of that form.
+// flight together; from kRowsMinT tokens each input load serves both rows (as the plain jobs'
+// rows share theirs). Each accumulator takes its products in unit order, as row_dot would.
+// Returns false (nothing done) when the rows are not of that form.
 template <int T>
 __device__ __forceinline__ bool row_dot_pair(const eng_mat &w, const eng_mat &w2, int r,
                                              const float *__restrict__ x, int sub, int wpr,
@@ -577,24 +578,36 @@ __device__ __forceinline__ bool row_dot_pair(const eng_mat &w, const eng_mat &w2
     const uint4 *rb = reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(w2.data) +
                                                       (size_t)r * cols);
     int n8 = cols / 8, step = 32 * wpr, i = sub * 32 + lane, bf = w.dtype == ENG_BF16;
-    for (; i + 3 * step < n8; i += 4 * step) {
-        uint4 qa[4], qb[4];
+    if constexpr (T >= kRowsMinT) { // both rows take each input load (units_dot_rows)
+        const uint4 *row[2] = {ra, rb};
+        float a2[2][T];
 #pragma unroll
-        for (int b = 0; b < 4; b++) {
-            qa[b] = __ldg(ra + i + b * step);
-            qb[b] = __ldg(rb + i + b * step);
+        for (int t = 0; t < T; t++)
+            a2[0][t] = acc[t], a2[1][t] = acc2[t];
+        units_dot_rows<T, 2>(row, n8, bf, x, cols, sub, wpr, lane, T, a2);
+#pragma unroll
+        for (int t = 0; t < T; t++)
+            acc[t] = a2[0][t], acc2[t] = a2[1][t];
+    } else { // T <= 2: four units of each row in flight
+        for (; i + 3 * step < n8; i += 4 * step) {
+            uint4 qa[4], qb[4];
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                qa[b] = __ldg(ra + i + b * step);
+                qb[b] = __ldg(rb + i + b * step);
+            }
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                dot8<T>(qa[b], bf, x, cols, i + b * step, T, acc);
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                dot8<T>(qb[b], bf, x, cols, i + b * step, T, acc2);
         }
-#pragma unroll
-        for (int b = 0; b < 4; b++)
-            dot8<T>(qa[b], bf, x, cols, i + b * step, T, acc);
-#pragma unroll
-        for (int b = 0; b < 4; b++)
-            dot8<T>(qb[b], bf, x, cols, i + b * step, T, acc2);
+        for (int k = i; k < n8; k += step)
+            dot8<T>(__ldg(ra + k), bf, x, cols, k, T, acc);
+        for (int k = i; k < n8; k += step)
+            dot8<T>(__ldg(rb + k), bf, x, cols, k, T, acc2);
     }
-    for (int k = i; k < n8; k += step)
-        dot8<T>(__ldg(ra + k), bf, x, cols, k, T, acc);
-    for (int k = i; k < n8; k += step)
-        dot8<T>(__ldg(rb + k), bf, x, cols, k, T, acc2);
     return true;
 }
 
@@ -688,7 +701,7 @@ __global__ void __launch_bounds__(256) gemv_jobs_kernel(gemv_jobs_dev js)
 #pragma unroll
             for (int t = 0; t < T; t++)
                 acc[t] = a2[0][t], acc2[t] = a2[1][t];
-        } else if (!(T <= 2 && jb.pair &&
+        } else if (!(jb.pair &&
                      row_dot_pair<T>(jb.w, jb.w2, r, jb.x, sub, wpr, lane, acc, acc2))) {
             row_dot<T>(jb.w, r, jb.x, sub, wpr, lane, acc);
             if (second && jb.pair)
