@@ -43,8 +43,13 @@ EXTRA_DIST += $(KERNEL_SOURCES) kernels/LIMITS.md tests/gpu/run.sh tests/gpu/var
 # it); built in every configuration so CI compiles it, run only where a GPU is
 check_PROGRAMS += tests/gpu/test_cuda_emulate
 tests_gpu_test_cuda_emulate_SOURCES = tests/gpu/test_cuda_emulate.c tests/gpu/emulate_trace.c \
-	tests/gpu/emulate_trace.h
+	tests/gpu/emulate_trace.h tests/gpu/emulate_noise.c tests/gpu/emulate_noise.h
 tests_gpu_test_cuda_emulate_LDADD = $(glmchat_LDADD)
+# emulate_noise.c's noise on the CPU backend's products (a one-part mode's own floor)
+tests_gpu_test_cuda_emulate_LDFLAGS = -Wl,--wrap=cpu_matmul
+# its CPU side (the noise floor's machinery) where no GPU is (CI)
+TESTS += tests/e2e/emulate_noise.sh
+EXTRA_DIST += tests/e2e/emulate_noise.sh
 EXTRA_DIST += tests/gpu/cuda_env.h
 if HAVE_CUDA
 noinst_LIBRARIES += libkernels.a

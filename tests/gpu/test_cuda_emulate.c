@@ -5,16 +5,22 @@
  * Usage: test_cuda_emulate [--trace|--trace-all] MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS [LABEL]]].
  * Needs a GPU. A mode over tolerance (OVER) is run again with both backends' taps
  * (emulate_trace.h) and judged to its first flip at a near tie (judge_to_near_tie states the
- * rule) against the model's noise floor, its f32 runs traced alike (emu_trace_floor). --trace
+ * rule) against the model's noise floor, its f32 runs traced alike (emu_trace_floor); a one-part
+ * mode against its own noise floor too (measure_mode_floor: its roundings amplify the backends'
+ * f32 noise). --trace
  * prints the floor and, for each such mode, where the runs part: per layer and step the first
  * row over its threshold (EMU_TRACE_FLOOR_K x the floor, at least 1e-4), the first cache rows that differ, each flip of the indexer's pools or the router's
- * experts with their scores; --trace-all does so for the f32 run and every mode. */
+ * experts with their scores; --trace-all does so for the f32 run and every mode.
+ * test_cuda_emulate --noise-check MODEL_DIR [PROMPT_TOKENS [DECODE_STEPS]] needs no GPU: the CPU
+ * side of the mode floor alone (the noise wrap off and on, the f32 and one-part floors it gives),
+ * exit 1 when the wrap is not linked or its noise is not of f32's size. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/gpu/cuda_env.h"
+#include "tests/gpu/emulate_noise.h"
 #include "tests/gpu/emulate_trace.h"
 #include "backend.h"
 #include "model/model.h"
@@ -157,8 +163,188 @@ static int measure_floor(const glm_model *m, const backend_settings *s, const in
 }
 
 static double row_diff(const float *a, const float *b, int V);
-static void compare(const float *a, const float *b, int N, int V, double *rows, int *over,
-                    int *first, double *median, double *worst);
+static void compare(const float *a, const float *b, int N, int V, double tol, double *rows,
+                    int *over, int *first, double *median, double *worst);
+
+/* The largest per-op difference of f, and where (*wl, *ww; -1: none). */
+static double floor_worst(const glm_model *m, const emu_trace_floor *f, int *wl, int *ww)
+{
+    double worst = 0;
+    *wl = *ww = -1;
+    for (int l = 0; l < m->cfg.num_layers && l < 64; l++)
+        for (int w = 0; w < BACKEND_TAP_COUNT; w++)
+            if (f->rel[l][w] > worst)
+                worst = f->rel[l][w], *wl = l, *ww = w;
+    return worst;
+}
+
+/* The noise put on each CPU product for a mode's own floor: one ulp, about what two summation
+ * orders leave between the backends' f32 products (their measured floor must not be smaller:
+ * measure_mode_floor checks). */
+#define EMU_NOISE_ULPS 1.0
+
+/* The CPU emulation under s traced twice, the second with EMU_NOISE_ULPS of noise on every
+ * product (emulate_noise.h): per (layer, step) the largest difference over the rows before the
+ * noisy run's first flip (emu_trace_floor_measure) into f, and the logits' largest row
+ * difference over those rows (as compare measures it) into *logits. 0, or -1 saying why. */
+static int noise_floor(const glm_model *m, const backend_settings *s, const int32_t *tok, int P,
+                       int S, float *out_a, float *out_b, double *rows, const char *label,
+                       emu_trace_floor *f, double *logits)
+{
+    emu_trace a, b;
+    glm_error err = {0};
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    emu_noise_set(0, 0);
+    int rc = run_traced(m, 0, s, tok, P, S, out_a, &a, &err);
+    emu_noise_set(EMU_NOISE_ULPS, 1);
+    if (!rc)
+        rc = run_traced(m, 0, s, tok, P, S, out_b, &b, &err);
+    uint64_t noised = emu_noise_products();
+    emu_noise_set(0, 0);
+    if (rc || a.failed || b.failed)
+        printf("MODE FLOOR %s: a traced CPU run failed: %s\n", label,
+               rc ? err.message : "out of memory");
+    else if (!noised)
+        printf("MODE FLOOR %s: no product took the noise: the program is not linked with "
+               "-Wl,--wrap=cpu_matmul and tests/gpu/emulate_noise.c\n", label);
+    else {
+        emu_trace_floor_measure(&a, &b, f);
+        int over;
+        double median;
+        *logits = 0;
+        if (f->rows > 0)
+            compare(out_a, out_b, f->rows, m->cfg.vocab_size, TOL_F32, rows, &over, NULL, &median,
+                    logits);
+    }
+    emu_trace_free(&a);
+    emu_trace_free(&b);
+    return rc || a.failed || b.failed || !noised ? -1 : 0;
+}
+
+/* A one-part mode's own noise floor. Its products round each input row to fp16 (a power-of-two
+ * row scale): the backends' f32 noise moves values across fp16 rounding midpoints, and each
+ * crossing moves a product by an fp16 step, so the mode's runs differ far beyond the f32 floor
+ * while computing the same thing (mkmodel small, one ulp on each CPU product: 4.4e-4 at layer 0's
+ * FFN output, where the f32 runs differ by 1.3e-6). Measured so: noise_floor under the mode,
+ * allowed only where the same noise on the f32 runs stays within the backends' own measured f32
+ * floor (f32; so the noise is no larger than theirs and the judge no looser than their noise).
+ * mf: per op the larger of f32's and the mode's; *tol: each logits row's tolerance, the mode's
+ * largest logits difference times EMU_TRACE_FLOOR_K, within [TOL_F32, EMU_TRACE_FLOOR_CAP]. 0, or
+ * -1 saying why (the mode is then judged as every other mode). */
+static int measure_mode_floor(const glm_model *m, const backend_settings *s, const int32_t *tok,
+                              int P, int S, float *out_a, float *out_b, double *rows,
+                              const char *label, const char *mode, int verbose,
+                              const emu_trace_floor *f32, emu_trace_floor *mf, double *tol)
+{
+    backend_settings plain = *s;
+    plain.kv_cache = GLM_KV_CACHE_F32;
+    plain.dense = GLM_DENSE_BF16;
+    plain.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+    emu_trace_floor cal, own;
+    double cal_logits, own_logits;
+    int cl, cw, fl, fw, ol, ow;
+    if (noise_floor(m, &plain, tok, P, S, out_a, out_b, rows, label, &cal, &cal_logits) ||
+        noise_floor(m, s, tok, P, S, out_a, out_b, rows, label, &own, &own_logits))
+        return -1;
+    double cal_worst = floor_worst(m, &cal, &cl, &cw), f32_worst = floor_worst(m, f32, &fl, &fw);
+    if (!(cal_worst <= f32_worst)) {
+        printf("MODE FLOOR %s %s: %.0f ulp on each CPU product moves the f32 runs by %.2e (layer %d "
+               "%s), more than the backends' own f32 floor %.2e: not a measure of their noise; "
+               "judged against the f32 floor\n", label, mode, EMU_NOISE_ULPS, cal_worst, cl,
+               cw >= 0 ? emu_trace_step_name((backend_tap_what)cw) : "none", f32_worst);
+        return -1;
+    }
+    *mf = *f32;
+    for (int l = 0; l < 64; l++)
+        for (int w = 0; w < BACKEND_TAP_COUNT; w++) {
+            mf->rel[l][w] = fmax(f32->rel[l][w], own.rel[l][w]);
+            if (verbose && own.rel[l][w] > 0 && l < m->cfg.num_layers)
+                printf("MODE FLOOR %s %s   layer %d %-20s %.2e (f32 %.2e) -> threshold %.2e\n",
+                       label, mode, l, emu_trace_step_name((backend_tap_what)w), own.rel[l][w],
+                       f32->rel[l][w], emu_trace_threshold(mf, l, (backend_tap_what)w));
+        }
+    double own_worst = floor_worst(m, &own, &ol, &ow);
+    *tol = fmin(fmax(TOL_F32, EMU_TRACE_FLOOR_K * own_logits), EMU_TRACE_FLOOR_CAP);
+    printf("MODE FLOOR %s %s: the CPU emulation against itself with %.0f ulp on each product "
+           "(which moves its f32 runs by at most %.2e, within the backends' %.2e) over rows 0-%d: "
+           "the largest per-op difference %.2e (layer %d %s), logits %.2e; thresholds %.0f x the "
+           "larger floor, each logits row within %.2e\n", label, mode, EMU_NOISE_ULPS, cal_worst,
+           f32_worst, own.rows - 1, own_worst, ol,
+           ow >= 0 ? emu_trace_step_name((backend_tap_what)ow) : "none", own_logits,
+           EMU_TRACE_FLOOR_K, *tol);
+    fflush(stdout);
+    return 0;
+}
+
+/* --noise-check: the mode floor's CPU side where no GPU is: without noise the traced runs agree
+ * bit for bit; with it the wrap took every run's products and moved the f32 runs by f32's size
+ * (above 0, under EMU_TRACE_DIFF); the one-part floor it gives, printed. 0: all held. */
+static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, const char *label)
+{
+    int V = m->cfg.vocab_size, N = P + S, fails = 0;
+    float *a = malloc((size_t)N * V * sizeof *a), *b = malloc((size_t)N * V * sizeof *b);
+    double *rows = malloc((size_t)N * sizeof *rows);
+    if (!a || !b || !rows) {
+        fprintf(stderr, "test_cuda_emulate: out of memory\n");
+        return 1;
+    }
+    backend_settings s = {0};
+    s.context = N;
+    s.kv_cache = GLM_KV_CACHE_F32;
+    s.dense = GLM_DENSE_BF16;
+    s.cuda.chunk = 16384; /* the rows one-part rounds depend on the CUDA chunk: the H200 plan's */
+    emu_trace x, y;
+    glm_error err = {0};
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    emu_noise_set(0, 0);
+    if (run_traced(m, 0, &s, tok, P, S, a, &x, &err) || run_traced(m, 0, &s, tok, P, S, b, &y, &err)) {
+        printf("FAIL: %s: a CPU run failed: %s\n", label, err.message);
+        fails++;
+    } else {
+        emu_trace_floor same;
+        emu_trace_floor_measure(&x, &y, &same);
+        int l, w;
+        double d = floor_worst(m, &same, &l, &w);
+        if (d != 0 || memcmp(a, b, (size_t)N * V * sizeof *a) || emu_noise_products()) {
+            printf("FAIL: %s: two CPU runs without noise differ (%.2e at layer %d) or took noise\n",
+                   label, d, l);
+            fails++;
+        } else
+            printf("PASS: %s: two CPU runs without noise are equal bit for bit\n", label);
+    }
+    emu_trace_free(&x);
+    emu_trace_free(&y);
+    for (int k = 0; k < 2; k++) {
+        s.cuda.gemm = k ? GLM_CUDA_GEMM_ONEPART : GLM_CUDA_GEMM_DEFAULT;
+        emu_trace_floor f;
+        double logits = 0;
+        if (noise_floor(m, &s, tok, P, S, a, b, rows, label, &f, &logits)) {
+            printf("FAIL: %s: the %s noise floor could not be measured\n", label,
+                   k ? "one-part" : "f32");
+            fails++;
+            continue;
+        }
+        int l, w;
+        double worst = floor_worst(m, &f, &l, &w);
+        const char *op = w >= 0 ? emu_trace_step_name((backend_tap_what)w) : "none";
+        if (!k && !(worst > 0 && worst < EMU_TRACE_DIFF)) {
+            printf("FAIL: %s: %.0f ulp on each product moved the f32 runs by %.2e (layer %d %s): "
+                   "not f32's size (above 0, under %.0e)\n", label, EMU_NOISE_ULPS, worst, l, op,
+                   EMU_TRACE_DIFF);
+            fails++;
+        } else
+            printf("%s: %s: %.0f ulp on each product moves the %s runs by at most %.2e (layer %d "
+                   "%s) over rows 0-%d, the logits by %.2e\n", k ? "MODE FLOOR" : "PASS", label,
+                   EMU_NOISE_ULPS, k ? "one-part" : "f32", worst, l, op, f.rows - 1, logits);
+    }
+    free(a);
+    free(b);
+    free(rows);
+    return fails ? 1 : 0;
+}
+
 
 /* A mode that failed, judged again up to its first flip at a near tie, against the model's noise
  * floor (floor; NULL: the fixed EMU_TRACE_DIFF and EMU_TRACE_NEAR_TIE). The two backends' f32
@@ -172,12 +358,12 @@ static void compare(const float *a, const float *b, int N, int V, double *rows, 
  * numfmt does. The rule: every cache row of both runs is numfmt's rounding of the run's own
  * unrounded row; no op of a row before the first near tie differs beyond its threshold; the first
  * flip must be at a near tie (a flip at a clear margin fails); and the rows before it must pass
- * as a whole run must (OVER_ROWS, median, the per-row 1e-3); the rows from it on are counted,
- * not judged. 1: passes so. */
+ * as a whole run must (OVER_ROWS, median, each row within tol: TOL_F32, or a one-part mode's
+ * own, measure_mode_floor); the rows from it on are counted, not judged. 1: passes so. */
 static int judge_to_near_tie(const glm_model *m, const backend_settings *s, const int32_t *tok,
                              int P, int S, const float *emu, const float *gpu, float *scratch,
                              double *rows, const char *label, const char *mode, int verbose,
-                             const emu_trace_floor *floor)
+                             const emu_trace_floor *floor, double tol)
 {
     int N = P + S, V = m->cfg.vocab_size, ok;
     emu_trace_diff d = trace_mode(m, s, tok, P, S, scratch, label, mode, verbose, floor, &ok);
@@ -223,12 +409,12 @@ static int judge_to_near_tie(const glm_model *m, const backend_settings *s, cons
                            : floor ? "cache row's rounding (unrounded rows and margin within the floor's threshold, margin)"
                                    : "cache row's rounding (unrounded rows within 1e-4, margin)";
     if (R > 0)
-        compare(emu, gpu, R, V, rows, &over, &first, &median, &worst);
-    ok = R == 0 || (over <= OVER_ROWS(R) && median <= TOL_F32 && isfinite(worst));
+        compare(emu, gpu, R, V, tol, rows, &over, &first, &median, &worst);
+    ok = R == 0 || (over <= OVER_ROWS(R) && median <= tol && isfinite(worst));
     char before[128];
     if (R > 0)
         snprintf(before, sizeof before, "rows 0-%d %s (%d over %.0e, median %.2e, worst %.2e)", R - 1,
-                 ok ? "agree" : "differ", over, TOL_F32, median, worst);
+                 ok ? "agree" : "differ", over, tol, median, worst);
     else
         snprintf(before, sizeof before, "no row before it (every op within the floor's threshold)");
     printf("%s: %-22s %-10s to a near tie: %s; at row %d layer %d the %s, scored within %.2e of "
@@ -264,10 +450,10 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Rows of b against a, each as max|diff| over a's largest |logit|: how many are over TOL_F32
- * (and the first), their median and the worst. rows: N scratch doubles. */
-static void compare(const float *a, const float *b, int N, int V, double *rows, int *over,
-                    int *first, double *median, double *worst)
+/* Rows of b against a, each as max|diff| over a's largest |logit|: how many are over tol (and the
+ * first), their median and the worst. rows: N scratch doubles. */
+static void compare(const float *a, const float *b, int N, int V, double tol, double *rows,
+                    int *over, int *first, double *median, double *worst)
 {
     size_t NV = (size_t)N * V;
     double scale = 0, w = 0;
@@ -276,7 +462,7 @@ static void compare(const float *a, const float *b, int N, int V, double *rows, 
     int n = 0, f = -1;
     for (int t = 0; t < N; t++) {
         rows[t] = row_diff(a + (size_t)t * V, b + (size_t)t * V, V) / scale;
-        if (!(rows[t] <= TOL_F32)) {
+        if (!(rows[t] <= tol)) {
             n++;
             f = f < 0 ? t : f;
         }
@@ -294,13 +480,17 @@ static void compare(const float *a, const float *b, int N, int V, double *rows, 
 int main(int argc, char **argv)
 {
     int trace = 0; /* 1: the failing modes, 2: every run */
+    int check = 0; /* --noise-check: the CPU side of the mode floor alone */
     if (argc > 1 && (!strcmp(argv[1], "--trace") || !strcmp(argv[1], "--trace-all"))) {
         trace = argv[1][7] ? 2 : 1;
         argv++, argc--;
+    } else if (argc > 1 && !strcmp(argv[1], "--noise-check")) {
+        check = 1;
+        argv++, argc--;
     }
     if (argc < 2) {
-        fprintf(stderr, "usage: test_cuda_emulate [--trace|--trace-all] MODEL_DIR [PROMPT_TOKENS "
-                        "[DECODE_STEPS [LABEL]]]\n");
+        fprintf(stderr, "usage: test_cuda_emulate [--trace|--trace-all|--noise-check] MODEL_DIR "
+                        "[PROMPT_TOKENS [DECODE_STEPS [LABEL]]]\n");
         return 2;
     }
     int P = argc > 2 ? atoi(argv[2]) : 40, S = argc > 3 ? atoi(argv[3]) : 24;
@@ -320,9 +510,10 @@ int main(int argc, char **argv)
     int32_t *tok = malloc((size_t)N * sizeof *tok);
     float *ref = malloc(NV * sizeof *ref), *emu = malloc(NV * sizeof *emu);
     float *ref_scratch = malloc(NV * sizeof *ref_scratch); /* the traced runs' logits */
+    float *noisy = malloc(NV * sizeof *noisy); /* a one-part mode's noisy CPU run's logits */
     float *gpu = malloc(NV * sizeof *gpu);
     double *rows = malloc((size_t)N * sizeof *rows);
-    if (!tok || !ref || !emu || !gpu || !rows || !ref_scratch) {
+    if (!tok || !ref || !emu || !gpu || !rows || !ref_scratch || !noisy) {
         fprintf(stderr, "test_cuda_emulate: out of memory\n");
         return 1;
     }
@@ -330,6 +521,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < N; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((x >> 33) % (uint64_t)(V < 4096 ? V : 4096));
+    }
+    if (check) {
+        int rc = noise_check(m, tok, P, S, label);
+        free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch), free(noisy);
+        glm_model_close(m);
+        return rc;
     }
     backend_settings s;
     app_config cfg;
@@ -367,7 +564,7 @@ int main(int argc, char **argv)
     }
     int base_over = 0;
     double base_median = 0;
-    compare(ref, gpu, N, V, rows, &base_over, NULL, &base_median, NULL);
+    compare(ref, gpu, N, V, TOL_F32, rows, &base_over, NULL, &base_median, NULL);
     if (trace == 2) {
         int traced;
         trace_mode(m, &s, tok, P, S, emu, label, "f32", 1, NULL, &traced);
@@ -376,7 +573,7 @@ int main(int argc, char **argv)
         printf("NOT JUDGED: %s: its f32 CUDA and CPU runs already differ (%d/%d rows over %.0e, "
                "median %.2e, rms rel %.2e), so its lossy modes cannot be told from that\n",
                label, base_over, N, TOL_F32, base_median, rms_rel(ref, gpu, NV));
-        free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch);
+        free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch), free(noisy);
         glm_model_close(m);
         return 0;
     }
@@ -398,7 +595,7 @@ int main(int argc, char **argv)
         }
         int over = 0, first = -1;
         double median = 0, worst = 0;
-        compare(emu, gpu, N, V, rows, &over, &first, &median, &worst);
+        compare(emu, gpu, N, V, TOL_F32, rows, &over, &first, &median, &worst);
         double vs_emu = rms_rel(emu, gpu, NV), vs_f32 = rms_rel(ref, gpu, NV);
         int ok = over <= OVER_ROWS(N) && median <= TOL_F32 && isfinite(worst);
         printf("%s: %-22s %-10s CUDA vs CPU emulation: rows max|diff|/scale median %.2e, worst "
@@ -407,16 +604,24 @@ int main(int argc, char **argv)
                vs_emu, vs_f32);
         if (!ok && !floor_state) /* measured once, for the first mode judged */
             floor_state = measure_floor(m, &s, tok, P, S, ref_scratch, label, trace > 0, &floor) ? -1 : 1;
+        /* a one-part mode: against its own floor where it can be measured */
+        emu_trace_floor mode_floor;
+        const emu_trace_floor *judge_floor = floor_state > 0 ? &floor : NULL;
+        double tol = TOL_F32;
+        if (!ok && floor_state > 0 && s.cuda.gemm == GLM_CUDA_GEMM_ONEPART &&
+            !measure_mode_floor(m, &s, tok, P, S, ref_scratch, noisy, rows, label, modes[k].name,
+                                trace > 0, &floor, &mode_floor, &tol))
+            judge_floor = &mode_floor;
         if (!ok) /* judged again to its first flip at a near tie (traced: the logits kept) */
             ok = judge_to_near_tie(m, &s, tok, P, S, emu, gpu, ref_scratch, rows, label,
-                                   modes[k].name, trace > 0, floor_state > 0 ? &floor : NULL);
+                                   modes[k].name, trace > 0, judge_floor, tol);
         else if (trace == 2) {
             int traced;
             trace_mode(m, &s, tok, P, S, ref_scratch, label, modes[k].name, 1, NULL, &traced);
         }
         failures += !ok;
     }
-    free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch);
+    free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch), free(noisy);
     glm_model_close(m);
     return failures ? 1 : 0;
 }
