@@ -31,6 +31,14 @@ const char *emu_trace_step_name(backend_tap_what what)
     }
 }
 
+#define N_STEPS ((int)(sizeof step_order / sizeof step_order[0]))
+
+/* Where step k (of step_order) of layer l at row r comes in a run of `layers` layers. */
+static long scan_pos(int layers, int r, int l, int k)
+{
+    return ((long)r * layers + l) * N_STEPS + k;
+}
+
 static int is_int_step(backend_tap_what what)
 {
     return what == BACKEND_TAP_SELECT || what == BACKEND_TAP_EXPERTS;
@@ -392,6 +400,7 @@ static void pool_ties(FILE *out, const char *label, const glm_model *m, const em
             if (same && (d->first_tie_row < 0 || row < d->first_tie_row)) {
                 d->first_tie_row = row, d->tie_layer = l, d->tie_step = BACKEND_TAP_POOL_KEY;
                 d->tie_spread = 0;
+                d->tie_pos = scan_pos(a->layers, row, l, 2); /* made with the row's cache rows */
             }
             if (shown++ < 3) {
                 int k = 0;
@@ -451,7 +460,7 @@ emu_trace_verdict emu_trace_judge(const emu_trace_diff *d, int floored)
         return EMU_TRACE_NOT_NUMFMT;
     if (d->first_tie_row < 0)
         return EMU_TRACE_NO_TIE;
-    if (floored && d->first_row >= 0 && d->first_row < d->first_tie_row)
+    if (floored && d->first_row >= 0 && d->first_pos < d->tie_pos)
         return EMU_TRACE_BEYOND;
     if (d->first_other_flip_row >= 0 && d->first_other_flip_row < d->first_tie_row)
         return EMU_TRACE_CLEAR_FLIP;
@@ -470,7 +479,7 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
 {
     emu_trace_diff d = {.first_row = -1, .first_layer = -1, .first_step = -1, .first_flip_row = -1,
                         .first_tie_row = -1, .tie_layer = -1, .tie_step = -1,
-                        .first_other_flip_row = -1};
+                        .first_other_flip_row = -1, .first_pos = -1, .tie_pos = -1};
     FILE *sink = NULL;
     if (!out) /* compared in silence */
         out = sink = fopen("/dev/null", "w");
@@ -489,10 +498,12 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
     }
     for (int r = 0; r < a->N; r++)
         for (int l = 0; l < a->layers; l++)
-            for (size_t k = 0; k < sizeof step_order / sizeof step_order[0]; k++) {
+            for (int k = 0; k < N_STEPS; k++) {
                 backend_tap_what w = step_order[k];
                 if (!a->rows[l][w] || !b->rows[l][w] || a->width[l][w] != b->width[l][w])
                     continue;
+                long pos = scan_pos(a->layers, r, l, k);
+                int tied = d.first_tie_row >= 0;
                 double rel;
                 if (is_int_step(w))
                     rel = memcmp(row_of(a, l, w, r), row_of(b, l, w, r), (size_t)a->width[l][w] * 4)
@@ -507,6 +518,7 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
                     if (d.first_row < 0) {
                         d.first_row = r, d.first_layer = l, d.first_step = (int)w, d.first_rel = rel;
                         d.first_threshold = within;
+                        d.first_pos = pos;
                     }
                     if (is_int_step(w))
                         flip(out, label, m, a, b, l, w, r, &d, floor);
@@ -520,6 +532,8 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
                      * threshold: still where the runs part, and a tie if within the noise */
                     rounding_tie(m, a, b, l, r, &d, floor);
                 }
+                if (!tied && d.first_tie_row >= 0)
+                    d.tie_pos = pos;
                 if (!(rel <= worst[l][w]))
                     worst[l][w] = rel, worst_row[l][w] = r;
             }
@@ -530,14 +544,14 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
                 fprintf(out, "%s   layer %d %-18s %4d/%d rows differ (over %.2e%s), the first %d;"
                              " worst %.2e at row %d\n", label, l, emu_trace_step_name(w),
                         over[l][w], a->N, emu_trace_threshold(floor, l, w),
-                        floor ? ", the f32 floor's" : "", first[l][w], worst[l][w], worst_row[l][w]);
+                        floor ? ", the floor's" : "", first[l][w], worst[l][w], worst_row[l][w]);
         }
     pool_ties(out, label, m, a, b, &d);
     check_rounding(out, label, "reference", m, a, &d.rounding_rows[0], &d.rounding_bad[0]);
     check_rounding(out, label, "other", m, b, &d.rounding_rows[1], &d.rounding_bad[1]);
     if (d.first_row < 0)
         fprintf(out, "%s: every step of every row within %s\n", label,
-                floor ? "its threshold (the f32 floor's)" : "1e-04");
+                floor ? "its threshold (the floor's)" : "1e-04");
     else
         fprintf(out, "%s: the first difference: row %d layer %d %s (%.2e, over %.2e); indexer selection flips"
                      " %d (%d at near ties), expert flips %d (%d at near ties), the first flip row %d\n",

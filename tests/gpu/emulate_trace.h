@@ -30,6 +30,10 @@ backend_tap emu_trace_tap(emu_trace *t);
 /* What two traces' comparison found (ref: the reference run, the CPU emulation). */
 typedef struct emu_trace_diff {
     int first_row, first_layer, first_step; /* the first step over its threshold; -1: none */
+    /* where the first step over its threshold and the first near tie lie in the order the runs
+     * compute them (row, layer, step): a difference earlier in the tie's own row is not the
+     * tie's (-1: none) */
+    long first_pos, tie_pos;
     double first_rel, first_threshold;
     int select_flips, select_near_ties;   /* rows whose selected pools differ; at a near tie */
     int expert_flips, expert_near_ties;   /* rows whose experts differ; at a near tie */

@@ -706,8 +706,37 @@ START_TEST(trace_judges_against_the_f32_floor)
     emu_trace_diff g = emu_trace_compare_floor(devnull, "not numfmt", &m, &ref, &other, &floor);
     fclose(devnull);
     ck_assert_int_eq(emu_trace_judge(&g, 1), EMU_TRACE_NOT_NUMFMT);
+    /* a difference beyond the floor earlier in the tie's own row (row 2's attention input, which
+     * comes before its cache rows) is not the tie's: caught, though in the tie's row */
+    emu_trace bad2;
+    ck_assert_int_eq(emu_trace_init(&bad2, &m.cfg, N), 0);
+    bad2.cache_fmt = NUMFMT_CACHE_FP8, bad2.fp8_rule = NUMFMT_FP8_POW2;
+    hand_rows(&bad2, BACKEND_TAP_FFN, ffn_mode, N);
+    for (int r = 0; r < N; r++) {
+        float row[2];
+        memcpy(row, cache_mode[r], sizeof row);
+        hand_row(&bad2, BACKEND_TAP_CACHE_IN, r, row, 2);
+        numfmt_cache_row(NUMFMT_CACHE_FP8, NUMFMT_FP8_POW2, row, 2);
+        hand_row(&bad2, BACKEND_TAP_CACHE, r, row, 2);
+    }
+    const float attn[N][2] = {{1, 2}, {1, 2}, {1, 2}}, attn_bad[N][2] = {{1, 2}, {1, 2}, {1.05f, 2}};
+    ((float *)other.rows[0][BACKEND_TAP_CACHE])[2] = ((float *)bad2.rows[0][BACKEND_TAP_CACHE])[2];
+    hand_rows(&ref, BACKEND_TAP_ATTN_IN, attn, N), hand_rows(&bad2, BACKEND_TAP_ATTN_IN, attn_bad, N);
+    hand_rows(&other, BACKEND_TAP_ATTN_IN, attn, N);
+    devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    emu_trace_diff h = emu_trace_compare_floor(devnull, "before the tie in its row", &m, &ref, &bad2,
+                                               &floor);
+    emu_trace_diff same_row = emu_trace_compare_floor(devnull, "alike inputs", &m, &ref, &other,
+                                                      &floor);
+    fclose(devnull);
+    ck_assert_int_eq(h.first_row, 2);
+    ck_assert_int_eq(h.first_step, BACKEND_TAP_ATTN_IN);
+    ck_assert_int_eq(h.first_tie_row, 2);
+    ck_assert_int_eq(emu_trace_judge(&h, 1), EMU_TRACE_BEYOND);
+    ck_assert_int_eq(emu_trace_judge(&same_row, 1), EMU_TRACE_TO_TIE); /* as d: still explained */
     emu_trace_free(&f32a), emu_trace_free(&f32b), emu_trace_free(&ref), emu_trace_free(&other);
-    emu_trace_free(&bad);
+    emu_trace_free(&bad), emu_trace_free(&bad2);
 }
 END_TEST
 
