@@ -13,7 +13,13 @@ int __wrap_cpu_matmul(cpu_pool *pool, const glm_weight *w, const float *x, int T
 void emu_noise_set(double ulps, uint64_t seed)
 {
     noise_ulps = ulps;
-    noise_state = seed ? seed : 0x9e3779b97f4a7c15ull;
+    /* seed mixed (splitmix64's finaliser): a small seed would start xorshift in a long run of
+     * near-equal draws */
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    noise_state = z ? z : 1;
     noise_products = 0;
 }
 
@@ -27,7 +33,7 @@ int __wrap_cpu_matmul(cpu_pool *pool, const glm_weight *w, const float *x, int T
     int rc = __real_cpu_matmul(pool, w, x, T, y);
     if (rc || noise_ulps <= 0)
         return rc;
-    /* 2^-24 is half an ulp of a float in [1, 2): ulps x 2^-24 x |y| is within `ulps` ulps of y */
+    /* 2^-24 is half an ulp of a float in [1, 2) (emulate_noise.h) */
     double scale = noise_ulps * 5.9604644775390625e-8;
     size_t n = (size_t)T * (size_t)w->rows;
     for (size_t i = 0; i < n; i++) {
