@@ -130,15 +130,6 @@ static int rank_aborted(void *user)
     return atomic_load(&((tp_rank *)user)->failed);
 }
 
-static int64_t rank_heard(void *user)
-{
-    tp_rank *r = user;
-    pthread_mutex_lock(&r->lock);
-    int64_t heard = r->last_heard_ms;
-    pthread_mutex_unlock(&r->lock);
-    return heard;
-}
-
 /* ---- the watch thread -------------------------------------------------------------------- */
 
 static glm_status ctrl_send_locked(tp_rank *r, const tp_msg *m, int64_t deadline, glm_error *err)
@@ -504,7 +495,6 @@ static glm_status start_watch(tp_rank *r, glm_error *err)
 {
     r->last_heard_ms = tp_now_ms();
     r->data->aborted = rank_aborted;
-    r->data->heard_ms = rank_heard;
     r->data->abort_user = r;
     int rc = pthread_create(&r->watch, NULL, watch_main, r);
     if (rc)

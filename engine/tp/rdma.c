@@ -398,7 +398,6 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
 {
     tp_rdma *r = (tp_rdma *)base;
     size_t bytes = n * sizeof(float);
-    const int64_t start = tp_now_ms(), span = deadline_ms - start;
     if (!r->connected)
         return glm_error_set(err, GLM_ERR_ARG, "the rdma transport is not connected");
     if (bytes > r->layout.slot_bytes)
@@ -432,8 +431,6 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
         if (ready == (1u << r->n_hca) - 1 && all_sent(r))
             break;
         if ((spins & 1023) == 1023) {
-            if (tp_now_ms() >= deadline_ms) /* a peer still heard waits on */
-                deadline_ms = tp_wait_deadline(base, start, span, deadline_ms);
             if (tp_now_ms() >= deadline_ms)
                 return glm_error_set(err, GLM_ERR_PEER, "%s did not answer rdma exchange %" PRIu64 " in time",
                                      r->base.peer, seq);

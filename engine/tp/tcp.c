@@ -391,16 +391,6 @@ glm_status tp_all_reduce_sum(tp_transport *t, float *buf, float *scratch, size_t
     return GLM_OK;
 }
 
-int64_t tp_wait_deadline(const tp_transport *t, int64_t start, int64_t span, int64_t deadline)
-{
-    if (!t->heard_ms || span <= 0)
-        return deadline;
-    int64_t until = t->heard_ms(t->abort_user) + span, last = start + TP_DATA_WAIT_MAX * span;
-    if (until > last)
-        until = last;
-    return until > deadline ? until : deadline;
-}
-
 const char *tp_transport_last_error(const tp_transport *t)
 {
     return t->last.status == GLM_OK ? "" : t->last.message;
@@ -523,7 +513,6 @@ static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_
     x.out_bytes = out_bytes;
     x.in_bytes = in_bytes;
     size_t out_total = TP_DATA_HEADER_BYTES + out_bytes, in_total = TP_DATA_HEADER_BYTES + in_bytes;
-    const int64_t start = tp_now_ms(), span = deadline_ms - start;
     /* Try both directions before sleeping in poll: a small exchange usually completes in the
      * first send and the first or second receive. */
     glm_status st = exchange_send(t, &x, err);
@@ -541,20 +530,10 @@ static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_
         if (x.received < in_total)
             p.events |= POLLIN;
         int wait = ms_left(deadline_ms);
-        if (wait == 0) { /* a peer still heard waits on (tp_wait_deadline) */
-            deadline_ms = tp_wait_deadline(base, start, span, deadline_ms);
-            wait = ms_left(deadline_ms);
-        }
-        if (wait == 0) {
-            char heard[96] = "";
-            if (base->heard_ms)
-                snprintf(heard, sizeof heard, "; its control connection last heard %.1f s ago",
-                         (double)(tp_now_ms() - base->heard_ms(base->abort_user)) / 1000.0);
+        if (wait == 0)
             return glm_error_set(err, GLM_ERR_PEER, "%s did not answer exchange %" PRIu64
-                                 " in time (%zu of %zu bytes received in %.1f s%s)", base->peer,
-                                 seq, x.received, in_total, (double)(tp_now_ms() - start) / 1000.0,
-                                 heard);
-        }
+                                 " in time (%zu of %zu bytes received)", base->peer, seq,
+                                 x.received, in_total);
         int rc = poll(&p, 1, wait);
         if (rc < 0 && errno != EINTR)
             return glm_error_set(err, GLM_ERR_IO, "poll failed: %s", strerror(errno));

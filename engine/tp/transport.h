@@ -66,13 +66,7 @@ struct tp_transport {
     char peer[128];             /* the peer's address, for messages */
     /* Polled while waiting: nonzero means give up now (the heartbeat saw the peer fail). */
     int (*aborted)(void *user);
-    /* When the peer was last heard on its control connection (tp_now_ms; NULL: not known). A
-     * data wait is bounded by the peer's silence, as a rank's timeout is (rank.h): at its
-     * deadline a peer heard within the wait's length is alive and slow to reach the exchange
-     * (a loaded machine, a longer share of the work), so the wait goes on from its last word
-     * (tp_wait_deadline). */
-    int64_t (*heard_ms)(void *user);
-    void *abort_user; /* the user of aborted and heard_ms */
+    void *abort_user;
     glm_error last;             /* the last failure, kept for tp_transport_last_error */
 };
 
@@ -90,12 +84,6 @@ glm_status tp_exchange(tp_transport *t, const float *out, size_t out_n, float *i
  * hold identical bits. scratch holds 2n floats. */
 glm_status tp_all_reduce_sum(tp_transport *t, float *buf, float *scratch, size_t n, uint64_t seq,
                              int timeout_ms, glm_error *err);
-
-/* A data wait of span ms begun at start, at its deadline: the later of that and the peer's last
- * word plus span (t->heard_ms), never past TP_DATA_WAIT_MAX spans from start, so a peer that
- * answers its heartbeats but never the exchange still fails in bounded time. */
-#define TP_DATA_WAIT_MAX 24
-int64_t tp_wait_deadline(const tp_transport *t, int64_t start, int64_t span, int64_t deadline);
 
 const char *tp_transport_last_error(const tp_transport *t);
 void tp_transport_free(tp_transport *t);
