@@ -33,6 +33,15 @@ const char *emu_trace_step_name(backend_tap_what what)
 
 #define N_STEPS ((int)(sizeof step_order / sizeof step_order[0]))
 
+/* Step w's place in step_order (-1: not a step of it). */
+static int step_index(backend_tap_what w)
+{
+    for (int k = 0; k < N_STEPS; k++)
+        if (step_order[k] == w)
+            return k;
+    return -1;
+}
+
 /* Where step k (of step_order) of layer l at row r comes in a run of `layers` layers. */
 static long scan_pos(int layers, int r, int l, int k)
 {
@@ -400,7 +409,8 @@ static void pool_ties(FILE *out, const char *label, const glm_model *m, const em
             if (same && (d->first_tie_row < 0 || row < d->first_tie_row)) {
                 d->first_tie_row = row, d->tie_layer = l, d->tie_step = BACKEND_TAP_POOL_KEY;
                 d->tie_spread = 0;
-                d->tie_pos = scan_pos(a->layers, row, l, 2); /* made with the row's cache rows */
+                /* made with the row's cache rows: where they are stored */
+                d->tie_pos = scan_pos(a->layers, row, l, step_index(BACKEND_TAP_CACHE));
             }
             if (shown++ < 3) {
                 int k = 0;
@@ -538,7 +548,7 @@ emu_trace_diff emu_trace_compare_floor(FILE *out, const char *label, const glm_m
                     worst[l][w] = rel, worst_row[l][w] = r;
             }
     for (int l = 0; l < a->layers; l++)
-        for (size_t k = 0; k < sizeof step_order / sizeof step_order[0]; k++) {
+        for (int k = 0; k < N_STEPS; k++) {
             backend_tap_what w = step_order[k];
             if (over[l][w])
                 fprintf(out, "%s   layer %d %-18s %4d/%d rows differ (over %.2e%s), the first %d;"

@@ -141,6 +141,19 @@ static emu_trace_diff trace_mode(const glm_model *m, const backend_settings *s, 
     return d;
 }
 
+/* The largest per-op difference of f, and where (*wl, *ww; -1: none). The pool keys are left
+ * out: their rows are pools, not tokens, so the floor compares them past its rows. */
+static double floor_worst(const glm_model *m, const emu_trace_floor *f, int *wl, int *ww)
+{
+    double worst = 0;
+    *wl = *ww = -1;
+    for (int l = 0; l < m->cfg.num_layers && l < 64; l++)
+        for (int w = 0; w < BACKEND_TAP_COUNT; w++)
+            if (w != BACKEND_TAP_POOL_KEY && f->rel[l][w] > worst)
+                worst = f->rel[l][w], *wl = l, *ww = w;
+    return worst;
+}
+
 /* The model's noise floor: both backends' f32 runs (f32 cache, bf16 dense) traced, per (layer,
  * step) their largest difference over the rows before their first flip. 0, or -1 when a traced
  * run failed (the judge then falls back to the fixed 1e-4). */
@@ -165,17 +178,14 @@ static int measure_floor(const glm_model *m, const backend_settings *s, const in
         rc = -1;
     } else {
         emu_trace_floor_measure(&cpu, &gpu, f);
-        double worst = 0;
-        int wl = -1, ww = -1;
-        for (int l = 0; l < m->cfg.num_layers && l < 64; l++)
-            for (int w = 0; w < BACKEND_TAP_COUNT; w++) {
-                if (verbose && f->rel[l][w] > 0)
+        for (int l = 0; verbose && l < m->cfg.num_layers && l < 64; l++)
+            for (int w = 0; w < BACKEND_TAP_COUNT; w++)
+                if (f->rel[l][w] > 0)
                     printf("FLOOR %s   layer %d %-20s f32 CUDA vs CPU %.2e -> threshold %.2e\n",
                            label, l, emu_trace_step_name((backend_tap_what)w), f->rel[l][w],
                            emu_trace_threshold(f, l, (backend_tap_what)w));
-                if (f->rel[l][w] > worst)
-                    worst = f->rel[l][w], wl = l, ww = w;
-            }
+        int wl, ww;
+        double worst = floor_worst(m, f, &wl, &ww);
         printf("FLOOR %s: f32 CUDA vs CPU over rows 0-%d (before their first flip): the largest "
                "per-op difference %.2e (layer %d %s)%s; thresholds %.0f x the floor, within "
                "[%.0e, %.0e]\n", label, f->rows - 1, worst, wl,
@@ -193,19 +203,6 @@ static double row_diff(const float *a, const float *b, int V);
 static double rms_rel(const float *a, const float *b, size_t n);
 static void compare(const float *a, const float *b, int N, int V, double tol, double *rows,
                     int *over, int *first, double *median, double *worst);
-
-/* The largest per-op difference of f, and where (*wl, *ww; -1: none). The pool keys are left
- * out: their rows are pools, not tokens, so the floor compares them past its rows. */
-static double floor_worst(const glm_model *m, const emu_trace_floor *f, int *wl, int *ww)
-{
-    double worst = 0;
-    *wl = *ww = -1;
-    for (int l = 0; l < m->cfg.num_layers && l < 64; l++)
-        for (int w = 0; w < BACKEND_TAP_COUNT; w++)
-            if (w != BACKEND_TAP_POOL_KEY && f->rel[l][w] > worst)
-                worst = f->rel[l][w], *wl = l, *ww = w;
-    return worst;
-}
 
 /* The noise put on each CPU product for a mode's own floor: one ulp at most (emulate_noise.h),
  * no more than two summation orders leave between the backends' f32 products (the largest of
@@ -252,35 +249,62 @@ static int noise_floor(const glm_model *m, const backend_settings *s, const int3
     return failed ? -1 : 0;
 }
 
+/* The calibration of a mode floor's noise: how far EMU_NOISE_ULPS on each CPU product moves the
+ * f32 runs (the largest op, floor_worst), measured once (state 0 not yet, 1 measured, -1 failed)
+ * for every one-part mode of the run: it depends on the model and prompt alone. */
+typedef struct noise_cal {
+    int state, layer, step;
+    double worst;
+} noise_cal;
+
+/* cal measured now if it is not yet, under s's f32 form (f32 cache, bf16 dense, no one part).
+ * 0, or -1 (said by noise_floor). */
+static int noise_calibrate(const glm_model *m, const backend_settings *s, const int32_t *tok,
+                           int P, int S, float *out_a, float *out_b, double *rows,
+                           const char *label, noise_cal *cal)
+{
+    if (!cal->state) {
+        backend_settings plain = *s;
+        plain.kv_cache = GLM_KV_CACHE_F32;
+        plain.dense = GLM_DENSE_BF16;
+        plain.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+        emu_trace_floor f;
+        double logits, median;
+        cal->state = noise_floor(m, &plain, tok, P, S, out_a, out_b, rows, label, &f, &logits,
+                                 &median) ? -1 : 1;
+        if (cal->state > 0)
+            cal->worst = floor_worst(m, &f, &cal->layer, &cal->step);
+    }
+    return cal->state > 0 ? 0 : -1;
+}
+
 /* A one-part mode's own noise floor. Its products round each input row to fp16 (a power-of-two
  * row scale): the backends' f32 noise moves values across fp16 rounding midpoints, and each
  * crossing moves a product by an fp16 step, so the mode's runs differ far beyond the f32 floor
  * while computing the same thing (mkmodel small, one ulp on each CPU product: 4.4e-4 at layer 0's
  * FFN output, where the f32 runs differ by 1.3e-6). Measured so: noise_floor under the mode with
  * an f32 cache (a cache format's own midpoints are the tie rule's, emulate_trace.c), allowed only
- * where the same noise moves the f32 runs by no more than the largest difference of the
- * backends' own measured f32 floor (f32). mf: per op the larger of f32's and the mode's; *tol:
+ * where the same noise moves the f32 runs (cal, noise_calibrate) by no more than the largest
+ * difference of the backends' own measured f32 floor (f32). mf: per op the larger of f32's and the mode's; *tol:
  * each logits row's tolerance and *tol_median the median row's, the mode's largest and median
  * logits differences times EMU_TRACE_FLOOR_K, within [TOL_F32, EMU_TRACE_FLOOR_CAP]. 0, or -1
  * saying why (the mode is then judged as every other mode). */
 static int measure_mode_floor(const glm_model *m, const backend_settings *s, const int32_t *tok,
                               int P, int S, float *out_a, float *out_b, double *rows,
                               const char *label, const char *mode, int verbose,
-                              const emu_trace_floor *f32, emu_trace_floor *mf, double *tol,
-                              double *tol_median)
+                              const emu_trace_floor *f32, noise_cal *cal, emu_trace_floor *mf,
+                              double *tol, double *tol_median)
 {
-    backend_settings plain = *s, own_s = *s;
-    plain.kv_cache = GLM_KV_CACHE_F32;
-    plain.dense = GLM_DENSE_BF16;
-    plain.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+    backend_settings own_s = *s;
     own_s.kv_cache = GLM_KV_CACHE_F32;
-    emu_trace_floor cal, own;
-    double cal_logits, cal_median, own_logits, own_median;
-    int cl, cw, fl, fw, ol, ow;
-    if (noise_floor(m, &plain, tok, P, S, out_a, out_b, rows, label, &cal, &cal_logits, &cal_median) ||
+    emu_trace_floor own;
+    double own_logits, own_median;
+    int fl, fw, ol, ow;
+    if (noise_calibrate(m, s, tok, P, S, out_a, out_b, rows, label, cal) ||
         noise_floor(m, &own_s, tok, P, S, out_a, out_b, rows, label, &own, &own_logits, &own_median))
         return -1;
-    double cal_worst = floor_worst(m, &cal, &cl, &cw), f32_worst = floor_worst(m, f32, &fl, &fw);
+    double cal_worst = cal->worst, f32_worst = floor_worst(m, f32, &fl, &fw);
+    int cl = cal->layer, cw = cal->step;
     if (!(cal_worst <= f32_worst)) {
         printf("MODE FLOOR %s %s: %.0f ulp on each CPU product moves the f32 runs by %.2e (layer %d "
                "%s), more than the backends' own f32 floor %.2e: not a measure of their noise; "
@@ -406,10 +430,12 @@ typedef struct check_bufs {
 /* One mode (s as the mode sets it): the CPU emulation and CUDA run, their logits compared row by
  * row; a mode over tolerance judged again to its first near tie (judge_to_near_tie) against the
  * f32 floor (measured once, for the first mode judged: *floor_state 0 not yet, 1 measured, -1
- * failed) or, a one-part mode, its own where it can be measured. 1: passes. */
+ * failed) or, a one-part mode, its own where it can be measured (its noise calibrated once: cal).
+ * 1: passes. */
 static int check_mode(const glm_model *m, const backend_settings *s, const char *name,
                       const int32_t *tok, int P, int S, const char *label, int trace,
-                      const check_bufs *b, int *floor_state, emu_trace_floor *floor)
+                      const check_bufs *b, int *floor_state, emu_trace_floor *floor,
+                      noise_cal *cal)
 {
     int N = P + S, V = m->cfg.vocab_size;
     size_t NV = (size_t)N * V;
@@ -445,7 +471,7 @@ static int check_mode(const glm_model *m, const backend_settings *s, const char 
     double tol = TOL_F32, tol_median = TOL_F32;
     if (*floor_state > 0 && s->cuda.gemm == GLM_CUDA_GEMM_ONEPART &&
         !measure_mode_floor(m, s, tok, P, S, b->scratch, b->noisy, b->rows, label, name, trace > 0,
-                            floor, &mode_floor, &tol, &tol_median))
+                            floor, cal, &mode_floor, &tol, &tol_median))
         judge_floor = &mode_floor;
     /* judged again to its first flip at a near tie (traced: the logits kept) */
     return judge_to_near_tie(m, s, tok, P, S, b->emu, b->gpu, b->scratch, b->rows, label, name,
@@ -462,6 +488,7 @@ static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, con
                        const check_bufs *cb)
 {
     int V = m->cfg.vocab_size, N = P + S, fails = 0;
+    noise_cal cal = {0}; /* the f32 runs' noise below: the judge's calibration too */
     backend_settings s = {0};
     s.context = N;
     s.kv_cache = GLM_KV_CACHE_F32;
@@ -504,6 +531,8 @@ static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, con
         int l, w;
         double worst = floor_worst(m, &f, &l, &w);
         const char *op = w >= 0 ? emu_trace_step_name((backend_tap_what)w) : "none";
+        if (!k)
+            cal = (noise_cal){1, l, w, worst};
         if (!k && !(worst > 0 && worst < EMU_TRACE_DIFF)) {
             printf("FAIL: %s: %.0f ulp on each product moved the f32 runs by %.2e (layer %d %s): "
                    "not f32's size (above 0, under %.0e)\n", label, EMU_NOISE_ULPS, worst, l, op,
@@ -546,7 +575,8 @@ static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, con
                    broken ? "must fail" : "must pass");
             int floor_state = 0;
             emu_trace_floor floor;
-            int ok = check_mode(m, &s, judged[k].name, tok, P, S, label, 0, cb, &floor_state, &floor);
+            int ok = check_mode(m, &s, judged[k].name, tok, P, S, label, 0, cb, &floor_state, &floor,
+                                &cal);
             stand_in.cpu = 0;
             int held = ok != broken;
             printf("%s: %s %s: the judge %s %s\n", held ? "PASS" : "FAIL", label, judged[k].name,
@@ -709,13 +739,14 @@ int main(int argc, char **argv)
         return 0;
     }
     int failures = 0, floor_state = 0; /* 0: not measured, 1: measured, -1: failed */
+    noise_cal cal = {0};
     emu_trace_floor floor;
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         s.kv_cache = modes[k].kv;
         s.dense = modes[k].dense;
         s.cuda.gemm = modes[k].gemm == GLM_CUDA_GEMM_ONEPART ? GLM_CUDA_GEMM_ONEPART : given_gemm;
         failures += !check_mode(m, &s, modes[k].name, tok, P, S, label, trace, &cb, &floor_state,
-                                &floor);
+                                &floor, &cal);
     }
     free(tok), free(ref), free(emu), free(gpu), free(rows), free(ref_scratch), free(noisy);
     glm_model_close(m);
