@@ -406,29 +406,34 @@ struct grouped_args {
 };
 
 // The grouped products, the whole k range in one block (no split, so plain stores: the result does
-// not depend on timing). A block of 8 warps owns 128 columns (8 n-tiles) of one expert and takes
-// up to 16 MTW of its rows a pass (MTW 4: 64 rows, MTW 8: 128). Warp w takes n-tile w and every
-// m-tile of the pass: it decodes each of its B fragments once, straight into registers (no
-// shared fragments, no barrier between the decode and the mma), and feeds it to the MTW m-tiles,
-// each A fragment from shared memory by ldmatrix. The activations and the trellis words come
+// not depend on timing). A block owns 128 columns (8 n-tiles) of one expert and takes up to 16 MTW
+// of its rows a pass (MTW 4: 64 rows, MTW 8: 128). Each warp takes NTW n-tiles and every m-tile
+// of the pass: it decodes each of its B fragments once, straight into registers (no shared
+// fragments, no barrier between the decode and the mma), and feeds them to the MTW m-tiles,
+// each A fragment from shared memory by ldmatrix, once for the warp's NTW n-tiles (the 128-row
+// kernel: two n-tiles a warp, since its 8 warps of one n-tile each read every A fragment 8 times
+// a block, which bounded it more than the decode did). The activations and the trellis words come
 // through a ring of kPipeStages shared-memory stages of kPipeSK k-tiles, filled by cp.async
 // kPipeStages - 1 stages ahead, one barrier a stage. Each output element is one fp32 accumulator
 // fed by mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
-// decode_any) B fragments at either MTW: the same bits.
-constexpr int kPipeSK = 2;             // k-tiles a stage (divides in / 16, a multiple of 8)
-constexpr int kPipeStages = 4;         // stages in the ring
-constexpr int kPipeNT = kThreads / 32; // n-tiles a block, one a warp
+// decode_any) B fragments at any MTW and NTW: the same bits.
+constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
+constexpr int kPipeStages = 4; // stages in the ring
+constexpr int kPipeNT = 8;     // n-tiles a block (128 columns)
 
-template <int K, int MTW>
+// NTW: n-tiles a warp (1: 8 warps a block; 2: 4 warps, each A fragment loaded once for both
+// of a warp's n-tiles, half the shared-memory reads of the activations an mma).
+template <int K, int MTW, int NTW>
 struct pipe_shape {
+    static constexpr int kThreadsB = kPipeNT / NTW * 32;          // threads a block
     static constexpr int kRows = 16 * MTW;                        // rows a pass
     static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
     static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
     static constexpr int kWBytes = kPipeSK * kPipeNT * 8 * K * 4; // a stage's trellis words
     static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
     static constexpr int kSmem = kPipeStages * kStageBytes;
-    // blocks an SM: 3 where the accumulators are 32 registers (MTW 4), 2 at 64
-    static constexpr int kMinBlocks = MTW <= 4 ? 3 : 2;
+    // blocks an SM: 3 where a thread's accumulators are 32 registers (MTW 4), 2 at 64 or 128
+    static constexpr int kMinBlocks = MTW * NTW <= 4 ? 3 : 2;
 };
 
 // cp.async of 16 bytes to a shared-memory address; src_bytes 0 writes zeros.
@@ -464,46 +469,54 @@ __device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, in
                  : "memory");
 }
 
-// One stage of a warp: kPipeSK k-tiles in order, each decoded (n-tile nt) and multiplied into the
-// warp's m-tiles; a_s: the stage's first activation row, w_s: the stage's trellis words. kFull:
-// all MTW m-tiles (mact) hold rows.
-template <int K, int CB, int MTW, bool kFull>
-__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt, int mact,
-                                           int lane, const decode_consts &dc, float acc[MTW][2][4])
+// One stage of a warp: kPipeSK k-tiles in order, each of the warp's NTW n-tiles (nt0 ..) decoded
+// and multiplied into the warp's m-tiles; a_s: the stage's first activation row, w_s: the stage's
+// trellis words. kFull: all MTW m-tiles (mact) hold rows.
+template <int K, int CB, int MTW, int NTW, bool kFull>
+__device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt0, int mact,
+                                           int lane, const decode_consts &dc,
+                                           float acc[MTW][2 * NTW][4])
 {
-    constexpr int kPitch = pipe_shape<K, MTW>::kPitch, kWords = 8 * K;
+    constexpr int kPitch = pipe_shape<K, MTW, NTW>::kPitch, kWords = 8 * K;
 #pragma unroll
     for (int s = 0; s < kPipeSK; s++) {
-        uint32_t b[4];
-        const uint32_t *tw = w_s + (s * kPipeNT + nt) * kWords;
-        if (K == 4)
-            decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b);
-        else
-            decode_any_shared<K, CB>(tw, lane, b);
+        uint32_t b[NTW][4];
+#pragma unroll
+        for (int j = 0; j < NTW; j++) {
+            const uint32_t *tw = w_s + (s * kPipeNT + nt0 + j) * kWords;
+            if (K == 4)
+                decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
+            else
+                decode_any_shared<K, CB>(tw, lane, b[j]);
+        }
 #pragma unroll
         for (int i = 0; i < MTW; i++)
             if (kFull || i < mact) {
                 uint32_t a[4];
                 ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
-                mma16816(acc[i][0], a, b[0], b[1]);
-                mma16816(acc[i][1], a, b[2], b[3]);
+#pragma unroll
+                for (int j = 0; j < NTW; j++) {
+                    mma16816(acc[i][2 * j], a, b[j][0], b[j][1]);
+                    mma16816(acc[i][2 * j + 1], a, b[j][2], b[j][3]);
+                }
             }
     }
 }
 
-template <int K, int CB, int MTW>
-__global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
+template <int K, int CB, int MTW, int NTW>
+__global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
+                                  pipe_shape<K, MTW, NTW>::kMinBlocks)
     grouped_pipe_kernel(grouped_args g)
 {
     pdl_prologue();
-    using S = pipe_shape<K, MTW>;
-    constexpr int kWords = 8 * K;
+    using S = pipe_shape<K, MTW, NTW>;
+    constexpr int kWords = 8 * K, kT = S::kThreadsB;
     extern __shared__ __align__(16) unsigned char pipe_smem[];
     int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
     int rb = g.offsets[e], re = g.offsets[e + 1];
     if (rb >= re)
         return;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt0 = warp * NTW;
     int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
     const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
     // the block's kPipeNT n-tiles at k-tile 0
@@ -520,20 +533,16 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
         __syncthreads(); // the previous pass is done with the ring
         // this thread's copies, each a 16-byte chunk, at stage 0 and slot 0: activation rows
         // a_row + c * kRowStep, c < kAChunks, part a_part of 2 kPipeSK (zeros past the expert, none
-        // past its last m-tile); trellis chunks (k-tile of the stage i / (2K kPipeNT), chunk
-        // i % (2K kPipeNT) of the block's tiles: 32K kPipeNT bytes a k-tile)
-        constexpr int kRowStep = kThreads / (kPipeSK * 2);
+        // past its last m-tile); trellis chunks tid + c * kT (k-tile of the stage i / (2K kPipeNT),
+        // chunk i % (2K kPipeNT) of the block's tiles: 32K kPipeNT bytes a k-tile)
+        constexpr int kRowStep = kT / (kPipeSK * 2);
         constexpr int kAChunks = (S::kRows + kRowStep - 1) / kRowStep;
         int a_row = tid / (kPipeSK * 2), a_part = tid % (kPipeSK * 2);
         const __half *a_src = xh + (size_t)(r0 + min(a_row, nrows - 1)) * in + a_part * 8;
         uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(pipe_smem));
         uint32_t a_dst = base + (a_row * S::kPitch + a_part * 8) * 2;
-        constexpr int kWChunks = kPipeSK * kPipeNT * 2 * K; // at most kThreads (K <= 8)
-        static_assert(kWChunks <= kThreads, "one trellis chunk a thread at most");
-        int wi = tid < kWChunks ? tid : 0;
-        const uint32_t *w_src =
-            trellis + (size_t)(wi / (2 * K * kPipeNT)) * kstride + (wi % (2 * K * kPipeNT)) * 4;
-        uint32_t w_dst = base + S::kABytes + wi * 16;
+        constexpr int kWChunks = kPipeSK * kPipeNT * 2 * K;
+        constexpr int kWPer = (kWChunks + kT - 1) / kT; // trellis chunks a thread
         // stage st into its slot (an empty group past the last stage, so the counts hold)
         auto issue = [&](int st) {
             if (st < nstages) {
@@ -548,12 +557,20 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
                                      (ok ? a_src + (size_t)c * kRowStep * in : a_src) + k0,
                                      ok ? 16 : 0);
                 }
-                if (tid < kWChunks)
-                    cp_async16_s(w_dst + slot, w_src + (size_t)st * kPipeSK * kstride, 16);
+#pragma unroll
+                for (int c = 0; c < kWPer; c++) {
+                    int wi = tid + c * kT;
+                    if (kWChunks % kT == 0 || wi < kWChunks)
+                        cp_async16_s(base + S::kABytes + wi * 16 + slot,
+                                     trellis + (size_t)(wi / (2 * K * kPipeNT)) * kstride +
+                                         (wi % (2 * K * kPipeNT)) * 4 +
+                                         (size_t)st * kPipeSK * kstride,
+                                     16);
+                }
             }
             cp_async_commit();
         };
-        float acc[MTW][2][4] = {};
+        float acc[MTW][2 * NTW][4] = {};
 #pragma unroll
         for (int st = 0; st < kPipeStages - 1; st++)
             issue(st);
@@ -565,9 +582,9 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
             const __half *a_s = reinterpret_cast<const __half *>(slot);
             const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
             if (mact == MTW) // every m-tile: no branches between the decode and the mma
-                pipe_stage<K, CB, MTW, true>(a_s, w_s, warp, MTW, lane, dc, acc);
+                pipe_stage<K, CB, MTW, NTW, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
             else
-                pipe_stage<K, CB, MTW, false>(a_s, w_s, warp, mact, lane, dc, acc);
+                pipe_stage<K, CB, MTW, NTW, false>(a_s, w_s, nt0, mact, lane, dc, acc);
         }
 #pragma unroll
         for (int i = 0; i < MTW; i++) {
@@ -575,8 +592,8 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
                 continue;
             int row0 = r0 + i * 16 + gq;
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int col = (blockIdx.x * kPipeNT + warp) * 16 + h * 8 + 2 * t;
+            for (int h = 0; h < 2 * NTW; h++) {
+                int col = (blockIdx.x * kPipeNT + nt0 + h / 2) * 16 + (h % 2) * 8 + 2 * t;
                 if (row0 < re)
                     *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
                         make_float2(acc[i][h][0], acc[i][h][1]);
@@ -591,34 +608,35 @@ __global__ void __launch_bounds__(kThreads, pipe_shape<K, MTW>::kMinBlocks)
 // Which kernel a launch takes (kern_exl3_set_grouped). Auto: 128 rows a pass (PIPE_128_ONCE)
 // where the chunk gives the experts 96 rows each on average, else 64 (PIPE_64). 128 rows a pass,
 // each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 32.
-// 128 rows a pass decode each k-tile once for twice the rows but hold twice the accumulators, so
-// fewer blocks fit an SM (2, not 3) and an expert with few rows leaves half of a pass's m-tiles
-// empty (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
+// 128 rows a pass decode each k-tile once for twice the rows but hold four times the
+// accumulators a thread, so fewer warps fit an SM (8, not 24) and an expert with few rows leaves
+// half of a pass's m-tiles empty (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
 // A launch: the ring in dynamic shared memory (the limit raised past 48 KB once a device, where
 // a shape needs it); grid.x: out / 128 blocks of 128 columns.
-template <int K, int CB, int MTW>
+template <int K, int CB, int MTW, int NTW>
 cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    using S = pipe_shape<K, MTW>;
+    using S = pipe_shape<K, MTW, NTW>;
     if (S::kSmem > 48 * 1024) {
-        cudaError_t raised = raise_smem_once<grouped_pipe_kernel<K, CB, MTW>>(
+        cudaError_t raised = raise_smem_once<grouped_pipe_kernel<K, CB, MTW, NTW>>(
             S::kSmem, "the grouped EXL3 expert kernel");
         if (raised != cudaSuccess)
             return raised;
     }
-    launch(grouped_pipe_kernel<K, CB, MTW>, grid, kThreads, S::kSmem, st, g);
+    launch(grouped_pipe_kernel<K, CB, MTW, NTW>, grid, S::kThreadsB, S::kSmem, st, g);
     return cudaGetLastError();
 }
 
-// variant: PIPE_64 or PIPE_128_ONCE (grouped_launch resolves AUTO).
+// variant: PIPE_64 (8 warps of one n-tile) or PIPE_128_ONCE (4 warps of two n-tiles; its
+// accumulators, 128 a thread, leave 8 warps an SM); grouped_launch resolves AUTO.
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
     if (variant == KERN_EXL3_GROUPED_PIPE_64)
-        return grouped_pipe_launch<K, CB, 4>(g, grid, st);
-    return grouped_pipe_launch<K, CB, 8>(g, grid, st);
+        return grouped_pipe_launch<K, CB, 4, 1>(g, grid, st);
+    return grouped_pipe_launch<K, CB, 8, 2>(g, grid, st);
 }
 
 template <int K>
