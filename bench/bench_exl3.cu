@@ -360,14 +360,15 @@ int main(int argc, char **argv)
         const int variants[3] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
                                  KERN_EXL3_GROUPED_AUTO};
         const char *vname[3] = {"pipe 64", "pipe 128 once", "auto"};
-        const char *cname[4] = {"32 an expert", "128 an expert", "512 an expert",
-                                "4096-row chunk, random"};
+        const int even[5] = {16, 32, 64, 128, 512}; // rows an expert (balanced routing)
+        const char *cname[6] = {"16 an expert", "32 an expert", "64 an expert", "128 an expert",
+                                "512 an expert", "4096-row chunk, random"};
         printf("\n| grouped products alone (gate+up+down) | routing | pairs | us/call (median of 5) "
                "| TFLOP/s | same bits as pipe 64 |\n|---|---|---|---|---|---|\n");
-        for (int pi = 0; pi < 4; pi++) {
+        for (int pi = 0; pi < 6; pi++) {
             std::vector<int> counts(E, 0), offs(E + 1, 0);
-            if (pi < 3) {
-                std::fill(counts.begin(), counts.end(), 32 << (2 * pi));
+            if (pi < 5) {
+                std::fill(counts.begin(), counts.end(), even[pi]);
             } else {
                 for (int r = 0; r < 4096; r++) {
                     int chosen[SLOTS];
@@ -417,7 +418,7 @@ int main(int argc, char **argv)
                 if (vi)
                     differ = (size_t)(memcmp(got_u.data(), first_u.data(), nzi * 4) != 0) +
                              (memcmp(got_d.data(), first_d.data(), nzh * 4) != 0);
-                float med = median_ms_per_call([&](int) { one_call(); }, pi == 2 ? 2 : 5, t0, t1);
+                float med = median_ms_per_call([&](int) { one_call(); }, pi == 4 ? 2 : 5, t0, t1);
                 double flops = 2.0 * P * 3.0 * H * I;
                 char routing[64];
                 snprintf(routing, sizeof routing, "%s (most %d)", cname[pi], most);

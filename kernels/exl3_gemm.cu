@@ -406,34 +406,34 @@ struct grouped_args {
 };
 
 // The grouped products, the whole k range in one block (no split, so plain stores: the result does
-// not depend on timing). A block owns 128 columns (8 n-tiles) of one expert and takes up to 16 MTW
-// of its rows a pass (MTW 4: 64 rows, MTW 8: 128). Each warp takes NTW n-tiles and every m-tile
-// of the pass: it decodes each of its B fragments once, straight into registers (no shared
-// fragments, no barrier between the decode and the mma), and feeds them to the MTW m-tiles,
-// each A fragment from shared memory by ldmatrix, once for the warp's NTW n-tiles (the 128-row
-// kernel: two n-tiles a warp, since its 8 warps of one n-tile each read every A fragment 8 times
-// a block, which bounded it more than the decode did). The activations and the trellis words come
+// not depend on timing). A block of 4 warps owns 128 columns (8 n-tiles) of one expert and takes
+// up to 16 MTW of its rows a pass (MTW 4: 64 rows, MTW 8: 128). Each warp takes kWarpNT (2)
+// n-tiles and every m-tile of the pass: it decodes each of its B fragments once, straight into
+// registers (no shared fragments, no barrier between the decode and the mma), and feeds them to
+// the MTW m-tiles, each A fragment from shared memory by ldmatrix once for both n-tiles (8 warps
+// of one n-tile each read every A fragment 8 times a block, which bounded them more than the
+// decode did). The activations and the trellis words come
 // through a ring of kPipeStages shared-memory stages of kPipeSK k-tiles, filled by cp.async
 // kPipeStages - 1 stages ahead, one barrier a stage. Each output element is one fp32 accumulator
 // fed by mma16816 over the k-tiles in ascending order with the same A and pair-form (decode_k4 /
-// decode_any) B fragments at any MTW and NTW: the same bits.
+// decode_any) B fragments at either MTW: the same bits.
 constexpr int kPipeSK = 2;     // k-tiles a stage (divides in / 16, a multiple of 8)
 constexpr int kPipeStages = 4; // stages in the ring
 constexpr int kPipeNT = 8;     // n-tiles a block (128 columns)
 
-// NTW: n-tiles a warp (1: 8 warps a block; 2: 4 warps, each A fragment loaded once for both
-// of a warp's n-tiles, half the shared-memory reads of the activations an mma).
-template <int K, int MTW, int NTW>
+constexpr int kWarpNT = 2;     // n-tiles a warp: each A fragment serves both
+
+template <int K, int MTW>
 struct pipe_shape {
-    static constexpr int kThreadsB = kPipeNT / NTW * 32;          // threads a block
+    static constexpr int kThreadsB = kPipeNT / kWarpNT * 32;      // threads a block
     static constexpr int kRows = 16 * MTW;                        // rows a pass
     static constexpr int kPitch = kPipeSK * 16 + 8;               // halves a row: 80 bytes
     static constexpr int kABytes = kRows * kPitch * 2;            // a stage's activations
     static constexpr int kWBytes = kPipeSK * kPipeNT * 8 * K * 4; // a stage's trellis words
     static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
     static constexpr int kSmem = kPipeStages * kStageBytes;
-    // blocks an SM: 3 where a thread's accumulators are 32 registers (MTW 4), 2 at 64 or 128
-    static constexpr int kMinBlocks = MTW * NTW <= 4 ? 3 : 2;
+    // blocks an SM: 4 where a thread's accumulators are 64 registers (MTW 4), 2 at 128
+    static constexpr int kMinBlocks = MTW <= 4 ? 4 : 2;
 };
 
 // cp.async of 16 bytes to a shared-memory address; src_bytes 0 writes zeros.
@@ -469,20 +469,20 @@ __device__ __forceinline__ void ldmatrix_a(uint32_t a[4], const __half *tile, in
                  : "memory");
 }
 
-// One stage of a warp: kPipeSK k-tiles in order, each of the warp's NTW n-tiles (nt0 ..) decoded
+// One stage of a warp: kPipeSK k-tiles in order, each of the warp's kWarpNT n-tiles (nt0 ..) decoded
 // and multiplied into the warp's m-tiles; a_s: the stage's first activation row, w_s: the stage's
 // trellis words. kFull: all MTW m-tiles (mact) hold rows.
-template <int K, int CB, int MTW, int NTW, bool kFull>
+template <int K, int CB, int MTW, bool kFull>
 __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_s, int nt0, int mact,
                                            int lane, const decode_consts &dc,
-                                           float acc[MTW][2 * NTW][4])
+                                           float acc[MTW][2 * kWarpNT][4])
 {
-    constexpr int kPitch = pipe_shape<K, MTW, NTW>::kPitch, kWords = 8 * K;
+    constexpr int kPitch = pipe_shape<K, MTW>::kPitch, kWords = 8 * K;
 #pragma unroll
     for (int s = 0; s < kPipeSK; s++) {
-        uint32_t b[NTW][4];
+        uint32_t b[kWarpNT][4];
 #pragma unroll
-        for (int j = 0; j < NTW; j++) {
+        for (int j = 0; j < kWarpNT; j++) {
             const uint32_t *tw = w_s + (s * kPipeNT + nt0 + j) * kWords;
             if (K == 4)
                 decode_k4_fast<CB>(tw[lane], tw[(lane + 31) & 31], dc, b[j]);
@@ -495,7 +495,7 @@ __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_
                 uint32_t a[4];
                 ldmatrix_a(a, a_s + i * 16 * kPitch + s * 16, kPitch, lane);
 #pragma unroll
-                for (int j = 0; j < NTW; j++) {
+                for (int j = 0; j < kWarpNT; j++) {
                     mma16816(acc[i][2 * j], a, b[j][0], b[j][1]);
                     mma16816(acc[i][2 * j + 1], a, b[j][2], b[j][3]);
                 }
@@ -503,20 +503,20 @@ __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_
     }
 }
 
-template <int K, int CB, int MTW, int NTW>
-__global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
-                                  pipe_shape<K, MTW, NTW>::kMinBlocks)
+template <int K, int CB, int MTW>
+__global__ void __launch_bounds__(pipe_shape<K, MTW>::kThreadsB,
+                                  pipe_shape<K, MTW>::kMinBlocks)
     grouped_pipe_kernel(grouped_args g)
 {
     pdl_prologue();
-    using S = pipe_shape<K, MTW, NTW>;
+    using S = pipe_shape<K, MTW>;
     constexpr int kWords = 8 * K, kT = S::kThreadsB;
     extern __shared__ __align__(16) unsigned char pipe_smem[];
     int e = g.order ? g.order[blockIdx.z] : blockIdx.z, which = blockIdx.y;
     int rb = g.offsets[e], re = g.offsets[e + 1];
     if (rb >= re)
         return;
-    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt0 = warp * NTW;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt0 = warp * kWarpNT;
     int in = g.in, out = g.out, ntiles = out / 16, ktiles = in / 16;
     const size_t kstride = (size_t)ntiles * kWords; // words between k-tiles
     // the block's kPipeNT n-tiles at k-tile 0
@@ -570,7 +570,7 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
             }
             cp_async_commit();
         };
-        float acc[MTW][2 * NTW][4] = {};
+        float acc[MTW][2 * kWarpNT][4] = {};
 #pragma unroll
         for (int st = 0; st < kPipeStages - 1; st++)
             issue(st);
@@ -582,9 +582,9 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
             const __half *a_s = reinterpret_cast<const __half *>(slot);
             const uint32_t *w_s = reinterpret_cast<const uint32_t *>(slot + S::kABytes);
             if (mact == MTW) // every m-tile: no branches between the decode and the mma
-                pipe_stage<K, CB, MTW, NTW, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
+                pipe_stage<K, CB, MTW, true>(a_s, w_s, nt0, MTW, lane, dc, acc);
             else
-                pipe_stage<K, CB, MTW, NTW, false>(a_s, w_s, nt0, mact, lane, dc, acc);
+                pipe_stage<K, CB, MTW, false>(a_s, w_s, nt0, mact, lane, dc, acc);
         }
 #pragma unroll
         for (int i = 0; i < MTW; i++) {
@@ -592,7 +592,7 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
                 continue;
             int row0 = r0 + i * 16 + gq;
 #pragma unroll
-            for (int h = 0; h < 2 * NTW; h++) {
+            for (int h = 0; h < 2 * kWarpNT; h++) {
                 int col = (blockIdx.x * kPipeNT + nt0 + h / 2) * 16 + (h % 2) * 8 + 2 * t;
                 if (row0 < re)
                     *reinterpret_cast<float2 *>(z + (size_t)row0 * out + col) =
@@ -607,36 +607,36 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW, NTW>::kThreadsB,
 
 // Which kernel a launch takes (kern_exl3_set_grouped). Auto: 128 rows a pass (PIPE_128_ONCE)
 // where the chunk gives the experts 96 rows each on average, else 64 (PIPE_64). 128 rows a pass,
-// each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 32.
-// 128 rows a pass decode each k-tile once for twice the rows but hold four times the
-// accumulators a thread, so fewer warps fit an SM (8, not 24) and an expert with few rows leaves
-// half of a pass's m-tiles empty (bench_exl3 times both at 32/128/512 rows an expert, bench_cuda_engine at each chunk).
+// each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 16-64.
+// 128 rows a pass decode each k-tile once for twice the rows but hold twice the accumulators
+// a thread, so fewer warps fit an SM (8, not 16) and an expert with few rows leaves half of a
+// pass's m-tiles empty (bench_exl3 times both at 16-512 rows an expert, bench_cuda_engine at
+// each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
 
 // A launch: the ring in dynamic shared memory (the limit raised past 48 KB once a device, where
 // a shape needs it); grid.x: out / 128 blocks of 128 columns.
-template <int K, int CB, int MTW, int NTW>
+template <int K, int CB, int MTW>
 cudaError_t grouped_pipe_launch(const grouped_args &g, dim3 grid, cudaStream_t st)
 {
-    using S = pipe_shape<K, MTW, NTW>;
+    using S = pipe_shape<K, MTW>;
     if (S::kSmem > 48 * 1024) {
-        cudaError_t raised = raise_smem_once<grouped_pipe_kernel<K, CB, MTW, NTW>>(
+        cudaError_t raised = raise_smem_once<grouped_pipe_kernel<K, CB, MTW>>(
             S::kSmem, "the grouped EXL3 expert kernel");
         if (raised != cudaSuccess)
             return raised;
     }
-    launch(grouped_pipe_kernel<K, CB, MTW, NTW>, grid, S::kThreadsB, S::kSmem, st, g);
+    launch(grouped_pipe_kernel<K, CB, MTW>, grid, S::kThreadsB, S::kSmem, st, g);
     return cudaGetLastError();
 }
 
-// variant: PIPE_64 (8 warps of one n-tile) or PIPE_128_ONCE (4 warps of two n-tiles; its
-// accumulators, 128 a thread, leave 8 warps an SM); grouped_launch resolves AUTO.
+// variant: PIPE_64 or PIPE_128_ONCE (grouped_launch resolves AUTO).
 template <int K, int CB>
 cudaError_t grouped_variant(int variant, const grouped_args &g, dim3 grid, cudaStream_t st)
 {
     if (variant == KERN_EXL3_GROUPED_PIPE_64)
-        return grouped_pipe_launch<K, CB, 4, 1>(g, grid, st);
-    return grouped_pipe_launch<K, CB, 8, 2>(g, grid, st);
+        return grouped_pipe_launch<K, CB, 4>(g, grid, st);
+    return grouped_pipe_launch<K, CB, 8>(g, grid, st);
 }
 
 template <int K>

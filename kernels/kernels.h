@@ -138,9 +138,9 @@ static inline size_t kern_exl3_moe_prefill_bytes(int experts, int hidden, int in
 }
 /* The grouped products' kernel, process-wide (benches and tests compare them; both give the same
  * bits). Both stream activations and trellis words through a 4-stage cp.async ring, each warp
- * decoding the weight tiles it multiplies once, in registers: PIPE_64 takes 64 rows of an expert
- * a pass (8 warps of one 16-column tile), PIPE_128_ONCE 128 (each tile decoded once for all 128
- * rows; 4 warps of two tiles, each activation fragment serving both). AUTO (the default):
+ * decoding the weight tiles it multiplies once, in registers (4 warps of two 16-column tiles, each
+ * activation fragment serving both): PIPE_64 takes 64 rows of an expert a pass, PIPE_128_ONCE
+ * 128 (each tile decoded once for all 128 rows). AUTO (the default):
  * PIPE_128_ONCE where the experts get 96 rows each on average, else PIPE_64. Returns -1 for
  * another value. */
 enum {
