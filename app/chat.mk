@@ -52,13 +52,15 @@ TESTS += tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh tests/e2e/chat_cance
 	tests/e2e/chat_tui.sh tests/e2e/chat_model.sh tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh \
 	tests/e2e/chat_signals.sh tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh \
 	tests/e2e/chat_tui_ux.sh tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh \
-	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
+	tests/e2e/chat_markup.sh tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh \
+	tests/e2e/chat_tui_export.sh
 EXTRA_DIST += tests/e2e/chat_lib.sh tests/e2e/chat_scripted.sh tests/e2e/chat_tools.sh \
 	tests/e2e/chat_cancel.sh tests/e2e/chat_errors.sh tests/e2e/chat_tui.sh tests/e2e/chat_model.sh \
 	tests/e2e/chat_approval.sh tests/e2e/chat_escapes.sh tests/e2e/chat_signals.sh \
 	tests/e2e/chat_workspace.sh tests/e2e/chat_tui_tools.sh tests/e2e/chat_input.sh tests/e2e/chat_tui_ux.sh \
 	tests/e2e/chat_conversations.sh tests/e2e/chat_tui_conversations.sh tests/e2e/chat_markup.sh \
-	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh
+	tests/e2e/chat_tui_compact.sh tests/e2e/chat_compact.sh tests/e2e/chat_tui_copy.sh \
+	tests/e2e/chat_tui_export.sh
 
 # Fuzz targets (clang -fsanitize=fuzzer; not built by make): each file says how to run it.
 EXTRA_DIST += tests/fuzz/fuzz_config.c tests/fuzz/fuzz_mcp.c

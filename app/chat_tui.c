@@ -426,6 +426,9 @@ static void search(chat_tui *t, const char *query)
     search_hits_free(hits, n);
 }
 
+/* /export [md|json|html] [FILE], or /export FILE whose name says the format (.md, .json, .html);
+ * no FILE: glmchat-ID.FORMAT here, a folder: that name in it; no format: md. FILE may hold
+ * spaces; "~/" is $HOME. */
 static void export_conversation(chat_tui *t, const char *args)
 {
     int64_t id = chat_conversation(t->chat);
@@ -433,29 +436,74 @@ static void export_conversation(chat_tui *t, const char *args)
         notice(t, "nothing to export yet");
         return;
     }
-    char fmt[16] = "md", file[1024] = "";
-    if (sscanf(args, "%15s %1023s", fmt, file) < 1)
-        snprintf(fmt, sizeof fmt, "md");
-    int f = export_format_parse(fmt);
-    if (f < 0) {
-        notice(t, "export formats: md, json, html");
+    while (*args == ' ')
+        args++;
+    char word[16] = "";
+    size_t wlen = strcspn(args, " ");
+    if (wlen < sizeof word)
+        memcpy(word, args, wlen), word[wlen] = '\0';
+    int f = wlen ? export_format_parse(word) : EXPORT_MD;
+    const char *name = f >= 0 ? args + wlen : args; /* the file, when given */
+    while (*name == ' ')
+        name++;
+    size_t nlen = strlen(name);
+    while (nlen && name[nlen - 1] == ' ')
+        nlen--;
+    char file[1024], err[2300];
+    const char *home = getenv("HOME");
+    int n;
+    if (nlen == 0)
+        n = snprintf(file, sizeof file, "glmchat-%lld.%s", (long long)id,
+                     f == EXPORT_JSON ? "json" : f == EXPORT_HTML ? "html" : "md");
+    else if (nlen >= 2 && name[0] == '~' && name[1] == '/' && home && *home)
+        n = snprintf(file, sizeof file, "%s%.*s", home, (int)nlen - 1, name + 1);
+    else
+        n = snprintf(file, sizeof file, "%.*s", (int)nlen, name);
+    if (n < 0 || (size_t)n >= sizeof file) {
+        error_line(t, "/export: the file name is too long");
         return;
     }
-    if (!file[0])
-        snprintf(file, sizeof file, "glmchat-%lld.%s", (long long)id, fmt);
+    struct stat st;
+    if (nlen && stat(file, &st) == 0 && S_ISDIR(st.st_mode)) { /* a folder: the file goes in it */
+        if (f < 0)
+            f = EXPORT_MD;
+        size_t used = strlen(file);
+        n = snprintf(file + used, sizeof file - used, "%sglmchat-%lld.%s",
+                     used && file[used - 1] == '/' ? "" : "/", (long long)id,
+                     f == EXPORT_JSON ? "json" : f == EXPORT_HTML ? "html" : "md");
+        if (n < 0 || (size_t)n >= sizeof file - used) {
+            error_line(t, "/export: the file name is too long");
+            return;
+        }
+    }
+    if (f < 0 && (f = export_format_of_path(file)) < 0) {
+        snprintf(err, sizeof err,
+                 "/export: '%s' is not a format (md, json, html) and its name does not end in .md, "
+                 ".json or .html; say which: /export md %s",
+                 file, file);
+        error_line(t, err);
+        return;
+    }
+    int existed = stat(file, &st) == 0;
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* transcripts may hold secrets */
     FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!out) {
+        snprintf(err, sizeof err, "/export: cannot write %s: %s", file, strerror(errno));
         if (fd >= 0)
             close(fd);
-        notice(t, "cannot write %s: %s", file, strerror(errno));
+        error_line(t, err);
         return;
     }
     int rc = export_write(t->o.db, id, (export_format)f, out);
-    if (fclose(out) != 0 || rc != 0)
-        error_line(t, rc ? db_errmsg(t->o.db) : "cannot finish writing the export");
-    else
-        notice(t, "wrote %s", file);
+    if (fclose(out) != 0 || rc != 0) {
+        error_line(t, rc ? db_errmsg(t->o.db) : "/export: cannot finish writing the file; check the disk");
+        return;
+    }
+    char *full = realpath(file, NULL);
+    notice(t, "wrote %s (%s%s)", full ? full : file,
+           f == EXPORT_JSON ? "JSON" : f == EXPORT_HTML ? "HTML" : "Markdown",
+           existed ? "; it replaced the file that was there" : "");
+    free(full);
 }
 
 /* The text of the last user message on the path (malloc'd) or NULL. */

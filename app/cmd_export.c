@@ -19,7 +19,8 @@ static void print_usage(void)
            "Writes a conversation (or all of them, oldest first) as a transcript.\n"
            "\n"
            "  --all              every conversation\n"
-           "  --format FORMAT    json (default): lossless, every branch, re-importable;\n"
+           "  --format FORMAT    json (default, unless -o FILE's name ends in .md or .html):\n"
+           "                     lossless, every branch, re-importable;\n"
            "                     md: Markdown of the current branch, reasoning folded;\n"
            "                     html: one self-contained page of the current branch\n"
            "  -o, --output FILE  write FILE (mode 0600, replaced whole) instead of stdout\n"
@@ -62,7 +63,7 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
                                             {"output", required_argument, NULL, 'o'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
-    int all = 0, c, format = EXPORT_JSON;
+    int all = 0, c, format = -1;
     const char *output = NULL;
     optind = 1;
     opterr = 0;
@@ -88,6 +89,8 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
             return cli_usage_error("export", "unrecognized option '%s'", argv[optind - 1]);
         }
     }
+    if (format < 0) /* not given: the output file's name says it, else JSON */
+        format = output && export_format_of_path(output) >= 0 ? export_format_of_path(output) : EXPORT_JSON;
     int64_t id = 0;
     if (all && optind < argc)
         return cli_usage_error("export", "give an ID or --all, not both");

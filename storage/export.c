@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/utf8.h"
@@ -18,6 +19,22 @@ int export_format_parse(const char *name)
         return EXPORT_JSON;
     if (strcmp(name, "html") == 0)
         return EXPORT_HTML;
+    return -1;
+}
+
+int export_format_of_path(const char *path)
+{
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    const char *dot = base ? strrchr(base, '.') : NULL;
+    if (!dot || dot == base)
+        return -1; /* no extension, or a dot file such as ".md" */
+    static const struct { const char *ext; export_format f; } exts[] = {
+        {".md", EXPORT_MD}, {".markdown", EXPORT_MD}, {".json", EXPORT_JSON},
+        {".html", EXPORT_HTML}, {".htm", EXPORT_HTML}};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot, exts[i].ext) == 0)
+            return (int)exts[i].f;
     return -1;
 }
 

@@ -323,6 +323,8 @@ void search_hits_free(search_hit *hits, size_t count);
 typedef enum export_format { EXPORT_MD, EXPORT_JSON, EXPORT_HTML } export_format;
 
 int export_format_parse(const char *name); /* "md", "json", "html" -> format, else -1 */
+/* The format a file's name says: .md/.markdown, .json, .html/.htm (any case), else -1. */
+int export_format_of_path(const char *path);
 
 /* Writes one conversation (conv > 0) or all of them (conv == 0) to out. JSON holds every
  * branch and byte; Markdown and HTML show the current path. For a buffer, use

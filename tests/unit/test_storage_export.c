@@ -483,6 +483,24 @@ START_TEST(import_errors_name_the_field_and_change_nothing)
 }
 END_TEST
 
+/* The format a file's name says, for `glmchat export -o` and the TUI's /export. */
+START_TEST(format_of_a_file_name)
+{
+    ck_assert_int_eq(export_format_of_path("notes.md"), EXPORT_MD);
+    ck_assert_int_eq(export_format_of_path("dir.json/a.tar.markdown"), EXPORT_MD);
+    ck_assert_int_eq(export_format_of_path("/tmp/x.JSON"), EXPORT_JSON);
+    ck_assert_int_eq(export_format_of_path("My Notes.Html"), EXPORT_HTML);
+    ck_assert_int_eq(export_format_of_path("page.htm"), EXPORT_HTML);
+    ck_assert_int_eq(export_format_of_path("notes.txt"), -1);
+    ck_assert_int_eq(export_format_of_path("notes"), -1);
+    ck_assert_int_eq(export_format_of_path(".md"), -1);        /* a dot file, no extension */
+    ck_assert_int_eq(export_format_of_path("out.md/notes"), -1); /* a folder's name says nothing */
+    ck_assert_int_eq(export_format_of_path("notes.md.bak"), -1);
+    ck_assert_int_eq(export_format_of_path(""), -1);
+    ck_assert_int_eq(export_format_of_path(NULL), -1);
+}
+END_TEST
+
 Suite *storage_export_suite(void)
 {
     Suite *s = suite_create("storage export");
@@ -496,6 +514,7 @@ Suite *storage_export_suite(void)
     tcase_add_test(t, html_renders_markdown_safely);
     tcase_add_test(t, html_markdown_tags_balance);
     tcase_add_test(t, import_errors_name_the_field_and_change_nothing);
+    tcase_add_test(t, format_of_a_file_name);
     suite_add_tcase(s, t);
     return s;
 }
