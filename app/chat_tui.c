@@ -527,7 +527,8 @@ static void set_think(chat_tui *t, const char *arg)
 {
     char err[512];
     if (*arg && strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
-        notice(t, "/think takes on or off");
+        snprintf(err, sizeof err, "/think takes on or off, not '%.400s'", arg);
+        error_line(t, err);
         return;
     }
     if (*arg && chat_set_think(t->chat, strcmp(arg, "on") == 0, err, sizeof err) != 0) {
@@ -549,7 +550,8 @@ static void set_effort(chat_tui *t, const char *arg)
         else if (strcmp(arg, "max") == 0)
             e = GLM_EFFORT_MAX;
         else {
-            notice(t, "/effort takes low, high or max");
+            snprintf(err, sizeof err, "/effort takes low, high or max, not '%.400s'", arg);
+            error_line(t, err);
             return;
         }
         if (chat_set_effort(t->chat, e, err, sizeof err) != 0) {
@@ -649,8 +651,16 @@ static void show_sampling(chat_tui *t)
     char seed[32] = "fresh each reply";
     if (chat_seed_fixed(t->chat))
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
-    notice(t, "temperature %g, top_p %g, top_k %d, seed %s, max_tokens %d%s", s->temperature, s->top_p,
-           s->top_k, seed, s->max_tokens, s->max_tokens ? "" : " (the model's limit)");
+    /* below 0: the model's own value (its generation_config.json), as glm.h defines */
+    char temp[32] = "the model's", top_p[32] = "the model's", top_k[32] = "the model's";
+    if (s->temperature >= 0)
+        snprintf(temp, sizeof temp, "%g%s", s->temperature, s->temperature == 0 ? " (greedy)" : "");
+    if (s->top_p >= 0)
+        snprintf(top_p, sizeof top_p, "%g%s", s->top_p, s->top_p >= 1 ? " (off)" : "");
+    if (s->top_k >= 0)
+        snprintf(top_k, sizeof top_k, "%d%s", s->top_k, s->top_k == 0 ? " (off)" : "");
+    notice(t, "temperature %s, top_p %s, top_k %s, seed %s, max_tokens %d%s", temp, top_p, top_k, seed,
+           s->max_tokens, s->max_tokens ? "" : " (the model's limit)");
 }
 
 /* /set KEY VALUE: one sampling setting for the rest of this session, checked as the config
@@ -668,7 +678,13 @@ static void set_sampling(chat_tui *t, const char *args)
     for (size_t i = 0; n >= 1 && i < sizeof keys / sizeof keys[0]; i++)
         known |= strcmp(key, keys[i]) == 0;
     if (n != 2 || !known) {
-        notice(t, "usage: /set KEY VALUE, KEY one of temperature, top_p, top_k, seed, max_tokens");
+        char err[256];
+        if (n >= 1 && !known)
+            snprintf(err, sizeof err, "/set: there is no setting '%s'; /set KEY VALUE, KEY one of "
+                     "temperature, top_p, top_k, seed, max_tokens", key);
+        else
+            snprintf(err, sizeof err, "/set %s takes one value: /set %s VALUE", key, key);
+        error_line(t, err);
         return;
     }
     app_config scratch;

@@ -60,6 +60,17 @@ type_text "/system clear"; keys Enter
 expect_screen 'system prompt cleared' 3 "/system clear clears"
 
 # /set sampling for the session; a bad value is refused by name.
+type_text "/set"; keys Enter
+expect_screen "temperature the model's, top_p the model's, top_k the model's, seed fresh" 3 \
+    "/set alone shows the settings, the model's own in words (not -1)"
+type_text "/set tempreature 0.3"; keys Enter
+expect_screen "/set: there is no setting 'tempreature'" 3 "a misspelt key is an error naming it"
+type_text "/set top_k"; keys Enter
+expect_screen '/set top_k takes one value: /set top_k VALUE' 3 "a key without a value says how"
+type_text "/effort extreme"; keys Enter
+expect_screen "/effort takes low, high or max, not 'extreme'" 3 "/effort names the bad value"
+type_text "/think maybe"; keys Enter
+expect_screen "/think takes on or off, not 'maybe'" 3 "/think names the bad value"
 type_text "/set temperature 0.3"; keys Enter
 expect_screen 'temperature 0\.3, top_p' 3 "/set shows the settings"
 type_text "/set seed 7"; keys Enter
