@@ -259,6 +259,7 @@ void trs_item_header(const transcript *t, size_t idx, int w, double now, rd_doc 
     case TOOL_ASK: state = "waiting for you"; break;
     case TOOL_OK: state = "\xe2\x9c\x93"; snprintf(took, sizeof took, " %.1f s", it->t1 - it->t0); break;
     case TOOL_FAILED: state = "\xe2\x9c\x97 failed"; break;
+    case TOOL_DENIED: state = "\xe2\x9c\x97 not run: you said no"; break;
     }
     snprintf(line, sizeof line, "%s %s %s", it->open ? "\xe2\x96\xbe" : "\xe2\x96\xb8",
              it->name ? it->name : "tool", args);
@@ -495,7 +496,8 @@ static void apply_tool(transcript *t, const uiq_item *ev)
         break;
     case UI_EV_TOOL_ERROR:
         buf_set(&it->error, ev->text, ev->len);
-        it->tstate = TOOL_FAILED;
+        if (it->tstate != TOOL_DENIED) /* a refused call's result is an error too */
+            it->tstate = TOOL_FAILED;
         it->t1 = t->now;
         break;
     default:
@@ -644,7 +646,7 @@ const trs_item *trs_answer(transcript *t, char answer, double now)
         return NULL;
     trs_item *a = t->items[t->ask];
     a->answer = answer;
-    a->tstate = answer == 'n' ? TOOL_FAILED : TOOL_READY;
+    a->tstate = answer == 'n' ? TOOL_DENIED : TOOL_READY;
     a->t0 = now; /* the tool's time starts with the answer, not while it waited for one */
     a->dirty = 1;
     t->ask = -1;

@@ -9,7 +9,8 @@
 #include "ui/view_impl.h"
 
 typedef enum trs_kind { TRS_USER, TRS_THINK, TRS_TEXT, TRS_TOOL, TRS_NOTICE, TRS_ERROR, TRS_FOOTER } trs_kind;
-typedef enum trs_tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED } trs_tool_state;
+/* TOOL_DENIED: the user answered no to its question, so it never ran (not a failure of the tool). */
+typedef enum trs_tool_state { TOOL_ARGS, TOOL_READY, TOOL_ASK, TOOL_OK, TOOL_FAILED, TOOL_DENIED } trs_tool_state;
 
 typedef struct trs_buf {
     char *s;

@@ -186,9 +186,19 @@ START_TEST(tool_call_with_approval)
     ck_assert_int_eq(trs_toggle(&tr), 1);             /* the last foldable: the tool */
     ck_assert_int_gt(trs_item_lines(&tr, 1, 60), 4);  /* arguments and result */
     ev_at(5.6, UI_EV_TOOL_BEGIN, "c2", "shell", NULL);
-    ev_at(5.7, UI_EV_TOOL_ERROR, "c2", NULL, "denied by the user");
+    ev_at(5.7, UI_EV_TOOL_ERROR, "c2", NULL, "no such command");
     ck_assert_int_eq(tr.items[2]->tstate, TOOL_FAILED);
+    ck_assert_ptr_nonnull(strstr(header_of(2, 6.0), "\xe2\x9c\x97 failed"));
     ck_assert_str_eq(tr.items[1]->result.s, "line one\nline two"); /* c1 untouched */
+    /* answered no: it never ran, and says so, also once its error result arrives */
+    ev_at(5.8, UI_EV_TOOL_BEGIN, "c3", "shell", NULL);
+    ev_at(5.9, UI_EV_TOOL_APPROVE, "c3", NULL, "Run it?");
+    ck_assert_ptr_nonnull(trs_answer(&tr, 'n', 6.0));
+    ck_assert_int_eq(tr.items[3]->tstate, TOOL_DENIED);
+    ev_at(6.1, UI_EV_TOOL_ERROR, "c3", NULL, "error: the user did not allow this call of shell");
+    ck_assert_int_eq(tr.items[3]->tstate, TOOL_DENIED);
+    ck_assert_ptr_nonnull(strstr(header_of(3, 6.2), "\xe2\x9c\x97 not run: you said no"));
+    ck_assert_ptr_null(strstr(header_of(3, 6.2), "failed"));
 }
 END_TEST
 
