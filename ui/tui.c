@@ -260,6 +260,24 @@ static void human_count(char *out, size_t cap, long n)
         snprintf(out, cap, "%ld", n);
 }
 
+/* The conversation's title in at most cols columns (and an ellipsis where cut) into out;
+ * 0 when nothing of it fits. */
+static int status_title(const char *title, int cols, char *out, size_t cap)
+{
+    size_t clen;
+    char *clean = rd_sanitize(title, strlen(title), &clen);
+    rd_pieces p = {0};
+    int ok = clean && cols > 0 && rd_wrap_hard(clean, clen, cols, &p) == 0 && p.n;
+    if (ok)
+        snprintf(out, cap, "%.*s%s", (int)p.v[0].len, clean, p.n > 1 ? "\xe2\x80\xa6" : "");
+    rd_pieces_free(&p);
+    free(clean);
+    return ok;
+}
+
+/* The fewest columns a shortened title keeps before the status line drops it. */
+enum { kTitleMin = 12 };
+
 static void draw_status(tui *t, int y)
 {
     char f[8][300];
@@ -272,16 +290,10 @@ static void draw_status(tui *t, int y)
     } else {
         t->flash[0] = '\0';
     }
-    if (t->tr.conv_title && t->tr.conv_title[0]) { /* at most 32 columns of it */
-        size_t clen;
-        char *clean = rd_sanitize(t->tr.conv_title, strlen(t->tr.conv_title), &clen);
-        rd_pieces p = {0};
-        if (clean && rd_wrap_hard(clean, clen, 32, &p) == 0 && p.n) {
-            snprintf(f[nf], sizeof f[nf], "%.*s%s", (int)p.v[0].len, clean, p.n > 1 ? "\xe2\x80\xa6" : "");
-            prio[nf++] = 6;
-        }
-        rd_pieces_free(&p);
-        free(clean);
+    int title = -1; /* the title's field, shortened before it is dropped */
+    if (t->tr.conv_title && t->tr.conv_title[0] && status_title(t->tr.conv_title, 32, f[nf], sizeof f[nf])) {
+        title = nf;
+        prio[nf++] = 6;
     }
     if (t->tr.model) {
         snprintf(f[nf], sizeof f[nf], "%s", t->tr.model);
@@ -329,6 +341,10 @@ static void draw_status(tui *t, int y)
                 worst = i;
         if (worst < 0)
             break;
+        int tw = worst == title ? (int)rd_width(f[title], strlen(f[title])) : 0;
+        if (worst == title && tw - (w - COLS) >= kTitleMin &&
+            status_title(t->tr.conv_title, tw - (w - COLS) - 1, f[title], sizeof f[title]))
+            continue; /* shortened to the room left (its ellipsis takes a column) */
         keep[worst] = 0;
     }
     attrset(t->color_ok ? COLOR_PAIR(PAIR_STATUS) : A_REVERSE);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # chat_tui_ux.sh: the TUI in a real terminal (tmux) for what issue 32 found: messages that start
 # with a path or //, /system show and clear, /search with no match, /set sampling, the resolved
-# backend, Ctrl-C's quit hint after a cancel, stored numbers on reopen, and NO_COLOR.
+# backend, Ctrl-C's quit hint after a cancel, stored numbers on reopen, NO_COLOR, and a long
+# title in a narrow status line.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tui_lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
@@ -152,5 +153,16 @@ u2 = [m["content"] for m in reqs[-1]["messages"] if m["role"] == "user"][-1]
 if u1 != "read it\n\nfile notes.txt:\n```\nalpha\n```": print("FAIL: /attach %r" % u1)
 if u2 != "and @more.md, please, @alice\n\nfile more.md:\n```\nbeta\n```": print("FAIL: @file %r" % u2)
 '
+# A long title in a narrow status line is shortened to the room left before it is dropped.
+q "UPDATE conversation SET title = 'A rather long title about sea birds and their nests' WHERE id = 1"
+type_text "/open 1"; keys Enter
+tmx resize-window -t t -x 120
+expect_screen '^ #1 A rather long title about sea… │ recorded-replies' 3 "a wide window: 32 columns of the title"
+tmx resize-window -t t -x 80
+expect_screen '^ #1 A rather long title about… │ recorded-replies │ cpu │ TTFT [^│]* │ ready' 3 \
+    "narrower: the title shortened to the room left, every other field kept"
+tmx resize-window -t t -x 40
+expect_gone 'A rather' 3 "dropped where 12 columns of it do not fit"
+tmx resize-window -t t -x 80
 keys C-d
 finish
