@@ -39,6 +39,7 @@ typedef struct chat_source {
                           glm_error *err);
     void *self;
     const char *model_name;     /* stored with each reply */
+    int context_window;         /* the tokens a conversation may hold; 0: not known */
 } chat_source;
 
 /* What the chat tells its view while a turn runs. Every member may be NULL. */

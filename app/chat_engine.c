@@ -98,7 +98,8 @@ static void engine_cancel(void *self)
 
 chat_source chat_engine_source(chat_engine *ce)
 {
-    chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .measure = engine_measure, .self = ce, .model_name = ce->model_name};
+    chat_source s = {.generate = engine_generate, .cancel = engine_cancel, .measure = engine_measure, .self = ce, .model_name = ce->model_name,
+                     .context_window = glm_engine_context(ce->engine)};
     return s;
 }
 

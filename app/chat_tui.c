@@ -77,6 +77,10 @@ static void push_conversation_status(chat_tui *t)
     st.model = t->o.src->model_name;
     st.backend = t->o.backend;
     st.ranks = 1;
+    if (t->o.src->context_window > 0) /* so the window shows before the first reply */
+        st.ctx_window = t->o.src->context_window;
+    if (id <= 0)
+        st.ctx_used = 0;
     ui_push_status(t->view, &st);
 }
 

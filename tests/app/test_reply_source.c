@@ -349,7 +349,8 @@ void test_reply_source_set_context(test_reply_source *t, int context)
 
 chat_source test_reply_source_as_source(test_reply_source *t)
 {
-    chat_source s = {.generate = replay, .cancel = cancel_replay, .self = t, .model_name = "recorded-replies"};
+    chat_source s = {.generate = replay, .cancel = cancel_replay, .self = t, .model_name = "recorded-replies",
+                     .context_window = t->context > 0 ? t->context : 0};
     if (t->context > 0)
         s.measure = measure_bytes;
     return s;

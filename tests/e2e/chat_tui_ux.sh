@@ -27,9 +27,10 @@ cat >"$CHAT_REPLIES" <<'R'
 R
 
 tui_start
-type_text "$RUN GLMCHAT_TEST_REPLY_DELAY_MS=150 '$G'"
+type_text "$RUN GLMCHAT_TEST_REPLY_DELAY_MS=150 GLMCHAT_TEST_CONTEXT=40000 '$G'"
 keys Enter
 expect_screen 'recorded-replies . (cpu|cuda) ' 5 "the status line shows the backend it runs on"
+expect_screen ' ctx 0/40k 0% ' 3 "the context window shows before the first reply"
 expect_no_screen ' auto ' "no 'auto' backend"
 
 # A line that starts with a path is a message; //text sends /text; /nosuch stays a command.
