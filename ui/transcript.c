@@ -89,6 +89,9 @@ void trs_clear(transcript *t)
     t->n = 0;
     t->think = t->text = NULL;
     t->sel = t->ask = t->code_sel = -1;
+    t->ttft = t->tok_s = -1; /* the last reply's numbers went with it */
+    t->gen_tokens = 0;
+    t->app_rates = t->app_tokens = 0;
     t->changed = 1;
 }
 

@@ -165,5 +165,8 @@ expect_screen '^ #1 A rather long title about… │ recorded-replies │ cpu �
 tmx resize-window -t t -x 40
 expect_gone 'A rather' 3 "dropped where 12 columns of it do not fit"
 tmx resize-window -t t -x 80
+expect_screen '│ TTFT 0\.00 s │ ready' 3 "the last reply's numbers"
+type_text "/new"; keys Enter
+expect_screen '^ new conversation │ recorded-replies │ cpu │ ready' 3 "/new drops the last reply's numbers"
 keys C-d
 finish
