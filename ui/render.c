@@ -713,33 +713,53 @@ static size_t cell_text(const char *s, size_t n, unsigned base, char *tmp, char 
     return rd_md_inline(tmp, m, base, plain, styles);
 }
 
-static void emit_cells(rd_doc *d, const char *s, size_t len, int ncols, const int *colw,
-                       const cell_align *align, unsigned base, char *tmp, char *plain,
-                       unsigned *styles)
+/* One table row as one or more lines: each cell's text word-wrapped to its column's width
+ * (colw[k] >= 2), aligned within it; a row's lines are as many as its tallest cell needs.
+ * plain and styles have room for the row's length. */
+static int emit_cells(rd_doc *d, const char *s, size_t len, int ncols, const int *colw,
+                      const cell_align *align, unsigned base, char *tmp, char *plain,
+                      unsigned *styles)
 {
-    size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS];
-    int have = rd_table_cells(s, len, off, n, RD_TABLE_MAX_COLS);
-    unsigned rule = base | RD_TABLE | RD_MARK;
-    doc_line_begin(d, 0);
-    doc_seg(d, rule, "\xe2\x94\x82", 3); /* U+2502 */
-    for (int k = 0; k < ncols; k++) {
-        size_t m = k < have ? cell_text(s + off[k], n[k], base | RD_TABLE, tmp, plain, styles) : 0;
-        int w = (int)rd_width(plain, m);
-        int pad = colw[k] - w;
-        int before = align[k] == ALIGN_RIGHT ? pad : align[k] == ALIGN_CENTER ? pad / 2 : 0;
-        for (int i = 0; i < 1 + before; i++)
-            doc_seg(d, base | RD_TABLE, " ", 1);
-        for (size_t a = 0; a < m;) {
-            size_t b = a + 1;
-            while (b < m && styles[b] == styles[a])
-                b++;
-            doc_seg(d, styles[a], plain + a, b - a);
-            a = b;
-        }
-        for (int i = 0; i < 1 + pad - before; i++)
-            doc_seg(d, base | RD_TABLE, " ", 1);
-        doc_seg(d, rule, "\xe2\x94\x82", 3);
+    size_t off[RD_TABLE_MAX_COLS], n[RD_TABLE_MAX_COLS], at[RD_TABLE_MAX_COLS];
+    rd_pieces p[RD_TABLE_MAX_COLS] = {{0}};
+    int have = rd_table_cells(s, len, off, n, RD_TABLE_MAX_COLS), rc = 0;
+    size_t used = 0, lines = 1;
+    for (int k = 0; k < ncols && rc == 0; k++) {
+        size_t m = k < have ? cell_text(s + off[k], n[k], base | RD_TABLE, tmp, plain + used, styles + used) : 0;
+        at[k] = used;
+        if (m > 0) /* an empty cell has no piece; a column of them may be 0 wide */
+            rc = rd_wrap(plain + used, m, colw[k] > 2 ? colw[k] : 2, &p[k]);
+        used += m;
+        lines = p[k].n > lines ? p[k].n : lines;
     }
+    unsigned rule = base | RD_TABLE | RD_MARK;
+    for (size_t l = 0; l < lines && rc == 0; l++) {
+        doc_line_begin(d, 0);
+        doc_seg(d, rule, "\xe2\x94\x82", 3); /* U+2502 */
+        for (int k = 0; k < ncols; k++) {
+            const rd_piece *pc = l < p[k].n ? &p[k].v[l] : NULL;
+            const char *txt = pc ? plain + at[k] + pc->off : "";
+            const unsigned *sty = pc ? styles + at[k] + pc->off : NULL;
+            size_t m = pc ? pc->len : 0;
+            int pad = colw[k] - (pc ? pc->width : 0);
+            int before = align[k] == ALIGN_RIGHT ? pad : align[k] == ALIGN_CENTER ? pad / 2 : 0;
+            for (int i = 0; i < 1 + before; i++)
+                doc_seg(d, base | RD_TABLE, " ", 1);
+            for (size_t a = 0; a < m;) {
+                size_t e = a + 1;
+                while (e < m && sty[e] == sty[a])
+                    e++;
+                doc_seg(d, sty[a], txt + a, e - a);
+                a = e;
+            }
+            for (int i = 0; i < 1 + pad - before; i++)
+                doc_seg(d, base | RD_TABLE, " ", 1);
+            doc_seg(d, rule, "\xe2\x94\x82", 3);
+        }
+    }
+    for (int k = 0; k < ncols; k++)
+        rd_pieces_free(&p[k]);
+    return rc;
 }
 
 static void emit_table_rule(rd_doc *d, int ncols, const int *colw, unsigned base)
@@ -764,7 +784,7 @@ static int render_table(rd_doc *d, const char *s, const table_row *rows, size_t 
         longest = rows[r].len > longest ? rows[r].len : longest;
     char *tmp = malloc(longest + 1), *plain = malloc(longest + 1);
     unsigned *styles = malloc((longest + 1) * sizeof *styles);
-    int colw[RD_TABLE_MAX_COLS] = {0};
+    int colw[RD_TABLE_MAX_COLS] = {0}, wordw[RD_TABLE_MAX_COLS] = {0};
     if (!tmp || !plain || !styles) {
         free(tmp), free(plain), free(styles);
         return -1;
@@ -778,24 +798,47 @@ static int render_table(rd_doc *d, const char *s, const table_row *rows, size_t 
             size_t m = cell_text(s + rows[r].off + off[k], n[k], 0, tmp, plain, styles);
             int w = (int)rd_width(plain, m);
             colw[k] = w > colw[k] ? w : colw[k];
+            for (size_t a = 0; a < m;) { /* the cell's longest word */
+                size_t e = a;
+                while (e < m && plain[e] != ' ')
+                    e++;
+                int ww = (int)rd_width(plain + a, e - a);
+                wordw[k] = ww > wordw[k] ? ww : wordw[k];
+                a = e + 1;
+            }
         }
     }
+    /* Columns wider than the room shrink, their cells then wrapped: first the widest of those
+     * still wider than their longest word, then (words broken) the widest; below kTableMinCol
+     * columns each the table is its raw lines, wrapped. */
+    enum { kTableMinCol = 4 };
     int total = 1;
     for (int k = 0; k < ncols; k++)
         total += colw[k] + 3;
+    while (total > width && total - width <= (total - 1 - 3 * ncols) - kTableMinCol * ncols) {
+        int widest = -1;
+        for (int k = 0; k < ncols; k++) /* wider than its longest word */
+            if (colw[k] > wordw[k] && (widest < 0 || colw[k] > colw[widest]))
+                widest = k;
+        if (widest < 0) /* every column at its longest word: the widest breaks words */
+            for (int k = widest = 0; k < ncols; k++)
+                widest = colw[k] > colw[widest] ? k : widest;
+        colw[widest]--;
+        total--;
+    }
     int rc = 0;
-    if (total > width) { /* too narrow for the columns: the raw lines, wrapped */
+    if (total > width) { /* too narrow even for narrow columns: the raw lines, wrapped */
         for (size_t r = 0; r < nrows && rc == 0; r++)
             rc = emit_one_style(d, s + rows[r].off, rows[r].len, width, base, "", "", base, 0, 0);
     } else {
-        for (size_t r = 0; r < nrows; r++) {
+        for (size_t r = 0; r < nrows && rc == 0; r++) {
             if (r == 1)
                 emit_table_rule(d, ncols, colw, base);
             else
-                emit_cells(d, s + rows[r].off, rows[r].len, ncols, colw, align,
-                           r == 0 ? base | RD_BOLD : base, tmp, plain, styles);
+                rc = emit_cells(d, s + rows[r].off, rows[r].len, ncols, colw, align,
+                                r == 0 ? base | RD_BOLD : base, tmp, plain, styles);
         }
-        rc = d->oom ? -1 : 0;
+        rc = rc || d->oom ? -1 : 0;
     }
     free(tmp), free(plain), free(styles);
     return rc;

@@ -589,17 +589,58 @@ START_TEST(table_aligned_columns)
 }
 END_TEST
 
-START_TEST(table_too_narrow_falls_back_to_raw_lines)
+START_TEST(table_too_narrow_wraps_its_cells)
 {
-    const char *md = "| a long header | another long one |\n|---|---|\n| 1 | 2 |\n";
+    /* Narrower than its columns: the widest shrink and their cells wrap, a row taking the lines
+     * its tallest cell needs, every bar still in its column; styles stay with their words. */
+    const char *md = "| a long header | another long one |\n|---|--:|\n| **bold words here** | 2 |\n";
     rd_doc d = {0};
     rd_md_state st = {0};
     ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 30, 0, &st), 0);
-    ck_assert_str_eq(line_text(&d, 0), "| a long header | another long");
-    ck_assert_str_eq(line_text(&d, 1), "one |");
-    ck_assert_str_eq(line_text(&d, 2), "|---|---|");
-    ck_assert_str_eq(line_text(&d, 3), "| 1 | 2 |");
-    ck_assert_uint_eq(d.nlines, 4);
+    for (size_t l = 0; l < d.nlines; l++)
+        ck_assert_int_le(d.lines[l].width, 30);
+    ck_assert_str_eq(line_text(&d, 0), "\xe2\x94\x82 a long      \xe2\x94\x82 another long \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 1), "\xe2\x94\x82 header      \xe2\x94\x82          one \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 3), "\xe2\x94\x82 bold words  \xe2\x94\x82            2 \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 4), "\xe2\x94\x82 here        \xe2\x94\x82              \xe2\x94\x82");
+    ck_assert(line_styles(&d, 4) & RD_BOLD);
+    ck_assert_uint_eq(d.nlines, 5);
+    int want[8], got[8];
+    ck_assert_int_eq(bar_columns(&d, 0, want, 8), 3);
+    for (size_t l = 1; l < d.nlines; l++) {
+        ck_assert_int_eq(bar_columns(&d, l, got, 8), 3);
+        for (int k = 0; k < 3; k++)
+            ck_assert_int_eq(got[k], want[k]);
+    }
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(table_shrinks_prose_before_breaking_words)
+{
+    /* The prose column wraps at its spaces; the one-word column keeps its word whole. */
+    const char *md = "| id | text |\n|---|---|\n| alphabet | one two three four five six seven |\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 30, 0, &st), 0);
+    ck_assert_str_eq(line_text(&d, 2), "\xe2\x94\x82 alphabet \xe2\x94\x82 one two three   \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 3), "\xe2\x94\x82          \xe2\x94\x82 four five six   \xe2\x94\x82");
+    ck_assert_str_eq(line_text(&d, 4), "\xe2\x94\x82          \xe2\x94\x82 seven           \xe2\x94\x82");
+    ck_assert_uint_eq(d.nlines, 5);
+    rd_doc_free(&d);
+}
+END_TEST
+
+START_TEST(table_too_narrow_for_its_columns_falls_back_to_raw_lines)
+{
+    /* Under 4 columns a cell: the raw lines, wrapped. */
+    const char *md = "| a long header | another long one |\n|---|---|\n| 1 | 2 |\n";
+    rd_doc d = {0};
+    rd_md_state st = {0};
+    ck_assert_int_eq(rd_render_markdown(&d, md, strlen(md), 14, 0, &st), 0);
+    ck_assert_str_eq(line_text(&d, 0), "| a long");
+    ck_assert_str_eq(line_text(&d, d.nlines - 2), "|---|---|");
+    ck_assert_str_eq(line_text(&d, d.nlines - 1), "| 1 | 2 |");
     rd_doc_free(&d);
 }
 END_TEST
@@ -651,7 +692,9 @@ static Suite *render_suite(void)
     tcase_add_test(tc, md_code_block_highlighted);
     tcase_add_test(tc, table_cells_split);
     tcase_add_test(tc, table_aligned_columns);
-    tcase_add_test(tc, table_too_narrow_falls_back_to_raw_lines);
+    tcase_add_test(tc, table_too_narrow_wraps_its_cells);
+    tcase_add_test(tc, table_shrinks_prose_before_breaking_words);
+    tcase_add_test(tc, table_too_narrow_for_its_columns_falls_back_to_raw_lines);
     tcase_add_test(tc, table_needs_a_delimiter_row);
     tcase_add_test(tc, settled_end_keeps_a_growing_table_open);
     suite_add_tcase(s, tc);
