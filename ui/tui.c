@@ -53,6 +53,7 @@ struct tui {
     int paste;           /* inside a bracketed paste */
     trs_buf pastebuf;
     int input_dirty, dirty, full_redraw;
+    int input_above, input_below; /* rows of an input taller than its box, out of sight */
     int quit, stop;
     double last_draw;
     int color_ok;
@@ -280,8 +281,8 @@ enum { kTitleMin = 12 };
 
 static void draw_status(tui *t, int y)
 {
-    char f[8][300];
-    int prio[8];
+    char f[10][300];
+    int prio[10];
     int nf = 0;
     double now = now_s();
     if (t->flash[0] && now < t->flash_until) {
@@ -322,10 +323,19 @@ static void draw_status(tui *t, int y)
         snprintf(f[nf], sizeof f[nf], "%.1f tok/s", t->tr.tok_s);
         prio[nf++] = 1;
     }
+    if (t->input_above > 0 || t->input_below > 0) { /* the input is taller than its box */
+        char up[24] = "", down[24] = "";
+        if (t->input_above > 0)
+            snprintf(up, sizeof up, "\xe2\x86\x91%d", t->input_above);
+        if (t->input_below > 0)
+            snprintf(down, sizeof down, "%s\xe2\x86\x93%d", up[0] ? " " : "", t->input_below);
+        snprintf(f[nf], sizeof f[nf], "input %s%s rows", up, down);
+        prio[nf++] = 1;
+    }
     snprintf(f[nf], sizeof f[nf], "%s", trs_reply_state(&t->tr));
     prio[nf++] = 0;
     /* Drop the least important fields until the line fits. */
-    int keep[8];
+    int keep[10];
     for (int i = 0; i < nf; i++)
         keep[i] = 1;
     for (;;) {
@@ -444,6 +454,8 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
             int rows = total_rows < max_rows ? total_rows : max_rows;
             if (crow >= top + rows)
                 top = crow - rows + 1;
+            t->input_above = top; /* rows out of sight, for the status line */
+            t->input_below = total_rows - top - rows;
             if (!draw)
                 return rows;
         }
@@ -1366,6 +1378,7 @@ static const tui_key tui_keys[] = {
     {KEY_ENTER, "Enter", TK_WHILE_STREAMING, enter_key, NULL},
     {0, "Alt-Enter or Ctrl-J", 0, NULL, "new line"},
     {0, "Ctrl-G", 0, NULL, "edits in $EDITOR"},
+    {0, "Up/Down", 0, NULL, "move between a message's lines, then through history"},
     {0, "Ctrl-R", 0, NULL, "searches history"},
     {0, "Tab", 0, NULL, "completes /commands"},
     {27, "Esc", TK_WHILE_STREAMING, escape, "cancels a reply or drops the selection"},

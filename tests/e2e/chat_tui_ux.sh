@@ -168,5 +168,29 @@ tmx resize-window -t t -x 80
 expect_screen '│ TTFT 0\.00 s │ ready' 3 "the last reply's numbers"
 type_text "/new"; keys Enter
 expect_screen '^ new conversation │ recorded-replies │ cpu │ ready' 3 "/new drops the last reply's numbers"
+
+# Up and Down move between the lines of a message (then walk the history); the status line
+# says how many rows of a tall input are out of sight.
+printf '{"type":"content","text":"Two lines read."}\n{"type":"done","finish":"stop"}\n' >>"$CHAT_REPLIES"
+type_text "first line"; keys C-j; type_text "second line"
+keys Up; type_text " EDITED"
+keys Down; type_text " too"; keys Enter
+expect_screen 'Two lines read\.' 5 "the two-line message is answered"
+check_py "Up and Down edited the lines of the message" '
+import json, os
+r = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")][-1]
+u = [m["content"] for m in r["messages"] if m["role"] == "user"][-1]
+if u != "first line EDITED\nsecond line too": print("FAIL: %r" % u)
+'
+keys Up
+sleep 0.3
+if [ "$(screen | grep -c '^ *second line too$')" = 2 ]; then pass; else
+    fail "Up in an empty input did not bring the last message back (the transcript's copy and the input's)"; fi
+keys C-u; keys C-u; keys BSpace; keys C-u
+python3 -c "print('\n'.join('row %d' % i for i in range(30)), end='')" >"$TMP/paste.txt"
+tmx load-buffer "$TMP/paste.txt"; tmx paste-buffer -p -t t
+expect_screen '│ input ↑22 rows │' 3 "a tall input: the rows above its box"
+for _ in 1 2 3; do keys Up; done
+expect_screen '│ input ↑19 ↓3 rows │' 3 "and below it, once the cursor moved up"
 keys C-d
 finish
