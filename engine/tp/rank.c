@@ -263,7 +263,9 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
         pthread_mutex_unlock(&r->lock);
         handle_message(r, &m);
     }
-    if (r->listener) /* also finishes closing the connections turned away before */
+    /* Heads that came while this one is served are told so; once it has said BYE (or failed),
+     * a head already waiting is the next one, left for the worker's next accept. */
+    if (r->listener && !atomic_load(&r->failed)) /* also finishes closing those turned away before */
         turn_away(r);
     return !atomic_load(&r->failed);
 }
