@@ -8,7 +8,7 @@ libapp_a_SOURCES += \
 	app/tools/mcp_boot.c app/tools/mcp_boot.h \
 	app/chat.c app/chat.h app/chat_branches.c app/chat_branches.h app/chat_memory.c app/chat_memory.h app/chat_engine.c app/chat_engine.h \
 	app/chat_tui.c app/chat_tui.h app/source_hook.h \
-	app/attach.c app/attach.h app/engine_log.c app/engine_log.h
+	app/attach.c app/attach.h app/engine_log.c app/engine_log.h app/export_file.c app/export_file.h
 glmchat_LDADD += $(CJSON_LIBS)
 
 # The MCP test server: a real process with tools and modes that misbehave on purpose.

@@ -14,6 +14,7 @@
 #include "app/attach.h"
 #include "app/chat_branches.h"
 #include "app/chat_tui.h"
+#include "app/export_file.h"
 #include "app/signals.h"
 #include "base/setting.h"
 #include "ui/view.h"
@@ -467,18 +468,11 @@ static void export_conversation(chat_tui *t, const char *args)
         error_line(t, "/export: the file name is too long");
         return;
     }
-    struct stat st;
-    if (nlen && stat(file, &st) == 0 && S_ISDIR(st.st_mode)) { /* a folder: the file goes in it */
-        if (f < 0)
+    char target[1100];
+    if (f < 0 && export_format_of_path(file) < 0) { /* a folder's file is Markdown unless named */
+        struct stat st;
+        if (stat(file, &st) == 0 && S_ISDIR(st.st_mode))
             f = EXPORT_MD;
-        size_t used = strlen(file);
-        n = snprintf(file + used, sizeof file - used, "%sglmchat-%lld.%s",
-                     used && file[used - 1] == '/' ? "" : "/", (long long)id,
-                     f == EXPORT_JSON ? "json" : f == EXPORT_HTML ? "html" : "md");
-        if (n < 0 || (size_t)n >= sizeof file - used) {
-            error_line(t, "/export: the file name is too long");
-            return;
-        }
     }
     if (f < 0 && (f = export_format_of_path(file)) < 0) {
         snprintf(err, sizeof err,
@@ -488,25 +482,21 @@ static void export_conversation(chat_tui *t, const char *args)
         error_line(t, err);
         return;
     }
-    int existed = stat(file, &st) == 0;
-    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* transcripts may hold secrets */
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!out) {
-        snprintf(err, sizeof err, "/export: cannot write %s: %s", file, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        error_line(t, err);
+    if (export_file_path(file, id, (export_format)f, target, sizeof target) != 0) {
+        error_line(t, "/export: the file name is too long");
         return;
     }
-    int rc = export_write(t->o.db, id, (export_format)f, out);
-    if (fclose(out) != 0 || rc != 0) {
-        error_line(t, rc ? db_errmsg(t->o.db) : "/export: cannot finish writing the file; check the disk");
+    int replaced = 0;
+    if (export_file_write(t->o.db, id, (export_format)f, target, &replaced, err, sizeof err) != 0) {
+        char line[2400];
+        snprintf(line, sizeof line, "/export: %s", err);
+        error_line(t, line);
         return;
     }
-    char *full = realpath(file, NULL);
-    notice(t, "wrote %s (%s%s)", full ? full : file,
+    char *full = realpath(target, NULL);
+    notice(t, "wrote %s (%s%s)", full ? full : target,
            f == EXPORT_JSON ? "JSON" : f == EXPORT_HTML ? "HTML" : "Markdown",
-           existed ? "; it replaced the file that was there" : "");
+           replaced ? "; it replaced the file that was there" : "");
     free(full);
 }
 

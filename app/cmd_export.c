@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "app/export_file.h"
 #include "app/open_db.h"
 #include "base/setting.h"
 #include "storage/storage.h"
@@ -23,36 +24,19 @@ static void print_usage(void)
            "                     lossless, every branch, re-importable;\n"
            "                     md: Markdown of the current branch, reasoning folded;\n"
            "                     html: one self-contained page of the current branch\n"
-           "  -o, --output FILE  write FILE (mode 0600, replaced whole) instead of stdout\n"
+           "  -o, --output FILE  write FILE (mode 0600, replaced whole) instead of stdout;\n"
+           "                     a folder takes glmchat-ID.FORMAT (--all: glmchat-all.FORMAT)\n"
            "  -h, --help         show this help\n"
            "The formats are described in storage/FORMATS.md.\n");
 }
 
 static int export_to_file(db_store *db, int64_t id, export_format format, const char *path)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+    char file[4096], err[4400];
+    if (export_file_path(path, id, format, file, sizeof file) != 0)
         return cli_runtime_error("output path %s is too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return cli_runtime_error("cannot write %s: %s; check the directory", path, strerror(errno));
-    FILE *out = fdopen(fd, "w");
-    if (!out) {
-        close(fd);
-        unlink(tmp);
-        return cli_runtime_error("cannot write %s: %s", path, strerror(errno));
-    }
-    int failed = export_write(db, id, format, out) != 0;
-    int closed = fclose(out);
-    if (failed || closed != 0) {
-        unlink(tmp);
-        return cli_runtime_error("%s", failed ? db_errmsg(db) : "writing the export failed; check the disk");
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return cli_runtime_error("cannot write %s: %s", path, strerror(e));
-    }
+    if (export_file_write(db, id, format, file, NULL, err, sizeof err) != 0)
+        return cli_runtime_error("%s", err);
     return CLI_EXIT_OK;
 }
 

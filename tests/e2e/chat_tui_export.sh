@@ -1,7 +1,8 @@
 #!/bin/bash
 # chat_tui_export.sh: /export in the TUI (a real terminal under tmux) and `glmchat export -o`:
 # the format from the command or from the file's name, a folder, "~/", names with spaces,
-# replacing a file (said so), mode 0600, and the errors (no format, a path that cannot be written).
+# replacing a file (said so), mode 0600, and the errors (no format, a path that cannot be written);
+# `glmchat export -o` likewise, a folder included.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tui_lib.sh"
 . "$(dirname "$0")/chat_lib.sh"
@@ -80,4 +81,10 @@ expect_exit 0 "$G" export 1 -o "$TMP/cli.txt"
 is_format "$TMP/cli.txt" json
 expect_exit 0 "$G" export 1 --format md -o "$TMP/cli2.json"
 is_format "$TMP/cli2.json" md
+# a folder takes glmchat-ID.FORMAT (JSON unless --format says), --all glmchat-all.FORMAT
+expect_exit 0 "$G" export 1 -o "$TMP/exports"
+is_format "$TMP/exports/glmchat-1.json" json
+expect_exit 0 "$G" export --all --format html -o "$TMP/exports/"
+is_format "$TMP/exports/glmchat-all.html" html
+ls "$TMP/exports" | grep -q tmp- && fail "a temporary file was left in the folder" || pass
 finish
