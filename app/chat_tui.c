@@ -423,9 +423,16 @@ static void search(chat_tui *t, const char *query)
     }
     ui_push_text(t->view, UI_EV_CONV_CLEAR, NULL, 0);
     for (size_t i = 0; i < n; i++) {
-        char id[32];
+        char id[32], detail[1200];
         snprintf(id, sizeof id, "%lld", (long long)hits[i].conv);
-        ui_push_conv(t->view, id, hits[i].title ? hits[i].title : "(untitled)", hits[i].snippet);
+        /* where in the conversation: one conversation can match in several messages */
+        const char *who = hits[i].role == MSG_USER        ? "you"
+                          : hits[i].kind == PART_REASONING ? "thinking"
+                          : hits[i].role == MSG_TOOL       ? "tool"
+                          : hits[i].role == MSG_SYSTEM     ? "system"
+                                                           : "reply";
+        snprintf(detail, sizeof detail, "%s: %s", who, hits[i].snippet ? hits[i].snippet : "");
+        ui_push_conv(t->view, id, hits[i].title ? hits[i].title : "(untitled)", detail);
     }
     notice(t, "%zu matches for \"%s\"", n, query);
     search_hits_free(hits, n);

@@ -89,6 +89,11 @@ if abs(r["temperature"] - 0.3) > 1e-6 or r["seed"] != 7: print("FAIL: sampling",
 if r["messages"][0]["role"] == "system": print("FAIL: the cleared system prompt was sent")
 '
 
+# /search says where each hit is: the user's words, a reply or its thinking.
+type_text "/search sample"; keys Enter
+expect_screen 'you: \[sample\] please' 3 "a hit in the user's message says so"
+keys Escape
+expect_gone 'you: \[sample\]' 3 "the list closes"
 # /search with no hit says so.
 type_text "/search zzzqqq"; keys Enter
 expect_screen 'no match for zzzqqq' 3 "/search names the words it did not find"
