@@ -74,59 +74,6 @@ static int edit_external(int count, int key)
     return 0;
 }
 
-/* Characters (UTF-8 lead bytes) in s[from, to). */
-static int chars_between(const char *s, int from, int to)
-{
-    int n = 0;
-    for (int i = from; i < to; i++)
-        n += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return n;
-}
-
-/* The offset col characters into the line starting at from (at most its end). */
-static int offset_at(const char *s, int from, int col)
-{
-    int i = from;
-    while (s[i] && s[i] != '\n' && col > 0) {
-        i++;
-        while (((unsigned char)s[i] & 0xC0) == 0x80)
-            i++;
-        col--;
-    }
-    return i;
-}
-
-/* Up and Down move between the lines of a message of several lines, keeping the column;
- * from its first (Up) or last (Down) line they walk the history as readline does. */
-static int line_up(int count, int key)
-{
-    const char *s = rl_line_buffer;
-    int start = rl_point;
-    while (start > 0 && s[start - 1] != '\n')
-        start--;
-    if (start == 0)
-        return rl_get_previous_history(count, key);
-    int prev = start - 1;
-    while (prev > 0 && s[prev - 1] != '\n')
-        prev--;
-    rl_point = offset_at(s, prev, chars_between(s, start, rl_point));
-    return 0;
-}
-
-static int line_down(int count, int key)
-{
-    const char *s = rl_line_buffer;
-    int start = rl_point, next = rl_point;
-    while (start > 0 && s[start - 1] != '\n')
-        start--;
-    while (s[next] && s[next] != '\n')
-        next++;
-    if (!s[next])
-        return rl_get_next_history(count, key);
-    rl_point = offset_at(s, next + 1, chars_between(s, start, rl_point));
-    return 0;
-}
-
 /* Completion: slash command names when the line starts with '/'; nothing else. */
 static char *command_generator(const char *text, int state)
 {
@@ -216,8 +163,6 @@ int tui_input_open(tui *t, const char *hist, char *err, size_t errlen)
     rl_bind_keyseq("\\e[3~", rl_delete);
     rl_bind_keyseq("\\e[H", rl_beg_of_line);
     rl_bind_keyseq("\\e[F", rl_end_of_line);
-    rl_bind_keyseq("\\e[A", line_up);
-    rl_bind_keyseq("\\e[B", line_down);
     return 0;
 }
 
@@ -273,6 +218,12 @@ void tui_input_replace(const char *text)
 {
     rl_replace_line(text, 0);
     rl_point = rl_end;
+    input_redisplay();
+}
+
+void tui_input_set_point(size_t point)
+{
+    rl_point = point < (size_t)rl_end ? (int)point : rl_end;
     input_redisplay();
 }
 

@@ -10,6 +10,7 @@
 #include <locale.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -385,9 +386,19 @@ static void draw_status(tui *t, int y)
     attrset(A_NORMAL);
 }
 
+/* Where input_layout places the cursor (its row in the whole text, its column), and, asked
+ * for a row and column, the offset whose cursor is there or last before it on that row. */
+typedef struct input_pos {
+    int row, col;            /* the cursor's */
+    int find_row, find_col;  /* asked for; find_row -1: nothing asked */
+    size_t found;            /* the offset asked for (SIZE_MAX: the row does not exist) */
+    int rows;                /* the text's rows */
+} input_pos;
+
 /* The input box: prompt and text hard-wrapped, later rows indented under the prompt. Returns
- * its rows for the given height limit; draws only when draw is set, placing *cy, *cx. */
-static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx)
+ * its rows for the given height limit; draws only when draw is set, placing *cy, *cx; pos
+ * (may be NULL) gets the layout's positions. */
+static int input_layout_at(tui *t, int max_rows, int y0, int draw, int *cy, int *cx, input_pos *pos)
 {
     const char *search = tui_input_search_prompt();
     const char *prompt = search ? search : "\xe2\x80\xba ";
@@ -423,6 +434,8 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
                 crow = row;
                 ccol = col;
             }
+            if (pass == 0 && pos && row == pos->find_row && col <= pos->find_col)
+                pos->found = i;
             if (i == tlen)
                 break;
             if (text[i] == '\n') {
@@ -456,6 +469,11 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
                 top = crow - rows + 1;
             t->input_above = top; /* rows out of sight, for the status line */
             t->input_below = total_rows - top - rows;
+            if (pos) {
+                pos->row = crow;
+                pos->col = ccol;
+                pos->rows = total_rows;
+            }
             if (!draw)
                 return rows;
         }
@@ -475,6 +493,40 @@ static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx
     *cy = y0 + crow - top;
     *cx = ccol;
     return total_rows < max_rows ? total_rows : max_rows;
+}
+
+static int input_layout(tui *t, int max_rows, int y0, int draw, int *cy, int *cx)
+{
+    return input_layout_at(t, max_rows, y0, draw, cy, cx, NULL);
+}
+
+/* Up and Down: the cursor to the row above or below in the input box, keeping its column (the
+ * wrapped rows of a long line too); from the first or last row, readline's history. */
+static void input_row_key(tui *t, int delta)
+{
+    int cy, cx;
+    input_pos pos = {.find_row = -1, .found = SIZE_MAX};
+    input_layout_at(t, 1, 0, 0, &cy, &cx, &pos);
+    int target = pos.row + delta;
+    if (tui_input_searching() || target < 0 || target >= pos.rows) {
+        tui_input_feed(delta < 0 ? "\033[A" : "\033[B", 3);
+        return;
+    }
+    pos.find_row = target;
+    pos.find_col = pos.col;
+    input_layout_at(t, 1, 0, 0, &cy, &cx, &pos);
+    if (pos.found != SIZE_MAX)
+        tui_input_set_point(pos.found);
+}
+
+static void up_key(tui *t)
+{
+    input_row_key(t, -1);
+}
+
+static void down_key(tui *t)
+{
+    input_row_key(t, 1);
 }
 
 static void draw_cut(const char *s, int y, int x, int w, attr_t a)
@@ -1379,7 +1431,8 @@ static const tui_key tui_keys[] = {
     {0, "Alt-Enter or Ctrl-J", 0, NULL, "new line"},
     {0, "Ctrl-G", 0, NULL, "edits in $EDITOR"},
     {0, "Ctrl-R", 0, NULL, "searches history"},
-    {0, "Up/Down", 0, NULL, "move through a message's lines, then the history"},
+    {KEY_UP, "Up/Down", TK_WHILE_STREAMING, up_key, "move through a message's rows, then the history"},
+    {KEY_DOWN, "Down", TK_WHILE_STREAMING, down_key, NULL},
     {0, "Tab", 0, NULL, "completes /commands"},
     {27, "Esc", TK_WHILE_STREAMING, escape, "cancels a reply or drops the selection"},
     {3, "Ctrl-C", TK_WHILE_STREAMING, ctrl_c, "cancels a reply; twice quits"},

@@ -22,6 +22,8 @@ const char *tui_input_search_prompt(void);
 int tui_input_searching(void);
 void tui_input_replace(const char *text);
 void tui_input_insert(const char *text);
+/* Moves the cursor to byte offset point (at most the line's end). */
+void tui_input_set_point(size_t point);
 /* Records a submitted line in readline's history and the history file. */
 void tui_input_remember(const char *line);
 /* The saved history could not be written: the message, once, or NULL. */

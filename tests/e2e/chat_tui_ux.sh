@@ -187,10 +187,23 @@ r = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")][-1]
 u = [m["content"] for m in r["messages"] if m["role"] == "user"][-1]
 if u != "first line EDITED\nsecond line too": print("FAIL: %r" % u)
 '
+# One line wrapped over two rows: Up moves to the row above at the same column.
+printf '{"type":"content","text":"One long line read."}\n{"type":"done","finish":"stop"}\n' >>"$CHAT_REPLIES"
+LONG=$(python3 -c "print(''.join(chr(97 + i % 26) for i in range(120)))")
+type_text "$LONG"; keys Up; type_text "X"; keys Enter
+expect_screen 'One long line read\.' 5 "the long line is answered"
+check_py "Up on a wrapped line moved one row up, the column kept" '
+import json, os
+r = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")][-1]
+u = [m["content"] for m in r["messages"] if m["role"] == "user"][-1]
+t = "".join(chr(97 + i % 26) for i in range(120))
+# 80 columns: row 0 holds 77 characters after the prompt, row 1 the other 43 (the cursor at 43)
+if u != t[:43] + "X" + t[43:]: print("FAIL: %r" % u)
+'
 keys Up
 sleep 0.3
-if [ "$(screen | grep -c '^ *second line too$')" = 2 ]; then pass; else
-    fail "Up in an empty input did not bring the last message back (the transcript's copy and the input's)"; fi
+if screen | grep -q "^› ${LONG:0:40}"; then pass; else
+    fail "Up in an empty input did not bring the last message back"; fi
 keys C-u; keys C-u; keys BSpace; keys C-u
 python3 -c "print('\n'.join('row %d' % i for i in range(30)), end='')" >"$TMP/paste.txt"
 tmx load-buffer "$TMP/paste.txt"; tmx paste-buffer -p -t t
