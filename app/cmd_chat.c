@@ -813,15 +813,19 @@ static void cancel_source(void *arg)
         src->cancel(src->self);
 }
 
-/* The next prompt from in: one line, or several joined where a line ends in '\'. NULL at EOF. */
+/* The next prompt from in: one line, or several joined where a line ends in '\'. NULL at EOF.
+ * A line may end in CRLF (a file from Windows): the CR goes with the LF. */
 static char *read_prompt(FILE *in)
 {
     char *out = NULL, *line = NULL;
     size_t len = 0, cap = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, in)) > 0) {
-        if (line[n - 1] == '\n')
+        if (line[n - 1] == '\n') {
             line[--n] = 0;
+            if (n > 0 && line[n - 1] == '\r')
+                line[--n] = 0;
+        }
         int more = n > 0 && line[n - 1] == '\\';
         if (more)
             line[n - 1] = '\n';

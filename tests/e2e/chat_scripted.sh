@@ -25,7 +25,8 @@ cat >"$CHAT_REPLIES" <<'R'
 {"type":"done","finish":"stop"}
 R
 
-expect_exit_in 0 $'first question\nsecond \\\nquestion, two lines\n\n' "$G" chat --lines
+# CRLF line ends (a file from Windows): the CR goes with the LF, a '\' before them still continues
+expect_exit_in 0 $'first question\r\nsecond \\\r\nquestion, two lines\r\n\r\n' "$G" chat --lines
 expect_same out $'Answer one.\nAnswer two.\n'
 expect_grep err '^thinking one$'
 expect_grep err '^thinking two$'
