@@ -108,7 +108,14 @@ int attach_add_document(attach_buf *b, const char *label, const char *body, size
 int attach_add_file(attach_buf *b, const workspace *ws, const char *path, char *err, size_t errlen)
 {
     char full[PATH_MAX], why[PATH_MAX + 256];
-    if (workspace_resolve(ws, path, full, sizeof full, why, sizeof why)) {
+    int where = workspace_resolve(ws, path, full, sizeof full, why, sizeof why);
+    if (where == WORKSPACE_OUTSIDE) {
+        snprintf(err, errlen, "cannot attach %s: it is outside the workspace %s, where attachments "
+                 "and tools stay; start glmchat in a folder that holds it, or set `workspace = DIR` "
+                 "in the config file", path, ws->root);
+        return -1;
+    }
+    if (where) {
         snprintf(err, errlen, "cannot attach %s: %s", path, why);
         return -1;
     }

@@ -92,10 +92,11 @@ int workspace_resolve(const workspace *w, const char *path, char *out, size_t ou
     char *real = realpath(joined, NULL);
     if (!real) {
         int e = errno;
-        if (!ancestor_inside(w, joined))
+        if (!ancestor_inside(w, joined)) {
             say_outside(w, path, err, errlen);
-        else
-            snprintf(err, errlen, "%s: %s", path && *path ? path : ".", strerror(e));
+            return WORKSPACE_OUTSIDE;
+        }
+        snprintf(err, errlen, "%s: %s", path && *path ? path : ".", strerror(e));
         return -1;
     }
     int ok = inside(w, real);
@@ -110,7 +111,7 @@ int workspace_resolve(const workspace *w, const char *path, char *out, size_t ou
     }
     if (!ok) {
         say_outside(w, path, err, errlen);
-        return -1;
+        return WORKSPACE_OUTSIDE;
     }
     return 0;
 }
@@ -139,10 +140,11 @@ int workspace_resolve_new(const workspace *w, const char *path, char *out, size_
     char *real = realpath(parent, NULL);
     if (!real) {
         int e = errno;
-        if (!ancestor_inside(w, parent))
+        if (!ancestor_inside(w, parent)) {
             say_outside(w, path, err, errlen);
-        else
-            snprintf(err, errlen, "the directory of %s: %s", path, strerror(e));
+            return WORKSPACE_OUTSIDE;
+        }
+        snprintf(err, errlen, "the directory of %s: %s", path, strerror(e));
         return -1;
     }
     int ok = inside(w, real);
@@ -150,7 +152,7 @@ int workspace_resolve_new(const workspace *w, const char *path, char *out, size_
     free(real);
     if (!ok) {
         say_outside(w, path, err, errlen);
-        return -1;
+        return WORKSPACE_OUTSIDE;
     }
     struct stat st;
     if (lstat(joined, &st) == 0) {

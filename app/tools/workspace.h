@@ -17,7 +17,11 @@ typedef struct workspace {
 /* Resolves dir (NULL: the current directory). 0, or -1 with err. */
 int workspace_open(workspace *w, const char *dir, char *err, size_t errlen);
 
-/* Resolves path for reading: it must exist inside the root. Writes the full path to out. */
+/* What the resolvers return for a path outside the root (err says so); other failures are -1. */
+#define WORKSPACE_OUTSIDE (-2)
+
+/* Resolves path for reading: it must exist inside the root. Writes the full path to out. 0, or
+ * WORKSPACE_OUTSIDE or -1 with err. */
 int workspace_resolve(const workspace *w, const char *path, char *out, size_t outlen, char *err,
                       size_t errlen);
 

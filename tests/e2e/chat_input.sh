@@ -80,7 +80,7 @@ expect_exit 1 "$G" chat --no-save --prompt "Read." -f bin.dat
 expect_grep err "^glmchat: file bin.dat holds a NUL byte: only text can be attached$"
 printf 'secret\n' >"$TMP/outside.txt"
 expect_exit 1 "$G" chat --no-save --prompt "Read." -f "$TMP/outside.txt"
-expect_grep err "^glmchat: cannot attach $TMP/outside.txt: .*outside"
+expect_grep err "^glmchat: cannot attach $TMP/outside.txt: it is outside the workspace .*start glmchat in a folder that holds it, or set .workspace = DIR. in the config file"
 expect_exit 1 "$G" chat --no-save --prompt "Read." -f missing.txt
 expect_grep err "^glmchat: cannot attach missing.txt: "
 expect_exit 2 "$G" chat --no-save -f a.txt
