@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "app/config.h"
+#include "base/suggest.h"
 #include "base/errbuf.h"
 #include "base/setting.h"
 
@@ -311,6 +312,13 @@ static int set_top(app_config *c, const char *key, const char *value, char *msg,
     if (!k) {
         char known[1024];
         list_top_keys(known, sizeof known);
+        const char *names[N_TOP_KEYS];
+        for (size_t i = 0; i < N_TOP_KEYS; i++)
+            names[i] = top_keys[i].name;
+        const char *meant = suggest_closest(key, names, N_TOP_KEYS);
+        if (meant)
+            return errbuf_fail(msg, msglen, "unknown key '%s' (did you mean '%s'?); the keys are: %s", key,
+                               meant, known);
         return errbuf_fail(msg, msglen, "unknown key '%s'; the keys are: %s", key, known);
     }
     int r = store_top(c, k, value, msg, msglen);

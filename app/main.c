@@ -5,6 +5,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "base/suggest.h"
 #include "app/manpage.h"
 #include "app/paths.h"
 
@@ -62,5 +63,12 @@ int main(int argc, char **argv)
         return c->run(argc - 1, argv + 1, &g);
     if (first[0] == '-')
         return cli_usage_error(NULL, "unrecognized option '%s'", first);
+    const char *names[64];
+    size_t n = 0;
+    for (const cli_command *k = cli_commands; k->name && n < 64; k++)
+        names[n++] = k->name;
+    const char *meant = suggest_closest(first, names, n);
+    if (meant)
+        return cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", first, meant);
     return cli_usage_error(NULL, "unknown command '%s'", first);
 }

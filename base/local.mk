@@ -1,9 +1,9 @@
 # base/local.mk: libbase.a, the bottom layer (UTF-8, setting values, error buffers, array growth,
-# SHA-256; hash.h, le.h and md_table.h are header-only). It uses nothing of glmchat's; every layer uses it.
+# SHA-256, "did you mean" suggestions; hash.h, le.h and md_table.h are header-only). It uses nothing of glmchat's; every layer uses it.
 noinst_LIBRARIES += libbase.a
 libbase_a_SOURCES = base/utf8.c base/utf8.h base/setting.c base/setting.h \
 	base/errbuf.c base/errbuf.h base/grow.c base/grow.h base/sha256.c base/sha256.h \
-	base/hash.h base/le.h base/md_table.h
+	base/suggest.c base/suggest.h base/hash.h base/le.h base/md_table.h
 # Last on the link line: every library before it may call into it.
 glmchat_LDADD += libbase.a
 

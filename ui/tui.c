@@ -19,6 +19,7 @@
 
 #include <curses.h>
 
+#include "base/suggest.h"
 #include "base/utf8.h"
 #include "ui/clipboard.h"
 #include "ui/codeblock.h"
@@ -963,8 +964,17 @@ static void run_command(tui *t, const char *line)
     const char *args;
     const ui_command *c = ui_command_parse(line, name, sizeof name, &args);
     if (!c) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "unknown command /%s: /help lists the commands", name);
+        const char *names[64];
+        size_t n = 0;
+        for (size_t i = 0; i < ui_commands_count && n < 64; i++)
+            names[n++] = ui_commands[i].name;
+        const char *meant = suggest_closest(name, names, n);
+        char msg[160];
+        if (meant)
+            snprintf(msg, sizeof msg, "unknown command /%s: did you mean /%s? /help lists the commands", name,
+                     meant);
+        else
+            snprintf(msg, sizeof msg, "unknown command /%s: /help lists the commands", name);
         trs_add_text(&t->tr, TRS_ERROR, msg, strlen(msg));
         return;
     }

@@ -43,7 +43,9 @@ type_text "//text"; keys Enter
 expect_screen 'About the slash\.' 5 "//text is sent"
 expect_screen 'ready' 3 "the reply ended"
 type_text "/nosuch"; keys Enter
-expect_screen 'unknown command /nosuch' 3 "an unknown command is still one"
+expect_screen 'unknown command /nosuch: /help lists' 3 "an unknown command is still one"
+type_text "/serach sea"; keys Enter
+expect_screen 'unknown command /serach: did you mean /search\?' 3 "a misspelt command: the one meant"
 check_py "path and // messages" '
 import json, os
 reqs = [json.loads(l) for l in open(os.environ["TMP"] + "/requests.jsonl")]

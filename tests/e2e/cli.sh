@@ -22,7 +22,9 @@ expect_grep err "unrecognized option '--frobnicate'"
 expect_grep err "Try 'glmchat --help'"
 expect_empty out
 expect_exit 2 "$G" frobnicate
-expect_grep err "unknown command 'frobnicate'"
+expect_grep err "unknown command 'frobnicate'$"
+expect_exit 2 "$G" exprot 1
+expect_grep err "unknown command 'exprot' \\(did you mean 'export'\\?\\)"
 expect_exit 2 "$G" --backend tpu list
 expect_grep err "'--backend' takes cpu or cuda, not 'tpu'"
 expect_exit 2 "$G" list --db

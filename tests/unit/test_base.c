@@ -14,6 +14,7 @@
 #include "base/le.h"
 #include "base/setting.h"
 #include "base/sha256.h"
+#include "base/suggest.h"
 #include "base/utf8.h"
 #include "tests/common/check_main.h"
 
@@ -413,6 +414,32 @@ START_TEST(sha256_matches_the_fips_vectors)
 }
 END_TEST
 
+/* "Did you mean": the closest known word within a third of its length, none when two tie. */
+START_TEST(suggest_finds_the_meant_word)
+{
+    static const char *const keys[] = {"temperature", "top_p", "top_k", "seed", "model", "effort"};
+    ck_assert_str_eq(suggest_closest("temprature", keys, 6), "temperature");  /* one dropped */
+    ck_assert_str_eq(suggest_closest("tempreature", keys, 6), "temperature"); /* two swapped */
+    ck_assert_str_eq(suggest_closest("Temperture", keys, 6), "temperature");  /* any case */
+    ck_assert_str_eq(suggest_closest("modle", keys, 6), "model");
+    ck_assert_str_eq(suggest_closest("efort", keys, 6), "effort");
+    ck_assert_ptr_null(suggest_closest("top_q", keys, 6));      /* top_p and top_k tie */
+    ck_assert_ptr_null(suggest_closest("temperature", keys, 6)); /* itself: nothing to suggest */
+    ck_assert_ptr_null(suggest_closest("colour", keys, 6));      /* nothing close */
+    ck_assert_ptr_null(suggest_closest("sd", keys, 6));          /* seed is 2 away, past 1 */
+    ck_assert_ptr_null(suggest_closest("", keys, 6));
+    ck_assert_ptr_null(suggest_closest(NULL, keys, 6));
+    static const char *const cmds[] = {"new", "list", "open", "search", "export", "quit"};
+    ck_assert_str_eq(suggest_closest("serach", cmds, 6), "search");
+    ck_assert_str_eq(suggest_closest("exprot", cmds, 6), "export");
+    ck_assert_str_eq(suggest_closest("lst", cmds, 6), "list");
+    char longword[200];
+    memset(longword, 'a', sizeof longword - 1);
+    longword[sizeof longword - 1] = 0;
+    ck_assert_ptr_null(suggest_closest(longword, cmds, 6)); /* past 64 bytes: not compared */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("base");
@@ -432,6 +459,7 @@ int main(void)
     tcase_add_test(tc, errbuf_formats_cuts_and_allows_no_buffer);
     tcase_add_test(tc, grow_array_doubles_from_first_and_refuses_overflow);
     tcase_add_test(tc, sha256_matches_the_fips_vectors);
+    tcase_add_test(tc, suggest_finds_the_meant_word);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -166,7 +166,8 @@ END_TEST
 
 START_TEST(errors_name_the_line_and_the_key)
 {
-    expect_error("think = on\nfrobnicate = 1\n", "cfg:2: unknown key 'frobnicate'");
+    expect_error("think = on\nfrobnicate = 1\n", "cfg:2: unknown key 'frobnicate'; the keys are");
+    expect_error("temprature = 0.5\n", "cfg:1: unknown key 'temprature' (did you mean 'temperature'?); the keys are");
     expect_error("\n\ntemperature = hot\n", "cfg:3: 'temperature' takes a number from 0 to 10, not 'hot'");
     expect_error("top_p = 1.5\n", "cfg:1: 'top_p' takes a number from 0 to 1");
     expect_error("top_k = -1\n", "'top_k' takes a whole number");
