@@ -17,6 +17,7 @@
 #include "app/export_file.h"
 #include "app/signals.h"
 #include "base/setting.h"
+#include "base/suggest.h"
 #include "ui/view.h"
 
 typedef enum tui_job { JOB_TURN, JOB_RETRY, JOB_EDIT, JOB_COMPACT } tui_job;
@@ -680,7 +681,10 @@ static void set_sampling(chat_tui *t, const char *args)
         known |= strcmp(key, keys[i]) == 0;
     if (n != 2 || !known) {
         char err[256];
-        if (n >= 1 && !known)
+        const char *meant = n >= 1 && !known ? suggest_closest(key, keys, sizeof keys / sizeof keys[0]) : NULL;
+        if (meant)
+            snprintf(err, sizeof err, "/set: there is no setting '%s'; did you mean /set %s?", key, meant);
+        else if (n >= 1 && !known)
             snprintf(err, sizeof err, "/set: there is no setting '%s'; /set KEY VALUE, KEY one of "
                      "temperature, top_p, top_k, seed, max_tokens", key);
         else

@@ -68,7 +68,10 @@ type_text "/set"; keys Enter
 expect_screen "temperature the model's, top_p the model's, top_k the model's, seed fresh" 3 \
     "/set alone shows the settings, the model's own in words (not -1)"
 type_text "/set tempreature 0.3"; keys Enter
-expect_screen "/set: there is no setting 'tempreature'" 3 "a misspelt key is an error naming it"
+expect_screen "/set: there is no setting 'tempreature'; did you mean /set temperature\\?" 3 \
+    "a misspelt key is an error naming it and the one meant"
+type_text "/set colour 3"; keys Enter
+expect_screen "/set: there is no setting 'colour'; /set KEY VALUE, KEY one of" 3 "an unknown key lists the keys"
 type_text "/set top_k"; keys Enter
 expect_screen '/set top_k takes one value: /set top_k VALUE' 3 "a key without a value says how"
 type_text "/effort extreme"; keys Enter
