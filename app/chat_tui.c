@@ -616,7 +616,18 @@ static void tools_command(chat_tui *t, const char *args)
         name++;
     const tool_def *d = tools_find(t->o.tools, name);
     if (!d) {
-        notice(t, "there is no tool '%s'; /tools lists them (/tools on|off|NAME|ask NAME)", name);
+        const char *names[256];
+        int n = 0;
+        for (int i = 0; i < tools_count(t->o.tools) && n < 256; i++)
+            names[n++] = tools_get(t->o.tools, i)->name;
+        const char *meant = suggest_closest(name, names, (size_t)n);
+        char err[600];
+        if (meant)
+            snprintf(err, sizeof err, "there is no tool '%.200s'; did you mean %s? /tools lists them", name, meant);
+        else
+            snprintf(err, sizeof err, "there is no tool '%.200s'; /tools lists them (/tools on|off|NAME|ask NAME)",
+                     name);
+        error_line(t, err);
         return;
     }
     char err[1024];

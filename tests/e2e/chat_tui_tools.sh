@@ -70,6 +70,8 @@ expect_screen 'Ran again unasked\.' 5 "always holds in a new conversation"
 expect_screen '│ ready *$' 5 "the reply ended"
 type_text "/tools ask run_command"; keys Enter
 expect_screen 'run_command: asks first' 3 "/tools ask revokes"
+type_text "/tools run_comand"; keys Enter
+expect_screen "there is no tool 'run_comand'; did you mean run_command\\?" 3 "a misspelt tool: the one meant"
 if grep -qx 'always_allow = ' "$CONFIG" || grep -qx 'always_allow =' "$CONFIG"; then pass; else fail "revoke not saved: $(cat "$CONFIG")"; fi
 
 type_text "edit the notes"; keys Enter
