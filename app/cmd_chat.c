@@ -261,6 +261,7 @@ typedef struct script_out {
     glm_stats done;        /* the last reply's final figures: its budget and where it came from */
     visible_stream out_vs, reasoning_vs; /* text mode shows control characters escaped */
     tool_policy *policy;   /* NULL without tools */
+    int tool_note;         /* text output without tools: a reply asked for one (said once at the end) */
 } script_out;
 
 /* The ids outputs show: the conversation's, and a message's number in it; 0 (null) under
@@ -455,6 +456,9 @@ static void text_event(script_out *so, const glm_event *ev)
     case GLM_EV_CONTENT_DELTA:
         if (ev->len == 0 || so->quiet_content)
             return;
+        /* the engine's note for a call while no tools are offered (engine/text/reply_parser.h) */
+        if (!so->policy && memmem(ev->text, ev->len, "[the model asked for tool ", 26))
+            so->tool_note = 1;
         end_reasoning(so);
         note_write(so, visible_write_stream(stdout, &so->out_vs, ev->text, ev->len) != 0 || fflush(stdout) != 0);
         so->content_open = ev->text[ev->len - 1] != '\n';
@@ -1151,6 +1155,9 @@ static int run_session(chat_env *e, const chat_args *a)
             rc = run_one(c, &so, a, prompt.text, &peer_failed);
         attach_buf_free(&prompt);
     }
+    if (so.tool_note)
+        fprintf(stderr, "glmchat: the model asked for a tool, but none is offered here: --allow-tools "
+                        "offers them (risky ones ask on a terminal first)\n");
     json_turn_reset(&so.jt);
     chat_free(c);
     return rc;

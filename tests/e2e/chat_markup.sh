@@ -34,6 +34,7 @@ expect_same out $'Hello there.\n'
 
 expect_exit 0 "$G" chat --think off --prompt "read my notes"
 expect_same out $'Let me read it.\n[the model asked for tool read_file, but tools are off]\n'
+expect_grep err '^glmchat: the model asked for a tool, but none is offered here: --allow-tools offers them'
 if grep -q '<tool_call>\|<arg_key>\|</think>' "$TMP/out" "$TMP/err"; then fail "markup shown: $(cat "$TMP/out")"; else pass; fi
 
 expect_exit 0 "$G" chat --think off --allow-tools --output-format jsonl --prompt "read my notes again"
