@@ -440,8 +440,8 @@ static void search(chat_tui *t, const char *query)
 }
 
 /* /export [md|json|html] [FILE], or /export FILE whose name says the format (.md, .json, .html);
- * no FILE: glmchat-ID.FORMAT here, a folder: that name in it; no format: md. FILE may hold
- * spaces; "~/" is $HOME. */
+ * no FILE: glmchat-ID.FORMAT here (as for a folder: that name in it); no format: md. FILE may
+ * hold spaces; "~/" is $HOME. */
 static void export_conversation(chat_tui *t, const char *args)
 {
     int64_t id = chat_conversation(t->chat);
@@ -465,9 +465,8 @@ static void export_conversation(chat_tui *t, const char *args)
     char file[1024], err[2300];
     const char *home = getenv("HOME");
     int n;
-    if (nlen == 0)
-        n = snprintf(file, sizeof file, "glmchat-%lld.%s", (long long)id,
-                     f == EXPORT_JSON ? "json" : f == EXPORT_HTML ? "html" : "md");
+    if (nlen == 0) /* this folder: export_file_path gives the default name */
+        n = snprintf(file, sizeof file, ".");
     else if (nlen >= 2 && name[0] == '~' && name[1] == '/' && home && *home)
         n = snprintf(file, sizeof file, "%s%.*s", home, (int)nlen - 1, name + 1);
     else

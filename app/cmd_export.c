@@ -73,8 +73,8 @@ int cmd_export(int argc, char **argv, const cli_globals *g)
             return cli_usage_error("export", "unrecognized option '%s'", argv[optind - 1]);
         }
     }
-    if (format < 0) /* not given: the output file's name says it, else JSON */
-        format = output && export_format_of_path(output) >= 0 ? export_format_of_path(output) : EXPORT_JSON;
+    if (format < 0 && (!output || (format = export_format_of_path(output)) < 0))
+        format = EXPORT_JSON; /* not given: the output file's name says it, else JSON */
     int64_t id = 0;
     if (all && optind < argc)
         return cli_usage_error("export", "give an ID or --all, not both");

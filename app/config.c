@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "app/config.h"
-#include "base/suggest.h"
 #include "base/errbuf.h"
 #include "base/setting.h"
+#include "base/suggest.h"
 
 #define CONFIG_MAX_FILE (1 << 20)
 #define CONFIG_MAX_MCP 64

@@ -5,9 +5,9 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
-#include "base/suggest.h"
 #include "app/manpage.h"
 #include "app/paths.h"
+#include "base/suggest.h"
 
 static int print_paths(const cli_globals *g)
 {

@@ -468,9 +468,10 @@ static int input_layout_at(tui *t, int max_rows, int y0, int draw, int *cy, int 
             int rows = total_rows < max_rows ? total_rows : max_rows;
             if (crow >= top + rows)
                 top = crow - rows + 1;
-            t->input_above = top; /* rows out of sight, for the status line */
-            t->input_below = total_rows - top - rows;
-            if (pos) {
+            if (!pos) { /* the box's own layout: its rows out of sight, for the status line */
+                t->input_above = top;
+                t->input_below = total_rows - top - rows;
+            } else {
                 pos->row = crow;
                 pos->col = ccol;
                 pos->rows = total_rows;
