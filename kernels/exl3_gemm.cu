@@ -432,9 +432,17 @@ struct pipe_shape {
     static constexpr int kWBytes = kPipeSK * kPipeNT * 8 * K * 4; // a stage's trellis words
     static constexpr int kStageBytes = kABytes + kWBytes;         // multiple of 16
     static constexpr int kSmem = kPipeStages * kStageBytes;
-    // blocks an SM: 4 where a thread's accumulators are 64 registers (MTW 4), 2 at 128
-    static constexpr int kMinBlocks = MTW <= 4 ? 4 : 2;
 };
+
+// The blocks an SM the registers are cut for: 4 where a thread's accumulators are 64 registers
+// (MTW 4); at 128 (MTW 8) 3 for the 4-bit mcg and mul1 decodes (the checkpoint's experts: 168
+// registers, no spills on sm_90 or sm_121; 12 warps an SM hide the mma and decode latencies that
+// 8 left bare when an expert's pass is part-full), else 2 (the other widths spill at 168).
+template <int K, int CB, int MTW>
+constexpr int pipe_min_blocks()
+{
+    return MTW <= 4 ? 4 : K == 4 && CB != 0 ? 3 : 2;
+}
 
 // cp.async of 16 bytes to a shared-memory address; src_bytes 0 writes zeros.
 __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *gmem, int src_bytes)
@@ -504,8 +512,7 @@ __device__ __forceinline__ void pipe_stage(const __half *a_s, const uint32_t *w_
 }
 
 template <int K, int CB, int MTW>
-__global__ void __launch_bounds__(pipe_shape<K, MTW>::kThreadsB,
-                                  pipe_shape<K, MTW>::kMinBlocks)
+__global__ void __launch_bounds__(pipe_shape<K, MTW>::kThreadsB, pipe_min_blocks<K, CB, MTW>())
     grouped_pipe_kernel(grouped_args g)
 {
     pdl_prologue();
@@ -609,7 +616,7 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW>::kThreadsB,
 // where the chunk gives the experts 96 rows each on average, else 64 (PIPE_64). 128 rows a pass,
 // each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 16-64.
 // 128 rows a pass decode each k-tile once for twice the rows but hold twice the accumulators
-// a thread, so fewer warps fit an SM (8, not 16) and an expert with few rows leaves half of a
+// a thread, so fewer warps fit an SM (12 or 8, not 16) and an expert with few rows leaves half of a
 // pass's m-tiles empty (bench_exl3 times both at 16-512 rows an expert, bench_cuda_engine at
 // each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
