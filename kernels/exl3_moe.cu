@@ -35,16 +35,12 @@ using namespace exl3;
 constexpr int kThreads = 256;
 constexpr int kMaxPairs = KERN_EXL3_MOE_MAX_PAIRS;
 constexpr int kGroupRows = 16;
-#ifndef EXL3_GU_SPLIT
-#define EXL3_GU_SPLIT 4
-#endif
-#ifndef EXL3_PREFETCH
-#define EXL3_PREFETCH 6
-#endif
-#ifndef EXL3_MOE_MIN_BLOCKS
-#define EXL3_MOE_MIN_BLOCKS 2 // blocks per SM the register budget is cut for (tuning knob)
-#endif
-constexpr int kQuarters = EXL3_GU_SPLIT; // gate/up k splits (build-time tuning knob)
+// The gate/up k splits and the blocks an SM the register budget is cut for (128 registers at 2).
+// Fixed, not build switches: 3 blocks an SM and a 2-way split ran slower (H200, 2026-12-03,
+// tests/gpu/variants.sh), and a prefetch of 8 k-steps (below) spills 296 bytes at 128 registers;
+// another value is timed as a candidate on a branch.
+constexpr int kQuarters = 4;
+constexpr int kMinBlocksSM = 2;
 
 struct moe_ws {
     int ticket;
@@ -130,7 +126,7 @@ __device__ int build_groups(const moe_args &a, int *s_ids, int *s_aux, int *g_ex
     return total;
 }
 
-constexpr int kPrefetch = EXL3_PREFETCH; // k-steps of 512 bytes in flight per warp
+constexpr int kPrefetch = 6; // k-steps of 512 bytes in flight per warp
 
 // Groups of up to 8 rows in the split form (3INST/MCG, 4 bits) keep their inputs in shared
 // memory as duplicated halves (each fp16 input x stored as the word x:x), so that the strip loads
@@ -240,7 +236,7 @@ __device__ __forceinline__ float half_at(const void *base, size_t i)
 }
 
 template <int K, int CB>
-__global__ void __launch_bounds__(kThreads, EXL3_MOE_MIN_BLOCKS) moe_kernel(moe_args a)
+__global__ void __launch_bounds__(kThreads, kMinBlocksSM) moe_kernel(moe_args a)
 {
     pdl_prologue();
     extern __shared__ __align__(16) unsigned char smem[];
