@@ -19,6 +19,9 @@ static const int grouped_kernels[] = {KERN_EXL3_GROUPED_PIPE_64,
                                       KERN_EXL3_GROUPED_PIPE_128_ONCE, KERN_EXL3_GROUPED_AUTO};
 static const char *const grouped_names[] = {"pipe 64", "pipe 128 once", "auto"};
 enum { N_GROUPED = sizeof grouped_kernels / sizeof grouped_kernels[0] };
+/* a kernel added to one list and not the other is a build error, not a name read out of bounds */
+_Static_assert(sizeof grouped_names / sizeof grouped_names[0] == N_GROUPED,
+               "every grouped kernel checked has its name");
 
 static uint64_t rng_state;
 
