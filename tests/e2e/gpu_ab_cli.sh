@@ -20,6 +20,15 @@ expect_exit 2 "$PACK" "$TMP/x.tar.xz" "main=$TMP"
 expect_grep err "$TMP has no glmchat: build it there first"
 expect_exit 2 "$PACK" "$TMP/x.tar.xz" "main=$B" "main=$B"
 expect_grep err "the name 'main' is given twice"
+# a build whose program is older than its source (relinked by make, not yet done) is refused
+mkdir -p "$TMP/stale/bench" && cp "$B/glmchat" "$TMP/stale/glmchat" && cp "$B/glmchat" "$TMP/stale/bench/prog" &&
+    printf 'glmchat: src.c\n\tcp src.c glmchat\nbench/prog: src.c\n\tcp src.c bench/prog\n' > "$TMP/stale/Makefile" &&
+    touch -d '2000-01-01' "$TMP/stale/glmchat" && touch -d '2001-01-01' "$TMP/stale/src.c" &&
+    touch -d '2000-01-01' "$TMP/stale/bench/prog" && pass || fail "cannot make a stale build"
+expect_exit 2 "$PACK" "$TMP/x.tar.xz" "main=$TMP/stale"
+expect_grep err "main's programs in $TMP/stale are older than their sources: run make -C $TMP/stale check TESTS= first"
+touch "$TMP/stale/glmchat" "$TMP/stale/bench/prog" # up to date again: packed
+expect_exit 0 "$PACK" "$TMP/fresh.tar.xz" "main=$TMP/stale"
 [ ! -e "$TMP/x.tar.xz" ] && pass || fail "a refused pack wrote its bundle"
 
 expect_exit 0 "$PACK" "$TMP/ab.tar.xz" "main=$B" "cand=$B"

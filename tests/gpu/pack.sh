@@ -23,11 +23,22 @@ for arg in "$@"; do
     [ -e "$stage/$name" ] && die "the name '$name' is given twice"
     [ -x "$dir/glmchat" ] || die "$dir has no glmchat: build it there first (make glmchat)"
     mkdir -p "$stage/$name"
+    progs=""
     for p in "$dir/glmchat" $(find "$dir/tests/gpu" "$dir/bench" -maxdepth 1 -type f -perm -u+x \
         2>/dev/null | sort); do
         # programs only: an in-tree build's tests/gpu/ also holds the executable scripts
         [ "$(head -c 4 "$p" | tr -d '\177')" = ELF ] || continue
-        strip -o "$stage/$name/$(basename "$p")" "$p" || die "strip failed on $p"
+        progs="$progs ${p#"$dir"/}"
+    done
+    # a program older than its sources (a kernel rebuilt, the bench not relinked) would be timed
+    # as if it were the tree's: refused, naming the make that brings them up to date (config.h
+    # left out: automake's rule for it never touches an unchanged one, so -q would always answer
+    # that it needs remaking)
+    if [ -f "$dir/Makefile" ] && ! make -C "$dir" -q -o config.h -o stamp-h1 $progs >/dev/null 2>&1; then
+        die "$name's programs in $dir are older than their sources: run make -C $dir check TESTS= first"
+    fi
+    for rel in $progs; do
+        strip -o "$stage/$name/$(basename "$rel")" "$dir/$rel" || die "strip failed on $dir/$rel"
     done
     [ -n "$first_glmchat" ] || first_glmchat=$dir/glmchat
 done
