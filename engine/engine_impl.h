@@ -59,6 +59,9 @@ glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const in
                               glm_error *err);
 glm_status mirror_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
                        glm_error *err);
+/* Rank 0, after a forward step's own work (done or failed), step_lock held: the workers hear
+ * that this rank is no longer on its way to an exchange (tp_group_step_end). */
+void mirror_step_end(glm_session *s);
 /* Rank 0: a free mirror slot on the worker for a new session, and giving it back. */
 glm_status mirror_take_slot(glm_session *s, glm_error *err);
 void mirror_release_slot(glm_session *s);

@@ -166,8 +166,10 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
         if (st == GLM_OK)
             st = s->e->be.ops->prefill(s->e->be.impl, s->st, tokens + done, piece, out,
                                           logits_all != NULL, err);
-        if (s->e->rank == 0)
+        if (s->e->rank == 0) {
+            mirror_step_end(s); /* done or failed: a worker waiting on this rank stops waiting */
             pthread_mutex_unlock(&s->e->step_lock);
+        }
         if (st) {
             glm_session_reset(s);
             return st;

@@ -361,6 +361,12 @@ static glm_status reconnect_all(tp_group *g, glm_error *err)
     return GLM_OK;
 }
 
+void tp_group_step_end(tp_group *g)
+{
+    for (int k = 0; k < g->n_links; k++)
+        tp_rank_step_end(g->links[k]);
+}
+
 glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
                               const uint32_t *tokens, uint32_t n_tokens, glm_error *err)
 {

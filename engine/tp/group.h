@@ -52,6 +52,11 @@ glm_status tp_group_all_reduce(tp_group *g, float *buf, size_t n, glm_error *err
 glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
                               const uint32_t *tokens, uint32_t n_tokens, glm_error *err);
 
+/* This rank's forward step is over, done or failed (tp_rank_step_end on every link): the head
+ * after its backend's step, so that a worker waiting for an exchange the head will not make
+ * stops waiting at its timeout. */
+void tp_group_step_end(tp_group *g);
+
 /* GLM_OK while every link is healthy; else the first failure. */
 glm_status tp_group_health(tp_group *g, glm_error *err);
 int tp_group_reconnects(const tp_group *g); /* rank 0: the group's reconnects so far */

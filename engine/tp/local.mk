@@ -32,8 +32,8 @@ tests_tp_tp_peer_LDADD = $(glmchat_LDADD)
 tests_tp_tp_hostile_SOURCES = tests/tp/tp_hostile.c
 tests_tp_tp_hostile_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_tp_tp_hostile_LDADD = $(glmchat_LDADD)
-TESTS += tests/e2e/tp_loopback.sh
-EXTRA_DIST += tests/e2e/tp_loopback.sh
+TESTS += tests/e2e/tp_loopback.sh tests/e2e/tp_late_peer.sh
+EXTRA_DIST += tests/e2e/tp_loopback.sh tests/e2e/tp_late_peer.sh
 
 # Check suites: the protocol, the tcp transport over a socket pair, rdma's hardware-free logic.
 check_PROGRAMS += tests/unit/test_tp_protocol tests/unit/test_tp_transport tests/unit/test_tp_rdma

@@ -91,6 +91,12 @@ glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const in
     return st;
 }
 
+void mirror_step_end(glm_session *s)
+{
+    if (s->e->rank == 0 && s->e->tp)
+        tp_group_step_end(s->e->tp);
+}
+
 glm_status mirror_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,
                             glm_error *err)
 {

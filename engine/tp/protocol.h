@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 6u /* 6: the nccl transport and its NCCL_ID message */
+#define TP_PROTOCOL_VERSION 7u /* 7: heartbeats carry the sender's exchanges and whether it is in a step */
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -97,7 +97,10 @@ typedef struct tp_msg {
     union {
         tp_hello hello;
         tp_step step;
-        struct { uint64_t seq; uint64_t sent_ms; } heartbeat;
+        /* exchanges: the sender's exchanges on this link so far (begun); busy: 1 while the sender
+         * is in a forward step, on its way to its next exchange (a late peer is waited for only
+         * while it says so: rank.c's late_peer_deadline) */
+        struct { uint64_t seq; uint64_t sent_ms; uint64_t exchanges; uint32_t busy; } heartbeat;
         struct { uint32_t reason; } bye;
         struct { uint32_t code; char text[TP_TEXT_MAX + 1]; } error;
         struct { uint64_t token; } attach;

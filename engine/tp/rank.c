@@ -40,8 +40,10 @@ struct tp_rank {
     const char *peer_role;  /* "worker" or "head" */
     int heartbeat_ms, timeout_ms;
     tp_transport *data;
-    uint64_t exchange_seq;
+    _Atomic uint64_t exchange_seq; /* exchanges begun on this link (the heartbeats tell it) */
     uint64_t step_seq;
+    atomic_int busy;               /* 1 from a forward step's start to its end (tp_rank_step_end) */
+    int64_t exchange_started_ms;   /* when the exchange in progress began (late_peer_deadline) */
     float *scratch;
     size_t scratch_n;
 
@@ -56,6 +58,10 @@ struct tp_rank {
     int bye;
     tp_step_node *queue_head, *queue_tail;
     int64_t last_heard_ms;
+    /* the peer's last heartbeat: its exchanges begun, whether it was in a step, when it came */
+    uint64_t peer_exchanges;
+    int peer_busy;
+    int64_t peer_progress_ms;
     int answered;               /* head bootstrap: the worker has sent a message */
 
     /* rank 0: what it connected with, to connect again after the worker restarts */
@@ -130,6 +136,34 @@ static int rank_aborted(void *user)
     return atomic_load(&((tp_rank *)user)->failed);
 }
 
+/* A data wait at its deadline goes on while the peer's heartbeats say it is alive, in a forward
+ * step and not yet at this exchange (it has begun seq - 1 of them: it is computing its share
+ * before seq, on a loaded machine or with the longer share of the work). Anything else fails it
+ * as before: a peer out of its step (its step failed, or it never began one), one already in
+ * this exchange (the data path is what is stuck), one whose word is older than two heartbeats.
+ * The head gives up after TP_LATE_PEER_HEAD timeouts in all, the worker after twice that, so the
+ * head is the one that ends a link whose peer never comes, and says why to its user. */
+#define TP_LATE_PEER_HEAD 24
+
+static int64_t late_peer_deadline(void *user, uint64_t seq)
+{
+    tp_rank *r = user;
+    int64_t now = tp_now_ms();
+    pthread_mutex_lock(&r->lock);
+    int busy = r->peer_busy;
+    uint64_t begun = r->peer_exchanges;
+    int64_t heard = r->peer_progress_ms;
+    pthread_mutex_unlock(&r->lock);
+    if (!busy || begun + 1 != seq || now - heard > 2 * (int64_t)r->heartbeat_ms)
+        return 0;
+    int64_t cap = r->exchange_started_ms +
+                  (int64_t)(r->rank == 0 ? TP_LATE_PEER_HEAD : 2 * TP_LATE_PEER_HEAD) * r->timeout_ms;
+    if (now >= cap)
+        return 0;
+    int64_t later = now + r->heartbeat_ms; /* asked again after the next heartbeat */
+    return later < cap ? later : cap;
+}
+
 /* ---- the watch thread -------------------------------------------------------------------- */
 
 static glm_status ctrl_send_locked(tp_rank *r, const tp_msg *m, int64_t deadline, glm_error *err)
@@ -165,6 +199,11 @@ static void handle_message(tp_rank *r, tp_msg *m)
 {
     switch (m->type) {
     case TP_MSG_HEARTBEAT:
+        pthread_mutex_lock(&r->lock);
+        r->peer_exchanges = m->u.heartbeat.exchanges;
+        r->peer_busy = (int)m->u.heartbeat.busy;
+        r->peer_progress_ms = tp_now_ms();
+        pthread_mutex_unlock(&r->lock);
         break;
     case TP_MSG_STEP:
         if (r->rank == 1) {
@@ -220,6 +259,8 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
         tp_msg hb = {.type = TP_MSG_HEARTBEAT};
         hb.u.heartbeat.seq = ++*beat;
         hb.u.heartbeat.sent_ms = (uint64_t)now;
+        hb.u.heartbeat.exchanges = atomic_load(&r->exchange_seq);
+        hb.u.heartbeat.busy = (uint32_t)atomic_load(&r->busy);
         if (ctrl_send_locked(r, &hb, now + r->timeout_ms, &e) != GLM_OK) {
             set_failed(r, GLM_ERR_PEER, "lost the %s at %s (%s); %s", r->peer_role, r->peer, e.message,
                        next_move(r));
@@ -497,6 +538,7 @@ static glm_status start_watch(tp_rank *r, glm_error *err)
 {
     r->last_heard_ms = tp_now_ms();
     r->data->aborted = rank_aborted;
+    r->data->late_deadline = late_peer_deadline;
     r->data->abort_user = r;
     int rc = pthread_create(&r->watch, NULL, watch_main, r);
     if (rc)
@@ -765,9 +807,13 @@ static void unlink_peer(tp_rank *r)
     r->bye = 0;
     memset(&r->failure, 0, sizeof r->failure);
     atomic_store(&r->failed, 0);
+    r->peer_exchanges = 0;
+    r->peer_busy = 0;
     pthread_mutex_unlock(&r->lock);
     atomic_store(&r->stop, 0);
-    r->exchange_seq = r->step_seq = 0;
+    atomic_store(&r->exchange_seq, 0);
+    atomic_store(&r->busy, 0);
+    r->step_seq = 0;
 }
 
 void tp_head_drop(tp_rank *r)
@@ -950,8 +996,13 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
         struct timespec nap = {0, 10 * 1000000L};
         nanosleep(&nap, NULL);
     }
-    set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed: %s; %s", seq, r->peer_role,
-               r->peer, e->message, next_move(r));
+    int64_t waited = tp_now_ms() - r->exchange_started_ms;
+    if (waited > r->timeout_ms + 1000) /* the wait went on while the peer said it was coming */
+        set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed after %.1f s: %s; %s", seq,
+                   r->peer_role, r->peer, waited / 1000.0, e->message, next_move(r));
+    else
+        set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed: %s; %s", seq, r->peer_role,
+                   r->peer, e->message, next_move(r));
     return copy_failure(r, err);
 }
 
@@ -961,6 +1012,7 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
         return copy_failure(r, err);
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
+    r->exchange_started_ms = tp_now_ms();
     glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -972,6 +1024,7 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
         return copy_failure(r, err);
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
+    r->exchange_started_ms = tp_now_ms();
     glm_status st = tp_exchange(r->data, out, out_n, in, in_n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -1037,11 +1090,19 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
         return copy_failure(r, err);
     }
     r->step_seq++;
+    if (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL)
+        atomic_store(&r->busy, 1); /* until tp_rank_step_end */
     return GLM_OK;
+}
+
+void tp_rank_step_end(tp_rank *r)
+{
+    atomic_store(&r->busy, 0);
 }
 
 glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err)
 {
+    tp_rank_step_end(r); /* the step before this call, if any, is over */
     memset(step, 0, sizeof *step);
     *bye = 0;
     int64_t until = wait_ms < 0 ? INT64_MAX : tp_now_ms() + wait_ms;
@@ -1086,6 +1147,8 @@ glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye,
         return copy_failure(r, err);
     }
     r->step_seq++;
+    if (step->cmd == TP_STEP_FORWARD || step->cmd == TP_STEP_FORWARD_ALL)
+        atomic_store(&r->busy, 1); /* until the next call, or tp_rank_step_end */
     return GLM_OK;
 }
 

@@ -120,9 +120,17 @@ int tp_rank_reconnects(const tp_rank *r); /* rank 0: successful reconnects so fa
 glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_t pos,
                              const uint32_t *tokens, uint32_t n_tokens, glm_error *err);
 
+/* This side's forward step is over (done or failed): its heartbeats stop saying it is on its way
+ * to its next exchange, so the peer's wait for that exchange ends at its timeout. A forward step
+ * begins with tp_head_send_step (rank 0) or tp_worker_next_step's return (rank 1). While a side
+ * is in a step, a peer waiting for its next exchange waits past the timeout (the side is late,
+ * not gone: a loaded machine, a longer share of the work), up to 24 timeouts at the head. */
+void tp_rank_step_end(tp_rank *r);
+
 /* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
  * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's
- * tokens belong to the caller: free(step->tokens). */
+ * tokens belong to the caller: free(step->tokens). A forward step keeps the worker "in a step"
+ * (its heartbeats say so) until the next call or tp_rank_step_end. */
 glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err);
 
 /* Tells the peer about a failure on this side (an ERROR it shows its user) and marks the session

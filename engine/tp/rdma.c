@@ -431,9 +431,13 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
         if (ready == (1u << r->n_hca) - 1 && all_sent(r))
             break;
         if ((spins & 1023) == 1023) {
-            if (tp_now_ms() >= deadline_ms)
-                return glm_error_set(err, GLM_ERR_PEER, "%s did not answer rdma exchange %" PRIu64 " in time",
-                                     r->base.peer, seq);
+            if (tp_now_ms() >= deadline_ms) {
+                int64_t later = tp_wait_longer(base, seq);
+                if (later == 0)
+                    return glm_error_set(err, GLM_ERR_PEER, "%s did not answer rdma exchange %" PRIu64
+                                         " in time", r->base.peer, seq);
+                deadline_ms = later;
+            }
             if (base->aborted && base->aborted(base->abort_user))
                 return glm_error_set(err, GLM_ERR_PEER, "exchange %" PRIu64 " with %s was abandoned: the peer failed",
                                      seq, r->base.peer);

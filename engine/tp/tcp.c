@@ -345,6 +345,14 @@ glm_status tp_ctrl_recv(int fd, tp_msg *m, int64_t deadline_ms, glm_error *err)
 
 /* ---- generic transport entry points ---------------------------------------------------- */
 
+int64_t tp_wait_longer(tp_transport *t, uint64_t seq)
+{
+    if (!t->late_deadline)
+        return 0;
+    int64_t later = t->late_deadline(t->abort_user, seq);
+    return later > tp_now_ms() ? later : 0;
+}
+
 glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
                          uint64_t seq, int timeout_ms, glm_error *err)
 {
@@ -530,10 +538,16 @@ static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_
         if (x.received < in_total)
             p.events |= POLLIN;
         int wait = ms_left(deadline_ms);
-        if (wait == 0)
+        if (wait == 0) {
+            int64_t later = tp_wait_longer(base, seq);
+            if (later > 0) {
+                deadline_ms = later;
+                continue;
+            }
             return glm_error_set(err, GLM_ERR_PEER, "%s did not answer exchange %" PRIu64
                                  " in time (%zu of %zu bytes received)", base->peer, seq,
                                  x.received, in_total);
+        }
         int rc = poll(&p, 1, wait);
         if (rc < 0 && errno != EINTR)
             return glm_error_set(err, GLM_ERR_IO, "poll failed: %s", strerror(errno));

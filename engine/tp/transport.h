@@ -67,6 +67,10 @@ struct tp_transport {
     /* Polled while waiting: nonzero means give up now (the heartbeat saw the peer fail). */
     int (*aborted)(void *user);
     void *abort_user;
+    /* Asked (with abort_user) when a wait for exchange seq reaches its deadline: a later deadline
+     * while the peer is known to be alive and still on its way to that exchange, else 0 (the
+     * wait fails). NULL: the deadline holds. */
+    int64_t (*late_deadline)(void *user, uint64_t seq);
     glm_error last;             /* the last failure, kept for tp_transport_last_error */
 };
 
@@ -84,6 +88,9 @@ glm_status tp_exchange(tp_transport *t, const float *out, size_t out_n, float *i
  * hold identical bits. scratch holds 2n floats. */
 glm_status tp_all_reduce_sum(tp_transport *t, float *buf, float *scratch, size_t n, uint64_t seq,
                              int timeout_ms, glm_error *err);
+
+/* At a wait's deadline: t->late_deadline's later one (past now), or 0 when the wait is to fail. */
+int64_t tp_wait_longer(tp_transport *t, uint64_t seq);
 
 const char *tp_transport_last_error(const tp_transport *t);
 void tp_transport_free(tp_transport *t);

@@ -28,6 +28,9 @@ typedef struct peer_opts {
     int heads;           /* worker: heads to serve before exiting */
     int reconnect;       /* head: after a failure, reconnect and run `steps` more */
     int step_sleep_us;
+    long late_step;      /* this step's first exchange comes late_ms late (in the step: busy) */
+    int late_ms;
+    long drop_step;      /* worker: this step's exchanges are not made (a step that failed here) */
     long context;        /* --model: the backend settings a glmchat rank would send */
     long kv_format;
     int cuda;            /* --cuda: the identity of a cuda rank (backend 2), which nccl needs */
@@ -161,9 +164,14 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
         uint32_t token = (uint32_t)step;
         if (tp_head_send_step(r, 0, TP_STEP_FORWARD, (uint32_t)(step - 1), &token, 1, err) != GLM_OK)
             return -1;
+        if (step == o->late_step)
+            usleep((useconds_t)o->late_ms * 1000u);
         for (int k = 0; k < o->per_step; k++)
-            if (exchange_once(r, s, o->floats, err) != 0)
+            if (exchange_once(r, s, o->floats, err) != 0) {
+                tp_rank_step_end(r);
                 return -1;
+            }
+        tp_rank_step_end(r);
         ++*done;
         if (o->step_sleep_us)
             usleep((useconds_t)o->step_sleep_us);
@@ -230,6 +238,13 @@ static int serve_one(tp_rank *r, const peer_opts *o, peer_state *s)
             printf("worker: step %ld carried the wrong decision\n", steps + 1);
             return 1;
         }
+        if (steps + 1 == o->drop_step) { /* as a step that failed on this side: no exchanges */
+            printf("worker: dropped step %ld\n", steps + 1);
+            steps++;
+            continue;
+        }
+        if (steps + 1 == o->late_step)
+            usleep((useconds_t)o->late_ms * 1000u);
         for (int k = 0; k < o->per_step; k++) {
             if (exchange_once(r, s, o->floats, &err) != 0) {
                 printf("worker: FAILED in step %ld: %s\n", steps + 1, err.message);
@@ -298,6 +313,8 @@ int main(int argc, char **argv)
         {"step-sleep-us", required_argument, 0, 'S'}, {"model", required_argument, 0, 'M'},
         {"context", required_argument, 0, 'X'}, {"kv-format", required_argument, 0, 'K'},
         {"key-file", required_argument, 0, 'F'},  {"cuda", no_argument, 0, 'U'},
+        {"late-step", required_argument, 0, 'l'}, {"late-ms", required_argument, 0, 'L'},
+        {"drop-step", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -321,6 +338,9 @@ int main(int argc, char **argv)
         case 'X': o.context = atol(optarg); break;
         case 'K': o.kv_format = atol(optarg); break;
         case 'U': o.cuda = 1; break;
+        case 'l': o.late_step = atol(optarg); break;
+        case 'L': o.late_ms = atoi(optarg); break;
+        case 'D': o.drop_step = atol(optarg); break;
         case 'F': {
             glm_error err = {0};
             if (tp_key_load(optarg, &o.rank.key, &err) != GLM_OK) {

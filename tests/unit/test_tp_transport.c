@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/le.h"
@@ -186,6 +187,89 @@ START_TEST(silent_closed_and_abandoned_peers_end_in_time)
 }
 END_TEST
 
+/* The owner's answer at a wait's deadline (tp_transport.late_deadline): `grant` more ms each
+ * time while `left` answers remain, then 0; the exchanges it was asked about are counted. */
+typedef struct lateness {
+    int grant_ms, left, asked;
+    uint64_t seq_asked;
+} lateness;
+
+static int64_t grant_more(void *user, uint64_t seq)
+{
+    lateness *l = user;
+    l->asked++;
+    l->seq_asked = seq;
+    if (l->left <= 0)
+        return 0;
+    l->left--;
+    return tp_now_ms() + l->grant_ms;
+}
+
+/* The peer side of an exchange that begins late. */
+typedef struct late_side {
+    side s;
+    int delay_ms;
+} late_side;
+
+static void *run_late(void *arg)
+{
+    late_side *l = arg;
+    struct timespec nap = {l->delay_ms / 1000, (long)(l->delay_ms % 1000) * 1000000L};
+    nanosleep(&nap, NULL);
+    return run_side(&l->s);
+}
+
+/* A wait at its deadline asks its owner: a later deadline (the peer is on its way) keeps it
+ * going until the peer comes; none fails it there, as before. */
+START_TEST(a_wait_goes_on_while_its_owner_says_the_peer_is_coming)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    lateness l = {.grant_ms = 100, .left = 100};
+    a->late_deadline = grant_more;
+    a->abort_user = &l;
+    side sa = new_side(a, 1024, 1, 0);
+    late_side lb = {new_side(b, 1024, 1, 1), 700};
+    sa.timeout_ms = 250;
+    pthread_t tb;
+    int64_t t0 = tp_now_ms();
+    pthread_create(&tb, NULL, run_late, &lb);
+    run_side(&sa);
+    pthread_join(tb, NULL);
+    int64_t took = tp_now_ms() - t0;
+    ck_assert_msg(sa.st == GLM_OK, "%s", sa.err.message);
+    ck_assert_int_eq(lb.s.st, GLM_OK);
+    ck_assert_int_ge(took, 650);
+    ck_assert_int_ge(l.asked, 3); /* at 250 ms, then every 100 ms until 700 */
+    ck_assert_int_le(l.asked, 6);
+    ck_assert_uint_eq(l.seq_asked, 1);
+    ck_assert(sa.both[1024] == lb.s.mine[0] && sa.both[0] == sa.mine[0]);
+
+    l = (lateness){.grant_ms = 100, .left = 0}; /* the owner says no: the timeout holds */
+    sa.seq = 2;
+    t0 = tp_now_ms();
+    run_side(&sa);
+    took = tp_now_ms() - t0;
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(sa.err.message, "did not answer exchange 2 in time"));
+    ck_assert_int_eq(l.asked, 1);
+    ck_assert_int_ge(took, 240);
+    ck_assert_int_le(took, 700);
+
+    l = (lateness){.grant_ms = 50, .left = 4}; /* granted 4 times, then no: 250 + 4 x 50 */
+    sa.seq = 3;
+    t0 = tp_now_ms();
+    run_side(&sa);
+    took = tp_now_ms() - t0;
+    ck_assert_int_eq(sa.st, GLM_ERR_PEER);
+    ck_assert_int_eq(l.asked, 5);
+    ck_assert_int_ge(took, 440);
+    ck_assert_int_le(took, 1000);
+    free_side(&sa), free_side(&lb.s);
+    tp_transport_free(a), tp_transport_free(b);
+}
+END_TEST
+
 START_TEST(control_frames_with_hostile_lengths_are_refused_unread)
 {
     int sv[2];
@@ -252,6 +336,7 @@ int main(void)
     tcase_add_test(tc, rank_order_sums_are_bit_identical);
     tcase_add_test(tc, out_of_step_ranks_are_reported);
     tcase_add_test(tc, silent_closed_and_abandoned_peers_end_in_time);
+    tcase_add_test(tc, a_wait_goes_on_while_its_owner_says_the_peer_is_coming);
     tcase_add_test(tc, control_frames_with_hostile_lengths_are_refused_unread);
     tcase_add_test(tc, addresses_are_parsed_with_clear_errors);
     suite_add_tcase(s, tc);
