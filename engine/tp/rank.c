@@ -44,6 +44,7 @@ struct tp_rank {
     uint64_t step_seq;
     atomic_int busy;               /* 1 from a forward step's start to its end (tp_rank_step_end) */
     int64_t exchange_started_ms;   /* when the exchange in progress began (late_peer_deadline) */
+    int waited_late;               /* that exchange's wait went past the timeout */
     float *scratch;
     size_t scratch_n;
 
@@ -140,7 +141,8 @@ static int rank_aborted(void *user)
  * step and not yet at this exchange (it has begun seq - 1 of them: it is computing its share
  * before seq, on a loaded machine or with the longer share of the work). Anything else fails it
  * as before: a peer out of its step (its step failed, or it never began one), one already in
- * this exchange (the data path is what is stuck), one whose word is older than two heartbeats.
+ * this exchange (the data path is what is stuck), one not heard for a timeout (the watch thread's
+ * own rule for a silent peer, which a starved but live peer's heartbeats still meet).
  * The head gives up after TP_LATE_PEER_HEAD timeouts in all, the worker after twice that, so the
  * head is the one that ends a link whose peer never comes, and says why to its user. */
 #define TP_LATE_PEER_HEAD 24
@@ -154,13 +156,14 @@ static int64_t late_peer_deadline(void *user, uint64_t seq)
     uint64_t begun = r->peer_exchanges;
     int64_t heard = r->peer_progress_ms;
     pthread_mutex_unlock(&r->lock);
-    if (!busy || begun + 1 != seq || now - heard > 2 * (int64_t)r->heartbeat_ms)
+    if (!busy || begun + 1 != seq || now - heard > (int64_t)r->timeout_ms)
         return 0;
     int64_t cap = r->exchange_started_ms +
                   (int64_t)(r->rank == 0 ? TP_LATE_PEER_HEAD : 2 * TP_LATE_PEER_HEAD) * r->timeout_ms;
     if (now >= cap)
         return 0;
     int64_t later = now + r->heartbeat_ms; /* asked again after the next heartbeat */
+    r->waited_late = 1;
     return later < cap ? later : cap;
 }
 
@@ -997,7 +1000,7 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
         nanosleep(&nap, NULL);
     }
     int64_t waited = tp_now_ms() - r->exchange_started_ms;
-    if (waited > r->timeout_ms + 1000) /* the wait went on while the peer said it was coming */
+    if (r->waited_late) /* the wait went on while the peer said it was coming */
         set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed after %.1f s: %s; %s", seq,
                    r->peer_role, r->peer, waited / 1000.0, e->message, next_move(r));
     else
@@ -1013,6 +1016,7 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
     r->exchange_started_ms = tp_now_ms();
+    r->waited_late = 0;
     glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -1025,6 +1029,7 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
     r->exchange_started_ms = tp_now_ms();
+    r->waited_late = 0;
     glm_status st = tp_exchange(r->data, out, out_n, in, in_n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }

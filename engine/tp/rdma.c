@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -413,6 +414,7 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
             return st;
     }
     unsigned ready = 0;
+    int late = 0; /* past the timeout, waiting on a peer that said it is coming */
     for (uint64_t spins = 0;; spins++) {
         glm_status st = drain_completions(r, seq, err);
         if (st != GLM_OK)
@@ -437,6 +439,11 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
                     return glm_error_set(err, GLM_ERR_PEER, "%s did not answer rdma exchange %" PRIu64
                                          " in time", r->base.peer, seq);
                 deadline_ms = later;
+                late = 1;
+            }
+            if (late) { /* a late peer may take seconds: leave the cores it shares */
+                struct timespec nap = {0, 50 * 1000L};
+                nanosleep(&nap, NULL);
             }
             if (base->aborted && base->aborted(base->abort_user))
                 return glm_error_set(err, GLM_ERR_PEER, "exchange %" PRIu64 " with %s was abandoned: the peer failed",
