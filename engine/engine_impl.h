@@ -30,6 +30,8 @@ struct glm_engine {
      * from several threads); slots_used: the worker's mirror states in use (TP_MAX_SLOTS bits). */
     pthread_mutex_t step_lock;
     uint32_t slots_used;
+    glm_session *stepping; /* rank 0: the session whose step holds step_lock (its cancel ends a
+                            * wait for a late worker: mirror_connect) */
     tp_split_owned split;
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
     spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */

@@ -159,8 +159,10 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
         int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
         /* rank 0: the step and its exchanges, with no other session's in between */
-        if (s->e->rank == 0)
+        if (s->e->rank == 0) {
             pthread_mutex_lock(&s->e->step_lock);
+            s->e->stepping = s;
+        }
         glm_status st = mirror_step_locked(s, logits_all ? TP_STEP_FORWARD_ALL : TP_STEP_FORWARD,
                                          at + done, tokens + done, piece, err);
         if (st == GLM_OK)
@@ -168,6 +170,7 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
                                           logits_all != NULL, err);
         if (s->e->rank == 0) {
             mirror_step_end(s); /* done or failed: a worker waiting on this rank stops waiting */
+            s->e->stepping = NULL;
             pthread_mutex_unlock(&s->e->step_lock);
         }
         if (st) {

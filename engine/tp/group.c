@@ -361,6 +361,12 @@ static glm_status reconnect_all(tp_group *g, glm_error *err)
     return GLM_OK;
 }
 
+void tp_group_set_cancel(tp_group *g, int (*canceled)(void *user), void *user)
+{
+    for (int k = 0; k < g->n_links; k++)
+        tp_rank_set_cancel(g->links[k], canceled, user);
+}
+
 void tp_group_step_end(tp_group *g)
 {
     for (int k = 0; k < g->n_links; k++)

@@ -171,6 +171,14 @@ glm_status mirror_session_start(glm_session *s, glm_error *err)
     return mirror_step(s, TP_STEP_RESET, 0, NULL, 0, err);
 }
 
+/* Whether the reply whose step is running was canceled: a wait for a late worker asks it (on the
+ * step's own thread, under step_lock). */
+static int step_canceled(void *user)
+{
+    glm_engine *e = user;
+    return e->stepping && atomic_load(&e->stepping->cancel);
+}
+
 glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
     tp_identity id;
@@ -182,5 +190,7 @@ glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *
     if (st != GLM_OK)
         return st;
     e->tp = tp_group_connect(p->peer, &id, &opts, err);
+    if (e->tp)
+        tp_group_set_cancel(e->tp, step_canceled, e);
     return e->tp ? GLM_OK : err && err->status ? err->status : GLM_ERR_PEER;
 }

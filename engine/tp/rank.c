@@ -45,6 +45,9 @@ struct tp_rank {
     atomic_int busy;               /* 1 from a forward step's start to its end (tp_rank_step_end) */
     int64_t exchange_started_ms;   /* when the exchange in progress began (late_peer_deadline) */
     int waited_late;               /* that exchange's wait went past the timeout */
+    int wait_canceled;             /* and was given up because the reply was canceled */
+    int (*canceled)(void *user);   /* tp_rank_set_cancel */
+    void *canceled_user;
     float *scratch;
     size_t scratch_n;
 
@@ -150,6 +153,10 @@ static int rank_aborted(void *user)
 static int64_t late_peer_deadline(void *user, uint64_t seq)
 {
     tp_rank *r = user;
+    if (r->canceled && r->canceled(r->canceled_user)) {
+        r->wait_canceled = 1;
+        return 0;
+    }
     int64_t now = tp_now_ms();
     pthread_mutex_lock(&r->lock);
     int busy = r->peer_busy;
@@ -1000,7 +1007,11 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
         nanosleep(&nap, NULL);
     }
     int64_t waited = tp_now_ms() - r->exchange_started_ms;
-    if (r->waited_late) /* the wait went on while the peer said it was coming */
+    if (r->wait_canceled)
+        set_failed(r, st, "exchange %" PRIu64 " with the %s at %s was given up after %.1f s: the reply "
+                   "was canceled while the %s was late; %s", seq, r->peer_role, r->peer,
+                   waited / 1000.0, r->peer_role, next_move(r));
+    else if (r->waited_late) /* the wait went on while the peer said it was coming */
         set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed after %.1f s: %s; %s", seq,
                    r->peer_role, r->peer, waited / 1000.0, e->message, next_move(r));
     else
@@ -1016,7 +1027,7 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
     r->exchange_started_ms = tp_now_ms();
-    r->waited_late = 0;
+    r->waited_late = r->wait_canceled = 0;
     glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -1029,7 +1040,7 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
     uint64_t seq = ++r->exchange_seq;
     glm_error e;
     r->exchange_started_ms = tp_now_ms();
-    r->waited_late = 0;
+    r->waited_late = r->wait_canceled = 0;
     glm_status st = tp_exchange(r->data, out, out_n, in, in_n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -1103,6 +1114,12 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
 void tp_rank_step_end(tp_rank *r)
 {
     atomic_store(&r->busy, 0);
+}
+
+void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user)
+{
+    r->canceled = canceled;
+    r->canceled_user = user;
 }
 
 glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err)

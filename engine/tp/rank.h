@@ -127,6 +127,12 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
  * not gone: a loaded machine, a longer share of the work), up to 24 timeouts at the head. */
 void tp_rank_step_end(tp_rank *r);
 
+/* A wait past the timeout for a late peer asks canceled(user) at each heartbeat and gives up when
+ * it says so (the user canceled the reply): the exchange fails, and with it the link, as any
+ * failed exchange does (the next message reconnects). NULL: never. Called on the exchange's
+ * thread. */
+void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user);
+
 /* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
  * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's
  * tokens belong to the caller: free(step->tokens). A forward step keeps the worker "in a step"

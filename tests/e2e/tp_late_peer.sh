@@ -2,7 +2,8 @@
 # tp_late_peer.sh: two real rank processes over TCP on loopback, one of them late to an exchange
 # while alive and in its step (its heartbeats say so): the other waits past the timeout and the
 # run ends with identical sums; a peer whose step failed (out of its step) still ends the wait at
-# the timeout; a peer late for longer than the head's cap (24 timeouts) ends it there.
+# the timeout; a peer late for longer than the head's cap (24 timeouts) ends it there; a reply
+# canceled meanwhile ends it at the next heartbeat.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 PEER="$GLMCHAT_BUILDDIR/tests/tp/tp_peer"
 trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -71,5 +72,14 @@ run_head h_cap 400
 [ "$RC" -eq 4 ] && pass || fail "head exited $RC, expected 4: $(cat "$TMP/h_cap.out")"
 [ "$TOOK" -ge 9400 ] && [ "$TOOK" -le 13500 ] && pass || fail "the head gave up after $TOOK ms, not at 24 x 400"
 expect_grep h_cap.out 'exchange 22 with the worker at 127.0.0.1:[0-9]+ failed after (9|10|11|12)\.[0-9] s: .*did not answer exchange 22 in time'
+kill "$WORKER_PID" 2>/dev/null; wait "$WORKER_PID" 2>/dev/null
+
+# 5. The user cancels the reply while the head waits for a late worker: the wait ends at the next
+# heartbeat after the cancel, saying so, not at the cap.
+start_worker w_cancel 1000 --late-step 2 --late-ms 30000
+run_head h_cancel 1000 --cancel-after-ms 2500
+[ "$RC" -eq 4 ] && pass || fail "head exited $RC, expected 4: $(cat "$TMP/h_cancel.out")"
+[ "$TOOK" -ge 2400 ] && [ "$TOOK" -le 5000 ] && pass || fail "a canceled wait ended after $TOOK ms"
+expect_grep h_cancel.out 'exchange 22 with the worker at 127.0.0.1:[0-9]+ was given up after [2-4]\.[0-9] s: the reply was canceled while the worker was late'
 kill "$WORKER_PID" 2>/dev/null; wait "$WORKER_PID" 2>/dev/null
 finish

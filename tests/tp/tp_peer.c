@@ -31,6 +31,7 @@ typedef struct peer_opts {
     long late_step;      /* this step's first exchange comes late_ms late (in the step: busy) */
     int late_ms;
     long drop_step;      /* worker: this step's exchanges are not made (a step that failed here) */
+    int cancel_after_ms; /* head: a wait for a late worker is canceled this long after the start */
     long context;        /* --model: the backend settings a glmchat rank would send */
     long kv_format;
     int cuda;            /* --cuda: the identity of a cuda rank (backend 2), which nccl needs */
@@ -179,6 +180,14 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
     return 0;
 }
 
+/* --cancel-after-ms: the user's cancel, asked by a wait for a late worker */
+static int64_t cancel_at_ms;
+static int canceled_now(void *user)
+{
+    (void)user;
+    return tp_now_ms() >= cancel_at_ms;
+}
+
 static int run_head(const peer_opts *o, const tp_identity *id, peer_state *s)
 {
     glm_error err = {0};
@@ -187,6 +196,10 @@ static int run_head(const peer_opts *o, const tp_identity *id, peer_state *s)
     if (!r) {
         printf("head: connect failed after %" PRId64 " ms: %s\n", tp_now_ms() - t0, err.message);
         return 3;
+    }
+    if (o->cancel_after_ms > 0) {
+        cancel_at_ms = tp_now_ms() + o->cancel_after_ms;
+        tp_rank_set_cancel(r, canceled_now, NULL);
     }
     printf("head: connected to %s over %s\n", tp_rank_peer(r), tp_rank_transport_name(r));
     fflush(stdout);
@@ -314,7 +327,7 @@ int main(int argc, char **argv)
         {"context", required_argument, 0, 'X'}, {"kv-format", required_argument, 0, 'K'},
         {"key-file", required_argument, 0, 'F'},  {"cuda", no_argument, 0, 'U'},
         {"late-step", required_argument, 0, 'l'}, {"late-ms", required_argument, 0, 'L'},
-        {"drop-step", required_argument, 0, 'D'},
+        {"drop-step", required_argument, 0, 'D'}, {"cancel-after-ms", required_argument, 0, 'Q'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -341,6 +354,7 @@ int main(int argc, char **argv)
         case 'l': o.late_step = atol(optarg); break;
         case 'L': o.late_ms = atoi(optarg); break;
         case 'D': o.drop_step = atol(optarg); break;
+        case 'Q': o.cancel_after_ms = atoi(optarg); break;
         case 'F': {
             glm_error err = {0};
             if (tp_key_load(optarg, &o.rank.key, &err) != GLM_OK) {
