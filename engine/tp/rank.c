@@ -55,7 +55,7 @@ struct tp_rank {
     int watch_started;
     atomic_int stop;
     atomic_int failed;
-    pthread_mutex_t lock;       /* guards failure, bye, the step queue, last_heard_ms */
+    pthread_mutex_t lock;       /* guards failure, bye, the step queue, last_heard_ms, peer_* */
     pthread_cond_t cond;
     pthread_mutex_t write_lock; /* one writer at a time on ctrl_fd */
     glm_error failure;
