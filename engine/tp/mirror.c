@@ -179,6 +179,13 @@ static int step_canceled(void *user)
     return e->stepping && atomic_load(&e->stepping->cancel);
 }
 
+/* A wait for a late worker, in the engine's log (tp_rank_set_note). */
+static void late_note(void *user, const char *text)
+{
+    glm_engine *e = user;
+    engine_logf(&e->log, GLM_LOG_WARN, "%s", text);
+}
+
 glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err)
 {
     tp_identity id;
@@ -190,7 +197,9 @@ glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *
     if (st != GLM_OK)
         return st;
     e->tp = tp_group_connect(p->peer, &id, &opts, err);
-    if (e->tp)
+    if (e->tp) {
         tp_group_set_cancel(e->tp, step_canceled, e);
+        tp_group_set_note(e->tp, late_note, e);
+    }
     return e->tp ? GLM_OK : err && err->status ? err->status : GLM_ERR_PEER;
 }

@@ -48,6 +48,8 @@ struct tp_rank {
     int wait_canceled;             /* and was given up because the reply was canceled */
     int (*canceled)(void *user);   /* tp_rank_set_cancel */
     void *canceled_user;
+    void (*note)(void *user, const char *text); /* tp_rank_set_note */
+    void *note_user;
     float *scratch;
     size_t scratch_n;
 
@@ -170,6 +172,13 @@ static int64_t late_peer_deadline(void *user, uint64_t seq)
     if (now >= cap)
         return 0;
     int64_t later = now + r->heartbeat_ms; /* asked again after the next heartbeat */
+    if (!r->waited_late && r->note) {
+        char text[320];
+        snprintf(text, sizeof text, "the %s at %s is %.1f s late to exchange %" PRIu64 " and still "
+                 "working toward it; waiting for it (at most %.0f s in all)", r->peer_role, r->peer,
+                 (now - r->exchange_started_ms) / 1000.0, seq, (cap - r->exchange_started_ms) / 1000.0);
+        r->note(r->note_user, text);
+    }
     r->waited_late = 1;
     return later < cap ? later : cap;
 }
@@ -1120,6 +1129,12 @@ void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user)
 {
     r->canceled = canceled;
     r->canceled_user = user;
+}
+
+void tp_rank_set_note(tp_rank *r, void (*note)(void *user, const char *text), void *user)
+{
+    r->note = note;
+    r->note_user = user;
 }
 
 glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye, glm_error *err)

@@ -133,6 +133,11 @@ void tp_rank_step_end(tp_rank *r);
  * thread. */
 void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user);
 
+/* note(user, text) is told, once an exchange, when a wait goes past the timeout for a late peer
+ * (who, how late, how long at most), for the rank's log. NULL: nothing is said. Called on the
+ * exchange's thread. */
+void tp_rank_set_note(tp_rank *r, void (*note)(void *user, const char *text), void *user);
+
 /* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.
  * step->cmd is 0 when none came in time; *bye is set when the head stopped cleanly. The step's
  * tokens belong to the caller: free(step->tokens). A forward step keeps the worker "in a step"

@@ -24,6 +24,12 @@ static void say(const glm_worker_params *p, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A wait for a late head, in the worker's log (tp_rank_set_note). */
+static void late_note(void *user, const char *text)
+{
+    say(user, "%s", text);
+}
+
 static int stopped(const glm_worker_params *p)
 {
     return p->stop && p->stop(p->stop_user);
@@ -156,6 +162,7 @@ static void serve(const glm_worker_params *p, tp_rank *r, glm_engine *e, FILE *d
     }
     say(p, "serving the head at %s over %s as rank %d of %d", tp_rank_peer(r),
         tp_rank_transport_name(r), tp_group_rank(g), tp_group_world(g));
+    tp_rank_set_note(r, late_note, (void *)p);
     engine_attach_peer(e, g);
     mirrors m = {0};
     while (!stopped(p)) {

@@ -45,6 +45,7 @@ wait "$WORKER_PID"
 [ "$RC" -eq 0 ] && pass || fail "a late worker failed the head ($RC): $(cat "$TMP/h_late.out")"
 [ "$TOOK" -ge 3000 ] && pass || fail "the head finished in $TOOK ms, before the late worker came"
 expect_grep h_late.out 'steps 6 exchanges 120 digest'
+expect_grep h_late.out 'head: note: the worker at 127.0.0.1:[0-9]+ is [1-3]\.[0-9] s late to exchange 42 and still working toward it; waiting for it \(at most 24 s in all\)'
 same_digests h_late.out w_late.out
 
 # 2. The head is as late: the worker waits for it.
@@ -53,6 +54,7 @@ run_head h_slow 1000 --late-step 2 --late-ms 3000
 wait "$WORKER_PID"
 [ "$RC" -eq 0 ] && pass || fail "the worker gave up on a late head: $(cat "$TMP/h_slow.out") / $(cat "$TMP/w_wait.out")"
 expect_grep w_wait.out 'worker: steps 6 exchanges 120 digest'
+expect_grep w_wait.out 'worker: note: the head at 127.0.0.1:[0-9]+ is [1-3]\.[0-9] s late to exchange 22 and still working toward it; waiting for it \(at most 48 s in all\)'
 same_digests h_slow.out w_wait.out
 
 # (the link's exchange 1 is the data path's check at connect: step k's first exchange is 20(k-1)+2)

@@ -180,6 +180,13 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
     return 0;
 }
 
+/* A wait for a late peer's note, on stdout ("head: note: ..." / "worker: note: ...") */
+static void print_note(void *user, const char *text)
+{
+    printf("%s: note: %s\n", (const char *)user, text);
+    fflush(stdout);
+}
+
 /* --cancel-after-ms: the user's cancel, asked by a wait for a late worker */
 static int64_t cancel_at_ms;
 static int canceled_now(void *user)
@@ -197,6 +204,7 @@ static int run_head(const peer_opts *o, const tp_identity *id, peer_state *s)
         printf("head: connect failed after %" PRId64 " ms: %s\n", tp_now_ms() - t0, err.message);
         return 3;
     }
+    tp_rank_set_note(r, print_note, "head");
     if (o->cancel_after_ms > 0) {
         cancel_at_ms = tp_now_ms() + o->cancel_after_ms;
         tp_rank_set_cancel(r, canceled_now, NULL);
@@ -235,6 +243,7 @@ static int serve_one(tp_rank *r, const peer_opts *o, peer_state *s)
 {
     glm_error err = {0};
     long steps = 0;
+    tp_rank_set_note(r, print_note, "worker");
     for (;;) {
         tp_step step;
         int bye = 0;
