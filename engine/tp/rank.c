@@ -1029,14 +1029,20 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
     return copy_failure(r, err);
 }
 
+/* Before an exchange: its number, and when it began (late_peer_deadline, after_exchange). */
+static uint64_t begin_exchange(tp_rank *r)
+{
+    r->exchange_started_ms = tp_now_ms();
+    r->waited_late = r->wait_canceled = 0;
+    return ++r->exchange_seq;
+}
+
 glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
 {
     if (atomic_load(&r->failed))
         return copy_failure(r, err);
-    uint64_t seq = ++r->exchange_seq;
+    uint64_t seq = begin_exchange(r);
     glm_error e;
-    r->exchange_started_ms = tp_now_ms();
-    r->waited_late = r->wait_canceled = 0;
     glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
@@ -1046,10 +1052,8 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
 {
     if (atomic_load(&r->failed))
         return copy_failure(r, err);
-    uint64_t seq = ++r->exchange_seq;
+    uint64_t seq = begin_exchange(r);
     glm_error e;
-    r->exchange_started_ms = tp_now_ms();
-    r->waited_late = r->wait_canceled = 0;
     glm_status st = tp_exchange(r->data, out, out_n, in, in_n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
