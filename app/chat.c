@@ -594,6 +594,8 @@ static int on_event(const glm_event *ev, void *user)
     case GLM_EV_ERROR:
         snprintf(s->error, sizeof s->error, "%.*s", (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
         break;
+    case GLM_EV_WAITING:
+        break; /* the view's: nothing of the reply */
     }
     if (c->sink.event && c->sink.event(c->sink.u, &fwd))
         s->canceled = 1;

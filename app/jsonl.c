@@ -192,7 +192,7 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         [GLM_EV_REASONING_DELTA] = "reasoning", [GLM_EV_CONTENT_DELTA] = "content",
         [GLM_EV_TOOL_CALL_BEGIN] = "tool_call_begin", [GLM_EV_TOOL_ARG_DELTA] = "tool_call_delta",
         [GLM_EV_TOOL_CALL_END] = "tool_call", [GLM_EV_STATS] = "stats",
-        [GLM_EV_DONE] = "done", [GLM_EV_ERROR] = "error",
+        [GLM_EV_DONE] = "done", [GLM_EV_ERROR] = "error", [GLM_EV_WAITING] = "waiting",
     };
     if ((unsigned)ev->type >= sizeof names / sizeof names[0] || begin(w, names[ev->type]))
         return -1;
@@ -227,6 +227,12 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
     case GLM_EV_ERROR:
         put_key(w, "message");
         jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+        break;
+    case GLM_EV_WAITING:
+        put_key(w, "for");
+        jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
+        put_key(w, "waited_s");
+        put_num(w->f, ev->wait_s);
         break;
     }
     return end(w);

@@ -52,6 +52,8 @@ struct glm_session {
     spec_drafter drafter; /* fn set: an outside drafter */
     uint32_t slot;  /* rank 0: the worker's mirror state this session drives */
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
+    glm_event_fn on_event; /* the running reply's (session_set_events) */
+    void *event_user;
 };
 
 /* Two-rank mirroring (tp/mirror.c). Rank 0 tells the worker each step of a session before

@@ -305,6 +305,7 @@ glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_e
     const glm_model *m = engine_model(e);
     reply r = {.s = s, .m = m, .on_event = on_event, .user = user, .err = err, .t_start = now_s()};
     session_clear_cancel(s);
+    session_set_events(s, on_event, user);
     r.eos = m->gen.n_eos ? m->gen.eos : m->cfg.eos;
     r.n_eos = m->gen.n_eos ? m->gen.n_eos : m->cfg.n_eos;
     tok_ids ids = {0};
@@ -322,6 +323,7 @@ glm_status glm_generate(glm_session *s, const glm_request *rq, glm_event_fn on_e
         st = run_reply(&r, rq, &ids, err);
     if (st && st != GLM_ERR_CANCELED)
         emit_error(on_event, user, err);
+    session_set_events(s, NULL, NULL);
     rp_free(r.parser);
     tok_stream_free(r.stream);
     tbuf_free(&r.text);

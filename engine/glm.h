@@ -110,6 +110,10 @@ typedef enum glm_event_type {
     GLM_EV_STATS,
     GLM_EV_DONE,            /* finish: "stop", "length", "tool_calls", "canceled" */
     GLM_EV_ERROR,           /* text: the message */
+    GLM_EV_WAITING,         /* text: who the reply waits for ("the worker at HOST:PORT"), a rank
+                               alive and working but late to its part of a step; wait_s: how long
+                               the step has waited for it. Once a late exchange; the reply's next
+                               event says it moved on */
 } glm_event_type;
 
 typedef struct glm_stats {
@@ -132,6 +136,7 @@ typedef struct glm_event {
     const char *call_id;
     const char *finish; /* DONE */
     glm_stats stats;    /* STATS and DONE */
+    double wait_s;      /* WAITING */
 } glm_event;
 
 /* Return nonzero to cancel the reply. */

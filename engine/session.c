@@ -101,6 +101,21 @@ void session_clear_cancel(glm_session *s)
     atomic_store(&s->cancel, 0);
 }
 
+void session_set_events(glm_session *s, glm_event_fn on_event, void *user)
+{
+    s->on_event = on_event;
+    s->event_user = user;
+}
+
+void session_waiting(glm_session *s, const char *who, double waited_s)
+{
+    if (!s->on_event)
+        return;
+    glm_event ev = {.type = GLM_EV_WAITING, .text = who, .len = strlen(who), .wait_s = waited_s};
+    if (s->on_event(&ev, s->event_user))
+        atomic_store(&s->cancel, 1); /* the wait asks at its next heartbeat */
+}
+
 glm_engine *session_engine(const glm_session *s)
 {
     return s->e;

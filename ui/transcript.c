@@ -415,6 +415,10 @@ static void apply_status(transcript *t, const ui_status *s)
     }
     if (s->think_s >= 0)
         set_last_thought(t, s->think_s);
+    if (s->waiting && t->streaming) { /* a wait reported after its reply ended is over */
+        set_str(&t->waiting, s->waiting);
+        t->wait_since = t->now - (s->waited_s > 0 ? s->waited_s : 0);
+    }
 }
 
 static void add_conv(transcript *t, const uiq_item *it)
@@ -508,10 +512,31 @@ static void apply_tool(transcript *t, const uiq_item *ev)
     }
 }
 
+/* The reply moved on (or ended): whatever it waited for came. */
+static void end_wait(transcript *t)
+{
+    free(t->waiting);
+    t->waiting = NULL;
+}
+
 void trs_apply(transcript *t, const uiq_item *ev, double now)
 {
     t->now = now;
     t->changed = 1;
+    switch (ev->type) {
+    case UI_EV_REPLY_BEGIN:
+    case UI_EV_REASONING_DELTA:
+    case UI_EV_CONTENT_DELTA:
+    case UI_EV_TOOL_BEGIN:
+    case UI_EV_TOOL_ARGS_DELTA:
+    case UI_EV_TOOL_END:
+    case UI_EV_FINISH:
+    case UI_EV_CLEAR:
+        end_wait(t);
+        break;
+    default:
+        break;
+    }
     switch (ev->type) {
     case UI_EV_USER:
         trs_add_text(t, TRS_USER, ev->text, ev->len);
@@ -607,6 +632,7 @@ void trs_free(transcript *t)
     free(t->model);
     free(t->backend);
     free(t->conv_title);
+    free(t->waiting);
     memset(t, 0, sizeof *t);
 }
 
@@ -767,17 +793,22 @@ int trs_conv_matches(const trs_conv *c, const char *query)
     return strcasestr(c->title, query) || strcasestr(c->detail, query) || strcasestr(c->id, query);
 }
 
-const char *trs_reply_state(const transcript *t)
+void trs_reply_state(const transcript *t, double now, char *out, size_t cap)
 {
+    const char *s = "\xe2\x97\x8f writing";
     if (t->ask >= 0)
-        return "\xe2\x97\x8f approve? y/c/a/n";
-    if (!t->streaming)
-        return "ready";
-    if (t->think && t->think->live)
-        return "\xe2\x97\x8f thinking";
-    if (t->n && t->items[t->n - 1]->kind == TRS_TOOL)
-        return "\xe2\x97\x8f tool";
-    if (t->t_first == 0)
-        return "\xe2\x97\x8f prefill";
-    return "\xe2\x97\x8f writing";
+        s = "\xe2\x97\x8f approve? y/c/a/n";
+    else if (!t->streaming)
+        s = "ready";
+    else if (t->waiting) {
+        double for_s = now - t->wait_since;
+        snprintf(out, cap, "\xe2\x97\x8f waiting for %s %.0f s", t->waiting, for_s > 0 ? for_s : 0);
+        return;
+    } else if (t->think && t->think->live)
+        s = "\xe2\x97\x8f thinking";
+    else if (t->n && t->items[t->n - 1]->kind == TRS_TOOL)
+        s = "\xe2\x97\x8f tool";
+    else if (t->t_first == 0)
+        s = "\xe2\x97\x8f prefill";
+    snprintf(out, cap, "%s", s);
 }

@@ -54,6 +54,8 @@ typedef struct transcript {
     trs_item *think, *text; /* the items the next deltas go to */
     double now;          /* the time of the event being applied */
     double t_begin, t_first;
+    char *waiting;       /* what the reply waits for (ui_status.waiting), NULL: nothing */
+    double wait_since;   /* when that wait began */
     long ndeltas;
     /* status */
     char *model, *backend, *conv_title;
@@ -110,7 +112,8 @@ void trs_code_select(transcript *t, int k);
 int trs_code_line(transcript *t, size_t idx, int w);
 /* Whether conversation c matches the list filter query (case-insensitive, "" matches all). */
 int trs_conv_matches(const trs_conv *c, const char *query);
-/* The status line's reply state: "ready", "thinking"... */
-const char *trs_reply_state(const transcript *t);
+/* The status line's reply state at time now into out: "ready", "thinking"... and, while a
+ * reply waits for a late rank, what for and how long ("waiting for the worker at H:P 12 s"). */
+void trs_reply_state(const transcript *t, double now, char *out, size_t cap);
 
 #endif

@@ -334,7 +334,7 @@ static void draw_status(tui *t, int y)
         snprintf(f[nf], sizeof f[nf], "input %s%s rows", up, down);
         prio[nf++] = 1;
     }
-    snprintf(f[nf], sizeof f[nf], "%s", trs_reply_state(&t->tr));
+    trs_reply_state(&t->tr, now, f[nf], sizeof f[nf]);
     prio[nf++] = 0;
     /* Drop the least important fields until the line fits. */
     int keep[10];
@@ -1576,8 +1576,8 @@ static int poll_timeout(const tui *t)
 {
     if (t->tr.think && t->tr.think->live)
         return 100; /* the thinking clock */
-    if (t->flash[0])
-        return 250;
+    if (t->flash[0] || t->tr.waiting)
+        return 250; /* the flash's end, the wait's clock */
     return 1000;
 }
 

@@ -10,7 +10,7 @@
 
 ui_status ui_status_none(void)
 {
-    return (ui_status){NULL, NULL, NULL, -1, -1, -1, -1.0, -1.0, -1, -1.0};
+    return (ui_status){NULL, NULL, NULL, -1, -1, -1, -1.0, -1.0, -1, -1.0, NULL, -1.0};
 }
 
 static char *dup_or_null(const char *s, size_t len)
@@ -40,6 +40,7 @@ void uiq_item_free(uiq_item *it)
     free((char *)it->status.model);
     free((char *)it->status.backend);
     free((char *)it->status.conversation);
+    free((char *)it->status.waiting);
     free(it);
 }
 
@@ -130,8 +131,9 @@ void ui_push_status(ui_view *v, const ui_status *s)
     it->status.model = dup_str(s->model);
     it->status.backend = dup_str(s->backend);
     it->status.conversation = dup_str(s->conversation);
+    it->status.waiting = dup_str(s->waiting);
     if ((s->model && !it->status.model) || (s->backend && !it->status.backend) ||
-        (s->conversation && !it->status.conversation)) {
+        (s->conversation && !it->status.conversation) || (s->waiting && !it->status.waiting)) {
         uiq_item_free(it);
         note_lost(v);
         return;

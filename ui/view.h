@@ -104,6 +104,10 @@ typedef struct ui_status {
     long gen_tokens;          /* tokens generated in the current reply */
     double think_s;           /* the reply's last thought took this long (a reopened one's
                                  stored time, as the view cannot measure it) */
+    const char *waiting;      /* the running reply waits for this ("the worker at HOST:PORT",
+                                 late to its part of a step); the reply's next text, tool call or
+                                 end clears it */
+    double waited_s;          /* how long it has waited so far (with waiting) */
 } ui_status;
 
 /* The status with every field "unchanged"; set the ones to push. */

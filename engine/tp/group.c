@@ -367,7 +367,7 @@ void tp_group_set_cancel(tp_group *g, int (*canceled)(void *user), void *user)
         tp_rank_set_cancel(g->links[k], canceled, user);
 }
 
-void tp_group_set_note(tp_group *g, void (*note)(void *user, const char *text), void *user)
+void tp_group_set_note(tp_group *g, void (*note)(void *user, const tp_late_wait *w), void *user)
 {
     for (int k = 0; k < g->n_links; k++)
         tp_rank_set_note(g->links[k], note, user);

@@ -58,7 +58,7 @@ glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint3
 void tp_group_step_end(tp_group *g);
 /* Rank 0: tp_rank_set_cancel / tp_rank_set_note on every link. */
 void tp_group_set_cancel(tp_group *g, int (*canceled)(void *user), void *user);
-void tp_group_set_note(tp_group *g, void (*note)(void *user, const char *text), void *user);
+void tp_group_set_note(tp_group *g, void (*note)(void *user, const tp_late_wait *w), void *user);
 
 /* GLM_OK while every link is healthy; else the first failure. */
 glm_status tp_group_health(tp_group *g, glm_error *err);

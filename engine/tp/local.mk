@@ -92,6 +92,10 @@ EXTRA_DIST += tests/e2e/tp_sessions.sh tests/gpu/two_ranks.sh
 # A head outliving its worker: restarted between turns (scripted) and mid-reply (the TUI in tmux).
 TESTS += tests/e2e/tp_reconnect.sh
 EXTRA_DIST += tests/e2e/tp_reconnect.sh
+# A real worker made late: "waiting" in the jsonl stream and the TUI's status line, the same reply
+# once it catches up, Esc while waiting.
+TESTS += tests/e2e/tp_late_worker.sh
+EXTRA_DIST += tests/e2e/tp_late_worker.sh
 # The worker's key and port: key files, no key off loopback, wrong keys and a replayed handshake
 # refused, idle connections not delaying a head, a scripted head going on after a worker failure.
 TESTS += tests/e2e/tp_worker_key.sh

@@ -2,6 +2,7 @@
  * ranks agree on, and rank 0 telling the worker each step of a session (its mirror slot). */
 #include "engine_impl.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tp/group.h"
@@ -179,11 +180,18 @@ static int step_canceled(void *user)
     return e->stepping && atomic_load(&e->stepping->cancel);
 }
 
-/* A wait for a late worker, in the engine's log (tp_rank_set_note). */
-static void late_note(void *user, const char *text)
+/* A wait for a late worker, in the engine's log and to the running reply (tp_rank_set_note; on
+ * the step's own thread, under step_lock). */
+static void late_note(void *user, const tp_late_wait *w)
 {
     glm_engine *e = user;
+    char text[320];
+    tp_late_wait_text(w, text, sizeof text);
     engine_logf(&e->log, GLM_LOG_WARN, "%s", text);
+    if (e->stepping) {
+        snprintf(text, sizeof text, "the %s at %s", w->role, w->peer);
+        session_waiting(e->stepping, text, w->late_s);
+    }
 }
 
 glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err)

@@ -44,7 +44,7 @@ static uint32_t max_payload(uint32_t type)
     switch (type) {
     case TP_MSG_HELLO: return 8 + 2 * (2 + TP_NAME_MAX) + 16 + 7 * 4 + 8 + 4;
     case TP_MSG_STEP: return 8 + 4 * 4 + 4 * TP_STEP_MAX_TOKENS;
-    case TP_MSG_HEARTBEAT: return 28;
+    case TP_MSG_HEARTBEAT: return 36;
     case TP_MSG_BYE: return 4;
     case TP_MSG_ERROR: return 4 + 2 + TP_TEXT_MAX;
     case TP_MSG_ATTACH: return 8;
@@ -235,6 +235,7 @@ static glm_status decode_body(uint32_t type, le_reader *r, tp_msg *out, glm_erro
         out->u.heartbeat.seq = le_read_u64(r);
         out->u.heartbeat.sent_ms = le_read_u64(r);
         out->u.heartbeat.exchanges = le_read_u64(r);
+        out->u.heartbeat.steps = le_read_u64(r);
         out->u.heartbeat.busy = le_read_u32(r);
         if (out->u.heartbeat.busy > 1)
             return bad(err, TP_MSG_HEARTBEAT, "its busy flag is neither 0 nor 1");
@@ -397,6 +398,7 @@ static void encode_body(const tp_msg *m, tp_writer *w)
         w_u64(w, m->u.heartbeat.seq);
         w_u64(w, m->u.heartbeat.sent_ms);
         w_u64(w, m->u.heartbeat.exchanges);
+        w_u64(w, m->u.heartbeat.steps);
         w_u32(w, m->u.heartbeat.busy);
         break;
     case TP_MSG_BYE:

@@ -9,7 +9,7 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 7u /* 7: heartbeats carry the sender's exchanges and whether it is in a step */
+#define TP_PROTOCOL_VERSION 8u /* 8: heartbeats carry the steps the sender sent (a head) or received (a worker) */
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -97,10 +97,11 @@ typedef struct tp_msg {
     union {
         tp_hello hello;
         tp_step step;
-        /* exchanges: the sender's exchanges on this link so far (begun); busy: 1 while the sender
-         * is in a forward step, on its way to its next exchange (a late peer is waited for only
+        /* exchanges: the sender's exchanges on this link so far (begun); steps: the steps a head
+         * sent, or a worker received; busy: 1 while the sender is in a forward step (a worker:
+         * or has one waiting), on its way to its next exchange (a late peer is waited for only
          * while it says so: rank.c's late_peer_deadline) */
-        struct { uint64_t seq; uint64_t sent_ms; uint64_t exchanges; uint32_t busy; } heartbeat;
+        struct { uint64_t seq; uint64_t sent_ms; uint64_t exchanges; uint64_t steps; uint32_t busy; } heartbeat;
         struct { uint32_t reason; } bye;
         struct { uint32_t code; char text[TP_TEXT_MAX + 1]; } error;
         struct { uint64_t token; } attach;

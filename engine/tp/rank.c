@@ -42,13 +42,14 @@ struct tp_rank {
     tp_transport *data;
     _Atomic uint64_t exchange_seq; /* exchanges begun on this link (the heartbeats tell it) */
     uint64_t step_seq;
+    _Atomic uint64_t steps_seen;   /* a head's steps sent, a worker's received (the heartbeats) */
     atomic_int busy;               /* 1 from a forward step's start to its end (tp_rank_step_end) */
     int64_t exchange_started_ms;   /* when the exchange in progress began (late_peer_deadline) */
     int waited_late;               /* that exchange's wait went past the timeout */
     int wait_canceled;             /* and was given up because the reply was canceled */
     int (*canceled)(void *user);   /* tp_rank_set_cancel */
     void *canceled_user;
-    void (*note)(void *user, const char *text); /* tp_rank_set_note */
+    void (*note)(void *user, const tp_late_wait *w); /* tp_rank_set_note */
     void *note_user;
     float *scratch;
     size_t scratch_n;
@@ -65,7 +66,7 @@ struct tp_rank {
     tp_step_node *queue_head, *queue_tail;
     int64_t last_heard_ms;
     /* the peer's last heartbeat: its exchanges begun, whether it was in a step, when it came */
-    uint64_t peer_exchanges;
+    uint64_t peer_exchanges, peer_steps;
     int peer_busy;
     int64_t peer_progress_ms;
     int answered;               /* head bootstrap: the worker has sent a message */
@@ -143,11 +144,14 @@ static int rank_aborted(void *user)
 }
 
 /* A data wait at its deadline goes on while the peer's heartbeats say it is alive, in a forward
- * step and not yet at this exchange (it has begun seq - 1 of them: it is computing its share
- * before seq, on a loaded machine or with the longer share of the work). Anything else fails it
- * as before: a peer out of its step (its step failed, or it never began one), one already in
- * this exchange (the data path is what is stuck), one not heard for a timeout (the watch thread's
- * own rule for a silent peer, which a starved but live peer's heartbeats still meet).
+ * step and not yet at this exchange (it has begun fewer than seq of them: it is computing its
+ * share before seq, on a loaded machine or with the longer share of the work; the heartbeat may
+ * be older than the last exchange), or, at the head, while the worker's heartbeats are from
+ * before the step reached it (its watch thread starved: a stopped or swamped process). Anything
+ * else fails it as before: a peer out of its step (its step failed, or it never began one), one
+ * already in this exchange (the data path is what is stuck), one not heard for a timeout (the
+ * watch thread's own rule for a silent peer, which a starved but live peer's heartbeats still
+ * meet).
  * The head gives up after TP_LATE_PEER_HEAD timeouts in all, the worker after twice that, so the
  * head is the one that ends a link whose peer never comes, and says why to its user. */
 #define TP_LATE_PEER_HEAD 24
@@ -162,10 +166,13 @@ static int64_t late_peer_deadline(void *user, uint64_t seq)
     int64_t now = tp_now_ms();
     pthread_mutex_lock(&r->lock);
     int busy = r->peer_busy;
-    uint64_t begun = r->peer_exchanges;
+    uint64_t begun = r->peer_exchanges, steps = r->peer_steps;
     int64_t heard = r->peer_progress_ms;
     pthread_mutex_unlock(&r->lock);
-    if (!busy || begun + 1 != seq || now - heard > (int64_t)r->timeout_ms)
+    /* a worker's last heartbeat from before this step reached it says nothing of the step yet
+     * (a starved worker may not have read it): it is coming while heard */
+    int unread = r->rank == 0 && steps < r->step_seq;
+    if (now - heard > (int64_t)r->timeout_ms || (!unread && (!busy || begun >= seq)))
         return 0;
     int64_t cap = r->exchange_started_ms +
                   (int64_t)(r->rank == 0 ? TP_LATE_PEER_HEAD : 2 * TP_LATE_PEER_HEAD) * r->timeout_ms;
@@ -173,11 +180,10 @@ static int64_t late_peer_deadline(void *user, uint64_t seq)
         return 0;
     int64_t later = now + r->heartbeat_ms; /* asked again after the next heartbeat */
     if (!r->waited_late && r->note) {
-        char text[320];
-        snprintf(text, sizeof text, "the %s at %s is %.1f s late to exchange %" PRIu64 " and still "
-                 "working toward it; waiting for it (at most %.0f s in all)", r->peer_role, r->peer,
-                 (now - r->exchange_started_ms) / 1000.0, seq, (cap - r->exchange_started_ms) / 1000.0);
-        r->note(r->note_user, text);
+        tp_late_wait w = {.role = r->peer_role, .peer = r->peer, .exchange = seq,
+                          .late_s = (now - r->exchange_started_ms) / 1000.0,
+                          .limit_s = (cap - r->exchange_started_ms) / 1000.0};
+        r->note(r->note_user, &w);
     }
     r->waited_late = 1;
     return later < cap ? later : cap;
@@ -203,6 +209,7 @@ static void queue_step(tp_rank *r, tp_msg *m)
     }
     node->step = m->u.step;
     node->next = NULL;
+    atomic_fetch_add(&r->steps_seen, 1);
     m->u.step.tokens = NULL; /* now owned by the queue */
     pthread_mutex_lock(&r->lock);
     if (r->queue_tail)
@@ -220,6 +227,7 @@ static void handle_message(tp_rank *r, tp_msg *m)
     case TP_MSG_HEARTBEAT:
         pthread_mutex_lock(&r->lock);
         r->peer_exchanges = m->u.heartbeat.exchanges;
+        r->peer_steps = m->u.heartbeat.steps;
         r->peer_busy = (int)m->u.heartbeat.busy;
         r->peer_progress_ms = tp_now_ms();
         pthread_mutex_unlock(&r->lock);
@@ -279,7 +287,13 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
         hb.u.heartbeat.seq = ++*beat;
         hb.u.heartbeat.sent_ms = (uint64_t)now;
         hb.u.heartbeat.exchanges = atomic_load(&r->exchange_seq);
-        hb.u.heartbeat.busy = (uint32_t)atomic_load(&r->busy);
+        hb.u.heartbeat.steps = atomic_load(&r->steps_seen);
+        /* a step already here counts: a starved worker may not have taken it from the queue
+         * yet, though it is on its way to the step's exchanges */
+        pthread_mutex_lock(&r->lock);
+        int queued = r->queue_head != NULL;
+        pthread_mutex_unlock(&r->lock);
+        hb.u.heartbeat.busy = (uint32_t)(atomic_load(&r->busy) || queued);
         if (ctrl_send_locked(r, &hb, now + r->timeout_ms, &e) != GLM_OK) {
             set_failed(r, GLM_ERR_PEER, "lost the %s at %s (%s); %s", r->peer_role, r->peer, e.message,
                        next_move(r));
@@ -290,7 +304,10 @@ static int watch_once(tp_rank *r, int64_t *next_beat, uint64_t *beat)
     pthread_mutex_lock(&r->lock);
     int64_t silent = now - r->last_heard_ms;
     pthread_mutex_unlock(&r->lock);
-    if (silent > r->timeout_ms) {
+    /* a peer whose message waits unread is not silent: this side was starved (a loaded or
+     * stopped process) and reads it below */
+    struct pollfd pending = {r->ctrl_fd, POLLIN, 0};
+    if (silent > r->timeout_ms && !(poll(&pending, 1, 0) > 0 && (pending.revents & POLLIN))) {
         set_failed(r, GLM_ERR_PEER, "the %s at %s stopped answering after %.1f s; %s", r->peer_role,
                    r->peer, silent / 1000.0, next_move(r));
         return 0;
@@ -826,12 +843,13 @@ static void unlink_peer(tp_rank *r)
     r->bye = 0;
     memset(&r->failure, 0, sizeof r->failure);
     atomic_store(&r->failed, 0);
-    r->peer_exchanges = 0;
+    r->peer_exchanges = r->peer_steps = 0;
     r->peer_busy = 0;
     pthread_mutex_unlock(&r->lock);
     atomic_store(&r->stop, 0);
     atomic_store(&r->exchange_seq, 0);
     atomic_store(&r->busy, 0);
+    atomic_store(&r->steps_seen, 0);
     r->step_seq = 0;
 }
 
@@ -1016,11 +1034,17 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
         nanosleep(&nap, NULL);
     }
     int64_t waited = tp_now_ms() - r->exchange_started_ms;
-    if (r->wait_canceled)
+    if (r->wait_canceled) { /* the link fails (the peer is mid-step); the reply is canceled */
         set_failed(r, st, "exchange %" PRIu64 " with the %s at %s was given up after %.1f s: the reply "
                    "was canceled while the %s was late; %s", seq, r->peer_role, r->peer,
-                   waited / 1000.0, r->peer_role, next_move(r));
-    else if (r->waited_late) /* the wait went on while the peer said it was coming */
+                   waited / 1000.0, r->peer_role, r->rank == 0 ? "the next message reconnects"
+                                                              : next_move(r));
+        copy_failure(r, err);
+        if (err)
+            err->status = GLM_ERR_CANCELED;
+        return GLM_ERR_CANCELED;
+    }
+    if (r->waited_late) /* the wait went on while the peer said it was coming */
         set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed after %.1f s: %s; %s", seq,
                    r->peer_role, r->peer, waited / 1000.0, e->message, next_move(r));
     else
@@ -1119,6 +1143,7 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
         return copy_failure(r, err);
     }
     r->step_seq++;
+    atomic_store(&r->steps_seen, r->step_seq);
     if (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL)
         atomic_store(&r->busy, 1); /* until tp_rank_step_end */
     return GLM_OK;
@@ -1135,7 +1160,14 @@ void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user)
     r->canceled_user = user;
 }
 
-void tp_rank_set_note(tp_rank *r, void (*note)(void *user, const char *text), void *user)
+void tp_late_wait_text(const tp_late_wait *w, char *out, size_t cap)
+{
+    snprintf(out, cap, "the %s at %s is %.1f s late to exchange %" PRIu64 " and still working toward "
+             "it; waiting for it (at most %.0f s in all)", w->role, w->peer, w->late_s, w->exchange,
+             w->limit_s);
+}
+
+void tp_rank_set_note(tp_rank *r, void (*note)(void *user, const tp_late_wait *w), void *user)
 {
     r->note = note;
     r->note_user = user;

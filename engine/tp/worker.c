@@ -25,8 +25,10 @@ static void say(const glm_worker_params *p, const char *fmt, ...)
 }
 
 /* A wait for a late head, in the worker's log (tp_rank_set_note). */
-static void late_note(void *user, const char *text)
+static void late_note(void *user, const tp_late_wait *w)
 {
+    char text[320];
+    tp_late_wait_text(w, text, sizeof text);
     say(user, "%s", text);
 }
 

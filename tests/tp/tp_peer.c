@@ -181,8 +181,10 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
 }
 
 /* A wait for a late peer's note, on stdout ("head: note: ..." / "worker: note: ...") */
-static void print_note(void *user, const char *text)
+static void print_note(void *user, const tp_late_wait *w)
 {
+    char text[320];
+    tp_late_wait_text(w, text, sizeof text);
     printf("%s: note: %s\n", (const char *)user, text);
     fflush(stdout);
 }

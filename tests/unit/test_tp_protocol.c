@@ -113,17 +113,22 @@ START_TEST(small_messages_round_trip)
     m.u.heartbeat.seq = 3;
     m.u.heartbeat.sent_ms = 123456789;
     m.u.heartbeat.exchanges = 0x1234567890ull;
+    m.u.heartbeat.steps = 0xabcdef01234ull;
     m.u.heartbeat.busy = 1;
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert(out.u.heartbeat.seq == 3 && out.u.heartbeat.sent_ms == 123456789);
     ck_assert(out.u.heartbeat.exchanges == 0x1234567890ull && out.u.heartbeat.busy == 1);
-    /* a busy flag other than 0 or 1, and a heartbeat of the old 16-byte form, are refused */
-    uint8_t hb[28] = {0};
-    hb[24] = 2;
+    ck_assert(out.u.heartbeat.steps == 0xabcdef01234ull);
+    /* a busy flag other than 0 or 1, and heartbeats of the older 16- and 28-byte forms, are
+     * refused */
+    uint8_t hb[36] = {0};
+    hb[32] = 2;
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HEARTBEAT, hb, sizeof hb, &out, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "busy flag is neither 0 nor 1"));
-    hb[24] = 0;
+    hb[32] = 0;
     ck_assert_int_eq(tp_msg_decode(TP_MSG_HEARTBEAT, hb, 16, &out, &err), GLM_ERR_PEER);
+    ck_assert_ptr_nonnull(strstr(err.message, "shorter than its fields"));
+    ck_assert_int_eq(tp_msg_decode(TP_MSG_HEARTBEAT, hb, 28, &out, &err), GLM_ERR_PEER);
     ck_assert_ptr_nonnull(strstr(err.message, "shorter than its fields"));
     tp_msg_error(&m, 7, "worker says: \x01 bad\tthing\n%d", 5);
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
@@ -379,15 +384,15 @@ START_TEST(hello_with_nccl_round_trips_and_version_6_is_refused_by_name)
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert_uint_eq(out.u.hello.settings.transport, TP_TRANSPORT_NCCL);
     ck_assert_str_eq(tp_transport_kind_name(TP_TRANSPORT_NCCL), "nccl");
-    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 7);
+    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 8);
 
-    /* 6: heartbeats without the sender's exchanges and step (a 16-byte heartbeat) */
+    /* 7: heartbeats without the sender's steps (a 28-byte heartbeat) */
     tp_hello mine = m.u.hello, old = m.u.hello;
     old.rank = 3;
     old.peer_rank = 0;
-    old.protocol = 6;
+    old.protocol = 7;
     ck_assert_int_eq(tp_hello_compare(&mine, &old, "worker", &err), GLM_ERR_PEER);
-    ck_assert_ptr_nonnull(strstr(err.message, "rank protocol version differs: 7 here, 6 on the worker"));
+    ck_assert_ptr_nonnull(strstr(err.message, "rank protocol version differs: 8 here, 7 on the worker"));
 
     tp_hello tcp = old;
     tcp.protocol = TP_PROTOCOL_VERSION;

@@ -38,6 +38,26 @@ static void ev(double now, int type, const char *text)
     ev_at(now, type, NULL, NULL, text);
 }
 
+/* The status line's reply state at time now. */
+static const char *state(double now)
+{
+    static char out[300];
+    trs_reply_state(&tr, now, out, sizeof out);
+    return out;
+}
+
+/* The app says the reply waits for who, waited_s so far. */
+static void waiting(double now, const char *who, double waited_s)
+{
+    uiq_item st;
+    memset(&st, 0, sizeof st);
+    st.type = UI_EV_STATUS;
+    st.status = ui_status_none();
+    st.status.waiting = who;
+    st.status.waited_s = waited_s;
+    trs_apply(&tr, &st, now);
+}
+
 /* The text of line l of a doc. */
 static const char *line_of(const rd_doc *d, size_t l)
 {
@@ -74,7 +94,7 @@ START_TEST(thinking_folds_when_answer_starts)
     ck_assert_int_eq(th->live, 1);
     ck_assert_int_eq(th->open, 1); /* shown while it streams */
     ck_assert_str_eq(th->text.s, "let me think");
-    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f thinking");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f thinking");
     ck_assert_ptr_nonnull(strstr(header_of(1, 1.7), "thinking\xe2\x80\xa6 1.2 s"));
     ev(2.5, UI_EV_CONTENT_DELTA, "Answer");
     ck_assert_int_eq(th->live, 0);
@@ -84,7 +104,7 @@ START_TEST(thinking_folds_when_answer_starts)
     ck_assert_int_eq(trs_blank_before(&tr, 1), 1);   /* a blank line after the user's */
     ck_assert_int_eq(trs_item_lines(&tr, 1, 60), 2); /* and the header only */
     ck_assert_int_eq(tr.items[2]->kind, TRS_TEXT);
-    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f writing");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f writing");
     /* unfold and fold */
     ck_assert_int_eq(trs_toggle(&tr), 1);
     ck_assert_int_eq(trs_item_lines(&tr, 1, 60), 3);
@@ -107,7 +127,7 @@ END_TEST
 START_TEST(rates_measured_from_deltas)
 {
     ev(10.0, UI_EV_REPLY_BEGIN, NULL);
-    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f prefill");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill");
     ev(10.25, UI_EV_CONTENT_DELTA, "a");
     ck_assert(tr.ttft > 0.2499 && tr.ttft < 0.2501);
     for (int i = 1; i <= 20; i++)
@@ -130,6 +150,31 @@ START_TEST(rates_measured_from_deltas)
     trs_item *f = tr.items[tr.n - 1];
     ck_assert_int_eq(f->kind, TRS_FOOTER);
     ck_assert_str_eq(f->text.s, "30 tokens \xc2\xb7 55.5 tok/s \xc2\xb7 TTFT 0.25 s");
+}
+END_TEST
+
+START_TEST(waiting_for_a_late_worker)
+{
+    ev(0.0, UI_EV_REPLY_BEGIN, NULL);
+    ev(0.2, UI_EV_REASONING_DELTA, "hm");
+    waiting(6.0, "the worker at 10.0.0.2:7070", 5.2); /* the wait began 5.2 s before it was said */
+    ck_assert_str_eq(state(6.0), "\xe2\x97\x8f waiting for the worker at 10.0.0.2:7070 5 s");
+    ck_assert_str_eq(state(13.9), "\xe2\x97\x8f waiting for the worker at 10.0.0.2:7070 13 s");
+    ck_assert_str_eq(tr.items[0]->text.s, "hm"); /* nothing added to the reply */
+    ck_assert_uint_eq(tr.n, 1);
+    ev(14.0, UI_EV_REASONING_DELTA, " ok"); /* the worker came: the reply moves on */
+    ck_assert_str_eq(state(14.0), "\xe2\x97\x8f thinking");
+    ck_assert_str_eq(tr.items[0]->text.s, "hm ok"); /* the same thought goes on */
+    waiting(20.0, "the worker at 10.0.0.2:7070", 5.0);
+    ev(21.0, UI_EV_FINISH, "canceled"); /* canceled while waiting */
+    ck_assert_str_eq(state(21.0), "ready");
+    waiting(22.0, "the worker at 10.0.0.2:7070", 5.0); /* said after the reply ended: over */
+    ck_assert_str_eq(state(22.0), "ready");
+    ck_assert_ptr_null(tr.waiting);
+    ev(30.0, UI_EV_REPLY_BEGIN, NULL);
+    waiting(36.0, "the worker at 10.0.0.2:7070", 5.0);
+    ev(36.5, UI_EV_TOOL_BEGIN, NULL); /* a tool call moves it on too */
+    ck_assert_ptr_null(tr.waiting);
 }
 END_TEST
 
@@ -168,7 +213,7 @@ START_TEST(tool_call_with_approval)
     ck_assert_str_eq(tool->text.s, "{\"path\":\"a.txt\"}");
     ev_at(0.6, UI_EV_TOOL_APPROVE, "c1", NULL, "Read a.txt?");
     ck_assert_int_eq(tr.ask, 1);
-    ck_assert_str_eq(trs_reply_state(&tr), "\xe2\x97\x8f approve? y/c/a/n");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f approve? y/c/a/n");
     /* the question shows even while the call is folded */
     ck_assert_int_eq(trs_item_lines(&tr, 1, 80), 3);
     ck_assert_str_eq(line_of(&tool->body, 0), "  ? Read a.txt?");
@@ -213,7 +258,7 @@ START_TEST(cancel_footer_and_pending_question)
     ck_assert_int_eq(tr.items[1]->tstate, TOOL_FAILED);
     ck_assert_str_eq(tr.items[0]->text.s, "partial"); /* kept */
     ck_assert_ptr_nonnull(strstr(tr.items[tr.n - 1]->text.s, "canceled"));
-    ck_assert_str_eq(trs_reply_state(&tr), "ready");
+    ck_assert_str_eq(state(tr.now), "ready");
 }
 END_TEST
 
@@ -354,6 +399,7 @@ int main(void)
     tcase_add_test(tc, pinned_thinking_stays_open);
     tcase_add_test(tc, rates_measured_from_deltas);
     tcase_add_test(tc, status_fields_merge);
+    tcase_add_test(tc, waiting_for_a_late_worker);
     tcase_add_test(tc, tool_call_with_approval);
     tcase_add_test(tc, cancel_footer_and_pending_question);
     tcase_add_test(tc, length_footer_says_how_to_raise_it);
