@@ -353,24 +353,26 @@ int main(int argc, char **argv)
 
     // ---- the grouped products alone (kern_exl3_grouped_product): a call is one layer's gate, up
     // and down launches; each kernel at 32, 128 and 512 rows an expert (balanced) and for a
-    // 4,096-, 2,048- and 3,072-row chunks routed at random (8 distinct experts a row: ~114 / 57 /
-    // 85 rows an expert, Poisson tails), its gate/up/down outputs' bits against the pipe-64 kernel's; and the automatic
-    // choice ----
+    // chunks of 4,096, 2,048, 3,072, 2,560 and 2,816 rows routed at random (8 distinct experts a
+    // row: ~114 / 57 / 85 / 71 / 78 rows an expert, Poisson tails), its gate/up/down outputs' bits
+    // against the pipe-64 kernel's; and the automatic choice ----
     {
         const int variants[3] = {KERN_EXL3_GROUPED_PIPE_64, KERN_EXL3_GROUPED_PIPE_128_ONCE,
                                  KERN_EXL3_GROUPED_AUTO};
         const char *vname[3] = {"pipe 64", "pipe 128 once", "auto"};
         const int even[5] = {16, 32, 64, 128, 512}; // rows an expert (balanced routing)
-        // random chunks of 4,096 / 2,048 / 3,072 rows (in that order, so the first keeps its
-        // routing from runs before the others were added): 114 / 57 / 85 rows an expert on
-        // average, above, below and near auto's switch at 96
-        const char *cname[8] = {"16 an expert", "32 an expert", "64 an expert", "128 an expert",
-                                "512 an expert", "4096-row chunk, random", "2048-row chunk, random",
-                                "3072-row chunk, random"};
-        const int chunk_rows[8] = {0, 0, 0, 0, 0, 4096, 2048, 3072};
+        // random chunks in the order they were added (each keeps the routing of the runs before
+        // the later ones came): 114 / 57 / 85 / 71 / 78 rows an expert on average, around the
+        // rows where the two kernels cross
+        const int nroute = 10;
+        const char *cname[nroute] = {"16 an expert", "32 an expert", "64 an expert", "128 an expert",
+                                     "512 an expert", "4096-row chunk, random", "2048-row chunk, random",
+                                     "3072-row chunk, random", "2560-row chunk, random",
+                                     "2816-row chunk, random"};
+        const int chunk_rows[nroute] = {0, 0, 0, 0, 0, 4096, 2048, 3072, 2560, 2816};
         printf("\n| grouped products alone (gate+up+down) | routing | pairs | us/call (median of 5) "
                "| TFLOP/s | same bits as pipe 64 |\n|---|---|---|---|---|---|\n");
-        for (int pi = 0; pi < 8; pi++) {
+        for (int pi = 0; pi < nroute; pi++) {
             std::vector<int> counts(E, 0), offs(E + 1, 0);
             if (pi < 5) {
                 std::fill(counts.begin(), counts.end(), even[pi]);
