@@ -595,6 +595,7 @@ static int on_event(const glm_event *ev, void *user)
         snprintf(s->error, sizeof s->error, "%.*s", (int)(ev->len < 1000 ? ev->len : 1000), ev->text ? ev->text : "");
         break;
     case GLM_EV_WAITING:
+    case GLM_EV_WAITED:
         break; /* the view's: nothing of the reply */
     }
     if (c->sink.event && c->sink.event(c->sink.u, &fwd))

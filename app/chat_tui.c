@@ -122,11 +122,12 @@ static int sink_event(void *u, const glm_event *ev)
     }
     case GLM_EV_ERROR:
         break; /* the turn's outcome carries it; shown once at the end */
-    case GLM_EV_WAITING: {
+    case GLM_EV_WAITING:
+    case GLM_EV_WAITED: {
         char who[256];
         snprintf(who, sizeof who, "%.*s", (int)(ev->len < 255 ? ev->len : 255), ev->text ? ev->text : "");
         ui_status st = ui_status_none();
-        st.waiting = who;
+        st.waiting = ev->type == GLM_EV_WAITING ? who : ""; /* "": the wait is over */
         st.waited_s = ev->wait_s;
         ui_push_status(t->view, &st);
         break;

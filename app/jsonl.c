@@ -193,6 +193,7 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         [GLM_EV_TOOL_CALL_BEGIN] = "tool_call_begin", [GLM_EV_TOOL_ARG_DELTA] = "tool_call_delta",
         [GLM_EV_TOOL_CALL_END] = "tool_call", [GLM_EV_STATS] = "stats",
         [GLM_EV_DONE] = "done", [GLM_EV_ERROR] = "error", [GLM_EV_WAITING] = "waiting",
+        [GLM_EV_WAITED] = "waited",
     };
     if ((unsigned)ev->type >= sizeof names / sizeof names[0] || begin(w, names[ev->type]))
         return -1;
@@ -229,6 +230,7 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
         break;
     case GLM_EV_WAITING:
+    case GLM_EV_WAITED:
         put_key(w, "for");
         jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
         put_key(w, "waited_s");

@@ -33,7 +33,8 @@
  *   {"type":"error","message":S}
  *   {"type":"waiting","for":S,"waited_s":X}          the reply waits for a rank that is alive and
  *        working but late to its part of a step: S says which ("the worker at HOST:PORT"), X how
- *        long so far; once a late exchange, and the reply's next line says it moved on
+ *        long the step has waited there so far; once a late exchange
+ *   {"type":"waited","for":S,"waited_s":X}           that rank came, after X seconds in all
  *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
  *        "stop", "length", "canceled", "error" or "tool_limit"
  * A missing tool call id is null. "arguments" is the object the model wrote, typed by the tool's schema,

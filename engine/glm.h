@@ -112,8 +112,11 @@ typedef enum glm_event_type {
     GLM_EV_ERROR,           /* text: the message */
     GLM_EV_WAITING,         /* text: who the reply waits for ("the worker at HOST:PORT"), a rank
                                alive and working but late to its part of a step; wait_s: how long
-                               the step has waited for it. Once a late exchange; the reply's next
-                               event says it moved on */
+                               the step has waited there so far. Once a late exchange, then WAITED */
+    GLM_EV_WAITED,          /* text: who came; wait_s: how long the step waited for it in all.
+                               WAITING and WAITED come from inside a step (the engine's step lock
+                               held): the callback must not block and may call no engine function
+                               but glm_cancel; returning nonzero cancels the reply as elsewhere */
 } glm_event_type;
 
 typedef struct glm_stats {
@@ -136,7 +139,7 @@ typedef struct glm_event {
     const char *call_id;
     const char *finish; /* DONE */
     glm_stats stats;    /* STATS and DONE */
-    double wait_s;      /* WAITING */
+    double wait_s;      /* WAITING, WAITED */
 } glm_event;
 
 /* Return nonzero to cancel the reply. */

@@ -107,11 +107,12 @@ void session_set_events(glm_session *s, glm_event_fn on_event, void *user)
     s->event_user = user;
 }
 
-void session_waiting(glm_session *s, const char *who, double waited_s)
+void session_waiting(glm_session *s, const char *who, double waited_s, int over)
 {
     if (!s->on_event)
         return;
-    glm_event ev = {.type = GLM_EV_WAITING, .text = who, .len = strlen(who), .wait_s = waited_s};
+    glm_event ev = {.type = over ? GLM_EV_WAITED : GLM_EV_WAITING, .text = who, .len = strlen(who),
+                    .wait_s = waited_s};
     if (s->on_event(&ev, s->event_user))
         atomic_store(&s->cancel, 1); /* the wait asks at its next heartbeat */
 }

@@ -42,10 +42,10 @@ void session_clear_cancel(glm_session *s);
 /* The running reply's events (glm_generate sets them as it starts and clears them as it ends;
  * NULL: none), for what the engine says during a step: session_waiting. */
 void session_set_events(glm_session *s, glm_event_fn on_event, void *user);
-/* A step of s waits for a late rank (who: "the worker at HOST:PORT", waited_s so far): a
- * WAITING event to the running reply, if any; its answer to cancel cancels the reply. Called on
- * the step's thread. */
-void session_waiting(glm_session *s, const char *who, double waited_s);
+/* A step of s waits for a late rank (who: "the worker at HOST:PORT", waited_s so far), or that
+ * rank came (over, after waited_s): a WAITING or WAITED event to the running reply, if any; its
+ * answer to cancel cancels the reply. Called on the step's thread. */
+void session_waiting(glm_session *s, const char *who, double waited_s, int over);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend

@@ -390,6 +390,13 @@ static void set_last_thought(transcript *t, double secs)
     }
 }
 
+/* The wait is over: the late rank came, or the reply moved on or ended. */
+static void end_wait(transcript *t)
+{
+    free(t->waiting);
+    t->waiting = NULL;
+}
+
 static void apply_status(transcript *t, const ui_status *s)
 {
     set_str(&t->model, s->model);
@@ -415,7 +422,9 @@ static void apply_status(transcript *t, const ui_status *s)
     }
     if (s->think_s >= 0)
         set_last_thought(t, s->think_s);
-    if (s->waiting && t->streaming) { /* a wait reported after its reply ended is over */
+    if (s->waiting && !s->waiting[0])
+        end_wait(t);
+    else if (s->waiting && t->streaming) { /* a wait reported after its reply ended is over */
         set_str(&t->waiting, s->waiting);
         t->wait_since = t->now - (s->waited_s > 0 ? s->waited_s : 0);
     }
@@ -510,13 +519,6 @@ static void apply_tool(transcript *t, const uiq_item *ev)
     default:
         break;
     }
-}
-
-/* The reply moved on (or ended): whatever it waited for came. */
-static void end_wait(transcript *t)
-{
-    free(t->waiting);
-    t->waiting = NULL;
 }
 
 void trs_apply(transcript *t, const uiq_item *ev, double now)

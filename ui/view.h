@@ -105,8 +105,8 @@ typedef struct ui_status {
     double think_s;           /* the reply's last thought took this long (a reopened one's
                                  stored time, as the view cannot measure it) */
     const char *waiting;      /* the running reply waits for this ("the worker at HOST:PORT",
-                                 late to its part of a step); the reply's next text, tool call or
-                                 end clears it */
+                                 late to its part of a step); "": the wait is over (as is any wait
+                                 at the reply's next text, tool call or end) */
     double waited_s;          /* how long it has waited so far (with waiting) */
 } ui_status;
 

@@ -224,8 +224,14 @@ const char *tp_group_peer(const tp_group *g)
 static glm_status fail_all(tp_group *g, int failed_link, glm_error *err)
 {
     char text[TP_TEXT_MAX + 1];
-    snprintf(text, sizeof text, "the head lost worker %d (rank %d, at %.100s), so every rank stops: %.700s",
-             failed_link + 1, failed_link + 1, tp_rank_peer(g->links[failed_link]), err->message);
+    if (err->status == GLM_ERR_CANCELED) /* the user's cancel ended a wait for a late worker */
+        snprintf(text, sizeof text, "the head's reply was canceled while worker %d (rank %d, at "
+                 "%.100s) was late, so every rank stops: %.700s", failed_link + 1, failed_link + 1,
+                 tp_rank_peer(g->links[failed_link]), err->message);
+    else
+        snprintf(text, sizeof text, "the head lost worker %d (rank %d, at %.100s), so every rank "
+                 "stops: %.700s", failed_link + 1, failed_link + 1,
+                 tp_rank_peer(g->links[failed_link]), err->message);
     for (int k = 0; k < g->n_links; k++)
         if (k != failed_link && tp_rank_health(g->links[k], NULL) == GLM_OK)
             tp_rank_report(g->links[k], text);

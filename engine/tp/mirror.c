@@ -190,7 +190,7 @@ static void late_note(void *user, const tp_late_wait *w)
     engine_logf(&e->log, GLM_LOG_WARN, "%s", text);
     if (e->stepping) {
         snprintf(text, sizeof text, "the %s at %s", w->role, w->peer);
-        session_waiting(e->stepping, text, w->late_s);
+        session_waiting(e->stepping, text, w->late_s, w->over);
     }
 }
 

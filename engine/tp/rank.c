@@ -65,7 +65,8 @@ struct tp_rank {
     int bye;
     tp_step_node *queue_head, *queue_tail;
     int64_t last_heard_ms;
-    /* the peer's last heartbeat: its exchanges begun, whether it was in a step, when it came */
+    /* the peer's last heartbeat: its exchanges begun, its steps (a head's sent, a worker's
+     * received), whether it was in a step, when it came */
     uint64_t peer_exchanges, peer_steps;
     int peer_busy;
     int64_t peer_progress_ms;
@@ -1019,19 +1020,18 @@ glm_status tp_rank_health(tp_rank *r, glm_error *err)
 /* After an exchange: a failure marks the rank failed, saying why. */
 static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const glm_error *e, glm_error *err)
 {
-    if (st == GLM_OK)
+    if (st == GLM_OK) {
+        if (r->waited_late && r->note) { /* the late peer came: whoever was told hears so */
+            tp_late_wait w = {.role = r->peer_role, .peer = r->peer, .exchange = seq, .over = 1,
+                              .late_s = (tp_now_ms() - r->exchange_started_ms) / 1000.0};
+            r->note(r->note_user, &w);
+        }
         return GLM_OK;
+    }
     if (st == GLM_ERR_ARG || st == GLM_ERR_UNSUPPORTED) {
         if (err)
             *err = *e;
         return st;
-    }
-    /* A peer that died breaks the data connection and the control connection together; give
-     * the watch thread a moment to say which (exited, stopped answering, reported an error),
-     * since that says more to the user than the data path's errno. */
-    for (int i = 0; i < 20 && !atomic_load(&r->failed); i++) {
-        struct timespec nap = {0, 10 * 1000000L};
-        nanosleep(&nap, NULL);
     }
     int64_t waited = tp_now_ms() - r->exchange_started_ms;
     if (r->wait_canceled) { /* the link fails (the peer is mid-step); the reply is canceled */
@@ -1044,6 +1044,14 @@ static glm_status after_exchange(tp_rank *r, glm_status st, uint64_t seq, const 
             err->status = GLM_ERR_CANCELED;
         return GLM_ERR_CANCELED;
     }
+    /* A peer that died breaks the data connection and the control connection together; give
+     * the watch thread a moment to say which (exited, stopped answering, reported an error),
+     * since that says more to the user than the data path's errno. */
+    for (int i = 0; i < 20 && !atomic_load(&r->failed); i++) {
+        struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    waited = tp_now_ms() - r->exchange_started_ms;
     if (r->waited_late) /* the wait went on while the peer said it was coming */
         set_failed(r, st, "exchange %" PRIu64 " with the %s at %s failed after %.1f s: %s; %s", seq,
                    r->peer_role, r->peer, waited / 1000.0, e->message, next_move(r));
@@ -1162,6 +1170,11 @@ void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user)
 
 void tp_late_wait_text(const tp_late_wait *w, char *out, size_t cap)
 {
+    if (w->over) {
+        snprintf(out, cap, "the %s at %s came to exchange %" PRIu64 " after %.1f s", w->role, w->peer,
+                 w->exchange, w->late_s);
+        return;
+    }
     snprintf(out, cap, "the %s at %s is %.1f s late to exchange %" PRIu64 " and still working toward "
              "it; waiting for it (at most %.0f s in all)", w->role, w->peer, w->late_s, w->exchange,
              w->limit_s);
@@ -1199,6 +1212,10 @@ glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye,
         r->queue_head = node->next;
         if (!r->queue_head)
             r->queue_tail = NULL;
+        /* in a step from here until the next call or tp_rank_step_end; set under the lock the
+         * heartbeat reads the queue under, so it never sees the step neither queued nor begun */
+        if (node->step.cmd == TP_STEP_FORWARD || node->step.cmd == TP_STEP_FORWARD_ALL)
+            atomic_store(&r->busy, 1);
     }
     int clean_stop = r->bye;
     pthread_mutex_unlock(&r->lock);
@@ -1220,8 +1237,6 @@ glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye,
         return copy_failure(r, err);
     }
     r->step_seq++;
-    if (step->cmd == TP_STEP_FORWARD || step->cmd == TP_STEP_FORWARD_ALL)
-        atomic_store(&r->busy, 1); /* until the next call, or tp_rank_step_end */
     return GLM_OK;
 }
 

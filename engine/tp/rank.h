@@ -125,7 +125,9 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
  * begins with tp_head_send_step (rank 0) or its arrival at the worker (rank 1: a step in the
  * queue for tp_worker_next_step counts, as does any step after it until it ends). While a side
  * is in a step, a peer waiting for its next exchange waits past the timeout (the side is late,
- * not gone: a loaded machine, a longer share of the work), up to 24 timeouts at the head. */
+ * not gone: a loaded machine, a longer share of the work), up to 24 timeouts at the head. A step
+ * waiting in a worker's queue counts too, so a worker whose step thread hangs between steps is
+ * waited for up to that cap, not one timeout. */
 void tp_rank_step_end(tp_rank *r);
 
 /* A wait past the timeout for a late peer asks canceled(user) at each heartbeat and gives up when
@@ -135,20 +137,24 @@ void tp_rank_step_end(tp_rank *r);
 void tp_rank_set_cancel(tp_rank *r, int (*canceled)(void *user), void *user);
 
 /* A wait that went past the timeout for a late peer: who, to which exchange, how late so far
- * and how long the wait lasts at most (both from the exchange's start). */
+ * (over: how long the exchange took) and how long the wait lasts at most (both from the
+ * exchange's start). */
 typedef struct tp_late_wait {
     const char *role; /* the peer's: "worker" or "head" */
     const char *peer; /* HOST:PORT */
     uint64_t exchange;
     double late_s, limit_s;
+    int over;         /* the peer came: the exchange is done */
 } tp_late_wait;
 
 /* The wait as a sentence for a log ("the worker at H:P is 5.2 s late to exchange 42 and still
- * working toward it; waiting for it (at most 120 s in all)"). */
+ * working toward it; waiting for it (at most 120 s in all)"; over: "the worker at H:P came to
+ * exchange 42 after 7.3 s"). */
 void tp_late_wait_text(const tp_late_wait *w, char *out, size_t cap);
 
-/* note(user, wait) is told, once an exchange, when a wait goes past the timeout for a late peer,
- * for the rank's log and its user. NULL: nothing is said. Called on the exchange's thread. */
+/* note(user, wait) is told when a wait goes past the timeout for a late peer (once an exchange)
+ * and again when that peer came (w->over), for the rank's log and its user. NULL: nothing is
+ * said. Called on the exchange's thread. */
 void tp_rank_set_note(tp_rank *r, void (*note)(void *user, const tp_late_wait *w), void *user);
 
 /* Rank 1: waits up to wait_ms (< 0: as long as the head keeps beating) for the next step.

@@ -105,6 +105,7 @@ START_TEST(engine_events_map_to_their_types)
         {.type = GLM_EV_DONE, .finish = "tool_calls", .stats = {.generated_tokens = 7}},
         {.type = GLM_EV_ERROR, .text = "peer stopped answering", .len = 22},
         {.type = GLM_EV_WAITING, .text = "the worker at 10.0.0.2:7070XYZ", .len = 27, .wait_s = 5.25},
+        {.type = GLM_EV_WAITED, .text = "the worker at 10.0.0.2:7070", .len = 27, .wait_s = 7.5},
     };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         ck_assert_int_eq(jsonl_event(&w, &evs[i]), 0);
@@ -161,6 +162,11 @@ START_TEST(engine_events_map_to_their_types)
     ck_assert_double_eq_tol(num(j, "waited_s"), 5.25, 1e-9);
     cJSON_Delete(j);
     j = line(10);
+    ck_assert_str_eq(str(j, "type"), "waited");
+    ck_assert_str_eq(str(j, "for"), "the worker at 10.0.0.2:7070");
+    ck_assert_double_eq_tol(num(j, "waited_s"), 7.5, 1e-9);
+    cJSON_Delete(j);
+    j = line(11);
     ck_assert_str_eq(str(j, "type"), "tool_result");
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "is_error")));
     ck_assert_str_eq(str(j, "text"), "error: no such file");
