@@ -613,13 +613,19 @@ __global__ void __launch_bounds__(pipe_shape<K, MTW>::kThreadsB, pipe_min_blocks
 }
 
 // Which kernel a launch takes (kern_exl3_set_grouped). Auto: 128 rows a pass (PIPE_128_ONCE)
-// where the chunk gives the experts 96 rows each on average, else 64 (PIPE_64). 128 rows a pass,
-// each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass fastest at 16-64.
+// where the chunk gives the experts kAuto128Rows rows each on average, else 64 (PIPE_64). 128
+// rows a pass, each tile decoded once: the fastest from 128 rows an expert; 64 rows a pass
+// fastest at 16-64 rows an expert when every expert has the same rows. Routed rows are uneven
+// (many experts past 64 rows take the 64-row kernel two passes): random chunks of 2,048 / 2,560 /
+// 2,816 / 3,072 rows (57 / 71 / 78 / 85 an expert on average) ran the 128-row kernel 1.18 / 0.92 /
+// 0.88 / 0.86 times as long as the 64-row one (H100, bench_exl3), so the switch is where that
+// crosses 1.
 // 128 rows a pass decode each k-tile once for twice the rows but hold twice the accumulators
 // a thread, so fewer warps fit an SM (12 or 8, not 16) and an expert with few rows leaves half of a
 // pass's m-tiles empty (bench_exl3 times both at 16-512 rows an expert, bench_cuda_engine at
 // each chunk).
 int g_grouped = KERN_EXL3_GROUPED_AUTO;
+constexpr int kAuto128Rows = 67;
 
 // A launch: the ring in dynamic shared memory (the limit raised past 48 KB once a device, where
 // a shape needs it); grid.x: out / 128 blocks of 128 columns.
@@ -664,7 +670,7 @@ cudaError_t grouped_launch(int bits, int codebook, const grouped_args &g, int ma
 {
     int v = g_grouped;
     if (v == KERN_EXL3_GROUPED_AUTO)
-        v = pairs >= 96 * E ? KERN_EXL3_GROUPED_PIPE_128_ONCE : KERN_EXL3_GROUPED_PIPE_64;
+        v = pairs >= kAuto128Rows * E ? KERN_EXL3_GROUPED_PIPE_128_ONCE : KERN_EXL3_GROUPED_PIPE_64;
     switch (bits) {
     case 1: return grouped_cb<1>(codebook, v, g, mats, E, st);
     case 2: return grouped_cb<2>(codebook, v, g, mats, E, st);

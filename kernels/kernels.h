@@ -141,7 +141,8 @@ static inline size_t kern_exl3_moe_prefill_bytes(int experts, int hidden, int in
  * decoding the weight tiles it multiplies once, in registers (4 warps of two 16-column tiles, each
  * activation fragment serving both): PIPE_64 takes 64 rows of an expert a pass, PIPE_128_ONCE
  * 128 (each tile decoded once for all 128 rows). AUTO (the default):
- * PIPE_128_ONCE where the experts get 96 rows each on average, else PIPE_64. Returns -1 for
+ * PIPE_128_ONCE where the experts get 67 rows each on average (routed rows are uneven), else
+ * PIPE_64. Returns -1 for
  * another value. */
 enum {
     KERN_EXL3_GROUPED_AUTO = 0,
