@@ -147,8 +147,9 @@ static int rank_aborted(void *user)
 /* A data wait at its deadline goes on while the peer's heartbeats say it is alive, in a forward
  * step and not yet at this exchange (it has begun fewer than seq of them: it is computing its
  * share before seq, on a loaded machine or with the longer share of the work; the heartbeat may
- * be older than the last exchange), or, at the head, while the worker's heartbeats are from
- * before the step reached it (its watch thread starved: a stopped or swamped process). Anything
+ * be older than the last exchange), or while its heartbeats are from before the step (a worker's
+ * from before the step reached it, its watch thread starved: a stopped or swamped process; a
+ * head's from before it had sent the step). Anything
  * else fails it as before: a peer out of its step (its step failed, or it never began one), one
  * already in this exchange (the data path is what is stuck), one not heard for a timeout (the
  * watch thread's own rule for a silent peer, which a starved but live peer's heartbeats still
@@ -170,9 +171,11 @@ static int64_t late_peer_deadline(void *user, uint64_t seq)
     uint64_t begun = r->peer_exchanges, steps = r->peer_steps;
     int64_t heard = r->peer_progress_ms;
     pthread_mutex_unlock(&r->lock);
-    /* a worker's last heartbeat from before this step reached it says nothing of the step yet
-     * (a starved worker may not have read it): it is coming while heard */
-    int unread = r->rank == 0 && steps < r->step_seq;
+    /* a peer's last heartbeat from before this step says nothing of the step yet: a worker's
+     * from before the step reached it (a starved worker may not have read it), a head's from
+     * before it had sent it (its busy flag is set once the send returns): coming while heard */
+    uint64_t mine = r->rank == 0 ? r->step_seq : atomic_load(&r->steps_seen);
+    int unread = steps < mine;
     if (now - heard > (int64_t)r->timeout_ms || (!unread && (!busy || begun >= seq)))
         return 0;
     int64_t cap = r->exchange_started_ms +
