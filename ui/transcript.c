@@ -804,7 +804,7 @@ void trs_reply_state(const transcript *t, double now, char *out, size_t cap)
         s = "ready";
     else if (t->waiting) {
         double for_s = now - t->wait_since;
-        snprintf(out, cap, "\xe2\x97\x8f waiting for %s %.0f s", t->waiting, for_s > 0 ? for_s : 0);
+        snprintf(out, cap, "\xe2\x97\x8f waiting %.0f s for %s", for_s > 0 ? for_s : 0, t->waiting);
         return;
     } else if (t->think && t->think->live)
         s = "\xe2\x97\x8f thinking";

@@ -113,7 +113,8 @@ int trs_code_line(transcript *t, size_t idx, int w);
 /* Whether conversation c matches the list filter query (case-insensitive, "" matches all). */
 int trs_conv_matches(const trs_conv *c, const char *query);
 /* The status line's reply state at time now into out: "ready", "thinking"... and, while a
- * reply waits for a late rank, what for and how long ("waiting for the worker at H:P 12 s"). */
+ * reply waits for a late rank, how long and what for ("waiting 12 s for the worker at H:P": the
+ * clock first, so a narrow status line that cuts the field keeps it). */
 void trs_reply_state(const transcript *t, double now, char *out, size_t cap);
 
 #endif

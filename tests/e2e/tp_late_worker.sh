@@ -93,13 +93,13 @@ expect_screen 'ready' 30 "the TUI is up over the worker"
 throttle $worker
 type_text "$PROMPT"
 keys Enter
-WAITING="waiting for the worker at 127\.0\.0\.1:$PORT ([0-9]+) s"
+WAITING="waiting ([0-9]+) s for the worker at 127\.0\.0\.1:$PORT"
 if wait_for "$WAITING" 60; then
     pass
-    s1=$(screen | grep -Eo "$WAITING" | grep -Eo '[0-9]+ s$')
+    s1=$(screen | grep -Eo "$WAITING" | grep -Eo 'waiting [0-9]+' | grep -Eo '[0-9]+')
     sleep 2.2
-    s2=$(screen | grep -Eo "$WAITING" | grep -Eo '[0-9]+ s$')
-    [ -n "$s2" ] && [ "${s1% s}" -ge 5 ] && [ "${s2% s}" -ge $(( ${s1% s} + 1 )) ] && pass ||
+    s2=$(screen | grep -Eo "$WAITING" | grep -Eo 'waiting [0-9]+' | grep -Eo '[0-9]+')
+    [ -n "$s2" ] && [ "$s1" -ge 5 ] && [ "$s2" -ge $((s1 + 1)) ] && pass ||
         fail "the wait's clock: '$s1' then '$s2' 2.2 s later; screen:"$'\n'"$(screen)"
 else
     fail "the status line never said it waits for the worker; screen:"$'\n'"$(screen)"

@@ -158,14 +158,14 @@ START_TEST(waiting_for_a_late_worker)
     ev(0.0, UI_EV_REPLY_BEGIN, NULL);
     ev(0.2, UI_EV_REASONING_DELTA, "hm");
     waiting(6.0, "the worker at 10.0.0.2:7070", 5.2); /* the wait began 5.2 s before it was said */
-    ck_assert_str_eq(state(6.0), "\xe2\x97\x8f waiting for the worker at 10.0.0.2:7070 5 s");
-    ck_assert_str_eq(state(13.9), "\xe2\x97\x8f waiting for the worker at 10.0.0.2:7070 13 s");
+    ck_assert_str_eq(state(6.0), "\xe2\x97\x8f waiting 5 s for the worker at 10.0.0.2:7070");
+    ck_assert_str_eq(state(13.9), "\xe2\x97\x8f waiting 13 s for the worker at 10.0.0.2:7070");
     ck_assert_str_eq(tr.items[0]->text.s, "hm"); /* nothing added to the reply */
     ck_assert_uint_eq(tr.n, 1);
     waiting(13.95, "", 13.0); /* the worker came */
     ck_assert_str_eq(state(13.95), "\xe2\x97\x8f thinking");
     waiting(13.96, "the worker at 10.0.0.2:7070", 5.1); /* late again, a new clock */
-    ck_assert_str_eq(state(14.0), "\xe2\x97\x8f waiting for the worker at 10.0.0.2:7070 5 s");
+    ck_assert_str_eq(state(14.0), "\xe2\x97\x8f waiting 5 s for the worker at 10.0.0.2:7070");
     ev(14.0, UI_EV_REASONING_DELTA, " ok"); /* the reply moves on */
     ck_assert_str_eq(state(14.0), "\xe2\x97\x8f thinking");
     ck_assert_str_eq(tr.items[0]->text.s, "hm ok"); /* the same thought goes on */
