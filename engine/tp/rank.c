@@ -146,14 +146,13 @@ static int rank_aborted(void *user)
 
 /* A data wait at its deadline goes on while the peer's heartbeats say it is alive, in a forward
  * step and not yet at this exchange (it has begun fewer than seq of them: it is computing its
- * share before seq, on a loaded machine or with the longer share of the work; the heartbeat may
- * be older than the last exchange), or while its heartbeats are from before the step (a worker's
- * from before the step reached it, its watch thread starved: a stopped or swamped process; a
- * head's from before it had sent the step). Anything
- * else fails it as before: a peer out of its step (its step failed, or it never began one), one
- * already in this exchange (the data path is what is stuck), one not heard for a timeout (the
- * watch thread's own rule for a silent peer, which a starved but live peer's heartbeats still
- * meet).
+ * share before seq, on a loaded machine or with the longer share of the work; the heartbeat may be
+ * older than the last exchange), or while its heartbeats are from before the step (a worker's from
+ * before the step reached it, its watch thread starved: a stopped or swamped process; a head's
+ * from before it had sent the step). Anything else fails it as before: a peer out of its step (its
+ * step failed, or it never began one), one already in this exchange (the data path is what is
+ * stuck), one not heard for a timeout (the watch thread's own rule for a silent peer, which a
+ * starved but live peer's heartbeats still meet).
  * The head gives up after TP_LATE_PEER_HEAD timeouts in all, the worker after twice that, so the
  * head is the one that ends a link whose peer never comes, and says why to its user. */
 #define TP_LATE_PEER_HEAD 24
