@@ -1,5 +1,5 @@
 #!/bin/bash
-# tp_late_worker.sh: a real worker made late (a throttle stops and continues its process, 3 s
+# tp_late_worker.sh: a real worker made late (a throttle stops and continues its process, 2 s
 # stopped for each 20 ms run, so its heartbeats still come but its share of a step crawls): the
 # head's scripted jsonl chat says "waiting" for it and, once the worker runs freely again, ends
 # with one rank's reply; the TUI's status line says what it waits for with a clock that moves,
@@ -25,7 +25,7 @@ print(" ".join(random.choice(w) for _ in range(280)))')
 # throttle PID: stops and continues PID until unthrottle (sets throttler).
 throttle() {
     local pid=$1
-    (while kill -STOP "$pid" 2>/dev/null; do sleep 3; kill -CONT "$pid" 2>/dev/null; sleep 0.02; done) &
+    (while kill -STOP "$pid" 2>/dev/null; do sleep 2; kill -CONT "$pid" 2>/dev/null; sleep 0.02; done) &
     throttler=$!
 }
 unthrottle() {
