@@ -400,7 +400,7 @@ glm_status tp_group_send_step(tp_group *g, uint32_t slot, tp_step_cmd cmd, uint3
     }
     if (g->world == 2)
         return tp_head_send_step(g->links[0], slot, cmd, pos, tokens, n_tokens, err);
-    int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
+    int fresh_start = pos == 0 && tp_step_is_forward(cmd);
     int failed = first_failed(g, err);
     if (failed >= 0 && !fresh_start) /* the others hear of it now, not at their next exchange */
         return fail_all(g, failed, err);

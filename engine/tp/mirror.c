@@ -78,7 +78,7 @@ glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const in
         return GLM_OK;
     if (!e->tp)
         return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
-    int forward = cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
+    int forward = tp_step_is_forward(cmd);
     int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
                 (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
     if (!fresh && s->tp_epoch != tp_group_reconnects(e->tp))

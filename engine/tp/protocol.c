@@ -193,7 +193,7 @@ static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
         return bad(err, TP_MSG_STEP, "its sequence number is 0 (steps count from 1)");
     if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_CLOSE)
         return bad(err, TP_MSG_STEP, "the command is unknown");
-    int forward = s->cmd == TP_STEP_FORWARD || s->cmd == TP_STEP_FORWARD_ALL;
+    int forward = tp_step_is_forward(s->cmd);
     if (forward && s->n_tokens == 0)
         return bad(err, TP_MSG_STEP, "a forward step has no tokens");
     if (!forward && s->n_tokens != 0)

@@ -83,6 +83,12 @@ typedef enum tp_step_cmd {
     TP_STEP_CLOSE = 6,    /* the head freed this slot's state: free the mirror (n must be 0) */
 } tp_step_cmd;
 
+/* A step that runs the forward (its exchanges follow): FORWARD or FORWARD_ALL. */
+static inline int tp_step_is_forward(uint32_t cmd)
+{
+    return cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
+}
+
 typedef struct tp_step {
     uint64_t seq;      /* steps are numbered 1, 2, ... without gaps */
     uint32_t slot;     /* which of the head's conversation states, 0..TP_MAX_SLOTS-1 */

@@ -1128,7 +1128,7 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
         return glm_error_set(err, GLM_ERR_ARG, "only rank 0 sends steps");
     /* After a failure the head's state was reset; its next forward from position 0 (a new turn)
      * finds a restarted worker as empty as itself, so that is where it connects again. */
-    int fresh_start = pos == 0 && (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL);
+    int fresh_start = pos == 0 && tp_step_is_forward(cmd);
     if (fresh_start)
         notice_close(r);
     if (atomic_load(&r->failed) && (!fresh_start || tp_head_reconnect(r, err) != GLM_OK))
@@ -1154,7 +1154,7 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
     }
     r->step_seq++;
     atomic_store(&r->steps_seen, r->step_seq);
-    if (cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL)
+    if (tp_step_is_forward(cmd))
         atomic_store(&r->busy, 1); /* until tp_rank_step_end */
     return GLM_OK;
 }
@@ -1216,7 +1216,7 @@ glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye,
             r->queue_tail = NULL;
         /* in a step from here until the next call or tp_rank_step_end; set under the lock the
          * heartbeat reads the queue under, so it never sees the step neither queued nor begun */
-        if (node->step.cmd == TP_STEP_FORWARD || node->step.cmd == TP_STEP_FORWARD_ALL)
+        if (tp_step_is_forward(node->step.cmd))
             atomic_store(&r->busy, 1);
     }
     int clean_stop = r->bye;
