@@ -1405,11 +1405,34 @@ static int gpu_sms(const char *what)
     return sms;
 }
 
+/* What the CUDA kernels read and issue for a prefill chunk under params: the weights' formats
+ * and the parts each product splits its f32 operand into (model/prefill_projection.h): a BF16
+ * weight product takes two fp16 parts of its input (gemm_fp16x2), one with cuda_gemm = onepart,
+ * three bf16 parts with three or cublas; q4 dense weights run on the FMA pipes (one pass); the
+ * absorbed query and value expansion (head_gemm_kernel) and the indexer's pooled scores take
+ * three bf16 parts, the flash latent attention two (hi and lo of the query and the weights). */
+static glm_prefill_format cuda_prefill_format(const glm_engine_params *params)
+{
+    int q4 = params->dense == GLM_DENSE_Q4;
+    glm_cuda_gemm g = params->cuda.gemm;
+    double dense = q4 || g == GLM_CUDA_GEMM_ONEPART                      ? 1
+                   : g == GLM_CUDA_GEMM_THREE || g == GLM_CUDA_GEMM_CUBLAS ? 3
+                                                                           : 2;
+    return (glm_prefill_format){.dense_bytes = q4 ? 0.5625 : 2,
+                                .expert_bits = 4,
+                                .cache_bytes = 1,
+                                .dense_parts = dense,
+                                .absorb_parts = 3,
+                                .attend_parts = 2,
+                                .index_parts = 3};
+}
+
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
- * each op group's share here, its floor here and there at each machine's rates, and its time
- * there at the efficiency it had here (model/prefill_projection.c). */
+ * each op group's share here, its floor here and there at each machine's rates (from the tensor
+ * work the kernels issue, f's parts, beside the model's own FLOPs), and its time there at the
+ * efficiency it had here (model/prefill_projection.c). */
 static int print_prefill_projection(const op_profile *prof, const glm_config *c, int rows, int pos,
-                                    int q4, double cub_flops, double bw)
+                                    const glm_prefill_format *f, double cub_flops, double bw)
 {
     int sms = gpu_sms("prefill projection");
     if (sms < 0)
@@ -1418,11 +1441,11 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
     projected_config(&full);
     cuda_plan_rank_config(&full, &half);
     glm_prefill_target t = GLM_PREFILL_SPARKS;
-    glm_prefill_format here_f = {q4 ? 0.5625 : 2, 4, 1}, there_f = here_f;
-    double hf[GLM_PF_GROUPS], hb[GLM_PF_GROUPS], tf[GLM_PF_GROUPS], tb[GLM_PF_GROUPS];
+    double hf[GLM_PF_GROUPS], ht[GLM_PF_GROUPS], hb[GLM_PF_GROUPS];
+    double tf[GLM_PF_GROUPS], tt[GLM_PF_GROUPS], tb[GLM_PF_GROUPS];
     double us[GLM_PF_GROUPS] = {0};
-    glm_prefill_costs(c, rows, pos, &here_f, hf, hb);
-    glm_prefill_costs(&half, rows, pos, &there_f, tf, tb);
+    glm_prefill_costs(c, rows, pos, f, hf, ht, hb);
+    glm_prefill_costs(&half, rows, pos, f, tf, tt, tb);
     for (int i = 0; i < prof->n; i++)
         us[glm_prefill_group_of(prof->op[i].label)] += prof->op[i].us;
     glm_prefill_here here = {cub_flops, bw, sms};
@@ -1435,30 +1458,40 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
            "formulas in model/prefill_projection.h\n",
            rows, pos, t.bytes_per_s / 1e9, t.flops_per_s / 1e12, t.sms, t.link_bytes_per_s / 1e9,
            t.exchange_us, cub_flops / 1e12, bw / 1e9, sms, sms, t.sms);
-    printf("%-36s %10s %6s %10s %10s %7s | %10s %10s %10s %10s %10s\n", "op group", "here us",
-           "share", "GFLOP", "MB", "here flr", "GFLOP/rank", "MB/rank", "floor us", "by SM us",
-           "at eff us");
+    printf("(tensor work: the products the kernels issue, %.0f part(s) a dense product, %.0f the "
+           "absorbed query and value expansion, %.0f the attention, %.0f the indexer's scores; "
+           "'model flr': the floor there at the model's own FLOPs)\n",
+           f->dense_parts, f->absorb_parts, f->attend_parts, f->index_parts);
+    printf("%-36s %10s %6s %10s %10s %10s %7s | %10s %10s %10s %10s %10s %10s %10s\n", "op group",
+           "here us", "share", "GFLOP", "tensor GF", "MB", "here flr", "GFLOP/rank",
+           "tensor/rk", "MB/rank", "model flr", "floor us", "by SM us", "at eff us");
     double total = prof->total_us > 0 ? prof->total_us : 1, sum_floor = 0, sum_eff = 0, sum_sm = 0;
+    double sum_model = 0;
     for (int g = 0; g < GLM_PF_GROUPS; g++) {
         double fl, eff, by_sm;
-        glm_project_prefill_group(us[g], hf[g], hb[g], &here, tf[g], tb[g], rest_scale, &t, &fl,
+        glm_project_prefill_group(us[g], ht[g], hb[g], &here, tt[g], tb[g], rest_scale, &t, &fl,
                                   &eff, &by_sm);
-        double here_floor = fmax(hf[g] / cub_flops, hb[g] / bw) * 1e6;
-        printf("%-36s %10.0f %5.1f%% %10.1f %10.1f %6.0f%% | %10.1f %10.1f %10.0f %10.0f %10.0f\n",
-               glm_prefill_group_names[g], us[g], 100 * us[g] / total, hf[g] / 1e9, hb[g] / 1e6,
-               us[g] > 0 && here_floor > 0 ? 100 * here_floor / us[g] : 0.0, tf[g] / 1e9,
-               tb[g] / 1e6, fl, by_sm, eff);
+        double here_floor = fmax(ht[g] / cub_flops, hb[g] / bw) * 1e6;
+        double model = fmax(tf[g] / t.flops_per_s, tb[g] / t.bytes_per_s) * 1e6;
+        printf("%-36s %10.0f %5.1f%% %10.1f %10.1f %10.1f %6.0f%% | %10.1f %10.1f %10.1f %10.0f "
+               "%10.0f %10.0f %10.0f\n",
+               glm_prefill_group_names[g], us[g], 100 * us[g] / total, hf[g] / 1e9, ht[g] / 1e9,
+               hb[g] / 1e6, us[g] > 0 && here_floor > 0 ? 100 * here_floor / us[g] : 0.0,
+               tf[g] / 1e9, tt[g] / 1e9, tb[g] / 1e6, model, fl, by_sm, eff);
         sum_floor += fl;
         sum_eff += eff;
         sum_sm += by_sm;
+        sum_model += model;
     }
     double ex = glm_prefill_exchange_us(&t, full.num_layers, rows, full.hidden_size);
     printf("exchanges: %d x %.1f MB a chunk: %.0f us\n", 2 * full.num_layers,
            (double)rows * full.hidden_size * 4 / 1e6, ex);
-    printf("two Sparks, chunks of %d at %d: at the floor %.0f tok/s (%.0f us a chunk); between %.0f "
-           "tok/s at this run's efficiency (%.0f us) and %.0f tok/s by SM (%.0f us); the recipe: "
-           "~1,950 tok/s to 64k (research/seed.md)\n",
-           rows, pos, rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
+    printf("two Sparks, chunks of %d at %d: at the model's floor %.0f tok/s (%.0f us a chunk), at "
+           "the kernels' floor %.0f tok/s (%.0f us); between %.0f tok/s at this run's efficiency "
+           "(%.0f us) and %.0f tok/s by SM (%.0f us); the recipe: ~1,950 tok/s to 64k "
+           "(research/seed.md)\n",
+           rows, pos, rows / ((sum_model + ex) * 1e-6), sum_model + ex,
+           rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
            sum_eff + ex, rows / ((sum_sm + ex) * 1e-6), sum_sm + ex);
     return 0;
 }
@@ -1510,7 +1543,8 @@ static int grouped_kernels(engine_backend *be, cuda_state *s, const int32_t *tok
  * empty session (MFU against cuBLAS bf16 in this run), a chunk after the largest size profiled,
  * and the projection; the smallest size's last row's logits into last (vocab floats). */
 static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes, int n_sizes,
-                            const int32_t *tok, double cub, double bw, int q4, float *last)
+                            const int32_t *tok, double cub, double bw,
+                            const glm_prefill_format *f, float *last)
 {
     const cuda_plan *plan = backend_cuda_plan(be);
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
@@ -1523,7 +1557,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         return -1;
     snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position 0)", chunk);
     print_profile(&prof, title);
-    if (print_prefill_projection(&prof, c, chunk, 0, q4, cub * 1e12, bw))
+    if (print_prefill_projection(&prof, c, chunk, 0, f, cub * 1e12, bw))
         return -1;
     for (int i = 0; i < n_sizes; i++) {
         largest = sizes[i] > largest ? sizes[i] : largest;
@@ -1555,7 +1589,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         snprintf(title, sizeof title, "prefill op profile (one chunk of %d rows at position %d)",
                  chunk, np);
         print_profile(&prof, title);
-        if (print_prefill_projection(&prof, c, chunk, np, q4, cub * 1e12, bw))
+        if (print_prefill_projection(&prof, c, chunk, np, f, cub * 1e12, bw))
             return -1;
     }
     return 0;
@@ -1587,7 +1621,8 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
     for (int i = 0; i < largest + most_chunk; i++)
         tok[i] = (int32_t)((i * 7919u) % 150000u);
     double cub = cublas_tflops(8192, 8192, 8192);
-    int q4 = params->dense == GLM_DENSE_Q4, rc = 0;
+    glm_prefill_format f = cuda_prefill_format(params);
+    int rc = 0;
     double summary[8] = {0};
     int rows[8] = {0}; /* each entry's chunk as opened (the plan's where it is 0) */
     for (int k = 0; k < n_chunks && rc >= 0; k++) {
@@ -1602,7 +1637,7 @@ static int bench_prefill(glm_model *m, glm_engine_params *params, engine_backend
         rows[k] = backend_cuda_plan(be)->chunk;
         printf("\n== prefill, chunks of %d rows\n", rows[k]);
         double p0 = bench_now_s();
-        rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, q4, have ? last : ref);
+        rc = prefill_at_chunk(be, *s, sizes, n_sizes, tok, cub, bw, &f, have ? last : ref);
         summary[k] = bench_now_s() - p0;
         if (rc >= 0 && have) { /* a row's bits must not depend on the chunk it was computed in */
             int same = memcmp(ref, last, V * sizeof *ref) == 0;

@@ -9,6 +9,9 @@
  * the rank-one update, q S); bytes: ten passes over the rows' channels and the state in and out.
  * The latent attention: absorb, 4 x heads x selected x rank for scores and sums, expand, and the
  * indexer's pooled scores; bytes: kv_b, the cache rows up to the chunk's end once, the rows.
+ * Tensor work: each product's FLOPs times the parts its kernel splits an operand into (the
+ * format's; a dense BF16 product in two fp16 parts does its FLOPs twice), the KDA delta rule and
+ * the f32 HC mixing products once (FMA pipes, not parts).
  * Projection per group (the same method as projection.c's decode one, with FLOPs beside bytes):
  * the group's floor on each machine is max(FLOPs / rate, bytes / bandwidth); a group that ran
  * at some fraction of its floor here is taken to run at the same fraction there (pessimistic
@@ -51,95 +54,117 @@ glm_prefill_group glm_prefill_group_of(const char *label)
     return GLM_PF_REST;
 }
 
-/* A weight product of rows rows, in -> out, weights of wbytes bytes a value. */
-static void product(double *flops, double *bytes, double rows, double in, double out, double wbytes)
+/* The chunk's sums, each group's three (glm_prefill_costs' arrays). */
+typedef struct costs {
+    double *fl, *tn, *by;
+} costs;
+
+/* A format's parts, 0 read as 1. */
+static double parts(double p)
 {
-    *flops += 2 * rows * in * out;
-    *bytes += in * out * wbytes + rows * (in + out) * 4;
+    return p > 0 ? p : 1;
 }
 
-static void kda_layer(const glm_config *c, double T, double wb, double *fl, double *by)
+/* FLOPs of group g done `p` times over on the tensor cores. */
+static void work(costs *k, int g, double flops, double p)
+{
+    k->fl[g] += flops;
+    k->tn[g] += flops * parts(p);
+}
+
+/* A weight product of rows rows, in -> out, weights of wbytes bytes a value, its input in p parts
+ * (dense group). */
+static void product(costs *k, double rows, double in, double out, double wbytes, double p)
+{
+    work(k, GLM_PF_DENSE, 2 * rows * in * out, p);
+    k->by[GLM_PF_DENSE] += in * out * wbytes + rows * (in + out) * 4;
+}
+
+static void kda_layer(const glm_config *c, double T, const glm_prefill_format *fm, costs *k)
 {
     double D = c->hidden_size, H = c->kda_heads, dk = c->kda_head_dim, C = H * dk;
-    double *f = &fl[GLM_PF_DENSE], *b = &by[GLM_PF_DENSE];
-    product(f, b, T, D, C, wb); /* q, k, v */
-    product(f, b, T, D, C, wb);
-    product(f, b, T, D, C, wb);
-    product(f, b, T, D, dk, wb); /* forget gate a, b */
-    product(f, b, T, dk, C, wb);
-    product(f, b, T, D, H, wb);  /* beta */
-    product(f, b, T, D, dk, wb); /* output gate a, b */
-    product(f, b, T, dk, C, wb);
-    product(f, b, T, C, D, wb);  /* output */
-    fl[GLM_PF_KDA] += T * 6 * H * dk * dk;
-    by[GLM_PF_KDA] += T * C * 4 * 10 + 2 * H * dk * dk * 4;
+    double wb = fm->dense_bytes, p = fm->dense_parts;
+    product(k, T, D, C, wb, p); /* q, k, v */
+    product(k, T, D, C, wb, p);
+    product(k, T, D, C, wb, p);
+    product(k, T, D, dk, wb, p); /* forget gate a, b */
+    product(k, T, dk, C, wb, p);
+    product(k, T, D, H, wb, p);  /* beta */
+    product(k, T, D, dk, wb, p); /* output gate a, b */
+    product(k, T, dk, C, wb, p);
+    product(k, T, C, D, wb, p);  /* output */
+    work(k, GLM_PF_KDA, T * 6 * H * dk * dk, 1);
+    k->by[GLM_PF_KDA] += T * C * 4 * 10 + 2 * H * dk * dk * 4;
 }
 
 static void dsa_layer(const glm_config *c, double T, double pos, const glm_prefill_format *fm,
-                      double *fl, double *by)
+                      costs *k)
 {
     double D = c->hidden_size, NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim;
     double R = c->kv_lora_rank, qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
-    double kp = c->index_kpool > 0 ? c->index_kpool : 1, wb = fm->dense_bytes;
-    double *f = &fl[GLM_PF_DENSE], *b = &by[GLM_PF_DENSE];
-    product(f, b, T, D, qr, wb);
-    product(f, b, T, qr, NH * dn, wb);
-    product(f, b, T, D, R, wb);
-    product(f, b, T, NH * dv, D, wb);
-    product(f, b, T, qr, IH * ID, wb); /* the indexer: query, key, gate, head weights */
-    product(f, b, T, D, ID, wb);
-    product(f, b, T, D, ID, wb);
-    product(f, b, T, D, IH, wb);
+    double kp = c->index_kpool > 0 ? c->index_kpool : 1, wb = fm->dense_bytes, p = fm->dense_parts;
+    product(k, T, D, qr, wb, p);
+    product(k, T, qr, NH * dn, wb, p);
+    product(k, T, D, R, wb, p);
+    product(k, T, NH * dv, D, wb, p);
+    product(k, T, qr, IH * ID, wb, p); /* the indexer: query, key, gate, head weights */
+    product(k, T, D, ID, wb, p);
+    product(k, T, D, ID, wb, p);
+    product(k, T, D, IH, wb, p);
     double mid = pos + T / 2;          /* the chunk's rows see mid positions on average */
     double sel = fmin(mid + 1, c->index_topk + kp - 1);
-    fl[GLM_PF_ATTENTION] += T * (2 * NH * dn * R + 4 * NH * sel * R + 2 * NH * R * dv +
-                                 2 * IH * ID * (mid / kp));
+    work(k, GLM_PF_ATTENTION, T * (2 * NH * dn * R + 2 * NH * R * dv), fm->absorb_parts);
+    work(k, GLM_PF_ATTENTION, T * 4 * NH * sel * R, fm->attend_parts);
+    work(k, GLM_PF_ATTENTION, T * 2 * IH * ID * (mid / kp), fm->index_parts);
     double end = pos + T;
-    by[GLM_PF_ATTENTION] += NH * (dn + dv) * R * 2 + end * (R * fm->cache_bytes + 4) +
-                            end / kp * (ID * fm->cache_bytes + 4) + T * NH * (dn + 2 * R + dv) * 4;
+    k->by[GLM_PF_ATTENTION] += NH * (dn + dv) * R * 2 + end * (R * fm->cache_bytes + 4) +
+                               end / kp * (ID * fm->cache_bytes + 4) +
+                               T * NH * (dn + 2 * R + dv) * 4;
 }
 
 static void ffn_layer(const glm_config *c, int li, double T, const glm_prefill_format *fm,
-                      double *fl, double *by)
+                      costs *k)
 {
-    double D = c->hidden_size, wb = fm->dense_bytes;
-    double *f = &fl[GLM_PF_DENSE], *b = &by[GLM_PF_DENSE];
+    double D = c->hidden_size, wb = fm->dense_bytes, p = fm->dense_parts;
     if (!c->moe[li]) {
         double inter = c->intermediate_size;
-        product(f, b, T, D, inter, wb);
-        product(f, b, T, D, inter, wb);
-        product(f, b, T, inter, D, wb);
+        product(k, T, D, inter, wb, p);
+        product(k, T, D, inter, wb, p);
+        product(k, T, inter, D, wb, p);
         return;
     }
     double E = c->n_routed_experts, K = c->num_experts_per_tok, I = c->moe_intermediate_size;
     double shared = I * (c->n_shared_experts > 0 ? c->n_shared_experts : 0);
-    product(f, b, T, D, E, 2); /* the router (bf16, as shipped) */
+    product(k, T, D, E, 2, p); /* the router (bf16, as shipped) */
     if (shared > 0) {
-        product(f, b, T, D, shared, wb);
-        product(f, b, T, D, shared, wb);
-        product(f, b, T, shared, D, wb);
+        product(k, T, D, shared, wb, p);
+        product(k, T, D, shared, wb, p);
+        product(k, T, shared, D, wb, p);
     }
     double pairs = T * K, selected = E * (1 - pow(1 - 1 / E, pairs));
-    fl[GLM_PF_EXPERTS] += 2 * pairs * 3 * I * D;
-    by[GLM_PF_EXPERTS] += selected * 3 * I * D * fm->expert_bits / 8 +
-                          pairs * (2 * D * 2 + 2 * I * 4 + I * 2 + D * 4) + 2 * T * D * 4;
+    work(k, GLM_PF_EXPERTS, 2 * pairs * 3 * I * D, 1); /* fp16 inputs against decoded weights */
+    k->by[GLM_PF_EXPERTS] += selected * 3 * I * D * fm->expert_bits / 8 +
+                             pairs * (2 * D * 2 + 2 * I * 4 + I * 2 + D * 4) + 2 * T * D * 4;
 }
 
 void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_prefill_format *f,
-                       double flops[GLM_PF_GROUPS], double bytes[GLM_PF_GROUPS])
+                       double flops[GLM_PF_GROUPS], double tensor[GLM_PF_GROUPS],
+                       double bytes[GLM_PF_GROUPS])
 {
     for (int g = 0; g < GLM_PF_GROUPS; g++)
-        flops[g] = bytes[g] = 0;
+        flops[g] = tensor[g] = bytes[g] = 0;
+    costs k = {flops, tensor, bytes};
     double T = rows, D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
     for (int li = 0; li < c->num_layers; li++) {
-        /* the two HC mixing products (f32 weights; fused with the input norm, the same bytes) */
-        product(&flops[GLM_PF_DENSE], &bytes[GLM_PF_DENSE], T, S * D, mix, 4);
-        product(&flops[GLM_PF_DENSE], &bytes[GLM_PF_DENSE], T, S * D, mix, 4);
+        /* the two HC mixing products (f32 weights on the FMA pipes; fused with the input norm,
+         * the same bytes) */
+        product(&k, T, S * D, mix, 4, 1);
+        product(&k, T, S * D, mix, 4, 1);
         if (c->attn[li] == GLM_ATTN_KDA)
-            kda_layer(c, T, f->dense_bytes, flops, bytes);
+            kda_layer(c, T, f, &k);
         else
-            dsa_layer(c, T, pos, f, flops, bytes);
-        ffn_layer(c, li, T, f, flops, bytes);
+            dsa_layer(c, T, pos, f, &k);
+        ffn_layer(c, li, T, f, &k);
     }
 }
 

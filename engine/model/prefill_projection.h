@@ -22,19 +22,30 @@ extern const char *const glm_prefill_group_names[GLM_PF_GROUPS];
  * label no group names. */
 glm_prefill_group glm_prefill_group_of(const char *label);
 
-/* How the weights are stored, for the bytes a chunk reads. */
+/* How the weights are stored, for the bytes a chunk reads, and how many tensor products the
+ * kernels issue for each useful one (they split an f32 operand into 16-bit parts to keep its
+ * precision; a part of 0 counts as 1: no split). */
 typedef struct glm_prefill_format {
     double dense_bytes;  /* bytes a dense weight (2: bf16, 0.5 + scales: q4) */
     int expert_bits;     /* the routed experts' EXL3 bits */
     double cache_bytes;  /* bytes a latent or indexer value in the cache (1: fp8) */
+    double dense_parts;  /* the dense weight products (router, shared expert and MLPs included;
+                          * not the f32 HC mixing products, which run on the FMA pipes) */
+    double absorb_parts; /* the absorbed query and the value expansion */
+    double attend_parts; /* the latent attention's scores and weighted sums */
+    double index_parts;  /* the indexer's pooled scores */
 } glm_prefill_format;
 
-/* FLOPs and device bytes of each group for one chunk of `rows` rows whose first position is
- * pos, on one rank holding config c (a two-rank config as cuda_plan_rank_config halves it); the
- * LM head is left out (it runs on one row of the last chunk). GLM_PF_REST gets 0 of both: its
- * ops are projected from their measured time (glm_project_prefill_group's rest_scale). */
+/* FLOPs, tensor work and device bytes of each group for one chunk of `rows` rows whose first
+ * position is pos, on one rank holding config c (a two-rank config as cuda_plan_rank_config
+ * halves it); the LM head is left out (it runs on one row of the last chunk). flops: the
+ * model's (what MFU counts); tensor: the products the kernels issue, each useful FLOP times its
+ * parts (the FLOPs on the FMA pipes once), which bounds a tensor-bound machine. GLM_PF_REST gets
+ * 0 of all three: its ops are projected from their measured time (glm_project_prefill_group's
+ * rest_scale). */
 void glm_prefill_costs(const glm_config *c, int rows, double pos, const glm_prefill_format *f,
-                       double flops[GLM_PF_GROUPS], double bytes[GLM_PF_GROUPS]);
+                       double flops[GLM_PF_GROUPS], double tensor[GLM_PF_GROUPS],
+                       double bytes[GLM_PF_GROUPS]);
 
 /* The machine a chunk is projected onto. */
 typedef struct glm_prefill_target {
@@ -58,7 +69,8 @@ typedef struct glm_prefill_here {
     int sms;
 } glm_prefill_here;
 
-/* One group's projection, per chunk, in microseconds (rest_scale: for a group of no counted
+/* One group's projection, per chunk, in microseconds, from the tensor work each machine issues
+ * for it (glm_prefill_costs' tensor: here_flops and target_flops) and its bytes (rest_scale: for a group of no counted
  * FLOPs or bytes, GLM_PF_REST, the target's calls of its ops over here's: the bench passes its
  * layers over here's, most of those ops (norms, HC, routing) running whole on every rank; the
  * halved SwiGLU of the dense MLPs is a small part):

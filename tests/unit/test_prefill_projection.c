@@ -14,8 +14,8 @@ START_TEST(tiny_chunk_costs_by_hand)
     glm_config c;
     tiny_config(&c);
     glm_prefill_format f = {.dense_bytes = 2, .expert_bits = 4, .cache_bytes = 1};
-    double fl[GLM_PF_GROUPS], by[GLM_PF_GROUPS];
-    glm_prefill_costs(&c, 16, 0, &f, fl, by);
+    double fl[GLM_PF_GROUPS], tn[GLM_PF_GROUPS], by[GLM_PF_GROUPS];
+    glm_prefill_costs(&c, 16, 0, &f, fl, tn, by);
     /* experts: 2 x 32 pairs x 3 x 128 x 256; the 4 experts' 3 x 128 x 256 half-bytes each times
      * 4 (1 - 0.75^32) selected, 32 pairs x (2 x 256 x 2 + 2 x 128 x 4 + 128 x 2 + 256 x 4) = 106496
      * and 2 x 16 x 256 x 4 = 32768 of rows in and out */
@@ -36,13 +36,44 @@ START_TEST(tiny_chunk_costs_by_hand)
      * product's weights once (the router in bf16) plus 16 rows in and out in f32: 2411008 in all */
     ck_assert_double_eq_tol(fl[GLM_PF_DENSE], 26542080, 0.5);
     ck_assert_double_eq_tol(by[GLM_PF_DENSE], 2411008, 0.5);
-    ck_assert(fl[GLM_PF_REST] == 0 && by[GLM_PF_REST] == 0);
+    ck_assert(fl[GLM_PF_REST] == 0 && by[GLM_PF_REST] == 0 && tn[GLM_PF_REST] == 0);
+    /* no parts given: the tensor work is the FLOPs */
+    for (int g = 0; g < GLM_PF_GROUPS; g++)
+        ck_assert_double_eq_tol(tn[g], fl[g], 0.5);
     /* later in the prompt: the attention selects its full window of 11 and reads the cache
      * rows up to the chunk's end */
-    glm_prefill_costs(&c, 16, 1000, &f, fl, by);
+    glm_prefill_costs(&c, 16, 1000, &f, fl, tn, by);
     ck_assert_double_eq_tol(fl[GLM_PF_ATTENTION], 16 * (16384 + 4 * 2 * 11 * 64 + 16384 +
                                                          2 * 2 * 32 * (1008.0 / 4)), 0.5);
     ck_assert_double_eq_tol(by[GLM_PF_ATTENTION], 32768 + 1016 * 68 + 254 * 36 + 32768, 0.5);
+}
+END_TEST
+
+/* The tensor work the CUDA kernels issue (two fp16 parts a dense product, three bf16 parts for
+ * the absorb, the expansion and the indexer, two for the attention) against the same FLOPs
+ * counted by hand; the FLOPs and bytes do not move with the parts. */
+START_TEST(tensor_work_counts_the_parts)
+{
+    glm_config c;
+    tiny_config(&c);
+    glm_prefill_format one = {.dense_bytes = 2, .expert_bits = 4, .cache_bytes = 1};
+    glm_prefill_format cuda = one;
+    cuda.dense_parts = 2, cuda.absorb_parts = 3, cuda.attend_parts = 2, cuda.index_parts = 3;
+    double fl[GLM_PF_GROUPS], tn[GLM_PF_GROUPS], by[GLM_PF_GROUPS];
+    double fl1[GLM_PF_GROUPS], tn1[GLM_PF_GROUPS], by1[GLM_PF_GROUPS];
+    glm_prefill_costs(&c, 16, 0, &cuda, fl, tn, by);
+    glm_prefill_costs(&c, 16, 0, &one, fl1, tn1, by1);
+    for (int g = 0; g < GLM_PF_GROUPS; g++) {
+        ck_assert_double_eq_tol(fl[g], fl1[g], 0.5);
+        ck_assert_double_eq_tol(by[g], by1[g], 0.5);
+    }
+    /* dense: every product twice but the two HC mixing products (524288, FMA pipes, once) */
+    ck_assert_double_eq_tol(tn[GLM_PF_DENSE], 2 * (26542080 - 524288) + 524288, 0.5);
+    /* attention at 0 a row: absorb and expand 2 x 16384 x 3, scores and sums 4608 x 2, indexer
+     * 256 x 3; the experts and the KDA delta rule once */
+    ck_assert_double_eq_tol(tn[GLM_PF_ATTENTION], 16 * (32768 * 3 + 4608 * 2 + 256 * 3), 0.5);
+    ck_assert_double_eq_tol(tn[GLM_PF_EXPERTS], 6291456, 0.5);
+    ck_assert_double_eq_tol(tn[GLM_PF_KDA], 3145728, 0.5);
 }
 END_TEST
 
@@ -111,6 +142,7 @@ int main(void)
     Suite *s = suite_create("prefill_projection");
     TCase *t = tcase_create("costs");
     tcase_add_test(t, tiny_chunk_costs_by_hand);
+    tcase_add_test(t, tensor_work_counts_the_parts);
     tcase_add_test(t, group_projection_by_hand);
     tcase_add_test(t, labels_land_in_their_groups);
     suite_add_tcase(s, t);
