@@ -1493,6 +1493,13 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
            rows, pos, rows / ((sum_model + ex) * 1e-6), sum_model + ex,
            rows / ((sum_floor + ex) * 1e-6), sum_floor + ex, rows / ((sum_eff + ex) * 1e-6),
            sum_eff + ex, rows / ((sum_sm + ex) * 1e-6), sum_sm + ex);
+    glm_prefill_target both = t;
+    both.link_bytes_per_s *= GLM_PREFILL_RAILS_BOTH;
+    double ex2 = glm_prefill_exchange_us(&both, full.num_layers, rows, full.hidden_size);
+    printf("the same over both rails (%.0f GB/s striped): exchanges %.0f us; the kernels' floor %.0f "
+           "tok/s, at this run's efficiency %.0f, by SM %.0f\n",
+           both.link_bytes_per_s / 1e9, ex2, rows / ((sum_floor + ex2) * 1e-6),
+           rows / ((sum_eff + ex2) * 1e-6), rows / ((sum_sm + ex2) * 1e-6));
     return 0;
 }
 

@@ -60,8 +60,11 @@ typedef struct glm_prefill_target {
  * sparsity; /work/shared/research gives no bf16 figure, so: halved for dense, a quarter of that
  * for bf16, halved again for f32 accumulation on this GeForce-class tensor core - an
  * assumption the bench prints); one RDMA rail 12 GB/s (ib_write_bw ~96 Gb/s a rail,
- * research/comms.md) and 11 us an exchange. */
+ * research/comms.md) and 11 us an exchange. The rdma transport stripes a payload over every
+ * HCA it is given, so a pair cabled and addressed on both twins moves about twice that
+ * (~190 Gb/s by ib_write_bw): GLM_PREFILL_RAILS_BOTH times the link. */
 #define GLM_PREFILL_SPARKS ((glm_prefill_target){62.5e12, 48, 273e9, 12e9, 11.0})
+#define GLM_PREFILL_RAILS_BOTH 2
 
 /* The machine the chunk ran on: its measured rates and its multiprocessors. */
 typedef struct glm_prefill_here {
