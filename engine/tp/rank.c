@@ -53,6 +53,8 @@ struct tp_rank {
     void *note_user;
     float *scratch;
     size_t scratch_n;
+    size_t piece_want;             /* tp_rank_options.piece_floats */
+    size_t piece;                  /* the most floats an exchange carries (0: any); start_watch */
 
     pthread_t watch;
     int watch_started;
@@ -377,6 +379,7 @@ static tp_rank *rank_new(int rank, const tp_rank_options *o, glm_error *err)
     r->peer_role = rank == 0 ? "worker" : "head";
     r->heartbeat_ms = o && o->heartbeat_ms > 0 ? o->heartbeat_ms : TP_DEFAULT_HEARTBEAT_MS;
     r->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : TP_DEFAULT_TIMEOUT_MS;
+    r->piece_want = o ? o->piece_floats : 0;
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->write_lock, NULL);
     pthread_condattr_t ca;
@@ -575,6 +578,8 @@ static glm_status verify_data_path(tp_rank *r, int64_t deadline, glm_error *err)
 
 static glm_status start_watch(tp_rank *r, glm_error *err)
 {
+    size_t limit = r->data->max_floats, want = r->piece_want;
+    r->piece = want && (!limit || want < limit) ? want : limit;
     r->last_heard_ms = tp_now_ms();
     r->data->aborted = rank_aborted;
     r->data->late_deadline = late_peer_deadline;
@@ -1071,7 +1076,8 @@ static uint64_t begin_exchange(tp_rank *r)
     return ++r->exchange_seq;
 }
 
-glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+/* One exchange of n floats (at most r->piece) through the data transport. */
+static glm_status gather_once(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
 {
     if (atomic_load(&r->failed))
         return copy_failure(r, err);
@@ -1079,6 +1085,44 @@ glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, si
     glm_error e;
     glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
+}
+
+/* r->scratch of at least n floats. */
+static glm_status scratch_for(tp_rank *r, size_t n, glm_error *err)
+{
+    if (r->scratch_n >= n)
+        return GLM_OK;
+    float *grown = realloc(r->scratch, n * sizeof *grown);
+    if (!grown)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a %zu-float exchange", n / 2);
+    r->scratch = grown;
+    r->scratch_n = n;
+    return GLM_OK;
+}
+
+/* The floats of the exchange that starts at offset o of a collective of n (r->piece at most). */
+static size_t piece_at(const tp_rank *r, size_t o, size_t n)
+{
+    return r->piece && n - o > r->piece ? r->piece : n - o;
+}
+
+/* A collective larger than the transport carries at once (a prefill chunk's partial sums over
+ * rdma's 16 MiB slot) goes as exchanges of r->piece floats in order, each gathered into scratch
+ * and copied to its place in both ranks' halves. */
+glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+{
+    if (!r->piece || n <= r->piece)
+        return gather_once(r, mine, gathered, n, err);
+    glm_status st = scratch_for(r, 2 * r->piece, err);
+    for (size_t o = 0; st == GLM_OK && o < n; o += r->piece) {
+        size_t len = piece_at(r, o, n);
+        st = gather_once(r, mine + o, r->scratch, len, err);
+        if (st == GLM_OK) {
+            memcpy(gathered + o, r->scratch, len * sizeof *gathered);
+            memcpy(gathered + n + o, r->scratch + len, len * sizeof *gathered);
+        }
+    }
+    return st;
 }
 
 glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *in, size_t in_n,
@@ -1092,21 +1136,19 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
     return after_exchange(r, st, seq, &e, err);
 }
 
+/* Rank-order sums (rank 0's partial + rank 1's), an exchange of at most r->piece floats at a
+ * time: the same bits as one exchange of all n, with scratch for one piece. */
 glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
 {
-    if (r->scratch_n < 2 * n) {
-        float *grown = realloc(r->scratch, 2 * n * sizeof *grown);
-        if (!grown)
-            return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a %zu-float exchange", n);
-        r->scratch = grown;
-        r->scratch_n = 2 * n;
+    size_t most = r->piece && r->piece < n ? r->piece : n;
+    glm_status st = scratch_for(r, 2 * most, err);
+    for (size_t o = 0; st == GLM_OK && o < n; o += most) {
+        size_t len = piece_at(r, o, n);
+        st = gather_once(r, buf + o, r->scratch, len, err);
+        for (size_t i = 0; st == GLM_OK && i < len; i++)
+            buf[o + i] = r->scratch[i] + r->scratch[len + i];
     }
-    glm_status st = tp_rank_all_gather(r, buf, r->scratch, n, err);
-    if (st != GLM_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        buf[i] = r->scratch[i] + r->scratch[n + i];
-    return GLM_OK;
+    return st;
 }
 
 /* Before a turn's first step: a worker that exited while the link sat idle has closed it, and the

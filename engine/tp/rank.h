@@ -35,6 +35,10 @@ typedef struct tp_rank_options {
      * in an NCCL_ID message after the HELLOs; tp_group_connect fills it */
     uint8_t nccl_id[TP_NCCL_ID_BYTES];
     int nccl_id_set;
+    /* The most floats an exchange carries from a rank: a larger all-gather or all-reduce goes as
+     * several exchanges in order (both ranks must give the same). 0: the data transport's own
+     * limit (rdma: its slot of 16 MiB), none over tcp; tests set it to split over tcp too. */
+    size_t piece_floats;
 } tp_rank_options;
 
 /* Why this build or backend cannot use the transport named (NULL: the default), as GLM_ERR_ARG or
@@ -95,7 +99,9 @@ tp_rank *tp_worker_accept(tp_listener *l, const tp_identity *id, const tp_rank_o
                           int64_t deadline_ms, glm_error *err);
 
 /* The collective of the forward: gathered[0..2n) = rank 0's n floats then rank 1's. Both ranks
- * must call it in the same order with the same n. Bounded by the timeout. */
+ * must call it in the same order with the same n. Bounded by the timeout. More floats than the
+ * data transport carries at once (tp_rank_options.piece_floats) go as several exchanges, each
+ * numbered and bounded as one. */
 glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err);
 
 /* Gathers and sums in rank order into buf (identical bits on both ranks). */

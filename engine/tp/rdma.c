@@ -468,5 +468,6 @@ static const tp_transport_ops rdma_ops = {"rdma", rdma_all_gather, rdma_free, NU
 tp_transport *tp_rdma_transport(tp_rdma *r)
 {
     r->base.ops = &rdma_ops;
+    r->base.max_floats = r->layout.slot_bytes / sizeof(float); /* a larger exchange is split above */
     return &r->base;
 }

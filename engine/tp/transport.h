@@ -71,6 +71,9 @@ struct tp_transport {
      * while the peer is known to be alive and still on its way to that exchange, else 0 (the
      * wait fails). NULL: the deadline holds. */
     int64_t (*late_deadline)(void *user, uint64_t seq);
+    /* The most floats one exchange may carry from a rank (rdma: its slot); 0: any. A rank splits
+     * a larger collective into exchanges of at most this many (tp_rank_all_gather). */
+    size_t max_floats;
     glm_error last;             /* the last failure, kept for tp_transport_last_error */
 };
 

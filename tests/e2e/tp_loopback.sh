@@ -46,6 +46,24 @@ expect_grep h1.out 'exchanges 10800 digest'
 if [ -n "$(digest_of h1.out)" ] && [ "$(digest_of h1.out)" = "$(digest_of w1.out)" ]; then pass; else
     fail "digests differ: head $(digest_of h1.out), worker $(digest_of w1.out)"; fi
 
+# 1b. The same exchanges split into exchanges of at most 1,000 floats a rank (as the rdma slot
+# splits a prefill chunk's partial sums), every fifth also an all-reduce checked bit for bit
+# against the gathered halves' rank-order sums: the same digest as one exchange each.
+start_worker w_piece --piece 1000 --reduce-every 5
+expect_exit 0 timeout 90 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 120 --piece 1000 \
+    --reduce-every 5 "${TIMING[@]}"
+cp "$TMP/out" "$TMP/h_piece.out"
+bounded_wait "$WORKER_PID" 30
+expect_grep h_piece.out 'exchanges 10800 digest'
+if [ -n "$(digest_of h_piece.out)" ] && [ "$(digest_of h_piece.out)" = "$(digest_of h1.out)" ] &&
+    [ "$(digest_of w_piece.out)" = "$(digest_of h1.out)" ]; then pass; else
+    fail "split exchanges changed the sums: head $(digest_of h_piece.out), worker $(digest_of w_piece.out), unsplit $(digest_of h1.out)"; fi
+# ranks that split differently are out of step, and both say so at the first split exchange
+start_worker w_mismatch
+expect_exit 4 timeout 30 "$PEER" --role head --addr 127.0.0.1:$PORT --steps 5 --piece 1000 "${TIMING[@]}"
+expect_grep out 'the ranks are out of step: exchange 2 of 4000 bytes here, 2 of 16384 bytes from'
+bounded_wait "$WORKER_PID" 30
+
 # 2-3. Worker killed, then stopped, mid-run: the head ends with a clear error within the timeout.
 for sig in KILL STOP; do
     start_worker "w_$sig"

@@ -28,6 +28,7 @@ typedef struct peer_opts {
     int heads;           /* worker: heads to serve before exiting */
     int reconnect;       /* head: after a failure, reconnect and run `steps` more */
     int step_sleep_us;
+    int reduce_every;    /* every k-th exchange also as an all-reduce, checked (0: none) */
     long late_step;      /* this step's first exchange comes late_ms late (in the step: busy) */
     int late_ms;
     long drop_step;      /* worker: this step's exchanges are not made (a step that failed here) */
@@ -131,13 +132,13 @@ static size_t size_of(uint64_t exchange, int floats)
 }
 
 typedef struct peer_state {
-    float *mine, *both;
+    float *mine, *both, *sum;
     size_t cap;
     uint64_t exchanges;
     uint64_t digest;
 } peer_state;
 
-static int exchange_once(tp_rank *r, peer_state *s, int floats, glm_error *err)
+static int exchange_once(tp_rank *r, peer_state *s, int floats, int reduce_every, glm_error *err)
 {
     uint64_t ex = ++s->exchanges;
     size_t n = size_of(ex, floats);
@@ -156,6 +157,19 @@ static int exchange_once(tp_rank *r, peer_state *s, int floats, glm_error *err)
         float sum = s->both[i] + s->both[n + i]; /* rank order */
         s->digest = fnv1a64(s->digest, &sum, sizeof sum);
     }
+    if (reduce_every && ex % (uint64_t)reduce_every == 0) { /* the same sums by all-reduce */
+        memcpy(s->sum, s->mine, n * sizeof *s->sum);
+        if (tp_rank_all_reduce(r, s->sum, n, err) != GLM_OK)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            float want = s->both[i] + s->both[n + i];
+            if (memcmp(&s->sum[i], &want, sizeof want) != 0) {
+                glm_error_set(err, GLM_ERR_PEER, "all-reduce %" PRIu64 ": float %zu of %zu is not "
+                              "the rank-order sum", ex, i, n);
+                return -1;
+            }
+        }
+    }
     return 0;
 }
 
@@ -168,7 +182,7 @@ static int run_steps(tp_rank *r, const peer_opts *o, peer_state *s, long *done, 
         if (step == o->late_step)
             usleep((useconds_t)o->late_ms * 1000u);
         for (int k = 0; k < o->per_step; k++)
-            if (exchange_once(r, s, o->floats, err) != 0) {
+            if (exchange_once(r, s, o->floats, o->reduce_every, err) != 0) {
                 tp_rank_step_end(r);
                 return -1;
             }
@@ -270,7 +284,7 @@ static int serve_one(tp_rank *r, const peer_opts *o, peer_state *s)
         if (steps + 1 == o->late_step)
             usleep((useconds_t)o->late_ms * 1000u);
         for (int k = 0; k < o->per_step; k++) {
-            if (exchange_once(r, s, o->floats, &err) != 0) {
+            if (exchange_once(r, s, o->floats, o->reduce_every, &err) != 0) {
                 printf("worker: FAILED in step %ld: %s\n", steps + 1, err.message);
                 return 1;
             }
@@ -339,6 +353,7 @@ int main(int argc, char **argv)
         {"key-file", required_argument, 0, 'F'},  {"cuda", no_argument, 0, 'U'},
         {"late-step", required_argument, 0, 'l'}, {"late-ms", required_argument, 0, 'L'},
         {"drop-step", required_argument, 0, 'D'}, {"cancel-after-ms", required_argument, 0, 'Q'},
+        {"piece", required_argument, 0, 'P'},     {"reduce-every", required_argument, 0, 'E'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -366,6 +381,8 @@ int main(int argc, char **argv)
         case 'L': o.late_ms = atoi(optarg); break;
         case 'D': o.drop_step = atol(optarg); break;
         case 'Q': o.cancel_after_ms = atoi(optarg); break;
+        case 'P': o.rank.piece_floats = (size_t)atol(optarg); break;
+        case 'E': o.reduce_every = atoi(optarg); break;
         case 'F': {
             glm_error err = {0};
             if (tp_key_load(optarg, &o.rank.key, &err) != GLM_OK) {
@@ -401,13 +418,15 @@ int main(int argc, char **argv)
     s.cap = 1u << 20;
     s.mine = malloc(s.cap * sizeof(float));
     s.both = malloc(2 * s.cap * sizeof(float));
+    s.sum = malloc(s.cap * sizeof(float));
     s.digest = FNV1A64_SEED;
-    if (!s.mine || !s.both)
+    if (!s.mine || !s.both || !s.sum)
         return 3;
     int head = strcmp(o.role, "head") == 0;
     int nccl = o.rank.transport && strcmp(o.rank.transport, "nccl") == 0;
     int rc = head && nccl ? head_nccl(&o, &id) : head ? run_head(&o, &id, &s) : run_worker(&o, &id, &s);
     free(s.mine);
     free(s.both);
+    free(s.sum);
     return rc;
 }
