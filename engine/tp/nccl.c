@@ -189,11 +189,15 @@ static glm_status enqueue_gather(tp_nccl *c, const float *d_mine, float *d_gathe
 /* Host floats: mine to the device, the gather (rank order is NCCL's: rank r's floats at r*n),
  * the whole back; every rank ends with the same bits, since nothing is summed here. seq is not
  * sent: NCCL runs the collectives of one communicator in the order they were queued. */
-static glm_status nccl_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
-                                  uint64_t seq, int64_t deadline_ms, glm_error *err)
+static glm_status nccl_all_gather(tp_transport *t, const float *mine, float *gathered,
+                                  size_t stride, size_t n, uint64_t seq, int64_t deadline_ms,
+                                  glm_error *err)
 {
     (void)seq;
     tp_nccl *c = (tp_nccl *)t;
+    if (stride != n) /* NCCL packs the ranks' floats; the rank pieces that need a stride are rdma's */
+        return glm_error_set(err, GLM_ERR_ARG, "--transport nccl gathers packed ranks only (a stride "
+                             "of %zu floats for %zu)", stride, n);
     if (c->broken)
         return glm_error_set(err, GLM_ERR_PEER, "--transport nccl: the communicator was aborted "
                              "after a failure; start every rank again");

@@ -1076,14 +1076,16 @@ static uint64_t begin_exchange(tp_rank *r)
     return ++r->exchange_seq;
 }
 
-/* One exchange of n floats (at most r->piece) through the data transport. */
-static glm_status gather_once(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
+/* One exchange of n floats (at most r->piece) through the data transport, rank k's floats at
+ * gathered + k * stride. */
+static glm_status gather_once(tp_rank *r, const float *mine, float *gathered, size_t stride, size_t n,
+                              glm_error *err)
 {
     if (atomic_load(&r->failed))
         return copy_failure(r, err);
     uint64_t seq = begin_exchange(r);
     glm_error e;
-    glm_status st = tp_all_gather(r->data, mine, gathered, n, seq, r->timeout_ms, &e);
+    glm_status st = tp_all_gather_at(r->data, mine, gathered, stride, n, seq, r->timeout_ms, &e);
     return after_exchange(r, st, seq, &e, err);
 }
 
@@ -1107,21 +1109,15 @@ static size_t piece_at(const tp_rank *r, size_t o, size_t n)
 }
 
 /* A collective larger than the transport carries at once (a prefill chunk's partial sums over
- * rdma's 16 MiB slot) goes as exchanges of r->piece floats in order, each gathered into scratch
- * and copied to its place in both ranks' halves. */
+ * rdma's 16 MiB slot) goes as exchanges of r->piece floats in order, each landing in place in
+ * both ranks' halves. */
 glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
 {
-    if (!r->piece || n <= r->piece)
-        return gather_once(r, mine, gathered, n, err);
-    glm_status st = scratch_for(r, 2 * r->piece, err);
-    for (size_t o = 0; st == GLM_OK && o < n; o += r->piece) {
-        size_t len = piece_at(r, o, n);
-        st = gather_once(r, mine + o, r->scratch, len, err);
-        if (st == GLM_OK) {
-            memcpy(gathered + o, r->scratch, len * sizeof *gathered);
-            memcpy(gathered + n + o, r->scratch + len, len * sizeof *gathered);
-        }
-    }
+    if (n == 0) /* refused by the transport, naming the size */
+        return gather_once(r, mine, gathered, n, n, err);
+    glm_status st = GLM_OK;
+    for (size_t o = 0; st == GLM_OK && o < n; o += r->piece ? r->piece : n)
+        st = gather_once(r, mine + o, gathered + o, n, piece_at(r, o, n), err);
     return st;
 }
 
@@ -1144,7 +1140,7 @@ glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
     glm_status st = scratch_for(r, 2 * most, err);
     for (size_t o = 0; st == GLM_OK && o < n; o += most) {
         size_t len = piece_at(r, o, n);
-        st = gather_once(r, buf + o, r->scratch, len, err);
+        st = gather_once(r, buf + o, r->scratch, len, len, err);
         for (size_t i = 0; st == GLM_OK && i < len; i++)
             buf[o + i] = r->scratch[i] + r->scratch[len + i];
     }

@@ -394,8 +394,9 @@ static int all_sent(const tp_rdma *r)
     return 1;
 }
 
-static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *gathered, size_t n,
-                                  uint64_t seq, int64_t deadline_ms, glm_error *err)
+static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *gathered,
+                                  size_t stride, size_t n, uint64_t seq, int64_t deadline_ms,
+                                  glm_error *err)
 {
     tp_rdma *r = (tp_rdma *)base;
     size_t bytes = n * sizeof(float);
@@ -450,10 +451,10 @@ static glm_status rdma_all_gather(tp_transport *base, const float *mine, float *
                                      seq, r->base.peer);
         }
     }
-    float *own = gathered + (size_t)base->rank * n;
+    float *own = gathered + (size_t)base->rank * stride;
     if (own != mine)
         memmove(own, mine, bytes);
-    memcpy(gathered + (size_t)(1 - base->rank) * n, r->region + r->layout.recv_off[slot], bytes);
+    memcpy(gathered + (size_t)(1 - base->rank) * stride, r->region + r->layout.recv_off[slot], bytes);
     return GLM_OK;
 }
 

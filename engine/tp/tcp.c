@@ -353,8 +353,8 @@ int64_t tp_wait_longer(tp_transport *t, uint64_t seq)
     return later > tp_now_ms() ? later : 0;
 }
 
-glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
-                         uint64_t seq, int timeout_ms, glm_error *err)
+glm_status tp_all_gather_at(tp_transport *t, const float *mine, float *gathered, size_t stride,
+                            size_t n, uint64_t seq, int timeout_ms, glm_error *err)
 {
     glm_error local;
     glm_error *e = err ? err : &local;
@@ -362,11 +362,20 @@ glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, si
     if (n == 0 || n > SIZE_MAX / (2 * sizeof(float)) || seq == 0)
         st = glm_error_set(e, GLM_ERR_ARG, "an exchange needs n > 0 floats and seq > 0 (got n %zu, seq %" PRIu64 ")",
                            n, seq);
+    else if (stride < n || stride > SIZE_MAX / (2 * sizeof(float)))
+        st = glm_error_set(e, GLM_ERR_ARG, "an exchange of %zu floats a rank needs them %zu or more "
+                           "apart, not %zu", n, n, stride);
     else
-        st = t->ops->all_gather(t, mine, gathered, n, seq, tp_now_ms() + timeout_ms, e);
+        st = t->ops->all_gather(t, mine, gathered, stride, n, seq, tp_now_ms() + timeout_ms, e);
     if (st != GLM_OK)
         t->last = *e;
     return st;
+}
+
+glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
+                         uint64_t seq, int timeout_ms, glm_error *err)
+{
+    return tp_all_gather_at(t, mine, gathered, n, n, seq, timeout_ms, err);
 }
 
 glm_status tp_exchange(tp_transport *t, const float *out, size_t out_n, float *in, size_t in_n,
@@ -565,15 +574,16 @@ static glm_status tcp_exchange_bytes(tp_tcp_transport *t, const void *out, size_
     return GLM_OK;
 }
 
-static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *gathered, size_t n,
-                                 uint64_t seq, int64_t deadline_ms, glm_error *err)
+static glm_status tcp_all_gather(tp_transport *base, const float *mine, float *gathered,
+                                 size_t stride, size_t n, uint64_t seq, int64_t deadline_ms,
+                                 glm_error *err)
 {
     size_t bytes = n * sizeof(float);
-    float *own = gathered + (size_t)base->rank * n;
+    float *own = gathered + (size_t)base->rank * stride;
     if (own != mine)
         memmove(own, mine, bytes);
-    return tcp_exchange_bytes((tp_tcp_transport *)base, own, bytes, gathered + (size_t)(1 - base->rank) * n,
-                              bytes, seq, deadline_ms, err);
+    return tcp_exchange_bytes((tp_tcp_transport *)base, own, bytes,
+                              gathered + (size_t)(1 - base->rank) * stride, bytes, seq, deadline_ms, err);
 }
 
 static glm_status tcp_exchange(tp_transport *base, const float *out, size_t out_n, float *in, size_t in_n,

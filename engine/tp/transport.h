@@ -47,11 +47,12 @@ typedef struct tp_transport tp_transport;
 
 typedef struct tp_transport_ops {
     const char *name;
-    /* Sends mine (n floats) to the peer and fills gathered[0..2n) in rank order: rank 0's n
-     * floats, then rank 1's. seq numbers the exchange (1, 2, ...): both ranks must pass the same
-     * sequence of (seq, n); a difference is reported as the ranks being out of step. */
-    glm_status (*all_gather)(tp_transport *t, const float *mine, float *gathered, size_t n,
-                             uint64_t seq, int64_t deadline_ms, glm_error *err);
+    /* Sends mine (n floats) to the peer and puts every rank's n floats in rank order, rank r's
+     * at gathered + r * stride (stride >= n; n: packed, gathered[0..2n)). seq numbers the
+     * exchange (1, 2, ...): both ranks must pass the same sequence of (seq, n); a difference is
+     * reported as the ranks being out of step. */
+    glm_status (*all_gather)(tp_transport *t, const float *mine, float *gathered, size_t stride,
+                             size_t n, uint64_t seq, int64_t deadline_ms, glm_error *err);
     void (*free)(tp_transport *t);
     /* Sends out (out_n floats, 0 allowed) and receives the peer's in_n floats into in, the two
      * sides' sizes mirrored (my out_n is the peer's in_n); seq as all_gather's. The halves of the
@@ -81,6 +82,11 @@ struct tp_transport {
  * keeps a failure in t->last. */
 glm_status tp_all_gather(tp_transport *t, const float *mine, float *gathered, size_t n,
                          uint64_t seq, int timeout_ms, glm_error *err);
+
+/* The same with rank r's floats at gathered + r * stride (stride >= n): a piece of a larger
+ * gather lands in place (tp_rank_all_gather), with no copy between. */
+glm_status tp_all_gather_at(tp_transport *t, const float *mine, float *gathered, size_t stride,
+                            size_t n, uint64_t seq, int timeout_ms, glm_error *err);
 
 /* The bounded entry point for ops->exchange, as tp_all_gather; GLM_ERR_UNSUPPORTED naming the
  * transport when it has none. */

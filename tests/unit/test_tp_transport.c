@@ -86,6 +86,53 @@ START_TEST(large_exchanges_cross_without_deadlock)
 }
 END_TEST
 
+typedef struct strided_side {
+    tp_transport *t;
+    float mine[300], out[1000];
+    glm_status st;
+} strided_side;
+
+static void *run_strided(void *arg)
+{
+    strided_side *s = arg;
+    glm_error err;
+    s->st = tp_all_gather_at(s->t, s->mine, s->out, 500, 300, 1, 5000, &err);
+    return NULL;
+}
+
+/* A piece of a larger gather lands in place: rank r's floats at r * stride, the floats between
+ * untouched; a stride shorter than the floats is refused by name. */
+START_TEST(strided_gathers_land_in_place)
+{
+    tp_transport *a, *b;
+    make_pair(&a, &b);
+    static strided_side sa, sb;
+    sa.t = a;
+    sb.t = b;
+    for (int i = 0; i < 300; i++)
+        sa.mine[i] = (float)i + 0.25f, sb.mine[i] = -(float)i - 0.5f;
+    for (int i = 0; i < 1000; i++)
+        sa.out[i] = sb.out[i] = 77.0f;
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_strided, &sa);
+    pthread_create(&tb, NULL, run_strided, &sb);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(sa.st, GLM_OK);
+    ck_assert_int_eq(sb.st, GLM_OK);
+    for (int i = 0; i < 1000; i++) {
+        float want = i < 300 ? sa.mine[i] : i >= 500 && i < 800 ? sb.mine[i - 500] : 77.0f;
+        ck_assert_float_eq(sa.out[i], want);
+        ck_assert_float_eq(sb.out[i], want);
+    }
+    glm_error err;
+    ck_assert_int_eq(tp_all_gather_at(a, sa.mine, sa.out, 299, 300, 2, 100, &err), GLM_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err.message, "300 or more apart, not 299"));
+    tp_transport_free(a);
+    tp_transport_free(b);
+}
+END_TEST
+
 typedef struct reduce_side {
     tp_transport *t;
     float buf[4096], scratch[8192];
@@ -333,6 +380,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, large_exchanges_cross_without_deadlock);
+    tcase_add_test(tc, strided_gathers_land_in_place);
     tcase_add_test(tc, rank_order_sums_are_bit_identical);
     tcase_add_test(tc, out_of_step_ranks_are_reported);
     tcase_add_test(tc, silent_closed_and_abandoned_peers_end_in_time);
