@@ -737,8 +737,13 @@ static int reduce_on_device(cuda_state *s, size_t n, glm_error *err)
     return 0;
 }
 
-/* Several ranks: y is this rank's partial; the sum goes through the exchange (on the device when
- * the collectives can, else through the host). */
+/* Several ranks: y is this rank's partial; the sum goes through the exchange: on the device when
+ * the collectives can (reduce_on_device), else every rank's partial gathered through pinned host
+ * memory (h_logits: world x n floats, this rank's at its place) and summed on the device in rank
+ * order, eng_add reading the host floats in place: ((p0 + p1) + p2) + ..., each sum one rounding
+ * as the host's loop makes it, so every rank holds the same bits as before, without a pass of
+ * the host's over all the partials. With two ranks y += the peer's partial alone: p0 + p1 and
+ * p1 + p0 are the same float. */
 static int reduce(cuda_state *s, int T, glm_error *err)
 {
     if (!s->coll.all_reduce)
@@ -747,11 +752,19 @@ static int reduce(cuda_state *s, int T, glm_error *err)
     size_t n = (size_t)T * be->m->cfg.hidden_size;
     if (cuda_coll_on_device(s, T))
         return reduce_on_device(s, n, err);
-    CK(eng_copy_async(s->h_logits, be->s.y, n * sizeof(float), be->stream), "a partial's copy");
+    int world = s->coll.world ? s->coll.world : 2, me = s->coll.rank;
+    float *all = s->h_logits, *mine = all + (size_t)me * n;
+    CK(eng_copy_async(mine, be->s.y, n * sizeof(float), be->stream), "a partial's copy");
     CK(eng_stream_sync(be->stream), "a partial's copy");
-    if (s->coll.all_reduce(s->coll.user, s->h_logits, n, err) != GLM_OK)
+    if (s->coll.all_gather(s->coll.user, mine, all, n, err) != GLM_OK)
         return -2;
-    CK(eng_copy_async(be->s.y, s->h_logits, n * sizeof(float), be->stream), "a sum's copy");
+    if (world == 2) {
+        CK(eng_add(be->s.y, all + (size_t)(1 - me) * n, n, be->stream), "the partials' sum");
+        return 0;
+    }
+    CK(eng_copy_async(be->s.y, all, n * sizeof(float), be->stream), "the partials' sum");
+    for (int r = 1; r < world; r++)
+        CK(eng_add(be->s.y, all + (size_t)r * n, n, be->stream), "the partials' sum");
     return 0;
 }
 

@@ -196,8 +196,8 @@ glm_status cuda_state_staging(cuda_state *s, int T, int rows_out, glm_error *err
     int world = s->coll.world ? s->coll.world : 2;
     size_t widest = (size_t)cuda_plan_part_of((int64_t)V, 0, world).count;
     size_t need = (size_t)rows_out * (s->coll.all_gather ? V + (size_t)world * widest : V);
-    if (s->coll.all_reduce && (size_t)T * D > need)
-        need = (size_t)T * D;
+    if (s->coll.all_reduce && (size_t)world * T * D > need) /* every rank's partials (reduce) */
+        need = (size_t)world * T * D;
     /* device collectives: every rank's rows of partial sums, or its padded logits and its own */
     size_t rows = CUDA_COLL_DEVICE_ROWS, dev = rows * (size_t)world * (D > widest ? D : widest) + rows * widest;
     if (s->coll.all_gather_device && s->d_coll_floats < dev) {

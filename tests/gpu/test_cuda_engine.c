@@ -317,8 +317,9 @@ static glm_status ex_gather(void *user, const float *mine, float *all, size_t n,
     pair_ex *e = c->ex;
     e->mine[c->rank] = mine;
     pthread_barrier_wait(&e->bar);
-    memcpy(all, e->mine[0], n * sizeof *all);
-    memcpy(all + n, e->mine[1], n * sizeof *all);
+    for (int r = 0; r < 2; r++) /* a rank's own floats may already be in place (the reduce's) */
+        if (all + (size_t)r * n != e->mine[r])
+            memcpy(all + (size_t)r * n, e->mine[r], n * sizeof *all);
     pthread_barrier_wait(&e->bar);
     return GLM_OK;
 }
@@ -326,7 +327,8 @@ static glm_status ex_gather(void *user, const float *mine, float *all, size_t n,
 static void *rank_main(void *arg)
 {
     rank_ctx *c = arg;
-    backend_collective coll = {.all_reduce = ex_reduce, .all_gather = ex_gather, .user = c};
+    backend_collective coll = {.all_reduce = ex_reduce, .all_gather = ex_gather, .user = c,
+                               .rank = c->rank, .world = 2};
     c->rc = -1;
     if (open_run(c->m, 1, &c->r, &c->err) == 0) {
         c->r.be.ops->state_set_collective(c->r.st, &coll);
