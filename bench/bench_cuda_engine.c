@@ -258,26 +258,19 @@ static double cublas_tflops(int M, int N, int K)
     return 2.0 * M * N * K * 20 / (ms * 1e-3) / 1e12;
 }
 
-/* FLOPs of one prefill token in layer li at position pos: 2 per active weight, plus the
- * latent attention's scores and weighted sums (the KDA scan and norms are left out). */
-static double layer_flops(const glm_config *c, int li, double pos)
+/* The model's FLOPs for the first `done` tokens of a prompt prefilled in chunks of `chunk` rows:
+ * model/prefill_projection.c's count over every group (weight products, the latent attention and
+ * the indexer's scores, the KDA delta rule), the one the projection uses too; MFU divides it. */
+static double prompt_flops(const glm_config *c, int done, int chunk)
 {
-    double D = c->hidden_size, S = c->hc_mult, mix = (2 + S) * S;
-    double C = (double)c->kda_heads * c->kda_head_dim, dk = c->kda_head_dim;
-    double w = 2 * mix * S * D;
-    if (c->attn[li] == GLM_ATTN_KDA) {
-        w += 3 * C * D + 2 * dk * D + 2 * C * dk + c->kda_heads * D + D * C;
-    } else {
-        double NH = c->num_heads, dn = c->qk_nope_head_dim, dv = c->v_head_dim, R = c->kv_lora_rank;
-        double qr = c->q_lora_rank, IH = c->index_n_heads, ID = c->index_head_dim;
-        double sel = fmin(pos, c->index_topk + c->index_kpool - 1);
-        w += qr * D + NH * dn * qr + R * D + NH * (dn + dv) * R + D * NH * dv + IH * ID * qr +
-             2 * ID * D + IH * D + 2 * NH * sel * R;
+    glm_prefill_format f = {.dense_bytes = 2, .expert_bits = 4, .cache_bytes = 1};
+    double fl[GLM_PF_GROUPS], tn[GLM_PF_GROUPS], by[GLM_PF_GROUPS], sum = 0;
+    for (int pos = 0; pos < done; pos += chunk) {
+        glm_prefill_costs(c, done - pos < chunk ? done - pos : chunk, pos, &f, fl, tn, by);
+        for (int g = 0; g < GLM_PF_GROUPS; g++)
+            sum += fl[g];
     }
-    double I = c->moe_intermediate_size;
-    w += c->moe[li] ? c->n_routed_experts * D + (c->num_experts_per_tok + 1) * 3 * I * D
-                    : 3 * (double)c->intermediate_size * D;
-    return 2 * w;
+    return sum;
 }
 
 /* The decode or prefill op profile: each mark's time from the run's first (us) into m, once the
@@ -1555,7 +1548,7 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
 {
     const cuda_plan *plan = backend_cuda_plan(be);
     const glm_config *c = &((cuda_backend *)be->impl)->m->cfg;
-    int chunk = plan->chunk, layers = c->num_layers, largest = 0, smallest = sizes[0];
+    int chunk = plan->chunk, largest = 0, smallest = sizes[0];
     glm_error err = {0};
     op_profile prof;
     char title[160];
@@ -1583,11 +1576,9 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         }
         cudaDeviceSynchronize();
         double ps = bench_now_s() - p0;
-        double flops = 0;
-        for (int li = 0; li < layers; li++)
-            flops += layer_flops(c, li, np / 2.0) * np;
-        printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (weight "
-               "products, dense-equivalent); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
+        double flops = prompt_flops(c, np, chunk);
+        printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (the model's "
+               "FLOPs, model/prefill_projection.c); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
                np, chunk, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
         if (np != largest)
             continue;
@@ -1687,16 +1678,6 @@ static size_t device_free(void)
     return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? free_b : 0;
 }
 
-/* Dense-equivalent weight-product FLOPs of the first `done` tokens of a prompt (layer_flops at
- * their mean position). */
-static double prompt_flops(const glm_config *c, int done)
-{
-    double f = 0;
-    for (int li = 0; li < c->num_layers; li++)
-        f += layer_flops(c, li, done / 2.0) * done;
-    return f;
-}
-
 typedef struct long_run {
     engine_backend *be;
     const int32_t *tok;
@@ -1769,7 +1750,7 @@ static int long_size(const long_run *L, int size, lp_result *r, double *held)
     if (rc)
         return -1;
     const glm_config *c = &cb->m->cfg;
-    r->tflops = r->seconds > 0 ? prompt_flops(c, r->done) / r->seconds / 1e12 : 0;
+    r->tflops = r->seconds > 0 ? prompt_flops(c, r->done, cb->chunk) / r->seconds / 1e12 : 0;
     for (int v = 0; !r->partial && v < c->vocab_size; v++)
         if (!isfinite(L->logits[v])) {
             printf("FAIL: prefill of %d tokens: the last row's logit %d is %f\n", size, v,
