@@ -83,6 +83,9 @@ typedef struct backend_tap {
     void *user;
 } backend_tap;
 
+/* The tokens of a prefill piece for a backend without prefill_rows. */
+#define BACKEND_FEED_PIECE 1024
+
 /* A backend's functions. `impl` is the backend (its weights, pools, streams), `state` one
  * conversation's caches; both are opaque to the session. */
 typedef struct backend_ops {
@@ -106,6 +109,11 @@ typedef struct backend_ops {
      * when all_rows, else vocab for the last token; may be NULL. */
     glm_status (*prefill)(void *impl, void *state, const int32_t *tokens, int n, float *logits_out,
                           int all_rows, glm_error *err);
+    /* The rows one prefill chunk runs at once (the CUDA memory plan's chunk): the session feeds
+     * a prompt in pieces of whole chunks, aligned to multiples of it, so each runs at the size
+     * the backend was planned for, and a cancel between pieces waits for one chunk at most.
+     * NULL: pieces of BACKEND_FEED_PIECE tokens (the CPU backend, which polls a cancel within). */
+    int (*prefill_rows)(const void *impl);
     /* Snapshots for prompt reuse across conversations and its disk tier: the whole state at its
      * current length as a flat byte string in host memory, loadable into any state of the same
      * backend and model. save: buf of snapshot_size bytes. */

@@ -8,8 +8,14 @@
 
 #include "sampler.h"
 
-/* Prefills run in pieces of at most this many tokens (bounds the scratch memory). */
-#define FEED_PIECE 1024
+/* The tokens of the next prefill piece at position pos with left to go: up to the next multiple
+ * of the backend's chunk (backend_ops.prefill_rows), or BACKEND_FEED_PIECE tokens. */
+static int feed_piece(const engine_backend *be, int pos, int left)
+{
+    int rows = be->ops->prefill_rows ? be->ops->prefill_rows(be->impl) : 0;
+    int piece = rows > 0 ? rows - pos % rows : BACKEND_FEED_PIECE;
+    return left < piece ? left : piece;
+}
 
 /* Refuses n more tokens after `at` when the state would then hold more than the context. */
 static glm_status check_room(const glm_session *s, int at, int n, glm_error *err)
@@ -172,7 +178,7 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     for (int done = 0; done < n;) {
         if (atomic_load(&s->cancel))
             return stop_feed(s, done, n, logits_all != NULL, err);
-        int piece = n - done < FEED_PIECE ? n - done : FEED_PIECE;
+        int piece = feed_piece(&s->e->be, at + done, n - done);
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
         /* rank 0: the step and its exchanges, with no other session's in between */
         if (s->e->rank == 0) {

@@ -217,6 +217,11 @@ static uint32_t cu_cache_format(const void *impl)
            (be->one_part ? BACKEND_ONE_PART : 0) | chunk_code << BACKEND_CHUNK_SHIFT;
 }
 
+static int cu_prefill_rows(const void *impl)
+{
+    return ((const cuda_backend *)impl)->chunk;
+}
+
 static const backend_ops cuda_ops = {
     .name = "cuda",
     .state_new = cu_state_new,
@@ -227,6 +232,7 @@ static const backend_ops cuda_ops = {
     .state_mark = cu_mark,
     .state_truncate = cu_truncate,
     .prefill = cu_prefill,
+    .prefill_rows = cu_prefill_rows,
     .snapshot_size = cu_snapshot_size,
     .snapshot_save = cu_snapshot_save,
     .snapshot_load = cu_snapshot_load,
