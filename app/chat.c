@@ -596,6 +596,7 @@ static int on_event(const glm_event *ev, void *user)
         break;
     case GLM_EV_WAITING:
     case GLM_EV_WAITED:
+    case GLM_EV_PROMPT:
         break; /* the view's: nothing of the reply */
     }
     if (c->sink.event && c->sink.event(c->sink.u, &fwd))

@@ -122,6 +122,13 @@ static int sink_event(void *u, const glm_event *ev)
     }
     case GLM_EV_ERROR:
         break; /* the turn's outcome carries it; shown once at the end */
+    case GLM_EV_PROMPT: {
+        ui_status st = ui_status_none();
+        st.prompt_done = ev->prompt_done;
+        st.prompt_total = ev->prompt_total;
+        ui_push_status(t->view, &st);
+        break;
+    }
     case GLM_EV_WAITING:
     case GLM_EV_WAITED: {
         char who[256];

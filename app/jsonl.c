@@ -193,7 +193,7 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         [GLM_EV_TOOL_CALL_BEGIN] = "tool_call_begin", [GLM_EV_TOOL_ARG_DELTA] = "tool_call_delta",
         [GLM_EV_TOOL_CALL_END] = "tool_call", [GLM_EV_STATS] = "stats",
         [GLM_EV_DONE] = "done", [GLM_EV_ERROR] = "error", [GLM_EV_WAITING] = "waiting",
-        [GLM_EV_WAITED] = "waited",
+        [GLM_EV_WAITED] = "waited", [GLM_EV_PROMPT] = "prompt",
     };
     if ((unsigned)ev->type >= sizeof names / sizeof names[0] || begin(w, names[ev->type]))
         return -1;
@@ -235,6 +235,12 @@ int jsonl_event(jsonl_writer *w, const glm_event *ev)
         jsonl_put_string(w->f, ev->text ? ev->text : "", ev->text ? ev->len : 0);
         put_key(w, "waited_s");
         put_num(w->f, ev->wait_s);
+        break;
+    case GLM_EV_PROMPT:
+        put_key(w, "done");
+        fprintf(w->f, "%d", ev->prompt_done);
+        put_key(w, "total");
+        fprintf(w->f, "%d", ev->prompt_total);
         break;
     }
     return end(w);

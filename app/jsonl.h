@@ -35,6 +35,9 @@
  *        working but late to its part of a step: S says which ("the worker at HOST:PORT"), X how
  *        long the step has waited there so far; once a late exchange
  *   {"type":"waited","for":S,"waited_s":X}           that rank came, after X seconds in all
+ *   {"type":"prompt","done":N,"total":M}             a long prompt's prefill: N of its M tokens
+ *        are in (reused ones too); before its first piece and after each but the last, only
+ *        for a prompt whose new tokens run in more than one piece
  *   {"type":"turn_end","conversation":ID,"message":ID,"finish":F}   the turn ended; F is
  *        "stop", "length", "canceled", "error" or "tool_limit"
  * A missing tool call id is null. "arguments" is the object the model wrote, typed by the tool's schema,

@@ -54,6 +54,7 @@ struct glm_session {
     int tp_epoch;   /* rank 0: the peer's reconnect count when the mirror last started empty */
     glm_event_fn on_event; /* the running reply's (session_set_events) */
     void *event_user;
+    int prompt_total;      /* the running reply's prompt tokens (session_prompt), 0: none */
 };
 
 /* Two-rank mirroring (tp/mirror.c). Rank 0 tells the worker each step of a session before

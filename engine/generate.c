@@ -238,6 +238,7 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     int n = (int)ids->n, sys_end = align_down(shared_prefix_end(rq, r->tok, ids));
     int last = align_down(n - 1);
     glm_status st = GLM_OK;
+    session_prompt(s, n); /* PROMPT events: now (the reused tokens), then after each piece */
     if (sys_end > from && sys_end < last) {
         st = glm_session_feed(s, ids->v + from, sys_end - from, NULL, err);
         if (!st)
@@ -255,6 +256,7 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     }
     if (!st)
         st = glm_session_feed(s, ids->v + from, n - from, NULL, err);
+    session_prompt(s, 0);
     /* canceled during the prefill (the feed stops between pieces and layers): no token is
      * generated, and the reply ends as any canceled one does */
     if (st == GLM_ERR_CANCELED || (!st && session_cancel_requested(s)))

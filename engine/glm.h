@@ -117,6 +117,10 @@ typedef enum glm_event_type {
                                WAITING and WAITED come from inside a step (the engine's step lock
                                held): the callback must not block and may call no engine function
                                but glm_cancel; returning nonzero cancels the reply as elsewhere */
+    GLM_EV_PROMPT,          /* prompt_done of the prompt's prompt_total tokens are in the state
+                               (the reused ones count), for a prompt whose new tokens run in more
+                               than one piece (a chunk on CUDA, 1,024 tokens on the CPU): before
+                               its first piece and after each but the last, between steps */
 } glm_event_type;
 
 typedef struct glm_stats {
@@ -140,6 +144,7 @@ typedef struct glm_event {
     const char *finish; /* DONE */
     glm_stats stats;    /* STATS and DONE */
     double wait_s;      /* WAITING, WAITED */
+    int prompt_done, prompt_total; /* PROMPT */
 } glm_event;
 
 /* Return nonzero to cancel the reply. */

@@ -113,6 +113,26 @@ void session_set_events(glm_session *s, glm_event_fn on_event, void *user)
     s->event_user = user;
 }
 
+/* A PROMPT event with the tokens the state holds of the running reply's prompt, while some are
+ * still to run. */
+static void prompt_progress(glm_session *s)
+{
+    if (!s->on_event || s->prompt_total <= 0 || glm_session_length(s) >= s->prompt_total)
+        return;
+    glm_event ev = {.type = GLM_EV_PROMPT, .prompt_done = glm_session_length(s),
+                    .prompt_total = s->prompt_total};
+    if (s->on_event(&ev, s->event_user))
+        atomic_store(&s->cancel, 1); /* the feed stops before its next piece */
+}
+
+void session_prompt(glm_session *s, int total)
+{
+    int held = glm_session_length(s), left = total - held;
+    /* a prompt whose new tokens run as one piece says nothing: its first token is its progress */
+    s->prompt_total = left > feed_piece(&s->e->be, held, left) ? total : 0;
+    prompt_progress(s);
+}
+
 void session_waiting(glm_session *s, const char *who, double waited_s, int over)
 {
     if (!s->on_event)
@@ -200,6 +220,7 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
             return st;
         }
         done += piece;
+        prompt_progress(s);
         if (logits_all && done == n)
             memcpy(s->logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof *s->logits);
     }

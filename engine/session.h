@@ -46,6 +46,11 @@ void session_set_events(glm_session *s, glm_event_fn on_event, void *user);
  * rank came (over, after waited_s): a WAITING or WAITED event to the running reply, if any; its
  * answer to cancel cancels the reply. Called on the step's thread. */
 void session_waiting(glm_session *s, const char *who, double waited_s, int over);
+/* The running reply's prompt is total tokens (0: the prompt is in). When its tokens not yet in
+ * the state take more than one of glm_session_feed's pieces: a PROMPT event now with the tokens
+ * the state holds, then one after each piece but the last; its answer to cancel cancels the
+ * reply. */
+void session_prompt(glm_session *s, int total);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend

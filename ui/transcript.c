@@ -422,6 +422,10 @@ static void apply_status(transcript *t, const ui_status *s)
     }
     if (s->think_s >= 0)
         set_last_thought(t, s->think_s);
+    if (s->prompt_total >= 0 && s->prompt_done >= 0 && t->streaming) {
+        t->prompt_done = s->prompt_done;
+        t->prompt_total = s->prompt_total;
+    }
     if (s->waiting && !s->waiting[0])
         end_wait(t);
     else if (s->waiting && t->streaming) { /* a wait reported after its reply ended is over */
@@ -551,6 +555,7 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
         t->answered = 0;
         t->t_begin = t->now;
         t->t_first = 0;
+        t->prompt_done = t->prompt_total = 0;
         t->ndeltas = 0;
         t->ttft = t->tok_s = -1;
         t->gen_tokens = 0;
@@ -810,7 +815,12 @@ void trs_reply_state(const transcript *t, double now, char *out, size_t cap)
         s = "\xe2\x97\x8f thinking";
     else if (t->n && t->items[t->n - 1]->kind == TRS_TOOL)
         s = "\xe2\x97\x8f tool";
-    else if (t->t_first == 0)
+    else if (t->t_first == 0 && t->prompt_total > 0 && t->prompt_done < t->prompt_total) {
+        /* a long prompt's progress, the share first (a narrow status line cuts the end) */
+        snprintf(out, cap, "\xe2\x97\x8f prefill %ld%% %ld/%ld", 100 * t->prompt_done / t->prompt_total,
+                 t->prompt_done, t->prompt_total);
+        return;
+    } else if (t->t_first == 0)
         s = "\xe2\x97\x8f prefill";
     snprintf(out, cap, "%s", s);
 }

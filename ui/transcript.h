@@ -56,6 +56,7 @@ typedef struct transcript {
     double t_begin, t_first;
     char *waiting;       /* what the reply waits for (ui_status.waiting), NULL: nothing */
     double wait_since;   /* when that wait began */
+    long prompt_done, prompt_total; /* the reply's prefill so far (ui_status), 0: not told */
     long ndeltas;
     /* status */
     char *model, *backend, *conv_title;

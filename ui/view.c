@@ -10,7 +10,7 @@
 
 ui_status ui_status_none(void)
 {
-    return (ui_status){NULL, NULL, NULL, -1, -1, -1, -1.0, -1.0, -1, -1.0, NULL, -1.0};
+    return (ui_status){NULL, NULL, NULL, -1, -1, -1, -1.0, -1.0, -1, -1.0, NULL, -1.0, -1, -1};
 }
 
 static char *dup_or_null(const char *s, size_t len)

@@ -108,6 +108,8 @@ typedef struct ui_status {
                                  late to its part of a step); "": the wait is over (as is any wait
                                  at the reply's next text, tool call or end) */
     double waited_s;          /* how long it has waited so far (with waiting) */
+    long prompt_done;         /* the running reply's prompt: tokens in (its prefill's progress) */
+    long prompt_total;        /* of its tokens (with prompt_done) */
 } ui_status;
 
 /* The status with every field "unchanged"; set the ones to push. */

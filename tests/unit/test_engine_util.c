@@ -232,5 +232,12 @@ int tu_collect_reply(const glm_event *ev, void *reply)
     }
     if (ev->type == GLM_EV_DONE)
         c->done = ev->stats;
+    if (ev->type == GLM_EV_PROMPT) {
+        if (c->n_prompt < 64)
+            c->prompt_done[c->n_prompt] = ev->prompt_done;
+        c->n_prompt++;
+        c->prompt_total = ev->prompt_total;
+        c->prompt_after_text += c->len > 0;
+    }
     return 0;
 }

@@ -109,6 +109,9 @@ typedef struct tu_reply {
     char text[8192];
     size_t len;
     glm_stats done;
+    /* the PROMPT events: each one's tokens in (up to 64), their total, and how many came after
+     * the reply's first text */
+    int n_prompt, prompt_done[64], prompt_total, prompt_after_text;
 } tu_reply;
 int tu_collect_reply(const glm_event *ev, void *reply);
 

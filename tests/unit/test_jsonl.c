@@ -106,6 +106,7 @@ START_TEST(engine_events_map_to_their_types)
         {.type = GLM_EV_ERROR, .text = "peer stopped answering", .len = 22},
         {.type = GLM_EV_WAITING, .text = "the worker at 10.0.0.2:7070XYZ", .len = 27, .wait_s = 5.25},
         {.type = GLM_EV_WAITED, .text = "the worker at 10.0.0.2:7070", .len = 27, .wait_s = 7.5},
+        {.type = GLM_EV_PROMPT, .prompt_done = 24576, .prompt_total = 65536},
     };
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         ck_assert_int_eq(jsonl_event(&w, &evs[i]), 0);
@@ -167,6 +168,11 @@ START_TEST(engine_events_map_to_their_types)
     ck_assert_double_eq_tol(num(j, "waited_s"), 7.5, 1e-9);
     cJSON_Delete(j);
     j = line(11);
+    ck_assert_str_eq(str(j, "type"), "prompt");
+    ck_assert_int_eq((int)num(j, "done"), 24576);
+    ck_assert_int_eq((int)num(j, "total"), 65536);
+    cJSON_Delete(j);
+    j = line(12);
     ck_assert_str_eq(str(j, "type"), "tool_result");
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "is_error")));
     ck_assert_str_eq(str(j, "text"), "error: no such file");

@@ -727,6 +727,36 @@ static char *long_message(void)
     return text;
 }
 
+/* A long prompt's prefill is told piece by piece (PROMPT: tokens in, the reused ones too, of the
+ * prompt's), rising, before the reply's first text; a prompt whose new tokens run as one piece
+ * is not: its first token is its progress. */
+START_TEST(long_prompts_tell_their_prefill_progress)
+{
+    glm_error err = {0};
+    char *longer = long_message();
+    glm_engine *e = open_engine(-1, NULL);
+    glm_session *s = glm_session_new(e, &err);
+    tu_reply first, r;
+    ck_assert_msg(conversation_turn(s, "what do puffins eat?", NULL, &first, &err) == GLM_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(first.n_prompt, 0);
+    ck_assert_msg(conversation_turn(s, longer, first.text, &r, &err) == GLM_OK, "%s", err.message);
+    ck_assert_int_gt(r.done.prompt_tokens - r.done.reused_tokens, 2 * BACKEND_FEED_PIECE);
+    ck_assert_int_gt(r.done.reused_tokens, 0);
+    ck_assert_int_ge(r.n_prompt, 3);
+    ck_assert_int_le(r.n_prompt, 64);
+    ck_assert_int_eq(r.prompt_total, r.done.prompt_tokens);
+    ck_assert_int_eq(r.prompt_done[0], r.done.reused_tokens); /* before the first piece */
+    for (int i = 1; i < r.n_prompt; i++)
+        ck_assert_int_gt(r.prompt_done[i], r.prompt_done[i - 1]);
+    ck_assert_int_lt(r.prompt_done[r.n_prompt - 1], r.prompt_total);
+    ck_assert_int_eq(r.prompt_after_text, 0);
+    glm_session_free(s);
+    glm_engine_close(e);
+    free(longer);
+}
+END_TEST
+
 /* A turn canceled during its long prefill leaves prompt reuse consistent: the next turn on the
  * same session (a shorter question, then the long one again) gives the reply and the logits of
  * a fresh session that never saw the canceled turn. */
@@ -803,6 +833,7 @@ static Suite *reuse_suite(void)
     tcase_add_test(tc, engine_cache_evicts_under_budget);
     tcase_add_test(tc, engine_cache_budget_from_the_params);
     tcase_add_test(tc, canceled_feed_resumes_to_the_same_bits);
+    tcase_add_test(tc, long_prompts_tell_their_prefill_progress);
     tcase_add_test(tc, turn_after_a_canceled_prefill_equals_a_fresh_run);
     suite_add_tcase(s, tc);
     return s;

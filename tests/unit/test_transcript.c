@@ -124,6 +124,37 @@ START_TEST(pinned_thinking_stays_open)
 }
 END_TEST
 
+/* The app says how far the reply's prompt is. */
+static void prompt(double now, long done, long total)
+{
+    uiq_item st;
+    memset(&st, 0, sizeof st);
+    st.type = UI_EV_STATUS;
+    st.status = ui_status_none();
+    st.status.prompt_done = done;
+    st.status.prompt_total = total;
+    trs_apply(&tr, &st, now);
+}
+
+/* A long prompt's prefill shows its share and tokens until the first token; the next reply starts
+ * with none; progress told outside a reply is dropped. */
+START_TEST(prefill_progress_until_the_first_token)
+{
+    prompt(9.0, 10, 100); /* no reply yet */
+    ev(10.0, UI_EV_REPLY_BEGIN, NULL);
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill");
+    prompt(10.1, 0, 65536);
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill 0% 0/65536");
+    prompt(12.0, 24576, 65536);
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill 37% 24576/65536");
+    ev(14.0, UI_EV_CONTENT_DELTA, "a");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f writing");
+    ev(15.0, UI_EV_FINISH, "stop");
+    ev(16.0, UI_EV_REPLY_BEGIN, NULL);
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill");
+}
+END_TEST
+
 START_TEST(rates_measured_from_deltas)
 {
     ev(10.0, UI_EV_REPLY_BEGIN, NULL);
@@ -401,6 +432,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, thinking_folds_when_answer_starts);
     tcase_add_test(tc, pinned_thinking_stays_open);
+    tcase_add_test(tc, prefill_progress_until_the_first_token);
     tcase_add_test(tc, rates_measured_from_deltas);
     tcase_add_test(tc, status_fields_merge);
     tcase_add_test(tc, waiting_for_a_late_worker);
