@@ -2,7 +2,8 @@
 # demo_cancel_prefill.sh: Ctrl-C while the CPU engine prefills a long prompt (the demo model, ~7.7k
 # tokens) stops it within seconds: scripted chat and `chat --compact` exit 130 with the user
 # message kept and the reply saved canceled (compact: nothing changed); in the TUI the prompt
-# comes back. The conversation goes on after each.
+# comes back. The conversation goes on after each. Meanwhile the prefill's progress shows: jsonl
+# "prompt" lines, the TUI's status line.
 . "$(dirname "$0")/lib.sh"
 G=$GLMCHAT_BIN
 M="$GLMCHAT_BUILDDIR/models/demo"
@@ -58,6 +59,18 @@ interrupt '"type":"assistant"' "$G" --model "$M" --backend cpu chat --output-for
 within_bound "scripted chat"
 expect_grep err '^glmchat: interrupted; the partial reply is saved as message 2 of conversation 1$'
 expect_grep out '"type":"done","finish":"canceled","prompt_tokens":[0-9]+,.*"generated_tokens":0'
+# the prefill said how far it got: before its first piece, then after each (rising, none whole)
+expect_grep out '^\{"type":"prompt","done":0,"total":[0-9]+\}$'
+python3 - "$TMP/out" <<'PY' >"$TMP/check" 2>&1
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+p = [e for e in ev if e["type"] == "prompt"]
+done = [e["done"] for e in p]
+if not p or done != sorted(set(done)) or any(e["done"] >= e["total"] for e in p) \
+        or len({e["total"] for e in p}) != 1:
+    print("prompt events:", p)
+PY
+if [ ! -s "$TMP/check" ]; then pass; else fail "$(cat "$TMP/check")"; fi
 expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
 check_conv() {
     python3 - "$TMP/conv.json" "$TMP/long.txt" "$@" <<'PY' >"$TMP/check" 2>&1
@@ -98,7 +111,8 @@ keys Enter
 expect_screen 'ready' 20 "the TUI started on the demo model"
 # the next turn's prompt holds the long message again: a long prefill
 type_text "one more question"; keys Enter
-sleep 1.5
+expect_screen '● prefill [0-9]+% [0-9]+/[0-9]+' 5 "the status line shows the prefill's progress"
+sleep 1.0
 start=$(date +%s.%N)
 keys C-c
 if wait_for 'canceled' "$BOUND_S"; then
