@@ -112,7 +112,8 @@ typedef struct backend_ops {
     /* The rows one prefill chunk runs at once (the CUDA memory plan's chunk): the session feeds
      * a prompt in pieces of whole chunks, aligned to multiples of it, so each runs at the size
      * the backend was planned for, and a cancel between pieces waits for one chunk at most.
-     * NULL: pieces of BACKEND_FEED_PIECE tokens (the CPU backend, which polls a cancel within). */
+     * NULL: pieces of BACKEND_FEED_PIECE tokens (the CPU backend, which polls a cancel within);
+     * a feed that asks for every row's logits takes those too (their host staging). */
     int (*prefill_rows)(const void *impl);
     /* Snapshots for prompt reuse across conversations and its disk tier: the whole state at its
      * current length as a flat byte string in host memory, loadable into any state of the same

@@ -9,10 +9,13 @@
 #include "sampler.h"
 
 /* The tokens of the next prefill piece at position pos with left to go: up to the next multiple
- * of the backend's chunk (backend_ops.prefill_rows), or BACKEND_FEED_PIECE tokens. */
-static int feed_piece(const engine_backend *be, int pos, int left)
+ * of the backend's chunk (backend_ops.prefill_rows), or BACKEND_FEED_PIECE tokens; all_rows (every
+ * row's logits, a diagnostic feed) keeps BACKEND_FEED_PIECE: the backend stages a vocabulary of
+ * logits a row in pinned host memory, 1.2 GB at 1,024 rows of the real vocabulary, and a chunk of
+ * 8,192 rows would take 8x that. */
+static int feed_piece(const engine_backend *be, int pos, int left, int all_rows)
 {
-    int rows = be->ops->prefill_rows ? be->ops->prefill_rows(be->impl) : 0;
+    int rows = !all_rows && be->ops->prefill_rows ? be->ops->prefill_rows(be->impl) : 0;
     int piece = rows > 0 ? rows - pos % rows : BACKEND_FEED_PIECE;
     return left < piece ? left : piece;
 }
@@ -129,7 +132,7 @@ void session_prompt(glm_session *s, int total)
 {
     int held = glm_session_length(s), left = total - held;
     /* a prompt whose new tokens run as one piece says nothing: its first token is its progress */
-    s->prompt_total = left > feed_piece(&s->e->be, held, left) ? total : 0;
+    s->prompt_total = left > feed_piece(&s->e->be, held, left, 0) ? total : 0;
     prompt_progress(s);
 }
 
@@ -198,7 +201,7 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     for (int done = 0; done < n;) {
         if (atomic_load(&s->cancel))
             return stop_feed(s, done, n, logits_all != NULL, err);
-        int piece = feed_piece(&s->e->be, at + done, n - done);
+        int piece = feed_piece(&s->e->be, at + done, n - done, logits_all != NULL);
         float *out = logits_all ? logits_all + (size_t)done * V : s->logits;
         /* rank 0: the step and its exchanges, with no other session's in between */
         if (s->e->rank == 0) {
