@@ -423,8 +423,13 @@ static void apply_status(transcript *t, const ui_status *s)
     if (s->think_s >= 0)
         set_last_thought(t, s->think_s);
     if (s->prompt_total >= 0 && s->prompt_done >= 0 && t->streaming) {
+        if (t->prompt_total == 0) { /* the reply's first report: the rate is measured from it */
+            t->prompt_done0 = s->prompt_done;
+            t->prompt_t0 = t->now;
+        }
         t->prompt_done = s->prompt_done;
         t->prompt_total = s->prompt_total;
+        t->prompt_t = t->now;
     }
     if (s->waiting && !s->waiting[0])
         end_wait(t);
@@ -555,7 +560,8 @@ void trs_apply(transcript *t, const uiq_item *ev, double now)
         t->answered = 0;
         t->t_begin = t->now;
         t->t_first = 0;
-        t->prompt_done = t->prompt_total = 0;
+        t->prompt_done = t->prompt_total = t->prompt_done0 = 0;
+        t->prompt_t0 = t->prompt_t = 0;
         t->ndeltas = 0;
         t->ttft = t->tok_s = -1;
         t->gen_tokens = 0;
@@ -816,9 +822,16 @@ void trs_reply_state(const transcript *t, double now, char *out, size_t cap)
     else if (t->n && t->items[t->n - 1]->kind == TRS_TOOL)
         s = "\xe2\x97\x8f tool";
     else if (t->t_first == 0 && t->prompt_total > 0 && t->prompt_done < t->prompt_total) {
-        /* a long prompt's progress, the share first (a narrow status line cuts the end) */
-        snprintf(out, cap, "\xe2\x97\x8f prefill %ld%% %ld/%ld", 100 * t->prompt_done / t->prompt_total,
-                 t->prompt_done, t->prompt_total);
+        /* a long prompt's progress, the share first (a narrow status line cuts the end), then,
+         * once two reports give a rate, the time left at that rate since the latest */
+        int at = snprintf(out, cap, "\xe2\x97\x8f prefill %ld%% %ld/%ld",
+                          100 * t->prompt_done / t->prompt_total, t->prompt_done, t->prompt_total);
+        double ran = t->prompt_t - t->prompt_t0;
+        if (at > 0 && (size_t)at < cap && t->prompt_done > t->prompt_done0 && ran > 0) {
+            double rate = (double)(t->prompt_done - t->prompt_done0) / ran;
+            double left = (double)(t->prompt_total - t->prompt_done) / rate - (now - t->prompt_t);
+            snprintf(out + at, cap - (size_t)at, " \xc2\xb7 %.0f s left", left > 1 ? left : 1);
+        }
         return;
     } else if (t->t_first == 0)
         s = "\xe2\x97\x8f prefill";

@@ -57,6 +57,8 @@ typedef struct transcript {
     char *waiting;       /* what the reply waits for (ui_status.waiting), NULL: nothing */
     double wait_since;   /* when that wait began */
     long prompt_done, prompt_total; /* the reply's prefill so far (ui_status), 0: not told */
+    long prompt_done0;              /* its first report's tokens, at prompt_t0 */
+    double prompt_t0, prompt_t;     /* when the first and the latest report came */
     long ndeltas;
     /* status */
     char *model, *backend, *conv_title;

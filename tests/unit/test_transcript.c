@@ -136,7 +136,8 @@ static void prompt(double now, long done, long total)
     trs_apply(&tr, &st, now);
 }
 
-/* A long prompt's prefill shows its share and tokens until the first token; the next reply starts
+/* A long prompt's prefill shows its share and tokens until the first token, and from its second
+ * report the time left at the rate since the first (never under 1 s); the next reply starts
  * with none; progress told outside a reply is dropped. */
 START_TEST(prefill_progress_until_the_first_token)
 {
@@ -144,9 +145,10 @@ START_TEST(prefill_progress_until_the_first_token)
     ev(10.0, UI_EV_REPLY_BEGIN, NULL);
     ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill");
     prompt(10.1, 0, 65536);
-    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill 0% 0/65536");
-    prompt(12.0, 24576, 65536);
-    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill 37% 24576/65536");
+    ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f prefill 0% 0/65536"); /* no rate yet */
+    prompt(12.0, 24576, 65536); /* 24,576 tokens in 1.9 s: 40,960 to go, 3.2 s at that rate */
+    ck_assert_str_eq(state(12.0), "\xe2\x97\x8f prefill 37% 24576/65536 \xc2\xb7 3 s left");
+    ck_assert_str_eq(state(14.5), "\xe2\x97\x8f prefill 37% 24576/65536 \xc2\xb7 1 s left"); /* late */
     ev(14.0, UI_EV_CONTENT_DELTA, "a");
     ck_assert_str_eq(state(tr.now), "\xe2\x97\x8f writing");
     ev(15.0, UI_EV_FINISH, "stop");
