@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu/forward.h"
+#include "engine_impl.h"
 #include "model/safetensors.h"
 #include "sampler.h"
 #include "session.h"
@@ -98,6 +99,77 @@ START_TEST(uneven_pieces_match_one_pass)
     float d = tu_max_abs_diff(a, r.full, (size_t)r.n * r.vocab);
     ck_assert_msg(d <= TOLERANCE, "pieces of 23 differ by %g", (double)d);
     free(a);
+    close_model(&o);
+    tu_free_reference(&r);
+}
+END_TEST
+
+/* The backend's prefill calls as a session makes them; the real CPU prefill runs each. */
+static struct {
+    const backend_ops *real;
+    int pos[256], n[256], all[256], calls;
+} fed;
+
+static glm_status counting_prefill(void *impl, void *st, const int32_t *tokens, int n, float *out,
+                                   int all_rows, glm_error *err)
+{
+    if (fed.calls < 256) {
+        fed.pos[fed.calls] = fed.real->state_length(st);
+        fed.n[fed.calls] = n;
+        fed.all[fed.calls] = all_rows;
+    }
+    fed.calls++;
+    return fed.real->prefill(impl, st, tokens, n, out, all_rows, err);
+}
+
+static int chunk_of_16(const void *impl)
+{
+    (void)impl;
+    return 16;
+}
+
+/* A backend that names its chunk (backend_ops.prefill_rows, as CUDA's plan) gets a prompt in whole
+ * chunks aligned to its multiples, whatever the feed's start; a feed for every row's logits keeps
+ * pieces of BACKEND_FEED_PIECE. The CPU backend runs them: the logits match the reference. */
+START_TEST(pieces_follow_the_backends_chunk)
+{
+    const char *dir = tu_fixture("dsa-first-hc3");
+    tu_reference r;
+    tu_load_reference(dir, &r);
+    ck_assert_int_gt(r.n, 40);
+    opened o = open_model(dir);
+    backend_ops ops = *o.e->be.ops;
+    fed.real = o.e->be.ops;
+    fed.calls = 0;
+    ops.prefill = counting_prefill;
+    ops.prefill_rows = chunk_of_16;
+    o.e->be.ops = &ops;
+    glm_error err = {0};
+    ck_assert_int_eq(glm_session_feed(o.s, r.ids, 5, NULL, &err), GLM_OK); /* 0..5 */
+    ck_assert_msg(glm_session_feed(o.s, r.ids + 5, r.n - 5, NULL, &err) == GLM_OK, "%s", err.message);
+    /* 5, then 11 (to 16), then 16 at a time and the rest */
+    ck_assert_int_eq(fed.calls, 2 + (r.n - 16 + 15) / 16);
+    ck_assert(fed.pos[0] == 0 && fed.n[0] == 5 && fed.pos[1] == 5 && fed.n[1] == 11);
+    for (int i = 1; i < fed.calls; i++) {
+        ck_assert_int_eq(fed.pos[i], fed.pos[i - 1] + fed.n[i - 1]);
+        ck_assert_int_le(fed.n[i], 16);
+        if (i + 1 < fed.calls)
+            ck_assert_int_eq((fed.pos[i] + fed.n[i]) % 16, 0);
+    }
+    const float *got = glm_session_logits(o.s), *ref = r.full + (size_t)(r.n - 1) * r.vocab;
+    float d = tu_max_abs_diff(got, ref, (size_t)r.vocab);
+    ck_assert_msg(d <= TOLERANCE, "the last row differs by %g", (double)d);
+    /* every row's logits: pieces of BACKEND_FEED_PIECE (here one), not chunks */
+    glm_session_reset(o.s);
+    fed.calls = 0;
+    float *all = malloc((size_t)r.n * r.vocab * sizeof *all);
+    ck_assert_int_eq(glm_session_feed(o.s, r.ids, r.n, all, &err), GLM_OK);
+    ck_assert_int_eq(fed.calls, (r.n + BACKEND_FEED_PIECE - 1) / BACKEND_FEED_PIECE);
+    ck_assert(fed.n[0] == (r.n < BACKEND_FEED_PIECE ? r.n : BACKEND_FEED_PIECE) && fed.all[0]);
+    d = tu_max_abs_diff(all, r.full, (size_t)r.n * r.vocab);
+    ck_assert_msg(d <= TOLERANCE, "all rows differ by %g", (double)d);
+    free(all);
+    o.e->be.ops = fed.real;
     close_model(&o);
     tu_free_reference(&r);
 }
@@ -374,6 +446,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, fixture_full_and_cached_match_reference, 0, N_FIXTURES);
     tcase_add_test(tc, uneven_pieces_match_one_pass);
+    tcase_add_test(tc, pieces_follow_the_backends_chunk);
     tcase_add_test(tc, truncate_to_mark_replays_exactly);
     tcase_add_test(tc, sharded_checkpoint_gives_the_same_logits);
     tcase_add_test(tc, bf16_checkpoint_runs_its_values);
