@@ -58,13 +58,19 @@ static void free_side(side *s)
     free(s->both);
 }
 
-static void run_both(side *a, side *b)
+/* fn(a) and fn(b) on two threads at once (the two ranks), both joined. */
+static void run_pair(void *(*fn)(void *), void *a, void *b)
 {
     pthread_t ta, tb;
-    pthread_create(&ta, NULL, run_side, a);
-    pthread_create(&tb, NULL, run_side, b);
+    pthread_create(&ta, NULL, fn, a);
+    pthread_create(&tb, NULL, fn, b);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
+}
+
+static void run_both(side *a, side *b)
+{
+    run_pair(run_side, a, b);
 }
 
 START_TEST(large_exchanges_cross_without_deadlock)
@@ -113,11 +119,7 @@ START_TEST(strided_gathers_land_in_place)
         sa.mine[i] = (float)i + 0.25f, sb.mine[i] = -(float)i - 0.5f;
     for (int i = 0; i < 1000; i++)
         sa.out[i] = sb.out[i] = 77.0f;
-    pthread_t ta, tb;
-    pthread_create(&ta, NULL, run_strided, &sa);
-    pthread_create(&tb, NULL, run_strided, &sb);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    run_pair(run_strided, &sa, &sb);
     ck_assert_int_eq(sa.st, GLM_OK);
     ck_assert_int_eq(sb.st, GLM_OK);
     for (int i = 0; i < 1000; i++) {
@@ -159,11 +161,7 @@ START_TEST(rank_order_sums_are_bit_identical)
         ra.buf[i] = 1.0f / (float)(i + 1);
         rb.buf[i] = -3.0f / (float)(i + 7) + 1e-7f * (float)i;
     }
-    pthread_t ta, tb;
-    pthread_create(&ta, NULL, run_reduce, &ra);
-    pthread_create(&tb, NULL, run_reduce, &rb);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    run_pair(run_reduce, &ra, &rb);
     ck_assert_int_eq(ra.st, GLM_OK);
     ck_assert_int_eq(rb.st, GLM_OK);
     ck_assert_mem_eq(ra.buf, rb.buf, sizeof ra.buf);

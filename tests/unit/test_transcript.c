@@ -46,16 +46,23 @@ static const char *state(double now)
     return out;
 }
 
-/* The app says the reply waits for who, waited_s so far. */
-static void waiting(double now, const char *who, double waited_s)
+/* The app pushes status s (ui_status_none's fields "unchanged" where not set) at time now. */
+static void status_at(double now, ui_status s)
 {
     uiq_item st;
     memset(&st, 0, sizeof st);
     st.type = UI_EV_STATUS;
-    st.status = ui_status_none();
-    st.status.waiting = who;
-    st.status.waited_s = waited_s;
+    st.status = s;
     trs_apply(&tr, &st, now);
+}
+
+/* The app says the reply waits for who, waited_s so far. */
+static void waiting(double now, const char *who, double waited_s)
+{
+    ui_status s = ui_status_none();
+    s.waiting = who;
+    s.waited_s = waited_s;
+    status_at(now, s);
 }
 
 /* The text of line l of a doc. */
@@ -127,13 +134,10 @@ END_TEST
 /* The app says how far the reply's prompt is. */
 static void prompt(double now, long done, long total)
 {
-    uiq_item st;
-    memset(&st, 0, sizeof st);
-    st.type = UI_EV_STATUS;
-    st.status = ui_status_none();
-    st.status.prompt_done = done;
-    st.status.prompt_total = total;
-    trs_apply(&tr, &st, now);
+    ui_status s = ui_status_none();
+    s.prompt_done = done;
+    s.prompt_total = total;
+    status_at(now, s);
 }
 
 /* A long prompt's prefill shows its share and tokens until the first token, and from its second
@@ -168,13 +172,10 @@ START_TEST(rates_measured_from_deltas)
     ck_assert(tr.tok_s > 19.99 && tr.tok_s < 20.01); /* 20 deltas in 1 s */
     ck_assert_int_eq(tr.gen_tokens, 21);
     /* the engine's own numbers win once the app reports them */
-    uiq_item st;
-    memset(&st, 0, sizeof st);
-    st.type = UI_EV_STATUS;
-    st.status = ui_status_none();
-    st.status.tok_s = 55.5;
-    st.status.gen_tokens = 30;
-    trs_apply(&tr, &st, 11.4);
+    ui_status st = ui_status_none();
+    st.tok_s = 55.5;
+    st.gen_tokens = 30;
+    status_at(11.4, st);
     ev(11.5, UI_EV_CONTENT_DELTA, "y");
     ck_assert(tr.tok_s > 55.49 && tr.tok_s < 55.51);
     ck_assert_int_eq(tr.gen_tokens, 30);
@@ -217,17 +218,14 @@ END_TEST
 
 START_TEST(status_fields_merge)
 {
-    uiq_item st;
-    memset(&st, 0, sizeof st);
-    st.type = UI_EV_STATUS;
-    st.status = ui_status_none();
-    st.status.model = "GLM-5.3-Flash";
-    st.status.ranks = 2;
-    st.status.ctx_window = 1048576;
-    trs_apply(&tr, &st, 0);
-    st.status = ui_status_none();
-    st.status.ctx_used = 1200;
-    trs_apply(&tr, &st, 0);
+    ui_status st = ui_status_none();
+    st.model = "GLM-5.3-Flash";
+    st.ranks = 2;
+    st.ctx_window = 1048576;
+    status_at(0, st);
+    st = ui_status_none();
+    st.ctx_used = 1200;
+    status_at(0, st);
     ck_assert_str_eq(tr.model, "GLM-5.3-Flash"); /* unchanged by the second push */
     ck_assert_int_eq(tr.ranks, 2);
     ck_assert_int_eq(tr.ctx_used, 1200);
