@@ -1113,11 +1113,13 @@ static size_t piece_at(const tp_rank *r, size_t o, size_t n)
  * both ranks' halves. */
 glm_status tp_rank_all_gather(tp_rank *r, const float *mine, float *gathered, size_t n, glm_error *err)
 {
-    if (n == 0) /* refused by the transport, naming the size */
-        return gather_once(r, mine, gathered, n, n, err);
-    glm_status st = GLM_OK;
-    for (size_t o = 0; st == GLM_OK && o < n; o += r->piece ? r->piece : n)
-        st = gather_once(r, mine + o, gathered + o, n, piece_at(r, o, n), err);
+    glm_status st;
+    size_t o = 0;
+    do { /* at least one exchange: n = 0 is the transport's to refuse */
+        size_t len = piece_at(r, o, n);
+        st = gather_once(r, mine + o, gathered + o, n, len, err);
+        o += len;
+    } while (st == GLM_OK && o < n);
     return st;
 }
 
@@ -1136,13 +1138,14 @@ glm_status tp_rank_exchange(tp_rank *r, const float *out, size_t out_n, float *i
  * time: the same bits as one exchange of all n, with scratch for one piece. */
 glm_status tp_rank_all_reduce(tp_rank *r, float *buf, size_t n, glm_error *err)
 {
-    size_t most = r->piece && r->piece < n ? r->piece : n;
-    glm_status st = scratch_for(r, 2 * most, err);
-    for (size_t o = 0; st == GLM_OK && o < n; o += most) {
+    glm_status st = scratch_for(r, 2 * piece_at(r, 0, n), err);
+    size_t o = 0;
+    while (st == GLM_OK && o < n) {
         size_t len = piece_at(r, o, n);
         st = gather_once(r, buf + o, r->scratch, len, len, err);
         for (size_t i = 0; st == GLM_OK && i < len; i++)
             buf[o + i] = r->scratch[i] + r->scratch[len + i];
+        o += len;
     }
     return st;
 }
