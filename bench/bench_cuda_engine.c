@@ -1325,6 +1325,10 @@ static int parse_list(const char *arg, int *out, int max, long lo, long hi, cons
     return n;
 }
 
+/* The flag a chat's session hands its state (backend.h's state_set_cancel), never set: the timed
+ * prefills read it between layers as a chat's prompts do. */
+static atomic_int never_canceled;
+
 /* The backend and its state opened on m with prefill chunks of `chunk` rows (0: the plan's). */
 static int open_at_chunk(glm_model *m, glm_engine_params *params, int chunk, engine_backend *be,
                          cuda_state **s, glm_error *err)
@@ -1337,6 +1341,7 @@ static int open_at_chunk(glm_model *m, glm_engine_params *params, int chunk, eng
         backend_close(be);
         return -1;
     }
+    be->ops->state_set_cancel(*s, &never_canceled);
     return 0;
 }
 
@@ -1367,6 +1372,29 @@ static int reopen(glm_model *m, glm_engine_params *params, int chunk, int fallba
     cuda_plan_describe(backend_cuda_plan(be), plan, sizeof plan);
     printf("\nplan: %s\n", plan);
     return refused;
+}
+
+/* The prefill of n tokens again without the cancel read between layers (no flag: a state no
+ * session holds), against `polled` seconds with it: what the read costs. */
+static int prefill_unpolled(engine_backend *be, cuda_state *s, const int32_t *tok, int n,
+                            double polled)
+{
+    glm_error err = {0};
+    be->ops->state_set_cancel(s, NULL);
+    be->ops->state_reset(s);
+    cudaDeviceSynchronize();
+    double p0 = bench_now_s();
+    int rc = be->ops->prefill(be->impl, s, tok, n, NULL, 0, &err) != GLM_OK;
+    cudaDeviceSynchronize();
+    double ps = bench_now_s() - p0;
+    be->ops->state_set_cancel(s, &never_canceled);
+    if (rc) {
+        printf("FAIL: prefill %d without the cancel's read: %s\n", n, err.message);
+        return -1;
+    }
+    printf("prefill %d without the cancel read between layers: %.3f s; with it (above) %.3f s = "
+           "%.3fx\n", n, ps, polled, polled / ps);
+    return 0;
 }
 
 /* One chunk of `rows` tokens at the state's length with the op profile on. */
@@ -1580,6 +1608,8 @@ static int prefill_at_chunk(engine_backend *be, cuda_state *s, const int *sizes,
         printf("\n-- prefill %d tokens (chunks of %d): %.2f s = %.0f tok/s; %.1f TFLOP/s (the model's "
                "FLOPs, model/prefill_projection.c); cuBLAS bf16 GEMM 8192^3 here: %.0f TFLOP/s (%.2f%%)\n",
                np, chunk, ps, np / ps, flops / ps / 1e12, cub, 100 * flops / ps / 1e12 / cub);
+        if (np == smallest && prefill_unpolled(be, s, tok, np, ps))
+            return -1;
         if (np != largest)
             continue;
         if (profile_chunk(be, s, tok + np, chunk, &prof)) /* what grows with the position */
@@ -1709,6 +1739,8 @@ static int long_size(const long_run *L, int size, lp_result *r, double *held)
     r->size = size;
     r->chunk = cb->chunk;
     cuda_state *s = be->ops->state_new(be->impl, &err);
+    if (s)
+        be->ops->state_set_cancel(s, &never_canceled);
     if (!s || cuda_state_reserve(s, size, &err)) {
         printf("FAIL: a session for %d tokens: %s\n", size, err.message);
         if (s)

@@ -94,10 +94,13 @@ typedef struct backend_ops {
     void (*state_free)(void *state);
     /* NULL coll: one rank (the default). */
     void (*state_set_collective)(void *state, const backend_collective *coll);
-    /* The flag (the session's cancel) a prefill of more than one token on one rank polls before
-     * each layer: once set, the prefill stops there with GLM_ERR_CANCELED and the state must be
-     * reset. May be NULL (a prefill then runs to its end; the session still stops between
-     * pieces). */
+    /* The flag (the session's cancel) a prefill polls between layers (the CPU backend before each
+     * layer of more than one token; the CUDA one in chunks past its decode forms' rows, on one
+     * rank a layer behind the GPU): once set, the prefill stops there with GLM_ERR_CANCELED and
+     * the state must be reset. Several ranks agree where to stop through one more exchange a
+     * layer (the sum of every rank's flag: a worker's stays 0), made whether or not a flag was
+     * given. May be NULL (one rank then runs a prefill to its end; the session still stops
+     * between pieces). */
     void (*state_set_cancel)(void *state, const atomic_int *flag);
     void (*state_reset)(void *state);
     int (*state_length)(const void *state);
@@ -111,8 +114,8 @@ typedef struct backend_ops {
                           int all_rows, glm_error *err);
     /* The rows one prefill chunk runs at once (the CUDA memory plan's chunk): the session feeds
      * a prompt in pieces of whole chunks, aligned to multiples of it, so each runs at the size
-     * the backend was planned for, and a cancel between pieces waits for one chunk at most.
-     * NULL: pieces of BACKEND_FEED_PIECE tokens (the CPU backend, which polls a cancel within);
+     * the backend was planned for (a cancel is read between its layers: state_set_cancel).
+     * NULL: pieces of BACKEND_FEED_PIECE tokens (the CPU backend);
      * a feed that asks for every row's logits takes those too (their host staging). */
     int (*prefill_rows)(const void *impl);
     /* Snapshots for prompt reuse across conversations and its disk tier: the whole state at its

@@ -47,6 +47,9 @@ int eng_event_record_node(void *ev, void *stream);
  * for it with eng_stream_wait; both also order a graph's capture (a fork and a join). */
 int eng_fence_new(void **ev);
 int eng_stream_wait(void *stream, void *ev);
+/* Waits on the host until the work before ev's last record has run (a record not yet made:
+ * returns at once). */
+int eng_event_sync(void *ev);
 
 /* ---- matrices (engine_matmul.cu) --------------------------------------------------------- */
 typedef enum eng_dtype { ENG_F32 = 0, ENG_BF16 = 1, ENG_F16 = 2, ENG_FP8 = 3, ENG_Q4 = 4 } eng_dtype;

@@ -136,6 +136,11 @@ extern "C" void eng_event_free(void *ev)
         cudaEventDestroy(static_cast<cudaEvent_t>(ev));
 }
 
+extern "C" int eng_event_sync(void *ev)
+{
+    return (int)cudaEventSynchronize(static_cast<cudaEvent_t>(ev));
+}
+
 extern "C" int eng_event_record(void *ev, void *stream)
 {
     return (int)cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream));

@@ -44,6 +44,11 @@ static void cu_set_collective(void *st, const backend_collective *coll)
         memset(&s->coll, 0, sizeof s->coll);
 }
 
+static void cu_set_cancel(void *st, const atomic_int *flag)
+{
+    ((cuda_state *)st)->cancel = flag;
+}
+
 static void cu_reset(void *st)
 {
     cuda_state_reset(st);
@@ -227,6 +232,7 @@ static const backend_ops cuda_ops = {
     .state_new = cu_state_new,
     .state_free = cu_state_free,
     .state_set_collective = cu_set_collective,
+    .state_set_cancel = cu_set_cancel,
     .state_reset = cu_reset,
     .state_length = cu_length,
     .state_mark = cu_mark,

@@ -213,6 +213,10 @@ typedef struct cuda_state {
     int trail_cap, trail_base, trail_n; /* the window: positions trail_base+1 .. +trail_n */
     int trail_at;                   /* while verifying: the window row this forward starts at */
     cu_mtp_state mtp;               /* where be->w.has_mtp */
+    /* The session's cancel (backend.h's state_set_cancel; NULL: none) and the fences a prefill
+     * chunk records after each layer, two in turn, to read it one layer behind the GPU */
+    const atomic_int *cancel;
+    void *layer_done[2];
 } cuda_state;
 
 /* state.c */

@@ -1093,16 +1093,54 @@ static int split_head(cuda_state *s, const float *x, int rows, float *host, glm_
     return 0;
 }
 
+/* Whether a forward of T rows reads the session's cancel between layers: a prefill chunk past
+ * the decode forms' rows (shorter ones end soon anyway), not a verification window; on one rank
+ * when the session gave a flag, on several always (they must make the same exchanges). */
+static int polls_cancel(const cuda_state *s, int T)
+{
+    return T > CUDA_DECODE_T && !s->verifying && (s->cancel || s->coll.all_reduce);
+}
+
+/* After layer li was queued: whether the session asked to stop. Several ranks agree on it
+ * through one more exchange, the sum of their flags (the head's is its user's cancel, a
+ * worker's stays 0), so all stop after the same layer (their host threads already wait on every
+ * exchange); -2 when that exchange failed. One rank reads it once layer li - 1 has run, so the
+ * GPU always has layer li to run while the host waits (the check costs it nothing, and a cancel
+ * waits two layers at most, not a whole chunk). */
+static int cancel_seen(cuda_state *s, int li, glm_error *err)
+{
+    if (s->coll.all_reduce) {
+        float asked = s->cancel && atomic_load(s->cancel) ? 1.0f : 0.0f;
+        if (s->coll.all_reduce(s->coll.user, &asked, 1, err) != GLM_OK)
+            return -2;
+        return asked > 0;
+    }
+    CK_QUIET(eng_event_record(s->layer_done[li & 1], s->be->stream), "a layer's fence");
+    if (li == 0)
+        return 0;
+    CK_QUIET(eng_event_sync(s->layer_done[(li - 1) & 1]), "waiting on a layer's fence");
+    return atomic_load(s->cancel) != 0;
+}
+
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
+    int poll = polls_cancel(s, T);
     cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): the embedding's time */
     CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
     for (int li = 0; li < c->num_layers; li++) {
         int rc = layer(s, li, T, err);
         if (rc)
             return rc;
+        if (poll && (rc = cancel_seen(s, li, err)) != 0) {
+            if (rc < 0)
+                return rc;
+            /* the layers up to li ran or will: their KDA states moved on, so the state is reset */
+            glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
+                          li + 1, c->num_layers);
+            return -1;
+        }
     }
     return 0;
 }

@@ -100,6 +100,8 @@ void cuda_state_free(cuda_state *s)
     eng_host_free(s->h_logits);
     kern_free(s->d_coll);
     eng_graph_free(s->graph);
+    eng_event_free(s->layer_done[0]);
+    eng_event_free(s->layer_done[1]);
     free(s);
 }
 
@@ -126,7 +128,8 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
         kern_malloc((void **)&s->d_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_pos, sizeof(int)) ||
         eng_host_alloc((void **)&s->h_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
-        eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float))) {
+        eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float)) ||
+        eng_fence_new(&s->layer_done[0]) || eng_fence_new(&s->layer_done[1])) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "
                       "states %zu bytes a layer)", cuda_rec_bytes(c) + cuda_conv_bytes(c));

@@ -187,8 +187,11 @@ static void serve(const glm_worker_params *p, tp_rank *r, glm_engine *e, FILE *d
             say(p, "%s", err.message);
             break;
         }
+        /* a cancel the head's user asked for (the ranks agreed on the layer: backend.h) */
+        if (st == GLM_ERR_CANCELED)
+            say(p, "the head's user canceled its prompt: %s", err.message);
         /* other failures (a bad token id) happen on the head too, which says so to its user */
-        if (st != GLM_OK)
+        else if (st != GLM_OK)
             say(p, "step failed as on the head: %s", err.message);
     }
     mirrors_free(&m);

@@ -1,7 +1,7 @@
 /* test_cuda_engine.c: the CUDA backend against the CPU backend on one model directory (run on a
  * GPU machine by tests/gpu/engine.sh): prompt logits per cache dtype, prefill-then-decode against
  * full prefill, greedy replies, mark/truncate, the same bits at prefill chunks of 4096, 1024 and
- * 128 rows, the decode step's in-graph op profile (the same logits, its marks read back), two
+ * 128 rows, a cancel read between a chunk's layers, the decode step's in-graph op profile (the same logits, its marks read back), two
  * ranks in one process, and the q4 dense option (its quantizer and products against a CPU
  * dequantization first). Table lines last. */
 #include <math.h>
@@ -290,6 +290,11 @@ typedef struct rank_ctx {
     float *logits;
     int rc;
     glm_error err;
+    /* rank 0's cancel, set before a first prefill that both ranks must stop after layer 1 (the
+     * ranks agree through their flags' exchange; rank 1's flag stays 0, as a worker's does) */
+    atomic_int *cancel;
+    glm_status canceled;
+    char canceled_msg[sizeof(glm_error){0}.message];
 } rank_ctx;
 
 static glm_status ex_reduce(void *user, float *buf, size_t n, glm_error *err)
@@ -329,9 +334,19 @@ static void *rank_main(void *arg)
     rank_ctx *c = arg;
     backend_collective coll = {.all_reduce = ex_reduce, .all_gather = ex_gather, .user = c,
                                .rank = c->rank, .world = 2};
+    atomic_int never;
+    atomic_init(&never, 0);
     c->rc = -1;
     if (open_run(c->m, 1, &c->r, &c->err) == 0) {
-        c->r.be.ops->state_set_collective(c->r.st, &coll);
+        const backend_ops *ops = c->r.be.ops;
+        ops->state_set_collective(c->r.st, &coll);
+        ops->state_set_cancel(c->r.st, c->rank == 0 ? c->cancel : &never);
+        glm_error e = {0};
+        c->canceled = ops->prefill(c->r.be.impl, c->r.st, c->tok, c->n, c->logits, 1, &e);
+        snprintf(c->canceled_msg, sizeof c->canceled_msg, "%s", e.message);
+        ops->state_reset(c->r.st);
+        if (c->rank == 0) /* read by this rank's own next exchange: no race with rank 1 */
+            atomic_store(c->cancel, 0);
         c->rc = prefill(&c->r, c->tok, c->n, c->logits, 1, &c->err);
     }
     return NULL;
@@ -346,7 +361,10 @@ static int two_ranks(const char *dir, const int32_t *tok, int n, float *logits0,
     memset(ctx, 0, sizeof ctx);
     pthread_t th[2];
     int ok = 1;
+    atomic_int cancel;
+    atomic_init(&cancel, 1);
     for (int r = 0; r < 2; r++) {
+        ctx[r].cancel = &cancel;
         ctx[r].ex = &ex;
         ctx[r].rank = r;
         ctx[r].tok = tok;
@@ -362,6 +380,13 @@ static int two_ranks(const char *dir, const int32_t *tok, int n, float *logits0,
         pthread_create(&th[r], NULL, rank_main, &ctx[r]);
     for (int r = 0; ok && r < 2; r++)
         pthread_join(th[r], NULL);
+    for (int r = 0; ok && r < 2; r++) {
+        char what[1400];
+        snprintf(what, sizeof what, "two CUDA ranks: rank 0's cancel stops rank %d after layer 1 "
+                 "as rank 0 (status %d: %s)", r, (int)ctx[r].canceled, ctx[r].canceled_msg);
+        check(ctx[r].canceled == GLM_ERR_CANCELED && strstr(ctx[r].canceled_msg, "at layer 1 of") &&
+              strcmp(ctx[r].canceled_msg, ctx[0].canceled_msg) == 0, what);
+    }
     for (int r = 0; r < 2; r++) {
         if (ok && ctx[r].rc)
             printf("two ranks: rank %d: %s\n", r, ctx[r].err.message);
@@ -437,6 +462,74 @@ static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int 
     g_variant.chunk = 0;
     free(first);
     free(got);
+}
+
+/* A prefill chunk reads the session's cancel one layer behind the GPU (f32 caches, chunks of 128):
+ * set before the call, the prompt stops after two layers with GLM_ERR_CANCELED naming layer 2 and
+ * the state's length unchanged; rows of the decode forms (CUDA_DECODE_T at most) run to the end
+ * regardless; after a reset with the flag clear the prompt gives the uncanceled logits bit for bit
+ * (nothing the canceled chunk left behind leaks into the next prompt). */
+static void cancel_between_layers(const glm_model *m, const int32_t *tok, int N, int V,
+                                  const char *label)
+{
+    int L = m->cfg.num_layers;
+    char what[1400];
+    if (L < 2 || N <= 2 * CUDA_DECODE_T) {
+        snprintf(what, sizeof what, "%s: a cancel between layers needs 2 layers and %d tokens "
+                 "(%d, %d)", label, 2 * CUDA_DECODE_T + 1, L, N);
+        check(0, what);
+        return;
+    }
+    size_t NV = (size_t)N * V;
+    float *whole = malloc(NV * sizeof *whole), *again = malloc(NV * sizeof *again);
+    g_variant.kv = g_variant.kv_index = GLM_KV_CACHE_F32;
+    g_variant.chunk = 128;
+    run gpu = {0};
+    glm_error err = {0};
+    atomic_int flag;
+    atomic_init(&flag, 0);
+    int ok = whole && again && open_run(m, 1, &gpu, &err) == 0 &&
+             prefill(&gpu, tok, N, whole, 1, &err) == 0;
+    snprintf(what, sizeof what, "%s: the uncanceled prefill ran (%s)", label, err.message);
+    check(ok, what);
+    if (ok) {
+        const backend_ops *ops = gpu.be.ops;
+        ops->state_reset(gpu.st);
+        ops->state_set_cancel(gpu.st, &flag);
+        atomic_store(&flag, 1);
+        glm_error cerr = {0};
+        glm_status cs = ops->prefill(gpu.be.impl, gpu.st, tok, N, again, 1, &cerr);
+        char want[64], stopped[sizeof cerr.message];
+        snprintf(want, sizeof want, "at layer 2 of %d", L);
+        snprintf(stopped, sizeof stopped, "%s", cerr.message);
+        snprintf(what, sizeof what, "%s: a prompt of %d tokens with the cancel set stops at its "
+                 "second layer (status %d, length %d: %s)", label, N, (int)cs,
+                 ops->state_length(gpu.st), stopped);
+        check(cs == GLM_ERR_CANCELED && strstr(stopped, want) && ops->state_length(gpu.st) == 0,
+              what);
+        ops->state_reset(gpu.st);
+        cs = ops->prefill(gpu.be.impl, gpu.st, tok, CUDA_DECODE_T, again, 1, &cerr);
+        int ran = cs == GLM_OK && ops->state_length(gpu.st) == CUDA_DECODE_T;
+        snprintf(what, sizeof what, "%s: %d rows (the decode forms') run through a set cancel "
+                 "(status %d, length %d: %s)", label, CUDA_DECODE_T, (int)cs,
+                 ops->state_length(gpu.st), cs ? cerr.message : "");
+        check(ran, what);
+        atomic_store(&flag, 0);
+        ops->state_reset(gpu.st);
+        cs = ops->prefill(gpu.be.impl, gpu.st, tok, N, again, 1, &cerr);
+        size_t d = cs == GLM_OK ? bits_differ(whole, again, NV) : NV;
+        snprintf(what, sizeof what, "%s: after a canceled prompt and a reset the prompt's logits "
+                 "equal the uncanceled ones bit for bit (%zu of %zu differ%s%s)", label, d, NV,
+                 cs ? ": " : "", cs ? cerr.message : "");
+        check(d == 0, what);
+        printf("%-24s cancel    set before a prompt of %d: \"%s\"; %d rows through it: %s; "
+               "after a reset %zu of %zu logits differ\n", label, N, stopped, CUDA_DECODE_T,
+               ran ? "ran" : "FAILED", d, NV);
+    }
+    close_run(&gpu);
+    g_variant.chunk = 0;
+    free(whole);
+    free(again);
 }
 
 /* The profiled graph replayed between two events of this stream (e0 before, e1 after): its marks
@@ -645,6 +738,7 @@ int main(int argc, char **argv)
     }
     char chunk_line[320];
     chunk_invariance(m, tok, N, V, label, chunk_line, sizeof chunk_line);
+    cancel_between_layers(m, tok, N, V, label);
     char profile_line[320];
     graph_profile(m, tok, N, V, label, profile_line, sizeof profile_line);
     /* two ranks in one process (f32 cache) against one rank */

@@ -403,6 +403,12 @@ typedef struct rank_run {
     float *logits; /* FWD_TOKENS - FWD_PREFILL + 1 rows: after the prefill, then each decode */
     glm_error err;
     glm_status st;
+    /* rank 0's cancel, set before the run (NULL: none): each rank first prefills into a cancel
+     * and records how it ended (a worker's flag stays 0, as glm_session_new gives it one) */
+    atomic_int *cancel;
+    glm_status canceled;
+    int length_after;
+    char canceled_msg[sizeof(glm_error){0}.message];
 } rank_run;
 
 static glm_status board_gather(void *user, const float *mine, float *all, size_t n, glm_error *err)
@@ -450,6 +456,19 @@ static void *rank_main(void *arg)
     r->st = s ? GLM_OK : r->err.status;
     backend_collective coll = {.all_reduce = board_reduce, .all_gather = board_gather, .user = r,
                                .rank = r->rank, .world = r->b->world};
+    atomic_int never;
+    atomic_init(&never, 0);
+    if (s && r->cancel) {
+        cpu_state_set_cancel(s, r->rank == 0 ? r->cancel : &never);
+        cpu_state_set_collective(s, &coll);
+        glm_error e = {0};
+        r->canceled = cpu_prefill(s, NULL, fwd_tokens, FWD_PREFILL, r->logits, 0, &e);
+        snprintf(r->canceled_msg, sizeof r->canceled_msg, "%s", e.message);
+        r->length_after = cpu_state_length(s);
+        cpu_state_reset(s);
+        if (r->rank == 0) /* read by this rank's own next exchange, so no other rank races it */
+            atomic_store(r->cancel, 0);
+    }
     if (s) {
         cpu_state_set_collective(s, &coll);
         r->st = run_tokens(s, r->logits, (size_t)r->m->cfg.vocab_size, &r->err);
@@ -459,8 +478,11 @@ static void *rank_main(void *arg)
 }
 
 /* tiny-A among world ranks (4 heads of each kind: 2, 1, 1 among 3; vocabulary 512: 171, 171,
- * 170): rank 0's logits within 1e-5 of one rank's largest, every rank's equal to rank 0's. */
-static double whole_forward_among(int world)
+ * 170): rank 0's logits within 1e-5 of one rank's largest, every rank's equal to rank 0's.
+ * canceled: rank 0's cancel set first, and every rank's prefill into it must stop before the
+ * first layer (the ranks agree through their flags' exchange) with nothing held, before the run
+ * that is compared. */
+static double whole_forward_among(int world, int canceled)
 {
     glm_model *one = open_fixture();
     size_t V = (size_t)one->cfg.vocab_size, rows = FWD_TOKENS - FWD_PREFILL + 1;
@@ -473,8 +495,10 @@ static double whole_forward_among(int world)
     pthread_barrier_init(&b.bar, NULL, (unsigned)world);
     rank_run runs[TP_SPLIT_MAX_RANKS];
     pthread_t th[TP_SPLIT_MAX_RANKS];
+    atomic_int cancel;
+    atomic_init(&cancel, 1);
     for (int r = 0; r < world; r++) {
-        runs[r] = (rank_run){.b = &b, .rank = r, .m = open_fixture()};
+        runs[r] = (rank_run){.b = &b, .rank = r, .m = open_fixture(), .cancel = canceled ? &cancel : NULL};
         runs[r].logits = calloc(rows * V, sizeof(float));
         ck_assert_msg(tp_split_model_ranks(runs[r].m, r, world, &runs[r].owned, &err) == GLM_OK, "%s",
                       err.message);
@@ -487,6 +511,14 @@ static double whole_forward_among(int world)
     double scale = 0, worst = 0;
     for (size_t i = 0; i < rows * V; i++)
         scale = fmax(scale, fabs(want[i]));
+    for (int r = 0; r < world && canceled; r++) {
+        ck_assert_msg(runs[r].canceled == GLM_ERR_CANCELED && runs[r].length_after == 0 &&
+                      strstr(runs[r].canceled_msg, "at layer 0 of"),
+                      "rank %d of %d: the prefill under rank 0's cancel ended with status %d, "
+                      "holding %d tokens: %s", r, world, (int)runs[r].canceled,
+                      runs[r].length_after, runs[r].canceled_msg);
+        ck_assert_str_eq(runs[r].canceled_msg, runs[0].canceled_msg);
+    }
     for (int r = 0; r < world; r++) {
         ck_assert_msg(runs[r].st == GLM_OK, "rank %d: %s", r, runs[r].err.message);
         ck_assert_msg(memcmp(runs[r].logits, runs[0].logits, rows * V * sizeof(float)) == 0,
@@ -508,9 +540,21 @@ static double whole_forward_among(int world)
 START_TEST(the_whole_forward_among_n_ranks_matches_one_rank)
 {
     for (int world = 2; world <= 4; world++) {
-        double worst = whole_forward_among(world);
+        double worst = whole_forward_among(world, 0);
         ck_assert_msg(worst <= 1e-5, "%d ranks: logits differ from one rank by %g of the largest", world, worst);
         printf("tiny-A forward among %d ranks: worst difference %.3g of the largest logit\n", world, worst);
+    }
+}
+END_TEST
+
+/* A cancel on rank 0 alone (the head's user) stops every rank's prefill before the same layer,
+ * no rank left waiting on another's exchange, and the ranks then run the tokens as one rank does. */
+START_TEST(a_cancel_on_rank_0_stops_every_rank_at_the_same_layer)
+{
+    for (int world = 2; world <= 3; world++) {
+        double worst = whole_forward_among(world, 1);
+        ck_assert_msg(worst <= 1e-5, "%d ranks after a cancel: logits differ from one rank by %g",
+                      world, worst);
     }
 }
 END_TEST
@@ -542,6 +586,7 @@ int main(void)
     tcase_add_test(tc, exl3_mlp_parts_sum_to_the_full_mlp);
     tcase_add_test(tc, exl3_cuts_inside_a_hadamard_block_are_refused);
     tcase_add_test(tc, the_whole_forward_among_n_ranks_matches_one_rank);
+    tcase_add_test(tc, a_cancel_on_rank_0_stops_every_rank_at_the_same_layer);
     tcase_add_test(tc, a_model_is_refused_more_ranks_than_heads);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
