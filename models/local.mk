@@ -45,5 +45,5 @@ tests_unit_test_demo_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 TESTS += tests/unit/test_demo
 tests/unit/test_demo.$(OBJEXT): models/demo/model.safetensors
 
-TESTS += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh
-EXTRA_DIST += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh
+TESTS += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh tests/e2e/tp_cancel_prefill.sh
+EXTRA_DIST += tests/e2e/demo_tool.sh tests/e2e/demo_cancel_prefill.sh tests/e2e/tp_cancel_prefill.sh
