@@ -55,13 +55,14 @@
  *   of the two-rank handshake, and changes the results)
  *   cuda_graph on|off (dev; on: decode through a captured CUDA graph)
  *   cuda_pdl on|off (dev; on: kernels go out as programmatic dependent launches)
- *   cuda_gemm fixed|show|nosplit|default|three|onepart (dev; fixed: one cuBLASLt algorithm a weight
- *   shape and form, BF16 weights over two scaled fp16 parts of each input; show: the same, each
- *   choice logged; nosplit: fixed without split-K; default: cuBLAS's own choice over three bf16
- *   parts, whose row bits depend on the chunk, for comparison only; three: fixed, every BF16
- *   weight over three bf16 parts of each input, the form only an LM head takes otherwise;
- *   onepart: fixed, the two-part weights against the hi part alone, lossy, emulated by the CPU
- *   backend)
+ *   cuda_gemm fixed|show|nosplit|cublas|three|onepart (dev; unset: onepart on CUDA, the CPU
+ *   backend's exact products on the CPU; onepart: one cuBLASLt algorithm a weight shape, BF16
+ *   weights against one power-of-two-scaled fp16 part of each input, lossy (under the fp8
+ *   cache's loss), emulated by the CPU backend when named; fixed: the same algorithms over two
+ *   fp16 parts of each input, exact; show: fixed, each choice logged; nosplit: fixed without
+ *   split-K; cublas: cuBLAS's own choice over three bf16 parts, whose row bits depend on the
+ *   chunk, for comparison only; three: fixed, every BF16 weight over three bf16 parts of each
+ *   input, the form only an LM head takes otherwise)
  *   cuda_chunk 0..16384 (dev; the CUDA prefill chunk's rows, a power of two from 128; 0 or unset:
  *   the memory plan's choice, the most its room allows up to 16384; part of the two-rank
  *   handshake; the results do not depend on it)

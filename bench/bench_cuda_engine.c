@@ -1428,15 +1428,16 @@ static int gpu_sms(const char *what)
 
 /* What the CUDA kernels read and issue for a prefill chunk under params: the weights' formats
  * and the parts each product splits its f32 operand into (model/prefill_projection.h): a BF16
- * weight product takes two fp16 parts of its input (gemm_fp16x2), one with cuda_gemm = onepart,
- * three bf16 parts with three or cublas; q4 dense weights run on the FMA pipes (one pass); the
+ * weight product takes one fp16 part of its input under cuda_gemm = onepart (the default), two
+ * with fixed (gemm_fp16x2), three bf16 parts with three or cublas; q4 dense weights run on the
+ * FMA pipes (one pass); the
  * absorbed query and value expansion (head_gemm_kernel) and the indexer's pooled scores take
  * three bf16 parts, the flash latent attention two (hi and lo of the query and the weights). */
 static glm_prefill_format cuda_prefill_format(const glm_engine_params *params)
 {
     int q4 = params->dense == GLM_DENSE_Q4;
     glm_cuda_gemm g = params->cuda.gemm;
-    double dense = q4 || g == GLM_CUDA_GEMM_ONEPART                      ? 1
+    double dense = q4 || g == GLM_CUDA_GEMM_ONEPART || g == GLM_CUDA_GEMM_DEFAULT ? 1
                    : g == GLM_CUDA_GEMM_THREE || g == GLM_CUDA_GEMM_CUBLAS ? 3
                                                                            : 2;
     return (glm_prefill_format){.dense_bytes = q4 ? 0.5625 : 2,

@@ -29,8 +29,8 @@ glm_status backend_check_params(const glm_engine_params *p, glm_error *err)
         return glm_error_set(err, GLM_ERR_ARG, "cuda.kv_index %d is not a cache format",
                              (int)c->kv_index);
     if (c->gemm < GLM_CUDA_GEMM_DEFAULT || c->gemm > GLM_CUDA_GEMM_ONEPART)
-        return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d is not fixed (1), show (2), nosplit "
-                             "(3), cublas (4), three (5) or onepart (6)", (int)c->gemm);
+        return glm_error_set(err, GLM_ERR_ARG, "cuda.gemm %d is not the default (0), fixed (1), "
+                             "show (2), nosplit (3), cublas (4), three (5) or onepart (6)", (int)c->gemm);
     if (c->chunk && (c->chunk < GLM_CUDA_CHUNK_LEAST || c->chunk > GLM_CUDA_CHUNK_LIMIT ||
                      (c->chunk & (c->chunk - 1))))
         return glm_error_set(err, GLM_ERR_ARG, "cuda.chunk %d is not a power of two from %d to %d "

@@ -122,10 +122,12 @@ static void log_settings(glm_engine *e, const glm_engine_params *p)
                  p->prompt_cache_dir ? ", files in " : "",
                  p->prompt_cache_dir ? p->prompt_cache_dir : "");
     }
+    int one_part = (e->be.ops->cache_format(e->be.impl) & BACKEND_ONE_PART) != 0;
     engine_logf(&e->log, GLM_LOG_INFO, "engine: %s backend%s, context %d tokens, kv cache %s, "
-                "dense %s, drafting %s, prompt cache %s", e->be.ops->name,
+                "dense %s, drafting %s, prompt cache %s, prefill products %s", e->be.ops->name,
                 p->peer ? " (rank 0 of two)" : "", s->context, kv_cache_name(s->kv_cache),
-                s->dense == GLM_DENSE_Q4 ? "q4" : "bf16", drafts[spec_mode_of(p->draft)], cache);
+                s->dense == GLM_DENSE_Q4 ? "q4" : "bf16", drafts[spec_mode_of(p->draft)], cache,
+                one_part ? "in one fp16 part (cuda_gemm onepart)" : "exact");
 }
 
 glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)

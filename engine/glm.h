@@ -191,23 +191,26 @@ typedef enum glm_draft {
 
 /* The dense prefill products' algorithm on CUDA (cuBLASLt). */
 typedef enum glm_cuda_gemm {
-    GLM_CUDA_GEMM_DEFAULT = 0, /* fixed */
-    GLM_CUDA_GEMM_FIXED,       /* one fixed algorithm a weight shape: row bits do not depend on T;
-                                * BF16 weights in two scaled fp16 parts of each input (three bf16
-                                * parts for one over ENG_GEMM_HALF_BYTES as fp16, an LM head) */
+    GLM_CUDA_GEMM_DEFAULT = 0, /* onepart on the CUDA backend (the form a Spark's tensor rate asks
+                                * for: bench/BENCHMARKS.md); the CPU backend runs its exact
+                                * products, emulating onepart only when it is named */
+    GLM_CUDA_GEMM_FIXED,       /* exact: one fixed algorithm a weight shape (row bits do not depend
+                                * on T), BF16 weights in two scaled fp16 parts of each input (three
+                                * bf16 parts for one over ENG_GEMM_HALF_BYTES as fp16, an LM head) */
     GLM_CUDA_GEMM_SHOW,        /* fixed, and each shape's choice logged (GLM_LOG_DEBUG) */
     GLM_CUDA_GEMM_NOSPLIT,     /* fixed algorithms without split-K (a second choice to compare) */
     GLM_CUDA_GEMM_CUBLAS,      /* cublasGemmEx's own choice: comparison only, row bits depend on T */
     GLM_CUDA_GEMM_THREE,       /* fixed, every BF16 weight in three bf16 parts (to compare forms) */
     GLM_CUDA_GEMM_ONEPART,     /* fixed, the BF16 weights that take two fp16 parts take one (the
                                 * hi part): half the tensor work, each input rounded to fp16 after
-                                * its row's power-of-two scale; lossy, so the CPU backend emulates
-                                * it (the one cuda switch it reads) */
+                                * its row's power-of-two scale; lossy (under the fp8 cache's loss),
+                                * so the CPU backend emulates it (the one cuda switch it reads) */
 } glm_cuda_gemm;
-#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|default|three|onepart"
+#define GLM_CUDA_GEMM_CHOICES "fixed|show|nosplit|cublas|three|onepart"
 
 /* Switches of the CUDA backend that developers flip to compare kernels; all zero: the defaults.
- * The CPU backend ignores them but gemm = onepart and chunk, which say what it emulates. Those that change what the ranks compute (kv_index) are part of
+ * The CPU backend ignores them but gemm = onepart (named, not the default) and chunk, which say
+ * what it emulates. Those that change what the ranks compute (kv_index) are part of
  * the two-rank handshake. The kernels' process-wide switches (pdl_off, gemm) follow the engine
  * opened last. */
 typedef struct glm_cuda_params {

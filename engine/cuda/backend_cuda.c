@@ -257,7 +257,7 @@ static int kv_dtype_of(glm_kv_cache k)
 /* The kernels' process-wide switches and log hook follow the backend opened last. */
 static glm_status apply_kernel_switches(const backend_settings *set, glm_error *err)
 {
-    static const int gemm_modes[] = {ENG_GEMM_FIXED, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
+    static const int gemm_modes[] = {ENG_GEMM_ONEPART, ENG_GEMM_FIXED, ENG_GEMM_SHOW, ENG_GEMM_NOSPLIT,
                                      ENG_GEMM_CUBLAS, ENG_GEMM_THREE, ENG_GEMM_ONEPART};
     _Static_assert(sizeof gemm_modes / sizeof *gemm_modes == GLM_CUDA_GEMM_ONEPART + 1,
                    "a GEMM mode without its kernel mode");
@@ -277,7 +277,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
     be->kv_index_dtype = set->cuda.kv_index == GLM_KV_CACHE_DEFAULT ? be->kv_dtype
                                                                      : kv_dtype_of(set->cuda.kv_index);
     be->dense_q4 = set->dense == GLM_DENSE_Q4;
-    be->one_part = set->cuda.gemm == GLM_CUDA_GEMM_ONEPART;
+    be->one_part = set->cuda.gemm == GLM_CUDA_GEMM_ONEPART || set->cuda.gemm == GLM_CUDA_GEMM_DEFAULT;
     be->tap = set->tap;
     be->graph_off = set->cuda.graph_off || set->tap.fn; /* a graph would skip the tap's copies */
     be->log = set->log;

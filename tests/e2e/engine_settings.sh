@@ -73,7 +73,7 @@ expect_grep err "^glmchat: engine: cpu backend, context 64 tokens, kv cache f32,
 GLMCHAT_VERBOSE=off GLMCHAT_CUDA_VERBOSE=1 logits 0 --backend cpu
 [ -s "$TMP/err" ] && fail "verbose off still logged: $(cat "$TMP/err")" || pass
 GLMCHAT_CUDA_GEMM=auto logits 1 --backend cpu
-expect_grep err "GLMCHAT_CUDA_GEMM: 'cuda_gemm' takes fixed, show, nosplit, default, three or onepart, not 'auto'"
+expect_grep err "GLMCHAT_CUDA_GEMM: 'cuda_gemm' takes fixed, show, nosplit, cublas, three or onepart, not 'auto'"
 GLMCHAT_RDMA_GID_INDEX=3x logits 1 --backend cpu
 expect_grep err "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"
 GLMCHAT_CUDA_GRAPH=0 GLMCHAT_CUDA_PDL=0 GLMCHAT_CUDA_KV_INDEX=f32 GLMCHAT_RDMA_GID_INDEX=3 \

@@ -106,22 +106,36 @@ run_emulate "$models/small-exl3" mkmodel-small-exl3-4bit 300 40 --trace # its ne
 # Two processes (a CUDA head and a CUDA worker over TCP loopback): tests/gpu/two_ranks.sh.
 echo "1 5 9 200 17 33 2 7 100 45 3 8 11 64 300 12" >"$build/tokens"
 
-echo "== chat: --backend cuda replies as --backend cpu (greedy, f32 cache)"
+echo "== chat: --backend cuda replies as --backend cpu (greedy, f32 cache): exact products"
+echo "   (cuda_gemm = fixed on CUDA), and CUDA's default (onepart) as the CPU's emulation of it"
 export XDG_CONFIG_HOME="$build/xdg" XDG_DATA_HOME="$build/xdg-data"
 mkdir -p "$XDG_CONFIG_HOME/glmchat"; printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
-for b in cpu cuda; do
-    GLMCHAT_CUDA_KV=f32 "$G" --backend $b --model "$models/tiny" chat --no-save --output-format jsonl \
-        --max-tokens 60 --think off --prompt "Tell me a story." >"$build/chat-$b.jsonl" 2>"$build/chat-$b.err" ||
-        { echo "FAIL: chat on $b: $(cat "$build/chat-$b.err")"; status=1; }
-done
-python3 - "$build/chat-cpu.jsonl" "$build/chat-cuda.jsonl" <<'PY' | tee -a "$out/parity.txt" || status=1
+# chat_on NAME BACKEND GEMM: a greedy reply into $build/chat-NAME.jsonl (GEMM: cuda_gemm, or "")
+chat_on() {
+    local gemm=()
+    [ -n "$3" ] && gemm=("GLMCHAT_CUDA_GEMM=$3")
+    env GLMCHAT_CUDA_KV=f32 "${gemm[@]}" "$G" --backend "$2" --model "$models/tiny" chat --no-save \
+        --output-format jsonl --max-tokens 60 --think off --prompt "Tell me a story." \
+        >"$build/chat-$1.jsonl" 2>"$build/chat-$1.err" ||
+        { echo "FAIL: chat $1: $(cat "$build/chat-$1.err")"; status=1; }
+}
+chat_on cpu cpu ""
+chat_on cuda-fixed cuda fixed
+chat_on cpu-onepart cpu onepart
+chat_on cuda cuda ""
+python3 - "$build" <<'PY' | tee -a "$out/parity.txt" || status=1
 import json, sys
-def reply(p):
-    ev = [json.loads(l) for l in open(p)]
+def reply(name):
+    ev = [json.loads(l) for l in open(sys.argv[1] + "/chat-" + name + ".jsonl")]
     return "".join(e.get("text", "") for e in ev if e.get("type") in ("content", "reasoning"))
-a, b = reply(sys.argv[1]), reply(sys.argv[2])
-print("chat --backend cuda vs cpu (mkmodel tiny, 60 tokens): %s (%d chars)" % ("equal" if a == b and a else "DIFFERENT", len(a)))
-sys.exit(0 if a == b and a else 1)
+ok = True
+for a, b, what in (("cpu", "cuda-fixed", "exact products"), ("cpu-onepart", "cuda", "onepart, CUDA's default")):
+    x, y = reply(a), reply(b)
+    same = x == y and x
+    ok = ok and same
+    print("chat --backend cuda vs cpu, %s (mkmodel tiny, 60 tokens): %s (%d chars)"
+          % (what, "equal" if same else "DIFFERENT", len(x)))
+sys.exit(0 if ok else 1)
 PY
 
 echo "== the memory plan at open, and a refusal"

@@ -41,11 +41,11 @@ typedef struct mode {
 } mode;
 
 static const mode modes[] = {
-    {"fp8 cache", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_DEFAULT},
-    {"bf16 cache", GLM_KV_CACHE_BF16, GLM_DENSE_BF16, GLM_CUDA_GEMM_DEFAULT},
-    {"q4 dense", GLM_KV_CACHE_F32, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
-    {"fp8 + q4", GLM_KV_CACHE_FP8, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
-    {"bf16 + q4", GLM_KV_CACHE_BF16, GLM_DENSE_Q4, GLM_CUDA_GEMM_DEFAULT},
+    {"fp8 cache", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_FIXED},
+    {"bf16 cache", GLM_KV_CACHE_BF16, GLM_DENSE_BF16, GLM_CUDA_GEMM_FIXED},
+    {"q4 dense", GLM_KV_CACHE_F32, GLM_DENSE_Q4, GLM_CUDA_GEMM_FIXED},
+    {"fp8 + q4", GLM_KV_CACHE_FP8, GLM_DENSE_Q4, GLM_CUDA_GEMM_FIXED},
+    {"bf16 + q4", GLM_KV_CACHE_BF16, GLM_DENSE_Q4, GLM_CUDA_GEMM_FIXED},
     {"one part", GLM_KV_CACHE_F32, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
     {"fp8 + one part", GLM_KV_CACHE_FP8, GLM_DENSE_BF16, GLM_CUDA_GEMM_ONEPART},
     {"q4 + one part", GLM_KV_CACHE_F32, GLM_DENSE_Q4, GLM_CUDA_GEMM_ONEPART}, /* the router's */
@@ -71,7 +71,7 @@ static int run(const glm_model *m, int cuda, const backend_settings *s, const in
     if (standing_in) {
         own = *s;
         if (stand_in.skip_onepart)
-            own.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+            own.cuda.gemm = GLM_CUDA_GEMM_FIXED;
         s = &own;
     }
     glm_status st = cuda && !standing_in ? backend_open_cuda_with(m, s, &be, err)
@@ -163,7 +163,7 @@ static int measure_floor(const glm_model *m, const backend_settings *s, const in
     backend_settings f32 = *s;
     f32.kv_cache = GLM_KV_CACHE_F32;
     f32.dense = GLM_DENSE_BF16;
-    f32.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+    f32.cuda.gemm = GLM_CUDA_GEMM_FIXED;
     emu_trace cpu, gpu;
     glm_error err = {0};
     int rc = 0;
@@ -267,7 +267,7 @@ static int noise_calibrate(const glm_model *m, const backend_settings *s, const 
         backend_settings plain = *s;
         plain.kv_cache = GLM_KV_CACHE_F32;
         plain.dense = GLM_DENSE_BF16;
-        plain.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+        plain.cuda.gemm = GLM_CUDA_GEMM_FIXED;
         emu_trace_floor f;
         double logits, median;
         cal->state = noise_floor(m, &plain, tok, P, S, out_a, out_b, rows, label, &f, &logits,
@@ -519,7 +519,7 @@ static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, con
     emu_trace_free(&x);
     emu_trace_free(&y);
     for (int k = 0; k < 2; k++) {
-        s.cuda.gemm = k ? GLM_CUDA_GEMM_ONEPART : GLM_CUDA_GEMM_DEFAULT;
+        s.cuda.gemm = k ? GLM_CUDA_GEMM_ONEPART : GLM_CUDA_GEMM_FIXED;
         emu_trace_floor f;
         double logits = 0, median = 0;
         if (noise_floor(m, &s, tok, P, S, cb->emu, cb->gpu, cb->rows, label, &f, &logits, &median)) {
@@ -544,7 +544,7 @@ static int noise_check(const glm_model *m, const int32_t *tok, int P, int S, con
                    EMU_NOISE_ULPS, k ? "one-part" : "f32", worst, l, op, f.rows - 1, logits);
     }
     /* the judge: the CPU f32 run as the reference's f32 (vs CPU f32 in the lines) */
-    s.cuda.gemm = GLM_CUDA_GEMM_DEFAULT;
+    s.cuda.gemm = GLM_CUDA_GEMM_FIXED;
     if (run(m, 0, &s, tok, P, S, cb->ref, &err)) {
         printf("FAIL: %s: the CPU f32 run: %s\n", label, err.message);
         return 1;
@@ -709,7 +709,7 @@ int main(int argc, char **argv)
     s.dense = GLM_DENSE_BF16;
     glm_cuda_gemm given_gemm = s.cuda.gemm; /* the exact runs: the form given (or the default) */
     if (given_gemm == GLM_CUDA_GEMM_ONEPART)
-        given_gemm = GLM_CUDA_GEMM_DEFAULT;
+        given_gemm = GLM_CUDA_GEMM_FIXED;
     s.cuda.gemm = given_gemm;
     if (run(m, 0, &s, tok, P, S, ref, &err)) {
         fprintf(stderr, "test_cuda_emulate: the CPU backend (f32): %s\n", err.message);

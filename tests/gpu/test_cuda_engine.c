@@ -227,6 +227,11 @@ static void apply_variant(glm_engine_params *p, void *user)
         p->dense = g_variant.dense;
     p->verbose |= g_variant.verbose;
     p->cuda.chunk = g_variant.chunk;
+    /* the exact products unless the environment names a form: every check here is against the
+     * CPU's exact products (test_cuda_emulate judges the CUDA default, onepart, against the CPU's
+     * emulation of it) */
+    if (p->cuda.gemm == GLM_CUDA_GEMM_DEFAULT)
+        p->cuda.gemm = GLM_CUDA_GEMM_FIXED;
     p->log = print_log;
 }
 
@@ -462,6 +467,34 @@ static void chunk_invariance(const glm_model *m, const int32_t *tok, int N, int 
     g_variant.chunk = 0;
     free(first);
     free(got);
+}
+
+/* The CUDA backend opened with the default params runs its BF16 prefill products in one fp16 part
+ * (onepart) and says so in its cache format (the two-rank handshake, snapshots); the CPU backend
+ * with the same params runs them exactly. */
+static void default_is_one_part(const glm_model *m, const char *label)
+{
+    glm_engine_params p = glm_engine_default_params();
+    backend_settings s;
+    engine_backend cu = {0}, cpu = {0};
+    glm_error err = {0};
+    int ok = backend_resolve_settings(m, &p, GLM_BACKEND_CUDA, &s, &err) == GLM_OK &&
+             backend_open_cuda_with(m, &s, &cu, &err) == GLM_OK;
+    uint32_t tag = ok ? cu.ops->cache_format(cu.impl) : 0;
+    char what[1200];
+    snprintf(what, sizeof what, "%s: the CUDA default runs onepart (cache format %08x%s%s)", label,
+             (unsigned)tag, ok ? "" : ": ", ok ? "" : err.message);
+    check(ok && ((cuda_backend *)cu.impl)->one_part && (tag & BACKEND_ONE_PART), what);
+    if (ok)
+        backend_close(&cu);
+    ok = backend_resolve_settings(m, &p, GLM_BACKEND_CPU, &s, &err) == GLM_OK &&
+         backend_open_cpu_with(m, 0, &s, &cpu, &err) == GLM_OK;
+    tag = ok ? cpu.ops->cache_format(cpu.impl) : 0;
+    snprintf(what, sizeof what, "%s: the CPU default runs exactly (cache format %08x%s%s)", label,
+             (unsigned)tag, ok ? "" : ": ", ok ? "" : err.message);
+    check(ok && !(tag & BACKEND_ONE_PART), what);
+    if (ok)
+        backend_close(&cpu);
 }
 
 /* A prefill chunk reads the session's cancel one layer behind the GPU (f32 caches, chunks of 128):
@@ -739,6 +772,7 @@ int main(int argc, char **argv)
     char chunk_line[320];
     chunk_invariance(m, tok, N, V, label, chunk_line, sizeof chunk_line);
     cancel_between_layers(m, tok, N, V, label);
+    default_is_one_part(m, label);
     char profile_line[320];
     graph_profile(m, tok, N, V, label, profile_line, sizeof profile_line);
     /* two ranks in one process (f32 cache) against one rank */

@@ -114,7 +114,7 @@ if [ "$backend" = cuda ]; then
             --tokens-file "$build/tiny-A/tokens" --out "$build/refused.f32" >/dev/null 2>"$build/refuse.err"
         rc=$?
         stop_worker
-        if [ $rc -ne 0 ] && grep -Eq 'cache and weight formats differ: fp8, bf16 dense weights, prefill chunks of [0-9]+ rows here, f32, bf16 dense weights, prefill chunks of [0-9]+ rows on the worker' "$build/refuse.err"; then
+        if [ $rc -ne 0 ] && grep -Eq 'cache and weight formats differ: fp8, bf16 dense weights, one fp16 part of each input, prefill chunks of [0-9]+ rows here, f32, bf16 dense weights, one fp16 part of each input, prefill chunks of [0-9]+ rows on the worker' "$build/refuse.err"; then
             say "refusal       fp8 head, f32 worker: refused PASS ($(head -c 160 "$build/refuse.err"))"
         else
             say "refusal       fp8 head, f32 worker: exit $rc FAIL ($(cat "$build/refuse.err"))"

@@ -409,7 +409,7 @@ START_TEST(engine_variables_become_params)
         {"GLMCHAT_RDMA_GID_INDEX", "3x",
          "GLMCHAT_RDMA_GID_INDEX: 'rdma_gid_index' takes a whole number from 0 to 255, not '3x'"},
         {"GLMCHAT_RDMA_GID_INDEX", "-1", "not '-1'"},
-        {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit, default, three or onepart, not 'auto'"},
+        {"GLMCHAT_CUDA_GEMM", "auto", "'cuda_gemm' takes fixed, show, nosplit, cublas, three or onepart, not 'auto'"},
         {"GLMCHAT_CUDA_GRAPH", "2", "GLMCHAT_CUDA_GRAPH: 'cuda_graph' takes on or off, not '2'"},
         {"GLMCHAT_CUDA_CHUNK", "32768",
          "GLMCHAT_CUDA_CHUNK: 'cuda_chunk' takes a whole number from 0 to 16384, not '32768'"},

@@ -115,6 +115,7 @@ START_TEST(settings_and_notes_reach_the_callback_and_nothing_stderr)
                                          "dense bf16, drafting off, prompt cache ");
     ck_assert_msg(at >= 0, "no settings line among %d", c.n);
     ck_assert_ptr_nonnull(strstr(c.line[at], kept));
+    ck_assert_msg(strstr(c.line[at], ", prefill products exact"), "%s", c.line[at]);
     /* the notes: the refused file, named */
     ck_assert_msg(find_line(&c, GLM_LOG_WARN, "0123456789abcdef-4.kept refused") >= 0,
                   "no note of the refused file among %d lines", c.n);
