@@ -47,7 +47,7 @@ typedef struct acc_mode {
 
 static acc_mode modes[] = {
     CACHE("f32 (the reference)", F32, 0),
-    CACHE("fp8 cache (CUDA's default)", FP8, 0),
+    CACHE("fp8 cache (CUDA's cache)", FP8, 0),
     CACHE("bf16 cache", BF16, 0),
     CACHE("fp8 cache, exact f32 scale", FP8, NUMFMT_FP8_EXACT),
     /* cuda_gemm = onepart: the conversations start off the 16-token grid (after the shared
@@ -55,7 +55,7 @@ static acc_mode modes[] = {
     {.name = "one fp16 part (cuda_gemm = onepart)",
      .s = {.context = 1 << 16, KV(F32), .dense = GLM_DENSE_BF16,
            .cuda = {.gemm = GLM_CUDA_GEMM_ONEPART, .chunk = 16384}}},
-    {.name = "fp8 cache + one fp16 part",
+    {.name = "fp8 cache + one fp16 part (CUDA's default)",
      .s = {.context = 1 << 16, KV(FP8), .dense = GLM_DENSE_BF16,
            .cuda = {.gemm = GLM_CUDA_GEMM_ONEPART, .chunk = 16384}}},
     Q4("q4-32 fp16 scale (CUDA's)", F32, 32, 0, 0, 0, 0, 0, 0, 0),
