@@ -7,7 +7,9 @@
 # Usage: GLMCHAT_BASELINE=OLD_GLMCHAT tests/gpu/same_bits.sh [OUT_DIR]   (from the source root).
 # GLMCHAT_PREBUILT=DIR takes this tree's glmchat from DIR; TINY_A=DIR names the fixture;
 # BITS_BACKEND=cpu runs the same comparison on the CPU backend (a dry run without a GPU). One suite
-# of tests/gpu/run.sh (it runs it when GLMCHAT_BASELINE is set).
+# of tests/gpu/run.sh (it runs it when GLMCHAT_BASELINE is set). A baseline built before 2791f80
+# ran the exact prefill products by default: set GLMCHAT_CUDA_GEMM=fixed for both to compare with
+# one.
 set -u
 . "$(dirname "$0")/lib.sh"
 if [ ! -x "${GLMCHAT_BASELINE:-}" ]; then

@@ -707,8 +707,9 @@ int main(int argc, char **argv)
     s.draft_rows = 0;
     s.kv_cache = GLM_KV_CACHE_F32;
     s.dense = GLM_DENSE_BF16;
-    glm_cuda_gemm given_gemm = s.cuda.gemm; /* the exact runs: the form given (or the default) */
-    if (given_gemm == GLM_CUDA_GEMM_ONEPART)
+    /* the exact runs: the form given, or fixed where that is onepart (CUDA's default) */
+    glm_cuda_gemm given_gemm = s.cuda.gemm;
+    if (given_gemm == GLM_CUDA_GEMM_ONEPART || given_gemm == GLM_CUDA_GEMM_DEFAULT)
         given_gemm = GLM_CUDA_GEMM_FIXED;
     s.cuda.gemm = given_gemm;
     if (run(m, 0, &s, tok, P, S, ref, &err)) {

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "tests/gpu/cuda_env.h"
 #include "cpu/snapshot.h"
+#include "cuda/cuda_internal.h"
 #include "sampler.h"
 #include "session.h"
 #include "spec.h"
@@ -322,10 +323,11 @@ static const char *ids_text(const int32_t *v, int n, char *buf, size_t cap)
     return buf;
 }
 
-/* The MTP layer's drafts on CUDA: the CPU backend's for a sequence of positions (after a
- * multi-chunk prompt, then one-token steps through the decode graph), and the same drafts after
- * the state got somewhere along different paths: one by one, a verification window gone back
- * into, drafting twice, a snapshot, a truncate to the mark. */
+/* The MTP layer's drafts on CUDA: the CPU backend's (emulating the CUDA backend's prefill
+ * products) for a sequence of positions (after a multi-chunk prompt, then one-token steps
+ * through the decode graph), and the same drafts after the state got somewhere along different
+ * paths: one by one, a verification window gone back into, drafting twice, a snapshot, a
+ * truncate to the mark. */
 static void check_mtp_drafts(const glm_model *m, engine_backend *be)
 {
     const backend_ops *o = be->ops;
@@ -345,7 +347,13 @@ static void check_mtp_drafts(const glm_model *m, engine_backend *be)
     CHECK(o->mtp_draft != NULL, "the CUDA backend has no mtp_draft");
     if (!o->mtp_draft)
         goto out;
-    OK(backend_open_cpu(m, 2, &cpu, &err));
+    /* the CPU backend runs the CUDA backend's prefill products: one fp16 part (its default),
+     * emulated on its chunks, or the exact ones */
+    backend_settings cs = *bs;
+    cs.cuda.gemm = ((const cuda_backend *)be->impl)->one_part ? GLM_CUDA_GEMM_ONEPART
+                                                              : GLM_CUDA_GEMM_FIXED;
+    cs.cuda.chunk = backend_cuda_plan(be)->chunk;
+    OK(backend_open_cpu_with(m, 2, &cs, &cpu, &err));
     g = o->state_new(be->impl, &err);
     c = g ? cpu.ops->state_new(cpu.impl, &err) : NULL;
     if (!g || !c) {
