@@ -480,7 +480,7 @@ int main(int argc, char **argv)
     const shape odd_shapes[] = {{"odd", 37, 100}};
     printf("bit: rows bit-equal to T=%d's at T in {9, 17, 64, 288, 307, 1024, 2048, 4096, 8192} (the first and the last rows "
            "of the %d) and run to run (new path: the fixed algorithms, three bf16 parts; must be yes); old: the same for cublasGemmEx's default "
-           "(cuda_gemm = default, information); error: worst |y - f64| / sum|w x| over %d ordinary rows "
+           "(cuda_gemm = cublas, information); error: worst |y - f64| / sum|w x| over %d ordinary rows "
            "(new path); us: a product's time, new and old, ratio new / old; after |, BF16 only: "
            "the two fp16 parts' time (cuda_gemm = fixed) and its ratio to the new path's (timed), its bit (must be yes) "
            "and error on the same rows (must be <= twice the new path's, or <= %.0e; also checked on "
