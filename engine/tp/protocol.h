@@ -9,7 +9,9 @@
 #include "glm.h"
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
-#define TP_PROTOCOL_VERSION 8u /* 8: heartbeats carry the steps the sender sent (a head) or received (a worker) */
+/* 8: heartbeats carry the steps the sender sent (a head) or received (a worker); 9: a prefill
+ * makes one more exchange a layer, the ranks' cancel flags summed (backend.h) */
+#define TP_PROTOCOL_VERSION 9u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */

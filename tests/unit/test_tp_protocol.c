@@ -384,15 +384,15 @@ START_TEST(hello_with_nccl_round_trips_and_version_6_is_refused_by_name)
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert_uint_eq(out.u.hello.settings.transport, TP_TRANSPORT_NCCL);
     ck_assert_str_eq(tp_transport_kind_name(TP_TRANSPORT_NCCL), "nccl");
-    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 8);
+    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 9);
 
-    /* 7: heartbeats without the sender's steps (a 28-byte heartbeat) */
+    /* 8: a prefill without the cancel flags' exchange (it would fall out of step) */
     tp_hello mine = m.u.hello, old = m.u.hello;
     old.rank = 3;
     old.peer_rank = 0;
-    old.protocol = 7;
+    old.protocol = 8;
     ck_assert_int_eq(tp_hello_compare(&mine, &old, "worker", &err), GLM_ERR_PEER);
-    ck_assert_ptr_nonnull(strstr(err.message, "rank protocol version differs: 8 here, 7 on the worker"));
+    ck_assert_ptr_nonnull(strstr(err.message, "rank protocol version differs: 9 here, 8 on the worker"));
 
     tp_hello tcp = old;
     tcp.protocol = TP_PROTOCOL_VERSION;
