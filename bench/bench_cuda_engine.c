@@ -1506,8 +1506,8 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
         sum_model += model;
     }
     double ex = glm_prefill_exchange_us(&t, full.num_layers, rows, full.hidden_size);
-    printf("exchanges: %d x %.1f MB a chunk: %.0f us\n", 2 * full.num_layers,
-           (double)rows * full.hidden_size * 4 / 1e6, ex);
+    printf("exchanges: %d x %.1f MB a chunk and %d of the cancel flags: %.0f us\n",
+           2 * full.num_layers, (double)rows * full.hidden_size * 4 / 1e6, full.num_layers, ex);
     printf("two Sparks, chunks of %d at %d: at the model's floor %.0f tok/s (%.0f us a chunk), at "
            "the kernels' floor %.0f tok/s (%.0f us); between %.0f tok/s at this run's efficiency "
            "(%.0f us) and %.0f tok/s by SM (%.0f us); the recipe: ~1,950 tok/s to 64k "

@@ -192,5 +192,6 @@ void glm_project_prefill_group(double measured_us, double here_flops, double her
 double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows, int hidden)
 {
     double bytes = (double)rows * hidden * 4;
-    return 2.0 * layers * (bytes / t->link_bytes_per_s * 1e6 + t->exchange_us);
+    return 2.0 * layers * (bytes / t->link_bytes_per_s * 1e6 + t->exchange_us) +
+           layers * (4 / t->link_bytes_per_s * 1e6 + t->exchange_us);
 }

@@ -98,7 +98,8 @@ void glm_project_prefill_group(double measured_us, double here_flops, double her
                                double *at_eff_us, double *by_sm_us);
 
 /* The rank exchanges of a chunk: two a layer (after the attention block and the FFN), each
- * rows x hidden f32 partial sums over the link plus its fixed cost. */
+ * rows x hidden f32 partial sums over the link plus its fixed cost, and one more a layer of a
+ * float (the ranks' cancel flags summed: backend.h). */
 double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows, int hidden);
 
 #endif

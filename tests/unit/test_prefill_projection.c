@@ -109,9 +109,10 @@ START_TEST(group_projection_by_hand)
     ck_assert_double_eq_tol(floor_us, 0, 1e-12);
     ck_assert_double_eq_tol(at_eff, 50 * 45.0 / 16 * 3e12 / 273e9, 1e-6);
     ck_assert_double_eq_tol(by_sm, 50 * 45.0 / 16 * 132 / 48, 1e-9);
-    /* exchanges: 45 layers x 2 x (4096 x 4096 x 4 bytes / 12 GB/s + 11 us) */
+    /* exchanges: 45 layers x 2 x (4096 x 4096 x 4 bytes / 12 GB/s + 11 us), and a layer's
+     * cancel flags: 45 x (4 bytes / 12 GB/s + 11 us) */
     ck_assert_double_eq_tol(glm_prefill_exchange_us(&t, 45, 4096, 4096),
-                            90 * (67108864 / 12e9 * 1e6 + 11), 1e-6);
+                            90 * (67108864 / 12e9 * 1e6 + 11) + 45 * (4 / 12e9 * 1e6 + 11), 1e-6);
     /* the Sparks' rates as the header states them */
     glm_prefill_target s = GLM_PREFILL_SPARKS;
     ck_assert(s.flops_per_s == 62.5e12 && s.sms == 48 && s.bytes_per_s == 273e9 &&
