@@ -96,16 +96,20 @@ typedef struct backend_ops {
     void (*state_set_collective)(void *state, const backend_collective *coll);
     /* The flag (the session's cancel) a prefill polls between layers (the CPU backend before each
      * layer of more than one token; the CUDA one in chunks past its decode forms' rows, on one
-     * rank a layer behind the GPU): once set, the prefill stops there with GLM_ERR_CANCELED and
-     * the state must be reset. Several ranks agree where to stop through one more exchange a
-     * layer (the sum of every rank's flag: a worker's stays 0), made whether or not a flag was
-     * given. May be NULL (one rank then runs a prefill to its end; the session still stops
-     * between pieces). */
+     * rank a layer behind the GPU): once set, the prefill stops there with GLM_ERR_CANCELED; the
+     * state is then back at its length before the call when it was marked there and the backend
+     * has state_mark_length (the CPU one), else it must be reset. Several ranks agree where to
+     * stop through one more exchange a layer (the sum of every rank's flag: a worker's stays 0),
+     * made whether or not a flag was given. May be NULL (one rank then runs a prefill to its end;
+     * the session still stops between pieces). */
     void (*state_set_cancel)(void *state, const atomic_int *flag);
     void (*state_reset)(void *state);
     int (*state_length)(const void *state);
     /* Saves the linear-attention state at the current length, so truncate can come back. */
     glm_status (*state_mark)(void *state, glm_error *err);
+    /* The length the state was last marked at (-1: none); NULL where a canceled prefill always
+     * needs a reset (the CUDA backend: its going back to the mark has not run on a GPU yet). */
+    int (*state_mark_length)(const void *state);
     /* Back to n tokens: n == length (nothing), 0 (reset) or the marked length. */
     glm_status (*state_truncate)(void *state, int n, glm_error *err);
     /* Runs n tokens after the state's length and appends them. logits_out (host floats): n x vocab

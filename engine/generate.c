@@ -246,7 +246,7 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
         from = sys_end;
     }
     if (!st && last > from) {
-        st = glm_session_feed(s, ids->v + from, last - from, NULL, err);
+        st = session_feed_marked(s, ids->v + from, last - from, err);
         from = last;
     }
     if (!st && last > 0 && last == from && glm_session_length(s) == last) {

@@ -187,8 +187,19 @@ static glm_status stop_feed(glm_session *s, int done, int n, int all_rows, glm_e
                          done, n);
 }
 
-glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
-                            glm_error *err)
+/* Whether a prefill canceled within its piece left the state at len, the piece's start: the
+ * backend goes back there when it was marked there (backend.h), else the state must be reset. */
+static int back_at_mark(const glm_session *s, int len)
+{
+    const backend_ops *ops = s->e->be.ops;
+    return len > 0 && ops->state_mark_length && ops->state_mark_length(s->st) == len &&
+           glm_session_length(s) == len;
+}
+
+/* The pieces of a feed; mark_pieces: the state marked before each piece of a feed of several,
+ * so that a cancel keeps the pieces that ran, marked where it stopped. */
+static glm_status feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                       int mark_pieces, glm_error *err)
 {
     int V = s->e->model->cfg.vocab_size;
     int at = glm_session_length(s);
@@ -198,7 +209,15 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
     if (kept)
         return kept;
+    mark_pieces = mark_pieces && n > feed_piece(&s->e->be, at, n, logits_all != NULL);
     for (int done = 0; done < n;) {
+        if (mark_pieces) { /* also where a cancel before this piece leaves the state */
+            glm_status st = glm_session_mark(s, err);
+            if (st) {
+                glm_session_reset(s);
+                return st;
+            }
+        }
         if (atomic_load(&s->cancel))
             return stop_feed(s, done, n, logits_all != NULL, err);
         int piece = feed_piece(&s->e->be, at + done, n - done, logits_all != NULL);
@@ -219,6 +238,12 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
             pthread_mutex_unlock(&s->e->step_lock);
         }
         if (st) {
+            if (st == GLM_ERR_CANCELED && back_at_mark(s, at + done)) {
+                s->marked = at + done; /* the pieces before this one stay, as stop_feed keeps them */
+                if (done > 0)
+                    s->has_logits = logits_all == NULL;
+                return st; /* err: where within the piece it stopped */
+            }
             glm_session_reset(s);
             return st;
         }
@@ -230,6 +255,17 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     if (n > 0)
         s->has_logits = 1;
     return GLM_OK;
+}
+
+glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
+                            glm_error *err)
+{
+    return feed(s, tokens, n, logits_all, 0, err);
+}
+
+glm_status session_feed_marked(glm_session *s, const int32_t *tokens, int n, glm_error *err)
+{
+    return feed(s, tokens, n, NULL, 1, err);
 }
 
 const float *glm_session_logits(const glm_session *s)

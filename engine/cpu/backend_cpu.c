@@ -57,6 +57,11 @@ static glm_status cpu_be_mark(void *st, glm_error *err)
     return cpu_state_mark(st, err);
 }
 
+static int cpu_be_mark_length(const void *st)
+{
+    return cpu_state_mark_length(st);
+}
+
 static glm_status cpu_be_truncate(void *st, int n, glm_error *err)
 {
     return cpu_state_truncate(st, n, err);
@@ -124,6 +129,7 @@ static const backend_ops cpu_ops = {
     .state_reset = cpu_be_reset,
     .state_length = cpu_be_length,
     .state_mark = cpu_be_mark,
+    .state_mark_length = cpu_be_mark_length,
     .state_truncate = cpu_be_truncate,
     .prefill = cpu_be_prefill,
     .snapshot_size = cpu_be_snapshot_size,

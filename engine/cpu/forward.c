@@ -160,6 +160,22 @@ int cpu_state_mark_length(const cpu_state *s)
     return s->mark_n;
 }
 
+/* The linear-attention states back to the mark and the pooled keys cut to n tokens (the rows
+ * past n are rewritten by the next forward); the mark's own length is n. */
+static void back_to_mark(cpu_state *s, int n)
+{
+    const glm_config *c = &s->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
+    for (int i = 0; i < nk; i++) {
+        memcpy(s->kda[i].conv, s->mark[i].conv, conv_floats(c) * sizeof(float));
+        memcpy(s->kda[i].S, s->mark[i].S, rec_floats(c) * sizeof(float));
+    }
+    for (int i = 0; i < nd; i++)
+        if (s->dsa[i].n_pools > n / c->index_kpool)
+            s->dsa[i].n_pools = n / c->index_kpool;
+    s->trail_n = 0;
+}
+
 glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
 {
     const glm_config *c = &s->m->cfg;
@@ -173,16 +189,8 @@ glm_status cpu_state_truncate(cpu_state *s, int n, glm_error *err)
         return glm_error_set(err, GLM_ERR_ARG, "cannot go back to %d tokens: the session holds %d "
                              "and kept the linear-attention state only at %d; run the prompt again",
                              n, s->n, s->mark_n);
-    int nk = glm_config_count(c, GLM_ATTN_KDA), nd = glm_config_count(c, GLM_ATTN_DSA);
-    for (int i = 0; i < nk; i++) {
-        memcpy(s->kda[i].conv, s->mark[i].conv, conv_floats(c) * sizeof(float));
-        memcpy(s->kda[i].S, s->mark[i].S, rec_floats(c) * sizeof(float));
-    }
-    for (int i = 0; i < nd; i++)
-        if (s->dsa[i].n_pools > n / c->index_kpool)
-            s->dsa[i].n_pools = n / c->index_kpool;
+    back_to_mark(s, n);
     s->n = n;
-    s->trail_n = 0;
     if (s->mark_mtp_n == n - 1 && s->mtp_n >= n - 1 && s->h_cap >= 1) {
         cpu_mtp_cut(s, n); /* the MTP rows before the mark are still its own */
         memcpy(s->h, s->mark_h, (size_t)c->hidden_size * sizeof *s->h);
@@ -583,9 +591,12 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
             *err = peer_err;
         return peer_err.status ? peer_err.status : GLM_ERR_PEER;
     }
-    if (rc == -3) /* the layers before li ran: their KDA states moved on, so the state is reset */
+    if (rc == -3) { /* the layers before li ran: their states go back to a mark made here */
+        if (s->mark && s->mark_n == s->n)
+            back_to_mark(s, s->n);
         return glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
                              li, c->num_layers);
+    }
     if (rc)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory in the forward pass over %d tokens",
                              n);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -696,6 +697,68 @@ START_TEST(canceled_feed_resumes_to_the_same_bits)
 }
 END_TEST
 
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* A long feed through session_feed_marked canceled past its first piece keeps the pieces that
+ * ran, marked where it stopped (within a piece the CPU backend goes back to the mark made at the
+ * piece's start; test_tp_split checks that going back alone), instead of losing them all:
+ * cancels at a half and four fifths of the feed's own time, and feeding the rest from where each
+ * stopped gives the bits of one uninterrupted prefill. */
+START_TEST(canceled_marked_feed_keeps_the_pieces_that_ran)
+{
+    glm_error err = {0};
+    glm_engine *e = open_engine(-1, NULL);
+    glm_session *s = glm_session_new(e, &err);
+    ck_assert_msg(s != NULL, "%s", err.message);
+    int V = glm_session_vocab(s);
+    int32_t *ids = some_tokens(LONG_FEED, 23);
+    double t0 = seconds_now();
+    ck_assert_int_eq(session_feed_marked(s, ids, LONG_FEED, &err), GLM_OK);
+    double whole_ms = (seconds_now() - t0) * 1e3;
+    float *want = malloc((size_t)V * sizeof *want);
+    memcpy(want, glm_session_logits(s), (size_t)V * sizeof *want);
+    static const double fractions[] = {0.5, 0.8};
+    int kept = 0, within = 0;
+    for (size_t k = 0; k < sizeof fractions / sizeof fractions[0]; k++) {
+        glm_session_reset(s);
+        session_clear_cancel(s);
+        glm_status st;
+        WITH_CANCEL_AFTER(s, (int)(fractions[k] * whole_ms),
+                          st = session_feed_marked(s, ids, LONG_FEED, &err));
+        int held = glm_session_length(s);
+        if (st == GLM_ERR_CANCELED) {
+            /* within a piece or between two: the pieces that ran, marked where the next began */
+            ck_assert_int_eq(held % BACKEND_FEED_PIECE, 0);
+            ck_assert_int_lt(held, LONG_FEED);
+            if (held > 0)
+                ck_assert_int_eq(glm_session_marked(s), held);
+            kept += held > 0;
+            within += held > 0 && strstr(err.message, "at layer") != NULL;
+        } else {
+            ck_assert_msg(st == GLM_OK, "%s", err.message);
+        }
+        session_clear_cancel(s);
+        ck_assert_msg(glm_session_feed(s, ids + held, LONG_FEED - held, NULL, &err) == GLM_OK, "%s",
+                      err.message);
+        ck_assert_msg(memcmp(glm_session_logits(s), want, (size_t)V * sizeof *want) == 0,
+                      "logits differ after a cancel at %.0f%% (held %d)", 100 * fractions[k], held);
+    }
+    printf("marked feeds canceled past their first piece, the pieces that ran kept: %d of %zu (%d "
+           "within a piece; the whole feed %.0f ms)\n", kept,
+           sizeof fractions / sizeof fractions[0], within, whole_ms);
+    ck_assert_int_gt(kept, 0);
+    free(want);
+    free(ids);
+    glm_session_free(s);
+    glm_engine_close(e);
+}
+END_TEST
+
 /* One turn of a conversation whose second user message is long; greedy. */
 static glm_status conversation_turn(glm_session *s, const char *last_user, const char *first_reply,
                                     tu_reply *out, glm_error *err)
@@ -759,7 +822,8 @@ END_TEST
 
 /* A turn canceled during its long prefill leaves prompt reuse consistent: the next turn on the
  * same session (a shorter question, then the long one again) gives the reply and the logits of
- * a fresh session that never saw the canceled turn. */
+ * a fresh session that never saw the canceled turn; the long one again continues from where the
+ * canceled prefill stopped (the pieces that ran were kept, marked: session_feed_marked). */
 START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
 {
     static const int delays_ms[] = {5, 60};
@@ -784,7 +848,7 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
         glm_session_free(f);
     }
     glm_engine_close(fe);
-    int in_prefill = 0;
+    int in_prefill = 0, resumed = 0;
     for (size_t k = 0; k < sizeof delays_ms / sizeof delays_ms[0]; k++)
         for (int j = 0; j < 2; j++) {
             glm_engine *e = open_engine(64 << 20, NULL);
@@ -796,10 +860,18 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
             ck_assert_msg(st == GLM_OK || st == GLM_ERR_CANCELED, "%s", err.message);
             /* stopped partway: the session holds less than the prompt (before the cancel
              * reached the prefill, it ran to the end and only then gave up) */
-            in_prefill += st == GLM_ERR_CANCELED && got.done.generated_tokens == 0 &&
-                          glm_session_length(s) < got.done.prompt_tokens;
+            int held = glm_session_length(s);
+            int partway = st == GLM_ERR_CANCELED && got.done.generated_tokens == 0 &&
+                          held < got.done.prompt_tokens;
+            in_prefill += partway;
             ck_assert_msg(conversation_turn(s, nexts[j], first.text, &got, &err) == GLM_OK, "%s",
                           err.message);
+            if (partway && held > 0 && j == 1) { /* the same prompt: on from the kept pieces */
+                ck_assert_msg(got.done.reused_tokens == held, "canceled at %d tokens of %d, the "
+                              "turn again reused %d", held, got.done.prompt_tokens,
+                              got.done.reused_tokens);
+                resumed++;
+            }
             ck_assert_msg(strcmp(got.text, fresh[j].text) == 0, "after a cancel %d ms in: '%s', "
                           "fresh: '%s'", delays_ms[k], got.text, fresh[j].text);
             ck_assert_msg(memcmp(glm_session_logits(s), fresh_logits[j], (size_t)V * sizeof(float)) == 0,
@@ -808,8 +880,9 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
             glm_engine_close(e);
         }
     ck_assert_int_gt(in_prefill, 0);
-    printf("turns stopped partway through their prefill: %d of %zu\n", in_prefill,
-           2 * sizeof delays_ms / sizeof delays_ms[0]);
+    printf("turns stopped partway through their prefill: %d of %zu; the long one again went on "
+           "from where it stopped: %d\n", in_prefill, 2 * sizeof delays_ms / sizeof delays_ms[0],
+           resumed);
     for (int j = 0; j < 2; j++)
         free(fresh_logits[j]);
     free(longer);
@@ -828,6 +901,7 @@ static Suite *reuse_suite(void)
     tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
     tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
     tcase_add_test(tc, cache_disk_budget_deletes_least_recently_used);
+    tcase_add_test(tc, canceled_marked_feed_keeps_the_pieces_that_ran);
     tcase_add_test(tc, cache_states_leaving_memory_while_written_are_found);
     tcase_add_loop_test(tc, switching_conversations_equals_full_prefill, 0, 2);
     tcase_add_test(tc, engine_cache_evicts_under_budget);

@@ -559,6 +559,54 @@ START_TEST(a_cancel_on_rank_0_stops_every_rank_at_the_same_layer)
 }
 END_TEST
 
+/* The tap's hook sets the cancel once layer 2 has run: a cancel within a prefill, deterministic. */
+static void cancel_at_layer_2(void *user, int layer, backend_tap_what what, int pos0, int T,
+                              const void *vals, int per_row)
+{
+    (void)what, (void)pos0, (void)T, (void)vals, (void)per_row;
+    if (layer == 2)
+        atomic_store((atomic_int *)user, 1);
+}
+
+/* A prefill canceled within (after layers 0-2 ran, their KDA states moved on) goes back to a
+ * mark made at its start: the state keeps its length and mark, and running the tokens again
+ * gives the bits of a state that was never canceled. */
+START_TEST(a_cancel_within_a_prefill_goes_back_to_the_mark)
+{
+    enum { P = 7, M = 5 }; /* FWD_PREFILL tokens held, then M more */
+    glm_model *m = open_fixture();
+    size_t V = (size_t)m->cfg.vocab_size;
+    float *want = malloc(V * sizeof *want), *got = malloc(V * sizeof *got);
+    glm_error err = {0};
+    cpu_state *ref = cpu_state_new(m, &err), *s = cpu_state_new(m, &err);
+    ck_assert_msg(ref && s, "%s", err.message);
+    ck_assert_int_eq(cpu_prefill(ref, NULL, fwd_tokens, P, NULL, 0, &err), GLM_OK);
+    ck_assert_int_eq(cpu_prefill(ref, NULL, fwd_tokens + P, M, want, 0, &err), GLM_OK);
+    atomic_int flag;
+    atomic_init(&flag, 0);
+    backend_tap tap = {.fn = cancel_at_layer_2, .user = &flag};
+    ck_assert_int_eq(cpu_prefill(s, NULL, fwd_tokens, P, NULL, 0, &err), GLM_OK);
+    ck_assert_int_eq(cpu_state_mark(s, &err), GLM_OK);
+    cpu_state_set_cancel(s, &flag);
+    cpu_state_set_tap(s, &tap);
+    glm_status st = cpu_prefill(s, NULL, fwd_tokens + P, M, got, 0, &err);
+    ck_assert_msg(st == GLM_ERR_CANCELED && strstr(err.message, "at layer 3 of"), "%d: %s",
+                  (int)st, err.message);
+    ck_assert_int_eq(cpu_state_length(s), P);
+    ck_assert_int_eq(cpu_state_mark_length(s), P);
+    cpu_state_set_tap(s, NULL);
+    atomic_store(&flag, 0);
+    ck_assert_int_eq(cpu_prefill(s, NULL, fwd_tokens + P, M, got, 0, &err), GLM_OK);
+    ck_assert_msg(memcmp(got, want, V * sizeof *got) == 0,
+                  "the logits after a canceled prefill went back to its mark differ");
+    cpu_state_free(ref);
+    cpu_state_free(s);
+    free(want);
+    free(got);
+    glm_model_close(m);
+}
+END_TEST
+
 START_TEST(a_model_is_refused_more_ranks_than_heads)
 {
     glm_model *m = open_fixture();
@@ -587,6 +635,7 @@ int main(void)
     tcase_add_test(tc, exl3_cuts_inside_a_hadamard_block_are_refused);
     tcase_add_test(tc, the_whole_forward_among_n_ranks_matches_one_rank);
     tcase_add_test(tc, a_cancel_on_rank_0_stops_every_rank_at_the_same_layer);
+    tcase_add_test(tc, a_cancel_within_a_prefill_goes_back_to_the_mark);
     tcase_add_test(tc, a_model_is_refused_more_ranks_than_heads);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
