@@ -209,7 +209,9 @@ static glm_status feed(glm_session *s, const int32_t *tokens, int n, float *logi
     kept = n > 0 ? remember_tokens(s, tokens, n, at, err) : GLM_OK;
     if (kept)
         return kept;
-    mark_pieces = mark_pieces && n > feed_piece(&s->e->be, at, n, logits_all != NULL);
+    /* a backend that cannot go back to a mark within a piece resets on a cancel anyway */
+    mark_pieces = mark_pieces && s->e->be.ops->state_mark_length &&
+                  n > feed_piece(&s->e->be, at, n, logits_all != NULL);
     for (int done = 0; done < n;) {
         if (mark_pieces) { /* also where a cancel before this piece leaves the state */
             glm_status st = glm_session_mark(s, err);

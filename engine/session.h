@@ -51,9 +51,10 @@ void session_waiting(glm_session *s, const char *who, double waited_s, int over)
  * the state holds, then one after each piece but the last; its answer to cancel cancels the
  * reply. */
 void session_prompt(glm_session *s, int total);
-/* glm_session_feed without logits, the state marked before each piece of a feed of several: a
- * cancel (between pieces, or within one: the backend goes back to its mark) keeps the pieces
- * that ran, marked where the next began, so a prompt that shares them continues there. */
+/* glm_session_feed without logits, the state marked before each piece of a feed of several
+ * where the backend can go back to a mark (state_mark_length): a cancel (between pieces, or
+ * within one) keeps the pieces that ran, marked where the next began, so a prompt that shares
+ * them continues there. */
 glm_status session_feed_marked(glm_session *s, const int32_t *tokens, int n, glm_error *err);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
