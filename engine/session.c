@@ -192,8 +192,8 @@ static glm_status stop_feed(glm_session *s, int done, int n, int all_rows, glm_e
 static int back_at_mark(const glm_session *s, int len)
 {
     const backend_ops *ops = s->e->be.ops;
-    return len > 0 && ops->state_mark_length && ops->state_mark_length(s->st) == len &&
-           glm_session_length(s) == len;
+    return len > 0 && s->marked == len && ops->state_mark_length &&
+           ops->state_mark_length(s->st) == len && glm_session_length(s) == len;
 }
 
 /* The pieces of a feed; mark_pieces: the state marked before each piece of a feed of several,

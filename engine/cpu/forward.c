@@ -124,6 +124,8 @@ void cpu_state_reset(cpu_state *s)
     s->mtp_n = 0;
     s->mtp.n_pools = 0;
     s->h_n = 0;
+    s->mark_n = -1; /* a mark of the tokens before belongs to none of the next ones */
+    s->mark_mtp_n = -1;
 }
 
 int cpu_state_length(const cpu_state *s)

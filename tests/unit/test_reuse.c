@@ -864,6 +864,9 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
             int partway = st == GLM_ERR_CANCELED && got.done.generated_tokens == 0 &&
                           held < got.done.prompt_tokens;
             in_prefill += partway;
+            /* partway: the pieces that ran are kept (the turn resumed a state, so at least it) */
+            ck_assert_msg(!partway || held > 0, "a turn canceled %d ms in kept nothing",
+                          delays_ms[k]);
             ck_assert_msg(conversation_turn(s, nexts[j], first.text, &got, &err) == GLM_OK, "%s",
                           err.message);
             if (partway && held > 0 && j == 1) { /* the same prompt: on from the kept pieces */

@@ -599,6 +599,18 @@ START_TEST(a_cancel_within_a_prefill_goes_back_to_the_mark)
     ck_assert_int_eq(cpu_prefill(s, NULL, fwd_tokens + P, M, got, 0, &err), GLM_OK);
     ck_assert_msg(memcmp(got, want, V * sizeof *got) == 0,
                   "the logits after a canceled prefill went back to its mark differ");
+    /* a mark made before a reset belongs to other tokens: a prefill of others to the same
+     * length, canceled within the next one, is not sent back to it (the caller resets) */
+    int32_t others[P];
+    for (int i = 0; i < P; i++)
+        others[i] = fwd_tokens[FWD_TOKENS - 1 - i];
+    ck_assert_int_eq(cpu_state_mark(s, &err), GLM_OK);
+    cpu_state_reset(s);
+    ck_assert_int_eq(cpu_state_mark_length(s), -1);
+    ck_assert_int_eq(cpu_prefill(s, NULL, others, P, NULL, 0, &err), GLM_OK);
+    cpu_state_set_tap(s, &tap);
+    ck_assert_int_eq(cpu_prefill(s, NULL, fwd_tokens + P, M, got, 0, &err), GLM_ERR_CANCELED);
+    ck_assert_int_ne(cpu_state_mark_length(s), P);
     cpu_state_free(ref);
     cpu_state_free(s);
     free(want);
