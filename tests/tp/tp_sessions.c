@@ -1,12 +1,16 @@
 /* tp_sessions.c: several conversation states of one head over one worker (tests/e2e/tp_sessions.sh
  * starts the worker): interleaved sessions each give one rank's logits, a freed slot is reused
  * clean, a state past the worker's limit is refused by name, and after the worker restarts
- * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on.
+ * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on; a long
+ * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits.
  * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "glm.h"
 #include "session.h"
@@ -55,6 +59,67 @@ static void feed_both(pair *p, const int32_t *tokens, int n)
     snprintf(what, sizeof what, "%s at %d tokens: max |diff| %.3g of max |logit| %.3g", p->name,
              glm_session_length(p->two), diff, scale);
     check(diff <= 1e-5 * scale && glm_session_length(p->two) == glm_session_length(p->one), what);
+}
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+typedef struct later {
+    glm_session *s;
+    double after_s;
+} later;
+
+static void *cancel_later(void *arg)
+{
+    later *l = arg;
+    usleep((useconds_t)(l->after_s * 1e6));
+    glm_cancel(l->s);
+    return NULL;
+}
+
+/* A long marked feed (a reply's prompt) over the two ranks canceled partway: both keep the pieces
+ * that ran (the head's marks reach the worker, and both go back to the mark within a piece), so
+ * feeding the rest gives one rank's logits; a worker that had reset would refuse the next feed
+ * ("the ranks disagree"). */
+static void canceled_feed_keeps_its_pieces(glm_engine *two, glm_engine *one, int V)
+{
+    enum { N = 3000 };
+    static int32_t t[N];
+    glm_error err = {0};
+    char what[1400];
+    for (int i = 0; i < N; i++)
+        t[i] = (int32_t)((i * 104729 + 17) % (V - 1) + 1);
+    pair d = {glm_session_new(two, &err), glm_session_new(one, &err), "a canceled long feed"};
+    if (!d.two || !d.one) {
+        check(0, err.message);
+        return;
+    }
+    double t0 = seconds_now();
+    glm_status st = session_feed_marked(d.two, t, N, &err);
+    double whole = seconds_now() - t0;
+    check(st == GLM_OK, st ? err.message : "an uncanceled long feed over two ranks");
+    glm_session_reset(d.two);
+    session_clear_cancel(d.two);
+    later l = {d.two, whole / 2};
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, &l);
+    st = session_feed_marked(d.two, t, N, &err);
+    pthread_join(th, NULL);
+    session_clear_cancel(d.two);
+    int held = glm_session_length(d.two);
+    snprintf(what, sizeof what, "%s: canceled at half its %.0f ms (status %d), holding %d tokens "
+             "marked there: %s", d.name, whole * 1e3, (int)st, held, err.message);
+    check((st == GLM_ERR_CANCELED && held % 1024 == 0 && glm_session_marked(d.two) == held) ||
+              (st == GLM_OK && held == N), what);
+    if (glm_session_feed(d.one, t, held, NULL, &err) != GLM_OK)
+        check(0, err.message);
+    feed_both(&d, t + held, N - held);
+    glm_session_free(d.two);
+    glm_session_free(d.one);
 }
 
 static void tokens_of(int32_t *t, int n, int seed, int vocab)
@@ -143,6 +208,7 @@ int main(int argc, char **argv)
 
     /* B's mirror outlived all of that */
     feed_both(&b, tc + 6, 2);
+    canceled_feed_keeps_its_pieces(two, one, V);
 
     if (argc == 4 && c.two && c.one) {
         /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
