@@ -36,8 +36,9 @@ void glm_session_reset(glm_session *s);
  * available through glm_session_logits. One token at a time is the decode step. On an error
  * the session is reset (its state would be half-updated); tokens past the engine's context are
  * refused first, the session left as it was. glm_cancel stops a feed with GLM_ERR_CANCELED
- * before its next piece (the session keeps the pieces that ran) or, where the backend polls
- * the flag, before its next layer (the session is reset). */
+ * before its next piece (the session keeps the pieces that ran) or before its next layer (the
+ * session is reset, unless it marked the state at the piece's start and the backend can go
+ * back there: then it keeps the pieces before it, as session_feed_marked arranges). */
 glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                             glm_error *err);
 /* Logits of the last token fed, or NULL when none. */

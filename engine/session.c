@@ -177,8 +177,8 @@ static glm_status remember_tokens(glm_session *s, const int32_t *tokens, int n, 
     return GLM_OK;
 }
 
-/* glm_cancel between two pieces of a feed: the session holds the pieces that ran (a state
- * reuse_prefix never continues from, only truncates or replaces) and the last one's logits. */
+/* glm_cancel between two pieces of a feed: the session holds the pieces that ran and the last
+ * one's logits (reuse_prefix continues from them where they were marked: session_feed_marked). */
 static glm_status stop_feed(glm_session *s, int done, int n, int all_rows, glm_error *err)
 {
     if (done > 0)
