@@ -107,7 +107,8 @@ typedef struct backend_ops {
     int (*state_length)(const void *state);
     /* Saves the linear-attention state at the current length, so truncate can come back. */
     glm_status (*state_mark)(void *state, glm_error *err);
-    /* The length the state was last marked at (-1: none); NULL where a canceled prefill always
+    /* The length the state was last marked at (-1: none; also after a prefill that failed or was
+     * canceled in an exchange, whose state must be reset); NULL where a canceled prefill always
      * needs a reset (the CUDA backend: its going back to the mark has not run on a GPU yet). */
     int (*state_mark_length)(const void *state);
     /* Back to n tokens: n == length (nothing), 0 (reset) or the marked length. */

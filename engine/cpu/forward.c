@@ -588,7 +588,9 @@ static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, i
     if (rc == 0 && cpu_mtp_on(s))
         rc = cpu_mtp_catch_up(s, pool, tokens, s->n, n, b.c);
     fwd_buf_free(&b);
-    if (rc == -2) {
+    if (rc == -2) { /* an exchange failed (or its wait was canceled) with layers half run: the
+                     * state must be reset, so no mark describes it (state_mark_length) */
+        s->mark_n = -1;
         if (err)
             *err = peer_err;
         return peer_err.status ? peer_err.status : GLM_ERR_PEER;
