@@ -1,9 +1,10 @@
 #!/bin/bash
 # tp_sessions.sh: one head keeps several conversation states over one worker (tests/tp/tp_sessions):
 # interleaved, reset, cut back to a mark (a conversation switch) and freed states each match one
-# rank, a state past the worker's 16 is refused by name; after the worker restarts, a state it lost
-# is refused by name while the others go on. Then the TUI switches between conversations (/new,
-# /open) over the one worker it connected to, each reply as one rank's.
+# rank, a state past the worker's 16 is refused by name, a long feed canceled partway keeps its
+# pieces on both ranks; after the worker restarts, a state it lost is refused by name while the
+# others go on. Then the TUI switches between conversations (/new, /open) over the one worker it
+# connected to, each reply as one rank's.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/chat_lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
