@@ -1437,7 +1437,7 @@ static glm_prefill_format cuda_prefill_format(const glm_engine_params *params)
 {
     int q4 = params->dense == GLM_DENSE_Q4;
     glm_cuda_gemm g = params->cuda.gemm;
-    double dense = q4 || g == GLM_CUDA_GEMM_ONEPART || g == GLM_CUDA_GEMM_DEFAULT ? 1
+    double dense = q4 || backend_cuda_one_part(g)                      ? 1
                    : g == GLM_CUDA_GEMM_THREE || g == GLM_CUDA_GEMM_CUBLAS ? 3
                                                                            : 2;
     return (glm_prefill_format){.dense_bytes = q4 ? 0.5625 : 2,

@@ -39,6 +39,19 @@ glm_status backend_check_params(const glm_engine_params *p, glm_error *err)
     return GLM_OK;
 }
 
+int backend_cuda_one_part(glm_cuda_gemm gemm)
+{
+    return gemm == GLM_CUDA_GEMM_ONEPART || gemm == GLM_CUDA_GEMM_DEFAULT;
+}
+
+int backend_cancel_agreed(const backend_collective *coll, const atomic_int *flag, glm_error *err)
+{
+    float asked = flag && atomic_load(flag) ? 1.0f : 0.0f;
+    if (coll->all_reduce && coll->all_reduce(coll->user, &asked, 1, err) != GLM_OK)
+        return -2;
+    return asked > 0;
+}
+
 glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params *p,
                                     glm_backend which, backend_settings *out, glm_error *err)
 {

@@ -183,6 +183,16 @@ glm_status backend_open(const glm_model *m, const glm_engine_params *p, engine_b
  * model's max_position_embeddings (4096 when it gives none), the backend's own cache format
  * (fp8 on CUDA, f32 on the CPU) and the weights as stored. A value outside its enum is an
  * error naming the field. */
+/* Whether the CUDA backend runs its BF16 prefill products against one fp16 part of each input
+ * under gemm: onepart, named or as the default (the CPU backend emulates it only when named). */
+int backend_cuda_one_part(glm_cuda_gemm gemm);
+
+/* Whether a prefill stops for its session's cancel (flag; NULL: none) before its next layer:
+ * with several ranks (coll->all_reduce) they agree through one exchange of the sum of their flags
+ * (a worker's stays 0), so all stop at the same layer. 1: stop, 0: go on, -2: the exchange
+ * failed (err set). */
+int backend_cancel_agreed(const backend_collective *coll, const atomic_int *flag, glm_error *err);
+
 /* Each enum of p in its range, the context not negative: GLM_OK, or GLM_ERR_ARG naming the
  * field (p NULL: GLM_OK). */
 glm_status backend_check_params(const glm_engine_params *p, glm_error *err);

@@ -525,18 +525,13 @@ void cpu_state_set_cancel(cpu_state *s, const atomic_int *flag)
 }
 
 /* Whether to stop before the next layer: a prefill (not a decode step or a verification
- * window, which end soon anyway) whose session was canceled. Several ranks agree on it through
- * one more exchange before every layer of a prefill, the sum of their flags (the head's is its
- * user's cancel, a worker's stays 0), so every rank stops before the same layer and their
- * exchanges stay in step; -2 when that exchange failed. */
-static int stop_asked(cpu_state *s, int n, glm_error *err)
+ * window, which end soon anyway) whose session was canceled, agreed among the ranks before every
+ * layer of a prefill (backend_cancel_agreed); -2 when that exchange failed. */
+static int stop_asked(const cpu_state *s, int n, glm_error *err)
 {
     if (n <= 1 || s->verifying)
         return 0;
-    float asked = s->cancel && atomic_load(s->cancel) ? 1.0f : 0.0f;
-    if (s->coll.all_reduce && s->coll.all_reduce(s->coll.user, &asked, 1, err) != GLM_OK)
-        return -2;
-    return asked > 0;
+    return backend_cancel_agreed(&s->coll, s->cancel, err);
 }
 
 static glm_status forward(cpu_state *s, cpu_pool *pool, const int32_t *tokens, int n,

@@ -277,7 +277,7 @@ static glm_status read_settings(cuda_backend *be, const backend_settings *set, g
     be->kv_index_dtype = set->cuda.kv_index == GLM_KV_CACHE_DEFAULT ? be->kv_dtype
                                                                      : kv_dtype_of(set->cuda.kv_index);
     be->dense_q4 = set->dense == GLM_DENSE_Q4;
-    be->one_part = set->cuda.gemm == GLM_CUDA_GEMM_ONEPART || set->cuda.gemm == GLM_CUDA_GEMM_DEFAULT;
+    be->one_part = backend_cuda_one_part(set->cuda.gemm);
     be->tap = set->tap;
     be->graph_off = set->cuda.graph_off || set->tap.fn; /* a graph would skip the tap's copies */
     be->log = set->log;

@@ -1102,19 +1102,14 @@ static int polls_cancel(const cuda_state *s, int T)
 }
 
 /* After layer li was queued: whether the session asked to stop. Several ranks agree on it
- * through one more exchange, the sum of their flags (the head's is its user's cancel, a
- * worker's stays 0), so all stop after the same layer (their host threads already wait on every
- * exchange); -2 when that exchange failed. One rank reads it once layer li - 1 has run, so the
+ * (backend_cancel_agreed: their host threads already wait on every exchange); -2 when that
+ * exchange failed. One rank reads it once layer li - 1 has run, so the
  * GPU always has layer li to run while the host waits (the check costs it nothing, and a cancel
  * waits two layers at most, not a whole chunk). */
 static int cancel_seen(cuda_state *s, int li, glm_error *err)
 {
-    if (s->coll.all_reduce) {
-        float asked = s->cancel && atomic_load(s->cancel) ? 1.0f : 0.0f;
-        if (s->coll.all_reduce(s->coll.user, &asked, 1, err) != GLM_OK)
-            return -2;
-        return asked > 0;
-    }
+    if (s->coll.all_reduce)
+        return backend_cancel_agreed(&s->coll, s->cancel, err);
     CK_QUIET(eng_event_record(s->layer_done[li & 1], s->be->stream), "a layer's fence");
     if (li == 0)
         return 0;

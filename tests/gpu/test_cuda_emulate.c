@@ -709,7 +709,7 @@ int main(int argc, char **argv)
     s.dense = GLM_DENSE_BF16;
     /* the exact runs: the form given, or fixed where that is onepart (CUDA's default) */
     glm_cuda_gemm given_gemm = s.cuda.gemm;
-    if (given_gemm == GLM_CUDA_GEMM_ONEPART || given_gemm == GLM_CUDA_GEMM_DEFAULT)
+    if (backend_cuda_one_part(given_gemm))
         given_gemm = GLM_CUDA_GEMM_FIXED;
     s.cuda.gemm = given_gemm;
     if (run(m, 0, &s, tok, P, S, ref, &err)) {
