@@ -17,5 +17,5 @@ EXTRA_DIST += tests/e2e/cli.sh tests/e2e/lib.sh tests/e2e/engine_reuse.sh tests/
 
 # tests/common: what the test programs share (the Check runner, the xorshift source, whole-file
 # reads and writes, the tiny model of the cost tests, the real config), header-only.
-EXTRA_DIST += tests/common/check_main.h tests/common/rng.h tests/common/files.h tests/common/tiny_config.h \
+EXTRA_DIST += tests/common/check_main.h tests/common/cancel_later.h tests/common/rng.h tests/common/files.h tests/common/tiny_config.h \
 	tests/common/real_config.h

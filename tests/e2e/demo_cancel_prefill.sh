@@ -13,13 +13,7 @@ export GLMCHAT_DB="$TMP/chat.db"
 BOUND_S=5
 mkdir -p "$XDG_CONFIG_HOME/glmchat"
 printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
-python3 -c '
-words = "alpha beta gamma delta river stone cloud seven apple table window garden music paper light".split()
-seed, out = 1, []
-for _ in range(3500):
-    seed = (seed * 1103515245 + 12345) % (1 << 31)
-    out.append(words[seed % len(words)])
-print(" ".join(out))' >"$TMP/long.txt"
+long_words 3500 "$TMP/long.txt"
 
 # interrupt MARKER ARGS...: runs glmchat ARGS with jsonl output, sends SIGINT 1 s after a line
 # with MARKER (the engine is then prefilling), and writes "STATUS SECONDS" (signal to exit) to

@@ -36,6 +36,20 @@ expect_empty() {
     if [ ! -s "$TMP/$1" ]; then pass; else fail "$1 should be empty: $(head -c 400 "$TMP/$1")"; fi
 }
 
+# long_words N FILE: N words of one fixed pseudo-random sequence on a line (a prompt whose prefill
+# takes several pieces; the same N writes the same text).
+long_words() {
+    python3 - "$1" >"$2" <<'PY'
+import sys
+words = "alpha beta gamma delta river stone cloud seven apple table window garden music paper light".split()
+seed, out = 1, []
+for _ in range(int(sys.argv[1])):
+    seed = (seed * 1103515245 + 12345) % (1 << 31)
+    out.append(words[seed % len(words)])
+print(" ".join(out))
+PY
+}
+
 finish() {
     echo "$TEST_NAME: $CHECKS checks, $FAILS failed"
     [ "$FAILS" -eq 0 ] && [ "$CHECKS" -gt 0 ]

@@ -15,13 +15,7 @@ expect_exit 0 "$G" mkmodel --out "$M" --preset small --seed 3
 BOUND_S=5
 mkdir -p "$XDG_CONFIG_HOME/glmchat"
 printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
-python3 -c '
-words = "alpha beta gamma delta river stone cloud seven apple table window garden music paper light".split()
-seed, out = 1, []
-for _ in range(1500):
-    seed = (seed * 1103515245 + 12345) % (1 << 31)
-    out.append(words[seed % len(words)])
-print(" ".join(out))' >"$TMP/long.txt"
+long_words 1500 "$TMP/long.txt"
 
 start_worker "$M"
 # SIGINT 0.3 s after the prompt line that ends the first piece (both ranks are then inside the

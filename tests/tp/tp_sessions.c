@@ -5,16 +5,14 @@
  * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits.
  * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "glm.h"
 #include "session.h"
 #include "tp/protocol.h"
+#include "tests/common/cancel_later.h"
 
 static int failures;
 
@@ -61,26 +59,6 @@ static void feed_both(pair *p, const int32_t *tokens, int n)
     check(diff <= 1e-5 * scale && glm_session_length(p->two) == glm_session_length(p->one), what);
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-typedef struct later {
-    glm_session *s;
-    double after_s;
-} later;
-
-static void *cancel_later(void *arg)
-{
-    later *l = arg;
-    usleep((useconds_t)(l->after_s * 1e6));
-    glm_cancel(l->s);
-    return NULL;
-}
-
 /* A long marked feed (a reply's prompt) over the two ranks canceled partway: both keep the pieces
  * that ran (the head's marks reach the worker, and both go back to the mark within a piece), so
  * feeding the rest gives one rank's logits; a worker that had reset would refuse the next feed
@@ -98,17 +76,16 @@ static void canceled_feed_keeps_its_pieces(glm_engine *two, glm_engine *one, int
         check(0, err.message);
         return;
     }
-    double t0 = seconds_now();
+    double t0 = test_now_s();
     glm_status st = session_feed_marked(d.two, t, N, &err);
-    double whole = seconds_now() - t0;
+    double whole = test_now_s() - t0;
     check(st == GLM_OK, st ? err.message : "an uncanceled long feed over two ranks");
     glm_session_reset(d.two);
     session_clear_cancel(d.two);
-    later l = {d.two, whole / 2};
-    pthread_t th;
-    pthread_create(&th, NULL, cancel_later, &l);
+    test_canceler later;
+    check(test_cancel_after(&later, d.two, whole / 2) == 0, "a thread that cancels later");
     st = session_feed_marked(d.two, t, N, &err);
-    pthread_join(th, NULL);
+    test_cancel_join(&later);
     session_clear_cancel(d.two);
     int held = glm_session_length(d.two);
     snprintf(what, sizeof what, "%s: canceled at half its %.0f ms (status %d), holding %d tokens "

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -16,6 +15,7 @@
 #include "prefix_cache.h"
 #include "session.h"
 #include "test_engine_util.h"
+#include "tests/common/cancel_later.h"
 #include "tests/common/check_main.h"
 #include "tests/common/files.h"
 
@@ -620,27 +620,13 @@ END_TEST
 
 /* ---- a prefill canceled midway -------------------------------------------------------------- */
 
-typedef struct delayed_cancel {
-    glm_session *s;
-    int after_ms;
-} delayed_cancel;
-
-static void *cancel_later(void *arg)
-{
-    delayed_cancel *d = arg;
-    usleep((useconds_t)d->after_ms * 1000);
-    glm_cancel(d->s);
-    return NULL;
-}
-
-/* Cancels s after_ms from now while fn runs in this thread. */
+/* Cancels s after ms from now while call runs in this thread. */
 #define WITH_CANCEL_AFTER(sess, ms, call)                                                           \
     do {                                                                                            \
-        delayed_cancel dc_ = {(sess), (ms)};                                                        \
-        pthread_t th_;                                                                              \
-        ck_assert_int_eq(pthread_create(&th_, NULL, cancel_later, &dc_), 0);                        \
+        test_canceler c_;                                                                           \
+        ck_assert_int_eq(test_cancel_after(&c_, (sess), (ms) / 1e3), 0);                            \
         call;                                                                                       \
-        ck_assert_int_eq(pthread_join(th_, NULL), 0);                                               \
+        ck_assert_int_eq(test_cancel_join(&c_), 0);                                                 \
     } while (0)
 
 enum { LONG_FEED = 3000 };
@@ -697,13 +683,6 @@ START_TEST(canceled_feed_resumes_to_the_same_bits)
 }
 END_TEST
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* A long feed through session_feed_marked canceled past its first piece keeps the pieces that
  * ran, marked where it stopped (within a piece the CPU backend goes back to the mark made at the
  * piece's start; test_tp_split checks that going back alone), instead of losing them all:
@@ -717,9 +696,9 @@ START_TEST(canceled_marked_feed_keeps_the_pieces_that_ran)
     ck_assert_msg(s != NULL, "%s", err.message);
     int V = glm_session_vocab(s);
     int32_t *ids = some_tokens(LONG_FEED, 23);
-    double t0 = seconds_now();
+    double t0 = test_now_s();
     ck_assert_int_eq(session_feed_marked(s, ids, LONG_FEED, &err), GLM_OK);
-    double whole_ms = (seconds_now() - t0) * 1e3;
+    double whole_ms = (test_now_s() - t0) * 1e3;
     float *want = malloc((size_t)V * sizeof *want);
     memcpy(want, glm_session_logits(s), (size_t)V * sizeof *want);
     static const double fractions[] = {0.5, 0.8};
