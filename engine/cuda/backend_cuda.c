@@ -64,6 +64,11 @@ static glm_status cu_mark(void *st, glm_error *err)
     return cuda_state_mark(st, err);
 }
 
+static int cu_mark_length(const void *st)
+{
+    return ((const cuda_state *)st)->mark_n;
+}
+
 static glm_status cu_truncate(void *st, int n, glm_error *err)
 {
     return cuda_state_truncate(st, n, err);
@@ -137,7 +142,22 @@ static glm_status cu_prefill(void *impl, void *st, const int32_t *tokens, int n,
     for (int done = 0; done < n;) {
         int T = prefill_chunk_len(s->n, n - done, be->chunk);
         int last = done + T == n, want = logits_out && (all_rows || last);
+        s->stopped_at_layer = 0;
         glm_status cs = run_chunk(s, tokens + done, T, all_rows, want, err);
+        /* canceled within the chunk: the layers that ran moved the KDA states on, which a mark
+         * made at this length puts back; anything else (a failed exchange) forgets the mark, so
+         * the caller resets the state */
+        if (cs == GLM_ERR_CANCELED && s->stopped_at_layer && s->mark_n == s->n && s->mark_conv) {
+            glm_error rerr = {0};
+            if (cuda_state_back_to_mark(s, &rerr)) {
+                s->mark_n = -1;
+                if (err)
+                    *err = rerr;
+                return rerr.status;
+            }
+        } else if (cs) {
+            s->mark_n = -1;
+        }
         if (cs)
             return cs;
         if (want && all_rows)
@@ -236,6 +256,7 @@ static const backend_ops cuda_ops = {
     .state_reset = cu_reset,
     .state_length = cu_length,
     .state_mark = cu_mark,
+    .state_mark_length = cu_mark_length,
     .state_truncate = cu_truncate,
     .prefill = cu_prefill,
     .prefill_rows = cu_prefill_rows,

@@ -217,6 +217,7 @@ typedef struct cuda_state {
      * chunk records after each layer, two in turn, to read it one layer behind the GPU */
     const atomic_int *cancel;
     void *layer_done[2];
+    int stopped_at_layer; /* the last forward stopped for the cancel between two layers */
 } cuda_state;
 
 /* state.c */
@@ -225,6 +226,9 @@ void cuda_state_free(cuda_state *s);
 void cuda_state_reset(cuda_state *s);
 glm_status cuda_state_mark(cuda_state *s, glm_error *err);
 glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err);
+/* The KDA states back to the mark (a prefill canceled at the mark's length: the layers that ran
+ * moved them on; DSA rows past the length are rewritten, pool keys remade as pools complete). */
+glm_status cuda_state_back_to_mark(cuda_state *s, glm_error *err);
 /* Grows the caches to hold need tokens (doubling, up to the context); drops the graph. */
 glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err);
 /* Grows the pinned staging (h_logits) to hold what a forward of T rows copies through it: the

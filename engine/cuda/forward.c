@@ -1122,6 +1122,7 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     int poll = polls_cancel(s, T);
+    s->stopped_at_layer = 0;
     cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): the embedding's time */
     CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
     for (int li = 0; li < c->num_layers; li++) {
@@ -1131,7 +1132,9 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
         if (poll && (rc = cancel_seen(s, li, err)) != 0) {
             if (rc < 0)
                 return rc;
-            /* the layers up to li ran or will: their KDA states moved on, so the state is reset */
+            /* the layers up to li ran or will: their KDA states moved on (a mark made at this
+             * length puts them back: cu_prefill) */
+            s->stopped_at_layer = 1;
             glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
                           li + 1, c->num_layers);
             return -1;

@@ -240,6 +240,7 @@ void cuda_state_reset(cuda_state *s)
     }
     s->n = 0;
     s->trail_n = 0;
+    s->mark_n = -1; /* a mark of the tokens before belongs to none of the next ones */
     cuda_mtp_reset(s);
 }
 
@@ -267,9 +268,22 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
     return cuda_mtp_mark(s, err);
 }
 
-glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
+glm_status cuda_state_back_to_mark(cuda_state *s, glm_error *err)
 {
     const glm_config *c = &s->be->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA);
+    for (int i = 0; i < nk; i++)
+        if (eng_copy_async(s->kda_conv[i], s->mark_conv[i], cuda_conv_bytes(c), s->be->stream) ||
+            eng_copy_async(s->kda_S[i], s->mark_S[i], cuda_rec_bytes(c), s->be->stream))
+            return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
+    if (eng_stream_sync(s->be->stream))
+        return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
+    s->trail_n = 0;
+    return GLM_OK;
+}
+
+glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
+{
     if (n == s->n)
         return GLM_OK;
     if (n == 0) {
@@ -280,14 +294,9 @@ glm_status cuda_state_truncate(cuda_state *s, int n, glm_error *err)
         return glm_error_set(err, GLM_ERR_ARG, "cannot go back to %d tokens: the session holds %d "
                              "and kept the linear-attention state only at %d; run the prompt again",
                              n, s->n, s->mark_n);
-    int nk = glm_config_count(c, GLM_ATTN_KDA);
-    for (int i = 0; i < nk; i++)
-        if (eng_copy_async(s->kda_conv[i], s->mark_conv[i], cuda_conv_bytes(c), s->be->stream) ||
-            eng_copy_async(s->kda_S[i], s->mark_S[i], cuda_rec_bytes(c), s->be->stream))
-            return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
-    if (eng_stream_sync(s->be->stream))
-        return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
-    s->trail_n = 0;
+    glm_status st = cuda_state_back_to_mark(s, err);
+    if (st)
+        return st;
     s->n = n; /* DSA rows past n are rewritten; pool keys are remade as their pools complete */
     return cuda_mtp_truncate(s, n, err);
 }

@@ -555,9 +555,33 @@ static void cancel_between_layers(const glm_model *m, const int32_t *tok, int N,
                  "equal the uncanceled ones bit for bit (%zu of %zu differ%s%s)", label, d, NV,
                  cs ? ": " : "", cs ? cerr.message : "");
         check(d == 0, what);
+        /* marked at 16 tokens, canceled within the next chunk: back at the mark (the layers
+         * that ran put back), and the rest run from there gives the uncanceled rows' bits */
+        enum { K = 16 };
+        ops->state_reset(gpu.st);
+        glm_status ks = ops->prefill(gpu.be.impl, gpu.st, tok, K, NULL, 0, &cerr);
+        if (!ks)
+            ks = ops->state_mark(gpu.st, &cerr);
+        atomic_store(&flag, 1);
+        cs = ks ? ks : ops->prefill(gpu.be.impl, gpu.st, tok + K, N - K, again, 1, &cerr);
+        int kept = cs == GLM_ERR_CANCELED && ops->state_length(gpu.st) == K &&
+                   ops->state_mark_length && ops->state_mark_length(gpu.st) == K;
+        snprintf(what, sizeof what, "%s: marked at %d, a canceled prompt goes back to the mark "
+                 "(status %d, length %d, mark %d: %s)", label, K, (int)cs,
+                 ops->state_length(gpu.st), ops->state_mark_length ? ops->state_mark_length(gpu.st) : -2,
+                 cerr.message);
+        check(kept, what);
+        atomic_store(&flag, 0);
+        cs = ops->prefill(gpu.be.impl, gpu.st, tok + K, N - K, again, 1, &cerr);
+        size_t dk = cs == GLM_OK ? bits_differ(whole + (size_t)K * V, again, (size_t)(N - K) * V)
+                                 : NV;
+        snprintf(what, sizeof what, "%s: the rest run from the mark equals the uncanceled rows bit "
+                 "for bit (%zu differ%s%s)", label, dk, cs ? ": " : "", cs ? cerr.message : "");
+        check(kept && dk == 0, what);
         printf("%-24s cancel    set before a prompt of %d: \"%s\"; %d rows through it: %s; "
-               "after a reset %zu of %zu logits differ\n", label, N, stopped, CUDA_DECODE_T,
-               ran ? "ran" : "FAILED", d, NV);
+               "after a reset %zu of %zu logits differ; marked at %d: %s, the rest %zu differ\n",
+               label, N, stopped, CUDA_DECODE_T, ran ? "ran" : "FAILED", d, NV, K,
+               kept ? "kept" : "NOT KEPT", dk);
     }
     close_run(&gpu);
     g_variant.chunk = 0;
