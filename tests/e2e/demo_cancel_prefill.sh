@@ -1,8 +1,9 @@
 #!/bin/bash
 # demo_cancel_prefill.sh: Ctrl-C while the CPU engine prefills a long prompt (the demo model, ~7.7k
 # tokens) stops it within seconds: scripted chat and `chat --compact` exit 130 with the user
-# message kept and the reply saved canceled (compact: nothing changed); in the TUI the prompt
-# comes back. The conversation goes on after each. Meanwhile the prefill's progress shows: jsonl
+# message kept and the reply saved canceled (compact: nothing changed); in the TUI it says how
+# many of the prompt's tokens ran and are kept, and /retry goes on from them. The conversation
+# goes on after each. Meanwhile the prefill's progress shows: jsonl
 # "prompt" lines, the TUI's status line.
 . "$(dirname "$0")/lib.sh"
 G=$GLMCHAT_BIN
@@ -93,7 +94,7 @@ expect_exit 0 "$G" --model "$M" --backend cpu chat --conversation 1 --max-tokens
 expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
 check_conv user:complete assistant:canceled user:complete assistant:complete
 
-# ---- the TUI: Ctrl-C during the prefill brings the prompt back ----
+# ---- the TUI: Ctrl-C during the prefill keeps what ran, and /retry goes on from it ----
 if ! command -v tmux >/dev/null 2>&1; then
     echo "tmux not installed: the TUI part is skipped"
     finish
@@ -103,10 +104,11 @@ tui_start
 type_text "cd '$TMP' && env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_DB='$GLMCHAT_DB' '$G' --model '$M' --backend cpu chat --conversation 1"
 keys Enter
 expect_screen 'ready' 20 "the TUI started on the demo model"
-# the next turn's prompt holds the long message again: a long prefill
+# the next turn's prompt holds the long message again: a long prefill, canceled once its first
+# piece ran (the status line past 0 tokens)
 type_text "one more question"; keys Enter
 expect_screen '● prefill [0-9]+% [0-9]+/[0-9]+' 5 "the status line shows the prefill's progress"
-sleep 1.0
+expect_screen '● prefill [0-9]+% [1-9][0-9]*/[0-9]+' 60 "the prefill's first piece ran"
 start=$(date +%s.%N)
 keys C-c
 if wait_for 'canceled' "$BOUND_S"; then
@@ -116,8 +118,23 @@ else
     fail "the TUI did not cancel within $BOUND_S s; screen:"; screen | sed 's/^/    |/' >&2
 fi
 expect_screen '│ ready$' 5 "the status line is ready for the next message"
+# it says what it kept, and /retry goes on from there: its progress starts at the kept count
+expect_screen 'canceled within the prompt: its first [0-9]+ of' 5 "the TUI says what the prompt kept"
+kept=$(screen | grep -Eo 'its first [0-9]+ of' | grep -Eo '[0-9]+' | tail -1)
+type_text "/retry"; keys Enter
+if wait_for '● prefill [0-9]+% [0-9]+/[0-9]+' 10; then
+    shown=$(screen | grep -Eo '● prefill [0-9]+% [0-9]+/' | grep -Eo '[0-9]+/' | tr -d / | tail -1)
+    echo "TUI: kept ${kept:-?} tokens; /retry's progress showed $shown first"
+    if [ -n "$kept" ] && [ "$kept" -gt 0 ] && [ "$shown" -ge "$kept" ]; then pass
+    else fail "/retry's prefill showed $shown tokens done, under the $kept kept"; fi
+else
+    fail "/retry showed no prefill progress; screen:"; screen | sed 's/^/    |/' >&2
+fi
+keys Escape # (a second Ctrl-C within 2 s of the first would quit)
+expect_screen '│ ready$' "$BOUND_S" "Esc canceled the /retry too"
 keys C-d
 expect_screen 'PROMPT\$ *$' 10 "Ctrl-D leaves the TUI"
 expect_exit 0 "$G" export 1 --format json -o "$TMP/conv.json"
-check_conv user:complete assistant:canceled user:complete assistant:complete user:complete assistant:canceled
+# the /retry's reply is the canceled one's sibling (a new branch), canceled as well
+check_conv user:complete assistant:canceled user:complete assistant:complete user:complete assistant:canceled assistant:canceled
 finish
