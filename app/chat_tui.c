@@ -40,8 +40,6 @@ struct chat_tui {
     tui_job job;
     char *job_text;
     glm_stats last;    /* the last reply's numbers */
-    int prompt_done, prompt_total; /* the running step's prompt progress (GLM_EV_PROMPT; 0 once
-                                      its reply began): what a cancel leaves kept */
     char *attached[CHAT_TUI_MAX_ATTACHED]; /* /attach: files for the next message */
     int n_attached;
 };
@@ -93,10 +91,6 @@ static void push_conversation_status(chat_tui *t)
 static int sink_event(void *u, const glm_event *ev)
 {
     chat_tui *t = u;
-    if (ev->type == GLM_EV_REASONING_DELTA || ev->type == GLM_EV_CONTENT_DELTA ||
-        ev->type == GLM_EV_TOOL_CALL_BEGIN || ev->type == GLM_EV_TOOL_ARG_DELTA ||
-        ev->type == GLM_EV_TOOL_CALL_END)
-        t->prompt_total = 0; /* the step's reply has begun: its prompt ran whole */
     switch (ev->type) {
     case GLM_EV_REASONING_DELTA:
         ui_push_text(t->view, UI_EV_REASONING_DELTA, ev->text, ev->len);
@@ -129,8 +123,6 @@ static int sink_event(void *u, const glm_event *ev)
     case GLM_EV_ERROR:
         break; /* the turn's outcome carries it; shown once at the end */
     case GLM_EV_PROMPT: {
-        t->prompt_done = ev->prompt_done;
-        t->prompt_total = ev->prompt_total;
         ui_status st = ui_status_none();
         st.prompt_done = ev->prompt_done;
         st.prompt_total = ev->prompt_total;
@@ -214,7 +206,7 @@ static void *worker(void *arg)
     if (t->o.mcp)
         mcp_boot_wait(t->o.mcp); /* their tools are in the registry before the turn reads it */
     int summarised = 0;
-    t->prompt_done = t->prompt_total = 0;
+    t->last.kept_tokens = 0;
     int rc = t->job == JOB_RETRY   ? chat_retry(t->chat, &out, err, sizeof err)
            : t->job == JOB_EDIT    ? chat_edit(t->chat, t->job_text, &out, err, sizeof err)
            : t->job == JOB_COMPACT ? chat_compact(t->chat, &out, &summarised, err, sizeof err)
@@ -233,12 +225,11 @@ static void *worker(void *arg)
             notice(t, "the model kept calling tools; stopped after %d replies", out.steps);
         if (t->job == JOB_COMPACT && out.error[0] && strcmp(out.finish, "error") != 0)
             notice(t, "%s", out.error);
-        /* canceled within a long prompt: the engine keeps the pieces that ran (the last
-         * progress event's count), which the same prompt sent again goes on from */
-        if (t->job != JOB_COMPACT && strcmp(out.finish, "canceled") == 0 && t->prompt_total > 0 &&
-            t->prompt_done > 0)
+        /* canceled within a long prompt: the engine keeps the pieces that ran, which the same
+         * prompt sent again goes on from */
+        if (t->job != JOB_COMPACT && strcmp(out.finish, "canceled") == 0 && t->last.kept_tokens > 0)
             notice(t, "canceled within the prompt: its first %d of %d tokens ran and are kept; "
-                      "/retry goes on from there", t->prompt_done, t->prompt_total);
+                      "/retry goes on from there", t->last.kept_tokens, t->last.prompt_tokens);
         ui_push_finish(t->view, view_finish(out.finish));
         if (summarised > 0)
             notice(t, "summarised %d messages into one: the conversation goes on from the summary on a new "

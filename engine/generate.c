@@ -259,10 +259,13 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     session_prompt(s, 0);
     /* canceled during the prefill (the feed stops between pieces and layers): no token is
      * generated, and the reply ends as any canceled one does */
-    if (st == GLM_ERR_CANCELED || (!st && session_cancel_requested(s)))
+    if (st == GLM_ERR_CANCELED || (!st && session_cancel_requested(s))) {
         r->canceled = 1;
-    else if (st)
+        int held = glm_session_length(s); /* 0 where the state was reset (a failed exchange) */
+        r->stats.kept_tokens = held < n ? held : 0;
+    } else if (st) {
         return st;
+    }
     from = r->stats.reused_tokens;
     double t1 = now_s();
     if (t1 > t0 && !r->canceled)

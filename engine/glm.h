@@ -126,6 +126,9 @@ typedef enum glm_event_type {
 typedef struct glm_stats {
     int prompt_tokens;
     int reused_tokens;      /* prompt tokens served from a kept state */
+    int kept_tokens;        /* a reply canceled within its prompt's prefill: the prompt's first
+                               tokens the session holds (the pieces that ran), which the same
+                               prompt sent again goes on from; 0 otherwise */
     int generated_tokens;
     double ttft_s;          /* time to first token */
     double prefill_tok_s;

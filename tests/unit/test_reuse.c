@@ -802,7 +802,8 @@ END_TEST
 /* A turn canceled during its long prefill leaves prompt reuse consistent: the next turn on the
  * same session (a shorter question, then the long one again) gives the reply and the logits of
  * a fresh session that never saw the canceled turn; the long one again continues from where the
- * canceled prefill stopped (the pieces that ran were kept, marked: session_feed_marked). */
+ * canceled prefill stopped (the pieces that ran were kept, marked: session_feed_marked), as many
+ * as the canceled reply's kept_tokens said. */
 START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
 {
     static const int delays_ms[] = {5, 60};
@@ -846,6 +847,10 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
             /* partway: the pieces that ran are kept (the turn resumed a state, so at least it) */
             ck_assert_msg(!partway || held > 0, "a turn canceled %d ms in kept nothing",
                           delays_ms[k]);
+            /* the reply's stats say what it kept (the TUI tells the user so) */
+            ck_assert_msg(got.done.kept_tokens == (partway ? held : 0), "kept_tokens %d, the "
+                          "session holds %d of %d (partway: %d)", got.done.kept_tokens, held,
+                          got.done.prompt_tokens, partway);
             ck_assert_msg(conversation_turn(s, nexts[j], first.text, &got, &err) == GLM_OK, "%s",
                           err.message);
             if (partway && held > 0 && j == 1) { /* the same prompt: on from the kept pieces */
