@@ -263,6 +263,8 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
         r->canceled = 1;
         int held = glm_session_length(s); /* 0 where the state was reset (a failed exchange) */
         r->stats.kept_tokens = held < n ? held : 0;
+        if (r->stats.kept_tokens > r->stats.reused_tokens)
+            session_keep_canceled(s); /* for another session or process with the same prompt */
     } else if (st) {
         return st;
     }

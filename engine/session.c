@@ -265,6 +265,15 @@ glm_status glm_session_feed(glm_session *s, const int32_t *tokens, int n, float 
     return feed(s, tokens, n, logits_all, 0, err);
 }
 
+void session_keep_canceled(glm_session *s)
+{
+    glm_error err = {0};
+    int n = glm_session_length(s);
+    if (n > 0 && glm_session_keep(s, &err) != GLM_OK)
+        engine_logf(&s->e->log, GLM_LOG_WARN, "the %d tokens a canceled prompt ran could not be "
+                    "kept for reuse: %s", n, err.message);
+}
+
 glm_status session_feed_marked(glm_session *s, const int32_t *tokens, int n, glm_error *err)
 {
     return feed(s, tokens, n, NULL, 1, err);

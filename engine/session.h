@@ -56,6 +56,11 @@ void session_prompt(glm_session *s, int total);
  * within one) keeps the pieces that ran, marked where the next began, so a prompt that shares
  * them continues there. */
 glm_status session_feed_marked(glm_session *s, const int32_t *tokens, int n, glm_error *err);
+/* After a prompt canceled within its prefill: the pieces the state kept go into the engine's
+ * prompt cache (glm_session_keep: memory, and its files where a directory is set), so the same
+ * prompt continues from them from another session or process. A state that cannot be kept is
+ * said in the engine's log; the reply stays canceled. */
+void session_keep_canceled(glm_session *s);
 
 /* Speculative decoding (engine/spec.c). verify: runs n drafted tokens, n x vocab logits into
  * logits_all, rows bit for bit those of one-token feeds; GLM_ERR_UNSUPPORTED where the backend

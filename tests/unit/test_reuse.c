@@ -803,7 +803,8 @@ END_TEST
  * same session (a shorter question, then the long one again) gives the reply and the logits of
  * a fresh session that never saw the canceled turn; the long one again continues from where the
  * canceled prefill stopped (the pieces that ran were kept, marked: session_feed_marked), as many
- * as the canceled reply's kept_tokens said. */
+ * as the canceled reply's kept_tokens said, and so does another session on the same engine (the
+ * pieces went into its prompt cache). */
 START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
 {
     static const int delays_ms[] = {5, 60};
@@ -828,7 +829,7 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
         glm_session_free(f);
     }
     glm_engine_close(fe);
-    int in_prefill = 0, resumed = 0;
+    int in_prefill = 0, resumed = 0, others = 0;
     for (size_t k = 0; k < sizeof delays_ms / sizeof delays_ms[0]; k++)
         for (int j = 0; j < 2; j++) {
             glm_engine *e = open_engine(64 << 20, NULL);
@@ -851,9 +852,25 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
             ck_assert_msg(got.done.kept_tokens == (partway ? held : 0), "kept_tokens %d, the "
                           "session holds %d of %d (partway: %d)", got.done.kept_tokens, held,
                           got.done.prompt_tokens, partway);
+            /* the kept pieces are in the engine's prompt cache too: another session sending the
+             * same prompt goes on from them (at the first delay; after it, this session finds
+             * that session's whole prompt in the cache, so its own pieces are checked at the
+             * second) */
+            int via_other = partway && held > 0 && j == 1 && k == 0;
+            if (via_other) {
+                glm_session *other = glm_session_new(e, &err);
+                tu_reply again;
+                ck_assert_msg(conversation_turn(other, longer, first.text, &again, &err) == GLM_OK,
+                              "%s", err.message);
+                ck_assert_msg(again.done.reused_tokens == held, "canceled at %d tokens, another "
+                              "session reused %d", held, again.done.reused_tokens);
+                ck_assert_str_eq(again.text, fresh[1].text);
+                glm_session_free(other);
+                others++;
+            }
             ck_assert_msg(conversation_turn(s, nexts[j], first.text, &got, &err) == GLM_OK, "%s",
                           err.message);
-            if (partway && held > 0 && j == 1) { /* the same prompt: on from the kept pieces */
+            if (partway && held > 0 && j == 1 && !via_other) { /* on from the kept pieces */
                 ck_assert_msg(got.done.reused_tokens == held, "canceled at %d tokens of %d, the "
                               "turn again reused %d", held, got.done.prompt_tokens,
                               got.done.reused_tokens);
@@ -868,8 +885,8 @@ START_TEST(turn_after_a_canceled_prefill_equals_a_fresh_run)
         }
     ck_assert_int_gt(in_prefill, 0);
     printf("turns stopped partway through their prefill: %d of %zu; the long one again went on "
-           "from where it stopped: %d\n", in_prefill, 2 * sizeof delays_ms / sizeof delays_ms[0],
-           resumed);
+           "from where it stopped: %d in the same session, %d in another\n", in_prefill,
+           2 * sizeof delays_ms / sizeof delays_ms[0], resumed, others);
     for (int j = 0; j < 2; j++)
         free(fresh_logits[j]);
     free(longer);
