@@ -1,8 +1,9 @@
 #!/bin/bash
 # demo_cancel_prefill.sh: Ctrl-C while the CPU engine prefills a long prompt (the demo model, ~7.7k
 # tokens) stops it within seconds: scripted chat and `chat --compact` exit 130 with the user
-# message kept and the reply saved canceled (compact: nothing changed); in the TUI it says how
-# many of the prompt's tokens ran and are kept, and /retry goes on from them. The conversation
+# message kept and the reply saved canceled (compact: nothing changed); with a prompt cache
+# directory a new process sending the same prompt goes on from the pieces that ran; in the TUI
+# it says how many of the prompt's tokens ran and are kept, and /retry goes on from them. The conversation
 # goes on after each. Meanwhile the prefill's progress shows: jsonl
 # "prompt" lines, the TUI's status line.
 . "$(dirname "$0")/lib.sh"
@@ -81,6 +82,36 @@ PY
 }
 check_conv user:complete assistant:canceled
 if [ "$(sqlite3 "$GLMCHAT_DB" 'PRAGMA integrity_check')" = ok ]; then pass; else fail "integrity_check"; fi
+
+# ---- with a prompt cache directory the pieces outlive the process: interrupted once its first
+# piece ran, the same prompt in a new process goes on from them ----
+mkdir -p "$TMP/pc/glmchat"
+printf 'temperature = 0\nprompt_cache_dir = %s\n' "$TMP/pcache" >"$TMP/pc/glmchat/config"
+python3 - "$G" "$M" "$TMP/long.txt" "$TMP/pc" >"$TMP/check" 2>&1 <<'PY'
+import json, os, signal, subprocess, sys
+g, m, text, cfg = sys.argv[1:]
+env = dict(os.environ, XDG_CONFIG_HOME=cfg)
+argv = [g, "--model", m, "--backend", "cpu", "chat", "--no-save", "--output-format", "jsonl",
+        "--max-tokens", "2", "--prompt", open(text).read()]
+p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+kept = 0
+for line in p.stdout:
+    if line.startswith('{"type":"prompt"') and json.loads(line)["done"] > 0:
+        kept = json.loads(line)["done"]
+        p.send_signal(signal.SIGINT)
+        break
+p.stdout.read()
+if p.wait() != 130 or kept == 0:
+    print("the first run: exit %d, kept %d" % (p.returncode, kept))
+out = subprocess.run(argv, capture_output=True, text=True, env=env)
+done = [json.loads(l) for l in out.stdout.splitlines() if l.startswith('{"type":"done"')]
+if out.returncode != 0 or not done or done[0]["reused_tokens"] < kept:
+    print("the second run: exit %d, done %s, the first kept %d" % (out.returncode, done, kept))
+else:
+    sys.stderr.write("interrupted after %d tokens; a new process reused %d of %d\n"
+                     % (kept, done[0]["reused_tokens"], done[0]["prompt_tokens"]))
+PY
+if ! grep -q "^the " "$TMP/check"; then cat "$TMP/check"; pass; else fail "$(cat "$TMP/check")"; fi
 
 # ---- chat --compact over it: the summary's prefill stops the same way, nothing is added ----
 interrupt '"type":"session"' "$G" --model "$M" --backend cpu chat --compact --conversation 1 --output-format jsonl
