@@ -262,6 +262,7 @@ typedef struct script_out {
     visible_stream out_vs, reasoning_vs; /* text mode shows control characters escaped */
     tool_policy *policy;   /* NULL without tools */
     int tool_note;         /* text output without tools: a reply asked for one (said once at the end) */
+    const char *cache_dir; /* prompt_cache_dir, or NULL: where kept prompt states outlive the process */
 } script_out;
 
 /* The ids outputs show: the conversation's, and a message's number in it; 0 (null) under
@@ -930,6 +931,16 @@ static void tell_cut(const glm_stats *s, const chat_args *a)
     }
 }
 
+/* A reply canceled within its prompt's prefill: the pieces that ran are in the prompt cache, which
+ * outlives the process only with a directory (said only then). */
+static void tell_kept(const script_out *so)
+{
+    if (so->done.kept_tokens > 0 && so->cache_dir && *so->cache_dir)
+        fprintf(stderr, "glmchat: the prompt's first %d of %d tokens ran and are kept in %s "
+                        "(prompt_cache_dir): the same prompt goes on from there\n",
+                so->done.kept_tokens, so->done.prompt_tokens, so->cache_dir);
+}
+
 /* Runs one action; returns the exit status it calls for (0 to go on). *peer_failed is set when
  * the reply failed because the worker did: the next turn connects to it again. */
 static int run_one(chat *c, script_out *so, const chat_args *a, const char *text, int *peer_failed)
@@ -960,11 +971,13 @@ static int run_one(chat *c, script_out *so, const chat_args *a, const char *text
                                  strerror(errno), (long long)chat_conversation(c));
     if (strcmp(out.finish, "canceled") == 0 && so->no_save) {
         fprintf(stderr, "glmchat: %s; nothing was saved (--no-save)\n", signals_what());
+        tell_kept(so);
         return signals_exit_status();
     }
     if (strcmp(out.finish, "canceled") == 0) {
         fprintf(stderr, "glmchat: %s; the partial reply is saved as message %lld of conversation %lld\n",
                 signals_what(), (long long)shown_message(so, out.last_message), (long long)chat_conversation(c));
+        tell_kept(so);
         return signals_exit_status();
     }
     if (strcmp(out.finish, "error") == 0) {
@@ -1108,7 +1121,8 @@ static int run_session(chat_env *e, const chat_args *a)
     if (interactive(a))
         return run_tui(e, a, conv);
     script_out so = {.jsonl = a->jsonl, .json = a->format == OUTPUT_JSON, .no_save = a->no_save, .db = e->db,
-                     .reasoning = a->reasoning, .continued = conv != 0, .policy = e->tools ? &e->policy : NULL};
+                     .reasoning = a->reasoning, .continued = conv != 0, .policy = e->tools ? &e->policy : NULL,
+                     .cache_dir = e->cfg.prompt_cache_dir};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                       .cancel = signals_cancel_flag()};

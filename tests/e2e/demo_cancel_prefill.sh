@@ -87,13 +87,13 @@ if [ "$(sqlite3 "$GLMCHAT_DB" 'PRAGMA integrity_check')" = ok ]; then pass; else
 # piece ran, the same prompt in a new process goes on from them ----
 mkdir -p "$TMP/pc/glmchat"
 printf 'temperature = 0\nprompt_cache_dir = %s\n' "$TMP/pcache" >"$TMP/pc/glmchat/config"
-python3 - "$G" "$M" "$TMP/long.txt" "$TMP/pc" >"$TMP/check" 2>&1 <<'PY'
+python3 - "$G" "$M" "$TMP/long.txt" "$TMP/pc" "$TMP/pcache" >"$TMP/check" 2>&1 <<'PY'
 import json, os, signal, subprocess, sys
-g, m, text, cfg = sys.argv[1:]
+g, m, text, cfg, cache = sys.argv[1:]
 env = dict(os.environ, XDG_CONFIG_HOME=cfg)
 argv = [g, "--model", m, "--backend", "cpu", "chat", "--no-save", "--output-format", "jsonl",
         "--max-tokens", "2", "--prompt", open(text).read()]
-p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 kept = 0
 for line in p.stdout:
     if line.startswith('{"type":"prompt"') and json.loads(line)["done"] > 0:
@@ -101,8 +101,12 @@ for line in p.stdout:
         p.send_signal(signal.SIGINT)
         break
 p.stdout.read()
+err = p.stderr.read()
 if p.wait() != 130 or kept == 0:
     print("the first run: exit %d, kept %d" % (p.returncode, kept))
+said = "glmchat: the prompt's first %d of " % kept
+if said not in err or ("are kept in %s (prompt_cache_dir)" % cache) not in err:
+    print("the first run's stderr does not say what it kept: %r" % err)
 out = subprocess.run(argv, capture_output=True, text=True, env=env)
 done = [json.loads(l) for l in out.stdout.splitlines() if l.startswith('{"type":"done"')]
 if out.returncode != 0 or not done or done[0]["reused_tokens"] < kept:
