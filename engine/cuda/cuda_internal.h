@@ -217,7 +217,8 @@ typedef struct cuda_state {
      * chunk records after each layer, two in turn, to read it one layer behind the GPU */
     const atomic_int *cancel;
     void *layer_done[2];
-    int stopped_at_layer; /* the last forward stopped for the cancel between two layers */
+    int stopped_at_layer; /* the chunk stopped for the cancel between two layers (set by
+                           * cuda_forward_layers; cu_prefill clears it before each chunk) */
 } cuda_state;
 
 /* state.c */

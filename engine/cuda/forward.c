@@ -1122,7 +1122,6 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     int poll = polls_cancel(s, T);
-    s->stopped_at_layer = 0;
     cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): the embedding's time */
     CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
     for (int li = 0; li < c->num_layers; li++) {

@@ -244,6 +244,22 @@ void cuda_state_reset(cuda_state *s)
     cuda_mtp_reset(s);
 }
 
+/* Every KDA layer's conv and recurrent states into the mark's copies (to_mark) or back from
+ * them, then a sync; nonzero on a failed copy. */
+static int copy_kda_states(cuda_state *s, int to_mark)
+{
+    const glm_config *c = &s->be->m->cfg;
+    int nk = glm_config_count(c, GLM_ATTN_KDA);
+    for (int i = 0; i < nk; i++) {
+        void *conv = s->kda_conv[i], *S = s->kda_S[i], *mconv = s->mark_conv[i], *mS = s->mark_S[i];
+        if (eng_copy_async(to_mark ? mconv : conv, to_mark ? conv : mconv, cuda_conv_bytes(c),
+                           s->be->stream) ||
+            eng_copy_async(to_mark ? mS : S, to_mark ? S : mS, cuda_rec_bytes(c), s->be->stream))
+            return -1;
+    }
+    return eng_stream_sync(s->be->stream);
+}
+
 glm_status cuda_state_mark(cuda_state *s, glm_error *err)
 {
     const glm_config *c = &s->be->m->cfg;
@@ -258,11 +274,7 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
             return glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory saving a session state");
         }
     }
-    for (int i = 0; i < nk; i++)
-        if (eng_copy_async(s->mark_conv[i], s->kda_conv[i], cuda_conv_bytes(c), s->be->stream) ||
-            eng_copy_async(s->mark_S[i], s->kda_S[i], cuda_rec_bytes(c), s->be->stream))
-            return glm_error_set(err, GLM_ERR_BACKEND, "copying the KDA states on the GPU failed");
-    if (eng_stream_sync(s->be->stream))
+    if (copy_kda_states(s, 1))
         return glm_error_set(err, GLM_ERR_BACKEND, "copying the KDA states on the GPU failed");
     s->mark_n = s->n;
     return cuda_mtp_mark(s, err);
@@ -270,13 +282,7 @@ glm_status cuda_state_mark(cuda_state *s, glm_error *err)
 
 glm_status cuda_state_back_to_mark(cuda_state *s, glm_error *err)
 {
-    const glm_config *c = &s->be->m->cfg;
-    int nk = glm_config_count(c, GLM_ATTN_KDA);
-    for (int i = 0; i < nk; i++)
-        if (eng_copy_async(s->kda_conv[i], s->mark_conv[i], cuda_conv_bytes(c), s->be->stream) ||
-            eng_copy_async(s->kda_S[i], s->mark_S[i], cuda_rec_bytes(c), s->be->stream))
-            return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
-    if (eng_stream_sync(s->be->stream))
+    if (copy_kda_states(s, 0))
         return glm_error_set(err, GLM_ERR_BACKEND, "restoring the KDA states on the GPU failed");
     s->trail_n = 0;
     return GLM_OK;
