@@ -816,7 +816,7 @@ static int time_indexer(cuda_state *s, int reps, indexer_times *t)
     cudaGraphExec_t ex = NULL;
     int bad = cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) != cudaSuccess;
     if (!bad) {
-        int rc = eng_dsa_select(&s->dsa[0].pool_key, be->s.iq, be->s.hw, s->d_pos, 0, 1,
+        int rc = eng_dsa_select(&s->dsa[0].pool_key, be->s.iq, NULL, be->s.hw, s->d_pos, 0, 1,
                                 c->index_n_heads, c->index_head_dim, kp, c->index_topk / kp,
                                 s->cap / kp + 1, s->scores, width, be->s.sel_idx, be->s.sel_count,
                                 st);

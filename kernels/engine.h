@@ -366,16 +366,23 @@ int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, const eng_cache
 #define ENG_DSA_MAX_SPLITS 64 /* blocks a query's selection is split over, at most */
 #define ENG_DSA_WORK_INTS (2048 + 4 + 2 * ENG_DSA_MAX_SPLITS) /* a query's work area */
 #define ENG_DSA_SCORE_FLOATS(T, max_pools) ((size_t)(T) * ((size_t)(max_pools) + ENG_DSA_WORK_INTS))
-int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
-                   int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools, float *scores, int width,
-                   int32_t *idx, int *count, void *stream);
+int eng_dsa_select(const eng_cache *pool, const float *iq, const int *q_shift, const float *hw,
+                   const int *pos0, int t_off, int T, int IH, int ID, int kpool, int budget,
+                   int max_pools, float *scores, int width, int32_t *idx, int *count, void *stream);
 /* The scores alone (rows of queries with P > budget, pools < P): for the bf16 and e4m3 caches with
  * IH <= 32 and ID <= 256 on the tensor cores (q split into three bf16 parts, keys exact in bf16:
  * every product exact, f32 sums in another order than a scalar loop's); the f32 cache (a
- * debugging mode) and other shapes in f32 scalar sums. */
-int eng_dsa_scores(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
-                   int t_off, int T, int IH, int ID, int kpool, int budget, int max_pools,
-                   float *scores, void *stream);
+ * debugging mode) and other shapes in f32 scalar sums. q_shift: null, or iq was rounded to one
+ * fp16 part a head by eng_one_part_rows (the one-part form, cuda_gemm = onepart) and these are its
+ * shifts ([T][IH]): the e4m3 keys (exact in fp16) then take one fp16 product a tile instead of three
+ * bf16 ones, the same exact products; the other caches the forms above on the rounded q. */
+int eng_dsa_scores(const eng_cache *pool, const float *iq, const int *q_shift, const float *hw,
+                   const int *pos0, int t_off, int T, int IH, int ID, int kpool, int budget,
+                   int max_pools, float *scores, void *stream);
+/* Each of rows rows of x (width floats) rounded in place to one power-of-two-scaled fp16 part, as
+ * model/numfmt.h's numfmt_one_part_row does, its power of two to shift[row]: the indexer's query
+ * heads under the one-part form (eng_dsa_scores' q_shift). */
+int eng_one_part_rows(float *x, int rows, int width, int *shift, void *stream);
 /* The selection alone from scores [T][max_pools] (followed by the work area, as above): a radix
  * select (its first digit over blocks of 16384 pools, the gather over up to ENG_DSA_MAX_SPLITS
  * blocks a query); the same result as the CPU's sort. */

@@ -155,6 +155,15 @@ static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The same with fp16 A and B (the layouts are the same).
+static __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 static __device__ __forceinline__ uint16_t bf16_rn(float x)
 {
     return __bfloat16_as_ushort(__float2bfloat16_rn(x));

@@ -7,6 +7,7 @@
 
 #include "engine_common.cuh"
 #include "engine_rows.cuh"
+#include "gemm_fp16x2.h"
 
 namespace {
 
@@ -120,6 +121,29 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
     cache_store_row(pool, (size_t)p, vals, red);
 }
 
+// eng_one_part_rows: row r of x (width floats) rounded in place as numfmt_one_part_row rounds it
+// (scaled by the power of two that puts its largest magnitude in [2^14, 2^15), to fp16 nearest
+// even, scaled back), the power of two to shift[r]; a warp a row.
+__global__ void one_part_rows_kernel(float *x, int rows, int width, int *shift)
+{
+    pdl_prologue();
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    float *r = x + (size_t)row * width;
+    unsigned most = 0;
+    for (int d = lane; d < width; d += 32)
+        most = max(most, __float_as_uint(r[d]) & 0x7fffffffu); // NaN and Inf above the rest
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+        most = max(most, __shfl_xor_sync(0xffffffffu, most, o));
+    int a = gemm_fp16x2_shift(most);
+    for (int d = lane; d < width; d += 32)
+        r[d] = gemm_fp16x2_scale(__half2float(__float2half_rn(gemm_fp16x2_scale(r[d], a))), -a);
+    if (lane == 0)
+        shift[row] = a;
+}
+
 // The selection's constants (see "the selection, split over blocks" below).
 constexpr int kHistBins = 2048, kSegMin = 1024, kMaxSplits = 64, kCandCap = 4096;
 constexpr int kFinishThreads = 1024, kSegThreads = 256;
@@ -190,7 +214,10 @@ __device__ __forceinline__ uint32_t order_key(float f)
 // score[t][p] = sum_h hw[t][h] hscale relu(dscale q_th . k_p). The keys of the bf16 and e4m3
 // caches are exact in bf16 (e4m3 without its power-of-two row scale, which multiplies the dot
 // afterwards, exactly); q is split into three bf16 parts (hi + mid + lo carry its f32 value), so
-// every product is exact in the f32 sums and only their order differs from a scalar loop. A block
+// every product is exact in the f32 sums and only their order differs from a scalar loop. The
+// one-part form (ONE: e4m3 keys, q rounded by eng_one_part_rows, its shifts given): e4m3 is exact
+// in fp16 too, and each head's q times 2^shift is an fp16, so one fp16 mma a tile carries every
+// product exactly; the accumulators are scaled back by 2^-shift (exact) before the epilogue. A block
 // takes 64 pools (their keys in shared memory as bf16) and some of the call's queries
 // (blockIdx.y: a group of 4 with NTW 8, one with NTW 2) with 4 warps; a warp's rows are the IH
 // heads of one query (MT tiles of 16, heads past IH zero), its columns NTW tiles of 8 pools: with
@@ -224,10 +251,26 @@ __device__ __forceinline__ uint32_t fp8_bf16(uint32_t byte)
     return __float_as_uint(fp8_to_f32((uint8_t)byte)) >> 16;
 }
 
-// The block's 64 key rows (pools n0 ..) as bf16 in ks [64][KS], zeros past p_end and ID; their
-// scales in ksc.
+// Two e4m3 bytes (the low one to the low half) as two fp16, exactly (every e4m3 is an fp16 normal).
+__device__ __forceinline__ uint32_t fp8x2_f16x2(uint32_t two)
+{
+    uint32_t h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)(two & 0xffffu)));
+    return h2;
+}
+
+// Two floats (x0 to the low half) times 2^shift as packed fp16 (nearest even): for q rounded by
+// eng_one_part_rows with that shift, exact.
+__device__ __forceinline__ uint32_t f16x2_scaled(float x0, float x1, int shift)
+{
+    __half2 h = __floats2half2_rn(gemm_fp16x2_scale(x0, shift), gemm_fp16x2_scale(x1, shift));
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// The block's 64 key rows (pools n0 ..) as bf16 in ks [64][KS] (fp16 with half: e4m3 keys only),
+// zeros past p_end and ID; their scales in ksc.
 __device__ void load_key_tile(const eng_cache &pool, int n0, int p_end, int ID, int K16, int KS,
-                              uint16_t *ks, float *ksc)
+                              uint16_t *ks, float *ksc, bool half)
 {
     int fp8 = pool.dtype == ENG_CACHE_FP8;
     if (ID % 16 == 0 && (uintptr_t)pool.rows % 16 == 0) { // 16 values a thread, 16-byte loads
@@ -243,7 +286,8 @@ __device__ void load_key_tile(const eng_cache &pool, int n0, int p_end, int ID, 
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     uint32_t two = v[j / 2] >> (16 * (j % 2));
-                    w[j] = fp8_bf16(two & 0xffu) | (fp8_bf16((two >> 8) & 0xffu) << 16);
+                    w[j] = half ? fp8x2_f16x2(two)
+                                : fp8_bf16(two & 0xffu) | (fp8_bf16((two >> 8) & 0xffu) << 16);
                 }
                 lo = make_uint4(w[0], w[1], w[2], w[3]);
                 hi = make_uint4(w[4], w[5], w[6], w[7]);
@@ -261,9 +305,12 @@ __device__ void load_key_tile(const eng_cache &pool, int n0, int p_end, int ID, 
         for (int e = threadIdx.x; e < kScorePools * K16; e += blockDim.x) {
             int r = e / K16, d = e % K16, p = n0 + r;
             uint32_t b = 0;
-            if (p < p_end && d < ID)
-                b = fp8 ? fp8_bf16(static_cast<const uint8_t *>(pool.rows)[(size_t)p * ID + d])
-                        : static_cast<const uint16_t *>(pool.rows)[(size_t)p * ID + d];
+            if (p < p_end && d < ID && fp8) {
+                uint32_t byte = static_cast<const uint8_t *>(pool.rows)[(size_t)p * ID + d];
+                b = half ? fp8x2_f16x2(byte) & 0xffffu : fp8_bf16(byte);
+            } else if (p < p_end && d < ID) {
+                b = static_cast<const uint16_t *>(pool.rows)[(size_t)p * ID + d];
+            }
             ks[r * KS + d] = (uint16_t)b;
         }
     }
@@ -288,6 +335,20 @@ __device__ __forceinline__ void head_weights(const float *hw, int t, int IH, int
         }
 }
 
+// The one-part shifts of the same rows (0 past IH, where the warp has no query, or without shift).
+template <int MT>
+__device__ __forceinline__ void head_shifts(const int *shift, int t, int IH, int g, bool on,
+                                            int (&sh)[MT][2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int h = mt * 16 + g + 8 * half;
+            sh[mt][half] = on && shift && h < IH ? shift[(size_t)t * IH + h] : 0;
+        }
+}
+
 // A column pair's scores (pools p, p + 1, summed over the lanes of the column) into the query's
 // row by the lanes of g 0, only for pools the query has (below P).
 __device__ __forceinline__ void store_column_pair(float *out, int p, int P, int g,
@@ -299,12 +360,12 @@ __device__ __forceinline__ void store_column_pair(float *out, int p, int P, int 
         out[p + 1] = sc[1];
 }
 
-template <int MT, int NTW>
+template <int MT, int NTW, bool ONE>
 __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const float *iq,
-                                                        const float *hw, const int *pos0, int t_off,
-                                                        int T, int IH, int ID, int kp, int budget,
-                                                        int max_pools, float *scores,
-                                                        int *work)
+                                                        const int *shift, const float *hw,
+                                                        const int *pos0, int t_off, int T, int IH,
+                                                        int ID, int kp, int budget, int max_pools,
+                                                        float *scores, int *work)
 {
     pdl_prologue();
     extern __shared__ __align__(16) uint16_t ks[]; // [kScorePools][KS] bf16, then ksc
@@ -319,7 +380,7 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
     int p_end = (first + t_last + 1) / kp; // the pools of the block's last query, the most of any
     if (p_end <= budget || n0 >= p_end)
         return;
-    load_key_tile(pool, n0, p_end, ID, K16, KS, ks, ksc);
+    load_key_tile(pool, n0, p_end, ID, K16, KS, ks, ksc, ONE);
     __syncthreads();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
@@ -331,6 +392,8 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
             return;
         const float *q = iq + (size_t)t * IH * ID;
         bool even = ID % 2 == 0 && (uintptr_t)q % 8 == 0; // float2 loads
+        int sh[MT][2];
+        head_shifts<MT>(ONE ? shift : nullptr, t, IH, g, true, sh);
         float acc[MT][NTW][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -351,6 +414,10 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
                         x = *reinterpret_cast<const float2 *>(q + h * ID + d);
                     else if (h < IH && d < ID)
                         x = make_float2(q[h * ID + d], d + 1 < ID ? q[h * ID + d + 1] : 0.0f);
+                    if (ONE) {
+                        a[0][mt][r] = f16x2_scaled(x.x, x.y, sh[mt][r & 1]);
+                        continue;
+                    }
                     uint32_t p[3];
                     split3_pair(x.x, x.y, p);
                     a[0][mt][r] = p[0];
@@ -363,12 +430,24 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
                 uint32_t b[2] = {ld_pair(kr), ld_pair(kr + 8)};
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
+                    if (ONE) {
+                        mma_f16(acc[mt][nt], a[0][mt], b);
+                        continue;
+                    }
                     mma_bf16(acc[mt][nt], a[2][mt], b);
                     mma_bf16(acc[mt][nt], a[1][mt], b);
                     mma_bf16(acc[mt][nt], a[0][mt], b);
                 }
             }
         }
+        if (ONE) // rows g (r 0, 1) and g + 8 (r 2, 3) back by their heads' shifts
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NTW; nt++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        acc[mt][nt][r] = gemm_fp16x2_scale(acc[mt][nt][r], -sh[mt][r >> 1]);
         float wv[MT][2];
         head_weights<MT>(hw, t, IH, g, hscale, true, wv);
         float *out = scores + (size_t)t * max_pools;
@@ -407,22 +486,28 @@ __global__ void __launch_bounds__(128) score_mma_kernel(eng_cache pool, const fl
 // of 128 pools (tile blockIdx.x, then every gridDim.x-th, up to its last query's pools), the next
 // tile's fp8 rows in registers while the tensor cores take the current one. Warp w takes query
 // w / 2 of the block and pools 64 (w % 2) .. of each tile (8 tiles of 8), so a k step of 16 is 48
-// mma on 6 A loads and 4 ldmatrix.
+// mma on 6 A loads and 4 ldmatrix. ONE: the one-part form (e4m3 keys): q's one fp16 part and the
+// keys as fp16, 16 mma on 2 A loads a k step, the accumulators scaled back before the epilogue.
 constexpr int kStreamPools = 128, kStreamID = 128, kStreamKS = kStreamID + 8;
 constexpr int kStreamSteps = kStreamID / 16, kStreamQueries = 2, kStreamThreads = 128;
 constexpr int kStreamRaw = kStreamPools * kStreamID / 16 / kStreamThreads; // fp8 uint4 a thread
 
-template <int MT> __host__ __device__ constexpr size_t stream_q_units() // uint4 fragments of the block's queries
+template <bool ONE> __host__ __device__ constexpr int stream_parts() // q's parts
 {
-    return (size_t)kStreamQueries * kStreamSteps * MT * 3 * 32;
+    return ONE ? 1 : 3;
 }
 
-template <int MT> __host__ __device__ constexpr size_t stream_smem()
+template <int MT, bool ONE> __host__ __device__ constexpr size_t stream_q_units() // uint4 fragments of the block's queries
 {
-    return stream_q_units<MT>() * 16 + (size_t)kStreamPools * kStreamKS * 2 +
+    return (size_t)kStreamQueries * kStreamSteps * MT * stream_parts<ONE>() * 32;
+}
+
+template <int MT, bool ONE> __host__ __device__ constexpr size_t stream_smem()
+{
+    return stream_q_units<MT, ONE>() * 16 + (size_t)kStreamPools * kStreamKS * 2 +
            kStreamPools * sizeof(float);
 }
-static_assert(stream_smem<2>() <= 99 * 1024, "sm_121 gives a block at most 99 KiB");
+static_assert(stream_smem<2, false>() <= 99 * 1024, "sm_121 gives a block at most 99 KiB");
 
 // The score of one column from a warp's accumulators (rows g, g + 8 of each head tile in acc[mt][j]
 // and acc[mt][2 + j]), before the sum over the lanes of the column: score_mma_kernel's epilogue,
@@ -452,12 +537,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const uint16_t *p)
 }
 
 // The block's queries tg0 .. t_end - 1 as score_mma_kernel's A fragments (split3_pair of the same
-// values), qf[((q * steps + s) * MT + mt) * 3 + part][lane]; heads past IH and queries past t_end
-// zero.
-template <int MT>
-__device__ void stream_split_queries(const float *iq, int tg0, int t_end, int IH, uint4 *qf)
+// values; ONE: f16x2_scaled by the heads' shifts), qf[((q * steps + s) * MT + mt) * parts +
+// part][lane]; heads past IH and queries past t_end zero.
+template <int MT, bool ONE>
+__device__ void stream_split_queries(const float *iq, const int *shift, int tg0, int t_end, int IH,
+                                     uint4 *qf)
 {
-    constexpr int per_query = kStreamSteps * MT * 32;
+    constexpr int per_query = kStreamSteps * MT * 32, parts = stream_parts<ONE>();
     for (int u = threadIdx.x; u < kStreamQueries * per_query; u += blockDim.x) {
         int qi = u / per_query, rest = u % per_query, s = rest / (MT * 32);
         int mt = rest / 32 % MT, lane = rest % 32, g = lane >> 2, c = lane & 3, t = tg0 + qi;
@@ -467,13 +553,20 @@ __device__ void stream_split_queries(const float *iq, int tg0, int t_end, int IH
         for (int r = 0; r < 4; r++) {
             int h = mt * 16 + g + (r & 1) * 8, d = s * 16 + 2 * c + (r >> 1) * 8;
             float x0 = 0.0f, x1 = 0.0f;
-            if (t < t_end && h < IH)
+            int sh = 0;
+            if (t < t_end && h < IH) {
                 x0 = q[h * kStreamID + d], x1 = q[h * kStreamID + d + 1];
-            split3_pair(x0, x1, p[r]);
+                if (ONE)
+                    sh = shift[(size_t)t * IH + h];
+            }
+            if (ONE)
+                p[r][0] = f16x2_scaled(x0, x1, sh);
+            else
+                split3_pair(x0, x1, p[r]);
         }
-        uint4 *dst = qf + ((size_t)(qi * kStreamSteps + s) * MT + mt) * 3 * 32 + lane;
+        uint4 *dst = qf + ((size_t)(qi * kStreamSteps + s) * MT + mt) * parts * 32 + lane;
 #pragma unroll
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < parts; k++)
             dst[k * 32] = make_uint4(p[0][k], p[1][k], p[2][k], p[3][k]);
     }
 }
@@ -504,7 +597,8 @@ __device__ __forceinline__ uint32_t fp8x2_bf16x2(uint32_t two)
     return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
-// Those registers widened to bf16 (exactly) into ks, the scales into ksc.
+// Those registers widened to bf16 (ONE: fp16; exactly either way) into ks, the scales into ksc.
+template <bool ONE>
 __device__ __forceinline__ void stream_store_fp8(const uint4 (&raw)[kStreamRaw], float scale,
                                                  uint16_t *ks, float *ksc)
 {
@@ -516,7 +610,8 @@ __device__ __forceinline__ void stream_store_fp8(const uint4 (&raw)[kStreamRaw],
         uint32_t w[8];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            w[j] = fp8x2_bf16x2(v[j / 2] >> (16 * (j % 2)));
+            w[j] = ONE ? fp8x2_f16x2(v[j / 2] >> (16 * (j % 2)))
+                       : fp8x2_bf16x2(v[j / 2] >> (16 * (j % 2)));
         uint4 *dst = reinterpret_cast<uint4 *>(ks + r * kStreamKS + d);
         dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
         dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
@@ -539,10 +634,11 @@ __device__ __forceinline__ void stream_copy_bf16(const eng_cache &pool, int n0, 
 }
 
 // One warp's 64 pools (col0 .. of the tile at ks) against its query's fragments qf: acc.
-template <int MT>
+template <int MT, bool ONE>
 __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t *ks, int col0,
                                                 float (&acc)[MT][8][4])
 {
+    constexpr int parts = stream_parts<ONE>();
     int lane = threadIdx.x & 31;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -557,12 +653,12 @@ __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t 
     const uint16_t *brow = ks + brow_pool * kStreamKS + brow_k;
 #pragma unroll
     for (int s = 0; s < kStreamSteps; s++) {
-        uint32_t a[3][MT][4];
+        uint32_t a[parts][MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int k = 0; k < 3; k++) {
-                uint4 f = qf[((size_t)s * MT + mt) * 3 * 32 + k * 32 + lane];
+            for (int k = 0; k < parts; k++) {
+                uint4 f = qf[((size_t)s * MT + mt) * parts * 32 + k * 32 + lane];
                 a[k][mt][0] = f.x, a[k][mt][1] = f.y, a[k][mt][2] = f.z, a[k][mt][3] = f.w;
             }
         uint32_t b[4][4];
@@ -571,26 +667,30 @@ __device__ __forceinline__ void stream_tile_mma(const uint4 *qf, const uint16_t 
             ldmatrix_x4(b[np], brow + np * 16 * kStreamKS + s * 16);
         // each accumulator takes lo, mid, hi in turn; between two of its mma the others' run
 #pragma unroll
-        for (int k = 2; k >= 0; k--)
+        for (int k = parts - 1; k >= 0; k--)
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
                 const uint32_t bb[2] = {b[nt / 2][2 * (nt % 2)], b[nt / 2][2 * (nt % 2) + 1]};
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    mma_bf16(acc[mt][nt], a[k][mt], bb);
+                for (int mt = 0; mt < MT; mt++) {
+                    if (ONE)
+                        mma_f16(acc[mt][nt], a[k][mt], bb);
+                    else
+                        mma_bf16(acc[mt][nt], a[k][mt], bb);
+                }
             }
     }
 }
 
-template <int MT>
+template <int MT, bool ONE>
 __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
-    eng_cache pool, const float *iq, const float *hw, const int *pos0, int t_off, int T, int IH,
-    int ID, int kp, int budget, int max_pools, float *scores, int *work)
+    eng_cache pool, const float *iq, const int *shift, const float *hw, const int *pos0, int t_off,
+    int T, int IH, int ID, int kp, int budget, int max_pools, float *scores, int *work)
 {
     pdl_prologue();
     extern __shared__ __align__(16) uint4 stream_smem_base[];
     uint4 *qf = stream_smem_base;
-    uint16_t *ks = reinterpret_cast<uint16_t *>(qf + stream_q_units<MT>());
+    uint16_t *ks = reinterpret_cast<uint16_t *>(qf + stream_q_units<MT, ONE>());
     float *ksc = reinterpret_cast<float *>(ks + kStreamPools * kStreamKS);
     int first = *pos0 + t_off, tg0 = blockIdx.y * kStreamQueries;
     int t_end = tg0 + kStreamQueries < T ? tg0 + kStreamQueries : T;
@@ -605,7 +705,7 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
     float raw_scale = 0.0f;
     if (fp8)
         stream_fetch_fp8(pool, blockIdx.x * kStreamPools, p_end, raw, raw_scale);
-    stream_split_queries<MT>(iq, tg0, t_end, IH, qf);
+    stream_split_queries<MT, ONE>(iq, shift, tg0, t_end, IH, qf);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     int t = tg0 + warp / 2, col0 = (warp & 1) * 64;
     int P = (first + t + 1) / kp;
@@ -615,13 +715,15 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
     float hscale = rsqrtf((float)IH), dscale = rsqrtf((float)ID);
     float wv[MT][2];
     head_weights<MT>(hw, t, IH, g, hscale, active, wv);
-    const uint4 *my_q = qf + (size_t)(warp / 2) * kStreamSteps * MT * 3 * 32;
+    int sh[MT][2];
+    head_shifts<MT>(ONE ? shift : nullptr, t, IH, g, active, sh);
+    const uint4 *my_q = qf + (size_t)(warp / 2) * kStreamSteps * MT * stream_parts<ONE>() * 32;
     float *out = scores + (size_t)t * max_pools;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int n0 = tile * kStreamPools;
         __syncthreads(); // the last tile's keys read (and, the first time, q's fragments written)
         if (fp8)
-            stream_store_fp8(raw, raw_scale, ks, ksc);
+            stream_store_fp8<ONE>(raw, raw_scale, ks, ksc);
         else
             stream_copy_bf16(pool, n0, p_end, ks, ksc);
         __syncthreads();
@@ -630,7 +732,7 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
         if (!active || n0 + col0 >= P)
             continue;
         float acc[MT][8][4];
-        stream_tile_mma<MT>(my_q, ks, col0, acc);
+        stream_tile_mma<MT, ONE>(my_q, ks, col0, acc);
 #pragma unroll
         for (int nt = 0; nt < 8; nt++) {
             int col = col0 + nt * 8 + 2 * c;
@@ -641,8 +743,9 @@ __global__ void __launch_bounds__(kStreamThreads) score_stream_kernel(
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int r = 0; r < 4; r++)
-                        col_acc[mt][r] = acc[mt][nt][r];
+                    for (int r = 0; r < 4; r++) // ONE: back by the row's head's shift
+                        col_acc[mt][r] = ONE ? gemm_fp16x2_scale(acc[mt][nt][r], -sh[mt][r >> 1])
+                                             : acc[mt][nt][r];
                 float v = score_column<MT>(col_acc, j, ksc[col + j], dscale, wv);
                 v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
                 v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
@@ -968,15 +1071,15 @@ __global__ void __launch_bounds__(kSegThreads) select_gather_kernel(const float 
     }
 }
 
-template <int MT, int NTW>
-void launch_score_mma(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
-                      int t_off, int T, int IH, int ID, int kp, int budget, int max_pools,
-                      float *scores, int *work, cudaStream_t st)
+template <int MT, int NTW, bool ONE>
+void launch_score_mma(const eng_cache *pool, const float *iq, const int *shift, const float *hw,
+                      const int *pos0, int t_off, int T, int IH, int ID, int kp, int budget,
+                      int max_pools, float *scores, int *work, cudaStream_t st)
 {
     size_t smem = (size_t)kScorePools * (((ID + 15) & ~15) + 8) * 2 + kScorePools * sizeof(float);
     dim3 grid(blocks_for((size_t)max_pools, kScorePools), blocks_for((size_t)T, NTW == 8 ? 4 : 1));
-    launch(score_mma_kernel<MT, NTW>, grid, 128, smem, st, *pool, iq, hw, pos0, t_off, T, IH, ID,
-           kp, budget, max_pools, scores, work);
+    launch(score_mma_kernel<MT, NTW, ONE>, grid, 128, smem, st, *pool, iq, shift, hw, pos0, t_off,
+           T, IH, ID, kp, budget, max_pools, scores, work);
 }
 
 // Which score kernel takes the shapes both can: 1 score_stream_kernel, 0 score_mma_kernel (kept
@@ -988,14 +1091,15 @@ std::atomic<long> g_stream_launches{0}; // so that the test sees the stream kern
 // score_stream_kernel over the call's row pairs: gridDim.x blocks a pair, as many as `waves`
 // times the blocks the device holds at once allows (the pools a block walks adapt to the
 // position, which only the device knows). -1 when the device cannot run it.
-template <int MT>
-int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
-                        int t_off, int T, int IH, int kp, int budget, int max_pools, float *scores,
-                        int *work, cudaStream_t st)
+template <int MT, bool ONE>
+int launch_score_stream(const eng_cache *pool, const float *iq, const int *shift, const float *hw,
+                        const int *pos0, int t_off, int T, int IH, int kp, int budget,
+                        int max_pools, float *scores, int *work, cudaStream_t st)
 {
     int resident = 0;
-    if (resident_blocks<score_stream_kernel<MT>>(kStreamThreads, stream_smem<MT>(),
-                                                 "the indexer's stream score kernel", &resident))
+    if (resident_blocks<score_stream_kernel<MT, ONE>>(kStreamThreads, stream_smem<MT, ONE>(),
+                                                      "the indexer's stream score kernel",
+                                                      &resident))
         return -1;
     unsigned pairs = blocks_for((size_t)T, kStreamQueries);
     // rounded down: a partial last wave would double a call's time
@@ -1003,8 +1107,9 @@ int launch_score_stream(const eng_cache *pool, const float *iq, const float *hw,
     unsigned tiles = blocks_for((size_t)max_pools, kStreamPools);
     per_pair = per_pair < tiles ? per_pair : tiles;
     per_pair = per_pair > 0 ? per_pair : 1;
-    launch(score_stream_kernel<MT>, dim3(per_pair, pairs), kStreamThreads, stream_smem<MT>(), st,
-           *pool, iq, hw, pos0, t_off, T, IH, kStreamID, kp, budget, max_pools, scores, work);
+    launch(score_stream_kernel<MT, ONE>, dim3(per_pair, pairs), kStreamThreads,
+           stream_smem<MT, ONE>(), st, *pool, iq, shift, hw, pos0, t_off, T, IH, kStreamID, kp,
+           budget, max_pools, scores, work);
     g_stream_launches.fetch_add(1, std::memory_order_relaxed);
     return 0;
 }
@@ -1018,25 +1123,31 @@ bool stream_fits(const eng_cache *pool, int T, int IH, int ID)
 }
 
 // The scores of eng_dsa_scores; work: the selection's histograms to clear as well, or null.
-int scores_and_clear(const eng_cache *pool, const float *iq, const float *hw, const int *pos0,
-                     int t_off, int T, int IH, int ID, int kp, int budget, int max_pools,
-                     float *scores, int *work, cudaStream_t st)
+// shift: q rounded by eng_one_part_rows (its shifts), or null; the e4m3 keys then take the
+// one-part kernels, the others the exact ones on the rounded q (the same products).
+int scores_and_clear(const eng_cache *pool, const float *iq, const int *shift, const float *hw,
+                     const int *pos0, int t_off, int T, int IH, int ID, int kp, int budget,
+                     int max_pools, float *scores, int *work, cudaStream_t st)
 {
     if (T < 1 || T > 65535 || kp < 1 || budget < 0 || max_pools < 1 || IH < 1 || ID < 1)
         return -1;
     if (max_pools <= budget) // no query of this cache has more pools than the budget
         return 0;
+    bool one = shift && pool->dtype == ENG_CACHE_FP8;
     if (stream_fits(pool, T, IH, ID)) {
-        auto go = IH > 16 ? launch_score_stream<2> : launch_score_stream<1>;
-        if (go(pool, iq, hw, pos0, t_off, T, IH, kp, budget, max_pools, scores, work, st))
+        auto go = IH > 16 ? (one ? launch_score_stream<2, true> : launch_score_stream<2, false>)
+                          : (one ? launch_score_stream<1, true> : launch_score_stream<1, false>);
+        if (go(pool, iq, shift, hw, pos0, t_off, T, IH, kp, budget, max_pools, scores, work, st))
             return (int)cudaErrorInvalidConfiguration;
         return (int)cudaGetLastError();
     }
     if (pool->dtype != ENG_CACHE_F32 && IH <= kScoreMaxIH && ID <= kScoreMaxID) {
         int mt2 = IH > 16, wide = T >= 4;
-        auto go = mt2 ? (wide ? launch_score_mma<2, 8> : launch_score_mma<2, 2>)
-                      : (wide ? launch_score_mma<1, 8> : launch_score_mma<1, 2>);
-        go(pool, iq, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
+        auto go = one ? (mt2 ? (wide ? launch_score_mma<2, 8, true> : launch_score_mma<2, 2, true>)
+                             : (wide ? launch_score_mma<1, 8, true> : launch_score_mma<1, 2, true>))
+                      : (mt2 ? (wide ? launch_score_mma<2, 8, false> : launch_score_mma<2, 2, false>)
+                             : (wide ? launch_score_mma<1, 8, false> : launch_score_mma<1, 2, false>));
+        go(pool, iq, shift, hw, pos0, t_off, T, IH, ID, kp, budget, max_pools, scores, work, st);
         return (int)cudaGetLastError();
     }
     dim3 grid(blocks_for((size_t)max_pools, 8), T);
@@ -1131,12 +1242,21 @@ extern "C" int eng_pool_keys(const eng_cache *keys, const eng_cache *gates, cons
     return (int)cudaGetLastError();
 }
 
-extern "C" int eng_dsa_scores(const eng_cache *pool, const float *iq, const float *hw,
-                              const int *pos0, int t_off, int T, int IH, int ID, int kpool,
-                              int budget, int max_pools, float *scores, void *stream)
+extern "C" int eng_one_part_rows(float *x, int rows, int width, int *shift, void *stream)
 {
-    return scores_and_clear(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools, scores,
-                            nullptr, static_cast<cudaStream_t>(stream));
+    if (rows < 1 || width < 1 || !shift)
+        return -1;
+    launch(one_part_rows_kernel, blocks_for((size_t)rows, 8), 256, 0,
+           static_cast<cudaStream_t>(stream), x, rows, width, shift);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int eng_dsa_scores(const eng_cache *pool, const float *iq, const int *q_shift,
+                              const float *hw, const int *pos0, int t_off, int T, int IH, int ID,
+                              int kpool, int budget, int max_pools, float *scores, void *stream)
+{
+    return scores_and_clear(pool, iq, q_shift, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools,
+                            scores, nullptr, static_cast<cudaStream_t>(stream));
 }
 
 extern "C" int eng_dsa_topk(float *scores, const int *pos0, int t_off, int T, int kpool, int budget,
@@ -1165,17 +1285,17 @@ extern "C" long eng_dsa_stream_launches(void)
 }
 
 // The score kernel clears the histograms: three launches, not four.
-extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const float *hw,
-                              const int *pos0, int t_off, int T, int IH, int ID, int kpool,
-                              int budget, int max_pools, float *scores, int width, int32_t *idx,
-                              int *count, void *stream)
+extern "C" int eng_dsa_select(const eng_cache *pool, const float *iq, const int *q_shift,
+                              const float *hw, const int *pos0, int t_off, int T, int IH, int ID,
+                              int kpool, int budget, int max_pools, float *scores, int width,
+                              int32_t *idx, int *count, void *stream)
 {
     cudaStream_t st = static_cast<cudaStream_t>(stream);
     if (T < 1 || T > 65535 || max_pools < 1)
         return -1;
     int *work = reinterpret_cast<int *>(scores + (size_t)T * max_pools);
-    int rc = scores_and_clear(pool, iq, hw, pos0, t_off, T, IH, ID, kpool, budget, max_pools,
-                              scores, work, st);
+    int rc = scores_and_clear(pool, iq, q_shift, hw, pos0, t_off, T, IH, ID, kpool, budget,
+                              max_pools, scores, work, st);
     return rc ? rc : topk_chain(scores, pos0, t_off, T, kpool, budget, max_pools, width, idx, count,
                                 true, st);
 }

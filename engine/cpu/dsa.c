@@ -115,6 +115,8 @@ static int indexer(cpu_pool *pool, const glm_config *c, const glm_dsa_weights *w
     if (need_scores && (cpu_matmul_in(pool, &w->idx_wq_b, qr, T, iq, in) ||
                         cpu_matmul_in(pool, &w->idx_weights, u, T, hw, in)))
         goto out;
+    if (need_scores) /* the one-part form's query, where CUDA's chunk takes it (forward.c dsa_select) */
+        cpu_inputs_round_heads(in, &w->idx_wq_b, iq, T, IH, ID);
     float hscale = 1.0f / sqrtf((float)IH), dscale = 1.0f / sqrtf((float)ID);
     for (int t = 0; t < T; t++) {
         int pos = pos0 + t, P = (pos + 1) / kp;

@@ -19,6 +19,11 @@ typedef struct cpu_inputs {
  * the fp16 forms take (eng_gemm_half_takes): the CUDA backend's one-part product, emulated. */
 int cpu_matmul_in(cpu_pool *pool, const glm_weight *w, const float *x, int T, float *y,
                   const cpu_inputs *in);
+/* The rows of in of x (T rows of heads x width), the output of a product with w, rounded head by
+ * head as numfmt_one_part_row does where w's own inputs are (cpu_matmul_in): the indexer's query
+ * under the CUDA backend's one-part form (kernels/engine.h eng_one_part_rows). */
+void cpu_inputs_round_heads(const cpu_inputs *in, const glm_weight *w, float *x, int T, int heads,
+                            int width);
 
 /* out = w * x / sqrt(mean(x^2) + eps); w may be NULL (no weight). out may be x. */
 void cpu_rmsnorm(float *out, const float *x, const float *w, int n, float eps);

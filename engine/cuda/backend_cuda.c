@@ -336,6 +336,9 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
     s->apart = (float *)(b + off[CUDA_SCRATCH_ATTEND_PART]);
     s->hfin = (float *)(b + off[nf + 5 + ng]);
     s->logits = (float *)(b + off[nf + 6 + ng]);
+    s->iq_shift = (int *)(b + off[nf + 7 + ng]);
+    _Static_assert(sizeof f / sizeof f[0] + 8 + sizeof g / sizeof g[0] == CUDA_SCRATCH_BUFFERS,
+                   "the scratch's buffers are all bound");
     void *done = NULL;
     if ((rc = kern_malloc(&done, sizeof(unsigned))) == 0)
         be->route_done = done;

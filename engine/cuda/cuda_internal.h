@@ -122,6 +122,7 @@ typedef struct cu_scratch {
     float *apart; /* the decode latent attention's partial sums:
                      ENG_ATTEND_PART_FLOATS(H, R, width) */
     float *hfin, *logits;
+    int *iq_shift; /* the indexer query's one-part shifts (eng_one_part_rows), T x IH */
 } cu_scratch;
 
 /* Op timing for the bench: when on, each op records an event after it on the stream it ran on

@@ -410,8 +410,19 @@ static int tap_scores(cuda_state *s, const cu_layer *L, int t0, int nt, int max_
     return 0;
 }
 
+/* Whether the indexer's query takes one fp16 part a head: under the one-part products, where
+ * its own product's input does (a BF16 weight the fp16 forms take, in a chunk of more than
+ * ENG_GEMM_MIN_ROWS rows, not a verification window), as the CPU backend's emulation asks
+ * (cpu/inputs.c). Its e4m3 keys' scores then take one fp16 product a tile where the exact form
+ * takes three bf16 ones; an F32 model stays exact. */
+static int index_one_part(const cuda_backend *be, const cu_lin *wq, int T)
+{
+    return be->one_part && T > ENG_GEMM_MIN_ROWS && !be->rowwise && !wq->exl3 &&
+           wq->m.dtype == ENG_BF16 && eng_gemm_half_takes(wq->m.rows, wq->m.cols);
+}
+
 /* The indexer's top-k of each row (in launches of CUDA_SCORE_ROWS rows), each launch's scores
- * to the tap. */
+ * to the tap; the query first in one part where index_one_part says. */
 static int dsa_select(cuda_state *s, const cu_layer *L, int rank, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -422,9 +433,14 @@ static int dsa_select(cuda_state *s, const cu_layer *L, int rank, int T, glm_err
     int width = c->index_topk + kp - 1;
     void *st = be->stream;
     int max_pools = s->cap / kp + 1;
+    int one = index_one_part(be, &L->idx_wq_b, T);
+    if (one)
+        CK(eng_one_part_rows(b->iq, T * IH, ID, b->iq_shift, st),
+           "the indexer query's one fp16 part");
     for (int t0 = 0; t0 < T; t0 += CUDA_SCORE_ROWS) {
         int nt = T - t0 < CUDA_SCORE_ROWS ? T - t0 : CUDA_SCORE_ROWS;
-        CK(eng_dsa_select(&dc->pool_key, b->iq + (size_t)t0 * IH * ID, b->hw + (size_t)t0 * IH,
+        CK(eng_dsa_select(&dc->pool_key, b->iq + (size_t)t0 * IH * ID,
+                          one ? b->iq_shift + (size_t)t0 * IH : NULL, b->hw + (size_t)t0 * IH,
                           s->d_pos, t0, nt, IH, ID, kp, c->index_topk / kp, max_pools,
                           s->scores, width, b->sel_idx + (size_t)t0 * width, b->sel_count + t0,
                           st), "the indexer's top-k");

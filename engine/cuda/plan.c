@@ -121,6 +121,8 @@ size_t cuda_plan_scratch(const glm_config *c, int chunk, int dense_experts, size
         ENG_ATTEND_PART_FLOATS(NH, R, width) * 4,
         /* head: hfin logits */
         T * D * 4, (T < CUDA_HEAD_ROWS ? T : CUDA_HEAD_ROWS) * V * 4,
+        /* the indexer's one-part query shifts (cuda_gemm = onepart: a shift a head a row) */
+        T * IH * 4,
     };
     size_t off = 0;
     for (int i = 0; i < CUDA_SCRATCH_BUFFERS; i++) {

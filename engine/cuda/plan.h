@@ -96,7 +96,7 @@ size_t cuda_plan_workspace_estimate(const glm_config *rank, int chunk);
  * routed experts through eng_moe_dense (BF16 experts, or EXL3 ones the fused kernels cannot take,
  * dequantized), whose per-pair buffers (2.15 + 1.07 GB at 16,384 rows of the real shapes) are
  * then held; 0: every one runs the fused EXL3 kernels, which keep their own workspace. */
-#define CUDA_SCRATCH_BUFFERS 45
+#define CUDA_SCRATCH_BUFFERS 46
 #define CUDA_SCRATCH_ATTEND_PART 42 /* the decode latent attention's partial sums */
 size_t cuda_plan_scratch(const glm_config *c, int chunk, int dense_experts, size_t *offsets);
 

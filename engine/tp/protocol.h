@@ -10,8 +10,10 @@
 
 /* Bumped whenever a message's layout or meaning changes; peers must match exactly. */
 /* 8: heartbeats carry the steps the sender sent (a head) or received (a worker); 9: a prefill
- * makes one more exchange a layer, the ranks' cancel flags summed (backend.h) */
-#define TP_PROTOCOL_VERSION 9u
+ * makes one more exchange a layer, the ranks' cancel flags summed (backend.h); 10: under the
+ * one-part products a prefill chunk's indexer query takes one fp16 part (the ranks' selections
+ * must be made alike) */
+#define TP_PROTOCOL_VERSION 10u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */

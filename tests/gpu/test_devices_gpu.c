@@ -383,7 +383,7 @@ static void run_scores(job *j, void *st)
         if (!rc)
             rc = eng_cache_write(&pool, d_zero, src, IX_POOLS, st);
         if (!rc)
-            rc = eng_dsa_scores(&pool, iq, hw, d_zero, IX_FIRST, IX_T, IX_IH, IX_ID, IX_KP,
+            rc = eng_dsa_scores(&pool, iq, NULL, hw, d_zero, IX_FIRST, IX_T, IX_IH, IX_ID, IX_KP,
                                 IX_BUDGET, IX_POOLS, scores, st);
         if (rc)
             fail(j, out_names[OUT_SCORES], rc);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/engine.h"
+#include "kernels/gemm_fp16x2.h"
 #include "kernels/kernels.h"
 #include "cpu/blocks.h"
 #include "model/numfmt.h"
@@ -242,10 +243,44 @@ static void free_pool(eng_cache *c)
     kern_free(c->scale);
 }
 
+/* The one-part form's query: q (rows x width on the device) rounded in place by eng_one_part_rows,
+ * its shifts returned (device); 1 added to failures unless the rounded rows and the shifts are
+ * the bits numfmt_one_part_row and gemm_fp16x2_shift give on the host. */
+static int *round_one_part(float *q, int rows, int width, const char *what)
+{
+    float *before = to_host(q, (size_t)rows * width * sizeof(float));
+    int *d_shift = dev_alloc((size_t)rows * sizeof(int));
+    CUDA_OK(eng_one_part_rows(q, rows, width, d_shift, NULL));
+    float *got = to_host(q, (size_t)rows * width * sizeof(float));
+    int *shift = to_host(d_shift, (size_t)rows * sizeof(int)), bad = 0;
+    for (int r = 0; r < rows && !bad; r++) {
+        float *x = before + (size_t)r * width;
+        uint32_t most = 0;
+        for (int d = 0; d < width; d++) {
+            uint32_t u;
+            memcpy(&u, &x[d], sizeof u);
+            most = (u & 0x7fffffffu) > most ? (u & 0x7fffffffu) : most;
+        }
+        numfmt_one_part_row(x, x, (size_t)width);
+        if (shift[r] != gemm_fp16x2_shift(most) ||
+            memcmp(x, got + (size_t)r * width, (size_t)width * sizeof(float))) {
+            printf("  %s: the one-part row %d differs from numfmt_one_part_row's (shift %d, "
+                   "expected %d)\n", what, r, shift[r], gemm_fp16x2_shift(most));
+            bad = 1;
+        }
+    }
+    failures += bad;
+    free(before);
+    free(got);
+    free(shift);
+    return d_shift;
+}
+
 /* eng_dsa_select on random keys (written by eng_cache_write: quantised as the engine does): each
  * score within tol of the fp64 sum, as a fraction of the sum of the magnitudes of its terms; the
- * selection the rule's on those scores. */
-static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, int budget)
+ * selection the rule's on those scores. one: the one-part form (q rounded by eng_one_part_rows,
+ * checked against the host's rounding; the reference on the rounded q, whose products are exact). */
+static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, int budget, int one)
 {
     const double tol = 5e-6; /* f32 sums in another order; one bf16 part of q alone errs ~1e-4 */
     int max_pools = (pos_first + T) / kp + 1, width = budget * kp + kp;
@@ -257,8 +292,9 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     CUDA_OK(kern_memset(d_sc, 0x7f, nsc * sizeof(float))); /* the work area starts as garbage */
     int32_t *d_idx = dev_alloc((size_t)T * width * sizeof(int32_t));
     int *d_count = dev_alloc((size_t)T * sizeof(int));
-    CUDA_OK(eng_dsa_select(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools, d_sc,
-                           width, d_idx, d_count, NULL));
+    int *d_shift = one ? round_one_part(iq, T * IH, ID, "scores") : NULL;
+    CUDA_OK(eng_dsa_select(&c, iq, d_shift, hw, d_zero, pos_first, T, IH, ID, kp, budget,
+                           max_pools, d_sc, width, d_idx, d_count, NULL));
     float *got = to_host(d_sc, (size_t)T * max_pools * sizeof(float));
     float *key = cache_values(&c, max_pools);
     float *q = to_host(iq, (size_t)T * IH * ID * sizeof(float)), *w = to_host(hw, (size_t)T * IH * sizeof(float));
@@ -290,8 +326,8 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     int32_t *idx = to_host(d_idx, (size_t)T * width * sizeof(int32_t));
     int *count = to_host(d_count, (size_t)T * sizeof(int));
     char what[160];
-    snprintf(what, sizeof what, "scores %-4s IH %-2d ID %-3d T%-2d P %d..%d", cache_name(dt), IH, ID,
-             T, (pos_first + 1) / kp, (pos_first + T) / kp);
+    snprintf(what, sizeof what, "scores %-4s%s IH %-2d ID %-3d T%-2d P %d..%d", cache_name(dt),
+             one ? " one" : "", IH, ID, T, (pos_first + 1) / kp, (pos_first + T) / kp);
     int sel_bad = compare_rows(what, got, max_pools, idx, count, pos_first, T, kp, budget, width);
     printf("%-60s max error %.2e of the terms' magnitude (tol %.0e), selection %s %s\n", what,
            worst, tol, sel_bad ? "differs" : "exact", bad || sel_bad ? "FAIL" : "ok");
@@ -309,32 +345,36 @@ static void check_scores(int dt, int IH, int ID, int T, int pos_first, int kp, i
     kern_free(d_sc);
     kern_free(d_idx);
     kern_free(d_count);
+    kern_free(d_shift);
 }
 
 static void check_all_scores(void)
 {
     static const int dts[] = {ENG_CACHE_FP8, ENG_CACHE_BF16, ENG_CACHE_F32};
-    for (int i = 0; i < 3; i++) {
-        check_scores(dts[i], 32, 128, CALL_ROWS, 4 * 3000, 4, 512); /* the real shape, prefill */
-        check_scores(dts[i], 32, 128, 1, 4 * 3000, 4, 512);         /* and decode */
-        check_scores(dts[i], 8, 32, 5, 700, 4, 16);                 /* mkmodel small */
-        check_scores(dts[i], 12, 16, 3, 300, 2, 8);                 /* a fixture's, heads off 16 */
-        check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4);           /* ID off 16: padded */
-        check_scores(dts[i], 40, 64, 2, 900, 4, 32);                /* IH past the tiles: f32 */
-    }
+    for (int one = 0; one < 2; one++)
+        for (int i = 0; i < 3; i++) {
+            check_scores(dts[i], 32, 128, CALL_ROWS, 4 * 3000, 4, 512, one); /* real, prefill */
+            check_scores(dts[i], 32, 128, 1, 4 * 3000, 4, 512, one);         /* and one row */
+            check_scores(dts[i], 8, 32, 5, 700, 4, 16, one);                 /* mkmodel small */
+            check_scores(dts[i], 12, 16, 3, 300, 2, 8, one);    /* a fixture's, heads off 16 */
+            check_scores(dts[i], 4, 8, CALL_ROWS, 200, 4, 4, one);  /* ID off 16: padded */
+            check_scores(dts[i], 40, 64, 2, 900, 4, 32, one);       /* IH past the tiles: f32 */
+        }
     /* P 500..516: rows of every pool and rows selected in one call, in one group of a block */
-    check_scores(ENG_CACHE_FP8, 32, 128, CALL_ROWS, 4 * 500 + 2, 4, 512);
+    check_scores(ENG_CACHE_FP8, 32, 128, CALL_ROWS, 4 * 500 + 2, 4, 512, 0);
+    check_scores(ENG_CACHE_FP8, 32, 128, CALL_ROWS, 4 * 500 + 2, 4, 512, 1);
     /* P 16390: the histogram summed over two blocks, its work area cleared by the score kernel */
-    check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512);
+    check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512, 0);
+    check_scores(ENG_CACHE_FP8, 32, 128, 2, 4 * 16390, 4, 512, 1);
 }
 
 /* ---- the stream score kernel against the tile kernel, bit for bit ---- */
 
 /* eng_dsa_scores of both kernels into buffers of the same garbage: T rows of max_pools (spare
  * pools past the last row's, as the engine's capacity leaves), every float the same bits; the
- * stream kernel at the given waves. 1 on a difference. */
+ * stream kernel at the given waves; one: both in the one-part form. 1 on a difference. */
 static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int budget, int spare,
-                             int waves)
+                             int waves, int one)
 {
     const int ID = 128;
     int max_pools = (pos_first + T) / kp + 1 + spare;
@@ -345,13 +385,14 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
     float *d_sc[2];
     uint32_t *got[2];
     long launches[2];
+    int *d_shift = one ? round_one_part(iq, T * IH, ID, "score bits") : NULL;
     for (int k = 0; k < 2; k++) {
         d_sc[k] = dev_alloc(ENG_DSA_SCORE_FLOATS(T, max_pools) * sizeof(float));
         CUDA_OK(kern_memset(d_sc[k], 0x7f, n * sizeof(float)));
         eng_dsa_score_kernel(k, waves);
         long before = eng_dsa_stream_launches();
-        CUDA_OK(eng_dsa_scores(&c, iq, hw, d_zero, pos_first, T, IH, ID, kp, budget, max_pools,
-                               d_sc[k], NULL));
+        CUDA_OK(eng_dsa_scores(&c, iq, d_shift, hw, d_zero, pos_first, T, IH, ID, kp, budget,
+                               max_pools, d_sc[k], NULL));
         launches[k] = eng_dsa_stream_launches() - before;
         got[k] = to_host(d_sc[k], n * sizeof(float));
     }
@@ -363,8 +404,9 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
             first = (long)i;
     }
     char what[160];
-    snprintf(what, sizeof what, "score bits %-4s IH %-2d T%-2d P %d..%d spare %d waves %d",
-             cache_name(dt), IH, T, (pos_first + 1) / kp, (pos_first + T) / kp, spare, waves);
+    snprintf(what, sizeof what, "score bits %-4s%s IH %-2d T%-2d P %d..%d spare %d waves %d",
+             cache_name(dt), one ? " one" : "", IH, T, (pos_first + 1) / kp, (pos_first + T) / kp,
+             spare, waves);
     if (differ)
         printf("  %s: row %ld pool %ld: stream %08x, tile kernel %08x\n", what,
                first / max_pools, first % max_pools, got[1][first], got[0][first]);
@@ -382,21 +424,24 @@ static void check_score_bits(int dt, int IH, int T, int pos_first, int kp, int b
     kern_free(d_zero);
     kern_free(iq);
     kern_free(hw);
+    kern_free(d_shift);
 }
 
 static void check_all_score_bits(void)
 {
-    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1);  /* the real shape */
-    check_score_bits(ENG_CACHE_BF16, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1);
-    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 500 + 2, 4, 512, 900, 1); /* P 500..516 */
-    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536, 4, 512, 40000, 1); /* many tiles a block */
-    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536 + 77, 4, 512, 0, 3);
-    check_score_bits(ENG_CACHE_BF16, 32, 16, 4 * 20000 + 5, 4, 512, 129, 2);
-    check_score_bits(ENG_CACHE_FP8, 32, 5, 4 * 16390, 4, 512, 0, 1);  /* a pair of one query */
-    check_score_bits(ENG_CACHE_FP8, 16, 7, 4 * 2000 + 1, 4, 512, 0, 1); /* one head tile */
-    check_score_bits(ENG_CACHE_FP8, 20, CALL_ROWS, 4 * 2100, 4, 512, 0, 1); /* heads past IH zero */
-    check_score_bits(ENG_CACHE_FP8, 32, 4, 300, 1, 128, 1000, 1);     /* kpool 1 */
-    check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 20000, 16, 128, 0, 1); /* kpool 16 */
+    for (int one = 0; one < 2; one++) {
+        check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1, one); /* real shape */
+        check_score_bits(ENG_CACHE_BF16, 32, CALL_ROWS, 4 * 3000, 4, 512, 0, 1, one);
+        check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 4 * 500 + 2, 4, 512, 900, 1, one); /* P 500.. */
+        check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536, 4, 512, 40000, 1, one); /* many tiles */
+        check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 65536 + 77, 4, 512, 0, 3, one);
+        check_score_bits(ENG_CACHE_BF16, 32, 16, 4 * 20000 + 5, 4, 512, 129, 2, one);
+        check_score_bits(ENG_CACHE_FP8, 32, 5, 4 * 16390, 4, 512, 0, 1, one); /* a one-query pair */
+        check_score_bits(ENG_CACHE_FP8, 16, 7, 4 * 2000 + 1, 4, 512, 0, 1, one); /* one head tile */
+        check_score_bits(ENG_CACHE_FP8, 20, CALL_ROWS, 4 * 2100, 4, 512, 0, 1, one); /* IH 20 */
+        check_score_bits(ENG_CACHE_FP8, 32, 4, 300, 1, 128, 1000, 1, one);     /* kpool 1 */
+        check_score_bits(ENG_CACHE_FP8, 32, CALL_ROWS, 20000, 16, 128, 0, 1, one); /* kpool 16 */
+    }
 }
 
 /* ---- time ---- */
@@ -412,6 +457,7 @@ typedef struct bench {
     float *iq, *hw, *scores;
     int32_t *idx;
     int *count, *d_pos, IH, ID, kp, budget, max_pools, width, call_rows;
+    int *shift; /* the one-part form: iq rounded by eng_one_part_rows, its shifts; else null */
     void *st, *ev0, *ev1;
 } bench;
 
@@ -424,13 +470,14 @@ static void run_rows(const bench *b, part which, int rows)
     for (int t0 = 0; t0 < rows; t0 += b->call_rows) {
         int nt = rows - t0 < b->call_rows ? rows - t0 : b->call_rows;
         const float *iq = b->iq + (size_t)t0 * b->IH * b->ID, *hw = b->hw + (size_t)t0 * b->IH;
+        const int *sh = b->shift ? b->shift + (size_t)t0 * b->IH : NULL;
         int32_t *idx = b->idx + (size_t)t0 * b->width;
         if (which == WHOLE)
-            CUDA_OK(eng_dsa_select(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
+            CUDA_OK(eng_dsa_select(&b->pool, iq, sh, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
                                    b->budget, b->max_pools, b->scores, b->width, idx,
                                    b->count + t0, b->st));
         else if (which == SCORES)
-            CUDA_OK(eng_dsa_scores(&b->pool, iq, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
+            CUDA_OK(eng_dsa_scores(&b->pool, iq, sh, hw, b->d_pos, t0, nt, b->IH, b->ID, b->kp,
                                    b->budget, b->max_pools, b->scores, b->st));
         else
             CUDA_OK(eng_dsa_topk(b->scores, b->d_pos, t0, nt, b->kp, b->budget, b->max_pools,
@@ -496,7 +543,7 @@ static void time_line(bench *b, int pos, int rows, int reps)
     failures += bad;
     char kind[16] = "decode";
     if (rows > 1)
-        snprintf(kind, sizeof kind, "chunk%d", b->call_rows);
+        snprintf(kind, sizeof kind, "%s%d", b->shift ? "one" : "chunk", b->call_rows);
     printf("%-7s %8d %5d..%-5d | %9.1f %9.1f %9.1f %6.2f | %9.1f %9.1f %9.1f %6.2f %s%s\n", kind,
            pos, P0, P1, whole, sc, tk, tk / sc, g_whole, g_sc, g_tk,
            g_tk / g_sc, P1 <= b->budget ? "every pool taken" : "",
@@ -529,6 +576,7 @@ static void bench_close(bench *b)
     kern_free(b->idx);
     kern_free(b->count);
     kern_free(b->d_pos);
+    kern_free(b->shift);
 }
 
 static void time_position(int pos, void *st, void *ev0, void *ev1)
@@ -539,21 +587,27 @@ static void time_position(int pos, void *st, void *ev0, void *ev1)
     time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
     b.call_rows = CALL_ROWS;
     time_line(&b, pos + CHUNK - 1, 1, 100); /* decode: one row, the chunk's last position */
+    b.shift = round_one_part(b.iq, CHUNK * b.IH, b.ID, "timing"); /* the one-part form's chunk */
+    time_line(&b, pos, CHUNK, pos >= 65536 ? 3 : 10);
     bench_close(&b);
 }
 
 /* The score kernels of a chunk of CHUNK rows (CALL_ROWS a call, a graph replayed) from position
  * pos: the tile kernel, then the stream kernel (its grid: one wave of resident blocks, which
- * timed as fast as two); us, TFLOP/s (q's three parts against the keys: 6 IH ID flops a scored
- * pool) and the stream run's last call's scores against the tile kernel's, bit for bit. */
-static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
+ * timed as fast as two); us, TFLOP/s (the products the kernels issue: q's three parts against the
+ * keys, 6 IH ID flops a scored pool, or one part's 2 IH ID) and the stream run's last call's
+ * scores against the tile kernel's, bit for bit; the exact form's line, then the one-part
+ * form's with its stream kernel against the exact one's (*stream3_us). */
+static void time_score_kernels(int pos, void *st, void *ev0, void *ev1, int one, double *stream3_us)
 {
     bench b = bench_open(pos, st, ev0, ev1);
     CUDA_OK(kern_to_device(b.d_pos, &pos, sizeof pos));
+    if (one)
+        b.shift = round_one_part(b.iq, CHUNK * b.IH, b.ID, "score timing");
     double flops = 0;
     for (int t = 0; t < CHUNK; t++) {
         int P = (pos + t + 1) / b.kp;
-        flops += P > b.budget ? 6.0 * P * b.IH * b.ID : 0;
+        flops += P > b.budget ? (one ? 2.0 : 6.0) * P * b.IH * b.ID : 0;
     }
     size_t n = (size_t)CALL_ROWS * b.max_pools;
     float *ref = NULL;
@@ -565,6 +619,7 @@ static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
         CUDA_OK(kern_memset(b.scores, 0x7f, n * sizeof(float)));
         long before = eng_dsa_stream_launches();
         CUDA_OK(eng_dsa_scores(&b.pool, b.iq + (size_t)(CHUNK - CALL_ROWS) * b.IH * b.ID,
+                               b.shift ? b.shift + (size_t)(CHUNK - CALL_ROWS) * b.IH : NULL,
                                b.hw + (size_t)(CHUNK - CALL_ROWS) * b.IH, b.d_pos,
                                CHUNK - CALL_ROWS, CALL_ROWS, b.IH, b.ID, b.kp, b.budget,
                                b.max_pools, b.scores, b.st));
@@ -579,10 +634,15 @@ static void time_score_kernels(int pos, void *st, void *ev0, void *ev1)
         }
     }
     eng_dsa_score_kernel(1, 1);
-    printf("scores %8d %6d..%-6d | %9.1f %6.1f | %9.1f %6.1f %5.2fx | %s\n", pos,
-           (pos + 1) / b.kp, (pos + CHUNK) / b.kp, us[0], flops / us[0] * 1e-6, us[1],
+    char against[64] = "";
+    if (!one)
+        *stream3_us = us[1];
+    else
+        snprintf(against, sizeof against, "; stream %.2fx the exact form's", *stream3_us / us[1]);
+    printf("%-6s %8d %6d..%-6d | %9.1f %6.1f | %9.1f %6.1f %5.2fx | %s%s\n", one ? "one" : "scores",
+           pos, (pos + 1) / b.kp, (pos + CHUNK) / b.kp, us[0], flops / us[0] * 1e-6, us[1],
            flops / us[1] * 1e-6, us[0] / us[1], bad ? "FAIL: bits differ or the wrong kernel ran"
-                                                    : "same bits");
+                                                    : "same bits", against);
     failures += bad;
     free(ref);
     bench_close(&b);
@@ -608,15 +668,18 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             time_position(positions[i], st, ev0, ev1);
         printf("\nthe score kernels (eng_dsa_scores, graph replayed), us a chunk of %d rows (%d a "
-               "call) and TFLOP/s (6 IH ID flops a pool: q's three bf16 parts); tile: the kernel "
-               "before, stream: walking the pools, its speedup; the last call's scores against the "
-               "tile kernel's\n",
+               "call) and TFLOP/s (6 IH ID flops a pool: q's three bf16 parts; one: the one-part "
+               "form, one fp16 part, 2 IH ID); tile: the kernel before, stream: walking the pools, "
+               "its speedup; the last call's scores against the tile kernel's\n",
                CHUNK, CALL_ROWS);
         printf("%-6s %8s %14s | %9s %6s | %9s %6s %6s |\n", "", "position", "pools", "tile us",
                "TF/s", "stream", "TF/s", "");
         static const int score_positions[] = {8192, 65536, 262144, 1048576};
-        for (int i = 0; i < 4; i++)
-            time_score_kernels(score_positions[i], st, ev0, ev1);
+        for (int i = 0; i < 4; i++) {
+            double stream3 = 0;
+            time_score_kernels(score_positions[i], st, ev0, ev1, 0, &stream3);
+            time_score_kernels(score_positions[i], st, ev0, ev1, 1, &stream3);
+        }
         eng_event_free(ev0);
         eng_event_free(ev1);
         eng_stream_free(st);

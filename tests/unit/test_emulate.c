@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu/ops.h"
 #include "cpu/requant.h"
 #include "model/mkmodel.h"
 #include "model/numfmt.h"
@@ -318,6 +319,40 @@ START_TEST(one_part_products_are_emulated_where_cuda_runs_them)
     ck_assert_int_eq(memcmp(a, b, (size_t)n * V * sizeof *a), 0);
     free(a), free(b), free(ids);
     glm_model_close(m);
+}
+END_TEST
+
+/* The indexer's query under the one-part form (cpu_inputs_round_heads, as kernels/engine.h's
+ * eng_one_part_rows rounds it on CUDA): each head of the rows of in rounded by numfmt_one_part_row
+ * with its own power of two; the other rows, an F32 weight's output and an empty range untouched. */
+START_TEST(index_query_heads_take_one_part_where_products_do)
+{
+    enum { T = 5, H = 3, W = 16, N = T * H * W };
+    float x[N], want[N], got[N], whole[N];
+    for (int i = 0; i < N; i++) /* heads 2^40 apart: one power of two a row would flush the least */
+        x[i] = ldexpf(sinf(0.37f * (float)i + 0.1f), (i / W) % 3 * 40 - 40);
+    glm_weight bf = {.kind = GLM_W_PLAIN, .dtype = ST_BF16, .rows = H * W, .cols = 64}, f32 = bf;
+    f32.dtype = ST_F32;
+    cpu_inputs in = {1, 3}, none = {2, 2};
+    memcpy(want, x, sizeof x);
+    memcpy(whole, x, sizeof x);
+    for (int t = 1; t < 3; t++) {
+        for (int h = 0; h < H; h++)
+            numfmt_one_part_row(want + ((size_t)t * H + h) * W, want + ((size_t)t * H + h) * W, W);
+        numfmt_one_part_row(whole + (size_t)t * H * W, whole + (size_t)t * H * W, H * W);
+    }
+    memcpy(got, x, sizeof x);
+    cpu_inputs_round_heads(&in, &bf, got, T, H, W);
+    ck_assert_int_eq(memcmp(got, want, sizeof got), 0);
+    ck_assert_int_ne(memcmp(got, x, sizeof got), 0);
+    ck_assert_int_ne(memcmp(got, whole, sizeof got), 0); /* a power of two a head, not a row */
+    const cpu_inputs *ranges[] = {&in, &none, NULL};
+    const glm_weight *weights[] = {&f32, &bf, &bf};
+    for (int k = 0; k < 3; k++) {
+        memcpy(got, x, sizeof x);
+        cpu_inputs_round_heads(ranges[k], weights[k], got, T, H, W);
+        ck_assert_int_eq(memcmp(got, x, sizeof got), 0);
+    }
 }
 END_TEST
 
@@ -766,6 +801,7 @@ static Suite *emulate_suite(void)
     tcase_add_test(tc, q4_takes_cuda_roles_and_numfmt_values);
     tcase_add_test(tc, q4_variants_do_what_they_name);
     tcase_add_test(tc, one_part_products_are_emulated_where_cuda_runs_them);
+    tcase_add_test(tc, index_query_heads_take_one_part_where_products_do);
     tcase_add_test(tc, engine_params_reach_the_cpu_backend);
     tcase_add_test(tc, tap_traces_where_two_runs_part);
     tcase_add_test(tc, trace_tells_near_tie_flips_from_clear_ones);
