@@ -335,10 +335,11 @@ static glm_status bind_scratch(cuda_backend *be, glm_error *err)
                    "plan.h names the attention's partial sums by their place in the layout");
     s->apart = (float *)(b + off[CUDA_SCRATCH_ATTEND_PART]);
     s->hfin = (float *)(b + off[nf + 5 + ng]);
-    s->logits = (float *)(b + off[nf + 6 + ng]);
-    s->iq_shift = (int *)(b + off[nf + 7 + ng]);
-    _Static_assert(sizeof f / sizeof f[0] + 8 + sizeof g / sizeof g[0] == CUDA_SCRATCH_BUFFERS,
-                   "the scratch's buffers are all bound");
+    s->logits = (float *)(b + off[CUDA_SCRATCH_LOGITS]);
+    s->iq_shift = (int *)(b + off[CUDA_SCRATCH_IQ_SHIFT]);
+    _Static_assert(sizeof f / sizeof f[0] + 6 + sizeof g / sizeof g[0] == CUDA_SCRATCH_LOGITS &&
+                       CUDA_SCRATCH_IQ_SHIFT + 1 == CUDA_SCRATCH_BUFFERS,
+                   "plan.h names the logits and the shifts by their place in the layout");
     void *done = NULL;
     if ((rc = kern_malloc(&done, sizeof(unsigned))) == 0)
         be->route_done = done;

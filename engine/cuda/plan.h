@@ -98,6 +98,8 @@ size_t cuda_plan_workspace_estimate(const glm_config *rank, int chunk);
  * then held; 0: every one runs the fused EXL3 kernels, which keep their own workspace. */
 #define CUDA_SCRATCH_BUFFERS 46
 #define CUDA_SCRATCH_ATTEND_PART 42 /* the decode latent attention's partial sums */
+#define CUDA_SCRATCH_LOGITS 44      /* the chunk's logits (at most CUDA_HEAD_ROWS rows) */
+#define CUDA_SCRATCH_IQ_SHIFT 45    /* the indexer query's one-part shifts (the last buffer) */
 size_t cuda_plan_scratch(const glm_config *c, int chunk, int dense_experts, size_t *offsets);
 
 /* The prefill chunk the plan picks by itself: the largest power of two from CUDA_CHUNK_CAP down

@@ -335,16 +335,19 @@ START_TEST(scratch_layout_is_aligned_and_covers_every_buffer)
         ck_assert_uint_eq(off[i] % 256, 0);
     }
     ck_assert_uint_gt(total, off[CUDA_SCRATCH_BUFFERS - 1]);
-    /* the last buffer is the chunk's logits: 256 x vocab floats */
-    ck_assert_uint_ge(total - off[CUDA_SCRATCH_BUFFERS - 1], (size_t)256 * 154880 * 4);
+    /* the chunk's logits: 256 x vocab floats; then the last, the indexer query's shifts: a
+     * 4-byte shift a head (32) a row */
+    ck_assert_uint_eq(off[CUDA_SCRATCH_IQ_SHIFT] - off[CUDA_SCRATCH_LOGITS], (size_t)256 * 154880 * 4);
+    ck_assert_uint_eq(total - off[CUDA_SCRATCH_IQ_SHIFT], (size_t)256 * 32 * 4);
     ck_assert_uint_lt(cuda_plan_scratch(&real, 1, 1, NULL), total);
     /* past CUDA_HEAD_ROWS rows the logits stop growing (an all-rows head runs in pieces): the
      * chunk's logits at 16,384 rows are CUDA_HEAD_ROWS x vocab floats, not 10.1 GB */
     size_t big[CUDA_SCRATCH_BUFFERS];
     size_t big_total = cuda_plan_scratch(&real, 16384, 1, big);
-    ck_assert_uint_eq(big_total - big[CUDA_SCRATCH_BUFFERS - 1],
+    ck_assert_uint_eq(big[CUDA_SCRATCH_IQ_SHIFT] - big[CUDA_SCRATCH_LOGITS],
                       ((size_t)CUDA_HEAD_ROWS * 154880 * 4 + 255) & ~(size_t)255);
-    ck_assert_uint_eq(big[CUDA_SCRATCH_BUFFERS - 1] - big[CUDA_SCRATCH_BUFFERS - 2],
+    ck_assert_uint_eq(big_total - big[CUDA_SCRATCH_IQ_SHIFT], (size_t)16384 * 32 * 4);
+    ck_assert_uint_eq(big[CUDA_SCRATCH_LOGITS] - big[CUDA_SCRATCH_LOGITS - 1],
                       (size_t)16384 * 4096 * 4); /* hfin: every row */
     /* with every MoE layer on the fused EXL3 kernels the dense experts' pair buffers (a row's 8
      * pairs of intermediate and hidden floats) are left out, the layout otherwise the same */
