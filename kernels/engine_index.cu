@@ -123,7 +123,11 @@ __global__ void pool_key_kernel(eng_cache keys, eng_cache gates, eng_cache pool,
 
 // eng_one_part_rows: row r of x (width floats) rounded in place as numfmt_one_part_row rounds it
 // (scaled by the power of two that puts its largest magnitude in [2^14, 2^15), to fp16 nearest
-// even, scaled back), the power of two to shift[r]; a warp a row.
+// even, scaled back), the power of two to shift[r]; a warp a row. The same bits but for NaN's
+// (the CPU's is 0x7fc00000 whatever its sign; the selection is the same). A head whose largest
+// magnitude is below about 2^-111 comes back partly as float subnormals, which f16x2_scaled then
+// rounds once more: the ONE kernels still agree with each other, not exactly with the CPU's
+// products of such a head (whose scores are nearly 0 either way).
 __global__ void one_part_rows_kernel(float *x, int rows, int width, int *shift)
 {
     pdl_prologue();

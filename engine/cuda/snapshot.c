@@ -12,8 +12,9 @@
 #include "cuda/cuda_internal.h"
 
 #define CSNAP_MAGIC 0x4e534355u /* "CUSN" */
-#define CSNAP_VERSION 4u /* 2: the MTP layer's section; 3: the dense weights' format; 4: the
-                          * prefill products' form */
+#define CSNAP_VERSION 5u /* 2: the MTP layer's section; 3: the dense weights' format; 4: the
+                          * prefill products' form; 5: the indexer's query in one part under
+                          * it (a kept state from before is dropped and its prompt run again) */
 
 /* Everything a snapshot's bytes depend on; it loads only where all of it agrees. */
 typedef struct csnap_header {

@@ -276,6 +276,30 @@ static int *round_one_part(float *q, int rows, int width, const char *what)
     return d_shift;
 }
 
+/* eng_one_part_rows on rows of special values: all zeros (-0 kept), an Inf among finite values, a
+ * row past fp16's range (2^60), one far below it (2^-100), one whose small values fall in fp16's
+ * subnormals, and a ties-to-even row; each the host's bits (NaN's bits are left out: the CPU's
+ * NaN is 0x7fc00000 whatever its sign). */
+static void check_one_part_rows(void)
+{
+    enum { R = 6, W = 40 };
+    float h[R * W];
+    for (int d = 0; d < W; d++) {
+        float u = rng_uniform();
+        h[0 * W + d] = d % 2 ? -0.0f : 0.0f;
+        h[1 * W + d] = d == 7 ? INFINITY : u;
+        h[2 * W + d] = ldexpf(u, 60);
+        h[3 * W + d] = ldexpf(u, -100);
+        h[4 * W + d] = d == 0 ? 1.0f : ldexpf(u, -30 + d % 8);
+        h[5 * W + d] = 1.0f + (float)(2 * d + 1) * 0x1p-11f; /* halfway between two fp16 */
+    }
+    float *q = dev_copy(h, sizeof h);
+    int *shift = round_one_part(q, R, W, "special rows");
+    printf("%-60s %s\n", "one-part rows: zeros, Inf, 2^60, 2^-100, subnormal, ties", "checked");
+    kern_free(q);
+    kern_free(shift);
+}
+
 /* eng_dsa_select on random keys (written by eng_cache_write: quantised as the engine does): each
  * score within tol of the fp64 sum, as a fraction of the sum of the magnitudes of its terms; the
  * selection the rule's on those scores. one: the one-part form (q rounded by eng_one_part_rows,
@@ -653,6 +677,7 @@ int main(int argc, char **argv)
     char name[256];
     int timed = gpu_test_begin(argc, argv, name, sizeof name);
     check_selections();
+    check_one_part_rows();
     check_all_scores();
     check_all_score_bits();
     if (timed) {
