@@ -1431,8 +1431,10 @@ static int gpu_sms(const char *what)
  * weight product takes one fp16 part of its input under cuda_gemm = onepart (the default), two
  * with fixed (gemm_fp16x2), three bf16 parts with three or cublas; q4 dense weights run on the
  * FMA pipes (one pass); the
- * absorbed query and value expansion (head_gemm_kernel) and the indexer's pooled scores take
- * three bf16 parts, the flash latent attention two (hi and lo of the query and the weights). */
+ * absorbed query and value expansion (head_gemm_kernel) take three bf16 parts, the indexer's
+ * pooled scores three, or one fp16 part where its query takes the one-part form (onepart with
+ * BF16 dense weights, the bench model's fp8 pool keys: forward.c index_one_part), the flash
+ * latent attention two (hi and lo of the query and the weights). */
 static glm_prefill_format cuda_prefill_format(const glm_engine_params *params)
 {
     int q4 = params->dense == GLM_DENSE_Q4;
@@ -1446,7 +1448,7 @@ static glm_prefill_format cuda_prefill_format(const glm_engine_params *params)
                                 .dense_parts = dense,
                                 .absorb_parts = 3,
                                 .attend_parts = 2,
-                                .index_parts = 3};
+                                .index_parts = backend_cuda_one_part(g) && !q4 ? 1 : 3};
 }
 
 /* The profiled chunk (rows at position pos) projected onto two Sparks holding the real 45 layers:
