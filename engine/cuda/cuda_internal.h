@@ -19,6 +19,11 @@
  * latent attention); more go the prefill way. A verification window runs in forwards of at most
  * this many rows (cuda/spec.c), so that each of its rows is computed as a one-token step is. */
 #define CUDA_DECODE_T 8
+/* Several ranks exchanging through the host: a prefill chunk of at least twice this many rows
+ * runs as two halves whose exchanges overlap the other half's work (forward.c's
+ * layers_in_halves); below it the exchanges are short and a half's kernels would fill the GPU
+ * less well. */
+#define CUDA_HALF_ROWS 256
 /* The fused HC step's bounds: S * hidden columns split over at most 64 blocks of 256, and the
  * hidden row in shared memory. */
 #define CUDA_HC_MAX_COLS (64 * 256)
@@ -194,9 +199,10 @@ typedef struct cuda_state {
     float **mark_conv, **mark_S;    /* saved at the mark, or NULL */
     cu_dsa_cache *dsa;              /* per DSA layer, cap rows */
     float *scores;                  /* ENG_DSA_SCORE_FLOATS(CUDA_SCORE_ROWS, cap / kpool + 1) */
-    int *d_pos;                     /* the chunk's first position */
+    int *d_pos;                     /* the chunk's first position; [1]: its second half's
+                                     * (halves_overlap) */
     int32_t *d_tokens;              /* be->chunk */
-    int *h_pos;                     /* pinned */
+    int *h_pos;                     /* pinned, 2 as d_pos */
     int32_t *h_tokens;              /* pinned */
     float *h_logits;                /* pinned staging: h_logits_cap floats, grown on demand */
     size_t h_logits_cap;            /* at first 2 x max(vocab, hidden): a row of logits per rank */
@@ -218,6 +224,9 @@ typedef struct cuda_state {
      * chunk records after each layer, two in turn, to read it one layer behind the GPU */
     const atomic_int *cancel;
     void *layer_done[2];
+    /* Several ranks: a fence after each copy of a chunk's partial sums (or of a half's: [1] the
+     * second half's) to the host, which the exchange of them waits on */
+    void *copied[2];
     int stopped_at_layer; /* the chunk stopped for the cancel between two layers (set by
                            * cuda_forward_layers; cu_prefill clears it before each chunk) */
 } cuda_state;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "glm_tokens.h"
 #include "cuda/cuda_internal.h"
 #include "model/numfmt.h"
 
@@ -753,35 +754,52 @@ static int reduce_on_device(cuda_state *s, size_t n, glm_error *err)
     return 0;
 }
 
+/* Several ranks, through the host, in two parts so that other work can reach the GPU between
+ * them: reduce_start copies this rank's partial of T rows (y) to its place in host (world x
+ * T x hidden pinned floats: rank-major) and records fence after it; reduce_finish waits on the
+ * fence, gathers every rank's partial into host and sums them on the device in rank order,
+ * eng_add reading the host floats in place: ((p0 + p1) + p2) + ..., each sum one rounding as the
+ * host's loop makes it, so every rank holds the same bits, without a pass of the host's over all
+ * the partials. With two ranks y += the peer's partial alone: p0 + p1 and p1 + p0 are the same
+ * float. The next copy into host comes after the sum on the same stream, so it waits for it. */
+static int reduce_start(cuda_state *s, int T, float *host, void *fence, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    size_t n = (size_t)T * be->m->cfg.hidden_size;
+    CK(eng_copy_async(host + (size_t)s->coll.rank * n, be->s.y, n * sizeof(float), be->stream),
+       "a partial's copy");
+    CK_QUIET(eng_event_record(fence, be->stream), "a partial's copy");
+    return 0;
+}
+
+static int reduce_finish(cuda_state *s, int T, float *host, void *fence, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    size_t n = (size_t)T * be->m->cfg.hidden_size;
+    int world = s->coll.world ? s->coll.world : 2, me = s->coll.rank;
+    CK_QUIET(eng_event_sync(fence), "a partial's copy");
+    if (s->coll.all_gather(s->coll.user, host + (size_t)me * n, host, n, err) != GLM_OK)
+        return -2;
+    if (world == 2) {
+        CK(eng_add(be->s.y, host + (size_t)(1 - me) * n, n, be->stream), "the partials' sum");
+        return 0;
+    }
+    CK(eng_copy_async(be->s.y, host, n * sizeof(float), be->stream), "the partials' sum");
+    for (int r = 1; r < world; r++)
+        CK(eng_add(be->s.y, host + (size_t)r * n, n, be->stream), "the partials' sum");
+    return 0;
+}
+
 /* Several ranks: y is this rank's partial; the sum goes through the exchange: on the device when
- * the collectives can (reduce_on_device), else every rank's partial gathered through pinned host
- * memory (h_logits: world x n floats, this rank's at its place) and summed on the device in rank
- * order, eng_add reading the host floats in place: ((p0 + p1) + p2) + ..., each sum one rounding
- * as the host's loop makes it, so every rank holds the same bits as before, without a pass of
- * the host's over all the partials. With two ranks y += the peer's partial alone: p0 + p1 and
- * p1 + p0 are the same float. */
+ * the collectives can (reduce_on_device), else through the host (h_logits) at once. */
 static int reduce(cuda_state *s, int T, glm_error *err)
 {
     if (!s->coll.all_reduce)
         return 0;
-    cuda_backend *be = s->be;
-    size_t n = (size_t)T * be->m->cfg.hidden_size;
     if (cuda_coll_on_device(s, T))
-        return reduce_on_device(s, n, err);
-    int world = s->coll.world ? s->coll.world : 2, me = s->coll.rank;
-    float *all = s->h_logits, *mine = all + (size_t)me * n;
-    CK(eng_copy_async(mine, be->s.y, n * sizeof(float), be->stream), "a partial's copy");
-    CK(eng_stream_sync(be->stream), "a partial's copy");
-    if (s->coll.all_gather(s->coll.user, mine, all, n, err) != GLM_OK)
-        return -2;
-    if (world == 2) {
-        CK(eng_add(be->s.y, all + (size_t)(1 - me) * n, n, be->stream), "the partials' sum");
-        return 0;
-    }
-    CK(eng_copy_async(be->s.y, all, n * sizeof(float), be->stream), "the partials' sum");
-    for (int r = 1; r < world; r++)
-        CK(eng_add(be->s.y, all + (size_t)r * n, n, be->stream), "the partials' sum");
-    return 0;
+        return reduce_on_device(s, (size_t)T * s->be->m->cfg.hidden_size, err);
+    int rc = reduce_start(s, T, s->h_logits, s->copied[0], err);
+    return rc ? rc : reduce_finish(s, T, s->h_logits, s->copied[0], err);
 }
 
 /* Decode: 1 when layer li's last HC update also runs layer li + 1's first HC step. */
@@ -988,37 +1006,49 @@ static int tap_ffn(cuda_state *s, int li, int T, glm_error *err)
     return tap(s, li, BACKEND_TAP_FFN, T, b->y, NULL, c->hidden_size, sizeof(float), err);
 }
 
-static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
+/* A layer in three phases, split where its rows' partial sums are exchanged between ranks:
+ * the attention (its HC step and the sublayer, into y), the FFN (the attention's taps and HC
+ * update, the FFN's HC step and the sublayer, into y; *y2: the shared expert's part where it is
+ * summed later), the end (the FFN's taps and HC update, with the next layer's first HC step where
+ * that fuses). */
+static int phase_attention(cuda_state *s, int li, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    const cu_layer *L = &be->w.layers[li];
+    int ready = li > 0 && post_feeds_next(be, li - 1, T);
+    hc_site attn = attn_site(L);
+    if (hc_pre(be, T, &attn, ready, err) ||
+        tap(s, li, BACKEND_TAP_ATTN_IN, T, be->s.u, NULL, c->hidden_size, sizeof(float), err))
+        return -1;
+    return choose_form(L, c->attn[li], T).attn(s, L, glm_config_rank_of(c, li), T, err);
+}
+
+static int phase_ffn(cuda_state *s, int li, int T, const float **y2, glm_error *err)
 {
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     const cu_layer *L = &be->w.layers[li];
     cu_scratch *b = &be->s;
-    int rank = glm_config_rank_of(c, li), rc;
-    int ready = li > 0 && post_feeds_next(be, li - 1, T);
     int mid = hc_fast(be, T, &L->hc_attn_lin) && hc_fast(be, T, &L->hc_ffn_lin);
-    hc_site attn = attn_site(L), ffn = ffn_site(L);
+    hc_site ffn = ffn_site(L);
     layer_form f = choose_form(L, c->attn[li], T);
-    int D = c->hidden_size;
-    if (hc_pre(be, T, &attn, ready, err) ||
-        tap(s, li, BACKEND_TAP_ATTN_IN, T, b->u, NULL, D, sizeof(float), err))
-        return -1;
-    rc = f.attn(s, L, rank, T, err);
-    if (rc || (rc = reduce(s, T, err)))
-        return rc;
+    *y2 = NULL;
     if (tap_attention(s, li, T, err) || hc_update(be, T, mid ? &ffn : NULL, NULL, err))
         return -1;
     if (hc_pre(be, T, &ffn, mid, err) ||
-        tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, NULL, D, sizeof(float), err))
+        tap(s, li, BACKEND_TAP_FFN_IN, T, b->u, NULL, c->hidden_size, sizeof(float), err))
         return -1;
     /* the shared expert's sum may wait for the HC update unless y is read before it (the tap,
      * the two ranks' exchange) */
-    const float *y2 = NULL;
     int sum_later = !s->coll.all_reduce && !be->tap.fn;
-    rc = c->moe[li] ? f.moe(be, L, &f, T, sum_later ? &y2 : NULL, err)
-                    : f.mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
-    if (rc || (rc = reduce(s, T, err)))
-        return rc;
+    return c->moe[li] ? f.moe(be, L, &f, T, sum_later ? y2 : NULL, err)
+                      : f.mlp(be, &L->mlp, c->intermediate_size, b->u, T, b->y, err);
+}
+
+static int phase_end(cuda_state *s, int li, int T, const float *y2, glm_error *err)
+{
+    cuda_backend *be = s->be;
     if (tap_ffn(s, li, T, err))
         return -1;
     hc_site next;
@@ -1026,6 +1056,16 @@ static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
     if (feeds)
         next = attn_site(&be->w.layers[li + 1]);
     return hc_update(be, T, feeds ? &next : NULL, y2, err);
+}
+
+static int layer_ops(cuda_state *s, int li, int T, glm_error *err)
+{
+    const float *y2 = NULL;
+    int rc = phase_attention(s, li, T, err);
+    if (rc || (rc = reduce(s, T, err)) || (rc = phase_ffn(s, li, T, &y2, err)) ||
+        (rc = reduce(s, T, err)))
+        return rc;
+    return phase_end(s, li, T, y2, err);
 }
 
 /* One layer; the side stream joined on every exit (a failed op leaves no fork open). */
@@ -1133,6 +1173,99 @@ static int cancel_seen(cuda_state *s, int li, glm_error *err)
     return atomic_load(s->cancel) != 0;
 }
 
+/* Several ranks exchanging through the host, a prefill chunk of at least 2 x CUDA_HALF_ROWS
+ * rows runs as two halves of rows whose layers interleave: each half's phases are queued in turn
+ * (the attention of half 0, of half 1, the FFN of half 0, ...), and the host gathers one half's
+ * partial sums while the GPU runs the other half's phase, queued before the gather. A half is
+ * computed as a chunk of its rows would be (its rows of X, y, post and comb, its position; the
+ * other buffers hold only what one phase makes and reads), so a row's bits are those of the
+ * unsplit chunk's: the products and kernels take rows at 16-token boundaries as they take chunks
+ * (prefill_grid.h), and the second half's rows read the KDA states and the caches the first half
+ * left, as a second chunk would. */
+typedef struct cu_half {
+    int r0, T;    /* rows [r0, r0 + T) of the chunk */
+    float *host;  /* its partials' staging in h_logits: world x T x hidden floats */
+} cu_half;
+
+static int halves_overlap(const cuda_state *s, int T)
+{
+    return s->coll.all_reduce && !cuda_coll_on_device(s, T) && !s->verifying &&
+           T >= 2 * CUDA_HALF_ROWS; /* (no rank taps: tap() is off with several ranks) */
+}
+
+/* The scratch's row buffers that live across an exchange, the session length and the position
+ * the ops read, set to half h's (full: the chunk's scratch; n0: the chunk's first position; pos:
+ * the chunk's d_pos, whose [1] holds the second half's). */
+static void use_half(cuda_state *s, const cu_scratch *full, int n0, int *pos, const cu_half *h,
+                     int which)
+{
+    cuda_backend *be = s->be;
+    size_t S = (size_t)be->m->cfg.hc_mult, D = (size_t)be->m->cfg.hidden_size, r = (size_t)h->r0;
+    be->s.X = full->X + r * S * D;
+    be->s.y = full->y + r * D;
+    be->s.post = full->post + r * S;
+    be->s.comb = full->comb + r * S * S;
+    s->n = n0 + h->r0;
+    s->d_pos = pos + which;
+}
+
+/* A half's phase ends with the side stream joined, as a layer does. */
+static int joined(cuda_backend *be, int rc, glm_error *err)
+{
+    int jrc = side_join(be);
+    if (!rc && jrc)
+        return cuda_fail(err, "joining the side stream", jrc), -1;
+    return rc;
+}
+
+static int layers_in_halves(cuda_state *s, int T, glm_error *err)
+{
+    cuda_backend *be = s->be;
+    const glm_config *c = &be->m->cfg;
+    int world = s->coll.world ? s->coll.world : 2;
+    int T0 = T / 2 / GLM_KEEP_ALIGN * GLM_KEEP_ALIGN;
+    cu_half h[2] = {{0, T0, s->h_logits},
+                    {T0, T - T0, s->h_logits + (size_t)world * T0 * c->hidden_size}};
+    cu_scratch full = be->s;
+    int n0 = s->n, *pos = s->d_pos, rc = 0;
+    s->h_pos[1] = n0 + T0;
+    if ((rc = eng_copy_async(pos + 1, s->h_pos + 1, sizeof(int), be->stream)) != 0) {
+        cuda_fail(err, "copying the second half's position in", rc);
+        return -1;
+    }
+    const float *y2[2] = {NULL, NULL};
+    for (int li = 0; li <= c->num_layers && !rc; li++) {
+        for (int k = 0; k < 2 && !rc; k++) { /* the end of layer li - 1, the attention of li */
+            use_half(s, &full, n0, pos, &h[k], k);
+            if (li > 0 && ((rc = reduce_finish(s, h[k].T, h[k].host, s->copied[k], err)) ||
+                           (rc = phase_end(s, li - 1, h[k].T, y2[k], err))))
+                break;
+            if (li == c->num_layers)
+                continue;
+            if ((rc = joined(be, phase_attention(s, li, h[k].T, err), err)) ||
+                (rc = reduce_start(s, h[k].T, h[k].host, s->copied[k], err)))
+                break;
+        }
+        for (int k = 0; k < 2 && !rc && li < c->num_layers; k++) { /* the FFN of li */
+            use_half(s, &full, n0, pos, &h[k], k);
+            if ((rc = reduce_finish(s, h[k].T, h[k].host, s->copied[k], err)) ||
+                (rc = joined(be, phase_ffn(s, li, h[k].T, &y2[k], err), err)) ||
+                (rc = reduce_start(s, h[k].T, h[k].host, s->copied[k], err)))
+                break;
+        }
+        if (!rc && li < c->num_layers && (rc = cancel_seen(s, li, err)) > 0) {
+            s->stopped_at_layer = 1;
+            glm_error_set(err, GLM_ERR_CANCELED, "the prompt was canceled at layer %d of %d",
+                          li + 1, c->num_layers);
+            rc = -1;
+        }
+    }
+    be->s = full;
+    s->n = n0;
+    s->d_pos = pos;
+    return joined(be, rc, err);
+}
+
 int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
 {
     cuda_backend *be = s->be;
@@ -1140,6 +1273,8 @@ int cuda_forward_layers(cuda_state *s, int T, glm_error *err)
     int poll = polls_cancel(s, T);
     cuda_prof_mark(be, NULL); /* the op profile's start (no-op unless on): the embedding's time */
     CK(eng_embed(&be->w.embed, s->d_tokens, T, c->hc_mult, be->s.X, be->stream), "the embedding");
+    if (halves_overlap(s, T))
+        return layers_in_halves(s, T, err);
     for (int li = 0; li < c->num_layers; li++) {
         int rc = layer(s, li, T, err);
         if (rc)

@@ -102,6 +102,8 @@ void cuda_state_free(cuda_state *s)
     eng_graph_free(s->graph);
     eng_event_free(s->layer_done[0]);
     eng_event_free(s->layer_done[1]);
+    eng_event_free(s->copied[0]);
+    eng_event_free(s->copied[1]);
     free(s);
 }
 
@@ -124,12 +126,13 @@ cuda_state *cuda_state_new(cuda_backend *be, glm_error *err)
      * state would pin 2 x chunk x vocab floats of host memory each (1.2 GiB at GLM's vocabulary) */
     size_t V = (size_t)(c->vocab_size > c->hidden_size ? c->vocab_size : c->hidden_size);
     s->h_logits_cap = 2 * V;
-    if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, sizeof(int)) ||
+    if (!s->kda_conv || !s->kda_S || !s->dsa || kern_malloc((void **)&s->d_pos, 2 * sizeof(int)) ||
         kern_malloc((void **)&s->d_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
-        eng_host_alloc((void **)&s->h_pos, sizeof(int)) ||
+        eng_host_alloc((void **)&s->h_pos, 2 * sizeof(int)) ||
         eng_host_alloc((void **)&s->h_tokens, (size_t)be->chunk * sizeof(int32_t)) ||
         eng_host_alloc((void **)&s->h_logits, s->h_logits_cap * sizeof(float)) ||
-        eng_fence_new(&s->layer_done[0]) || eng_fence_new(&s->layer_done[1])) {
+        eng_fence_new(&s->layer_done[0]) || eng_fence_new(&s->layer_done[1]) ||
+        eng_fence_new(&s->copied[0]) || eng_fence_new(&s->copied[1])) {
         cuda_state_free(s);
         glm_error_set(err, GLM_ERR_NOMEM, "out of GPU memory creating a session state (KDA "
                       "states %zu bytes a layer)", cuda_rec_bytes(c) + cuda_conv_bytes(c));

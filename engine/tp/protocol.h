@@ -12,8 +12,9 @@
 /* 8: heartbeats carry the steps the sender sent (a head) or received (a worker); 9: a prefill
  * makes one more exchange a layer, the ranks' cancel flags summed (backend.h); 10: under the
  * one-part products a prefill chunk's indexer query takes one fp16 part (the ranks' selections
- * must be made alike) */
-#define TP_PROTOCOL_VERSION 10u
+ * must be made alike); 11: a CUDA prefill chunk of 512 rows or more exchanged through the host
+ * runs as two halves, each exchanging its own partial sums (the ranks must cut alike) */
+#define TP_PROTOCOL_VERSION 11u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */

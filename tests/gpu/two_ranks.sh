@@ -3,7 +3,9 @@
 # loopback) against one CUDA rank, on tiny-A and a quantized EXL3 mkmodel model (tiny-exl3-tp):
 # logits of a prefill, decode steps and a 48-token greedy generation (glmchat logits --greedy),
 # the worker's logits bit for bit the head's, a greedy chat reply, a refused cache-format
-# mismatch, then bench/bench_tp (one 16 KiB exchange on loopback); the table comes last.
+# mismatch, on CUDA a 1,100-token prefill at chunks of 512 rows (each run as two halves whose
+# exchanges overlap the other half's work) against chunks of 256 (whole), every row's logits the
+# same bits, then bench/bench_tp (one 16 KiB exchange on loopback); the table comes last.
 # Usage: tests/gpu/two_ranks.sh [OUT_DIR]   (from the source root). Builds only glmchat and
 # bench_tp (CUDA_ARCHS, default 90) unless GLMCHAT_PREBUILT=DIR holds both. TINY_A=DIR names the
 # fixture; TP_BACKEND=cpu runs the same checks on the CPU backend (a dry run without a GPU);
@@ -75,10 +77,66 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# check_halves DIR LABEL: two CUDA ranks prefill 1,100 tokens in one call at chunks of 512 rows
+# (two halves a chunk, their exchanges overlapping the other half's work) and of 256 (whole
+# chunks): every row's logits the same bits (a row does not depend on its chunk); against one rank
+# within the tolerance above
+check_halves() {
+    local m=$1 label=$2 d="$build/$2-halves" chunk
+    mkdir -p "$d"
+    python3 - "$m/config.json" >"$d/tokens" <<'PY'
+import json, random, sys
+c = json.load(open(sys.argv[1]))
+vocab = c.get("text_config", c)["vocab_size"]
+r = random.Random(5)
+print(" ".join(str(r.randrange(1, vocab)) for _ in range(1100)))
+PY
+    echo "== $label: 1,100 tokens on two ranks at chunks of 512 (halves) and 256 (whole)"
+    GLMCHAT_CUDA_CHUNK=512 "$G" --backend "$backend" logits --model "$m" --tokens-file "$d/tokens" \
+        --prefill 1100 --out "$d/one.f32" >/dev/null 2>"$d/one.err" ||
+        { echo "FAIL: one rank: $(cat "$d/one.err")"; status=1; return; }
+    for chunk in 512 256; do
+        export GLMCHAT_CUDA_CHUNK=$chunk
+        if start_worker "$m" "$d/worker-$chunk.err"; then
+            local t0=$EPOCHREALTIME
+            "$G" --backend "$backend" --peer 127.0.0.1:$port logits --model "$m" --tokens-file "$d/tokens" \
+                --prefill 1100 --out "$d/c$chunk.f32" >/dev/null 2>"$d/head-$chunk.err" ||
+                { echo "FAIL: the head at chunks of $chunk: $(cat "$d/head-$chunk.err")"; status=1; }
+            awk "BEGIN { printf \"%.2f\", $EPOCHREALTIME - $t0 }" >"$d/s$chunk"
+            stop_worker
+        fi
+        unset GLMCHAT_CUDA_CHUNK
+    done
+    python3 - "$d" "$label" <<'PY' | tee -a "$table" || status=1
+import os, struct, sys
+d, label = sys.argv[1], sys.argv[2]
+def f32(name):
+    p = os.path.join(d, name)
+    b = open(p, "rb").read() if os.path.exists(p) else b""
+    return b, struct.unpack("<%df" % (len(b) // 4), b)
+(hb, halves), (wb, whole), (_, one) = f32("c512.f32"), f32("c256.f32"), f32("one.f32")
+ok = len(halves) == len(whole) == len(one) > 0 and len(one) % 1100 == 0
+scale = max(abs(x) for x in one) if one else 1.0
+diff = max(abs(x - y) for x, y in zip(one, halves)) if ok else float("inf")
+first = next((i // (len(one) // 1100) for i in range(len(halves)) if halves[i] != whole[i]), None) if ok else 0
+ok = ok and hb == wb and diff <= 1e-4 * scale
+secs = lambda c: open(os.path.join(d, "s%d" % c)).read().strip() if os.path.exists(os.path.join(d, "s%d" % c)) else "?"
+print("%-14s 1,100 rows on 2 ranks: halves (chunks of 512) vs whole chunks of 256: %s; vs 1 rank "
+      "max|diff| %.3e (rel %.2e); head %s s / %s s %s"
+      % (label, "every row the same bits" if hb == wb and hb else "rows differ from row %s" % first,
+         diff, diff / scale, secs(512), secs(256), "PASS" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
+}
+
 tiny_a=${TINY_A:-$(pwd)/tests/fixtures/models/tiny-A}
 [ -d "$tiny_a" ] || { echo "FAIL: no tiny-A at $tiny_a (set TINY_A)"; exit 1; }
 check_model "$tiny_a" tiny-A
 check_model "$models/tiny-exl3-tp" tiny-exl3-tp
+if [ "$backend" = cuda ] || [ -n "${TP_HALVES:-}" ]; then
+    check_halves "$tiny_a" tiny-A
+    check_halves "$models/tiny-exl3-tp" tiny-exl3-tp
+fi
 
 echo "== tiny-exl3-tp: a greedy chat reply, one $backend rank and two"
 export XDG_CONFIG_HOME="$build/xdg" XDG_DATA_HOME="$build/xdg-data"

@@ -385,17 +385,19 @@ START_TEST(hello_with_nccl_round_trips_and_version_6_is_refused_by_name)
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert_uint_eq(out.u.hello.settings.transport, TP_TRANSPORT_NCCL);
     ck_assert_str_eq(tp_transport_kind_name(TP_TRANSPORT_NCCL), "nccl");
-    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 10);
+    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 11);
 
-    /* 9: a prefill chunk's indexer query exact where this build rounds it (the ranks would
-     * select differently); 8: without the cancel flags' exchange (it would fall out of step) */
+    /* 10: a long CUDA chunk's partial sums exchanged whole where this build exchanges halves (the
+     * exchanges would not pair); 9: a prefill chunk's indexer query exact where this build rounds
+     * it (the ranks would select differently); 8: without the cancel flags' exchange (it would
+     * fall out of step) */
     tp_hello mine = m.u.hello, old = m.u.hello;
     old.rank = 3;
     old.peer_rank = 0;
-    for (uint32_t v = 8; v <= 9; v++) {
+    for (uint32_t v = 8; v <= 10; v++) {
         char want[80];
         old.protocol = v;
-        snprintf(want, sizeof want, "rank protocol version differs: 10 here, %u on the worker", v);
+        snprintf(want, sizeof want, "rank protocol version differs: 11 here, %u on the worker", v);
         ck_assert_int_eq(tp_hello_compare(&mine, &old, "worker", &err), GLM_ERR_PEER);
         ck_assert_msg(strstr(err.message, want) != NULL, "%s", err.message);
     }
