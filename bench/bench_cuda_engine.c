@@ -1524,6 +1524,20 @@ static int print_prefill_projection(const op_profile *prof, const glm_config *c,
            "tok/s, at this run's efficiency %.0f, by SM %.0f\n",
            both.link_bytes_per_s / 1e9, ex2, rows / ((sum_floor + ex2) * 1e-6),
            rows / ((sum_eff + ex2) * 1e-6), rows / ((sum_sm + ex2) * 1e-6));
+    /* two ranks run a chunk of 2 x rows as two halves of this chunk's rows, each half's exchanges
+     * under the other's work (forward.c's layers_in_halves): this chunk's compute twice */
+    if (rows >= CUDA_HALF_ROWS) {
+        double xs[3], comp[3] = {2 * sum_floor, 2 * sum_eff, 2 * sum_sm};
+        for (int k = 0; k < 3; k++)
+            xs[k] = glm_prefill_exchange_halves_us(&t, full.num_layers, rows, full.hidden_size,
+                                                   comp[k]);
+        printf("two Sparks, chunks of %d run as two halves of %d (their exchanges under each "
+               "other's work; this chunk's compute twice): exchanges left waiting %.0f / %.0f / "
+               "%.0f us; the kernels' floor %.0f tok/s, at this run's efficiency %.0f, by SM %.0f "
+               "(one rail)\n",
+               2 * rows, rows, xs[0], xs[1], xs[2], 2 * rows / ((comp[0] + xs[0]) * 1e-6),
+               2 * rows / ((comp[1] + xs[1]) * 1e-6), 2 * rows / ((comp[2] + xs[2]) * 1e-6));
+    }
     return 0;
 }
 

@@ -195,3 +195,12 @@ double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows
     return 2.0 * layers * (bytes / t->link_bytes_per_s * 1e6 + t->exchange_us) +
            layers * (4 / t->link_bytes_per_s * 1e6 + t->exchange_us);
 }
+
+double glm_prefill_exchange_halves_us(const glm_prefill_target *t, int layers, int half_rows,
+                                      int hidden, double compute_us)
+{
+    double e = (double)half_rows * hidden * 4 / t->link_bytes_per_s * 1e6 + t->exchange_us;
+    double phases = 4.0 * layers, phase = compute_us / phases;
+    return (phases - 1) * fmax(0, e - phase) + e +
+           layers * (4 / t->link_bytes_per_s * 1e6 + t->exchange_us);
+}

@@ -102,4 +102,14 @@ void glm_project_prefill_group(double measured_us, double here_flops, double her
  * float (the ranks' cancel flags summed: backend.h). */
 double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows, int hidden);
 
+/* The same exchanges where the chunk runs as two halves of half_rows rows each whose phases
+ * interleave (the CUDA backend's layers_in_halves: the attention of half 0, of half 1, the FFN of
+ * half 0, ...; each half's partial sums go over the link while the other half's next phase runs),
+ * the time they leave the GPU idle, with compute_us the two halves' work (every phase taken as
+ * compute_us / (4 x layers)): each of the first 4 x layers - 1 exchanges waits max(0, e - phase)
+ * where e is one half's exchange (half_rows x hidden f32 plus the fixed cost), the last waits all
+ * of e, and the cancel flags' exchanges are counted whole as glm_prefill_exchange_us does. */
+double glm_prefill_exchange_halves_us(const glm_prefill_target *t, int layers, int half_rows,
+                                      int hidden, double compute_us);
+
 #endif

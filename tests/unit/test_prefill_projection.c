@@ -113,6 +113,18 @@ START_TEST(group_projection_by_hand)
      * cancel flags: 45 x (4 bytes / 12 GB/s + 11 us) */
     ck_assert_double_eq_tol(glm_prefill_exchange_us(&t, 45, 4096, 4096),
                             90 * (67108864 / 12e9 * 1e6 + 11) + 45 * (4 / 12e9 * 1e6 + 11), 1e-6);
+    /* as two halves of 4096 rows: a half's exchange 67108864 / 12e9 s + 11 us = 5,603.4 us; with
+     * 3.6 s of compute a phase (of 180) takes 20,000 us, so only the last exchange waits; with 0.36
+     * s (2,000 us a phase) each of the first 179 waits 3,603.4 us */
+    double e = 67108864 / 12e9 * 1e6 + 11, flags = 45 * (4 / 12e9 * 1e6 + 11);
+    ck_assert_double_eq_tol(glm_prefill_exchange_halves_us(&t, 45, 4096, 4096, 3.6e6), e + flags,
+                            1e-6);
+    ck_assert_double_eq_tol(glm_prefill_exchange_halves_us(&t, 45, 4096, 4096, 3.6e5),
+                            179 * (e - 2000) + e + flags, 1e-6);
+    /* no compute to hide behind: every exchange of the halves waits whole, twice the bytes' count
+     * of the unsplit chunk's less nothing (4 x 45 exchanges of half the rows) */
+    ck_assert_double_eq_tol(glm_prefill_exchange_halves_us(&t, 45, 4096, 4096, 0), 180 * e + flags,
+                            1e-6);
     /* the Sparks' rates as the header states them */
     glm_prefill_target s = GLM_PREFILL_SPARKS;
     ck_assert(s.flops_per_s == 62.5e12 && s.sms == 48 && s.bytes_per_s == 273e9 &&
