@@ -1130,6 +1130,10 @@ static int split_head(cuda_state *s, const float *x, int rows, float *host, glm_
         CK(eng_copy_async(mine, be->s.logits, (size_t)rows * Vr * sizeof(float), be->stream),
            "the logits' copy");
     } else {
+        /* the padding is written by the host: first the GPU's queued work must be done with this
+         * memory (the layers' last sums read the ranks' partials in place in the same staging,
+         * which mine overlaps when few rows of logits follow a long chunk) */
+        CK(eng_stream_sync(be->stream), "the layers before the logits' staging");
         memset(mine, 0, (size_t)rows * widest * sizeof(float));
         CK(eng_copy_2d(mine, widest * sizeof(float), be->s.logits, Vr * sizeof(float),
                        Vr * sizeof(float), rows, be->stream), "the logits' copy");

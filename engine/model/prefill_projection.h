@@ -108,7 +108,10 @@ double glm_prefill_exchange_us(const glm_prefill_target *t, int layers, int rows
  * the time they leave the GPU idle, with compute_us the two halves' work (every phase taken as
  * compute_us / (4 x layers)): each of the first 4 x layers - 1 exchanges waits max(0, e - phase)
  * where e is one half's exchange (half_rows x hidden f32 plus the fixed cost), the last waits all
- * of e, and the cancel flags' exchanges are counted whole as glm_prefill_exchange_us does. */
+ * of e, and the cancel flags' exchanges are counted whole as glm_prefill_exchange_us does. With
+ * phases of unequal work (attention against FFN, KDA against DSA layers) the wait is at least
+ * this: the sum of max(0, e - phase) over the real phases, of which the even split is the least;
+ * the two copies an exchange makes on the GPU (the partial out, the sum in) are not counted. */
 double glm_prefill_exchange_halves_us(const glm_prefill_target *t, int layers, int half_rows,
                                       int hidden, double compute_us);
 
