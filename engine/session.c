@@ -362,16 +362,28 @@ glm_status session_verify(glm_session *s, const int32_t *tokens, int n, float *l
                           glm_error *err)
 {
     const backend_ops *ops = s->e->be.ops;
-    if (!ops->verify || s->e->rank >= 0)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts%s",
-                             ops->name, s->e->rank >= 0 ? " over two ranks" : "");
+    if (!ops->verify)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot verify drafts",
+                             ops->name);
     int at = glm_session_length(s);
     glm_status st = check_room(s, at, n, err);
     if (st)
         return st;
     st = remember_tokens(s, tokens, n, at, err);
+    /* rank 0: the window and its exchanges, with no other session's in between (as feed) */
+    if (s->e->rank == 0) {
+        pthread_mutex_lock(&s->e->step_lock);
+        s->e->stepping = s;
+    }
+    if (!st)
+        st = mirror_step_locked(s, TP_STEP_VERIFY, at, tokens, n, err);
     if (!st)
         st = ops->verify(s->e->be.impl, s->st, tokens, n, logits_all, err);
+    if (s->e->rank == 0) {
+        mirror_step_end(s);
+        s->e->stepping = NULL;
+        pthread_mutex_unlock(&s->e->step_lock);
+    }
     if (st) {
         glm_session_reset(s);
         return st;
@@ -405,7 +417,9 @@ glm_status session_rewind(glm_session *s, int n, const float *row, glm_error *er
     if (!ops->state_rewind)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend cannot go back in a "
                              "verification window", ops->name);
-    glm_status st = ops->state_rewind(s->st, n, err);
+    glm_status st = mirror_step(s, TP_STEP_REWIND, n, NULL, 0, err);
+    if (!st)
+        st = ops->state_rewind(s->st, n, err);
     if (!st) {
         s->has_logits = row != NULL;
         if (row && row != s->logits)
@@ -472,7 +486,7 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
     glm_sampler *smp = sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;
-    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && s->e->be.ops->verify && s->e->rank < 0) {
+    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && s->e->be.ops->verify && s->e->rank <= 0) {
         spec_drafter d = s->drafter;
         d.mode = s->e->draft;
         st = spec_generate(s, &d, smp, eos, n_eos, max_new, on_token, user, n_out, &s->spec, err);

@@ -191,13 +191,13 @@ static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
         return bad(err, TP_MSG_STEP, "its conversation slot is past the 16 a worker keeps");
     if (s->seq == 0)
         return bad(err, TP_MSG_STEP, "its sequence number is 0 (steps count from 1)");
-    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_CLOSE)
+    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_REWIND)
         return bad(err, TP_MSG_STEP, "the command is unknown");
     int forward = tp_step_is_forward(s->cmd);
     if (forward && s->n_tokens == 0)
         return bad(err, TP_MSG_STEP, "a forward step has no tokens");
     if (!forward && s->n_tokens != 0)
-        return bad(err, TP_MSG_STEP, "a reset, truncate, mark or close step carries tokens");
+        return bad(err, TP_MSG_STEP, "a reset, truncate, mark, close or rewind step carries tokens");
     if (s->n_tokens > TP_STEP_MAX_TOKENS)
         return bad(err, TP_MSG_STEP, "it has more tokens than a step may carry");
     if ((uint64_t)s->pos + s->n_tokens > UINT32_MAX)

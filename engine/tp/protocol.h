@@ -13,8 +13,9 @@
  * makes one more exchange a layer, the ranks' cancel flags summed (backend.h); 10: under the
  * one-part products a prefill chunk's indexer query takes one fp16 part (the ranks' selections
  * must be made alike); 11: a CUDA prefill chunk of 512 rows or more exchanged through the host
- * runs as two halves, each exchanging its own partial sums (the ranks must cut alike) */
-#define TP_PROTOCOL_VERSION 11u
+ * runs as two halves, each exchanging its own partial sums (the ranks must cut alike); 12: drafted
+ * decoding over ranks: VERIFY and REWIND steps */
+#define TP_PROTOCOL_VERSION 12u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -86,12 +87,15 @@ typedef enum tp_step_cmd {
     TP_STEP_MARK = 4,     /* remember the state at pos tokens, for a later truncate (n must be 0) */
     TP_STEP_FORWARD_ALL = 5, /* a forward that also computes every row's logits */
     TP_STEP_CLOSE = 6,    /* the head freed this slot's state: free the mirror (n must be 0) */
+    TP_STEP_VERIFY = 7,   /* a verification window of drafted tokens at positions pos..pos+n-1:
+                           * run as drafted decoding verifies them (the state can go back inside) */
+    TP_STEP_REWIND = 8,   /* back to pos tokens inside the last window (n must be 0) */
 } tp_step_cmd;
 
-/* A step that runs the forward (its exchanges follow): FORWARD or FORWARD_ALL. */
+/* A step that runs the forward (its exchanges follow): FORWARD, FORWARD_ALL or VERIFY. */
 static inline int tp_step_is_forward(uint32_t cmd)
 {
-    return cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL;
+    return cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL || cmd == TP_STEP_VERIFY;
 }
 
 typedef struct tp_step {

@@ -80,6 +80,25 @@ static glm_status run_forward(glm_session *s, const tp_step *step, FILE *dump, g
     return st;
 }
 
+/* Runs a verification window of the head's (its drafted tokens, every row's logits), which a
+ * REWIND step may then go back inside. */
+static glm_status run_verify(glm_session *s, const tp_step *step, FILE *dump, glm_error *err)
+{
+    if ((int)step->pos != glm_session_length(s))
+        return glm_error_set(err, GLM_ERR_PEER, "the head verified tokens at position %u but this "
+                             "worker holds %d: the ranks disagree", step->pos, glm_session_length(s));
+    size_t V = (size_t)glm_session_vocab(s);
+    float *logits = malloc((size_t)step->n_tokens * V * sizeof *logits);
+    if (!logits)
+        return glm_error_set(err, GLM_ERR_NOMEM, "out of memory for a window of %u rows of logits",
+                             step->n_tokens);
+    glm_status st = session_verify(s, (const int32_t *)step->tokens, (int)step->n_tokens, logits, err);
+    if (st == GLM_OK && !dump_logits(dump, logits, step->n_tokens * V))
+        st = glm_error_set(err, GLM_ERR_IO, "cannot write the logits dump: %s", strerror(errno));
+    free(logits);
+    return st;
+}
+
 /* The worker's mirrors of the head's conversation states, by slot, made on first use. */
 typedef struct mirrors {
     glm_session *slot[TP_MAX_SLOTS];
@@ -116,8 +135,20 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
             return glm_error_set(err, GLM_ERR_PEER, "the head marked %u tokens but this worker holds "
                                  "%d: the ranks disagree", step->pos, glm_session_length(s));
         return glm_session_mark(s, err);
+    case TP_STEP_VERIFY: return run_verify(s, step, dump, err);
+    case TP_STEP_REWIND: return session_rewind(s, (int)step->pos, NULL, err);
     default: return run_forward(s, step, dump, err);
     }
+}
+
+/* The worker's engine from its parameters, with room planned for the verification windows a
+ * drafting head sends (copy drafts ask nothing else of a worker; the MTP layer runs on one rank). */
+static glm_engine *open_worker_engine(const glm_worker_params *p, glm_error *err)
+{
+    glm_engine_params ep = p->engine;
+    if (ep.draft == GLM_DRAFT_DEFAULT || ep.draft == GLM_DRAFT_OFF)
+        ep.draft = GLM_DRAFT_COPY;
+    return glm_engine_open(&ep, err);
 }
 
 /* The worker's engine, split as the last head asked (rank 1 of 2 until a head asks otherwise). */
@@ -137,7 +168,7 @@ static glm_status assign_rank(void *user, int rank, int world, glm_error *err)
     say(w->p, "the head asks for rank %d of %d: splitting the model again", rank, world);
     glm_engine_close(w->e);
     w->rank = w->world = 0;
-    w->e = glm_engine_open(&w->p->engine, err);
+    w->e = open_worker_engine(w->p, err);
     if (!w->e)
         return err->status;
     glm_status st = engine_split(w->e, rank, world, err);
@@ -245,7 +276,7 @@ glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err)
         return st;
     engine_rdma_options(&p->engine, &opts.rdma);
     worker_engine we = {.p = p, .rank = 1, .world = 2};
-    if (!(we.e = glm_engine_open(&p->engine, err)))
+    if (!(we.e = open_worker_engine(p, err)))
         return err->status;
     opts.assign = assign_rank;
     opts.assign_user = &we;

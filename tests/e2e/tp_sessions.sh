@@ -3,8 +3,9 @@
 # interleaved, reset, cut back to a mark (a conversation switch) and freed states each match one
 # rank, a state past the worker's 16 is refused by name, a long feed canceled partway keeps its
 # pieces on both ranks; after the worker restarts, a state it lost is refused by name while the
-# others go on. Then the TUI switches between conversations (/new, /open) over the one worker it
-# connected to, each reply as one rank's.
+# others go on; a reply drafted on two ranks equals the undrafted one, from the engine and from the
+# command line (draft = copy; mtp refused with a peer). Then the TUI switches between
+# conversations (/new, /open) over the one worker it connected to, each reply as one rank's.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/chat_lib.sh"
 unset GLMCHAT_TEST_REPLIES GLMCHAT_TEST_REQUESTS
@@ -52,6 +53,42 @@ for _ in $(seq 100); do kill -0 $worker 2>/dev/null || break; sleep 0.05; done
 cp "$TMP/worker2.err" "$TMP/w2.err"
 expect_grep w2.err 'serving the head at'
 if grep -q 'disagree' "$TMP/w2.err"; then fail "the restarted worker saw the ranks disagree: $(cat "$TMP/w2.err")"; else pass; fi
+expect_grep out '^PASS: drafted decoding on two ranks: 48 tokens equal the undrafted two-rank reply'
+
+# Copy drafts asked for on the command line over two ranks (refused before): a scripted two-turn
+# chat replies as without drafts (tiny's random replies seldom repeat, so its windows are few; the
+# engine's check above is the one that drafts); draft = mtp with a peer is refused by name.
+M2="$TMP/draft-model"
+expect_exit 0 "$G" mkmodel --out "$M2" --preset tiny --seed 11
+start_worker "$M2"
+printf 'Count from one to twenty.\nAgain, backwards.\n' >"$TMP/prompts"
+for d in off copy; do
+    GLMCHAT_DRAFT=$d GLMCHAT_TEMPERATURE=0 "$G" --db "$TMP/d-$d.db" --model "$M2" --peer 127.0.0.1:$PORT \
+        chat --lines --think off --output-format jsonl --max-tokens 40 <"$TMP/prompts" >"$TMP/d-$d.jsonl" 2>"$TMP/d-$d.err"
+    [ $? -eq 0 ] && pass || fail "a two-rank chat with draft = $d failed: $(head -c 400 "$TMP/d-$d.err")"
+done
+check_py "copy drafts over two ranks reply as undrafted" '
+import json, os
+tmp = os.environ["TMP"]
+def turns(name):
+    out, cur = [], []
+    for line in open(tmp + "/" + name):
+        e = json.loads(line)
+        if e["type"] in ("content", "reasoning"):
+            cur.append(e.get("text", ""))
+        elif e["type"] == "turn_end":
+            out.append("".join(cur)); cur = []
+    return out
+a, b = turns("d-off.jsonl"), turns("d-copy.jsonl")
+if len(a) != 2 or not all(a): print("FAIL: undrafted replies: %r" % a)
+if a != b: print("FAIL: draft = copy over two ranks %r, undrafted %r" % (b, a))
+'
+GLMCHAT_DRAFT=mtp "$G" --db "$TMP/d-mtp.db" --model "$M2" --peer 127.0.0.1:$PORT chat --prompt "Hi" \
+    >/dev/null 2>"$TMP/d-mtp.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q 'draft = mtp runs on one rank only' "$TMP/d-mtp.err" && pass ||
+    fail "draft = mtp with a peer: exit $rc, $(head -c 400 "$TMP/d-mtp.err")"
+stop_worker
 
 # The TUI switches conversations over the one worker it connected to: two conversations, then
 # back to the first; every reply equals one rank's, and the worker served a single head.

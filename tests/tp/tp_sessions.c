@@ -2,7 +2,8 @@
  * starts the worker): interleaved sessions each give one rank's logits, a freed slot is reused
  * clean, a state past the worker's limit is refused by name, and after the worker restarts
  * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on; a long
- * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits.
+ * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits;
+ * a greedy reply drafted on two ranks (verification windows and rewinds on both) equals one rank's.
  * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "glm.h"
 #include "session.h"
+#include "spec.h"
 #include "tp/protocol.h"
 #include "tests/common/cancel_later.h"
 
@@ -97,6 +99,103 @@ static void canceled_feed_keeps_its_pieces(glm_engine *two, glm_engine *one, int
     feed_both(&d, t + held, N - held);
     glm_session_free(d.two);
     glm_session_free(d.one);
+}
+
+/* Drafted decoding over two ranks: the head drafts, the worker runs each verification window
+ * (its exchanges) and goes back inside it as the head does. The drafts come from the one-rank
+ * reply (an oracle), one in five of them wrong, so windows are both accepted and refused. */
+typedef struct oracle {
+    const int32_t *reply;
+    int n_reply, n_prompt, vocab;
+} oracle;
+
+static int oracle_draft(const int32_t *ctx, int n, int32_t *out, int max, void *user)
+{
+    const oracle *o = user;
+    int at = n - o->n_prompt, k = 0; /* reply tokens the context holds */
+    for (; k < max && at + k < o->n_reply; k++) {
+        uint32_t h = (uint32_t)(at + k) * 2654435761u;
+        out[k] = (h >> 16) % 5 == 0 ? (o->reply[at + k] + 1) % o->vocab : o->reply[at + k];
+    }
+    (void)ctx;
+    return k;
+}
+
+typedef struct reply {
+    int32_t v[64];
+    int n;
+} reply;
+
+static int keep_token(int32_t tok, void *user)
+{
+    reply *r = user;
+    if (r->n < 64)
+        r->v[r->n++] = tok;
+    return 0;
+}
+
+static double flat_cost(int rows, double measured_s, void *user)
+{
+    (void)rows, (void)measured_s, (void)user;
+    return 1.0; /* windows always pay: the choice does not hang on this machine's speed */
+}
+
+/* A greedy reply of NEW tokens after the prompt on a fresh session of e (drafts: its drafter). */
+static glm_status greedy_reply(glm_session *s, const int32_t *prompt, int np, int max_new, reply *r,
+                               glm_error *err)
+{
+    glm_sampling greedy = {.temperature = 0, .top_p = 1};
+    int eos[] = {-1}, n = 0;
+    r->n = 0;
+    return glm_session_generate_tokens(s, prompt, np, &greedy, eos, 1, max_new, keep_token, r, &n,
+                                       err);
+}
+
+static void drafted_reply_equals_undrafted(glm_engine *two, glm_engine *one, int V)
+{
+    enum { NP = 40, NEW = 48 };
+    int32_t prompt[NP];
+    for (int i = 0; i < NP; i++)
+        prompt[i] = (int32_t)(1 + (i * 37) % (V - 1));
+    glm_error err = {0};
+    reply plain = {.n = 0}, drafted = {.n = 0}, single = {.n = 0};
+    glm_session *undrafted = glm_session_new(two, &err);
+    pair p = {glm_session_new(two, &err), glm_session_new(one, &err), "drafted conversation"};
+    if (!undrafted || !p.two || !p.one) {
+        check(0, err.message);
+        return;
+    }
+    glm_status a = greedy_reply(undrafted, prompt, NP, NEW, &plain, &err);
+    oracle o = {plain.v, plain.n, NP, V};
+    session_set_drafter(p.two, oracle_draft, &o);
+    session_set_forward_cost(p.two, flat_cost, NULL);
+    glm_status b = a ? a : greedy_reply(p.two, prompt, NP, NEW, &drafted, &err);
+    glm_status c = a || b ? a | b : greedy_reply(p.one, prompt, NP, NEW, &single, &err);
+    const spec_stats *st = session_spec_stats(p.two);
+    long long proposed = 0, accepted = 0;
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        proposed += st->proposed[i], accepted += st->accepted[i];
+    int same = plain.n == NEW && drafted.n == NEW &&
+               memcmp(plain.v, drafted.v, sizeof plain.v[0] * NEW) == 0;
+    const float *la = glm_session_logits(undrafted), *lb = glm_session_logits(p.two);
+    int state_same = la && lb && glm_session_length(undrafted) == glm_session_length(p.two) &&
+                     memcmp(la, lb, (size_t)V * sizeof *la) == 0;
+    int one_same = single.n == NEW && memcmp(plain.v, single.v, sizeof plain.v[0] * NEW) == 0;
+    char what[1400];
+    snprintf(what, sizeof what, "drafted decoding on two ranks: %d tokens equal the undrafted "
+             "two-rank reply's %d (%s one rank's), the next logits the same bits: %s; %lld "
+             "windows, %lld of %lld drafts accepted%s%s", drafted.n, plain.n,
+             one_same ? "and" : "NOT", state_same ? "yes" : "no", (long long)st->windows,
+             accepted, proposed, a || b || c ? ": " : "", a || b || c ? err.message : "");
+    check(!a && !b && !c && same && state_same && one_same && st->windows > 0 && accepted > 0 &&
+              accepted < proposed,
+          what);
+    /* the worker went back inside the windows as the head did: the next step agrees with one rank */
+    int32_t next = plain.v[NEW - 1];
+    feed_both(&p, &next, 1);
+    glm_session_free(undrafted);
+    glm_session_free(p.two);
+    glm_session_free(p.one);
 }
 
 static void tokens_of(int32_t *t, int n, int seed, int vocab)
@@ -186,6 +285,7 @@ int main(int argc, char **argv)
     /* B's mirror outlived all of that */
     feed_both(&b, tc + 6, 2);
     canceled_feed_keeps_its_pieces(two, one, V);
+    drafted_reply_equals_undrafted(two, one, V);
 
     if (argc == 4 && c.two && c.one) {
         /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
