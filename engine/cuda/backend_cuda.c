@@ -363,7 +363,7 @@ static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ran
     cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
                    be->dense_experts, cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
     p->chunk_given = set->cuda.chunk > 0;
-    cuda_plan_drafting(p, &m->cfg, set->draft_rows, mtp);
+    cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
     return GLM_OK;
 }
 

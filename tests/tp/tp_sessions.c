@@ -4,9 +4,7 @@
  * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on; a long
  * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits;
  * a greedy reply drafted on two ranks (verification windows and rewinds on both) equals one rank's.
- * Usage: tp_sessions [--cuda] MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check
- * passed; --cuda: both engines on the CUDA backend with f32 caches, against a CUDA worker
- * started with --kv-cache f32) */
+ * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,19 +206,13 @@ static void tokens_of(int32_t *t, int n, int seed, int vocab)
 
 int main(int argc, char **argv)
 {
-    int cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
-    argc -= cuda;
-    argv += cuda;
     if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: tp_sessions [--cuda] MODEL_DIR HOST:PORT [RESTART_CMD]\n");
+        fprintf(stderr, "usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]\n");
         return 2;
     }
     glm_error err = {0};
-    glm_engine_params one_p = {.model_dir = argv[1], .backend = cuda ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU,
-                               .n_threads = 1, .prompt_cache_bytes = -1,
-                               /* f32 caches on CUDA: its fp8 default rounds the two splits' rows
-                                * apart (the worker is started with --kv-cache f32 too) */
-                               .kv_cache = cuda ? GLM_KV_CACHE_F32 : GLM_KV_CACHE_DEFAULT};
+    glm_engine_params one_p = {.model_dir = argv[1], .backend = GLM_BACKEND_CPU, .n_threads = 1,
+                               .prompt_cache_bytes = -1};
     glm_engine_params two_p = one_p;
     two_p.peer = argv[2];
     glm_engine *one = glm_engine_open(&one_p, &err);
