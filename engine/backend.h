@@ -142,6 +142,9 @@ typedef struct backend_ops {
     glm_status (*verify)(void *impl, void *state, const int32_t *tokens, int n, float *logits_all,
                          glm_error *err);
     glm_status (*state_rewind)(void *state, int n, glm_error *err);
+    /* 1 when verify also runs with several ranks (each rank's state_set_collective), so drafting
+     * may run over ranks (the head mirrors its windows and rewinds to the workers); 0: one rank */
+    int verifies_over_ranks;
     /* Up to max drafts from the model's MTP layer to follow the state's tokens and then next
      * (*n_out 0: none, e.g. the model has no MTP layer); the state is unchanged. May be NULL. */
     glm_status (*mtp_draft)(void *impl, void *state, int32_t next, int32_t *out, int max, int *n_out,

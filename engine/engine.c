@@ -72,10 +72,10 @@ static glm_status choose_draft(glm_engine *e, const glm_engine_params *p, glm_er
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp runs on one rank only (the MTP "
                              "layer is not split between ranks); with --peer use draft = copy or "
                              "off (config or GLMCHAT_DRAFT)");
-    if (p->peer && strcmp(e->be.ops->name, "cuda") == 0)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend verifies drafts on one rank "
+    if (p->peer && e->be.ops->verify && !e->be.ops->verifies_over_ranks)
+        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend verifies drafts on one rank "
                              "only; with --peer set draft = off (config or GLMCHAT_DRAFT), or run "
-                             "the ranks with --backend cpu");
+                             "the ranks with --backend cpu", e->be.ops->name);
     if (e->draft == SPEC_MTP && !e->model->w.has_mtp)
         return glm_error_set(err, GLM_ERR_UNSUPPORTED, "draft = mtp: %s has no MTP layer "
                              "(num_nextn_predict_layers and layers.%d); use draft = copy or off",

@@ -34,7 +34,8 @@ struct glm_engine {
                             * wait for a late worker: mirror_connect) */
     tp_split_owned split;
     pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
-    spec_mode draft;    /* SPEC_OFF unless the backend verifies and one rank runs */
+    spec_mode draft;    /* SPEC_OFF unless the backend verifies (copy drafts over ranks where it
+                         * verifies over them) */
     char *template_note; /* the model's chat template is another revision (or unreadable), or NULL */
     engine_log log;     /* where the engine's lines go (glm_engine_params.log) */
 };

@@ -420,14 +420,16 @@ glm_status session_rewind(glm_session *s, int n, const float *row, glm_error *er
     glm_status st = mirror_step(s, TP_STEP_REWIND, n, NULL, 0, err);
     if (!st)
         st = ops->state_rewind(s->st, n, err);
-    if (!st) {
-        s->has_logits = row != NULL;
-        if (row && row != s->logits)
-            memcpy(s->logits, row, (size_t)V * sizeof *s->logits);
-        if (n < s->marked)
-            s->marked = 0;
+    if (st) { /* the ranks may no longer agree on the state: start over on both (as verify) */
+        glm_session_reset(s);
+        return st;
     }
-    return st;
+    s->has_logits = row != NULL;
+    if (row && row != s->logits)
+        memcpy(s->logits, row, (size_t)V * sizeof *s->logits);
+    if (n < s->marked)
+        s->marked = 0;
+    return GLM_OK;
 }
 
 float *session_logits_mut(glm_session *s)
@@ -486,7 +488,9 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
     glm_sampler *smp = sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;
-    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && s->e->be.ops->verify && s->e->rank <= 0) {
+    const backend_ops *ops = s->e->be.ops;
+    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && ops->verify &&
+        (s->e->rank < 0 || (s->e->rank == 0 && ops->verifies_over_ranks))) {
         spec_drafter d = s->drafter;
         d.mode = s->e->draft;
         st = spec_generate(s, &d, smp, eos, n_eos, max_new, on_token, user, n_out, &s->spec, err);

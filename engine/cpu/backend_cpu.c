@@ -139,6 +139,7 @@ static const backend_ops cpu_ops = {
     .cache_format = cpu_be_cache_format,
     .verify = cpu_be_verify,
     .state_rewind = cpu_be_rewind,
+    .verifies_over_ranks = 1,
     .mtp_draft = cpu_be_mtp_draft,
 };
 

@@ -136,7 +136,17 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
                                  "%d: the ranks disagree", step->pos, glm_session_length(s));
         return glm_session_mark(s, err);
     case TP_STEP_VERIFY: return run_verify(s, step, dump, err);
-    case TP_STEP_REWIND: return session_rewind(s, (int)step->pos, NULL, err);
+    case TP_STEP_REWIND: {
+        /* the head went back already: a worker that cannot no longer holds its state */
+        glm_status st = session_rewind(s, (int)step->pos, NULL, err);
+        if (st != GLM_OK) {
+            glm_error why = *err;
+            return glm_error_set(err, GLM_ERR_PEER, "the head went back to %u tokens inside its "
+                                 "verification window but this worker cannot: %s", step->pos,
+                                 why.message);
+        }
+        return GLM_OK;
+    }
     default: return run_forward(s, step, dump, err);
     }
 }

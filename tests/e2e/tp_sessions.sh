@@ -56,8 +56,9 @@ if grep -q 'disagree' "$TMP/w2.err"; then fail "the restarted worker saw the ran
 expect_grep out '^PASS: drafted decoding on two ranks: 48 tokens equal the undrafted two-rank reply'
 
 # Copy drafts asked for on the command line over two ranks (refused before): a scripted two-turn
-# chat replies as without drafts (tiny's random replies seldom repeat, so its windows are few; the
-# engine's check above is the one that drafts); draft = mtp with a peer is refused by name.
+# chat opens and replies as without drafts. tiny's random replies never repeat an earlier run of
+# tokens here, so no window runs: this checks the drafting loop's plain steps over ranks only (the
+# engine's check above is the one that drafts). draft = mtp with a peer is refused by name.
 M2="$TMP/draft-model"
 expect_exit 0 "$G" mkmodel --out "$M2" --preset tiny --seed 11
 start_worker "$M2"
