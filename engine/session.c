@@ -358,6 +358,8 @@ int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, 
     return len;
 }
 
+_Static_assert(SPEC_MAX_DRAFT + 1 <= TP_VERIFY_MAX_TOKENS, "a drafted window fits a VERIFY step");
+
 glm_status session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                           glm_error *err)
 {

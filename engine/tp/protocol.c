@@ -200,6 +200,8 @@ static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
         return bad(err, TP_MSG_STEP, "a reset, truncate, mark, close or rewind step carries tokens");
     if (s->n_tokens > TP_STEP_MAX_TOKENS)
         return bad(err, TP_MSG_STEP, "it has more tokens than a step may carry");
+    if (s->cmd == TP_STEP_VERIFY && s->n_tokens > TP_VERIFY_MAX_TOKENS)
+        return bad(err, TP_MSG_STEP, "a verification window has more tokens than one may carry");
     if ((uint64_t)s->pos + s->n_tokens > UINT32_MAX)
         return bad(err, TP_MSG_STEP, "its positions run past 2^32");
     if ((size_t)s->n_tokens * 4 != r->len - r->pos)

@@ -22,6 +22,9 @@
 #define TP_FRAME_MAGIC 0x50544c47u
 #define TP_FRAME_HEADER_BYTES 12u
 #define TP_STEP_MAX_TOKENS (1u << 20)
+/* A verification window's tokens at most (drafting verifies the chosen token and up to 8 drafts:
+ * spec.h's SPEC_MAX_DRAFT; room to grow without a protocol change) */
+#define TP_VERIFY_MAX_TOKENS 64u
 #define TP_MAX_SLOTS 16u   /* conversation states a head may keep open on one worker at once */
 #define TP_NAME_MAX 127u   /* version and model name, bytes (plus a NUL in memory) */
 #define TP_MAX_RANKS 16u   /* ranks in one split: a head and up to 15 workers */

@@ -262,6 +262,12 @@ static void position_overflow(uint8_t *p, size_t *len) { (void)len; le_put_u32(p
 static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_RESET); }
 static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_MARK); }
 static void rewind_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_REWIND); }
+static void verify_too_long(uint8_t *p, size_t *len)
+{
+    (void)len;
+    le_put_u32(p + 8, TP_STEP_VERIFY);
+    le_put_u32(p + 16, TP_VERIFY_MAX_TOKENS + 1); /* (refused before its length is checked) */
+}
 static void verify_without_tokens(uint8_t *p, size_t *len)
 {
     le_put_u32(p + 8, TP_STEP_VERIFY);
@@ -274,7 +280,7 @@ START_TEST(bad_steps_are_refused)
     void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, slot_past_the_last,
                                            short_by_one, position_overflow, reset_with_tokens,
                                            mark_with_tokens, close_with_tokens, rewind_with_tokens,
-                                           verify_without_tokens};
+                                           verify_without_tokens, verify_too_long};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         glm_error err = {0};
         ck_assert_msg(decode_corrupted_step(cases[i], &err) == GLM_ERR_PEER, "case %zu accepted", i);
