@@ -4,7 +4,8 @@
  * stream (in decode the HC Sinkhorn mix and the shared expert forked onto a side stream and
  * joined before their results are read), positions from the device so a step can be a graph.
  * Each sublayer has a decode form (few rows, dense products: fused launches) and a general one
- * (prefill chunks, EXL3 products); choose_form picks them once per layer. */
+ * (prefill chunks, EXL3 products); choose_form picks them once per layer. Several ranks run a
+ * long chunk as two interleaved halves, one half's exchange under the other's work. */
 #ifdef HAVE_CUDA
 #include <math.h>
 #include <stdlib.h>
