@@ -42,6 +42,7 @@ static glm_engine *open_engine(const sd_options *o, int draft, int64_t cache_byt
     p.n_threads = 0;
     p.prompt_cache_bytes = cache_bytes;
     p.draft = (glm_draft)draft;
+    p.peer = o->peer;
     return glm_engine_open(&p, err);
 }
 
@@ -207,7 +208,9 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
             glm_engine_close(e);
         }
     }
-    if (!failed && has_mtp) {
+    if (!failed && has_mtp && o->peer) {
+        snprintf(m[MTP].skipped, sizeof m[MTP].skipped, "not run: MTP drafts run on one rank");
+    } else if (!failed && has_mtp) {
         e = open_engine(o, SPEC_MTP, -1, &err);
         if (!e) {
             printf("FAIL: mtp: %s\n", err.message);
@@ -220,8 +223,8 @@ int sd_bench_text(const sd_options *o, const char *label, const char *text)
         snprintf(m[MTP].skipped, sizeof m[MTP].skipped, "not run: this model has no MTP layer "
                  "(num_nextn_predict_layers 0)");
     }
-    printf("decode %s (%s): %zu prompt tokens, %d greedy tokens a reply, best of %d\n", label,
-           backend_name(o->backend), ids.n, o->max_new, o->rounds);
+    printf("decode %s (%s%s): %zu prompt tokens, %d greedy tokens a reply, best of %d\n", label,
+           backend_name(o->backend), o->peer ? ", two ranks" : "", ids.n, o->max_new, o->rounds);
     printf("  %-10s %9s %8s  %7s  %5s   accepted/proposed at draft positions 1..%d\n", "drafts",
            "tok/s", "x plain", "windows", "acc/w", SPEC_MAX_DRAFT);
     int differ = 0;
@@ -271,8 +274,8 @@ int sd_window_costs(const sd_options *o, int ctx)
     if (!st)
         st = glm_session_mark(s, &err);
     double step = 0;
-    printf("verification window of T rows (%s, context %d), cost in one-token decode steps:",
-           backend_name(o->backend), ctx);
+    printf("verification window of T rows (%s%s, context %d), cost in one-token decode steps:",
+           backend_name(o->backend), o->peer ? ", two ranks" : "", ctx);
     for (int T = 1; !st && T <= T_max; T++) {
         double best = 1e30;
         for (int r = 0; !st && r < reps; r++) {

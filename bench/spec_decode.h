@@ -11,6 +11,7 @@ typedef struct sd_options {
     glm_backend backend;
     int max_new; /* greedy tokens per reply */
     int rounds;  /* timed replies per mode; the best counts */
+    const char *peer; /* a worker's HOST:PORT: the engines run as rank 0 of two (NULL: one rank) */
 } sd_options;
 
 /* A prose paragraph and a piece of C code: the two texts the benches continue. */
