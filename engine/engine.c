@@ -170,6 +170,13 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
         st = choose_draft(e, p, err);
     if (st == GLM_OK && !p->peer)
         st = open_cache(e, p, err);
+    /* ranks keep no shared prompt states (a worker would have to keep and restore the same ones):
+     * said when the configuration asked for them, never dropped quietly */
+    if (st == GLM_OK && p->peer &&
+        ((p->prompt_cache_dir && *p->prompt_cache_dir) || p->prompt_cache_bytes > 0))
+        engine_logf(&e->log, GLM_LOG_WARN, "the prompt cache (prompt_cache_mb, prompt_cache_dir) is "
+                    "not used with --peer: each conversation keeps its own state on every rank, but "
+                    "no state is shared between conversations or kept on disk");
     if (st != GLM_OK) {
         glm_engine_close(e);
         return NULL;

@@ -2,7 +2,8 @@
 # tp_cancel_prefill.sh: Ctrl-C while a head and a real worker prefill a long prompt (mkmodel small,
 # ~7k tokens, CPU ranks) stops both inside the piece they run: the head exits 130 within
 # seconds, the worker says its head's user canceled the prompt at a layer (the ranks agreed on
-# it), and the worker then serves a new head whose greedy reply is one rank's.
+# it), and the worker then serves a new head whose greedy reply is one rank's. With a prompt cache
+# directory configured the head says ranks do not use it, and claims no tokens kept there.
 . "$(dirname "$0")/lib.sh"
 G=$GLMCHAT_BIN
 M="$TMP/small"
@@ -14,7 +15,8 @@ expect_exit 0 "$G" mkmodel --out "$M" --preset small --seed 3
 # next of its 8 layers.
 BOUND_S=5
 mkdir -p "$XDG_CONFIG_HOME/glmchat"
-printf 'temperature = 0\n' >"$XDG_CONFIG_HOME/glmchat/config"
+# a prompt cache directory, which ranks do not use: the head says so and claims nothing kept there
+printf 'temperature = 0\nprompt_cache_dir = %s\n' "$TMP/kept" >"$XDG_CONFIG_HOME/glmchat/config"
 long_words 1500 "$TMP/long.txt"
 
 start_worker "$M"
@@ -45,6 +47,9 @@ if [ "$rc" = 130 ]; then pass; else fail "exit $rc, expected 130; stderr: $(head
 if python3 -c "import sys; sys.exit(0 if float('$secs') <= $BOUND_S else 1)"; then pass
 else fail "${secs} s from SIGINT to exit, above $BOUND_S s"; fi
 expect_grep out '^\{"type":"prompt","done":0,"total":[0-9]+\}$'
+expect_grep err 'the prompt cache \(prompt_cache_mb, prompt_cache_dir\) is not used with --peer'
+if grep -q 'are kept in' "$TMP/err"; then fail "a two-rank head claims kept tokens: $(cat "$TMP/err")"; else pass; fi
+[ -z "$(ls -A "$TMP/kept" 2>/dev/null)" ] && pass || fail "files in the unused cache directory: $(ls "$TMP/kept")"
 # the worker stopped inside the piece, where the head did (not at the piece's end)
 for _ in $(seq 100); do grep -q "canceled its prompt" "$TMP/worker.err" && break; sleep 0.05; done
 if grep -Eq "the head's user canceled its prompt: the prompt was canceled at layer [0-9]+ of [0-9]+" \
