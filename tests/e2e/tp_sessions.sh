@@ -3,8 +3,8 @@
 # interleaved, reset, cut back to a mark (a conversation switch) and freed states each match one
 # rank, a state past the worker's 16 is refused by name, a long feed canceled partway keeps its
 # pieces on both ranks; after the worker restarts, a state it lost is refused by name while the
-# others go on; a reply drafted on two ranks equals the undrafted one, from the engine and from the
-# command line (draft = copy; mtp refused with a peer). Then the TUI switches between
+# others go on; a reply drafted on two ranks, and on three, equals the undrafted one, from the
+# engine and from the command line (draft = copy; mtp refused with a peer). Then the TUI switches between
 # conversations (/new, /open) over the one worker it connected to, each reply as one rank's.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/chat_lib.sh"
@@ -53,7 +53,17 @@ for _ in $(seq 100); do kill -0 $worker 2>/dev/null || break; sleep 0.05; done
 cp "$TMP/worker2.err" "$TMP/w2.err"
 expect_grep w2.err 'serving the head at'
 if grep -q 'disagree' "$TMP/w2.err"; then fail "the restarted worker saw the ranks disagree: $(cat "$TMP/w2.err")"; else pass; fi
-expect_grep out '^PASS: drafted decoding on two ranks: 48 tokens equal the undrafted two-rank reply'
+expect_grep out '^PASS: drafted decoding on 2 ranks: 48 tokens equal the undrafted reply'
+
+# Three ranks (two workers): the same states, and the drafted reply with each worker running the
+# head's windows and going back inside them
+start_workers 3 "$A"
+expect_exit 0 timeout 180 "$SESSIONS" "$A" "$PEERS"
+cp "$TMP/out" "$TMP/out3"
+grep -E '^(FAIL|PASS: drafted)' "$TMP/out3"
+expect_grep out3 '^PASS: drafted decoding on 3 ranks: 48 tokens equal the undrafted reply'
+expect_grep out3 '^PASS: 0 failures'
+stop_workers
 
 # Copy drafts asked for on the command line over two ranks (refused before): a scripted two-turn
 # chat opens and replies as without drafts. tiny's random replies never repeat an earlier run of

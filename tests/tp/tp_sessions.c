@@ -3,7 +3,8 @@
  * clean, a state past the worker's limit is refused by name, and after the worker restarts
  * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on; a long
  * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits;
- * a greedy reply drafted on two ranks (verification windows and rewinds on both) equals one rank's.
+ * a greedy reply drafted on the ranks (verification windows and rewinds on each) equals the
+ * undrafted one and one rank's. HOST:PORT may list several workers (HOST:PORT,HOST:PORT: more ranks).
  * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
 #include <stdio.h>
@@ -151,7 +152,7 @@ static glm_status greedy_reply(glm_session *s, const int32_t *prompt, int np, in
                                        err);
 }
 
-static void drafted_reply_equals_undrafted(glm_engine *two, glm_engine *one, int V)
+static void drafted_reply_equals_undrafted(glm_engine *two, glm_engine *one, int V, int ranks)
 {
     enum { NP = 40, NEW = 48 };
     int32_t prompt[NP];
@@ -182,9 +183,9 @@ static void drafted_reply_equals_undrafted(glm_engine *two, glm_engine *one, int
                      memcmp(la, lb, (size_t)V * sizeof *la) == 0;
     int one_same = single.n == NEW && memcmp(plain.v, single.v, sizeof plain.v[0] * NEW) == 0;
     char what[1400];
-    snprintf(what, sizeof what, "drafted decoding on two ranks: %d tokens equal the undrafted "
-             "two-rank reply's %d (%s one rank's), the next logits the same bits: %s; %lld "
-             "windows, %lld of %lld drafts accepted%s%s", drafted.n, plain.n,
+    snprintf(what, sizeof what, "drafted decoding on %d ranks: %d tokens equal the undrafted "
+             "reply's %d on those ranks (%s one rank's), the next logits the same bits: %s; %lld "
+             "windows, %lld of %lld drafts accepted%s%s", ranks, drafted.n, plain.n,
              one_same ? "and" : "NOT", state_same ? "yes" : "no", (long long)st->windows,
              accepted, proposed, a || b || c ? ": " : "", a || b || c ? err.message : "");
     check(!a && !b && !c && same && state_same && one_same && st->windows > 0 && accepted > 0 &&
@@ -285,7 +286,10 @@ int main(int argc, char **argv)
     /* B's mirror outlived all of that */
     feed_both(&b, tc + 6, 2);
     canceled_feed_keeps_its_pieces(two, one, V);
-    drafted_reply_equals_undrafted(two, one, V);
+    int ranks = 2; /* the head and a worker for each address */
+    for (const char *c = argv[2]; *c; c++)
+        ranks += *c == ',';
+    drafted_reply_equals_undrafted(two, one, V, ranks);
 
     if (argc == 4 && c.two && c.one) {
         /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
