@@ -984,10 +984,14 @@ static void edit_message(chat_tui *t, const char *args)
 static void show_stats(chat_tui *t, const char *args)
 {
     (void)args;
+    char drafts[96] = "";
+    if (t->last.drafting)
+        snprintf(drafts, sizeof drafts, "; drafts: %d of %d accepted in %d windows",
+                 t->last.drafts_accepted, t->last.drafts_proposed, t->last.draft_windows);
     notice(t, "last reply: %d prompt tokens (%d reused), %d generated, TTFT %.2f s, %.1f tok/s prefill, "
-              "%.1f tok/s decode",
+              "%.1f tok/s decode%s",
            t->last.prompt_tokens, t->last.reused_tokens, t->last.generated_tokens, t->last.ttft_s,
-           t->last.prefill_tok_s, t->last.decode_tok_s);
+           t->last.prefill_tok_s, t->last.decode_tok_s, drafts);
 }
 
 /* The app's handlers of the commands flagged UI_CMD_APP in ui/commands.c (names, arguments,

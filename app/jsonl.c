@@ -100,6 +100,14 @@ static void put_stats(jsonl_writer *w, const glm_stats *s)
     put_num(w->f, s->prefill_tok_s);
     put_key(w, "decode_tok_s");
     put_num(w->f, s->decode_tok_s);
+    if (s->drafting) {
+        put_key(w, "draft_windows");
+        fprintf(w->f, "%d", s->draft_windows);
+        put_key(w, "drafts_proposed");
+        fprintf(w->f, "%d", s->drafts_proposed);
+        put_key(w, "drafts_accepted");
+        fprintf(w->f, "%d", s->drafts_accepted);
+    }
 }
 
 /* The reply's budget and which limit set it, when the reply source told them. */

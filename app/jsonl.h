@@ -21,7 +21,9 @@
  *     once, conversation, always, declined (the user said no), no_terminal (nobody to ask),
  *     denied (approval = deny)
  *   {"type":"stats","prompt_tokens":N,"reused_tokens":N,"generated_tokens":N,
- *    "ttft_s":X,"prefill_tok_s":X,"decode_tok_s":X}
+ *    "ttft_s":X,"prefill_tok_s":X,"decode_tok_s":X}     with drafting on (draft = copy or mtp)
+ *    also "draft_windows":N,"drafts_proposed":N,"drafts_accepted":N: the reply's verification
+ *    windows, the drafts they checked, and those accepted
  *   {"type":"done","finish":"stop"|"length"|"tool_calls"|"canceled", ...stats fields,
  *    "max_tokens":N,"limit":"max_tokens"|"model"|"default"|"context"}
  *                                                        one model reply ended; its budget and

@@ -6,6 +6,7 @@
 
 #include "glm.h"
 #include "session.h"
+#include "spec.h"
 #include "text/reply_parser.h"
 #include "text/template.h"
 #include "text/tokenizer.h"
@@ -29,6 +30,7 @@ typedef struct reply {
     glm_status failure; /* a decode or parse error inside the token callback */
     glm_error *err;
     glm_stats stats;
+    spec_stats draft_base; /* the session's drafting counts when the reply's decoding began */
     double t_start, t_first;
 } reply;
 
@@ -46,6 +48,17 @@ static void update_rates(reply *r)
         r->stats.decode_tok_s = (r->stats.generated_tokens - 1) / (t - r->t_first);
 }
 
+/* What the reply's drafting did: the session's drafting counts after it less those before. */
+static void draft_counts(const spec_stats *before, const spec_stats *after, glm_stats *out)
+{
+    out->draft_windows = (int)(after->windows - before->windows);
+    out->drafts_proposed = out->drafts_accepted = 0;
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
+        out->drafts_proposed += (int)(after->proposed[i] - before->proposed[i]);
+        out->drafts_accepted += (int)(after->accepted[i] - before->accepted[i]);
+    }
+}
+
 /* The parser's events pass through here so DONE carries the reply's numbers. */
 static int forward_event(const glm_event *ev, void *user)
 {
@@ -54,12 +67,16 @@ static int forward_event(const glm_event *ev, void *user)
         return r->on_event ? r->on_event(ev, r->user) : 0;
     glm_event done = *ev;
     update_rates(r);
+    if (r->stats.drafting)
+        draft_counts(&r->draft_base, session_spec_stats(r->s), &r->stats);
     done.stats = r->stats;
     return r->on_event ? r->on_event(&done, r->user) : 0;
 }
 
 static int send_stats(reply *r)
 {
+    if (r->stats.drafting)
+        draft_counts(&r->draft_base, session_spec_stats(r->s), &r->stats);
     glm_event ev = {.type = GLM_EV_STATS, .stats = r->stats};
     return r->on_event ? r->on_event(&ev, r->user) : 0;
 }
@@ -277,9 +294,13 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     r->stats.max_tokens = budget;
     glm_sampling sampling = resolve_sampling(m, &rq->sampling);
     st = GLM_OK;
+    r->draft_base = *session_spec_stats(s);
+    r->stats.drafting = session_drafting(s);
     if (!r->canceled)
         st = glm_session_generate_tokens(s, NULL, 0, &sampling, r->eos, r->n_eos, budget, on_token, r,
                                      &n_out, err);
+    if (r->stats.drafting)
+        draft_counts(&r->draft_base, session_spec_stats(s), &r->stats);
     if (st == GLM_ERR_CANCELED)
         r->canceled = 1;
     else if (st)

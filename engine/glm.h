@@ -133,6 +133,10 @@ typedef struct glm_stats {
     double ttft_s;          /* time to first token */
     double prefill_tok_s;
     double decode_tok_s;
+    int drafting;           /* 1: the reply decoded with drafts (draft = copy or mtp), and: */
+    int draft_windows;      /*   the verification windows it ran, */
+    int drafts_proposed;    /*   the drafts they checked, */
+    int drafts_accepted;    /*   and those the model agreed with (a token each without a step) */
     int context_window;     /* the tokens a conversation may hold (the engine's context) */
     int max_tokens;         /* the reply's budget (its limit, after the cut to the context) */
     glm_limit limit_from;   /* where that budget came from */

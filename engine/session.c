@@ -360,6 +360,13 @@ int glm_session_restore(glm_session *s, const int32_t *ids, int n, int min_len, 
 
 _Static_assert(SPEC_MAX_DRAFT + 1 <= TP_VERIFY_MAX_TOKENS, "a drafted window fits a VERIFY step");
 
+int session_drafting(const glm_session *s)
+{
+    const backend_ops *ops = s->e->be.ops;
+    return (s->e->draft != SPEC_OFF || s->drafter.fn) && ops->verify &&
+           (s->e->rank < 0 || (s->e->rank == 0 && ops->verifies_over_ranks));
+}
+
 glm_status session_verify(glm_session *s, const int32_t *tokens, int n, float *logits_all,
                           glm_error *err)
 {
@@ -490,9 +497,7 @@ glm_status glm_session_generate_tokens(glm_session *s, const int32_t *prompt, in
     glm_sampler *smp = sampler_new(sampling, glm_session_vocab(s), err);
     if (!smp)
         return err ? err->status : GLM_ERR_ARG;
-    const backend_ops *ops = s->e->be.ops;
-    if ((s->e->draft != SPEC_OFF || s->drafter.fn) && ops->verify &&
-        (s->e->rank < 0 || (s->e->rank == 0 && ops->verifies_over_ranks))) {
+    if (session_drafting(s)) {
         spec_drafter d = s->drafter;
         d.mode = s->e->draft;
         st = spec_generate(s, &d, smp, eos, n_eos, max_new, on_token, user, n_out, &s->spec, err);

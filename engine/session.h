@@ -80,6 +80,10 @@ void session_mask_logits(const glm_session *s, float *row);
  * achieved so far, per draft position. */
 struct spec_stats;
 const struct spec_stats *session_spec_stats(const glm_session *s);
+/* 1 when glm_session_generate_tokens decodes with drafts here (the engine's draft mode or a
+ * session drafter, a backend that verifies, and one rank or a head whose backend verifies over
+ * ranks). */
+int session_drafting(const glm_session *s);
 /* Drafts from outside the engine for this session's replies (NULL: the engine's own mode). */
 typedef int (*glm_draft_fn)(const int32_t *ctx, int n, int32_t *out, int max, void *user);
 void session_set_drafter(glm_session *s, glm_draft_fn fn, void *user);

@@ -8,12 +8,12 @@ tests_unit_test_cli_CPPFLAGS = $(TEST_CPPFLAGS)
 tests_unit_test_cli_LDADD = $(glmchat_LDADD) $(CHECK_LIBS)
 
 TESTS += tests/unit/test_cli tests/e2e/cli.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
-	tests/e2e/engine_settings.sh tests/e2e/check_model.sh
+	tests/e2e/engine_settings.sh tests/e2e/check_model.sh tests/e2e/chat_tui_drafts.sh
 # app/ and ui/ include no engine header but the public ones (engine_boundary.sh lists any).
 TESTS += tests/e2e/engine_boundary.sh
 EXTRA_DIST += tests/e2e/engine_boundary.sh
 EXTRA_DIST += tests/e2e/cli.sh tests/e2e/lib.sh tests/e2e/engine_reuse.sh tests/e2e/bench_cli.sh \
-	tests/e2e/engine_settings.sh tests/e2e/check_model.sh
+	tests/e2e/engine_settings.sh tests/e2e/check_model.sh tests/e2e/chat_tui_drafts.sh
 
 # tests/common: what the test programs share (the Check runner, the xorshift source, whole-file
 # reads and writes, the tiny model of the cost tests, the real config), header-only.

@@ -75,8 +75,23 @@ for mode in greedy sampled; do
     session "$TMP/mtp" off "$TMP/mtp-off-$mode.db" "$TMP/out"
     replies "$TMP/out" >"$TMP/mtp-plain"
     cp "$TMP/mtp-plain" "$TMP/mtp-plain-$mode"
+    cp "$TMP/out" "$TMP/mtp-off.jsonl"
     session "$TMP/mtp" mtp "$TMP/mtp-on-$mode.db" "$TMP/out"
     replies "$TMP/out" >"$TMP/mtp-drafted"
+    # each reply's stats say what drafting did so far (windows, drafts checked and accepted; the
+    # model with an MTP layer drafts every reply); undrafted replies carry no such fields
+    res=$(python3 - "$TMP/out" "$TMP/mtp-off.jsonl" <<'PY'
+import json, sys
+def stats(p):
+    return [e for e in map(json.loads, open(p)) if e["type"] in ("stats", "done")]
+on, off = stats(sys.argv[1]), stats(sys.argv[2])
+bad = [e for e in on if not (0 <= e.get("drafts_accepted", -1) <= e.get("drafts_proposed", -1) and
+       e.get("draft_windows", -1) >= (1 if e["type"] == "done" else 0))]
+if not on or bad: print("drafted stats: %r" % (bad or on)[:2])
+if any("draft_windows" in e for e in off): print("undrafted stats carry draft fields: %r" % off[:1])
+PY
+)
+    [ -z "$res" ] && pass || fail "$mode: $res"
     diff "$TMP/mtp-drafted" "$TMP/mtp-plain" >"$TMP/diff" && pass ||
         fail "$mode: replies with MTP drafts differ: $(head -c 600 "$TMP/diff")"
     [ "$(grep -c . "$TMP/mtp-plain")" -eq 4 ] && pass || fail "$mode: MTP model replies: $(cat "$TMP/mtp-plain")"
