@@ -234,6 +234,7 @@ typedef struct json_turn {
     attach_buf reply, reasoning;
     cJSON *tool_calls;
     int prompt_tokens, reused_tokens, generated_tokens, steps;
+    int drafting, draft_windows, drafts_proposed, drafts_accepted; /* summed over the steps */
     double ttft_s, decode_tok_s;
 } json_turn;
 
@@ -369,6 +370,10 @@ static void json_event(json_turn *jt, const glm_event *ev)
         jt->reused_tokens += ev->stats.reused_tokens;
         jt->generated_tokens += ev->stats.generated_tokens;
         jt->decode_tok_s = ev->stats.decode_tok_s;
+        jt->drafting |= ev->stats.drafting;
+        jt->draft_windows += ev->stats.draft_windows;
+        jt->drafts_proposed += ev->stats.drafts_proposed;
+        jt->drafts_accepted += ev->stats.drafts_accepted;
         return;
     default: return;
     }
@@ -421,6 +426,11 @@ static void json_write_turn(script_out *so, const chat_outcome *out)
     cJSON_AddNumberToObject(usage, "steps", jt->steps);
     cJSON_AddNumberToObject(usage, "ttft_s", jt->ttft_s);
     cJSON_AddNumberToObject(usage, "decode_tok_s", jt->decode_tok_s);
+    if (jt->drafting) { /* as jsonl's stats: only with drafting on */
+        cJSON_AddNumberToObject(usage, "draft_windows", jt->draft_windows);
+        cJSON_AddNumberToObject(usage, "drafts_proposed", jt->drafts_proposed);
+        cJSON_AddNumberToObject(usage, "drafts_accepted", jt->drafts_accepted);
+    }
     cJSON_AddItemToObject(o, "usage", usage);
     cJSON_AddStringToObject(o, "finish", out->finish);
     cJSON_AddItemToObject(o, "error", strcmp(out->finish, "error") == 0 && out->error[0]

@@ -92,6 +92,17 @@ if any("draft_windows" in e for e in off): print("undrafted stats carry draft fi
 PY
 )
     [ -z "$res" ] && pass || fail "$mode: $res"
+    # --output-format json's usage sums them over the turn's steps
+    GLMCHAT_DRAFT=mtp "$G" --db "$TMP/mtp-json-$mode.db" --model "$TMP/mtp" --backend cpu chat \
+        --output-format json --max-tokens 24 --prompt "Hello there, model" >"$TMP/json" 2>"$TMP/err"
+    res=$(python3 - "$TMP/json" <<'PY'
+import json, sys
+u = json.load(open(sys.argv[1]))["usage"]
+if not (u.get("draft_windows", 0) > 0 and 0 <= u.get("drafts_accepted", -1) <= u.get("drafts_proposed", -1)):
+    print("json usage: %r" % u)
+PY
+)
+    [ -z "$res" ] && pass || fail "$mode: $res $(head -c 300 "$TMP/err")"
     diff "$TMP/mtp-drafted" "$TMP/mtp-plain" >"$TMP/diff" && pass ||
         fail "$mode: replies with MTP drafts differ: $(head -c 600 "$TMP/diff")"
     [ "$(grep -c . "$TMP/mtp-plain")" -eq 4 ] && pass || fail "$mode: MTP model replies: $(cat "$TMP/mtp-plain")"
