@@ -15,9 +15,9 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 . "$(dirname "$0")/tui_lib.sh"
 trap 'tmx kill-server 2>/dev/null; rm -rf "$TMP"' EXIT
-# run DRAFT: one reply in the TUI with draft = DRAFT, then /stats
+# run DRAFT: one reply in the TUI with draft = DRAFT, then /stats (in the one pane's shell)
+tui_start
 run() {
-    tui_start
     type_text "env XDG_DATA_HOME='$XDG_DATA_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' GLMCHAT_DB='$GLMCHAT_DB' GLMCHAT_DRAFT=$1 '$G' --model '$M' --backend cpu"
     keys Enter
     expect_screen 'ready' 20 "the TUI started (draft = $1)"
@@ -31,7 +31,6 @@ run mtp
 expect_screen 'drafts: [0-9]+ of [0-9]+ accepted in [1-9][0-9]* windows' 3 "/stats says what the drafts did"
 keys C-d
 expect_screen 'PROMPT\$ *$' 10 "Ctrl-D leaves the TUI"
-tmx kill-server 2>/dev/null
 run off
 expect_no_screen 'drafts:' "/stats says nothing of drafts with drafting off"
 keys C-d
