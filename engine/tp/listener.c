@@ -314,7 +314,7 @@ static outcome expire(tp_listener *l, glm_error *err)
             else
                 glm_error_set(err, GLM_ERR_PEER, "dropped %d connections (the last from %s): no glmchat "
                               "handshake within %.1f s", dropped, p->who, TP_HANDSHAKE_MS / 1000.0);
-            pending_refuse(p, "this glmchat worker received no handshake in time and closed the connection");
+            pending_refuse(p, TP_LATE_HANDSHAKE_REFUSAL);
         }
     }
     return dropped ? REFUSED : GO_ON;

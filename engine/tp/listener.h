@@ -12,6 +12,9 @@
 
 /* A connection gets this long from being accepted to proving the key (HELLO, then AUTH). */
 #define TP_HANDSHAKE_MS 2000
+/* What a worker tells a connection it dropped for that: a head reading it tries again while its
+ * connect window lasts (a lossy link delayed its handshake; the worker did not refuse the head). */
+#define TP_LATE_HANDSHAKE_REFUSAL "this glmchat worker received no handshake in time and closed the connection"
 /* Handshakes read side by side; past this many the oldest is dropped for a new one. */
 #define TP_PENDING_MAX 32
 

@@ -522,7 +522,8 @@ static glm_status expect(tp_rank *r, int fd, tp_msg_type want, tp_msg *m, int64_
     glm_status st = tp_ctrl_recv(fd, m, deadline, err);
     if (st != GLM_OK)
         return st;
-    r->answered = 1;
+    /* (a worker that dropped the connection for a late handshake gave no answer to the head) */
+    r->answered = m->type != TP_MSG_ERROR || strcmp(m->u.error.text, TP_LATE_HANDSHAKE_REFUSAL) != 0;
     if (m->type == TP_MSG_ERROR) {
         st = glm_error_set(err, GLM_ERR_PEER, "the %s at %s refused: %s", r->peer_role, r->peer,
                            m->u.error.text);
@@ -760,7 +761,8 @@ static glm_status head_link(tp_rank *r, const char *then, glm_error *err)
     int64_t give_up = tp_now_ms() + connect_ms;
     glm_status st;
     /* A worker that is exiting or restarting may take the connection and drop it before it
-     * answers; that is retried like a refused connection. An answer (even a refusal) is final. */
+     * answers, and one may drop it when a lossy link delayed the handshake past its wait; both are
+     * retried like a refused connection. An answer (even a refusal) is final. */
     for (;;) {
         int left = (int)(give_up - tp_now_ms());
         r->ctrl_fd = left > 0 ? connect_with_retries(hostport, left, r->timeout_ms, err) : -1;
