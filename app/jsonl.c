@@ -86,14 +86,17 @@ static void put_key(jsonl_writer *w, const char *key)
     fprintf(w->f, ",\"%s\":", key);
 }
 
+static void put_int(jsonl_writer *w, const char *key, int v)
+{
+    put_key(w, key);
+    fprintf(w->f, "%d", v);
+}
+
 static void put_stats(jsonl_writer *w, const glm_stats *s)
 {
-    put_key(w, "prompt_tokens");
-    fprintf(w->f, "%d", s->prompt_tokens);
-    put_key(w, "reused_tokens");
-    fprintf(w->f, "%d", s->reused_tokens);
-    put_key(w, "generated_tokens");
-    fprintf(w->f, "%d", s->generated_tokens);
+    put_int(w, "prompt_tokens", s->prompt_tokens);
+    put_int(w, "reused_tokens", s->reused_tokens);
+    put_int(w, "generated_tokens", s->generated_tokens);
     put_key(w, "ttft_s");
     put_num(w->f, s->ttft_s);
     put_key(w, "prefill_tok_s");
@@ -101,12 +104,9 @@ static void put_stats(jsonl_writer *w, const glm_stats *s)
     put_key(w, "decode_tok_s");
     put_num(w->f, s->decode_tok_s);
     if (s->drafting) {
-        put_key(w, "draft_windows");
-        fprintf(w->f, "%d", s->draft_windows);
-        put_key(w, "drafts_proposed");
-        fprintf(w->f, "%d", s->drafts_proposed);
-        put_key(w, "drafts_accepted");
-        fprintf(w->f, "%d", s->drafts_accepted);
+        put_int(w, "draft_windows", s->draft_windows);
+        put_int(w, "drafts_proposed", s->drafts_proposed);
+        put_int(w, "drafts_accepted", s->drafts_accepted);
     }
 }
 
@@ -117,8 +117,7 @@ static void put_limit(jsonl_writer *w, const glm_stats *s)
                                         [GLM_LIMIT_DEFAULT] = "default", [GLM_LIMIT_CONTEXT] = "context"};
     if (s->limit_from <= GLM_LIMIT_UNKNOWN || s->limit_from > GLM_LIMIT_CONTEXT)
         return;
-    put_key(w, "max_tokens");
-    fprintf(w->f, "%d", s->max_tokens);
+    put_int(w, "max_tokens", s->max_tokens);
     put_key(w, "limit");
     put_cstr(w->f, names[s->limit_from]);
 }

@@ -41,21 +41,21 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void update_rates(reply *r)
+/* The reply's numbers that change as it decodes, brought up to date before an event carries
+ * them: the decode rate and, when it drafts, the session's drafting counts since it began. */
+static void update_numbers(reply *r)
 {
     double t = now_s();
     if (r->stats.generated_tokens > 1 && t > r->t_first)
         r->stats.decode_tok_s = (r->stats.generated_tokens - 1) / (t - r->t_first);
-}
-
-/* What the reply's drafting did: the session's drafting counts after it less those before. */
-static void draft_counts(const spec_stats *before, const spec_stats *after, glm_stats *out)
-{
-    out->draft_windows = (int)(after->windows - before->windows);
-    out->drafts_proposed = out->drafts_accepted = 0;
+    if (!r->stats.drafting)
+        return;
+    const spec_stats *before = &r->draft_base, *after = session_spec_stats(r->s);
+    r->stats.draft_windows = (int)(after->windows - before->windows);
+    r->stats.drafts_proposed = r->stats.drafts_accepted = 0;
     for (int i = 0; i < SPEC_MAX_DRAFT; i++) {
-        out->drafts_proposed += (int)(after->proposed[i] - before->proposed[i]);
-        out->drafts_accepted += (int)(after->accepted[i] - before->accepted[i]);
+        r->stats.drafts_proposed += (int)(after->proposed[i] - before->proposed[i]);
+        r->stats.drafts_accepted += (int)(after->accepted[i] - before->accepted[i]);
     }
 }
 
@@ -66,17 +66,13 @@ static int forward_event(const glm_event *ev, void *user)
     if (ev->type != GLM_EV_DONE)
         return r->on_event ? r->on_event(ev, r->user) : 0;
     glm_event done = *ev;
-    update_rates(r);
-    if (r->stats.drafting)
-        draft_counts(&r->draft_base, session_spec_stats(r->s), &r->stats);
+    update_numbers(r);
     done.stats = r->stats;
     return r->on_event ? r->on_event(&done, r->user) : 0;
 }
 
 static int send_stats(reply *r)
 {
-    if (r->stats.drafting)
-        draft_counts(&r->draft_base, session_spec_stats(r->s), &r->stats);
     glm_event ev = {.type = GLM_EV_STATS, .stats = r->stats};
     return r->on_event ? r->on_event(&ev, r->user) : 0;
 }
@@ -106,7 +102,7 @@ static int on_token(int32_t tok, void *user)
         return 1;
     }
     if (r->stats.generated_tokens % STATS_EVERY == 0) {
-        update_rates(r);
+        update_numbers(r);
         if (send_stats(r)) {
             r->canceled = 1;
             return 1;
@@ -299,8 +295,6 @@ static glm_status run_reply(reply *r, const glm_request *rq, const tok_ids *ids,
     if (!r->canceled)
         st = glm_session_generate_tokens(s, NULL, 0, &sampling, r->eos, r->n_eos, budget, on_token, r,
                                      &n_out, err);
-    if (r->stats.drafting)
-        draft_counts(&r->draft_base, session_spec_stats(s), &r->stats);
     if (st == GLM_ERR_CANCELED)
         r->canceled = 1;
     else if (st)
