@@ -1132,8 +1132,7 @@ static int run_session(chat_env *e, const chat_args *a)
         return run_tui(e, a, conv);
     script_out so = {.jsonl = a->jsonl, .json = a->format == OUTPUT_JSON, .no_save = a->no_save, .db = e->db,
                      .reasoning = a->reasoning, .continued = conv != 0, .policy = e->tools ? &e->policy : NULL,
-                     /* with --peer no state is kept in the directory (the engine says so) */
-                     .cache_dir = e->cfg.peer && *e->cfg.peer ? NULL : e->cfg.prompt_cache_dir};
+                     .cache_dir = e->cfg.prompt_cache_dir};
     jsonl_init(&so.jw, stdout);
     chat_options o = {.cfg = &e->cfg, .db = e->db, .tools = e->tools, .policy = e->tools ? &e->policy : NULL,
                       .cancel = signals_cancel_flag()};

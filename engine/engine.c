@@ -39,8 +39,21 @@ static glm_status model_key(const glm_model *m, uint64_t *key, glm_error *err)
     return st;
 }
 
-static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_error *err)
+/* A split rank's files hold its part of each state: their key and name say which part, so that
+ * ranks sharing a directory (one machine) never take or overwrite each other's. */
+static uint64_t rank_key(uint64_t key, int rank, int world)
 {
+    uint64_t x = key ^ ((uint64_t)(uint32_t)rank << 32 | (uint32_t)world);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finish */
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+glm_status engine_open_cache(glm_engine *e, glm_error *err)
+{
+    const glm_engine_params *p = &e->params;
+    pc_free(e->cache);
+    e->cache = NULL;
     int64_t budget = cache_budget(p);
     const backend_ops *ops = e->be.ops;
     if (budget <= 0 || !ops->snapshot_size || !ops->snapshot_save || !ops->snapshot_load)
@@ -49,7 +62,12 @@ static glm_status open_cache(glm_engine *e, const glm_engine_params *p, glm_erro
     uint64_t id = 0, disk = disk_budget(p);
     if (dir && model_key(e->model, &id, err) != GLM_OK)
         return err ? err->status : GLM_ERR_IO;
-    e->cache = pc_new((size_t)budget, dir, id, err);
+    if (e->rank >= 0)
+        id = rank_key(id, e->rank, e->world);
+    char tag[32] = "";
+    if (e->rank >= 0)
+        snprintf(tag, sizeof tag, ".rank%dof%d", e->rank, e->world);
+    e->cache = pc_new_tagged((size_t)budget, dir, id, tag, err);
     if (!e->cache)
         return err ? err->status : GLM_ERR_NOMEM;
     if (dir)
@@ -168,15 +186,10 @@ glm_engine *glm_engine_open(const glm_engine_params *p, glm_error *err)
                      : backend_open(e->model, p, &e->be, err);
     if (st == GLM_OK)
         st = choose_draft(e, p, err);
-    if (st == GLM_OK && !p->peer)
-        st = open_cache(e, p, err);
-    /* ranks keep no shared prompt states (a worker would have to keep and restore the same ones):
-     * said when the configuration asked for them, never dropped quietly */
-    if (st == GLM_OK && p->peer &&
-        ((p->prompt_cache_dir && *p->prompt_cache_dir) || p->prompt_cache_bytes > 0))
-        engine_logf(&e->log, GLM_LOG_WARN, "the prompt cache (prompt_cache_mb, prompt_cache_dir) is "
-                    "not used with --peer: each conversation keeps its own state on every rank, but "
-                    "no state is shared between conversations or kept on disk");
+    /* split (a head of several ranks): this rank's part of each state; every worker keeps and
+     * restores its own part as the head tells it (mirror_keep, mirror_restore) */
+    if (st == GLM_OK)
+        st = engine_open_cache(e, err);
     if (st != GLM_OK) {
         glm_engine_close(e);
         return NULL;

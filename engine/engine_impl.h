@@ -33,7 +33,7 @@ struct glm_engine {
     glm_session *stepping; /* rank 0: the session whose step holds step_lock (its cancel ends a
                             * wait for a late worker: mirror_connect) */
     tp_split_owned split;
-    pc_cache *cache;    /* kept prompt states, or NULL (off, two ranks, no snapshots) */
+    pc_cache *cache;    /* kept prompt states (this rank's part of each), or NULL (off, no snapshots) */
     spec_mode draft;    /* SPEC_OFF unless the backend verifies (copy drafts over ranks where it
                          * verifies over them) */
     char *template_note; /* the model's chat template is another revision (or unreadable), or NULL */
@@ -74,6 +74,16 @@ void mirror_release_slot(glm_session *s);
 /* A new session of a split engine: its backend state exchanges through the engine's group,
  * and the worker's mirror starts empty. */
 glm_status mirror_session_start(glm_session *s, glm_error *err);
+/* Rank 0: the workers keep their mirrors' states of n tokens in their own prompt caches (a worker
+ * that cannot is heard of at a later restore). */
+glm_status mirror_keep(glm_session *s, int n, glm_error *err);
+/* Rank 0, its own state of ids[0..n) restored from its cache: the workers restore theirs, and
+ * the ranks agree (one exchange) whether every one did. 1: all did; 0: one could not (the caller
+ * resets its own; the others did); -1: the exchange failed (err). */
+int mirror_restore(glm_session *s, const int32_t *ids, int n, glm_error *err);
+/* The prompt cache of this engine's rank (engine.c): opened, or opened again after a split (its
+ * files are the rank's part of each state, apart from another rank's in the same directory). */
+glm_status engine_open_cache(glm_engine *e, glm_error *err);
 /* Rank 0 at open: connects to p->peer's workers (key, identity, transport). */
 glm_status mirror_connect(glm_engine *e, const glm_engine_params *p, glm_error *err);
 /* engine.c: loads the tokenizer for generation's mask when the model directory has one. */

@@ -43,6 +43,7 @@ struct pc_cache {
     uint64_t disk_budget, disk_bytes;
     uint64_t tick, model_id;
     char *dir;
+    char tag[32]; /* in the files' names before .kept (pc_new_tagged) */
     pc_stats st;
     char *notes[MAX_NOTES];
     int n_notes, dropped_notes; /* the oldest are dropped past MAX_NOTES */
@@ -282,6 +283,25 @@ static int by_use(const void *a, const void *b)
     return x->used < y->used ? -1 : x->used > y->used;
 }
 
+/* Whether a kept-state file's name (or its temporary's) carries this cache's tag: the files of
+ * another rank of a split (another tag, or a tag where this cache has none) are its own, not
+ * another model's, and are passed over without a note. */
+static int is_ours(const pc_cache *c, const char *name)
+{
+    const char *k = strstr(name, ".kept");
+    if (!k)
+        return 0;
+    size_t stem = (size_t)(k - name), tl = strlen(c->tag);
+    if (tl)
+        return stem >= tl && memcmp(k - tl, c->tag, tl) == 0;
+    const char *r = NULL; /* the last ".rank" in the stem */
+    for (const char *p = name; (p = strstr(p, ".rank")) && p < k; p++)
+        r = p;
+    unsigned a, b;
+    char tail[8];
+    return !(r && sscanf(r, ".rank%uof%u%7s", &a, &b, tail) == 3 && strncmp(tail, ".kept", 5) == 0);
+}
+
 static glm_status open_dir(pc_cache *c, const char *dir, glm_error *err)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
@@ -294,7 +314,8 @@ static glm_status open_dir(pc_cache *c, const char *dir, glm_error *err)
     struct dirent *de;
     char path[4096];
     while ((de = readdir(d))) {
-        int kept = has_suffix(de->d_name, ".kept"), stale = !kept && is_stale_temp(de->d_name);
+        int kept = has_suffix(de->d_name, ".kept") && is_ours(c, de->d_name),
+            stale = !kept && is_stale_temp(de->d_name) && is_ours(c, de->d_name);
         if ((!kept && !stale) ||
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
             continue;
@@ -538,8 +559,8 @@ static int queue_write(pc_cache *c, int i)
     uint64_t size = PC_HEADER_BYTES + (uint64_t)e->n * sizeof *e->tokens + e->bytes;
     if (c->disk_budget == 0)
         return i;
-    if (snprintf(path, sizeof path, "%s/%016llx-%d.kept", c->dir, (unsigned long long)e->hash,
-                 e->n) >= (int)sizeof path)
+    if (snprintf(path, sizeof path, "%s/%016llx-%d%s.kept", c->dir, (unsigned long long)e->hash,
+                 e->n, c->tag) >= (int)sizeof path)
         return i;
     if (size > c->disk_budget) {
         note(c, "kept-state file %s not written: its %llu bytes are over the disk budget of %llu "
@@ -585,6 +606,18 @@ static void wait_writes(pc_cache *c)
 
 pc_cache *pc_new(size_t budget, const char *dir, uint64_t model_id, glm_error *err)
 {
+    return pc_new_tagged(budget, dir, model_id, "", err);
+}
+
+pc_cache *pc_new_tagged(size_t budget, const char *dir, uint64_t model_id, const char *tag,
+                        glm_error *err)
+{
+    static const char allowed[] = ".0123456789abcdefghijklmnopqrstuvwxyz";
+    if (strlen(tag) >= sizeof ((pc_cache *)0)->tag || strspn(tag, allowed) != strlen(tag)) {
+        glm_error_set(err, GLM_ERR_ARG, "the prompt cache's file tag '%s' is not up to 31 "
+                      "lower-case letters, digits and dots", tag);
+        return NULL;
+    }
     pc_cache *c = calloc(1, sizeof *c);
     if (!c) {
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the prompt cache");
@@ -596,6 +629,7 @@ pc_cache *pc_new(size_t budget, const char *dir, uint64_t model_id, glm_error *e
     c->budget = budget;
     c->disk_budget = PC_DEFAULT_DISK_BUDGET;
     c->model_id = model_id;
+    snprintf(c->tag, sizeof c->tag, "%s", tag);
     if (dir && !(c->dir = strdup(dir))) {
         pc_free(c);
         glm_error_set(err, GLM_ERR_NOMEM, "out of memory starting the prompt cache");

@@ -33,6 +33,12 @@ typedef struct pc_stats {
  * (truncated, no signature, a checksum or hash that does not match) are deleted; none stops the
  * cache from opening. Leftover temporary files of writers that are gone are deleted. */
 pc_cache *pc_new(size_t budget, const char *dir, uint64_t model_id, glm_error *err);
+/* pc_new for one rank of a split: tag (up to 31 lower-case letters, digits and dots, e.g.
+ * ".rank1of2") goes into its files' names (HASH-N<tag>.kept), and the directory's files of another
+ * tag (another rank's parts, or an unsplit glmchat's where tag is "") are passed over without a
+ * note, so ranks sharing a directory keep apart. A file is still known by its header. */
+pc_cache *pc_new_tagged(size_t budget, const char *dir, uint64_t model_id, const char *tag,
+                        glm_error *err);
 
 /* The bytes the files in the directory may take (PC_DEFAULT_DISK_BUDGET until set; 0: no file
  * is written). Files are deleted, least recently used first (their modification times order

@@ -311,15 +311,20 @@ glm_status glm_session_keep(glm_session *s, glm_error *err)
 {
     pc_cache *c = s->e->cache;
     int n = glm_session_length(s);
-    if (!c || n == 0 || pc_contains(c, s->hist, n))
+    if (!c || n == 0)
         return GLM_OK;
+    /* the workers keep their parts too (each skips one it holds: a restarted worker may hold
+     * none of this rank's) */
+    glm_status st = s->e->rank == 0 ? mirror_keep(s, n, err) : GLM_OK;
+    if (st || pc_contains(c, s->hist, n))
+        return st;
     const backend_ops *ops = s->e->be.ops;
     size_t bytes = ops->snapshot_size(s->st);
     void *snap = malloc(bytes ? bytes : 1);
     if (!snap)
         return glm_error_set(err, GLM_ERR_NOMEM, "out of memory keeping a prompt state of %zu "
                              "bytes", bytes);
-    glm_status st = ops->snapshot_save(s->st, snap, bytes, err);
+    st = ops->snapshot_save(s->st, snap, bytes, err);
     if (st) {
         free(snap);
         return st;
@@ -343,6 +348,16 @@ static glm_status restore_one(void *user, const void *snap, size_t n, glm_error 
     if ((st = remember_tokens(s, r->ids, len, 0, err))) {
         s->e->be.ops->state_reset(s->st);
         return st;
+    }
+    /* rank 0: every rank restores its part, or none keeps it (the lookup then tries a shorter
+     * state, or the prompt runs from the start) */
+    int all = s->e->rank == 0 ? mirror_restore(s, r->ids, len, err) : 1;
+    if (all != 1) {
+        s->e->be.ops->state_reset(s->st);
+        s->marked = 0;
+        return all < 0 ? err->status
+                       : glm_error_set(err, GLM_ERR_IO, "a worker does not hold its part of the "
+                                       "kept state of %d tokens", len);
     }
     return GLM_OK;
 }

@@ -35,6 +35,13 @@ void engine_rdma_options(const glm_engine_params *p, struct tp_rdma_options *out
 struct tp_group;
 void engine_attach_peer(glm_engine *e, struct tp_group *g);
 
+/* A worker's part of the head's KEEP step (its mirror's state of n tokens into its own prompt
+ * cache; one it cannot keep is said in its log, and missed at a later restore) and of its
+ * RESTORE step (its state of ids[0..n) from its cache, then the ranks' agreement on whether every
+ * one restored: reset when any could not). tp/mirror.c. */
+glm_status mirror_serve_keep(glm_session *s, int n, glm_error *err);
+glm_status mirror_serve_restore(glm_session *s, const int32_t *ids, int n, glm_error *err);
+
 glm_engine *session_engine(const glm_session *s);
 /* Whether glm_cancel was called since the last clear (generation clears it as it starts). */
 int session_cancel_requested(glm_session *s);

@@ -28,6 +28,9 @@ glm_status engine_split(glm_engine *e, int rank, int world, glm_error *err)
         e->world = world;
         st = backend_open(e->model, &e->params, &e->be, err);
     }
+    /* a worker's cache, opened before its split: its states are of the whole model */
+    if (st == GLM_OK && e->cache)
+        st = engine_open_cache(e, err);
     if (st == GLM_OK && world > 2 && strcmp(e->be.ops->name, "cpu") != 0 &&
         strcmp(e->be.ops->name, "cuda") != 0)
         st = glm_error_set(err, GLM_ERR_UNSUPPORTED, "the %s backend splits a model between two ranks "
@@ -79,7 +82,7 @@ glm_status mirror_step_locked(glm_session *s, tp_step_cmd cmd, int pos, const in
     if (!e->tp)
         return glm_error_set(err, GLM_ERR_PEER, "rank 0 has no worker connected");
     int forward = tp_step_is_forward(cmd);
-    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE ||
+    int fresh = cmd == TP_STEP_RESET || cmd == TP_STEP_CLOSE || cmd == TP_STEP_RESTORE ||
                 (pos == 0 && (forward || cmd == TP_STEP_TRUNCATE));
     if (!fresh && s->tp_epoch != tp_group_reconnects(e->tp))
         return glm_error_set(err, GLM_ERR_PEER, "the worker at %s was reconnected after this "
@@ -96,6 +99,65 @@ void mirror_step_end(glm_session *s)
 {
     if (s->e->rank == 0 && s->e->tp)
         tp_group_step_end(s->e->tp);
+}
+
+glm_status mirror_keep(glm_session *s, int n, glm_error *err)
+{
+    return mirror_step(s, TP_STEP_KEEP, n, NULL, 0, err);
+}
+
+int mirror_restore(glm_session *s, const int32_t *ids, int n, glm_error *err)
+{
+    glm_engine *e = s->e;
+    if (e->rank != 0)
+        return 1;
+    pthread_mutex_lock(&e->step_lock);
+    e->stepping = s;
+    float missing = 0.0f; /* this rank restored its own */
+    glm_status st = mirror_step_locked(s, TP_STEP_RESTORE, n, ids, n, err);
+    if (st == GLM_OK)
+        st = tp_group_all_reduce(e->tp, &missing, 1, err);
+    mirror_step_end(s);
+    e->stepping = NULL;
+    pthread_mutex_unlock(&e->step_lock);
+    if (st != GLM_OK)
+        return -1;
+    return missing == 0.0f;
+}
+
+glm_status mirror_serve_keep(glm_session *s, int n, glm_error *err)
+{
+    if (n != glm_session_length(s))
+        return glm_error_set(err, GLM_ERR_PEER, "the head kept a state of %d tokens but this "
+                             "worker holds %d: the ranks disagree", n, glm_session_length(s));
+    /* a state this worker cannot keep (memory) is missed at a later restore, which the ranks
+     * then agree on: no reason to stop serving */
+    glm_error why = {0};
+    if (glm_session_keep(s, &why) != GLM_OK)
+        engine_logf(&s->e->log, GLM_LOG_WARN, "the head's state of %d tokens is not kept on this "
+                    "worker: %s", n, why.message);
+    return GLM_OK;
+}
+
+glm_status mirror_serve_restore(glm_session *s, const int32_t *ids, int n, glm_error *err)
+{
+    glm_engine *e = s->e;
+    int got = glm_session_restore(s, ids, n, n - 1, n);
+    float missing = got == n ? 0.0f : 1.0f;
+    if (got != n) /* the head's state is another now: this one's is no use either */
+        glm_session_reset(s);
+    if (!e->tp)
+        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
+    glm_status st = tp_group_all_reduce(e->tp, &missing, 1, err);
+    if (st != GLM_OK)
+        return st;
+    if (got == n && missing != 0.0f) /* another rank did not have it: all start over */
+        glm_session_reset(s);
+    if (got != n)
+        engine_logf(&e->log, GLM_LOG_INFO, "the head restored a kept state of %d tokens this "
+                    "worker does not hold (restarted, or past its prompt cache's budget): the "
+                    "prompt runs again on every rank", n);
+    return GLM_OK;
 }
 
 glm_status mirror_step(glm_session *s, tp_step_cmd cmd, int pos, const int32_t *tokens, int n,

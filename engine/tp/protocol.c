@@ -191,13 +191,16 @@ static glm_status decode_step(le_reader *r, tp_step *s, glm_error *err)
         return bad(err, TP_MSG_STEP, "its conversation slot is past the 16 a worker keeps");
     if (s->seq == 0)
         return bad(err, TP_MSG_STEP, "its sequence number is 0 (steps count from 1)");
-    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_REWIND)
+    if (s->cmd < TP_STEP_FORWARD || s->cmd > TP_STEP_RESTORE)
         return bad(err, TP_MSG_STEP, "the command is unknown");
-    int forward = tp_step_is_forward(s->cmd);
-    if (forward && s->n_tokens == 0)
-        return bad(err, TP_MSG_STEP, "a forward step has no tokens");
-    if (!forward && s->n_tokens != 0)
-        return bad(err, TP_MSG_STEP, "a reset, truncate, mark, close or rewind step carries tokens");
+    int carries = tp_step_exchanges(s->cmd);
+    if (carries && s->n_tokens == 0)
+        return bad(err, TP_MSG_STEP, "a forward or restore step has no tokens");
+    if (!carries && s->n_tokens != 0)
+        return bad(err, TP_MSG_STEP, "a reset, truncate, mark, close, rewind or keep step carries "
+                   "tokens");
+    if (s->cmd == TP_STEP_RESTORE && s->pos != s->n_tokens)
+        return bad(err, TP_MSG_STEP, "a restore step's position is not its token count");
     if (s->n_tokens > TP_STEP_MAX_TOKENS)
         return bad(err, TP_MSG_STEP, "it has more tokens than a step may carry");
     if (s->cmd == TP_STEP_VERIFY && s->n_tokens > TP_VERIFY_MAX_TOKENS)

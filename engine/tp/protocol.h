@@ -15,7 +15,7 @@
  * must be made alike); 11: a CUDA prefill chunk of 512 rows or more exchanged through the host
  * runs as two halves, each exchanging its own partial sums (the ranks must cut alike); 12: drafted
  * decoding over ranks: VERIFY and REWIND steps */
-#define TP_PROTOCOL_VERSION 12u
+#define TP_PROTOCOL_VERSION 13u
 
 /* A frame is a 12-byte header (magic "GLTP", type u16, flags u16 = 0, payload length u32),
  * then the payload; all integers little-endian. */
@@ -93,12 +93,21 @@ typedef enum tp_step_cmd {
     TP_STEP_VERIFY = 7,   /* a verification window of drafted tokens at positions pos..pos+n-1:
                            * run as drafted decoding verifies them (the state can go back inside) */
     TP_STEP_REWIND = 8,   /* back to pos tokens inside the last window (n must be 0) */
+    TP_STEP_KEEP = 9,     /* keep the state of pos tokens in the worker's prompt cache (n must be 0) */
+    TP_STEP_RESTORE = 10, /* restore the kept state of tokens[0..n) (pos = n) from the worker's
+                           * prompt cache; one exchange follows: every rank's 1 if it could not */
 } tp_step_cmd;
 
 /* A step that runs the forward (its exchanges follow): FORWARD, FORWARD_ALL or VERIFY. */
 static inline int tp_step_is_forward(uint32_t cmd)
 {
     return cmd == TP_STEP_FORWARD || cmd == TP_STEP_FORWARD_ALL || cmd == TP_STEP_VERIFY;
+}
+
+/* A step with exchanges after it (the ranks busy until it ends): the forwards and RESTORE. */
+static inline int tp_step_exchanges(uint32_t cmd)
+{
+    return tp_step_is_forward(cmd) || cmd == TP_STEP_RESTORE;
 }
 
 typedef struct tp_step {

@@ -1197,7 +1197,7 @@ glm_status tp_head_send_step(tp_rank *r, uint32_t slot, tp_step_cmd cmd, uint32_
     }
     r->step_seq++;
     atomic_store(&r->steps_seen, r->step_seq);
-    if (tp_step_is_forward(cmd))
+    if (tp_step_exchanges(cmd))
         atomic_store(&r->busy, 1); /* until tp_rank_step_end */
     return GLM_OK;
 }
@@ -1259,7 +1259,7 @@ glm_status tp_worker_next_step(tp_rank *r, int wait_ms, tp_step *step, int *bye,
             r->queue_tail = NULL;
         /* in a step from here until the next call or tp_rank_step_end; set under the lock the
          * heartbeat reads the queue under, so it never sees the step neither queued nor begun */
-        if (tp_step_is_forward(node->step.cmd))
+        if (tp_step_exchanges(node->step.cmd))
             atomic_store(&r->busy, 1);
     }
     int clean_stop = r->bye;

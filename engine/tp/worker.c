@@ -136,6 +136,9 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
                                  "%d: the ranks disagree", step->pos, glm_session_length(s));
         return glm_session_mark(s, err);
     case TP_STEP_VERIFY: return run_verify(s, step, dump, err);
+    case TP_STEP_KEEP: return mirror_serve_keep(s, (int)step->pos, err);
+    case TP_STEP_RESTORE:
+        return mirror_serve_restore(s, (const int32_t *)step->tokens, (int)step->pos, err);
     case TP_STEP_REWIND: {
         /* the head went back already: a worker that cannot no longer holds its state */
         glm_status st = session_rewind(s, (int)step->pos, NULL, err);

@@ -4,7 +4,8 @@
 # rank, a state past the worker's 16 is refused by name, a long feed canceled partway keeps its
 # pieces on both ranks; after the worker restarts, a state it lost is refused by name while the
 # others go on; a reply drafted on two ranks, and on three, equals the undrafted one, from the
-# engine and from the command line (draft = copy; mtp refused with a peer). Then the TUI switches between
+# engine and from the command line (draft = copy; mtp refused with a peer); a state kept on every
+# rank restores on every rank, and one the restarted worker lost runs again. Then the TUI switches between
 # conversations (/new, /open) over the one worker it connected to, each reply as one rank's.
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/lib.sh"
 . "${GLMCHAT_SRCDIR:-.}/tests/e2e/chat_lib.sh"
@@ -54,6 +55,12 @@ cp "$TMP/worker2.err" "$TMP/w2.err"
 expect_grep w2.err 'serving the head at'
 if grep -q 'disagree' "$TMP/w2.err"; then fail "the restarted worker saw the ranks disagree: $(cat "$TMP/w2.err")"; else pass; fi
 expect_grep out '^PASS: drafted decoding on 2 ranks: 48 tokens equal the undrafted reply'
+# the prompt cache over ranks: each keeps its part; after the restart the worker's are gone
+expect_grep out '^PASS: a kept state restored on every rank: the head restored 40 tokens'
+expect_grep out '^PASS: a kept state restored on every rank at 46 tokens'
+expect_grep out '^PASS: a kept state the workers lost, run again: the head restored 0 tokens'
+expect_grep out '^PASS: a kept state the workers lost, run again at 46 tokens'
+expect_grep out '^PASS: a state kept again after the workers restarted, restored: 46 tokens'
 
 # Three ranks (two workers): the same states, and the drafted reply with each worker running the
 # head's windows and going back inside them
@@ -62,6 +69,7 @@ expect_exit 0 timeout 180 "$SESSIONS" "$A" "$PEERS"
 cp "$TMP/out" "$TMP/out3"
 grep -E '^(FAIL|PASS: drafted)' "$TMP/out3"
 expect_grep out3 '^PASS: drafted decoding on 3 ranks: 48 tokens equal the undrafted reply'
+expect_grep out3 '^PASS: a kept state restored on every rank at 46 tokens'
 expect_grep out3 '^PASS: 0 failures'
 stop_workers
 

@@ -4,7 +4,9 @@
  * (RESTART_CMD) a state it no longer holds is refused by name while a fresh one goes on; a long
  * marked feed canceled partway keeps its pieces on both ranks and goes on to one rank's logits;
  * a greedy reply drafted on the ranks (verification windows and rewinds on each) equals the
- * undrafted one and one rank's. HOST:PORT may list several workers (HOST:PORT,HOST:PORT: more ranks).
+ * undrafted one and one rank's; a state kept on every rank restores on every rank, and after the
+ * restart the head's kept state, which the worker lost, is refused by the ranks' agreement and runs
+ * again. HOST:PORT may list several workers (HOST:PORT,HOST:PORT: more ranks).
  * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
 #include <math.h>
 #include <stdio.h>
@@ -205,6 +207,62 @@ static void tokens_of(int32_t *t, int n, int seed, int vocab)
         t[i] = (int32_t)((seed * 7919 + i * 104729) % (vocab - 1) + 1);
 }
 
+/* A state kept on the head and its workers (glm_session_keep: each rank's part in its own prompt
+ * cache) restored by another conversation (glm_session_restore): every rank restores its part,
+ * and the next tokens give one rank's logits. worker_holds 0 (the workers restarted since the
+ * keep, so they lost their parts): the ranks' agreement refuses the head's state, the prompt runs
+ * from the start, and once kept again it restores on every rank. */
+static void kept_state_restores(glm_engine *two, glm_engine *one, int V, int worker_holds)
+{
+    enum { N = 40, M = 6 };
+    int32_t t[N + M + 1];
+    tokens_of(t, N + M + 1, 5, V);
+    glm_error err = {0};
+    char what[1400];
+    if (worker_holds) {
+        glm_session *src = glm_session_new(two, &err);
+        glm_status st = src ? glm_session_feed(src, t, N, NULL, &err) : err.status;
+        if (st == GLM_OK)
+            st = glm_session_keep(src, &err);
+        snprintf(what, sizeof what, "a state of %d tokens kept on every rank%s%s", N,
+                 st ? ": " : "", st ? err.message : "");
+        check(st == GLM_OK, what);
+        glm_session_free(src);
+    }
+    pair p = {glm_session_new(two, &err), glm_session_new(one, &err),
+              worker_holds ? "a kept state restored on every rank"
+                           : "a kept state the workers lost, run again"};
+    if (!p.two || !p.one) {
+        check(0, err.message);
+        return;
+    }
+    int got = glm_session_restore(p.two, t, N + M, 0, N + M - 1);
+    snprintf(what, sizeof what, "%s: the head restored %d tokens (expected %d)", p.name, got,
+             worker_holds ? N : 0);
+    check(got == (worker_holds ? N : 0) && glm_session_length(p.two) == got, what);
+    if (got == N && glm_session_feed(p.one, t, N, NULL, &err) != GLM_OK)
+        check(0, err.message);
+    feed_both(&p, t + got, N + M - got);
+    if (!worker_holds) { /* kept again (every rank), then restored by another conversation */
+        if (glm_session_keep(p.two, &err) != GLM_OK)
+            check(0, err.message);
+        pair q = {glm_session_new(two, &err), glm_session_new(one, &err),
+                  "a state kept again after the workers restarted, restored"};
+        if (q.two && q.one) {
+            got = glm_session_restore(q.two, t, N + M + 1, 0, N + M);
+            snprintf(what, sizeof what, "%s: %d tokens (expected %d)", q.name, got, N + M);
+            check(got == N + M, what);
+            if (got == N + M && glm_session_feed(q.one, t, N + M, NULL, &err) != GLM_OK)
+                check(0, err.message);
+            feed_both(&q, t + got, N + M + 1 - got);
+        }
+        glm_session_free(q.two);
+        glm_session_free(q.one);
+    }
+    glm_session_free(p.two);
+    glm_session_free(p.one);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 4) {
@@ -216,6 +274,7 @@ int main(int argc, char **argv)
                                .prompt_cache_bytes = -1};
     glm_engine_params two_p = one_p;
     two_p.peer = argv[2];
+    two_p.prompt_cache_bytes = (int64_t)64 << 20; /* kept_state_restores' (memory only) */
     glm_engine *one = glm_engine_open(&one_p, &err);
     glm_engine *two = one ? glm_engine_open(&two_p, &err) : NULL;
     if (!one || !two) {
@@ -290,6 +349,7 @@ int main(int argc, char **argv)
     for (const char *c = argv[2]; *c; c++)
         ranks += *c == ',';
     drafted_reply_equals_undrafted(two, one, V, ranks);
+    kept_state_restores(two, one, V, 1);
 
     if (argc == 4 && c.two && c.one) {
         /* the worker restarts: C starting over reconnects; B's state is gone there, and B is told
@@ -308,6 +368,7 @@ int main(int argc, char **argv)
         glm_session_reset(b.one);
         feed_both(&b, tb, 4);
         feed_both(&c, tc + 5, 1);
+        kept_state_restores(two, one, V, 0);
     }
     glm_session_free(b.two);
     glm_session_free(b.one);

@@ -357,6 +357,50 @@ static int count_suffix(const char *dir, const char *suffix)
     return n;
 }
 
+/* The ranks of a split keep their parts in one directory apart: each writes its tag into its
+ * files' names and passes over the other's files (and an unsplit cache over both) without a
+ * note; each finds its own again. */
+START_TEST(cache_ranks_share_a_directory_apart)
+{
+    glm_error err = {0};
+    char *dir = tu_tmpdir();
+    int32_t *ids = some_tokens(32, 9);
+    size_t got = 0;
+    pc_cache *r0 = pc_new_tagged(1000, dir, 501, ".rank0of2", &err);
+    pc_cache *r1 = pc_new_tagged(1000, dir, 502, ".rank1of2", &err);
+    ck_assert_ptr_nonnull(r0);
+    ck_assert_ptr_nonnull(r1);
+    ck_assert_int_eq(pc_put(r0, ids, 16, filled(40, 1), 40, &err), GLM_OK);
+    ck_assert_int_eq(pc_put(r1, ids, 16, filled(30, 2), 30, &err), GLM_OK);
+    pc_free(r0);
+    pc_free(r1);
+    char p0[4200], p1[4200];
+    snprintf(p0, sizeof p0, "%s/%016llx-16.rank0of2.kept", dir,
+             (unsigned long long)pc_hash_tokens(ids, 16));
+    snprintf(p1, sizeof p1, "%s/%016llx-16.rank1of2.kept", dir,
+             (unsigned long long)pc_hash_tokens(ids, 16));
+    ck_assert_int_eq(access(p0, F_OK), 0);
+    ck_assert_int_eq(access(p1, F_OK), 0);
+    r0 = pc_new_tagged(1000, dir, 501, ".rank0of2", &err);
+    r1 = pc_new_tagged(1000, dir, 502, ".rank1of2", &err);
+    pc_cache *one = pc_new(1000, dir, 500, &err);
+    ck_assert_int_eq(pc_n_notes(r0) + pc_n_notes(r1) + pc_n_notes(one), 0);
+    ck_assert_int_eq(pc_lookup(r0, ids, 32, 0, 31, count_load, &got), 16);
+    ck_assert_uint_eq(got, 41); /* its own 40 bytes of 1s (count_load: size + first byte) */
+    ck_assert_int_eq(pc_lookup(r1, ids, 32, 0, 31, count_load, &got), 16);
+    ck_assert_uint_eq(got, 32);
+    ck_assert_int_eq(pc_lookup(one, ids, 32, 0, 31, count_load, &got), 0);
+    pc_free(r0);
+    pc_free(r1);
+    pc_free(one);
+    /* a tag of other characters is refused by name */
+    ck_assert_ptr_null(pc_new_tagged(1000, dir, 501, "/../x", &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "'/../x'"));
+    free(ids);
+    tu_rmtree(dir);
+}
+END_TEST
+
 START_TEST(cache_disk_budget_deletes_least_recently_used)
 {
     glm_error err = {0};
@@ -904,6 +948,7 @@ static Suite *reuse_suite(void)
     tcase_add_loop_test(tc, resume_on_the_grid_equals_full_prefill_bits, 0, 3);
     tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
     tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
+    tcase_add_test(tc, cache_ranks_share_a_directory_apart);
     tcase_add_test(tc, cache_disk_budget_deletes_least_recently_used);
     tcase_add_test(tc, canceled_marked_feed_keeps_the_pieces_that_ran);
     tcase_add_test(tc, cache_states_leaving_memory_while_written_are_found);

@@ -107,6 +107,21 @@ START_TEST(step_round_trips_and_owns_its_tokens)
     ck_assert_uint_eq(out.u.step.n_tokens, 0);
     tp_msg_clear(&out);
 
+    /* a state kept on the worker carries no tokens; restoring one carries the state's tokens */
+    m.u.step = (tp_step){.seq = 12, .cmd = TP_STEP_KEEP, .pos = 64};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_KEEP);
+    ck_assert_uint_eq(out.u.step.pos, 64);
+    ck_assert_uint_eq(out.u.step.n_tokens, 0);
+    tp_msg_clear(&out);
+    m.u.step = (tp_step){.seq = 12, .cmd = TP_STEP_RESTORE, .pos = 5, .n_tokens = 5, .tokens = toks};
+    ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
+    ck_assert_uint_eq(out.u.step.cmd, TP_STEP_RESTORE);
+    ck_assert_mem_eq(out.u.step.tokens, toks, sizeof toks);
+    ck_assert(tp_step_exchanges(TP_STEP_RESTORE) && !tp_step_is_forward(TP_STEP_RESTORE) &&
+              !tp_step_exchanges(TP_STEP_KEEP));
+    tp_msg_clear(&out);
+
     /* the conversation slot travels; one past the last cannot even be encoded */
     m.u.step = (tp_step){.seq = 13, .slot = TP_MAX_SLOTS - 1, .cmd = TP_STEP_CLOSE};
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
@@ -252,7 +267,7 @@ static glm_status decode_corrupted_step(void (*corrupt)(uint8_t *payload, size_t
 }
 
 static void zero_seq(uint8_t *p, size_t *len) { (void)len; le_put_u64(p, 0); }
-static void bad_cmd(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, 9); }
+static void bad_cmd(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_RESTORE + 1); }
 static void more_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 16, 3); }
 static void huge_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 16, 0xffffffffu); }
 static void slot_past_the_last(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 20, TP_MAX_SLOTS); }
@@ -262,6 +277,20 @@ static void position_overflow(uint8_t *p, size_t *len) { (void)len; le_put_u32(p
 static void reset_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_RESET); }
 static void mark_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_MARK); }
 static void rewind_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_REWIND); }
+static void keep_with_tokens(uint8_t *p, size_t *len) { (void)len; le_put_u32(p + 8, TP_STEP_KEEP); }
+static void restore_not_at_its_count(uint8_t *p, size_t *len)
+{
+    (void)len;
+    le_put_u32(p + 8, TP_STEP_RESTORE);
+    le_put_u32(p + 12, le_get_u32(p + 16) + 1); /* pos one past its tokens */
+}
+static void restore_without_tokens(uint8_t *p, size_t *len)
+{
+    le_put_u32(p + 8, TP_STEP_RESTORE);
+    le_put_u32(p + 12, 0);
+    le_put_u32(p + 16, 0);
+    *len = 24;
+}
 static void verify_too_long(uint8_t *p, size_t *len)
 {
     (void)len;
@@ -280,7 +309,8 @@ START_TEST(bad_steps_are_refused)
     void (*cases[])(uint8_t *, size_t *) = {zero_seq, bad_cmd, more_tokens, huge_tokens, slot_past_the_last,
                                            short_by_one, position_overflow, reset_with_tokens,
                                            mark_with_tokens, close_with_tokens, rewind_with_tokens,
-                                           verify_without_tokens, verify_too_long};
+                                           verify_without_tokens, verify_too_long, keep_with_tokens,
+                                           restore_not_at_its_count, restore_without_tokens};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         glm_error err = {0};
         ck_assert_msg(decode_corrupted_step(cases[i], &err) == GLM_ERR_PEER, "case %zu accepted", i);
@@ -414,9 +444,10 @@ START_TEST(hello_with_nccl_round_trips_and_version_6_is_refused_by_name)
     ck_assert_int_eq(round_trip(&m, &out, &err), GLM_OK);
     ck_assert_uint_eq(out.u.hello.settings.transport, TP_TRANSPORT_NCCL);
     ck_assert_str_eq(tp_transport_kind_name(TP_TRANSPORT_NCCL), "nccl");
-    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 12);
+    ck_assert_uint_eq(TP_PROTOCOL_VERSION, 13);
 
-    /* 11: no verification windows (a drafting head's windows would be refused as unknown
+    /* 12: no kept states on the worker (a head's KEEP and RESTORE steps would be refused as
+     * unknown, and its restore's exchange would not pair); 11: no verification windows (a drafting head's windows would be refused as unknown
      * steps); 10: a long CUDA chunk's partial sums exchanged whole where this build exchanges halves (the
      * exchanges would not pair); 9: a prefill chunk's indexer query exact where this build rounds
      * it (the ranks would select differently); 8: without the cancel flags' exchange (it would
@@ -424,10 +455,10 @@ START_TEST(hello_with_nccl_round_trips_and_version_6_is_refused_by_name)
     tp_hello mine = m.u.hello, old = m.u.hello;
     old.rank = 3;
     old.peer_rank = 0;
-    for (uint32_t v = 8; v <= 11; v++) {
+    for (uint32_t v = 8; v <= 12; v++) {
         char want[80];
         old.protocol = v;
-        snprintf(want, sizeof want, "rank protocol version differs: 12 here, %u on the worker", v);
+        snprintf(want, sizeof want, "rank protocol version differs: 13 here, %u on the worker", v);
         ck_assert_int_eq(tp_hello_compare(&mine, &old, "worker", &err), GLM_ERR_PEER);
         ck_assert_msg(strstr(err.message, want) != NULL, "%s", err.message);
     }
