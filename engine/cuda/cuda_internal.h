@@ -96,7 +96,7 @@ typedef struct cu_weights {
 } cu_weights;
 
 /* dense_q4: the BF16 (or F32) linears (attention, dense and shared MLPs, LM head) requantized to
- * ENG_Q4 on the GPU (GLMCHAT_CUDA_DENSE=q4); the HC products, router, embedding and kv_b stay. */
+ * ENG_Q4 on the GPU (dense = q4); the HC products, router, embedding and kv_b stay. */
 /* chunk: the prefill chunk's rows, which size the EXL3 products' workspaces. */
 glm_status cu_weights_upload(const glm_model *m, int dense_q4, int chunk, cu_weights *w,
                              glm_error *err);

@@ -26,7 +26,7 @@ typedef struct csnap_header {
     uint32_t n_kda, n_dsa, conv_bytes, rec_bytes;
     uint32_t latent, index_dim, kpool;
     uint32_t mtp, hidden;  /* mtp: 0, no MTP section; else 1 + its rows (n - 1) */
-    uint32_t dense_q4;     /* 1: made with the dense linears requantized (GLMCHAT_CUDA_DENSE=q4) */
+    uint32_t dense_q4;     /* 1: made with the dense linears requantized (dense = q4) */
     uint32_t one_part;     /* 1: made with one fp16 part of the prefill products' inputs */
 } csnap_header;
 
@@ -208,12 +208,12 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
                              (unsigned long long)mine.fingerprint);
     if (h->kv_dtype != mine.kv_dtype || h->kv_index_dtype != mine.kv_index_dtype)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %s/%s caches, this "
-                             "backend %s/%s (GLMCHAT_CUDA_KV, GLMCHAT_CUDA_KV_INDEX must match)",
+                             "backend %s/%s (kv_cache and cuda_kv_index must match)",
                              dtype_name(h->kv_dtype), dtype_name(h->kv_index_dtype),
                              dtype_name(mine.kv_dtype), dtype_name(mine.kv_index_dtype));
     if (h->dense_q4 != mine.dense_q4)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot was made with %s dense "
-                             "weights, this backend runs %s ones (--dense or GLMCHAT_CUDA_DENSE must match)",
+                             "weights, this backend runs %s ones (--dense must match)",
                              h->dense_q4 ? "q4" : "bf16", mine.dense_q4 ? "q4" : "bf16");
     if (h->one_part != mine.one_part)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot's prompt ran its "
@@ -223,7 +223,7 @@ static glm_status check_header(const cuda_state *s, const void *buf, size_t n, c
                              mine.one_part ? "in one fp16 part (onepart)" : "exactly");
     if (h->n > (uint32_t)s->be->context)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot holds %u tokens, past "
-                             "this backend's context of %d (GLMCHAT_CUDA_CONTEXT)", h->n,
+                             "this backend's context of %d (--context)", h->n,
                              s->be->context);
     if (h->mtp && !s->be->w.has_mtp)
         return glm_error_set(err, GLM_ERR_FORMAT, "the CUDA state snapshot carries an MTP layer's "

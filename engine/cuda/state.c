@@ -155,7 +155,7 @@ glm_status cuda_state_reserve(cuda_state *s, int need, glm_error *err)
         return GLM_OK;
     if (need > s->be->context)
         return glm_error_set(err, GLM_ERR_ARG, "the conversation would hold %d tokens, past the "
-                             "CUDA backend's context of %d (GLMCHAT_CUDA_CONTEXT)", need,
+                             "CUDA backend's context of %d (--context, context in the config or GLMCHAT_CONTEXT)", need,
                              s->be->context);
     int cap = s->cap ? s->cap : 256;
     while (cap < need)

@@ -1,5 +1,5 @@
 /* weights.c: uploads a model's weights for the CUDA backend: dense matrices in their stored
- * dtype (BF16 stays BF16, or is requantized on the GPU to 4 bits with GLMCHAT_CUDA_DENSE=q4; F32,
+ * dtype (BF16 stays BF16, or is requantized on the GPU to 4 bits with dense = q4; F32,
  * F16 and FP8 blocks as the loader gives them), EXL3 linears in their on-disk layout, a MoE
  * layer's EXL3 experts stacked for kern_exl3_moe. A dry run counts bytes. */
 #ifdef HAVE_CUDA
@@ -195,12 +195,12 @@ static void put_q4(up_ctx *u, const glm_weight *w, eng_mat *m)
     if (rc) {
         u->failed = 1;
         glm_error_set(u->err, GLM_ERR_NOMEM, "cannot requantize a %lld x %lld matrix to 4 bits "
-                      "on the GPU (GLMCHAT_CUDA_DENSE=q4): %s", (long long)w->rows,
+                      "on the GPU (dense = q4): %s", (long long)w->rows,
                       (long long)w->cols, rc > 0 ? kern_error_string(rc) : "arguments out of range");
     }
 }
 
-/* A linear layer; quantizable: may become ENG_Q4 under GLMCHAT_CUDA_DENSE=q4. */
+/* A linear layer; quantizable: may become ENG_Q4 under dense = q4. */
 static void put_lin_as(up_ctx *u, const glm_weight *w, cu_lin *l, int quantizable)
 {
     memset(l, 0, sizeof *l);

@@ -602,7 +602,7 @@ glm_status tp_hello_compare(const tp_hello *mine, const tp_hello *peer, const ch
         return glm_error_set(err, GLM_ERR_PEER,
                              "the cache and weight formats differ: %s here, %s on the %s; give "
                              "both the same --kv-cache (or GLMCHAT_KV_CACHE), GLMCHAT_CUDA_KV_INDEX, "
-                             "--dense (or GLMCHAT_CUDA_DENSE) and GLMCHAT_CUDA_CHUNK",
+                             "--dense (or GLMCHAT_DENSE) and GLMCHAT_CUDA_CHUNK",
                              tp_kv_format_name(a->kv_format, here, sizeof here),
                              tp_kv_format_name(b->kv_format, there, sizeof there), peer_role);
     }
