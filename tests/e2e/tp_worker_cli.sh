@@ -38,7 +38,7 @@ expect_exit 1 "$GLMCHAT_BIN" --kv-cache fp8 --peer 127.0.0.1:$PORT logits --mode
 expect_grep err 'the cache and weight formats differ: fp8, bf16 dense weights here, f32, bf16 dense weights on the worker'
 expect_exit 1 "$GLMCHAT_BIN" --dense q4 --peer 127.0.0.1:$PORT logits --model "$MODEL" \
     --tokens-file "$TMP/tokens" --out "$TMP/refused.f32"
-expect_grep err 'the cache and weight formats differ: f32, q4 dense weights here, f32, bf16 dense weights on the worker; .*--dense \(or GLMCHAT_CUDA_DENSE\)'
+expect_grep err 'the cache and weight formats differ: f32, q4 dense weights here, f32, bf16 dense weights on the worker; .*--dense \(or GLMCHAT_DENSE\)'
 # same settings: served (tiny-A's max_position_embeddings is 4096, the CPU caches are f32)
 expect_exit 0 "$GLMCHAT_BIN" --peer 127.0.0.1:$PORT logits --model "$MODEL" --tokens-file "$TMP/tokens" \
     --out "$TMP/served.f32"
