@@ -68,7 +68,7 @@ glm_status backend_resolve_settings(const glm_model *m, const glm_engine_params 
         out->kv_cache = p->kv_cache;
     out->dense = p && p->dense != GLM_DENSE_DEFAULT ? p->dense : GLM_DENSE_BF16;
     /* drafting verifies the chosen token and up to SPEC_MAX_DRAFT drafts (several ranks: copy
-     * drafts, on the CPU backend) */
+     * drafts, whose windows a worker runs too: glm_worker_serve asks for them) */
     int drafting = p && spec_mode_of(p->draft) != SPEC_OFF;
     out->draft_rows = drafting ? SPEC_MAX_DRAFT + 1 : 0;
     if (p) {

@@ -266,6 +266,7 @@ static const backend_ops cuda_ops = {
     .close = cu_close,
     .verify = cu_verify,
     .state_rewind = cu_rewind,
+    .verifies_over_ranks = 1,
     .mtp_draft = cu_mtp_draft,
     .cache_format = cu_cache_format,
 };
@@ -363,7 +364,7 @@ static glm_status plan_at(cuda_backend *be, const backend_settings *set, int ran
     cuda_plan_make(&m->cfg, ranks, be->context, be->kv_dtype, be->kv_index_dtype, chunk,
                    be->dense_experts, cu_weights_bytes(m, be->dense_q4, chunk) + mtp_bytes, p);
     p->chunk_given = set->cuda.chunk > 0;
-    cuda_plan_drafting(p, &m->cfg, ranks == 1 ? set->draft_rows : 0, mtp);
+    cuda_plan_drafting(p, &m->cfg, set->draft_rows, mtp);
     return GLM_OK;
 }
 

@@ -71,9 +71,6 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
     cuda_backend *be = s->be;
     const glm_config *c = &be->m->cfg;
     s->trail_n = 0;
-    if (s->coll.all_reduce)
-        return glm_error_set(err, GLM_ERR_UNSUPPORTED, "the CUDA backend verifies drafts on one "
-                             "rank only");
     if (n > be->chunk)
         return glm_error_set(err, GLM_ERR_ARG, "a verification window of %d tokens is longer than "
                              "the CUDA backend's chunk of %d", n, be->chunk);
@@ -85,6 +82,9 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
     size_t V = (size_t)c->vocab_size;
     glm_error ferr = {0};
     int rc = 0, mtp = cuda_mtp_on(s);
+    /* several ranks exchanging through the host gather each group's logits there (split_head);
+     * one rank, or device collectives, leave them on the device */
+    int gathered = s->coll.all_gather && !cuda_coll_on_device(s, CUDA_DECODE_T);
     be->rowwise = 1;
     s->verifying = 1;
     for (int t0 = 0; t0 < n && rc == 0; t0 += CUDA_DECODE_T) {
@@ -101,9 +101,15 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
         rc = cuda_forward_layers(s, g, &ferr);
         if (!rc)
             rc = cuda_forward_head(s, g, 1, &ferr);
-        if (!rc && (rc = eng_copy_async(s->h_logits + (size_t)t0 * V, be->s.logits,
-                                        (size_t)g * V * sizeof(float), be->stream)))
+        if (!rc && gathered) {
+            /* the group's full rows are at h_logits already, where the next group's exchanges
+             * stage their partial sums: kept aside at once */
+            if (logits_all)
+                memcpy(logits_all + (size_t)t0 * V, s->h_logits, (size_t)g * V * sizeof(float));
+        } else if (!rc && (rc = eng_copy_async(s->h_logits + (size_t)t0 * V, be->s.logits,
+                                               (size_t)g * V * sizeof(float), be->stream))) {
             cuda_fail(&ferr, "the window's logits' copy", rc);
+        }
         if (!rc && mtp && (rc = cuda_mtp_stage(s, t0, g))) /* the rows the MTP layer takes */
             cuda_fail(&ferr, "the MTP layer's input rows", rc);
         int sync = eng_stream_sync(be->stream);
@@ -122,7 +128,7 @@ glm_status cuda_verify(cuda_state *s, const int32_t *tokens, int n, float *logit
             *err = ferr;
         return ferr.status ? ferr.status : GLM_ERR_BACKEND;
     }
-    if (logits_all)
+    if (logits_all && !gathered)
         memcpy(logits_all, s->h_logits, (size_t)n * V * sizeof(float));
     be->rowwise = 1; /* the MTP rows too, as one-token steps compute them (in groups as above) */
     st = mtp ? cuda_mtp_catch_up_staged(s, tokens, s->n, n, err) : GLM_OK;

@@ -154,6 +154,16 @@ static glm_status apply_step(glm_engine *e, mirrors *m, const tp_step *step, FIL
     }
 }
 
+/* The worker's engine from its parameters, with room planned for the verification windows a
+ * drafting head sends (copy drafts ask nothing else of a worker; the MTP layer runs on one rank). */
+static glm_engine *open_worker_engine(const glm_worker_params *p, glm_error *err)
+{
+    glm_engine_params ep = p->engine;
+    if (ep.draft == GLM_DRAFT_DEFAULT || ep.draft == GLM_DRAFT_OFF)
+        ep.draft = GLM_DRAFT_COPY;
+    return glm_engine_open(&ep, err);
+}
+
 /* The worker's engine, split as the last head asked (rank 1 of 2 until a head asks otherwise). */
 typedef struct worker_engine {
     glm_engine *e;
@@ -171,7 +181,7 @@ static glm_status assign_rank(void *user, int rank, int world, glm_error *err)
     say(w->p, "the head asks for rank %d of %d: splitting the model again", rank, world);
     glm_engine_close(w->e);
     w->rank = w->world = 0;
-    w->e = glm_engine_open(&w->p->engine, err);
+    w->e = open_worker_engine(w->p, err);
     if (!w->e)
         return err->status;
     glm_status st = engine_split(w->e, rank, world, err);
@@ -279,7 +289,7 @@ glm_status glm_worker_serve(const glm_worker_params *p, glm_error *err)
         return st;
     engine_rdma_options(&p->engine, &opts.rdma);
     worker_engine we = {.p = p, .rank = 1, .world = 2};
-    if (!(we.e = glm_engine_open(&p->engine, err)))
+    if (!(we.e = open_worker_engine(p, err)))
         return err->status;
     opts.assign = assign_rank;
     opts.assign_user = &we;

@@ -7,7 +7,9 @@
  * undrafted one and one rank's; a state kept on every rank restores on every rank, and after the
  * restart the head's kept state, which the worker lost, is refused by the ranks' agreement and runs
  * again. HOST:PORT may list several workers (HOST:PORT,HOST:PORT: more ranks).
- * Usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check passed) */
+ * Usage: tp_sessions [--cuda] MODEL_DIR HOST:PORT [RESTART_CMD]   (exit 0 when every check
+ * passed; --cuda: both engines on the CUDA backend with f32 caches, against a CUDA worker
+ * started with --kv-cache f32) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,13 +267,19 @@ static void kept_state_restores(glm_engine *two, glm_engine *one, int V, int wor
 
 int main(int argc, char **argv)
 {
+    int cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
+    argc -= cuda;
+    argv += cuda;
     if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: tp_sessions MODEL_DIR HOST:PORT [RESTART_CMD]\n");
+        fprintf(stderr, "usage: tp_sessions [--cuda] MODEL_DIR HOST:PORT [RESTART_CMD]\n");
         return 2;
     }
     glm_error err = {0};
-    glm_engine_params one_p = {.model_dir = argv[1], .backend = GLM_BACKEND_CPU, .n_threads = 1,
-                               .prompt_cache_bytes = -1};
+    glm_engine_params one_p = {.model_dir = argv[1], .backend = cuda ? GLM_BACKEND_CUDA : GLM_BACKEND_CPU,
+                               .n_threads = 1, .prompt_cache_bytes = -1,
+                               /* f32 caches on CUDA: its fp8 default rounds the two splits' rows
+                                * apart (the worker is started with --kv-cache f32 too) */
+                               .kv_cache = cuda ? GLM_KV_CACHE_F32 : GLM_KV_CACHE_DEFAULT};
     glm_engine_params two_p = one_p;
     two_p.peer = argv[2];
     two_p.prompt_cache_bytes = (int64_t)64 << 20; /* kept_state_restores' (memory only) */
