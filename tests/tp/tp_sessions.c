@@ -22,6 +22,10 @@
 #include "tests/common/cancel_later.h"
 
 static int failures;
+/* the tolerance of two ranks' logits against one rank's, of the largest one-rank logit: the ranks
+ * sum their halves in another order; on CUDA the f32 sums of the split products (and the fp16
+ * part of a prompt's inputs) move a prompt's logits a little further (1.2e-5 measured, H100) */
+static double tolerance = 1e-5;
 
 static void check(int ok, const char *what)
 {
@@ -35,8 +39,8 @@ typedef struct pair {
     const char *name;
 } pair;
 
-/* Feeds n tokens to both and compares the last logits: within 1e-5 of the largest one-rank logit
- * (the two ranks sum their halves in another order than one rank does). */
+/* Feeds n tokens to both and compares the last logits: within tolerance of the largest one-rank
+ * logit. */
 static void feed_both(pair *p, const int32_t *tokens, int n)
 {
     glm_error err = {0};
@@ -63,7 +67,8 @@ static void feed_both(pair *p, const int32_t *tokens, int n)
     }
     snprintf(what, sizeof what, "%s at %d tokens: max |diff| %.3g of max |logit| %.3g", p->name,
              glm_session_length(p->two), diff, scale);
-    check(diff <= 1e-5 * scale && glm_session_length(p->two) == glm_session_length(p->one), what);
+    check(diff <= tolerance * scale && glm_session_length(p->two) == glm_session_length(p->one),
+          what);
 }
 
 /* A long marked feed (a reply's prompt) over the two ranks canceled partway: both keep the pieces
@@ -270,6 +275,8 @@ int main(int argc, char **argv)
     int cuda = argc > 1 && strcmp(argv[1], "--cuda") == 0;
     argc -= cuda;
     argv += cuda;
+    if (cuda)
+        tolerance = 1e-4;
     if (argc != 3 && argc != 4) {
         fprintf(stderr, "usage: tp_sessions [--cuda] MODEL_DIR HOST:PORT [RESTART_CMD]\n");
         return 2;
