@@ -757,7 +757,13 @@ int pc_lookup(pc_cache *c, const int32_t *ids, int n, int min_len, int max_len, 
             e = &c->e[best];
         }
         glm_error lerr = {0};
-        if (load(user, e->snap, e->bytes, &lerr) != GLM_OK) {
+        glm_status ls = load(user, e->snap, e->bytes, &lerr);
+        if (ls == GLM_ERR_PEER) {
+            note(c, "a kept state of %d tokens was not restored (kept for later): %s", e->n,
+                 lerr.message);
+            break;
+        }
+        if (ls != GLM_OK) {
             note(c, "a kept state of %d tokens could not be restored: %s", e->n, lerr.message);
             drop_entry(c, best);
             continue;

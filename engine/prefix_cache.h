@@ -47,7 +47,9 @@ pc_cache *pc_new_tagged(size_t budget, const char *dir, uint64_t model_id, const
 void pc_set_disk_budget(pc_cache *c, uint64_t bytes);
 void pc_free(pc_cache *c);
 
-/* Called with a kept snapshot to restore it; an error makes the lookup skip that state. */
+/* Called with a kept snapshot to restore it; an error makes the lookup drop that state and try
+ * the next, except GLM_ERR_PEER (the ranks could not agree: a link, not the state, failed), which
+ * ends the lookup with the state kept. */
 typedef glm_status (*pc_load_fn)(void *user, const void *snap, size_t n, glm_error *err);
 
 /* Restores the longest kept state whose tokens are a prefix of ids[0..n) and that holds at most

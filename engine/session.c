@@ -355,9 +355,13 @@ static glm_status restore_one(void *user, const void *snap, size_t n, glm_error 
     if (all != 1) {
         s->e->be.ops->state_reset(s->st);
         s->marked = 0;
-        return all < 0 ? err->status
-                       : glm_error_set(err, GLM_ERR_IO, "a worker does not hold its part of the "
-                                       "kept state of %d tokens", len);
+        if (all < 0) { /* the link, not the state: kept for a later lookup (prefix_cache.h) */
+            glm_error why = *err;
+            return glm_error_set(err, GLM_ERR_PEER, "the ranks could not agree on restoring it: %s",
+                                 why.message);
+        }
+        return glm_error_set(err, GLM_ERR_IO, "a worker does not hold its part of the kept state "
+                             "of %d tokens", len);
     }
     return GLM_OK;
 }

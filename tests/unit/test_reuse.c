@@ -360,6 +360,39 @@ static int count_suffix(const char *dir, const char *suffix)
 /* The ranks of a split keep their parts in one directory apart: each writes its tag into its
  * files' names and passes over the other's files (and an unsplit cache over both) without a
  * note; each finds its own again. */
+static glm_status peer_fails(void *user, const void *snap, size_t n, glm_error *err)
+{
+    (void)user, (void)snap, (void)n;
+    return glm_error_set(err, GLM_ERR_PEER, "the link to the worker failed");
+}
+
+static glm_status refuses(void *user, const void *snap, size_t n, glm_error *err)
+{
+    (void)user, (void)snap, (void)n;
+    return glm_error_set(err, GLM_ERR_FORMAT, "not this backend's snapshot");
+}
+
+/* A restore the ranks could not agree on (GLM_ERR_PEER: the link) ends the lookup and keeps the
+ * state for later; one the backend refuses drops it and the next shorter one is tried. */
+START_TEST(cache_keeps_a_state_whose_restore_the_link_failed)
+{
+    glm_error err = {0};
+    int32_t *ids = some_tokens(32, 3);
+    size_t got = 0;
+    pc_cache *c = pc_new(1000, NULL, 0, &err);
+    ck_assert_int_eq(pc_put(c, ids, 8, filled(10, 1), 10, &err), GLM_OK);
+    ck_assert_int_eq(pc_put(c, ids, 16, filled(20, 2), 20, &err), GLM_OK);
+    ck_assert_int_eq(pc_lookup(c, ids, 32, 0, 31, peer_fails, NULL), 0);
+    ck_assert(pc_contains(c, ids, 16) && pc_contains(c, ids, 8));
+    ck_assert_int_eq(pc_lookup(c, ids, 32, 0, 31, count_load, &got), 16);
+    ck_assert_uint_eq(got, 22);
+    ck_assert_int_eq(pc_lookup(c, ids, 32, 0, 31, refuses, NULL), 0);
+    ck_assert(!pc_contains(c, ids, 16) && !pc_contains(c, ids, 8));
+    pc_free(c);
+    free(ids);
+}
+END_TEST
+
 START_TEST(cache_ranks_share_a_directory_apart)
 {
     glm_error err = {0};
@@ -948,6 +981,7 @@ static Suite *reuse_suite(void)
     tcase_add_loop_test(tc, resume_on_the_grid_equals_full_prefill_bits, 0, 3);
     tcase_add_test(tc, cache_longest_prefix_and_lru_budget);
     tcase_add_test(tc, cache_disk_tier_survives_and_refuses);
+    tcase_add_test(tc, cache_keeps_a_state_whose_restore_the_link_failed);
     tcase_add_test(tc, cache_ranks_share_a_directory_apart);
     tcase_add_test(tc, cache_disk_budget_deletes_least_recently_used);
     tcase_add_test(tc, canceled_marked_feed_keeps_the_pieces_that_ran);
