@@ -74,12 +74,10 @@ void mirror_release_slot(glm_session *s);
 /* A new session of a split engine: its backend state exchanges through the engine's group,
  * and the worker's mirror starts empty. */
 glm_status mirror_session_start(glm_session *s, glm_error *err);
-/* Rank 0: the workers keep their mirrors' states of n tokens in their own prompt caches (a worker
- * that cannot is heard of at a later restore). */
-glm_status mirror_keep(glm_session *s, int n, glm_error *err);
 /* Rank 0, its own state of ids[0..n) restored from its cache: the workers restore theirs, and
- * the ranks agree (one exchange) whether every one did. 1: all did; 0: one could not (the caller
- * resets its own; the others did); -1: the exchange failed (err). */
+ * the ranks agree (one exchange) whether every one did. 1: all did (always, on a worker or one
+ * rank); 0: one could not (the caller resets its own; the others did); -1: the exchange failed
+ * (err). */
 int mirror_restore(glm_session *s, const int32_t *ids, int n, glm_error *err);
 /* The prompt cache of this engine's rank (engine.c): opened, or opened again after a split (its
  * files are the rank's part of each state, apart from another rank's in the same directory). */

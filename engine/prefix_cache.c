@@ -314,8 +314,8 @@ static glm_status open_dir(pc_cache *c, const char *dir, glm_error *err)
     struct dirent *de;
     char path[4096];
     while ((de = readdir(d))) {
-        int kept = has_suffix(de->d_name, ".kept") && is_ours(c, de->d_name),
-            stale = !kept && is_stale_temp(de->d_name) && is_ours(c, de->d_name);
+        int ours = is_ours(c, de->d_name), kept = ours && has_suffix(de->d_name, ".kept"),
+            stale = ours && !kept && is_stale_temp(de->d_name);
         if ((!kept && !stale) ||
             snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
             continue;

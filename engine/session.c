@@ -315,7 +315,7 @@ glm_status glm_session_keep(glm_session *s, glm_error *err)
         return GLM_OK;
     /* the workers keep their parts too (each skips one it holds: a restarted worker may hold
      * none of this rank's) */
-    glm_status st = s->e->rank == 0 ? mirror_keep(s, n, err) : GLM_OK;
+    glm_status st = mirror_step(s, TP_STEP_KEEP, n, NULL, 0, err);
     if (st || pc_contains(c, s->hist, n))
         return st;
     const backend_ops *ops = s->e->be.ops;
@@ -351,7 +351,7 @@ static glm_status restore_one(void *user, const void *snap, size_t n, glm_error 
     }
     /* rank 0: every rank restores its part, or none keeps it (the lookup then tries a shorter
      * state, or the prompt runs from the start) */
-    int all = s->e->rank == 0 ? mirror_restore(s, r->ids, len, err) : 1;
+    int all = mirror_restore(s, r->ids, len, err);
     if (all != 1) {
         s->e->be.ops->state_reset(s->st);
         s->marked = 0;

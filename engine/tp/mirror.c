@@ -101,11 +101,6 @@ void mirror_step_end(glm_session *s)
         tp_group_step_end(s->e->tp);
 }
 
-glm_status mirror_keep(glm_session *s, int n, glm_error *err)
-{
-    return mirror_step(s, TP_STEP_KEEP, n, NULL, 0, err);
-}
-
 int mirror_restore(glm_session *s, const int32_t *ids, int n, glm_error *err)
 {
     glm_engine *e = s->e;
@@ -116,7 +111,7 @@ int mirror_restore(glm_session *s, const int32_t *ids, int n, glm_error *err)
     float missing = 0.0f; /* this rank restored its own */
     glm_status st = mirror_step_locked(s, TP_STEP_RESTORE, n, ids, n, err);
     if (st == GLM_OK)
-        st = tp_group_all_reduce(e->tp, &missing, 1, err);
+        st = coll_reduce(e, &missing, 1, err);
     mirror_step_end(s);
     e->stepping = NULL;
     pthread_mutex_unlock(&e->step_lock);
@@ -144,15 +139,12 @@ glm_status mirror_serve_restore(glm_session *s, const int32_t *ids, int n, glm_e
     glm_engine *e = s->e;
     int got = glm_session_restore(s, ids, n, n - 1, n);
     float missing = got == n ? 0.0f : 1.0f;
-    if (got != n) /* the head's state is another now: this one's is no use either */
+    glm_status st = coll_reduce(e, &missing, 1, err);
+    /* this rank or another did not have it (or the exchange failed): all start over */
+    if (st != GLM_OK || missing != 0.0f)
         glm_session_reset(s);
-    if (!e->tp)
-        return glm_error_set(err, GLM_ERR_PEER, "this rank has no peer to exchange with");
-    glm_status st = tp_group_all_reduce(e->tp, &missing, 1, err);
     if (st != GLM_OK)
         return st;
-    if (got == n && missing != 0.0f) /* another rank did not have it: all start over */
-        glm_session_reset(s);
     if (got != n)
         engine_logf(&e->log, GLM_LOG_INFO, "the head restored a kept state of %d tokens this "
                     "worker does not hold (restarted, or past its prompt cache's budget): the "
